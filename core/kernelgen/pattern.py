@@ -1,0 +1,167 @@
+"""Declarative rewriting: `UPat` patterns, a `PatternMatcher` of (pattern, rewrite) rules, and
+`graph_rewrite`, which applies a matcher bottom-up until nothing changes.
+
+A rule's rewrite function receives the pattern's named captures as keyword arguments (and the
+rewrite context as `ctx` when its first parameter is named so); it returns a new node, or None
+to leave the node alone. Rules are indexed by op, and results are memoized by node identity
+(nodes are interned), so one `graph_rewrite` visits each node once plus once per rewrite.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from .dtype import DType
+from .errors import RewriteError
+from .ops import Ops, UOp, describe
+
+_ANY = object()
+
+
+class UPat:
+  """A pattern over UOps.
+
+  op:    an Ops, or a set/tuple of them, or None for any op
+  dtype: a DType, or a set/tuple of them, or None for any dtype (a vector matches its own dtype)
+  src:   None (any sources); a tuple (sources in order); a list (the two sources in either order)
+  arg:   a value the node's arg must equal (use `_ANY`, the default, for any)
+  name:  capture the matched node under this name; a name used twice must match one node
+  allow_any_len: with a tuple `src`, match when the node has at least that many sources
+  """
+  __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len", "custom")
+
+  def __init__(self, op=None, dtype=None, src=None, arg=_ANY, name: str | None = None,
+               allow_any_len: bool = False, custom: Callable[[UOp], bool] | None = None):
+    self.ops = None if op is None else (frozenset([op]) if isinstance(op, Ops) else frozenset(op))
+    self.dtypes = None if dtype is None else (
+      frozenset([dtype]) if isinstance(dtype, DType) else frozenset(dtype))
+    self.src, self.arg, self.name = src, arg, name
+    self.allow_any_len, self.custom = allow_any_len, custom
+
+  # ---- shorthands ----
+  @staticmethod
+  def var(name: str | None = None, dtype=None) -> UPat:
+    """Any node."""
+    return UPat(dtype=dtype, name=name)
+
+  @staticmethod
+  def cvar(name: str | None = None, dtype=None) -> UPat:
+    """Any constant."""
+    return UPat(Ops.CONST, dtype, name=name)
+
+  @staticmethod
+  def const(dtype, value) -> UPat:
+    """The constant `value` (compared by value and type: 0 matches 0 and 0.0, not False)."""
+    return UPat(Ops.CONST, dtype, custom=lambda u: u.arg == value and not (
+      isinstance(u.arg, bool) ^ isinstance(value, bool)))
+
+  def __repr__(self) -> str:
+    ops = "|".join(sorted(o.name for o in self.ops)) if self.ops else "*"
+    return f"UPat({ops}{', name=' + self.name if self.name else ''})"
+
+  # ---- matching ----
+  def match(self, node: UOp, caps: dict) -> dict | None:
+    """Captures after matching `node` (extending `caps`), or None when it does not match."""
+    if self.ops is not None and node.op not in self.ops:
+      return None
+    if self.dtypes is not None and node.dtype not in self.dtypes:
+      return None
+    if self.arg is not _ANY and node.arg != self.arg:
+      return None
+    if self.custom is not None and not self.custom(node):
+      return None
+    if self.name is not None:
+      seen = caps.get(self.name)
+      if seen is not None and seen is not node:
+        return None
+      caps = {**caps, self.name: node}
+    if self.src is None:
+      return caps
+    if isinstance(self.src, list):
+      return self._match_either_order(node, caps)
+    if len(node.src) != len(self.src) and not (self.allow_any_len and len(node.src) >= len(self.src)):
+      return None
+    for pat, s in zip(self.src, node.src):
+      caps = pat.match(s, caps)
+      if caps is None:
+        return None
+    return caps
+
+  def _match_either_order(self, node: UOp, caps: dict) -> dict | None:
+    if len(node.src) != 2:
+      return None
+    a, b = self.src
+    for x, y in ((node.src[0], node.src[1]), (node.src[1], node.src[0])):
+      got = a.match(x, caps)
+      got = b.match(y, got) if got is not None else None
+      if got is not None:
+        return got
+    return None
+
+
+Rule = tuple[UPat, Callable]
+
+
+class PatternMatcher:
+  """An ordered list of rules, indexed by the op each pattern's root can match."""
+
+  def __init__(self, rules: Iterable[Rule]):
+    self.rules = list(rules)
+    self.by_op: dict[Ops, list[tuple[UPat, Callable, bool]]] = {op: [] for op in Ops}
+    for pat, fn in self.rules:
+      wants_ctx = fn.__code__.co_argcount > 0 and fn.__code__.co_varnames[0] == "ctx"
+      for op in (pat.ops or Ops):
+        self.by_op[op].append((pat, fn, wants_ctx))
+
+  def __add__(self, other: PatternMatcher) -> PatternMatcher:
+    return PatternMatcher(self.rules + other.rules)
+
+  def rewrite(self, node: UOp, ctx=None) -> UOp | None:
+    """The first rule's rewrite of `node`, or None when no rule changes it."""
+    for pat, fn, wants_ctx in self.by_op[node.op]:
+      caps = pat.match(node, {})
+      if caps is None:
+        continue
+      out = fn(ctx, **caps) if wants_ctx else fn(**caps)
+      if out is not None and out is not node:
+        return out
+    return None
+
+
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | None = None) -> UOp:
+  """Rewrite the graph under `root` bottom-up with `pm` until no rule applies anywhere.
+
+  Sources are rewritten before their users; a node a rule produces is itself rewritten to a
+  fixed point. A rule set that keeps rewriting (more than `max_rewrites`, by default 50 per
+  node of the input plus 10,000) raises RewriteError naming the node it was stuck on.
+  """
+  done: dict[UOp, UOp] = {}
+  budget = max_rewrites if max_rewrites is not None else 10_000 + 50 * len(root.toposort())
+  stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
+  while stack:
+    node, stage, produced = stack.pop()
+    if node in done:
+      continue
+    if stage == 0:
+      stack.append((node, 1, None))
+      stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+    elif stage == 1:
+      src = tuple(done[s] for s in node.src)
+      rebuilt = node if src == node.src else UOp(node.op, node.dtype, src, node.arg)
+      out = pm.rewrite(rebuilt, ctx)
+      if out is None:
+        done[node] = rebuilt
+        done[rebuilt] = rebuilt
+        continue
+      budget -= 1
+      if budget < 0:
+        raise RewriteError("the rewrite rules did not reach a fixed point; last rewrite was of\n"
+                           + describe(rebuilt) + "\ninto\n" + describe(out))
+      stack.append((node, 2, out))
+      if out not in done:
+        stack.append((out, 0, None))
+    else:
+      done[node] = done[produced]
+  return done[root]
+
+
+__all__ = ["UPat", "PatternMatcher", "graph_rewrite"]

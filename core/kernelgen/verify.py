@@ -1,0 +1,119 @@
+"""The verifier: checks the invariants of a UOp graph (IR.md) and names the node that breaks one."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from .dtype import DType, PtrDType, dtypes
+from .errors import VerifyError
+from .ops import GroupOp, Ops, UOp, describe, toposort
+
+_SRC_COUNT = {Ops.PARAM: (0,), Ops.VAR: (0,), Ops.DEFINE_LOCAL: (0,), Ops.SPECIAL: (0,),
+              Ops.CONST: (0,), Ops.RANGE: (1,), Ops.IF: (1,), Ops.ENDIF: (1,),
+              Ops.ASSIGN: (2,), Ops.LOAD: (2, 4), Ops.STORE: (3, 4), Ops.GEP: (1,),
+              Ops.WMMA: (3,), Ops.WHERE: (3,), Ops.MULACC: (3,), Ops.CAST: (1,), Ops.BITCAST: (1,)}
+
+
+def _fail(node: UOp, why: str):
+  raise VerifyError(f"{why}\n{describe(node)}")
+
+
+def _check_alu(u: UOp):
+  if u.op in GroupOp.Unary and len(u.src) != 1 or u.op in GroupOp.Binary and len(u.src) != 2:
+    _fail(u, f"{u.op.name} has {len(u.src)} sources")
+  if u.op is Ops.WHERE:
+    cond, x, y = u.src
+    if cond.dtype.scalar != dtypes.bool:
+      _fail(u, f"WHERE needs a bool condition, got {cond.dtype}")
+    if not x.dtype == y.dtype == u.dtype:
+      _fail(u, f"WHERE branches must have the result dtype: {x.dtype}, {y.dtype} -> {u.dtype}")
+    return
+  operand = u.src[0].dtype
+  for s in u.src[1:]:
+    if s.dtype != operand:
+      _fail(u, f"{u.op.name} mixes operand dtypes {operand} and {s.dtype}; cast one of them first")
+  want = dtypes.bool.vec(operand.count) if u.op in GroupOp.Comparison else operand
+  if u.dtype != want:
+    _fail(u, f"{u.op.name} of {operand} must give {want}, not {u.dtype}")
+  if u.op in GroupOp.IntOnly and not operand.is_int():
+    _fail(u, f"{u.op.name} needs integer operands, got {operand}")
+  if u.op in GroupOp.Transcendental and not operand.is_float():
+    _fail(u, f"{u.op.name} needs float operands, got {operand}")
+  if u.op in GroupOp.Bitwise and operand.is_float():
+    _fail(u, f"{u.op.name} needs integer or bool operands, got {operand}")
+
+
+def _check_memory(u: UOp):
+  buf = u.src[0]
+  while buf.op is Ops.AFTER:
+    buf = buf.src[0]
+  if not isinstance(buf.dtype, PtrDType):
+    _fail(u, f"{u.op.name} needs a buffer (PARAM or DEFINE_LOCAL) as source 0, got {buf.op.name}")
+  if u.src[1].dtype != dtypes.int32:
+    _fail(u, f"{u.op.name} index must be int32, got {u.src[1].dtype}")
+  gate = u.src[2] if u.op is Ops.LOAD and len(u.src) == 4 else (
+    u.src[3] if u.op is Ops.STORE and len(u.src) == 4 else None)
+  if gate is not None and gate.dtype != dtypes.bool:
+    _fail(u, f"{u.op.name} gate must be bool, got {gate.dtype}")
+  value_dtype = u.dtype if u.op is Ops.LOAD else u.src[2].dtype
+  if value_dtype.scalar != buf.dtype.base.scalar:
+    _fail(u, f"{u.op.name} of {value_dtype} from a buffer of {buf.dtype.base}")
+  if u.op is Ops.LOAD and len(u.src) == 4 and u.src[3].dtype != u.dtype:
+    _fail(u, f"LOAD fallback value has dtype {u.src[3].dtype}, the load gives {u.dtype}")
+
+
+def _check_node(u: UOp):
+  counts = _SRC_COUNT.get(u.op)
+  if counts is not None and len(u.src) not in counts:
+    _fail(u, f"{u.op.name} takes {' or '.join(map(str, counts))} sources, not {len(u.src)}")
+  if u.op is not Ops.STORE and u.op not in (Ops.SINK, Ops.ENDRANGE, Ops.ENDIF, Ops.IF,
+                                            Ops.BARRIER) and not isinstance(u.dtype, DType):
+    _fail(u, f"{u.op.name} has no dtype (got {u.dtype!r}); every value node needs one")
+  if u.op in GroupOp.ALU:
+    _check_alu(u)
+  elif u.op in (Ops.LOAD, Ops.STORE):
+    _check_memory(u)
+  elif u.op in (Ops.RANGE, Ops.SPECIAL, Ops.VAR) and u.dtype != dtypes.int32:
+    _fail(u, f"{u.op.name} must be int32, got {u.dtype}")
+  elif u.op is Ops.RANGE and u.src[0].dtype != dtypes.int32:
+    _fail(u, f"RANGE end must be int32, got {u.src[0].dtype}")
+  elif u.op is Ops.ASSIGN and (u.src[0].op is not Ops.DEFINE_ACC or u.src[1].dtype != u.src[0].dtype):
+    _fail(u, "ASSIGN writes a value of the accumulator's dtype into a DEFINE_ACC")
+  elif u.op is Ops.ENDRANGE and (not u.src or u.src[0].op is not Ops.RANGE):
+    _fail(u, "ENDRANGE must name the RANGE it closes as its first source")
+  elif u.op is Ops.VECTORIZE and (u.dtype.count != len(u.src) or
+                                  any(s.dtype != u.dtype.scalar for s in u.src)):
+    _fail(u, f"VECTORIZE to {u.dtype} needs {u.dtype.count} sources of {u.dtype.scalar}")
+  elif u.op is Ops.GEP and not 0 <= u.arg < u.src[0].dtype.count:
+    _fail(u, f"GEP lane {u.arg} of a {u.src[0].dtype}")
+  elif u.op is Ops.BITCAST and u.dtype.nbytes != u.src[0].dtype.nbytes:
+    _fail(u, f"BITCAST needs equal widths: {u.src[0].dtype} to {u.dtype}")
+  elif u.op is Ops.CONST and not isinstance(u.arg, (bool, int, float)):
+    _fail(u, f"CONST holds {type(u.arg).__name__}, not a number")
+
+
+def verify(roots: UOp | Iterable[UOp]) -> None:
+  """Check every node reachable from `roots`; raises VerifyError naming the first bad node."""
+  nodes = toposort([roots] if isinstance(roots, UOp) else roots)
+  for u in nodes:
+    if not isinstance(u, UOp):
+      raise VerifyError(f"not a UOp in the graph: {u!r}")
+    _check_node(u)
+
+
+def verify_linear(uops: list[UOp]) -> None:
+  """Check a linearized kernel: nodes valid, sources first, blocks properly nested."""
+  position = {u: i for i, u in enumerate(uops)}
+  open_blocks: list[UOp] = []
+  for i, u in enumerate(uops):
+    _check_node(u)
+    for s in u.src:
+      if position.get(s, len(uops)) >= i:
+        _fail(u, f"source {s.op.name} is not placed before its user")
+    if u.op in (Ops.RANGE, Ops.IF):
+      open_blocks.append(u)
+    elif u.op in (Ops.ENDRANGE, Ops.ENDIF):
+      if not open_blocks or open_blocks[-1] is not u.src[0]:
+        _fail(u, f"{u.op.name} does not close the innermost open block")
+      open_blocks.pop()
+  if open_blocks:
+    _fail(open_blocks[-1], f"{open_blocks[-1].op.name} is never closed")
