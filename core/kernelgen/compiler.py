@@ -1,0 +1,67 @@
+"""The kernel pipeline: one list of named passes, from a kernel graph to rendered source.
+
+`kernel_passes(target)` lists the passes in order; `compile_kernel` runs them and can print the
+IR after any pass (`print_after={"simplify"}` or `"all"`). Tensor-level passes (schedule,
+optimize, lower) run before these and live in the front end.
+
+Targets: "python" (the reference interpreter runs the linearized kernel), "wgsl", "ptx".
+Renderer modules expose `legalize(sink, **options) -> sink` (target rewrites, and typed errors
+for what the target cannot do, before any source exists) and
+`render(kernel, **options) -> CompiledKernel`.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Callable
+
+from .errors import UnsupportedError
+from .ops import UOp, print_graph, print_uops
+from .program import Kernel
+
+TARGETS = ("python", "wgsl", "ptx")
+
+
+def _renderer(target: str):
+  if target not in TARGETS:
+    raise UnsupportedError(f"unknown target {target!r}: use one of {', '.join(TARGETS)}",
+                           target=target)
+  return None if target == "python" else importlib.import_module(f".render.{target}", __package__)
+
+
+def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
+  """The passes from a kernel's SINK to a Kernel (linearized), in order."""
+  from .linearize import linearize
+  from .rules.symbolic import simplify
+  from .verify import verify, verify_linear
+  renderer = _renderer(target)
+
+  def legalize(sink: UOp) -> UOp:
+    return sink if renderer is None else renderer.legalize(sink, **options)
+
+  def check_linear(uops):
+    verify_linear(uops)
+    return uops
+
+  return [("verify", lambda s: (verify(s), s)[1]),
+          ("simplify", simplify),
+          ("legalize", legalize),
+          ("verify_legal", lambda s: (verify(s), s)[1]),
+          ("linearize", linearize),
+          ("verify_linear", check_linear)]
+
+
+def compile_kernel(sink: UOp, name: str, target: str = "python", options: dict | None = None,
+                   buffer_names: dict[int, str] | None = None, print_after=()):
+  """Run every pass on `sink`; a Kernel for "python", a CompiledKernel for a GPU target."""
+  from .linearize import make_kernel
+  options = options or {}
+  ir = sink
+  for pass_name, run_pass in kernel_passes(target, options):
+    ir = run_pass(ir)
+    if print_after == "all" or pass_name in print_after:
+      text = print_uops(ir) if isinstance(ir, list) else print_graph(ir)
+      print(f"--- after {pass_name} ({name}) ---\n{text}", file=sys.stderr)
+  kernel: Kernel = make_kernel(name, ir, buffer_names or {})
+  renderer = _renderer(target)
+  return kernel if renderer is None else renderer.render(kernel, **options)

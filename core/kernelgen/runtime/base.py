@@ -1,0 +1,34 @@
+"""The interface every device runtime implements (PYTHON, WEBGPU, CUDA, PTXSIM).
+
+A runtime owns device memory and runs compiled kernels. Data crosses as raw little-endian bytes
+in numpy layout (bool: one byte per element), so the tensor layer never needs numpy.
+"""
+from __future__ import annotations
+
+from ..program import CompiledKernel
+
+
+class Runtime:
+  name: str = ""           # the device name users type: "PYTHON", "WEBGPU", "CUDA", "PTXSIM"
+  target: str | None = None  # the source a kernel must be rendered to: "wgsl", "ptx" or None
+
+  def render_options(self) -> dict:
+    """Keyword options for the target's renderer (features and limits of this device)."""
+    return {}
+
+  def alloc(self, nbytes: int):
+    """A new device buffer of `nbytes` bytes (contents unspecified); returns a handle."""
+    raise NotImplementedError
+
+  def copyin(self, handle, data: bytes | bytearray | memoryview) -> None:
+    raise NotImplementedError
+
+  def copyout(self, handle) -> bytes:
+    raise NotImplementedError
+
+  def free(self, handle) -> None:
+    """Release a buffer (optional: garbage collection is enough for most runtimes)."""
+
+  def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float | None:
+    """Run `kernel` with `handles` in binding-slot order; returns the seconds it took if timed."""
+    raise NotImplementedError
