@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# kernelgen's one entry point. Sets up what each command needs (skipping what is already
+# there, so a second run is quick), then:
+#
+#   ./build.sh                 build the wheel, assemble site/, serve it on 127.0.0.1:${PORT:-8000}
+#   ./build.sh wheel           build the wheel into dist/
+#   ./build.sh site            build the wheel and assemble the self-contained web site in site/
+#   ./build.sh serve           serve site/ (assembles it first)
+#   ./build.sh test [ARGS...]  install every test tool and run the whole pytest suite (ARGS go to
+#                              pytest, e.g. ./build.sh test -k wgsl)
+#   ./build.sh fuzz [N]        (not implemented yet)
+#   ./build.sh bench           (not implemented yet)
+#
+# Installs: Debian packages (Chromium, Mesa's Vulkan driver) with apt-get, a Python venv in
+# .venv, npm packages in node_modules, and the Pyodide lockfile tool (Python >= 3.12) in
+# .tools/. Only PyPI, npm and Debian's apt are used; nothing is fetched from anywhere else.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")"
+ROOT=$PWD
+VENV=$ROOT/.venv
+TOOLS=$ROOT/.tools
+PORT=${PORT:-8000}
+MICROPIP_VERSION=0.11.1
+APT_PACKAGES=(chromium mesa-vulkan-drivers libvulkan1)
+
+log() { printf '\033[1m[build.sh]\033[0m %s\n' "$*" >&2; }
+die() { printf '[build.sh] error: %s\n' "$*" >&2; exit 2; }
+
+# pip, minus the warnings this machine's pip config prints for every package it looks up.
+# With pipefail, the pipeline fails when pip does.
+pip_quiet() {
+  "$@" 2>&1 | { grep -v -e 'is ignored: it is neither a file nor a directory' \
+                        -e "Running pip as the 'root' user" || true; }
+}
+
+# A stamp records what an install step installed; the step is skipped while it still matches.
+stamp_matches() { [[ -f $1 && "$(cat "$1")" == "$2" ]]; }
+fingerprint() { cat "$@" | sha256sum | cut -c1-16; }
+
+# --- setup steps ---
+
+setup_apt() {
+  local missing=()
+  for package in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' \
+      || missing+=("$package")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return
+  log "apt-get install ${missing[*]}"
+  local sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+}
+
+find_python() {  # the first Python >= $1 on PATH (pyenv versions included)
+  local minor=$1
+  for candidate in python3 python3.11 python3.12 python3.13 \
+                   "$(pyenv root 2>/dev/null)"/versions/3.1[2-9]*/bin/python3; do
+    command -v "$candidate" >/dev/null 2>&1 || continue
+    if "$candidate" -c "import sys; sys.exit(sys.version_info < (3, $minor))" 2>/dev/null; then
+      command -v "$candidate"
+      return
+    fi
+  done
+  die "no Python >= 3.$minor found (install it, or put it on PATH)"
+}
+
+# .venv: setuptools to build the wheel; with extras (e.g. "test,webgpu,ptx"), kernelgen itself
+# (editable) with those extras.
+setup_venv() {
+  local extras=${1:-}
+  if [[ ! -x $VENV/bin/python ]]; then
+    log "creating .venv"
+    "$(find_python 11)" -m venv "$VENV"
+  fi
+  local stamp=$VENV/.kernelgen-stamp-${extras:-base} want
+  want=$(fingerprint pyproject.toml)
+  stamp_matches "$stamp" "$want" && return
+  local packages=("setuptools>=68" wheel)
+  [[ -n $extras ]] && packages+=(-e ".[$extras]")
+  log "pip install ${packages[*]} into .venv"
+  pip_quiet "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${packages[@]}"
+  echo "$want" >"$stamp"
+}
+
+setup_npm() {
+  local want
+  want=$(fingerprint package.json package-lock.json)
+  stamp_matches node_modules/.kernelgen-stamp "$want" && return
+  log "npm ci (pyodide, webgpu)"
+  # webgpu's only install script is for macOS; skip scripts.
+  npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+  echo "$want" >node_modules/.kernelgen-stamp
+}
+
+# pyodide's lockfile tool needs Python >= 3.12; it gets a venv of its own in .tools/.
+setup_lockfile_tool() {
+  local venv=$TOOLS/pyodide-lock-venv
+  [[ -x $venv/bin/pyodide ]] && return
+  log "installing the Pyodide lockfile tool into .tools/"
+  rm -rf "$venv"
+  "$(find_python 12)" -m venv "$venv"
+  pip_quiet "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    pyodide-cli 'pyodide-lock[wheel]' pkginfo
+}
+
+setup_xdg_runtime_dir() {  # Mesa complains without a writable XDG_RUNTIME_DIR
+  if [[ -z ${XDG_RUNTIME_DIR:-} || ! -w ${XDG_RUNTIME_DIR:-/nonexistent} ]]; then
+    export XDG_RUNTIME_DIR=$TOOLS/xdg-runtime
+    mkdir -p "$XDG_RUNTIME_DIR"
+    chmod 700 "$XDG_RUNTIME_DIR"
+  fi
+}
+
+# --- commands ---
+
+build_wheel() {
+  setup_venv
+  rm -rf dist build
+  log "building the wheel"
+  pip_quiet "$VENV/bin/python" -m pip wheel -q --no-deps --no-build-isolation -w dist .
+  ls dist/kernelgen-*-py3-none-any.whl >/dev/null
+}
+
+# site/: index.html, web/, and pyodide/ holding the Pyodide runtime, the micropip and kernelgen
+# wheels, and a pyodide-lock.json that lists both, so the page can loadPackage('kernelgen')
+# from its own origin (see web/BUILDING.md).
+assemble_site() {
+  build_wheel
+  setup_npm
+  setup_lockfile_tool
+  local wheels=$TOOLS/wheels
+  if [[ ! -f $wheels/micropip-$MICROPIP_VERSION-py3-none-any.whl ]]; then
+    log "downloading micropip $MICROPIP_VERSION (for Pyodide's Python 3.14)"
+    pip_quiet "$VENV/bin/python" -m pip download -q --disable-pip-version-check --no-deps \
+      --only-binary=:all: --python-version 3.14 -d "$wheels" "micropip==$MICROPIP_VERSION"
+  fi
+  log "assembling site/"
+  rm -rf site
+  mkdir -p site/pyodide
+  cp index.html site/
+  cp -r web site/web
+  cp -r node_modules/pyodide/. site/pyodide/
+  rm -f site/pyodide/package.json site/pyodide/README.md site/pyodide/*.d.ts
+  cp "$wheels/micropip-$MICROPIP_VERSION-py3-none-any.whl" dist/kernelgen-*.whl site/pyodide/
+  (
+    cd site/pyodide
+    "$TOOLS/pyodide-lock-venv/bin/pyodide" lockfile add-wheels --base-path . \
+      --input pyodide-lock.json --output pyodide-lock.new.json ./*.whl >/dev/null
+    mv pyodide-lock.new.json pyodide-lock.json
+  )
+}
+
+serve_site() {
+  log "serving site/ at http://127.0.0.1:$PORT/ (Ctrl-C stops)"
+  exec "$VENV/bin/python" -m http.server "$PORT" --bind 127.0.0.1 --directory site
+}
+
+run_tests() {
+  setup_apt
+  setup_venv test,webgpu,ptx
+  setup_npm
+  setup_xdg_runtime_dir
+  # Every tool must be there: a missing one fails its tests instead of skipping them.
+  export KERNELGEN_REQUIRE_ALL=1
+  log "python -m pytest tests $*"
+  exec "$VENV/bin/python" -m pytest tests -q "$@"
+}
+
+not_implemented() {
+  die "'./build.sh $1' is not implemented yet"
+}
+
+command=${1:-all}
+[[ $# -gt 0 ]] && shift
+case $command in
+  all) assemble_site; serve_site ;;
+  wheel) build_wheel ;;
+  site) assemble_site ;;
+  serve) assemble_site; serve_site ;;
+  test) run_tests "$@" ;;
+  fuzz | bench) not_implemented "$command" ;;
+  -h | --help | help) sed -n '2,13p' "$0" | cut -c3- ;;
+  *) die "unknown command '$command' (try ./build.sh help)" ;;
+esac
