@@ -144,7 +144,7 @@ assemble_site() {
   cp index.html site/
   cp -r web site/web
   cp -r node_modules/pyodide/. site/pyodide/
-  rm -f site/pyodide/package.json site/pyodide/README.md site/pyodide/*.d.ts
+  rm -f site/pyodide/{package.json,README.md,*.d.ts,console*.html}
   cp "$wheels/micropip-$MICROPIP_VERSION-py3-none-any.whl" dist/kernelgen-*.whl site/pyodide/
   (
     cd site/pyodide
@@ -166,8 +166,9 @@ run_tests() {
   setup_xdg_runtime_dir
   # Every tool must be there: a missing one fails its tests instead of skipping them.
   export KERNELGEN_REQUIRE_ALL=1
-  log "python -m pytest tests $*"
-  exec "$VENV/bin/python" -m pytest tests -q "$@"
+  # With no paths in ARGS, pytest runs testpaths from pyproject.toml: tests/.
+  log "python -m pytest -q $*"
+  exec "$VENV/bin/python" -m pytest -q "$@"
 }
 
 not_implemented() {
