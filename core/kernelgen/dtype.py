@@ -224,6 +224,9 @@ def bf16_bits(x: float) -> int:
   bits = f32_bits(x)
   if math.isnan(x):
     return (bits >> 16) | 0x40
+  rounded = _round_f32(x)
+  if rounded != x and math.isfinite(rounded):
+    bits += 1 if abs(x) > abs(rounded) else -1   # sticky bit: no double rounding through f32
   return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
