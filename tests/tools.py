@@ -220,20 +220,27 @@ def wgsl_validate(source: str, entry_point: str | None = None) -> None:
 class _TintProcess:
     def __init__(self, node: str):
         script = TESTS_DIR / "tint_validate.mjs"
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # read back if node dies
         self.process = subprocess.Popen(
             [node, str(script)], cwd=REPO_ROOT, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
         )
         self.lock = threading.Lock()
 
     def check(self, source: str, entry_point: str | None) -> dict:
         request = json.dumps({"code": source, "entryPoint": entry_point})
         with self.lock:
-            self.process.stdin.write(request + "\n")
-            self.process.stdin.flush()
-            reply = self.process.stdout.readline()
+            try:
+                self.process.stdin.write(request + "\n")
+                self.process.stdin.flush()
+                reply = self.process.stdout.readline()
+            except BrokenPipeError:
+                reply = ""
         if not reply:
-            raise RuntimeError(f"tint_validate.mjs exited ({self.process.poll()})")
+            self.stderr.seek(0)
+            raise RuntimeError(
+                f"tint_validate.mjs exited ({self.process.wait()}):\n{self.stderr.read()[-2000:]}"
+            )
         return json.loads(reply)
 
 
