@@ -158,7 +158,7 @@ def _import_wgpu():
     try:
         import wgpu
     except ImportError:
-        missing_tool("wgpu-py", "pip install 'wgpu==0.32.*' and apt-get install mesa-vulkan-drivers")
+        missing_tool("wgpu-py", "pip install 'wgpu==0.32.*'; apt-get install mesa-vulkan-drivers")
     return wgpu
 
 
@@ -177,7 +177,7 @@ def wgpu_adapter():
     """The wgpu adapter (on this machine: lavapipe, Vulkan on the CPU)."""
     adapter = _adapter()
     if isinstance(adapter, Exception):
-        missing_tool("a WebGPU adapter for wgpu", f"apt-get install mesa-vulkan-drivers ({adapter})")
+        missing_tool("a wgpu adapter", f"apt-get install mesa-vulkan-drivers ({adapter})")
     return adapter
 
 
