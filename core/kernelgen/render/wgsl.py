@@ -1,0 +1,682 @@
+"""The WGSL renderer: a linearized kernel to WGSL source and a `Launch` (program.py).
+
+`legalize(sink, **options)` runs first, on the kernel graph: typed errors for what WGSL cannot do
+(64-bit types, tensor cores, too many buffers), then the target's own rules (8/16-bit integer
+arithmetic moved to 32 bits, f16 math in f32 without `shader-f16`, isnan as a bit test).
+`render(kernel, **options)` writes the text. Values live in 32-bit registers: int8/int16 in i32
+(sign-extended), uint8/uint16 in u32, f16 in f16 with the f16 option or else in f32. Memory keeps
+numpy's layout: bool, 8- and 16-bit buffers (and f16 without the f16 option) are arrays of u32
+words read with extractBits; a kernel that writes one uses `atomic<u32>` words and writes with
+atomicAnd/atomicOr, so neighbouring threads writing bytes of one word never race.
+
+The launch contract, the same for wgpu here and navigator.gpu in the page:
+  - storage buffer `slot` is `@group(0) @binding(slot)`; `Binding.nbytes` is what to allocate;
+    bindings with access "read" are read-only-storage, the others storage;
+  - scalar arguments (VAR) are the i32 fields, in `Launch.uniforms` order, of one uniform struct at
+    `@group(0) @binding(uniform_binding(bindings))` (after the last storage buffer), 16 bytes a
+    field group: the buffer is `4 * len(uniforms)` bytes rounded up to 16;
+  - `Launch.dispatch` is the workgroup grid as launched: a grid over 65535 per dimension is folded
+    across x/y/z and the kernel re-derives its group ids (extra groups return at once).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, fields
+
+from ..dtype import DType, PtrDType, dtypes, max_value, min_value
+from ..errors import LimitError, UnsupportedError
+from ..ops import GroupOp, Ops, UOp, describe, toposort
+from ..pattern import PatternMatcher, UPat, graph_rewrite
+from ..program import Binding, CompiledKernel, Kernel, Launch
+
+TARGET = "wgsl"
+
+
+@dataclass(frozen=True)
+class WGSLOptions:
+  f16: bool = False                    # the device has `shader-f16`: native f16 (`enable f16;`)
+  subgroups: bool = False              # the device has `subgroups` (reserved for reductions)
+  max_storage_buffers: int = 8         # storage buffers per shader stage
+  max_workgroup_size: int = 256        # invocations per workgroup
+  max_workgroups_per_dim: int = 65535  # workgroups per grid dimension
+
+
+def make_options(options: dict) -> WGSLOptions:
+  known = {f.name for f in fields(WGSLOptions)}
+  unknown = sorted(set(options) - known)
+  if unknown:
+    raise UnsupportedError(f"unknown WGSL renderer option(s) {', '.join(unknown)}: use "
+                           f"{', '.join(sorted(known))}", target=TARGET)
+  return WGSLOptions(**options)
+
+
+# ---- target facts --------------------------------------------------------------------------------
+
+# dtypes WGSL has no type for, and what to do instead
+NO_WGSL_TYPE = {
+  "float64": "cast to float32 before the kernel, or compile for target 'ptx'",
+  "int64": "cast to int32 before the kernel, or compile for target 'ptx'",
+  "uint64": "cast to uint32 before the kernel, or compile for target 'ptx'",
+  "bfloat16": "cast to float32 (or float16), or compile for target 'ptx'",
+}
+
+# the register type holding each scalar dtype (float16 is f32 without the f16 option)
+REGISTER = {"bool": "bool", "int8": "i32", "int16": "i32", "int32": "i32", "uint8": "u32",
+            "uint16": "u32", "uint32": "u32", "float16": "f16", "float32": "f32"}
+
+# bits of one element of the dtypes global memory holds packed in u32 words
+PACKED_BITS = {"bool": 8, "int8": 8, "uint8": 8, "int16": 16, "uint16": 16, "float16": 16}
+
+# infix operators, by op
+INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.IDIV: "/", Ops.MOD: "%",
+         Ops.CMPLT: "<", Ops.CMPEQ: "==", Ops.CMPNE: "!=", Ops.AND: "&", Ops.OR: "|",
+         Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+
+# infix operators on bool operands (WGSL has no arithmetic or ordering on bool)
+BOOL_INFIX = {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "!=", Ops.CMPEQ: "==", Ops.CMPNE: "!=",
+              Ops.MAX: "|", Ops.MIN: "&", Ops.ADD: "|", Ops.MUL: "&"}
+
+# builtin functions, by op
+CALL = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc",
+        Ops.MAX: "max", Ops.MIN: "min"}
+
+# largest f32 values that convert into each 32-bit int type (the int maxima round up in f32)
+F32_INT_MAX = {"int32": 2147483520.0, "uint32": 4294967040.0}
+
+# helper functions, emitted (in this order) when a kernel uses them
+HELPERS = {
+  "kg_isnan": "fn kg_isnan(x: f32) -> bool {\n"
+              "  return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;\n}",
+  "kg_fmax": "fn kg_fmax(a: f32, b: f32) -> f32 {\n"
+             "  if (kg_isnan(a) || kg_isnan(b)) { return a + b; }\n  return max(a, b);\n}",
+  "kg_fmin": "fn kg_fmin(a: f32, b: f32) -> f32 {\n"
+             "  if (kg_isnan(a) || kg_isnan(b)) { return a + b; }\n  return min(a, b);\n}",
+  "kg_hmax": "fn kg_hmax(a: f16, b: f16) -> f16 {\n"
+             "  if (kg_isnan(f32(a)) || kg_isnan(f32(b))) { return a + b; }\n  return max(a, b);\n}",
+  "kg_hmin": "fn kg_hmin(a: f16, b: f16) -> f16 {\n"
+             "  if (kg_isnan(f32(a)) || kg_isnan(f32(b))) { return a + b; }\n  return min(a, b);\n}",
+  "kg_round_f16": "fn kg_round_f16(x: f32) -> f32 {\n"
+                  "  return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0f))).x;\n}",
+}
+HELPER_NEEDS = {"kg_fmax": ("kg_isnan",), "kg_fmin": ("kg_isnan",), "kg_hmax": ("kg_isnan",),
+                "kg_hmin": ("kg_isnan",)}
+
+# NaN and inf cannot be constant expressions in WGSL: they are read from these bits at run time
+SPECIAL_BITS = "var<private> kg_special: vec2<u32> = vec2<u32>(0x7f800000u, 0x7fc00000u);"
+
+# words WGSL reserves or predeclares, that a user-derived identifier must not become
+RESERVED = frozenset("""
+alias break case const const_assert continue continuing default diagnostic discard else enable
+false fn for if let loop override requires return struct switch true var while
+NULL Self abstract active alignas alignof as asm asm_fragment async attribute auto await become
+cast catch class co_await co_return co_yield coherent column_major common compile
+compile_fragment concept const_cast consteval constexpr constinit crate debugger decltype delete
+demote demote_to_helper do dynamic_cast enum explicit export extends extern external fallthrough
+filter final finally friend from fxgroup get goto groupshared highp impl implements import inline
+instanceof interface layout lowp macro macro_rules match mediump meta mod module move mut mutable
+namespace new nil noexcept noinline nointerpolation non_coherent noncoherent noperspective null
+nullptr of operator package packoffset partition pass patch pixelfragment precise precision
+premerge priv protected pub public readonly ref regardless register reinterpret_cast require
+resource restrict self set shared sizeof smooth snorm static static_assert static_cast std
+subroutine super target template this thread_local throw trait try type typedef typeid typename
+typeof union unless unorm unsafe unsized use using varying virtual volatile wgsl where with
+writeonly yield
+bool f16 f32 i32 u32 vec2 vec3 vec4 mat2x2 mat3x3 mat4x4 array atomic ptr sampler texture_2d
+read write read_write function private workgroup uniform storage
+abs all any atomicAdd atomicAnd atomicLoad atomicOr atomicStore bitcast ceil clamp cos exp exp2
+extractBits floor fma insertBits log log2 max min pack2x16float select sin sqrt trunc
+unpack2x16float workgroupBarrier
+""".split())
+
+# names the renderer makes itself (a user-derived name must not look like one)
+OWN_NAME = re.compile(r"(kg_|k_|[vrbl]\d|acc\d|u\d)")
+
+
+# ---- legalize: the target's rules on the kernel graph --------------------------------------------
+
+def _wide_int(dt: DType) -> DType:
+  return (dtypes.uint32 if dt.is_unsigned() else dtypes.int32).vec(dt.count)
+
+
+def _narrow_in_32_bits(x: UOp) -> UOp:
+  wide = _wide_int(x.dtype)
+  return UOp(x.op, wide, tuple(s.cast(wide) for s in x.src)).cast(x.dtype)
+
+
+def _f16_in_f32(x: UOp) -> UOp:
+  wide = dtypes.float32.vec(x.dtype.count)
+  return UOp(x.op, wide, tuple(s.cast(wide) for s in x.src)).cast(x.dtype)
+
+
+def _isnan_bits(x: UOp) -> UOp:
+  bits = x.cast(dtypes.float32.vec(x.dtype.count)).bitcast(dtypes.uint32.vec(x.dtype.count))
+  magnitude = bits & 0x7FFFFFFF
+  return magnitude.const_like(0x7F800000).lt(magnitude)
+
+
+def _is_narrow_int(u: UOp) -> bool:
+  return u.dtype is not None and u.dtype.is_int() and u.dtype.itemsize < 4
+
+
+def _is_f16(u: UOp) -> bool:
+  return u.dtype is not None and u.dtype.scalar == dtypes.float16
+
+
+# ops whose 8/16-bit result can leave the type's range, so they run in 32 bits and wrap after
+WRAPPING = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.SHL, Ops.IDIV, Ops.NOT, Ops.MULACC)
+# ops that round: without shader-f16 they run on f32 registers and round to f16 after
+ROUNDING = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC) + tuple(GroupOp.Transcendental)
+
+
+def _packed_f16_math(ctx: WGSLOptions, x: UOp):
+  return None if ctx.f16 else _f16_in_f32(x)
+
+
+LEGALIZE = PatternMatcher([
+  # 8/16-bit integer op -> the op on i32/u32, cast back (WGSL has no 8/16-bit integers)
+  (UPat(WRAPPING, custom=_is_narrow_int, name="x"), _narrow_in_32_bits),
+  # f16 transcendental -> in f32, rounded once to f16 (as numpy computes them)
+  (UPat(tuple(GroupOp.Transcendental), custom=_is_f16, name="x"), _f16_in_f32),
+  # f16 arithmetic without shader-f16 -> in f32, rounded to f16 after each op
+  (UPat(ROUNDING, custom=_is_f16, name="x"), _packed_f16_math),
+  # x != x on floats -> a bit test (a shader compiler may fold x != x to false)
+  (UPat(Ops.CMPNE, src=(UPat.var("x"), UPat.var("x")),
+        custom=lambda u: u.src[0].dtype.is_float()), _isnan_bits),
+])
+
+
+def _check_dtype(u: UOp) -> None:
+  dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
+  if dt is not None and dt.scalar.name in NO_WGSL_TYPE:
+    raise UnsupportedError(
+      f"{dt.scalar.name} is not available on target 'wgsl' (WebGPU has no {dt.scalar.name} "
+      f"type): {NO_WGSL_TYPE[dt.scalar.name]}\n{describe(u)}", target=TARGET, dtype=dt.scalar)
+
+
+def check_buffer_count(count: int, opts: WGSLOptions) -> None:
+  if count > opts.max_storage_buffers:
+    raise LimitError(f"this kernel uses {count} storage buffers; the WebGPU device allows "
+                     f"{opts.max_storage_buffers} per shader stage: split the computation into "
+                     f"kernels with fewer inputs (or realize some inputs first), or raise "
+                     f"max_storage_buffers if the adapter allows more")
+
+
+def legalize(sink: UOp, **options) -> UOp:
+  """The kernel graph made WGSL-legal; typed errors for what WGSL cannot do."""
+  opts = make_options(options)
+  params = set()
+  for u in toposort([sink]):
+    _check_dtype(u)
+    if u.op is Ops.WMMA:
+      raise UnsupportedError("tensor-core ops (WMMA) do not exist in WGSL: compile without "
+                             "tensor cores for 'wgsl', or use target 'ptx'", target=TARGET)
+    if u.op is Ops.PARAM:
+      params.add(u.arg)
+  check_buffer_count(len(params), opts)
+  return graph_rewrite(sink, LEGALIZE, ctx=opts)
+
+
+# ---- names ---------------------------------------------------------------------------------------
+
+def clean_name(text: str) -> str:
+  """`text` with everything but ASCII letters, digits and single underscores removed."""
+  return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", str(text))).strip("_")
+
+
+def entry_name(kernel_name: str) -> str:
+  """A valid WGSL function name for the kernel, its own name when that is one."""
+  name = clean_name(kernel_name)
+  if name and name[0].isalpha() and name not in RESERVED and not OWN_NAME.match(name):
+    return name
+  return f"k_{name}" if name else "k_kernel"
+
+
+def buffer_name(slot: int, user_name: str) -> str:
+  name = clean_name(user_name)
+  return f"b{slot}_{name}" if name else f"b{slot}"
+
+
+# ---- launch geometry -----------------------------------------------------------------------------
+
+def fold_grid(grid: tuple[int, int, int], limit: int) -> tuple[int, int, int]:
+  """The dispatch for `grid`: itself when it fits, else its groups spread over x, y, z."""
+  if all(g <= limit for g in grid):
+    return tuple(grid)
+  total = math.prod(grid)
+  dx = min(total, limit)
+  dy = min(-(-total // dx), limit)
+  dz = -(-total // (dx * dy))
+  if dz > limit:
+    raise LimitError(f"a grid of {grid} workgroups ({total}) does not fit in WebGPU's "
+                     f"{limit}^3 workgroups: use bigger workgroups or split the kernel")
+  return dx, dy, dz
+
+
+def check_workgroup(local: tuple[int, int, int], opts: WGSLOptions) -> None:
+  size = math.prod(local)
+  if size > opts.max_workgroup_size or local[2] > 64:
+    raise LimitError(f"a workgroup of {local} = {size} threads is more than the device allows "
+                     f"({opts.max_workgroup_size} in all, 64 in z): use smaller local sizes")
+
+
+def binding_nbytes(dtype: DType, size: int, packed: bool) -> int:
+  nbytes = size * dtype.itemsize
+  if packed:
+    nbytes = -(-size * PACKED_BITS[dtype.name] // 32) * 4
+  return max(4, -(-nbytes // 4) * 4)
+
+
+# ---- the renderer --------------------------------------------------------------------------------
+
+class _Writer:
+  """Renders one kernel; holds the names given to nodes and the lines written so far."""
+
+  def __init__(self, kernel: Kernel, opts: WGSLOptions, dispatch: tuple[int, int, int]):
+    self.kernel, self.opts, self.dispatch = kernel, opts, dispatch
+    self.var_fields = {v: f"u{i}_{clean_name(v.arg[0])}".rstrip("_")
+                       for i, v in enumerate(kernel_vars(kernel))}
+    self.names: dict[UOp, str] = {}
+    self.lines: list[str] = []
+    self.depth = 1
+    self.helpers: set[str] = set()
+    self.special_bits = False
+    self.uses_f16 = False
+    self.specs = {b.slot: b for b in kernel.buffers}
+
+  # -- types --
+  def reg(self, dt: DType) -> str:
+    name = REGISTER[dt.scalar.name]
+    if name == "f16":
+      self.uses_f16 = self.opts.f16
+      name = "f16" if self.opts.f16 else "f32"
+    return name if dt.count == 1 else f"vec{dt.count}<{name}>"
+
+  def packed(self, slot: int) -> bool:
+    dt = self.specs[slot].dtype
+    return dt.name in PACKED_BITS and not (dt == dtypes.float16 and self.opts.f16)
+
+  def atomic(self, slot: int) -> bool:
+    return self.packed(slot) and self.specs[slot].access != "read"
+
+  def need(self, helper: str) -> str:
+    self.helpers.update(HELPER_NEEDS.get(helper, ()) + (helper,))
+    return helper
+
+  def emit(self, line: str) -> None:
+    self.lines.append("  " * self.depth + line)
+
+  # -- constants --
+  def const(self, u: UOp) -> str:
+    value, reg = u.arg, self.reg(u.dtype)
+    if reg == "bool":
+      return "true" if value else "false"
+    if reg == "u32":
+      return f"0x{value:x}u" if value > 0xFFFF else f"{value}u"
+    if reg == "i32":
+      return "(-2147483647i - 1i)" if value == -2**31 else (f"({value}i)" if value < 0 else f"{value}i")
+    if math.isfinite(value):
+      text = repr(float(value)) + ("h" if reg == "f16" else "f")
+      return f"({text})" if text.startswith("-") else text
+    self.special_bits = True
+    lane = "y" if math.isnan(value) else "x"
+    text = f"bitcast<f32>(kg_special.{lane})"
+    text = text if reg == "f32" else f"f16({text})"
+    return f"(-{text})" if value < 0 else text
+
+  # -- float helpers --
+  def isnan(self, x: str, dt: DType) -> str:
+    if dt.count == 1:
+      return f"{self.need('kg_isnan')}(f32({x}))"
+    u = f"vec{dt.count}<u32>"
+    return f"((bitcast<{u}>(vec{dt.count}<f32>({x})) & {u}(0x7fffffffu)) > {u}(0x7f800000u))"
+
+  def lanewise(self, fn: str, dt: DType, args: list[str]) -> str:
+    if dt.count == 1:
+      return f"{fn}({', '.join(args)})"
+    lanes = [f"{fn}({', '.join(f'{a}[{i}]' for a in args)})" for i in range(dt.count)]
+    return f"{self.reg(dt)}({', '.join(lanes)})"
+
+  # -- conversions --
+  def cast(self, src: DType, dst: DType, x: str) -> str:
+    s, d, t = src.scalar, dst.scalar, self.reg(dst)
+    if d == dtypes.bool:
+      return x if s == dtypes.bool else f"({x} != {self.reg(src)}())"
+    if s == dtypes.bool:
+      return f"select({t}(), {t}(1), {x})"
+    if d.is_float():
+      return self.to_float(src, dst, x)
+    if s.is_float():
+      return self.float_to_int(src, dst, x)
+    return self.int_to_int(src, dst, x)
+
+  def to_float(self, src: DType, dst: DType, x: str) -> str:
+    t = self.reg(dst)
+    value = x if self.reg(src) == t else f"{t}({x})"
+    if dst.scalar == dtypes.float16 and not self.opts.f16 and src.scalar != dtypes.float16:
+      return self.lanewise(self.need("kg_round_f16"), dst, [value])
+    return value
+
+  def float_to_int(self, src: DType, dst: DType, x: str) -> str:
+    t, d = self.reg(dst), dst.scalar
+    f32 = self.reg(dtypes.float32.vec(dst.count))
+    lo = float(min_value(d))
+    hi = F32_INT_MAX.get(d.name, float(max_value(d)))
+    clamped = f"{t}(clamp({f32}({x}), {f32}({lo!r}f), {f32}({hi!r}f)))"
+    return f"select({clamped}, {t}(), {self.isnan(x, src)})"
+
+  def int_to_int(self, src: DType, dst: DType, x: str) -> str:
+    s, d, t = src.scalar, dst.scalar, self.reg(dst)
+    value = x if self.reg(src) == t else f"bitcast<{t}>({x})"
+    if d.itemsize < 4 and not (s.kind == d.kind and s.itemsize <= d.itemsize):
+      value = f"extractBits({value}, 0u, {d.bits}u)"
+    return value
+
+  def bitcast(self, src: DType, dst: DType, x: str) -> str:
+    if src.itemsize == 4:
+      return f"bitcast<{self.reg(dst)}>({x})"
+    if src.is_int() and dst.is_int() or dtypes.bool in (src.scalar, dst.scalar):
+      return self.cast(src, dst, x)
+    if src.count != 1:
+      raise UnsupportedError(f"WGSL renders 16-bit bitcasts of scalars only, not {src}: bitcast "
+                             f"each lane (GEP) instead", target=TARGET, dtype=src)
+    return self.bits16_to(dst, self.bits16_of(src, x))
+
+  def bits16_of(self, src: DType, x: str) -> str:
+    if src == dtypes.float16:
+      pair = f"vec2<f16>({x}, 0.0h)" if self.opts.f16 else f"vec2<f32>({x}, 0.0f)"
+      return (f"(bitcast<u32>({pair}) & 0xffffu)" if self.opts.f16
+              else f"(pack2x16float({pair}) & 0xffffu)")
+    return f"(bitcast<u32>({x}) & 0xffffu)" if src == dtypes.int16 else x
+
+  def bits16_to(self, dst: DType, bits: str) -> str:
+    if dst == dtypes.float16:
+      return f"bitcast<vec2<f16>>({bits}).x" if self.opts.f16 else f"unpack2x16float({bits}).x"
+    return f"extractBits(bitcast<i32>({bits}), 0u, 16u)" if dst == dtypes.int16 else bits
+
+  # -- ALU --
+  def alu(self, u: UOp, a: list[str]) -> str:
+    dt = u.src[-1].dtype
+    if u.op is Ops.WHERE:
+      return f"select({a[2]}, {a[1]}, {a[0]})"
+    if u.op is Ops.MULACC:
+      return f"fma({a[0]}, {a[1]}, {a[2]})" if dt.is_float() else f"({a[0]} * {a[1]}) + {a[2]}"
+    if dt.scalar == dtypes.bool:
+      return self.bool_alu(u.op, a)
+    if u.op in GroupOp.Unary:
+      return self.unary(u.op, dt, a[0])
+    if u.op in (Ops.MAX, Ops.MIN) and dt.is_float():
+      half = dt.scalar == dtypes.float16 and self.opts.f16
+      fn = ("kg_h" if half else "kg_f") + ("max" if u.op is Ops.MAX else "min")
+      return self.lanewise(self.need(fn), dt, a)
+    if u.op in CALL:
+      return f"{CALL[u.op]}({a[0]}, {a[1]})"
+    if u.op in (Ops.SHL, Ops.SHR) and not dt.is_unsigned():
+      return f"{a[0]} {INFIX[u.op]} bitcast<{self.reg(dtypes.uint32.vec(dt.count))}>({a[1]})"
+    return f"{a[0]} {INFIX[u.op]} {a[1]}"
+
+  def bool_alu(self, op: Ops, a: list[str]) -> str:
+    if op is Ops.NOT:
+      return f"!{a[0]}"
+    if op is Ops.CMPLT:
+      return f"(!{a[0]}) & {a[1]}"
+    if op not in BOOL_INFIX:
+      raise UnsupportedError(f"{op.name} on bool has no WGSL form: cast to an integer first",
+                             target=TARGET, dtype=dtypes.bool)
+    return f"{a[0]} {BOOL_INFIX[op]} {a[1]}"
+
+  def unary(self, op: Ops, dt: DType, x: str) -> str:
+    if op is Ops.NOT:
+      return f"~{x}"
+    if op is Ops.NEG:
+      return f"{self.reg(dt)}() - {x}" if dt.is_unsigned() else f"-{x}"
+    if op is Ops.RECIP:
+      return f"{self.reg(dt)}(1) / {x}"
+    return f"{CALL[op]}({x})"
+
+  # -- memory --
+  def load_element(self, buf: UOp, idx: str, dt: DType) -> str:
+    name = self.names[buf]
+    if buf.op is Ops.DEFINE_LOCAL or not self.packed(buf.arg):
+      return f"{name}[{idx}]"
+    bits = PACKED_BITS[dt.name]
+    word = f"{name}[u32({idx}) / {32 // bits}u]"
+    word = f"atomicLoad(&{word})" if self.atomic(buf.arg) else word
+    offset = f"((u32({idx}) % {32 // bits}u) * {bits}u)"
+    if dt == dtypes.float16:
+      return f"unpack2x16float({word} >> {offset}).x"
+    if dt == dtypes.bool:
+      return f"(extractBits({word}, {offset}, 8u) != 0u)"
+    if dt.is_unsigned():
+      return f"extractBits({word}, {offset}, {bits}u)"
+    return f"extractBits(bitcast<i32>({word}), {offset}, {bits}u)"
+
+  def lanes(self, idx: str, count: int) -> list[str]:
+    return [idx] + [f"({idx} + {k}i)" for k in range(1, count)]
+
+  def load(self, u: UOp, name: str) -> None:
+    buf, idx = self.buffer(u.src[0]), self.names[u.src[1]]
+    elem = u.dtype.scalar
+    parts = [self.load_element(buf, i, elem) for i in self.lanes(idx, u.dtype.count)]
+    value = parts[0] if len(parts) == 1 else f"{self.reg(u.dtype)}({', '.join(parts)})"
+    if len(u.src) == 2:
+      self.emit(f"let {name}: {self.reg(u.dtype)} = {value};")
+      return
+    self.emit(f"var {name}: {self.reg(u.dtype)} = {self.names[u.src[3]]};")
+    self.emit(f"if ({self.names[u.src[2]]}) {{ {name} = {value}; }}")
+
+  def store(self, u: UOp) -> None:
+    buf, idx, value = self.buffer(u.src[0]), self.names[u.src[1]], self.names[u.src[2]]
+    gated = len(u.src) == 4
+    if gated:
+      self.emit(f"if ({self.names[u.src[3]]}) {{")
+      self.depth += 1
+    count = u.src[2].dtype.count
+    for k, i in enumerate(self.lanes(idx, count)):
+      self.store_element(buf, i, value if count == 1 else f"{value}[{k}]", u.src[2].dtype.scalar)
+    if gated:
+      self.depth -= 1
+      self.emit("}")
+
+  def store_element(self, buf: UOp, idx: str, value: str, dt: DType) -> None:
+    name = self.names[buf]
+    if buf.op is Ops.DEFINE_LOCAL or not self.packed(buf.arg):
+      self.emit(f"{name}[{idx}] = {value};")
+      return
+    bits = PACKED_BITS[dt.name]
+    mask = f"0x{(1 << bits) - 1:x}u"
+    self.emit("{")
+    self.emit(f"  let kg_w = u32({idx}) / {32 // bits}u;")
+    self.emit(f"  let kg_s = (u32({idx}) % {32 // bits}u) * {bits}u;")
+    self.emit(f"  atomicAnd(&{name}[kg_w], ~({mask} << kg_s));")
+    self.emit(f"  atomicOr(&{name}[kg_w], ({self.store_bits(value, dt)} & {mask}) << kg_s);")
+    self.emit("}")
+
+  def store_bits(self, value: str, dt: DType) -> str:
+    if dt == dtypes.float16:
+      return f"pack2x16float(vec2<f32>({value}, 0.0f))"
+    if dt == dtypes.bool:
+      return f"select(0u, 1u, {value})"
+    return value if dt.is_unsigned() else f"bitcast<u32>({value})"
+
+  @staticmethod
+  def buffer(buf: UOp) -> UOp:
+    while buf.op is Ops.AFTER:
+      buf = buf.src[0]
+    return buf
+
+  # -- nodes --
+  def node(self, i: int, u: UOp) -> None:
+    op, names = u.op, self.names
+    if op in NAMED:
+      names[u] = NAMED[op](self, u)
+    elif op in BLOCK:
+      BLOCK[op](self, i, u)
+    elif op is Ops.LOAD:
+      names[u] = f"v{i}"
+      self.load(u, names[u])
+    elif op is Ops.STORE:
+      self.store(u)
+    elif op is Ops.WMMA:
+      raise UnsupportedError("tensor-core ops (WMMA) do not exist in WGSL: use target 'ptx'",
+                             target=TARGET)
+    else:
+      names[u] = f"v{i}"
+      self.emit(f"let v{i}: {self.reg(u.dtype)} = {self.value(u)};")
+
+  def value(self, u: UOp) -> str:
+    a = [self.names[s] for s in u.src]
+    if u.op is Ops.CAST:
+      return self.cast(u.src[0].dtype, u.dtype, a[0])
+    if u.op is Ops.BITCAST:
+      return self.bitcast(u.src[0].dtype, u.dtype, a[0])
+    if u.op is Ops.VECTORIZE:
+      return f"{self.reg(u.dtype)}({', '.join(a)})"
+    if u.op is Ops.GEP:
+      return f"{a[0]}[{u.arg}]"
+    if u.op in GroupOp.ALU:
+      return self.alu(u, a)
+    raise UnsupportedError(f"the WGSL renderer has no form for {u.op.name}\n{describe(u)}",
+                           target=TARGET)
+
+  def define_acc(self, i: int, u: UOp) -> None:
+    self.names[u] = f"acc{i}"
+    self.emit(f"var acc{i}: {self.reg(u.dtype)} = {self.names[u.src[0]]};")
+
+  def assign(self, i: int, u: UOp) -> None:
+    self.emit(f"{self.names[u.src[0]]} = {self.names[u.src[1]]};")
+    self.names[u] = self.names[u.src[1]]
+
+  def open_range(self, i: int, u: UOp) -> None:
+    self.names[u] = f"r{i}"
+    self.emit(f"for (var r{i}: i32 = 0i; r{i} < {self.names[u.src[0]]}; r{i}++) {{")
+    self.depth += 1
+
+  def open_if(self, i: int, u: UOp) -> None:
+    self.emit(f"if ({self.names[u.src[0]]}) {{")
+    self.depth += 1
+
+  def close(self, i: int, u: UOp) -> None:
+    self.depth -= 1
+    self.emit("}")
+
+  # -- definitions --
+  def var_field(self, u: UOp) -> str:
+    return f"kg_vars.{self.var_fields[u]}"
+
+  def special(self, u: UOp) -> str:
+    kind, dim, _ = u.arg
+    return f"kg_{kind}{dim}"
+
+  def prologue(self) -> list[str]:
+    """The thread and group ids the kernel uses, re-derived when the grid is folded."""
+    used = sorted({u.arg[:2] for u in self.kernel.uops if u.op is Ops.SPECIAL})
+    grid, lines = self.kernel.global_size, []
+    folded = tuple(self.dispatch) != tuple(grid)
+    if folded and any(kind == "gid" for kind, _ in used):
+      dx, dy, _ = self.dispatch
+      lines.append(f"let kg_group = kg_wid.x + kg_wid.y * {dx}u + kg_wid.z * {dx * dy}u;")
+      if math.prod(self.dispatch) != math.prod(grid):
+        lines.append(f"if (kg_group >= {math.prod(grid)}u) {{ return; }}")
+    for kind, dim in used:
+      xyz = "xyz"[dim]
+      if kind == "lid":
+        lines.append(f"let kg_lid{dim} = i32(kg_lid.{xyz});")
+      elif folded:
+        stride = math.prod(grid[:dim])
+        lines.append(f"let kg_gid{dim} = i32((kg_group / {stride}u) % {grid[dim]}u);")
+      else:
+        lines.append(f"let kg_gid{dim} = i32(kg_wid.{xyz});")
+    return ["  " + line for line in lines]
+
+
+# nodes that only get a name (no line of their own)
+NAMED = {
+  Ops.PARAM: lambda w, u: buffer_name(u.arg, w.specs[u.arg].name),
+  Ops.DEFINE_LOCAL: lambda w, u: f"l{u.arg}",
+  Ops.VAR: _Writer.var_field,
+  Ops.SPECIAL: _Writer.special,
+  Ops.CONST: _Writer.const,
+  Ops.AFTER: lambda w, u: w.names[u.src[0]],
+  Ops.SINK: lambda w, u: "",
+}
+
+# nodes that write a statement or open/close a block
+BLOCK = {
+  Ops.DEFINE_ACC: _Writer.define_acc,
+  Ops.ASSIGN: _Writer.assign,
+  Ops.RANGE: _Writer.open_range,
+  Ops.ENDRANGE: _Writer.close,
+  Ops.IF: _Writer.open_if,
+  Ops.ENDIF: _Writer.close,
+  Ops.BARRIER: lambda w, i, u: w.emit("workgroupBarrier();"),
+}
+
+
+# ---- the module ----------------------------------------------------------------------------------
+
+def uniform_binding(bindings) -> int:
+  """The binding index of the uniform buffer of scalar arguments: after the last storage one."""
+  return max((b.slot for b in bindings), default=-1) + 1
+
+
+def kernel_vars(kernel: Kernel) -> tuple[UOp, ...]:
+  if kernel.vars:
+    return tuple(kernel.vars)
+  return tuple(u for u in kernel.uops if u.op is Ops.VAR)
+
+
+def _declarations(w: _Writer, variables: tuple[UOp, ...]) -> list[str]:
+  lines = []
+  if variables:
+    lines.append("struct KgVars {")
+    lines += [f"  {w.var_fields[v]}: i32," for v in variables]
+    lines.append("}")
+    lines.append(f"@group(0) @binding({uniform_binding(w.kernel.buffers)}) "
+                 f"var<uniform> kg_vars: KgVars;")
+  for b in w.kernel.buffers:
+    access = "read" if b.access == "read" and not w.atomic(b.slot) else "read_write"
+    elem = "atomic<u32>" if w.atomic(b.slot) else "u32" if w.packed(b.slot) else w.reg(b.dtype)
+    lines.append(f"@group(0) @binding({b.slot}) var<storage, {access}> "
+                 f"{buffer_name(b.slot, b.name)}: array<{elem}>;")
+  for u in w.kernel.uops:
+    if u.op is Ops.DEFINE_LOCAL:
+      lines.append(f"var<workgroup> l{u.arg}: array<{w.reg(u.dtype.base)}, {u.dtype.size}>;")
+  return lines
+
+
+def module_source(w: _Writer, entry: str) -> str:
+  """The whole WGSL module of the kernel `w` renders."""
+  variables = kernel_vars(w.kernel)
+  for i, u in enumerate(w.kernel.uops):
+    w.node(i, u)
+  declarations = _declarations(w, variables)
+  head = ["enable f16;", ""] if w.uses_f16 else []
+  head += declarations + ([SPECIAL_BITS] if w.special_bits else [])
+  helpers = [HELPERS[name] for name in HELPERS if name in w.helpers]
+  lx, ly, lz = w.kernel.local_size
+  entry_lines = [f"@compute @workgroup_size({lx}, {ly}, {lz})",
+                 f"fn {entry}(@builtin(workgroup_id) kg_wid: vec3<u32>, "
+                 f"@builtin(local_invocation_id) kg_lid: vec3<u32>) {{"]
+  parts = head + [""] + ([*"\n\n".join(helpers).split("\n"), ""] if helpers else [])
+  return "\n".join(parts + entry_lines + w.prologue() + w.lines + ["}", ""])
+
+
+def render(kernel: Kernel, **options) -> CompiledKernel:
+  """WGSL source and the Launch for a linearized kernel (options: see WGSLOptions)."""
+  opts = make_options(options)
+  check_buffer_count(len(kernel.buffers), opts)
+  check_workgroup(kernel.local_size, opts)
+  for u in kernel.uops:
+    _check_dtype(u)
+  dispatch = fold_grid(kernel.global_size, opts.max_workgroups_per_dim)
+  w = _Writer(kernel, opts, dispatch)
+  entry = entry_name(kernel.name)
+  source = module_source(w, entry)
+  bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
+                           binding_nbytes(b.dtype, b.size, w.packed(b.slot)))
+                   for b in kernel.buffers)
+  uniforms = tuple((v.arg[0], "int32") for v in kernel_vars(kernel))
+  launch = Launch(TARGET, source, entry, bindings, tuple(kernel.local_size), dispatch, uniforms)
+  return CompiledKernel(kernel.name, TARGET, source, tuple(kernel.global_size),
+                        tuple(kernel.local_size), kernel.buffers, launch, kernel)

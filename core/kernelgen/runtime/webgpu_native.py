@@ -1,0 +1,200 @@
+"""Device WEBGPU in CPython: WGSL kernels run through wgpu-py (Mesa lavapipe on a machine with no
+GPU; Vulkan, Metal or DX12 elsewhere).
+
+It consumes a kernel's `Launch` (program.py) exactly as the page's navigator.gpu runtime does: the
+bindings in slot order, the uniform buffer of scalar arguments after them (render/wgsl.py), the
+dispatch as given. wgpu is imported when the runtime is created, so this module imports without it.
+"""
+from __future__ import annotations
+
+import os
+import re
+import struct
+import tempfile
+import time
+
+from ..errors import CompileError, DeviceError
+from ..program import CompiledKernel, Launch
+from .base import Runtime
+
+# WebGPU features the device asks for when the adapter has them (standard names only, so what
+# runs here also runs in a browser); wgpu-native calls subgroups "subgroup"
+WANTED_FEATURES = ("shader-f16", "timestamp-query", "subgroups", "subgroup")
+
+# renderer option <- adapter limit
+LIMIT_OPTIONS = {"max_storage_buffers": "max-storage-buffers-per-shader-stage",
+                 "max_workgroup_size": "max-compute-invocations-per-workgroup",
+                 "max_workgroups_per_dim": "max-compute-workgroups-per-dimension"}
+
+# the position wgpu's shader errors give: "┌─ wgsl:LINE:COLUMN"
+ERROR_POSITION = re.compile(r"wgsl:(\d+):(\d+)")
+
+
+def _import_wgpu():
+  try:
+    import wgpu
+  except ImportError:
+    raise DeviceError("device WEBGPU needs wgpu-py: pip install kernelgen[webgpu] (and on Linux "
+                      "without a GPU, apt-get install mesa-vulkan-drivers)") from None
+  return wgpu
+
+
+class _Buffer:
+  """A device buffer and the byte count the caller asked for (the buffer is padded to 4)."""
+  __slots__ = ("gpu", "nbytes")
+
+  def __init__(self, gpu, nbytes: int):
+    self.gpu, self.nbytes = gpu, nbytes
+
+
+def _padded(nbytes: int) -> int:
+  return max(4, -(-nbytes // 4) * 4)
+
+
+def compile_error(error: Exception, source: str) -> CompileError:
+  """wgpu's shader error as a CompileError naming the WGSL line it points at."""
+  message = str(error)
+  found = ERROR_POSITION.search(message)
+  line = int(found.group(1)) if found else None
+  lines = source.splitlines()
+  where = f"\nWGSL line {line}: {lines[line - 1].strip()}" if line and line <= len(lines) else ""
+  return CompileError(f"the WebGPU shader compiler rejected the kernel's WGSL{where}\n{message}\n"
+                      f"(this is a kernelgen bug: please report it with the WGSL source)",
+                      source=source, line=line)
+
+
+class WebGPURuntime(Runtime):
+  name = "WEBGPU"
+  target = "wgsl"
+
+  def __init__(self, power_preference: str = "high-performance"):
+    if not os.access(os.environ.get("XDG_RUNTIME_DIR", "/nonexistent"), os.W_OK):
+      os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="kernelgen-xdg-")
+    self.wgpu = wgpu = _import_wgpu()
+    try:
+      self.adapter = wgpu.gpu.request_adapter_sync(power_preference=power_preference)
+    except RuntimeError as error:
+      raise DeviceError(f"no WebGPU adapter: {error}; install a Vulkan driver "
+                        f"(apt-get install mesa-vulkan-drivers)") from None
+    if self.adapter is None:
+      raise DeviceError("no WebGPU adapter: install a Vulkan driver (mesa-vulkan-drivers)")
+    self.features = sorted(f for f in WANTED_FEATURES if f in self.adapter.features)
+    self.limits = dict(self.adapter.limits)
+    self.device = self.adapter.request_device_sync(required_features=self.features,
+                                                   required_limits=self.limits)
+    self.pipelines: dict[tuple[str, str, tuple], tuple] = {}
+    self.timestamps = "timestamp-query" in self.features
+
+  def render_options(self) -> dict:
+    options = {key: int(self.limits[limit]) for key, limit in LIMIT_OPTIONS.items()}
+    options["f16"] = "shader-f16" in self.features
+    options["subgroups"] = "subgroups" in self.features or "subgroup" in self.features
+    return options
+
+  # ---- memory ----
+  def alloc(self, nbytes: int) -> _Buffer:
+    usage = self.wgpu.BufferUsage
+    gpu = self.device.create_buffer(size=_padded(nbytes),
+                                    usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+    return _Buffer(gpu, nbytes)
+
+  def copyin(self, handle: _Buffer, data) -> None:
+    data = bytes(data)
+    pad = _padded(len(data)) - len(data)
+    self.device.queue.write_buffer(handle.gpu, 0, data + b"\0" * pad)
+
+  def copyout(self, handle: _Buffer) -> bytes:
+    return bytes(self.device.queue.read_buffer(handle.gpu))[:handle.nbytes]
+
+  def free(self, handle: _Buffer) -> None:
+    handle.gpu.destroy()
+
+  # ---- kernels ----
+  def pipeline(self, launch: Launch):
+    """The (pipeline, bind group layout) of `launch`, built once per source and binding layout."""
+    key = (launch.source, launch.entry_point, tuple((b.slot, b.access) for b in launch.bindings),
+           len(launch.uniforms))
+    found = self.pipelines.get(key)
+    if found is None:
+      found = self.pipelines[key] = self._build(launch)
+    return found
+
+  def _layout_entries(self, launch: Launch) -> list[dict]:
+    from ..render.wgsl import uniform_binding
+    kinds, stage = self.wgpu.BufferBindingType, self.wgpu.ShaderStage.COMPUTE
+    entries = [{"binding": b.slot, "visibility": stage, "buffer": {
+      "type": kinds.read_only_storage if b.access == "read" else kinds.storage}}
+      for b in launch.bindings]
+    if launch.uniforms:
+      entries.append({"binding": uniform_binding(launch.bindings), "visibility": stage,
+                      "buffer": {"type": kinds.uniform}})
+    return entries
+
+  def _build(self, launch: Launch):
+    try:
+      module = self.device.create_shader_module(code=launch.source)
+      layout = self.device.create_bind_group_layout(entries=self._layout_entries(launch))
+      pipeline = self.device.create_compute_pipeline(
+        layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
+        compute={"module": module, "entry_point": launch.entry_point})
+    except self.wgpu.GPUError as error:
+      raise compile_error(error, launch.source) from None
+    return pipeline, layout
+
+  def _bind_group(self, launch: Launch, layout, handles: list, var_values: dict):
+    from ..render.wgsl import uniform_binding
+    if len(handles) != len(launch.bindings):
+      raise DeviceError(f"kernel needs {len(launch.bindings)} buffers, got {len(handles)}")
+    entries = [{"binding": b.slot, "resource": {"buffer": h.gpu, "offset": 0, "size": h.gpu.size}}
+               for b, h in zip(launch.bindings, handles)]
+    if launch.uniforms:
+      missing = [name for name, _ in launch.uniforms if name not in var_values]
+      if missing:
+        raise DeviceError(f"no value given for the kernel argument(s) {', '.join(missing)}")
+      data = b"".join(struct.pack("<i", int(var_values[name])) for name, _ in launch.uniforms)
+      data += b"\0" * (-len(data) % 16)
+      usage = self.wgpu.BufferUsage.UNIFORM | self.wgpu.BufferUsage.COPY_DST
+      uniform = self.device.create_buffer_with_data(data=data, usage=usage)
+      entries.append({"binding": uniform_binding(launch.bindings),
+                      "resource": {"buffer": uniform, "offset": 0, "size": len(data)}})
+    return self.device.create_bind_group(layout=layout, entries=entries)
+
+  def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int] | None = None,
+          timed: bool = False) -> float | None:
+    """Dispatch `kernel`; with `timed`, wait for it and return its seconds (GPU timestamps when
+    the device has them, else wall clock up to a completed read-back)."""
+    launch = kernel.launch
+    pipeline, layout = self.pipeline(launch)
+    bind_group = self._bind_group(launch, layout, handles, var_values or {})
+    encoder = self.device.create_command_encoder()
+    queries = self._queries() if timed and self.timestamps else None
+    compute = encoder.begin_compute_pass(**({"timestamp_writes": queries[0]} if queries else {}))
+    compute.set_pipeline(pipeline)
+    compute.set_bind_group(0, bind_group)
+    compute.dispatch_workgroups(*launch.dispatch)
+    compute.end()
+    if queries:
+      encoder.resolve_query_set(queries[0]["query_set"], 0, 2, queries[1], 0)
+    start = time.perf_counter()
+    self.device.queue.submit([encoder.finish()])
+    if not timed:
+      return None
+    if queries:
+      begin, end = struct.unpack("<2Q", bytes(self.device.queue.read_buffer(queries[1])))
+      return (end - begin) * 1e-9
+    self.synchronize()
+    return time.perf_counter() - start
+
+  def _queries(self):
+    query_set = self.device.create_query_set(type=self.wgpu.QueryType.timestamp, count=2)
+    usage = self.wgpu.BufferUsage
+    resolved = self.device.create_buffer(size=16, usage=usage.QUERY_RESOLVE | usage.COPY_SRC)
+    writes = {"query_set": query_set, "beginning_of_pass_write_index": 0,
+              "end_of_pass_write_index": 1}
+    return writes, resolved
+
+  def synchronize(self) -> None:
+    """Wait for submitted work (queue.on_submitted_work_done_sync is broken in wgpu 0.32)."""
+    if not hasattr(self, "_fence"):
+      self._fence = self.alloc(4)
+    self.device.queue.read_buffer(self._fence.gpu)

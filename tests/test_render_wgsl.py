@@ -1,0 +1,282 @@
+"""The WGSL renderer (render/wgsl.py): hand-built kernels rendered, validated by wgpu (naga) and by
+Dawn/Tint, and checked for the typed errors, names, limits and determinism of RENDERER-SPEC W1-W14.
+Running the kernels and comparing with numpy is in test_webgpu_native.py; the kernel builders
+below are shared with it."""
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from kernelgen.dtype import dtypes
+from kernelgen.errors import LimitError, UnsupportedError
+from kernelgen.ops import Ops, UOp, toposort
+from kernelgen.program import BufferSpec, Kernel, buffer_access, launch_sizes
+from kernelgen.render import wgsl
+from kernelgen.verify import verify
+from tools import tint_validate, wgsl_validate
+
+I32 = dtypes.int32
+
+
+# ---- building kernels ----------------------------------------------------------------------------
+
+def param(slot: int, dtype, size: int) -> UOp:
+  return UOp(Ops.PARAM, dtype.ptr(size), (), slot)
+
+
+def special(kind: str, dim: int, extent: int) -> UOp:
+  return UOp(Ops.SPECIAL, I32, (), (kind, dim, extent))
+
+
+def const(dtype, value) -> UOp:
+  return UOp.const(dtype, value)
+
+
+def _linearize(sink: UOp, name: str, names: dict[int, str]) -> Kernel:
+  """The project's linearizer when it exists; else a topological order (enough for these
+  kernels, whose loop-independent values all come before their loops)."""
+  try:
+    from kernelgen.linearize import make_kernel, linearize
+  except ImportError:
+    uops = toposort([sink])
+    params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg)
+    buffers = tuple(BufferSpec(p.arg, names.get(p.arg, f"buf{p.arg}"), p.dtype.base.scalar,
+                               p.dtype.size, buffer_access(uops, p.arg)) for p in params)
+    grid, block = launch_sizes(uops)
+    variables = tuple(u for u in uops if u.op is Ops.VAR)
+    return Kernel(name, tuple(uops), buffers, grid, block, variables)
+  return make_kernel(name, linearize(sink), names)
+
+
+def build(sink: UOp, name: str = "kernel", names: dict[int, str] | None = None, validate=True,
+          **options):
+  """verify -> legalize -> linearize -> render, and check the WGSL with wgpu and Tint."""
+  verify(sink)
+  legal = wgsl.legalize(sink, **options)
+  verify(legal)
+  compiled = wgsl.render(_linearize(legal, name, names or {}), **options)
+  if validate:
+    check_wgsl(compiled)
+  return compiled
+
+
+def check_wgsl(compiled) -> None:
+  launch = compiled.launch
+  wgsl_validate(launch.source, launch.entry_point)
+  tint_validate(launch.source, launch.entry_point)
+
+
+def flat_index(n: int, local: int = 64):
+  """(index, in-bounds gate, grid) of a 1-D launch of `n` threads in workgroups of `local`."""
+  groups = -(-n // local)
+  idx = special("gid", 0, groups) * local + special("lid", 0, local)
+  return idx, idx.lt(n), groups
+
+
+def elementwise(fn, in_dtypes, out_dtype, n: int, local: int = 64, gated_loads=True) -> UOp:
+  """out[i] = fn(*ins[i]) for i < n: buffer 0 is the output, 1.. the inputs."""
+  idx, gate, _ = flat_index(n, local)
+  ins = [param(k + 1, dt, n) for k, dt in enumerate(in_dtypes)]
+  loads = [b.load(idx, gate, 0) if gated_loads else b.load(idx) for b in ins]
+  out = param(0, out_dtype, n)
+  return UOp(Ops.SINK, None, (out.store(idx, fn(*loads), gate),))
+
+
+def row_sum(rows: int, cols: int, dtype=dtypes.float32) -> UOp:
+  """out[r] = sum(x[r, :]), one thread per row, a counted loop with an accumulator."""
+  x, out = param(1, dtype, rows * cols), param(0, dtype, rows)
+  row = special("gid", 0, rows)
+  acc = UOp(Ops.DEFINE_ACC, dtype, (const(dtype, 0),), 0)
+  r = UOp(Ops.RANGE, I32, (const(I32, cols),), 0)
+  update = UOp(Ops.ASSIGN, dtype, (acc, acc + x.load(row * cols + r)))
+  end = UOp(Ops.ENDRANGE, None, (r, update))
+  total = UOp(Ops.AFTER, dtype, (acc, end))
+  return UOp(Ops.SINK, None, (out.store(row, total),))
+
+
+def reverse_in_workgroup(local: int, groups: int, dtype=dtypes.float32) -> UOp:
+  """out[g*L + l] = x[g*L + L-1-l] through workgroup memory and a barrier."""
+  n = local * groups
+  x, out = param(1, dtype, n), param(0, dtype, n)
+  shared = UOp(Ops.DEFINE_LOCAL, dtype.ptr(local, local=True), (), 0)
+  g, lid = special("gid", 0, groups), special("lid", 0, local)
+  fill = shared.store(lid, x.load(g * local + lid))
+  barrier = UOp(Ops.BARRIER, None, (fill,))
+  after = UOp(Ops.AFTER, shared.dtype, (shared, barrier))
+  value = after.load((local - 1) - lid)
+  return UOp(Ops.SINK, None, (out.store(g * local + lid, value),))
+
+
+def isnan(x: UOp) -> UOp:
+  return x.ne(x)
+
+
+# ---- W1: the 32-bit types render for every operator ---------------------------------------------
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.int32, dtypes.uint32])
+def test_w1_binary_ops_render_for_32_bit_types(dtype):
+  ops = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE]
+  ops += [Ops.FDIV] if dtype.is_float() else [Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR,
+                                               Ops.SHL, Ops.SHR]
+  for op in ops:
+    def fn(a, b, op=op):
+      out = a.alu(op, b)
+      return out.where(const(dtype, 1), const(dtype, 0)) if out.dtype == dtypes.bool else out
+    build(elementwise(fn, [dtype, dtype], dtype, 10), name=f"k_{op.name.lower()}")
+
+
+def test_w1_where_renders_as_select_with_false_value_first():
+  compiled = build(elementwise(lambda a, b: a.lt(b).where(a, b), [I32, I32], I32, 8))
+  assert re.search(r"select\(v\d+, v\d+, v\d+\)", compiled.source)
+
+
+# ---- W3/W4: storage layout ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype,words", [(dtypes.int8, 3), (dtypes.uint8, 3), (dtypes.bool, 3),
+                                         (dtypes.int16, 5), (dtypes.uint16, 5)])
+def test_w3_narrow_buffers_are_u32_words_written_atomically(dtype, words):
+  n = 10
+  compiled = build(elementwise(lambda a: a, [dtype], dtype, n))
+  source, bindings = compiled.source, compiled.launch.bindings
+  assert "array<atomic<u32>>" in source and "atomicOr" in source and "atomicAnd" in source
+  assert re.search(r"var<storage, read> b1\w*: array<u32>;", source)
+  assert [b.nbytes for b in bindings] == [words * 4, words * 4]
+
+
+def test_w4_f16_native_enables_f16_and_packed_path_does_not():
+  kernel = elementwise(lambda a, b: a * b + a, [dtypes.float16] * 2, dtypes.float16, 6)
+  native = build(kernel, f16=True).source
+  packed = build(kernel, f16=False).source
+  assert native.startswith("enable f16;") and "array<f16>" in native
+  assert "enable f16" not in packed and "<f16>" not in packed and "pack2x16float" in packed and "unpack2x16float" in packed
+
+
+# ---- W5: 64-bit types are a typed error before any source -----------------------------------------
+
+@pytest.mark.parametrize("dtype,fix", [(dtypes.float64, "float32"), (dtypes.int64, "int32"),
+                                       (dtypes.uint64, "uint32")])
+def test_w5_64_bit_dtypes_raise_unsupported_naming_dtype_target_and_fix(dtype, fix):
+  with pytest.raises(UnsupportedError) as info:
+    build(elementwise(lambda a: a + a, [dtype], dtype, 4))
+  message = str(info.value)
+  assert dtype.name in message and "wgsl" in message and fix in message and "ptx" in message
+  assert info.value.target == "wgsl" and info.value.dtype == dtype
+
+
+def test_w5_64_bit_intermediate_is_refused_too():
+  fn = lambda a: a.cast(dtypes.float64).cast(dtypes.float32)  # noqa: E731
+  with pytest.raises(UnsupportedError, match="float64"):
+    build(elementwise(fn, [dtypes.float32], dtypes.float32, 4))
+
+
+# ---- W6: NaN and inf are never constant expressions ------------------------------------------------
+
+def test_w6_nan_and_inf_constants_come_from_bits_at_run_time():
+  fn = lambda a: a + const(dtypes.float32, math.inf) + const(dtypes.float32, math.nan)  # noqa
+  source = build(elementwise(fn, [dtypes.float32], dtypes.float32, 4)).source
+  assert "var<private> kg_special" in source and "bitcast<f32>(kg_special.y)" in source
+  assert "inf" not in source.replace("kg_special", "").lower().replace("info", "")
+
+
+def test_w6_isnan_is_a_bit_test_not_x_ne_x():
+  source = build(elementwise(lambda a: isnan(a), [dtypes.float32], dtypes.bool, 4)).source
+  assert "0x7fffffff" in source and not re.search(r"(v\d+) != \1\b", source)
+
+
+# ---- W8: grids over 65535 workgroups fold --------------------------------------------------------
+
+def test_w8_large_grid_is_folded_and_re_derived():
+  n = 70_000 * 2
+  compiled = build(elementwise(lambda a: a, [I32], I32, n, local=2))
+  launch = compiled.launch
+  assert max(launch.dispatch) <= 65535 and math.prod(launch.dispatch) >= 70_000
+  assert "kg_group" in compiled.source and compiled.global_size == (70_000, 1, 1)
+
+
+def test_w8_workgroup_size_comes_from_local_dims():
+  compiled = build(elementwise(lambda a: a, [I32], I32, 100, local=32))
+  assert "@workgroup_size(32, 1, 1)" in compiled.source
+  assert compiled.launch.workgroup_size == (32, 1, 1)
+
+
+def test_w8_oversized_workgroup_is_a_limit_error():
+  with pytest.raises(LimitError, match="512"):
+    build(elementwise(lambda a: a, [I32], I32, 1024, local=512))
+
+
+# ---- W9: workgroup memory -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.int8, dtypes.float16])
+def test_w9_workgroup_array_sized_in_elements(dtype):
+  source = build(reverse_in_workgroup(64, 2, dtype)).source
+  assert re.search(r"var<workgroup> l0: array<\w+, 64>;", source)
+  assert "workgroupBarrier();" in source
+
+
+# ---- W10: scalar arguments ----------------------------------------------------------------------
+
+def test_w10_vars_are_fields_of_a_uniform_struct_after_the_buffers():
+  n = UOp(Ops.VAR, I32, (), ("n", 1, 1000))
+  compiled = build(elementwise(lambda a: a * n, [I32], I32, 64))
+  assert "var<uniform> kg_vars" in compiled.source and "u0_n: i32" in compiled.source
+  assert "@group(0) @binding(2) var<uniform>" in compiled.source
+  assert compiled.launch.uniforms == (("n", "int32"),)
+
+
+# ---- W12: binding limits ------------------------------------------------------------------------
+
+def _sum_of_inputs(count: int) -> UOp:
+  return elementwise(lambda *xs: sum(xs[1:], xs[0]), [dtypes.float32] * count, dtypes.float32, 8)
+
+
+def test_w12_too_many_storage_buffers_is_a_limit_error_naming_count_and_limit():
+  with pytest.raises(LimitError) as info:
+    build(_sum_of_inputs(8))
+  assert "9 storage buffers" in str(info.value) and "allows 8" in str(info.value)
+
+
+def test_w12_a_device_with_more_buffers_renders_it():
+  compiled = build(_sum_of_inputs(8), max_storage_buffers=10, validate=False)
+  assert len(compiled.launch.bindings) == 9
+
+
+# ---- W13: names ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["fn", "max", "3d kernel", "__x", "v1", "naïve-sum", "", "loop"])
+def test_w13_any_kernel_and_buffer_name_gives_valid_identifiers(name):
+  compiled = build(elementwise(lambda a: a + a, [I32], I32, 4), name=name,
+                   names={0: name, 1: "in put ✓"})
+  assert re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", compiled.launch.entry_point)
+
+
+def test_w13_a_plain_kernel_name_is_kept():
+  assert build(elementwise(lambda a: a, [I32], I32, 4), name="E_4").launch.entry_point == "E_4"
+
+
+# ---- both: determinism, options -----------------------------------------------------------------
+
+def test_rendering_is_deterministic():
+  def make():
+    return elementwise(lambda a, b: (a * b).maximum(a) + const(dtypes.float32, math.nan),
+                       [dtypes.float32] * 2, dtypes.float32, 100)
+  first = build(make()).source
+  assert all(build(make(), validate=False).source == first for _ in range(3))
+
+
+def test_unknown_option_is_a_typed_error():
+  with pytest.raises(UnsupportedError, match="f16"):
+    build(elementwise(lambda a: a, [I32], I32, 4), fp16=True)
+
+
+def test_launch_is_plain_json_data():
+  import json
+  launch = build(elementwise(lambda a: a, [dtypes.uint8], dtypes.uint8, 4)).launch.to_json()
+  again = json.loads(json.dumps(launch))
+  assert again["bindings"][0]["dtype"] == "uint8" and again["dispatch"] == [1, 1, 1]
+
+
+def test_loop_with_accumulator_renders_a_for_loop():
+  source = build(row_sum(4, 5)).source
+  assert re.search(r"for \(var r\d+: i32 = 0i; r\d+ < 5i; r\d+\+\+\)", source)
