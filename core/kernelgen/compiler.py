@@ -65,3 +65,45 @@ def compile_kernel(sink: UOp, name: str, target: str = "python", options: dict |
   kernel: Kernel = make_kernel(name, ir, buffer_names or {})
   renderer = _renderer(target)
   return kernel if renderer is None else renderer.render(kernel, **options)
+
+
+# ---- the whole pipeline, from tensors to kernels ---------------------------------------------
+
+def compile_program(roots: list, target: str = "python", options: dict | None = None,
+                    print_after=()) -> list:
+  """Every pass from lazy tensors to kernels, in order: schedule, then per kernel optimize,
+  lower and the kernel passes above (`kernel_passes`), then render. Returns CompiledKernels."""
+  from .schedule import schedule
+  _renderer(target)
+  items = schedule(roots)                                     # schedule
+  if print_after == "all" or "schedule" in print_after:
+    print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
+          file=sys.stderr)
+  return [compile_item(item, target, options, print_after) for item in items if item.out.size]
+
+
+def compile_item(item, target: str, options: dict | None = None, print_after=()):
+  """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel."""
+  from .lower import lower
+  from .optimize import optimize
+  options = dict(options or {})
+  opts = optimize(item, target, options)                      # optimize
+  sink, buffers = lower(item, opts)                           # lower
+  if print_after == "all" or "lower" in print_after:
+    print(f"--- after lower ({item.name}) ---\n{print_graph(sink)}", file=sys.stderr)
+  render_options = {k: v for k, v in options.items() if k not in ("local", "upcast")}
+  out = compile_kernel(sink, item.name, target, render_options,     # verify ... render
+                       {b.slot: b.name for b in buffers}, print_after)
+  return out if target != "python" else python_compiled(out)
+
+
+def python_compiled(kernel: Kernel):
+  """A linearized Kernel dressed as a CompiledKernel (target "python"; source: printed UOps)."""
+  from .program import Binding, CompiledKernel, Launch
+  source = print_uops(kernel.uops)
+  bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
+                           b.size * b.dtype.itemsize) for b in kernel.buffers)
+  launch = Launch("python", source, kernel.name, bindings, kernel.local_size, kernel.global_size,
+                  tuple((v.arg[0], "int32") for v in kernel.vars))
+  return CompiledKernel(kernel.name, "python", source, kernel.global_size, kernel.local_size,
+                        kernel.buffers, launch, kernel)

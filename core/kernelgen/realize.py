@@ -1,0 +1,26 @@
+"""Realizing: run the kernels a lazy graph needs, on its device, and read results back."""
+from __future__ import annotations
+
+from .lazy import Buffer, LazyOp
+from .schedule import schedule
+
+
+def realize(nodes: list[LazyOp]) -> None:
+  """Compute every node in `nodes` into a buffer on its device (each kernel runs once)."""
+  from .compiler import compile_item
+  from .device import Device
+  for item in schedule([n for n in nodes if not n.realized]):
+    out = item.out
+    buffer = Buffer(out.device, out.dtype, out.size)
+    if out.size:
+      runtime = Device[out.device]
+      compiled = compile_item(item, runtime.target or "python", runtime.render_options())
+      handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
+      runtime.run(compiled, handles, {})
+    out.buffer, out.src = buffer, ()
+
+
+def read_bytes(node: LazyOp) -> bytes:
+  """The node's values as bytes in numpy layout (realizing it first)."""
+  realize([node])
+  return node.buffer.copyout()

@@ -1,0 +1,122 @@
+"""The scheduler: a lazy tensor graph -> an ordered list of kernels.
+
+Each kernel computes one node (its output) into a buffer of its own, reading realized buffers and
+the outputs of earlier kernels. Elementwise ops and views fuse into their consumer. A reduction
+fuses into its kernel when it sits at the kernel's output side (only elementwise ops and views
+that never repeat an element lie between it and the output), and it has one user; otherwise
+(a reduction whose result is broadcast, reduced again, or reused) it gets a kernel of its own.
+`contiguous()` nodes and the requested outputs are always kernels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .lazy import L, LazyOp
+
+
+@dataclass(eq=False)
+class ScheduleItem:
+  out: LazyOp                  # the node this kernel computes; stored contiguously into slot 0
+  inputs: tuple[LazyOp, ...]   # the buffers it reads, in slot order 1, 2, ...
+  name: str = ""               # stable, readable, unique within the schedule
+
+
+def _toposort(roots: list[LazyOp]) -> list[LazyOp]:
+  """Unrealized nodes reachable from `roots`, sources first (realized nodes are leaves)."""
+  order, seen = [], set()
+  stack = [(r, False) for r in reversed(roots)]
+  while stack:
+    node, expanded = stack.pop()
+    if expanded:
+      order.append(node)
+    elif id(node) not in seen:
+      seen.add(id(node))
+      stack.append((node, True))
+      if not node.realized:
+        stack.extend((s, False) for s in reversed(node.src) if id(s) not in seen)
+  return order
+
+
+def _repeats(node: LazyOp) -> bool:
+  """True when the view reads some source element for more than one output element."""
+  view = node.arg
+  return any(s == 0 and n > 1 for s, n in zip(view.strides, view.shape))
+
+
+def _walk_kernel(root: LazyOp, boundary: set, users: dict) -> tuple[list[LazyOp], list[LazyOp]]:
+  """(inputs, newly found boundaries) of the kernel computing `root`."""
+  inputs, new, seen = [], [], set()
+  stack = [(s, root.op is not L.REDUCE) for s in root.src]
+  while stack:
+    node, at_output = stack.pop()
+    if (id(node), at_output) in seen:
+      continue
+    seen.add((id(node), at_output))
+    if node.realized or id(node) in boundary:
+      if node not in inputs:
+        inputs.append(node)
+      continue
+    fusable = at_output and users.get(id(node), 0) <= 1
+    if node.op in (L.REDUCE, L.CONTIGUOUS) and not (node.op is L.REDUCE and fusable):
+      boundary.add(id(node))
+      new.append(node)
+      inputs.append(node)
+      continue
+    keep = at_output and not (node.op is L.VIEW and _repeats(node)) and node.op is not L.REDUCE
+    stack.extend((s, keep) for s in reversed(node.src))
+  return inputs, new
+
+
+def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:
+  dims = "_".join(map(str, node.shape)) or "1"
+  reduce = _find_reduce(node, item_inputs)
+  if reduce is None:
+    return f"E_{dims}"
+  src = reduce.src[0]
+  red = "_".join(str(src.shape[a]) for a in reduce.arg[1])
+  return f"r_{dims}__{red}"
+
+
+def _find_reduce(node: LazyOp, inputs) -> LazyOp | None:
+  stack, stop = [node], {id(i) for i in inputs}
+  while stack:
+    n = stack.pop()
+    if id(n) in stop and n is not node:
+      continue
+    if n.op is L.REDUCE:
+      return n
+    if not n.realized:
+      stack.extend(n.src)
+  return None
+
+
+def schedule(roots: list[LazyOp]) -> list[ScheduleItem]:
+  """The kernels that realize `roots`, each after the kernels it reads from."""
+  order = _toposort(roots)
+  users: dict[int, int] = {}
+  for node in order:
+    if not node.realized:
+      for s in {id(s): s for s in node.src}.values():
+        users[id(s)] = users.get(id(s), 0) + 1
+  boundary = {id(r) for r in roots if not r.realized}
+  pending = [r for r in roots if not r.realized]
+  items: dict[int, ScheduleItem] = {}
+  while pending:
+    node = pending.pop()
+    if id(node) in items:
+      continue
+    inputs, new = _walk_kernel(node, boundary, users)
+    items[id(node)] = ScheduleItem(node, tuple(inputs))
+    pending.extend(new)
+  position = {id(n): i for i, n in enumerate(order)}
+  ordered = sorted(items.values(), key=lambda it: position[id(it.out)])
+  return _name_items(ordered, position)
+
+
+def _name_items(items: list[ScheduleItem], position: dict) -> list[ScheduleItem]:
+  seen: dict[str, int] = {}
+  for item in items:
+    base = _kernel_name(item.out, item.inputs, position)
+    seen[base] = seen.get(base, 0) + 1
+    item.name = base if seen[base] == 1 else f"{base}_n{seen[base]}"
+  return items
