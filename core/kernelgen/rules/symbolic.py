@@ -166,7 +166,7 @@ def _mul_div(m: UOp, x: UOp, c1: UOp, c2: UOp) -> UOp | None:
   return x // (c2.arg // c1.arg) if c1.arg > 0 and c2.arg % c1.arg == 0 else None
 
 
-def _mul_mod(m: UOp, c1: UOp, c2: UOp) -> UOp | None:
+def _mul_mod(m: UOp, x: UOp, c1: UOp, c2: UOp) -> UOp | None:
   """(x*c1) % c2 -> 0 when c2 divides c1 and x*c1 never wraps."""
   return m.const_like(0) if c1.arg % c2.arg == 0 and fits(m) else None
 

@@ -1,0 +1,289 @@
+"""Symbolic simplification (rules/symbolic.py): simplify(e) computes what e computes, bit for bit,
+and the index expressions the lowering produces come out minimal."""
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings, strategies as st
+
+from kernelgen.alu import exec_alu, exec_bitcast, exec_cast
+from kernelgen.dtype import dtypes, max_value, min_value, truncate
+from kernelgen.ops import Ops, UOp, print_graph, toposort
+from kernelgen.rules.symbolic import simplify
+
+I32 = dtypes.int32
+F32 = dtypes.float32
+
+
+def special(name: str, extent: int) -> UOp:
+  return UOp(Ops.SPECIAL, I32, (), (name, 0, extent))
+
+
+def var(name: str, lo: int, hi: int) -> UOp:
+  return UOp(Ops.VAR, I32, (), (name, lo, hi))
+
+
+def evaluate(root: UOp, env: dict):
+  """The value of `root` with leaves (VAR, SPECIAL, LOAD) taken from `env`, by kernelgen.alu."""
+  vals = {}
+  for u in toposort([root]):
+    if u.op is Ops.CONST:
+      vals[u] = u.arg
+    elif u.op in (Ops.VAR, Ops.SPECIAL, Ops.LOAD):
+      vals[u] = env[u]
+    elif u.op is Ops.CAST:
+      vals[u] = exec_cast(vals[u.src[0]], u.src[0].dtype, u.dtype)
+    elif u.op is Ops.BITCAST:
+      vals[u] = exec_bitcast(vals[u.src[0]], u.src[0].dtype, u.dtype)
+    elif u.op is not Ops.PARAM:
+      vals[u] = exec_alu(u.op, u.dtype, [vals[s] for s in u.src])
+  return vals[root]
+
+
+def same_bits(a, b, dt) -> bool:
+  if dt.kind == "f":
+    if math.isnan(a) or math.isnan(b):
+      return math.isnan(a) and math.isnan(b)
+    return struct.pack("<d", a) == struct.pack("<d", b)
+  return a == b and type(a) is type(b)
+
+
+# ---- random integer expression trees over VARs with random ranges -------------------------------
+
+I32_MIN, I32_MAX = min_value(I32), max_value(I32)
+SMALL = st.integers(-20, 20)
+INT_CONSTS = st.one_of(SMALL, st.sampled_from([0, 1, -1, 2, 4, 8, 16, 64, 256, I32_MIN, I32_MAX]),
+                       st.integers(I32_MIN, I32_MAX))
+BINARY = [Ops.ADD, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MUL, Ops.IDIV, Ops.IDIV, Ops.MOD, Ops.MOD,
+          Ops.MAX, Ops.MIN, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR]
+
+
+@st.composite
+def var_ranges(draw):
+  n = draw(st.integers(1, 3))
+  out = []
+  for i in range(n):
+    lo = draw(st.one_of(st.integers(-50, 50), st.just(0), st.integers(I32_MIN, I32_MAX)))
+    hi = draw(st.one_of(st.integers(lo, lo + 100), st.integers(lo, I32_MAX)))
+    out.append(var(f"v{i}", lo, hi))
+  return out
+
+
+def _int_tree(leaves):
+  def extend(children):
+    binary = st.tuples(st.sampled_from(BINARY), children, st.one_of(children, INT_CONSTS.map(
+      lambda c: UOp.const(I32, c)))).map(_binop)
+    unary = st.tuples(st.sampled_from([Ops.NEG, Ops.NOT]), children).map(
+      lambda t: UOp(t[0], I32, (t[1],)))
+    where = st.tuples(st.sampled_from([Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE]), children, children,
+                      children, children).map(_where)
+    casts = st.tuples(st.sampled_from([dtypes.int8, dtypes.uint8, dtypes.int64, dtypes.uint32]),
+                      children).map(lambda t: t[1].cast(t[0]).cast(I32))
+    return st.one_of(binary, binary, unary, where, casts)
+  base = st.one_of(st.sampled_from(leaves), INT_CONSTS.map(lambda c: UOp.const(I32, c)))
+  return st.recursive(base, extend, max_leaves=12)
+
+
+def _binop(t):
+  op, a, b = t
+  if op in (Ops.SHL, Ops.SHR):
+    b = b & 31   # IR.md: the front end masks shift amounts
+  return UOp(op, I32, (a, b))
+
+
+def _where(t):
+  cmp, a, b, x, y = t
+  return UOp(Ops.WHERE, I32, (UOp(cmp, dtypes.bool, (a, b)), x, y))
+
+
+@st.composite
+def int_case(draw):
+  leaves = draw(var_ranges())
+  expr = draw(_int_tree(leaves))
+  env = {v: draw(st.integers(v.arg[1], v.arg[2])) for v in leaves}
+  return expr, env
+
+
+@settings(max_examples=600, deadline=None)
+@given(int_case())
+def test_simplify_keeps_int32_values(case):
+  expr, env = case
+  simple = simplify(expr)
+  assert evaluate(simple, env) == evaluate(expr, env), (
+    f"{env}\n--- before ---\n{print_graph(expr)}\n--- after ---\n{print_graph(simple)}")
+
+
+@st.composite
+def index_case(draw):
+  """Index-like trees: non-negative leaves, + and * by constants, // and % by positive constants."""
+  leaves = [special("gid", draw(st.integers(1, 300))), special("lid", draw(st.sampled_from(
+    [1, 4, 32, 64, 256]))), var("n", 0, draw(st.integers(0, 5000)))]
+  consts = st.sampled_from([1, 2, 3, 4, 7, 8, 16, 32, 64, 100, 128]).map(lambda c: UOp.const(I32, c))
+
+  def extend(children):
+    return st.one_of(
+      st.tuples(children, children).map(lambda t: t[0] + t[1]),
+      st.tuples(children, consts).map(lambda t: t[0] * t[1]),
+      st.tuples(children, consts).map(lambda t: t[0] // t[1]),
+      st.tuples(children, consts).map(lambda t: t[0] % t[1]),
+      st.tuples(children, consts).map(lambda t: t[0] - t[1]))
+  expr = draw(st.recursive(st.sampled_from(leaves), extend, max_leaves=10))
+  env = {leaf: draw(st.integers(0, max(leaf.vmax, 0))) for leaf in leaves}
+  return expr, env
+
+
+@settings(max_examples=600, deadline=None)
+@given(index_case())
+def test_simplify_keeps_index_values(case):
+  expr, env = case
+  simple = simplify(expr)
+  assert evaluate(simple, env) == evaluate(expr, env), (
+    f"{env}\n--- before ---\n{print_graph(expr)}\n--- after ---\n{print_graph(simple)}")
+
+
+def test_simplify_reaches_a_fixed_point():
+  expr = ((special("gid", 100) * 64 + special("lid", 64)) // 16 % 4 * 16 + var("n", 0, 99) % 16)
+  once = simplify(expr)
+  assert simplify(once) is once
+
+
+# ---- random float expressions: bit-exact, NaN-aware ---------------------------------------------
+
+FLOAT_CONSTS = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, math.inf, -math.inf, math.nan,
+                                3.0, 1e-30, 65504.0])
+FLOAT_BINARY = [Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MAX, Ops.MIN]
+
+
+@st.composite
+def float_case(draw):
+  dt = draw(st.sampled_from([dtypes.float32, dtypes.float16, dtypes.float64]))
+  buf = UOp(Ops.PARAM, dt.ptr(4), (), 0)
+  leaves = [buf.load(i) for i in range(3)]
+  const = FLOAT_CONSTS.map(lambda c: UOp.const(dt, c))
+
+  def extend(children):
+    return st.one_of(
+      st.tuples(st.sampled_from(FLOAT_BINARY), children, st.one_of(children, const)).map(
+        lambda t: UOp(t[0], dt, (t[1], t[2]))),
+      st.tuples(const, children).map(lambda t: UOp(Ops.ADD, dt, (t[0], t[1]))),
+      children.map(lambda c: -c),
+      st.tuples(children, children, children, children).map(
+        lambda t: t[0].lt(t[1]).where(t[2], t[3])),
+      st.tuples(children, children).map(lambda t: t[0].ne(t[0]).where(t[1], t[1] - t[1])))
+  expr = draw(st.recursive(st.one_of(st.sampled_from(leaves), const), extend, max_leaves=10))
+  values = st.one_of(FLOAT_CONSTS, st.floats(allow_nan=True, width=32))
+  env = {leaf: truncate(draw(values), dt) for leaf in leaves}
+  return expr, env, dt
+
+
+@settings(max_examples=500, deadline=None)
+@given(float_case())
+def test_simplify_keeps_float_bits(case):
+  expr, env, dt = case
+  simple = simplify(expr)
+  want, got = evaluate(expr, env), evaluate(simple, env)
+  assert same_bits(got, want, dt), (
+    f"{env}\n{got!r} != {want!r}\n--- before ---\n{print_graph(expr)}\n--- after ---\n"
+    f"{print_graph(simple)}")
+
+
+@pytest.mark.parametrize("build", [
+  lambda x: x * 0.0, lambda x: x - x, lambda x: x + 0.0, lambda x: x / x, lambda x: x.eq(x),
+  lambda x: x.ne(x), lambda x: x - x * 0.0])
+def test_float_identities_that_do_not_hold_stay(build):
+  x = UOp(Ops.PARAM, F32.ptr(4), (), 0).load(0)
+  expr = build(x)
+  assert simplify(expr) is expr
+
+
+def test_float_identities_that_hold_fold():
+  x = UOp(Ops.PARAM, F32.ptr(4), (), 0).load(0)
+  for expr in (x * 1.0, x + UOp.const(F32, -0.0), x - 0.0, x / 1.0, -(-x), x.maximum(x)):
+    assert simplify(expr) is x, print_graph(expr)
+  assert simplify(x.lt(x)) is UOp.const(dtypes.bool, False)
+  assert simplify(2.0 * x) is x * 2.0   # constants move to the right
+
+
+
+
+# ---- constant folding agrees with numpy on every dtype -------------------------------------------
+
+NP_OPS = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.MAX: np.maximum,
+          Ops.MIN: np.minimum, Ops.CMPLT: np.less, Ops.CMPEQ: np.equal, Ops.CMPNE: np.not_equal}
+INT_NP_OPS = {Ops.AND: np.bitwise_and, Ops.OR: np.bitwise_or, Ops.XOR: np.bitwise_xor,
+              Ops.SHL: np.left_shift, Ops.SHR: np.right_shift, Ops.IDIV: None, Ops.MOD: np.fmod}
+NP_DTYPES = [d for d in dtypes.all if d is not dtypes.bfloat16]
+
+
+def _np_value(dt, draw):
+  if dt.kind == "f":
+    return truncate(draw(st.one_of(st.floats(allow_nan=True), FLOAT_CONSTS)), dt)
+  if dt.kind == "b":
+    return draw(st.booleans())
+  return draw(st.integers(min_value(dt), max_value(dt)))
+
+
+def _np_int_op(op, a, b):
+  """numpy's answer for C division, remainder and shifts (amounts already below the width)."""
+  if op is Ops.IDIV:
+    return (a - np.fmod(a, b)) // b
+  return INT_NP_OPS[op](a, b)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.sampled_from(NP_DTYPES), st.sampled_from(list(NP_OPS) + list(INT_NP_OPS)), st.data())
+def test_constant_folding_matches_numpy(dt, op, data):
+  assume(op not in INT_NP_OPS or dt.kind in "iu" or dt.kind == "b" and op in (
+    Ops.AND, Ops.OR, Ops.XOR))
+  assume(not (dt.kind == "b" and op is Ops.SUB))   # numpy has no bool subtraction
+  a, b = _np_value(dt, data.draw), _np_value(dt, data.draw)
+  if op in (Ops.SHL, Ops.SHR):
+    b %= dt.bits
+  if op in (Ops.IDIV, Ops.MOD):
+    assume(b != 0 and not (a == min_value(dt) and b == -1))
+  node = UOp(op, dtypes.bool if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE) else dt,
+             (UOp.const(dt, a), UOp.const(dt, b)))
+  folded = simplify(node)
+  assert folded.op is Ops.CONST
+  npt = np.dtype(dt.name)
+  with np.errstate(all="ignore"):
+    fn = NP_OPS.get(op)
+    want = fn(npt.type(a), npt.type(b)) if fn else _np_int_op(op, npt.type(a), npt.type(b))
+  want = truncate(want.item(), node.dtype)
+  assert same_bits(folded.arg, want, node.dtype), (dt, op, a, b, folded.arg, want)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(NP_DTYPES), st.sampled_from(NP_DTYPES), st.data())
+def test_cast_folding_matches_numpy(src, dst, data):
+  a = _np_value(src, data.draw)
+  if src.kind == "f" and dst.kind in "iu":
+    assume(math.isfinite(a) and min_value(dst) <= math.trunc(a) <= max_value(dst))
+  if src.kind in "iu" and dst == dtypes.float16:
+    assume(abs(a) < 2 ** 53)   # numpy goes through float64 on the way to float16
+  folded = simplify(UOp.const(src, a).cast(dst))
+  with np.errstate(all="ignore"):
+    want = np.array(a, dtype=src.name).astype(dst.name).item()
+  assert same_bits(folded.arg, truncate(want, dst), dst), (src, dst, a, folded.arg, want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from([Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV]),
+       st.floats(width=32, allow_nan=True), st.floats(width=32, allow_nan=True))
+def test_bfloat16_folding_matches_float64_then_rounding(op, a, b):
+  """+ - * / of bfloat16 rounded once: float64 holds them exactly enough (53 >= 2*8 + 2)."""
+  bf = dtypes.bfloat16
+  a, b = truncate(a, bf), truncate(b, bf)
+  folded = simplify(UOp(op, bf, (UOp.const(bf, a), UOp.const(bf, b))))
+  fn = {Ops.ADD: np.add, Ops.SUB: np.subtract, Ops.MUL: np.multiply, Ops.FDIV: np.divide}[op]
+  with np.errstate(all="ignore"):
+    want = truncate(float(fn(np.float64(a), np.float64(b))), bf)
+  assert same_bits(folded.arg, want, bf)
+
+
+def test_bitcast_folding():
+  assert simplify(UOp.const(F32, 1.0).bitcast(dtypes.uint32)) is UOp.const(dtypes.uint32, 0x3F800000)
+  assert simplify(UOp.const(dtypes.int16, -1).bitcast(dtypes.float16)).arg != 0   # a NaN
