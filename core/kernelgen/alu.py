@@ -118,7 +118,7 @@ def _ftrunc(x: float) -> float:
 def _fma_exact(a: float, b: float, c: float, dt: DType) -> float:
   """a*b + c rounded once to `dt` (the fused multiply-add of IEEE 754)."""
   if not (math.isfinite(a) and math.isfinite(b) and math.isfinite(c)):
-    return a * b + c
+    return truncate(a * b + c, dt)
   if dt.name != "float64":
     # the product of two values of <= 24 significand bits is exact in a double; the sum is
     # exact when its rounding error (TwoSum) is zero, and then it is rounded only once
@@ -127,7 +127,7 @@ def _fma_exact(a: float, b: float, c: float, dt: DType) -> float:
     bp = s - c
     err = (p - bp) + (c - (s - bp))
     if err == 0:
-      return s
+      return truncate(s, dt)
   exact = Fraction(a) * Fraction(b) + Fraction(c)
   if exact == 0:
     # an exact zero is +0, unless it is (-0) + (-0)
