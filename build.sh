@@ -143,6 +143,12 @@ assemble_site() {
   mkdir -p site/pyodide
   cp index.html site/
   cp -r web site/web
+  # The page's service worker must sit at the site root to cover index.html; the editor is
+  # Ace from npm (only the files the page loads).
+  mv site/web/sw.js site/sw.js
+  mkdir -p site/web/vendor/ace
+  cp node_modules/ace-builds/src-min-noconflict/{ace.js,mode-python.js,theme-one_dark.js} \
+    site/web/vendor/ace/
   cp -r node_modules/pyodide/. site/pyodide/
   rm -f site/pyodide/{package.json,README.md,*.d.ts,console*.html}
   cp "$wheels/micropip-$MICROPIP_VERSION-py3-none-any.whl" dist/kernelgen-*.whl site/pyodide/

@@ -1,0 +1,121 @@
+"""Device WEBGPU inside the web page: kernels run on navigator.gpu through web/gpu.js.
+
+The only module that imports `js`/`pyodide` (lazily, so the core still imports in CPython). It
+passes plain data across the FFI — a Launch as JSON, buffer ids, bytes — to gpu.js's
+GpuExecutor, which owns every WebGPU object. WebGPU reads are asynchronous: with JSPI
+(`pyodide.ffi.run_sync`, Chromium 137+) `.tolist()` simply blocks; without it, reading raises
+a clear error and `await read_async(tensor)` is the way to get the bytes.
+"""
+from __future__ import annotations
+
+from ..errors import CompileError, DeviceError, KernelgenError, LimitError
+from ..program import CompiledKernel
+from .base import Runtime
+
+# gpu.js's error types -> kernelgen's typed errors
+ERRORS = {"CompileError": CompileError, "LimitError": LimitError, "DeviceError": DeviceError}
+
+
+def _ffi():
+  try:
+    import js
+    from pyodide import ffi
+  except ImportError:
+    raise DeviceError("the browser WEBGPU runtime only works inside Pyodide in a web page; "
+                      "in CPython use the native WEBGPU device (pip install wgpu)") from None
+  return js, ffi
+
+
+def typed_error(exc: BaseException) -> KernelgenError:
+  """A kernelgen error from a JavaScript exception thrown by gpu.js."""
+  js_error = getattr(exc, "js_error", None)
+  kind = getattr(js_error, "type", None) if js_error is not None else None
+  message = str(getattr(js_error, "message", None) or exc)
+  if kind == "CompileError":
+    line = getattr(js_error, "line", None)
+    return CompileError(message, line=int(line) if isinstance(line, (int, float)) else None)
+  return ERRORS.get(kind, DeviceError)(message)
+
+
+class BrowserWebGPU(Runtime):
+  name = "WEBGPU"
+  target = "wgsl"
+
+  def __init__(self, gpu=None, jspi: bool = True):
+    self.js, self.ffi = _ffi()
+    if gpu is None:
+      raise DeviceError("this page has no WebGPU adapter, so there is no WEBGPU device: use "
+                        "PYTHON (or a browser with WebGPU enabled)")
+    self.gpu = gpu     # a JsProxy of web/gpu.js's GpuExecutor
+    self.jspi = jspi
+
+  def info(self) -> dict:
+    return self.gpu.info().to_py()
+
+  def render_options(self) -> dict:
+    info = self.info()
+    return {"features": tuple(info.get("features", ())), "limits": dict(info.get("limits", {}))}
+
+  def _call(self, method: str, *args):
+    try:
+      return getattr(self.gpu, method)(*args)
+    except self.ffi.JsException as exc:
+      raise typed_error(exc) from None
+
+  def _wait(self, promise, what: str):
+    """The value of a JS promise, blocking through JSPI."""
+    if not self.ffi.can_run_sync():
+      raise DeviceError(f"{what} needs to wait for the GPU, which this browser cannot do "
+                        "synchronously (no JSPI): use `await read_async(tensor)` from "
+                        "kernelgen.runtime.webgpu_browser")
+    try:
+      return self.ffi.run_sync(promise)
+    except self.ffi.JsException as exc:
+      raise typed_error(exc) from None
+
+  def alloc(self, nbytes: int):
+    return int(self._call("alloc", nbytes))
+
+  def copyin(self, handle, data) -> None:
+    self._call("write", handle, self.ffi.to_js(memoryview(bytes(data))))
+
+  def copyout(self, handle) -> bytes:
+    return self._wait(self._call("read", handle), "reading a tensor").to_bytes()
+
+  def free(self, handle) -> None:
+    try:
+      self.gpu.free(handle)
+    except Exception:  # freeing after a lost device: nothing left to free
+      pass
+
+  def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> None:
+    launch = kernel.launch.to_json()
+    values = [var_values[name] for name, _ in launch["uniforms"]]
+    js_launch = self.ffi.to_js(launch, dict_converter=self.js.Object.fromEntries)
+    promise = self._call("run", js_launch, self.ffi.to_js(list(handles)),
+                         self.ffi.to_js(values), kernel.name)
+    if self.ffi.can_run_sync():
+      self._wait(promise, "running a kernel")
+    return None
+
+
+def install(gpu, jspi: bool = True) -> BrowserWebGPU:
+  """Make the page's GPU the WEBGPU device (and the default one)."""
+  from ..device import Device
+  runtime = BrowserWebGPU(gpu, jspi=jspi)
+  Device.register("WEBGPU", runtime)
+  Device.DEFAULT = "WEBGPU"
+  return runtime
+
+
+async def read_async(tensor) -> bytes:
+  """The bytes of `tensor` realized on the page's WEBGPU device, without JSPI."""
+  from ..device import Device
+  tensor.realize()
+  buffer = tensor.node.buffer
+  runtime = Device["WEBGPU"]
+  try:
+    data = await runtime.gpu.read(buffer.handle)
+  except runtime.ffi.JsException as exc:
+    raise typed_error(exc) from None
+  return data.to_bytes()[:buffer.nbytes]

@@ -1,0 +1,340 @@
+"""What the web page's worker (web/worker.js) calls: compile or run a program given as text.
+
+A program is Python that assigns its result tensor to `out` (the CLI's convention); it runs with
+`kg`, `kernelgen`, `Tensor`, `dtypes`, `where`, `cat` and `stack` already imported. Every entry
+point returns plain data (dicts, lists, str, int, float, bytes) and never raises: a failure is
+`{"ok": False, "error": {"type", "message", "line", ...}}` where `line` is the program's line.
+
+Standard library only; the browser runtime (runtime/webgpu_browser.py) is the one module that
+touches `js`.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import traceback
+
+PROGRAM = "<program>"  # the file name user code runs under (tracebacks name it)
+
+# dtype name -> (rtol, atol) when comparing a device's result with the reference interpreter
+TOLERANCES = {"float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2), "float32": (1e-4, 1e-5),
+              "float64": (1e-9, 1e-12)}
+
+# struct-module formats of each dtype's elements (numpy layout, little-endian)
+FORMATS = {"bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", "int32": "i",
+           "uint32": "I", "int64": "q", "uint64": "Q", "float16": "e", "float32": "f",
+           "float64": "d"}
+
+
+def setup(gpu=None, jspi: bool = True) -> dict:
+  """Install the page's WEBGPU device when `gpu` (gpu.js's GpuExecutor) is given; what loaded."""
+  import kernelgen
+  device = "PYTHON"
+  if gpu is not None:
+    from .runtime import webgpu_browser
+    webgpu_browser.install(gpu, jspi=jspi)
+    device = "WEBGPU"
+  _set_default_device(device)
+  return {"python": sys.version.split()[0], "kernelgen": kernelgen.__version__,
+          "file": kernelgen.__file__, "device": device}
+
+
+def _set_default_device(name: str) -> None:
+  from .device import Device
+  Device.DEFAULT = name
+
+
+def _namespace() -> dict:
+  import kernelgen
+  from . import tensor
+  names = {"kg": kernelgen, "kernelgen": kernelgen, "__name__": "__program__"}
+  for name in ("Tensor", "dtypes", "where", "cat", "stack"):
+    value = getattr(kernelgen, name, None) or getattr(tensor, name, None)
+    if value is not None:
+      names[name] = value
+  return names
+
+
+def execute(code: str, device: str):
+  """Run the program with `device` as the default device; returns its `out` tensor."""
+  from .device import Device
+  previous = Device.DEFAULT
+  Device.DEFAULT = device
+  try:
+    names = _namespace()
+    exec(compile(code, PROGRAM, "exec"), names)
+  finally:
+    Device.DEFAULT = previous
+  if "out" not in names:
+    raise ProgramError("the program must assign its result to `out`, e.g. `out = x @ w`")
+  out = names["out"]
+  if not hasattr(out, "realize") or not hasattr(out, "shape"):
+    raise ProgramError(f"`out` must be a Tensor, not {type(out).__name__}: "
+                       "wrap values with Tensor(...)")
+  return out
+
+
+class ProgramError(Exception):
+  """The program ran but did not leave a result in `out`."""
+
+
+# ---- errors as plain data ----
+
+def program_line(exc: BaseException) -> int | None:
+  """The line of the user's program where `exc` was raised (the innermost program frame)."""
+  if isinstance(exc, SyntaxError) and exc.filename == PROGRAM:
+    return exc.lineno
+  line = None
+  for frame, lineno in traceback.walk_tb(exc.__traceback__):
+    if frame.f_code.co_filename == PROGRAM:
+      line = lineno
+  return line
+
+
+def error_data(exc: BaseException) -> dict:
+  message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+  data = {"type": type(exc).__name__, "message": message or type(exc).__name__,
+          "line": program_line(exc)}
+  if getattr(exc, "line", None) is not None and not isinstance(exc, SyntaxError):
+    data["source_line"] = exc.line   # a line of the generated source (WGSL/PTX), not the program
+  if not _is_kernelgen_error(exc) and not isinstance(exc, (SyntaxError, ProgramError)):
+    data["traceback"] = "".join(traceback.format_exception(exc)[-6:])
+  return data
+
+
+def _is_kernelgen_error(exc: BaseException) -> bool:
+  from .errors import KernelgenError
+  return isinstance(exc, KernelgenError)
+
+
+def _guarded(work) -> dict:
+  try:
+    return {"ok": True, **work()}
+  except Exception as exc:  # every failure goes back to the page as data
+    return {"ok": False, "error": error_data(exc)}
+
+
+# ---- compile ----
+
+def kernel_data(kernel) -> dict:
+  return {"name": kernel.name, "target": kernel.target, "source": kernel.source,
+          "global_size": list(kernel.global_size), "local_size": list(kernel.local_size),
+          "buffers": [{"slot": b.slot, "name": b.name, "dtype": b.dtype.name, "size": b.size,
+                       "access": b.access} for b in kernel.buffers],
+          "launch": kernel.launch.to_json()}
+
+
+def compile_target(out, target: str, arch: str | None) -> dict:
+  import kernelgen
+  options = {"arch": arch} if target == "ptx" and arch else {}
+  return _guarded(lambda: {"kernels": [kernel_data(k)
+                                       for k in kernelgen.compile(out, target=target, **options)]})
+
+
+def compile_program(code: str, arch: str | None = "sm_80", targets: str = "wgsl,ptx") -> dict:
+  """The program's kernels for each of `targets` (comma-separated), PTX for `arch`; each target
+  succeeds or fails on its own: {"wgsl": {"ok", "kernels" | "error"}, "ptx": ...}."""
+  def work():
+    out = execute(code, "PYTHON")
+    compiled = {target: compile_target(out, target, arch) for target in targets.split(",")}
+    return {**compiled, "shape": list(out.shape), "dtype": out.dtype.name}
+  return _guarded(work)
+
+
+# ---- run and compare ----
+
+def tensor_data(out) -> dict:
+  return {"shape": list(out.shape), "dtype": out.dtype.name, "data": out.data().tobytes()}
+
+
+def values(result: dict) -> list:
+  """The flat Python values of a tensor_data result."""
+  fmt = FORMATS.get(result["dtype"])
+  if fmt is None:
+    return []
+  return list(memoryview(result["data"]).cast(fmt))
+
+
+def _close(a, b, rtol: float, atol: float) -> bool:
+  if isinstance(a, float) and (math.isnan(a) or math.isnan(b)):
+    return math.isnan(a) and math.isnan(b)
+  if isinstance(a, float) and (math.isinf(a) or math.isinf(b)):
+    return a == b
+  return abs(a - b) <= atol + rtol * abs(b)
+
+
+def compare(result: dict, reference: dict) -> dict:
+  """How `result` matches `reference`: {match, max_abs_error, mismatches, rtol, atol}."""
+  if result["shape"] != reference["shape"] or result["dtype"] != reference["dtype"]:
+    return {"match": False, "max_abs_error": None, "mismatches": None, "rtol": 0, "atol": 0,
+            "reason": f"shape/dtype differ: {result['shape']} {result['dtype']} vs "
+                      f"{reference['shape']} {reference['dtype']}"}
+  rtol, atol = TOLERANCES.get(result["dtype"], (0, 0))
+  got, want = values(result), values(reference)
+  bad = [i for i, (a, b) in enumerate(zip(got, want)) if not _close(a, b, rtol, atol)]
+  finite = [abs(a - b) for a, b in zip(got, want)
+            if not (isinstance(a, float) and not (math.isfinite(a) and math.isfinite(b)))]
+  return {"match": not bad, "max_abs_error": float(max(finite, default=0)),
+          "mismatches": len(bad), "first_mismatch": bad[0] if bad else None,
+          "rtol": rtol, "atol": atol}
+
+
+def _run_on(code: str, device: str) -> dict:
+  import time
+  start = time.perf_counter()
+  out = execute(code, device)
+  data = tensor_data(out.realize())
+  data["seconds"] = time.perf_counter() - start
+  data["device"] = device
+  return data
+
+
+def _reference(code: str, result: dict) -> dict:
+  try:
+    reference = _run_on(code, "PYTHON")
+  except Exception as exc:
+    return {"ok": False, "error": error_data(exc)}
+  return {"ok": True, "seconds": reference["seconds"], **compare(result, reference)}
+
+
+def run_program(code: str, device: str = "WEBGPU", reference: bool = True) -> dict:
+  """Run the program on `device`; with `reference`, compare with the PYTHON interpreter."""
+  def work():
+    result = _run_on(code, device)
+    if reference and device != "PYTHON":
+      result["reference"] = _reference(code, result)
+    return {"out": result}
+  return _guarded(work)
+
+
+def verify_ptx(code: str, arch: str = "sm_80", device: str = "WEBGPU") -> dict:
+  """Run the program's PTX on the simulator (PTXSIM) and compare it with `device`'s result."""
+  def work():
+    simulated = _run_on(code, "PTXSIM")
+    other = _run_on(code, device)
+    return {"ptxsim": simulated, "other": other, "comparison": compare(simulated, other),
+            "arch": arch}
+  return _guarded(work)
+
+
+# ---- a small test runner, for running core unit tests inside the page ----
+
+class Skipped(Exception):
+  """A test (or a whole module) that cannot run here, e.g. one that needs numpy."""
+
+
+class _Raises:
+  def __init__(self, expected, match=None):
+    self.expected, self.match, self.value = expected, match, None
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, kind, value, tb):
+    import re
+    if kind is None:
+      raise AssertionError(f"DID NOT RAISE {self.expected}")
+    if not issubclass(kind, self.expected):
+      return False
+    if self.match is not None and not re.search(self.match, str(value)):
+      raise AssertionError(f"{value!r} does not match {self.match!r}")
+    self.value = value
+    return True
+
+
+def _parametrize(names, cases, **_):
+  names = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+
+  def mark(fn):
+    rows = [case if len(names) > 1 else (case,) for case in cases]
+    fn._kg_cases = getattr(fn, "_kg_cases", [{}])
+    fn._kg_cases = [{**old, **dict(zip(names, row))} for old in fn._kg_cases for row in rows]
+    return fn
+  return mark
+
+
+def _skip(reason=""):
+  raise Skipped(reason)
+
+
+def _importorskip(name, *_, **__):
+  import importlib
+  try:
+    return importlib.import_module(name)
+  except ImportError:
+    raise Skipped(f"needs {name}") from None
+
+
+def pytest_shim():
+  """A stand-in for the parts of pytest that plain unit tests use."""
+  import types
+  shim = types.ModuleType("pytest")
+  shim.raises = _Raises
+  shim.skip = _skip
+  shim.importorskip = _importorskip
+  shim.mark = types.SimpleNamespace(parametrize=_parametrize, slow=lambda fn: fn,
+                                    skipif=lambda cond, reason="": (lambda fn: fn))
+  shim.fixture = lambda *a, **k: (a[0] if a and callable(a[0]) else (lambda fn: fn))
+  shim.approx = lambda value, rel=1e-6, abs=1e-12: _Approx(value, rel, abs)
+  return shim
+
+
+class _Approx:
+  def __init__(self, value, rel, abs_):
+    self.value, self.rel, self.abs = value, rel, abs_
+
+  def __eq__(self, other):
+    return abs(other - self.value) <= max(self.abs, self.rel * abs(self.value))
+
+
+def _test_cases(module):
+  import inspect
+  for name, fn in vars(module).items():
+    if name.startswith("test_") and inspect.isfunction(fn):
+      for case in getattr(fn, "_kg_cases", [{}]):
+        yield name, fn, case
+
+
+def _run_case(fn, case) -> tuple[str, str]:
+  import inspect
+  missing = [p for p in inspect.signature(fn).parameters if p not in case]
+  if missing:
+    return "skipped", f"needs fixtures {missing}"
+  try:
+    fn(**case)
+  except Skipped as why:
+    return "skipped", str(why)
+  except Exception as exc:
+    return "failed", f"{type(exc).__name__}: {exc}"
+  return "passed", ""
+
+
+def _load_module(name: str, source: str):
+  import types
+  module = types.ModuleType(name)
+  module.__file__ = name
+  try:
+    exec(compile(source, name, "exec"), vars(module))
+  except (ImportError, Skipped) as why:
+    raise Skipped(f"module {name}: {why}") from None
+  return module
+
+
+def self_test(files) -> dict:
+  """Run test modules (name -> source text) with a small pytest-like runner."""
+  sys.modules.setdefault("pytest", pytest_shim())
+  report = {"ok": True, "passed": 0, "failed": [], "skipped": []}
+  for name, source in dict(files).items():
+    try:
+      module = _load_module(name, source)
+    except Skipped as why:
+      report["skipped"].append(str(why))
+      continue
+    for test, fn, case in _test_cases(module):
+      outcome, detail = _run_case(fn, case)
+      label = f"{name}::{test}{case or ''}"
+      if outcome == "passed":
+        report["passed"] += 1
+      else:
+        report[outcome].append(f"{label}: {detail}")
+  return report

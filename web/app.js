@@ -1,0 +1,308 @@
+// The page: editor, buttons, kernel views and results, wired to kernelgen's worker through
+// kernelgen.js (the same API other pages embed). `window.kgApp` exposes the actions for tests.
+import { createKernelgen } from './kernelgen.js';
+import { defineKernelModes } from './ace-modes.js';
+import { EXAMPLES, DEFAULT_EXAMPLE } from './examples.js';
+import { makeZip } from './zip.js';
+import { showError, showKernels, showResult, showVerify } from './views.js';
+
+const $ = (id) => document.getElementById(id);
+const STORAGE_KEY = 'kernelgen.program';
+const PARAMS = new URLSearchParams(location.search);
+const state = { kg: null, compiled: null, selected: 0, busy: false, marker: null, device: null };
+
+function log(line) {
+  $('status').textContent += '\n' + line;
+}
+
+// ---- editors ----
+
+function makeEditor(id, mode, readOnly) {
+  const editor = ace.edit(id, {
+    mode: `ace/mode/${mode}`, theme: 'ace/theme/one_dark', readOnly, showPrintMargin: false,
+    fontSize: '13px', tabSize: 4, useSoftTabs: true, highlightActiveLine: !readOnly,
+  });
+  editor.renderer.setScrollMargin(6, 6);
+  return editor;
+}
+
+function setupEditors() {
+  ace.config.set('basePath', new URL('vendor/ace/', import.meta.url).href);
+  defineKernelModes(ace);
+  state.editor = makeEditor('editor', 'python', false);
+  state.wgsl = makeEditor('wgsl', 'wgsl', true);
+  state.ptx = makeEditor('ptx', 'ptx', true);
+  state.editor.setValue(localStorage.getItem(STORAGE_KEY) ?? EXAMPLES[DEFAULT_EXAMPLE], 1);
+  state.editor.session.on('change', () => {
+    localStorage.setItem(STORAGE_KEY, state.editor.getValue());
+    clearError();
+  });
+}
+
+function setupExamples() {
+  const select = $('example');
+  select.append(new Option('examples…', ''));
+  for (const name of Object.keys(EXAMPLES)) select.append(new Option(name, name));
+  select.onchange = () => {
+    if (select.value) loadExample(select.value);
+    select.value = '';
+  };
+}
+
+function loadExample(name) {
+  state.editor.setValue(EXAMPLES[name], 1);
+  state.editor.focus();
+}
+
+// ---- errors next to the code ----
+
+function clearError() {
+  $('error').hidden = true;
+  state.editor.session.clearAnnotations();
+  if (state.marker !== null) state.editor.session.removeMarker(state.marker);
+  state.marker = null;
+}
+
+function goToLine(line) {
+  state.editor.gotoLine(line, 0, true);
+  state.editor.focus();
+}
+
+function reportError(error) {
+  clearError();
+  showError($('error'), error, goToLine);
+  if (error.line) {
+    const row = error.line - 1;
+    state.editor.session.setAnnotations([{ row, column: 0, text: error.message, type: 'error' }]);
+    const range = new (ace.require('ace/range').Range)(row, 0, row, 1);
+    state.marker = state.editor.session.addMarker(range, 'ace-error-line', 'fullLine');
+    state.editor.scrollToLine(row, true, true);
+  }
+  if (error.source_line && error.type === 'CompileError') {
+    state.wgsl.gotoLine(error.source_line, 0, false);
+  }
+  document.body.dataset.last = 'error';
+}
+
+// ---- load progress and device status ----
+
+function onProgress({ step, state: phase, ms, loaded, total }) {
+  const span = document.querySelector(`[data-step="${step}"]`);
+  const weights = { download: [0, 70], boot: [70, 20], install: [90, 10] };
+  const [start, width] = weights[step] || [0, 0];
+  if (phase === 'bytes' && total) {
+    $('progress').style.width = `${start + (width * loaded) / total}%`;
+  } else if (phase === 'start') {
+    span?.classList.add('active');
+  } else if (phase === 'done') {
+    span?.classList.replace('active', 'done');
+    if (span) span.textContent += ` ${(ms / 1000).toFixed(2)} s`;
+    $('progress').style.width = `${start + width}%`;
+    log(`${step}: ${(ms / 1000).toFixed(2)} s`);
+  }
+}
+
+function showNotice(text, kind = '') {
+  const notice = $('notice');
+  notice.textContent = text;
+  notice.className = `notice ${kind}`;
+  notice.hidden = false;
+}
+
+function describeAdapter(gpu) {
+  const a = gpu.adapter;
+  const name = [a.vendor, a.architecture, a.description].filter(Boolean).join(' ') ||
+    'unnamed adapter';
+  const has = (f) => (gpu.features.includes(f) ? 'yes' : 'no');
+  return `WebGPU adapter: ${name}${a.isFallbackAdapter ? ' (software fallback)' : ''} · ` +
+    `${a.featureLevel} · f16 ${has('shader-f16')} · subgroups ${has('subgroups')} · ` +
+    `timestamps ${has('timestamp-query')} · max workgroup ` +
+    `${gpu.limits.maxComputeInvocationsPerWorkgroup} · max buffer ` +
+    `${Math.round(gpu.limits.maxStorageBufferBindingSize / 2 ** 20)} MiB`;
+}
+
+function showDevice(info) {
+  const pill = $('device');
+  if (info.device === 'WEBGPU') {
+    pill.textContent = 'WEBGPU';
+    pill.className = 'pill webgpu';
+    $('adapter').textContent = describeAdapter(info.gpu);
+    log('WebGPU adapter available');
+  } else {
+    pill.textContent = 'PYTHON (no WebGPU)';
+    pill.className = 'pill python';
+    $('adapter').textContent = 'no WebGPU adapter';
+    showNotice(`No WebGPU here (${info.gpu.reason}): programs run on the PYTHON reference ` +
+      'interpreter instead — correct, but slow. WGSL and PTX are still generated.');
+    log(`no WebGPU adapter: kernels run on the PYTHON device (${info.gpu.reason})`);
+  }
+}
+
+// ---- actions ----
+
+async function busy(work) {
+  if (state.busy) return undefined;
+  state.busy = true;
+  document.body.dataset.busy = '1';
+  for (const id of ['run', 'compile', 'verify']) $(id).disabled = true;
+  try {
+    return await work();
+  } catch (error) {
+    reportError(error);
+    return { error: { type: error.type, message: error.message, line: error.line } };
+  } finally {
+    state.busy = false;
+    document.body.dataset.busy = '0';
+    for (const id of ['run', 'compile', 'verify']) $(id).disabled = false;
+  }
+}
+
+function showSources() {
+  const { wgsl, ptx } = state.compiled;
+  const pick = (target) => (target.ok ? target.kernels[state.selected]?.source ?? '' : '');
+  state.wgsl.setValue(wgsl.ok ? pick(wgsl) : `// WGSL unavailable:\n// ${wgsl.error.message}`, -1);
+  state.ptx.setValue(ptx.ok ? pick(ptx) : `// PTX unavailable:\n// ${ptx.error.message}`, -1);
+  const kernels = (wgsl.ok ? wgsl : ptx).kernels || [];
+  showKernels($('kernels'), kernels, state.selected, (index) => {
+    state.selected = index;
+    showSources();
+  });
+  $('kernel-count').textContent = `${kernels.length} kernel${kernels.length === 1 ? '' : 's'}`;
+  $('wgsl-note').textContent = wgsl.ok ? '' : wgsl.error.type;
+  $('ptx-note').textContent = ptx.ok ? state.arch() : ptx.error.type;
+  $('download-wgsl').disabled = !wgsl.ok;
+  $('download-ptx').disabled = !ptx.ok;
+  $('download-zip').disabled = !(wgsl.ok || ptx.ok);
+}
+
+async function compile() {
+  return busy(async () => {
+    clearError();
+    const compiled = await state.kg.compileAll(state.editor.getValue(), { arch: state.arch() });
+    state.compiled = { ...compiled, arch: state.arch() };
+    state.selected = 0;
+    showSources();
+    const failed = [compiled.wgsl, compiled.ptx].find((target) => !target.ok);
+    if (failed) reportError(failed.error);
+    else document.body.dataset.last = 'compile';
+    return state.compiled;
+  });
+}
+
+async function run() {
+  const compiled = await compile();
+  if (!compiled || compiled.error) return compiled;
+  return busy(async () => {
+    const result = await state.kg.run(state.editor.getValue(),
+      { device: state.device, reference: state.device !== 'PYTHON' });
+    showResult($('results'), result);
+    $('result-meta').textContent = `${result.device} · ${(result.seconds * 1000).toFixed(0)} ms`;
+    if (result.recreated) {
+      showNotice(`The WebGPU device was lost (${result.lostReason}); a new device was created ` +
+        'for this run.', 'info');
+    }
+    document.body.dataset.last = 'run';
+    return result;
+  });
+}
+
+async function verify() {
+  return busy(async () => {
+    const result = await state.kg.verify(state.editor.getValue(), { arch: state.arch() });
+    showVerify($('results'), result);
+    document.body.dataset.last = 'verify';
+    return result;
+  });
+}
+
+// ---- downloads ----
+
+function save(blob, name) {
+  const link = Object.assign(document.createElement('a'),
+    { href: URL.createObjectURL(blob), download: name });
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
+}
+
+function kernelFiles(target) {
+  const compiled = state.compiled[target];
+  if (!compiled.ok) return [];
+  return compiled.kernels.map((k) => ({ name: `${k.name}.${target}`, text: k.source, kernel: k }));
+}
+
+function manifest() {
+  const entry = (file, target) => ({
+    file: file.name, target, name: file.kernel.name, entry_point: file.kernel.launch.entry_point,
+    global_size: file.kernel.global_size, local_size: file.kernel.local_size,
+    buffers: file.kernel.buffers, ...(target === 'ptx' ? { arch: state.compiled.arch } : {}),
+  });
+  return {
+    generator: 'kernelgen (web)', arch: state.compiled.arch,
+    kernels: [...kernelFiles('wgsl').map((f) => entry(f, 'wgsl')),
+      ...kernelFiles('ptx').map((f) => entry(f, 'ptx'))],
+  };
+}
+
+function download(kind) {
+  if (kind === 'zip') {
+    const files = [...kernelFiles('wgsl'), ...kernelFiles('ptx')];
+    files.push({ name: 'manifest.json', text: JSON.stringify(manifest(), null, 2) });
+    save(makeZip(files), 'kernels.zip');
+    return;
+  }
+  const files = kernelFiles(kind);
+  const text = files.map((f) => (files.length > 1 ? `// ---- ${f.name}\n` : '') + f.text)
+    .join('\n');
+  const name = files.length === 1 ? files[0].name : `kernels.${kind}`;
+  save(new Blob([text], { type: 'text/plain' }), name);
+}
+
+// ---- start ----
+
+function bindKeys() {
+  document.addEventListener('keydown', (event) => {
+    if (!(event.ctrlKey || event.metaKey)) return;
+    if (event.key === 'Enter') {
+      event.preventDefault();
+      run();
+    } else if (event.key === 's') {
+      event.preventDefault();
+      compile();
+    }
+  });
+  $('run').onclick = run;
+  $('compile').onclick = compile;
+  $('verify').onclick = verify;
+  for (const kind of ['wgsl', 'ptx', 'zip']) $(`download-${kind}`).onclick = () => download(kind);
+  $('arch').onchange = () => state.compiled && compile();
+}
+
+async function start() {
+  setupEditors();
+  setupExamples();
+  bindKeys();
+  state.arch = () => $('arch').value;
+  const options = { webgpu: PARAMS.get('webgpu') !== '0', compatibility: PARAMS.has('compat'),
+    onProgress };
+  state.kg = await createKernelgen(options);
+  const info = state.kg.info;
+  state.device = info.device;
+  log(`Python ${info.python} ready; kernelgen loaded from ${info.file} (${info.kernelgen})`);
+  showDevice(info);
+  $('loader').classList.add('done');
+  for (const id of ['run', 'compile', 'verify']) $(id).disabled = false;
+  document.body.dataset.ready = 'true';
+}
+
+window.kgApp = { state, run, compile, verify, download, loadExample, manifest,
+  setCode: (code) => state.editor.setValue(code, 1), getCode: () => state.editor.getValue() };
+
+if ('serviceWorker' in navigator && !PARAMS.has('nosw')) {
+  navigator.serviceWorker.register('sw.js').catch((error) => log(`offline cache: ${error}`));
+}
+
+start().catch((error) => {
+  log(`error: ${error.message}`);
+  showNotice(`kernelgen could not start: ${error.message}`);
+  document.body.dataset.ready = 'error';
+});

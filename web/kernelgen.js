@@ -1,0 +1,150 @@
+// kernelgen in any page: an ES module that starts kernelgen's worker (Pyodide + WebGPU) and
+// compiles or runs Python programs that assign their result to `out`.
+//
+//   import { createKernelgen } from 'http://127.0.0.1:8000/web/kernelgen.js';
+//   const kg = await createKernelgen({ base: 'http://127.0.0.1:8000/' });
+//   const kernels = await kg.compile(code, { target: 'ptx', arch: 'sm_80' });
+//   const { shape, dtype, data } = await kg.run(code, { device: 'WEBGPU' });
+//
+// Failures reject with a KernelgenError {type, message, line} (line: of the program, or null).
+
+// dtype name -> typed array constructor for a result's data
+const TYPED_ARRAYS = {
+  bool: Uint8Array, int8: Int8Array, uint8: Uint8Array, int16: Int16Array, uint16: Uint16Array,
+  int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array,
+  float16: globalThis.Float16Array || Uint16Array, bfloat16: Uint16Array,
+  float32: Float32Array, float64: Float64Array,
+};
+
+export class KernelgenError extends Error {
+  constructor({ type = 'Error', message = '', line = null, ...details } = {}) {
+    super(message);
+    this.name = 'KernelgenError';
+    this.type = type;
+    this.line = line;
+    Object.assign(this, details);
+  }
+}
+
+// The result bytes of a run as a typed array of the tensor's dtype.
+export function typedData(dtype, bytes) {
+  const Type = TYPED_ARRAYS[dtype] || Uint8Array;
+  const copy = bytes.slice().buffer;  // aligned and owned
+  return new Type(copy, 0, copy.byteLength / Type.BYTES_PER_ELEMENT);
+}
+
+function startWorker(base) {
+  const url = new URL('web/worker.js', base);
+  if (url.origin === globalThis.location?.origin) return new Worker(url, { type: 'module' });
+  // Cross-origin: a same-origin trampoline that imports the worker (the server must allow CORS).
+  const source = `import ${JSON.stringify(url.href)};`;
+  const blob = new Blob([source], { type: 'text/javascript' });
+  return new Worker(URL.createObjectURL(blob), { type: 'module' });
+}
+
+class Kernelgen {
+  constructor(worker, onProgress) {
+    this.worker = worker;
+    this.onProgress = onProgress;
+    this.pending = new Map();
+    this.nextId = 1;
+    this.info = null;
+    worker.onmessage = ({ data }) => this.receive(data);
+    worker.onerror = (event) => this.failAll(event.message || 'the kernelgen worker crashed');
+  }
+
+  receive(data) {
+    if (data.type === 'progress') {
+      this.onProgress?.(data);
+      return;
+    }
+    const call = this.pending.get(data.id);
+    if (!call) return;
+    this.pending.delete(data.id);
+    if (data.ok) call.resolve(data.result);
+    else call.reject(new KernelgenError(data.error));
+  }
+
+  failAll(message) {
+    for (const call of this.pending.values()) {
+      call.reject(new KernelgenError({ type: 'WorkerError', message }));
+    }
+    this.pending.clear();
+  }
+
+  call(cmd, args = {}) {
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.worker.postMessage({ id, cmd, args });
+    });
+  }
+
+  // Python results carry {ok, error}; a failed one rejects.
+  async callChecked(cmd, args) {
+    const result = await this.call(cmd, args);
+    if (result && result.ok === false) throw new KernelgenError(result.error);
+    return result;
+  }
+
+  // The default device: WEBGPU when the page has an adapter, else PYTHON.
+  get device() {
+    return this.info?.device || 'PYTHON';
+  }
+
+  // The program's kernels for one target: [{name, source, global_size, local_size, buffers,
+  // launch}].
+  async compile(code, { target = 'wgsl', arch = 'sm_80' } = {}) {
+    const result = await this.callChecked('compile', { code, arch, targets: target });
+    const compiled = result[target];
+    if (!compiled.ok) throw new KernelgenError(compiled.error);
+    return compiled.kernels;
+  }
+
+  // Both targets at once, each {ok, kernels} or {ok: false, error} (what the page shows).
+  compileAll(code, { arch = 'sm_80' } = {}) {
+    return this.callChecked('compile', { code, arch, targets: 'wgsl,ptx' });
+  }
+
+  // Run the program; resolves to its `out` as {shape, dtype, data (a typed array)} plus
+  // device, timings, seconds, and `reference` (the comparison with PYTHON) when asked for.
+  async run(code, { device = this.device, reference = false } = {}) {
+    const result = await this.callChecked('run', { code, device, reference });
+    const out = result.out;
+    return {
+      ...out, data: typedData(out.dtype, out.data), bytes: out.data,
+      timings: result.timings || [], recreated: result.recreated, lostReason: result.lost_reason,
+    };
+  }
+
+  // Run the program's PTX on the simulator and compare it with the WebGPU (or PYTHON) result.
+  verify(code, { arch = 'sm_80' } = {}) {
+    return this.callChecked('verify', { code, arch });
+  }
+
+  // Run test modules (name -> source) inside Pyodide with kernelgen's small test runner.
+  selfTest(files) {
+    return this.callChecked('selftest', { files });
+  }
+
+  // Destroy the GPU device as a crash would (the next run makes a new one). For tests.
+  loseDevice() {
+    return this.call('loseDevice');
+  }
+
+  terminate() {
+    this.worker.terminate();
+    this.failAll('kernelgen was terminated');
+  }
+}
+
+// Start kernelgen. `base`: the URL of the site root holding web/ and pyodide/ (default: the
+// folder above this module). `webgpu: false` runs everything on the PYTHON device;
+// `compatibility: true` asks for a compatibility-mode adapter; `onProgress` gets load steps.
+export async function createKernelgen({ base, webgpu = true, compatibility = false,
+                                        onProgress } = {}) {
+  const root = new URL(base || '../', base ? globalThis.location?.href : import.meta.url);
+  const kg = new Kernelgen(startWorker(root), onProgress);
+  kg.info = await kg.call('boot', { webgpu, compatibility });
+  return kg;
+}
