@@ -360,7 +360,7 @@ class _Writer:
     params += [f"\t.param .s32 {_var_name(v)}" for v in k.vars]
     regs = [f"\t.reg .{self.decl[p]} {p}<{n}>;" for p, n in sorted(self.counts.items())]
     lx, ly, lz = k.local_size
-    head = [f"// kernelgen: kernel {k.name!r} for sm_{self.sm}",
+    head = [f"// kernelgen: kernel {ascii(k.name)} for sm_{self.sm}",
             f".version {'.'.join(map(str, ISA_VERSION[self.sm]))}", f".target sm_{self.sm}",
             ".address_size 64", "", f".visible .entry {name}(", ",\n".join(params), ")",
             f".maxntid {lx}, {ly}, {lz}", "{"]
@@ -658,6 +658,9 @@ def _address(w: _Writer, buf: UOp, index: UOp) -> tuple[str, int]:
   base, size = w.reg(buf), buf.dtype.base.scalar.itemsize
   if index.op is Ops.CONST and index.arg >= 0:
     return base, index.arg * size
+  if index.op is Ops.ADD and index.src[1].op is Ops.CONST and index.src[1].arg > 0:
+    addr, offset = _address(w, buf, index.src[0])
+    return addr, offset + index.src[1].arg * size
   offset, addr = w.new_reg(dtypes.int64), w.new_reg(dtypes.int64)
   w.emit(f"mul.wide.s32 {offset}, {w.operand(index)}, {size}")
   w.emit(f"add.s64 {addr}, {base}, {offset}")

@@ -1,0 +1,367 @@
+"""The PTX renderer (render/ptx.py): every kernel assembles with ptxas for every supported arch,
+and the known failure modes render the instructions that get them right.
+
+Kernels here are hand-built UOp graphs in the lowered-kernel form of IR.md, linearized by
+`linear()` (a toposort, valid for these graphs: straight-line code and loops closed by ENDRANGE).
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kernelgen.dtype import dtypes
+from kernelgen.errors import LimitError, UnsupportedError
+from kernelgen.ops import Ops, UOp
+from kernelgen.program import BufferSpec, Kernel, buffer_access, launch_sizes
+from kernelgen.render import ptx
+from tools import ptxas_check
+
+# every (arch, ptxas) pair a kernel must assemble with (RENDERER-SPEC P13)
+ARCHS = [("sm_75", "12"), ("sm_80", "12"), ("sm_86", "12"), ("sm_89", "12"), ("sm_90", "12"),
+         ("sm_90", "13"), ("sm_100", "13"), ("sm_120", "13")]
+
+f16, bf16, f32, f64 = dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64
+i8, u8, i32, u32, i64, u64 = (dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.uint32,
+                              dtypes.int64, dtypes.uint64)
+
+
+# ---- building kernels ------------------------------------------------------------------------
+
+def buf(slot: int, dt, size: int = 64, local: bool = False) -> UOp:
+  if local:
+    return UOp(Ops.DEFINE_LOCAL, dt.ptr(size, local=True), (), slot)
+  return UOp(Ops.PARAM, dt.ptr(size), (), slot)
+
+
+def gid(dim: int = 0, n: int = 2) -> UOp:
+  return UOp(Ops.SPECIAL, i32, (), ("gid", dim, n))
+
+
+def lid(dim: int = 0, n: int = 32) -> UOp:
+  return UOp(Ops.SPECIAL, i32, (), ("lid", dim, n))
+
+
+def thread() -> UOp:
+  return gid() * 32 + lid()
+
+
+def alu(op: Ops, *src: UOp) -> UOp:
+  return src[0].alu(op, *src[1:])
+
+
+def unary(op: Ops, x: UOp) -> UOp:
+  return UOp(op, x.dtype, (x,))
+
+
+def sink(*stores: UOp) -> UOp:
+  return UOp(Ops.SINK, None, stores)
+
+
+def kernel(name: str, root: UOp, arch: str = "sm_80") -> Kernel:
+  """Legalize for `arch`, linearize by toposort (definitions first), and wrap as a Kernel."""
+  root = ptx.legalize(root, arch)
+  uops = root.toposort()
+  first = [u for u in uops if u.op in (Ops.PARAM, Ops.VAR, Ops.DEFINE_LOCAL, Ops.SPECIAL)]
+  uops = first + [u for u in uops if u not in first]
+  params = sorted({u.arg: u for u in uops if u.op is Ops.PARAM}.items())
+  buffers = tuple(BufferSpec(slot, f"buf {slot}", p.dtype.base.scalar, p.dtype.size,
+                             buffer_access(uops, slot)) for slot, p in params)
+  grid, block = launch_sizes(uops)
+  return Kernel(name, tuple(uops), buffers, grid, block,
+                tuple(u for u in uops if u.op is Ops.VAR))
+
+
+def source(name: str, root: UOp, arch: str = "sm_80") -> str:
+  return ptx.render(kernel(name, root, arch), arch).source
+
+
+def elementwise(dt_in, dt_out, fn, n_inputs: int = 2) -> UOp:
+  i = thread()
+  loads = [buf(s + 1, dt_in).load(i) for s in range(n_inputs)]
+  return sink(buf(0, dt_out).store(i, fn(*loads)))
+
+
+def reduce_loop(dt, end: UOp) -> UOp:
+  """out[0] = sum(inp[0..end-1]) with a counted loop."""
+  acc = UOp(Ops.DEFINE_ACC, dt, (UOp.const(dt, 0),), 0)
+  r = UOp(Ops.RANGE, i32, (end,), 0)
+  update = UOp(Ops.ASSIGN, dt, (acc, acc + buf(1, dt).load(r)))
+  done = UOp(Ops.AFTER, dt, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
+  return sink(buf(0, dt).store(0, done))
+
+
+def wmma_kernel(shape, dt_in) -> UOp:
+  m, n, k = shape
+  a_len, b_len = m * k // 32, k * n // 32
+  t = lid()
+  a = UOp(Ops.VECTORIZE, dt_in.vec(a_len), tuple(buf(1, dt_in, 512).load(t * a_len + j)
+                                                  for j in range(a_len)))
+  b = UOp(Ops.VECTORIZE, dt_in.vec(b_len), tuple(buf(2, dt_in, 512).load(t * b_len + j)
+                                                  for j in range(b_len)))
+  c = UOp.const(f32.vec(4), 0.0)
+  d = UOp(Ops.WMMA, f32.vec(4), (a, b, c), ("mma", shape, dt_in, f32))
+  return sink(*(buf(0, f32, 512).store(t * 4 + j, d.gep(j)) for j in range(4)))
+
+
+# ---- the corpus: every kernel assembles for every arch --------------------------------------
+
+def _casts(dt_in, dt_outs):
+  i = thread()
+  x = buf(len(dt_outs), dt_in).load(i)
+  return sink(*(buf(s, dt).store(i, x.cast(dt)) for s, dt in enumerate(dt_outs)))
+
+
+def _gated_vector():
+  i = thread()
+  vec = buf(1, f32, 256).load(i * 4, dtype=f32.vec(4))
+  gated = buf(2, f32).load(i + 3, gate=i.lt(60), alt=-1.0)
+  scaled = UOp(Ops.VECTORIZE, f32.vec(4), tuple(vec.gep(j) * gated for j in range(4)))
+  return sink(buf(0, f32, 256).store(i * 4, scaled))
+
+
+def _shared_barrier():
+  t = lid()
+  smem = buf(0, f32, 32, local=True)
+  st = smem.store(t, buf(1, f32).load(t))
+  bar = UOp(Ops.BARRIER, None, (st,))
+  after = UOp(Ops.AFTER, smem.dtype, (smem, bar))
+  return sink(buf(2, f32).store(t, after.load((t + 1) % 32)))
+
+
+def _bools():
+  i = thread()
+  a, b = buf(1, dtypes.bool).load(i), buf(2, dtypes.bool).load(i)
+  x = buf(3, f32).load(i)
+  out = (a ^ b) | (~a & x.ne(x)) | a.ne(b) | a.eq(b) | a.lt(b)
+  return sink(buf(0, dtypes.bool).store(i, out.where(b, a)),
+              buf(4, f32).store(i, out.cast(f32)), buf(5, i8).store(i, out.cast(i8)))
+
+
+CORPUS = {
+  "f32_alu": lambda: elementwise(f32, f32, lambda a, b: (
+    (a + b) * a - b / a).maximum(a.minimum(b)) + unary(Ops.SQRT, a) + unary(Ops.RECIP, b)),
+  "f32_transcendental": lambda: elementwise(f32, f32, lambda a, b: unary(Ops.EXP2, a) + unary(
+    Ops.LOG2, b) + unary(Ops.SIN, a) + unary(Ops.TRUNC, b) - alu(Ops.MULACC, a, b, a)),
+  "i32_alu": lambda: elementwise(i32, i32, lambda a, b: (a * b + a // b - a % b) ^ (
+    a >> (b & 7)) | (a << 3) & ~a + a.maximum(b) - (-a).minimum(b)),
+  "u32_alu": lambda: elementwise(u32, u32, lambda a, b: (a // b + a % b) ^ (a >> (b & 7)) +
+                                 a.maximum(b) + alu(Ops.MULACC, a, b, a)),
+  "i8_alu": lambda: elementwise(i8, i8, lambda a, b: (a + b) * a // b - (a >> 1) + a.maximum(b)),
+  "u8_alu": lambda: elementwise(u8, u8, lambda a, b: (a + b) * a % b - (a >> 1) + a.minimum(b)),
+  "i16_u16": lambda: elementwise(dtypes.int16, dtypes.uint16, lambda a, b: (
+    a * b - a // b + (a >> b.bitcast(dtypes.uint16).cast(dtypes.int16))).cast(dtypes.uint16)),
+  "i64_alu": lambda: elementwise(i64, i64, lambda a, b: a * b + a // b - a % b + (a >> 5) ^ (
+    b << a.bitcast(u64).cast(i64) % 64)),
+  "u64_alu": lambda: elementwise(u64, u64, lambda a, b: a * b + a // b + (a >> (b % 64))),
+  "f64_alu": lambda: elementwise(f64, f64, lambda a, b: (a + b) / a - unary(Ops.SQRT, b) +
+                                 unary(Ops.EXP2, a) + a.maximum(b) + alu(Ops.MULACC, a, b, a)),
+  "f16_alu": lambda: elementwise(f16, f16, lambda a, b: (a + b) * a - b / a + unary(
+    Ops.SQRT, b) + a.maximum(b) + alu(Ops.MULACC, a, b, a) + a.lt(b).where(a, b)),
+  "bf16_alu": lambda: elementwise(bf16, bf16, lambda a, b: (a + b) * a - b / a + unary(
+    Ops.EXP2, b) + alu(Ops.MULACC, a, b, a) + a.lt(b).where(a, -b)),
+  "casts_f32": lambda: _casts(f32, [i8, u8, dtypes.int16, i32, u32, i64, u64, f16, bf16, f64,
+                                    dtypes.bool]),
+  "casts_i8": lambda: _casts(i8, [u8, i32, u64, f16, bf16, f32, f64, dtypes.bool]),
+  "casts_u8": lambda: _casts(u8, [i8, i32, f32, f64, bf16]),
+  "casts_f16": lambda: _casts(f16, [i8, i32, u32, f32, f64, bf16, dtypes.bool]),
+  "casts_bf16": lambda: _casts(bf16, [i32, f16, f32, f64, dtypes.bool]),
+  "casts_f64": lambda: _casts(f64, [i8, i64, u64, f16, f32]),
+  "casts_bool": lambda: _casts(dtypes.bool, [i8, i32, f16, bf16, f32, f64]),
+  "bitcasts": lambda: elementwise(f32, u32, lambda a, b: a.bitcast(u32) + UOp(
+    Ops.BITCAST, u32, (UOp(Ops.VECTORIZE, f16.vec(2), (a.cast(f16), b.cast(f16))),))),
+  "bools": _bools,
+  "reduce_loop": lambda: reduce_loop(f32, UOp(Ops.VAR, i32, (), ("n", 0, 64))),
+  "gated_vector": _gated_vector,
+  "shared_barrier": _shared_barrier,
+  "float_ne_nan": lambda: elementwise(f32, dtypes.bool, lambda a, b: a.ne(b)),
+}
+
+
+@pytest.mark.parametrize("arch,which", ARCHS, ids=[f"{a}-ptxas{w}" for a, w in ARCHS])
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_corpus_assembles(name, arch, which):
+  ptxas_check(source(name, CORPUS[name](), arch), arch, which)
+
+
+# ---- P1: header and .version per arch --------------------------------------------------------
+
+@pytest.mark.parametrize("arch,version", [("sm_75", "7.8"), ("sm_80", "7.8"), ("sm_90", "7.8"),
+                                          ("sm_100", "8.6"), ("sm_120", "8.7"), ("90", "7.8")])
+def test_version_per_arch(arch, version):
+  assert ptx.isa_version(arch) == version
+
+
+def test_sm_120_gets_a_newer_version_than_sm_90_regression_string_compare():
+  text = source("k", CORPUS["f32_alu"](), "sm_120")
+  assert ".version 8.7" in text and ".target sm_120" in text
+  assert ptx.isa_version("sm_120") != ptx.isa_version("sm_90")  # "sm_120" < "sm_90" as text
+  ptxas_check(text, "sm_120", "13")
+
+
+def test_header_and_params():
+  text = source("header", CORPUS["reduce_loop"](), "sm_86")
+  assert ".target sm_86\n.address_size 64" in text
+  assert re.search(r"\.visible \.entry header\(\n\t\.param \.u64 data0,\n\t\.param \.u64 data1,"
+                   r"\n\t\.param \.s32 var_n\n\)", text)
+
+
+def test_unknown_arch_is_a_typed_error():
+  with pytest.raises(UnsupportedError, match="sm_75, sm_80"):
+    ptx.parse_arch("sm_70")
+
+
+# ---- known failure modes -------------------------------------------------------------------
+
+def test_int8_casts_use_16bit_registers_and_wrap():
+  text = source("i8", CORPUS["casts_i8"](), "sm_80")
+  assert "ld.global.s8 %rs" in text          # sign-extends into the 16-bit register
+  assert "cvt.s32.s8" in text and "cvt.u64.s8" in text and "cvt.u8.s8" in text
+  text = source("f2i8", CORPUS["casts_f32"](), "sm_80")
+  assert "cvt.rzi.s8.f32" in text and "cvt.rzi.u8.f32" in text   # saturating float->int
+
+
+def test_int8_arithmetic_wraps_back_to_8_bits():
+  text = source("i8alu", CORPUS["i8_alu"](), "sm_80")
+  assert "add.s16" in text and "cvt.s8.s16" in text
+  text = source("u8alu", CORPUS["u8_alu"](), "sm_80")
+  assert "rem.u16" in text and "cvt.u8.u16" in text and "shr.u16" in text
+
+
+def test_signed_and_unsigned_shift_and_division():
+  signed = source("s", CORPUS["i32_alu"](), "sm_80")
+  unsigned = source("u", CORPUS["u32_alu"](), "sm_80")
+  assert "shr.s32" in signed and "div.s32" in signed and "rem.s32" in signed
+  assert "shr.u32" in unsigned and "div.u32" in unsigned and "rem.u32" in unsigned
+  assert "shr.s32" not in unsigned and "div.s32" not in unsigned
+
+
+def test_float_not_equal_is_unordered_for_nan():
+  text = source("ne", CORPUS["float_ne_nan"](), "sm_80")
+  assert "setp.neu.f32" in text and "setp.ne.f32" not in text
+
+
+def test_float_max_propagates_nan():
+  text = source("max", elementwise(f32, f32, lambda a, b: a.maximum(b)), "sm_80")
+  assert re.search(r"max\.f32 (%f\d+), (%f\d+), (%f\d+);\n\tsetp\.nan\.f32 (%p\d+), \2, \3;\n"
+                   r"\t@\4 add\.rn\.f32 \1, \2, \3;", text)
+
+
+def test_zero_trip_loop_checks_before_the_body():
+  text = source("loop", CORPUS["reduce_loop"](), "sm_80")
+  body = text[text.index("$Lloop_0:"):]
+  lines = [line.strip() for line in body.splitlines()]
+  assert lines[1].startswith("setp.ge.s32") and lines[2].startswith("@%p") and "bra $Lloop_0_end" \
+      in lines[2]
+  assert "bra $Lloop_0;" in text and "$Lloop_0_end:" in text
+  assert text.index("ld.global.f32") > text.index("$Lloop_0:")
+
+
+def test_half_ops_the_arch_lacks_are_computed_in_f32():
+  text = source("h", elementwise(f16, f16, lambda a, b: unary(Ops.SQRT, a) + b), "sm_80")
+  assert "cvt.f32.f16" in text and "sqrt.rn.f32" in text and "cvt.rn.f16.f32" in text
+  assert "add.rn.f16" in text                     # f16 add is native
+  bf_add = elementwise(bf16, bf16, lambda a, b: a + b)
+  assert "add.rn.f32" in source("b80", bf_add, "sm_80") and "add.rn.bf16" not in source(
+    "b80", bf_add, "sm_80")
+  assert "add.rn.bf16" in source("b90", bf_add, "sm_90")
+
+
+def test_bf16_conversion_on_sm_75_rounds_in_integer_ops():
+  text = source("b", _casts(f32, [bf16]), "sm_75")
+  assert "cvt.rn.bf16.f32" not in text and "shr.u32" in text
+  assert "cvt.rn.bf16.f32" in source("b", _casts(f32, [bf16]), "sm_80")
+
+
+def test_bool_is_a_byte_in_memory_and_a_predicate_in_registers():
+  text = source("bools", CORPUS["bools"](), "sm_80")
+  assert "ld.global.u8" in text and "setp.ne.u16" in text
+  assert "selp.u16" in text and "st.global.u8" in text and "xor.pred" in text
+
+
+def test_gated_load_and_vector_access():
+  text = source("gv", CORPUS["gated_vector"](), "sm_80")
+  assert re.search(r"@(%p\d+) ld\.global\.f32 (%f\d+), \[%rd\d+\+12\];\n\t@!\1 mov\.f32 \2, "
+                   r"0fBF800000;", text)
+  assert "ld.global.v4.f32" in text and "st.global.v4.f32" in text
+
+
+def test_unaligned_vector_access_is_split():
+  i = thread()
+  vec = buf(1, f32, 256).load(i * 4 + 1, dtype=f32.vec(2))
+  text = source("split", sink(buf(0, f32, 256).store(i, vec.gep(0) + vec.gep(1))), "sm_80")
+  assert ".v2" not in text and text.count("ld.global.f32") == 2
+
+
+def test_shared_memory_sized_in_bytes_and_barrier():
+  text = source("smem", CORPUS["shared_barrier"](), "sm_80")
+  assert ".shared .align 16 .b8 smem0[128];" in text and "bar.sync 0;" in text
+  assert "ld.shared.f32" in text and "st.shared.f32" in text
+
+
+def test_large_grid_is_folded_into_x():
+  i = gid(1, 70000) * 32 + lid()
+  k = ptx.render(kernel("fold", sink(buf(0, f32, 1 << 22).store(i, UOp.const(f32, 1.0)))),
+                 "sm_80")
+  assert k.launch.dispatch == (70000, 1, 1) and "div.u32" in k.source
+  ptxas_check(k.source, "sm_80", "12")
+
+
+def test_too_many_threads_is_a_limit_error():
+  i = UOp(Ops.SPECIAL, i32, (), ("lid", 0, 2048))
+  with pytest.raises(LimitError, match="1024"):
+    ptx.render(kernel("big", sink(buf(0, f32, 2048).store(i, UOp.const(f32, 1.0)))), "sm_80")
+
+
+# ---- tensor cores ----------------------------------------------------------------------------
+
+MMA_CASES = [((16, 8, 16), f16, "sm_80"), ((16, 8, 16), bf16, "sm_80"), ((16, 8, 8), f16, "sm_75"),
+             ((16, 8, 8), f32, "sm_80"), ((16, 8, 8), bf16, "sm_80")]
+
+
+@pytest.mark.parametrize("shape,dt,oldest", MMA_CASES, ids=[f"m{s[0]}n{s[1]}k{s[2]}-{d}"
+                                                           for s, d, _ in MMA_CASES])
+def test_tensor_core_shapes_assemble_on_every_arch_that_has_them(shape, dt, oldest):
+  ptx_in = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32"}[dt.name]
+  m, n, k = shape
+  for arch, which in ARCHS:
+    if ptx.parse_arch(arch) < ptx.parse_arch(oldest):
+      continue
+    text = source("mma", wmma_kernel(shape, dt), arch)
+    assert f"mma.sync.aligned.m{m}n{n}k{k}.row.col.f32.{ptx_in}.{ptx_in}.f32" in text
+    ptxas_check(text, arch, which)
+
+
+def test_tensor_core_shape_the_arch_lacks_is_a_typed_error():
+  with pytest.raises(UnsupportedError, match=r"m16n8k16.*needs sm_80.*sm_80, sm_86"):
+    ptx.legalize(wmma_kernel((16, 8, 16), f16), "sm_75")
+  with pytest.raises(UnsupportedError, match="m16n8k8 float16"):
+    ptx.legalize(wmma_kernel((16, 8, 8), f32), "sm_75")
+
+
+# ---- names and determinism -------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["r_4_4", "3d-conv kernel", "é", "", "add", "a.b$c"])
+def test_kernel_names_are_valid_ptx_identifiers(name):
+  text = source(name, CORPUS["f32_alu"](), "sm_80")
+  entry = re.search(r"\.visible \.entry (\S+)\(", text).group(1)
+  assert re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", entry)
+  ptxas_check(text, "sm_80", "12")
+
+
+def test_sanitized_names_stay_distinct():
+  assert ptx.ptx_identifier("a-b") != ptx.ptx_identifier("a_b")
+  assert ptx.ptx_identifier("r_4_4") == "r_4_4"
+
+
+def test_rendering_is_deterministic():
+  for name, build in CORPUS.items():
+    assert source(name, build(), "sm_86") == source(name, build(), "sm_86")
+
+
+def test_launch_description():
+  k = ptx.render(kernel("launch", CORPUS["reduce_loop"]()), "sm_80")
+  assert k.launch.target == "ptx" and k.launch.entry_point == "launch"
+  assert [(b.slot, b.dtype, b.nbytes) for b in k.launch.bindings] == [(0, "float32", 256),
+                                                                     (1, "float32", 256)]
+  assert k.launch.uniforms == (("var_n", "int32"),)
