@@ -1,0 +1,487 @@
+"""Parsed instructions -> executable steps: one closure per instruction, built once per entry.
+
+A step is `(kind, fn, target)`. STEP functions `fn(W, am)` update warp W's registers in the
+lanes of the active mask `am`; BRANCH and EXIT functions return the mask of lanes that take the
+branch / leave; BARRIER marks `bar.sync`. Anything outside the supported subset is rejected here
+with a PTXSyntaxError naming the instruction and its line.
+"""
+from __future__ import annotations
+
+import struct
+
+from . import alu
+from . import mma as mma_mod
+from . import numeric as nm
+from .memory import SHARED_BASE
+from .operands import (FULL, TYPES, LaneFault, first_lane, lanes, mask_of, reader, writer)
+from .parser import Entry, Instr, PTXSyntaxError
+
+STEP, BRANCH, BARRIER, EXIT = 0, 1, 2, 3
+ROUNDING = {"rn", "rz", "rm", "rp"}
+INT_ROUNDING = {"rni", "rzi", "rmi", "rpi"}
+CACHE_OPS = {"ca", "cg", "cs", "lu", "cv", "nc", "wb", "wt", "weak", "volatile", "relaxed"}
+# memory type -> struct code of one element (integers as unsigned bit patterns)
+MEM_CODES = {"u8": "B", "s8": "B", "b8": "B", "u16": "H", "s16": "H", "b16": "H", "f16": "e",
+             "bf16": "H", "u32": "I", "s32": "I", "b32": "I", "f32": "f", "u64": "Q",
+             "s64": "Q", "b64": "Q", "f64": "d"}
+# memory type -> the type a register is read/written as (bf16 moves as raw bits)
+MEM_AS = {"bf16": "b16"}
+
+
+class Context:
+  """What compiling one entry needs: its register types, labels, shared layout, params."""
+
+  def __init__(self, entry: Entry, shared_offsets: dict[str, int]):
+    self.entry, self.regs, self.shared = entry, entry.regs, shared_offsets
+    self.params = {name: t for name, t in entry.params}
+
+  def symbol_address(self, name: str, where: str) -> int:
+    if name in self.shared:
+      return SHARED_BASE + self.shared[name]
+    raise PTXSyntaxError(f"unknown symbol {name} {where}: only shared arrays have addresses")
+
+
+def unsupported(ins: Instr, why: str = "") -> PTXSyntaxError:
+  name = ".".join((ins.opcode,) + ins.mods)
+  return PTXSyntaxError(f"unsupported instruction {name} at line {ins.line}: `{ins.text}`"
+                        + (f" ({why})" if why else ""), line=ins.line)
+
+
+def _where(ins: Instr) -> str:
+  return f"at line {ins.line}: `{ins.text}`"
+
+
+def _split_mods(ins: Instr, allowed: set) -> tuple[set, str]:
+  """(modifiers before the type, the type); unknown modifiers are unsupported."""
+  if not ins.mods or ins.mods[-1] not in TYPES:
+    raise unsupported(ins, "no operand type")
+  mods = set(ins.mods[:-1])
+  if not mods <= allowed:
+    raise unsupported(ins, f"modifier .{sorted(mods - allowed)[0]}")
+  return mods, ins.mods[-1]
+
+
+def _operands(ins: Instr, n: int) -> tuple:
+  if len(ins.operands) != n:
+    raise unsupported(ins, f"expected {n} operands, got {len(ins.operands)}")
+  return ins.operands
+
+
+# ---- arithmetic -------------------------------------------------------------------------------
+
+_FLOAT_OPS = set(alu.FLOAT_BINARY) | set(alu.FLOAT_UNARY) | {"fma", "mad"}
+_INT_BINARY = {"add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr"}
+_INT_UNARY = {"neg", "not", "abs", "popc", "clz", "brev"}
+_ALU_MODS = ROUNDING | {"ftz", "sat", "approx", "full", "lo", "hi", "wide"}
+
+
+def _float_lane_fn(ins: Instr, op: str, t: str, mods: set):
+  mode = next(iter(mods & ROUNDING), "rn")
+  if op in ("fma", "mad"):
+    if op == "mad" and not mods & ROUNDING:
+      raise unsupported(ins, "mad on floats needs a rounding modifier (mad.rn is fma)")
+    return alu.directed(op, t, mode) if mode != "rn" else alu._float_fma(t)
+  if mode != "rn" and op in ("add", "sub", "mul", "div"):
+    return alu.directed(op, t, mode)
+  if mode != "rn":
+    raise unsupported(ins, "directed rounding is only simulated for add/sub/mul/div/fma")
+  return alu.FLOAT_BINARY.get(op) or alu.FLOAT_UNARY[op]
+
+
+def _compute(fn, srcs, post):
+  """(W, am) -> fn mapped over the lanes of the source operands, then `post` on the list."""
+  if len(srcs) == 1:
+    r0 = srcs[0]
+    return lambda W, am: post(list(map(fn, r0(W, am))))
+  if len(srcs) == 2:
+    r0, r1 = srcs
+    return lambda W, am: post(list(map(fn, r0(W, am), r1(W, am))))
+  r0, r1, r2 = srcs
+  return lambda W, am: post(list(map(fn, r0(W, am), r1(W, am), r2(W, am))))
+
+
+def _identity(xs):
+  return xs
+
+
+def _float_post(t: str, mods: set):
+  rnd = nm.ROUND_LIST[t] or _identity
+  if "ftz" in mods and t == "f32":
+    flush = nm.ftz
+    rnd0 = rnd
+    rnd = lambda xs: [flush(x) for x in rnd0(xs)]
+  if "sat" in mods:
+    rnd1 = rnd
+    rnd = lambda xs: [nm.sat(x) for x in rnd1(xs)]
+  return rnd
+
+
+def _alu(ins: Instr, ctx: Context):
+  mods, t = _split_mods(ins, _ALU_MODS)
+  cls, w = TYPES[t]
+  op, where = ins.opcode, _where(ins)
+  nsrc = 3 if op in ("fma", "mad") else 1 if op in alu.FLOAT_UNARY or op in _INT_UNARY else 2
+  dst, *src_ops = _operands(ins, nsrc + 1)
+  if cls == "p":
+    return _pred_logic(ins, ctx, op, dst, src_ops)
+  if cls == "f":
+    if op not in _FLOAT_OPS:
+      raise unsupported(ins)
+    fn, post = _float_lane_fn(ins, op, t, mods), _float_post(t, mods)
+    if "ftz" in mods and t == "f32":
+      inner = fn
+      fn = lambda *xs: inner(*map(nm.ftz, xs))
+    srcs = [reader(o, t, ctx, where) for o in src_ops]
+    return _store(writer(dst, t, ctx, where), _compute(fn, srcs, post))
+  return _int_alu(ins, ctx, op, mods, t, dst, src_ops)
+
+
+def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
+  cls, w = TYPES[t]
+  where = _where(ins)
+  hi_lo = next(iter(mods & {"lo", "hi", "wide"}), "lo")
+  if mods - {"lo", "hi", "wide", "sat"} or ("sat" in mods and not (t == "s32" and op in
+                                                                  ("add", "sub"))):
+    raise unsupported(ins)
+  types = [t] * len(src_ops)
+  dtype = t
+  if op in ("shl", "shr"):
+    types[1] = "u32"
+  if hi_lo == "wide":
+    dtype = f"{cls}{2 * w}"
+  if op == "mad":
+    fn = alu.int_mad(cls, w, hi_lo)
+    types[2] = dtype
+  elif "sat" in mods:
+    fn = alu.saturating(op, w)
+  elif op in _INT_BINARY:
+    fn = alu.int_binary(op, cls, w, hi_lo)
+  elif op in _INT_UNARY:
+    fn = alu.int_unary(op, cls, w)
+    dtype = "u32" if op in ("popc", "clz") else t
+  else:
+    raise unsupported(ins)
+  srcs = [reader(o, ty, ctx, where) for o, ty in zip(src_ops, types)]
+  return _store(writer(dst, dtype, ctx, where), _compute(fn, srcs, _identity))
+
+
+def _pred_logic(ins, ctx, op, dst, src_ops):
+  fns = {"and": lambda a, b: a and b, "or": lambda a, b: a or b, "xor": lambda a, b: a != b,
+         "not": lambda a: not a}
+  if op not in fns:
+    raise unsupported(ins)
+  where = _where(ins)
+  srcs = [reader(o, "pred", ctx, where) for o in src_ops]
+  return _store(writer(dst, "pred", ctx, where), _compute(fns[op], srcs, _identity))
+
+
+def _store(write, compute):
+  def step(W, am):
+    write(W, am, compute(W, am))
+  return STEP, step, None
+
+
+# ---- moves, selects, comparisons, conversions --------------------------------------------------
+
+def _mov(ins: Instr, ctx: Context):
+  _, t = _split_mods(ins, set())
+  dst, src = _operands(ins, 2)
+  where = _where(ins)
+  if dst[0] == "vec":
+    return _unpack(ins, ctx, t, dst[1], src)
+  if src[0] == "vec":
+    return _pack(ins, ctx, t, dst, src[1])
+  return _store(writer(dst, t, ctx, where), reader(src, t, ctx, where))
+
+
+def _part_type(ins: Instr, t: str, n: int) -> tuple[str, int]:
+  w = TYPES[t][1]
+  if TYPES[t][0] != "b" or w % n or w // n < 8:
+    raise unsupported(ins, "pack/unpack needs a .b16/.b32/.b64 move")
+  return f"b{w // n}", w // n
+
+
+def _pack(ins, ctx, t, dst, parts):
+  pt, pw = _part_type(ins, t, len(parts))
+  where = _where(ins)
+  srcs = [reader(p, pt, ctx, where) for p in parts]
+
+  def compute(W, am):
+    out = [0] * 32
+    for k, r in enumerate(srcs):
+      out = [o | (v << (k * pw)) for o, v in zip(out, r(W, am))]
+    return out
+  return _store(writer(dst, t, ctx, where), compute)
+
+
+def _unpack(ins, ctx, t, parts, src):
+  pt, pw = _part_type(ins, t, len(parts))
+  where = _where(ins)
+  read = reader(src, t, ctx, where)
+  writes = [writer(p, pt, ctx, where) for p in parts]
+  m = (1 << pw) - 1
+
+  def step(W, am):
+    vals = read(W, am)
+    for k, wr in enumerate(writes):
+      wr(W, am, [(v >> (k * pw)) & m for v in vals])
+  return STEP, step, None
+
+
+def _selp(ins: Instr, ctx: Context):
+  _, t = _split_mods(ins, set())
+  dst, a, b, c = _operands(ins, 4)
+  where = _where(ins)
+  ra, rb, rc = reader(a, t, ctx, where), reader(b, t, ctx, where), reader(c, "pred", ctx, where)
+
+  def compute(W, am):
+    return [x if p else y for x, y, p in zip(ra(W, am), rb(W, am), rc(W, am))]
+  return _store(writer(dst, t, ctx, where), compute)
+
+
+def _setp(ins: Instr, ctx: Context):
+  if len(ins.mods) < 2:
+    raise unsupported(ins)
+  cmp = ins.mods[0]
+  mods, t = _split_mods(Instr(ins.line, ins.text, ins.opcode, ins.mods[1:], ()), {"ftz"})
+  dst, a, b = _operands(ins, 3)
+  cls, w = TYPES[t]
+  fn = alu.FLOAT_CMP.get(cmp) if cls == "f" else alu.int_compare(cmp, cls, w)
+  if fn is None or (cls == "b" and cmp not in ("eq", "ne")):
+    raise unsupported(ins, f"comparison .{cmp} on .{t}")
+  if "ftz" in mods:
+    inner = fn
+    fn = lambda x, y: inner(nm.ftz(x), nm.ftz(y))
+  where = _where(ins)
+  srcs = [reader(a, t, ctx, where), reader(b, t, ctx, where)]
+  return _store(writer(dst, "pred", ctx, where), _compute(fn, srcs, _identity))
+
+
+def _cvt(ins: Instr, ctx: Context):
+  if len(ins.mods) < 2 or ins.mods[-1] not in TYPES or ins.mods[-2] not in TYPES:
+    raise unsupported(ins)
+  dst_t, src_t = ins.mods[-2], ins.mods[-1]
+  mods = set(ins.mods[:-2])
+  if not mods <= ROUNDING | INT_ROUNDING | {"rna", "ftz", "sat"} or len(mods - {"ftz", "sat"}) > 1:
+    raise unsupported(ins)
+  rnd = next(iter(mods - {"ftz", "sat"}), None)
+  fn = alu.cvt(dst_t, src_t, rnd, "sat" in mods, "ftz" in mods)
+  if fn is None:
+    raise unsupported(ins)
+  dst, src = _operands(ins, 2)
+  where = _where(ins)
+  out_t = "b32" if dst_t == "tf32" else dst_t
+  compute = _compute(fn, [reader(src, src_t, ctx, where)], _identity)
+  return _store(writer(dst, out_t, ctx, where), compute)
+
+
+def _cvta(ins: Instr, ctx: Context):
+  mods, t = _split_mods(ins, {"to", "global", "shared"})
+  dst, src = _operands(ins, 2)
+  where = _where(ins)
+  return _store(writer(dst, t, ctx, where), reader(src, t, ctx, where))
+
+
+# ---- memory -------------------------------------------------------------------------------------
+
+def _mem_mods(ins: Instr) -> tuple[str, int, str]:
+  """(space, vector width, element type) of an ld/st."""
+  mods, t = _split_mods(ins, {"global", "shared", "param", "v2", "v4"} | CACHE_OPS)
+  spaces = mods & {"global", "shared", "param"}
+  if len(spaces) > 1 or t not in MEM_CODES:
+    raise unsupported(ins)
+  vec = 4 if "v4" in mods else 2 if "v2" in mods else 1
+  return (next(iter(spaces), "generic"), vec, t)
+
+
+def _address(op, ctx: Context, ins: Instr):
+  """(W, am) -> the byte address of every lane."""
+  if op[0] != "addr":
+    raise unsupported(ins, "the address must be written [reg+offset] or [symbol+offset]")
+  base, off = op[1], op[2]
+  if base is None:
+    const = [off] * 32
+    return lambda W, am: const
+  if base[0] == "sym":
+    const = [ctx.symbol_address(base[1], _where(ins)) + off] * 32
+    return lambda W, am: const
+  t = "u64" if ctx.regs.get(base[1], "u64")[-2:] == "64" else "u32"
+  read = reader(base, t, ctx, _where(ins))
+  if off == 0:
+    return read
+  return lambda W, am: [a + off for a in read(W, am)]
+
+
+def _space(W, space: str, addrs: list, am: int):
+  if space == "global":
+    return None
+  if space == "shared":
+    return W.cta.shared
+  a = addrs[first_lane(am)]
+  return W.cta.shared if a < (1 << 32) else None
+
+
+def _ld(ins: Instr, ctx: Context):
+  space, vec, t = _mem_mods(ins)
+  dst, addr = _operands(ins, 2)
+  where = _where(ins)
+  if space == "param":
+    return _ld_param(ins, ctx, t, dst, addr)
+  rt = MEM_AS.get(t, t)
+  dsts = dst[1] if dst[0] == "vec" else (dst,)
+  if len(dsts) != vec:
+    raise unsupported(ins, f"{vec} destination registers expected")
+  writes = [writer(d, rt, ctx, where) for d in dsts]
+  size = TYPES[t][1] // 8 * vec
+  unpack = struct.Struct("<" + MEM_CODES[t] * vec).unpack_from
+  get_addr = _address(addr, ctx, ins)
+
+  def step(W, am):
+    addrs = get_addr(W, am)
+    shared = _space(W, space, addrs, am)
+    if shared is None:
+      vals = W.cta.memory.load(addrs, lanes(am), unpack, size, vec == 1)
+    else:
+      vals = shared.load(addrs, lanes(am), unpack, size, vec == 1, W.tid0)
+    if vec == 1:
+      writes[0](W, am, vals)
+      return
+    for k, wr in enumerate(writes):
+      wr(W, am, [v[k] if v else 0 for v in vals])
+  return STEP, step, None
+
+
+def _ld_param(ins, ctx, t, dst, addr):
+  if addr[0] != "addr" or addr[1] is None or addr[1][0] != "sym" or addr[2] != 0:
+    raise unsupported(ins, "ld.param reads a kernel parameter by name: [name]")
+  name = addr[1][1]
+  if name not in ctx.params:
+    raise PTXSyntaxError(f"unknown kernel parameter {name} {_where(ins)}", line=ins.line)
+  write = writer(dst, t, ctx, _where(ins))
+  cls, w = TYPES[t]
+
+  def step(W, am):
+    value = W.cta.params[name]
+    write(W, am, [value if cls == "f" else value & ((1 << w) - 1)] * 32)
+  return STEP, step, None
+
+
+def _st(ins: Instr, ctx: Context):
+  space, vec, t = _mem_mods(ins)
+  if space == "param":
+    raise unsupported(ins, "kernels cannot store to parameters")
+  addr, src = _operands(ins, 2)
+  where = _where(ins)
+  rt = MEM_AS.get(t, t)
+  srcs = [reader(s, rt, ctx, where) for s in (src[1] if src[0] == "vec" else (src,))]
+  if len(srcs) != vec:
+    raise unsupported(ins, f"{vec} source values expected")
+  size = TYPES[t][1] // 8 * vec
+  pack = struct.Struct("<" + MEM_CODES[t] * vec).pack_into
+  get_addr = _address(addr, ctx, ins)
+
+  def step(W, am):
+    addrs = get_addr(W, am)
+    values = list(zip(*[r(W, am) for r in srcs]))
+    shared = _space(W, space, addrs, am)
+    if shared is None:
+      W.cta.memory.store(addrs, lanes(am), pack, size, values)
+    else:
+      shared.store(addrs, lanes(am), pack, size, values, W.tid0)
+  return STEP, step, None
+
+
+# ---- control -----------------------------------------------------------------------------------
+
+def _bra(ins: Instr, ctx: Context):
+  if set(ins.mods) - {"uni"} or len(ins.operands) != 1 or ins.operands[0][0] != "sym":
+    raise unsupported(ins)
+  label = ins.operands[0][1]
+  if label not in ctx.entry.labels:
+    raise PTXSyntaxError(f"branch to unknown label {label} {_where(ins)}", line=ins.line)
+  return BRANCH, _guard_mask(ins, ctx), ctx.entry.labels[label]
+
+
+def _exit(ins: Instr, ctx: Context):
+  if ins.mods or ins.operands:
+    raise unsupported(ins)
+  return EXIT, _guard_mask(ins, ctx), None
+
+
+def _bar(ins: Instr, ctx: Context):
+  if set(ins.mods) - {"sync", "aligned"} or "sync" not in ins.mods:
+    raise unsupported(ins, "only bar.sync / barrier.sync are simulated")
+  if len(ins.operands) != 1 or ins.operands[0] != ("imm", 0):
+    raise unsupported(ins, "only barrier 0 with all threads of the block (`bar.sync 0`)")
+  if ins.guard:
+    raise unsupported(ins, "a guarded barrier")
+  return BARRIER, None, None
+
+
+def _guard_mask(ins: Instr, ctx: Context):
+  """(W, am) -> the lanes for which the guard holds (all active lanes without a guard)."""
+  if ins.guard is None:
+    return lambda W, am: am
+  pred, neg = ins.guard
+  read = reader(("reg", pred), "pred", ctx, _where(ins))
+  if neg:
+    return lambda W, am: am & ~mask_of(read(W, am))
+  return lambda W, am: am & mask_of(read(W, am))
+
+
+def _mma(ins: Instr, ctx: Context):
+  mods = ins.mods
+  if (len(mods) != 9 or mods[:2] != ("sync", "aligned") or mods[3:5] != ("row", "col")
+          or mods[5] != "f32" or mods[8] != "f32" or mods[6] != mods[7]
+          or (mods[2], mods[6]) not in mma_mod.SHAPES):
+    raise unsupported(ins, "supported: mma.sync.aligned.{m16n8k16,m16n8k8}.row.col.f32."
+                      "{f16,bf16,tf32}.{same}.f32")
+  shape, itype = mods[2], mods[6]
+  d, a, b, c = _operands(ins, 4)
+  _, _, _, _, na, _, nb, per = mma_mod.SHAPES[(shape, itype)]
+  where = _where(ins)
+  groups = [(d, 4), (a, na // per), (b, nb // per), (c, 4)]
+  if any(g[0] != "vec" or len(g[1]) != n for g, n in groups):
+    raise unsupported(ins, "wrong number of fragment registers for this shape")
+  ra = [reader(o, "b32", ctx, where) for o in a[1]]
+  rb = [reader(o, "b32", ctx, where) for o in b[1]]
+  rc = [reader(o, "f32", ctx, where) for o in c[1]]
+  wd = [writer(o, "f32", ctx, where) for o in d[1]]
+
+  def step(W, am):
+    if am != FULL:
+      raise LaneFault(first_lane(~am & FULL), "mma.sync needs all 32 lanes of the warp active "
+                                              "and converged")
+    out = mma_mod.mma(shape, itype, [r(W, am) for r in ra], [r(W, am) for r in rb],
+                      [r(W, am) for r in rc])
+    for wr, vals in zip(wd, out):
+      wr(W, am, vals)
+  return STEP, step, None
+
+
+# ---- dispatch ----------------------------------------------------------------------------------
+
+HANDLERS = {"mov": _mov, "selp": _selp, "setp": _setp, "cvt": _cvt, "cvta": _cvta,
+            "ld": _ld, "st": _st, "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar,
+            "barrier": _bar, "mma": _mma,
+            **{op: _alu for op in _FLOAT_OPS | _INT_BINARY | _INT_UNARY}}
+
+
+def _guarded(fn, ins: Instr, ctx: Context):
+  mask = _guard_mask(ins, ctx)
+
+  def step(W, am):
+    m = mask(W, am)
+    if m:
+      fn(W, m)
+  return step
+
+
+def compile_instr(ins: Instr, ctx: Context) -> tuple:
+  handler = HANDLERS.get(ins.opcode)
+  if handler is None:
+    raise unsupported(ins)
+  kind, fn, target = handler(ins, ctx)
+  if kind == STEP and ins.guard is not None:
+    fn = _guarded(fn, ins, ctx)
+  return kind, fn, target
