@@ -438,8 +438,8 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
 
 
 def layernorm(x, axis=-1, eps=1e-5, weight=None, bias=None):
-  mu = x.mean(axis, keepdim=True)
-  out = (x - mu) * (x.var(axis, keepdim=True) + eps).rsqrt()
+  centered = x - x.mean(axis, keepdim=True)
+  out = centered * ((centered * centered).mean(axis, keepdim=True) + eps).rsqrt()
   if weight is not None:
     out = out * weight
   if bias is not None:
