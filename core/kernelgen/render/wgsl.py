@@ -308,7 +308,10 @@ class _Writer:
 
   # -- constants --
   def const(self, u: UOp) -> str:
-    value, reg = u.arg, self.reg(u.dtype)
+    return self.const_text(u.dtype, u.arg)
+
+  def const_text(self, dtype: DType, value) -> str:
+    reg = self.reg(dtype)
     if reg == "bool":
       return "true" if value else "false"
     if reg == "u32":
@@ -360,10 +363,12 @@ class _Writer:
   def float_to_int(self, src: DType, dst: DType, x: str) -> str:
     t, d = self.reg(dst), dst.scalar
     f32 = self.reg(dtypes.float32.vec(dst.count))
-    lo = float(min_value(d))
-    hi = F32_INT_MAX.get(d.name, float(max_value(d)))
-    clamped = f"{t}(clamp({f32}({x}), {f32}({lo!r}f), {f32}({hi!r}f)))"
-    return f"select({clamped}, {t}(), {self.isnan(x, src)})"
+    f = f"{f32}({x})"
+    lo, hi = float(min_value(d)), float(max_value(d))
+    value = f"{t}(clamp({f}, {f32}({lo!r}f), {f32}({F32_INT_MAX.get(d.name, hi)!r}f)))"
+    if d.name in F32_INT_MAX:
+      value = f"select({value}, {t}({self.const_text(d, max_value(d))}), {f} >= {f32}({hi!r}f))"
+    return f"select({value}, {t}(), {self.isnan(x, src)})"
 
   def int_to_int(self, src: DType, dst: DType, x: str) -> str:
     s, d, t = src.scalar, dst.scalar, self.reg(dst)
@@ -384,14 +389,12 @@ class _Writer:
 
   def bits16_of(self, src: DType, x: str) -> str:
     if src == dtypes.float16:
-      pair = f"vec2<f16>({x}, 0.0h)" if self.opts.f16 else f"vec2<f32>({x}, 0.0f)"
-      return (f"(bitcast<u32>({pair}) & 0xffffu)" if self.opts.f16
-              else f"(pack2x16float({pair}) & 0xffffu)")
+      return f"(pack2x16float(vec2<f32>(f32({x}), 0.0f)) & 0xffffu)"
     return f"(bitcast<u32>({x}) & 0xffffu)" if src == dtypes.int16 else x
 
   def bits16_to(self, dst: DType, bits: str) -> str:
     if dst == dtypes.float16:
-      return f"bitcast<vec2<f16>>({bits}).x" if self.opts.f16 else f"unpack2x16float({bits}).x"
+      return f"{self.reg(dst)}(unpack2x16float({bits}).x)"
     return f"extractBits(bitcast<i32>({bits}), 0u, 16u)" if dst == dtypes.int16 else bits
 
   # -- ALU --
@@ -411,6 +414,8 @@ class _Writer:
       return self.lanewise(self.need(fn), dt, a)
     if u.op in CALL:
       return f"{CALL[u.op]}({a[0]}, {a[1]})"
+    if u.op is Ops.CMPNE and dt.is_float():
+      return f"!({a[0]} == {a[1]})"
     if u.op in (Ops.SHL, Ops.SHR) and not dt.is_unsigned():
       return f"{a[0]} {INFIX[u.op]} bitcast<{self.reg(dtypes.uint32.vec(dt.count))}>({a[1]})"
     return f"{a[0]} {INFIX[u.op]} {a[1]}"
