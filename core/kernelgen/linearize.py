@@ -1,0 +1,255 @@
+"""The linearizer: a kernel graph (SINK) -> an ordered list of UOps with scoped blocks (IR.md).
+
+Placement: a node's scope is the set of loops it depends on through its sources, minus the
+loops closed by an ENDRANGE it depends on; it is placed inside exactly those loops (plus the
+loops they are themselves nested in), so loop-invariant code stays outside. Loops nest by a
+fixed order (a loop whose end or accumulator depends on another loop goes inside it; otherwise
+by RANGE id). Each block is ordered topologically, with the graph's depth-first order as the
+tie-break, so the result is deterministic. Gated STOREs become IF/ENDIF blocks around ungated
+STOREs (consecutive stores with one gate share a block); open loops are closed at the end.
+
+`make_kernel` builds the `Kernel` (buffer table, launch sizes, scalar arguments) from the list.
+"""
+from __future__ import annotations
+
+import heapq
+
+from .errors import VerifyError
+from .ops import Ops, UOp, describe, toposort
+from .program import BufferSpec, Kernel, buffer_access, launch_sizes
+
+_DEFINITIONS = (Ops.PARAM, Ops.VAR, Ops.DEFINE_LOCAL, Ops.SPECIAL)
+
+
+def _definition_key(u: UOp):
+  """Definitions come first: PARAM by slot, then VAR by name, DEFINE_LOCAL by id, SPECIAL."""
+  rank = _DEFINITIONS.index(u.op)
+  return (rank, u.arg[0] if u.op is Ops.VAR else u.arg, str(u.dtype))
+
+
+# ---- scopes ----------------------------------------------------------------------------------
+
+def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
+  """Each node's loops: the RANGEs it depends on, minus those closed by an ENDRANGE it depends on."""
+  opened: dict[UOp, frozenset] = {}
+  closed: dict[UOp, frozenset] = {}
+  empty = frozenset()
+  for u in order:
+    o = frozenset().union(*(opened[s] for s in u.src)) if u.src else empty
+    c = frozenset().union(*(closed[s] for s in u.src)) if u.src else empty
+    if u.op is Ops.RANGE:
+      o = o | {u}
+    elif u.op is Ops.ENDRANGE:
+      c = c | {u.src[0]}
+    opened[u], closed[u] = o, c
+  return {u: opened[u] - closed[u] for u in order}
+
+
+def _must_nest(order: list[UOp], scope: dict) -> dict[UOp, set]:
+  """Loops that must be outside each loop: those its end depends on, and an accumulator's
+  reset loops are outside the other loops its ASSIGNs run in."""
+  outside: dict[UOp, set] = {u: set(scope[u.src[0]]) for u in order if u.op is Ops.RANGE}
+  for u in order:
+    if u.op is Ops.ASSIGN:
+      reset = scope[u.src[0]]
+      for r in scope[u] - reset:
+        outside[r] |= reset
+  return outside
+
+
+def _loop_order(order: list[UOp], scope: dict) -> dict[UOp, tuple]:
+  """A sort key per RANGE: outer loops first (forced nesting depth), then RANGE id, then order."""
+  outside = _must_nest(order, scope)
+  depth: dict[UOp, int] = {}
+
+  def depth_of(r: UOp, seen: tuple = ()) -> int:
+    if r not in depth:
+      if r in seen:
+        raise VerifyError("loops that must each be inside the other:\n" + describe(r))
+      depth[r] = 1 + max((depth_of(o, seen + (r,)) for o in outside[r]), default=0)
+    return depth[r]
+
+  for r in outside:
+    depth_of(r)
+  position = {u: i for i, u in enumerate(order)}
+  return {r: (depth[r], r.arg if isinstance(r.arg, int) else 0, position[r]) for r in depth}
+
+
+def _nesting(order: list[UOp], scope: dict, key: dict) -> dict[UOp, tuple]:
+  """The loops each loop sits in, outermost first, closed so that loops form a tree."""
+  outer: dict[UOp, set] = {r: set() for r in key}
+  for u in order:
+    for r in scope[u]:
+      outer[r].update(x for x in scope[u] if key[x] < key[r])
+  ranked = sorted(key, key=key.get)
+  for r in reversed(ranked):       # an enclosing loop sits in the outer loops of its children
+    for o in outer[r]:
+      outer[o].update(x for x in outer[r] if key[x] < key[o])
+  for r in ranked:                 # and a loop sits in what its enclosing loops sit in
+    for o in list(outer[r]):
+      outer[r] |= outer[o]
+  return {r: tuple(sorted(outer[r], key=key.get)) for r in ranked}
+
+
+def _paths(order: list[UOp], scope: dict) -> dict[UOp, tuple]:
+  """The loops each node is placed in, outermost first. A RANGE is in its own loop (it opens
+  it); an ENDRANGE too (it closes it)."""
+  key = _loop_order(order, scope)
+  nest = _nesting(order, scope, key)
+  paths: dict[UOp, tuple] = {}
+  memo: dict[frozenset, tuple] = {}
+  for u in order:
+    loops = scope[u] | {u.src[0]} if u.op is Ops.ENDRANGE else scope[u]
+    if loops not in memo:
+      innermost = max(loops, key=key.get, default=None)
+      memo[loops] = () if innermost is None else nest[innermost] + (innermost,)
+      if not loops <= set(memo[loops]):
+        raise VerifyError("the loops of this node do not nest: " + ", ".join(
+          f"RANGE[{r.arg}]" for r in loops) + "\n" + describe(u))
+    paths[u] = memo[loops]
+  return paths
+
+
+# ---- ordering --------------------------------------------------------------------------------
+
+class _Block:
+  """The nodes of one loop body (or the kernel), and the loops nested directly in it."""
+  __slots__ = ("range", "nodes", "children", "end")
+
+  def __init__(self, rng: UOp | None):
+    self.range, self.nodes, self.children, self.end = rng, [], {}, []
+
+
+def _build_blocks(order: list[UOp], paths: dict) -> _Block:
+  root = _Block(None)
+  for u in order:
+    block = root
+    for r in paths[u]:
+      block = block.children.setdefault(r, _Block(r))
+    if u.op is Ops.ENDRANGE:
+      if block.range is not u.src[0]:
+        raise VerifyError("ENDRANGE has side effects in a loop it is not nested in: close the "
+                          f"inner loop (RANGE[{block.range.arg}]) first\n" + describe(u))
+      block.end.append(u)
+    elif u is not block.range:
+      block.nodes.append(u)
+  return root
+
+
+def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> None:
+  """Append the block's items in topological order (ties: depth-first graph order)."""
+  def item_of(u: UOp):
+    path = paths[u]
+    return path[depth] if len(path) > depth else u
+
+  items = block.nodes + list(block.children)
+  members = {r: _members(b) for r, b in block.children.items()}
+  deps: dict[UOp, set] = {}
+  users: dict[UOp, list] = {it: [] for it in items}
+  for it in items:
+    found = set()
+    for m in members.get(it, (it,)):
+      for s in m.src:
+        d = item_of(s)   # an item of this block, or a node outside it (already placed)
+        if d is not it and d in users:
+          found.add(d)
+    deps[it] = found
+    for d in found:
+      users[d].append(it)
+  ready = [(position[it], it) for it in items if not deps[it]]
+  heapq.heapify(ready)
+  while ready:
+    _, it = heapq.heappop(ready)
+    if it in block.children:
+      child = block.children[it]
+      out.append(it)
+      _emit(child, depth + 1, paths, position, out)
+      out.extend(child.end or [UOp(Ops.ENDRANGE, None, (it,))])
+    else:
+      out.append(it)
+    for user in users[it]:
+      deps[user].discard(it)
+      if not deps[user]:
+        heapq.heappush(ready, (position[user], user))
+
+
+def _members(block: _Block) -> list[UOp]:
+  """Every node inside a loop block, nested loops included (their RANGE and ENDRANGE too)."""
+  out = [block.range] + block.nodes + block.end
+  for child in block.children.values():
+    out.extend(_members(child))
+  return out
+
+
+# ---- gated stores -> IF blocks, ENDRANGEs merged -----------------------------------------------
+
+def _ungate(uops: list[UOp]) -> list[UOp]:
+  """Rebuild the list with gated STOREs inside IF/ENDIF and one ENDRANGE per loop."""
+  new: dict[UOp, UOp] = {}
+  out: list[UOp] = []
+  open_if: UOp | None = None
+  for u in uops:
+    src = tuple(new.get(s, s) for s in u.src)
+    gate = src[3] if u.op is Ops.STORE and len(src) == 4 else None
+    if open_if is not None and (gate is None or open_if.src[0] is not gate):
+      out.append(UOp(Ops.ENDIF, None, (open_if,)))
+      open_if = None
+    if gate is not None:
+      src = src[:3]
+      if open_if is None:
+        open_if = UOp(Ops.IF, None, (gate,))
+        out.append(open_if)
+    node = u if src == u.src else UOp(u.op, u.dtype, src, u.arg)
+    new[u] = node
+    out.append(node)
+  if open_if is not None:
+    out.append(UOp(Ops.ENDIF, None, (open_if,)))
+  return out
+
+
+def _merge_ends(order: list[UOp]) -> list[UOp]:
+  """Make every loop have one ENDRANGE holding all its side effects (rebuilding its users)."""
+  ends: dict[UOp, list] = {}
+  for u in order:
+    if u.op is Ops.ENDRANGE:
+      ends.setdefault(u.src[0], []).append(u)
+  if all(len(e) == 1 for e in ends.values()):
+    return order
+  merged = {e: UOp(Ops.ENDRANGE, None, (r,) + tuple(s for x in es for s in x.src[1:]))
+            for r, es in ends.items() if len(es) > 1 for e in es}
+  new: dict[UOp, UOp] = {}
+  for u in order:
+    src = tuple(new.get(s, s) for s in u.src)
+    base = merged.get(u, u)
+    new[u] = base if base is not u else (u if src == u.src else UOp(u.op, u.dtype, src, u.arg))
+  return toposort([new[u] for u in order])
+
+
+def linearize(sink: UOp) -> list[UOp]:
+  """The kernel under `sink` as an ordered list per IR.md ("After linearizing")."""
+  order = _merge_ends(toposort([sink]))
+  order = [u for u in order if u.op is not Ops.SINK]
+  definitions = sorted((u for u in order if u.op in _DEFINITIONS), key=_definition_key)
+  scope = _scopes(order)
+  paths = _paths(order, scope)
+  position = {u: i for i, u in enumerate(order)}
+  body = [u for u in order if u.op not in _DEFINITIONS]
+  root = _build_blocks(body, paths)
+  out: list[UOp] = list(definitions)
+  _emit(root, 0, paths, position, out)
+  return _ungate(out)
+
+
+# ---- the Kernel ------------------------------------------------------------------------------
+
+def make_kernel(name: str, uops: list[UOp], buffer_names: dict[int, str]) -> Kernel:
+  """A Kernel from a linearized list: buffer table by slot, launch sizes and scalar arguments."""
+  params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg)
+  buffers = tuple(BufferSpec(p.arg, buffer_names.get(p.arg, f"buf{p.arg}"), p.dtype.base.scalar,
+                             p.dtype.size, buffer_access(uops, p.arg)) for p in params)
+  global_size, local_size = launch_sizes(uops)
+  variables = tuple(u for u in uops if u.op is Ops.VAR)
+  return Kernel(name, tuple(uops), buffers, global_size, local_size, variables)
+
+
+__all__ = ["linearize", "make_kernel"]
