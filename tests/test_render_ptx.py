@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from kernelgen.dtype import dtypes
@@ -365,3 +366,150 @@ def test_launch_description():
   assert [(b.slot, b.dtype, b.nbytes) for b in k.launch.bindings] == [(0, "float32", 256),
                                                                      (1, "float32", 256)]
   assert k.launch.uniforms == (("var_n", "int32"),)
+
+
+# ---- numbers: the rendered PTX run by the PTX simulator, compared with numpy -------------------
+
+NUMPY = {"float16": "float16", "float32": "float32", "float64": "float64", "int8": "int8",
+         "uint8": "uint8", "int16": "int16", "uint16": "uint16", "int32": "int32",
+         "uint32": "uint32", "int64": "int64", "uint64": "uint64", "bool": "bool",
+         "bfloat16": "uint16"}
+
+
+def simulate(root: UOp, inputs: dict, arch: str = "sm_80", var_values: dict | None = None,
+             fill: int = 0x5A) -> list:
+  """Render for `arch`, run in the PTX simulator; every buffer's contents afterwards, by slot."""
+  from kernelgen import ptxsim
+  compiled = ptx.render(kernel("sim", root, arch), arch)
+  memory = ptxsim.GlobalMemory()
+  bufs = [memory.alloc(b.nbytes, b.name) for b in compiled.launch.bindings]
+  for buffer in bufs:
+    buffer.data[:] = bytes([fill]) * len(buffer.data)
+  by_slot = {spec.slot: b for spec, b in zip(compiled.launch.bindings, bufs)}
+  for slot, array in inputs.items():
+    by_slot[slot].data[:] = array.tobytes()
+  args = [b.base for b in bufs] + [(var_values or {})[v.arg[0]] for v in compiled.kernel.vars]
+  ptxsim.run(compiled.source, compiled.launch.dispatch, compiled.launch.workgroup_size, args,
+             memory)
+  outs = [None] * (max(by_slot) + 1)
+  for spec, b in zip(compiled.launch.bindings, bufs):
+    outs[spec.slot] = np.frombuffer(bytes(b.data), NUMPY[spec.dtype])
+  return outs
+
+
+def c_div(a, b):
+  """C integer division (truncate toward zero), as IR.md's IDIV."""
+  q = np.abs(a.astype(np.int64)) // np.abs(b.astype(np.int64))
+  return (np.where((a < 0) ^ (b < 0), -q, q)).astype(a.dtype)
+
+
+SPECIAL_F32 = np.array([0.0, -0.0, 1.5, -1.5, 127.9, -128.7, 255.5, 300.0, -300.0, np.nan,
+                        np.inf, -np.inf, 1e10, -1e10, 65504.0, 3.4e38] * 4, dtype=np.float32)
+
+
+def test_sim_float_to_int8_saturates_and_nan_is_zero():
+  from kernelgen.dtype import truncate
+  outs = simulate(_casts(f32, [i8, u8, i32]), {3: SPECIAL_F32})
+  for out, dt in zip(outs, (i8, u8, i32)):
+    expected = np.array([truncate(float(x), dt) for x in SPECIAL_F32], NUMPY[dt.name])
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_sim_int8_casts_and_wrapping_arithmetic():
+  a = np.arange(-128, 128, 4, dtype=np.int8)
+  b = np.arange(127, -129, -4, dtype=np.int8)
+  wide, unsigned = simulate(_casts(i8, [i32, u8]), {2: a})[:2]
+  np.testing.assert_array_equal(wide, a.astype(np.int32))
+  np.testing.assert_array_equal(unsigned, a.astype(np.uint8))
+  root = elementwise(i8, i8, lambda x, y: (x + y) * x - (x >> 1) + x.maximum(y))
+  out = simulate(root, {1: a, 2: b})[0]
+  expected = ((a + b) * a - (a >> 1) + np.maximum(a, b)).astype(np.int8)
+  np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("dt", [i32, u32, i64, dtypes.int16])
+def test_sim_signed_and_unsigned_shift_division_remainder(dt):
+  rng = np.random.default_rng(1)
+  info = np.iinfo(NUMPY[dt.name])
+  a = rng.integers(info.min, info.max, 64, dtype=NUMPY[dt.name], endpoint=True)
+  b = rng.integers(1, 1000, 64).astype(NUMPY[dt.name]) * np.where(
+    np.arange(64) % 2 == 0, 1, -1 if dt.kind == "i" else 1).astype(NUMPY[dt.name])
+  x, y = buf(4, dt).load(thread()), buf(5, dt).load(thread())
+  results = [x >> 3, x // y, x % y, x << 5]
+  root = sink(*[buf(slot, dt).store(thread(), r) for slot, r in enumerate(results)])
+  shr, div, rem, shl = simulate(root, {4: a, 5: b})[:4]
+  np.testing.assert_array_equal(shr, a >> 3)
+  np.testing.assert_array_equal(div, c_div(a, b))
+  np.testing.assert_array_equal(rem, a - b * c_div(a, b))
+  np.testing.assert_array_equal(shl, a << 5)
+
+
+def test_sim_float_not_equal_with_nan():
+  a = np.array([1.0, np.nan, np.nan, 2.0] * 16, dtype=np.float32)
+  b = np.array([1.0, 1.0, np.nan, 3.0] * 16, dtype=np.float32)
+  out = simulate(CORPUS["float_ne_nan"](), {1: a, 2: b})[0]
+  np.testing.assert_array_equal(out, a != b)
+
+
+def test_sim_float_max_min_propagate_nan():
+  a = np.array([1.0, np.nan, 5.0, -0.5] * 16, dtype=np.float32)
+  b = np.array([np.nan, 2.0, 3.0, -1.0] * 16, dtype=np.float32)
+  root = sink(buf(0, f32).store(thread(), buf(2, f32).load(thread()).maximum(
+    buf(3, f32).load(thread()))), buf(1, f32).store(thread(), buf(2, f32).load(
+      thread()).minimum(buf(3, f32).load(thread()))))
+  mx, mn = simulate(root, {2: a, 3: b})[:2]
+  np.testing.assert_array_equal(mx, np.maximum(a, b))
+  np.testing.assert_array_equal(mn, np.minimum(a, b))
+
+
+@pytest.mark.parametrize("n", [0, -3, 1, 64])
+def test_sim_loop_with_zero_trips_runs_zero_times(n):
+  data = np.arange(64, dtype=np.float32)
+  out = simulate(reduce_loop(f32, UOp(Ops.VAR, i32, (), ("n", -8, 64))), {1: data},
+                 var_values={"n": n})[0]
+  assert out[0] == data[:max(n, 0)].sum()
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
+def test_sim_half_ops_match_numpy(arch):
+  a = np.linspace(0.1, 60, 64).astype(np.float16)
+  b = np.linspace(-3, 3, 64).astype(np.float16)
+  root = elementwise(f16, f16, lambda x, y: unary(Ops.SQRT, x) + y * x - y / x)
+  out = simulate(root, {1: a, 2: b}, arch)[0]
+  x, y = a.astype(np.float32), b.astype(np.float32)
+  expected = ((np.sqrt(x).astype(np.float16).astype(np.float32) +
+               (y * x).astype(np.float16)).astype(np.float16).astype(np.float32) -
+              (y / x).astype(np.float16)).astype(np.float16)
+  np.testing.assert_array_equal(out, expected)
+
+
+@pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])
+def test_sim_bf16_rounding_and_arithmetic(arch):
+  from kernelgen.dtype import bf16_bits, bf16_from_bits
+  a = np.concatenate([np.linspace(-5, 5, 60), [np.nan, 1e38, 1.00390625, 1.01171875]])
+  a = a.astype(np.float32)
+  out = simulate(_casts(f32, [bf16]), {1: a}, arch)[0]
+  np.testing.assert_array_equal(out, [bf16_bits(float(x)) for x in a])
+  x = out.copy()
+  summed = simulate(elementwise(bf16, bf16, lambda p, q: p + q * p), {1: x, 2: x}, arch)[0]
+  values = [bf16_from_bits(int(v)) for v in x]
+  expected = [bf16_bits(bf16_from_bits(bf16_bits(v * v)) + v) for v in values]
+  np.testing.assert_array_equal(summed, expected)
+
+
+def test_sim_bools_gated_vector_and_shared_memory():
+  a = np.arange(64) % 3 == 0
+  b = np.arange(64) % 2 == 0
+  x = np.where(np.arange(64) % 5 == 0, np.nan, 1.0).astype(np.float32)
+  outs = simulate(CORPUS["bools"](), {1: a, 2: b, 3: x})
+  logic = (a ^ b) | (~a & (x != x)) | (a != b) | (a == b) | (~a & b)
+  np.testing.assert_array_equal(outs[0], np.where(logic, b, a))
+  np.testing.assert_array_equal(outs[4], logic.astype(np.float32))
+  vec, g = np.arange(256, dtype=np.float32), np.arange(64, dtype=np.float32) * 2
+  out = simulate(CORPUS["gated_vector"](), {1: vec, 2: g})[0]
+  i = np.arange(64)
+  gated = np.where(i < 60, g[np.minimum(i + 3, 63)], -1.0)
+  np.testing.assert_array_equal(out, vec * np.repeat(gated, 4))
+  data = np.arange(64, dtype=np.float32) * 3
+  out = simulate(CORPUS["shared_barrier"](), {1: data})[2]
+  np.testing.assert_array_equal(out[:32], data[(np.arange(32) + 1) % 32])
