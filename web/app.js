@@ -12,7 +12,9 @@ const PARAMS = new URLSearchParams(location.search);
 const state = { kg: null, compiled: null, selected: 0, busy: false, marker: null, device: null };
 
 function log(line) {
-  $('status').textContent += '\n' + line;
+  const status = $('status');
+  status.textContent += '\n' + line;
+  status.scrollTop = status.scrollHeight;
 }
 
 // ---- editors ----

@@ -10,6 +10,7 @@ touches `js`.
 """
 from __future__ import annotations
 
+import linecache
 import math
 import sys
 import traceback
@@ -60,6 +61,7 @@ def execute(code: str, device: str):
   from .device import Device
   previous = Device.DEFAULT
   Device.DEFAULT = device
+  linecache.cache[PROGRAM] = (len(code), None, code.splitlines(True), PROGRAM)  # tracebacks
   try:
     names = _namespace()
     exec(compile(code, PROGRAM, "exec"), names)
@@ -98,8 +100,16 @@ def error_data(exc: BaseException) -> dict:
   if getattr(exc, "line", None) is not None and not isinstance(exc, SyntaxError):
     data["source_line"] = exc.line   # a line of the generated source (WGSL/PTX), not the program
   if not _is_kernelgen_error(exc) and not isinstance(exc, (SyntaxError, ProgramError)):
-    data["traceback"] = "".join(traceback.format_exception(exc)[-6:])
+    data["traceback"] = program_traceback(exc)
   return data
+
+
+def program_traceback(exc: BaseException) -> str:
+  """The traceback from the program's first frame on (all of it when the program has none)."""
+  frames = traceback.extract_tb(exc.__traceback__)
+  first = next((i for i, f in enumerate(frames) if f.filename == PROGRAM), 0)
+  lines = traceback.format_list(frames[first:]) + traceback.format_exception_only(exc)
+  return "Traceback (most recent call last):\n" + "".join(lines)
 
 
 def _is_kernelgen_error(exc: BaseException) -> bool:
@@ -149,10 +159,12 @@ def tensor_data(out) -> dict:
 
 def values(result: dict) -> list:
   """The flat Python values of a tensor_data result."""
+  import struct
   fmt = FORMATS.get(result["dtype"])
   if fmt is None:
     return []
-  return list(memoryview(result["data"]).cast(fmt))
+  data = bytes(result["data"])
+  return list(struct.unpack(f"<{len(data) // struct.calcsize(fmt)}{fmt}", data))
 
 
 def _close(a, b, rtol: float, atol: float) -> bool:
@@ -287,25 +299,74 @@ class _Approx:
     return abs(other - self.value) <= max(self.abs, self.rel * abs(self.value))
 
 
+def _cases(fn) -> list[dict]:
+  """The parameter sets of a test: from the shim's marks, or from real pytest's (in CPython)."""
+  holder = lambda: None  # noqa: E731 (a carrier for the marks' cases)
+  holder._kg_cases = getattr(fn, "_kg_cases", [{}])
+  for mark in getattr(fn, "pytestmark", []):
+    if mark.name == "parametrize":
+      rows = [getattr(row, "values", row) for row in mark.args[1]]
+      holder = _parametrize(mark.args[0], rows)(holder)
+  return holder._kg_cases
+
+
 def _test_cases(module):
   import inspect
   for name, fn in vars(module).items():
     if name.startswith("test_") and inspect.isfunction(fn):
-      for case in getattr(fn, "_kg_cases", [{}]):
+      for case in _cases(fn):
         yield name, fn, case
+
+
+class MonkeyPatch:
+  """pytest's `monkeypatch` fixture, the common part: every change is undone afterwards."""
+
+  def __init__(self):
+    self._undo = []
+
+  def setattr(self, target, name, value, raising=True):
+    old = getattr(target, name)
+    self._undo.append(lambda: setattr(target, name, old))
+    setattr(target, name, value)
+
+  def setitem(self, mapping, key, value):
+    missing = key not in mapping
+    old = mapping.get(key)
+    self._undo.append(lambda: mapping.pop(key) if missing else mapping.__setitem__(key, old))
+    mapping[key] = value
+
+  def setenv(self, name, value):
+    import os
+    self.setitem(os.environ, name, str(value))
+
+  def delenv(self, name, raising=True):
+    import os
+    if name in os.environ:
+      old = os.environ.pop(name)
+      self._undo.append(lambda: os.environ.__setitem__(name, old))
+
+  def undo(self):
+    for step in reversed(self._undo):
+      step()
+    self._undo.clear()
 
 
 def _run_case(fn, case) -> tuple[str, str]:
   import inspect
-  missing = [p for p in inspect.signature(fn).parameters if p not in case]
-  if missing:
-    return "skipped", f"needs fixtures {missing}"
+  fixtures = {"monkeypatch": MonkeyPatch()}
+  args = dict(case)
+  for name in inspect.signature(fn).parameters:
+    if name not in args and name not in fixtures:
+      return "skipped", f"needs fixture {name}"
+    args.setdefault(name, fixtures.get(name))
   try:
-    fn(**case)
+    fn(**args)
   except Skipped as why:
     return "skipped", str(why)
   except Exception as exc:
     return "failed", f"{type(exc).__name__}: {exc}"
+  finally:
+    fixtures["monkeypatch"].undo()
   return "passed", ""
 
 
