@@ -1,0 +1,36 @@
+"""Device PYTHON: buffers are bytearrays and kernels run on the reference interpreter."""
+from __future__ import annotations
+
+import time
+
+from ..errors import ExecutionError
+from ..program import CompiledKernel, Kernel
+from .base import Runtime
+
+
+class PythonRuntime(Runtime):
+  name = "PYTHON"
+  target = None   # kernels stay linearized UOps: no source is rendered
+
+  def alloc(self, nbytes: int) -> bytearray:
+    return bytearray(nbytes)
+
+  def copyin(self, handle: bytearray, data) -> None:
+    data = memoryview(data).cast("B")
+    if len(data) > len(handle):
+      raise ExecutionError(f"cannot copy {len(data)} bytes into a buffer of {len(handle)} bytes: "
+                           f"allocate a larger buffer")
+    handle[:len(data)] = data
+
+  def copyout(self, handle: bytearray) -> bytes:
+    return bytes(handle)
+
+  def run(self, kernel: Kernel | CompiledKernel, handles: list,
+          var_values: dict[str, int]) -> float:
+    """Run a linearized Kernel (or a CompiledKernel that carries one); returns the seconds taken."""
+    from ..interpret import execute
+    if isinstance(kernel, CompiledKernel):
+      kernel = kernel.kernel
+    start = time.perf_counter()
+    execute(kernel, handles, var_values)
+    return time.perf_counter() - start
