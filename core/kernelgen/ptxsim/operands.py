@@ -104,7 +104,7 @@ def write_conversion(itype: str, rtype: str, where: str):
       return _masker(rw)
     return _sign_extender(iw, rw) if ic == "s" else None
   if ic == "f":            # float result into a bits register
-    if iw > rw:
+    if iw != rw:
       raise _mismatch(rtype, itype, where)
     return nm.BITCASTS[itype][0]
   if iw != rw:
