@@ -6,6 +6,7 @@ Kernels here are hand-built UOp graphs in the lowered-kernel form of IR.md, line
 """
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -378,23 +379,40 @@ NUMPY = {"float16": "float16", "float32": "float32", "float64": "float64", "int8
 
 def simulate(root: UOp, inputs: dict, arch: str = "sm_80", var_values: dict | None = None,
              fill: int = 0x5A) -> list:
-  """Render for `arch`, run in the PTX simulator; every buffer's contents afterwards, by slot."""
-  from kernelgen import ptxsim
+  """Render for `arch` and run it; every buffer's contents afterwards, by slot. The PTX simulator
+  runs it, or the GPU when KERNELGEN_PTX_DEVICE=CUDA (tests/gpu/run_all.py sets that)."""
   compiled = ptx.render(kernel("sim", root, arch), arch)
-  memory = ptxsim.GlobalMemory()
-  bufs = [memory.alloc(b.nbytes, b.name) for b in compiled.launch.bindings]
-  for buffer in bufs:
-    buffer.data[:] = bytes([fill]) * len(buffer.data)
-  by_slot = {spec.slot: b for spec, b in zip(compiled.launch.bindings, bufs)}
-  for slot, array in inputs.items():
-    by_slot[slot].data[:] = array.tobytes()
-  args = [b.base for b in bufs] + [(var_values or {})[v.arg[0]] for v in compiled.kernel.vars]
-  ptxsim.run(compiled.source, compiled.launch.dispatch, compiled.launch.workgroup_size, args,
-             memory)
-  outs = [None] * (max(by_slot) + 1)
-  for spec, b in zip(compiled.launch.bindings, bufs):
-    outs[spec.slot] = np.frombuffer(bytes(b.data), NUMPY[spec.dtype])
+  initial = {spec.slot: bytes([fill]) * spec.nbytes for spec in compiled.launch.bindings}
+  initial.update({slot: array.tobytes() for slot, array in inputs.items()})
+  args = [(var_values or {})[v.arg[0]] for v in compiled.kernel.vars]
+  run = _run_cuda if os.environ.get("KERNELGEN_PTX_DEVICE") == "CUDA" else _run_ptxsim
+  contents = run(compiled, [initial[spec.slot] for spec in compiled.launch.bindings], args)
+  outs = [None] * (max(initial) + 1)
+  for spec, data in zip(compiled.launch.bindings, contents):
+    outs[spec.slot] = np.frombuffer(data, NUMPY[spec.dtype])
   return outs
+
+
+def _run_ptxsim(compiled, datas: list[bytes], args: list[int]) -> list[bytes]:
+  from kernelgen import ptxsim
+  memory = ptxsim.GlobalMemory()
+  bufs = [memory.alloc(len(data), f"data{i}") for i, data in enumerate(datas)]
+  for buffer, data in zip(bufs, datas):
+    buffer.data[:] = data
+  ptxsim.run(compiled.source, compiled.launch.dispatch, compiled.launch.workgroup_size,
+             [b.base for b in bufs] + args, memory)
+  return [bytes(b.data) for b in bufs]
+
+
+def _run_cuda(compiled, datas: list[bytes], args: list[int]) -> list[bytes]:
+  from kernelgen.device import Device
+  runtime = Device["CUDA"]
+  handles = [runtime.alloc(len(data)) for data in datas]
+  for handle, data in zip(handles, datas):
+    runtime.copyin(handle, data)
+  names = [name for name, _ in compiled.launch.uniforms]
+  runtime.run(compiled, handles, dict(zip(names, args)))
+  return [runtime.copyout(h) for h in handles]
 
 
 def c_div(a, b):
