@@ -531,3 +531,27 @@ def test_sim_bools_gated_vector_and_shared_memory():
   data = np.arange(64, dtype=np.float32) * 3
   out = simulate(CORPUS["shared_barrier"](), {1: data})[2]
   np.testing.assert_array_equal(out[:32], data[(np.arange(32) + 1) % 32])
+
+
+@pytest.mark.parametrize("shape,dt,oldest", MMA_CASES, ids=[f"m{s[0]}n{s[1]}k{s[2]}-{d}"
+                                                           for s, d, _ in MMA_CASES])
+def test_sim_tensor_core_fragments_match_the_interpreter_layout(shape, dt, oldest):
+  from kernelgen.dtype import bf16_bits
+  from kernelgen.interpret import wmma_layout
+  m, n, k = shape
+  rng = np.random.default_rng(2)
+  A = rng.integers(-8, 8, (m, k)).astype(np.float32) / 4   # exact in f16, bf16 and tf32
+  B = rng.integers(-8, 8, (k, n)).astype(np.float32) / 4
+  la, lb, lc = (wmma_layout(shape, operand, dt) for operand in ("a", "b", "c"))
+  a_frag = np.array([A[r, c] for lane in la for r, c in lane])
+  b_frag = np.array([B[r, c] for lane in lb for r, c in lane])
+  encode = {"float16": lambda x: x.astype(np.float16), "float32": lambda x: x.astype(np.float32),
+            "bfloat16": lambda x: np.array([bf16_bits(float(v)) for v in x], np.uint16)}[dt.name]
+  pad = lambda x: np.concatenate([x, np.zeros(512 - len(x), x.dtype)])  # noqa: E731
+  out = simulate(wmma_kernel(shape, dt), {1: pad(encode(a_frag)), 2: pad(encode(b_frag))},
+                 oldest)[0]
+  D = np.zeros((m, n), np.float32)
+  for lane, positions in enumerate(lc):
+    for j, (r, c) in enumerate(positions):
+      D[r, c] = out[lane * 4 + j]
+  np.testing.assert_array_equal(D, A @ B)
