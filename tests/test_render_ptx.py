@@ -555,3 +555,43 @@ def test_sim_tensor_core_fragments_match_the_interpreter_layout(shape, dt, oldes
     for j, (r, c) in enumerate(positions):
       D[r, c] = out[lane * 4 + j]
   np.testing.assert_array_equal(D, A @ B)
+
+
+# ---- front-end programs: PTX on the simulator vs the reference interpreter, and ptxas ----------
+
+FRONTEND_DTYPES = ["bool", "int8", "uint8", "int16", "int32", "int64", "uint32", "uint64",
+                   "float16", "float32", "float64"]
+
+
+def _frontend_program(x):
+  """A small program touching arithmetic, comparisons, casts, a reduction and movement."""
+  if x.dtype == dtypes.bool:
+    return ((x ^ x.T.T) | x).cast(dtypes.int32).sum(axis=0)
+  y = (x + x) * x - x.T.T
+  if x.dtype.is_float():
+    y = y.maximum(x * 0.5) / 3
+  else:
+    y = y // 3 + y % 5 - (y >> 1) if x.dtype.is_int() else y
+  return y.sum(axis=1) + (y > x).cast(x.dtype).sum(axis=1)
+
+
+@pytest.mark.parametrize("name", FRONTEND_DTYPES)
+def test_frontend_program_on_ptxsim_matches_the_interpreter(name):
+  import kernelgen as kg
+  rng = np.random.default_rng(3)
+  data = (rng.standard_normal((5, 7)) * 40).astype(name)
+  got = _frontend_program(kg.Tensor(data, device="PTXSIM")).numpy()
+  want = _frontend_program(kg.Tensor(data, device="PYTHON")).numpy()
+  np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("arch,which", ARCHS, ids=[f"{a}-ptxas{w}" for a, w in ARCHS])
+def test_frontend_programs_assemble(arch, which):
+  import kernelgen as kg
+  outputs = [_frontend_program(kg.Tensor(np.ones((5, 7), name), device="PYTHON"))
+             for name in FRONTEND_DTYPES]
+  half = kg.Tensor(np.ones((32, 48), "float16"), device="PYTHON")
+  outputs += [half @ half.T, (half.cast(dtypes.bfloat16) * 2).cast(dtypes.float32).sum()]
+  for out in outputs:
+    for compiled in kg.compile(out, target="ptx", arch=arch):
+      ptxas_check(compiled.source, arch, which)
