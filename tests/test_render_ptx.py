@@ -595,3 +595,11 @@ def test_frontend_programs_assemble(arch, which):
   for out in outputs:
     for compiled in kg.compile(out, target="ptx", arch=arch):
       ptxas_check(compiled.source, arch, which)
+
+
+def test_tensor_core_with_an_unknown_shape_or_accumulator_is_a_typed_error():
+  root = wmma_kernel((16, 8, 16), f16)
+  wmma = next(u for u in root.toposort() if u.op is Ops.WMMA)
+  bad = UOp(Ops.WMMA, wmma.dtype, wmma.src, ("mma", (16, 8, 16), f16, f16))
+  with pytest.raises(UnsupportedError, match="accumulating in float32"):
+    ptx.legalize(sink(buf(0, f32, 512).store(0, bad.gep(0))), "sm_90")

@@ -156,10 +156,11 @@ def _check_wmma(ctx: _Arch, x: UOp):
   name, (m, n, k), dtype_in, dtype_acc = x.arg
   dtype_in = dtypes.from_name(getattr(dtype_in, "name", dtype_in))
   key = (m, n, k, dtype_in.name)
-  if key not in MMA_SHAPES:
+  if key not in MMA_SHAPES or getattr(dtype_acc, "name", dtype_acc) != "float32":
     shapes = ", ".join(f"m{a}n{b}k{c} {d}" for a, b, c, d in MMA_SHAPES)
-    raise UnsupportedError(f"PTX has no tensor-core shape m{m}n{n}k{k} for {dtype_in}: use one of "
-                           f"{shapes}\n{describe(x)}", target="ptx", dtype=dtype_in)
+    raise UnsupportedError(f"PTX renders no tensor-core shape m{m}n{n}k{k} {dtype_in} -> "
+                           f"{dtype_acc}: use one of {shapes} (accumulating in float32)\n"
+                           f"{describe(x)}", target="ptx", dtype=dtype_in)
   oldest = MMA_SHAPES[key][0]
   if ctx.sm < oldest:
     archs = ", ".join(f"sm_{s}" for s in ISA_VERSION if s >= oldest)
