@@ -29,7 +29,7 @@ WMMA_SHAPES = {(16, 8, 16, "float16"): (8, 4, 4), (16, 8, 16, "bfloat16"): (8, 4
                (16, 8, 8, "float32"): (4, 2, 4)}
 
 
-def _fragment_position(shape: tuple, dtype_in: str, operand: str, g: int, t: int, i: int):
+def fragment_position(shape: tuple, dtype_in: str, operand: str, g: int, t: int, i: int):
   """(row, col) of element i of lane (g = lane >> 2, t = lane % 4), per the PTX ISA's "Matrix
   Fragments for mma.m16n8kK" sections."""
   k = shape[2]
@@ -56,7 +56,7 @@ def wmma_layout(shape: tuple[int, int, int], operand: str, dtype_in="float16") -
     raise ExecutionError(f"no tensor-core shape m{shape[0]}n{shape[1]}k{shape[2]} for {name}: "
                          f"use one of {known}")
   count = counts["abcd".index(operand) if operand != "d" else 2]
-  return [[_fragment_position(shape, name, operand, lane >> 2, lane % 4, i) for i in range(count)]
+  return [[fragment_position(shape, name, operand, lane >> 2, lane % 4, i) for i in range(count)]
           for lane in range(32)]
 
 
@@ -370,4 +370,4 @@ def execute(kernel: Kernel, buffers: list[bytearray], var_values: dict[str, int]
         program.run((x, y, z))
 
 
-__all__ = ["execute", "wmma_layout", "wmma_warp", "WMMA_SHAPES"]
+__all__ = ["execute", "fragment_position", "wmma_layout", "wmma_warp", "WMMA_SHAPES"]
