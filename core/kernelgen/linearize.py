@@ -156,7 +156,10 @@ def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> 
     deps[it] = found
     for d in found:
       users[d].append(it)
-  ready = [(position[it], it) for it in items if not deps[it]]
+  def priority(it: UOp) -> tuple:   # stores go last, so stores with one gate end up together
+    return (it.op is Ops.STORE, position[it])
+
+  ready = [(priority(it), it) for it in items if not deps[it]]
   heapq.heapify(ready)
   while ready:
     _, it = heapq.heappop(ready)
@@ -170,7 +173,7 @@ def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> 
     for user in users[it]:
       deps[user].discard(it)
       if not deps[user]:
-        heapq.heappush(ready, (position[user], user))
+        heapq.heappush(ready, (priority(user), user))
 
 
 def _members(block: _Block) -> list[UOp]:
@@ -188,6 +191,7 @@ def _ungate(uops: list[UOp]) -> list[UOp]:
   new: dict[UOp, UOp] = {}
   out: list[UOp] = []
   open_if: UOp | None = None
+  count = 0
   for u in uops:
     src = tuple(new.get(s, s) for s in u.src)
     gate = src[3] if u.op is Ops.STORE and len(src) == 4 else None
@@ -196,8 +200,9 @@ def _ungate(uops: list[UOp]) -> list[UOp]:
       open_if = None
     if gate is not None:
       src = src[:3]
-      if open_if is None:
-        open_if = UOp(Ops.IF, None, (gate,))
+      if open_if is None:   # arg: the block's number, so that two IFs of one gate differ
+        open_if = UOp(Ops.IF, None, (gate,), count)
+        count += 1
         out.append(open_if)
     node = u if src == u.src else UOp(u.op, u.dtype, src, u.arg)
     new[u] = node
