@@ -135,51 +135,21 @@ OWN_NAME = re.compile(r"(kg_|k_|[vrbl]\d|acc\d|u\d)")
 
 # ---- legalize: the target's rules on the kernel graph --------------------------------------------
 
-def _wide_int(dt: DType) -> DType:
-  return (dtypes.uint32 if dt.is_unsigned() else dtypes.int32).vec(dt.count)
-
-
-def _narrow_in_32_bits(x: UOp) -> UOp:
-  wide = _wide_int(x.dtype)
-  return UOp(x.op, wide, tuple(s.cast(wide) for s in x.src)).cast(x.dtype)
-
-
-def _f16_in_f32(x: UOp) -> UOp:
-  wide = dtypes.float32.vec(x.dtype.count)
-  return UOp(x.op, wide, tuple(s.cast(wide) for s in x.src)).cast(x.dtype)
-
-
 def _isnan_bits(x: UOp) -> UOp:
   bits = x.cast(dtypes.float32.vec(x.dtype.count)).bitcast(dtypes.uint32.vec(x.dtype.count))
   magnitude = bits & 0x7FFFFFFF
   return magnitude.const_like(0x7F800000).lt(magnitude)
 
 
-def _is_narrow_int(u: UOp) -> bool:
-  return u.dtype is not None and u.dtype.is_int() and u.dtype.itemsize < 4
+# ops whose 8/16-bit result can leave the type's range: rendered in 32 bits, then wrapped
+WRAPPING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.SHL, Ops.IDIV, Ops.NOT, Ops.MULACC})
+# ops that round: on f16 without shader-f16 they run on f32 registers and round to f16 after
+ROUNDING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC}) | GroupOp.Transcendental
 
 
-def _is_f16(u: UOp) -> bool:
-  return u.dtype is not None and u.dtype.scalar == dtypes.float16
-
-
-# ops whose 8/16-bit result can leave the type's range, so they run in 32 bits and wrap after
-WRAPPING = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.SHL, Ops.IDIV, Ops.NOT, Ops.MULACC)
-# ops that round: without shader-f16 they run on f32 registers and round to f16 after
-ROUNDING = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC) + tuple(GroupOp.Transcendental)
-
-
-def _packed_f16_math(ctx: WGSLOptions, x: UOp):
-  return None if ctx.f16 else _f16_in_f32(x)
-
-
+# Rules on the graph. (8/16-bit wrapping and f16 rounding are done as each op is rendered: a
+# graph rule would read an accumulator through a new node the linearizer may hoist out of its loop.)
 LEGALIZE = PatternMatcher([
-  # 8/16-bit integer op -> the op on i32/u32, cast back (WGSL has no 8/16-bit integers)
-  (UPat(WRAPPING, custom=_is_narrow_int, name="x"), _narrow_in_32_bits),
-  # f16 transcendental -> in f32, rounded once to f16 (as numpy computes them)
-  (UPat(tuple(GroupOp.Transcendental), custom=_is_f16, name="x"), _f16_in_f32),
-  # f16 arithmetic without shader-f16 -> in f32, rounded to f16 after each op
-  (UPat(ROUNDING, custom=_is_f16, name="x"), _packed_f16_math),
   # x != x on floats -> a bit test (a shader compiler may fold x != x to false)
   (UPat(Ops.CMPNE, src=(UPat.var("x"), UPat.var("x")),
         custom=lambda u: u.src[0].dtype.is_float()), _isnan_bits),
@@ -414,6 +384,9 @@ class _Writer:
       return self.lanewise(self.need(fn), dt, a)
     if u.op in CALL:
       return f"{CALL[u.op]}({a[0]}, {a[1]})"
+    if u.op is Ops.FDIV and u.src[1].op is Ops.CONST and u.src[1].arg == 0:
+      # x / 0.0 -> x * inf from run-time bits (shader compilers fold the division to garbage)
+      return f"{a[0]} * {self.const_text(dt, math.copysign(math.inf, u.src[1].arg))}"
     if u.op is Ops.CMPNE and dt.is_float():
       return f"!({a[0]} == {a[1]})"
     if u.op in (Ops.SHL, Ops.SHR) and not dt.is_unsigned():
@@ -437,6 +410,9 @@ class _Writer:
       return f"{self.reg(dt)}() - {x}" if dt.is_unsigned() else f"-{x}"
     if op is Ops.RECIP:
       return f"{self.reg(dt)}(1) / {x}"
+    if dt.scalar == dtypes.float16 and self.opts.f16 and op in GroupOp.Transcendental:
+      f32 = self.reg(dtypes.float32.vec(dt.count))
+      return f"{self.reg(dt)}({CALL[op]}({f32}({x})))"
     return f"{CALL[op]}({x})"
 
   # -- memory --
@@ -540,9 +516,20 @@ class _Writer:
     if u.op is Ops.GEP:
       return f"{a[0]}[{u.arg}]"
     if u.op in GroupOp.ALU:
-      return self.alu(u, a)
+      return self.narrow_result(u, self.alu(u, a))
     raise UnsupportedError(f"the WGSL renderer has no form for {u.op.name}\n{describe(u)}",
                            target=TARGET)
+
+  def narrow_result(self, u: UOp, text: str) -> str:
+    """Wrap 8/16-bit integer results to their width; round f16 results computed in f32."""
+    dt = u.dtype.scalar
+    if dt.is_int() and dt.itemsize < 4 and u.op in WRAPPING:
+      return f"extractBits({text}, 0u, {dt.bits}u)"
+    if dt != dtypes.float16 or u.op not in ROUNDING:
+      return text
+    if not self.opts.f16:
+      return self.lanewise(self.need("kg_round_f16"), u.dtype, [text])
+    return text
 
   def define_acc(self, i: int, u: UOp) -> None:
     self.names[u] = f"acc{i}"
