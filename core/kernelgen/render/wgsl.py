@@ -287,7 +287,9 @@ class _Writer:
     if reg == "u32":
       return f"0x{value:x}u" if value > 0xFFFF else f"{value}u"
     if reg == "i32":
-      return "(-2147483647i - 1i)" if value == -2**31 else (f"({value}i)" if value < 0 else f"{value}i")
+      if value == -2**31:
+        return "(-2147483647i - 1i)"
+      return f"({value}i)" if value < 0 else f"{value}i"
     if math.isfinite(value):
       text = repr(float(value)) + ("h" if reg == "f16" else "f")
       return f"({text})" if text.startswith("-") else text
