@@ -107,7 +107,7 @@ def int_case(draw):
   return expr, env
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(int_case())
 def test_simplify_keeps_int32_values(case):
   expr, env = case
@@ -118,9 +118,12 @@ def test_simplify_keeps_int32_values(case):
 
 @st.composite
 def index_case(draw):
-  """Index-like trees: non-negative leaves, + and * by constants, // and % by positive constants."""
+  """Index-like trees: thread ids and sizes (and one leaf that may be negative), + and * by
+  constants, // and % by positive constants."""
+  lo = draw(st.integers(-300, 0))
   leaves = [special("gid", draw(st.integers(1, 300))), special("lid", draw(st.sampled_from(
-    [1, 4, 32, 64, 256]))), var("n", 0, draw(st.integers(0, 5000)))]
+    [1, 4, 32, 64, 256]))), var("n", 0, draw(st.integers(0, 5000))),
+    var("m", lo, draw(st.integers(lo, 300)))]
   consts = st.sampled_from([1, 2, 3, 4, 7, 8, 16, 32, 64, 100, 128]).map(lambda c: UOp.const(I32, c))
 
   def extend(children):
@@ -129,15 +132,44 @@ def index_case(draw):
       st.tuples(children, consts).map(lambda t: t[0] * t[1]),
       st.tuples(children, consts).map(lambda t: t[0] // t[1]),
       st.tuples(children, consts).map(lambda t: t[0] % t[1]),
-      st.tuples(children, consts).map(lambda t: t[0] - t[1]))
+      st.tuples(children, consts).map(lambda t: t[0] - t[1]),
+      st.tuples(children, consts).map(lambda t: t[0] + t[1]))
   expr = draw(st.recursive(st.sampled_from(leaves), extend, max_leaves=10))
-  env = {leaf: draw(st.integers(0, max(leaf.vmax, 0))) for leaf in leaves}
+  env = {leaf: draw(st.integers(leaf.vmin, leaf.vmax)) for leaf in leaves}
   return expr, env
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(index_case())
 def test_simplify_keeps_index_values(case):
+  expr, env = case
+  simple = simplify(expr)
+  assert evaluate(simple, env) == evaluate(expr, env), (
+    f"{env}\n--- before ---\n{print_graph(expr)}\n--- after ---\n{print_graph(simple)}")
+
+
+@st.composite
+def divmod_case(draw):
+  """(sum of v_i * k_i + k) // c and % c, nested and recombined, with ranges of either sign."""
+  c, d = draw(st.sampled_from([2, 3, 4, 8, 16])), draw(st.sampled_from([2, 3, 4]))
+  leaves = []
+  for i in range(draw(st.integers(1, 3))):
+    lo = draw(st.sampled_from([0, 0, -2, -40]))
+    leaves.append(var(f"v{i}", lo, lo + draw(st.sampled_from([0, 1, c - 1, c, 3 * c, 100]))))
+  total = UOp.const(I32, draw(st.integers(-2 * c, 3 * c)))
+  for leaf in leaves:
+    total = leaf * (c * draw(st.integers(-2, 3)) + draw(st.integers(-1, c))) + total
+  shape = draw(st.sampled_from([
+    lambda e: e // c, lambda e: e % c, lambda e: e // c * c + e % c, lambda e: e // c // d,
+    lambda e: e % (c * d) // c, lambda e: e // c % d * c + e % c, lambda e: e % (c * d) % c,
+    lambda e: (e * c) // (c * d), lambda e: (e * c) % (c * d)]))
+  env = {leaf: draw(st.integers(leaf.vmin, leaf.vmax)) for leaf in leaves}
+  return shape(total), env
+
+
+@settings(max_examples=800, deadline=None)
+@given(divmod_case())
+def test_simplify_keeps_divmod_values(case):
   expr, env = case
   simple = simplify(expr)
   assert evaluate(simple, env) == evaluate(expr, env), (
@@ -179,7 +211,7 @@ def float_case(draw):
   return expr, env, dt
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(float_case())
 def test_simplify_keeps_float_bits(case):
   expr, env, dt = case
