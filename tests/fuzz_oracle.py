@@ -1,0 +1,182 @@
+"""The numpy oracle for fuzz programs: expected values, an error bound and a "defined" mask.
+
+Each value is an `OVal`: the numbers (bfloat16 kept as float32 holding bf16 values), the dtype
+kernelgen must give, `err` (an absolute error bound per element, 0 where the result is exact),
+and `ok` (False where the result is not defined, so it is not compared). Semantics are numpy's,
+with kernelgen's documented differences (tensor.py's docstring) written out in fuzz_programs.
+
+TOLERANCES (u = unit roundoff of the dtype an op computes in; float16/bfloat16 math and
+reductions compute in float32 and round once more to the half type: + 1 ulp of the output):
+
+| op                              | error added per element                          |
+|---------------------------------|--------------------------------------------------|
+| movement, where, cast, bitcast, |  0: bit-exact (floats: equal, or both NaN)       |
+| compare, max/min, int anything  |                                                  |
+| add, sub, mul                   |  1 ulp of the result (allows fused multiply-add) |
+| truediv, reciprocal, sqrt       |  3 ulp                                           |
+| exp, exp2                       |  (4 + 2|x|) ulp  (exp is exp2(x * log2 e))       |
+| log, log2                       |  4 ulp + 4u absolute                             |
+| sin, cos                        |  2**-11 + 4u|x| absolute (WGSL's bound)          |
+| sigmoid, tanh                   |  (8 + 2|x|)u relative + 4u absolute              |
+| sum, mean, matmul (n terms)     |  n * u * sum(|terms|) + 1 ulp (any order)        |
+
+Errors of the inputs propagate to first order (add: ea + eb; mul: |b| ea + |a| eb; ...).
+A float result passes when |actual - expected| <= 2 * err + the dtype's smallest normal
+(GPUs may flush subnormal results to zero).
+
+UNDEFINED (not compared, `ok` False), where numpy's result is not a defined value or the
+result depends on rounding the tolerances allow:
+- float -> int casts of NaN, +-inf, or values whose truncation is out of the int's range
+  (numpy's result is platform-specific; kernelgen clamps like PTX's cvt);
+- integer // and % by zero, and INT_MIN // -1 or % -1 (C undefined behaviour);
+- shifts by a negative count;
+- bitcasts of NaNs (NaN payloads and signs are not specified on GPUs) and of inexact values;
+- sin/cos with |x| > 1000 (GPU approximations have no error bound there);
+- results that depend on whether subnormal inputs are flushed to zero (WGSL allows it);
+- inexact inputs within their error of a boundary: a comparison of values closer than their
+  errors, a float -> int cast near an integer, sqrt/log/division near 0, argmax near a tie;
+- sums/matmuls whose finite terms add up beyond the accumulator's range (order decides
+  whether they overflow), and inexact results that are not finite.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fuzz_programs import FLOATS, Program, Step, acc_dtype, float_of, mean_dtype, result_dtype
+
+U = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8, "float32": 2.0 ** -24, "float64": 2.0 ** -53}
+TINY = {"float16": 6.103515625e-05, "bfloat16": 1.1754943508222875e-38,
+        "float32": 1.1754943508222875e-38, "float64": 2.2250738585072014e-308}
+FMAX = {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38,
+        "float64": 1.7976931348623157e308}
+
+
+@dataclass
+class OVal:
+  a: np.ndarray      # values (bfloat16: float32 holding bf16 values)
+  dtype: str         # the dtype kernelgen must give
+  err: np.ndarray    # float64 absolute error bound per element (0: exact)
+  ok: np.ndarray     # bool: the element is defined
+
+
+def storage(dtype: str) -> np.dtype:
+  return np.dtype("float32" if dtype == "bfloat16" else dtype)
+
+
+def work_dtype(dtype: str) -> str:
+  """The dtype float math runs in: float32 for the half types."""
+  return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
+def round_to(x, dtype: str) -> np.ndarray:
+  """Values as `dtype` holds them: floats round to nearest even (once), ints wrap."""
+  x = np.asarray(x)
+  with np.errstate(all="ignore"):
+    if dtype == "bfloat16":
+      return _round_bf16(x.astype(np.float64))
+    if dtype == "bool":
+      return x.astype(bool)
+    if dtype in FLOATS or x.dtype.kind in "biu":
+      return x.astype(storage(dtype))
+    return x.astype(np.float64).astype(storage(dtype))
+
+
+def _round_bf16(x: np.ndarray) -> np.ndarray:
+  """float64 -> bfloat16 (in float32) with one rounding: a sticky bit stops double rounding."""
+  f = x.astype(np.float32)
+  bits = f.view(np.uint32).astype(np.int64)
+  inexact = np.isfinite(f) & (f.astype(np.float64) != x) & ~np.isnan(x)
+  bits += np.where(inexact, np.where(np.abs(x) > np.abs(f), 1, -1), 0)
+  rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+  rounded = np.where(np.isnan(f), (bits >> 16 << 16) | 0x400000, rounded)
+  return (rounded & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+
+
+def ulp(y: np.ndarray, dtype: str) -> np.ndarray:
+  with np.errstate(all="ignore"):
+    return np.where(np.isfinite(y), np.abs(y.astype(np.float64)) * 2 * U[dtype], 0.0)
+
+
+def times(x: np.ndarray, e: np.ndarray) -> np.ndarray:
+  """|x| * e, with 0 where e is 0 (so inf * exact stays exact)."""
+  with np.errstate(all="ignore"):
+    return np.where(e == 0, 0.0, np.abs(x.astype(np.float64)) * e)
+
+
+# ---- inputs -------------------------------------------------------------------------------------
+
+def _specials(dtype: str) -> list:
+  if dtype == "bool":
+    return [False, True]
+  if dtype not in FLOATS:
+    info = np.iinfo(dtype)
+    return [0, 1, info.min, info.max, info.min + 1, info.max - 1] + ([-1] if info.min else [])
+  tiny = TINY[dtype]
+  return [0.0, -0.0, np.nan, np.inf, -np.inf, tiny / 4, -tiny / 2, FMAX[dtype], -FMAX[dtype],
+          tiny, 1.0, -1.0, 0.5]
+
+
+def input_values(step: Step) -> np.ndarray:
+  """An input step's values, deterministic in its seed."""
+  shape, dtype = step.param("shape"), step.param("dtype")
+  rng = np.random.default_rng(step.param("seed"))
+  n = int(np.prod(shape, dtype=np.int64))
+  if dtype == "bool":
+    values = rng.random(n) < 0.5
+  elif dtype in FLOATS:
+    values = np.round(rng.standard_normal(n) * 3, 2)
+  else:
+    low = -20 if np.iinfo(dtype).min else 0
+    values = rng.integers(low, 21, n)
+  specials = np.array(_specials(dtype), dtype=np.float64 if dtype in FLOATS else object)
+  pick = rng.random(n) < step.param("special")
+  chosen = specials[rng.integers(0, len(specials), n)]
+  values = np.where(pick, chosen, values.astype(object if dtype not in FLOATS else np.float64))
+  if dtype not in FLOATS:
+    values = np.array([int(v) for v in values], dtype=dtype)
+  return round_to(values, dtype).reshape(shape)
+
+
+# ---- the oracle -----------------------------------------------------------------------------------
+
+def exact(a: np.ndarray, dtype: str) -> OVal:
+  return OVal(a, dtype, np.zeros(a.shape), np.ones(a.shape, dtype=bool))
+
+
+def evaluate(program: Program) -> OVal:
+  """The expected output of `program`."""
+  from fuzz_oracle_ops import apply
+  values: list[OVal] = []
+  for step in program.steps:
+    if step.op == "input":
+      values.append(exact(input_values(step), step.param("dtype")))
+    else:
+      values.append(apply(step, [values[r] for r in step.refs]))
+  return values[program.output]
+
+
+def compare(expected: OVal, actual: np.ndarray) -> str | None:
+  """None when `actual` agrees with the oracle; otherwise what differs, for the report."""
+  exp = expected.a
+  if tuple(actual.shape) != tuple(exp.shape):
+    return f"shape {tuple(actual.shape)}, expected {tuple(exp.shape)}"
+  if expected.dtype in FLOATS:
+    bad = _float_mismatch(expected, actual.astype(np.float64))
+  else:
+    bad = expected.ok & (actual.astype(exp.dtype) != exp)
+  if not bad.any():
+    return None
+  where = tuple(int(i) for i in np.argwhere(bad)[0])
+  return (f"{int(bad.sum())} of {bad.size} elements differ; first at {where}: got "
+          f"{actual[where]!r}, expected {exp[where]!r} (error bound {expected.err[where]:.3g})")
+
+
+def _float_mismatch(expected: OVal, got: np.ndarray) -> np.ndarray:
+  exp = expected.a.astype(np.float64)
+  with np.errstate(all="ignore"):
+    both_nan = np.isnan(exp) & np.isnan(got)
+    same_inf = np.isinf(exp) & (exp == got)
+    close = np.abs(got - exp) <= 2 * expected.err + TINY[expected.dtype]
+  return expected.ok & ~(both_nan | same_inf | (close & np.isfinite(exp)))

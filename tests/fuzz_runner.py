@@ -1,0 +1,313 @@
+"""The differential runner: each fuzz program on numpy (the oracle) and on every device here.
+
+    python tests/fuzz_runner.py 300 [--seed 0] [--devices PYTHON,WEBGPU,PTXSIM] [--no-shrink]
+
+Per program and device the verdict is one of
+  agree        the device's values match the oracle (fuzz_oracle.py: tolerances, undefined cases)
+  unsupported  the device raised UnsupportedError for a dtype its target lacks (float64, int64,
+               uint64 and bfloat16 on WEBGPU): the typed error is the right answer
+  skip         the device is not available here
+  FAIL         anything else: wrong values, wrong dtype/shape, an untyped exception, a typed error
+               without a reason, or PTX that ptxas rejects (every program's PTX is assembled)
+A failing program is shrunk (its recorded choices are shortened and simplified while it still
+fails the same way) and printed as a `Program(...)` to paste into tests/test_regressions.py.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "core"))
+sys.path.insert(0, os.path.dirname(__file__))
+
+import kernelgen as kg  # noqa: E402
+from kernelgen import Tensor  # noqa: E402
+from fuzz_oracle import OVal, compare, evaluate, input_values  # noqa: E402
+from fuzz_programs import Program, RandomChooser, ReplayChooser, Step, generate  # noqa: E402
+
+DEVICES = ("PYTHON", "WEBGPU", "PTXSIM", "CUDA")
+# dtypes a device's target has no type for: there, UnsupportedError is the expected answer
+UNSUPPORTED = {"WEBGPU": {"float64", "int64", "uint64", "bfloat16"}}
+PTX_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
+
+
+# ---- building a program with kernelgen --------------------------------------------------------
+
+def _input(step: Step, device: str) -> Tensor:
+  values, dtype = input_values(step), step.param("dtype")
+  if dtype == "bfloat16":
+    return Tensor(values.tolist(), dtype="bfloat16", device=device)
+  return Tensor(values, device=device)
+
+
+def _binary(fn):
+  def build(step: Step, xs: list):
+    scalar = step.param("scalar")
+    if scalar is None:
+      return fn(xs[0], xs[1])
+    return fn(scalar, xs[0]) if step.param("reverse") else fn(xs[0], scalar)
+  return build
+
+
+def _where(step: Step, xs: list):
+  other = xs[2] if len(xs) > 2 else step.param("scalar")
+  return kg.where(xs[0], xs[1], other)
+
+
+def _index(step: Step, xs: list):
+  index = [slice(None)] * xs[0].ndim
+  index[step.param("axis")] = slice(*step.param("slice"))
+  return xs[0][tuple(index)]
+
+
+def _reduce(name: str):
+  def build(step: Step, xs: list):
+    axes = step.param("axes")
+    axis = axes[0] if name == "argmax" else axes
+    return getattr(xs[0], name)(axis=axis, keepdim=step.param("keepdim"))
+  return build
+
+
+def _method(name: str):
+  return lambda step, xs: getattr(xs[0], name)()
+
+
+def _maximum(a, b):
+  return a.maximum(b) if isinstance(a, Tensor) else b.maximum(a)
+
+
+def _minimum(a, b):
+  return a.minimum(b) if isinstance(a, Tensor) else b.minimum(a)
+
+
+BUILD = {
+  "neg": lambda s, xs: -xs[0], "abs": lambda s, xs: xs[0].abs(), "invert": lambda s, xs: ~xs[0],
+  **{name: _method(name) for name in ("relu", "sqrt", "exp", "exp2", "log", "log2", "sin", "cos",
+                                      "reciprocal", "sigmoid", "tanh")},
+  "add": _binary(lambda a, b: a + b), "sub": _binary(lambda a, b: a - b),
+  "mul": _binary(lambda a, b: a * b), "truediv": _binary(lambda a, b: a / b),
+  "floordiv": _binary(lambda a, b: a // b), "mod": _binary(lambda a, b: a % b),
+  "and": _binary(lambda a, b: a & b), "or": _binary(lambda a, b: a | b),
+  "xor": _binary(lambda a, b: a ^ b), "lshift": _binary(lambda a, b: a << b),
+  "rshift": _binary(lambda a, b: a >> b), "maximum": _binary(_maximum),
+  "minimum": _binary(_minimum), "lt": _binary(lambda a, b: a < b),
+  "eq": _binary(lambda a, b: a == b), "ne": _binary(lambda a, b: a != b),
+  "where": _where,
+  "cast": lambda s, xs: xs[0].cast(s.param("dtype")),
+  "bitcast": lambda s, xs: xs[0].bitcast(s.param("dtype")),
+  "reshape": lambda s, xs: xs[0].reshape(s.param("shape")),
+  "permute": lambda s, xs: xs[0].permute(*s.param("order")),
+  "pad": lambda s, xs: xs[0].pad(s.param("pads")),
+  "shrink": lambda s, xs: xs[0].shrink(s.param("bounds")),
+  "flip": lambda s, xs: xs[0].flip(s.param("axes")),
+  "slice": _index,
+  **{name: _reduce(name) for name in ("sum", "max", "min", "mean", "argmax")},
+  "matmul": lambda s, xs: xs[0] @ xs[1],
+}
+
+
+def build(program: Program, device: str) -> Tensor:
+  """The program's output as a lazy kernelgen Tensor on `device`."""
+  values: list = []
+  for step in program.steps:
+    if step.op == "input":
+      values.append(_input(step, device))
+    else:
+      values.append(BUILD[step.op](step, [values[r] for r in step.refs]))
+  return values[program.output]
+
+
+def used_dtypes(program: Program) -> set[str]:
+  """Every dtype a value of the program has (the oracle knows them all)."""
+  from fuzz_oracle import exact
+  from fuzz_oracle_ops import apply
+  from fuzz_programs import COMPARE, result_dtype
+  values: list[OVal] = []
+  used = set()
+  for step in program.steps:
+    if step.op == "input":
+      values.append(exact(input_values(step), step.param("dtype")))
+      continue
+    xs = [values[r] for r in step.refs]
+    if step.op in COMPARE:     # compares run in the operands' promoted dtype
+      other = step.param("scalar") if len(xs) == 1 else xs[1].dtype
+      used.add(result_dtype(xs[0].dtype, other))
+    values.append(apply(step, xs))
+  return used | {v.dtype for v in values}
+
+
+# ---- running one program ------------------------------------------------------------------------
+
+@dataclass
+class Outcome:
+  seed: int | None
+  program: Program
+  kernels: int = 0
+  verdicts: dict = field(default_factory=dict)    # device -> "agree" | "unsupported" | "skip" | "FAIL"
+  messages: dict = field(default_factory=dict)    # device -> what went wrong
+
+  @property
+  def failed(self) -> bool:
+    return "FAIL" in self.verdicts.values()
+
+
+def available_devices(names=DEVICES) -> list[str]:
+  return [d for d in names if kg.Device.available(d)]
+
+
+def run_program(program: Program, devices, seed: int | None = None, ptxas=True) -> Outcome:
+  out = Outcome(seed, program)
+  expected = evaluate(program)
+  dtypes = used_dtypes(program)
+  for device in devices:
+    verdict, message = _run_on(program, device, expected, dtypes)
+    out.verdicts[device], out.messages[device] = verdict, message
+  if ptxas:
+    verdict, message, out.kernels = _ptx_check(program, seed or 0)
+    out.verdicts["ptxas"], out.messages["ptxas"] = verdict, message
+  return out
+
+
+def _run_on(program: Program, device: str, expected: OVal, dtypes: set[str]):
+  try:
+    tensor = build(program, device)
+    if tensor.dtype.name != expected.dtype:
+      return "FAIL", f"dtype {tensor.dtype.name}, expected {expected.dtype}"
+    actual = tensor.numpy()
+  except kg.UnsupportedError as error:
+    if dtypes & UNSUPPORTED.get(device, set()):
+      return "unsupported", str(error).splitlines()[0]
+    return "FAIL", f"UnsupportedError without an unsupported dtype: {error}"
+  except Exception as error:  # noqa: BLE001 - every other exception is a finding
+    return "FAIL", f"{type(error).__name__}: {str(error)[:2000]}"
+  problem = compare(expected, actual)
+  return ("agree", "") if problem is None else ("FAIL", problem)
+
+
+def _ptx_check(program: Program, seed: int):
+  """Compile for PTX (an arch picked by the seed) and assemble every kernel with ptxas."""
+  import tools
+  arch = PTX_ARCHS[seed % len(PTX_ARCHS)]
+  if tools._find_ptxas("12") is None:
+    return "skip", "ptxas 12.x is not installed", 0
+  try:
+    kernels = kg.compile(build(program, "PYTHON"), target="ptx", arch=arch)
+    for kernel in kernels:
+      tools.ptxas_check(kernel.source, arch)
+  except AssertionError as error:
+    return "FAIL", f"ptxas ({arch}): {str(error)[:3000]}", 0
+  except kg.UnsupportedError as error:
+    return "unsupported", str(error).splitlines()[0], 0
+  except Exception as error:  # noqa: BLE001
+    return "FAIL", f"compile for {arch}: {type(error).__name__}: {str(error)[:2000]}", 0
+  return "agree", "", len(kernels)
+
+
+# ---- shrinking ------------------------------------------------------------------------------------
+
+def failure_key(outcome: Outcome) -> tuple:
+  """What kind of failure it is: the failing devices and the first word of each message."""
+  return tuple(sorted((d, outcome.messages[d].split(":")[0].split(" ")[0])
+                      for d, v in outcome.verdicts.items() if v == "FAIL"))
+
+
+def shrink(choices: list[int], devices, key: tuple, budget: int = 200) -> Program:
+  """Shorten and simplify the recorded choices while the program still fails the same way."""
+  fail_devices = [d for d, _ in key if d != "ptxas"]
+  use_ptxas = any(d == "ptxas" for d, _ in key)
+
+  def still_fails(candidate: list[int]) -> bool:
+    nonlocal budget
+    budget -= 1
+    program = generate(ReplayChooser(candidate))
+    outcome = run_program(program, fail_devices, ptxas=use_ptxas)
+    return failure_key(outcome) == key
+
+  best = list(choices)
+  improved = True
+  while improved and budget > 0:
+    improved = False
+    for size in (8, 4, 2, 1):
+      i = 0
+      while i < len(best) and budget > 0:
+        candidate = best[:i] + best[i + size:]
+        if still_fails(candidate):
+          best, improved = candidate, True
+        else:
+          i += size
+    for i in range(len(best)):
+      for value in (0, best[i] // 2, best[i] - 1):
+        if 0 <= value < best[i] and budget > 0 and still_fails(best[:i] + [value] + best[i + 1:]):
+          best, improved = best[:i] + [value] + best[i + 1:], True
+          break
+  return generate(ReplayChooser(best))
+
+
+# ---- the fuzz command -----------------------------------------------------------------------------
+
+def fuzz(count: int, start: int = 0, devices=None, do_shrink=True, out=sys.stdout) -> list:
+  devices = available_devices(devices or DEVICES)
+  print(f"fuzzing {count} programs (seeds {start}..{start + count - 1}) on numpy and "
+        f"{', '.join(devices)} + ptxas", file=out)
+  began, outcomes = time.time(), []
+  for seed in range(start, start + count):
+    chooser = RandomChooser(seed)
+    outcome = run_program(generate(chooser), devices, seed)
+    outcome.choices = chooser.choices
+    outcomes.append(outcome)
+    if outcome.failed:
+      print(f"  seed {seed}: FAIL on {', '.join(d for d, _ in failure_key(outcome))}", file=out)
+  _summary(outcomes, devices, time.time() - began, out)
+  failures = [o for o in outcomes if o.failed]
+  if do_shrink:
+    _report_shrunk(failures[:10], devices, out)
+  return outcomes
+
+
+def _summary(outcomes: list, devices, seconds: float, out) -> None:
+  print(f"\n{len(outcomes)} programs, {sum(o.kernels for o in outcomes)} PTX kernels, "
+        f"{seconds:.0f} s", file=out)
+  for device in list(devices) + ["ptxas"]:
+    counts = {v: sum(o.verdicts.get(device) == v for o in outcomes)
+              for v in ("agree", "unsupported", "skip", "FAIL")}
+    print(f"  {device:8s} " + "  ".join(f"{k} {n}" for k, n in counts.items()), file=out)
+  failures = [o for o in outcomes if o.failed]
+  print(f"failures: {len(failures)}" + (" (seeds " + ", ".join(str(o.seed) for o in failures) +
+                                         ")" if failures else ""), file=out)
+
+
+def _report_shrunk(failures: list, devices, out) -> None:
+  seen = set()
+  for outcome in failures:
+    key = failure_key(outcome)
+    if key in seen:
+      continue
+    seen.add(key)
+    small = shrink(outcome.choices, devices, key)
+    result = run_program(small, [d for d, _ in key if d != "ptxas"],
+                         ptxas=any(d == "ptxas" for d, _ in key))
+    print(f"\n--- seed {outcome.seed}, shrunk ---\n{small}", file=out)
+    for device, verdict in result.verdicts.items():
+      if verdict == "FAIL":
+        print(f"  {device}: {result.messages[device][:600]}", file=out)
+    print(f"  regression: {small!r}", file=out)
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("count", nargs="?", type=int, default=300)
+  parser.add_argument("--seed", type=int, default=0, help="first seed")
+  parser.add_argument("--devices", default=",".join(DEVICES))
+  parser.add_argument("--no-shrink", action="store_true")
+  args = parser.parse_args(argv)
+  outcomes = fuzz(args.count, args.seed, args.devices.split(","), not args.no_shrink)
+  return 1 if any(o.failed for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
