@@ -256,23 +256,51 @@ def _build(dt, terms: dict, const: int) -> UOp:
 
 def _pair_divmod(terms: dict) -> bool:
   """(x//c)*(k*c) + (x%c)*k -> x*k and ((x//c)%d)*(k*c) + (x%c)*k -> (x % (c*d))*k, in place;
-  True when a pair was merged. Both hold for every x under C semantics (they are odd in x)."""
+  True when a pair was merged. Both hold for every x under C semantics (they are odd in x).
+  x//c may already be split into Q + R//c (x = c*Q + R, see _split_divmod): that pairs too."""
   dt = next(iter(terms)).dtype
   divs = {(t.src[0], t.src[1].arg): t for t in terms if t.op is Ops.IDIV and _is_const(t.src[1])}
   mods = {(t.src[0].src[0], t.src[0].src[1].arg): t for t in terms if _is_div_mod(t)}
+  split = _split_mods(terms)
   for t in list(terms):
     if t.op is not Ops.MOD or not _is_const(t.src[1]) or t.src[1].arg == 0:
       continue
     key, k = (t.src[0], t.src[1].arg), terms[t]
-    for partner in (divs.get(key), mods.get(key)):
+    for partner in (divs.get(key), mods.get(key), split.get(key)):
       if partner is None or _signed(terms[partner] - k * key[1], dt) != 0:
         continue
-      whole = t.src[0] if partner.op is Ops.IDIV else _merged_mod(partner)
+      whole = t.src[0] if partner.op is Ops.IDIV else (
+        _merged_mod(partner) if partner is mods.get(key) else _merged_split(partner, *key))
       if whole is not None:
         del terms[partner], terms[t]
         terms[whole] = terms.get(whole, 0) + k
         return True
   return False
+
+
+def _split_mods(terms: dict) -> dict:
+  """{(R, c): t} for the terms t = y % d whose y is a sum holding R // c once (y = Q + R//c)."""
+  found = {}
+  for t in terms:
+    if t.op is Ops.MOD and _is_const(t.src[1]) and t.src[0].op in (Ops.ADD, Ops.SUB):
+      lin = _linear(t.src[0])
+      for u, k in (lin[0].items() if lin else ()):
+        if k == 1 and u.op is Ops.IDIV and _is_const(u.src[1]):
+          found[(u.src[0], u.src[1].arg)] = t
+  return found
+
+
+def _merged_split(t: UOp, r: UOp, c: int) -> UOp | None:
+  """(Q + R//c) % d -> x % (c*d) with x = c*Q + R (paired with R % c, which is x % c when x and R
+  are never negative); None when that cannot be shown or c*d does not fit."""
+  terms, const = _linear(t.src[0])
+  whole = {u: k * c for u, k in terms.items()}
+  del whole[r // c]
+  whole[r] = whole.get(r, 0) + 1
+  x, d = _build(t.dtype, whole, const * c), t.src[1].arg
+  if c <= 0 or d <= 0 or c * d > dtype_range(t.dtype)[1] or x.vmin < 0 or r.vmin < 0:
+    return None
+  return x % (c * d) if fits(x) else None
 
 
 def _merged_mod(partner: UOp) -> UOp | None:
