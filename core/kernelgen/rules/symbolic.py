@@ -255,27 +255,39 @@ def _build(dt, terms: dict, const: int) -> UOp:
 
 
 def _pair_divmod(terms: dict) -> bool:
-  """(x//c)*(k*c) + (x%c)*k -> x*k and ((x//c)%d)*(k*c) + (x%c)*k -> (x % (c*d))*k, in place;
-  True when a pair was merged. Both hold for every x under C semantics (they are odd in x).
-  x//c may already be split into Q + R//c (x = c*Q + R, see _split_divmod): that pairs too."""
+  """(x//y)*(k*y) + (x%y)*k -> x*k and ((x//c)%d)*(k*c) + (x%c)*k -> (x % (c*d))*k, in place;
+  True when a pair was merged. Both hold for every x under C semantics (they are odd in x) when
+  y is never 0. x//c may already be split into Q + R//c (x = c*Q + R, see _split_divmod)."""
   dt = next(iter(terms)).dtype
-  divs = {(t.src[0], t.src[1].arg): t for t in terms if t.op is Ops.IDIV and _is_const(t.src[1])}
-  mods = {(t.src[0].src[0], t.src[0].src[1].arg): t for t in terms if _is_div_mod(t)}
-  split = _split_mods(terms)
+  divs = {(t.src[0], t.src[1]): (t, t.src[1].arg) for t in terms
+          if t.op is Ops.IDIV and _is_const(t.src[1])}
+  divs.update({(t.src[0].src[0], t.src[1]): (t, 1) for t in terms if _is_div_times(t)})
+  mods = {(t.src[0].src[0], t.src[0].src[1]): (t, t.src[0].src[1].arg) for t in terms
+          if _is_div_mod(t)}
+  split = {key: (t, key[1].arg) for key, t in _split_mods(terms).items()}
   for t in list(terms):
-    if t.op is not Ops.MOD or not _is_const(t.src[1]) or t.src[1].arg == 0:
+    if t.op is not Ops.MOD or 0 >= t.src[1].vmin and 0 <= t.src[1].vmax:
       continue
-    key, k = (t.src[0], t.src[1].arg), terms[t]
-    for partner in (divs.get(key), mods.get(key), split.get(key)):
-      if partner is None or _signed(terms[partner] - k * key[1], dt) != 0:
+    key, k = (t.src[0], t.src[1]), terms[t]
+    for table, merge in ((divs, _merged_div), (mods, _merged_mod), (split, _merged_split)):
+      partner, scale = table.get(key, (None, 0))
+      if partner is None or _signed(terms[partner] - k * scale, dt) != 0:
         continue
-      whole = t.src[0] if partner.op is Ops.IDIV else (
-        _merged_mod(partner) if partner is mods.get(key) else _merged_split(partner, *key))
+      whole = merge(partner, *key)
       if whole is not None:
         del terms[partner], terms[t]
         terms[whole] = terms.get(whole, 0) + k
         return True
   return False
+
+
+def _is_div_times(t: UOp) -> bool:
+  """t is (x // y) * y."""
+  return t.op is Ops.MUL and t.src[0].op is Ops.IDIV and t.src[0].src[1] is t.src[1]
+
+
+def _merged_div(partner: UOp, x: UOp, y: UOp) -> UOp:
+  return x
 
 
 def _split_mods(terms: dict) -> dict:
@@ -286,14 +298,15 @@ def _split_mods(terms: dict) -> dict:
       lin = _linear(t.src[0])
       for u, k in (lin[0].items() if lin else ()):
         if k == 1 and u.op is Ops.IDIV and _is_const(u.src[1]):
-          found[(u.src[0], u.src[1].arg)] = t
+          found[(u.src[0], u.src[1])] = t
   return found
 
 
-def _merged_split(t: UOp, r: UOp, c: int) -> UOp | None:
+def _merged_split(t: UOp, r: UOp, cnode: UOp) -> UOp | None:
   """(Q + R//c) % d -> x % (c*d) with x = c*Q + R (paired with R % c, which is x % c when x and R
   are never negative); None when that cannot be shown or c*d does not fit."""
   terms, const = _linear(t.src[0])
+  c = cnode.arg
   whole = {u: k * c for u, k in terms.items()}
   del whole[r // c]
   whole[r] = whole.get(r, 0) + 1
@@ -303,7 +316,7 @@ def _merged_split(t: UOp, r: UOp, c: int) -> UOp | None:
   return x % (c * d) if fits(x) else None
 
 
-def _merged_mod(partner: UOp) -> UOp | None:
+def _merged_mod(partner: UOp, x: UOp, y: UOp) -> UOp | None:
   """(x//c)%d -> x % (c*d), when c, d > 0 and c*d fits the dtype."""
   x, c, d = partner.src[0].src[0], partner.src[0].src[1].arg, partner.src[1].arg
   prod = c * d
