@@ -1,0 +1,28 @@
+"""The front-end test suite (tests/test_tensor.py) run on device PTXSIM: every Tensor program
+is rendered to PTX and executed by the PTX simulator, and must match numpy as on PYTHON."""
+from __future__ import annotations
+
+import pytest
+
+import kernelgen as kg
+from test_tensor import *  # noqa: F401,F403  (the tests themselves, collected again here)
+
+
+@pytest.fixture(autouse=True)
+def python_device(monkeypatch):
+  """Overrides test_tensor's fixture of the same name: the default device is PTXSIM."""
+  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
+  previous = kg.Device._default
+  kg.Device.DEFAULT = "PTXSIM"
+  yield
+  kg.Device._default = previous
+
+
+# Known front-end/renderer bugs this suite found (strict: an unexpected pass fails, so the marks
+# are removed once the bugs are fixed).
+test_pow = pytest.mark.skip(reason="hangs in schedule.py (_find_reduce) on every device, "
+                                   "PYTHON included: a front-end bug")(test_pow)
+test_integer_sums_stay_int32 = pytest.mark.xfail(
+  strict=True, reason="render/ptx.py hoists the int8 max accumulator's cvt.s16.s8 out of the "
+                      "loop (max reads the initial value each trip); PYTHON passes")(
+  test_integer_sums_stay_int32)
