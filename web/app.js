@@ -252,11 +252,8 @@ function download(kind) {
     save(makeZip(files), 'kernels.zip');
     return;
   }
-  const files = kernelFiles(kind);
-  const text = files.map((f) => (files.length > 1 ? `// ---- ${f.name}\n` : '') + f.text)
-    .join('\n');
-  const name = files.length === 1 ? files[0].name : `kernels.${kind}`;
-  save(new Blob([text], { type: 'text/plain' }), name);
+  const file = kernelFiles(kind)[state.selected] || kernelFiles(kind)[0];  // the selected kernel
+  save(new Blob([file.text], { type: 'text/plain' }), file.name);
 }
 
 // ---- start ----

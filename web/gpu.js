@@ -278,7 +278,20 @@ export class GpuExecutor {
     return buffer;
   }
 
+  // Grow a buffer (keeping its bytes) to what a binding needs, e.g. after packing.
+  ensureSize(id, nbytes) {
+    const entry = this.handle(id);
+    if (entry.buffer.size >= nbytes) return;
+    const bigger = this.device.createBuffer({ size: roundUp(nbytes, ALIGN), usage: entry.buffer.usage });
+    const encoder = this.device.createCommandEncoder();
+    encoder.copyBufferToBuffer(entry.buffer, 0, bigger, 0, entry.buffer.size);
+    this.device.queue.submit([encoder.finish()]);
+    entry.buffer.destroy();
+    entry.buffer = bigger;
+  }
+
   bindGroup(launch, layout, ids, uniform) {
+    launch.bindings.forEach((binding, index) => this.ensureSize(ids[index], binding.nbytes));
     const entries = launch.bindings.map((binding, index) => ({
       binding: binding.slot, resource: { buffer: this.handle(ids[index]).buffer },
     }));
@@ -351,8 +364,9 @@ export class GpuExecutor {
   }
 }
 
+// The uniform buffer of scalar arguments sits after the last storage buffer (render/wgsl.py).
 function uniformSlot(launch) {
-  return launch.uniform_binding ?? launch.bindings.length;
+  return Math.max(-1, ...launch.bindings.map((binding) => binding.slot)) + 1;
 }
 
 // The bind group layout: storage buffers by access, then the uniform buffer (scalar arguments).

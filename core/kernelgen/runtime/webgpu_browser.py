@@ -12,6 +12,11 @@ from ..errors import CompileError, DeviceError, KernelgenError, LimitError
 from ..program import CompiledKernel
 from .base import Runtime
 
+# WGSL renderer option -> the WebGPU device limit it comes from
+LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
+                 "max_workgroup_size": "maxComputeInvocationsPerWorkgroup",
+                 "max_workgroups_per_dim": "maxComputeWorkgroupsPerDimension"}
+
 # gpu.js's error types -> kernelgen's typed errors
 ERRORS = {"CompileError": CompileError, "LimitError": LimitError, "DeviceError": DeviceError}
 
@@ -53,8 +58,13 @@ class BrowserWebGPU(Runtime):
     return self.gpu.info().to_py()
 
   def render_options(self) -> dict:
+    """What the WGSL renderer may use on this device: its limits and f16/subgroups."""
     info = self.info()
-    return {"features": tuple(info.get("features", ())), "limits": dict(info.get("limits", {}))}
+    limits, features = info.get("limits", {}), info.get("features", ())
+    options = {key: int(limits[name]) for key, name in LIMIT_OPTIONS.items() if name in limits}
+    options["f16"] = "shader-f16" in features
+    options["subgroups"] = "subgroups" in features
+    return options
 
   def _call(self, method: str, *args):
     try:

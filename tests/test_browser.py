@@ -1,0 +1,310 @@
+"""The web app in headless Chromium: the page boots kernelgen in a worker, runs every example on
+WebGPU (SwiftShader, and lavapipe in compatibility mode) with values checked against numpy,
+downloads PTX that ptxas accepts, shows errors next to the code and recovers, falls back without
+WebGPU, survives device loss, works offline, and never asks any host but 127.0.0.1 (local_page
+fails a test that does). One booted page is shared per browser to keep the suite quick.
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import zipfile
+
+import numpy as np
+import pytest
+
+from browser_util import StaticServer, launch_chromium, local_page
+from tools import REPO_ROOT, ptxas_check
+
+pytestmark = pytest.mark.timeout(900)
+
+ARTIFACTS = REPO_ROOT / "tests" / "artifacts"
+BOOT_MS = 120_000
+RUN_MS = 240_000
+
+# JS: run the program in the editor through the page's own Run button logic; plain results.
+RUN = """async (code) => {
+  kgApp.setCode(code);
+  const r = await kgApp.run();
+  if (!r || r.error) return r || {error: {type: 'busy'}};
+  return {shape: r.shape, dtype: r.dtype, device: r.device, data: Array.from(r.data, Number),
+          reference: r.reference || null, recreated: r.recreated, timings: r.timings};
+}"""
+
+
+def examples_of(page) -> dict:
+  return page.evaluate("async () => (await import('/web/examples.js')).EXAMPLES")
+
+
+def _conv2d_nchw(x, w, b, padding):
+  n, c, h, wd = x.shape
+  o, _, kh, kw = w.shape
+  xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+  out = np.zeros((n, o, h + 2 * padding - kh + 1, wd + 2 * padding - kw + 1), np.float32)
+  for i in range(kh):
+    for j in range(kw):
+      window = xp[:, :, i:i + out.shape[2], j:j + out.shape[3]]
+      out += np.einsum("nchw,oc->nohw", window, w[:, :, i, j])
+  return out + b.reshape(1, -1, 1, 1)
+
+
+def _softmax(x):
+  e = np.exp(x - x.max(axis=-1, keepdims=True))
+  return e / e.sum(axis=-1, keepdims=True)
+
+
+# example -> numpy formula over the example's own input tensors (made by kernelgen on PYTHON)
+NUMPY = {
+  "elementwise": lambda v: np.maximum(np.exp(v["x"] * 2 - v["y"]) * 0.5
+                                      + np.sqrt(np.abs(v["y"])), 0),
+  "softmax": lambda v: _softmax(v["x"]),
+  "matmul": lambda v: np.maximum(v["a"] @ v["b"], 0),
+  "conv2d": lambda v: _conv2d_nchw(v["x"], v["w"], v["b"], padding=1),
+  "int8": lambda v: v["a"] * v["b"] + (v["a"] >> 2),
+  "float16": lambda v: np.sqrt(v["x"] * v["x"] + np.float16(1)),
+}
+# dtype -> (rtol, atol): float32 kernels vs numpy; float16 allows two ulps
+TOLERANCE = {"float32": (1e-4, 1e-5), "float16": (2e-3, 2e-3)}
+
+
+def numpy_expected(name: str, code: str) -> np.ndarray:
+  """The example's inputs computed by kernelgen in CPython, then its formula in numpy."""
+  import kernelgen
+  from kernelgen import tensor
+  names = {"kg": kernelgen, "Tensor": kernelgen.Tensor, "dtypes": kernelgen.dtypes,
+           "where": getattr(tensor, "where", None)}
+  inputs_only = "\n".join(line for line in code.splitlines() if not line.startswith("out ="))
+  from kernelgen.device import Device
+  previous, Device.DEFAULT = Device.DEFAULT, "PYTHON"
+  try:
+    exec(inputs_only, names)
+  finally:
+    Device.DEFAULT = previous
+  arrays = {k: v.numpy() for k, v in names.items() if isinstance(v, kernelgen.Tensor)}
+  return NUMPY[name](arrays)
+
+
+def assert_matches_numpy(name: str, code: str, result: dict) -> None:
+  expected = numpy_expected(name, code)
+  got = np.array(result["data"], dtype=np.float64).reshape(result["shape"])
+  assert result["dtype"] == expected.dtype.name and list(expected.shape) == result["shape"]
+  rtol, atol = TOLERANCE.get(result["dtype"], (0, 0))
+  np.testing.assert_allclose(got, expected.astype(np.float64), rtol=rtol, atol=atol)
+
+
+# ---- fixtures ----
+
+@pytest.fixture(scope="module")
+def site():
+  """site/ assembled by ./build.sh site, served on a free port of 127.0.0.1."""
+  subprocess.run(["./build.sh", "site"], cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+  with StaticServer(REPO_ROOT / "site") as server:
+    yield server
+
+
+def boot(page, url: str) -> None:
+  page.goto(url)
+  page.wait_for_selector("body[data-ready]", timeout=BOOT_MS)
+  assert page.get_attribute("body", "data-ready") == "true", page.inner_text("#status")
+  page.set_default_timeout(RUN_MS)
+
+
+@pytest.fixture(scope="module")
+def app(site, chromium):
+  """The page on SwiftShader WebGPU, booted once (service worker blocked: tests see the net)."""
+  with local_page(chromium, viewport={"width": 1440, "height": 900}, accept_downloads=True,
+                  service_workers="block") as page:
+    boot(page, site.url("index.html"))
+    yield page
+
+
+@pytest.fixture(scope="module")
+def lavapipe(playwright):
+  browser = launch_chromium(playwright, lavapipe=True)
+  yield browser
+  browser.close()
+
+
+# ---- the page on SwiftShader ----
+
+def test_page_boots_on_webgpu_with_load_timings(app):
+  assert app.inner_text("#device") == "WEBGPU"
+  assert "swiftshader" in app.inner_text("#adapter")
+  status = app.inner_text("#status")
+  for step in ("download", "boot", "install"):
+    assert re.search(rf"{step}: \d+\.\d\d s", status), status
+  assert "kernelgen loaded from /lib/python3.14/site-packages/kernelgen/__init__.py" in status
+
+
+@pytest.mark.parametrize("name", list(NUMPY))
+def test_example_runs_on_webgpu_and_matches_numpy(app, name):
+  code = examples_of(app)[name]
+  result = app.evaluate(RUN, code)
+  assert "error" not in result, result
+  assert result["device"] == "WEBGPU"
+  assert_matches_numpy(name, code, result)
+  assert result["reference"]["ok"] and result["reference"]["match"], result["reference"]
+  assert app.is_visible("#preview") and not app.is_visible("#error")
+
+
+def test_matmul_screenshot(app):
+  result = app.evaluate(RUN, examples_of(app)["matmul"])
+  assert "error" not in result, result
+  assert app.inner_text("#kernels").count("grid") >= 1
+  assert "matches the PYTHON reference" in app.inner_text("#results")
+  assert app.evaluate("kgApp.state.wgsl.getValue()").count("@compute") == 1
+  ARTIFACTS.mkdir(parents=True, exist_ok=True)
+  app.screenshot(path=str(ARTIFACTS / "matmul.png"))
+
+
+def test_downloaded_ptx_for_sm80_passes_ptxas(app):
+  app.evaluate("async (code) => { kgApp.setCode(code); await kgApp.compile(); }",
+               examples_of(app)["softmax"])
+  app.select_option("#arch", "sm_80")
+  app.wait_for_function("document.body.dataset.busy === '0' && kgApp.state.compiled.arch === 'sm_80'")
+  with app.expect_download() as info:
+    app.click("#download-ptx")
+  ptx = info.value.path().read_text()
+  assert ".target sm_80" in ptx
+  ptxas_check(ptx, "sm_80")
+
+
+def test_zip_download_holds_every_kernel_and_the_manifest(app):
+  app.evaluate("async (code) => { kgApp.setCode(code); await kgApp.compile(); }",
+               examples_of(app)["softmax"])
+  with app.expect_download() as info:
+    app.click("#download-zip")
+  archive = zipfile.ZipFile(io.BytesIO(info.value.path().read_bytes()))
+  assert archive.testzip() is None
+  manifest = json.loads(archive.read("manifest.json"))
+  files = sorted(entry["file"] for entry in manifest["kernels"])
+  assert files == sorted(n for n in archive.namelist() if n != "manifest.json")
+  assert {entry["target"] for entry in manifest["kernels"]} == {"wgsl", "ptx"}
+
+
+def test_python_error_is_shown_at_its_line_and_the_next_run_works(app):
+  result = app.evaluate(RUN, "x = Tensor([1.0, 2.0])\n\nout = x + not_defined\n")
+  assert result["error"]["type"] == "NameError" and result["error"]["line"] == 3
+  error = app.inner_text("#error")
+  assert "NameError" in error and "line 3" in error and "not_defined" in error
+  assert app.evaluate("kgApp.state.editor.session.getAnnotations()[0].row") == 2
+  test_example_runs_on_webgpu_and_matches_numpy(app, "elementwise")
+
+
+def test_float64_on_webgpu_says_what_to_do_and_the_next_run_works(app):
+  result = app.evaluate(RUN, "x = Tensor([1.0, 2.0], dtype=dtypes.float64)\nout = x * 2\n")
+  assert "error" in result, result
+  error = app.inner_text("#error")
+  assert "float64" in error and "wgsl" in error.lower(), error
+  test_example_runs_on_webgpu_and_matches_numpy(app, "softmax")
+
+
+def test_device_limit_error_is_clear_and_the_next_run_works(app):
+  # 400 M float32 = 1.6 GB, more than SwiftShader's 1 GiB per storage buffer
+  result = app.evaluate(RUN, "out = Tensor.ones(400_000_000) + 1\n")
+  assert result["error"]["type"] == "LimitError", result
+  error = app.inner_text("#error")
+  assert "LimitError" in error and re.search(r"allow|limit", error), error
+  test_example_runs_on_webgpu_and_matches_numpy(app, "matmul")
+
+
+def test_after_device_destroy_the_next_run_recovers(app):
+  app.evaluate("kgApp.state.kg.loseDevice()")
+  code = examples_of(app)["elementwise"]
+  result = app.evaluate(RUN, code)
+  assert "error" not in result, result
+  assert result["recreated"] is True
+  assert "device was lost" in app.inner_text("#notice")
+  assert_matches_numpy("elementwise", code, result)
+
+
+def test_verify_ptx_runs_the_simulator_and_agrees(app):
+  app.evaluate("async (code) => kgApp.setCode(code)", examples_of(app)["elementwise"])
+  result = app.evaluate("kgApp.verify()")
+  assert "error" not in result, result
+  assert result["comparison"]["match"], result["comparison"]
+  assert "PTX on the simulator matches WEBGPU" in app.inner_text("#results")
+
+
+def test_user_code_survives_a_reload(app):
+  app.evaluate("kgApp.setCode('# mine\\nout = Tensor([7])\\n')")
+  app.reload()
+  app.wait_for_selector("body[data-ready]", timeout=BOOT_MS)
+  assert app.evaluate("kgApp.getCode()") == "# mine\nout = Tensor([7])\n"
+
+
+def test_core_unit_tests_in_pyodide(app):
+  names = ["test_pyodide_core.py", "test_device.py", "test_schedule.py"]
+  files = {n: (REPO_ROOT / "tests" / n).read_text() for n in names
+           if (REPO_ROOT / "tests" / n).exists()}
+  report = app.evaluate("(files) => kgApp.state.kg.selfTest(files)", files)
+  assert report["failed"] == [], "\n".join(report["failed"])
+  assert report["passed"] >= 20, report
+
+
+# ---- the embedding module ----
+
+def test_kernelgen_js_embeds_in_another_page(site, chromium):
+  with local_page(chromium, service_workers="block") as page:
+    page.goto(site.url("web/README.md"))  # any page of the origin: a bare host page
+    result = page.evaluate("""async (base) => {
+      const { createKernelgen } = await import('/web/kernelgen.js');
+      const kg = await createKernelgen({ base });
+      const kernels = await kg.compile('out = Tensor([1.0, 2.0, 3.0]).exp()',
+                                       { target: 'ptx', arch: 'sm_80' });
+      const out = await kg.run('out = Tensor([[1, 2], [3, 4]]) * 2', { device: 'WEBGPU' });
+      let error;
+      try { await kg.run('x = 1\\nout = (x +', {}); } catch (e) {
+        error = { type: e.type, message: e.message, line: e.line };
+      }
+      return { names: kernels.map((k) => k.name), source: kernels[0].source,
+               sizes: [kernels[0].global_size, kernels[0].local_size], buffers: kernels[0].buffers,
+               shape: out.shape, dtype: out.dtype, isInt32: out.data instanceof Int32Array,
+               data: Array.from(out.data), error };
+    }""", site.url(""))
+  assert ".target sm_80" in result["source"] and len(result["sizes"]) == 2
+  assert result["buffers"][0]["dtype"] == "float32"
+  assert (result["shape"], result["dtype"], result["isInt32"]) == ([2, 2], "int32", True)
+  assert result["data"] == [2, 4, 6, 8]
+  assert result["error"]["type"] == "SyntaxError" and result["error"]["line"] == 2
+
+
+# ---- other adapters and no adapter ----
+
+def test_examples_on_lavapipe_compatibility_mode(site, lavapipe):
+  with local_page(lavapipe, service_workers="block") as page:
+    boot(page, site.url("index.html?compat"))
+    assert "compatibility" in page.inner_text("#adapter")
+    examples = examples_of(page)
+    for name in NUMPY:
+      result = page.evaluate(RUN, examples[name])
+      assert "error" not in result, (name, result)
+      assert result["device"] == "WEBGPU"
+      assert_matches_numpy(name, examples[name], result)
+
+
+def test_without_webgpu_the_page_falls_back_to_python_and_says_so(site, chromium_no_webgpu):
+  with local_page(chromium_no_webgpu, service_workers="block") as page:
+    boot(page, site.url("index.html"))
+    assert "No WebGPU here" in page.inner_text("#notice")
+    assert page.inner_text("#device") == "PYTHON (no WebGPU)"
+    assert "no WebGPU adapter" in page.inner_text("#status")
+    code = examples_of(page)["int8"]
+    result = page.evaluate(RUN, code)
+    assert "error" not in result, result
+    assert result["device"] == "PYTHON"
+    assert_matches_numpy("int8", code, result)
+
+
+def test_works_offline_after_the_first_visit(site, chromium):
+  with local_page(chromium) as page:
+    boot(page, site.url("index.html"))
+    page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=BOOT_MS)
+    page.reload()  # the second visit fills the cache with everything the page loads
+    page.wait_for_selector("body[data-ready='true']", timeout=BOOT_MS)
+    page.context.set_offline(True)
+    page.reload()
+    page.wait_for_selector("body[data-ready]", timeout=BOOT_MS)
+    assert page.get_attribute("body", "data-ready") == "true", page.inner_text("#status")
