@@ -33,7 +33,11 @@ def getitem(t, index):
   from .tensor import Tensor
   index = index if isinstance(index, tuple) else (index,)
   for i in index:
-    if isinstance(i, Tensor) or isinstance(i, (list, float)):
+    if isinstance(i, float):
+      raise ShapeError(f"index {i!r} is a float: index with ints (int({i!r})) or slices")
+    if isinstance(i, slice) and i.step == 0:
+      raise ShapeError("a slice step cannot be 0: use a positive or negative step")
+    if isinstance(i, Tensor) or isinstance(i, list):
       raise ShapeError("indexing with tensors or lists (fancy indexing) is not supported: "
                        "use ints, slices, None and ..., or kg.where")
   index = _expand_ellipsis(index, t.ndim)

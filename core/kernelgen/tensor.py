@@ -120,7 +120,9 @@ def _acc_dtype(dt: DType) -> DType:
 def _resolve_axes(axis, ndim: int) -> tuple[int, ...]:
   if axis is None:
     return tuple(range(ndim))
-  axes = (axis,) if isinstance(axis, int) else tuple(axis)
+  axes = (axis,) if isinstance(axis, int) else tuple(axis) if isinstance(axis, (tuple, list)) \
+    else (axis,)
+  _check_ints(axes, "axis")
   out = []
   for a in axes:
     if not -max(ndim, 1) <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
@@ -280,6 +282,8 @@ class Tensor:
     if stop is None:
       start, stop = 0, start
     dtype = dtypes.from_name(dtype) if dtype else _infer_dtype([start, stop, step])
+    if step == 0:
+      raise ShapeError("arange step must not be 0: use a positive or negative step")
     n = max(0, math.ceil((stop - start) / step))
     from .device import Device
     device = Device.canonical(device) if device else _default_device()
@@ -296,6 +300,8 @@ class Tensor:
   def rand(*shape, seed: int = 0, dtype=dtypes.float32, device=None) -> Tensor:
     """Uniform [0, 1) from a counter-based hash of (seed, element index): deterministic."""
     shape = _shape_args(shape)
+    if any(s < 0 for s in shape):
+      raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
     bits = _hash_u32(Tensor.arange(prod(shape), device=device), seed)
     unit = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
     return unit.reshape(shape).cast(dtype)
@@ -374,7 +380,7 @@ class Tensor:
   broadcast_to = expand
 
   def unsqueeze(self, axis: int) -> Tensor:
-    axis = axis % (self.ndim + 1)
+    axis = _resolve_axes(axis, self.ndim + 1)[0]
     return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
   expand_dims = unsqueeze
@@ -389,6 +395,7 @@ class Tensor:
   def pad(self, pad_width, value=0) -> Tensor:
     """numpy.pad with a constant fill: pad_width is ((before, after), ...) per dim."""
     pads = _pairs(pad_width, self.ndim, "pad")
+    _check_ints([w for pair in pads for w in pair], "pad")
     if any(b < 0 or a < 0 for b, a in pads):
       raise ShapeError(f"pad widths must be >= 0, got {pads}; use shrink to cut")
     out = self._move("pad", pads) if any(b or a for b, a in pads) else self
@@ -480,8 +487,15 @@ class Tensor:
 
 def _shape_args(shape) -> tuple[int, ...]:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list, range)):
-    return tuple(shape[0])
+    shape = tuple(shape[0])
+  _check_ints(shape, "a shape")
   return tuple(shape)
+
+
+def _check_ints(values, what: str) -> None:
+  bad = [v for v in values if not hasattr(v, "__index__") or isinstance(v, bool)]
+  if bad:
+    raise ShapeError(f"{what} takes ints, got {bad[0]!r} in {tuple(values)}: use int(...)")
 
 
 def _raw_of(data, dtype: DType | None) -> tuple[bytes, tuple, DType]:
@@ -490,8 +504,8 @@ def _raw_of(data, dtype: DType | None) -> tuple[bytes, tuple, DType]:
     name = str(data.dtype)
     if dtype is None and name in {d.name for d in dtypes.all}:
       import numpy as np
-      arr = np.ascontiguousarray(data)
-      return arr.tobytes(), tuple(arr.shape), dtypes.from_name(name)
+      arr = np.ascontiguousarray(data)   # (this makes 0-d arrays 1-d: keep data's shape)
+      return arr.tobytes(), tuple(data.shape), dtypes.from_name(name)
     data = data.tolist()
   if isinstance(data, (bytes, bytearray, memoryview)) and not isinstance(data, list):
     view = memoryview(data)
@@ -589,7 +603,7 @@ def stack(tensors, axis: int = 0) -> Tensor:
   tensors = list(tensors)
   if not tensors:
     raise ShapeError("stack needs at least one tensor")
-  axis = axis % (tensors[0].ndim + 1)
+  axis = _resolve_axes(axis, tensors[0].ndim + 1)[0]
   shapes = {t.shape for t in tensors}
   if len(shapes) > 1:
     raise ShapeError(f"stack needs tensors of one shape, got {sorted(shapes)}")

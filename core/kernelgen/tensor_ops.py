@@ -341,6 +341,9 @@ def _arg_extreme(x: Tensor, axis, keepdim: bool, largest: bool) -> Tensor:
   if axis is None:
     out = _arg_extreme(x.flatten(), 0, False, largest)
     return out.reshape((1,) * x.ndim) if keepdim else out
+  if not hasattr(axis, "__index__"):
+    raise ShapeError(f"{'argmax' if largest else 'argmin'} takes one axis (an int) or None, "
+                     f"got {axis!r}: reduce the other axes first, or flatten")
   axis = _resolve_axes(axis, x.ndim)[0]
   best = x.max(axis, keepdim=True) if largest else x.min(axis, keepdim=True)
   hit = (x == best) | x.isnan() if x.dtype.is_float() else x == best
@@ -407,6 +410,11 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
   if c % groups or o % groups or cg != c // groups:
     raise ShapeError(f"conv2d: input has {c} channels, weight {weight.shape} with groups="
                      f"{groups}: the weight's dim 1 must be channels/groups = {c // groups}")
+  if min(_pair(stride)) < 1 or min(_pair(dilation)) < 1:
+    raise ShapeError(f"conv2d stride {stride} and dilation {dilation} must be >= 1")
+  if bias is not None and bias.shape != (o,):
+    raise ShapeError(f"conv2d bias has shape {bias.shape}: it needs one value per output "
+                     f"channel, shape ({o},)")
   (ph, pw) = _pair(padding)
   xp = x.pad(((0, 0), (0, 0), (ph, ph), (pw, pw)))
   win = xp._windows((kh, kw), _pair(stride), _pair(dilation))   # (n, c, oh, ow, kh, kw)
