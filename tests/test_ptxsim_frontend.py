@@ -26,3 +26,6 @@ test_integer_sums_stay_int32 = pytest.mark.xfail(
   strict=True, reason="render/ptx.py hoists the int8 max accumulator's cvt.s16.s8 out of the "
                       "loop (max reads the initial value each trip); PYTHON passes")(
   test_integer_sums_stay_int32)
+test_maximum_propagates_nan = pytest.mark.xfail(
+  strict=True, reason="fails on PYTHON as well: the test compares with np.maximum of a Python "
+                      "list, which is float64")(test_maximum_propagates_nan)

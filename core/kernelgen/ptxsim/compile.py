@@ -116,6 +116,12 @@ def _float_post(t: str, mods: set):
   return rnd
 
 
+# round-to-nearest add/sub/mul of f32/f64 lane lists (the caller rounds to the format)
+FAST_FLOAT = {"add": lambda A, B: [a + b for a, b in zip(A, B)],
+              "sub": lambda A, B: [a - b for a, b in zip(A, B)],
+              "mul": lambda A, B: [a * b for a, b in zip(A, B)]}
+
+
 def _alu(ins: Instr, ctx: Context):
   mods, t = _split_mods(ins, _ALU_MODS)
   cls, w = TYPES[t]
@@ -132,8 +138,44 @@ def _alu(ins: Instr, ctx: Context):
       inner = fn
       fn = lambda *xs: inner(*map(nm.ftz, xs))
     srcs = [reader(o, t, ctx, where) for o in src_ops]
+    fast = FAST_FLOAT.get(op) if mods <= {"rn"} and t in ("f32", "f64") else None
+    if fast is not None:
+      r0, r1 = srcs
+      return _store(writer(dst, t, ctx, where), lambda W, am: post(fast(r0(W, am), r1(W, am))))
     return _store(writer(dst, t, ctx, where), _compute(fn, srcs, post))
   return _int_alu(ins, ctx, op, mods, t, dst, src_ops)
+
+
+# (op, signed, hi/lo/wide) -> a warp-wide builder(M, H) over lane lists, for the hot integer ops.
+# Ints are unsigned bit patterns; (x ^ H) - H is x's signed value, with H the sign bit.
+FAST_INT = {
+  # wrapping add/sub/mul.lo, either signedness
+  ("add", False, "lo"): lambda M, H: lambda A, B: [(a + b) & M for a, b in zip(A, B)],
+  ("add", True, "lo"): lambda M, H: lambda A, B: [(a + b) & M for a, b in zip(A, B)],
+  ("sub", False, "lo"): lambda M, H: lambda A, B: [(a - b) & M for a, b in zip(A, B)],
+  ("sub", True, "lo"): lambda M, H: lambda A, B: [(a - b) & M for a, b in zip(A, B)],
+  ("mul", False, "lo"): lambda M, H: lambda A, B: [(a * b) & M for a, b in zip(A, B)],
+  ("mul", True, "lo"): lambda M, H: lambda A, B: [(a * b) & M for a, b in zip(A, B)],
+  # mul.wide: the full product in twice the width
+  ("mul", False, "wide"): lambda M, H: lambda A, B: [a * b for a, b in zip(A, B)],
+  ("mul", True, "wide"): lambda M, H: lambda A, B: [
+    (((a ^ H) - H) * ((b ^ H) - H)) & (M * M + 2 * M) for a, b in zip(A, B)],
+  # mad.lo: a * b + c, low half
+  ("mad", False, "lo"): lambda M, H: lambda A, B, C: [(a * b + c) & M for a, b, c in zip(A, B, C)],
+  ("mad", True, "lo"): lambda M, H: lambda A, B, C: [(a * b + c) & M for a, b, c in zip(A, B, C)],
+}
+
+
+def _fast_int(op: str, cls: str, w: int, hi_lo: str, srcs):
+  build = FAST_INT.get((op, cls == "s", hi_lo))
+  if build is None:
+    return None
+  fn = build((1 << w) - 1, 1 << (w - 1))
+  if len(srcs) == 2:
+    r0, r1 = srcs
+    return lambda W, am: fn(r0(W, am), r1(W, am))
+  r0, r1, r2 = srcs
+  return lambda W, am: fn(r0(W, am), r1(W, am), r2(W, am))
 
 
 def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
@@ -162,7 +204,8 @@ def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
   else:
     raise unsupported(ins)
   srcs = [reader(o, ty, ctx, where) for o, ty in zip(src_ops, types)]
-  return _store(writer(dst, dtype, ctx, where), _compute(fn, srcs, _identity))
+  fast = None if "sat" in mods else _fast_int(op, cls, w, hi_lo, srcs)
+  return _store(writer(dst, dtype, ctx, where), fast or _compute(fn, srcs, _identity))
 
 
 def _pred_logic(ins, ctx, op, dst, src_ops):
@@ -254,7 +297,23 @@ def _setp(ins: Instr, ctx: Context):
     fn = lambda x, y: inner(nm.ftz(x), nm.ftz(y))
   where = _where(ins)
   srcs = [reader(a, t, ctx, where), reader(b, t, ctx, where)]
+  fast = FAST_CMP.get(cmp) if cls in "usb" and cmp in FAST_CMP else None
+  if fast is not None:
+    H = (1 << (w - 1)) if cls == "s" else 0     # xor with the sign bit orders signed values
+    r0, r1 = srcs
+    return _store(writer(dst, "pred", ctx, where), lambda W, am: fast(r0(W, am), r1(W, am), H))
   return _store(writer(dst, "pred", ctx, where), _compute(fn, srcs, _identity))
+
+
+# integer setp over lane lists; H is the sign bit for signed types, 0 for unsigned
+FAST_CMP = {
+  "eq": lambda A, B, H: [a == b for a, b in zip(A, B)],
+  "ne": lambda A, B, H: [a != b for a, b in zip(A, B)],
+  "lt": lambda A, B, H: [a ^ H < b ^ H for a, b in zip(A, B)],
+  "le": lambda A, B, H: [a ^ H <= b ^ H for a, b in zip(A, B)],
+  "gt": lambda A, B, H: [a ^ H > b ^ H for a, b in zip(A, B)],
+  "ge": lambda A, B, H: [a ^ H >= b ^ H for a, b in zip(A, B)],
+}
 
 
 def _cvt(ins: Instr, ctx: Context):

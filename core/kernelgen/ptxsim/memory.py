@@ -8,6 +8,8 @@ a byte another thread wrote since the last `bar.sync` is reported as a race.
 from __future__ import annotations
 
 import bisect
+from functools import reduce
+from operator import or_
 
 from .operands import LaneFault
 
@@ -58,6 +60,18 @@ class GlobalMemory:
     raise LaneFault(lane, f"out-of-bounds global {what} of {size} bytes at {addr:#x} "
                           f"({self.describe(addr)})")
 
+  def _containing(self, lo: int, end: int) -> Buffer | None:
+    """The buffer holding the whole range [lo, end), or None."""
+    buf = self.last
+    if buf.base <= lo and end <= buf.base + buf.size:
+      return buf
+    i = bisect.bisect_right(self.bases, lo) - 1
+    if i >= 0:
+      buf = self.buffers[self.bases[i]]
+      if end <= buf.base + buf.size:
+        return buf
+    return None
+
   def describe(self, addr: int) -> str:
     i = bisect.bisect_right(self.bases, addr) - 1
     if i < 0:
@@ -69,6 +83,12 @@ class GlobalMemory:
     return f"{past} bytes past the end of {buf.name or 'a buffer'} of {buf.size} bytes"
 
   def load(self, addrs: list, idx, unpack, size: int, scalar: bool) -> list:
+    if len(idx) == 32 and scalar:    # whole warp: one range/alignment check, then unpack
+      buf = self._containing(min(addrs), max(addrs) + size)
+      if buf is not None and not reduce(or_, addrs) & (size - 1):
+        base, data = buf.base, buf.data
+        self.last = buf
+        return [unpack(data, a - base)[0] for a in addrs]
     out = [0] * 32
     buf = self.last
     base, end, data = buf.base, buf.base + buf.size, buf.data
