@@ -78,7 +78,7 @@ async function boot({ compatibility = false, webgpu = true } = {}) {
   state.jspi = typeof WebAssembly.Suspending === 'function';
   state.api = await timed('install', () => installKernelgen(state.pyodide));
   state.gpuInfo = await gpuReady;
-  const setup = state.api.setup(state.gpuInfo.available ? state.gpu : null, state.jspi);
+  const setup = state.api.setup(state.gpuInfo.available ? state.gpu : undefined, state.jspi);
   const result = toPlain(setup);
   setup.destroy?.();
   return { ...result, gpu: state.gpuInfo, jspi: state.jspi };

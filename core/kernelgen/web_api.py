@@ -31,7 +31,7 @@ def setup(gpu=None, jspi: bool = True) -> dict:
   """Install the page's WEBGPU device when `gpu` (gpu.js's GpuExecutor) is given; what loaded."""
   import kernelgen
   device = "PYTHON"
-  if gpu is not None:
+  if gpu is not None and gpu:  # JS null arrives as a falsy jsnull
     from .runtime import webgpu_browser
     webgpu_browser.install(gpu, jspi=jspi)
     device = "WEBGPU"
