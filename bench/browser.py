@@ -1,0 +1,219 @@
+"""B2, B4, B5 and B7 (page side): kernelgen in headless Chromium, on the site `./build.sh site`
+assembled, served from 127.0.0.1 with bench/web/ and TF.js (.venv-bench/npm) mounted next to it.
+
+  B2  compile latency inside Pyodide: a fresh worker per target, warmed up with the same
+      unrelated kernel as in CPython; each kernel's first compile in it, timed in Python.
+  B4  GPU time of matmul 1024², softmax 4096×1024, conv2d 3×3 64ch 56×56 on the page's WebGPU
+      (SwiftShader): kernelgen's WEBGPU device vs TF.js's WebGPU backend in the same page.
+  B5  cold start of the app (index.html): navigation -> ready (body[data-ready]), and ready ->
+      the first result of its default example (a matmul) through the Run button's code path;
+      vs a bare page that boots Pyodide in a worker the same way. A fresh browser per load.
+  B7  proportional set size (PSS) of all of the browser's processes after running every example
+      of the app, vs the bare page after its Pyodide boot.
+
+    python bench/browser.py [REPS]        (prints a JSON summary)
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from compile_latency import KERNELS, M, TARGETS, WARMUP  # noqa: E402
+
+BOOT_MS = 180_000
+RUN_MS = 600_000
+B4_OPS = {  # name -> (kernelgen setup and op, TF.js op name)
+  "matmul 1024² f32": ("x = Tensor.randn(1024, 1024, seed=1).realize()\n"
+                       "y = Tensor.randn(1024, 1024, seed=2).realize()", "x @ y", "matmul"),
+  "softmax 4096×1024": ("x = Tensor.randn(4096, 1024, seed=1).realize()",
+                        "x.softmax(axis=-1)", "softmax"),
+  "conv2d 3×3 64ch 56×56": ("x = Tensor.randn(1, 64, 56, 56, seed=1).realize()\n"
+                            "w = (Tensor.randn(64, 64, 3, 3, seed=2) * 0.1).realize()",
+                            "x.conv2d(w, padding=1)", "conv2d"),
+}
+# Records when the app's body gets data-ready, without polling.
+READY_PROBE = """
+new MutationObserver((_, observer) => {
+  if (document.body && document.body.dataset.ready) {
+    window.readyMs = performance.now();
+    observer.disconnect();
+  }
+}).observe(document, { subtree: true, attributes: true, attributeFilter: ['data-ready'] });
+"""
+
+
+def pyodide_snippet(source: str, target: str) -> str:
+  """A program for the app's worker that times one first compile and returns [ms] as out."""
+  options = {"arch": "sm_80"} if target == "ptx" else {}
+  return "\n".join([
+    "import time",
+    "from kernelgen import compile as _compile, lazy as _lazy",
+    "from kernelgen.dtype import dtypes as _dt",
+    f"M = {M}",
+    "class _T:",
+    "  def __call__(self, shape, name):",
+    "    size = 1",
+    "    for n in shape:",
+    "      size *= n",
+    "    buffer = _lazy.Buffer('PYTHON', _dt.from_name(name), size)",
+    "    return Tensor(_lazy.LazyOp.from_buffer(buffer, shape))",
+    "  def dtype(self, name):",
+    "    return _dt.from_name(name)",
+    "t = _T()",
+    f"_compile({WARMUP}, {target!r}, **{options!r})",
+    "_start = time.perf_counter()",
+    f"_compile({source}, {target!r}, **{options!r})",
+    "out = Tensor([(time.perf_counter() - _start) * 1e3])",
+  ])
+
+
+def pss_mb(root_pid: int) -> float:
+  """Sum of Pss over the Chromium processes below `root_pid` (the driver's tree)."""
+  children: dict[int, list[int]] = {}
+  for entry in os.listdir("/proc"):
+    if entry.isdigit():
+      try:
+        ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+      except OSError:
+        continue
+      children.setdefault(ppid, []).append(int(entry))
+  total, stack = 0, list(children.get(root_pid, []))
+  while stack:
+    pid = stack.pop()
+    stack.extend(children.get(pid, []))
+    try:
+      if "chrom" not in Path(f"/proc/{pid}/comm").read_text():
+        continue
+      for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("Pss:"):
+          total += int(line.split()[1])
+    except OSError:
+      continue
+  return total / 1024
+
+
+class Browser:
+  """A fresh headless Chromium (SwiftShader WebGPU) on the bench server."""
+
+  def __init__(self, playwright, server):
+    from browser_util import launch_chromium
+    self.browser = launch_chromium(playwright, webgpu=True)
+    self.server = server
+
+  def page(self, path: str, probe: bool = False):
+    context = self.browser.new_context()
+    page = context.new_page()
+    if probe:
+      page.add_init_script(READY_PROBE)
+    page.goto(self.server.url(path))
+    page.wait_for_selector("body[data-ready]", state="attached", timeout=BOOT_MS)
+    if page.get_attribute("body", "data-ready") != "true":
+      raise RuntimeError(f"{path} did not start: {page.inner_text('body')[-300:]}")
+    return page
+
+  def close(self):
+    self.browser.close()
+
+
+def cold_start(playwright, server) -> dict:
+  """One app load and one bare load, each in a fresh browser (B5), with their PSS (B7)."""
+  app = Browser(playwright, server)
+  page = app.page("index.html?nosw", probe=True)
+  ready = page.evaluate("window.readyMs")
+  first = page.evaluate("""async () => {
+    const start = performance.now();
+    const result = await window.kgApp.run();
+    return { ms: performance.now() - start, ok: !(result && result.error) };
+  }""")
+  examples = page.evaluate("""async () => {
+    const names = [...document.querySelectorAll('#example option')].map((o) => o.value)
+      .filter(Boolean);
+    const failed = [];
+    for (const name of names) {
+      window.kgApp.loadExample(name);
+      const result = await window.kgApp.run();
+      if (!result || result.error) failed.push(name);
+    }
+    return { names, failed };
+  }""")
+  app_pss = pss_mb(os.getpid())
+  app.close()
+  bare = Browser(playwright, server)
+  bare_page = bare.page("bench/web/bare.html")
+  bare_ready = bare_page.evaluate("window.readyMs")
+  bare_pss = pss_mb(os.getpid())
+  bare.close()
+  return {"ready_ms": ready, "first_matmul_ms": first["ms"], "first_ok": first["ok"],
+          "bare_ready_ms": bare_ready, "app_pss_mb": app_pss, "bare_pss_mb": bare_pss,
+          "examples": examples}
+
+
+def compile_in_pyodide(playwright, server) -> list[dict]:
+  """B2: one fresh worker per target; each kernel is compiled once, the first time it is seen
+  in that (warmed-up) worker. (A fresh worker per kernel costs a Pyodide boot each.)"""
+  browser = Browser(playwright, server)
+  page = browser.page("bench/web/bench.html")
+  page.set_default_timeout(RUN_MS)
+  rows = []
+  for target in TARGETS:
+    codes = [pyodide_snippet(source, target) for source in KERNELS.values()]
+    got = page.evaluate("(codes) => window.bench.compileLatency(codes)", codes)
+    for name, result in zip(KERNELS, got):
+      rows.append({"kernel": name, "target": target, **result})
+      print(f"  B2 {target} {name}: {result}", file=sys.stderr)
+  browser.close()
+  return rows
+
+
+def throughput(playwright, server, reps: int) -> dict:
+  """B4: ours and TF.js in the same page."""
+  browser = Browser(playwright, server)
+  page = browser.page("bench/web/bench.html")
+  page.set_default_timeout(RUN_MS)
+  rows = {}
+  for name, (setup, op, tf_name) in B4_OPS.items():
+    row = {}
+    for tool, call, args in (("kernelgen", "window.bench.ourThroughput(a[0], a[1], a[2])",
+                              [setup, op, reps]),
+                             ("tfjs", "window.bench.tfjsThroughput(a[0], a[1])", [tf_name, reps])):
+      try:
+        row[tool] = page.evaluate(f"(a) => {call}", args)
+      except Exception as e:  # a tool failing on one op is reported, not fatal
+        row[tool] = {"error": f"{type(e).__name__}: {e}"[:300]}
+      print(f"  B4 {name} {tool}: {row[tool]}", file=sys.stderr)
+    rows[name] = row
+  adapter = page.evaluate("""async () => {
+    const adapter = await navigator.gpu.requestAdapter();
+    return adapter ? `${adapter.info.vendor} ${adapter.info.architecture}` : null; }""")
+  browser.close()
+  return {"adapter": adapter, "rows": rows}
+
+
+def measure(reps: int = 3, b4_reps: int = 2) -> dict:
+  from playwright.sync_api import sync_playwright
+
+  from browser_util import StaticServer
+  mounts = {"/bench/": ROOT / "bench", "/tfjs/": ROOT / ".venv-bench" / "npm" / "node_modules"}
+  out: dict = {}
+  with StaticServer(ROOT / "site", mounts=mounts) as server, sync_playwright() as playwright:
+    starts = []
+    for _ in range(reps):
+      starts.append(cold_start(playwright, server))
+      print(f"  B5/B7 {starts[-1]}", file=sys.stderr)
+    out["cold_start"] = {"runs": starts, **{
+      key: statistics.median(run[key] for run in starts)
+      for key in ("ready_ms", "first_matmul_ms", "bare_ready_ms", "app_pss_mb", "bare_pss_mb")}}
+    out["compile"] = compile_in_pyodide(playwright, server)
+    out["throughput"] = throughput(playwright, server, b4_reps)
+  return out
+
+
+if __name__ == "__main__":
+  print(json.dumps(measure(*(int(a) for a in sys.argv[1:3])), indent=1))
