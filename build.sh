@@ -8,7 +8,7 @@
 #   ./build.sh serve           serve site/ (assembles it first)
 #   ./build.sh test [ARGS...]  install every test tool and run the whole pytest suite (ARGS go to
 #                              pytest, e.g. ./build.sh test -k wgsl)
-#   ./build.sh fuzz [N]        (not implemented yet)
+#   ./build.sh fuzz [N]        run N random programs (default 300) on every device vs numpy; summary
 #   ./build.sh bench           (not implemented yet)
 #
 # Installs: Debian packages (Chromium, Mesa's Vulkan driver) with apt-get, a Python venv in
@@ -177,6 +177,14 @@ run_tests() {
   exec "$VENV/bin/python" -m pytest -q "$@"
 }
 
+run_fuzz() {
+  setup_apt
+  setup_venv test,webgpu,ptx
+  setup_xdg_runtime_dir
+  log "python tests/fuzz_runner.py ${1:-300}"
+  exec "$VENV/bin/python" tests/fuzz_runner.py "${1:-300}" "${@:2}"
+}
+
 not_implemented() {
   die "'./build.sh $1' is not implemented yet"
 }
@@ -189,7 +197,8 @@ case $command in
   site) assemble_site ;;
   serve) assemble_site; serve_site ;;
   test) run_tests "$@" ;;
-  fuzz | bench) not_implemented "$command" ;;
+  fuzz) run_fuzz "$@" ;;
+  bench) not_implemented "$command" ;;
   -h | --help | help) sed -n '2,13p' "$0" | cut -c3- ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

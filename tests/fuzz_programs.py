@@ -68,6 +68,17 @@ class Program:
     computed = [i for i, s in enumerate(self.steps) if s.op != "input"]
     return computed[-1] if computed else len(self.steps) - 1
 
+  def pruned(self) -> Program:
+    """The same program without the steps the output does not depend on."""
+    live = {self.output}
+    for i in range(self.output, -1, -1):
+      if i in live:
+        live.update(self.steps[i].refs)
+    keep = sorted(live)
+    index = {old: new for new, old in enumerate(keep)}
+    return Program(tuple(Step(self.steps[i].op, tuple(index[r] for r in self.steps[i].refs),
+                              self.steps[i].params) for i in keep))
+
   def ops(self) -> set[str]:
     return {s.op for s in self.steps}
 

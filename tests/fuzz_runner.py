@@ -245,7 +245,7 @@ def shrink(choices: list[int], devices, key: tuple, budget: int = 200) -> Progra
         if 0 <= value < best[i] and budget > 0 and still_fails(best[:i] + [value] + best[i + 1:]):
           best, improved = best[:i] + [value] + best[i + 1:], True
           break
-  return generate(ReplayChooser(best))
+  return generate(ReplayChooser(best)).pruned()
 
 
 # ---- the fuzz command -----------------------------------------------------------------------------

@@ -1,0 +1,83 @@
+"""Bugs the differential fuzzer found (tests/fuzz_runner.py), shrunk, each named after the bug.
+
+Open bugs are `xfail(strict=True)`: when the fix lands the test passes, pytest reports XPASS as a
+failure, and the mark comes off.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from kernelgen import Tensor
+from fuzz_programs import Program, Step
+from fuzz_runner import available_devices, run_program
+
+
+def open_bug(reason: str):
+  return pytest.mark.xfail(strict=True, reason=reason)
+
+
+def test_tensor_from_0d_numpy_array_keeps_shape_0d():
+  # found by fuzz seed 2 (fixed in tensor.py: np.ascontiguousarray makes 0-d arrays 1-d)
+  x = Tensor(np.array(1.5, dtype=np.float32), device="PYTHON")
+  assert x.shape == ()
+  assert (x + 1).numpy().shape == ()
+  assert (x + 1).item() == 2.5
+
+
+@open_bug("scheduler/lower: argmax over an axis of size 1 passes 3 buffers to a 1-buffer kernel")
+def test_argmax_over_axis_of_size_1_gives_kernel_its_buffers():
+  # fuzz seed 47: "kernel r_1__1_n2 takes 1 buffers (out), got 3" on every device
+  assert Tensor([1.5], device="PYTHON").argmax(axis=0).item() == 0
+
+
+@open_bug("lower: a reduce over two axes whose kept dims are all 1 makes RANGEs that do not nest")
+def test_sum_over_two_axes_of_shape_3_1_1_has_nested_loops():
+  # fuzz seed 45, and hypothesis in test_fuzz.py: VerifyError "the loops of this node do not
+  # nest: RANGE[0], RANGE[1]"
+  b = np.array([True, False, True]).reshape(3, 1, 1)
+  assert Tensor(b, device="PYTHON").sum(axis=(0, 1)).tolist() == [2]
+  assert Tensor(np.ones((3, 1), np.float32), device="PYTHON").sum(axis=(0, 1)).item() == 3.0
+
+
+@open_bug("schedule/view: comparing a reduced tensor with its source (broadcast) -> IndexError")
+def test_compare_sum_with_its_source_after_a_reduce_broadcasts():
+  # fuzz seed 122: IndexError: tuple index out of range, on every device
+  x = np.arange(12, dtype=np.float32).reshape(2, 3, 2)
+  a = Tensor(x, device="PYTHON").sum(axis=2)
+  expected = x.sum(axis=2).sum(axis=0) < x.sum(axis=2)
+  np.testing.assert_array_equal((a.sum(axis=0) < a).numpy(), expected)
+
+
+@open_bug("render/ptx: 8-bit reduce keeps the sign-extended initial accumulator (cvt before the "
+          "loop), so max/min of int8 return the last element")
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_ptx_int8_reduce_updates_its_accumulator(op):
+  # fuzz seeds 8 and 102 (argmax of uint8, min of int8 on PTXSIM)
+  x = np.array([5, -7, 3, 100, -100, 2, 1], dtype=np.int8)
+  got = getattr(Tensor(x, device="PTXSIM"), op)(axis=0).item()
+  assert got == getattr(x, op)()
+
+
+@open_bug("render/ptx: float64 exp/tanh/sigmoid are computed with float32 approximations "
+          "(relative error ~1e-8 instead of ~1e-16)")
+def test_ptx_float64_exp_has_float64_precision():
+  # fuzz seed 87 (tanh of float64 on PTXSIM)
+  x = np.array([0.38, -1.2, 3.0], dtype=np.float64)
+  np.testing.assert_allclose(Tensor(x, device="PTXSIM").exp().numpy(), np.exp(x), rtol=1e-13)
+
+
+# Shrunk fuzz programs, replayed on every device here through the differential runner.
+FUZZ_REGRESSIONS = {
+  "0d_input_roundtrip": Program(steps=(
+    Step("input", (), (("shape", ()), ("dtype", "float32"), ("seed", 8380), ("special", 0.0))),
+    Step("neg", (0,)))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUZZ_REGRESSIONS))
+def test_shrunk_fuzz_program_agrees_everywhere(name):
+  outcome = run_program(FUZZ_REGRESSIONS[name], available_devices(["PYTHON", "PTXSIM"]),
+                        ptxas=False)
+  assert not outcome.failed, outcome.messages
