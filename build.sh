@@ -9,7 +9,8 @@
 #   ./build.sh test [ARGS...]  install every test tool and run the whole pytest suite (ARGS go to
 #                              pytest, e.g. ./build.sh test -k wgsl)
 #   ./build.sh fuzz [N]        run N random programs (default 300) on every device vs numpy; summary
-#   ./build.sh bench           (not implemented yet)
+#   ./build.sh bench [ARGS...] run every benchmark of issue 9 against the peers (tinygrad,
+#                              TF.js, bare Pyodide): one table, bench/results.json
 #
 # Installs: Debian packages (Chromium, Mesa's Vulkan driver) with apt-get, a Python venv in
 # .venv, npm packages in node_modules, and the Pyodide lockfile tool (Python >= 3.12) in
@@ -185,6 +186,31 @@ run_fuzz() {
   exec "$VENV/bin/python" tests/fuzz_runner.py "${1:-300}" "${@:2}"
 }
 
+# .venv-bench: the peers, never imported by kernelgen: tinygrad 0.10.1 with the wgpu its WEBGPU
+# device uses (same adapter as ours), and TF.js with its WebGPU backend (npm, served locally).
+setup_bench_env() {
+  local venv=$ROOT/.venv-bench want="tinygrad==0.10.1 wgpu==0.32.* numpy tfjs@4.22.0"
+  stamp_matches "$venv/.stamp" "$want" && return
+  log "installing the benchmark peers into .venv-bench ($want)"
+  [[ -x $venv/bin/python ]] || "$(find_python 11)" -m venv "$venv"
+  pip_quiet "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    tinygrad==0.10.1 'wgpu==0.32.*' numpy
+  mkdir -p "$venv/npm"
+  npm install --prefix "$venv/npm" --no-audit --no-fund --loglevel=error \
+    @tensorflow/tfjs@4.22.0 @tensorflow/tfjs-backend-webgpu@4.22.0
+  echo "$want" >"$venv/.stamp"
+}
+
+run_bench() {
+  setup_apt
+  setup_venv test,webgpu,ptx
+  assemble_site
+  setup_bench_env
+  setup_xdg_runtime_dir
+  log "python bench/run.py $*"
+  exec "$VENV/bin/python" bench/run.py "$@"
+}
+
 not_implemented() {
   die "'./build.sh $1' is not implemented yet"
 }
@@ -198,7 +224,7 @@ case $command in
   serve) assemble_site; serve_site ;;
   test) run_tests "$@" ;;
   fuzz) run_fuzz "$@" ;;
-  bench) not_implemented "$command" ;;
-  -h | --help | help) sed -n '2,13p' "$0" | cut -c3- ;;
+  bench) run_bench "$@" ;;
+  -h | --help | help) sed -n '2,14p' "$0" | cut -c3- ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

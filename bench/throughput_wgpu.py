@@ -1,9 +1,9 @@
 """B3: kernel throughput on wgpu (Mesa lavapipe here), kernelgen's WEBGPU vs tinygrad's WEBGPU.
 
 Each tool runs in its own process (tinygrad from .venv-bench, with its own wgpu), on the same
-wgpu adapter ("high-performance" request). Each workload is compiled once, its kernels run once
-to warm up (pipelines), then `reps` times; a run's time is the sum of its kernels' GPU
-timestamps (wall clock around a completed read-back when the adapter has no timestamps). The
+wgpu adapter ("high-performance" request). Each workload is compiled once, then its kernels run
+`reps` times (no separate warm-up: GPU timestamps leave out pipeline builds); a run's time is
+the sum of its kernels' GPU timestamps (wall clock around a completed read-back when the adapter has no timestamps). The
 figure is the median run. Results are checked against numpy in the same process.
 
     python bench/throughput_wgpu.py [REPS]          (driver; prints a JSON summary)
@@ -119,7 +119,6 @@ def worker(tool: str, reps: int) -> dict:
   for name, (inputs, expr, reference, flops) in workloads(np).items():
     try:
       plan, out = bench.prepare(inputs, expr)
-      bench.run(plan)                                    # warm up: pipelines
       times = [bench.run(plan) for _ in range(reps)]
       got = bench.result(out, np)
       ok = bool(np.allclose(got, reference(*inputs), rtol=2e-3, atol=2e-3))

@@ -1,0 +1,181 @@
+"""`./build.sh bench`: every benchmark row (issue 9) in one run, one table, bench/results.json.
+
+Both sides of each row are measured on this machine in this run; nothing is copied from an
+earlier run. Rows:
+  B1  compile latency, CPython (bench/compile_latency.py)          vs tinygrad 0.10.1
+  B2  compile latency, Pyodide in headless Chromium (bench/browser.py)  vs our CPython (B1)
+  B3  kernel GPU time on wgpu/lavapipe (bench/throughput_wgpu.py)  vs tinygrad's WEBGPU
+  B4  kernel GPU time in Chromium WebGPU (SwiftShader)              vs TF.js WebGPU
+  B5  app cold start                                                vs a bare Pyodide page
+  B7  compile-process peak RSS vs tinygrad; page PSS vs a bare Pyodide page
+  B6  GPU only: bench/gpu_b6.py; without a GPU its --dry-run runs instead
+
+    python bench/run.py [--reps N] [--only B1,B3,...]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import compile_latency  # noqa: E402
+import throughput_wgpu  # noqa: E402
+
+# row -> (target text, comparison): "le" ours/peer <= x, "ge" peer/ours >= x, "plus" ours - peer
+TARGETS = {"B1": ("≤ 0.25×", "le", 0.25), "B2": ("≤ 2.5×", "le", 2.5),
+           "B3": ("≥ 1.5×", "ge", 1.5), "B4": ("≥ 1.2×", "ge", 1.2),
+           "B5": ("≤ bare + 1.0 s", "plus", 1000.0), "B7": ("≤ 1.0×", "le", 1.0),
+           "B7p": ("≤ bare + 50 MB", "plus", 50.0)}
+
+
+def row(key: str, what: str, ours, peer, unit: str, note: str = "") -> dict:
+  """A table row; ratio is ours/peer for times and sizes, peer/ours (speed-up) for B3/B4."""
+  text, kind, limit = TARGETS[key]
+  out = {"row": key.rstrip("p"), "what": what, "ours": ours, "peer": peer, "unit": unit,
+         "target": text, "note": note}
+  if not isinstance(ours, (int, float)) or not isinstance(peer, (int, float)) or not peer:
+    return {**out, "ratio": None, "met": None}
+  if kind == "plus":
+    out["ratio"], out["met"] = ours - peer, ours - peer <= limit
+  elif kind == "le":
+    out["ratio"], out["met"] = ours / peer, ours / peer <= limit
+  else:
+    out["ratio"], out["met"] = peer / ours, peer / ours >= limit
+  if note.startswith("wrong"):
+    out["met"] = False
+  return out
+
+
+def figure(result: dict, key: str = "ms"):
+  return result.get(key) if key in result else result.get("error", "failed")
+
+
+def b1_rows(latency: list[dict]) -> list[dict]:
+  rows = []
+  for r in latency:
+    peer = figure(r["tinygrad"])
+    note = "" if isinstance(peer, float) else "peer cannot compile it"
+    rows.append(row("B1", f"compile {r['target']} {r['kernel']}", figure(r["kernelgen"]),
+                    peer if isinstance(peer, float) else "n/a", "ms", note))
+  for target in compile_latency.TARGETS:
+    ratios = [x["ratio"] for x in rows if x["ratio"] and f" {target} " in x["what"]]
+    if ratios:
+      geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+      rows.append({"row": "B1", "what": f"compile {target}: geometric mean of ratios",
+                   "ours": None, "peer": None, "unit": "", "ratio": geo, "target": "≤ 0.25×",
+                   "met": geo <= 0.25, "note": f"{len(ratios)} kernels"})
+  return rows
+
+
+def b2_rows(pyodide: list[dict], latency: list[dict]) -> list[dict]:
+  cpython = {(r["target"], r["kernel"]): r["kernelgen"].get("ms") for r in latency}
+  return [row("B2", f"Pyodide compile {r['target']} {r['kernel']}", figure(r),
+              cpython.get((r["target"], r["kernel"])), "ms", "peer: our CPython (B1)")
+          for r in pyodide]
+
+
+def speed_rows(key: str, rows: dict, peer_name: str) -> list[dict]:
+  out = []
+  for name, r in rows.items():
+    ours, peer = r.get("kernelgen", {}), r.get(peer_name, {})
+    note = "" if ours.get("matches_numpy", True) else "wrong result (differs from numpy)"
+    out.append(row(key, f"GPU time {name}", figure(ours), figure(peer), "ms", note))
+  return out
+
+
+def b5_b7_rows(cold: dict, memory: dict) -> list[dict]:
+  rows = [row("B5", "page: navigation -> ready", cold["ready_ms"], cold["bare_ready_ms"], "ms",
+              "peer: bare Pyodide boot"),
+          row("B5", "page: navigation -> first matmul result",
+              cold["ready_ms"] + cold["first_matmul_ms"], cold["bare_ready_ms"], "ms",
+              f"ready -> first matmul {cold['first_matmul_ms']:.0f} ms")]
+  ours, peer = memory.get("kernelgen", {}), memory.get("tinygrad", {})
+  rows.append(row("B7", "compile process peak RSS, B1 kernels both compile", figure(ours, "peak_mb"),
+                  figure(peer, "peak_mb"), "MB",
+                  f"after import: {ours.get('after_import_mb', 0):.0f} vs "
+                  f"{peer.get('after_import_mb', 0):.0f} MB"))
+  rows.append(row("B7p", "page PSS after every example", cold["app_pss_mb"], cold["bare_pss_mb"],
+                  "MB", "peer: bare Pyodide page"))
+  return rows
+
+
+def b6_row() -> dict:
+  proc = subprocess.run([sys.executable, str(BENCH / "gpu_b6.py"), "--dry-run"],
+                        capture_output=True, text=True, timeout=900)
+  ok = proc.returncode == 0
+  return {"row": "B6", "what": "f16 matmul 4096³ vs cuBLAS; f32 add 256M vs copy",
+          "ours": None, "peer": None, "unit": "", "ratio": None, "target": "≥ 0.8×",
+          "met": None, "note": f"no GPU lent: dry run {'passed' if ok else 'FAILED'}",
+          "detail": json.loads(proc.stdout) if ok else proc.stderr[-500:]}
+
+
+def fmt(value, unit: str) -> str:
+  if isinstance(value, float):
+    return f"{value:.3g} {unit}".strip() if value < 100 else f"{value:.0f} {unit}".strip()
+  return "" if value is None else str(value)[:40]
+
+
+def print_table(rows: list[dict]) -> None:
+  head = ["row", "what", "ours", "peer", "ratio", "target", "met", "note"]
+  cells = [[r["row"], r["what"], fmt(r["ours"], r["unit"]), fmt(r["peer"], r["unit"]),
+            "" if r["ratio"] is None else (f"{r['ratio']:+.0f}" if "bare" in r["target"]
+                                           else f"{r['ratio']:.3g}×"),
+            r["target"], {True: "yes", False: "NO", None: "-"}[r["met"]], r["note"][:48]]
+           for r in rows]
+  widths = [max(len(str(c[i])) for c in cells + [head]) for i in range(len(head))]
+  for line in [head, ["-" * w for w in widths]] + cells:
+    print(" | ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description="every benchmark row of issue 9")
+  parser.add_argument("--reps", type=int, default=5, help="fresh processes per B1 figure")
+  parser.add_argument("--b3-reps", type=int, default=3)
+  parser.add_argument("--b4-reps", type=int, default=2)
+  parser.add_argument("--b5-reps", type=int, default=3)
+  parser.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7")
+  args = parser.parse_args(argv)
+  only = set(args.only.split(","))
+  started, load = time.time(), os.getloadavg()
+  results: dict = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                               "loadavg_at_start": load}}
+  rows: list[dict] = []
+  if only & {"B1", "B2", "B7"}:
+    results["latency"] = compile_latency.measure_latency(args.reps)
+    results["memory"] = compile_latency.measure_memory(results["latency"])
+    rows += b1_rows(results["latency"])
+  if "B3" in only:
+    results["wgpu"] = throughput_wgpu.measure(args.b3_reps)
+    merged = {name: {tool: results["wgpu"][tool]["rows"].get(name, {"error": "not run"})
+                     for tool in throughput_wgpu.TOOLS}
+              for name in results["wgpu"]["kernelgen"].get("rows", {})}
+    rows += speed_rows("B3", merged, "tinygrad")
+  if only & {"B2", "B4", "B5", "B7"}:
+    import browser
+    results["browser"] = browser.measure(args.b5_reps, args.b4_reps)
+    rows += b2_rows(results["browser"]["compile"], results.get("latency", []))
+    rows += speed_rows("B4", results["browser"]["throughput"]["rows"], "tfjs")
+    rows += b5_b7_rows(results["browser"]["cold_start"], results.get("memory", {}))
+  if "B6" in only:
+    rows.append(b6_row())
+  results.update(rows=rows, seconds=round(time.time() - started),
+                 loadavg_at_end=os.getloadavg())
+  (BENCH / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
+  print_table(rows)
+  print(f"\n{results['seconds']} s; load average {load[0]:.1f} at start, "
+        f"{results['loadavg_at_end'][0]:.1f} at end ({os.cpu_count()} CPUs); "
+        "details in bench/results.json")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
