@@ -174,7 +174,9 @@ def test_where_and_clip():
 
 def test_maximum_propagates_nan():
   a = np.array([np.nan, 1.0, 2.0], np.float32)
-  close(Tensor(a).maximum(Tensor([0.0, np.nan, 1.0])), np.maximum(a, [0.0, np.nan, 1.0]))
+  b = np.array([0.0, np.nan, 1.0], np.float32)
+  close(Tensor(a).maximum(Tensor(b)), np.maximum(a, b))
+  close(Tensor(a).minimum(Tensor(b)), np.minimum(a, b))
 
 
 UNARY = [("exp", np.exp, 1e-5), ("log", np.log, 1e-5), ("exp2", np.exp2, 1e-5),

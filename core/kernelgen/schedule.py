@@ -83,6 +83,7 @@ def _find_reduce(node: LazyOp, inputs) -> LazyOp | None:
     n = stack.pop()
     if id(n) in stop and n is not node:
       continue
+    stop.add(id(n))
     if n.op is L.REDUCE:
       return n
     if not n.realized:
