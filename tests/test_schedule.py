@@ -1,6 +1,7 @@
 """How many kernels a program becomes, and which nodes the scheduler realizes."""
 from __future__ import annotations
 
+import os
 import pytest
 
 import kernelgen as kg
@@ -12,7 +13,7 @@ from kernelgen.schedule import schedule
 def python_device(monkeypatch):
   monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
   previous = kg.Device._default
-  kg.Device.DEFAULT = "PYTHON"
+  kg.Device.DEFAULT = os.environ.get("KERNELGEN_TEST_DEVICE", "PYTHON")
   yield
   kg.Device._default = previous
 

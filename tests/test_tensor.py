@@ -1,6 +1,9 @@
-"""Every Tensor operation against numpy on the PYTHON device (the reference interpreter)."""
+"""Every Tensor operation against numpy on the PYTHON device (the reference interpreter).
+
+KERNELGEN_TEST_DEVICE=WEBGPU (or PTXSIM, CUDA) runs the same tests on another device."""
 from __future__ import annotations
 
+import os
 import math
 
 import numpy as np
@@ -14,12 +17,18 @@ from kernelgen import Tensor, dtypes
 def python_device(monkeypatch):
   monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
   previous = kg.Device._default
-  kg.Device.DEFAULT = "PYTHON"
+  kg.Device.DEFAULT = os.environ.get("KERNELGEN_TEST_DEVICE", "PYTHON")
   yield
   kg.Device._default = previous
 
 
 RNG = np.random.default_rng(0)
+NO_64BIT = os.environ.get("KERNELGEN_TEST_DEVICE", "PYTHON").upper() == "WEBGPU"
+
+
+def needs_64bit(dtype: str):
+  if NO_64BIT and np.dtype(dtype).itemsize == 8:
+    pytest.skip("WGSL has no 64-bit types (a typed UnsupportedError, tested below)")
 
 
 def rand(*shape, dtype="float32", lo=-3, hi=3):
@@ -52,6 +61,7 @@ def test_from_nested_lists_gives_int32_and_float32():
 
 
 def test_from_numpy_keeps_dtype():
+  needs_64bit("int64")
   a = np.arange(6, dtype=np.int64).reshape(2, 3)
   t = Tensor(a)
   assert t.dtype == dtypes.int64 and t.shape == (2, 3)
@@ -104,6 +114,7 @@ BINARY = [
 @pytest.mark.parametrize("name,fn", BINARY)
 @pytest.mark.parametrize("dtype", ["float32", "int32", "int8", "uint8", "float16", "int64"])
 def test_binary_broadcast(name, fn, dtype):
+  needs_64bit(dtype)
   a, b = rand(3, 1, 4, dtype=dtype), rand(5, 1, dtype=dtype)
   close(fn(Tensor(a), Tensor(b)), fn(a, b), rtol=1e-3 if dtype == "float16" else 1e-6)
 
@@ -452,6 +463,16 @@ def test_bad_reshape():
 def test_device_name_error():
   with pytest.raises(kg.DeviceError, match="PYTHON, WEBGPU, CUDA, PTXSIM"):
     Tensor([1.0], device="TPU")
+
+
+def test_64bit_on_wgsl_is_a_typed_error():
+  with pytest.raises(kg.UnsupportedError, match="int64"):
+    kg.compile(Tensor(np.arange(3, dtype=np.int64)) + 1, target="wgsl")
+
+
+def test_unknown_target_is_a_typed_error():
+  with pytest.raises(kg.UnsupportedError, match="use one of python, wgsl, ptx"):
+    kg.compile(Tensor([1.0]) + 1, target="metal")
 
 
 def test_to_moves_between_devices():

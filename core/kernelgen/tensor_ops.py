@@ -105,7 +105,8 @@ def _float_pow(x: Tensor, y: Tensor) -> Tensor:
   odd = y_int & ((y * 0.5).trunc() != y * 0.5)
   neg = where(y_int, where(odd, -mag, mag), x._const(math.nan))
   out = where(x < 0, neg, mag)
-  return where(y == 0, x._const(1), out)
+  zero_base = where(y < 0, x._const(math.inf), x._const(0))   # explicit: GPUs' log2(0) varies
+  return where(y == 0, x._const(1), where(x == 0, zero_base, out))
 
 
 def neg(x):
