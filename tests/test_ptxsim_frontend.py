@@ -22,10 +22,6 @@ def python_device(monkeypatch):
 # are removed once the bugs are fixed).
 test_pow = pytest.mark.skip(reason="hangs in schedule.py (_find_reduce) on every device, "
                                    "PYTHON included: a front-end bug")(test_pow)
-test_integer_sums_stay_int32 = pytest.mark.xfail(
-  strict=True, reason="render/ptx.py hoists the int8 max accumulator's cvt.s16.s8 out of the "
-                      "loop (max reads the initial value each trip); PYTHON passes")(
-  test_integer_sums_stay_int32)
 test_maximum_propagates_nan = pytest.mark.xfail(
   strict=True, reason="fails on PYTHON as well: the test compares with np.maximum of a Python "
                       "list, which is float64")(test_maximum_propagates_nan)

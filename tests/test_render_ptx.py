@@ -378,10 +378,10 @@ NUMPY = {"float16": "float16", "float32": "float32", "float64": "float64", "int8
 
 
 def simulate(root: UOp, inputs: dict, arch: str = "sm_80", var_values: dict | None = None,
-             fill: int = 0x5A) -> list:
+             fill: int = 0x5A, compiled=None) -> list:
   """Render for `arch` and run it; every buffer's contents afterwards, by slot. The PTX simulator
   runs it, or the GPU when KERNELGEN_PTX_DEVICE=CUDA (tests/gpu/run_all.py sets that)."""
-  compiled = ptx.render(kernel("sim", root, arch), arch)
+  compiled = compiled or ptx.render(kernel("sim", root, arch), arch)
   initial = {spec.slot: bytes([fill]) * spec.nbytes for spec in compiled.launch.bindings}
   initial.update({slot: array.tobytes() for slot, array in inputs.items()})
   args = [(var_values or {})[v.arg[0]] for v in compiled.kernel.vars]
@@ -486,6 +486,55 @@ def test_sim_loop_with_zero_trips_runs_zero_times(n):
   out = simulate(reduce_loop(f32, UOp(Ops.VAR, i32, (), ("n", -8, 64))), {1: data},
                  var_values={"n": n})[0]
   assert out[0] == data[:max(n, 0)].sum()
+
+
+def reduce_with(dt, op: Ops, init, n: int = 64) -> UOp:
+  """out[0] = op-reduction of inp[0..n-1], the accumulator read as the op's first operand."""
+  acc = UOp(Ops.DEFINE_ACC, dt, (UOp.const(dt, init),), 0)
+  r = UOp(Ops.RANGE, i32, (UOp.const(i32, n),), 0)
+  update = UOp(Ops.ASSIGN, dt, (acc, alu(op, acc, buf(1, dt).load(r))))
+  done = UOp(Ops.AFTER, dt, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
+  return sink(buf(0, dt).store(0, done))
+
+
+# (dtype, op, initial value, numpy reduction, arch): legalize computes these ops wider, through
+# a conversion of the accumulator that the linearizer places before the loop
+WIDENED_REDUCTIONS = [(i8, Ops.MAX, -128, np.max, "sm_80"), (u8, Ops.MIN, 255, np.min, "sm_80"),
+                      (i8, Ops.ADD, 0, np.sum, "sm_80"), (f16, Ops.MAX, -np.inf, np.max, "sm_90"),
+                      (f16, Ops.MIN, np.inf, np.min, "sm_75"), (bf16, Ops.ADD, 0.0, None, "sm_80")]
+
+
+@pytest.mark.parametrize("dt,op,init,reduce,arch", WIDENED_REDUCTIONS,
+                         ids=[f"{d.name}-{o.name}" for d, o, *_ in WIDENED_REDUCTIONS])
+def test_widened_accumulator_conversion_is_not_hoisted_out_of_the_loop_regression(
+    dt, op, init, reduce, arch):
+  """Regression: int8 max reduction gave the initial value on PTXSIM (the accumulator's
+  cvt.s16.s8 was rendered once before the loop, so max compared with the initial value)."""
+  rng = np.random.default_rng(7)
+  data = rng.integers(-100, 100, 64) if dt.is_int() else rng.integers(-8, 8, 64) / 4
+  data = data.astype(NUMPY[dt.name]) if dt != bf16 else \
+    (data.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+  from kernelgen.linearize import linearize, make_kernel
+  uops = linearize(ptx.legalize(reduce_with(dt, op, init), arch))   # the real linearizer
+  compiled = ptx.render(make_kernel("sim", uops, {}), arch)
+  assert compiled.source.index("$Lloop_0:") < compiled.source.index("\tcvt.")
+  out = simulate(reduce_with(dt, op, init), {1: data}, arch, compiled=compiled)[0]
+  if dt == bf16:
+    expected = (data.astype(np.uint32) << 16).view(np.float32).sum()
+    assert (out.astype(np.uint32) << 16).view(np.float32)[0] == expected
+  else:
+    assert out[0] == reduce(data).astype(NUMPY[dt.name])
+
+
+def test_frontend_int8_max_reduction_on_ptxsim_regression():
+  import kernelgen as kg
+  a = np.random.default_rng(5).integers(-100, 100, (6, 7)).astype(np.int8)
+  for axis in (0, 1):
+    np.testing.assert_array_equal(kg.Tensor(a, device="PTXSIM").max(axis).numpy(), a.max(axis))
+    np.testing.assert_array_equal(kg.Tensor(a.view(np.uint8), device="PTXSIM").min(axis).numpy(),
+                                  a.view(np.uint8).min(axis))
+  h = (a / 8).astype(np.float16)
+  np.testing.assert_array_equal(kg.Tensor(h, device="PTXSIM").max(1).numpy(), h.max(1))
 
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_80", "sm_90"])

@@ -293,6 +293,18 @@ def _divisible(index: UOp, n: int) -> bool:
   return False
 
 
+# value ops that may read an accumulator through a node legalize made (a conversion, an op in a
+# wider type); the linearizer places such a node by its sources, so possibly before the loop
+_DEFERRABLE = frozenset({Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VECTORIZE}) | GroupOp.ALU
+
+
+def _reads_accumulator(u: UOp, deferred: set) -> bool:
+  """A value computed from an accumulator's current value. Placed before the accumulator's loop
+  it would see only the initial value (int8 max reduced with cvt.s16.s8 of the initial value),
+  so it is rendered where it is used instead (_Writer.materialize)."""
+  return u.op in _DEFERRABLE and any(s.op is Ops.DEFINE_ACC or s in deferred for s in u.src)
+
+
 class _Writer:
   """Renders one Kernel: registers, operands, and the instruction lines."""
 
@@ -307,6 +319,7 @@ class _Writer:
     self.consts: dict[tuple, str] = {}
     self.labels: dict[UOp, str] = {}
     self.grid = _folded_grid(kernel.global_size)
+    self.deferred: set[UOp] = set()          # conversions of accumulators, rendered at each use
 
   # ---- registers and operands ----
   def new_reg(self, dt: DType) -> str:
@@ -352,8 +365,21 @@ class _Writer:
       if handler is None:
         raise UnsupportedError(f"the PTX renderer has no rule for {u.op.name}; this op should "
                                f"have been rewritten before rendering\n{describe(u)}", target="ptx")
+      if _reads_accumulator(u, self.deferred):
+        self.deferred.add(u)
+        continue
+      self.materialize(u)
       handler(self, u)
     return self.source()
+
+  def materialize(self, u: UOp, done: set | None = None) -> None:
+    """Renders the deferred values `u` reads (once each for this `u`), here, where it reads them."""
+    done = set() if done is None else done
+    for s in u.src:
+      if s in self.deferred and s not in done:
+        done.add(s)
+        self.materialize(s, done)
+        _HANDLERS[s.op](self, s)
 
   def source(self) -> str:
     k, name = self.kernel, ptx_identifier(self.kernel.name)
