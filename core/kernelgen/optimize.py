@@ -2,11 +2,16 @@
 
 Heuristics, as data: each target's workgroup limits, the preferred workgroup sizes, and when
 to give one thread several outputs (upcast). `optimize(item, target, options)` returns the Opts
-the lowering uses; options may force them (`local=`, `upcast=`).
+the lowering uses; options may force them (`local=`, `upcast=`). `search` instead times
+candidate Opts on the actual device and keeps the fastest, cached by kernel (KERNELGEN_SEARCH=1
+makes realizing use it).
 """
 from __future__ import annotations
 
-from .lower import Opts
+import itertools
+
+from .lower import Opts, lower
+from .ops import print_graph
 from .schedule import ScheduleItem
 
 # target -> the most threads in one workgroup we use (WebGPU guarantees 256; PTX allows 1024)
@@ -15,6 +20,10 @@ MAX_LOCAL = {"wgsl": 256, "ptx": 256, "python": 64}
 PREFERRED_LOCAL = (256, 128, 64, 32)
 # below this many outputs per thread group, a partial (gated) last workgroup is not worth it
 MIN_GATED_LOCAL = 64
+# elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
+UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
+# what search tries
+SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
 
 
 def _local_size(n: int, limit: int) -> int:
@@ -33,8 +42,49 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   """Launch options for `item` on `target`."""
   options = options or {}
   n = max(item.out.size, 1)
-  upcast = int(options.get("upcast", 1))
+  upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
   local = int(options.get("local", 0)) or _local_size(n // upcast, MAX_LOCAL.get(target, 256))
   return Opts(local=local, upcast=upcast)
+
+
+def _default_upcast(item: ScheduleItem, target: str, n: int) -> int:
+  from .schedule import _find_reduce
+  if target == "python" or n < UPCAST_MIN_SIZE or n % UPCAST:
+    return 1
+  return 1 if _find_reduce(item.out, item.inputs) is not None else UPCAST
+
+
+_SEARCHED: dict[tuple, Opts] = {}
+
+
+def kernel_key(item: ScheduleItem, target: str) -> tuple:
+  """What identifies a kernel for the search cache: its lowered graph and target."""
+  sink, _ = lower(item, Opts())
+  return target, print_graph(sink)
+
+
+def search(item: ScheduleItem, runtime, handles: list, options: dict | None = None,
+           repeats: int = 2) -> Opts:
+  """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest."""
+  from .compiler import compile_item
+  target = runtime.target or "python"
+  key = kernel_key(item, target)
+  if key in _SEARCHED:
+    return _SEARCHED[key]
+  n = max(item.out.size, 1)
+  limit = MAX_LOCAL.get(target, 256)
+  best, best_time = optimize(item, target, options), None
+  for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST):
+    if local > limit or n % upcast or local * upcast > 4 * n:
+      continue
+    opts = Opts(local, upcast)
+    compiled = compile_item(item, target, {**(options or {}), "local": local, "upcast": upcast})
+    times = [runtime.run(compiled, handles, {}) for _ in range(repeats)]
+    if None in times:
+      return best
+    if best_time is None or min(times) < best_time:
+      best, best_time = opts, min(times)
+  _SEARCHED[key] = best
+  return best

@@ -1,6 +1,8 @@
 """Realizing: run the kernels a lazy graph needs, on its device, and read results back."""
 from __future__ import annotations
 
+import os
+
 from .lazy import Buffer, LazyOp
 from .schedule import schedule
 
@@ -14,8 +16,13 @@ def realize(nodes: list[LazyOp]) -> None:
     buffer = Buffer(out.device, out.dtype, out.size)
     if out.size:
       runtime = Device[out.device]
-      compiled = compile_item(item, runtime.target or "python", runtime.render_options())
+      options = runtime.render_options()
       handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
+      if os.environ.get("KERNELGEN_SEARCH") == "1":
+        from .optimize import search
+        opts = search(item, runtime, handles, options)
+        options = {**options, "local": opts.local, "upcast": opts.upcast}
+      compiled = compile_item(item, runtime.target or "python", options)
       runtime.run(compiled, handles, {})
     out.buffer, out.src = buffer, ()
 

@@ -1,0 +1,69 @@
+"""The optimizer's choices, and the search mode that times candidates on a device."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from kernelgen import Tensor
+from kernelgen import optimize as opt
+from kernelgen.lower import Opts
+from kernelgen.schedule import schedule
+
+
+@pytest.fixture(autouse=True)
+def python_device(monkeypatch):
+  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
+  previous = kg.Device._default
+  kg.Device.DEFAULT = "PYTHON"
+  yield
+  kg.Device._default = previous
+
+
+def item_of(t: Tensor):
+  (item,) = schedule([t.node])
+  return item
+
+
+@pytest.mark.parametrize("n,target,local", [(1024, "wgsl", 256), (1000, "wgsl", 64),
+                                            (96, "ptx", 32), (6, "wgsl", 2), (7, "ptx", 1),
+                                            (1024, "python", 64)])
+def test_workgroup_size_divides_or_is_capped(n, target, local):
+  x = Tensor(np.ones(n, np.float32))
+  assert opt.optimize(item_of(x + 1), target).local == local
+
+
+def test_big_elementwise_kernels_upcast_on_gpus_only():
+  item = item_of(Tensor.zeros(1 << 16) + 1)
+  assert opt.optimize(item, "wgsl").upcast == opt.UPCAST
+  assert opt.optimize(item, "python").upcast == 1
+  assert opt.optimize(item_of((Tensor.zeros(1 << 16, 2) + 1).sum(1)), "ptx").upcast == 1
+
+
+def test_options_force_opts():
+  item = item_of(Tensor.zeros(64) + 1)
+  assert opt.optimize(item, "wgsl", {"local": 16, "upcast": 2}) == Opts(16, 2)
+
+
+@pytest.mark.parametrize("local,upcast", [(1, 1), (4, 2), (64, 1), (32, 4), (8, 3)])
+def test_every_opts_computes_the_same(local, upcast):
+  from kernelgen.compiler import compile_item
+  a = np.arange(96, dtype=np.float32).reshape(8, 12)
+  item = item_of(Tensor(a).T.sum(1) * 2)
+  compiled = compile_item(item, "python", {"local": local, "upcast": upcast})
+  assert compiled.local_size[0] == local
+  runtime = kg.Device["PYTHON"]
+  out = runtime.alloc(12 * 4)
+  runtime.run(compiled, [out] + [src.buffer.handle for src in item.inputs], {})
+  np.testing.assert_allclose(np.frombuffer(bytes(out), np.float32), a.T.sum(1) * 2)
+
+
+def test_search_times_candidates_and_caches(monkeypatch):
+  monkeypatch.setenv("KERNELGEN_SEARCH", "1")
+  opt._SEARCHED.clear()
+  a = np.arange(256, dtype=np.float32)
+  got = (Tensor(a) * 3).numpy()
+  np.testing.assert_allclose(got, a * 3)
+  assert len(opt._SEARCHED) == 1
+  (chosen,) = opt._SEARCHED.values()
+  assert chosen.local in opt.SEARCH_LOCAL and chosen.upcast in opt.SEARCH_UPCAST
