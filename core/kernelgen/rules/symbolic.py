@@ -209,23 +209,26 @@ def _linear(u: UOp, exact: bool = False) -> tuple[dict, int] | None:
   while stack:
     node, k = stack.pop()
     seen += 1
-    if seen > MAX_TERMS:
+    if seen > MAX_TERMS or exact and node.op in _LINEAR_OPS and not fits(node):
       return None
-    op = node.op
-    if op in _LINEAR_OPS and exact and not fits(node):
-      return None
-    if op is Ops.CONST:
+    parts = _parts(node, k)
+    if parts is not None:
+      stack.extend(reversed(parts))
+    elif node.op is Ops.CONST:
       const += k * node.arg
-    elif op is Ops.ADD or op is Ops.SUB:
-      stack.append((node.src[1], k if op is Ops.ADD else -k))
-      stack.append((node.src[0], k))
-    elif op is Ops.MUL and node.src[1].op is Ops.CONST:
-      stack.append((node.src[0], k * node.src[1].arg))
-    elif op is Ops.NEG:
-      stack.append((node.src[0], -k))
     else:
       terms[node] = terms.get(node, 0) + k
   return terms, const
+
+
+def _parts(node: UOp, k: int) -> list | None:
+  """The (source, coefficient) pieces a sum node adds up, in order; None for a term or constant."""
+  op = node.op
+  if op is Ops.ADD or op is Ops.SUB:
+    return [(node.src[0], k), (node.src[1], k if op is Ops.ADD else -k)]
+  if op is Ops.MUL and node.src[1].op is Ops.CONST:
+    return [(node.src[0], k * node.src[1].arg)]
+  return [(node.src[0], -k)] if op is Ops.NEG else None
 
 
 _LINEAR_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG})
