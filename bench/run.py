@@ -119,7 +119,7 @@ def b6_row() -> dict:
 
 
 def fmt(value, unit: str) -> str:
-  if isinstance(value, float):
+  if isinstance(value, (int, float)) and not isinstance(value, bool):
     return f"{value:.3g} {unit}".strip() if value < 100 else f"{value:.0f} {unit}".strip()
   return "" if value is None else str(value)[:40]
 
