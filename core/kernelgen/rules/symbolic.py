@@ -19,12 +19,20 @@ from ..dtype import dtypes, truncate
 from ..errors import DTypeError
 from ..ops import GroupOp, Ops, UOp
 from ..pattern import PatternMatcher, UPat, graph_rewrite
-from .ranges import dtype_range, fits
+from .ranges import dtype_range, fits, value_range
 
 INTS = frozenset(dtypes.integers)
 FLOATS = frozenset(dtypes.floats)
 INTS_BOOL = INTS | {dtypes.bool}
 MAX_TERMS = 128   # longer sums are left as they are (keeps every rewrite cheap)
+
+
+def _lo(u: UOp):
+  return value_range(u)[0]
+
+
+def _hi(u: UOp):
+  return value_range(u)[1]
 
 
 def _is_const(u: UOp) -> bool:
@@ -104,7 +112,7 @@ def _fold_bitcast(x: UOp, c: UOp) -> UOp | None:
 
 def _fold_range(x: UOp) -> UOp | None:
   """An integer or bool op whose value range is a single value is that constant."""
-  lo, hi = x.vmin, x.vmax
+  lo, hi = value_range(x)
   return UOp.const(x.dtype, lo) if lo == hi else None
 
 
@@ -126,17 +134,17 @@ def _lossless_cast(x: UOp, y: UOp) -> UOp | None:
 # ---- decisions by value ranges ---------------------------------------------------------------
 
 def _max_by_range(x: UOp, y: UOp) -> UOp | None:
-  return x if x.vmin >= y.vmax else y if y.vmin >= x.vmax else None
+  return x if _lo(x) >= _hi(y) else y if _lo(y) >= _hi(x) else None
 
 
 def _min_by_range(x: UOp, y: UOp) -> UOp | None:
-  return x if x.vmax <= y.vmin else y if y.vmax <= x.vmin else None
+  return x if _hi(x) <= _lo(y) else y if _hi(y) <= _lo(x) else None
 
 
 def _mod_small(x: UOp, y: UOp) -> UOp | None:
   """x % y -> x when |x| < |y| always (C remainder keeps the dividend then)."""
-  bound = min(abs(y.vmin), abs(y.vmax)) if y.vmin > 0 or y.vmax < 0 else 0
-  return x if max(abs(x.vmin), abs(x.vmax)) < bound else None
+  bound = min(abs(_lo(y)), abs(_hi(y))) if _lo(y) > 0 or _hi(y) < 0 else 0
+  return x if max(abs(_lo(x)), abs(_hi(x))) < bound else None
 
 
 # ---- division and remainder ------------------------------------------------------------------
@@ -174,7 +182,7 @@ def _mul_mod(m: UOp, x: UOp, c1: UOp, c2: UOp) -> UOp | None:
 def _split_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
   """x = c*Q + R with R's coefficients in 0..c-1: x // c -> Q + R // c and x % c -> R % c,
   when x and R are never negative and nothing in x wraps (then floor and C division agree)."""
-  if x.vmin < 0:
+  if _lo(x) < 0:
     return None
   lin = _linear(x, exact=True)
   if lin is None:
@@ -186,14 +194,14 @@ def _split_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
     return None
   rem_terms = {t: (k % n if k > 0 else k) for t, k in terms.items()}
   rem = _build(x.dtype, rem_terms, const % n if const > 0 else const)
-  if rem.vmin < 0 or not fits(rem):
+  if _lo(rem) < 0 or not fits(rem):
     return None
-  if rem.vmax >= n and any(k > n and k % n for k in terms.values()):
+  if _hi(rem) >= n and any(k > n and k % n for k in terms.values()):
     return None   # a term split between the quotient and the remainder: no simpler
   if d.op is Ops.MOD:
-    return rem if rem.vmax < n else rem % c
+    return rem if _hi(rem) < n else rem % c
   q = _build(x.dtype, quot, const // n if const > 0 else 0)
-  return q if rem.vmax < n else q + rem // c
+  return q if _hi(rem) < n else q + rem // c
 
 
 # ---- sums of integers ------------------------------------------------------------------------
@@ -269,7 +277,7 @@ def _pair_divmod(terms: dict) -> bool:
           if _is_div_mod(t)}
   split = {key: (t, key[1].arg) for key, t in _split_mods(terms).items()}
   for t in list(terms):
-    if t.op is not Ops.MOD or 0 >= t.src[1].vmin and 0 <= t.src[1].vmax:
+    if t.op is not Ops.MOD or 0 >= _lo(t.src[1]) and 0 <= _hi(t.src[1]):
       continue
     key, k = (t.src[0], t.src[1]), terms[t]
     for table, merge in ((divs, _merged_div), (mods, _merged_mod), (split, _merged_split)):
@@ -314,7 +322,7 @@ def _merged_split(t: UOp, r: UOp, cnode: UOp) -> UOp | None:
   del whole[r // c]
   whole[r] = whole.get(r, 0) + 1
   x, d = _build(t.dtype, whole, const * c), t.src[1].arg
-  if c <= 0 or d <= 0 or c * d > dtype_range(t.dtype)[1] or x.vmin < 0 or r.vmin < 0:
+  if c <= 0 or d <= 0 or c * d > dtype_range(t.dtype)[1] or _lo(x) < 0 or _lo(r) < 0:
     return None
   return x % (c * d) if fits(x) else None
 
