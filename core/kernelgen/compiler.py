@@ -11,6 +11,7 @@ for what the target cannot do, before any source exists) and
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 from typing import Callable
@@ -22,6 +23,7 @@ from .program import Kernel
 TARGETS = ("python", "wgsl", "ptx")
 
 
+@functools.lru_cache(maxsize=None)
 def _renderer(target: str):
   if target not in TARGETS:
     raise UnsupportedError(f"unknown target {target!r}: use one of {', '.join(TARGETS)}",

@@ -1,11 +1,12 @@
 """The verifier: checks the invariants of a UOp graph (IR.md) and names the node that breaks one."""
 from __future__ import annotations
 
+import weakref
 from typing import Iterable
 
 from .dtype import DType, PtrDType, dtypes
 from .errors import VerifyError
-from .ops import GroupOp, Ops, UOp, describe, toposort
+from .ops import GroupOp, Ops, UOp, describe
 
 _SRC_COUNT = {Ops.PARAM: (0,), Ops.VAR: (0,), Ops.DEFINE_LOCAL: (0,), Ops.SPECIAL: (0,),
               Ops.CONST: (0,), Ops.RANGE: (1,), Ops.IF: (1,), Ops.ENDIF: (1,),
@@ -91,13 +92,28 @@ def _check_node(u: UOp):
     _fail(u, f"CONST holds {type(u.arg).__name__}, not a number")
 
 
+# Nodes already checked. A node's validity depends only on itself and its (immutable) sources,
+# so an interned node checked once stays valid; this keeps repeated verification cheap.
+_VERIFIED: "weakref.WeakSet[UOp]" = weakref.WeakSet()
+
+
 def verify(roots: UOp | Iterable[UOp]) -> None:
   """Check every node reachable from `roots`; raises VerifyError naming the first bad node."""
-  nodes = toposort([roots] if isinstance(roots, UOp) else roots)
-  for u in nodes:
+  stack = [roots] if isinstance(roots, UOp) else list(roots)
+  pending: list[UOp] = []
+  seen: set[int] = set()
+  while stack:
+    u = stack.pop()
     if not isinstance(u, UOp):
       raise VerifyError(f"not a UOp in the graph: {u!r}")
+    if id(u) in seen or u in _VERIFIED:
+      continue
+    seen.add(id(u))
+    pending.append(u)
+    stack.extend(u.src)
+  for u in reversed(pending):   # sources before users, so the first error is the deepest
     _check_node(u)
+    _VERIFIED.add(u)
 
 
 def verify_linear(uops: list[UOp]) -> None:
