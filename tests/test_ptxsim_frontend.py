@@ -20,8 +20,3 @@ def python_device(monkeypatch):
 
 # Known front-end/renderer bugs this suite found (strict: an unexpected pass fails, so the marks
 # are removed once the bugs are fixed).
-test_pow = pytest.mark.skip(reason="hangs in schedule.py (_find_reduce) on every device, "
-                                   "PYTHON included: a front-end bug")(test_pow)
-test_maximum_propagates_nan = pytest.mark.xfail(
-  strict=True, reason="fails on PYTHON as well: the test compares with np.maximum of a Python "
-                      "list, which is float64")(test_maximum_propagates_nan)

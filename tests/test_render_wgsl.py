@@ -17,7 +17,7 @@ from kernelgen.render import wgsl
 from kernelgen.verify import verify
 from tools import tint_validate, wgsl_validate
 
-I32 = dtypes.int32
+I32, F32 = dtypes.int32, dtypes.float32
 
 
 # ---- building kernels ----------------------------------------------------------------------------
@@ -284,3 +284,40 @@ def test_launch_is_plain_json_data():
 def test_loop_with_accumulator_renders_a_for_loop():
   source = build(row_sum(4, 5)).source
   assert re.search(r"for \(var r\d+: i32 = 0i; r\d+ < 5i; r\d+\+\+\)", source)
+
+
+# ---- W14: vec4 memory access ---------------------------------------------------------------------
+
+def _vec4_copy(dtype, offset: int, size: int = 256, extra_scalar: bool = False) -> UOp:
+  """out[4t..4t+3] = reversed(x[4t+offset ..]) (+ x[t] when extra_scalar)."""
+  v4 = dtype.vec(4)
+  x, out = param(1, dtype, size + 4), param(0, dtype, size)
+  i = special("gid", 0, size // 4) * 4
+  v = x.load(i + offset, dtype=v4)
+  w = UOp(Ops.VECTORIZE, v4, tuple(v.gep(3 - k) for k in range(4)))
+  if extra_scalar:
+    w = w + UOp(Ops.VECTORIZE, v4, (x.load(i // 4),) * 4)
+  return UOp(Ops.SINK, None, (out.store(i, w),))
+
+
+@pytest.mark.parametrize("dtype", [F32, I32, dtypes.uint32], ids=lambda d: d.name)
+def test_w14_aligned_vector_access_uses_vec4_words(dtype):
+  source = build(_vec4_copy(dtype, 4)).source
+  t = {"float32": "f32", "int32": "i32", "uint32": "u32"}[dtype.name]
+  assert source.count(f"array<vec4<{t}>>") == 2
+  assert re.search(r"b1_\w*\[u32\(\w+\) >> 2u\]", source)
+  assert re.search(r"b0_\w*\[u32\(\w+\) >> 2u\] = ", source)
+
+
+@pytest.mark.parametrize("offset,extra", [(1, False), (4, True)], ids=["unaligned", "mixed"])
+def test_w14_unaligned_or_mixed_access_stays_scalar(offset, extra):
+  source = build(_vec4_copy(F32, offset, extra_scalar=extra)).source
+  assert source.count("array<vec4<f32>>") == 1            # the output's aligned stores only
+  assert re.search(r"var<storage, read> b1_\w*: array<f32>;", source)
+
+
+def test_w14_buffer_size_not_divisible_by_four_stays_scalar():
+  x, out = param(1, F32, 10), param(0, F32, 8)
+  v = x.load(special("gid", 0, 2) * 4, dtype=F32.vec(4))
+  source = build(UOp(Ops.SINK, None, (out.store(special("gid", 0, 2) * 4, v),))).source
+  assert re.search(r"b1_\w*: array<f32>;", source) and re.search(r"b0_\w*: array<vec4<f32>>;", source)

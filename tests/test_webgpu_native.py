@@ -268,6 +268,33 @@ def test_w6_division_by_constant_zero_gives_inf_and_nan(rt):
       np.testing.assert_array_equal(got, x / np.float32(zero))
 
 
+@pytest.mark.parametrize("native", [None, True, False], ids=["f32", "f16-native", "f16-packed"])
+def test_w6_exp2_of_y_log2_x_keeps_inf_and_nan_regression_zero_pow_minus_one(rt, native):
+  """Regression: 0 ** -1 gave 0 on lavapipe (Mesa fuses exp2(y * log2(x)) into its own pow,
+  which returns 0 for x = 0 and for NaN); numpy gives inf and NaN."""
+  dt, name = (F32, "float32") if native is None else (F16, "float16")
+  x = np.array([0.0, 0.0, 0.0, np.nan, 2.0, np.inf, np.inf, 1e-30, 3.0, 0.5] * 4, name)
+  y = np.array([-1.0, 1.0, -2.5, 2.0, np.nan, 1.0, -1.0, -2.0, 100.0, -300.0] * 4, name)
+  options = {} if native is None else {"f16": native}
+  got = run_elementwise(rt, lambda a, b: UOp(Ops.EXP2, dt, (b * UOp(Ops.LOG2, dt, (a,)),)),
+                        [x, y], dt, **options)
+  with np.errstate(all="ignore"):
+    want = np.exp2(y.astype(np.float32) * np.log2(x.astype(np.float32))).astype(name)
+  np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("lane", [0, 1])
+def test_w6_exp2_special_arguments_on_vectors(rt, lane):
+  x = np.array([np.inf, -np.inf, np.nan, 128.0, 127.5, -150.5, -10.0, 0.0] * 8, np.float32)
+  v4 = F32.vec(4)
+
+  def fn(a):
+    vec = UOp(Ops.VECTORIZE, v4, (a, a * const(F32, 0.5), a, a))
+    return UOp(Ops.EXP2, v4, (vec,)).gep(lane)
+  got = run_elementwise(rt, fn, [x], F32)
+  np.testing.assert_allclose(got, np.exp2(x * np.float32(0.5 if lane else 1.0)), rtol=1e-6)
+
+
 def test_w6_float_to_int_saturates_and_nan_gives_zero(rt):
   x = np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 2.7, -2.7, 0.0], np.float32)
   got = run_elementwise(rt, lambda v: v.cast(I32), [x], I32)
@@ -384,6 +411,27 @@ def test_w14_vector_loads_and_stores(rt):
   np.testing.assert_array_equal(got, a.reshape(n, 4)[:, ::-1] + a.reshape(n, 4))
 
 
+@pytest.mark.parametrize("name,offset", [("float32", 4), ("int32", 8), ("uint32", 1),
+                                         ("float32", 3)])
+def test_w14_vec4_and_scalar_access_with_a_gate_match_numpy(rt, name, offset):
+  n, dt = 64, getattr(dtypes, name)
+  v4 = dt.vec(4)
+  x, out = param(1, dt, n * 4 + 8), param(0, dt, n * 4)
+  i = special("gid", 0, n) * 4
+  gate = special("gid", 0, n).lt(const(I32, n // 2))
+  alt = UOp.const(v4, 7)
+  v = UOp(Ops.LOAD, v4, (x, i + const(I32, offset), gate, alt))
+  w = UOp(Ops.VECTORIZE, v4, tuple(v.gep(3 - k) for k in range(4)))
+  compiled = build(UOp(Ops.SINK, None, (out.store(i, w + v),)))
+  assert ("array<vec4<" in compiled.source.split("var<storage, read> ")[1].split(";")[0]) \
+    == (offset % 4 == 0)
+  a = rand(name, n * 4 + 8, 33, lo=0, hi=1000)
+  got = run(rt, compiled, {1: a})[0].reshape(n, 4)
+  rows = np.stack([a[offset + 4 * t: offset + 4 * t + 4] for t in range(n)])
+  rows[n // 2:] = 7
+  np.testing.assert_array_equal(got, rows[:, ::-1] + rows)
+
+
 @pytest.mark.parametrize("name", ["float32", "int32", "int8", "uint16", "float16"])
 def test_reduction_loop(rt, name):
   # regression: 8/16-bit and packed-f16 accumulators once read through a hoisted cast
@@ -432,9 +480,6 @@ def webgpu_device(rt):
 
 # known failures of the Tensor suite on WEBGPU, with why (strict: a fix makes them fail loudly)
 KNOWN_FAILURES = {
-  "test_pow": "0 ** -1 gives 0, not inf, on lavapipe: pow is built on exp2/log2, and WGSL lets "
-              "the compiler assume no infinities (Mesa folds exp2(-1 * log2(0)))",
-  "test_maximum_propagates_nan": "test bug: the numpy reference mixes a list in and is float64",
 }
 
 

@@ -96,11 +96,15 @@ HELPERS = {
              "  if (kg_isnan(f32(a)) || kg_isnan(f32(b))) { return a + b; }\n  return max(a, b);\n}",
   "kg_hmin": "fn kg_hmin(a: f16, b: f16) -> f16 {\n"
              "  if (kg_isnan(f32(a)) || kg_isnan(f32(b))) { return a + b; }\n  return min(a, b);\n}",
+  "kg_exp2": "fn kg_exp2(t: f32) -> f32 {\n"
+             "  if (kg_isnan(t)) { return t; }\n"
+             "  if (t >= 128.0f) { return t * 3.0e38f; }\n"
+             "  if (t < -150.0f) { return 0.0f; }\n  return exp2(t);\n}",
   "kg_round_f16": "fn kg_round_f16(x: f32) -> f32 {\n"
                   "  return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0f))).x;\n}",
 }
-HELPER_NEEDS = {"kg_fmax": ("kg_isnan",), "kg_fmin": ("kg_isnan",), "kg_hmax": ("kg_isnan",),
-                "kg_hmin": ("kg_isnan",)}
+HELPER_NEEDS = {"kg_exp2": ("kg_isnan",), "kg_fmax": ("kg_isnan",), "kg_fmin": ("kg_isnan",),
+                "kg_hmax": ("kg_isnan",), "kg_hmin": ("kg_isnan",)}
 
 # NaN and inf cannot be constant expressions in WGSL: they are read from these bits at run time
 SPECIAL_BITS = "var<private> kg_special: vec2<u32> = vec2<u32>(0x7f800000u, 0x7fc00000u);"
@@ -237,6 +241,46 @@ def binding_nbytes(dtype: DType, size: int, packed: bool) -> int:
   return max(4, -(-nbytes // 4) * 4)
 
 
+# ---- vector memory (W14) ---------------------------------------------------------------------------
+
+# element dtypes a buffer may hold as vec4 words
+VEC4_DTYPES = frozenset({"float32", "int32", "uint32"})
+
+
+def divisible(index: UOp, n: int) -> bool:
+  """True when `index` is provably a multiple of `n`."""
+  if index.op is Ops.CONST:
+    return index.arg % n == 0
+  if index.op in (Ops.ADD, Ops.SUB):
+    return divisible(index.src[0], n) and divisible(index.src[1], n)
+  if index.op is Ops.MUL:
+    return divisible(index.src[0], n) or divisible(index.src[1], n)
+  if index.op is Ops.SHL and index.src[1].op is Ops.CONST:
+    return (1 << index.src[1].arg) % n == 0 or divisible(index.src[0], n)
+  return False
+
+
+def _base(buf: UOp) -> UOp:
+  while buf.op is Ops.AFTER:
+    buf = buf.src[0]
+  return buf
+
+
+def vec4_slots(kernel: Kernel) -> frozenset:
+  """Global buffers declared as array<vec4<T>>: 32-bit elements, a size divisible by 4, and every
+  access in the kernel a 4-lane load or store at an index provably divisible by 4."""
+  usable: dict[int, bool] = {}
+  for u in kernel.uops:
+    if u.op not in (Ops.LOAD, Ops.STORE) or _base(u.src[0]).op is not Ops.PARAM:
+      continue
+    dt = u.dtype if u.op is Ops.LOAD else u.src[2].dtype
+    good = dt.count == 4 and dt.scalar.name in VEC4_DTYPES and divisible(u.src[1], 4)
+    slot = _base(u.src[0]).arg
+    usable[slot] = usable.get(slot, True) and good
+  sizes = {b.slot: b.size for b in kernel.buffers}
+  return frozenset(slot for slot, good in usable.items() if good and sizes.get(slot, 1) % 4 == 0)
+
+
 # ---- the renderer --------------------------------------------------------------------------------
 
 class _Writer:
@@ -253,6 +297,7 @@ class _Writer:
     self.special_bits = False
     self.uses_f16 = False
     self.specs = {b.slot: b for b in kernel.buffers}
+    self.vec4 = vec4_slots(kernel)
 
   # -- types --
   def reg(self, dt: DType) -> str:
@@ -412,10 +457,20 @@ class _Writer:
       return f"{self.reg(dt)}() - {x}" if dt.is_unsigned() else f"-{x}"
     if op is Ops.RECIP:
       return f"{self.reg(dt)}(1) / {x}"
+    if op is Ops.EXP2:
+      return self.exp2(dt, x)
     if dt.scalar == dtypes.float16 and self.opts.f16 and op in GroupOp.Transcendental:
       f32 = self.reg(dtypes.float32.vec(dt.count))
       return f"{self.reg(dt)}({CALL[op]}({f32}({x})))"
     return f"{CALL[op]}({x})"
+
+  def exp2(self, dt: DType, x: str) -> str:
+    """exp2 through kg_exp2: Mesa fuses exp2(y * log2(x)) into its own pow, which gives 0 for
+    0 ** -1 and for NaN; the helper returns the IEEE results for those arguments itself (from the
+    argument, never from a constant inf the driver could fold)."""
+    f32 = self.reg(dtypes.float32.vec(dt.count))
+    value = self.lanewise(self.need("kg_exp2"), dt, [x if self.reg(dt) == f32 else f"{f32}({x})"])
+    return value if self.reg(dt) == f32 else f"{self.reg(dt)}({value})"
 
   # -- memory --
   def load_element(self, buf: UOp, idx: str, dt: DType) -> str:
@@ -442,6 +497,8 @@ class _Writer:
     elem = u.dtype.scalar
     parts = [self.load_element(buf, i, elem) for i in self.lanes(idx, u.dtype.count)]
     value = parts[0] if len(parts) == 1 else f"{self.reg(u.dtype)}({', '.join(parts)})"
+    if buf.op is Ops.PARAM and buf.arg in self.vec4:
+      value = f"{self.names[buf]}[u32({idx}) >> 2u]"
     if len(u.src) == 2:
       self.emit(f"let {name}: {self.reg(u.dtype)} = {value};")
       return
@@ -455,8 +512,11 @@ class _Writer:
       self.emit(f"if ({self.names[u.src[3]]}) {{")
       self.depth += 1
     count = u.src[2].dtype.count
-    for k, i in enumerate(self.lanes(idx, count)):
-      self.store_element(buf, i, value if count == 1 else f"{value}[{k}]", u.src[2].dtype.scalar)
+    if buf.op is Ops.PARAM and buf.arg in self.vec4:
+      self.emit(f"{self.names[buf]}[u32({idx}) >> 2u] = {value};")
+    else:
+      for k, i in enumerate(self.lanes(idx, count)):
+        self.store_element(buf, i, value if count == 1 else f"{value}[{k}]", u.src[2].dtype.scalar)
     if gated:
       self.depth -= 1
       self.emit("}")
@@ -484,9 +544,7 @@ class _Writer:
 
   @staticmethod
   def buffer(buf: UOp) -> UOp:
-    while buf.op is Ops.AFTER:
-      buf = buf.src[0]
-    return buf
+    return _base(buf)
 
   # -- nodes --
   def node(self, i: int, u: UOp) -> None:
@@ -631,6 +689,7 @@ def _declarations(w: _Writer, variables: tuple[UOp, ...]) -> list[str]:
   for b in w.kernel.buffers:
     access = "read" if b.access == "read" and not w.atomic(b.slot) else "read_write"
     elem = "atomic<u32>" if w.atomic(b.slot) else "u32" if w.packed(b.slot) else w.reg(b.dtype)
+    elem = w.reg(b.dtype.vec(4)) if b.slot in w.vec4 else elem
     lines.append(f"@group(0) @binding({b.slot}) var<storage, {access}> "
                  f"{buffer_name(b.slot, b.name)}: array<{elem}>;")
   for u in w.kernel.uops:
