@@ -53,6 +53,14 @@ export function fallbackNotice(kg, text) {
   notice.hidden = false;
 }
 
+// One kernelgen call at a time: a run and a compile in flight together can stall the worker.
+let tail = Promise.resolve();
+export function exclusive(work) {
+  const next = tail.then(work, work);
+  tail = next.catch(() => {});
+  return next;
+}
+
 // Bytes as a base64 string, to pass data into a program as a Python string literal.
 export function base64(bytes) {
   let text = '';
@@ -113,7 +121,7 @@ export class KernelsView {
     const arch = this.root.querySelector('.arch').value;
     this.root.dataset.state = 'compiling';
     try {
-      const compiled = await this.kg.compileAll(this.code, { arch });
+      const compiled = await exclusive(() => this.kg.compileAll(this.code, { arch }));
       this.compiled = { wgsl: compiled.wgsl.kernels || [], ptx: compiled.ptx.kernels || [], arch,
         errors: [compiled.wgsl.error, compiled.ptx.error].filter(Boolean) };
     } catch (error) {

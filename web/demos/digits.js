@@ -1,12 +1,13 @@
 // The digits demo: a drawing pad, downsampled the way scikit-learn's digits were made (the digit
 // scaled into a 32x32 box, ink counted in 4x4 blocks: 8x8 values 0..16), classified by an MLP
 // whose forward pass is a kernelgen program run on WebGPU (or the PYTHON fallback).
-import { $, boot, fallbackNotice, KernelsView, KERNELS_VIEW_HTML } from './common.js';
+import { $, exclusive, boot, fallbackNotice, KernelsView, KERNELS_VIEW_HTML } from './common.js';
 
 const PAD_INK = 24;        // pen width on the 280x280 pad
 const BOX = 32;            // the digit is scaled to fit a BOX x BOX bitmap ...
 const BLOCK = 4;           // ... whose BLOCK x BLOCK blocks become the 8x8 input
 const GRID = BOX / BLOCK;
+const BOX_INK = 7;         // the dataset's strokes are ~7 of 32 pixels wide: thinner ones are widened
 
 const state = { kg: null, weights: null, input: null, probs: null, runs: 0, busy: null,
   wanted: null, kernels: null, last: null, error: null };
@@ -64,7 +65,7 @@ async function runOnce(pixels) {
   const code = program(pixels);
   const start = performance.now();
   try {
-    const result = await state.kg.run(code, { device: state.kg.device });
+    const result = await exclusive(() => state.kg.run(code, { device: state.kg.device }));
     const ms = performance.now() - start;
     state.input = pixels;
     state.probs = Array.from(result.data);
@@ -145,7 +146,15 @@ export function padPixels() {
   const ctx = small.getContext('2d');
   const scale = BOX / Math.max(box.w, box.h);
   const [w, h] = [box.w * scale, box.h * scale];
-  ctx.drawImage(pad, box.x, box.y, box.w, box.h, (BOX - w) / 2, (BOX - h) / 2, w, h);
+  // Widen the scaled strokes to the data set's by drawing them shifted within a disc (lighten).
+  const radius = Math.max(0, Math.round((BOX_INK - PAD_INK * scale) / 2));
+  ctx.globalCompositeOperation = 'lighten';
+  for (let dy = -radius; dy <= radius; dy++) {
+    for (let dx = -radius; dx <= radius; dx++) {
+      if (dx * dx + dy * dy > radius * radius + 1) continue;
+      ctx.drawImage(pad, box.x, box.y, box.w, box.h, (BOX - w) / 2 + dx, (BOX - h) / 2 + dy, w, h);
+    }
+  }
   const ink = ctx.getImageData(0, 0, BOX, BOX).data;
   return Array.from({ length: GRID * GRID }, (_, i) => {
     let sum = 0;
@@ -198,6 +207,7 @@ function setupPad() {
   const end = () => {
     if (!drawing) return;
     drawing = false;
+    cancelAnimationFrame(frame);
     update();
   };
   pad.addEventListener('pointerup', end);

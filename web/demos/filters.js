@@ -1,6 +1,6 @@
 // The image filters demo: a chain of kernelgen ops over an RGB image, run on WebGPU (or the
 // PYTHON fallback, on a reduced image), with the result on a canvas and each kernel's GPU time.
-import { $, base64, boot, fallbackNotice, KernelsView, KERNELS_VIEW_HTML } from './common.js';
+import { $, exclusive, base64, boot, fallbackNotice, KernelsView, KERNELS_VIEW_HTML } from './common.js';
 
 const FALLBACK_WIDTH = 48;   // on the PYTHON interpreter the image is reduced to this width
 const MAX_WIDTH = 320;       // a user's own image is reduced to at most this width
@@ -162,7 +162,7 @@ async function runOnce(specs) {
   $('run-info').textContent = `running on ${state.kg.device}…`;
   const start = performance.now();
   try {
-    const result = await state.kg.run(code, { device: state.kg.device });
+    const result = await exclusive(() => state.kg.run(code, { device: state.kg.device }));
     state.last = { ms: performance.now() - start, timings: result.timings || [], specs };
     state.output = result.data;
     state.error = null;
