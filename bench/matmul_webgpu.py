@@ -4,6 +4,8 @@ Two kernels in one run, both checked against numpy:
   naive    one thread per output, a loop over K
   blocked  each thread computes a 4x4 block of C from vec4 loads of A and B (register blocking)
   8x8      the same with an 8x8 block per thread and 8x8 threads per workgroup
+  subgroup hand-written WGSL (not kernelgen output) sharing A through subgroupBroadcast: the
+           kernel shape lavapipe wants (see subgroup_wgsl), where the adapter has subgroups
 and, when the Tensor front end runs end to end, `a @ b` as kernelgen's optimizer compiles it.
 
     python bench/matmul_webgpu.py [N] [REPEATS]      (default 1024 3)
@@ -20,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
 
 from kernelgen.dtype import dtypes  # noqa: E402
 from kernelgen.ops import Ops, UOp, toposort  # noqa: E402
-from kernelgen.program import BufferSpec, Kernel, buffer_access, launch_sizes  # noqa: E402
+from kernelgen.program import (Binding, BufferSpec, CompiledKernel, Kernel, Launch,  # noqa: E402
+                               buffer_access, launch_sizes)
 from kernelgen.render import wgsl  # noqa: E402
 from kernelgen.runtime.webgpu_native import WebGPURuntime  # noqa: E402
 
@@ -92,6 +95,53 @@ def blocked(n: int, local: int = 16, rows: int = 4, groups: int = 1) -> UOp:
   return UOp(Ops.SINK, None, tuple(stores))
 
 
+def subgroup_wgsl(n: int, rows: int = 16) -> str:
+  """Hand-written reference (not kernelgen output): `rows` x 4 outputs per thread; the 8 lanes of
+  a subgroup share their rows of A, so each lane loads one A element per row and K step and
+  gets the other seven by subgroupBroadcast. On lavapipe a memory load costs about as much as a
+  hundred fma per element and lane, a broadcast almost nothing: this is the kernel shape that
+  target wants. naga takes subgroup builtins without `enable subgroups;` (Tint requires it)."""
+  loads = "\n".join(f"    let a{i} = a[(r + {i}) * {n} + k + i32(lane)];" for i in range(rows))
+  steps = []
+  for j in range(8):
+    steps.append(f"    let b{j} = b[((k + {j}) * {n} + col) / 4];")
+    steps += [f"    acc{i} = fma(vec4<f32>(subgroupBroadcast(a{i}, {j}u)), b{j}, acc{i});"
+              for i in range(rows)]
+  accs = "\n".join(f"  var acc{i}: vec4<f32> = vec4<f32>();" for i in range(rows))
+  stores = "\n".join(f"  c[((r + {i}) * {n} + col) / 4] = acc{i};" for i in range(rows))
+  return f"""@group(0) @binding(0) var<storage, read_write> c: array<vec4<f32>>;
+@group(0) @binding(1) var<storage, read> a: array<f32>;
+@group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) w: vec3<u32>, @builtin(local_invocation_index) li: u32,
+        @builtin(subgroup_invocation_id) lane: u32) {{
+  let r = i32(w.y * 8u + li / 8u) * {rows};
+  let col = i32(w.x * 8u + (li & 7u)) * 4;
+{accs}
+  for (var k: i32 = 0; k < {n}; k += 8) {{
+{loads}
+{chr(10).join(steps)}
+  }}
+{stores}
+}}
+"""
+
+
+def subgroup_kernel(rt, n: int, rows: int = 16):
+  """The hand-written subgroup kernel as a CompiledKernel; None where it cannot run as written
+  (no subgroups, or subgroups narrower than 8 lanes)."""
+  if "subgroup" not in rt.features and "subgroups" not in rt.features:
+    return None
+  if n % (8 * rows) or n % 32 or int(rt.limits.get("min-subgroup-size", 8) or 8) < 8:
+    return None
+  binds = tuple(Binding(slot, "cab"[slot], "float32", n * n, "readwrite" if slot == 0 else "read",
+                        n * n * 4) for slot in range(3))
+  launch = Launch("wgsl", subgroup_wgsl(n, rows), "main", binds, (64, 1, 1),
+                  (n // 32, n // (8 * rows), 1))
+  return CompiledKernel("subgroup", "wgsl", launch.source, launch.dispatch, (64, 1, 1), (),
+                        launch)
+
+
 def measure(rt, compiled, handles, repeats: int) -> tuple[float, float]:
   """(seconds of the fastest run, wall seconds of the first run: pipeline build + the driver's
   JIT, which lavapipe does at the first dispatch and which grows with the unrolled kernel)."""
@@ -101,10 +151,10 @@ def measure(rt, compiled, handles, repeats: int) -> tuple[float, float]:
   return min(rt.run(compiled, handles, {}, timed=True) for _ in range(repeats)), first
 
 
-def bench_kernel(rt, name: str, sink: UOp, a, b, repeats: int) -> None:
+def bench_kernel(rt, name: str, sink, a, b, repeats: int) -> None:
   n = a.shape[0]
   started = time.perf_counter()
-  compiled = compile_wgsl(sink, name, rt.render_options())
+  compiled = compile_wgsl(sink, name, rt.render_options()) if isinstance(sink, UOp) else sink
   compile_ms = (time.perf_counter() - started) * 1e3
   handles = [rt.alloc(n * n * 4) for _ in range(3)]
   rt.copyin(handles[1], a.tobytes())
@@ -147,6 +197,9 @@ def main(argv: list[str]) -> None:
   bench_kernel(rt, "blocked", blocked(n), a, b, repeats)
   if n % 128 == 0:
     bench_kernel(rt, "8x8", blocked(n, 8, rows=8, groups=2), a, b, repeats)
+  reference = subgroup_kernel(rt, n)
+  if reference is not None:
+    bench_kernel(rt, "subgroup", reference, a, b, repeats)
   bench_tensor(n, a, b, repeats)
 
 
