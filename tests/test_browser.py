@@ -24,11 +24,13 @@ ARTIFACTS = REPO_ROOT / "tests" / "artifacts"
 BOOT_MS = 120_000
 RUN_MS = 240_000
 
-# JS: run the program in the editor through the page's own Run button logic; plain results.
+# JS: run the program in the editor through the page's own Run button logic; plain results,
+# once the background work of the run (PTX, the comparison with the reference) is done too.
 RUN = """async (code) => {
   kgApp.setCode(code);
   const r = await kgApp.run();
   if (!r || r.error) return r || {error: {type: 'busy'}};
+  await r.checked;
   return {shape: r.shape, dtype: r.dtype, device: r.device, data: Array.from(r.data, Number),
           reference: r.reference || null, recreated: r.recreated, timings: r.timings};
 }"""

@@ -9,7 +9,8 @@ import { showError, showKernels, showResult, showVerify } from './views.js';
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = 'kernelgen.program';
 const PARAMS = new URLSearchParams(location.search);
-const state = { kg: null, compiled: null, selected: 0, busy: false, marker: null, device: null };
+const state = { kg: null, compiled: null, selected: 0, busy: false, marker: null, device: null,
+  generation: 0, background: null };
 
 function log(line) {
   const status = $('status');
@@ -88,7 +89,7 @@ function reportError(error) {
 
 // ---- load progress and device status ----
 
-function onProgress({ step, state: phase, ms, loaded, total }) {
+function onProgress({ step, state: phase, ms, at, loaded, total }) {
   const span = document.querySelector(`[data-step="${step}"]`);
   const weights = { download: [0, 70], boot: [70, 20], install: [90, 10] };
   const [start, width] = weights[step] || [0, 0];
@@ -100,7 +101,8 @@ function onProgress({ step, state: phase, ms, loaded, total }) {
     span?.classList.replace('active', 'done');
     if (span) span.textContent += ` ${(ms / 1000).toFixed(2)} s`;
     $('progress').style.width = `${start + width}%`;
-    log(`${step}: ${(ms / 1000).toFixed(2)} s`);
+    const since = at ? ` (at ${((at - performance.timeOrigin) / 1000).toFixed(2)} s)` : '';
+    log(`${step}: ${(ms / 1000).toFixed(2)} s${since}`);
   }
 }
 
@@ -159,53 +161,130 @@ async function busy(work) {
   }
 }
 
+// A target whose compile is still on its way (PTX compiles after WGSL, in the background of a run).
+const PENDING = { ok: false, pending: true };
+// The PYTHON reference check is skipped above this many elements in the kernels' buffers: the
+// interpreter in the page would take minutes (the WebGPU result is shown either way).
+const REFERENCE_LIMIT = 1 << 16;
+
+function sourceText(target, label) {
+  if (target.pending) return `// compiling ${label}…`;
+  if (!target.ok) return `// ${label} unavailable:\n// ${target.error.message}`;
+  return target.kernels[state.selected]?.source ?? '';
+}
+
 function showSources() {
   const { wgsl, ptx } = state.compiled;
-  const pick = (target) => (target.ok ? target.kernels[state.selected]?.source ?? '' : '');
-  state.wgsl.setValue(wgsl.ok ? pick(wgsl) : `// WGSL unavailable:\n// ${wgsl.error.message}`, -1);
-  state.ptx.setValue(ptx.ok ? pick(ptx) : `// PTX unavailable:\n// ${ptx.error.message}`, -1);
+  state.wgsl.setValue(sourceText(wgsl, 'WGSL'), -1);
+  state.ptx.setValue(sourceText(ptx, `PTX for ${state.compiled.arch}`), -1);
   const kernels = (wgsl.ok ? wgsl : ptx).kernels || [];
   showKernels($('kernels'), kernels, state.selected, (index) => {
     state.selected = index;
     showSources();
   });
   $('kernel-count').textContent = `${kernels.length} kernel${kernels.length === 1 ? '' : 's'}`;
-  $('wgsl-note').textContent = wgsl.ok ? '' : wgsl.error.type;
-  $('ptx-note').textContent = ptx.ok ? state.arch() : ptx.error.type;
+  const note = (target, ok) => (target.pending ? 'compiling…' : target.ok ? ok : target.error.type);
+  $('wgsl-note').textContent = note(wgsl, '');
+  $('ptx-note').textContent = note(ptx, state.compiled.arch);
   $('download-wgsl').disabled = !wgsl.ok;
   $('download-ptx').disabled = !ptx.ok;
-  $('download-zip').disabled = !(wgsl.ok || ptx.ok);
+  $('download-zip').disabled = !(wgsl.ok || ptx.ok) || Boolean(wgsl.pending || ptx.pending);
+}
+
+// One target's {ok, kernels | error}; a program that fails to run throws (busy() shows it).
+async function compileTarget(code, arch, target) {
+  return (await state.kg.compileAll(code, { arch, targets: target }))[target];
+}
+
+// WGSL first and shown at once, then PTX. Returns the compiled state and a promise of the
+// PTX step; a newer compile or run makes the older one's late results be dropped.
+async function compileWgslThenPtx() {
+  const generation = ++state.generation;
+  const code = state.editor.getValue();
+  const arch = state.arch();
+  const wgsl = await compileTarget(code, arch, 'wgsl');
+  state.compiled = { wgsl, ptx: PENDING, arch };
+  state.selected = 0;
+  showSources();
+  const ptxDone = compileTarget(code, arch, 'ptx').catch((error) => ({ ok: false, error }))
+    .then((ptx) => {
+      if (generation !== state.generation) return null;
+      state.compiled.ptx = ptx;
+      showSources();
+      return ptx;
+    });
+  return { compiled: state.compiled, generation, ptxDone };
 }
 
 async function compile() {
   return busy(async () => {
     clearError();
-    const compiled = await state.kg.compileAll(state.editor.getValue(), { arch: state.arch() });
-    state.compiled = { ...compiled, arch: state.arch() };
-    state.selected = 0;
-    showSources();
+    const { compiled, ptxDone } = await compileWgslThenPtx();
+    await ptxDone;
     const failed = [compiled.wgsl, compiled.ptx].find((target) => !target.ok);
     if (failed) reportError(failed.error);
     else document.body.dataset.last = 'compile';
-    return state.compiled;
+    return compiled;
   });
 }
 
-async function run() {
-  const compiled = await compile();
-  if (!compiled || compiled.error) return compiled;
-  return busy(async () => {
-    const result = await state.kg.run(state.editor.getValue(),
-      { device: state.device, reference: state.device !== 'PYTHON' });
+function kernelElements(target) {
+  if (!target.ok) return Infinity;
+  return target.kernels.reduce((n, k) => n + k.buffers.reduce((m, b) => m + b.size, 0), 0);
+}
+
+// After a run's result is shown: its comparison with the PYTHON reference, in the background.
+async function checkLater(code, result, generation) {
+  const reference = await state.kg.reference(code).catch((error) => ({ ok: false, error }));
+  if (generation === state.generation) {
+    result.reference = reference;
     showResult($('results'), result);
-    $('result-meta').textContent = `${result.device} · ${(result.seconds * 1000).toFixed(0)} ms`;
-    if (result.recreated) {
-      showNotice(`The WebGPU device was lost (${result.lostReason}); a new device was created ` +
-        'for this run.', 'info');
+  }
+  return reference;
+}
+
+// Run = compile WGSL (shown at once), run it, show the result; then, in the background, the
+// PTX and the comparison with the PYTHON reference (result.checked resolves to it).
+async function run() {
+  let background = null;
+  const outcome = await busy(async () => {
+    clearError();
+    const { compiled, generation, ptxDone } = await compileWgslThenPtx();
+    const elements = kernelElements(compiled.wgsl);
+    const check = state.device !== 'PYTHON' && elements <= REFERENCE_LIMIT;
+    const code = state.editor.getValue();
+    const result = await state.kg.run(code, { device: state.device,
+      reference: check ? 'later' : false }).catch((error) => ({ failed: error }));
+    if (result.failed) {
+      await ptxDone;
+      throw result.failed;
     }
-    document.body.dataset.last = 'run';
+    if (state.device !== 'PYTHON') {
+      result.reference = check ? { pending: true } : { skipped: true, elements,
+        limit: REFERENCE_LIMIT };
+    }
+    showRun(result);
+    const checked = check ? checkLater(code, result, generation) : Promise.resolve(null);
+    background = result.checked = Promise.all([ptxDone, checked]).then(([, reference]) => reference);
     return result;
   });
+  state.background = background || state.background;
+  return outcome;
+}
+
+function showRun(result) {
+  showResult($('results'), result);
+  $('result-meta').textContent = `${result.device} · ${(result.seconds * 1000).toFixed(0)} ms`;
+  if (result.recreated) {
+    showNotice(`The WebGPU device was lost (${result.lostReason}); a new device was created ` +
+      'for this run.', 'info');
+  }
+  document.body.dataset.last = 'run';
+}
+
+// Everything a run left in the background (PTX, the reference check) is done.
+async function idle() {
+  await state.background;
 }
 
 async function verify() {
@@ -277,13 +356,14 @@ function bindKeys() {
 }
 
 async function start() {
+  const options = { webgpu: PARAMS.get('webgpu') !== '0', compatibility: PARAMS.has('compat'),
+    onProgress, early: window.kgEarly };
+  const booting = createKernelgen(options);  // first: Python boots while the editors load
   setupEditors();
   setupExamples();
   bindKeys();
   state.arch = () => $('arch').value;
-  const options = { webgpu: PARAMS.get('webgpu') !== '0', compatibility: PARAMS.has('compat'),
-    onProgress };
-  state.kg = await createKernelgen(options);
+  state.kg = await booting;
   const info = state.kg.info;
   state.device = info.device;
   log(`Python ${info.python} ready; kernelgen loaded from ${info.file} (${info.kernelgen})`);
@@ -293,7 +373,7 @@ async function start() {
   document.body.dataset.ready = 'true';
 }
 
-window.kgApp = { state, run, compile, verify, download, loadExample, manifest,
+window.kgApp = { state, run, compile, verify, download, loadExample, manifest, idle,
   setCode: (code) => state.editor.setValue(code, 1), getCode: () => state.editor.getValue() };
 
 if ('serviceWorker' in navigator && !PARAMS.has('nosw')) {

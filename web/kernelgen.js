@@ -29,8 +29,9 @@ export class KernelgenError extends Error {
 // The result bytes of a run as a typed array of the tensor's dtype.
 export function typedData(dtype, bytes) {
   const Type = TYPED_ARRAYS[dtype] || Uint8Array;
-  const copy = bytes.slice().buffer;  // aligned and owned
-  return new Type(copy, 0, copy.byteLength / Type.BYTES_PER_ELEMENT);
+  const whole = bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
+  const buffer = whole ? bytes.buffer : bytes.slice().buffer;  // the worker's own copy: no other
+  return new Type(buffer, 0, buffer.byteLength / Type.BYTES_PER_ELEMENT);
 }
 
 function startWorker(base) {
@@ -43,7 +44,8 @@ function startWorker(base) {
 }
 
 class Kernelgen {
-  constructor(worker, onProgress) {
+  // `early`: messages the worker sent before this object listened (see startEarly).
+  constructor(worker, onProgress, early = []) {
     this.worker = worker;
     this.onProgress = onProgress;
     this.pending = new Map();
@@ -51,6 +53,7 @@ class Kernelgen {
     this.info = null;
     worker.onmessage = ({ data }) => this.receive(data);
     worker.onerror = (event) => this.failAll(event.message || 'the kernelgen worker crashed');
+    for (const data of early.splice(0)) this.receive(data);
   }
 
   receive(data) {
@@ -101,9 +104,10 @@ class Kernelgen {
     return compiled.kernels;
   }
 
-  // Both targets at once, each {ok, kernels} or {ok: false, error} (what the page shows).
-  compileAll(code, { arch = 'sm_80' } = {}) {
-    return this.callChecked('compile', { code, arch, targets: 'wgsl,ptx' });
+  // Both targets at once (or those in `targets`), each {ok, kernels} or {ok: false, error}
+  // (what the page shows).
+  compileAll(code, { arch = 'sm_80', targets = 'wgsl,ptx' } = {}) {
+    return this.callChecked('compile', { code, arch, targets });
   }
 
   // Run the program; resolves to its `out` as {shape, dtype, data (a typed array)} plus
@@ -115,6 +119,13 @@ class Kernelgen {
       ...out, data: typedData(out.dtype, out.data), bytes: out.data,
       timings: result.timings || [], recreated: result.recreated, lostReason: result.lost_reason,
     };
+  }
+
+  // The last run of `code` (made with `reference: false`) compared with the PYTHON interpreter:
+  // {ok, match, max_abs_error, mismatches, seconds} or {ok: false, error}. The page shows a
+  // run's result first and this afterwards.
+  async reference(code) {
+    return (await this.callChecked('reference', { code })).reference;
   }
 
   // Run the program's PTX on the simulator and compare it with the WebGPU (or PYTHON) result.
@@ -141,10 +152,13 @@ class Kernelgen {
 // Start kernelgen. `base`: the URL of the site root holding web/ and pyodide/ (default: the
 // folder above this module). `webgpu: false` runs everything on the PYTHON device;
 // `compatibility: true` asks for a compatibility-mode adapter; `onProgress` gets load steps.
+// `early`: a worker a page started before this module loaded ({worker, early}, made by
+// startEarly), so Pyodide boots while the rest of the page loads.
 export async function createKernelgen({ base, webgpu = true, compatibility = false,
-                                        onProgress } = {}) {
+                                        onProgress, early } = {}) {
   const root = new URL(base || '../', base ? globalThis.location?.href : import.meta.url);
-  const kg = new Kernelgen(startWorker(root), onProgress);
+  const kg = early ? new Kernelgen(early.worker, onProgress, early.messages)
+    : new Kernelgen(startWorker(root), onProgress);
   kg.info = await kg.call('boot', { webgpu, compatibility });
   return kg;
 }

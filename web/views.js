@@ -40,6 +40,16 @@ export function previewText(shape, dtype, data, rows = 6, cols = 8) {
 
 function comparisonBadge(reference) {
   if (!reference) return null;
+  if (reference.pending) {
+    return el('span', { class: 'badge note', id: 'reference-pending' },
+      'checking against the PYTHON reference…');
+  }
+  if (reference.skipped) {
+    return el('span', { class: 'badge note', id: 'reference-skipped' },
+      `not checked against the PYTHON reference: ${reference.elements} elements is more than ` +
+      `the interpreter handles quickly in the page (${reference.limit}); use smaller inputs to ` +
+      'compare');
+  }
   if (!reference.ok) {
     return el('span', { class: 'badge bad' }, `reference failed: ${reference.error.message}`);
   }

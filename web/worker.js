@@ -1,63 +1,66 @@
 // The Pyodide worker: Python (kernelgen) and WebGPU (gpu.js) both live here, so the page never
 // freezes. Everything is loaded from this site's own origin (see web/BUILDING.md).
 //
-// Messages in:  {id, cmd, args}  with cmd one of boot, compile, run, verify, selftest, loseDevice
-// Messages out: {type: 'progress', step, state, ms, loaded, total}
+// Pyodide starts booting as soon as this module runs (while the page still sets up its editor),
+// compiling its wasm while it streams in; the kernelgen wheel follows by name from the
+// rewritten lockfile. Commands run one at a time, in the order they arrive.
+//
+// Messages in:  {id, cmd, args}  with cmd one of boot, compile, run, reference, verify, selftest,
+//               loseDevice, info
+// Messages out: {type: 'progress', step, state, ms, at, loaded, total}   (at: epoch ms)
 //               {id, ok: true, result} | {id, ok: false, error: {type, message, line, ...}}
 import { loadPyodide } from '../pyodide/pyodide.mjs';
 import { GpuExecutor } from './gpu.js';
 
 const PYODIDE_URL = new URL('../pyodide/', import.meta.url).href;
+// The runtime's big files: their bytes drive the page's progress bar.
+const RUNTIME_FILES = ['pyodide.asm.wasm', 'python_stdlib.zip'];
 const state = { pyodide: null, api: null, gpu: null, gpuInfo: null, jspi: false };
 
-function post(message) {
-  self.postMessage(message);
+function post(message, transfer = []) {
+  self.postMessage(message, transfer);
+}
+
+const now = () => performance.timeOrigin + performance.now();  // comparable with the page's clock
+
+function progress(step, phase, extra = {}) {
+  post({ type: 'progress', step, state: phase, at: now(), ...extra });
 }
 
 async function timed(step, work) {
   const start = performance.now();
-  post({ type: 'progress', step, state: 'start' });
+  progress(step, 'start');
   const result = await work();
-  post({ type: 'progress', step, state: 'done', ms: performance.now() - start });
+  progress(step, 'done', { ms: performance.now() - start });
   return result;
 }
 
-// Fetch a file with byte-level progress messages; returns its bytes as a Blob.
-async function download(url, step, progress) {
-  const response = await fetch(url);
-  if (!response.ok) throw new Error(`could not load ${url}: HTTP ${response.status}`);
-  progress.total += Number(response.headers.get('content-length') || 0);
-  const reader = response.body.getReader();
-  const chunks = [];
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    progress.loaded += value.byteLength;
-    post({ type: 'progress', step, state: 'bytes', loaded: progress.loaded, total: progress.total });
-  }
-  return new Blob(chunks);
-}
-
-// Download the big runtime files with progress; returns their blobs (wasm, standard library).
-function downloadRuntime() {
-  const progress = { loaded: 0, total: 0 };
-  const files = ['pyodide.asm.wasm', 'python_stdlib.zip'].map((name) => PYODIDE_URL + name);
-  return Promise.all(files.map((url) => download(url, 'download', progress)));
-}
-
-// Boot Pyodide from the downloaded files: the wasm is handed over by answering Pyodide's own
-// fetch of it (once, during the boot), so nothing is downloaded twice.
-async function bootPython([wasm, stdlib]) {
-  const realFetch = self.fetch;
-  self.fetch = (url, options) => (String(url).endsWith('/pyodide.asm.wasm')
-    ? Promise.resolve(new Response(wasm, { headers: { 'Content-Type': 'application/wasm' } }))
-    : realFetch(url, options));
-  try {
-    return await loadPyodide({ indexURL: PYODIDE_URL, stdLibURL: URL.createObjectURL(stdlib) });
-  } finally {
-    self.fetch = realFetch;
-  }
+// A fetch that counts the bytes of the runtime files as Pyodide reads them (it still streams
+// them: the wasm compiles while it downloads, and nothing is buffered twice).
+function countingFetch(realFetch) {
+  const bytes = { loaded: 0, total: 0, done: 0, start: performance.now() };
+  progress('download', 'start');
+  return async (url, options) => {
+    const response = await realFetch(url, options);
+    if (!RUNTIME_FILES.some((name) => String(url).endsWith('/' + name)) || !response.body) {
+      return response;
+    }
+    bytes.total += Number(response.headers.get('content-length') || 0);
+    const counter = new TransformStream({
+      transform(chunk, controller) {
+        bytes.loaded += chunk.byteLength;
+        progress('download', 'bytes', { loaded: bytes.loaded, total: bytes.total });
+        controller.enqueue(chunk);
+      },
+      flush() {
+        if (++bytes.done === RUNTIME_FILES.length) {
+          progress('download', 'done', { ms: performance.now() - bytes.start });
+        }
+      },
+    });
+    const { status, statusText, headers } = response;
+    return new Response(response.body.pipeThrough(counter), { status, statusText, headers });
+  };
 }
 
 async function installKernelgen(pyodide) {
@@ -69,18 +72,28 @@ async function installKernelgen(pyodide) {
   return pyodide.pyimport('kernelgen.web_api');
 }
 
+// Pyodide and kernelgen, started when the worker starts (not when the page asks to boot).
+async function startPython() {
+  self.fetch = countingFetch(self.fetch.bind(self));
+  const pyodide = await timed('boot', () => loadPyodide({ indexURL: PYODIDE_URL }));
+  const api = await timed('install', () => installKernelgen(pyodide));
+  return { pyodide, api };
+}
+
+const python = startPython();
+python.catch(() => {});  // reported by the boot command
+
 async function boot({ compatibility = false, webgpu = true } = {}) {
   state.gpu = new GpuExecutor({ compatibility });
   const gpuReady = webgpu ? state.gpu.init() : Promise.resolve({
     available: false, reason: 'WebGPU was turned off for this page' });
-  const files = await timed('download', downloadRuntime);
-  state.pyodide = await timed('boot', () => bootPython(files));
+  Object.assign(state, await python);
   state.jspi = typeof WebAssembly.Suspending === 'function';
-  state.api = await timed('install', () => installKernelgen(state.pyodide));
   state.gpuInfo = await gpuReady;
   const setup = state.api.setup(state.gpuInfo.available ? state.gpu : undefined, state.jspi);
   const result = toPlain(setup);
   setup.destroy?.();
+  enqueue({ cmd: 'warm' });  // runs after this reply: the imports a first compile needs
   return { ...result, gpu: state.gpuInfo, jspi: state.jspi };
 }
 
@@ -118,6 +131,7 @@ async function run({ code, device, reference = true }) {
   if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
   result.recreated = status.recreated;
   result.lost_reason = status.reason || null;
+  if (device === 'WEBGPU') enqueue({ cmd: 'release' });  // after this reply: free GPU buffers
   return result;
 }
 
@@ -125,11 +139,15 @@ const COMMANDS = {
   boot,
   run,
   compile: ({ code, arch, targets }) => callPython('compile_program', code, arch, targets),
+  // the last run of `code` compared with the PYTHON interpreter (see web_api.check_reference)
+  reference: ({ code }) => callPython('check_reference', code),
   verify: async ({ code, arch }) => {
     await ensureGpu();
     return callPython('verify_ptx', code, arch, state.gpuInfo?.available ? 'WEBGPU' : 'PYTHON');
   },
   selftest: ({ files }) => callPython('self_test', state.pyodide.toPy(files)),
+  warm: () => callPython('warm'),
+  release: () => callPython('release'),
   loseDevice: () => {
     state.gpu.destroyDevice();
     return true;
@@ -144,12 +162,29 @@ function errorData(error) {
     line: null };
 }
 
-self.onmessage = async ({ data }) => {
-  const { id, cmd, args } = data;
+// The result bytes the page gets are moved to it, not copied (each is a fresh copy from Python).
+function transferables(result) {
+  const views = [result?.out?.data, result?.ptxsim?.data, result?.other?.data];
+  const buffers = views.filter((v) => ArrayBuffer.isView(v)).map((v) => v.buffer);
+  return [...new Set(buffers)];
+}
+
+async function handle({ id, cmd, args }) {
   try {
     const result = await COMMANDS[cmd](args || {});
-    post({ id, ok: true, result });
+    if (id !== undefined) post({ id, ok: true, result }, transferables(result));
   } catch (error) {
-    post({ id, ok: false, error: errorData(error) });
+    if (id !== undefined) post({ id, ok: false, error: errorData(error) });
+    else console.warn(`kernelgen worker: ${cmd} failed:`, error);
   }
-};
+}
+
+// One command at a time: Python is single-threaded, and with JSPI a command that waits for the
+// GPU would otherwise let the next one start in the middle of it.
+let queue = Promise.resolve();
+
+function enqueue(message) {
+  queue = queue.then(() => handle(message));
+}
+
+self.onmessage = ({ data }) => enqueue(data);

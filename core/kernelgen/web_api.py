@@ -209,14 +209,63 @@ def _reference(code: str, result: dict) -> dict:
   return {"ok": True, "seconds": reference["seconds"], **compare(result, reference)}
 
 
-def run_program(code: str, device: str = "WEBGPU", reference: bool = True) -> dict:
-  """Run the program on `device`; with `reference`, compare with the PYTHON interpreter."""
+# the last run on a device, kept until check_reference compares it: {"code", "result"}
+_LAST_RUN: dict = {}
+
+
+def run_program(code: str, device: str = "WEBGPU", reference: bool | str = True) -> dict:
+  """Run the program on `device`; with `reference` True, compare with the PYTHON interpreter
+  now; with "later", keep the result for `check_reference(code)` (the page shows the result
+  first and compares afterwards)."""
   def work():
+    _LAST_RUN.clear()
     result = _run_on(code, device)
-    if reference and device != "PYTHON":
+    if reference == "later" and device != "PYTHON":
+      _LAST_RUN.update(code=code, result=result)
+    elif reference and device != "PYTHON":
       result["reference"] = _reference(code, result)
     return {"out": result}
   return _guarded(work)
+
+
+def check_reference(code: str) -> dict:
+  """The last run of `code` (by run_program with reference="later") compared with the PYTHON
+  interpreter: {"ok", "reference": {ok, match, max_abs_error, ...}}."""
+  last = dict(_LAST_RUN)
+  _LAST_RUN.clear()
+  if last.get("code") != code:
+    return _guarded(lambda: _raise(ProgramError(
+      "there is no run of this program to compare: run it on a device first (the reference "
+      "compares the last run)")))
+  return {"ok": True, "reference": _reference(code, last["result"])}
+
+
+def _raise(exc: Exception):
+  raise exc
+
+
+def release() -> dict:
+  """Free the page GPU's buffers that no tensor refers to any more (nothing else frees them);
+  {"ok", "freed"}."""
+  import gc
+  from .device import Device
+  gc.collect()
+  runtime = getattr(Device, "_open", {}).get("WEBGPU")  # only a device that is open
+  freed = runtime.release_unreachable() if hasattr(runtime, "release_unreachable") else 0
+  return {"ok": True, "freed": freed}
+
+
+def warm() -> dict:
+  """Import what a first compile to WGSL needs, so the first Run does not wait for it."""
+  import importlib
+  for name in WARM_MODULES:
+    importlib.import_module(name, __package__)
+  return {"ok": True}
+
+
+# the modules a compile to WGSL imports, in the order it does
+WARM_MODULES = (".compiler", ".schedule", ".optimize", ".lower", ".rules.symbolic", ".verify",
+                ".linearize", ".render.wgsl")
 
 
 def verify_ptx(code: str, arch: str = "sm_80", device: str = "WEBGPU") -> dict:

@@ -53,6 +53,7 @@ class BrowserWebGPU(Runtime):
                         "PYTHON (or a browser with WebGPU enabled)")
     self.gpu = gpu     # a JsProxy of web/gpu.js's GpuExecutor
     self.jspi = jspi
+    self.handles: set[int] = set()  # buffers allocated and not freed yet
 
   def info(self) -> dict:
     return self.gpu.info().to_py()
@@ -84,7 +85,9 @@ class BrowserWebGPU(Runtime):
       raise typed_error(exc) from None
 
   def alloc(self, nbytes: int):
-    return int(self._call("alloc", nbytes))
+    handle = int(self._call("alloc", nbytes))
+    self.handles.add(handle)
+    return handle
 
   def copyin(self, handle, data) -> None:
     self._call("write", handle, self.ffi.to_js(memoryview(bytes(data))))
@@ -93,10 +96,22 @@ class BrowserWebGPU(Runtime):
     return self._wait(self._call("read", handle), "reading a tensor").to_bytes()
 
   def free(self, handle) -> None:
+    self.handles.discard(handle)
     try:
       self.gpu.free(handle)
     except Exception:  # freeing after a lost device: nothing left to free
       pass
+
+  def release_unreachable(self) -> int:
+    """Free every buffer of this device that no live Buffer holds (call after gc.collect());
+    returns how many were freed. Buffers have no finalizer, so this is what frees them."""
+    import gc
+    from ..lazy import Buffer
+    live = {o._handle for o in gc.get_objects() if isinstance(o, Buffer)}
+    dead = self.handles - live
+    for handle in dead:
+      self.free(handle)
+    return len(dead)
 
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> None:
     launch = kernel.launch.to_json()
