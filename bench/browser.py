@@ -141,6 +141,7 @@ def cold_start(playwright, server) -> dict:
       const result = await window.kgApp.run();
       if (!result || result.error) failed.push(name);
     }
+    if (window.kgApp.idle) await window.kgApp.idle();  // the runs' background work (reference)
     return { names, failed };
   }""")
   app_pss = pss_mb(os.getpid())

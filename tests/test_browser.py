@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import subprocess
 import zipfile
@@ -100,9 +101,12 @@ def assert_matches_numpy(name: str, code: str, result: dict) -> None:
 
 @pytest.fixture(scope="module")
 def site():
-  """site/ assembled by ./build.sh site, served on a free port of 127.0.0.1."""
-  subprocess.run(["./build.sh", "site"], cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
-  with StaticServer(REPO_ROOT / "site") as server:
+  """site/ assembled by ./build.sh site, served on a free port of 127.0.0.1. KERNELGEN_TEST_SITE
+  names an already assembled copy to serve instead (one that no other build rewrites mid-test)."""
+  assembled = os.environ.get("KERNELGEN_TEST_SITE")
+  if not assembled:
+    subprocess.run(["./build.sh", "site"], cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+  with StaticServer(assembled or REPO_ROOT / "site") as server:
     yield server
 
 

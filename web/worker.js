@@ -85,7 +85,7 @@ python.catch(() => {});  // reported by the boot command
 
 async function boot({ compatibility = false, webgpu = true } = {}) {
   state.gpu = new GpuExecutor({ compatibility });
-  const gpuReady = webgpu ? state.gpu.init() : Promise.resolve({
+  const gpuReady = webgpu ? timed('gpu', () => state.gpu.init()) : Promise.resolve({
     available: false, reason: 'WebGPU was turned off for this page' });
   Object.assign(state, await python);
   state.jspi = typeof WebAssembly.Suspending === 'function';
