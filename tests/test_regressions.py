@@ -26,19 +26,31 @@ def test_tensor_from_0d_numpy_array_keeps_shape_0d():
   assert (x + 1).item() == 2.5
 
 
-@open_bug("scheduler/lower: argmax over an axis of size 1 passes 3 buffers to a 1-buffer kernel")
-def test_argmax_over_axis_of_size_1_gives_kernel_its_buffers():
-  # fuzz seed 47: "kernel r_1__1_n2 takes 1 buffers (out), got 3" on every device
-  assert Tensor([1.5], device="PYTHON").argmax(axis=0).item() == 0
+@pytest.mark.parametrize("device", ["PYTHON", "PTXSIM"])
+def test_argmax_over_axis_of_size_1_gives_kernel_its_buffers(device):
+  # fuzz seed 47: "kernel r_1__1_n2 takes 1 buffers (out), got 3" on every device (fixed in
+  # realize.py: a kernel binds only the buffers it still reads after simplification, by slot)
+  assert Tensor([1.5], device=device).argmax(axis=0).item() == 0
+  assert Tensor([[2, 7]], device=device).argmin(axis=0).tolist() == [0, 0]
 
 
-@open_bug("lower: a reduce over two axes whose kept dims are all 1 makes RANGEs that do not nest")
 def test_sum_over_two_axes_of_shape_3_1_1_has_nested_loops():
   # fuzz seed 45, and hypothesis in test_fuzz.py: VerifyError "the loops of this node do not
-  # nest: RANGE[0], RANGE[1]"
+  # nest: RANGE[0], RANGE[1]" (fixed in linearize.py: a loop whose index the body does not use
+  # still encloses the accumulator's update)
   b = np.array([True, False, True]).reshape(3, 1, 1)
   assert Tensor(b, device="PYTHON").sum(axis=(0, 1)).tolist() == [2]
   assert Tensor(np.ones((3, 1), np.float32), device="PYTHON").sum(axis=(0, 1)).item() == 3.0
+
+
+def test_sum_over_an_expanded_axis_counts_every_repeat():
+  # found while fixing the loop nesting above: the update was placed outside the unused loop
+  x = np.arange(3, dtype=np.float32)
+  for device in ("PYTHON", "PTXSIM"):
+    got = Tensor(x.reshape(1, 3), device=device).expand(4, 3).sum(axis=(0, 1)).item()
+    assert got == np.broadcast_to(x, (4, 3)).sum()
+    got = Tensor(x.reshape(3, 1), device=device).expand(3, 5).max(axis=(0, 1)).item()
+    assert got == x.max()
 
 
 @open_bug("schedule/view: comparing a reduced tensor with its source (broadcast) -> IndexError")

@@ -29,13 +29,34 @@ def _definition_key(u: UOp):
 
 # ---- scopes ----------------------------------------------------------------------------------
 
+def _acc_loops(order: list[UOp]) -> dict[UOp, frozenset]:
+  """DEFINE_ACC -> the loops whose ENDRANGEs close its ASSIGN (the loops its update runs in,
+  even those whose index the update does not use: sum over an expanded axis)."""
+  loops: dict[UOp, frozenset] = {}
+  for u in order:
+    if u.op is Ops.ENDRANGE:
+      closing, body = {u.src[0]}, u.src[1]
+      while body.op is Ops.ENDRANGE:
+        closing.add(body.src[0])
+        body = body.src[1]
+      if body.op is Ops.ASSIGN:
+        acc = body.src[0]
+        loops[acc] = loops.get(acc, frozenset()) | closing
+  return loops
+
+
 def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
-  """Each node's loops: the RANGEs it depends on, minus those closed by an ENDRANGE it depends on."""
+  """Each node's loops: the RANGEs it depends on (a read of an accumulator, except the final
+  AFTER, depends on the loops its update runs in), minus those closed by an ENDRANGE it depends
+  on."""
   opened: dict[UOp, frozenset] = {}
   closed: dict[UOp, frozenset] = {}
   empty = frozenset()
+  acc_loops = _acc_loops(order)
   for u in order:
     o = frozenset().union(*(opened[s] for s in u.src)) if u.src else empty
+    if u.op is not Ops.AFTER:
+      o = o.union(*(acc_loops.get(s, empty) for s in u.src if s.op is Ops.DEFINE_ACC))
     c = frozenset().union(*(closed[s] for s in u.src)) if u.src else empty
     if u.op is Ops.RANGE:
       o = o | {u}
@@ -46,11 +67,14 @@ def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
 
 
 def _must_nest(order: list[UOp], scope: dict) -> dict[UOp, set]:
-  """Loops that must be outside each loop: those its end depends on, and an accumulator's
-  reset loops are outside the other loops its ASSIGNs run in."""
+  """Loops that must be outside each loop: those its end depends on, the loops still open where
+  it is closed (its ENDRANGE's scope: a body that does not use the loop's index still runs in
+  it), and an accumulator's reset loops are outside the other loops its ASSIGNs run in."""
   outside: dict[UOp, set] = {u: set(scope[u.src[0]]) for u in order if u.op is Ops.RANGE}
   for u in order:
-    if u.op is Ops.ASSIGN:
+    if u.op is Ops.ENDRANGE:
+      outside[u.src[0]] |= scope[u]
+    elif u.op is Ops.ASSIGN:
       reset = scope[u.src[0]]
       for r in scope[u] - reset:
         outside[r] |= reset
@@ -81,6 +105,8 @@ def _nesting(order: list[UOp], scope: dict, key: dict) -> dict[UOp, tuple]:
   for u in order:
     for r in scope[u]:
       outer[r].update(x for x in scope[u] if key[x] < key[r])
+    if u.op is Ops.ENDRANGE:       # a loop closed inside others sits in them
+      outer[u.src[0]].update(scope[u])
   ranked = sorted(key, key=key.get)
   for r in reversed(ranked):       # an enclosing loop sits in the outer loops of its children
     for o in outer[r]:

@@ -23,7 +23,8 @@ def realize(nodes: list[LazyOp]) -> None:
         opts = search(item, runtime, handles, options)
         options = {**options, "local": opts.local, "upcast": opts.upcast}
       compiled = compile_item(item, runtime.target or "python", options)
-      runtime.run(compiled, handles, {})
+      # a kernel binds only the buffers it still reads after simplification (by slot)
+      runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
     out.buffer, out.src = buffer, ()
 
 
