@@ -44,7 +44,8 @@ def _repeats(node: LazyOp) -> bool:
 
 
 def _walk_kernel(root: LazyOp, boundary: set, users: dict) -> tuple[list[LazyOp], list[LazyOp]]:
-  """(inputs, newly found boundaries) of the kernel computing `root`."""
+  """(inputs, the unrealized boundaries among them: kernels to compute) of the kernel computing
+  `root`."""
   inputs, new, seen = [], [], set()
   stack = [(s, root.op is not L.REDUCE) for s in root.src]
   while stack:
@@ -55,6 +56,7 @@ def _walk_kernel(root: LazyOp, boundary: set, users: dict) -> tuple[list[LazyOp]
     if node.realized or id(node) in boundary:
       if node not in inputs:
         inputs.append(node)
+        new.extend(() if node.realized else (node,))
       continue
     fusable = at_output and users.get(id(node), 0) <= 1
     if node.op in (L.REDUCE, L.CONTIGUOUS) and not (node.op is L.REDUCE and fusable):
@@ -91,6 +93,19 @@ def _find_reduce(node: LazyOp, inputs) -> LazyOp | None:
   return None
 
 
+def _find_kernels(roots: list[LazyOp], boundary: set, users: dict) -> dict[int, ScheduleItem]:
+  """One kernel per boundary node reachable from `roots` (adds the boundaries it finds)."""
+  pending, items = list(roots), {}
+  while pending:
+    node = pending.pop()
+    if id(node) in items:
+      continue
+    inputs, new = _walk_kernel(node, boundary, users)
+    items[id(node)] = ScheduleItem(node, tuple(inputs))
+    pending.extend(new)
+  return items
+
+
 def schedule(roots: list[LazyOp]) -> list[ScheduleItem]:
   """The kernels that realize `roots`, each after the kernels it reads from."""
   order = _toposort(roots)
@@ -100,15 +115,11 @@ def schedule(roots: list[LazyOp]) -> list[ScheduleItem]:
       for s in {id(s): s for s in node.src}.values():
         users[id(s)] = users.get(id(s), 0) + 1
   boundary = {id(r) for r in roots if not r.realized}
-  pending = [r for r in roots if not r.realized]
-  items: dict[int, ScheduleItem] = {}
-  while pending:
-    node = pending.pop()
-    if id(node) in items:
-      continue
-    inputs, new = _walk_kernel(node, boundary, users)
-    items[id(node)] = ScheduleItem(node, tuple(inputs))
-    pending.extend(new)
+  while True:      # again until no kernel fuses a node that another kernel found as a boundary
+    known = len(boundary)
+    items = _find_kernels([r for r in roots if not r.realized], boundary, users)
+    if len(boundary) == known:
+      break
   position = {id(n): i for i, n in enumerate(order)}
   ordered = sorted(items.values(), key=lambda it: position[id(it.out)])
   return _name_items(ordered, position)
