@@ -5,6 +5,12 @@ gid/lid, output indices are unravelled from it, and the expression is lowered at
 views become index math (with masks as load gates), reductions become RANGE loops over a
 DEFINE_ACC with ASSIGN/ENDRANGE/AFTER, and loads past the end of the output are gated. Index
 math is int32; `unravel` folds the common cases (permutes, expands, windows) without div/mod.
+
+Grouped reductions (`Opts.group`): one workgroup per output element; its `group` threads each
+accumulate a strided share of the reduced elements, store the partial result into workgroup
+memory (DEFINE_LOCAL), and after a BARRIER every thread folds the partials; lane 0 stores.
+No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
+silently stops a thread's loops after 65535 iterations in all, counted across its loops).
 """
 from __future__ import annotations
 
@@ -25,6 +31,12 @@ I32 = dtypes.int32
 class Opts:
   local: int = 1        # threads per workgroup (dimension 0)
   upcast: int = 1       # consecutive outputs per thread (unrolled)
+  group: int = 0        # >0: threads of one workgroup that share each output's reduction
+
+
+# the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
+# iterations in all (one budget shared by every loop of the thread)
+MAX_TRIPS = 1 << 14
 
 
 def _c(v: int) -> UOp:
@@ -108,6 +120,7 @@ class Lowerer:
                     for i, n in enumerate(item.inputs)]
     self.cache: dict = {}
     self.next_id = 0
+    self.group, self.lane = 0, None    # set by lower() for grouped reductions
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     key = (id(node), idxs, gate)
@@ -162,23 +175,78 @@ class Lowerer:
   def _reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     op, axes = node.arg
     src = node.src[0]
-    ranges, src_idxs = [], list(idxs)
+    if self.group and src.dtype != dtypes.bool:
+      return self._grouped_reduce(node, idxs, gate)
+    ranges, points = [], [(list(idxs), None)]
     for a in axes:
-      r = UOp(Ops.RANGE, I32, (_c(src.shape[a]),), self._id())
-      ranges.append(r)
-      src_idxs[a] = r
-    body = self.value(src, tuple(src_idxs), gate)
+      loops, lanes = self._loop(src.shape[a])
+      ranges += loops
+      points = [(p[:a] + [i] + p[a + 1:], _and(v, ok)) for p, v in points for i, ok in lanes]
+    return self._accumulate(op, src, [(tuple(p), v) for p, v in points], idxs, gate, ranges)
+
+  def _accumulate(self, op: Ops, src: LazyOp, points: list, idxs: tuple, gate,
+                  ranges: list) -> UOp:
+    """AFTER(acc) of acc = op(acc, src[p]) for every (p, valid) of `points` in each iteration of
+    `ranges` (where valid is false the element is skipped)."""
+    bodies = [(self.value(src, p, _and(gate, v)), v) for p, v in points]
+    dtype = bodies[0][0].dtype
+    if dtype == dtypes.bool:
+      op = _REDUCE_BOOL[op]
+    init = UOp.const(dtype, _identity(op, dtype))
+    total = None
+    for body, valid in bodies:
+      body = body if valid is None else valid.where(body, init)
+      total = body if total is None else UOp(op, dtype, (total, body))
     outer = [u for u in toposort(list(idxs) + ([gate] if gate is not None else []))
              if u.op is Ops.RANGE]
-    if body.dtype == dtypes.bool:
-      op = _REDUCE_BOOL[op]
-    init = UOp.const(body.dtype, _identity(op, body.dtype))
-    acc = UOp(Ops.DEFINE_ACC, body.dtype, (init, *outer), self._id())
-    update = UOp(Ops.ASSIGN, body.dtype, (acc, UOp(op, body.dtype, (acc, body))))
-    end = update
+    acc = UOp(Ops.DEFINE_ACC, dtype, (init, *outer), self._id())
+    end = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, total))))
     for r in reversed(ranges):
       end = UOp(Ops.ENDRANGE, None, (r, end))
-    return UOp(Ops.AFTER, body.dtype, (acc, end))
+    return UOp(Ops.AFTER, dtype, (acc, end))
+
+  def _loop(self, n: int, step: int = 1, lane: UOp | None = None, total: int = 0):
+    """(ranges, [(index, valid)]) of a loop over range(n) (index*step + lane with a lane),
+    unrolled so that it runs at most MAX_TRIPS times; valid gates the overshoot."""
+    total = total or n
+    unroll = 1
+    while math.ceil(n / unroll) > MAX_TRIPS:
+      unroll *= 2
+    trips = math.ceil(n / unroll)
+    rng = self._range(trips) if trips != 1 else _c(0)
+    out = []
+    for u in range(unroll):
+      terms = [(rng, unroll * step, trips)] if trips != 1 else []
+      terms += [(lane, 1, step)] if lane is not None else []
+      index = _lin(terms, u * step)
+      out.append((index, index.lt(_c(total)) if trips * unroll * step > total else None))
+    return ([rng] if trips != 1 else []), out
+
+  def _range(self, n: int) -> UOp:
+    return UOp(Ops.RANGE, I32, (_c(n),), self._id())
+
+  def _grouped_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    """Each lane reduces elements lane, lane+group, ...; then the partials meet in memory."""
+    op, axes = node.arg
+    src = node.src[0]
+    shape = [src.shape[a] for a in axes]
+    total = prod(shape)
+    ranges, lanes = self._loop(math.ceil(total / self.group), self.group, self.lane, total)
+    points = []
+    for lin, valid in lanes:
+      p = list(idxs)
+      for a, index in zip(axes, unravel([(lin, 1, total)], 0, shape)):
+        p[a] = index
+      points.append((tuple(p), valid))
+    part = self._accumulate(op, src, points, idxs, gate, ranges)
+    local = UOp(Ops.DEFINE_LOCAL, part.dtype.ptr(self.group, local=True), (), self._id())
+    written = local.store(self.lane, part)
+    ready = UOp(Ops.AFTER, local.dtype, (local, UOp(Ops.BARRIER, None, (written,))))
+    r = self._range(self.group)
+    init = UOp.const(part.dtype, _identity(op, part.dtype))
+    acc = UOp(Ops.DEFINE_ACC, part.dtype, (init,), self._id())
+    update = UOp(Ops.ASSIGN, part.dtype, (acc, UOp(op, part.dtype, (acc, ready.load(r)))))
+    return UOp(Ops.AFTER, part.dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
 
   def _id(self) -> int:
     self.next_id += 1
@@ -189,6 +257,16 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   """The kernel's SINK and its buffer table (slot 0: the output)."""
   lw = Lowerer(item)
   out = item.out
+  stores = _grouped_stores(lw, opts) if opts.group else _thread_stores(lw, opts)
+  buffers = [BufferSpec(0, "out", out.dtype, out.size, "write")]
+  buffers += [BufferSpec(i + 1, f"in{i + 1}", s.dtype, s.size, "read")
+              for i, s in enumerate(item.inputs)]
+  return UOp(Ops.SINK, None, tuple(stores)), buffers
+
+
+def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
+  """Each thread computes `upcast` consecutive outputs."""
+  out = lw.item.out
   n = out.size
   per_group = opts.local * opts.upcast
   groups = max(1, math.ceil(n / per_group))
@@ -202,7 +280,14 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
     value = lw.value(out, idxs, gate)
     stores.append(lw.params[0].store(flat, value, gate))
-  buffers = [BufferSpec(0, "out", out.dtype, n, "write")]
-  buffers += [BufferSpec(i + 1, f"in{i + 1}", s.dtype, s.size, "read")
-              for i, s in enumerate(item.inputs)]
-  return UOp(Ops.SINK, None, tuple(stores)), buffers
+  return stores
+
+
+def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
+  """One workgroup of `group` threads per output; lane 0 stores it."""
+  out = lw.item.out
+  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, max(out.size, 1)))
+  lw.group = opts.group
+  lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.group))
+  value = lw.value(out, tuple(unravel([(gid, 1, out.size)], 0, out.shape)), None)
+  return [lw.params[0].store(gid, value, lw.lane.eq(_c(0)))]

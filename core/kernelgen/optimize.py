@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import itertools
 
+from .dtype import dtypes
+from .lazy import L
 from .lower import Opts, lower
 from .ops import print_graph
 from .schedule import ScheduleItem
+from .view import prod
 
 # target -> the most threads in one workgroup we use (WebGPU guarantees 256; PTX allows 1024)
 MAX_LOCAL = {"wgsl": 256, "ptx": 256, "python": 64}
@@ -22,6 +25,11 @@ PREFERRED_LOCAL = (256, 128, 64, 32)
 MIN_GATED_LOCAL = 64
 # elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
 UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
+# grouped reductions: a kernel whose reduction covers at least GROUP_MIN_REDUCE elements and has
+# fewer outputs than GROUP_MAX_OUTPUTS gives each output a workgroup (of at least GROUP_MIN)
+GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
+# target -> bytes of workgroup memory one kernel may use (WebGPU guarantees 16 KiB)
+MAX_LOCAL_BYTES = {"wgsl": 16384, "ptx": 49152, "python": 1 << 20}
 # what search tries
 SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
 
@@ -42,11 +50,49 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   """Launch options for `item` on `target`."""
   options = options or {}
   n = max(item.out.size, 1)
+  group = int(options.get("group", -1))
+  if group < 0:
+    group = 0 if "local" in options or "upcast" in options else _group_size(item, target)
+  if group:
+    return Opts(local=group, upcast=1, group=group)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
   local = int(options.get("local", 0)) or _local_size(n // upcast, MAX_LOCAL.get(target, 256))
   return Opts(local=local, upcast=upcast)
+
+
+def _reduces(item: ScheduleItem) -> list:
+  """The reductions computed inside the kernel."""
+  stop, found, stack, seen = {id(i) for i in item.inputs}, [], [item.out], set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or (id(node) in stop and node is not item.out) or node.realized:
+      continue
+    seen.add(id(node))
+    if node.op is L.REDUCE:
+      found.append(node)
+    stack.extend(node.src)
+  return found
+
+
+def _group_size(item: ScheduleItem, target: str) -> int:
+  """Threads per output for a grouped reduction (0: none): about sqrt(reduce size), a power of
+  two within the target's workgroup size and workgroup memory."""
+  reduces = _reduces(item)
+  if not reduces or item.out.size >= GROUP_MAX_OUTPUTS:
+    return 0
+  sizes = [prod(r.src[0].shape[a] for a in r.arg[1]) for r in reduces]
+  if min(sizes) < GROUP_MIN_REDUCE or any(r.dtype == dtypes.bool for r in reduces):
+    return 0
+  limit = MAX_LOCAL.get(target, 256)
+  local_bytes = sum(r.dtype.itemsize for r in reduces)
+  while limit * local_bytes > MAX_LOCAL_BYTES.get(target, 16384):
+    limit //= 2
+  group = GROUP_MIN
+  while group * 2 <= limit and (group * 2) ** 2 <= min(sizes):
+    group *= 2
+  return group if group <= limit else 0
 
 
 def _default_upcast(item: ScheduleItem, target: str, n: int) -> int:
