@@ -21,6 +21,8 @@ from .ops import UOp, print_graph, print_uops
 from .program import Kernel
 
 TARGETS = ("python", "wgsl", "ptx")
+# options the front end consumes (optimize, tensor cores); the rest go to the renderer
+FRONT_END_OPTIONS = ("local", "upcast", "tensor_cores", "tf32")
 
 
 @functools.lru_cache(maxsize=None)
@@ -89,11 +91,15 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
   from .lower import lower
   from .optimize import optimize
   options = dict(options or {})
-  opts = optimize(item, target, options)                      # optimize
-  sink, buffers = lower(item, opts)                           # lower
+  from .tensorcore import lower_tensor_cores
+  lowered = lower_tensor_cores(item, target, options)         # tensor cores (matmuls on PTX)
+  if lowered is None:
+    opts = optimize(item, target, options)                    # optimize
+    lowered = lower(item, opts)                               # lower
+  sink, buffers = lowered
   if print_after == "all" or "lower" in print_after:
     print(f"--- after lower ({item.name}) ---\n{print_graph(sink)}", file=sys.stderr)
-  render_options = {k: v for k, v in options.items() if k not in ("local", "upcast")}
+  render_options = {k: v for k, v in options.items() if k not in FRONT_END_OPTIONS}
   out = compile_kernel(sink, item.name, target, render_options,     # verify ... render
                        {b.slot: b.name for b in buffers}, print_after)
   return out if target != "python" else python_compiled(out)
