@@ -89,10 +89,18 @@ function reportError(error) {
 
 // ---- load progress and device status ----
 
+// The load log: each step's time, and when it ended since navigation (the start-up timeline).
+function logStep(step, ms, at) {
+  const since = at ? ` (at ${((at - performance.timeOrigin) / 1000).toFixed(2)} s)` : '';
+  log(`${step}: ${(ms / 1000).toFixed(2)} s${since}`);
+}
+
 function onProgress({ step, state: phase, ms, at, loaded, total }) {
   const span = document.querySelector(`[data-step="${step}"]`);
   const weights = { download: [0, 70], boot: [70, 20], install: [90, 10] };
-  const [start, width] = weights[step] || [0, 0];
+  const [start, width] = weights[step] || [];
+  if (phase === 'done') logStep(step, ms, at);
+  if (start === undefined) return;  // a step without a share of the bar (gpu): only logged
   if (phase === 'bytes' && total) {
     $('progress').style.width = `${start + (width * loaded) / total}%`;
   } else if (phase === 'start') {
@@ -101,8 +109,6 @@ function onProgress({ step, state: phase, ms, at, loaded, total }) {
     span?.classList.replace('active', 'done');
     if (span) span.textContent += ` ${(ms / 1000).toFixed(2)} s`;
     $('progress').style.width = `${start + width}%`;
-    const since = at ? ` (at ${((at - performance.timeOrigin) / 1000).toFixed(2)} s)` : '';
-    log(`${step}: ${(ms / 1000).toFixed(2)} s${since}`);
   }
 }
 
