@@ -67,3 +67,32 @@ def test_search_times_candidates_and_caches(monkeypatch):
   assert len(opt._SEARCHED) == 1
   (chosen,) = opt._SEARCHED.values()
   assert chosen.local in opt.SEARCH_LOCAL and chosen.upcast in opt.SEARCH_UPCAST
+
+
+@pytest.mark.parametrize("shape,axis,group", [((1 << 20,), None, 256), ((4096, 1024), 1, 32),
+                                               ((8, 300), 1, 16), ((1024, 1024), None, 256)])
+def test_small_outputs_of_big_reductions_are_grouped(shape, axis, group):
+  item = item_of(Tensor.zeros(*shape).sum(axis))
+  assert opt.optimize(item, "wgsl") == Opts(local=group, upcast=1, group=group)
+
+
+@pytest.mark.parametrize("t", [Tensor.zeros(1 << 16, 256).sum(1), Tensor.zeros(64, 100).sum(1),
+                               (Tensor.zeros(64, 4096) > 0).any(1) if hasattr(Tensor, "any")
+                               else (Tensor.zeros(64, 4096) > 0).max(1)])
+def test_many_outputs_short_reductions_and_bools_are_not_grouped(t):
+  assert opt.optimize(item_of(t), "wgsl").group == 0
+
+
+@pytest.mark.parametrize("target", ["wgsl", "ptx", "python"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_grouped_reductions_respect_the_targets_limits(target, dtype):
+  from kernelgen.compiler import compile_item
+  x = Tensor.zeros(4, 1 << 20, dtype=dtype)
+  item = item_of(x.sum(1) + x.max(1))
+  o = opt.optimize(item, target)
+  assert 0 < o.group <= opt.MAX_LOCAL[target]
+  assert 2 * o.group * getattr(kg.dtypes, dtype).itemsize <= opt.MAX_LOCAL_BYTES[target]
+  if target == "wgsl" and dtype == "float64":
+    return
+  compiled = compile_item(item, target)
+  assert compiled.local_size[0] == o.group
