@@ -9,8 +9,8 @@ tiles, or None where the normal lowering applies.
 
 The lowering: each warp computes TM x TN tiles of 16x8 outputs (a workgroup holds WM x WN
 warps); it loops over k in steps of K, loads its A and B fragments from global memory where
-the fragment layout (interpret.fragment_position) puts them, and accumulates in 4 float32
-registers per tile; then it stores its D fragments through the kernel's epilogue. Sizes that
+the fragment layout (interpret.fragment_position) puts them, and accumulates in a float32x4
+register per tile; then it stores its D fragments through the kernel's epilogue. Sizes that
 are not multiples of the tiles get bounds gates on loads (value 0) and stores.
 
 Options: `tensor_cores` None (default: on for target "ptx"), False (never), True (force: also
@@ -272,15 +272,16 @@ class _TileLowering:
     k0 = loop * _c(step)
     frags_a = [self._fragment("a", self.mm.a, self.row0 + _c(16 * i), k0) for i in range(tm)]
     frags_b = [self._fragment("b", self.mm.b, self.col0 + _c(8 * j), k0) for j in range(tn)]
-    accs, updates = {}, []
+    f32x4, accs, updates = F32.vec(4), {}, []
     for i in range(tm):
       for j in range(tn):
-        acc = [UOp(Ops.DEFINE_ACC, F32, (UOp.const(F32, 0.0),), self.lw._id()) for _ in range(4)]
-        d = UOp(Ops.WMMA, F32.vec(4), (frags_a[i], frags_b[j], _vector(acc)), self.arg)
-        updates += [UOp(Ops.ASSIGN, F32, (a, d.gep(e))) for e, a in enumerate(acc)]
+        acc = UOp(Ops.DEFINE_ACC, f32x4, (UOp.const(f32x4, 0.0),), self.lw._id())
+        d = UOp(Ops.WMMA, f32x4, (frags_a[i], frags_b[j], acc), self.arg)
+        updates.append(UOp(Ops.ASSIGN, f32x4, (acc, d)))
         accs[(i, j)] = acc
     end = UOp(Ops.ENDRANGE, None, (loop, *updates))
-    return {ij: [UOp(Ops.AFTER, F32, (a, end)) for a in acc] for ij, acc in accs.items()}
+    return {ij: [UOp(Ops.AFTER, f32x4, (acc, end)).gep(e) for e in range(4)]
+            for ij, acc in accs.items()}
 
   def _fragment(self, operand: str, node: LazyOp, base: UOp, k0: UOp) -> UOp:
     """This lane's fragment of A (rows from `base`) or B (columns from `base`) at step k0."""
