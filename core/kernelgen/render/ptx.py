@@ -27,6 +27,7 @@ from ..errors import LimitError, UnsupportedError
 from ..ops import GroupOp, Ops, UOp, describe
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from ..program import Binding, CompiledKernel, Kernel, Launch
+from ..rules.transcendental import FLOAT64
 
 # ---- target facts ------------------------------------------------------------------------------
 
@@ -127,8 +128,8 @@ def _bytes_in_16bit(x: UOp):
   return _compute_as(x, dtypes.int16 if operand == dtypes.int8 else dtypes.uint16)
 
 
-def _f64_transcendental_in_f32(x: UOp):
-  return _compute_as(x, dtypes.float32) if x.src[0].dtype.scalar == dtypes.float64 else None
+def _f64_transcendental(x: UOp):
+  return FLOAT64[x.op](x.src[0]) if x.src[0].dtype.scalar == dtypes.float64 else None
 
 
 def _bf16_to_f32(x: UOp, y: UOp):
@@ -185,8 +186,8 @@ legalize_rules = PatternMatcher([
   (UPat(GroupOp.ALU, name="x"), _half_in_f32),
   # int8/uint8 op -> the op on 16-bit values, wrapped back to 8 bits
   (UPat(GroupOp.ALU, name="x"), _bytes_in_16bit),
-  # f64 exp2/log2/sin -> computed in f32 (PTX has only f32 approximations; ~1e-6 relative)
-  (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN), name="x"), _f64_transcendental_in_f32),
+  # f64 exp2/log2/sin -> range reduction and polynomial in f64 (PTX has only f32 approximations)
+  (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN), name="x"), _f64_transcendental),
   # bool where(c, a, b) -> (c and a) or (not c and b)
   (UPat(Ops.WHERE, src=(UPat.var("c"), _BOOL, UPat.var("b")), name="x"),
    lambda x, c, a, b: (c & a) | (~c & b)),
