@@ -6,7 +6,8 @@
 1. the PTX renderer's numeric tests (tests/test_render_ptx.py -k sim) with every kernel run on
    device CUDA (KERNELGEN_PTX_DEVICE=CUDA) instead of the PTX simulator, compared with numpy;
 2. front-end programs on device CUDA compared with numpy;
-3. an f16 4096x4096x4096 matmul timed on CUDA (CUDA events), and torch/cuBLAS if present.
+3. an f16 4096x4096x4096 matmul (random inputs; tensor cores where the arch has them) timed on
+   CUDA (CUDA events), sampled rows checked with numpy, and torch/cuBLAS if present.
 
 With --dry-run nothing needs a GPU: step 1 runs on the PTX simulator (plus every ptxas test),
 step 2 renders each program for --arch and assembles it with ptxas, step 3 renders and assembles
@@ -62,6 +63,8 @@ def _programs(rng):
     "matmul_f32": ((a, b), lambda x, y: x @ y, lambda x, y: x @ y, 1e-4),
     "matmul_f16": ((h, g), lambda x, y: x @ y,
                    lambda x, y: (x.astype(np.float32) @ y.astype(np.float32)), 2e-2),
+    "matmul_f16_odd": ((h[:100, :56], g[:56, :52]), lambda x, y: x @ y,
+                       lambda x, y: (x.astype(np.float32) @ y.astype(np.float32)), 2e-2),
     "reduce_sum": ((a,), lambda x: x.sum(axis=1), lambda x: x.sum(axis=1), 1e-4),
     "int_floor_ops": ((i,), lambda x: x // 7 + x % 5 - (x > 3).cast(dtypes.int32),
                       lambda x: x // 7 + x % 5 - (x > 3).astype(np.int32), 0),
@@ -94,35 +97,59 @@ def frontend_programs(dry_run: bool, arch: str) -> dict:
 # ---- 3. the f16 matmul benchmark -------------------------------------------------------------
 
 def matmul_bench(dry_run: bool, arch: str, size: int, iterations: int) -> dict:
+  """The f16 matmul on real random inputs (zeros would be constant-folded away), timed on CUDA;
+  reports whether the kernel uses tensor cores and checks sampled rows against numpy."""
   from tools import ptxas_check
-  a = kg.Tensor.empty(size, size, dtype=dtypes.float16, device="PYTHON")
-  b = kg.Tensor.empty(size, size, dtype=dtypes.float16, device="PYTHON")
+  rng = np.random.default_rng(0)
+  host = [rng.standard_normal((size, size)).astype(np.float16) for _ in range(2)]
+  a, b = (kg.Tensor(x, device="PYTHON") for x in host)
   start = time.perf_counter()
   kernels = kg.compile(a @ b, target="ptx", arch=arch)
   info = {"size": size, "kernels": len(kernels), "compile_s": round(time.perf_counter() - start, 3),
-          "tensor_cores": any("mma.sync" in k.source for k in kernels)}
+          "tensor_cores": any("mma.sync" in k.source for k in kernels),
+          "launch": [f"{k.global_size} blocks of {k.local_size}" for k in kernels]}
   if dry_run:
     for k in kernels:
       ptxas_check(k.source, arch)
     return {"ok": True, **info}
   from kernelgen.device import Device
   runtime = Device["CUDA"]
-  seconds = _time_kernels(runtime, kernels, iterations)
+  seconds, out = _time_kernels(runtime, kernels, host, iterations)
+  info["max_err_rows"], info["ok"] = _check_rows(out, host, size)
   flops = 2 * size ** 3
-  info.update(ok=True, ms=round(seconds * 1e3, 3), tflops=round(flops / seconds / 1e12, 2))
+  info.update(ms=round(seconds * 1e3, 3), tflops=round(flops / seconds / 1e12, 2))
   info["torch"] = _torch_bench(size, iterations)
   return info
 
 
-def _time_kernels(runtime, kernels, iterations: int) -> float:
-  """Median seconds of running every kernel once (random f16 inputs, device buffers reused)."""
+def _check_rows(out: np.ndarray | None, host: list, size: int) -> tuple[float, bool]:
+  """Max error of 16 sampled output rows vs numpy (float64), and whether each element is within
+  2 float16 ulps plus float32 accumulation error."""
+  if out is None:
+    return float("nan"), False
+  rows = np.random.default_rng(1).choice(size, 16, replace=False)
+  a, b = host[0][rows].astype(np.float64), host[1].astype(np.float64)
+  want = a @ b
+  got = out.reshape(size, size)[rows].astype(np.float64)
+  err = np.abs(got - want)
+  bound = 2 * np.spacing(np.abs(want).astype(np.float16)).astype(np.float64) + \
+    (np.abs(a) @ np.abs(b)) * 2.0 ** -18
+  return float(err.max()), bool(np.all(err <= bound))
+
+
+def _time_kernels(runtime, kernels, host: list, iterations: int):
+  """(median seconds of running every kernel once, the last kernel's output as float16): slots
+  1 and 2 of the first kernel get the host inputs, other buffers random f16 data."""
   rng = np.random.default_rng(0)
   handles = {}
-  for k in kernels:
+  for n, k in enumerate(kernels):
     for binding in k.launch.bindings:
       if (k.name, binding.slot) not in handles:
         handle = runtime.alloc(binding.nbytes)
-        data = rng.standard_normal(binding.nbytes // 2).astype(np.float16).tobytes()
+        if n == 0 and 0 < binding.slot <= len(host):
+          data = host[binding.slot - 1].tobytes()
+        else:
+          data = rng.standard_normal(binding.nbytes // 2).astype(np.float16).tobytes()
         runtime.copyin(handle, data[:binding.nbytes])
         handles[(k.name, binding.slot)] = handle
   times = []
@@ -132,7 +159,10 @@ def _time_kernels(runtime, kernels, iterations: int) -> float:
       hs = [handles[(k.name, b.slot)] for b in k.launch.bindings]
       total += runtime.run(k, hs, {}, timed=True)
     times.append(total)
-  return sorted(times[1:])[len(times[1:]) // 2]
+  last = kernels[-1]
+  out = handles.get((last.name, 0))
+  result = None if out is None else np.frombuffer(bytes(runtime.copyout(out)), np.float16)
+  return sorted(times[1:])[len(times[1:]) // 2], result
 
 
 def _torch_bench(size: int, iterations: int) -> dict | str:
