@@ -160,6 +160,13 @@ CATALOGUE = [
    UnsupportedError, ["bfloat16 is not available", "float16", "target 'ptx'"]),
   ("too many storage buffers for WGSL", lambda: kg.compile(many_inputs(12), target="wgsl"),
    LimitError, ["storage buffers", "allows 8 per shader stage", "split the computation"]),
+  ("buffer too large for the WebGPU adapter",
+   lambda: kg.compile(Tensor.ones(2 ** 31, device=P) * 2, target="wgsl"), LimitError,
+   ["buffer out (2147483648 x float32) has 8589934592 bytes", "at most 134217728 bytes",
+    "maxStorageBufferBindingSize", "split the tensor", "max_buffer_bytes"]),
+  ("buffer over an adapter's own limit",
+   lambda: kg.compile(Tensor.ones(300, device=P) * 2, target="wgsl", max_buffer_bytes=1024),
+   LimitError, ["buffer out (300 x float32) has 1200 bytes", "at most 1024 bytes"]),
 ]
 
 

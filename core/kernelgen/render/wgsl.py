@@ -40,6 +40,7 @@ class WGSLOptions:
   max_storage_buffers: int = 8         # storage buffers per shader stage
   max_workgroup_size: int = 256        # invocations per workgroup
   max_workgroups_per_dim: int = 65535  # workgroups per grid dimension
+  max_buffer_bytes: int = 134217728    # bytes one storage buffer binding may have (WebGPU default)
 
 
 def make_options(options: dict) -> WGSLOptions:
@@ -174,6 +175,17 @@ def check_buffer_count(count: int, opts: WGSLOptions) -> None:
                      f"{opts.max_storage_buffers} per shader stage: split the computation into "
                      f"kernels with fewer inputs (or realize some inputs first), or raise "
                      f"max_storage_buffers if the adapter allows more")
+
+
+def check_buffer_sizes(kernel: Kernel, opts: WGSLOptions) -> None:
+  for b in kernel.buffers:
+    nbytes = b.size * b.dtype.itemsize
+    if nbytes > opts.max_buffer_bytes:
+      raise LimitError(f"buffer {b.name} ({b.size} x {b.dtype.name}) has {nbytes} bytes; the "
+                       f"WebGPU device binds at most {opts.max_buffer_bytes} bytes per storage "
+                       f"buffer (maxStorageBufferBindingSize): split the tensor into smaller "
+                       f"pieces, use a smaller dtype, or raise max_buffer_bytes if the adapter "
+                       f"allows more")
 
 
 def legalize(sink: UOp, **options) -> UOp:
@@ -719,6 +731,7 @@ def render(kernel: Kernel, **options) -> CompiledKernel:
   """WGSL source and the Launch for a linearized kernel (options: see WGSLOptions)."""
   opts = make_options(options)
   check_buffer_count(len(kernel.buffers), opts)
+  check_buffer_sizes(kernel, opts)
   check_workgroup(kernel.local_size, opts)
   for u in kernel.uops:
     _check_dtype(u)

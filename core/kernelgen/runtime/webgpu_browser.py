@@ -15,7 +15,8 @@ from .base import Runtime
 # WGSL renderer option -> the WebGPU device limit it comes from
 LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
                  "max_workgroup_size": "maxComputeInvocationsPerWorkgroup",
-                 "max_workgroups_per_dim": "maxComputeWorkgroupsPerDimension"}
+                 "max_workgroups_per_dim": "maxComputeWorkgroupsPerDimension",
+                 "max_buffer_bytes": "maxStorageBufferBindingSize"}
 
 # gpu.js's error types -> kernelgen's typed errors
 ERRORS = {"CompileError": CompileError, "LimitError": LimitError, "DeviceError": DeviceError}

@@ -24,7 +24,8 @@ WANTED_FEATURES = ("shader-f16", "timestamp-query", "subgroups", "subgroup")
 # renderer option <- adapter limit
 LIMIT_OPTIONS = {"max_storage_buffers": "max-storage-buffers-per-shader-stage",
                  "max_workgroup_size": "max-compute-invocations-per-workgroup",
-                 "max_workgroups_per_dim": "max-compute-workgroups-per-dimension"}
+                 "max_workgroups_per_dim": "max-compute-workgroups-per-dimension",
+                 "max_buffer_bytes": "max-storage-buffer-binding-size"}
 
 # the position wgpu's shader errors give: "┌─ wgsl:LINE:COLUMN"
 ERROR_POSITION = re.compile(r"wgsl:(\d+):(\d+)")
