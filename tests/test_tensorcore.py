@@ -274,3 +274,14 @@ def test_matmul_realized_on_ptxsim_device_uses_tensor_cores_and_matches_numpy():
   a, b = _f16(rng, 20, 36), _f16(rng, 36, 28)
   out = kg.Tensor(a, device="PTXSIM") @ kg.Tensor(b, device="PTXSIM")
   _assert_f16_close(out.numpy(), a, b)
+
+
+def test_fused_operands_are_zero_past_the_end_of_k():
+  """exp(a) @ (b + 1) with k = 20 (not a multiple of 16): in the padded k steps both operands
+  must be 0, not exp(0) = 1 and 0 + 1 = 1."""
+  rng = np.random.default_rng(14)
+  a, b = _f16(rng, 16, 20) * np.float16(0.5), _f16(rng, 20, 8)
+  kernel = kg.compile(kg.Tensor(a).exp() @ (kg.Tensor(b) + 1), target="ptx", arch="sm_80")[0]
+  assert "mma.sync" in kernel.source
+  got = _run_ptxsim(kernel, [a, b], np.float16)
+  _assert_f16_close(got, np.exp(a.astype(np.float32)).astype(np.float16), b + np.float16(1))
