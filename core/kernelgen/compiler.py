@@ -87,7 +87,8 @@ def compile_program(roots: list, target: str = "python", options: dict | None = 
 
 
 def compile_item(item, target: str, options: dict | None = None, print_after=()):
-  """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel."""
+  """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel.
+  A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (tensorcore.py)."""
   from .lower import lower
   from .optimize import optimize
   options = dict(options or {})
