@@ -4,6 +4,12 @@ the PTX assembles, runs on the PTX simulator like numpy, and matches the PYTHON 
 running the same WMMA lowering."""
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,7 +20,7 @@ from kernelgen.ptxsim import GlobalMemory  # noqa: F401  (PTXSIM must import her
 from kernelgen.runtime.ptxsim import PTXSimRuntime
 from kernelgen.schedule import schedule
 from kernelgen.tensorcore import match_matmul
-from tools import ptxas_check
+from tools import ptxas12, ptxas_check
 
 ARCHS_12 = ("sm_80", "sm_86", "sm_89", "sm_90")
 ARCHS_13 = ("sm_90", "sm_100", "sm_120")
@@ -74,7 +80,8 @@ def _assert_f16_close(got, a, b):
 
 # ---- PTX source: the shape per arch, and ptxas ---------------------------------------------
 
-@pytest.mark.parametrize("arch,which", [(a, "12") for a in ARCHS_12] + [(a, "13") for a in ARCHS_13])
+@pytest.mark.parametrize("arch,which",
+                         [(a, "12") for a in ARCHS_12] + [(a, "13") for a in ARCHS_13])
 def test_f16_matmul_uses_m16n8k16_and_assembles(arch, which):
   rng = np.random.default_rng(0)
   a, b = kg.Tensor(_f16(rng, 64, 32)), kg.Tensor(_f16(rng, 32, 48))
@@ -148,6 +155,13 @@ def test_large_matmul_keeps_registers_bounded():
   assert source.count("mma.sync") == 8               # 2 x 4 tiles of 16x8 per warp
   assert kernels[0].local_size == (128, 1, 1) and kernels[0].global_size[:2] == (64, 64)
   ptxas_check(source, "sm_80")
+  with tempfile.TemporaryDirectory() as tmp:
+    path = Path(tmp) / "matmul.ptx"
+    path.write_text(source)
+    info = subprocess.run([ptxas12(), "-v", "-arch=sm_80", "-o", os.devnull, str(path)],
+                          capture_output=True, text=True, timeout=120).stderr
+  registers = int(re.search(r"Used (\d+) registers", info).group(1))
+  assert registers <= 128 and "0 bytes spill stores" in info, info
 
 
 # ---- detection ----------------------------------------------------------------------------
