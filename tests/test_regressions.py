@@ -101,3 +101,13 @@ def test_shrunk_fuzz_program_agrees_everywhere(name):
   outcome = run_program(FUZZ_REGRESSIONS[name], available_devices(["PYTHON", "PTXSIM"]),
                         ptxas=False)
   assert not outcome.failed, outcome.messages
+
+
+def test_bool_max_over_an_axis_starts_from_false():
+  # fuzz seed 293 (new generator): max of a bool compare over an axis was True everywhere; the
+  # accumulator of max -> or started at max_value(bool) = True (fixed in lower.py: _identity)
+  x = np.array([[False, False], [True, False]])
+  for device in ("PYTHON", "PTXSIM"):
+    t = Tensor(x, device=device)
+    assert t.max(axis=1).tolist() == x.max(axis=1).tolist()
+    assert t.min(axis=0).tolist() == x.min(axis=0).tolist()

@@ -102,9 +102,9 @@ _REDUCE_BOOL = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops
 
 
 def _identity(op: Ops, dtype):
-  if op is Ops.ADD:
+  if op in (Ops.ADD, Ops.OR):      # OR: bool sum/max (False; was max_value: True)
     return 0
-  if op is Ops.MUL:
+  if op in (Ops.MUL, Ops.AND):
     return 1
   return min_value(dtype) if op is Ops.MAX else max_value(dtype)
 
