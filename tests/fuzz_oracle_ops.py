@@ -286,8 +286,8 @@ def _move(step: Step, xs: list[OVal]) -> OVal:
   x = xs[0]
   fn = MOVES[step.op]
   fill = {"a": round_to(np.asarray(0), x.dtype), "err": 0.0, "ok": True}
-  return OVal(np.asarray(fn(x.a, step, fill["a"])), x.dtype, np.asarray(fn(x.err, step, 0.0)),
-              np.asarray(fn(x.ok, step, True)))
+  return OVal(np.array(fn(x.a, step, fill["a"])), x.dtype, np.array(fn(x.err, step, 0.0)),
+              np.array(fn(x.ok, step, True)))
 
 
 def _slice(a, step: Step):
@@ -303,8 +303,19 @@ MOVES = {
   "shrink": lambda a, s, fill: a[tuple(slice(b, e) for b, e in s.param("bounds"))],
   "flip": lambda a, s, fill: np.flip(a, s.param("axes")),
   "slice": lambda a, s, fill: _slice(a, s),
+  "expand": lambda a, s, fill: np.broadcast_to(a, s.param("shape")),
 }
-EXACT_MOVES = set(MOVES) | {"where", "bitcast"}
+EXACT_MOVES = set(MOVES) | {"where", "bitcast", "cat", "stack"}
+
+
+def _join(step: Step, xs: list[OVal]) -> OVal:
+  """cat / stack: both parts cast to the promoted dtype (as `cast` does), then joined."""
+  out = result_dtype(xs[0].dtype, xs[1].dtype)
+  parts = [_cast(Step("cast", (0,), (("dtype", out),)), [x]) for x in xs]
+  fn = np.concatenate if step.op == "cat" else np.stack
+  axis = step.param("axis")
+  return OVal(fn([p.a for p in parts], axis), out, fn([p.err for p in parts], axis),
+              fn([p.ok for p in parts], axis))
 
 
 # ---- reductions and matmul ------------------------------------------------------------------------
@@ -317,13 +328,47 @@ def _reduce(step: Step, xs: list[OVal]) -> OVal:
     fn = np.max if op == "max" else np.min
     return _out(fn(x.a, axis=axes, keepdims=keep), x.dtype,
                 np.max(x.err, axis=axes, keepdims=keep), ok)
-  if op == "argmax":
-    return _argmax(x, axes[0], keep, ok)
-  out = acc_dtype(x.dtype) if op == "sum" else mean_dtype(x.dtype)
+  if op in ("argmax", "argmin"):
+    return _argmax(x, axes[0], keep, ok, op == "argmin")
+  if op == "var":
+    return _var(x, axes, keep, ok, step.param("ddof"))
+  out = acc_dtype(x.dtype) if op in ("sum", "prod") else mean_dtype(x.dtype)
   if out not in FLOATS:
-    total = np.sum(x.a.astype(storage(out)), axis=axes, keepdims=keep, dtype=storage(out))
+    fn = np.sum if op != "prod" else np.prod
+    total = fn(x.a.astype(storage(out)), axis=axes, keepdims=keep, dtype=storage(out))
     return _out(total, out, 0.0, ok)
+  if op == "prod":
+    return _float_prod(x, axes, keep, ok, out)
   return _float_sum(x, axes, keep, ok, out, mean=op == "mean")
+
+
+def _float_prod(x: OVal, axes, keep, ok, out: str) -> OVal:
+  """prod: each multiply rounds once (relative u each); input errors through prod(|a| + e)."""
+  a = np.abs(round_to(x.a, out).astype(np.float64))
+  n = int(np.prod([x.a.shape[i] for i in axes]))
+  r = round_to(np.prod(round_to(x.a, out).astype(np.float64), axis=axes, keepdims=keep), out)
+  mag = np.prod(a, axis=axes, keepdims=keep)
+  err = np.prod(a + x.err, axis=axes, keepdims=keep) - mag + mag * (n + 1) * U[work_dtype(out)]
+  ok = ok & np.isfinite(np.prod(a + x.err, axis=axes, keepdims=keep))
+  return _out(r, out, err + ulp(r, out), ok)
+
+
+def _var(x: OVal, axes, keep, ok, ddof: int) -> OVal:
+  """var: the mean, centered squares summed, / (n - ddof); NaN when n - ddof <= 0."""
+  out = mean_dtype(x.dtype)
+  work = work_dtype(out)
+  a = round_to(x.a, out).astype(np.float64)
+  n = int(np.prod([x.a.shape[i] for i in axes]))
+  c = a - np.mean(a, axis=axes, keepdims=True)
+  big_e = np.max(x.err, axis=axes, keepdims=True) if x.err.size else x.err
+  terms = np.sum(c * c, axis=axes, keepdims=keep)
+  squares = np.sum(a * a, axis=axes, keepdims=keep)
+  err_in = np.sum(4 * np.abs(c) * big_e + 4 * big_e * big_e, axis=axes, keepdims=keep)
+  d = n - ddof
+  r = round_to(terms / d if d > 0 else terms * np.nan, out)
+  err = (err_in + (3 * n + 8) * U[work] * squares) / max(d, 1)
+  ok = ok & np.all(np.isfinite(a), axis=axes, keepdims=keep) & (squares < FMAX[work] / 4)
+  return _out(r, out, err + ulp(r, out), ok)
 
 
 def _float_sum(x: OVal, axes, keep, ok, out: str, mean: bool) -> OVal:
@@ -340,10 +385,10 @@ def _float_sum(x: OVal, axes, keep, ok, out: str, mean: bool) -> OVal:
   return _out(r, out, err + ulp(r, out), ok)
 
 
-def _argmax(x: OVal, axis: int, keep: bool, ok) -> OVal:
-  r = np.argmax(x.a, axis=axis, keepdims=True)
+def _argmax(x: OVal, axis: int, keep: bool, ok, smallest: bool = False) -> OVal:
+  r = (np.argmin if smallest else np.argmax)(x.a, axis=axis, keepdims=True)
   if x.dtype in FLOATS:
-    a = x.a.astype(np.float64)
+    a = x.a.astype(np.float64) * (-1 if smallest else 1)
     best = np.take_along_axis(a, r, axis)
     margin = 2 * (x.err + np.take_along_axis(x.err, r, axis))
     rivals = np.sum((a >= best - margin) & (margin > 0), axis=axis, keepdims=True)
@@ -377,10 +422,71 @@ def _matmul_ok(ok_a: np.ndarray, ok_b: np.ndarray) -> np.ndarray:
   return bad == 0
 
 
+# ---- pow, softmax, conv2d -------------------------------------------------------------------------
+
+def _pow(step: Step, xs: list[OVal]) -> OVal:
+  x, y = _operands(step, xs)
+  if x.dtype not in FLOATS:
+    return _out(np.power(x.a, y.a.astype(x.a.dtype)), x.dtype, 0.0, x.ok & y.ok)
+  a, b = _f64(x), _f64(y)
+  r = round_to(np.power(a, b), x.dtype)
+  rf = np.abs(r.astype(np.float64))
+  la = np.log(np.where(np.abs(a) > 0, np.abs(a), 1.0))
+  scalar_int = step.param("scalar") in (2, 3) and isinstance(step.param("scalar"), int)
+  e_round = rf * U[work_dtype(x.dtype)] * (8 + 4 * np.abs(b * la / LN2))
+  e_in = times(rf * np.abs(b / np.where(a != 0, a, 1.0)), x.err) + times(rf * np.abs(la), y.err)
+  # undefined: 0 ** negative (-0.0 gives -inf in numpy, inf here) and 0 with an inexact base
+  ok = x.ok & y.ok & ~((a == 0) & (b < 0)) & ~((x.err > 0) & (np.abs(a) <= x.err))
+  ok &= ~((y.err > 0) & (a < 0))
+  return _out(r, x.dtype, e_round * (2 if scalar_int else 1) + e_in + ulp(r, x.dtype), ok)
+
+
+def _softmax(step: Step, xs: list[OVal]) -> OVal:
+  x, axis = xs[0], step.param("axis")
+  a = round_to(x.a, x.dtype).astype(np.float64)
+  e = np.exp(a - np.max(a, axis=axis, keepdims=True))
+  y = e / np.sum(e, axis=axis, keepdims=True)
+  n = x.a.shape[axis]
+  big_e = np.max(x.err, axis=axis, keepdims=True)
+  err = y * ((n + 12) * U[x.dtype] + 4 * (big_e + x.err) * (1 + y))
+  ok = np.all(x.ok & np.isfinite(a), axis=axis, keepdims=True)
+  r = round_to(y, x.dtype)
+  return _out(r, x.dtype, err + ulp(r, x.dtype), ok & np.ones(a.shape, bool))
+
+
+def _conv2d(step: Step, xs: list[OVal]) -> OVal:
+  """conv2d as sums of shifted products (NCHW, OIHW), error bound as matmul's."""
+  x, w = xs
+  dtype, stride, pad = x.dtype, step.param("stride"), step.param("padding")
+  a = np.pad(round_to(x.a, dtype).astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+  ea = np.pad(x.err, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+  oka = np.pad(x.ok, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=True)
+  k = round_to(w.a, dtype).astype(np.float64)
+  o, _, kh, kw = k.shape
+  oh, ow = (a.shape[2] - kh) // stride + 1, (a.shape[3] - kw) // stride + 1
+  finite = lambda v: np.where(np.isfinite(v), np.abs(v), 0.0)
+  r, terms, err = (np.zeros((a.shape[0], o, oh, ow)) for _ in range(3))
+  bad = np.zeros(r.shape)
+  for i in range(kh):
+    for j in range(kw):
+      win = lambda v: v[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+      r += np.einsum("nchw,oc->nohw", win(a), k[:, :, i, j])
+      terms += np.einsum("nchw,oc->nohw", finite(win(a)), finite(k[:, :, i, j]))
+      err += np.einsum("nchw,oc->nohw", win(ea), finite(k[:, :, i, j]))
+      err += np.einsum("nchw,oc->nohw", finite(win(a)), w.err[:, :, i, j])
+      bad += np.einsum("nchw,oc->nohw", (~win(oka)).astype(float), np.ones(k.shape[:2]))
+  bad += np.sum(~w.ok, axis=(1, 2, 3))[None, :, None, None]
+  n_terms = k.shape[1] * kh * kw
+  err += (U[dtype] + n_terms * U[work_dtype(dtype)]) * terms
+  r = round_to(r, dtype)
+  return _out(r, dtype, err + ulp(r, dtype), (bad == 0) & (terms < FMAX[dtype] / 2))
+
+
 OPS = {**{op: _unary for op in ("neg", "abs", "relu", "invert", *UNARY)},
        **{op: _binary for op in ("add", "sub", "mul", "maximum", "minimum", "truediv",
                                  "floordiv", "mod", "and", "or", "xor", "lshift", "rshift")},
        **{op: _compare for op in ("lt", "eq", "ne")},
        **{op: _move for op in MOVES},
-       **{op: _reduce for op in ("sum", "max", "min", "mean", "argmax")},
-       "where": _where, "cast": _cast, "bitcast": _bitcast, "matmul": _matmul}
+       **{op: _reduce for op in ("sum", "max", "min", "mean", "argmax", "argmin", "prod", "var")},
+       "where": _where, "cast": _cast, "bitcast": _bitcast, "matmul": _matmul,
+       "cat": _join, "stack": _join, "pow": _pow, "softmax": _softmax, "conv2d": _conv2d}

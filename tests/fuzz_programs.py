@@ -35,8 +35,11 @@ BINARY_NUMERIC = ("add", "sub", "mul", "maximum", "minimum", "truediv")
 BINARY_INT = ("floordiv", "mod", "and", "or", "xor", "lshift", "rshift")
 BINARY_BOOL = ("and", "or", "xor")
 COMPARE = ("lt", "eq", "ne")
-REDUCE = ("sum", "max", "min", "mean", "argmax")
-MOVEMENT = ("reshape", "permute", "pad", "shrink", "flip", "slice")
+REDUCE = ("sum", "max", "min", "mean", "argmax", "argmin", "prod", "var")
+ARG_REDUCE = ("argmax", "argmin")
+EMPTY_OK = ("sum", "prod")           # reductions defined over an axis of size 0
+MOVEMENT = ("reshape", "permute", "pad", "shrink", "flip", "slice", "expand")
+JOIN = ("cat", "stack")
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ def random_shape(c: Chooser, max_rank: int = 4) -> tuple[int, ...]:
   shape = []
   for _ in range(rank):
     dim = c.choice(DIMS)
+    dim = 0 if c.chance(0.02) else dim            # zero-size dims, now and then
     if _numel(shape) * dim <= MAX_ELEMENTS:
       shape.append(dim)
   return tuple(shape)
@@ -166,6 +170,8 @@ def broadcast_partner(c: Chooser, shape) -> tuple[int, ...]:
 
 def _factorize(c: Chooser, n: int) -> tuple[int, ...]:
   """A random shape with n elements (for reshape)."""
+  if n == 0:
+    return c.choice(((0,), (2, 0), (0, 3), (1, 0, 2)))
   dims, left = [], n
   for p in (2, 3, 5, 7):
     while left % p == 0 and c.chance(0.7):
@@ -213,7 +219,8 @@ def generate(c: Chooser, max_steps: int = 6) -> Program:
   for _ in range(c.integer(1, max_steps)):
     src = len(b.values) - 1 if c.chance(0.75) else c.integer(0, len(b.values) - 1)
     kind = c.choice(("unary", "binary", "binary", "cast", "movement", "movement", "reduce",
-                     "compare", "where", "matmul", "bitcast"))
+                     "compare", "where", "matmul", "bitcast", "join", "pow", "softmax",
+                     "conv2d"))
     GROW[kind](b, src)
   return b.program()
 
@@ -339,6 +346,10 @@ def _grow_movement(b: _Builder, src: int):
     new = tuple(s + p + q for s, (p, q) in zip(shape, pads))
     if _numel(new) <= MAX_ELEMENTS:
       b.push("pad", [src], new, dtype, pads=pads)
+  elif op == "expand":
+    _grow_expand(b, src)
+  elif op in ("shrink", "slice") and 0 in shape:
+    return
   elif op == "shrink" and shape:
     bounds = tuple(_bounds(c, s) for s in shape)
     b.push("shrink", [src], tuple(e - s for s, e in bounds), dtype, bounds=bounds)
@@ -352,6 +363,78 @@ def _grow_movement(b: _Builder, src: int):
     new = list(shape)
     new[axis] = len(range(*slice(*sl).indices(shape[axis])))
     b.push("slice", [src], tuple(new), dtype, axis=axis, slice=sl)
+
+
+def _grow_expand(b: _Builder, src: int):
+  shape, dtype = b.values[src]
+  c = b.c
+  new = tuple(c.choice((2, 3, 4)) if s == 1 and c.chance(0.6) else s for s in shape)
+  new = ((c.choice((2, 3)),) if c.chance(0.3) else ()) + new
+  if new != tuple(shape) and _numel(new) <= MAX_ELEMENTS:
+    b.push("expand", [src], new, dtype, shape=new)
+
+
+def _grow_join(b: _Builder, src: int):
+  """cat with a value that differs in one dim, or stack with one of the same shape."""
+  shape, dtype = b.values[src]
+  c = b.c
+  op = c.choice(JOIN)
+  other_dtype = dtype if c.chance(0.7) else c.choice(DTYPES)
+  out_dtype = result_dtype(dtype, other_dtype)
+  if op == "cat" and shape:
+    axis = c.integer(0, len(shape) - 1)
+    other_shape = list(shape)
+    other_shape[axis] = c.choice((1, 2, 3, 0))
+    new = list(shape)
+    new[axis] += other_shape[axis]
+    other = b.new_input(tuple(other_shape), other_dtype)
+    if _numel(new) <= MAX_ELEMENTS:
+      b.push("cat", [src, other], tuple(new), out_dtype, axis=axis)
+  elif op == "stack" and _numel(shape) * 2 <= MAX_ELEMENTS:
+    axis = c.integer(0, len(shape))
+    other = b.new_input(tuple(shape), other_dtype)
+    new = tuple(shape[:axis]) + (2,) + tuple(shape[axis:])
+    b.push("stack", [src, other], new, out_dtype, axis=axis)
+
+
+def _grow_pow(b: _Builder, src: int):
+  """x ** scalar (ints: a small non-negative int, exact), or float x ** float tensor."""
+  shape, dtype = b.values[src]
+  c = b.c
+  if dtype == "bool":
+    return
+  if dtype not in FLOATS:
+    b.push("pow", [src], shape, dtype, scalar=c.choice((2, 0, 1, 3)), reverse=False)
+  elif c.chance(0.6):
+    b.push("pow", [src], shape, dtype, scalar=c.choice((2.0, 0.5, 3.0, -1.0, -1.5, 0.0)),
+           reverse=False)
+  else:
+    other = b.new_input(broadcast_partner(c, shape), dtype)
+    b.push("pow", [src, other], _shape_of_binary(shape, b.values[other][0]), dtype)
+
+
+def _grow_softmax(b: _Builder, src: int):
+  shape, dtype = b.values[src]
+  if shape and dtype in FLOATS and 0 not in shape:
+    b.push("softmax", [src], shape, dtype, axis=b.c.integer(0, len(shape) - 1))
+
+
+def _grow_conv2d(b: _Builder, src: int):
+  """conv2d of a 4-d float value (NCHW) with a new OIHW weight of its dtype."""
+  shape, dtype = b.values[src]
+  c = b.c
+  if len(shape) != 4 or dtype not in FLOATS or 0 in shape:
+    shape, dtype = (c.choice((1, 2)), c.choice((1, 3, 2)), c.choice((5, 4, 3)), c.choice((5, 6, 3))), \
+      c.choice(FLOATS)
+    src = b.new_input(shape, dtype)
+  n, ch, h, w = shape
+  stride, padding = c.choice((1, 2)), c.choice((0, 1))
+  kh, kw = c.integer(1, min(3, h + 2 * padding)), c.integer(1, min(3, w + 2 * padding))
+  o = c.choice((1, 2, 3))
+  oh, ow = (h + 2 * padding - kh) // stride + 1, (w + 2 * padding - kw) // stride + 1
+  weight = b.new_input((o, ch, kh, kw), dtype)
+  if n * o * oh * ow <= MAX_ELEMENTS:
+    b.push("conv2d", [src, weight], (n, o, oh, ow), dtype, stride=stride, padding=padding)
 
 
 def _shuffle(c: Chooser, order: list):
@@ -371,14 +454,18 @@ def _grow_reduce(b: _Builder, src: int):
   if not shape:
     return
   op = c.choice(REDUCE)
-  if op == "argmax":
+  if op in ARG_REDUCE:
     axes = (c.integer(0, len(shape) - 1),)
   else:
     axes = tuple(i for i in range(len(shape)) if c.chance(0.5)) or (len(shape) - 1,)
+  if op not in EMPTY_OK and any(shape[a] == 0 for a in axes):
+    op = "sum"
   keep = c.chance(0.5)
   new = tuple(1 if i in axes else s for i, s in enumerate(shape) if keep or i not in axes)
-  out = {"sum": acc_dtype(dtype), "mean": mean_dtype(dtype), "argmax": "int32"}.get(op, dtype)
-  b.push(op, [src], new, out, axes=axes, keepdim=keep)
+  out = {"sum": acc_dtype(dtype), "prod": acc_dtype(dtype), "mean": mean_dtype(dtype),
+         "var": mean_dtype(dtype), "argmax": "int32", "argmin": "int32"}.get(op, dtype)
+  extra = {"ddof": c.choice((0, 1))} if op == "var" else {}
+  b.push(op, [src], new, out, axes=axes, keepdim=keep, **extra)
 
 
 def _grow_matmul(b: _Builder, src: int):
@@ -397,7 +484,8 @@ def _grow_matmul(b: _Builder, src: int):
 
 GROW = {"unary": _grow_unary, "binary": _grow_binary, "compare": _grow_compare,
         "where": _grow_where, "cast": _grow_cast, "bitcast": _grow_bitcast,
-        "movement": _grow_movement, "reduce": _grow_reduce, "matmul": _grow_matmul}
+        "movement": _grow_movement, "reduce": _grow_reduce, "matmul": _grow_matmul,
+        "join": _grow_join, "pow": _grow_pow, "softmax": _grow_softmax, "conv2d": _grow_conv2d}
 
 
 # ---- dtype rules (kernelgen's documented semantics, written out independently) -----------------

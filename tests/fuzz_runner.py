@@ -41,7 +41,8 @@ PTX_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
 def _input(step: Step, device: str) -> Tensor:
   values, dtype = input_values(step), step.param("dtype")
   if dtype == "bfloat16":
-    return Tensor(values.tolist(), dtype="bfloat16", device=device)
+    flat = Tensor(values.ravel().tolist(), dtype="bfloat16", device=device)   # lists lose (1, 0, 7)
+    return flat.reshape(values.shape)
   return Tensor(values, device=device)
 
 
@@ -68,9 +69,15 @@ def _index(step: Step, xs: list):
 def _reduce(name: str):
   def build(step: Step, xs: list):
     axes = step.param("axes")
-    axis = axes[0] if name == "argmax" else axes
+    axis = axes[0] if name in ("argmax", "argmin") else axes
+    if name == "var":
+      return xs[0].var(axis=axis, ddof=step.param("ddof"), keepdim=step.param("keepdim"))
     return getattr(xs[0], name)(axis=axis, keepdim=step.param("keepdim"))
   return build
+
+
+def _conv2d(step: Step, xs: list):
+  return xs[0].conv2d(xs[1], stride=step.param("stride"), padding=step.param("padding"))
 
 
 def _method(name: str):
@@ -106,8 +113,15 @@ BUILD = {
   "shrink": lambda s, xs: xs[0].shrink(s.param("bounds")),
   "flip": lambda s, xs: xs[0].flip(s.param("axes")),
   "slice": _index,
-  **{name: _reduce(name) for name in ("sum", "max", "min", "mean", "argmax")},
+  **{name: _reduce(name) for name in ("sum", "max", "min", "mean", "argmax", "argmin", "prod",
+                                      "var")},
   "matmul": lambda s, xs: xs[0] @ xs[1],
+  "expand": lambda s, xs: xs[0].expand(s.param("shape")),
+  "cat": lambda s, xs: kg.cat(xs, axis=s.param("axis")),
+  "stack": lambda s, xs: kg.stack(xs, axis=s.param("axis")),
+  "pow": _binary(lambda a, b: a ** b),
+  "softmax": lambda s, xs: xs[0].softmax(axis=s.param("axis")),
+  "conv2d": _conv2d,
 }
 
 

@@ -111,3 +111,21 @@ def test_bool_max_over_an_axis_starts_from_false():
     t = Tensor(x, device=device)
     assert t.max(axis=1).tolist() == x.max(axis=1).tolist()
     assert t.min(axis=0).tolist() == x.min(axis=0).tolist()
+
+
+def test_sum_over_an_axis_of_size_0_reads_nothing():
+  # fuzz seed 27 (new generator: zero-size dims): the loads of a zero-trip loop were hoisted out
+  # of it and read past an empty buffer (fixed in tensor_ops.py: such a reduce is its identity)
+  a, b = np.zeros((0, 4, 3), np.int32), np.arange(3, dtype=np.int32).reshape(1, 1, 3)
+  for device in ("PYTHON", "PTXSIM"):
+    got = (Tensor(a, device=device) - Tensor(b, device=device)).sum(axis=0).numpy()
+    np.testing.assert_array_equal(got, (a - b).sum(axis=0))
+    assert Tensor(a, device=device).prod(axis=(0, 2)).tolist() == [1, 1, 1, 1]
+
+
+def test_bfloat16_pow_rounds_once():
+  # fuzz seed 299 (new generator: pow): bfloat16 ** 3.0 rounded every step of exp2(y log2 x) to
+  # bfloat16 (5% off); now computed in float32 and rounded once (tensor_ops._float_pow)
+  x = Tensor([-0.025, 0.7, 3.5, -0.0236], dtype="bfloat16", device="PYTHON")
+  exact = x.cast("float32").numpy().astype(np.float64) ** 3
+  np.testing.assert_allclose((x ** 3.0).cast("float32").numpy(), exact, rtol=2.0 ** -8)

@@ -100,6 +100,8 @@ def _int_pow_tensor(x: Tensor, y: Tensor) -> Tensor:
 
 
 def _float_pow(x: Tensor, y: Tensor) -> Tensor:
+  if x.dtype in (dtypes.float16, dtypes.bfloat16):   # one rounding, not one per step
+    return _float_pow(x.cast(dtypes.float32), y.cast(dtypes.float32)).cast(x.dtype)
   mag = (y * x.abs().log2()).exp2()
   y_int = y.trunc() == y
   odd = y_int & ((y * 0.5).trunc() != y * 0.5)
@@ -277,8 +279,10 @@ _IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: min_value,
 def _reduce(x: Tensor, op: Ops, axis, keepdim: bool) -> Tensor:
   axes = _resolve_axes(axis, x.ndim)
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-  node = LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes)) if axes else x.node
-  out = Tensor(node)
+  if any(x.shape[a] == 0 for a in axes):      # nothing to reduce: the identity (sum 0, prod 1)
+    out = Tensor.full(shape, 1 if op is Ops.MUL else 0, dtype=x.dtype, device=x.device)
+  else:
+    out = Tensor(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes)) if axes else x.node)
   if not keepdim:
     out = out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
   return out
