@@ -253,7 +253,7 @@ def _broadcasts(a, b) -> bool:
 def _shape_of_binary(a, b) -> tuple[int, ...]:
   n = max(len(a), len(b))
   a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
-  return tuple(max(x, y) for x, y in zip(a, b))
+  return tuple(x if y == 1 else y for x, y in zip(a, b))     # 1 broadcasts, even against 0
 
 
 def _grow_unary(b: _Builder, src: int):
@@ -311,6 +311,8 @@ def _grow_where(b: _Builder, src: int):
     b.push("where", [cond, src], cshape, out, scalar=other)
     return
   (cs, _), (os_, od) = b.values[cond], b.values[other]
+  if not _broadcasts(cs, os_) or not _broadcasts(_shape_of_binary(cs, shape), os_):
+    return
   out_shape = _shape_of_binary(_shape_of_binary(cs, shape), os_)
   b.push("where", [cond, src, other], out_shape, result_dtype(dtype, od))
 

@@ -32,8 +32,6 @@ def programs(draw):
   return generate(HypothesisChooser(draw), max_steps=4)
 
 
-@pytest.mark.xfail(strict=False, reason="open bug: hypothesis shrinks to "
-                   "test_sum_over_two_axes_of_shape_3_1_1_has_nested_loops; remove when fixed")
 @settings(max_examples=25, derandomize=True, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(programs())

@@ -129,3 +129,30 @@ def test_bfloat16_pow_rounds_once():
   x = Tensor([-0.025, 0.7, 3.5, -0.0236], dtype="bfloat16", device="PYTHON")
   exact = x.cast("float32").numpy().astype(np.float64) ** 3
   np.testing.assert_allclose((x ** 3.0).cast("float32").numpy(), exact, rtol=2.0 ** -8)
+
+
+def test_cat_with_an_empty_piece_keeps_the_other():
+  # fuzz seeds 381, 387, 503 (new generator: cat, zero-size dims): ZeroDivisionError "integer
+  # modulo by zero" padding an empty tensor (fixed in tensor.py: an empty tensor padded is fill)
+  a, b = np.arange(6, dtype=np.int64).reshape(3, 2), np.zeros((0, 2), np.int8)
+  for device in ("PYTHON", "PTXSIM"):
+    got = kg.cat([Tensor(a, device=device), Tensor(b, device=device)], axis=0).numpy()
+    np.testing.assert_array_equal(got, np.concatenate([a, b]))
+    assert Tensor(b, device=device).pad(((1, 0), (0, 1)), value=2).tolist() == [[2, 2, 2]]
+
+
+def test_wgsl_never_renders_a_load_whose_gate_is_false():
+  # fuzz seed 335 (slice of a cat with an empty piece, on WEBGPU): `if (false) { v = in2[(-1i)]; }`
+  # was rejected by the shader compiler (negative constant index); simplify now folds a load
+  # whose gate is constant False to its fallback value, and one whose gate is True to a plain load
+  from kernelgen.dtype import dtypes
+  from kernelgen.ops import Ops, UOp
+  from kernelgen.rules.symbolic import simplify
+  buf = UOp(Ops.PARAM, dtypes.float32.ptr(4), (), 1)
+  out = UOp(Ops.PARAM, dtypes.float32.ptr(4), (), 0)
+  dead = buf.load(UOp.const(dtypes.int32, -1), UOp.const(dtypes.bool, False), 2.5)
+  live = buf.load(UOp.const(dtypes.int32, 3), UOp.const(dtypes.bool, True), 0.0)
+  sink = UOp(Ops.SINK, None, (out.store(0, dead), out.store(1, live)))
+  stores = simplify(sink).src
+  assert stores[0].src[2].op is Ops.CONST and stores[0].src[2].arg == 2.5
+  assert stores[1].src[2].op is Ops.LOAD and len(stores[1].src[2].src) == 2

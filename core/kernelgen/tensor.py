@@ -398,6 +398,9 @@ class Tensor:
     _check_ints([w for pair in pads for w in pair], "pad")
     if any(b < 0 or a < 0 for b, a in pads):
       raise ShapeError(f"pad widths must be >= 0, got {pads}; use shrink to cut")
+    if self.numel() == 0 and any(b or a for b, a in pads):   # nothing to place: all fill
+      shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pads))
+      return Tensor.full(shape, value, dtype=self.dtype, device=self.device)
     out = self._move("pad", pads) if any(b or a for b, a in pads) else self
     if value == 0 or out is self:
       return out

@@ -429,6 +429,14 @@ symbolic = PatternMatcher([
   (UPat(Ops.WHERE, src=(UPat(Ops.NOT, src=(UPat.var("c"),)), x, y)),
    lambda c, x, y: c.where(y, x)),
 
+  # ---- gated loads ----
+  # load(buf, i, False, alt) -> alt  (never read: WGSL rejects a constant index out of bounds)
+  (UPat(Ops.LOAD, src=(UPat.var("b"), UPat.var("i"), UPat.const(dtypes.bool, False),
+                       UPat.var("alt"))), lambda b, i, alt: alt),
+  # load(buf, i, True, alt) -> load(buf, i)
+  (UPat(Ops.LOAD, name="ld", src=(UPat.var("b"), UPat.var("i"), UPat.const(dtypes.bool, True),
+                                  UPat.var("alt"))), lambda ld, b, i, alt: b.load(i, dtype=ld.dtype)),
+
   # ---- casts ----
   # cast(cast(x, mid), dst) -> cast(x, dst) when mid holds every value of x's dtype
   (UPat(Ops.CAST, name="x", src=(UPat(Ops.CAST, src=(y,)),)), _lossless_cast),
