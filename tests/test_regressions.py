@@ -156,3 +156,14 @@ def test_wgsl_never_renders_a_load_whose_gate_is_false():
   stores = simplify(sink).src
   assert stores[0].src[2].op is Ops.CONST and stores[0].src[2].arg == 2.5
   assert stores[1].src[2].op is Ops.LOAD and len(stores[1].src[2].src) == 2
+
+
+def test_cat_keeps_negative_zero():
+  # fuzz seed 2608 (stack of float64, then bitcast): cat added the zero-padded pieces, and
+  # -0.0 + 0.0 is 0.0 (fixed in tensor.py: float pieces are selected with where)
+  a, b = np.array([-0.0, 1.0]), np.array([-0.0])
+  for device in ("PYTHON", "PTXSIM"):
+    got = kg.cat([Tensor(a, device=device), Tensor(b, device=device)]).numpy()
+    assert np.signbit(got).tolist() == [True, False, True]
+    got = kg.stack([Tensor(b, device=device), Tensor(-b, device=device)], axis=1).numpy()
+    assert np.signbit(got).tolist() == [[True, False]]

@@ -596,7 +596,12 @@ def cat(tensors, axis: int = 0) -> Tensor:
     pads = [(0, 0)] * first.ndim
     pads[axis] = (start, total - start - t.shape[axis])
     piece = t.cast(dtype).pad(pads)
-    out = piece if out is None else (out | piece if dtype == dtypes.bool else out + piece)
+    if out is None:
+      out = piece
+    elif dtype.is_float():    # not +: -0.0 + 0.0 is 0.0
+      out = where(Tensor.ones(*t.shape, dtype=dtypes.bool, device=t.device).pad(pads), piece, out)
+    else:
+      out = out | piece if dtype == dtypes.bool else out + piece
     start += t.shape[axis]
   return out
 
