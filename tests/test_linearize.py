@@ -130,3 +130,21 @@ def test_two_if_blocks_with_one_gate_are_distinct_nodes():
   verify_linear(uops)
   ifs = [u for u in uops if u.op is Ops.IF]
   assert len(ifs) == 2 and ifs[0] is not ifs[1]
+
+
+def test_read_of_the_second_accumulator_a_loop_closes_stays_in_the_loop_regression():
+  # ENDRANGE(r, assign0, assign1): a read of acc1 alone (acc1 * 2) must see the running value,
+  # so it is placed inside the loop, not hoisted before it with acc1's initial value.
+  f = dtypes.float32
+  out, inp = UOp(Ops.PARAM, f.ptr(2), (), 0), UOp(Ops.PARAM, f.ptr(8), (), 1)
+  r = UOp(Ops.RANGE, dtypes.int32, (UOp.const(dtypes.int32, 8),), 0)
+  a0 = UOp(Ops.DEFINE_ACC, f, (UOp.const(f, 0.0),), 0)
+  a1 = UOp(Ops.DEFINE_ACC, f, (UOp.const(f, 1.0),), 1)
+  doubled = a1 * 2.0
+  s0 = UOp(Ops.ASSIGN, f, (a0, a0 + inp.load(r)))
+  s1 = UOp(Ops.ASSIGN, f, (a1, doubled + inp.load(r)))
+  end = UOp(Ops.ENDRANGE, None, (r, s0, s1))
+  sink = UOp(Ops.SINK, None, (out.store(0, UOp(Ops.AFTER, f, (a0, end))),
+                              out.store(1, UOp(Ops.AFTER, f, (a1, end)))))
+  uops = linearize(sink)
+  assert uops.index(r) < uops.index(doubled) < uops.index(end)

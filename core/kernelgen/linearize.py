@@ -34,12 +34,15 @@ def _acc_loops(order: list[UOp]) -> dict[UOp, frozenset]:
   even those whose index the update does not use: sum over an expanded axis)."""
   loops: dict[UOp, frozenset] = {}
   for u in order:
-    if u.op is Ops.ENDRANGE:
-      closing, body = {u.src[0]}, u.src[1]
-      while body.op is Ops.ENDRANGE:
+    if u.op is not Ops.ENDRANGE:
+      continue
+    closing, bodies = {u.src[0]}, list(u.src[1:])
+    while bodies:                  # every side effect the loop closes, through nested ENDRANGEs
+      body = bodies.pop()
+      if body.op is Ops.ENDRANGE:
         closing.add(body.src[0])
-        body = body.src[1]
-      if body.op is Ops.ASSIGN:
+        bodies.extend(body.src[1:])
+      elif body.op is Ops.ASSIGN:
         acc = body.src[0]
         loops[acc] = loops.get(acc, frozenset()) | closing
   return loops
