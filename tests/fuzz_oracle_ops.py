@@ -48,7 +48,7 @@ def _agree(a: OVal, b: OVal) -> np.ndarray:
   if a.dtype not in FLOATS:
     return a.a == b.a
   x, y = a.a.astype(np.float64), b.a.astype(np.float64)
-  close = np.abs(x - y) <= 2 * (a.err + b.err) + TINY[a.dtype]
+  close = (np.abs(x - y) <= 2 * (a.err + b.err) + TINY[a.dtype]) & np.isfinite(a.err + b.err)
   return (np.isnan(x) & np.isnan(y)) | (x == y) | close
 
 
@@ -461,6 +461,8 @@ def _conv2d(step: Step, xs: list[OVal]) -> OVal:
   a = np.pad(round_to(x.a, dtype).astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
   ea = np.pad(x.err, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
   oka = np.pad(x.ok, ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=True)
+  # a padded 0 times an inf/NaN weight: undefined (WGSL may assume no inf/NaN; lavapipe gives 0)
+  padded = np.pad(np.zeros(x.a.shape), ((0, 0), (0, 0), (pad, pad), (pad, pad)), constant_values=1)
   k = round_to(w.a, dtype).astype(np.float64)
   o, _, kh, kw = k.shape
   oh, ow = (a.shape[2] - kh) // stride + 1, (a.shape[3] - kw) // stride + 1
@@ -475,6 +477,7 @@ def _conv2d(step: Step, xs: list[OVal]) -> OVal:
       err += np.einsum("nchw,oc->nohw", win(ea), finite(k[:, :, i, j]))
       err += np.einsum("nchw,oc->nohw", finite(win(a)), w.err[:, :, i, j])
       bad += np.einsum("nchw,oc->nohw", (~win(oka)).astype(float), np.ones(k.shape[:2]))
+      bad += np.einsum("nchw,oc->nohw", win(padded), (~np.isfinite(k[:, :, i, j])).astype(float))
   bad += np.sum(~w.ok, axis=(1, 2, 3))[None, :, None, None]
   n_terms = k.shape[1] * kh * kw
   err += (U[dtype] + n_terms * U[work_dtype(dtype)]) * terms
