@@ -181,3 +181,41 @@ def test_sum_past_65535_loop_iterations_on_webgpu():
   assert Tensor(a).to("WEBGPU").sum().numpy() == 70000
   b = np.ones((2, 140000), np.float32)
   np.testing.assert_array_equal(Tensor(b).to("WEBGPU").sum(1).numpy(), [140000, 140000])
+
+
+def _matmul_item(m: int, k: int, n: int):
+  np = pytest.importorskip("numpy")
+  rng = np.random.default_rng(1)
+  a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+  (item,) = schedule([(Tensor(a) @ Tensor(b)).node])
+  return item, a, b
+
+
+@pytest.mark.parametrize("tile", [(4, 4), (2, 4), (4, 1)])
+def test_register_tiles_share_one_loop_and_load_each_value_once(tile):
+  """An R x C tile: R*C accumulators updated in one loop that loads R values of A and C of B."""
+  item, _, _ = _matmul_item(8, 6, 8)
+  sink, _ = lower(item, Opts(local=2, tile=tile))
+  verify(sink)
+  nodes = toposort([simplify(sink)])
+  rows, cols = tile
+  assert sum(u.op is Ops.DEFINE_ACC for u in nodes) == rows * cols
+  assert sum(u.op is Ops.RANGE for u in nodes) == 1
+  assert sum(u.op is Ops.STORE for u in nodes) == rows * cols
+  loads = [u for u in nodes if u.op is Ops.LOAD]
+  assert sorted(sum(u.src[0].arg == s for u in loads) for s in (1, 2)) == sorted((rows, cols))
+  assert sum(u.op is Ops.MUL and u.dtype == dtypes.float32 for u in nodes) == rows * cols
+
+
+@pytest.mark.parametrize("m,k,n,tile,local", [(8, 5, 12, (4, 4), 2), (6, 3, 10, (2, 2), 4),
+                                              (8, 8, 8, (4, 2), 8), (4, 7, 8, (1, 8), 3)])
+def test_register_tiles_compute_matmuls_on_python(m, k, n, tile, local):
+  from kernelgen.compiler import compile_item
+  np = pytest.importorskip("numpy")
+  item, a, b = _matmul_item(m, k, n)
+  compiled = compile_item(item, "python", {"tile": tile, "local": local})
+  runtime = kg.Device["PYTHON"]
+  out = runtime.alloc(m * n * 4)
+  runtime.run(compiled, [out] + [src.buffer.handle for src in item.inputs], {})
+  got = np.frombuffer(bytes(out), np.float32).reshape(m, n)
+  np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)

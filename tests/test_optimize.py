@@ -96,3 +96,62 @@ def test_grouped_reductions_respect_the_targets_limits(target, dtype):
     return
   compiled = compile_item(item, target)
   assert compiled.local_size[0] == o.group
+
+
+def _mm(shape_a, shape_b):
+  rng = np.random.default_rng(2)
+  return (rng.standard_normal(shape_a).astype(np.float32),
+          rng.standard_normal(shape_b).astype(np.float32))
+
+
+@pytest.mark.parametrize("target", ["wgsl", "ptx"])
+def test_matmuls_get_register_tiles_within_limits(target):
+  a, b = _mm((64, 32), (32, 128))
+  got = opt.optimize(item_of(Tensor(a) @ Tensor(b)), target)
+  assert got.tile == opt.TILE and got.group == 0
+  assert got.tile[0] * got.tile[1] <= opt.MAX_TILE_ACC
+  assert got.local <= opt.MAX_LOCAL[target] and (64 * 128 // 16) % got.local == 0
+  assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), "python").tile == ()
+
+
+@pytest.mark.parametrize("shape_a,shape_b", [((66, 32), (32, 66)), ((64, 1), (1, 128))])
+def test_shapes_the_tile_does_not_fit_are_not_tiled(shape_a, shape_b):
+  a, b = _mm(shape_a, shape_b)
+  assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), "wgsl").tile == ()
+  assert opt.optimize(item_of(Tensor.zeros(128, 128) + 1), "wgsl").tile == ()
+
+
+def test_bad_forced_tiles_say_how_to_fix():
+  a, b = _mm((8, 4), (4, 8))
+  with pytest.raises(kg.errors.UnsupportedError, match="rows, cols"):
+    opt.optimize(item_of(Tensor(a) @ Tensor(b)), "wgsl", {"tile": (16, 16)})
+
+
+def _on(device: str):
+  try:
+    kg.Device[device]
+  except Exception as error:  # noqa: BLE001 - no adapter or simulator here
+    pytest.skip(f"device {device} unavailable: {error}")
+  return device
+
+
+@pytest.mark.parametrize("device", ["WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("shape_a,shape_b", [((64, 24), (24, 64)), ((2, 32, 16), (2, 16, 64)),
+                                             ((66, 8), (8, 66))])
+def test_tiled_and_fallback_matmuls_match_numpy(device, shape_a, shape_b):
+  a, b = _mm(shape_a, shape_b)
+  got = (Tensor(a).to(_on(device)) @ Tensor(b).to(device)).numpy()
+  np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["WEBGPU", "PTXSIM"])
+def test_tiled_conv2d_matches_numpy(device):
+  x, w = _mm((1, 3, 34, 34), (4, 3, 3, 3))
+  item = item_of(Tensor(x).conv2d(Tensor(w)))
+  assert opt.optimize(item, "wgsl").tile == opt.TILE
+  got = Tensor(x).to(_on(device)).conv2d(Tensor(w).to(device)).numpy()
+  want = np.zeros((1, 4, 32, 32), np.float32)
+  for i in range(3):
+    for j in range(3):
+      want += np.einsum("chw,oc->ohw", x[0, :, i:i + 32, j:j + 32], w[:, :, i, j])[None]
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -32,6 +32,7 @@ class Opts:
   local: int = 1        # threads per workgroup (dimension 0)
   upcast: int = 1       # consecutive outputs per thread (unrolled)
   group: int = 0        # >0: threads of one workgroup that share each output's reduction
+  tile: tuple = ()      # (R, C): each thread computes an R x C block of the last two output axes
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -121,6 +122,7 @@ class Lowerer:
     self.cache: dict = {}
     self.next_id = 0
     self.group, self.lane = 0, None    # set by lower() for grouped reductions
+    self.loops: dict | None = None     # tiled kernels: reduce node -> its shared loop
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     key = (id(node), idxs, gate)
@@ -177,6 +179,8 @@ class Lowerer:
     src = node.src[0]
     if self.group and src.dtype != dtypes.bool:
       return self._grouped_reduce(node, idxs, gate)
+    if self.loops is not None:
+      return self._tiled_reduce(node, idxs, gate)
     ranges, points = [], [(list(idxs), None)]
     for a in axes:
       loops, lanes = self._loop(src.shape[a])
@@ -222,6 +226,26 @@ class Lowerer:
       out.append((index, index.lt(_c(total)) if trips * unroll * step > total else None))
     return ([rng] if trips != 1 else []), out
 
+  def _tiled_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    """A reduction in a tiled kernel: one loop over all its reduced elements (unravelled into
+    the axes), shared by every output of the tile, so each value is loaded once per step."""
+    op, axes = node.arg
+    src = node.src[0]
+    shape = [src.shape[a] for a in axes]
+    total = prod(shape)
+    if id(node) not in self.loops:
+      ranges, lanes = self._loop(total)
+      self.loops[id(node)] = ranges, [(unravel([(lin, 1, total)], 0, shape), valid)
+                                      for lin, valid in lanes]
+    ranges, lanes = self.loops[id(node)]
+    points = []
+    for where, valid in lanes:
+      p = list(idxs)
+      for a, index in zip(axes, where):
+        p[a] = index
+      points.append((tuple(p), valid))
+    return self._accumulate(op, src, points, idxs, gate, ranges)
+
   def _range(self, n: int) -> UOp:
     return UOp(Ops.RANGE, I32, (_c(n),), self._id())
 
@@ -257,7 +281,10 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   """The kernel's SINK and its buffer table (slot 0: the output)."""
   lw = Lowerer(item)
   out = item.out
-  stores = _grouped_stores(lw, opts) if opts.group else _thread_stores(lw, opts)
+  if opts.group:
+    stores = _grouped_stores(lw, opts)
+  else:
+    stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
   buffers = [BufferSpec(0, "out", out.dtype, out.size, "write")]
   buffers += [BufferSpec(i + 1, f"in{i + 1}", s.dtype, s.size, "read")
               for i, s in enumerate(item.inputs)]
@@ -291,3 +318,36 @@ def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.group))
   value = lw.value(out, tuple(unravel([(gid, 1, out.size)], 0, out.shape)), None)
   return [lw.params[0].store(gid, value, lw.lane.eq(_c(0)))]
+
+
+def tile_axes(shape) -> tuple[int, int] | None:
+  """The output axes a register tile spans: the last two of size > 1 (None: fewer than two)."""
+  axes = [a for a, n in enumerate(shape) if n > 1]
+  return (axes[-2], axes[-1]) if len(axes) >= 2 else None
+
+
+def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
+  """Each thread computes an R x C block of outputs over the last two output axes (which R and
+  C divide); the block's reductions share their loops, so each step loads R + C values."""
+  out = lw.item.out
+  (rows, cols), (ar, ac) = opts.tile, tile_axes(out.shape)
+  grid = list(out.shape)
+  grid[ar], grid[ac] = grid[ar] // rows, grid[ac] // cols
+  threads = prod(grid)
+  groups = max(1, math.ceil(threads / opts.local))
+  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
+  thread = gid * _c(opts.local) + lid if opts.local > 1 else gid
+  gate = thread.lt(_c(threads)) if groups * opts.local > threads else None
+  base = unravel([(thread, 1, threads)], 0, grid)
+  strides = contiguous_strides(out.shape)
+  lw.loops = {}
+  stores = []
+  for i in range(rows):
+    for j in range(cols):
+      idxs = list(base)
+      idxs[ar] = base[ar] * _c(rows) + _c(i) if rows > 1 else base[ar]
+      idxs[ac] = base[ac] * _c(cols) + _c(j) if cols > 1 else base[ac]
+      flat = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
+      stores.append(lw.params[0].store(flat, lw.value(out, tuple(idxs), gate), gate))
+  return stores

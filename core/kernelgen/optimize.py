@@ -12,7 +12,8 @@ import itertools
 
 from .dtype import dtypes
 from .lazy import L
-from .lower import Opts, lower
+from .errors import UnsupportedError
+from .lower import Opts, lower, tile_axes
 from .ops import print_graph
 from .schedule import ScheduleItem
 from .view import prod
@@ -30,6 +31,10 @@ UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
 GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
 # target -> bytes of workgroup memory one kernel may use (WebGPU guarantees 16 KiB)
 MAX_LOCAL_BYTES = {"wgsl": 16384, "ptx": 49152, "python": 1 << 20}
+# register tiles: reductions with two output axes divisible by the tile (matmul, conv2d) give
+# each thread a TILE block of outputs on GPUs, when the output has at least TILE_MIN_SIZE
+# elements and the reduction at least TILE_MIN_REDUCE; a forced tile has at most MAX_TILE_ACC
+TILE, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = (4, 4), 4096, 8, 128
 # what search tries
 SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
 
@@ -55,6 +60,11 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
     group = 0 if "local" in options or "upcast" in options else _group_size(item, target)
   if group:
     return Opts(local=group, upcast=1, group=group)
+  tile = _tile(item, target, options)
+  if tile:
+    threads = n // (tile[0] * tile[1])
+    local = int(options.get("local", 0)) or _local_size(threads, MAX_LOCAL.get(target, 256))
+    return Opts(local=local, upcast=1, tile=tile)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
@@ -93,6 +103,31 @@ def _group_size(item: ScheduleItem, target: str) -> int:
   while group * 2 <= limit and (group * 2) ** 2 <= min(sizes):
     group *= 2
   return group if group <= limit else 0
+
+
+def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
+  """The register tile (R, C) for `item`, or () for none; options["tile"] forces one."""
+  if "tile" in options:
+    tile = tuple(int(v) for v in options["tile"] or ())
+    if tile and (len(tile) != 2 or min(tile) < 1 or tile[0] * tile[1] > MAX_TILE_ACC):
+      raise UnsupportedError(f"tile={options['tile']!r}: give (rows, cols), both >= 1, at most "
+                             f"{MAX_TILE_ACC} outputs per thread, or () for none")
+    return tile if tile and _tileable(item, tile) else ()
+  if target == "python" or "local" in options or "upcast" in options:
+    return ()
+  if item.out.size < TILE_MIN_SIZE or not _tileable(item, TILE):
+    return ()
+  reduce = _reduces(item)[0]
+  return TILE if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) >= TILE_MIN_REDUCE else ()
+
+
+def _tileable(item: ScheduleItem, tile: tuple) -> bool:
+  """One reduction (not nested) and two output axes that the tile divides."""
+  axes, reduces = tile_axes(item.out.shape), _reduces(item)
+  if axes is None or len(reduces) != 1:
+    return False
+  shape = item.out.shape
+  return shape[axes[0]] % tile[0] == 0 and shape[axes[1]] % tile[1] == 0
 
 
 def _default_upcast(item: ScheduleItem, target: str, n: int) -> int:
