@@ -32,9 +32,12 @@ GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
 # target -> bytes of workgroup memory one kernel may use (WebGPU guarantees 16 KiB)
 MAX_LOCAL_BYTES = {"wgsl": 16384, "ptx": 49152, "python": 1 << 20}
 # register tiles: reductions with two output axes divisible by the tile (matmul, conv2d) give
-# each thread a TILE block of outputs on GPUs, when the output has at least TILE_MIN_SIZE
-# elements and the reduction at least TILE_MIN_REDUCE; a forced tile has at most MAX_TILE_ACC
-TILE, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = (4, 4), 4096, 8, 128
+# each thread a block of outputs on GPUs, the first of TILES that divides them and leaves at
+# least TILE_MIN_THREADS threads, when the output has at least TILE_MIN_SIZE elements and the
+# reduction at least TILE_MIN_REDUCE (lavapipe, 512^3 f32: 8x8 is 10x, 4x4 4x one output per
+# thread); a forced tile has at most MAX_TILE_ACC outputs
+TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
+  ((8, 8), (4, 4)), 256, 4096, 8, 128
 # what search tries
 SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
 
@@ -115,10 +118,13 @@ def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
     return tile if tile and _tileable(item, tile) else ()
   if target == "python" or "local" in options or "upcast" in options:
     return ()
-  if item.out.size < TILE_MIN_SIZE or not _tileable(item, TILE):
+  if item.out.size < TILE_MIN_SIZE or not _tileable(item, TILES[-1]):
     return ()
   reduce = _reduces(item)[0]
-  return TILE if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) >= TILE_MIN_REDUCE else ()
+  if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < TILE_MIN_REDUCE:
+    return ()
+  fits = [t for t in TILES if _tileable(item, t) and item.out.size // prod(t) >= TILE_MIN_THREADS]
+  return fits[0] if fits else ()
 
 
 def _tileable(item: ScheduleItem, tile: tuple) -> bool:
