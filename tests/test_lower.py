@@ -208,7 +208,8 @@ def test_register_tiles_share_one_loop_and_load_each_value_once(tile):
 
 
 @pytest.mark.parametrize("m,k,n,tile,local", [(8, 5, 12, (4, 4), 2), (6, 3, 10, (2, 2), 4),
-                                              (8, 8, 8, (4, 2), 8), (4, 7, 8, (1, 8), 3)])
+                                              (8, 8, 8, (4, 2), 8), (4, 7, 8, (1, 8), 3),
+                                              (7, 3, 10, (4, 4), 2), (5, 2, 9, (8, 8), 4)])
 def test_register_tiles_compute_matmuls_on_python(m, k, n, tile, local):
   from kernelgen.compiler import compile_item
   np = pytest.importorskip("numpy")
@@ -219,3 +220,15 @@ def test_register_tiles_compute_matmuls_on_python(m, k, n, tile, local):
   runtime.run(compiled, [out] + [src.buffer.handle for src in item.inputs], {})
   got = np.frombuffer(bytes(out), np.float32).reshape(m, n)
   np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_ragged_tiles_gate_their_stores_not_their_loads():
+  """7 x 6 outputs in 4 x 4 tiles: loads stay shared (one per row of A, one per column of B per
+  step); the stores past the edge are gated."""
+  item, _, _ = _matmul_item(7, 5, 6)
+  nodes = toposort([simplify(lower(item, Opts(local=4, tile=(4, 4)))[0])])
+  loads = [u for u in nodes if u.op is Ops.LOAD]
+  assert len(loads) == 8 and all(len(u.src) == 2 for u in loads)
+  stores = [u for u in nodes if u.op is Ops.STORE]
+  gated = [u for u in stores if len(u.src) > 3 and u.src[3].op is not Ops.CONST]
+  assert len(stores) == 16 and len(gated) == 16 - 3 * 2    # row 3 or columns 2, 3 may be past

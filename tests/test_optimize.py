@@ -117,9 +117,10 @@ def test_matmuls_get_register_tiles_within_limits(target):
   assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), "python").tile == ()
 
 
-@pytest.mark.parametrize("shape_a,shape_b", [((66, 32), (32, 66)), ((64, 1), (1, 128))])
-def test_shapes_the_tile_does_not_fit_are_not_tiled(shape_a, shape_b):
-  a, b = _mm(shape_a, shape_b)
+def test_ragged_matmuls_get_gated_tiles_and_short_reductions_none():
+  a, b = _mm((66, 32), (32, 66))
+  assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), "wgsl").tile == (4, 4)
+  a, b = _mm((64, 1), (1, 128))
   assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), "wgsl").tile == ()
   assert opt.optimize(item_of(Tensor.zeros(128, 128) + 1), "wgsl").tile == ()
 
@@ -140,7 +141,8 @@ def _on(device: str):
 
 @pytest.mark.parametrize("device", ["WEBGPU", "PTXSIM"])
 @pytest.mark.parametrize("shape_a,shape_b", [((64, 24), (24, 64)), ((2, 32, 16), (2, 16, 64)),
-                                             ((66, 8), (8, 66)), ((128, 12), (12, 256))])
+                                             ((66, 8), (8, 66)), ((128, 12), (12, 256)),
+                                             ((3, 70, 9), (3, 9, 61)), ((2, 4), (4, 5000))])
 def test_tiled_and_fallback_matmuls_match_numpy(device, shape_a, shape_b):
   a, b = _mm(shape_a, shape_b)
   got = (Tensor(a).to(_on(device)) @ Tensor(b).to(device)).numpy()

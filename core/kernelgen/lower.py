@@ -14,6 +14,7 @@ silently stops a thread's loops after 65535 iterations in all, counted across it
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -327,12 +328,13 @@ def tile_axes(shape) -> tuple[int, int] | None:
 
 
 def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
-  """Each thread computes an R x C block of outputs over the last two output axes (which R and
-  C divide); the block's reductions share their loops, so each step loads R + C values."""
+  """Each thread computes an R x C block of outputs over the last two output axes; the block's
+  reductions share their loops, so each step loads R + C values. Where R or C does not divide
+  the axis, the last block computes at clamped indices and gates its stores."""
   out = lw.item.out
   (rows, cols), (ar, ac) = opts.tile, tile_axes(out.shape)
   grid = list(out.shape)
-  grid[ar], grid[ac] = grid[ar] // rows, grid[ac] // cols
+  grid[ar], grid[ac] = math.ceil(grid[ar] / rows), math.ceil(grid[ac] / cols)
   threads = prod(grid)
   groups = max(1, math.ceil(threads / opts.local))
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
@@ -343,11 +345,14 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   strides = contiguous_strides(out.shape)
   lw.loops = {}
   stores = []
-  for i in range(rows):
-    for j in range(cols):
-      idxs = list(base)
-      idxs[ar] = base[ar] * _c(rows) + _c(i) if rows > 1 else base[ar]
-      idxs[ac] = base[ac] * _c(cols) + _c(j) if cols > 1 else base[ac]
-      flat = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
-      stores.append(lw.params[0].store(flat, lw.value(out, tuple(idxs), gate), gate))
+  for i, j in itertools.product(range(rows), range(cols)):
+    idxs, at, store_gate = list(base), list(base), gate
+    for axis, size, k in ((ar, rows, i), (ac, cols, j)):
+      idxs[axis] = at[axis] = base[axis] * _c(size) + _c(k) if size > 1 else base[axis]
+      if out.shape[axis] % size:
+        inside = idxs[axis].lt(_c(out.shape[axis]))
+        at[axis] = inside.where(idxs[axis], _c(out.shape[axis] - 1))
+        store_gate = _and(store_gate, inside)
+    flat = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
+    stores.append(lw.params[0].store(flat, lw.value(out, tuple(at), gate), store_gate))
   return stores

@@ -9,6 +9,7 @@ makes realizing use it).
 from __future__ import annotations
 
 import itertools
+import math
 
 from .dtype import dtypes
 from .lazy import L
@@ -65,7 +66,7 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
     return Opts(local=group, upcast=1, group=group)
   tile = _tile(item, target, options)
   if tile:
-    threads = n // (tile[0] * tile[1])
+    threads = _tile_threads(item, tile)
     local = int(options.get("local", 0)) or _local_size(threads, MAX_LOCAL.get(target, 256))
     return Opts(local=local, upcast=1, tile=tile)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
@@ -123,17 +124,24 @@ def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
   reduce = _reduces(item)[0]
   if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < TILE_MIN_REDUCE:
     return ()
-  fits = [t for t in TILES if _tileable(item, t) and item.out.size // prod(t) >= TILE_MIN_THREADS]
+  fits = [t for t in TILES if _tileable(item, t) and _tile_threads(item, t) >= TILE_MIN_THREADS]
   return fits[0] if fits else ()
 
 
 def _tileable(item: ScheduleItem, tile: tuple) -> bool:
-  """One reduction (not nested) and two output axes that the tile divides."""
+  """One reduction (not nested) and two output axes at least as long as the tile."""
   axes, reduces = tile_axes(item.out.shape), _reduces(item)
   if axes is None or len(reduces) != 1:
     return False
   shape = item.out.shape
-  return shape[axes[0]] % tile[0] == 0 and shape[axes[1]] % tile[1] == 0
+  return shape[axes[0]] >= tile[0] and shape[axes[1]] >= tile[1]
+
+
+def _tile_threads(item: ScheduleItem, tile: tuple) -> int:
+  shape = list(item.out.shape)
+  for axis, size in zip(tile_axes(shape), tile):
+    shape[axis] = math.ceil(shape[axis] / size)
+  return prod(shape)
 
 
 def _default_upcast(item: ScheduleItem, target: str, n: int) -> int:
