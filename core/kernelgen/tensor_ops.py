@@ -276,13 +276,46 @@ _IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: min_value,
              Ops.MIN: max_value}
 
 
+# split reductions: a reduction of at least SPLIT_MIN_REDUCE elements into fewer than
+# SPLIT_MAX_OUTPUTS outputs runs as two kernels, partials over about SPLIT_GROUPS chunks (each a
+# grouped reduction, so many workgroups share the work), then the reduction of the partials
+SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUTS, SPLIT_GROUPS = 1 << 16, 256, 256
+
+
+def _reduce_node(x: Tensor, op: Ops, axes: tuple[int, ...]) -> Tensor:
+  shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
+  return Tensor(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes)))
+
+
+def _split_reduce(x: Tensor, op: Ops, axes: tuple[int, ...], shape: tuple[int, ...]) -> Tensor:
+  """The reduction as chunk partials (padded with the op's identity) realized, then reduced."""
+  keep = tuple(i for i in range(x.ndim) if i not in axes)
+  outs = tuple(x.shape[i] for i in keep)
+  size = math.prod(x.shape[a] for a in axes)
+  chunk = -(-size // SPLIT_GROUPS)
+  groups = -(-size // chunk)
+  flat = x.permute(*keep, *axes).reshape(outs + (size,))
+  if groups * chunk != size:
+    flat = flat.pad(((0, 0),) * len(outs) + ((0, groups * chunk - size),),
+                    _IDENTITY[op](x.dtype))
+  parts = _reduce_node(flat.reshape(outs + (groups, chunk)), op, (len(outs) + 1,)).contiguous()
+  return _reduce_node(parts, op, (len(outs),)).reshape(shape)
+
+
+def _splits(x: Tensor, axes: tuple[int, ...]) -> bool:
+  size = math.prod(x.shape[a] for a in axes)
+  return size >= SPLIT_MIN_REDUCE and x.numel() // size < SPLIT_MAX_OUTPUTS
+
+
 def _reduce(x: Tensor, op: Ops, axis, keepdim: bool) -> Tensor:
   axes = _resolve_axes(axis, x.ndim)
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
   if any(x.shape[a] == 0 for a in axes):      # nothing to reduce: the identity (sum 0, prod 1)
     out = Tensor.full(shape, 1 if op is Ops.MUL else 0, dtype=x.dtype, device=x.device)
+  elif axes and _splits(x, axes):
+    out = _split_reduce(x, op, axes, shape)
   else:
-    out = Tensor(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes)) if axes else x.node)
+    out = _reduce_node(x, op, axes) if axes else x
   if not keepdim:
     out = out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
   return out
