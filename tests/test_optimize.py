@@ -109,6 +109,8 @@ def test_matmuls_get_register_tiles_within_limits(target):
   a, b = _mm((64, 32), (32, 128))
   got = opt.optimize(item_of(Tensor(a) @ Tensor(b)), target)
   assert got.tile == (4, 4) and got.group == 0     # 8x8 would leave 128 threads
+  assert got.tile_axes == (0, 1)
+  assert opt.optimize(item_of(Tensor(a[None]) @ Tensor(b[None])), target).tile_axes == (1, 2)
   assert got.local <= opt.MAX_LOCAL[target] and (64 * 128 // 16) % got.local == 0
   a, b = _mm((256, 32), (32, 512))
   got = opt.optimize(item_of(Tensor(a) @ Tensor(b)), target)
@@ -153,7 +155,8 @@ def test_tiled_and_fallback_matmuls_match_numpy(device, shape_a, shape_b):
 def test_tiled_conv2d_matches_numpy(device):
   x, w = _mm((1, 3, 34, 34), (4, 3, 3, 3))
   item = item_of(Tensor(x).conv2d(Tensor(w)))
-  assert opt.optimize(item, "wgsl").tile in opt.TILES
+  got = opt.optimize(item, "wgsl")
+  assert got.tile in opt.TILES and got.tile_axes == (1, 3)   # output channels x columns
   got = Tensor(x).to(_on(device)).conv2d(Tensor(w).to(device)).numpy()
   want = np.zeros((1, 4, 32, 32), np.float32)
   for i in range(3):

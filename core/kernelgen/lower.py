@@ -33,7 +33,8 @@ class Opts:
   local: int = 1        # threads per workgroup (dimension 0)
   upcast: int = 1       # consecutive outputs per thread (unrolled)
   group: int = 0        # >0: threads of one workgroup that share each output's reduction
-  tile: tuple = ()      # (R, C): each thread computes an R x C block of the last two output axes
+  tile: tuple = ()      # (R, C): each thread computes an R x C block of two output axes:
+  tile_axes: tuple = ()  # which two (default: the last two of size > 1)
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -332,7 +333,7 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   reductions share their loops, so each step loads R + C values. Where R or C does not divide
   the axis, the last block computes at clamped indices and gates its stores."""
   out = lw.item.out
-  (rows, cols), (ar, ac) = opts.tile, tile_axes(out.shape)
+  (rows, cols), (ar, ac) = opts.tile, opts.tile_axes or tile_axes(out.shape)
   grid = list(out.shape)
   grid[ar], grid[ac] = math.ceil(grid[ar] / rows), math.ceil(grid[ac] / cols)
   threads = prod(grid)

@@ -14,8 +14,8 @@ import math
 from .dtype import dtypes
 from .lazy import L
 from .errors import UnsupportedError
-from .lower import Opts, lower, tile_axes
-from .ops import print_graph
+from .lower import Opts, lower
+from .ops import Ops, print_graph, toposort
 from .schedule import ScheduleItem
 from .view import prod
 
@@ -39,6 +39,8 @@ MAX_LOCAL_BYTES = {"wgsl": 16384, "ptx": 49152, "python": 1 << 20}
 # thread); a forced tile has at most MAX_TILE_ACC outputs
 TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
   ((8, 8), (4, 4)), 256, 4096, 8, 128
+# the tile that compares the loads of each choice of tiled axes
+TILE_PROBE = (2, 2)
 # what search tries
 SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
 
@@ -66,9 +68,10 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
     return Opts(local=group, upcast=1, group=group)
   tile = _tile(item, target, options)
   if tile:
-    threads = _tile_threads(item, tile)
+    tile, axes = tile
+    threads = _tile_threads(item, tile, axes)
     local = int(options.get("local", 0)) or _local_size(threads, MAX_LOCAL.get(target, 256))
-    return Opts(local=local, upcast=1, tile=tile)
+    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
@@ -110,36 +113,53 @@ def _group_size(item: ScheduleItem, target: str) -> int:
 
 
 def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
-  """The register tile (R, C) for `item`, or () for none; options["tile"] forces one."""
+  """((R, C), axes) of the register tile for `item`, or () for none; options["tile"] forces
+  (R, C)."""
   if "tile" in options:
     tile = tuple(int(v) for v in options["tile"] or ())
     if tile and (len(tile) != 2 or min(tile) < 1 or tile[0] * tile[1] > MAX_TILE_ACC):
       raise UnsupportedError(f"tile={options['tile']!r}: give (rows, cols), both >= 1, at most "
                              f"{MAX_TILE_ACC} outputs per thread, or () for none")
-    return tile if tile and _tileable(item, tile) else ()
+    axes = _tile_axes(item) if tile else None
+    return (tile, axes) if axes and _tileable(item, tile, axes) else ()
   if target == "python" or "local" in options or "upcast" in options:
     return ()
-  if item.out.size < TILE_MIN_SIZE or not _tileable(item, TILES[-1]):
+  axes = _tile_axes(item)
+  if item.out.size < TILE_MIN_SIZE or not axes or not _tileable(item, TILES[-1], axes):
     return ()
   reduce = _reduces(item)[0]
   if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < TILE_MIN_REDUCE:
     return ()
-  fits = [t for t in TILES if _tileable(item, t) and _tile_threads(item, t) >= TILE_MIN_THREADS]
-  return fits[0] if fits else ()
+  fits = [t for t in TILES
+          if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS]
+  return (fits[0], axes) if fits else ()
 
 
-def _tileable(item: ScheduleItem, tile: tuple) -> bool:
-  """One reduction (not nested) and two output axes at least as long as the tile."""
-  axes, reduces = tile_axes(item.out.shape), _reduces(item)
-  if axes is None or len(reduces) != 1:
-    return False
+def _tile_axes(item: ScheduleItem) -> tuple | None:
+  """The two output axes to tile, for a kernel with one (not nested) reduction: of each pair of
+  axes of size > 1, the one whose 2 x 2 tile loads the fewest values per step (later pairs win
+  ties; matmul: its last two; conv2d: output channels and columns)."""
+  if len(_reduces(item)) != 1:
+    return None
+  sizes = [a for a, n in enumerate(item.out.shape) if n > 1]
+  best, best_loads = None, None
+  for pair in itertools.combinations(sizes, 2):
+    sink, _ = lower(item, Opts(tile=TILE_PROBE, tile_axes=pair))
+    loads = sum(u.op is Ops.LOAD for u in toposort([sink]))
+    if best_loads is None or loads <= best_loads:
+      best, best_loads = pair, loads
+  return best
+
+
+def _tileable(item: ScheduleItem, tile: tuple, axes: tuple) -> bool:
+  """The two tiled output axes are at least as long as the tile."""
   shape = item.out.shape
   return shape[axes[0]] >= tile[0] and shape[axes[1]] >= tile[1]
 
 
-def _tile_threads(item: ScheduleItem, tile: tuple) -> int:
+def _tile_threads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
   shape = list(item.out.shape)
-  for axis, size in zip(tile_axes(shape), tile):
+  for axis, size in zip(axes, tile):
     shape[axis] = math.ceil(shape[axis] / size)
   return prod(shape)
 
