@@ -232,3 +232,14 @@ def test_ragged_tiles_gate_their_stores_not_their_loads():
   stores = [u for u in nodes if u.op is Ops.STORE]
   gated = [u for u in stores if len(u.src) > 3 and u.src[3].op is not Ops.CONST]
   assert len(stores) == 16 and len(gated) == 16 - 3 * 2    # row 3 or columns 2, 3 may be past
+
+
+def test_tiled_loops_unroll_by_four_where_it_divides():
+  """K = 8: the loop runs twice, each step loading 4 * (R + C) values for 4 * R * C products."""
+  from kernelgen.lower import TILE_UNROLL
+  item, _, _ = _matmul_item(4, 8, 4)
+  nodes = toposort([simplify(lower(item, Opts(local=1, tile=(2, 2)))[0])])
+  (loop,) = [u for u in nodes if u.op is Ops.RANGE]
+  assert loop.src[0].arg == 8 // TILE_UNROLL
+  assert sum(u.op is Ops.LOAD for u in nodes) == TILE_UNROLL * (2 + 2)
+  assert sum(u.op is Ops.MUL and u.dtype == dtypes.float32 for u in nodes) == TILE_UNROLL * 4

@@ -40,6 +40,8 @@ class Opts:
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
 # iterations in all (one budget shared by every loop of the thread)
 MAX_TRIPS = 1 << 14
+# tiled kernels unroll their reduction loop this many times where it divides the loop
+TILE_UNROLL = 4
 
 
 def _c(v: int) -> UOp:
@@ -211,11 +213,12 @@ class Lowerer:
       end = UOp(Ops.ENDRANGE, None, (r, end))
     return UOp(Ops.AFTER, dtype, (acc, end))
 
-  def _loop(self, n: int, step: int = 1, lane: UOp | None = None, total: int = 0):
+  def _loop(self, n: int, step: int = 1, lane: UOp | None = None, total: int = 0,
+            unroll: int = 1):
     """(ranges, [(index, valid)]) of a loop over range(n) (index*step + lane with a lane),
-    unrolled so that it runs at most MAX_TRIPS times; valid gates the overshoot."""
+    unrolled (at least `unroll` times) so that it runs at most MAX_TRIPS times; valid gates the
+    overshoot."""
     total = total or n
-    unroll = 1
     while math.ceil(n / unroll) > MAX_TRIPS:
       unroll *= 2
     trips = math.ceil(n / unroll)
@@ -236,7 +239,7 @@ class Lowerer:
     shape = [src.shape[a] for a in axes]
     total = prod(shape)
     if id(node) not in self.loops:
-      ranges, lanes = self._loop(total)
+      ranges, lanes = self._loop(total, unroll=TILE_UNROLL if total % TILE_UNROLL == 0 else 1)
       self.loops[id(node)] = ranges, [(unravel([(lin, 1, total)], 0, shape), valid)
                                       for lin, valid in lanes]
     ranges, lanes = self.loops[id(node)]
