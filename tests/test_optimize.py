@@ -163,3 +163,29 @@ def test_tiled_conv2d_matches_numpy(device):
     for j in range(3):
       want += np.einsum("chw,oc->ohw", x[0, :, i:i + 32, j:j + 32], w[:, :, i, j])[None]
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_search_also_times_the_register_tile(monkeypatch):
+  monkeypatch.setattr(opt, "TILE_MIN_SIZE", 16)
+  monkeypatch.setattr(opt, "TILE_MIN_THREADS", 1)
+  opt._SEARCHED.clear()
+  a, b = _mm((16, 8), (8, 16))
+  item = item_of(Tensor(a) @ Tensor(b))
+  runtime = kg.Device["PYTHON"]
+  out = runtime.alloc(16 * 16 * 4)
+  handles = [out] + [src.buffer.handle for src in item.inputs]
+  times = iter(range(100, 0, -1))        # each run looks faster than the last
+
+  class Timed:
+    target = "wgsl"
+
+    def run(self, compiled, handles, var_values):
+      return next(times)
+
+  monkeypatch.setattr("kernelgen.compiler.compile_item", lambda item, target, options: options)
+  chosen = opt.search(item, Timed(), handles)
+  assert chosen.tile == () and chosen.local == opt.SEARCH_LOCAL[-1]    # the last was fastest
+  opt._SEARCHED.clear()
+  times = iter(range(1, 100))            # the first (the heuristic's tile) was fastest
+  assert opt.search(item, Timed(), handles).tile == (8, 8)
+  opt._SEARCHED.clear()

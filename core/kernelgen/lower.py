@@ -9,6 +9,10 @@ math is int32; `unravel` folds the common cases (permutes, expands, windows) wit
 Grouped reductions (`Opts.group`): one workgroup per output element; its `group` threads each
 accumulate a strided share of the reduced elements, store the partial result into workgroup
 memory (DEFINE_LOCAL), and after a BARRIER every thread folds the partials; lane 0 stores.
+Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
+output axes; the block's reductions share one loop (over all reduced elements, unrolled by
+TILE_UNROLL), so each step loads R + C values for R * C accumulators; a block past the edge
+computes at clamped indices and gates its stores.
 No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
 silently stops a thread's loops after 65535 iterations in all, counted across its loops).
 """

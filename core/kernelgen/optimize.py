@@ -1,7 +1,8 @@
 """The optimizer: choose launch options for one scheduled kernel on one target.
 
 Heuristics, as data: each target's workgroup limits, the preferred workgroup sizes, and when
-to give one thread several outputs (upcast). `optimize(item, target, options)` returns the Opts
+to give one thread several outputs (upcast, or a register tile of two output axes for
+matmul-like reductions). `optimize(item, target, options)` returns the Opts
 the lowering uses; options may force them (`local=`, `upcast=`). `search` instead times
 candidate Opts on the actual device and keeps the fastest, cached by kernel (KERNELGEN_SEARCH=1
 makes realizing use it).
@@ -191,11 +192,12 @@ def search(item: ScheduleItem, runtime, handles: list, options: dict | None = No
   n = max(item.out.size, 1)
   limit = MAX_LOCAL.get(target, 256)
   best, best_time = optimize(item, target, options), None
-  for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST):
-    if local > limit or n % upcast or local * upcast > 4 * n:
-      continue
-    opts = Opts(local, upcast)
-    compiled = compile_item(item, target, {**(options or {}), "local": local, "upcast": upcast})
+  candidates = [(best, options or {})]       # the heuristic's choice (a register tile, say) too
+  candidates += [(Opts(local, upcast), {**(options or {}), "local": local, "upcast": upcast})
+                 for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST)
+                 if local <= limit and n % upcast == 0 and local * upcast <= 4 * n]
+  for opts, forced in candidates:
+    compiled = compile_item(item, target, forced)
     times = [runtime.run(compiled, handles, {}) for _ in range(repeats)]
     if None in times:
       return best

@@ -21,7 +21,7 @@ def realize(nodes: list[LazyOp]) -> None:
       if os.environ.get("KERNELGEN_SEARCH") == "1":
         from .optimize import search
         opts = search(item, runtime, handles, options)
-        options = {**options, "local": opts.local, "upcast": opts.upcast}
+        options = {**options, "local": opts.local, "upcast": opts.upcast, "tile": opts.tile}
       compiled = compile_item(item, runtime.target or "python", options)
       # a kernel binds only the buffers it still reads after simplification (by slot)
       runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
