@@ -128,8 +128,10 @@ def test_grouped_reduction_meets_in_workgroup_memory():
   assert [u.src[0].arg for u in nodes if u.op is Ops.RANGE] in ([19, 16], [16, 19])
 
 
-def test_long_loops_are_unrolled_below_the_trip_limit():
+def test_long_loops_are_unrolled_below_the_trip_limit(monkeypatch):
+  from kernelgen import tensor_ops
   from kernelgen.lower import MAX_TRIPS
+  monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 30, raising=False)   # one kernel
   n = 4 * MAX_TRIPS + 3
   np = pytest.importorskip("numpy")
   nodes = lowered(Tensor(np.ones((2, n), np.float32)).sum(1), Opts(local=2))
