@@ -20,6 +20,13 @@ def python_device(monkeypatch):
   kg.Device._default = previous
 
 
+@pytest.fixture
+def one_kernel(monkeypatch):
+  """Reductions stay one kernel (not split in two: tensor_ops.SPLIT_MIN_REDUCE)."""
+  from kernelgen import tensor_ops
+  monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 62, raising=False)
+
+
 def item_of(t: Tensor):
   (item,) = schedule([t.node])
   return item
@@ -71,6 +78,7 @@ def test_search_times_candidates_and_caches(monkeypatch):
 
 @pytest.mark.parametrize("shape,axis,group", [((1 << 20,), None, 256), ((4096, 1024), 1, 32),
                                                ((8, 300), 1, 16), ((1024, 1024), None, 256)])
+@pytest.mark.usefixtures("one_kernel")
 def test_small_outputs_of_big_reductions_are_grouped(shape, axis, group):
   item = item_of(Tensor.zeros(*shape).sum(axis))
   assert opt.optimize(item, "wgsl") == Opts(local=group, upcast=1, group=group)
@@ -85,6 +93,7 @@ def test_many_outputs_short_reductions_and_bools_are_not_grouped(t):
 
 @pytest.mark.parametrize("target", ["wgsl", "ptx", "python"])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+@pytest.mark.usefixtures("one_kernel")
 def test_grouped_reductions_respect_the_targets_limits(target, dtype):
   from kernelgen.compiler import compile_item
   x = Tensor.zeros(4, 1 << 20, dtype=dtype)
