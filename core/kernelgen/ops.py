@@ -83,6 +83,10 @@ class Ops(Enum):
   # ---- tensor cores ----
   WMMA = auto()          # warp matrix multiply-accumulate; src = (a, b, c); arg = WmmaArg
 
+  # Members are singletons compared by identity, so identity hashing is exact — and much
+  # cheaper than Enum's name-based __hash__, which every dict/set lookup of an op pays.
+  __hash__ = object.__hash__
+
 
 class GroupOp:
   Unary = frozenset({Ops.NEG, Ops.NOT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC})
