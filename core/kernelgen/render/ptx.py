@@ -27,6 +27,7 @@ from ..errors import LimitError, UnsupportedError
 from ..ops import GroupOp, Ops, UOp, describe
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from ..program import Binding, CompiledKernel, Kernel, Launch
+from ..rules.ranges import divisible
 from ..rules.transcendental import FLOAT64
 
 # ---- target facts ------------------------------------------------------------------------------
@@ -279,19 +280,6 @@ def _base_buffer(buf: UOp) -> UOp:
   while buf.op is Ops.AFTER:
     buf = buf.src[0]
   return buf
-
-
-def _divisible(index: UOp, n: int) -> bool:
-  """True when `index` is provably a multiple of `n` (so a vector access is aligned)."""
-  if index.op is Ops.CONST:
-    return index.arg % n == 0
-  if index.op in (Ops.ADD, Ops.SUB):
-    return _divisible(index.src[0], n) and _divisible(index.src[1], n)
-  if index.op is Ops.MUL:
-    return _divisible(index.src[0], n) or _divisible(index.src[1], n)
-  if index.op is Ops.SHL and index.src[1].op is Ops.CONST:
-    return (1 << index.src[1].arg) % n == 0 or _divisible(index.src[0], n)
-  return False
 
 
 # value ops that may read an accumulator through a node legalize made (a conversion, an op in a
@@ -676,7 +664,7 @@ def _chunks(dt: DType, index: UOp) -> list[tuple[int, int]]:
   """(first lane, lanes) of each ld/st: .v4/.v2 when the access is provably aligned."""
   for n in (4, 2):
     if dt.count % n == 0 and n * dt.itemsize <= 16 and dt.scalar != dtypes.bool \
-        and _divisible(index, n):
+        and divisible(index, n):
       return [(first, n) for first in range(0, dt.count, n)]
   return [(lane, 1) for lane in range(dt.count)]
 

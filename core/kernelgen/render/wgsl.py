@@ -29,6 +29,7 @@ from ..errors import LimitError, UnsupportedError
 from ..ops import GroupOp, Ops, UOp, describe, toposort
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from ..program import Binding, CompiledKernel, Kernel, Launch
+from ..rules.ranges import divisible
 
 TARGET = "wgsl"
 
@@ -257,19 +258,6 @@ def binding_nbytes(dtype: DType, size: int, packed: bool) -> int:
 
 # element dtypes a buffer may hold as vec4 words
 VEC4_DTYPES = frozenset({"float32", "int32", "uint32"})
-
-
-def divisible(index: UOp, n: int) -> bool:
-  """True when `index` is provably a multiple of `n`."""
-  if index.op is Ops.CONST:
-    return index.arg % n == 0
-  if index.op in (Ops.ADD, Ops.SUB):
-    return divisible(index.src[0], n) and divisible(index.src[1], n)
-  if index.op is Ops.MUL:
-    return divisible(index.src[0], n) or divisible(index.src[1], n)
-  if index.op is Ops.SHL and index.src[1].op is Ops.CONST:
-    return (1 << index.src[1].arg) % n == 0 or divisible(index.src[0], n)
-  return False
 
 
 def _base(buf: UOp) -> UOp:

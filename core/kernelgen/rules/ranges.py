@@ -224,3 +224,16 @@ def value_range(u: UOp) -> tuple:
 
 
 __all__ = ["value_range", "dtype_range", "fits"]
+
+
+def divisible(index: UOp, n: int) -> bool:
+  """True when `index` is provably a multiple of `n` (e.g. so a vector access is aligned)."""
+  if index.op is Ops.CONST:
+    return index.arg % n == 0
+  if index.op in (Ops.ADD, Ops.SUB):
+    return divisible(index.src[0], n) and divisible(index.src[1], n)
+  if index.op is Ops.MUL:
+    return divisible(index.src[0], n) or divisible(index.src[1], n)
+  if index.op is Ops.SHL and index.src[1].op is Ops.CONST:
+    return (1 << index.src[1].arg) % n == 0 or divisible(index.src[0], n)
+  return False
