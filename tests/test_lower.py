@@ -6,6 +6,7 @@ import itertools
 import pytest
 
 import kernelgen as kg
+from tools import default_device
 from kernelgen import Tensor
 from kernelgen.lower import Opts, lower, unravel
 from kernelgen.ops import Ops, UOp, toposort
@@ -17,11 +18,8 @@ from kernelgen.dtype import dtypes
 
 @pytest.fixture(autouse=True)
 def python_device(monkeypatch):
-  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
-  previous = kg.Device._default
-  kg.Device.DEFAULT = "PYTHON"
-  yield
-  kg.Device._default = previous
+  with default_device(monkeypatch, "PYTHON"):
+    yield
 
 
 def lowered(t: Tensor, opts=Opts(local=4)) -> list[UOp]:

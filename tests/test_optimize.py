@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
+from tools import default_device
 from kernelgen import Tensor
 from kernelgen import optimize as opt
 from kernelgen.lower import Opts
@@ -13,11 +14,8 @@ from kernelgen.schedule import schedule
 
 @pytest.fixture(autouse=True)
 def python_device(monkeypatch):
-  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
-  previous = kg.Device._default
-  kg.Device.DEFAULT = "PYTHON"
-  yield
-  kg.Device._default = previous
+  with default_device(monkeypatch, "PYTHON"):
+    yield
 
 
 @pytest.fixture

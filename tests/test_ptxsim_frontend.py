@@ -5,17 +5,15 @@ from __future__ import annotations
 import pytest
 
 import kernelgen as kg
+from tools import default_device
 from test_tensor import *  # noqa: F401,F403  (the tests themselves, collected again here)
 
 
 @pytest.fixture(autouse=True)
 def python_device(monkeypatch):
   """Overrides test_tensor's fixture of the same name: the default device is PTXSIM."""
-  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
-  previous = kg.Device._default
-  kg.Device.DEFAULT = "PTXSIM"
-  yield
-  kg.Device._default = previous
+  with default_device(monkeypatch, "PTXSIM"):
+    yield
 
 
 # Known front-end/renderer bugs this suite found (strict: an unexpected pass fails, so the marks

@@ -5,17 +5,15 @@ import os
 import pytest
 
 import kernelgen as kg
+from tools import default_device
 from kernelgen import Tensor
 from kernelgen.schedule import schedule
 
 
 @pytest.fixture(autouse=True)
 def python_device(monkeypatch):
-  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
-  previous = kg.Device._default
-  kg.Device.DEFAULT = os.environ.get("KERNELGEN_TEST_DEVICE", "PYTHON")
-  yield
-  kg.Device._default = previous
+  with default_device(monkeypatch, os.environ.get("KERNELGEN_TEST_DEVICE", "PYTHON")):
+    yield
 
 
 def kernels(*tensors) -> list[str]:

@@ -10,16 +10,14 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
+from tools import default_device
 from kernelgen import Tensor, dtypes
 
 
 @pytest.fixture(autouse=True)
 def python_device(monkeypatch):
-  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
-  previous = kg.Device._default
-  kg.Device.DEFAULT = os.environ.get("KERNELGEN_TEST_DEVICE", "PYTHON")
-  yield
-  kg.Device._default = previous
+  with default_device(monkeypatch, os.environ.get("KERNELGEN_TEST_DEVICE", "PYTHON")):
+    yield
 
 
 RNG = np.random.default_rng(0)

@@ -17,6 +17,7 @@ sets it): a green run that skipped the WebGPU, PTX or browser tests would prove 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -284,3 +285,18 @@ def pyodide_dir() -> Path:
     if not (path / "pyodide.mjs").exists():
         missing_tool("Pyodide", "npm install pyodide")
     return path
+
+
+@contextlib.contextmanager
+def default_device(monkeypatch, name: str):
+  """Make `name` kernelgen's default device for one test (KERNELGEN_DEVICE cleared), then
+  restore the previous default."""
+  import kernelgen as kg
+  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
+  previous = kg.Device._default
+  kg.Device.DEFAULT = name
+  try:
+    yield
+  finally:
+    kg.Device._default = previous
+
