@@ -78,3 +78,71 @@ def test_compile_reports_kernel_count():
   k = out[0]
   assert k.name == "E_4_8" and [b.access for b in k.buffers] == ["write", "read", "read", "read"]
   assert k.buffers[0].size == 32 and k.buffers[0].dtype == kg.dtypes.float32
+
+
+# ---- kernels that would bind more buffers than the target allows are split ----------------------
+
+def _sum_of(arrays, device="PYTHON"):
+  out = None
+  for a in arrays:
+    t = Tensor(a, device=device)
+    out = t if out is None else out + t
+  return out
+
+
+def _inputs(count, shape=(4, 5)):
+  import numpy as np
+  rng = np.random.default_rng(count)
+  return [rng.standard_normal(shape).astype(np.float32) for _ in range(count)]
+
+
+@pytest.mark.parametrize("count,limit", [(12, 8), (20, 8), (9, 4), (7, 3)])
+def test_a_sum_of_many_inputs_is_split_into_kernels_within_the_buffer_limit(count, limit):
+  import numpy as np
+  arrays = _inputs(count)
+  out = _sum_of(arrays)
+  compiled = kg.compile(out, target="wgsl", max_storage_buffers=limit)
+  assert len(compiled) > 1 and all(len(k.buffers) <= limit for k in compiled)
+  np.testing.assert_allclose(out.numpy(), sum(arrays), rtol=1e-5, atol=1e-5)
+
+
+def test_no_split_below_the_limit():
+  arrays = _inputs(7)
+  assert len(kg.compile(_sum_of(arrays), target="wgsl")) == 1      # 7 inputs + 1 output = 8
+  assert len(kg.compile(_sum_of(arrays + _inputs(2)), target="ptx")) == 1   # PTX: no such limit
+
+
+def test_a_fused_reduction_over_many_inputs_is_split_and_still_right():
+  import numpy as np
+  arrays = _inputs(10, (6, 16))
+  expr = Tensor(arrays[0])
+  for a in arrays[1:]:
+    expr = expr * Tensor(a) + 1
+  reduced = expr.sum(axis=1)
+  compiled = kg.compile(reduced, target="wgsl", max_storage_buffers=4)
+  assert all(len(k.buffers) <= 4 for k in compiled)
+  want = arrays[0].astype(np.float64)
+  for a in arrays[1:]:
+    want = want * a + 1
+  np.testing.assert_allclose(reduced.numpy(), want.sum(axis=1), rtol=1e-4)
+
+
+def test_a_shared_input_is_not_a_reason_to_split():
+  """Splitting off a subexpression whose inputs the rest of the kernel reads anyway saves
+  nothing: with 2 buffers allowed, a + b (3 buffers) cannot be split and is refused."""
+  a, b = Tensor([1.0, 2.0]), Tensor([3.0, 4.0])
+  with pytest.raises(kg.LimitError, match="uses 3 storage buffers.*allows 2"):
+    kg.compile((a + b) * a, target="wgsl", max_storage_buffers=2)
+
+
+def test_the_webgpu_device_splits_by_its_adapter_limit(monkeypatch):
+  """On WEBGPU the adapter's maxStorageBuffersPerShaderStage decides (forced to 4 here)."""
+  import numpy as np
+  from tools import wgpu_adapter
+  wgpu_adapter()                       # a missing adapter skips (fails under REQUIRE_ALL)
+  runtime = kg.Device["WEBGPU"]
+  options = dict(runtime.render_options(), max_storage_buffers=4)
+  monkeypatch.setattr(runtime, "render_options", lambda: options)
+  arrays = _inputs(11, (3, 7))
+  out = _sum_of(arrays, device="WEBGPU")
+  np.testing.assert_allclose(out.numpy(), sum(arrays), rtol=1e-5, atol=1e-5)

@@ -79,11 +79,20 @@ def compile_program(roots: list, target: str = "python", options: dict | None = 
   lower and the kernel passes above (`kernel_passes`), then render. Returns CompiledKernels."""
   from .schedule import schedule
   _renderer(target)
-  items = schedule(roots)                                     # schedule
+  items = schedule(roots, buffer_limit(target, options))       # schedule
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)
   return [compile_item(item, target, options, print_after) for item in items if item.out.size]
+
+
+def buffer_limit(target: str, options: dict | None) -> int | None:
+  """The most buffers one kernel may bind on `target` with these options (None: no limit that
+  the scheduler needs to split kernels for)."""
+  renderer = _renderer(target)
+  limit = getattr(renderer, "buffer_limit", None)
+  return limit({k: v for k, v in (options or {}).items() if k not in FRONT_END_OPTIONS}) \
+    if limit else None
 
 
 def compile_item(item, target: str, options: dict | None = None, print_after=()):

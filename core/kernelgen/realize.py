@@ -9,9 +9,13 @@ from .schedule import schedule
 
 def realize(nodes: list[LazyOp]) -> None:
   """Compute every node in `nodes` into a buffer on its device (each kernel runs once)."""
-  from .compiler import compile_item
+  from .compiler import buffer_limit, compile_item
   from .device import Device
-  for item in schedule([n for n in nodes if not n.realized]):
+  pending = [n for n in nodes if not n.realized]
+  limits = [buffer_limit(Device[d].target or "python", Device[d].render_options())
+            for d in {n.device for n in pending}]
+  limit = min((m for m in limits if m), default=None)
+  for item in schedule(pending, limit):
     out = item.out
     buffer = Buffer(out.device, out.dtype, out.size)
     if out.size:

@@ -6,6 +6,11 @@ fuses into its kernel when it sits at the kernel's output side (only elementwise
 that never repeat an element lie between it and the output), and it has one user; otherwise
 (a reduction whose result is broadcast, reduced again, or reused) it gets a kernel of its own.
 `contiguous()` nodes and the requested outputs are always kernels.
+
+A target may bind only so many buffers to one kernel (WebGPU: maxStorageBuffersPerShaderStage,
+8 by default). Given `max_buffers`, a kernel that would read too many is split: the fused
+subexpression whose own kernel fits and that saves the parent the most buffers becomes a kernel
+of its own, until every kernel fits (or no split helps: the renderer then raises LimitError).
 """
 from __future__ import annotations
 
@@ -106,8 +111,9 @@ def _find_kernels(roots: list[LazyOp], boundary: set, users: dict) -> dict[int, 
   return items
 
 
-def schedule(roots: list[LazyOp]) -> list[ScheduleItem]:
-  """The kernels that realize `roots`, each after the kernels it reads from."""
+def schedule(roots: list[LazyOp], max_buffers: int | None = None) -> list[ScheduleItem]:
+  """The kernels that realize `roots`, each after the kernels it reads from; with
+  `max_buffers`, kernels binding more buffers (inputs + the output) are split where possible."""
   order = _toposort(roots)
   users: dict[int, int] = {}
   for node in order:
@@ -118,11 +124,51 @@ def schedule(roots: list[LazyOp]) -> list[ScheduleItem]:
   while True:      # again until no kernel fuses a node that another kernel found as a boundary
     known = len(boundary)
     items = _find_kernels([r for r in roots if not r.realized], boundary, users)
-    if len(boundary) == known:
+    if len(boundary) == known and not (max_buffers and _split_wide(items, boundary, users,
+                                                                    max_buffers)):
       break
   position = {id(n): i for i, n in enumerate(order)}
   ordered = sorted(items.values(), key=lambda it: position[id(it.out)])
   return _name_items(ordered, position)
+
+
+def _fused_nodes(item: ScheduleItem, boundary: set) -> list[LazyOp]:
+  """The unrealized nodes computed inside `item`'s kernel (not its inputs), sources first."""
+  order, seen, inputs = [], set(), {id(i) for i in item.inputs}
+  stack = [(item.out, False)]
+  while stack:
+    node, expanded = stack.pop()
+    if expanded:
+      order.append(node)
+    elif id(node) not in seen and (node is item.out or id(node) not in inputs):
+      seen.add(id(node))
+      stack.append((node, True))
+      stack.extend((s, False) for s in node.src if not s.realized)
+  return order
+
+
+def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int) -> bool:
+  """Make one subexpression of a kernel that binds more than `max_buffers` buffers a kernel of
+  its own (adding it to `boundary`); False when every kernel fits or none can be split."""
+  for item in sorted(items.values(), key=lambda it: -len(it.inputs)):
+    if len(item.inputs) + 1 <= max_buffers:
+      return False
+    best, best_key = None, None
+    for node in _fused_nodes(item, boundary):
+      if node is item.out or node.op in (L.CONST, L.IOTA):
+        continue
+      own, _ = _walk_kernel(node, set(boundary), users)
+      if len(own) + 1 > max_buffers:
+        continue
+      rest, _ = _walk_kernel(item.out, boundary | {id(node)}, users)
+      saved = len(item.inputs) - len(rest)
+      key = (saved, len(own), -node.size)
+      if saved > 0 and (best_key is None or key > best_key):
+        best, best_key = node, key
+    if best is not None:
+      boundary.add(id(best))
+      return True
+  return False
 
 
 def _name_items(items: list[ScheduleItem], position: dict) -> list[ScheduleItem]:

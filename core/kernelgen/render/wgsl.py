@@ -170,11 +170,17 @@ def _check_dtype(u: UOp) -> None:
       f"type): {NO_WGSL_TYPE[dt.scalar.name]}\n{describe(u)}", target=TARGET, dtype=dt.scalar)
 
 
+def buffer_limit(options: dict) -> int:
+  """Storage buffers one kernel may bind (the scheduler splits kernels that need more)."""
+  return make_options(options).max_storage_buffers
+
+
 def check_buffer_count(count: int, opts: WGSLOptions) -> None:
   if count > opts.max_storage_buffers:
     raise LimitError(f"this kernel uses {count} storage buffers; the WebGPU device allows "
                      f"{opts.max_storage_buffers} per shader stage: split the computation into "
-                     f"kernels with fewer inputs (or realize some inputs first), or raise "
+                     f"kernels with fewer inputs (the scheduler does this where a part of the "
+                     f"expression can be a kernel of its own; here none can), or raise "
                      f"max_storage_buffers if the adapter allows more")
 
 
