@@ -172,6 +172,25 @@ def test_tiled_conv2d_matches_numpy(device):
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("device", ["WEBGPU", "PTXSIM"])
+def test_search_times_candidates_on_gpu_devices(monkeypatch, device):
+  """WEBGPU's run does not wait for the GPU: the search must time through time_run (it used to
+  see no times there and silently keep the heuristic's choice, caching nothing)."""
+  if device == "WEBGPU":
+    from tools import wgpu_adapter
+    wgpu_adapter()
+  monkeypatch.setenv("KERNELGEN_SEARCH", "1")
+  opt._SEARCHED.clear()
+  timed = []
+  runtime = kg.Device[device]
+  real = runtime.time_run
+  monkeypatch.setattr(runtime, "time_run", lambda *args: timed.append(real(*args)) or timed[-1])
+  a = np.arange(64, dtype=np.float32)
+  np.testing.assert_allclose((Tensor(a, device=device) * 3).numpy(), a * 3)
+  assert len(opt._SEARCHED) == 1 and len(timed) > 2 and all(t > 0 for t in timed)
+  opt._SEARCHED.clear()
+
+
 def test_search_also_times_the_register_tile(monkeypatch):
   monkeypatch.setattr(opt, "TILE_MIN_SIZE", 16)
   monkeypatch.setattr(opt, "TILE_MIN_THREADS", 1)
@@ -186,7 +205,7 @@ def test_search_also_times_the_register_tile(monkeypatch):
   class Timed:
     target = "wgsl"
 
-    def run(self, compiled, handles, var_values):
+    def time_run(self, compiled, handles, var_values):
       return next(times)
 
   monkeypatch.setattr("kernelgen.compiler.compile_item", lambda item, target, options: options)

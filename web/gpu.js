@@ -326,6 +326,19 @@ export class GpuExecutor {
     if (timer) this.pendingTimings.push(timer.read(name));
   }
 
+  // Run one kernel and wait for it; resolves to its milliseconds: the GPU timestamps where the
+  // device has 'timestamp-query', else the wall time until the queue has drained (the search
+  // mode compares these).
+  async runTimed(launch, ids, values = [], name = launch.entry_point) {
+    const queued = this.pendingTimings.length;
+    const start = performance.now();
+    await this.run(launch, ids, values, name);
+    await this.requireDevice().queue.onSubmittedWorkDone();
+    const wall = performance.now() - start;
+    const timing = this.pendingTimings.length > queued ? await this.pendingTimings.pop() : null;
+    return timing && timing.ms > 0 ? timing.ms : wall;
+  }
+
   // GPU timestamps around one compute pass, when the device has 'timestamp-query'.
   timer() {
     const device = this.device;

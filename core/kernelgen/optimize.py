@@ -198,9 +198,7 @@ def search(item: ScheduleItem, runtime, handles: list, options: dict | None = No
                  if local <= limit and n % upcast == 0 and local * upcast <= 4 * n]
   for opts, forced in candidates:
     compiled = compile_item(item, target, forced)
-    times = [runtime.run(compiled, handles, {}) for _ in range(repeats)]
-    if None in times:
-      return best
+    times = [runtime.time_run(compiled, handles, {}) for _ in range(repeats)]
     if best_time is None or min(times) < best_time:
       best, best_time = opts, min(times)
   _SEARCHED[key] = best

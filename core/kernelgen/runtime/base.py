@@ -32,3 +32,13 @@ class Runtime:
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float | None:
     """Run `kernel` with `handles` in binding-slot order; returns the seconds it took if timed."""
     raise NotImplementedError
+
+  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
+    """Run `kernel`, wait for it, and return the seconds it took on the device (what the search
+    mode compares). Runtimes whose `run` returns its time need nothing more."""
+    seconds = self.run(kernel, handles, var_values)
+    if seconds is None:
+      from ..errors import DeviceError
+      raise DeviceError(f"device {self.name} cannot time kernels, so the search mode cannot run "
+                        f"on it: unset KERNELGEN_SEARCH")
+    return seconds

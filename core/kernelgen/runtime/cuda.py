@@ -151,6 +151,9 @@ class CUDARuntime(Runtime):
       *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
     return values, pointers
 
+  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
+    return self.run(kernel, handles, var_values, timed=True)
+
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int] | None = None,
           timed: bool = False) -> float | None:
     """Launch `kernel`; with `timed`, wait for it and return its seconds (CUDA events)."""

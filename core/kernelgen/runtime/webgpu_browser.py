@@ -125,6 +125,17 @@ class BrowserWebGPU(Runtime):
     return None
 
 
+  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
+    """Seconds the kernel took (GPU timestamps where the page's device has them, else the wall
+    time until the queue drained): gpu.js's runTimed."""
+    launch = kernel.launch.to_json()
+    values = [var_values[name] for name, _ in launch["uniforms"]]
+    js_launch = self.ffi.to_js(launch, dict_converter=self.js.Object.fromEntries)
+    promise = self._call("runTimed", js_launch, self.ffi.to_js(list(handles)),
+                         self.ffi.to_js(values), kernel.name)
+    return float(self._wait(promise, "timing a kernel (the search mode)")) * 1e-3
+
+
 def install(gpu, jspi: bool = True) -> BrowserWebGPU:
   """Make the page's GPU the WEBGPU device (and the default one)."""
   from ..device import Device

@@ -160,6 +160,9 @@ class WebGPURuntime(Runtime):
                       "resource": {"buffer": uniform, "offset": 0, "size": len(data)}})
     return self.device.create_bind_group(layout=layout, entries=entries)
 
+  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
+    return self.run(kernel, handles, var_values, timed=True)
+
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int] | None = None,
           timed: bool = False) -> float | None:
     """Dispatch `kernel`; with `timed`, wait for it and return its seconds (GPU timestamps when
