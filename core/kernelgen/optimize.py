@@ -31,6 +31,8 @@ UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
 # grouped reductions: a kernel whose reduction covers at least GROUP_MIN_REDUCE elements and has
 # fewer outputs than GROUP_MAX_OUTPUTS gives each output a workgroup (of at least GROUP_MIN)
 GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
+# targets whose grouped reductions may use subgroup ops (option subgroups=True)
+SUBGROUP_TARGETS = ("wgsl", "python")
 # target -> bytes of workgroup memory one kernel may use (WebGPU guarantees 16 KiB)
 MAX_LOCAL_BYTES = {"wgsl": 16384, "ptx": 49152, "python": 1 << 20}
 # register tiles: reductions with two output axes divisible by the tile (matmul, conv2d) give
@@ -66,7 +68,7 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   if group < 0:
     group = 0 if "local" in options or "upcast" in options else _group_size(item, target)
   if group:
-    return Opts(local=group, upcast=1, group=group)
+    return Opts(local=group, upcast=1, group=group, subgroups=_subgroups(target, options))
   tile = _tile(item, target, options)
   if tile:
     tile, axes = tile
@@ -78,6 +80,12 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
     upcast = 1
   local = int(options.get("local", 0)) or _local_size(n // upcast, MAX_LOCAL.get(target, 256))
   return Opts(local=local, upcast=upcast)
+
+
+def _subgroups(target: str, options: dict) -> bool:
+  """Grouped reductions combine per subgroup first: with option subgroups=True (the WEBGPU
+  device sets it when its adapter has subgroups) on a target that renders SUBGROUP_REDUCE."""
+  return bool(options.get("subgroups")) and target in SUBGROUP_TARGETS
 
 
 def _reduces(item: ScheduleItem) -> list:
