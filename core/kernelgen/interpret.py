@@ -5,8 +5,9 @@ Each instruction runs for all threads of a workgroup at once: a value is a per-t
 thread-dependent trip counts narrow the list of active threads; BARRIER is then simply the point
 all threads have reached, and WMMA sees the whole warp. Subgroups (SUBGROUP_REDUCE, SPECIAL
 sglane) are modelled with a configurable size and layout: "linear" puts consecutive threads in a
-subgroup; "strided" deals threads out round-robin and numbers lanes backwards, so a kernel that
-assumes WGSL promises more than it does (consecutive ids, lane 0 = lowest id) gives wrong results. ALU semantics are alu.py's; memory is raw
+subgroup; "strided" deals threads out round-robin and numbers lanes down from size - 1 (a partial
+subgroup has no lane 0), so a kernel that assumes WGSL promises more than it does (consecutive
+ids, lane 0 = lowest id, lane 0 active) gives wrong results. ALU semantics are alu.py's; memory is raw
 bytes in numpy layout (bfloat16 as its 16 raw bits). Out-of-bounds accesses raise ExecutionError
 naming the instruction, the thread and the index.
 
@@ -155,9 +156,7 @@ def subgroup_layout_of(threads: int, size: int, layout: str) -> tuple[list[int],
     return [t // size for t in range(threads)], [t % size for t in range(threads)]
   count = -(-threads // size)
   group = [t % count for t in range(threads)]
-  members = [group[:t].count(group[t]) for t in range(threads)]
-  sizes = [group.count(g) for g in range(count)]
-  return group, [sizes[group[t]] - 1 - members[t] for t in range(threads)]
+  return group, [size - 1 - group[:t].count(group[t]) for t in range(threads)]
 
 
 def _match_blocks(uops: list[UOp]) -> dict[int, int]:
