@@ -20,6 +20,7 @@ from kernelgen.lower import Opts, lower
 from kernelgen.ops import Ops, UOp
 from kernelgen.schedule import schedule
 from kernelgen.verify import verify
+from test_browser import site  # noqa: F401  (fixture: the built site, served locally)
 from tools import default_device, tint_validate
 
 I32 = dtypes.int32
@@ -355,3 +356,29 @@ def test_launch_needing_a_missing_feature_is_a_device_error(rt, monkeypatch):
   monkeypatch.setattr(rt, "pipelines", {})
   with pytest.raises(DeviceError, match="subgroups"):
     rt.pipeline(k.launch)
+
+
+# ---- the page: navigator.gpu on SwiftShader has `subgroups` (4 lanes) ---------------------------
+
+PAGE_CODE = """x = Tensor.rand(4, 8192, seed=11) - 0.5
+out = x.sum(axis=1) + x.max(axis=1)
+kernels = kg.compile(out, target="wgsl", **kg.Device["WEBGPU"].render_options())
+assert all("subgroups" in k.launch.features for k in kernels), "no subgroup ops"
+"""
+
+
+@pytest.mark.timeout(900)
+def test_page_runs_subgroup_reductions_on_swiftshader(site, chromium, monkeypatch):
+  """The page's device turns subgroups on (SwiftShader has them); gpu.js adds `enable
+  subgroups;` for Tint; the values match numpy and the page's own PYTHON reference."""
+  from browser_util import local_page
+  from test_browser import RUN, boot
+  with default_device(monkeypatch, "PYTHON"):
+    x = (kg.Tensor.rand(4, 8192, seed=11) - 0.5).numpy()
+  with local_page(chromium, service_workers="block") as page:
+    boot(page, site.url("index.html"))
+    assert "subgroups yes" in page.inner_text("#adapter")
+    result = page.evaluate(RUN, PAGE_CODE)
+  assert "error" not in result, result
+  assert result["device"] == "WEBGPU" and result["reference"]["match"], result["reference"]
+  np.testing.assert_allclose(result["data"], x.sum(axis=1) + x.max(axis=1), rtol=1e-4)
