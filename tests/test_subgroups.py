@@ -249,6 +249,25 @@ def test_verifier_rejects_bad_subgroup_and_atomic_nodes():
   verify(UOp(Ops.SUBGROUP_REDUCE, I32, (lane,), Ops.MIN))
 
 
+def test_subgroup_ops_and_barriers_must_not_be_inside_if():
+  from kernelgen.verify import verify_linear
+  lane = UOp(Ops.SPECIAL, I32, (), ("sglane", 0, 32))
+  cond = lane.lt(3)
+  block = UOp(Ops.IF, None, (cond,), 0)
+  reduce = UOp(Ops.SUBGROUP_REDUCE, I32, (lane,), Ops.ADD)
+  with pytest.raises(VerifyError, match="uniform control flow"):
+    verify_linear([lane, UOp.const(I32, 3), cond, block, reduce, UOp(Ops.ENDIF, None, (block,))])
+  verify_linear([lane, reduce])
+
+
+def test_ptx_refuses_subgroup_ops(monkeypatch):
+  with default_device(monkeypatch, "PYTHON"):
+    item = item_of(kg.Tensor(np.ones((2, 4096), np.float32)).sum(axis=1))
+  sink, _ = lower(item, Opts(local=64, group=64, subgroups=True))
+  with pytest.raises(UnsupportedError, match="without subgroups"):
+    compile_kernel(sink, "k", "ptx", {})
+
+
 def test_wgsl_refuses_subgroup_ops_without_the_option(monkeypatch):
   with default_device(monkeypatch, "PYTHON"):
     item = item_of(kg.Tensor(np.ones((2, 4096), np.float32)).sum(axis=1))

@@ -163,6 +163,9 @@ def verify_linear(uops: list[UOp]) -> None:
     for s in u.src:
       if position.get(s, len(uops)) >= i:
         _fail(u, f"source {s.op.name} is not placed before its user")
+    if u.op in (Ops.SUBGROUP_REDUCE, Ops.BARRIER) and any(b.op is Ops.IF for b in open_blocks):
+      _fail(u, f"{u.op.name} inside an IF block: it must be reached by every thread of the "
+               f"workgroup (uniform control flow)")
     if u.op in (Ops.RANGE, Ops.IF):
       open_blocks.append(u)
     elif u.op in (Ops.ENDRANGE, Ops.ENDIF):

@@ -237,8 +237,17 @@ def _vectorized(pat: UPat) -> UPat:
 legalize_rules = _vector_rules(legalize_rules)
 
 
+# ops the lowering emits only for targets with subgroup reductions (optimize.SUBGROUP_TARGETS)
+NO_PTX_FORM = (Ops.SUBGROUP_REDUCE, Ops.ATOMIC_ADD)
+
+
 def legalize(sink: UOp, arch: str = "sm_80", **options) -> UOp:
   """The kernel graph rewritten into what this file can render for `arch` (see module doc)."""
+  for u in sink.toposort():
+    if u.op in NO_PTX_FORM or u.op is Ops.SPECIAL and u.arg[0] == "sglane":
+      raise UnsupportedError(f"the PTX renderer has no subgroup reductions ({u.op.name}): lower "
+                             f"the kernel for 'ptx' without subgroups\n{describe(u)}",
+                             target="ptx")
   return graph_rewrite(sink, legalize_rules, ctx=_Arch(parse_arch(arch)))
 
 
