@@ -23,7 +23,8 @@ The launch contract, the same for wgpu here and navigator.gpu in the page:
 
 Subgroups (W14): SUBGROUP_REDUCE renders as subgroupAdd/Mul/Max/Min/And/Or/Xor (float max/min
 keep IR's NaN propagation through subgroupAny), SPECIAL sglane is @builtin(subgroup_invocation_id),
-a workgroup buffer that ATOMIC_ADD uses is array<atomic<i32>>, read with workgroupUniformLoad.
+a workgroup buffer that ATOMIC_ADD uses is array<atomic<i32>>, read with workgroupUniformLoad
+(itself a workgroup barrier, so a BARRIER right before such a read is not written out).
 """
 from __future__ import annotations
 
@@ -646,6 +647,17 @@ class _Writer:
       return self.lanewise(self.need("kg_round_f16"), u.dtype, [text])
     return text
 
+  def barrier(self, i: int, u: UOp) -> None:
+    """workgroupBarrier(), unless the next statement is a workgroupUniformLoad: that is itself
+    a barrier with workgroup memory semantics (so the one before it adds nothing)."""
+    for v in self.kernel.uops[i + 1:]:
+      if v.op in NAMED:
+        continue
+      if v.op is Ops.LOAD and self.buffer(v.src[0]) in self.atomic_locals:
+        return
+      break
+    self.emit("workgroupBarrier();")
+
   def define_acc(self, i: int, u: UOp) -> None:
     self.names[u] = f"acc{i}"
     self.emit(f"var acc{i}: {self.reg(u.dtype)} = {self.names[u.src[0]]};")
@@ -718,7 +730,7 @@ BLOCK = {
   Ops.ENDRANGE: _Writer.close,
   Ops.IF: _Writer.open_if,
   Ops.ENDIF: _Writer.close,
-  Ops.BARRIER: lambda w, i, u: w.emit("workgroupBarrier();"),
+  Ops.BARRIER: _Writer.barrier,
 }
 
 
