@@ -21,12 +21,12 @@ from kernelgen.ops import Ops, UOp
 from kernelgen.schedule import schedule
 from kernelgen.verify import verify
 from test_browser import site  # noqa: F401  (fixture: the built site, served locally)
-from tools import default_device, tint_validate
+from tools import default_device, ptxas_check, tint_validate
 
 I32 = dtypes.int32
 
 # dtypes whose grouped reductions use subgroup ops, and some that fold through memory only
-SUBGROUP = ("float32", "float16", "int32", "uint32")
+SG = opt.SUBGROUP_DTYPES["python"]
 FALLBACK = ("int8", "uint8", "int16")
 
 
@@ -177,19 +177,21 @@ def test_heuristic_uses_subgroups_for_big_groups_only(monkeypatch):
     small = item_of(kg.Tensor(np.ones((4, 1024), np.float32)).sum(axis=1))
   assert opt.optimize(big, "wgsl", {"subgroups": True}).subgroups
   assert opt.optimize(big, "wgsl", {}).group and not opt.optimize(big, "wgsl", {}).subgroups
-  assert not opt.optimize(big, "ptx", {"subgroups": True}).subgroups
+  assert opt.optimize(big, "ptx", {"subgroups": True}).subgroups == ("float32", "int32", "uint32")
+  assert not opt.optimize(big, "ptx", {"subgroups": True, "group": 48}).subgroups  # not warps
   assert opt.optimize(small, "wgsl", {"subgroups": True}).group < opt.SUBGROUP_MIN_GROUP
   assert not opt.optimize(small, "wgsl", {"subgroups": True}).subgroups
   assert opt.optimize(small, "wgsl", {"subgroups": True, "group": 32}).subgroups
 
 
-def test_ptx_and_bare_compiles_never_get_subgroup_ops(monkeypatch):
+def test_bare_compiles_get_no_subgroup_ops(monkeypatch):
   with default_device(monkeypatch, "PYTHON"):
     y = kg.Tensor(np.ones((4, 1 << 14), np.float32)).sum(axis=1)
-  for k in kg.compile(y, target="ptx", subgroups=True):
+  for target in ("wgsl", "ptx"):
+    (k,) = kg.compile(y, target=target)
     assert not any(u.op in (Ops.SUBGROUP_REDUCE, Ops.ATOMIC_ADD) for u in k.kernel.uops)
-  (k,) = kg.compile(y, target="wgsl")
-  assert "subgroup" not in k.source and k.launch.features == ()
+    assert k.launch.features == ()
+  assert "subgroup" not in k.source
 
 
 def run_item(item, opts: Opts, inputs: list, size: int, layout: str) -> tuple:
@@ -211,7 +213,7 @@ def test_two_subgroup_folds_in_one_kernel(monkeypatch, size, layout):
   with default_device(monkeypatch, "PYTHON"):
     t = kg.Tensor(x).realize()
     (item,) = schedule([(t.sum(axis=1) + t.max(axis=1)).node])
-  got, used = run_item(item, Opts(local=24, group=24, subgroups=True), [x], size, layout)
+  got, used = run_item(item, Opts(local=24, group=24, subgroups=SG), [x], size, layout)
   assert used == 3                          # each fold's values, and one leader lane for both
   np.testing.assert_allclose(got, x.sum(axis=1) + x.max(axis=1), rtol=1e-5)
 
@@ -226,7 +228,7 @@ def test_a_grouped_reduction_inside_another_keeps_the_plain_fold(monkeypatch):
     t = kg.Tensor(x).realize()
     y = (t - t.max(axis=1, keepdim=True)).sum(axis=1)
   item = ScheduleItem(y.node, (t.node,), "nested")
-  got, used = run_item(item, Opts(local=16, group=16, subgroups=True), [x], 4, "strided")
+  got, used = run_item(item, Opts(local=16, group=16, subgroups=SG), [x], 4, "strided")
   assert used == 2                          # the outer fold only
   np.testing.assert_allclose(got, (x - x.max(axis=1, keepdims=True)).sum(axis=1), rtol=1e-4)
 
@@ -260,18 +262,23 @@ def test_subgroup_ops_and_barriers_must_not_be_inside_if():
   verify_linear([lane, reduce])
 
 
-def test_ptx_refuses_subgroup_ops(monkeypatch):
+def test_ptx_refuses_what_warps_cannot_do(monkeypatch):
+  """Warp shuffles move 32 bits, and a PTX warp reduction needs whole warps."""
   with default_device(monkeypatch, "PYTHON"):
+    half = item_of(kg.Tensor(np.ones((2, 4096), np.float16)).max(axis=1))
     item = item_of(kg.Tensor(np.ones((2, 4096), np.float32)).sum(axis=1))
-  sink, _ = lower(item, Opts(local=64, group=64, subgroups=True))
+  sink, _ = lower(half, Opts(local=64, group=64, subgroups=("float16",)))
   with pytest.raises(UnsupportedError, match="without subgroups"):
+    compile_kernel(sink, "k", "ptx", {})
+  sink, _ = lower(item, Opts(local=48, group=48, subgroups=SG))
+  with pytest.raises(UnsupportedError, match="whole warps"):
     compile_kernel(sink, "k", "ptx", {})
 
 
 def test_wgsl_refuses_subgroup_ops_without_the_option(monkeypatch):
   with default_device(monkeypatch, "PYTHON"):
     item = item_of(kg.Tensor(np.ones((2, 4096), np.float32)).sum(axis=1))
-  sink, _ = lower(item, Opts(local=64, group=64, subgroups=True))
+  sink, _ = lower(item, Opts(local=64, group=64, subgroups=SG))
   with pytest.raises(UnsupportedError, match="subgroups=True"):
     compile_kernel(sink, "k", "wgsl", {})
   assert "subgroupAdd" in compile_kernel(sink, "k", "wgsl", {"subgroups": True}).source
@@ -401,3 +408,70 @@ def test_page_runs_subgroup_reductions_on_swiftshader(site, chromium, monkeypatc
   assert "error" not in result, result
   assert result["device"] == "WEBGPU" and result["reference"]["match"], result["reference"]
   np.testing.assert_allclose(result["data"], x.sum(axis=1) + x.max(axis=1), rtol=1e-4)
+
+
+# ---- PTX: warps (shfl.sync.bfly) on the simulator, checked by ptxas ----------------------------
+
+@pytest.fixture
+def ptxsim_subgroups(monkeypatch):
+  rt = kg.Device["PTXSIM"]
+  base = rt.render_options()
+
+  def configure(group: int):
+    options = {**base, "subgroups": True, "group": group}
+    monkeypatch.setattr(rt, "render_options", lambda: options)
+    return options
+
+  with default_device(monkeypatch, "PTXSIM"):
+    yield configure
+
+
+@pytest.mark.parametrize("group", [32, 96])
+@pytest.mark.parametrize("dtype,op", cases(("float32", "int32", "uint32")) +
+                         [("float16", "max"), ("int8", "max")])
+def test_ptx_warp_reductions_on_the_simulator(ptxsim_subgroups, group, dtype, op):
+  options = ptxsim_subgroups(group)
+  x = data(dtype, (3, 300), op)
+  y = REDUCTIONS[op][0](kg.Tensor(x))
+  kernels = kg.compile(y, target="ptx", **options)
+  shuffles = sum(k.source.count("shfl.sync.bfly") for k in kernels)
+  assert (shuffles > 0) == (dtype in opt.SUBGROUP_DTYPES["ptx"])
+  for k in kernels:
+    try:
+      ptxas_check(k.source, "sm_80")
+    except pytest.skip.Exception:
+      pass
+  check(y.numpy(), x, op, y.dtype)
+
+
+def test_ptx_nan_max_over_warps(ptxsim_subgroups):
+  ptxsim_subgroups(64)
+  x = data("float32", (3, 300), "max")
+  x[0, 77] = np.nan
+  got = kg.Tensor(x).max(axis=1).numpy()
+  assert np.isnan(got[0]) and np.array_equal(got[1:], x[1:].max(axis=1))
+
+
+def test_simulator_checks_shfl_convergence():
+  """shfl.sync executed by part of the warp is an error, not a silent value."""
+  from kernelgen.ptxsim.machine import launch, program
+  from kernelgen.ptxsim.memory import GlobalMemory
+  source = """.version 7.8
+.target sm_80
+.address_size 64
+
+.visible .entry k(
+	.param .u64 data0
+)
+.maxntid 32, 1, 1
+{
+	.reg .pred %p<1>;
+	.reg .b32 %r<3>;
+	mov.u32 %r0, %laneid;
+	setp.lt.u32 %p0, %r0, 16;
+	@%p0 shfl.sync.bfly.b32 %r1, %r0, 1, 31, -1;
+	ret;
+}
+"""
+  with pytest.raises(kg.ExecutionError, match="member mask"):
+    launch(program(source), (1, 1, 1), (32, 1, 1), [0], GlobalMemory())

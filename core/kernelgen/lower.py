@@ -9,9 +9,10 @@ math is int32; `unravel` folds the common cases (permutes, expands, windows) wit
 Grouped reductions (`Opts.group`): one workgroup per output element; its `group` threads each
 accumulate a strided share of the reduced elements, store the partial result into workgroup
 memory (DEFINE_LOCAL), and after a BARRIER every thread folds the partials; lane 0 stores.
-With `Opts.subgroups` each subgroup first combines its partials (SUBGROUP_REDUCE) and only its
-leader writes, into a slot it claims with ATOMIC_ADD on a counter, so the fold reads one slot
-per subgroup: this needs no promise about how threads form subgroups or how big they are.
+With `Opts.subgroups` (the dtypes it applies to) each subgroup first combines its partials
+(SUBGROUP_REDUCE) and only its leader writes, into a slot it claims with ATOMIC_ADD on a
+counter, so the fold reads one slot per subgroup: this needs no promise about how threads form
+subgroups or how big they are.
 Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
 output axes; the block's reductions share one loop (over all reduced elements, unrolled by
 TILE_UNROLL), so each step loads R + C values for R * C accumulators; a block past the edge
@@ -42,7 +43,7 @@ class Opts:
   group: int = 0        # >0: threads of one workgroup that share each output's reduction
   tile: tuple = ()      # (R, C): each thread computes an R x C block of two output axes:
   tile_axes: tuple = ()  # which two (default: the last two of size > 1)
-  subgroups: bool = False  # grouped reductions combine partials per subgroup first
+  subgroups: tuple = ()  # dtype names whose grouped reductions combine per subgroup first
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -50,9 +51,8 @@ class Opts:
 MAX_TRIPS = 1 << 14
 # tiled kernels unroll their reduction loop this many times where it divides the loop
 TILE_UNROLL = 4
-# dtypes a grouped reduction combines with SUBGROUP_REDUCE (WGSL subgroup ops take f32, f16, i32,
-# u32; bool and 8/16-bit integers fold through memory only); threads in a subgroup at most (WGSL)
-SUBGROUP_DTYPES, MAX_SUBGROUP = frozenset({"float32", "float16", "int32", "uint32"}), 128
+# threads in a subgroup at most (WGSL; a PTX warp has 32)
+MAX_SUBGROUP = 128
 
 
 def _c(v: int) -> UOp:
@@ -137,7 +137,7 @@ class Lowerer:
     self.cache: dict = {}
     self.next_id = 0
     self.group, self.lane = 0, None    # set by lower() for grouped reductions
-    self.subgroups = False
+    self.subgroups: tuple = ()
     self.loops: dict | None = None     # tiled kernels: reduce node -> its shared loop
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
@@ -281,7 +281,7 @@ class Lowerer:
       points.append((tuple(p), valid))
     part = self._accumulate(op, src, points, idxs, gate, ranges)
     outer = any(u.op is Ops.RANGE for u in toposort(list(idxs) + ([gate] if gate is not None else [])))
-    if self.subgroups and part.dtype.name in SUBGROUP_DTYPES and not outer:
+    if part.dtype.name in self.subgroups and not outer:
       return self._subgroup_fold(op, part)
     local = UOp(Ops.DEFINE_LOCAL, part.dtype.ptr(self.group, local=True), (), self._id())
     written = local.store(self.lane, part)
