@@ -7,9 +7,9 @@ all threads have reached, and WMMA sees the whole warp. Subgroups (SUBGROUP_REDU
 sglane) are modelled with a configurable size and layout: "linear" puts consecutive threads in a
 subgroup; "strided" deals threads out round-robin and numbers lanes down from size - 1 (a partial
 subgroup has no lane 0), so a kernel that assumes WGSL promises more than it does (consecutive
-ids, lane 0 = lowest id, lane 0 active) gives wrong results. ALU semantics are alu.py's; memory is raw
-bytes in numpy layout (bfloat16 as its 16 raw bits). Out-of-bounds accesses raise ExecutionError
-naming the instruction, the thread and the index.
+ids, lane 0 = lowest id, lane 0 active) gives wrong results. ALU semantics are alu.py's; memory
+is raw bytes in numpy layout (bfloat16 as its 16 raw bits). Out-of-bounds accesses raise
+ExecutionError naming the instruction, the thread and the index.
 
 The tensor-core fragment layouts (`wmma_layout`) are defined here once, as the PTX ISA documents
 them for mma.sync.aligned.m16n8k16 / m16n8k8 (.row.col), for renderers and simulators to share.
@@ -420,7 +420,7 @@ _HANDLERS: dict[Ops, Callable] = {
 def execute(kernel: Kernel, buffers: list[bytearray], var_values: dict[str, int] | None = None,
             subgroup_size: int = 32, subgroup_layout: str = "linear"):
   """Run `kernel` over its whole grid, mutating `buffers` (raw bytes, numpy layout, slot order);
-  subgroups have `subgroup_size` threads (the last may have fewer) laid out per `subgroup_layout`."""
+  subgroups have `subgroup_size` threads (some may have fewer), laid out per `subgroup_layout`."""
   program = _Program(kernel, buffers, var_values, subgroup_size, subgroup_layout)
   gx, gy, gz = kernel.global_size
   for z in range(gz):

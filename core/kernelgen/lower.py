@@ -280,7 +280,8 @@ class Lowerer:
         p[a] = index
       points.append((tuple(p), valid))
     part = self._accumulate(op, src, points, idxs, gate, ranges)
-    outer = any(u.op is Ops.RANGE for u in toposort(list(idxs) + ([gate] if gate is not None else [])))
+    roots = list(idxs) + ([gate] if gate is not None else [])
+    outer = any(u.op is Ops.RANGE for u in toposort(roots))
     if part.dtype.name in self.subgroups and not outer:
       return self._subgroup_fold(op, part)
     local = UOp(Ops.DEFINE_LOCAL, part.dtype.ptr(self.group, local=True), (), self._id())

@@ -520,7 +520,8 @@ class _Writer:
       if len(u.src) != 2:
         raise UnsupportedError(f"an atomic workgroup value is read ungated in uniform control "
                                f"flow only\n{describe(u)}", target=TARGET)
-      self.emit(f"let {name}: {self.reg(u.dtype)} = workgroupUniformLoad(&{self.names[buf]}[{idx}]);")
+      value = f"workgroupUniformLoad(&{self.names[buf]}[{idx}])"
+      self.emit(f"let {name}: {self.reg(u.dtype)} = {value};")
       return
     elem = u.dtype.scalar
     parts = [self.load_element(buf, i, elem) for i in self.lanes(idx, u.dtype.count)]
@@ -779,11 +780,10 @@ def module_source(w: _Writer, entry: str) -> str:
   head += declarations + ([SPECIAL_BITS] if w.special_bits else [])
   helpers = [HELPERS[name] for name in HELPERS if name in w.helpers]
   lx, ly, lz = w.kernel.local_size
+  lane = ", @builtin(subgroup_invocation_id) kg_sglane: u32" if w.uses_subgroups else ""
   entry_lines = [f"@compute @workgroup_size({lx}, {ly}, {lz})",
                  f"fn {entry}(@builtin(workgroup_id) kg_wid: vec3<u32>, "
-                 f"@builtin(local_invocation_id) kg_lid: vec3<u32>"
-                 f"{', @builtin(subgroup_invocation_id) kg_sglane: u32' if w.uses_subgroups else ''}"
-                 f") {{"]
+                 f"@builtin(local_invocation_id) kg_lid: vec3<u32>{lane}) {{"]
   parts = head + [""] + ([*"\n\n".join(helpers).split("\n"), ""] if helpers else [])
   return "\n".join(parts + entry_lines + w.prologue() + w.lines + ["}", ""])
 

@@ -4,7 +4,8 @@ GPU; Vulkan, Metal or DX12 elsewhere).
 It consumes a kernel's `Launch` (program.py) exactly as the page's navigator.gpu runtime does: the
 bindings in slot order, the uniform buffer of scalar arguments after them (render/wgsl.py), the
 dispatch as given. The features a launch lists must be the device's; naga takes subgroup builtins
-without `enable subgroups;` (which it rejects), so the source is used as it is. wgpu is imported when the runtime is created, so this module imports without it.
+without `enable subgroups;` (which it rejects), so the source is used as it is. wgpu is imported
+when the runtime is created, so this module imports without it.
 """
 from __future__ import annotations
 
