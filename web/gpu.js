@@ -243,16 +243,33 @@ export class GpuExecutor {
     return entry;
   }
 
+  // The launch's WGSL as Tint takes it: the source names no `enable subgroups;` (naga rejects
+  // the directive, Tint requires it), so it is prepended for a launch that lists the feature.
+  shaderSource(launch) {
+    const features = launch.features || [];
+    const missing = features.filter((name) => !this.requireDevice().features.has(name));
+    if (missing.length) {
+      throw new KernelError('DeviceError', `kernel ${launch.entry_point} needs the WebGPU ` +
+        `feature(s) ${missing.join(', ')}, which this device does not have: compile it with ` +
+        `subgroups=False`);
+    }
+    return { prefix: features.includes('subgroups') ? 1 : 0,
+      code: (features.includes('subgroups') ? 'enable subgroups;\n' : '') + launch.source };
+  }
+
   async compile(launch) {
     const device = this.requireDevice();
-    const module = device.createShaderModule({ code: launch.source, label: launch.entry_point });
+    const { code, prefix } = this.shaderSource(launch);
+    const module = device.createShaderModule({ code, label: launch.entry_point });
     const info = await module.getCompilationInfo();
     const errors = info.messages.filter((message) => message.type === 'error');
     if (errors.length) {
       const first = errors[0];
-      const text = errors.map((m) => `line ${m.lineNum}:${m.linePos}: ${m.message}`).join('\n');
+      const text = errors.map((m) => `line ${m.lineNum - prefix}:${m.linePos}: ${m.message}`)
+        .join('\n');
       throw new KernelError('CompileError',
-        `the WGSL of kernel ${launch.entry_point} did not compile:\n${text}`, first.lineNum);
+        `the WGSL of kernel ${launch.entry_point} did not compile:\n${text}`,
+        first.lineNum - prefix);
     }
     const layout = device.createBindGroupLayout({ entries: layoutEntries(launch) });
     const pipelineLayout = device.createPipelineLayout({ bindGroupLayouts: [layout] });

@@ -21,7 +21,10 @@ from .ops import UOp, print_graph, print_uops
 from .program import Kernel
 
 TARGETS = ("python", "wgsl", "ptx")
-# options the front end consumes (optimize, tensor cores); the rest go to the renderer
+# options the front end consumes (optimize, tensor cores); the rest go to the renderer.
+# `subgroups` (default off; the WEBGPU device sets it when its adapter has subgroups) is read by
+# both: optimize lets grouped reductions combine per subgroup, and the WGSL renderer accepts
+# subgroup ops only with it (PTX takes warp shuffles always)
 FRONT_END_OPTIONS = ("local", "upcast", "group", "tile", "tensor_cores", "tf32")
 
 

@@ -3,9 +3,13 @@
 Each instruction runs for all threads of a workgroup at once: a value is a per-thread list
 (tuples for vectors; None for threads that are not active). IF blocks and loops with
 thread-dependent trip counts narrow the list of active threads; BARRIER is then simply the point
-all threads have reached, and WMMA sees the whole warp. ALU semantics are alu.py's; memory is raw
-bytes in numpy layout (bfloat16 as its 16 raw bits). Out-of-bounds accesses raise ExecutionError
-naming the instruction, the thread and the index.
+all threads have reached, and WMMA sees the whole warp. Subgroups (SUBGROUP_REDUCE, SPECIAL
+sglane) are modelled with a configurable size and layout: "linear" puts consecutive threads in a
+subgroup; "strided" deals threads out round-robin and numbers lanes down from size - 1 (a partial
+subgroup has no lane 0), so a kernel that assumes WGSL promises more than it does (consecutive
+ids, lane 0 = lowest id, lane 0 active) gives wrong results. ALU semantics are alu.py's; memory
+is raw bytes in numpy layout (bfloat16 as its 16 raw bits). Out-of-bounds accesses raise
+ExecutionError naming the instruction, the thread and the index.
 
 The tensor-core fragment layouts (`wmma_layout`) are defined here once, as the PTX ISA documents
 them for mma.sync.aligned.m16n8k16 / m16n8k8 (.row.col), for renderers and simulators to share.
@@ -121,13 +125,15 @@ class _Memory:
 class _Program:
   """A linearized kernel prepared to run: block ends matched, printed names, handlers."""
 
-  def __init__(self, kernel: Kernel, buffers: list, var_values: dict):
+  def __init__(self, kernel: Kernel, buffers: list, var_values: dict, subgroup_size: int = 32,
+               subgroup_layout: str = "linear"):
     self.kernel, self.uops = kernel, list(kernel.uops)
     self.names = {u: f"%{i}" for i, u in enumerate(self.uops)}
     self.block_end = _match_blocks(self.uops)
     self.threads = kernel.local_size[0] * kernel.local_size[1] * kernel.local_size[2]
     self.memory = _bind_buffers(kernel, buffers)
     self.vars = _bind_vars(kernel, var_values)
+    self.subgroup, self.sglane = subgroup_layout_of(self.threads, subgroup_size, subgroup_layout)
 
   def where(self, u: UOp) -> str:
     return format_node(u, self.names)
@@ -135,6 +141,22 @@ class _Program:
   def run(self, gid: tuple) -> None:
     wg = _Workgroup(self, gid)
     wg.block(0, len(self.uops), list(range(self.threads)))
+
+
+SUBGROUP_LAYOUTS = ("linear", "strided")
+
+
+def subgroup_layout_of(threads: int, size: int, layout: str) -> tuple[list[int], list[int]]:
+  """(subgroup, lane) of each thread of a workgroup of `threads`, subgroups of at most `size`."""
+  if not isinstance(size, int) or not 1 <= size <= 128 or layout not in SUBGROUP_LAYOUTS:
+    raise ExecutionError(f"subgroup_size must be an int from 1 to 128 (WGSL's largest) and "
+                         f"subgroup_layout one of "
+                         f"{', '.join(SUBGROUP_LAYOUTS)}: got {size!r}, {layout!r}")
+  if layout == "linear":
+    return [t // size for t in range(threads)], [t % size for t in range(threads)]
+  count = -(-threads // size)
+  group = [t % count for t in range(threads)]
+  return group, [size - 1 - group[:t].count(group[t]) for t in range(threads)]
 
 
 def _match_blocks(uops: list[UOp]) -> dict[int, int]:
@@ -270,6 +292,8 @@ def _special(wg: _Workgroup, u: UOp, lanes) -> None:
   kind, dim, _ = u.arg
   if kind == "gid":
     wg.env[u] = [wg.gid[dim]] * wg.p.threads
+  elif kind == "sglane":
+    wg.env[u] = list(wg.p.sglane)
   else:
     wg.env[u] = [lid[dim] for lid in wg.lid]
 
@@ -350,6 +374,38 @@ def _wmma(wg: _Workgroup, u: UOp, lanes) -> None:
   wg.env[u] = out
 
 
+def _subgroup_reduce(wg: _Workgroup, u: UOp, lanes) -> None:
+  """Each active thread gets op over the active threads of its subgroup (in lane order)."""
+  fn, x, out = alu_fn(u.arg, u.dtype), wg.env[u.src[0]], [None] * wg.p.threads
+  members: dict[int, list[int]] = {}
+  for t in lanes:
+    members.setdefault(wg.p.subgroup[t], []).append(t)
+  for threads in members.values():
+    threads.sort(key=lambda t: wg.p.sglane[t])
+    total = x[threads[0]]
+    for t in threads[1:]:
+      total = fn(total, x[t])
+    for t in threads:
+      out[t] = total
+  wg.env[u] = out
+
+
+def _atomic_add(wg: _Workgroup, u: UOp, lanes) -> None:
+  """Active threads add in thread order; each gets the value before its own add (0 where its
+  gate is false)."""
+  mem, index, value = (wg.env[s] for s in u.src[:3])
+  gate = wg.env[u.src[3]] if len(u.src) == 4 else None
+  add, out = alu_fn(Ops.ADD, u.dtype), [None] * wg.p.threads
+  for t in lanes:
+    if gate is not None and not gate[t]:
+      out[t] = 0
+      continue
+    _check_bounds(wg, u, mem, index[t], 1, t)
+    out[t] = mem.read(index[t], 1)
+    mem.write(index[t], add(out[t], value[t]))
+  wg.env[u] = out
+
+
 # op -> how one instruction runs for the active threads
 _HANDLERS: dict[Ops, Callable] = {
   Ops.PARAM: _param, Ops.DEFINE_LOCAL: _define_local, Ops.VAR: _var, Ops.SPECIAL: _special,
@@ -357,12 +413,15 @@ _HANDLERS: dict[Ops, Callable] = {
   Ops.ENDRANGE: _nothing, Ops.ENDIF: _nothing, Ops.BARRIER: _nothing, Ops.SINK: _nothing,
   Ops.LOAD: _load, Ops.STORE: _store, Ops.CAST: _cast, Ops.BITCAST: _bitcast,
   Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.WMMA: _wmma,
+  Ops.SUBGROUP_REDUCE: _subgroup_reduce, Ops.ATOMIC_ADD: _atomic_add,
   **{op: _alu for op in GroupOp.ALU}}
 
 
-def execute(kernel: Kernel, buffers: list[bytearray], var_values: dict[str, int] | None = None):
-  """Run `kernel` over its whole grid, mutating `buffers` (raw bytes, numpy layout, slot order)."""
-  program = _Program(kernel, buffers, var_values)
+def execute(kernel: Kernel, buffers: list[bytearray], var_values: dict[str, int] | None = None,
+            subgroup_size: int = 32, subgroup_layout: str = "linear"):
+  """Run `kernel` over its whole grid, mutating `buffers` (raw bytes, numpy layout, slot order);
+  subgroups have `subgroup_size` threads (some may have fewer), laid out per `subgroup_layout`."""
+  program = _Program(kernel, buffers, var_values, subgroup_size, subgroup_layout)
   gx, gy, gz = kernel.global_size
   for z in range(gz):
     for y in range(gy):

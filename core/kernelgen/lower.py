@@ -9,6 +9,10 @@ math is int32; `unravel` folds the common cases (permutes, expands, windows) wit
 Grouped reductions (`Opts.group`): one workgroup per output element; its `group` threads each
 accumulate a strided share of the reduced elements, store the partial result into workgroup
 memory (DEFINE_LOCAL), and after a BARRIER every thread folds the partials; lane 0 stores.
+With `Opts.subgroups` (the dtypes it applies to) each subgroup first combines its partials
+(SUBGROUP_REDUCE) and only its leader writes, into a slot it claims with ATOMIC_ADD on a
+counter, so the fold reads one slot per subgroup: this needs no promise about how threads form
+subgroups or how big they are.
 Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
 output axes; the block's reductions share one loop (over all reduced elements, unrolled by
 TILE_UNROLL), so each step loads R + C values for R * C accumulators; a block past the edge
@@ -39,6 +43,7 @@ class Opts:
   group: int = 0        # >0: threads of one workgroup that share each output's reduction
   tile: tuple = ()      # (R, C): each thread computes an R x C block of two output axes:
   tile_axes: tuple = ()  # which two (default: the last two of size > 1)
+  subgroups: tuple = ()  # dtype names whose grouped reductions combine per subgroup first
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -46,6 +51,8 @@ class Opts:
 MAX_TRIPS = 1 << 14
 # tiled kernels unroll their reduction loop this many times where it divides the loop
 TILE_UNROLL = 4
+# threads in a subgroup at most (WGSL; a PTX warp has 32)
+MAX_SUBGROUP = 128
 
 
 def _c(v: int) -> UOp:
@@ -130,6 +137,7 @@ class Lowerer:
     self.cache: dict = {}
     self.next_id = 0
     self.group, self.lane = 0, None    # set by lower() for grouped reductions
+    self.subgroups: tuple = ()
     self.loops: dict | None = None     # tiled kernels: reduce node -> its shared loop
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
@@ -272,6 +280,10 @@ class Lowerer:
         p[a] = index
       points.append((tuple(p), valid))
     part = self._accumulate(op, src, points, idxs, gate, ranges)
+    roots = list(idxs) + ([gate] if gate is not None else [])
+    outer = any(u.op is Ops.RANGE for u in toposort(roots))
+    if part.dtype.name in self.subgroups and not outer:
+      return self._subgroup_fold(op, part)
     local = UOp(Ops.DEFINE_LOCAL, part.dtype.ptr(self.group, local=True), (), self._id())
     written = local.store(self.lane, part)
     ready = UOp(Ops.AFTER, local.dtype, (local, UOp(Ops.BARRIER, None, (written,))))
@@ -280,6 +292,30 @@ class Lowerer:
     acc = UOp(Ops.DEFINE_ACC, part.dtype, (init,), self._id())
     update = UOp(Ops.ASSIGN, part.dtype, (acc, UOp(op, part.dtype, (acc, ready.load(r)))))
     return UOp(Ops.AFTER, part.dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
+
+  def _subgroup_fold(self, op: Ops, part: UOp) -> UOp:
+    """Each subgroup combines its partials; its leader (lowest active lane) claims the next slot
+    of workgroup memory with an atomic counter and writes there; after a BARRIER every thread
+    folds the `counter` slots, the counter read as a workgroup-uniform value. The counter is
+    zeroed first (WGSL zero-fills workgroup memory, but wgpu on lavapipe does not); not inside
+    loops, where one workgroup's counter would need zeroing each iteration."""
+    dtype = part.dtype
+    total = UOp(Ops.SUBGROUP_REDUCE, dtype, (part,), op)
+    lane = UOp(Ops.SPECIAL, I32, (), ("sglane", 0, min(self.group, MAX_SUBGROUP)))
+    leader = lane.eq(UOp(Ops.SUBGROUP_REDUCE, I32, (lane,), Ops.MIN))
+    counter = UOp(Ops.DEFINE_LOCAL, I32.ptr(1, local=True), (), self._id())
+    reset = UOp(Ops.BARRIER, None, (counter.store(_c(0), _c(0)),))   # lavapipe does not zero it
+    slot = UOp(Ops.ATOMIC_ADD, I32, (UOp(Ops.AFTER, counter.dtype, (counter, reset)), _c(0),
+                                     _c(1), leader))
+    local = UOp(Ops.DEFINE_LOCAL, dtype.ptr(self.group, local=True), (), self._id())
+    barrier = UOp(Ops.BARRIER, None, (local.store(slot, total, leader),))
+    count = UOp(Ops.AFTER, counter.dtype, (counter, barrier)).load(_c(0))
+    ready = UOp(Ops.AFTER, local.dtype, (local, barrier))
+    r = UOp(Ops.RANGE, I32, (count,), self._id())
+    init = UOp.const(dtype, _identity(op, dtype))
+    acc = UOp(Ops.DEFINE_ACC, dtype, (init,), self._id())
+    update = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, ready.load(r)))))
+    return UOp(Ops.AFTER, dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
 
   def _id(self) -> int:
     self.next_id += 1
@@ -323,7 +359,7 @@ def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """One workgroup of `group` threads per output; lane 0 stores it."""
   out = lw.item.out
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, max(out.size, 1)))
-  lw.group = opts.group
+  lw.group, lw.subgroups = opts.group, opts.subgroups
   lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.group))
   value = lw.value(out, tuple(unravel([(gid, 1, out.size)], 0, out.shape)), None)
   return [lw.params[0].store(gid, value, lw.lane.eq(_c(0)))]

@@ -25,7 +25,7 @@ class Ops(Enum):
   VAR = auto()           # a scalar int32 kernel argument; arg = (name, min, max)
   DEFINE_LOCAL = auto()  # workgroup memory; dtype local ptr; arg = id (int)
   DEFINE_ACC = auto()    # a mutable register; src = (init, *ranges it is reset in); arg = id
-  SPECIAL = auto()       # a thread index, int32; arg = ("gid"|"lid", dim 0..2, extent)
+  SPECIAL = auto()       # a thread index, int32; arg = ("gid"|"lid"|"sglane", dim 0..2, extent)
   CONST = auto()         # a constant; arg = Python value already truncated to dtype
 
   # ---- loops and control ----
@@ -80,6 +80,13 @@ class Ops(Enum):
   VECTORIZE = auto()     # a vector of dtype.count lanes from scalar sources
   GEP = auto()           # lane `arg` (int) of a vector
 
+  # ---- subgroups and atomics (grouped reductions; only where the device has subgroups) ----
+  SUBGROUP_REDUCE = auto()  # src = (x,); arg = ADD|MUL|MAX|MIN|AND|OR|XOR: x combined over the
+                            # active threads of this thread's subgroup; uniform control flow only
+  ATOMIC_ADD = auto()    # src = (local buf, index, value[, gate]): buf[index] += value atomically;
+                         # gives buf[index] before the add (0 where the gate is false: no add);
+                         # int32/uint32 workgroup memory only
+
   # ---- tensor cores ----
   WMMA = auto()          # warp matrix multiply-accumulate; src = (a, b, c); arg = WmmaArg
 
@@ -101,6 +108,7 @@ class GroupOp:
   Defines = frozenset({Ops.PARAM, Ops.VAR, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC})
   Buffers = frozenset({Ops.PARAM, Ops.DEFINE_LOCAL})
   IntOnly = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
+  SubgroupReduce = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.AND, Ops.OR, Ops.XOR})
   Bitwise = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.NOT})
 
 

@@ -44,7 +44,8 @@ def launch_sizes(uops) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
   for u in uops:
     if u.op is Ops.SPECIAL:
       kind, dim, extent = u.arg
-      (grid if kind == "gid" else block)[dim] = extent
+      if kind in ("gid", "lid"):
+        (grid if kind == "gid" else block)[dim] = extent
   return tuple(grid), tuple(block)
 
 
@@ -78,12 +79,16 @@ class Launch:
   workgroup_size: tuple[int, int, int]
   dispatch: tuple[int, int, int]   # workgroups per dimension as launched (after grid folding)
   uniforms: tuple[tuple[str, str], ...] = ()  # (name, dtype) of scalar arguments, in order
+  # device features the kernel needs, by their WebGPU names ("subgroups"): the device must have
+  # been created with them, and a compiler that wants them declared (Tint: `enable subgroups;`)
+  # gets the directive from its runtime, as naga rejects it
+  features: tuple[str, ...] = ()
 
   def to_json(self) -> dict:
     return {"target": self.target, "source": self.source, "entry_point": self.entry_point,
             "bindings": [b.__dict__ for b in self.bindings],
             "workgroup_size": list(self.workgroup_size), "dispatch": list(self.dispatch),
-            "uniforms": [list(u) for u in self.uniforms]}
+            "uniforms": [list(u) for u in self.uniforms], "features": list(self.features)}
 
 
 @dataclass(frozen=True)

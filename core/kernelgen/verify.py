@@ -11,7 +11,11 @@ from .ops import GroupOp, Ops, UOp, describe
 _SRC_COUNT = {Ops.PARAM: (0,), Ops.VAR: (0,), Ops.DEFINE_LOCAL: (0,), Ops.SPECIAL: (0,),
               Ops.CONST: (0,), Ops.RANGE: (1,), Ops.IF: (1,), Ops.ENDIF: (1,),
               Ops.ASSIGN: (2,), Ops.LOAD: (2, 4), Ops.STORE: (3, 4), Ops.GEP: (1,),
-              Ops.WMMA: (3,), Ops.WHERE: (3,), Ops.MULACC: (3,), Ops.CAST: (1,), Ops.BITCAST: (1,)}
+              Ops.WMMA: (3,), Ops.WHERE: (3,), Ops.MULACC: (3,), Ops.CAST: (1,), Ops.BITCAST: (1,),
+              Ops.SUBGROUP_REDUCE: (1,), Ops.ATOMIC_ADD: (3, 4)}
+
+# SPECIAL kinds: workgroup id, thread id in the workgroup (dims 0..2), lane in the subgroup (dim 0)
+_SPECIAL_KINDS = {"gid": 3, "lid": 3, "sglane": 1}
 
 
 def _fail(node: UOp, why: str):
@@ -62,6 +66,32 @@ def _check_memory(u: UOp):
     _fail(u, f"LOAD fallback value has dtype {u.src[3].dtype}, the load gives {u.dtype}")
 
 
+def _check_subgroup(u: UOp):
+  x = u.src[0].dtype
+  if u.arg not in GroupOp.SubgroupReduce:
+    _fail(u, f"SUBGROUP_REDUCE combines with one of "
+             f"{', '.join(sorted(o.name for o in GroupOp.SubgroupReduce))}, not {u.arg!r}")
+  if u.dtype != x or x.count != 1 or x == dtypes.bool:
+    _fail(u, f"SUBGROUP_REDUCE takes a scalar number and gives its dtype: {x} -> {u.dtype}")
+  if u.arg in GroupOp.Bitwise and not x.is_int():
+    _fail(u, f"SUBGROUP_REDUCE {u.arg.name} needs an integer operand, got {x}")
+
+
+def _check_atomic(u: UOp):
+  buf = u.src[0]
+  while buf.op is Ops.AFTER:
+    buf = buf.src[0]
+  if buf.op is not Ops.DEFINE_LOCAL or buf.dtype.base not in (dtypes.int32, dtypes.uint32):
+    _fail(u, "ATOMIC_ADD works on int32/uint32 workgroup memory (a DEFINE_LOCAL) only")
+  if u.src[1].dtype != dtypes.int32:
+    _fail(u, f"ATOMIC_ADD index must be int32, got {u.src[1].dtype}")
+  if not u.dtype == u.src[2].dtype == buf.dtype.base:
+    _fail(u, f"ATOMIC_ADD adds and gives the buffer's {buf.dtype.base}: "
+             f"{u.src[2].dtype} -> {u.dtype}")
+  if len(u.src) == 4 and u.src[3].dtype != dtypes.bool:
+    _fail(u, f"ATOMIC_ADD gate must be bool, got {u.src[3].dtype}")
+
+
 def _check_node(u: UOp):
   counts = _SRC_COUNT.get(u.op)
   if counts is not None and len(u.src) not in counts:
@@ -73,7 +103,15 @@ def _check_node(u: UOp):
     _check_alu(u)
   elif u.op in (Ops.LOAD, Ops.STORE):
     _check_memory(u)
-  elif u.op in (Ops.RANGE, Ops.SPECIAL, Ops.VAR) and u.dtype != dtypes.int32:
+  elif u.op is Ops.SUBGROUP_REDUCE:
+    _check_subgroup(u)
+  elif u.op is Ops.ATOMIC_ADD:
+    _check_atomic(u)
+  elif u.op is Ops.SPECIAL and (not isinstance(u.arg, tuple) or len(u.arg) != 3 or
+                                not 0 <= u.arg[1] < _SPECIAL_KINDS.get(u.arg[0], 0)):
+    _fail(u, f"SPECIAL arg must be (kind, dim, extent) with kind gid/lid (dim 0..2) or "
+             f"sglane (dim 0), got {u.arg!r}")
+  if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.VAR) and u.dtype != dtypes.int32:
     _fail(u, f"{u.op.name} must be int32, got {u.dtype}")
   elif u.op is Ops.RANGE and u.src[0].dtype != dtypes.int32:
     _fail(u, f"RANGE end must be int32, got {u.src[0].dtype}")
@@ -125,6 +163,9 @@ def verify_linear(uops: list[UOp]) -> None:
     for s in u.src:
       if position.get(s, len(uops)) >= i:
         _fail(u, f"source {s.op.name} is not placed before its user")
+    if u.op in (Ops.SUBGROUP_REDUCE, Ops.BARRIER) and any(b.op is Ops.IF for b in open_blocks):
+      _fail(u, f"{u.op.name} inside an IF block: it must be reached by every thread of the "
+               f"workgroup (uniform control flow)")
     if u.op in (Ops.RANGE, Ops.IF):
       open_blocks.append(u)
     elif u.op in (Ops.ENDRANGE, Ops.ENDIF):

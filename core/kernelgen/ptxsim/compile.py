@@ -450,6 +450,55 @@ def _st(ins: Instr, ctx: Context):
   return STEP, step, None
 
 
+def _atom(ins: Instr, ctx: Context):
+  """atom.shared.add.{u32,s32} d, [addr], b: the active lanes add in lane order; each gets the
+  value before its own add. Atomics are not data races (the race detector skips them)."""
+  mods, t = _split_mods(ins, {"shared", "add"})
+  if mods != {"shared", "add"} or t not in ("u32", "s32"):
+    raise unsupported(ins, "only atom.shared.add.u32 / .s32 are simulated")
+  dst, addr, src = _operands(ins, 3)
+  where = _where(ins)
+  write, read = writer(dst, t, ctx, where), reader(src, t, ctx, where)
+  get_addr, codec = _address(addr, ctx, ins), struct.Struct("<I")
+
+  def step(W, am):
+    addrs, values, old = get_addr(W, am), read(W, am), [0] * 32
+    shared = W.cta.shared
+    for i in lanes(am):
+      off = shared._offset(addrs[i], 4, i, "atomic add")
+      old[i] = codec.unpack_from(shared.data, off)[0]
+      codec.pack_into(shared.data, off, (old[i] + values[i]) & 0xFFFFFFFF)
+    write(W, am, [v - (1 << 32) if t == "s32" and v >> 31 else v for v in old])
+  return STEP, step, None
+
+
+def _shfl(ins: Instr, ctx: Context):
+  """shfl.sync.bfly.b32 d, a, b, c, membermask: lane i reads a from lane i ^ b (its own when that
+  is past the clamp c); every lane of membermask must execute it, and read only active lanes."""
+  if ins.mods != ("sync", "bfly", "b32"):
+    raise unsupported(ins, "only shfl.sync.bfly.b32 is simulated")
+  dst, src, b, c, member = _operands(ins, 5)
+  if any(op[0] != "imm" for op in (b, c, member)) or c[1] & ~0x1F:
+    raise unsupported(ins, "lane offset, clamp and member mask must be immediates (no segments)")
+  where = _where(ins)
+  write, read = writer(dst, "b32", ctx, where), reader(src, "b32", ctx, where)
+  step_, clamp, wanted = b[1] & 31, c[1], member[1] & FULL
+
+  def step(W, am):
+    if am != wanted & W.live:
+      raise LaneFault(first_lane(am ^ (wanted & W.live)), "shfl.sync: the lanes executing it "
+                      "must be exactly the member mask's (converged warp)")
+    values, out = read(W, am), [0] * 32
+    for i in lanes(am):
+      j = i ^ step_
+      j = i if j > clamp else j
+      if not am >> j & 1:
+        raise LaneFault(i, f"shfl.sync reads lane {j}, which is not active: undefined value")
+      out[i] = values[j]
+    write(W, am, out)
+  return STEP, step, None
+
+
 # ---- control -----------------------------------------------------------------------------------
 
 def _bra(ins: Instr, ctx: Context):
@@ -522,7 +571,7 @@ def _mma(ins: Instr, ctx: Context):
 
 HANDLERS = {"mov": _mov, "selp": _selp, "setp": _setp, "cvt": _cvt, "cvta": _cvta,
             "ld": _ld, "st": _st, "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar,
-            "barrier": _bar, "mma": _mma,
+            "barrier": _bar, "mma": _mma, "atom": _atom, "shfl": _shfl,
             **{op: _alu for op in _FLOAT_OPS | _INT_BINARY | _INT_UNARY}}
 
 

@@ -237,8 +237,18 @@ def _vectorized(pat: UPat) -> UPat:
 legalize_rules = _vector_rules(legalize_rules)
 
 
+# dtypes SUBGROUP_REDUCE takes (a warp shuffle moves 32 bits)
+SHUFFLE_DTYPES = frozenset({"float32", "int32", "uint32"})
+
+
 def legalize(sink: UOp, arch: str = "sm_80", **options) -> UOp:
   """The kernel graph rewritten into what this file can render for `arch` (see module doc)."""
+  for u in sink.toposort():
+    if u.op is Ops.SUBGROUP_REDUCE and u.dtype.name not in SHUFFLE_DTYPES:
+      raise UnsupportedError(f"PTX subgroup (warp) reductions take "
+                             f"{', '.join(sorted(SHUFFLE_DTYPES))}, not {u.dtype}: lower this "
+                             f"kernel without subgroups\n{describe(u)}", target="ptx",
+                             dtype=u.dtype)
   return graph_rewrite(sink, legalize_rules, ctx=_Arch(parse_arch(arch)))
 
 
@@ -429,7 +439,9 @@ def _define_local(w: _Writer, u: UOp) -> None:
 def _special(w: _Writer, u: UOp) -> None:
   kind, dim, _ = u.arg
   reg = w.new_reg(dtypes.int32)
-  if kind == "lid" or w.grid is None:
+  if kind == "sglane":
+    w.emit(f"mov.u32 {reg}, %laneid")
+  elif kind == "lid" or w.grid is None:
     w.emit(f"mov.u32 {reg}, %{'tid' if kind == 'lid' else 'ctaid'}.{'xyz'[dim]}")
   else:
     gx, gy, _ = w.kernel.global_size
@@ -766,6 +778,43 @@ def _wmma(w: _Writer, u: UOp) -> None:
   w.lanes[u] = d
 
 
+# ---- warps: subgroup reductions and shared atomics --------------------------------------------
+
+# SUBGROUP_REDUCE is a butterfly over the warp: after these shfl.sync.bfly steps every lane holds
+# the combination of all 32 (kernels with it have whole warps only: render checks)
+BUTTERFLY = (16, 8, 4, 2, 1)
+
+
+def _subgroup_reduce(w: _Writer, u: UOp) -> None:
+  dt, acc = u.dtype, w.reg(u.src[0])
+  opcode = _spelling(u.arg, dt)
+  for step in BUTTERFLY:
+    bits, got = w.new_reg(dtypes.uint32), w.new_reg(dtypes.uint32)
+    w.emit(f"mov.b32 {bits}, {acc}")
+    w.emit(f"shfl.sync.bfly.b32 {got}, {bits}, {step}, 31, -1")
+    other = got
+    if dt.is_float():
+      other = w.new_reg(dt)
+      w.emit(f"mov.b32 {other}, {got}")
+    new = w.new_reg(dt)
+    w.emit(f"{opcode} {new}, {acc}, {other}")
+    if u.arg in (Ops.MAX, Ops.MIN) and dt.is_float():
+      _nan_propagate(w, dt, new, [acc, other])
+    acc = new
+  w.lanes[u] = [acc]
+
+
+def _atomic_add(w: _Writer, u: UOp) -> None:
+  buf = _base_buffer(u.src[0])
+  addr, offset = _address(w, buf, u.src[1])
+  gate = f"@{w.reg(u.src[3])} " if len(u.src) == 4 else ""
+  reg, t = w.new_reg(u.dtype), PTX_TYPE[u.dtype.name]
+  w.emit(f"{gate}atom.shared.add.{t} {reg}, {_at(addr, offset)}, {w.operand(u.src[2])}")
+  if gate:
+    _mov(w, u.dtype, reg, "0", pred=gate.replace("@", "@!"))
+  w.lanes[u] = [reg]
+
+
 # ---- render --------------------------------------------------------------------------------
 
 # op -> how the writer renders it
@@ -775,6 +824,7 @@ _HANDLERS = {Ops.PARAM: _param, Ops.VAR: _var, Ops.DEFINE_LOCAL: _define_local,
              Ops.IF: _if, Ops.ENDIF: _endif, Ops.BARRIER: _barrier, Ops.SINK: _nothing,
              Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.CAST: _cast, Ops.BITCAST: _bitcast,
              Ops.LOAD: _load, Ops.STORE: _store, Ops.WMMA: _wmma,
+             Ops.SUBGROUP_REDUCE: _subgroup_reduce, Ops.ATOMIC_ADD: _atomic_add,
              **{op: _alu for op in GroupOp.ALU}}
 
 
@@ -787,6 +837,10 @@ def render(kernel: Kernel, arch: str = "sm_80", **options) -> CompiledKernel:
   """PTX source for `kernel` on `arch`, with the Launch a CUDA or PTXSIM runtime executes."""
   sm = parse_arch(arch)
   threads = kernel.local_size[0] * kernel.local_size[1] * kernel.local_size[2]
+  if threads % 32 and any(u.op is Ops.SUBGROUP_REDUCE for u in kernel.uops):
+    raise UnsupportedError(f"kernel {kernel.name!r} reduces over warps with {threads} threads per "
+                           f"block: PTX warp reductions need whole warps (a multiple of 32)",
+                           target="ptx")
   if threads > MAX_THREADS:
     raise LimitError(f"kernel {kernel.name!r} has {threads} threads per block; CUDA allows "
                      f"{MAX_THREADS}: use a smaller local size")

@@ -16,7 +16,15 @@ The launch contract, the same for wgpu here and navigator.gpu in the page:
     `@group(0) @binding(uniform_binding(bindings))` (after the last storage buffer), 16 bytes a
     field group: the buffer is `4 * len(uniforms)` bytes rounded up to 16;
   - `Launch.dispatch` is the workgroup grid as launched: a grid over 65535 per dimension is folded
-    across x/y/z and the kernel re-derives its group ids (extra groups return at once).
+    across x/y/z and the kernel re-derives its group ids (extra groups return at once);
+  - `Launch.features` names the WebGPU features the kernel needs ("subgroups", "shader-f16"). The
+    source has `enable f16;` where it uses f16 but never `enable subgroups;`: naga (wgpu-native)
+    rejects that directive and Tint (Chromium, Dawn) requires it, so a Tint runtime prepends it.
+
+Subgroups (W14): SUBGROUP_REDUCE renders as subgroupAdd/Mul/Max/Min/And/Or/Xor (float max/min
+keep IR's NaN propagation through subgroupAny), SPECIAL sglane is @builtin(subgroup_invocation_id),
+a workgroup buffer that ATOMIC_ADD uses is array<atomic<i32>>, read with workgroupUniformLoad
+(itself a workgroup barrier, so a BARRIER right before such a read is not written out).
 """
 from __future__ import annotations
 
@@ -37,7 +45,7 @@ TARGET = "wgsl"
 @dataclass(frozen=True)
 class WGSLOptions:
   f16: bool = False                    # the device has `shader-f16`: native f16 (`enable f16;`)
-  subgroups: bool = False              # the device has `subgroups` (reserved for reductions)
+  subgroups: bool = False              # the device has `subgroups`: kernels may use subgroup ops
   max_storage_buffers: int = 8         # storage buffers per shader stage
   max_workgroup_size: int = 256        # invocations per workgroup
   max_workgroups_per_dim: int = 65535  # workgroups per grid dimension
@@ -82,6 +90,11 @@ BOOL_INFIX = {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "!=", Ops.CMPEQ: "==", Ops.CMP
 # builtin functions, by op
 CALL = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc",
         Ops.MAX: "max", Ops.MIN: "min"}
+
+# subgroup builtins, by the op they combine with
+SUBGROUP_CALL = {Ops.ADD: "subgroupAdd", Ops.MUL: "subgroupMul", Ops.MAX: "subgroupMax",
+                 Ops.MIN: "subgroupMin", Ops.AND: "subgroupAnd", Ops.OR: "subgroupOr",
+                 Ops.XOR: "subgroupXor"}
 
 # largest f32 values that convert into each 32-bit int type (the int maxima round up in f32)
 F32_INT_MAX = {"int32": 2147483520.0, "uint32": 4294967040.0}
@@ -132,7 +145,8 @@ bool f16 f32 i32 u32 vec2 vec3 vec4 mat2x2 mat3x3 mat4x4 array atomic ptr sample
 read write read_write function private workgroup uniform storage
 abs all any atomicAdd atomicAnd atomicLoad atomicOr atomicStore bitcast ceil clamp cos exp exp2
 extractBits floor fma insertBits log log2 max min pack2x16float select sin sqrt trunc
-unpack2x16float workgroupBarrier
+unpack2x16float workgroupBarrier workgroupUniformLoad subgroupAdd subgroupMul subgroupMax
+subgroupMin subgroupAnd subgroupOr subgroupXor subgroupAny
 """.split())
 
 # names the renderer makes itself (a user-derived name must not look like one)
@@ -206,6 +220,10 @@ def legalize(sink: UOp, **options) -> UOp:
                              "tensor cores for 'wgsl', or use target 'ptx'", target=TARGET)
     if u.op is Ops.PARAM:
       params.add(u.arg)
+    if u.op is Ops.SUBGROUP_REDUCE and not opts.subgroups:
+      raise UnsupportedError("this kernel uses subgroup operations, and the renderer was not told "
+                             "the device has subgroups: compile with subgroups=True only for a "
+                             "device with the `subgroups` feature", target=TARGET)
   check_buffer_count(len(params), opts)
   return graph_rewrite(sink, LEGALIZE, ctx=opts)
 
@@ -304,6 +322,10 @@ class _Writer:
     self.uses_f16 = False
     self.specs = {b.slot: b for b in kernel.buffers}
     self.vec4 = vec4_slots(kernel)
+    # workgroup buffers that atomics use (declared atomic<i32>/atomic<u32>)
+    self.atomic_locals = {_base(u.src[0]) for u in kernel.uops if u.op is Ops.ATOMIC_ADD}
+    self.uses_subgroups = any(u.op is Ops.SUBGROUP_REDUCE or u.op is Ops.SPECIAL and
+                              u.arg[0] == "sglane" for u in kernel.uops)
 
   # -- types --
   def reg(self, dt: DType) -> str:
@@ -500,6 +522,13 @@ class _Writer:
 
   def load(self, u: UOp, name: str) -> None:
     buf, idx = self.buffer(u.src[0]), self.names[u.src[1]]
+    if buf in self.atomic_locals:   # a counter read after a barrier: the same for every thread
+      if len(u.src) != 2:
+        raise UnsupportedError(f"an atomic workgroup value is read ungated in uniform control "
+                               f"flow only\n{describe(u)}", target=TARGET)
+      value = f"workgroupUniformLoad(&{self.names[buf]}[{idx}])"
+      self.emit(f"let {name}: {self.reg(u.dtype)} = {value};")
+      return
     elem = u.dtype.scalar
     parts = [self.load_element(buf, i, elem) for i in self.lanes(idx, u.dtype.count)]
     value = parts[0] if len(parts) == 1 else f"{self.reg(u.dtype)}({', '.join(parts)})"
@@ -513,6 +542,12 @@ class _Writer:
 
   def store(self, u: UOp) -> None:
     buf, idx, value = self.buffer(u.src[0]), self.names[u.src[1]], self.names[u.src[2]]
+    if buf in self.atomic_locals:
+      if len(u.src) != 3 or u.src[2].dtype.count != 1:
+        raise UnsupportedError(f"an atomic workgroup value is set ungated, one element at a time"
+                               f"\n{describe(u)}", target=TARGET)
+      self.emit(f"atomicStore(&{self.names[buf]}[{idx}], {value});")
+      return
     gated = len(u.src) == 4
     if gated:
       self.emit(f"if ({self.names[u.src[3]]}) {{")
@@ -564,6 +599,9 @@ class _Writer:
       self.load(u, names[u])
     elif op is Ops.STORE:
       self.store(u)
+    elif op is Ops.ATOMIC_ADD:
+      names[u] = f"v{i}"
+      self.atomic_add(u, names[u])
     elif op is Ops.WMMA:
       raise UnsupportedError("tensor-core ops (WMMA) do not exist in WGSL: use target 'ptx'",
                              target=TARGET)
@@ -583,19 +621,49 @@ class _Writer:
       return f"{a[0]}[{u.arg}]"
     if u.op in GroupOp.ALU:
       return self.narrow_result(u, self.alu(u, a))
+    if u.op is Ops.SUBGROUP_REDUCE:
+      return self.narrow_result(u, self.subgroup_reduce(u, a[0]))
     raise UnsupportedError(f"the WGSL renderer has no form for {u.op.name}\n{describe(u)}",
                            target=TARGET)
+
+  def subgroup_reduce(self, u: UOp, x: str) -> str:
+    """The subgroup builtin; float max/min give NaN when any lane has one, as MAX/MIN do."""
+    call = f"{SUBGROUP_CALL[u.arg]}({x})"
+    if u.arg in (Ops.MAX, Ops.MIN) and u.dtype.is_float():
+      return f"select({call}, subgroupAdd({x}), subgroupAny({self.isnan(x, u.dtype)}))"
+    return call
+
+  def atomic_add(self, u: UOp, name: str) -> None:
+    buf, idx, value = self.buffer(u.src[0]), self.names[u.src[1]], self.names[u.src[2]]
+    call = f"atomicAdd(&{self.names[buf]}[{idx}], {value})"
+    if len(u.src) == 3:
+      self.emit(f"let {name}: {self.reg(u.dtype)} = {call};")
+      return
+    self.emit(f"var {name}: {self.reg(u.dtype)} = {self.reg(u.dtype)}();")
+    self.emit(f"if ({self.names[u.src[3]]}) {{ {name} = {call}; }}")
 
   def narrow_result(self, u: UOp, text: str) -> str:
     """Wrap 8/16-bit integer results to their width; round f16 results computed in f32."""
     dt = u.dtype.scalar
-    if dt.is_int() and dt.itemsize < 4 and u.op in WRAPPING:
+    op = u.arg if u.op is Ops.SUBGROUP_REDUCE else u.op
+    if dt.is_int() and dt.itemsize < 4 and op in WRAPPING:
       return f"extractBits({text}, 0u, {dt.bits}u)"
-    if dt != dtypes.float16 or u.op not in ROUNDING:
+    if dt != dtypes.float16 or op not in ROUNDING:
       return text
     if not self.opts.f16:
       return self.lanewise(self.need("kg_round_f16"), u.dtype, [text])
     return text
+
+  def barrier(self, i: int, u: UOp) -> None:
+    """workgroupBarrier(), unless the next statement is a workgroupUniformLoad: that is itself
+    a barrier with workgroup memory semantics (so the one before it adds nothing)."""
+    for v in self.kernel.uops[i + 1:]:
+      if v.op in NAMED:
+        continue
+      if v.op is Ops.LOAD and self.buffer(v.src[0]) in self.atomic_locals:
+        return
+      break
+    self.emit("workgroupBarrier();")
 
   def define_acc(self, i: int, u: UOp) -> None:
     self.names[u] = f"acc{i}"
@@ -640,6 +708,8 @@ class _Writer:
       xyz = "xyz"[dim]
       if kind == "lid":
         lines.append(f"let kg_lid{dim} = i32(kg_lid.{xyz});")
+      elif kind == "sglane":
+        lines.append(f"let kg_sglane{dim} = i32(kg_sglane);")
       elif folded:
         stride = math.prod(grid[:dim])
         lines.append(f"let kg_gid{dim} = i32((kg_group / {stride}u) % {grid[dim]}u);")
@@ -667,7 +737,7 @@ BLOCK = {
   Ops.ENDRANGE: _Writer.close,
   Ops.IF: _Writer.open_if,
   Ops.ENDIF: _Writer.close,
-  Ops.BARRIER: lambda w, i, u: w.emit("workgroupBarrier();"),
+  Ops.BARRIER: _Writer.barrier,
 }
 
 
@@ -700,7 +770,9 @@ def _declarations(w: _Writer, variables: tuple[UOp, ...]) -> list[str]:
                  f"{buffer_name(b.slot, b.name)}: array<{elem}>;")
   for u in w.kernel.uops:
     if u.op is Ops.DEFINE_LOCAL:
-      lines.append(f"var<workgroup> l{u.arg}: array<{w.reg(u.dtype.base)}, {u.dtype.size}>;")
+      elem = w.reg(u.dtype.base)
+      elem = f"atomic<{elem}>" if u in w.atomic_locals else elem
+      lines.append(f"var<workgroup> l{u.arg}: array<{elem}, {u.dtype.size}>;")
   return lines
 
 
@@ -714,9 +786,10 @@ def module_source(w: _Writer, entry: str) -> str:
   head += declarations + ([SPECIAL_BITS] if w.special_bits else [])
   helpers = [HELPERS[name] for name in HELPERS if name in w.helpers]
   lx, ly, lz = w.kernel.local_size
+  lane = ", @builtin(subgroup_invocation_id) kg_sglane: u32" if w.uses_subgroups else ""
   entry_lines = [f"@compute @workgroup_size({lx}, {ly}, {lz})",
                  f"fn {entry}(@builtin(workgroup_id) kg_wid: vec3<u32>, "
-                 f"@builtin(local_invocation_id) kg_lid: vec3<u32>) {{"]
+                 f"@builtin(local_invocation_id) kg_lid: vec3<u32>{lane}) {{"]
   parts = head + [""] + ([*"\n\n".join(helpers).split("\n"), ""] if helpers else [])
   return "\n".join(parts + entry_lines + w.prologue() + w.lines + ["}", ""])
 
@@ -737,6 +810,8 @@ def render(kernel: Kernel, **options) -> CompiledKernel:
                            binding_nbytes(b.dtype, b.size, w.packed(b.slot)))
                    for b in kernel.buffers)
   uniforms = tuple((v.arg[0], "int32") for v in kernel_vars(kernel))
-  launch = Launch(TARGET, source, entry, bindings, tuple(kernel.local_size), dispatch, uniforms)
+  features = ("shader-f16",) * w.uses_f16 + ("subgroups",) * w.uses_subgroups
+  launch = Launch(TARGET, source, entry, bindings, tuple(kernel.local_size), dispatch, uniforms,
+                  features)
   return CompiledKernel(kernel.name, TARGET, source, tuple(kernel.global_size),
                         tuple(kernel.local_size), kernel.buffers, launch, kernel)

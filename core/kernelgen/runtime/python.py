@@ -11,6 +11,12 @@ from .base import Runtime
 class PythonRuntime(Runtime):
   name = "PYTHON"
   target = None   # kernels stay linearized UOps: no source is rendered
+  # subgroups as the interpreter models them: off unless set (then grouped reductions use
+  # SUBGROUP_REDUCE, run with subgroups of `subgroup_size` threads in `subgroup_layout`)
+  subgroups, subgroup_size, subgroup_layout = False, 32, "linear"
+
+  def render_options(self) -> dict:
+    return {"subgroups": True} if self.subgroups else {}
 
   def alloc(self, nbytes: int) -> bytearray:
     return bytearray(nbytes)
@@ -32,5 +38,5 @@ class PythonRuntime(Runtime):
     if isinstance(kernel, CompiledKernel):
       kernel = kernel.kernel
     start = time.perf_counter()
-    execute(kernel, handles, var_values)
+    execute(kernel, handles, var_values, self.subgroup_size, self.subgroup_layout)
     return time.perf_counter() - start

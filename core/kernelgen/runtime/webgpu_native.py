@@ -3,7 +3,9 @@ GPU; Vulkan, Metal or DX12 elsewhere).
 
 It consumes a kernel's `Launch` (program.py) exactly as the page's navigator.gpu runtime does: the
 bindings in slot order, the uniform buffer of scalar arguments after them (render/wgsl.py), the
-dispatch as given. wgpu is imported when the runtime is created, so this module imports without it.
+dispatch as given. The features a launch lists must be the device's; naga takes subgroup builtins
+without `enable subgroups;` (which it rejects), so the source is used as it is. wgpu is imported
+when the runtime is created, so this module imports without it.
 """
 from __future__ import annotations
 
@@ -20,6 +22,9 @@ from .base import Runtime
 # WebGPU features the device asks for when the adapter has them (standard names only, so what
 # runs here also runs in a browser); wgpu-native calls subgroups "subgroup"
 WANTED_FEATURES = ("shader-f16", "timestamp-query", "subgroups", "subgroup")
+
+# a Launch's feature (WebGPU name) -> the names the device may have it under
+FEATURE_NAMES = {"subgroups": ("subgroups", "subgroup"), "shader-f16": ("shader-f16",)}
 
 # renderer option <- adapter limit
 LIMIT_OPTIONS = {"max_storage_buffers": "max-storage-buffers-per-shader-stage",
@@ -132,6 +137,12 @@ class WebGPURuntime(Runtime):
     return entries
 
   def _build(self, launch: Launch):
+    missing = [f for f in launch.features
+               if not any(name in self.features for name in FEATURE_NAMES.get(f, (f,)))]
+    if missing:
+      raise DeviceError(f"kernel {launch.entry_point} needs the WebGPU feature(s) "
+                        f"{', '.join(missing)}, which this device does not have: compile it "
+                        f"with subgroups=False (or without f16)")
     try:
       module = self.device.create_shader_module(code=launch.source)
       layout = self.device.create_bind_group_layout(entries=self._layout_entries(launch))
