@@ -22,7 +22,7 @@ from .program import Kernel
 
 TARGETS = ("python", "wgsl", "ptx")
 # options the front end consumes (optimize, tensor cores); the rest go to the renderer
-FRONT_END_OPTIONS = ("local", "upcast", "group", "tile", "tensor_cores", "tf32")
+FRONT_END_OPTIONS = ("local", "upcast", "group", "tile", "stage", "tensor_cores", "tf32")
 
 
 @functools.lru_cache(maxsize=None)

@@ -12,7 +12,8 @@ memory (DEFINE_LOCAL), and after a BARRIER every thread folds the partials; lane
 Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
 output axes; the block's reductions share one loop (over all reduced elements, unrolled by
 TILE_UNROLL), so each step loads R + C values for R * C accumulators; a block past the edge
-computes at clamped indices and gates its stores.
+computes at clamped indices and gates its stores. `Opts.stage` tiles them through workgroup
+memory instead (wgtile.py).
 No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
 silently stops a thread's loops after 65535 iterations in all, counted across its loops).
 """
@@ -39,6 +40,8 @@ class Opts:
   group: int = 0        # >0: threads of one workgroup that share each output's reduction
   tile: tuple = ()      # (R, C): each thread computes an R x C block of two output axes:
   tile_axes: tuple = ()  # which two (default: the last two of size > 1)
+  stage: tuple = ()     # (TR, TC, BK): tile through workgroup memory (wgtile.py): TR x TC
+                        # threads (2-D workgroup), reduction steps of BK; needs tile, tile_axes
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -292,6 +295,9 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   out = item.out
   if opts.group:
     stores = _grouped_stores(lw, opts)
+  elif opts.stage:
+    from .wgtile import staged_stores
+    stores = staged_stores(lw, opts)
   else:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
   buffers = [BufferSpec(0, "out", out.dtype, out.size, "write")]

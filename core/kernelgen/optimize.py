@@ -14,8 +14,8 @@ import math
 
 from .dtype import dtypes
 from .lazy import L
-from .errors import UnsupportedError
-from .lower import Opts, lower
+from .errors import LimitError, UnsupportedError
+from .lower import MAX_TRIPS, Opts, lower
 from .ops import Ops, print_graph, toposort
 from .schedule import ScheduleItem
 from .view import prod
@@ -42,8 +42,16 @@ TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
   ((8, 8), (4, 4)), 256, 4096, 8, 128
 # the tile that compares the loads of each choice of tiled axes
 TILE_PROBE = (2, 2)
+# tiling through workgroup memory (wgtile.py; option "stage": True/False or (TR, TC, BK)): a
+# workgroup of up to STAGE_THREADS[target] threads (rows x cols), each a STAGE_TILE register
+# tile, steps of STAGE_STEP reduced elements; on by default where STAGE_DEFAULT says so, for
+# kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs)
+STAGE_THREADS = {"wgsl": (16, 16), "ptx": (16, 16), "python": (8, 8)}
+STAGE_TILE, STAGE_STEP = (4, 4), 16
+STAGE_DEFAULT = {"ptx": True, "wgsl": False, "python": False}
 # what search tries
 SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
+SEARCH_TILES = ((8, 8), (4, 4), (8, 4), (4, 8), (2, 2))
 
 
 def _local_size(n: int, limit: int) -> int:
@@ -64,10 +72,14 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   n = max(item.out.size, 1)
   group = int(options.get("group", -1))
   if group < 0:
-    group = 0 if "local" in options or "upcast" in options else _group_size(item, target)
+    group = 0 if "local" in options or "upcast" in options or \
+      options.get("stage") not in (None, False) else _group_size(item, target)
   if group:
     return Opts(local=group, upcast=1, group=group)
   tile = _tile(item, target, options)
+  staged = _stage(item, target, options, tile)
+  if staged:
+    return staged
   if tile:
     tile, axes = tile
     threads = _tile_threads(item, tile, axes)
@@ -134,6 +146,63 @@ def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
   fits = [t for t in TILES
           if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS]
   return (fits[0], axes) if fits else ()
+
+
+def _pow2_at_least(n: int) -> int:
+  return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts | None:
+  """Opts tiling `item` through workgroup memory, or None (not wanted or not applicable);
+  options["stage"] forces it on (True, or (TR, TC, BK)) or off (False)."""
+  from .wgtile import plan
+  want = options.get("stage")
+  forced = want is not None and want is not False
+  if isinstance(want, (tuple, list)):
+    if len(want) != 3 or any(not isinstance(v, int) or v < 1 for v in want):
+      raise UnsupportedError(f"stage={want!r}: give (thread rows, thread cols, reduce step), "
+                             f"all >= 1, or True / False")
+  elif want not in (None, True, False):
+    raise UnsupportedError(f"stage={want!r}: give True, False or (thread rows, thread cols, "
+                           f"reduce step)")
+  if not forced and (want is False or not tile or not STAGE_DEFAULT.get(target)):
+    return None
+  axes = tile[1] if tile else _tile_axes(item)
+  p = plan(item, axes) if axes else None
+  if p is None:
+    return None
+  shape = item.out.shape
+  rows, cols = tile[0] if tile and "tile" in options else \
+    (min(STAGE_TILE[0], shape[axes[0]]), min(STAGE_TILE[1], shape[axes[1]]))
+  total = prod(p.reduce.src[0].shape[a] for a in p.reduce.arg[1])
+  if isinstance(want, (tuple, list)):
+    trows, tcols, step = want
+  else:
+    most = STAGE_THREADS.get(target, (8, 8))
+    trows = min(most[0], _pow2_at_least(math.ceil(shape[axes[0]] / rows)))
+    tcols = min(most[1], _pow2_at_least(math.ceil(shape[axes[1]] / cols)))
+    if "tile" not in options:    # no more register tile than the axis needs
+      rows, cols = math.ceil(shape[axes[0]] / trows) if rows > 1 else 1, \
+        math.ceil(shape[axes[1]] / tcols) if cols > 1 else 1
+      rows, cols = min(rows, STAGE_TILE[0]), min(cols, STAGE_TILE[1])
+    step = min(STAGE_STEP, _pow2_at_least(total))
+    while step > 1 and p.local_bytes(trows * rows, tcols * cols, step) > \
+        MAX_LOCAL_BYTES.get(target, 16384):
+      step //= 2
+  what = f"tiling through workgroup memory ({trows}x{tcols} threads of {rows}x{cols} outputs, "\
+         f"steps of {step})"
+  need, limit = p.local_bytes(trows * rows, tcols * cols, step), MAX_LOCAL_BYTES.get(target, 16384)
+  if trows * tcols > MAX_LOCAL.get(target, 256):
+    raise LimitError(f"{what} needs {trows * tcols} threads per workgroup; {target} allows "
+                     f"{MAX_LOCAL.get(target, 256)}: force fewer threads with stage=(rows, cols, "
+                     f"step)")
+  if need > limit:
+    raise LimitError(f"{what} needs {need} bytes of workgroup memory; {target} allows {limit}: "
+                     f"force a smaller tile=(R, C) or stage=(rows, cols, step)")
+  if math.ceil(total / step) > MAX_TRIPS:
+    raise LimitError(f"{what} loops {math.ceil(total / step)} times over {total} reduced "
+                     f"elements; the most is {MAX_TRIPS}: force a larger step")
+  return Opts(local=trows * tcols, tile=(rows, cols), tile_axes=axes, stage=(trows, tcols, step))
 
 
 def _tile_axes(item: ScheduleItem) -> tuple | None:
