@@ -97,6 +97,12 @@ def _dim_index(terms, offset: int, inner: int, n: int) -> UOp:
     if 0 <= qlo and qhi < n:
       return q
     return (q + _c(-(qlo // n) * n)) % _c(n) if qlo < 0 else q % _c(n)
+  for u, s, e in sorted((t for t in kept if 1 < t[1] < inner and inner % t[1] == 0 and not off),
+                        key=lambda t: -t[1]):   # (u*s + rest) // inner = u // (inner/s)
+    rlo, rhi = _span([t for t in kept if t[0] is not u])   # when rest lies in [0, s)
+    if 0 <= rlo and rhi < s:
+      q = u // _c(inner // s)
+      return q if (e - 1) // (inner // s) < n else q % _c(n)
   lo, hi = _span(kept)
   shift = -((lo + off) // period) * period if lo + off < 0 else 0
   lin = _lin(kept, off + shift)

@@ -43,8 +43,9 @@ TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
 # the tile that compares the loads of each choice of tiled axes
 TILE_PROBE = (2, 2)
 # tiling through workgroup memory (wgtile.py; option "stage": True/False or (TR, TC, BK)): a
-# workgroup of up to STAGE_THREADS[target] threads (rows x cols), each a STAGE_TILE register
-# tile, steps of STAGE_STEP reduced elements; on by default where STAGE_DEFAULT says so, for
+# workgroup of up to STAGE_THREADS[target] threads (rows x cols), each the register tile chosen
+# above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
+# memory is short); on by default where STAGE_DEFAULT says so, for
 # kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs)
 STAGE_THREADS = {"wgsl": (16, 16), "ptx": (16, 16), "python": (8, 8)}
 STAGE_TILE, STAGE_STEP = (4, 4), 16
@@ -172,7 +173,7 @@ def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts 
   if p is None:
     return None
   shape = item.out.shape
-  rows, cols = tile[0] if tile and "tile" in options else \
+  rows, cols = tile[0] if tile else \
     (min(STAGE_TILE[0], shape[axes[0]]), min(STAGE_TILE[1], shape[axes[1]]))
   total = prod(p.reduce.src[0].shape[a] for a in p.reduce.arg[1])
   if isinstance(want, (tuple, list)):
@@ -181,7 +182,7 @@ def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts 
     most = STAGE_THREADS.get(target, (8, 8))
     trows = min(most[0], _pow2_at_least(math.ceil(shape[axes[0]] / rows)))
     tcols = min(most[1], _pow2_at_least(math.ceil(shape[axes[1]] / cols)))
-    if "tile" not in options:    # no more register tile than the axis needs
+    if not tile:                 # no more register tile than the axis needs
       rows, cols = math.ceil(shape[axes[0]] / trows) if rows > 1 else 1, \
         math.ceil(shape[axes[1]] / tcols) if cols > 1 else 1
       rows, cols = min(rows, STAGE_TILE[0]), min(cols, STAGE_TILE[1])
@@ -250,26 +251,53 @@ def kernel_key(item: ScheduleItem, target: str) -> tuple:
   return target, print_graph(sink)
 
 
+def forced_options(opts: Opts) -> dict:
+  """Front-end options that make `optimize` choose `opts` again (what search found)."""
+  if opts.group:
+    return {"group": opts.group}
+  return {"local": opts.local, "upcast": opts.upcast, "tile": opts.tile,
+          "stage": opts.stage or False}
+
+
+def _candidates(item: ScheduleItem, target: str, options: dict) -> list:
+  """(Opts, options forcing them) for search: the heuristic's choice, register tiles of
+  SEARCH_TILES with and without workgroup memory, then workgroup sizes x upcasts."""
+  n = max(item.out.size, 1)
+  limit = MAX_LOCAL.get(target, 256)
+  out = [(optimize(item, target, options), options)]
+  for tile, stage in itertools.product(SEARCH_TILES, (False, True)):
+    forced = {**options, "tile": tile, "stage": stage}
+    try:
+      opts = optimize(item, target, forced)
+    except (LimitError, UnsupportedError):
+      continue
+    if opts.tile == tile:
+      out.append((opts, forced))
+  out += [(Opts(local, upcast), {**options, "local": local, "upcast": upcast, "tile": (),
+                                 "stage": False})
+          for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST)
+          if local <= limit and n % upcast == 0 and local * upcast <= 4 * n]
+  unique = {}
+  for opts, forced in out:
+    unique.setdefault(opts, forced)
+  return list(unique.items())
+
+
 def search(item: ScheduleItem, runtime, handles: list, options: dict | None = None,
            repeats: int = 2) -> Opts:
-  """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest."""
+  """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest: the
+  heuristic's, register tiles with and without workgroup memory, workgroup sizes x upcasts."""
   from .compiler import compile_item
   target = runtime.target or "python"
   key = kernel_key(item, target)
   if key in _SEARCHED:
     return _SEARCHED[key]
-  n = max(item.out.size, 1)
-  limit = MAX_LOCAL.get(target, 256)
-  best, best_time = optimize(item, target, options), None
-  candidates = [(best, options or {})]       # the heuristic's choice (a register tile, say) too
-  candidates += [(Opts(local, upcast), {**(options or {}), "local": local, "upcast": upcast})
-                 for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST)
-                 if local <= limit and n % upcast == 0 and local * upcast <= 4 * n]
-  for opts, forced in candidates:
+  best, best_time = None, None
+  for opts, forced in _candidates(item, target, dict(options or {})):
     compiled = compile_item(item, target, forced)
     times = [runtime.run(compiled, handles, {}) for _ in range(repeats)]
     if None in times:
-      return best
+      return opts if best is None else best
     if best_time is None or min(times) < best_time:
       best, best_time = opts, min(times)
   _SEARCHED[key] = best
