@@ -33,6 +33,8 @@ VARIANTS = {
   "stage 8x8 thr, 8x8 regs, k8": {"stage": (8, 8, 8), "tile": (8, 8)},
   "stage 16x16 thr, 2x2 regs, k16": {"stage": (16, 16, 16), "tile": (2, 2)},
   "stage 8x8 thr, 4x4 regs, k16": {"stage": (8, 8, 16), "tile": (4, 4)},
+  "stage 16x16 thr, 8x8 regs, k8": {"stage": (16, 16, 8), "tile": (8, 8)},
+  "stage 8x8 thr, 8x8 regs, k16": {"stage": (8, 8, 16), "tile": (8, 8)},
 }
 
 

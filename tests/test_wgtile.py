@@ -133,9 +133,11 @@ def test_staged_mixed_dtypes_cast_while_loading(monkeypatch):
   np.testing.assert_allclose(got, a.astype(np.float32) @ b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "PTXSIM"])
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
 def test_staged_f16_matmul(device, monkeypatch):
   dev = _on(device, monkeypatch, stage=True, tensor_cores=False)
+  if device == "WEBGPU" and not kg.Device[dev].render_options().get("f16"):
+    pytest.skip("this adapter has no shader-f16")
   a, b = _randn(10, 24, dtype=np.float16), _randn(24, 18, dtype=np.float16)
   got = (Tensor(a).to(dev) @ Tensor(b).to(dev)).numpy()
   assert got.dtype == np.float16
@@ -278,3 +280,42 @@ def test_search_tries_register_tiles_and_staging(monkeypatch):
   options = opt.forced_options(chosen)
   assert opt.optimize(item, "wgsl", options) == chosen
   opt._SEARCHED.clear()
+
+
+def test_staged_ptx_with_a_folded_grid_assembles():
+  t = Tensor(_randn(70000, 3)) @ Tensor(_randn(3, 2))
+  (kernel,) = kg.compile(t, target="ptx", arch="sm_80", stage=(1, 1, 4), tile=(1, 1))
+  assert kernel.global_size == (2, 70000, 1) and "bar.sync" in kernel.source
+  ptxas_check(kernel.source, "sm_80")
+
+
+@pytest.mark.parametrize("device", ["WEBGPU", "PYTHON"])
+def test_search_end_to_end_keeps_a_correct_choice(device, monkeypatch):
+  dev = _on(device, monkeypatch)
+  monkeypatch.setenv("KERNELGEN_SEARCH", "1")
+  opt._SEARCHED.clear()
+  a, b = _randn(24, 20), _randn(20, 40)
+  got = (Tensor(a).to(dev) @ Tensor(b).to(dev)).numpy()
+  np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+  (chosen,) = opt._SEARCHED.values()
+  tried = {(o.tile, bool(o.stage)) for o in CHOSEN}
+  assert {((8, 8), True), ((4, 4), False), ((2, 2), True)} <= tried     # tiles x staging tried
+  assert CHOSEN[-1] == chosen      # the kernel that ran is the one search kept
+  opt._SEARCHED.clear()
+
+
+def test_ptx_default_stages_large_f32_matmuls_and_conv(monkeypatch):
+  """The PTX default (no options): staged, assembles, and PTXSIM (race checks on) agrees."""
+  a, b = _randn(64, 40), _randn(40, 64)
+  (kernel,) = kg.compile(Tensor(a) @ Tensor(b), target="ptx", arch="sm_80")
+  assert "bar.sync" in kernel.source and kernel.local_size == (16, 16, 1)
+  ptxas_check(kernel.source, "sm_80")
+  x, w = _randn(1, 16, 16, 16), _randn(32, 16, 3, 3)
+  (kernel,) = kg.compile(Tensor(x).conv2d(Tensor(w), padding=1), target="ptx", arch="sm_80")
+  assert "bar.sync" in kernel.source
+  ptxas_check(kernel.source, "sm_80")
+  dev = _on("PTXSIM", monkeypatch)
+  CHOSEN.clear()
+  got = (Tensor(a).to(dev) @ Tensor(b).to(dev)).numpy()
+  np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
+  assert [o.stage for o in CHOSEN] == [(16, 16, 16)]

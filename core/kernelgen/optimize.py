@@ -9,6 +9,7 @@ makes realizing use it).
 """
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 
@@ -293,9 +294,10 @@ def search(item: ScheduleItem, runtime, handles: list, options: dict | None = No
   if key in _SEARCHED:
     return _SEARCHED[key]
   best, best_time = None, None
+  timed = {"timed": True} if "timed" in inspect.signature(runtime.run).parameters else {}
   for opts, forced in _candidates(item, target, dict(options or {})):
     compiled = compile_item(item, target, forced)
-    times = [runtime.run(compiled, handles, {}) for _ in range(repeats)]
+    times = [runtime.run(compiled, handles, {}, **timed) for _ in range(repeats)]
     if None in times:
       return opts if best is None else best
     if best_time is None or min(times) < best_time:
