@@ -2,12 +2,14 @@
 
 Times matmul 1024² f32 and conv2d 3×3 64ch 56×56 (the B3 workloads of throughput_wgpu.py) as
 kernelgen compiles them with each set of forced options, checks each against numpy, and prints
-ms and GFLOP/s (best of REPEATS after a warm-up dispatch).
+ms and GFLOP/s (min and median of REPEATS rounds, the variants interleaved, after a warm-up
+dispatch). LABELS (comma-separated) picks variants.
 
-    python bench/wgtile_wgpu.py [REPEATS]      (default 3)
+    python bench/wgtile_wgpu.py [REPEATS [LABELS]]      (default 3, all)
 """
 from __future__ import annotations
 
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,7 +40,8 @@ VARIANTS = {
 }
 
 
-def run(rt, inputs, expr, options: dict, repeats: int):
+def prepare(rt, inputs, expr, options: dict):
+  """(plan, output tensor, chosen Opts): the compiled kernels with their buffers."""
   out = expr(*[kg.Tensor(x, device="WEBGPU").realize() for x in inputs])
   plan, chosen = [], []
   for item in schedule([out.node]):
@@ -48,16 +51,14 @@ def run(rt, inputs, expr, options: dict, repeats: int):
     plan.append((compile_item(item, "wgsl", opts),
                  [buffer.handle] + [s.buffer.handle for s in item.inputs]))
     item.out.buffer, item.out.src = buffer, ()
-  started = time.perf_counter()
-  for compiled, handles in plan:
-    rt.run(compiled, handles, {}, timed=True)
-  first = time.perf_counter() - started
-  best = min(sum(rt.run(c, h, {}, timed=True) for c, h in plan) for _ in range(repeats))
-  return best, first, out.numpy(), chosen
+  return plan, out, chosen
 
 
 def main(argv: list[str]) -> None:
+  """Variants run round-robin, REPEATS rounds (the machine's load drifts: interleaving keeps
+  the comparison fair); min and median per variant."""
   repeats = int(argv[1]) if len(argv) > 1 else 3
+  only = argv[2].split(",") if len(argv) > 2 else None
   rt = kg.Device["WEBGPU"]
   print(f"device WEBGPU: {rt.adapter.info['device']} ({rt.adapter.info['backend_type']}); "
         f"timing: {'GPU timestamps' if rt.timestamps else 'wall clock'}")
@@ -65,13 +66,26 @@ def main(argv: list[str]) -> None:
     if not name.startswith(("matmul", "conv2d")):
       continue
     want = reference(*inputs)
+    runs = {}
     for label, options in VARIANTS.items():
-      seconds, first, got, chosen = run(rt, inputs, expr, options, repeats)
-      ok = np.allclose(got, want, rtol=2e-3, atol=2e-3)
-      opts = chosen[-1]
-      print(f"{name:24s} {label:32s} {seconds * 1e3:9.1f} ms {flops / seconds / 1e9:7.2f} "
-            f"GFLOP/s  first {first * 1e3:6.0f} ms  tile={opts.tile} stage={opts.stage} "
-            f"{'matches numpy' if ok else 'WRONG'}", flush=True)
+      if only and label not in only:
+        continue
+      plan, out, chosen = prepare(rt, inputs, expr, options)
+      started = time.perf_counter()
+      for compiled, handles in plan:
+        rt.run(compiled, handles, {}, timed=True)
+      first = time.perf_counter() - started
+      ok = np.allclose(out.numpy(), want, rtol=2e-3, atol=2e-3)
+      runs[label] = (plan, first, ok, chosen[-1], [])
+    for _ in range(repeats):
+      for plan, _, _, _, times in runs.values():
+        times.append(sum(rt.run(c, h, {}, timed=True) for c, h in plan))
+    for label, (plan, first, ok, opts, times) in runs.items():
+      best, median = min(times), statistics.median(times)
+      print(f"{name:24s} {label:32s} min {best * 1e3:8.1f} ms ({flops / best / 1e9:6.2f} "
+            f"GFLOP/s) median {median * 1e3:8.1f} ms  first {first * 1e3:6.0f} ms  "
+            f"tile={opts.tile} stage={opts.stage} {'matches numpy' if ok else 'WRONG'}",
+            flush=True)
 
 
 if __name__ == "__main__":

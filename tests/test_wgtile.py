@@ -116,13 +116,15 @@ def test_staged_transposed_views_and_fused_inputs(device, monkeypatch):
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8, np.int16])
 @pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
-def test_staged_int_matmul_is_exact(device, monkeypatch):
+def test_staged_int_matmul_is_exact(device, dtype, monkeypatch):
   dev = _on(device, monkeypatch, stage=True)
-  a = RNG.integers(-50, 50, (21, 30)).astype(np.int32)
-  b = RNG.integers(-50, 50, (30, 19)).astype(np.int32)
+  a = RNG.integers(0 if dtype == np.uint8 else -50, 50, (21, 30)).astype(dtype)
+  b = RNG.integers(0 if dtype == np.uint8 else -50, 50, (30, 19)).astype(dtype)
   got = (Tensor(a).to(dev) @ Tensor(b).to(dev)).numpy()
-  np.testing.assert_array_equal(got, a @ b)
+  assert got.dtype == dtype
+  np.testing.assert_array_equal(got, a @ b)        # wrapping, as numpy's
 
 
 def test_staged_mixed_dtypes_cast_while_loading(monkeypatch):
@@ -319,3 +321,13 @@ def test_ptx_default_stages_large_f32_matmuls_and_conv(monkeypatch):
   got = (Tensor(a).to(dev) @ Tensor(b).to(dev)).numpy()
   np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
   assert [o.stage for o in CHOSEN] == [(16, 16, 16)]
+
+
+def test_step_loop_respects_max_trips(monkeypatch):
+  monkeypatch.setattr(opt, "MAX_TRIPS", 2)
+  item = _item(Tensor(_randn(128, 64)) @ Tensor(_randn(64, 128)))
+  with pytest.raises(LimitError, match="loops 4 times .* the most is 2"):
+    opt.optimize(item, "ptx", {"stage": (16, 16, 16)})
+  got = opt.optimize(item, "ptx")          # the default falls back to a register tile
+  assert got.stage == () and got.tile
+  assert opt.optimize(item, "ptx", {"stage": (16, 16, 32)}).stage == (16, 16, 32)

@@ -194,16 +194,20 @@ def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts 
   what = f"tiling through workgroup memory ({trows}x{tcols} threads of {rows}x{cols} outputs, "\
          f"steps of {step})"
   need, limit = p.local_bytes(trows * rows, tcols * cols, step), MAX_LOCAL_BYTES.get(target, 16384)
+  problem = None
   if trows * tcols > MAX_LOCAL.get(target, 256):
-    raise LimitError(f"{what} needs {trows * tcols} threads per workgroup; {target} allows "
-                     f"{MAX_LOCAL.get(target, 256)}: force fewer threads with stage=(rows, cols, "
-                     f"step)")
-  if need > limit:
-    raise LimitError(f"{what} needs {need} bytes of workgroup memory; {target} allows {limit}: "
-                     f"force a smaller tile=(R, C) or stage=(rows, cols, step)")
-  if math.ceil(total / step) > MAX_TRIPS:
-    raise LimitError(f"{what} loops {math.ceil(total / step)} times over {total} reduced "
-                     f"elements; the most is {MAX_TRIPS}: force a larger step")
+    problem = f"needs {trows * tcols} threads per workgroup; {target} allows " \
+              f"{MAX_LOCAL.get(target, 256)}: force fewer threads with stage=(rows, cols, step)"
+  elif need > limit:
+    problem = f"needs {need} bytes of workgroup memory; {target} allows {limit}: force a " \
+              f"smaller tile=(R, C) or stage=(rows, cols, step)"
+  elif math.ceil(total / step) > MAX_TRIPS:
+    problem = f"loops {math.ceil(total / step)} times over {total} reduced elements; the most " \
+              f"is {MAX_TRIPS}: force a larger step with stage=(rows, cols, step)"
+  if problem:
+    if forced:
+      raise LimitError(f"{what} {problem}")
+    return None                     # the default falls back to register tiles
   return Opts(local=trows * tcols, tile=(rows, cols), tile_axes=axes, stage=(trows, tcols, step))
 
 
