@@ -3,7 +3,7 @@
 Times matmul 1024² f32 and conv2d 3×3 64ch 56×56 (the B3 workloads of throughput_wgpu.py) as
 kernelgen compiles them with each set of forced options, checks each against numpy, and prints
 ms and GFLOP/s (min and median of REPEATS rounds, the variants interleaved, after a warm-up
-dispatch). LABELS (comma-separated) picks variants.
+dispatch). LABELS (separated by ";") picks variants.
 
     python bench/wgtile_wgpu.py [REPEATS [LABELS]]      (default 3, all)
 """
@@ -58,7 +58,7 @@ def main(argv: list[str]) -> None:
   """Variants run round-robin, REPEATS rounds (the machine's load drifts: interleaving keeps
   the comparison fair); min and median per variant."""
   repeats = int(argv[1]) if len(argv) > 1 else 3
-  only = argv[2].split(",") if len(argv) > 2 else None
+  only = argv[2].split(";") if len(argv) > 2 else None
   rt = kg.Device["WEBGPU"]
   print(f"device WEBGPU: {rt.adapter.info['device']} ({rt.adapter.info['backend_type']}); "
         f"timing: {'GPU timestamps' if rt.timestamps else 'wall clock'}")

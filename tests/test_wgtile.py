@@ -331,3 +331,28 @@ def test_step_loop_respects_max_trips(monkeypatch):
   got = opt.optimize(item, "ptx")          # the default falls back to a register tile
   assert got.stage == () and got.tile
   assert opt.optimize(item, "ptx", {"stage": (16, 16, 32)}).stage == (16, 16, 32)
+
+
+_A, _B = _randn(19, 23), _randn(23, 29)
+GRAPHS = {
+  "a@a.T": (lambda a, b: a @ a.T, lambda: _A @ _A.T),
+  "eye@a": (lambda a, b: Tensor.eye(19).to(a.device) @ a, lambda: _A),
+  "max-plus": (lambda a, b: (a[:, :, None] + b[None]).max(axis=1),
+               lambda: (_A[:, :, None] + _B[None]).max(axis=1)),
+  "min-times": (lambda a, b: (a[:, :, None] * b[None]).min(axis=1),
+                lambda: (_A[:, :, None] * _B[None]).min(axis=1)),
+  "where in the source": (lambda a, b: ((a[:, :, None] > 0).where(a[:, :, None], 0) * b[None])
+                          .sum(axis=1), lambda: np.maximum(_A, 0) @ _B),
+  "fused exp, tanh": (lambda a, b: a.exp() @ (b * 0.5).tanh(),
+                      lambda: np.exp(_A) @ np.tanh(_B * 0.5)),
+  "mean": (lambda a, b: (a[:, :, None] * b[None]).mean(axis=1), lambda: _A @ _B / 23),
+}
+
+
+@pytest.mark.parametrize("name", list(GRAPHS))
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+def test_staged_reductions_of_other_shapes(device, name, monkeypatch):
+  dev = _on(device, monkeypatch, stage=True)
+  build, want = GRAPHS[name]
+  got = build(Tensor(_A).to(dev), Tensor(_B).to(dev)).numpy()
+  np.testing.assert_allclose(got, want(), rtol=1e-4, atol=1e-4)
