@@ -2,10 +2,13 @@
 
 Heuristics, as data: each target's workgroup limits, the preferred workgroup sizes, and when
 to give one thread several outputs (upcast, or a register tile of two output axes for
-matmul-like reductions). `optimize(item, target, options)` returns the Opts
-the lowering uses; options may force them (`local=`, `upcast=`). `search` instead times
-candidate Opts on the actual device and keeps the fastest, cached by kernel (KERNELGEN_SEARCH=1
-makes realizing use it).
+matmul-like reductions), and when to tile those through workgroup memory with a 2-D workgroup
+(wgtile.py: the PTX default; on WGSL, lavapipe measured it slower, see STAGE_DEFAULT).
+`optimize(item, target, options)` returns the Opts the lowering uses; options may force them
+(`local=`, `upcast=`, `group=`, `tile=`, `stage=`). `search` instead times candidate Opts on the
+actual device (register tiles with and without workgroup memory among them) and keeps the
+fastest, cached by kernel (KERNELGEN_SEARCH=1 makes realizing use it; `forced_options` turns
+its choice back into options).
 """
 from __future__ import annotations
 
