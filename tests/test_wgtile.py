@@ -356,3 +356,26 @@ def test_staged_reductions_of_other_shapes(device, name, monkeypatch):
   build, want = GRAPHS[name]
   got = build(Tensor(_A).to(dev), Tensor(_B).to(dev)).numpy()
   np.testing.assert_allclose(got, want(), rtol=1e-4, atol=1e-4)
+
+
+def _evaluate(u, env):
+  if u.op is Ops.CONST:
+    return u.arg
+  if u.op is Ops.VAR:
+    return env[u.arg[0]]
+  a, b = (_evaluate(s, env) for s in u.src)
+  return {Ops.ADD: a + b, Ops.MUL: a * b, Ops.IDIV: int(a / b), Ops.MOD: a - b * int(a / b)}[u.op]
+
+
+def test_unravel_splits_a_term_whose_stride_divides_the_block():
+  """(o*143 + h*13 + w) unravelled into (2, 3, 11, 13) (grouped conv channels): the first index
+  is o // 3, free of h and w (so the tiled axes stay independent of it), and all are exact."""
+  from kernelgen.lower import I32, unravel
+  from kernelgen.ops import UOp, toposort
+  o, h, w = (UOp(Ops.VAR, I32, (), (n, 0, e - 1)) for n, e in (("o", 6), ("h", 11), ("w", 13)))
+  got = unravel([(o, 143, 6), (h, 13, 11), (w, 1, 13)], 0, (2, 3, 11, 13))
+  assert {u.arg[0] for u in toposort([got[0]]) if u.op is Ops.VAR} == {"o"}
+  for env in ({"o": oo, "h": hh, "w": ww} for oo in range(6) for hh in range(11) for ww in (0, 12)):
+    flat = env["o"] * 143 + env["h"] * 13 + env["w"]
+    assert [_evaluate(u, env) for u in got] == [flat // 429, flat // 143 % 3, flat // 13 % 11,
+                                                flat % 13]
