@@ -291,6 +291,15 @@ def _candidates(item: ScheduleItem, target: str, options: dict) -> list:
   return list(unique.items())
 
 
+def _seconds(runtime, compiled, handles: list) -> float | None:
+  """One run's seconds on the device: runtime.time_run where the runtime has it, else run with
+  timed=True where run takes it (WEBGPU's run does not wait for the GPU otherwise)."""
+  if hasattr(runtime, "time_run"):
+    return runtime.time_run(compiled, handles, {})
+  timed = {"timed": True} if "timed" in inspect.signature(runtime.run).parameters else {}
+  return runtime.run(compiled, handles, {}, **timed)
+
+
 def search(item: ScheduleItem, runtime, handles: list, options: dict | None = None,
            repeats: int = 2) -> Opts:
   """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest: the
@@ -301,10 +310,9 @@ def search(item: ScheduleItem, runtime, handles: list, options: dict | None = No
   if key in _SEARCHED:
     return _SEARCHED[key]
   best, best_time = None, None
-  timed = {"timed": True} if "timed" in inspect.signature(runtime.run).parameters else {}
   for opts, forced in _candidates(item, target, dict(options or {})):
     compiled = compile_item(item, target, forced)
-    times = [runtime.run(compiled, handles, {}, **timed) for _ in range(repeats)]
+    times = [_seconds(runtime, compiled, handles) for _ in range(repeats)]
     if None in times:
       return opts if best is None else best
     if best_time is None or min(times) < best_time:
