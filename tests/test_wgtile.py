@@ -273,6 +273,8 @@ def test_search_tries_register_tiles_and_staging(monkeypatch):
       tried.append(compiled)
       return 1.0 if compiled.get("stage") else 2.0    # the staged ones look fastest
 
+    time_run = run
+
   monkeypatch.setattr("kernelgen.compiler.compile_item", lambda item, target, options: options)
   chosen = opt.search(item, Timed(), [])
   assert chosen.stage and chosen.tile
