@@ -381,3 +381,16 @@ def test_unravel_splits_a_term_whose_stride_divides_the_block():
     flat = env["o"] * 143 + env["h"] * 13 + env["w"]
     assert [_evaluate(u, env) for u in got] == [flat // 429, flat // 143 % 3, flat // 13 % 11,
                                                 flat % 13]
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+def test_staged_conv2d_feeding_a_reduction(device, monkeypatch):
+  """The conv's kernel writes its reduction's own shape (no reshape after it); the register
+  tile's axes (rows x columns, both in the input) cannot be staged, so staging picks another
+  pair (output channels x columns)."""
+  dev = _on(device, monkeypatch, stage=True)
+  x, w = _randn(1, 3, 9, 11), _randn(5, 3, 3, 3)
+  got = Tensor(x).to(dev).conv2d(Tensor(w).to(dev), padding=1).relu().sum().numpy()
+  want = np.maximum(_conv_ref(x, w, padding=1), 0).sum()
+  np.testing.assert_allclose(got, want, rtol=1e-4)
+  assert [o.tile_axes for o in CHOSEN if o.stage] == [(2, 4)]

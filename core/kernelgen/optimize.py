@@ -174,6 +174,12 @@ def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts 
     return None
   axes = tile[1] if tile else _tile_axes(item)
   p = plan(item, axes) if axes else None
+  if p is None and axes:           # the register tile's axes cannot be staged: another pair
+    sizes = [a for a, n in enumerate(item.out.shape) if n > 1]
+    for pair in reversed(list(itertools.combinations(sizes, 2))):
+      if (p := plan(item, pair)) is not None:
+        axes, tile = pair, (tile[0], pair) if tile else tile
+        break
   if p is None:
     return None
   shape = item.out.shape
