@@ -16,7 +16,8 @@ subgroups or how big they are.
 Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
 output axes; the block's reductions share one loop (over all reduced elements, unrolled by
 TILE_UNROLL), so each step loads R + C values for R * C accumulators; a block past the edge
-computes at clamped indices and gates its stores.
+computes at clamped indices and gates its stores. `Opts.stage` tiles them through workgroup
+memory instead (wgtile.py).
 No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
 silently stops a thread's loops after 65535 iterations in all, counted across its loops).
 """
@@ -44,6 +45,8 @@ class Opts:
   tile: tuple = ()      # (R, C): each thread computes an R x C block of two output axes:
   tile_axes: tuple = ()  # which two (default: the last two of size > 1)
   subgroups: tuple = ()  # dtype names whose grouped reductions combine per subgroup first
+  stage: tuple = ()     # (TR, TC, BK): tile through workgroup memory (wgtile.py): TR x TC
+                        # threads (2-D workgroup), reduction steps of BK; needs tile, tile_axes
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -101,6 +104,12 @@ def _dim_index(terms, offset: int, inner: int, n: int) -> UOp:
     if 0 <= qlo and qhi < n:
       return q
     return (q + _c(-(qlo // n) * n)) % _c(n) if qlo < 0 else q % _c(n)
+  for u, s, e in sorted((t for t in kept if 1 < t[1] < inner and inner % t[1] == 0 and not off),
+                        key=lambda t: -t[1]):   # (u*s + rest) // inner = u // (inner/s)
+    rlo, rhi = _span([t for t in kept if t[0] is not u])   # when rest lies in [0, s)
+    if 0 <= rlo and rhi < s:
+      q = u // _c(inner // s)
+      return q if (e - 1) // (inner // s) < n else q % _c(n)
   lo, hi = _span(kept)
   shift = -((lo + off) // period) * period if lo + off < 0 else 0
   lin = _lin(kept, off + shift)
@@ -328,6 +337,9 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   out = item.out
   if opts.group:
     stores = _grouped_stores(lw, opts)
+  elif opts.stage:
+    from .wgtile import staged_stores
+    stores = staged_stores(lw, opts)
   else:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
   buffers = [BufferSpec(0, "out", out.dtype, out.size, "write")]

@@ -2,10 +2,13 @@
 
 Heuristics, as data: each target's workgroup limits, the preferred workgroup sizes, and when
 to give one thread several outputs (upcast, or a register tile of two output axes for
-matmul-like reductions). `optimize(item, target, options)` returns the Opts
-the lowering uses; options may force them (`local=`, `upcast=`). `search` instead times
-candidate Opts on the actual device and keeps the fastest, cached by kernel (KERNELGEN_SEARCH=1
-makes realizing use it).
+matmul-like reductions), and when to tile those through workgroup memory with a 2-D workgroup
+(wgtile.py: the PTX default; on WGSL, lavapipe measured it slower, see STAGE_DEFAULT).
+`optimize(item, target, options)` returns the Opts the lowering uses; options may force them
+(`local=`, `upcast=`, `group=`, `tile=`, `stage=`). `search` instead times candidate Opts on the
+actual device (register tiles with and without workgroup memory among them) and keeps the
+fastest, cached by kernel (KERNELGEN_SEARCH=1 makes realizing use it; `forced_options` turns
+its choice back into options).
 """
 from __future__ import annotations
 
@@ -14,8 +17,8 @@ import math
 
 from .dtype import dtypes
 from .lazy import L
-from .errors import UnsupportedError
-from .lower import Opts, lower
+from .errors import LimitError, UnsupportedError
+from .lower import MAX_TRIPS, Opts, lower
 from .ops import Ops, print_graph, toposort
 from .schedule import ScheduleItem
 from .view import prod
@@ -52,8 +55,17 @@ TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
   ((8, 8), (4, 4)), 256, 4096, 8, 128
 # the tile that compares the loads of each choice of tiled axes
 TILE_PROBE = (2, 2)
+# tiling through workgroup memory (wgtile.py; option "stage": True/False or (TR, TC, BK)): a
+# workgroup of up to STAGE_THREADS[target] threads (rows x cols), each the register tile chosen
+# above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
+# memory is short); on by default where STAGE_DEFAULT says so, for
+# kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs)
+STAGE_THREADS = {"wgsl": (16, 16), "ptx": (16, 16), "python": (8, 8)}
+STAGE_TILE, STAGE_STEP = (4, 4), 16
+STAGE_DEFAULT = {"ptx": True, "wgsl": False, "python": False}
 # what search tries
 SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
+SEARCH_TILES = ((8, 8), (4, 4), (8, 4), (4, 8), (2, 2))
 
 
 def _local_size(n: int, limit: int) -> int:
@@ -74,10 +86,14 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   n = max(item.out.size, 1)
   group = int(options.get("group", -1))
   if group < 0:
-    group = 0 if "local" in options or "upcast" in options else _group_size(item, target)
+    group = 0 if "local" in options or "upcast" in options or \
+      options.get("stage") not in (None, False) else _group_size(item, target)
   if group:
     return Opts(local=group, upcast=1, group=group, subgroups=_subgroups(target, options, group))
   tile = _tile(item, target, options)
+  staged = _stage(item, target, options, tile)
+  if staged:
+    return staged
   if tile:
     tile, axes = tile
     threads = _tile_threads(item, tile, axes)
@@ -156,6 +172,73 @@ def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
   return (fits[0], axes) if fits else ()
 
 
+def _pow2_at_least(n: int) -> int:
+  return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts | None:
+  """Opts tiling `item` through workgroup memory, or None (not wanted or not applicable);
+  options["stage"] forces it on (True, or (TR, TC, BK)) or off (False)."""
+  from .wgtile import plan
+  want = options.get("stage")
+  forced = want is not None and want is not False
+  if isinstance(want, (tuple, list)):
+    if len(want) != 3 or any(not isinstance(v, int) or v < 1 for v in want):
+      raise UnsupportedError(f"stage={want!r}: give (thread rows, thread cols, reduce step), "
+                             f"all >= 1, or True / False")
+  elif want not in (None, True, False):
+    raise UnsupportedError(f"stage={want!r}: give True, False or (thread rows, thread cols, "
+                           f"reduce step)")
+  if not forced and (want is False or not tile or not STAGE_DEFAULT.get(target)):
+    return None
+  axes = tile[1] if tile else _tile_axes(item)
+  p = plan(item, axes) if axes else None
+  if p is None and axes:           # the register tile's axes cannot be staged: another pair
+    sizes = [a for a, n in enumerate(item.out.shape) if n > 1]
+    for pair in reversed(list(itertools.combinations(sizes, 2))):
+      if (p := plan(item, pair)) is not None:
+        axes, tile = pair, (tile[0], pair) if tile else tile
+        break
+  if p is None:
+    return None
+  shape = item.out.shape
+  rows, cols = tile[0] if tile else \
+    (min(STAGE_TILE[0], shape[axes[0]]), min(STAGE_TILE[1], shape[axes[1]]))
+  total = prod(p.reduce.src[0].shape[a] for a in p.reduce.arg[1])
+  if isinstance(want, (tuple, list)):
+    trows, tcols, step = want
+  else:
+    most = STAGE_THREADS.get(target, (8, 8))
+    trows = min(most[0], _pow2_at_least(math.ceil(shape[axes[0]] / rows)))
+    tcols = min(most[1], _pow2_at_least(math.ceil(shape[axes[1]] / cols)))
+    if not tile:                 # no more register tile than the axis needs
+      rows, cols = math.ceil(shape[axes[0]] / trows) if rows > 1 else 1, \
+        math.ceil(shape[axes[1]] / tcols) if cols > 1 else 1
+      rows, cols = min(rows, STAGE_TILE[0]), min(cols, STAGE_TILE[1])
+    step = min(STAGE_STEP, _pow2_at_least(total))
+    while step > 1 and p.local_bytes(trows * rows, tcols * cols, step) > \
+        MAX_LOCAL_BYTES.get(target, 16384):
+      step //= 2
+  what = f"tiling through workgroup memory ({trows}x{tcols} threads of {rows}x{cols} outputs, "\
+         f"steps of {step})"
+  need, limit = p.local_bytes(trows * rows, tcols * cols, step), MAX_LOCAL_BYTES.get(target, 16384)
+  problem = None
+  if trows * tcols > MAX_LOCAL.get(target, 256):
+    problem = f"needs {trows * tcols} threads per workgroup; {target} allows " \
+              f"{MAX_LOCAL.get(target, 256)}: force fewer threads with stage=(rows, cols, step)"
+  elif need > limit:
+    problem = f"needs {need} bytes of workgroup memory; {target} allows {limit}: force a " \
+              f"smaller tile=(R, C) or stage=(rows, cols, step)"
+  elif math.ceil(total / step) > MAX_TRIPS:
+    problem = f"loops {math.ceil(total / step)} times over {total} reduced elements; the most " \
+              f"is {MAX_TRIPS}: force a larger step with stage=(rows, cols, step)"
+  if problem:
+    if forced:
+      raise LimitError(f"{what} {problem}")
+    return None                     # the default falls back to register tiles
+  return Opts(local=trows * tcols, tile=(rows, cols), tile_axes=axes, stage=(trows, tcols, step))
+
+
 def _tile_axes(item: ScheduleItem) -> tuple | None:
   """The two output axes to tile, for a kernel with one (not nested) reduction: of each pair of
   axes of size > 1, the one whose 2 x 2 tile loads the fewest values per step (later pairs win
@@ -201,22 +284,49 @@ def kernel_key(item: ScheduleItem, target: str) -> tuple:
   return target, print_graph(sink)
 
 
+def forced_options(opts: Opts) -> dict:
+  """Front-end options that make `optimize` choose `opts` again (what search found)."""
+  if opts.group:
+    return {"group": opts.group}
+  return {"local": opts.local, "upcast": opts.upcast, "tile": opts.tile,
+          "stage": opts.stage or False}
+
+
+def _candidates(item: ScheduleItem, target: str, options: dict) -> list:
+  """(Opts, options forcing them) for search: the heuristic's choice, register tiles of
+  SEARCH_TILES with and without workgroup memory, then workgroup sizes x upcasts."""
+  n = max(item.out.size, 1)
+  limit = MAX_LOCAL.get(target, 256)
+  out = [(optimize(item, target, options), options)]
+  for tile, stage in itertools.product(SEARCH_TILES, (False, True)):
+    forced = {**options, "tile": tile, "stage": stage}
+    try:
+      opts = optimize(item, target, forced)
+    except (LimitError, UnsupportedError):
+      continue
+    if opts.tile == tile:
+      out.append((opts, forced))
+  out += [(Opts(local, upcast), {**options, "local": local, "upcast": upcast, "tile": (),
+                                 "stage": False})
+          for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST)
+          if local <= limit and n % upcast == 0 and local * upcast <= 4 * n]
+  unique = {}
+  for opts, forced in out:
+    unique.setdefault(opts, forced)
+  return list(unique.items())
+
+
 def search(item: ScheduleItem, runtime, handles: list, options: dict | None = None,
            repeats: int = 2) -> Opts:
-  """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest."""
+  """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest: the
+  heuristic's, register tiles with and without workgroup memory, workgroup sizes x upcasts."""
   from .compiler import compile_item
   target = runtime.target or "python"
   key = kernel_key(item, target)
   if key in _SEARCHED:
     return _SEARCHED[key]
-  n = max(item.out.size, 1)
-  limit = MAX_LOCAL.get(target, 256)
-  best, best_time = optimize(item, target, options), None
-  candidates = [(best, options or {})]       # the heuristic's choice (a register tile, say) too
-  candidates += [(Opts(local, upcast), {**(options or {}), "local": local, "upcast": upcast})
-                 for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST)
-                 if local <= limit and n % upcast == 0 and local * upcast <= 4 * n]
-  for opts, forced in candidates:
+  best, best_time = None, None
+  for opts, forced in _candidates(item, target, dict(options or {})):
     compiled = compile_item(item, target, forced)
     times = [runtime.time_run(compiled, handles, {}) for _ in range(repeats)]
     if best_time is None or min(times) < best_time:

@@ -23,9 +23,9 @@ def realize(nodes: list[LazyOp]) -> None:
       options = runtime.render_options()
       handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
       if os.environ.get("KERNELGEN_SEARCH") == "1":
-        from .optimize import search
+        from .optimize import forced_options, search
         opts = search(item, runtime, handles, options)
-        options = {**options, "local": opts.local, "upcast": opts.upcast, "tile": opts.tile}
+        options = {**options, **forced_options(opts)}
       compiled = compile_item(item, runtime.target or "python", options)
       # a kernel binds only the buffers it still reads after simplification (by slot)
       runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
