@@ -4,13 +4,17 @@ import { createKernelgen } from './kernelgen.js';
 import { defineKernelModes } from './ace-modes.js';
 import { EXAMPLES, DEFAULT_EXAMPLE } from './examples.js';
 import { makeZip } from './zip.js';
-import { showError, showKernels, showResult, showVerify } from './views.js';
+import { el, showError, showKernels, showResult, showVerify } from './views.js';
 
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = 'kernelgen.program';
 const PARAMS = new URLSearchParams(location.search);
+// token: the id of the current action (run, compile, verify); Stop bumps it, and whatever an
+// older action gets back later is dropped. pending: background work of earlier runs (PTX, the
+// reference check). restarting: the boot of a fresh worker after Stop.
 const state = { kg: null, compiled: null, selected: 0, busy: false, marker: null, device: null,
-  generation: 0, background: null };
+  generation: 0, background: null, token: 0, pending: new Set(), restarting: null, options: null,
+  startedAt: 0, action: null };
 
 function log(line) {
   const status = $('status');
@@ -150,21 +154,53 @@ function showDevice(info) {
 
 // ---- actions ----
 
-async function busy(work) {
-  if (state.busy) return undefined;
-  state.busy = true;
-  document.body.dataset.busy = '1';
-  for (const id of ['run', 'compile', 'verify']) $(id).disabled = true;
+// What an action that Stop ended returns (and what the page says about it).
+const STOPPED = 'stopped by you: Python was restarted, so the variables and results of earlier ' +
+  'runs are gone; your program is unchanged, run it again';
+
+// Run, Compile and Verify while no action runs and Python is up; Stop while something runs.
+function setButtons() {
+  const ready = Boolean(state.kg) && !state.busy && !state.restarting;
+  for (const id of ['run', 'compile', 'verify']) $(id).disabled = !ready;
+  $('stop').disabled = Boolean(state.restarting) || !(state.busy || state.pending.size);
+  document.body.dataset.busy = ready ? '0' : '1';
+}
+
+const current = (token) => token === state.token;
+
+// One action at a time (a second Run while one runs is ignored); `work(token)` gets the action's
+// id. An action that Stop ended returns {stopped, error} whatever its calls answer later.
+async function busy(work, action) {
+  if (state.busy || state.restarting || !state.kg) return undefined;
+  const token = ++state.token;
+  Object.assign(state, { busy: true, action, startedAt: performance.now() });
+  setButtons();
   try {
-    return await work();
+    const result = await work(token);
+    return current(token) ? result : stoppedResult();
   } catch (error) {
+    if (!current(token)) return stoppedResult();
     reportError(error);
     return { error: { type: error.type, message: error.message, line: error.line } };
   } finally {
-    state.busy = false;
-    document.body.dataset.busy = '0';
-    for (const id of ['run', 'compile', 'verify']) $(id).disabled = false;
+    if (current(token)) state.busy = false;
+    setButtons();
   }
+}
+
+function stoppedResult() {
+  return { stopped: true, error: { type: 'Stopped', message: STOPPED, line: null } };
+}
+
+// Background work of a run (PTX, the reference check): Stop can end it too.
+function track(promise) {
+  state.pending.add(promise);
+  setButtons();
+  promise.finally(() => {
+    state.pending.delete(promise);
+    setButtons();
+  });
+  return promise;
 }
 
 // A target whose compile is still on its way (PTX compiles after WGSL, in the background of a run).
@@ -209,6 +245,7 @@ async function compileWgslThenPtx() {
   const code = state.editor.getValue();
   const arch = state.arch();
   const wgsl = await compileTarget(code, arch, 'wgsl');
+  if (generation !== state.generation) throw new Error('stopped');  // busy() drops it
   state.compiled = { wgsl, ptx: PENDING, arch };
   state.selected = 0;
   showSources();
@@ -223,15 +260,16 @@ async function compileWgslThenPtx() {
 }
 
 async function compile() {
-  return busy(async () => {
+  return busy(async (token) => {
     clearError();
     const { compiled, ptxDone } = await compileWgslThenPtx();
     await ptxDone;
+    if (!current(token)) return null;
     const failed = [compiled.wgsl, compiled.ptx].find((target) => !target.ok);
     if (failed) reportError(failed.error);
     else document.body.dataset.last = 'compile';
     return compiled;
-  });
+  }, 'compile');
 }
 
 function kernelElements(target) {
@@ -253,7 +291,7 @@ async function checkLater(code, result, generation) {
 // PTX and the comparison with the PYTHON reference (result.checked resolves to it).
 async function run() {
   let background = null;
-  const outcome = await busy(async () => {
+  const outcome = await busy(async (token) => {
     clearError();
     const { compiled, generation, ptxDone } = await compileWgslThenPtx();
     const elements = kernelElements(compiled.wgsl);
@@ -261,6 +299,7 @@ async function run() {
     const code = state.editor.getValue();
     const result = await state.kg.run(code, { device: state.device,
       reference: check ? 'later' : false }).catch((error) => ({ failed: error }));
+    if (!current(token)) return null;  // a late answer for a run that Stop ended
     if (result.failed) {
       await ptxDone;
       throw result.failed;
@@ -271,9 +310,10 @@ async function run() {
     }
     showRun(result);
     const checked = check ? checkLater(code, result, generation) : Promise.resolve(null);
-    background = result.checked = Promise.all([ptxDone, checked]).then(([, reference]) => reference);
+    background = result.checked = track(Promise.all([ptxDone, checked])
+      .then(([, reference]) => reference));
     return result;
-  });
+  }, 'run');
   state.background = background || state.background;
   return outcome;
 }
@@ -294,12 +334,86 @@ async function idle() {
 }
 
 async function verify() {
-  return busy(async () => {
+  return busy(async (token) => {
     const result = await state.kg.verify(state.editor.getValue(), { arch: state.arch() });
+    if (!current(token)) return null;
     showVerify($('results'), result);
     document.body.dataset.last = 'verify';
     return result;
-  });
+  }, 'verify');
+}
+
+// ---- stop ----
+
+// Stop: without cross-origin isolation Python cannot be interrupted in place (no
+// SharedArrayBuffer for Pyodide's interrupt buffer), so the worker is ended and a fresh one boots
+// from this site (the browser and the service worker cache its files). The editor keeps its
+// text; whatever the old worker would still answer is dropped (state.token, state.generation).
+async function stop() {
+  if (state.restarting || !(state.busy || state.pending.size)) return null;
+  const seconds = (performance.now() - state.startedAt) / 1000;
+  const what = state.busy ? state.action : 'background check';
+  const gpu = state.device === 'WEBGPU' && what === 'run';
+  state.token++;
+  state.generation++;
+  Object.assign(state, { busy: false, background: null, device: null });
+  state.pending.clear();
+  const old = state.kg;
+  state.kg = null;
+  old.terminate();  // its calls reject now; their actions are stale, so nothing is shown
+  clearError();
+  if (state.compiled) {
+    for (const target of ['wgsl', 'ptx']) {
+      if (state.compiled[target].pending) {
+        state.compiled[target] = { ok: false, error: { type: 'Stopped', message: STOPPED } };
+      }
+    }
+    showSources();
+  }
+  showStopped(what, seconds, gpu);
+  $('result-meta').textContent = '';
+  log(`${what} stopped by you after ${seconds.toFixed(1)} s: restarting Python (a fresh ` +
+    'interpreter: variables and results of earlier runs are gone)…');
+  $('device').textContent = 'restarting…';
+  document.body.dataset.last = 'stopped';
+  document.body.dataset.ready = 'restarting';
+  state.restarting = restartPython();
+  setButtons();
+  await state.restarting;
+  return stoppedResult();
+}
+
+function showStopped(what, seconds, gpu) {
+  $('results').replaceChildren(el('p', { class: 'stopped', id: 'stopped' },
+    el('b', {}, 'Stopped by you'), ` (${what}, after ${seconds.toFixed(1)} s). Python is ` +
+    'restarted (a fresh interpreter: variables and results of earlier runs are gone). Your ' +
+    'program is unchanged. ',
+    el('span', { id: 'restart-state' }, 'Restarting Python…' + (gpu ? ' (GPU work the run ' +
+      'already sent finishes first: on a software adapter this can take a while)' : ''))));
+}
+
+async function restartPython() {
+  const start = performance.now();
+  const onProgress = ({ step, state: phase, ms }) => {
+    if (phase === 'done') log(`  restart ${step}: ${(ms / 1000).toFixed(2)} s`);
+  };
+  try {
+    const kg = await createKernelgen({ ...state.options, onProgress });
+    Object.assign(state, { kg, device: kg.info.device });
+    showDevice(kg.info);
+    const seconds = ((performance.now() - start) / 1000).toFixed(2);
+    log(`Python restarted in ${seconds} s: ready`);
+    const note = $('restart-state');
+    if (note) note.textContent = `Python is ready again (restarted in ${seconds} s): Run.`;
+    document.body.dataset.ready = 'true';
+  } catch (error) {
+    log(`error: Python did not restart: ${error.message}`);
+    showNotice(`Python did not restart after Stop (${error.message}): reload the page.`);
+    document.body.dataset.ready = 'error';
+  } finally {
+    state.restarting = null;
+    setButtons();
+  }
 }
 
 // ---- downloads ----
@@ -344,6 +458,15 @@ function download(kind) {
 // ---- start ----
 
 function bindKeys() {
+  // Esc or Ctrl/Cmd+. stops (caught before the editor sees the key)
+  document.addEventListener('keydown', (event) => {
+    const stopKey = event.key === 'Escape' || ((event.ctrlKey || event.metaKey) && event.key === '.');
+    if (stopKey && !$('stop').disabled) {
+      event.preventDefault();
+      event.stopPropagation();
+      stop();
+    }
+  }, true);
   document.addEventListener('keydown', (event) => {
     if (!(event.ctrlKey || event.metaKey)) return;
     if (event.key === 'Enter') {
@@ -355,6 +478,7 @@ function bindKeys() {
     }
   });
   $('run').onclick = run;
+  $('stop').onclick = stop;
   $('compile').onclick = compile;
   $('verify').onclick = verify;
   for (const kind of ['wgsl', 'ptx', 'zip']) $(`download-${kind}`).onclick = () => download(kind);
@@ -362,9 +486,8 @@ function bindKeys() {
 }
 
 async function start() {
-  const options = { webgpu: PARAMS.get('webgpu') !== '0', compatibility: PARAMS.has('compat'),
-    onProgress, early: window.kgEarly };
-  const booting = createKernelgen(options);  // first: Python boots while the editors load
+  state.options = { webgpu: PARAMS.get('webgpu') !== '0', compatibility: PARAMS.has('compat') };
+  const booting = createKernelgen({ ...state.options, onProgress, early: window.kgEarly });  // first: Python boots while the editors load
   setupEditors();
   setupExamples();
   bindKeys();
@@ -375,11 +498,11 @@ async function start() {
   log(`Python ${info.python} ready; kernelgen loaded from ${info.file} (${info.kernelgen})`);
   showDevice(info);
   $('loader').classList.add('done');
-  for (const id of ['run', 'compile', 'verify']) $(id).disabled = false;
+  setButtons();
   document.body.dataset.ready = 'true';
 }
 
-window.kgApp = { state, run, compile, verify, download, loadExample, manifest, idle,
+window.kgApp = { state, run, compile, verify, stop, download, loadExample, manifest, idle,
   setCode: (code) => state.editor.setValue(code, 1), getCode: () => state.editor.getValue() };
 
 if ('serviceWorker' in navigator && !PARAMS.has('nosw')) {
