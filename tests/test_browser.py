@@ -447,3 +447,21 @@ def test_works_offline_after_the_first_visit(site, chromium):
     page.reload()
     page.wait_for_selector("body[data-ready]", timeout=BOOT_MS)
     assert page.get_attribute("body", "data-ready") == "true", page.inner_text("#status")
+
+
+def test_stop_restarts_python_offline(site, chromium):
+  """After Stop the fresh worker boots from the service worker's cache: no network needed."""
+  with local_page(chromium) as page:
+    boot(page, site.url("index.html"))
+    page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=BOOT_MS)
+    page.reload()  # the second visit fills the cache with everything the page loads
+    page.wait_for_selector("body[data-ready='true']", timeout=BOOT_MS)
+    page.context.set_offline(True)
+    start(page, LOOP)
+    page.click("#stop")
+    wait_restarted(page)
+    assert_stopped(page, "run")
+    code = examples_of(page)["int8"]
+    result = page.evaluate(RUN, code)
+    assert "error" not in result, result
+    assert_matches_numpy("int8", code, result)

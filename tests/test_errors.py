@@ -214,6 +214,7 @@ PAGE_STOPS = [
   ("late reply of a stopped run", "test_a_late_reply_of_a_stopped_run_is_ignored"),
   ("stop during compile", "test_stop_during_compile_and_compile_again"),
   ("run clicked twice", "test_run_clicked_twice_runs_once"),
+  ("stop while offline", "test_stop_restarts_python_offline"),
 ]
 
 
