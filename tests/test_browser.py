@@ -235,8 +235,9 @@ def wait_restarted(app) -> None:
   assert not app.is_disabled("#run") and app.is_disabled("#stop")
 
 
-def assert_stopped(app, action: str) -> None:
-  assert app.evaluate("window.pending") == {"stopped": True, "error": {
+def assert_stopped(app, action: str, pending: bool = True) -> None:
+  """What the page shows after Stop; `pending`: the stopped action's own result (window.pending)."""
+  assert not pending or app.evaluate("window.pending") == {"stopped": True, "error": {
     "type": "Stopped", "line": None, "message": "stopped by you: Python was restarted, so the "
     "variables and results of earlier runs are gone; your program is unchanged, run it again"}}
   results = app.inner_text("#results")
@@ -245,8 +246,11 @@ def assert_stopped(app, action: str) -> None:
          "gone). Your program is unchanged. Python is ready again (restarted in " in results
   status = app.inner_text("#status")
   assert re.search(rf"\n{action} stopped by you after \d+\.\d s: restarting Python", status)
-  assert re.search(r"\nPython restarted in \d+\.\d\d s: ready$", status), status
-  assert not app.is_visible("#error") and app.inner_text("#result-meta") == ""
+  assert re.search(rf"\n{action} stopped by you; Python restarted in \d+\.\d\d s "
+                   r"\(a fresh interpreter\): ready$", status), status
+  assert not app.is_visible("#error")
+  assert (app.inner_text("#result-meta") == "") is pending  # a background check: its run stays
+  assert not [e for e in app.console_errors if "Uncaught" in e], app.console_errors
 
 
 def test_stop_ends_an_endless_loop_and_the_next_run_works(app):
@@ -300,6 +304,27 @@ def test_a_late_reply_of_a_stopped_run_is_ignored(app):
   assert app.get_attribute("body", "data-last") == "stopped"
   result = app.evaluate(RUN, "out = Tensor([1.0, 2.0]) * 2\n")
   assert result["data"] == [2.0, 4.0] and result["reference"]["match"], result
+
+
+def test_stop_ends_a_background_reference_check(app):
+  # the run's result is shown; its comparison with the PYTHON reference never ends (the worker
+  # runs an endless loop in its place)
+  app.evaluate("""(loop) => { const kg = kgApp.state.kg;
+    kg.reference = () => kg.call('run', { code: loop, device: 'PYTHON', reference: false }); }""",
+               LOOP)
+  result = app.evaluate("async (code) => { kgApp.setCode(code); window.last = await kgApp.run(); "
+                        "return window.last.shape; }", examples_of(app)["elementwise"])
+  assert result == [8, 256]
+  assert "checking against the PYTHON reference" in app.inner_text("#results")
+  assert not app.is_disabled("#stop") and not app.is_disabled("#run")  # Run may queue behind it
+  app.click("#stop")
+  wait_restarted(app)
+  assert_stopped(app, "background check", pending=False)
+  assert app.evaluate("window.last.checked.then((r) => r.ok)") is False  # ended, not shown
+  results = app.inner_text("#results")
+  assert "checking against" not in results and app.is_visible("#preview")
+  assert "not checked against the PYTHON reference: stopped" in results
+  test_example_runs_on_webgpu_and_matches_numpy(app, "softmax")
 
 
 def test_stop_during_compile_and_compile_again(app):
@@ -465,3 +490,4 @@ def test_stop_restarts_python_offline(site, chromium):
     result = page.evaluate(RUN, code)
     assert "error" not in result, result
     assert_matches_numpy("int8", code, result)
+

@@ -371,28 +371,36 @@ async function stop() {
     showSources();
   }
   showStopped(what, seconds, gpu);
-  $('result-meta').textContent = '';
   log(`${what} stopped by you after ${seconds.toFixed(1)} s: restarting Python (a fresh ` +
     'interpreter: variables and results of earlier runs are gone)…');
   $('device').textContent = 'restarting…';
   document.body.dataset.last = 'stopped';
   document.body.dataset.ready = 'restarting';
-  state.restarting = restartPython();
+  state.restarting = restartPython(what);
   setButtons();
   await state.restarting;
   return stoppedResult();
 }
 
+// A stopped action's results are gone; a stopped background check leaves its run's result shown.
 function showStopped(what, seconds, gpu) {
-  $('results').replaceChildren(el('p', { class: 'stopped', id: 'stopped' },
+  const note = el('p', { class: 'stopped', id: 'stopped' },
     el('b', {}, 'Stopped by you'), ` (${what}, after ${seconds.toFixed(1)} s). Python is ` +
     'restarted (a fresh interpreter: variables and results of earlier runs are gone). Your ' +
     'program is unchanged. ',
     el('span', { id: 'restart-state' }, 'Restarting Python…' + (gpu ? ' (GPU work the run ' +
-      'already sent finishes first: on a software adapter this can take a while)' : ''))));
+      'already sent finishes first: on a software adapter this can take a while)' : '')));
+  if (what !== 'background check') {
+    $('results').replaceChildren(note);
+    $('result-meta').textContent = '';
+    return;
+  }
+  $('reference-pending')?.replaceWith(el('span', { class: 'badge note' },
+    'not checked against the PYTHON reference: stopped'));
+  $('results').prepend(note);
 }
 
-async function restartPython() {
+async function restartPython(what) {
   const start = performance.now();
   const onProgress = ({ step, state: phase, ms }) => {
     if (phase === 'done') log(`  restart ${step}: ${(ms / 1000).toFixed(2)} s`);
@@ -402,7 +410,7 @@ async function restartPython() {
     Object.assign(state, { kg, device: kg.info.device });
     showDevice(kg.info);
     const seconds = ((performance.now() - start) / 1000).toFixed(2);
-    log(`Python restarted in ${seconds} s: ready`);
+    log(`${what} stopped by you; Python restarted in ${seconds} s (a fresh interpreter): ready`);
     const note = $('restart-state');
     if (note) note.textContent = `Python is ready again (restarted in ${seconds} s): Run.`;
     document.body.dataset.ready = 'true';
