@@ -327,6 +327,55 @@ def test_stop_ends_a_background_reference_check(app):
   test_example_runs_on_webgpu_and_matches_numpy(app, "softmax")
 
 
+# a program that dispatches a kernel on WebGPU, then never ends (the page's compile step runs it
+# on PYTHON, where it ends)
+GPU_THEN_LOOP = """a = Tensor.rand(16, 16, seed=3)
+b = (a @ a).realize()
+while kg.Device.DEFAULT == 'WEBGPU':
+    pass
+out = b
+"""
+
+
+def test_stop_on_an_isolated_page_interrupts_python_in_place(site, chromium):
+  """With cross-origin isolation Stop raises KeyboardInterrupt in the worker's Python: no
+  restart, Python keeps its state, and the next run is right (no timings of the stopped one)."""
+  headers = {"Cross-Origin-Opener-Policy": "same-origin",
+             "Cross-Origin-Embedder-Policy": "require-corp"}
+  with StaticServer(site.directory, headers=headers) as isolated, \
+       local_page(chromium, service_workers="block") as page:
+    boot(page, isolated.url("index.html"))
+    assert page.evaluate("crossOriginIsolated && kgApp.state.kg.info.interrupt !== null")
+    assert page.evaluate(RUN, "import sys\nsys.kg_marker = 7\nout = Tensor([sys.kg_marker])\n"
+                         )["data"] == [7]
+    page.evaluate("window.before = kgApp.state.kg; kgApp.state.compiled = null")
+    start(page, GPU_THEN_LOOP)
+    page.wait_for_function("kgApp.state.compiled && kgApp.state.compiled.ptx.ok")  # now the run
+    page.wait_for_timeout(1000)                     # its kernels are dispatched; then it loops
+    page.keyboard.press("Escape")
+    wait_restarted(page)
+    assert page.evaluate("window.pending") == {"stopped": True, "error": {
+      "type": "Stopped", "line": None, "message": "stopped by you: KeyboardInterrupt in Python, "
+      "which keeps running (nothing was restarted); your program is unchanged, run it again"}}
+    assert page.inner_text("#results").startswith("Stopped by you (run, after ")
+    assert "KeyboardInterrupt in Python, which keeps running" in page.inner_text("#results")
+    assert re.search(r"\nrun stopped by you after \d+\.\d s: KeyboardInterrupt in Python, which "
+                     r"keeps running \(no restart\)$", page.inner_text("#status"))
+    assert page.evaluate("kgApp.state.kg === window.before")  # the same worker
+    assert page.evaluate("kgApp.getCode()") == GPU_THEN_LOOP
+    kept = page.evaluate(RUN, "import sys\nout = Tensor([getattr(sys, 'kg_marker', -1)])\n")
+    assert kept["data"] == [7]                                 # Python kept its state
+    assert kept["timings"] == []             # no kernels: none of the stopped run's either
+    code = examples_of(page)["elementwise"]
+    result = page.evaluate(RUN, code)
+    assert "error" not in result, result
+    assert_matches_numpy("elementwise", code, result)
+    kernels = page.evaluate("kgApp.state.compiled.wgsl.kernels.map((k) => k.name)")
+    assert [t["name"] for t in result["timings"]] == kernels
+    assert not [e for e in page.console_errors if "Uncaught" in e or "Traceback" in e], \
+        page.console_errors
+
+
 def test_stop_during_compile_and_compile_again(app):
   start(app, LOOP, "compile")
   app.click("#stop")

@@ -206,8 +206,9 @@ PAGE_PROGRAMS = [
 ]
 
 # ---- interrupted runs ----
-# In the page: the Stop button (or Escape) ends the worker and boots a fresh one. What the page
-# shows is asserted in tests/test_browser.py, in the test each row names.
+# In the page: the Stop button (or Esc, Ctrl/Cmd+.) ends the worker and boots a fresh one (on a
+# cross-origin isolated page it raises KeyboardInterrupt in Python first). What the page shows
+# is asserted in tests/test_browser.py, in the test each row names.
 PAGE_STOPS = [
   ("stop an endless loop in the page", "test_stop_ends_an_endless_loop_and_the_next_run_works"),
   ("stop during a WebGPU dispatch", "test_stop_during_a_webgpu_dispatch_leaves_no_stale_result"),
@@ -215,6 +216,9 @@ PAGE_STOPS = [
   ("stop during compile", "test_stop_during_compile_and_compile_again"),
   ("run clicked twice", "test_run_clicked_twice_runs_once"),
   ("stop while offline", "test_stop_restarts_python_offline"),
+  ("stop on a cross-origin isolated page",
+   "test_stop_on_an_isolated_page_interrupts_python_in_place"),
+  ("stop a run's background reference check", "test_stop_ends_a_background_reference_check"),
 ]
 
 

@@ -11,10 +11,11 @@ const STORAGE_KEY = 'kernelgen.program';
 const PARAMS = new URLSearchParams(location.search);
 // token: the id of the current action (run, compile, verify); Stop bumps it, and whatever an
 // older action gets back later is dropped. pending: background work of earlier runs (PTX, the
-// reference check). restarting: the boot of a fresh worker after Stop.
+// reference check). restarting: Stop at work (an interrupt, or a fresh worker's boot); stopping:
+// what it returns.
 const state = { kg: null, compiled: null, selected: 0, busy: false, marker: null, device: null,
   generation: 0, background: null, token: 0, pending: new Set(), restarting: null, options: null,
-  startedAt: 0, action: null };
+  startedAt: 0, action: null, work: null, stopping: null };
 
 function log(line) {
   const status = $('status');
@@ -157,6 +158,8 @@ function showDevice(info) {
 // What an action that Stop ended returns (and what the page says about it).
 const STOPPED = 'stopped by you: Python was restarted, so the variables and results of earlier ' +
   'runs are gone; your program is unchanged, run it again';
+const INTERRUPTED = 'stopped by you: KeyboardInterrupt in Python, which keeps running (nothing ' +
+  'was restarted); your program is unchanged, run it again';
 
 // Run, Compile and Verify while no action runs and Python is up; Stop while something runs.
 function setButtons() {
@@ -168,18 +171,20 @@ function setButtons() {
 
 const current = (token) => token === state.token;
 
-// One action at a time (a second Run while one runs is ignored); `work(token)` gets the action's
-// id. An action that Stop ended returns {stopped, error} whatever its calls answer later.
-async function busy(work, action) {
+// One action at a time (a second Run while one runs is ignored); `task(token)` gets the action's
+// id. An action that Stop ended returns what stop() does ({stopped, error}) whatever its calls
+// answer later.
+async function busy(task, action) {
   if (state.busy || state.restarting || !state.kg) return undefined;
   const token = ++state.token;
   Object.assign(state, { busy: true, action, startedAt: performance.now() });
   setButtons();
   try {
-    const result = await work(token);
-    return current(token) ? result : stoppedResult();
+    state.work = task(token);
+    const result = await state.work;
+    return current(token) ? result : state.stopping;
   } catch (error) {
-    if (!current(token)) return stoppedResult();
+    if (!current(token)) return state.stopping;
     reportError(error);
     return { error: { type: error.type, message: error.message, line: error.line } };
   } finally {
@@ -188,8 +193,8 @@ async function busy(work, action) {
   }
 }
 
-function stoppedResult() {
-  return { stopped: true, error: { type: 'Stopped', message: STOPPED, line: null } };
+function stoppedResult(message) {
+  return { stopped: true, error: { type: 'Stopped', message, line: null } };
 }
 
 // Background work of a run (PTX, the reference check): Stop can end it too.
@@ -299,7 +304,7 @@ async function run() {
     const code = state.editor.getValue();
     const result = await state.kg.run(code, { device: state.device,
       reference: check ? 'later' : false }).catch((error) => ({ failed: error }));
-    if (!current(token)) return null;  // a late answer for a run that Stop ended
+    if (!current(token)) return result;  // a late answer for a run that Stop ended: dropped
     if (result.failed) {
       await ptxDone;
       throw result.failed;
@@ -345,22 +350,26 @@ async function verify() {
 
 // ---- stop ----
 
-// Stop: without cross-origin isolation Python cannot be interrupted in place (no
-// SharedArrayBuffer for Pyodide's interrupt buffer), so the worker is ended and a fresh one boots
-// from this site (the browser and the service worker cache its files). The editor keeps its
-// text; whatever the old worker would still answer is dropped (state.token, state.generation).
+// How long a KeyboardInterrupt may take to end the running action before the worker is ended.
+const INTERRUPT_MS = 2000;
+
+// Stop. On a cross-origin isolated page Python is interrupted in place first (Pyodide's
+// interrupt buffer needs a SharedArrayBuffer): KeyboardInterrupt ends the running command and
+// Python keeps its state. Otherwise, or when that does not end the action soon (a GPU wait, a
+// command queued behind), the worker is ended and a fresh one boots from this site (the browser
+// and the service worker cache its files). The editor keeps its text either way; whatever the
+// stopped action still gets back is dropped (state.token, state.generation).
 async function stop() {
   if (state.restarting || !(state.busy || state.pending.size)) return null;
   const seconds = (performance.now() - state.startedAt) / 1000;
   const what = state.busy ? state.action : 'background check';
   const gpu = state.device === 'WEBGPU' && what === 'run';
+  const work = state.busy ? state.work : null;
+  let finish;
+  state.stopping = new Promise((resolve) => { finish = resolve; });
   state.token++;
   state.generation++;
-  Object.assign(state, { busy: false, background: null, device: null });
-  state.pending.clear();
-  const old = state.kg;
-  state.kg = null;
-  old.terminate();  // its calls reject now; their actions are stale, so nothing is shown
+  Object.assign(state, { busy: false, background: null });
   clearError();
   if (state.compiled) {
     for (const target of ['wgsl', 'ptx']) {
@@ -370,26 +379,64 @@ async function stop() {
     }
     showSources();
   }
-  showStopped(what, seconds, gpu);
+  document.body.dataset.last = 'stopped';
+  document.body.dataset.ready = 'stopping';
+  state.restarting = (async () => {
+    if (work && state.kg.info.interrupt && await interruptPython(work)) {
+      showStopped(what, seconds, 'interrupted');
+      log(`${what} stopped by you after ${seconds.toFixed(1)} s: KeyboardInterrupt in Python, ` +
+        'which keeps running (no restart)');
+      return 'interrupted';
+    }
+    endWorker(what, seconds, gpu);
+    return (await restartPython(what)) ? 'restarted' : 'failed';
+  })();
+  setButtons();
+  const how = await state.restarting;
+  state.restarting = null;
+  setButtons();
+  document.body.dataset.ready = how === 'failed' ? 'error' : 'true';
+  const result = stoppedResult(how === 'interrupted' ? INTERRUPTED : STOPPED);
+  finish(result);
+  return result;
+}
+
+// KeyboardInterrupt in the worker's Python; true when it ended the action within INTERRUPT_MS
+// (the action's own command raised it, so Python took it there and nowhere else).
+async function interruptPython(work) {
+  const interrupt = state.kg.info.interrupt;
+  Atomics.store(interrupt, 0, 2);  // SIGINT
+  const outcome = work.then((value) => value?.failed, (error) => error);
+  const late = new Promise((resolve) => { setTimeout(() => resolve(null), INTERRUPT_MS); });
+  if ((await Promise.race([outcome, late]))?.type === 'KeyboardInterrupt') return true;
+  Atomics.store(interrupt, 0, 0);  // not taken by the action: the worker is ended instead
+  return false;
+}
+
+function endWorker(what, seconds, gpu) {
+  const old = state.kg;
+  Object.assign(state, { kg: null, device: null });
+  state.pending.clear();
+  old.terminate();  // its calls reject now; their actions are stale, so nothing is shown
+  showStopped(what, seconds, gpu ? 'restart-gpu' : 'restart');
   log(`${what} stopped by you after ${seconds.toFixed(1)} s: restarting Python (a fresh ` +
     'interpreter: variables and results of earlier runs are gone)…');
   $('device').textContent = 'restarting…';
-  document.body.dataset.last = 'stopped';
   document.body.dataset.ready = 'restarting';
-  state.restarting = restartPython(what);
-  setButtons();
-  await state.restarting;
-  return stoppedResult();
 }
 
-// A stopped action's results are gone; a stopped background check leaves its run's result shown.
-function showStopped(what, seconds, gpu) {
+// The note in the results panel; a stopped background check leaves its run's result shown.
+function showStopped(what, seconds, how) {
+  const kept = how === 'interrupted';
   const note = el('p', { class: 'stopped', id: 'stopped' },
-    el('b', {}, 'Stopped by you'), ` (${what}, after ${seconds.toFixed(1)} s). Python is ` +
-    'restarted (a fresh interpreter: variables and results of earlier runs are gone). Your ' +
-    'program is unchanged. ',
-    el('span', { id: 'restart-state' }, 'Restarting Python…' + (gpu ? ' (GPU work the run ' +
-      'already sent finishes first: on a software adapter this can take a while)' : '')));
+    el('b', {}, 'Stopped by you'), ` (${what}, after ${seconds.toFixed(1)} s). ` + (kept
+      ? 'KeyboardInterrupt in Python, which keeps running (this page can interrupt it in ' +
+        'place: nothing was restarted). Your program is unchanged.'
+      : 'Python is restarted (a fresh interpreter: variables and results of earlier runs are ' +
+        'gone). Your program is unchanged. '),
+    kept ? null : el('span', { id: 'restart-state' }, 'Restarting Python…' +
+      (how === 'restart-gpu' ? ' (GPU work the run already sent finishes first: on a ' +
+        'software adapter this can take a while)' : '')));
   if (what !== 'background check') {
     $('results').replaceChildren(note);
     $('result-meta').textContent = '';
@@ -400,6 +447,7 @@ function showStopped(what, seconds, gpu) {
   $('results').prepend(note);
 }
 
+// A fresh worker (Pyodide, kernelgen, the GPU device); false when it does not boot.
 async function restartPython(what) {
   const start = performance.now();
   const onProgress = ({ step, state: phase, ms }) => {
@@ -413,14 +461,11 @@ async function restartPython(what) {
     log(`${what} stopped by you; Python restarted in ${seconds} s (a fresh interpreter): ready`);
     const note = $('restart-state');
     if (note) note.textContent = `Python is ready again (restarted in ${seconds} s): Run.`;
-    document.body.dataset.ready = 'true';
+    return true;
   } catch (error) {
     log(`error: Python did not restart: ${error.message}`);
     showNotice(`Python did not restart after Stop (${error.message}): reload the page.`);
-    document.body.dataset.ready = 'error';
-  } finally {
-    state.restarting = null;
-    setButtons();
+    return false;
   }
 }
 
