@@ -223,7 +223,7 @@ LOOP = "x = Tensor([1.0])\nwhile True:\n    pass\nout = x\n"
 
 
 def start(app, code: str, action: str = "run") -> None:
-  """Start an action with `code` in the editor, not waiting for it (window.pending is its result)."""
+  """Start an action with `code` in the editor, not waiting for it (window.pending: its result)."""
   app.evaluate("([code, action]) => { kgApp.setCode(code); window.pending = kgApp[action](); }",
                [code, action])
   app.wait_for_function("!document.querySelector('#stop').disabled")
@@ -395,7 +395,8 @@ def test_run_clicked_twice_runs_once(app):
     const run = kg.run.bind(kg); window.runs = 0;
     kg.run = (...args) => { window.runs += 1; return run(...args); }; }""", code)
   app.dblclick("#run")
-  app.wait_for_function("document.body.dataset.busy === '0' && document.body.dataset.last === 'run'")
+  app.wait_for_function("document.body.dataset.busy === '0' && "
+                        "document.body.dataset.last === 'run'")
   app.evaluate("kgApp.idle()")
   assert app.evaluate("window.runs") == 1                  # the second click found Run disabled
   assert "matches the PYTHON reference" in app.inner_text("#results")

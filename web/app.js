@@ -513,7 +513,8 @@ function download(kind) {
 function bindKeys() {
   // Esc or Ctrl/Cmd+. stops (caught before the editor sees the key)
   document.addEventListener('keydown', (event) => {
-    const stopKey = event.key === 'Escape' || ((event.ctrlKey || event.metaKey) && event.key === '.');
+    const mod = event.ctrlKey || event.metaKey;
+    const stopKey = event.key === 'Escape' || (mod && event.key === '.');
     if (stopKey && !$('stop').disabled) {
       event.preventDefault();
       event.stopPropagation();
@@ -540,7 +541,8 @@ function bindKeys() {
 
 async function start() {
   state.options = { webgpu: PARAMS.get('webgpu') !== '0', compatibility: PARAMS.has('compat') };
-  const booting = createKernelgen({ ...state.options, onProgress, early: window.kgEarly });  // first: Python boots while the editors load
+  // first: Python boots while the editors load
+  const booting = createKernelgen({ ...state.options, onProgress, early: window.kgEarly });
   setupEditors();
   setupExamples();
   bindKeys();
