@@ -271,13 +271,13 @@ def test_stop_ends_an_endless_loop_and_the_next_run_works(app):
 
 
 def test_stop_during_a_webgpu_dispatch_leaves_no_stale_result(app):
-  # two 1024^3 matmuls: seconds of SwiftShader work, stopped one second into them
+  # three 1024^3 matmuls: seconds of SwiftShader work, stopped half a second into them
   app.evaluate("kgApp.state.compiled = null")
-  start(app, "a = Tensor.rand(1024, 1024)\nout = (a @ a @ a).sum(axis=1)\n")
+  start(app, "a = Tensor.rand(1024, 1024)\nout = (a @ a @ a @ a).sum(axis=1)\n")
   # WGSL and then PTX compiled: the worker is on the run command
   app.wait_for_function("kgApp.state.compiled && kgApp.state.compiled.wgsl.ok && "
                         "kgApp.state.compiled.ptx.ok")
-  app.wait_for_timeout(1000)
+  app.wait_for_timeout(500)
   app.click("#stop")
   app.wait_for_function("document.body.dataset.last === 'stopped'")
   assert "GPU work the run already sent finishes first" in app.inner_text("#results")
