@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from browser_util import StaticServer, launch_chromium, local_page
+from test_errors import PAGE_PROGRAMS
 from tools import REPO_ROOT, ptxas_check
 
 pytestmark = pytest.mark.timeout(900)
@@ -199,6 +200,213 @@ def test_python_error_is_shown_at_its_line_and_the_next_run_works(app):
   test_example_runs_on_webgpu_and_matches_numpy(app, "elementwise")
 
 
+@pytest.mark.parametrize("code, error, line, phrases",
+                         [pytest.param(c, e, ln, ph, id=name)
+                          for name, c, e, ln, ph in PAGE_PROGRAMS])
+def test_invalid_program_in_the_page(app, code, error, line, phrases):
+  """The bad-input catalogue's invalid programs (tests/test_errors.py) as the page shows them."""
+  result = app.evaluate(RUN, code)
+  assert (result["error"]["type"], result["error"]["line"]) == (error, line), result
+  shown = app.inner_text("#error")
+  assert shown.startswith(error) and (f"{error} at line {line}:" in shown) is bool(line), shown
+  for phrase in phrases:
+    assert phrase in shown, shown
+  assert app.evaluate("kgApp.getCode()") == code                       # the editor keeps it
+  rows = app.evaluate("kgApp.state.editor.session.getAnnotations().map((a) => a.row)")
+  assert rows == ([line - 1] if line else [])
+  assert not app.is_disabled("#run") and app.is_disabled("#stop")
+
+
+# ---- Stop (the catalogue's interrupted runs in the page: test_errors.PAGE_STOPS) ----
+
+LOOP = "x = Tensor([1.0])\nwhile True:\n    pass\nout = x\n"
+
+
+def start(app, code: str, action: str = "run") -> None:
+  """Start an action with `code` in the editor, not waiting for it (window.pending: its result)."""
+  app.evaluate("([code, action]) => { kgApp.setCode(code); window.pending = kgApp[action](); }",
+               [code, action])
+  app.wait_for_function("!document.querySelector('#stop').disabled")
+
+
+def wait_restarted(app) -> None:
+  app.wait_for_function("document.body.dataset.last === 'stopped'")
+  app.wait_for_function("document.body.dataset.ready === 'true'", timeout=BOOT_MS)
+  assert not app.is_disabled("#run") and app.is_disabled("#stop")
+
+
+def assert_stopped(app, action: str, pending: bool = True) -> None:
+  """What the page shows after Stop; `pending`: the stopped action's own result (window.pending)."""
+  assert not pending or app.evaluate("window.pending") == {"stopped": True, "error": {
+    "type": "Stopped", "line": None, "message": "stopped by you: Python was restarted, so the "
+    "variables and results of earlier runs are gone; your program is unchanged, run it again"}}
+  results = app.inner_text("#results")
+  assert results.startswith(f"Stopped by you ({action}, after "), results
+  assert "Python is restarted (a fresh interpreter: variables and results of earlier runs are " \
+         "gone). Your program is unchanged. Python is ready again (restarted in " in results
+  status = app.inner_text("#status")
+  assert re.search(rf"\n{action} stopped by you after \d+\.\d s: restarting Python", status)
+  assert re.search(rf"\n{action} stopped by you; Python restarted in \d+\.\d\d s "
+                   r"\(a fresh interpreter\): ready$", status), status
+  assert not app.is_visible("#error")
+  assert (app.inner_text("#result-meta") == "") is pending  # a background check: its run stays
+  assert not [e for e in app.console_errors if "Uncaught" in e], app.console_errors
+
+
+def test_stop_ends_an_endless_loop_and_the_next_run_works(app):
+  marked = app.evaluate(RUN, "import sys\nsys.kg_marker = 7\nout = Tensor([sys.kg_marker])\n")
+  assert marked["data"] == [7]
+  start(app, LOOP)
+  assert app.is_disabled("#run") and app.is_disabled("#compile") and app.is_disabled("#verify")
+  app.focus("#editor textarea")
+  app.keyboard.press("Escape")
+  app.wait_for_function("document.body.dataset.last === 'stopped'")
+  assert app.is_disabled("#run") and app.is_disabled("#stop")         # while Python restarts
+  wait_restarted(app)
+  assert_stopped(app, "run")
+  assert app.evaluate("kgApp.getCode()") == LOOP
+  fresh = app.evaluate(RUN, "import sys\nout = Tensor([getattr(sys, 'kg_marker', -1)])\n")
+  assert fresh["data"] == [-1]                                        # a fresh interpreter
+  test_example_runs_on_webgpu_and_matches_numpy(app, "elementwise")
+
+
+def test_stop_during_a_webgpu_dispatch_leaves_no_stale_result(app):
+  # three 1024^3 matmuls: seconds of SwiftShader work, stopped half a second into them
+  app.evaluate("kgApp.state.compiled = null")
+  start(app, "a = Tensor.rand(1024, 1024)\nout = (a @ a @ a @ a).sum(axis=1)\n")
+  # WGSL and then PTX compiled: the worker is on the run command
+  app.wait_for_function("kgApp.state.compiled && kgApp.state.compiled.wgsl.ok && "
+                        "kgApp.state.compiled.ptx.ok")
+  app.wait_for_timeout(500)
+  app.click("#stop")
+  app.wait_for_function("document.body.dataset.last === 'stopped'")
+  assert "GPU work the run already sent finishes first" in app.inner_text("#results")
+  wait_restarted(app)
+  assert_stopped(app, "run")
+  app.wait_for_timeout(1000)  # a stale answer would have arrived by now
+  assert app.get_attribute("body", "data-last") == "stopped" and not app.is_visible("#preview")
+  test_example_runs_on_webgpu_and_matches_numpy(app, "matmul")
+  assert "Stopped" not in app.inner_text("#results")
+
+
+def test_a_late_reply_of_a_stopped_run_is_ignored(app):
+  # the run's answer is held back until after Stop, as a killed worker's late message would be
+  app.evaluate("""() => { const kg = kgApp.state.kg;
+    kg.run = () => new Promise((resolve) => { window.lateReply = resolve; }); }""")
+  start(app, "out = Tensor([1.0, 2.0]) * 2\n")
+  app.wait_for_function("window.lateReply !== undefined")
+  app.keyboard.press("Control+.")
+  wait_restarted(app)
+  app.evaluate("""() => window.lateReply({ shape: [2], dtype: 'float32', device: 'WEBGPU',
+    data: new Float32Array([41, 42]), seconds: 0.001, timings: [] })""")
+  assert_stopped(app, "run")
+  assert "42" not in app.inner_text("#results")
+  assert app.get_attribute("body", "data-last") == "stopped"
+  result = app.evaluate(RUN, "out = Tensor([1.0, 2.0]) * 2\n")
+  assert result["data"] == [2.0, 4.0] and result["reference"]["match"], result
+
+
+def test_stop_ends_a_background_reference_check(app):
+  # the run's result is shown; its comparison with the PYTHON reference never ends (the worker
+  # runs an endless loop in its place)
+  app.evaluate("""(loop) => { const kg = kgApp.state.kg;
+    kg.reference = () => kg.call('run', { code: loop, device: 'PYTHON', reference: false }); }""",
+               LOOP)
+  result = app.evaluate("async (code) => { kgApp.setCode(code); window.last = await kgApp.run(); "
+                        "return window.last.shape; }", examples_of(app)["elementwise"])
+  assert result == [8, 256]
+  assert "checking against the PYTHON reference" in app.inner_text("#results")
+  assert not app.is_disabled("#stop") and not app.is_disabled("#run")  # Run may queue behind it
+  app.click("#stop")
+  wait_restarted(app)
+  assert_stopped(app, "background check", pending=False)
+  assert app.evaluate("window.last.checked.then((r) => r.ok)") is False  # ended, not shown
+  results = app.inner_text("#results")
+  assert "checking against" not in results and app.is_visible("#preview")
+  assert "not checked against the PYTHON reference: stopped" in results
+  test_example_runs_on_webgpu_and_matches_numpy(app, "softmax")
+
+
+# a program that dispatches a kernel on WebGPU, then never ends (the page's compile step runs it
+# on PYTHON, where it ends)
+GPU_THEN_LOOP = """a = Tensor.rand(16, 16, seed=3)
+b = (a @ a).realize()
+while kg.Device.DEFAULT == 'WEBGPU':
+    pass
+out = b
+"""
+
+
+def test_stop_on_an_isolated_page_interrupts_python_in_place(site, chromium):
+  """With cross-origin isolation Stop raises KeyboardInterrupt in the worker's Python: no
+  restart, Python keeps its state, and the next run is right (no timings of the stopped one)."""
+  headers = {"Cross-Origin-Opener-Policy": "same-origin",
+             "Cross-Origin-Embedder-Policy": "require-corp"}
+  with StaticServer(site.directory, headers=headers) as isolated, \
+       local_page(chromium, service_workers="block") as page:
+    boot(page, isolated.url("index.html"))
+    assert page.evaluate("crossOriginIsolated && kgApp.state.kg.info.interrupt !== null")
+    assert page.evaluate(RUN, "import sys\nsys.kg_marker = 7\nout = Tensor([sys.kg_marker])\n"
+                         )["data"] == [7]
+    page.evaluate("window.before = kgApp.state.kg; kgApp.state.compiled = null")
+    start(page, GPU_THEN_LOOP)
+    page.wait_for_function("kgApp.state.compiled && kgApp.state.compiled.ptx.ok")  # now the run
+    page.wait_for_timeout(1000)                     # its kernels are dispatched; then it loops
+    page.keyboard.press("Escape")
+    wait_restarted(page)
+    assert page.evaluate("window.pending") == {"stopped": True, "error": {
+      "type": "Stopped", "line": None, "message": "stopped by you: KeyboardInterrupt in Python, "
+      "which keeps running (nothing was restarted); your program is unchanged, run it again"}}
+    assert page.inner_text("#results").startswith("Stopped by you (run, after ")
+    assert "KeyboardInterrupt in Python, which keeps running" in page.inner_text("#results")
+    assert re.search(r"\nrun stopped by you after \d+\.\d s: KeyboardInterrupt in Python, which "
+                     r"keeps running \(no restart\)$", page.inner_text("#status"))
+    assert page.evaluate("kgApp.state.kg === window.before")  # the same worker
+    assert page.evaluate("kgApp.getCode()") == GPU_THEN_LOOP
+    kept = page.evaluate(RUN, "import sys\nout = Tensor([getattr(sys, 'kg_marker', -1)])\n")
+    assert kept["data"] == [7]                                 # Python kept its state
+    assert kept["timings"] == []             # no kernels: none of the stopped run's either
+    code = examples_of(page)["elementwise"]
+    result = page.evaluate(RUN, code)
+    assert "error" not in result, result
+    assert_matches_numpy("elementwise", code, result)
+    kernels = page.evaluate("kgApp.state.compiled.wgsl.kernels.map((k) => k.name)")
+    assert [t["name"] for t in result["timings"]] == kernels
+    assert not [e for e in page.console_errors if "Uncaught" in e or "Traceback" in e], \
+        page.console_errors
+
+
+def test_stop_during_compile_and_compile_again(app):
+  start(app, LOOP, "compile")
+  app.click("#stop")
+  wait_restarted(app)
+  assert_stopped(app, "compile")
+  assert app.evaluate("kgApp.getCode()") == LOOP
+  compiled = app.evaluate("async (code) => { kgApp.setCode(code); return await kgApp.compile(); }",
+                          examples_of(app)["softmax"])
+  assert compiled["wgsl"]["ok"] and compiled["ptx"]["ok"], compiled
+  assert app.evaluate("kgApp.state.wgsl.getValue()").count("@compute") == 1
+
+
+def test_run_clicked_twice_runs_once(app):
+  code = examples_of(app)["elementwise"]
+  app.evaluate("""(code) => { kgApp.setCode(code); document.body.dataset.last = '';
+    const kg = kgApp.state.kg;
+    const run = kg.run.bind(kg); window.runs = 0;
+    kg.run = (...args) => { window.runs += 1; return run(...args); }; }""", code)
+  app.dblclick("#run")
+  app.wait_for_function("document.body.dataset.busy === '0' && "
+                        "document.body.dataset.last === 'run'")
+  app.evaluate("kgApp.idle()")
+  assert app.evaluate("window.runs") == 1                  # the second click found Run disabled
+  assert "matches the PYTHON reference" in app.inner_text("#results")
+  both = app.evaluate("async () => { const runs = [kgApp.run(), kgApp.run()]; "
+                      "return [(await runs[0]).shape, (await runs[1]) ?? null]; }")
+  app.evaluate("kgApp.idle()")
+  assert app.evaluate("window.runs") == 2 and both == [[8, 256], None], both
+  app.evaluate("delete kgApp.state.kg.run")
+
+
 def test_float64_on_webgpu_says_what_to_do_and_the_next_run_works(app):
   result = app.evaluate(RUN, "x = Tensor([1.0, 2.0], dtype=dtypes.float64)\nout = x * 2\n")
   assert "error" in result, result
@@ -314,3 +522,22 @@ def test_works_offline_after_the_first_visit(site, chromium):
     page.reload()
     page.wait_for_selector("body[data-ready]", timeout=BOOT_MS)
     assert page.get_attribute("body", "data-ready") == "true", page.inner_text("#status")
+
+
+def test_stop_restarts_python_offline(site, chromium):
+  """After Stop the fresh worker boots from the service worker's cache: no network needed."""
+  with local_page(chromium) as page:
+    boot(page, site.url("index.html"))
+    page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=BOOT_MS)
+    page.reload()  # the second visit fills the cache with everything the page loads
+    page.wait_for_selector("body[data-ready='true']", timeout=BOOT_MS)
+    page.context.set_offline(True)
+    start(page, LOOP)
+    page.click("#stop")
+    wait_restarted(page)
+    assert_stopped(page, "run")
+    code = examples_of(page)["int8"]
+    result = page.evaluate(RUN, code)
+    assert "error" not in result, result
+    assert_matches_numpy("int8", code, result)
+

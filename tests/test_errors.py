@@ -1,7 +1,10 @@
 """The bad-input catalogue: every way a user can get it wrong, with the typed error it gives.
 
 Each row: a name, the bad input (a function), the exact error class, and phrases the message
-must contain: what is wrong AND how to fix it.
+must contain: what is wrong AND how to fix it. More tables, each with its own row format:
+PAGE_PROGRAMS (invalid Python in the page, checked here through web_api and in the page by
+test_browser.py), PAGE_STOPS (interrupted runs in the page: the Stop button, tested in
+test_browser.py) and INTERRUPTED (Ctrl-C during a realize in CPython).
 """
 from __future__ import annotations
 
@@ -172,6 +175,142 @@ CATALOGUE = [
 ]
 
 
+# ---- invalid Python in the page ----
+# The page's worker runs a program through web_api (compile_program, then run_program); the error
+# it gets back is what the page shows next to the code. Each row: a name, the program, the error
+# type the page shows, the program line it points at (None: no line) and phrases of its message.
+# The same rows run in the page itself in tests/test_browser.py (test_invalid_program_in_the_page),
+# which also checks that the editor keeps the text.
+PAGE_PROGRAMS = [
+  ("syntax error in the page", "x = Tensor([1.0, 2.0])\nout = (x +\n", "SyntaxError", 2,
+   ["'(' was never closed"]),
+  ("indentation error in the page", "x = Tensor([1.0])\n  out = x\n", "IndentationError", 2,
+   ["unexpected indent"]),
+  ("undefined name in the page", "x = Tensor([1.0, 2.0])\n\nout = x + not_defined\n",
+   "NameError", 3, ["name 'not_defined' is not defined"]),
+  ("exception raised mid-program in the page",
+   "x = Tensor([1.0, 2.0])\nscale = 1 / 0\nout = x * scale\n", "ZeroDivisionError", 2,
+   ["division by zero"]),
+  ("user raise in the page",
+   "x = Tensor([1.0, 2.0])\nraise ValueError('the input is not normalised')\nout = x\n",
+   "ValueError", 2, ["the input is not normalised"]),
+  ("unknown Tensor method in the page", "x = Tensor([1.0])\nout = x.no_such_method()\n",
+   "AttributeError", 2, ["no attribute 'no_such_method'"]),
+  ("kernelgen typed error in the page", "a = Tensor([[1.0, 2.0]])\nout = a @ a\n", "ShapeError",
+   2, ["matmul of shapes (1, 2) and (1, 2)", "inner dims 2 and 1 must match", "transpose"]),
+  ("typed error inside a program's function",
+   "def total(t):\n  return t.sum(axis=3)\n\nout = total(Tensor([1.0, 2.0]))\n", "ShapeError", 2,
+   ["axis 3 is out of range for a tensor with 1 dims", "-1..0"]),
+  ("a string in a page expression", "out = Tensor([1.0]) + 'x'\n", "DTypeError", 1,
+   ["cannot use str in a tensor expression", "use a Tensor or a Python number"]),
+  ("program without out", "x = Tensor([1.0, 2.0])\nresult = x * 2\n", "ProgramError", None,
+   ["must assign its result to `out`", "out = x @ w"]),
+  ("out not a tensor", "out = 3\n", "ProgramError", None,
+   ["`out` must be a Tensor, not int", "wrap values with Tensor(...)"]),
+]
+
+# ---- interrupted runs ----
+# In the page: the Stop button (or Esc, Ctrl/Cmd+.) ends the worker and boots a fresh one (on a
+# cross-origin isolated page it raises KeyboardInterrupt in Python first). What the page shows
+# is asserted in tests/test_browser.py, in the test each row names.
+PAGE_STOPS = [
+  ("stop an endless loop in the page", "test_stop_ends_an_endless_loop_and_the_next_run_works"),
+  ("stop during a WebGPU dispatch", "test_stop_during_a_webgpu_dispatch_leaves_no_stale_result"),
+  ("late reply of a stopped run", "test_a_late_reply_of_a_stopped_run_is_ignored"),
+  ("stop during compile", "test_stop_during_compile_and_compile_again"),
+  ("run clicked twice", "test_run_clicked_twice_runs_once"),
+  ("stop while offline", "test_stop_restarts_python_offline"),
+  ("stop on a cross-origin isolated page",
+   "test_stop_on_an_isolated_page_interrupts_python_in_place"),
+  ("stop a run's background reference check", "test_stop_ends_a_background_reference_check"),
+]
+
+
+@pytest.mark.parametrize("code, error, line, phrases",
+                         [pytest.param(c, e, ln, ph, id=name)
+                          for name, c, e, ln, ph in PAGE_PROGRAMS])
+def test_invalid_program_gives_what_the_page_shows(code, error, line, phrases):
+  from kernelgen import web_api
+  for result in (web_api.compile_program(code, "sm_80", "wgsl"),
+                 web_api.run_program(code, "PYTHON")):
+    assert result["ok"] is False, result
+    shown = result["error"]
+    assert (shown["type"], shown["line"]) == (error, line), shown
+    for phrase in phrases:
+      assert phrase in shown["message"], f"{phrase!r} missing from: {shown['message']}"
+
+
+def test_each_page_stop_is_tested_in_the_browser():
+  source = (__import__("pathlib").Path(__file__).parent / "test_browser.py").read_text()
+  for name, test in PAGE_STOPS:
+    assert f"def {test}(" in source, f"{name}: no {test} in test_browser.py"
+
+
+# In CPython: Ctrl-C (KeyboardInterrupt) while a realize of a 6-kernel program is running. Each
+# row: a name, the device, the function that is interrupted ("runtime.run": a runtime method;
+# "linearize": a compiler pass) and on which of its calls. The interrupt must come through as
+# itself, the result must not be marked realized with partial data, and realizing again (and a
+# fresh copy of the program) must give numpy's numbers.
+INTERRUPTED = [
+  ("Ctrl-C after the first kernel on PYTHON", "PYTHON", "run", 2),
+  ("Ctrl-C after the first kernel on PTXSIM", "PTXSIM", "run", 2),
+  ("Ctrl-C after the first kernel on WEBGPU", "WEBGPU", "run", 2),
+  ("Ctrl-C in the last kernel on PYTHON", "PYTHON", "run", 6),
+  ("Ctrl-C while uploading an input on PYTHON", "PYTHON", "copyin", 1),
+  ("Ctrl-C while uploading an input on WEBGPU", "WEBGPU", "copyin", 2),
+  ("Ctrl-C while compiling the second kernel", "PYTHON", "linearize", 2),
+  ("Ctrl-C while reading the result back", "PYTHON", "copyout", 1),
+]
+
+X = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+WEIGHT = [[1.0, -1.0], [0.5, 2.0], [-3.0, 1.0]]
+
+
+def interrupted_program(device: str) -> Tensor:
+  x, w = Tensor(X, device=device), Tensor(WEIGHT, device=device)
+  return (x @ w).relu().softmax(axis=1) + (x.sum(axis=0).reshape(1, 3) @ w)
+
+
+def interrupted_expected():
+  import numpy as np
+  x, w = np.array(X, np.float32), np.array(WEIGHT, np.float32)
+  h = np.maximum(x @ w, 0)
+  e = np.exp(h - h.max(axis=1, keepdims=True))
+  return e / e.sum(axis=1, keepdims=True) + x.sum(axis=0, keepdims=True) @ w
+
+
+@pytest.mark.parametrize("device, where, call",
+                         [pytest.param(d, w, c, id=name) for name, d, w, c in INTERRUPTED])
+def test_interrupted_realize_leaves_kernelgen_consistent(monkeypatch, device, where, call):
+  import numpy as np
+  from kernelgen import linearize
+  from kernelgen.device import Device
+  from kernelgen.schedule import schedule
+  if device == "WEBGPU":
+    from tools import wgpu_adapter
+    wgpu_adapter()                                   # skips (or fails) without an adapter
+  out = interrupted_program(device)
+  assert len(schedule([out.node])) == 6
+  owner = linearize if where == "linearize" else type(Device[device])
+  real, calls = getattr(owner, where), []
+
+  def interrupt(*args, **kwargs):
+    calls.append(where)
+    if len(calls) == call:
+      raise KeyboardInterrupt
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(owner, where, interrupt)
+  with pytest.raises(KeyboardInterrupt) as info:
+    out.numpy()
+  assert type(info.value) is KeyboardInterrupt and len(calls) == call
+  assert out.node.realized is (where == "copyout"), out.node
+  monkeypatch.setattr(owner, where, real)
+  expected = interrupted_expected()
+  np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(interrupted_program(device).numpy(), expected, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("bad_input, error, phrases",
                          [pytest.param(fn, err, ph, id=name) for name, fn, err, ph in CATALOGUE])
 def test_bad_input_gives_typed_error(bad_input, error, phrases):
@@ -187,7 +326,8 @@ def test_bad_input_gives_typed_error(bad_input, error, phrases):
 
 
 def test_catalogue_has_at_least_40_distinct_bad_inputs():
-  names = [name for name, *_ in CATALOGUE]
+  names = [name for table in (CATALOGUE, PAGE_PROGRAMS, PAGE_STOPS, INTERRUPTED)
+           for name, *_ in table]
   assert len(set(names)) == len(names) >= 40
 
 

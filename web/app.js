@@ -4,13 +4,18 @@ import { createKernelgen } from './kernelgen.js';
 import { defineKernelModes } from './ace-modes.js';
 import { EXAMPLES, DEFAULT_EXAMPLE } from './examples.js';
 import { makeZip } from './zip.js';
-import { showError, showKernels, showResult, showVerify } from './views.js';
+import { el, showError, showKernels, showResult, showVerify } from './views.js';
 
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = 'kernelgen.program';
 const PARAMS = new URLSearchParams(location.search);
+// token: the id of the current action (run, compile, verify); Stop bumps it, and whatever an
+// older action gets back later is dropped. pending: background work of earlier runs (PTX, the
+// reference check). restarting: Stop at work (an interrupt, or a fresh worker's boot); stopping:
+// what it returns.
 const state = { kg: null, compiled: null, selected: 0, busy: false, marker: null, device: null,
-  generation: 0, background: null };
+  generation: 0, background: null, token: 0, pending: new Set(), restarting: null, options: null,
+  startedAt: 0, action: null, work: null, stopping: null };
 
 function log(line) {
   const status = $('status');
@@ -150,21 +155,57 @@ function showDevice(info) {
 
 // ---- actions ----
 
-async function busy(work) {
-  if (state.busy) return undefined;
-  state.busy = true;
-  document.body.dataset.busy = '1';
-  for (const id of ['run', 'compile', 'verify']) $(id).disabled = true;
+// What an action that Stop ended returns (and what the page says about it).
+const STOPPED = 'stopped by you: Python was restarted, so the variables and results of earlier ' +
+  'runs are gone; your program is unchanged, run it again';
+const INTERRUPTED = 'stopped by you: KeyboardInterrupt in Python, which keeps running (nothing ' +
+  'was restarted); your program is unchanged, run it again';
+
+// Run, Compile and Verify while no action runs and Python is up; Stop while something runs.
+function setButtons() {
+  const ready = Boolean(state.kg) && !state.busy && !state.restarting;
+  for (const id of ['run', 'compile', 'verify']) $(id).disabled = !ready;
+  $('stop').disabled = Boolean(state.restarting) || !(state.busy || state.pending.size);
+  document.body.dataset.busy = ready ? '0' : '1';
+}
+
+const current = (token) => token === state.token;
+
+// One action at a time (a second Run while one runs is ignored); `task(token)` gets the action's
+// id. An action that Stop ended returns what stop() does ({stopped, error}) whatever its calls
+// answer later.
+async function busy(task, action) {
+  if (state.busy || state.restarting || !state.kg) return undefined;
+  const token = ++state.token;
+  Object.assign(state, { busy: true, action, startedAt: performance.now() });
+  setButtons();
   try {
-    return await work();
+    state.work = task(token);
+    const result = await state.work;
+    return current(token) ? result : state.stopping;
   } catch (error) {
+    if (!current(token)) return state.stopping;
     reportError(error);
     return { error: { type: error.type, message: error.message, line: error.line } };
   } finally {
-    state.busy = false;
-    document.body.dataset.busy = '0';
-    for (const id of ['run', 'compile', 'verify']) $(id).disabled = false;
+    if (current(token)) state.busy = false;
+    setButtons();
   }
+}
+
+function stoppedResult(message) {
+  return { stopped: true, error: { type: 'Stopped', message, line: null } };
+}
+
+// Background work of a run (PTX, the reference check): Stop can end it too.
+function track(promise) {
+  state.pending.add(promise);
+  setButtons();
+  promise.finally(() => {
+    state.pending.delete(promise);
+    setButtons();
+  });
+  return promise;
 }
 
 // A target whose compile is still on its way (PTX compiles after WGSL, in the background of a run).
@@ -209,6 +250,7 @@ async function compileWgslThenPtx() {
   const code = state.editor.getValue();
   const arch = state.arch();
   const wgsl = await compileTarget(code, arch, 'wgsl');
+  if (generation !== state.generation) throw new Error('stopped');  // busy() drops it
   state.compiled = { wgsl, ptx: PENDING, arch };
   state.selected = 0;
   showSources();
@@ -223,15 +265,16 @@ async function compileWgslThenPtx() {
 }
 
 async function compile() {
-  return busy(async () => {
+  return busy(async (token) => {
     clearError();
     const { compiled, ptxDone } = await compileWgslThenPtx();
     await ptxDone;
+    if (!current(token)) return null;
     const failed = [compiled.wgsl, compiled.ptx].find((target) => !target.ok);
     if (failed) reportError(failed.error);
     else document.body.dataset.last = 'compile';
     return compiled;
-  });
+  }, 'compile');
 }
 
 function kernelElements(target) {
@@ -253,7 +296,7 @@ async function checkLater(code, result, generation) {
 // PTX and the comparison with the PYTHON reference (result.checked resolves to it).
 async function run() {
   let background = null;
-  const outcome = await busy(async () => {
+  const outcome = await busy(async (token) => {
     clearError();
     const { compiled, generation, ptxDone } = await compileWgslThenPtx();
     const elements = kernelElements(compiled.wgsl);
@@ -261,6 +304,7 @@ async function run() {
     const code = state.editor.getValue();
     const result = await state.kg.run(code, { device: state.device,
       reference: check ? 'later' : false }).catch((error) => ({ failed: error }));
+    if (!current(token)) return result;  // a late answer for a run that Stop ended: dropped
     if (result.failed) {
       await ptxDone;
       throw result.failed;
@@ -271,9 +315,10 @@ async function run() {
     }
     showRun(result);
     const checked = check ? checkLater(code, result, generation) : Promise.resolve(null);
-    background = result.checked = Promise.all([ptxDone, checked]).then(([, reference]) => reference);
+    background = result.checked = track(Promise.all([ptxDone, checked])
+      .then(([, reference]) => reference));
     return result;
-  });
+  }, 'run');
   state.background = background || state.background;
   return outcome;
 }
@@ -294,12 +339,134 @@ async function idle() {
 }
 
 async function verify() {
-  return busy(async () => {
+  return busy(async (token) => {
     const result = await state.kg.verify(state.editor.getValue(), { arch: state.arch() });
+    if (!current(token)) return null;
     showVerify($('results'), result);
     document.body.dataset.last = 'verify';
     return result;
-  });
+  }, 'verify');
+}
+
+// ---- stop ----
+
+// How long a KeyboardInterrupt may take to end the running action before the worker is ended.
+const INTERRUPT_MS = 2000;
+
+// Stop. On a cross-origin isolated page Python is interrupted in place first (Pyodide's
+// interrupt buffer needs a SharedArrayBuffer): KeyboardInterrupt ends the running command and
+// Python keeps its state. Otherwise, or when that does not end the action soon (a GPU wait, a
+// command queued behind), the worker is ended and a fresh one boots from this site (the browser
+// and the service worker cache its files). The editor keeps its text either way; whatever the
+// stopped action still gets back is dropped (state.token, state.generation).
+async function stop() {
+  if (state.restarting || !(state.busy || state.pending.size)) return null;
+  const seconds = (performance.now() - state.startedAt) / 1000;
+  const what = state.busy ? state.action : 'background check';
+  const gpu = state.device === 'WEBGPU' && what === 'run';
+  const work = state.busy ? state.work : null;
+  let finish;
+  state.stopping = new Promise((resolve) => { finish = resolve; });
+  state.token++;
+  state.generation++;
+  Object.assign(state, { busy: false, background: null });
+  clearError();
+  if (state.compiled) {
+    for (const target of ['wgsl', 'ptx']) {
+      if (state.compiled[target].pending) {
+        state.compiled[target] = { ok: false, error: { type: 'Stopped', message: STOPPED } };
+      }
+    }
+    showSources();
+  }
+  document.body.dataset.last = 'stopped';
+  document.body.dataset.ready = 'stopping';
+  state.restarting = (async () => {
+    if (work && state.kg.info.interrupt && await interruptPython(work)) {
+      showStopped(what, seconds, 'interrupted');
+      log(`${what} stopped by you after ${seconds.toFixed(1)} s: KeyboardInterrupt in Python, ` +
+        'which keeps running (no restart)');
+      return 'interrupted';
+    }
+    endWorker(what, seconds, gpu);
+    return (await restartPython(what)) ? 'restarted' : 'failed';
+  })();
+  setButtons();
+  const how = await state.restarting;
+  state.restarting = null;
+  setButtons();
+  document.body.dataset.ready = how === 'failed' ? 'error' : 'true';
+  const result = stoppedResult(how === 'interrupted' ? INTERRUPTED : STOPPED);
+  finish(result);
+  return result;
+}
+
+// KeyboardInterrupt in the worker's Python; true when it ended the action within INTERRUPT_MS
+// (the action's own command raised it, so Python took it there and nowhere else).
+async function interruptPython(work) {
+  const interrupt = state.kg.info.interrupt;
+  Atomics.store(interrupt, 0, 2);  // SIGINT
+  const outcome = work.then((value) => value?.failed, (error) => error);
+  const late = new Promise((resolve) => { setTimeout(() => resolve(null), INTERRUPT_MS); });
+  if ((await Promise.race([outcome, late]))?.type === 'KeyboardInterrupt') return true;
+  Atomics.store(interrupt, 0, 0);  // not taken by the action: the worker is ended instead
+  return false;
+}
+
+function endWorker(what, seconds, gpu) {
+  const old = state.kg;
+  Object.assign(state, { kg: null, device: null });
+  state.pending.clear();
+  old.terminate();  // its calls reject now; their actions are stale, so nothing is shown
+  showStopped(what, seconds, gpu ? 'restart-gpu' : 'restart');
+  log(`${what} stopped by you after ${seconds.toFixed(1)} s: restarting Python (a fresh ` +
+    'interpreter: variables and results of earlier runs are gone)…');
+  $('device').textContent = 'restarting…';
+  document.body.dataset.ready = 'restarting';
+}
+
+// The note in the results panel; a stopped background check leaves its run's result shown.
+function showStopped(what, seconds, how) {
+  const kept = how === 'interrupted';
+  const note = el('p', { class: 'stopped', id: 'stopped' },
+    el('b', {}, 'Stopped by you'), ` (${what}, after ${seconds.toFixed(1)} s). ` + (kept
+      ? 'KeyboardInterrupt in Python, which keeps running (this page can interrupt it in ' +
+        'place: nothing was restarted). Your program is unchanged.'
+      : 'Python is restarted (a fresh interpreter: variables and results of earlier runs are ' +
+        'gone). Your program is unchanged. '),
+    kept ? null : el('span', { id: 'restart-state' }, 'Restarting Python…' +
+      (how === 'restart-gpu' ? ' (GPU work the run already sent finishes first: on a ' +
+        'software adapter this can take a while)' : '')));
+  if (what !== 'background check') {
+    $('results').replaceChildren(note);
+    $('result-meta').textContent = '';
+    return;
+  }
+  $('reference-pending')?.replaceWith(el('span', { class: 'badge note' },
+    'not checked against the PYTHON reference: stopped'));
+  $('results').prepend(note);
+}
+
+// A fresh worker (Pyodide, kernelgen, the GPU device); false when it does not boot.
+async function restartPython(what) {
+  const start = performance.now();
+  const onProgress = ({ step, state: phase, ms }) => {
+    if (phase === 'done') log(`  restart ${step}: ${(ms / 1000).toFixed(2)} s`);
+  };
+  try {
+    const kg = await createKernelgen({ ...state.options, onProgress });
+    Object.assign(state, { kg, device: kg.info.device });
+    showDevice(kg.info);
+    const seconds = ((performance.now() - start) / 1000).toFixed(2);
+    log(`${what} stopped by you; Python restarted in ${seconds} s (a fresh interpreter): ready`);
+    const note = $('restart-state');
+    if (note) note.textContent = `Python is ready again (restarted in ${seconds} s): Run.`;
+    return true;
+  } catch (error) {
+    log(`error: Python did not restart: ${error.message}`);
+    showNotice(`Python did not restart after Stop (${error.message}): reload the page.`);
+    return false;
+  }
 }
 
 // ---- downloads ----
@@ -344,6 +511,16 @@ function download(kind) {
 // ---- start ----
 
 function bindKeys() {
+  // Esc or Ctrl/Cmd+. stops (caught before the editor sees the key)
+  document.addEventListener('keydown', (event) => {
+    const mod = event.ctrlKey || event.metaKey;
+    const stopKey = event.key === 'Escape' || (mod && event.key === '.');
+    if (stopKey && !$('stop').disabled) {
+      event.preventDefault();
+      event.stopPropagation();
+      stop();
+    }
+  }, true);
   document.addEventListener('keydown', (event) => {
     if (!(event.ctrlKey || event.metaKey)) return;
     if (event.key === 'Enter') {
@@ -355,6 +532,7 @@ function bindKeys() {
     }
   });
   $('run').onclick = run;
+  $('stop').onclick = stop;
   $('compile').onclick = compile;
   $('verify').onclick = verify;
   for (const kind of ['wgsl', 'ptx', 'zip']) $(`download-${kind}`).onclick = () => download(kind);
@@ -362,9 +540,9 @@ function bindKeys() {
 }
 
 async function start() {
-  const options = { webgpu: PARAMS.get('webgpu') !== '0', compatibility: PARAMS.has('compat'),
-    onProgress, early: window.kgEarly };
-  const booting = createKernelgen(options);  // first: Python boots while the editors load
+  state.options = { webgpu: PARAMS.get('webgpu') !== '0', compatibility: PARAMS.has('compat') };
+  // first: Python boots while the editors load
+  const booting = createKernelgen({ ...state.options, onProgress, early: window.kgEarly });
   setupEditors();
   setupExamples();
   bindKeys();
@@ -375,11 +553,11 @@ async function start() {
   log(`Python ${info.python} ready; kernelgen loaded from ${info.file} (${info.kernelgen})`);
   showDevice(info);
   $('loader').classList.add('done');
-  for (const id of ['run', 'compile', 'verify']) $(id).disabled = false;
+  setButtons();
   document.body.dataset.ready = 'true';
 }
 
-window.kgApp = { state, run, compile, verify, download, loadExample, manifest, idle,
+window.kgApp = { state, run, compile, verify, stop, download, loadExample, manifest, idle,
   setCode: (code) => state.editor.setValue(code, 1), getCode: () => state.editor.getValue() };
 
 if ('serviceWorker' in navigator && !PARAMS.has('nosw')) {

@@ -7,6 +7,8 @@
 //
 // Messages in:  {id, cmd, args}  with cmd one of boot, compile, run, reference, verify, selftest,
 //               loseDevice, info
+// Stop: a cross-origin isolated page gets Pyodide's interrupt buffer from boot and writes 2 into
+// it (KeyboardInterrupt in the running command); any other page terminates this worker.
 // Messages out: {type: 'progress', step, state, ms, at, loaded, total}   (at: epoch ms)
 //               {id, ok: true, result} | {id, ok: false, error: {type, message, line, ...}}
 import { loadPyodide } from '../pyodide/pyodide.mjs';
@@ -15,7 +17,9 @@ import { GpuExecutor } from './gpu.js';
 const PYODIDE_URL = new URL('../pyodide/', import.meta.url).href;
 // The runtime's big files: their bytes drive the page's progress bar.
 const RUNTIME_FILES = ['pyodide.asm.wasm', 'python_stdlib.zip'];
-const state = { pyodide: null, api: null, gpu: null, gpuInfo: null, jspi: false };
+// interrupt: Pyodide's interrupt buffer, on a cross-origin isolated page only (it needs a
+// SharedArrayBuffer): the page writes 2 (SIGINT) and Python raises KeyboardInterrupt.
+const state = { pyodide: null, api: null, gpu: null, gpuInfo: null, jspi: false, interrupt: null };
 
 function post(message, transfer = []) {
   self.postMessage(message, transfer);
@@ -89,12 +93,16 @@ async function boot({ compatibility = false, webgpu = true } = {}) {
     available: false, reason: 'WebGPU was turned off for this page' });
   Object.assign(state, await python);
   state.jspi = typeof WebAssembly.Suspending === 'function';
+  if (self.crossOriginIsolated && typeof SharedArrayBuffer === 'function') {
+    state.interrupt = new Uint8Array(new SharedArrayBuffer(1));
+    state.pyodide.setInterruptBuffer(state.interrupt);
+  }
   state.gpuInfo = await gpuReady;
   const setup = state.api.setup(state.gpuInfo.available ? state.gpu : undefined, state.jspi);
   const result = toPlain(setup);
   setup.destroy?.();
   enqueue({ cmd: 'warm' });  // runs after this reply: the imports a first compile needs
-  return { ...result, gpu: state.gpuInfo, jspi: state.jspi };
+  return { ...result, gpu: state.gpuInfo, jspi: state.jspi, interrupt: state.interrupt };
 }
 
 // Python results (dicts, lists, bytes) as plain JS objects, typed arrays for bytes.
@@ -127,12 +135,16 @@ async function ensureGpu() {
 
 async function run({ code, device, reference = true }) {
   const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
-  const result = await callPython('run_program', code, device, reference);
-  if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
-  result.recreated = status.recreated;
-  result.lost_reason = status.reason || null;
-  if (device === 'WEBGPU') enqueue({ cmd: 'release' });  // after this reply: free GPU buffers
-  return result;
+  if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
+  try {
+    const result = await callPython('run_program', code, device, reference);
+    if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
+    result.recreated = status.recreated;
+    result.lost_reason = status.reason || null;
+    return result;
+  } finally {  // also after a KeyboardInterrupt (Stop)
+    if (device === 'WEBGPU') enqueue({ cmd: 'release' });  // after this reply: free GPU buffers
+  }
 }
 
 const COMMANDS = {
@@ -170,6 +182,7 @@ function transferables(result) {
 }
 
 async function handle({ id, cmd, args }) {
+  if (state.interrupt) state.interrupt[0] = 0;  // a Stop meant for an earlier command
   try {
     const result = await COMMANDS[cmd](args || {});
     if (id !== undefined) post({ id, ok: true, result }, transferables(result));

@@ -46,10 +46,16 @@ class Buffer:
   def handle(self):
     """The device buffer, allocated (and filled with the host bytes) on first use."""
     if self._handle is None:
-      self._handle = self.runtime.alloc(max(self.nbytes, 1))
+      # kept only once filled: an upload cut short (Ctrl-C) must not leave an empty handle that
+      # the next realize would read as this buffer's data
+      handle = self.runtime.alloc(max(self.nbytes, 1))
       if self._host is not None and self.nbytes:
-        self.runtime.copyin(self._handle, self._host)
-      self._host = None
+        try:
+          self.runtime.copyin(handle, self._host)
+        except BaseException:
+          self.runtime.free(handle)
+          raise
+      self._handle, self._host = handle, None
     return self._handle
 
   def copyout(self) -> bytes:

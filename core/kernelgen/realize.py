@@ -29,6 +29,7 @@ def realize(nodes: list[LazyOp]) -> None:
       compiled = compile_item(item, runtime.target or "python", options)
       # a kernel binds only the buffers it still reads after simplification (by slot)
       runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
+    # only now: a kernel cut short (Ctrl-C, an error) leaves its node unrealized, to run again
     out.buffer, out.src = buffer, ()
 
 
