@@ -407,6 +407,42 @@ def test_run_clicked_twice_runs_once(app):
   app.evaluate("delete kgApp.state.kg.run")
 
 
+SEARCH_RUN = """async (code) => {
+  kgApp.setCode(code);
+  document.getElementById('search').checked = true;
+  try {
+    const r = await kgApp.run();
+    if (!r || r.error) return r || {error: {type: 'busy'}};
+    await r.checked;
+    return {shape: r.shape, dtype: r.dtype, device: r.device, data: Array.from(r.data, Number),
+            reference: r.reference || null, search: r.search || null};
+  } finally {
+    document.getElementById('search').checked = false;
+  }
+}"""
+
+
+def test_search_from_the_page_times_candidates_and_keeps_the_fastest(app):
+  """The search checkbox: each kernel's options are chosen by timing candidates on the page's
+  GPU; the result lists the choices, is right, and a second run finds them cached."""
+  code = ("a = Tensor.rand(48, 40, seed=11) - 0.5\nb = Tensor.rand(40, 36, seed=12) - 0.5\n"
+          "out = (a @ b).relu()\n")
+  result = app.evaluate(SEARCH_RUN, code)
+  assert "error" not in result, result
+  assert result["reference"]["match"], result["reference"]
+  (entry,) = [s for s in result["search"] if s["kernel"].startswith("r_48_36")]
+  assert entry["cached"] is False and entry["candidates"] > 3, entry
+  assert 0 < entry["best_ms"] <= entry["heuristic_ms"], entry
+  table = app.inner_text("#search-table")
+  assert "search chose" in table and entry["chosen"] in table, table
+  again = app.evaluate(SEARCH_RUN, code)
+  assert [s["cached"] for s in again["search"] if s["kernel"] == entry["kernel"]] == [True]
+  assert again["data"] == result["data"]
+  plain = app.evaluate(RUN, code)         # the checkbox off: no search
+  assert "search" not in plain or not plain.get("search")
+  assert not app.is_visible("#search-table")
+
+
 def test_float64_on_webgpu_says_what_to_do_and_the_next_run_works(app):
   result = app.evaluate(RUN, "x = Tensor([1.0, 2.0], dtype=dtypes.float64)\nout = x * 2\n")
   assert "error" in result, result

@@ -91,3 +91,22 @@ def test_release_unreachable_frees_only_buffers_no_tensor_holds():
 
 def test_release_without_an_open_page_gpu_frees_nothing():
   assert web_api.release() == {"ok": True, "freed": 0}
+
+
+def test_run_with_search_lists_what_it_chose_and_leaves_the_mode_off(monkeypatch):
+  import os
+  from kernelgen import optimize
+  monkeypatch.delenv("KERNELGEN_SEARCH", raising=False)
+  optimize._SEARCHED.clear()
+  code = "x = Tensor.arange(64).cast(dtypes.float32)\nout = (x * 3.0 - 1.0).relu()\n"
+  run = web_api.run_program(code, "PTXSIM", reference=True, search=True)
+  assert run["ok"], run
+  assert _floats(run["out"]) == [0.0] + [3.0 * i - 1 for i in range(1, 64)]
+  assert run["out"]["reference"]["match"]
+  (entry,) = run["out"]["search"]
+  assert entry["cached"] is False and entry["candidates"] > 1 and entry["chosen"].startswith("local")
+  assert "KERNELGEN_SEARCH" not in os.environ
+  again = web_api.run_program(code, "PTXSIM", reference=False, search=True)
+  assert [e["cached"] for e in again["out"]["search"]] == [True]
+  assert "search" not in web_api.run_program(CODE, "PTXSIM", reference=False)["out"]
+  optimize._SEARCHED.clear()

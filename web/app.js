@@ -303,7 +303,7 @@ async function run() {
     const check = state.device !== 'PYTHON' && elements <= REFERENCE_LIMIT;
     const code = state.editor.getValue();
     const result = await state.kg.run(code, { device: state.device,
-      reference: check ? 'later' : false }).catch((error) => ({ failed: error }));
+      reference: check ? 'later' : false, search: $('search').checked }).catch((error) => ({ failed: error }));
     if (!current(token)) return result;  // a late answer for a run that Stop ended: dropped
     if (result.failed) {
       await ptxDone;

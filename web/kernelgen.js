@@ -112,8 +112,10 @@ class Kernelgen {
 
   // Run the program; resolves to its `out` as {shape, dtype, data (a typed array)} plus
   // device, timings, seconds, and `reference` (the comparison with PYTHON) when asked for.
-  async run(code, { device = this.device, reference = false } = {}) {
-    const result = await this.callChecked('run', { code, device, reference });
+  // search: time candidate launch options of each kernel on the device and keep the fastest
+  // (cached per kernel for the worker's life); the result's `search` lists the choices.
+  async run(code, { device = this.device, reference = false, search = false } = {}) {
+    const result = await this.callChecked('run', { code, device, reference, search });
     const out = result.out;
     return {
       ...out, data: typedData(out.dtype, out.data), bytes: out.data,

@@ -81,7 +81,19 @@ export function showResult(container, result, { title = 'out' } = {}) {
     comparisonBadge(result.reference),
     el('div', { class: 'preview', id: 'preview' }, previewText(result.shape, result.dtype, result.data)),
     timingsTable(result.timings || [], result.seconds || 0),
+    ...(result.search ? [searchTable(result.search)] : []),
   );
+}
+
+// What the search mode chose for each kernel of the run (web_api.run_program(search=True)).
+function searchTable(search) {
+  const ms = (value) => `${value.toFixed(3)} ms`;
+  const rows = search.map((s) => el('tr', {}, el('td', {}, s.kernel), el('td', {}, s.chosen),
+    el('td', {}, s.cached ? 'cached' : `fastest of ${s.candidates}: ${ms(s.best_ms)} ` +
+      `(heuristic ${ms(s.heuristic_ms)})`)));
+  return el('table', { class: 'timings', id: 'search-table' },
+    el('tr', {}, el('th', {}, 'kernel'), el('th', {}, 'search chose'), el('th', {}, 'timed')),
+    rows.length ? rows : [el('tr', {}, el('td', { colspan: 3 }, 'no kernel ran'))]);
 }
 
 export function showVerify(container, verify) {

@@ -133,11 +133,11 @@ async function ensureGpu() {
   return status;
 }
 
-async function run({ code, device, reference = true }) {
+async function run({ code, device, reference = true, search = false }) {
   const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
   if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
   try {
-    const result = await callPython('run_program', code, device, reference);
+    const result = await callPython('run_program', code, device, reference, search);
     if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
     result.recreated = status.recreated;
     result.lost_reason = status.reason || null;

@@ -319,17 +319,45 @@ def _candidates(item: ScheduleItem, target: str, options: dict) -> list:
 def search(item: ScheduleItem, runtime, handles: list, options: dict | None = None,
            repeats: int = 2) -> Opts:
   """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest: the
-  heuristic's, register tiles with and without workgroup memory, workgroup sizes x upcasts."""
+  heuristic's, register tiles with and without workgroup memory, workgroup sizes x upcasts.
+  Each call appends what it did to SEARCH_LOG (the page shows it)."""
   from .compiler import compile_item
   target = runtime.target or "python"
   key = kernel_key(item, target)
   if key in _SEARCHED:
+    SEARCH_LOG.append({"kernel": item.name, "cached": True, "chosen": describe(_SEARCHED[key])})
     return _SEARCHED[key]
-  best, best_time = None, None
+  best, best_time, first_time, count = None, None, None, 0
   for opts, forced in _candidates(item, target, dict(options or {})):
     compiled = compile_item(item, target, forced)
-    times = [runtime.time_run(compiled, handles, {}) for _ in range(repeats)]
-    if best_time is None or min(times) < best_time:
-      best, best_time = opts, min(times)
+    bound = [handles[b.slot] for b in compiled.buffers]   # what this variant still reads
+    seconds = min(runtime.time_run(compiled, bound, {}) for _ in range(repeats))
+    count += 1
+    first_time = seconds if first_time is None else first_time
+    if best_time is None or seconds < best_time:
+      best, best_time = opts, seconds
   _SEARCHED[key] = best
+  SEARCH_LOG.append({"kernel": item.name, "cached": False, "chosen": describe(best),
+                     "candidates": count, "best_ms": best_time * 1e3,
+                     "heuristic_ms": first_time * 1e3})
   return best
+
+
+# what each search call did, in order: {kernel, cached, chosen, candidates, best_ms,
+# heuristic_ms} (the caller clears it when it wants only its own)
+SEARCH_LOG: list[dict] = []
+
+
+def describe(opts: Opts) -> str:
+  """Launch options in words, e.g. "local 256, tile 8x8, staged 16x16 step 8"."""
+  if opts.group:
+    return f"grouped reduction, {opts.group} threads per output" + \
+      (" (subgroups)" if opts.subgroups else "")
+  words = [f"local {opts.local}"]
+  if opts.upcast > 1:
+    words.append(f"upcast {opts.upcast}")
+  if opts.tile:
+    words.append(f"tile {opts.tile[0]}x{opts.tile[1]}")
+  if opts.stage:
+    words.append(f"staged {opts.stage[0]}x{opts.stage[1]} step {opts.stage[2]}")
+  return ", ".join(words)

@@ -201,6 +201,24 @@ def _run_on(code: str, device: str) -> dict:
   return data
 
 
+def _searching(code: str, device: str) -> dict:
+  """_run_on with the search mode on (KERNELGEN_SEARCH=1 for this run only)."""
+  import os
+  from . import optimize
+  previous = os.environ.get("KERNELGEN_SEARCH")
+  os.environ["KERNELGEN_SEARCH"] = "1"
+  optimize.SEARCH_LOG.clear()
+  try:
+    result = _run_on(code, device)
+  finally:
+    if previous is None:
+      os.environ.pop("KERNELGEN_SEARCH", None)
+    else:
+      os.environ["KERNELGEN_SEARCH"] = previous
+  result["search"] = list(optimize.SEARCH_LOG)
+  return result
+
+
 def _reference(code: str, result: dict) -> dict:
   try:
     reference = _run_on(code, "PYTHON")
@@ -213,13 +231,16 @@ def _reference(code: str, result: dict) -> dict:
 _LAST_RUN: dict = {}
 
 
-def run_program(code: str, device: str = "WEBGPU", reference: bool | str = True) -> dict:
+def run_program(code: str, device: str = "WEBGPU", reference: bool | str = True,
+                search: bool = False) -> dict:
   """Run the program on `device`; with `reference` True, compare with the PYTHON interpreter
   now; with "later", keep the result for `check_reference(code)` (the page shows the result
-  first and compares afterwards)."""
+  first and compares afterwards). With `search`, each kernel's launch options are chosen by
+  timing candidates on the device (optimize.search, cached per kernel for the session); the
+  result's "search" lists what was chosen."""
   def work():
     _LAST_RUN.clear()
-    result = _run_on(code, device)
+    result = _searching(code, device) if search else _run_on(code, device)
     if reference == "later" and device != "PYTHON":
       _LAST_RUN.update(code=code, result=result)
     elif reference and device != "PYTHON":
