@@ -1,5 +1,7 @@
 """float64 exp2, log2 and sin from adds, multiplies and bit operations, for targets whose only
-transcendental instructions are float32 approximations (PTX: ex2/lg2/sin.approx.f32).
+transcendental instructions are float32 approximations (PTX: ex2/lg2/sin.approx.f32), and a
+float32 sin for targets whose float32 sin is only roughly accurate (WGSL promises 2**-11 absolute
+on [-pi, pi] and nothing outside; PTX's sin.approx.f32 2**-20.9 within 100 pi).
 
 Each is a range reduction done exactly in float64 and a Taylor polynomial with enough terms
 that its truncation error is below half an ulp; the results are within a few ulp (about 1e-15
@@ -112,5 +114,47 @@ def sin_f64(x: UOp) -> UOp:
   return exact.where(out, fallback)
 
 
+# float32 sin: pi/2 in five 7-bit parts and a float32 tail, so that k * part is exact for
+# |k| < 2**17 and every subtraction but the last is exact (the reduced argument is off by less
+# than 2**-40 + half an ulp; no fused multiply-add needed, and one changes nothing)
+SIN32_EXACT_LIMIT = 2.0 ** 17   # beyond it (finite), sin32 falls back to the native instruction
+NATIVE = "native"               # arg of a SIN that stays the target's instruction (not rewritten)
+_P32 = []
+_rest = _PI / 2
+for _ in range(5):
+  _P32.append(_split(_rest, 7))
+  _rest -= Fraction(_P32[-1])
+_P32.append(_split(_rest, 24))
+_SIN32 = [(-1) ** k / math.factorial(2 * k + 1) for k in range(1, 5)]
+_COS32 = [(-1) ** k / math.factorial(2 * k) for k in range(1, 6)]
+
+
+def sin_f32(x: UOp) -> UOp:
+  """sin(x) in float32 (float16 computed in float32): x = k pi/2 + r with |r| <= pi/4 (six-part
+  pi/2), then +-sin(r) or +-cos(r) by k mod 4 (Taylor polynomials). NaN and +-inf give NaN,
+  -0.0 gives -0.0; finite |x| >= SIN32_EXACT_LIMIT uses the native instruction."""
+  if x.dtype.scalar != dtypes.float32:
+    f32 = dtypes.float32.vec(x.dtype.count)
+    return sin_f32(x.cast(f32)).cast(x.dtype)
+  i32 = dtypes.int32.vec(x.dtype.count)
+  size = x.alu(Ops.MAX, -x)
+  exact = size.lt(SIN32_EXACT_LIMIT)
+  xc = exact.where(x, x.const_like(0.0))
+  k = _round(xc * (2 / math.pi))
+  r = xc
+  for part in _P32:
+    r = r - k * part
+  r2 = r * r
+  sin_r = r + r * r2 * _poly(r2, _SIN32)
+  cos_r = 1.0 + r2 * _poly(r2, _COS32)
+  quadrant = k.cast(i32)
+  out = (quadrant & 1).eq(1).where(cos_r, sin_r)
+  out = (quadrant & 2).eq(2).where(-out, out)
+  native = size.lt(math.inf).where(UOp(Ops.SIN, x.dtype, (x,), NATIVE), x.const_like(math.nan))
+  return exact.where(x.eq(0.0).where(x, out), native)   # +-0 keep their sign
+
+
 # op -> its float64 decomposition
 FLOAT64 = {Ops.EXP2: exp2_f64, Ops.LOG2: log2_f64, Ops.SIN: sin_f64}
+# op -> its precise float32 (and float16) decomposition
+FLOAT32 = {Ops.SIN: sin_f32}

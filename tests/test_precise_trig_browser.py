@@ -1,0 +1,56 @@
+"""The page's WebGPU (SwiftShader, whose sin/cos are only as accurate as WGSL demands: 2**-11
+absolute on [-pi, pi]) now matches the PYTHON reference for programs with randn, cos and sin of
+large arguments: the WGSL renderer rewrites sin into float32 range reduction and polynomial
+(rules/transcendental.py). With fast_math=True the native builtin comes back, and so does the
+mismatch (the negative control: the check can fail)."""
+from __future__ import annotations
+
+import pytest
+
+from browser_util import local_page
+from test_browser import RUN, boot, site  # noqa: F401 - site: the assembled page, served
+
+pytestmark = pytest.mark.timeout(900)
+
+PROGRAMS = {
+  "randn": "out = Tensor.randn(64, 64, seed=0)\n",
+  "cos": "x = Tensor.rand(64, 64, seed=1) * 6.28\nout = x.cos()\n",
+  "sin": "x = Tensor.rand(256, seed=1) * 100\nout = x.sin() * x.exp2().log2()\n",
+}
+
+# the page's WEBGPU device renders with fast_math=True (native sin)
+FAST_MATH = """import kernelgen as kg
+_rt = kg.Device["WEBGPU"]
+_base = _rt.render_options
+_rt.render_options = lambda: {**_base(), "fast_math": True}
+"""
+RESTORE = """import kernelgen as kg
+_rt = kg.Device["WEBGPU"]
+_rt.__dict__.pop("render_options", None)
+out = Tensor([1.0])
+"""
+
+
+@pytest.fixture(scope="module")
+def page(site, chromium):  # noqa: F811
+  with local_page(chromium, service_workers="block") as page:
+    boot(page, site.url("index.html"))
+    yield page
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_trig_programs_match_the_reference_on_the_page(page, name):
+  result = page.evaluate(RUN, PROGRAMS[name])
+  assert "error" not in result, result
+  assert result["device"] == "WEBGPU"
+  assert result["reference"]["ok"] and result["reference"]["match"], result["reference"]
+
+
+def test_fast_math_brings_back_the_native_error(page):
+  try:
+    result = page.evaluate(RUN, FAST_MATH + PROGRAMS["sin"])
+    assert "error" not in result, result
+    assert result["reference"]["ok"] and not result["reference"]["match"], result["reference"]
+    assert result["reference"]["max_abs_error"] > 1e-3, result["reference"]
+  finally:
+    page.evaluate(RUN, RESTORE)
