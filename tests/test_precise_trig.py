@@ -1,5 +1,6 @@
 """float32 sin from adds, multiplies and bit operations (rules/transcendental.py sin_f32), the
-default for WGSL and PTX (fast_math=True keeps the native instruction), vs numpy's float64 sin.
+default for WGSL and PTX (fast_math=True keeps the native instruction), vs numpy's float64 sin;
+and log2_f32, the default for WGSL.
 
 The rewrite is run three ways: by the PYTHON interpreter on the rewritten graph (exact IEEE float32
 per op), on WEBGPU (wgpu/lavapipe) and on PTXSIM. Measured max error, in float32 ulps of the
@@ -7,6 +8,8 @@ float64 result, the same on all three: tiny (1e-38..1e-3) 0.47, [-pi, pi] 1.50, 
 |x| < 1.31e5 2.80, float32 neighbours of k pi/2 (k < 80000) 1.45. NaN and +-inf give NaN, +-0.0
 and subnormals give themselves. Finite |x| >= 2**17 uses the native instruction (documented limit).
 cos(x) is sin(pi/2 - x) with pi/2 - x rounded to float32 (tensor_ops), on every target alike.
+log2, measured max ulp (interpreter and WEBGPU alike): [0.99, 1.01] 3.5, [0.5, 2] 3.2, normal
+2.4, subnormal 0.5; +-0 -> -inf, inf -> inf, negative, -inf and NaN -> NaN.
 """
 from __future__ import annotations
 
@@ -70,8 +73,9 @@ def python_rewrite(monkeypatch):
 
   def rewrite(x):
     rewrites.append(x)
-    return FLOAT32[Ops.SIN](x.src[0])
-  rule = PatternMatcher([(UPat(Ops.SIN, name="x", custom=lambda x: x.arg != NATIVE), rewrite)])
+    return FLOAT32[x.op](x.src[0])
+  rule = PatternMatcher([(UPat((Ops.SIN, Ops.LOG2), name="x", custom=lambda x: x.arg != NATIVE),
+                          rewrite)])
   shim = types.SimpleNamespace(legalize=lambda sink, **_: graph_rewrite(sink, rule),
                                render=lambda kernel, **_: kernel)
   real = compiler._renderer
@@ -157,3 +161,45 @@ def test_ptx_with_precise_sin_assembles(arch):
     compiled = _compiled("ptx", {"arch": arch}, dtype)
     assert "cvt.rzi.f32.f32" in compiled.source
     ptxas_check(compiled.source, arch)
+
+
+# ---- log2 (WGSL only: its builtin promises 2**-21 absolute on [0.5, 2], so log(x) near 1 is off
+# by up to 2**-21 / |log(x)| relative; exp2 is left native: its bound, 3 + 2|x| ulp, is relative)
+
+def log_ranges(count: int) -> dict[str, tuple[np.ndarray, float]]:
+  return {"near 1": (f32(RNG.uniform(0.99, 1.01, count)), 4),
+          "[0.5, 2]": (f32(RNG.uniform(0.5, 2, count)), 4),
+          "normal": (f32(np.exp2(RNG.uniform(-126, 128, count))), 3),
+          "subnormal": (f32(np.exp2(RNG.uniform(-149, -126, count))), 1)}
+
+
+LOG_SPECIAL = f32([0.0, -0.0, np.inf, -np.inf, np.nan, -1.0, 1.0, 2.0, 0.5, 1e-45])
+LOG_WANT = [-np.inf, -np.inf, np.inf, np.nan, np.nan, np.nan, 0.0, 1.0, -1.0, -149.0]
+
+
+def check_log(device: str, count: int) -> None:
+  for name, (x, bound) in log_ranges(count).items():
+    got = Tensor(x, device=device).log2().numpy()
+    error = ulps(got, np.log2(x.astype(np.float64))).max()
+    assert error <= bound, (name, error)
+  got = Tensor(LOG_SPECIAL, device=device).log2().numpy()
+  np.testing.assert_array_equal(got, f32(LOG_WANT))
+
+
+def test_log2_rewrite_in_the_interpreter_is_within_a_few_ulp(python_rewrite):
+  check_log("PYTHON", 300)
+
+
+def test_log2_on_webgpu_is_within_a_few_ulp():
+  check_log("WEBGPU", 4000)
+
+
+def test_log2_fast_math_keeps_the_builtin():
+  x = Tensor(f32([0.5, 1.5]), device="PYTHON")
+  (item,) = schedule([x.log2().node])
+  for options, count in (({}, 0), ({"fast_math": True}, 1)):
+    compiled = compiler.compile_item(item, "wgsl", options)
+    assert sum(u.op is Ops.LOG2 for u in compiled.kernel.uops) == count
+    assert ("log2(" in compiled.launch.source) == bool(count)
+    wgsl_validate(compiled.launch.source, compiled.launch.entry_point)
+    tint_validate(compiled.launch.source, compiled.launch.entry_point)

@@ -154,7 +154,27 @@ def sin_f32(x: UOp) -> UOp:
   return exact.where(x.eq(0.0).where(x, out), native)   # +-0 keep their sign
 
 
+def log2_f32(x: UOp) -> UOp:
+  """log2(x) in float32 (float16 computed in float32), as log2_f64: x = m * 2**e with m in
+  [sqrt(1/2), sqrt(2)), log2(m) = 2 atanh(s) / ln 2 with s = (m - 1) / (m + 1); subnormals are
+  scaled by 2**24 first. Relative error a few ulp also near x = 1 (WGSL promises only 2**-21
+  absolute on [0.5, 2])."""
+  if x.dtype.scalar != dtypes.float32:
+    return log2_f32(x.cast(dtypes.float32.vec(x.dtype.count))).cast(x.dtype)
+  i32 = dtypes.int32.vec(x.dtype.count)
+  tiny = x.lt(2.0 ** -126)
+  bits = tiny.where(x * 2.0 ** 24, x).bitcast(i32)
+  e = ((bits >> 23) & 0xFF) - _pick(tiny, bits, 127 + 24, 127)
+  m = ((bits & 0x7FFFFF) | 0x3F800000).bitcast(x.dtype)
+  big = x.const_like(math.sqrt(2.0)).lt(m)
+  m, e = big.where(m * 0.5, m), e + _pick(big, e, 1, 0)
+  s = (m - 1.0) / (m + 1.0)
+  out = e.cast(x.dtype) + s * _poly(s * s, _ATANH[:6]) * (2 / LN2)
+  out = x.eq(math.inf).where(x, x.eq(0.0).where(x.const_like(-math.inf), out))
+  return x.ne(x).where(x, x.lt(0.0).where(x.const_like(math.nan), out))
+
+
 # op -> its float64 decomposition
 FLOAT64 = {Ops.EXP2: exp2_f64, Ops.LOG2: log2_f64, Ops.SIN: sin_f64}
 # op -> its precise float32 (and float16) decomposition
-FLOAT32 = {Ops.SIN: sin_f32}
+FLOAT32 = {Ops.SIN: sin_f32, Ops.LOG2: log2_f32}
