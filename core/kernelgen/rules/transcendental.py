@@ -1,13 +1,15 @@
 """float64 exp2, log2 and sin from adds, multiplies and bit operations, for targets whose only
-transcendental instructions are float32 approximations (PTX: ex2/lg2/sin.approx.f32), and a
-float32 sin for targets whose float32 sin is only roughly accurate (WGSL promises 2**-11 absolute
-on [-pi, pi] and nothing outside; PTX's sin.approx.f32 2**-20.9 within 100 pi).
+transcendental instructions are float32 approximations (PTX: ex2/lg2/sin.approx.f32); and
+float32 sin and log2 for targets whose own are only roughly accurate (WGSL promises sin 2**-11
+absolute on [-pi, pi] and nothing outside, log2 2**-21 absolute on [0.5, 2]; PTX's sin.approx.f32
+2**-20.9 within 100 pi). float32 exp2 stays native: WGSL bounds it relatively (3 + 2|x| ulp).
 
-Each is a range reduction done exactly in float64 and a Taylor polynomial with enough terms
-that its truncation error is below half an ulp; the results are within a few ulp (about 1e-15
-relative). Special values (NaN, +-inf, 0, negatives for log2, overflow and subnormal results)
-are selected explicitly at the end. Known limit: sin of |x| >= 2**30 uses the float32
-instruction on x rounded to float32 (NaN beyond float32's range).
+Each is a range reduction done exactly (float64 in float64, float32 in float32) and a Taylor
+polynomial with enough terms that its truncation error is below half an ulp; the results are
+within a few ulp (float64 about 1e-15 relative; float32 sin 3 ulp, log2 4 ulp). Special values
+(NaN, +-inf, 0, negatives for log2, overflow and subnormal results) are selected explicitly at
+the end. Known limits: float64 sin of |x| >= 2**30 uses the float32 instruction on x rounded to
+float32 (NaN beyond float32's range); float32 sin of finite |x| >= 2**17 uses the native one.
 """
 from __future__ import annotations
 
