@@ -28,7 +28,7 @@ from ..ops import GroupOp, Ops, UOp, describe
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from ..program import Binding, CompiledKernel, Kernel, Launch
 from ..rules.ranges import divisible
-from ..rules.transcendental import FLOAT32, FLOAT64, NATIVE
+from ..rules.transcendental import FLOAT32, FLOAT64
 
 # ---- target facts ------------------------------------------------------------------------------
 
@@ -134,7 +134,7 @@ def _f64_transcendental(x: UOp):
 
 
 def _f32_transcendental(ctx: _Arch, x: UOp):
-  if ctx.fast_math or x.src[0].dtype.scalar != dtypes.float32 or x.arg == NATIVE:
+  if ctx.fast_math or x.src[0].dtype.scalar != dtypes.float32:
     return None
   return FLOAT32[x.op](x.src[0])
 

@@ -38,7 +38,7 @@ from ..ops import GroupOp, Ops, UOp, describe, toposort
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from ..program import Binding, CompiledKernel, Kernel, Launch
 from ..rules.ranges import divisible
-from ..rules.transcendental import FLOAT32, NATIVE
+from ..rules.transcendental import FLOAT32
 
 TARGET = "wgsl"
 
@@ -177,7 +177,7 @@ LEGALIZE = PatternMatcher([
         custom=lambda u: u.src[0].dtype.is_float()), _isnan_bits),
   # sin, log2 -> range reduction and polynomial in f32, a few ulp (unless fast_math: builtins)
   (UPat((Ops.SIN, Ops.LOG2), name="x"),
-   lambda ctx, x: None if ctx.fast_math or x.arg == NATIVE else FLOAT32[x.op](x.src[0])),
+   lambda ctx, x: None if ctx.fast_math else FLOAT32[x.op](x.src[0])),
 ])
 
 
