@@ -28,7 +28,7 @@ from ..ops import GroupOp, Ops, UOp, describe
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from ..program import Binding, CompiledKernel, Kernel, Launch
 from ..rules.ranges import divisible
-from ..rules.transcendental import FLOAT64
+from ..rules.transcendental import FLOAT32, FLOAT64
 
 # ---- target facts ------------------------------------------------------------------------------
 
@@ -94,8 +94,8 @@ def isa_version(arch: str) -> str:
 # ---- legalize: this target's rewrite rules -----------------------------------------------------
 
 class _Arch:
-  def __init__(self, sm: int):
-    self.sm = sm
+  def __init__(self, sm: int, fast_math: bool = False):
+    self.sm, self.fast_math = sm, fast_math
 
 
 def _like(dt: DType, scalar: DType) -> DType:
@@ -131,6 +131,12 @@ def _bytes_in_16bit(x: UOp):
 
 def _f64_transcendental(x: UOp):
   return FLOAT64[x.op](x.src[0]) if x.src[0].dtype.scalar == dtypes.float64 else None
+
+
+def _f32_transcendental(ctx: _Arch, x: UOp):
+  if ctx.fast_math or x.src[0].dtype.scalar != dtypes.float32:
+    return None
+  return FLOAT32[x.op](x.src[0])
 
 
 def _bf16_to_f32(x: UOp, y: UOp):
@@ -189,6 +195,9 @@ legalize_rules = PatternMatcher([
   (UPat(GroupOp.ALU, name="x"), _bytes_in_16bit),
   # f64 exp2/log2/sin -> range reduction and polynomial in f64 (PTX has only f32 approximations)
   (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN), name="x"), _f64_transcendental),
+  # f32 sin -> range reduction and polynomial in f32 (sin.approx.f32 is 2**-20.9 absolute only
+  # within 100 pi), unless fast_math
+  (UPat(Ops.SIN, name="x"), _f32_transcendental),
   # bool where(c, a, b) -> (c and a) or (not c and b)
   (UPat(Ops.WHERE, src=(UPat.var("c"), _BOOL, UPat.var("b")), name="x"),
    lambda x, c, a, b: (c & a) | (~c & b)),
@@ -249,7 +258,8 @@ def legalize(sink: UOp, arch: str = "sm_80", **options) -> UOp:
                              f"{', '.join(sorted(SHUFFLE_DTYPES))}, not {u.dtype}: lower this "
                              f"kernel without subgroups\n{describe(u)}", target="ptx",
                              dtype=u.dtype)
-  return graph_rewrite(sink, legalize_rules, ctx=_Arch(parse_arch(arch)))
+  return graph_rewrite(sink, legalize_rules,
+                       ctx=_Arch(parse_arch(arch), bool(options.get("fast_math", False))))
 
 
 # ---- constants -----------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from ..ops import GroupOp, Ops, UOp, describe, toposort
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from ..program import Binding, CompiledKernel, Kernel, Launch
 from ..rules.ranges import divisible
+from ..rules.transcendental import FLOAT32
 
 TARGET = "wgsl"
 
@@ -50,6 +51,7 @@ class WGSLOptions:
   max_workgroup_size: int = 256        # invocations per workgroup
   max_workgroups_per_dim: int = 65535  # workgroups per grid dimension
   max_buffer_bytes: int = 134217728    # bytes one storage buffer binding may have (WebGPU default)
+  fast_math: bool = False              # native sin, log2 (WGSL: 2**-11, 2**-21 absolute)
 
 
 def make_options(options: dict) -> WGSLOptions:
@@ -173,6 +175,9 @@ LEGALIZE = PatternMatcher([
   # x != x on floats -> a bit test (a shader compiler may fold x != x to false)
   (UPat(Ops.CMPNE, src=(UPat.var("x"), UPat.var("x")),
         custom=lambda u: u.src[0].dtype.is_float()), _isnan_bits),
+  # sin, log2 -> range reduction and polynomial in f32, a few ulp (unless fast_math: builtins)
+  (UPat((Ops.SIN, Ops.LOG2), name="x"),
+   lambda ctx, x: None if ctx.fast_math else FLOAT32[x.op](x.src[0])),
 ])
 
 
