@@ -22,6 +22,24 @@ class DType:
   fmt: str        # struct / memoryview format character of one lane
   count: int = 1  # lanes; 1 for a scalar
 
+  # hash and == run on every interned-node lookup and dtype check: the hash is computed once,
+  # and == tries identity first (the generated ones build a tuple of the fields on every call)
+  def __post_init__(self):
+    object.__setattr__(self, "_hash", hash((self.name, self.itemsize, self.kind, self.fmt,
+                                            self.count)))
+
+  def __hash__(self) -> int:
+    return self._hash
+
+  def __eq__(self, other) -> bool:
+    if self is other:
+      return True
+    if other.__class__ is not self.__class__:
+      return NotImplemented
+    return (self.name == other.name and self.count == other.count
+            and self.itemsize == other.itemsize and self.kind == other.kind
+            and self.fmt == other.fmt)
+
   def vec(self, count: int) -> DType:
     if self.count != 1:
       raise DTypeError(f"cannot make a vector of the vector type {self}")

@@ -115,21 +115,38 @@ def _arg_key(arg):
   return arg
 
 
+_I32 = dtypes.int32
+
+
 class _Interned(type):
-  _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  # key -> weak reference to the live node; a node's entry goes when the node does. (A plain dict
+  # of KeyedRefs: WeakValueDictionary.get is Python code, and this lookup runs per node built.)
+  _cache: dict = {}
 
   def __call__(cls, op: Ops, dtype: DType = None, src: tuple = (), arg=None):
-    key = (op, dtype, src, _arg_key(arg))
-    node = cls._cache.get(key)
-    if node is None:
-      node = super().__call__(op, dtype, src, arg)
-      cls._cache[key] = node
+    key = (op, dtype, src, arg if arg is None or type(arg) is int else _arg_key(arg))
+    ref = _CACHE.get(key)
+    if ref is not None:
+      node = ref()
+      if node is not None:
+        return node
+    node = super().__call__(op, dtype, src, arg)
+    _CACHE[key] = weakref.KeyedRef(node, _forget, key)
     return node
+
+
+_CACHE = _Interned._cache
+
+
+def _forget(ref, cache=_CACHE):
+  """A node died: drop its entry (unless the key already names a newer node)."""
+  if cache.get(ref.key) is ref:
+    del cache[ref.key]
 
 
 class UOp(metaclass=_Interned):
   """One IR node. Immutable and interned; compare with `is` (== is not overloaded)."""
-  __slots__ = ("op", "dtype", "src", "arg", "_vrange", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_verified", "__weakref__")
 
   def __init__(self, op: Ops, dtype: DType = None, src: tuple = (), arg=None):
     init = object.__setattr__
@@ -138,9 +155,10 @@ class UOp(metaclass=_Interned):
     init(self, "src", tuple(src))
     init(self, "arg", arg)
     init(self, "_vrange", None)
+    init(self, "_verified", False)   # set by verify.py once the node passed its checks
 
   def __setattr__(self, name, value):
-    if name != "_vrange":
+    if name != "_vrange" and name != "_verified":
       raise AttributeError("UOp is immutable: build a new node with .replace(...)")
     object.__setattr__(self, name, value)
 
@@ -158,6 +176,8 @@ class UOp(metaclass=_Interned):
   @staticmethod
   def const(dtype: DType, value) -> UOp:
     """A constant; a vector dtype gives a VECTORIZE of equal scalar constants."""
+    if dtype is _I32 and type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF:
+      return UOp(Ops.CONST, dtype, (), value)   # the common index constant: nothing to truncate
     if dtype.count > 1:
       c = UOp.const(dtype.scalar, value)
       return UOp(Ops.VECTORIZE, dtype, (c,) * dtype.count)
@@ -250,18 +270,21 @@ class UOp(metaclass=_Interned):
 def toposort(roots: Iterable[UOp]) -> list[UOp]:
   """Every node reachable from `roots`, each after its sources; deterministic, iterative."""
   order: list[UOp] = []
-  seen: set[int] = set()
+  seen: set[UOp] = set()    # UOps hash by identity
   stack = [(r, False) for r in reversed(list(roots))]
+  pop, push, add = stack.pop, stack.append, seen.add
   while stack:
-    node, expanded = stack.pop()
+    node, expanded = pop()
     if expanded:
       order.append(node)
       continue
-    if id(node) in seen:
+    if node in seen:
       continue
-    seen.add(id(node))
-    stack.append((node, True))
-    stack.extend((s, False) for s in reversed(node.src) if id(s) not in seen)
+    add(node)
+    push((node, True))
+    src = node.src
+    if src:
+      stack.extend([(s, False) for s in src[::-1] if s not in seen])
   return order
 
 

@@ -61,41 +61,47 @@ class UPat:
   # ---- matching ----
   def match(self, node: UOp, caps: dict) -> dict | None:
     """Captures after matching `node` (extending `caps`), or None when it does not match."""
+    out = dict(caps)
+    return out if self._match(node, out) else None
+
+  def _match(self, node: UOp, caps: dict) -> bool:
+    """Match `node`, adding captures to `caps` in place; after a False `caps` is garbage."""
     if self.ops is not None and node.op not in self.ops:
-      return None
+      return False
     if self.dtypes is not None and node.dtype not in self.dtypes:
-      return None
+      return False
     if self.arg is not _ANY and node.arg != self.arg:
-      return None
+      return False
     if self.custom is not None and not self.custom(node):
-      return None
+      return False
     if self.name is not None:
       seen = caps.get(self.name)
-      if seen is not None and seen is not node:
-        return None
-      caps = {**caps, self.name: node}
-    if self.src is None:
-      return caps
-    if isinstance(self.src, list):
+      if seen is None:
+        caps[self.name] = node
+      elif seen is not node:
+        return False
+    src = self.src
+    if src is None:
+      return True
+    if src.__class__ is list:
       return self._match_either_order(node, caps)
-    if len(node.src) != len(self.src) and not (self.allow_any_len and len(node.src) >= len(self.src)):
-      return None
-    for pat, s in zip(self.src, node.src):
-      caps = pat.match(s, caps)
-      if caps is None:
-        return None
-    return caps
+    if len(node.src) != len(src) and not (self.allow_any_len and len(node.src) >= len(src)):
+      return False
+    for pat, s in zip(src, node.src):
+      if not pat._match(s, caps):
+        return False
+    return True
 
-  def _match_either_order(self, node: UOp, caps: dict) -> dict | None:
+  def _match_either_order(self, node: UOp, caps: dict) -> bool:
     if len(node.src) != 2:
-      return None
+      return False
     a, b = self.src
     for x, y in ((node.src[0], node.src[1]), (node.src[1], node.src[0])):
-      got = a.match(x, caps)
-      got = b.match(y, got) if got is not None else None
-      if got is not None:
-        return got
-    return None
+      got = dict(caps)
+      if a._match(x, got) and b._match(y, got):
+        caps.update(got)
+        return True
+    return False
 
 
 Rule = tuple[UPat, Callable]
@@ -118,8 +124,8 @@ class PatternMatcher:
   def rewrite(self, node: UOp, ctx=None) -> UOp | None:
     """The first rule's rewrite of `node`, or None when no rule changes it."""
     for pat, fn, wants_ctx in self.by_op[node.op]:
-      caps = pat.match(node, {})
-      if caps is None:
+      caps: dict = {}
+      if not pat._match(node, caps):
         continue
       out = fn(ctx, **caps) if wants_ctx else fn(**caps)
       if out is not None and out is not node:
@@ -135,30 +141,41 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
   node of the input plus 10,000) raises RewriteError naming the node it was stuck on.
   """
   done: dict[UOp, UOp] = {}
-  budget = max_rewrites if max_rewrites is not None else 10_000 + 50 * len(root.toposort())
+  # the default budget needs the graph's size: counted only if 10,000 rewrites run out
+  budget = max_rewrites if max_rewrites is not None else 10_000
+  sized = max_rewrites is not None
+  rewrite = pm.rewrite
   stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
+  pop, push = stack.pop, stack.append
   while stack:
-    node, stage, produced = stack.pop()
+    node, stage, produced = pop()
     if node in done:
       continue
     if stage == 0:
-      stack.append((node, 1, None))
-      stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
+      push((node, 1, None))
+      if node.src:
+        stack.extend([(s, 0, None) for s in node.src[::-1] if s not in done])
     elif stage == 1:
-      src = tuple(done[s] for s in node.src)
-      rebuilt = node if src == node.src else UOp(node.op, node.dtype, src, node.arg)
-      out = pm.rewrite(rebuilt, ctx)
+      src = node.src
+      if src:
+        new_src = tuple([done[s] for s in src])
+        rebuilt = node if new_src == src else UOp(node.op, node.dtype, new_src, node.arg)
+      else:
+        rebuilt = node
+      out = rewrite(rebuilt, ctx)
       if out is None:
         done[node] = rebuilt
         done[rebuilt] = rebuilt
         continue
       budget -= 1
+      if budget < 0 and not sized:
+        budget, sized = budget + 50 * len(root.toposort()), True
       if budget < 0:
         raise RewriteError("the rewrite rules did not reach a fixed point; last rewrite was of\n"
                            + describe(rebuilt) + "\ninto\n" + describe(out))
-      stack.append((node, 2, out))
+      push((node, 2, out))
       if out not in done:
-        stack.append((out, 0, None))
+        push((out, 0, None))
     else:
       done[node] = done[produced]
   return done[root]

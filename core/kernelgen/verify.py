@@ -1,7 +1,6 @@
 """The verifier: checks the invariants of a UOp graph (IR.md) and names the node that breaks one."""
 from __future__ import annotations
 
-import weakref
 from typing import Iterable
 
 from .dtype import DType, PtrDType, dtypes
@@ -92,28 +91,26 @@ def _check_node(u: UOp):
     _fail(u, f"CONST holds {type(u.arg).__name__}, not a number")
 
 
-# Nodes already checked. A node's validity depends only on itself and its (immutable) sources,
-# so an interned node checked once stays valid; this keeps repeated verification cheap.
-_VERIFIED: "weakref.WeakSet[UOp]" = weakref.WeakSet()
-
+# A node's validity depends only on itself and its (immutable) sources, so an interned node
+# checked once stays valid: verify marks it (UOp._verified) and never checks it again.
 
 def verify(roots: UOp | Iterable[UOp]) -> None:
   """Check every node reachable from `roots`; raises VerifyError naming the first bad node."""
   stack = [roots] if isinstance(roots, UOp) else list(roots)
   pending: list[UOp] = []
-  seen: set[int] = set()
+  seen: set[UOp] = set()
   while stack:
     u = stack.pop()
     if not isinstance(u, UOp):
       raise VerifyError(f"not a UOp in the graph: {u!r}")
-    if id(u) in seen or u in _VERIFIED:
+    if u._verified or u in seen:
       continue
-    seen.add(id(u))
+    seen.add(u)
     pending.append(u)
     stack.extend(u.src)
   for u in reversed(pending):   # sources before users, so the first error is the deepest
     _check_node(u)
-    _VERIFIED.add(u)
+    u._verified = True
 
 
 def verify_linear(uops: list[UOp]) -> None:
@@ -121,7 +118,9 @@ def verify_linear(uops: list[UOp]) -> None:
   position = {u: i for i, u in enumerate(uops)}
   open_blocks: list[UOp] = []
   for i, u in enumerate(uops):
-    _check_node(u)
+    if not u._verified:
+      _check_node(u)
+      u._verified = True
     for s in u.src:
       if position.get(s, len(uops)) >= i:
         _fail(u, f"source {s.op.name} is not placed before its user")
