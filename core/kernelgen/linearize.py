@@ -57,16 +57,23 @@ def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
   empty = frozenset()
   acc_loops = _acc_loops(order)
   for u in order:
-    o = frozenset().union(*(opened[s] for s in u.src)) if u.src else empty
-    if u.op is not Ops.AFTER:
-      o = o.union(*(acc_loops.get(s, empty) for s in u.src if s.op is Ops.DEFINE_ACC))
-    c = frozenset().union(*(closed[s] for s in u.src)) if u.src else empty
+    o = c = empty
+    for s in u.src:           # unions that reuse a set when nothing new is added
+      so, sc = opened[s], closed[s]
+      if so and so is not o and not so <= o:
+        o = o | so if o else so
+      if sc and sc is not c and not sc <= c:
+        c = c | sc if c else sc
+      if s.op is Ops.DEFINE_ACC and u.op is not Ops.AFTER:
+        al = acc_loops.get(s)
+        if al and not al <= o:
+          o = o | al
     if u.op is Ops.RANGE:
       o = o | {u}
     elif u.op is Ops.ENDRANGE:
       c = c | {u.src[0]}
     opened[u], closed[u] = o, c
-  return {u: opened[u] - closed[u] for u in order}
+  return {u: (o - closed[u] if closed[u] else o) for u, o in opened.items()}
 
 
 def _must_nest(order: list[UOp], scope: dict) -> dict[UOp, set]:

@@ -117,13 +117,26 @@ class PatternMatcher:
       wants_ctx = fn.__code__.co_argcount > 0 and fn.__code__.co_varnames[0] == "ctx"
       for op in (pat.ops or Ops):
         self.by_op[op].append((pat, fn, wants_ctx))
+    self._by_key: dict = {}   # (op, dtype) -> the rules of by_op[op] that dtype can match
 
   def __add__(self, other: PatternMatcher) -> PatternMatcher:
     return PatternMatcher(self.rules + other.rules)
 
+  def _rules_for(self, op: Ops, dtype) -> list:
+    """The rules whose root can match a node of `op` and `dtype` (built once per pair)."""
+    key = (op, dtype)
+    rules = self._by_key.get(key)
+    if rules is None:
+      rules = self._by_key[key] = [r for r in self.by_op[op]
+                                   if r[0].dtypes is None or dtype in r[0].dtypes]
+    return rules
+
   def rewrite(self, node: UOp, ctx=None) -> UOp | None:
     """The first rule's rewrite of `node`, or None when no rule changes it."""
-    for pat, fn, wants_ctx in self.by_op[node.op]:
+    rules = self._by_key.get((node.op, node.dtype))
+    if rules is None:
+      rules = self._rules_for(node.op, node.dtype)
+    for pat, fn, wants_ctx in rules:
       caps: dict = {}
       if not pat._match(node, caps):
         continue

@@ -244,13 +244,21 @@ _LINEAR_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG})
 
 def _signed(k: int, dt) -> int:
   """k as the signed integer of dt's width it is congruent to (coefficients live mod 2**bits)."""
-  return truncate(k, dtypes.from_name(f"int{dt.bits}")) if dt.kind in "iu" else k
+  if dt.kind not in "iu":
+    return k
+  half = 1 << (dt.bits - 1)
+  return k if -half <= k < half else truncate(k, dtypes.from_name(f"int{dt.bits}"))
+
+
+def _coeffs(dt, terms: dict) -> list:
+  """The (term, coefficient) list of the canonical sum: positive ones, then negative ones."""
+  coeffs = [(t, _signed(k, dt)) for t, k in terms.items()]
+  return [(t, k) for t, k in coeffs if k > 0] + [(t, k) for t, k in coeffs if k < 0]
 
 
 def _build(dt, terms: dict, const: int) -> UOp:
   """The canonical sum: positive terms, then negative terms subtracted, then one constant."""
-  coeffs = [(t, _signed(k, dt)) for t, k in terms.items()]
-  coeffs = [(t, k) for t, k in coeffs if k > 0] + [(t, k) for t, k in coeffs if k < 0]
+  coeffs = _coeffs(dt, terms)
   out = None
   for t, k in coeffs:
     if out is None:
@@ -269,6 +277,8 @@ def _pair_divmod(terms: dict) -> bool:
   """(x//y)*(k*y) + (x%y)*k -> x*k and ((x//c)%d)*(k*c) + (x%c)*k -> (x % (c*d))*k, in place;
   True when a pair was merged. Both hold for every x under C semantics (they are odd in x) when
   y is never 0. x//c may already be split into Q + R//c (x = c*Q + R, see _split_divmod)."""
+  if not any(t.op is Ops.MOD for t in terms):
+    return False   # every merge pairs a remainder with its partner
   dt = next(iter(terms)).dtype
   divs = {(t.src[0], t.src[1]): (t, t.src[1].arg) for t in terms
           if t.op is Ops.IDIV and _is_const(t.src[1])}
@@ -346,10 +356,37 @@ def _fold_sum(s: UOp) -> UOp | None:
   if lin is None:
     return None
   terms, const = lin
+  merged = False
   while terms and _pair_divmod(terms):
-    pass
+    merged = True
+  if not merged and _is_built(s, _coeffs(s.dtype, terms), truncate(const, s.dtype)):
+    return None   # already canonical: checked without building (and interning) it again
   out = _build(s.dtype, terms, const)
   return None if out is s else out
+
+
+def _is_built(s: UOp, coeffs: list, const: int) -> bool:
+  """s is exactly the node _build makes of (coeffs, const) (read top-down, building nothing)."""
+  node = s
+  if const != 0:
+    c = node.src[1] if node.op is Ops.ADD else None
+    if c is None or c.op is not Ops.CONST or c.arg != const:
+      return False
+    node = node.src[0]
+  for i in range(len(coeffs) - 1, -1, -1):
+    t, k = coeffs[i]
+    if i:
+      if node.op is not (Ops.ADD if k > 0 else Ops.SUB):
+        return False
+      part, node, k = node.src[1], node.src[0], abs(k)
+    else:
+      part = node
+    if k != 1 and not (part.op is Ops.MUL and part.src[1].op is Ops.CONST
+                       and part.src[1].arg == k and type(part.src[1].arg) is int):
+      return False
+    if (part if k == 1 else part.src[0]) is not t:
+      return False
+  return bool(coeffs) or node.op is Ops.CONST and node.arg == const
 
 
 # ---- the rule set ----------------------------------------------------------------------------
