@@ -130,7 +130,7 @@ class _Interned(type):
       node = ref()
       if node is not None:
         return node
-    node = super().__call__(op, dtype, src, arg)
+    node = _new_node(cls, op, dtype, src, arg)
     _CACHE[key] = weakref.KeyedRef(node, _forget, key)
     return node
 
@@ -148,14 +148,8 @@ class UOp(metaclass=_Interned):
   """One IR node. Immutable and interned; compare with `is` (== is not overloaded)."""
   __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_verified", "__weakref__")
 
-  def __init__(self, op: Ops, dtype: DType = None, src: tuple = (), arg=None):
-    init = object.__setattr__
-    init(self, "op", op)
-    init(self, "dtype", dtype)
-    init(self, "src", tuple(src))
-    init(self, "arg", arg)
-    init(self, "_vrange", None)
-    init(self, "_verified", False)   # set by verify.py once the node passed its checks
+  # built by _new_node (through the interning metaclass); _vrange caches the value range
+  # (rules/ranges.py), _verified is set by verify.py once the node passed its checks
 
   def __setattr__(self, name, value):
     if name != "_vrange" and name != "_verified":
@@ -187,7 +181,11 @@ class UOp(metaclass=_Interned):
     return x if isinstance(x, UOp) else UOp.const(self.dtype, x)
 
   def alu(self, op: Ops, *others) -> UOp:
-    srcs = (self,) + tuple(self._operand(o) for o in others)
+    if len(others) == 1:      # the common binary case, without a generator
+      o = others[0]
+      srcs = (self, o if o.__class__ is UOp else UOp.const(self.dtype, o))
+    else:
+      srcs = (self,) + tuple(self._operand(o) for o in others)
     dtype = dtypes.bool.vec(self.dtype.count) if op in GroupOp.Comparison else srcs[-1].dtype
     if op is Ops.WHERE:
       dtype = srcs[1].dtype
@@ -265,6 +263,23 @@ class UOp(metaclass=_Interned):
   def vmax(self):
     from .rules.ranges import value_range
     return value_range(self)[1]
+
+
+_SET = {n: UOp.__dict__[n].__set__ for n in UOp.__slots__ if n != "__weakref__"}
+
+
+def _new_node(cls, op, dtype, src, arg, new=object.__new__, set_op=_SET["op"],
+              set_dtype=_SET["dtype"], set_src=_SET["src"], set_arg=_SET["arg"],
+              set_vrange=_SET["_vrange"], set_verified=_SET["_verified"]) -> UOp:
+  """A new node (interning is the caller's job): slots written directly, past __setattr__."""
+  node = new(cls)
+  set_op(node, op)
+  set_dtype(node, dtype)
+  set_src(node, src if src.__class__ is tuple else tuple(src))
+  set_arg(node, arg)
+  set_vrange(node, None)
+  set_verified(node, False)
+  return node
 
 
 def toposort(roots: Iterable[UOp]) -> list[UOp]:
