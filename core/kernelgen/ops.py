@@ -116,6 +116,7 @@ def _arg_key(arg):
 
 
 _I32 = dtypes.int32
+_CACHES = frozenset({"_vrange", "_verified", "_sum"})   # the slots a built node may still set
 
 
 class _Interned(type):
@@ -146,13 +147,14 @@ def _forget(ref, cache=_CACHE):
 
 class UOp(metaclass=_Interned):
   """One IR node. Immutable and interned; compare with `is` (== is not overloaded)."""
-  __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_verified", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_verified", "_sum", "__weakref__")
 
-  # built by _new_node (through the interning metaclass); _vrange caches the value range
-  # (rules/ranges.py), _verified is set by verify.py once the node passed its checks
+  # built by _new_node (through the interning metaclass). Caches of facts that depend only on
+  # the node and its sources: _vrange its value range (rules/ranges.py), _sum its linear form
+  # (rules/symbolic.py); _verified is set by verify.py once the node passed its checks
 
   def __setattr__(self, name, value):
-    if name != "_vrange" and name != "_verified":
+    if name not in _CACHES:
       raise AttributeError("UOp is immutable: build a new node with .replace(...)")
     object.__setattr__(self, name, value)
 
@@ -270,7 +272,8 @@ _SET = {n: UOp.__dict__[n].__set__ for n in UOp.__slots__ if n != "__weakref__"}
 
 def _new_node(cls, op, dtype, src, arg, new=object.__new__, set_op=_SET["op"],
               set_dtype=_SET["dtype"], set_src=_SET["src"], set_arg=_SET["arg"],
-              set_vrange=_SET["_vrange"], set_verified=_SET["_verified"]) -> UOp:
+              set_vrange=_SET["_vrange"], set_verified=_SET["_verified"],
+              set_sum=_SET["_sum"]) -> UOp:
   """A new node (interning is the caller's job): slots written directly, past __setattr__."""
   node = new(cls)
   set_op(node, op)
@@ -279,6 +282,7 @@ def _new_node(cls, op, dtype, src, arg, new=object.__new__, set_op=_SET["op"],
   set_arg(node, arg)
   set_vrange(node, None)
   set_verified(node, False)
+  set_sum(node, None)
   return node
 
 

@@ -211,22 +211,46 @@ def _linear(u: UOp, exact: bool = False) -> tuple[dict, int] | None:
 
   With `exact`, None when any of those nodes might wrap around (then u's terms do not add up
   to u over the integers); None too when the sum has more than MAX_TERMS pieces."""
-  terms: dict[UOp, int] = {}
-  const, seen = 0, 0
-  stack = [(u, 1)]
-  while stack:
-    node, k = stack.pop()
-    seen += 1
-    if seen > MAX_TERMS or exact and node.op in _LINEAR_OPS and not fits(node):
-      return None
-    parts = _parts(node, k)
-    if parts is not None:
-      stack.extend(reversed(parts))
-    elif node.op is Ops.CONST:
-      const += k * node.arg
-    else:
-      terms[node] = terms.get(node, 0) + k
-  return terms, const
+  terms, const, pieces, exact_ok = _sum_of(u)
+  if terms is None or exact and not exact_ok:
+    return None
+  return dict(terms), const
+
+
+def _sum_of(u: UOp) -> tuple:
+  """(terms, constant, pieces, exact) of u, cached on the node (`u._sum`): the sum u adds up
+  (terms in order of first appearance), how many nodes spell it out (a shared piece counts each
+  time; terms None past MAX_TERMS), and whether none of its +, -, negation or * nodes can wrap."""
+  if u._sum is not None:
+    return u._sum
+  stack = [u]
+  while stack:                # sources first, iteratively (sums can be long chains)
+    node = stack[-1]
+    parts = _parts(node, 1)
+    todo = [n for n, _ in parts if n._sum is None] if parts else ()
+    if todo:
+      stack.extend(todo)
+      continue
+    stack.pop()
+    if node._sum is not None:
+      continue
+    ok = node.op not in _LINEAR_OPS or fits(node)
+    if parts is None:
+      node._sum = ({}, node.arg, 1, ok) if node.op is Ops.CONST else ({node: 1}, 0, 1, ok)
+      continue
+    terms: dict | None = {}
+    const, pieces = 0, 1
+    for n, k in parts:
+      t, c, p, e = n._sum
+      pieces, ok = pieces + p, ok and e
+      if t is None or pieces > MAX_TERMS:
+        terms = None
+      if terms is not None:
+        for term, coeff in t.items():
+          terms[term] = terms.get(term, 0) + k * coeff
+        const += k * c
+    node._sum = (terms, const, pieces, ok)
+  return u._sum
 
 
 def _parts(node: UOp, k: int) -> list | None:
