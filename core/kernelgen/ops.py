@@ -270,6 +270,10 @@ class UOp(metaclass=_Interned):
 _SET = {n: UOp.__dict__[n].__set__ for n in UOp.__slots__ if n != "__weakref__"}
 
 
+# writers of the cache slots that skip UOp.__setattr__ (hot: a value range per index node)
+set_vrange, set_verified, set_sum = _SET["_vrange"], _SET["_verified"], _SET["_sum"]
+
+
 def _new_node(cls, op, dtype, src, arg, new=object.__new__, set_op=_SET["op"],
               set_dtype=_SET["dtype"], set_src=_SET["src"], set_arg=_SET["arg"],
               set_vrange=_SET["_vrange"], set_verified=_SET["_verified"],

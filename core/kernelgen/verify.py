@@ -5,7 +5,7 @@ from typing import Iterable
 
 from .dtype import DType, PtrDType, dtypes
 from .errors import VerifyError
-from .ops import GroupOp, Ops, UOp, describe
+from .ops import GroupOp, Ops, UOp, describe, set_verified
 
 _SRC_COUNT = {Ops.PARAM: (0,), Ops.VAR: (0,), Ops.DEFINE_LOCAL: (0,), Ops.SPECIAL: (0,),
               Ops.CONST: (0,), Ops.RANGE: (1,), Ops.IF: (1,), Ops.ENDIF: (1,),
@@ -110,7 +110,7 @@ def verify(roots: UOp | Iterable[UOp]) -> None:
     stack.extend(u.src)
   for u in reversed(pending):   # sources before users, so the first error is the deepest
     _check_node(u)
-    u._verified = True
+    set_verified(u, True)
 
 
 def verify_linear(uops: list[UOp]) -> None:
@@ -120,7 +120,7 @@ def verify_linear(uops: list[UOp]) -> None:
   for i, u in enumerate(uops):
     if not u._verified:
       _check_node(u)
-      u._verified = True
+      set_verified(u, True)
     for s in u.src:
       if position.get(s, len(uops)) >= i:
         _fail(u, f"source {s.op.name} is not placed before its user")

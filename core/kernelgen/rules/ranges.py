@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..dtype import DType, PtrDType, max_value, min_value
-from ..ops import Ops, UOp
+from ..ops import Ops, UOp, set_vrange
 
 _UNKNOWN = (-math.inf, math.inf)
 
@@ -216,7 +216,7 @@ def value_range(u: UOp) -> tuple:
       continue
     pending = [s for s in node.src if s._vrange is None]
     if ready or not pending or _leaf_range(node) is not None:
-      node._vrange = _compute(node)
+      set_vrange(node, _compute(node))
       continue
     stack.append((node, True))
     stack.extend((s, False) for s in pending)

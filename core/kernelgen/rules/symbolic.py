@@ -17,7 +17,7 @@ import math
 from ..alu import exec_alu, exec_bitcast, exec_cast
 from ..dtype import dtypes, truncate
 from ..errors import DTypeError
-from ..ops import GroupOp, Ops, UOp
+from ..ops import GroupOp, Ops, UOp, set_sum
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from .ranges import dtype_range, fits, value_range
 
@@ -236,7 +236,7 @@ def _sum_of(u: UOp) -> tuple:
       continue
     ok = node.op not in _LINEAR_OPS or fits(node)
     if parts is None:
-      node._sum = ({}, node.arg, 1, ok) if node.op is Ops.CONST else ({node: 1}, 0, 1, ok)
+      set_sum(node, ({}, node.arg, 1, ok) if node.op is Ops.CONST else ({node: 1}, 0, 1, ok))
       continue
     terms: dict | None = {}
     const, pieces = 0, 1
@@ -249,7 +249,7 @@ def _sum_of(u: UOp) -> tuple:
         for term, coeff in t.items():
           terms[term] = terms.get(term, 0) + k * coeff
         const += k * c
-    node._sum = (terms, const, pieces, ok)
+    set_sum(node, (terms, const, pieces, ok))
   return u._sum
 
 
