@@ -354,10 +354,11 @@ class _Writer:
       if handler is None:
         raise UnsupportedError(f"the PTX renderer has no rule for {u.op.name}; this op should "
                                f"have been rewritten before rendering\n{describe(u)}", target="ptx")
-      if _reads_accumulator(u, self.deferred):
+      if u.op in _DEFERRABLE and _reads_accumulator(u, self.deferred):
         self.deferred.add(u)
         continue
-      self.materialize(u)
+      if self.deferred:
+        self.materialize(u)
       handler(self, u)
     return self.source()
 

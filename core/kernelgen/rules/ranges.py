@@ -16,11 +16,18 @@ from ..ops import Ops, UOp, set_vrange
 _UNKNOWN = (-math.inf, math.inf)
 
 
+_DTYPE_RANGES: dict = {}   # integer/bool dtype -> its range (filled once per dtype)
+
+
 def dtype_range(dt: DType | None) -> tuple:
   """The full range of a dtype's values: (min, max); (-inf, inf) for floats and non-values."""
+  got = _DTYPE_RANGES.get(dt)
+  if got is not None:
+    return got
   if not isinstance(dt, DType) or isinstance(dt, PtrDType) or dt.kind == "f":
     return _UNKNOWN
-  return min_value(dt.scalar), max_value(dt.scalar)
+  got = _DTYPE_RANGES[dt] = min_value(dt.scalar), max_value(dt.scalar)
+  return got
 
 
 def fits(u: UOp) -> bool:
