@@ -107,16 +107,96 @@ class UPat:
 Rule = tuple[UPat, Callable]
 
 
+# ---- compiled matchers -----------------------------------------------------------------------
+# Each rule's pattern becomes straight-line Python (one function per rule, all of a matcher's
+# rules compiled in one go): the same checks in the same order as UPat._match, without its
+# per-node method calls. A pattern with sources in either order falls back to UPat._match there.
+
+class _Codegen:
+  def __init__(self):
+    self.consts: dict[str, object] = {}
+    self.lines: list[str] = []
+    self.count = 0
+
+  def const(self, value) -> str:
+    name = f"K{len(self.consts)}"
+    self.consts[name] = value
+    return name
+
+  def var(self) -> str:
+    self.count += 1
+    return f"n{self.count}"
+
+  def node(self, pat: UPat, var: str, names: set, depth: int) -> None:
+    """Lines that return False unless node `var` matches `pat` (captures into `caps`)."""
+    pad, emit = " " * depth, self.lines.append
+    if pat.ops is not None:
+      if len(pat.ops) == 1:
+        emit(f"{pad}if {var}.op is not {self.const(next(iter(pat.ops)))}: return False")
+      else:
+        emit(f"{pad}if {var}.op not in {self.const(pat.ops)}: return False")
+    if pat.dtypes is not None:
+      emit(f"{pad}if {var}.dtype not in {self.const(pat.dtypes)}: return False")
+    if pat.arg is not _ANY:
+      emit(f"{pad}if {var}.arg != {self.const(pat.arg)}: return False")
+    if pat.custom is not None:
+      emit(f"{pad}if not {self.const(pat.custom)}({var}): return False")
+    if pat.name is not None:
+      key = repr(pat.name)
+      if pat.name in names:
+        emit(f"{pad}if caps[{key}] is not {var}: return False")
+      else:
+        emit(f"{pad}caps[{key}] = {var}")
+        names.add(pat.name)
+    if pat.src is None:
+      return
+    if isinstance(pat.src, list):   # either order: the general matcher, names and all
+      emit(f"{pad}if not {self.const(pat)}._match_either_order({var}, caps): return False")
+      names.update(_names(pat))
+      return
+    src = self.var()
+    emit(f"{pad}{src} = {var}.src")
+    n = len(pat.src)
+    emit(f"{pad}if len({src}) {'<' if pat.allow_any_len else '!='} {n}: return False")
+    for i, sub in enumerate(pat.src):
+      if sub.ops is None and sub.dtypes is None and sub.arg is _ANY and sub.custom is None \
+         and sub.name is None and sub.src is None:
+        continue      # matches anything
+      child = self.var()
+      emit(f"{pad}{child} = {src}[{i}]")
+      self.node(sub, child, names, depth)
+
+
+def _names(pat: UPat) -> set:
+  out = {pat.name} if pat.name is not None else set()
+  for sub in pat.src or ():
+    out |= _names(sub)
+  return out
+
+
+def _compile(pats: list[UPat]) -> list[Callable]:
+  """One matcher function `f(node, caps) -> bool` per pattern (captures go into `caps`)."""
+  gen = _Codegen()
+  for i, pat in enumerate(pats):
+    gen.lines.append(f"def m{i}(n0, caps):")
+    gen.node(pat, "n0", set(), 2)
+    gen.lines.append("  return True")
+  namespace = dict(gen.consts)
+  exec(compile("\n".join(gen.lines), "<kernelgen patterns>", "exec"), namespace)  # noqa: S102
+  return [namespace[f"m{i}"] for i in range(len(pats))]
+
+
 class PatternMatcher:
   """An ordered list of rules, indexed by the op each pattern's root can match."""
 
   def __init__(self, rules: Iterable[Rule]):
     self.rules = list(rules)
-    self.by_op: dict[Ops, list[tuple[UPat, Callable, bool]]] = {op: [] for op in Ops}
-    for pat, fn in self.rules:
+    self.by_op: dict[Ops, list[tuple[UPat, Callable, bool, Callable]]] = {op: [] for op in Ops}
+    matchers = _compile([pat for pat, _ in self.rules])
+    for (pat, fn), match in zip(self.rules, matchers):
       wants_ctx = fn.__code__.co_argcount > 0 and fn.__code__.co_varnames[0] == "ctx"
       for op in (pat.ops or Ops):
-        self.by_op[op].append((pat, fn, wants_ctx))
+        self.by_op[op].append((pat, fn, wants_ctx, match))
     self._by_key: dict = {}   # (op, dtype) -> the rules of by_op[op] that dtype can match
 
   def __add__(self, other: PatternMatcher) -> PatternMatcher:
@@ -136,9 +216,9 @@ class PatternMatcher:
     rules = self._by_key.get((node.op, node.dtype))
     if rules is None:
       rules = self._rules_for(node.op, node.dtype)
-    for pat, fn, wants_ctx in rules:
+    for _, fn, wants_ctx, match in rules:
       caps: dict = {}
-      if not pat._match(node, caps):
+      if not match(node, caps):
         continue
       out = fn(ctx, **caps) if wants_ctx else fn(**caps)
       if out is not None and out is not node:
