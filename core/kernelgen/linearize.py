@@ -174,10 +174,6 @@ def _build_blocks(order: list[UOp], paths: dict) -> _Block:
 
 def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> None:
   """Append the block's items in topological order (ties: depth-first graph order)."""
-  def item_of(u: UOp):
-    path = paths[u]
-    return path[depth] if len(path) > depth else u
-
   items = block.nodes + list(block.children)
   members = {r: _members(b) for r, b in block.children.items()}
   deps: dict[UOp, set] = {}
@@ -186,7 +182,8 @@ def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> 
     found = set()
     for m in members.get(it, (it,)):
       for s in m.src:
-        d = item_of(s)   # an item of this block, or a node outside it (already placed)
+        path = paths[s]  # s's item: an item of this block, or a node outside it (already placed)
+        d = path[depth] if len(path) > depth else s
         if d is not it and d in users:
           found.add(d)
     deps[it] = found
@@ -229,7 +226,7 @@ def _ungate(uops: list[UOp]) -> list[UOp]:
   open_if: UOp | None = None
   count = 0
   for u in uops:
-    src = tuple(new.get(s, s) for s in u.src)
+    src = tuple([new.get(s, s) for s in u.src]) if new else u.src
     gate = src[3] if u.op is Ops.STORE and len(src) == 4 else None
     if open_if is not None and (gate is None or open_if.src[0] is not gate):
       out.append(UOp(Ops.ENDIF, None, (open_if,)))
@@ -240,8 +237,9 @@ def _ungate(uops: list[UOp]) -> list[UOp]:
         open_if = UOp(Ops.IF, None, (gate,), count)
         count += 1
         out.append(open_if)
-    node = u if src == u.src else UOp(u.op, u.dtype, src, u.arg)
-    new[u] = node
+    node = u
+    if src != u.src:     # only rebuilt nodes are recorded: new.get(s, s) finds the rest
+      node = new[u] = UOp(u.op, u.dtype, src, u.arg)
     out.append(node)
   if open_if is not None:
     out.append(UOp(Ops.ENDIF, None, (open_if,)))
@@ -258,12 +256,14 @@ def _merge_ends(order: list[UOp]) -> list[UOp]:
     return order
   merged = {e: UOp(Ops.ENDRANGE, None, (r,) + tuple(s for x in es for s in x.src[1:]))
             for r, es in ends.items() if len(es) > 1 for e in es}
-  new: dict[UOp, UOp] = {}
+  new: dict[UOp, UOp] = dict(merged)   # only the nodes that change
   for u in order:
-    src = tuple(new.get(s, s) for s in u.src)
-    base = merged.get(u, u)
-    new[u] = base if base is not u else (u if src == u.src else UOp(u.op, u.dtype, src, u.arg))
-  return toposort([new[u] for u in order])
+    if u in merged or not u.src:
+      continue
+    src = tuple([new.get(s, s) for s in u.src])
+    if src != u.src:
+      new[u] = UOp(u.op, u.dtype, src, u.arg)
+  return toposort([new.get(u, u) for u in order])
 
 
 def linearize(sink: UOp) -> list[UOp]:
