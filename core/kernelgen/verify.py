@@ -17,9 +17,20 @@ def _fail(node: UOp, why: str):
   raise VerifyError(f"{why}\n{describe(node)}")
 
 
+_ARITY = {**{op: 1 for op in GroupOp.Unary}, **{op: 2 for op in GroupOp.Binary}}
+# ops whose result dtype is their operands' and that take every kind of operand
+_PLAIN_ALU = GroupOp.ALU - GroupOp.Comparison - GroupOp.IntOnly - GroupOp.Transcendental \
+  - GroupOp.Bitwise - {Ops.WHERE}
+
+
 def _check_alu(u: UOp):
-  if u.op in GroupOp.Unary and len(u.src) != 1 or u.op in GroupOp.Binary and len(u.src) != 2:
+  op, src = u.op, u.src
+  if len(src) != _ARITY.get(op, len(src)):
     _fail(u, f"{u.op.name} has {len(u.src)} sources")
+  if op in _PLAIN_ALU:      # the common case, checked in one go; the full checks name the error
+    operand = src[0].dtype
+    if u.dtype is operand and all(s.dtype is operand for s in src):
+      return
   if u.op is Ops.WHERE:
     cond, x, y = u.src
     if cond.dtype.scalar != dtypes.bool:
@@ -61,12 +72,14 @@ def _check_memory(u: UOp):
     _fail(u, f"LOAD fallback value has dtype {u.src[3].dtype}, the load gives {u.dtype}")
 
 
+_NO_DTYPE = frozenset({Ops.STORE, Ops.SINK, Ops.ENDRANGE, Ops.ENDIF, Ops.IF, Ops.BARRIER})
+
+
 def _check_node(u: UOp):
   counts = _SRC_COUNT.get(u.op)
   if counts is not None and len(u.src) not in counts:
     _fail(u, f"{u.op.name} takes {' or '.join(map(str, counts))} sources, not {len(u.src)}")
-  if u.op is not Ops.STORE and u.op not in (Ops.SINK, Ops.ENDRANGE, Ops.ENDIF, Ops.IF,
-                                            Ops.BARRIER) and not isinstance(u.dtype, DType):
+  if u.op not in _NO_DTYPE and not isinstance(u.dtype, DType):
     _fail(u, f"{u.op.name} has no dtype (got {u.dtype!r}); every value node needs one")
   if u.op in GroupOp.ALU:
     _check_alu(u)
