@@ -40,7 +40,10 @@ def _is_const(u: UOp) -> bool:
 
 
 def _all_const(u: UOp) -> bool:
-  return all(s.op is Ops.CONST for s in u.src) and len(u.src) > 0
+  for s in u.src:     # a loop, not all(generator): this runs on every ALU node
+    if s.op is not Ops.CONST:
+      return False
+  return len(u.src) > 0
 
 
 def _not_const(u: UOp) -> bool:
@@ -276,8 +279,16 @@ def _signed(k: int, dt) -> int:
 
 def _coeffs(dt, terms: dict) -> list:
   """The (term, coefficient) list of the canonical sum: positive ones, then negative ones."""
-  coeffs = [(t, _signed(k, dt)) for t, k in terms.items()]
-  return [(t, k) for t, k in coeffs if k > 0] + [(t, k) for t, k in coeffs if k < 0]
+  pos, neg = [], []
+  half = 1 << (dt.bits - 1) if dt.kind in "iu" else None
+  for t, k in terms.items():
+    if half is not None and not -half <= k < half:
+      k = _signed(k, dt)
+    if k > 0:
+      pos.append((t, k))
+    elif k < 0:
+      neg.append((t, k))
+  return pos + neg if neg else pos
 
 
 def _build(dt, terms: dict, const: int) -> UOp:
