@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from .dtype import DType
+from .dtype import DType, dtypes
 from .errors import RewriteError
 from .ops import Ops, UOp, describe
 
 _ANY = object()
+_COMMON_DTYPES = (None,) + dtypes.all
 
 
 class UPat:
@@ -198,6 +199,10 @@ class PatternMatcher:
       for op in (pat.ops or Ops):
         self.by_op[op].append((pat, fn, wants_ctx, match))
     self._by_key: dict = {}   # (op, dtype) -> the rules of by_op[op] that dtype can match
+    for op, rules in self.by_op.items():    # the scalar dtypes' lists up front (vectors and
+      if rules:                             # pointers: on first sight)
+        for dt in _COMMON_DTYPES:
+          self._rules_for(op, dt)
 
   def __add__(self, other: PatternMatcher) -> PatternMatcher:
     return PatternMatcher(self.rules + other.rules)
