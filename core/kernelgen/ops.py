@@ -291,23 +291,27 @@ def _new_node(cls, op, dtype, src, arg, new=object.__new__, set_op=_SET["op"],
 
 
 def toposort(roots: Iterable[UOp]) -> list[UOp]:
-  """Every node reachable from `roots`, each after its sources; deterministic, iterative."""
+  """Every node reachable from `roots`, each after its sources; deterministic, iterative.
+  (Depth-first, sources in order: a node goes in when its last source is done.)"""
   order: list[UOp] = []
   seen: set[UOp] = set()    # UOps hash by identity
-  stack = [(r, False) for r in reversed(list(roots))]
-  pop, push, add = stack.pop, stack.append, seen.add
-  while stack:
-    node, expanded = pop()
-    if expanded:
-      order.append(node)
+  add, emit = seen.add, order.append
+  for root in roots:
+    if root in seen:
       continue
-    if node in seen:
-      continue
-    add(node)
-    push((node, True))
-    src = node.src
-    if src:
-      stack.extend([(s, False) for s in src[::-1] if s not in seen])
+    add(root)
+    stack = [(root, iter(root.src))]
+    push, pop = stack.append, stack.pop
+    while stack:
+      node, it = stack[-1]
+      for s in it:
+        if s not in seen:
+          add(s)
+          push((s, iter(s.src)))
+          break
+      else:
+        pop()
+        emit(node)
   return order
 
 
