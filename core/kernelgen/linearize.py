@@ -16,7 +16,7 @@ import heapq
 
 from .errors import VerifyError
 from .ops import Ops, UOp, describe, toposort
-from .program import BufferSpec, Kernel, buffer_access, launch_sizes
+from .program import BufferSpec, Kernel, launch_sizes
 
 _DEFINITIONS = (Ops.PARAM, Ops.VAR, Ops.DEFINE_LOCAL, Ops.SPECIAL)
 
@@ -286,8 +286,12 @@ def linearize(sink: UOp) -> list[UOp]:
 def make_kernel(name: str, uops: list[UOp], buffer_names: dict[int, str]) -> Kernel:
   """A Kernel from a linearized list: buffer table by slot, launch sizes and scalar arguments."""
   params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg)
+  used = {(u.op, u.src[0].arg) for u in uops       # one pass for every buffer's access
+          if (u.op is Ops.LOAD or u.op is Ops.STORE) and u.src[0].op is Ops.PARAM}
+  access = {p.arg: "readwrite" if (Ops.LOAD, p.arg) in used and (Ops.STORE, p.arg) in used
+            else "write" if (Ops.STORE, p.arg) in used else "read" for p in params}
   buffers = tuple(BufferSpec(p.arg, buffer_names.get(p.arg, f"buf{p.arg}"), p.dtype.base.scalar,
-                             p.dtype.size, buffer_access(uops, p.arg)) for p in params)
+                             p.dtype.size, access[p.arg]) for p in params)
   global_size, local_size = launch_sizes(uops)
   variables = tuple(u for u in uops if u.op is Ops.VAR)
   return Kernel(name, tuple(uops), buffers, global_size, local_size, variables)
