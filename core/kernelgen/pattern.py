@@ -243,17 +243,21 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
   budget = max_rewrites if max_rewrites is not None else 10_000
   sized = max_rewrites is not None
   rewrite = pm.rewrite
-  stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
+  # depth first, sources in order: (node, iterator over its sources, the node it was rewritten
+  # into, whose own rewriting is under way, or None)
+  stack: list = [(root, iter(root.src), None)]
   pop, push = stack.pop, stack.append
   while stack:
-    node, stage, produced = pop()
-    if node in done:
+    node, it, produced = stack[-1]
+    if produced is not None:          # its rewrite is done: the node's final form is that one's
+      pop()
+      done[node] = done[produced]
       continue
-    if stage == 0:
-      push((node, 1, None))
-      if node.src:
-        stack.extend([(s, 0, None) for s in node.src[::-1] if s not in done])
-    elif stage == 1:
+    for s in it:
+      if s not in done:
+        push((s, iter(s.src), None))
+        break
+    else:                             # every source done: rebuild on them and rewrite
       src = node.src
       if src:
         new_src = tuple([done[s] for s in src])
@@ -262,6 +266,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
         rebuilt = node
       out = rewrite(rebuilt, ctx)
       if out is None:
+        pop()
         done[node] = rebuilt
         done[rebuilt] = rebuilt
         continue
@@ -271,11 +276,12 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
       if budget < 0:
         raise RewriteError("the rewrite rules did not reach a fixed point; last rewrite was of\n"
                            + describe(rebuilt) + "\ninto\n" + describe(out))
-      push((node, 2, out))
-      if out not in done:
-        push((out, 0, None))
-    else:
-      done[node] = done[produced]
+      if out in done:
+        pop()
+        done[node] = done[out]
+      else:
+        stack[-1] = (node, None, out)
+        push((out, iter(out.src), None))
   return done[root]
 
 
