@@ -216,6 +216,12 @@ def value_range(u: UOp) -> tuple:
   """(lo, hi): bounds of every value `u` can take (ints and bools; floats give (-inf, inf))."""
   if u._vrange is not None:
     return u._vrange
+  for s in u.src:
+    if s._vrange is None:
+      break
+  else:                  # the common case when rewriting bottom-up: the sources are known
+    set_vrange(u, _compute(u))
+    return u._vrange
   stack = [(u, False)]
   while stack:
     node, ready = stack.pop()
