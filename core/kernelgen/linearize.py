@@ -254,8 +254,11 @@ def _merge_ends(order: list[UOp]) -> list[UOp]:
       ends.setdefault(u.src[0], []).append(u)
   if all(len(e) == 1 for e in ends.values()):
     return order
-  merged = {e: UOp(Ops.ENDRANGE, None, (r,) + tuple(s for x in es for s in x.src[1:]))
-            for r, es in ends.items() if len(es) > 1 for e in es}
+  merged = {}
+  for r, es in ends.items():
+    if len(es) > 1:
+      one = UOp(Ops.ENDRANGE, None, (r,) + tuple([s for x in es for s in x.src[1:]]))
+      merged.update((e, one) for e in es)
   new: dict[UOp, UOp] = dict(merged)   # only the nodes that change
   for u in order:
     if u in merged or not u.src:
