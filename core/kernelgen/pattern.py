@@ -3,8 +3,10 @@
 
 A rule's rewrite function receives the pattern's named captures as keyword arguments (and the
 rewrite context as `ctx` when its first parameter is named so); it returns a new node, or None
-to leave the node alone. Rules are indexed by op, and results are memoized by node identity
-(nodes are interned), so one `graph_rewrite` visits each node once plus once per rewrite.
+to leave the node alone. Rules are indexed by (op, dtype) of the node their pattern's root can
+match, each pattern is compiled to plain Python once per matcher, and results are memoized by
+node identity (nodes are interned), so one `graph_rewrite` visits each node once plus once per
+rewrite.
 """
 from __future__ import annotations
 

@@ -221,16 +221,19 @@ def _linear(u: UOp, exact: bool = False) -> tuple[dict, int] | None:
 
 
 def _sum_of(u: UOp) -> tuple:
-  """(terms, constant, pieces, exact) of u, cached on the node (`u._sum`): the sum u adds up
-  (terms in order of first appearance), how many nodes spell it out (a shared piece counts each
-  time; terms None past MAX_TERMS), and whether none of its +, -, negation or * nodes can wrap."""
+  """(terms, constant, pieces, exact) of u: the sum u adds up (terms in order of first
+  appearance), how many nodes spell it out (a shared piece counts each time; terms None past
+  MAX_TERMS), and whether none of its +, -, negation or * nodes can wrap. Cached on sum nodes
+  (`u._sum`, which holds only nodes below u, so no node keeps itself alive)."""
   if u._sum is not None:
     return u._sum
+  if _parts(u, 1) is None:
+    return _leaf_sum(u)
   stack = [u]
-  while stack:                # sources first, iteratively (sums can be long chains)
+  while stack:                # sums below first, iteratively (sums can be long chains)
     node = stack[-1]
     parts = _parts(node, 1)
-    todo = [n for n, _ in parts if n._sum is None] if parts else ()
+    todo = [n for n, _ in parts if n._sum is None and _parts(n, 1) is not None]
     if todo:
       stack.extend(todo)
       continue
@@ -238,13 +241,10 @@ def _sum_of(u: UOp) -> tuple:
     if node._sum is not None:
       continue
     ok = node.op not in _LINEAR_OPS or fits(node)
-    if parts is None:
-      set_sum(node, ({}, node.arg, 1, ok) if node.op is Ops.CONST else ({node: 1}, 0, 1, ok))
-      continue
     terms: dict | None = {}
     const, pieces = 0, 1
     for n, k in parts:
-      t, c, p, e = n._sum
+      t, c, p, e = n._sum or _leaf_sum(n)
       pieces, ok = pieces + p, ok and e
       if t is None or pieces > MAX_TERMS:
         terms = None
@@ -254,6 +254,12 @@ def _sum_of(u: UOp) -> tuple:
         const += k * c
     set_sum(node, (terms, const, pieces, ok))
   return u._sum
+
+
+def _leaf_sum(u: UOp) -> tuple:
+  """_sum_of a constant or a term (not cached: the terms would hold the node itself)."""
+  ok = u.op not in _LINEAR_OPS or fits(u)
+  return ({}, u.arg, 1, ok) if u.op is Ops.CONST else ({u: 1}, 0, 1, ok)
 
 
 def _parts(node: UOp, k: int) -> list | None:
