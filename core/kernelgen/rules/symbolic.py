@@ -225,7 +225,7 @@ def _sum_of(u: UOp) -> tuple:
   appearance), how many nodes spell it out (a shared piece counts each time; terms None past
   MAX_TERMS), and whether none of its +, -, negation or * nodes can wrap. Cached on sum nodes
   (`u._sum`, which holds only nodes below u, so no node keeps itself alive)."""
-  if u._sum is not None:
+  if u._sum is not None and u._sum is not _CANONICAL:
     return u._sum
   if _parts(u, 1) is None:
     return _leaf_sum(u)
@@ -233,18 +233,19 @@ def _sum_of(u: UOp) -> tuple:
   while stack:                # sums below first, iteratively (sums can be long chains)
     node = stack[-1]
     parts = _parts(node, 1)
-    todo = [n for n, _ in parts if n._sum is None and _parts(n, 1) is not None]
+    todo = [n for n, _ in parts if (n._sum is None or n._sum is _CANONICAL)
+            and _parts(n, 1) is not None]
     if todo:
       stack.extend(todo)
       continue
     stack.pop()
-    if node._sum is not None:
+    if node._sum is not None and node._sum is not _CANONICAL:
       continue
     ok = node.op not in _LINEAR_OPS or fits(node)
     terms: dict | None = {}
     const, pieces = 0, 1
     for n, k in parts:
-      t, c, p, e = n._sum or _leaf_sum(n)
+      t, c, p, e = n._sum if _parts(n, 1) is not None else _leaf_sum(n)
       pieces, ok = pieces + p, ok and e
       if t is None or pieces > MAX_TERMS:
         terms = None
@@ -254,6 +255,13 @@ def _sum_of(u: UOp) -> tuple:
         const += k * c
     set_sum(node, (terms, const, pieces, ok))
   return u._sum
+
+
+# `_sum` of the sum nodes _fold_sum built from the terms of a sum without merging pairs (its
+# result and every partial sum on its left spine) until their linear form is needed: such a node
+# is canonical with no pair to merge (partial sums keep the order, signs and coefficients of the
+# whole), so _fold_sum skips it
+_CANONICAL = object()
 
 
 def _leaf_sum(u: UOp) -> tuple:
@@ -393,6 +401,8 @@ def _is_div_mod(t: UOp) -> bool:
 
 def _fold_sum(s: UOp) -> UOp | None:
   """Rewrite an integer sum into its canonical form (None when it already is)."""
+  if s._sum is _CANONICAL:
+    return None
   lin = _linear(s)
   if lin is None:
     return None
@@ -403,6 +413,10 @@ def _fold_sum(s: UOp) -> UOp | None:
   if not merged and _is_built(s, _coeffs(s.dtype, terms), truncate(const, s.dtype)):
     return None   # already canonical: checked without building (and interning) it again
   out = _build(s.dtype, terms, const)
+  node = out if not merged else None   # (a merge can leave a sum as a term: not canonical yet)
+  while node is not None and (node.op is Ops.ADD or node.op is Ops.SUB) and node._sum is None:
+    set_sum(node, _CANONICAL)          # canonical with no pair to merge, like every partial
+    node = node.src[0]                 # sum on its left spine
   return None if out is s else out
 
 
