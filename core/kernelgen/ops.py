@@ -132,8 +132,14 @@ class _Interned(type):
       if node is not None:
         return node
     node = _new_node(cls, op, dtype, src, arg)
-    _CACHE[key] = weakref.KeyedRef(node, _forget, key)
+    ref = _CACHE[key] = _KeyedRef(node, _forget)
+    ref.key = key
     return node
+
+
+class _KeyedRef(weakref.ref):
+  """A weak reference that knows its cache key (weakref.KeyedRef builds itself in Python)."""
+  __slots__ = ("key",)
 
 
 _CACHE = _Interned._cache
