@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .errors import DTypeError
 
@@ -30,6 +30,9 @@ class DType:
 
   def __hash__(self) -> int:
     return self._hash
+
+  def __reduce__(self):   # rebuilt through __init__, so the cached hash is this process's
+    return self.__class__, tuple(getattr(self, f.name) for f in fields(self))
 
   def __eq__(self, other) -> bool:
     if self is other:
