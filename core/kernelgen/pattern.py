@@ -25,18 +25,23 @@ class UPat:
 
   op:    an Ops, or a set/tuple of them, or None for any op
   dtype: a DType, or a set/tuple of them, or None for any dtype (a vector matches its own dtype)
+  scalar: a scalar DType, or a set/tuple of them: the node's dtype is one of them or a vector of
+         one (None: any)
   src:   None (any sources); a tuple (sources in order); a list (the two sources in either order)
   arg:   a value the node's arg must equal (use `_ANY`, the default, for any)
   name:  capture the matched node under this name; a name used twice must match one node
   allow_any_len: with a tuple `src`, match when the node has at least that many sources
   """
-  __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len", "custom")
+  __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len", "custom", "scalars")
 
   def __init__(self, op=None, dtype=None, src=None, arg=_ANY, name: str | None = None,
-               allow_any_len: bool = False, custom: Callable[[UOp], bool] | None = None):
+               allow_any_len: bool = False, custom: Callable[[UOp], bool] | None = None,
+               scalar=None):
     self.ops = None if op is None else (frozenset([op]) if isinstance(op, Ops) else frozenset(op))
     self.dtypes = None if dtype is None else (
       frozenset([dtype]) if isinstance(dtype, DType) else frozenset(dtype))
+    self.scalars = None if scalar is None else (
+      frozenset([scalar]) if isinstance(scalar, DType) else frozenset(scalar))
     self.src, self.arg, self.name = src, arg, name
     self.allow_any_len, self.custom = allow_any_len, custom
 
@@ -72,6 +77,8 @@ class UPat:
     if self.ops is not None and node.op not in self.ops:
       return False
     if self.dtypes is not None and node.dtype not in self.dtypes:
+      return False
+    if self.scalars is not None and (node.dtype is None or node.dtype.scalar not in self.scalars):
       return False
     if self.arg is not _ANY and node.arg != self.arg:
       return False
@@ -140,6 +147,9 @@ class _Codegen:
         emit(f"{pad}if {var}.op not in {self.const(pat.ops)}: return False")
     if pat.dtypes is not None:
       emit(f"{pad}if {var}.dtype not in {self.const(pat.dtypes)}: return False")
+    if pat.scalars is not None:
+      emit(f"{pad}if {var}.dtype is None or {var}.dtype.scalar not in {self.const(pat.scalars)}: "
+           f"return False")
     if pat.arg is not _ANY:
       emit(f"{pad}if {var}.arg != {self.const(pat.arg)}: return False")
     if pat.custom is not None:
@@ -163,7 +173,7 @@ class _Codegen:
     emit(f"{pad}if len({src}) {'<' if pat.allow_any_len else '!='} {n}: return False")
     for i, sub in enumerate(pat.src):
       if sub.ops is None and sub.dtypes is None and sub.arg is _ANY and sub.custom is None \
-         and sub.name is None and sub.src is None:
+         and sub.name is None and sub.src is None and sub.scalars is None:
         continue      # matches anything
       child = self.var()
       emit(f"{pad}{child} = {src}[{i}]")
@@ -214,8 +224,9 @@ class PatternMatcher:
     key = (op, dtype)
     rules = self._by_key.get(key)
     if rules is None:
-      rules = self._by_key[key] = [r for r in self.by_op[op]
-                                   if r[0].dtypes is None or dtype in r[0].dtypes]
+      rules = self._by_key[key] = [
+        r for r in self.by_op[op] if (r[0].dtypes is None or dtype in r[0].dtypes) and (
+          r[0].scalars is None or dtype is not None and dtype.scalar in r[0].scalars)]
     return rules
 
   def rewrite(self, node: UOp, ctx=None) -> UOp | None:

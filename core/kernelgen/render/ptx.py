@@ -178,15 +178,21 @@ def _fold_cast(x: UOp, c: UOp):
 
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
+_BYTES = (dtypes.int8, dtypes.uint8)
 _BOOL = UPat.var("a", dtypes.bool)
+# ALU ops whose operands have the result's dtype (the rules below match on its scalar, so the rule
+# index skips them for every other dtype; WHERE is left alone, comparisons match on operands)
+_SAME_TYPE_ALU = GroupOp.ALU - GroupOp.Comparison - {Ops.WHERE}
 
 legalize_rules = PatternMatcher([
   # cast of a constant -> the converted constant (IR CAST semantics, dtype.truncate)
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="x"), _fold_cast),
   # half op the arch has no instruction for -> the op in f32, rounded back
-  (UPat(GroupOp.ALU, name="x"), _half_in_f32),
+  (UPat(_SAME_TYPE_ALU, name="x", scalar=_HALF), _half_in_f32),
+  (UPat(GroupOp.Comparison, name="x", src=(UPat(scalar=_HALF), UPat())), _half_in_f32),
   # int8/uint8 op -> the op on 16-bit values, wrapped back to 8 bits
-  (UPat(GroupOp.ALU, name="x"), _bytes_in_16bit),
+  (UPat(_SAME_TYPE_ALU, name="x", scalar=_BYTES), _bytes_in_16bit),
+  (UPat(GroupOp.Comparison, name="x", src=(UPat(scalar=_BYTES), UPat())), _bytes_in_16bit),
   # f64 exp2/log2/sin -> range reduction and polynomial in f64 (PTX has only f32 approximations)
   (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN), name="x"), _f64_transcendental),
   # bool where(c, a, b) -> (c and a) or (not c and b)
@@ -231,7 +237,7 @@ def _vector_rules(rules: PatternMatcher) -> PatternMatcher:
 def _vectorized(pat: UPat) -> UPat:
   dts = None if pat.dtypes is None else {d.vec(n) for d in pat.dtypes for n in (2, 3, 4, 8)}
   src = pat.src if not isinstance(pat.src, tuple) else tuple(_vectorized(s) for s in pat.src)
-  return UPat(pat.ops, dts, src, pat.arg, pat.name, pat.allow_any_len, pat.custom)
+  return UPat(pat.ops, dts, src, pat.arg, pat.name, pat.allow_any_len, pat.custom, pat.scalars)
 
 
 legalize_rules = _vector_rules(legalize_rules)
