@@ -547,6 +547,11 @@ ALU_SPELLING = {
 
 
 def _spelling(op: Ops, dt: DType) -> str:
+  got = _SPELLINGS.get((op, dt))
+  return got if got is not None else _spell(op, dt)
+
+
+def _spell(op: Ops, dt: DType) -> str:
   ints, floats, preds = ALU_SPELLING[op]
   form = preds if dt == dtypes.bool else floats if dt.is_float() else ints
   if form is None:
@@ -554,6 +559,21 @@ def _spelling(op: Ops, dt: DType) -> str:
                            target="ptx", dtype=dt)
   t = COMPUTE_TYPE[dt.name]
   return form.format(t=t, b=BIT_TYPE[dt.itemsize], s=SIGNED_TYPE.get(t, t))
+
+
+def _spellings() -> dict:
+  """(op, scalar dtype) -> opcode, for every pair PTX has (a table built once, at import)."""
+  table = {}
+  for op in ALU_SPELLING:
+    for dt in dtypes.all:
+      try:
+        table[(op, dt)] = _spell(op, dt)
+      except (UnsupportedError, KeyError):
+        pass
+  return table
+
+
+_SPELLINGS = _spellings()
 
 
 def _shift_amount(w: _Writer, u: UOp, lane: int) -> str:
