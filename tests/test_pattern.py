@@ -50,3 +50,36 @@ def test_a_rule_set_that_never_stops_raises():
                           lambda a, b: UOp(Ops.ADD, I32, (b, a)))])
   with pytest.raises(RewriteError, match="did not reach a fixed point"):
     graph_rewrite(x + 1, flip, max_rewrites=100)
+
+
+def test_scalar_matches_the_dtype_and_every_vector_of_it():
+  h = dtypes.float16
+  pm = PatternMatcher([(UPat(Ops.NEG, name="n", scalar=h), lambda n: n.src[0])])
+  for dt in (h, h.vec(2), h.vec(16)):
+    v = UOp(Ops.VAR, dt, (), ("v", 0, 1))
+    assert graph_rewrite(UOp(Ops.NEG, dt, (v,)), pm) is v
+  f = UOp(Ops.VAR, dtypes.float32, (), ("f", 0, 1))
+  assert graph_rewrite(-f, pm) is not f
+  assert UPat(scalar=h).match(f, {}) is None and UPat(scalar=h).match(UOp(Ops.SINK), {}) is None
+
+
+def test_compiled_rules_capture_what_upat_match_captures():
+  # the matcher runs each pattern as generated code: same verdicts and captures as UPat.match
+  c = UOp.const(I32, 3)
+  pats = [UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("a"))),
+          UPat(Ops.ADD, name="s", src=(UPat.var("a"), UPat.cvar("k"))),
+          UPat(Ops.MUL, src=[UPat.var("v"), UPat.const(I32, 3)]),
+          UPat((Ops.ADD, Ops.MUL), I32, src=(UPat(Ops.ADD, src=(UPat.var("a"), UPat.var("b"))),
+                                             UPat.var("b"))),
+          UPat(Ops.WHERE, src=(UPat.var("g"),), allow_any_len=True),
+          UPat(Ops.ADD, src=(UPat(), UPat(arg=3))),
+          UPat(Ops.ADD, src=(UPat.var("a"), UPat(custom=lambda u: u.op is Ops.CONST, name="a")))]
+  nodes = [x + x, x + c, c + x, x * c, c * x, (x + c) + c, (x + c) * c, (x + x) + x,
+           x.lt(c).where(x, c), x.lt(c).where(c, x), c + c]
+  for pat in pats:
+    seen = []
+    pm = PatternMatcher([(pat, lambda **caps: seen.append(caps))])
+    for node in nodes:
+      seen.clear()
+      pm.rewrite(node)
+      assert (seen[0] if seen else None) == pat.match(node, {}), (pat, node)

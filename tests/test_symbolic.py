@@ -441,6 +441,24 @@ def test_terminates_on_long_sums():
   assert evaluate(got, {X: 17, LID: 5}) == evaluate(total, {X: 17, LID: 5})
 
 
+def test_sums_simplify_skips_as_canonical_are_canonical():
+  # _fold_sum marks the sums it builds (and their partial sums) and skips them later; with every
+  # mark and cached sum cleared, simplifying the result again must change nothing
+  from kernelgen.ops import set_sum
+  buf = UOp(Ops.PARAM, F32.ptr(1 << 20), (), 0)
+  stores = []
+  for i in range(40):
+    size = 2 + i % 7
+    for idx in (IDX + i * 6400 + 52, (IDX + i * 3) * 4 + (LID % 4 + 1) * (i % 3)):
+      shaped = (idx // (size * 4)) * (size * 4) + (idx // 4 % size) * 4 + idx % 4 - N * (i % 2)
+      stores.append(buf.store(shaped, C(0.0, F32)))
+      stores.append(buf.store(shaped + (X + 2) * 3 - X, C(1.0, F32)))
+  got = simplify(UOp(Ops.SINK, None, tuple(stores)))
+  for u in toposort([got]):
+    set_sum(u, None)
+  assert simplify(got) is got
+
+
 def test_simplifies_a_5000_node_index_graph():
   buf = UOp(Ops.PARAM, F32.ptr(1 << 20), (), 0)
   stores = []

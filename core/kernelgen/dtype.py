@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from .errors import DTypeError
 
@@ -21,6 +21,27 @@ class DType:
   kind: str       # "b" bool, "i" signed int, "u" unsigned int, "f" float
   fmt: str        # struct / memoryview format character of one lane
   count: int = 1  # lanes; 1 for a scalar
+
+  # hash and == run on every interned-node lookup and dtype check: the hash is computed once,
+  # and == tries identity first (the generated ones build a tuple of the fields on every call)
+  def __post_init__(self):
+    object.__setattr__(self, "_hash", hash((self.name, self.itemsize, self.kind, self.fmt,
+                                            self.count)))
+
+  def __hash__(self) -> int:
+    return self._hash
+
+  def __reduce__(self):   # rebuilt through __init__, so the cached hash is this process's
+    return self.__class__, tuple(getattr(self, f.name) for f in fields(self))
+
+  def __eq__(self, other) -> bool:
+    if self is other:
+      return True
+    if other.__class__ is not self.__class__:
+      return NotImplemented
+    return (self.name == other.name and self.count == other.count
+            and self.itemsize == other.itemsize and self.kind == other.kind
+            and self.fmt == other.fmt)
 
   def vec(self, count: int) -> DType:
     if self.count != 1:

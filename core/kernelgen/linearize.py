@@ -16,7 +16,7 @@ import heapq
 
 from .errors import VerifyError
 from .ops import Ops, UOp, describe, toposort
-from .program import BufferSpec, Kernel, buffer_access, launch_sizes
+from .program import BufferSpec, Kernel, launch_sizes
 
 _DEFINITIONS = (Ops.PARAM, Ops.VAR, Ops.DEFINE_LOCAL, Ops.SPECIAL)
 
@@ -57,16 +57,23 @@ def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
   empty = frozenset()
   acc_loops = _acc_loops(order)
   for u in order:
-    o = frozenset().union(*(opened[s] for s in u.src)) if u.src else empty
-    if u.op is not Ops.AFTER:
-      o = o.union(*(acc_loops.get(s, empty) for s in u.src if s.op is Ops.DEFINE_ACC))
-    c = frozenset().union(*(closed[s] for s in u.src)) if u.src else empty
+    o = c = empty
+    for s in u.src:           # unions that reuse a set when nothing new is added
+      so, sc = opened[s], closed[s]
+      if so and so is not o and not so <= o:
+        o = o | so if o else so
+      if sc and sc is not c and not sc <= c:
+        c = c | sc if c else sc
+      if s.op is Ops.DEFINE_ACC and u.op is not Ops.AFTER:
+        al = acc_loops.get(s)
+        if al and not al <= o:
+          o = o | al
     if u.op is Ops.RANGE:
       o = o | {u}
     elif u.op is Ops.ENDRANGE:
       c = c | {u.src[0]}
     opened[u], closed[u] = o, c
-  return {u: opened[u] - closed[u] for u in order}
+  return {u: (o - closed[u] if closed[u] else o) for u, o in opened.items()}
 
 
 def _must_nest(order: list[UOp], scope: dict) -> dict[UOp, set]:
@@ -167,10 +174,6 @@ def _build_blocks(order: list[UOp], paths: dict) -> _Block:
 
 def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> None:
   """Append the block's items in topological order (ties: depth-first graph order)."""
-  def item_of(u: UOp):
-    path = paths[u]
-    return path[depth] if len(path) > depth else u
-
   items = block.nodes + list(block.children)
   members = {r: _members(b) for r, b in block.children.items()}
   deps: dict[UOp, set] = {}
@@ -179,7 +182,8 @@ def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> 
     found = set()
     for m in members.get(it, (it,)):
       for s in m.src:
-        d = item_of(s)   # an item of this block, or a node outside it (already placed)
+        path = paths[s]  # s's item: an item of this block, or a node outside it (already placed)
+        d = path[depth] if len(path) > depth else s
         if d is not it and d in users:
           found.add(d)
     deps[it] = found
@@ -222,7 +226,7 @@ def _ungate(uops: list[UOp]) -> list[UOp]:
   open_if: UOp | None = None
   count = 0
   for u in uops:
-    src = tuple(new.get(s, s) for s in u.src)
+    src = tuple([new.get(s, s) for s in u.src]) if new else u.src
     gate = src[3] if u.op is Ops.STORE and len(src) == 4 else None
     if open_if is not None and (gate is None or open_if.src[0] is not gate):
       out.append(UOp(Ops.ENDIF, None, (open_if,)))
@@ -233,8 +237,9 @@ def _ungate(uops: list[UOp]) -> list[UOp]:
         open_if = UOp(Ops.IF, None, (gate,), count)
         count += 1
         out.append(open_if)
-    node = u if src == u.src else UOp(u.op, u.dtype, src, u.arg)
-    new[u] = node
+    node = u
+    if src != u.src:     # only rebuilt nodes are recorded: new.get(s, s) finds the rest
+      node = new[u] = UOp(u.op, u.dtype, src, u.arg)
     out.append(node)
   if open_if is not None:
     out.append(UOp(Ops.ENDIF, None, (open_if,)))
@@ -249,14 +254,19 @@ def _merge_ends(order: list[UOp]) -> list[UOp]:
       ends.setdefault(u.src[0], []).append(u)
   if all(len(e) == 1 for e in ends.values()):
     return order
-  merged = {e: UOp(Ops.ENDRANGE, None, (r,) + tuple(s for x in es for s in x.src[1:]))
-            for r, es in ends.items() if len(es) > 1 for e in es}
-  new: dict[UOp, UOp] = {}
+  merged = {}
+  for r, es in ends.items():
+    if len(es) > 1:
+      one = UOp(Ops.ENDRANGE, None, (r,) + tuple([s for x in es for s in x.src[1:]]))
+      merged.update((e, one) for e in es)
+  new: dict[UOp, UOp] = dict(merged)   # only the nodes that change
   for u in order:
-    src = tuple(new.get(s, s) for s in u.src)
-    base = merged.get(u, u)
-    new[u] = base if base is not u else (u if src == u.src else UOp(u.op, u.dtype, src, u.arg))
-  return toposort([new[u] for u in order])
+    if u in merged or not u.src:
+      continue
+    src = tuple([new.get(s, s) for s in u.src])
+    if src != u.src:
+      new[u] = UOp(u.op, u.dtype, src, u.arg)
+  return toposort([new.get(u, u) for u in order])
 
 
 def linearize(sink: UOp) -> list[UOp]:
@@ -279,8 +289,12 @@ def linearize(sink: UOp) -> list[UOp]:
 def make_kernel(name: str, uops: list[UOp], buffer_names: dict[int, str]) -> Kernel:
   """A Kernel from a linearized list: buffer table by slot, launch sizes and scalar arguments."""
   params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg)
+  used = {(u.op, u.src[0].arg) for u in uops       # one pass for every buffer's access
+          if (u.op is Ops.LOAD or u.op is Ops.STORE) and u.src[0].op is Ops.PARAM}
+  access = {p.arg: "readwrite" if (Ops.LOAD, p.arg) in used and (Ops.STORE, p.arg) in used
+            else "write" if (Ops.STORE, p.arg) in used else "read" for p in params}
   buffers = tuple(BufferSpec(p.arg, buffer_names.get(p.arg, f"buf{p.arg}"), p.dtype.base.scalar,
-                             p.dtype.size, buffer_access(uops, p.arg)) for p in params)
+                             p.dtype.size, access[p.arg]) for p in params)
   global_size, local_size = launch_sizes(uops)
   variables = tuple(u for u in uops if u.op is Ops.VAR)
   return Kernel(name, tuple(uops), buffers, global_size, local_size, variables)

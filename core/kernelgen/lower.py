@@ -117,6 +117,18 @@ def _dim_index(terms, offset: int, inner: int, n: int) -> UOp:
   return q if hi + off + shift < period else q % _c(n)
 
 
+_UNSEEN = object()
+
+
+def _view_axes(view: View, count: int) -> tuple | None:
+  """The axes whose index a view's value depends on: those it moves through (View.terms) and
+  those its mask bounds (View.valid); None when that is all `count` of them."""
+  mask = view.mask or [(0, n) for n in view.shape]
+  used = tuple(a for a, (s, n, (lo, hi)) in enumerate(zip(view.strides, view.shape, mask))
+               if s != 0 and n != 1 or lo > 0 or hi < n)
+  return used if len(used) < count else None
+
+
 def _and(a: UOp | None, b: UOp | None) -> UOp | None:
   if a is None:
     return b
@@ -144,6 +156,7 @@ class Lowerer:
     self.params += [UOp(Ops.PARAM, n.dtype.ptr(n.size), (), i + 1)
                     for i, n in enumerate(item.inputs)]
     self.cache: dict = {}
+    self.view_axes: dict = {}          # id(VIEW node) -> the axes its value depends on
     self.next_id = 0
     self.group, self.lane = 0, None    # set by lower() for grouped reductions
     self.subgroups: tuple = ()
@@ -153,7 +166,19 @@ class Lowerer:
     key = (id(node), idxs, gate)
     got = self.cache.get(key)
     if got is None:
-      got = self.cache[key] = self._lower(node, idxs, gate)
+      used = None
+      if node.op is L.VIEW and self.loops is not None:   # tiled: outputs share operand views
+        used = self.view_axes.get(id(node), _UNSEEN)
+        if used is _UNSEEN:
+          used = self.view_axes[id(node)] = _view_axes(node.arg, len(idxs))
+      if used is not None:    # a view that reads only some indices: the others share its value
+        short = (id(node), tuple([idxs[a] for a in used]), gate, "view")
+        got = self.cache.get(short)
+        if got is None:
+          got = self.cache[short] = self._lower(node, idxs, gate)
+        self.cache[key] = got
+      else:
+        got = self.cache[key] = self._lower(node, idxs, gate)
     return got
 
   def _load(self, node: LazyOp, lin: UOp, gate: UOp | None) -> UOp:

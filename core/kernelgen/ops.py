@@ -123,32 +123,52 @@ def _arg_key(arg):
   return arg
 
 
+_I32 = dtypes.int32
+_CACHES = frozenset({"_vrange", "_verified", "_sum"})   # the slots a built node may still set
+
+
 class _Interned(type):
-  _cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  # key -> weak reference to the live node; a node's entry goes when the node does. (A plain dict
+  # of KeyedRefs: WeakValueDictionary.get is Python code, and this lookup runs per node built.)
+  _cache: dict = {}
 
   def __call__(cls, op: Ops, dtype: DType = None, src: tuple = (), arg=None):
-    key = (op, dtype, src, _arg_key(arg))
-    node = cls._cache.get(key)
-    if node is None:
-      node = super().__call__(op, dtype, src, arg)
-      cls._cache[key] = node
+    key = (op, dtype, src, arg if arg is None or type(arg) is int else _arg_key(arg))
+    ref = _CACHE.get(key)
+    if ref is not None:
+      node = ref()
+      if node is not None:
+        return node
+    node = _new_node(cls, op, dtype, src, arg)
+    ref = _CACHE[key] = _KeyedRef(node, _forget)
+    ref.key = key
     return node
+
+
+class _KeyedRef(weakref.ref):
+  """A weak reference that knows its cache key (weakref.KeyedRef builds itself in Python)."""
+  __slots__ = ("key",)
+
+
+_CACHE = _Interned._cache
+
+
+def _forget(ref, cache=_CACHE):
+  """A node died: drop its entry (unless the key already names a newer node)."""
+  if cache.get(ref.key) is ref:
+    del cache[ref.key]
 
 
 class UOp(metaclass=_Interned):
   """One IR node. Immutable and interned; compare with `is` (== is not overloaded)."""
-  __slots__ = ("op", "dtype", "src", "arg", "_vrange", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_verified", "_sum", "__weakref__")
 
-  def __init__(self, op: Ops, dtype: DType = None, src: tuple = (), arg=None):
-    init = object.__setattr__
-    init(self, "op", op)
-    init(self, "dtype", dtype)
-    init(self, "src", tuple(src))
-    init(self, "arg", arg)
-    init(self, "_vrange", None)
+  # built by _new_node (through the interning metaclass). Caches of facts that depend only on
+  # the node and its sources: _vrange its value range (rules/ranges.py), _sum its linear form
+  # (rules/symbolic.py); _verified is set by verify.py once the node passed its checks
 
   def __setattr__(self, name, value):
-    if name != "_vrange":
+    if name not in _CACHES:
       raise AttributeError("UOp is immutable: build a new node with .replace(...)")
     object.__setattr__(self, name, value)
 
@@ -166,6 +186,8 @@ class UOp(metaclass=_Interned):
   @staticmethod
   def const(dtype: DType, value) -> UOp:
     """A constant; a vector dtype gives a VECTORIZE of equal scalar constants."""
+    if dtype is _I32 and type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF:
+      return UOp(Ops.CONST, dtype, (), value)   # the common index constant: nothing to truncate
     if dtype.count > 1:
       c = UOp.const(dtype.scalar, value)
       return UOp(Ops.VECTORIZE, dtype, (c,) * dtype.count)
@@ -175,7 +197,11 @@ class UOp(metaclass=_Interned):
     return x if isinstance(x, UOp) else UOp.const(self.dtype, x)
 
   def alu(self, op: Ops, *others) -> UOp:
-    srcs = (self,) + tuple(self._operand(o) for o in others)
+    if len(others) == 1:      # the common binary case, without a generator
+      o = others[0]
+      srcs = (self, o if o.__class__ is UOp else UOp.const(self.dtype, o))
+    else:
+      srcs = (self,) + tuple(self._operand(o) for o in others)
     dtype = dtypes.bool.vec(self.dtype.count) if op in GroupOp.Comparison else srcs[-1].dtype
     if op is Ops.WHERE:
       dtype = srcs[1].dtype
@@ -255,21 +281,51 @@ class UOp(metaclass=_Interned):
     return value_range(self)[1]
 
 
+_SET = {n: UOp.__dict__[n].__set__ for n in UOp.__slots__ if n != "__weakref__"}
+
+
+# writers of the cache slots that skip UOp.__setattr__ (hot: a value range per index node)
+set_vrange, set_verified, set_sum = _SET["_vrange"], _SET["_verified"], _SET["_sum"]
+
+
+def _new_node(cls, op, dtype, src, arg, new=object.__new__, set_op=_SET["op"],
+              set_dtype=_SET["dtype"], set_src=_SET["src"], set_arg=_SET["arg"],
+              set_vrange=_SET["_vrange"], set_verified=_SET["_verified"],
+              set_sum=_SET["_sum"]) -> UOp:
+  """A new node (interning is the caller's job): slots written directly, past __setattr__."""
+  node = new(cls)
+  set_op(node, op)
+  set_dtype(node, dtype)
+  set_src(node, src if src.__class__ is tuple else tuple(src))
+  set_arg(node, arg)
+  set_vrange(node, None)
+  set_verified(node, False)
+  set_sum(node, None)
+  return node
+
+
 def toposort(roots: Iterable[UOp]) -> list[UOp]:
-  """Every node reachable from `roots`, each after its sources; deterministic, iterative."""
+  """Every node reachable from `roots`, each after its sources; deterministic, iterative.
+  (Depth-first, sources in order: a node goes in when its last source is done.)"""
   order: list[UOp] = []
-  seen: set[int] = set()
-  stack = [(r, False) for r in reversed(list(roots))]
-  while stack:
-    node, expanded = stack.pop()
-    if expanded:
-      order.append(node)
+  seen: set[UOp] = set()    # UOps hash by identity
+  add, emit = seen.add, order.append
+  for root in roots:
+    if root in seen:
       continue
-    if id(node) in seen:
-      continue
-    seen.add(id(node))
-    stack.append((node, True))
-    stack.extend((s, False) for s in reversed(node.src) if id(s) not in seen)
+    add(root)
+    stack = [(root, iter(root.src))]
+    push, pop = stack.append, stack.pop
+    while stack:
+      node, it = stack[-1]
+      for s in it:
+        if s not in seen:
+          add(s)
+          push((s, iter(s.src)))
+          break
+      else:
+        pop()
+        emit(node)
   return order
 
 

@@ -246,6 +246,8 @@ def _tile_axes(item: ScheduleItem) -> tuple | None:
   if len(_reduces(item)) != 1:
     return None
   sizes = [a for a, n in enumerate(item.out.shape) if n > 1]
+  if len(sizes) <= 2:
+    return tuple(sizes) if len(sizes) == 2 else None   # one pair at most: nothing to compare
   best, best_loads = None, None
   for pair in itertools.combinations(sizes, 2):
     sink, _ = lower(item, Opts(tile=TILE_PROBE, tile_axes=pair))

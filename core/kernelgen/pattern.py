@@ -3,18 +3,21 @@
 
 A rule's rewrite function receives the pattern's named captures as keyword arguments (and the
 rewrite context as `ctx` when its first parameter is named so); it returns a new node, or None
-to leave the node alone. Rules are indexed by op, and results are memoized by node identity
-(nodes are interned), so one `graph_rewrite` visits each node once plus once per rewrite.
+to leave the node alone. Rules are indexed by (op, dtype) of the node their pattern's root can
+match, each pattern is compiled to plain Python once per matcher, and results are memoized by
+node identity (nodes are interned), so one `graph_rewrite` visits each node once plus once per
+rewrite.
 """
 from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from .dtype import DType
+from .dtype import DType, dtypes
 from .errors import RewriteError
 from .ops import Ops, UOp, describe
 
 _ANY = object()
+_COMMON_DTYPES = (None,) + dtypes.all
 
 
 class UPat:
@@ -22,18 +25,23 @@ class UPat:
 
   op:    an Ops, or a set/tuple of them, or None for any op
   dtype: a DType, or a set/tuple of them, or None for any dtype (a vector matches its own dtype)
+  scalar: a scalar DType, or a set/tuple of them: the node's dtype is one of them or a vector of
+         one (None: any)
   src:   None (any sources); a tuple (sources in order); a list (the two sources in either order)
   arg:   a value the node's arg must equal (use `_ANY`, the default, for any)
   name:  capture the matched node under this name; a name used twice must match one node
   allow_any_len: with a tuple `src`, match when the node has at least that many sources
   """
-  __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len", "custom")
+  __slots__ = ("ops", "dtypes", "src", "arg", "name", "allow_any_len", "custom", "scalars")
 
   def __init__(self, op=None, dtype=None, src=None, arg=_ANY, name: str | None = None,
-               allow_any_len: bool = False, custom: Callable[[UOp], bool] | None = None):
+               allow_any_len: bool = False, custom: Callable[[UOp], bool] | None = None,
+               scalar=None):
     self.ops = None if op is None else (frozenset([op]) if isinstance(op, Ops) else frozenset(op))
     self.dtypes = None if dtype is None else (
       frozenset([dtype]) if isinstance(dtype, DType) else frozenset(dtype))
+    self.scalars = None if scalar is None else (
+      frozenset([scalar]) if isinstance(scalar, DType) else frozenset(scalar))
     self.src, self.arg, self.name = src, arg, name
     self.allow_any_len, self.custom = allow_any_len, custom
 
@@ -61,44 +69,134 @@ class UPat:
   # ---- matching ----
   def match(self, node: UOp, caps: dict) -> dict | None:
     """Captures after matching `node` (extending `caps`), or None when it does not match."""
+    out = dict(caps)
+    return out if self._match(node, out) else None
+
+  def _match(self, node: UOp, caps: dict) -> bool:
+    """Match `node`, adding captures to `caps` in place; after a False `caps` is garbage."""
     if self.ops is not None and node.op not in self.ops:
-      return None
+      return False
     if self.dtypes is not None and node.dtype not in self.dtypes:
-      return None
+      return False
+    if self.scalars is not None and (node.dtype is None or node.dtype.scalar not in self.scalars):
+      return False
     if self.arg is not _ANY and node.arg != self.arg:
-      return None
+      return False
     if self.custom is not None and not self.custom(node):
-      return None
+      return False
     if self.name is not None:
       seen = caps.get(self.name)
-      if seen is not None and seen is not node:
-        return None
-      caps = {**caps, self.name: node}
-    if self.src is None:
-      return caps
-    if isinstance(self.src, list):
+      if seen is None:
+        caps[self.name] = node
+      elif seen is not node:
+        return False
+    src = self.src
+    if src is None:
+      return True
+    if src.__class__ is list:
       return self._match_either_order(node, caps)
-    if len(node.src) != len(self.src) and not (self.allow_any_len and len(node.src) >= len(self.src)):
-      return None
-    for pat, s in zip(self.src, node.src):
-      caps = pat.match(s, caps)
-      if caps is None:
-        return None
-    return caps
+    if len(node.src) != len(src) and not (self.allow_any_len and len(node.src) >= len(src)):
+      return False
+    for pat, s in zip(src, node.src):
+      if not pat._match(s, caps):
+        return False
+    return True
 
-  def _match_either_order(self, node: UOp, caps: dict) -> dict | None:
+  def _match_either_order(self, node: UOp, caps: dict) -> bool:
     if len(node.src) != 2:
-      return None
+      return False
     a, b = self.src
     for x, y in ((node.src[0], node.src[1]), (node.src[1], node.src[0])):
-      got = a.match(x, caps)
-      got = b.match(y, got) if got is not None else None
-      if got is not None:
-        return got
-    return None
+      got = dict(caps)
+      if a._match(x, got) and b._match(y, got):
+        caps.update(got)
+        return True
+    return False
 
 
 Rule = tuple[UPat, Callable]
+
+
+# ---- compiled matchers -----------------------------------------------------------------------
+# Each rule's pattern becomes straight-line Python (one function per rule, all of a matcher's
+# rules compiled in one go): the same checks in the same order as UPat._match, without its
+# per-node method calls. A pattern with sources in either order falls back to UPat._match there.
+
+class _Codegen:
+  def __init__(self):
+    self.consts: dict[str, object] = {}
+    self.lines: list[str] = []
+    self.count = 0
+
+  def const(self, value) -> str:
+    name = f"K{len(self.consts)}"
+    self.consts[name] = value
+    return name
+
+  def var(self) -> str:
+    self.count += 1
+    return f"n{self.count}"
+
+  def node(self, pat: UPat, var: str, names: set, depth: int) -> None:
+    """Lines that return False unless node `var` matches `pat` (captures into `caps`)."""
+    pad, emit = " " * depth, self.lines.append
+    if pat.ops is not None:
+      if len(pat.ops) == 1:
+        emit(f"{pad}if {var}.op is not {self.const(next(iter(pat.ops)))}: return False")
+      else:
+        emit(f"{pad}if {var}.op not in {self.const(pat.ops)}: return False")
+    if pat.dtypes is not None:
+      emit(f"{pad}if {var}.dtype not in {self.const(pat.dtypes)}: return False")
+    if pat.scalars is not None:
+      emit(f"{pad}if {var}.dtype is None or {var}.dtype.scalar not in {self.const(pat.scalars)}: "
+           f"return False")
+    if pat.arg is not _ANY:
+      emit(f"{pad}if {var}.arg != {self.const(pat.arg)}: return False")
+    if pat.custom is not None:
+      emit(f"{pad}if not {self.const(pat.custom)}({var}): return False")
+    if pat.name is not None:
+      key = repr(pat.name)
+      if pat.name in names:
+        emit(f"{pad}if caps[{key}] is not {var}: return False")
+      else:
+        emit(f"{pad}caps[{key}] = {var}")
+        names.add(pat.name)
+    if pat.src is None:
+      return
+    if isinstance(pat.src, list):   # either order: the general matcher, names and all
+      emit(f"{pad}if not {self.const(pat)}._match_either_order({var}, caps): return False")
+      names.update(_names(pat))
+      return
+    src = self.var()
+    emit(f"{pad}{src} = {var}.src")
+    n = len(pat.src)
+    emit(f"{pad}if len({src}) {'<' if pat.allow_any_len else '!='} {n}: return False")
+    for i, sub in enumerate(pat.src):
+      if sub.ops is None and sub.dtypes is None and sub.arg is _ANY and sub.custom is None \
+         and sub.name is None and sub.src is None and sub.scalars is None:
+        continue      # matches anything
+      child = self.var()
+      emit(f"{pad}{child} = {src}[{i}]")
+      self.node(sub, child, names, depth)
+
+
+def _names(pat: UPat) -> set:
+  out = {pat.name} if pat.name is not None else set()
+  for sub in pat.src or ():
+    out |= _names(sub)
+  return out
+
+
+def _compile(pats: list[UPat]) -> list[Callable]:
+  """One matcher function `f(node, caps) -> bool` per pattern (captures go into `caps`)."""
+  gen = _Codegen()
+  for i, pat in enumerate(pats):
+    gen.lines.append(f"def m{i}(n0, caps):")
+    gen.node(pat, "n0", set(), 2)
+    gen.lines.append("  return True")
+  namespace = dict(gen.consts)
+  exec(compile("\n".join(gen.lines), "<kernelgen patterns>", "exec"), namespace)  # noqa: S102
+  return [namespace[f"m{i}"] for i in range(len(pats))]
 
 
 class PatternMatcher:
@@ -106,20 +204,39 @@ class PatternMatcher:
 
   def __init__(self, rules: Iterable[Rule]):
     self.rules = list(rules)
-    self.by_op: dict[Ops, list[tuple[UPat, Callable, bool]]] = {op: [] for op in Ops}
-    for pat, fn in self.rules:
+    self.by_op: dict[Ops, list[tuple[UPat, Callable, bool, Callable]]] = {op: [] for op in Ops}
+    matchers = _compile([pat for pat, _ in self.rules])
+    for (pat, fn), match in zip(self.rules, matchers):
       wants_ctx = fn.__code__.co_argcount > 0 and fn.__code__.co_varnames[0] == "ctx"
       for op in (pat.ops or Ops):
-        self.by_op[op].append((pat, fn, wants_ctx))
+        self.by_op[op].append((pat, fn, wants_ctx, match))
+    self._by_key: dict = {}   # (op, dtype) -> the rules of by_op[op] that dtype can match
+    for op, rules in self.by_op.items():    # the scalar dtypes' lists up front (vectors and
+      if rules:                             # pointers: on first sight)
+        for dt in _COMMON_DTYPES:
+          self._rules_for(op, dt)
 
   def __add__(self, other: PatternMatcher) -> PatternMatcher:
     return PatternMatcher(self.rules + other.rules)
 
+  def _rules_for(self, op: Ops, dtype) -> list:
+    """The rules whose root can match a node of `op` and `dtype` (built once per pair)."""
+    key = (op, dtype)
+    rules = self._by_key.get(key)
+    if rules is None:
+      rules = self._by_key[key] = [
+        r for r in self.by_op[op] if (r[0].dtypes is None or dtype in r[0].dtypes) and (
+          r[0].scalars is None or dtype is not None and dtype.scalar in r[0].scalars)]
+    return rules
+
   def rewrite(self, node: UOp, ctx=None) -> UOp | None:
     """The first rule's rewrite of `node`, or None when no rule changes it."""
-    for pat, fn, wants_ctx in self.by_op[node.op]:
-      caps = pat.match(node, {})
-      if caps is None:
+    rules = self._by_key.get((node.op, node.dtype))
+    if rules is None:
+      rules = self._rules_for(node.op, node.dtype)
+    for _, fn, wants_ctx, match in rules:
+      caps: dict = {}
+      if not match(node, caps):
         continue
       out = fn(ctx, **caps) if wants_ctx else fn(**caps)
       if out is not None and out is not node:
@@ -135,32 +252,49 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
   node of the input plus 10,000) raises RewriteError naming the node it was stuck on.
   """
   done: dict[UOp, UOp] = {}
-  budget = max_rewrites if max_rewrites is not None else 10_000 + 50 * len(root.toposort())
-  stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
+  # the default budget needs the graph's size: counted only if 10,000 rewrites run out
+  budget = max_rewrites if max_rewrites is not None else 10_000
+  sized = max_rewrites is not None
+  rewrite = pm.rewrite
+  # depth first, sources in order: (node, iterator over its sources, the node it was rewritten
+  # into, whose own rewriting is under way, or None)
+  stack: list = [(root, iter(root.src), None)]
+  pop, push = stack.pop, stack.append
   while stack:
-    node, stage, produced = stack.pop()
-    if node in done:
+    node, it, produced = stack[-1]
+    if produced is not None:          # its rewrite is done: the node's final form is that one's
+      pop()
+      done[node] = done[produced]
       continue
-    if stage == 0:
-      stack.append((node, 1, None))
-      stack.extend((s, 0, None) for s in reversed(node.src) if s not in done)
-    elif stage == 1:
-      src = tuple(done[s] for s in node.src)
-      rebuilt = node if src == node.src else UOp(node.op, node.dtype, src, node.arg)
-      out = pm.rewrite(rebuilt, ctx)
+    for s in it:
+      if s not in done:
+        push((s, iter(s.src), None))
+        break
+    else:                             # every source done: rebuild on them and rewrite
+      src = node.src
+      if src:
+        new_src = tuple([done[s] for s in src])
+        rebuilt = node if new_src == src else UOp(node.op, node.dtype, new_src, node.arg)
+      else:
+        rebuilt = node
+      out = rewrite(rebuilt, ctx)
       if out is None:
+        pop()
         done[node] = rebuilt
         done[rebuilt] = rebuilt
         continue
       budget -= 1
+      if budget < 0 and not sized:
+        budget, sized = budget + 50 * len(root.toposort()), True
       if budget < 0:
         raise RewriteError("the rewrite rules did not reach a fixed point; last rewrite was of\n"
                            + describe(rebuilt) + "\ninto\n" + describe(out))
-      stack.append((node, 2, out))
-      if out not in done:
-        stack.append((out, 0, None))
-    else:
-      done[node] = done[produced]
+      if out in done:
+        pop()
+        done[node] = done[out]
+      else:
+        stack[-1] = (node, None, out)
+        push((out, iter(out.src), None))
   return done[root]
 
 

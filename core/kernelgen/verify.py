@@ -1,12 +1,11 @@
 """The verifier: checks the invariants of a UOp graph (IR.md) and names the node that breaks one."""
 from __future__ import annotations
 
-import weakref
 from typing import Iterable
 
 from .dtype import DType, PtrDType, dtypes
 from .errors import VerifyError
-from .ops import GroupOp, Ops, UOp, describe
+from .ops import GroupOp, Ops, UOp, describe, set_verified
 
 _SRC_COUNT = {Ops.PARAM: (0,), Ops.VAR: (0,), Ops.DEFINE_LOCAL: (0,), Ops.SPECIAL: (0,),
               Ops.CONST: (0,), Ops.RANGE: (1,), Ops.IF: (1,), Ops.ENDIF: (1,),
@@ -22,9 +21,20 @@ def _fail(node: UOp, why: str):
   raise VerifyError(f"{why}\n{describe(node)}")
 
 
+_ARITY = {**{op: 1 for op in GroupOp.Unary}, **{op: 2 for op in GroupOp.Binary}}
+# ops whose result dtype is their operands' and that take every kind of operand
+_PLAIN_ALU = GroupOp.ALU - GroupOp.Comparison - GroupOp.IntOnly - GroupOp.Transcendental \
+  - GroupOp.Bitwise - {Ops.WHERE}
+
+
 def _check_alu(u: UOp):
-  if u.op in GroupOp.Unary and len(u.src) != 1 or u.op in GroupOp.Binary and len(u.src) != 2:
+  op, src = u.op, u.src
+  if len(src) != _ARITY.get(op, len(src)):
     _fail(u, f"{u.op.name} has {len(u.src)} sources")
+  if op in _PLAIN_ALU:      # the common case, checked in one go; the full checks name the error
+    operand = src[0].dtype
+    if u.dtype is operand and all(s.dtype is operand for s in src):
+      return
   if u.op is Ops.WHERE:
     cond, x, y = u.src
     if cond.dtype.scalar != dtypes.bool:
@@ -92,12 +102,14 @@ def _check_atomic(u: UOp):
     _fail(u, f"ATOMIC_ADD gate must be bool, got {u.src[3].dtype}")
 
 
+_NO_DTYPE = frozenset({Ops.STORE, Ops.SINK, Ops.ENDRANGE, Ops.ENDIF, Ops.IF, Ops.BARRIER})
+
+
 def _check_node(u: UOp):
   counts = _SRC_COUNT.get(u.op)
   if counts is not None and len(u.src) not in counts:
     _fail(u, f"{u.op.name} takes {' or '.join(map(str, counts))} sources, not {len(u.src)}")
-  if u.op is not Ops.STORE and u.op not in (Ops.SINK, Ops.ENDRANGE, Ops.ENDIF, Ops.IF,
-                                            Ops.BARRIER) and not isinstance(u.dtype, DType):
+  if u.op not in _NO_DTYPE and not isinstance(u.dtype, DType):
     _fail(u, f"{u.op.name} has no dtype (got {u.dtype!r}); every value node needs one")
   if u.op in GroupOp.ALU:
     _check_alu(u)
@@ -130,28 +142,26 @@ def _check_node(u: UOp):
     _fail(u, f"CONST holds {type(u.arg).__name__}, not a number")
 
 
-# Nodes already checked. A node's validity depends only on itself and its (immutable) sources,
-# so an interned node checked once stays valid; this keeps repeated verification cheap.
-_VERIFIED: "weakref.WeakSet[UOp]" = weakref.WeakSet()
-
+# A node's validity depends only on itself and its (immutable) sources, so an interned node
+# checked once stays valid: verify marks it (UOp._verified) and never checks it again.
 
 def verify(roots: UOp | Iterable[UOp]) -> None:
   """Check every node reachable from `roots`; raises VerifyError naming the first bad node."""
   stack = [roots] if isinstance(roots, UOp) else list(roots)
   pending: list[UOp] = []
-  seen: set[int] = set()
+  seen: set[UOp] = set()
   while stack:
     u = stack.pop()
     if not isinstance(u, UOp):
       raise VerifyError(f"not a UOp in the graph: {u!r}")
-    if id(u) in seen or u in _VERIFIED:
+    if u._verified or u in seen:
       continue
-    seen.add(id(u))
+    seen.add(u)
     pending.append(u)
     stack.extend(u.src)
   for u in reversed(pending):   # sources before users, so the first error is the deepest
     _check_node(u)
-    _VERIFIED.add(u)
+    set_verified(u, True)
 
 
 def verify_linear(uops: list[UOp]) -> None:
@@ -159,7 +169,9 @@ def verify_linear(uops: list[UOp]) -> None:
   position = {u: i for i, u in enumerate(uops)}
   open_blocks: list[UOp] = []
   for i, u in enumerate(uops):
-    _check_node(u)
+    if not u._verified:
+      _check_node(u)
+      set_verified(u, True)
     for s in u.src:
       if position.get(s, len(uops)) >= i:
         _fail(u, f"source {s.op.name} is not placed before its user")

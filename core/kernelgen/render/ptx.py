@@ -184,15 +184,21 @@ def _fold_cast(x: UOp, c: UOp):
 
 
 _HALF = (dtypes.float16, dtypes.bfloat16)
+_BYTES = (dtypes.int8, dtypes.uint8)
 _BOOL = UPat.var("a", dtypes.bool)
+# ALU ops whose operands have the result's dtype (the rules below match on its scalar, so the rule
+# index skips them for every other dtype; WHERE is left alone, comparisons match on operands)
+_SAME_TYPE_ALU = GroupOp.ALU - GroupOp.Comparison - {Ops.WHERE}
 
 legalize_rules = PatternMatcher([
   # cast of a constant -> the converted constant (IR CAST semantics, dtype.truncate)
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="x"), _fold_cast),
   # half op the arch has no instruction for -> the op in f32, rounded back
-  (UPat(GroupOp.ALU, name="x"), _half_in_f32),
+  (UPat(_SAME_TYPE_ALU, name="x", scalar=_HALF), _half_in_f32),
+  (UPat(GroupOp.Comparison, name="x", src=(UPat(scalar=_HALF), UPat())), _half_in_f32),
   # int8/uint8 op -> the op on 16-bit values, wrapped back to 8 bits
-  (UPat(GroupOp.ALU, name="x"), _bytes_in_16bit),
+  (UPat(_SAME_TYPE_ALU, name="x", scalar=_BYTES), _bytes_in_16bit),
+  (UPat(GroupOp.Comparison, name="x", src=(UPat(scalar=_BYTES), UPat())), _bytes_in_16bit),
   # f64 exp2/log2/sin -> range reduction and polynomial in f64 (PTX has only f32 approximations)
   (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN), name="x"), _f64_transcendental),
   # f32 sin -> range reduction and polynomial in f32 (sin.approx.f32 is 2**-20.9 absolute only
@@ -240,7 +246,7 @@ def _vector_rules(rules: PatternMatcher) -> PatternMatcher:
 def _vectorized(pat: UPat) -> UPat:
   dts = None if pat.dtypes is None else {d.vec(n) for d in pat.dtypes for n in (2, 3, 4, 8)}
   src = pat.src if not isinstance(pat.src, tuple) else tuple(_vectorized(s) for s in pat.src)
-  return UPat(pat.ops, dts, src, pat.arg, pat.name, pat.allow_any_len, pat.custom)
+  return UPat(pat.ops, dts, src, pat.arg, pat.name, pat.allow_any_len, pat.custom, pat.scalars)
 
 
 legalize_rules = _vector_rules(legalize_rules)
@@ -374,10 +380,11 @@ class _Writer:
       if handler is None:
         raise UnsupportedError(f"the PTX renderer has no rule for {u.op.name}; this op should "
                                f"have been rewritten before rendering\n{describe(u)}", target="ptx")
-      if _reads_accumulator(u, self.deferred):
+      if u.op in _DEFERRABLE and _reads_accumulator(u, self.deferred):
         self.deferred.add(u)
         continue
-      self.materialize(u)
+      if self.deferred:
+        self.materialize(u)
       handler(self, u)
     return self.source()
 
@@ -562,6 +569,11 @@ ALU_SPELLING = {
 
 
 def _spelling(op: Ops, dt: DType) -> str:
+  got = _SPELLINGS.get((op, dt))
+  return got if got is not None else _spell(op, dt)
+
+
+def _spell(op: Ops, dt: DType) -> str:
   ints, floats, preds = ALU_SPELLING[op]
   form = preds if dt == dtypes.bool else floats if dt.is_float() else ints
   if form is None:
@@ -569,6 +581,21 @@ def _spelling(op: Ops, dt: DType) -> str:
                            target="ptx", dtype=dt)
   t = COMPUTE_TYPE[dt.name]
   return form.format(t=t, b=BIT_TYPE[dt.itemsize], s=SIGNED_TYPE.get(t, t))
+
+
+def _spellings() -> dict:
+  """(op, scalar dtype) -> opcode, for every pair PTX has (a table built once, at import)."""
+  table = {}
+  for op in ALU_SPELLING:
+    for dt in dtypes.all:
+      try:
+        table[(op, dt)] = _spell(op, dt)
+      except (UnsupportedError, KeyError):
+        pass
+  return table
+
+
+_SPELLINGS = _spellings()
 
 
 def _shift_amount(w: _Writer, u: UOp, lane: int) -> str:

@@ -181,6 +181,10 @@ LEGALIZE = PatternMatcher([
 ])
 
 
+# the ops a LEGALIZE rule can rewrite: a graph without any is already legal
+_LEGALIZE_OPS = frozenset(op for op, rules in LEGALIZE.by_op.items() if rules)
+
+
 def _check_dtype(u: UOp) -> None:
   dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
   if dt is not None and dt.scalar.name in NO_WGSL_TYPE:
@@ -218,6 +222,7 @@ def legalize(sink: UOp, **options) -> UOp:
   """The kernel graph made WGSL-legal; typed errors for what WGSL cannot do."""
   opts = make_options(options)
   params = set()
+  rewrites = False
   for u in toposort([sink]):
     _check_dtype(u)
     if u.op is Ops.WMMA:
@@ -229,8 +234,9 @@ def legalize(sink: UOp, **options) -> UOp:
       raise UnsupportedError("this kernel uses subgroup operations, and the renderer was not told "
                              "the device has subgroups: compile with subgroups=True only for a "
                              "device with the `subgroups` feature", target=TARGET)
+    rewrites = rewrites or u.op in _LEGALIZE_OPS
   check_buffer_count(len(params), opts)
-  return graph_rewrite(sink, LEGALIZE, ctx=opts)
+  return graph_rewrite(sink, LEGALIZE, ctx=opts) if rewrites else sink
 
 
 # ---- names ---------------------------------------------------------------------------------------

@@ -11,16 +11,23 @@ from __future__ import annotations
 import math
 
 from ..dtype import DType, PtrDType, max_value, min_value
-from ..ops import Ops, UOp
+from ..ops import Ops, UOp, set_vrange
 
 _UNKNOWN = (-math.inf, math.inf)
 
 
+_DTYPE_RANGES: dict = {}   # integer/bool dtype -> its range (filled once per dtype)
+
+
 def dtype_range(dt: DType | None) -> tuple:
   """The full range of a dtype's values: (min, max); (-inf, inf) for floats and non-values."""
+  got = _DTYPE_RANGES.get(dt)
+  if got is not None:
+    return got
   if not isinstance(dt, DType) or isinstance(dt, PtrDType) or dt.kind == "f":
     return _UNKNOWN
-  return min_value(dt.scalar), max_value(dt.scalar)
+  got = _DTYPE_RANGES[dt] = min_value(dt.scalar), max_value(dt.scalar)
+  return got
 
 
 def fits(u: UOp) -> bool:
@@ -209,6 +216,12 @@ def value_range(u: UOp) -> tuple:
   """(lo, hi): bounds of every value `u` can take (ints and bools; floats give (-inf, inf))."""
   if u._vrange is not None:
     return u._vrange
+  for s in u.src:
+    if s._vrange is None:
+      break
+  else:                  # the common case when rewriting bottom-up: the sources are known
+    set_vrange(u, _compute(u))
+    return u._vrange
   stack = [(u, False)]
   while stack:
     node, ready = stack.pop()
@@ -216,7 +229,7 @@ def value_range(u: UOp) -> tuple:
       continue
     pending = [s for s in node.src if s._vrange is None]
     if ready or not pending or _leaf_range(node) is not None:
-      node._vrange = _compute(node)
+      set_vrange(node, _compute(node))
       continue
     stack.append((node, True))
     stack.extend((s, False) for s in pending)

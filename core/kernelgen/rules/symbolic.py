@@ -17,7 +17,7 @@ import math
 from ..alu import exec_alu, exec_bitcast, exec_cast
 from ..dtype import dtypes, truncate
 from ..errors import DTypeError
-from ..ops import GroupOp, Ops, UOp
+from ..ops import GroupOp, Ops, UOp, set_sum
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from .ranges import dtype_range, fits, value_range
 
@@ -40,7 +40,10 @@ def _is_const(u: UOp) -> bool:
 
 
 def _all_const(u: UOp) -> bool:
-  return all(s.op is Ops.CONST for s in u.src) and len(u.src) > 0
+  for s in u.src:     # a loop, not all(generator): this runs on every ALU node
+    if s.op is not Ops.CONST:
+      return False
+  return len(u.src) > 0
 
 
 def _not_const(u: UOp) -> bool:
@@ -211,22 +214,60 @@ def _linear(u: UOp, exact: bool = False) -> tuple[dict, int] | None:
 
   With `exact`, None when any of those nodes might wrap around (then u's terms do not add up
   to u over the integers); None too when the sum has more than MAX_TERMS pieces."""
-  terms: dict[UOp, int] = {}
-  const, seen = 0, 0
-  stack = [(u, 1)]
-  while stack:
-    node, k = stack.pop()
-    seen += 1
-    if seen > MAX_TERMS or exact and node.op in _LINEAR_OPS and not fits(node):
-      return None
-    parts = _parts(node, k)
-    if parts is not None:
-      stack.extend(reversed(parts))
-    elif node.op is Ops.CONST:
-      const += k * node.arg
-    else:
-      terms[node] = terms.get(node, 0) + k
-  return terms, const
+  terms, const, pieces, exact_ok = _sum_of(u)
+  if terms is None or exact and not exact_ok:
+    return None
+  return dict(terms), const
+
+
+def _sum_of(u: UOp) -> tuple:
+  """(terms, constant, pieces, exact) of u: the sum u adds up (terms in order of first
+  appearance), how many nodes spell it out (a shared piece counts each time; terms None past
+  MAX_TERMS), and whether none of its +, -, negation or * nodes can wrap. Cached on sum nodes
+  (`u._sum`, which holds only nodes below u, so no node keeps itself alive)."""
+  if u._sum is not None and u._sum is not _CANONICAL:
+    return u._sum
+  if _parts(u, 1) is None:
+    return _leaf_sum(u)
+  stack = [u]
+  while stack:                # sums below first, iteratively (sums can be long chains)
+    node = stack[-1]
+    parts = _parts(node, 1)
+    todo = [n for n, _ in parts if (n._sum is None or n._sum is _CANONICAL)
+            and _parts(n, 1) is not None]
+    if todo:
+      stack.extend(todo)
+      continue
+    stack.pop()
+    if node._sum is not None and node._sum is not _CANONICAL:
+      continue
+    ok = node.op not in _LINEAR_OPS or fits(node)
+    terms: dict | None = {}
+    const, pieces = 0, 1
+    for n, k in parts:
+      t, c, p, e = n._sum if _parts(n, 1) is not None else _leaf_sum(n)
+      pieces, ok = pieces + p, ok and e
+      if t is None or pieces > MAX_TERMS:
+        terms = None
+      if terms is not None:
+        for term, coeff in t.items():
+          terms[term] = terms.get(term, 0) + k * coeff
+        const += k * c
+    set_sum(node, (terms, const, pieces, ok))
+  return u._sum
+
+
+# `_sum` of the sum nodes _fold_sum built from the terms of a sum without merging pairs (its
+# result and every partial sum on its left spine) until their linear form is needed: such a node
+# is canonical with no pair to merge (partial sums keep the order, signs and coefficients of the
+# whole), so _fold_sum skips it
+_CANONICAL = object()
+
+
+def _leaf_sum(u: UOp) -> tuple:
+  """_sum_of a constant or a term (not cached: the terms would hold the node itself)."""
+  ok = u.op not in _LINEAR_OPS or fits(u)
+  return ({}, u.arg, 1, ok) if u.op is Ops.CONST else ({u: 1}, 0, 1, ok)
 
 
 def _parts(node: UOp, k: int) -> list | None:
@@ -244,13 +285,29 @@ _LINEAR_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG})
 
 def _signed(k: int, dt) -> int:
   """k as the signed integer of dt's width it is congruent to (coefficients live mod 2**bits)."""
-  return truncate(k, dtypes.from_name(f"int{dt.bits}")) if dt.kind in "iu" else k
+  if dt.kind not in "iu":
+    return k
+  half = 1 << (dt.bits - 1)
+  return k if -half <= k < half else truncate(k, dtypes.from_name(f"int{dt.bits}"))
+
+
+def _coeffs(dt, terms: dict) -> list:
+  """The (term, coefficient) list of the canonical sum: positive ones, then negative ones."""
+  pos, neg = [], []
+  half = 1 << (dt.bits - 1) if dt.kind in "iu" else None
+  for t, k in terms.items():
+    if half is not None and not -half <= k < half:
+      k = _signed(k, dt)
+    if k > 0:
+      pos.append((t, k))
+    elif k < 0:
+      neg.append((t, k))
+  return pos + neg if neg else pos
 
 
 def _build(dt, terms: dict, const: int) -> UOp:
   """The canonical sum: positive terms, then negative terms subtracted, then one constant."""
-  coeffs = [(t, _signed(k, dt)) for t, k in terms.items()]
-  coeffs = [(t, k) for t, k in coeffs if k > 0] + [(t, k) for t, k in coeffs if k < 0]
+  coeffs = _coeffs(dt, terms)
   out = None
   for t, k in coeffs:
     if out is None:
@@ -269,6 +326,8 @@ def _pair_divmod(terms: dict) -> bool:
   """(x//y)*(k*y) + (x%y)*k -> x*k and ((x//c)%d)*(k*c) + (x%c)*k -> (x % (c*d))*k, in place;
   True when a pair was merged. Both hold for every x under C semantics (they are odd in x) when
   y is never 0. x//c may already be split into Q + R//c (x = c*Q + R, see _split_divmod)."""
+  if not any(t.op is Ops.MOD for t in terms):
+    return False   # every merge pairs a remainder with its partner
   dt = next(iter(terms)).dtype
   divs = {(t.src[0], t.src[1]): (t, t.src[1].arg) for t in terms
           if t.op is Ops.IDIV and _is_const(t.src[1])}
@@ -342,14 +401,47 @@ def _is_div_mod(t: UOp) -> bool:
 
 def _fold_sum(s: UOp) -> UOp | None:
   """Rewrite an integer sum into its canonical form (None when it already is)."""
+  if s._sum is _CANONICAL:
+    return None
   lin = _linear(s)
   if lin is None:
     return None
   terms, const = lin
+  merged = False
   while terms and _pair_divmod(terms):
-    pass
+    merged = True
+  if not merged and _is_built(s, _coeffs(s.dtype, terms), truncate(const, s.dtype)):
+    return None   # already canonical: checked without building (and interning) it again
   out = _build(s.dtype, terms, const)
+  node = out if not merged else None   # (a merge can leave a sum as a term: not canonical yet)
+  while node is not None and (node.op is Ops.ADD or node.op is Ops.SUB) and node._sum is None:
+    set_sum(node, _CANONICAL)          # canonical with no pair to merge, like every partial
+    node = node.src[0]                 # sum on its left spine
   return None if out is s else out
+
+
+def _is_built(s: UOp, coeffs: list, const: int) -> bool:
+  """s is exactly the node _build makes of (coeffs, const) (read top-down, building nothing)."""
+  node = s
+  if const != 0:
+    c = node.src[1] if node.op is Ops.ADD else None
+    if c is None or c.op is not Ops.CONST or c.arg != const:
+      return False
+    node = node.src[0]
+  for i in range(len(coeffs) - 1, -1, -1):
+    t, k = coeffs[i]
+    if i:
+      if node.op is not (Ops.ADD if k > 0 else Ops.SUB):
+        return False
+      part, node, k = node.src[1], node.src[0], abs(k)
+    else:
+      part = node
+    if k != 1 and not (part.op is Ops.MUL and part.src[1].op is Ops.CONST
+                       and part.src[1].arg == k and type(part.src[1].arg) is int):
+      return False
+    if (part if k == 1 else part.src[0]) is not t:
+      return False
+  return bool(coeffs) or node.op is Ops.CONST and node.arg == const
 
 
 # ---- the rule set ----------------------------------------------------------------------------
