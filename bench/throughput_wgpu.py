@@ -6,8 +6,10 @@ wgpu adapter ("high-performance" request). Each workload is compiled once, then 
 the sum of its kernels' GPU timestamps (wall clock around a completed read-back when the adapter has no timestamps). The
 figure is the median run. Results are checked against numpy in the same process.
 
-    python bench/throughput_wgpu.py [REPS]          (driver; prints a JSON summary)
-    python bench/throughput_wgpu.py --worker TOOL REPS
+    python bench/throughput_wgpu.py [REPS] [--only WORD,...]   (driver; prints a JSON summary)
+    python bench/throughput_wgpu.py --worker TOOL REPS [WORD,...]
+
+--only keeps the workloads whose name contains one of the words (e.g. --only softmax,sum).
 """
 from __future__ import annotations
 
@@ -112,11 +114,13 @@ class Tinygrad:
     return out.numpy()
 
 
-def worker(tool: str, reps: int) -> dict:
+def worker(tool: str, reps: int, only: str = "") -> dict:
   import numpy as np
   bench = Kernelgen() if tool == "kernelgen" else Tinygrad()
   rows = {}
   for name, (inputs, expr, reference, flops) in workloads(np).items():
+    if only and not any(word in name for word in only.split(",")):
+      continue
     try:
       plan, out = bench.prepare(inputs, expr)
       times = [bench.run(plan) for _ in range(reps)]
@@ -132,13 +136,13 @@ def worker(tool: str, reps: int) -> dict:
   return {"adapter": bench.adapter, "timestamps": bool(bench.timestamps), "rows": rows}
 
 
-def measure(reps: int = 5) -> dict:
+def measure(reps: int = 5, only: str = "") -> dict:
   ours = ROOT / ".venv" / "bin" / "python"
   py = {"kernelgen": str(ours if ours.exists() else sys.executable),
         "tinygrad": str(ROOT / ".venv-bench" / "bin" / "python")}
   out = {}
   for tool in TOOLS:
-    proc = subprocess.run([py[tool], __file__, "--worker", tool, str(reps)], text=True,
+    proc = subprocess.run([py[tool], __file__, "--worker", tool, str(reps), only], text=True,
                           capture_output=True, timeout=900, env=dict(os.environ))
     sys.stderr.write(proc.stderr[-3000:] if proc.returncode else "")
     lines = proc.stdout.strip().splitlines()
@@ -149,6 +153,9 @@ def measure(reps: int = 5) -> dict:
 
 if __name__ == "__main__":
   if sys.argv[1:2] == ["--worker"]:
-    print(json.dumps(worker(sys.argv[2], int(sys.argv[3]))))
+    print(json.dumps(worker(sys.argv[2], int(sys.argv[3]), "".join(sys.argv[4:5]))))
   else:
-    print(json.dumps(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 5), indent=1))
+    args = sys.argv[1:]
+    only = args[args.index("--only") + 1] if "--only" in args else ""
+    reps = [a for a in args if a.isdigit()]
+    print(json.dumps(measure(int(reps[0]) if reps else 5, only), indent=1))

@@ -74,12 +74,21 @@ def test_search_times_candidates_and_caches(monkeypatch):
   assert chosen.local in opt.SEARCH_LOCAL and chosen.upcast in opt.SEARCH_UPCAST
 
 
-@pytest.mark.parametrize("shape,axis,group", [((1 << 20,), None, 256), ((4096, 1024), 1, 32),
-                                               ((8, 300), 1, 16), ((1024, 1024), None, 256)])
+@pytest.mark.parametrize("shape,axis,group", [((1 << 20,), None, 256), ((4096, 1024), 1, 16),
+                                               ((8, 300), 1, 16), ((1024, 1024), None, 256),
+                                               ((256, 16384), 1, 128)])
 @pytest.mark.usefixtures("one_kernel")
 def test_small_outputs_of_big_reductions_are_grouped(shape, axis, group):
   item = item_of(Tensor.zeros(*shape).sum(axis))
-  assert opt.optimize(item, "wgsl") == Opts(local=group, upcast=1, group=group)
+  assert opt.optimize(item, "wgsl") == Opts(local=group, upcast=1, group=group,
+                                            group_unroll=opt.GROUP_UNROLL["wgsl"],
+                                            group_vec=opt.GROUP_VEC["wgsl"])
+
+
+def test_grouped_rows_of_1024_keep_sqrt_threads_without_vector_loads():
+  # GROUP_MIN_STEPS counts steps of GROUP_VEC elements: PTX reads one element per step
+  item = item_of(Tensor.zeros(4096, 1024).sum(1))
+  assert opt.optimize(item, "ptx").group == 32
 
 
 @pytest.mark.parametrize("t", [Tensor.zeros(1 << 16, 256).sum(1), Tensor.zeros(64, 100).sum(1),
