@@ -154,3 +154,63 @@ def test_grouped_defaults_per_target():
   for target in ("wgsl", "ptx", "python"):
     o = opt.optimize(item, target)
     assert o.group_unroll == opt.GROUP_UNROLL[target] and o.group_vec == opt.GROUP_VEC[target]
+
+
+# ---- elementwise kernels: upcast outputs as vectors (Opts.upcast_vec) ---------------------------
+
+ELEMENTWISE = {
+  "exp-divide": (lambda a, b: (a - b[:, :1]).exp() / b[:, 1:2],
+                 lambda a, b: np.exp(a.astype(np.float64) - b[:, :1]) / b[:, 1:2]),
+  "transpose": (lambda a, b: a.T * 2 + b, lambda a, b: a.T * 2 + b),
+  "int8": (lambda a, b: a.cast("int8") + b.cast("int8"),
+           lambda a, b: a.astype(np.int8) + b.astype(np.int8)),
+  "compare": (lambda a, b: a < b, lambda a, b: a < b),
+  "half": (lambda a, b: (a.cast("float16") * b.cast("float16")).cast("float32"),
+           lambda a, b: (a.astype(np.float16) * b.astype(np.float16)).astype(np.float32)),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(ELEMENTWISE))
+@pytest.mark.parametrize("shape", [(4, 1024), (10, 30)])    # 300 outputs: the last group is gated
+def test_vector_outputs_match_numpy(monkeypatch, device, name, shape):
+  rt = runtime(device)
+  options = {**rt.render_options(), "local": 256, "upcast": 4, "upcast_vec": True}
+  monkeypatch.setattr(rt, "render_options", lambda: options)
+  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
+  monkeypatch.setattr(kg.Device, "_default", device)
+  rng = np.random.default_rng(1)
+  a = rng.uniform(-3, 3, shape).astype(np.float32)
+  b = rng.uniform(1, 3, shape).astype(np.float32)
+  if name == "transpose":
+    b = rng.uniform(1, 3, shape[::-1]).astype(np.float32)
+  build, want = ELEMENTWISE[name]
+  y = build(kg.Tensor(a), kg.Tensor(b))
+  if shape == (4, 1024) and name == "exp-divide":     # the runs of loads do become vectors
+    (item,) = schedule([y.node])
+    sink, _ = lower(item, opt.optimize(item, rt.target or "python", options))
+    assert any(u.op is Ops.LOAD and u.dtype.count == 4 for u in toposort([sink]))
+  got = y.numpy()
+  np.testing.assert_allclose(got, want(a, b), rtol=1e-5 if name != "half" else 1e-3)
+
+
+def test_vector_outputs_in_wgsl():
+  a = kg.Tensor(np.zeros((4096, 1024), np.float32))
+  b = kg.Tensor(np.ones((4096, 1), np.float32))
+  item = item_of(a.exp() / b)
+  assert opt.optimize(item, "wgsl").upcast_vec and not opt.optimize(item, "ptx").upcast_vec
+  source = compile_item(item, "wgsl").source
+  # the output and the 4096x1024 input as vec4 arrays; the per-row divisor element by element
+  assert source.count("array<vec4<f32>>") == 2 and "array<f32>" in source
+  wgsl_validate(source)
+  sink, _ = lower(item, opt.optimize(item, "wgsl"))
+  (store,) = [u for u in toposort([sink]) if u.op is Ops.STORE]
+  assert store.src[2].dtype == dtypes.float32.vec(4)
+
+
+def test_reductions_and_ragged_outputs_store_one_element_at_a_time():
+  item = item_of(kg.Tensor(np.zeros((300,), np.float32)).exp())
+  sink, _ = lower(item, Opts(local=64, upcast=4, upcast_vec=True))    # 300 = 75 threads: gated
+  assert all(u.src[2].dtype.count == 1 for u in toposort([sink]) if u.op is Ops.STORE)
+  item = item_of(kg.Tensor(np.zeros((1 << 16, 4), np.float32)).sum(axis=1))
+  assert not opt.optimize(item, "wgsl", {"upcast": 4}).upcast_vec

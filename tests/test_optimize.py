@@ -47,7 +47,9 @@ def test_big_elementwise_kernels_upcast_on_gpus_only():
 
 def test_options_force_opts():
   item = item_of(Tensor.zeros(64) + 1)
-  assert opt.optimize(item, "wgsl", {"local": 16, "upcast": 2}) == Opts(16, 2)
+  assert opt.optimize(item, "wgsl", {"local": 16, "upcast": 2}) == Opts(16, 2, upcast_vec=True)
+  assert opt.optimize(item, "wgsl", {"local": 16, "upcast": 2, "upcast_vec": False}) == Opts(16, 2)
+  assert opt.optimize(item, "ptx", {"local": 16, "upcast": 2}) == Opts(16, 2)
 
 
 @pytest.mark.parametrize("local,upcast", [(1, 1), (4, 2), (64, 1), (32, 4), (8, 3)])

@@ -34,7 +34,7 @@ from .dtype import dtypes, max_value, min_value
 from .lazy import L, LazyOp
 from .ops import Ops, UOp, toposort
 from .program import BufferSpec
-from .rules.symbolic import _linear
+from .rules.symbolic import _linear, simplify
 from .schedule import ScheduleItem
 from .view import View, contiguous_strides, prod
 
@@ -51,6 +51,7 @@ class Opts:
   subgroups: tuple = ()  # dtype names whose grouped reductions combine per subgroup first
   group_unroll: int = 1  # grouped reductions: each lane's loop unrolled this many times
   group_vec: int = 1    # grouped reductions: consecutive elements a lane reads per step
+  upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -377,7 +378,20 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
     value = lw.value(out, idxs, gate)
     stores.append(lw.params[0].store(flat, value, gate))
+  if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
+    return _vector_stores(stores, opts.upcast)
   return stores
+
+
+def _vector_stores(stores: list, n: int) -> list:
+  """The n ungated stores of consecutive outputs as one vector store of their values, whose runs
+  of consecutive loads become vector loads (32-bit elements only)."""
+  values = _vector_loads([(s.src[2], None) for s in stores], n)
+  dtype = stores[0].src[2].dtype
+  if dtype.itemsize != 4 or dtype == dtypes.bool:
+    return [s.replace(src=(s.src[0], s.src[1], v)) for s, (v, _) in zip(stores, values)]
+  wide = UOp(Ops.VECTORIZE, dtype.vec(n), tuple(v for v, _ in values))
+  return [stores[0].src[0].store(stores[0].src[1], wide)]
 
 
 def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
@@ -407,6 +421,10 @@ def _nested_reduces(item: ScheduleItem) -> set:
   return found
 
 
+# index terms that name one value whatever else the index holds (unlike IDIV, MOD)
+_INDEX_TERMS = frozenset({Ops.SPECIAL, Ops.RANGE, Ops.VAR})
+
+
 def _vector_loads(bodies: list, n: int) -> list:
   """`bodies` with each run of n ungated 32-bit loads from one buffer at indices i, i+1, ...,
   i+n-1 (the same terms, consecutive constants) read as GEPs of one n-lane load at i."""
@@ -414,7 +432,9 @@ def _vector_loads(bodies: list, n: int) -> list:
   for u in toposort([b for b, _ in bodies]):
     if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.PARAM and \
        u.dtype.count == 1 and u.dtype.itemsize == 4 and u.dtype != dtypes.bool:
-      linear = _linear(u.src[1])
+      linear = _linear(u.src[1]) if u.src[1].op is not Ops.CONST else ({}, u.src[1].arg)
+      linear = linear if linear is None or all(t.op in _INDEX_TERMS for t in linear[0]) \
+        else _linear(simplify(u.src[1]))   # div/mod of a flat index: its simplified sum
       if linear is not None:
         terms, const = linear
         groups.setdefault((u.src[0], u.dtype, frozenset(terms.items())), {})[const] = u

@@ -28,6 +28,10 @@ PREFERRED_LOCAL = (256, 128, 64, 32)
 MIN_GATED_LOCAL = 64
 # elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
 UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
+# target -> whether elementwise kernels with UPCAST outputs per thread read runs of consecutive
+# elements and write their outputs as vectors (WGSL: array<vec4<f32>>; lavapipe, softmax's
+# exp-divide over 4096x1024: 1.25x)
+UPCAST_VEC = {"wgsl": True}
 # grouped reductions: a kernel whose reduction covers at least GROUP_MIN_REDUCE elements and has
 # fewer outputs than GROUP_MAX_OUTPUTS gives each output a workgroup (of at least GROUP_MIN)
 GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
@@ -98,7 +102,8 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   if n % upcast:
     upcast = 1
   local = int(options.get("local", 0)) or _local_size(n // upcast, MAX_LOCAL.get(target, 256))
-  return Opts(local=local, upcast=upcast)
+  vec = bool(options.get("upcast_vec", UPCAST_VEC.get(target, False)))
+  return Opts(local=local, upcast=upcast, upcast_vec=vec and upcast > 1 and not _has_reduce(item))
 
 
 def _subgroups(target: str, options: dict, group: int) -> tuple:
@@ -195,6 +200,11 @@ def _tile_threads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
   for axis, size in zip(axes, tile):
     shape[axis] = math.ceil(shape[axis] / size)
   return prod(shape)
+
+
+def _has_reduce(item: ScheduleItem) -> bool:
+  from .schedule import _find_reduce
+  return _find_reduce(item.out, item.inputs) is not None
 
 
 def _default_upcast(item: ScheduleItem, target: str, n: int) -> int:
