@@ -214,3 +214,27 @@ def test_reductions_and_ragged_outputs_store_one_element_at_a_time():
   assert all(u.src[2].dtype.count == 1 for u in toposort([sink]) if u.op is Ops.STORE)
   item = item_of(kg.Tensor(np.zeros((1 << 16, 4), np.float32)).sum(axis=1))
   assert not opt.optimize(item, "wgsl", {"upcast": 4}).upcast_vec
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_wider_reads_split_into_vectors_of_four(monkeypatch, device):
+  """WGSL has no vec8: 8 outputs per thread are two vec4 stores, group_vec=8 two vec4 loads."""
+  rt = runtime(device)
+  x = data("float32", (4, 2048))
+  for extra, build, want in (({"local": 256, "upcast": 8, "upcast_vec": True},
+                              lambda t: (t * 2).exp(), lambda a: np.exp(a * 2)),
+                             ({"group": 16, "group_unroll": 2, "group_vec": 8},
+                              lambda t: t.sum(axis=1), lambda a: a.sum(axis=1))):
+    options = {**rt.render_options(), **extra}
+    monkeypatch.setattr(rt, "render_options", lambda: options)
+    monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
+    monkeypatch.setattr(kg.Device, "_default", device)
+    y = build(kg.Tensor(x))
+    (item,) = schedule([y.node])
+    sink, _ = lower(item, opt.optimize(item, rt.target or "python", options))
+    counts = {u.dtype.count for u in toposort([sink]) if u.op is Ops.LOAD}
+    counts |= {u.src[2].dtype.count for u in toposort([sink]) if u.op is Ops.STORE}
+    assert 4 in counts and max(counts) == 4
+    if rt.target == "wgsl":                     # naga, on the device (it may have subgroups)
+      rt.pipeline(compile_item(item, "wgsl", options).launch)
+    np.testing.assert_allclose(y.numpy(), want(x), rtol=1e-5, atol=1e-4)

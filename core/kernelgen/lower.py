@@ -61,6 +61,8 @@ MAX_TRIPS = 1 << 14
 TILE_UNROLL = 4
 # threads in a subgroup at most (WGSL; a PTX warp has 32)
 MAX_SUBGROUP = 128
+# lanes of a vector load or store at most (WGSL has vec2..vec4)
+MAX_VECTOR = 4
 
 
 def _c(v: int) -> UOp:
@@ -384,14 +386,20 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
 
 
 def _vector_stores(stores: list, n: int) -> list:
-  """The n ungated stores of consecutive outputs as one vector store of their values, whose runs
-  of consecutive loads become vector loads (32-bit elements only)."""
-  values = _vector_loads([(s.src[2], None) for s in stores], n)
-  dtype = stores[0].src[2].dtype
-  if dtype.itemsize != 4 or dtype == dtypes.bool:
-    return [s.replace(src=(s.src[0], s.src[1], v)) for s, (v, _) in zip(stores, values)]
-  wide = UOp(Ops.VECTORIZE, dtype.vec(n), tuple(v for v, _ in values))
-  return [stores[0].src[0].store(stores[0].src[1], wide)]
+  """The n ungated stores of consecutive outputs as vector stores (of up to MAX_VECTOR lanes) of
+  their values, whose runs of consecutive loads become vector loads (32-bit elements only)."""
+  values = [v for v, _ in _vector_loads([(s.src[2], None) for s in stores], n)]
+  dtype, width = stores[0].src[2].dtype, _width(n)
+  if dtype.itemsize != 4 or dtype == dtypes.bool or width == 1:
+    return [s.replace(src=(s.src[0], s.src[1], v)) for s, v in zip(stores, values)]
+  return [stores[i].src[0].store(stores[i].src[1], UOp(Ops.VECTORIZE, dtype.vec(width),
+                                                       tuple(values[i:i + width])))
+          for i in range(0, n, width)]
+
+
+def _width(n: int) -> int:
+  """The widest vector of at most MAX_VECTOR lanes that divides n."""
+  return max(w for w in range(1, MAX_VECTOR + 1) if n % w == 0)
 
 
 def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
@@ -426,8 +434,12 @@ _INDEX_TERMS = frozenset({Ops.SPECIAL, Ops.RANGE, Ops.VAR})
 
 
 def _vector_loads(bodies: list, n: int) -> list:
-  """`bodies` with each run of n ungated 32-bit loads from one buffer at indices i, i+1, ...,
-  i+n-1 (the same terms, consecutive constants) read as GEPs of one n-lane load at i."""
+  """`bodies` with each run of w ungated 32-bit loads from one buffer at indices i, i+1, ...,
+  i+w-1 (the same terms, consecutive constants) read as GEPs of one w-lane load at i; w: the
+  widest vector of at most MAX_VECTOR lanes that divides n."""
+  n = _width(n)
+  if n == 1:
+    return bodies
   groups: dict = {}
   for u in toposort([b for b, _ in bodies]):
     if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.PARAM and \
