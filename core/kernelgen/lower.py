@@ -10,9 +10,10 @@ Grouped reductions (`Opts.group`): one workgroup per output element; its `group`
 accumulate a strided share of the reduced elements, store the partial result into workgroup
 memory (DEFINE_LOCAL), and after a BARRIER lane 0 folds the partials and stores (every thread
 folds where another reduction of the kernel uses the result). Each lane's loop is unrolled
-`Opts.group_unroll` times, and with `Opts.group_vec` a lane reads `vec` consecutive elements per step, whose
-loads from one buffer become one vector load (lanes step by `vec` elements, so a group still
-reads one contiguous block per step).
+`Opts.group_unroll` times; with `Opts.group_vec` a lane reads that many consecutive elements per
+step, whose loads from one buffer become vector loads (lanes step by group_vec elements, so a
+group still reads one contiguous block per step). Elementwise kernels with `Opts.upcast_vec`
+likewise read runs of consecutive elements as vectors and store their outputs as one.
 With `Opts.subgroups` (the dtypes it applies to) each subgroup first combines its partials
 (SUBGROUP_REDUCE) and only its leader writes, into a slot it claims with ATOMIC_ADD on a
 counter, so the fold reads one slot per subgroup: this needs no promise about how threads form
