@@ -40,7 +40,12 @@ def test_workgroup_size_divides_or_is_capped(n, target, local):
 
 def test_big_elementwise_kernels_upcast_on_gpus_only():
   item = item_of(Tensor.zeros(1 << 16) + 1)
-  assert opt.optimize(item, "wgsl").upcast == opt.UPCAST
+  assert opt.optimize(item, "ptx").upcast == opt.UPCAST
+  upcast, most = opt.TARGET_UPCAST["wgsl"]
+  o = opt.optimize(item, "wgsl")
+  assert o.upcast == upcast and o.local <= most and o.upcast_vec
+  # a size the target's upcast does not divide falls back to UPCAST
+  assert opt.optimize(item_of(Tensor.zeros((1 << 16) + 4) + 1), "wgsl").upcast == opt.UPCAST
   assert opt.optimize(item, "python").upcast == 1
   assert opt.optimize(item_of((Tensor.zeros(1 << 16, 2) + 1).sum(1)), "ptx").upcast == 1
 

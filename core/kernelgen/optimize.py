@@ -32,6 +32,10 @@ UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
 # elements and write their outputs as vectors (WGSL: array<vec4<f32>>; lavapipe, softmax's
 # exp-divide over 4096x1024: 1.25x)
 UPCAST_VEC = {"wgsl": True}
+# target -> (outputs per thread, the most threads per workgroup) for those kernels where UPCAST
+# differs: the same 1024 outputs per workgroup in fewer, busier threads (lavapipe, 4096x1024:
+# x * 2 + 1 and softmax's exp-divide 1.2x, x + x[:1] 1.25x, a transpose 1.1x, int8 the same)
+TARGET_UPCAST = {"wgsl": (8, 128)}
 # grouped reductions: a kernel whose reduction covers at least GROUP_MIN_REDUCE elements and has
 # fewer outputs than GROUP_MAX_OUTPUTS gives each output a workgroup (of at least GROUP_MIN)
 GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
@@ -101,7 +105,10 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
-  local = int(options.get("local", 0)) or _local_size(n // upcast, MAX_LOCAL.get(target, 256))
+  limit = MAX_LOCAL.get(target, 256)
+  if upcast > 1 and "upcast" not in options:
+    limit = min(limit, TARGET_UPCAST.get(target, (UPCAST, limit))[1])
+  local = int(options.get("local", 0)) or _local_size(n // upcast, limit)
   vec = bool(options.get("upcast_vec", UPCAST_VEC.get(target, False)))
   return Opts(local=local, upcast=upcast, upcast_vec=vec and upcast > 1 and not _has_reduce(item))
 
@@ -209,9 +216,11 @@ def _has_reduce(item: ScheduleItem) -> bool:
 
 def _default_upcast(item: ScheduleItem, target: str, n: int) -> int:
   from .schedule import _find_reduce
-  if target == "python" or n < UPCAST_MIN_SIZE or n % UPCAST:
+  upcast = TARGET_UPCAST.get(target, (UPCAST,))[0]
+  upcast = upcast if n % upcast == 0 else UPCAST
+  if target == "python" or n < UPCAST_MIN_SIZE or n % upcast:
     return 1
-  return 1 if _find_reduce(item.out, item.inputs) is not None else UPCAST
+  return 1 if _find_reduce(item.out, item.inputs) is not None else upcast
 
 
 _SEARCHED: dict[tuple, Opts] = {}
