@@ -32,6 +32,8 @@ REDUCTIONS = {
                 np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True)))),
   "weighted": (lambda t: (t * kg.Tensor.arange(t.shape[1], dtype="float32")).sum(axis=1),
                lambda x: (x.astype(np.float64) * np.arange(x.shape[1])).sum(axis=1)),
+  "sum+max": (lambda t: t.sum(axis=1) + t.max(axis=1),     # two folds (and barriers) in one kernel
+              lambda x: x.sum(axis=1, dtype=np.float64) + x.max(axis=1)),
   "sum2": (lambda t: t.reshape(t.shape[0], 8, -1).sum(axis=(1, 2)),
            lambda x: x.sum(axis=1, dtype=np.float64)),
 }
