@@ -3,11 +3,15 @@
 Each tool runs in its own process (tinygrad from .venv-bench, with its own wgpu), on the same
 wgpu adapter ("high-performance" request). Each workload is compiled once, then its kernels run
 `reps` times (no separate warm-up: GPU timestamps leave out pipeline builds); a run's time is
-the sum of its kernels' GPU timestamps (wall clock around a completed read-back when the adapter has no timestamps). The
-figure is the median run. Results are checked against numpy in the same process.
+the sum of its kernels' GPU timestamps (wall clock around a completed read-back when the adapter
+has no timestamps). The figure is the median run; each kernel's fastest time is listed too
+(kernel_min_ms, to profile per kernel on a shared machine). Results are checked against numpy in
+the same process.
 
-    python bench/throughput_wgpu.py [REPS]          (driver; prints a JSON summary)
-    python bench/throughput_wgpu.py --worker TOOL REPS
+    python bench/throughput_wgpu.py [REPS] [--only WORD,...]   (driver; prints a JSON summary)
+    python bench/throughput_wgpu.py --worker TOOL REPS [WORD,...]
+
+--only keeps the workloads whose name contains one of the words (e.g. --only softmax,sum).
 """
 from __future__ import annotations
 
@@ -76,8 +80,8 @@ class Kernelgen:
       item.out.buffer, item.out.src = buffer, ()
     return plan, out
 
-  def run(self, plan) -> float:
-    return sum(self.rt.run(compiled, handles, {}, timed=True) for compiled, handles in plan)
+  def run(self, plan) -> list[float]:
+    return [self.rt.run(compiled, handles, {}, timed=True) for compiled, handles in plan]
 
   def result(self, out, np):
     return out.numpy()
@@ -96,8 +100,8 @@ class Tinygrad:
     out = expr(*[self.Tensor(x, device="WEBGPU").realize() for x in inputs])
     return [self.lower(si) for si in out.schedule()], out
 
-  def run(self, plan) -> float:
-    total = 0.0
+  def run(self, plan) -> list[float]:
+    times = []
     for item in plan:
       start = time.perf_counter()
       seconds = item.run(wait=True)
@@ -105,26 +109,30 @@ class Tinygrad:
         self.dev.synchronize()
         seconds = time.perf_counter() - start
       self.timestamps = self.timestamps is not False and seconds is not None
-      total += seconds
-    return total
+      times.append(seconds)
+    return times
 
   def result(self, out, np):
     return out.numpy()
 
 
-def worker(tool: str, reps: int) -> dict:
+def worker(tool: str, reps: int, only: str = "") -> dict:
   import numpy as np
   bench = Kernelgen() if tool == "kernelgen" else Tinygrad()
   rows = {}
   for name, (inputs, expr, reference, flops) in workloads(np).items():
+    if only and not any(word in name for word in only.split(",")):
+      continue
     try:
       plan, out = bench.prepare(inputs, expr)
-      times = [bench.run(plan) for _ in range(reps)]
+      runs = [bench.run(plan) for _ in range(reps)]
+      times = [sum(run) for run in runs]
       got = bench.result(out, np)
       ok = bool(np.allclose(got, reference(*inputs), rtol=2e-3, atol=2e-3))
       best = statistics.median(times)
       rows[name] = {"ms": best * 1e3, "gflops": flops / best / 1e9, "kernels": len(plan),
-                    "matches_numpy": ok, "samples_ms": [t * 1e3 for t in times]}
+                    "matches_numpy": ok, "samples_ms": [t * 1e3 for t in times],
+                    "kernel_min_ms": [min(run[k] for run in runs) * 1e3 for k in range(len(plan))]}
     except Exception as e:  # a workload the tool cannot run is reported, not fatal
       rows[name] = {"error": f"{type(e).__name__}: {e}"[:200]}
     print(f"  B3 {tool} {name}: {rows[name].get('ms', rows[name].get('error'))}",
@@ -132,13 +140,13 @@ def worker(tool: str, reps: int) -> dict:
   return {"adapter": bench.adapter, "timestamps": bool(bench.timestamps), "rows": rows}
 
 
-def measure(reps: int = 5) -> dict:
+def measure(reps: int = 5, only: str = "") -> dict:
   ours = ROOT / ".venv" / "bin" / "python"
   py = {"kernelgen": str(ours if ours.exists() else sys.executable),
         "tinygrad": str(ROOT / ".venv-bench" / "bin" / "python")}
   out = {}
   for tool in TOOLS:
-    proc = subprocess.run([py[tool], __file__, "--worker", tool, str(reps)], text=True,
+    proc = subprocess.run([py[tool], __file__, "--worker", tool, str(reps), only], text=True,
                           capture_output=True, timeout=900, env=dict(os.environ))
     sys.stderr.write(proc.stderr[-3000:] if proc.returncode else "")
     lines = proc.stdout.strip().splitlines()
@@ -149,6 +157,9 @@ def measure(reps: int = 5) -> dict:
 
 if __name__ == "__main__":
   if sys.argv[1:2] == ["--worker"]:
-    print(json.dumps(worker(sys.argv[2], int(sys.argv[3]))))
+    print(json.dumps(worker(sys.argv[2], int(sys.argv[3]), "".join(sys.argv[4:5]))))
   else:
-    print(json.dumps(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 5), indent=1))
+    args = sys.argv[1:]
+    only = args[args.index("--only") + 1] if "--only" in args else ""
+    reps = [a for a in args if a.isdigit()]
+    print(json.dumps(measure(int(reps[0]) if reps else 5, only), indent=1))

@@ -123,7 +123,12 @@ def test_grouped_reduction_meets_in_workgroup_memory():
   # 300 = 19 trips of 16 lanes minus 4: the strided loads are gated; lane 0 stores
   (store,) = [u for u in nodes if u.op is Ops.STORE and u.src[0].op is Ops.PARAM]
   assert len(store.src) == 4 and store.src[3].op is Ops.CMPEQ
-  assert [u.src[0].arg for u in nodes if u.op is Ops.RANGE] in ([19, 16], [16, 19])
+  # the lanes' loop runs 19 trips; the fold over the 16 partials runs in lane 0 only
+  (loop,) = [u for u in nodes if u.op is Ops.RANGE and u.src[0].op is Ops.CONST]
+  (fold,) = [u for u in nodes if u.op is Ops.RANGE and u.src[0].op is Ops.WHERE]
+  assert loop.src[0].arg == 19
+  cond, taken, skipped = fold.src[0].src
+  assert cond.op is Ops.CMPEQ and (taken.arg, skipped.arg) == (16, 0)
 
 
 def test_long_loops_are_unrolled_below_the_trip_limit(monkeypatch):

@@ -40,14 +40,21 @@ def test_workgroup_size_divides_or_is_capped(n, target, local):
 
 def test_big_elementwise_kernels_upcast_on_gpus_only():
   item = item_of(Tensor.zeros(1 << 16) + 1)
-  assert opt.optimize(item, "wgsl").upcast == opt.UPCAST
+  assert opt.optimize(item, "ptx").upcast == opt.UPCAST
+  upcast, most = opt.TARGET_UPCAST["wgsl"]
+  o = opt.optimize(item, "wgsl")
+  assert o.upcast == upcast and o.local <= most and o.upcast_vec
+  # a size the target's upcast does not divide falls back to UPCAST
+  assert opt.optimize(item_of(Tensor.zeros((1 << 16) + 4) + 1), "wgsl").upcast == opt.UPCAST
   assert opt.optimize(item, "python").upcast == 1
   assert opt.optimize(item_of((Tensor.zeros(1 << 16, 2) + 1).sum(1)), "ptx").upcast == 1
 
 
 def test_options_force_opts():
   item = item_of(Tensor.zeros(64) + 1)
-  assert opt.optimize(item, "wgsl", {"local": 16, "upcast": 2}) == Opts(16, 2)
+  assert opt.optimize(item, "wgsl", {"local": 16, "upcast": 2}) == Opts(16, 2, upcast_vec=True)
+  assert opt.optimize(item, "wgsl", {"local": 16, "upcast": 2, "upcast_vec": False}) == Opts(16, 2)
+  assert opt.optimize(item, "ptx", {"local": 16, "upcast": 2}) == Opts(16, 2)
 
 
 @pytest.mark.parametrize("local,upcast", [(1, 1), (4, 2), (64, 1), (32, 4), (8, 3)])
@@ -74,12 +81,21 @@ def test_search_times_candidates_and_caches(monkeypatch):
   assert chosen.local in opt.SEARCH_LOCAL and chosen.upcast in opt.SEARCH_UPCAST
 
 
-@pytest.mark.parametrize("shape,axis,group", [((1 << 20,), None, 256), ((4096, 1024), 1, 32),
-                                               ((8, 300), 1, 16), ((1024, 1024), None, 256)])
+@pytest.mark.parametrize("shape,axis,group", [((1 << 20,), None, 256), ((4096, 1024), 1, 16),
+                                               ((8, 300), 1, 16), ((1024, 1024), None, 256),
+                                               ((256, 16384), 1, 128)])
 @pytest.mark.usefixtures("one_kernel")
 def test_small_outputs_of_big_reductions_are_grouped(shape, axis, group):
   item = item_of(Tensor.zeros(*shape).sum(axis))
-  assert opt.optimize(item, "wgsl") == Opts(local=group, upcast=1, group=group)
+  assert opt.optimize(item, "wgsl") == Opts(local=group, upcast=1, group=group,
+                                            group_unroll=opt.GROUP_UNROLL["wgsl"],
+                                            group_vec=opt.GROUP_VEC["wgsl"])
+
+
+def test_grouped_rows_of_1024_keep_sqrt_threads_without_vector_loads():
+  # GROUP_MIN_STEPS counts steps of GROUP_VEC elements: PTX reads one element per step
+  item = item_of(Tensor.zeros(4096, 1024).sum(1))
+  assert opt.optimize(item, "ptx").group == 32
 
 
 @pytest.mark.parametrize("t", [Tensor.zeros(1 << 16, 256).sum(1), Tensor.zeros(64, 100).sum(1),

@@ -25,7 +25,8 @@ TARGETS = ("python", "wgsl", "ptx")
 # `subgroups` (default off; the WEBGPU device sets it when its adapter has subgroups) is read by
 # both: optimize lets grouped reductions combine per subgroup, and the WGSL renderer accepts
 # subgroup ops only with it (PTX takes warp shuffles always)
-FRONT_END_OPTIONS = ("local", "upcast", "group", "tile", "stage", "tensor_cores", "tf32")
+FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
+                     "tile", "stage", "tensor_cores", "tf32")
 
 
 @functools.lru_cache(maxsize=None)

@@ -8,7 +8,12 @@ math is int32; `unravel` folds the common cases (permutes, expands, windows) wit
 
 Grouped reductions (`Opts.group`): one workgroup per output element; its `group` threads each
 accumulate a strided share of the reduced elements, store the partial result into workgroup
-memory (DEFINE_LOCAL), and after a BARRIER every thread folds the partials; lane 0 stores.
+memory (DEFINE_LOCAL), and after a BARRIER lane 0 folds the partials and stores (every thread
+folds where another reduction of the kernel uses the result). Each lane's loop is unrolled
+`Opts.group_unroll` times; with `Opts.group_vec` a lane reads that many consecutive elements per
+step, whose loads from one buffer become vector loads (lanes step by group_vec elements, so a
+group still reads one contiguous block per step). Elementwise kernels with `Opts.upcast_vec`
+likewise read runs of consecutive elements as vectors and store their outputs as one.
 With `Opts.subgroups` (the dtypes it applies to) each subgroup first combines its partials
 (SUBGROUP_REDUCE) and only its leader writes, into a slot it claims with ATOMIC_ADD on a
 counter, so the fold reads one slot per subgroup: this needs no promise about how threads form
@@ -31,6 +36,7 @@ from .dtype import dtypes, max_value, min_value
 from .lazy import L, LazyOp
 from .ops import Ops, UOp, toposort
 from .program import BufferSpec
+from .rules.symbolic import _linear, simplify
 from .schedule import ScheduleItem
 from .view import View, contiguous_strides, prod
 
@@ -47,6 +53,9 @@ class Opts:
   subgroups: tuple = ()  # dtype names whose grouped reductions combine per subgroup first
   stage: tuple = ()     # (TR, TC, BK): tile through workgroup memory (wgtile.py): TR x TC
                         # threads (2-D workgroup), reduction steps of BK; needs tile, tile_axes
+  group_unroll: int = 1  # grouped reductions: each lane's loop unrolled this many times
+  group_vec: int = 1    # grouped reductions: consecutive elements a lane reads per step
+  upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -56,6 +65,8 @@ MAX_TRIPS = 1 << 14
 TILE_UNROLL = 4
 # threads in a subgroup at most (WGSL; a PTX warp has 32)
 MAX_SUBGROUP = 128
+# lanes of a vector load or store at most (WGSL has vec2..vec4)
+MAX_VECTOR = 4
 
 
 def _c(v: int) -> UOp:
@@ -160,6 +171,8 @@ class Lowerer:
     self.next_id = 0
     self.group, self.lane = 0, None    # set by lower() for grouped reductions
     self.subgroups: tuple = ()
+    self.unroll, self.vec = 1, 1       # grouped reductions: see Opts
+    self.nested: set = set()           # ids of reductions that feed another reduction
     self.loops: dict | None = None     # tiled kernels: reduce node -> its shared loop
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
@@ -239,10 +252,13 @@ class Lowerer:
     return self._accumulate(op, src, [(tuple(p), v) for p, v in points], idxs, gate, ranges)
 
   def _accumulate(self, op: Ops, src: LazyOp, points: list, idxs: tuple, gate,
-                  ranges: list) -> UOp:
+                  ranges: list, vec: int = 1) -> UOp:
     """AFTER(acc) of acc = op(acc, src[p]) for every (p, valid) of `points` in each iteration of
-    `ranges` (where valid is false the element is skipped)."""
+    `ranges` (where valid is false the element is skipped); with `vec`, runs of `vec` loads of
+    consecutive elements become vector loads."""
     bodies = [(self.value(src, p, _and(gate, v)), v) for p, v in points]
+    if vec > 1:
+      bodies = _vector_loads(bodies, vec)
     dtype = bodies[0][0].dtype
     if dtype == dtypes.bool:
       op = _REDUCE_BOOL[op]
@@ -301,33 +317,46 @@ class Lowerer:
     return UOp(Ops.RANGE, I32, (_c(n),), self._id())
 
   def _grouped_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
-    """Each lane reduces elements lane, lane+group, ...; then the partials meet in memory."""
+    """Each lane reduces elements lane, lane+group, ... (with vec: the vec elements from
+    lane*vec, then from (lane+group)*vec, ...); then the partials meet in memory."""
     op, axes = node.arg
     src = node.src[0]
     shape = [src.shape[a] for a in axes]
     total = prod(shape)
-    ranges, lanes = self._loop(math.ceil(total / self.group), self.group, self.lane, total)
+    vec = self.vec if total % (self.group * self.vec) == 0 else 1
+    trips = math.ceil(total / (self.group * vec))
+    unroll = self.unroll if trips % self.unroll == 0 else 1
+    ranges, lanes = self._loop(trips, self.group, self.lane, math.ceil(total / vec), unroll)
     points = []
     for lin, valid in lanes:
-      p = list(idxs)
-      for a, index in zip(axes, unravel([(lin, 1, total)], 0, shape)):
-        p[a] = index
-      points.append((tuple(p), valid))
-    part = self._accumulate(op, src, points, idxs, gate, ranges)
+      for k in range(vec):
+        at = lin * _c(vec) + _c(k) if vec > 1 else lin
+        p = list(idxs)
+        for a, index in zip(axes, unravel([(at, 1, total)], 0, shape)):
+          p[a] = index
+        points.append((tuple(p), valid))
+    part = self._accumulate(op, src, points, idxs, gate, ranges, vec)
     roots = list(idxs) + ([gate] if gate is not None else [])
     outer = any(u.op is Ops.RANGE for u in toposort(roots))
     if part.dtype.name in self.subgroups and not outer:
-      return self._subgroup_fold(op, part)
+      return self._subgroup_fold(op, part, node)
     local = UOp(Ops.DEFINE_LOCAL, part.dtype.ptr(self.group, local=True), (), self._id())
     written = local.store(self.lane, part)
     ready = UOp(Ops.AFTER, local.dtype, (local, UOp(Ops.BARRIER, None, (written,))))
-    r = self._range(self.group)
+    r = self._fold_range(_c(self.group), node)
     init = UOp.const(part.dtype, _identity(op, part.dtype))
     acc = UOp(Ops.DEFINE_ACC, part.dtype, (init,), self._id())
     update = UOp(Ops.ASSIGN, part.dtype, (acc, UOp(op, part.dtype, (acc, ready.load(r)))))
     return UOp(Ops.AFTER, part.dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
 
-  def _subgroup_fold(self, op: Ops, part: UOp) -> UOp:
+  def _fold_range(self, n: UOp, node: LazyOp) -> UOp:
+    """The loop over the partials: in lane 0 only (the lane that stores), or in every thread
+    when another reduction uses the result."""
+    if id(node) not in self.nested:
+      n = self.lane.eq(_c(0)).where(n, _c(0))
+    return UOp(Ops.RANGE, I32, (n,), self._id())
+
+  def _subgroup_fold(self, op: Ops, part: UOp, node: LazyOp) -> UOp:
     """Each subgroup combines its partials; its leader (lowest active lane) claims the next slot
     of workgroup memory with an atomic counter and writes there; after a BARRIER every thread
     folds the `counter` slots, the counter read as a workgroup-uniform value. The counter is
@@ -345,7 +374,7 @@ class Lowerer:
     barrier = UOp(Ops.BARRIER, None, (local.store(slot, total, leader),))
     count = UOp(Ops.AFTER, counter.dtype, (counter, barrier)).load(_c(0))
     ready = UOp(Ops.AFTER, local.dtype, (local, barrier))
-    r = UOp(Ops.RANGE, I32, (count,), self._id())
+    r = self._fold_range(count, node)
     init = UOp.const(dtype, _identity(op, dtype))
     acc = UOp(Ops.DEFINE_ACC, dtype, (init,), self._id())
     update = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, ready.load(r)))))
@@ -389,7 +418,26 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
     value = lw.value(out, idxs, gate)
     stores.append(lw.params[0].store(flat, value, gate))
+  if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
+    return _vector_stores(stores, opts.upcast)
   return stores
+
+
+def _vector_stores(stores: list, n: int) -> list:
+  """The n ungated stores of consecutive outputs as vector stores (of up to MAX_VECTOR lanes) of
+  their values, whose runs of consecutive loads become vector loads (32-bit elements only)."""
+  values = [v for v, _ in _vector_loads([(s.src[2], None) for s in stores], n)]
+  dtype, width = stores[0].src[2].dtype, _width(n)
+  if dtype.itemsize != 4 or dtype == dtypes.bool or width == 1:
+    return [s.replace(src=(s.src[0], s.src[1], v)) for s, v in zip(stores, values)]
+  return [stores[i].src[0].store(stores[i].src[1], UOp(Ops.VECTORIZE, dtype.vec(width),
+                                                       tuple(values[i:i + width])))
+          for i in range(0, n, width)]
+
+
+def _width(n: int) -> int:
+  """The widest vector of at most MAX_VECTOR lanes that divides n."""
+  return max(w for w in range(1, MAX_VECTOR + 1) if n % w == 0)
 
 
 def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
@@ -398,8 +446,67 @@ def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, max(out.size, 1)))
   lw.group, lw.subgroups = opts.group, opts.subgroups
   lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.group))
+  lw.unroll, lw.vec = max(opts.group_unroll, 1), max(opts.group_vec, 1)
+  lw.nested = _nested_reduces(lw.item)
   value = lw.value(out, tuple(unravel([(gid, 1, out.size)], 0, out.shape)), None)
   return [lw.params[0].store(gid, value, lw.lane.eq(_c(0)))]
+
+
+def _nested_reduces(item: ScheduleItem) -> set:
+  """Ids of the reductions of `item` inside another of its reductions' source."""
+  stop = {id(n) for n in item.inputs}
+  found, stack, seen = set(), [(item.out, False)], set()
+  while stack:
+    node, inside = stack.pop()
+    if (id(node), inside) in seen or (id(node) in stop and node is not item.out):
+      continue
+    seen.add((id(node), inside))
+    if inside and node.op is L.REDUCE:
+      found.add(id(node))
+    stack.extend((s, inside or node.op is L.REDUCE) for s in node.src)
+  return found
+
+
+# index terms that name one value whatever else the index holds (unlike IDIV, MOD)
+_INDEX_TERMS = frozenset({Ops.SPECIAL, Ops.RANGE, Ops.VAR})
+
+
+def _vector_loads(bodies: list, n: int) -> list:
+  """`bodies` with each run of w ungated 32-bit loads from one buffer at indices i, i+1, ...,
+  i+w-1 (the same terms, consecutive constants) read as GEPs of one w-lane load at i; w: the
+  widest vector of at most MAX_VECTOR lanes that divides n."""
+  n = _width(n)
+  if n == 1:
+    return bodies
+  groups: dict = {}
+  for u in toposort([b for b, _ in bodies]):
+    if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.PARAM and \
+       u.dtype.count == 1 and u.dtype.itemsize == 4 and u.dtype != dtypes.bool:
+      linear = _linear(u.src[1]) if u.src[1].op is not Ops.CONST else ({}, u.src[1].arg)
+      linear = linear if linear is None or all(t.op in _INDEX_TERMS for t in linear[0]) \
+        else _linear(simplify(u.src[1]))   # div/mod of a flat index: its simplified sum
+      if linear is not None:
+        terms, const = linear
+        groups.setdefault((u.src[0], u.dtype, frozenset(terms.items())), {})[const] = u
+  mapping = {}
+  for (buf, dtype, _), loads in groups.items():
+    for c in sorted(loads):
+      run = [loads.get(c + k) for k in range(n)]
+      if any(u is None or u in mapping for u in run):
+        continue
+      wide = UOp(Ops.LOAD, dtype.vec(n), (buf, run[0].src[1]))
+      mapping.update((u, wide.gep(k)) for k, u in enumerate(run))
+  return [(_substitute(b, mapping), v) for b, v in bodies] if mapping else bodies
+
+
+def _substitute(root: UOp, mapping: dict) -> UOp:
+  """`root` with the nodes of `mapping` replaced (their users rebuilt)."""
+  done = dict(mapping)
+  for u in toposort([root]):
+    if u not in done:
+      src = tuple(done.get(s, s) for s in u.src)
+      done[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+  return done[root]
 
 
 def tile_axes(shape) -> tuple[int, int] | None:

@@ -31,6 +31,14 @@ PREFERRED_LOCAL = (256, 128, 64, 32)
 MIN_GATED_LOCAL = 64
 # elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
 UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
+# target -> whether elementwise kernels with UPCAST outputs per thread read runs of consecutive
+# elements and write their outputs as vectors (WGSL: array<vec4<f32>>; lavapipe, softmax's
+# exp-divide over 4096x1024: 1.25x)
+UPCAST_VEC = {"wgsl": True}
+# target -> (outputs per thread, the most threads per workgroup) for those kernels where UPCAST
+# differs: the same 1024 outputs per workgroup in fewer, busier threads (lavapipe, 4096x1024:
+# x * 2 + 1 and softmax's exp-divide 1.2x, x + x[:1] 1.25x, a transpose 1.1x, int8 the same)
+TARGET_UPCAST = {"wgsl": (8, 128)}
 # grouped reductions: a kernel whose reduction covers at least GROUP_MIN_REDUCE elements and has
 # fewer outputs than GROUP_MAX_OUTPUTS gives each output a workgroup (of at least GROUP_MIN)
 GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
@@ -44,6 +52,15 @@ SUBGROUP_DTYPES = {"wgsl": ("float16", "float32", "int32", "uint32"),
 # and of 16384: 32 threads 0.8x and 1.0x the plain fold's speed, 64 threads 4.4x and 1.2x, 256 9x
 # and 3.4x); on PTX only whole warps (a multiple of 32)
 SUBGROUP_MIN_GROUP, WARP = 64, 32
+# target -> how grouped reductions read: each lane's loop unrolled GROUP_UNROLL times, and
+# GROUP_VEC consecutive elements per lane and step, as vector loads (WGSL: array<vec4<f32>>);
+# lavapipe, sum 16M: unrolled (and the fold in lane 0 only) 1.4x, vec4 loads 1.7x more
+GROUP_UNROLL = {"wgsl": 4, "ptx": 4, "python": 1}
+GROUP_VEC = {"wgsl": 4, "ptx": 1, "python": 1}
+# target -> the fewest steps (of GROUP_VEC elements) each lane of a grouped reduction takes: fewer
+# threads per output where sqrt(reduce size) would leave less (lavapipe, max over rows of 1024: 16
+# threads 1.2x faster than 32; rows of 16384 and 65536 keep 128 and 256)
+GROUP_MIN_STEPS = {"wgsl": 16}
 # target -> bytes of workgroup memory one kernel may use (WebGPU guarantees 16 KiB)
 MAX_LOCAL_BYTES = {"wgsl": 16384, "ptx": 49152, "python": 1 << 20}
 # register tiles: reductions with two output axes divisible by the tile (matmul, conv2d) give
@@ -89,7 +106,9 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
     group = 0 if "local" in options or "upcast" in options or \
       options.get("stage") not in (None, False) else _group_size(item, target)
   if group:
-    return Opts(local=group, upcast=1, group=group, subgroups=_subgroups(target, options, group))
+    return Opts(local=group, upcast=1, group=group, subgroups=_subgroups(target, options, group),
+                group_unroll=int(options.get("group_unroll", GROUP_UNROLL.get(target, 1))),
+                group_vec=int(options.get("group_vec", GROUP_VEC.get(target, 1))))
   tile = _tile(item, target, options)
   staged = _stage(item, target, options, tile)
   if staged:
@@ -102,8 +121,12 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
-  local = int(options.get("local", 0)) or _local_size(n // upcast, MAX_LOCAL.get(target, 256))
-  return Opts(local=local, upcast=upcast)
+  limit = MAX_LOCAL.get(target, 256)
+  if upcast > 1 and "upcast" not in options:
+    limit = min(limit, TARGET_UPCAST.get(target, (UPCAST, limit))[1])
+  local = int(options.get("local", 0)) or _local_size(n // upcast, limit)
+  vec = bool(options.get("upcast_vec", UPCAST_VEC.get(target, False)))
+  return Opts(local=local, upcast=upcast, upcast_vec=vec and upcast > 1 and not _has_reduce(item))
 
 
 def _subgroups(target: str, options: dict, group: int) -> tuple:
@@ -132,7 +155,8 @@ def _reduces(item: ScheduleItem) -> list:
 
 def _group_size(item: ScheduleItem, target: str) -> int:
   """Threads per output for a grouped reduction (0: none): about sqrt(reduce size), a power of
-  two within the target's workgroup size and workgroup memory."""
+  two within the target's workgroup size and workgroup memory, leaving each lane at least
+  GROUP_MIN_STEPS steps."""
   reduces = _reduces(item)
   if not reduces or item.out.size >= GROUP_MAX_OUTPUTS:
     return 0
@@ -143,8 +167,8 @@ def _group_size(item: ScheduleItem, target: str) -> int:
   local_bytes = sum(r.dtype.itemsize for r in reduces)
   while limit * local_bytes > MAX_LOCAL_BYTES.get(target, 16384):
     limit //= 2
-  group = GROUP_MIN
-  while group * 2 <= limit and (group * 2) ** 2 <= min(sizes):
+  group, steps = GROUP_MIN, GROUP_MIN_STEPS.get(target, 0) * GROUP_VEC.get(target, 1)
+  while group * 2 <= limit and (group * 2) ** 2 <= min(sizes) and group * 2 * steps <= min(sizes):
     group *= 2
   return group if group <= limit else 0
 
@@ -270,11 +294,18 @@ def _tile_threads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
   return prod(shape)
 
 
+def _has_reduce(item: ScheduleItem) -> bool:
+  from .schedule import _find_reduce
+  return _find_reduce(item.out, item.inputs) is not None
+
+
 def _default_upcast(item: ScheduleItem, target: str, n: int) -> int:
   from .schedule import _find_reduce
-  if target == "python" or n < UPCAST_MIN_SIZE or n % UPCAST:
+  upcast = TARGET_UPCAST.get(target, (UPCAST,))[0]
+  upcast = upcast if n % upcast == 0 else UPCAST
+  if target == "python" or n < UPCAST_MIN_SIZE or n % upcast:
     return 1
-  return 1 if _find_reduce(item.out, item.inputs) is not None else UPCAST
+  return 1 if _find_reduce(item.out, item.inputs) is not None else upcast
 
 
 _SEARCHED: dict[tuple, Opts] = {}
