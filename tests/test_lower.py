@@ -198,8 +198,9 @@ def _matmul_item(m: int, k: int, n: int):
 
 @pytest.mark.parametrize("tile", [(4, 4), (2, 4), (4, 1)])
 def test_register_tiles_share_one_loop_and_load_each_value_once(tile):
-  """An R x C tile: R*C accumulators updated in one loop that loads R values of A and C of B."""
-  item, _, _ = _matmul_item(8, 6, 8)
+  """An R x C tile: R*C accumulators updated in one loop that loads R values of A and C of B
+  (K = 7: a prime, so the loop is not unrolled)."""
+  item, _, _ = _matmul_item(8, 7, 8)
   sink, _ = lower(item, Opts(local=2, tile=tile))
   verify(sink)
   nodes = toposort([simplify(sink)])
