@@ -246,10 +246,10 @@ def test_forced_stage_too_big_for_workgroup_memory_says_how_to_fix():
 def test_stage_choices_and_defaults():
   big = _item(Tensor(_randn(256, 256)) @ Tensor(_randn(256, 256)))
   got = opt.optimize(big, "ptx")                 # f32 on PTX: staged by default
-  assert got.stage == (16, 16, 16) and got.tile == (8, 8) and got.local == 256
+  assert got.stage == (16, 16, opt.STAGE_STEP) and got.tile == (8, 8) and got.local == 256
   assert opt.optimize(big, "ptx", {"stage": False}).stage == ()
   assert opt.optimize(big, "wgsl").stage == (() if not opt.STAGE_DEFAULT["wgsl"] else
-                                              (16, 16, 16))
+                                              (16, 16, opt.STAGE_STEP))
   small = _item(Tensor(_randn(5, 3)) @ Tensor(_randn(3, 6)))
   forced = opt.optimize(small, "python", {"stage": True})
   assert forced.stage and forced.stage[0] * forced.stage[1] <= opt.MAX_LOCAL["python"]
@@ -321,7 +321,7 @@ def test_ptx_default_stages_large_f32_matmuls_and_conv(monkeypatch):
   CHOSEN.clear()
   got = (Tensor(a).to(dev) @ Tensor(b).to(dev)).numpy()
   np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
-  assert [o.stage for o in CHOSEN] == [(16, 16, 16)]
+  assert [o.stage for o in CHOSEN] == [(16, 16, opt.STAGE_STEP)]
 
 
 def test_step_loop_respects_max_trips(monkeypatch):

@@ -76,9 +76,11 @@ TILE_PROBE = (2, 2)
 # workgroup of up to STAGE_THREADS[target] threads (rows x cols), each the register tile chosen
 # above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
 # memory is short); on by default where STAGE_DEFAULT says so, for
-# kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs)
+# kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs);
+# each step is unrolled, so STAGE_STEP 8 (not 16) halves the staged 512^3 matmul's PTX and its
+# compile time (lavapipe ran steps of 8 as fast as 16; no GPU was at hand to compare)
 STAGE_THREADS = {"wgsl": (16, 16), "ptx": (16, 16), "python": (8, 8)}
-STAGE_TILE, STAGE_STEP = (4, 4), 16
+STAGE_TILE, STAGE_STEP = (4, 4), 8
 STAGE_DEFAULT = {"ptx": True, "wgsl": False, "python": False}
 # what search tries
 SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
