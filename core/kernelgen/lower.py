@@ -481,15 +481,22 @@ def _vector_loads(bodies: list, n: int) -> list:
   if n == 1:
     return bodies
   groups: dict = {}
+  found, unsimplified = [], []
   for u in toposort([b for b, _ in bodies]):
     if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.PARAM and \
        u.dtype.count == 1 and u.dtype.itemsize == 4 and u.dtype != dtypes.bool:
       linear = _linear(u.src[1]) if u.src[1].op is not Ops.CONST else ({}, u.src[1].arg)
-      linear = linear if linear is None or all(t.op in _INDEX_TERMS for t in linear[0]) \
-        else _linear(simplify(u.src[1]))   # div/mod of a flat index: its simplified sum
-      if linear is not None:
-        terms, const = linear
-        groups.setdefault((u.src[0], u.dtype, frozenset(terms.items())), {})[const] = u
+      if linear is not None and not all(t.op in _INDEX_TERMS for t in linear[0]):
+        unsimplified.append(u)     # div/mod of a flat index: its simplified sum, below
+      else:
+        found.append((u, linear))
+  if unsimplified:                 # one simplify for all of them (one memo, not one per load)
+    simple = simplify(UOp(Ops.SINK, None, tuple(u.src[1] for u in unsimplified))).src
+    found += [(u, _linear(index)) for u, index in zip(unsimplified, simple)]
+  for u, linear in found:
+    if linear is not None:
+      terms, const = linear
+      groups.setdefault((u.src[0], u.dtype, frozenset(terms.items())), {})[const] = u
   mapping = {}
   for (buf, dtype, _), loads in groups.items():
     for c in sorted(loads):
