@@ -548,13 +548,19 @@ def test_without_webgpu_the_page_falls_back_to_python_and_says_so(site, chromium
     assert_matches_numpy("int8", code, result)
 
 
+def go_offline_after_caching(page, site) -> None:
+  """Visit twice (the second visit fills the service worker's cache with everything the page
+  loads), then cut the network."""
+  boot(page, site.url("index.html"))
+  page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=BOOT_MS)
+  page.reload()
+  page.wait_for_selector("body[data-ready='true']", timeout=BOOT_MS)
+  page.context.set_offline(True)
+
+
 def test_works_offline_after_the_first_visit(site, chromium):
   with local_page(chromium) as page:
-    boot(page, site.url("index.html"))
-    page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=BOOT_MS)
-    page.reload()  # the second visit fills the cache with everything the page loads
-    page.wait_for_selector("body[data-ready='true']", timeout=BOOT_MS)
-    page.context.set_offline(True)
+    go_offline_after_caching(page, site)
     page.reload()
     page.wait_for_selector("body[data-ready]", timeout=BOOT_MS)
     assert page.get_attribute("body", "data-ready") == "true", page.inner_text("#status")
@@ -563,11 +569,7 @@ def test_works_offline_after_the_first_visit(site, chromium):
 def test_stop_restarts_python_offline(site, chromium):
   """After Stop the fresh worker boots from the service worker's cache: no network needed."""
   with local_page(chromium) as page:
-    boot(page, site.url("index.html"))
-    page.wait_for_function("navigator.serviceWorker.controller !== null", timeout=BOOT_MS)
-    page.reload()  # the second visit fills the cache with everything the page loads
-    page.wait_for_selector("body[data-ready='true']", timeout=BOOT_MS)
-    page.context.set_offline(True)
+    go_offline_after_caching(page, site)
     start(page, LOOP)
     page.click("#stop")
     wait_restarted(page)
