@@ -17,7 +17,7 @@ from kernelgen.compiler import compile_item
 from kernelgen.lower import Opts, lower
 from kernelgen.ops import Ops, toposort
 from kernelgen.schedule import ScheduleItem, schedule
-from tools import wgsl_validate
+from tools import wgsl_validate, missing_tool
 
 DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
 READS = [(1, 1), (4, 1), (1, 4), (4, 4), (2, 4)]     # (group_unroll, group_vec)
@@ -43,7 +43,7 @@ def runtime(name: str):
   try:
     return kg.Device[name]
   except kg.DeviceError as error:
-    pytest.skip(f"no {name} device: {error}")
+    missing_tool(f"device {name}", f"pip install wgpu; apt-get install mesa-vulkan-drivers ({error})")
 
 
 @pytest.fixture

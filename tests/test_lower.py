@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 import kernelgen as kg
-from tools import default_device
+from tools import default_device, missing_tool
 from kernelgen import Tensor
 from kernelgen.lower import Opts, lower, unravel
 from kernelgen.ops import Ops, UOp, toposort
@@ -168,7 +168,7 @@ def _runtime(device: str):
   try:
     return kg.Device[device]
   except Exception as error:  # noqa: BLE001 - no adapter here: the CPU devices still run
-    pytest.skip(f"device {device} unavailable: {error}")
+    missing_tool(f"device {device}", f"pip install wgpu; apt-get install mesa-vulkan-drivers ({error})")
 
 
 def _upload(runtime, buffer):

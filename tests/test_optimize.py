@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from tools import default_device
+from tools import default_device, missing_tool
 from kernelgen import Tensor
 from kernelgen import optimize as opt
 from kernelgen.lower import Opts
@@ -160,7 +160,7 @@ def _on(device: str):
   try:
     kg.Device[device]
   except Exception as error:  # noqa: BLE001 - no adapter or simulator here
-    pytest.skip(f"device {device} unavailable: {error}")
+    missing_tool(f"device {device}", f"pip install wgpu; apt-get install mesa-vulkan-drivers ({error})")
   return device
 
 

@@ -21,7 +21,7 @@ from kernelgen.ops import Ops, UOp
 from kernelgen.schedule import schedule
 from kernelgen.verify import verify
 from test_browser import site  # noqa: F401  (fixture: the built site, served locally)
-from tools import default_device, ptxas_check, tint_validate
+from tools import default_device, ptxas_check, tint_validate, missing_tool
 
 I32 = dtypes.int32
 
@@ -291,9 +291,9 @@ def rt():
   try:
     runtime = kg.Device["WEBGPU"]
   except kg.DeviceError as error:
-    pytest.skip(f"no WEBGPU device: {error}")
+    missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers ({error})")
   if not runtime.render_options().get("subgroups"):
-    pytest.skip("the WebGPU adapter has no subgroups")
+    missing_tool("subgroups on the WebGPU adapter", "use an adapter with the subgroups feature (lavapipe has it)")
   return runtime
 
 
@@ -337,7 +337,7 @@ def test_webgpu_matches_numpy(webgpu_subgroups, rt, group, dtype, op):
 def test_webgpu_float16_both_paths(webgpu_subgroups, rt, f16, op):
   options = webgpu_subgroups(64, f16)
   if f16 and not options["f16"]:
-    pytest.skip("the adapter has no shader-f16")
+    missing_tool("shader-f16 on the WebGPU adapter", "use an adapter with shader-f16 (lavapipe has it)")
   x = data("float16", (3, 1000), op)
   y = REDUCTIONS[op][0](kg.Tensor(x))
   for k in kg.compile(y, target="wgsl", **options):

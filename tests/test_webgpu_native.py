@@ -214,7 +214,7 @@ def test_w3_gated_store_keeps_its_gate(rt, name):
 @pytest.mark.parametrize("native", [True, False], ids=["shader-f16", "packed"])
 def test_w4_f16_arithmetic_matches_numpy(rt, native):
   if native and not rt.render_options()["f16"]:
-    pytest.skip("this adapter has no shader-f16")
+    missing_tool("shader-f16 on the WebGPU adapter", "use an adapter with shader-f16 (lavapipe has it)")
   a, b = rand("float16", 1001, 22), rand("float16", 1001, 23, lo=0.5, hi=4)
   for op, ref in {**BINARY, Ops.FDIV: np.divide}.items():
     got = run_elementwise(rt, lambda x, y, op=op: x.alu(op, y), [a, b], F16, f16=native)

@@ -12,7 +12,7 @@ from kernelgen import optimize as opt
 from kernelgen.errors import LimitError, UnsupportedError
 from kernelgen.ops import Ops
 from kernelgen.schedule import schedule
-from tools import default_device, ptxas_check, tint_validate, wgsl_validate
+from tools import default_device, ptxas_check, tint_validate, wgsl_validate, missing_tool
 
 RNG = np.random.default_rng(7)
 
@@ -50,7 +50,7 @@ def _on(device: str, monkeypatch, **options):
   try:
     runtime = kg.Device[device]
   except Exception as error:  # noqa: BLE001 - no adapter or simulator here
-    pytest.skip(f"device {device} unavailable: {error}")
+    missing_tool(f"device {device}", f"pip install wgpu; apt-get install mesa-vulkan-drivers ({error})")
   base = runtime.render_options
   monkeypatch.setattr(runtime, "render_options", lambda: {**base(), **options})
   _on.forced = bool(options.get("stage"))
@@ -139,7 +139,7 @@ def test_staged_mixed_dtypes_cast_while_loading(monkeypatch):
 def test_staged_f16_matmul(device, monkeypatch):
   dev = _on(device, monkeypatch, stage=True, tensor_cores=False)
   if device == "WEBGPU" and not kg.Device[dev].render_options().get("f16"):
-    pytest.skip("this adapter has no shader-f16")
+    missing_tool("shader-f16 on the WebGPU adapter", "use an adapter with shader-f16 (lavapipe has it)")
   a, b = _randn(10, 24, dtype=np.float16), _randn(24, 18, dtype=np.float16)
   got = (Tensor(a).to(dev) @ Tensor(b).to(dev)).numpy()
   assert got.dtype == np.float16
