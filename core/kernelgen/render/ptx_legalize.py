@@ -174,7 +174,7 @@ SHUFFLE_DTYPES = frozenset({"float32", "int32", "uint32"})
 
 
 def legalize(sink: UOp, arch: str = "sm_80", **options) -> UOp:
-  """The kernel graph rewritten into what this file can render for `arch` (see module doc)."""
+  """The kernel graph rewritten into what ptx.py can render for `arch` (see its module doc)."""
   for u in sink.toposort():
     if u.op is Ops.SUBGROUP_REDUCE and u.dtype.name not in SHUFFLE_DTYPES:
       raise UnsupportedError(f"PTX subgroup (warp) reductions take "

@@ -75,7 +75,8 @@ def isa_version(arch: str) -> str:
 # ---- ALU opcodes ---------------------------------------------------------------------------
 
 # op -> (spelling for integers, for floats, for predicates): {t} the operand type, {b} its bits,
-# {s} its signed type. Float max/min also get a NaN fix-up (_alu), selp takes (x, y, cond).
+# {s} its signed type. Float max/min also get a NaN fix-up (ptx_instructions._alu), selp takes
+# (x, y, cond).
 ALU_SPELLING = {
   Ops.ADD: ("add.{t}", "add.rn.{t}", None), Ops.SUB: ("sub.{t}", "sub.rn.{t}", None),
   Ops.MUL: ("mul.lo.{t}", "mul.rn.{t}", None), Ops.IDIV: ("div.{t}", None, None),
