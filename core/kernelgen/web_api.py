@@ -285,8 +285,10 @@ def warm() -> dict:
 
 
 # the modules a compile to WGSL imports, in the order it does
-WARM_MODULES = (".compiler", ".schedule", ".optimize", ".lower", ".rules.symbolic", ".verify",
-                ".linearize", ".render.wgsl")
+WARM_MODULES = (".compiler", ".schedule", ".optimize", ".lower", ".lower_vector", ".rules.sums",
+                ".rules.symbolic", ".verify", ".linearize", ".render.wgsl_target",
+                ".render.wgsl_legalize", ".render.wgsl_expressions", ".render.wgsl_writer",
+                ".render.wgsl")
 
 
 def verify_ptx(code: str, arch: str = "sm_80", device: str = "WEBGPU") -> dict:

@@ -1,0 +1,78 @@
+"""Vector memory for lowering: runs of consecutive 32-bit loads from one buffer become one vector
+load read lane by lane (GEP), and the stores of a thread's consecutive outputs one vector store
+(lower.py uses them for `Opts.group_vec` and `Opts.upcast_vec`).
+"""
+from __future__ import annotations
+
+from .dtype import dtypes
+from .ops import Ops, UOp, toposort
+from .rules.symbolic import _linear, simplify
+
+# lanes of a vector load or store at most (WGSL has vec2..vec4)
+MAX_VECTOR = 4
+
+
+def _vector_stores(stores: list, n: int) -> list:
+  """The n ungated stores of consecutive outputs as vector stores (of up to MAX_VECTOR lanes) of
+  their values, whose runs of consecutive loads become vector loads (32-bit elements only)."""
+  values = [v for v, _ in _vector_loads([(s.src[2], None) for s in stores], n)]
+  dtype, width = stores[0].src[2].dtype, _width(n)
+  if dtype.itemsize != 4 or dtype == dtypes.bool or width == 1:
+    return [s.replace(src=(s.src[0], s.src[1], v)) for s, v in zip(stores, values)]
+  return [stores[i].src[0].store(stores[i].src[1], UOp(Ops.VECTORIZE, dtype.vec(width),
+                                                       tuple(values[i:i + width])))
+          for i in range(0, n, width)]
+
+
+def _width(n: int) -> int:
+  """The widest vector of at most MAX_VECTOR lanes that divides n."""
+  return max(w for w in range(1, MAX_VECTOR + 1) if n % w == 0)
+
+
+# index terms that name one value whatever else the index holds (unlike IDIV, MOD)
+_INDEX_TERMS = frozenset({Ops.SPECIAL, Ops.RANGE, Ops.VAR})
+
+
+def _vector_loads(bodies: list, n: int) -> list:
+  """`bodies` with each run of w ungated 32-bit loads from one buffer at indices i, i+1, ...,
+  i+w-1 (the same terms, consecutive constants) read as GEPs of one w-lane load at i; w: the
+  widest vector of at most MAX_VECTOR lanes that divides n."""
+  n = _width(n)
+  if n == 1:
+    return bodies
+  groups: dict = {}
+  found, unsimplified = [], []
+  for u in toposort([b for b, _ in bodies]):
+    if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.PARAM and \
+       u.dtype.count == 1 and u.dtype.itemsize == 4 and u.dtype != dtypes.bool:
+      linear = _linear(u.src[1]) if u.src[1].op is not Ops.CONST else ({}, u.src[1].arg)
+      if linear is not None and not all(t.op in _INDEX_TERMS for t in linear[0]):
+        unsimplified.append(u)     # div/mod of a flat index: its simplified sum, below
+      else:
+        found.append((u, linear))
+  if unsimplified:                 # one simplify for all of them (one memo, not one per load)
+    simple = simplify(UOp(Ops.SINK, None, tuple(u.src[1] for u in unsimplified))).src
+    found += [(u, _linear(index)) for u, index in zip(unsimplified, simple)]
+  for u, linear in found:
+    if linear is not None:
+      terms, const = linear
+      groups.setdefault((u.src[0], u.dtype, frozenset(terms.items())), {})[const] = u
+  mapping = {}
+  for (buf, dtype, _), loads in groups.items():
+    for c in sorted(loads):
+      run = [loads.get(c + k) for k in range(n)]
+      if any(u is None or u in mapping for u in run):
+        continue
+      wide = UOp(Ops.LOAD, dtype.vec(n), (buf, run[0].src[1]))
+      mapping.update((u, wide.gep(k)) for k, u in enumerate(run))
+  return [(_substitute(b, mapping), v) for b, v in bodies] if mapping else bodies
+
+
+def _substitute(root: UOp, mapping: dict) -> UOp:
+  """`root` with the nodes of `mapping` replaced (their users rebuilt)."""
+  done = dict(mapping)
+  for u in toposort([root]):
+    if u not in done:
+      src = tuple(done.get(s, s) for s in u.src)
+      done[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+  return done[root]

@@ -1,0 +1,49 @@
+"""What compiling every instruction shares: the step kinds, the per-entry Context, and the checks
+of an instruction's modifiers and operands (compile.py has the module doc).
+"""
+from __future__ import annotations
+
+from .memory import SHARED_BASE
+from .operands import TYPES
+from .parser import Entry, Instr, PTXSyntaxError
+
+STEP, BRANCH, BARRIER, EXIT = 0, 1, 2, 3
+
+
+class Context:
+  """What compiling one entry needs: its register types, labels, shared layout, params."""
+
+  def __init__(self, entry: Entry, shared_offsets: dict[str, int]):
+    self.entry, self.regs, self.shared = entry, entry.regs, shared_offsets
+    self.params = {name: t for name, t in entry.params}
+
+  def symbol_address(self, name: str, where: str) -> int:
+    if name in self.shared:
+      return SHARED_BASE + self.shared[name]
+    raise PTXSyntaxError(f"unknown symbol {name} {where}: only shared arrays have addresses")
+
+
+def unsupported(ins: Instr, why: str = "") -> PTXSyntaxError:
+  name = ".".join((ins.opcode,) + ins.mods)
+  return PTXSyntaxError(f"unsupported instruction {name} at line {ins.line}: `{ins.text}`"
+                        + (f" ({why})" if why else ""), line=ins.line)
+
+
+def _where(ins: Instr) -> str:
+  return f"at line {ins.line}: `{ins.text}`"
+
+
+def _split_mods(ins: Instr, allowed: set) -> tuple[set, str]:
+  """(modifiers before the type, the type); unknown modifiers are unsupported."""
+  if not ins.mods or ins.mods[-1] not in TYPES:
+    raise unsupported(ins, "no operand type")
+  mods = set(ins.mods[:-1])
+  if not mods <= allowed:
+    raise unsupported(ins, f"modifier .{sorted(mods - allowed)[0]}")
+  return mods, ins.mods[-1]
+
+
+def _operands(ins: Instr, n: int) -> tuple:
+  if len(ins.operands) != n:
+    raise unsupported(ins, f"expected {n} operands, got {len(ins.operands)}")
+  return ins.operands

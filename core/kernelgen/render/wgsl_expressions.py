@@ -1,0 +1,206 @@
+"""WGSL expressions: the text of a value from its operands' texts (types, constants, conversions,
+ALU, subgroup reductions, 8/16-bit wrapping and f16 rounding). The writer (wgsl_writer.py) is one
+of these that also writes statements.
+"""
+from __future__ import annotations
+
+import math
+
+from ..dtype import DType, dtypes, max_value, min_value
+from ..errors import UnsupportedError
+from ..ops import GroupOp, Ops, UOp
+from .wgsl_target import (BOOL_INFIX, CALL, F32_INT_MAX, HELPER_NEEDS, INFIX, REGISTER, ROUNDING,
+                          SUBGROUP_CALL, TARGET, WRAPPING, WGSLOptions)
+
+
+class _Expressions:
+  """WGSL expression text; records what the module must declare for it (helpers, f16, the bits
+  of NaN and inf)."""
+
+  def __init__(self, opts: WGSLOptions):
+    self.opts = opts
+    self.helpers: set[str] = set()
+    self.special_bits = False
+    self.uses_f16 = False
+
+  # -- types --
+  def reg(self, dt: DType) -> str:
+    name = REGISTER[dt.scalar.name]
+    if name == "f16":
+      self.uses_f16 = self.opts.f16
+      name = "f16" if self.opts.f16 else "f32"
+    return name if dt.count == 1 else f"vec{dt.count}<{name}>"
+
+  def need(self, helper: str) -> str:
+    self.helpers.update(HELPER_NEEDS.get(helper, ()) + (helper,))
+    return helper
+
+  # -- constants --
+  def const(self, u: UOp) -> str:
+    return self.const_text(u.dtype, u.arg)
+
+  def const_text(self, dtype: DType, value) -> str:
+    reg = self.reg(dtype)
+    if reg == "bool":
+      return "true" if value else "false"
+    if reg == "u32":
+      return f"0x{value:x}u" if value > 0xFFFF else f"{value}u"
+    if reg == "i32":
+      if value == -2**31:
+        return "(-2147483647i - 1i)"
+      return f"({value}i)" if value < 0 else f"{value}i"
+    if math.isfinite(value):
+      text = repr(float(value)) + ("h" if reg == "f16" else "f")
+      return f"({text})" if text.startswith("-") else text
+    self.special_bits = True
+    lane = "y" if math.isnan(value) else "x"
+    text = f"bitcast<f32>(kg_special.{lane})"
+    text = text if reg == "f32" else f"f16({text})"
+    return f"(-{text})" if value < 0 else text
+
+  # -- float helpers --
+  def isnan(self, x: str, dt: DType) -> str:
+    if dt.count == 1:
+      return f"{self.need('kg_isnan')}(f32({x}))"
+    u = f"vec{dt.count}<u32>"
+    return f"((bitcast<{u}>(vec{dt.count}<f32>({x})) & {u}(0x7fffffffu)) > {u}(0x7f800000u))"
+
+  def lanewise(self, fn: str, dt: DType, args: list[str]) -> str:
+    if dt.count == 1:
+      return f"{fn}({', '.join(args)})"
+    lanes = [f"{fn}({', '.join(f'{a}[{i}]' for a in args)})" for i in range(dt.count)]
+    return f"{self.reg(dt)}({', '.join(lanes)})"
+
+  # -- conversions --
+  def cast(self, src: DType, dst: DType, x: str) -> str:
+    s, d, t = src.scalar, dst.scalar, self.reg(dst)
+    if d == dtypes.bool:
+      return x if s == dtypes.bool else f"({x} != {self.reg(src)}())"
+    if s == dtypes.bool:
+      return f"select({t}(), {t}(1), {x})"
+    if d.is_float():
+      return self.to_float(src, dst, x)
+    if s.is_float():
+      return self.float_to_int(src, dst, x)
+    return self.int_to_int(src, dst, x)
+
+  def to_float(self, src: DType, dst: DType, x: str) -> str:
+    t = self.reg(dst)
+    value = x if self.reg(src) == t else f"{t}({x})"
+    if dst.scalar == dtypes.float16 and not self.opts.f16 and src.scalar != dtypes.float16:
+      return self.lanewise(self.need("kg_round_f16"), dst, [value])
+    return value
+
+  def float_to_int(self, src: DType, dst: DType, x: str) -> str:
+    t, d = self.reg(dst), dst.scalar
+    f32 = self.reg(dtypes.float32.vec(dst.count))
+    f = f"{f32}({x})"
+    lo, hi = float(min_value(d)), float(max_value(d))
+    value = f"{t}(clamp({f}, {f32}({lo!r}f), {f32}({F32_INT_MAX.get(d.name, hi)!r}f)))"
+    if d.name in F32_INT_MAX:
+      value = f"select({value}, {t}({self.const_text(d, max_value(d))}), {f} >= {f32}({hi!r}f))"
+    return f"select({value}, {t}(), {self.isnan(x, src)})"
+
+  def int_to_int(self, src: DType, dst: DType, x: str) -> str:
+    s, d, t = src.scalar, dst.scalar, self.reg(dst)
+    value = x if self.reg(src) == t else f"bitcast<{t}>({x})"
+    if d.itemsize < 4 and not (s.kind == d.kind and s.itemsize <= d.itemsize):
+      value = f"extractBits({value}, 0u, {d.bits}u)"
+    return value
+
+  def bitcast(self, src: DType, dst: DType, x: str) -> str:
+    if src.itemsize == 4:
+      return f"bitcast<{self.reg(dst)}>({x})"
+    if src.is_int() and dst.is_int() or dtypes.bool in (src.scalar, dst.scalar):
+      return self.cast(src, dst, x)
+    if src.count != 1:
+      raise UnsupportedError(f"WGSL renders 16-bit bitcasts of scalars only, not {src}: bitcast "
+                             f"each lane (GEP) instead", target=TARGET, dtype=src)
+    return self.bits16_to(dst, self.bits16_of(src, x))
+
+  def bits16_of(self, src: DType, x: str) -> str:
+    if src == dtypes.float16:
+      return f"(pack2x16float(vec2<f32>(f32({x}), 0.0f)) & 0xffffu)"
+    return f"(bitcast<u32>({x}) & 0xffffu)" if src == dtypes.int16 else x
+
+  def bits16_to(self, dst: DType, bits: str) -> str:
+    if dst == dtypes.float16:
+      return f"{self.reg(dst)}(unpack2x16float({bits}).x)"
+    return f"extractBits(bitcast<i32>({bits}), 0u, 16u)" if dst == dtypes.int16 else bits
+
+  # -- ALU --
+  def alu(self, u: UOp, a: list[str]) -> str:
+    dt = u.src[-1].dtype
+    if u.op is Ops.WHERE:
+      return f"select({a[2]}, {a[1]}, {a[0]})"
+    if u.op is Ops.MULACC:
+      return f"fma({a[0]}, {a[1]}, {a[2]})" if dt.is_float() else f"({a[0]} * {a[1]}) + {a[2]}"
+    if dt.scalar == dtypes.bool:
+      return self.bool_alu(u.op, a)
+    if u.op in GroupOp.Unary:
+      return self.unary(u.op, dt, a[0])
+    if u.op in (Ops.MAX, Ops.MIN) and dt.is_float():
+      half = dt.scalar == dtypes.float16 and self.opts.f16
+      fn = ("kg_h" if half else "kg_f") + ("max" if u.op is Ops.MAX else "min")
+      return self.lanewise(self.need(fn), dt, a)
+    if u.op in CALL:
+      return f"{CALL[u.op]}({a[0]}, {a[1]})"
+    if u.op is Ops.FDIV and u.src[1].op is Ops.CONST and u.src[1].arg == 0:
+      # x / 0.0 -> x * inf from run-time bits (shader compilers fold the division to garbage)
+      return f"{a[0]} * {self.const_text(dt, math.copysign(math.inf, u.src[1].arg))}"
+    if u.op is Ops.CMPNE and dt.is_float():
+      return f"!({a[0]} == {a[1]})"
+    if u.op in (Ops.SHL, Ops.SHR) and not dt.is_unsigned():
+      return f"{a[0]} {INFIX[u.op]} bitcast<{self.reg(dtypes.uint32.vec(dt.count))}>({a[1]})"
+    return f"{a[0]} {INFIX[u.op]} {a[1]}"
+
+  def bool_alu(self, op: Ops, a: list[str]) -> str:
+    if op is Ops.NOT:
+      return f"!{a[0]}"
+    if op is Ops.CMPLT:
+      return f"(!{a[0]}) & {a[1]}"
+    if op not in BOOL_INFIX:
+      raise UnsupportedError(f"{op.name} on bool has no WGSL form: cast to an integer first",
+                             target=TARGET, dtype=dtypes.bool)
+    return f"{a[0]} {BOOL_INFIX[op]} {a[1]}"
+
+  def unary(self, op: Ops, dt: DType, x: str) -> str:
+    if op is Ops.NOT:
+      return f"~{x}"
+    if op is Ops.NEG:
+      return f"{self.reg(dt)}() - {x}" if dt.is_unsigned() else f"-{x}"
+    if op is Ops.RECIP:
+      return f"{self.reg(dt)}(1) / {x}"
+    if op is Ops.EXP2:
+      return self.exp2(dt, x)
+    if dt.scalar == dtypes.float16 and self.opts.f16 and op in GroupOp.Transcendental:
+      f32 = self.reg(dtypes.float32.vec(dt.count))
+      return f"{self.reg(dt)}({CALL[op]}({f32}({x})))"
+    return f"{CALL[op]}({x})"
+
+  def exp2(self, dt: DType, x: str) -> str:
+    """exp2 through kg_exp2: Mesa fuses exp2(y * log2(x)) into its own pow, which gives 0 for
+    0 ** -1 and for NaN; the helper returns the IEEE results for those arguments itself (from the
+    argument, never from a constant inf the driver could fold)."""
+    f32 = self.reg(dtypes.float32.vec(dt.count))
+    value = self.lanewise(self.need("kg_exp2"), dt, [x if self.reg(dt) == f32 else f"{f32}({x})"])
+    return value if self.reg(dt) == f32 else f"{self.reg(dt)}({value})"
+
+  def subgroup_reduce(self, u: UOp, x: str) -> str:
+    """The subgroup builtin; float max/min give NaN when any lane has one, as MAX/MIN do."""
+    call = f"{SUBGROUP_CALL[u.arg]}({x})"
+    if u.arg in (Ops.MAX, Ops.MIN) and u.dtype.is_float():
+      return f"select({call}, subgroupAdd({x}), subgroupAny({self.isnan(x, u.dtype)}))"
+    return call
+
+  def narrow_result(self, u: UOp, text: str) -> str:
+    """Wrap 8/16-bit integer results to their width; round f16 results computed in f32."""
+    dt = u.dtype.scalar
+    op = u.arg if u.op is Ops.SUBGROUP_REDUCE else u.op
+    if dt.is_int() and dt.itemsize < 4 and op in WRAPPING:
+      return f"extractBits({text}, 0u, {dt.bits}u)"
+    if dt != dtypes.float16 or op not in ROUNDING:
+      return text
+    if not self.opts.f16:
+      return self.lanewise(self.need("kg_round_f16"), u.dtype, [text])
+    return text
