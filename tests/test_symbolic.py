@@ -67,7 +67,7 @@ def var_ranges(draw):
   out = []
   for i in range(n):
     lo = draw(st.one_of(st.integers(-50, 50), st.just(0), st.integers(I32_MIN, I32_MAX)))
-    hi = draw(st.one_of(st.integers(lo, lo + 100), st.integers(lo, I32_MAX)))
+    hi = draw(st.one_of(st.integers(lo, min(lo + 100, I32_MAX)), st.integers(lo, I32_MAX)))
     out.append(var(f"v{i}", lo, hi))
   return out
 
