@@ -30,7 +30,10 @@ result depends on rounding the tolerances allow:
   (numpy's result is platform-specific; kernelgen clamps like PTX's cvt);
 - integer // and % by zero, and INT_MIN // -1 or % -1 (C undefined behaviour);
 - shifts by a negative count;
-- bitcasts of NaNs (NaN payloads and signs are not specified on GPUs) and of inexact values;
+- bitcasts of NaNs (NaN payloads and signs are not specified on GPUs) and of inexact values,
+  including zero results of sums, matmuls and convolutions: the sign of a zero sum depends on
+  the order and the start value (numpy: sum([-0.0]) is -0.0, 0.0 + -0.0 is 0.0), and lavapipe
+  folds `0.0 + x` into `x` (fuzz seed 5337: an f16 conv2d over padding, bitcast to int16);
 - sin/cos with |x| > 1000 (GPU approximations have no error bound there);
 - results that depend on whether subnormal inputs are flushed to zero (WGSL allows it);
 - inexact inputs within their error of a boundary: a comparison of values closer than their
@@ -97,6 +100,12 @@ def _round_bf16(x: np.ndarray) -> np.ndarray:
 def ulp(y: np.ndarray, dtype: str) -> np.ndarray:
   with np.errstate(all="ignore"):
     return np.where(np.isfinite(y), np.abs(y.astype(np.float64)) * 2 * U[dtype], 0.0)
+
+
+def zero_sign(r: np.ndarray) -> np.ndarray:
+  """The error bound a zero sum carries: the smallest float64 (so a bitcast of it is not
+  compared: its sign is not defined; see UNDEFINED), 0 elsewhere."""
+  return np.where(r == 0, 5e-324, 0.0)
 
 
 def times(x: np.ndarray, e: np.ndarray) -> np.ndarray:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fuzz_oracle import FMAX, TINY, U, OVal, exact, round_to, storage, times, ulp, work_dtype
+from fuzz_oracle import (FMAX, TINY, U, OVal, exact, round_to, storage, times, ulp, work_dtype,
+                         zero_sign)
 from fuzz_programs import FLOATS, ITEMSIZE, Step, acc_dtype, float_of, mean_dtype, result_dtype
 
 LN2 = float(np.log(2.0))
@@ -382,7 +383,7 @@ def _float_sum(x: OVal, axes, keep, ok, out: str, mean: bool) -> OVal:
   if mean:
     total, err = total / n, err / n + 2 * ulp(total / n, out)
   r = round_to(total, out)
-  return _out(r, out, err + ulp(r, out), ok)
+  return _out(r, out, err + ulp(r, out) + zero_sign(r), ok)
 
 
 def _argmax(x: OVal, axis: int, keep: bool, ok, smallest: bool = False) -> OVal:
@@ -412,7 +413,7 @@ def _matmul(step: Step, xs: list[OVal]) -> OVal:
   err = np.matmul(xs[0].err, finite(b64)) + np.matmul(finite(a64), xs[1].err)
   err = err + (U[dtype] + k * U[work_dtype(dtype)]) * terms
   r = round_to(r, dtype)
-  return _out(r, dtype, err + ulp(r, dtype), ok & (terms < FMAX[dtype] / 2))
+  return _out(r, dtype, err + ulp(r, dtype) + zero_sign(r), ok & (terms < FMAX[dtype] / 2))
 
 
 def _matmul_ok(ok_a: np.ndarray, ok_b: np.ndarray) -> np.ndarray:
@@ -482,7 +483,7 @@ def _conv2d(step: Step, xs: list[OVal]) -> OVal:
   n_terms = k.shape[1] * kh * kw
   err += (U[dtype] + n_terms * U[work_dtype(dtype)]) * terms
   r = round_to(r, dtype)
-  return _out(r, dtype, err + ulp(r, dtype), (bad == 0) & (terms < FMAX[dtype] / 2))
+  return _out(r, dtype, err + ulp(r, dtype) + zero_sign(r), (bad == 0) & (terms < FMAX[dtype] / 2))
 
 
 OPS = {**{op: _unary for op in ("neg", "abs", "relu", "invert", *UNARY)},
