@@ -249,3 +249,45 @@ def test_tiled_loops_unroll_by_four_where_it_divides():
   assert loop.src[0].arg == 8 // TILE_UNROLL
   assert sum(u.op is Ops.LOAD for u in nodes) == TILE_UNROLL * (2 + 2)
   assert sum(u.op is Ops.MUL and u.dtype == dtypes.float32 for u in nodes) == TILE_UNROLL * 4
+
+
+def _range_depth(nodes: list) -> int:
+  """The deepest nesting of loops in a linearized kernel."""
+  depth = deepest = 0
+  for u in nodes:
+    depth += (u.op is Ops.RANGE) - (u.op is Ops.ENDRANGE)
+    deepest = max(deepest, depth)
+  return deepest
+
+
+def _var_and_argmax(x: Tensor) -> list[Tensor]:
+  m = x.max(1, keepdim=True)
+  return [x.var(1), x.argmax(1), m + (x - m).exp().sum(1, keepdim=True).log()]
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("options", [{"group": 16}, {"group": 16, "group_vec": 4,
+                                                     "group_unroll": 2}, {"local": 2}])
+def test_a_reduction_nested_in_another_runs_once_before_its_loop(device, options):
+  """var (the mean inside the sum), argmax (the max inside the index max) and logsumexp are one
+  kernel each; the inner reduction runs once per output, before the outer loop (45 columns:
+  the lanes' last step is gated), never inside it; the values match numpy."""
+  from kernelgen.compiler import compile_item, compile_kernel
+  from kernelgen.optimize import optimize
+  np = pytest.importorskip("numpy")
+  runtime = _runtime(device)
+  a = np.random.default_rng(1).standard_normal((3, 45)).astype(np.float32) * 4
+  a[1, 7] = a[1, 30] = 20.0                      # a tie: argmax picks the first
+  wants = [a.var(1), a.argmax(1), a.max(1) + np.log(np.exp(a - a.max(1, keepdims=True)).sum(1))]
+  for t, want in zip(_var_and_argmax(Tensor(a)), wants):
+    (item,) = schedule([t.node])
+    target = runtime.target or "python"
+    sink, _ = lower(item, optimize(item, target, options))
+    assert _range_depth(compile_kernel(sink, "k", "python").uops) == 1
+    compiled = compile_item(item, target, options)
+    out = runtime.alloc(item.out.size * 4)
+    handles = [out] + [_upload(runtime, src.buffer) for src in item.inputs]
+    runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
+    got = np.frombuffer(bytes(runtime.copyout(out))[:item.out.size * 4],
+                        np.dtype(item.out.dtype.name)).reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

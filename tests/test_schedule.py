@@ -49,6 +49,27 @@ def test_broadcast_reduction_gets_its_own_kernel():
   assert len(kernels(x - x.mean(1, keepdim=True))) == 2
 
 
+def test_a_reduction_read_per_row_inside_another_fuses_into_it():
+  """A reduction read inside another's source only through a broadcast along the same reduced
+  axes (and at the output) is computed in that kernel, once per row: var, argmax, logsumexp."""
+  x = ones(4, 8)
+  m = x.max(1, keepdim=True)
+  assert kernels(x.var(1)) == ["r_4__8"]
+  assert kernels(x.argmax(1)) == ["r_4__8"]
+  assert kernels(m + (x - m).exp().sum(1, keepdim=True).log()) == ["r_4_1__8"]
+
+
+def test_a_reduction_also_read_per_element_keeps_its_own_kernel():
+  """The max of softmax is read per element by the output too: it stays a kernel of its own;
+  so does a reduction over other axes, or one broadcast into a reduction over fewer axes."""
+  x = ones(4, 8)
+  assert len(kernels(x.softmax(1))) == len(kernels(x.log_softmax(1))) == 3
+  assert len(kernels((x - x.max(0, keepdim=True)).sum(1))) == 2
+  assert len(kernels((x - x.max(1, keepdim=True)).sum())) == 2
+  m = x.max(1, keepdim=True)
+  assert len(kernels((x - m).sum(1) + m.sum())) == 3
+
+
 def test_movement_ops_do_not_make_kernels():
   x = ones(4, 8)
   assert len(kernels(x.T.pad(((1, 1), (0, 0))).flip(0)[::2] * 3)) == 1

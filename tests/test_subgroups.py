@@ -218,18 +218,17 @@ def test_two_subgroup_folds_in_one_kernel(monkeypatch, size, layout):
   np.testing.assert_allclose(got, x.sum(axis=1) + x.max(axis=1), rtol=1e-5)
 
 
-def test_a_grouped_reduction_inside_another_keeps_the_plain_fold(monkeypatch):
-  """The scheduler makes an inner reduction its own kernel, but a kernel lowered with one inside
-  another's loop keeps the memory fold for the inner one (its counter would need a reset in each
-  iteration) and is still right."""
-  from kernelgen.schedule import ScheduleItem
+def test_a_grouped_reduction_inside_another_is_hoisted_and_folds_per_subgroup(monkeypatch):
+  """The max read (broadcast along the row) inside the sum's source fuses into the sum's kernel
+  and is lowered once, before the sum's loop (40 elements over 16 lanes: the loop's last step is
+  gated), not inside it: so it folds per subgroup too, with its own counter, and is right."""
   x = data("float32", (2, 40), "sum")
   with default_device(monkeypatch, "PYTHON"):
     t = kg.Tensor(x).realize()
     y = (t - t.max(axis=1, keepdim=True)).sum(axis=1)
-  item = ScheduleItem(y.node, (t.node,), "nested")
+    (item,) = schedule([y.node])
   got, used = run_item(item, Opts(local=16, group=16, subgroups=SG), [x], 4, "strided")
-  assert used == 2                          # the outer fold only
+  assert used == 3                          # each fold's values, and one leader lane for both
   np.testing.assert_allclose(got, (x - x.max(axis=1, keepdims=True)).sum(axis=1), rtol=1e-4)
 
 

@@ -174,6 +174,7 @@ class Lowerer:
     self.unroll, self.vec = 1, 1       # grouped reductions: see Opts
     self.nested: set = set()           # ids of reductions that feed another reduction
     self.loops: dict | None = None     # tiled kernels: reduce node -> its shared loop
+    self.gates: list = []              # the gates of the reductions being lowered, innermost last
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     key = (id(node), idxs, gate)
@@ -238,6 +239,17 @@ class Lowerer:
     return out if valid is None else valid.where(out, out.const_like(0))
 
   def _reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    if id(node) in self.nested and self.gates and gate is not self.gates[-1]:
+      # read per output inside another reduction (only through a broadcast along its axes, see
+      # schedule.py): under that reduction's gate, not its loop's, so it runs once, before it
+      return self.value(node, idxs, self.gates[-1])
+    self.gates.append(gate)
+    try:
+      return self._reduce_under(node, idxs, gate)
+    finally:
+      self.gates.pop()
+
+  def _reduce_under(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     op, axes = node.arg
     src = node.src[0]
     if self.group and src.dtype != dtypes.bool:
@@ -388,6 +400,7 @@ class Lowerer:
 def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   """The kernel's SINK and its buffer table (slot 0: the output)."""
   lw = Lowerer(item)
+  lw.nested = _nested_reduces(item)
   out = item.out
   if opts.group:
     stores = _grouped_stores(lw, opts)
@@ -430,7 +443,6 @@ def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   lw.group, lw.subgroups = opts.group, opts.subgroups
   lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.group))
   lw.unroll, lw.vec = max(opts.group_unroll, 1), max(opts.group_vec, 1)
-  lw.nested = _nested_reduces(lw.item)
   value = lw.value(out, tuple(unravel([(gid, 1, out.size)], 0, out.shape)), None)
   return [lw.params[0].store(gid, value, lw.lane.eq(_c(0)))]
 

@@ -4,7 +4,10 @@ Each kernel computes one node (its output) into a buffer of its own, reading rea
 the outputs of earlier kernels. Elementwise ops and views fuse into their consumer. A reduction
 fuses into its kernel when it sits at the kernel's output side (only elementwise ops and views
 that never repeat an element lie between it and the output), and it has one user; otherwise
-(a reduction whose result is broadcast, reduced again, or reused) it gets a kernel of its own.
+(a reduction whose result is broadcast, reduced again, or reused) it gets a kernel of its own,
+except a reduction that a fused reduction's source reads only through a broadcast along the same
+reduced axes (the mean in var, the max in argmax or logsumexp), and that no kernel reads per
+element: it joins that kernel, computed once per output (lower.py hoists it out of the loop).
 `contiguous()` nodes and the requested outputs are always kernels.
 
 A target may bind only so many buffers to one kernel (WebGPU: maxStorageBuffersPerShaderStage,
@@ -17,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .lazy import L, LazyOp
+from .view import contiguous_strides
 
 
 @dataclass(eq=False)
@@ -50,28 +54,76 @@ def _repeats(node: LazyOp) -> bool:
 
 def _walk_kernel(root: LazyOp, boundary: set, users: dict) -> tuple[list[LazyOp], list[LazyOp]]:
   """(inputs, the unrealized boundaries among them: kernels to compute) of the kernel computing
-  `root`."""
-  inputs, new, seen = [], [], set()
-  stack = [(s, root.op is not L.REDUCE) for s in root.src]
+  `root`. A reduction read by a fused reduction's source only through a broadcast along that
+  reduction's axes (the max in a logsumexp) fuses too, when every other read of it in the
+  kernel is at the output: it is computed once per output, not per element."""
+  fuse: set = set()
+  for _ in range(4):
+    bound = set(boundary)
+    inputs, new, nested, bad = _walk(root, bound, users, fuse)
+    ok = nested - bad - boundary
+    if ok == fuse:
+      boundary |= bound
+      return inputs, new
+    fuse = ok
+  inputs, new, _, _ = _walk(root, boundary, users, set())
+  return inputs, new
+
+
+def _walk(root: LazyOp, boundary: set, users: dict, fuse: set):
+  """_walk_kernel with the nested reductions `fuse` fused: (inputs, new boundaries, ids of the
+  reductions read only per output inside a fused reduction, ids of reductions read otherwise)."""
+  inputs, new, seen, nested, bad = [], [], set(), set(), set()
+  ctx = (root, False) if root.op is L.REDUCE else None
+  stack = [(s, root.op is not L.REDUCE, ctx) for s in root.src]
   while stack:
-    node, at_output = stack.pop()
-    if (id(node), at_output) in seen:
+    node, at_output, ctx = stack.pop()
+    key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]))
+    if key in seen:
       continue
-    seen.add((id(node), at_output))
+    seen.add(key)
+    if node.op is L.REDUCE and not node.realized:
+      if ctx is not None and ctx[1] and _same_rows(node, ctx[0]):
+        nested.add(id(node))
+      elif not at_output:
+        bad.add(id(node))
     if node.realized or id(node) in boundary:
       if node not in inputs:
         inputs.append(node)
         new.extend(() if node.realized else (node,))
       continue
-    fusable = at_output and users.get(id(node), 0) <= 1
+    fusable = at_output and users.get(id(node), 0) <= 1 or id(node) in fuse
     if node.op in (L.REDUCE, L.CONTIGUOUS) and not (node.op is L.REDUCE and fusable):
       boundary.add(id(node))
       new.append(node)
       inputs.append(node)
       continue
     keep = at_output and not (node.op is L.VIEW and _repeats(node)) and node.op is not L.REDUCE
-    stack.extend((s, keep) for s in reversed(node.src))
-  return inputs, new
+    if node.op is L.REDUCE:
+      inner = (node, False)
+    elif node.op is L.VIEW:
+      inner = (ctx[0], True) if ctx is not None and not ctx[1] and _expands(node, ctx[0]) \
+        else None
+    else:
+      inner = ctx if node.op in (L.ALU, L.CAST, L.BITCAST) else None
+    stack.extend((s, keep, inner) for s in reversed(node.src))
+  return inputs, new, nested, bad
+
+
+def _expands(node: LazyOp, red: LazyOp) -> bool:
+  """True when VIEW `node` broadcasts a value shaped like `red`'s output along `red`'s reduced
+  axes to `red`'s source shape (and moves nothing else)."""
+  view, src = node.arg, node.src[0]
+  axes = red.arg[1]
+  if view.shape != red.src[0].shape or src.shape != red.shape or view.offset or view.mask:
+    return False
+  want = tuple(0 if a in axes else s for a, s in enumerate(contiguous_strides(src.shape)))
+  return view.strides == want
+
+
+def _same_rows(node: LazyOp, red: LazyOp) -> bool:
+  """True when reduction `node` reduces the same axes of a same-shaped source as `red`."""
+  return node.arg[1] == red.arg[1] and node.src[0].shape == red.src[0].shape
 
 
 def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:
