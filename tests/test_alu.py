@@ -159,7 +159,7 @@ def test_float_comparisons_and_nan(dt):
   assert math.isnan(exec_alu(Ops.MAX, dt, [nan, 1.0])) and math.isnan(exec_alu(Ops.MIN, dt, [1.0, nan]))
 
 
-UNARY_F64_THEN_ROUND = {Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin,
+UNARY_F64_THEN_ROUND = {Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin, Ops.COS: np.cos,
                         Ops.SQRT: np.sqrt, Ops.RECIP: np.reciprocal, Ops.TRUNC: np.trunc,
                         Ops.NEG: np.negative}
 

@@ -162,6 +162,15 @@ def test_sin_approx_within_documented_error():
   assert np.isnan(elementwise("sin.approx.f32 %d, %a", [("f32", [INF])], "f32")[0])
 
 
+def test_cos_approx_within_documented_error():
+  """cos.approx.f32: max absolute error 2^-20.9 in [-pi, pi]; cos(-inf) = NaN, cos(-0) = 1."""
+  x = np.linspace(-math.pi, math.pi, 401).astype(np.float32)
+  got = elementwise("cos.approx.f32 %d, %a", [("f32", x)], "f32").astype(np.float64)
+  assert np.all(np.abs(got - np.cos(x.astype(np.float64))) <= 2.0 ** -20.9)
+  special = elementwise("cos.approx.f32 %d, %a", [("f32", [-INF, -0.0])], "f32")
+  assert np.isnan(special[0]) and special[1] == 1.0
+
+
 # ---- comparisons with NaN ----------------------------------------------------------------------
 
 A_CMP = f32(1.0, 2.0, NAN, 1.0, NAN)

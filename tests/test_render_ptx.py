@@ -144,7 +144,8 @@ CORPUS = {
   "f32_alu": lambda: elementwise(f32, f32, lambda a, b: (
     (a + b) * a - b / a).maximum(a.minimum(b)) + unary(Ops.SQRT, a) + unary(Ops.RECIP, b)),
   "f32_transcendental": lambda: elementwise(f32, f32, lambda a, b: unary(Ops.EXP2, a) + unary(
-    Ops.LOG2, b) + unary(Ops.SIN, a) + unary(Ops.TRUNC, b) - alu(Ops.MULACC, a, b, a)),
+    Ops.LOG2, b) + unary(Ops.SIN, a) + unary(Ops.COS, b) + unary(Ops.TRUNC, b)
+    - alu(Ops.MULACC, a, b, a)),
   "i32_alu": lambda: elementwise(i32, i32, lambda a, b: (a * b + a // b - a % b) ^ (
     a >> (b & 7)) | (a << 3) & ~a + a.maximum(b) - (-a).minimum(b)),
   "u32_alu": lambda: elementwise(u32, u32, lambda a, b: (a // b + a % b) ^ (a >> (b & 7)) +

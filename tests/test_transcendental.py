@@ -1,4 +1,4 @@
-"""float64 exp2/log2/sin decompositions (rules/transcendental.py), run on PTXSIM, vs numpy."""
+"""float64 exp2/log2/sin/cos decompositions (rules/transcendental.py), run on PTXSIM, vs numpy."""
 from __future__ import annotations
 
 import numpy as np
@@ -46,4 +46,19 @@ def test_sin_float64_outside_the_reduction_range_falls_back_to_float32(value):
   # known limit: beyond float32's range (|x| > 3.4e38) the fallback gives NaN, not sin(x)
   got = Tensor(np.array([value]), device="PTXSIM").sin().numpy()[0]
   want = np.sin(np.float32(value)) if np.isfinite(value) else np.nan
+  np.testing.assert_allclose(got, want, atol=2.0 ** -20)
+
+
+def test_cos_float64_is_within_1e_15_absolute_below_2_pow_30():
+  x = np.concatenate([RNG.uniform(-10, 10, 300), RNG.uniform(-1e8, 1e8, 50),
+                      [0.0, -0.0, np.pi, np.pi / 2, -np.pi / 4, 1e-300]])
+  got = Tensor(x, device="PTXSIM").cos().numpy()
+  np.testing.assert_allclose(got, np.cos(x), rtol=0, atol=1e-15 * (1 + np.abs(x).max() / 1e7))
+  assert got[x == 0].tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf, 3e9, -2.0 ** 31])
+def test_cos_float64_outside_the_reduction_range_falls_back_to_float32(value):
+  got = Tensor(np.array([value]), device="PTXSIM").cos().numpy()[0]
+  want = np.cos(np.float32(value)) if np.isfinite(value) else np.nan
   np.testing.assert_allclose(got, want, atol=2.0 ** -20)

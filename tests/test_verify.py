@@ -25,6 +25,10 @@ def test_int_only_and_float_only_ops():
     verify(UOp(Ops.IDIV, F32, (UOp.const(F32, 1.0), UOp.const(F32, 2.0))))
   with pytest.raises(VerifyError, match="SQRT needs float operands, got int32"):
     verify(UOp(Ops.SQRT, I32, (i,)))
+  with pytest.raises(VerifyError, match="COS needs float operands, got int32"):
+    verify(UOp(Ops.COS, I32, (i,)))
+  with pytest.raises(VerifyError, match="COS"):
+    verify(UOp(Ops.COS, F32, (i, i)))
 
 
 def test_memory_checks():

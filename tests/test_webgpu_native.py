@@ -308,6 +308,7 @@ TRANSCENDENTAL = {
   Ops.EXP2: (np.exp2, (-20, 20), 1e-6, 0),
   Ops.LOG2: (np.log2, (1e-3, 1e4), 1e-6, 1e-6),
   Ops.SIN: (np.sin, (-math.pi, math.pi), 0, 2e-6),
+  Ops.COS: (np.cos, (-math.pi, math.pi), 0, 2e-6),
   Ops.SQRT: (np.sqrt, (0, 1e4), 1e-7, 0),
   Ops.RECIP: (np.reciprocal, (0.01, 100), 1e-7, 0),
 }

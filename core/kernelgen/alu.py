@@ -99,6 +99,10 @@ def _sin(x: float) -> float:
   return math.sin(x) if math.isfinite(x) else math.nan
 
 
+def _cos(x: float) -> float:
+  return math.cos(x) if math.isfinite(x) else math.nan
+
+
 def _sqrt(x: float) -> float:
   if x < 0:
     return math.nan
@@ -168,7 +172,8 @@ _COMPARE = {Ops.CMPLT: operator.lt, Ops.CMPEQ: operator.eq, Ops.CMPNE: operator.
 FLOAT_OPS: dict[Ops, Callable] = {
   Ops.ADD: operator.add, Ops.SUB: operator.sub, Ops.MUL: operator.mul, Ops.FDIV: _fdiv,
   Ops.MAX: _fmax, Ops.MIN: _fmin, Ops.NEG: operator.neg, Ops.EXP2: _exp2, Ops.LOG2: _log2,
-  Ops.SIN: _sin, Ops.SQRT: _sqrt, Ops.RECIP: _recip, Ops.TRUNC: _ftrunc, Ops.WHERE: _where}
+  Ops.SIN: _sin, Ops.COS: _cos, Ops.SQRT: _sqrt, Ops.RECIP: _recip, Ops.TRUNC: _ftrunc,
+  Ops.WHERE: _where}
 
 INT_OPS: dict[Ops, Callable] = {
   Ops.ADD: operator.add, Ops.SUB: operator.sub, Ops.MUL: operator.mul, Ops.IDIV: _idiv,

@@ -48,6 +48,7 @@ class Ops(Enum):
   EXP2 = auto()          # 2**x
   LOG2 = auto()          # log2(x)
   SIN = auto()           # sin(x)
+  COS = auto()           # cos(x)
   SQRT = auto()          # sqrt(x)
   RECIP = auto()         # 1/x
   TRUNC = auto()         # round toward zero, float -> same float type
@@ -96,7 +97,8 @@ class Ops(Enum):
 
 
 class GroupOp:
-  Unary = frozenset({Ops.NEG, Ops.NOT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP, Ops.TRUNC})
+  Unary = frozenset({Ops.NEG, Ops.NOT, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT, Ops.RECIP,
+                     Ops.TRUNC})
   Binary = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.FDIV, Ops.MAX, Ops.MIN,
                       Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
   Ternary = frozenset({Ops.WHERE, Ops.MULACC})
@@ -104,7 +106,7 @@ class GroupOp:
   Comparison = frozenset({Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE})
   Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.MIN, Ops.CMPEQ, Ops.CMPNE, Ops.AND,
                            Ops.OR, Ops.XOR})
-  Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIP})
+  Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT, Ops.RECIP})
   Defines = frozenset({Ops.PARAM, Ops.VAR, Ops.DEFINE_LOCAL, Ops.DEFINE_ACC})
   Buffers = frozenset({Ops.PARAM, Ops.DEFINE_LOCAL})
   IntOnly = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})

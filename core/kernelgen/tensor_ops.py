@@ -1,7 +1,7 @@
 """The Tensor's operations, built from the lazy primitives (ALU ops, casts, reductions, views).
 
 Everything here composes a few IR ops: floor `//` and `%` from C IDIV/MOD, exp/log from EXP2/LOG2,
-cos/tan from SIN, tanh/sigmoid/gelu/silu from exp, pow from exp2/log2 (or repeated squaring for
+tan from SIN/COS, tanh/sigmoid/gelu/silu from exp, pow from exp2/log2 (or repeated squaring for
 integer exponents). Linear algebra and nn (matmul, conv2d, pooling, layernorm) are in tensor_nn.py.
 The methods are attached to `Tensor` at the end of the module.
 """
@@ -220,7 +220,7 @@ def _sqrt(x): return x._unary(Ops.SQRT)
 def _recip(x): return x._unary(Ops.RECIP)
 def _exp(x): return (x * LOG2_E)._unary(Ops.EXP2)
 def _log(x): return x._unary(Ops.LOG2) * LN_2
-def _cos(x): return (math.pi / 2 - x)._unary(Ops.SIN)
+def _cos(x): return x._unary(Ops.COS)
 def _tan(x): return _sin(x) / _cos(x)
 def _rsqrt(x): return _sqrt(x)._unary(Ops.RECIP)
 def _sigmoid(x): return _recip(1 + _exp(-x))

@@ -116,11 +116,12 @@ legalize_rules = PatternMatcher([
   # int8/uint8 op -> the op on 16-bit values, wrapped back to 8 bits
   (UPat(_SAME_TYPE_ALU, name="x", scalar=_BYTES), _bytes_in_16bit),
   (UPat(GroupOp.Comparison, name="x", src=(UPat(scalar=_BYTES), UPat())), _bytes_in_16bit),
-  # f64 exp2/log2/sin -> range reduction and polynomial in f64 (PTX has only f32 approximations)
-  (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN), name="x"), _f64_transcendental),
-  # f32 sin -> range reduction and polynomial in f32 (sin.approx.f32 is 2**-20.9 absolute only
-  # within 100 pi), unless fast_math
-  (UPat(Ops.SIN, name="x"), _f32_transcendental),
+  # f64 exp2/log2/sin/cos -> range reduction and polynomial in f64 (PTX has only f32
+  # approximations)
+  (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS), name="x"), _f64_transcendental),
+  # f32 sin/cos -> range reduction and polynomial in f32 (sin/cos.approx.f32 are 2**-20.9
+  # absolute only within 100 pi), unless fast_math
+  (UPat((Ops.SIN, Ops.COS), name="x"), _f32_transcendental),
   # bool where(c, a, b) -> (c and a) or (not c and b)
   (UPat(Ops.WHERE, src=(UPat.var("c"), _BOOL, UPat.var("b")), name="x"),
    lambda x, c, a, b: (c & a) | (~c & b)),

@@ -89,7 +89,8 @@ ALU_SPELLING = {
   Ops.SHL: ("shl.{b}", None, None), Ops.SHR: ("shr.{t}", None, None),
   Ops.NEG: ("neg.{s}", "neg.{t}", None),
   Ops.EXP2: (None, "ex2.approx.{t}", None), Ops.LOG2: (None, "lg2.approx.{t}", None),
-  Ops.SIN: (None, "sin.approx.{t}", None), Ops.SQRT: (None, "sqrt.rn.{t}", None),
+  Ops.SIN: (None, "sin.approx.{t}", None), Ops.COS: (None, "cos.approx.{t}", None),
+  Ops.SQRT: (None, "sqrt.rn.{t}", None),
   Ops.RECIP: (None, "rcp.rn.{t}", None), Ops.TRUNC: (None, "cvt.rzi.{t}.{t}", None),
   Ops.WHERE: ("selp.{b}", "selp.{b}", None), Ops.MULACC: ("mad.lo.{t}", "fma.rn.{t}", None),
 }

@@ -23,8 +23,8 @@ LEGALIZE = PatternMatcher([
   # x != x on floats -> a bit test (a shader compiler may fold x != x to false)
   (UPat(Ops.CMPNE, src=(UPat.var("x"), UPat.var("x")),
         custom=lambda u: u.src[0].dtype.is_float()), _isnan_bits),
-  # sin, log2 -> range reduction and polynomial in f32, a few ulp (unless fast_math: builtins)
-  (UPat((Ops.SIN, Ops.LOG2), name="x"),
+  # sin, cos, log2 -> range reduction and polynomial in f32, a few ulp (unless fast_math: builtins)
+  (UPat((Ops.SIN, Ops.COS, Ops.LOG2), name="x"),
    lambda ctx, x: None if ctx.fast_math else FLOAT32[x.op](x.src[0])),
 ])
 

@@ -65,8 +65,8 @@ BOOL_INFIX = {Ops.AND: "&", Ops.OR: "|", Ops.XOR: "!=", Ops.CMPEQ: "==", Ops.CMP
               Ops.MAX: "|", Ops.MIN: "&", Ops.ADD: "|", Ops.MUL: "&"}
 
 # builtin functions, by op
-CALL = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc",
-        Ops.MAX: "max", Ops.MIN: "min"}
+CALL = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.COS: "cos", Ops.SQRT: "sqrt",
+        Ops.TRUNC: "trunc", Ops.MAX: "max", Ops.MIN: "min"}
 
 # subgroup builtins, by the op they combine with
 SUBGROUP_CALL = {Ops.ADD: "subgroupAdd", Ops.MUL: "subgroupMul", Ops.MAX: "subgroupMax",

@@ -1,6 +1,6 @@
-"""float64 exp2, log2 and sin from adds, multiplies and bit operations, for targets whose only
+"""float64 exp2, log2, sin and cos from adds, multiplies and bit operations, for targets whose only
 transcendental instructions are float32 approximations (PTX: ex2/lg2/sin.approx.f32); and
-float32 sin and log2 for targets whose own are only roughly accurate (WGSL promises sin 2**-11
+float32 sin, cos and log2 for targets whose own are only roughly accurate (WGSL promises sin 2**-11
 absolute on [-pi, pi] and nothing outside, log2 2**-21 absolute on [0.5, 2]; PTX's sin.approx.f32
 2**-20.9 within 100 pi). float32 exp2 stays native: WGSL bounds it relatively (3 + 2|x| ulp).
 
@@ -8,8 +8,9 @@ Each is a range reduction done exactly (float64 in float64, float32 in float32) 
 polynomial with enough terms that its truncation error is below half an ulp; the results are
 within a few ulp (float64 about 1e-15 relative; float32 sin 3 ulp over all of float32, log2
 4 ulp). Special values (NaN, +-inf, 0, negatives for log2, overflow and subnormal results) are
-selected explicitly at the end. Known limit: float64 sin of |x| >= 2**30 uses the float32
-instruction on x rounded to float32 (NaN beyond float32's range).
+selected explicitly at the end. cos is sin's reduction with the quadrant shifted by one (never
+sin(pi/2 - x), which rounds pi/2 - x first). Known limit: float64 sin and cos of |x| >= 2**30
+use the float32 instruction on x rounded to float32 (NaN beyond float32's range).
 """
 from __future__ import annotations
 
@@ -98,9 +99,9 @@ def log2_f64(x: UOp) -> UOp:
   return x.ne(x).where(x, x.lt(0.0).where(x.const_like(math.nan), out))
 
 
-def sin_f64(x: UOp) -> UOp:
-  """sin(x): x = k pi/2 + r with |r| <= pi/4 (three-part pi/2), then +-sin(r) or +-cos(r) by
-  the quadrant k mod 4. |x| >= 2**30, inf and NaN use the float32 instruction."""
+def _trig_f64(x: UOp, op: Ops, shift: int) -> UOp:
+  """sin(x + shift pi/2): x = k pi/2 + r with |r| <= pi/4 (three-part pi/2), then +-sin(r) or
+  +-cos(r) by the quadrant k + shift mod 4. |x| >= 2**30, inf and NaN use the float32 `op`."""
   dt, i64 = x.dtype, _int64_like(x.dtype)
   exact = x.alu(Ops.MAX, -x).lt(SIN_EXACT_LIMIT)
   xc = exact.where(x, x.const_like(0.0))
@@ -108,12 +109,22 @@ def sin_f64(x: UOp) -> UOp:
   r = xc - k * _P1 - k * _P2 - k * _P3
   r2 = r * r
   sin_r, cos_r = r * _poly(r2, _SIN), _poly(r2, _COS)
-  quadrant = k.cast(i64)
+  quadrant = k.cast(i64) + shift
   out = (quadrant & 1).eq(1).where(cos_r, sin_r)
   out = (quadrant & 2).eq(2).where(-out, out)
   f32 = dtypes.float32 if dt.count == 1 else dtypes.float32.vec(dt.count)
-  fallback = UOp(Ops.SIN, f32, (x.cast(f32),)).cast(dt)
+  fallback = UOp(op, f32, (x.cast(f32),)).cast(dt)
   return exact.where(out, fallback)
+
+
+def sin_f64(x: UOp) -> UOp:
+  """sin(x) in float64 (_trig_f64)."""
+  return _trig_f64(x, Ops.SIN, 0)
+
+
+def cos_f64(x: UOp) -> UOp:
+  """cos(x) = sin(x + pi/2) in float64: sin_f64's reduction with the quadrant shifted by one."""
+  return _trig_f64(x, Ops.COS, 1)
 
 
 # float32 sin below SIN32_EXACT_LIMIT: pi/2 in six 7-bit parts and a float32 tail, so that
@@ -192,13 +203,10 @@ def _large_reduce(size: UOp) -> tuple[UOp, UOp]:
   return quadrant + upper.where(_u32(bits, 1), _u32(bits, 0)), upper.where(-f, f)
 
 
-def sin_f32(x: UOp) -> UOp:
-  """sin(x) in float32 (float16 computed in float32): x = k pi/2 + r with |r| <= pi/4, then
-  +-sin(r) or +-cos(r) by k mod 4 (Taylor polynomials). |x| < 2**17: Cody-Waite with a six-part
-  pi/2; larger: Payne-Hanek (_large_reduce) on |x|. NaN and +-inf give NaN, +-0.0 keep their sign."""
-  if x.dtype.scalar != dtypes.float32:
-    f32 = dtypes.float32.vec(x.dtype.count)
-    return sin_f32(x.cast(f32)).cast(x.dtype)
+def _trig_f32(x: UOp, shift: int) -> UOp:
+  """sin(x + shift pi/2) in float32 for finite x: x = k pi/2 + r with |r| <= pi/4, then +-sin(r)
+  or +-cos(r) by k + shift mod 4 (Taylor polynomials). |x| < 2**17: Cody-Waite with a six-part
+  pi/2; larger: Payne-Hanek (_large_reduce) on |x|. Also gives whether x is finite."""
   u32 = dtypes.uint32.vec(x.dtype.count)
   size = x.alu(Ops.MAX, -x)
   exact = size.lt(SIN32_EXACT_LIMIT)
@@ -215,12 +223,31 @@ def sin_f32(x: UOp) -> UOp:
   big_f = negative.where(-big_f, big_f)
   r = exact.where(r, big_f * _HALF_PI[0] + big_f * _HALF_PI[1])
   quadrant = exact.where(k.cast(dtypes.int32.vec(x.dtype.count)).bitcast(u32), big_q)
+  if shift:
+    quadrant = quadrant + shift
   r2 = r * r
   sin_r = r + r * r2 * _poly(r2, _SIN32)
   cos_r = 1.0 + r2 * _poly(r2, _COS32)
   out = (quadrant & 1).eq(1).where(cos_r, sin_r)
-  out = (quadrant & 2).eq(2).where(-out, out)
+  return (quadrant & 2).eq(2).where(-out, out), finite
+
+
+def sin_f32(x: UOp) -> UOp:
+  """sin(x) in float32 (float16 computed in float32), by _trig_f32. NaN and +-inf give NaN,
+  +-0.0 keep their sign."""
+  if x.dtype.scalar != dtypes.float32:
+    return sin_f32(x.cast(dtypes.float32.vec(x.dtype.count))).cast(x.dtype)
+  out, finite = _trig_f32(x, 0)
   out = x.eq(0.0).where(x, out)                                 # +-0 keep their sign
+  return finite.where(out, x.const_like(math.nan))
+
+
+def cos_f32(x: UOp) -> UOp:
+  """cos(x) = sin(x + pi/2) in float32 (float16 computed in float32): sin_f32's reduction with
+  the quadrant shifted by one, so x is never rounded first. NaN and +-inf give NaN."""
+  if x.dtype.scalar != dtypes.float32:
+    return cos_f32(x.cast(dtypes.float32.vec(x.dtype.count))).cast(x.dtype)
+  out, finite = _trig_f32(x, 1)
   return finite.where(out, x.const_like(math.nan))
 
 
@@ -245,6 +272,6 @@ def log2_f32(x: UOp) -> UOp:
 
 
 # op -> its float64 decomposition
-FLOAT64 = {Ops.EXP2: exp2_f64, Ops.LOG2: log2_f64, Ops.SIN: sin_f64}
+FLOAT64 = {Ops.EXP2: exp2_f64, Ops.LOG2: log2_f64, Ops.SIN: sin_f64, Ops.COS: cos_f64}
 # op -> its precise float32 (and float16) decomposition
-FLOAT32 = {Ops.SIN: sin_f32, Ops.LOG2: log2_f32}
+FLOAT32 = {Ops.SIN: sin_f32, Ops.COS: cos_f32, Ops.LOG2: log2_f32}
