@@ -473,3 +473,10 @@ def test_simplifies_a_5000_node_index_graph():
   for i, st_ in enumerate(got.src):
     want = IDX + i * 6400 if i else IDX
     assert st_.src[1] is want and st_.src[2].src[1] is want, print_graph(st_)
+
+
+def test_cos_of_a_constant_folds_to_the_rounded_value():
+  for x in (0.0, -0.0, 1.0, 429.3, 1e30):
+    folded = simplify(UOp(Ops.COS, F32, (UOp.const(F32, x),)))
+    assert folded.op is Ops.CONST and folded.arg == float(np.float32(math.cos(np.float32(x))))
+  assert math.isnan(simplify(UOp(Ops.COS, F32, (UOp.const(F32, math.inf),))).arg)
