@@ -105,11 +105,17 @@ class _Writer(_Expressions):
     value = parts[0] if len(parts) == 1 else f"{self.reg(u.dtype)}({', '.join(parts)})"
     if buf.op is Ops.PARAM and buf.arg in self.vec4:
       value = f"{self.names[buf]}[u32({idx}) >> 2u]"
-    if len(u.src) == 2:
-      self.emit(f"let {name}: {self.reg(u.dtype)} = {value};")
+    gated = len(u.src) > 2
+    self.bind(name, u.dtype, value, self.names[u.src[2]] if gated else None,
+              self.names[u.src[3]] if gated else "")
+
+  def bind(self, name: str, dtype, value: str, gate: str | None, default: str) -> None:
+    """`let name = value;`, or with a gate `var name = default; if (gate) { name = value; }`."""
+    if gate is None:
+      self.emit(f"let {name}: {self.reg(dtype)} = {value};")
       return
-    self.emit(f"var {name}: {self.reg(u.dtype)} = {self.names[u.src[3]]};")
-    self.emit(f"if ({self.names[u.src[2]]}) {{ {name} = {value}; }}")
+    self.emit(f"var {name}: {self.reg(dtype)} = {default};")
+    self.emit(f"if ({gate}) {{ {name} = {value}; }}")
 
   def store(self, u: UOp) -> None:
     buf, idx, value = self.buffer(u.src[0]), self.names[u.src[1]], self.names[u.src[2]]
@@ -200,11 +206,8 @@ class _Writer(_Expressions):
   def atomic_add(self, u: UOp, name: str) -> None:
     buf, idx, value = self.buffer(u.src[0]), self.names[u.src[1]], self.names[u.src[2]]
     call = f"atomicAdd(&{self.names[buf]}[{idx}], {value})"
-    if len(u.src) == 3:
-      self.emit(f"let {name}: {self.reg(u.dtype)} = {call};")
-      return
-    self.emit(f"var {name}: {self.reg(u.dtype)} = {self.reg(u.dtype)}();")
-    self.emit(f"if ({self.names[u.src[3]]}) {{ {name} = {call}; }}")
+    self.bind(name, u.dtype, call, self.names[u.src[3]] if len(u.src) == 4 else None,
+              f"{self.reg(u.dtype)}()")
 
   def barrier(self, i: int, u: UOp) -> None:
     """workgroupBarrier(), unless the next statement is a workgroupUniformLoad: that is itself
