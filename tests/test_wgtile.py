@@ -398,3 +398,10 @@ def test_staged_conv2d_feeding_a_reduction(device, monkeypatch):
 class _Variant(dict):
   """What the mocked compile_item returns: the options it was given, binding no buffers."""
   buffers = ()
+
+
+def test_a_hand_made_stage_for_a_kernel_without_tiles_is_a_typed_error():
+  from kernelgen.lower import Opts, lower
+  item = _item(Tensor(_randn(64, 64)) + 1)
+  with pytest.raises(UnsupportedError, match="Opts.stage does not apply"):
+    lower(item, Opts(local=256, tile=(2, 2), tile_axes=(0, 1), stage=(8, 8, 4)))

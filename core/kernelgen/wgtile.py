@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from .dtype import dtypes
+from .errors import UnsupportedError
 from .lazy import L, LazyOp
 from .lower import I32, Lowerer, _and, _c, _identity, _lin, _REDUCE_BOOL, unravel
 from .ops import Ops, UOp, toposort
@@ -120,7 +121,9 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   (rows, cols), (ar, ac) = opts.tile, opts.tile_axes
   trows, tcols, step = opts.stage
   p = plan(item, (ar, ac))
-  assert p is not None, "optimize chose Opts.stage for a kernel it does not apply to"
+  if p is None:     # optimize only stages kernels plan() accepts; a hand-made Opts may not
+    raise UnsupportedError(f"Opts.stage does not apply to kernel {item.name!r}: its reduction "
+                           f"cannot be read as row x column tiles; lower it without stage")
   lw = _Lowerer(item, p.reduce)
   rr, rc = p.axes
   brows, bcols = trows * rows, tcols * cols
