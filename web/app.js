@@ -3,7 +3,7 @@
 import { createKernelgen } from './kernelgen.js';
 import { defineKernelModes } from './ace-modes.js';
 import { EXAMPLES, DEFAULT_EXAMPLE } from './examples.js';
-import { makeZip } from './zip.js';
+import { download, manifest } from './downloads.js';
 import { el, showError, showKernels, showResult, showVerify } from './views.js';
 
 const $ = (id) => document.getElementById(id);
@@ -469,45 +469,6 @@ async function restartPython(what) {
   }
 }
 
-// ---- downloads ----
-
-function save(blob, name) {
-  const link = Object.assign(document.createElement('a'),
-    { href: URL.createObjectURL(blob), download: name });
-  link.click();
-  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
-}
-
-function kernelFiles(target) {
-  const compiled = state.compiled[target];
-  if (!compiled.ok) return [];
-  return compiled.kernels.map((k) => ({ name: `${k.name}.${target}`, text: k.source, kernel: k }));
-}
-
-function manifest() {
-  const entry = (file, target) => ({
-    file: file.name, target, name: file.kernel.name, entry_point: file.kernel.launch.entry_point,
-    global_size: file.kernel.global_size, local_size: file.kernel.local_size,
-    buffers: file.kernel.buffers, ...(target === 'ptx' ? { arch: state.compiled.arch } : {}),
-  });
-  return {
-    generator: 'kernelgen (web)', arch: state.compiled.arch,
-    kernels: [...kernelFiles('wgsl').map((f) => entry(f, 'wgsl')),
-      ...kernelFiles('ptx').map((f) => entry(f, 'ptx'))],
-  };
-}
-
-function download(kind) {
-  if (kind === 'zip') {
-    const files = [...kernelFiles('wgsl'), ...kernelFiles('ptx')];
-    files.push({ name: 'manifest.json', text: JSON.stringify(manifest(), null, 2) });
-    save(makeZip(files), 'kernels.zip');
-    return;
-  }
-  const file = kernelFiles(kind)[state.selected] || kernelFiles(kind)[0];  // the selected kernel
-  save(new Blob([file.text], { type: 'text/plain' }), file.name);
-}
-
 // ---- start ----
 
 function bindKeys() {
@@ -535,7 +496,8 @@ function bindKeys() {
   $('stop').onclick = stop;
   $('compile').onclick = compile;
   $('verify').onclick = verify;
-  for (const kind of ['wgsl', 'ptx', 'zip']) $(`download-${kind}`).onclick = () => download(kind);
+  for (const kind of ['wgsl', 'ptx', 'zip']) $(`download-${kind}`).onclick = () =>
+    download(kind, state.compiled, state.selected);
   $('arch').onchange = () => state.compiled && compile();
 }
 
@@ -557,7 +519,9 @@ async function start() {
   document.body.dataset.ready = 'true';
 }
 
-window.kgApp = { state, run, compile, verify, stop, download, loadExample, manifest, idle,
+window.kgApp = { state, run, compile, verify, stop, loadExample, idle,
+  download: (kind) => download(kind, state.compiled, state.selected),
+  manifest: () => manifest(state.compiled),
   setCode: (code) => state.editor.setValue(code, 1), getCode: () => state.editor.getValue() };
 
 if ('serviceWorker' in navigator && !PARAMS.has('nosw')) {
