@@ -42,7 +42,8 @@ def _vector_loads(bodies: list, n: int) -> list:
     return bodies
   groups: dict = {}
   found, unsimplified = [], []
-  for u in toposort([b for b, _ in bodies]):
+  order = toposort([b for b, _ in bodies])
+  for u in order:
     if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.PARAM and \
        u.dtype.count == 1 and u.dtype.itemsize == 4 and u.dtype != dtypes.bool:
       linear = _linear(u.src[1]) if u.src[1].op is not Ops.CONST else ({}, u.src[1].arg)
@@ -65,14 +66,22 @@ def _vector_loads(bodies: list, n: int) -> list:
         continue
       wide = UOp(Ops.LOAD, dtype.vec(n), (buf, run[0].src[1]))
       mapping.update((u, wide.gep(k)) for k, u in enumerate(run))
-  return [(_substitute(b, mapping), v) for b, v in bodies] if mapping else bodies
+  if not mapping:
+    return bodies
+  new = _substitute(order, mapping)
+  return [(new.get(b, b), v) for b, v in bodies]
 
 
-def _substitute(root: UOp, mapping: dict) -> UOp:
-  """`root` with the nodes of `mapping` replaced (their users rebuilt)."""
-  done = dict(mapping)
-  for u in toposort([root]):
-    if u not in done:
-      src = tuple(done.get(s, s) for s in u.src)
-      done[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
-  return done[root]
+def _substitute(order: list, mapping: dict) -> dict:
+  """{node: its rebuilt form} for the nodes of `order` (a toposort) that `mapping` replaces or
+  that use one (one pass for every body: the bodies share their index math)."""
+  new = dict(mapping)
+  get = new.get
+  for u in order:
+    if u in new:
+      continue
+    for s in u.src:
+      if s in new:
+        new[u] = UOp(u.op, u.dtype, tuple([get(x, x) for x in u.src]), u.arg)
+        break
+  return new

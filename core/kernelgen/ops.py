@@ -126,7 +126,7 @@ def _arg_key(arg):
 
 
 _I32 = dtypes.int32
-_CACHES = frozenset({"_vrange", "_verified", "_sum"})   # the slots a built node may still set
+_CACHES = frozenset({"_vrange", "_verified", "_sum", "_simple"})   # the slots a built node may still set
 
 
 class _Interned(type):
@@ -163,11 +163,14 @@ def _forget(ref, cache=_CACHE):
 
 class UOp(metaclass=_Interned):
   """One IR node. Immutable and interned; compare with `is` (== is not overloaded)."""
-  __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_verified", "_sum", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_verified", "_sum", "_simple",
+               "__weakref__")
 
   # built by _new_node (through the interning metaclass). Caches of facts that depend only on
   # the node and its sources: _vrange its value range (rules/ranges.py), _sum its linear form
-  # (rules/symbolic.py); _verified is set by verify.py once the node passed its checks
+  # (rules/symbolic.py), _simple what `simplify` made of it (pattern.py, memo=True: the node
+  # itself as SIMPLE, so no node keeps itself alive); _verified is set by verify.py once the
+  # node passed its checks
 
   def __setattr__(self, name, value):
     if name not in _CACHES:
@@ -288,12 +291,13 @@ _SET = {n: UOp.__dict__[n].__set__ for n in UOp.__slots__ if n != "__weakref__"}
 
 # writers of the cache slots that skip UOp.__setattr__ (hot: a value range per index node)
 set_vrange, set_verified, set_sum = _SET["_vrange"], _SET["_verified"], _SET["_sum"]
+set_simple = _SET["_simple"]
 
 
 def _new_node(cls, op, dtype, src, arg, new=object.__new__, set_op=_SET["op"],
               set_dtype=_SET["dtype"], set_src=_SET["src"], set_arg=_SET["arg"],
               set_vrange=_SET["_vrange"], set_verified=_SET["_verified"],
-              set_sum=_SET["_sum"]) -> UOp:
+              set_sum=_SET["_sum"], set_simple=_SET["_simple"]) -> UOp:
   """A new node (interning is the caller's job): slots written directly, past __setattr__."""
   node = new(cls)
   set_op(node, op)
@@ -303,6 +307,7 @@ def _new_node(cls, op, dtype, src, arg, new=object.__new__, set_op=_SET["op"],
   set_vrange(node, None)
   set_verified(node, False)
   set_sum(node, None)
+  set_simple(node, None)
   return node
 
 

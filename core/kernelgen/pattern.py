@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 from .dtype import DType, dtypes
 from .errors import RewriteError
-from .ops import Ops, UOp, describe
+from .ops import Ops, UOp, describe, set_simple
 
 _ANY = object()
 _COMMON_DTYPES = (None,) + dtypes.all
@@ -244,14 +244,23 @@ class PatternMatcher:
     return None
 
 
-def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | None = None) -> UOp:
+# UOp._simple of a node that `graph_rewrite(..., memo=True)` leaves as it is
+SIMPLE = object()
+
+
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | None = None,
+                  memo: bool = False) -> UOp:
   """Rewrite the graph under `root` bottom-up with `pm` until no rule applies anywhere.
 
   Sources are rewritten before their users; a node a rule produces is itself rewritten to a
   fixed point. A rule set that keeps rewriting (more than `max_rewrites`, by default 50 per
   node of the input plus 10,000) raises RewriteError naming the node it was stuck on.
+  `memo=True` (one matcher only, whose rewrites need no ctx: `simplify`) records each node's
+  result on the node (UOp._simple), so a later call skips the subgraphs done before.
   """
   done: dict[UOp, UOp] = {}
+  if memo and root._simple is not None:
+    return root if root._simple is SIMPLE else root._simple
   # the default budget needs the graph's size: counted only if 10,000 rewrites run out
   budget = max_rewrites if max_rewrites is not None else 10_000
   sized = max_rewrites is not None
@@ -268,6 +277,11 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
       continue
     for s in it:
       if s not in done:
+        if memo:
+          got = s._simple
+          if got is not None:
+            done[s] = s if got is SIMPLE else got
+            continue
         push((s, iter(s.src), None))
         break
     else:                             # every source done: rebuild on them and rewrite
@@ -295,6 +309,10 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
       else:
         stack[-1] = (node, None, out)
         push((out, iter(out.src), None))
+  if memo:
+    for node, out in done.items():
+      if node._simple is None:
+        set_simple(node, SIMPLE if out is node else out)
   return done[root]
 
 

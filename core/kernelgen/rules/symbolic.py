@@ -320,7 +320,7 @@ symbolic = PatternMatcher([
 
 def simplify(sink: UOp) -> UOp:
   """The graph under `sink`, simplified with `symbolic` to a fixed point."""
-  return graph_rewrite(sink, symbolic)
+  return graph_rewrite(sink, symbolic, memo=True)
 
 
 __all__ = ["symbolic", "simplify"]
