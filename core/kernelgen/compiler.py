@@ -38,11 +38,25 @@ def _renderer(target: str):
 
 
 def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
-  """The passes from a kernel's SINK to a Kernel (linearized), in order."""
+  """The passes from a kernel's SINK to a Kernel (linearized), in order.
+
+  The graph is verified once, after the last rewrite (every node the linearizer and renderer
+  see is checked; verify marks checked nodes, so verify_linear checks only what linearize adds).
+  A rewrite that fails on its input verifies the input first, so a malformed graph from the
+  front end is reported as the VerifyError naming its bad node, not as the rule's error."""
   from .linearize import linearize
   from .rules.symbolic import simplify
   from .verify import verify, verify_linear
   renderer = _renderer(target)
+
+  def checked(rewrite: Callable) -> Callable:
+    def run(sink: UOp) -> UOp:
+      try:
+        return rewrite(sink)
+      except Exception:
+        verify(sink)
+        raise
+    return run
 
   def legalize(sink: UOp) -> UOp:
     return sink if renderer is None else renderer.legalize(sink, **options)
@@ -51,10 +65,9 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
     verify_linear(uops)
     return uops
 
-  return [("verify", lambda s: (verify(s), s)[1]),
-          ("simplify", simplify),
-          ("legalize", legalize),
-          ("verify_legal", lambda s: (verify(s), s)[1]),
+  return [("simplify", checked(simplify)),
+          ("legalize", checked(legalize)),
+          ("verify", lambda s: (verify(s), s)[1]),
           ("linearize", linearize),
           ("verify_linear", check_linear)]
 

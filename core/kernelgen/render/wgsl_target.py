@@ -29,8 +29,11 @@ class WGSLOptions:
   fast_math: bool = False              # native sin, log2 (WGSL: 2**-11, 2**-21 absolute)
 
 
+_OPTION_NAMES = frozenset(f.name for f in fields(WGSLOptions))
+
+
 def make_options(options: dict) -> WGSLOptions:
-  known = {f.name for f in fields(WGSLOptions)}
+  known = _OPTION_NAMES
   unknown = sorted(set(options) - known)
   if unknown:
     raise UnsupportedError(f"unknown WGSL renderer option(s) {', '.join(unknown)}: use "
