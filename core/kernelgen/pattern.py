@@ -117,16 +117,19 @@ class UPat:
 Rule = tuple[UPat, Callable]
 
 
-# ---- compiled matchers -----------------------------------------------------------------------
-# Each rule's pattern becomes straight-line Python (one function per rule, all of a matcher's
-# rules compiled in one go): the same checks in the same order as UPat._match, without its
-# per-node method calls. A pattern with sources in either order falls back to UPat._match there.
+# ---- compiled rules --------------------------------------------------------------------------
+# Each rule becomes straight-line Python (one function per rule, all of a matcher's rules
+# compiled in one go): the pattern's checks in the same order as UPat._match, its captures in
+# local variables, then the call of the rewrite function, so `rule(node, ctx)` is the rule's
+# rewrite of the node or None. A pattern with sources in either order keeps its captures in a
+# dict and falls back to UPat._match_either_order there.
 
 class _Codegen:
   def __init__(self):
     self.consts: dict[str, object] = {}
     self.lines: list[str] = []
     self.count = 0
+    self.caps = False   # the rule being compiled keeps its captures in the dict `caps`
 
   def const(self, value) -> str:
     name = f"K{len(self.consts)}"
@@ -137,40 +140,58 @@ class _Codegen:
     self.count += 1
     return f"n{self.count}"
 
+  def cap(self, name: str) -> str:
+    return f"caps[{name!r}]" if self.caps else f"c_{name}"
+
+  def rule(self, i: int, pat: UPat, fn: Callable) -> None:
+    """`def r{i}(n0, ctx)`: fn's rewrite when the node matches `pat`, else None."""
+    self.caps = _either_order(pat)
+    self.lines.append(f"def r{i}(n0, ctx):")
+    if self.caps:
+      self.lines.append("  caps = {}")
+    names: set = set()
+    self.node(pat, "n0", names, 2)
+    wants_ctx = fn.__code__.co_argcount > 0 and fn.__code__.co_varnames[0] == "ctx"
+    args = ["ctx"] if wants_ctx else []
+    if self.caps:
+      args.append("**caps")
+    else:
+      args += [f"{n}=c_{n}" for n in sorted(names)]
+    self.lines.append(f"  return {self.const(fn)}({', '.join(args)})")
+
   def node(self, pat: UPat, var: str, names: set, depth: int) -> None:
-    """Lines that return False unless node `var` matches `pat` (captures into `caps`)."""
+    """Lines that return None unless node `var` matches `pat` (capturing its named nodes)."""
     pad, emit = " " * depth, self.lines.append
     if pat.ops is not None:
       if len(pat.ops) == 1:
-        emit(f"{pad}if {var}.op is not {self.const(next(iter(pat.ops)))}: return False")
+        emit(f"{pad}if {var}.op is not {self.const(next(iter(pat.ops)))}: return None")
       else:
-        emit(f"{pad}if {var}.op not in {self.const(pat.ops)}: return False")
+        emit(f"{pad}if {var}.op not in {self.const(pat.ops)}: return None")
     if pat.dtypes is not None:
-      emit(f"{pad}if {var}.dtype not in {self.const(pat.dtypes)}: return False")
+      emit(f"{pad}if {var}.dtype not in {self.const(pat.dtypes)}: return None")
     if pat.scalars is not None:
       emit(f"{pad}if {var}.dtype is None or {var}.dtype.scalar not in {self.const(pat.scalars)}: "
-           f"return False")
+           f"return None")
     if pat.arg is not _ANY:
-      emit(f"{pad}if {var}.arg != {self.const(pat.arg)}: return False")
+      emit(f"{pad}if {var}.arg != {self.const(pat.arg)}: return None")
     if pat.custom is not None:
-      emit(f"{pad}if not {self.const(pat.custom)}({var}): return False")
+      emit(f"{pad}if not {self.const(pat.custom)}({var}): return None")
     if pat.name is not None:
-      key = repr(pat.name)
       if pat.name in names:
-        emit(f"{pad}if caps[{key}] is not {var}: return False")
+        emit(f"{pad}if {self.cap(pat.name)} is not {var}: return None")
       else:
-        emit(f"{pad}caps[{key}] = {var}")
+        emit(f"{pad}{self.cap(pat.name)} = {var}")
         names.add(pat.name)
     if pat.src is None:
       return
     if isinstance(pat.src, list):   # either order: the general matcher, names and all
-      emit(f"{pad}if not {self.const(pat)}._match_either_order({var}, caps): return False")
+      emit(f"{pad}if not {self.const(pat)}._match_either_order({var}, caps): return None")
       names.update(_names(pat))
       return
     src = self.var()
     emit(f"{pad}{src} = {var}.src")
     n = len(pat.src)
-    emit(f"{pad}if len({src}) {'<' if pat.allow_any_len else '!='} {n}: return False")
+    emit(f"{pad}if len({src}) {'<' if pat.allow_any_len else '!='} {n}: return None")
     for i, sub in enumerate(pat.src):
       if sub.ops is None and sub.dtypes is None and sub.arg is _ANY and sub.custom is None \
          and sub.name is None and sub.src is None and sub.scalars is None:
@@ -187,16 +208,18 @@ def _names(pat: UPat) -> set:
   return out
 
 
-def _compile(pats: list[UPat]) -> list[Callable]:
-  """One matcher function `f(node, caps) -> bool` per pattern (captures go into `caps`)."""
+def _either_order(pat: UPat) -> bool:
+  return isinstance(pat.src, list) or any(_either_order(p) for p in pat.src or ())
+
+
+def _compile(rules: list[Rule]) -> list[Callable]:
+  """One function `f(node, ctx) -> UOp | None` per rule: its rewrite, or None (no match)."""
   gen = _Codegen()
-  for i, pat in enumerate(pats):
-    gen.lines.append(f"def m{i}(n0, caps):")
-    gen.node(pat, "n0", set(), 2)
-    gen.lines.append("  return True")
+  for i, (pat, fn) in enumerate(rules):
+    gen.rule(i, pat, fn)
   namespace = dict(gen.consts)
   exec(compile("\n".join(gen.lines), "<kernelgen patterns>", "exec"), namespace)  # noqa: S102
-  return [namespace[f"m{i}"] for i in range(len(pats))]
+  return [namespace[f"r{i}"] for i in range(len(rules))]
 
 
 class PatternMatcher:
@@ -204,12 +227,10 @@ class PatternMatcher:
 
   def __init__(self, rules: Iterable[Rule]):
     self.rules = list(rules)
-    self.by_op: dict[Ops, list[tuple[UPat, Callable, bool, Callable]]] = {op: [] for op in Ops}
-    matchers = _compile([pat for pat, _ in self.rules])
-    for (pat, fn), match in zip(self.rules, matchers):
-      wants_ctx = fn.__code__.co_argcount > 0 and fn.__code__.co_varnames[0] == "ctx"
+    self.by_op: dict[Ops, list[tuple[UPat, Callable]]] = {op: [] for op in Ops}
+    for (pat, _), compiled in zip(self.rules, _compile(self.rules)):
       for op in (pat.ops or Ops):
-        self.by_op[op].append((pat, fn, wants_ctx, match))
+        self.by_op[op].append((pat, compiled))
     self._by_key: dict = {}   # (op, dtype) -> the rules of by_op[op] that dtype can match
     for op, rules in self.by_op.items():    # the scalar dtypes' lists up front (vectors and
       if rules:                             # pointers: on first sight)
@@ -220,13 +241,15 @@ class PatternMatcher:
     return PatternMatcher(self.rules + other.rules)
 
   def _rules_for(self, op: Ops, dtype) -> list:
-    """The rules whose root can match a node of `op` and `dtype` (built once per pair)."""
+    """The compiled rules whose root can match a node of `op` and `dtype` (built once per
+    pair)."""
     key = (op, dtype)
     rules = self._by_key.get(key)
     if rules is None:
-      rules = self._by_key[key] = [
-        r for r in self.by_op[op] if (r[0].dtypes is None or dtype in r[0].dtypes) and (
-          r[0].scalars is None or dtype is not None and dtype.scalar in r[0].scalars)]
+      rules = self._by_key[key] = tuple(
+        compiled for pat, compiled in self.by_op[op]
+        if (pat.dtypes is None or dtype in pat.dtypes) and (
+          pat.scalars is None or dtype is not None and dtype.scalar in pat.scalars))
     return rules
 
   def rewrite(self, node: UOp, ctx=None) -> UOp | None:
@@ -234,11 +257,8 @@ class PatternMatcher:
     rules = self._by_key.get((node.op, node.dtype))
     if rules is None:
       rules = self._rules_for(node.op, node.dtype)
-    for _, fn, wants_ctx, match in rules:
-      caps: dict = {}
-      if not match(node, caps):
-        continue
-      out = fn(ctx, **caps) if wants_ctx else fn(**caps)
+    for rule in rules:
+      out = rule(node, ctx)
       if out is not None and out is not node:
         return out
     return None
