@@ -1,47 +1,55 @@
 """Data types: scalars, vectors and pointers; promotion; exact value semantics for constants.
 
-A DType is a frozen value. Scalars are module-level singletons in `dtypes`; `t.vec(n)` makes a
-vector of n lanes and `t.ptr(size, local=False)` a pointer to `size` elements of `t` in global
-or workgroup (local) memory. Constant values are kept in Python numbers, truncated with
+A DType is a frozen, interned value (equal dtypes are one object, so hash and == are identity).
+Scalars are module-level singletons in `dtypes`; `t.vec(n)` makes a vector of n lanes and
+`t.ptr(size, local=False)` a pointer to `size` elements of `t` in global or workgroup (local)
+memory. Constant values are kept in Python numbers, truncated with
 `truncate(value, dtype)` so that folding gives the same bits a GPU would compute.
 """
 from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 
 from .errors import DTypeError
 
 
-@dataclass(frozen=True, eq=True)
-class DType:
+class _Interned(type):
+  """Every DType is interned: building one equal to an existing one returns that object, so
+  equal dtypes are the same object and hash and == are identity (C-level: they run on every
+  node built and every dtype check). Key: the class and the value of every field."""
+  _table: dict = {}
+
+  def __call__(cls, *args, **kwargs):
+    n = len(args)
+    key = (cls, *args) if n == len(cls._FIELDS) else (cls, *args, *[
+      kwargs.get(f, d) for f, d in zip(cls._FIELDS[n:], cls._DEFAULTS[n:])])
+    got = _Interned._table.get(key)
+    if got is None:
+      got = _Interned._table[key] = super().__call__(*args, **kwargs)
+    return got
+
+
+_SCALAR_OF: dict = {}   # name -> the scalar DType of that name
+
+
+@dataclass(frozen=True, eq=False)
+class DType(metaclass=_Interned):
   name: str       # numpy-style name of the scalar: "float32", "int8", "bool"
   itemsize: int   # bytes of one lane
   kind: str       # "b" bool, "i" signed int, "u" unsigned int, "f" float
   fmt: str        # struct / memoryview format character of one lane
   count: int = 1  # lanes; 1 for a scalar
 
-  # hash and == run on every interned-node lookup and dtype check: the hash is computed once,
-  # and == tries identity first (the generated ones build a tuple of the fields on every call)
   def __post_init__(self):
-    object.__setattr__(self, "_hash", hash((self.name, self.itemsize, self.kind, self.fmt,
-                                            self.count)))
+    # `scalar`: the scalar dtype of the lanes (itself for a scalar), as a plain attribute
+    if self.count == 1 and self.__class__ is DType:
+      _SCALAR_OF.setdefault(self.name, self)
+    object.__setattr__(self, "scalar", _SCALAR_OF.get(self.name))
 
-  def __hash__(self) -> int:
-    return self._hash
-
-  def __reduce__(self):   # rebuilt through __init__, so the cached hash is this process's
+  def __reduce__(self):   # rebuilt through the class, so the copy is the interned object
     return self.__class__, tuple(getattr(self, f.name) for f in fields(self))
-
-  def __eq__(self, other) -> bool:
-    if self is other:
-      return True
-    if other.__class__ is not self.__class__:
-      return NotImplemented
-    return (self.name == other.name and self.count == other.count
-            and self.itemsize == other.itemsize and self.kind == other.kind
-            and self.fmt == other.fmt)
 
   def vec(self, count: int) -> DType:
     if self.count != 1:
@@ -52,10 +60,6 @@ class DType:
 
   def ptr(self, size: int = -1, local: bool = False) -> PtrDType:
     return PtrDType(self.name, self.itemsize, self.kind, self.fmt, self.count, self, local, size)
-
-  @property
-  def scalar(self) -> DType:
-    return SCALARS[self.name]
 
   @property
   def bits(self) -> int:
@@ -81,7 +85,7 @@ class DType:
     return self.name + (f"x{self.count}" if self.count > 1 else "")
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class PtrDType(DType):
   base: DType = None    # the element type pointed to (may be a vector)
   local: bool = False   # True: workgroup (shared) memory; False: global memory
@@ -92,6 +96,11 @@ class PtrDType(DType):
 
   def __str__(self) -> str:
     return f"{'local' if self.local else 'global'} {self.base}*[{self.size}]"
+
+
+for _cls in (DType, PtrDType):   # the field names and defaults __new__ keys on
+  _cls._FIELDS = tuple(f.name for f in fields(_cls))
+  _cls._DEFAULTS = tuple(None if f.default is MISSING else f.default for f in fields(_cls))
 
 
 def _scalar(name: str, itemsize: int, kind: str, fmt: str) -> DType:
