@@ -43,10 +43,13 @@ class DType(metaclass=_Interned):
   count: int = 1  # lanes; 1 for a scalar
 
   def __post_init__(self):
-    # `scalar`: the scalar dtype of the lanes (itself for a scalar), as a plain attribute
+    # plain attributes (read on hot paths): `scalar` the scalar dtype of the lanes (itself for a
+    # scalar), `bits` of one lane, `nbytes` of all lanes
     if self.count == 1 and self.__class__ is DType:
       _SCALAR_OF.setdefault(self.name, self)
     object.__setattr__(self, "scalar", _SCALAR_OF.get(self.name))
+    object.__setattr__(self, "bits", self.itemsize * 8)
+    object.__setattr__(self, "nbytes", self.itemsize * self.count)
 
   def __reduce__(self):   # rebuilt through the class, so the copy is the interned object
     return self.__class__, tuple(getattr(self, f.name) for f in fields(self))
@@ -60,14 +63,6 @@ class DType(metaclass=_Interned):
 
   def ptr(self, size: int = -1, local: bool = False) -> PtrDType:
     return PtrDType(self.name, self.itemsize, self.kind, self.fmt, self.count, self, local, size)
-
-  @property
-  def bits(self) -> int:
-    return self.itemsize * 8
-
-  @property
-  def nbytes(self) -> int:
-    return self.itemsize * self.count
 
   def is_float(self) -> bool:
     return self.kind == "f"

@@ -16,7 +16,7 @@ from ..ops import Ops, UOp, set_vrange
 _UNKNOWN = (-math.inf, math.inf)
 
 
-_DTYPE_RANGES: dict = {}   # integer/bool dtype -> its range (filled once per dtype)
+_DTYPE_RANGES: dict = {}   # dtype -> its range, filled once per dtype (floats, pointers, None: _UNKNOWN)
 
 
 def dtype_range(dt: DType | None) -> tuple:
@@ -25,6 +25,8 @@ def dtype_range(dt: DType | None) -> tuple:
   if got is not None:
     return got
   if not isinstance(dt, DType) or isinstance(dt, PtrDType) or dt.kind == "f":
+    if isinstance(dt, DType) or dt is None:   # dtypes are interned: one entry each
+      _DTYPE_RANGES[dt] = _UNKNOWN
     return _UNKNOWN
   got = _DTYPE_RANGES[dt] = min_value(dt.scalar), max_value(dt.scalar)
   return got
@@ -38,7 +40,10 @@ def fits(u: UOp) -> bool:
 
 
 def _hull(dt: DType, *ranges) -> tuple:
-  return min(r[0] for r in ranges), max(r[1] for r in ranges)
+  if len(ranges) == 2:
+    (alo, ahi), (blo, bhi) = ranges
+    return (alo if alo < blo else blo), (ahi if ahi > bhi else bhi)
+  return min([r[0] for r in ranges]), max([r[1] for r in ranges])
 
 
 def _exact(dt: DType, lo, hi) -> tuple:
@@ -50,6 +55,12 @@ def _exact(dt: DType, lo, hi) -> tuple:
 def _corners(dt: DType, fn, a, b) -> tuple:
   vals = [fn(x, y) for x in a for y in b]
   return _exact(dt, min(vals), max(vals))
+
+
+def _mul_range(u, a, b) -> tuple:
+  (alo, ahi), (blo, bhi) = a, b
+  vals = (alo * blo, alo * bhi, ahi * blo, ahi * bhi)
+  return _exact(u.dtype, min(vals), max(vals))
 
 
 def _cdiv(x: int, y: int) -> int:
@@ -162,7 +173,7 @@ def _cast(u, a):
 _RANGE_OF = {
   Ops.ADD: lambda u, a, b: _exact(u.dtype, a[0] + b[0], a[1] + b[1]),
   Ops.SUB: lambda u, a, b: _exact(u.dtype, a[0] - b[1], a[1] - b[0]),
-  Ops.MUL: lambda u, a, b: _corners(u.dtype, lambda x, y: x * y, a, b),
+  Ops.MUL: _mul_range,
   Ops.MULACC: lambda u, a, b, c: _exact(u.dtype, *(_add(_corners(u.dtype, _mul, a, b), c))),
   Ops.IDIV: _idiv, Ops.MOD: _mod, Ops.SHL: _shl, Ops.SHR: _shr,
   Ops.MAX: lambda u, a, b: (max(a[0], b[0]), max(a[1], b[1])),
@@ -194,8 +205,8 @@ def _leaf_range(u: UOp) -> tuple | None:
     return u.arg[1], u.arg[2]
   if u.op is Ops.SPECIAL:
     return 0, u.arg[2] - 1
-  if not isinstance(u.dtype, DType) or isinstance(u.dtype, PtrDType) or u.dtype.kind == "f":
-    return _UNKNOWN
+  if (_DTYPE_RANGES.get(u.dtype) or dtype_range(u.dtype)) is _UNKNOWN:
+    return _UNKNOWN   # floats, pointers and nodes without a value
   if u.op not in _RANGE_OF and u.op is not Ops.RANGE:
     return dtype_range(u.dtype)
   if u.op in _FLOAT_OPERANDS and u.src[0].dtype.kind == "f":
@@ -209,7 +220,10 @@ def _compute(u: UOp) -> tuple:
     return leaf
   if u.op is Ops.RANGE:
     return 0, max(u.src[0]._vrange[1] - 1, 0)
-  return _RANGE_OF[u.op](u, *(s._vrange for s in u.src))
+  src = u.src
+  if len(src) == 2:
+    return _RANGE_OF[u.op](u, src[0]._vrange, src[1]._vrange)
+  return _RANGE_OF[u.op](u, *[s._vrange for s in src])
 
 
 def value_range(u: UOp) -> tuple:

@@ -141,7 +141,10 @@ def _pair_divmod(terms: dict) -> bool:
   """(x//y)*(k*y) + (x%y)*k -> x*k and ((x//c)%d)*(k*c) + (x%c)*k -> (x % (c*d))*k, in place;
   True when a pair was merged. Both hold for every x under C semantics (they are odd in x) when
   y is never 0. x//c may already be split into Q + R//c (x = c*Q + R, see _split_divmod)."""
-  if not any(t.op is Ops.MOD for t in terms):
+  for t in terms:
+    if t.op is Ops.MOD:
+      break
+  else:
     return False   # every merge pairs a remainder with its partner
   dt = next(iter(terms)).dtype
   divs = {(t.src[0], t.src[1]): (t, t.src[1].arg) for t in terms
