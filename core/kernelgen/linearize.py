@@ -161,7 +161,10 @@ def _build_blocks(order: list[UOp], paths: dict) -> _Block:
   for u in order:
     block = root
     for r in paths[u]:
-      block = block.children.setdefault(r, _Block(r))
+      child = block.children.get(r)
+      if child is None:
+        child = block.children[r] = _Block(r)
+      block = child
     if u.op is Ops.ENDRANGE:
       if block.range is not u.src[0]:
         raise VerifyError("ENDRANGE has side effects in a loop it is not nested in: close the "
@@ -189,10 +192,9 @@ def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> 
     deps[it] = found
     for d in found:
       users[d].append(it)
-  def priority(it: UOp) -> tuple:   # stores go last, so stores with one gate end up together
-    return (it.op is Ops.STORE, position[it])
-
-  ready = [(priority(it), it) for it in items if not deps[it]]
+  # priority: stores go last, so stores with one gate end up together; then graph order
+  store = Ops.STORE
+  ready = [((it.op is store, position[it]), it) for it in items if not deps[it]]
   heapq.heapify(ready)
   while ready:
     _, it = heapq.heappop(ready)
@@ -204,9 +206,10 @@ def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> 
     else:
       out.append(it)
     for user in users[it]:
-      deps[user].discard(it)
-      if not deps[user]:
-        heapq.heappush(ready, (priority(user), user))
+      left = deps[user]
+      left.discard(it)
+      if not left:
+        heapq.heappush(ready, ((user.op is store, position[user]), user))
 
 
 def _members(block: _Block) -> list[UOp]:

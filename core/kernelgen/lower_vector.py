@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from .dtype import dtypes
 from .ops import Ops, UOp, toposort
-from .rules.symbolic import _linear, simplify
+from .rules.sums import _sum_of
+from .rules.symbolic import simplify
 
 # lanes of a vector load or store at most (WGSL has vec2..vec4)
 MAX_VECTOR = 4
@@ -44,16 +45,23 @@ def _vector_loads(bodies: list, n: int) -> list:
   found, unsimplified = [], []
   order = toposort([b for b, _ in bodies])
   for u in order:
-    if u.op is Ops.LOAD and len(u.src) == 2 and u.src[0].op is Ops.PARAM and \
-       u.dtype.count == 1 and u.dtype.itemsize == 4 and u.dtype != dtypes.bool:
-      linear = _linear(u.src[1]) if u.src[1].op is not Ops.CONST else ({}, u.src[1].arg)
-      if linear is not None and not all(t.op in _INDEX_TERMS for t in linear[0]):
-        unsimplified.append(u)     # div/mod of a flat index: its simplified sum, below
+    if u.op is not Ops.LOAD:
+      continue
+    dt, src = u.dtype, u.src
+    if len(src) != 2 or src[0].op is not Ops.PARAM or dt.count != 1 or dt.itemsize != 4 or \
+       dt is dtypes.bool:
+      continue
+    linear = _index_sum(src[1])
+    if linear is not None:
+      for t in linear[0]:
+        if t.op not in _INDEX_TERMS:
+          unsimplified.append(u)   # div/mod of a flat index: its simplified sum, below
+          break
       else:
         found.append((u, linear))
   if unsimplified:                 # one simplify for all of them (one memo, not one per load)
     simple = simplify(UOp(Ops.SINK, None, tuple(u.src[1] for u in unsimplified))).src
-    found += [(u, _linear(index)) for u, index in zip(unsimplified, simple)]
+    found += [(u, _index_sum(index)) for u, index in zip(unsimplified, simple)]
   for u, linear in found:
     if linear is not None:
       terms, const = linear
@@ -61,15 +69,29 @@ def _vector_loads(bodies: list, n: int) -> list:
   mapping = {}
   for (buf, dtype, _), loads in groups.items():
     for c in sorted(loads):
-      run = [loads.get(c + k) for k in range(n)]
-      if any(u is None or u in mapping for u in run):
-        continue
-      wide = UOp(Ops.LOAD, dtype.vec(n), (buf, run[0].src[1]))
-      mapping.update((u, wide.gep(k)) for k, u in enumerate(run))
+      run = []
+      for k in range(n):
+        v = loads.get(c + k)
+        if v is None or v in mapping:
+          break
+        run.append(v)
+      else:
+        wide = UOp(Ops.LOAD, dtype.vec(n), (buf, run[0].src[1]))
+        for k, v in enumerate(run):
+          mapping[v] = UOp(Ops.GEP, dtype, (wide,), k)
   if not mapping:
     return bodies
   new = _substitute(order, mapping)
   return [(new.get(b, b), v) for b, v in bodies]
+
+
+def _index_sum(index: UOp) -> tuple | None:
+  """An index as ({term: coefficient}, constant) (the cached sum, not a copy: read only), or None
+  past MAX_TERMS pieces."""
+  if index.op is Ops.CONST:
+    return {}, index.arg
+  terms, const, _, _ = _sum_of(index)
+  return None if terms is None else (terms, const)
 
 
 def _substitute(order: list, mapping: dict) -> dict:

@@ -33,8 +33,12 @@ def _check_alu(u: UOp):
     _fail(u, f"{u.op.name} has {len(u.src)} sources")
   if op in _PLAIN_ALU:      # the common case, checked in one go; the full checks name the error
     operand = src[0].dtype
-    if u.dtype is operand and all(s.dtype is operand for s in src):
-      return
+    if u.dtype is operand:
+      for s in src:
+        if s.dtype is not operand:
+          break
+      else:
+        return
   if u.op is Ops.WHERE:
     cond, x, y = u.src
     if cond.dtype.scalar != dtypes.bool:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from ..ops import Ops, UOp
 from ..program import Binding, CompiledKernel, Kernel, Launch
 # the target's options, facts and legalize rules stay importable from here (wgsl.WGSLOptions)
-from .wgsl_legalize import LEGALIZE, _check_dtype, legalize  # noqa: F401
+from .wgsl_legalize import _HAS_TYPE, LEGALIZE, _check_dtype, legalize  # noqa: F401
 from .wgsl_target import (BOOL_INFIX, CALL, F32_INT_MAX, HELPER_NEEDS, HELPERS,  # noqa: F401
                           INFIX, NO_WGSL_TYPE, OWN_NAME, PACKED_BITS, REGISTER, RESERVED, ROUNDING,
                           SPECIAL_BITS, SUBGROUP_CALL, TARGET, WRAPPING, WGSLOptions,
@@ -93,8 +93,10 @@ def render(kernel: Kernel, **options) -> CompiledKernel:
   check_buffer_count(len(kernel.buffers), opts)
   check_buffer_sizes(kernel, opts)
   check_workgroup(kernel.local_size, opts)
+  has_type = _HAS_TYPE
   for u in kernel.uops:
-    _check_dtype(u)
+    if not has_type.get(u.dtype):
+      _check_dtype(u)
   dispatch = fold_grid(kernel.global_size, opts.max_workgroups_per_dim)
   w = _Writer(kernel, opts, dispatch)
   entry = entry_name(kernel.name)

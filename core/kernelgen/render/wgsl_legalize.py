@@ -33,7 +33,16 @@ LEGALIZE = PatternMatcher([
 _LEGALIZE_OPS = frozenset(op for op, rules in LEGALIZE.by_op.items() if rules)
 
 
+_HAS_TYPE: dict = {}   # dtype -> WGSL has a type for it (dtypes are interned: one entry each)
+
+
 def _check_dtype(u: UOp) -> None:
+  ok = _HAS_TYPE.get(u.dtype)
+  if ok is None:
+    dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
+    ok = _HAS_TYPE[u.dtype] = dt is None or dt.scalar.name not in NO_WGSL_TYPE
+  if ok:
+    return
   dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
   if dt is not None and dt.scalar.name in NO_WGSL_TYPE:
     raise UnsupportedError(
@@ -46,8 +55,10 @@ def legalize(sink: UOp, **options) -> UOp:
   opts = make_options(options)
   params = set()
   rewrites = False
+  has_type = _HAS_TYPE
   for u in toposort([sink]):
-    _check_dtype(u)
+    if not has_type.get(u.dtype):
+      _check_dtype(u)
     if u.op is Ops.WMMA:
       raise UnsupportedError("tensor-core ops (WMMA) do not exist in WGSL: compile without "
                              "tensor cores for 'wgsl', or use target 'ptx'", target=TARGET)

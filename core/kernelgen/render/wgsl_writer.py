@@ -57,9 +57,12 @@ class _Writer(_Expressions):
     self.specs = {b.slot: b for b in kernel.buffers}
     self.vec4 = vec4_slots(kernel)
     # workgroup buffers that atomics use (declared atomic<i32>/atomic<u32>)
-    self.atomic_locals = {_base(u.src[0]) for u in kernel.uops if u.op is Ops.ATOMIC_ADD}
-    self.uses_subgroups = any(u.op is Ops.SUBGROUP_REDUCE or u.op is Ops.SPECIAL and
-                              u.arg[0] == "sglane" for u in kernel.uops)
+    self.atomic_locals, self.uses_subgroups = set(), False
+    for u in kernel.uops:
+      if u.op is Ops.ATOMIC_ADD:
+        self.atomic_locals.add(_base(u.src[0]))
+      elif u.op is Ops.SUBGROUP_REDUCE or u.op is Ops.SPECIAL and u.arg[0] == "sglane":
+        self.uses_subgroups = True
 
   def packed(self, slot: int) -> bool:
     dt = self.specs[slot].dtype
