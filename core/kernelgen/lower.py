@@ -85,8 +85,13 @@ def _lin(terms, offset: int) -> UOp:
 
 
 def _span(terms) -> tuple[int, int]:
-  lo = sum(min(0, s * (n - 1)) for _, s, n in terms)
-  hi = sum(max(0, s * (n - 1)) for _, s, n in terms)
+  lo = hi = 0
+  for _, s, n in terms:
+    d = s * (n - 1)
+    if d < 0:
+      lo += d
+    else:
+      hi += d
   return lo, hi
 
 

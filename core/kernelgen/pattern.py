@@ -307,7 +307,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
     else:                             # every source done: rebuild on them and rewrite
       src = node.src
       if src:
-        new_src = tuple([done[s] for s in src])
+        new_src = tuple(map(done.__getitem__, src))
         rebuilt = node if new_src == src else UOp(node.op, node.dtype, new_src, node.arg)
       else:
         rebuilt = node

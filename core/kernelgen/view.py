@@ -15,8 +15,7 @@ from .dtype import dtypes
 from .ops import UOp
 
 
-def prod(xs) -> int:
-  return math.prod(xs)
+prod = math.prod   # the product of a shape (1 for ())
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

@@ -57,9 +57,12 @@ MAX_THREADS = 1024          # threads per block on every supported arch
 MAX_GRID_YZ = 65535         # blocks per grid in y and z (x allows 2**31 - 1)
 
 
+_ARCH, _NOT_IDENTIFIER = re.compile(r"(?:sm_)?(\d+)"), re.compile(r"[^A-Za-z0-9_]")
+
+
 def parse_arch(arch: str) -> int:
   """The sm number of an arch name ('sm_80' or '80'); UnsupportedError for unknown archs."""
-  match = re.fullmatch(r"(?:sm_)?(\d+)", str(arch))
+  match = _ARCH.fullmatch(str(arch))
   if match is None or int(match.group(1)) not in ISA_VERSION:
     known = ", ".join(f"sm_{n}" for n in ISA_VERSION)
     raise UnsupportedError(f"unknown PTX arch {arch!r}: use one of {known}", target="ptx")
@@ -131,7 +134,7 @@ _SPELLINGS = _spellings()
 def ptx_identifier(name: str, prefix: str = "k_") -> str:
   """A valid, readable PTX identifier for any text; a changed name gets a short hash suffix so
   two different names never collide."""
-  clean = re.sub(r"[^A-Za-z0-9_]", "_", name) or "kernel"
+  clean = _NOT_IDENTIFIER.sub("_", name) or "kernel"
   if not clean[0].isalpha():
     clean = prefix + clean
   if clean != name:

@@ -19,7 +19,11 @@ def _reads_accumulator(u: UOp, deferred: set) -> bool:
   """A value computed from an accumulator's current value. Placed before the accumulator's loop
   it would see only the initial value (int8 max reduced with cvt.s16.s8 of the initial value),
   so it is rendered where it is used instead (_Writer.materialize)."""
-  return u.op in _DEFERRABLE and any(s.op is Ops.DEFINE_ACC or s in deferred for s in u.src)
+  if u.op in _DEFERRABLE:
+    for s in u.src:
+      if s.op is Ops.DEFINE_ACC or s in deferred:
+        return True
+  return False
 
 
 class _Writer:
@@ -50,10 +54,11 @@ class _Writer:
     self.body.append("\t" + line + ";")
 
   def operand(self, u: UOp, lane: int = 0) -> str:
-    if u not in self.lanes:
+    lanes = self.lanes.get(u)
+    if lanes is None:
       raise UnsupportedError(f"the PTX renderer reached a value before its definition (the "
                              f"kernel is not linearized?)\n{describe(u)}", target="ptx")
-    return self.lanes[u][lane]
+    return lanes[lane]
 
   def reg(self, u: UOp, lane: int = 0) -> str:
     """The operand as a register (an immediate is moved into one, once, in the prologue)."""

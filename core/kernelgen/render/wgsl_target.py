@@ -141,9 +141,12 @@ ROUNDING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.MULACC}) | GroupO
 
 # ---- names ---------------------------------------------------------------------------------------
 
+_NOT_NAME, _UNDERSCORES = re.compile(r"[^A-Za-z0-9_]"), re.compile(r"_+")
+
+
 def clean_name(text: str) -> str:
   """`text` with everything but ASCII letters, digits and single underscores removed."""
-  return re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", str(text))).strip("_")
+  return _UNDERSCORES.sub("_", _NOT_NAME.sub("_", str(text))).strip("_")
 
 
 def entry_name(kernel_name: str) -> str:

@@ -34,8 +34,8 @@ def dtype_range(dt: DType | None) -> tuple:
 
 def fits(u: UOp) -> bool:
   """True when `u`'s range is narrower than its dtype's, so `u` (an int node) never wraps."""
-  lo, hi = value_range(u)
-  dlo, dhi = dtype_range(u.dtype)
+  lo, hi = u._vrange or value_range(u)
+  dlo, dhi = _DTYPE_RANGES.get(u.dtype) or dtype_range(u.dtype)
   return u.dtype is not None and u.dtype.kind in "iu" and (lo > dlo or hi < dhi)
 
 
@@ -48,7 +48,7 @@ def _hull(dt: DType, *ranges) -> tuple:
 
 def _exact(dt: DType, lo, hi) -> tuple:
   """(lo, hi) when it fits the dtype; otherwise the result may wrap: the dtype's full range."""
-  dlo, dhi = dtype_range(dt)
+  dlo, dhi = _DTYPE_RANGES.get(dt) or dtype_range(dt)
   return (lo, hi) if dlo <= lo and hi <= dhi else (dlo, dhi)
 
 

@@ -40,16 +40,24 @@ def _sum_of(u: UOp) -> tuple:
   appearance), how many nodes spell it out (a shared piece counts each time; terms None past
   MAX_TERMS), and whether none of its +, -, negation or * nodes can wrap. Cached on sum nodes
   (`u._sum`, which holds only nodes below u, so no node keeps itself alive)."""
-  if u._sum is not None and u._sum is not _CANONICAL:
-    return u._sum
+  got = u._sum
+  if got is not None and got is not _CANONICAL:
+    return got
   if _parts(u, 1) is None:
     return _leaf_sum(u)
   stack = [u]
   while stack:                # sums below first, iteratively (sums can be long chains)
     node = stack[-1]
     parts = _parts(node, 1)
-    todo = [n for n, _ in parts if (n._sum is None or n._sum is _CANONICAL)
-            and _parts(n, 1) is not None]
+    todo = None
+    pieces_of = []            # each part's (its own parts or None, node)
+    for n, _ in parts:
+      sub = _parts(n, 1)
+      pieces_of.append(sub)
+      if sub is not None and (n._sum is None or n._sum is _CANONICAL):
+        if todo is None:
+          todo = []
+        todo.append(n)
     if todo:
       stack.extend(todo)
       continue
@@ -59,8 +67,8 @@ def _sum_of(u: UOp) -> tuple:
     ok = node.op not in _LINEAR_OPS or fits(node)
     terms: dict | None = {}
     const, pieces = 0, 1
-    for n, k in parts:
-      t, c, p, e = n._sum if _parts(n, 1) is not None else _leaf_sum(n)
+    for (n, k), sub in zip(parts, pieces_of):
+      t, c, p, e = n._sum if sub is not None else _leaf_sum(n)
       pieces, ok = pieces + p, ok and e
       if t is None or pieces > MAX_TERMS:
         terms = None
