@@ -126,7 +126,11 @@ def _arg_key(arg):
 
 
 _I32 = dtypes.int32
-_CACHES = frozenset({"_vrange", "_verified", "_sum", "_simple"})   # the slots a built node may still set
+# int32 constants up to +-_SMALL, kept for the process (index math builds them all the time);
+# nodes are interned, so this only saves looking them up
+_SMALL, _SMALL_I32 = 1 << 16, {}
+# the slots a built node may still set
+_CACHES = frozenset({"_vrange", "_verified", "_sum", "_simple"})
 
 
 class _Interned(type):
@@ -141,7 +145,15 @@ class _Interned(type):
       node = ref()
       if node is not None:
         return node
-    node = _new_node(cls, op, dtype, src, arg)
+    node = _object_new(cls)   # slots written directly, past __setattr__ (runs per node built)
+    _set_op(node, op)
+    _set_dtype(node, dtype)
+    _set_src(node, src if src.__class__ is tuple else tuple(src))
+    _set_arg(node, arg)
+    _set_vrange(node, None)
+    _set_verified(node, False)
+    _set_sum(node, None)
+    _set_simple(node, None)
     ref = _CACHE[key] = _KeyedRef(node, _forget)
     ref.key = key
     return node
@@ -155,10 +167,11 @@ class _KeyedRef(weakref.ref):
 _CACHE = _Interned._cache
 
 
-def _forget(ref, cache=_CACHE):
-  """A node died: drop its entry (unless the key already names a newer node)."""
-  if cache.get(ref.key) is ref:
-    del cache[ref.key]
+def _forget(ref, cache=_CACHE, pop=_CACHE.pop):
+  """A node died: drop its entry (unless the key already names a newer node: put that back)."""
+  got = pop(ref.key, None)
+  if got is not ref and got is not None:
+    cache[ref.key] = got
 
 
 class UOp(metaclass=_Interned):
@@ -166,11 +179,11 @@ class UOp(metaclass=_Interned):
   __slots__ = ("op", "dtype", "src", "arg", "_vrange", "_verified", "_sum", "_simple",
                "__weakref__")
 
-  # built by _new_node (through the interning metaclass). Caches of facts that depend only on
-  # the node and its sources: _vrange its value range (rules/ranges.py), _sum its linear form
-  # (rules/symbolic.py), _simple what `simplify` made of it (pattern.py, memo=True: the node
-  # itself as SIMPLE, so no node keeps itself alive); _verified is set by verify.py once the
-  # node passed its checks
+  # built by the interning metaclass, which writes the slots directly. Caches of facts that
+  # depend only on the node and its sources: _vrange its value range (rules/ranges.py), _sum its
+  # linear form (rules/symbolic.py), _simple what `simplify` made of it (pattern.py,
+  # memo=True: the node itself as SIMPLE, so no node keeps itself alive); _verified is set by
+  # verify.py once the node passed its checks
 
   def __setattr__(self, name, value):
     if name not in _CACHES:
@@ -191,8 +204,15 @@ class UOp(metaclass=_Interned):
   @staticmethod
   def const(dtype: DType, value) -> UOp:
     """A constant; a vector dtype gives a VECTORIZE of equal scalar constants."""
-    if dtype is _I32 and type(value) is int and -0x80000000 <= value <= 0x7FFFFFFF:
-      return UOp(Ops.CONST, dtype, (), value)   # the common index constant: nothing to truncate
+    if dtype is _I32 and type(value) is int:   # the common index constant: nothing to truncate
+      got = _SMALL_I32.get(value)
+      if got is not None:
+        return got
+      if -0x80000000 <= value <= 0x7FFFFFFF:
+        node = UOp(Ops.CONST, dtype, (), value)
+        if -_SMALL <= value <= _SMALL:
+          _SMALL_I32[value] = node
+        return node
     if dtype.count > 1:
       c = UOp.const(dtype.scalar, value)
       return UOp(Ops.VECTORIZE, dtype, (c,) * dtype.count)
@@ -292,23 +312,10 @@ _SET = {n: UOp.__dict__[n].__set__ for n in UOp.__slots__ if n != "__weakref__"}
 # writers of the cache slots that skip UOp.__setattr__ (hot: a value range per index node)
 set_vrange, set_verified, set_sum = _SET["_vrange"], _SET["_verified"], _SET["_sum"]
 set_simple = _SET["_simple"]
-
-
-def _new_node(cls, op, dtype, src, arg, new=object.__new__, set_op=_SET["op"],
-              set_dtype=_SET["dtype"], set_src=_SET["src"], set_arg=_SET["arg"],
-              set_vrange=_SET["_vrange"], set_verified=_SET["_verified"],
-              set_sum=_SET["_sum"], set_simple=_SET["_simple"]) -> UOp:
-  """A new node (interning is the caller's job): slots written directly, past __setattr__."""
-  node = new(cls)
-  set_op(node, op)
-  set_dtype(node, dtype)
-  set_src(node, src if src.__class__ is tuple else tuple(src))
-  set_arg(node, arg)
-  set_vrange(node, None)
-  set_verified(node, False)
-  set_sum(node, None)
-  set_simple(node, None)
-  return node
+# what the interning metaclass builds a node with (module globals, bound once UOp exists)
+_object_new = object.__new__
+_set_op, _set_dtype, _set_src, _set_arg = _SET["op"], _SET["dtype"], _SET["src"], _SET["arg"]
+_set_vrange, _set_verified, _set_sum, _set_simple = set_vrange, set_verified, set_sum, set_simple
 
 
 def toposort(roots: Iterable[UOp]) -> list[UOp]:
