@@ -22,14 +22,18 @@ class _Expressions:
     self.helpers: set[str] = set()
     self.special_bits = False
     self.uses_f16 = False
+    self.regs: dict[DType, str] = {}   # dtype -> its register type (dtypes are interned)
 
   # -- types --
   def reg(self, dt: DType) -> str:
-    name = REGISTER[dt.scalar.name]
-    if name == "f16":
-      self.uses_f16 = self.opts.f16
-      name = "f16" if self.opts.f16 else "f32"
-    return name if dt.count == 1 else f"vec{dt.count}<{name}>"
+    got = self.regs.get(dt)
+    if got is None:
+      name = REGISTER[dt.scalar.name]
+      if name == "f16":
+        self.uses_f16 = self.opts.f16
+        name = "f16" if self.opts.f16 else "f32"
+      got = self.regs[dt] = name if dt.count == 1 else f"vec{dt.count}<{name}>"
+    return got
 
   def need(self, helper: str) -> str:
     self.helpers.update(HELPER_NEEDS.get(helper, ()) + (helper,))
@@ -196,10 +200,12 @@ class _Expressions:
   def narrow_result(self, u: UOp, text: str) -> str:
     """Wrap 8/16-bit integer results to their width; round f16 results computed in f32."""
     dt = u.dtype.scalar
+    if dt.itemsize >= 4:      # 32-bit results need neither
+      return text
     op = u.arg if u.op is Ops.SUBGROUP_REDUCE else u.op
-    if dt.is_int() and dt.itemsize < 4 and op in WRAPPING:
+    if dt.kind in "iu" and op in WRAPPING:
       return f"extractBits({text}, 0u, {dt.bits}u)"
-    if dt != dtypes.float16 or op not in ROUNDING:
+    if dt is not dtypes.float16 or op not in ROUNDING:
       return text
     if not self.opts.f16:
       return self.lanewise(self.need("kg_round_f16"), u.dtype, [text])
