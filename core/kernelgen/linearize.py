@@ -277,8 +277,12 @@ def linearize(sink: UOp) -> list[UOp]:
   order = _merge_ends(toposort([sink]))
   order = [u for u in order if u.op is not Ops.SINK]
   definitions = sorted((u for u in order if u.op in _DEFINITIONS), key=_definition_key)
-  scope = _scopes(order)
-  paths = _paths(order, scope)
+  for u in order:
+    if u.op is Ops.RANGE:
+      paths = _paths(order, _scopes(order))
+      break
+  else:                         # no loops (elementwise kernels): every node at the top level
+    paths = dict.fromkeys(order, ())
   position = {u: i for i, u in enumerate(order)}
   body = [u for u in order if u.op not in _DEFINITIONS]
   root = _build_blocks(body, paths)

@@ -109,41 +109,77 @@ def _check_atomic(u: UOp):
 _NO_DTYPE = frozenset({Ops.STORE, Ops.SINK, Ops.ENDRANGE, Ops.ENDIF, Ops.IF, Ops.BARRIER})
 
 
-def _check_node(u: UOp):
-  counts = _SRC_COUNT.get(u.op)
-  if counts is not None and len(u.src) not in counts:
-    _fail(u, f"{u.op.name} takes {' or '.join(map(str, counts))} sources, not {len(u.src)}")
-  if u.op not in _NO_DTYPE and not isinstance(u.dtype, DType):
-    _fail(u, f"{u.op.name} has no dtype (got {u.dtype!r}); every value node needs one")
-  if u.op in GroupOp.ALU:
-    _check_alu(u)
-  elif u.op in (Ops.LOAD, Ops.STORE):
-    _check_memory(u)
-  elif u.op is Ops.SUBGROUP_REDUCE:
-    _check_subgroup(u)
-  elif u.op is Ops.ATOMIC_ADD:
-    _check_atomic(u)
-  elif u.op is Ops.SPECIAL and (not isinstance(u.arg, tuple) or len(u.arg) != 3 or
-                                not 0 <= u.arg[1] < _SPECIAL_KINDS.get(u.arg[0], 0)):
+def _check_int32(u: UOp):
+  if u.dtype != dtypes.int32:
+    _fail(u, f"{u.op.name} must be int32, got {u.dtype}")
+
+
+def _check_special(u: UOp):
+  if not isinstance(u.arg, tuple) or len(u.arg) != 3 or \
+     not 0 <= u.arg[1] < _SPECIAL_KINDS.get(u.arg[0], 0):
     _fail(u, f"SPECIAL arg must be (kind, dim, extent) with kind gid/lid (dim 0..2) or "
              f"sglane (dim 0), got {u.arg!r}")
-  if u.op in (Ops.RANGE, Ops.SPECIAL, Ops.VAR) and u.dtype != dtypes.int32:
-    _fail(u, f"{u.op.name} must be int32, got {u.dtype}")
-  elif u.op is Ops.RANGE and u.src[0].dtype != dtypes.int32:
+  _check_int32(u)
+
+
+def _check_range(u: UOp):
+  _check_int32(u)
+  if u.src[0].dtype != dtypes.int32:
     _fail(u, f"RANGE end must be int32, got {u.src[0].dtype}")
-  elif u.op is Ops.ASSIGN and (u.src[0].op is not Ops.DEFINE_ACC or u.src[1].dtype != u.src[0].dtype):
+
+
+def _check_assign(u: UOp):
+  if u.src[0].op is not Ops.DEFINE_ACC or u.src[1].dtype != u.src[0].dtype:
     _fail(u, "ASSIGN writes a value of the accumulator's dtype into a DEFINE_ACC")
-  elif u.op is Ops.ENDRANGE and (not u.src or u.src[0].op is not Ops.RANGE):
+
+
+def _check_endrange(u: UOp):
+  if not u.src or u.src[0].op is not Ops.RANGE:
     _fail(u, "ENDRANGE must name the RANGE it closes as its first source")
-  elif u.op is Ops.VECTORIZE and (u.dtype.count != len(u.src) or
-                                  any(s.dtype != u.dtype.scalar for s in u.src)):
+
+
+def _check_vectorize(u: UOp):
+  if u.dtype.count != len(u.src) or any(s.dtype != u.dtype.scalar for s in u.src):
     _fail(u, f"VECTORIZE to {u.dtype} needs {u.dtype.count} sources of {u.dtype.scalar}")
-  elif u.op is Ops.GEP and not 0 <= u.arg < u.src[0].dtype.count:
+
+
+def _check_gep(u: UOp):
+  if not 0 <= u.arg < u.src[0].dtype.count:
     _fail(u, f"GEP lane {u.arg} of a {u.src[0].dtype}")
-  elif u.op is Ops.BITCAST and u.dtype.nbytes != u.src[0].dtype.nbytes:
+
+
+def _check_bitcast(u: UOp):
+  if u.dtype.nbytes != u.src[0].dtype.nbytes:
     _fail(u, f"BITCAST needs equal widths: {u.src[0].dtype} to {u.dtype}")
-  elif u.op is Ops.CONST and not isinstance(u.arg, (bool, int, float)):
+
+
+def _check_const(u: UOp):
+  if not isinstance(u.arg, (bool, int, float)):
     _fail(u, f"CONST holds {type(u.arg).__name__}, not a number")
+
+
+# the checks of each op beyond source counts and dtypes (ALU ops: _check_alu)
+_CHECKS = {Ops.LOAD: _check_memory, Ops.STORE: _check_memory,
+           Ops.SUBGROUP_REDUCE: _check_subgroup, Ops.ATOMIC_ADD: _check_atomic, Ops.SPECIAL: _check_special, Ops.RANGE: _check_range,
+           Ops.VAR: _check_int32, Ops.ASSIGN: _check_assign, Ops.ENDRANGE: _check_endrange,
+           Ops.VECTORIZE: _check_vectorize, Ops.GEP: _check_gep, Ops.BITCAST: _check_bitcast,
+           Ops.CONST: _check_const}
+_ALU = GroupOp.ALU
+
+
+def _check_node(u: UOp):
+  op = u.op
+  counts = _SRC_COUNT.get(op)
+  if counts is not None and len(u.src) not in counts:
+    _fail(u, f"{op.name} takes {' or '.join(map(str, counts))} sources, not {len(u.src)}")
+  if op not in _NO_DTYPE and not isinstance(u.dtype, DType):
+    _fail(u, f"{op.name} has no dtype (got {u.dtype!r}); every value node needs one")
+  if op in _ALU:
+    _check_alu(u)
+    return
+  check = _CHECKS.get(op)
+  if check is not None:
+    check(u)
 
 
 # A node's validity depends only on itself and its (immutable) sources, so an interned node
