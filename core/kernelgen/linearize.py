@@ -113,8 +113,10 @@ def _nesting(order: list[UOp], scope: dict, key: dict) -> dict[UOp, tuple]:
   """The loops each loop sits in, outermost first, closed so that loops form a tree."""
   outer: dict[UOp, set] = {r: set() for r in key}
   for u in order:
-    for r in scope[u]:
-      outer[r].update(x for x in scope[u] if key[x] < key[r])
+    loops = scope[u]
+    if len(loops) > 1:           # (a node in one loop adds nothing)
+      for r in loops:
+        outer[r].update(x for x in loops if key[x] < key[r])
     if u.op is Ops.ENDRANGE:       # a loop closed inside others sits in them
       outer[u.src[0]].update(scope[u])
   ranked = sorted(key, key=key.get)

@@ -284,7 +284,7 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
   # the default budget needs the graph's size: counted only if 10,000 rewrites run out
   budget = max_rewrites if max_rewrites is not None else 10_000
   sized = max_rewrites is not None
-  rewrite = pm.rewrite
+  by_key, rules_for = pm._by_key, pm._rules_for
   # depth first, sources in order: (node, iterator over its sources, the node it was rewritten
   # into, whose own rewriting is under way, or None)
   stack: list = [(root, iter(root.src), None)]
@@ -311,7 +311,16 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
         rebuilt = node if new_src == src else UOp(node.op, node.dtype, new_src, node.arg)
       else:
         rebuilt = node
-      out = rewrite(rebuilt, ctx)
+      rules = by_key.get((rebuilt.op, rebuilt.dtype))    # pm.rewrite, inlined
+      if rules is None:
+        rules = rules_for(rebuilt.op, rebuilt.dtype)
+      out = None
+      for rule in rules:
+        out = rule(rebuilt, ctx)
+        if out is not None and out is not rebuilt:
+          break
+      else:
+        out = None
       if out is None:
         pop()
         done[node] = rebuilt
