@@ -177,18 +177,20 @@ def _build_blocks(order: list[UOp], paths: dict) -> _Block:
   return root
 
 
-def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> None:
+def _emit(block: _Block, position: dict, out: list) -> None:
   """Append the block's items in topological order (ties: depth-first graph order)."""
   items = block.nodes + list(block.children)
   members = {r: _members(b) for r, b in block.children.items()}
+  # the item of this block each node inside a child loop belongs to: that loop's RANGE (the
+  # loops form a tree, so a node in the child's subtree has it at this depth of its path)
+  item_of = {m: r for r, ms in members.items() for m in ms}
   deps: dict[UOp, set] = {}
   users: dict[UOp, list] = {it: [] for it in items}
   for it in items:
     found = set()
     for m in members.get(it, (it,)):
       for s in m.src:
-        path = paths[s]  # s's item: an item of this block, or a node outside it (already placed)
-        d = path[depth] if len(path) > depth else s
+        d = item_of.get(s, s)  # s's item: an item of this block, or a node outside it (placed)
         if d is not it and d in users:
           found.add(d)
     deps[it] = found
@@ -203,7 +205,7 @@ def _emit(block: _Block, depth: int, paths: dict, position: dict, out: list) -> 
     if it in block.children:
       child = block.children[it]
       out.append(it)
-      _emit(child, depth + 1, paths, position, out)
+      _emit(child, position, out)
       out.extend(child.end or [UOp(Ops.ENDRANGE, None, (it,))])
     else:
       out.append(it)
@@ -289,7 +291,7 @@ def linearize(sink: UOp) -> list[UOp]:
   body = [u for u in order if u.op not in _DEFINITIONS]
   root = _build_blocks(body, paths)
   out: list[UOp] = list(definitions)
-  _emit(root, 0, paths, position, out)
+  _emit(root, position, out)
   return _ungate(out)
 
 
