@@ -66,7 +66,7 @@ def _vector_loads(bodies: list, n: int) -> list:
     if linear is not None:
       terms, const = linear
       groups.setdefault((u.src[0], u.dtype, frozenset(terms.items())), {})[const] = u
-  mapping = {}
+  mapping, runs = {}, []
   for (buf, dtype, _), loads in groups.items():
     for c in sorted(loads):
       run = []
@@ -76,9 +76,15 @@ def _vector_loads(bodies: list, n: int) -> list:
           break
         run.append(v)
       else:
-        wide = UOp(Ops.LOAD, dtype.vec(n), (buf, run[0].src[1]))
-        for k, v in enumerate(run):
-          mapping[v] = UOp(Ops.GEP, dtype, (wide,), k)
+        runs.append(run)
+        mapping.update((v, None) for v in run)
+  if runs:   # each run's index simplified now (memoized: simplify skips it later, so the users
+    # of the vector loads are built once, on their final index)
+    index = simplify(UOp(Ops.SINK, None, tuple(run[0].src[1] for run in runs))).src
+    for run, i in zip(runs, index):
+      wide = UOp(Ops.LOAD, run[0].dtype.vec(n), (run[0].src[0], i))
+      for k, v in enumerate(run):
+        mapping[v] = UOp(Ops.GEP, v.dtype, (wide,), k)
   if not mapping:
     return bodies
   new = _substitute(order, mapping)
