@@ -80,3 +80,24 @@ def test_bfloat16_rounds_to_nearest_even_once():
   assert truncate(1 + 3 * 2 ** -8, dtypes.bfloat16) == 1 + 2 ** -6     # tie -> even (up)
   assert truncate(1 + 2 ** -8 + 2 ** -40, dtypes.bfloat16) == 1 + 2 ** -7
   assert math.isnan(truncate(math.nan, dtypes.bfloat16))
+
+
+def test_dtypes_are_interned():
+  # equal dtypes are one object (hash and == are identity), however they are built
+  import copy
+  import pickle
+  from dataclasses import replace
+
+  from kernelgen.dtype import DType, PtrDType
+  v4 = dtypes.float32.vec(4)
+  assert v4 is DType("float32", 4, "f", "f", 4) is DType(name="float32", itemsize=4, kind="f",
+                                                          fmt="f", count=4)
+  assert pickle.loads(pickle.dumps(v4)) is v4 and copy.deepcopy(v4) is v4
+  assert replace(v4, count=1) is dtypes.float32 and DType("int8", 1, "i", "b") is dtypes.int8
+  p = dtypes.int8.ptr(16, local=True)
+  assert p is dtypes.int8.ptr(16, local=True) and pickle.loads(pickle.dumps(p)) is p
+  assert p != dtypes.int8.ptr(16) and p != dtypes.int8.ptr(8, local=True) and p != dtypes.int8
+  assert isinstance(p, PtrDType) and p.base is dtypes.int8
+  assert {v4: 1}[dtypes.float32.vec(4)] == 1 and v4 != dtypes.float32.vec(2)
+  assert v4.scalar is dtypes.float32 and p.scalar is dtypes.int8
+  assert (v4.bits, v4.nbytes, dtypes.float16.bits, p.nbytes) == (32, 16, 16, 1)

@@ -183,6 +183,22 @@ def test_simplify_reaches_a_fixed_point():
   assert simplify(once) is once
 
 
+def test_simplify_memo_gives_what_a_fresh_rewrite_gives():
+  # simplify records each node's result on the node (UOp._simple); a later graph that reuses a
+  # simplified subgraph must come out exactly as a rewrite that remembers nothing
+  from kernelgen.pattern import graph_rewrite
+  from kernelgen.rules.symbolic import symbolic
+  gid, lid, n = special("gid", 100), special("lid", 64), var("n", 0, 99)
+  part = (gid * 64 + lid) // 16 % 4 * 16 + n % 16
+  whole = (part + 1) * 4 + (gid * 64 + lid) % 16 + part // 8
+  fresh = graph_rewrite(whole, symbolic)     # no memo: nothing recorded
+  assert whole._simple is None and part._simple is None
+  simple_part = simplify(part)
+  assert part._simple is not None and simplify(part) is simple_part
+  assert simplify(whole) is fresh
+  assert simplify(fresh) is fresh
+
+
 # ---- random float expressions: bit-exact, NaN-aware ---------------------------------------------
 
 FLOAT_CONSTS = st.sampled_from([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, math.inf, -math.inf, math.nan,

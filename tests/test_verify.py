@@ -54,3 +54,15 @@ def test_linear_order_and_nesting():
   with pytest.raises(VerifyError, match="RANGE is never closed"):
     verify_linear([r.src[0], r])
   verify_linear([r.src[0], r, UOp(Ops.ENDRANGE, None, (r,))])
+
+
+def test_compile_kernel_verifies_what_it_renders():
+  # the kernel passes verify once, after the last rewrite; a malformed node is still named
+  from kernelgen.compiler import compile_kernel
+  out = UOp(Ops.PARAM, F32.ptr(4), (), 0)
+  bad = UOp(Ops.ADD, F32, (i, UOp.const(F32, 1.0)))        # int32 + float32
+  with pytest.raises(VerifyError, match="ADD mixes operand dtypes"):
+    compile_kernel(UOp(Ops.SINK, None, (out.store(i, bad),)), "k", "python")
+  odd = UOp(Ops.ADD, I32, (UOp(Ops.CONST, I32, (), "2"), UOp.const(I32, 1)))   # a text constant
+  with pytest.raises(VerifyError, match="CONST holds str"):
+    compile_kernel(UOp(Ops.SINK, None, (out.store(i, odd.cast(F32)),)), "k", "wgsl")
