@@ -2,12 +2,15 @@
 
 A workgroup of TR x TC threads (lid1 x lid0) computes a block of BR x BC outputs of the two
 tiled axes (BR = TR*R, BC = TC*C: each thread an R x C register tile, `Opts.tile`, its rows
-lid1 + TR*i and columns lid0 + TC*j); gid0 counts the column blocks, gid1 the row blocks times
-the other output axes. The reduction runs in steps of BK elements. Per step the workgroup
-cooperatively computes its operands into workgroup memory: the "A" values (the largest parts of
-the reduction's source, through elementwise ops, that do not depend on the column axis) for
-BR x BK, the "B" values (not depending on the row axis) for BK x BC; BARRIER; each thread
-accumulates its tile from workgroup memory; BARRIER; next step. Fused elementwise ops, casts,
+lid1 + TR*i and its columns in vectors of V (4, 2 or 1 dividing C): lid0*V + TC*V*g + v for
+vector g, lane v; a warp's vector loads and stores cover consecutive memory); gid0 counts the
+column blocks, gid1 the row blocks times the other output axes. The reduction runs in steps of
+BK elements. Per step the workgroup cooperatively computes its operands into workgroup memory:
+the "A" values (the largest parts of the reduction's source, through elementwise ops, that do
+not depend on the column axis) for BR x BK, the "B" values (not depending on the row axis) for
+BK x BC; BARRIER; each thread accumulates its tile from workgroup memory in a loop over the
+step's elements (vector accumulators, a V-lane load of B and one A value per row and element);
+BARRIER; next step. Fused elementwise ops, casts,
 masks (conv padding) and broadcasts below an operand are applied while loading, so each is
 computed once per block. Rows and columns past the edge load at clamped indices and gate their
 stores; the last step's elements past the reduction are gated out. The step loop has a uniform
@@ -30,6 +33,9 @@ from .view import contiguous_strides, prod
 
 # nodes computed per element, in the index space of their sources
 _ELEMENTWISE = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)
+# reduced elements per trip of the loop over a step's elements in workgroup memory (a step of
+# any other size is unrolled whole)
+STAGE_UNROLL = 1
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,32 @@ def plan(item: ScheduleItem, axes: tuple) -> Plan | None:
   return Plan(reduce, raxes, tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b)))
 
 
+def _lanes(src: LazyOp, cols: int, staged: dict) -> int:
+  """How many of the register tile's columns share one vector: the widest of at most 4 that
+  divides `cols`, where the reduction's source (up to the staged operands) is plain arithmetic
+  on numbers (1 where it is not: bool values, bitcasts)."""
+  stack, seen = [src], set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen:
+      continue
+    seen.add(id(node))
+    if node.dtype == dtypes.bool or node.op is L.BITCAST:
+      return 1
+    if id(node) not in staged and node.op is not L.CONST:
+      stack.extend(node.src)
+  return max(w for w in (1, 2, 4) if cols % w == 0)
+
+
+def _vector(values: list) -> UOp:
+  return values[0] if len(values) == 1 else \
+    UOp(Ops.VECTORIZE, values[0].dtype.vec(len(values)), tuple(values))
+
+
+def _splat(u: UOp, width: int) -> UOp:
+  return u if width == 1 or u.dtype.count == width else _vector([u] * width)
+
+
 def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   """The stores of a kernel tiled through workgroup memory (see the module docstring)."""
   item, out = lw.item, lw.item.out   # lowered again here, the reduction read from the tiles
@@ -185,34 +217,58 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   barrier = UOp(Ops.BARRIER, None, tuple(stores))
   ready = {k: UOp(Ops.AFTER, v.dtype, (v, barrier)) for k, v in locals_.items()}
 
-  # compute phase: each thread accumulates its register tile from workgroup memory
-  memo: dict = {}
+  # compute phase: each thread accumulates its register tile from workgroup memory, in a loop
+  # over the step's elements (STAGE_UNROLL of them per trip; ptxas/Tint unroll short loops).
+  # The tile's columns go in vectors of `lanes` (their values are VECTORIZEd, the ALU ops and
+  # accumulators are vectors; the PTX renderer writes them lane by lane): the same arithmetic
+  # in a quarter of the nodes. Values that do not depend on the column stay scalar.
   a_ids = {id(n) for n in p.a}
+  unroll = STAGE_UNROLL if step % STAGE_UNROLL == 0 else step
+  inner = lw._range(step // unroll) if step > unroll else None
+  lanes = _lanes(src, cols, ready) if steps * step == total else 1
+  memo: dict = {}
 
-  def compute(node: LazyOp, i: int, j: int, kk: int) -> UOp:
+  def at(kk: int) -> UOp:     # the step's element kk of this trip
+    if inner is None:
+      return _c(kk)
+    return inner * _c(unroll) + _c(kk) if unroll > 1 else inner
+
+  def staged_load(node: LazyOp, i: int, g: int, kk: int) -> UOp:
+    """Operand A at row i, or B at columns g*lanes.. (one vector), of step element kk."""
+    if id(node) in a_ids:
+      index = (lid1 + _c(trows * i)) * _c(step) + at(kk) if trows > 1 else _c(i * step) + at(kk)
+      return ready[id(node)].load(index)
+    # the thread's columns: lid0*lanes + tcols*lanes*g + lane
+    index = at(kk) * _c(bcols) + _c(tcols * lanes * g)
+    if tcols > 1:
+      index = index + (lid0 * _c(lanes) if lanes > 1 else lid0)
+    return ready[id(node)].load(index, dtype=node.dtype.vec(lanes) if lanes > 1 else None)
+
+  def compute(node: LazyOp, i: int, g: int, kk: int) -> UOp:
+    """The value of `node` at row i, columns g*lanes.. (a vector, or a scalar when it does not
+    depend on the column), step element kk."""
     staged = id(node) in ready
     key = (id(node), 0 if staged and id(node) not in a_ids else i,
-           0 if staged and id(node) in a_ids else j, kk)
+           0 if staged and id(node) in a_ids else g, kk)
     if key in memo:
       return memo[key]
     if staged:
-      if id(node) in a_ids:
-        index = (lid1 + _c(trows * i)) * _c(step) + _c(kk) if trows > 1 else _c(i * step + kk)
-      else:
-        index = lid0 + _c(kk * bcols + tcols * j) if tcols > 1 else _c(kk * bcols + j)
-      got = ready[id(node)].load(index)
+      got = staged_load(node, i, g, kk)
     elif node.op is L.CONST:
       got = UOp.const(node.dtype, node.arg)
     else:
-      srcs = [compute(s, i, j, kk) for s in node.src]
+      srcs = [compute(s, i, g, kk) for s in node.src]
+      width = max(u.dtype.count for u in srcs)
+      dt = node.dtype.vec(width) if width > 1 else node.dtype
+      srcs = [_splat(u, width) for u in srcs]
       if node.op is L.CAST:
-        got = srcs[0].cast(node.dtype)
+        got = srcs[0].cast(dt)
       elif node.op is L.BITCAST:
-        got = srcs[0].bitcast(node.dtype)
+        got = srcs[0].bitcast(dt)
       elif node.op is L.CONTIGUOUS:
         got = srcs[0]
       else:
-        got = lw._alu(node, srcs)
+        got = lw._alu(node, srcs) if width == 1 else UOp(node.arg, dt, tuple(srcs))
     memo[key] = got
     return got
 
@@ -220,37 +276,70 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   dtype = src.dtype
   if dtype == dtypes.bool:
     op = _REDUCE_BOOL[op]
-  init = UOp.const(dtype, _identity(op, dtype))
+  vdtype = dtype.vec(lanes) if lanes > 1 else dtype
+  init = UOp.const(vdtype, _identity(op, dtype))
   accs, assigns = {}, []
-  for i, j in itertools.product(range(rows), range(cols)):
+  for i, g in itertools.product(range(rows), range(cols // lanes)):
     body = None
-    for kk in range(step):
-      v = compute(src, i, j, kk)
-      if steps * step > total:
-        k = k0 * _c(step) + _c(kk) if steps > 1 else _c(kk)
+    for kk in range(unroll):
+      v = _splat(compute(src, i, g, kk), lanes)
+      if steps * step > total:       # (lanes == 1)
+        k = k0 * _c(step) + at(kk) if steps > 1 else at(kk)
         v = k.lt(_c(total)).where(v, init)
-      body = v if body is None else UOp(op, dtype, (body, v))
-    acc = UOp(Ops.DEFINE_ACC, dtype, (init,), lw._id())
-    accs[(i, j)] = acc
-    assigns.append(UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, body)))))
+      body = v if body is None else UOp(op, vdtype, (body, v))
+    acc = UOp(Ops.DEFINE_ACC, vdtype, (init,), lw._id())
+    accs[(i, g)] = acc
+    assigns.append(UOp(Ops.ASSIGN, vdtype, (acc, UOp(op, vdtype, (acc, body)))))
+  done = [UOp(Ops.ENDRANGE, None, (inner, *assigns))] if inner is not None else assigns
   if steps > 1:
-    end = UOp(Ops.ENDRANGE, None, (k0, *assigns, UOp(Ops.BARRIER, None, tuple(assigns))))
-    results = {ij: UOp(Ops.AFTER, dtype, (acc, end)) for ij, acc in accs.items()}
+    end = UOp(Ops.ENDRANGE, None, (k0, *done, UOp(Ops.BARRIER, None, tuple(done))))
+    after = {ig: UOp(Ops.AFTER, vdtype, (acc, end)) for ig, acc in accs.items()}
+  elif inner is not None:
+    after = {ig: UOp(Ops.AFTER, vdtype, (acc, done[0])) for ig, acc in accs.items()}
   else:
-    results = {ij: UOp(Ops.AFTER, dtype, (acc, a)) for (ij, acc), a in zip(accs.items(), assigns)}
+    after = {ig: UOp(Ops.AFTER, vdtype, (acc, a)) for (ig, acc), a in zip(accs.items(), assigns)}
+  results = {(i, j): after[(i, j // lanes)].gep(j % lanes)
+             for i, j in itertools.product(range(rows), range(cols))}
 
-  # the output: elementwise ops after the reduction at each point, stores gated at the edges
+  # the output: elementwise ops after the reduction at each point, stores gated at the edges;
+  # a vector's columns are consecutive, one vector store where the output's are too
   strides = contiguous_strides(out.shape)
+  first = lid0 * _c(lanes) if lanes > 1 else lid0
+  idxs = list(base)
+  idxs[ar], idxs[ac] = row0 + lid1, col0 + first
+  flat0 = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
+  wide = lanes > 1 and strides[ac] == 1 and nc % bcols == 0
   out_stores = []
-  for i, j in itertools.product(range(rows), range(cols)):
-    idxs, at, gate = list(base), list(base), None
-    for axis, n, block, index in ((ar, nr, brows, row0 + lid1 + _c(trows * i)),
-                                  (ac, nc, bcols, col0 + lid0 + _c(tcols * j))):
-      idxs[axis] = index
-      at[axis] = clamp(index, n, block)
-      if n % block:
-        gate = _and(gate, index.lt(_c(n)))
-    lw.result = results[(i, j)]
-    flat = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
-    out_stores.append(lw.params[0].store(flat, lw.value(out, tuple(at), None), gate))
+  for i, g in itertools.product(range(rows), range(cols // lanes)):
+    values, gate = [], None
+    for lane in range(lanes):
+      j = g * lanes + lane
+      idxs, at_ = list(base), list(base)
+      for axis, n, block, index in ((ar, nr, brows, row0 + lid1 + _c(trows * i)),
+                                    (ac, nc, bcols, col0 + first + _c(tcols * lanes * g + lane))):
+        idxs[axis] = index
+        at_[axis] = clamp(index, n, block)
+      gate = None
+      for axis, n, block in ((ar, nr, brows), (ac, nc, bcols)):
+        if n % block:
+          gate = _and(gate, idxs[axis].lt(_c(n)))
+      lw.result = results[(i, j)]
+      offset = trows * i * strides[ar] + (tcols * lanes * g + lane) * strides[ac]
+      flat = flat0 + _c(offset) if offset else flat0
+      values.append(lw.value(out, tuple(at_), None))
+      if not wide:
+        out_stores.append(lw.params[0].store(flat, values[-1], gate))
+    if wide:
+      offset = trows * i * strides[ar] + tcols * lanes * g
+      out_stores.append(lw.params[0].store(flat0 + _c(offset) if offset else flat0,
+                                           _gathered(values), gate))
   return out_stores
+
+
+def _gathered(values: list) -> UOp:
+  """The lanes `values` as one vector: their vector itself where they are its GEPs in order."""
+  src = values[0].src[0] if values[0].op is Ops.GEP else None
+  if src is not None and src.dtype.count == len(values) and \
+     all(v.op is Ops.GEP and v.src[0] is src and v.arg == k for k, v in enumerate(values)):
+    return src
+  return _vector(values)
