@@ -473,8 +473,12 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """Each thread computes an R x C block of outputs over the last two output axes; the block's
   reductions share their loops, so each step loads R + C values. Where R or C does not divide
   the axis, the last block computes at clamped indices and gates its stores."""
+  from .wgtile import tiled_stores
   out = lw.item.out
   (rows, cols), (ar, ac) = opts.tile, opts.tile_axes or tile_axes(out.shape)
+  stores = tiled_stores(lw, opts, (ar, ac))     # from the operands, the columns as vectors
+  if stores is not None:
+    return stores
   grid = list(out.shape)
   grid[ar], grid[ac] = math.ceil(grid[ar] / rows), math.ceil(grid[ac] / cols)
   threads = prod(grid)

@@ -27,6 +27,7 @@ from .dtype import dtypes
 from .errors import UnsupportedError
 from .lazy import L, LazyOp
 from .lower import I32, Lowerer, _and, _c, _identity, _lin, _REDUCE_BOOL, unravel
+from .rules.symbolic import _linear
 from .ops import Ops, UOp, toposort
 from .schedule import ScheduleItem
 from .view import contiguous_strides, prod
@@ -121,7 +122,7 @@ def plan(item: ScheduleItem, axes: tuple) -> Plan | None:
   return Plan(reduce, raxes, tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b)))
 
 
-def _lanes(src: LazyOp, cols: int, staged: dict) -> int:
+def _lanes(src: LazyOp, cols: int, staged: set) -> int:
   """How many of the register tile's columns share one vector: the widest of at most 4 that
   divides `cols`, where the reduction's source (up to the staged operands) is plain arithmetic
   on numbers (1 where it is not: bool values, bitcasts)."""
@@ -218,22 +219,18 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   ready = {k: UOp(Ops.AFTER, v.dtype, (v, barrier)) for k, v in locals_.items()}
 
   # compute phase: each thread accumulates its register tile from workgroup memory, in a loop
-  # over the step's elements (STAGE_UNROLL of them per trip; ptxas/Tint unroll short loops).
-  # The tile's columns go in vectors of `lanes` (their values are VECTORIZEd, the ALU ops and
-  # accumulators are vectors; the PTX renderer writes them lane by lane): the same arithmetic
-  # in a quarter of the nodes. Values that do not depend on the column stay scalar.
+  # over the step's elements (STAGE_UNROLL of them per trip; ptxas/Tint unroll short loops)
   a_ids = {id(n) for n in p.a}
   unroll = STAGE_UNROLL if step % STAGE_UNROLL == 0 else step
   inner = lw._range(step // unroll) if step > unroll else None
-  lanes = _lanes(src, cols, ready) if steps * step == total else 1
-  memo: dict = {}
+  lanes = _lanes(src, cols, set(ready)) if steps * step == total else 1
 
   def at(kk: int) -> UOp:     # the step's element kk of this trip
     if inner is None:
       return _c(kk)
     return inner * _c(unroll) + _c(kk) if unroll > 1 else inner
 
-  def staged_load(node: LazyOp, i: int, g: int, kk: int) -> UOp:
+  def operand(node: LazyOp, i: int, g: int, kk: int) -> UOp:
     """Operand A at row i, or B at columns g*lanes.. (one vector), of step element kk."""
     if id(node) in a_ids:
       index = (lid1 + _c(trows * i)) * _c(step) + at(kk) if trows > 1 else _c(i * step) + at(kk)
@@ -244,16 +241,40 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
       index = index + (lid0 * _c(lanes) if lanes > 1 else lid0)
     return ready[id(node)].load(index, dtype=node.dtype.vec(lanes) if lanes > 1 else None)
 
+  valid = None
+  if steps * step > total:
+    valid = [(k0 * _c(step) + at(kk) if steps > 1 else at(kk)).lt(_c(total))
+             for kk in range(unroll)]
+  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, unroll, valid)
+  done = [UOp(Ops.ENDRANGE, None, (inner, *assigns))] if inner is not None else assigns
+  if steps > 1:
+    ends = [UOp(Ops.ENDRANGE, None, (k0, *done, UOp(Ops.BARRIER, None, tuple(done))))] * len(accs)
+  elif inner is not None:
+    ends = done * len(accs)
+  else:
+    ends = assigns
+  first = lid0 * _c(lanes) if lanes > 1 else lid0
+  return _tile_stores(lw, opts.tile, opts.tile_axes, base, (row0 + lid1, col0 + first),
+                      (trows, tcols * lanes), (brows, bcols), lanes, accs, ends, None)
+
+
+def _accumulators(lw: Lowerer, p: Plan, tile: tuple, lanes: int, operand, unroll: int,
+                  valid: list | None) -> tuple[list, list]:
+  """(DEFINE_ACCs, ASSIGNs) of the register tile, row by row, a vector of `lanes` columns
+  each: acc op= the reduction's source at elements 0..unroll-1 of this trip, computed from
+  `operand(node, i, g, kk)` (A's value at row i: a scalar; B's at the columns of vector g: a
+  vector) through the elementwise ops above them; valid[kk] gates element kk (lanes 1)."""
+  src, memo = p.reduce.src[0], {}
+  a_ids, b_ids = {id(n) for n in p.a}, {id(n) for n in p.b}
+
   def compute(node: LazyOp, i: int, g: int, kk: int) -> UOp:
     """The value of `node` at row i, columns g*lanes.. (a vector, or a scalar when it does not
-    depend on the column), step element kk."""
-    staged = id(node) in ready
-    key = (id(node), 0 if staged and id(node) not in a_ids else i,
-           0 if staged and id(node) in a_ids else g, kk)
+    depend on the column), element kk."""
+    key = (id(node), 0 if id(node) in b_ids else i, 0 if id(node) in a_ids else g, kk)
     if key in memo:
       return memo[key]
-    if staged:
-      got = staged_load(node, i, g, kk)
+    if id(node) in a_ids or id(node) in b_ids:
+      got = operand(node, i, g, kk)
     elif node.op is L.CONST:
       got = UOp.const(node.dtype, node.arg)
     else:
@@ -272,68 +293,70 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
     memo[key] = got
     return got
 
-  op = p.reduce.arg[0]
-  dtype = src.dtype
+  op, dtype = p.reduce.arg[0], src.dtype
   if dtype == dtypes.bool:
     op = _REDUCE_BOOL[op]
   vdtype = dtype.vec(lanes) if lanes > 1 else dtype
   init = UOp.const(vdtype, _identity(op, dtype))
-  accs, assigns = {}, []
-  for i, g in itertools.product(range(rows), range(cols // lanes)):
+  accs, assigns = [], []
+  for i, g in itertools.product(range(tile[0]), range(tile[1] // lanes)):
     body = None
     for kk in range(unroll):
       v = _splat(compute(src, i, g, kk), lanes)
-      if steps * step > total:       # (lanes == 1)
-        k = k0 * _c(step) + at(kk) if steps > 1 else at(kk)
-        v = k.lt(_c(total)).where(v, init)
+      if valid is not None and valid[kk] is not None:
+        v = valid[kk].where(v, init)
       body = v if body is None else UOp(op, vdtype, (body, v))
     acc = UOp(Ops.DEFINE_ACC, vdtype, (init,), lw._id())
-    accs[(i, g)] = acc
+    accs.append(acc)
     assigns.append(UOp(Ops.ASSIGN, vdtype, (acc, UOp(op, vdtype, (acc, body)))))
-  done = [UOp(Ops.ENDRANGE, None, (inner, *assigns))] if inner is not None else assigns
-  if steps > 1:
-    end = UOp(Ops.ENDRANGE, None, (k0, *done, UOp(Ops.BARRIER, None, tuple(done))))
-    after = {ig: UOp(Ops.AFTER, vdtype, (acc, end)) for ig, acc in accs.items()}
-  elif inner is not None:
-    after = {ig: UOp(Ops.AFTER, vdtype, (acc, done[0])) for ig, acc in accs.items()}
-  else:
-    after = {ig: UOp(Ops.AFTER, vdtype, (acc, a)) for (ig, acc), a in zip(accs.items(), assigns)}
-  results = {(i, j): after[(i, j // lanes)].gep(j % lanes)
-             for i, j in itertools.product(range(rows), range(cols))}
+  return accs, assigns
 
-  # the output: elementwise ops after the reduction at each point, stores gated at the edges;
-  # a vector's columns are consecutive, one vector store where the output's are too
+
+def _tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple, steps: tuple,
+                 blocks: tuple, lanes: int, accs: list, ends: list, gate: UOp | None) -> list:
+  """The stores of the register tile: elementwise ops after the reduction at each point, at
+  clamped indices, stores gated at the edges (and by `gate`). Output (i, lane v of vector g)
+  sits at row first[0] + steps[0]*i and column first[1] + steps[1]*g + v (blocks: the rows and
+  columns that one block of threads covers, so n % block says whether edges need gates). A
+  vector's columns are consecutive: one vector store where the output's are too."""
+  out = lw.item.out
+  (rows, cols), (ar, ac) = tile, axes
+  nr, nc = out.shape[ar], out.shape[ac]
   strides = contiguous_strides(out.shape)
-  first = lid0 * _c(lanes) if lanes > 1 else lid0
   idxs = list(base)
-  idxs[ar], idxs[ac] = row0 + lid1, col0 + first
+  idxs[ar], idxs[ac] = first
   flat0 = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
-  wide = lanes > 1 and strides[ac] == 1 and nc % bcols == 0
-  out_stores = []
-  for i, g in itertools.product(range(rows), range(cols // lanes)):
-    values, gate = [], None
+  wide = lanes > 1 and strides[ac] == 1 and nc % blocks[1] == 0
+  stores, plain = [], None
+  for (i, g), acc, end in zip(itertools.product(range(rows), range(cols // lanes)), accs, ends):
+    result = UOp(Ops.AFTER, acc.dtype, (acc, end))
+    values, store_gate = [], gate
     for lane in range(lanes):
-      j = g * lanes + lane
-      idxs, at_ = list(base), list(base)
-      for axis, n, block, index in ((ar, nr, brows, row0 + lid1 + _c(trows * i)),
-                                    (ac, nc, bcols, col0 + first + _c(tcols * lanes * g + lane))):
-        idxs[axis] = index
-        at_[axis] = clamp(index, n, block)
-      gate = None
-      for axis, n, block in ((ar, nr, brows), (ac, nc, bcols)):
+      at, store_gate = list(base), gate
+      for axis, n, block, index in ((ar, nr, blocks[0], _plus(first[0], steps[0] * i)),
+                                    (ac, nc, blocks[1], _plus(first[1], steps[1] * g + lane))):
+        at[axis] = index
         if n % block:
-          gate = _and(gate, idxs[axis].lt(_c(n)))
-      lw.result = results[(i, j)]
-      offset = trows * i * strides[ar] + (tcols * lanes * g + lane) * strides[ac]
-      flat = flat0 + _c(offset) if offset else flat0
-      values.append(lw.value(out, tuple(at_), None))
+          inside = index.lt(_c(n))
+          at[axis] = inside.where(index, _c(n - 1))
+          store_gate = _and(store_gate, inside)
+      lw.result = result.gep(lane)
+      if plain:        # the output is the reduction itself (through views without masks)
+        values.append(lw.result)
+        continue
+      values.append(lw.value(out, tuple(at), gate))
+      plain = values[-1] is lw.result
       if not wide:
-        out_stores.append(lw.params[0].store(flat, values[-1], gate))
+        flat = _plus(flat0, steps[0] * i * strides[ar] + (steps[1] * g + lane) * strides[ac])
+        stores.append(lw.params[0].store(flat, values[-1], store_gate))
     if wide:
-      offset = trows * i * strides[ar] + tcols * lanes * g
-      out_stores.append(lw.params[0].store(flat0 + _c(offset) if offset else flat0,
-                                           _gathered(values), gate))
-  return out_stores
+      flat = _plus(flat0, steps[0] * i * strides[ar] + steps[1] * g)
+      stores.append(lw.params[0].store(flat, _gathered(values), store_gate))
+  return stores
+
+
+def _plus(u: UOp, offset: int) -> UOp:
+  return u + _c(offset) if offset else u
 
 
 def _gathered(values: list) -> UOp:
@@ -343,3 +366,86 @@ def _gathered(values: list) -> UOp:
      all(v.op is Ops.GEP and v.src[0] is src and v.arg == k for k, v in enumerate(values)):
     return src
   return _vector(values)
+
+
+def _packed(values: list) -> UOp:
+  """Loads of consecutive elements of one buffer (ungated) as one vector load; else the values
+  as a VECTORIZE."""
+  first = values[0]
+  if len(values) > 1 and all(v.op is Ops.LOAD and len(v.src) == 2 and v.src[0] is first.src[0]
+                             for v in values) and first.src[0].op is Ops.PARAM and \
+     first.dtype.count == 1 and first.dtype != dtypes.bool and \
+     first.dtype.itemsize * len(values) <= 16:
+    lins = [_linear(v.src[1]) if v.src[1].op is not Ops.CONST else ({}, v.src[1].arg)
+            for v in values]
+    if all(x is not None and x[0] == lins[0][0] and x[1] == lins[0][1] + k
+           for k, x in enumerate(lins)):
+      return first.src[0].load(first.src[1], dtype=first.dtype.vec(len(values)))
+  return _vector(values)
+
+
+def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
+  """The stores of a kernel with register tiles (`Opts.tile`, not staged), computed from the
+  plan's operands with the tile's columns in vectors (see `_accumulators`); None where plan()
+  does not apply (lower.py then lowers each output of the tile on its own). Each thread's
+  R x C block: rows R*r + i, columns C*c + j of its place (r, c) in the grid of blocks; one loop
+  over all reduced elements, unrolled TILE_UNROLL times."""
+  from .lower import TILE_UNROLL
+  item, out = lw.item, lw.item.out
+  (rows, cols), (ar, ac) = opts.tile, axes
+  p = plan(item, (ar, ac))
+  if p is None:
+    return None
+  lw = _Lowerer(item, p.reduce)
+  rr, rc = p.axes
+  nr, nc = out.shape[ar], out.shape[ac]
+  grid = list(out.shape)
+  grid[ar], grid[ac] = math.ceil(nr / rows), math.ceil(nc / cols)
+  threads = prod(grid)
+  groups = max(1, math.ceil(threads / opts.local))
+  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
+  thread = gid * _c(opts.local) + lid if opts.local > 1 else gid
+  gate = thread.lt(_c(threads)) if groups * opts.local > threads else None
+  base = unravel([(thread, 1, threads)], 0, grid)
+  first = [base[ar] * _c(rows) if rows > 1 else base[ar],
+           base[ac] * _c(cols) if cols > 1 else base[ac]]
+  probe = list(base)
+  probe[ar], probe[ac] = first
+  lw.value(out, tuple(probe), gate)        # where the reduction is read: its other indices
+  src_base = list(lw.seen[-1])
+  lw.cache.clear()
+  src = p.reduce.src[0]
+  red_axes = p.reduce.arg[1]
+  red_shape = [src.shape[a] for a in red_axes]
+  total = prod(red_shape)
+  ranges, points = lw._loop(total, unroll=TILE_UNROLL if total % TILE_UNROLL == 0 else 1)
+  valid = [v for _, v in points]
+  lanes = _lanes(src, cols, {id(n) for n in p.a + p.b}) if valid.count(None) == len(valid) else 1
+  where = [unravel([(k, 1, total)], 0, red_shape) for k, _ in points]
+
+  def at(axis: int, k: int, n: int) -> UOp:
+    index = _plus(first[k], n)
+    if out.shape[axis] % (rows, cols)[k]:
+      index = index.lt(_c(out.shape[axis])).where(index, _c(out.shape[axis] - 1))
+    return index
+
+  def operand(node: LazyOp, i: int, g: int, kk: int) -> UOp:
+    idxs = list(src_base)
+    for a, u in zip(red_axes, where[kk]):
+      idxs[a] = u
+    idxs[rr], idxs[rc] = at(ar, 0, i), at(ac, 1, g * lanes)
+    load_gate = _and(gate, valid[kk])
+    if id(node) in a_ids:
+      return lw.value(node, tuple(idxs), load_gate)
+    values = []
+    for lane in range(lanes):
+      idxs[rc] = at(ac, 1, g * lanes + lane)
+      values.append(lw.value(node, tuple(idxs), load_gate))
+    return _packed(values)
+
+  a_ids = {id(n) for n in p.a}
+  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, len(points), valid)
+  ends = [UOp(Ops.ENDRANGE, None, (ranges[0], *assigns))] * len(accs) if ranges else assigns
+  return _tile_stores(lw, opts.tile, axes, base, tuple(first), (1, lanes), (rows, cols), lanes,
+                      accs, ends, gate)
