@@ -343,9 +343,9 @@ def _tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple
       lw.result = result.gep(lane)
       if plain:        # the output is the reduction itself (through views without masks)
         values.append(lw.result)
-        continue
-      values.append(lw.value(out, tuple(at), gate))
-      plain = values[-1] is lw.result
+      else:
+        values.append(lw.value(out, tuple(at), gate))
+        plain = values[-1] is lw.result
       if not wide:
         flat = _plus(flat0, steps[0] * i * strides[ar] + (steps[1] * g + lane) * strides[ac])
         stores.append(lw.params[0].store(flat, values[-1], store_gate))
