@@ -57,6 +57,7 @@ class Opts:
   group_unroll: int = 1  # grouped reductions: each lane's loop unrolled this many times
   group_vec: int = 1    # grouped reductions: consecutive elements a lane reads per step
   upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
+  fma: bool = False     # register tiles (matmul-like) accumulate float products with MULACC
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535

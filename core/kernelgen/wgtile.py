@@ -245,7 +245,7 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   if steps * step > total:
     valid = [(k0 * _c(step) + at(kk) if steps > 1 else at(kk)).lt(_c(total))
              for kk in range(unroll)]
-  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, unroll, valid)
+  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, unroll, valid, opts.fma)
   done = [UOp(Ops.ENDRANGE, None, (inner, *assigns))] if inner is not None else assigns
   if steps > 1:
     ends = [UOp(Ops.ENDRANGE, None, (k0, *done, UOp(Ops.BARRIER, None, tuple(done))))] * len(accs)
@@ -259,11 +259,12 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
 
 
 def _accumulators(lw: Lowerer, p: Plan, tile: tuple, lanes: int, operand, unroll: int,
-                  valid: list | None) -> tuple[list, list]:
+                  valid: list | None, fma: bool) -> tuple[list, list]:
   """(DEFINE_ACCs, ASSIGNs) of the register tile, row by row, a vector of `lanes` columns
   each: acc op= the reduction's source at elements 0..unroll-1 of this trip, computed from
   `operand(node, i, g, kk)` (A's value at row i: a scalar; B's at the columns of vector g: a
-  vector) through the elementwise ops above them; valid[kk] gates element kk (lanes 1)."""
+  vector) through the elementwise ops above them; valid[kk] gates element kk (lanes 1). With
+  `fma`, a sum of float products accumulates with MULACC."""
   src, memo = p.reduce.src[0], {}
   a_ids, b_ids = {id(n) for n in p.a}, {id(n) for n in p.b}
 
@@ -298,17 +299,26 @@ def _accumulators(lw: Lowerer, p: Plan, tile: tuple, lanes: int, operand, unroll
     op = _REDUCE_BOOL[op]
   vdtype = dtype.vec(lanes) if lanes > 1 else dtype
   init = UOp.const(vdtype, _identity(op, dtype))
+  fused = fma and op is Ops.ADD and src.op is L.ALU and src.arg is Ops.MUL and \
+    dtype.is_float() and (valid is None or valid.count(None) == len(valid))
   accs, assigns = [], []
   for i, g in itertools.product(range(tile[0]), range(tile[1] // lanes)):
-    body = None
-    for kk in range(unroll):
-      v = _splat(compute(src, i, g, kk), lanes)
-      if valid is not None and valid[kk] is not None:
-        v = valid[kk].where(v, init)
-      body = v if body is None else UOp(op, vdtype, (body, v))
     acc = UOp(Ops.DEFINE_ACC, vdtype, (init,), lw._id())
+    if fused:                # acc = a*b + acc per element, in order
+      total = acc
+      for kk in range(unroll):
+        a, b = (_splat(compute(s, i, g, kk), lanes) for s in src.src)
+        total = UOp(Ops.MULACC, vdtype, (a, b, total))
+    else:
+      body = None
+      for kk in range(unroll):
+        v = _splat(compute(src, i, g, kk), lanes)
+        if valid is not None and valid[kk] is not None:
+          v = valid[kk].where(v, init)
+        body = v if body is None else UOp(op, vdtype, (body, v))
+      total = UOp(op, vdtype, (acc, body))
     accs.append(acc)
-    assigns.append(UOp(Ops.ASSIGN, vdtype, (acc, UOp(op, vdtype, (acc, body)))))
+    assigns.append(UOp(Ops.ASSIGN, vdtype, (acc, total)))
   return accs, assigns
 
 
@@ -445,7 +455,8 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
     return _packed(values)
 
   a_ids = {id(n) for n in p.a}
-  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, len(points), valid)
+  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, len(points), valid,
+                                opts.fma)
   ends = [UOp(Ops.ENDRANGE, None, (ranges[0], *assigns))] * len(accs) if ranges else assigns
   return _tile_stores(lw, opts.tile, axes, base, tuple(first), (1, lanes), (rows, cols), lanes,
                       accs, ends, gate)
