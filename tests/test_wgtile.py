@@ -486,3 +486,18 @@ def test_tiles_are_vectors_of_columns_and_ptx_fuses_products():
     nodes = toposort([lower(item, opt.optimize(item, target))[0]])
     accs = [u for u in nodes if u.op is Ops.DEFINE_ACC]
     assert len(accs) == 16 and all(u.dtype.count == 4 for u in accs)
+
+
+def test_tile_epilogues_join_into_vector_ops():
+  """(a @ b + bias).relu() in 4 x 8 tiles: each row's 4-column vectors get the bias as one
+  vector load, the add and the max as vector ops, and one vector store."""
+  from kernelgen.lower import lower
+  from kernelgen.ops import toposort
+  t = (Tensor(_randn(24, 40)) @ Tensor(_randn(40, 32)) + Tensor(_randn(32))).relu()
+  item = _item(t)
+  nodes = toposort([lower(item, opt.optimize(item, "wgsl", {"tile": (4, 8)}))[0]])
+  stores = [u for u in nodes if u.op is Ops.STORE]
+  assert len(stores) == 4 * 8 // 4
+  assert all(u.src[2].op is Ops.MAX and u.src[2].dtype == dtypes.float32.vec(4) for u in stores)
+  bias = [u for u in nodes if u.op is Ops.LOAD and u.src[0].arg == 3]
+  assert len(bias) == 2 and all(u.dtype == dtypes.float32.vec(4) for u in bias)

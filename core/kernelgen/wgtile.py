@@ -369,13 +369,37 @@ def _plus(u: UOp, offset: int) -> UOp:
   return u + _c(offset) if offset else u
 
 
-def _gathered(values: list) -> UOp:
-  """The lanes `values` as one vector: their vector itself where they are its GEPs in order."""
-  src = values[0].src[0] if values[0].op is Ops.GEP else None
-  if src is not None and src.dtype.count == len(values) and \
+# ops whose lanes _gathered joins into one vector op (lane-wise arithmetic every target renders
+# on vectors; nothing on bool, nothing with C integer division semantics)
+_LANEWISE = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.NEG, Ops.FDIV, Ops.MULACC,
+                       Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.RECIP, Ops.CAST})
+
+
+def _gathered(values: list, memo: dict | None = None) -> UOp:
+  """The scalar lanes `values` (one output each) as one vector, joined where they are alike: a
+  vector's GEPs in order -> the vector; the same lane-wise op on each -> that op on the joined
+  sources; consecutive loads -> a vector load (_packed); else a VECTORIZE."""
+  memo = {} if memo is None else memo
+  key = tuple(values)
+  if key in memo:
+    return memo[key]
+  first, n = values[0], len(values)
+  src = first.src[0] if first.op is Ops.GEP else None
+  if src is not None and src.dtype.count == n and \
      all(v.op is Ops.GEP and v.src[0] is src and v.arg == k for k, v in enumerate(values)):
-    return src
-  return _vector(values)
+    got = src
+  elif first.op is Ops.LOAD:
+    got = _packed(values)
+  elif first.op in _LANEWISE and first.dtype.count == 1 and first.dtype != dtypes.bool and \
+      all(s.dtype.count == 1 and s.dtype != dtypes.bool for s in first.src) and \
+      all(v.op is first.op and v.arg == first.arg and v.dtype == first.dtype and
+          len(v.src) == len(first.src) for v in values):
+    srcs = tuple(_gathered([v.src[k] for v in values], memo) for k in range(len(first.src)))
+    got = UOp(first.op, first.dtype.vec(n), srcs, first.arg)
+  else:
+    got = _vector(values)
+  memo[key] = got
+  return got
 
 
 def _packed(values: list) -> UOp:
