@@ -419,6 +419,7 @@ def _vector_cases():
   f32 = lambda x: x.astype(np.float32)   # noqa: E731
   return {   # name -> (inputs, expression over tensors, numpy reference, tolerance)
     "f32": ((a, b), lambda x, y: x @ y, lambda x, y: x @ y, 1e-4),
+    "wide": ((_randn(64, 24), _randn(24, 64)), lambda x, y: x @ y, lambda x, y: x @ y, 1e-4),
     "ragged": ((a[:, :30], b[:30, :30]), lambda x, y: x @ y, lambda x, y: x @ y, 1e-4),
     "bias_relu": ((a, b, bias), lambda x, y, c: (x @ y + c).relu(),
                   lambda x, y, c: np.maximum(x @ y + c, 0), 1e-4),
@@ -435,7 +436,8 @@ def _vector_cases():
 @pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
 def test_vector_column_tiles_match_numpy(device, case, stage, monkeypatch):
   """4 x 8 tiles: each row's 8 columns as two 4-lane vectors (vector accumulators, B loads and
-  stores where consecutive, gathered where not: transposed B, ragged edges)."""
+  stores where consecutive, gathered where not: transposed B, ragged edges); staged, runs of 4
+  elements per thread into workgroup memory (gated at ragged edges and reductions)."""
   dev = _on(device, monkeypatch, tile=(4, 8), stage=stage, tensor_cores=False)
   inputs, expr, ref, tol = _vector_cases()[case]
   if case == "f16" and device == "WEBGPU" and not kg.Device[dev].render_options().get("f16"):
@@ -468,7 +470,7 @@ def test_vector_column_tiles_validate_and_assemble(case):
 def test_tiles_are_vectors_of_columns_and_ptx_fuses_products():
   """A 512^3 matmul: 8 x 8 tiles as 16 accumulators of 4 lanes; WGSL loads B and stores the
   output as vec4 words; PTX stages it, loops over each step's elements (two loops), reads B from
-  workgroup memory as v4 and multiplies-adds with fma."""
+  workgroup memory as v4 and multiplies-adds with fma; it stages A and B 4 elements at a time."""
   t = Tensor(_randn(512, 512)) @ Tensor(_randn(512, 512))
   item = _item(t)
   (wgsl,) = kg.compile(t, target="wgsl")
@@ -480,6 +482,8 @@ def test_tiles_are_vectors_of_columns_and_ptx_fuses_products():
   assert "ld.shared.v4.f32" in ptx.source
   assert ptx.source.count("fma.rn.f32") == 64 and "mul.rn.f32" not in ptx.source
   assert ptx.source.count("st.global.v4.f32") == 16
+  # staging: each thread loads 4 consecutive elements of A and of B per step as v4
+  assert ptx.source.count("ld.global.v4.f32") == 2 and ptx.source.count("st.shared.v4.f32") == 2
   from kernelgen.lower import lower
   from kernelgen.ops import toposort
   for target in ("wgsl", "ptx"):

@@ -198,23 +198,35 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
     count = width * step
     local = UOp(Ops.DEFINE_LOCAL, node.dtype.ptr(count, local=True), (), lw._id())
     locals_[id(node)] = local
-    for s in range(math.ceil(count / threads)):
-      e = tid + _c(threads * s) if s else tid
-      inside = e.lt(_c(count)) if threads * (s + 1) > count else None
-      if kind == "a":
-        at, kk = e // _c(step), e % _c(step)
+    # each thread a run of `run` consecutive elements per round (a vector load and store where
+    # they are consecutive in memory too), the workgroup's runs consecutive
+    run = next((v for v in (4, 2) if count % (threads * v) == 0 and
+                (step if kind == "a" else width) % v == 0 and node.dtype.itemsize * v <= 16), 1)
+    for s in range(math.ceil(count / (threads * run))):
+      q = tid + _c(threads * s) if s else tid      # the run's number
+      first = q * _c(run) if run > 1 else q
+      inside = first.lt(_c(count)) if threads * run * (s + 1) > count else None
+      values = []
+      per = (step if kind == "a" else width) // run      # runs per row (A) or step element (B)
+      major, minor = q // _c(per), q % _c(per)
+      minor = minor * _c(run) if run > 1 else minor      # (a multiple of run: aligned vectors)
+      at0, kk0 = (major, minor) if kind == "a" else (minor, major)
+      for lane in range(run):
         idxs = list(src_base)
-        idxs[rr] = clamp(row0 + at, nr, brows)
-      else:
-        kk, at = e // _c(width), e % _c(width)
-        idxs = list(src_base)
-        idxs[rc] = clamp(col0 + at, nc, bcols)
-      k = k0 * _c(step) + kk if steps > 1 else kk
-      valid = k.lt(_c(total)) if steps * step > total else None
-      for a, u in zip(red_axes, unravel([(k, 1, total)], 0, red_shape)):
-        idxs[a] = u
-      value = lw.value(node, tuple(idxs), _and(inside, valid))
-      stores.append(local.store(e, value, inside) if inside is not None else local.store(e, value))
+        if kind == "a":
+          kk = _plus(kk0, lane)
+          idxs[rr] = clamp(row0 + at0, nr, brows)
+        else:
+          kk = kk0
+          idxs[rc] = clamp(_plus(col0 + at0, lane), nc, bcols)
+        k = k0 * _c(step) + kk if steps > 1 else kk
+        valid = k.lt(_c(total)) if steps * step > total else None
+        for a, u in zip(red_axes, unravel([(k, 1, total)], 0, red_shape)):
+          idxs[a] = u
+        values.append(lw.value(node, tuple(idxs), _and(inside, valid)))
+      value = _gathered(values) if run > 1 else values[0]
+      stores.append(local.store(first, value, inside) if inside is not None else
+                    local.store(first, value))
   barrier = UOp(Ops.BARRIER, None, tuple(stores))
   ready = {k: UOp(Ops.AFTER, v.dtype, (v, barrier)) for k, v in locals_.items()}
 
