@@ -349,21 +349,30 @@ def _tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple
   idxs[ar], idxs[ac] = first
   flat0 = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
   wide = lanes > 1 and strides[ac] == 1 and nc % blocks[1] == 0
+
+  def place(axis: int, n: int, block: int, index: UOp) -> tuple:
+    """(index clamped to the axis, the gate of a store there)"""
+    if n % block == 0:
+      return index, None
+    inside = index.lt(_c(n))
+    return inside.where(index, _c(n - 1)), inside
+
   stores, plain = [], None
   for (i, g), acc, end in zip(itertools.product(range(rows), range(cols // lanes)), accs, ends):
     result = UOp(Ops.AFTER, acc.dtype, (acc, end))
-    values, store_gate = [], gate
+    row, row_gate = place(ar, nr, blocks[0], _plus(first[0], steps[0] * i))
+    if plain and wide:   # the output is the reduction itself (through views without masks)
+      flat = _plus(flat0, steps[0] * i * strides[ar] + steps[1] * g)
+      stores.append(lw.params[0].store(flat, result, _and(gate, row_gate)))
+      continue
+    values = []
     for lane in range(lanes):
-      at, store_gate = list(base), gate
-      for axis, n, block, index in ((ar, nr, blocks[0], _plus(first[0], steps[0] * i)),
-                                    (ac, nc, blocks[1], _plus(first[1], steps[1] * g + lane))):
-        at[axis] = index
-        if n % block:
-          inside = index.lt(_c(n))
-          at[axis] = inside.where(index, _c(n - 1))
-          store_gate = _and(store_gate, inside)
+      at = list(base)
+      at[ar] = row
+      at[ac], col_gate = place(ac, nc, blocks[1], _plus(first[1], steps[1] * g + lane))
+      store_gate = _and(_and(gate, row_gate), col_gate)
       lw.result = result.gep(lane)
-      if plain:        # the output is the reduction itself (through views without masks)
+      if plain:
         values.append(lw.result)
       else:
         values.append(lw.value(out, tuple(at), gate))
