@@ -22,8 +22,10 @@ subgroups or how big they are.
 Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
 output axes; the block's reductions share one loop (over all reduced elements, unrolled by
 TILE_UNROLL), so each step loads R + C values for R * C accumulators; a block past the edge
-computes at clamped indices and gates its stores. `Opts.stage` tiles them through workgroup
-memory instead (wgtile.py).
+computes at clamped indices and gates its stores. Where wgtile.plan() splits the reduction's
+source into row and column operands, regtile.py builds the block from them with its columns as
+vectors; otherwise each output of the block is lowered here on its own. `Opts.stage` tiles them
+through workgroup memory instead (wgtile.py).
 No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
 silently stops a thread's loops after 65535 iterations in all, counted across its loops).
 """
@@ -474,7 +476,7 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """Each thread computes an R x C block of outputs over the last two output axes; the block's
   reductions share their loops, so each step loads R + C values. Where R or C does not divide
   the axis, the last block computes at clamped indices and gates its stores."""
-  from .wgtile import tiled_stores
+  from .regtile import tiled_stores
   out = lw.item.out
   (rows, cols), (ar, ac) = opts.tile, opts.tile_axes or tile_axes(out.shape)
   stores = tiled_stores(lw, opts, (ar, ac))     # from the operands, the columns as vectors

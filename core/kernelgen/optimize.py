@@ -77,8 +77,9 @@ TILE_PROBE = (2, 2)
 # above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
 # memory is short); on by default where STAGE_DEFAULT says so, for
 # kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs);
-# each step is unrolled, so STAGE_STEP 8 (not 16) halves the staged 512^3 matmul's PTX and its
-# compile time (lavapipe ran steps of 8 as fast as 16; no GPU was at hand to compare)
+# each step is a loop over its elements (wgtile.STAGE_UNROLL per trip; ptxas unrolls it), so the
+# step's size no longer sets the kernel's size (lavapipe ran steps of 8 as fast as 16; no GPU
+# was at hand to compare)
 STAGE_THREADS = {"wgsl": (16, 16), "ptx": (16, 16), "python": (8, 8)}
 STAGE_TILE, STAGE_STEP = (4, 4), 8
 STAGE_DEFAULT = {"ptx": True, "wgsl": False, "python": False}
