@@ -312,9 +312,13 @@ class _TileLowering:
     return value
 
   def _store(self, i: int, j: int, values: list[UOp]) -> list[UOp]:
-    """Stores of tile (i, j)'s D fragment through the kernel's epilogue."""
+    """Stores of tile (i, j)'s D fragment through the kernel's epilogue; its pairs of
+    consecutive columns (d0, d1 and d2, d3) as one 2-lane store where the output's columns are
+    consecutive and need no gate."""
+    from .regtile import _gathered
     out, stores = self.item.out, []
     strides = contiguous_strides(out.shape)
+    pending = []
     for e, value in enumerate(values):
       r, c = fragment_position(self.shape, self.mm.dtype_in, "d", self.g, self.t, e)
       row, col = self.row0 + _c(16 * i) + r, self.col0 + _c(8 * j) + c
@@ -323,9 +327,18 @@ class _TileLowering:
       reduce_idx = self._index(row, col, _c(0))
       kept = [u for d, u in enumerate(reduce_idx) if self.mm.shape[d] > 1 and d != self.mm.k_axis]
       out_idx = _output_indices(out.shape, kept)
-      flat = _linear(out_idx, strides)
       self.lw.result = value
-      stores.append(self.lw.params[0].store(flat, self.lw.value(out, out_idx, gate), gate))
+      got = self.lw.value(out, out_idx, gate)
+      pair = not self.gate_n and any(u is col and strides[d] == 1 for d, u in enumerate(out_idx))
+      if pair and e % 2 == 1 and pending:       # d(e-1), d(e): columns c - 1, c
+        flat, gate0, first = pending.pop()
+        stores.append(self.lw.params[0].store(flat, _gathered([first, got]), gate0))
+      elif pair and e % 2 == 0:
+        pending.append((_linear(out_idx, strides), gate, got))
+      else:
+        stores.append(self.lw.params[0].store(_linear(out_idx, strides), got, gate))
+    for flat, gate, got in pending:
+      stores.append(self.lw.params[0].store(flat, got, gate))
     return stores
 
 
