@@ -138,11 +138,11 @@ def _tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple
     inside = index.lt(_c(n))
     return inside.where(index, _c(n - 1)), inside
 
-  stores, plain = [], None
+  stores, template = [], None
   for (i, g), acc, end in zip(itertools.product(range(rows), range(cols // lanes)), accs, ends):
     result = UOp(Ops.AFTER, acc.dtype, (acc, end))
     row, row_gate = place(ar, nr, blocks[0], _plus(first[0], steps[0] * i))
-    if plain and wide:   # the output is the reduction itself (through views without masks)
+    if template and template[0] is template[1] and wide:   # the output is the reduction itself
       flat = _plus(flat0, steps[0] * i * strides[ar] + steps[1] * g)
       stores.append(lw.params[0].store(flat, result, _and(gate, row_gate)))
       continue
@@ -153,11 +153,11 @@ def _tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple
       at[ac], col_gate = place(ac, nc, blocks[1], _plus(first[1], steps[1] * g + lane))
       store_gate = _and(_and(gate, row_gate), col_gate)
       lw.result = result.gep(lane)
-      if plain:
-        values.append(lw.result)
+      if template:     # the first output's value with this output's reduction
+        values.append(_rebuilt(template[0], template[1], lw.result, {}))
       else:
         values.append(lw.value(out, tuple(at), gate))
-        plain = values[-1] is lw.result
+        template = (values[-1], lw.result) if _reads_only(values[-1], lw.result) else False
       if not wide:
         flat = _plus(flat0, steps[0] * i * strides[ar] + (steps[1] * g + lane) * strides[ac])
         stores.append(lw.params[0].store(flat, values[-1], store_gate))
@@ -165,6 +165,39 @@ def _tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple
       flat = _plus(flat0, steps[0] * i * strides[ar] + steps[1] * g)
       stores.append(lw.params[0].store(flat, _gathered(values), store_gate))
   return stores
+
+
+# nodes whose value depends on where (which thread, loop trip or memory) it is computed
+_PLACED = frozenset({Ops.LOAD, Ops.SPECIAL, Ops.RANGE, Ops.VAR, Ops.PARAM, Ops.DEFINE_LOCAL,
+                     Ops.DEFINE_ACC, Ops.AFTER})
+
+
+def _reads_only(value: UOp, result: UOp) -> bool:
+  """Whether an output's `value` reads nothing but the reduction's `result` and constants
+  (elementwise ops on it through views without masks): then every output's value is the same
+  graph over its own result (_rebuilt), lowered once."""
+  stack, seen = [value], set()
+  while stack:
+    u = stack.pop()
+    if u is result or u in seen:
+      continue
+    seen.add(u)
+    if u.op in _PLACED or (not u.src and u.op is not Ops.CONST):
+      return False
+    stack.extend(u.src)
+  return True
+
+
+def _rebuilt(u: UOp, old: UOp, new: UOp, memo: dict) -> UOp:
+  """`u` with `old` replaced by `new` (`u` reads nothing else but constants: _reads_only)."""
+  if u is old:
+    return new
+  if not u.src:
+    return u
+  if u not in memo:
+    src = tuple(_rebuilt(x, old, new, memo) for x in u.src)
+    memo[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+  return memo[u]
 
 
 def _plus(u: UOp, offset: int) -> UOp:
