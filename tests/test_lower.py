@@ -198,19 +198,30 @@ def _matmul_item(m: int, k: int, n: int):
 
 @pytest.mark.parametrize("tile", [(4, 4), (2, 4), (4, 1)])
 def test_register_tiles_share_one_loop_and_load_each_value_once(tile):
-  """An R x C tile: R*C accumulators updated in one loop that loads R values of A and C of B
-  (K = 7: a prime, so the loop is not unrolled)."""
+  """An R x C tile: R*C accumulator lanes updated in one loop that loads R values of A and C of
+  B (K = 7: a prime, so the loop is not unrolled); a row's columns share vectors (of 4 where C
+  allows: B's C values as C/4 vector loads, the products and stores as vectors)."""
   item, _, _ = _matmul_item(8, 7, 8)
   sink, _ = lower(item, Opts(local=2, tile=tile))
   verify(sink)
   nodes = toposort([simplify(sink)])
   rows, cols = tile
-  assert sum(u.op is Ops.DEFINE_ACC for u in nodes) == rows * cols
+  lanes = 4 if cols % 4 == 0 else 1
+
+  def elements(op, dtype=None):
+    return sum(u.dtype.count for u in nodes if u.op is op and (dtype is None or
+                                                               u.dtype.scalar == dtype))
+  accs = [u for u in nodes if u.op is Ops.DEFINE_ACC]
+  assert len(accs) == rows * cols // lanes and all(u.dtype.count == lanes for u in accs)
   assert sum(u.op is Ops.RANGE for u in nodes) == 1
-  assert sum(u.op is Ops.STORE for u in nodes) == rows * cols
+  stores = [u for u in nodes if u.op is Ops.STORE]
+  assert len(stores) == rows * cols // lanes
+  assert sum(u.src[2].dtype.count for u in stores) == rows * cols
   loads = [u for u in nodes if u.op is Ops.LOAD]
-  assert sorted(sum(u.src[0].arg == s for u in loads) for s in (1, 2)) == sorted((rows, cols))
-  assert sum(u.op is Ops.MUL and u.dtype == dtypes.float32 for u in nodes) == rows * cols
+  assert sorted(sum(u.dtype.count for u in loads if u.src[0].arg == s) for s in (1, 2)) == \
+    sorted((rows, cols))
+  assert sum(u.src[0].arg == 2 for u in loads) == cols // lanes
+  assert elements(Ops.MUL, dtypes.float32) == rows * cols
 
 
 @pytest.mark.parametrize("m,k,n,tile,local", [(8, 5, 12, (4, 4), 2), (6, 3, 10, (2, 2), 4),
@@ -241,14 +252,18 @@ def test_ragged_tiles_gate_their_stores_not_their_loads():
 
 
 def test_tiled_loops_unroll_by_four_where_it_divides():
-  """K = 8: the loop runs twice, each step loading 4 * (R + C) values for 4 * R * C products."""
+  """K = 8: the loop runs 8 / TILE_UNROLL times, each step loading TILE_UNROLL * (R + C) values
+  for TILE_UNROLL * R * C products (B's C = 2 columns as one vector load)."""
   from kernelgen.lower import TILE_UNROLL
   item, _, _ = _matmul_item(4, 8, 4)
   nodes = toposort([simplify(lower(item, Opts(local=1, tile=(2, 2)))[0])])
   (loop,) = [u for u in nodes if u.op is Ops.RANGE]
   assert loop.src[0].arg == 8 // TILE_UNROLL
-  assert sum(u.op is Ops.LOAD for u in nodes) == TILE_UNROLL * (2 + 2)
-  assert sum(u.op is Ops.MUL and u.dtype == dtypes.float32 for u in nodes) == TILE_UNROLL * 4
+  loads = [u for u in nodes if u.op is Ops.LOAD]
+  assert sum(u.dtype.count for u in loads) == TILE_UNROLL * (2 + 2)
+  assert len(loads) == TILE_UNROLL * (2 + 1)
+  assert sum(u.dtype.count for u in nodes if u.op is Ops.MUL and u.dtype.scalar ==
+             dtypes.float32) == TILE_UNROLL * 4
 
 
 def _range_depth(nodes: list) -> int:

@@ -299,3 +299,17 @@ def test_fused_operands_are_zero_past_the_end_of_k():
   assert "mma.sync" in kernel.source
   got = _run_ptxsim(kernel, [a, b], np.float16)
   _assert_f16_close(got, np.exp(a.astype(np.float32)).astype(np.float16), b + np.float16(1))
+
+
+@pytest.mark.parametrize("n,paired", [(64, True), (48, False), (17, False)])
+def test_d_fragment_column_pairs_store_as_two_lanes(n, paired):
+  """d0,d1 (and d2,d3) sit in consecutive columns: one 2-lane store each where no column gate
+  is needed; an N that the workgroup's 64 columns do not divide keeps one gated store per
+  element. Values checked on PTXSIM."""
+  rng = np.random.default_rng(n)
+  a, b = _f16(rng, 32, 24), _f16(rng, 24, n)
+  kernel = kg.compile(kg.Tensor(a) @ kg.Tensor(b), target="ptx", arch="sm_80")[0]
+  stores = re.findall(r"st\.global(\.v2)?\.b16", kernel.source)
+  assert stores and all(bool(v) == paired for v in stores)
+  ptxas_check(kernel.source, "sm_80")
+  _assert_f16_close(_run_ptxsim(kernel, [a, b], np.float16), a, b)

@@ -3,6 +3,8 @@ numpy on PYTHON, WEBGPU and PTXSIM (which also detects shared-memory races), 2-D
 barriers in uniform control flow, PTX through ptxas, WGSL through wgpu and Tint, limits."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -405,3 +407,101 @@ def test_a_hand_made_stage_for_a_kernel_without_tiles_is_a_typed_error():
   item = _item(Tensor(_randn(64, 64)) + 1)
   with pytest.raises(UnsupportedError, match="Opts.stage does not apply"):
     lower(item, Opts(local=256, tile=(2, 2), tile_axes=(0, 1), stage=(8, 8, 4)))
+
+
+# ---- vector columns (register tiles from the plan's operands, and the staged compute) --------
+
+def _vector_cases():
+  a, b, bias = _randn(26, 40), _randn(40, 32), _randn(32)
+  i, j = RNG.integers(-50, 50, (24, 40)).astype(np.int32), \
+    RNG.integers(-50, 50, (40, 32)).astype(np.int32)
+  h, k = _randn(24, 40, dtype=np.float16), _randn(40, 32, dtype=np.float16)
+  f32 = lambda x: x.astype(np.float32)   # noqa: E731
+  return {   # name -> (inputs, expression over tensors, numpy reference, tolerance)
+    "f32": ((a, b), lambda x, y: x @ y, lambda x, y: x @ y, 1e-4),
+    "wide": ((_randn(64, 24), _randn(24, 64)), lambda x, y: x @ y, lambda x, y: x @ y, 1e-4),
+    "ragged": ((a[:, :30], b[:30, :30]), lambda x, y: x @ y, lambda x, y: x @ y, 1e-4),
+    "bias_relu": ((a, b, bias), lambda x, y, c: (x @ y + c).relu(),
+                  lambda x, y, c: np.maximum(x @ y + c, 0), 1e-4),
+    "transposed_b": ((a, np.ascontiguousarray(b.T)), lambda x, y: x @ y.T,
+                     lambda x, y: x @ y.T, 1e-4),
+    "int32": ((i, j), lambda x, y: x @ y, lambda x, y: x @ y, 0),
+    "f16": ((h, k), lambda x, y: x @ y, lambda x, y: f32(x) @ f32(y), 5e-2),
+    "cast_a": ((i.astype(np.int8), b), lambda x, y: x.astype(dtypes.float32) @ y,
+               lambda x, y: f32(x) @ y, 1e-4)}
+
+
+@pytest.mark.parametrize("stage", [False, True])
+@pytest.mark.parametrize("case", list(_vector_cases()))
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+def test_vector_column_tiles_match_numpy(device, case, stage, monkeypatch):
+  """4 x 8 tiles: each row's 8 columns as two 4-lane vectors (vector accumulators, B loads and
+  stores where consecutive, gathered where not: transposed B, ragged edges); staged, runs of 4
+  elements per thread into workgroup memory (gated at ragged edges and reductions)."""
+  dev = _on(device, monkeypatch, tile=(4, 8), stage=stage, tensor_cores=False)
+  inputs, expr, ref, tol = _vector_cases()[case]
+  if case == "f16" and device == "WEBGPU" and not kg.Device[dev].render_options().get("f16"):
+    missing_tool("shader-f16 on the WebGPU adapter", "use an adapter with shader-f16 (lavapipe has it)")
+  got = expr(*[Tensor(x).to(dev) for x in inputs]).numpy()
+  want = ref(*inputs)
+  if tol:
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=tol, atol=tol)
+  else:
+    np.testing.assert_array_equal(got, want)
+  tiled = [o for o in CHOSEN if o.tile == (4, 8)]
+  assert tiled and all(bool(o.stage) == stage for o in tiled)
+
+
+@pytest.mark.parametrize("case", list(_vector_cases()))
+def test_vector_column_tiles_validate_and_assemble(case):
+  """The same kernels as source: WGSL (f16 emulated on f32 where shader-f16 is off) through
+  wgpu and Tint, PTX through ptxas, register tiles and staged."""
+  inputs, expr, _, _ = _vector_cases()[case]
+  t = expr(*[Tensor(x) for x in inputs])
+  for stage in (False, True):
+    for kernel in kg.compile(t, target="wgsl", tile=(4, 8), stage=stage):
+      wgsl_validate(kernel.source)
+      tint_validate(kernel.source)
+    for kernel in kg.compile(t, target="ptx", arch="sm_80", tile=(4, 8), stage=stage,
+                             tensor_cores=False):
+      ptxas_check(kernel.source, "sm_80")
+
+
+def test_tiles_are_vectors_of_columns_and_ptx_fuses_products():
+  """A 512^3 matmul: 8 x 8 tiles as 16 accumulators of 4 lanes; WGSL loads B and stores the
+  output as vec4 words; PTX stages it, loops over each step's elements (two loops), reads B from
+  workgroup memory as v4 and multiplies-adds with fma; it stages A and B 4 elements at a time."""
+  t = Tensor(_randn(512, 512)) @ Tensor(_randn(512, 512))
+  item = _item(t)
+  (wgsl,) = kg.compile(t, target="wgsl")
+  assert "array<vec4<f32>>" in wgsl.source and "fma(" not in wgsl.source
+  (ptx,) = kg.compile(t, target="ptx", arch="sm_80", tensor_cores=False)
+  opts = opt.optimize(item, "ptx")
+  assert opts.stage and opts.tile == (8, 8) and opts.fma
+  assert len(re.findall(r"^\$Lloop_\d+:$", ptx.source, re.M)) == 2
+  assert "ld.shared.v4.f32" in ptx.source
+  assert ptx.source.count("fma.rn.f32") == 64 and "mul.rn.f32" not in ptx.source
+  assert ptx.source.count("st.global.v4.f32") == 16
+  # staging: each thread loads 4 consecutive elements of A and of B per step as v4
+  assert ptx.source.count("ld.global.v4.f32") == 2 and ptx.source.count("st.shared.v4.f32") == 2
+  from kernelgen.lower import lower
+  from kernelgen.ops import toposort
+  for target in ("wgsl", "ptx"):
+    nodes = toposort([lower(item, opt.optimize(item, target))[0]])
+    accs = [u for u in nodes if u.op is Ops.DEFINE_ACC]
+    assert len(accs) == 16 and all(u.dtype.count == 4 for u in accs)
+
+
+def test_tile_epilogues_join_into_vector_ops():
+  """(a @ b + bias).relu() in 4 x 8 tiles: each row's 4-column vectors get the bias as one
+  vector load, the add and the max as vector ops, and one vector store."""
+  from kernelgen.lower import lower
+  from kernelgen.ops import toposort
+  t = (Tensor(_randn(24, 40)) @ Tensor(_randn(40, 32)) + Tensor(_randn(32))).relu()
+  item = _item(t)
+  nodes = toposort([lower(item, opt.optimize(item, "wgsl", {"tile": (4, 8)}))[0]])
+  stores = [u for u in nodes if u.op is Ops.STORE]
+  assert len(stores) == 4 * 8 // 4
+  assert all(u.src[2].op is Ops.MAX and u.src[2].dtype == dtypes.float32.vec(4) for u in stores)
+  bias = [u for u in nodes if u.op is Ops.LOAD and u.src[0].arg == 3]
+  assert len(bias) == 2 and all(u.dtype == dtypes.float32.vec(4) for u in bias)

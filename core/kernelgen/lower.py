@@ -22,8 +22,10 @@ subgroups or how big they are.
 Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
 output axes; the block's reductions share one loop (over all reduced elements, unrolled by
 TILE_UNROLL), so each step loads R + C values for R * C accumulators; a block past the edge
-computes at clamped indices and gates its stores. `Opts.stage` tiles them through workgroup
-memory instead (wgtile.py).
+computes at clamped indices and gates its stores. Where wgtile.plan() splits the reduction's
+source into row and column operands, regtile.py builds the block from them with its columns as
+vectors; otherwise each output of the block is lowered here on its own. `Opts.stage` tiles them
+through workgroup memory instead (wgtile.py).
 No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
 silently stops a thread's loops after 65535 iterations in all, counted across its loops).
 """
@@ -57,6 +59,7 @@ class Opts:
   group_unroll: int = 1  # grouped reductions: each lane's loop unrolled this many times
   group_vec: int = 1    # grouped reductions: consecutive elements a lane reads per step
   upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
+  fma: bool = False     # register tiles (matmul-like) accumulate float products with MULACC
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -64,7 +67,9 @@ class Opts:
 MAX_TRIPS = 1 << 14
 # tiled kernels unroll their reduction loop this many times where it divides the loop (lavapipe,
 # matmul 1024^2 f32, 8x8 tiles: unrolled 1 / 2 / 4 times ran 211 / 198 / 198 ms and compiled
-# 512^3 in 18 / 22 / 30 ms: 2 keeps the kernel speed at two thirds of the compile time)
+# 512^3 in 18 / 22 / 30 ms: 2 keeps the kernel speed at two thirds of the compile time). With
+# the tile's columns as vectors (regtile.py), 512^2 f32 on a loaded lavapipe: 1 / 2 ran about
+# 37 / 34 ms (the scalar tiles 45) from 176 / 247 UOps
 TILE_UNROLL = 2
 # threads in a subgroup at most (WGSL; a PTX warp has 32)
 MAX_SUBGROUP = 128
@@ -478,8 +483,12 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """Each thread computes an R x C block of outputs over the last two output axes; the block's
   reductions share their loops, so each step loads R + C values. Where R or C does not divide
   the axis, the last block computes at clamped indices and gates its stores."""
+  from .regtile import tiled_stores
   out = lw.item.out
   (rows, cols), (ar, ac) = opts.tile, opts.tile_axes or tile_axes(out.shape)
+  stores = tiled_stores(lw, opts, (ar, ac))     # from the operands, the columns as vectors
+  if stores is not None:
+    return stores
   grid = list(out.shape)
   grid[ar], grid[ac] = math.ceil(grid[ar] / rows), math.ceil(grid[ac] / cols)
   threads = prod(grid)

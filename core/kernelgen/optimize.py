@@ -77,11 +77,16 @@ TILE_PROBE = (2, 2)
 # above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
 # memory is short); on by default where STAGE_DEFAULT says so, for
 # kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs);
-# each step is unrolled, so STAGE_STEP 8 (not 16) halves the staged 512^3 matmul's PTX and its
-# compile time (lavapipe ran steps of 8 as fast as 16; no GPU was at hand to compare)
+# each step is a loop over its elements (wgtile.STAGE_UNROLL per trip; ptxas unrolls it), so the
+# step's size no longer sets the kernel's size (lavapipe ran steps of 8 as fast as 16; no GPU
+# was at hand to compare)
 STAGE_THREADS = {"wgsl": (16, 16), "ptx": (16, 16), "python": (8, 8)}
 STAGE_TILE, STAGE_STEP = (4, 4), 8
 STAGE_DEFAULT = {"ptx": True, "wgsl": False, "python": False}
+# target -> whether register tiles accumulate float a*b products fused (MULACC: PTX fma.rn, one
+# instruction and one rounding instead of mul + add); WGSL keeps mul + add (fma() is a libcall on
+# CPU adapters without FMA)
+TILE_FMA = {"ptx": True}
 # what search tries
 SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
 SEARCH_TILES = ((8, 8), (4, 4), (8, 4), (4, 8), (2, 2))
@@ -119,7 +124,7 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
     tile, axes = tile
     threads = _tile_threads(item, tile, axes)
     local = int(options.get("local", 0)) or _local_size(threads, MAX_LOCAL.get(target, 256))
-    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes)
+    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=TILE_FMA.get(target, False))
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
@@ -262,7 +267,8 @@ def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts 
     if forced:
       raise LimitError(f"{what} {problem}")
     return None                     # the default falls back to register tiles
-  return Opts(local=trows * tcols, tile=(rows, cols), tile_axes=axes, stage=(trows, tcols, step))
+  return Opts(local=trows * tcols, tile=(rows, cols), tile_axes=axes, stage=(trows, tcols, step),
+              fma=TILE_FMA.get(target, False))
 
 
 def _tile_axes(item: ScheduleItem) -> tuple | None:

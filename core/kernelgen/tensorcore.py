@@ -227,6 +227,7 @@ class _TileLowering:
     self.block = (16 * tm * wm, 8 * tn * wn)
     self.gate_m, self.gate_n = m % self.block[0] != 0, n % self.block[1] != 0
     self._threads(tm, tn, wm, wn)
+    self.first = None
     accs = self._accumulate(tm, tn)
     stores = [st for (i, j), values in accs.items() for st in self._store(i, j, values)]
     item = self.item
@@ -312,21 +313,52 @@ class _TileLowering:
     return value
 
   def _store(self, i: int, j: int, values: list[UOp]) -> list[UOp]:
-    """Stores of tile (i, j)'s D fragment through the kernel's epilogue."""
-    out, stores = self.item.out, []
+    """Stores of tile (i, j)'s D fragment through the kernel's epilogue; its pairs of
+    consecutive columns (d0, d1 and d2, d3) as one 2-lane store where the output's columns are
+    consecutive and need no gate. Where the output's value reads nothing but the product (and
+    constants: through views without masks), the first element's value and index serve every
+    element (its own product; the index plus a constant)."""
+    from .regtile import _gathered, _reads_only, _rebuilt
+    out, stores, pending = self.item.out, [], []
     strides = contiguous_strides(out.shape)
+    # the D layout is affine: element e of lane (g, t) sits at lane (g, t)'s element 0 plus
+    # element e's place in lane (0, 0)
+    r0, c0 = fragment_position(self.shape, self.mm.dtype_in, "d", self.g, self.t, 0)
     for e, value in enumerate(values):
-      r, c = fragment_position(self.shape, self.mm.dtype_in, "d", self.g, self.t, e)
-      row, col = self.row0 + _c(16 * i) + r, self.col0 + _c(8 * j) + c
+      r, c = fragment_position(self.shape, self.mm.dtype_in, "d", 0, 0, e)
+      dr, dc = 16 * i + r, 8 * j + c          # from element 0 of tile (0, 0)
+      row, col = _plus(self.row0, dr) + r0, _plus(self.col0, dc) + c0
       gate = _and(row.lt(_c(self.sizes[0])) if self.gate_m else None,
                   col.lt(_c(self.sizes[1])) if self.gate_n else None)
-      reduce_idx = self._index(row, col, _c(0))
-      kept = [u for d, u in enumerate(reduce_idx) if self.mm.shape[d] > 1 and d != self.mm.k_axis]
-      out_idx = _output_indices(out.shape, kept)
-      flat = _linear(out_idx, strides)
       self.lw.result = value
-      stores.append(self.lw.params[0].store(flat, self.lw.value(out, out_idx, gate), gate))
+      if self.first:      # element 0 of tile (0, 0)'s value and index, moved to this one
+        flat0, value0, got0, (sr, sc), pair = self.first
+        flat, got = _plus(flat0, dr * sr + dc * sc), _rebuilt(got0, value0, value, {})
+      else:
+        reduce_idx = self._index(row, col, _c(0))
+        kept = [u for d, u in enumerate(reduce_idx) if self.mm.shape[d] > 1 and
+                d != self.mm.k_axis]
+        out_idx = _output_indices(out.shape, kept)
+        flat, got = _linear(out_idx, strides), self.lw.value(out, out_idx, gate)
+        pair = not self.gate_n and any(u is col and strides[d] == 1 for d, u in enumerate(out_idx))
+        if self.first is None:
+          self.first = _reads_only(got, value) and \
+            (flat, value, got, tuple(next((strides[d] for d, u in enumerate(out_idx) if u is x), 0)
+                                     for x in (row, col)), pair)
+      if pair and e % 2 == 1 and pending:       # d(e-1), d(e): columns c - 1, c
+        flat0, gate0, got0 = pending.pop()
+        stores.append(self.lw.params[0].store(flat0, _gathered([got0, got]), gate0))
+      elif pair and e % 2 == 0:
+        pending.append((flat, gate, got))
+      else:
+        stores.append(self.lw.params[0].store(flat, got, gate))
+    for flat, gate, got in pending:
+      stores.append(self.lw.params[0].store(flat, got, gate))
     return stores
+
+
+def _plus(u: UOp, offset: int) -> UOp:
+  return u + _c(offset) if offset else u
 
 
 def _vector(elems: list[UOp]) -> UOp:

@@ -2,34 +2,41 @@
 
 A workgroup of TR x TC threads (lid1 x lid0) computes a block of BR x BC outputs of the two
 tiled axes (BR = TR*R, BC = TC*C: each thread an R x C register tile, `Opts.tile`, its rows
-lid1 + TR*i and columns lid0 + TC*j); gid0 counts the column blocks, gid1 the row blocks times
-the other output axes. The reduction runs in steps of BK elements. Per step the workgroup
-cooperatively computes its operands into workgroup memory: the "A" values (the largest parts of
-the reduction's source, through elementwise ops, that do not depend on the column axis) for
-BR x BK, the "B" values (not depending on the row axis) for BK x BC; BARRIER; each thread
-accumulates its tile from workgroup memory; BARRIER; next step. Fused elementwise ops, casts,
-masks (conv padding) and broadcasts below an operand are applied while loading, so each is
-computed once per block. Rows and columns past the edge load at clamped indices and gate their
+lid1 + TR*i and its columns in vectors of V (4, 2 or 1 dividing C): lid0*V + TC*V*g + v for
+vector g, lane v; a warp's vector loads and stores cover consecutive memory); gid0 counts the
+column blocks, gid1 the row blocks times the other output axes. The reduction runs in steps of
+BK elements. Per step the workgroup cooperatively computes its operands into workgroup memory:
+the "A" values (the largest parts of the reduction's source, through elementwise ops, that do
+not depend on the column axis) for BR x BK, the "B" values (not depending on the row axis) for
+BK x BC, each thread a run of up to 4 consecutive elements per round (one vector load and store
+where they are consecutive in memory); BARRIER; each thread accumulates its tile from workgroup
+memory in a loop over the step's elements (regtile.py: vector accumulators, a V-lane load of B
+and one A value per row and element); BARRIER; next step. Fused elementwise ops, casts, masks
+(conv padding) and broadcasts below an operand are applied while loading, so each is computed
+once per block. Rows and columns past the edge load at clamped indices and gate their
 stores; the last step's elements past the reduction are gated out. The step loop has a uniform
 trip count and the only gated stores are single stores, so both barriers are in uniform control
 flow.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
 from .dtype import dtypes
 from .errors import UnsupportedError
 from .lazy import L, LazyOp
-from .lower import I32, Lowerer, _and, _c, _identity, _lin, _REDUCE_BOOL, unravel
+from .lower import I32, Lowerer, _and, _c, unravel
 from .ops import Ops, UOp, toposort
+from .regtile import _accumulators, _gathered, _lanes, _plus, _tile_stores
 from .schedule import ScheduleItem
-from .view import contiguous_strides, prod
+from .view import prod
 
 # nodes computed per element, in the index space of their sources
 _ELEMENTWISE = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)
+# reduced elements per trip of the loop over a step's elements in workgroup memory (a step of
+# any other size is unrolled whole)
+STAGE_UNROLL = 1
 
 
 @dataclass(frozen=True)
@@ -165,92 +172,73 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
     count = width * step
     local = UOp(Ops.DEFINE_LOCAL, node.dtype.ptr(count, local=True), (), lw._id())
     locals_[id(node)] = local
-    for s in range(math.ceil(count / threads)):
-      e = tid + _c(threads * s) if s else tid
-      inside = e.lt(_c(count)) if threads * (s + 1) > count else None
-      if kind == "a":
-        at, kk = e // _c(step), e % _c(step)
+    # each thread a run of `run` consecutive elements per round (a vector load and store where
+    # they are consecutive in memory too), the workgroup's runs consecutive
+    run = next((v for v in (4, 2) if count % (threads * v) == 0 and
+                (step if kind == "a" else width) % v == 0 and node.dtype.itemsize * v <= 16), 1)
+    for s in range(math.ceil(count / (threads * run))):
+      q = tid + _c(threads * s) if s else tid      # the run's number
+      first = q * _c(run) if run > 1 else q
+      inside = first.lt(_c(count)) if threads * run * (s + 1) > count else None
+      values = []
+      per = (step if kind == "a" else width) // run      # runs per row (A) or step element (B)
+      major, minor = q // _c(per), q % _c(per)
+      minor = minor * _c(run) if run > 1 else minor      # (a multiple of run: aligned vectors)
+      at0, kk0 = (major, minor) if kind == "a" else (minor, major)
+      for lane in range(run):
         idxs = list(src_base)
-        idxs[rr] = clamp(row0 + at, nr, brows)
-      else:
-        kk, at = e // _c(width), e % _c(width)
-        idxs = list(src_base)
-        idxs[rc] = clamp(col0 + at, nc, bcols)
-      k = k0 * _c(step) + kk if steps > 1 else kk
-      valid = k.lt(_c(total)) if steps * step > total else None
-      for a, u in zip(red_axes, unravel([(k, 1, total)], 0, red_shape)):
-        idxs[a] = u
-      value = lw.value(node, tuple(idxs), _and(inside, valid))
-      stores.append(local.store(e, value, inside) if inside is not None else local.store(e, value))
+        if kind == "a":
+          kk = _plus(kk0, lane)
+          idxs[rr] = clamp(row0 + at0, nr, brows)
+        else:
+          kk = kk0
+          idxs[rc] = clamp(_plus(col0 + at0, lane), nc, bcols)
+        k = k0 * _c(step) + kk if steps > 1 else kk
+        valid = k.lt(_c(total)) if steps * step > total else None
+        for a, u in zip(red_axes, unravel([(k, 1, total)], 0, red_shape)):
+          idxs[a] = u
+        values.append(lw.value(node, tuple(idxs), _and(inside, valid)))
+      value = _gathered(values) if run > 1 else values[0]
+      stores.append(local.store(first, value, inside) if inside is not None else
+                    local.store(first, value))
   barrier = UOp(Ops.BARRIER, None, tuple(stores))
   ready = {k: UOp(Ops.AFTER, v.dtype, (v, barrier)) for k, v in locals_.items()}
 
-  # compute phase: each thread accumulates its register tile from workgroup memory
-  memo: dict = {}
+  # compute phase: each thread accumulates its register tile from workgroup memory, in a loop
+  # over the step's elements (STAGE_UNROLL of them per trip; ptxas/Tint unroll short loops)
   a_ids = {id(n) for n in p.a}
+  unroll = STAGE_UNROLL if step % STAGE_UNROLL == 0 else step
+  inner = lw._range(step // unroll) if step > unroll else None
+  lanes = _lanes(src, cols, set(ready)) if steps * step == total else 1
 
-  def compute(node: LazyOp, i: int, j: int, kk: int) -> UOp:
-    staged = id(node) in ready
-    key = (id(node), 0 if staged and id(node) not in a_ids else i,
-           0 if staged and id(node) in a_ids else j, kk)
-    if key in memo:
-      return memo[key]
-    if staged:
-      if id(node) in a_ids:
-        index = (lid1 + _c(trows * i)) * _c(step) + _c(kk) if trows > 1 else _c(i * step + kk)
-      else:
-        index = lid0 + _c(kk * bcols + tcols * j) if tcols > 1 else _c(kk * bcols + j)
-      got = ready[id(node)].load(index)
-    elif node.op is L.CONST:
-      got = UOp.const(node.dtype, node.arg)
-    else:
-      srcs = [compute(s, i, j, kk) for s in node.src]
-      if node.op is L.CAST:
-        got = srcs[0].cast(node.dtype)
-      elif node.op is L.BITCAST:
-        got = srcs[0].bitcast(node.dtype)
-      elif node.op is L.CONTIGUOUS:
-        got = srcs[0]
-      else:
-        got = lw._alu(node, srcs)
-    memo[key] = got
-    return got
+  def at(kk: int) -> UOp:     # the step's element kk of this trip
+    if inner is None:
+      return _c(kk)
+    return inner * _c(unroll) + _c(kk) if unroll > 1 else inner
 
-  op = p.reduce.arg[0]
-  dtype = src.dtype
-  if dtype == dtypes.bool:
-    op = _REDUCE_BOOL[op]
-  init = UOp.const(dtype, _identity(op, dtype))
-  accs, assigns = {}, []
-  for i, j in itertools.product(range(rows), range(cols)):
-    body = None
-    for kk in range(step):
-      v = compute(src, i, j, kk)
-      if steps * step > total:
-        k = k0 * _c(step) + _c(kk) if steps > 1 else _c(kk)
-        v = k.lt(_c(total)).where(v, init)
-      body = v if body is None else UOp(op, dtype, (body, v))
-    acc = UOp(Ops.DEFINE_ACC, dtype, (init,), lw._id())
-    accs[(i, j)] = acc
-    assigns.append(UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, body)))))
+  def operand(node: LazyOp, i: int, g: int, kk: int) -> UOp:
+    """Operand A at row i, or B at columns g*lanes.. (one vector), of step element kk."""
+    if id(node) in a_ids:
+      index = (lid1 + _c(trows * i)) * _c(step) + at(kk) if trows > 1 else _c(i * step) + at(kk)
+      return ready[id(node)].load(index)
+    # the thread's columns: lid0*lanes + tcols*lanes*g + lane
+    index = at(kk) * _c(bcols) + _c(tcols * lanes * g)
+    if tcols > 1:
+      index = index + (lid0 * _c(lanes) if lanes > 1 else lid0)
+    return ready[id(node)].load(index, dtype=node.dtype.vec(lanes) if lanes > 1 else None)
+
+  valid = None
+  if steps * step > total:
+    valid = [(k0 * _c(step) + at(kk) if steps > 1 else at(kk)).lt(_c(total))
+             for kk in range(unroll)]
+  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, unroll, valid, opts.fma)
+  done = [UOp(Ops.ENDRANGE, None, (inner, *assigns))] if inner is not None else assigns
   if steps > 1:
-    end = UOp(Ops.ENDRANGE, None, (k0, *assigns, UOp(Ops.BARRIER, None, tuple(assigns))))
-    results = {ij: UOp(Ops.AFTER, dtype, (acc, end)) for ij, acc in accs.items()}
+    ends = [UOp(Ops.ENDRANGE, None, (k0, *done, UOp(Ops.BARRIER, None, tuple(done))))] * len(accs)
+  elif inner is not None:
+    ends = done * len(accs)
   else:
-    results = {ij: UOp(Ops.AFTER, dtype, (acc, a)) for (ij, acc), a in zip(accs.items(), assigns)}
-
-  # the output: elementwise ops after the reduction at each point, stores gated at the edges
-  strides = contiguous_strides(out.shape)
-  out_stores = []
-  for i, j in itertools.product(range(rows), range(cols)):
-    idxs, at, gate = list(base), list(base), None
-    for axis, n, block, index in ((ar, nr, brows, row0 + lid1 + _c(trows * i)),
-                                  (ac, nc, bcols, col0 + lid0 + _c(tcols * j))):
-      idxs[axis] = index
-      at[axis] = clamp(index, n, block)
-      if n % block:
-        gate = _and(gate, index.lt(_c(n)))
-    lw.result = results[(i, j)]
-    flat = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
-    out_stores.append(lw.params[0].store(flat, lw.value(out, tuple(at), None), gate))
-  return out_stores
+    ends = assigns
+  first = lid0 * _c(lanes) if lanes > 1 else lid0
+  return _tile_stores(lw, opts.tile, opts.tile_axes, base, (row0 + lid1, col0 + first),
+                      (trows, tcols * lanes), (brows, bcols), lanes, accs, ends, None)

@@ -72,6 +72,7 @@ class _Expressions:
   def lanewise(self, fn: str, dt: DType, args: list[str]) -> str:
     if dt.count == 1:
       return f"{fn}({', '.join(args)})"
+    args = [a if a.isidentifier() else f"({a})" for a in args]   # (x * y)[i], not x * y[i]
     lanes = [f"{fn}({', '.join(f'{a}[{i}]' for a in args)})" for i in range(dt.count)]
     return f"{self.reg(dt)}({', '.join(lanes)})"
 
