@@ -66,8 +66,22 @@ MAX_TRIPS = 1 << 14
 # matmul 1024^2 f32, 8x8 tiles: unrolled 1 / 2 / 4 times ran 211 / 198 / 198 ms and compiled
 # 512^3 in 18 / 22 / 30 ms: 2 keeps the kernel speed at two thirds of the compile time)
 TILE_UNROLL = 2
+# tiled reductions over several axes loop over the leading ones and unroll the trailing ones
+# whose elements number at most TILE_INNER (conv2d: loop over input channels, unroll the 3 x 3
+# window, so neighbouring outputs share the loads of overlapping windows and the loop needs no
+# div/mod to unravel its index)
+TILE_INNER = 16
 # threads in a subgroup at most (WGSL; a PTX warp has 32)
 MAX_SUBGROUP = 128
+
+def _inner_split(shape) -> int:
+  """Where a tiled reduction's axes split into its loop (shape[:k]) and the trailing axes it
+  unrolls completely (shape[k:], at most TILE_INNER elements): k = len(shape) for none."""
+  k, inner = len(shape), 1
+  while k > 1 and inner * shape[k - 1] <= TILE_INNER:
+    k, inner = k - 1, inner * shape[k - 1]
+  return k if inner > 1 else len(shape)
+
 
 def _c(v: int) -> UOp:
   return UOp.const(I32, v)
@@ -313,9 +327,13 @@ class Lowerer:
     shape = [src.shape[a] for a in axes]
     total = prod(shape)
     if id(node) not in self.loops:
-      ranges, lanes = self._loop(total, unroll=TILE_UNROLL if total % TILE_UNROLL == 0 else 1)
-      self.loops[id(node)] = ranges, [(unravel([(lin, 1, total)], 0, shape), valid)
-                                      for lin, valid in lanes]
+      k = _inner_split(shape)
+      outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
+      unroll = TILE_UNROLL if k == len(shape) and total % TILE_UNROLL == 0 else 1
+      ranges, lanes = self._loop(outer, unroll=unroll)
+      self.loops[id(node)] = ranges, [
+        (unravel([(lin, 1, outer)], 0, shape[:k]) + [_c(i) for i in at], valid)
+        for lin, valid in lanes for at in inner]
     ranges, lanes = self.loops[id(node)]
     points = []
     for where, valid in lanes:
