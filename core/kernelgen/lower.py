@@ -21,7 +21,9 @@ counter, so the fold reads one slot per subgroup: this needs no promise about ho
 subgroups or how big they are.
 Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
 output axes; the block's reductions share one loop (over all reduced elements, unrolled by
-TILE_UNROLL), so each step loads R + C values for R * C accumulators; a block past the edge
+TILE_UNROLL; or over the leading reduced axes, the trailing ones of at most TILE_INNER elements
+unrolled inside it: conv2d's window), so each step loads R + C values for R * C accumulators
+(fewer where unrolled windows overlap); a block past the edge
 computes at clamped indices and gates its stores. `Opts.stage` tiles them through workgroup
 memory instead (wgtile.py).
 No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
@@ -320,8 +322,9 @@ class Lowerer:
     return ([rng] if trips != 1 else []), out
 
   def _tiled_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
-    """A reduction in a tiled kernel: one loop over all its reduced elements (unravelled into
-    the axes), shared by every output of the tile, so each value is loaded once per step."""
+    """A reduction in a tiled kernel: one loop over its reduced elements (unravelled into the
+    axes; the trailing axes that _inner_split picks are unrolled in each step instead), shared
+    by every output of the tile, so each value is loaded once per step."""
     op, axes = node.arg
     src = node.src[0]
     shape = [src.shape[a] for a in axes]
