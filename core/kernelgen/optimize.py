@@ -203,10 +203,14 @@ def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
 def _shares_loads(item: ScheduleItem, target: str, options: dict) -> bool:
   """The register tile `_tile` picks for `item` shares loads between its outputs: a TILE_PROBE
   tile loads fewer values per step than its outputs would alone (matmul, conv2d; not a sum over
-  rows). Such kernels take tiles over a grouped reduction (lavapipe, conv2d 3x3 128ch 14x14:
-  8x8 tiles 8 ms, 16 threads per output 130 ms; matmul 128x1024x128: 6 vs 39 ms)."""
+  rows), and its loop needs no unrolling to stay under MAX_TRIPS. Such kernels take tiles over a
+  grouped reduction (lavapipe, conv2d 3x3 128ch 14x14: 8x8 tiles 8 ms, 16 threads per output
+  130 ms; matmul 128x1024x128: 6 vs 39 ms)."""
   tile = _tile(item, target, options)
   if not tile:
+    return False
+  reduce = _reduces(item)[0]
+  if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) > MAX_TRIPS:
     return False
   def loads(probe):
     sink, _ = lower(item, Opts(tile=probe, tile_axes=tile[1]))
