@@ -190,9 +190,10 @@ def test_tiled_conv2d_matches_numpy(device):
 
 @pytest.mark.parametrize("device", ["WEBGPU", "PTXSIM"])
 def test_tiles_beat_grouping_where_outputs_share_loads(device):
-  """A conv2d or matmul with fewer outputs than GROUP_MAX_OUTPUTS but enough for register tiles
-  takes the tiles (its outputs share loads); a sum over rows with as many outputs stays a grouped
-  reduction (its tile would share nothing). Values match numpy."""
+  """On WGSL a conv2d or matmul with fewer outputs than GROUP_MAX_OUTPUTS but enough for register
+  tiles takes the tiles (its outputs share loads; PTX keeps the grouped reduction); a sum over
+  rows with as many outputs stays a grouped reduction (its tile would share nothing). Values
+  match numpy."""
   x, w = _mm((1, 32, 16, 16), (32, 32, 3, 3))
   a, b = _mm((128, 320), (320, 64))
   rows = np.random.default_rng(4).standard_normal((16, 16, 512)).astype(np.float32)
@@ -201,6 +202,7 @@ def test_tiles_beat_grouping_where_outputs_share_loads(device):
     assert 0 < item.out.size < opt.GROUP_MAX_OUTPUTS and opt._group_size(item, "wgsl")
     got = opt.optimize(item, "wgsl")
     assert got.tile and not got.group
+    assert opt.optimize(item, "ptx").group == opt._group_size(item, "ptx")   # TILE_OVER_GROUP
   got = opt.optimize(item_of(Tensor(rows).sum(2)), "wgsl")
   assert got.group and not got.tile
   padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))

@@ -72,6 +72,10 @@ TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
   ((8, 8), (4, 4)), 256, 4096, 8, 128
 # the tile that compares the loads of each choice of tiled axes
 TILE_PROBE = (2, 2)
+# target -> whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a register tile that
+# shares loads over a grouped reduction (_shares_loads; measured on lavapipe only: PTX keeps the
+# grouped reduction, whose many small blocks fill a large GPU, until a GPU says otherwise)
+TILE_OVER_GROUP = {"wgsl": True}
 # tiling through workgroup memory (wgtile.py; option "stage": True/False or (TR, TC, BK)): a
 # workgroup of up to STAGE_THREADS[target] threads (rows x cols), each the register tile chosen
 # above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
@@ -107,7 +111,7 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   if group < 0:
     group = 0 if "local" in options or "upcast" in options or \
       options.get("stage") not in (None, False) else _group_size(item, target)
-    if group and _shares_loads(item, target, options):
+    if group and TILE_OVER_GROUP.get(target) and _shares_loads(item, target, options):
       group = 0                    # register tiles instead (conv2d, matmul with few outputs)
   if group:
     return Opts(local=group, upcast=1, group=group, subgroups=_subgroups(target, options, group),
