@@ -266,6 +266,58 @@ def test_tiled_loops_unroll_by_four_where_it_divides():
              dtypes.float32) == TILE_UNROLL * 4
 
 
+def _conv_item(cin: int, cout: int, size: int, k: int, pad: int):
+  np = pytest.importorskip("numpy")
+  rng = np.random.default_rng(3)
+  x = rng.standard_normal((1, cin, size, size)).astype(np.float32)
+  w = rng.standard_normal((cout, cin, k, k)).astype(np.float32)
+  (item,) = schedule([Tensor(x).conv2d(Tensor(w), padding=pad).node])
+  padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+  windows = np.lib.stride_tricks.sliding_window_view(padded, (k, k), axis=(2, 3))
+  return item, np.einsum("nchwij,ocij->nohw", windows, w)
+
+
+def test_tiled_conv_loops_over_channels_and_unrolls_the_window():
+  """conv2d 3 x 3 in (output channels x columns) tiles: the loop runs over the input channels
+  only, the window is unrolled inside it, so its index needs no div/mod and neighbouring columns
+  share the loads of overlapping windows: each step loads 3 rows of C + 2 inputs and 9 weights
+  per output channel."""
+  from kernelgen.lower import TILE_INNER
+  from kernelgen.linearize import linearize
+  assert TILE_INNER >= 9
+  item, _ = _conv_item(5, 4, 8, 3, 1)
+  rows, cols = 4, 4
+  sink = simplify(lower(item, Opts(local=4, tile=(rows, cols), tile_axes=(1, 3)))[0])
+  uops = linearize(sink)
+  (loop,) = [u for u in uops if u.op is Ops.RANGE]
+  assert loop.src[0].arg == 5
+  body = uops[uops.index(loop):[u.op for u in uops].index(Ops.ENDRANGE)]
+  assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in body)
+  loads = [u for u in body if u.op is Ops.LOAD]
+  assert sorted(sum(u.src[0].arg == s for u in loads) for s in (1, 2)) == \
+    sorted((3 * (cols + 2), 9 * rows))
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("cin,cout,size,k,pad,tile", [(5, 4, 8, 3, 1, (4, 4)),
+                                                     (3, 6, 7, 3, 0, (4, 2)),
+                                                     (2, 3, 6, 5, 2, (2, 4)),
+                                                     (17, 8, 5, 1, 0, (8, 2))])
+def test_tiled_convs_match_numpy(device, cin, cout, size, k, pad, tile):
+  """Tiled convs whose reductions split into a loop and an unrolled window (3 x 3, and 5 x 5:
+  more than TILE_INNER, so only its last axis unrolls; 1 x 1: one loop), ragged tiles too."""
+  from kernelgen.compiler import compile_item
+  np = pytest.importorskip("numpy")
+  runtime = _runtime(device)
+  item, want = _conv_item(cin, cout, size, k, pad)
+  compiled = compile_item(item, runtime.target or "python", {"tile": tile, "local": 4})
+  out = runtime.alloc(item.out.size * 4)
+  handles = [out] + [_upload(runtime, src.buffer) for src in item.inputs]
+  runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
+  got = np.frombuffer(bytes(runtime.copyout(out))[:item.out.size * 4], np.float32)
+  np.testing.assert_allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-4)
+
+
 def _range_depth(nodes: list) -> int:
   """The deepest nesting of loops in a linearized kernel."""
   depth = deepest = 0

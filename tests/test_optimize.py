@@ -189,6 +189,34 @@ def test_tiled_conv2d_matches_numpy(device):
 
 
 @pytest.mark.parametrize("device", ["WEBGPU", "PTXSIM"])
+def test_tiles_beat_grouping_where_outputs_share_loads(device):
+  """On WGSL a conv2d or matmul with fewer outputs than GROUP_MAX_OUTPUTS but enough for register
+  tiles takes the tiles (its outputs share loads; PTX keeps the grouped reduction); a sum over
+  rows with as many outputs stays a grouped reduction (its tile would share nothing). Values
+  match numpy."""
+  x, w = _mm((1, 32, 16, 16), (32, 32, 3, 3))
+  a, b = _mm((128, 320), (320, 64))
+  rows = np.random.default_rng(4).standard_normal((16, 16, 512)).astype(np.float32)
+  conv, mm = item_of(Tensor(x).conv2d(Tensor(w), padding=1)), item_of(Tensor(a) @ Tensor(b))
+  for item in (conv, mm):
+    assert 0 < item.out.size < opt.GROUP_MAX_OUTPUTS and opt._group_size(item, "wgsl")
+    got = opt.optimize(item, "wgsl")
+    assert got.tile and not got.group
+    assert opt.optimize(item, "ptx").group == opt._group_size(item, "ptx")   # TILE_OVER_GROUP
+  got = opt.optimize(item_of(Tensor(rows).sum(2)), "wgsl")
+  assert got.group and not got.tile
+  padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+  windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+  want = np.einsum("nchwij,ocij->nohw", windows, w)
+  got = Tensor(x).to(_on(device)).conv2d(Tensor(w).to(device), padding=1).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose((Tensor(a).to(device) @ Tensor(b).to(device)).numpy(), a @ b,
+                             rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(Tensor(rows).to(device).sum(2).numpy(), rows.sum(2),
+                             rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("device", ["WEBGPU", "PTXSIM"])
 def test_search_times_candidates_on_gpu_devices(monkeypatch, device):
   """WEBGPU's run does not wait for the GPU: the search must time through time_run (it used to
   see no times there and silently keep the heuristic's choice, caching nothing)."""

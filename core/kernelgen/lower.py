@@ -21,11 +21,13 @@ counter, so the fold reads one slot per subgroup: this needs no promise about ho
 subgroups or how big they are.
 Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
 output axes; the block's reductions share one loop (over all reduced elements, unrolled by
-TILE_UNROLL), so each step loads R + C values for R * C accumulators; a block past the edge
-computes at clamped indices and gates its stores. Where wgtile.plan() splits the reduction's
-source into row and column operands, regtile.py builds the block from them with its columns as
-vectors; otherwise each output of the block is lowered here on its own. `Opts.stage` tiles them
-through workgroup memory instead (wgtile.py).
+TILE_UNROLL; or over the leading reduced axes, the trailing ones of at most TILE_INNER elements
+unrolled inside it: conv2d's window), so each step loads R + C values for R * C accumulators
+(fewer where unrolled windows overlap); a block past the edge computes at clamped indices and
+gates its stores. Where wgtile.plan() splits the reduction's source into row and column
+operands, regtile.py builds the block from them with its columns as vectors; otherwise each
+output of the block is lowered here on its own. `Opts.stage` tiles them through workgroup
+memory instead (wgtile.py).
 No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
 silently stops a thread's loops after 65535 iterations in all, counted across its loops).
 """
@@ -71,8 +73,22 @@ MAX_TRIPS = 1 << 14
 # the tile's columns as vectors (regtile.py), 512^2 f32 on a loaded lavapipe: 1 / 2 ran about
 # 37 / 34 ms (the scalar tiles 45) from 176 / 247 UOps
 TILE_UNROLL = 2
+# tiled reductions over several axes loop over the leading ones and unroll the trailing ones
+# whose elements number at most TILE_INNER (conv2d: loop over input channels, unroll the 3 x 3
+# window, so neighbouring outputs share the loads of overlapping windows and the loop needs no
+# div/mod to unravel its index)
+TILE_INNER = 16
 # threads in a subgroup at most (WGSL; a PTX warp has 32)
 MAX_SUBGROUP = 128
+
+def _inner_split(shape) -> int:
+  """Where a tiled reduction's axes split into its loop (shape[:k]) and the trailing axes it
+  unrolls completely (shape[k:], at most TILE_INNER elements): k = len(shape) for none."""
+  k, inner = len(shape), 1
+  while k > 1 and inner * shape[k - 1] <= TILE_INNER:
+    k, inner = k - 1, inner * shape[k - 1]
+  return k if inner > 1 else len(shape)
+
 
 def _c(v: int) -> UOp:
   return UOp.const(I32, v)
@@ -316,16 +332,13 @@ class Lowerer:
     return ([rng] if trips != 1 else []), out
 
   def _tiled_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
-    """A reduction in a tiled kernel: one loop over all its reduced elements (unravelled into
-    the axes), shared by every output of the tile, so each value is loaded once per step."""
+    """A reduction in a tiled kernel: one loop over its reduced elements (unravelled into the
+    axes; the trailing axes that _inner_split picks are unrolled in each step instead), shared
+    by every output of the tile, so each value is loaded once per step."""
     op, axes = node.arg
     src = node.src[0]
-    shape = [src.shape[a] for a in axes]
-    total = prod(shape)
     if id(node) not in self.loops:
-      ranges, lanes = self._loop(total, unroll=TILE_UNROLL if total % TILE_UNROLL == 0 else 1)
-      self.loops[id(node)] = ranges, [(unravel([(lin, 1, total)], 0, shape), valid)
-                                      for lin, valid in lanes]
+      self.loops[id(node)] = self._tile_loop([src.shape[a] for a in axes])
     ranges, lanes = self.loops[id(node)]
     points = []
     for where, valid in lanes:
@@ -334,6 +347,17 @@ class Lowerer:
         p[a] = index
       points.append((tuple(p), valid))
     return self._accumulate(op, src, points, idxs, gate, ranges)
+
+  def _tile_loop(self, shape: list) -> tuple[list, list]:
+    """(ranges, [(indices, valid)]) of a tiled reduction over `shape`: a loop over the leading
+    axes (unrolled TILE_UNROLL times where that divides it and nothing else is unrolled), the
+    trailing axes that _inner_split picks unrolled completely in each step."""
+    k, total = _inner_split(shape), prod(shape)
+    outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
+    unroll = TILE_UNROLL if k == len(shape) and total % TILE_UNROLL == 0 else 1
+    ranges, lanes = self._loop(outer, unroll=unroll)
+    return ranges, [(unravel([(lin, 1, outer)], 0, shape[:k]) + [_c(i) for i in at], valid)
+                    for lin, valid in lanes for at in inner]
 
   def _range(self, n: int) -> UOp:
     return UOp(Ops.RANGE, I32, (_c(n),), self._id())

@@ -72,6 +72,10 @@ TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
   ((8, 8), (4, 4)), 256, 4096, 8, 128
 # the tile that compares the loads of each choice of tiled axes
 TILE_PROBE = (2, 2)
+# target -> whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a register tile that
+# shares loads over a grouped reduction (_shares_loads; measured on lavapipe only: PTX keeps the
+# grouped reduction, whose many small blocks fill a large GPU, until a GPU says otherwise)
+TILE_OVER_GROUP = {"wgsl": True}
 # tiling through workgroup memory (wgtile.py; option "stage": True/False or (TR, TC, BK)): a
 # workgroup of up to STAGE_THREADS[target] threads (rows x cols), each the register tile chosen
 # above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
@@ -112,6 +116,8 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   if group < 0:
     group = 0 if "local" in options or "upcast" in options or \
       options.get("stage") not in (None, False) else _group_size(item, target)
+    if group and TILE_OVER_GROUP.get(target) and _shares_loads(item, target, options):
+      group = 0                    # register tiles instead (conv2d, matmul with few outputs)
   if group:
     return Opts(local=group, upcast=1, group=group, subgroups=_subgroups(target, options, group),
                 group_unroll=int(options.get("group_unroll", GROUP_UNROLL.get(target, 1))),
@@ -201,6 +207,24 @@ def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
   fits = [t for t in TILES
           if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS]
   return (fits[0], axes) if fits else ()
+
+
+def _shares_loads(item: ScheduleItem, target: str, options: dict) -> bool:
+  """The register tile `_tile` picks for `item` shares loads between its outputs: a TILE_PROBE
+  tile loads fewer values per step than its outputs would alone (matmul, conv2d; not a sum over
+  rows), and its loop needs no unrolling to stay under MAX_TRIPS. Such kernels take tiles over a
+  grouped reduction (lavapipe, conv2d 3x3 128ch 14x14: 8x8 tiles 8 ms, 16 threads per output
+  130 ms; matmul 128x1024x128: 6 vs 39 ms)."""
+  tile = _tile(item, target, options)
+  if not tile:
+    return False
+  reduce = _reduces(item)[0]
+  if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) > MAX_TRIPS:
+    return False
+  def loads(probe):
+    sink, _ = lower(item, Opts(tile=probe, tile_axes=tile[1]))
+    return sum(u.op is Ops.LOAD for u in toposort([sink]))
+  return loads(TILE_PROBE) < TILE_PROBE[0] * TILE_PROBE[1] * loads((1, 1))
 
 
 def _pow2_at_least(n: int) -> int:

@@ -258,8 +258,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   plan's operands with the tile's columns in vectors (see `_accumulators`); None where plan()
   does not apply (lower.py then lowers each output of the tile on its own). Each thread's
   R x C block: rows R*r + i, columns C*c + j of its place (r, c) in the grid of blocks; one loop
-  over all reduced elements, unrolled TILE_UNROLL times."""
-  from .lower import TILE_UNROLL
+  over the reduced elements (Lowerer._tile_loop: conv2d's window unrolled in it)."""
   from .wgtile import _Lowerer, plan
   item, out = lw.item, lw.item.out
   (rows, cols), (ar, ac) = opts.tile, axes
@@ -288,11 +287,10 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   src = p.reduce.src[0]
   red_axes = p.reduce.arg[1]
   red_shape = [src.shape[a] for a in red_axes]
-  total = prod(red_shape)
-  ranges, points = lw._loop(total, unroll=TILE_UNROLL if total % TILE_UNROLL == 0 else 1)
+  ranges, points = lw._tile_loop(red_shape)
   valid = [v for _, v in points]
   lanes = _lanes(src, cols, {id(n) for n in p.a + p.b}) if valid.count(None) == len(valid) else 1
-  where = [unravel([(k, 1, total)], 0, red_shape) for k, _ in points]
+  where = [w for w, _ in points]
 
   def at(axis: int, k: int, n: int) -> UOp:
     index = _plus(first[k], n)
