@@ -22,8 +22,8 @@ subgroups or how big they are.
 Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
 output axes; the block's reductions share one loop (over all reduced elements, unrolled by
 TILE_UNROLL; or over the leading reduced axes, the trailing ones of at most TILE_INNER elements
-unrolled inside it: conv2d's window columns), so each step loads R + C values for R * C
-accumulators (fewer where unrolled windows overlap); a block past the edge
+unrolled inside it: conv2d's window), so each step loads R + C values for R * C accumulators
+(fewer where unrolled windows overlap); a block past the edge
 computes at clamped indices and gates its stores. `Opts.stage` tiles them through workgroup
 memory instead (wgtile.py).
 No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
