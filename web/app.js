@@ -220,10 +220,16 @@ function sourceText(target, label) {
   return target.kernels[state.selected]?.source ?? '';
 }
 
+// A read-only source view's text; unchanged text is not set again (Ace would render the whole
+// view anew, and the page's memory holds each render's DOM until the next garbage collection).
+function setSource(editor, text) {
+  if (editor.getValue() !== text) editor.setValue(text, -1);
+}
+
 function showSources() {
   const { wgsl, ptx } = state.compiled;
-  state.wgsl.setValue(sourceText(wgsl, 'WGSL'), -1);
-  state.ptx.setValue(sourceText(ptx, `PTX for ${state.compiled.arch}`), -1);
+  setSource(state.wgsl, sourceText(wgsl, 'WGSL'));
+  setSource(state.ptx, sourceText(ptx, `PTX for ${state.compiled.arch}`));
   const kernels = (wgsl.ok ? wgsl : ptx).kernels || [];
   showKernels($('kernels'), kernels, state.selected, (index) => {
     state.selected = index;
