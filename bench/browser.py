@@ -9,7 +9,8 @@ assembled, served from 127.0.0.1 with bench/web/ and TF.js (.venv-bench/npm) mou
       the first result of its default example (a matmul) through the Run button's code path;
       vs a bare page that boots Pyodide in a worker the same way. A fresh browser per load.
   B7  proportional set size (PSS) of all of the browser's processes after running every example
-      of the app, vs the bare page after its Pyodide boot.
+      of the app, vs the bare page after its Pyodide boot. (Also, for information, both once the
+      page's main thread has collected its garbage: *_pss_after_gc_mb.)
 
     python bench/browser.py [REPS]        (prints a JSON summary)
 """
@@ -145,15 +146,28 @@ def cold_start(playwright, server) -> dict:
     return { names, failed };
   }""")
   app_pss = pss_mb(os.getpid())
+  app_gc = pss_after_gc(page)
   app.close()
   bare = Browser(playwright, server)
   bare_page = bare.page("bench/web/bare.html")
   bare_ready = bare_page.evaluate("window.readyMs")
   bare_pss = pss_mb(os.getpid())
+  bare_gc = pss_after_gc(bare_page)
   bare.close()
   return {"ready_ms": ready, "first_matmul_ms": first["ms"], "first_ok": first["ok"],
           "bare_ready_ms": bare_ready, "app_pss_mb": app_pss, "bare_pss_mb": bare_pss,
-          "examples": examples}
+          "app_pss_after_gc_mb": app_gc, "bare_pss_after_gc_mb": bare_gc, "examples": examples}
+
+
+def pss_after_gc(page) -> float:
+  """PSS once the page's main thread has collected its garbage (DevTools' collectGarbage): what
+  it holds, apart from when its collector happens to run. Informational; B7 is pss_mb's figure,
+  taken before this."""
+  session = page.context.new_cdp_session(page)
+  session.send("HeapProfiler.collectGarbage")
+  session.detach()
+  page.wait_for_timeout(1000)  # the freed pages go back to the system
+  return pss_mb(os.getpid())
 
 
 def compile_in_pyodide(playwright, server) -> list[dict]:

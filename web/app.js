@@ -222,8 +222,11 @@ function sourceText(target, label) {
 
 // A read-only source view's text; unchanged text is not set again (Ace would render the whole
 // view anew, and the page's memory holds each render's DOM until the next garbage collection).
+// A view has nothing to undo: its undo history (every text it showed) is dropped.
 function setSource(editor, text) {
-  if (editor.getValue() !== text) editor.setValue(text, -1);
+  if (editor.getValue() === text) return;
+  editor.setValue(text, -1);
+  editor.session.getUndoManager().reset();
 }
 
 function showSources() {
