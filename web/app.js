@@ -25,12 +25,23 @@ function log(line) {
 
 // ---- editors ----
 
+// A read-only source view keeps its size whatever text it shows (its scrollbars always there, a
+// gutter at least three digits wide): the "compiling…" line, then a long PTX, would otherwise
+// resize it twice per run, and each resize lays the whole view out again (garbage for the GC).
+const STEADY_GUTTER = {
+  getWidth: (session, lastLine, config) => Math.max(3, String(lastLine).length) *
+    config.characterWidth,
+  getText: (session, row) => row + session.$firstLineNumber,
+};
+
 function makeEditor(id, mode, readOnly) {
   const editor = ace.edit(id, {
     mode: `ace/mode/${mode}`, theme: 'ace/theme/one_dark', readOnly, showPrintMargin: false,
     fontSize: '13px', tabSize: 4, useSoftTabs: true, highlightActiveLine: !readOnly,
+    vScrollBarAlwaysVisible: readOnly, hScrollBarAlwaysVisible: readOnly,
   });
   editor.renderer.setScrollMargin(6, 6);
+  if (readOnly) editor.session.gutterRenderer = STEADY_GUTTER;
   return editor;
 }
 
