@@ -9,7 +9,9 @@ assembled, served from 127.0.0.1 with bench/web/ and TF.js (.venv-bench/npm) mou
       the first result of its default example (a matmul) through the Run button's code path;
       vs a bare page that boots Pyodide in a worker the same way. A fresh browser per load.
   B7  proportional set size (PSS) of all of the browser's processes after running every example
-      of the app, vs the bare page after its Pyodide boot.
+      of the app, vs a bare page's browser after its Pyodide boot, both measured at one moment.
+      (Also, for information, both once the page's main thread has collected its garbage:
+      *_pss_after_gc_mb.)
 
     python bench/browser.py [REPS]        (prints a JSON summary)
 """
@@ -74,8 +76,8 @@ def pyodide_snippet(source: str, target: str) -> str:
   ])
 
 
-def pss_mb(root_pid: int) -> float:
-  """Sum of Pss over the Chromium processes below `root_pid` (the driver's tree)."""
+def pss_mb(root_pid: int, with_root: bool = False) -> float:
+  """Sum of Pss over the Chromium processes below `root_pid` (and it, `with_root`)."""
   children: dict[int, list[int]] = {}
   for entry in os.listdir("/proc"):
     if entry.isdigit():
@@ -84,7 +86,7 @@ def pss_mb(root_pid: int) -> float:
       except OSError:
         continue
       children.setdefault(ppid, []).append(int(entry))
-  total, stack = 0, list(children.get(root_pid, []))
+  total, stack = 0, [root_pid] if with_root else list(children.get(root_pid, []))
   while stack:
     pid = stack.pop()
     stack.extend(children.get(pid, []))
@@ -118,6 +120,13 @@ class Browser:
       raise RuntimeError(f"{path} did not start: {page.inner_text('body')[-300:]}")
     return page
 
+  def pss_mb(self) -> float:
+    """The PSS of this browser: its browser process and every process below it."""
+    session = self.browser.new_browser_cdp_session()
+    processes = session.send("SystemInfo.getProcessInfo")["processInfo"]
+    session.detach()
+    return pss_mb(next(p["id"] for p in processes if p["type"] == "browser"), with_root=True)
+
   def close(self):
     self.browser.close()
 
@@ -144,16 +153,34 @@ def cold_start(playwright, server) -> dict:
     if (window.kgApp.idle) await window.kgApp.idle();  // the runs' background work (reference)
     return { names, failed };
   }""")
-  app_pss = pss_mb(os.getpid())
+  # B7: a bare page boots next to the app, and both browsers are measured at one moment. (PSS
+  # shares a file's pages among every process on the machine that maps them, other Chromiums
+  # included: measured minutes apart, the two figures saw different neighbours.)
+  memory = Browser(playwright, server)
+  memory_page = memory.page("bench/web/bare.html")
+  app_pss, bare_pss = app.pss_mb(), memory.pss_mb()
+  for each in (page, memory_page):
+    collect_garbage(each)
+  app_gc, bare_gc = app.pss_mb(), memory.pss_mb()
+  memory.close()
   app.close()
-  bare = Browser(playwright, server)
+  bare = Browser(playwright, server)  # B5: the bare boot alone, as the app's was
   bare_page = bare.page("bench/web/bare.html")
   bare_ready = bare_page.evaluate("window.readyMs")
-  bare_pss = pss_mb(os.getpid())
   bare.close()
   return {"ready_ms": ready, "first_matmul_ms": first["ms"], "first_ok": first["ok"],
           "bare_ready_ms": bare_ready, "app_pss_mb": app_pss, "bare_pss_mb": bare_pss,
-          "examples": examples}
+          "app_pss_after_gc_mb": app_gc, "bare_pss_after_gc_mb": bare_gc, "examples": examples}
+
+
+def collect_garbage(page) -> None:
+  """The page's main thread collects its garbage now (DevTools' collectGarbage). For the
+  informational *_pss_after_gc_mb only (what the pages hold, apart from when their collector
+  happens to run); B7 is the figure taken before."""
+  session = page.context.new_cdp_session(page)
+  session.send("HeapProfiler.collectGarbage")
+  session.detach()
+  page.wait_for_timeout(1000)  # the freed pages go back to the system
 
 
 def compile_in_pyodide(playwright, server) -> list[dict]:

@@ -89,6 +89,15 @@ def test_release_unreachable_frees_only_buffers_no_tensor_holds():
   assert kept._handle == 102
 
 
+def test_release_unreachable_passes_over_other_devices_buffers():
+  runtime = object.__new__(BrowserWebGPU)
+  runtime.gpu, runtime.handles = _FakeGpu(), {101}
+  reference = Buffer("PYTHON", dtypes.float32, 4)
+  reference._handle = bytearray(16)  # the PYTHON device's handle (unhashable)
+  assert runtime.release_unreachable() == 1
+  assert runtime.gpu.freed == [101] and reference._handle == bytearray(16)
+
+
 def test_release_without_an_open_page_gpu_frees_nothing():
   assert web_api.release() == {"ok": True, "freed": 0}
 

@@ -1,5 +1,8 @@
 // Syntax highlighting of WGSL and PTX for the Ace editor (Ace ships neither mode): token rules
 // as data, one regular expression per token class.
+// IDENTIFIER: a name is matched whole (so that no keyword or number is found inside it) but is
+// plain 'text', like the spaces and punctuation around it: Ace renders a run of text tokens as
+// one text node, where an 'identifier' token (which the theme does not color) cost a span each.
 const WGSL_RULES = [
   { token: 'comment', regex: '//.*$' },
   { token: 'keyword', regex: '\\b(?:fn|let|var|const|if|else|for|loop|while|break|continue|return|' +
@@ -10,7 +13,7 @@ const WGSL_RULES = [
     'select|bitcast|pack2x16float|unpack2x16float|exp2|log2|sqrt|inverseSqrt|sin|cos|min|max|' +
     'abs|floor|ceil|fma|clamp)\\b' },
   { token: 'constant.numeric', regex: '\\b(?:0x[0-9a-fA-F]+|\\d+\\.?\\d*(?:e[+-]?\\d+)?)[fhiu]?\\b' },
-  { token: 'identifier', regex: '[A-Za-z_]\\w*' },
+  { token: 'text', regex: '[A-Za-z_]\\w*' },  // names: plain text (see IDENTIFIER)
 ];
 
 const PTX_RULES = [
@@ -21,7 +24,7 @@ const PTX_RULES = [
   { token: 'support.function', regex: '^\\s*(?:@!?%\\w+\\s+)?[a-z][a-z0-9]*(?:\\.[a-z0-9]+)*' },
   { token: 'entity.name.tag', regex: '^[A-Za-z_$][\\w$]*:' },
   { token: 'constant.numeric', regex: '\\b(?:0[fFdD][0-9a-fA-F]+|0x[0-9a-fA-F]+|\\d+)\\b' },
-  { token: 'identifier', regex: '[A-Za-z_$][\\w$]*' },
+  { token: 'text', regex: '[A-Za-z_$][\\w$]*' },  // names: plain text (see IDENTIFIER)
 ];
 
 function defineMode(ace, name, rules) {

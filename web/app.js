@@ -25,12 +25,23 @@ function log(line) {
 
 // ---- editors ----
 
+// A read-only source view keeps its size whatever text it shows (its scrollbars always there, a
+// gutter at least three digits wide): the "compiling…" line, then a long PTX, would otherwise
+// resize it twice per run, and each resize lays the whole view out again (garbage for the GC).
+const STEADY_GUTTER = {
+  getWidth: (session, lastLine, config) => Math.max(3, String(lastLine).length) *
+    config.characterWidth,
+  getText: (session, row) => row + session.$firstLineNumber,
+};
+
 function makeEditor(id, mode, readOnly) {
   const editor = ace.edit(id, {
     mode: `ace/mode/${mode}`, theme: 'ace/theme/one_dark', readOnly, showPrintMargin: false,
     fontSize: '13px', tabSize: 4, useSoftTabs: true, highlightActiveLine: !readOnly,
+    vScrollBarAlwaysVisible: readOnly, hScrollBarAlwaysVisible: readOnly,
   });
   editor.renderer.setScrollMargin(6, 6);
+  if (readOnly) editor.session.gutterRenderer = STEADY_GUTTER;
   return editor;
 }
 
@@ -220,10 +231,19 @@ function sourceText(target, label) {
   return target.kernels[state.selected]?.source ?? '';
 }
 
+// A read-only source view's text; unchanged text is not set again (Ace would render the whole
+// view anew, and the page's memory holds each render's DOM until the next garbage collection).
+// A view has nothing to undo: its undo history (every text it showed) is dropped.
+function setSource(editor, text) {
+  if (editor.getValue() === text) return;
+  editor.setValue(text, -1);
+  editor.session.getUndoManager().reset();
+}
+
 function showSources() {
   const { wgsl, ptx } = state.compiled;
-  state.wgsl.setValue(sourceText(wgsl, 'WGSL'), -1);
-  state.ptx.setValue(sourceText(ptx, `PTX for ${state.compiled.arch}`), -1);
+  setSource(state.wgsl, sourceText(wgsl, 'WGSL'));
+  setSource(state.ptx, sourceText(ptx, `PTX for ${state.compiled.arch}`));
   const kernels = (wgsl.ok ? wgsl : ptx).kernels || [];
   showKernels($('kernels'), kernels, state.selected, (index) => {
     state.selected = index;

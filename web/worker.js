@@ -17,6 +17,8 @@ import { GpuExecutor } from './gpu.js';
 const PYODIDE_URL = new URL('../pyodide/', import.meta.url).href;
 // The runtime's big files: their bytes drive the page's progress bar.
 const RUNTIME_FILES = ['pyodide.asm.wasm', 'python_stdlib.zip'];
+// The download progress the page is told of goes in steps of this share of the bytes.
+const PROGRESS_STEP = 0.01;
 // interrupt: Pyodide's interrupt buffer, on a cross-origin isolated page only (it needs a
 // SharedArrayBuffer): the page writes 2 (SIGINT) and Python raises KeyboardInterrupt.
 const state = { pyodide: null, api: null, gpu: null, gpuInfo: null, jspi: false, interrupt: null };
@@ -42,7 +44,9 @@ async function timed(step, work) {
 // A fetch that counts the bytes of the runtime files as Pyodide reads them (it still streams
 // them: the wasm compiles while it downloads, and nothing is buffered twice).
 function countingFetch(realFetch) {
-  const bytes = { loaded: 0, total: 0, done: 0, start: performance.now() };
+  // shown: the bytes the last 'bytes' message reported (one message per PROGRESS_STEP of the
+  // total, not one per chunk: each message makes garbage in both threads and a page layout)
+  const bytes = { loaded: 0, total: 0, done: 0, shown: 0, start: performance.now() };
   progress('download', 'start');
   return async (url, options) => {
     const response = await realFetch(url, options);
@@ -53,7 +57,10 @@ function countingFetch(realFetch) {
     const counter = new TransformStream({
       transform(chunk, controller) {
         bytes.loaded += chunk.byteLength;
-        progress('download', 'bytes', { loaded: bytes.loaded, total: bytes.total });
+        if (bytes.loaded - bytes.shown >= bytes.total * PROGRESS_STEP) {
+          bytes.shown = bytes.loaded;
+          progress('download', 'bytes', { loaded: bytes.loaded, total: bytes.total });
+        }
         controller.enqueue(chunk);
       },
       flush() {

@@ -105,10 +105,11 @@ class BrowserWebGPU(Runtime):
 
   def release_unreachable(self) -> int:
     """Free every buffer of this device that no live Buffer holds (call after gc.collect());
-    returns how many were freed. Buffers have no finalizer, so this is what frees them."""
+    returns how many were freed. Buffers have no finalizer, so this is what frees them. Only
+    WEBGPU buffers count: another device's handle may be anything (PYTHON's is a bytearray)."""
     import gc
     from ..lazy import Buffer
-    live = {o._handle for o in gc.get_objects() if isinstance(o, Buffer)}
+    live = {o._handle for o in gc.get_objects() if isinstance(o, Buffer) and o.device == "WEBGPU"}
     dead = self.handles - live
     for handle in dead:
       self.free(handle)
