@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from .dtype import dtypes, max_value, min_value
 from .lazy import L, LazyOp
-from .lower_vector import MAX_VECTOR, _vector_loads, _vector_stores  # noqa: F401
+from .lower_vector import MAX_VECTOR, _vector_loads, _vector_stores, _width, vector_value  # noqa: F401
 from .ops import Ops, UOp, toposort
 from .program import BufferSpec
 from .schedule import ScheduleItem
@@ -344,15 +344,9 @@ class Lowerer:
     trips = math.ceil(total / (self.group * vec))
     unroll = self.unroll if trips % self.unroll == 0 else 1
     ranges, lanes = self._loop(trips, self.group, self.lane, math.ceil(total / vec), unroll)
-    points = []
-    for lin, valid in lanes:
-      for k in range(vec):
-        at = lin * _c(vec) + _c(k) if vec > 1 else lin
-        p = list(idxs)
-        for a, index in zip(axes, unravel([(at, 1, total)], 0, shape)):
-          p[a] = index
-        points.append((tuple(p), valid))
-    part = self._accumulate(op, src, points, idxs, gate, ranges, vec)
+    part = self._vector_accumulate(op, src, axes, lanes, idxs, gate, ranges, vec)
+    if part is None:
+      part = self._grouped_accumulate(op, src, axes, lanes, idxs, gate, ranges, vec)
     roots = list(idxs) + ([gate] if gate is not None else [])
     outer = any(u.op is Ops.RANGE for u in toposort(roots))
     if part.dtype.name in self.subgroups and not outer:
@@ -365,6 +359,55 @@ class Lowerer:
     acc = UOp(Ops.DEFINE_ACC, part.dtype, (init,), self._id())
     update = UOp(Ops.ASSIGN, part.dtype, (acc, UOp(op, part.dtype, (acc, ready.load(r)))))
     return UOp(Ops.AFTER, part.dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
+
+  def _grouped_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec) -> UOp:
+    """A lane's partial, element by element (runs of loads merged into vector loads)."""
+    shape = [src.shape[a] for a in axes]
+    total = prod(shape)
+    points = []
+    for lin, valid in lanes:
+      for k in range(vec):
+        at = lin * _c(vec) + _c(k) if vec > 1 else lin
+        p = list(idxs)
+        for a, index in zip(axes, unravel([(at, 1, total)], 0, shape)):
+          p[a] = index
+        points.append((tuple(p), valid))
+    return self._accumulate(op, src, points, idxs, gate, ranges, vec)
+
+  def _vector_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec) -> UOp | None:
+    """A lane's partial with its `vec` elements per step read as vectors and accumulated in a
+    vector (lower_vector.vector_value), added up lane by lane after the loop; None where the
+    elements are not one vector of every buffer (the caller reads them one by one)."""
+    shape = [src.shape[a] for a in axes]
+    moving = [k for k, n in enumerate(shape) if n != 1]
+    w = _width(vec)
+    if vec == 1 or w != vec or gate is not None or not moving or shape[moving[-1]] % vec or \
+       any(valid is not None for _, valid in lanes):
+      return None
+    total, bodies = prod(shape), []
+    for lin, _ in lanes:
+      p = list(idxs)
+      for a, index in zip(axes, unravel([(lin * _c(vec), 1, total)], 0, shape)):
+        p[a] = index
+      body = vector_value(self, src, tuple(p), axes[moving[-1]], vec, {})
+      if body is None:
+        return None
+      bodies.append(body)
+    dtype = bodies[0].dtype
+    init = UOp.const(dtype, _identity(op, dtype.scalar))
+    step = bodies[0]
+    for body in bodies[1:]:
+      step = UOp(op, dtype, (step, body))
+    outer = [u for u in toposort(list(idxs)) if u.op is Ops.RANGE]
+    acc = UOp(Ops.DEFINE_ACC, dtype, (init, *outer), self._id())
+    end = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, step))))
+    for r in reversed(ranges):
+      end = UOp(Ops.ENDRANGE, None, (r, end))
+    vector = UOp(Ops.AFTER, dtype, (acc, end))
+    part = UOp(Ops.GEP, dtype.scalar, (vector,), 0)
+    for k in range(1, vec):
+      part = UOp(op, dtype.scalar, (part, UOp(Ops.GEP, dtype.scalar, (vector,), k)))
+    return part
 
   def _fold_range(self, n: UOp, node: LazyOp) -> UOp:
     """The loop over the partials: in lane 0 only (the lane that stores), or in every thread
@@ -429,6 +472,10 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
   thread = gid * _c(opts.local) + lid if opts.local > 1 else gid
+  if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
+    stores = _vector_thread_stores(lw, thread, opts.upcast)
+    if stores is not None:
+      return stores
   stores = []
   for j in range(opts.upcast):
     flat = thread * _c(opts.upcast) + _c(j) if opts.upcast > 1 else thread
@@ -438,6 +485,26 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     stores.append(lw.params[0].store(flat, value, gate))
   if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
     return _vector_stores(stores, opts.upcast)
+  return stores
+
+
+def _vector_thread_stores(lw: Lowerer, thread: UOp, upcast: int) -> list[UOp] | None:
+  """A thread's `upcast` outputs as vector stores of the expression lowered as vectors (once per
+  vector, lower_vector.vector_value), where the vector lanes lie along the last output axis and
+  the pattern holds; None otherwise."""
+  out = lw.item.out
+  w = _width(upcast)
+  axes = [a for a, n in enumerate(out.shape) if n != 1]
+  if w == 1 or not axes or out.shape[axes[-1]] % w:
+    return None
+  stores = []
+  for j in range(0, upcast, w):
+    flat = thread * _c(upcast) + _c(j) if j else thread * _c(upcast)
+    idxs = tuple(unravel([(flat, 1, out.size)], 0, out.shape))
+    value = vector_value(lw, out, idxs, axes[-1], w, {})
+    if value is None:
+      return None
+    stores.append(lw.params[0].store(flat, value))
   return stores
 
 

@@ -8,6 +8,7 @@ from .dtype import dtypes
 from .ops import Ops, UOp, toposort
 from .rules.sums import _sum_of
 from .rules.symbolic import simplify
+from .view import contiguous_strides
 
 # lanes of a vector load or store at most (WGSL has vec2..vec4)
 MAX_VECTOR = 4
@@ -113,3 +114,71 @@ def _substitute(order: list, mapping: dict) -> dict:
         new[u] = UOp(u.op, u.dtype, tuple([get(x, x) for x in u.src]), u.arg)
         break
   return new
+
+
+# ---- expressions lowered as vectors from the start ---------------------------------------------
+
+def _vector_dtype(dtype) -> bool:
+  """Whether values of `dtype` may be vectors here: 32-bit numbers (WGSL has vec4 of those)."""
+  return dtype is not None and dtype.count == 1 and dtype.itemsize == 4 and dtype != dtypes.bool
+
+
+def _splat(x: UOp, w: int) -> UOp:
+  return UOp(Ops.VECTORIZE, x.dtype.vec(w), (x,) * w)
+
+
+def _wide_load(lw, node, terms, offset: int, w: int) -> UOp:
+  from .lower import _lin
+  return UOp(Ops.LOAD, node.dtype.vec(w), (lw.params[lw.slots[id(node)]], _lin(terms, offset)))
+
+
+def vector_value(lw, node, idxs: tuple, axis: int, w: int, memo: dict) -> UOp | None:
+  """`node` at w points that differ only in index `axis` (idxs[axis] + 0..w-1, no gate) as one
+  w-lane value: loads of consecutive elements as vector loads, of one element (broadcast along
+  the axis) as a scalar load repeated, ALU ops and casts lane-wise; None where the pattern does
+  not hold (other strides along the axis, masks, bool, bitcasts, 8/16-bit dtypes, iota,
+  reductions): the caller lowers the points one by one."""
+  got = memo.get(id(node), memo)
+  if got is not memo:
+    return got
+  got = memo[id(node)] = _vector_node(lw, node, idxs, axis, w, memo)
+  return got
+
+
+def _vector_node(lw, node, idxs, axis, w, memo):
+  from .lazy import L
+  if not _vector_dtype(node.dtype):
+    return None
+  slot = lw.slots.get(id(node)) if node is not lw.item.out else None
+  if slot is not None:   # an input read whole: elements along the last axis are consecutive
+    if any(n != 1 for n in node.shape[axis + 1:]):
+      return None
+    terms = zip(idxs, contiguous_strides(node.shape), node.shape)
+    return _wide_load(lw, node, [t for t in terms if t[1] and t[2] != 1], 0, w)
+  op = node.op
+  if op is L.CONST:
+    return UOp.const(node.dtype.vec(w), node.arg)
+  if op is L.VIEW:
+    view, src = node.arg, node.src[0]
+    if view.valid(list(idxs)) is not None:
+      return None
+    stride = view.strides[axis] if view.shape[axis] != 1 else 0
+    if stride == 0:        # the same value in every lane: lowered once
+      return _splat(lw.value(node, idxs, None), w)
+    if stride != 1 or id(src) not in lw.slots or src is lw.item.out or \
+       not _vector_dtype(src.dtype):
+      return None
+    return _wide_load(lw, src, view.terms(list(idxs)), view.offset, w)
+  if op is L.CONTIGUOUS:
+    return vector_value(lw, node.src[0], idxs, axis, w, memo)
+  if op not in (L.CAST, L.ALU):
+    return None            # iota, bitcast, reductions
+  srcs = []
+  for s in node.src:
+    v = vector_value(lw, s, idxs, axis, w, memo)
+    if v is None:
+      return None
+    srcs.append(v)
+  if op is L.CAST:
+    return srcs[0].cast(node.dtype.vec(w))
+  return UOp(node.arg, node.dtype.vec(w), tuple(srcs))
