@@ -292,3 +292,38 @@ def test_wider_reads_split_into_vectors_of_four(monkeypatch, device):
     if rt.target == "wgsl":                     # naga, on the device (it may have subgroups)
       rt.pipeline(compile_item(item, "wgsl", options).launch)
     np.testing.assert_allclose(y.numpy(), want(x), rtol=1e-5, atol=1e-4)
+
+
+VECTOR_EDGES = {     # (expression over a (64, 1028), b (64, 1024), c (256, 3, 4), numpy reference)
+  "unaligned": (lambda a, b, c: a[:, 1:1025] + b, lambda a, b, c: a[:, 1:1025] + b),
+  "itself-broadcast": (lambda a, b, c: b * b[:, :1], lambda a, b, c: b * b[:, :1]),
+  "padded": (lambda a, b, c: b[:, 2:].pad(((0, 0), (0, 2))) + b,
+             lambda a, b, c: np.pad(b[:, 2:], ((0, 0), (0, 2))) + b),
+  "flipped": (lambda a, b, c: b.flip(1) * 2, lambda a, b, c: b[:, ::-1] * 2),
+  "last-axis-4": (lambda a, b, c: c.exp() + c[:, :1], lambda a, b, c: np.exp(c) + c[:, :1]),
+  "unaligned-sum": (lambda a, b, c: a[:, 1:1025].sum(axis=1),
+                    lambda a, b, c: a[:, 1:1025].astype(np.float64).sum(axis=1)),
+}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", list(VECTOR_EDGES))
+def test_vector_lowering_edges_match_numpy(monkeypatch, device, name):
+  """Reads that are not aligned vectors, masks, negative strides, a vector that is a whole last
+  axis: lowered as vectors or point by point, the values are numpy's."""
+  rt = runtime(device)
+  forced = {"group": 16, "group_vec": 4, "group_unroll": 4} if name.endswith("sum") else \
+    {"local": 64, "upcast": 8, "upcast_vec": True}
+  options = {**rt.render_options(), **forced}
+  monkeypatch.setattr(rt, "render_options", lambda: options)
+  monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
+  monkeypatch.setattr(kg.Device, "_default", device)
+  rng = np.random.default_rng(2)
+  x = [rng.standard_normal(s).astype(np.float32) for s in ((64, 1028), (64, 1024), (256, 3, 4))]
+  build, want = VECTOR_EDGES[name]
+  (item,) = schedule([build(*[kg.Tensor(v) for v in x]).node])
+  alu = [u for u in toposort([lower(item, opt.optimize(item, "wgsl", forced))[0]])
+         if u.op in GroupOp.ALU and u.dtype.count == 4]     # lowered as vectors, or point by point
+  assert bool(alu) == (name not in ("padded", "flipped"))
+  got = build(*[kg.Tensor(v) for v in x]).numpy()
+  np.testing.assert_allclose(got, want(*x), rtol=1e-5, atol=1e-4)
