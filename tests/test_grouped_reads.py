@@ -74,7 +74,7 @@ def data(dtype: str, shape, seed: int = 0) -> np.ndarray:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("unroll,vec", READS)
 @pytest.mark.parametrize("op", list(REDUCTIONS))
-@pytest.mark.parametrize("cols", [1024, 296])        # 296: 16 lanes x 4 do not divide it
+@pytest.mark.parametrize("cols", [1024, 296, 256])   # 296: 16 lanes x 4 do not divide it; 256: no loop
 def test_values_match_numpy(forced, device, unroll, vec, op, cols):
   forced(device, 16, unroll, vec)
   x = data("float32", (3, cols))

@@ -385,9 +385,12 @@ class Lowerer:
        any(valid is not None for _, valid in lanes):
       return None
     total, bodies = prod(shape), []
-    for lin, _ in lanes:
+    # the element index of step u: range * (steps * group * vec) + lane * vec + u * group * vec
+    stride = len(lanes) * self.group * vec
+    terms = [(r, stride, r.src[0].arg) for r in ranges] + [(self.lane, vec, self.group)]
+    for u in range(len(lanes)):
       p = list(idxs)
-      for a, index in zip(axes, unravel([(lin * _c(vec), 1, total)], 0, shape)):
+      for a, index in zip(axes, unravel(terms, u * self.group * vec, shape)):
         p[a] = index
       body = vector_value(self, src, tuple(p), axes[moving[-1]], vec, {})
       if body is None:
