@@ -14,7 +14,9 @@ folds where another reduction of the kernel uses the result). Each lane's loop i
 step, whose loads from one buffer become vector loads (lanes step by group_vec elements, so a
 group still reads one contiguous block per step). Elementwise kernels with `Opts.upcast_vec`
 likewise read runs of consecutive elements as vectors and store their outputs as one
-(lower_vector.py).
+(lower_vector.py). Where every buffer's elements along the vector are consecutive (or one
+element, broadcast) and the dtypes 32-bit, both lower the expression once per vector, as vector
+loads and lane-wise ops (lower_vector.vector_value), instead of point by point then merging.
 With `Opts.subgroups` (the dtypes it applies to) each subgroup first combines its partials
 (SUBGROUP_REDUCE) and only its leader writes, into a slot it claims with ATOMIC_ADD on a
 counter, so the fold reads one slot per subgroup: this needs no promise about how threads form
@@ -35,7 +37,8 @@ from dataclasses import dataclass
 
 from .dtype import dtypes, max_value, min_value
 from .lazy import L, LazyOp
-from .lower_vector import MAX_VECTOR, _vector_loads, _vector_stores, _width, vector_value  # noqa: F401
+from .lower_vector import (MAX_VECTOR, _vector_loads, _vector_stores, vector_accumulate,  # noqa: F401
+                           vector_thread_stores)
 from .ops import Ops, UOp, toposort
 from .program import BufferSpec
 from .schedule import ScheduleItem
@@ -344,7 +347,7 @@ class Lowerer:
     trips = math.ceil(total / (self.group * vec))
     unroll = self.unroll if trips % self.unroll == 0 else 1
     ranges, lanes = self._loop(trips, self.group, self.lane, math.ceil(total / vec), unroll)
-    part = self._vector_accumulate(op, src, axes, lanes, idxs, gate, ranges, vec)
+    part = vector_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec)
     if part is None:
       part = self._grouped_accumulate(op, src, axes, lanes, idxs, gate, ranges, vec)
     roots = list(idxs) + ([gate] if gate is not None else [])
@@ -373,44 +376,6 @@ class Lowerer:
           p[a] = index
         points.append((tuple(p), valid))
     return self._accumulate(op, src, points, idxs, gate, ranges, vec)
-
-  def _vector_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec) -> UOp | None:
-    """A lane's partial with its `vec` elements per step read as vectors and accumulated in a
-    vector (lower_vector.vector_value), added up lane by lane after the loop; None where the
-    elements are not one vector of every buffer (the caller reads them one by one)."""
-    shape = [src.shape[a] for a in axes]
-    moving = [k for k, n in enumerate(shape) if n != 1]
-    w = _width(vec)
-    if vec == 1 or w != vec or gate is not None or not moving or shape[moving[-1]] % vec or \
-       any(valid is not None for _, valid in lanes):
-      return None
-    total, bodies = prod(shape), []
-    # the element index of step u: range * (steps * group * vec) + lane * vec + u * group * vec
-    stride = len(lanes) * self.group * vec
-    terms = [(r, stride, r.src[0].arg) for r in ranges] + [(self.lane, vec, self.group)]
-    for u in range(len(lanes)):
-      p = list(idxs)
-      for a, index in zip(axes, unravel(terms, u * self.group * vec, shape)):
-        p[a] = index
-      body = vector_value(self, src, tuple(p), axes[moving[-1]], vec, {})
-      if body is None:
-        return None
-      bodies.append(body)
-    dtype = bodies[0].dtype
-    init = UOp.const(dtype, _identity(op, dtype.scalar))
-    step = bodies[0]
-    for body in bodies[1:]:
-      step = UOp(op, dtype, (step, body))
-    outer = [u for u in toposort(list(idxs)) if u.op is Ops.RANGE]
-    acc = UOp(Ops.DEFINE_ACC, dtype, (init, *outer), self._id())
-    end = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, step))))
-    for r in reversed(ranges):
-      end = UOp(Ops.ENDRANGE, None, (r, end))
-    vector = UOp(Ops.AFTER, dtype, (acc, end))
-    part = UOp(Ops.GEP, dtype.scalar, (vector,), 0)
-    for k in range(1, vec):
-      part = UOp(op, dtype.scalar, (part, UOp(Ops.GEP, dtype.scalar, (vector,), k)))
-    return part
 
   def _fold_range(self, n: UOp, node: LazyOp) -> UOp:
     """The loop over the partials: in lane 0 only (the lane that stores), or in every thread
@@ -476,7 +441,7 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
   thread = gid * _c(opts.local) + lid if opts.local > 1 else gid
   if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
-    stores = _vector_thread_stores(lw, thread, opts.upcast)
+    stores = vector_thread_stores(lw, thread, opts.upcast)
     if stores is not None:
       return stores
   stores = []
@@ -488,26 +453,6 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     stores.append(lw.params[0].store(flat, value, gate))
   if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
     return _vector_stores(stores, opts.upcast)
-  return stores
-
-
-def _vector_thread_stores(lw: Lowerer, thread: UOp, upcast: int) -> list[UOp] | None:
-  """A thread's `upcast` outputs as vector stores of the expression lowered as vectors (once per
-  vector, lower_vector.vector_value), where the vector lanes lie along the last output axis and
-  the pattern holds; None otherwise."""
-  out = lw.item.out
-  w = _width(upcast)
-  axes = [a for a, n in enumerate(out.shape) if n != 1]
-  if w == 1 or not axes or out.shape[axes[-1]] % w:
-    return None
-  stores = []
-  for j in range(0, upcast, w):
-    flat = thread * _c(upcast) + _c(j) if j else thread * _c(upcast)
-    idxs = tuple(unravel([(flat, 1, out.size)], 0, out.shape))
-    value = vector_value(lw, out, idxs, axes[-1], w, {})
-    if value is None:
-      return None
-    stores.append(lw.params[0].store(flat, value))
   return stores
 
 
