@@ -183,6 +183,12 @@ ELEMENTWISE = {
             lambda a, b: (a * 10).astype(np.int32) * 3 - b.astype(np.int32)),
   "row": (lambda a, b: a * b[:1] + 1.5, lambda a, b: a * b[:1] + 1.5),    # broadcast down rows
   "divide-by-zero": (lambda a, b: a / 0.0 + b, lambda a, b: a / np.float32(0.0) + b),
+  "bits": (lambda a, b: ((a * 100).cast("int32") & 255) ^ ((b * 10).cast("int32") | 3),
+           lambda a, b: ((a * 100).astype(np.int32) & 255) ^ ((b * 10).astype(np.int32) | 3)),
+  "unsigned": (lambda a, b: (b * 100).cast("uint32") * 3 + 7,
+               lambda a, b: (b * 100).astype(np.uint32) * 3 + 7),
+  "calls": (lambda a, b: b.sqrt() + b.log() - a.sin() * b.reciprocal(),
+            lambda a, b: np.sqrt(b) + np.log(b) - np.sin(a) / b),
 }
 
 
