@@ -14,7 +14,9 @@ folds where another reduction of the kernel uses the result). Each lane's loop i
 step, whose loads from one buffer become vector loads (lanes step by group_vec elements, so a
 group still reads one contiguous block per step). Elementwise kernels with `Opts.upcast_vec`
 likewise read runs of consecutive elements as vectors and store their outputs as one
-(lower_vector.py).
+(lower_vector.py). Where every buffer's elements along the vector are consecutive (or one
+element, broadcast) and the dtypes 32-bit, both lower the expression once per vector, as vector
+loads and lane-wise ops (lower_vector.vector_value), instead of point by point then merging.
 With `Opts.subgroups` (the dtypes it applies to) each subgroup first combines its partials
 (SUBGROUP_REDUCE) and only its leader writes, into a slot it claims with ATOMIC_ADD on a
 counter, so the fold reads one slot per subgroup: this needs no promise about how threads form
@@ -39,7 +41,8 @@ from dataclasses import dataclass
 
 from .dtype import dtypes, max_value, min_value
 from .lazy import L, LazyOp
-from .lower_vector import MAX_VECTOR, _vector_loads, _vector_stores  # noqa: F401
+from .lower_vector import (MAX_VECTOR, _vector_loads, _vector_stores, vector_accumulate,  # noqa: F401
+                           vector_thread_stores)
 from .ops import Ops, UOp, toposort
 from .program import BufferSpec
 from .schedule import ScheduleItem
@@ -374,15 +377,9 @@ class Lowerer:
     trips = math.ceil(total / (self.group * vec))
     unroll = self.unroll if trips % self.unroll == 0 else 1
     ranges, lanes = self._loop(trips, self.group, self.lane, math.ceil(total / vec), unroll)
-    points = []
-    for lin, valid in lanes:
-      for k in range(vec):
-        at = lin * _c(vec) + _c(k) if vec > 1 else lin
-        p = list(idxs)
-        for a, index in zip(axes, unravel([(at, 1, total)], 0, shape)):
-          p[a] = index
-        points.append((tuple(p), valid))
-    part = self._accumulate(op, src, points, idxs, gate, ranges, vec)
+    part = vector_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec)
+    if part is None:
+      part = self._grouped_accumulate(op, src, axes, lanes, idxs, gate, ranges, vec)
     roots = list(idxs) + ([gate] if gate is not None else [])
     outer = any(u.op is Ops.RANGE for u in toposort(roots))
     if part.dtype.name in self.subgroups and not outer:
@@ -395,6 +392,20 @@ class Lowerer:
     acc = UOp(Ops.DEFINE_ACC, part.dtype, (init,), self._id())
     update = UOp(Ops.ASSIGN, part.dtype, (acc, UOp(op, part.dtype, (acc, ready.load(r)))))
     return UOp(Ops.AFTER, part.dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
+
+  def _grouped_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec) -> UOp:
+    """A lane's partial, element by element (runs of loads merged into vector loads)."""
+    shape = [src.shape[a] for a in axes]
+    total = prod(shape)
+    points = []
+    for lin, valid in lanes:
+      for k in range(vec):
+        at = lin * _c(vec) + _c(k) if vec > 1 else lin
+        p = list(idxs)
+        for a, index in zip(axes, unravel([(at, 1, total)], 0, shape)):
+          p[a] = index
+        points.append((tuple(p), valid))
+    return self._accumulate(op, src, points, idxs, gate, ranges, vec)
 
   def _fold_range(self, n: UOp, node: LazyOp) -> UOp:
     """The loop over the partials: in lane 0 only (the lane that stores), or in every thread
@@ -459,6 +470,10 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
   thread = gid * _c(opts.local) + lid if opts.local > 1 else gid
+  if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
+    stores = vector_thread_stores(lw, thread, opts.upcast)
+    if stores is not None:
+      return stores
   stores = []
   for j in range(opts.upcast):
     flat = thread * _c(opts.upcast) + _c(j) if opts.upcast > 1 else thread

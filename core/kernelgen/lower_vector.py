@@ -1,6 +1,8 @@
 """Vector memory for lowering: runs of consecutive 32-bit loads from one buffer become one vector
 load read lane by lane (GEP), and the stores of a thread's consecutive outputs one vector store
-(lower.py uses them for `Opts.group_vec` and `Opts.upcast_vec`).
+(lower.py uses them for `Opts.group_vec` and `Opts.upcast_vec`); and expressions lowered as
+vectors from the start where every buffer's elements along the vector are consecutive or one
+(`vector_value`: far fewer nodes than lowering each lane, then merging the loads).
 """
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from .dtype import dtypes
 from .ops import Ops, UOp, toposort
 from .rules.sums import _sum_of
 from .rules.symbolic import simplify
+from .view import contiguous_strides
 
 # lanes of a vector load or store at most (WGSL has vec2..vec4)
 MAX_VECTOR = 4
@@ -113,3 +116,126 @@ def _substitute(order: list, mapping: dict) -> dict:
         new[u] = UOp(u.op, u.dtype, tuple([get(x, x) for x in u.src]), u.arg)
         break
   return new
+
+
+# ---- expressions lowered as vectors from the start ---------------------------------------------
+
+def _vector_dtype(dtype) -> bool:
+  """Whether values of `dtype` may be vectors here: 32-bit numbers (WGSL has vec4 of those)."""
+  return dtype is not None and dtype.count == 1 and dtype.itemsize == 4 and dtype != dtypes.bool
+
+
+def _splat(x: UOp, w: int) -> UOp:
+  return UOp(Ops.VECTORIZE, x.dtype.vec(w), (x,) * w)
+
+
+def _wide_load(lw, node, terms, offset: int, w: int) -> UOp:
+  from .lower import _lin
+  return UOp(Ops.LOAD, node.dtype.vec(w), (lw.params[lw.slots[id(node)]], _lin(terms, offset)))
+
+
+def vector_value(lw, node, idxs: tuple, axis: int, w: int, memo: dict) -> UOp | None:
+  """`node` at w points that differ only in index `axis` (idxs[axis] + 0..w-1, no gate) as one
+  w-lane value: loads of consecutive elements as vector loads, of one element (broadcast along
+  the axis) as a scalar load repeated, ALU ops and casts lane-wise; None where the pattern does
+  not hold (other strides along the axis, masks, bool, bitcasts, 8/16-bit dtypes, iota,
+  reductions): the caller lowers the points one by one."""
+  got = memo.get(id(node), memo)
+  if got is not memo:
+    return got
+  got = memo[id(node)] = _vector_node(lw, node, idxs, axis, w, memo)
+  return got
+
+
+def _vector_node(lw, node, idxs, axis, w, memo):
+  from .lazy import L
+  if not _vector_dtype(node.dtype):
+    return None
+  slot = lw.slots.get(id(node)) if node is not lw.item.out else None
+  if slot is not None:   # an input read whole: elements along the last axis are consecutive
+    if any(n != 1 for n in node.shape[axis + 1:]):
+      return None
+    terms = zip(idxs, contiguous_strides(node.shape), node.shape)
+    return _wide_load(lw, node, [t for t in terms if t[1] and t[2] != 1], 0, w)
+  op = node.op
+  if op is L.CONST:
+    return UOp.const(node.dtype.vec(w), node.arg)
+  if op is L.VIEW:
+    view, src = node.arg, node.src[0]
+    if view.valid(list(idxs)) is not None:
+      return None
+    stride = view.strides[axis] if view.shape[axis] != 1 else 0
+    if stride == 0:        # the same value in every lane: lowered once
+      return _splat(lw.value(node, idxs, None), w)
+    if stride != 1 or id(src) not in lw.slots or src is lw.item.out or \
+       not _vector_dtype(src.dtype):
+      return None
+    return _wide_load(lw, src, view.terms(list(idxs)), view.offset, w)
+  if op is L.CONTIGUOUS:
+    return vector_value(lw, node.src[0], idxs, axis, w, memo)
+  if op not in (L.CAST, L.ALU):
+    return None            # iota, bitcast, reductions
+  srcs = []
+  for s in node.src:
+    v = vector_value(lw, s, idxs, axis, w, memo)
+    if v is None:
+      return None
+    srcs.append(v)
+  if op is L.CAST:
+    return srcs[0].cast(node.dtype.vec(w))
+  return UOp(node.arg, node.dtype.vec(w), tuple(srcs))
+
+
+def vector_thread_stores(lw, thread: UOp, upcast: int) -> list | None:
+  """A thread's `upcast` outputs (lower._thread_stores) as vector stores of the expression
+  lowered as vectors (vector_value) along the last output axis; None where it does not hold."""
+  from .lower import _c, unravel
+  out = lw.item.out
+  w = _width(upcast)
+  axes = [a for a, n in enumerate(out.shape) if n != 1]
+  if w == 1 or not axes or out.shape[axes[-1]] % w:
+    return None
+  stores = []
+  for j in range(0, upcast, w):
+    flat = thread * _c(upcast) + _c(j) if j else thread * _c(upcast)
+    value = vector_value(lw, out, tuple(unravel([(flat, 1, out.size)], 0, out.shape)), axes[-1],
+                         w, {})
+    if value is None:
+      return None
+    stores.append(lw.params[0].store(flat, value))
+  return stores
+
+
+def vector_accumulate(lw, op, src, axes, lanes, idxs, gate, ranges, vec: int) -> UOp | None:
+  """A grouped reduction lane's partial (lower._grouped_reduce) with its `vec` elements per step
+  read as vectors (vector_value), the unrolled steps combined lane-wise, and their lanes into a
+  scalar accumulator (a vector accumulator ran sum 16M ~5% slower on lavapipe); None where the
+  elements are not one vector of every buffer (the caller lowers them one by one)."""
+  from .lower import _c, _identity, unravel
+  shape = [src.shape[a] for a in axes]
+  moving = [k for k, n in enumerate(shape) if n != 1]
+  if vec == 1 or _width(vec) != vec or gate is not None or not moving or \
+     shape[moving[-1]] % vec or any(valid is not None for _, valid in lanes):
+    return None
+  # the first element of step u: range * (steps * group * vec) + lane * vec + u * group * vec
+  stride = len(lanes) * lw.group * vec
+  terms = [(r, stride, r.src[0].arg) for r in ranges] + [(lw.lane, vec, lw.group)]
+  step = None
+  for u in range(len(lanes)):
+    p = list(idxs)
+    for a, index in zip(axes, unravel(terms, u * lw.group * vec, shape)):
+      p[a] = index
+    body = vector_value(lw, src, tuple(p), axes[moving[-1]], vec, {})
+    if body is None:
+      return None
+    step = body if step is None else UOp(op, body.dtype, (step, body))
+  dtype = step.dtype.scalar
+  total = UOp(Ops.GEP, dtype, (step,), 0)
+  for k in range(1, vec):
+    total = UOp(op, dtype, (total, UOp(Ops.GEP, dtype, (step,), k)))
+  outer = [u for u in toposort(list(idxs)) if u.op is Ops.RANGE]
+  acc = UOp(Ops.DEFINE_ACC, dtype, (UOp.const(dtype, _identity(op, dtype)), *outer), lw._id())
+  end = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, total))))
+  for r in reversed(ranges):
+    end = UOp(Ops.ENDRANGE, None, (r, end))
+  return UOp(Ops.AFTER, dtype, (acc, end))

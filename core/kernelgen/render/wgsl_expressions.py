@@ -150,9 +150,12 @@ class _Expressions:
       return self.lanewise(self.need(fn), dt, a)
     if u.op in CALL:
       return f"{CALL[u.op]}({a[0]}, {a[1]})"
-    if u.op is Ops.FDIV and u.src[1].op is Ops.CONST and u.src[1].arg == 0:
-      # x / 0.0 -> x * inf from run-time bits (shader compilers fold the division to garbage)
-      return f"{a[0]} * {self.const_text(dt, math.copysign(math.inf, u.src[1].arg))}"
+    if u.op is Ops.FDIV and _zero(u.src[1]):
+      # x / 0.0 -> x * inf from run-time bits (shader compilers fold the division to garbage);
+      # a vector of zeros (all lanes one constant) likewise
+      zero = u.src[1] if u.src[1].op is Ops.CONST else u.src[1].src[0]
+      inf = self.const_text(dt.scalar, math.copysign(math.inf, zero.arg))
+      return f"{a[0]} * {inf if dt.count == 1 else f'{self.reg(dt)}({inf})'}"
     if u.op is Ops.CMPNE and dt.is_float():
       return f"!({a[0]} == {a[1]})"
     if u.op in (Ops.SHL, Ops.SHR) and not dt.is_unsigned():
@@ -211,3 +214,10 @@ class _Expressions:
     if not self.opts.f16:
       return self.lanewise(self.need("kg_round_f16"), u.dtype, [text])
     return text
+
+
+def _zero(u: UOp) -> bool:
+  """A constant 0.0 (either sign), or a vector of one such constant in every lane."""
+  if u.op is Ops.VECTORIZE and all(x is u.src[0] for x in u.src):
+    u = u.src[0]
+  return u.op is Ops.CONST and u.arg == 0
