@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass
 
 from .dtype import dtypes, max_value, min_value
+from .index_math import I32, _and, _c, _lin, unravel  # noqa: F401 (I32, unravel: for the tilers)
 from .lazy import L, LazyOp
 from .lower_vector import (MAX_VECTOR, _vector_loads, _vector_stores, vector_accumulate,  # noqa: F401
                            vector_thread_stores)
@@ -48,7 +49,6 @@ from .program import BufferSpec
 from .schedule import ScheduleItem
 from .view import View, contiguous_strides, prod
 
-I32 = dtypes.int32
 
 
 @dataclass(frozen=True)
@@ -94,70 +94,6 @@ def _inner_split(shape) -> int:
   return k if inner > 1 else len(shape)
 
 
-def _c(v: int) -> UOp:
-  return UOp.const(I32, v)
-
-
-def _lin(terms, offset: int) -> UOp:
-  """sum(u * stride) + offset as int32 UOps."""
-  out = None
-  for u, s, _ in terms:
-    t = u if s == 1 else u * _c(s)
-    out = t if out is None else out + t
-  if out is None:
-    return _c(offset)
-  return out + _c(offset) if offset else out
-
-
-def _span(terms) -> tuple[int, int]:
-  lo = hi = 0
-  for _, s, n in terms:
-    d = s * (n - 1)
-    if d < 0:
-      lo += d
-    else:
-      hi += d
-  return lo, hi
-
-
-def unravel(terms, offset: int, shape) -> list[UOp]:
-  """Indices into `shape` (row-major) of the linear position sum(u*stride) + offset."""
-  out = []
-  for k, n in enumerate(shape):
-    if n == 1:
-      out.append(_c(0))
-      continue
-    inner = prod(shape[k + 1:])
-    out.append(_dim_index(terms, offset, inner, n))
-  return out
-
-
-def _dim_index(terms, offset: int, inner: int, n: int) -> UOp:
-  period = inner * n
-  kept = [t for t in terms if t[1] % period]
-  off = offset % period
-  whole = [(u, s // inner, e) for u, s, e in kept if s % inner == 0]
-  rest = [t for t in kept if t[1] % inner]
-  lo, hi = _span(rest)
-  if 0 <= lo + off % inner and hi + off % inner < inner:
-    q, (qlo, qhi) = _lin(whole, off // inner), _span(whole)
-    qlo, qhi = qlo + off // inner, qhi + off // inner
-    if 0 <= qlo and qhi < n:
-      return q
-    return (q + _c(-(qlo // n) * n)) % _c(n) if qlo < 0 else q % _c(n)
-  for u, s, e in sorted((t for t in kept if 1 < t[1] < inner and inner % t[1] == 0 and not off),
-                        key=lambda t: -t[1]):   # (u*s + rest) // inner = u // (inner/s)
-    rlo, rhi = _span([t for t in kept if t[0] is not u])   # when rest lies in [0, s)
-    if 0 <= rlo and rhi < s:
-      q = u // _c(inner // s)
-      return q if (e - 1) // (inner // s) < n else q % _c(n)
-  lo, hi = _span(kept)
-  shift = -((lo + off) // period) * period if lo + off < 0 else 0
-  lin = _lin(kept, off + shift)
-  q = lin if inner == 1 else lin // _c(inner)
-  return q if hi + off + shift < period else q % _c(n)
-
-
 _UNSEEN = object()
 
 
@@ -168,12 +104,6 @@ def _view_axes(view: View, count: int) -> tuple | None:
   used = tuple(a for a, (s, n, (lo, hi)) in enumerate(zip(view.strides, view.shape, mask))
                if s != 0 and n != 1 or lo > 0 or hi < n)
   return used if len(used) < count else None
-
-
-def _and(a: UOp | None, b: UOp | None) -> UOp | None:
-  if a is None:
-    return b
-  return a if b is None else a & b
 
 
 _REDUCE_BOOL = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops.AND}

@@ -7,6 +7,7 @@ vectors from the start where every buffer's elements along the vector are consec
 from __future__ import annotations
 
 from .dtype import dtypes
+from .index_math import _c, _lin, unravel
 from .ops import Ops, UOp, toposort
 from .rules.sums import _sum_of
 from .rules.symbolic import simplify
@@ -130,7 +131,6 @@ def _splat(x: UOp, w: int) -> UOp:
 
 
 def _wide_load(lw, node, terms, offset: int, w: int) -> UOp:
-  from .lower import _lin
   return UOp(Ops.LOAD, node.dtype.vec(w), (lw.params[lw.slots[id(node)]], _lin(terms, offset)))
 
 
@@ -189,7 +189,6 @@ def _vector_node(lw, node, idxs, axis, w, memo):
 def vector_thread_stores(lw, thread: UOp, upcast: int) -> list | None:
   """A thread's `upcast` outputs (lower._thread_stores) as vector stores of the expression
   lowered as vectors (vector_value) along the last output axis; None where it does not hold."""
-  from .lower import _c, unravel
   out = lw.item.out
   w = _width(upcast)
   axes = [a for a, n in enumerate(out.shape) if n != 1]
@@ -211,7 +210,7 @@ def vector_accumulate(lw, op, src, axes, lanes, idxs, gate, ranges, vec: int) ->
   read as vectors (vector_value), the unrolled steps combined lane-wise, and their lanes into a
   scalar accumulator (a vector accumulator ran sum 16M ~5% slower on lavapipe); None where the
   elements are not one vector of every buffer (the caller lowers them one by one)."""
-  from .lower import _c, _identity, unravel
+  from .lower import _identity
   shape = [src.shape[a] for a in axes]
   moving = [k for k, n in enumerate(shape) if n != 1]
   if vec == 1 or _width(vec) != vec or gate is not None or not moving or \

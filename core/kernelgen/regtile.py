@@ -19,7 +19,8 @@ import math
 
 from .dtype import dtypes
 from .lazy import L, LazyOp
-from .lower import I32, Lowerer, _and, _c, _identity, _lin, _REDUCE_BOOL, unravel
+from .index_math import I32, _and, _c, _lin, unravel
+from .lower import Lowerer, _identity, _REDUCE_BOOL
 from .ops import Ops, UOp
 from .rules.symbolic import _linear
 from .view import contiguous_strides, prod

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from .dtype import dtypes
 from .errors import UnsupportedError
 from .lazy import L, LazyOp
-from .lower import I32, Lowerer, _and, _c, unravel
+from .index_math import I32, _and, _c, unravel
+from .lower import Lowerer
 from .ops import Ops, UOp, toposort
 from .regtile import _accumulators, _gathered, _lanes, _plus, _tile_stores
 from .schedule import ScheduleItem
