@@ -2,7 +2,9 @@
 
 Each tool runs in its own process (tinygrad from .venv-bench, with its own wgpu), on the same
 wgpu adapter ("high-performance" request). Each workload is compiled once, then its kernels run
-`reps` times (no separate warm-up: GPU timestamps leave out pipeline builds); a run's time is
+`reps` times after WARMUP runs that are not counted (GPU timestamps leave out pipeline builds, but
+on lavapipe the first runs of a workload still take up to 2.5x the steady time, for both tools:
+the worker threads and the buffers' pages warm up); a run's time is
 the sum of its kernels' GPU timestamps (wall clock around a completed read-back when the adapter
 has no timestamps). The figure is the median run; each kernel's fastest time is listed too
 (kernel_min_ms, to profile per kernel on a shared machine). Results are checked against numpy in
@@ -25,6 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ("kernelgen", "tinygrad")
+WARMUP = 3   # uncounted runs of each workload before its `reps` timed runs (both tools alike)
 
 
 def workloads(np):
@@ -125,6 +128,8 @@ def worker(tool: str, reps: int, only: str = "") -> dict:
       continue
     try:
       plan, out = bench.prepare(inputs, expr)
+      for _ in range(WARMUP):
+        bench.run(plan)
       runs = [bench.run(plan) for _ in range(reps)]
       times = [sum(run) for run in runs]
       got = bench.result(out, np)
