@@ -449,6 +449,21 @@ def tile_axes(shape) -> tuple[int, int] | None:
   return (axes[-2], axes[-1]) if len(axes) >= 2 else None
 
 
+def tile_threads(shape, tile: tuple, axes: tuple, local: int) -> tuple[list, UOp | None]:
+  """(each axis's block index, gate) of this thread in the grid of R x C blocks over `axes` of
+  `shape` (one thread per block; the gate is None where the threads fit the grid exactly)."""
+  grid = list(shape)
+  for axis, size in zip(axes, tile):
+    grid[axis] = math.ceil(grid[axis] / size)
+  threads = prod(grid)
+  groups = max(1, math.ceil(threads / local))
+  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
+  thread = gid * _c(local) + lid if local > 1 else gid
+  gate = thread.lt(_c(threads)) if groups * local > threads else None
+  return unravel([(thread, 1, threads)], 0, grid), gate
+
+
 def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """Each thread computes an R x C block of outputs over the last two output axes; the block's
   reductions share their loops, so each step loads R + C values. Where R or C does not divide
@@ -459,15 +474,7 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   stores = tiled_stores(lw, opts, (ar, ac))     # from the operands, the columns as vectors
   if stores is not None:
     return stores
-  grid = list(out.shape)
-  grid[ar], grid[ac] = math.ceil(grid[ar] / rows), math.ceil(grid[ac] / cols)
-  threads = prod(grid)
-  groups = max(1, math.ceil(threads / opts.local))
-  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
-  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
-  thread = gid * _c(opts.local) + lid if opts.local > 1 else gid
-  gate = thread.lt(_c(threads)) if groups * opts.local > threads else None
-  base = unravel([(thread, 1, threads)], 0, grid)
+  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local)
   strides = contiguous_strides(out.shape)
   lw.loops = {}
   stores = []

@@ -15,15 +15,14 @@ elementwise ops are lowered per output and joined back into vector ops where ali
 from __future__ import annotations
 
 import itertools
-import math
 
 from .dtype import dtypes
+from .index_math import _and, _c, _lin
 from .lazy import L, LazyOp
-from .index_math import I32, _and, _c, _lin, unravel
-from .lower import Lowerer, _identity, _REDUCE_BOOL
+from .lower import Lowerer, _identity, _REDUCE_BOOL, tile_threads
 from .ops import Ops, UOp
 from .rules.symbolic import _linear
-from .view import contiguous_strides, prod
+from .view import contiguous_strides
 
 
 def _lanes(src: LazyOp, cols: int, staged: set) -> int:
@@ -268,16 +267,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
     return None
   lw = _Lowerer(item, p.reduce)
   rr, rc = p.axes
-  nr, nc = out.shape[ar], out.shape[ac]
-  grid = list(out.shape)
-  grid[ar], grid[ac] = math.ceil(nr / rows), math.ceil(nc / cols)
-  threads = prod(grid)
-  groups = max(1, math.ceil(threads / opts.local))
-  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
-  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
-  thread = gid * _c(opts.local) + lid if opts.local > 1 else gid
-  gate = thread.lt(_c(threads)) if groups * opts.local > threads else None
-  base = unravel([(thread, 1, threads)], 0, grid)
+  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local)
   first = [base[ar] * _c(rows) if rows > 1 else base[ar],
            base[ac] * _c(cols) if cols > 1 else base[ac]]
   probe = list(base)
