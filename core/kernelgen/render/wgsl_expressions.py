@@ -138,6 +138,9 @@ class _Expressions:
     dt = u.src[-1].dtype
     if u.op is Ops.WHERE:
       return f"select({a[2]}, {a[1]}, {a[0]})"
+    if dt.is_float() and u.op in (Ops.SUB, Ops.ADD, Ops.MUL, Ops.MULACC):
+      if (got := self.zero_result(u, a)) is not None:
+        return got
     if u.op is Ops.MULACC:
       return f"fma({a[0]}, {a[1]}, {a[2]})" if dt.is_float() else f"({a[0]} * {a[1]}) + {a[2]}"
     if dt.scalar == dtypes.bool:
@@ -161,6 +164,35 @@ class _Expressions:
     if u.op in (Ops.SHL, Ops.SHR) and not dt.is_unsigned():
       return f"{a[0]} {INFIX[u.op]} bitcast<{self.reg(dtypes.uint32.vec(dt.count))}>({a[1]})"
     return f"{a[0]} {INFIX[u.op]} {a[1]}"
+
+  def zero_result(self, u: UOp, a: list[str]) -> str | None:
+    """x - x, x + -x, x * 0.0 and fma(x, 0.0, y) from the bits of x, or None for other ALU.
+    Shader compilers may assume no inf/NaN and fold these to 0 (IEEE: NaN for x inf or NaN), then
+    a division by that known 0 to garbage; a select on the bits of x is exact, and opaque."""
+    s = u.src
+    if u.op is Ops.SUB and s[0] is s[1] or u.op is Ops.ADD and _negation(s[0], s[1]):
+      return self.zero_of(u.dtype, a[0], sign=None)
+    if u.op is Ops.ADD or u.op is Ops.SUB:
+      return None
+    for x, zero in ((0, 1), (1, 0)):
+      if _zero(s[zero]):
+        z = s[zero] if s[zero].op is Ops.CONST else s[zero].src[0]
+        product = self.zero_of(u.dtype, a[x], sign=math.copysign(1.0, z.arg) < 0)
+        return product if u.op is Ops.MUL else f"({product}) + {a[2]}"
+    return None
+
+  def zero_of(self, dt: DType, x: str, sign: bool | None) -> str:
+    """NaN where x is inf or NaN, else +0.0 (sign None) or x's sign (flipped when `sign`)."""
+    n = dt.count
+    f32, u32 = self.reg(dtypes.float32.vec(n)), self.reg(dtypes.uint32.vec(n))
+    word = (lambda v: v) if n == 1 else (lambda v: f"{u32}({v})")
+    bits = f"bitcast<{u32}>({x if self.reg(dt) == f32 else f'{f32}({x})'})"
+    zero = word("0u") if sign is None else f"({bits} & {word('0x80000000u')})"
+    if sign:
+      zero = f"({zero} ^ {word('0x80000000u')})"
+    special = f"({bits} & {word('0x7f800000u')}) == {word('0x7f800000u')}"
+    value = f"bitcast<{f32}>(select({zero}, {word('0x7fc00000u')}, {special}))"
+    return value if self.reg(dt) == f32 else f"{self.reg(dt)}({value})"
 
   def bool_alu(self, op: Ops, a: list[str]) -> str:
     if op is Ops.NOT:
@@ -214,6 +246,10 @@ class _Expressions:
     if not self.opts.f16:
       return self.lanewise(self.need("kg_round_f16"), u.dtype, [text])
     return text
+
+
+def _negation(a: UOp, b: UOp) -> bool:
+  return b.op is Ops.NEG and b.src[0] is a or a.op is Ops.NEG and a.src[0] is b
 
 
 def _zero(u: UOp) -> bool:
