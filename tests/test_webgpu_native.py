@@ -306,6 +306,27 @@ def test_w6_zero_results_keep_inf_and_nan_regression_x_over_x_minus_x(rt, native
       assert_same_floats(run_elementwise(rt, fn, [x], dt, **options), ref(x), case)
 
 
+@pytest.mark.parametrize("native", [None, True, False], ids=["f32", "f16-native", "f16-packed"])
+def test_w6_nan_cast_to_bool_is_true_regression_fuzz_log2_cast_bool(rt, native):
+  """Regression (fuzz: log2 of negative float16 cast to bool): NaN gave False on lavapipe (it
+  renders x != 0.0 as ordered), numpy True."""
+  name = "float32" if native is None else "float16"
+  dt, options = getattr(dtypes, name), ({} if native is None else {"f16": native})
+  if native and not rt.render_options()["f16"]:
+    missing_tool("shader-f16 on the WebGPU adapter", "use an adapter with shader-f16 (lavapipe has it)")
+  with np.errstate(all="ignore"):
+    x = SPECIALS.astype(name)
+    got = run_elementwise(rt, lambda v: v.cast(dtypes.bool), [x], dtypes.bool, **options)
+    np.testing.assert_array_equal(got, x.astype(bool))
+    got = run_elementwise(rt, lambda v: UOp(Ops.LOG2, dt, (v,)).cast(dtypes.bool), [x],
+                          dtypes.bool, **options)
+    np.testing.assert_array_equal(got, np.log2(x).astype(bool))
+  v4 = F32.vec(4)
+  got = run_elementwise(rt, lambda v: UOp(Ops.VECTORIZE, v4, (v, -v, v, v)).cast(dtypes.bool.vec(4)
+                        ).gep(1), [SPECIALS], dtypes.bool)
+  np.testing.assert_array_equal(got, SPECIALS.astype(bool))
+
+
 @pytest.mark.parametrize("lane", [0, 3])
 def test_w6_zero_results_on_vectors(rt, lane):
   x, v4 = np.tile(SPECIALS, 8), F32.vec(4)

@@ -79,8 +79,10 @@ class _Expressions:
   # -- conversions --
   def cast(self, src: DType, dst: DType, x: str) -> str:
     s, d, t = src.scalar, dst.scalar, self.reg(dst)
-    if d == dtypes.bool:
-      return x if s == dtypes.bool else f"({x} != {self.reg(src)}())"
+    if d == dtypes.bool:   # floats: !(x == 0), as CMPNE (lavapipe's x != 0.0 is false for NaN)
+      if s == dtypes.bool:
+        return x
+      return f"!({x} == {self.reg(src)}())" if s.is_float() else f"({x} != {self.reg(src)}())"
     if s == dtypes.bool:
       return f"select({t}(), {t}(1), {x})"
     if d.is_float():
