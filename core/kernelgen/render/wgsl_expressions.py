@@ -21,6 +21,7 @@ class _Expressions:
     self.opts = opts
     self.helpers: set[str] = set()
     self.special_bits = False
+    self.opaque = False     # uses kg_nwg (num_workgroups), a value the shader compiler cannot know
     self.uses_f16 = False
     self.regs: dict[DType, str] = {}   # dtype -> its register type (dtypes are interned)
 
@@ -161,6 +162,8 @@ class _Expressions:
       zero = u.src[1] if u.src[1].op is Ops.CONST else u.src[1].src[0]
       inf = self.const_text(dt.scalar, math.copysign(math.inf, zero.arg))
       return f"{a[0]} * {inf if dt.count == 1 else f'{self.reg(dt)}({inf})'}"
+    if u.op is Ops.FDIV and not _constant(u.src[1]):
+      return f"{a[0]} / {self.unknowable(dt, a[1])}"
     if u.op is Ops.CMPNE and dt.is_float():
       return f"!({a[0]} == {a[1]})"
     if u.op in (Ops.SHL, Ops.SHR) and not dt.is_unsigned():
@@ -182,6 +185,17 @@ class _Expressions:
         product = self.zero_of(u.dtype, a[x], sign=math.copysign(1.0, z.arg) < 0)
         return product if u.op is Ops.MUL else f"({product}) + {a[2]}"
     return None
+
+  def unknowable(self, dt: DType, x: str) -> str:
+    """x, as bits OR'd with (num_workgroups.x == 0), always 0: a divisor the shader compiler
+    cannot prove 0 by its own algebra (e.g. (y + 1.0) - y - 1.0), whose division it then leaves
+    undefined (on lavapipe the output went unwritten)."""
+    self.opaque = True
+    n = dt.count
+    f32, u32 = self.reg(dtypes.float32.vec(n)), self.reg(dtypes.uint32.vec(n))
+    never = "u32(kg_nwg.x == 0u)" if n == 1 else f"{u32}(u32(kg_nwg.x == 0u))"
+    value = f"bitcast<{f32}>(bitcast<{u32}>({x if self.reg(dt) == f32 else f'{f32}({x})'}) | {never})"
+    return value if self.reg(dt) == f32 else f"{self.reg(dt)}({value})"
 
   def zero_of(self, dt: DType, x: str, sign: bool | None) -> str:
     """NaN where x is inf or NaN, else +0.0 (sign None) or x's sign (flipped when `sign`)."""
@@ -212,7 +226,7 @@ class _Expressions:
     if op is Ops.NEG:
       return f"{self.reg(dt)}() - {x}" if dt.is_unsigned() else f"-{x}"
     if op is Ops.RECIP:
-      return f"{self.reg(dt)}(1) / {x}"
+      return f"{self.reg(dt)}(1) / {self.unknowable(dt, x) if dt.is_float() else x}"
     if op is Ops.EXP2:
       return self.exp2(dt, x)
     if dt.scalar == dtypes.float16 and self.opts.f16 and op in GroupOp.Transcendental:
@@ -252,6 +266,12 @@ class _Expressions:
 
 def _negation(a: UOp, b: UOp) -> bool:
   return b.op is Ops.NEG and b.src[0] is a or a.op is Ops.NEG and a.src[0] is b
+
+
+def _constant(u: UOp) -> bool:
+  """A constant, a vector of constants, or a lane of one."""
+  u = u.src[0] if u.op is Ops.GEP else u
+  return u.op is Ops.CONST or u.op is Ops.VECTORIZE and all(x.op is Ops.CONST for x in u.src)
 
 
 def _zero(u: UOp) -> bool:
