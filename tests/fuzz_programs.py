@@ -220,7 +220,7 @@ def generate(c: Chooser, max_steps: int = 6) -> Program:
     src = len(b.values) - 1 if c.chance(0.75) else c.integer(0, len(b.values) - 1)
     kind = c.choice(("unary", "binary", "binary", "cast", "movement", "movement", "reduce",
                      "compare", "where", "matmul", "bitcast", "join", "pow", "softmax",
-                     "conv2d"))
+                     "conv2d", "zero"))
     GROW[kind](b, src)
   return b.program()
 
@@ -421,6 +421,24 @@ def _grow_softmax(b: _Builder, src: int):
     b.push("softmax", [src], shape, dtype, axis=b.c.integer(0, len(shape) - 1))
 
 
+def _grow_zero(b: _Builder, src: int):
+  """x - x, x * 0 or x + -x of a float value, often then divided by: zeros a shader compiler may
+  fold to 0 (IEEE gives NaN for inf and NaN x), and a division by a zero it knows of."""
+  shape, dtype = b.values[src]
+  c = b.c
+  if dtype not in FLOATS:
+    return
+  form = c.choice(("sub", "mul", "add"))
+  if form == "sub":
+    zero = b.push("sub", [src, src], shape, dtype)
+  elif form == "mul":
+    zero = b.push("mul", [src], shape, dtype, scalar=c.choice((0.0, -0.0)), reverse=c.chance(0.5))
+  else:
+    zero = b.push("add", [src, b.push("neg", [src], shape, dtype)], shape, dtype)
+  if c.chance(0.7):
+    b.push("truediv", [src, zero], shape, dtype)
+
+
 def _grow_conv2d(b: _Builder, src: int):
   """conv2d of a 4-d float value (NCHW) with a new OIHW weight of its dtype."""
   shape, dtype = b.values[src]
@@ -487,7 +505,8 @@ def _grow_matmul(b: _Builder, src: int):
 GROW = {"unary": _grow_unary, "binary": _grow_binary, "compare": _grow_compare,
         "where": _grow_where, "cast": _grow_cast, "bitcast": _grow_bitcast,
         "movement": _grow_movement, "reduce": _grow_reduce, "matmul": _grow_matmul,
-        "join": _grow_join, "pow": _grow_pow, "softmax": _grow_softmax, "conv2d": _grow_conv2d}
+        "join": _grow_join, "pow": _grow_pow, "softmax": _grow_softmax, "conv2d": _grow_conv2d,
+        "zero": _grow_zero}
 
 
 # ---- dtype rules (kernelgen's documented semantics, written out independently) -----------------

@@ -579,3 +579,26 @@ def test_stop_restarts_python_offline(site, chromium):
     assert "error" not in result, result
     assert_matches_numpy("int8", code, result)
 
+
+
+def test_division_by_x_minus_x_in_the_page_matches_numpy(app):
+  """x / (x - x), inf * 0, inf - inf, 0 / 0 (x - x and x * 0 folded to 0 by a shader compiler
+  that assumes no inf/NaN would give 0): the IEEE values on SwiftShader, as numpy."""
+  code = ("inf, nan = float('inf'), float('nan')\n"
+          "x = Tensor([[1.0, -2.0, inf, -inf], [nan, 0.0, 3.0, -0.5], [2.0, 4.0, 0.5, 7.0]])\n"
+          "d = x / (x - x)\n"
+          "out = stack([d, d * 0, d - d, (x - x) / (x - x), 1 / (x * 0),\n"
+          "             d.max(axis=1).reshape(3, 1).expand(3, 4)])\n")
+  with np.errstate(all="ignore"):
+    x = np.array([[1.0, -2.0, np.inf, -np.inf], [np.nan, 0.0, 3.0, -0.5], [2.0, 4.0, 0.5, 7.0]],
+                 np.float32)
+    d = x / (x - x)
+    want = np.stack([d, d * 0, d - d, (x - x) / (x - x), 1 / (x * 0),
+                     np.broadcast_to(d.max(axis=1).reshape(3, 1), (3, 4))])
+  result = app.evaluate(RUN, code)
+  assert "error" not in result, result
+  assert result["device"] == "WEBGPU" and result["shape"] == list(want.shape)
+  got = np.array(result["data"], np.float32).reshape(want.shape)
+  names = ["x/(x-x)", "d*0", "d-d", "(x-x)/(x-x)", "1/(x*0)", "max"]
+  wrong = [n for n, g, w in zip(names, got, want) if not np.array_equal(g, w, equal_nan=True)]
+  assert not wrong, f"{wrong} differ from numpy:\n{got}\n{want}"

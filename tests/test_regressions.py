@@ -195,3 +195,21 @@ def test_cat_keeps_negative_zero():
     assert np.signbit(got).tolist() == [True, False, True]
     got = kg.stack([Tensor(b, device=device), Tensor(-b, device=device)], axis=1).numpy()
     assert np.signbit(got).tolist() == [[True, False]]
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+def test_division_by_x_minus_x_gives_inf_and_nan_like_numpy(device):
+  # b / (b - b) gave 0 on WEBGPU (lavapipe folds x - x to 0, then the division by that known 0);
+  # likewise inf * 0 and inf - inf gave 0 (fixed in render/wgsl_expressions.py: zero_result)
+  if not kg.Device.available(device):
+    pytest.skip(f"device {device} is not available here")
+  x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
+  x[0, :3] = [np.inf, -np.inf, np.nan]
+  b = Tensor(x, device=device)
+  cases = {"b/(b-b)": lambda t: t / (t - t), "max": lambda t: (t / (t - t)).max(axis=1),
+           "*0": lambda t: (t / (t - t)) * 0, "inf-inf": lambda t: (t / (t - t)) - (t / (t - t)),
+           "0/0": lambda t: (t - t) / (t - t), "b+-b": lambda t: 1 / (t + -t),
+           "0*b": lambda t: 1 / (0 * t), "sum": lambda t: (t / (t * 0)).sum(axis=0)}
+  with np.errstate(all="ignore"):
+    for name, fn in cases.items():
+      np.testing.assert_array_equal(fn(b).numpy(), fn(x), err_msg=name)

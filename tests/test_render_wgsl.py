@@ -189,6 +189,34 @@ def test_w6_isnan_is_a_bit_test_not_x_ne_x():
   assert "0x7fffffff" in source and not re.search(r"(v\d+) != \1\b", source)
 
 
+
+def test_w6_zero_results_are_bit_selects_the_driver_cannot_fold():
+  """x - x, x + -x, x * 0.0, fma(x, 0.0, y): never as float ALU a compiler may fold to 0 (IEEE
+  gives NaN for inf and NaN x); x - y, x * 2.0 and fma(x, y, z) stay plain."""
+  f32 = dtypes.float32
+  for fn in (lambda a: a / (a - a), lambda a: a + -a, lambda a: a * 0.0,
+             lambda a: UOp(Ops.MULACC, f32, (const(f32, -0.0), a, a))):
+    source = build(elementwise(fn, [f32], f32, 4)).source
+    assert "0x7fc00000u" in source and "0x7f800000u" in source, source
+    assert not re.search(r"(v\d+) [-+*] -?\(?\1\b|[*(,] *\(?-?0\.0f|fma\(", source), source
+  source = build(elementwise(lambda a, b: UOp(Ops.MULACC, f32, (a - b, a * 2.0, b)), [f32, f32],
+                             f32, 4)).source
+  assert re.search(r"v\d+ - v\d+", source) and "* 2.0f" in source and "fma(" in source
+  assert "0x7fc00000u" not in source
+
+
+def test_w6_divisors_the_compiler_could_prove_zero_are_unknowable_and_constants_plain():
+  f32, v4 = dtypes.float32, dtypes.float32.vec(4)
+  source = build(elementwise(lambda a, b: a / b + UOp(Ops.RECIP, f32, (b,)), [f32, f32], f32,
+                             4)).source
+  assert source.count("| u32(kg_nwg.x == 0u))") == 2 and "@builtin(num_workgroups) kg_nwg" in source
+  splat = lambda a: UOp(Ops.VECTORIZE, v4, (a,) * 4)  # noqa: E731
+  source = build(elementwise(lambda a, b: (splat(a) / splat(b)).gep(1), [f32, f32], f32, 4)).source
+  assert "bitcast<vec4<u32>>(" in source and "vec4<u32>(u32(kg_nwg.x == 0u))" in source
+  source = build(elementwise(lambda a: a / 3.0 + a / const(f32, 0.0) + splat(a).gep(0) /
+                             splat(a.const_like(2.0)).gep(0) + a * a - a, [f32], f32, 4)).source
+  assert "kg_nwg" not in source and "/ 3.0f" in source
+
 # ---- W8: grids over 65535 workgroups fold --------------------------------------------------------
 
 def test_w8_large_grid_is_folded_and_re_derived():

@@ -80,6 +80,7 @@ def module_source(w: _Writer, entry: str) -> str:
   helpers = [HELPERS[name] for name in HELPERS if name in w.helpers]
   lx, ly, lz = w.kernel.local_size
   lane = ", @builtin(subgroup_invocation_id) kg_sglane: u32" if w.uses_subgroups else ""
+  lane += ", @builtin(num_workgroups) kg_nwg: vec3<u32>" if w.opaque else ""
   entry_lines = [f"@compute @workgroup_size({lx}, {ly}, {lz})",
                  f"fn {entry}(@builtin(workgroup_id) kg_wid: vec3<u32>, "
                  f"@builtin(local_invocation_id) kg_lid: vec3<u32>{lane}) {{"]

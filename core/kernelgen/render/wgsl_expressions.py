@@ -21,6 +21,7 @@ class _Expressions:
     self.opts = opts
     self.helpers: set[str] = set()
     self.special_bits = False
+    self.opaque = False     # uses kg_nwg (num_workgroups), a value the shader compiler cannot know
     self.uses_f16 = False
     self.regs: dict[DType, str] = {}   # dtype -> its register type (dtypes are interned)
 
@@ -79,8 +80,10 @@ class _Expressions:
   # -- conversions --
   def cast(self, src: DType, dst: DType, x: str) -> str:
     s, d, t = src.scalar, dst.scalar, self.reg(dst)
-    if d == dtypes.bool:
-      return x if s == dtypes.bool else f"({x} != {self.reg(src)}())"
+    if d == dtypes.bool:   # floats: !(x == 0), as CMPNE (lavapipe's x != 0.0 is false for NaN)
+      if s == dtypes.bool:
+        return x
+      return f"!({x} == {self.reg(src)}())" if s.is_float() else f"({x} != {self.reg(src)}())"
     if s == dtypes.bool:
       return f"select({t}(), {t}(1), {x})"
     if d.is_float():
@@ -138,6 +141,9 @@ class _Expressions:
     dt = u.src[-1].dtype
     if u.op is Ops.WHERE:
       return f"select({a[2]}, {a[1]}, {a[0]})"
+    if dt.is_float() and u.op in (Ops.SUB, Ops.ADD, Ops.MUL, Ops.MULACC):
+      if (got := self.zero_result(u, a)) is not None:
+        return got
     if u.op is Ops.MULACC:
       return f"fma({a[0]}, {a[1]}, {a[2]})" if dt.is_float() else f"({a[0]} * {a[1]}) + {a[2]}"
     if dt.scalar == dtypes.bool:
@@ -156,11 +162,53 @@ class _Expressions:
       zero = u.src[1] if u.src[1].op is Ops.CONST else u.src[1].src[0]
       inf = self.const_text(dt.scalar, math.copysign(math.inf, zero.arg))
       return f"{a[0]} * {inf if dt.count == 1 else f'{self.reg(dt)}({inf})'}"
+    if u.op is Ops.FDIV and not _constant(u.src[1]):
+      return f"{a[0]} / {self.unknowable(dt, a[1])}"
     if u.op is Ops.CMPNE and dt.is_float():
       return f"!({a[0]} == {a[1]})"
     if u.op in (Ops.SHL, Ops.SHR) and not dt.is_unsigned():
       return f"{a[0]} {INFIX[u.op]} bitcast<{self.reg(dtypes.uint32.vec(dt.count))}>({a[1]})"
     return f"{a[0]} {INFIX[u.op]} {a[1]}"
+
+  def zero_result(self, u: UOp, a: list[str]) -> str | None:
+    """x - x, x + -x, x * 0.0 and fma(x, 0.0, y) from the bits of x, or None for other ALU.
+    Shader compilers may assume no inf/NaN and fold these to 0 (IEEE: NaN for x inf or NaN), then
+    a division by that known 0 to garbage; a select on the bits of x is exact, and opaque."""
+    s = u.src
+    if u.op is Ops.SUB and s[0] is s[1] or u.op is Ops.ADD and _negation(s[0], s[1]):
+      return self.zero_of(u.dtype, a[0], sign=None)
+    if u.op is Ops.ADD or u.op is Ops.SUB:
+      return None
+    for x, zero in ((0, 1), (1, 0)):
+      if _zero(s[zero]):
+        z = s[zero] if s[zero].op is Ops.CONST else s[zero].src[0]
+        product = self.zero_of(u.dtype, a[x], sign=math.copysign(1.0, z.arg) < 0)
+        return product if u.op is Ops.MUL else f"({product}) + {a[2]}"
+    return None
+
+  def unknowable(self, dt: DType, x: str) -> str:
+    """x, as bits OR'd with (num_workgroups.x == 0), always 0: a divisor the shader compiler
+    cannot prove 0 by its own algebra (e.g. (y + 1.0) - y - 1.0), whose division it then leaves
+    undefined (on lavapipe the output went unwritten)."""
+    self.opaque = True
+    n = dt.count
+    f32, u32 = self.reg(dtypes.float32.vec(n)), self.reg(dtypes.uint32.vec(n))
+    never = "u32(kg_nwg.x == 0u)" if n == 1 else f"{u32}(u32(kg_nwg.x == 0u))"
+    value = f"bitcast<{f32}>(bitcast<{u32}>({x if self.reg(dt) == f32 else f'{f32}({x})'}) | {never})"
+    return value if self.reg(dt) == f32 else f"{self.reg(dt)}({value})"
+
+  def zero_of(self, dt: DType, x: str, sign: bool | None) -> str:
+    """NaN where x is inf or NaN, else +0.0 (sign None) or x's sign (flipped when `sign`)."""
+    n = dt.count
+    f32, u32 = self.reg(dtypes.float32.vec(n)), self.reg(dtypes.uint32.vec(n))
+    word = (lambda v: v) if n == 1 else (lambda v: f"{u32}({v})")
+    bits = f"bitcast<{u32}>({x if self.reg(dt) == f32 else f'{f32}({x})'})"
+    zero = word("0u") if sign is None else f"({bits} & {word('0x80000000u')})"
+    if sign:
+      zero = f"({zero} ^ {word('0x80000000u')})"
+    special = f"({bits} & {word('0x7f800000u')}) == {word('0x7f800000u')}"
+    value = f"bitcast<{f32}>(select({zero}, {word('0x7fc00000u')}, {special}))"
+    return value if self.reg(dt) == f32 else f"{self.reg(dt)}({value})"
 
   def bool_alu(self, op: Ops, a: list[str]) -> str:
     if op is Ops.NOT:
@@ -178,7 +226,7 @@ class _Expressions:
     if op is Ops.NEG:
       return f"{self.reg(dt)}() - {x}" if dt.is_unsigned() else f"-{x}"
     if op is Ops.RECIP:
-      return f"{self.reg(dt)}(1) / {x}"
+      return f"{self.reg(dt)}(1) / {self.unknowable(dt, x) if dt.is_float() else x}"
     if op is Ops.EXP2:
       return self.exp2(dt, x)
     if dt.scalar == dtypes.float16 and self.opts.f16 and op in GroupOp.Transcendental:
@@ -214,6 +262,16 @@ class _Expressions:
     if not self.opts.f16:
       return self.lanewise(self.need("kg_round_f16"), u.dtype, [text])
     return text
+
+
+def _negation(a: UOp, b: UOp) -> bool:
+  return b.op is Ops.NEG and b.src[0] is a or a.op is Ops.NEG and a.src[0] is b
+
+
+def _constant(u: UOp) -> bool:
+  """A constant, a vector of constants, or a lane of one."""
+  u = u.src[0] if u.op is Ops.GEP else u
+  return u.op is Ops.CONST or u.op is Ops.VECTORIZE and all(x.op is Ops.CONST for x in u.src)
 
 
 def _zero(u: UOp) -> bool:
