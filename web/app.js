@@ -41,7 +41,14 @@ function makeEditor(id, mode, readOnly) {
     vScrollBarAlwaysVisible: readOnly, hScrollBarAlwaysVisible: readOnly,
   });
   editor.renderer.setScrollMargin(6, 6);
-  if (readOnly) editor.session.gutterRenderer = STEADY_GUTTER;
+  if (readOnly) {
+    editor.session.gutterRenderer = STEADY_GUTTER;
+    // Nor does a view need Ace's background tokenizer: the WGSL/PTX modes keep no state from
+    // line to line, so the lines a view shows are tokenized as it renders them, and the
+    // tokenizer's pass after each new text would render those lines a second time (twice the
+    // DOM garbage per run).
+    editor.session.bgTokenizer.scheduleStart = () => {};
+  }
   return editor;
 }
 
