@@ -406,7 +406,8 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
       return stores
   stores = []
   for j in range(opts.upcast):
-    flat = thread * _c(opts.upcast) + _c(j) if opts.upcast > 1 else thread
+    flat = thread * _c(opts.upcast) if opts.upcast > 1 else thread   # + j below: no + 0 node
+    flat = flat + _c(j) if j else flat
     gate = flat.lt(_c(n)) if groups * per_group > n else None
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
     value = lw.value(out, idxs, gate)
