@@ -39,11 +39,27 @@ def _half_in_f32(ctx: _Arch, x: UOp):
   return _compute_as(x, dtypes.float32)
 
 
+# ops whose low 8 bits depend only on their operands' low 8 bits (arithmetic mod 2**n)
+_WRAPPING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR})
+
+
 def _bytes_in_16bit(x: UOp):
   operand = _operand_dtype(x).scalar
   if operand not in (dtypes.int8, dtypes.uint8) or x.op is Ops.WHERE:
     return None
-  return _compute_as(x, dtypes.int16 if operand == dtypes.int8 else dtypes.uint16)
+  wide = dtypes.int16 if operand == dtypes.int8 else dtypes.uint16
+  if x.op in _WRAPPING:    # an operand that is a 16-bit value truncated to 8 bits: those 16
+    src = tuple(_unwrapped(s, wide) for s in x.src)   # bits (x's own result is truncated)
+    if src != x.src:
+      return UOp(x.op, _like(x.dtype, wide), src).cast(x.dtype)
+  return _compute_as(x, wide)
+
+
+def _unwrapped(s: UOp, wide: DType) -> UOp:
+  """`s` as a `wide` operand of a wrapping op: the 16-bit value `s` truncates, else s cast."""
+  if s.op is Ops.CAST and s.src[0].dtype == _like(s.dtype, wide):
+    return s.src[0]
+  return s.cast(_like(s.dtype, wide))
 
 
 def _f64_transcendental(x: UOp):
