@@ -112,6 +112,19 @@ def _check_wmma(ctx: _Arch, x: UOp):
   return None
 
 
+# dtypes SUBGROUP_REDUCE takes (a warp shuffle moves 32 bits)
+SHUFFLE_DTYPES = frozenset({"float32", "int32", "uint32"})
+
+
+def _check_shuffle(x: UOp):
+  if x.dtype.name not in SHUFFLE_DTYPES:
+    raise UnsupportedError(f"PTX subgroup (warp) reductions take "
+                           f"{', '.join(sorted(SHUFFLE_DTYPES))}, not {x.dtype}: lower this "
+                           f"kernel without subgroups\n{describe(x)}", target="ptx",
+                           dtype=x.dtype)
+  return None
+
+
 def _fold_cast(x: UOp, c: UOp):
   return UOp.const(x.dtype, truncate(c.arg, x.dtype)) if x.dtype.count == 1 else None
 
@@ -124,6 +137,8 @@ _BOOL = UPat.var("a", dtypes.bool)
 _SAME_TYPE_ALU = GroupOp.ALU - GroupOp.Comparison - {Ops.WHERE}
 
 legalize_rules = PatternMatcher([
+  # warp reduction of a dtype a shuffle cannot move -> UnsupportedError
+  (UPat(Ops.SUBGROUP_REDUCE, name="x"), _check_shuffle),
   # cast of a constant -> the converted constant (IR CAST semantics, dtype.truncate)
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="x"), _fold_cast),
   # half op the arch has no instruction for -> the op in f32, rounded back
@@ -186,17 +201,7 @@ def _vectorized(pat: UPat) -> UPat:
 legalize_rules = _vector_rules(legalize_rules)
 
 
-# dtypes SUBGROUP_REDUCE takes (a warp shuffle moves 32 bits)
-SHUFFLE_DTYPES = frozenset({"float32", "int32", "uint32"})
-
-
 def legalize(sink: UOp, arch: str = "sm_80", **options) -> UOp:
   """The kernel graph rewritten into what ptx.py can render for `arch` (see its module doc)."""
-  for u in sink.toposort():
-    if u.op is Ops.SUBGROUP_REDUCE and u.dtype.name not in SHUFFLE_DTYPES:
-      raise UnsupportedError(f"PTX subgroup (warp) reductions take "
-                             f"{', '.join(sorted(SHUFFLE_DTYPES))}, not {u.dtype}: lower this "
-                             f"kernel without subgroups\n{describe(u)}", target="ptx",
-                             dtype=u.dtype)
   return graph_rewrite(sink, legalize_rules,
                        ctx=_Arch(parse_arch(arch), bool(options.get("fast_math", False))))
