@@ -446,6 +446,24 @@ def test_sim_int8_casts_and_wrapping_arithmetic():
   np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize("dt", [i8, u8])
+def test_sim_8bit_wrapping_chain_stays_in_16_bits(dt):
+  """A wrapping op (add, sub, mul, and, or, xor) of 8-bit values reads a 16-bit operand that is
+  only truncated to 8 bits as it is (no truncate and re-extend between two such ops); every other
+  op (shift, max, compare) still reads the 8-bit value re-extended."""
+  rng = np.random.default_rng(7)
+  a = rng.integers(0, 256, 64).astype(np.uint8).view(NUMPY[dt.name])
+  b = rng.integers(0, 256, 64).astype(np.uint8).view(NUMPY[dt.name])
+  chain = elementwise(dt, dt, lambda x, y: ((x * y + x) ^ y) - x * x)
+  text = source("chain", chain)
+  wide = "s16" if dt == i8 else "u16"
+  assert text.count(f"cvt.{wide[0]}8.{wide}") == 1     # the result's only
+  np.testing.assert_array_equal(simulate(chain, {1: a, 2: b})[0], ((a * b + a) ^ b) - a * a)
+  mixed = elementwise(dt, dt, lambda x, y: ((x * y) >> 1) + (x * y).maximum(y))
+  expected = ((a * b) >> 1) + np.maximum(a * b, b)
+  np.testing.assert_array_equal(simulate(mixed, {1: a, 2: b})[0], expected)
+
+
 @pytest.mark.parametrize("dt", [i32, u32, i64, dtypes.int16])
 def test_sim_signed_and_unsigned_shift_division_remainder(dt):
   rng = np.random.default_rng(1)

@@ -45,9 +45,11 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
   A rewrite that fails on its input verifies the input first, so a malformed graph from the
   front end is reported as the VerifyError naming its bad node, not as the rule's error."""
   from .linearize import linearize
+  from .ops import toposort
   from .rules.symbolic import simplify
-  from .verify import verify, verify_linear
+  from .verify import verify, verify_linear, verify_node
   renderer = _renderer(target)
+  walked: dict = {}   # sink -> its toposort, from verify to linearize (one walk of the graph)
 
   def checked(rewrite: Callable) -> Callable:
     def run(sink: UOp) -> UOp:
@@ -61,14 +63,22 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
   def legalize(sink: UOp) -> UOp:
     return sink if renderer is None else renderer.legalize(sink, **options)
 
+  def check(sink: UOp) -> UOp:
+    if not sink._verified:      # (a legalize may have verified as it walked: wgsl_legalize.py)
+      order = walked[sink] = toposort([sink])
+      for u in order:           # sources first, as verify checks them
+        if not u._verified:
+          verify_node(u)
+    return sink
+
   def check_linear(uops):
     verify_linear(uops)
     return uops
 
   return [("simplify", checked(simplify)),
           ("legalize", checked(legalize)),
-          ("verify", lambda s: (verify(s), s)[1]),
-          ("linearize", linearize),
+          ("verify", check),
+          ("linearize", lambda sink: linearize(sink, walked.pop(sink, None))),
           ("verify_linear", check_linear)]
 
 

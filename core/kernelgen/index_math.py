@@ -7,7 +7,7 @@ A term is (index UOp, stride, extent): the index runs over range(extent).
 from __future__ import annotations
 
 from .dtype import dtypes
-from .ops import UOp
+from .ops import Ops, UOp
 from .view import prod
 
 I32 = dtypes.int32
@@ -18,14 +18,25 @@ def _c(v: int) -> UOp:
 
 
 def _lin(terms, offset: int) -> UOp:
-  """sum(u * stride) + offset as int32 UOps."""
+  """sum(u * stride) + offset as int32 UOps: one left-leaning chain, a term that is itself a sum
+  (stride 1) spliced in, as simplify's canonical sums are built (rules/sums.py)."""
   out = None
   for u, s, _ in terms:
+    if s == 1 and out is not None and u.op is Ops.ADD:
+      out = _splice(out, u)
+      continue
     t = u if s == 1 else u * _c(s)
     out = t if out is None else out + t
   if out is None:
     return _c(offset)
   return out + _c(offset) if offset else out
+
+
+def _splice(out: UOp, u: UOp) -> UOp:
+  """out + u with the sum u's pieces added one by one (out + (a + b) -> (out + a) + b)."""
+  a, b = u.src
+  out = _splice(out, a) if a.op is Ops.ADD else out + a
+  return out + b
 
 
 def _span(terms) -> tuple[int, int]:

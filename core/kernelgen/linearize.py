@@ -276,9 +276,10 @@ def _merge_ends(order: list[UOp]) -> list[UOp]:
   return toposort([new.get(u, u) for u in order])
 
 
-def linearize(sink: UOp) -> list[UOp]:
-  """The kernel under `sink` as an ordered list per IR.md ("After linearizing")."""
-  order = _merge_ends(toposort([sink]))
+def linearize(sink: UOp, order: list[UOp] | None = None) -> list[UOp]:
+  """The kernel under `sink` as an ordered list per IR.md ("After linearizing"). `order`: the
+  graph's toposort (`toposort([sink])`) when the caller has it."""
+  order = _merge_ends(toposort([sink]) if order is None else order)
   order = [u for u in order if u.op is not Ops.SINK]
   definitions = sorted((u for u in order if u.op in _DEFINITIONS), key=_definition_key)
   for u in order:

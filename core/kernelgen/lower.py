@@ -405,8 +405,12 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     if stores is not None:
       return stores
   stores = []
+  # output j of a thread: thread*upcast, then gid*(local*upcast) + lid*upcast + j, the form
+  # simplify gives that sum (rules/sums.py), built as such
+  spread = [(gid, opts.local * opts.upcast, groups)] + ([(lid, opts.upcast, opts.local)]
+                                                          if opts.local > 1 else [])
   for j in range(opts.upcast):
-    flat = thread * _c(opts.upcast) + _c(j) if opts.upcast > 1 else thread
+    flat = (thread * _c(opts.upcast) if j == 0 else _lin(spread, j)) if opts.upcast > 1 else thread
     gate = flat.lt(_c(n)) if groups * per_group > n else None
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
     value = lw.value(out, idxs, gate)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .dtype import dtypes
 from .index_math import _c, _lin, unravel
+from .lazy import L
 from .ops import Ops, UOp, toposort
 from .rules.sums import _sum_of
 from .rules.symbolic import simplify
@@ -148,7 +149,6 @@ def vector_value(lw, node, idxs: tuple, axis: int, w: int, memo: dict) -> UOp | 
 
 
 def _vector_node(lw, node, idxs, axis, w, memo):
-  from .lazy import L
   if not _vector_dtype(node.dtype):
     return None
   slot = lw.slots.get(id(node)) if node is not lw.item.out else None

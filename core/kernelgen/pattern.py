@@ -174,16 +174,19 @@ class _Codegen:
            f"return None")
     if pat.arg is not _ANY:
       emit(f"{pad}if {var}.arg != {self.const(pat.arg)}: return None")
-    if pat.custom is not None:
-      emit(f"{pad}if not {self.const(pat.custom)}({var}): return None")
     if pat.name is not None:
       if pat.name in names:
         emit(f"{pad}if {self.cap(pat.name)} is not {var}: return None")
       else:
         emit(f"{pad}{self.cap(pat.name)} = {var}")
         names.add(pat.name)
-    if pat.src is None:
-      return
+    if pat.src is not None:
+      self.sources(pat, var, names, depth)
+    if pat.custom is not None:      # after the cheap structural checks of the sources
+      emit(f"{pad}if not {self.const(pat.custom)}({var}): return None")
+
+  def sources(self, pat: UPat, var: str, names: set, depth: int) -> None:
+    pad, emit = " " * depth, self.lines.append
     if isinstance(pat.src, list):   # either order: the general matcher, names and all
       emit(f"{pad}if not {self.const(pat)}._match_either_order({var}, caps): return None")
       names.update(_names(pat))

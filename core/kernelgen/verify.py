@@ -204,6 +204,14 @@ def verify(roots: UOp | Iterable[UOp]) -> None:
     set_verified(u, True)
 
 
+def verify_node(u: UOp) -> None:
+  """Check one node whose sources are checked (a walk in toposort order, e.g. a target's
+  legalize, verifies as it goes; `verify` then stops at the checked nodes)."""
+  if not u._verified:
+    _check_node(u)
+    set_verified(u, True)
+
+
 def verify_linear(uops: list[UOp]) -> None:
   """Check a linearized kernel: nodes valid, sources first, blocks properly nested."""
   position = {u: i for i, u in enumerate(uops)}

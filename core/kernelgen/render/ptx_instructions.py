@@ -72,6 +72,9 @@ def _cast_line(src: DType, dst: DType, d: str, a: str) -> str:
 
 def _cast(w: _Writer, u: UOp) -> None:
   src, dst = u.src[0].dtype.scalar, u.dtype.scalar
+  if _extended_load(u.src[0], src, dst):   # ld.s8/u8 already sign/zero-extended the 16 bits
+    w.lanes[u] = w.lanes[u.src[0]]
+    return
   regs = []
   for lane in range(u.dtype.count):
     if src == dst:
@@ -81,6 +84,13 @@ def _cast(w: _Writer, u: UOp) -> None:
     w.emit(_cast_line(src, dst, reg, w.reg(u.src[0], lane)))
     regs.append(reg)
   w.lanes[u] = regs
+
+
+def _extended_load(x: UOp, src: DType, dst: DType) -> bool:
+  """x is an ungated 8-bit integer load cast to a 16-bit integer: the register ld wrote (.b16,
+  sign- or zero-extended by ld per src) holds the 16-bit value already."""
+  return (x.op is Ops.LOAD and src.itemsize == 1 and dst.itemsize == 2 and src.is_int()
+          and dst.is_int() and len(x.src) != 4)
 
 
 def _bitcast(w: _Writer, u: UOp) -> None:

@@ -39,11 +39,27 @@ def _half_in_f32(ctx: _Arch, x: UOp):
   return _compute_as(x, dtypes.float32)
 
 
+# ops whose low 8 bits depend only on their operands' low 8 bits (arithmetic mod 2**n)
+_WRAPPING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR})
+
+
 def _bytes_in_16bit(x: UOp):
   operand = _operand_dtype(x).scalar
   if operand not in (dtypes.int8, dtypes.uint8) or x.op is Ops.WHERE:
     return None
-  return _compute_as(x, dtypes.int16 if operand == dtypes.int8 else dtypes.uint16)
+  wide = dtypes.int16 if operand == dtypes.int8 else dtypes.uint16
+  if x.op in _WRAPPING:    # an operand that is a 16-bit value truncated to 8 bits: those 16
+    src = tuple(_unwrapped(s, wide) for s in x.src)   # bits (x's own result is truncated)
+    if src != x.src:
+      return UOp(x.op, _like(x.dtype, wide), src).cast(x.dtype)
+  return _compute_as(x, wide)
+
+
+def _unwrapped(s: UOp, wide: DType) -> UOp:
+  """`s` as a `wide` operand of a wrapping op: the 16-bit value `s` truncates, else s cast."""
+  if s.op is Ops.CAST and s.src[0].dtype == _like(s.dtype, wide):
+    return s.src[0]
+  return s.cast(_like(s.dtype, wide))
 
 
 def _f64_transcendental(x: UOp):
@@ -96,6 +112,19 @@ def _check_wmma(ctx: _Arch, x: UOp):
   return None
 
 
+# dtypes SUBGROUP_REDUCE takes (a warp shuffle moves 32 bits)
+SHUFFLE_DTYPES = frozenset({"float32", "int32", "uint32"})
+
+
+def _check_shuffle(x: UOp):
+  if x.dtype.name not in SHUFFLE_DTYPES:
+    raise UnsupportedError(f"PTX subgroup (warp) reductions take "
+                           f"{', '.join(sorted(SHUFFLE_DTYPES))}, not {x.dtype}: lower this "
+                           f"kernel without subgroups\n{describe(x)}", target="ptx",
+                           dtype=x.dtype)
+  return None
+
+
 def _fold_cast(x: UOp, c: UOp):
   return UOp.const(x.dtype, truncate(c.arg, x.dtype)) if x.dtype.count == 1 else None
 
@@ -108,6 +137,8 @@ _BOOL = UPat.var("a", dtypes.bool)
 _SAME_TYPE_ALU = GroupOp.ALU - GroupOp.Comparison - {Ops.WHERE}
 
 legalize_rules = PatternMatcher([
+  # warp reduction of a dtype a shuffle cannot move -> UnsupportedError
+  (UPat(Ops.SUBGROUP_REDUCE, name="x"), _check_shuffle),
   # cast of a constant -> the converted constant (IR CAST semantics, dtype.truncate)
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="x"), _fold_cast),
   # half op the arch has no instruction for -> the op in f32, rounded back
@@ -170,17 +201,7 @@ def _vectorized(pat: UPat) -> UPat:
 legalize_rules = _vector_rules(legalize_rules)
 
 
-# dtypes SUBGROUP_REDUCE takes (a warp shuffle moves 32 bits)
-SHUFFLE_DTYPES = frozenset({"float32", "int32", "uint32"})
-
-
 def legalize(sink: UOp, arch: str = "sm_80", **options) -> UOp:
   """The kernel graph rewritten into what ptx.py can render for `arch` (see its module doc)."""
-  for u in sink.toposort():
-    if u.op is Ops.SUBGROUP_REDUCE and u.dtype.name not in SHUFFLE_DTYPES:
-      raise UnsupportedError(f"PTX subgroup (warp) reductions take "
-                             f"{', '.join(sorted(SHUFFLE_DTYPES))}, not {u.dtype}: lower this "
-                             f"kernel without subgroups\n{describe(u)}", target="ptx",
-                             dtype=u.dtype)
   return graph_rewrite(sink, legalize_rules,
                        ctx=_Arch(parse_arch(arch), bool(options.get("fast_math", False))))

@@ -7,6 +7,7 @@ from ..dtype import PtrDType, dtypes
 from ..errors import UnsupportedError
 from ..ops import Ops, UOp, describe, toposort
 from ..pattern import PatternMatcher, UPat, graph_rewrite
+from ..verify import verify_node
 from ..rules.transcendental import FLOAT32
 from .wgsl_target import NO_WGSL_TYPE, TARGET, check_buffer_count, make_options
 
@@ -56,7 +57,9 @@ def legalize(sink: UOp, **options) -> UOp:
   params = set()
   rewrites = False
   has_type = _HAS_TYPE
-  for u in toposort([sink]):
+  for u in toposort([sink]):   # sources first: each node is verified here too (verify.py)
+    if not u._verified:
+      verify_node(u)
     if not has_type.get(u.dtype):
       _check_dtype(u)
     if u.op is Ops.WMMA:

@@ -30,11 +30,12 @@ def vec4_slots(kernel: Kernel) -> frozenset:
   """Global buffers declared as array<vec4<T>>: 32-bit elements, a size divisible by 4, and every
   access in the kernel a 4-lane load or store at an index provably divisible by 4."""
   usable: dict[int, bool] = {}
+  memo: dict = {}
   for u in kernel.uops:
     if u.op not in (Ops.LOAD, Ops.STORE) or _base(u.src[0]).op is not Ops.PARAM:
       continue
     dt = u.dtype if u.op is Ops.LOAD else u.src[2].dtype
-    good = dt.count == 4 and dt.scalar.name in VEC4_DTYPES and divisible(u.src[1], 4)
+    good = dt.count == 4 and dt.scalar.name in VEC4_DTYPES and divisible(u.src[1], 4, memo)
     slot = _base(u.src[0]).arg
     usable[slot] = usable.get(slot, True) and good
   sizes = {b.slot: b.size for b in kernel.buffers}

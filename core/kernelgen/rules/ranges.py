@@ -253,14 +253,24 @@ def value_range(u: UOp) -> tuple:
 __all__ = ["value_range", "dtype_range", "fits"]
 
 
-def divisible(index: UOp, n: int) -> bool:
-  """True when `index` is provably a multiple of `n` (e.g. so a vector access is aligned)."""
-  if index.op is Ops.CONST:
+def divisible(index: UOp, n: int, memo: dict | None = None) -> bool:
+  """True when `index` is provably a multiple of `n` (e.g. so a vector access is aligned).
+  `memo` ({node: answer} for this n) saves re-walking subterms that several indices share."""
+  op = index.op
+  if op is Ops.CONST:
     return index.arg % n == 0
-  if index.op in (Ops.ADD, Ops.SUB):
-    return divisible(index.src[0], n) and divisible(index.src[1], n)
-  if index.op is Ops.MUL:
-    return divisible(index.src[0], n) or divisible(index.src[1], n)
-  if index.op is Ops.SHL and index.src[1].op is Ops.CONST:
-    return (1 << index.src[1].arg) % n == 0 or divisible(index.src[0], n)
-  return False
+  if memo is not None:
+    got = memo.get(index)
+    if got is not None:
+      return got
+  if op is Ops.ADD or op is Ops.SUB:
+    out = divisible(index.src[0], n, memo) and divisible(index.src[1], n, memo)
+  elif op is Ops.MUL:     # the right operand first: usually the constant
+    out = divisible(index.src[1], n, memo) or divisible(index.src[0], n, memo)
+  elif op is Ops.SHL and index.src[1].op is Ops.CONST:
+    out = (1 << index.src[1].arg) % n == 0 or divisible(index.src[0], n, memo)
+  else:
+    return False
+  if memo is not None:
+    memo[index] = out
+  return out
