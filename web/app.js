@@ -1,9 +1,9 @@
 // The page: editor, buttons, kernel views and results, wired to kernelgen's worker through
 // kernelgen.js (the same API other pages embed). `window.kgApp` exposes the actions for tests.
 import { createKernelgen } from './kernelgen.js';
-import { defineKernelModes } from './ace-modes.js';
 import { EXAMPLES, DEFAULT_EXAMPLE } from './examples.js';
 import { download, manifest } from './downloads.js';
+import { makeEditor, setSource, setupAce } from './editors.js';
 import { el, showError, showKernels, showResult, showVerify } from './views.js';
 
 const $ = (id) => document.getElementById(id);
@@ -25,36 +25,8 @@ function log(line) {
 
 // ---- editors ----
 
-// A read-only source view keeps its size whatever text it shows (its scrollbars always there, a
-// gutter at least three digits wide): the "compiling…" line, then a long PTX, would otherwise
-// resize it twice per run, and each resize lays the whole view out again (garbage for the GC).
-const STEADY_GUTTER = {
-  getWidth: (session, lastLine, config) => Math.max(3, String(lastLine).length) *
-    config.characterWidth,
-  getText: (session, row) => row + session.$firstLineNumber,
-};
-
-function makeEditor(id, mode, readOnly) {
-  const editor = ace.edit(id, {
-    mode: `ace/mode/${mode}`, theme: 'ace/theme/one_dark', readOnly, showPrintMargin: false,
-    fontSize: '13px', tabSize: 4, useSoftTabs: true, highlightActiveLine: !readOnly,
-    vScrollBarAlwaysVisible: readOnly, hScrollBarAlwaysVisible: readOnly,
-  });
-  editor.renderer.setScrollMargin(6, 6);
-  if (readOnly) {
-    editor.session.gutterRenderer = STEADY_GUTTER;
-    // Nor does a view need Ace's background tokenizer: the WGSL/PTX modes keep no state from
-    // line to line, so the lines a view shows are tokenized as it renders them, and the
-    // tokenizer's pass after each new text would render those lines a second time (twice the
-    // DOM garbage per run).
-    editor.session.bgTokenizer.scheduleStart = () => {};
-  }
-  return editor;
-}
-
 function setupEditors() {
-  ace.config.set('basePath', new URL('vendor/ace/', import.meta.url).href);
-  defineKernelModes(ace);
+  setupAce();
   state.editor = makeEditor('editor', 'python', false);
   state.wgsl = makeEditor('wgsl', 'wgsl', true);
   state.ptx = makeEditor('ptx', 'ptx', true);
@@ -236,15 +208,6 @@ function sourceText(target, label) {
   if (target.pending) return `// compiling ${label}…`;
   if (!target.ok) return `// ${label} unavailable:\n// ${target.error.message}`;
   return target.kernels[state.selected]?.source ?? '';
-}
-
-// A read-only source view's text; unchanged text is not set again (Ace would render the whole
-// view anew, and the page's memory holds each render's DOM until the next garbage collection).
-// A view has nothing to undo: its undo history (every text it showed) is dropped.
-function setSource(editor, text) {
-  if (editor.getValue() === text) return;
-  editor.setValue(text, -1);
-  editor.session.getUndoManager().reset();
 }
 
 function showSources() {

@@ -160,7 +160,8 @@ def _check_const(u: UOp):
 
 # the checks of each op beyond source counts and dtypes (ALU ops: _check_alu)
 _CHECKS = {Ops.LOAD: _check_memory, Ops.STORE: _check_memory,
-           Ops.SUBGROUP_REDUCE: _check_subgroup, Ops.ATOMIC_ADD: _check_atomic, Ops.SPECIAL: _check_special, Ops.RANGE: _check_range,
+           Ops.SUBGROUP_REDUCE: _check_subgroup, Ops.ATOMIC_ADD: _check_atomic,
+           Ops.SPECIAL: _check_special, Ops.RANGE: _check_range,
            Ops.VAR: _check_int32, Ops.ASSIGN: _check_assign, Ops.ENDRANGE: _check_endrange,
            Ops.VECTORIZE: _check_vectorize, Ops.GEP: _check_gep, Ops.BITCAST: _check_bitcast,
            Ops.CONST: _check_const}
