@@ -12,6 +12,7 @@ import kernelgen as kg
 from kernelgen import Tensor
 from fuzz_programs import Program, Step
 from fuzz_runner import available_devices, run_program
+from tools import missing_tool
 
 
 def open_bug(reason: str):
@@ -202,7 +203,7 @@ def test_division_by_x_minus_x_gives_inf_and_nan_like_numpy(device):
   # b / (b - b) gave 0 on WEBGPU (lavapipe folds x - x to 0, then the division by that known 0);
   # likewise inf * 0 and inf - inf gave 0 (fixed in render/wgsl_expressions.py: zero_result)
   if not kg.Device.available(device):
-    pytest.skip(f"device {device} is not available here")
+    missing_tool(f"device {device}", "pip install wgpu; apt-get install mesa-vulkan-drivers")
   x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)
   x[0, :3] = [np.inf, -np.inf, np.nan]
   b = Tensor(x, device=device)

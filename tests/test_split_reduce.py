@@ -10,6 +10,7 @@ import pytest
 import kernelgen as kg
 from kernelgen import Tensor, tensor_ops
 from kernelgen.schedule import schedule
+from tools import missing_tool
 
 DEVICES = ["PYTHON", "PTXSIM", "WEBGPU"]
 
@@ -32,7 +33,8 @@ def on(device: str):
       from kernelgen.runtime.webgpu_native import WebGPURuntime
       WebGPURuntime()
     except Exception as error:  # noqa: BLE001 - no wgpu or no adapter
-      pytest.skip(f"device WEBGPU unavailable: {error}")
+      missing_tool("device WEBGPU",
+                   f"pip install wgpu; apt-get install mesa-vulkan-drivers ({error})")
   kg.Device.DEFAULT = device
 
 
