@@ -156,6 +156,18 @@ def test_example_runs_on_webgpu_and_matches_numpy(app, name):
   assert app.is_visible("#preview") and not app.is_visible("#error")
 
 
+def test_reductions_on_swiftshader_read_a_run_per_lane(app):
+  """SwiftShader is a CPU adapter: the page's WEBGPU device reads grouped reductions a run per
+  lane (group_chunk); ragged and vector rows match the PYTHON reference (strided order)."""
+  code = ("import kernelgen as kg\nassert kg.Device['WEBGPU'].render_options()['group_chunk']\n"
+          "x = Tensor.rand(8, 1000)\ny = Tensor.rand(8, 4096)\n"
+          "out = x.softmax(axis=1).max(axis=1) + x.sum(axis=1) + y.sum(axis=1) - y.min(axis=1)\n")
+  result = app.evaluate(RUN, code)
+  assert "error" not in result, result
+  assert result["device"] == "WEBGPU" and result["shape"] == [8]
+  assert result["reference"]["ok"] and result["reference"]["match"], result["reference"]
+
+
 def test_matmul_screenshot(app):
   result = app.evaluate(RUN, examples_of(app)["matmul"])
   assert "error" not in result, result

@@ -53,10 +53,11 @@ def runtime(name: str):
 @pytest.fixture
 def forced(monkeypatch):
   """Make `device` the default with `group` threads per output and the read options forced."""
-  def configure(device: str, group: int, unroll: int, vec: int):
+  def configure(device: str, group: int, unroll: int, vec: int, chunk: bool = False):
     rt = runtime(device)
     base = rt.render_options()
-    options = {**base, "group": group, "group_unroll": unroll, "group_vec": vec}
+    options = {**base, "group": group, "group_unroll": unroll, "group_vec": vec,
+               "group_chunk": chunk}
     monkeypatch.setattr(rt, "render_options", lambda: options)
     monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
     monkeypatch.setattr(kg.Device, "_default", device)
@@ -82,6 +83,44 @@ def test_values_match_numpy(forced, device, unroll, vec, op, cols):
   # weighted: terms up to ~3000 in size, so float32 rounding is ~1e-4 each (sums near 0 occur)
   atol = 1e-2 if op == "weighted" else 1e-5
   np.testing.assert_allclose(got, REDUCTIONS[op][1](x), rtol=1e-5, atol=atol)
+
+
+# each lane reads one run (Opts.group_chunk: CPU adapters); 1000 columns over 16 lanes: runs of
+# 63 (vec 1; of 16 vectors of 4 with 1024), the last lane's gated at the end; 296: 19, not unrolled
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("unroll,vec", [(1, 1), (4, 4), (2, 4)])
+@pytest.mark.parametrize("op", list(REDUCTIONS))
+@pytest.mark.parametrize("cols", [1024, 1000, 296])
+def test_chunked_values_match_numpy(forced, device, unroll, vec, op, cols):
+  forced(device, 16, unroll, vec, chunk=True)
+  x = data("float32", (3, cols), seed=3)
+  got = REDUCTIONS[op][0](kg.Tensor(x)).numpy()
+  np.testing.assert_allclose(got, REDUCTIONS[op][1](x), rtol=1e-5,
+                             atol=1e-2 if op == "weighted" else 1e-5)
+
+
+@pytest.mark.parametrize("vec", [1, 4])
+def test_chunked_lanes_read_one_run_each(vec):
+  """Lane l of 16 reads elements [l*64, l*64 + 64) of a row of 1024: the lane's stride is the
+  run, the loop's the unrolled step (the strided order has them the other way round)."""
+  x = kg.Tensor(np.zeros((3, 1024), np.float32))
+  item = item_of(x.sum(axis=1))
+  strided = compile_item(item, "wgsl", {"group": 16, "group_unroll": 2, "group_vec": vec})
+  chunked = compile_item(item, "wgsl", {"group": 16, "group_unroll": 2, "group_vec": vec,
+                                        "group_chunk": True})
+  assert "kg_lid0 * 64i" in chunked.source and "kg_lid0 * 64i" not in strided.source
+  loop = re.search(r"(r\d+) < (\d+)i", chunked.source)
+  assert int(loop.group(2)) == 64 // (2 * vec)                    # 2 unrolled steps of vec
+  assert re.search(rf"{loop.group(1)} \* {2 * vec}i", chunked.source)
+  wgsl_validate(chunked.source)
+  assert opt.optimize(item, "wgsl", {"group_chunk": True}).group_chunk
+  assert not opt.optimize(item, "wgsl").group_chunk and not opt.optimize(item, "ptx").group_chunk
+
+
+def test_webgpu_on_a_cpu_adapter_reads_chunks():
+  """The native WEBGPU device sets group_chunk exactly on CPU adapters (lavapipe here)."""
+  rt = runtime("WEBGPU")
+  assert rt.render_options()["group_chunk"] == (rt.adapter.info["adapter_type"] == "CPU")
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -26,7 +26,7 @@ TARGETS = ("python", "wgsl", "ptx")
 # both: optimize lets grouped reductions combine per subgroup, and the WGSL renderer accepts
 # subgroup ops only with it (PTX takes warp shuffles always)
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
-                     "tile", "stage", "tensor_cores", "tf32")
+                     "group_chunk", "tile", "stage", "tensor_cores", "tf32")
 
 
 @functools.lru_cache(maxsize=None)

@@ -63,6 +63,8 @@ class Opts:
                         # threads (2-D workgroup), reduction steps of BK; needs tile, tile_axes
   group_unroll: int = 1  # grouped reductions: each lane's loop unrolled this many times
   group_vec: int = 1    # grouped reductions: consecutive elements a lane reads per step
+  group_chunk: bool = False  # grouped reductions: each lane reads one run of consecutive
+                        # elements, not every group-th step (CPU adapters: see optimize.py)
   upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
   fma: bool = False     # register tiles (matmul-like) accumulate float products with MULACC
 
@@ -131,7 +133,7 @@ class Lowerer:
     self.next_id = 0
     self.group, self.lane = 0, None    # set by lower() for grouped reductions
     self.subgroups: tuple = ()
-    self.unroll, self.vec = 1, 1       # grouped reductions: see Opts
+    self.unroll, self.vec, self.chunk = 1, 1, False   # grouped reductions: see Opts
     self.nested: set = set()           # ids of reductions that feed another reduction
     self.loops: dict | None = None     # tiled kernels: reduce node -> its shared loop
     self.gates: list = []              # the gates of the reductions being lowered, innermost last
@@ -248,8 +250,9 @@ class Lowerer:
     return UOp(Ops.AFTER, dtype, (acc, end))
 
   def _loop(self, n: int, step: int = 1, lane: UOp | None = None, total: int = 0,
-            unroll: int = 1):
-    """(ranges, [(index, valid)]) of a loop over range(n) (index*step + lane with a lane),
+            unroll: int = 1, chunk: bool = False):
+    """(ranges, [(index, valid)]) of a loop over range(n) (index*step + lane with a lane; with
+    chunk, lane*run + index: each of the `step` lanes takes one run of consecutive indices),
     unrolled (at least `unroll` times) so that it runs at most MAX_TRIPS times; valid gates the
     overshoot."""
     total = total or n
@@ -257,11 +260,11 @@ class Lowerer:
       unroll *= 2
     trips = math.ceil(n / unroll)
     rng = self._range(trips) if trips != 1 else _c(0)
-    out = []
+    out, stride = [], 1 if chunk else step
     for u in range(unroll):
-      terms = [(rng, unroll * step, trips)] if trips != 1 else []
-      terms += [(lane, 1, step)] if lane is not None else []
-      index = _lin(terms, u * step)
+      terms = [(rng, unroll * stride, trips)] if trips != 1 else []
+      terms += [(lane, trips * unroll if chunk else 1, step)] if lane is not None else []
+      index = _lin(terms, u * stride)
       out.append((index, index.lt(_c(total)) if trips * unroll * step > total else None))
     return ([rng] if trips != 1 else []), out
 
@@ -298,7 +301,8 @@ class Lowerer:
 
   def _grouped_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     """Each lane reduces elements lane, lane+group, ... (with vec: the vec elements from
-    lane*vec, then from (lane+group)*vec, ...); then the partials meet in memory."""
+    lane*vec, then from (lane+group)*vec, ...; with Opts.group_chunk one run of consecutive
+    elements); then the partials meet in memory."""
     op, axes = node.arg
     src = node.src[0]
     shape = [src.shape[a] for a in axes]
@@ -306,7 +310,8 @@ class Lowerer:
     vec = self.vec if total % (self.group * self.vec) == 0 else 1
     trips = math.ceil(total / (self.group * vec))
     unroll = self.unroll if trips % self.unroll == 0 else 1
-    ranges, lanes = self._loop(trips, self.group, self.lane, math.ceil(total / vec), unroll)
+    ranges, lanes = self._loop(trips, self.group, self.lane, math.ceil(total / vec), unroll,
+                               self.chunk)
     part = vector_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec)
     if part is None:
       part = self._grouped_accumulate(op, src, axes, lanes, idxs, gate, ranges, vec)
@@ -427,6 +432,7 @@ def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   lw.group, lw.subgroups = opts.group, opts.subgroups
   lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.group))
   lw.unroll, lw.vec = max(opts.group_unroll, 1), max(opts.group_vec, 1)
+  lw.chunk = opts.group_chunk
   value = lw.value(out, tuple(unravel([(gid, 1, out.size)], 0, out.shape)), None)
   return [lw.params[0].store(gid, value, lw.lane.eq(_c(0)))]
 

@@ -12,7 +12,7 @@ from .lazy import L
 from .ops import Ops, UOp, toposort
 from .rules.sums import _sum_of
 from .rules.symbolic import simplify
-from .view import contiguous_strides
+from .view import contiguous_strides, prod
 
 # lanes of a vector load or store at most (WGSL has vec2..vec4)
 MAX_VECTOR = 4
@@ -216,13 +216,16 @@ def vector_accumulate(lw, op, src, axes, lanes, idxs, gate, ranges, vec: int) ->
   if vec == 1 or _width(vec) != vec or gate is not None or not moving or \
      shape[moving[-1]] % vec or any(valid is not None for _, valid in lanes):
     return None
-  # the first element of step u: range * (steps * group * vec) + lane * vec + u * group * vec
-  stride = len(lanes) * lw.group * vec
-  terms = [(r, stride, r.src[0].arg) for r in ranges] + [(lw.lane, vec, lw.group)]
+  # the first element of step u: range * (steps * group * vec) + lane * vec + u * group * vec;
+  # with lw.chunk (each lane one run of steps): lane * run * vec + range * steps * vec + u * vec
+  apart = vec if lw.chunk else lw.group * vec        # from one unrolled step to the next
+  run = len(lanes) * prod(r.src[0].arg for r in ranges)
+  terms = [(r, len(lanes) * apart, r.src[0].arg) for r in ranges] + \
+    [(lw.lane, run * vec if lw.chunk else vec, lw.group)]
   step = None
   for u in range(len(lanes)):
     p = list(idxs)
-    for a, index in zip(axes, unravel(terms, u * lw.group * vec, shape)):
+    for a, index in zip(axes, unravel(terms, u * apart, shape)):
       p[a] = index
     body = vector_value(lw, src, tuple(p), axes[moving[-1]], vec, {})
     if body is None:

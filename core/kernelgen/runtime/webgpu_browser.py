@@ -18,6 +18,9 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
                  "max_workgroups_per_dim": "maxComputeWorkgroupsPerDimension",
                  "max_buffer_bytes": "maxStorageBufferBindingSize"}
 
+# words in an adapter's vendor, architecture, device or description that mark a CPU adapter
+CPU_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "basic render driver")
+
 # gpu.js's error types -> kernelgen's typed errors
 ERRORS = {"CompileError": CompileError, "LimitError": LimitError, "DeviceError": DeviceError}
 
@@ -43,6 +46,14 @@ def typed_error(exc: BaseException) -> KernelgenError:
   return ERRORS.get(kind, DeviceError)(message)
 
 
+def cpu_adapter(adapter: dict) -> bool:
+  """Whether gpu.js's adapter description is of a CPU implementation (SwiftShader, lavapipe, a
+  fallback adapter): its grouped reductions read a run per lane (optimize.py, group_chunk)."""
+  text = " ".join(str(adapter.get(key, "")) for key in
+                  ("vendor", "architecture", "device", "description")).lower()
+  return bool(adapter.get("isFallbackAdapter")) or any(name in text for name in CPU_ADAPTERS)
+
+
 class BrowserWebGPU(Runtime):
   name = "WEBGPU"
   target = "wgsl"
@@ -66,6 +77,7 @@ class BrowserWebGPU(Runtime):
     options = {key: int(limits[name]) for key, name in LIMIT_OPTIONS.items() if name in limits}
     options["f16"] = "shader-f16" in features
     options["subgroups"] = "subgroups" in features
+    options["group_chunk"] = cpu_adapter(info.get("adapter") or {})
     return options
 
   def _call(self, method: str, *args):

@@ -95,6 +95,8 @@ class WebGPURuntime(Runtime):
     options = {key: int(self.limits[limit]) for key, limit in LIMIT_OPTIONS.items()}
     options["f16"] = "shader-f16" in self.features
     options["subgroups"] = "subgroups" in self.features or "subgroup" in self.features
+    # a CPU adapter (lavapipe) runs invocations as SIMD lanes: each lane reads one run (optimize.py)
+    options["group_chunk"] = self.adapter.info.get("adapter_type") == "CPU"
     return options
 
   # ---- memory ----
