@@ -115,6 +115,10 @@ def test_chunked_lanes_read_one_run_each(vec):
   wgsl_validate(chunked.source)
   assert opt.optimize(item, "wgsl", {"group_chunk": True}).group_chunk
   assert not opt.optimize(item, "wgsl").group_chunk and not opt.optimize(item, "ptx").group_chunk
+  # long rows: fewer lanes per group when chunked
+  item = item_of(kg.Tensor(np.zeros((64, 1 << 14), np.float32)).sum(axis=1))
+  assert opt.optimize(item, "wgsl").group == 128
+  assert opt.optimize(item, "wgsl", {"group_chunk": True}).group == opt.CHUNK_MAX_GROUP == 32
 
 
 def test_webgpu_on_a_cpu_adapter_reads_chunks():

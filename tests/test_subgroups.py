@@ -369,7 +369,12 @@ def test_webgpu_nan_max_and_big_sum(webgpu_subgroups):
 
 
 def test_webgpu_device_uses_subgroups_by_default(rt, monkeypatch):
-  """The device turns the option on itself; a 16384-long row sum gets subgroup ops."""
+  """The device turns the option on itself; a 16384-long row sum gets subgroup ops in the groups
+  of 128 lanes a GPU adapter gets. (lavapipe is a CPU adapter: its groups read a run per lane,
+  in at most 32 lanes, too few for subgroups: group_chunk, turned off here.)"""
+  assert rt.render_options()["subgroups"]
+  gpu_like = {**rt.render_options(), "group_chunk": False}
+  monkeypatch.setattr(rt, "render_options", lambda: gpu_like)
   with default_device(monkeypatch, "WEBGPU"):
     x = data("float32", (8, 1 << 14), "sum")
     y = kg.Tensor(x).sum(axis=1)
@@ -391,7 +396,12 @@ def test_launch_needing_a_missing_feature_is_a_device_error(rt, monkeypatch):
 
 # ---- the page: navigator.gpu on SwiftShader has `subgroups` (4 lanes) ---------------------------
 
-PAGE_CODE = """x = Tensor.rand(4, 8192, seed=11) - 0.5
+PAGE_CODE = """_rt = kg.Device["WEBGPU"]
+_base = _rt.render_options
+# SwiftShader is a CPU adapter (group_chunk: at most 32 lanes per group, too few for subgroups):
+# the strided order of GPU adapters, 64 lanes and more, combines per subgroup
+_rt.render_options = lambda: {**_base(), "group_chunk": False}
+x = Tensor.rand(4, 8192, seed=11) - 0.5
 out = x.sum(axis=1) + x.max(axis=1)
 kernels = kg.compile(out, target="wgsl", **kg.Device["WEBGPU"].render_options())
 assert all("subgroups" in k.launch.features for k in kernels), "no subgroup ops"

@@ -62,6 +62,9 @@ GROUP_VEC = {"wgsl": 4, "ptx": 1, "python": 1}
 # block across the lanes: coalesced); CPU adapters run a workgroup's invocations as SIMD lanes,
 # each streaming its own run best, so the WEBGPU device sets it on CPU adapters (lavapipe on AMD
 # EPYC, sum 16M: 44 -> 12 ms; rows of softmax 4096x1024, max and exp-sum: see bench/results.json)
+# and keeps groups to at most CHUNK_MAX_GROUP lanes (the same, sum 16M's 256 x 65536 first kernel:
+# 16 / 32 / 64 / 256 lanes ran 6.4 / 6.5 / 6.7 / 7.8 ms at best, 11.2 / 10.9 / 11.4 / 14.7 median)
+CHUNK_MAX_GROUP = 32
 # target -> the fewest steps (of GROUP_VEC elements) each lane of a grouped reduction takes: fewer
 # threads per output where sqrt(reduce size) would leave less (lavapipe, max over rows of 1024: 16
 # threads 1.2x faster than 32; rows of 16384 and 65536 keep 128 and 256)
@@ -120,7 +123,7 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   group = int(options.get("group", -1))
   if group < 0:
     group = 0 if "local" in options or "upcast" in options or \
-      options.get("stage") not in (None, False) else _group_size(item, target)
+      options.get("stage") not in (None, False) else _group_size(item, target, options)
     if group and TILE_OVER_GROUP.get(target) and _shares_loads(item, target, options):
       group = 0                    # register tiles instead (conv2d, matmul with few outputs)
   if group:
@@ -172,10 +175,10 @@ def _reduces(item: ScheduleItem) -> list:
   return found
 
 
-def _group_size(item: ScheduleItem, target: str) -> int:
+def _group_size(item: ScheduleItem, target: str, options: dict | None = None) -> int:
   """Threads per output for a grouped reduction (0: none): about sqrt(reduce size), a power of
-  two within the target's workgroup size and workgroup memory, leaving each lane at least
-  GROUP_MIN_STEPS steps."""
+  two within the target's workgroup size and workgroup memory (and CHUNK_MAX_GROUP with option
+  group_chunk), leaving each lane at least GROUP_MIN_STEPS steps."""
   reduces = _reduces(item)
   if not reduces or item.out.size >= GROUP_MAX_OUTPUTS:
     return 0
@@ -183,6 +186,8 @@ def _group_size(item: ScheduleItem, target: str) -> int:
   if min(sizes) < GROUP_MIN_REDUCE or any(r.dtype == dtypes.bool for r in reduces):
     return 0
   limit = MAX_LOCAL.get(target, 256)
+  if (options or {}).get("group_chunk"):
+    limit = min(limit, CHUNK_MAX_GROUP)
   local_bytes = sum(r.dtype.itemsize for r in reduces)
   while limit * local_bytes > MAX_LOCAL_BYTES.get(target, 16384):
     limit //= 2
