@@ -404,18 +404,17 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   groups = max(1, math.ceil(n / per_group))
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
-  thread = gid * _c(opts.local) + lid if opts.local > 1 else gid
+  # output j of a thread: gid*(local*upcast) + lid*upcast + j, the form simplify gives that sum
+  # (rules/sums.py), built as such: the loads' unravelled indices share it
+  spread = [(gid, opts.local * opts.upcast, groups)] + ([(lid, opts.upcast, opts.local)]
+                                                          if opts.local > 1 else [])
   if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
-    stores = vector_thread_stores(lw, thread, opts.upcast)
+    stores = vector_thread_stores(lw, spread, opts.upcast)
     if stores is not None:
       return stores
   stores = []
-  # output j of a thread: thread*upcast, then gid*(local*upcast) + lid*upcast + j, the form
-  # simplify gives that sum (rules/sums.py), built as such
-  spread = [(gid, opts.local * opts.upcast, groups)] + ([(lid, opts.upcast, opts.local)]
-                                                          if opts.local > 1 else [])
   for j in range(opts.upcast):
-    flat = (thread * _c(opts.upcast) if j == 0 else _lin(spread, j)) if opts.upcast > 1 else thread
+    flat = _lin(spread, j)
     gate = flat.lt(_c(n)) if groups * per_group > n else None
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
     value = lw.value(out, idxs, gate)

@@ -186,9 +186,10 @@ def _vector_node(lw, node, idxs, axis, w, memo):
   return UOp(node.arg, node.dtype.vec(w), tuple(srcs))
 
 
-def vector_thread_stores(lw, thread: UOp, upcast: int) -> list | None:
-  """A thread's `upcast` outputs (lower._thread_stores) as vector stores of the expression
-  lowered as vectors (vector_value) along the last output axis; None where it does not hold."""
+def vector_thread_stores(lw, spread: list, upcast: int) -> list | None:
+  """A thread's `upcast` outputs (lower._thread_stores: the first at _lin(spread, 0)) as vector
+  stores of the expression lowered as vectors (vector_value) along the last output axis; None
+  where it does not hold."""
   out = lw.item.out
   w = _width(upcast)
   axes = [a for a, n in enumerate(out.shape) if n != 1]
@@ -196,7 +197,7 @@ def vector_thread_stores(lw, thread: UOp, upcast: int) -> list | None:
     return None
   stores = []
   for j in range(0, upcast, w):
-    flat = thread * _c(upcast) + _c(j) if j else thread * _c(upcast)
+    flat = _lin(spread, j)
     value = vector_value(lw, out, tuple(unravel([(flat, 1, out.size)], 0, out.shape)), axes[-1],
                          w, {})
     if value is None:
