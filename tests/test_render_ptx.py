@@ -671,3 +671,22 @@ def test_tensor_core_with_an_unknown_shape_or_accumulator_is_a_typed_error():
   bad = UOp(Ops.WMMA, wmma.dtype, wmma.src, ("mma", (16, 8, 16), f16, f16))
   with pytest.raises(UnsupportedError, match="accumulating in float32"):
     ptx.legalize(sink(buf(0, f32, 512).store(0, bad.gep(0))), "sm_90")
+
+
+def test_index_plus_a_constant_only_addressed_is_not_computed():
+  """x + c read only as an access's index becomes the access's byte offset ([%rd+c]) and is not
+  computed on its own; one the gate compares is."""
+  import kernelgen as kg
+  from kernelgen import lazy
+  n = 1 << 12
+
+  def t(dt, size=n):
+    return kg.Tensor(lazy.LazyOp.from_buffer(lazy.Buffer("PYTHON", dt, size), (size,)))
+
+  (k,) = kg.compile(t(u8) + t(u8), "ptx", arch="sm_80", local=256, upcast=4)
+  assert re.findall(r"\[%rd\d+\+([123])\]", k.source).count("3") == 3     # 2 loads, a store
+  assert not re.search(r"add\.s32 %r\d+, %r\d+, [123];", k.source)
+  ptxas_check(k.source, "sm_80", "12")
+  (k,) = kg.compile(t(f32, 1020) * 2, "ptx", arch="sm_80", local=64, upcast=4)   # gated
+  assert re.search(r"add\.s32 %r\d+, %r\d+, 3;", k.source) and "[%rd" in k.source
+  ptxas_check(k.source, "sm_80", "12")

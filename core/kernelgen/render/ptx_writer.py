@@ -26,6 +26,24 @@ def _reads_accumulator(u: UOp, deferred: set) -> bool:
   return False
 
 
+# the accesses whose index (src[1]) _address folds: index + constant -> [address+bytes]
+_ACCESSES = frozenset({Ops.LOAD, Ops.STORE, Ops.ATOMIC_ADD})
+
+
+def folded_indices(uops: list[UOp]) -> set:
+  """The index nodes `x + c` (c > 0) read only as a memory access's index: the access folds c
+  into its constant offset (ptx_instructions._address), so they are never computed."""
+  folded, used = set(), set()
+  for u in uops:
+    for i, s in enumerate(u.src):
+      if i == 1 and u.op in _ACCESSES and s.op is Ops.ADD and s.src[1].op is Ops.CONST \
+         and s.src[1].arg > 0:
+        folded.add(s)
+      else:
+        used.add(s)
+  return folded - used
+
+
 class _Writer:
   """Renders one Kernel: registers, operands, and the instruction lines."""
 
@@ -83,7 +101,10 @@ class _Writer:
 
   # ---- the whole kernel ----
   def render(self) -> str:
+    skipped = folded_indices(self.kernel.uops)
     for u in self.kernel.uops:
+      if u in skipped:
+        continue
       handler = self.handlers.get(u.op)
       if handler is None:
         raise UnsupportedError(f"the PTX renderer has no rule for {u.op.name}; this op should "
