@@ -686,6 +686,8 @@ def test_index_plus_a_constant_only_addressed_is_not_computed():
   (k,) = kg.compile(t(u8) + t(u8), "ptx", arch="sm_80", local=256, upcast=4)
   assert re.findall(r"\[%rd\d+\+([123])\]", k.source).count("3") == 3     # 2 loads, a store
   assert not re.search(r"add\.s32 %r\d+, %r\d+, [123];", k.source)
+  # each buffer's address once (the output's 4 stores share one), the index scaled once
+  assert k.source.count("add.s64") == 3 and k.source.count("mul.wide.s32") == 1
   ptxas_check(k.source, "sm_80", "12")
   (k,) = kg.compile(t(f32, 1020) * 2, "ptx", arch="sm_80", local=64, upcast=4)   # gated
   assert re.search(r"add\.s32 %r\d+, %r\d+, 3;", k.source) and "[%rd" in k.source

@@ -155,10 +155,14 @@ def _address(w: _Writer, buf: UOp, index: UOp) -> tuple[str, int]:
   if index.op is Ops.ADD and index.src[1].op is Ops.CONST and index.src[1].arg > 0:
     addr, offset = _address(w, buf, index.src[0])
     return addr, offset + index.src[1].arg * size
-  offset, addr = w.new_reg(dtypes.int64), w.new_reg(dtypes.int64)
-  w.emit(f"mul.wide.s32 {offset}, {w.operand(index)}, {size}")
-  w.emit(f"add.s64 {addr}, {base}, {offset}")
-  return addr, 0
+  key, scaled = (buf, index), (index, size)
+  if key not in w.addresses:             # computed once per block (and index * size too)
+    if scaled not in w.addresses:
+      w.addresses[scaled] = w.new_reg(dtypes.int64)
+      w.emit(f"mul.wide.s32 {w.addresses[scaled]}, {w.operand(index)}, {size}")
+    w.addresses[key] = w.new_reg(dtypes.int64)
+    w.emit(f"add.s64 {w.addresses[key]}, {base}, {w.addresses[scaled]}")
+  return w.addresses[key], 0
 
 
 def _memory_args(w: _Writer, u: UOp, value_dtype: DType):

@@ -28,6 +28,8 @@ def _reads_accumulator(u: UOp, deferred: set) -> bool:
 
 # the accesses whose index (src[1]) _address folds: index + constant -> [address+bytes]
 _ACCESSES = frozenset({Ops.LOAD, Ops.STORE, Ops.ATOMIC_ADD})
+# ops that begin or end a block: an address computed before one is not reused after it
+_BLOCK_EDGES = frozenset({Ops.RANGE, Ops.ENDRANGE, Ops.IF, Ops.ENDIF})
 
 
 def folded_indices(uops: list[UOp]) -> set:
@@ -60,6 +62,8 @@ class _Writer:
     self.labels: dict[UOp, str] = {}
     self.grid = _folded_grid(kernel.global_size)
     self.deferred: set[UOp] = set()          # conversions of accumulators, rendered at each use
+    self.addresses: dict[tuple, str] = {}    # (buffer, index) -> its address register, in this
+                                             # block (ptx_instructions._address)
 
   # ---- registers and operands ----
   def new_reg(self, dt: DType) -> str:
@@ -105,6 +109,8 @@ class _Writer:
     for u in self.kernel.uops:
       if u in skipped:
         continue
+      if u.op in _BLOCK_EDGES:
+        self.addresses.clear()
       handler = self.handlers.get(u.op)
       if handler is None:
         raise UnsupportedError(f"the PTX renderer has no rule for {u.op.name}; this op should "
