@@ -6,7 +6,7 @@ import math
 import pytest
 
 from kernelgen.dtype import dtypes
-from kernelgen.ops import Ops, UOp, describe, print_graph, print_uops, toposort
+from kernelgen.ops import Ops, UOp, describe, print_graph, print_uops, sink_order, toposort
 
 I32 = dtypes.int32
 
@@ -51,6 +51,18 @@ def test_toposort_puts_sources_first():
   c = b * a
   order = toposort([c])
   assert order.index(a) < order.index(b) < order.index(c) and len(order) == 4
+
+
+def test_sink_order_is_the_toposort_and_a_new_list_each_call():
+  a = UOp.const(I32, 1)
+  first = UOp(Ops.SINK, None, (a + 2,))
+  second = UOp(Ops.SINK, None, ((a + 2) * 3,))
+  order = sink_order(first)
+  assert order == toposort([first])
+  order.clear()                          # the caller's list: the remembered walk is unharmed
+  assert sink_order(first) == toposort([first])
+  assert sink_order(second) == toposort([second])       # another sink: walked afresh
+  assert sink_order(first) == toposort([first])
 
 
 def test_printer_format():

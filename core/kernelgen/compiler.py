@@ -45,11 +45,10 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
   A rewrite that fails on its input verifies the input first, so a malformed graph from the
   front end is reported as the VerifyError naming its bad node, not as the rule's error."""
   from .linearize import linearize
-  from .ops import toposort
+  from .ops import sink_order
   from .rules.symbolic import simplify
   from .verify import verify, verify_linear, verify_node
   renderer = _renderer(target)
-  walked: dict = {}   # sink -> its toposort, from verify to linearize (one walk of the graph)
 
   def checked(rewrite: Callable) -> Callable:
     def run(sink: UOp) -> UOp:
@@ -65,8 +64,7 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
 
   def check(sink: UOp) -> UOp:
     if not sink._verified:      # (a legalize may have verified as it walked: wgsl_legalize.py)
-      order = walked[sink] = toposort([sink])
-      for u in order:           # sources first, as verify checks them
+      for u in sink_order(sink):  # sources first, as verify checks them (linearize reuses it)
         if not u._verified:
           verify_node(u)
     return sink
@@ -78,7 +76,7 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
   return [("simplify", checked(simplify)),
           ("legalize", checked(legalize)),
           ("verify", check),
-          ("linearize", lambda sink: linearize(sink, walked.pop(sink, None))),
+          ("linearize", linearize),
           ("verify_linear", check_linear)]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 
 from .errors import VerifyError
-from .ops import Ops, UOp, describe, toposort
+from .ops import Ops, UOp, describe, sink_order, toposort
 from .program import BufferSpec, Kernel, launch_sizes
 
 _DEFINITIONS = (Ops.PARAM, Ops.VAR, Ops.DEFINE_LOCAL, Ops.SPECIAL)
@@ -54,6 +54,7 @@ def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
   on."""
   opened: dict[UOp, frozenset] = {}
   closed: dict[UOp, frozenset] = {}
+  scope: dict[UOp, frozenset] = {}
   empty = frozenset()
   acc_loops = _acc_loops(order)
   for u in order:
@@ -73,7 +74,8 @@ def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
     elif u.op is Ops.ENDRANGE:
       c = c | {u.src[0]}
     opened[u], closed[u] = o, c
-  return {u: (o - closed[u] if closed[u] else o) for u, o in opened.items()}
+    scope[u] = o - c if c else o
+  return scope
 
 
 def _must_nest(order: list[UOp], scope: dict) -> dict[UOp, set]:
@@ -91,7 +93,7 @@ def _must_nest(order: list[UOp], scope: dict) -> dict[UOp, set]:
   return outside
 
 
-def _loop_order(order: list[UOp], scope: dict) -> dict[UOp, tuple]:
+def _loop_order(order: list[UOp], scope: dict, position: dict) -> dict[UOp, tuple]:
   """A sort key per RANGE: outer loops first (forced nesting depth), then RANGE id, then order."""
   outside = _must_nest(order, scope)
   depth: dict[UOp, int] = {}
@@ -105,7 +107,6 @@ def _loop_order(order: list[UOp], scope: dict) -> dict[UOp, tuple]:
 
   for r in outside:
     depth_of(r)
-  position = {u: i for i, u in enumerate(order)}
   return {r: (depth[r], r.arg if isinstance(r.arg, int) else 0, position[r]) for r in depth}
 
 
@@ -129,10 +130,10 @@ def _nesting(order: list[UOp], scope: dict, key: dict) -> dict[UOp, tuple]:
   return {r: tuple(sorted(outer[r], key=key.get)) for r in ranked}
 
 
-def _paths(order: list[UOp], scope: dict) -> dict[UOp, tuple]:
+def _paths(order: list[UOp], scope: dict, position: dict) -> dict[UOp, tuple]:
   """The loops each node is placed in, outermost first. A RANGE is in its own loop (it opens
-  it); an ENDRANGE too (it closes it)."""
-  key = _loop_order(order, scope)
+  it); an ENDRANGE too (it closes it). `position`: each node's index in `order`."""
+  key = _loop_order(order, scope, position)
   nest = _nesting(order, scope, key)
   paths: dict[UOp, tuple] = {}
   memo: dict[frozenset, tuple] = {}
@@ -187,12 +188,15 @@ def _emit(block: _Block, position: dict, out: list) -> None:
   deps: dict[UOp, set] = {}
   users: dict[UOp, list] = {it: [] for it in items}
   for it in items:
-    found = set()
-    for m in members.get(it, (it,)):
-      for s in m.src:
-        d = item_of.get(s, s)  # s's item: an item of this block, or a node outside it (placed)
-        if d is not it and d in users:
-          found.add(d)
+    if not members:          # no loops in this block: an item's sources in it are its deps
+      found = {s for s in it.src if s in users}
+    else:
+      found = set()
+      for m in members.get(it, (it,)):
+        for s in m.src:
+          d = item_of.get(s, s)  # s's item: an item of this block, or a node outside it
+          if d is not it and d in users:
+            found.add(d)
     deps[it] = found
     for d in found:
       users[d].append(it)
@@ -276,20 +280,22 @@ def _merge_ends(order: list[UOp]) -> list[UOp]:
   return toposort([new.get(u, u) for u in order])
 
 
-def linearize(sink: UOp, order: list[UOp] | None = None) -> list[UOp]:
-  """The kernel under `sink` as an ordered list per IR.md ("After linearizing"). `order`: the
-  graph's toposort (`toposort([sink])`) when the caller has it."""
-  order = _merge_ends(toposort([sink]) if order is None else order)
-  order = [u for u in order if u.op is not Ops.SINK]
-  definitions = sorted((u for u in order if u.op in _DEFINITIONS), key=_definition_key)
-  for u in order:
-    if u.op is Ops.RANGE:
-      paths = _paths(order, _scopes(order))
-      break
-  else:                         # no loops (elementwise kernels): every node at the top level
-    paths = dict.fromkeys(order, ())
-  position = {u: i for i, u in enumerate(order)}
-  body = [u for u in order if u.op not in _DEFINITIONS]
+def linearize(sink: UOp) -> list[UOp]:
+  """The kernel under `sink` as an ordered list per IR.md ("After linearizing")."""
+  order = _merge_ends(sink_order(sink))
+  if order and order[-1].op is Ops.SINK:     # (the root: last)
+    order = order[:-1]
+  definitions, body, position, loops = [], [], {}, False
+  for i, u in enumerate(order):              # one pass: definitions, the rest, positions
+    position[u] = i
+    if u.op in _DEFINITIONS:
+      definitions.append(u)
+    else:
+      body.append(u)
+      loops = loops or u.op is Ops.RANGE
+  definitions.sort(key=_definition_key)
+  # (no loops, as in elementwise kernels: every node at the top level)
+  paths = _paths(order, _scopes(order), position) if loops else dict.fromkeys(body, ())
   root = _build_blocks(body, paths)
   out: list[UOp] = list(definitions)
   _emit(root, position, out)
@@ -300,16 +306,22 @@ def linearize(sink: UOp, order: list[UOp] | None = None) -> list[UOp]:
 
 def make_kernel(name: str, uops: list[UOp], buffer_names: dict[int, str]) -> Kernel:
   """A Kernel from a linearized list: buffer table by slot, launch sizes and scalar arguments."""
-  params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg)
-  used = {(u.op, u.src[0].arg) for u in uops       # one pass for every buffer's access
-          if (u.op is Ops.LOAD or u.op is Ops.STORE) and u.src[0].op is Ops.PARAM}
+  params, used, variables = [], set(), []
+  for u in uops:                  # one pass: buffers, every buffer's access, scalar arguments
+    op = u.op
+    if op is Ops.PARAM:
+      params.append(u)
+    elif (op is Ops.LOAD or op is Ops.STORE) and u.src[0].op is Ops.PARAM:
+      used.add((op, u.src[0].arg))
+    elif op is Ops.VAR:
+      variables.append(u)
+  params.sort(key=lambda u: u.arg)
   access = {p.arg: "readwrite" if (Ops.LOAD, p.arg) in used and (Ops.STORE, p.arg) in used
             else "write" if (Ops.STORE, p.arg) in used else "read" for p in params}
   buffers = tuple(BufferSpec(p.arg, buffer_names.get(p.arg, f"buf{p.arg}"), p.dtype.base.scalar,
                              p.dtype.size, access[p.arg]) for p in params)
   global_size, local_size = launch_sizes(uops)
-  variables = tuple(u for u in uops if u.op is Ops.VAR)
-  return Kernel(name, tuple(uops), buffers, global_size, local_size, variables)
+  return Kernel(name, tuple(uops), buffers, global_size, local_size, tuple(variables))
 
 
 __all__ = ["linearize", "make_kernel"]

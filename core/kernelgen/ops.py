@@ -394,6 +394,21 @@ def describe(node: UOp, context: int = 8) -> str:
   return "\n".join(("> " if u is node else "  ") + format_node(u, names) for u in order)
 
 
+# the last kernel graph `sink_order` walked, as (SINK, its toposort): the passes after lowering
+# (legalize, verify, linearize) walk one kernel's graph in turn, and a graph never changes (nodes
+# are immutable). One tuple, replaced whole, so threads compiling at once never mix two entries.
+_last_walk: tuple = (None, ())
+
+
+def sink_order(sink: UOp) -> list[UOp]:
+  """toposort([sink]), walked once for consecutive calls on one sink (a new list each call)."""
+  global _last_walk
+  last = _last_walk
+  if last[0] is not sink:
+    last = _last_walk = (sink, toposort([sink]))
+  return list(last[1])
+
+
 def walk(roots: Iterable[UOp]) -> Iterator[UOp]:
   yield from toposort(roots)
 
@@ -405,5 +420,5 @@ def check_dtype(value) -> DType:
   return value
 
 
-__all__ = ["Ops", "GroupOp", "UOp", "PtrDType", "toposort", "print_uops", "print_graph",
+__all__ = ["Ops", "GroupOp", "UOp", "PtrDType", "toposort", "sink_order", "print_uops", "print_graph",
            "describe", "format_node"]

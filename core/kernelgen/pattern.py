@@ -305,6 +305,13 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
           if got is not None:
             done[s] = s if got is SIMPLE else got
             continue
+        if not s.src:                 # a leaf no rule can match: done as it is, in place
+          rules = by_key.get((s.op, s.dtype))
+          if rules is None:
+            rules = rules_for(s.op, s.dtype)
+          if not rules:
+            done[s] = s
+            continue
         push((s, iter(s.src), None))
         break
     else:                             # every source done: rebuild on them and rewrite

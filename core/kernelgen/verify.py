@@ -215,15 +215,17 @@ def verify_node(u: UOp) -> None:
 
 def verify_linear(uops: list[UOp]) -> None:
   """Check a linearized kernel: nodes valid, sources first, blocks properly nested."""
-  position = {u: i for i, u in enumerate(uops)}
+  placed: set[UOp] = set()
+  place = placed.add
   open_blocks: list[UOp] = []
-  for i, u in enumerate(uops):
+  for u in uops:
     if not u._verified:
       _check_node(u)
       set_verified(u, True)
     for s in u.src:
-      if position.get(s, len(uops)) >= i:
+      if s not in placed:
         _fail(u, f"source {s.op.name} is not placed before its user")
+    place(u)
     if u.op in (Ops.SUBGROUP_REDUCE, Ops.BARRIER) and any(b.op is Ops.IF for b in open_blocks):
       _fail(u, f"{u.op.name} inside an IF block: it must be reached by every thread of the "
                f"workgroup (uniform control flow)")

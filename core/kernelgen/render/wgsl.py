@@ -71,7 +71,7 @@ def _declarations(w: _Writer, variables: tuple[UOp, ...]) -> list[str]:
 
 def module_source(w: _Writer, entry: str) -> str:
   """The whole WGSL module of the kernel `w` renders."""
-  variables = kernel_vars(w.kernel)
+  variables = w.vars
   for i, u in enumerate(w.kernel.uops):
     w.node(i, u)
   declarations = _declarations(w, variables)
@@ -105,7 +105,7 @@ def render(kernel: Kernel, **options) -> CompiledKernel:
   bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
                            binding_nbytes(b.dtype, b.size, w.packed(b.slot)))
                    for b in kernel.buffers)
-  uniforms = tuple((v.arg[0], "int32") for v in kernel_vars(kernel))
+  uniforms = tuple((v.arg[0], "int32") for v in w.vars)
   features = ("shader-f16",) * w.uses_f16 + ("subgroups",) * w.uses_subgroups
   launch = Launch(TARGET, source, entry, bindings, tuple(kernel.local_size), dispatch, uniforms,
                   features)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..dtype import PtrDType, dtypes
 from ..errors import UnsupportedError
-from ..ops import Ops, UOp, describe, toposort
+from ..ops import Ops, UOp, describe, sink_order
 from ..pattern import PatternMatcher, UPat, graph_rewrite
 from ..verify import verify_node
 from ..rules.transcendental import FLOAT32
@@ -57,7 +57,7 @@ def legalize(sink: UOp, **options) -> UOp:
   params = set()
   rewrites = False
   has_type = _HAS_TYPE
-  for u in toposort([sink]):   # sources first: each node is verified here too (verify.py)
+  for u in sink_order(sink):   # sources first: each node is verified here too (verify.py)
     if not u._verified:
       verify_node(u)
     if not has_type.get(u.dtype):

@@ -50,8 +50,9 @@ class _Writer(_Expressions):
   def __init__(self, kernel: Kernel, opts: WGSLOptions, dispatch: tuple[int, int, int]):
     super().__init__(opts)
     self.kernel, self.dispatch = kernel, dispatch
+    self.vars = kernel_vars(kernel)     # the scalar arguments, in order
     self.var_fields = {v: f"u{i}_{clean_name(v.arg[0])}".rstrip("_")
-                       for i, v in enumerate(kernel_vars(kernel))}
+                       for i, v in enumerate(self.vars)}
     self.names: dict[UOp, str] = {}
     self.lines: list[str] = []
     self.depth = 1
