@@ -44,6 +44,9 @@ def vec4_slots(kernel: Kernel) -> frozenset:
 
 # ---- the writer ----------------------------------------------------------------------------------
 
+# the ops _Writer looks for before writing (atomic workgroup buffers, subgroup builtins)
+_SCANNED = frozenset({Ops.ATOMIC_ADD, Ops.SUBGROUP_REDUCE, Ops.SPECIAL})
+
 class _Writer(_Expressions):
   """Renders one kernel; holds the names given to nodes and the lines written so far."""
 
@@ -61,9 +64,11 @@ class _Writer(_Expressions):
     # workgroup buffers that atomics use (declared atomic<i32>/atomic<u32>)
     self.atomic_locals, self.uses_subgroups = set(), False
     for u in kernel.uops:
+      if u.op not in _SCANNED:
+        continue
       if u.op is Ops.ATOMIC_ADD:
         self.atomic_locals.add(_base(u.src[0]))
-      elif u.op is Ops.SUBGROUP_REDUCE or u.op is Ops.SPECIAL and u.arg[0] == "sglane":
+      elif u.op is Ops.SUBGROUP_REDUCE or u.arg[0] == "sglane":
         self.uses_subgroups = True
 
   def packed(self, slot: int) -> bool:
@@ -94,6 +99,8 @@ class _Writer(_Expressions):
     return f"extractBits(bitcast<i32>({word}), {offset}, {bits}u)"
 
   def lanes(self, idx: str, count: int) -> list[str]:
+    if count == 1:
+      return [idx]
     return [idx] + [f"({idx} + {k}i)" for k in range(1, count)]
 
   def load(self, u: UOp, name: str) -> None:
@@ -192,7 +199,9 @@ class _Writer(_Expressions):
       self.emit(f"let v{i}: {self.reg(u.dtype)} = {self.value(u)};")
 
   def value(self, u: UOp) -> str:
-    a = [self.names[s] for s in u.src]
+    a = list(map(self.names.__getitem__, u.src))
+    if u.op in GroupOp.ALU:
+      return self.narrow_result(u, self.alu(u, a))
     if u.op is Ops.CAST:
       return self.cast(u.src[0].dtype, u.dtype, a[0])
     if u.op is Ops.BITCAST:
@@ -201,8 +210,6 @@ class _Writer(_Expressions):
       return f"{self.reg(u.dtype)}({', '.join(a)})"
     if u.op is Ops.GEP:
       return f"{a[0]}[{u.arg}]"
-    if u.op in GroupOp.ALU:
-      return self.narrow_result(u, self.alu(u, a))
     if u.op is Ops.SUBGROUP_REDUCE:
       return self.narrow_result(u, self.subgroup_reduce(u, a[0]))
     raise UnsupportedError(f"the WGSL renderer has no form for {u.op.name}\n{describe(u)}",
