@@ -19,6 +19,7 @@ from .ops import Ops, UOp, describe, sink_order, toposort
 from .program import BufferSpec, Kernel, launch_sizes
 
 _DEFINITIONS = (Ops.PARAM, Ops.VAR, Ops.DEFINE_LOCAL, Ops.SPECIAL)
+_MARKS = frozenset({Ops.RANGE, Ops.ENDRANGE, Ops.ASSIGN})   # the nodes loop nesting looks at
 
 
 def _definition_key(u: UOp):
@@ -29,11 +30,12 @@ def _definition_key(u: UOp):
 
 # ---- scopes ----------------------------------------------------------------------------------
 
-def _acc_loops(order: list[UOp]) -> dict[UOp, frozenset]:
+def _acc_loops(marks: list[UOp]) -> dict[UOp, frozenset]:
   """DEFINE_ACC -> the loops whose ENDRANGEs close its ASSIGN (the loops its update runs in,
-  even those whose index the update does not use: sum over an expanded axis)."""
+  even those whose index the update does not use: sum over an expanded axis). `marks`: the
+  RANGE, ENDRANGE and ASSIGN nodes, in order."""
   loops: dict[UOp, frozenset] = {}
-  for u in order:
+  for u in marks:
     if u.op is not Ops.ENDRANGE:
       continue
     closing, bodies = {u.src[0]}, list(u.src[1:])
@@ -48,7 +50,7 @@ def _acc_loops(order: list[UOp]) -> dict[UOp, frozenset]:
   return loops
 
 
-def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
+def _scopes(order: list[UOp], marks: list[UOp]) -> dict[UOp, frozenset]:
   """Each node's loops: the RANGEs it depends on (a read of an accumulator, except the final
   AFTER, depends on the loops its update runs in), minus those closed by an ENDRANGE it depends
   on."""
@@ -56,7 +58,7 @@ def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
   closed: dict[UOp, frozenset] = {}
   scope: dict[UOp, frozenset] = {}
   empty = frozenset()
-  acc_loops = _acc_loops(order)
+  acc_loops = _acc_loops(marks)
   for u in order:
     o = c = empty
     for s in u.src:           # unions that reuse a set when nothing new is added
@@ -78,12 +80,12 @@ def _scopes(order: list[UOp]) -> dict[UOp, frozenset]:
   return scope
 
 
-def _must_nest(order: list[UOp], scope: dict) -> dict[UOp, set]:
+def _must_nest(marks: list[UOp], scope: dict) -> dict[UOp, set]:
   """Loops that must be outside each loop: those its end depends on, the loops still open where
   it is closed (its ENDRANGE's scope: a body that does not use the loop's index still runs in
   it), and an accumulator's reset loops are outside the other loops its ASSIGNs run in."""
-  outside: dict[UOp, set] = {u: set(scope[u.src[0]]) for u in order if u.op is Ops.RANGE}
-  for u in order:
+  outside: dict[UOp, set] = {u: set(scope[u.src[0]]) for u in marks if u.op is Ops.RANGE}
+  for u in marks:
     if u.op is Ops.ENDRANGE:
       outside[u.src[0]] |= scope[u]
     elif u.op is Ops.ASSIGN:
@@ -93,9 +95,9 @@ def _must_nest(order: list[UOp], scope: dict) -> dict[UOp, set]:
   return outside
 
 
-def _loop_order(order: list[UOp], scope: dict, position: dict) -> dict[UOp, tuple]:
+def _loop_order(marks: list[UOp], scope: dict, position: dict) -> dict[UOp, tuple]:
   """A sort key per RANGE: outer loops first (forced nesting depth), then RANGE id, then order."""
-  outside = _must_nest(order, scope)
+  outside = _must_nest(marks, scope)
   depth: dict[UOp, int] = {}
 
   def depth_of(r: UOp, seen: tuple = ()) -> int:
@@ -130,10 +132,11 @@ def _nesting(order: list[UOp], scope: dict, key: dict) -> dict[UOp, tuple]:
   return {r: tuple(sorted(outer[r], key=key.get)) for r in ranked}
 
 
-def _paths(order: list[UOp], scope: dict, position: dict) -> dict[UOp, tuple]:
+def _paths(order: list[UOp], marks: list[UOp], scope: dict, position: dict) -> dict[UOp, tuple]:
   """The loops each node is placed in, outermost first. A RANGE is in its own loop (it opens
-  it); an ENDRANGE too (it closes it). `position`: each node's index in `order`."""
-  key = _loop_order(order, scope, position)
+  it); an ENDRANGE too (it closes it). `marks`: the RANGE, ENDRANGE and ASSIGN nodes of `order`;
+  `position`: each node's index in it."""
+  key = _loop_order(marks, scope, position)
   nest = _nesting(order, scope, key)
   paths: dict[UOp, tuple] = {}
   memo: dict[frozenset, tuple] = {}
@@ -285,17 +288,20 @@ def linearize(sink: UOp) -> list[UOp]:
   order = _merge_ends(sink_order(sink))
   if order and order[-1].op is Ops.SINK:     # (the root: last)
     order = order[:-1]
-  definitions, body, position, loops = [], [], {}, False
-  for i, u in enumerate(order):              # one pass: definitions, the rest, positions
+  definitions, body, position, marks, loops = [], [], {}, [], False
+  for i, u in enumerate(order):   # one pass: definitions, the rest, positions, loop nodes
     position[u] = i
     if u.op in _DEFINITIONS:
       definitions.append(u)
     else:
       body.append(u)
-      loops = loops or u.op is Ops.RANGE
+      if u.op in _MARKS:
+        marks.append(u)
+        loops = loops or u.op is Ops.RANGE
   definitions.sort(key=_definition_key)
   # (no loops, as in elementwise kernels: every node at the top level)
-  paths = _paths(order, _scopes(order), position) if loops else dict.fromkeys(body, ())
+  paths = _paths(order, marks, _scopes(order, marks), position) if loops else \
+    dict.fromkeys(body, ())
   root = _build_blocks(body, paths)
   out: list[UOp] = list(definitions)
   _emit(root, position, out)
