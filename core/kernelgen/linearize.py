@@ -54,15 +54,14 @@ def _scopes(order: list[UOp], marks: list[UOp]) -> dict[UOp, frozenset]:
   """Each node's loops: the RANGEs it depends on (a read of an accumulator, except the final
   AFTER, depends on the loops its update runs in), minus those closed by an ENDRANGE it depends
   on."""
-  opened: dict[UOp, frozenset] = {}
-  closed: dict[UOp, frozenset] = {}
+  state: dict[UOp, tuple] = {}     # node -> (the loops it depends on, the loops closed below it)
   scope: dict[UOp, frozenset] = {}
   empty = frozenset()
   acc_loops = _acc_loops(marks)
   for u in order:
     o = c = empty
     for s in u.src:           # unions that reuse a set when nothing new is added
-      so, sc = opened[s], closed[s]
+      so, sc = state[s]
       if so and so is not o and not so <= o:
         o = o | so if o else so
       if sc and sc is not c and not sc <= c:
@@ -75,7 +74,7 @@ def _scopes(order: list[UOp], marks: list[UOp]) -> dict[UOp, frozenset]:
       o = o | {u}
     elif u.op is Ops.ENDRANGE:
       c = c | {u.src[0]}
-    opened[u], closed[u] = o, c
+    state[u] = o, c
     scope[u] = o - c if c else o
   return scope
 
@@ -112,14 +111,14 @@ def _loop_order(marks: list[UOp], scope: dict, position: dict) -> dict[UOp, tupl
   return {r: (depth[r], r.arg if isinstance(r.arg, int) else 0, position[r]) for r in depth}
 
 
-def _nesting(order: list[UOp], scope: dict, key: dict) -> dict[UOp, tuple]:
+def _nesting(marks: list[UOp], scope: dict, key: dict) -> dict[UOp, tuple]:
   """The loops each loop sits in, outermost first, closed so that loops form a tree."""
   outer: dict[UOp, set] = {r: set() for r in key}
-  for u in order:
-    loops = scope[u]
-    if len(loops) > 1:           # (a node in one loop adds nothing)
+  for loops in set(scope.values()):  # each set of loops nodes sit in (one loop adds nothing)
+    if len(loops) > 1:
       for r in loops:
         outer[r].update(x for x in loops if key[x] < key[r])
+  for u in marks:
     if u.op is Ops.ENDRANGE:       # a loop closed inside others sits in them
       outer[u.src[0]].update(scope[u])
   ranked = sorted(key, key=key.get)
@@ -137,7 +136,7 @@ def _paths(order: list[UOp], marks: list[UOp], scope: dict, position: dict) -> d
   it); an ENDRANGE too (it closes it). `marks`: the RANGE, ENDRANGE and ASSIGN nodes of `order`;
   `position`: each node's index in it."""
   key = _loop_order(marks, scope, position)
-  nest = _nesting(order, scope, key)
+  nest = _nesting(marks, scope, key)
   paths: dict[UOp, tuple] = {}
   memo: dict[frozenset, tuple] = {}
   for u in order:
@@ -164,13 +163,18 @@ class _Block:
 
 def _build_blocks(order: list[UOp], paths: dict) -> _Block:
   root = _Block(None)
+  blocks = {(): root}      # path -> its block
   for u in order:
-    block = root
-    for r in paths[u]:
-      child = block.children.get(r)
-      if child is None:
-        child = block.children[r] = _Block(r)
-      block = child
+    path = paths[u]
+    block = blocks.get(path)
+    if block is None:
+      block = root
+      for r in path:
+        child = block.children.get(r)
+        if child is None:
+          child = block.children[r] = _Block(r)
+        block = child
+      blocks[path] = block
     if u.op is Ops.ENDRANGE:
       if block.range is not u.src[0]:
         raise VerifyError("ENDRANGE has side effects in a loop it is not nested in: close the "
@@ -182,7 +186,12 @@ def _build_blocks(order: list[UOp], paths: dict) -> _Block:
 
 
 def _emit(block: _Block, position: dict, out: list) -> None:
-  """Append the block's items in topological order (ties: depth-first graph order)."""
+  """Append the block's items in topological order (ties: stores last, then depth-first graph
+  order)."""
+  store = Ops.STORE
+  if not block.children and all(u.op is not store for u in block.nodes):
+    out.extend(block.nodes)  # graph order is already that order (a loop body's nodes, mostly)
+    return
   items = block.nodes + list(block.children)
   members = {r: _members(b) for r, b in block.children.items()}
   # the item of this block each node inside a child loop belongs to: that loop's RANGE (the
@@ -204,7 +213,6 @@ def _emit(block: _Block, position: dict, out: list) -> None:
     for d in found:
       users[d].append(it)
   # priority: stores go last, so stores with one gate end up together; then graph order
-  store = Ops.STORE
   ready = [((it.op is store, position[it]), it) for it in items if not deps[it]]
   heapq.heapify(ready)
   while ready:
@@ -235,11 +243,16 @@ def _members(block: _Block) -> list[UOp]:
 
 def _ungate(uops: list[UOp]) -> list[UOp]:
   """Rebuild the list with gated STOREs inside IF/ENDIF and one ENDRANGE per loop."""
+  for first, u in enumerate(uops):
+    if u.op is Ops.STORE and len(u.src) == 4:
+      break
+  else:
+    return uops                    # no gated store: nothing to rebuild
   new: dict[UOp, UOp] = {}
-  out: list[UOp] = []
+  out: list[UOp] = uops[:first]    # (before the first gated store nothing changes)
   open_if: UOp | None = None
   count = 0
-  for u in uops:
+  for u in uops[first:]:
     src = tuple([new.get(s, s) for s in u.src]) if new else u.src
     gate = src[3] if u.op is Ops.STORE and len(src) == 4 else None
     if open_if is not None and (gate is None or open_if.src[0] is not gate):
