@@ -325,21 +325,24 @@ def linearize(sink: UOp) -> list[UOp]:
 
 def make_kernel(name: str, uops: list[UOp], buffer_names: dict[int, str]) -> Kernel:
   """A Kernel from a linearized list: buffer table by slot, launch sizes and scalar arguments."""
-  params, used, variables = [], set(), []
-  for u in uops:                  # one pass: buffers, every buffer's access, scalar arguments
+  params, used, variables, specials = [], set(), [], []
+  for u in uops:      # one pass: buffers, every buffer's access, scalar arguments, thread ids
     op = u.op
-    if op is Ops.PARAM:
+    if op is Ops.LOAD or op is Ops.STORE:
+      if u.src[0].op is Ops.PARAM:
+        used.add((op, u.src[0].arg))
+    elif op is Ops.PARAM:
       params.append(u)
-    elif (op is Ops.LOAD or op is Ops.STORE) and u.src[0].op is Ops.PARAM:
-      used.add((op, u.src[0].arg))
     elif op is Ops.VAR:
       variables.append(u)
+    elif op is Ops.SPECIAL:
+      specials.append(u)
   params.sort(key=lambda u: u.arg)
   access = {p.arg: "readwrite" if (Ops.LOAD, p.arg) in used and (Ops.STORE, p.arg) in used
             else "write" if (Ops.STORE, p.arg) in used else "read" for p in params}
   buffers = tuple(BufferSpec(p.arg, buffer_names.get(p.arg, f"buf{p.arg}"), p.dtype.base.scalar,
                              p.dtype.size, access[p.arg]) for p in params)
-  global_size, local_size = launch_sizes(uops)
+  global_size, local_size = launch_sizes(specials)
   return Kernel(name, tuple(uops), buffers, global_size, local_size, tuple(variables))
 
 

@@ -213,6 +213,10 @@ def verify_node(u: UOp) -> None:
     set_verified(u, True)
 
 
+# the ops verify_linear checks the blocks of (those in uniform control flow only, block brackets)
+_BLOCKS = frozenset({Ops.SUBGROUP_REDUCE, Ops.BARRIER, Ops.RANGE, Ops.IF, Ops.ENDRANGE, Ops.ENDIF})
+
+
 def verify_linear(uops: list[UOp]) -> None:
   """Check a linearized kernel: nodes valid, sources first, blocks properly nested."""
   placed: set[UOp] = set()
@@ -226,6 +230,8 @@ def verify_linear(uops: list[UOp]) -> None:
       if s not in placed:
         _fail(u, f"source {s.op.name} is not placed before its user")
     place(u)
+    if u.op not in _BLOCKS:
+      continue
     if u.op in (Ops.SUBGROUP_REDUCE, Ops.BARRIER) and any(b.op is Ops.IF for b in open_blocks):
       _fail(u, f"{u.op.name} inside an IF block: it must be reached by every thread of the "
                f"workgroup (uniform control flow)")

@@ -34,6 +34,9 @@ LEGALIZE = PatternMatcher([
 _LEGALIZE_OPS = frozenset(op for op, rules in LEGALIZE.by_op.items() if rules)
 
 
+# the ops legalize looks at beyond verifying and dtypes
+_NOTED = _LEGALIZE_OPS | {Ops.WMMA, Ops.PARAM, Ops.SUBGROUP_REDUCE}
+
 _HAS_TYPE: dict = {}   # dtype -> WGSL has a type for it (dtypes are interned: one entry each)
 
 
@@ -62,15 +65,18 @@ def legalize(sink: UOp, **options) -> UOp:
       verify_node(u)
     if not has_type.get(u.dtype):
       _check_dtype(u)
-    if u.op is Ops.WMMA:
+    op = u.op
+    if op not in _NOTED:
+      continue
+    if op is Ops.WMMA:
       raise UnsupportedError("tensor-core ops (WMMA) do not exist in WGSL: compile without "
                              "tensor cores for 'wgsl', or use target 'ptx'", target=TARGET)
-    if u.op is Ops.PARAM:
+    if op is Ops.PARAM:
       params.add(u.arg)
-    if u.op is Ops.SUBGROUP_REDUCE and not opts.subgroups:
+    if op is Ops.SUBGROUP_REDUCE and not opts.subgroups:
       raise UnsupportedError("this kernel uses subgroup operations, and the renderer was not told "
                              "the device has subgroups: compile with subgroups=True only for a "
                              "device with the `subgroups` feature", target=TARGET)
-    rewrites = rewrites or u.op in _LEGALIZE_OPS
+    rewrites = rewrites or op in _LEGALIZE_OPS
   check_buffer_count(len(params), opts)
   return graph_rewrite(sink, LEGALIZE, ctx=opts) if rewrites else sink
