@@ -496,3 +496,58 @@ def test_cos_of_a_constant_folds_to_the_rounded_value():
     folded = simplify(UOp(Ops.COS, F32, (UOp.const(F32, x),)))
     assert folded.op is Ops.CONST and folded.arg == float(np.float32(math.cos(np.float32(x))))
   assert math.isnan(simplify(UOp(Ops.COS, F32, (UOp.const(F32, math.inf),))).arg)
+
+
+# ---- the quick canonical-sum check agrees with the full one -----------------------------------
+
+def _leaves(dt):
+  return [UOp(Ops.VAR, dt, (), (name, 0, 10)) for name in "abc"] + \
+    [UOp(Ops.RANGE, dt, (UOp.const(dt, 8),), 0)]
+
+
+def _piece(kind: int, leaf: UOp, k: int) -> UOp:
+  return [leaf, leaf * k, leaf // 4, leaf % 4, UOp.const(leaf.dtype, k), -leaf, (leaf + 1) * k,
+          leaf * leaf, (leaf // 4) * k, leaf - leaf * 2][kind]
+
+
+def _check_quick_canonical(chain: UOp) -> None:
+  """Every sum on the chain's left spine that _plainly_canonical passes, the full check passes."""
+  from kernelgen.ops import set_sum
+  from kernelgen.rules import sums
+  node = chain
+  while node.op in (Ops.ADD, Ops.SUB):
+    if sums._plainly_canonical(node):
+      set_sum(node, None)       # (no cached linear form or mark: the full check from scratch)
+      quick, sums._plainly_canonical = sums._plainly_canonical, lambda s: False
+      try:
+        assert sums._fold_sum(node) is None, print_graph(node)
+      finally:
+        sums._plainly_canonical = quick
+    node = node.src[0]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.sampled_from(["int32", "int8", "uint8", "int16"]),
+       st.lists(st.tuples(st.integers(0, 9), st.integers(0, 3), st.integers(-3, 300)),
+                min_size=2, max_size=6))
+def test_quick_canonical_check_agrees_with_the_full_one(dt, pieces):
+  leaves = _leaves(dtypes.from_name(dt))
+  chain = _piece(pieces[0][0], leaves[pieces[0][1]], pieces[0][2])
+  for kind, leaf, k in pieces[1:]:
+    chain = UOp(Ops.ADD, chain.dtype, (chain, _piece(kind, leaves[leaf], k)))
+  _check_quick_canonical(chain)
+
+
+@pytest.mark.parametrize("dt, build", [
+  ("int32", lambda a, b: (a // 4) * 4 + a % 4),         # a division/remainder pair: merged
+  ("int32", lambda a, b: a * 3 + b + a),                # a repeated term: combined
+  ("int8", lambda a, b: a * 200 + b),                   # a coefficient past int8: negative
+  ("uint8", lambda a, b: a + b * 130),
+  ("int32", lambda a, b: a + UOp.const(dtypes.int32, 0)),
+  ("int32", lambda a, b: a + 3 + b),                    # a constant before a term
+])
+def test_quick_canonical_check_rejects_what_the_full_one_rewrites(dt, build):
+  from kernelgen.rules import sums
+  a, b = _leaves(dtypes.from_name(dt))[:2]
+  s = build(a, b)
+  assert not sums._plainly_canonical(s) and sums._fold_sum(s) is not None

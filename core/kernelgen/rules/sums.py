@@ -227,7 +227,7 @@ def _is_div_mod(t: UOp) -> bool:
 
 def _fold_sum(s: UOp) -> UOp | None:
   """Rewrite an integer sum into its canonical form (None when it already is)."""
-  if s._sum is _CANONICAL:
+  if s._sum is _CANONICAL or _plainly_canonical(s):
     return None
   lin = _linear(s)
   if lin is None:
@@ -244,6 +244,42 @@ def _fold_sum(s: UOp) -> UOp | None:
     set_sum(node, _CANONICAL)          # canonical with no pair to merge, like every partial
     node = node.src[0]                 # sum on its left spine
   return None if out is s else out
+
+
+# what a term of a plainly canonical sum may not be: a node _parts reads through, a constant, or
+# a remainder (which a division term could pair with)
+_NOT_PLAIN = frozenset({Ops.ADD, Ops.SUB, Ops.NEG, Ops.CONST, Ops.MOD})
+
+
+def _plainly_canonical(s: UOp) -> bool:
+  """s is a chain of additions of distinct terms x or x*k (k an int constant, 2 <= k < 2**(bits-1),
+  x none of _NOT_PLAIN nor a product by a constant), then at most one nonzero constant: the form
+  _build gives those terms, with no pair to merge (read off the chain, without its linear form;
+  False where that is not plain to see, and the full check runs)."""
+  node, seen, n = s, set(), 0
+  most = 1 << (s.dtype.bits - 1)   # (a larger coefficient is a negative one, subtracted)
+  if node.op is Ops.ADD and node.src[1].op is Ops.CONST:
+    c = node.src[1].arg
+    if c == 0 or type(c) is not int or c != truncate(c, s.dtype):
+      return False
+    node = node.src[0]
+  while True:
+    if n > MAX_TERMS:
+      return False
+    n += 1
+    term = node.src[1] if node.op is Ops.ADD else node
+    if term.op is Ops.MUL and term.src[1].op is Ops.CONST:
+      k = term.src[1].arg
+      if type(k) is not int or not 2 <= k < most:
+        return False
+      term = term.src[0]
+    if term.op in _NOT_PLAIN or term.op is Ops.MUL and term.src[1].op is Ops.CONST or \
+       term in seen:
+      return False
+    seen.add(term)
+    if node.op is not Ops.ADD:
+      return True
+    node = node.src[0]
 
 
 def _is_built(s: UOp, coeffs: list, const: int) -> bool:
