@@ -139,6 +139,8 @@ class _Expressions:
   # -- ALU --
   def alu(self, u: UOp, a: list[str]) -> str:
     dt = u.src[-1].dtype
+    if u.op in _INT_INFIX and dt.kind in "iu":    # the common index arithmetic, as it is
+      return f"{a[0]} {INFIX[u.op]} {a[1]}"
     if u.op is Ops.WHERE:
       return f"select({a[2]}, {a[1]}, {a[0]})"
     if dt.is_float() and u.op in (Ops.SUB, Ops.ADD, Ops.MUL, Ops.MULACC):
@@ -262,6 +264,11 @@ class _Expressions:
     if not self.opts.f16:
       return self.lanewise(self.need("kg_round_f16"), u.dtype, [text])
     return text
+
+
+# integer ops WGSL writes as infix operators with no special case (shifts have one: alu)
+_INT_INFIX = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.CMPLT, Ops.CMPEQ,
+                        Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
 
 
 def _negation(a: UOp, b: UOp) -> bool:
