@@ -226,9 +226,9 @@ def verify_linear(uops: list[UOp]) -> None:
     if not u._verified:
       _check_node(u)
       set_verified(u, True)
-    for s in u.src:
-      if s not in placed:
-        _fail(u, f"source {s.op.name} is not placed before its user")
+    if not placed.issuperset(u.src):
+      s = next(s for s in u.src if s not in placed)
+      _fail(u, f"source {s.op.name} is not placed before its user")
     place(u)
     if u.op not in _BLOCKS:
       continue

@@ -226,6 +226,5 @@ def uniform_binding(bindings) -> int:
 
 
 def kernel_vars(kernel: Kernel) -> tuple[UOp, ...]:
-  if kernel.vars:
-    return tuple(kernel.vars)
-  return tuple(u for u in kernel.uops if u.op is Ops.VAR)
+  """The kernel's scalar arguments, in order (Kernel.vars: make_kernel lists every VAR)."""
+  return tuple(kernel.vars)

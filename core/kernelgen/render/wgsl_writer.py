@@ -62,14 +62,17 @@ class _Writer(_Expressions):
     self.specs = {b.slot: b for b in kernel.buffers}
     self.vec4 = vec4_slots(kernel)
     # workgroup buffers that atomics use (declared atomic<i32>/atomic<u32>)
-    self.atomic_locals, self.uses_subgroups = set(), False
+    self.atomic_locals, self.uses_subgroups, self.specials = set(), False, set()
     for u in kernel.uops:
       if u.op not in _SCANNED:
         continue
       if u.op is Ops.ATOMIC_ADD:
         self.atomic_locals.add(_base(u.src[0]))
-      elif u.op is Ops.SUBGROUP_REDUCE or u.arg[0] == "sglane":
+      elif u.op is Ops.SUBGROUP_REDUCE:
         self.uses_subgroups = True
+      else:                         # SPECIAL: the thread ids the prologue derives
+        self.specials.add(u.arg[:2])
+        self.uses_subgroups = self.uses_subgroups or u.arg[0] == "sglane"
 
   def packed(self, slot: int) -> bool:
     dt = self.specs[slot].dtype
@@ -263,7 +266,7 @@ class _Writer(_Expressions):
 
   def prologue(self) -> list[str]:
     """The thread and group ids the kernel uses, re-derived when the grid is folded."""
-    used = sorted({u.arg[:2] for u in self.kernel.uops if u.op is Ops.SPECIAL})
+    used = sorted(self.specials)
     grid, lines = self.kernel.global_size, []
     folded = tuple(self.dispatch) != tuple(grid)
     if folded and any(kind == "gid" for kind, _ in used):
