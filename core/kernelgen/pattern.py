@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 from .dtype import DType, dtypes
 from .errors import RewriteError
-from .ops import Ops, UOp, describe, set_simple
+from .ops import Ops, UOp, describe, set_simple, sink_order
 
 _ANY = object()
 _COMMON_DTYPES = (None,) + dtypes.all
@@ -280,14 +280,76 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
   node of the input plus 10,000) raises RewriteError naming the node it was stuck on.
   `memo=True` (one matcher only, whose rewrites need no ctx: `simplify`) records each node's
   result on the node (UOp._simple), so a later call skips the subgraphs done before.
+
+  A SINK's graph is taken in the order ops.sink_order walks it (the walk the later passes share);
+  what a rule produces, and any other root's graph, depth first.
   """
-  done: dict[UOp, UOp] = {}
   if memo and root._simple is not None:
     return root if root._simple is SIMPLE else root._simple
+  done: dict[UOp, UOp] = {}
   # the default budget needs the graph's size: counted only if 10,000 rewrites run out
-  budget = max_rewrites if max_rewrites is not None else 10_000
-  sized = max_rewrites is not None
+  budget = [max_rewrites if max_rewrites is not None else 10_000, max_rewrites is not None]
   by_key, rules_for = pm._by_key, pm._rules_for
+
+  def rewritten(node: UOp) -> UOp | None:
+    """The first rule's rewrite of `node` (its sources done), or None."""
+    rules = by_key.get((node.op, node.dtype))    # pm.rewrite, inlined
+    if rules is None:
+      rules = rules_for(node.op, node.dtype)
+    for rule in rules:
+      out = rule(node, ctx)
+      if out is not None and out is not node:
+        return charged(node, out)
+    return None
+
+  def charged(node: UOp, out: UOp) -> UOp:
+    """`out`, a rewrite of `node`, counted against the budget."""
+    budget[0] -= 1
+    if budget[0] < 0 and not budget[1]:
+      budget[0], budget[1] = budget[0] + 50 * len(root.toposort()), True
+    if budget[0] < 0:
+      raise RewriteError("the rewrite rules did not reach a fixed point; last rewrite was of\n"
+                         + describe(node) + "\ninto\n" + describe(out))
+    return out
+
+  if root.op is Ops.SINK:
+    for node in sink_order(root):   # sources first: each node's sources are done before it
+      if node in done:
+        continue
+      if memo:
+        got = node._simple
+        if got is not None:
+          done[node] = node if got is SIMPLE else got
+          continue
+      src = node.src
+      rebuilt = node
+      if src:
+        new_src = tuple(map(done.__getitem__, src))
+        if new_src != src:
+          rebuilt = UOp(node.op, node.dtype, new_src, node.arg)
+      rules = by_key.get((rebuilt.op, rebuilt.dtype))    # rewritten(rebuilt), inlined
+      if rules is None:
+        rules = rules_for(rebuilt.op, rebuilt.dtype)
+      for rule in rules:
+        out = rule(rebuilt, ctx)
+        if out is not None and out is not rebuilt:
+          break
+      else:
+        done[node] = done[rebuilt] = rebuilt
+        continue
+      out = charged(rebuilt, out)
+      done[node] = done[out] if out in done else _settle(out, done, rewritten, memo)
+  else:
+    _settle(root, done, rewritten, memo)
+  if memo:
+    for node, out in done.items():
+      if node._simple is None:
+        set_simple(node, SIMPLE if out is node else out)
+  return done[root]
+
+
+def _settle(root: UOp, done: dict, rewritten: Callable, memo: bool) -> UOp:
+  """graph_rewrite's depth-first walk: `root`'s final form (and its new nodes') into `done`."""
   # depth first, sources in order: (node, iterator over its sources, the node it was rewritten
   # into, whose own rewriting is under way, or None)
   stack: list = [(root, iter(root.src), None)]
@@ -305,13 +367,6 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
           if got is not None:
             done[s] = s if got is SIMPLE else got
             continue
-        if not s.src:                 # a leaf no rule can match: done as it is, in place
-          rules = by_key.get((s.op, s.dtype))
-          if rules is None:
-            rules = rules_for(s.op, s.dtype)
-          if not rules:
-            done[s] = s
-            continue
         push((s, iter(s.src), None))
         break
     else:                             # every source done: rebuild on them and rewrite
@@ -321,37 +376,17 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx=None, max_rewrites: int | N
         rebuilt = node if new_src == src else UOp(node.op, node.dtype, new_src, node.arg)
       else:
         rebuilt = node
-      rules = by_key.get((rebuilt.op, rebuilt.dtype))    # pm.rewrite, inlined
-      if rules is None:
-        rules = rules_for(rebuilt.op, rebuilt.dtype)
-      out = None
-      for rule in rules:
-        out = rule(rebuilt, ctx)
-        if out is not None and out is not rebuilt:
-          break
-      else:
-        out = None
+      out = rewritten(rebuilt)
       if out is None:
         pop()
         done[node] = rebuilt
         done[rebuilt] = rebuilt
-        continue
-      budget -= 1
-      if budget < 0 and not sized:
-        budget, sized = budget + 50 * len(root.toposort()), True
-      if budget < 0:
-        raise RewriteError("the rewrite rules did not reach a fixed point; last rewrite was of\n"
-                           + describe(rebuilt) + "\ninto\n" + describe(out))
-      if out in done:
+      elif out in done:
         pop()
         done[node] = done[out]
       else:
         stack[-1] = (node, None, out)
         push((out, iter(out.src), None))
-  if memo:
-    for node, out in done.items():
-      if node._simple is None:
-        set_simple(node, SIMPLE if out is node else out)
   return done[root]
 
 
