@@ -61,11 +61,10 @@ def _declarations(w: _Writer, variables: tuple[UOp, ...]) -> list[str]:
     elem = w.reg(b.dtype.vec(4)) if b.slot in w.vec4 else elem
     lines.append(f"@group(0) @binding({b.slot}) var<storage, {access}> "
                  f"{buffer_name(b.slot, b.name)}: array<{elem}>;")
-  for u in w.kernel.uops:
-    if u.op is Ops.DEFINE_LOCAL:
-      elem = w.reg(u.dtype.base)
-      elem = f"atomic<{elem}>" if u in w.atomic_locals else elem
-      lines.append(f"var<workgroup> l{u.arg}: array<{elem}, {u.dtype.size}>;")
+  for u in w.locals:
+    elem = w.reg(u.dtype.base)
+    elem = f"atomic<{elem}>" if u in w.atomic_locals else elem
+    lines.append(f"var<workgroup> l{u.arg}: array<{elem}, {u.dtype.size}>;")
   return lines
 
 
@@ -94,10 +93,6 @@ def render(kernel: Kernel, **options) -> CompiledKernel:
   check_buffer_count(len(kernel.buffers), opts)
   check_buffer_sizes(kernel, opts)
   check_workgroup(kernel.local_size, opts)
-  has_type = _HAS_TYPE
-  for u in kernel.uops:
-    if not has_type.get(u.dtype):
-      _check_dtype(u)
   dispatch = fold_grid(kernel.global_size, opts.max_workgroups_per_dim)
   w = _Writer(kernel, opts, dispatch)
   entry = entry_name(kernel.name)

@@ -12,6 +12,7 @@ from ..ops import GroupOp, Ops, UOp, describe
 from ..program import Kernel
 from ..rules.ranges import divisible
 from .wgsl_expressions import _Expressions
+from .wgsl_legalize import _HAS_TYPE, _check_dtype
 from .wgsl_target import PACKED_BITS, TARGET, WGSLOptions, buffer_name, clean_name, kernel_vars
 
 # ---- vector memory (W14) ---------------------------------------------------------------------------
@@ -26,12 +27,13 @@ def _base(buf: UOp) -> UOp:
   return buf
 
 
-def vec4_slots(kernel: Kernel) -> frozenset:
+def vec4_slots(kernel: Kernel, accesses=None) -> frozenset:
   """Global buffers declared as array<vec4<T>>: 32-bit elements, a size divisible by 4, and every
-  access in the kernel a 4-lane load or store at an index provably divisible by 4."""
+  access in the kernel a 4-lane load or store at an index provably divisible by 4. `accesses`:
+  the kernel's LOADs and STOREs, where the caller has them."""
   usable: dict[int, bool] = {}
   memo: dict = {}
-  for u in kernel.uops:
+  for u in kernel.uops if accesses is None else accesses:
     if u.op not in (Ops.LOAD, Ops.STORE) or _base(u.src[0]).op is not Ops.PARAM:
       continue
     dt = u.dtype if u.op is Ops.LOAD else u.src[2].dtype
@@ -44,8 +46,11 @@ def vec4_slots(kernel: Kernel) -> frozenset:
 
 # ---- the writer ----------------------------------------------------------------------------------
 
-# the ops _Writer looks for before writing (atomic workgroup buffers, subgroup builtins)
-_SCANNED = frozenset({Ops.ATOMIC_ADD, Ops.SUBGROUP_REDUCE, Ops.SPECIAL})
+# the ops _Writer looks for before writing (atomic workgroup buffers, subgroup builtins, thread
+# ids, workgroup buffers, memory accesses)
+_SCANNED = frozenset({Ops.ATOMIC_ADD, Ops.SUBGROUP_REDUCE, Ops.SPECIAL, Ops.DEFINE_LOCAL,
+                      Ops.LOAD, Ops.STORE})
+
 
 class _Writer(_Expressions):
   """Renders one kernel; holds the names given to nodes and the lines written so far."""
@@ -60,19 +65,27 @@ class _Writer(_Expressions):
     self.lines: list[str] = []
     self.depth = 1
     self.specs = {b.slot: b for b in kernel.buffers}
-    self.vec4 = vec4_slots(kernel)
     # workgroup buffers that atomics use (declared atomic<i32>/atomic<u32>)
     self.atomic_locals, self.uses_subgroups, self.specials = set(), False, set()
-    for u in kernel.uops:
-      if u.op not in _SCANNED:
+    self.locals, accesses, has_type = [], [], _HAS_TYPE
+    for u in kernel.uops:         # one scan: dtypes WGSL has, and what the module declares
+      if not has_type.get(u.dtype):
+        _check_dtype(u)
+      op = u.op
+      if op not in _SCANNED:
         continue
-      if u.op is Ops.ATOMIC_ADD:
+      if op is Ops.LOAD or op is Ops.STORE:
+        accesses.append(u)
+      elif op is Ops.DEFINE_LOCAL:
+        self.locals.append(u)
+      elif op is Ops.ATOMIC_ADD:
         self.atomic_locals.add(_base(u.src[0]))
-      elif u.op is Ops.SUBGROUP_REDUCE:
+      elif op is Ops.SUBGROUP_REDUCE:
         self.uses_subgroups = True
       else:                         # SPECIAL: the thread ids the prologue derives
         self.specials.add(u.arg[:2])
         self.uses_subgroups = self.uses_subgroups or u.arg[0] == "sglane"
+    self.vec4 = vec4_slots(kernel, accesses)
 
   def packed(self, slot: int) -> bool:
     dt = self.specs[slot].dtype
