@@ -56,7 +56,8 @@ def pyodide_snippet(source: str, target: str) -> str:
   options = {"arch": "sm_80"} if target == "ptx" else {}
   return "\n".join([
     "import time",
-    "from kernelgen import compile as _compile, lazy as _lazy",
+    "from kernelgen import compile as _compile",
+    "from kernelgen.graph import lazy as _lazy",
     "from kernelgen.dtype import dtypes as _dt",
     f"M = {M}",
     "class _T:",

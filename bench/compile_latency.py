@@ -63,7 +63,7 @@ class _Maker:
 def kernelgen_compiler(target: str):
   sys.path.insert(0, str(ROOT / "core"))
   import kernelgen as kg
-  from kernelgen import lazy
+  from kernelgen.graph import lazy
   from kernelgen.dtype import dtypes
 
   def empty(shape, name):

@@ -32,7 +32,7 @@ ADD_N = 256 * (1 << 20)
 
 def data(shape: tuple, dtype) -> kg.Tensor:
   """An input backed by an unfilled buffer: nothing is computed or folded on the host."""
-  from kernelgen import lazy
+  from kernelgen.graph import lazy
   size = 1
   for n in shape:
     size *= n

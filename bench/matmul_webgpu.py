@@ -21,8 +21,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
 
 from kernelgen.dtype import dtypes  # noqa: E402
-from kernelgen.ops import Ops, UOp, toposort  # noqa: E402
-from kernelgen.program import (Binding, BufferSpec, CompiledKernel, Kernel, Launch,  # noqa: E402
+from kernelgen.uop.ops import Ops, UOp, toposort  # noqa: E402
+from kernelgen.uop.program import (Binding, BufferSpec, CompiledKernel, Kernel, Launch,  # noqa: E402
                                buffer_access, launch_sizes)
 from kernelgen.render import wgsl  # noqa: E402
 from kernelgen.runtime.webgpu_native import WebGPURuntime  # noqa: E402

@@ -15,7 +15,7 @@ import numpy as np
 
 from kernelgen import Device, Tensor
 from kernelgen.compiler import compile_item
-from kernelgen.schedule import schedule
+from kernelgen.graph.schedule import schedule
 
 
 def measure(n: int, reps: int, op: str = "sin") -> dict:

@@ -73,7 +73,7 @@ fn ENTRY(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) li
 def guarded_wgsl() -> str:
   """ONLINE_WGSL with the renderer's NaN- and range-guarded max and exp2 per lane (what the
   compiler would emit for MAX and EXP2), instead of the bare builtins."""
-  from kernelgen.render.wgsl_target import HELPERS
+  from kernelgen.render.wgsl.target import HELPERS
   vec4 = ("fn kg_max4(a: vec4<f32>, b: vec4<f32>) -> vec4<f32> {\n  return vec4<f32>(kg_fmax(a.x, b.x), "
           "kg_fmax(a.y, b.y), kg_fmax(a.z, b.z), kg_fmax(a.w, b.w));\n}\n"
           "fn kg_exp4(t: vec4<f32>) -> vec4<f32> {\n  return vec4<f32>(kg_exp2(t.x), kg_exp2(t.y), "
@@ -89,8 +89,8 @@ def main(reps: int = 40):
   import kernelgen as kg
   from kernelgen.compiler import compile_item
   from kernelgen.device import Device
-  from kernelgen.lazy import Buffer
-  from kernelgen.schedule import schedule
+  from kernelgen.graph.lazy import Buffer
+  from kernelgen.graph.schedule import schedule
   rt = Device["WEBGPU"]
   data = np.random.default_rng(0).standard_normal((ROWS, COLS)).astype(np.float32)
   x64 = data.astype(np.float64)
@@ -120,7 +120,7 @@ def main(reps: int = 40):
       launch.source
 
   def unguarded(i, launch):   # bare max and exp2 (timing only: NaN/overflow semantics differ)
-    from kernelgen.render.wgsl_target import HELPERS
+    from kernelgen.render.wgsl.target import HELPERS
     bare = {"kg_fmax": "fn kg_fmax(a: f32, b: f32) -> f32 {\n  return max(a, b);\n}",
             "kg_exp2": "fn kg_exp2(t: f32) -> f32 {\n  return exp2(t);\n}"}
     source = launch.source

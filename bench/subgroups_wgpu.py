@@ -46,8 +46,8 @@ def workloads(np):
 def prepare(kg, rt, x, expr, subgroups: bool):
   """The expression's kernels compiled with `subgroups`, their buffers bound, and the output."""
   from kernelgen.compiler import compile_item
-  from kernelgen.lazy import Buffer
-  from kernelgen.schedule import schedule
+  from kernelgen.graph.lazy import Buffer
+  from kernelgen.graph.schedule import schedule
   out = expr(kg.Tensor(x, device="WEBGPU").realize())
   plan, used = [], False
   for item in schedule([out.node]):

@@ -72,8 +72,8 @@ class Kernelgen:
   def prepare(self, inputs, expr):
     """Compile the expression's kernels and bind their buffers, as realize() would."""
     from kernelgen.compiler import compile_item
-    from kernelgen.lazy import Buffer
-    from kernelgen.schedule import schedule
+    from kernelgen.graph.lazy import Buffer
+    from kernelgen.graph.schedule import schedule
     out = expr(*[self.kg.Tensor(x, device="WEBGPU").realize() for x in inputs])
     plan = []
     for item in schedule([out.node]):

@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
 
 import kernelgen as kg  # noqa: E402
 from kernelgen.compiler import compile_item  # noqa: E402
-from kernelgen.lazy import Buffer  # noqa: E402
-from kernelgen.optimize import optimize  # noqa: E402
-from kernelgen.schedule import schedule  # noqa: E402
+from kernelgen.graph.lazy import Buffer  # noqa: E402
+from kernelgen.lowering.optimize import optimize  # noqa: E402
+from kernelgen.graph.schedule import schedule  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput_wgpu import workloads  # noqa: E402

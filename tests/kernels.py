@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernelgen.dtype import DType, dtypes
-from kernelgen.interpret import fragment_position
-from kernelgen.ops import Ops, UOp
+from kernelgen.uop.interpret import fragment_position
+from kernelgen.uop.ops import Ops, UOp
 
 I32 = dtypes.int32
 F32 = dtypes.float32
@@ -345,7 +345,7 @@ ALL_KERNELS = {
 def run_python(case: Case, name: str = "kernel") -> np.ndarray:
   """Compile `case` for the reference interpreter, run it, and return slot 0 as numpy."""
   from kernelgen.compiler import compile_kernel
-  from kernelgen.interpret import execute
+  from kernelgen.uop.interpret import execute
   kernel = compile_kernel(case.sink, name, "python")
   data = [bytearray(np.ascontiguousarray(b).tobytes()) for b in case.buffers]
   execute(kernel, data, case.var_values)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from kernelgen.alu import exec_alu, exec_bitcast, exec_cast, round_exact
+from kernelgen.uop.alu import exec_alu, exec_bitcast, exec_cast, round_exact
 from kernelgen.dtype import bf16_bits, bf16_from_bits, dtypes, from_bits, to_bits, truncate
 from kernelgen.errors import DTypeError
-from kernelgen.ops import Ops
+from kernelgen.uop.ops import Ops
 
 INTS = dtypes.ints + dtypes.uints
 NP_FLOATS = (dtypes.float16, dtypes.float32, dtypes.float64)

@@ -283,9 +283,9 @@ def interrupted_expected():
                          [pytest.param(d, w, c, id=name) for name, d, w, c in INTERRUPTED])
 def test_interrupted_realize_leaves_kernelgen_consistent(monkeypatch, device, where, call):
   import numpy as np
-  from kernelgen import linearize
+  from kernelgen.uop import linearize
   from kernelgen.device import Device
-  from kernelgen.schedule import schedule
+  from kernelgen.graph.schedule import schedule
   if device == "WEBGPU":
     from tools import wgpu_adapter
     wgpu_adapter()                                   # skips (or fails) without an adapter

@@ -14,11 +14,11 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import dtypes
-from kernelgen import optimize as opt
+from kernelgen.lowering import optimize as opt
 from kernelgen.compiler import compile_item
-from kernelgen.lower import Opts, lower
-from kernelgen.ops import GroupOp, Ops, toposort
-from kernelgen.schedule import ScheduleItem, schedule
+from kernelgen.lowering.lower import Opts, lower
+from kernelgen.uop.ops import GroupOp, Ops, toposort
+from kernelgen.graph.schedule import ScheduleItem, schedule
 from tools import tint_validate, wgsl_validate, missing_tool
 
 DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")

@@ -8,8 +8,8 @@ import pytest
 from kernels import ALL_KERNELS, F32, I32, Case, c, gid, param, run_python, sink
 from kernelgen.compiler import compile_kernel
 from kernelgen.errors import ExecutionError
-from kernelgen.interpret import execute, wmma_layout, wmma_warp
-from kernelgen.ops import Ops, UOp
+from kernelgen.uop.interpret import execute, wmma_layout, wmma_warp
+from kernelgen.uop.ops import Ops, UOp
 from kernelgen.runtime.python import PythonRuntime
 
 

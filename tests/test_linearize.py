@@ -7,9 +7,9 @@ import pytest
 
 from kernels import ALL_KERNELS, F32, I32, c, gid, lid, param, reduce_loop, sink
 from kernelgen.dtype import dtypes
-from kernelgen.linearize import linearize, make_kernel
-from kernelgen.ops import Ops, UOp, print_uops
-from kernelgen.verify import verify_linear
+from kernelgen.uop.linearize import linearize, make_kernel
+from kernelgen.uop.ops import Ops, UOp, print_uops
+from kernelgen.uop.verify import verify_linear
 
 
 def block_of(uops, node):

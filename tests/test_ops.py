@@ -6,7 +6,7 @@ import math
 import pytest
 
 from kernelgen.dtype import dtypes
-from kernelgen.ops import Ops, UOp, describe, print_graph, print_uops, sink_order, toposort
+from kernelgen.uop.ops import Ops, UOp, describe, print_graph, print_uops, sink_order, toposort
 
 I32 = dtypes.int32
 

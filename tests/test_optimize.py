@@ -7,9 +7,9 @@ import pytest
 import kernelgen as kg
 from tools import default_device, missing_tool
 from kernelgen import Tensor
-from kernelgen import optimize as opt
-from kernelgen.lower import Opts
-from kernelgen.schedule import schedule
+from kernelgen.lowering import optimize as opt
+from kernelgen.lowering.lower import Opts
+from kernelgen.graph.schedule import schedule
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +21,7 @@ def python_device(monkeypatch):
 @pytest.fixture
 def one_kernel(monkeypatch):
   """Reductions stay one kernel (not split in two: tensor_ops.SPLIT_MIN_REDUCE)."""
-  from kernelgen import tensor_ops
+  from kernelgen.frontend import tensor_ops
   monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 62, raising=False)
 
 

@@ -6,8 +6,8 @@ import pytest
 
 from kernelgen.dtype import dtypes
 from kernelgen.errors import RewriteError
-from kernelgen.ops import Ops, UOp
-from kernelgen.pattern import PatternMatcher, UPat, graph_rewrite
+from kernelgen.uop.ops import Ops, UOp
+from kernelgen.uop.pattern import PatternMatcher, UPat, graph_rewrite
 
 I32 = dtypes.int32
 x = UOp(Ops.SPECIAL, I32, (), ("gid", 0, 8))

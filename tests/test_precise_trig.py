@@ -27,10 +27,10 @@ import pytest
 
 from kernelgen import Tensor, compiler
 from kernelgen.dtype import dtypes
-from kernelgen.ops import Ops
-from kernelgen.pattern import PatternMatcher, UPat, graph_rewrite
+from kernelgen.uop.ops import Ops
+from kernelgen.uop.pattern import PatternMatcher, UPat, graph_rewrite
 from kernelgen.rules.transcendental import FLOAT32, SIN32_EXACT_LIMIT
-from kernelgen.schedule import schedule
+from kernelgen.graph.schedule import schedule
 from tools import ptxas_check, tint_validate, wgsl_validate
 
 RNG = np.random.default_rng(1)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kernelgen import interpret
+from kernelgen.uop import interpret
 from kernelgen.ptxsim import mma as sim_mma
 from test_ptxsim_kit import entry, run_buffers
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from kernelgen.dtype import dtypes
-from kernelgen.ops import Ops, UOp, toposort
+from kernelgen.uop.ops import Ops, UOp, toposort
 from kernelgen.rules.ranges import dtype_range, fits, value_range
 from test_symbolic import divmod_case, evaluate, index_case, int_case, special, var
 

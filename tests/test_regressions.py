@@ -175,7 +175,7 @@ def test_wgsl_never_renders_a_load_whose_gate_is_false():
   # was rejected by the shader compiler (negative constant index); simplify now folds a load
   # whose gate is constant False to its fallback value, and one whose gate is True to a plain load
   from kernelgen.dtype import dtypes
-  from kernelgen.ops import Ops, UOp
+  from kernelgen.uop.ops import Ops, UOp
   from kernelgen.rules.symbolic import simplify
   buf = UOp(Ops.PARAM, dtypes.float32.ptr(4), (), 1)
   out = UOp(Ops.PARAM, dtypes.float32.ptr(4), (), 0)

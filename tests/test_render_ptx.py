@@ -14,8 +14,8 @@ import pytest
 
 from kernelgen.dtype import dtypes
 from kernelgen.errors import LimitError, UnsupportedError
-from kernelgen.ops import Ops, UOp
-from kernelgen.program import BufferSpec, Kernel, buffer_access, launch_sizes
+from kernelgen.uop.ops import Ops, UOp
+from kernelgen.uop.program import BufferSpec, Kernel, buffer_access, launch_sizes
 from kernelgen.render import ptx
 from tools import ptxas_check
 
@@ -533,7 +533,7 @@ def test_widened_accumulator_conversion_is_not_hoisted_out_of_the_loop_regressio
   data = rng.integers(-100, 100, 64) if dt.is_int() else rng.integers(-8, 8, 64) / 4
   data = data.astype(NUMPY[dt.name]) if dt != bf16 else \
     (data.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
-  from kernelgen.linearize import linearize, make_kernel
+  from kernelgen.uop.linearize import linearize, make_kernel
   uops = linearize(ptx.legalize(reduce_with(dt, op, init), arch))   # the real linearizer
   compiled = ptx.render(make_kernel("sim", uops, {}), arch)
   assert compiled.source.index("$Lloop_0:") < compiled.source.index("\tcvt.")
@@ -605,7 +605,7 @@ def test_sim_bools_gated_vector_and_shared_memory():
                                                            for s, d, _ in MMA_CASES])
 def test_sim_tensor_core_fragments_match_the_interpreter_layout(shape, dt, oldest):
   from kernelgen.dtype import bf16_bits
-  from kernelgen.interpret import wmma_layout
+  from kernelgen.uop.interpret import wmma_layout
   m, n, k = shape
   rng = np.random.default_rng(2)
   A = rng.integers(-8, 8, (m, k)).astype(np.float32) / 4   # exact in f16, bf16 and tf32
@@ -677,7 +677,7 @@ def test_index_plus_a_constant_only_addressed_is_not_computed():
   """x + c read only as an access's index becomes the access's byte offset ([%rd+c]) and is not
   computed on its own; one the gate compares is."""
   import kernelgen as kg
-  from kernelgen import lazy
+  from kernelgen.graph import lazy
   n = 1 << 12
 
   def t(dt, size=n):

@@ -11,10 +11,10 @@ import pytest
 
 from kernelgen.dtype import dtypes
 from kernelgen.errors import LimitError, UnsupportedError
-from kernelgen.ops import Ops, UOp, toposort
-from kernelgen.program import BufferSpec, Kernel, buffer_access, launch_sizes
+from kernelgen.uop.ops import Ops, UOp, toposort
+from kernelgen.uop.program import BufferSpec, Kernel, buffer_access, launch_sizes
 from kernelgen.render import wgsl
-from kernelgen.verify import verify
+from kernelgen.uop.verify import verify
 from tools import tint_validate, wgsl_validate
 
 I32, F32 = dtypes.int32, dtypes.float32
@@ -38,7 +38,7 @@ def _linearize(sink: UOp, name: str, names: dict[int, str]) -> Kernel:
   """The project's linearizer when it exists; else a topological order (enough for these
   kernels, whose loop-independent values all come before their loops)."""
   try:
-    from kernelgen.linearize import make_kernel, linearize
+    from kernelgen.uop.linearize import make_kernel, linearize
   except ImportError:
     uops = toposort([sink])
     params = sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg)

@@ -7,7 +7,7 @@ import pytest
 import kernelgen as kg
 from tools import default_device
 from kernelgen import Tensor
-from kernelgen.schedule import schedule
+from kernelgen.graph.schedule import schedule
 
 
 @pytest.fixture(autouse=True)

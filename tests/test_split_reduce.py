@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from kernelgen import Tensor, tensor_ops
-from kernelgen.schedule import schedule
+from kernelgen import Tensor
+from kernelgen.frontend import tensor_ops
+from kernelgen.graph.schedule import schedule
 from tools import missing_tool
 
 DEVICES = ["PYTHON", "PTXSIM", "WEBGPU"]

@@ -12,14 +12,14 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import dtypes
-from kernelgen import interpret
-from kernelgen import optimize as opt
+from kernelgen.uop import interpret
+from kernelgen.lowering import optimize as opt
 from kernelgen.compiler import compile_kernel
 from kernelgen.errors import DeviceError, UnsupportedError, VerifyError
-from kernelgen.lower import Opts, lower
-from kernelgen.ops import Ops, UOp
-from kernelgen.schedule import schedule
-from kernelgen.verify import verify
+from kernelgen.lowering.lower import Opts, lower
+from kernelgen.uop.ops import Ops, UOp
+from kernelgen.graph.schedule import schedule
+from kernelgen.uop.verify import verify
 from test_browser import site  # noqa: F401  (fixture: the built site, served locally)
 from tools import default_device, ptxas_check, tint_validate, missing_tool
 
@@ -196,7 +196,7 @@ def test_bare_compiles_get_no_subgroup_ops(monkeypatch):
 
 def run_item(item, opts: Opts, inputs: list, size: int, layout: str) -> tuple:
   """Lower `item` with `opts`, run it on the interpreter; (output, subgroup op count)."""
-  from kernelgen.schedule import ScheduleItem  # noqa: F401  (the item's type)
+  from kernelgen.graph.schedule import ScheduleItem  # noqa: F401  (the item's type)
   sink, _ = lower(item, opts)
   kernel = compile_kernel(sink, "k", "python")
   out = bytearray(item.out.size * item.out.dtype.itemsize)
@@ -251,7 +251,7 @@ def test_verifier_rejects_bad_subgroup_and_atomic_nodes():
 
 
 def test_subgroup_ops_and_barriers_must_not_be_inside_if():
-  from kernelgen.verify import verify_linear
+  from kernelgen.uop.verify import verify_linear
   lane = UOp(Ops.SPECIAL, I32, (), ("sglane", 0, 32))
   cond = lane.lt(3)
   block = UOp(Ops.IF, None, (cond,), 0)

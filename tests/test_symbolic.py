@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from kernelgen.alu import exec_alu, exec_bitcast, exec_cast
+from kernelgen.uop.alu import exec_alu, exec_bitcast, exec_cast
 from kernelgen.dtype import dtypes, max_value, min_value, truncate
-from kernelgen.ops import Ops, UOp, print_graph, toposort
+from kernelgen.uop.ops import Ops, UOp, print_graph, toposort
 from kernelgen.rules.symbolic import simplify
 
 I32 = dtypes.int32
@@ -27,7 +27,7 @@ def var(name: str, lo: int, hi: int) -> UOp:
 
 
 def evaluate(root: UOp, env: dict):
-  """The value of `root` with leaves (VAR, SPECIAL, LOAD) taken from `env`, by kernelgen.alu."""
+  """The value of `root` with leaves (VAR, SPECIAL, LOAD) taken from `env`, by kernelgen.uop.alu."""
   vals = {}
   for u in toposort([root]):
     if u.op is Ops.CONST:
@@ -186,7 +186,7 @@ def test_simplify_reaches_a_fixed_point():
 def test_simplify_memo_gives_what_a_fresh_rewrite_gives():
   # simplify records each node's result on the node (UOp._simple); a later graph that reuses a
   # simplified subgraph must come out exactly as a rewrite that remembers nothing
-  from kernelgen.pattern import graph_rewrite
+  from kernelgen.uop.pattern import graph_rewrite
   from kernelgen.rules.symbolic import symbolic
   gid, lid, n = special("gid", 100), special("lid", 64), var("n", 0, 99)
   part = (gid * 64 + lid) // 16 % 4 * 16 + n % 16
@@ -460,7 +460,7 @@ def test_terminates_on_long_sums():
 def test_sums_simplify_skips_as_canonical_are_canonical():
   # _fold_sum marks the sums it builds (and their partial sums) and skips them later; with every
   # mark and cached sum cleared, simplifying the result again must change nothing
-  from kernelgen.ops import set_sum
+  from kernelgen.uop.ops import set_sum
   buf = UOp(Ops.PARAM, F32.ptr(1 << 20), (), 0)
   stores = []
   for i in range(40):
@@ -512,7 +512,7 @@ def _piece(kind: int, leaf: UOp, k: int) -> UOp:
 
 def _check_quick_canonical(chain: UOp) -> None:
   """Every sum on the chain's left spine that _plainly_canonical passes, the full check passes."""
-  from kernelgen.ops import set_sum
+  from kernelgen.uop.ops import set_sum
   from kernelgen.rules import sums
   node = chain
   while node.op in (Ops.ADD, Ops.SUB):

@@ -18,8 +18,8 @@ from kernelgen import dtypes
 from kernelgen.errors import UnsupportedError
 from kernelgen.ptxsim import GlobalMemory  # noqa: F401  (PTXSIM must import here)
 from kernelgen.runtime.ptxsim import PTXSimRuntime
-from kernelgen.schedule import schedule
-from kernelgen.tensorcore import match_matmul
+from kernelgen.graph.schedule import schedule
+from kernelgen.lowering.tensorcore import match_matmul
 from tools import ptxas12, ptxas_check
 
 ARCHS_12 = ("sm_80", "sm_86", "sm_89", "sm_90")

@@ -5,8 +5,8 @@ import pytest
 
 from kernelgen.dtype import dtypes
 from kernelgen.errors import VerifyError
-from kernelgen.ops import Ops, UOp
-from kernelgen.verify import verify, verify_linear
+from kernelgen.uop.ops import Ops, UOp
+from kernelgen.uop.verify import verify, verify_linear
 
 I32, F32 = dtypes.int32, dtypes.float32
 buf = UOp(Ops.PARAM, F32.ptr(4), (), 0)

@@ -8,7 +8,7 @@ import sys
 
 from kernelgen import web_api
 from kernelgen.dtype import dtypes
-from kernelgen.lazy import Buffer
+from kernelgen.graph.lazy import Buffer
 from kernelgen.runtime.webgpu_browser import BrowserWebGPU
 
 CODE = "x = Tensor([1.0, 2.0, 3.0])\nout = (x * 3.0 - 1.0).relu()\n"
@@ -104,7 +104,7 @@ def test_release_without_an_open_page_gpu_frees_nothing():
 
 def test_run_with_search_lists_what_it_chose_and_leaves_the_mode_off(monkeypatch):
   import os
-  from kernelgen import optimize
+  from kernelgen.lowering import optimize
   monkeypatch.delenv("KERNELGEN_SEARCH", raising=False)
   optimize._SEARCHED.clear()
   code = "x = Tensor.arange(64).cast(dtypes.float32)\nout = (x * 3.0 - 1.0).relu()\n"

@@ -9,8 +9,8 @@ import pytest
 
 from kernelgen.dtype import dtypes
 from kernelgen.errors import CompileError, UnsupportedError
-from kernelgen.ops import Ops, UOp
-from kernelgen.program import CompiledKernel, Launch
+from kernelgen.uop.ops import Ops, UOp
+from kernelgen.uop.program import CompiledKernel, Launch
 from test_render_wgsl import (I32, build, const, elementwise, flat_index, isnan, param,
                               reverse_in_workgroup, row_sum, special)
 from tools import missing_tool

@@ -10,10 +10,10 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor, dtypes
-from kernelgen import optimize as opt
+from kernelgen.lowering import optimize as opt
 from kernelgen.errors import LimitError, UnsupportedError
-from kernelgen.ops import Ops
-from kernelgen.schedule import schedule
+from kernelgen.uop.ops import Ops
+from kernelgen.graph.schedule import schedule
 from tools import default_device, ptxas_check, tint_validate, wgsl_validate, missing_tool
 
 RNG = np.random.default_rng(7)
@@ -21,7 +21,7 @@ RNG = np.random.default_rng(7)
 
 @pytest.fixture(autouse=True)
 def python_device(monkeypatch):
-  from kernelgen import tensor_ops     # reductions stay one kernel (not split in two)
+  from kernelgen.frontend import tensor_ops     # reductions stay one kernel (not split in two)
   monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 62, raising=False)
   with default_device(monkeypatch, "PYTHON"):
     yield
@@ -373,8 +373,8 @@ def _evaluate(u, env):
 def test_unravel_splits_a_term_whose_stride_divides_the_block():
   """(o*143 + h*13 + w) unravelled into (2, 3, 11, 13) (grouped conv channels): the first index
   is o // 3, free of h and w (so the tiled axes stay independent of it), and all are exact."""
-  from kernelgen.lower import I32, unravel
-  from kernelgen.ops import UOp, toposort
+  from kernelgen.lowering.lower import I32, unravel
+  from kernelgen.uop.ops import UOp, toposort
   o, h, w = (UOp(Ops.VAR, I32, (), (n, 0, e - 1)) for n, e in (("o", 6), ("h", 11), ("w", 13)))
   got = unravel([(o, 143, 6), (h, 13, 11), (w, 1, 13)], 0, (2, 3, 11, 13))
   assert {u.arg[0] for u in toposort([got[0]]) if u.op is Ops.VAR} == {"o"}
@@ -403,7 +403,7 @@ class _Variant(dict):
 
 
 def test_a_hand_made_stage_for_a_kernel_without_tiles_is_a_typed_error():
-  from kernelgen.lower import Opts, lower
+  from kernelgen.lowering.lower import Opts, lower
   item = _item(Tensor(_randn(64, 64)) + 1)
   with pytest.raises(UnsupportedError, match="Opts.stage does not apply"):
     lower(item, Opts(local=256, tile=(2, 2), tile_axes=(0, 1), stage=(8, 8, 4)))
@@ -484,8 +484,8 @@ def test_tiles_are_vectors_of_columns_and_ptx_fuses_products():
   assert ptx.source.count("st.global.v4.f32") == 16
   # staging: each thread loads 4 consecutive elements of A and of B per step as v4
   assert ptx.source.count("ld.global.v4.f32") == 2 and ptx.source.count("st.shared.v4.f32") == 2
-  from kernelgen.lower import lower
-  from kernelgen.ops import toposort
+  from kernelgen.lowering.lower import lower
+  from kernelgen.uop.ops import toposort
   for target in ("wgsl", "ptx"):
     nodes = toposort([lower(item, opt.optimize(item, target))[0]])
     accs = [u for u in nodes if u.op is Ops.DEFINE_ACC]
@@ -495,8 +495,8 @@ def test_tiles_are_vectors_of_columns_and_ptx_fuses_products():
 def test_tile_epilogues_join_into_vector_ops():
   """(a @ b + bias).relu() in 4 x 8 tiles: each row's 4-column vectors get the bias as one
   vector load, the add and the max as vector ops, and one vector store."""
-  from kernelgen.lower import lower
-  from kernelgen.ops import toposort
+  from kernelgen.lowering.lower import lower
+  from kernelgen.uop.ops import toposort
   t = (Tensor(_randn(24, 40)) @ Tensor(_randn(40, 32)) + Tensor(_randn(32))).relu()
   item = _item(t)
   nodes = toposort([lower(item, opt.optimize(item, "wgsl", {"tile": (4, 8)}))[0]])

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.timeout(900)
 # forces stage= on the page's WEBGPU device and fails the run if a matmul-like kernel (one with
 # two output axes to tile) was not staged
 STAGED = """import kernelgen as kg
-from kernelgen import optimize as _opt
+from kernelgen.lowering import optimize as _opt
 _rt = kg.Device["WEBGPU"]
 _base = _rt.render_options
 _rt.render_options = lambda: {**_base(), "stage": True}

@@ -10,7 +10,7 @@ from .device import Device
 from .dtype import DType, dtypes
 from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, KernelgenError,
                      LimitError, ShapeError, UnsupportedError, VerifyError)
-from .tensor import Tensor, cat, stack, where
+from .frontend.tensor import Tensor, cat, stack, where
 
 __version__ = "0.1.0"
 

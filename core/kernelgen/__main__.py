@@ -45,7 +45,7 @@ def parser() -> argparse.ArgumentParser:
 
 def load_outputs(path: str, name: str) -> list:
   from .errors import KernelgenError
-  from .tensor import Tensor
+  from .frontend.tensor import Tensor
   namespace = {"__name__": "__kernelgen_program__", "__file__": path}
   with open(path, encoding="utf-8") as f:
     code = compile(f.read(), path, "exec")

@@ -17,8 +17,8 @@ import sys
 from typing import Callable
 
 from .errors import UnsupportedError
-from .ops import UOp, print_graph, print_uops
-from .program import Kernel
+from .uop.ops import UOp, print_graph, print_uops
+from .uop.program import Kernel
 
 TARGETS = ("python", "wgsl", "ptx")
 # options the front end consumes (optimize, tensor cores); the rest go to the renderer.
@@ -44,10 +44,10 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
   see is checked; verify marks checked nodes, so verify_linear checks only what linearize adds).
   A rewrite that fails on its input verifies the input first, so a malformed graph from the
   front end is reported as the VerifyError naming its bad node, not as the rule's error."""
-  from .linearize import linearize
-  from .ops import sink_order
+  from .uop.linearize import linearize
+  from .uop.ops import sink_order
   from .rules.symbolic import simplify
-  from .verify import verify, verify_linear, verify_node
+  from .uop.verify import verify, verify_linear, verify_node
   renderer = _renderer(target)
 
   def checked(rewrite: Callable) -> Callable:
@@ -83,7 +83,7 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
 def compile_kernel(sink: UOp, name: str, target: str = "python", options: dict | None = None,
                    buffer_names: dict[int, str] | None = None, print_after=()):
   """Run every pass on `sink`; a Kernel for "python", a CompiledKernel for a GPU target."""
-  from .linearize import make_kernel
+  from .uop.linearize import make_kernel
   options = options or {}
   ir = sink
   for pass_name, run_pass in kernel_passes(target, options):
@@ -102,7 +102,7 @@ def compile_program(roots: list, target: str = "python", options: dict | None = 
                     print_after=()) -> list:
   """Every pass from lazy tensors to kernels, in order: schedule, then per kernel optimize,
   lower and the kernel passes above (`kernel_passes`), then render. Returns CompiledKernels."""
-  from .schedule import schedule
+  from .graph.schedule import schedule
   _renderer(target)
   items = schedule(roots, buffer_limit(target, options))       # schedule
   if print_after == "all" or "schedule" in print_after:
@@ -123,10 +123,10 @@ def buffer_limit(target: str, options: dict | None) -> int | None:
 def compile_item(item, target: str, options: dict | None = None, print_after=()):
   """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel.
   A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (tensorcore.py)."""
-  from .lower import lower
-  from .optimize import optimize
+  from .lowering.lower import lower
+  from .lowering.optimize import optimize
   options = dict(options or {})
-  from .tensorcore import lower_tensor_cores
+  from .lowering.tensorcore import lower_tensor_cores
   lowered = lower_tensor_cores(item, target, options)         # tensor cores (matmuls on PTX)
   if lowered is None:
     opts = optimize(item, target, options)                    # optimize
@@ -142,7 +142,7 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
 
 def python_compiled(kernel: Kernel):
   """A linearized Kernel dressed as a CompiledKernel (target "python"; source: printed UOps)."""
-  from .program import Binding, CompiledKernel, Launch
+  from .uop.program import Binding, CompiledKernel, Launch
   source = print_uops(kernel.uops)
   bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
                            b.size * b.dtype.itemsize) for b in kernel.buffers)

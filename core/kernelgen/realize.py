@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import os
 
-from .lazy import Buffer, LazyOp
-from .schedule import schedule
+from .graph.lazy import Buffer, LazyOp
+from .graph.schedule import schedule
 
 
 def realize(nodes: list[LazyOp]) -> None:
@@ -23,7 +23,7 @@ def realize(nodes: list[LazyOp]) -> None:
       options = runtime.render_options()
       handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
       if os.environ.get("KERNELGEN_SEARCH") == "1":
-        from .optimize import forced_options, search
+        from .lowering.optimize import forced_options, search
         opts = search(item, runtime, handles, options)
         options = {**options, **forced_options(opts)}
       compiled = compile_item(item, runtime.target or "python", options)

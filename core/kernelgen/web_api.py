@@ -47,7 +47,7 @@ def _set_default_device(name: str) -> None:
 
 def _namespace() -> dict:
   import kernelgen
-  from . import tensor
+  from .frontend import tensor
   names = {"kg": kernelgen, "kernelgen": kernelgen, "__name__": "__program__"}
   for name in ("Tensor", "dtypes", "where", "cat", "stack"):
     value = getattr(kernelgen, name, None) or getattr(tensor, name, None)
@@ -204,7 +204,7 @@ def _run_on(code: str, device: str) -> dict:
 def _searching(code: str, device: str) -> dict:
   """_run_on with the search mode on (KERNELGEN_SEARCH=1 for this run only)."""
   import os
-  from . import optimize
+  from .lowering import optimize
   previous = os.environ.get("KERNELGEN_SEARCH")
   os.environ["KERNELGEN_SEARCH"] = "1"
   optimize.SEARCH_LOG.clear()
@@ -285,10 +285,10 @@ def warm() -> dict:
 
 
 # the modules a compile to WGSL imports, in the order it does
-WARM_MODULES = (".compiler", ".schedule", ".optimize", ".lower", ".lower_vector", ".rules.sums",
-                ".rules.symbolic", ".verify", ".linearize", ".render.wgsl_target",
-                ".render.wgsl_legalize", ".render.wgsl_expressions", ".render.wgsl_writer",
-                ".render.wgsl")
+WARM_MODULES = (".compiler", ".graph.schedule", ".lowering.optimize", ".lowering.lower",
+                ".lowering.vector", ".rules.sums", ".rules.symbolic", ".uop.verify",
+                ".uop.linearize", ".render.wgsl.target", ".render.wgsl.legalize",
+                ".render.wgsl.expressions", ".render.wgsl.writer", ".render.wgsl")
 
 
 def verify_ptx(code: str, arch: str = "sm_80", device: str = "WEBGPU") -> dict:

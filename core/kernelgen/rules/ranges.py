@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..dtype import DType, PtrDType, max_value, min_value
-from ..ops import Ops, UOp, set_vrange
+from ..uop.ops import Ops, UOp, set_vrange
 
 _UNKNOWN = (-math.inf, math.inf)
 

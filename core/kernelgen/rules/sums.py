@@ -6,7 +6,7 @@ into the canonical form, merging division/remainder pairs (`(x//y)*y + x%y -> x`
 from __future__ import annotations
 
 from ..dtype import dtypes, truncate
-from ..ops import Ops, UOp, set_sum
+from ..uop.ops import Ops, UOp, set_sum
 from .ranges import dtype_range, fits, value_range
 
 MAX_TERMS = 128   # longer sums are left as they are (keeps every rewrite cheap)

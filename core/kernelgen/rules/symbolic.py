@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 
-from ..alu import exec_alu, exec_bitcast, exec_cast
+from ..uop.alu import exec_alu, exec_bitcast, exec_cast
 from ..dtype import dtypes, truncate
 from ..errors import DTypeError
-from ..ops import GroupOp, Ops, UOp
-from ..pattern import PatternMatcher, UPat, graph_rewrite
+from ..uop.ops import GroupOp, Ops, UOp
+from ..uop.pattern import PatternMatcher, UPat, graph_rewrite
 from .ranges import dtype_range, fits, value_range
 from .sums import MAX_TERMS, _build, _fold_sum, _hi, _linear, _lo  # noqa: F401 (re-exported)
 

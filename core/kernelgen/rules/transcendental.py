@@ -18,7 +18,7 @@ import math
 from fractions import Fraction
 
 from ..dtype import DType, dtypes
-from ..ops import Ops, UOp
+from ..uop.ops import Ops, UOp
 
 LN2 = math.log(2.0)
 # pi/2 to 160 bits, split into three float64 parts with 26 significant bits in the first two,

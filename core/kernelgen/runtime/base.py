@@ -5,7 +5,7 @@ in numpy layout (bool: one byte per element), so the tensor layer never needs nu
 """
 from __future__ import annotations
 
-from ..program import CompiledKernel
+from ..uop.program import CompiledKernel
 
 
 class Runtime:

@@ -15,7 +15,7 @@ import ctypes
 import ctypes.util
 
 from ..errors import CompileError, DeviceError
-from ..program import CompiledKernel, Launch
+from ..uop.program import CompiledKernel, Launch
 from .base import Runtime
 
 # shared-library names of the driver, tried in order

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from ..errors import DeviceError, ExecutionError
-from ..program import CompiledKernel
+from ..uop.program import CompiledKernel
 from .base import Runtime
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from ..errors import ExecutionError
-from ..program import CompiledKernel, Kernel
+from ..uop.program import CompiledKernel, Kernel
 from .base import Runtime
 
 
@@ -34,7 +34,7 @@ class PythonRuntime(Runtime):
   def run(self, kernel: Kernel | CompiledKernel, handles: list,
           var_values: dict[str, int]) -> float:
     """Run a linearized Kernel (or a CompiledKernel that carries one); returns the seconds taken."""
-    from ..interpret import execute
+    from ..uop.interpret import execute
     if isinstance(kernel, CompiledKernel):
       kernel = kernel.kernel
     start = time.perf_counter()

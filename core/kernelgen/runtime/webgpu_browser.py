@@ -9,7 +9,7 @@ a clear error and `await read_async(tensor)` is the way to get the bytes.
 from __future__ import annotations
 
 from ..errors import CompileError, DeviceError, KernelgenError, LimitError
-from ..program import CompiledKernel
+from ..uop.program import CompiledKernel
 from .base import Runtime
 
 # WGSL renderer option -> the WebGPU device limit it comes from
@@ -120,7 +120,7 @@ class BrowserWebGPU(Runtime):
     returns how many were freed. Buffers have no finalizer, so this is what frees them. Only
     WEBGPU buffers count: another device's handle may be anything (PYTHON's is a bytearray)."""
     import gc
-    from ..lazy import Buffer
+    from ..graph.lazy import Buffer
     live = {o._handle for o in gc.get_objects() if isinstance(o, Buffer) and o.device == "WEBGPU"}
     dead = self.handles - live
     for handle in dead:

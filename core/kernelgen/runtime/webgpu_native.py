@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from ..errors import CompileError, DeviceError
-from ..program import CompiledKernel, Launch
+from ..uop.program import CompiledKernel, Launch
 from .base import Runtime
 
 # WebGPU features the device asks for when the adapter has them (standard names only, so what

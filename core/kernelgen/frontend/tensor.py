@@ -1,0 +1,487 @@
+"""Tensor: the numpy-like front end. Every operation builds a lazy graph (lazy.py); nothing runs
+until the data is asked for (`tolist`, `data`, `numpy`, `realize`) or the graph is compiled.
+
+Semantics follow numpy (broadcasting, dtype promotion, floor `//` and `%`), with these
+deliberate differences, because WGSL has no 64-bit types:
+- Python ints and lists of ints become int32, Python floats float32 (64-bit dtypes only when asked
+  for, or when a numpy array of that dtype is passed). Python scalars in expressions are "weak"
+  (they take the tensor's dtype), as in numpy 2.
+- `/`, `sqrt`, `exp`, `mean`... of int32/uint32 give float32 (numpy: float64).
+- `sum`/`prod` of bool and ints narrower than 32 bits accumulate in int32 (uint32 for unsigned);
+  int32 stays int32 (numpy: int64). float16/bfloat16 reductions accumulate in float32.
+- `argmax`/`argmin` give int32 (numpy: int64). `gelu` is the tanh approximation.
+- `.data()` of float16 gives the raw 16-bit patterns (format 'H'): the standard library's
+  memoryview cannot hold half floats. bfloat16 likewise.
+- `avg_pool2d` counts padded zeros (count_include_pad).
+"""
+from __future__ import annotations
+
+import math
+
+from ..graph import lazy
+from ..dtype import DType, dtypes, promote_types, truncate
+from ..errors import DeviceError, DTypeError, ShapeError
+from ..graph.lazy import L, LazyOp, chain_view
+from ..uop.ops import Ops
+from .tensor_data import (Scalar, _check_ints, _infer_dtype, _nest, _pairs, _raw_of,  # noqa: F401
+                          _resolve_axes, _shape_args, broadcast_shape, pack, unpack)
+from ..graph.view import View, prod
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+def _float_of(dt: DType) -> DType:
+  """The float dtype `/`, `sqrt`, `exp`... give for `dt` (int32/uint32 -> float32, see above)."""
+  if dt.is_float():
+    return dt
+  return {1: dtypes.float16, 2: dtypes.float32, 4: dtypes.float32}.get(dt.itemsize, dtypes.float64)
+
+
+def _acc_dtype(dt: DType) -> DType:
+  """The dtype sum/prod accumulate in and return (see the module docstring)."""
+  if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 4):
+    return dtypes.int32
+  if dt.kind == "u" and dt.itemsize < 4:
+    return dtypes.uint32
+  return dt
+
+
+def _default_device() -> str:
+  from ..device import Device
+  return Device.DEFAULT
+
+
+# ---- the Tensor ------------------------------------------------------------------------------
+
+class Tensor:
+  """A lazily evaluated n-dimensional array on a device."""
+  __slots__ = ("node", "__weakref__")
+  __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
+
+  def __init__(self, data, dtype=None, device: str | None = None):
+    dtype = dtypes.from_name(dtype) if dtype is not None else None
+    if isinstance(data, LazyOp):
+      self.node = data
+      return
+    if isinstance(data, Tensor):
+      self.node = (data.cast(dtype) if dtype else data).to(device or data.device).node
+      return
+    from ..device import Device
+    device = Device.canonical(device) if device is not None else _default_device()
+    raw, shape, dtype = _raw_of(data, dtype)
+    buffer = lazy.Buffer(device, dtype, prod(shape), raw)
+    self.node = LazyOp.from_buffer(buffer, shape)
+
+  # ---- basic properties ----
+  @property
+  def shape(self) -> tuple[int, ...]:
+    return self.node.shape
+
+  @property
+  def dtype(self) -> DType:
+    return self.node.dtype
+
+  @property
+  def device(self) -> str:
+    return self.node.device
+
+  @property
+  def ndim(self) -> int:
+    return len(self.shape)
+
+  def numel(self) -> int:
+    return prod(self.shape)
+
+  size = property(numel)
+
+  def __len__(self) -> int:
+    if not self.shape:
+      raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+  def __repr__(self) -> str:
+    return f"<Tensor {self.shape} {self.dtype} on {self.device}>"
+
+  # ---- realizing and reading ----
+  def realize(self) -> Tensor:
+    from ..realize import realize
+    realize([self.node])
+    return self
+
+  def _bytes(self) -> bytes:
+    from ..realize import read_bytes
+    return read_bytes(self.node)
+
+  def tolist(self):
+    return _nest(unpack(self._bytes(), self.dtype), self.shape)
+
+  def item(self):
+    if self.numel() != 1:
+      raise ShapeError(f"item() needs a tensor of one element, this one has shape {self.shape}")
+    return unpack(self._bytes(), self.dtype)[0]
+
+  def data(self) -> memoryview:
+    fmt = "H" if self.dtype.fmt == "e" else self.dtype.fmt
+    view = memoryview(self._bytes())
+    return view.cast(fmt, self.shape) if self.numel() else view.cast(fmt)
+
+  def numpy(self):
+    try:
+      import numpy as np
+    except ImportError:
+      raise DeviceError("Tensor.numpy() needs numpy, which is not installed here: "
+                        "use .tolist() or .data() instead") from None
+    raw = self._bytes()
+    if self.dtype == dtypes.bfloat16:
+      return np.array(unpack(raw, self.dtype), dtype=np.float32).reshape(self.shape)
+    return np.frombuffer(raw, dtype=np.dtype(self.dtype.name)).reshape(self.shape).copy()
+
+  def to(self, device: str) -> Tensor:
+    from ..device import Device
+    device = Device.canonical(device)
+    if device == self.device:
+      return self
+    buffer = lazy.Buffer(device, self.dtype, self.numel(), self._bytes())
+    return Tensor(LazyOp.from_buffer(buffer, self.shape))
+
+  def contiguous(self) -> Tensor:
+    """The same values, realized into their own buffer (a kernel boundary) when computed."""
+    return Tensor(LazyOp(L.CONTIGUOUS, self.dtype, self.shape, (self.node,)))
+
+  # ---- creation ----
+  @staticmethod
+  def _full_node(shape, value, dtype: DType, device) -> LazyOp:
+    shape = tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape):
+      raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
+    from ..device import Device
+    device = Device.canonical(device) if device else _default_device()
+    node = LazyOp(L.CONST, dtype, (), arg=truncate(value, dtype), device=device)
+    node = chain_view(node, "reshape", (1,) * len(shape))
+    return chain_view(node, "expand", shape)
+
+  @staticmethod
+  def full(shape, value, dtype=None, device=None) -> Tensor:
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    dtype = dtypes.from_name(dtype) if dtype else _infer_dtype([value])
+    return Tensor(Tensor._full_node(shape, value, dtype, device))
+
+  @staticmethod
+  def zeros(*shape, dtype=dtypes.float32, device=None) -> Tensor:
+    return Tensor.full(_shape_args(shape), 0, dtype, device)
+
+  @staticmethod
+  def ones(*shape, dtype=dtypes.float32, device=None) -> Tensor:
+    return Tensor.full(_shape_args(shape), 1, dtype, device)
+
+  @staticmethod
+  def empty(*shape, dtype=dtypes.float32, device=None) -> Tensor:
+    return Tensor.zeros(*shape, dtype=dtype, device=device)
+
+  @staticmethod
+  def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
+    if stop is None:
+      start, stop = 0, start
+    dtype = dtypes.from_name(dtype) if dtype else _infer_dtype([start, stop, step])
+    if step == 0:
+      raise ShapeError("arange step must not be 0: use a positive or negative step")
+    n = max(0, math.ceil((stop - start) / step))
+    from ..device import Device
+    device = Device.canonical(device) if device else _default_device()
+    ramp = Tensor(LazyOp(L.IOTA, dtypes.int32, (n,), device=device))
+    return (ramp.cast(dtype) * step + start).cast(dtype)
+
+  @staticmethod
+  def eye(n: int, m: int | None = None, dtype=dtypes.float32, device=None) -> Tensor:
+    m = n if m is None else m
+    rows = Tensor.arange(n, device=device).reshape(n, 1)
+    return (rows == Tensor.arange(m, device=device).reshape(1, m)).cast(dtype)
+
+  @staticmethod
+  def rand(*shape, seed: int = 0, dtype=dtypes.float32, device=None) -> Tensor:
+    """Uniform [0, 1) from a counter-based hash of (seed, element index): deterministic."""
+    shape = _shape_args(shape)
+    if any(s < 0 for s in shape):
+      raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
+    bits = _hash_u32(Tensor.arange(prod(shape), device=device), seed)
+    unit = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
+    return unit.reshape(shape).cast(dtype)
+
+  @staticmethod
+  def randn(*shape, seed: int = 0, dtype=dtypes.float32, device=None) -> Tensor:
+    """Standard normal values (Box-Muller over two hashed streams); deterministic in `seed`."""
+    shape = _shape_args(shape)
+    u1 = 1.0 - Tensor.rand(*shape, seed=seed * 2 + 1, device=device)
+    u2 = Tensor.rand(*shape, seed=seed * 2 + 2, device=device)
+    return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).cast(dtype)
+
+  @staticmethod
+  def zeros_like(t: Tensor, dtype=None) -> Tensor:
+    return Tensor.zeros(*t.shape, dtype=dtype or t.dtype, device=t.device)
+
+  @staticmethod
+  def ones_like(t: Tensor, dtype=None) -> Tensor:
+    return Tensor.ones(*t.shape, dtype=dtype or t.dtype, device=t.device)
+
+  def _const(self, value, dtype: DType | None = None) -> Tensor:
+    return Tensor(Tensor._full_node(self.shape, value, dtype or self.dtype, self.device))
+
+  # ---- movement ----
+  def _move(self, move: str, *args) -> Tensor:
+    return Tensor(chain_view(self.node, move, *args))
+
+  def reshape(self, *shape) -> Tensor:
+    shape = list(_shape_args(shape))
+    if shape.count(-1) > 1:
+      raise ShapeError(f"reshape to {tuple(shape)}: only one dim can be -1")
+    if -1 in shape:
+      known = prod(s for s in shape if s != -1)
+      shape[shape.index(-1)] = self.numel() // known if known else 0
+    if prod(shape) != self.numel() or any(s < 0 for s in shape):
+      raise ShapeError(f"cannot reshape {self.shape} ({self.numel()} elements) to "
+                       f"{tuple(shape)}: the element counts must match")
+    return self if tuple(shape) == self.shape else self._move("reshape", tuple(shape))
+
+  view = reshape
+
+  def flatten(self) -> Tensor:
+    return self.reshape(-1)
+
+  def permute(self, *order) -> Tensor:
+    order = _shape_args(order)
+    if sorted(a % max(self.ndim, 1) for a in order) != list(range(self.ndim)):
+      raise ShapeError(f"permute{tuple(order)} of a {self.ndim}-d tensor: give each axis "
+                       f"0..{self.ndim - 1} once")
+    return self._move("permute", tuple(a % self.ndim for a in order))
+
+  def transpose(self, *axes) -> Tensor:
+    """numpy's transpose: no axes reverses them; otherwise a full permutation."""
+    return self.permute(*(axes or range(self.ndim - 1, -1, -1)))
+
+  def swapaxes(self, a: int, b: int) -> Tensor:
+    order = list(range(self.ndim))
+    a, b = _resolve_axes(a, self.ndim)[0], _resolve_axes(b, self.ndim)[0]
+    order[a], order[b] = order[b], order[a]
+    return self.permute(*order)
+
+  @property
+  def T(self) -> Tensor:
+    return self.transpose()
+
+  def expand(self, *shape) -> Tensor:
+    shape = _shape_args(shape)
+    shape = tuple(s if s != -1 else o for s, o in
+                  zip(shape, (1,) * (len(shape) - self.ndim) + self.shape))
+    target = broadcast_shape(self.shape, shape)
+    if target != shape:
+      raise ShapeError(f"cannot expand {self.shape} to {shape}: only size-1 dims can grow")
+    x = self.reshape((1,) * (len(shape) - self.ndim) + self.shape)
+    return x if x.shape == shape else x._move("expand", shape)
+
+  broadcast_to = expand
+
+  def unsqueeze(self, axis: int) -> Tensor:
+    axis = _resolve_axes(axis, self.ndim + 1)[0]
+    return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
+
+  expand_dims = unsqueeze
+
+  def squeeze(self, axis=None) -> Tensor:
+    axes = _resolve_axes(axis, self.ndim) if axis is not None else \
+      tuple(i for i, s in enumerate(self.shape) if s == 1)
+    if any(self.shape[a] != 1 for a in axes):
+      raise ShapeError(f"squeeze axis {axis} of shape {self.shape}: only size-1 dims can go")
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+  def pad(self, pad_width, value=0) -> Tensor:
+    """numpy.pad with a constant fill: pad_width is ((before, after), ...) per dim."""
+    pads = _pairs(pad_width, self.ndim, "pad")
+    _check_ints([w for pair in pads for w in pair], "pad")
+    if any(b < 0 or a < 0 for b, a in pads):
+      raise ShapeError(f"pad widths must be >= 0, got {pads}; use shrink to cut")
+    if self.numel() == 0 and any(b or a for b, a in pads):   # nothing to place: all fill
+      shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pads))
+      return Tensor.full(shape, value, dtype=self.dtype, device=self.device)
+    out = self._move("pad", pads) if any(b or a for b, a in pads) else self
+    if value == 0 or out is self:
+      return out
+    inside = Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device)._move("pad", pads)
+    return where(inside, out, value)
+
+  def shrink(self, bounds) -> Tensor:
+    bounds = tuple((0, n) if b is None else tuple(b) for b, n in zip(bounds, self.shape))
+    if len(bounds) != self.ndim or any(not 0 <= b <= e <= n for (b, e), n in
+                                       zip(bounds, self.shape)):
+      raise ShapeError(f"shrink {bounds} of shape {self.shape}: give (start, end) per dim "
+                       f"with 0 <= start <= end <= size")
+    if all(b == (0, n) for b, n in zip(bounds, self.shape)):
+      return self
+    return self._move("shrink", bounds)
+
+  def flip(self, axis=None) -> Tensor:
+    axes = _resolve_axes(axis, self.ndim)
+    return self._move("flip", axes) if axes else self
+
+  def _step(self, steps) -> Tensor:
+    return self._move("step", tuple(steps)) if any(k != 1 for k in steps) else self
+
+  def __getitem__(self, index) -> Tensor:
+    from .indexing import getitem
+    return getitem(self, index)
+
+  def repeat(self, *reps) -> Tensor:
+    reps = _shape_args(reps)
+    x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
+    expanded = x.reshape(tuple(v for s in x.shape for v in (1, s)))
+    expanded = expanded.expand(tuple(v for r, s in zip(reps, x.shape) for v in (r, s)))
+    return expanded.reshape(tuple(r * s for r, s in zip(reps, x.shape)))
+
+  def _windows(self, kernel, stride, dilation) -> Tensor:
+    """(..., H, W) -> (..., OH, OW, kh, kw): sliding windows as a strided view, no copy."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    *lead, h, w = self.shape
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    if oh <= 0 or ow <= 0:
+      raise ShapeError(f"window {kernel} (dilation {dilation}) is larger than the padded "
+                       f"input {(h, w)}: use a smaller kernel or more padding")
+    lead_strides = [prod(lead[i + 1:]) * h * w for i in range(len(lead))]
+    view = View(tuple(lead) + (oh, ow, kh, kw),
+                tuple(lead_strides) + (sh * w, sw, dh * w, dw))
+    view = View.contiguous(view.shape)._with(view.shape, view.strides, 0, None)
+    return Tensor(LazyOp(L.VIEW, self.dtype, view.shape, (self.node,), view))
+
+  # ---- elementwise ----
+  def _binary(self, op: Ops, other, reverse=False, dtype: DType | None = None) -> Tensor:
+    a, b = (other, self) if reverse else (self, other)
+    a, b = coerce(a, b)
+    out = dtypes.bool if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE) else a.dtype
+    return Tensor(a.node.alu(op, dtype or out, b.node))
+
+  def _unary(self, op: Ops) -> Tensor:
+    return Tensor(self.node.alu(op, self.dtype))
+
+  def cast(self, dtype) -> Tensor:
+    dtype = dtypes.from_name(dtype)
+    if dtype == self.dtype:
+      return self
+    return Tensor(LazyOp(L.CAST, dtype, self.shape, (self.node,)))
+
+  astype = cast
+
+  def bitcast(self, dtype) -> Tensor:
+    dtype = dtypes.from_name(dtype)
+    if dtype.itemsize != self.dtype.itemsize:
+      raise DTypeError(f"bitcast from {self.dtype} to {dtype} needs equal widths "
+                       f"({self.dtype.itemsize} vs {dtype.itemsize} bytes): use cast instead")
+    return self if dtype == self.dtype else \
+      Tensor(LazyOp(L.BITCAST, dtype, self.shape, (self.node,)))
+
+  def float(self) -> Tensor:
+    return self.cast(dtypes.float32)
+
+  def half(self) -> Tensor:
+    return self.cast(dtypes.float16)
+
+  def int(self) -> Tensor:
+    return self.cast(dtypes.int32)
+
+  def bool(self) -> Tensor:
+    return self.cast(dtypes.bool)
+
+
+def _hash_u32(index: Tensor, seed: int) -> Tensor:
+  """A counter-based integer hash (lowbias32-style mixing) of index and seed, as uint32."""
+  x = index.cast(dtypes.uint32) ^ truncate(seed * 0x9E3779B9 + 0x85EBCA6B, dtypes.uint32)
+  for shift, mult in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
+    x = x ^ (x >> shift)
+    if mult is not None:
+      x = x * mult
+  return x
+
+
+def coerce(*xs) -> list[Tensor]:
+  """Tensors of one broadcast shape and one promoted dtype; Python scalars are weak."""
+  tensors = [x for x in xs if isinstance(x, Tensor)]
+  if not tensors:
+    raise DTypeError("an operation needs at least one Tensor operand")
+  devices = {t.device for t in tensors}
+  if len(devices) > 1:
+    raise DeviceError(f"operands live on different devices {sorted(devices)}: "
+                      f"move them with .to(device) first")
+  dtype = result_dtype(*xs)
+  shape = broadcast_shape(*(t.shape for t in tensors))
+  out = []
+  for x in xs:
+    t = x if isinstance(x, Tensor) else Tensor(Tensor._full_node((), x, dtype, tensors[0].device))
+    out.append(t.cast(dtype).expand(shape) if shape else t.cast(dtype))
+  return out
+
+
+def result_dtype(*xs) -> DType:
+  strong = [x.dtype for x in xs if isinstance(x, Tensor)]
+  dtype = promote_types(*strong) if strong else dtypes.bool
+  for x in xs:
+    if isinstance(x, float) and not dtype.is_float():
+      dtype = dtypes.float64 if dtype.itemsize == 8 else dtypes.float32
+    elif isinstance(x, int) and not isinstance(x, bool) and dtype == dtypes.bool:
+      dtype = dtypes.int32
+    elif not isinstance(x, (Tensor,) + Scalar):
+      raise DTypeError(f"cannot use {type(x).__name__} in a tensor expression: "
+                       f"use a Tensor or a Python number")
+  return dtype
+
+
+def where(cond, x, y) -> Tensor:
+  """numpy.where(cond, x, y): x where cond is true, else y; broadcasting, promoted dtype."""
+  cond = cond if isinstance(cond, Tensor) else Tensor(cond)
+  dtype = result_dtype(x, y)
+  a, b = (v if isinstance(v, Tensor) else Tensor(Tensor._full_node((), v, dtype, cond.device))
+          for v in (x, y))
+  shape = broadcast_shape(cond.shape, a.shape, b.shape)
+  c = cond.cast(dtypes.bool).expand(shape)
+  a, b = a.cast(dtype).expand(shape), b.cast(dtype).expand(shape)
+  return Tensor(LazyOp(L.ALU, dtype, shape, (c.node, a.node, b.node), Ops.WHERE))
+
+
+def cat(tensors, axis: int = 0) -> Tensor:
+  """numpy.concatenate: join along an existing axis (one kernel: padded views added)."""
+  tensors = list(tensors)
+  if not tensors:
+    raise ShapeError("cat needs at least one tensor")
+  first = tensors[0]
+  axis = _resolve_axes(axis, first.ndim)[0]
+  for t in tensors[1:]:
+    if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape))
+                                   if i != axis):
+      raise ShapeError(f"cat of shapes {first.shape} and {t.shape} along axis {axis}: every "
+                       f"other dim must match")
+  dtype = result_dtype(*tensors)
+  total = sum(t.shape[axis] for t in tensors)
+  out, start = None, 0
+  for t in tensors:
+    pads = [(0, 0)] * first.ndim
+    pads[axis] = (start, total - start - t.shape[axis])
+    piece = t.cast(dtype).pad(pads)
+    if out is None:
+      out = piece
+    elif dtype.is_float():    # not +: -0.0 + 0.0 is 0.0
+      out = where(Tensor.ones(*t.shape, dtype=dtypes.bool, device=t.device).pad(pads), piece, out)
+    else:
+      out = out | piece if dtype == dtypes.bool else out + piece
+    start += t.shape[axis]
+  return out
+
+
+def stack(tensors, axis: int = 0) -> Tensor:
+  """numpy.stack: join along a new axis."""
+  tensors = list(tensors)
+  if not tensors:
+    raise ShapeError("stack needs at least one tensor")
+  axis = _resolve_axes(axis, tensors[0].ndim + 1)[0]
+  shapes = {t.shape for t in tensors}
+  if len(shapes) > 1:
+    raise ShapeError(f"stack needs tensors of one shape, got {sorted(shapes)}")
+  return cat([t.unsqueeze(axis) for t in tensors], axis)
+
+
+from . import tensor_ops  # noqa: E402  (attaches the operator methods to Tensor)

@@ -1,0 +1,112 @@
+"""The lazy tensor graph: what a Tensor holds until it is realized.
+
+A `LazyOp` is one node of a tensor program: a realized buffer, a constant, an index ramp, an
+elementwise op, a reduction or a view (movement). Unlike UOps these are not interned: a node is
+realized in place (`node.buffer` is set) so every tensor sharing it reuses the result.
+"""
+from __future__ import annotations
+
+from enum import Enum, auto
+
+from ..dtype import DType
+from ..uop.ops import Ops
+from .view import View, prod
+
+
+class L(Enum):
+  BUFFER = auto()   # realized data; arg unused, `buffer` set
+  CONST = auto()    # one value broadcast to the shape; arg = Python value
+  IOTA = auto()     # 0, 1, 2, ... along a 1-d shape (int32); makes arange, eye, rand
+  ALU = auto()      # elementwise; arg = Ops; sources have this node's shape
+  CAST = auto()     # value conversion to dtype
+  BITCAST = auto()  # reinterpret the bits as dtype (same width)
+  REDUCE = auto()   # arg = (Ops.ADD|MUL|MAX|MIN, axes); reduced axes keep size 1
+  CONTIGUOUS = auto()  # the source's values, always realized into a buffer of their own
+  VIEW = auto()     # arg = View from src[0]'s shape (laid out contiguously) to this shape
+
+
+class Buffer:
+  """`size` elements of `dtype` in numpy layout on `device`; host bytes until a kernel needs it."""
+
+  def __init__(self, device: str, dtype: DType, size: int, data: bytes | None = None):
+    self.device, self.dtype, self.size = device, dtype, size
+    self._handle = None
+    self._host = bytes(data) if data is not None else None
+
+  @property
+  def nbytes(self) -> int:
+    return self.size * self.dtype.itemsize
+
+  @property
+  def runtime(self):
+    from ..device import Device
+    return Device[self.device]
+
+  @property
+  def handle(self):
+    """The device buffer, allocated (and filled with the host bytes) on first use."""
+    if self._handle is None:
+      # kept only once filled: an upload cut short (Ctrl-C) must not leave an empty handle that
+      # the next realize would read as this buffer's data
+      handle = self.runtime.alloc(max(self.nbytes, 1))
+      if self._host is not None and self.nbytes:
+        try:
+          self.runtime.copyin(handle, self._host)
+        except BaseException:
+          self.runtime.free(handle)
+          raise
+      self._handle, self._host = handle, None
+    return self._handle
+
+  def copyout(self) -> bytes:
+    if self._handle is None:
+      return self._host if self._host is not None else bytes(self.nbytes)
+    return bytes(self.runtime.copyout(self._handle))[:self.nbytes] if self.nbytes else b""
+
+
+class LazyOp:
+  __slots__ = ("op", "dtype", "shape", "src", "arg", "buffer", "device", "__weakref__")
+
+  def __init__(self, op: L, dtype: DType, shape: tuple, src: tuple = (), arg=None,
+               device: str | None = None, buffer: Buffer | None = None):
+    self.op, self.dtype, self.shape, self.src, self.arg = op, dtype, tuple(shape), tuple(src), arg
+    self.buffer = buffer
+    self.device = device if device is not None else (src[0].device if src else None)
+
+  @property
+  def size(self) -> int:
+    return prod(self.shape)
+
+  @property
+  def realized(self) -> bool:
+    return self.buffer is not None
+
+  def __repr__(self) -> str:
+    arg = f" {self.arg}" if self.op not in (L.VIEW,) and self.arg is not None else ""
+    return f"<{self.op.name}{arg} {self.dtype} {self.shape}{' realized' if self.realized else ''}>"
+
+  # ---- builders ----
+  @staticmethod
+  def from_buffer(buffer: Buffer, shape) -> LazyOp:
+    return LazyOp(L.BUFFER, buffer.dtype, shape, device=buffer.device, buffer=buffer)
+
+  def alu(self, op: Ops, dtype: DType, *others: LazyOp) -> LazyOp:
+    return LazyOp(L.ALU, dtype, self.shape, (self,) + others, op)
+
+
+def base_view(node: LazyOp) -> tuple[LazyOp, View]:
+  """The node a movement chain starts from and the view of it, when one view can express it."""
+  if node.op is L.VIEW and not node.realized:
+    return node.src[0], node.arg
+  return node, View.contiguous(node.shape)
+
+
+def chain_view(node: LazyOp, move: str, *args) -> LazyOp:
+  """Apply a movement to `node`, merging it into the existing view where possible."""
+  base, view = base_view(node)
+  moved = getattr(view, move)(*args)
+  if moved is None:
+    base, moved = node, getattr(View.contiguous(node.shape), move)(*args)
+  if moved.shape == base.shape and moved.is_contiguous():
+    return base
+  return LazyOp(L.VIEW, node.dtype, moved.shape, (base,), moved)

@@ -1,0 +1,439 @@
+"""The optimizer: choose launch options for one scheduled kernel on one target.
+
+Heuristics, as data: each target's workgroup limits, the preferred workgroup sizes, and when
+to give one thread several outputs (upcast, or a register tile of two output axes for
+matmul-like reductions), and when to tile those through workgroup memory with a 2-D workgroup
+(wgtile.py: the PTX default; on WGSL, lavapipe measured it slower, see STAGE_DEFAULT).
+`optimize(item, target, options)` returns the Opts the lowering uses; options may force them
+(`local=`, `upcast=`, `group=`, `tile=`, `stage=`). `search` instead times candidate Opts on the
+actual device (register tiles with and without workgroup memory among them) and keeps the
+fastest, cached by kernel (KERNELGEN_SEARCH=1 makes realizing use it; `forced_options` turns
+its choice back into options).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ..dtype import dtypes
+from ..graph.lazy import L
+from ..errors import LimitError, UnsupportedError
+from .lower import MAX_TRIPS, Opts, lower
+from ..uop.ops import Ops, print_graph, toposort
+from ..graph.schedule import ScheduleItem
+from ..graph.view import prod
+
+# target -> the most threads in one workgroup we use (WebGPU guarantees 256; PTX allows 1024)
+MAX_LOCAL = {"wgsl": 256, "ptx": 256, "python": 64}
+# workgroup sizes to try, best first: a size that divides the output avoids bounds checks
+PREFERRED_LOCAL = (256, 128, 64, 32)
+# below this many outputs per thread group, a partial (gated) last workgroup is not worth it
+MIN_GATED_LOCAL = 64
+# elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
+UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
+# target -> whether elementwise kernels with UPCAST outputs per thread read runs of consecutive
+# elements and write their outputs as vectors (WGSL: array<vec4<f32>>; lavapipe, softmax's
+# exp-divide over 4096x1024: 1.25x)
+UPCAST_VEC = {"wgsl": True}
+# target -> (outputs per thread, the most threads per workgroup) for those kernels where UPCAST
+# differs: the same 1024 outputs per workgroup in fewer, busier threads (lavapipe, 4096x1024:
+# x * 2 + 1 and softmax's exp-divide 1.2x, x + x[:1] 1.25x, a transpose 1.1x, int8 the same)
+TARGET_UPCAST = {"wgsl": (8, 128)}
+# grouped reductions: a kernel whose reduction covers at least GROUP_MIN_REDUCE elements and has
+# fewer outputs than GROUP_MAX_OUTPUTS gives each output a workgroup (of at least GROUP_MIN)
+GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
+# target -> the dtypes whose grouped reductions may combine per subgroup (option subgroups=True):
+# WGSL subgroup ops take f32, f16, i32, u32; PTX warp shuffles 32-bit values (bool and 8/16-bit
+# integers fold through memory only)
+SUBGROUP_DTYPES = {"wgsl": ("float16", "float32", "int32", "uint32"),
+                   "python": ("float16", "float32", "int32", "uint32"),
+                   "ptx": ("float32", "int32", "uint32")}
+# the fewest threads per output for which the heuristic uses them (lavapipe, sum over rows of 1024
+# and of 16384: 32 threads 0.8x and 1.0x the plain fold's speed, 64 threads 4.4x and 1.2x, 256 9x
+# and 3.4x); on PTX only whole warps (a multiple of 32)
+SUBGROUP_MIN_GROUP, WARP = 64, 32
+# target -> how grouped reductions read: each lane's loop unrolled GROUP_UNROLL times, and
+# GROUP_VEC consecutive elements per lane and step, as vector loads (WGSL: array<vec4<f32>>);
+# lavapipe, sum 16M: unrolled (and the fold in lane 0 only) 1.4x, vec4 loads 1.7x more
+GROUP_UNROLL = {"wgsl": 4, "ptx": 4, "python": 1}
+GROUP_VEC = {"wgsl": 4, "ptx": 1, "python": 1}
+# option group_chunk=True: each lane of a grouped reduction reads one run of consecutive elements
+# instead of every group-th step. GPUs want the strided order (a step's loads are one contiguous
+# block across the lanes: coalesced); CPU adapters run a workgroup's invocations as SIMD lanes,
+# each streaming its own run best, so the WEBGPU device sets it on CPU adapters (lavapipe on AMD
+# EPYC, sum 16M: 44 -> 12 ms; rows of softmax 4096x1024, max and exp-sum: see bench/results.json)
+# and keeps groups to at most CHUNK_MAX_GROUP lanes (the same, sum 16M's 256 x 65536 first kernel:
+# 16 / 32 / 64 / 256 lanes ran 6.4 / 6.5 / 6.7 / 7.8 ms at best, 11.2 / 10.9 / 11.4 / 14.7 median)
+CHUNK_MAX_GROUP = 32
+# target -> the fewest steps (of GROUP_VEC elements) each lane of a grouped reduction takes: fewer
+# threads per output where sqrt(reduce size) would leave less (lavapipe, max over rows of 1024: 16
+# threads 1.2x faster than 32; rows of 16384 and 65536 keep 128 and 256)
+GROUP_MIN_STEPS = {"wgsl": 16}
+# target -> bytes of workgroup memory one kernel may use (WebGPU guarantees 16 KiB)
+MAX_LOCAL_BYTES = {"wgsl": 16384, "ptx": 49152, "python": 1 << 20}
+# register tiles: reductions with two output axes divisible by the tile (matmul, conv2d) give
+# each thread a block of outputs on GPUs, the first of TILES that divides them and leaves at
+# least TILE_MIN_THREADS threads, when the output has at least TILE_MIN_SIZE elements and the
+# reduction at least TILE_MIN_REDUCE (lavapipe, 512^3 f32: 8x8 is 10x, 4x4 4x one output per
+# thread); a forced tile has at most MAX_TILE_ACC outputs
+TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
+  ((8, 8), (4, 4)), 256, 4096, 8, 128
+# the tile that compares the loads of each choice of tiled axes
+TILE_PROBE = (2, 2)
+# target -> whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a register tile that
+# shares loads over a grouped reduction (_shares_loads; measured on lavapipe only: PTX keeps the
+# grouped reduction, whose many small blocks fill a large GPU, until a GPU says otherwise)
+TILE_OVER_GROUP = {"wgsl": True}
+# tiling through workgroup memory (wgtile.py; option "stage": True/False or (TR, TC, BK)): a
+# workgroup of up to STAGE_THREADS[target] threads (rows x cols), each the register tile chosen
+# above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
+# memory is short); on by default where STAGE_DEFAULT says so, for
+# kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs);
+# each step is a loop over its elements (wgtile.STAGE_UNROLL per trip; ptxas unrolls it), so the
+# step's size no longer sets the kernel's size (lavapipe ran steps of 8 as fast as 16; no GPU
+# was at hand to compare)
+STAGE_THREADS = {"wgsl": (16, 16), "ptx": (16, 16), "python": (8, 8)}
+STAGE_TILE, STAGE_STEP = (4, 4), 8
+STAGE_DEFAULT = {"ptx": True, "wgsl": False, "python": False}
+# target -> whether register tiles accumulate float a*b products fused (MULACC: PTX fma.rn, one
+# instruction and one rounding instead of mul + add); WGSL keeps mul + add (fma() is a libcall on
+# CPU adapters without FMA)
+TILE_FMA = {"ptx": True}
+# what search tries
+SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
+SEARCH_TILES = ((8, 8), (4, 4), (8, 4), (4, 8), (2, 2))
+
+
+def _local_size(n: int, limit: int) -> int:
+  for size in PREFERRED_LOCAL:
+    if size <= limit and n % size == 0:
+      return size
+  if n >= MIN_GATED_LOCAL:
+    return min(MIN_GATED_LOCAL, limit)
+  size = 1
+  while size * 2 <= min(n, limit) and n % (size * 2) == 0:
+    size *= 2
+  return size
+
+
+def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Opts:
+  """Launch options for `item` on `target`."""
+  options = options or {}
+  n = max(item.out.size, 1)
+  group = int(options.get("group", -1))
+  if group < 0:
+    group = 0 if "local" in options or "upcast" in options or \
+      options.get("stage") not in (None, False) else _group_size(item, target, options)
+    if group and TILE_OVER_GROUP.get(target) and _shares_loads(item, target, options):
+      group = 0                    # register tiles instead (conv2d, matmul with few outputs)
+  if group:
+    return Opts(local=group, upcast=1, group=group, subgroups=_subgroups(target, options, group),
+                group_unroll=int(options.get("group_unroll", GROUP_UNROLL.get(target, 1))),
+                group_vec=int(options.get("group_vec", GROUP_VEC.get(target, 1))),
+                group_chunk=bool(options.get("group_chunk", False)))
+  tile = _tile(item, target, options)
+  staged = _stage(item, target, options, tile)
+  if staged:
+    return staged
+  if tile:
+    tile, axes = tile
+    threads = _tile_threads(item, tile, axes)
+    local = int(options.get("local", 0)) or _local_size(threads, MAX_LOCAL.get(target, 256))
+    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=TILE_FMA.get(target, False))
+  upcast = int(options.get("upcast", _default_upcast(item, target, n)))
+  if n % upcast:
+    upcast = 1
+  limit = MAX_LOCAL.get(target, 256)
+  if upcast > 1 and "upcast" not in options:
+    limit = min(limit, TARGET_UPCAST.get(target, (UPCAST, limit))[1])
+  local = int(options.get("local", 0)) or _local_size(n // upcast, limit)
+  vec = bool(options.get("upcast_vec", UPCAST_VEC.get(target, False)))
+  return Opts(local=local, upcast=upcast, upcast_vec=vec and upcast > 1 and not _has_reduce(item))
+
+
+def _subgroups(target: str, options: dict, group: int) -> tuple:
+  """The dtypes whose grouped reductions combine per subgroup first: with option subgroups=True
+  (the WEBGPU device sets it when its adapter has subgroups), `group` threads per output (at
+  least SUBGROUP_MIN_GROUP unless the group is forced; whole warps on PTX)."""
+  forced = int(options.get("group", 0) or 0) > 0
+  if not options.get("subgroups") or not (forced or group >= SUBGROUP_MIN_GROUP):
+    return ()
+  return () if target == "ptx" and group % WARP else SUBGROUP_DTYPES.get(target, ())
+
+
+def _reduces(item: ScheduleItem) -> list:
+  """The reductions computed inside the kernel."""
+  stop, found, stack, seen = {id(i) for i in item.inputs}, [], [item.out], set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or (id(node) in stop and node is not item.out) or node.realized:
+      continue
+    seen.add(id(node))
+    if node.op is L.REDUCE:
+      found.append(node)
+    stack.extend(node.src)
+  return found
+
+
+def _group_size(item: ScheduleItem, target: str, options: dict | None = None) -> int:
+  """Threads per output for a grouped reduction (0: none): about sqrt(reduce size), a power of
+  two within the target's workgroup size and workgroup memory (and CHUNK_MAX_GROUP with option
+  group_chunk), leaving each lane at least GROUP_MIN_STEPS steps."""
+  reduces = _reduces(item)
+  if not reduces or item.out.size >= GROUP_MAX_OUTPUTS:
+    return 0
+  sizes = [prod(r.src[0].shape[a] for a in r.arg[1]) for r in reduces]
+  if min(sizes) < GROUP_MIN_REDUCE or any(r.dtype == dtypes.bool for r in reduces):
+    return 0
+  limit = MAX_LOCAL.get(target, 256)
+  if (options or {}).get("group_chunk"):
+    limit = min(limit, CHUNK_MAX_GROUP)
+  local_bytes = sum(r.dtype.itemsize for r in reduces)
+  while limit * local_bytes > MAX_LOCAL_BYTES.get(target, 16384):
+    limit //= 2
+  group, steps = GROUP_MIN, GROUP_MIN_STEPS.get(target, 0) * GROUP_VEC.get(target, 1)
+  while group * 2 <= limit and (group * 2) ** 2 <= min(sizes) and group * 2 * steps <= min(sizes):
+    group *= 2
+  return group if group <= limit else 0
+
+
+def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
+  """((R, C), axes) of the register tile for `item`, or () for none; options["tile"] forces
+  (R, C)."""
+  if "tile" in options:
+    tile = tuple(int(v) for v in options["tile"] or ())
+    if tile and (len(tile) != 2 or min(tile) < 1 or tile[0] * tile[1] > MAX_TILE_ACC):
+      raise UnsupportedError(f"tile={options['tile']!r}: give (rows, cols), both >= 1, at most "
+                             f"{MAX_TILE_ACC} outputs per thread, or () for none")
+    axes = _tile_axes(item) if tile else None
+    return (tile, axes) if axes and _tileable(item, tile, axes) else ()
+  if target == "python" or "local" in options or "upcast" in options:
+    return ()
+  axes = _tile_axes(item)
+  if item.out.size < TILE_MIN_SIZE or not axes or not _tileable(item, TILES[-1], axes):
+    return ()
+  reduce = _reduces(item)[0]
+  if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < TILE_MIN_REDUCE:
+    return ()
+  fits = [t for t in TILES
+          if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS]
+  return (fits[0], axes) if fits else ()
+
+
+def _shares_loads(item: ScheduleItem, target: str, options: dict) -> bool:
+  """The register tile `_tile` picks for `item` shares loads between its outputs: a TILE_PROBE
+  tile loads fewer values per step than its outputs would alone (matmul, conv2d; not a sum over
+  rows), and its loop needs no unrolling to stay under MAX_TRIPS. Such kernels take tiles over a
+  grouped reduction (lavapipe, conv2d 3x3 128ch 14x14: 8x8 tiles 8 ms, 16 threads per output
+  130 ms; matmul 128x1024x128: 6 vs 39 ms)."""
+  tile = _tile(item, target, options)
+  if not tile:
+    return False
+  reduce = _reduces(item)[0]
+  if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) > MAX_TRIPS:
+    return False
+  def loads(probe):
+    sink, _ = lower(item, Opts(tile=probe, tile_axes=tile[1]))
+    return sum(u.op is Ops.LOAD for u in toposort([sink]))
+  return loads(TILE_PROBE) < TILE_PROBE[0] * TILE_PROBE[1] * loads((1, 1))
+
+
+def _pow2_at_least(n: int) -> int:
+  return 1 << max(0, math.ceil(math.log2(max(n, 1))))
+
+
+def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts | None:
+  """Opts tiling `item` through workgroup memory, or None (not wanted or not applicable);
+  options["stage"] forces it on (True, or (TR, TC, BK)) or off (False)."""
+  from .wgtile import plan
+  want = options.get("stage")
+  forced = want is not None and want is not False
+  if isinstance(want, (tuple, list)):
+    if len(want) != 3 or any(not isinstance(v, int) or v < 1 for v in want):
+      raise UnsupportedError(f"stage={want!r}: give (thread rows, thread cols, reduce step), "
+                             f"all >= 1, or True / False")
+  elif want not in (None, True, False):
+    raise UnsupportedError(f"stage={want!r}: give True, False or (thread rows, thread cols, "
+                           f"reduce step)")
+  if not forced and (want is False or not tile or not STAGE_DEFAULT.get(target)):
+    return None
+  axes = tile[1] if tile else _tile_axes(item)
+  p = plan(item, axes) if axes else None
+  if p is None and axes:           # the register tile's axes cannot be staged: another pair
+    sizes = [a for a, n in enumerate(item.out.shape) if n > 1]
+    for pair in reversed(list(itertools.combinations(sizes, 2))):
+      if (p := plan(item, pair)) is not None:
+        axes, tile = pair, (tile[0], pair) if tile else tile
+        break
+  if p is None:
+    return None
+  shape = item.out.shape
+  rows, cols = tile[0] if tile else \
+    (min(STAGE_TILE[0], shape[axes[0]]), min(STAGE_TILE[1], shape[axes[1]]))
+  total = prod(p.reduce.src[0].shape[a] for a in p.reduce.arg[1])
+  if isinstance(want, (tuple, list)):
+    trows, tcols, step = want
+  else:
+    most = STAGE_THREADS.get(target, (8, 8))
+    trows = min(most[0], _pow2_at_least(math.ceil(shape[axes[0]] / rows)))
+    tcols = min(most[1], _pow2_at_least(math.ceil(shape[axes[1]] / cols)))
+    if not tile:                 # no more register tile than the axis needs
+      rows, cols = math.ceil(shape[axes[0]] / trows) if rows > 1 else 1, \
+        math.ceil(shape[axes[1]] / tcols) if cols > 1 else 1
+      rows, cols = min(rows, STAGE_TILE[0]), min(cols, STAGE_TILE[1])
+    step = min(STAGE_STEP, _pow2_at_least(total))
+    while step > 1 and p.local_bytes(trows * rows, tcols * cols, step) > \
+        MAX_LOCAL_BYTES.get(target, 16384):
+      step //= 2
+  what = f"tiling through workgroup memory ({trows}x{tcols} threads of {rows}x{cols} outputs, "\
+         f"steps of {step})"
+  need, limit = p.local_bytes(trows * rows, tcols * cols, step), MAX_LOCAL_BYTES.get(target, 16384)
+  problem = None
+  if trows * tcols > MAX_LOCAL.get(target, 256):
+    problem = f"needs {trows * tcols} threads per workgroup; {target} allows " \
+              f"{MAX_LOCAL.get(target, 256)}: force fewer threads with stage=(rows, cols, step)"
+  elif need > limit:
+    problem = f"needs {need} bytes of workgroup memory; {target} allows {limit}: force a " \
+              f"smaller tile=(R, C) or stage=(rows, cols, step)"
+  elif math.ceil(total / step) > MAX_TRIPS:
+    problem = f"loops {math.ceil(total / step)} times over {total} reduced elements; the most " \
+              f"is {MAX_TRIPS}: force a larger step with stage=(rows, cols, step)"
+  if problem:
+    if forced:
+      raise LimitError(f"{what} {problem}")
+    return None                     # the default falls back to register tiles
+  return Opts(local=trows * tcols, tile=(rows, cols), tile_axes=axes, stage=(trows, tcols, step),
+              fma=TILE_FMA.get(target, False))
+
+
+def _tile_axes(item: ScheduleItem) -> tuple | None:
+  """The two output axes to tile, for a kernel with one (not nested) reduction: of each pair of
+  axes of size > 1, the one whose 2 x 2 tile loads the fewest values per step (later pairs win
+  ties; matmul: its last two; conv2d: output channels and columns)."""
+  if len(_reduces(item)) != 1:
+    return None
+  sizes = [a for a, n in enumerate(item.out.shape) if n > 1]
+  if len(sizes) <= 2:
+    return tuple(sizes) if len(sizes) == 2 else None   # one pair at most: nothing to compare
+  best, best_loads = None, None
+  for pair in itertools.combinations(sizes, 2):
+    sink, _ = lower(item, Opts(tile=TILE_PROBE, tile_axes=pair))
+    loads = sum(u.op is Ops.LOAD for u in toposort([sink]))
+    if best_loads is None or loads <= best_loads:
+      best, best_loads = pair, loads
+  return best
+
+
+def _tileable(item: ScheduleItem, tile: tuple, axes: tuple) -> bool:
+  """The two tiled output axes are at least as long as the tile."""
+  shape = item.out.shape
+  return shape[axes[0]] >= tile[0] and shape[axes[1]] >= tile[1]
+
+
+def _tile_threads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
+  shape = list(item.out.shape)
+  for axis, size in zip(axes, tile):
+    shape[axis] = math.ceil(shape[axis] / size)
+  return prod(shape)
+
+
+def _has_reduce(item: ScheduleItem) -> bool:
+  from ..graph.schedule import _find_reduce
+  return _find_reduce(item.out, item.inputs) is not None
+
+
+def _default_upcast(item: ScheduleItem, target: str, n: int) -> int:
+  from ..graph.schedule import _find_reduce
+  upcast = TARGET_UPCAST.get(target, (UPCAST,))[0]
+  upcast = upcast if n % upcast == 0 else UPCAST
+  if target == "python" or n < UPCAST_MIN_SIZE or n % upcast:
+    return 1
+  return 1 if _find_reduce(item.out, item.inputs) is not None else upcast
+
+
+_SEARCHED: dict[tuple, Opts] = {}
+
+
+def kernel_key(item: ScheduleItem, target: str) -> tuple:
+  """What identifies a kernel for the search cache: its lowered graph and target."""
+  sink, _ = lower(item, Opts())
+  return target, print_graph(sink)
+
+
+def forced_options(opts: Opts) -> dict:
+  """Front-end options that make `optimize` choose `opts` again (what search found)."""
+  if opts.group:
+    return {"group": opts.group}
+  return {"local": opts.local, "upcast": opts.upcast, "tile": opts.tile,
+          "stage": opts.stage or False}
+
+
+def _candidates(item: ScheduleItem, target: str, options: dict) -> list:
+  """(Opts, options forcing them) for search: the heuristic's choice, register tiles of
+  SEARCH_TILES with and without workgroup memory, then workgroup sizes x upcasts."""
+  n = max(item.out.size, 1)
+  limit = MAX_LOCAL.get(target, 256)
+  out = [(optimize(item, target, options), options)]
+  for tile, stage in itertools.product(SEARCH_TILES, (False, True)):
+    forced = {**options, "tile": tile, "stage": stage}
+    try:
+      opts = optimize(item, target, forced)
+    except (LimitError, UnsupportedError):
+      continue
+    if opts.tile == tile:
+      out.append((opts, forced))
+  out += [(Opts(local, upcast), {**options, "local": local, "upcast": upcast, "tile": (),
+                                 "stage": False})
+          for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST)
+          if local <= limit and n % upcast == 0 and local * upcast <= 4 * n]
+  unique = {}
+  for opts, forced in out:
+    unique.setdefault(opts, forced)
+  return list(unique.items())
+
+
+def search(item: ScheduleItem, runtime, handles: list, options: dict | None = None,
+           repeats: int = 2) -> Opts:
+  """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest: the
+  heuristic's, register tiles with and without workgroup memory, workgroup sizes x upcasts.
+  Each call appends what it did to SEARCH_LOG (the page shows it)."""
+  from ..compiler import compile_item
+  target = runtime.target or "python"
+  key = kernel_key(item, target)
+  if key in _SEARCHED:
+    SEARCH_LOG.append({"kernel": item.name, "cached": True, "chosen": describe(_SEARCHED[key])})
+    return _SEARCHED[key]
+  best, best_time, first_time, count = None, None, None, 0
+  for opts, forced in _candidates(item, target, dict(options or {})):
+    compiled = compile_item(item, target, forced)
+    bound = [handles[b.slot] for b in compiled.buffers]   # what this variant still reads
+    seconds = min(runtime.time_run(compiled, bound, {}) for _ in range(repeats))
+    count += 1
+    first_time = seconds if first_time is None else first_time
+    if best_time is None or seconds < best_time:
+      best, best_time = opts, seconds
+  _SEARCHED[key] = best
+  SEARCH_LOG.append({"kernel": item.name, "cached": False, "chosen": describe(best),
+                     "candidates": count, "best_ms": best_time * 1e3,
+                     "heuristic_ms": first_time * 1e3})
+  return best
+
+
+# what each search call did, in order: {kernel, cached, chosen, candidates, best_ms,
+# heuristic_ms} (the caller clears it when it wants only its own)
+SEARCH_LOG: list[dict] = []
+
+
+def describe(opts: Opts) -> str:
+  """Launch options in words, e.g. "local 256, tile 8x8, staged 16x16 step 8"."""
+  if opts.group:
+    return f"grouped reduction, {opts.group} threads per output" + \
+      (" (subgroups)" if opts.subgroups else "")
+  words = [f"local {opts.local}"]
+  if opts.upcast > 1:
+    words.append(f"upcast {opts.upcast}")
+  if opts.tile:
+    words.append(f"tile {opts.tile[0]}x{opts.tile[1]}")
+  if opts.stage:
+    words.append(f"staged {opts.stage[0]}x{opts.stage[1]} step {opts.stage[2]}")
+  return ", ".join(words)

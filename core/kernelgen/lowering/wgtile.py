@@ -1,0 +1,245 @@
+"""Tiling of matmul/conv2d through workgroup memory (`Opts.stage`).
+
+A workgroup of TR x TC threads (lid1 x lid0) computes a block of BR x BC outputs of the two
+tiled axes (BR = TR*R, BC = TC*C: each thread an R x C register tile, `Opts.tile`, its rows
+lid1 + TR*i and its columns in vectors of V (4, 2 or 1 dividing C): lid0*V + TC*V*g + v for
+vector g, lane v; a warp's vector loads and stores cover consecutive memory); gid0 counts the
+column blocks, gid1 the row blocks times the other output axes. The reduction runs in steps of
+BK elements. Per step the workgroup cooperatively computes its operands into workgroup memory:
+the "A" values (the largest parts of the reduction's source, through elementwise ops, that do
+not depend on the column axis) for BR x BK, the "B" values (not depending on the row axis) for
+BK x BC, each thread a run of up to 4 consecutive elements per round (one vector load and store
+where they are consecutive in memory); BARRIER; each thread accumulates its tile from workgroup
+memory in a loop over the step's elements (regtile.py: vector accumulators, a V-lane load of B
+and one A value per row and element); BARRIER; next step. Fused elementwise ops, casts, masks
+(conv padding) and broadcasts below an operand are applied while loading, so each is computed
+once per block. Rows and columns past the edge load at clamped indices and gate their
+stores; the last step's elements past the reduction are gated out. The step loop has a uniform
+trip count and the only gated stores are single stores, so both barriers are in uniform control
+flow.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..dtype import dtypes
+from ..errors import UnsupportedError
+from ..graph.lazy import L, LazyOp
+from .index_math import I32, _and, _c, unravel
+from .lower import Lowerer
+from ..uop.ops import Ops, UOp, toposort
+from .regtile import _accumulators, _gathered, _lanes, _plus, _tile_stores
+from ..graph.schedule import ScheduleItem
+from ..graph.view import prod
+
+# nodes computed per element, in the index space of their sources
+_ELEMENTWISE = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)
+# reduced elements per trip of the loop over a step's elements in workgroup memory (a step of
+# any other size is unrolled whole)
+STAGE_UNROLL = 1
+
+
+@dataclass(frozen=True)
+class Plan:
+  reduce: LazyOp
+  axes: tuple       # the tiled axes in the reduction's index space (the output's may differ)
+  a: tuple          # operand nodes staged per (row, k)
+  b: tuple          # per (k, column)
+
+  def local_bytes(self, rows: int, cols: int, step: int) -> int:
+    """Workgroup memory for a block of rows x cols outputs and `step` reduced elements."""
+    return step * (rows * sum(n.dtype.itemsize for n in self.a) +
+                   cols * sum(n.dtype.itemsize for n in self.b))
+
+
+class _Lowerer(Lowerer):
+  """The normal lowering, except that the one reduction gives `result` (recording where)."""
+
+  def __init__(self, item: ScheduleItem, reduce: LazyOp):
+    super().__init__(item)
+    self.reduce, self.result, self.seen = reduce, None, []
+
+  def _reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    if node is not self.reduce:
+      return super()._reduce(node, idxs, gate)
+    self.seen.append(idxs)
+    return self.result if self.result is not None else UOp.const(node.dtype, 0)
+
+
+def _probe(shape, name: str) -> tuple:
+  return tuple(UOp(Ops.VAR, I32, (), (f"{name}{a}", 0, max(n - 1, 0))) for a, n in enumerate(shape))
+
+
+def plan(item: ScheduleItem, axes: tuple) -> Plan | None:
+  """The operands to stage for tiling output `axes` of `item`, or None where the kernel has not
+  exactly one reduction, reached once with the tiled axes as two of its own, or an operand
+  needs both tiled axes (or is bool)."""
+  inputs = {id(n) for n in item.inputs}
+
+  def is_leaf(node):
+    return node.realized or (id(node) in inputs and node is not item.out)
+
+  reduces, stack, seen = [], [item.out], set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or is_leaf(node):
+      continue
+    seen.add(id(node))
+    if node.op is L.REDUCE:
+      reduces.append(node)
+    stack.extend(node.src)
+  if len(reduces) != 1 or reduces[0].dtype == dtypes.bool:
+    return None
+  reduce = reduces[0]
+  lw = _Lowerer(item, reduce)
+  out_probe = _probe(item.out.shape, "out")
+  lw.value(item.out, out_probe, None)
+  if len(lw.seen) != 1:
+    return None
+  where = lw.seen[0]
+  raxes = tuple(next((d for d, u in enumerate(where) if u is out_probe[a]), None) for a in axes)
+  if None in raxes or any(out_probe[a] in set(toposort([u]))
+                          for d, u in enumerate(where) if d not in raxes for a in axes):
+    return None
+  src = reduce.src[0]
+  probe = _probe(src.shape, "probe")
+  row, col = probe[raxes[0]], probe[raxes[1]]
+  a, b = [], []
+
+  def split(node) -> bool:
+    if node.op is L.CONST and not is_leaf(node):
+      return True
+    used = set(toposort([lw.value(node, probe, None)]))
+    if col not in used or row not in used:
+      if node.dtype == dtypes.bool:
+        return False
+      (a if col not in used else b).append(node)
+      return True
+    return node.op in _ELEMENTWISE and not is_leaf(node) and all(split(s) for s in node.src)
+
+  if not split(src):
+    return None
+  return Plan(reduce, raxes, tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b)))
+
+
+def staged_stores(lw: Lowerer, opts) -> list[UOp]:
+  """The stores of a kernel tiled through workgroup memory (see the module docstring)."""
+  item, out = lw.item, lw.item.out   # lowered again here, the reduction read from the tiles
+  (rows, cols), (ar, ac) = opts.tile, opts.tile_axes
+  trows, tcols, step = opts.stage
+  p = plan(item, (ar, ac))
+  if p is None:     # optimize only stages kernels plan() accepts; a hand-made Opts may not
+    raise UnsupportedError(f"Opts.stage does not apply to kernel {item.name!r}: its reduction "
+                           f"cannot be read as row x column tiles; lower it without stage")
+  lw = _Lowerer(item, p.reduce)
+  rr, rc = p.axes
+  brows, bcols = trows * rows, tcols * cols
+  nr, nc = out.shape[ar], out.shape[ac]
+  others = [a for a in range(len(out.shape)) if a not in (ar, ac)]
+  other_shape = [out.shape[a] for a in others]
+  row_blocks = math.ceil(nr / brows)
+  gid0 = UOp(Ops.SPECIAL, I32, (), ("gid", 0, math.ceil(nc / bcols)))
+  gid1 = UOp(Ops.SPECIAL, I32, (), ("gid", 1, row_blocks * prod(other_shape)))
+  lid0 = UOp(Ops.SPECIAL, I32, (), ("lid", 0, tcols))
+  lid1 = UOp(Ops.SPECIAL, I32, (), ("lid", 1, trows))
+  block_row = gid1 % _c(row_blocks) if gid1.arg[2] > row_blocks else gid1
+  base = [_c(0)] * len(out.shape)
+  if prod(other_shape) > 1:
+    rest = gid1 // _c(row_blocks) if row_blocks > 1 else gid1
+    for a, u in zip(others, unravel([(rest, 1, prod(other_shape))], 0, other_shape)):
+      base[a] = u
+  row0, col0 = block_row * _c(brows), gid0 * _c(bcols)
+  lw.value(out, tuple(base), None)          # where the reduction is read: its other indices
+  src_base = list(lw.seen[-1])
+  lw.cache.clear()
+
+  def clamp(index: UOp, n: int, block: int) -> UOp:
+    return index.lt(_c(n)).where(index, _c(n - 1)) if n % block else index
+
+  src = p.reduce.src[0]
+  red_axes = p.reduce.arg[1]
+  red_shape = [src.shape[a] for a in red_axes]
+  total = prod(red_shape)
+  steps = math.ceil(total / step)
+  k0 = lw._range(steps) if steps > 1 else _c(0)
+  threads = trows * tcols
+  tid = lid1 * _c(tcols) + lid0 if tcols > 1 else lid1
+
+  # load phase: every thread computes its share of each operand into workgroup memory
+  locals_, stores = {}, []
+  for node, kind in [(n, "a") for n in p.a] + [(n, "b") for n in p.b]:
+    width = brows if kind == "a" else bcols
+    count = width * step
+    local = UOp(Ops.DEFINE_LOCAL, node.dtype.ptr(count, local=True), (), lw._id())
+    locals_[id(node)] = local
+    # each thread a run of `run` consecutive elements per round (a vector load and store where
+    # they are consecutive in memory too), the workgroup's runs consecutive
+    run = next((v for v in (4, 2) if count % (threads * v) == 0 and
+                (step if kind == "a" else width) % v == 0 and node.dtype.itemsize * v <= 16), 1)
+    for s in range(math.ceil(count / (threads * run))):
+      q = tid + _c(threads * s) if s else tid      # the run's number
+      first = q * _c(run) if run > 1 else q
+      inside = first.lt(_c(count)) if threads * run * (s + 1) > count else None
+      values = []
+      per = (step if kind == "a" else width) // run      # runs per row (A) or step element (B)
+      major, minor = q // _c(per), q % _c(per)
+      minor = minor * _c(run) if run > 1 else minor      # (a multiple of run: aligned vectors)
+      at0, kk0 = (major, minor) if kind == "a" else (minor, major)
+      for lane in range(run):
+        idxs = list(src_base)
+        if kind == "a":
+          kk = _plus(kk0, lane)
+          idxs[rr] = clamp(row0 + at0, nr, brows)
+        else:
+          kk = kk0
+          idxs[rc] = clamp(_plus(col0 + at0, lane), nc, bcols)
+        k = k0 * _c(step) + kk if steps > 1 else kk
+        valid = k.lt(_c(total)) if steps * step > total else None
+        for a, u in zip(red_axes, unravel([(k, 1, total)], 0, red_shape)):
+          idxs[a] = u
+        values.append(lw.value(node, tuple(idxs), _and(inside, valid)))
+      value = _gathered(values) if run > 1 else values[0]
+      stores.append(local.store(first, value, inside) if inside is not None else
+                    local.store(first, value))
+  barrier = UOp(Ops.BARRIER, None, tuple(stores))
+  ready = {k: UOp(Ops.AFTER, v.dtype, (v, barrier)) for k, v in locals_.items()}
+
+  # compute phase: each thread accumulates its register tile from workgroup memory, in a loop
+  # over the step's elements (STAGE_UNROLL of them per trip; ptxas/Tint unroll short loops)
+  a_ids = {id(n) for n in p.a}
+  unroll = STAGE_UNROLL if step % STAGE_UNROLL == 0 else step
+  inner = lw._range(step // unroll) if step > unroll else None
+  lanes = _lanes(src, cols, set(ready)) if steps * step == total else 1
+
+  def at(kk: int) -> UOp:     # the step's element kk of this trip
+    if inner is None:
+      return _c(kk)
+    return inner * _c(unroll) + _c(kk) if unroll > 1 else inner
+
+  def operand(node: LazyOp, i: int, g: int, kk: int) -> UOp:
+    """Operand A at row i, or B at columns g*lanes.. (one vector), of step element kk."""
+    if id(node) in a_ids:
+      index = (lid1 + _c(trows * i)) * _c(step) + at(kk) if trows > 1 else _c(i * step) + at(kk)
+      return ready[id(node)].load(index)
+    # the thread's columns: lid0*lanes + tcols*lanes*g + lane
+    index = at(kk) * _c(bcols) + _c(tcols * lanes * g)
+    if tcols > 1:
+      index = index + (lid0 * _c(lanes) if lanes > 1 else lid0)
+    return ready[id(node)].load(index, dtype=node.dtype.vec(lanes) if lanes > 1 else None)
+
+  valid = None
+  if steps * step > total:
+    valid = [(k0 * _c(step) + at(kk) if steps > 1 else at(kk)).lt(_c(total))
+             for kk in range(unroll)]
+  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, unroll, valid, opts.fma)
+  done = [UOp(Ops.ENDRANGE, None, (inner, *assigns))] if inner is not None else assigns
+  if steps > 1:
+    ends = [UOp(Ops.ENDRANGE, None, (k0, *done, UOp(Ops.BARRIER, None, tuple(done))))] * len(accs)
+  elif inner is not None:
+    ends = done * len(accs)
+  else:
+    ends = assigns
+  first = lid0 * _c(lanes) if lanes > 1 else lid0
+  return _tile_stores(lw, opts.tile, opts.tile_axes, base, (row0 + lid1, col0 + first),
+                      (trows, tcols * lanes), (brows, bcols), lanes, accs, ends, None)

@@ -1,0 +1,103 @@
+"""What a kernel is once lowered and linearized, and what a renderer hands to a runtime.
+
+`Kernel`: the linearized UOp list with its launch shape and buffer table; the interpreter and
+both renderers consume it. `CompiledKernel`: a kernel's rendered source plus a `Launch`, the plain
+description (JSON-able) that every runtime — wgpu, the page's navigator.gpu, CUDA, PTXSIM —
+executes unchanged.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dtype import DType
+from .ops import Ops, UOp
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+  slot: int      # binding index / parameter position
+  name: str      # the user's name for it (any text; renderers make their own identifiers)
+  dtype: DType   # element dtype (scalar)
+  size: int      # number of elements
+  access: str    # "read", "write" or "readwrite"
+
+
+@dataclass(frozen=True)
+class Kernel:
+  name: str                        # stable, readable, unique within a program
+  uops: tuple[UOp, ...]            # linearized: every node after its sources, scoped blocks
+  buffers: tuple[BufferSpec, ...]  # ordered by slot
+  global_size: tuple[int, int, int] = (1, 1, 1)  # workgroups per dimension
+  local_size: tuple[int, int, int] = (1, 1, 1)   # threads per workgroup per dimension
+  vars: tuple[UOp, ...] = ()       # the VAR nodes (scalar int arguments), in argument order
+
+  @property
+  def threads(self) -> int:
+    gx, gy, gz = self.global_size
+    lx, ly, lz = self.local_size
+    return gx * gy * gz * lx * ly * lz
+
+
+def launch_sizes(uops) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+  """(global_size, local_size) from the SPECIAL nodes of a kernel."""
+  grid, block = [1, 1, 1], [1, 1, 1]
+  for u in uops:
+    if u.op is Ops.SPECIAL:
+      kind, dim, extent = u.arg
+      if kind in ("gid", "lid"):
+        (grid if kind == "gid" else block)[dim] = extent
+  return tuple(grid), tuple(block)
+
+
+def buffer_access(uops, slot: int) -> str:
+  """Whether the PARAM in `slot` is read, written, or both by the kernel."""
+  reads = writes = False
+  for u in uops:
+    if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.PARAM and u.src[0].arg == slot:
+      reads |= u.op is Ops.LOAD
+      writes |= u.op is Ops.STORE
+  return "readwrite" if reads and writes else "write" if writes else "read"
+
+
+@dataclass(frozen=True)
+class Binding:
+  slot: int
+  name: str
+  dtype: str     # element dtype name ("float32", "uint8", ...)
+  size: int      # elements
+  access: str    # "read", "write" or "readwrite"
+  nbytes: int    # bytes the runtime allocates (after any packing the target needs)
+
+
+@dataclass(frozen=True)
+class Launch:
+  """Everything a runtime needs to run one compiled kernel; plain data only."""
+  target: str                      # "wgsl" or "ptx"
+  source: str
+  entry_point: str
+  bindings: tuple[Binding, ...]
+  workgroup_size: tuple[int, int, int]
+  dispatch: tuple[int, int, int]   # workgroups per dimension as launched (after grid folding)
+  uniforms: tuple[tuple[str, str], ...] = ()  # (name, dtype) of scalar arguments, in order
+  # device features the kernel needs, by their WebGPU names ("subgroups"): the device must have
+  # been created with them, and a compiler that wants them declared (Tint: `enable subgroups;`)
+  # gets the directive from its runtime, as naga rejects it
+  features: tuple[str, ...] = ()
+
+  def to_json(self) -> dict:
+    return {"target": self.target, "source": self.source, "entry_point": self.entry_point,
+            "bindings": [b.__dict__ for b in self.bindings],
+            "workgroup_size": list(self.workgroup_size), "dispatch": list(self.dispatch),
+            "uniforms": [list(u) for u in self.uniforms], "features": list(self.features)}
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+  name: str
+  target: str                       # "wgsl" or "ptx"
+  source: str
+  global_size: tuple[int, int, int]
+  local_size: tuple[int, int, int]
+  buffers: tuple[BufferSpec, ...]
+  launch: Launch
+  kernel: Kernel = field(repr=False, default=None)
