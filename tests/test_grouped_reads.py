@@ -14,7 +14,9 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import dtypes
+from kernelgen import search
 from kernelgen.lowering import optimize as opt
+from kernelgen.render.targets import TARGETS
 from kernelgen.compiler import compile_item
 from kernelgen.lowering.lower import Opts, lower
 from kernelgen.uop.ops import GroupOp, Ops, toposort
@@ -193,7 +195,7 @@ def test_wgsl_declares_the_input_as_vec4():
   item = item_of(kg.Tensor(np.zeros((4096, 1024), np.float32)).max(axis=1))
   compiled = compile_item(item, "wgsl")
   o = opt.optimize(item, "wgsl")
-  assert (o.group_unroll, o.group_vec) == (opt.GROUP_UNROLL["wgsl"], opt.GROUP_VEC["wgsl"])
+  assert (o.group_unroll, o.group_vec) == (TARGETS["wgsl"].group_unroll, TARGETS["wgsl"].group_vec)
   assert "array<vec4<f32>>" in compiled.source
   wgsl_validate(compiled.source)
 
@@ -208,7 +210,7 @@ def test_grouped_defaults_per_target():
   item = item_of(kg.Tensor(np.zeros((64, 8192), np.float32)).sum(axis=1))
   for target in ("wgsl", "ptx", "python"):
     o = opt.optimize(item, target)
-    assert o.group_unroll == opt.GROUP_UNROLL[target] and o.group_vec == opt.GROUP_VEC[target]
+    assert o.group_unroll == TARGETS[target].group_unroll and o.group_vec == TARGETS[target].group_vec
 
 
 # ---- elementwise kernels: upcast outputs as vectors (Opts.upcast_vec) ---------------------------

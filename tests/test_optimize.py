@@ -7,7 +7,9 @@ import pytest
 import kernelgen as kg
 from tools import default_device, missing_tool
 from kernelgen import Tensor
+from kernelgen import search
 from kernelgen.lowering import optimize as opt
+from kernelgen.render.targets import TARGETS
 from kernelgen.lowering.lower import Opts
 from kernelgen.graph.schedule import schedule
 
@@ -41,7 +43,7 @@ def test_workgroup_size_divides_or_is_capped(n, target, local):
 def test_big_elementwise_kernels_upcast_on_gpus_only():
   item = item_of(Tensor.zeros(1 << 16) + 1)
   assert opt.optimize(item, "ptx").upcast == opt.UPCAST
-  upcast, most = opt.TARGET_UPCAST["wgsl"]
+  upcast, most = TARGETS["wgsl"].upcast, TARGETS["wgsl"].upcast_local
   o = opt.optimize(item, "wgsl")
   assert o.upcast == upcast and o.local <= most and o.upcast_vec
   # a size the target's upcast does not divide falls back to UPCAST
@@ -72,13 +74,13 @@ def test_every_opts_computes_the_same(local, upcast):
 
 def test_search_times_candidates_and_caches(monkeypatch):
   monkeypatch.setenv("KERNELGEN_SEARCH", "1")
-  opt._SEARCHED.clear()
+  search.SEARCHED.clear()
   a = np.arange(256, dtype=np.float32)
   got = (Tensor(a) * 3).numpy()
   np.testing.assert_allclose(got, a * 3)
-  assert len(opt._SEARCHED) == 1
-  (chosen,) = opt._SEARCHED.values()
-  assert chosen.local in opt.SEARCH_LOCAL and chosen.upcast in opt.SEARCH_UPCAST
+  assert len(search.SEARCHED) == 1
+  (chosen,) = search.SEARCHED.values()
+  assert chosen.local in search.SEARCH_LOCAL and chosen.upcast in search.SEARCH_UPCAST
 
 
 @pytest.mark.parametrize("shape,axis,group", [((1 << 20,), None, 256), ((4096, 1024), 1, 16),
@@ -88,8 +90,8 @@ def test_search_times_candidates_and_caches(monkeypatch):
 def test_small_outputs_of_big_reductions_are_grouped(shape, axis, group):
   item = item_of(Tensor.zeros(*shape).sum(axis))
   assert opt.optimize(item, "wgsl") == Opts(local=group, upcast=1, group=group,
-                                            group_unroll=opt.GROUP_UNROLL["wgsl"],
-                                            group_vec=opt.GROUP_VEC["wgsl"])
+                                            group_unroll=TARGETS["wgsl"].group_unroll,
+                                            group_vec=TARGETS["wgsl"].group_vec)
 
 
 def test_grouped_rows_of_1024_keep_sqrt_threads_without_vector_loads():
@@ -113,8 +115,8 @@ def test_grouped_reductions_respect_the_targets_limits(target, dtype):
   x = Tensor.zeros(4, 1 << 20, dtype=dtype)
   item = item_of(x.sum(1) + x.max(1))
   o = opt.optimize(item, target)
-  assert 0 < o.group <= opt.MAX_LOCAL[target]
-  assert 2 * o.group * getattr(kg.dtypes, dtype).itemsize <= opt.MAX_LOCAL_BYTES[target]
+  assert 0 < o.group <= TARGETS[target].max_local
+  assert 2 * o.group * getattr(kg.dtypes, dtype).itemsize <= TARGETS[target].max_local_bytes
   if target == "wgsl" and dtype == "float64":
     return
   compiled = compile_item(item, target)
@@ -134,11 +136,11 @@ def test_matmuls_get_register_tiles_within_limits(target):
   assert got.tile == (4, 4) and got.group == 0     # 8x8 would leave 128 threads
   assert got.tile_axes == (0, 1)
   assert opt.optimize(item_of(Tensor(a[None]) @ Tensor(b[None])), target).tile_axes == (1, 2)
-  assert got.local <= opt.MAX_LOCAL[target] and (64 * 128 // 16) % got.local == 0
+  assert got.local <= TARGETS[target].max_local and (64 * 128 // 16) % got.local == 0
   a, b = _mm((256, 32), (32, 512))
   got = opt.optimize(item_of(Tensor(a) @ Tensor(b)), target)
   assert got.tile == (8, 8) and got.tile[0] * got.tile[1] <= opt.MAX_TILE_ACC
-  assert got.local <= opt.MAX_LOCAL[target] and (256 * 512 // 64) % got.local == 0
+  assert got.local <= TARGETS[target].max_local and (256 * 512 // 64) % got.local == 0
   assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), "python").tile == ()
 
 
@@ -199,10 +201,10 @@ def test_tiles_beat_grouping_where_outputs_share_loads(device):
   rows = np.random.default_rng(4).standard_normal((16, 16, 512)).astype(np.float32)
   conv, mm = item_of(Tensor(x).conv2d(Tensor(w), padding=1)), item_of(Tensor(a) @ Tensor(b))
   for item in (conv, mm):
-    assert 0 < item.out.size < opt.GROUP_MAX_OUTPUTS and opt._group_size(item, "wgsl")
+    assert 0 < item.out.size < opt.GROUP_MAX_OUTPUTS and opt.group_size(item, "wgsl")
     got = opt.optimize(item, "wgsl")
     assert got.tile and not got.group
-    assert opt.optimize(item, "ptx").group == opt._group_size(item, "ptx")   # TILE_OVER_GROUP
+    assert opt.optimize(item, "ptx").group == opt.group_size(item, "ptx")   # TILE_OVER_GROUP
   got = opt.optimize(item_of(Tensor(rows).sum(2)), "wgsl")
   assert got.group and not got.tile
   padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
@@ -224,21 +226,21 @@ def test_search_times_candidates_on_gpu_devices(monkeypatch, device):
     from tools import wgpu_adapter
     wgpu_adapter()
   monkeypatch.setenv("KERNELGEN_SEARCH", "1")
-  opt._SEARCHED.clear()
+  search.SEARCHED.clear()
   timed = []
   runtime = kg.Device[device]
   real = runtime.time_run
   monkeypatch.setattr(runtime, "time_run", lambda *args: timed.append(real(*args)) or timed[-1])
   a = np.arange(64, dtype=np.float32)
   np.testing.assert_allclose((Tensor(a, device=device) * 3).numpy(), a * 3)
-  assert len(opt._SEARCHED) == 1 and len(timed) > 2 and all(t > 0 for t in timed)
-  opt._SEARCHED.clear()
+  assert len(search.SEARCHED) == 1 and len(timed) > 2 and all(t > 0 for t in timed)
+  search.SEARCHED.clear()
 
 
 def test_search_also_times_the_register_tile(monkeypatch):
   monkeypatch.setattr(opt, "TILE_MIN_SIZE", 16)
   monkeypatch.setattr(opt, "TILE_MIN_THREADS", 1)
-  opt._SEARCHED.clear()
+  search.SEARCHED.clear()
   a, b = _mm((16, 8), (8, 16))
   item = item_of(Tensor(a) @ Tensor(b))
   runtime = kg.Device["PYTHON"]
@@ -252,14 +254,14 @@ def test_search_also_times_the_register_tile(monkeypatch):
     def time_run(self, compiled, handles, var_values):
       return next(times)
 
-  monkeypatch.setattr("kernelgen.compiler.compile_item",
+  monkeypatch.setattr("kernelgen.search.compile_item",
                       lambda item, target, options: _Variant(options))
-  chosen = opt.search(item, Timed(), handles)
-  assert chosen.tile == () and chosen.local == opt.SEARCH_LOCAL[-1]    # the last was fastest
-  opt._SEARCHED.clear()
+  chosen = search.search(item, Timed(), handles)
+  assert chosen.tile == () and chosen.local == search.SEARCH_LOCAL[-1]    # the last was fastest
+  search.SEARCHED.clear()
   times = iter(range(1, 100))            # the first (the heuristic's tile) was fastest
-  assert opt.search(item, Timed(), handles).tile == (8, 8)
-  opt._SEARCHED.clear()
+  assert search.search(item, Timed(), handles).tile == (8, 8)
+  search.SEARCHED.clear()
 
 
 class _Variant(dict):

@@ -13,7 +13,9 @@ import pytest
 import kernelgen as kg
 from kernelgen import dtypes
 from kernelgen.uop import interpret
+from kernelgen import search
 from kernelgen.lowering import optimize as opt
+from kernelgen.render.targets import TARGETS
 from kernelgen.compiler import compile_kernel
 from kernelgen.errors import DeviceError, UnsupportedError, VerifyError
 from kernelgen.lowering.lower import Opts, lower
@@ -26,7 +28,7 @@ from tools import default_device, ptxas_check, tint_validate, missing_tool
 I32 = dtypes.int32
 
 # dtypes whose grouped reductions use subgroup ops, and some that fold through memory only
-SG = opt.SUBGROUP_DTYPES["python"]
+SG = TARGETS["python"].subgroup_dtypes
 FALLBACK = ("int8", "uint8", "int16")
 
 
@@ -450,7 +452,7 @@ def test_ptx_warp_reductions_on_the_simulator(ptxsim_subgroups, group, dtype, op
   y = REDUCTIONS[op][0](kg.Tensor(x))
   kernels = kg.compile(y, target="ptx", **options)
   shuffles = sum(k.source.count("shfl.sync.bfly") for k in kernels)
-  assert (shuffles > 0) == (dtype in opt.SUBGROUP_DTYPES["ptx"])
+  assert (shuffles > 0) == (dtype in TARGETS["ptx"].subgroup_dtypes)
   for k in kernels:
     ptxas_check(k.source, "sm_80")
   check(y.numpy(), x, op, y.dtype)

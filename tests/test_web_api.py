@@ -104,9 +104,9 @@ def test_release_without_an_open_page_gpu_frees_nothing():
 
 def test_run_with_search_lists_what_it_chose_and_leaves_the_mode_off(monkeypatch):
   import os
-  from kernelgen.lowering import optimize
+  from kernelgen import search
   monkeypatch.delenv("KERNELGEN_SEARCH", raising=False)
-  optimize._SEARCHED.clear()
+  search.SEARCHED.clear()
   code = "x = Tensor.arange(64).cast(dtypes.float32)\nout = (x * 3.0 - 1.0).relu()\n"
   run = web_api.run_program(code, "PTXSIM", reference=True, search=True)
   assert run["ok"], run
@@ -118,4 +118,4 @@ def test_run_with_search_lists_what_it_chose_and_leaves_the_mode_off(monkeypatch
   again = web_api.run_program(code, "PTXSIM", reference=False, search=True)
   assert [e["cached"] for e in again["out"]["search"]] == [True]
   assert "search" not in web_api.run_program(CODE, "PTXSIM", reference=False)["out"]
-  optimize._SEARCHED.clear()
+  search.SEARCHED.clear()

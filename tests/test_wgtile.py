@@ -10,7 +10,9 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor, dtypes
+from kernelgen import search
 from kernelgen.lowering import optimize as opt
+from kernelgen.render.targets import TARGETS
 from kernelgen.errors import LimitError, UnsupportedError
 from kernelgen.uop.ops import Ops
 from kernelgen.graph.schedule import schedule
@@ -250,11 +252,11 @@ def test_stage_choices_and_defaults():
   got = opt.optimize(big, "ptx")                 # f32 on PTX: staged by default
   assert got.stage == (16, 16, opt.STAGE_STEP) and got.tile == (8, 8) and got.local == 256
   assert opt.optimize(big, "ptx", {"stage": False}).stage == ()
-  assert opt.optimize(big, "wgsl").stage == (() if not opt.STAGE_DEFAULT["wgsl"] else
+  assert opt.optimize(big, "wgsl").stage == (() if not TARGETS["wgsl"].stage_default else
                                               (16, 16, opt.STAGE_STEP))
   small = _item(Tensor(_randn(5, 3)) @ Tensor(_randn(3, 6)))
   forced = opt.optimize(small, "python", {"stage": True})
-  assert forced.stage and forced.stage[0] * forced.stage[1] <= opt.MAX_LOCAL["python"]
+  assert forced.stage and forced.stage[0] * forced.stage[1] <= TARGETS["python"].max_local
   assert forced.stage[0] * forced.tile[0] >= 5 and forced.stage[1] * forced.tile[1] >= 6
   elementwise = _item(Tensor(_randn(64, 64)) + 1)
   assert opt.optimize(elementwise, "ptx", {"stage": True}).stage == ()   # not a matmul: ignored
@@ -262,7 +264,7 @@ def test_stage_choices_and_defaults():
 
 
 def test_search_tries_register_tiles_and_staging(monkeypatch):
-  opt._SEARCHED.clear()
+  search.SEARCHED.clear()
   item = _item(Tensor(_randn(32, 16)) @ Tensor(_randn(16, 32)))
   tried = []
 
@@ -275,16 +277,16 @@ def test_search_tries_register_tiles_and_staging(monkeypatch):
 
     time_run = run
 
-  monkeypatch.setattr("kernelgen.compiler.compile_item",
+  monkeypatch.setattr("kernelgen.search.compile_item",
                       lambda item, target, options: _Variant(options))
-  chosen = opt.search(item, Timed(), [])
+  chosen = search.search(item, Timed(), [])
   assert chosen.stage and chosen.tile
   assert {tuple(o["tile"]) for o in tried if o.get("tile")} >= {(8, 8), (4, 4), (2, 2)}
   assert any(o.get("stage") is False and o.get("tile") for o in tried)
-  assert opt.search(item, Timed(), []) is chosen      # cached by kernel
-  options = opt.forced_options(chosen)
+  assert search.search(item, Timed(), []) is chosen      # cached by kernel
+  options = search.forced_options(chosen)
   assert opt.optimize(item, "wgsl", options) == chosen
-  opt._SEARCHED.clear()
+  search.SEARCHED.clear()
 
 
 def test_staged_ptx_with_a_folded_grid_assembles():
@@ -298,15 +300,15 @@ def test_staged_ptx_with_a_folded_grid_assembles():
 def test_search_end_to_end_keeps_a_correct_choice(device, monkeypatch):
   dev = _on(device, monkeypatch)
   monkeypatch.setenv("KERNELGEN_SEARCH", "1")
-  opt._SEARCHED.clear()
+  search.SEARCHED.clear()
   a, b = _randn(24, 20), _randn(20, 40)
   got = (Tensor(a).to(dev) @ Tensor(b).to(dev)).numpy()
   np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
-  (chosen,) = opt._SEARCHED.values()
+  (chosen,) = search.SEARCHED.values()
   tried = {(o.tile, bool(o.stage)) for o in CHOSEN}
   assert {((8, 8), True), ((4, 4), False), ((2, 2), True)} <= tried     # tiles x staging tried
   assert CHOSEN[-1] == chosen      # the kernel that ran is the one search kept
-  opt._SEARCHED.clear()
+  search.SEARCHED.clear()
 
 
 def test_ptx_default_stages_large_f32_matmuls_and_conv(monkeypatch):

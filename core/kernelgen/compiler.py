@@ -4,37 +4,32 @@
 IR after any pass (`print_after={"simplify"}` or `"all"`). Tensor-level passes (schedule,
 optimize, lower) run before these and live in the front end.
 
-Targets: "python" (the reference interpreter runs the linearized kernel), "wgsl", "ptx".
-Renderer modules expose `legalize(sink, **options) -> sink` (target rewrites, and typed errors
+Targets: "python" (the reference interpreter runs the linearized kernel), "wgsl", "ptx"; each is
+a Target (render/targets.py) that checks its options the same way. Renderer packages expose `legalize(sink, **options) -> sink` (target rewrites, and typed errors
 for what the target cannot do, before any source exists) and
 `render(kernel, **options) -> CompiledKernel`.
 """
 from __future__ import annotations
 
-import functools
-import importlib
 import sys
 from typing import Callable
 
-from .errors import UnsupportedError
+from .render.target import FRONT_END_OPTIONS  # noqa: F401 (the options the front end reads)
+from .render.targets import TARGETS, get_target  # noqa: F401
 from .uop.ops import UOp, print_graph, print_uops
 from .uop.program import Kernel
 
-TARGETS = ("python", "wgsl", "ptx")
-# options the front end consumes (optimize, tensor cores); the rest go to the renderer.
-# `subgroups` (default off; the WEBGPU device sets it when its adapter has subgroups) is read by
-# both: optimize lets grouped reductions combine per subgroup, and the WGSL renderer accepts
-# subgroup ops only with it (PTX takes warp shuffles always)
-FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
-                     "group_chunk", "tile", "stage", "tensor_cores", "tf32")
 
-
-@functools.lru_cache(maxsize=None)
-def _renderer(target: str):
-  if target not in TARGETS:
-    raise UnsupportedError(f"unknown target {target!r}: use one of {', '.join(TARGETS)}",
-                           target=target)
-  return None if target == "python" else importlib.import_module(f".render.{target}", __package__)
+def renderer(target: str):
+  """The renderer package of `target` (None for "python", whose kernels the interpreter runs)."""
+  name = get_target(target).name
+  if name == "wgsl":
+    from .render import wgsl
+    return wgsl
+  if name == "ptx":
+    from .render import ptx
+    return ptx
+  return None
 
 
 def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
@@ -48,7 +43,7 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
   from .uop.ops import sink_order
   from .rules.symbolic import simplify
   from .uop.verify import verify, verify_linear, verify_node
-  renderer = _renderer(target)
+  backend = renderer(target)
 
   def checked(rewrite: Callable) -> Callable:
     def run(sink: UOp) -> UOp:
@@ -60,7 +55,7 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
     return run
 
   def legalize(sink: UOp) -> UOp:
-    return sink if renderer is None else renderer.legalize(sink, **options)
+    return sink if backend is None else backend.legalize(sink, **options)
 
   def check(sink: UOp) -> UOp:
     if not sink._verified:      # (a legalize may have verified as it walked: wgsl_legalize.py)
@@ -92,8 +87,8 @@ def compile_kernel(sink: UOp, name: str, target: str = "python", options: dict |
       text = print_uops(ir) if isinstance(ir, list) else print_graph(ir)
       print(f"--- after {pass_name} ({name}) ---\n{text}", file=sys.stderr)
   kernel: Kernel = make_kernel(name, ir, buffer_names or {})
-  renderer = _renderer(target)
-  return kernel if renderer is None else renderer.render(kernel, **options)
+  backend = renderer(target)
+  return kernel if backend is None else backend.render(kernel, **options)
 
 
 # ---- the whole pipeline, from tensors to kernels ---------------------------------------------
@@ -103,7 +98,7 @@ def compile_program(roots: list, target: str = "python", options: dict | None = 
   """Every pass from lazy tensors to kernels, in order: schedule, then per kernel optimize,
   lower and the kernel passes above (`kernel_passes`), then render. Returns CompiledKernels."""
   from .graph.schedule import schedule
-  _renderer(target)
+  get_target(target).check_options(options or {})
   items = schedule(roots, buffer_limit(target, options))       # schedule
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
@@ -114,10 +109,8 @@ def compile_program(roots: list, target: str = "python", options: dict | None = 
 def buffer_limit(target: str, options: dict | None) -> int | None:
   """The most buffers one kernel may bind on `target` with these options (None: no limit that
   the scheduler needs to split kernels for)."""
-  renderer = _renderer(target)
-  limit = getattr(renderer, "buffer_limit", None)
-  return limit({k: v for k, v in (options or {}).items() if k not in FRONT_END_OPTIONS}) \
-    if limit else None
+  limit = getattr(renderer(target), "buffer_limit", None)
+  return limit(get_target(target).render_options(options or {})) if limit else None
 
 
 def compile_item(item, target: str, options: dict | None = None, print_after=()):
@@ -125,7 +118,7 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
   A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (tensorcore.py)."""
   from .lowering.lower import lower
   from .lowering.optimize import optimize
-  options = dict(options or {})
+  options = dict(get_target(target).check_options(options or {}))
   from .lowering.tensorcore import lower_tensor_cores
   lowered = lower_tensor_cores(item, target, options)         # tensor cores (matmuls on PTX)
   if lowered is None:
@@ -134,7 +127,7 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
   sink, buffers = lowered
   if print_after == "all" or "lower" in print_after:
     print(f"--- after lower ({item.name}) ---\n{print_graph(sink)}", file=sys.stderr)
-  render_options = {k: v for k, v in options.items() if k not in FRONT_END_OPTIONS}
+  render_options = get_target(target).render_options(options)
   out = compile_kernel(sink, item.name, target, render_options,     # verify ... render
                        {b.slot: b.name for b in buffers}, print_after)
   return out if target != "python" else python_compiled(out)

@@ -23,7 +23,7 @@ def realize(nodes: list[LazyOp]) -> None:
       options = runtime.render_options()
       handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
       if os.environ.get("KERNELGEN_SEARCH") == "1":
-        from .lowering.optimize import forced_options, search
+        from .search import forced_options, search
         opts = search(item, runtime, handles, options)
         options = {**options, **forced_options(opts)}
       compiled = compile_item(item, runtime.target or "python", options)

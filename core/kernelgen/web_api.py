@@ -204,10 +204,10 @@ def _run_on(code: str, device: str) -> dict:
 def _searching(code: str, device: str) -> dict:
   """_run_on with the search mode on (KERNELGEN_SEARCH=1 for this run only)."""
   import os
-  from .lowering import optimize
+  from . import search
   previous = os.environ.get("KERNELGEN_SEARCH")
   os.environ["KERNELGEN_SEARCH"] = "1"
-  optimize.SEARCH_LOG.clear()
+  search.SEARCH_LOG.clear()
   try:
     result = _run_on(code, device)
   finally:
@@ -215,7 +215,7 @@ def _searching(code: str, device: str) -> dict:
       os.environ.pop("KERNELGEN_SEARCH", None)
     else:
       os.environ["KERNELGEN_SEARCH"] = previous
-  result["search"] = list(optimize.SEARCH_LOG)
+  result["search"] = list(search.SEARCH_LOG)
   return result
 
 
@@ -236,7 +236,7 @@ def run_program(code: str, device: str = "WEBGPU", reference: bool | str = True,
   """Run the program on `device`; with `reference` True, compare with the PYTHON interpreter
   now; with "later", keep the result for `check_reference(code)` (the page shows the result
   first and compares afterwards). With `search`, each kernel's launch options are chosen by
-  timing candidates on the device (optimize.search, cached per kernel for the session); the
+  timing candidates on the device (search.search, cached per kernel for the session); the
   result's "search" lists what was chosen."""
   def work():
     _LAST_RUN.clear()

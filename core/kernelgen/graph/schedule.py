@@ -128,7 +128,7 @@ def _same_rows(node: LazyOp, red: LazyOp) -> bool:
 
 def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:
   dims = "_".join(map(str, node.shape)) or "1"
-  reduce = _find_reduce(node, item_inputs)
+  reduce = find_reduce(node, item_inputs)
   if reduce is None:
     return f"E_{dims}"
   src = reduce.src[0]
@@ -136,7 +136,7 @@ def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:
   return f"r_{dims}__{red}"
 
 
-def _find_reduce(node: LazyOp, inputs) -> LazyOp | None:
+def find_reduce(node: LazyOp, inputs) -> LazyOp | None:
   stack, stop = [node], {id(i) for i in inputs}
   while stack:
     n = stack.pop()

@@ -5,10 +5,9 @@ to give one thread several outputs (upcast, or a register tile of two output axe
 matmul-like reductions), and when to tile those through workgroup memory with a 2-D workgroup
 (wgtile.py: the PTX default; on WGSL, lavapipe measured it slower, see STAGE_DEFAULT).
 `optimize(item, target, options)` returns the Opts the lowering uses; options may force them
-(`local=`, `upcast=`, `group=`, `tile=`, `stage=`). `search` instead times candidate Opts on the
-actual device (register tiles with and without workgroup memory among them) and keeps the
-fastest, cached by kernel (KERNELGEN_SEARCH=1 makes realizing use it; `forced_options` turns
-its choice back into options).
+(`local=`, `upcast=`, `group=`, `tile=`, `stage=`). What differs between targets is read from
+their Target objects (render/target.py, render/wgsl/target.py, render/ptx/target.py). Timing
+candidates on a device instead is search.py's.
 """
 from __future__ import annotations
 
@@ -19,44 +18,38 @@ from ..dtype import dtypes
 from ..graph.lazy import L
 from ..errors import LimitError, UnsupportedError
 from .lower import MAX_TRIPS, Opts, lower
-from ..uop.ops import Ops, print_graph, toposort
-from ..graph.schedule import ScheduleItem
+from ..uop.ops import Ops, toposort
+from ..graph.schedule import ScheduleItem, find_reduce
 from ..graph.view import prod
+from ..render.target import Target
+from ..render.targets import get_target
 
-# target -> the most threads in one workgroup we use (WebGPU guarantees 256; PTX allows 1024)
-MAX_LOCAL = {"wgsl": 256, "ptx": 256, "python": 64}
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
 # below this many outputs per thread group, a partial (gated) last workgroup is not worth it
 MIN_GATED_LOCAL = 64
 # elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
 UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
-# target -> whether elementwise kernels with UPCAST outputs per thread read runs of consecutive
-# elements and write their outputs as vectors (WGSL: array<vec4<f32>>; lavapipe, softmax's
-# exp-divide over 4096x1024: 1.25x)
-UPCAST_VEC = {"wgsl": True}
-# target -> (outputs per thread, the most threads per workgroup) for those kernels where UPCAST
-# differs: the same 1024 outputs per workgroup in fewer, busier threads (lavapipe, 4096x1024:
-# x * 2 + 1 and softmax's exp-divide 1.2x, x + x[:1] 1.25x, a transpose 1.1x, int8 the same)
-TARGET_UPCAST = {"wgsl": (8, 128)}
+# Target.upcast_vec: whether elementwise kernels with upcast outputs per thread read runs of
+# consecutive elements and write their outputs as vectors (WGSL: array<vec4<f32>>; lavapipe,
+# softmax's exp-divide over 4096x1024: 1.25x). Target.upcast / upcast_local: outputs per thread
+# and the most threads per workgroup for those kernels where UPCAST differs: the same 1024
+# outputs per workgroup in fewer, busier threads (WGSL 8 and 128; lavapipe, 4096x1024: x * 2 + 1
+# and softmax's exp-divide 1.2x, x + x[:1] 1.25x, a transpose 1.1x, int8 the same)
 # grouped reductions: a kernel whose reduction covers at least GROUP_MIN_REDUCE elements and has
 # fewer outputs than GROUP_MAX_OUTPUTS gives each output a workgroup (of at least GROUP_MIN)
 GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
-# target -> the dtypes whose grouped reductions may combine per subgroup (option subgroups=True):
-# WGSL subgroup ops take f32, f16, i32, u32; PTX warp shuffles 32-bit values (bool and 8/16-bit
-# integers fold through memory only)
-SUBGROUP_DTYPES = {"wgsl": ("float16", "float32", "int32", "uint32"),
-                   "python": ("float16", "float32", "int32", "uint32"),
-                   "ptx": ("float32", "int32", "uint32")}
+# Target.subgroup_dtypes: the dtypes whose grouped reductions may combine per subgroup (option
+# subgroups=True): WGSL subgroup ops take f32, f16, i32, u32; PTX warp shuffles 32-bit values
+# (bool and 8/16-bit integers fold through memory only)
 # the fewest threads per output for which the heuristic uses them (lavapipe, sum over rows of 1024
 # and of 16384: 32 threads 0.8x and 1.0x the plain fold's speed, 64 threads 4.4x and 1.2x, 256 9x
 # and 3.4x); on PTX only whole warps (a multiple of 32)
 SUBGROUP_MIN_GROUP, WARP = 64, 32
-# target -> how grouped reductions read: each lane's loop unrolled GROUP_UNROLL times, and
-# GROUP_VEC consecutive elements per lane and step, as vector loads (WGSL: array<vec4<f32>>);
-# lavapipe, sum 16M: unrolled (and the fold in lane 0 only) 1.4x, vec4 loads 1.7x more
-GROUP_UNROLL = {"wgsl": 4, "ptx": 4, "python": 1}
-GROUP_VEC = {"wgsl": 4, "ptx": 1, "python": 1}
+# Target.group_unroll / group_vec: how grouped reductions read: each lane's loop unrolled
+# group_unroll times, and group_vec consecutive elements per lane and step, as vector loads (WGSL:
+# array<vec4<f32>>); lavapipe, sum 16M: unrolled (and the fold in lane 0 only) 1.4x, vec4 loads
+# 1.7x more
 # option group_chunk=True: each lane of a grouped reduction reads one run of consecutive elements
 # instead of every group-th step. GPUs want the strided order (a step's loads are one contiguous
 # block across the lanes: coalesced); CPU adapters run a workgroup's invocations as SIMD lanes,
@@ -65,12 +58,11 @@ GROUP_VEC = {"wgsl": 4, "ptx": 1, "python": 1}
 # and keeps groups to at most CHUNK_MAX_GROUP lanes (the same, sum 16M's 256 x 65536 first kernel:
 # 16 / 32 / 64 / 256 lanes ran 6.4 / 6.5 / 6.7 / 7.8 ms at best, 11.2 / 10.9 / 11.4 / 14.7 median)
 CHUNK_MAX_GROUP = 32
-# target -> the fewest steps (of GROUP_VEC elements) each lane of a grouped reduction takes: fewer
-# threads per output where sqrt(reduce size) would leave less (lavapipe, max over rows of 1024: 16
-# threads 1.2x faster than 32; rows of 16384 and 65536 keep 128 and 256)
-GROUP_MIN_STEPS = {"wgsl": 16}
-# target -> bytes of workgroup memory one kernel may use (WebGPU guarantees 16 KiB)
-MAX_LOCAL_BYTES = {"wgsl": 16384, "ptx": 49152, "python": 1 << 20}
+# Target.group_min_steps: the fewest steps (of group_vec elements) each lane of a grouped
+# reduction takes: fewer threads per output where sqrt(reduce size) would leave less (lavapipe,
+# max over rows of 1024: 16 threads 1.2x faster than 32; rows of 16384 and 65536 keep 128 and 256)
+# Target.max_local / max_local_bytes: the most threads and bytes of workgroup memory of one
+# workgroup (WebGPU guarantees 256 and 16 KiB)
 # register tiles: reductions with two output axes divisible by the tile (matmul, conv2d) give
 # each thread a block of outputs on GPUs, the first of TILES that divides them and leaves at
 # least TILE_MIN_THREADS threads, when the output has at least TILE_MIN_SIZE elements and the
@@ -80,28 +72,22 @@ TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
   ((8, 8), (4, 4)), 256, 4096, 8, 128
 # the tile that compares the loads of each choice of tiled axes
 TILE_PROBE = (2, 2)
-# target -> whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a register tile that
-# shares loads over a grouped reduction (_shares_loads; measured on lavapipe only: PTX keeps the
-# grouped reduction, whose many small blocks fill a large GPU, until a GPU says otherwise)
-TILE_OVER_GROUP = {"wgsl": True}
+# Target.tile_over_group: whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a
+# register tile that shares loads over a grouped reduction (_shares_loads; measured on lavapipe
+# only: PTX keeps the grouped reduction, whose many small blocks fill a large GPU, until a GPU
+# says otherwise)
 # tiling through workgroup memory (wgtile.py; option "stage": True/False or (TR, TC, BK)): a
-# workgroup of up to STAGE_THREADS[target] threads (rows x cols), each the register tile chosen
+# workgroup of up to Target.stage_threads threads (rows x cols), each the register tile chosen
 # above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
-# memory is short); on by default where STAGE_DEFAULT says so, for
+# memory is short); on by default where Target.stage_default says so, for
 # kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs);
 # each step is a loop over its elements (wgtile.STAGE_UNROLL per trip; ptxas unrolls it), so the
 # step's size no longer sets the kernel's size (lavapipe ran steps of 8 as fast as 16; no GPU
 # was at hand to compare)
-STAGE_THREADS = {"wgsl": (16, 16), "ptx": (16, 16), "python": (8, 8)}
 STAGE_TILE, STAGE_STEP = (4, 4), 8
-STAGE_DEFAULT = {"ptx": True, "wgsl": False, "python": False}
-# target -> whether register tiles accumulate float a*b products fused (MULACC: PTX fma.rn, one
-# instruction and one rounding instead of mul + add); WGSL keeps mul + add (fma() is a libcall on
-# CPU adapters without FMA)
-TILE_FMA = {"ptx": True}
-# what search tries
-SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
-SEARCH_TILES = ((8, 8), (4, 4), (8, 4), (4, 8), (2, 2))
+# Target.tile_fma: whether register tiles accumulate float a*b products fused (MULACC: PTX fma.rn,
+# one instruction and one rounding instead of mul + add); WGSL keeps mul + add (fma() is a
+# libcall on CPU adapters without FMA)
 
 
 def _local_size(n: int, limit: int) -> int:
@@ -116,20 +102,21 @@ def _local_size(n: int, limit: int) -> int:
   return size
 
 
-def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Opts:
-  """Launch options for `item` on `target`."""
+def optimize(item: ScheduleItem, target: Target | str, options: dict | None = None) -> Opts:
+  """Launch options for `item` on `target` (a Target or its name)."""
+  target = get_target(target)
   options = options or {}
   n = max(item.out.size, 1)
   group = int(options.get("group", -1))
   if group < 0:
     group = 0 if "local" in options or "upcast" in options or \
-      options.get("stage") not in (None, False) else _group_size(item, target, options)
-    if group and TILE_OVER_GROUP.get(target) and _shares_loads(item, target, options):
+      options.get("stage") not in (None, False) else group_size(item, target, options)
+    if group and target.tile_over_group and _shares_loads(item, target, options):
       group = 0                    # register tiles instead (conv2d, matmul with few outputs)
   if group:
     return Opts(local=group, upcast=1, group=group, subgroups=_subgroups(target, options, group),
-                group_unroll=int(options.get("group_unroll", GROUP_UNROLL.get(target, 1))),
-                group_vec=int(options.get("group_vec", GROUP_VEC.get(target, 1))),
+                group_unroll=int(options.get("group_unroll", target.group_unroll)),
+                group_vec=int(options.get("group_vec", target.group_vec)),
                 group_chunk=bool(options.get("group_chunk", False)))
   tile = _tile(item, target, options)
   staged = _stage(item, target, options, tile)
@@ -138,27 +125,27 @@ def optimize(item: ScheduleItem, target: str, options: dict | None = None) -> Op
   if tile:
     tile, axes = tile
     threads = _tile_threads(item, tile, axes)
-    local = int(options.get("local", 0)) or _local_size(threads, MAX_LOCAL.get(target, 256))
-    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=TILE_FMA.get(target, False))
+    local = int(options.get("local", 0)) or _local_size(threads, target.max_local)
+    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
-  limit = MAX_LOCAL.get(target, 256)
+  limit = target.max_local
   if upcast > 1 and "upcast" not in options:
-    limit = min(limit, TARGET_UPCAST.get(target, (UPCAST, limit))[1])
+    limit = min(limit, target.upcast_local or limit)
   local = int(options.get("local", 0)) or _local_size(n // upcast, limit)
-  vec = bool(options.get("upcast_vec", UPCAST_VEC.get(target, False)))
+  vec = bool(options.get("upcast_vec", target.upcast_vec))
   return Opts(local=local, upcast=upcast, upcast_vec=vec and upcast > 1 and not _has_reduce(item))
 
 
-def _subgroups(target: str, options: dict, group: int) -> tuple:
+def _subgroups(target: Target, options: dict, group: int) -> tuple:
   """The dtypes whose grouped reductions combine per subgroup first: with option subgroups=True
   (the WEBGPU device sets it when its adapter has subgroups), `group` threads per output (at
   least SUBGROUP_MIN_GROUP unless the group is forced; whole warps on PTX)."""
   forced = int(options.get("group", 0) or 0) > 0
   if not options.get("subgroups") or not (forced or group >= SUBGROUP_MIN_GROUP):
     return ()
-  return () if target == "ptx" and group % WARP else SUBGROUP_DTYPES.get(target, ())
+  return () if target.subgroup_whole_warps and group % WARP else target.subgroup_dtypes
 
 
 def _reduces(item: ScheduleItem) -> list:
@@ -175,29 +162,30 @@ def _reduces(item: ScheduleItem) -> list:
   return found
 
 
-def _group_size(item: ScheduleItem, target: str, options: dict | None = None) -> int:
+def group_size(item: ScheduleItem, target: Target | str, options: dict | None = None) -> int:
   """Threads per output for a grouped reduction (0: none): about sqrt(reduce size), a power of
   two within the target's workgroup size and workgroup memory (and CHUNK_MAX_GROUP with option
   group_chunk), leaving each lane at least GROUP_MIN_STEPS steps."""
+  target = get_target(target)
   reduces = _reduces(item)
   if not reduces or item.out.size >= GROUP_MAX_OUTPUTS:
     return 0
   sizes = [prod(r.src[0].shape[a] for a in r.arg[1]) for r in reduces]
   if min(sizes) < GROUP_MIN_REDUCE or any(r.dtype == dtypes.bool for r in reduces):
     return 0
-  limit = MAX_LOCAL.get(target, 256)
+  limit = target.max_local
   if (options or {}).get("group_chunk"):
     limit = min(limit, CHUNK_MAX_GROUP)
   local_bytes = sum(r.dtype.itemsize for r in reduces)
-  while limit * local_bytes > MAX_LOCAL_BYTES.get(target, 16384):
+  while limit * local_bytes > target.max_local_bytes:
     limit //= 2
-  group, steps = GROUP_MIN, GROUP_MIN_STEPS.get(target, 0) * GROUP_VEC.get(target, 1)
+  group, steps = GROUP_MIN, target.group_min_steps * target.group_vec
   while group * 2 <= limit and (group * 2) ** 2 <= min(sizes) and group * 2 * steps <= min(sizes):
     group *= 2
   return group if group <= limit else 0
 
 
-def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
+def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   """((R, C), axes) of the register tile for `item`, or () for none; options["tile"] forces
   (R, C)."""
   if "tile" in options:
@@ -207,7 +195,7 @@ def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
                              f"{MAX_TILE_ACC} outputs per thread, or () for none")
     axes = _tile_axes(item) if tile else None
     return (tile, axes) if axes and _tileable(item, tile, axes) else ()
-  if target == "python" or "local" in options or "upcast" in options:
+  if not target.register_tiles or "local" in options or "upcast" in options:
     return ()
   axes = _tile_axes(item)
   if item.out.size < TILE_MIN_SIZE or not axes or not _tileable(item, TILES[-1], axes):
@@ -220,7 +208,7 @@ def _tile(item: ScheduleItem, target: str, options: dict) -> tuple:
   return (fits[0], axes) if fits else ()
 
 
-def _shares_loads(item: ScheduleItem, target: str, options: dict) -> bool:
+def _shares_loads(item: ScheduleItem, target: Target, options: dict) -> bool:
   """The register tile `_tile` picks for `item` shares loads between its outputs: a TILE_PROBE
   tile loads fewer values per step than its outputs would alone (matmul, conv2d; not a sum over
   rows), and its loop needs no unrolling to stay under MAX_TRIPS. Such kernels take tiles over a
@@ -242,7 +230,7 @@ def _pow2_at_least(n: int) -> int:
   return 1 << max(0, math.ceil(math.log2(max(n, 1))))
 
 
-def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts | None:
+def _stage(item: ScheduleItem, target: Target, options: dict, tile: tuple) -> Opts | None:
   """Opts tiling `item` through workgroup memory, or None (not wanted or not applicable);
   options["stage"] forces it on (True, or (TR, TC, BK)) or off (False)."""
   from .wgtile import plan
@@ -255,7 +243,7 @@ def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts 
   elif want not in (None, True, False):
     raise UnsupportedError(f"stage={want!r}: give True, False or (thread rows, thread cols, "
                            f"reduce step)")
-  if not forced and (want is False or not tile or not STAGE_DEFAULT.get(target)):
+  if not forced and (want is False or not tile or not target.stage_default):
     return None
   axes = tile[1] if tile else _tile_axes(item)
   p = plan(item, axes) if axes else None
@@ -274,7 +262,7 @@ def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts 
   if isinstance(want, (tuple, list)):
     trows, tcols, step = want
   else:
-    most = STAGE_THREADS.get(target, (8, 8))
+    most = target.stage_threads
     trows = min(most[0], _pow2_at_least(math.ceil(shape[axes[0]] / rows)))
     tcols = min(most[1], _pow2_at_least(math.ceil(shape[axes[1]] / cols)))
     if not tile:                 # no more register tile than the axis needs
@@ -283,15 +271,15 @@ def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts 
       rows, cols = min(rows, STAGE_TILE[0]), min(cols, STAGE_TILE[1])
     step = min(STAGE_STEP, _pow2_at_least(total))
     while step > 1 and p.local_bytes(trows * rows, tcols * cols, step) > \
-        MAX_LOCAL_BYTES.get(target, 16384):
+        target.max_local_bytes:
       step //= 2
   what = f"tiling through workgroup memory ({trows}x{tcols} threads of {rows}x{cols} outputs, "\
          f"steps of {step})"
-  need, limit = p.local_bytes(trows * rows, tcols * cols, step), MAX_LOCAL_BYTES.get(target, 16384)
+  need, limit = p.local_bytes(trows * rows, tcols * cols, step), target.max_local_bytes
   problem = None
-  if trows * tcols > MAX_LOCAL.get(target, 256):
-    problem = f"needs {trows * tcols} threads per workgroup; {target} allows " \
-              f"{MAX_LOCAL.get(target, 256)}: force fewer threads with stage=(rows, cols, step)"
+  if trows * tcols > target.max_local:
+    problem = f"needs {trows * tcols} threads per workgroup; {target.name} allows " \
+              f"{target.max_local}: force fewer threads with stage=(rows, cols, step)"
   elif need > limit:
     problem = f"needs {need} bytes of workgroup memory; {target} allows {limit}: force a " \
               f"smaller tile=(R, C) or stage=(rows, cols, step)"
@@ -303,7 +291,7 @@ def _stage(item: ScheduleItem, target: str, options: dict, tile: tuple) -> Opts 
       raise LimitError(f"{what} {problem}")
     return None                     # the default falls back to register tiles
   return Opts(local=trows * tcols, tile=(rows, cols), tile_axes=axes, stage=(trows, tcols, step),
-              fma=TILE_FMA.get(target, False))
+              fma=target.tile_fma)
 
 
 def _tile_axes(item: ScheduleItem) -> tuple | None:
@@ -338,102 +326,13 @@ def _tile_threads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
 
 
 def _has_reduce(item: ScheduleItem) -> bool:
-  from ..graph.schedule import _find_reduce
-  return _find_reduce(item.out, item.inputs) is not None
+  return find_reduce(item.out, item.inputs) is not None
 
 
-def _default_upcast(item: ScheduleItem, target: str, n: int) -> int:
-  from ..graph.schedule import _find_reduce
-  upcast = TARGET_UPCAST.get(target, (UPCAST,))[0]
-  upcast = upcast if n % upcast == 0 else UPCAST
-  if target == "python" or n < UPCAST_MIN_SIZE or n % upcast:
+def _default_upcast(item: ScheduleItem, target: Target, n: int) -> int:
+  if not target.upcast:
     return 1
-  return 1 if _find_reduce(item.out, item.inputs) is not None else upcast
-
-
-_SEARCHED: dict[tuple, Opts] = {}
-
-
-def kernel_key(item: ScheduleItem, target: str) -> tuple:
-  """What identifies a kernel for the search cache: its lowered graph and target."""
-  sink, _ = lower(item, Opts())
-  return target, print_graph(sink)
-
-
-def forced_options(opts: Opts) -> dict:
-  """Front-end options that make `optimize` choose `opts` again (what search found)."""
-  if opts.group:
-    return {"group": opts.group}
-  return {"local": opts.local, "upcast": opts.upcast, "tile": opts.tile,
-          "stage": opts.stage or False}
-
-
-def _candidates(item: ScheduleItem, target: str, options: dict) -> list:
-  """(Opts, options forcing them) for search: the heuristic's choice, register tiles of
-  SEARCH_TILES with and without workgroup memory, then workgroup sizes x upcasts."""
-  n = max(item.out.size, 1)
-  limit = MAX_LOCAL.get(target, 256)
-  out = [(optimize(item, target, options), options)]
-  for tile, stage in itertools.product(SEARCH_TILES, (False, True)):
-    forced = {**options, "tile": tile, "stage": stage}
-    try:
-      opts = optimize(item, target, forced)
-    except (LimitError, UnsupportedError):
-      continue
-    if opts.tile == tile:
-      out.append((opts, forced))
-  out += [(Opts(local, upcast), {**options, "local": local, "upcast": upcast, "tile": (),
-                                 "stage": False})
-          for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST)
-          if local <= limit and n % upcast == 0 and local * upcast <= 4 * n]
-  unique = {}
-  for opts, forced in out:
-    unique.setdefault(opts, forced)
-  return list(unique.items())
-
-
-def search(item: ScheduleItem, runtime, handles: list, options: dict | None = None,
-           repeats: int = 2) -> Opts:
-  """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest: the
-  heuristic's, register tiles with and without workgroup memory, workgroup sizes x upcasts.
-  Each call appends what it did to SEARCH_LOG (the page shows it)."""
-  from ..compiler import compile_item
-  target = runtime.target or "python"
-  key = kernel_key(item, target)
-  if key in _SEARCHED:
-    SEARCH_LOG.append({"kernel": item.name, "cached": True, "chosen": describe(_SEARCHED[key])})
-    return _SEARCHED[key]
-  best, best_time, first_time, count = None, None, None, 0
-  for opts, forced in _candidates(item, target, dict(options or {})):
-    compiled = compile_item(item, target, forced)
-    bound = [handles[b.slot] for b in compiled.buffers]   # what this variant still reads
-    seconds = min(runtime.time_run(compiled, bound, {}) for _ in range(repeats))
-    count += 1
-    first_time = seconds if first_time is None else first_time
-    if best_time is None or seconds < best_time:
-      best, best_time = opts, seconds
-  _SEARCHED[key] = best
-  SEARCH_LOG.append({"kernel": item.name, "cached": False, "chosen": describe(best),
-                     "candidates": count, "best_ms": best_time * 1e3,
-                     "heuristic_ms": first_time * 1e3})
-  return best
-
-
-# what each search call did, in order: {kernel, cached, chosen, candidates, best_ms,
-# heuristic_ms} (the caller clears it when it wants only its own)
-SEARCH_LOG: list[dict] = []
-
-
-def describe(opts: Opts) -> str:
-  """Launch options in words, e.g. "local 256, tile 8x8, staged 16x16 step 8"."""
-  if opts.group:
-    return f"grouped reduction, {opts.group} threads per output" + \
-      (" (subgroups)" if opts.subgroups else "")
-  words = [f"local {opts.local}"]
-  if opts.upcast > 1:
-    words.append(f"upcast {opts.upcast}")
-  if opts.tile:
-    words.append(f"tile {opts.tile[0]}x{opts.tile[1]}")
-  if opts.stage:
-    words.append(f"staged {opts.stage[0]}x{opts.stage[1]} step {opts.stage[2]}")
-  return ", ".join(words)
+  upcast = target.upcast if n % target.upcast == 0 else UPCAST
+  if n < UPCAST_MIN_SIZE or n % upcast:
+    return 1
+  return 1 if find_reduce(item.out, item.inputs) is not None else upcast

@@ -31,6 +31,8 @@ from ..uop.ops import Ops, UOp, toposort
 from ..uop.program import BufferSpec
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides
+from ..render.ptx.target import PTX, parse_arch
+from ..render.targets import get_target
 
 I32, F32 = dtypes.int32, dtypes.float32
 
@@ -157,24 +159,24 @@ def match_matmul(item: ScheduleItem) -> Matmul | None:
 # ---- target and arch ---------------------------------------------------------------------------
 
 def _wanted(target: str, options: dict) -> bool:
+  target = get_target(target)
   forced = options.get("tensor_cores")
-  if forced and target == "wgsl":
+  if forced and target.name == "wgsl":
     raise UnsupportedError("WebGPU (WGSL) has no tensor cores: drop tensor_cores=True, or "
                            "compile for target='ptx'", target="wgsl")
-  return bool(forced) if forced is not None else target == "ptx"
+  return bool(forced) if forced is not None else target.tensor_cores
 
 
 def tensor_core_shape(dtype_in: str, target: str, options: dict) -> tuple | None:
   """The WMMA (M, N, K) for operands of `dtype_in` on `target`/arch, or None (normal path).
   Forcing tensor cores on an arch without a shape returns the best shape anyway, so the
   renderer raises its typed error naming the archs that have it."""
-  from ..render.ptx import MMA_SHAPES, parse_arch
   if not _wanted(target, options) or (dtype_in == "float32" and not options.get("tf32")):
     return None
   sm = parse_arch(options.get("arch") or DEFAULT_ARCH)
   shapes = SHAPES.get(dtype_in, ())
   for shape in shapes:
-    if MMA_SHAPES[(*shape, dtype_in)][0] <= sm:
+    if PTX.mma_shapes[(*shape, dtype_in)][0] <= sm:   # (target python models PTX's)
       return shape
   return shapes[0] if shapes and options.get("tensor_cores") else None
 

@@ -12,6 +12,7 @@ from ...dtype import DType
 from ...errors import LimitError, UnsupportedError
 from ...uop.ops import GroupOp, Ops, UOp
 from ...uop.program import Kernel
+from ..target import Target, unknown_options_message
 
 # ---- options -------------------------------------------------------------------------------------
 
@@ -29,15 +30,26 @@ class WGSLOptions:
   fast_math: bool = False              # native sin, log2 (WGSL: 2**-11, 2**-21 absolute)
 
 
-_OPTION_NAMES = frozenset(f.name for f in fields(WGSLOptions))
+# the facts the optimizer and lowering read (WebGPU guarantees 256 invocations and 16 KiB of
+# workgroup memory). Measured on lavapipe: elementwise kernels of 8 outputs per thread in
+# workgroups of 128 (x * 2 + 1 and softmax's exp-divide over 4096x1024 1.2x), written as vectors
+# (1.25x); grouped reductions unrolled 4 times (1.4x) with vec4 loads (1.7x more) and at least 16
+# steps per lane; register tiles sharing loads over grouped reductions (conv2d 3x3 128ch 14x14:
+# 8 vs 130 ms); workgroup-memory tiles off by default (slower there); no fma (a libcall on CPU
+# adapters without FMA). See lowering/optimize.py for what each fact steers.
+WGSL = Target(name=TARGET, title="WGSL",
+              renderer_options=tuple(f.name for f in fields(WGSLOptions)),
+              max_local=256, max_local_bytes=16384, upcast=8, upcast_local=128, upcast_vec=True,
+              subgroup_dtypes=("float16", "float32", "int32", "uint32"), group_unroll=4,
+              group_vec=4, group_min_steps=16, tile_over_group=True, stage_threads=(16, 16))
 
 
 def make_options(options: dict) -> WGSLOptions:
-  known = _OPTION_NAMES
-  unknown = sorted(set(options) - known)
+  """The renderer's options, checked as every target checks its options (render/target.py)."""
+  unknown = [name for name in options if name not in WGSL.renderer_options]
   if unknown:
-    raise UnsupportedError(f"unknown WGSL renderer option(s) {', '.join(unknown)}: use "
-                           f"{', '.join(sorted(known))}", target=TARGET)
+    raise UnsupportedError(unknown_options_message("WGSL", unknown, WGSL.renderer_options),
+                           target=TARGET)
   return WGSLOptions(**options)
 
 

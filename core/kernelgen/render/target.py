@@ -1,0 +1,79 @@
+"""What a backend is, as data: one frozen `Target` per backend (PYTHON here, WGSL in
+wgsl/target.py, PTX in ptx/target.py) holding every hard fact the optimizer and the lowering read
+(workgroup limits, vector widths, subgroup dtypes, tensor-core shapes) and the options it takes.
+
+`Target.check_options(options)` is the one option check every target runs: an unknown or
+misspelled option is an UnsupportedError naming the closest valid one.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from ..errors import UnsupportedError
+
+# options the front end consumes (optimize, tensor cores), valid on every target; the rest go to
+# the renderer. `subgroups` (default off; the WEBGPU device sets it when its adapter has
+# subgroups) is read by both: optimize lets grouped reductions combine per subgroup, and the WGSL
+# renderer accepts subgroup ops only with it (PTX takes warp shuffles always)
+FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
+                     "group_chunk", "tile", "stage", "tensor_cores", "tf32")
+
+
+@dataclass(frozen=True)
+class Target:
+  """One backend's facts. Sizes are in threads (local) and bytes; dtypes by name."""
+  name: str                       # "python", "wgsl", "ptx"
+  title: str                      # how messages name it: "WGSL", "PTX", "python"
+  renderer_options: tuple         # options its renderer takes (besides FRONT_END_OPTIONS)
+  max_local: int                  # the most threads in one workgroup we use
+  max_local_bytes: int            # bytes of workgroup memory one kernel may use
+  upcast: int = 4                 # outputs per thread of large elementwise kernels (0: never)
+  upcast_local: int | None = None  # the most threads per workgroup for those (None: max_local)
+  upcast_vec: bool = False        # those kernels read runs and write vectors
+  subgroup_dtypes: tuple = ()     # dtypes whose grouped reductions may combine per subgroup
+  subgroup_whole_warps: bool = False  # subgroups only for groups of whole warps (WARP threads)
+  group_unroll: int = 1           # each lane's loop of a grouped reduction unrolled this often
+  group_vec: int = 1              # consecutive elements per lane and step of those
+  group_min_steps: int = 0        # the fewest steps each lane of those takes
+  register_tiles: bool = True     # the heuristic gives matmul-like kernels register tiles
+  tile_over_group: bool = False   # a register tile that shares loads beats a grouped reduction
+  stage_threads: tuple = (8, 8)   # the most threads (rows, cols) of a workgroup-memory tile
+  stage_default: bool = False     # tiles go through workgroup memory by default
+  tile_fma: bool = False          # register tiles accumulate float products fused (MULACC)
+  tensor_cores: bool = False      # matmuls use tensor cores by default
+  mma_shapes: dict = field(default_factory=dict)  # (M, N, K, dtype) -> (oldest sm, ...)
+
+  @property
+  def options(self) -> tuple:
+    """Every option name this target accepts."""
+    return FRONT_END_OPTIONS + tuple(n for n in self.renderer_options
+                                     if n not in FRONT_END_OPTIONS)
+
+  def check_options(self, options: dict) -> dict:
+    """`options` itself when every name is one this target takes; else an UnsupportedError
+    naming the unknown ones, the closest valid name to each, and the valid names."""
+    unknown = [name for name in options if name not in self.options]
+    if unknown:
+      raise UnsupportedError(unknown_options_message(self.title, unknown, self.options),
+                             target=self.name)
+    return options
+
+  def render_options(self, options: dict) -> dict:
+    """The options its renderer takes (the front end's dropped)."""
+    return {k: v for k, v in options.items() if k not in FRONT_END_OPTIONS}
+
+
+def unknown_options_message(title: str, unknown: list, valid) -> str:
+  """'unknown PTX option(s) upcst (did you mean upcast?): use one of ...'."""
+  named = []
+  for name in sorted(unknown):
+    close = difflib.get_close_matches(str(name), list(valid), n=1)
+    named.append(f"{name} (did you mean {close[0]}?)" if close else str(name))
+  return f"unknown {title} option(s) {', '.join(named)}: use one of {', '.join(sorted(valid))}"
+
+
+PYTHON = Target(name="python", title="python", renderer_options=("subgroups", "arch"),
+                max_local=64, max_local_bytes=1 << 20, upcast=0,
+                subgroup_dtypes=("float16", "float32", "int32", "uint32"),
+                register_tiles=False, stage_threads=(8, 8))
