@@ -97,7 +97,7 @@ def test_ranges_hold_on_every_integer_dtype(dt, op, data):
 ])
 def test_ranges_of_nodes(expr, want):
   got = value_range(expr)
-  assert got == want and (expr.vmin, expr.vmax) == want
+  assert got == want
   assert type(got[0]) is type(want[0])
 
 

@@ -23,21 +23,21 @@ from ..dtype import DType, dtypes, promote_types, truncate
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..graph.lazy import L, LazyOp, chain_view
 from ..uop.ops import Ops
-from .tensor_data import (Scalar, _check_ints, _infer_dtype, _nest, _pairs, _raw_of,  # noqa: F401
-                          _resolve_axes, _shape_args, broadcast_shape, pack, unpack)
+from .tensor_data import (Scalar, check_ints, infer_dtype, nest, pairs, raw_of,  # noqa: F401
+                          resolve_axes, shape_args, broadcast_shape, pack, unpack)
 from ..graph.view import View, prod
 
 
 # ---- helpers ---------------------------------------------------------------------------------
 
-def _float_of(dt: DType) -> DType:
+def float_of(dt: DType) -> DType:
   """The float dtype `/`, `sqrt`, `exp`... give for `dt` (int32/uint32 -> float32, see above)."""
   if dt.is_float():
     return dt
   return {1: dtypes.float16, 2: dtypes.float32, 4: dtypes.float32}.get(dt.itemsize, dtypes.float64)
 
 
-def _acc_dtype(dt: DType) -> DType:
+def acc_dtype(dt: DType) -> DType:
   """The dtype sum/prod accumulate in and return (see the module docstring)."""
   if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 4):
     return dtypes.int32
@@ -68,7 +68,7 @@ class Tensor:
       return
     from ..device import Device
     device = Device.canonical(device) if device is not None else _default_device()
-    raw, shape, dtype = _raw_of(data, dtype)
+    raw, shape, dtype = raw_of(data, dtype)
     buffer = lazy.Buffer(device, dtype, prod(shape), raw)
     self.node = LazyOp.from_buffer(buffer, shape)
 
@@ -113,7 +113,7 @@ class Tensor:
     return read_bytes(self.node)
 
   def tolist(self):
-    return _nest(unpack(self._bytes(), self.dtype), self.shape)
+    return nest(unpack(self._bytes(), self.dtype), self.shape)
 
   def item(self):
     if self.numel() != 1:
@@ -163,16 +163,16 @@ class Tensor:
   @staticmethod
   def full(shape, value, dtype=None, device=None) -> Tensor:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    dtype = dtypes.from_name(dtype) if dtype else _infer_dtype([value])
+    dtype = dtypes.from_name(dtype) if dtype else infer_dtype([value])
     return Tensor(Tensor._full_node(shape, value, dtype, device))
 
   @staticmethod
   def zeros(*shape, dtype=dtypes.float32, device=None) -> Tensor:
-    return Tensor.full(_shape_args(shape), 0, dtype, device)
+    return Tensor.full(shape_args(shape), 0, dtype, device)
 
   @staticmethod
   def ones(*shape, dtype=dtypes.float32, device=None) -> Tensor:
-    return Tensor.full(_shape_args(shape), 1, dtype, device)
+    return Tensor.full(shape_args(shape), 1, dtype, device)
 
   @staticmethod
   def empty(*shape, dtype=dtypes.float32, device=None) -> Tensor:
@@ -182,7 +182,7 @@ class Tensor:
   def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
     if stop is None:
       start, stop = 0, start
-    dtype = dtypes.from_name(dtype) if dtype else _infer_dtype([start, stop, step])
+    dtype = dtypes.from_name(dtype) if dtype else infer_dtype([start, stop, step])
     if step == 0:
       raise ShapeError("arange step must not be 0: use a positive or negative step")
     n = max(0, math.ceil((stop - start) / step))
@@ -200,7 +200,7 @@ class Tensor:
   @staticmethod
   def rand(*shape, seed: int = 0, dtype=dtypes.float32, device=None) -> Tensor:
     """Uniform [0, 1) from a counter-based hash of (seed, element index): deterministic."""
-    shape = _shape_args(shape)
+    shape = shape_args(shape)
     if any(s < 0 for s in shape):
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
     bits = _hash_u32(Tensor.arange(prod(shape), device=device), seed)
@@ -210,7 +210,7 @@ class Tensor:
   @staticmethod
   def randn(*shape, seed: int = 0, dtype=dtypes.float32, device=None) -> Tensor:
     """Standard normal values (Box-Muller over two hashed streams); deterministic in `seed`."""
-    shape = _shape_args(shape)
+    shape = shape_args(shape)
     u1 = 1.0 - Tensor.rand(*shape, seed=seed * 2 + 1, device=device)
     u2 = Tensor.rand(*shape, seed=seed * 2 + 2, device=device)
     return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).cast(dtype)
@@ -231,7 +231,7 @@ class Tensor:
     return Tensor(chain_view(self.node, move, *args))
 
   def reshape(self, *shape) -> Tensor:
-    shape = list(_shape_args(shape))
+    shape = list(shape_args(shape))
     if shape.count(-1) > 1:
       raise ShapeError(f"reshape to {tuple(shape)}: only one dim can be -1")
     if -1 in shape:
@@ -248,7 +248,7 @@ class Tensor:
     return self.reshape(-1)
 
   def permute(self, *order) -> Tensor:
-    order = _shape_args(order)
+    order = shape_args(order)
     if sorted(a % max(self.ndim, 1) for a in order) != list(range(self.ndim)):
       raise ShapeError(f"permute{tuple(order)} of a {self.ndim}-d tensor: give each axis "
                        f"0..{self.ndim - 1} once")
@@ -260,7 +260,7 @@ class Tensor:
 
   def swapaxes(self, a: int, b: int) -> Tensor:
     order = list(range(self.ndim))
-    a, b = _resolve_axes(a, self.ndim)[0], _resolve_axes(b, self.ndim)[0]
+    a, b = resolve_axes(a, self.ndim)[0], resolve_axes(b, self.ndim)[0]
     order[a], order[b] = order[b], order[a]
     return self.permute(*order)
 
@@ -269,7 +269,7 @@ class Tensor:
     return self.transpose()
 
   def expand(self, *shape) -> Tensor:
-    shape = _shape_args(shape)
+    shape = shape_args(shape)
     shape = tuple(s if s != -1 else o for s, o in
                   zip(shape, (1,) * (len(shape) - self.ndim) + self.shape))
     target = broadcast_shape(self.shape, shape)
@@ -281,13 +281,13 @@ class Tensor:
   broadcast_to = expand
 
   def unsqueeze(self, axis: int) -> Tensor:
-    axis = _resolve_axes(axis, self.ndim + 1)[0]
+    axis = resolve_axes(axis, self.ndim + 1)[0]
     return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
   expand_dims = unsqueeze
 
   def squeeze(self, axis=None) -> Tensor:
-    axes = _resolve_axes(axis, self.ndim) if axis is not None else \
+    axes = resolve_axes(axis, self.ndim) if axis is not None else \
       tuple(i for i, s in enumerate(self.shape) if s == 1)
     if any(self.shape[a] != 1 for a in axes):
       raise ShapeError(f"squeeze axis {axis} of shape {self.shape}: only size-1 dims can go")
@@ -295,8 +295,8 @@ class Tensor:
 
   def pad(self, pad_width, value=0) -> Tensor:
     """numpy.pad with a constant fill: pad_width is ((before, after), ...) per dim."""
-    pads = _pairs(pad_width, self.ndim, "pad")
-    _check_ints([w for pair in pads for w in pair], "pad")
+    pads = pairs(pad_width, self.ndim, "pad")
+    check_ints([w for pair in pads for w in pair], "pad")
     if any(b < 0 or a < 0 for b, a in pads):
       raise ShapeError(f"pad widths must be >= 0, got {pads}; use shrink to cut")
     if self.numel() == 0 and any(b or a for b, a in pads):   # nothing to place: all fill
@@ -319,7 +319,7 @@ class Tensor:
     return self._move("shrink", bounds)
 
   def flip(self, axis=None) -> Tensor:
-    axes = _resolve_axes(axis, self.ndim)
+    axes = resolve_axes(axis, self.ndim)
     return self._move("flip", axes) if axes else self
 
   def _step(self, steps) -> Tensor:
@@ -330,7 +330,7 @@ class Tensor:
     return getitem(self, index)
 
   def repeat(self, *reps) -> Tensor:
-    reps = _shape_args(reps)
+    reps = shape_args(reps)
     x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
     expanded = x.reshape(tuple(v for s in x.shape for v in (1, s)))
     expanded = expanded.expand(tuple(v for r, s in zip(reps, x.shape) for v in (r, s)))
@@ -449,7 +449,7 @@ def cat(tensors, axis: int = 0) -> Tensor:
   if not tensors:
     raise ShapeError("cat needs at least one tensor")
   first = tensors[0]
-  axis = _resolve_axes(axis, first.ndim)[0]
+  axis = resolve_axes(axis, first.ndim)[0]
   for t in tensors[1:]:
     if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape))
                                    if i != axis):
@@ -477,7 +477,7 @@ def stack(tensors, axis: int = 0) -> Tensor:
   tensors = list(tensors)
   if not tensors:
     raise ShapeError("stack needs at least one tensor")
-  axis = _resolve_axes(axis, tensors[0].ndim + 1)[0]
+  axis = resolve_axes(axis, tensors[0].ndim + 1)[0]
   shapes = {t.shape for t in tensors}
   if len(shapes) > 1:
     raise ShapeError(f"stack needs tensors of one shape, got {sorted(shapes)}")

@@ -40,7 +40,7 @@ def _shape_of(d) -> list:
   return out
 
 
-def _infer_dtype(values: list) -> DType:
+def infer_dtype(values: list) -> DType:
   if values and all(isinstance(v, bool) for v in values):
     return dtypes.bool
   if any(isinstance(v, float) for v in values):
@@ -63,16 +63,16 @@ def unpack(data: bytes, dtype: DType) -> list:
   return [from_bits(v, dtype) for v in values] if dtype == dtypes.bfloat16 else list(values)
 
 
-def _nest(values: list, shape: tuple):
+def nest(values: list, shape: tuple):
   if not shape:
     return values[0]
   if len(shape) == 1:
     return list(values)
   step = prod(shape[1:])
-  return [_nest(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
+  return [nest(values[i * step:(i + 1) * step], shape[1:]) for i in range(shape[0])]
 
 
-def _raw_of(data, dtype: DType | None) -> tuple[bytes, tuple, DType]:
+def raw_of(data, dtype: DType | None) -> tuple[bytes, tuple, DType]:
   """(bytes in numpy layout, shape, dtype) of user data."""
   if hasattr(data, "__array_interface__") and hasattr(data, "dtype"):
     name = str(data.dtype)
@@ -90,7 +90,7 @@ def _raw_of(data, dtype: DType | None) -> tuple[bytes, tuple, DType]:
     return pack(values, dtype or src), shape, dtype or src
   shape: list = []
   values = _flatten(data, shape)
-  dtype = dtype or _infer_dtype(values)
+  dtype = dtype or infer_dtype(values)
   return pack(values, dtype), tuple(shape), dtype
 
 
@@ -110,12 +110,12 @@ def broadcast_shape(*shapes) -> tuple[int, ...]:
   return tuple(out)
 
 
-def _resolve_axes(axis, ndim: int) -> tuple[int, ...]:
+def resolve_axes(axis, ndim: int) -> tuple[int, ...]:
   if axis is None:
     return tuple(range(ndim))
   axes = (axis,) if isinstance(axis, int) else tuple(axis) if isinstance(axis, (tuple, list)) \
     else (axis,)
-  _check_ints(axes, "axis")
+  check_ints(axes, "axis")
   out = []
   for a in axes:
     if not -max(ndim, 1) <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
@@ -127,7 +127,7 @@ def _resolve_axes(axis, ndim: int) -> tuple[int, ...]:
   return tuple(sorted(out)) if ndim else ()
 
 
-def _pairs(arg, ndim: int, what: str):
+def pairs(arg, ndim: int, what: str):
   if isinstance(arg, int):
     return ((arg, arg),) * ndim
   arg = tuple(arg)
@@ -138,14 +138,14 @@ def _pairs(arg, ndim: int, what: str):
   return tuple((0, 0) if a is None else tuple(a) for a in arg)
 
 
-def _shape_args(shape) -> tuple[int, ...]:
+def shape_args(shape) -> tuple[int, ...]:
   if len(shape) == 1 and isinstance(shape[0], (tuple, list, range)):
     shape = tuple(shape[0])
-  _check_ints(shape, "a shape")
+  check_ints(shape, "a shape")
   return tuple(shape)
 
 
-def _check_ints(values, what: str) -> None:
+def check_ints(values, what: str) -> None:
   bad = [v for v in values if not hasattr(v, "__index__") or isinstance(v, bool)]
   if bad:
     raise ShapeError(f"{what} takes ints, got {bad[0]!r} in {tuple(values)}: use int(...)")

@@ -7,7 +7,7 @@ import math
 
 from ..dtype import min_value
 from ..errors import ShapeError
-from .tensor import Tensor, _acc_dtype, result_dtype
+from .tensor import Tensor, acc_dtype, result_dtype
 
 def matmul(a, b, reverse=False):
   a, b = (b, a) if reverse else (a, b)
@@ -23,7 +23,7 @@ def matmul(a, b, reverse=False):
   dtype = result_dtype(x, y)
   xs = x.cast(dtype).unsqueeze(-2)                       # (..., n, 1, k)
   ys = y.cast(dtype).swapaxes(-1, -2).unsqueeze(-3)      # (..., 1, m, k)
-  out = (xs * ys).sum(-1, dtype=_acc_dtype(dtype) if not dtype.is_float() else None)
+  out = (xs * ys).sum(-1, dtype=acc_dtype(dtype) if not dtype.is_float() else None)
   out = out.cast(dtype)
   if a.ndim == 1:
     out = out.squeeze(-2)

@@ -13,7 +13,7 @@ from ..dtype import DType, dtypes, max_value, min_value
 from ..errors import DTypeError, ShapeError
 from ..graph.lazy import L, LazyOp
 from ..uop.ops import Ops
-from .tensor import Tensor, _acc_dtype, _float_of, _resolve_axes, coerce, where
+from .tensor import Tensor, acc_dtype, float_of, resolve_axes, coerce, where
 from .tensor_nn import avg_pool2d, conv2d, dot, layernorm, matmul, max_pool2d
 
 LOG2_E = 1 / math.log(2)
@@ -39,7 +39,7 @@ def _check_numeric(*xs):
 def truediv(a, b, reverse=False):
   x, y = (b, a) if reverse else (a, b)
   x, y = coerce(x, y)
-  dtype = _float_of(x.dtype)
+  dtype = float_of(x.dtype)
   return x.cast(dtype)._binary(Ops.FDIV, y.cast(dtype))
 
 
@@ -206,7 +206,7 @@ def clip(x, lo=None, hi=None):
 def _float_math(fn):
   """Run `fn` in float32 for half types (then cast back), and in float for ints."""
   def method(x, *args):
-    out = _float_of(x.dtype)
+    out = float_of(x.dtype)
     work = dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out
     return fn(x.cast(work), *args).cast(out)
   method.__name__ = fn.__name__
@@ -310,7 +310,7 @@ def _splits(x: Tensor, axes: tuple[int, ...]) -> bool:
 
 
 def _reduce(x: Tensor, op: Ops, axis, keepdim: bool) -> Tensor:
-  axes = _resolve_axes(axis, x.ndim)
+  axes = resolve_axes(axis, x.ndim)
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
   if any(x.shape[a] == 0 for a in axes):      # nothing to reduce: the identity (sum 0, prod 1)
     out = Tensor.full(shape, 1 if op is Ops.MUL else 0, dtype=x.dtype, device=x.device)
@@ -324,20 +324,20 @@ def _reduce(x: Tensor, op: Ops, axis, keepdim: bool) -> Tensor:
 
 
 def _check_nonempty(x: Tensor, axis, what: str):
-  axes = _resolve_axes(axis, x.ndim)
+  axes = resolve_axes(axis, x.ndim)
   if any(x.shape[a] == 0 for a in axes):
     raise ShapeError(f"{what} of an empty axis has no identity: the tensor has shape "
                      f"{x.shape}; check the axis or use sum")
 
 
 def sum_(x, axis=None, keepdim=False, dtype=None):
-  acc = dtypes.from_name(dtype) if dtype else _acc_dtype(x.dtype)
+  acc = dtypes.from_name(dtype) if dtype else acc_dtype(x.dtype)
   work = dtypes.float32 if acc in (dtypes.float16, dtypes.bfloat16) else acc
   return _reduce(x.cast(work), Ops.ADD, axis, keepdim).cast(acc)
 
 
 def prod_(x, axis=None, keepdim=False, dtype=None):
-  acc = dtypes.from_name(dtype) if dtype else _acc_dtype(x.dtype)
+  acc = dtypes.from_name(dtype) if dtype else acc_dtype(x.dtype)
   work = dtypes.float32 if acc in (dtypes.float16, dtypes.bfloat16) else acc
   return _reduce(x.cast(work), Ops.MUL, axis, keepdim).cast(acc)
 
@@ -353,18 +353,18 @@ def min_(x, axis=None, keepdim=False):
 
 
 def _count(x: Tensor, axis) -> int:
-  return math.prod(x.shape[a] for a in _resolve_axes(axis, x.ndim))
+  return math.prod(x.shape[a] for a in resolve_axes(axis, x.ndim))
 
 
 def mean(x, axis=None, keepdim=False):
-  out = _float_of(x.dtype) if x.dtype.is_float() else dtypes.float32
+  out = float_of(x.dtype) if x.dtype.is_float() else dtypes.float32
   total = x.cast(out).sum(axis, keepdim)
   n = _count(x, axis)
   return (total / n if n else total * math.nan).cast(out)
 
 
 def var(x, axis=None, ddof=0, keepdim=False):
-  out = _float_of(x.dtype) if x.dtype.is_float() else dtypes.float32
+  out = float_of(x.dtype) if x.dtype.is_float() else dtypes.float32
   xf = x.cast(dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out)
   centered = xf - xf.mean(axis, keepdim=True)
   n = _count(x, axis) - ddof
@@ -384,7 +384,7 @@ def _arg_extreme(x: Tensor, axis, keepdim: bool, largest: bool) -> Tensor:
   if not hasattr(axis, "__index__"):
     raise ShapeError(f"{'argmax' if largest else 'argmin'} takes one axis (an int) or None, "
                      f"got {axis!r}: reduce the other axes first, or flatten")
-  axis = _resolve_axes(axis, x.ndim)[0]
+  axis = resolve_axes(axis, x.ndim)[0]
   best = x.max(axis, keepdim=True) if largest else x.min(axis, keepdim=True)
   hit = (x == best) | x.isnan() if x.dtype.is_float() else x == best
   n = x.shape[axis]
@@ -400,13 +400,13 @@ def argmin(x, axis=None, keepdim=False): return _arg_extreme(x, axis, keepdim, F
 
 
 def softmax(x, axis=-1):
-  xf = x.cast(_float_of(x.dtype))
+  xf = x.cast(float_of(x.dtype))
   e = (xf - xf.max(axis, keepdim=True)).exp()
   return e / e.sum(axis, keepdim=True)
 
 
 def log_softmax(x, axis=-1):
-  xf = x.cast(_float_of(x.dtype))
+  xf = x.cast(float_of(x.dtype))
   shifted = xf - xf.max(axis, keepdim=True)
   return shifted - shifted.exp().sum(axis, keepdim=True).log()
 

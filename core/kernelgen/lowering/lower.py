@@ -39,12 +39,12 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from ..dtype import dtypes, max_value, min_value
-from .index_math import I32, _and, _c, _lin, unravel  # noqa: F401 (I32, unravel: for the tilers)
+from ..dtype import dtypes
+from .index_math import I32, gate_and, int_const, linear_index, unravel  # noqa: F401 (I32, unravel: for the tilers)
 from ..graph.lazy import L, LazyOp
-from .vector import (MAX_VECTOR, _vector_loads, _vector_stores, vector_accumulate,  # noqa: F401
+from .vector import (MAX_VECTOR, vector_loads, vector_stores, vector_accumulate,  # noqa: F401
                            vector_thread_stores)
-from ..uop.ops import Ops, UOp, toposort
+from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element, toposort  # noqa: F401
 from ..uop.program import BufferSpec
 from ..graph.schedule import ScheduleItem
 from ..graph.view import View, contiguous_strides, prod
@@ -108,17 +108,6 @@ def _view_axes(view: View, count: int) -> tuple | None:
   return used if len(used) < count else None
 
 
-_REDUCE_BOOL = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops.AND}
-
-
-def _identity(op: Ops, dtype):
-  if op in (Ops.ADD, Ops.OR):      # OR: bool sum/max (False; was max_value: True)
-    return 0
-  if op in (Ops.MUL, Ops.AND):
-    return 1
-  return min_value(dtype) if op is Ops.MAX else max_value(dtype)
-
-
 class Lowerer:
   """Lowers the expression of one ScheduleItem; memoized by (node, indices, gate)."""
 
@@ -164,7 +153,7 @@ class Lowerer:
   def _lower(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     if node is not self.item.out and id(node) in self.slots:
       terms = [(i, s, n) for i, s, n in zip(idxs, contiguous_strides(node.shape), node.shape)]
-      return self._load(node, _lin([t for t in terms if t[1] and t[2] != 1], 0), gate)
+      return self._load(node, linear_index([t for t in terms if t[1] and t[2] != 1], 0), gate)
     if node.op is L.CONST:
       return UOp.const(node.dtype, node.arg)
     if node.op is L.IOTA:
@@ -184,18 +173,18 @@ class Lowerer:
 
   def _alu(self, node: LazyOp, srcs: list[UOp]) -> UOp:
     op = node.arg
-    if srcs[-1].dtype == dtypes.bool and op in _REDUCE_BOOL:
-      op = _REDUCE_BOOL[op]
+    if srcs[-1].dtype == dtypes.bool and op in BOOL_REDUCE:
+      op = BOOL_REDUCE[op]
     return UOp(op, node.dtype, tuple(srcs))
 
   def _view(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     view: View = node.arg
     src = node.src[0]
     valid = view.valid(list(idxs))
-    inner_gate = _and(gate, valid)
+    inner_gate = gate_and(gate, valid)
     terms = view.terms(list(idxs))
     if id(src) in self.slots and src is not self.item.out:
-      return self._load(src, _lin(terms, view.offset), inner_gate)
+      return self._load(src, linear_index(terms, view.offset), inner_gate)
     src_idxs = tuple(unravel(terms, view.offset, src.shape))
     out = self.value(src, src_idxs, inner_gate)
     return out if valid is None else valid.where(out, out.const_like(0))
@@ -222,7 +211,7 @@ class Lowerer:
     for a in axes:
       loops, lanes = self._loop(src.shape[a])
       ranges += loops
-      points = [(p[:a] + [i] + p[a + 1:], _and(v, ok)) for p, v in points for i, ok in lanes]
+      points = [(p[:a] + [i] + p[a + 1:], gate_and(v, ok)) for p, v in points for i, ok in lanes]
     return self._accumulate(op, src, [(tuple(p), v) for p, v in points], idxs, gate, ranges)
 
   def _accumulate(self, op: Ops, src: LazyOp, points: list, idxs: tuple, gate,
@@ -230,13 +219,13 @@ class Lowerer:
     """AFTER(acc) of acc = op(acc, src[p]) for every (p, valid) of `points` in each iteration of
     `ranges` (where valid is false the element is skipped); with `vec`, runs of `vec` loads of
     consecutive elements become vector loads."""
-    bodies = [(self.value(src, p, _and(gate, v)), v) for p, v in points]
+    bodies = [(self.value(src, p, gate_and(gate, v)), v) for p, v in points]
     if vec > 1:
-      bodies = _vector_loads(bodies, vec)
+      bodies = vector_loads(bodies, vec)
     dtype = bodies[0][0].dtype
     if dtype == dtypes.bool:
-      op = _REDUCE_BOOL[op]
-    init = UOp.const(dtype, _identity(op, dtype))
+      op = BOOL_REDUCE[op]
+    init = UOp.const(dtype, identity_element(op, dtype))
     total = None
     for body, valid in bodies:
       body = body if valid is None else valid.where(body, init)
@@ -259,13 +248,13 @@ class Lowerer:
     while math.ceil(n / unroll) > MAX_TRIPS:
       unroll *= 2
     trips = math.ceil(n / unroll)
-    rng = self._range(trips) if trips != 1 else _c(0)
+    rng = self._range(trips) if trips != 1 else int_const(0)
     out, stride = [], 1 if chunk else step
     for u in range(unroll):
       terms = [(rng, unroll * stride, trips)] if trips != 1 else []
       terms += [(lane, trips * unroll if chunk else 1, step)] if lane is not None else []
-      index = _lin(terms, u * stride)
-      out.append((index, index.lt(_c(total)) if trips * unroll * step > total else None))
+      index = linear_index(terms, u * stride)
+      out.append((index, index.lt(int_const(total)) if trips * unroll * step > total else None))
     return ([rng] if trips != 1 else []), out
 
   def _tiled_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
@@ -293,11 +282,11 @@ class Lowerer:
     outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
     unroll = TILE_UNROLL if k == len(shape) and total % TILE_UNROLL == 0 else 1
     ranges, lanes = self._loop(outer, unroll=unroll)
-    return ranges, [(unravel([(lin, 1, outer)], 0, shape[:k]) + [_c(i) for i in at], valid)
+    return ranges, [(unravel([(lin, 1, outer)], 0, shape[:k]) + [int_const(i) for i in at], valid)
                     for lin, valid in lanes for at in inner]
 
   def _range(self, n: int) -> UOp:
-    return UOp(Ops.RANGE, I32, (_c(n),), self._id())
+    return UOp(Ops.RANGE, I32, (int_const(n),), self._id())
 
   def _grouped_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     """Each lane reduces elements lane, lane+group, ... (with vec: the vec elements from
@@ -322,8 +311,8 @@ class Lowerer:
     local = UOp(Ops.DEFINE_LOCAL, part.dtype.ptr(self.group, local=True), (), self._id())
     written = local.store(self.lane, part)
     ready = UOp(Ops.AFTER, local.dtype, (local, UOp(Ops.BARRIER, None, (written,))))
-    r = self._fold_range(_c(self.group), node)
-    init = UOp.const(part.dtype, _identity(op, part.dtype))
+    r = self._fold_range(int_const(self.group), node)
+    init = UOp.const(part.dtype, identity_element(op, part.dtype))
     acc = UOp(Ops.DEFINE_ACC, part.dtype, (init,), self._id())
     update = UOp(Ops.ASSIGN, part.dtype, (acc, UOp(op, part.dtype, (acc, ready.load(r)))))
     return UOp(Ops.AFTER, part.dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
@@ -335,7 +324,7 @@ class Lowerer:
     points = []
     for lin, valid in lanes:
       for k in range(vec):
-        at = lin * _c(vec) + _c(k) if vec > 1 else lin
+        at = lin * int_const(vec) + int_const(k) if vec > 1 else lin
         p = list(idxs)
         for a, index in zip(axes, unravel([(at, 1, total)], 0, shape)):
           p[a] = index
@@ -346,7 +335,7 @@ class Lowerer:
     """The loop over the partials: in lane 0 only (the lane that stores), or in every thread
     when another reduction uses the result."""
     if id(node) not in self.nested:
-      n = self.lane.eq(_c(0)).where(n, _c(0))
+      n = self.lane.eq(int_const(0)).where(n, int_const(0))
     return UOp(Ops.RANGE, I32, (n,), self._id())
 
   def _subgroup_fold(self, op: Ops, part: UOp, node: LazyOp) -> UOp:
@@ -360,15 +349,15 @@ class Lowerer:
     lane = UOp(Ops.SPECIAL, I32, (), ("sglane", 0, min(self.group, MAX_SUBGROUP)))
     leader = lane.eq(UOp(Ops.SUBGROUP_REDUCE, I32, (lane,), Ops.MIN))
     counter = UOp(Ops.DEFINE_LOCAL, I32.ptr(1, local=True), (), self._id())
-    reset = UOp(Ops.BARRIER, None, (counter.store(_c(0), _c(0)),))   # lavapipe does not zero it
-    slot = UOp(Ops.ATOMIC_ADD, I32, (UOp(Ops.AFTER, counter.dtype, (counter, reset)), _c(0),
-                                     _c(1), leader))
+    reset = UOp(Ops.BARRIER, None, (counter.store(int_const(0), int_const(0)),))   # lavapipe does not zero it
+    slot = UOp(Ops.ATOMIC_ADD, I32, (UOp(Ops.AFTER, counter.dtype, (counter, reset)), int_const(0),
+                                     int_const(1), leader))
     local = UOp(Ops.DEFINE_LOCAL, dtype.ptr(self.group, local=True), (), self._id())
     barrier = UOp(Ops.BARRIER, None, (local.store(slot, total, leader),))
-    count = UOp(Ops.AFTER, counter.dtype, (counter, barrier)).load(_c(0))
+    count = UOp(Ops.AFTER, counter.dtype, (counter, barrier)).load(int_const(0))
     ready = UOp(Ops.AFTER, local.dtype, (local, barrier))
     r = self._fold_range(count, node)
-    init = UOp.const(dtype, _identity(op, dtype))
+    init = UOp.const(dtype, identity_element(op, dtype))
     acc = UOp(Ops.DEFINE_ACC, dtype, (init,), self._id())
     update = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, ready.load(r)))))
     return UOp(Ops.AFTER, dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
@@ -414,13 +403,13 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
       return stores
   stores = []
   for j in range(opts.upcast):
-    flat = _lin(spread, j)
-    gate = flat.lt(_c(n)) if groups * per_group > n else None
+    flat = linear_index(spread, j)
+    gate = flat.lt(int_const(n)) if groups * per_group > n else None
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
     value = lw.value(out, idxs, gate)
     stores.append(lw.params[0].store(flat, value, gate))
   if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
-    return _vector_stores(stores, opts.upcast)
+    return vector_stores(stores, opts.upcast)
   return stores
 
 
@@ -433,7 +422,7 @@ def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   lw.unroll, lw.vec = max(opts.group_unroll, 1), max(opts.group_vec, 1)
   lw.chunk = opts.group_chunk
   value = lw.value(out, tuple(unravel([(gid, 1, out.size)], 0, out.shape)), None)
-  return [lw.params[0].store(gid, value, lw.lane.eq(_c(0)))]
+  return [lw.params[0].store(gid, value, lw.lane.eq(int_const(0)))]
 
 
 def _nested_reduces(item: ScheduleItem) -> set:
@@ -468,8 +457,8 @@ def tile_threads(shape, tile: tuple, axes: tuple, local: int) -> tuple[list, UOp
   groups = max(1, math.ceil(threads / local))
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
-  thread = gid * _c(local) + lid if local > 1 else gid
-  gate = thread.lt(_c(threads)) if groups * local > threads else None
+  thread = gid * int_const(local) + lid if local > 1 else gid
+  gate = thread.lt(int_const(threads)) if groups * local > threads else None
   return unravel([(thread, 1, threads)], 0, grid), gate
 
 
@@ -490,11 +479,11 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   for i, j in itertools.product(range(rows), range(cols)):
     idxs, at, store_gate = list(base), list(base), gate
     for axis, size, k in ((ar, rows, i), (ac, cols, j)):
-      idxs[axis] = at[axis] = base[axis] * _c(size) + _c(k) if size > 1 else base[axis]
+      idxs[axis] = at[axis] = base[axis] * int_const(size) + int_const(k) if size > 1 else base[axis]
       if out.shape[axis] % size:
-        inside = idxs[axis].lt(_c(out.shape[axis]))
-        at[axis] = inside.where(idxs[axis], _c(out.shape[axis] - 1))
-        store_gate = _and(store_gate, inside)
-    flat = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
+        inside = idxs[axis].lt(int_const(out.shape[axis]))
+        at[axis] = inside.where(idxs[axis], int_const(out.shape[axis] - 1))
+        store_gate = gate_and(store_gate, inside)
+    flat = linear_index([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
     stores.append(lw.params[0].store(flat, lw.value(out, tuple(at), gate), store_gate))
   return stores

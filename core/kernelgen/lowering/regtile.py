@@ -10,22 +10,22 @@ the loads gathered), the elementwise ops and the accumulators as vectors (render
 vector arithmetic write them lane by lane). The same arithmetic in about a quarter of the nodes,
 so every later pass runs over a quarter of the graph. After the reduction, each output's
 elementwise ops are lowered per output and joined back into vector ops where alike
-(`_gathered`), stored as one vector where the output's columns are consecutive.
+(`gather_lanes`), stored as one vector where the output's columns are consecutive.
 """
 from __future__ import annotations
 
 import itertools
 
 from ..dtype import dtypes
-from .index_math import _and, _c, _lin
+from .index_math import gate_and, int_const, linear_index, plus_offset, splat, vectorize
 from ..graph.lazy import L, LazyOp
-from .lower import Lowerer, _identity, _REDUCE_BOOL, tile_threads
-from ..uop.ops import Ops, UOp
-from ..rules.symbolic import _linear
+from .lower import Lowerer, tile_threads
+from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element
+from ..rules.symbolic import linear_sum
 from ..graph.view import contiguous_strides
 
 
-def _lanes(src: LazyOp, cols: int, staged: set) -> int:
+def tile_lanes(src: LazyOp, cols: int, staged: set) -> int:
   """How many of the register tile's columns share one vector: the widest of at most 4 that
   divides `cols`, where the reduction's source (up to the staged operands) is plain arithmetic
   on numbers (1 where it is not: bool values, bitcasts)."""
@@ -42,16 +42,7 @@ def _lanes(src: LazyOp, cols: int, staged: set) -> int:
   return max(w for w in (1, 2, 4) if cols % w == 0)
 
 
-def _vector(values: list) -> UOp:
-  return values[0] if len(values) == 1 else \
-    UOp(Ops.VECTORIZE, values[0].dtype.vec(len(values)), tuple(values))
-
-
-def _splat(u: UOp, width: int) -> UOp:
-  return u if width == 1 or u.dtype.count == width else _vector([u] * width)
-
-
-def _accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: int,
+def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: int,
                   valid: list | None, fma: bool) -> tuple[list, list]:
   """(DEFINE_ACCs, ASSIGNs) of the register tile, row by row, a vector of `lanes` columns
   each: acc op= the reduction's source at elements 0..unroll-1 of this trip, computed from
@@ -75,7 +66,7 @@ def _accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: int,
       srcs = [compute(s, i, g, kk) for s in node.src]
       width = max(u.dtype.count for u in srcs)
       dt = node.dtype.vec(width) if width > 1 else node.dtype
-      srcs = [_splat(u, width) for u in srcs]
+      srcs = [splat(u, width) for u in srcs]
       if node.op is L.CAST:
         got = srcs[0].cast(dt)
       elif node.op is L.BITCAST:
@@ -89,9 +80,9 @@ def _accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: int,
 
   op, dtype = p.reduce.arg[0], src.dtype
   if dtype == dtypes.bool:
-    op = _REDUCE_BOOL[op]
+    op = BOOL_REDUCE[op]
   vdtype = dtype.vec(lanes) if lanes > 1 else dtype
-  init = UOp.const(vdtype, _identity(op, dtype))
+  init = UOp.const(vdtype, identity_element(op, dtype))
   fused = fma and op is Ops.ADD and src.op is L.ALU and src.arg is Ops.MUL and \
     dtype.is_float() and (valid is None or valid.count(None) == len(valid))
   accs, assigns = [], []
@@ -100,12 +91,12 @@ def _accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: int,
     if fused:                # acc = a*b + acc per element, in order
       total = acc
       for kk in range(unroll):
-        a, b = (_splat(compute(s, i, g, kk), lanes) for s in src.src)
+        a, b = (splat(compute(s, i, g, kk), lanes) for s in src.src)
         total = UOp(Ops.MULACC, vdtype, (a, b, total))
     else:
       body = None
       for kk in range(unroll):
-        v = _splat(compute(src, i, g, kk), lanes)
+        v = splat(compute(src, i, g, kk), lanes)
         if valid is not None and valid[kk] is not None:
           v = valid[kk].where(v, init)
         body = v if body is None else UOp(op, vdtype, (body, v))
@@ -115,7 +106,7 @@ def _accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: int,
   return accs, assigns
 
 
-def _tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple, steps: tuple,
+def tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple, steps: tuple,
                  blocks: tuple, lanes: int, accs: list, ends: list, gate: UOp | None) -> list:
   """The stores of the register tile: elementwise ops after the reduction at each point, at
   clamped indices, stores gated at the edges (and by `gate`). Output (i, lane v of vector g)
@@ -128,42 +119,42 @@ def _tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple
   strides = contiguous_strides(out.shape)
   idxs = list(base)
   idxs[ar], idxs[ac] = first
-  flat0 = _lin([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
+  flat0 = linear_index([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
   wide = lanes > 1 and strides[ac] == 1 and nc % blocks[1] == 0
 
   def place(axis: int, n: int, block: int, index: UOp) -> tuple:
     """(index clamped to the axis, the gate of a store there)"""
     if n % block == 0:
       return index, None
-    inside = index.lt(_c(n))
-    return inside.where(index, _c(n - 1)), inside
+    inside = index.lt(int_const(n))
+    return inside.where(index, int_const(n - 1)), inside
 
   stores, template = [], None
   for (i, g), acc, end in zip(itertools.product(range(rows), range(cols // lanes)), accs, ends):
     result = UOp(Ops.AFTER, acc.dtype, (acc, end))
-    row, row_gate = place(ar, nr, blocks[0], _plus(first[0], steps[0] * i))
+    row, row_gate = place(ar, nr, blocks[0], plus_offset(first[0], steps[0] * i))
     if template and template[0] is template[1] and wide:   # the output is the reduction itself
-      flat = _plus(flat0, steps[0] * i * strides[ar] + steps[1] * g)
-      stores.append(lw.params[0].store(flat, result, _and(gate, row_gate)))
+      flat = plus_offset(flat0, steps[0] * i * strides[ar] + steps[1] * g)
+      stores.append(lw.params[0].store(flat, result, gate_and(gate, row_gate)))
       continue
     values = []
     for lane in range(lanes):
       at = list(base)
       at[ar] = row
-      at[ac], col_gate = place(ac, nc, blocks[1], _plus(first[1], steps[1] * g + lane))
-      store_gate = _and(_and(gate, row_gate), col_gate)
+      at[ac], col_gate = place(ac, nc, blocks[1], plus_offset(first[1], steps[1] * g + lane))
+      store_gate = gate_and(gate_and(gate, row_gate), col_gate)
       lw.result = result.gep(lane)
       if template:     # the first output's value with this output's reduction
-        values.append(_rebuilt(template[0], template[1], lw.result, {}))
+        values.append(rebuilt(template[0], template[1], lw.result, {}))
       else:
         values.append(lw.value(out, tuple(at), gate))
-        template = (values[-1], lw.result) if _reads_only(values[-1], lw.result) else False
+        template = (values[-1], lw.result) if reads_only(values[-1], lw.result) else False
       if not wide:
-        flat = _plus(flat0, steps[0] * i * strides[ar] + (steps[1] * g + lane) * strides[ac])
+        flat = plus_offset(flat0, steps[0] * i * strides[ar] + (steps[1] * g + lane) * strides[ac])
         stores.append(lw.params[0].store(flat, values[-1], store_gate))
     if wide:
-      flat = _plus(flat0, steps[0] * i * strides[ar] + steps[1] * g)
-      stores.append(lw.params[0].store(flat, _gathered(values), store_gate))
+      flat = plus_offset(flat0, steps[0] * i * strides[ar] + steps[1] * g)
+      stores.append(lw.params[0].store(flat, gather_lanes(values), store_gate))
   return stores
 
 
@@ -172,10 +163,10 @@ _PLACED = frozenset({Ops.LOAD, Ops.SPECIAL, Ops.RANGE, Ops.VAR, Ops.PARAM, Ops.D
                      Ops.DEFINE_ACC, Ops.AFTER})
 
 
-def _reads_only(value: UOp, result: UOp) -> bool:
+def reads_only(value: UOp, result: UOp) -> bool:
   """Whether an output's `value` reads nothing but the reduction's `result` and constants
   (elementwise ops on it through views without masks): then every output's value is the same
-  graph over its own result (_rebuilt), lowered once."""
+  graph over its own result (rebuilt), lowered once."""
   stack, seen = [value], set()
   while stack:
     u = stack.pop()
@@ -188,29 +179,25 @@ def _reads_only(value: UOp, result: UOp) -> bool:
   return True
 
 
-def _rebuilt(u: UOp, old: UOp, new: UOp, memo: dict) -> UOp:
-  """`u` with `old` replaced by `new` (`u` reads nothing else but constants: _reads_only)."""
+def rebuilt(u: UOp, old: UOp, new: UOp, memo: dict) -> UOp:
+  """`u` with `old` replaced by `new` (`u` reads nothing else but constants: reads_only)."""
   if u is old:
     return new
   if not u.src:
     return u
   if u not in memo:
-    src = tuple(_rebuilt(x, old, new, memo) for x in u.src)
+    src = tuple(rebuilt(x, old, new, memo) for x in u.src)
     memo[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
   return memo[u]
 
 
-def _plus(u: UOp, offset: int) -> UOp:
-  return u + _c(offset) if offset else u
-
-
-# ops whose lanes _gathered joins into one vector op (lane-wise arithmetic every target renders
+# ops whose lanes gather_lanes joins into one vector op (lane-wise arithmetic every target renders
 # on vectors; nothing on bool, nothing with C integer division semantics)
 _LANEWISE = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.NEG, Ops.FDIV, Ops.MULACC,
                        Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.RECIP, Ops.CAST})
 
 
-def _gathered(values: list, memo: dict | None = None) -> UOp:
+def gather_lanes(values: list, memo: dict | None = None) -> UOp:
   """The scalar lanes `values` (one output each) as one vector, joined where they are alike: a
   vector's GEPs in order -> the vector; the same lane-wise op on each -> that op on the joined
   sources; consecutive loads -> a vector load (_packed); else a VECTORIZE."""
@@ -229,10 +216,10 @@ def _gathered(values: list, memo: dict | None = None) -> UOp:
       all(s.dtype.count == 1 and s.dtype != dtypes.bool for s in first.src) and \
       all(v.op is first.op and v.arg == first.arg and v.dtype == first.dtype and
           len(v.src) == len(first.src) for v in values):
-    srcs = tuple(_gathered([v.src[k] for v in values], memo) for k in range(len(first.src)))
+    srcs = tuple(gather_lanes([v.src[k] for v in values], memo) for k in range(len(first.src)))
     got = UOp(first.op, first.dtype.vec(n), srcs, first.arg)
   else:
-    got = _vector(values)
+    got = vectorize(values)
   memo[key] = got
   return got
 
@@ -245,31 +232,31 @@ def _packed(values: list) -> UOp:
                              for v in values) and first.src[0].op is Ops.PARAM and \
      first.dtype.count == 1 and first.dtype != dtypes.bool and \
      first.dtype.itemsize * len(values) <= 16:
-    lins = [_linear(v.src[1]) if v.src[1].op is not Ops.CONST else ({}, v.src[1].arg)
+    lins = [linear_sum(v.src[1]) if v.src[1].op is not Ops.CONST else ({}, v.src[1].arg)
             for v in values]
     if all(x is not None and x[0] == lins[0][0] and x[1] == lins[0][1] + k
            for k, x in enumerate(lins)):
       return first.src[0].load(first.src[1], dtype=first.dtype.vec(len(values)))
-  return _vector(values)
+  return vectorize(values)
 
 
 def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   """The stores of a kernel with register tiles (`Opts.tile`, not staged), computed from the
-  plan's operands with the tile's columns in vectors (see `_accumulators`); None where plan()
+  plan's operands with the tile's columns in vectors (see `tile_accumulators`); None where plan()
   does not apply (lower.py then lowers each output of the tile on its own). Each thread's
   R x C block: rows R*r + i, columns C*c + j of its place (r, c) in the grid of blocks; one loop
   over the reduced elements (Lowerer._tile_loop: conv2d's window unrolled in it)."""
-  from .wgtile import _Lowerer, plan
+  from .wgtile import StageLowerer, plan
   item, out = lw.item, lw.item.out
   (rows, cols), (ar, ac) = opts.tile, axes
   p = plan(item, (ar, ac))
   if p is None:
     return None
-  lw = _Lowerer(item, p.reduce)
+  lw = StageLowerer(item, p.reduce)
   rr, rc = p.axes
   base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local)
-  first = [base[ar] * _c(rows) if rows > 1 else base[ar],
-           base[ac] * _c(cols) if cols > 1 else base[ac]]
+  first = [base[ar] * int_const(rows) if rows > 1 else base[ar],
+           base[ac] * int_const(cols) if cols > 1 else base[ac]]
   probe = list(base)
   probe[ar], probe[ac] = first
   lw.value(out, tuple(probe), gate)        # where the reduction is read: its other indices
@@ -280,13 +267,13 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   red_shape = [src.shape[a] for a in red_axes]
   ranges, points = lw._tile_loop(red_shape)
   valid = [v for _, v in points]
-  lanes = _lanes(src, cols, {id(n) for n in p.a + p.b}) if valid.count(None) == len(valid) else 1
+  lanes = tile_lanes(src, cols, {id(n) for n in p.a + p.b}) if valid.count(None) == len(valid) else 1
   where = [w for w, _ in points]
 
   def at(axis: int, k: int, n: int) -> UOp:
-    index = _plus(first[k], n)
+    index = plus_offset(first[k], n)
     if out.shape[axis] % (rows, cols)[k]:
-      index = index.lt(_c(out.shape[axis])).where(index, _c(out.shape[axis] - 1))
+      index = index.lt(int_const(out.shape[axis])).where(index, int_const(out.shape[axis] - 1))
     return index
 
   def operand(node: LazyOp, i: int, g: int, kk: int) -> UOp:
@@ -294,7 +281,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
     for a, u in zip(red_axes, where[kk]):
       idxs[a] = u
     idxs[rr], idxs[rc] = at(ar, 0, i), at(ac, 1, g * lanes)
-    load_gate = _and(gate, valid[kk])
+    load_gate = gate_and(gate, valid[kk])
     if id(node) in a_ids:
       return lw.value(node, tuple(idxs), load_gate)
     values = []
@@ -304,8 +291,8 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
     return _packed(values)
 
   a_ids = {id(n) for n in p.a}
-  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, len(points), valid,
+  accs, assigns = tile_accumulators(lw, p, (rows, cols), lanes, operand, len(points), valid,
                                 opts.fma)
   ends = [UOp(Ops.ENDRANGE, None, (ranges[0], *assigns))] * len(accs) if ranges else assigns
-  return _tile_stores(lw, opts.tile, axes, base, tuple(first), (1, lanes), (rows, cols), lanes,
+  return tile_stores(lw, opts.tile, axes, base, tuple(first), (1, lanes), (rows, cols), lanes,
                       accs, ends, gate)

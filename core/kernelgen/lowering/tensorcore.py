@@ -26,6 +26,7 @@ from ..dtype import dtypes
 from ..errors import UnsupportedError
 from ..uop.interpret import WMMA_SHAPES, fragment_position
 from ..graph.lazy import L, LazyOp
+from .index_math import gate_and, int_const, plus_offset
 from .lower import Lowerer
 from ..uop.ops import Ops, UOp, toposort
 from ..uop.program import BufferSpec
@@ -45,16 +46,6 @@ WARP_TILES = (2, 4)
 GROUP_WARPS = (2, 2)
 # the arch tensor cores are built for when the options name none
 DEFAULT_ARCH = "sm_80"
-
-
-def _c(v: int) -> UOp:
-  return UOp.const(I32, v)
-
-
-def _and(a: UOp | None, b: UOp | None) -> UOp | None:
-  if a is None:
-    return b
-  return a if b is None else a & b
 
 
 # ---- detection --------------------------------------------------------------------------------
@@ -244,10 +235,10 @@ class _TileLowering:
     gid_n = UOp(Ops.SPECIAL, I32, (), ("gid", 0, math.ceil(n / self.block[1])))
     gid_m = UOp(Ops.SPECIAL, I32, (), ("gid", 1, math.ceil(m / self.block[0])))
     lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, 32 * wm * wn))
-    warp, lane = (lid // _c(32), lid % _c(32)) if wm * wn > 1 else (_c(0), lid)
-    self.g, self.t = lane // _c(4), lane % _c(4)
-    self.row0 = gid_m * _c(self.block[0]) + (warp // _c(wn)) * _c(16 * tm)
-    self.col0 = gid_n * _c(self.block[1]) + (warp % _c(wn)) * _c(8 * tn)
+    warp, lane = (lid // int_const(32), lid % int_const(32)) if wm * wn > 1 else (int_const(0), lid)
+    self.g, self.t = lane // int_const(4), lane % int_const(4)
+    self.row0 = gid_m * int_const(self.block[0]) + (warp // int_const(wn)) * int_const(16 * tm)
+    self.col0 = gid_n * int_const(self.block[1]) + (warp % int_const(wn)) * int_const(8 * tn)
     self.batch_idx = self._batch_indices()
 
   def _batch_indices(self) -> dict[int, UOp]:
@@ -258,23 +249,23 @@ class _TileLowering:
     out, inner = {}, math.prod(sizes)
     for d, size in zip(self.mm.batch, sizes):
       inner //= size
-      q = flat // _c(inner) if inner > 1 else flat
-      out[d] = q % _c(size) if inner * size < math.prod(sizes) else q
+      q = flat // int_const(inner) if inner > 1 else flat
+      out[d] = q % int_const(size) if inner * size < math.prod(sizes) else q
     return out
 
   def _index(self, row: UOp, col: UOp, k: UOp) -> tuple[UOp, ...]:
     """Indices into the product's shape of output (row, col) at reduction step k."""
     mm = self.mm
     at = {mm.m_axis: row, mm.n_axis: col, mm.k_axis: k, **self.batch_idx}
-    return tuple(at.get(d, _c(0)) for d in range(len(mm.shape)))
+    return tuple(at.get(d, int_const(0)) for d in range(len(mm.shape)))
 
   def _accumulate(self, tm: int, tn: int) -> dict[tuple[int, int], list[UOp]]:
     """The K loop: each tile's 4 float32 accumulators after it (AFTER nodes)."""
     k_size, step = self.sizes[2], self.shape[2]
-    loop = UOp(Ops.RANGE, I32, (_c(math.ceil(k_size / step)),), self.lw._id())
-    k0 = loop * _c(step)
-    frags_a = [self._fragment("a", self.mm.a, self.row0 + _c(16 * i), k0) for i in range(tm)]
-    frags_b = [self._fragment("b", self.mm.b, self.col0 + _c(8 * j), k0) for j in range(tn)]
+    loop = UOp(Ops.RANGE, I32, (int_const(math.ceil(k_size / step)),), self.lw._id())
+    k0 = loop * int_const(step)
+    frags_a = [self._fragment("a", self.mm.a, self.row0 + int_const(16 * i), k0) for i in range(tm)]
+    frags_b = [self._fragment("b", self.mm.b, self.col0 + int_const(8 * j), k0) for j in range(tn)]
     f32x4, accs, updates = F32.vec(4), {}, []
     for i in range(tm):
       for j in range(tn):
@@ -297,9 +288,9 @@ class _TileLowering:
         pos, k, limit, gated = base + r, k0 + c, m, self.gate_m
       else:
         pos, k, limit, gated = base + c, k0 + r, n, self.gate_n
-      gate = _and(pos.lt(_c(limit)) if gated else None,
-                  k.lt(_c(k_size)) if k_size % self.shape[2] else None)
-      idx = self._index(pos, _c(0), k) if operand == "a" else self._index(_c(0), pos, k)
+      gate = gate_and(pos.lt(int_const(limit)) if gated else None,
+                  k.lt(int_const(k_size)) if k_size % self.shape[2] else None)
+      idx = self._index(pos, int_const(0), k) if operand == "a" else self._index(int_const(0), pos, k)
       elems.append(self._element(node, idx, gate))
     return _vector(elems)
 
@@ -320,7 +311,7 @@ class _TileLowering:
     consecutive and need no gate. Where the output's value reads nothing but the product (and
     constants: through views without masks), the first element's value and index serve every
     element (its own product; the index plus a constant)."""
-    from .regtile import _gathered, _reads_only, _rebuilt
+    from .regtile import gather_lanes, reads_only, rebuilt
     out, stores, pending = self.item.out, [], []
     strides = contiguous_strides(out.shape)
     # the D layout is affine: element e of lane (g, t) sits at lane (g, t)'s element 0 plus
@@ -329,27 +320,27 @@ class _TileLowering:
     for e, value in enumerate(values):
       r, c = fragment_position(self.shape, self.mm.dtype_in, "d", 0, 0, e)
       dr, dc = 16 * i + r, 8 * j + c          # from element 0 of tile (0, 0)
-      row, col = _plus(self.row0, dr) + r0, _plus(self.col0, dc) + c0
-      gate = _and(row.lt(_c(self.sizes[0])) if self.gate_m else None,
-                  col.lt(_c(self.sizes[1])) if self.gate_n else None)
+      row, col = plus_offset(self.row0, dr) + r0, plus_offset(self.col0, dc) + c0
+      gate = gate_and(row.lt(int_const(self.sizes[0])) if self.gate_m else None,
+                  col.lt(int_const(self.sizes[1])) if self.gate_n else None)
       self.lw.result = value
       if self.first:      # element 0 of tile (0, 0)'s value and index, moved to this one
         flat0, value0, got0, (sr, sc), pair = self.first
-        flat, got = _plus(flat0, dr * sr + dc * sc), _rebuilt(got0, value0, value, {})
+        flat, got = plus_offset(flat0, dr * sr + dc * sc), rebuilt(got0, value0, value, {})
       else:
-        reduce_idx = self._index(row, col, _c(0))
+        reduce_idx = self._index(row, col, int_const(0))
         kept = [u for d, u in enumerate(reduce_idx) if self.mm.shape[d] > 1 and
                 d != self.mm.k_axis]
         out_idx = _output_indices(out.shape, kept)
-        flat, got = _linear(out_idx, strides), self.lw.value(out, out_idx, gate)
+        flat, got = linear_sum(out_idx, strides), self.lw.value(out, out_idx, gate)
         pair = not self.gate_n and any(u is col and strides[d] == 1 for d, u in enumerate(out_idx))
         if self.first is None:
-          self.first = _reads_only(got, value) and \
+          self.first = reads_only(got, value) and \
             (flat, value, got, tuple(next((strides[d] for d, u in enumerate(out_idx) if u is x), 0)
                                      for x in (row, col)), pair)
       if pair and e % 2 == 1 and pending:       # d(e-1), d(e): columns c - 1, c
         flat0, gate0, got0 = pending.pop()
-        stores.append(self.lw.params[0].store(flat0, _gathered([got0, got]), gate0))
+        stores.append(self.lw.params[0].store(flat0, gather_lanes([got0, got]), gate0))
       elif pair and e % 2 == 0:
         pending.append((flat, gate, got))
       else:
@@ -359,10 +350,6 @@ class _TileLowering:
     return stores
 
 
-def _plus(u: UOp, offset: int) -> UOp:
-  return u + _c(offset) if offset else u
-
-
 def _vector(elems: list[UOp]) -> UOp:
   return UOp(Ops.VECTORIZE, elems[0].dtype.vec(len(elems)), tuple(elems))
 
@@ -370,14 +357,14 @@ def _vector(elems: list[UOp]) -> UOp:
 def _output_indices(shape: tuple, kept: list[UOp]) -> tuple[UOp, ...]:
   """Indices into the output's shape: the reduce's size>1 indices, in order, on its size>1 dims."""
   it = iter(kept)
-  return tuple(next(it) if n > 1 else _c(0) for n in shape)
+  return tuple(next(it) if n > 1 else int_const(0) for n in shape)
 
 
-def _linear(idxs: tuple, strides: tuple) -> UOp:
+def linear_sum(idxs: tuple, strides: tuple) -> UOp:
   out = None
   for u, s in zip(idxs, strides):
     if s == 0 or (u.op is Ops.CONST and u.arg == 0):
       continue
-    term = u if s == 1 else u * _c(s)
+    term = u if s == 1 else u * int_const(s)
     out = term if out is None else out + term
-  return _c(0) if out is None else out
+  return int_const(0) if out is None else out

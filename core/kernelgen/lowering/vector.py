@@ -7,10 +7,10 @@ vectors from the start where every buffer's elements along the vector are consec
 from __future__ import annotations
 
 from ..dtype import dtypes
-from .index_math import _c, _lin, unravel
+from .index_math import int_const, linear_index, splat, unravel
 from ..graph.lazy import L
-from ..uop.ops import Ops, UOp, toposort
-from ..rules.sums import _sum_of
+from ..uop.ops import Ops, UOp, identity_element, toposort
+from ..rules.sums import sum_of
 from ..rules.symbolic import simplify
 from ..graph.view import contiguous_strides, prod
 
@@ -18,10 +18,10 @@ from ..graph.view import contiguous_strides, prod
 MAX_VECTOR = 4
 
 
-def _vector_stores(stores: list, n: int) -> list:
+def vector_stores(stores: list, n: int) -> list:
   """The n ungated stores of consecutive outputs as vector stores (of up to MAX_VECTOR lanes) of
   their values, whose runs of consecutive loads become vector loads (32-bit elements only)."""
-  values = [v for v, _ in _vector_loads([(s.src[2], None) for s in stores], n)]
+  values = [v for v, _ in vector_loads([(s.src[2], None) for s in stores], n)]
   dtype, width = stores[0].src[2].dtype, _width(n)
   if dtype.itemsize != 4 or dtype == dtypes.bool or width == 1:
     return [s.replace(src=(s.src[0], s.src[1], v)) for s, v in zip(stores, values)]
@@ -39,7 +39,7 @@ def _width(n: int) -> int:
 _INDEX_TERMS = frozenset({Ops.SPECIAL, Ops.RANGE, Ops.VAR})
 
 
-def _vector_loads(bodies: list, n: int) -> list:
+def vector_loads(bodies: list, n: int) -> list:
   """`bodies` with each run of w ungated 32-bit loads from one buffer at indices i, i+1, ...,
   i+w-1 (the same terms, consecutive constants) read as GEPs of one w-lane load at i; w: the
   widest vector of at most MAX_VECTOR lanes that divides n."""
@@ -101,7 +101,7 @@ def _index_sum(index: UOp) -> tuple | None:
   past MAX_TERMS pieces."""
   if index.op is Ops.CONST:
     return {}, index.arg
-  terms, const, _, _ = _sum_of(index)
+  terms, const, _, _ = sum_of(index)
   return None if terms is None else (terms, const)
 
 
@@ -127,12 +127,8 @@ def _vector_dtype(dtype) -> bool:
   return dtype is not None and dtype.count == 1 and dtype.itemsize == 4 and dtype != dtypes.bool
 
 
-def _splat(x: UOp, w: int) -> UOp:
-  return UOp(Ops.VECTORIZE, x.dtype.vec(w), (x,) * w)
-
-
 def _wide_load(lw, node, terms, offset: int, w: int) -> UOp:
-  return UOp(Ops.LOAD, node.dtype.vec(w), (lw.params[lw.slots[id(node)]], _lin(terms, offset)))
+  return UOp(Ops.LOAD, node.dtype.vec(w), (lw.params[lw.slots[id(node)]], linear_index(terms, offset)))
 
 
 def vector_value(lw, node, idxs: tuple, axis: int, w: int, memo: dict) -> UOp | None:
@@ -166,7 +162,7 @@ def _vector_node(lw, node, idxs, axis, w, memo):
       return None
     stride = view.strides[axis] if view.shape[axis] != 1 else 0
     if stride == 0:        # the same value in every lane: lowered once
-      return _splat(lw.value(node, idxs, None), w)
+      return splat(lw.value(node, idxs, None), w)
     if stride != 1 or id(src) not in lw.slots or src is lw.item.out or \
        not _vector_dtype(src.dtype):
       return None
@@ -187,7 +183,7 @@ def _vector_node(lw, node, idxs, axis, w, memo):
 
 
 def vector_thread_stores(lw, spread: list, upcast: int) -> list | None:
-  """A thread's `upcast` outputs (lower._thread_stores: the first at _lin(spread, 0)) as vector
+  """A thread's `upcast` outputs (lower._thread_stores: the first at linear_index(spread, 0)) as vector
   stores of the expression lowered as vectors (vector_value) along the last output axis; None
   where it does not hold."""
   out = lw.item.out
@@ -197,7 +193,7 @@ def vector_thread_stores(lw, spread: list, upcast: int) -> list | None:
     return None
   stores = []
   for j in range(0, upcast, w):
-    flat = _lin(spread, j)
+    flat = linear_index(spread, j)
     value = vector_value(lw, out, tuple(unravel([(flat, 1, out.size)], 0, out.shape)), axes[-1],
                          w, {})
     if value is None:
@@ -211,7 +207,6 @@ def vector_accumulate(lw, op, src, axes, lanes, idxs, gate, ranges, vec: int) ->
   read as vectors (vector_value), the unrolled steps combined lane-wise, and their lanes into a
   scalar accumulator (a vector accumulator ran sum 16M ~5% slower on lavapipe); None where the
   elements are not one vector of every buffer (the caller lowers them one by one)."""
-  from .lower import _identity
   shape = [src.shape[a] for a in axes]
   moving = [k for k, n in enumerate(shape) if n != 1]
   if vec == 1 or _width(vec) != vec or gate is not None or not moving or \
@@ -237,7 +232,7 @@ def vector_accumulate(lw, op, src, axes, lanes, idxs, gate, ranges, vec: int) ->
   for k in range(1, vec):
     total = UOp(op, dtype, (total, UOp(Ops.GEP, dtype, (step,), k)))
   outer = [u for u in toposort(list(idxs)) if u.op is Ops.RANGE]
-  acc = UOp(Ops.DEFINE_ACC, dtype, (UOp.const(dtype, _identity(op, dtype)), *outer), lw._id())
+  acc = UOp(Ops.DEFINE_ACC, dtype, (UOp.const(dtype, identity_element(op, dtype)), *outer), lw._id())
   end = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, total))))
   for r in reversed(ranges):
     end = UOp(Ops.ENDRANGE, None, (r, end))

@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from ..dtype import dtypes
 from ..errors import UnsupportedError
 from ..graph.lazy import L, LazyOp
-from .index_math import I32, _and, _c, unravel
+from .index_math import I32, gate_and, int_const, unravel
 from .lower import Lowerer
 from ..uop.ops import Ops, UOp, toposort
-from .regtile import _accumulators, _gathered, _lanes, _plus, _tile_stores
+from .index_math import plus_offset
+from .regtile import gather_lanes, tile_accumulators, tile_lanes, tile_stores
 from ..graph.schedule import ScheduleItem
 from ..graph.view import prod
 
@@ -53,7 +54,7 @@ class Plan:
                    cols * sum(n.dtype.itemsize for n in self.b))
 
 
-class _Lowerer(Lowerer):
+class StageLowerer(Lowerer):
   """The normal lowering, except that the one reduction gives `result` (recording where)."""
 
   def __init__(self, item: ScheduleItem, reduce: LazyOp):
@@ -92,7 +93,7 @@ def plan(item: ScheduleItem, axes: tuple) -> Plan | None:
   if len(reduces) != 1 or reduces[0].dtype == dtypes.bool:
     return None
   reduce = reduces[0]
-  lw = _Lowerer(item, reduce)
+  lw = StageLowerer(item, reduce)
   out_probe = _probe(item.out.shape, "out")
   lw.value(item.out, out_probe, None)
   if len(lw.seen) != 1:
@@ -132,7 +133,7 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   if p is None:     # optimize only stages kernels plan() accepts; a hand-made Opts may not
     raise UnsupportedError(f"Opts.stage does not apply to kernel {item.name!r}: its reduction "
                            f"cannot be read as row x column tiles; lower it without stage")
-  lw = _Lowerer(item, p.reduce)
+  lw = StageLowerer(item, p.reduce)
   rr, rc = p.axes
   brows, bcols = trows * rows, tcols * cols
   nr, nc = out.shape[ar], out.shape[ac]
@@ -143,28 +144,28 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   gid1 = UOp(Ops.SPECIAL, I32, (), ("gid", 1, row_blocks * prod(other_shape)))
   lid0 = UOp(Ops.SPECIAL, I32, (), ("lid", 0, tcols))
   lid1 = UOp(Ops.SPECIAL, I32, (), ("lid", 1, trows))
-  block_row = gid1 % _c(row_blocks) if gid1.arg[2] > row_blocks else gid1
-  base = [_c(0)] * len(out.shape)
+  block_row = gid1 % int_const(row_blocks) if gid1.arg[2] > row_blocks else gid1
+  base = [int_const(0)] * len(out.shape)
   if prod(other_shape) > 1:
-    rest = gid1 // _c(row_blocks) if row_blocks > 1 else gid1
+    rest = gid1 // int_const(row_blocks) if row_blocks > 1 else gid1
     for a, u in zip(others, unravel([(rest, 1, prod(other_shape))], 0, other_shape)):
       base[a] = u
-  row0, col0 = block_row * _c(brows), gid0 * _c(bcols)
+  row0, col0 = block_row * int_const(brows), gid0 * int_const(bcols)
   lw.value(out, tuple(base), None)          # where the reduction is read: its other indices
   src_base = list(lw.seen[-1])
   lw.cache.clear()
 
   def clamp(index: UOp, n: int, block: int) -> UOp:
-    return index.lt(_c(n)).where(index, _c(n - 1)) if n % block else index
+    return index.lt(int_const(n)).where(index, int_const(n - 1)) if n % block else index
 
   src = p.reduce.src[0]
   red_axes = p.reduce.arg[1]
   red_shape = [src.shape[a] for a in red_axes]
   total = prod(red_shape)
   steps = math.ceil(total / step)
-  k0 = lw._range(steps) if steps > 1 else _c(0)
+  k0 = lw._range(steps) if steps > 1 else int_const(0)
   threads = trows * tcols
-  tid = lid1 * _c(tcols) + lid0 if tcols > 1 else lid1
+  tid = lid1 * int_const(tcols) + lid0 if tcols > 1 else lid1
 
   # load phase: every thread computes its share of each operand into workgroup memory
   locals_, stores = {}, []
@@ -178,28 +179,28 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
     run = next((v for v in (4, 2) if count % (threads * v) == 0 and
                 (step if kind == "a" else width) % v == 0 and node.dtype.itemsize * v <= 16), 1)
     for s in range(math.ceil(count / (threads * run))):
-      q = tid + _c(threads * s) if s else tid      # the run's number
-      first = q * _c(run) if run > 1 else q
-      inside = first.lt(_c(count)) if threads * run * (s + 1) > count else None
+      q = tid + int_const(threads * s) if s else tid      # the run's number
+      first = q * int_const(run) if run > 1 else q
+      inside = first.lt(int_const(count)) if threads * run * (s + 1) > count else None
       values = []
       per = (step if kind == "a" else width) // run      # runs per row (A) or step element (B)
-      major, minor = q // _c(per), q % _c(per)
-      minor = minor * _c(run) if run > 1 else minor      # (a multiple of run: aligned vectors)
+      major, minor = q // int_const(per), q % int_const(per)
+      minor = minor * int_const(run) if run > 1 else minor      # (a multiple of run: aligned vectors)
       at0, kk0 = (major, minor) if kind == "a" else (minor, major)
       for lane in range(run):
         idxs = list(src_base)
         if kind == "a":
-          kk = _plus(kk0, lane)
+          kk = plus_offset(kk0, lane)
           idxs[rr] = clamp(row0 + at0, nr, brows)
         else:
           kk = kk0
-          idxs[rc] = clamp(_plus(col0 + at0, lane), nc, bcols)
-        k = k0 * _c(step) + kk if steps > 1 else kk
-        valid = k.lt(_c(total)) if steps * step > total else None
+          idxs[rc] = clamp(plus_offset(col0 + at0, lane), nc, bcols)
+        k = k0 * int_const(step) + kk if steps > 1 else kk
+        valid = k.lt(int_const(total)) if steps * step > total else None
         for a, u in zip(red_axes, unravel([(k, 1, total)], 0, red_shape)):
           idxs[a] = u
-        values.append(lw.value(node, tuple(idxs), _and(inside, valid)))
-      value = _gathered(values) if run > 1 else values[0]
+        values.append(lw.value(node, tuple(idxs), gate_and(inside, valid)))
+      value = gather_lanes(values) if run > 1 else values[0]
       stores.append(local.store(first, value, inside) if inside is not None else
                     local.store(first, value))
   barrier = UOp(Ops.BARRIER, None, tuple(stores))
@@ -210,29 +211,29 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   a_ids = {id(n) for n in p.a}
   unroll = STAGE_UNROLL if step % STAGE_UNROLL == 0 else step
   inner = lw._range(step // unroll) if step > unroll else None
-  lanes = _lanes(src, cols, set(ready)) if steps * step == total else 1
+  lanes = tile_lanes(src, cols, set(ready)) if steps * step == total else 1
 
   def at(kk: int) -> UOp:     # the step's element kk of this trip
     if inner is None:
-      return _c(kk)
-    return inner * _c(unroll) + _c(kk) if unroll > 1 else inner
+      return int_const(kk)
+    return inner * int_const(unroll) + int_const(kk) if unroll > 1 else inner
 
   def operand(node: LazyOp, i: int, g: int, kk: int) -> UOp:
     """Operand A at row i, or B at columns g*lanes.. (one vector), of step element kk."""
     if id(node) in a_ids:
-      index = (lid1 + _c(trows * i)) * _c(step) + at(kk) if trows > 1 else _c(i * step) + at(kk)
+      index = (lid1 + int_const(trows * i)) * int_const(step) + at(kk) if trows > 1 else int_const(i * step) + at(kk)
       return ready[id(node)].load(index)
     # the thread's columns: lid0*lanes + tcols*lanes*g + lane
-    index = at(kk) * _c(bcols) + _c(tcols * lanes * g)
+    index = at(kk) * int_const(bcols) + int_const(tcols * lanes * g)
     if tcols > 1:
-      index = index + (lid0 * _c(lanes) if lanes > 1 else lid0)
+      index = index + (lid0 * int_const(lanes) if lanes > 1 else lid0)
     return ready[id(node)].load(index, dtype=node.dtype.vec(lanes) if lanes > 1 else None)
 
   valid = None
   if steps * step > total:
-    valid = [(k0 * _c(step) + at(kk) if steps > 1 else at(kk)).lt(_c(total))
+    valid = [(k0 * int_const(step) + at(kk) if steps > 1 else at(kk)).lt(int_const(total))
              for kk in range(unroll)]
-  accs, assigns = _accumulators(lw, p, (rows, cols), lanes, operand, unroll, valid, opts.fma)
+  accs, assigns = tile_accumulators(lw, p, (rows, cols), lanes, operand, unroll, valid, opts.fma)
   done = [UOp(Ops.ENDRANGE, None, (inner, *assigns))] if inner is not None else assigns
   if steps > 1:
     ends = [UOp(Ops.ENDRANGE, None, (k0, *done, UOp(Ops.BARRIER, None, tuple(done))))] * len(accs)
@@ -240,6 +241,6 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
     ends = done * len(accs)
   else:
     ends = assigns
-  first = lid0 * _c(lanes) if lanes > 1 else lid0
-  return _tile_stores(lw, opts.tile, opts.tile_axes, base, (row0 + lid1, col0 + first),
+  first = lid0 * int_const(lanes) if lanes > 1 else lid0
+  return tile_stores(lw, opts.tile, opts.tile_axes, base, (row0 + lid1, col0 + first),
                       (trows, tcols * lanes), (brows, bcols), lanes, accs, ends, None)

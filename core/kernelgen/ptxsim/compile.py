@@ -11,10 +11,10 @@ from __future__ import annotations
 from . import alu
 from . import mma as mma_mod
 from . import numeric as nm
-from .compile_memory import _atom, _ld, _shfl, _st
+from .compile_memory import compile_atom, compile_ld, compile_shfl, compile_st
 from .operands import FULL, TYPES, LaneFault, first_lane, mask_of, reader, writer
 from .parser import Instr, PTXSyntaxError
-from .steps import (BARRIER, BRANCH, EXIT, STEP, Context, _operands, _split_mods, _where,
+from .steps import (BARRIER, BRANCH, EXIT, STEP, Context, checked_operands, split_mods, where_text,
                     unsupported)
 
 ROUNDING = {"rn", "rz", "rm", "rp"}
@@ -77,11 +77,11 @@ FAST_FLOAT = {"add": lambda A, B: [a + b for a, b in zip(A, B)],
 
 
 def _alu(ins: Instr, ctx: Context):
-  mods, t = _split_mods(ins, _ALU_MODS)
+  mods, t = split_mods(ins, _ALU_MODS)
   cls, w = TYPES[t]
-  op, where = ins.opcode, _where(ins)
+  op, where = ins.opcode, where_text(ins)
   nsrc = 3 if op in ("fma", "mad") else 1 if op in alu.FLOAT_UNARY or op in _INT_UNARY else 2
-  dst, *src_ops = _operands(ins, nsrc + 1)
+  dst, *src_ops = checked_operands(ins, nsrc + 1)
   if cls == "p":
     return _pred_logic(ins, ctx, op, dst, src_ops)
   if cls == "f":
@@ -134,7 +134,7 @@ def _fast_int(op: str, cls: str, w: int, hi_lo: str, srcs):
 
 def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
   cls, w = TYPES[t]
-  where = _where(ins)
+  where = where_text(ins)
   hi_lo = next(iter(mods & {"lo", "hi", "wide"}), "lo")
   if mods - {"lo", "hi", "wide", "sat"} or ("sat" in mods and not (t == "s32" and op in
                                                                   ("add", "sub"))):
@@ -167,7 +167,7 @@ def _pred_logic(ins, ctx, op, dst, src_ops):
          "not": lambda a: not a}
   if op not in fns:
     raise unsupported(ins)
-  where = _where(ins)
+  where = where_text(ins)
   srcs = [reader(o, "pred", ctx, where) for o in src_ops]
   return _store(writer(dst, "pred", ctx, where), _compute(fns[op], srcs, _identity))
 
@@ -181,9 +181,9 @@ def _store(write, compute):
 # ---- moves, selects, comparisons, conversions --------------------------------------------------
 
 def _mov(ins: Instr, ctx: Context):
-  _, t = _split_mods(ins, set())
-  dst, src = _operands(ins, 2)
-  where = _where(ins)
+  _, t = split_mods(ins, set())
+  dst, src = checked_operands(ins, 2)
+  where = where_text(ins)
   if dst[0] == "vec":
     return _unpack(ins, ctx, t, dst[1], src)
   if src[0] == "vec":
@@ -200,7 +200,7 @@ def _part_type(ins: Instr, t: str, n: int) -> tuple[str, int]:
 
 def _pack(ins, ctx, t, dst, parts):
   pt, pw = _part_type(ins, t, len(parts))
-  where = _where(ins)
+  where = where_text(ins)
   srcs = [reader(p, pt, ctx, where) for p in parts]
 
   def compute(W, am):
@@ -213,7 +213,7 @@ def _pack(ins, ctx, t, dst, parts):
 
 def _unpack(ins, ctx, t, parts, src):
   pt, pw = _part_type(ins, t, len(parts))
-  where = _where(ins)
+  where = where_text(ins)
   read = reader(src, t, ctx, where)
   writes = [writer(p, pt, ctx, where) for p in parts]
   m = (1 << pw) - 1
@@ -226,9 +226,9 @@ def _unpack(ins, ctx, t, parts, src):
 
 
 def _selp(ins: Instr, ctx: Context):
-  _, t = _split_mods(ins, set())
-  dst, a, b, c = _operands(ins, 4)
-  where = _where(ins)
+  _, t = split_mods(ins, set())
+  dst, a, b, c = checked_operands(ins, 4)
+  where = where_text(ins)
   ra, rb, rc = reader(a, t, ctx, where), reader(b, t, ctx, where), reader(c, "pred", ctx, where)
 
   def compute(W, am):
@@ -240,8 +240,8 @@ def _setp(ins: Instr, ctx: Context):
   if len(ins.mods) < 2:
     raise unsupported(ins)
   cmp = ins.mods[0]
-  mods, t = _split_mods(Instr(ins.line, ins.text, ins.opcode, ins.mods[1:], ()), {"ftz"})
-  dst, a, b = _operands(ins, 3)
+  mods, t = split_mods(Instr(ins.line, ins.text, ins.opcode, ins.mods[1:], ()), {"ftz"})
+  dst, a, b = checked_operands(ins, 3)
   cls, w = TYPES[t]
   fn = alu.FLOAT_CMP.get(cmp) if cls == "f" else alu.int_compare(cmp, cls, w)
   if fn is None or (cls == "b" and cmp not in ("eq", "ne")):
@@ -249,7 +249,7 @@ def _setp(ins: Instr, ctx: Context):
   if "ftz" in mods:
     inner = fn
     fn = lambda x, y: inner(nm.ftz(x), nm.ftz(y))
-  where = _where(ins)
+  where = where_text(ins)
   srcs = [reader(a, t, ctx, where), reader(b, t, ctx, where)]
   fast = FAST_CMP.get(cmp) if cls in "usb" and cmp in FAST_CMP else None
   if fast is not None:
@@ -281,17 +281,17 @@ def _cvt(ins: Instr, ctx: Context):
   fn = alu.cvt(dst_t, src_t, rnd, "sat" in mods, "ftz" in mods)
   if fn is None:
     raise unsupported(ins)
-  dst, src = _operands(ins, 2)
-  where = _where(ins)
+  dst, src = checked_operands(ins, 2)
+  where = where_text(ins)
   out_t = "b32" if dst_t == "tf32" else dst_t
   compute = _compute(fn, [reader(src, src_t, ctx, where)], _identity)
   return _store(writer(dst, out_t, ctx, where), compute)
 
 
 def _cvta(ins: Instr, ctx: Context):
-  mods, t = _split_mods(ins, {"to", "global", "shared"})
-  dst, src = _operands(ins, 2)
-  where = _where(ins)
+  mods, t = split_mods(ins, {"to", "global", "shared"})
+  dst, src = checked_operands(ins, 2)
+  where = where_text(ins)
   return _store(writer(dst, t, ctx, where), reader(src, t, ctx, where))
 
 
@@ -302,7 +302,7 @@ def _bra(ins: Instr, ctx: Context):
     raise unsupported(ins)
   label = ins.operands[0][1]
   if label not in ctx.entry.labels:
-    raise PTXSyntaxError(f"branch to unknown label {label} {_where(ins)}", line=ins.line)
+    raise PTXSyntaxError(f"branch to unknown label {label} {where_text(ins)}", line=ins.line)
   return BRANCH, _guard_mask(ins, ctx), ctx.entry.labels[label]
 
 
@@ -327,7 +327,7 @@ def _guard_mask(ins: Instr, ctx: Context):
   if ins.guard is None:
     return lambda W, am: am
   pred, neg = ins.guard
-  read = reader(("reg", pred), "pred", ctx, _where(ins))
+  read = reader(("reg", pred), "pred", ctx, where_text(ins))
   if neg:
     return lambda W, am: am & ~mask_of(read(W, am))
   return lambda W, am: am & mask_of(read(W, am))
@@ -341,9 +341,9 @@ def _mma(ins: Instr, ctx: Context):
     raise unsupported(ins, "supported: mma.sync.aligned.{m16n8k16,m16n8k8}.row.col.f32."
                       "{f16,bf16,tf32}.{same}.f32")
   shape, itype = mods[2], mods[6]
-  d, a, b, c = _operands(ins, 4)
+  d, a, b, c = checked_operands(ins, 4)
   _, _, _, _, na, _, nb, per = mma_mod.SHAPES[(shape, itype)]
-  where = _where(ins)
+  where = where_text(ins)
   groups = [(d, 4), (a, na // per), (b, nb // per), (c, 4)]
   if any(g[0] != "vec" or len(g[1]) != n for g, n in groups):
     raise unsupported(ins, "wrong number of fragment registers for this shape")
@@ -366,8 +366,8 @@ def _mma(ins: Instr, ctx: Context):
 # ---- dispatch ----------------------------------------------------------------------------------
 
 HANDLERS = {"mov": _mov, "selp": _selp, "setp": _setp, "cvt": _cvt, "cvta": _cvta,
-            "ld": _ld, "st": _st, "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar,
-            "barrier": _bar, "mma": _mma, "atom": _atom, "shfl": _shfl,
+            "ld": compile_ld, "st": compile_st, "bra": _bra, "ret": _exit, "exit": _exit, "bar": _bar,
+            "barrier": _bar, "mma": _mma, "atom": compile_atom, "shfl": compile_shfl,
             **{op: _alu for op in _FLOAT_OPS | _INT_BINARY | _INT_UNARY}}
 
 

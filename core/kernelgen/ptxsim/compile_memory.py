@@ -7,7 +7,7 @@ import struct
 
 from .operands import FULL, TYPES, LaneFault, first_lane, lanes, reader, writer
 from .parser import Instr, PTXSyntaxError
-from .steps import STEP, Context, _operands, _split_mods, _where, unsupported
+from .steps import STEP, Context, checked_operands, split_mods, where_text, unsupported
 
 CACHE_OPS = {"ca", "cg", "cs", "lu", "cv", "nc", "wb", "wt", "weak", "volatile", "relaxed"}
 # memory type -> struct code of one element (integers as unsigned bit patterns)
@@ -20,7 +20,7 @@ MEM_AS = {"bf16": "b16"}
 
 def _mem_mods(ins: Instr) -> tuple[str, int, str]:
   """(space, vector width, element type) of an ld/st."""
-  mods, t = _split_mods(ins, {"global", "shared", "param", "v2", "v4"} | CACHE_OPS)
+  mods, t = split_mods(ins, {"global", "shared", "param", "v2", "v4"} | CACHE_OPS)
   spaces = mods & {"global", "shared", "param"}
   if len(spaces) > 1 or t not in MEM_CODES:
     raise unsupported(ins)
@@ -37,10 +37,10 @@ def _address(op, ctx: Context, ins: Instr):
     const = [off] * 32
     return lambda W, am: const
   if base[0] == "sym":
-    const = [ctx.symbol_address(base[1], _where(ins)) + off] * 32
+    const = [ctx.symbol_address(base[1], where_text(ins)) + off] * 32
     return lambda W, am: const
   t = "u64" if ctx.regs.get(base[1], "u64")[-2:] == "64" else "u32"
-  read = reader(base, t, ctx, _where(ins))
+  read = reader(base, t, ctx, where_text(ins))
   if off == 0:
     return read
   return lambda W, am: [a + off for a in read(W, am)]
@@ -55,10 +55,10 @@ def _space(W, space: str, addrs: list, am: int):
   return W.cta.shared if a < (1 << 32) else None
 
 
-def _ld(ins: Instr, ctx: Context):
+def compile_ld(ins: Instr, ctx: Context):
   space, vec, t = _mem_mods(ins)
-  dst, addr = _operands(ins, 2)
-  where = _where(ins)
+  dst, addr = checked_operands(ins, 2)
+  where = where_text(ins)
   if space == "param":
     return _ld_param(ins, ctx, t, dst, addr)
   rt = MEM_AS.get(t, t)
@@ -90,8 +90,8 @@ def _ld_param(ins, ctx, t, dst, addr):
     raise unsupported(ins, "ld.param reads a kernel parameter by name: [name]")
   name = addr[1][1]
   if name not in ctx.params:
-    raise PTXSyntaxError(f"unknown kernel parameter {name} {_where(ins)}", line=ins.line)
-  write = writer(dst, t, ctx, _where(ins))
+    raise PTXSyntaxError(f"unknown kernel parameter {name} {where_text(ins)}", line=ins.line)
+  write = writer(dst, t, ctx, where_text(ins))
   cls, w = TYPES[t]
 
   def step(W, am):
@@ -100,12 +100,12 @@ def _ld_param(ins, ctx, t, dst, addr):
   return STEP, step, None
 
 
-def _st(ins: Instr, ctx: Context):
+def compile_st(ins: Instr, ctx: Context):
   space, vec, t = _mem_mods(ins)
   if space == "param":
     raise unsupported(ins, "kernels cannot store to parameters")
-  addr, src = _operands(ins, 2)
-  where = _where(ins)
+  addr, src = checked_operands(ins, 2)
+  where = where_text(ins)
   rt = MEM_AS.get(t, t)
   srcs = [reader(s, rt, ctx, where) for s in (src[1] if src[0] == "vec" else (src,))]
   if len(srcs) != vec:
@@ -125,14 +125,14 @@ def _st(ins: Instr, ctx: Context):
   return STEP, step, None
 
 
-def _atom(ins: Instr, ctx: Context):
+def compile_atom(ins: Instr, ctx: Context):
   """atom.shared.add.{u32,s32} d, [addr], b: the active lanes add in lane order; each gets the
   value before its own add. Atomics are not data races (the race detector skips them)."""
-  mods, t = _split_mods(ins, {"shared", "add"})
+  mods, t = split_mods(ins, {"shared", "add"})
   if mods != {"shared", "add"} or t not in ("u32", "s32"):
     raise unsupported(ins, "only atom.shared.add.u32 / .s32 are simulated")
-  dst, addr, src = _operands(ins, 3)
-  where = _where(ins)
+  dst, addr, src = checked_operands(ins, 3)
+  where = where_text(ins)
   write, read = writer(dst, t, ctx, where), reader(src, t, ctx, where)
   get_addr, codec = _address(addr, ctx, ins), struct.Struct("<I")
 
@@ -147,15 +147,15 @@ def _atom(ins: Instr, ctx: Context):
   return STEP, step, None
 
 
-def _shfl(ins: Instr, ctx: Context):
+def compile_shfl(ins: Instr, ctx: Context):
   """shfl.sync.bfly.b32 d, a, b, c, membermask: lane i reads a from lane i ^ b (its own when that
   is past the clamp c); every lane of membermask must execute it, and read only active lanes."""
   if ins.mods != ("sync", "bfly", "b32"):
     raise unsupported(ins, "only shfl.sync.bfly.b32 is simulated")
-  dst, src, b, c, member = _operands(ins, 5)
+  dst, src, b, c, member = checked_operands(ins, 5)
   if any(op[0] != "imm" for op in (b, c, member)) or c[1] & ~0x1F:
     raise unsupported(ins, "lane offset, clamp and member mask must be immediates (no segments)")
-  where = _where(ins)
+  where = where_text(ins)
   write, read = writer(dst, "b32", ctx, where), reader(src, "b32", ctx, where)
   step_, clamp, wanted = b[1] & 31, c[1], member[1] & FULL
 

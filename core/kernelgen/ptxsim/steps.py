@@ -29,11 +29,11 @@ def unsupported(ins: Instr, why: str = "") -> PTXSyntaxError:
                         + (f" ({why})" if why else ""), line=ins.line)
 
 
-def _where(ins: Instr) -> str:
+def where_text(ins: Instr) -> str:
   return f"at line {ins.line}: `{ins.text}`"
 
 
-def _split_mods(ins: Instr, allowed: set) -> tuple[set, str]:
+def split_mods(ins: Instr, allowed: set) -> tuple[set, str]:
   """(modifiers before the type, the type); unknown modifiers are unsupported."""
   if not ins.mods or ins.mods[-1] not in TYPES:
     raise unsupported(ins, "no operand type")
@@ -43,7 +43,7 @@ def _split_mods(ins: Instr, allowed: set) -> tuple[set, str]:
   return mods, ins.mods[-1]
 
 
-def _operands(ins: Instr, n: int) -> tuple:
+def checked_operands(ins: Instr, n: int) -> tuple:
   if len(ins.operands) != n:
     raise unsupported(ins, f"expected {n} operands, got {len(ins.operands)}")
   return ins.operands

@@ -1,6 +1,6 @@
 """Sums of integers in one canonical form: terms in order of first appearance, like terms combined
-(`x*2 + x*3 -> x*5`), negative terms subtracted, one constant last. `_linear(u)` reads a node as
-({term: coefficient}, constant); `_fold_sum` is the rule (rules/symbolic.py) that rewrites a sum
+(`x*2 + x*3 -> x*5`), negative terms subtracted, one constant last. `linear_sum(u)` reads a node as
+({term: coefficient}, constant); `fold_sum` is the rule (rules/symbolic.py) that rewrites a sum
 into the canonical form, merging division/remainder pairs (`(x//y)*y + x%y -> x`) on the way.
 """
 from __future__ import annotations
@@ -12,11 +12,11 @@ from .ranges import dtype_range, fits, value_range
 MAX_TERMS = 128   # longer sums are left as they are (keeps every rewrite cheap)
 
 
-def _lo(u: UOp):
+def low_of(u: UOp):
   return value_range(u)[0]
 
 
-def _hi(u: UOp):
+def high_of(u: UOp):
   return value_range(u)[1]
 
 
@@ -24,18 +24,18 @@ def _is_const(u: UOp) -> bool:
   return u.op is Ops.CONST
 
 
-def _linear(u: UOp, exact: bool = False) -> tuple[dict, int] | None:
+def linear_sum(u: UOp, exact: bool = False) -> tuple[dict, int] | None:
   """u as ({term: coefficient}, constant), looking through +, -, negation and * constant.
 
   With `exact`, None when any of those nodes might wrap around (then u's terms do not add up
   to u over the integers); None too when the sum has more than MAX_TERMS pieces."""
-  terms, const, pieces, exact_ok = _sum_of(u)
+  terms, const, pieces, exact_ok = sum_of(u)
   if terms is None or exact and not exact_ok:
     return None
   return dict(terms), const
 
 
-def _sum_of(u: UOp) -> tuple:
+def sum_of(u: UOp) -> tuple:
   """(terms, constant, pieces, exact) of u: the sum u adds up (terms in order of first
   appearance), how many nodes spell it out (a shared piece counts each time; terms None past
   MAX_TERMS), and whether none of its +, -, negation or * nodes can wrap. Cached on sum nodes
@@ -80,15 +80,15 @@ def _sum_of(u: UOp) -> tuple:
   return u._sum
 
 
-# `_sum` of the sum nodes _fold_sum built from the terms of a sum without merging pairs (its
+# `_sum` of the sum nodes fold_sum built from the terms of a sum without merging pairs (its
 # result and every partial sum on its left spine) until their linear form is needed: such a node
 # is canonical with no pair to merge (partial sums keep the order, signs and coefficients of the
-# whole), so _fold_sum skips it
+# whole), so fold_sum skips it
 _CANONICAL = object()
 
 
 def _leaf_sum(u: UOp) -> tuple:
-  """_sum_of a constant or a term (not cached: the terms would hold the node itself)."""
+  """sum_of a constant or a term (not cached: the terms would hold the node itself)."""
   ok = u.op not in _LINEAR_OPS or fits(u)
   return ({}, u.arg, 1, ok) if u.op is Ops.CONST else ({u: 1}, 0, 1, ok)
 
@@ -128,7 +128,7 @@ def _coeffs(dt, terms: dict) -> list:
   return pos + neg if neg else pos
 
 
-def _build(dt, terms: dict, const: int) -> UOp:
+def build_sum(dt, terms: dict, const: int) -> UOp:
   """The canonical sum: positive terms, then negative terms subtracted, then one constant."""
   coeffs = _coeffs(dt, terms)
   out = None
@@ -162,7 +162,7 @@ def _pair_divmod(terms: dict) -> bool:
           if _is_div_mod(t)}
   split = {key: (t, key[1].arg) for key, t in _split_mods(terms).items()}
   for t in list(terms):
-    if t.op is not Ops.MOD or 0 >= _lo(t.src[1]) and 0 <= _hi(t.src[1]):
+    if t.op is not Ops.MOD or 0 >= low_of(t.src[1]) and 0 <= high_of(t.src[1]):
       continue
     key, k = (t.src[0], t.src[1]), terms[t]
     for table, merge in ((divs, _merged_div), (mods, _merged_mod), (split, _merged_split)):
@@ -191,7 +191,7 @@ def _split_mods(terms: dict) -> dict:
   found = {}
   for t in terms:
     if t.op is Ops.MOD and _is_const(t.src[1]) and t.src[0].op in (Ops.ADD, Ops.SUB):
-      lin = _linear(t.src[0])
+      lin = linear_sum(t.src[0])
       for u, k in (lin[0].items() if lin else ()):
         if k == 1 and u.op is Ops.IDIV and _is_const(u.src[1]):
           found[(u.src[0], u.src[1])] = t
@@ -201,13 +201,13 @@ def _split_mods(terms: dict) -> dict:
 def _merged_split(t: UOp, r: UOp, cnode: UOp) -> UOp | None:
   """(Q + R//c) % d -> x % (c*d) with x = c*Q + R (paired with R % c, which is x % c when x and R
   are never negative); None when that cannot be shown or c*d does not fit."""
-  terms, const = _linear(t.src[0])
+  terms, const = linear_sum(t.src[0])
   c = cnode.arg
   whole = {u: k * c for u, k in terms.items()}
   del whole[r // c]
   whole[r] = whole.get(r, 0) + 1
-  x, d = _build(t.dtype, whole, const * c), t.src[1].arg
-  if c <= 0 or d <= 0 or c * d > dtype_range(t.dtype)[1] or _lo(x) < 0 or _lo(r) < 0:
+  x, d = build_sum(t.dtype, whole, const * c), t.src[1].arg
+  if c <= 0 or d <= 0 or c * d > dtype_range(t.dtype)[1] or low_of(x) < 0 or low_of(r) < 0:
     return None
   return x % (c * d) if fits(x) else None
 
@@ -225,11 +225,11 @@ def _is_div_mod(t: UOp) -> bool:
           and _is_const(t.src[0].src[1]))
 
 
-def _fold_sum(s: UOp) -> UOp | None:
+def fold_sum(s: UOp) -> UOp | None:
   """Rewrite an integer sum into its canonical form (None when it already is)."""
   if s._sum is _CANONICAL or _plainly_canonical(s):
     return None
-  lin = _linear(s)
+  lin = linear_sum(s)
   if lin is None:
     return None
   terms, const = lin
@@ -238,7 +238,7 @@ def _fold_sum(s: UOp) -> UOp | None:
     merged = True
   if not merged and _is_built(s, _coeffs(s.dtype, terms), truncate(const, s.dtype)):
     return None   # already canonical: checked without building (and interning) it again
-  out = _build(s.dtype, terms, const)
+  out = build_sum(s.dtype, terms, const)
   node = out if not merged else None   # (a merge can leave a sum as a term: not canonical yet)
   while node is not None and (node.op is Ops.ADD or node.op is Ops.SUB) and node._sum is None:
     set_sum(node, _CANONICAL)          # canonical with no pair to merge, like every partial
@@ -254,7 +254,7 @@ _NOT_PLAIN = frozenset({Ops.ADD, Ops.SUB, Ops.NEG, Ops.CONST, Ops.MOD})
 def _plainly_canonical(s: UOp) -> bool:
   """s is a chain of additions of distinct terms x or x*k (k an int constant, 2 <= k < 2**(bits-1),
   x none of _NOT_PLAIN nor a product by a constant), then at most one nonzero constant: the form
-  _build gives those terms, with no pair to merge (read off the chain, without its linear form;
+  build_sum gives those terms, with no pair to merge (read off the chain, without its linear form;
   False where that is not plain to see, and the full check runs)."""
   node, seen, n = s, set(), 0
   most = 1 << (s.dtype.bits - 1)   # (a larger coefficient is a negative one, subtracted)
@@ -283,7 +283,7 @@ def _plainly_canonical(s: UOp) -> bool:
 
 
 def _is_built(s: UOp, coeffs: list, const: int) -> bool:
-  """s is exactly the node _build makes of (coeffs, const) (read top-down, building nothing)."""
+  """s is exactly the node build_sum makes of (coeffs, const) (read top-down, building nothing)."""
   node = s
   if const != 0:
     c = node.src[1] if node.op is Ops.ADD else None

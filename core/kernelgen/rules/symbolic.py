@@ -20,7 +20,7 @@ from ..errors import DTypeError
 from ..uop.ops import GroupOp, Ops, UOp
 from ..uop.pattern import PatternMatcher, UPat, graph_rewrite
 from .ranges import dtype_range, fits, value_range
-from .sums import MAX_TERMS, _build, _fold_sum, _hi, _linear, _lo  # noqa: F401 (re-exported)
+from .sums import MAX_TERMS, build_sum, fold_sum, high_of, linear_sum, low_of  # noqa: F401 (re-exported)
 
 INTS = frozenset(dtypes.integers)
 FLOATS = frozenset(dtypes.floats)
@@ -125,17 +125,17 @@ def _lossless_cast(x: UOp, y: UOp) -> UOp | None:
 # ---- decisions by value ranges ---------------------------------------------------------------
 
 def _max_by_range(x: UOp, y: UOp) -> UOp | None:
-  return x if _lo(x) >= _hi(y) else y if _lo(y) >= _hi(x) else None
+  return x if low_of(x) >= high_of(y) else y if low_of(y) >= high_of(x) else None
 
 
 def _min_by_range(x: UOp, y: UOp) -> UOp | None:
-  return x if _hi(x) <= _lo(y) else y if _hi(y) <= _lo(x) else None
+  return x if high_of(x) <= low_of(y) else y if high_of(y) <= low_of(x) else None
 
 
 def _mod_small(x: UOp, y: UOp) -> UOp | None:
   """x % y -> x when |x| < |y| always (C remainder keeps the dividend then)."""
-  bound = min(abs(_lo(y)), abs(_hi(y))) if _lo(y) > 0 or _hi(y) < 0 else 0
-  return x if max(abs(_lo(x)), abs(_hi(x))) < bound else None
+  bound = min(abs(low_of(y)), abs(high_of(y))) if low_of(y) > 0 or high_of(y) < 0 else 0
+  return x if max(abs(low_of(x)), abs(high_of(x))) < bound else None
 
 
 # ---- division and remainder ------------------------------------------------------------------
@@ -173,9 +173,9 @@ def _mul_mod(m: UOp, x: UOp, c1: UOp, c2: UOp) -> UOp | None:
 def _split_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
   """x = c*Q + R with R's coefficients in 0..c-1: x // c -> Q + R // c and x % c -> R % c,
   when x and R are never negative and nothing in x wraps (then floor and C division agree)."""
-  if _lo(x) < 0:
+  if low_of(x) < 0:
     return None
-  lin = _linear(x, exact=True)
+  lin = linear_sum(x, exact=True)
   if lin is None:
     return None
   terms, const = lin
@@ -184,15 +184,15 @@ def _split_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
   if not quot and const < n:
     return None
   rem_terms = {t: (k % n if k > 0 else k) for t, k in terms.items()}
-  rem = _build(x.dtype, rem_terms, const % n if const > 0 else const)
-  if _lo(rem) < 0 or not fits(rem):
+  rem = build_sum(x.dtype, rem_terms, const % n if const > 0 else const)
+  if low_of(rem) < 0 or not fits(rem):
     return None
-  if _hi(rem) >= n and any(k > n and k % n for k in terms.values()):
+  if high_of(rem) >= n and any(k > n and k % n for k in terms.values()):
     return None   # a term split between the quotient and the remainder: no simpler
   if d.op is Ops.MOD:
-    return rem if _hi(rem) < n else rem % c
-  q = _build(x.dtype, quot, const // n if const > 0 else 0)
-  return q if _hi(rem) < n else q + rem // c
+    return rem if high_of(rem) < n else rem % c
+  q = build_sum(x.dtype, quot, const // n if const > 0 else 0)
+  return q if high_of(rem) < n else q + rem // c
 
 
 # ---- the rule set ----------------------------------------------------------------------------
@@ -314,7 +314,7 @@ symbolic = PatternMatcher([
   (UPat(Ops.MUL, src=(UPat(Ops.MUL, src=(ix, c1)), c2)), lambda x, c1, c2: x * (c1.arg * c2.arg)),
   # sums: like terms combined (x*2 + x*3 -> x*5), constants summed on the right,
   # (x//c)*c + x%c -> x and ((x//c)%d)*c + x%c -> x % (c*d)
-  (UPat((Ops.ADD, Ops.SUB), INTS, name="s"), _fold_sum),
+  (UPat((Ops.ADD, Ops.SUB), INTS, name="s"), fold_sum),
 ])
 
 

@@ -15,7 +15,7 @@ import weakref
 from enum import Enum, auto
 from typing import Iterable, Iterator
 
-from ..dtype import DType, PtrDType, dtypes, truncate
+from ..dtype import DType, PtrDType, dtypes, max_value, min_value, truncate
 from ..errors import DTypeError
 
 
@@ -295,16 +295,6 @@ class UOp(metaclass=_Interned):
   def const_value(self):
     return self.arg if self.op is Ops.CONST else None
 
-  @property
-  def vmin(self):
-    from ..rules.ranges import value_range
-    return value_range(self)[0]
-
-  @property
-  def vmax(self):
-    from ..rules.ranges import value_range
-    return value_range(self)[1]
-
 
 _SET = {n: UOp.__dict__[n].__set__ for n in UOp.__slots__ if n != "__weakref__"}
 
@@ -422,3 +412,18 @@ def check_dtype(value) -> DType:
 
 __all__ = ["Ops", "GroupOp", "UOp", "PtrDType", "toposort", "sink_order", "print_uops", "print_graph",
            "describe", "format_node"]
+
+
+# ---- reductions -------------------------------------------------------------------------------
+
+# the op a reduction over bool combines with (a bool sum is any, a product all)
+BOOL_REDUCE = {Ops.ADD: Ops.OR, Ops.MUL: Ops.AND, Ops.MAX: Ops.OR, Ops.MIN: Ops.AND}
+
+
+def identity_element(op: Ops, dtype):
+  """The value a reduction with `op` over `dtype` starts from (combining with it changes nothing)."""
+  if op in (Ops.ADD, Ops.OR):      # OR: bool sum/max (False; was max_value: True)
+    return 0
+  if op in (Ops.MUL, Ops.AND):
+    return 1
+  return min_value(dtype) if op is Ops.MAX else max_value(dtype)

@@ -29,14 +29,14 @@ from ...dtype import DType, dtypes
 from ...errors import LimitError, UnsupportedError
 from ...uop.ops import GroupOp, Ops, UOp
 from ...uop.program import Binding, CompiledKernel, Kernel, Launch
-from .instructions import (BUTTERFLY, _alu, _atomic_add, _bitcast, _cast,  # noqa: F401
-                               _load, _store, _subgroup_reduce, _wmma)
+from .instructions import (BUTTERFLY, emit_alu, emit_atomic_add, emit_bitcast, emit_cast,  # noqa: F401
+                               emit_load, emit_store, emit_subgroup_reduce, emit_wmma)
 # the target's facts and legalize rules stay importable from here (ptx.legalize, ptx.MMA_SHAPES)
 from .legalize import SHUFFLE_DTYPES, legalize, legalize_rules  # noqa: F401
 from .target import (ALU_SPELLING, BIT_TYPE, COMPUTE_TYPE, HALF_NATIVE,  # noqa: F401
                          ISA_VERSION, MAX_GRID_YZ, MAX_THREADS, MEMORY_TYPE, MMA_SHAPES, PTX_TYPE,
                          REGISTER, SIGNED_TYPE, isa_version, parse_arch, ptx_identifier)
-from .writer import _mov, _param_name, _var_name, _Writer
+from .writer import emit_mov, param_name, var_name, Writer
 
 # ---- constants -----------------------------------------------------------------------------
 
@@ -59,20 +59,20 @@ def _half_bits(value, dt: DType) -> str:
 
 # ---- definitions ---------------------------------------------------------------------------
 
-def _param(w: _Writer, u: UOp) -> None:
+def _param(w: Writer, u: UOp) -> None:
   reg = w.new_reg(dtypes.uint64)
-  w.emit(f"ld.param.u64 {reg}, [{_param_name(u.arg)}]")
+  w.emit(f"ld.param.u64 {reg}, [{param_name(u.arg)}]")
   w.emit(f"cvta.to.global.u64 {reg}, {reg}")
   w.lanes[u] = [reg]
 
 
-def _var(w: _Writer, u: UOp) -> None:
+def _var(w: Writer, u: UOp) -> None:
   reg = w.new_reg(dtypes.int32)
-  w.emit(f"ld.param.s32 {reg}, [{_var_name(u)}]")
+  w.emit(f"ld.param.s32 {reg}, [{var_name(u)}]")
   w.lanes[u] = [reg]
 
 
-def _define_local(w: _Writer, u: UOp) -> None:
+def _define_local(w: Writer, u: UOp) -> None:
   base = u.dtype.base
   nbytes = max(u.dtype.size, 1) * base.itemsize * base.count
   w.shared.append(f"\t.shared .align 16 .b8 smem{u.arg}[{nbytes}];")
@@ -81,7 +81,7 @@ def _define_local(w: _Writer, u: UOp) -> None:
   w.lanes[u] = [reg]
 
 
-def _special(w: _Writer, u: UOp) -> None:
+def _special(w: Writer, u: UOp) -> None:
   kind, dim, _ = u.arg
   reg = w.new_reg(dtypes.int32)
   if kind == "sglane":
@@ -98,7 +98,7 @@ def _special(w: _Writer, u: UOp) -> None:
   w.lanes[u] = [reg]
 
 
-def _const(w: _Writer, u: UOp) -> None:
+def _const(w: Writer, u: UOp) -> None:
   text = _immediate(u.arg, u.dtype)
   if text is not None:
     w.lanes[u] = [text]
@@ -110,25 +110,25 @@ def _const(w: _Writer, u: UOp) -> None:
 
 # ---- accumulators, loops, blocks -----------------------------------------------------------
 
-def _define_acc(w: _Writer, u: UOp) -> None:
+def _define_acc(w: Writer, u: UOp) -> None:
   regs = [w.new_reg(u.dtype) for _ in range(u.dtype.count)]
   for lane, reg in enumerate(regs):
-    _mov(w, u.dtype, reg, w.operand(u.src[0], lane))
+    emit_mov(w, u.dtype, reg, w.operand(u.src[0], lane))
   w.lanes[u] = regs
 
 
-def _assign(w: _Writer, u: UOp) -> None:
+def _assign(w: Writer, u: UOp) -> None:
   acc, value = u.src
   for lane, reg in enumerate(w.lanes[acc]):
-    _mov(w, acc.dtype, reg, w.operand(value, lane))
+    emit_mov(w, acc.dtype, reg, w.operand(value, lane))
   w.lanes[u] = w.lanes[acc]
 
 
-def _after(w: _Writer, u: UOp) -> None:
+def _after(w: Writer, u: UOp) -> None:
   w.lanes[u] = w.lanes[u.src[0]]
 
 
-def _range(w: _Writer, u: UOp) -> None:
+def _range(w: Writer, u: UOp) -> None:
   counter, done = w.new_reg(dtypes.int32), w.new_reg(dtypes.bool)
   top = w.label(u, "loop")
   w.emit(f"mov.u32 {counter}, 0")
@@ -138,7 +138,7 @@ def _range(w: _Writer, u: UOp) -> None:
   w.lanes[u] = [counter]
 
 
-def _endrange(w: _Writer, u: UOp) -> None:
+def _endrange(w: Writer, u: UOp) -> None:
   rng = u.src[0]
   counter, top = w.lanes[rng][0], w.labels[rng]
   w.emit(f"add.s32 {counter}, {counter}, 1")
@@ -146,27 +146,27 @@ def _endrange(w: _Writer, u: UOp) -> None:
   w.body.append(f"{top}_end:")
 
 
-def _if(w: _Writer, u: UOp) -> None:
+def _if(w: Writer, u: UOp) -> None:
   w.emit(f"@!{w.reg(u.src[0])} bra {w.label(u, 'if')}_end")
 
 
-def _endif(w: _Writer, u: UOp) -> None:
+def _endif(w: Writer, u: UOp) -> None:
   w.body.append(f"{w.labels[u.src[0]]}_end:")
 
 
-def _barrier(w: _Writer, u: UOp) -> None:
+def _barrier(w: Writer, u: UOp) -> None:
   w.emit("bar.sync 0")
 
 
-def _nothing(w: _Writer, u: UOp) -> None:
+def _nothing(w: Writer, u: UOp) -> None:
   return None
 
 
-def _vectorize(w: _Writer, u: UOp) -> None:
+def _vectorize(w: Writer, u: UOp) -> None:
   w.lanes[u] = [w.operand(s) for s in u.src]
 
 
-def _gep(w: _Writer, u: UOp) -> None:
+def _gep(w: Writer, u: UOp) -> None:
   w.lanes[u] = [w.operand(u.src[0], u.arg)]
 
 
@@ -177,10 +177,10 @@ _HANDLERS = {Ops.PARAM: _param, Ops.VAR: _var, Ops.DEFINE_LOCAL: _define_local,
              Ops.SPECIAL: _special, Ops.CONST: _const, Ops.DEFINE_ACC: _define_acc,
              Ops.ASSIGN: _assign, Ops.AFTER: _after, Ops.RANGE: _range, Ops.ENDRANGE: _endrange,
              Ops.IF: _if, Ops.ENDIF: _endif, Ops.BARRIER: _barrier, Ops.SINK: _nothing,
-             Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.CAST: _cast, Ops.BITCAST: _bitcast,
-             Ops.LOAD: _load, Ops.STORE: _store, Ops.WMMA: _wmma,
-             Ops.SUBGROUP_REDUCE: _subgroup_reduce, Ops.ATOMIC_ADD: _atomic_add,
-             **{op: _alu for op in GroupOp.ALU}}
+             Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.CAST: emit_cast, Ops.BITCAST: emit_bitcast,
+             Ops.LOAD: emit_load, Ops.STORE: emit_store, Ops.WMMA: emit_wmma,
+             Ops.SUBGROUP_REDUCE: emit_subgroup_reduce, Ops.ATOMIC_ADD: emit_atomic_add,
+             **{op: emit_alu for op in GroupOp.ALU}}
 
 
 def _bindings(kernel: Kernel) -> tuple[Binding, ...]:
@@ -199,10 +199,10 @@ def render(kernel: Kernel, arch: str = "sm_80", **options) -> CompiledKernel:
   if threads > MAX_THREADS:
     raise LimitError(f"kernel {kernel.name!r} has {threads} threads per block; CUDA allows "
                      f"{MAX_THREADS}: use a smaller local size")
-  writer = _Writer(kernel, sm, _HANDLERS)
+  writer = Writer(kernel, sm, _HANDLERS)
   source = writer.render()
   launch = Launch("ptx", source, ptx_identifier(kernel.name), _bindings(kernel),
                   kernel.local_size, writer.grid or kernel.global_size,
-                  tuple((_var_name(v), "int32") for v in kernel.vars))
+                  tuple((var_name(v), "int32") for v in kernel.vars))
   return CompiledKernel(kernel.name, "ptx", source, kernel.global_size, kernel.local_size,
                         kernel.buffers, launch, kernel)

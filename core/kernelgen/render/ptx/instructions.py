@@ -6,12 +6,12 @@ from __future__ import annotations
 from ...dtype import DType, dtypes
 from ...uop.ops import Ops, UOp
 from ...rules.ranges import divisible
-from .target import COMPUTE_TYPE, MEMORY_TYPE, MMA_SHAPES, PTX_TYPE, _spelling
-from .writer import _mov, _Writer
+from .target import COMPUTE_TYPE, MEMORY_TYPE, MMA_SHAPES, PTX_TYPE, alu_opcode
+from .writer import emit_mov, Writer
 
 # ---- ALU -----------------------------------------------------------------------------------
 
-def _shift_amount(w: _Writer, u: UOp, lane: int) -> str:
+def _shift_amount(w: Writer, u: UOp, lane: int) -> str:
   """PTX shifts take a u32 amount: 16- and 64-bit amounts are converted."""
   amount, dt = w.operand(u.src[1], lane), u.src[1].dtype.scalar
   if dt.itemsize == 4 or not amount.startswith("%"):
@@ -21,9 +21,9 @@ def _shift_amount(w: _Writer, u: UOp, lane: int) -> str:
   return reg
 
 
-def _alu(w: _Writer, u: UOp) -> None:
+def emit_alu(w: Writer, u: UOp) -> None:
   dt = (u.src[1] if u.op is Ops.WHERE else u.src[0]).dtype.scalar
-  opcode = _spelling(u.op, dt)
+  opcode = alu_opcode(u.op, dt)
   regs = []
   for lane in range(u.dtype.count):
     args = [w.operand(s, lane) for s in u.src]
@@ -39,7 +39,7 @@ def _alu(w: _Writer, u: UOp) -> None:
   w.lanes[u] = regs
 
 
-def _nan_propagate(w: _Writer, dt: DType, reg: str, args: list[str]) -> None:
+def _nan_propagate(w: Writer, dt: DType, reg: str, args: list[str]) -> None:
   """PTX max/min return the non-NaN operand; numpy's maximum/minimum return NaN."""
   nan = w.new_reg(dtypes.bool)
   t = PTX_TYPE[dt.name]
@@ -70,7 +70,7 @@ def _cast_line(src: DType, dst: DType, d: str, a: str) -> str:
   return f"cvt.{t}.{s} {d}, {a}"
 
 
-def _cast(w: _Writer, u: UOp) -> None:
+def emit_cast(w: Writer, u: UOp) -> None:
   src, dst = u.src[0].dtype.scalar, u.dtype.scalar
   if _extended_load(u.src[0], src, dst):   # ld.s8/u8 already sign/zero-extended the 16 bits
     w.lanes[u] = w.lanes[u.src[0]]
@@ -93,7 +93,7 @@ def _extended_load(x: UOp, src: DType, dst: DType) -> bool:
           and dst.is_int() and len(x.src) != 4)
 
 
-def _bitcast(w: _Writer, u: UOp) -> None:
+def emit_bitcast(w: Writer, u: UOp) -> None:
   src, dst = u.src[0].dtype, u.dtype
   if src.count == dst.count:
     regs = [w.new_reg(dst) for _ in range(dst.count)]
@@ -110,7 +110,7 @@ def _bitcast(w: _Writer, u: UOp) -> None:
     w.lanes[u] = _unpack(w, u.src[0], dst.count // src.count, dst)
 
 
-def _pack(w: _Writer, x: UOp, group: int, dst: DType) -> list[str]:
+def _pack(w: Writer, x: UOp, group: int, dst: DType) -> list[str]:
   """Every `group` lanes of x moved into one register of dst (first lane in the low bits)."""
   regs = []
   for first in range(0, x.dtype.count, group):
@@ -121,7 +121,7 @@ def _pack(w: _Writer, x: UOp, group: int, dst: DType) -> list[str]:
   return regs
 
 
-def _unpack(w: _Writer, x: UOp, group: int, dst: DType) -> list[str]:
+def _unpack(w: Writer, x: UOp, group: int, dst: DType) -> list[str]:
   regs = []
   for lane in range(x.dtype.count):
     parts = [w.new_reg(dst) for _ in range(group)]
@@ -147,7 +147,7 @@ def _chunks(dt: DType, index: UOp) -> list[tuple[int, int]]:
   return [(lane, 1) for lane in range(dt.count)]
 
 
-def _address(w: _Writer, buf: UOp, index: UOp) -> tuple[str, int]:
+def _address(w: Writer, buf: UOp, index: UOp) -> tuple[str, int]:
   """(64-bit address register, constant byte offset) of buf[index]."""
   base, size = w.reg(buf), buf.dtype.base.scalar.itemsize
   if index.op is Ops.CONST and index.arg >= 0:
@@ -165,7 +165,7 @@ def _address(w: _Writer, buf: UOp, index: UOp) -> tuple[str, int]:
   return w.addresses[key], 0
 
 
-def _memory_args(w: _Writer, u: UOp, value_dtype: DType):
+def _memory_args(w: Writer, u: UOp, value_dtype: DType):
   buf = _base_buffer(u.src[0])
   space = "shared" if buf.dtype.local else "global"
   addr, offset = _address(w, buf, u.src[1])
@@ -177,7 +177,7 @@ def _at(addr: str, offset: int) -> str:
   return f"[{addr}+{offset}]" if offset else f"[{addr}]"
 
 
-def _load(w: _Writer, u: UOp) -> None:
+def emit_load(w: Writer, u: UOp) -> None:
   space, addr, offset, mem_type, chunks = _memory_args(w, u, u.dtype)
   gate = f"@{w.reg(u.src[2])} " if len(u.src) == 4 else ""
   is_bool = u.dtype.scalar == dtypes.bool
@@ -194,11 +194,11 @@ def _load(w: _Writer, u: UOp) -> None:
       w.emit(f"{gate}setp.ne.u16 {reg}, {byte}, 0")
   if gate:
     for lane, reg in enumerate(regs):
-      _mov(w, u.dtype, reg, w.operand(u.src[3], lane), pred=gate.replace("@", "@!"))
+      emit_mov(w, u.dtype, reg, w.operand(u.src[3], lane), pred=gate.replace("@", "@!"))
   w.lanes[u] = regs
 
 
-def _store(w: _Writer, u: UOp) -> None:
+def emit_store(w: Writer, u: UOp) -> None:
   value = u.src[2]
   space, addr, offset, mem_type, chunks = _memory_args(w, u, value.dtype)
   gate = f"@{w.reg(u.src[3])} " if len(u.src) == 4 else ""
@@ -215,7 +215,7 @@ def _store(w: _Writer, u: UOp) -> None:
     w.emit(f"{gate}st.{space}{vec}.{mem_type} {_at(addr, offset + first * size)}, {src}")
 
 
-def _byte_of(w: _Writer, value: UOp, lane: int) -> str:
+def _byte_of(w: Writer, value: UOp, lane: int) -> str:
   reg = w.new_reg(dtypes.uint16)
   w.emit(f"selp.u16 {reg}, 1, 0, {w.reg(value, lane)}")
   return reg
@@ -223,7 +223,7 @@ def _byte_of(w: _Writer, value: UOp, lane: int) -> str:
 
 # ---- tensor cores --------------------------------------------------------------------------
 
-def _mma_operand(w: _Writer, x: UOp, ptx_in: str) -> list[str]:
+def _mma_operand(w: Writer, x: UOp, ptx_in: str) -> list[str]:
   """A fragment as the 32-bit registers mma.sync takes: two halfs per register, or tf32."""
   if ptx_in != "tf32":
     return _pack(w, x, 2, dtypes.uint32)
@@ -235,7 +235,7 @@ def _mma_operand(w: _Writer, x: UOp, ptx_in: str) -> list[str]:
   return regs
 
 
-def _wmma(w: _Writer, u: UOp) -> None:
+def emit_wmma(w: Writer, u: UOp) -> None:
   _, (m, n, k), dtype_in, _ = u.arg
   dtype_in = dtypes.from_name(getattr(dtype_in, "name", dtype_in))
   ptx_in = MMA_SHAPES[(m, n, k, dtype_in.name)][1]
@@ -255,9 +255,9 @@ def _wmma(w: _Writer, u: UOp) -> None:
 BUTTERFLY = (16, 8, 4, 2, 1)
 
 
-def _subgroup_reduce(w: _Writer, u: UOp) -> None:
+def emit_subgroup_reduce(w: Writer, u: UOp) -> None:
   dt, acc = u.dtype, w.reg(u.src[0])
-  opcode = _spelling(u.arg, dt)
+  opcode = alu_opcode(u.arg, dt)
   for step in BUTTERFLY:
     bits, got = w.new_reg(dtypes.uint32), w.new_reg(dtypes.uint32)
     w.emit(f"mov.b32 {bits}, {acc}")
@@ -274,12 +274,12 @@ def _subgroup_reduce(w: _Writer, u: UOp) -> None:
   w.lanes[u] = [acc]
 
 
-def _atomic_add(w: _Writer, u: UOp) -> None:
+def emit_atomic_add(w: Writer, u: UOp) -> None:
   buf = _base_buffer(u.src[0])
   addr, offset = _address(w, buf, u.src[1])
   gate = f"@{w.reg(u.src[3])} " if len(u.src) == 4 else ""
   reg, t = w.new_reg(u.dtype), PTX_TYPE[u.dtype.name]
   w.emit(f"{gate}atom.shared.add.{t} {reg}, {_at(addr, offset)}, {w.operand(u.src[2])}")
   if gate:
-    _mov(w, u.dtype, reg, "0", pred=gate.replace("@", "@!"))
+    emit_mov(w, u.dtype, reg, "0", pred=gate.replace("@", "@!"))
   w.lanes[u] = [reg]

@@ -111,7 +111,7 @@ ALU_SPELLING = {
 }
 
 
-def _spelling(op: Ops, dt: DType) -> str:
+def alu_opcode(op: Ops, dt: DType) -> str:
   got = _SPELLINGS.get((op, dt))
   return got if got is not None else _spell(op, dt)
 

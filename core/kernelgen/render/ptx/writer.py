@@ -18,7 +18,7 @@ _DEFERRABLE = frozenset({Ops.CAST, Ops.BITCAST, Ops.GEP, Ops.VECTORIZE}) | Group
 def _reads_accumulator(u: UOp, deferred: set) -> bool:
   """A value computed from an accumulator's current value. Placed before the accumulator's loop
   it would see only the initial value (int8 max reduced with cvt.s16.s8 of the initial value),
-  so it is rendered where it is used instead (_Writer.materialize)."""
+  so it is rendered where it is used instead (Writer.materialize)."""
   if u.op in _DEFERRABLE:
     for s in u.src:
       if s.op is Ops.DEFINE_ACC or s in deferred:
@@ -46,7 +46,7 @@ def folded_indices(uops: list[UOp]) -> set:
   return folded - used
 
 
-class _Writer:
+class Writer:
   """Renders one Kernel: registers, operands, and the instruction lines."""
 
   def __init__(self, kernel: Kernel, sm: int, handlers: dict):
@@ -134,8 +134,8 @@ class _Writer:
 
   def source(self) -> str:
     k, name = self.kernel, ptx_identifier(self.kernel.name)
-    params = [f"\t.param .u64 {_param_name(b.slot)}" for b in k.buffers]
-    params += [f"\t.param .s32 {_var_name(v)}" for v in k.vars]
+    params = [f"\t.param .u64 {param_name(b.slot)}" for b in k.buffers]
+    params += [f"\t.param .s32 {var_name(v)}" for v in k.vars]
     regs = [f"\t.reg .{self.decl[p]} {p}<{n}>;" for p, n in sorted(self.counts.items())]
     lx, ly, lz = k.local_size
     head = [f"// kernelgen: kernel {ascii(k.name)} for sm_{self.sm}",
@@ -145,11 +145,11 @@ class _Writer:
     return "\n".join(head + regs + self.shared + self.prologue + self.body + ["\tret;", "}", ""])
 
 
-def _param_name(slot: int) -> str:
+def param_name(slot: int) -> str:
   return f"data{slot}"
 
 
-def _var_name(v: UOp) -> str:
+def var_name(v: UOp) -> str:
   return "var_" + ptx_identifier(str(v.arg[0]), prefix="v_")
 
 
@@ -164,5 +164,5 @@ def _folded_grid(grid: tuple[int, int, int]) -> tuple[int, int, int] | None:
   return (gx * gy * gz, 1, 1)
 
 
-def _mov(w: _Writer, dt: DType, dst: str, src: str, pred: str = "") -> None:
+def emit_mov(w: Writer, dt: DType, dst: str, src: str, pred: str = "") -> None:
   w.emit(f"{pred}mov.{REGISTER[dt.scalar.name][0]} {dst}, {src}")

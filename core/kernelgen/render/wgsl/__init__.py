@@ -35,19 +35,19 @@ from __future__ import annotations
 from ...uop.ops import Ops, UOp
 from ...uop.program import Binding, CompiledKernel, Kernel, Launch
 # the target's options, facts and legalize rules stay importable from here (wgsl.WGSLOptions)
-from .legalize import _HAS_TYPE, LEGALIZE, _check_dtype, legalize  # noqa: F401
+from .legalize import HAS_TYPE, LEGALIZE, check_dtype, legalize  # noqa: F401
 from .target import (BOOL_INFIX, CALL, F32_INT_MAX, HELPER_NEEDS, HELPERS,  # noqa: F401
                           INFIX, NO_WGSL_TYPE, OWN_NAME, PACKED_BITS, REGISTER, RESERVED, ROUNDING,
                           SPECIAL_BITS, SUBGROUP_CALL, TARGET, WRAPPING, WGSLOptions,
                           binding_nbytes, buffer_limit, buffer_name, check_buffer_count,
                           check_buffer_sizes, check_workgroup, clean_name, entry_name, fold_grid,
                           kernel_vars, make_options, uniform_binding)
-from .writer import BLOCK, NAMED, VEC4_DTYPES, _Writer, vec4_slots  # noqa: F401
+from .writer import BLOCK, NAMED, VEC4_DTYPES, Writer, vec4_slots  # noqa: F401
 
 
 # ---- the module ----------------------------------------------------------------------------------
 
-def _declarations(w: _Writer, variables: tuple[UOp, ...]) -> list[str]:
+def _declarations(w: Writer, variables: tuple[UOp, ...]) -> list[str]:
   lines = []
   if variables:
     lines.append("struct KgVars {")
@@ -68,7 +68,7 @@ def _declarations(w: _Writer, variables: tuple[UOp, ...]) -> list[str]:
   return lines
 
 
-def module_source(w: _Writer, entry: str) -> str:
+def module_source(w: Writer, entry: str) -> str:
   """The whole WGSL module of the kernel `w` renders."""
   variables = w.vars
   for i, u in enumerate(w.kernel.uops):
@@ -94,7 +94,7 @@ def render(kernel: Kernel, **options) -> CompiledKernel:
   check_buffer_sizes(kernel, opts)
   check_workgroup(kernel.local_size, opts)
   dispatch = fold_grid(kernel.global_size, opts.max_workgroups_per_dim)
-  w = _Writer(kernel, opts, dispatch)
+  w = Writer(kernel, opts, dispatch)
   entry = entry_name(kernel.name)
   source = module_source(w, entry)
   bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,

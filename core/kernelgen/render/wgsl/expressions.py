@@ -13,7 +13,7 @@ from .target import (BOOL_INFIX, CALL, F32_INT_MAX, HELPER_NEEDS, INFIX, REGISTE
                           SUBGROUP_CALL, TARGET, WRAPPING, WGSLOptions)
 
 
-class _Expressions:
+class Expressions:
   """WGSL expression text; records what the module must declare for it (helpers, f16, the bits
   of NaN and inf)."""
 

@@ -37,14 +37,14 @@ _LEGALIZE_OPS = frozenset(op for op, rules in LEGALIZE.by_op.items() if rules)
 # the ops legalize looks at beyond verifying and dtypes
 _NOTED = _LEGALIZE_OPS | {Ops.WMMA, Ops.PARAM, Ops.SUBGROUP_REDUCE}
 
-_HAS_TYPE: dict = {}   # dtype -> WGSL has a type for it (dtypes are interned: one entry each)
+HAS_TYPE: dict = {}   # dtype -> WGSL has a type for it (dtypes are interned: one entry each)
 
 
-def _check_dtype(u: UOp) -> None:
-  ok = _HAS_TYPE.get(u.dtype)
+def check_dtype(u: UOp) -> None:
+  ok = HAS_TYPE.get(u.dtype)
   if ok is None:
     dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
-    ok = _HAS_TYPE[u.dtype] = dt is None or dt.scalar.name not in NO_WGSL_TYPE
+    ok = HAS_TYPE[u.dtype] = dt is None or dt.scalar.name not in NO_WGSL_TYPE
   if ok:
     return
   dt = u.dtype.base if isinstance(u.dtype, PtrDType) else u.dtype
@@ -59,12 +59,12 @@ def legalize(sink: UOp, **options) -> UOp:
   opts = make_options(options)
   params = set()
   rewrites = False
-  has_type = _HAS_TYPE
+  has_type = HAS_TYPE
   for u in sink_order(sink):   # sources first: each node is verified here too (verify.py)
     if not u._verified:
       verify_node(u)
     if not has_type.get(u.dtype):
-      _check_dtype(u)
+      check_dtype(u)
     op = u.op
     if op not in _NOTED:
       continue

@@ -11,8 +11,8 @@ from ...errors import UnsupportedError
 from ...uop.ops import GroupOp, Ops, UOp, describe
 from ...uop.program import Kernel
 from ...rules.ranges import divisible
-from .expressions import _Expressions
-from .legalize import _HAS_TYPE, _check_dtype
+from .expressions import Expressions
+from .legalize import HAS_TYPE, check_dtype
 from .target import PACKED_BITS, TARGET, WGSLOptions, buffer_name, clean_name, kernel_vars
 
 # ---- vector memory (W14) ---------------------------------------------------------------------------
@@ -46,13 +46,13 @@ def vec4_slots(kernel: Kernel, accesses=None) -> frozenset:
 
 # ---- the writer ----------------------------------------------------------------------------------
 
-# the ops _Writer looks for before writing (atomic workgroup buffers, subgroup builtins, thread
+# the ops Writer looks for before writing (atomic workgroup buffers, subgroup builtins, thread
 # ids, workgroup buffers, memory accesses)
 _SCANNED = frozenset({Ops.ATOMIC_ADD, Ops.SUBGROUP_REDUCE, Ops.SPECIAL, Ops.DEFINE_LOCAL,
                       Ops.LOAD, Ops.STORE})
 
 
-class _Writer(_Expressions):
+class Writer(Expressions):
   """Renders one kernel; holds the names given to nodes and the lines written so far."""
 
   def __init__(self, kernel: Kernel, opts: WGSLOptions, dispatch: tuple[int, int, int]):
@@ -67,10 +67,10 @@ class _Writer(_Expressions):
     self.specs = {b.slot: b for b in kernel.buffers}
     # workgroup buffers that atomics use (declared atomic<i32>/atomic<u32>)
     self.atomic_locals, self.uses_subgroups, self.specials = set(), False, set()
-    self.locals, accesses, has_type = [], [], _HAS_TYPE
+    self.locals, accesses, has_type = [], [], HAS_TYPE
     for u in kernel.uops:         # one scan: dtypes WGSL has, and what the module declares
       if not has_type.get(u.dtype):
-        _check_dtype(u)
+        check_dtype(u)
       op = u.op
       if op not in _SCANNED:
         continue
@@ -305,20 +305,20 @@ class _Writer(_Expressions):
 NAMED = {
   Ops.PARAM: lambda w, u: buffer_name(u.arg, w.specs[u.arg].name),
   Ops.DEFINE_LOCAL: lambda w, u: f"l{u.arg}",
-  Ops.VAR: _Writer.var_field,
-  Ops.SPECIAL: _Writer.special,
-  Ops.CONST: _Writer.const,
+  Ops.VAR: Writer.var_field,
+  Ops.SPECIAL: Writer.special,
+  Ops.CONST: Writer.const,
   Ops.AFTER: lambda w, u: w.names[u.src[0]],
   Ops.SINK: lambda w, u: "",
 }
 
 # nodes that write a statement or open/close a block
 BLOCK = {
-  Ops.DEFINE_ACC: _Writer.define_acc,
-  Ops.ASSIGN: _Writer.assign,
-  Ops.RANGE: _Writer.open_range,
-  Ops.ENDRANGE: _Writer.close,
-  Ops.IF: _Writer.open_if,
-  Ops.ENDIF: _Writer.close,
-  Ops.BARRIER: _Writer.barrier,
+  Ops.DEFINE_ACC: Writer.define_acc,
+  Ops.ASSIGN: Writer.assign,
+  Ops.RANGE: Writer.open_range,
+  Ops.ENDRANGE: Writer.close,
+  Ops.IF: Writer.open_if,
+  Ops.ENDIF: Writer.close,
+  Ops.BARRIER: Writer.barrier,
 }
