@@ -133,7 +133,7 @@ def test_grouped_reduction_meets_in_workgroup_memory():
 
 def test_long_loops_are_unrolled_below_the_trip_limit(monkeypatch):
   from kernelgen.frontend import tensor_ops
-  from kernelgen.lowering.lower import MAX_TRIPS
+  from kernelgen.lowering.lowerer import MAX_TRIPS
   monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 30, raising=False)   # one kernel
   n = 4 * MAX_TRIPS + 3
   np = pytest.importorskip("numpy")
@@ -254,7 +254,7 @@ def test_ragged_tiles_gate_their_stores_not_their_loads():
 def test_tiled_loops_unroll_by_four_where_it_divides():
   """K = 8: the loop runs 8 / TILE_UNROLL times, each step loading TILE_UNROLL * (R + C) values
   for TILE_UNROLL * R * C products (B's C = 2 columns as one vector load)."""
-  from kernelgen.lowering.lower import TILE_UNROLL
+  from kernelgen.lowering.lowerer import TILE_UNROLL
   item, _, _ = _matmul_item(4, 8, 4)
   nodes = toposort([simplify(lower(item, Opts(local=1, tile=(2, 2)))[0])])
   (loop,) = [u for u in nodes if u.op is Ops.RANGE]
@@ -282,7 +282,7 @@ def test_tiled_conv_loops_over_channels_and_rows_and_unrolls_the_window_columns(
   window rows, the window's 3 columns are unrolled inside it, so neighbouring output columns
   share the loads of overlapping windows: each step loads C + 2 inputs and 3 weights per output
   channel (not 3 * C and 3 per channel, as stepping one reduced element at a time would)."""
-  from kernelgen.lowering.lower import TILE_INNER
+  from kernelgen.lowering.lowerer import TILE_INNER
   from kernelgen.uop.linearize import linearize
   assert 3 <= TILE_INNER < 9
   item, _ = _conv_item(5, 4, 8, 3, 1)

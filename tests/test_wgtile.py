@@ -375,7 +375,7 @@ def _evaluate(u, env):
 def test_unravel_splits_a_term_whose_stride_divides_the_block():
   """(o*143 + h*13 + w) unravelled into (2, 3, 11, 13) (grouped conv channels): the first index
   is o // 3, free of h and w (so the tiled axes stay independent of it), and all are exact."""
-  from kernelgen.lowering.lower import I32, unravel
+  from kernelgen.lowering.index_math import I32, unravel
   from kernelgen.uop.ops import UOp, toposort
   o, h, w = (UOp(Ops.VAR, I32, (), (n, 0, e - 1)) for n, e in (("o", 6), ("h", 11), ("w", 13)))
   got = unravel([(o, 143, 6), (h, 13, 11), (w, 1, 13)], 0, (2, 3, 11, 13))

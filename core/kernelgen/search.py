@@ -10,7 +10,8 @@ import itertools
 from .compiler import compile_item
 from .errors import LimitError, UnsupportedError
 from .graph.schedule import ScheduleItem
-from .lowering.lower import Opts, lower
+from .lowering.lower import lower
+from .lowering.lowerer import Opts
 from .lowering.optimize import optimize
 from .render.targets import get_target
 from .uop.ops import print_graph

@@ -17,7 +17,9 @@ import math
 from ..dtype import dtypes
 from ..graph.lazy import L
 from ..errors import LimitError, UnsupportedError
-from .lower import MAX_TRIPS, Opts, lower
+from .lower import lower
+from .lowerer import MAX_TRIPS, Opts
+from .tileplan import plan
 from ..uop.ops import Ops, toposort
 from ..graph.schedule import ScheduleItem, find_reduce
 from ..graph.view import prod
@@ -233,7 +235,6 @@ def _pow2_at_least(n: int) -> int:
 def _stage(item: ScheduleItem, target: Target, options: dict, tile: tuple) -> Opts | None:
   """Opts tiling `item` through workgroup memory, or None (not wanted or not applicable);
   options["stage"] forces it on (True, or (TR, TC, BK)) or off (False)."""
-  from .wgtile import plan
   want = options.get("stage")
   forced = want is not None and want is not False
   if isinstance(want, (tuple, list)):

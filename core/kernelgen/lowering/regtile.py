@@ -19,7 +19,8 @@ import itertools
 from ..dtype import dtypes
 from .index_math import gate_and, int_const, linear_index, plus_offset, splat, vectorize
 from ..graph.lazy import L, LazyOp
-from .lower import Lowerer, tile_threads
+from .lowerer import Lowerer, tile_threads
+from .tileplan import StageLowerer, plan
 from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element
 from ..rules.symbolic import linear_sum
 from ..graph.view import contiguous_strides
@@ -246,7 +247,6 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   does not apply (lower.py then lowers each output of the tile on its own). Each thread's
   R x C block: rows R*r + i, columns C*c + j of its place (r, c) in the grid of blocks; one loop
   over the reduced elements (Lowerer._tile_loop: conv2d's window unrolled in it)."""
-  from .wgtile import StageLowerer, plan
   item, out = lw.item, lw.item.out
   (rows, cols), (ar, ac) = opts.tile, axes
   p = plan(item, (ar, ac))

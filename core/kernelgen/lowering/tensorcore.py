@@ -27,7 +27,7 @@ from ..errors import UnsupportedError
 from ..uop.interpret import WMMA_SHAPES, fragment_position
 from ..graph.lazy import L, LazyOp
 from .index_math import gate_and, int_const, plus_offset
-from .lower import Lowerer
+from .lowerer import Lowerer
 from ..uop.ops import Ops, UOp, toposort
 from ..uop.program import BufferSpec
 from ..graph.schedule import ScheduleItem

@@ -21,107 +21,20 @@ flow.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
-from ..dtype import dtypes
 from ..errors import UnsupportedError
-from ..graph.lazy import L, LazyOp
+from ..graph.lazy import LazyOp
 from .index_math import I32, gate_and, int_const, unravel
-from .lower import Lowerer
-from ..uop.ops import Ops, UOp, toposort
+from .lowerer import Lowerer
+from ..uop.ops import Ops, UOp
 from .index_math import plus_offset
 from .regtile import gather_lanes, tile_accumulators, tile_lanes, tile_stores
-from ..graph.schedule import ScheduleItem
+from .tileplan import StageLowerer, plan
 from ..graph.view import prod
 
-# nodes computed per element, in the index space of their sources
-_ELEMENTWISE = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)
 # reduced elements per trip of the loop over a step's elements in workgroup memory (a step of
 # any other size is unrolled whole)
 STAGE_UNROLL = 1
-
-
-@dataclass(frozen=True)
-class Plan:
-  reduce: LazyOp
-  axes: tuple       # the tiled axes in the reduction's index space (the output's may differ)
-  a: tuple          # operand nodes staged per (row, k)
-  b: tuple          # per (k, column)
-
-  def local_bytes(self, rows: int, cols: int, step: int) -> int:
-    """Workgroup memory for a block of rows x cols outputs and `step` reduced elements."""
-    return step * (rows * sum(n.dtype.itemsize for n in self.a) +
-                   cols * sum(n.dtype.itemsize for n in self.b))
-
-
-class StageLowerer(Lowerer):
-  """The normal lowering, except that the one reduction gives `result` (recording where)."""
-
-  def __init__(self, item: ScheduleItem, reduce: LazyOp):
-    super().__init__(item)
-    self.reduce, self.result, self.seen = reduce, None, []
-
-  def _reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
-    if node is not self.reduce:
-      return super()._reduce(node, idxs, gate)
-    self.seen.append(idxs)
-    return self.result if self.result is not None else UOp.const(node.dtype, 0)
-
-
-def _probe(shape, name: str) -> tuple:
-  return tuple(UOp(Ops.VAR, I32, (), (f"{name}{a}", 0, max(n - 1, 0))) for a, n in enumerate(shape))
-
-
-def plan(item: ScheduleItem, axes: tuple) -> Plan | None:
-  """The operands to stage for tiling output `axes` of `item`, or None where the kernel has not
-  exactly one reduction, reached once with the tiled axes as two of its own, or an operand
-  needs both tiled axes (or is bool)."""
-  inputs = {id(n) for n in item.inputs}
-
-  def is_leaf(node):
-    return node.realized or (id(node) in inputs and node is not item.out)
-
-  reduces, stack, seen = [], [item.out], set()
-  while stack:
-    node = stack.pop()
-    if id(node) in seen or is_leaf(node):
-      continue
-    seen.add(id(node))
-    if node.op is L.REDUCE:
-      reduces.append(node)
-    stack.extend(node.src)
-  if len(reduces) != 1 or reduces[0].dtype == dtypes.bool:
-    return None
-  reduce = reduces[0]
-  lw = StageLowerer(item, reduce)
-  out_probe = _probe(item.out.shape, "out")
-  lw.value(item.out, out_probe, None)
-  if len(lw.seen) != 1:
-    return None
-  where = lw.seen[0]
-  raxes = tuple(next((d for d, u in enumerate(where) if u is out_probe[a]), None) for a in axes)
-  if None in raxes or any(out_probe[a] in set(toposort([u]))
-                          for d, u in enumerate(where) if d not in raxes for a in axes):
-    return None
-  src = reduce.src[0]
-  probe = _probe(src.shape, "probe")
-  row, col = probe[raxes[0]], probe[raxes[1]]
-  a, b = [], []
-
-  def split(node) -> bool:
-    if node.op is L.CONST and not is_leaf(node):
-      return True
-    used = set(toposort([lw.value(node, probe, None)]))
-    if col not in used or row not in used:
-      if node.dtype == dtypes.bool:
-        return False
-      (a if col not in used else b).append(node)
-      return True
-    return node.op in _ELEMENTWISE and not is_leaf(node) and all(split(s) for s in node.src)
-
-  if not split(src):
-    return None
-  return Plan(reduce, raxes, tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b)))
 
 
 def staged_stores(lw: Lowerer, opts) -> list[UOp]:

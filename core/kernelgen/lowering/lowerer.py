@@ -1,0 +1,387 @@
+"""The base Lowerer: one scheduled kernel (a lazy node over views) -> a UOp graph per IR.md;
+lower.py picks the strategy (what follows describes them all) and builds the stores with it.
+
+Each thread computes `upcast` consecutive output elements: its global index comes from SPECIAL
+gid/lid, output indices are unravelled from it, and the expression is lowered at those indices:
+views become index math (with masks as load gates), reductions become RANGE loops over a
+DEFINE_ACC with ASSIGN/ENDRANGE/AFTER, and loads past the end of the output are gated. Index
+math is int32; `unravel` folds the common cases (permutes, expands, windows) without div/mod.
+
+Grouped reductions (`Opts.group`): one workgroup per output element; its `group` threads each
+accumulate a strided share of the reduced elements, store the partial result into workgroup
+memory (DEFINE_LOCAL), and after a BARRIER lane 0 folds the partials and stores (every thread
+folds where another reduction of the kernel uses the result). Each lane's loop is unrolled
+`Opts.group_unroll` times; with `Opts.group_vec` a lane reads that many consecutive elements per
+step, whose loads from one buffer become vector loads (lanes step by group_vec elements, so a
+group still reads one contiguous block per step). Elementwise kernels with `Opts.upcast_vec`
+likewise read runs of consecutive elements as vectors and store their outputs as one
+(lower_vector.py). Where every buffer's elements along the vector are consecutive (or one
+element, broadcast) and the dtypes 32-bit, both lower the expression once per vector, as vector
+loads and lane-wise ops (lower_vector.vector_value), instead of point by point then merging.
+With `Opts.subgroups` (the dtypes it applies to) each subgroup first combines its partials
+(SUBGROUP_REDUCE) and only its leader writes, into a slot it claims with ATOMIC_ADD on a
+counter, so the fold reads one slot per subgroup: this needs no promise about how threads form
+subgroups or how big they are.
+Register tiles (`Opts.tile`, matmul and conv2d): each thread computes an R x C block of two
+output axes; the block's reductions share one loop (over all reduced elements, unrolled by
+TILE_UNROLL; or over the leading reduced axes, the trailing ones of at most TILE_INNER elements
+unrolled inside it: conv2d's window), so each step loads R + C values for R * C accumulators
+(fewer where unrolled windows overlap); a block past the edge computes at clamped indices and
+gates its stores. Where wgtile.plan() splits the reduction's source into row and column
+operands, regtile.py builds the block from them with its columns as vectors; otherwise each
+output of the block is lowered here on its own. `Opts.stage` tiles them through workgroup
+memory instead (wgtile.py).
+No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
+silently stops a thread's loops after 65535 iterations in all, counted across its loops).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from ..dtype import dtypes
+from .index_math import I32, gate_and, int_const, linear_index, unravel
+from ..graph.lazy import L, LazyOp
+from .vector import vector_accumulate, vector_loads
+from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element, toposort
+from ..graph.schedule import ScheduleItem
+from ..graph.view import View, contiguous_strides, prod
+
+
+
+@dataclass(frozen=True)
+class Opts:
+  local: int = 1        # threads per workgroup (dimension 0)
+  upcast: int = 1       # consecutive outputs per thread (unrolled)
+  group: int = 0        # >0: threads of one workgroup that share each output's reduction
+  tile: tuple = ()      # (R, C): each thread computes an R x C block of two output axes:
+  tile_axes: tuple = ()  # which two (default: the last two of size > 1)
+  subgroups: tuple = ()  # dtype names whose grouped reductions combine per subgroup first
+  stage: tuple = ()     # (TR, TC, BK): tile through workgroup memory (wgtile.py): TR x TC
+                        # threads (2-D workgroup), reduction steps of BK; needs tile, tile_axes
+  group_unroll: int = 1  # grouped reductions: each lane's loop unrolled this many times
+  group_vec: int = 1    # grouped reductions: consecutive elements a lane reads per step
+  group_chunk: bool = False  # grouped reductions: each lane reads one run of consecutive
+                        # elements, not every group-th step (CPU adapters: see optimize.py)
+  upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
+  fma: bool = False     # register tiles (matmul-like) accumulate float products with MULACC
+
+
+# the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
+# iterations in all (one budget shared by every loop of the thread)
+MAX_TRIPS = 1 << 14
+# tiled kernels unroll their reduction loop this many times where it divides the loop (lavapipe,
+# matmul 1024^2 f32, 8x8 tiles: unrolled 1 / 2 / 4 times ran 211 / 198 / 198 ms and compiled
+# 512^3 in 18 / 22 / 30 ms: 2 keeps the kernel speed at two thirds of the compile time). With
+# the tile's columns as vectors (regtile.py), 512^2 f32 on a loaded lavapipe: 1 / 2 ran about
+# 37 / 34 ms (the scalar tiles 45) from 176 / 247 UOps
+TILE_UNROLL = 2
+# tiled reductions over several axes loop over the leading ones and unroll the trailing ones
+# whose elements number at most TILE_INNER (conv2d: loop over input channels x window rows, unroll
+# the window's columns, so neighbouring output columns share the loads of overlapping windows;
+# lavapipe, conv2d 3x3 64ch 56x56 in 8x8 tiles: one loop over all 576 reduced elements 21.5 ms,
+# the 3 columns unrolled 14.6 ms, the whole 3 x 3 window 16.1 ms and twice the compile time)
+TILE_INNER = 8
+# threads in a subgroup at most (WGSL; a PTX warp has 32)
+MAX_SUBGROUP = 128
+
+def _inner_split(shape) -> int:
+  """Where a tiled reduction's axes split into its loop (shape[:k]) and the trailing axes it
+  unrolls completely (shape[k:], at most TILE_INNER elements): k = len(shape) for none."""
+  k, inner = len(shape), 1
+  while k > 1 and inner * shape[k - 1] <= TILE_INNER:
+    k, inner = k - 1, inner * shape[k - 1]
+  return k if inner > 1 else len(shape)
+
+
+_UNSEEN = object()
+
+
+def _view_axes(view: View, count: int) -> tuple | None:
+  """The axes whose index a view's value depends on: those it moves through (View.terms) and
+  those its mask bounds (View.valid); None when that is all `count` of them."""
+  mask = view.mask or [(0, n) for n in view.shape]
+  used = tuple(a for a, (s, n, (lo, hi)) in enumerate(zip(view.strides, view.shape, mask))
+               if s != 0 and n != 1 or lo > 0 or hi < n)
+  return used if len(used) < count else None
+
+
+class Lowerer:
+  """Lowers the expression of one ScheduleItem; memoized by (node, indices, gate)."""
+
+  def __init__(self, item: ScheduleItem):
+    self.item = item
+    self.slots = {id(n): i + 1 for i, n in enumerate(item.inputs)}
+    self.params = [UOp(Ops.PARAM, item.out.dtype.ptr(item.out.size), (), 0)]
+    self.params += [UOp(Ops.PARAM, n.dtype.ptr(n.size), (), i + 1)
+                    for i, n in enumerate(item.inputs)]
+    self.cache: dict = {}
+    self.view_axes: dict = {}          # id(VIEW node) -> the axes its value depends on
+    self.next_id = 0
+    self.group, self.lane = 0, None    # set by lower() for grouped reductions
+    self.subgroups: tuple = ()
+    self.unroll, self.vec, self.chunk = 1, 1, False   # grouped reductions: see Opts
+    self.nested: set = set()           # ids of reductions that feed another reduction
+    self.loops: dict | None = None     # tiled kernels: reduce node -> its shared loop
+    self.gates: list = []              # the gates of the reductions being lowered, innermost last
+
+  def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    key = (id(node), idxs, gate)
+    got = self.cache.get(key)
+    if got is None:
+      used = None
+      if node.op is L.VIEW and self.loops is not None:   # tiled: outputs share operand views
+        used = self.view_axes.get(id(node), _UNSEEN)
+        if used is _UNSEEN:
+          used = self.view_axes[id(node)] = _view_axes(node.arg, len(idxs))
+      if used is not None:    # a view that reads only some indices: the others share its value
+        short = (id(node), tuple([idxs[a] for a in used]), gate, "view")
+        got = self.cache.get(short)
+        if got is None:
+          got = self.cache[short] = self._lower(node, idxs, gate)
+        self.cache[key] = got
+      else:
+        got = self.cache[key] = self._lower(node, idxs, gate)
+    return got
+
+  def _load(self, node: LazyOp, lin: UOp, gate: UOp | None) -> UOp:
+    buf = self.params[self.slots[id(node)]]
+    return buf.load(lin, gate, 0) if gate is not None else buf.load(lin)
+
+  def _lower(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    if node is not self.item.out and id(node) in self.slots:
+      terms = [(i, s, n) for i, s, n in zip(idxs, contiguous_strides(node.shape), node.shape)]
+      return self._load(node, linear_index([t for t in terms if t[1] and t[2] != 1], 0), gate)
+    if node.op is L.CONST:
+      return UOp.const(node.dtype, node.arg)
+    if node.op is L.IOTA:
+      return idxs[0]
+    if node.op is L.VIEW:
+      return self._view(node, idxs, gate)
+    if node.op is L.REDUCE:
+      return self._reduce(node, idxs, gate)
+    srcs = [self.value(s, idxs, gate) for s in node.src]
+    if node.op is L.CAST:
+      return srcs[0].cast(node.dtype)
+    if node.op is L.BITCAST:
+      return srcs[0].bitcast(node.dtype)
+    if node.op is L.CONTIGUOUS:
+      return srcs[0]
+    return self._alu(node, srcs)
+
+  def _alu(self, node: LazyOp, srcs: list[UOp]) -> UOp:
+    op = node.arg
+    if srcs[-1].dtype == dtypes.bool and op in BOOL_REDUCE:
+      op = BOOL_REDUCE[op]
+    return UOp(op, node.dtype, tuple(srcs))
+
+  def _view(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    view: View = node.arg
+    src = node.src[0]
+    valid = view.valid(list(idxs))
+    inner_gate = gate_and(gate, valid)
+    terms = view.terms(list(idxs))
+    if id(src) in self.slots and src is not self.item.out:
+      return self._load(src, linear_index(terms, view.offset), inner_gate)
+    src_idxs = tuple(unravel(terms, view.offset, src.shape))
+    out = self.value(src, src_idxs, inner_gate)
+    return out if valid is None else valid.where(out, out.const_like(0))
+
+  def _reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    if id(node) in self.nested and self.gates and gate is not self.gates[-1]:
+      # read per output inside another reduction (only through a broadcast along its axes, see
+      # schedule.py): under that reduction's gate, not its loop's, so it runs once, before it
+      return self.value(node, idxs, self.gates[-1])
+    self.gates.append(gate)
+    try:
+      return self._reduce_under(node, idxs, gate)
+    finally:
+      self.gates.pop()
+
+  def _reduce_under(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    op, axes = node.arg
+    src = node.src[0]
+    if self.group and src.dtype != dtypes.bool:
+      return self._grouped_reduce(node, idxs, gate)
+    if self.loops is not None:
+      return self._tiled_reduce(node, idxs, gate)
+    ranges, points = [], [(list(idxs), None)]
+    for a in axes:
+      loops, lanes = self._loop(src.shape[a])
+      ranges += loops
+      points = [(p[:a] + [i] + p[a + 1:], gate_and(v, ok)) for p, v in points for i, ok in lanes]
+    return self._accumulate(op, src, [(tuple(p), v) for p, v in points], idxs, gate, ranges)
+
+  def _accumulate(self, op: Ops, src: LazyOp, points: list, idxs: tuple, gate,
+                  ranges: list, vec: int = 1) -> UOp:
+    """AFTER(acc) of acc = op(acc, src[p]) for every (p, valid) of `points` in each iteration of
+    `ranges` (where valid is false the element is skipped); with `vec`, runs of `vec` loads of
+    consecutive elements become vector loads."""
+    bodies = [(self.value(src, p, gate_and(gate, v)), v) for p, v in points]
+    if vec > 1:
+      bodies = vector_loads(bodies, vec)
+    dtype = bodies[0][0].dtype
+    if dtype == dtypes.bool:
+      op = BOOL_REDUCE[op]
+    init = UOp.const(dtype, identity_element(op, dtype))
+    total = None
+    for body, valid in bodies:
+      body = body if valid is None else valid.where(body, init)
+      total = body if total is None else UOp(op, dtype, (total, body))
+    outer = [u for u in toposort(list(idxs) + ([gate] if gate is not None else []))
+             if u.op is Ops.RANGE]
+    acc = UOp(Ops.DEFINE_ACC, dtype, (init, *outer), self._id())
+    end = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, total))))
+    for r in reversed(ranges):
+      end = UOp(Ops.ENDRANGE, None, (r, end))
+    return UOp(Ops.AFTER, dtype, (acc, end))
+
+  def _loop(self, n: int, step: int = 1, lane: UOp | None = None, total: int = 0,
+            unroll: int = 1, chunk: bool = False):
+    """(ranges, [(index, valid)]) of a loop over range(n) (index*step + lane with a lane; with
+    chunk, lane*run + index: each of the `step` lanes takes one run of consecutive indices),
+    unrolled (at least `unroll` times) so that it runs at most MAX_TRIPS times; valid gates the
+    overshoot."""
+    total = total or n
+    while math.ceil(n / unroll) > MAX_TRIPS:
+      unroll *= 2
+    trips = math.ceil(n / unroll)
+    rng = self._range(trips) if trips != 1 else int_const(0)
+    out, stride = [], 1 if chunk else step
+    for u in range(unroll):
+      terms = [(rng, unroll * stride, trips)] if trips != 1 else []
+      terms += [(lane, trips * unroll if chunk else 1, step)] if lane is not None else []
+      index = linear_index(terms, u * stride)
+      out.append((index, index.lt(int_const(total)) if trips * unroll * step > total else None))
+    return ([rng] if trips != 1 else []), out
+
+  def _tiled_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    """A reduction in a tiled kernel: one loop over its reduced elements (unravelled into the
+    axes; the trailing axes that _inner_split picks are unrolled in each step instead), shared
+    by every output of the tile, so each value is loaded once per step."""
+    op, axes = node.arg
+    src = node.src[0]
+    if id(node) not in self.loops:
+      self.loops[id(node)] = self._tile_loop([src.shape[a] for a in axes])
+    ranges, lanes = self.loops[id(node)]
+    points = []
+    for where, valid in lanes:
+      p = list(idxs)
+      for a, index in zip(axes, where):
+        p[a] = index
+      points.append((tuple(p), valid))
+    return self._accumulate(op, src, points, idxs, gate, ranges)
+
+  def _tile_loop(self, shape: list) -> tuple[list, list]:
+    """(ranges, [(indices, valid)]) of a tiled reduction over `shape`: a loop over the leading
+    axes (unrolled TILE_UNROLL times where that divides it and nothing else is unrolled), the
+    trailing axes that _inner_split picks unrolled completely in each step."""
+    k, total = _inner_split(shape), prod(shape)
+    outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
+    unroll = TILE_UNROLL if k == len(shape) and total % TILE_UNROLL == 0 else 1
+    ranges, lanes = self._loop(outer, unroll=unroll)
+    return ranges, [(unravel([(lin, 1, outer)], 0, shape[:k]) + [int_const(i) for i in at], valid)
+                    for lin, valid in lanes for at in inner]
+
+  def _range(self, n: int) -> UOp:
+    return UOp(Ops.RANGE, I32, (int_const(n),), self._id())
+
+  def _grouped_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    """Each lane reduces elements lane, lane+group, ... (with vec: the vec elements from
+    lane*vec, then from (lane+group)*vec, ...; with Opts.group_chunk one run of consecutive
+    elements); then the partials meet in memory."""
+    op, axes = node.arg
+    src = node.src[0]
+    shape = [src.shape[a] for a in axes]
+    total = prod(shape)
+    vec = self.vec if total % (self.group * self.vec) == 0 else 1
+    trips = math.ceil(total / (self.group * vec))
+    unroll = self.unroll if trips % self.unroll == 0 else 1
+    ranges, lanes = self._loop(trips, self.group, self.lane, math.ceil(total / vec), unroll,
+                               self.chunk)
+    part = vector_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec)
+    if part is None:
+      part = self._grouped_accumulate(op, src, axes, lanes, idxs, gate, ranges, vec)
+    roots = list(idxs) + ([gate] if gate is not None else [])
+    outer = any(u.op is Ops.RANGE for u in toposort(roots))
+    if part.dtype.name in self.subgroups and not outer:
+      return self._subgroup_fold(op, part, node)
+    local = UOp(Ops.DEFINE_LOCAL, part.dtype.ptr(self.group, local=True), (), self._id())
+    written = local.store(self.lane, part)
+    ready = UOp(Ops.AFTER, local.dtype, (local, UOp(Ops.BARRIER, None, (written,))))
+    r = self._fold_range(int_const(self.group), node)
+    init = UOp.const(part.dtype, identity_element(op, part.dtype))
+    acc = UOp(Ops.DEFINE_ACC, part.dtype, (init,), self._id())
+    update = UOp(Ops.ASSIGN, part.dtype, (acc, UOp(op, part.dtype, (acc, ready.load(r)))))
+    return UOp(Ops.AFTER, part.dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
+
+  def _grouped_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec) -> UOp:
+    """A lane's partial, element by element (runs of loads merged into vector loads)."""
+    shape = [src.shape[a] for a in axes]
+    total = prod(shape)
+    points = []
+    for lin, valid in lanes:
+      for k in range(vec):
+        at = lin * int_const(vec) + int_const(k) if vec > 1 else lin
+        p = list(idxs)
+        for a, index in zip(axes, unravel([(at, 1, total)], 0, shape)):
+          p[a] = index
+        points.append((tuple(p), valid))
+    return self._accumulate(op, src, points, idxs, gate, ranges, vec)
+
+  def _fold_range(self, n: UOp, node: LazyOp) -> UOp:
+    """The loop over the partials: in lane 0 only (the lane that stores), or in every thread
+    when another reduction uses the result."""
+    if id(node) not in self.nested:
+      n = self.lane.eq(int_const(0)).where(n, int_const(0))
+    return UOp(Ops.RANGE, I32, (n,), self._id())
+
+  def _subgroup_fold(self, op: Ops, part: UOp, node: LazyOp) -> UOp:
+    """Each subgroup combines its partials; its leader (lowest active lane) claims the next slot
+    of workgroup memory with an atomic counter and writes there; after a BARRIER every thread
+    folds the `counter` slots, the counter read as a workgroup-uniform value. The counter is
+    zeroed first (WGSL zero-fills workgroup memory, but wgpu on lavapipe does not); not inside
+    loops, where one workgroup's counter would need zeroing each iteration."""
+    dtype = part.dtype
+    total = UOp(Ops.SUBGROUP_REDUCE, dtype, (part,), op)
+    lane = UOp(Ops.SPECIAL, I32, (), ("sglane", 0, min(self.group, MAX_SUBGROUP)))
+    leader = lane.eq(UOp(Ops.SUBGROUP_REDUCE, I32, (lane,), Ops.MIN))
+    counter = UOp(Ops.DEFINE_LOCAL, I32.ptr(1, local=True), (), self._id())
+    reset = UOp(Ops.BARRIER, None, (counter.store(int_const(0), int_const(0)),))   # lavapipe does not zero it
+    slot = UOp(Ops.ATOMIC_ADD, I32, (UOp(Ops.AFTER, counter.dtype, (counter, reset)), int_const(0),
+                                     int_const(1), leader))
+    local = UOp(Ops.DEFINE_LOCAL, dtype.ptr(self.group, local=True), (), self._id())
+    barrier = UOp(Ops.BARRIER, None, (local.store(slot, total, leader),))
+    count = UOp(Ops.AFTER, counter.dtype, (counter, barrier)).load(int_const(0))
+    ready = UOp(Ops.AFTER, local.dtype, (local, barrier))
+    r = self._fold_range(count, node)
+    init = UOp.const(dtype, identity_element(op, dtype))
+    acc = UOp(Ops.DEFINE_ACC, dtype, (init,), self._id())
+    update = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, ready.load(r)))))
+    return UOp(Ops.AFTER, dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
+
+  def _id(self) -> int:
+    self.next_id += 1
+    return self.next_id - 1
+
+
+def tile_axes(shape) -> tuple[int, int] | None:
+  """The output axes a register tile spans: the last two of size > 1 (None: fewer than two)."""
+  axes = [a for a, n in enumerate(shape) if n > 1]
+  return (axes[-2], axes[-1]) if len(axes) >= 2 else None
+
+
+def tile_threads(shape, tile: tuple, axes: tuple, local: int) -> tuple[list, UOp | None]:
+  """(each axis's block index, gate) of this thread in the grid of R x C blocks over `axes` of
+  `shape` (one thread per block; the gate is None where the threads fit the grid exactly)."""
+  grid = list(shape)
+  for axis, size in zip(axes, tile):
+    grid[axis] = math.ceil(grid[axis] / size)
+  threads = prod(grid)
+  groups = max(1, math.ceil(threads / local))
+  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
+  thread = gid * int_const(local) + lid if local > 1 else gid
+  gate = thread.lt(int_const(threads)) if groups * local > threads else None
+  return unravel([(thread, 1, threads)], 0, grid), gate
