@@ -6,6 +6,7 @@ size-1 dim. Nothing is copied.
 from __future__ import annotations
 
 from ..errors import ShapeError
+from .operands import TensorOps
 
 
 def _expand_ellipsis(index: tuple, ndim: int) -> tuple:
@@ -30,14 +31,13 @@ def _int_bounds(i: int, n: int, axis: int) -> tuple[int, int]:
 
 def getitem(t, index):
   """t[index] as a view."""
-  from .tensor import Tensor
   index = index if isinstance(index, tuple) else (index,)
   for i in index:
     if isinstance(i, float):
       raise ShapeError(f"index {i!r} is a float: index with ints (int({i!r})) or slices")
     if isinstance(i, slice) and i.step == 0:
       raise ShapeError("a slice step cannot be 0: use a positive or negative step")
-    if isinstance(i, Tensor) or isinstance(i, list):
+    if isinstance(i, TensorOps) or isinstance(i, list):
       raise ShapeError("indexing with tensors or lists (fancy indexing) is not supported: "
                        "use ints, slices, None and ..., or kg.where")
   index = _expand_ellipsis(index, t.ndim)

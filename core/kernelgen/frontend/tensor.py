@@ -26,25 +26,12 @@ from ..uop.ops import Ops
 from .tensor_data import (Scalar, check_ints, infer_dtype, nest, pairs, raw_of,  # noqa: F401
                           resolve_axes, shape_args, broadcast_shape, pack, unpack)
 from ..graph.view import View, prod
+from .operands import TensorOps, acc_dtype, coerce, float_of, result_dtype  # noqa: F401
+from .tensor_nn import NNOps
+from .tensor_ops import ArithmeticOps, MathOps, ReduceOps
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-
-def float_of(dt: DType) -> DType:
-  """The float dtype `/`, `sqrt`, `exp`... give for `dt` (int32/uint32 -> float32, see above)."""
-  if dt.is_float():
-    return dt
-  return {1: dtypes.float16, 2: dtypes.float32, 4: dtypes.float32}.get(dt.itemsize, dtypes.float64)
-
-
-def acc_dtype(dt: DType) -> DType:
-  """The dtype sum/prod accumulate in and return (see the module docstring)."""
-  if dt.kind == "b" or (dt.kind == "i" and dt.itemsize < 4):
-    return dtypes.int32
-  if dt.kind == "u" and dt.itemsize < 4:
-    return dtypes.uint32
-  return dt
-
 
 def _default_device() -> str:
   from ..device import Device
@@ -53,8 +40,9 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor:
-  """A lazily evaluated n-dimensional array on a device."""
+class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps):
+  """A lazily evaluated n-dimensional array on a device. Its operations come from the mixins it
+  lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling)."""
   __slots__ = ("node", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
 
@@ -388,6 +376,10 @@ class Tensor:
   def bool(self) -> Tensor:
     return self.cast(dtypes.bool)
 
+  def where(self, x, y) -> Tensor:
+    """where(self, x, y): x where self is true, else y (the mixins select with it)."""
+    return where(self, x, y)
+
 
 def _hash_u32(index: Tensor, seed: int) -> Tensor:
   """A counter-based integer hash (lowbias32-style mixing) of index and seed, as uint32."""
@@ -397,38 +389,6 @@ def _hash_u32(index: Tensor, seed: int) -> Tensor:
     if mult is not None:
       x = x * mult
   return x
-
-
-def coerce(*xs) -> list[Tensor]:
-  """Tensors of one broadcast shape and one promoted dtype; Python scalars are weak."""
-  tensors = [x for x in xs if isinstance(x, Tensor)]
-  if not tensors:
-    raise DTypeError("an operation needs at least one Tensor operand")
-  devices = {t.device for t in tensors}
-  if len(devices) > 1:
-    raise DeviceError(f"operands live on different devices {sorted(devices)}: "
-                      f"move them with .to(device) first")
-  dtype = result_dtype(*xs)
-  shape = broadcast_shape(*(t.shape for t in tensors))
-  out = []
-  for x in xs:
-    t = x if isinstance(x, Tensor) else Tensor(Tensor._full_node((), x, dtype, tensors[0].device))
-    out.append(t.cast(dtype).expand(shape) if shape else t.cast(dtype))
-  return out
-
-
-def result_dtype(*xs) -> DType:
-  strong = [x.dtype for x in xs if isinstance(x, Tensor)]
-  dtype = promote_types(*strong) if strong else dtypes.bool
-  for x in xs:
-    if isinstance(x, float) and not dtype.is_float():
-      dtype = dtypes.float64 if dtype.itemsize == 8 else dtypes.float32
-    elif isinstance(x, int) and not isinstance(x, bool) and dtype == dtypes.bool:
-      dtype = dtypes.int32
-    elif not isinstance(x, (Tensor,) + Scalar):
-      raise DTypeError(f"cannot use {type(x).__name__} in a tensor expression: "
-                       f"use a Tensor or a Python number")
-  return dtype
 
 
 def where(cond, x, y) -> Tensor:
@@ -483,5 +443,3 @@ def stack(tensors, axis: int = 0) -> Tensor:
     raise ShapeError(f"stack needs tensors of one shape, got {sorted(shapes)}")
   return cat([t.unsqueeze(axis) for t in tensors], axis)
 
-
-from . import tensor_ops  # noqa: E402  (attaches the operator methods to Tensor)

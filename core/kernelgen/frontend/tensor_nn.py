@@ -1,5 +1,6 @@
 """The Tensor's linear algebra and nn operations (matmul, conv2d, pooling, layernorm), built from
-broadcast multiplies, windows (views) and reductions; tensor_ops.py attaches them to `Tensor`.
+broadcast multiplies, windows (views) and reductions; the NNOps mixin that `Tensor` lists among
+its bases holds them as methods.
 """
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import math
 
 from ..dtype import min_value
 from ..errors import ShapeError
-from .tensor import Tensor, acc_dtype, result_dtype
+from .operands import TensorOps, acc_dtype, result_dtype
+
 
 def matmul(a, b, reverse=False):
   a, b = (b, a) if reverse else (a, b)
-  a = a if isinstance(a, Tensor) else Tensor(a, device=b.device)
-  b = b if isinstance(b, Tensor) else Tensor(b, device=a.device)
+  a = a if isinstance(a, TensorOps) else type(b)(a, device=b.device)
+  b = b if isinstance(b, TensorOps) else type(a)(b, device=a.device)
   if a.ndim == 0 or b.ndim == 0:
     raise ShapeError("matmul needs tensors with at least 1 dim: use * for scalars")
   x = a.reshape(1, -1) if a.ndim == 1 else a
@@ -93,3 +95,13 @@ def layernorm(x, axis=-1, eps=1e-5, weight=None, bias=None):
 
 def dot(a, b):
   return matmul(a, b)
+
+
+class NNOps(TensorOps):
+  """Linear algebra and nn layers: matmul (and @), dot, conv2d, pooling, layernorm."""
+  __slots__ = ()
+  matmul, dot, conv2d, layernorm = matmul, dot, conv2d, layernorm
+  max_pool2d, avg_pool2d = max_pool2d, avg_pool2d
+  __matmul__ = matmul
+
+  def __rmatmul__(self, other): return matmul(self, other, True)

@@ -3,7 +3,9 @@
 Everything here composes a few IR ops: floor `//` and `%` from C IDIV/MOD, exp/log from EXP2/LOG2,
 tan from SIN/COS, tanh/sigmoid/gelu/silu from exp, pow from exp2/log2 (or repeated squaring for
 integer exponents). Linear algebra and nn (matmul, conv2d, pooling, layernorm) are in tensor_nn.py.
-The methods are attached to `Tensor` at the end of the module.
+The methods are grouped in mixin classes at the end of the module (ArithmeticOps, MathOps,
+ReduceOps) that `Tensor` lists among its bases; they build results from Tensor methods on `self`
+and construct tensors with `type(self)`, so this module does not import tensor.py.
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from ..dtype import DType, dtypes, max_value, min_value
 from ..errors import DTypeError, ShapeError
 from ..graph.lazy import L, LazyOp
 from ..uop.ops import Ops
-from .tensor import Tensor, acc_dtype, float_of, resolve_axes, coerce, where
-from .tensor_nn import avg_pool2d, conv2d, dot, layernorm, matmul, max_pool2d
+from .operands import TensorOps, acc_dtype, coerce, float_of
+from .tensor_data import resolve_axes
 
 LOG2_E = 1 / math.log(2)
 LN_2 = math.log(2)
@@ -32,7 +34,7 @@ def rmul(a, b): return a._binary(Ops.MUL, b, True)
 
 def _check_numeric(*xs):
   for x in xs:
-    if isinstance(x, Tensor) and x.dtype == dtypes.bool:
+    if isinstance(x, TensorOps) and x.dtype == dtypes.bool:
       raise DTypeError("this arithmetic is not defined for bool tensors: cast to int32 first")
 
 
@@ -43,7 +45,7 @@ def truediv(a, b, reverse=False):
   return x.cast(dtype)._binary(Ops.FDIV, y.cast(dtype))
 
 
-def _floor_int(q: Tensor, r: Tensor, y: Tensor) -> Tensor:
+def _floor_int(q: TensorOps, r: TensorOps, y: TensorOps) -> TensorOps:
   """C quotient q, remainder r of x/y -> the floor quotient (numpy //)."""
   adjust = (r != 0) & ((r < 0) != (y < 0))
   return q - adjust.cast(q.dtype)
@@ -68,12 +70,12 @@ def mod(a, b, reverse=False):
     if x.dtype.is_unsigned():
       return r
   fix = (r != 0) & ((r < 0) != (y < 0))
-  return where(fix, r + y, r)
+  return fix.where(r + y, r)
 
 
 def pow_(a, b, reverse=False):
   x, y = (b, a) if reverse else (a, b)
-  if isinstance(y, int) and not isinstance(y, bool) and isinstance(x, Tensor) and 0 <= y < 64:
+  if isinstance(y, int) and not isinstance(y, bool) and isinstance(x, TensorOps) and 0 <= y < 64:
     return _int_pow(x, y)
   x, y = coerce(x, y)
   if not x.dtype.is_float():
@@ -81,7 +83,7 @@ def pow_(a, b, reverse=False):
   return _float_pow(x, y)
 
 
-def _int_pow(x: Tensor, n: int) -> Tensor:
+def _int_pow(x: TensorOps, n: int) -> TensorOps:
   """x ** n for a small non-negative Python int n: repeated squaring, exact for ints."""
   result, base = x._const(1), x
   while n:
@@ -93,24 +95,24 @@ def _int_pow(x: Tensor, n: int) -> Tensor:
   return result
 
 
-def _int_pow_tensor(x: Tensor, y: Tensor) -> Tensor:
+def _int_pow_tensor(x: TensorOps, y: TensorOps) -> TensorOps:
   result, base, e = x._const(1), x, y
   for _ in range(x.dtype.bits):
-    result = where((e & 1) != 0, result * base, result)
+    result = ((e & 1) != 0).where(result * base, result)
     base, e = base * base, e >> 1
-  return where(y < 0, x._const(0), result) if not y.dtype.is_unsigned() else result
+  return (y < 0).where(x._const(0), result) if not y.dtype.is_unsigned() else result
 
 
-def _float_pow(x: Tensor, y: Tensor) -> Tensor:
+def _float_pow(x: TensorOps, y: TensorOps) -> TensorOps:
   if x.dtype in (dtypes.float16, dtypes.bfloat16):   # one rounding, not one per step
     return _float_pow(x.cast(dtypes.float32), y.cast(dtypes.float32)).cast(x.dtype)
   mag = (y * x.abs().log2()).exp2()
   y_int = y.trunc() == y
   odd = y_int & ((y * 0.5).trunc() != y * 0.5)
-  neg = where(y_int, where(odd, -mag, mag), x._const(math.nan))
-  out = where(x < 0, neg, mag)
-  zero_base = where(y < 0, x._const(math.inf), x._const(0))   # explicit: GPUs' log2(0) varies
-  return where(y == 0, x._const(1), where(x == 0, zero_base, out))
+  neg = y_int.where(odd.where(-mag, mag), x._const(math.nan))
+  out = (x < 0).where(neg, mag)
+  zero_base = (y < 0).where(x._const(math.inf), x._const(0))   # explicit: GPUs' log2(0) varies
+  return (y == 0).where(x._const(1), (x == 0).where(zero_base, out))
 
 
 def neg(x):
@@ -122,14 +124,14 @@ def neg(x):
 def abs_(x):
   if x.dtype.is_unsigned() or x.dtype == dtypes.bool:
     return x
-  return where(x < 0, -x, x)
+  return (x < 0).where(-x, x)
 
 
 def sign(x):
   one = x._const(1)
-  s = where(x > 0, one, where(x < 0, x._const(-1) if not x.dtype.is_unsigned() else one,
-                              x._const(0)))
-  return where(x != x, x, s) if x.dtype.is_float() else s
+  s = (x > 0).where(one, (x < 0).where(x._const(-1) if not x.dtype.is_unsigned() else one,
+                                       x._const(0)))
+  return (x != x).where(x, s) if x.dtype.is_float() else s
 
 
 # ---- comparisons and bitwise -----------------------------------------------------------------
@@ -144,9 +146,9 @@ def ge(a, b): return (a > b) | (a == b)
 
 def _check_bitwise(*xs):
   for x in xs:
-    if isinstance(x, Tensor) and x.dtype.is_float() or isinstance(x, float):
+    if isinstance(x, TensorOps) and x.dtype.is_float() or isinstance(x, float):
       raise DTypeError(f"bitwise ops need integer or bool tensors, got "
-                       f"{x.dtype if isinstance(x, Tensor) else 'float'}: cast first "
+                       f"{x.dtype if isinstance(x, TensorOps) else 'float'}: cast first "
                        f"(or bitcast to reinterpret the bits)")
 
 
@@ -176,20 +178,20 @@ def _shift(left: bool):
     amount = y & (bits - 1)
     shifted = x._binary(Ops.SHL if left else Ops.SHR, amount)
     big = (y >= bits) | (y < 0) if not y.dtype.is_unsigned() else y >= bits
-    fill = x._const(0) if left or x.dtype.is_unsigned() else where(x < 0, x._const(-1),
-                                                                  x._const(0))
-    return where(big, fill, shifted)
+    fill = x._const(0) if left or x.dtype.is_unsigned() else \
+      (x < 0).where(x._const(-1), x._const(0))
+    return big.where(fill, shifted)
   return method
 
 
 # ---- min/max and friends ---------------------------------------------------------------------
 
 def maximum(a, b):
-  return a._binary(Ops.MAX, b) if isinstance(a, Tensor) else b._binary(Ops.MAX, a, True)
+  return a._binary(Ops.MAX, b) if isinstance(a, TensorOps) else b._binary(Ops.MAX, a, True)
 
 
 def minimum(a, b):
-  return a._binary(Ops.MIN, b) if isinstance(a, Tensor) else b._binary(Ops.MIN, a, True)
+  return a._binary(Ops.MIN, b) if isinstance(a, TensorOps) else b._binary(Ops.MIN, a, True)
 
 
 def clip(x, lo=None, hi=None):
@@ -261,7 +263,7 @@ def round_(x):
   f = (x + 0.5).floor()
   tie = (f - x) == 0.5
   odd = (f * 0.5).trunc() != f * 0.5
-  return where(tie & odd, f - 1, f)
+  return (tie & odd).where(f - 1, f)
 
 
 def isnan(x):
@@ -284,12 +286,12 @@ _IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: min_value,
 SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUTS, SPLIT_GROUPS = 1 << 16, 256, 256
 
 
-def _reduce_node(x: Tensor, op: Ops, axes: tuple[int, ...]) -> Tensor:
+def _reduce_node(x: TensorOps, op: Ops, axes: tuple[int, ...]) -> TensorOps:
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-  return Tensor(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes)))
+  return type(x)(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes)))
 
 
-def _split_reduce(x: Tensor, op: Ops, axes: tuple[int, ...], shape: tuple[int, ...]) -> Tensor:
+def _split_reduce(x: TensorOps, op: Ops, axes: tuple[int, ...], shape: tuple[int, ...]) -> TensorOps:
   """The reduction as chunk partials (padded with the op's identity) realized, then reduced."""
   keep = tuple(i for i in range(x.ndim) if i not in axes)
   outs = tuple(x.shape[i] for i in keep)
@@ -304,16 +306,16 @@ def _split_reduce(x: Tensor, op: Ops, axes: tuple[int, ...], shape: tuple[int, .
   return _reduce_node(parts, op, (len(outs),)).reshape(shape)
 
 
-def _splits(x: Tensor, axes: tuple[int, ...]) -> bool:
+def _splits(x: TensorOps, axes: tuple[int, ...]) -> bool:
   size = math.prod(x.shape[a] for a in axes)
   return size >= SPLIT_MIN_REDUCE and x.numel() // size < SPLIT_MAX_OUTPUTS
 
 
-def _reduce(x: Tensor, op: Ops, axis, keepdim: bool) -> Tensor:
+def _reduce(x: TensorOps, op: Ops, axis, keepdim: bool) -> TensorOps:
   axes = resolve_axes(axis, x.ndim)
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
   if any(x.shape[a] == 0 for a in axes):      # nothing to reduce: the identity (sum 0, prod 1)
-    out = Tensor.full(shape, 1 if op is Ops.MUL else 0, dtype=x.dtype, device=x.device)
+    out = type(x).full(shape, 1 if op is Ops.MUL else 0, dtype=x.dtype, device=x.device)
   elif axes and _splits(x, axes):
     out = _split_reduce(x, op, axes, shape)
   else:
@@ -323,7 +325,7 @@ def _reduce(x: Tensor, op: Ops, axis, keepdim: bool) -> Tensor:
   return out
 
 
-def _check_nonempty(x: Tensor, axis, what: str):
+def _check_nonempty(x: TensorOps, axis, what: str):
   axes = resolve_axes(axis, x.ndim)
   if any(x.shape[a] == 0 for a in axes):
     raise ShapeError(f"{what} of an empty axis has no identity: the tensor has shape "
@@ -352,7 +354,7 @@ def min_(x, axis=None, keepdim=False):
   return _reduce(x, Ops.MIN, axis, keepdim)
 
 
-def _count(x: Tensor, axis) -> int:
+def _count(x: TensorOps, axis) -> int:
   return math.prod(x.shape[a] for a in resolve_axes(axis, x.ndim))
 
 
@@ -376,7 +378,7 @@ def std(x, axis=None, ddof=0, keepdim=False):
   return x.var(axis, ddof, keepdim).sqrt()
 
 
-def _arg_extreme(x: Tensor, axis, keepdim: bool, largest: bool) -> Tensor:
+def _arg_extreme(x: TensorOps, axis, keepdim: bool, largest: bool) -> TensorOps:
   _check_nonempty(x, axis, "argmax" if largest else "argmin")
   if axis is None:
     out = _arg_extreme(x.flatten(), 0, False, largest)
@@ -390,8 +392,8 @@ def _arg_extreme(x: Tensor, axis, keepdim: bool, largest: bool) -> Tensor:
   n = x.shape[axis]
   shape = [1] * x.ndim
   shape[axis] = n
-  rev = (n - 1 - Tensor.arange(n, device=x.device)).reshape(shape)
-  first = where(hit, rev, 0).max(axis, keepdim)
+  rev = (n - 1 - type(x).arange(n, device=x.device)).reshape(shape)
+  first = hit.where(rev, 0).max(axis, keepdim)
   return (n - 1 - first).cast(dtypes.int32)
 
 
@@ -411,36 +413,48 @@ def log_softmax(x, axis=-1):
   return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
 
-# ---- attach ----------------------------------------------------------------------------------
+# ---- the mixins Tensor lists among its bases ---------------------------------------------------
 
-_METHODS = {
-  "__add__": add, "__radd__": radd, "__sub__": sub, "__rsub__": rsub, "__mul__": mul,
-  "__rmul__": rmul, "__truediv__": truediv, "__rtruediv__": lambda a, b: truediv(a, b, True),
-  "__floordiv__": floordiv, "__rfloordiv__": lambda a, b: floordiv(a, b, True),
-  "__mod__": mod, "__rmod__": lambda a, b: mod(a, b, True),
-  "__pow__": pow_, "__rpow__": lambda a, b: pow_(a, b, True), "__neg__": neg, "__abs__": abs_,
-  "__lt__": lt, "__gt__": gt, "__le__": le, "__ge__": ge, "__eq__": eq, "__ne__": ne,
-  "__and__": _bitwise(Ops.AND), "__or__": _bitwise(Ops.OR), "__xor__": _bitwise(Ops.XOR),
-  "__rand__": lambda a, b: _bitwise(Ops.AND)(a, b, True),
-  "__ror__": lambda a, b: _bitwise(Ops.OR)(a, b, True),
-  "__rxor__": lambda a, b: _bitwise(Ops.XOR)(a, b, True),
-  "__lshift__": _shift(True), "__rshift__": _shift(False),
-  "__rlshift__": lambda a, b: _shift(True)(a, b, True),
-  "__rrshift__": lambda a, b: _shift(False)(a, b, True),
-  "__invert__": invert, "__matmul__": matmul, "__rmatmul__": lambda a, b: matmul(a, b, True),
-  "abs": abs_, "sign": sign, "neg": neg, "maximum": maximum, "minimum": minimum, "clip": clip,
-  "exp": _float_math(_exp), "log": _float_math(_log), "exp2": _float_math(_exp2),
-  "log2": _float_math(_log2), "sqrt": _float_math(_sqrt), "rsqrt": _float_math(_rsqrt),
-  "reciprocal": _float_math(_recip), "sin": _float_math(_sin), "cos": _float_math(_cos),
-  "tan": _float_math(_tan), "sigmoid": _float_math(_sigmoid), "tanh": _float_math(_tanh),
-  "gelu": _float_math(_gelu), "silu": _float_math(_silu), "relu": relu,
-  "trunc": trunc, "floor": floor, "ceil": ceil, "round": round_, "isnan": isnan,
-  "isinf": isinf, "logical_not": logical_not, "where": lambda c, x, y: where(c, x, y),
-  "sum": sum_, "prod": prod_, "max": max_, "min": min_, "mean": mean, "var": var, "std": std,
-  "argmax": argmax, "argmin": argmin, "softmax": softmax, "log_softmax": log_softmax,
-  "matmul": matmul, "dot": dot, "conv2d": conv2d, "max_pool2d": max_pool2d,
-  "avg_pool2d": avg_pool2d, "layernorm": layernorm,
-}
-for _name, _fn in _METHODS.items():
-  setattr(Tensor, _name, _fn)
-Tensor.__hash__ = object.__hash__
+class ArithmeticOps(TensorOps):
+  """Python's operators: arithmetic (numpy's promotion, floor // and %), comparisons, bitwise
+  ops and shifts, each with its reflected form."""
+  __slots__ = ()
+  __add__, __radd__, __sub__, __rsub__, __mul__, __rmul__ = add, radd, sub, rsub, mul, rmul
+  __truediv__, __floordiv__, __mod__, __pow__ = truediv, floordiv, mod, pow_
+  __lt__, __gt__, __le__, __ge__, __eq__, __ne__ = lt, gt, le, ge, eq, ne
+  __and__, __or__, __xor__ = _bitwise(Ops.AND), _bitwise(Ops.OR), _bitwise(Ops.XOR)
+  __lshift__, __rshift__ = _shift(True), _shift(False)
+  __neg__, __abs__, __invert__ = neg, abs_, invert
+  __hash__ = object.__hash__      # defining __eq__ would otherwise make tensors unhashable
+
+  def __rtruediv__(self, other): return truediv(self, other, True)
+  def __rfloordiv__(self, other): return floordiv(self, other, True)
+  def __rmod__(self, other): return mod(self, other, True)
+  def __rpow__(self, other): return pow_(self, other, True)
+  def __rand__(self, other): return _bitwise(Ops.AND)(self, other, True)
+  def __ror__(self, other): return _bitwise(Ops.OR)(self, other, True)
+  def __rxor__(self, other): return _bitwise(Ops.XOR)(self, other, True)
+  def __rlshift__(self, other): return _shift(True)(self, other, True)
+  def __rrshift__(self, other): return _shift(False)(self, other, True)
+
+
+class MathOps(TensorOps):
+  """Elementwise math: abs, sign, min/max, clip, exp/log, trigonometry, activations, rounding."""
+  __slots__ = ()
+  abs, sign, neg, maximum, minimum, clip = abs_, sign, neg, maximum, minimum, clip
+  exp, log, exp2, log2 = _float_math(_exp), _float_math(_log), _float_math(_exp2), \
+    _float_math(_log2)
+  sqrt, rsqrt, reciprocal = _float_math(_sqrt), _float_math(_rsqrt), _float_math(_recip)
+  sin, cos, tan = _float_math(_sin), _float_math(_cos), _float_math(_tan)
+  sigmoid, tanh, gelu, silu, relu = _float_math(_sigmoid), _float_math(_tanh), \
+    _float_math(_gelu), _float_math(_silu), relu
+  trunc, floor, ceil, round = trunc, floor, ceil, round_
+  isnan, isinf, logical_not = isnan, isinf, logical_not
+
+
+class ReduceOps(TensorOps):
+  """Reductions over axes: sum, prod, max, min, mean, var, std, argmax/argmin, softmax."""
+  __slots__ = ()
+  sum, prod, max, min = sum_, prod_, max_, min_
+  mean, var, std, argmax, argmin = mean, var, std, argmax, argmin
+  softmax, log_softmax = softmax, log_softmax
