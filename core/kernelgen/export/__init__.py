@@ -1,0 +1,1 @@
+"""Export: compiled programs written out for use without kernelgen (filled in by the export issue)."""
