@@ -7,7 +7,8 @@
 #   ./build.sh site            build the wheel and assemble the self-contained web site in site/
 #   ./build.sh serve           serve site/ (assembles it first)
 #   ./build.sh test [ARGS...]  install every test tool and run the whole pytest suite (ARGS go to
-#                              pytest, e.g. ./build.sh test -k wgsl)
+#                              pytest, e.g. ./build.sh test -k wgsl; ./build.sh test -m "not tools"
+#                              runs only the tests needing no wgpu/ptxas/Tint/Chromium)
 #   ./build.sh fuzz [N]        run N random programs (default 300) on every device vs numpy; summary
 #   ./build.sh bench [ARGS...] run every benchmark of issue 9 against the peers (tinygrad,
 #                              TF.js, bare Pyodide): one table, bench/results.json
