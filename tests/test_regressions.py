@@ -201,7 +201,7 @@ def test_cat_keeps_negative_zero():
 @pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
 def test_division_by_x_minus_x_gives_inf_and_nan_like_numpy(device):
   # b / (b - b) gave 0 on WEBGPU (lavapipe folds x - x to 0, then the division by that known 0);
-  # likewise inf * 0 and inf - inf gave 0 (fixed in render/wgsl_expressions.py: zero_result)
+  # likewise inf * 0 and inf - inf gave 0 (fixed in render/wgsl/expressions.py: zero_result)
   if not kg.Device.available(device):
     missing_tool(f"device {device}", "pip install wgpu; apt-get install mesa-vulkan-drivers")
   x = np.arange(1, 13, dtype=np.float32).reshape(3, 4)

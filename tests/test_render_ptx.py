@@ -17,6 +17,7 @@ from kernelgen.errors import LimitError, UnsupportedError
 from kernelgen.uop.ops import Ops, UOp
 from kernelgen.uop.program import BufferSpec, Kernel, buffer_access, launch_sizes
 from kernelgen.render import ptx
+from kernelgen.render.ptx import target as ptx_target
 from tools import ptxas_check
 
 # every (arch, ptxas) pair a kernel must assemble with (RENDERER-SPEC P13)
@@ -192,13 +193,14 @@ def test_corpus_assembles(name, arch, which):
 @pytest.mark.parametrize("arch,version", [("sm_75", "7.8"), ("sm_80", "7.8"), ("sm_90", "7.8"),
                                           ("sm_100", "8.6"), ("sm_120", "8.7"), ("90", "7.8")])
 def test_version_per_arch(arch, version):
-  assert ptx.isa_version(arch) == version
+  assert ptx_target.isa_version(arch) == version
 
 
 def test_sm_120_gets_a_newer_version_than_sm_90_regression_string_compare():
   text = source("k", CORPUS["f32_alu"](), "sm_120")
   assert ".version 8.7" in text and ".target sm_120" in text
-  assert ptx.isa_version("sm_120") != ptx.isa_version("sm_90")  # "sm_120" < "sm_90" as text
+  # "sm_120" < "sm_90" as text
+  assert ptx_target.isa_version("sm_120") != ptx_target.isa_version("sm_90")
   ptxas_check(text, "sm_120", "13")
 
 
@@ -211,7 +213,7 @@ def test_header_and_params():
 
 def test_unknown_arch_is_a_typed_error():
   with pytest.raises(UnsupportedError, match="sm_75, sm_80"):
-    ptx.parse_arch("sm_70")
+    ptx_target.parse_arch("sm_70")
 
 
 # ---- known failure modes -------------------------------------------------------------------
@@ -328,7 +330,7 @@ def test_tensor_core_shapes_assemble_on_every_arch_that_has_them(shape, dt, olde
   ptx_in = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32"}[dt.name]
   m, n, k = shape
   for arch, which in ARCHS:
-    if ptx.parse_arch(arch) < ptx.parse_arch(oldest):
+    if ptx_target.parse_arch(arch) < ptx_target.parse_arch(oldest):
       continue
     text = source("mma", wmma_kernel(shape, dt), arch)
     assert f"mma.sync.aligned.m{m}n{n}k{k}.row.col.f32.{ptx_in}.{ptx_in}.f32" in text
@@ -353,8 +355,8 @@ def test_kernel_names_are_valid_ptx_identifiers(name):
 
 
 def test_sanitized_names_stay_distinct():
-  assert ptx.ptx_identifier("a-b") != ptx.ptx_identifier("a_b")
-  assert ptx.ptx_identifier("r_4_4") == "r_4_4"
+  assert ptx_target.ptx_identifier("a-b") != ptx_target.ptx_identifier("a_b")
+  assert ptx_target.ptx_identifier("r_4_4") == "r_4_4"
 
 
 def test_rendering_is_deterministic():

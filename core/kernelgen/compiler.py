@@ -58,7 +58,7 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
     return sink if backend is None else backend.legalize(sink, **options)
 
   def check(sink: UOp) -> UOp:
-    if not sink._verified:      # (a legalize may have verified as it walked: wgsl_legalize.py)
+    if not sink._verified:      # (a legalize may have verified as it walked: render/wgsl/legalize.py)
       for u in sink_order(sink):  # sources first, as verify checks them (linearize reuses it)
         if not u._verified:
           verify_node(u)
@@ -115,7 +115,7 @@ def buffer_limit(target: str, options: dict | None) -> int | None:
 
 def compile_item(item, target: str, options: dict | None = None, print_after=()):
   """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel.
-  A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (tensorcore.py)."""
+  A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (lowering/tensorcore.py)."""
   from .lowering.lower import lower
   from .lowering.optimize import optimize
   options = dict(get_target(target).check_options(options or {}))

@@ -15,9 +15,9 @@ folds where another reduction of the kernel uses the result). Each lane's loop i
 step, whose loads from one buffer become vector loads (lanes step by group_vec elements, so a
 group still reads one contiguous block per step). Elementwise kernels with `Opts.upcast_vec`
 likewise read runs of consecutive elements as vectors and store their outputs as one
-(lower_vector.py). Where every buffer's elements along the vector are consecutive (or one
+(vector.py). Where every buffer's elements along the vector are consecutive (or one
 element, broadcast) and the dtypes 32-bit, both lower the expression once per vector, as vector
-loads and lane-wise ops (lower_vector.vector_value), instead of point by point then merging.
+loads and lane-wise ops (vector.vector_value), instead of point by point then merging.
 With `Opts.subgroups` (the dtypes it applies to) each subgroup first combines its partials
 (SUBGROUP_REDUCE) and only its leader writes, into a slot it claims with ATOMIC_ADD on a
 counter, so the fold reads one slot per subgroup: this needs no promise about how threads form

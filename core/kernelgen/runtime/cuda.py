@@ -77,7 +77,7 @@ class CUDARuntime(Runtime):
     raise DeviceError(f"CUDA driver call {what} failed with error {status}: {detail}")
 
   def _arch(self) -> str:
-    from ..render.ptx import ISA_VERSION
+    from ..render.ptx.target import ISA_VERSION
     major, minor = ctypes.c_int(), ctypes.c_int()
     for value, attribute in ((major, ATTRIBUTE_CC_MAJOR), (minor, ATTRIBUTE_CC_MINOR)):
       self._check(self.lib.cuDeviceGetAttribute(ctypes.byref(value), attribute, self.device),

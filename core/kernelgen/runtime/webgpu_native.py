@@ -128,7 +128,7 @@ class WebGPURuntime(Runtime):
     return found
 
   def _layout_entries(self, launch: Launch) -> list[dict]:
-    from ..render.wgsl import uniform_binding
+    from ..render.wgsl.target import uniform_binding
     kinds, stage = self.wgpu.BufferBindingType, self.wgpu.ShaderStage.COMPUTE
     entries = [{"binding": b.slot, "visibility": stage, "buffer": {
       "type": kinds.read_only_storage if b.access == "read" else kinds.storage}}
@@ -156,7 +156,7 @@ class WebGPURuntime(Runtime):
     return pipeline, layout
 
   def _bind_group(self, launch: Launch, layout, handles: list, var_values: dict):
-    from ..render.wgsl import uniform_binding
+    from ..render.wgsl.target import uniform_binding
     if len(handles) != len(launch.bindings):
       raise DeviceError(f"kernel needs {len(launch.bindings)} buffers, got {len(handles)}")
     entries = [{"binding": b.slot, "resource": {"buffer": h.gpu, "offset": 0, "size": h.gpu.size}}

@@ -16,9 +16,9 @@ Every instruction form these files can emit is listed in PTX-SUBSET.md (the PTX 
 exactly that list). Float add/sub/mul are written with `.rn` so ptxas never contracts them into
 fma: results match numpy's separately rounded operations.
 
-The parts: ptx_target.py (target facts: types, archs, opcodes), ptx_legalize.py (the rewrite
-rules), ptx_writer.py (registers, operands, the `.entry` text), ptx_instructions.py (the value
-ops' instructions); this file has the definitions and control flow, the op -> handler table and
+The parts: target.py (the PTX Target and facts: types, archs, opcodes), legalize.py (the rewrite
+rules), writer.py (registers, operands, the `.entry` text), instructions.py (the value ops'
+instructions); this file has the definitions and control flow, the op -> handler table and
 `render`.
 """
 from __future__ import annotations
@@ -29,14 +29,11 @@ from ...dtype import DType, dtypes
 from ...errors import LimitError, UnsupportedError
 from ...uop.ops import GroupOp, Ops, UOp
 from ...uop.program import Binding, CompiledKernel, Kernel, Launch
-from .instructions import (BUTTERFLY, emit_alu, emit_atomic_add, emit_bitcast, emit_cast,  # noqa: F401
-                               emit_load, emit_store, emit_subgroup_reduce, emit_wmma)
-# the target's facts and legalize rules stay importable from here (ptx.legalize, ptx.MMA_SHAPES)
-from .legalize import SHUFFLE_DTYPES, legalize, legalize_rules  # noqa: F401
-from .target import (ALU_SPELLING, BIT_TYPE, COMPUTE_TYPE, HALF_NATIVE,  # noqa: F401
-                         ISA_VERSION, MAX_GRID_YZ, MAX_THREADS, MEMORY_TYPE, MMA_SHAPES, PTX_TYPE,
-                         REGISTER, SIGNED_TYPE, isa_version, parse_arch, ptx_identifier)
-from .writer import emit_mov, param_name, var_name, Writer
+from .instructions import (emit_alu, emit_atomic_add, emit_bitcast, emit_cast, emit_load,
+                           emit_store, emit_subgroup_reduce, emit_wmma)
+from .legalize import legalize
+from .target import MAX_THREADS, parse_arch, ptx_identifier
+from .writer import Writer, emit_mov, param_name, var_name
 
 # ---- constants -----------------------------------------------------------------------------
 

@@ -90,7 +90,7 @@ def isa_version(arch: str) -> str:
 # ---- ALU opcodes ---------------------------------------------------------------------------
 
 # op -> (spelling for integers, for floats, for predicates): {t} the operand type, {b} its bits,
-# {s} its signed type. Float max/min also get a NaN fix-up (ptx_instructions._alu), selp takes
+# {s} its signed type. Float max/min also get a NaN fix-up (instructions.emit_alu), selp takes
 # (x, y, cond).
 ALU_SPELLING = {
   Ops.ADD: ("add.{t}", "add.rn.{t}", None), Ops.SUB: ("sub.{t}", "sub.rn.{t}", None),

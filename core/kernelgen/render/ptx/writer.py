@@ -34,7 +34,7 @@ _BLOCK_EDGES = frozenset({Ops.RANGE, Ops.ENDRANGE, Ops.IF, Ops.ENDIF})
 
 def folded_indices(uops: list[UOp]) -> set:
   """The index nodes `x + c` (c > 0) read only as a memory access's index: the access folds c
-  into its constant offset (ptx_instructions._address), so they are never computed."""
+  into its constant offset (instructions._address), so they are never computed."""
   folded, used = set(), set()
   for u in uops:
     for i, s in enumerate(u.src):
@@ -63,7 +63,7 @@ class Writer:
     self.grid = _folded_grid(kernel.global_size)
     self.deferred: set[UOp] = set()          # conversions of accumulators, rendered at each use
     self.addresses: dict[tuple, str] = {}    # (buffer, index) -> its address register, in this
-                                             # block (ptx_instructions._address)
+                                             # block (instructions._address)
 
   # ---- registers and operands ----
   def new_reg(self, dt: DType) -> str:

@@ -26,23 +26,19 @@ keep IR's NaN propagation through subgroupAny), SPECIAL sglane is @builtin(subgr
 a workgroup buffer that ATOMIC_ADD uses is array<atomic<i32>>, read with workgroupUniformLoad
 (itself a workgroup barrier, so a BARRIER right before such a read is not written out).
 
-The parts: wgsl_target.py (options, target facts, names, launch geometry and limits),
-wgsl_legalize.py (the checks and rules on the graph), wgsl_expressions.py (a value's text),
-wgsl_writer.py (the statements of one kernel); this file puts the module together (`render`).
+The parts: target.py (the WGSL Target, options, target facts, names, launch geometry and limits),
+legalize.py (the checks and rules on the graph), expressions.py (a value's text), writer.py (the
+statements of one kernel); this file puts the module together (`legalize`, `render`).
 """
 from __future__ import annotations
 
 from ...uop.ops import Ops, UOp
 from ...uop.program import Binding, CompiledKernel, Kernel, Launch
-# the target's options, facts and legalize rules stay importable from here (wgsl.WGSLOptions)
-from .legalize import HAS_TYPE, LEGALIZE, check_dtype, legalize  # noqa: F401
-from .target import (BOOL_INFIX, CALL, F32_INT_MAX, HELPER_NEEDS, HELPERS,  # noqa: F401
-                          INFIX, NO_WGSL_TYPE, OWN_NAME, PACKED_BITS, REGISTER, RESERVED, ROUNDING,
-                          SPECIAL_BITS, SUBGROUP_CALL, TARGET, WRAPPING, WGSLOptions,
-                          binding_nbytes, buffer_limit, buffer_name, check_buffer_count,
-                          check_buffer_sizes, check_workgroup, clean_name, entry_name, fold_grid,
-                          kernel_vars, make_options, uniform_binding)
-from .writer import BLOCK, NAMED, VEC4_DTYPES, Writer, vec4_slots  # noqa: F401
+from .legalize import legalize
+from .target import (HELPERS, SPECIAL_BITS, TARGET, binding_nbytes, buffer_limit, buffer_name,
+                     check_buffer_count, check_buffer_sizes, check_workgroup, entry_name,
+                     fold_grid, make_options, uniform_binding)  # buffer_limit: compiler.py
+from .writer import Writer
 
 
 # ---- the module ----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """WGSL expressions: the text of a value from its operands' texts (types, constants, conversions,
-ALU, subgroup reductions, 8/16-bit wrapping and f16 rounding). The writer (wgsl_writer.py) is one
+ALU, subgroup reductions, 8/16-bit wrapping and f16 rounding). The writer (writer.py) is one
 of these that also writes statements.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The WGSL writer: names for nodes and the statements of one kernel (loads and stores, packed
 8/16-bit memory, vec4 buffers, atomics, loops and branches, thread ids). Values' expressions come
-from wgsl_expressions.py; the module around the statements is wgsl.py's.
+from expressions.py; the module around the statements is __init__.py's.
 """
 from __future__ import annotations
 
