@@ -231,6 +231,12 @@ class Lowerer:
       total = body if total is None else UOp(op, dtype, (total, body))
     outer = [u for u in toposort(list(idxs) + ([gate] if gate is not None else []))
              if u.op is Ops.RANGE]
+    return self.accumulate(op, dtype, init, total, ranges, outer)
+
+  def accumulate(self, op: Ops, dtype, init: UOp, total: UOp, ranges, outer=()) -> UOp:
+    """The one accumulator loop: acc = init (DEFINE_ACC, inside the `outer` ranges), then
+    acc = op(acc, total) in each trip of `ranges` (ASSIGN, closed by their ENDRANGEs); returns
+    the AFTER node that reads the result."""
     acc = UOp(Ops.DEFINE_ACC, dtype, (init, *outer), self._id())
     end = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, total))))
     for r in reversed(ranges):
@@ -312,9 +318,7 @@ class Lowerer:
     ready = UOp(Ops.AFTER, local.dtype, (local, UOp(Ops.BARRIER, None, (written,))))
     r = self._fold_range(int_const(self.group), node)
     init = UOp.const(part.dtype, identity_element(op, part.dtype))
-    acc = UOp(Ops.DEFINE_ACC, part.dtype, (init,), self._id())
-    update = UOp(Ops.ASSIGN, part.dtype, (acc, UOp(op, part.dtype, (acc, ready.load(r)))))
-    return UOp(Ops.AFTER, part.dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
+    return self.accumulate(op, part.dtype, init, ready.load(r), [r])
 
   def _grouped_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec) -> UOp:
     """A lane's partial, element by element (runs of loads merged into vector loads)."""
@@ -357,9 +361,7 @@ class Lowerer:
     ready = UOp(Ops.AFTER, local.dtype, (local, barrier))
     r = self._fold_range(count, node)
     init = UOp.const(dtype, identity_element(op, dtype))
-    acc = UOp(Ops.DEFINE_ACC, dtype, (init,), self._id())
-    update = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, ready.load(r)))))
-    return UOp(Ops.AFTER, dtype, (acc, UOp(Ops.ENDRANGE, None, (r, update))))
+    return self.accumulate(op, dtype, init, ready.load(r), [r])
 
   def _id(self) -> int:
     self.next_id += 1

@@ -232,8 +232,5 @@ def vector_accumulate(lw, op, src, axes, lanes, idxs, gate, ranges, vec: int) ->
   for k in range(1, vec):
     total = UOp(op, dtype, (total, UOp(Ops.GEP, dtype, (step,), k)))
   outer = [u for u in toposort(list(idxs)) if u.op is Ops.RANGE]
-  acc = UOp(Ops.DEFINE_ACC, dtype, (UOp.const(dtype, identity_element(op, dtype)), *outer), lw._id())
-  end = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, total))))
-  for r in reversed(ranges):
-    end = UOp(Ops.ENDRANGE, None, (r, end))
-  return UOp(Ops.AFTER, dtype, (acc, end))
+  init = UOp.const(dtype, identity_element(op, dtype))
+  return lw.accumulate(op, dtype, init, total, ranges, outer)
