@@ -90,7 +90,7 @@ def needs_tools(item) -> bool:
 
 def pytest_collection_modifyitems(config, items):
   for item in items:
-    if needs_tools(item):
+    if item.get_closest_marker("tools") is None and needs_tools(item):
       item.add_marker(pytest.mark.tools)
 
 

@@ -19,6 +19,7 @@ KNOWN: dict[int, str] = {}   # seed -> the open bug it hits (a test in tests/tes
 DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
 
 
+@pytest.mark.tools       # every device here (WEBGPU: wgpu) and ptxas on each program's PTX
 @pytest.mark.parametrize("seed", [
   pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN[s])) if s in KNOWN else s
   for s in SEEDS])

@@ -28,6 +28,7 @@ def _has_driver() -> bool:
     return ctypes.util.find_library("cuda") is not None
 
 
+@pytest.mark.tools       # assembles with ptxas
 def test_dry_run_renders_and_assembles_programs_and_the_matmul(tmp_path):
   run_all = _load_run_all()
   status = run_all.main(["--dry-run", "--skip", "tests", "--size", "512", "--out", str(tmp_path)])
