@@ -152,7 +152,7 @@ def match_matmul(item: ScheduleItem) -> Matmul | None:
 def _wanted(target: str, options: dict) -> bool:
   target = get_target(target)
   forced = options.get("tensor_cores")
-  if forced and target.name == "wgsl":
+  if forced and not target.runs_wmma:
     raise UnsupportedError("WebGPU (WGSL) has no tensor cores: drop tensor_cores=True, or "
                            "compile for target='ptx'", target="wgsl")
   return bool(forced) if forced is not None else target.tensor_cores

@@ -42,6 +42,7 @@ class Target:
   stage_default: bool = False     # tiles go through workgroup memory by default
   tile_fma: bool = False          # register tiles accumulate float products fused (MULACC)
   tensor_cores: bool = False      # matmuls use tensor cores by default
+  runs_wmma: bool = True          # tensor cores can be forced (WMMA; the interpreter runs it)
   mma_shapes: dict = field(default_factory=dict)  # (M, N, K, dtype) -> (oldest sm, ...)
 
   @property
