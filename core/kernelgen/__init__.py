@@ -11,6 +11,7 @@ from .dtype import DType, dtypes
 from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, KernelgenError,
                      LimitError, ShapeError, UnsupportedError, VerifyError)
 from .tensor import Tensor, cat, stack, where
+from .frontend.scan import cummax, cummin, cumprod, cumsum
 
 __version__ = "0.1.0"
 
@@ -29,5 +30,6 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+           "cumsum", "cumprod", "cummax", "cummin",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError"]

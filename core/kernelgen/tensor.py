@@ -26,6 +26,7 @@ from .ops import Ops
 from .tensor_data import (Scalar, _check_ints, _infer_dtype, _nest, _pairs, _raw_of,  # noqa: F401
                           _resolve_axes, _shape_args, broadcast_shape, pack, unpack)
 from .view import View, prod
+from .frontend.scan import ScanMixin
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -53,7 +54,7 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor:
+class Tensor(ScanMixin):
   """A lazily evaluated n-dimensional array on a device."""
   __slots__ = ("node", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor

@@ -1,0 +1,1 @@
+"""The front ends: Tensor operations and the APIs built on them."""
