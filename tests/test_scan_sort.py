@@ -151,3 +151,116 @@ def test_module_level_scans():
   same(kg.cumprod(Tensor(x)), np.cumprod(x).astype(np.int32))
   same(kg.cummax(Tensor(x), 0)[0], np.maximum.accumulate(x, 0))
   same(kg.cummin(Tensor(x), 0)[0], np.minimum.accumulate(x, 0))
+
+
+# ---- sorting ---------------------------------------------------------------------------------
+
+def stable_desc(x, axis):
+  """numpy has no descending sort: torch's stable descending order (NaN first) by hand."""
+  x = np.moveaxis(x, axis, -1)
+  order = np.array([sorted(range(len(r)), key=lambda j: (
+    0 if np.isnan(r[j]) else 1, -float(r[j]) if not np.isnan(r[j]) else 0, j))
+    for r in x.reshape(-1, x.shape[-1])], np.int32).reshape(x.shape)
+  return np.moveaxis(order, -1, axis)
+
+
+# lengths on both sides of powers of two
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 16, 17])
+def test_sort_and_argsort_with_nan_ties_and_signed_zeros(device, n):
+  x = RNG.integers(-2, 3, (2, n)).astype(np.float32)
+  x[0, ::3] = np.nan
+  x[1, 1::2] = -0.0
+  x[1, ::4] = np.inf
+  t = Tensor(x)
+  want = np.sort(x, -1, kind="stable")
+  got = t.sort().numpy()
+  np.testing.assert_array_equal(got, want)
+  np.testing.assert_array_equal(np.signbit(got), np.signbit(want))    # -0.0 kept bit for bit
+  same(t.argsort(), np.argsort(x, -1, kind="stable").astype(np.int32))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int16", "int32", "uint32", "bool", "float16"])
+def test_sort_dtypes(device, dtype):
+  lo, hi = (0, 1) if dtype == "bool" else (-100, 100)
+  x = data((3, 11), dtype, lo, hi)
+  same(Tensor(x).sort(), np.sort(x, -1, kind="stable"))
+  same(Tensor(x).argsort(0), np.argsort(x, 0, kind="stable").astype(np.int32))
+
+
+def test_sort_extremes_of_int32_and_uint32(device):
+  i = np.array([2 ** 31 - 1, -2 ** 31, 0, -1, 1, -2 ** 31], np.int32)
+  same(Tensor(i).sort(), np.sort(i))
+  same(Tensor(i).argsort(descending=True), stable_desc(i, -1))
+  u = np.array([2 ** 32 - 1, 0, 2 ** 31, 1, 2 ** 32 - 1], np.uint32)
+  same(Tensor(u).sort(descending=True), np.sort(u)[::-1])
+  same(Tensor(u).argsort(), np.argsort(u, kind="stable").astype(np.int32))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1, -1, -3])
+def test_sort_axes(device, axis):
+  x = data((3, 4, 5), "int32", -3, 3)
+  same(Tensor(x).sort(axis), np.sort(x, axis, kind="stable"))
+  same(Tensor(x).argsort(axis), np.argsort(x, axis, kind="stable").astype(np.int32))
+
+
+def test_descending_is_stable_with_nan_first(device):
+  x = np.array([[1, np.nan, 3, 1, -np.inf, np.nan, 3, 0]], np.float32)
+  order = stable_desc(x, 1)
+  same(Tensor(x).argsort(1, descending=True), order)
+  same(Tensor(x).sort(1, descending=True), np.take_along_axis(x, order, 1))
+
+
+def test_topk(device):
+  x = np.array([[4, 1, 4, np.nan, 2, 9, 2], [0, 0, 0, 1, 0, 0, -1]], np.float32)
+  v, i = Tensor(x).topk(3)
+  order = stable_desc(x, 1)[:, :3]
+  same(i, order)
+  same(v, np.take_along_axis(x, order, 1))
+  v, i = Tensor(x).topk(2, axis=1, largest=False)
+  order = np.argsort(x, 1, kind="stable")[:, :2].astype(np.int32)
+  same(i, order)
+  same(v, np.take_along_axis(x, order, 1))
+  v, i = Tensor(x).topk(1, axis=0)
+  same(i, stable_desc(x, 0)[:1])
+
+
+def test_empty_and_zero_d_sorts(device):
+  e = np.zeros((2, 0), np.float32)
+  same(Tensor(e).sort(), e)
+  same(Tensor(e).argsort(), e.astype(np.int32))
+  same(Tensor(np.zeros((0, 3), np.int32)).sort(0), np.zeros((0, 3), np.int32))
+  same(Tensor(np.float32(2)).sort(None), np.sort(np.float32(2), None))
+  v, i = Tensor(e).topk(0)
+  assert v.shape == i.shape == (2, 0)
+
+
+def test_sort_errors():
+  with pytest.raises(kg.ShapeError, match="k must be 0..3"):
+    Tensor([1, 2, 3]).topk(4)
+  with pytest.raises(kg.ShapeError, match="one axis"):
+    Tensor([1, 2, 3]).sort((0,))
+  with pytest.raises(kg.ShapeError):
+    Tensor([1, 2, 3]).argsort(1)
+
+
+def test_module_level_sorts():
+  x = np.array([3, 1, 2], np.int32)
+  same(kg.sort(Tensor(x)), np.sort(x))
+  same(kg.argsort(Tensor(x), descending=True), np.array([0, 2, 1], np.int32))
+  assert kg.topk(Tensor(x), 1)[0].tolist() == [3]
+
+
+def test_sort_is_one_kernel_per_network_step():
+  n = 1 << 10
+  kernels = kg.compile(Tensor.rand(n).sort(), target="wgsl")
+  assert len(kernels) == 10 * 11 // 2 + 1      # log2(n) (log2(n) + 1) / 2 steps, then values
+
+
+def test_large_sort_compiles_for_wgsl_and_ptx():
+  v, i = Tensor.rand(8, 1 << 12).topk(5)
+  sources = {k.source: k for k in kg.compile([v, i], target="wgsl")}
+  for source in sources:
+    wgsl_validate(source)
+  ptx = {k.source for k in kg.compile([v, i], target="ptx", arch="sm_80")}
+  for source in ptx:
+    ptxas_check(source, "sm_80")

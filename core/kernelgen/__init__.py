@@ -12,6 +12,7 @@ from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, Kern
                      LimitError, ShapeError, UnsupportedError, VerifyError)
 from .tensor import Tensor, cat, stack, where
 from .frontend.scan import cummax, cummin, cumprod, cumsum
+from .frontend.sort import argsort, sort, topk
 
 __version__ = "0.1.0"
 
@@ -30,6 +31,6 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
-           "cumsum", "cumprod", "cummax", "cummin",
+           "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError"]

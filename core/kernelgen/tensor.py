@@ -27,6 +27,7 @@ from .tensor_data import (Scalar, _check_ints, _infer_dtype, _nest, _pairs, _raw
                           _resolve_axes, _shape_args, broadcast_shape, pack, unpack)
 from .view import View, prod
 from .frontend.scan import ScanMixin
+from .frontend.sort import SortMixin
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -54,7 +55,7 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor(ScanMixin):
+class Tensor(ScanMixin, SortMixin):
   """A lazily evaluated n-dimensional array on a device."""
   __slots__ = ("node", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
