@@ -13,6 +13,7 @@ from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, Kern
 from .tensor import Tensor, cat, stack, where
 from .frontend.scan import cummax, cummin, cumprod, cumsum
 from .frontend.sort import argsort, sort, topk
+from .frontend.einsum import einsum
 
 __version__ = "0.1.0"
 
@@ -32,5 +33,6 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
            "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
+           "einsum",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError"]
