@@ -264,3 +264,19 @@ def test_large_sort_compiles_for_wgsl_and_ptx():
   ptx = {k.source for k in kg.compile([v, i], target="ptx", arch="sm_80")}
   for source in ptx:
     ptxas_check(source, "sm_80")
+
+
+# ---- fuzz programs (tests/fuzz_scan_sort.py) that use these ops and einsum -------------------
+
+FUZZ_SEEDS = [8, 14, 20, 21, 30, 35, 47, 48, 99, 118, 182, 195]   # two or more seeds per op
+
+
+@pytest.mark.parametrize("seed", FUZZ_SEEDS)
+def test_fuzz_programs_with_scans_sorts_and_einsum_agree_on_every_device(seed):
+  from fuzz_programs import RandomChooser, generate
+  from fuzz_runner import available_devices, run_program
+  from fuzz_scan_sort import OPS
+  program = generate(RandomChooser(seed))
+  assert program.ops() & set(OPS), f"seed {seed} no longer reaches a scan/sort/einsum step"
+  outcome = run_program(program, available_devices(DEVICES), seed)
+  assert not outcome.failed, f"seed {seed}:\n{outcome.program}\n{outcome.messages}"
