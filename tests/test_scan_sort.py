@@ -280,3 +280,18 @@ def test_fuzz_programs_with_scans_sorts_and_einsum_agree_on_every_device(seed):
   assert program.ops() & set(OPS), f"seed {seed} no longer reaches a scan/sort/einsum step"
   outcome = run_program(program, available_devices(DEVICES), seed)
   assert not outcome.failed, f"seed {seed}:\n{outcome.program}\n{outcome.messages}"
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "uint64"])
+def test_64bit_sorts_and_scans(device, dtype):
+  x = data((2, 9), dtype, -50, 50)
+  if dtype == "float64":
+    x[0, ::4] = np.nan
+  if device == "WEBGPU":       # WGSL has no 64-bit types: a typed error, not wrong numbers
+    with pytest.raises(kg.UnsupportedError):
+      Tensor(x).sort().numpy()
+    return
+  same(Tensor(x).sort(), np.sort(x, -1, kind="stable"))
+  same(Tensor(x).argsort(0, descending=True), stable_desc(x, 0))
+  same(Tensor(x).cumsum(1), np.cumsum(x, 1), rtol=1e-12)
+  same(Tensor(x).cummax(1)[0], np.maximum.accumulate(x, 1))
