@@ -58,6 +58,7 @@ CASES = [
   ("i,->i", (3,), ()),
   ("", ()),
   ("ij,jk->ik", (3, 0), (0, 5)),                  # an empty contraction: zeros
+  ("ii->i", (0, 0)),                              # an empty diagonal
 ]
 
 
@@ -117,6 +118,7 @@ def test_large_einsum_compiles_for_wgsl_and_ptx():
   ("i-j", [(2, 3)], "'->' may appear once"),
   ("ij,jk->ik", [(2, 3), (4, 5)], "label 'j' has size 3 in one place and 4"),
   ("...i,...i", [(2, 3), (4, 3)], "a '...' axis has size 2 in one place and 4"),
+  ("ii", [(2, 3)], "label 'i' has size 2 in one place and 3"),
 ])
 def test_bad_subscripts_are_shape_errors(subscripts, shapes, message):
   with pytest.raises(kg.ShapeError, match=message):

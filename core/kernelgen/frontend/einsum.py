@@ -164,15 +164,10 @@ def _diagonal(t, labels: list, x: str):
   j = labels.index(x, i + 1)
   rest = [k for k in range(len(labels)) if k not in (i, j)]
   lead = tuple(t.shape[k] for k in rest)
-  d = min(t.shape[i], t.shape[j])
+  d = t.shape[i]                   # == t.shape[j]: _label_sizes checked
   t = t.permute(*rest, i, j)
-  if t.shape[-1] != t.shape[-2]:   # a size-1 '...' axis against a longer one: broadcast first
-    t = t.expand(lead + (max(t.shape[-2:]),) * 2)
-    d = t.shape[-1]
-  if d == 0 or t.numel() == 0:
-    flat = t.reshape(lead + (d,)) if d == 0 else t.shrink(
-      tuple((0, n) for n in lead) + ((0, d), (0, 1))).reshape(lead + (d,))
-    return flat, [labels[k] for k in rest] + [x]
+  if t.numel() == 0:
+    return t.reshape(lead + (d,)), [labels[k] for k in rest] + [x]
   flat = t.reshape(lead + (d * d,)).pad(((0, 0),) * len(lead) + ((0, d),))
   diag = flat.reshape(lead + (d, d + 1)).shrink(tuple((0, n) for n in lead) + ((0, d), (0, 1)))
   return diag.reshape(lead + (d,)), [labels[k] for k in rest] + [x]
@@ -224,6 +219,6 @@ def _broadcast_inner(t, start: int, inner: list, sizes: dict):
 
 def _align(t, labels: list, order: list):
   """t permuted to `order` (labels it lacks become size-1 axes)."""
-  t = t.permute(*[labels.index(x) for x in order if x in labels]) if labels else t
-  return t.reshape(tuple(t.shape[[x for x in order if x in labels].index(x)] if x in labels
-                         else 1 for x in order))
+  present = [x for x in order if x in labels]
+  t = t.permute(*[labels.index(x) for x in present]) if labels else t
+  return t.reshape(tuple(t.shape[present.index(x)] if x in labels else 1 for x in order))
