@@ -125,6 +125,9 @@ BUILD = {
 }
 
 
+from fuzz_scan_sort import BUILD as SCAN_SORT_BUILD  # noqa: E402  (scans, sorts, einsum: issue 18)
+BUILD.update(SCAN_SORT_BUILD)
+
 def build(program: Program, device: str) -> Tensor:
   """The program's output as a lazy kernelgen Tensor on `device`."""
   values: list = []

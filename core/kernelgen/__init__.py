@@ -11,6 +11,9 @@ from .dtype import DType, dtypes
 from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, KernelgenError,
                      LimitError, ShapeError, UnsupportedError, VerifyError)
 from .frontend.tensor import Tensor, cat, stack, where
+from .frontend.scan import cummax, cummin, cumprod, cumsum
+from .frontend.sort import argsort, sort, topk
+from .frontend.einsum import einsum
 
 __version__ = "0.1.0"
 
@@ -29,5 +32,7 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+           "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
+           "einsum",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError"]

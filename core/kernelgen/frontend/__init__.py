@@ -1,1 +1,1 @@
-"""frontend"""
+"""The front ends: Tensor operations and the APIs built on them."""

@@ -27,8 +27,11 @@ from .tensor_data import (Scalar, check_ints, infer_dtype, nest, pairs, raw_of, 
                           resolve_axes, shape_args, broadcast_shape, pack, unpack)
 from ..graph.view import View, prod
 from .operands import TensorOps, acc_dtype, coerce, float_of, result_dtype  # noqa: F401
+from .combine import cat, stack, where  # noqa: F401
 from .tensor_nn import NNOps
 from .tensor_ops import ArithmeticOps, MathOps, ReduceOps
+from .scan import ScanMixin
+from .sort import SortMixin
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -40,7 +43,7 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps):
+class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin):
   """A lazily evaluated n-dimensional array on a device. Its operations come from the mixins it
   lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling)."""
   __slots__ = ("node", "__weakref__")
@@ -389,57 +392,4 @@ def _hash_u32(index: Tensor, seed: int) -> Tensor:
     if mult is not None:
       x = x * mult
   return x
-
-
-def where(cond, x, y) -> Tensor:
-  """numpy.where(cond, x, y): x where cond is true, else y; broadcasting, promoted dtype."""
-  cond = cond if isinstance(cond, Tensor) else Tensor(cond)
-  dtype = result_dtype(x, y)
-  a, b = (v if isinstance(v, Tensor) else Tensor(Tensor._full_node((), v, dtype, cond.device))
-          for v in (x, y))
-  shape = broadcast_shape(cond.shape, a.shape, b.shape)
-  c = cond.cast(dtypes.bool).expand(shape)
-  a, b = a.cast(dtype).expand(shape), b.cast(dtype).expand(shape)
-  return Tensor(LazyOp(L.ALU, dtype, shape, (c.node, a.node, b.node), Ops.WHERE))
-
-
-def cat(tensors, axis: int = 0) -> Tensor:
-  """numpy.concatenate: join along an existing axis (one kernel: padded views added)."""
-  tensors = list(tensors)
-  if not tensors:
-    raise ShapeError("cat needs at least one tensor")
-  first = tensors[0]
-  axis = resolve_axes(axis, first.ndim)[0]
-  for t in tensors[1:]:
-    if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape))
-                                   if i != axis):
-      raise ShapeError(f"cat of shapes {first.shape} and {t.shape} along axis {axis}: every "
-                       f"other dim must match")
-  dtype = result_dtype(*tensors)
-  total = sum(t.shape[axis] for t in tensors)
-  out, start = None, 0
-  for t in tensors:
-    pads = [(0, 0)] * first.ndim
-    pads[axis] = (start, total - start - t.shape[axis])
-    piece = t.cast(dtype).pad(pads)
-    if out is None:
-      out = piece
-    elif dtype.is_float():    # not +: -0.0 + 0.0 is 0.0
-      out = where(Tensor.ones(*t.shape, dtype=dtypes.bool, device=t.device).pad(pads), piece, out)
-    else:
-      out = out | piece if dtype == dtypes.bool else out + piece
-    start += t.shape[axis]
-  return out
-
-
-def stack(tensors, axis: int = 0) -> Tensor:
-  """numpy.stack: join along a new axis."""
-  tensors = list(tensors)
-  if not tensors:
-    raise ShapeError("stack needs at least one tensor")
-  axis = resolve_axes(axis, tensors[0].ndim + 1)[0]
-  shapes = {t.shape for t in tensors}
-  if len(shapes) > 1:
-    raise ShapeError(f"stack needs tensors of one shape, got {sorted(shapes)}")
-  return cat([t.unsqueeze(axis) for t in tensors], axis)
 
