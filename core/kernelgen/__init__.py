@@ -5,12 +5,15 @@
     y = (x @ kg.Tensor.randn(2, 3, seed=0)).relu().sum(axis=1, keepdim=True)
     y.tolist()                                  # runs on kg.Device.DEFAULT
     kernels = kg.compile(y, target="wgsl")      # or "ptx" (arch="sm_80") or "python"
+    kg.export({"y": y}, "DIR", format="webgpu") # a bundle: model.js, WGSL, weights, manifest
 """
 from .device import Device
 from .dtype import DType, dtypes
 from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, KernelgenError,
                      LimitError, ShapeError, UnsupportedError, VerifyError)
 from .tensor import Tensor, cat, stack, where
+# (after the subpackage import, `kg.export` is the function, not the package kernelgen.export)
+from .export import export, load_bundle  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -28,6 +31,7 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
   return compile_program([t.node for t in tensors], target, options, print_after)
 
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "export", "load_bundle", "where",
+           "cat", "stack",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError"]
