@@ -239,3 +239,75 @@ def test_safetensors_round_trip_keeps_names_dtypes_shapes_and_bytes():
   data = safetensors.encode(tensors)
   assert (8 + int.from_bytes(data[:8], "little")) % 8 == 0
   assert safetensors.decode(data) == tensors
+
+
+# ---- the command line ------------------------------------------------------------------------
+
+PROGRAM = """import kernelgen as kg
+x = kg.Tensor.empty(2, 6, name="x")
+w = kg.Tensor.arange(18, dtype="float32").reshape(6, 3).realize()
+out = {"y": (x @ w).relu(), "total": x.sum()}
+"""
+
+
+def _cli(*args):
+  from kernelgen.__main__ import main
+  return main([str(a) for a in args])
+
+
+@pytest.mark.parametrize("fmt", ["webgpu", "ptx"])
+def test_cli_exports_a_programs_dict_of_outputs(tmp_path, capsys, fmt):
+  program = tmp_path / "prog.py"
+  program.write_text(PROGRAM)
+  out = tmp_path / "bundle"
+  extra = ["--arch", "sm_86"] if fmt == "ptx" else []
+  assert _cli("export", program, "--out", out, "--format", fmt, *extra) == 0
+  printed = capsys.readouterr().out
+  assert str(out / "manifest.json") in printed and "inputs x; outputs y, total" in printed
+  assert (out / "model.js").exists() == (fmt == "webgpu")
+  bundle = kg.load_bundle(str(out))
+  assert [o["name"] for o in bundle.outputs] == ["y", "total"]
+  if fmt == "ptx":
+    assert bundle.manifest["options"]["arch"] == "sm_86"
+    xv = np.arange(-6, 6, dtype=np.float32).reshape(2, 6)
+    got = bundle.run({"x": xv}, device="PTXSIM")
+    w = np.arange(18, dtype=np.float32).reshape(6, 3)
+    np.testing.assert_allclose(got["y"].numpy(), np.maximum(xv @ w, 0), rtol=1e-6)
+    np.testing.assert_allclose(got["total"].numpy(), xv.sum(), rtol=1e-6)
+
+
+def test_cli_errors_say_what_to_do(tmp_path, capsys):
+  program = tmp_path / "prog.py"
+  program.write_text("import kernelgen as kg\nresult = kg.Tensor.empty(3, name='x') + 1\n")
+  assert _cli("export", program, "--out", tmp_path / "b") == 1
+  assert "does not define `out`" in capsys.readouterr().err
+  assert _cli("export", program, "--out", tmp_path / "b", "--output", "result") == 0
+  assert _cli("export", program, "--out", tmp_path / "c", "--arch", "sm_80") == 1
+  assert "--arch is for --format ptx" in capsys.readouterr().err
+
+
+def test_cli_exports_an_onnx_model_or_says_onnx_is_not_there_yet(tmp_path, capsys):
+  import importlib.util
+  onnx = pytest.importorskip("onnx")
+  from onnx import TensorProto, helper, numpy_helper
+  w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10 - 0.5
+  graph = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+    "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+    [numpy_helper.from_array(w, "w")])
+  path = tmp_path / "mm.onnx"
+  onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+  out = tmp_path / "bundle"
+  code = _cli("export", path, "--out", out, "--format", "ptx", "--input-shape", "x=5x4")
+  if importlib.util.find_spec("kernelgen.frontend") is None or \
+     importlib.util.find_spec("kernelgen.frontend.onnx") is None:
+    assert code == 1
+    assert "cannot read ONNX models yet" in capsys.readouterr().err
+    return
+  assert code == 0
+  bundle = kg.load_bundle(str(out))
+  assert bundle.inputs == [{"name": "x", "shape": [5, 4], "dtype": "float32"}]
+  xv = np.linspace(-1, 1, 20, dtype=np.float32).reshape(5, 4)
+  got = bundle.run({"x": xv}, device="PTXSIM")["y"].numpy()
+  np.testing.assert_allclose(got, np.maximum(xv @ w, 0), rtol=1e-5, atol=1e-6)
