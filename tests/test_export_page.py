@@ -63,3 +63,26 @@ def test_page_downloads_both_bundles_of_the_program_and_they_run(app, chromium, 
     ptxas_check((tmp_path / "ptx" / kernel["file"]).read_text(), arch)
   out = kg.load_bundle(str(tmp_path / "ptx")).run({}, device="PTXSIM")["out"].numpy()
   np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_digits_demo_runs_its_exported_bundle_without_pyodide(site, chromium):  # noqa: F811
+  from test_demos import WEIGHTS, digits_forward
+  with local_page(chromium, service_workers="block") as page:
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(site.url("web/demos/digits.html"))
+    page.wait_for_selector("body[data-ready]", timeout=120_000)
+    assert page.get_attribute("body", "data-ready") == "true", page.inner_text("#notice")
+    page.click("button[data-sample='3']")
+    page.wait_for_function("Number(document.body.dataset.runs || 0) > 0 && "
+                           "!digitsDemo.state.busy", timeout=120_000)
+    ms = page.evaluate("performance.now()")
+    state = page.evaluate("({probs: digitsDemo.state.probs, error: digitsDemo.state.error})")
+    assert page.inner_text("#device") == "WEBGPU" and "exported bundle" in page.inner_text(
+      "#run-info")
+  assert state["error"] is None, state["error"]
+  np.testing.assert_allclose(state["probs"], digits_forward(WEIGHTS["samples"][3]["pixels"]),
+                             rtol=1e-4, atol=1e-6)
+  assert any(u.endswith("/digits_bundle/model.js") for u in requests)
+  assert not [u for u in requests if "pyodide" in u.lower() or u.endswith(".whl")], requests
+  print(f"\ndigits demo from its bundle: navigation -> first result {ms:.0f} ms")
