@@ -41,7 +41,8 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None, 
     _write_text(os.path.join(path, name), source)
   safetensors.write(os.path.join(path, WEIGHTS), plan.weights)
   plan.manifest["weights_file"] = WEIGHTS
-  _write_text(os.path.join(path, "manifest.json"), json.dumps(plan.manifest, indent=1))
+  manifest = json.dumps(plan.manifest, separators=(",", ":"))
+  _write_text(os.path.join(path, "manifest.json"), manifest)
   if format == "webgpu":
     with open(LOADER, encoding="utf-8") as f:
       _write_text(os.path.join(path, "model.js"), f.read())
