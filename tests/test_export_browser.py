@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(600)
 RUN = """async ([name, inputs, runs]) => {
   const t0 = performance.now();
   const { load } = await import(`/${name}/model.js`);
-  const model = await load();
+  const model = await load({timings: true});
   const feed = {};
   for (const spec of model.inputs) feed[spec.name] = new Float32Array(inputs[spec.name]);
   const t1 = performance.now();
@@ -30,7 +30,9 @@ RUN = """async ([name, inputs, runs]) => {
   const t3 = performance.now();
   const plain = {};
   for (const [k, v] of Object.entries(out)) plain[k] = Array.from(v);
-  const info = {inputs: model.inputs, outputs: model.outputs, out: plain,
+  const timed = (await navigator.gpu.requestAdapter()).features.has('timestamp-query');
+  const info = {inputs: model.inputs, outputs: model.outputs, out: plain, timed,
+                timings: model.timings, kernels: model.manifest.kernels.map((k) => k.name),
                 load_ms: t1 - t0, first_run_ms: t2 - t1, run_ms: (t3 - t2) / Math.max(1, runs - 1)};
   model.destroy();
   return info;
@@ -119,8 +121,12 @@ def test_hand_written_program_runs_in_chromium_like_numpy(chromium, site):
   for name in ("y", "s"):
     got = np.array(info["out"][name], np.float32).reshape(want[name].shape)
     np.testing.assert_allclose(got, want[name], rtol=1e-4, atol=1e-5)
+  if info["timed"]:          # GPU time per kernel of the last run, in launch order
+    assert [t["name"] for t in info["timings"]] == info["kernels"]
+    assert all(t["ms"] >= 0 for t in info["timings"])
   print(f"\nprog bundle: load {info['load_ms']:.1f} ms, first run {info['first_run_ms']:.1f} ms, "
-        f"run {info['run_ms']:.2f} ms")
+        f"run {info['run_ms']:.2f} ms; GPU {sum(t['ms'] for t in info['timings']):.3f} ms "
+        f"(timestamp queries: {info['timed']})")
 
 
 def test_digits_mlp_bundle_runs_in_chromium_like_numpy(chromium, site):

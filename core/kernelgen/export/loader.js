@@ -8,6 +8,9 @@
 //   const out = await model.run({ x: new Float32Array(64) });   // {y: Float32Array, ...}
 //   model.destroy();
 //
+// `load({ device, timings: true })` also times each kernel on the GPU (timestamp queries, where
+// the device has 'timestamp-query'): after each run, model.timings is [{name, ms}].
+//
 // Buffers, pipelines and bind groups are made once, in load(); run() writes the inputs,
 // dispatches every kernel in one compute pass, and reads the outputs back. Intermediate buffers
 // share storage as the manifest plans it. Every failure is an Error saying what to do.
@@ -40,7 +43,7 @@ async function fetchOk(url, what) {
   return response;
 }
 
-async function newDevice(features) {
+async function newDevice(features, timings) {
   if (!globalThis.navigator?.gpu) {
     fail('this browser has no WebGPU (navigator.gpu is missing): use a browser with WebGPU ' +
       'enabled, on a page served over https or from localhost');
@@ -55,7 +58,8 @@ async function newDevice(features) {
     fail(`this model needs the WebGPU feature(s) ${missing.join(', ')}, which this adapter ` +
       'lacks: export it without them (kg.export(..., f16=False, subgroups=False))');
   }
-  return adapter.requestDevice({ requiredFeatures: features });
+  const timer = timings && adapter.features.has('timestamp-query') ? ['timestamp-query'] : [];
+  return adapter.requestDevice({ requiredFeatures: [...features, ...timer] });
 }
 
 function checkDevice(device, manifest) {
@@ -120,8 +124,41 @@ async function pipeline(device, kernel, source) {
   }
 }
 
+// Timestamp queries around each kernel's compute pass, read back after a run.
+class Timer {
+  constructor(device, count) {
+    this.querySet = device.createQuerySet({ type: 'timestamp', count: 2 * count });
+    this.resolved = device.createBuffer({ size: 16 * count,
+      usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    this.readback = device.createBuffer({ size: 16 * count,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  }
+
+  writes(index) {
+    return { querySet: this.querySet, beginningOfPassWriteIndex: 2 * index,
+      endOfPassWriteIndex: 2 * index + 1 };
+  }
+
+  resolve(encoder) {
+    encoder.resolveQuerySet(this.querySet, 0, this.querySet.count, this.resolved, 0);
+    encoder.copyBufferToBuffer(this.resolved, 0, this.readback, 0, this.readback.size);
+  }
+
+  async read(kernels) {
+    await this.readback.mapAsync(GPUMapMode.READ);
+    const stamps = new BigUint64Array(this.readback.getMappedRange().slice(0));
+    this.readback.unmap();
+    const ms = (i) => Number(stamps[2 * i + 1] - stamps[2 * i]) / 1e6;
+    return kernels.map((k, i) => ({ name: k.name, ms: ms(i) }));
+  }
+
+  destroy() {
+    [this.querySet, this.resolved, this.readback].forEach((x) => x.destroy());
+  }
+}
+
 class Model {
-  constructor(device, manifest, ownDevice) {
+  constructor(device, manifest, ownDevice, timings) {
     this.device = device;
     this.manifest = manifest;
     this.inputs = manifest.inputs.map(({ name, shape, dtype }) => ({ name, shape, dtype }));
@@ -130,6 +167,9 @@ class Model {
     this.lost = null;
     this.destroyed = false;
     this.pending = Promise.resolve();
+    this.timings = [];
+    this.timer = timings && device.features.has('timestamp-query')
+      ? new Timer(device, manifest.kernels.length) : null;
     device.lost.then((info) => { this.lost = info.message || info.reason || 'unknown reason'; });
     const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
     this.storage = manifest.storage.map((s, i) => device.createBuffer({
@@ -155,7 +195,7 @@ class Model {
       pipeline: p, dispatch: this.manifest.kernels[i].dispatch,
       group: this.device.createBindGroup({
         layout, entries: this.manifest.kernels[i].bindings.map((b) => ({
-          binding: b.slot, resource: { buffer: this.storage[this.manifest.buffers[b.buffer].storage] },
+          binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
         })),
       }),
     }));
@@ -209,13 +249,19 @@ class Model {
     }
     device.pushErrorScope('validation');
     const encoder = device.createCommandEncoder();
-    const pass = encoder.beginComputePass();
-    for (const step of this.steps) {
+    let pass = null;
+    this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
+      if (this.timer) pass?.end();
+      if (!pass || this.timer) {
+        const timed = this.timer ? { timestampWrites: this.timer.writes(i) } : {};
+        pass = encoder.beginComputePass(timed);
+      }
       pass.setPipeline(step.pipeline);
       pass.setBindGroup(0, step.group);
       pass.dispatchWorkgroups(...step.dispatch);
-    }
-    pass.end();
+    });
+    pass?.end();
+    this.timer?.resolve(encoder);
     this.manifest.outputs.forEach((o, i) => encoder.copyBufferToBuffer(
       this.storage[this.buffer(o).storage], 0, this.readback[i], 0, this.readback[i].size));
     device.queue.submit([encoder.finish()]);
@@ -223,6 +269,7 @@ class Model {
     if (error) fail(`WebGPU rejected the run: ${error.message}`);
     try {
       await Promise.all(this.readback.map((b) => b.mapAsync(GPUMapMode.READ)));
+      if (this.timer) this.timings = await this.timer.read(this.manifest.kernels);
     } catch (failure) {
       this.usable();
       fail(`reading the outputs failed: ${failure.message}`);
@@ -241,12 +288,14 @@ class Model {
     if (this.destroyed) return;
     this.destroyed = true;
     [...this.storage, ...this.readback].forEach((b) => b.destroy());
+    this.timer?.destroy();
     if (this.ownDevice) this.device.destroy();
   }
 }
 
 // The model next to this file (or at `base`, a URL of the bundle folder), ready to run.
-export async function load({ device = null, base = new URL('./', import.meta.url) } = {}) {
+export async function load({ device = null, base = new URL('./', import.meta.url),
+  timings = false } = {}) {
   const root = new URL(base, globalThis.location?.href);
   const manifest = await (await fetchOk(new URL('manifest.json', root), 'manifest.json')).json();
   if (manifest.bundle !== 'webgpu') {
@@ -259,9 +308,9 @@ export async function load({ device = null, base = new URL('./', import.meta.url
   const weights = manifest.weights.length ? fetchOk(new URL(manifest.weights_file, root),
     manifest.weights_file).then((r) => r.arrayBuffer()) : null;
   const ownDevice = !device;
-  device = device || await newDevice(manifest.features);
+  device = device || await newDevice(manifest.features, timings);
   checkDevice(device, manifest);
-  const model = new Model(device, manifest, ownDevice);
+  const model = new Model(device, manifest, ownDevice, timings);
   try {
     await model.prepare(await files, weights && safetensors(new Uint8Array(await weights)));
   } catch (error) {
