@@ -147,6 +147,7 @@ assemble_site() {
   # The digits demo runs its exported bundle (no Python in the page unless asked for).
   PYTHONPATH=core "$VENV/bin/python" -m kernelgen export web/demos/digits_model.py \
     --out site/web/demos/digits_bundle >/dev/null
+  PYTHONPATH=core "$VENV/bin/python" web/demos/filters_model.py site/web/demos/filters_bundles
   # The page's service worker must sit at the site root to cover index.html; the editor is
   # Ace from npm (only the files the page loads).
   mv site/web/sw.js site/sw.js

@@ -86,3 +86,29 @@ def test_digits_demo_runs_its_exported_bundle_without_pyodide(site, chromium):  
   assert any(u.endswith("/digits_bundle/model.js") for u in requests)
   assert not [u for u in requests if "pyodide" in u.lower() or u.endswith(".whl")], requests
   print(f"\ndigits demo from its bundle: navigation -> first result {ms:.0f} ms")
+
+
+def test_filters_demo_runs_its_exported_stage_bundles_without_pyodide(site, chromium):  # noqa: F811
+  from test_demos import filters_np, page_images
+  with local_page(chromium, service_workers="block") as page:
+    requests = []
+    page.on("request", lambda r: requests.append(r.url))
+    page.goto(site.url("web/demos/filters.html"))
+    page.wait_for_selector("body[data-ready]", timeout=120_000)
+    assert page.get_attribute("body", "data-ready") == "true", page.inner_text("#notice")
+    ms = page.evaluate("performance.now()")    # the default chain has run on the sample
+    specs = page.evaluate("filtersDemo.chain()")
+    rgb, out = page_images(page)
+    chain = [{"name": "sepia"}, {"name": "conv", "weights": [[0, 0, 0], [0, 0.5, 0], [1, 0, 0]]},
+             {"name": "invert"}]
+    page.evaluate("async (specs) => await filtersDemo.setChain(specs)", chain)
+    page.wait_for_function("!filtersDemo.state.busy")
+    _, chained = page_images(page)
+    assert page.inner_text("#device") == "WEBGPU"
+    assert "exported bundles" in page.inner_text("#run-info")
+    assert "invert: E_120_160_3" in page.inner_text("#timings")
+  np.testing.assert_allclose(out, filters_np(rgb, specs), rtol=1e-4, atol=2e-5)
+  np.testing.assert_allclose(chained, filters_np(rgb, chain), rtol=1e-4, atol=2e-5)
+  assert any(u.endswith("/filters_bundles/conv/manifest.json") for u in requests)
+  assert not [u for u in requests if "pyodide" in u.lower() or u.endswith(".whl")], requests
+  print(f"\nfilters demo from its bundles: navigation -> first result {ms:.0f} ms")
