@@ -1,6 +1,7 @@
 """The digits demo's forward pass as a kernelgen program with a named input, exported at build
-time (build.sh: python -m kernelgen export web/demos/digits_model.py --out .../digits_bundle) so
-the demo classifies without Python in the page: probs = softmax(relu(pixels/16 @ w1 + b1) @ w2 + b2).
+time (build.sh: python -m kernelgen export web/demos/digits_model.py --out .../digits_bundle)
+so the demo classifies without Python in the page:
+probs = softmax(relu(pixels/16 @ w1 + b1) @ w2 + b2).
 """
 import base64
 import json

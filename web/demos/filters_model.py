@@ -36,7 +36,7 @@ def edge_pad(x, n):
 
 
 def conv(img, k):
-  """Each channel of img (H, W, C) correlated with the square kernel k (a Tensor; edges repeated)."""
+  """Each channel of img (H, W, C) correlated with the square Tensor k (edges repeated)."""
   n = k.shape[0]
   x = edge_pad(img.permute(2, 0, 1).unsqueeze(1), n // 2)
   return x.conv2d(k.reshape(1, 1, n, n)).squeeze(1).permute(1, 2, 0)
