@@ -311,3 +311,20 @@ def test_cli_exports_an_onnx_model_or_says_onnx_is_not_there_yet(tmp_path, capsy
   xv = np.linspace(-1, 1, 20, dtype=np.float32).reshape(5, 4)
   got = bundle.run({"x": xv}, device="PTXSIM")["y"].numpy()
   np.testing.assert_allclose(got, np.maximum(xv @ w, 0), rtol=1e-5, atol=1e-6)
+
+
+def test_web_api_export_bundles_gives_both_bundles_as_files():
+  import base64
+  from kernelgen import web_api
+  result = web_api.export_bundles("a = Tensor([[1.0, -2.0], [3.0, 4.0]])\nout = (a @ a).relu()\n",
+                                  "sm_86")
+  assert result["ok"], result
+  files = {f["name"]: base64.b64decode(f["base64"]) for f in result["files"]}
+  assert {"webgpu/model.js", "webgpu/manifest.json", "ptx/manifest.json",
+          "ptx/weights.safetensors"} <= set(files)
+  ptx = [name for name in files if name.endswith(".ptx")]
+  assert ptx and all(b".target sm_86" in files[name] for name in ptx)
+  manifest = json.loads(files["webgpu/manifest.json"])
+  assert manifest["outputs"][0]["name"] == "out" and manifest["inputs"] == []
+  bad = web_api.export_bundles("out = 3\n", "sm_80")
+  assert not bad["ok"] and "must be a Tensor" in bad["error"]["message"]
