@@ -328,3 +328,14 @@ def test_web_api_export_bundles_gives_both_bundles_as_files():
   assert manifest["outputs"][0]["name"] == "out" and manifest["inputs"] == []
   bad = web_api.export_bundles("out = 3\n", "sm_80")
   assert not bad["ok"] and "must be a Tensor" in bad["error"]["message"]
+
+
+def test_an_output_that_is_an_input_or_a_weight_needs_no_kernel(tmp_path):
+  x = kg.Tensor.empty(2, 2, name="x")
+  w = kg.Tensor([[1.0, 2.0], [3.0, 4.0]])
+  bundle = kg.export({"same": x, "w": w}, str(tmp_path), format="ptx")
+  assert bundle.manifest["kernels"] == []
+  xv = np.array([[5, 6], [7, 8]], np.float32)
+  out = bundle.run({"x": xv}, device="PTXSIM")
+  np.testing.assert_array_equal(out["same"].numpy(), xv)
+  np.testing.assert_array_equal(out["w"].numpy(), [[1, 2], [3, 4]])

@@ -189,3 +189,14 @@ def test_missing_feature_is_an_error_that_says_what_to_do(chromium, site):
     assert own is None, own
   else:
     assert own is not None and "shader-f16, which this adapter lacks: export it without" in own
+
+
+def test_a_bundle_without_kernels_returns_its_input_and_weight(chromium, site):
+  root, server = site
+  x = kg.Tensor.empty(2, 3, name="x")
+  kg.export({"same": x, "w": kg.Tensor([[1.0, 2.0, 3.0]])}, str(root / "none"))
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    info = page.evaluate(RUN, ["none", {"x": [1, 2, 3, 4, 5, 6]}, 2])
+  assert info["out"] == {"same": [1, 2, 3, 4, 5, 6], "w": [1, 2, 3]}
+  assert info["timings"] == []

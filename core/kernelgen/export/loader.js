@@ -168,7 +168,7 @@ class Model {
     this.destroyed = false;
     this.pending = Promise.resolve();
     this.timings = [];
-    this.timer = timings && device.features.has('timestamp-query')
+    this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
     device.lost.then((info) => { this.lost = info.message || info.reason || 'unknown reason'; });
     const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
