@@ -200,3 +200,32 @@ def test_a_bundle_without_kernels_returns_its_input_and_weight(chromium, site):
     info = page.evaluate(RUN, ["none", {"x": [1, 2, 3, 4, 5, 6]}, 2])
   assert info["out"] == {"same": [1, 2, 3, 4, 5, 6], "w": [1, 2, 3]}
   assert info["timings"] == []
+
+
+def test_an_onnx_model_exported_by_the_cli_runs_in_chromium(chromium, site):
+  """Once kg.onnx is there (issue 20); until then the CLI says it cannot read ONNX yet."""
+  import importlib.util
+  onnx = pytest.importorskip("onnx")
+  from onnx import TensorProto, helper, numpy_helper
+  from kernelgen.__main__ import main
+  root, server = site
+  w = (np.arange(24, dtype=np.float32).reshape(8, 3) - 12) / 10
+  graph = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Softmax", ["h"], ["y"])],
+    "mm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 3])],
+    [numpy_helper.from_array(w, "w")])
+  path = root / "mm.onnx"
+  onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+  code = main(["export", str(path), "--out", str(root / "onnx")])
+  if importlib.util.find_spec("kernelgen.frontend") is None or \
+     importlib.util.find_spec("kernelgen.frontend.onnx") is None:
+    assert code == 1
+    return
+  assert code == 0
+  xv = np.linspace(-2, 2, 32, dtype=np.float32).reshape(4, 8)
+  info = _run_in_page(chromium, server, "onnx", {"x": xv})
+  z = xv @ w
+  e = np.exp(z - z.max(-1, keepdims=True))
+  got = np.array(info["out"]["y"], np.float32).reshape(4, 3)
+  np.testing.assert_allclose(got, e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-6)
