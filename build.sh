@@ -145,6 +145,10 @@ assemble_site() {
   mkdir -p site/pyodide
   cp index.html site/
   cp -r web site/web
+  # The digits demo runs its exported bundle (no Python in the page unless asked for).
+  PYTHONPATH=core "$VENV/bin/python" -m kernelgen export web/demos/digits_model.py \
+    --out site/web/demos/digits_bundle >/dev/null
+  PYTHONPATH=core "$VENV/bin/python" web/demos/filters_model.py site/web/demos/filters_bundles
   # The page's service worker must sit at the site root to cover index.html; the editor is
   # Ace from npm (only the files the page loads).
   mv site/web/sw.js site/sw.js

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
 import kernelgen as kg  # noqa: E402
 from kernelgen.compiler import buffer_limit, compile_item  # noqa: E402
 from kernelgen.device import Device  # noqa: E402
-from kernelgen.lazy import Buffer  # noqa: E402
-from kernelgen.schedule import schedule  # noqa: E402
+from kernelgen.graph.lazy import Buffer  # noqa: E402
+from kernelgen.graph.schedule import schedule  # noqa: E402
 
 
 def realize_recording(tensor) -> list:

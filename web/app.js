@@ -2,7 +2,7 @@
 // kernelgen.js (the same API other pages embed). `window.kgApp` exposes the actions for tests.
 import { createKernelgen } from './kernelgen.js';
 import { EXAMPLES, DEFAULT_EXAMPLE } from './examples.js';
-import { download, manifest } from './downloads.js';
+import { download, downloadBundles, manifest } from './downloads.js';
 import { makeEditor, setSource, setupAce } from './editors.js';
 import { el, showError, showKernels, showResult, showVerify } from './views.js';
 
@@ -226,6 +226,7 @@ function showSources() {
   $('download-wgsl').disabled = !wgsl.ok;
   $('download-ptx').disabled = !ptx.ok;
   $('download-zip').disabled = !(wgsl.ok || ptx.ok) || Boolean(wgsl.pending || ptx.pending);
+  $('download-bundles').disabled = $('download-zip').disabled;
 }
 
 // One target's {ok, kernels | error}; a program that fails to run throws (busy() shows it).
@@ -488,6 +489,7 @@ function bindKeys() {
   $('verify').onclick = verify;
   for (const kind of ['wgsl', 'ptx', 'zip']) $(`download-${kind}`).onclick = () =>
     download(kind, state.compiled, state.selected);
+  $('download-bundles').onclick = () => bundles().catch(() => {});
   $('arch').onchange = () => state.compiled && compile();
 }
 
@@ -509,7 +511,17 @@ async function start() {
   document.body.dataset.ready = 'true';
 }
 
-window.kgApp = { state, run, compile, verify, stop, loadExample, idle,
+// The program's webgpu and ptx bundles as one zip; an error shows next to the code.
+async function bundles() {
+  try {
+    return await downloadBundles(state.kg, state.editor.getValue(), state.arch());
+  } catch (error) {
+    reportError(error);
+    throw error;
+  }
+}
+
+window.kgApp = { state, run, compile, verify, stop, loadExample, idle, bundles,
   download: (kind) => download(kind, state.compiled, state.selected),
   manifest: () => manifest(state.compiled),
   setCode: (code) => state.editor.setValue(code, 1), getCode: () => state.editor.getValue() };

@@ -1,5 +1,6 @@
 // The page's downloads: the selected kernel as .wgsl or .ptx, or every kernel of both targets
-// plus manifest.json (launch sizes, buffers, order) as one .zip; all made in the page.
+// plus manifest.json (launch sizes, buffers, order) as one .zip, or the program's two bundles
+// (kg.export: webgpu/ with model.js, ptx/) as one .zip; all made in the page.
 import { makeZip } from './zip.js';
 
 function save(blob, name) {
@@ -40,4 +41,11 @@ export function download(kind, compiled, selected) {
   const files = kernelFiles(compiled, kind);
   const file = files[selected] || files[0];
   save(new Blob([file.text], { type: 'text/plain' }), file.name);
+}
+
+// Both bundles of the program (exported by kernelgen in the worker) as bundles.zip.
+export async function downloadBundles(kg, code, arch) {
+  const files = await kg.exportBundles(code, { arch });
+  save(makeZip(files), 'bundles.zip');
+  return files.map((f) => f.name);
 }

@@ -110,6 +110,15 @@ class Kernelgen {
     return this.callChecked('compile', { code, arch, targets });
   }
 
+  // Both bundles (kg.export: webgpu and ptx) of the program's `out`: [{name, bytes}], names
+  // "webgpu/model.js", "ptx/manifest.json", ...
+  async exportBundles(code, { arch = 'sm_80' } = {}) {
+    const result = await this.callChecked('exportBundles', { code, arch });
+    return result.files.map((f) => ({
+      name: f.name, bytes: Uint8Array.from(atob(f.base64), (c) => c.charCodeAt(0)),
+    }));
+  }
+
   // Run the program; resolves to its `out` as {shape, dtype, data (a typed array)} plus
   // device, timings, seconds, and `reference` (the comparison with PYTHON) when asked for.
   // search: time candidate launch options of each kernel on the device and keep the fastest

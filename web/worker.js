@@ -158,6 +158,7 @@ const COMMANDS = {
   boot,
   run,
   compile: ({ code, arch, targets }) => callPython('compile_program', code, arch, targets),
+  exportBundles: ({ code, arch }) => callPython('export_bundles', code, arch),
   // the last run of `code` compared with the PYTHON interpreter (see web_api.check_reference)
   reference: ({ code }) => callPython('check_reference', code),
   verify: async ({ code, arch }) => {

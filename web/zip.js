@@ -26,7 +26,7 @@ function header(size, fields) {
   return new Uint8Array(view.buffer);
 }
 
-// files: [{name, text}] -> a Blob holding a zip archive (method 0: stored, UTF-8 names).
+// files: [{name, text} or {name, bytes}] -> a Blob holding a zip archive (method 0: stored, UTF-8 names).
 export function makeZip(files) {
   const encoder = new TextEncoder();
   const parts = [];
@@ -34,7 +34,7 @@ export function makeZip(files) {
   let offset = 0;
   for (const file of files) {
     const name = encoder.encode(file.name);
-    const data = encoder.encode(file.text);
+    const data = file.bytes || encoder.encode(file.text);
     const crc = crc32(data);
     const common = [[2, 20], [2, 0x0800], [2, 0], [2, 0], [2, 0x21], [4, crc],
       [4, data.length], [4, data.length], [2, name.length], [2, 0]];

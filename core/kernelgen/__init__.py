@@ -5,6 +5,7 @@
     y = (x @ kg.Tensor.randn(2, 3, seed=0)).relu().sum(axis=1, keepdim=True)
     y.tolist()                                  # runs on kg.Device.DEFAULT
     kernels = kg.compile(y, target="wgsl")      # or "ptx" (arch="sm_80") or "python"
+    kg.export({"y": y}, "DIR", format="webgpu") # a bundle: model.js, WGSL, weights, manifest
 """
 from .device import Device
 from .dtype import DType, dtypes
@@ -14,6 +15,8 @@ from .frontend.tensor import Tensor, cat, stack, where
 from .frontend.scan import cummax, cummin, cumprod, cumsum
 from .frontend.sort import argsort, sort, topk
 from .frontend.einsum import einsum
+# (after the subpackage import, `kg.export` is the function, not the package kernelgen.export)
+from .export import export, load_bundle  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -33,6 +36,6 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
            "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
-           "einsum",
+           "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError"]

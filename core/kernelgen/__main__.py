@@ -1,6 +1,7 @@
-"""The command line: render a program's kernels to files.
+"""The command line: render a program's kernels to files, or export it as a bundle.
 
     python -m kernelgen render PROGRAM.py --target ptx --arch sm_80 --out DIR [--output NAME]
+    python -m kernelgen export PROGRAM.py | MODEL.onnx --out DIR [--format webgpu | ptx --arch sm_XX]
 """
 from __future__ import annotations
 
@@ -40,16 +41,16 @@ def parser() -> argparse.ArgumentParser:
   render.add_argument("--arch", default="sm_80", help="PTX arch, e.g. sm_75, sm_80, sm_90")
   render.add_argument("--out", required=True, help="the directory to write into")
   render.add_argument("--output", default="out", help="the program's variable holding the result")
+  from .export.cli import add_parser
+  add_parser(sub)
   return top
 
 
 def load_outputs(path: str, name: str) -> list:
   from .errors import KernelgenError
   from .frontend.tensor import Tensor
-  namespace = {"__name__": "__kernelgen_program__", "__file__": path}
-  with open(path, encoding="utf-8") as f:
-    code = compile(f.read(), path, "exec")
-  exec(code, namespace)
+  from .export.cli import run_program
+  namespace = run_program(path)
   if name not in namespace:
     raise KernelgenError(f"{path} does not define `{name}`: assign the result tensor to it "
                          f"or pass --output NAME")
@@ -92,6 +93,9 @@ def main(argv=None) -> int:
   from .errors import KernelgenError
   args = parser().parse_args(argv)
   try:
+    if args.command == "export":
+      from .export.cli import export_command
+      return export_command(args)
     return render(args)
   except (KernelgenError, OSError) as error:
     print(f"error: {error}", file=sys.stderr)

@@ -97,13 +97,22 @@ def compile_program(roots: list, target: str = "python", options: dict | None = 
                     print_after=()) -> list:
   """Every pass from lazy tensors to kernels, in order: schedule, then per kernel optimize,
   lower and the kernel passes above (`kernel_passes`), then render. Returns CompiledKernels."""
+  return [kernel for _, kernel in compile_plan(roots, target, options, print_after)]
+
+
+def compile_plan(roots: list, target: str = "python", options: dict | None = None,
+                 print_after=()) -> list:
+  """compile_program's kernels with the schedule items they compute: [(ScheduleItem,
+  CompiledKernel)] in launch order (export wires buffers from the items: slot 0 is `item.out`,
+  slot i the input `item.inputs[i - 1]`)."""
   from .graph.schedule import schedule
   get_target(target).check_options(options or {})
   items = schedule(roots, buffer_limit(target, options))       # schedule
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)
-  return [compile_item(item, target, options, print_after) for item in items if item.out.size]
+  return [(item, compile_item(item, target, options, print_after)) for item in items
+          if item.out.size]
 
 
 def buffer_limit(target: str, options: dict | None) -> int | None:

@@ -151,6 +151,33 @@ def compile_program(code: str, arch: str | None = "sm_80", targets: str = "wgsl,
   return _guarded(work)
 
 
+def export_bundles(code: str, arch: str | None = "sm_80") -> dict:
+  """Both bundles (kg.export) of the program's `out`, as files for the page's zip:
+  {"files": [{"name": "webgpu/model.js" | "ptx/....ptx" | ..., "base64": ...}]}."""
+  def work():
+    out = execute(code, "PYTHON")
+    files = []
+    for fmt in ("webgpu", "ptx"):
+      files += _bundle_files(out, fmt, arch)
+    return {"files": files}
+  return _guarded(work)
+
+
+def _bundle_files(out, fmt: str, arch: str | None) -> list[dict]:
+  import base64
+  import os
+  import tempfile
+
+  import kernelgen
+  with tempfile.TemporaryDirectory(prefix="kernelgen-bundle-") as folder:
+    kernelgen.export({"out": out}, folder, format=fmt, arch=arch if fmt == "ptx" else None)
+    files = []
+    for name in sorted(os.listdir(folder)):
+      with open(os.path.join(folder, name), "rb") as f:
+        files.append({"name": f"{fmt}/{name}", "base64": base64.b64encode(f.read()).decode()})
+  return files
+
+
 # ---- run and compare ----
 
 def tensor_data(out) -> dict:

@@ -1,6 +1,8 @@
 // The digits demo: a drawing pad, downsampled the way scikit-learn's digits were made (the digit
 // scaled into a 32x32 box, ink counted in 4x4 blocks: 8x8 values 0..16), classified by an MLP
-// whose forward pass is a kernelgen program run on WebGPU (or the PYTHON fallback).
+// whose forward pass is a kernelgen program run on WebGPU (or the PYTHON fallback). With WebGPU
+// the page runs the program's exported bundle (digits_bundle/, made by build.sh from
+// digits_model.py) and boots no Python; Pyodide boots only for "show kernels" or without WebGPU.
 import { $, exclusive, boot, fallbackNotice, KernelsView, KERNELS_VIEW_HTML } from './common.js';
 
 const PAD_INK = 24;        // pen width on the 280x280 pad
@@ -9,8 +11,8 @@ const BLOCK = 4;           // ... whose BLOCK x BLOCK blocks become the 8x8 inpu
 const GRID = BOX / BLOCK;
 const BOX_INK = 7;         // the dataset's strokes are ~7 of 32 pixels wide: thinner ones are widened
 
-const state = { kg: null, weights: null, input: null, probs: null, runs: 0, busy: null,
-  wanted: null, kernels: null, last: null, error: null };
+const state = { kg: null, model: null, weights: null, input: null, probs: null, runs: 0,
+  busy: null, wanted: null, kernels: null, last: null, error: null };
 
 // ---- the program ----
 
@@ -61,18 +63,27 @@ async function drain() {
   return result;
 }
 
+// The forward pass on the exported bundle, else through kernelgen in Pyodide.
+async function forward(pixels, code) {
+  if (state.model) {
+    const out = await state.model.run({ pixels: Float32Array.from(pixels) });
+    return { data: out.probs, device: 'WEBGPU', timings: [] };
+  }
+  return exclusive(() => state.kg.run(code, { device: state.kg.device }));
+}
+
 async function runOnce(pixels) {
   const code = program(pixels);
   const start = performance.now();
   try {
-    const result = await exclusive(() => state.kg.run(code, { device: state.kg.device }));
+    const result = await forward(pixels, code);
     const ms = performance.now() - start;
     state.input = pixels;
     state.probs = Array.from(result.data);
     state.error = null;
     state.last = { device: result.device || state.kg.device, ms, timings: result.timings };
     showResult(state.probs, state.last);
-    state.kernels.update(code, result.timings);
+    state.kernels?.update(code, result.timings);
   } catch (error) {
     state.error = { type: error.type, message: error.message };
     $('run-info').textContent = `${error.type}: ${error.message}`;
@@ -105,7 +116,8 @@ function showResult(probs, { device, ms, timings }) {
   $('digit').textContent = String(best);
   $('confidence').textContent = `${(probs[best] * 100).toFixed(1)}% sure`;
   $('run-info').textContent = `${device}: ${ms.toFixed(0)} ms per classification ` +
-    '(compile + upload + run + read back)';
+    (state.model ? '(exported bundle: upload + run + read back)'
+      : '(compile + upload + run + read back)');
   const rows = (timings || []).map((t) => `<tr><td>${t.name}</td><td class="ms">` +
     `${t.ms.toFixed(3)} ms</td></tr>`);
   $('timings').innerHTML = rows.length ? `<tr><th>kernel</th><th>GPU time</th></tr>${rows.join('')}`
@@ -240,18 +252,56 @@ function setupSamples(samples) {
 
 // ---- start ----
 
+// The exported bundle on WebGPU, or null (no WebGPU, `?webgpu=0`, or no bundle in this build).
+async function loadBundle() {
+  if (new URLSearchParams(location.search).get('webgpu') === '0') return null;
+  try {
+    const { load } = await import('./digits_bundle/model.js');
+    return await load();
+  } catch (error) {
+    console.info(`digits: running through Pyodide (${error.message})`);
+    return null;
+  }
+}
+
+function showBundleDevice() {
+  $('loader').classList.add('done');
+  $('device').textContent = 'WEBGPU';
+  $('device').className = 'pill webgpu';
+  $('adapter').textContent = 'WebGPU: the exported bundle digits_bundle/model.js (no Python)';
+  document.body.dataset.device = 'WEBGPU';
+}
+
+// "Show kernels" compiles the program in Pyodide: booted on first use when the bundle runs.
+async function toggleKernels() {
+  if (!state.kernels) {
+    if (!state.kg) {
+      $('loader').classList.remove('done');
+      state.kg = await boot();
+      showBundleDevice();
+    }
+    const view = $('kernels-view');
+    view.innerHTML = KERNELS_VIEW_HTML;
+    state.kernels = new KernelsView(state.kg, view);
+    if (state.input) state.kernels.update(program(state.input), state.last?.timings);
+  }
+  return state.kernels.toggle();
+}
+
 async function main() {
   makeBars();
   setupPad();
   drawGrid(new Array(64).fill(0));
   const weights = fetch('digits_weights.json').then((r) => r.json());
-  state.kg = await boot();
+  state.model = await loadBundle();
+  if (state.model) {
+    showBundleDevice();
+  } else {
+    state.kg = await boot();
+    fallbackNotice(state.kg, 'Each classification takes around a second.');
+  }
   state.weights = await weights;
-  fallbackNotice(state.kg, 'Each classification takes around a second.');
-  const view = $('kernels-view');
-  view.innerHTML = KERNELS_VIEW_HTML;
-  state.kernels = new KernelsView(state.kg, view);
-  $('show-kernels').addEventListener('click', () => state.kernels.toggle());
+  $('show-kernels').addEventListener('click', toggleKernels);
   $('clear').addEventListener('click', clearPad);
   setupSamples(state.weights.samples);
   $('program').textContent = program('[...]'.split(), { elide: true }).replace(

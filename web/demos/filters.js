@@ -1,5 +1,8 @@
 // The image filters demo: a chain of kernelgen ops over an RGB image, run on WebGPU (or the
 // PYTHON fallback, on a reduced image), with the result on a canvas and each kernel's GPU time.
+// With WebGPU the sample image runs through bundles exported at build time (filters_bundles/,
+// one per stage, from filters_model.py): no Python in the page. Pyodide boots for another
+// image's size, for "show kernels", or without WebGPU.
 import { $, exclusive, base64, boot, fallbackNotice, KernelsView, KERNELS_VIEW_HTML } from './common.js';
 
 const FALLBACK_WIDTH = 48;   // on the PYTHON interpreter the image is reduced to this width
@@ -76,8 +79,8 @@ def invert(img):
 
 `;
 
-const state = { kg: null, image: null, sampleImage: null, chain: [], busy: null, wanted: false,
-  runs: 0, kernels: null, output: null, error: null, last: null };
+const state = { kg: null, bundles: null, image: null, sampleImage: null, chain: [], busy: null,
+  wanted: false, runs: 0, kernels: null, output: null, error: null, last: null };
 
 // ---- the chain: from the controls, to the controls, to a program ----
 
@@ -156,19 +159,54 @@ async function drain() {
   return result;
 }
 
+// The exported stage bundles fit the image (the sample's size).
+function bundlesFit() {
+  const shape = state.bundles?.invert.inputs[0].shape;
+  return Boolean(shape) && shape[0] === state.image.height && shape[1] === state.image.width;
+}
+
+// The chain through the stage bundles: each stage's output is the next one's input.
+async function runBundles(specs) {
+  const { width, height, rgb } = state.image;
+  let img = Float32Array.from(rgb, (v) => v / 255);
+  const timings = [];
+  for (const spec of specs) {
+    const model = state.bundles[spec.name];
+    const inputs = { img };
+    for (const [param] of STAGES.find((s) => s.name === spec.name).params || []) {
+      inputs[param] = Float32Array.of(spec[param]);
+    }
+    if (spec.weights) inputs.weights = Float32Array.from(spec.weights.flat());
+    img = (await model.run(inputs)).img;
+    timings.push(...model.timings.map((t) => ({ name: `${spec.name}: ${t.name}`, ms: t.ms })));
+  }
+  return { data: img.map((v) => Math.min(1, Math.max(0, v))), shape: [height, width, 3], timings };
+}
+
+// The chain through kernelgen in Pyodide (booted on first use when the bundles run).
+async function runPython(code) {
+  if (!state.kg) await bootPython();
+  return exclusive(() => state.kg.run(code, { device: state.kg.device }));
+}
+
+function deviceName() {
+  return state.bundles ? 'WEBGPU' : state.kg.device;
+}
+
 async function runOnce(specs) {
   const code = program(specs);
   $('program').textContent = program(specs, { elide: true });
-  $('run-info').textContent = `running on ${state.kg.device}…`;
+  $('run-info').textContent = `running on ${deviceName()}…`;
   const start = performance.now();
   try {
-    const result = await exclusive(() => state.kg.run(code, { device: state.kg.device }));
-    state.last = { ms: performance.now() - start, timings: result.timings || [], specs };
+    const bundled = bundlesFit();
+    const result = await (bundled ? runBundles(specs) : runPython(code));
+    state.last = { ms: performance.now() - start, timings: result.timings || [], specs, bundled };
     state.output = result.data;
     state.error = null;
     drawOutput(result.data, result.shape);
     showTimings(state.last);
-    state.kernels.update(code, state.last.timings);
+    state.kernels?.update(code, state.last.timings);
   } catch (error) {
     state.error = { type: error.type, message: error.message };
     $('run-info').textContent = `${error.type}: ${error.message}`;
@@ -178,10 +216,11 @@ async function runOnce(specs) {
   return { error: state.error, specs };
 }
 
-function showTimings({ ms, timings, specs }) {
+function showTimings({ ms, timings, specs, bundled }) {
   const names = specs.map((s) => s.name).join(' → ') || 'no filters';
-  $('run-info').textContent = `${state.kg.device}: ${names} in ${ms.toFixed(0)} ms ` +
-    '(compile + upload + run + read back)';
+  $('run-info').textContent = `${deviceName()}: ${names} in ${ms.toFixed(0)} ms ` +
+    (bundled ? '(exported bundles: upload + run + read back)'
+      : '(compile + upload + run + read back)');
   const total = timings.reduce((sum, t) => sum + t.ms, 0);
   const rows = timings.map((t) => `<tr><td>${t.name}</td><td class="ms">${t.ms.toFixed(3)} ms</td></tr>`);
   $('timings').innerHTML = rows.length ? `<tr><th>kernel</th><th>GPU time</th></tr>${rows.join('')}` +
@@ -218,7 +257,7 @@ function imageBytes(image, maxWidth) {
 }
 
 async function useImage(image, what) {
-  const maxWidth = state.kg.device === 'WEBGPU' ? MAX_WIDTH : FALLBACK_WIDTH;
+  const maxWidth = deviceName() === 'WEBGPU' ? MAX_WIDTH : FALLBACK_WIDTH;
   state.image = imageBytes(image, maxWidth);
   const { width, height } = state.image;
   $('before-caption').textContent = `${what} (${width}×${height})`;
@@ -293,16 +332,60 @@ function setupInputs() {
   });
 }
 
+// The stage bundles on one WebGPU device (timed per kernel), or null without WebGPU.
+async function loadBundles() {
+  if (new URLSearchParams(location.search).get('webgpu') === '0') return null;
+  try {
+    const adapter = await navigator.gpu.requestAdapter();
+    const timer = adapter.features.has('timestamp-query') ? ['timestamp-query'] : [];
+    const device = await adapter.requestDevice({ requiredFeatures: timer });
+    const { load } = await import('./filters_bundles/invert/model.js');
+    const models = await Promise.all(STAGES.map((stage) => load({ device, timings: true,
+      base: new URL(`./filters_bundles/${stage.name}/`, import.meta.url) })));
+    return Object.fromEntries(STAGES.map((stage, i) => [stage.name, models[i]]));
+  } catch (error) {
+    console.info(`filters: running through Pyodide (${error.message})`);
+    return null;
+  }
+}
+
+function showBundleDevice() {
+  $('loader').classList.add('done');
+  $('device').textContent = 'WEBGPU';
+  $('device').className = 'pill webgpu';
+  $('adapter').textContent = 'WebGPU: the exported bundles filters_bundles/ (no Python)';
+  document.body.dataset.device = 'WEBGPU';
+}
+
+async function bootPython() {
+  $('loader').classList.remove('done');
+  state.kg = await boot();
+  if (state.bundles) showBundleDevice();
+}
+
+async function toggleKernels() {
+  if (!state.kernels) {
+    if (!state.kg) await bootPython();
+    const view = $('kernels-view');
+    view.innerHTML = KERNELS_VIEW_HTML;
+    state.kernels = new KernelsView(state.kg, view);
+    if (state.last) state.kernels.update(program(state.last.specs), state.last.timings);
+  }
+  return state.kernels.toggle();
+}
+
 async function main() {
   setupStages();
   const sample = loadImage('sample.png');
-  state.kg = await boot();
-  fallbackNotice(state.kg, `The image is reduced to ${FALLBACK_WIDTH} pixels wide and a run ` +
-    'takes several seconds.');
-  const view = $('kernels-view');
-  view.innerHTML = KERNELS_VIEW_HTML;
-  state.kernels = new KernelsView(state.kg, view);
-  $('show-kernels').addEventListener('click', () => state.kernels.toggle());
+  state.bundles = await loadBundles();
+  if (state.bundles) {
+    showBundleDevice();
+  } else {
+    state.kg = await boot();
+    fallbackNotice(state.kg, `The image is reduced to ${FALLBACK_WIDTH} pixels wide and a run ` +
+      'takes several seconds.');
+  }
+  $('show-kernels').addEventListener('click', toggleKernels);
   setupInputs();
   state.sampleImage = await sample;
   await useImage(state.sampleImage, 'sample image');

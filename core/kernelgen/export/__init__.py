@@ -1,1 +1,12 @@
-"""Export: compiled programs written out for use without kernelgen (filled in by the export issue)."""
+"""Export: a compiled program as a standalone bundle, and running a bundle from Python.
+
+    kg.export(outputs, "DIR", format="webgpu")    # DIR/model.js, *.wgsl, weights, manifest.json
+    kg.export(outputs, "DIR", format="ptx", arch="sm_80")
+    kg.load_bundle("DIR").run({"x": x}, device="PTXSIM")   # {name: Tensor}
+
+plan.py describes the program (buffers, kernels, shared memory), bundle.py writes and runs it,
+loader.js is the browser side (copied as DIR/model.js), safetensors.py the weights file.
+"""
+from .bundle import Bundle, export, load_bundle
+
+__all__ = ["Bundle", "export", "load_bundle"]

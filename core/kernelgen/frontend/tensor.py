@@ -166,8 +166,15 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin):
     return Tensor.full(shape_args(shape), 1, dtype, device)
 
   @staticmethod
-  def empty(*shape, dtype=dtypes.float32, device=None) -> Tensor:
-    return Tensor.zeros(*shape, dtype=dtype, device=device)
+  def empty(*shape, dtype=dtypes.float32, device=None, name: str | None = None) -> Tensor:
+    """An unfilled buffer of `shape`; `name` makes it a program input (kg.export)."""
+    from ..device import Device
+    shape = tuple(int(s) for s in shape_args(shape))
+    if any(s < 0 for s in shape):
+      raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
+    device = Device.canonical(device) if device else _default_device()
+    buffer = lazy.Buffer(device, dtypes.from_name(dtype), prod(shape), name=name)
+    return Tensor(LazyOp.from_buffer(buffer, shape))
 
   @staticmethod
   def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:

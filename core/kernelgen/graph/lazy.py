@@ -26,10 +26,12 @@ class L(Enum):
 
 
 class Buffer:
-  """`size` elements of `dtype` in numpy layout on `device`; host bytes until a kernel needs it."""
+  """`size` elements of `dtype` in numpy layout on `device`; host bytes until a kernel needs it.
+  `name`: a program input's name (Tensor.empty(..., name=)); None for other buffers."""
 
-  def __init__(self, device: str, dtype: DType, size: int, data: bytes | None = None):
-    self.device, self.dtype, self.size = device, dtype, size
+  def __init__(self, device: str, dtype: DType, size: int, data: bytes | None = None,
+               name: str | None = None):
+    self.device, self.dtype, self.size, self.name = device, dtype, size, name
     self._handle = None
     self._host = bytes(data) if data is not None else None
 

@@ -32,9 +32,15 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   else:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
   buffers = [BufferSpec(0, "out", out.dtype, out.size, "write")]
-  buffers += [BufferSpec(i + 1, f"in{i + 1}", s.dtype, s.size, "read")
+  buffers += [BufferSpec(i + 1, input_name(s, i + 1), s.dtype, s.size, "read")
               for i, s in enumerate(item.inputs)]
   return UOp(Ops.SINK, None, tuple(stores)), buffers
+
+
+def input_name(node, slot: int) -> str:
+  """A named input's name (Tensor.empty(..., name=)), else `in<slot>`."""
+  name = node.buffer.name if node.realized else None
+  return name if name else f"in{slot}"
 
 
 def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:

@@ -1,0 +1,198 @@
+"""Writing a bundle to a directory, and running one from Python (`kg.load_bundle`).
+
+    DIR/manifest.json          plan.py's manifest
+    DIR/<kernel>.wgsl|.ptx     each kernel's source, in the manifest's launch order
+    DIR/weights.safetensors    the realized data the program reads (safetensors.py)
+    DIR/model.js               webgpu bundles: the browser loader (loader.js, no dependencies)
+
+`Bundle.run(inputs, device)` executes the manifest on a kernelgen runtime: a ptx bundle on CUDA or
+PTXSIM, a webgpu bundle on WEBGPU (wgpu). Storage buffers are allocated and the weights uploaded
+once per device; each run writes the inputs, launches every kernel in order and reads the outputs
+back as Tensors on that device.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import DeviceError, DTypeError, KernelgenError, ShapeError
+from . import safetensors
+from .plan import FORMAT, make_plan
+
+FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
+LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader.js")
+WEIGHTS = "weights.safetensors"
+
+
+def export(outputs, path: str, format: str = "webgpu", arch: str | None = None, **options):
+  """Compile `outputs` (a Tensor, a list, or a dict name -> Tensor) and write a bundle of
+  `format` ("webgpu" or "ptx") into directory `path`; returns it loaded (a Bundle)."""
+  if format not in FORMATS:
+    raise KernelgenError(f"unknown export format {format!r}: use 'webgpu' or 'ptx'")
+  target, suffix = FORMATS[format]
+  if target == "ptx":
+    options["arch"] = arch or "sm_80"
+  elif arch is not None:
+    raise KernelgenError("arch= is for format='ptx'; a webgpu bundle has no arch")
+  plan = make_plan(outputs, target, options, suffix)
+  plan.manifest["bundle"] = format
+  os.makedirs(path, exist_ok=True)
+  for name, source in plan.sources.items():
+    _write_text(os.path.join(path, name), source)
+  safetensors.write(os.path.join(path, WEIGHTS), plan.weights)
+  plan.manifest["weights_file"] = WEIGHTS
+  manifest = json.dumps(plan.manifest, separators=(",", ":"))
+  _write_text(os.path.join(path, "manifest.json"), manifest)
+  if format == "webgpu":
+    with open(LOADER, encoding="utf-8") as f:
+      _write_text(os.path.join(path, "model.js"), f.read())
+  return Bundle(path)
+
+
+def _write_text(path: str, text: str) -> None:
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(text)
+
+
+def load_bundle(path: str) -> Bundle:
+  """The bundle `kg.export` wrote into directory `path`."""
+  return Bundle(path)
+
+
+class Bundle:
+  """An exported program: `inputs`/`outputs` ([{name, shape, dtype}]) and `run`."""
+
+  def __init__(self, path: str):
+    self.path = path
+    try:
+      with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
+        self.manifest = json.load(f)
+    except OSError as error:
+      raise KernelgenError(f"{path} holds no bundle ({error}): write one with kg.export(...) "
+                           f"or python -m kernelgen export") from None
+    if self.manifest.get("format") != FORMAT:
+      raise KernelgenError(f"{path}/manifest.json is not a {FORMAT} manifest: re-export it")
+    self.inputs = [_public(e) for e in self.manifest["inputs"]]
+    self.outputs = [_public(e) for e in self.manifest["outputs"]]
+    self._devices: dict[str, tuple] = {}
+
+  def run(self, inputs: dict, device: str | None = None) -> dict:
+    """{output name: Tensor on `device`} for `inputs` ({input name: Tensor, numpy array, list,
+    bytes or array.array}). device: "CUDA" or "PTXSIM" for a ptx bundle (default CUDA where
+    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle."""
+    from ..device import Device
+    device = Device.canonical(device or self._default_device())
+    runtime, handles, kernels = self._prepare(device)
+    for spec, data in zip(self.manifest["inputs"], _input_bytes(self.manifest["inputs"], inputs)):
+      runtime.copyin(handles[self._storage(spec)], data)
+    for kernel, binding_handles in kernels:
+      runtime.run(kernel, binding_handles, {})
+    return {spec["name"]: self._output(runtime, device, handles, spec)
+            for spec in self.manifest["outputs"]}
+
+  def _default_device(self) -> str:
+    from ..device import Device
+    if self.manifest["target"] == "wgsl":
+      return "WEBGPU"
+    return "CUDA" if Device.available("CUDA") else "PTXSIM"
+
+  def _storage(self, spec: dict) -> int:
+    return self.manifest["buffers"][spec["buffer"]]["storage"]
+
+  def _prepare(self, device: str):
+    """(runtime, storage handles, [(kernel, its handles)]) for `device`, made once."""
+    if device in self._devices:
+      return self._devices[device]
+    from ..device import Device
+    runtime = Device[device]
+    if runtime.target != self.manifest["target"]:
+      wants = "CUDA or PTXSIM" if self.manifest["target"] == "ptx" else "WEBGPU"
+      raise DeviceError(f"this is a {self.manifest['bundle']} bundle: run it on {wants}, not "
+                        f"{device} (or export it with the other format)")
+    handles = [runtime.alloc(s["nbytes"]) for s in self.manifest["storage"]]
+    weights = safetensors.read(os.path.join(self.path, self.manifest["weights_file"]))
+    for spec in self.manifest["weights"]:
+      runtime.copyin(handles[self._storage(spec)], weights[spec["name"]][2])
+    kernels = [(self._kernel(k), [handles[self.manifest["buffers"][b["buffer"]]["storage"]]
+                                  for b in k["bindings"]]) for k in self.manifest["kernels"]]
+    self._devices[device] = runtime, handles, kernels
+    return self._devices[device]
+
+  def _kernel(self, entry: dict):
+    from ..uop.program import Binding, CompiledKernel, Launch
+    with open(os.path.join(self.path, entry["file"]), encoding="utf-8") as f:
+      source = f.read()
+    buffers = self.manifest["buffers"]
+    bindings = tuple(Binding(b["slot"], buffers[b["buffer"]]["name"] or f"b{b['buffer']}",
+                             buffers[b["buffer"]]["dtype"], buffers[b["buffer"]]["size"],
+                             b["access"], b["nbytes"]) for b in entry["bindings"])
+    target = self.manifest["target"]
+    launch = Launch(target, source, entry["entry_point"], bindings,
+                    tuple(entry["workgroup_size"]), tuple(entry["dispatch"]), (),
+                    tuple(entry["features"]))
+    return CompiledKernel(entry["name"], target, source, tuple(entry["global_size"]),
+                          tuple(entry["local_size"]), (), launch)
+
+  def _output(self, runtime, device: str, handles: list, spec: dict):
+    from ..graph import lazy
+    from ..dtype import dtypes
+    from ..frontend.tensor import Tensor
+    entry = self.manifest["buffers"][spec["buffer"]]
+    data = bytes(runtime.copyout(handles[entry["storage"]]))[:entry["nbytes"]]
+    buffer = lazy.Buffer(device, dtypes.from_name(spec["dtype"]), entry["size"], data)
+    return Tensor(lazy.LazyOp.from_buffer(buffer, tuple(spec["shape"])))
+
+
+def _public(entry: dict) -> dict:
+  return {"name": entry["name"], "shape": list(entry["shape"]), "dtype": entry["dtype"]}
+
+
+def _input_bytes(specs: list[dict], inputs: dict) -> list[bytes]:
+  """The bytes of each input in `specs` order; typed errors for wrong names, shapes, dtypes."""
+  if not isinstance(inputs, dict):
+    raise KernelgenError(f"run() takes a dict of inputs by name ({_names(specs)}), got "
+                         f"{type(inputs).__name__}")
+  known = {s["name"] for s in specs}
+  unknown = sorted(set(inputs) - known)
+  if unknown:
+    raise KernelgenError(f"unknown input(s) {', '.join(map(repr, unknown))}: this bundle's "
+                         f"inputs are {_names(specs)}")
+  missing = [s["name"] for s in specs if s["name"] not in inputs]
+  if missing:
+    raise KernelgenError(f"missing input(s) {', '.join(map(repr, missing))}: this bundle's "
+                         f"inputs are {_names(specs)}")
+  return [_one_input(spec, inputs[spec["name"]]) for spec in specs]
+
+
+def _names(specs: list[dict]) -> str:
+  return ", ".join(f"{s['name']} ({s['dtype']}{s['shape']})" for s in specs) or "none"
+
+
+def _one_input(spec: dict, value) -> bytes:
+  from ..dtype import dtypes
+  from ..frontend.tensor import Tensor
+  from ..graph.view import prod
+  name, dtype, shape = spec["name"], dtypes.from_name(spec["dtype"]), tuple(spec["shape"])
+  if isinstance(value, list):
+    value = Tensor(value, dtype=dtype, device="PYTHON")
+  if isinstance(value, Tensor) or hasattr(value, "__array_interface__"):
+    got = value.dtype.name if isinstance(value, Tensor) else str(value.dtype)
+    if got != dtype.name:
+      raise DTypeError(f"input {name!r} is {got}, the bundle takes {dtype.name}: cast it first")
+    if tuple(value.shape) != shape:
+      raise ShapeError(f"input {name!r} has shape {tuple(value.shape)}, the bundle takes "
+                       f"{shape}: reshape it first")
+    return bytes(value.data()) if isinstance(value, Tensor) else value.tobytes()
+  try:
+    view = memoryview(value).cast("B")
+  except TypeError:
+    raise KernelgenError(f"input {name!r} is a {type(value).__name__}: pass a Tensor, numpy "
+                         f"array, list, bytes or array.array") from None
+  fmt = memoryview(value).format.lstrip("@<=")
+  if fmt not in ("B", "b", "c") and fmt != dtype.fmt:
+    raise DTypeError(f"input {name!r} holds {fmt!r} items, the bundle takes {dtype.name} "
+                     f"({dtype.fmt!r}): convert it first")
+  if len(view) != prod(shape) * dtype.itemsize:
+    raise ShapeError(f"input {name!r} has {len(view)} bytes, the bundle takes {prod(shape)} x "
+                     f"{dtype.name} = {prod(shape) * dtype.itemsize} bytes")
+  return bytes(view)

@@ -1,0 +1,321 @@
+// A kernelgen WebGPU bundle's loader (written as DIR/model.js by kg.export): runs the exported
+// program's WGSL kernels on WebGPU. An ES module with no dependencies; the bundle's other files
+// sit next to it: manifest.json, one .wgsl per kernel, weights.safetensors.
+//
+//   import { load } from './DIR/model.js';
+//   const model = await load({ device });   // device optional: share the page's GPUDevice
+//   model.inputs; model.outputs;            // [{name, shape, dtype}]
+//   const out = await model.run({ x: new Float32Array(64) });   // {y: Float32Array, ...}
+//   model.destroy();
+//
+// `load({ device, timings: true })` also times each kernel on the GPU (timestamp queries, where
+// the device has 'timestamp-query'): after each run, model.timings is [{name, ms}].
+//
+// Buffers, pipelines and bind groups are made once, in load(); run() writes the inputs,
+// dispatches every kernel in one compute pass, and reads the outputs back. Intermediate buffers
+// share storage as the manifest plans it. Every failure is an Error saying what to do.
+
+// dtype -> the typed array run() takes and returns (float16: raw bits, or a Float16Array)
+const ARRAYS = {
+  float32: Float32Array, int32: Int32Array, uint32: Uint32Array, int16: Int16Array,
+  uint16: Uint16Array, int8: Int8Array, uint8: Uint8Array, bool: Uint8Array, float16: Uint16Array,
+};
+
+function fail(message) {
+  throw new Error(`kernelgen model: ${message}`);
+}
+
+const roundUp4 = (n) => Math.max(4, Math.ceil(n / 4) * 4);
+const count = (shape) => shape.reduce((a, b) => a * b, 1);
+const describe = (specs) => specs.map((s) => `${s.name} (${s.dtype} [${s.shape}])`).join(', ');
+
+async function fetchOk(url, what) {
+  let response;
+  try {
+    response = await fetch(url);
+  } catch (error) {
+    fail(`could not fetch ${what} (${url}): ${error.message}; serve the bundle folder over http`);
+  }
+  if (!response.ok) {
+    fail(`could not fetch ${what} (${url}): HTTP ${response.status}; serve the whole bundle ` +
+      'folder (manifest.json, *.wgsl, weights.safetensors) next to model.js');
+  }
+  return response;
+}
+
+async function newDevice(features, timings) {
+  if (!globalThis.navigator?.gpu) {
+    fail('this browser has no WebGPU (navigator.gpu is missing): use a browser with WebGPU ' +
+      'enabled, on a page served over https or from localhost');
+  }
+  const adapter = await navigator.gpu.requestAdapter();
+  if (!adapter) {
+    fail('no WebGPU adapter: the browser offers none on this machine; enable WebGPU or ' +
+      'hardware acceleration, or update the GPU driver');
+  }
+  const missing = features.filter((name) => !adapter.features.has(name));
+  if (missing.length) {
+    fail(`this model needs the WebGPU feature(s) ${missing.join(', ')}, which this adapter ` +
+      'lacks: export it without them (kg.export(..., f16=False, subgroups=False))');
+  }
+  const timer = timings && adapter.features.has('timestamp-query') ? ['timestamp-query'] : [];
+  return adapter.requestDevice({ requiredFeatures: [...features, ...timer] });
+}
+
+function checkDevice(device, manifest) {
+  const missing = manifest.features.filter((name) => !device.features.has(name));
+  if (missing.length) {
+    fail(`this model needs the WebGPU feature(s) ${missing.join(', ')}: create the device ` +
+      `with requiredFeatures: ${JSON.stringify(manifest.features)}, or let load() create it`);
+  }
+  const most = Math.max(0, ...manifest.storage.map((s) => s.nbytes));
+  const limit = device.limits.maxStorageBufferBindingSize;
+  if (most > limit) {
+    fail(`a buffer of ${most} bytes is more than this device binds ` +
+      `(maxStorageBufferBindingSize ${limit}): request a device with a higher limit`);
+  }
+}
+
+// name -> bytes of the tensors in a safetensors file
+function safetensors(bytes) {
+  const size = Number(new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + size)));
+  return (name) => {
+    if (!header[name]) fail(`weights.safetensors has no tensor ${name}: re-export the bundle`);
+    const [begin, end] = header[name].data_offsets;
+    return bytes.subarray(8 + size + begin, 8 + size + end);
+  };
+}
+
+function write(device, buffer, data) {
+  let bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  if (bytes.byteLength % 4) {
+    const padded = new Uint8Array(roundUp4(bytes.byteLength));
+    padded.set(bytes);
+    bytes = padded;
+  }
+  if (bytes.byteLength) device.queue.writeBuffer(buffer, 0, bytes);
+}
+
+async function pipeline(device, kernel, source) {
+  const code = (kernel.features.includes('subgroups') ? 'enable subgroups;\n' : '') + source;
+  const module = device.createShaderModule({ code, label: kernel.name });
+  const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
+  if (errors.length) {
+    fail(`kernel ${kernel.name}'s WGSL did not compile on this device: ` +
+      `${errors.map((m) => `line ${m.lineNum}: ${m.message}`).join('; ')} ` +
+      '(a kernelgen bug: report it with the bundle)');
+  }
+  const layout = device.createBindGroupLayout({
+    entries: kernel.bindings.map((b) => ({
+      binding: b.slot, visibility: GPUShaderStage.COMPUTE,
+      buffer: { type: b.access === 'read' ? 'read-only-storage' : 'storage' },
+    })),
+  });
+  try {
+    const made = await device.createComputePipelineAsync({
+      layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }),
+      compute: { module, entryPoint: kernel.entry_point },
+    });
+    return { pipeline: made, layout };
+  } catch (error) {
+    return fail(`kernel ${kernel.name}'s pipeline failed on this device: ${error.message} ` +
+      '(its workgroup or buffers may exceed the device limits: export with smaller ones)');
+  }
+}
+
+// Timestamp queries around each kernel's compute pass, read back after a run.
+class Timer {
+  constructor(device, count) {
+    this.querySet = device.createQuerySet({ type: 'timestamp', count: 2 * count });
+    this.resolved = device.createBuffer({ size: 16 * count,
+      usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+    this.readback = device.createBuffer({ size: 16 * count,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  }
+
+  writes(index) {
+    return { querySet: this.querySet, beginningOfPassWriteIndex: 2 * index,
+      endOfPassWriteIndex: 2 * index + 1 };
+  }
+
+  resolve(encoder) {
+    encoder.resolveQuerySet(this.querySet, 0, this.querySet.count, this.resolved, 0);
+    encoder.copyBufferToBuffer(this.resolved, 0, this.readback, 0, this.readback.size);
+  }
+
+  async read(kernels) {
+    await this.readback.mapAsync(GPUMapMode.READ);
+    const stamps = new BigUint64Array(this.readback.getMappedRange().slice(0));
+    this.readback.unmap();
+    const ms = (i) => Number(stamps[2 * i + 1] - stamps[2 * i]) / 1e6;
+    return kernels.map((k, i) => ({ name: k.name, ms: ms(i) }));
+  }
+
+  destroy() {
+    [this.querySet, this.resolved, this.readback].forEach((x) => x.destroy());
+  }
+}
+
+class Model {
+  constructor(device, manifest, ownDevice, timings) {
+    this.device = device;
+    this.manifest = manifest;
+    this.inputs = manifest.inputs.map(({ name, shape, dtype }) => ({ name, shape, dtype }));
+    this.outputs = manifest.outputs.map(({ name, shape, dtype }) => ({ name, shape, dtype }));
+    this.ownDevice = ownDevice;
+    this.lost = null;
+    this.destroyed = false;
+    this.pending = Promise.resolve();
+    this.timings = [];
+    this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
+      ? new Timer(device, manifest.kernels.length) : null;
+    device.lost.then((info) => { this.lost = info.message || info.reason || 'unknown reason'; });
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+    this.storage = manifest.storage.map((s, i) => device.createBuffer({
+      size: s.nbytes, usage, label: `storage ${i}`,
+    }));
+    this.readback = manifest.outputs.map((o) => device.createBuffer({
+      size: roundUp4(this.buffer(o).nbytes),
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+    }));
+  }
+
+  buffer(spec) {
+    return this.manifest.buffers[spec.buffer];
+  }
+
+  async prepare(sources, weights) {
+    for (const spec of this.manifest.weights) {
+      write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
+    }
+    const made = await Promise.all(this.manifest.kernels.map((k, i) => pipeline(this.device, k,
+      sources[i])));
+    this.steps = made.map(({ pipeline: p, layout }, i) => ({
+      pipeline: p, dispatch: this.manifest.kernels[i].dispatch,
+      group: this.device.createBindGroup({
+        layout, entries: this.manifest.kernels[i].bindings.map((b) => ({
+          binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
+        })),
+      }),
+    }));
+  }
+
+  // Outputs for `inputs` ({name: typed array}); runs one at a time, in call order.
+  run(inputs) {
+    const result = this.pending.then(() => this.runNow(inputs));
+    this.pending = result.catch(() => {});
+    return result;
+  }
+
+  usable() {
+    if (this.destroyed) fail('run() after destroy(): load() the model again');
+    if (this.lost) fail(`the WebGPU device was lost (${this.lost}): load() the model again`);
+  }
+
+  checkInputs(inputs) {
+    const specs = this.manifest.inputs;
+    if (!inputs || typeof inputs !== 'object') {
+      fail(`run() takes an object of inputs by name: ${describe(specs) || 'none'}`);
+    }
+    for (const name of Object.keys(inputs)) {
+      if (!specs.some((s) => s.name === name)) {
+        fail(`unknown input "${name}": this model's inputs are ${describe(specs) || 'none'}`);
+      }
+    }
+    for (const spec of specs) {
+      const value = inputs[spec.name];
+      const want = ARRAYS[spec.dtype];
+      if (value === undefined) fail(`missing input "${spec.name}": pass ${describe([spec])}`);
+      const half = spec.dtype === 'float16' && globalThis.Float16Array
+        && value instanceof globalThis.Float16Array;
+      if (!(value instanceof want) && !half) {
+        fail(`input "${spec.name}" is ${value?.constructor?.name || typeof value}; ` +
+          `this model takes ${spec.dtype}: pass a ${want.name}`);
+      }
+      if (value.length !== count(spec.shape)) {
+        fail(`input "${spec.name}" has ${value.length} elements; this model takes ` +
+          `${count(spec.shape)} (${spec.dtype} [${spec.shape}])`);
+      }
+    }
+  }
+
+  async runNow(inputs) {
+    this.usable();
+    this.checkInputs(inputs);
+    const device = this.device;
+    for (const spec of this.manifest.inputs) {
+      write(device, this.storage[this.buffer(spec).storage], inputs[spec.name]);
+    }
+    device.pushErrorScope('validation');
+    const encoder = device.createCommandEncoder();
+    let pass = null;
+    this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
+      if (this.timer) pass?.end();
+      if (!pass || this.timer) {
+        const timed = this.timer ? { timestampWrites: this.timer.writes(i) } : {};
+        pass = encoder.beginComputePass(timed);
+      }
+      pass.setPipeline(step.pipeline);
+      pass.setBindGroup(0, step.group);
+      pass.dispatchWorkgroups(...step.dispatch);
+    });
+    pass?.end();
+    this.timer?.resolve(encoder);
+    this.manifest.outputs.forEach((o, i) => encoder.copyBufferToBuffer(
+      this.storage[this.buffer(o).storage], 0, this.readback[i], 0, this.readback[i].size));
+    device.queue.submit([encoder.finish()]);
+    const error = await device.popErrorScope();
+    if (error) fail(`WebGPU rejected the run: ${error.message}`);
+    try {
+      await Promise.all(this.readback.map((b) => b.mapAsync(GPUMapMode.READ)));
+      if (this.timer) this.timings = await this.timer.read(this.manifest.kernels);
+    } catch (failure) {
+      this.usable();
+      fail(`reading the outputs failed: ${failure.message}`);
+    }
+    const out = {};
+    this.manifest.outputs.forEach((o, i) => {
+      const bytes = this.readback[i].getMappedRange().slice(0, this.buffer(o).nbytes);
+      out[o.name] = new ARRAYS[o.dtype](bytes);
+      this.readback[i].unmap();
+    });
+    return out;
+  }
+
+  // Frees the model's buffers (and its device, when load() created it).
+  destroy() {
+    if (this.destroyed) return;
+    this.destroyed = true;
+    [...this.storage, ...this.readback].forEach((b) => b.destroy());
+    this.timer?.destroy();
+    if (this.ownDevice) this.device.destroy();
+  }
+}
+
+// The model next to this file (or at `base`, a URL of the bundle folder), ready to run.
+export async function load({ device = null, base = new URL('./', import.meta.url),
+  timings = false } = {}) {
+  const root = new URL(base, globalThis.location?.href);
+  const manifest = await (await fetchOk(new URL('manifest.json', root), 'manifest.json')).json();
+  if (manifest.bundle !== 'webgpu') {
+    fail(`${root} holds a ${manifest.bundle} bundle: export with format="webgpu" for the web`);
+  }
+  const unsupported = [...manifest.inputs, ...manifest.outputs].filter((s) => !ARRAYS[s.dtype]);
+  if (unsupported.length) fail(`WebGPU has no ${unsupported[0].dtype}: export another dtype`);
+  const files = Promise.all(manifest.kernels.map(async (k) => (await fetchOk(
+    new URL(k.file, root), k.file)).text()));
+  const weights = manifest.weights.length ? fetchOk(new URL(manifest.weights_file, root),
+    manifest.weights_file).then((r) => r.arrayBuffer()) : null;
+  const ownDevice = !device;
+  device = device || await newDevice(manifest.features, timings);
+  checkDevice(device, manifest);
+  const model = new Model(device, manifest, ownDevice, timings);
+  try {
+    await model.prepare(await files, weights && safetensors(new Uint8Array(await weights)));
+  } catch (error) {
+    model.destroy();
+    throw error;
+  }
+  return model;
+}

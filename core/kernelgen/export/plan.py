@@ -1,0 +1,214 @@
+"""What a bundle holds: a compiled program's buffers, kernels and memory plan, as plain data.
+
+`make_plan(outputs, target, options)` compiles the program once (compiler.compile_plan: the same
+schedule and kernels as `kg.compile`) and wires every kernel's binding slots to the program's
+buffers: slot 0 is the kernel's own output, slot i its input `item.inputs[i - 1]`. A buffer is
+  - an input: an unfilled named buffer (`Tensor.empty(..., name=)`), written by the caller;
+  - a weight: any other realized buffer; its bytes go into weights.safetensors;
+  - an output: a tensor the caller named in `outputs`;
+  - an intermediate: what one kernel writes for later kernels; these share storage
+    (memory.py).
+The manifest (`Plan.manifest`) is JSON: see export/README.md for its fields.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import KernelgenError, ShapeError, UnsupportedError
+from .memory import Interval, assign
+
+FORMAT = "kernelgen-bundle/1"
+ALIGN = 16   # storage sizes are rounded up to this (WebGPU copies need 4; vec4 access 16)
+
+
+@dataclass
+class Plan:
+  manifest: dict                               # manifest.json's contents
+  sources: dict[str, str]                      # file name -> kernel source
+  weights: dict[str, tuple[str, tuple, bytes]] = field(default_factory=dict)  # safetensors
+
+
+def named_outputs(outputs) -> dict:
+  """{name: Tensor} from a Tensor (named `out`), a list/tuple (`out0`, `out1`, ...) or a dict."""
+  from ..frontend.tensor import Tensor
+  if isinstance(outputs, Tensor):
+    outputs = {"out": outputs}
+  elif isinstance(outputs, (list, tuple)):
+    outputs = {f"out{i}": t for i, t in enumerate(outputs)}
+  if not isinstance(outputs, dict) or not outputs:
+    raise KernelgenError("export needs the program's outputs: a Tensor, a list of Tensors or a "
+                         f"dict name -> Tensor, got {type(outputs).__name__}")
+  for name, value in outputs.items():
+    if not isinstance(name, str) or not name.isidentifier():
+      raise KernelgenError(f"output name {name!r} is not an identifier: name outputs like `y`")
+    if not isinstance(value, Tensor):
+      raise KernelgenError(f"output {name!r} is a {type(value).__name__}, not a Tensor")
+  return outputs
+
+
+class _Buffers:
+  """The program's buffers by identity (a realized Buffer object, or a kernel's output node)."""
+
+  def __init__(self):
+    self.entries: list[dict] = []
+    self.ids: dict[int, int] = {}
+    self.keep: list = []           # the keyed objects, alive while ids refer to them
+
+  def of(self, node) -> int:
+    obj = node.buffer if node.realized else node
+    if id(obj) not in self.ids:
+      self.ids[id(obj)] = len(self.entries)
+      self.keep.append(obj)
+      self.entries.append(_describe(node, len(self.entries)))
+    return self.ids[id(obj)]
+
+
+def _describe(node, key: int) -> dict:
+  dtype, size = node.dtype, node.size
+  if node.realized:
+    buf = node.buffer
+    kind, name = ("input", buf.name) if buf.name else ("weight", None)
+    dtype, size = buf.dtype, buf.size
+  else:
+    kind, name = "intermediate", None
+  return {"id": key, "kind": kind, "name": name, "dtype": dtype.name, "size": size,
+          "shape": list(node.shape), "nbytes": size * dtype.itemsize,
+          "alloc": _rounded(size * dtype.itemsize), "written_by": [], "read_by": []}
+
+
+def _rounded(nbytes: int) -> int:
+  return max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+
+
+def make_plan(outputs, target: str, options: dict, file_suffix: str) -> Plan:
+  """Compile `outputs` (named_outputs) for `target` and describe the bundle."""
+  from ..compiler import compile_plan
+  outputs = named_outputs(outputs)
+  pairs = compile_plan([t.node for t in outputs.values()], target, dict(options))
+  table = _Buffers()
+  kernels, sources = [], {}
+  for index, (item, compiled) in enumerate(pairs):
+    slots = (item.out,) + tuple(item.inputs)
+    kernels.append(_kernel_entry(index, compiled, slots, table, file_suffix))
+    sources[kernels[-1]["file"]] = compiled.source
+  for node in _named_inputs([t.node for t in outputs.values()]):
+    table.of(node)                 # an input no kernel reads still takes its value
+  manifest_outputs = _outputs(outputs, table)
+  _name_buffers(table.entries)
+  weights = _weights(table)
+  storage = _storage(table.entries, len(kernels))
+  features = sorted({f for k in kernels for f in k["features"]})
+  manifest = {"format": FORMAT, "target": target, "options": _plain(options),
+              "features": features,
+              "inputs": _io(table.entries, "input"), "outputs": manifest_outputs,
+              "weights": _io(table.entries, "weight"), "buffers": table.entries,
+              "storage": storage, "memory": _memory(table.entries, storage),
+              "kernels": kernels}
+  return Plan(manifest, sources, weights)
+
+
+def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> dict:
+  launch = compiled.launch
+  if launch.uniforms:
+    raise UnsupportedError(f"kernel {compiled.name} takes scalar arguments "
+                           f"({', '.join(n for n, _ in launch.uniforms)}), which a bundle cannot "
+                           f"supply yet: export a program without symbolic sizes")
+  bindings = []
+  for b in launch.bindings:
+    key = table.of(slots[b.slot])
+    entry = table.entries[key]
+    entry["alloc"] = max(entry["alloc"], _rounded(b.nbytes))
+    entry["written_by" if b.access != "read" else "read_by"].append(index)
+    if b.access == "readwrite":
+      entry["read_by"].append(index)
+    bindings.append({"slot": b.slot, "buffer": key, "access": b.access, "nbytes": b.nbytes})
+  return {"name": compiled.name, "file": compiled.name + suffix,
+          "entry_point": launch.entry_point, "workgroup_size": list(launch.workgroup_size),
+          "dispatch": list(launch.dispatch), "global_size": list(compiled.global_size),
+          "local_size": list(compiled.local_size), "bindings": bindings,
+          "uniforms": [list(u) for u in launch.uniforms], "features": list(launch.features)}
+
+
+def _named_inputs(roots: list) -> list:
+  """The realized nodes with a named (input) buffer that the graph of `roots` reaches."""
+  found, seen, stack = [], set(), list(roots)
+  while stack:
+    node = stack.pop()
+    if id(node) in seen:
+      continue
+    seen.add(id(node))
+    if node.realized:
+      found.extend([node] if node.buffer.name else [])
+    else:
+      stack.extend(node.src)
+  return found
+
+
+def _outputs(outputs: dict, table: _Buffers) -> list[dict]:
+  out = []
+  for name, tensor in outputs.items():
+    key = table.of(tensor.node)
+    entry = table.entries[key]
+    if entry["kind"] == "intermediate" and not entry["written_by"]:
+      raise ShapeError(f"output {name!r} has no elements (shape {tensor.shape}): a bundle cannot "
+                       f"return an empty tensor")
+    if entry["kind"] == "intermediate":
+      entry["kind"], entry["name"] = "output", name
+    entry["shape"] = list(tensor.shape)
+    out.append({"name": name, "shape": list(tensor.shape), "dtype": tensor.dtype.name,
+                "buffer": key})
+  return out
+
+
+def _name_buffers(entries: list[dict]) -> None:
+  """Weights get `w0`, `w1`, ... (their safetensors keys); inputs must have distinct names."""
+  seen: dict[str, int] = {}
+  for entry in entries:
+    if entry["kind"] == "input":
+      if entry["name"] in seen:
+        raise KernelgenError(f"two different inputs are named {entry['name']!r}: give each "
+                             f"Tensor.empty(..., name=) its own name")
+      seen[entry["name"]] = entry["id"]
+  for i, entry in enumerate(e for e in entries if e["kind"] == "weight"):
+    entry["name"] = f"w{i}"
+
+
+def _weights(table: _Buffers) -> dict:
+  weights = {}
+  for entry, obj in zip(table.entries, table.keep):
+    if entry["kind"] == "weight":
+      weights[entry["name"]] = (entry["dtype"], tuple(entry["shape"]), obj.copyout())
+  return weights
+
+
+def _storage(entries: list[dict], n_kernels: int) -> list[dict]:
+  """Each buffer's `storage` index; intermediates share storages (memory.assign)."""
+  intervals = [Interval(e["id"], e["alloc"], min(e["written_by"]),
+                        max(e["read_by"] + e["written_by"]))
+               for e in entries if e["kind"] == "intermediate"]
+  shared, sizes = assign(intervals)
+  storage = [{"nbytes": n, "shared": True} for n in sizes]
+  for entry in entries:
+    if entry["id"] in shared:
+      entry["storage"] = shared[entry["id"]]
+    else:
+      entry["storage"] = len(storage)
+      storage.append({"nbytes": entry["alloc"], "shared": False})
+  return storage
+
+
+def _memory(entries: list[dict], storage: list[dict]) -> dict:
+  inter = [e["alloc"] for e in entries if e["kind"] == "intermediate"]
+  return {"buffer_bytes": sum(e["alloc"] for e in entries),
+          "peak_bytes": sum(s["nbytes"] for s in storage),
+          "intermediate_bytes": sum(inter),
+          "intermediate_peak_bytes": sum(s["nbytes"] for s in storage if s["shared"])}
+
+
+def _io(entries: list[dict], kind: str) -> list[dict]:
+  return [{"name": e["name"], "shape": e["shape"], "dtype": e["dtype"], "buffer": e["id"]}
+          for e in entries if e["kind"] == kind]
+
+
+def _plain(options: dict) -> dict:
+  return {k: v for k, v in options.items() if isinstance(v, (bool, int, float, str))}
