@@ -8,9 +8,10 @@
 """
 from .device import Device
 from .dtype import DType, dtypes
-from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, KernelgenError,
-                     LimitError, ShapeError, UnsupportedError, VerifyError)
+from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, IndexOutOfRangeError,
+                     KernelgenError, LimitError, ShapeError, UnsupportedError, VerifyError)
 from .tensor import Tensor, cat, stack, where
+from .frontend.indexing_ops import take
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,6 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
   return compile_program([t.node for t in tensors], target, options, print_after)
 
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack", "take",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
-           "LimitError", "CompileError", "ExecutionError", "VerifyError"]
+           "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError"]

@@ -5,7 +5,7 @@ size-1 dim. Nothing is copied.
 """
 from __future__ import annotations
 
-from .errors import ShapeError
+from .errors import IndexOutOfRangeError, ShapeError
 
 
 def _expand_ellipsis(index: tuple, ndim: int) -> tuple:
@@ -22,24 +22,23 @@ def _expand_ellipsis(index: tuple, ndim: int) -> tuple:
 
 def _int_bounds(i: int, n: int, axis: int) -> tuple[int, int]:
   if not -n <= i < n:
-    raise ShapeError(f"index {i} is out of bounds for axis {axis} with size {n}: "
-                     f"use an index in {-n}..{n - 1}")
+    raise IndexOutOfRangeError(f"index {i} is out of bounds for axis {axis} with size {n}: "
+                               f"use an index in {-n}..{n - 1}")
   i %= n
   return i, i + 1
 
 
 def getitem(t, index):
   """t[index] as a view."""
-  from .tensor import Tensor
+  from .frontend import indexing_ops as advanced
   index = index if isinstance(index, tuple) else (index,)
   for i in index:
     if isinstance(i, float):
       raise ShapeError(f"index {i!r} is a float: index with ints (int({i!r})) or slices")
     if isinstance(i, slice) and i.step == 0:
       raise ShapeError("a slice step cannot be 0: use a positive or negative step")
-    if isinstance(i, Tensor) or isinstance(i, list):
-      raise ShapeError("indexing with tensors or lists (fancy indexing) is not supported: "
-                       "use ints, slices, None and ..., or kg.where")
+    if advanced.is_advanced(i):
+      return advanced.getitem(t, index)
   index = _expand_ellipsis(index, t.ndim)
   bounds, flips, steps, axis = [], [], [], 0
   for i in index:

@@ -21,6 +21,7 @@ import math
 from . import lazy
 from .dtype import DType, dtypes, promote_types, truncate
 from .errors import DeviceError, DTypeError, ShapeError
+from .frontend.indexing_ops import IndexingOps
 from .lazy import L, LazyOp, chain_view
 from .ops import Ops
 from .tensor_data import (Scalar, _check_ints, _infer_dtype, _nest, _pairs, _raw_of,  # noqa: F401
@@ -53,7 +54,7 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor:
+class Tensor(IndexingOps):
   """A lazily evaluated n-dimensional array on a device."""
   __slots__ = ("node", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
