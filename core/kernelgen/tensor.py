@@ -22,6 +22,7 @@ from . import lazy
 from .dtype import DType, dtypes, promote_types, truncate
 from .errors import DeviceError, DTypeError, ShapeError
 from .frontend.indexing_ops import IndexingOps
+from .frontend.shape_ops import ShapeOps
 from .lazy import L, LazyOp, chain_view
 from .ops import Ops
 from .tensor_data import (Scalar, _check_ints, _infer_dtype, _nest, _pairs, _raw_of,  # noqa: F401
@@ -54,7 +55,7 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor(IndexingOps):
+class Tensor(IndexingOps, ShapeOps):
   """A lazily evaluated n-dimensional array on a device."""
   __slots__ = ("node", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
@@ -294,8 +295,14 @@ class Tensor(IndexingOps):
       raise ShapeError(f"squeeze axis {axis} of shape {self.shape}: only size-1 dims can go")
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
-  def pad(self, pad_width, value=0) -> Tensor:
-    """numpy.pad with a constant fill: pad_width is ((before, after), ...) per dim."""
+  def pad(self, pad_width, value=0, mode="constant") -> Tensor:
+    """numpy.pad: pad_width is ((before, after), ...) per dim; mode "constant" fills with value,
+    "edge", "reflect", "symmetric" and "wrap" repeat the data (frontend/shape_ops.py)."""
+    if isinstance(value, str):       # pad(widths, "edge"), as numpy.pad's positional mode
+      mode, value = value, 0
+    if mode != "constant":
+      from .frontend.shape_ops import pad_mode
+      return pad_mode(self, pad_width, mode)
     pads = _pairs(pad_width, self.ndim, "pad")
     _check_ints([w for pair in pads for w in pair], "pad")
     if any(b < 0 or a < 0 for b, a in pads):
