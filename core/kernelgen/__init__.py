@@ -12,6 +12,7 @@ from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, Inde
                      KernelgenError, LimitError, ShapeError, UnsupportedError, VerifyError)
 from .tensor import Tensor, cat, stack, where
 from .frontend.indexing_ops import take
+from .frontend.nn_ops import interpolate, scaled_dot_product_attention
 from .frontend.shape_ops import meshgrid
 
 __version__ = "0.1.0"
@@ -30,6 +31,7 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
   return compile_program([t.node for t in tensors], target, options, print_after)
 
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack", "take", "meshgrid",
+__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack", "take",
+           "meshgrid", "interpolate", "scaled_dot_product_attention",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError"]

@@ -22,6 +22,7 @@ from . import lazy
 from .dtype import DType, dtypes, promote_types, truncate
 from .errors import DeviceError, DTypeError, ShapeError
 from .frontend.indexing_ops import IndexingOps
+from .frontend.nn_ops import NNOps
 from .frontend.shape_ops import ShapeOps
 from .lazy import L, LazyOp, chain_view
 from .ops import Ops
@@ -55,7 +56,7 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor(IndexingOps, ShapeOps):
+class Tensor(IndexingOps, ShapeOps, NNOps):
   """A lazily evaluated n-dimensional array on a device."""
   __slots__ = ("node", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
