@@ -494,3 +494,6 @@ OPS = {**{op: _unary for op in ("neg", "abs", "relu", "invert", *UNARY)},
        **{op: _reduce for op in ("sum", "max", "min", "mean", "argmax", "argmin", "prod", "var")},
        "where": _where, "cast": _cast, "bitcast": _bitcast, "matmul": _matmul,
        "cat": _join, "stack": _join, "pow": _pow, "softmax": _softmax, "conv2d": _conv2d}
+
+from fuzz_ops_models import ORACLE  # noqa: E402  (issue 18's operations)
+OPS.update(ORACLE)

@@ -220,7 +220,7 @@ def generate(c: Chooser, max_steps: int = 6) -> Program:
     src = len(b.values) - 1 if c.chance(0.75) else c.integer(0, len(b.values) - 1)
     kind = c.choice(("unary", "binary", "binary", "cast", "movement", "movement", "reduce",
                      "compare", "where", "matmul", "bitcast", "join", "pow", "softmax",
-                     "conv2d", "zero"))
+                     "conv2d", "zero", "model"))
     GROW[kind](b, src)
   return b.program()
 
@@ -545,3 +545,7 @@ def acc_dtype(dtype: str) -> str:
 
 def mean_dtype(dtype: str) -> str:
   return dtype if dtype in FLOATS else "float32"
+
+
+from fuzz_ops_models import grow_model  # noqa: E402  (issue 18's operations: gather, pad modes...)
+GROW["model"] = grow_model

@@ -33,6 +33,9 @@ def test_one_hot_is_int32(device):
   labels = Tensor([[0, 2], [4, 1]])
   same(labels.one_hot(5), np.eye(5, dtype=np.int32)[[[0, 2], [4, 1]]])
   same(Tensor([1, 7, -1]).one_hot(3), np.array([[0, 1, 0], [0, 0, 0], [0, 0, 0]], np.int32))
+  for dtype in ("uint32", "uint8", "int16"):          # compared without promotion to int64
+    same(Tensor([1, 7, 0], dtype=dtype).one_hot(3),
+         np.array([[0, 1, 0], [0, 0, 0], [1, 0, 0]], np.int32))
 
 
 @pytest.mark.parametrize("start,stop,num,endpoint", [(0, 1, 5, True), (-2.5, 7, 9, True),

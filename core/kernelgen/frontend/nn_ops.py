@@ -206,7 +206,9 @@ def _pick(x, target, weight, ignore_index: int):
     raise ShapeError(f"target shape {target.shape} does not fit input {x.shape}: class indices "
                      f"need shape {(x.shape[0],) + x.shape[2:]}")
   c = x.shape[1]
-  classes = _class_axis(x, type(x).arange(c, device=x.device))
+  work = dtypes.int32 if target.dtype.itemsize < 4 else target.dtype   # (no int64 promotion)
+  target = target.cast(work)
+  classes = _class_axis(x, type(x).arange(c, dtype=work, device=x.device))
   hit = (target.unsqueeze(1) == classes) & (target != ignore_index).unsqueeze(1)
   w = _class_axis(x, weight.cast(x.dtype)) if weight is not None else x._const(1.0)
   w_t = where(hit, w, 0.0).sum(1)

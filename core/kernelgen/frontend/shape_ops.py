@@ -241,8 +241,9 @@ class ShapeOps:
     _check_ints([num_classes], "num_classes")
     if num_classes < 0:
       raise ShapeError("one_hot needs num_classes >= 0 (it cannot be read from the data)")
-    ramp = type(self).arange(num_classes, device=self.device)
-    return (self.unsqueeze(-1) == ramp).cast(dtypes.int32)
+    work = dtypes.int32 if self.dtype.itemsize < 4 else self.dtype   # (no int64 promotion)
+    ramp = type(self).arange(num_classes, dtype=work, device=self.device)
+    return (self.cast(work).unsqueeze(-1) == ramp).cast(dtypes.int32)
 
   @classmethod
   def linspace(cls, start, stop, num: int = 50, endpoint: bool = True, dtype=dtypes.float32,
