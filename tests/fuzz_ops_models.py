@@ -1,11 +1,14 @@
 """The fuzzer's model operations (issue 18): advanced indexing with host lists and device
 tensors, take_along_axis (gather), setitem, scatter, scatter_add, numpy.pad's modes, roll,
-tril/triu, one_hot, repeat_interleave and nearest interpolate.
+tril/triu, one_hot, repeat_interleave, tile, split, chunk, nearest and bilinear interpolate and
+dropout.
 
 Three tables plug into the fuzzer (fuzz_programs.GROW["model"], fuzz_oracle_ops.OPS,
-fuzz_runner.BUILD); this module imports those lazily, as they import it.: how a step is grown, its numpy oracle, and how kernelgen builds it. All of
-these operations move values without arithmetic (scatter_add on integers adds exactly, wrapping),
-so the oracle moves each value's error bound and "defined" flag along with it.
+fuzz_runner.BUILD): how a step is grown, its numpy oracle, and how kernelgen builds it; this
+module imports those modules lazily, as they import it. Most of these operations move values
+without arithmetic (scatter_add on integers adds exactly, wrapping), so the oracle moves each
+value's error bound and "defined" flag along with it; bilinear interpolation and dropout's
+scaling carry error bounds as the oracle's matmul and mul do.
 """
 from __future__ import annotations
 
@@ -13,7 +16,8 @@ import numpy as np
 
 MODEL_OPS = ("take_list", "take_tensor", "gather", "setitem", "scatter", "scatter_add",
              "pad_mode", "roll", "tril", "triu", "one_hot", "repeat_interleave",
-             "interpolate_nearest")
+             "interpolate_nearest", "tile", "split_part", "chunk_part", "bilinear", "dropout")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 PAD_MODES = ("edge", "reflect", "symmetric", "wrap")
 INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
@@ -77,11 +81,34 @@ def grow_model(b, src: int, op: str | None = None):
     new = shape[:axis] + (total,) + shape[axis + 1:]
     if _numel(new) <= MAX_ELEMENTS:
       b.push(op, [src], new, dtype, axis=axis, repeats=repeats)
-  elif op == "interpolate_nearest" and len(shape) == 4:
+  elif op in ("interpolate_nearest", "bilinear") and len(shape) == 4:
+    if op == "bilinear" and dtype not in FLOAT_DTYPES:
+      return
     size = (c.integer(1, 6), c.integer(1, 6))
     new = shape[:2] + size
     if _numel(new) <= MAX_ELEMENTS:
-      b.push(op, [src], new, dtype, size=size)
+      b.push(op, [src], new, dtype, size=size, align_corners=c.chance(0.5))
+  elif op == "tile":
+    reps = tuple(c.integer(1, 2) for _ in range(c.integer(1, len(shape) + 1)))
+    new = (1,) * (len(reps) - len(shape)) + tuple(shape)
+    new = tuple(s * r for s, r in zip(new, (1,) * (len(new) - len(reps)) + reps))
+    if _numel(new) <= MAX_ELEMENTS:
+      b.push(op, [src], new, dtype, reps=reps)
+  elif op == "split_part":
+    parts = c.choice([d for d in (1, 2, 3, 5) if n % d == 0])
+    i = c.integer(0, parts - 1)
+    b.push(op, [src], shape[:axis] + (n // parts,) + shape[axis + 1:], dtype, axis=axis,
+           parts=parts, part=i)
+  elif op == "chunk_part":
+    chunks, step = c.integer(1, 4), None
+    step = -(-n // chunks)
+    starts = list(range(0, n, step))
+    i = c.integer(0, len(starts) - 1)
+    size = min(step, n - starts[i])
+    b.push(op, [src], shape[:axis] + (size,) + shape[axis + 1:], dtype, axis=axis,
+           chunks=chunks, part=i)
+  elif op == "dropout" and dtype in FLOAT_DTYPES:
+    b.push(op, [src], shape, dtype, p=c.choice((0.25, 0.5, 0.0)), seed=c.integer(0, 99))
 
 
 # ---- the oracle -------------------------------------------------------------------------------
@@ -181,7 +208,85 @@ def oracle(step, xs):
     h, w = step.param("size")
     rows, cols = _nearest(x.a.shape[2], h), _nearest(x.a.shape[3], w)
     return _moved(x, lambda a: np.take(np.take(a, rows, 2), cols, 3))
+  if op == "tile":
+    return _moved(x, lambda a: np.tile(a, step.param("reps")))
+  if op == "split_part":
+    return _moved(x, lambda a: np.split(a, step.param("parts"), axis)[step.param("part")])
+  if op == "chunk_part":
+    n = x.a.shape[axis]
+    size = -(-n // step.param("chunks"))
+    lo = step.param("part") * size
+    return _moved(x, lambda a: np.take(a, np.arange(lo, min(lo + size, n)), axis))
+  if op == "bilinear":
+    return _bilinear(x, step.param("size"), step.param("align_corners"))
+  if op == "dropout":
+    return _dropout(x, step.param("p"), step.param("seed"))
   raise KeyError(op)
+
+
+def _linear_matrix(n_in, n_out, align_corners):
+  """torch's linear interpolation weights (float32 coordinates) as an (out, in) matrix."""
+  d = np.arange(n_out, dtype=np.float32)
+  if align_corners:
+    s = np.float32((n_in - 1) / (n_out - 1)) if n_out > 1 else np.float32(0)
+    src = s * d
+  else:
+    s = np.float32(n_in) / np.float32(n_out)
+    src = np.maximum(s * (d + np.float32(0.5)) - np.float32(0.5), np.float32(0))
+  i0 = src.astype(np.int64)
+  i1 = np.minimum(i0 + 1, n_in - 1)
+  lam = src - i0.astype(np.float32)
+  m = np.zeros((n_out, n_in))
+  np.add.at(m, (np.arange(n_out), i0), (np.float32(1) - lam).astype(np.float64))
+  np.add.at(m, (np.arange(n_out), i1), lam.astype(np.float64))
+  return m
+
+
+def _bilinear(x, size, align_corners):
+  """Rows then columns as weighted sums (float32 work for the half types), matmul's bounds."""
+  from fuzz_oracle import U, round_to, ulp, work_dtype
+  from fuzz_oracle_ops import _out
+  wh = _linear_matrix(x.a.shape[2], size[0], align_corners)
+  ww = _linear_matrix(x.a.shape[3], size[1], align_corners)
+  u = U[work_dtype(x.dtype)]
+  a = round_to(x.a, x.dtype).astype(np.float64)
+  finite = np.isfinite(a)
+  a0 = np.where(finite, a, 0.0)
+  y1, t1 = a0 @ ww.T, np.abs(a0) @ ww.T
+  e1 = x.err @ ww.T + (ww.shape[1] + 1) * u * t1
+  y2, t2 = wh @ y1, wh @ np.abs(y1)
+  e2 = wh @ e1 + (wh.shape[1] + 1) * u * t2
+  support = (wh > 0).astype(np.int64) @ (~(x.ok & finite)).astype(np.int64) @ \
+    (ww > 0).astype(np.int64).T
+  r = round_to(y2, x.dtype)
+  return _out(r, x.dtype, e2 + ulp(r, x.dtype), support == 0)
+
+
+def _hash_u32(index, seed):
+  """Tensor.rand's counter-based hash, written out: lowbias32-style mixing of index and seed."""
+  x = index.astype(np.uint32) ^ np.uint32((seed * 0x9E3779B9 + 0x85EBCA6B) & 0xFFFFFFFF)
+  for shift, mult in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
+    x = x ^ (x >> np.uint32(shift))
+    if mult is not None:
+      x = (x.astype(np.uint64) * mult & 0xFFFFFFFF).astype(np.uint32)
+  return x
+
+
+def _dropout(x, p, seed):
+  """where(rand(seed) >= p, x * (1 / (1 - p)), 0): the scale rounded to x's dtype (a weak
+  scalar), one rounding of the product."""
+  from fuzz_oracle import round_to, times, ulp
+  from fuzz_oracle_ops import _out
+  if p == 0:
+    return x
+  unit = (_hash_u32(np.arange(x.a.size), seed) >> np.uint32(8)).astype(np.float32) * \
+    np.float32(2.0 ** -24)
+  keep = (unit >= np.float32(p)).reshape(x.a.shape)
+  scale = float(round_to(np.asarray(1.0 / (1.0 - p)), x.dtype))
+  y = round_to(x.a, x.dtype).astype(np.float64) * scale
+  r = round_to(np.where(keep, y, 0.0), x.dtype)
+  err = np.where(keep, times(np.asarray(scale), x.err) + ulp(r, x.dtype), 0.0)
+  return _out(r, x.dtype, err, np.where(keep, x.ok, True))
 
 
 ORACLE = {op: oracle for op in MODEL_OPS}
@@ -227,6 +332,17 @@ def build(step, xs):
     return x.repeat_interleave(reps if isinstance(reps, int) else list(reps), axis)
   if op == "interpolate_nearest":
     return x.interpolate(size=step.param("size"), mode="nearest")
+  if op == "bilinear":
+    return x.interpolate(size=step.param("size"), mode="bilinear",
+                         align_corners=step.param("align_corners"))
+  if op == "tile":
+    return x.tile(step.param("reps"))
+  if op == "split_part":
+    return x.split(step.param("parts"), axis)[step.param("part")]
+  if op == "chunk_part":
+    return x.chunk(step.param("chunks"), axis)[step.param("part")]
+  if op == "dropout":
+    return x.dropout(step.param("p"), seed=step.param("seed"))
   raise KeyError(op)
 
 
@@ -239,7 +355,8 @@ def _input_for(c, op: str):
   """An input shape and dtype the model operation `op` applies to."""
   from fuzz_programs import DIMS, DTYPES
   dtype = c.choice(INTS) if op in ("one_hot", "scatter_add") else c.choice(("float32",) + DTYPES)
-  if op == "interpolate_nearest":
+  dtype = c.choice(FLOAT_DTYPES) if op in ("bilinear", "dropout") else dtype
+  if op in ("interpolate_nearest", "bilinear"):
     return (c.integer(1, 2), c.integer(1, 2), c.integer(1, 5), c.integer(1, 5)), dtype
   rank = c.integer(2 if op in ("tril", "triu") else 1, 3)
   return tuple(max(c.choice(DIMS), 1) for _ in range(rank)), dtype

@@ -1,6 +1,7 @@
 """Shared by the tests of the model operations (test_indexing_ops.py, test_shape_ops.py,
 test_nn_ops.py): a `device` fixture that runs a test on PYTHON, PTXSIM and WEBGPU (wgpu on
-lavapipe; missing, it fails under KERNELGEN_REQUIRE_ALL=1), and numpy comparison helpers."""
+lavapipe; missing, it fails under KERNELGEN_REQUIRE_ALL=1) and CUDA where a GPU is here, and
+numpy comparison helpers."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 import kernelgen as kg
 from tools import default_device, missing_tool
 
-DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
+DEVICES = ("PYTHON", "PTXSIM", "WEBGPU") + (("CUDA",) if kg.Device.available("CUDA") else ())
 
 
 @pytest.fixture(params=DEVICES)
