@@ -138,6 +138,9 @@ SETITEM = [
   (([0, 0], 1), np.arange(10, dtype=np.float32).reshape(2, 5)),     # duplicates: the last wins
   ((slice(None), [3, -1]), 4.0),
   ((np.array([True, False, True]), 0), np.arange(5, dtype=np.float32) + 0.5),
+  (([2, 0, -1],), np.arange(60, dtype=np.float32).reshape(3, 4, 5)),  # one axis, duplicates
+  ((slice(1, 3), None, slice(None, None, -1), [4, 0]),
+   np.float32([-1.0, -2.0]).reshape(2, 1, 1, 1)),
 ]
 
 
@@ -158,6 +161,19 @@ def test_setitem_device_index_out_of_range_writes_nothing(device):
   t = Tensor.zeros(2, 4, dtype="int32")
   t[:, Tensor.arange(3) * 3 - 1] = 8         # [-1, 2, 5]: -1 is the last, 5 is out
   same(t, np.array([[0, 0, 8, 8], [0, 0, 8, 8]], np.int32))
+
+
+def test_setitem_on_one_axis_with_host_indices_is_elementwise():
+  """t[:, idx] = v with a host index: a take of v and a mask, no one-hot reduction over t."""
+  t = Tensor.zeros(64, 256)
+  t[:, [5, 1, 9, 3, 7, 2, 8, 0, 6, 4]] = Tensor.arange(10, dtype="float32")
+  t[[0, 2, 4]] = 1.0
+  kernels = kg.compile(t)
+  assert len(kernels) == 1 and kernels[0].name.startswith("E_"), [k.name for k in kernels]
+  expected = np.zeros((64, 256), np.float32)
+  expected[:, [5, 1, 9, 3, 7, 2, 8, 0, 6, 4]] = np.arange(10)
+  expected[[0, 2, 4]] = 1
+  same(t, expected)
 
 
 def test_iteration_stops_at_the_end():

@@ -406,6 +406,30 @@ def scatter_flat(t, pos, v):
   return where(winner >= 0, val, t)
 
 
+def _setitem_one_axis(t, entries: list, at: int, value):
+  """t[entries] = value for one host-known index array among slices and None: a scatter along
+  that one axis (the last duplicate wins) as a take of the values (views where the winners form
+  a few affine runs) and a mask, placed by setitem_basic; no one-hot over the whole tensor."""
+  from ..tensor import where
+  adv = entries[at]
+  box = [slice(None) if k == at else e for k, e in enumerate(entries)]
+  basic = t[tuple(box)]
+  n, count = basic.shape[at], len(adv.values)
+  if count == 0:
+    return t
+  region = basic.shape[:at] + adv.shape + basic.shape[at + 1:]
+  v = _value_tensor(t, value).expand(region) if region else _value_tensor(t, value)
+  v = v.reshape(basic.shape[:at] + (count,) + basic.shape[at + 1:])
+  winner = {j: k for k, j in enumerate(adv.values)}
+  order, last = [], min(winner.values())
+  for j in range(n):                     # positions not written repeat a neighbour (runs stay)
+    last = winner.get(j, last)
+    order.append(last)
+  hit = type(t)([j in winner for j in range(n)], device=t.device)
+  hit = hit.reshape((1,) * at + (n,) + (1,) * (basic.ndim - at - 1))
+  return setitem_basic(t, box, where(hit, take_static(v, at, order), basic))
+
+
 def setitem(t, index, value):
   """The Tensor t[index] = value makes (functional; see the module docstring)."""
   if not isinstance(index, tuple):
@@ -420,6 +444,11 @@ def setitem(t, index, value):
           raise IndexOutOfRangeError(f"index {int(e)} is out of bounds for axis "
                                      f"{_axis_of(entries, k)} with size {n}")
     return setitem_basic(t, entries, value)
+  entries = parse(t, index)
+  advs = [k for k, e in enumerate(entries) if isinstance(e, Adv)]
+  if len(advs) == 1 and entries[advs[0]].values is not None and \
+     not any(_plain_int(e) for e in entries):
+    return _setitem_one_axis(t, entries, advs[0], value)
   flat = t.flatten()
   ramp = type(t).arange(1, t.numel() + 1, device=t.device).reshape(t.shape)
   pos = getitem(ramp, index) - 1
