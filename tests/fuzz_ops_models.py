@@ -48,7 +48,14 @@ def grow_model(b, src: int, op: str | None = None):
       b.push(op, [src], ishape, dtype, axis=axis, index=idx, index_shape=ishape)
   elif op == "setitem":
     value = _scalar_for(c, dtype)
-    if c.chance(0.5):
+    if len(shape) >= 2 and c.chance(0.3):        # two index arrays: the general scatter
+      other = (axis + 1) % len(shape)
+      k = c.integer(1, 3)
+      idx = tuple(c.integer(-n, n - 1) for _ in range(k))
+      idx2 = tuple(c.integer(-shape[other], shape[other] - 1) for _ in range(k))
+      b.push(op, [src], shape, dtype, axis=axis, index=idx, axis2=other, index2=idx2,
+             value=value)
+    elif c.chance(0.5):
       idx = tuple(c.integer(-n, n - 1) for _ in range(c.integer(1, 3)))
       b.push(op, [src], shape, dtype, axis=axis, index=idx, value=value)
     else:
@@ -158,6 +165,8 @@ def _setitem_index(step, ndim):
   axis = step.param("axis")
   index[axis] = list(step.param("index")) if step.param("index") is not None \
     else slice(*step.param("slice"))
+  if step.param("axis2") is not None:
+    index[step.param("axis2")] = list(step.param("index2"))
   return tuple(index)
 
 
