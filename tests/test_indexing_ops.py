@@ -193,3 +193,18 @@ def test_gather_fuses_into_one_kernel():
   assert len(kg.compile((t * 2)[Tensor([1, 7, 7]) + 0].relu())) == 1
   assert len(kg.compile(t[[1, 2, 3]].exp())) == 1       # host run: a view, no reduction
   assert t[[1, 2, 3]].dtype == dtypes.float32
+
+
+def test_gather_over_a_long_axis_splits_the_reduction(monkeypatch):
+  """n >= SPLIT_MIN_REDUCE (65536) with few outputs: the one-hot reduction runs split in two
+  kernels (on WEBGPU only: the interpreters take tens of seconds for it)."""
+  import tools
+  try:
+    kg.Device["WEBGPU"]
+  except kg.DeviceError as error:
+    tools.missing_tool("device WEBGPU", f"pip install wgpu ({error})")
+  with tools.default_device(monkeypatch, "WEBGPU"):
+    x = Tensor.arange(66000, dtype="float32") * 0.5
+    y = x[Tensor([65999, 5, -1, 66000]) + 0]
+    assert len(kg.compile(y)) == 2
+    same(y, np.float32([32999.5, 2.5, 32999.5, 0.0]))
