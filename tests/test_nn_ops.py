@@ -292,3 +292,32 @@ def test_embedding_then_causal_attention(device):
   emb = Tensor(table)[Tensor(tokens)]
   out = kg.scaled_dot_product_attention(emb, emb, emb, is_causal=True)
   same(out, expected.astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+ERRORS = [
+  (lambda: Tensor.zeros(2, 4).group_norm(3), kg.ShapeError, "3 groups must divide"),
+  (lambda: Tensor.zeros(2, 3).cross_entropy(Tensor([0, 1, 2])), kg.ShapeError,
+   "class indices need shape (2,)"),
+  (lambda: Tensor.zeros(2, 3).nll_loss(Tensor([0.5, 1.0])), kg.DTypeError, "integer dtype"),
+  (lambda: Tensor.zeros(2, 3).cross_entropy(Tensor([0, 1]), reduction="avg"), kg.ShapeError,
+   "reduction must be"),
+  (lambda: Tensor.zeros(4).dropout(1.5), kg.ShapeError, "in [0, 1]"),
+  (lambda: Tensor.zeros(2, 3).batchnorm(Tensor.zeros(2), Tensor.ones(3)), kg.ShapeError,
+   "needs shape (3,)"),
+  (lambda: kg.scaled_dot_product_attention(Tensor.zeros(2, 4), Tensor.zeros(3, 4),
+                                           Tensor.zeros(3, 2), mask=Tensor.ones(2, 3),
+                                           is_causal=True), kg.ShapeError, "not both"),
+  (lambda: kg.scaled_dot_product_attention(Tensor.zeros(2, 4), Tensor.zeros(3, 5),
+                                           Tensor.zeros(3, 2)), kg.ShapeError, "(..., L, E)"),
+  (lambda: Tensor.zeros(1, 1, 2, 2).interpolate(size=3, mode="bicubic"), kg.ShapeError,
+   "not one of nearest, linear, bilinear"),
+  (lambda: Tensor.zeros(1, 1, 2, 2).interpolate(size=3, align_corners=True), kg.ShapeError,
+   "align_corners only applies"),
+]
+
+
+@pytest.mark.parametrize("build,error,phrase", ERRORS, ids=[str(i) for i in range(len(ERRORS))])
+def test_typed_errors_say_what_to_do(build, error, phrase):
+  with pytest.raises(error) as info:
+    build()
+  assert phrase in str(info.value)

@@ -109,7 +109,8 @@ def test_pad_errors():
 
 
 def test_constant_pad_kernel_is_unchanged():
-  """The constant path is the code it was: same graph, same kernel as pad(widths, value)."""
+  """mode="constant" takes the former code path: the same kernel as pad(widths, value). (Its
+  kernels were also compared byte for byte with main's when the modes were added.)"""
   x = Tensor.arange(12, dtype="float32").reshape(3, 4)
   a = kg.compile(x.pad(((1, 0), (2, 2)), 3.0), target="wgsl")
   b = kg.compile(x.pad(((1, 0), (2, 2)), value=3.0, mode="constant"), target="wgsl")
@@ -124,3 +125,23 @@ def test_edge_pad_is_one_fused_kernel_and_compiles():
     wgsl_validate(k.source)
   for k in kg.compile(y, target="ptx", arch="sm_80"):
     ptxas_check(k.source, "sm_80")
+
+
+ERRORS = [
+  (lambda: Tensor.zeros(3).triu(), kg.ShapeError, "at least 2 dims"),
+  (lambda: Tensor.zeros(3).one_hot(4), kg.DTypeError, "integer tensor of class indices"),
+  (lambda: Tensor.zeros(4).split([1, 2]), kg.ShapeError, "sum to the axis size 4"),
+  (lambda: Tensor.zeros(4).chunk(0), kg.ShapeError, "n >= 1"),
+  (lambda: Tensor.zeros(2, 2).roll((1, 2), 0), kg.ShapeError, "one per axis"),
+  (lambda: Tensor.zeros(3).repeat_interleave([1, 2]), kg.ShapeError, "needs 3 ints"),
+  (lambda: Tensor.zeros(3).repeat_interleave(Tensor([1, 1, 1])), kg.ShapeError,
+   "depends on the data"),
+  (lambda: kg.meshgrid(Tensor.zeros(2), indexing="xyz"), kg.ShapeError, "'xy' or 'ij'"),
+]
+
+
+@pytest.mark.parametrize("build,error,phrase", ERRORS, ids=[str(i) for i in range(len(ERRORS))])
+def test_typed_errors_say_what_to_do(build, error, phrase):
+  with pytest.raises(error) as info:
+    build()
+  assert phrase in str(info.value)
