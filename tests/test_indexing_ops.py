@@ -176,6 +176,17 @@ def test_setitem_on_one_axis_with_host_indices_is_elementwise():
   same(t, expected)
 
 
+def test_setitem_through_a_computed_mask(device):
+  t = source()
+  t[t < 0] = 0.0                             # as numpy: where(mask, value, t), any mask
+  t[(t > 10)[:, :, 0]] = Tensor([-7.0])      # a mask over the leading dims, a 1-element value
+  expected = np.maximum(A, 0)
+  expected[(expected > 10)[:, :, 0]] = -7.0
+  same(t, expected)
+  with pytest.raises(kg.UnsupportedError, match="kg.where"):
+    t[t > 0] = Tensor([1.0, 2.0])            # one value per True: a data-dependent count
+
+
 def test_iteration_stops_at_the_end():
   assert [row.tolist() for row in Tensor([[1, 2], [3, 4]])] == [[1, 2], [3, 4]]
 

@@ -9,7 +9,8 @@ Indices come in two kinds:
   (its index input can be fed later). Negative ones count from the end; one still out of range
   reads 0 (gathers) and writes nothing (scatters, setitem): no access leaves the buffer.
 A boolean mask that is not realized data (`t[t > 0]`) has a shape that depends on the data: a
-typed error that points to `kg.where`.
+typed error that points to `kg.where`; assigning one value through any bool Tensor mask
+(`t[t < 0] = 0`) is `where(mask, value, t)` and works for computed masks too.
 
 Advanced indices follow numpy's rules: they broadcast together; when they sit next to each other
 their dims replace the indexed dims in place, when separated (by a slice, or None) their dims come
@@ -430,6 +431,23 @@ def _setitem_one_axis(t, entries: list, at: int, value):
   return setitem_basic(t, box, where(hit, take_static(v, at, order), basic))
 
 
+def _one_value(value) -> bool:
+  if _is_tensor(value):
+    return value.numel() == 1
+  return isinstance(value, (bool, int, float))
+
+
+def _setitem_mask(t, mask, value):
+  """t[mask] = one value, for a bool Tensor mask (computed or not): where(mask, value, t), the
+  same shape whatever the mask holds."""
+  from ..tensor import where
+  if mask.shape != t.shape[:mask.ndim]:
+    raise IndexOutOfRangeError(f"boolean index of shape {mask.shape} does not match the "
+                               f"leading dims of {t.shape}")
+  mask = mask.reshape(mask.shape + (1,) * (t.ndim - mask.ndim))
+  return where(mask, _value_tensor(t, value).reshape(()), t)
+
+
 def setitem(t, index, value):
   """The Tensor t[index] = value makes (functional; see the module docstring)."""
   if not isinstance(index, tuple):
@@ -444,6 +462,9 @@ def setitem(t, index, value):
           raise IndexOutOfRangeError(f"index {int(e)} is out of bounds for axis "
                                      f"{_axis_of(entries, k)} with size {n}")
     return setitem_basic(t, entries, value)
+  if len(index) == 1 and _is_tensor(index[0]) and index[0].dtype == dtypes.bool and \
+     _one_value(value):
+    return _setitem_mask(t, index[0], value)
   entries = parse(t, index)
   advs = [k for k, e in enumerate(entries) if isinstance(e, Adv)]
   if len(advs) == 1 and entries[advs[0]].values is not None and \
