@@ -16,7 +16,8 @@ import numpy as np
 
 MODEL_OPS = ("take_list", "take_tensor", "gather", "setitem", "scatter", "scatter_add",
              "pad_mode", "roll", "tril", "triu", "one_hot", "repeat_interleave",
-             "interpolate_nearest", "tile", "split_part", "chunk_part", "bilinear", "dropout")
+             "interpolate_nearest", "tile", "split_part", "chunk_part", "bilinear", "dropout",
+             "setitem_mask")
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 PAD_MODES = ("edge", "reflect", "symmetric", "wrap")
 INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
@@ -61,6 +62,8 @@ def grow_model(b, src: int, op: str | None = None):
     else:
       sl = (c.integer(0, n - 1), None, c.choice((1, 2, -1)))
       b.push(op, [src], shape, dtype, axis=axis, slice=sl, value=value)
+  elif op == "setitem_mask" and dtype != "bool":
+    b.push(op, [src], shape, dtype, value=_scalar_for(c, dtype))
   elif op in ("scatter", "scatter_add"):
     if op == "scatter_add" and dtype not in INTS:
       return
@@ -188,6 +191,12 @@ def oracle(step, xs):
     a, err, ok = x.a.copy(), x.err.copy(), x.ok.copy()
     a[index], err[index], ok[index] = value, 0.0, True
     return OVal(a, x.dtype, err, ok)
+  if op == "setitem_mask":                 # t[t > 0] = value
+    a = round_to(x.a, x.dtype)
+    hit = a.astype(np.float64) > 0 if x.dtype in FLOAT_DTYPES else a > 0
+    value = round_to(np.asarray(step.param("value")), x.dtype)
+    near = (x.err > 0) & (np.abs(a.astype(np.float64)) <= x.err)   # the compare may go either way
+    return OVal(np.where(hit, value, a), x.dtype, np.where(hit, 0.0, x.err), x.ok & ~near)
   if op in ("scatter", "scatter_add"):
     src = xs[1]
     idx = np.array(step.param("index")).reshape(step.param("index_shape"))
@@ -234,7 +243,8 @@ def oracle(step, xs):
 
 
 def _linear_matrix(n_in, n_out, align_corners):
-  """torch's linear interpolation weights (float32 coordinates) as an (out, in) matrix."""
+  """torch's linear interpolation weights (float32 coordinates) as an (out, in) matrix, and
+  which inputs each output reads (its two neighbours, even one of weight 0: 0 * inf is NaN)."""
   d = np.arange(n_out, dtype=np.float32)
   if align_corners:
     s = np.float32((n_in - 1) / (n_out - 1)) if n_out > 1 else np.float32(0)
@@ -245,18 +255,19 @@ def _linear_matrix(n_in, n_out, align_corners):
   i0 = src.astype(np.int64)
   i1 = np.minimum(i0 + 1, n_in - 1)
   lam = src - i0.astype(np.float32)
-  m = np.zeros((n_out, n_in))
+  m, reads = np.zeros((n_out, n_in)), np.zeros((n_out, n_in), np.int64)
   np.add.at(m, (np.arange(n_out), i0), (np.float32(1) - lam).astype(np.float64))
   np.add.at(m, (np.arange(n_out), i1), lam.astype(np.float64))
-  return m
+  reads[np.arange(n_out), i0] = reads[np.arange(n_out), i1] = 1
+  return m, reads
 
 
 def _bilinear(x, size, align_corners):
   """Rows then columns as weighted sums (float32 work for the half types), matmul's bounds."""
   from fuzz_oracle import U, round_to, ulp, work_dtype
   from fuzz_oracle_ops import _out
-  wh = _linear_matrix(x.a.shape[2], size[0], align_corners)
-  ww = _linear_matrix(x.a.shape[3], size[1], align_corners)
+  wh, reads_h = _linear_matrix(x.a.shape[2], size[0], align_corners)
+  ww, reads_w = _linear_matrix(x.a.shape[3], size[1], align_corners)
   u = U[work_dtype(x.dtype)]
   a = round_to(x.a, x.dtype).astype(np.float64)
   finite = np.isfinite(a)
@@ -265,8 +276,7 @@ def _bilinear(x, size, align_corners):
   e1 = x.err @ ww.T + (ww.shape[1] + 1) * u * t1
   y2, t2 = wh @ y1, wh @ np.abs(y1)
   e2 = wh @ e1 + (wh.shape[1] + 1) * u * t2
-  support = (wh > 0).astype(np.int64) @ (~(x.ok & finite)).astype(np.int64) @ \
-    (ww > 0).astype(np.int64).T
+  support = reads_h @ (~(x.ok & finite)).astype(np.int64) @ reads_w.T
   r = round_to(y2, x.dtype)
   return _out(r, x.dtype, e2 + ulp(r, x.dtype), support == 0)
 
@@ -323,6 +333,10 @@ def build(step, xs):
   if op == "setitem":
     y = Tensor(x.node)           # a new Tensor object: setitem must not change x itself
     y[_setitem_index(step, x.ndim)] = step.param("value")
+    return y
+  if op == "setitem_mask":
+    y = Tensor(x.node)
+    y[x > 0] = step.param("value")
     return y
   if op == "scatter":
     return x.scatter(axis, _index_tensor(step, x), xs[1])

@@ -57,41 +57,43 @@ def nearest_sources(n_in: int, n_out: int, scale) -> list:
   return [min(int(math.floor(f32(d * s))), n_in - 1) for d in range(n_out)]
 
 
-def linear_weights(n_in: int, n_out: int, scale, align_corners: bool) -> list:
-  """torch's linear interpolation along one axis as an (out, in) weight matrix: half-pixel
-  centres (src = (dst + 0.5) * scale - 0.5, clamped at 0) or, with align_corners, the corners
-  mapped onto each other (src = dst * (in - 1) / (out - 1)); float32 arithmetic as torch."""
+def linear_sources(n_in: int, n_out: int, scale, align_corners: bool) -> tuple:
+  """torch's linear interpolation along one axis: per output, the two source positions and
+  their weights (i0, i1, 1 - lambda, lambda). Half-pixel centres (src = (dst + 0.5) * scale -
+  0.5, clamped at 0) or, with align_corners, corners onto corners (src = dst * (in - 1) / (out -
+  1)); float32 arithmetic, as torch."""
   if align_corners:
     s = f32((n_in - 1) / (n_out - 1)) if n_out > 1 else 0.0
   else:
     s = f32(1.0 / scale) if scale else f32(n_in / n_out)
-  rows = []
+  i0s, i1s, w0s, w1s = [], [], [], []
   for d in range(n_out):
     src = f32(s * d) if align_corners else max(f32(f32(s * f32(d + 0.5)) - 0.5), 0.0)
     i0 = int(src)
-    step = 1 if i0 < n_in - 1 else 0
     lam = f32(src - i0)
-    row = [0.0] * n_in
-    row[i0] += f32(1.0 - lam)
-    row[i0 + step] += lam
-    rows.append(row)
-  return rows
+    i0s.append(i0)
+    i1s.append(i0 + 1 if i0 < n_in - 1 else i0)
+    w0s.append(f32(1.0 - lam))
+    w1s.append(lam)
+  return i0s, i1s, w0s, w1s
 
 
-def _resample_axis(x, axis: int, weights: list):
-  """x along `axis` replaced by weights @ x (an (out, in) matrix, host constants)."""
-  n_out, n_in = len(weights), len(weights[0])
-  w = type(x)([v for row in weights for v in row], dtype=dtypes.float32, device=x.device)
-  shape = [1] * (x.ndim + 1)
-  shape[axis], shape[axis + 1] = n_out, n_in
-  return (x.unsqueeze(axis) * w.reshape(tuple(shape))).sum(axis + 1)
+def _lerp_axis(x, axis: int, sources: tuple):
+  """x along `axis` as x[i0] * w0 + x[i1] * w1 (two gathers of host-known positions: only the
+  two neighbours are read, so an inf elsewhere stays out, as in torch)."""
+  from .indexing_ops import take_static
+  i0, i1, w0, w1 = sources
+  shape = [1] * x.ndim
+  shape[axis] = len(i0)
+  weight = lambda w: type(x)(w, dtype=dtypes.float32, device=x.device).reshape(tuple(shape))
+  return take_static(x, axis, i0) * weight(w0) + take_static(x, axis, i1) * weight(w1)
 
 
 def interpolate(x, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
   """torch.nn.functional.interpolate of an (N, C, *spatial) tensor: "nearest" (torch's legacy
   nearest: src = floor(dst * in / out), views where the pattern allows, else a one-hot gather),
-  "linear" (1 spatial dim) or "bilinear" (2): a weighted sum per axis, half-pixel centres unless
-  align_corners=True."""
+  "linear" (1 spatial dim) or "bilinear" (2): per axis (the last first, as torch) the two
+  neighbours, gathered, weighted and added; half-pixel centres unless align_corners=True."""
   from .indexing_ops import take_static
   if mode not in INTERPOLATE_MODES:
     raise ShapeError(f"interpolate mode {mode!r} is not one of {', '.join(INTERPOLATE_MODES)}")
@@ -109,7 +111,7 @@ def interpolate(x, size=None, scale_factor=None, mode: str = "nearest", align_co
     if mode == "nearest":
       out = take_static(out, axis, nearest_sources(n_in, n_out, scale))
     else:
-      out = _resample_axis(out, axis, linear_weights(n_in, n_out, scale, bool(align_corners)))
+      out = _lerp_axis(out, axis, linear_sources(n_in, n_out, scale, bool(align_corners)))
   return out.cast(x.dtype) if mode == "nearest" or x.dtype.is_float() else out
 
 
