@@ -185,19 +185,44 @@ def one_hot_take(x, axis: int, idx):
   return out.cast(x.dtype)
 
 
-def _runs(values: list) -> list:
-  """values as affine runs (start, step, count)."""
-  runs, i = [], 0
+def _affine_end(values: list, i: int) -> int:
+  """The end of the affine run of values starting at i."""
+  if i + 1 >= len(values):
+    return i + 1
+  d, j = values[i + 1] - values[i], i + 1
+  while j + 1 < len(values) and values[j + 1] - values[j] == d:
+    j += 1
+  return j + 1
+
+
+def _blocks(values: list, i: int, r: int) -> tuple[int, int]:
+  """(step, blocks): values[i:] as values[i] + (k // r) * step for as many whole blocks of r."""
+  n = len(values)
+  step = values[i + r] - values[i] if i + r < n else 1
+  blocks = 1
+  while i + (blocks + 1) * r <= n and all(values[i + blocks * r + k] == values[i] + blocks * step
+                                          for k in range(r)):
+    blocks += 1
+  return step, blocks
+
+
+def pieces(values: list) -> list:
+  """values as pieces (start, step, blocks, r): start + (k // r) * step, k < blocks * r (r = 1:
+  an affine run; r > 1: each of an affine run repeated r times, as nearest upsampling's)."""
+  out, i = [], 0
   while i < len(values):
-    if i + 1 == len(values):
-      runs.append((values[i], 1, 1))
-      break
-    d, j = values[i + 1] - values[i], i + 1
-    while j + 1 < len(values) and values[j + 1] - values[j] == d:
-      j += 1
-    runs.append((values[i], d, j - i + 1))
-    i = j + 1
-  return runs
+    r = 1
+    while i + r < len(values) and values[i + r] == values[i]:
+      r += 1
+    if r > 1:
+      step, blocks = _blocks(values, i, r)
+      out.append((values[i], step, blocks, r))
+      i += blocks * r
+    else:
+      end = _affine_end(values, i)
+      out.append((values[i], values[i + 1] - values[i] if end - i > 1 else 1, end - i, 1))
+      i = end
+  return out
 
 
 def _run_view(x, axis: int, start: int, step: int, count: int):
@@ -211,36 +236,26 @@ def _run_view(x, axis: int, start: int, step: int, count: int):
   return x[lead + (slice(start, stop if stop >= 0 else None, step),)]
 
 
-def _repeated(values: list):
-  """(start, step, r) when values[i] == start + (i // r) * step for some r > 1, else None."""
-  r = 1
-  while r < len(values) and values[r] == values[0]:
-    r += 1
-  if r == 1 or len(values) % r:
-    return None
-  step = values[r] - values[0] if r < len(values) else 1
-  if all(v == values[0] + (i // r) * step for i, v in enumerate(values)):
-    return values[0], step, r
-  return None
+def _piece_view(x, axis: int, start: int, step: int, blocks: int, r: int):
+  base = _run_view(x, axis, start, step, blocks)
+  if r == 1:
+    return base
+  shape = base.shape
+  grown = base.unsqueeze(axis + 1).expand(shape[:axis + 1] + (r,) + shape[axis + 1:])
+  return grown.reshape(shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
 
 
 def take_static(x, axis: int, values: list):
-  """x[..., values, ...] along `axis` for host-known in-range ints: views where they form a few
-  affine runs (or runs repeated r times each), else a one-hot reduction."""
+  """x[..., values, ...] along `axis` for host-known in-range ints: views (and a cat of them)
+  where the values form at most MAX_RUNS pieces (affine runs, or affine runs with each value
+  repeated r times), else a one-hot reduction."""
   from ..tensor import cat
   if not values:
     return x.shrink(tuple((0, 0) if d == axis else None for d in range(x.ndim)))
-  rep = _repeated(values)
-  if rep is not None:
-    start, step, r = rep
-    base = _run_view(x, axis, start, step, len(values) // r)
-    shape = base.shape
-    grown = base.unsqueeze(axis + 1).expand(shape[:axis + 1] + (r,) + shape[axis + 1:])
-    return grown.reshape(shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
-  runs = _runs(values)
-  if len(runs) <= MAX_RUNS:
-    pieces = [_run_view(x, axis, *run) for run in runs]
-    return pieces[0] if len(pieces) == 1 else cat(pieces, axis)
+  parts = pieces(values)
+  if len(parts) <= MAX_RUNS:
+    views = [_piece_view(x, axis, *p) for p in parts]
+    return views[0] if len(views) == 1 else cat(views, axis)
   idx = type(x)(values, dtype=dtypes.int32, device=x.device)
   return one_hot_take(x, axis, idx)
 
