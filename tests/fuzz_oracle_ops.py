@@ -496,5 +496,7 @@ OPS = {**{op: _unary for op in ("neg", "abs", "relu", "invert", *UNARY)},
        "cat": _join, "stack": _join, "pow": _pow, "softmax": _softmax, "conv2d": _conv2d}
 
 
-from fuzz_scan_sort import ORACLE  # noqa: E402  (scans, sorts, einsum: issue 18)
+from fuzz_scan_sort import ORACLE as SCAN_SORT_ORACLE  # noqa: E402  (scans, sorts, einsum: issue 18)
+OPS.update(SCAN_SORT_ORACLE)
+from fuzz_ops_models import ORACLE  # noqa: E402  (issue 18's operations)
 OPS.update(ORACLE)

@@ -220,7 +220,7 @@ def generate(c: Chooser, max_steps: int = 6) -> Program:
     src = len(b.values) - 1 if c.chance(0.75) else c.integer(0, len(b.values) - 1)
     kind = c.choice(("unary", "binary", "binary", "cast", "movement", "movement", "reduce",
                      "compare", "where", "matmul", "bitcast", "join", "pow", "softmax",
-                     "conv2d", "zero", "scan_sort"))
+                     "conv2d", "zero", "scan_sort", "model"))
     GROW[kind](b, src)
   return b.program()
 
@@ -549,3 +549,5 @@ def mean_dtype(dtype: str) -> str:
 
 from fuzz_scan_sort import grow_scan_sort  # noqa: E402  (scans, sorts, einsum: issue 18)
 GROW["scan_sort"] = grow_scan_sort
+from fuzz_ops_models import grow_model  # noqa: E402  (issue 18's operations: gather, pad modes...)
+GROW["model"] = grow_model

@@ -29,6 +29,7 @@ import kernelgen as kg  # noqa: E402
 from kernelgen import Tensor  # noqa: E402
 from fuzz_oracle import OVal, compare, evaluate, input_values  # noqa: E402
 from fuzz_programs import Program, RandomChooser, ReplayChooser, Step, generate  # noqa: E402
+import fuzz_ops_models  # noqa: E402
 
 DEVICES = ("PYTHON", "WEBGPU", "PTXSIM", "CUDA")
 # dtypes a device's target has no type for: there, UnsupportedError is the expected answer
@@ -123,6 +124,7 @@ BUILD = {
   "softmax": lambda s, xs: xs[0].softmax(axis=s.param("axis")),
   "conv2d": _conv2d,
 }
+BUILD.update(fuzz_ops_models.BUILD)   # issue 18's operations (tests/fuzz_ops_models.py)
 
 
 from fuzz_scan_sort import BUILD as SCAN_SORT_BUILD  # noqa: E402  (scans, sorts, einsum: issue 18)

@@ -17,6 +17,11 @@ from .frontend.sort import argsort, sort, topk
 from .frontend.einsum import einsum
 # (after the subpackage import, `kg.export` is the function, not the package kernelgen.export)
 from .export import export, load_bundle  # noqa: E402
+from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, IndexOutOfRangeError,
+                     KernelgenError, LimitError, ShapeError, UnsupportedError, VerifyError)
+from .frontend.indexing_ops import take
+from .frontend.model_ops import interpolate, scaled_dot_product_attention
+from .frontend.shape_ops import meshgrid
 
 __version__ = "0.1.0"
 
@@ -38,4 +43,4 @@ __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "st
            "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
-           "LimitError", "CompileError", "ExecutionError", "VerifyError"]
+           "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError"]

@@ -13,6 +13,10 @@ class ShapeError(KernelgenError, ValueError):
   """Shapes that do not broadcast, a bad axis, a bad reshape."""
 
 
+class IndexOutOfRangeError(ShapeError, IndexError):
+  """An index known when the program is built (an int, a list, a numpy array) is out of range."""
+
+
 class VerifyError(KernelgenError):
   """A UOp graph breaks an invariant of the stage it is in; the message names the node."""
 

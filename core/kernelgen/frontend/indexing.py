@@ -5,26 +5,15 @@ size-1 dim. Nothing is copied.
 """
 from __future__ import annotations
 
-from ..errors import ShapeError
-from .operands import TensorOps
-
-
-def _expand_ellipsis(index: tuple, ndim: int) -> tuple:
-  used = sum(1 for i in index if i is not None and i is not Ellipsis)
-  if sum(1 for i in index if i is Ellipsis) > 1:
-    raise ShapeError("an index can have only one `...`")
-  if used > ndim:
-    raise ShapeError(f"too many indices ({used}) for a tensor with {ndim} dims")
-  if Ellipsis not in index:
-    return index + (slice(None),) * (ndim - used)
-  at = index.index(Ellipsis)
-  return index[:at] + (slice(None),) * (ndim - used) + index[at + 1:]
+from ..errors import IndexOutOfRangeError, ShapeError
+from . import indexing_ops as advanced
+from .indexing_ops import expand_ellipsis
 
 
 def _int_bounds(i: int, n: int, axis: int) -> tuple[int, int]:
   if not -n <= i < n:
-    raise ShapeError(f"index {i} is out of bounds for axis {axis} with size {n}: "
-                     f"use an index in {-n}..{n - 1}")
+    raise IndexOutOfRangeError(f"index {i} is out of bounds for axis {axis} with size {n}: "
+                               f"use an index in {-n}..{n - 1}")
   i %= n
   return i, i + 1
 
@@ -37,10 +26,9 @@ def getitem(t, index):
       raise ShapeError(f"index {i!r} is a float: index with ints (int({i!r})) or slices")
     if isinstance(i, slice) and i.step == 0:
       raise ShapeError("a slice step cannot be 0: use a positive or negative step")
-    if isinstance(i, TensorOps) or isinstance(i, list):
-      raise ShapeError("indexing with tensors or lists (fancy indexing) is not supported: "
-                       "use ints, slices, None and ..., or kg.where")
-  index = _expand_ellipsis(index, t.ndim)
+    if advanced.is_advanced(i):
+      return advanced.getitem(t, index)
+  index = expand_ellipsis(index, t.ndim)
   bounds, flips, steps, axis = [], [], [], 0
   for i in index:
     if i is None:

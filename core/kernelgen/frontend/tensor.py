@@ -32,6 +32,9 @@ from .tensor_nn import NNOps
 from .tensor_ops import ArithmeticOps, MathOps, ReduceOps
 from .scan import ScanMixin
 from .sort import SortMixin
+from .indexing_ops import IndexingOps
+from .model_ops import ModelOps
+from .shape_ops import ShapeOps
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -43,9 +46,11 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin):
+class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
+             IndexingOps, ShapeOps, ModelOps):
   """A lazily evaluated n-dimensional array on a device. Its operations come from the mixins it
-  lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling)."""
+  lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling; scan, sort, indexing_ops, shape_ops,
+  model_ops: the operations models need)."""
   __slots__ = ("node", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
 
@@ -291,8 +296,14 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin):
       raise ShapeError(f"squeeze axis {axis} of shape {self.shape}: only size-1 dims can go")
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
-  def pad(self, pad_width, value=0) -> Tensor:
-    """numpy.pad with a constant fill: pad_width is ((before, after), ...) per dim."""
+  def pad(self, pad_width, value=0, mode="constant") -> Tensor:
+    """numpy.pad: pad_width is ((before, after), ...) per dim; mode "constant" fills with value,
+    "edge", "reflect", "symmetric" and "wrap" repeat the data (frontend/shape_ops.py)."""
+    if isinstance(value, str):       # pad(widths, "edge"), as numpy.pad's positional mode
+      mode, value = value, 0
+    if mode != "constant":
+      from .shape_ops import pad_mode
+      return pad_mode(self, pad_width, mode)
     pads = pairs(pad_width, self.ndim, "pad")
     check_ints([w for pair in pads for w in pair], "pad")
     if any(b < 0 or a < 0 for b, a in pads):

@@ -15,20 +15,20 @@ Scalar = (bool, int, float)
 
 # ---- user data -------------------------------------------------------------------------------
 
-def _flatten(data, shape: list) -> list:
+def flatten(data, shape: list) -> list:
   """Flatten nested lists, recording the shape; ragged input is a ShapeError."""
   if isinstance(data, (list, tuple)):
     shape.append(len(data))
     if not data:
       return []
-    parts = [_flatten(d, shape[:]) for d in data]
+    parts = [flatten(d, shape[:]) for d in data]
     inner = [_shape_of(d) for d in data]
     if any(s != inner[0] for s in inner):
       raise ShapeError("ragged nested lists: every row must have the same length; pad the rows")
     shape.extend(inner[0])
     return [x for p in parts for x in p]
   if hasattr(data, "tolist") and not isinstance(data, Scalar):
-    return _flatten(data.tolist(), shape)
+    return flatten(data.tolist(), shape)
   return [data]
 
 
@@ -89,7 +89,7 @@ def raw_of(data, dtype: DType | None) -> tuple[bytes, tuple, DType]:
     shape = tuple(view.shape) if view.ndim else ()
     return pack(values, dtype or src), shape, dtype or src
   shape: list = []
-  values = _flatten(data, shape)
+  values = flatten(data, shape)
   dtype = dtype or infer_dtype(values)
   return pack(values, dtype), tuple(shape), dtype
 
