@@ -8,8 +8,9 @@
 """
 from .device import Device
 from .dtype import DType, dtypes
-from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, KernelgenError,
-                     LimitError, ShapeError, UnsupportedError, VerifyError)
+from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, ExecutionError,
+                     KernelgenError, LimitError, OutOfBoundsError, ShapeError, UnsupportedError,
+                     VerifyError)
 from .tensor import Tensor, cat, stack, where
 
 __version__ = "0.1.0"
@@ -30,4 +31,5 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
-           "LimitError", "CompileError", "ExecutionError", "VerifyError"]
+           "LimitError", "CompileError", "ExecutionError", "VerifyError", "OutOfBoundsError",
+           "BufferNameError"]

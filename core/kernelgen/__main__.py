@@ -21,7 +21,8 @@ EXAMPLE = """example:
 
 The program is ordinary Python; the tensor it assigns to NAME (default `out`; a list or tuple
 of tensors works too) is compiled, nothing is run. manifest.json lists the kernels in launch
-order with their files, launch sizes and buffers."""
+order with their files, launch sizes and buffers; an input buffer is called by the variable
+holding it (here `x`, `w`) unless it has a name (Tensor.empty(64, 32, name="x"))."""
 
 SUFFIX = {"ptx": ".ptx", "wgsl": ".wgsl", "python": ".uops"}
 
@@ -45,11 +46,13 @@ def parser() -> argparse.ArgumentParser:
 
 def load_outputs(path: str, name: str) -> list:
   from .errors import KernelgenError
+  from .frontend.names import name_inputs
   from .tensor import Tensor
   namespace = {"__name__": "__kernelgen_program__", "__file__": path}
   with open(path, encoding="utf-8") as f:
     code = compile(f.read(), path, "exec")
   exec(code, namespace)
+  name_inputs(namespace)
   if name not in namespace:
     raise KernelgenError(f"{path} does not define `{name}`: assign the result tensor to it "
                          f"or pass --output NAME")

@@ -13,6 +13,15 @@ class ShapeError(KernelgenError, ValueError):
   """Shapes that do not broadcast, a bad axis, a bad reshape."""
 
 
+class OutOfBoundsError(ShapeError, IndexError):
+  """An index past the end of an axis; an IndexError too, so Python's sequence protocol (a
+  `for` loop over a tensor through __getitem__) stops there."""
+
+
+class BufferNameError(KernelgenError, ValueError):
+  """A buffer name (`Tensor.empty(..., name=)`) that is not an identifier kernels can use."""
+
+
 class VerifyError(KernelgenError):
   """A UOp graph breaks an invariant of the stage it is in; the message names the node."""
 

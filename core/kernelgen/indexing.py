@@ -5,7 +5,7 @@ size-1 dim. Nothing is copied.
 """
 from __future__ import annotations
 
-from .errors import ShapeError
+from .errors import OutOfBoundsError, ShapeError
 
 
 def _expand_ellipsis(index: tuple, ndim: int) -> tuple:
@@ -22,7 +22,7 @@ def _expand_ellipsis(index: tuple, ndim: int) -> tuple:
 
 def _int_bounds(i: int, n: int, axis: int) -> tuple[int, int]:
   if not -n <= i < n:
-    raise ShapeError(f"index {i} is out of bounds for axis {axis} with size {n}: "
+    raise OutOfBoundsError(f"index {i} is out of bounds for axis {axis} with size {n}: "
                      f"use an index in {-n}..{n - 1}")
   i %= n
   return i, i + 1

@@ -26,10 +26,13 @@ class L(Enum):
 
 
 class Buffer:
-  """`size` elements of `dtype` in numpy layout on `device`; host bytes until a kernel needs it."""
+  """`size` elements of `dtype` in numpy layout on `device`; host bytes until a kernel needs it.
+  Without `data` its values are unspecified until written (`Tensor.empty`: a kernel input).
+  `name`: what compiled kernels call it (None: `in1`, `in2`... by slot)."""
 
-  def __init__(self, device: str, dtype: DType, size: int, data: bytes | None = None):
-    self.device, self.dtype, self.size = device, dtype, size
+  def __init__(self, device: str, dtype: DType, size: int, data: bytes | None = None,
+               name: str | None = None):
+    self.device, self.dtype, self.size, self.name = device, dtype, size, name
     self._handle = None
     self._host = bytes(data) if data is not None else None
 

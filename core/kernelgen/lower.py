@@ -45,7 +45,7 @@ from .lazy import L, LazyOp
 from .lower_vector import (MAX_VECTOR, _vector_loads, _vector_stores, vector_accumulate,  # noqa: F401
                            vector_thread_stores)
 from .ops import Ops, UOp, toposort
-from .program import BufferSpec
+from .program import BufferSpec, kernel_buffers
 from .schedule import ScheduleItem
 from .view import View, contiguous_strides, prod
 
@@ -390,9 +390,7 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
     stores = staged_stores(lw, opts)
   else:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
-  buffers = [BufferSpec(0, "out", out.dtype, out.size, "write")]
-  buffers += [BufferSpec(i + 1, f"in{i + 1}", s.dtype, s.size, "read")
-              for i, s in enumerate(item.inputs)]
+  buffers = kernel_buffers(out, item.inputs)
   return UOp(Ops.SINK, None, tuple(stores)), buffers
 
 

@@ -175,8 +175,18 @@ class Tensor:
     return Tensor.full(_shape_args(shape), 1, dtype, device)
 
   @staticmethod
-  def empty(*shape, dtype=dtypes.float32, device=None) -> Tensor:
-    return Tensor.zeros(*shape, dtype=dtype, device=device)
+  def empty(*shape, dtype=dtypes.float32, device=None, name=None) -> Tensor:
+    """An input: a buffer whose values are unspecified until written (numpy's `empty`; reading
+    them is allowed and gives whatever the device holds). Compiled kernels bind it as a buffer,
+    called `name` when given (rules: frontend/names.py)."""
+    from .device import Device
+    from .frontend.names import check_name
+    shape, name = _shape_args(shape), check_name(name)
+    if any(s < 0 for s in shape):
+      raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
+    device = Device.canonical(device) if device else _default_device()
+    buffer = lazy.Buffer(device, dtypes.from_name(dtype), prod(shape), None, name)
+    return Tensor(LazyOp.from_buffer(buffer, shape))
 
   @staticmethod
   def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:

@@ -28,7 +28,7 @@ from .interpret import WMMA_SHAPES, fragment_position
 from .lazy import L, LazyOp
 from .lower import Lowerer
 from .ops import Ops, UOp, toposort
-from .program import BufferSpec
+from .program import BufferSpec, kernel_buffers
 from .schedule import ScheduleItem
 from .view import contiguous_strides
 
@@ -231,9 +231,7 @@ class _TileLowering:
     accs = self._accumulate(tm, tn)
     stores = [st for (i, j), values in accs.items() for st in self._store(i, j, values)]
     item = self.item
-    buffers = [BufferSpec(0, "out", item.out.dtype, item.out.size, "write")]
-    buffers += [BufferSpec(i + 1, f"in{i + 1}", s.dtype, s.size, "read")
-                for i, s in enumerate(item.inputs)]
+    buffers = kernel_buffers(item.out, item.inputs)
     return UOp(Ops.SINK, None, tuple(stores)), buffers
 
   def _threads(self, tm: int, tn: int, wm: int, wn: int) -> None:

@@ -65,6 +65,8 @@ def execute(code: str, device: str):
   try:
     names = _namespace()
     exec(compile(code, PROGRAM, "exec"), names)
+    from .frontend.names import name_inputs
+    name_inputs(names)     # kernels call input buffers by their variables' names
   finally:
     Device.DEFAULT = previous
   if "out" not in names:
