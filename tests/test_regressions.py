@@ -214,3 +214,37 @@ def test_division_by_x_minus_x_gives_inf_and_nan_like_numpy(device):
   with np.errstate(all="ignore"):
     for name, fn in cases.items():
       np.testing.assert_array_equal(fn(b).numpy(), fn(x), err_msg=name)
+
+
+@pytest.mark.parametrize("n", [64, 128, 512])
+def test_ptx_zeros_matmul_has_no_keyerror_view_in_rules_for(n):
+  # issue 17: `Tensor.zeros(n, n) @ Tensor.zeros(n, n)` (and `Tensor.empty` @ `Tensor.empty`
+  # while empty was zeros) on PTX: KeyError: View(shape=(n, n, n), strides=(0, 0, 0)) from
+  # pattern.py _rules_for. The product folds to one constant, so plan() staged it whole as an
+  # operand, and the fused multiply-add in regtile._accumulators computed its factors, a VIEW
+  # among them, as if they were elementwise ops (fixed in regtile.py: no fused multiply-add
+  # where the product is an operand itself)
+  y = Tensor.zeros(n, n) @ Tensor.zeros(n, n)
+  for arch in ("sm_75", "sm_80", "sm_90"):
+    (k,) = kg.compile(y, target="ptx", arch=arch)
+    assert [b.name for b in k.buffers] == ["out"]
+  kg.compile(y, target="wgsl", tile=(4, 4), stage=True)
+  if n <= 128:
+    got = (Tensor.zeros(n, n, device="PTXSIM") @ Tensor.zeros(n, n, device="PTXSIM")).numpy()
+    np.testing.assert_array_equal(got, np.zeros((n, n), np.float32))
+
+
+@pytest.mark.parametrize("n", [64, 128])
+def test_ptx_zeros_matmul_of_an_input_has_no_max_of_empty_sequence(n):
+  # issue 17: `Tensor.zeros(64, 64) @ x` on PTX: ValueError: max() arg is an empty sequence in
+  # regtile._accumulators (the same cause as the KeyError above: with an input as the other
+  # factor, compute() reached the input's BUFFER, which has no sources)
+  x = np.random.default_rng(n).standard_normal((n, n)).astype(np.float32)
+  zeros = np.zeros((n, n), np.float32)
+  programs = [(lambda t: Tensor.zeros(n, n, device=t.device) @ t, lambda a: zeros @ a),
+              (lambda t: t @ Tensor.zeros(n, n, device=t.device) + 1, lambda a: a @ zeros + 1)]
+  for program, expected in programs:
+    for arch in ("sm_75", "sm_80", "sm_90"):
+      kg.compile(program(Tensor.empty(n, n)), target="ptx", arch=arch)
+    kg.compile(program(Tensor.empty(n, n)), target="wgsl", tile=(4, 4), stage=True)
+    np.testing.assert_array_equal(program(Tensor(x, device="PTXSIM")).numpy(), expected(x))
