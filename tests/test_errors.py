@@ -110,7 +110,7 @@ CATALOGUE = [
    ["argmax takes one axis", "flatten"]),
   ("flip axis out of range", lambda: A().flip(4), ShapeError, ["axis 4 is out of range"]),
   # ---- indexing ----
-  ("index out of bounds", lambda: A()[2], ShapeError,
+  ("index out of bounds", lambda: A()[2], kg.OutOfBoundsError,
    ["index 2 is out of bounds for axis 0 with size 2"]),
   ("too many indices", lambda: A()[0, 0, 0], ShapeError, ["too many indices (3)", "2 dims"]),
   ("two ellipses", lambda: A()[..., ...], ShapeError, ["only one `...`"]),

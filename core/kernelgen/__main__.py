@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 
 EXAMPLE = """example:
   $ cat prog.py
@@ -97,6 +98,8 @@ def main(argv=None) -> int:
   try:
     return render(args)
   except (KernelgenError, OSError) as error:
+    if getattr(error, "pass_name", None) and error.__cause__ is not None:   # a bug: for the report
+      traceback.print_exception(error.__cause__, file=sys.stderr)
     print(f"error: {error}", file=sys.stderr)
     return 1
 

@@ -1,4 +1,8 @@
-"""Typed errors. Every error a user can cause is one of these, with a message that says what to do."""
+"""Typed errors. Every error a user can cause is one of these, with a message that says what to do.
+An exception from inside compile or realize that is none of these is a bug: `internal_errors`
+re-raises it as a CompileError / ExecutionError that says so and chains the original."""
+
+import contextlib
 
 
 class KernelgenError(Exception):
@@ -56,3 +60,26 @@ class CompileError(KernelgenError):
 
 class ExecutionError(KernelgenError):
   """A kernel did something invalid while running (out-of-bounds access, uninitialised read)."""
+
+
+REPORT = ("This is a bug in kernelgen, not in your program: please report it, with the program "
+          "that triggered it (the Python that builds the tensors, and the target, arch and "
+          "options or the device it ran on), to the kernelgen issue tracker.")
+
+
+@contextlib.contextmanager
+def internal_errors(pass_name: str, kernel: str = "", error: type = CompileError):
+  """Re-raise an exception kernelgen did not raise on purpose (anything but a KernelgenError,
+  MemoryError or a BaseException such as KeyboardInterrupt) as `error` (CompileError while
+  compiling, ExecutionError while running) naming the pass and the kernel, chained to it.
+  The typed error has `pass_name` and `kernel` attributes."""
+  try:
+    yield
+  except (KernelgenError, MemoryError):
+    raise
+  except Exception as cause:
+    where = f" on kernel {kernel!r}" if kernel else ""
+    typed = error(f"internal error in kernelgen's {pass_name!r} pass{where}: "
+                  f"{type(cause).__name__}: {cause}\n{REPORT}")
+    typed.pass_name, typed.kernel = pass_name, kernel
+    raise typed from cause
