@@ -13,6 +13,12 @@ deliberate differences, because WGSL has no 64-bit types:
 - `.data()` of float16 gives the raw 16-bit patterns (format 'H'): the standard library's
   memoryview cannot hold half floats. bfloat16 likewise.
 - `avg_pool2d` counts padded zeros (count_include_pad).
+
+Python and numpy protocols (frontend/protocols.py): `for row in t`, `len(t)`, `float/int/bool(t)`
+and `t.item()` of one element, `np.asarray(t)` (the ndarray of `.numpy()`). numpy ufuncs on a
+tensor (`np.exp(t)`, `ndarray + t`) give a lazy Tensor where kernelgen has the op, with
+kernelgen's dtype rules; other ufuncs, ufunc methods or keywords (`out=`) and other numpy
+functions (`np.sum(t)`) give numpy's ndarray. `Tensor.empty` is an unfilled input buffer.
 """
 from __future__ import annotations
 
@@ -21,6 +27,7 @@ import math
 from . import lazy
 from .dtype import DType, dtypes, promote_types, truncate
 from .errors import DeviceError, DTypeError, ShapeError
+from .frontend.protocols import PythonProtocols
 from .lazy import L, LazyOp, chain_view
 from .ops import Ops
 from .tensor_data import (Scalar, _check_ints, _infer_dtype, _nest, _pairs, _raw_of,  # noqa: F401
@@ -53,7 +60,7 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor:
+class Tensor(PythonProtocols):
   """A lazily evaluated n-dimensional array on a device."""
   __slots__ = ("node", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
