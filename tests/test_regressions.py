@@ -248,3 +248,21 @@ def test_ptx_zeros_matmul_of_an_input_has_no_max_of_empty_sequence(n):
       kg.compile(program(Tensor.empty(n, n)), target="ptx", arch=arch)
     kg.compile(program(Tensor.empty(n, n)), target="wgsl", tile=(4, 4), stage=True)
     np.testing.assert_array_equal(program(Tensor(x, device="PTXSIM")).numpy(), expected(x))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_wgsl_zero_divided_by_x_is_nan_for_zero_x(dtype):
+  # issue 17's fuzzing (seed 109 of the new generator: `truediv(v1, scalar=0, reverse=True)`):
+  # 0 / x gave 0 on WEBGPU where x is 0 or NaN: lavapipe folds 0.0 / x to 0 (fixed in
+  # render/wgsl_expressions.py: a constant-zero numerator is read from run-time bits)
+  if not kg.Device.available("WEBGPU"):
+    missing_tool("device WEBGPU", "pip install wgpu; apt-get install mesa-vulkan-drivers")
+  x = np.array([0.0, 1.0, np.inf, -0.0, -2.0, np.nan], dtype)
+  for numerator in (0, 0.0, -0.0):
+    with np.errstate(all="ignore"):
+      want = np.asarray(numerator, dtype) / x
+    for device in ("WEBGPU", "PTXSIM"):
+      got = (numerator / Tensor(x, device=device)).numpy()
+      np.testing.assert_array_equal(got, want)
+      zeros = want == 0     # (a NaN's sign is not specified)
+      assert np.signbit(got[zeros]).tolist() == np.signbit(want[zeros]).tolist()
