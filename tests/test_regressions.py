@@ -266,3 +266,15 @@ def test_wgsl_zero_divided_by_x_is_nan_for_zero_x(dtype):
       np.testing.assert_array_equal(got, want)
       zeros = want == 0     # (a NaN's sign is not specified)
       assert np.signbit(got[zeros]).tolist() == np.signbit(want[zeros]).tolist()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_mean_sums_in_float32_so_a_large_mean_is_not_inf(dtype):
+  # issue 17's sized fuzzing (seed 14: mean over 2 x 65536 float16 -5.29): NaN on WEBGPU, -inf on
+  # PYTHON: mean summed in the half dtype, which overflows past 65504 (fixed in tensor_ops.py: a
+  # half mean sums and divides in float32, as documented for half reductions, and as numpy does)
+  x = np.full((1, 20000), -5.29, np.float32)
+  want = np.full((1,), -5.29, np.float32)
+  for device in ("PYTHON", "PTXSIM"):
+    got = Tensor(x, device=device).cast(dtype).mean(axis=1).cast("float32").numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-2)
