@@ -532,7 +532,8 @@ GROW = {"unary": _grow_unary, "binary": _grow_binary, "compare": _grow_compare,
 #   tensor cores        (PTX) float16 / bfloat16 matmuls, blocks of 16 rows x 8 columns, k 16 / 8
 #   upcast              optimize.UPCAST_MIN_SIZE 65536 elements; workgroups of 256/128/64/32
 #                       dividing the output (MIN_GATED_LOCAL 64)
-#   loop trips          lower.MAX_TRIPS 16384 iterations per loop
+#   loop trips          lower.MAX_TRIPS 16384: WGSL tiles a matmul over its grouped reduction
+#                       only up to that many reduced elements
 #   65,535 workgroups   dispatches folded (WGSL: every dimension; PTX: y and z)
 #   buffer limit        WGSL max_storage_buffers 8: a kernel reading 8 or more inputs is split
 # Programs over LARGE elements are compiled only (WGSL, PTX and ptxas), never run or evaluated.
@@ -587,9 +588,10 @@ def _sized_outputs(b: _Builder):
 
 
 def _sized_trips(b: _Builder):
-  """A register-tiled matmul whose reduction loop runs MAX_TRIPS iterations or one more."""
+  """A matmul reducing MAX_TRIPS elements or one more (WGSL: register tiles over the grouped
+  reduction only up to MAX_TRIPS, optimize._shares_loads)."""
   c = b.c
-  k = c.choice((16384 * 2, 16384 * 2 + 2))    # TILE_UNROLL 2 elements per trip
+  k = c.choice((16384, 16385))
   _sized_matmul_of(b, (64, k), (k, 64), "float32")
 
 
@@ -647,7 +649,7 @@ def _sized_fold(b: _Builder):
   dispatch above 65535; compiled only)."""
   c = b.c
   n = c.choice((65535 * 1024, 65536 * 1024, 65536 * 1024 + 8))
-  dtype = c.choice(("float32", "uint8"))
+  dtype = c.choice(("uint8", "int8"))   # (float32 would pass WebGPU's 128 MiB per buffer)
   x = _sized_input(b, (n,), dtype)
   b.push("mul", [x], (n,), dtype, scalar=2, reverse=False)
 
