@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 M = 1 << 20
 
 # name -> expression (Python source) over `t(shape, dtype_name)`, which makes an input tensor
-# backed by a real buffer (kernelgen: Tensor.empty), and `t.dtype(name)`; the same text runs in CPython and in Pyodide
+# backed by a real buffer (kernelgen: Tensor.empty), and `t.dtype(name)`; the same text runs in
+# CPython and in Pyodide
 KERNELS = {
   "add f32 1M": "t((M,), 'float32') + t((M,), 'float32')",
   "sum rows 1024²": "t((1024, 1024), 'float32').sum(axis=1)",

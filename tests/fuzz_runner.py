@@ -45,7 +45,7 @@ SIZED_EVERY = 4
 
 # ---- building a program with kernelgen --------------------------------------------------------
 
-def _input(step: Step, device: str) -> Tensor:
+def build_input(step: Step, device: str) -> Tensor:
   """An input as the program's source makes it: numpy data, a list, or a creation function."""
   source, shape, dtype = step.param("source", "numpy"), step.param("shape"), step.param("dtype")
   if source in CREATE:
@@ -167,7 +167,7 @@ def build(program: Program, device: str) -> Tensor:
   values: list = []
   for step in program.steps:
     if step.op == "input":
-      values.append(_input(step, device))
+      values.append(build_input(step, device))
     else:
       values.append(BUILD[step.op](step, [values[r] for r in step.refs]))
   return values[program.output]
@@ -226,7 +226,7 @@ def work(program: Program) -> int:
   values, total = [], 0
   for step in program.steps:
     xs = [values[r] for r in step.refs]
-    value = _input(step, "PYTHON") if step.op == "input" else BUILD[step.op](step, xs)
+    value = build_input(step, "PYTHON") if step.op == "input" else BUILD[step.op](step, xs)
     values.append(value)
     total += value.numel()
     if step.op == "matmul":
@@ -304,7 +304,7 @@ def used_dtypes_cheap(program: Program) -> set[str]:
   values = []
   for step in program.steps:
     xs = [values[r] for r in step.refs]
-    values.append(_input(step, "PYTHON") if step.op == "input" else BUILD[step.op](step, xs))
+    values.append(build_input(step, "PYTHON") if step.op == "input" else BUILD[step.op](step, xs))
   return {v.dtype.name for v in values} | program.dtypes()
 
 

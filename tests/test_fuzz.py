@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fuzz_oracle import OVal, compare, evaluate, input_oval
-from fuzz_programs import (SIZED, SIZED_KINDS, SOURCES, HypothesisChooser, RandomChooser, ReplayChooser,
-                           Step, generate, generate_sized)
-from fuzz_runner import _input, available_devices, run_program, shrink, failure_key
+from fuzz_programs import (SIZED, SIZED_KINDS, SOURCES, HypothesisChooser, RandomChooser,
+                           ReplayChooser, Step, generate, generate_sized)
+from fuzz_runner import available_devices, build_input, failure_key, run_program, shrink
 
 SEEDS = range(22)     # (22: the sized programs below keep the file at its former run time)
 KNOWN: dict[int, str] = {}   # seed -> the open bug it hits (a test in tests/test_regressions.py)
@@ -62,7 +62,7 @@ def test_oracle_knows_what_each_creation_function_gives(source, dtype):
                                                                       "bfloat16") else 0.5),
                             ("source", source)))
   expected = input_oval(step)
-  got = _input(step, "PYTHON")
+  got = build_input(step, "PYTHON")
   assert got.dtype.name == dtype
   assert compare(expected, got.numpy()) is None
 
