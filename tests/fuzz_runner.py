@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ PTX_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm
 RUN_LIMIT = {"PYTHON": 1 << 15, "PTXSIM": 1 << 15, "WEBGPU": 1 << 22, "CUDA": 1 << 26}
 # every SIZED_EVERY-th seed is a program at the optimizer's size thresholds (generate_sized)
 SIZED_EVERY = 4
+# a progress line every this many programs
+PROGRESS_EVERY = 50
 
 
 # ---- building a program with kernelgen --------------------------------------------------------
@@ -375,13 +378,19 @@ def fuzz(count: int, start: int = 0, devices=None, do_shrink=True, out=sys.stdou
   print(f"fuzzing {count} programs (seeds {start}..{start + count - 1}) on numpy and "
         f"{', '.join(devices)} + ptxas", file=out)
   began, outcomes = time.time(), []
-  for seed in range(start, start + count):
-    chooser = RandomChooser(seed)
-    outcome = run_program(program_for(seed, chooser), devices, seed)
-    outcome.choices = chooser.choices
-    outcomes.append(outcome)
-    if outcome.failed:
-      print(f"  seed {seed}: FAIL on {', '.join(d for d, _ in failure_key(outcome))}", file=out)
+  try:
+    for seed in range(start, start + count):
+      chooser = RandomChooser(seed)
+      outcome = run_program(program_for(seed, chooser), devices, seed)
+      outcome.choices = chooser.choices
+      outcomes.append(outcome)
+      if outcome.failed:
+        print(f"  seed {seed}: FAIL on {', '.join(d for d, _ in failure_key(outcome))}", file=out)
+      if len(outcomes) % PROGRESS_EVERY == 0:
+        print(f"  {len(outcomes)} programs, {sum(o.failed for o in outcomes)} failing, "
+              f"{time.time() - began:.0f} s", file=out, flush=True)
+  except KeyboardInterrupt:     # Ctrl-C, or SIGTERM (main): the summary of what ran
+    print(f"\nstopped after {len(outcomes)} of {count} programs", file=out)
   _summary(outcomes, devices, time.time() - began, out)
   failures = [o for o in outcomes if o.failed]
   if do_shrink:
@@ -418,6 +427,10 @@ def _report_shrunk(failures: list, devices, out) -> None:
     print(f"  regression: {small!r}", file=out)
 
 
+def _interrupt(signum, frame):
+  raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("count", nargs="?", type=int, default=300)
@@ -425,6 +438,7 @@ def main(argv=None) -> int:
   parser.add_argument("--devices", default=",".join(DEVICES))
   parser.add_argument("--no-shrink", action="store_true")
   args = parser.parse_args(argv)
+  signal.signal(signal.SIGTERM, _interrupt)   # a stopped run still prints its summary
   outcomes = fuzz(args.count, args.seed, args.devices.split(","), not args.no_shrink)
   return 1 if any(o.failed for o in outcomes) else 0
 
