@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 M = 1 << 20
 
 # name -> expression (Python source) over `t(shape, dtype_name)`, which makes an input tensor
-# backed by a real buffer, and `t.dtype(name)`; the same text runs in CPython and in Pyodide
+# backed by a real buffer (kernelgen: Tensor.empty), and `t.dtype(name)`; the same text runs in
+# CPython and in Pyodide
 KERNELS = {
   "add f32 1M": "t((M,), 'float32') + t((M,), 'float32')",
   "sum rows 1024²": "t((1024, 1024), 'float32').sum(axis=1)",
@@ -63,15 +64,10 @@ class _Maker:
 def kernelgen_compiler(target: str):
   sys.path.insert(0, str(ROOT / "core"))
   import kernelgen as kg
-  from kernelgen.graph import lazy
   from kernelgen.dtype import dtypes
 
   def empty(shape, name):
-    dt = dtypes.from_name(name)
-    size = 1
-    for n in shape:
-      size *= n
-    return kg.Tensor(lazy.LazyOp.from_buffer(lazy.Buffer("PYTHON", dt, size), shape))
+    return kg.Tensor.empty(*shape, dtype=name, device="PYTHON")
 
   options = {"arch": "sm_80"} if target == "ptx" else {}
 

@@ -148,6 +148,78 @@ def input_values(step: Step) -> np.ndarray:
   return round_to(values, dtype).reshape(shape)
 
 
+# ---- inputs made by creation functions (fuzz_programs.SOURCES) --------------------------------
+
+def input_oval(step: Step) -> OVal:
+  """An input step's expected values: the numpy/list data, or what the creation function gives
+  (kernelgen's documented semantics, written out in numpy). `empty` is unwritten: its values are
+  unspecified, so nothing computed from them is compared (ok False); shapes and dtypes still
+  are. randn goes through log, sqrt and cos: an error bound, as those ops have."""
+  source, shape, dtype = step.param("source", "numpy"), step.param("shape"), step.param("dtype")
+  n = int(np.prod(shape, dtype=np.int64))
+  if source in ("numpy", "list"):
+    return exact(input_values(step), dtype)
+  if source in ("zeros", "ones", "empty"):
+    out = exact(round_to(np.full(shape, 1 if source == "ones" else 0), dtype), dtype)
+    if source == "empty":
+      out.ok[...] = False
+    return out
+  if source == "full":
+    return exact(round_to(np.full(shape, fill_value(step)), dtype), dtype)
+  if source == "eye":
+    rows = shape[0] if shape else 1
+    cols = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
+    return exact(round_to(np.eye(rows, cols), dtype).reshape(shape), dtype)
+  if source == "arange":
+    return exact(_arange(n, step.param("start"), step.param("step"), dtype).reshape(shape), dtype)
+  if source == "rand":
+    return exact(round_to(rand_unit(n, step.param("seed")), dtype).reshape(shape), dtype)
+  return _randn(n, step.param("seed"), dtype, shape)
+
+
+def fill_value(step: Step):
+  """The Python value `full` fills with: one value drawn as the input's values are."""
+  one = Step("input", (), tuple((k, () if k == "shape" else v) for k, v in step.params))
+  return input_values(one).item()
+
+
+def _arange(n: int, start, step, dtype: str) -> np.ndarray:
+  """Tensor.arange(start, start + n * step, step, dtype): (ramp.cast(dtype) * step + start)
+  in dtype (bool: the arithmetic in int32), each op rounding or wrapping once."""
+  ramp = round_to(np.arange(n), dtype)
+  if dtype in FLOATS:
+    return round_to(round_to(ramp.astype(np.float64) * step, dtype).astype(np.float64) + start,
+                    dtype)
+  wide = ramp.astype(np.int64) * step + start     # ints wrap: the same modulo 2**bits
+  return round_to(wide.astype("int32") if dtype == "bool" else wide, dtype)
+
+
+def rand_unit(n: int, seed: int) -> np.ndarray:
+  """Tensor.rand's float32 values in [0, 1): the lowbias32-style hash of (seed, index),
+  documented in tensor.py, written out in numpy uint64 arithmetic modulo 2**32."""
+  mask = 0xFFFFFFFF
+  x = np.arange(n, dtype=np.uint64) ^ np.uint64((seed * 0x9E3779B9 + 0x85EBCA6B) & mask)
+  for shift, mult in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
+    x = x ^ (x >> np.uint64(shift))
+    if mult is not None:
+      x = (x * np.uint64(mult)) & np.uint64(mask)
+  return ((x >> np.uint64(8)).astype(np.float32) * np.float32(2.0 ** -24))
+
+
+def _randn(n: int, seed: int, dtype: str, shape) -> OVal:
+  """Box-Muller in float32 (sqrt(-2 log u1) cos(2 pi u2)): float64 values with the error bound
+  of log, sqrt, cos (2**-11 absolute, as the oracle allows cos) and the roundings between."""
+  from fuzz_oracle_ops import apply
+  u1 = 1.0 - rand_unit(n, seed * 2 + 1).astype(np.float64)
+  u2 = rand_unit(n, seed * 2 + 2).astype(np.float64)
+  radius = np.sqrt(-2.0 * np.log(u1))
+  value = radius * np.cos(2 * np.pi * u2)
+  err = radius * 2.0 ** -11 + (np.abs(value) + radius) * 16 * U["float32"] + 1e-6
+  out = OVal(round_to(value, "float32").reshape(shape), "float32", err.reshape(shape),
+             np.ones(shape, dtype=bool))
+  return out if dtype == "float32" else apply(Step("cast", (0,), (("dtype", dtype),)), [out])
+
+
 # ---- the oracle -----------------------------------------------------------------------------------
 
 def exact(a: np.ndarray, dtype: str) -> OVal:
@@ -160,7 +232,7 @@ def evaluate(program: Program) -> OVal:
   values: list[OVal] = []
   for step in program.steps:
     if step.op == "input":
-      values.append(exact(input_values(step), step.param("dtype")))
+      values.append(input_oval(step))
     else:
       values.append(apply(step, [values[r] for r in step.refs]))
   return values[program.output]

@@ -40,6 +40,11 @@ ARG_REDUCE = ("argmax", "argmin")
 EMPTY_OK = ("sum", "prod")           # reductions defined over an axis of size 0
 MOVEMENT = ("reshape", "permute", "pad", "shrink", "flip", "slice", "expand")
 JOIN = ("cat", "stack")
+# where an input's values come from: a numpy array (the default), a Python list, or a creation
+# function (`empty`: unwritten, its values are not compared; `rand`/`randn`: kernelgen's hash)
+SOURCES = ("numpy", "list", "zeros", "ones", "full", "eye", "arange", "rand", "randn", "empty")
+ARANGE_STARTS, ARANGE_STEPS = (0, -3, 5), (1, 2, -1)
+ARANGE_FLOAT_STEPS = (1.0, 0.5, -1.0, 0.25)
 
 
 @dataclass(frozen=True)
@@ -197,11 +202,17 @@ class _Builder:
   def __init__(self, c: Chooser):
     self.c, self.steps, self.values = c, [], []
 
-  def new_input(self, shape, dtype) -> int:
+  def new_input(self, shape, dtype, source: str | None = None) -> int:
     c = self.c
     special = c.choice((0.0, 0.1, 0.3, 1.0)) if c.chance(0.7) else 0.0
-    return self.push("input", [], shape, dtype, shape=tuple(shape), dtype=dtype,
-                     seed=c.integer(0, 9999), special=special)
+    params = dict(shape=tuple(shape), dtype=dtype, seed=c.integer(0, 9999), special=special)
+    source = source or (c.choice(SOURCES) if c.chance(0.4) else "numpy")
+    if source == "arange":
+      params["start"] = c.choice(ARANGE_STARTS)
+      params["step"] = c.choice(ARANGE_FLOAT_STEPS if dtype in FLOATS else ARANGE_STEPS)
+    if source != "numpy":     # (a numpy input prints as before: old programs replay unchanged)
+      params["source"] = source
+    return self.push("input", [], shape, dtype, **params)
 
   def push(self, op: str, refs, out_shape, out_dtype, **params) -> int:
     self.steps.append(Step(op, tuple(refs), tuple(params.items())))
@@ -507,6 +518,159 @@ GROW = {"unary": _grow_unary, "binary": _grow_binary, "compare": _grow_compare,
         "movement": _grow_movement, "reduce": _grow_reduce, "matmul": _grow_matmul,
         "join": _grow_join, "pow": _grow_pow, "softmax": _grow_softmax, "conv2d": _grow_conv2d,
         "zero": _grow_zero}
+
+
+# ---- programs at the optimizer's and the lowering's size thresholds -----------------------------
+#
+# Each threshold with sizes on both sides of it (the random programs above stay below 240
+# elements, where none of them applies):
+#   grouped reduction   optimize.GROUP_MIN_REDUCE 256 reduced elements, GROUP_MAX_OUTPUTS 65536
+#   split reduction     tensor_ops.SPLIT_MIN_REDUCE 65536 reduced, SPLIT_MAX_OUTPUTS 256 outputs
+#   register tiles      optimize.TILE_MIN_SIZE 4096 outputs, TILE_MIN_REDUCE 8, TILES 8x8 / 4x4
+#                       dividing the two output axes, TILE_MIN_THREADS 256
+#   workgroup tiles     (PTX default; WGSL stage=True) the same kernels, 16x16 threads, steps of 8
+#   tensor cores        (PTX) float16 / bfloat16 matmuls, blocks of 16 rows x 8 columns, k 16 / 8
+#   upcast              optimize.UPCAST_MIN_SIZE 65536 elements; workgroups of 256/128/64/32
+#                       dividing the output (MIN_GATED_LOCAL 64)
+#   loop trips          lower.MAX_TRIPS 16384: WGSL tiles a matmul over its grouped reduction
+#                       only up to that many reduced elements
+#   65,535 workgroups   dispatches folded (WGSL: every dimension; PTX: y and z)
+#   buffer limit        WGSL max_storage_buffers 8: a kernel reading 8 or more inputs is split
+# Programs over LARGE elements are compiled only (WGSL, PTX and ptxas), never run or evaluated.
+LARGE = 1 << 22
+SIZED_KINDS = ("rows", "split", "matmul", "conv", "elementwise", "wide", "outputs", "trips",
+               "fold", "batched")
+SMALL_SOURCES = SOURCES
+LARGE_SOURCES = ("empty", "zeros", "rand", "arange", "ones", "full", "eye")
+
+
+def generate_sized(c: Chooser) -> Program:
+  """A program whose kernels sit just below or above one of the thresholds listed above."""
+  b = _Builder(c)
+  SIZED[c.choice(SIZED_KINDS)](b)
+  return b.program()
+
+
+def _sized_input(b: _Builder, shape, dtype) -> int:
+  sources = LARGE_SOURCES if _numel(shape) > LARGE else SMALL_SOURCES
+  return b.new_input(shape, dtype, b.c.choice(sources))
+
+
+def _sized_rows(b: _Builder):
+  c = b.c
+  rows, reduce = c.choice((1, 3, 64, 2)), c.choice((255, 256, 257, 1024, 4097))
+  dtype = c.choice(("float32", "int32", "float16", "uint8", "bfloat16"))
+  x = _sized_input(b, (rows, reduce), dtype)
+  _sized_reduce(b, x, 1)
+
+
+def _sized_reduce(b: _Builder, x: int, axis: int, ops=("sum", "max", "mean", "argmax", "min")):
+  shape, dtype = b.values[x]
+  op = b.c.choice(ops)
+  keep = b.c.chance(0.5)
+  new = tuple(1 if i == axis else s for i, s in enumerate(shape) if keep or i != axis)
+  out = {"sum": acc_dtype(dtype), "mean": mean_dtype(dtype), "argmax": "int32"}.get(op, dtype)
+  b.push(op, [x], new, out, axes=(axis,), keepdim=keep)
+
+
+def _sized_split(b: _Builder):
+  c = b.c
+  rows, reduce = c.choice((1, 2, 255, 256)), c.choice((65535, 65536, 70001))
+  x = _sized_input(b, (rows, reduce), c.choice(("float32", "int32", "float16")))
+  _sized_reduce(b, x, 1, ("sum", "max", "mean"))
+
+
+def _sized_outputs(b: _Builder):
+  """Grouped reductions up to GROUP_MAX_OUTPUTS outputs (compiled only)."""
+  c = b.c
+  x = _sized_input(b, (c.choice((65535, 65536)), 256), c.choice(("float32", "int32")))
+  _sized_reduce(b, x, 1, ("sum", "max"))
+
+
+def _sized_trips(b: _Builder):
+  """A matmul reducing MAX_TRIPS elements or one more (WGSL: register tiles over the grouped
+  reduction only up to MAX_TRIPS, optimize._shares_loads)."""
+  c = b.c
+  k = c.choice((16384, 16385))
+  _sized_matmul_of(b, (64, k), (k, 64), "float32")
+
+
+def _sized_matmul(b: _Builder):
+  c = b.c
+  m, n = c.choice((63, 64, 65, 16, 17, 128, 8)), c.choice((64, 63, 65, 16, 17, 8, 128))
+  k = c.choice((8, 7, 9, 16, 17, 64, 3))
+  dtype = c.choice(("float32", "float16", "bfloat16", "int32"))
+  batch = (c.choice((2, 3)),) if c.chance(0.25) else ()
+  _sized_matmul_of(b, batch + (m, k), (k, n), dtype)
+
+
+def _sized_matmul_of(b: _Builder, a_shape, b_shape, dtype):
+  c = b.c
+  lhs, rhs = _sized_input(b, a_shape, dtype), _sized_input(b, b_shape, dtype)
+  out = tuple(a_shape[:-1]) + (b_shape[-1],)
+  y = b.push("matmul", [lhs, rhs], out, dtype)
+  if c.chance(0.5) and dtype in FLOATS:   # an elementwise epilogue fused after the reduction
+    y = b.push("relu", [y], out, dtype) if c.chance(0.5) else \
+      b.push("add", [y], out, dtype, scalar=1.5, reverse=False)
+
+
+def _sized_conv(b: _Builder):
+  c = b.c
+  ch, size, o = c.choice((3, 4, 8)), c.choice((18, 17, 34, 10)), c.choice((8, 16, 4))
+  dtype = c.choice(("float32", "float16"))
+  x = _sized_input(b, (1, ch, size, size), dtype)
+  w = _sized_input(b, (o, ch, 3, 3), dtype)
+  padding = c.choice((0, 1))
+  out = size + 2 * padding - 2
+  b.push("conv2d", [x, w], (1, o, out, out), dtype, stride=1, padding=padding)
+
+
+def _sized_elementwise(b: _Builder):
+  c = b.c
+  n = c.choice((65535, 65536, 65537, 1000, 1024, 4097, 96, 64))
+  dtype = c.choice(("float32", "int8", "float16", "int32", "bool"))
+  x = _sized_input(b, (n,), dtype)
+  other = _sized_input(b, (n,), dtype)
+  op = "and" if dtype == "bool" else c.choice(("add", "mul", "maximum"))
+  b.push(op, [x, other], (n,), dtype)
+
+
+def _sized_wide(b: _Builder):
+  """A sum of 6 to 9 distinct inputs: 7 and up bind more than WGSL's 8 storage buffers."""
+  c = b.c
+  shape, dtype = (c.choice((5, 64, 3)),), c.choice(("float32", "int32"))
+  y = _sized_input(b, shape, dtype)
+  for _ in range(c.choice((6, 7, 8, 9)) - 1):
+    y = b.push("add", [y, _sized_input(b, shape, dtype)], shape, dtype)
+
+
+def _sized_fold(b: _Builder):
+  """An elementwise kernel of 65535 or 65536 workgroups of 1024 outputs (WGSL folds the
+  dispatch above 65535; compiled only)."""
+  c = b.c
+  n = c.choice((65535 * 1024, 65536 * 1024, 65536 * 1024 + 8))
+  dtype = c.choice(("uint8", "int8"))   # (float32 would pass WebGPU's 128 MiB per buffer)
+  x = _sized_input(b, (n,), dtype)
+  b.push("mul", [x], (n,), dtype, scalar=2, reverse=False)
+
+
+def _sized_batched(b: _Builder):
+  """A batched tiled matmul with 65535 or 65536 row blocks in grid y (PTX folds above 65535;
+  compiled only)."""
+  batch = b.c.choice((65535, 65536))
+  _sized_matmul_of(b, (batch, 16, 16), (16, 16), "float32")
+
+
+SIZED = {"rows": _sized_rows, "split": _sized_split, "matmul": _sized_matmul,
+         "conv": _sized_conv, "elementwise": _sized_elementwise, "wide": _sized_wide,
+         "outputs": _sized_outputs, "trips": _sized_trips, "fold": _sized_fold,
+         "batched": _sized_batched}
+
+
+def largest(program: Program) -> int:
+  """The most elements any value of `program` has (LARGE and above: compile only)."""
+  return max(_numel(s.param("shape")) if s.op == "input" else 0 for s in program.steps) if \
+    program.steps else 0
 
 
 # ---- dtype rules (kernelgen's documented semantics, written out independently) -----------------

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -27,24 +28,63 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import kernelgen as kg  # noqa: E402
 from kernelgen import Tensor  # noqa: E402
-from fuzz_oracle import OVal, compare, evaluate, input_values  # noqa: E402
-from fuzz_programs import Program, RandomChooser, ReplayChooser, Step, generate  # noqa: E402
+from fuzz_oracle import OVal, compare, evaluate, fill_value, input_values  # noqa: E402
+from fuzz_programs import (Program, RandomChooser, ReplayChooser, Step, generate,  # noqa: E402
+                           generate_sized)
 import fuzz_ops_models  # noqa: E402
 
 DEVICES = ("PYTHON", "WEBGPU", "PTXSIM", "CUDA")
 # dtypes a device's target has no type for: there, UnsupportedError is the expected answer
 UNSUPPORTED = {"WEBGPU": {"float64", "int64", "uint64", "bfloat16"}}
-PTX_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_89", "sm_90")
+PTX_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_101", "sm_103",
+             "sm_120", "sm_121")     # every arch the PTX renderer knows (render/ptx_target.py)
+# the most work (values computed, times the reduced elements of matmul and conv2d) a device runs
+# for one program; a larger program is compiled for it only (WGSL validated, PTX assembled)
+RUN_LIMIT = {"PYTHON": 1 << 15, "PTXSIM": 1 << 15, "WEBGPU": 1 << 22, "CUDA": 1 << 26}
+# every SIZED_EVERY-th seed is a program at the optimizer's size thresholds (generate_sized)
+SIZED_EVERY = 4
+# a progress line every this many programs
+PROGRESS_EVERY = 50
 
 
 # ---- building a program with kernelgen --------------------------------------------------------
 
-def _input(step: Step, device: str) -> Tensor:
-  values, dtype = input_values(step), step.param("dtype")
-  if dtype == "bfloat16":
-    flat = Tensor(values.ravel().tolist(), dtype="bfloat16", device=device)   # lists lose (1, 0, 7)
+def build_input(step: Step, device: str) -> Tensor:
+  """An input as the program's source makes it: numpy data, a list, or a creation function."""
+  source, shape, dtype = step.param("source", "numpy"), step.param("shape"), step.param("dtype")
+  if source in CREATE:
+    return CREATE[source](step, shape, dtype, device)
+  values = input_values(step)
+  if dtype == "bfloat16" or source == "list":
+    if source == "list" and 0 not in values.shape:   # nested lists (0-d: a Python number)
+      return Tensor(values.tolist(), dtype=dtype, device=device)
+    flat = Tensor(values.ravel().tolist(), dtype=dtype, device=device)   # lists lose (1, 0, 7)
     return flat.reshape(values.shape)
   return Tensor(values, device=device)
+
+
+def _eye(step: Step, shape, dtype: str, device: str) -> Tensor:
+  rows = shape[0] if shape else 1
+  cols = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
+  return Tensor.eye(rows, cols, dtype=dtype, device=device).reshape(shape)
+
+
+def _arange(step: Step, shape, dtype: str, device: str) -> Tensor:
+  n, start, by = int(np.prod(shape, dtype=np.int64)), step.param("start"), step.param("step")
+  return Tensor.arange(start, start + n * by, by, dtype=dtype, device=device).reshape(shape)
+
+
+CREATE = {
+  "zeros": lambda s, shape, dt, dev: Tensor.zeros(*shape, dtype=dt, device=dev),
+  "ones": lambda s, shape, dt, dev: Tensor.ones(*shape, dtype=dt, device=dev),
+  "empty": lambda s, shape, dt, dev: Tensor.empty(*shape, dtype=dt, device=dev),
+  "full": lambda s, shape, dt, dev: Tensor.full(shape, fill_value(s), dtype=dt, device=dev),
+  "rand": lambda s, shape, dt, dev: Tensor.rand(*shape, seed=s.param("seed"), dtype=dt,
+                                                device=dev),
+  "randn": lambda s, shape, dt, dev: Tensor.randn(*shape, seed=s.param("seed"), dtype=dt,
+                                                  device=dev),
+  "eye": _eye, "arange": _arange,
+}
 
 
 def _binary(fn):
@@ -135,7 +175,7 @@ def build(program: Program, device: str) -> Tensor:
   values: list = []
   for step in program.steps:
     if step.op == "input":
-      values.append(_input(step, device))
+      values.append(build_input(step, device))
     else:
       values.append(BUILD[step.op](step, [values[r] for r in step.refs]))
   return values[program.output]
@@ -143,14 +183,14 @@ def build(program: Program, device: str) -> Tensor:
 
 def used_dtypes(program: Program) -> set[str]:
   """Every dtype a value of the program has (the oracle knows them all)."""
-  from fuzz_oracle import exact
+  from fuzz_oracle import input_oval
   from fuzz_oracle_ops import apply
   from fuzz_programs import COMPARE, result_dtype
   values: list[OVal] = []
   used = set()
   for step in program.steps:
     if step.op == "input":
-      values.append(exact(input_values(step), step.param("dtype")))
+      values.append(input_oval(step))
       continue
     xs = [values[r] for r in step.refs]
     if step.op in COMPARE:     # compares run in the operands' promoted dtype
@@ -179,16 +219,51 @@ def available_devices(names=DEVICES) -> list[str]:
   return [d for d in names if kg.Device.available(d)]
 
 
+def program_for(seed: int, chooser) -> Program:
+  """Seed `seed`'s program: every SIZED_EVERY-th a sized one, the others random."""
+  return generate_sized(chooser) if is_sized(seed) else generate(chooser)
+
+
+def is_sized(seed: int | None) -> bool:
+  return seed is not None and seed % SIZED_EVERY == SIZED_EVERY - 1
+
+
+def work(program: Program) -> int:
+  """How much computing running `program` takes: each value's elements, a reduction's (and a
+  matmul's or conv2d's) source elements; the lazy graph is built, nothing runs."""
+  values, total = [], 0
+  for step in program.steps:
+    xs = [values[r] for r in step.refs]
+    value = build_input(step, "PYTHON") if step.op == "input" else BUILD[step.op](step, xs)
+    values.append(value)
+    total += value.numel()
+    if step.op == "matmul":
+      total += value.numel() * xs[0].shape[-1]
+    elif step.op == "conv2d":
+      total += value.numel() * int(np.prod(xs[1].shape[1:]))
+    elif step.op != "input":
+      total += sum(x.numel() for x in xs)
+  return total
+
+
 def run_program(program: Program, devices, seed: int | None = None, ptxas=True) -> Outcome:
   out = Outcome(seed, program)
-  expected = evaluate(program)
-  dtypes = used_dtypes(program)
+  cost = work(program)
+  ran = [d for d in devices if cost <= RUN_LIMIT.get(d, 0)]
+  expected = evaluate(program) if ran else None
+  dtypes = used_dtypes(program) if ran else set()
   for device in devices:
-    verdict, message = _run_on(program, device, expected, dtypes)
+    if device in ran:
+      verdict, message = _run_on(program, device, expected, dtypes)
+    else:
+      verdict, message = "skip", f"compiled only: work {cost} is above {RUN_LIMIT.get(device)}"
     out.verdicts[device], out.messages[device] = verdict, message
   if ptxas:
     verdict, message, out.kernels = _ptx_check(program, seed or 0)
     out.verdicts["ptxas"], out.messages["ptxas"] = verdict, message
+  if ptxas and "WEBGPU" not in ran:     # WGSL not run: compiled and validated
+    verdict, message = _wgsl_check(program)
+    out.verdicts["wgsl"], out.messages["wgsl"] = verdict, message
   return out
 
 
@@ -203,27 +278,61 @@ def _run_on(program: Program, device: str, expected: OVal, dtypes: set[str]):
       return "unsupported", str(error).splitlines()[0]
     return "FAIL", f"UnsupportedError without an unsupported dtype: {error}"
   except Exception as error:  # noqa: BLE001 - every other exception is a finding
-    return "FAIL", f"{type(error).__name__}: {str(error)[:2000]}"
+    return "FAIL", f"{_name(error)}: {str(error)[:2000]}"
   problem = compare(expected, actual)
   return ("agree", "") if problem is None else ("FAIL", problem)
+
+
+def _name(error: BaseException) -> str:
+  """The error's type; for kernelgen's report of an internal error, the original's too."""
+  cause = error.__cause__ if getattr(error, "pass_name", None) else None
+  return type(error).__name__ + (f"({type(cause).__name__})" if cause is not None else "")
+
+
+def _wgsl_check(program: Program):
+  """Compile for WGSL and validate every kernel with wgpu (naga)."""
+  import tools
+  try:
+    kernels = kg.compile(build(program, "PYTHON"), target="wgsl")
+    for kernel in kernels:
+      tools.wgsl_validate(kernel.source, kernel.launch.entry_point)
+  except AssertionError as error:
+    return "FAIL", f"naga: {str(error)[:3000]}"
+  except kg.UnsupportedError as error:
+    if used_dtypes_cheap(program) & UNSUPPORTED["WEBGPU"]:
+      return "unsupported", str(error).splitlines()[0]
+    return "FAIL", f"UnsupportedError without an unsupported dtype: {error}"
+  except Exception as error:  # noqa: BLE001
+    return "FAIL", f"compile for wgsl: {_name(error)}: {str(error)[:2000]}"
+  return "agree", ""
+
+
+def used_dtypes_cheap(program: Program) -> set[str]:
+  """The dtypes of the program's values, from the lazy graph (no oracle: sizes may be large)."""
+  values = []
+  for step in program.steps:
+    xs = [values[r] for r in step.refs]
+    values.append(build_input(step, "PYTHON") if step.op == "input" else BUILD[step.op](step, xs))
+  return {v.dtype.name for v in values} | program.dtypes()
 
 
 def _ptx_check(program: Program, seed: int):
   """Compile for PTX (an arch picked by the seed) and assemble every kernel with ptxas."""
   import tools
   arch = PTX_ARCHS[seed % len(PTX_ARCHS)]
+  which = "12" if arch == "sm_101" else None     # CUDA 13's ptxas calls it sm_110
   if tools._find_ptxas("12") is None:
     return "skip", "ptxas 12.x is not installed", 0
   try:
     kernels = kg.compile(build(program, "PYTHON"), target="ptx", arch=arch)
     for kernel in kernels:
-      tools.ptxas_check(kernel.source, arch)
+      tools.ptxas_check(kernel.source, arch, which)
   except AssertionError as error:
     return "FAIL", f"ptxas ({arch}): {str(error)[:3000]}", 0
   except kg.UnsupportedError as error:
     return "unsupported", str(error).splitlines()[0], 0
   except Exception as error:  # noqa: BLE001
-    return "FAIL", f"compile for {arch}: {type(error).__name__}: {str(error)[:2000]}", 0
+    return "FAIL", f"compile for {arch}: {_name(error)}: {str(error)[:2000]}", 0
   return "agree", "", len(kernels)
 
 
@@ -235,15 +344,15 @@ def failure_key(outcome: Outcome) -> tuple:
                       for d, v in outcome.verdicts.items() if v == "FAIL"))
 
 
-def shrink(choices: list[int], devices, key: tuple, budget: int = 200) -> Program:
+def shrink(choices: list[int], devices, key: tuple, budget: int = 200, sized=False) -> Program:
   """Shorten and simplify the recorded choices while the program still fails the same way."""
-  fail_devices = [d for d, _ in key if d != "ptxas"]
-  use_ptxas = any(d == "ptxas" for d, _ in key)
+  fail_devices = [d for d, _ in key if d not in ("ptxas", "wgsl")]
+  use_ptxas = any(d in ("ptxas", "wgsl") for d, _ in key)
 
   def still_fails(candidate: list[int]) -> bool:
     nonlocal budget
     budget -= 1
-    program = generate(ReplayChooser(candidate))
+    program = (generate_sized if sized else generate)(ReplayChooser(candidate))
     outcome = run_program(program, fail_devices, ptxas=use_ptxas)
     return failure_key(outcome) == key
 
@@ -264,7 +373,7 @@ def shrink(choices: list[int], devices, key: tuple, budget: int = 200) -> Progra
         if 0 <= value < best[i] and budget > 0 and still_fails(best[:i] + [value] + best[i + 1:]):
           best, improved = best[:i] + [value] + best[i + 1:], True
           break
-  return generate(ReplayChooser(best)).pruned()
+  return (generate_sized if sized else generate)(ReplayChooser(best)).pruned()
 
 
 # ---- the fuzz command -----------------------------------------------------------------------------
@@ -274,13 +383,19 @@ def fuzz(count: int, start: int = 0, devices=None, do_shrink=True, out=sys.stdou
   print(f"fuzzing {count} programs (seeds {start}..{start + count - 1}) on numpy and "
         f"{', '.join(devices)} + ptxas", file=out)
   began, outcomes = time.time(), []
-  for seed in range(start, start + count):
-    chooser = RandomChooser(seed)
-    outcome = run_program(generate(chooser), devices, seed)
-    outcome.choices = chooser.choices
-    outcomes.append(outcome)
-    if outcome.failed:
-      print(f"  seed {seed}: FAIL on {', '.join(d for d, _ in failure_key(outcome))}", file=out)
+  try:
+    for seed in range(start, start + count):
+      chooser = RandomChooser(seed)
+      outcome = run_program(program_for(seed, chooser), devices, seed)
+      outcome.choices = chooser.choices
+      outcomes.append(outcome)
+      if outcome.failed:
+        print(f"  seed {seed}: FAIL on {', '.join(d for d, _ in failure_key(outcome))}", file=out)
+      if len(outcomes) % PROGRESS_EVERY == 0:
+        print(f"  {len(outcomes)} programs, {sum(o.failed for o in outcomes)} failing, "
+              f"{time.time() - began:.0f} s", file=out, flush=True)
+  except KeyboardInterrupt:     # Ctrl-C, or SIGTERM (main): the summary of what ran
+    print(f"\nstopped after {len(outcomes)} of {count} programs", file=out)
   _summary(outcomes, devices, time.time() - began, out)
   failures = [o for o in outcomes if o.failed]
   if do_shrink:
@@ -291,7 +406,7 @@ def fuzz(count: int, start: int = 0, devices=None, do_shrink=True, out=sys.stdou
 def _summary(outcomes: list, devices, seconds: float, out) -> None:
   print(f"\n{len(outcomes)} programs, {sum(o.kernels for o in outcomes)} PTX kernels, "
         f"{seconds:.0f} s", file=out)
-  for device in list(devices) + ["ptxas"]:
+  for device in list(devices) + ["ptxas", "wgsl"]:
     counts = {v: sum(o.verdicts.get(device) == v for o in outcomes)
               for v in ("agree", "unsupported", "skip", "FAIL")}
     print(f"  {device:8s} " + "  ".join(f"{k} {n}" for k, n in counts.items()), file=out)
@@ -307,14 +422,18 @@ def _report_shrunk(failures: list, devices, out) -> None:
     if key in seen:
       continue
     seen.add(key)
-    small = shrink(outcome.choices, devices, key)
-    result = run_program(small, [d for d, _ in key if d != "ptxas"],
-                         ptxas=any(d == "ptxas" for d, _ in key))
+    small = shrink(outcome.choices, devices, key, sized=is_sized(outcome.seed))
+    result = run_program(small, [d for d, _ in key if d not in ("ptxas", "wgsl")],
+                         ptxas=any(d in ("ptxas", "wgsl") for d, _ in key))
     print(f"\n--- seed {outcome.seed}, shrunk ---\n{small}", file=out)
     for device, verdict in result.verdicts.items():
       if verdict == "FAIL":
         print(f"  {device}: {result.messages[device][:600]}", file=out)
     print(f"  regression: {small!r}", file=out)
+
+
+def _interrupt(signum, frame):
+  raise KeyboardInterrupt
 
 
 def main(argv=None) -> int:
@@ -324,6 +443,7 @@ def main(argv=None) -> int:
   parser.add_argument("--devices", default=",".join(DEVICES))
   parser.add_argument("--no-shrink", action="store_true")
   args = parser.parse_args(argv)
+  signal.signal(signal.SIGTERM, _interrupt)   # a stopped run still prints its summary
   outcomes = fuzz(args.count, args.seed, args.devices.split(","), not args.no_shrink)
   return 1 if any(o.failed for o in outcomes) else 0
 

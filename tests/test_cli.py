@@ -47,3 +47,39 @@ def test_missing_output_name_is_a_clear_error(tmp_path):
   prog.write_text("import kernelgen as kg\ny = kg.Tensor([1.0])\n")
   done = run("render", str(prog), "--out", str(tmp_path / "o"))
   assert done.returncode == 1 and "does not define `out`" in done.stderr
+
+
+ISSUE_17_PROGRAM = """from kernelgen import Tensor
+x = Tensor.empty(512, 512)
+w = Tensor.empty(512, 512)
+out = x @ w
+"""
+
+
+def _targets():
+  from kernelgen.render.ptx.target import ISA_VERSION
+  return [("wgsl", None), ("python", None)] + [("ptx", f"sm_{sm}") for sm in ISA_VERSION]
+
+
+@pytest.mark.parametrize("target,arch", _targets(), ids=lambda v: str(v))
+def test_empty_matmul_program_renders_with_buffers_named_after_its_variables(tmp_path, target,
+                                                                              arch):
+  # issue 17: `Tensor.empty(512, 512) @ Tensor.empty(512, 512)` ended in KeyError: View(...) on
+  # PTX, and elsewhere its inputs were folded away as zeros
+  from tools import ptxas_check, wgsl_validate
+  prog = tmp_path / "prog.py"
+  prog.write_text(ISSUE_17_PROGRAM)
+  args = ["render", str(prog), "--target", target, "--out", str(tmp_path / "build")]
+  done = run(*args, *(["--arch", arch] if arch else []))
+  assert done.returncode == 0, done.stderr
+  manifest = json.loads((tmp_path / "build" / "manifest.json").read_text())
+  (k,) = manifest["kernels"]
+  assert [(b["name"], b["access"], b["size"]) for b in k["buffers"]] == \
+    [("out", "write", 512 * 512), ("x", "read", 512 * 512), ("w", "read", 512 * 512)]
+  source = (tmp_path / "build" / k["file"]).read_text()
+  if target == "ptx":
+    assert "data1_x" in source and "data2_w" in source
+    ptxas_check(source, arch, "12" if arch == "sm_101" else None)  # CUDA 13 renamed it sm_110
+  elif target == "wgsl":
+    assert " b1_x: array<" in source and " b2_w: array<" in source
+    wgsl_validate(source)

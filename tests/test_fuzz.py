@@ -10,11 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzz_oracle import OVal, compare, evaluate
-from fuzz_programs import HypothesisChooser, RandomChooser, ReplayChooser, generate
-from fuzz_runner import available_devices, run_program, shrink, failure_key
+from fuzz_oracle import OVal, compare, evaluate, input_oval
+from fuzz_programs import (SIZED, SIZED_KINDS, SOURCES, HypothesisChooser, RandomChooser,
+                           ReplayChooser, Step, generate, generate_sized)
+from fuzz_runner import available_devices, build_input, failure_key, run_program, shrink
 
-SEEDS = range(30)
+SEEDS = range(22)     # (22: the sized programs below keep the file at its former run time)
 KNOWN: dict[int, str] = {}   # seed -> the open bug it hits (a test in tests/test_regressions.py)
 DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
 
@@ -26,6 +27,54 @@ DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
 def test_fixed_seed_program_agrees_on_every_device(seed):
   outcome = run_program(generate(RandomChooser(seed)), DEVICES, seed)
   assert not outcome.failed, f"seed {seed}:\n{outcome.program}\n{outcome.messages}"
+
+
+# one program per kind of generate_sized (sizes on both sides of the optimizer's thresholds):
+# seed -> kind, run where affordable, else compiled for WGSL (naga) and PTX (ptxas, the arch
+# picked by the seed, so these cover sm_75 .. sm_121)
+SIZED_SEEDS = {0: "outputs", 1: "matmul", 2: "rows", 6: "batched", 7: "wide", 8: "conv",
+               9: "trips", 13: "elementwise", 14: "split", 17: "fold"}
+
+
+@pytest.mark.parametrize("seed", sorted(SIZED_SEEDS), ids=lambda s: f"{s}-{SIZED_SEEDS[s]}")
+def test_sized_program_agrees_or_compiles_everywhere(seed):
+  program = generate_sized(RandomChooser(seed))
+  outcome = run_program(program, DEVICES, seed)
+  assert not outcome.failed, f"seed {seed}:\n{program}\n{outcome.messages}"
+  assert "ptxas" in outcome.verdicts and outcome.verdicts["ptxas"] == "agree"
+
+
+def test_sized_seeds_cover_every_kind_and_random_programs_every_source():
+  # (generate_sized's first choice is the kind)
+  kinds = {seed: SIZED_KINDS[RandomChooser(seed).integer(0, len(SIZED_KINDS) - 1)]
+           for seed in SIZED_SEEDS}
+  assert kinds == SIZED_SEEDS and set(kinds.values()) == set(SIZED)
+  sources = {s.param("source", "numpy") for seed in range(60)
+             for s in generate(RandomChooser(seed)).steps if s.op == "input"}
+  assert sources == set(SOURCES)
+
+
+@pytest.mark.parametrize("source", [s for s in SOURCES if s != "empty"])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "uint32", "bool",
+                                   "int64"])
+def test_oracle_knows_what_each_creation_function_gives(source, dtype):
+  step = Step("input", (), (("shape", (3, 7)), ("dtype", dtype), ("seed", 11), ("special", 0.3),
+                            ("start", -3), ("step", 2 if dtype not in ("float32", "float16",
+                                                                      "bfloat16") else 0.5),
+                            ("source", source)))
+  expected = input_oval(step)
+  got = build_input(step, "PYTHON")
+  assert got.dtype.name == dtype
+  assert compare(expected, got.numpy()) is None
+
+
+def test_oracle_compares_nothing_read_from_an_unwritten_empty():
+  step = Step("input", (), (("shape", (2, 3)), ("dtype", "float32"), ("seed", 1),
+                            ("special", 0.0), ("source", "empty")))
+  expected = input_oval(step)
+  assert not expected.ok.any()
+  assert compare(expected, np.full((2, 3), 7.0, np.float32)) is None
+  assert "shape" in compare(expected, np.zeros((3, 2), np.float32))
 
 
 @st.composite

@@ -214,3 +214,67 @@ def test_division_by_x_minus_x_gives_inf_and_nan_like_numpy(device):
   with np.errstate(all="ignore"):
     for name, fn in cases.items():
       np.testing.assert_array_equal(fn(b).numpy(), fn(x), err_msg=name)
+
+
+@pytest.mark.parametrize("n", [64, 128, 512])
+def test_ptx_zeros_matmul_has_no_keyerror_view_in_rules_for(n):
+  # issue 17: `Tensor.zeros(n, n) @ Tensor.zeros(n, n)` (and `Tensor.empty` @ `Tensor.empty`
+  # while empty was zeros) on PTX: KeyError: View(shape=(n, n, n), strides=(0, 0, 0)) from
+  # pattern.py _rules_for. The product folds to one constant, so plan() staged it whole as an
+  # operand, and the fused multiply-add in regtile._accumulators computed its factors, a VIEW
+  # among them, as if they were elementwise ops (fixed in regtile.py: no fused multiply-add
+  # where the product is an operand itself)
+  y = Tensor.zeros(n, n) @ Tensor.zeros(n, n)
+  for arch in ("sm_75", "sm_80", "sm_90"):
+    (k,) = kg.compile(y, target="ptx", arch=arch)
+    assert [b.name for b in k.buffers] == ["out"]
+  kg.compile(y, target="wgsl", tile=(4, 4), stage=True)
+  if n <= 128:
+    got = (Tensor.zeros(n, n, device="PTXSIM") @ Tensor.zeros(n, n, device="PTXSIM")).numpy()
+    np.testing.assert_array_equal(got, np.zeros((n, n), np.float32))
+
+
+@pytest.mark.parametrize("n", [64, 128])
+def test_ptx_zeros_matmul_of_an_input_has_no_max_of_empty_sequence(n):
+  # issue 17: `Tensor.zeros(64, 64) @ x` on PTX: ValueError: max() arg is an empty sequence in
+  # regtile._accumulators (the same cause as the KeyError above: with an input as the other
+  # factor, compute() reached the input's BUFFER, which has no sources)
+  x = np.random.default_rng(n).standard_normal((n, n)).astype(np.float32)
+  zeros = np.zeros((n, n), np.float32)
+  programs = [(lambda t: Tensor.zeros(n, n, device=t.device) @ t, lambda a: zeros @ a),
+              (lambda t: t @ Tensor.zeros(n, n, device=t.device) + 1, lambda a: a @ zeros + 1)]
+  for program, expected in programs:
+    for arch in ("sm_75", "sm_80", "sm_90"):
+      kg.compile(program(Tensor.empty(n, n)), target="ptx", arch=arch)
+    kg.compile(program(Tensor.empty(n, n)), target="wgsl", tile=(4, 4), stage=True)
+    np.testing.assert_array_equal(program(Tensor(x, device="PTXSIM")).numpy(), expected(x))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_wgsl_zero_divided_by_x_is_nan_for_zero_x(dtype):
+  # issue 17's fuzzing (seed 109 of the new generator: `truediv(v1, scalar=0, reverse=True)`):
+  # 0 / x gave 0 on WEBGPU where x is 0 or NaN: lavapipe folds 0.0 / x to 0 (fixed in
+  # render/wgsl_expressions.py: a constant-zero numerator is read from run-time bits)
+  if not kg.Device.available("WEBGPU"):
+    missing_tool("device WEBGPU", "pip install wgpu; apt-get install mesa-vulkan-drivers")
+  x = np.array([0.0, 1.0, np.inf, -0.0, -2.0, np.nan], dtype)
+  for numerator in (0, 0.0, -0.0):
+    with np.errstate(all="ignore"):
+      want = np.asarray(numerator, dtype) / x
+    for device in ("WEBGPU", "PTXSIM"):
+      got = (numerator / Tensor(x, device=device)).numpy()
+      np.testing.assert_array_equal(got, want)
+      zeros = want == 0     # (a NaN's sign is not specified)
+      assert np.signbit(got[zeros]).tolist() == np.signbit(want[zeros]).tolist()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_mean_sums_in_float32_so_a_large_mean_is_not_inf(dtype):
+  # issue 17's sized fuzzing (seed 14: mean over 2 x 65536 float16 -5.29): NaN on WEBGPU, -inf on
+  # PYTHON: mean summed in the half dtype, which overflows past 65504 (fixed in tensor_ops.py: a
+  # half mean sums and divides in float32, as documented for half reductions, and as numpy does)
+  x = np.full((1, 20000), -5.29, np.float32)
+  want = np.full((1,), -5.29, np.float32)
+  for device in ("PYTHON", "PTXSIM"):
+    got = Tensor(x, device=device).cast(dtype).mean(axis=1).cast("float32").numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-2)

@@ -207,8 +207,8 @@ def test_sm_120_gets_a_newer_version_than_sm_90_regression_string_compare():
 def test_header_and_params():
   text = source("header", CORPUS["reduce_loop"](), "sm_86")
   assert ".target sm_86\n.address_size 64" in text
-  assert re.search(r"\.visible \.entry header\(\n\t\.param \.u64 data0,\n\t\.param \.u64 data1,"
-                   r"\n\t\.param \.s32 var_n\n\)", text)
+  assert re.search(r"\.visible \.entry header\(\n\t\.param \.u64 data0_buf_0,"
+                   r"\n\t\.param \.u64 data1_buf_1,\n\t\.param \.s32 var_n\n\)", text)
 
 
 def test_unknown_arch_is_a_typed_error():

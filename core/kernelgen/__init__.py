@@ -9,16 +9,15 @@
 """
 from .device import Device
 from .dtype import DType, dtypes
-from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, KernelgenError,
-                     LimitError, ShapeError, UnsupportedError, VerifyError)
+from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, ExecutionError,
+                     IndexOutOfRangeError, KernelgenError, LimitError, ShapeError,
+                     UnsupportedError, VerifyError)
 from .frontend.tensor import Tensor, cat, stack, where
 from .frontend.scan import cummax, cummin, cumprod, cumsum
 from .frontend.sort import argsort, sort, topk
 from .frontend.einsum import einsum
 # (after the subpackage import, `kg.export` is the function, not the package kernelgen.export)
 from .export import export, load_bundle  # noqa: E402
-from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, IndexOutOfRangeError,
-                     KernelgenError, LimitError, ShapeError, UnsupportedError, VerifyError)
 from .frontend.indexing_ops import take
 from .frontend.model_ops import interpolate, scaled_dot_product_attention
 from .frontend.shape_ops import meshgrid
@@ -43,4 +42,5 @@ __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "st
            "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
-           "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError"]
+           "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
+           "BufferNameError"]

@@ -9,6 +9,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 
 EXAMPLE = """example:
   $ cat prog.py
@@ -22,7 +23,8 @@ EXAMPLE = """example:
 
 The program is ordinary Python; the tensor it assigns to NAME (default `out`; a list or tuple
 of tensors works too) is compiled, nothing is run. manifest.json lists the kernels in launch
-order with their files, launch sizes and buffers."""
+order with their files, launch sizes and buffers; an input buffer is called by the variable
+holding it (here `x`, `w`) unless it has a name (Tensor.empty(64, 32, name="x"))."""
 
 SUFFIX = {"ptx": ".ptx", "wgsl": ".wgsl", "python": ".uops"}
 
@@ -48,9 +50,11 @@ def parser() -> argparse.ArgumentParser:
 
 def load_outputs(path: str, name: str) -> list:
   from .errors import KernelgenError
+  from .frontend.names import name_inputs
   from .frontend.tensor import Tensor
   from .export.cli import run_program
   namespace = run_program(path)
+  name_inputs(namespace)
   if name not in namespace:
     raise KernelgenError(f"{path} does not define `{name}`: assign the result tensor to it "
                          f"or pass --output NAME")
@@ -98,6 +102,8 @@ def main(argv=None) -> int:
       return export_command(args)
     return render(args)
   except (KernelgenError, OSError) as error:
+    if getattr(error, "pass_name", None) and error.__cause__ is not None:   # a bug: for the report
+      traceback.print_exception(error.__cause__, file=sys.stderr)
     print(f"error: {error}", file=sys.stderr)
     return 1
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+from .errors import internal_errors
 from .render.target import FRONT_END_OPTIONS  # noqa: F401 (the options the front end reads)
 from .render.targets import TARGETS, get_target  # noqa: F401
 from .uop.ops import UOp, print_graph, print_uops
@@ -82,13 +83,15 @@ def compile_kernel(sink: UOp, name: str, target: str = "python", options: dict |
   options = options or {}
   ir = sink
   for pass_name, run_pass in kernel_passes(target, options):
-    ir = run_pass(ir)
+    with internal_errors(pass_name, name):
+      ir = run_pass(ir)
     if print_after == "all" or pass_name in print_after:
       text = print_uops(ir) if isinstance(ir, list) else print_graph(ir)
       print(f"--- after {pass_name} ({name}) ---\n{text}", file=sys.stderr)
-  kernel: Kernel = make_kernel(name, ir, buffer_names or {})
   backend = renderer(target)
-  return kernel if backend is None else backend.render(kernel, **options)
+  with internal_errors("render", name):
+    kernel: Kernel = make_kernel(name, ir, buffer_names or {})
+    return kernel if backend is None else backend.render(kernel, **options)
 
 
 # ---- the whole pipeline, from tensors to kernels ---------------------------------------------
@@ -107,7 +110,8 @@ def compile_plan(roots: list, target: str = "python", options: dict | None = Non
   slot i the input `item.inputs[i - 1]`)."""
   from .graph.schedule import schedule
   get_target(target).check_options(options or {})
-  items = schedule(roots, buffer_limit(target, options))       # schedule
+  with internal_errors("schedule"):
+    items = schedule(roots, buffer_limit(target, options))     # schedule
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)
@@ -129,17 +133,23 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
   from .lowering.optimize import optimize
   options = dict(get_target(target).check_options(options or {}))
   from .lowering.tensorcore import lower_tensor_cores
-  lowered = lower_tensor_cores(item, target, options)         # tensor cores (matmuls on PTX)
+  with internal_errors("tensor_cores", item.name):
+    lowered = lower_tensor_cores(item, target, options)       # tensor cores (matmuls on PTX)
   if lowered is None:
-    opts = optimize(item, target, options)                    # optimize
-    lowered = lower(item, opts)                               # lower
+    with internal_errors("optimize", item.name):
+      opts = optimize(item, target, options)                  # optimize
+    with internal_errors("lower", item.name):
+      lowered = lower(item, opts)                             # lower
   sink, buffers = lowered
   if print_after == "all" or "lower" in print_after:
     print(f"--- after lower ({item.name}) ---\n{print_graph(sink)}", file=sys.stderr)
   render_options = get_target(target).render_options(options)
   out = compile_kernel(sink, item.name, target, render_options,     # verify ... render
                        {b.slot: b.name for b in buffers}, print_after)
-  return out if target != "python" else python_compiled(out)
+  if target != "python":
+    return out
+  with internal_errors("render", item.name):
+    return python_compiled(out)
 
 
 def python_compiled(kernel: Kernel):

@@ -1,4 +1,8 @@
-"""Typed errors. Every error a user can cause is one of these, with a message that says what to do."""
+"""Typed errors. Every error a user can cause is one of these, with a message that says what to do.
+An exception from inside compile or realize that is none of these is a bug: `internal_errors`
+re-raises it as a CompileError / ExecutionError that says so and chains the original."""
+
+import contextlib
 
 
 class KernelgenError(Exception):
@@ -14,7 +18,13 @@ class ShapeError(KernelgenError, ValueError):
 
 
 class IndexOutOfRangeError(ShapeError, IndexError):
-  """An index known when the program is built (an int, a list, a numpy array) is out of range."""
+  """An index past the end of an axis (an int, a list, a numpy array known when the program is
+  built); an IndexError too, so Python's sequence protocol (a `for` loop over a tensor through
+  __getitem__) stops there."""
+
+
+class BufferNameError(KernelgenError, ValueError):
+  """A buffer name (`Tensor.empty(..., name=)`) that is not an identifier kernels can use."""
 
 
 class VerifyError(KernelgenError):
@@ -51,3 +61,26 @@ class CompileError(KernelgenError):
 
 class ExecutionError(KernelgenError):
   """A kernel did something invalid while running (out-of-bounds access, uninitialised read)."""
+
+
+REPORT = ("This is a bug in kernelgen, not in your program: please report it, with the program "
+          "that triggered it (the Python that builds the tensors, and the target, arch and "
+          "options or the device it ran on), to the kernelgen issue tracker.")
+
+
+@contextlib.contextmanager
+def internal_errors(pass_name: str, kernel: str = "", error: type = CompileError):
+  """Re-raise an exception kernelgen did not raise on purpose (anything but a KernelgenError,
+  MemoryError or a BaseException such as KeyboardInterrupt) as `error` (CompileError while
+  compiling, ExecutionError while running) naming the pass and the kernel, chained to it.
+  The typed error has `pass_name` and `kernel` attributes."""
+  try:
+    yield
+  except (KernelgenError, MemoryError):
+    raise
+  except Exception as cause:
+    where = f" on kernel {kernel!r}" if kernel else ""
+    typed = error(f"internal error in kernelgen's {pass_name!r} pass{where}: "
+                  f"{type(cause).__name__}: {cause}\n{REPORT}")
+    typed.pass_name, typed.kernel = pass_name, kernel
+    raise typed from cause

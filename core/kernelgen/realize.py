@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 
+from .errors import ExecutionError, internal_errors
 from .graph.lazy import Buffer, LazyOp
 from .graph.schedule import schedule
 
@@ -15,20 +16,25 @@ def realize(nodes: list[LazyOp]) -> None:
   limits = [buffer_limit(Device[d].target or "python", Device[d].render_options())
             for d in {n.device for n in pending}]
   limit = min((m for m in limits if m), default=None)
-  for item in schedule(pending, limit):
+  with internal_errors("schedule"):
+    items = schedule(pending, limit)
+  for item in items:
     out = item.out
     buffer = Buffer(out.device, out.dtype, out.size)
     if out.size:
       runtime = Device[out.device]
       options = runtime.render_options()
-      handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
+      with internal_errors(f"upload to {out.device}", item.name, ExecutionError):
+        handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
       if os.environ.get("KERNELGEN_SEARCH") == "1":
         from .search import forced_options, search
-        opts = search(item, runtime, handles, options)
+        with internal_errors("search", item.name, ExecutionError):
+          opts = search(item, runtime, handles, options)
         options = {**options, **forced_options(opts)}
       compiled = compile_item(item, runtime.target or "python", options)
       # a kernel binds only the buffers it still reads after simplification (by slot)
-      runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
+      with internal_errors(f"run on {out.device}", item.name, ExecutionError):
+        runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
     # only now: a kernel cut short (Ctrl-C, an error) leaves its node unrealized, to run again
     out.buffer, out.src = buffer, ()
 
@@ -36,4 +42,5 @@ def realize(nodes: list[LazyOp]) -> None:
 def read_bytes(node: LazyOp) -> bytes:
   """The node's values as bytes in numpy layout (realizing it first)."""
   realize([node])
-  return node.buffer.copyout()
+  with internal_errors(f"download from {node.device}", "", ExecutionError):
+    return node.buffer.copyout()

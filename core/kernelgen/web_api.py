@@ -65,6 +65,8 @@ def execute(code: str, device: str):
   try:
     names = _namespace()
     exec(compile(code, PROGRAM, "exec"), names)
+    from .frontend.names import name_inputs
+    name_inputs(names)     # kernels call input buffers by their variables' names
   finally:
     Device.DEFAULT = previous
   if "out" not in names:
@@ -101,6 +103,8 @@ def error_data(exc: BaseException) -> dict:
     data["source_line"] = exc.line   # a line of the generated source (WGSL/PTX), not the program
   if not _is_kernelgen_error(exc) and not isinstance(exc, (SyntaxError, ProgramError)):
     data["traceback"] = program_traceback(exc)
+  elif hasattr(exc, "pass_name") and exc.__cause__ is not None:  # a bug: where, for the report
+    data["traceback"] = "".join(traceback.format_exception(exc.__cause__))
   return data
 
 

@@ -1,1 +1,1 @@
-"""The front ends: Tensor operations and the APIs built on them."""
+"""Front ends and Tensor method groups: everything that builds lazy graphs for the pipeline."""

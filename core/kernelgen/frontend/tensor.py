@@ -13,6 +13,12 @@ deliberate differences, because WGSL has no 64-bit types:
 - `.data()` of float16 gives the raw 16-bit patterns (format 'H'): the standard library's
   memoryview cannot hold half floats. bfloat16 likewise.
 - `avg_pool2d` counts padded zeros (count_include_pad).
+
+Python and numpy protocols (frontend/protocols.py): `for row in t`, `len(t)`, `float/int/bool(t)`
+and `t.item()` of one element, `np.asarray(t)` (the ndarray of `.numpy()`). numpy ufuncs on a
+tensor (`np.exp(t)`, `ndarray + t`) give a lazy Tensor where kernelgen has the op, with
+kernelgen's dtype rules; other ufuncs, ufunc methods or keywords (`out=`) and other numpy
+functions (`np.sum(t)`) give numpy's ndarray. `Tensor.empty` is an unfilled input buffer.
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from .sort import SortMixin
 from .indexing_ops import IndexingOps
 from .model_ops import ModelOps
 from .shape_ops import ShapeOps
+from .protocols import PythonProtocols
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -47,10 +54,10 @@ def _default_device() -> str:
 # ---- the Tensor ------------------------------------------------------------------------------
 
 class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
-             IndexingOps, ShapeOps, ModelOps):
+             IndexingOps, ShapeOps, ModelOps, PythonProtocols):
   """A lazily evaluated n-dimensional array on a device. Its operations come from the mixins it
   lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling; scan, sort, indexing_ops, shape_ops,
-  model_ops: the operations models need)."""
+  model_ops: the operations models need; protocols: Python's and numpy's)."""
   __slots__ = ("node", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
 
@@ -171,14 +178,17 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
     return Tensor.full(shape_args(shape), 1, dtype, device)
 
   @staticmethod
-  def empty(*shape, dtype=dtypes.float32, device=None, name: str | None = None) -> Tensor:
-    """An unfilled buffer of `shape`; `name` makes it a program input (kg.export)."""
+  def empty(*shape, dtype=dtypes.float32, device=None, name=None) -> Tensor:
+    """An input: a buffer whose values are unspecified until written (numpy's `empty`; reading
+    them is allowed and gives whatever the device holds). Compiled kernels bind it as a buffer,
+    called `name` when given (rules: frontend/names.py)."""
     from ..device import Device
-    shape = tuple(int(s) for s in shape_args(shape))
+    from .names import check_name
+    shape, name = shape_args(shape), check_name(name)
     if any(s < 0 for s in shape):
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
     device = Device.canonical(device) if device else _default_device()
-    buffer = lazy.Buffer(device, dtypes.from_name(dtype), prod(shape), name=name)
+    buffer = lazy.Buffer(device, dtypes.from_name(dtype), prod(shape), None, name)
     return Tensor(LazyOp.from_buffer(buffer, shape))
 
   @staticmethod

@@ -360,7 +360,10 @@ def _count(x: TensorOps, axis) -> int:
 
 def mean(x, axis=None, keepdim=False):
   out = float_of(x.dtype) if x.dtype.is_float() else dtypes.float32
-  total = x.cast(out).sum(axis, keepdim)
+  # halves: summed and divided in float32, rounded once (a float16 sum of 65536 values of 5 is
+  # inf, their mean 5)
+  work = dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out
+  total = x.cast(work).sum(axis, keepdim)
   n = _count(x, axis)
   return (total / n if n else total * math.nan).cast(out)
 

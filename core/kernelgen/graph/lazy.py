@@ -27,7 +27,8 @@ class L(Enum):
 
 class Buffer:
   """`size` elements of `dtype` in numpy layout on `device`; host bytes until a kernel needs it.
-  `name`: a program input's name (Tensor.empty(..., name=)); None for other buffers."""
+  Without `data` its values are unspecified until written (`Tensor.empty`: a kernel input).
+  `name`: what compiled kernels call it (None: `in1`, `in2`... by slot)."""
 
   def __init__(self, device: str, dtype: DType, size: int, data: bytes | None = None,
                name: str | None = None):

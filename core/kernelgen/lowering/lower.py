@@ -12,7 +12,7 @@ from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides
 from ..uop.ops import Ops, UOp
-from ..uop.program import BufferSpec
+from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import Lowerer, Opts, tile_axes, tile_threads
 from .regtile import tiled_stores
@@ -31,16 +31,8 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
     stores = staged_stores(lw, opts)
   else:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
-  buffers = [BufferSpec(0, "out", out.dtype, out.size, "write")]
-  buffers += [BufferSpec(i + 1, input_name(s, i + 1), s.dtype, s.size, "read")
-              for i, s in enumerate(item.inputs)]
+  buffers = kernel_buffers(out, item.inputs)
   return UOp(Ops.SINK, None, tuple(stores)), buffers
-
-
-def input_name(node, slot: int) -> str:
-  """A named input's name (Tensor.empty(..., name=)), else `in<slot>`."""
-  name = node.buffer.name if node.realized else None
-  return name if name else f"in{slot}"
 
 
 def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:

@@ -84,8 +84,11 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
     op = BOOL_REDUCE[op]
   vdtype = dtype.vec(lanes) if lanes > 1 else dtype
   init = UOp.const(vdtype, identity_element(op, dtype))
+  # (not where the product is an operand itself: plan() stages a product that reads neither
+  # tiled axis whole, as `zeros @ x` folds to one constant, and compute() reads no deeper)
   fused = fma and op is Ops.ADD and src.op is L.ALU and src.arg is Ops.MUL and \
-    dtype.is_float() and (valid is None or valid.count(None) == len(valid))
+    id(src) not in a_ids | b_ids and dtype.is_float() and \
+    (valid is None or valid.count(None) == len(valid))
   accs, assigns = [], []
   for i, g in itertools.product(range(tile[0]), range(tile[1] // lanes)):
     acc = UOp(Ops.DEFINE_ACC, vdtype, (init,), lw._id())

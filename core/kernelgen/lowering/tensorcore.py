@@ -29,7 +29,7 @@ from ..graph.lazy import L, LazyOp
 from .index_math import gate_and, int_const, plus_offset
 from .lowerer import Lowerer
 from ..uop.ops import Ops, UOp, toposort
-from ..uop.program import BufferSpec
+from ..uop.program import BufferSpec, kernel_buffers
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides
 from ..render.ptx.target import PTX, parse_arch
@@ -224,9 +224,7 @@ class _TileLowering:
     accs = self._accumulate(tm, tn)
     stores = [st for (i, j), values in accs.items() for st in self._store(i, j, values)]
     item = self.item
-    buffers = [BufferSpec(0, "out", item.out.dtype, item.out.size, "write")]
-    buffers += [BufferSpec(i + 1, f"in{i + 1}", s.dtype, s.size, "read")
-                for i, s in enumerate(item.inputs)]
+    buffers = kernel_buffers(item.out, item.inputs)
     return UOp(Ops.SINK, None, tuple(stores)), buffers
 
   def _threads(self, tm: int, tn: int, wm: int, wn: int) -> None:

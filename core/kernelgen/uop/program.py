@@ -38,6 +38,23 @@ class Kernel:
     return gx * gy * gz * lx * ly * lz
 
 
+def kernel_buffers(out, inputs) -> list[BufferSpec]:
+  """The buffer table of a kernel computing lazy node `out` from `inputs` (slot order): slot 0
+  is "out"; an input is called by its buffer's name (`Tensor.empty(..., name=)`, or a program's
+  variable: frontend/names.py), else `in<slot>`. A name already taken in this kernel gets the
+  first free suffix `_2`, `_3`..., so names are unique within a kernel."""
+  specs, taken = [BufferSpec(0, "out", out.dtype, out.size, "write")], {"out"}
+  for slot, node in enumerate(inputs, 1):
+    name = getattr(node.buffer, "name", None) or f"in{slot}"
+    unique, n = name, 1
+    while unique in taken:
+      n += 1
+      unique = f"{name}_{n}"
+    taken.add(unique)
+    specs.append(BufferSpec(slot, unique, node.dtype, node.size, "read"))
+  return specs
+
+
 def launch_sizes(uops) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
   """(global_size, local_size) from the SPECIAL nodes of a kernel."""
   grid, block = [1, 1, 1], [1, 1, 1]

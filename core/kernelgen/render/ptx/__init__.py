@@ -58,7 +58,7 @@ def _half_bits(value, dt: DType) -> str:
 
 def _param(w: Writer, u: UOp) -> None:
   reg = w.new_reg(dtypes.uint64)
-  w.emit(f"ld.param.u64 {reg}, [{param_name(u.arg)}]")
+  w.emit(f"ld.param.u64 {reg}, [{param_name(u.arg, w.kernel)}]")
   w.emit(f"cvta.to.global.u64 {reg}, {reg}")
   w.lanes[u] = [reg]
 

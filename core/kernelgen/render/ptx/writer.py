@@ -4,6 +4,8 @@ becomes is its handler's (ptx.py lists them).
 """
 from __future__ import annotations
 
+import re
+
 from ...dtype import DType
 from ...errors import LimitError, UnsupportedError
 from ...uop.ops import GroupOp, Ops, UOp, describe
@@ -134,7 +136,7 @@ class Writer:
 
   def source(self) -> str:
     k, name = self.kernel, ptx_identifier(self.kernel.name)
-    params = [f"\t.param .u64 {param_name(b.slot)}" for b in k.buffers]
+    params = [f"\t.param .u64 {param_name(b.slot, k)}" for b in k.buffers]
     params += [f"\t.param .s32 {var_name(v)}" for v in k.vars]
     regs = [f"\t.reg .{self.decl[p]} {p}<{n}>;" for p, n in sorted(self.counts.items())]
     lx, ly, lz = k.local_size
@@ -145,8 +147,15 @@ class Writer:
     return "\n".join(head + regs + self.shared + self.prologue + self.body + ["\tret;", "}", ""])
 
 
-def param_name(slot: int) -> str:
-  return f"data{slot}"
+def param_name(slot: int, kernel) -> str:
+  """`data<slot>_<the buffer's name>` (the name made an identifier), so exported PTX says which
+  parameter is which; `data<slot>` where the name has no letters or digits."""
+  name = next((b.name for b in kernel.buffers if b.slot == slot), "")
+  clean = "_".join(NOT_PARAM.sub(" ", name).split())
+  return f"data{slot}_{clean}" if clean else f"data{slot}"
+
+
+NOT_PARAM = re.compile(r"[^A-Za-z0-9]")
 
 
 def var_name(v: UOp) -> str:

@@ -164,6 +164,9 @@ class Expressions:
       zero = u.src[1] if u.src[1].op is Ops.CONST else u.src[1].src[0]
       inf = self.const_text(dt.scalar, math.copysign(math.inf, zero.arg))
       return f"{a[0]} * {inf if dt.count == 1 else f'{self.reg(dt)}({inf})'}"
+    if u.op is Ops.FDIV and _zero(u.src[0]):
+      # 0.0 / x: lavapipe folds it to 0 (IEEE: NaN for x 0 or NaN), so the 0 comes from run time
+      return f"{self.unknowable(dt, a[0])} / {self.unknowable(dt, a[1])}"
     if u.op is Ops.FDIV and not _constant(u.src[1]):
       return f"{a[0]} / {self.unknowable(dt, a[1])}"
     if u.op is Ops.CMPNE and dt.is_float():
