@@ -11,6 +11,7 @@ from .dtype import DType, dtypes
 from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, KernelgenError,
                      LimitError, ShapeError, UnsupportedError, VerifyError)
 from .tensor import Tensor, cat, stack, where
+from .frontend.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
 
 __version__ = "0.1.0"
 
@@ -30,4 +31,5 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
 __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
-           "LimitError", "CompileError", "ExecutionError", "VerifyError"]
+           "LimitError", "CompileError", "ExecutionError", "VerifyError",
+           "AutogradError", "no_grad", "enable_grad", "is_grad_enabled"]

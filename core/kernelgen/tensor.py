@@ -21,6 +21,7 @@ import math
 from . import lazy
 from .dtype import DType, dtypes, promote_types, truncate
 from .errors import DeviceError, DTypeError, ShapeError
+from .frontend.autograd import AutogradMixin, record
 from .lazy import L, LazyOp, chain_view
 from .ops import Ops
 from .tensor_data import (Scalar, _check_ints, _infer_dtype, _nest, _pairs, _raw_of,  # noqa: F401
@@ -53,24 +54,26 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor:
+class Tensor(AutogradMixin):
   """A lazily evaluated n-dimensional array on a device."""
-  __slots__ = ("node", "__weakref__")
+  __slots__ = ("node", "requires_grad", "grad", "ctx", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
 
-  def __init__(self, data, dtype=None, device: str | None = None):
+  def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool = False):
+    self.requires_grad, self.grad, self.ctx = False, None, None   # autograd (frontend/autograd)
     dtype = dtypes.from_name(dtype) if dtype is not None else None
     if isinstance(data, LazyOp):
       self.node = data
-      return
-    if isinstance(data, Tensor):
+    elif isinstance(data, Tensor):   # a copy without gradient history, as torch.tensor(t)
       self.node = (data.cast(dtype) if dtype else data).to(device or data.device).node
-      return
-    from .device import Device
-    device = Device.canonical(device) if device is not None else _default_device()
-    raw, shape, dtype = _raw_of(data, dtype)
-    buffer = lazy.Buffer(device, dtype, prod(shape), raw)
-    self.node = LazyOp.from_buffer(buffer, shape)
+    else:
+      from .device import Device
+      device = Device.canonical(device) if device is not None else _default_device()
+      raw, shape, dtype = _raw_of(data, dtype)
+      buffer = lazy.Buffer(device, dtype, prod(shape), raw)
+      self.node = LazyOp.from_buffer(buffer, shape)
+    if requires_grad:
+      self.requires_grad_()
 
   # ---- basic properties ----
   @property
@@ -142,11 +145,12 @@ class Tensor:
     if device == self.device:
       return self
     buffer = lazy.Buffer(device, self.dtype, self.numel(), self._bytes())
-    return Tensor(LazyOp.from_buffer(buffer, self.shape))
+    return record(Tensor(LazyOp.from_buffer(buffer, self.shape)), (self,), "to")
 
   def contiguous(self) -> Tensor:
     """The same values, realized into their own buffer (a kernel boundary) when computed."""
-    return Tensor(LazyOp(L.CONTIGUOUS, self.dtype, self.shape, (self.node,)))
+    return record(Tensor(LazyOp(L.CONTIGUOUS, self.dtype, self.shape, (self.node,))), (self,),
+                  "contiguous")
 
   # ---- creation ----
   @staticmethod
@@ -228,7 +232,7 @@ class Tensor:
 
   # ---- movement ----
   def _move(self, move: str, *args) -> Tensor:
-    return Tensor(chain_view(self.node, move, *args))
+    return record(Tensor(chain_view(self.node, move, *args)), (self,), "move", (move, args))
 
   def reshape(self, *shape) -> Tensor:
     shape = list(_shape_args(shape))
@@ -348,23 +352,24 @@ class Tensor:
     view = View(tuple(lead) + (oh, ow, kh, kw),
                 tuple(lead_strides) + (sh * w, sw, dh * w, dw))
     view = View.contiguous(view.shape)._with(view.shape, view.strides, 0, None)
-    return Tensor(LazyOp(L.VIEW, self.dtype, view.shape, (self.node,), view))
+    return record(Tensor(LazyOp(L.VIEW, self.dtype, view.shape, (self.node,), view)), (self,),
+                  "windows", (kernel, stride, dilation))
 
   # ---- elementwise ----
   def _binary(self, op: Ops, other, reverse=False, dtype: DType | None = None) -> Tensor:
     a, b = (other, self) if reverse else (self, other)
     a, b = coerce(a, b)
     out = dtypes.bool if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE) else a.dtype
-    return Tensor(a.node.alu(op, dtype or out, b.node))
+    return record(Tensor(a.node.alu(op, dtype or out, b.node)), (a, b), "alu", op)
 
   def _unary(self, op: Ops) -> Tensor:
-    return Tensor(self.node.alu(op, self.dtype))
+    return record(Tensor(self.node.alu(op, self.dtype)), (self,), "alu", op)
 
   def cast(self, dtype) -> Tensor:
     dtype = dtypes.from_name(dtype)
     if dtype == self.dtype:
       return self
-    return Tensor(LazyOp(L.CAST, dtype, self.shape, (self.node,)))
+    return record(Tensor(LazyOp(L.CAST, dtype, self.shape, (self.node,))), (self,), "cast")
 
   astype = cast
 
@@ -440,7 +445,8 @@ def where(cond, x, y) -> Tensor:
   shape = broadcast_shape(cond.shape, a.shape, b.shape)
   c = cond.cast(dtypes.bool).expand(shape)
   a, b = a.cast(dtype).expand(shape), b.cast(dtype).expand(shape)
-  return Tensor(LazyOp(L.ALU, dtype, shape, (c.node, a.node, b.node), Ops.WHERE))
+  return record(Tensor(LazyOp(L.ALU, dtype, shape, (c.node, a.node, b.node), Ops.WHERE)),
+                (c, a, b), "alu", Ops.WHERE)
 
 
 def cat(tensors, axis: int = 0) -> Tensor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from .dtype import DType, dtypes, max_value, min_value
+from .frontend.autograd import record
 from .errors import DTypeError, ShapeError
 from .lazy import L, LazyOp
 from .ops import Ops
@@ -286,7 +287,8 @@ SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUTS, SPLIT_GROUPS = 1 << 16, 256, 256
 
 def _reduce_node(x: Tensor, op: Ops, axes: tuple[int, ...]) -> Tensor:
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-  return Tensor(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes)))
+  return record(Tensor(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes))), (x,), "reduce",
+                (op, axes))
 
 
 def _split_reduce(x: Tensor, op: Ops, axes: tuple[int, ...], shape: tuple[int, ...]) -> Tensor:

@@ -1,0 +1,1 @@
+"""Front ends built on Tensor: autograd, nn layers, optimizers, safetensors."""
