@@ -12,6 +12,8 @@ from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, Kern
                      LimitError, ShapeError, UnsupportedError, VerifyError)
 from .tensor import Tensor, cat, stack, where
 from .frontend.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
+from .frontend import nn, optim  # noqa: E402
+from .frontend.safetensors import SafetensorsError, load, save  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -32,4 +34,5 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError",
-           "AutogradError", "no_grad", "enable_grad", "is_grad_enabled"]
+           "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim",
+           "save", "load", "SafetensorsError"]
