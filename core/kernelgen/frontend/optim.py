@@ -80,8 +80,9 @@ class Optimizer:
     for p in self.params:
       p.grad = None
 
-  def step(self) -> None:
-    """Update every parameter: one realize call for all of them, their state and queued stats."""
+  def step(self, *also) -> None:
+    """Update every parameter: one realize call for all of them, their state, queued stats and
+    the tensors in `also` (e.g. the loss, to log it without a second realize)."""
     from ..realize import realize
     from ..tensor import where
     from . import nn
@@ -99,7 +100,7 @@ class Optimizer:
         results.append((group, new_p, new_state))
       pending = nn.take_pending()
       realize([t.node for _, new_p, st in results for t in (new_p, *st.values())] +
-              [t.node for t in pending])
+              [t.node for t in pending] + [t.node for t in also])
       for group, new_p, new_state in results:
         group.assign(new_p)
         group.state = new_state
