@@ -73,11 +73,13 @@ class enable_grad(no_grad):
 
 def record(out, parents: tuple, rule, arg=None):
   """Remember how `out` was made from `parents` when a gradient will be needed; returns `out`."""
-  if not _GradMode.enabled or not any(p.requires_grad for p in parents):
+  if not _GradMode.enabled:
     return out
-  if not out.dtype.is_float():
-    return out
-  out.requires_grad, out.ctx = True, (parents, rule, arg)
+  for p in parents:            # a loop, not any(): this runs for every primitive op
+    if p.requires_grad:
+      if out.dtype.is_float():
+        out.requires_grad, out.ctx = True, (parents, rule, arg)
+      return out
   return out
 
 
