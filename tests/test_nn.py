@@ -349,3 +349,22 @@ def test_transformer_grads_match_jax():
     x = _jblock(p, "b1.", _jblock(p, "b0.", x, heads), heads)
     return jnp.matmul(x, p["head.weight"].T, precision="highest") + p["head.bias"]
   _check_model(Tiny(), fwd, idx, target)
+
+
+def test_module_to_device():
+  net = nn.Sequential(nn.Linear(3, 2), nn.BatchNorm2d(2))
+  net.to("PTXSIM")
+  assert {t.device for t in net.state_dict().values()} == {"PTXSIM"}
+  out = net[0](kg.Tensor(np.ones((1, 3), np.float32), device="PTXSIM"))
+  assert out.device == "PTXSIM"
+
+
+def test_batchnorm_stats_are_realized_with_the_optimizer_step():
+  bn = nn.BatchNorm2d(2)
+  opt = kg.optim.SGD(bn.parameters(), lr=0.1)
+  x = kg.Tensor(np.arange(16, dtype=np.float32).reshape(2, 2, 2, 2))
+  bn(x).sum().backward()
+  assert not bn.running_mean.node.realized
+  opt.step()
+  assert bn.running_mean.node.realized and bn.running_var.node.realized
+  np.testing.assert_allclose(bn.running_mean.numpy(), [0.1 * 5.5, 0.1 * 9.5], rtol=1e-6)
