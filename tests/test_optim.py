@@ -202,3 +202,28 @@ def test_optimizer_errors():
     optim.SGD([], lr=0.1)
   with pytest.raises(kg.KernelgenError):
     optim.SGD([kg.Tensor([1.0], requires_grad=True)], lr=0.1, nesterov=True)
+
+
+def test_train_digits_example_learns(monkeypatch):
+  """examples/train_digits.py's kernelgen training loop on WEBGPU (lavapipe), a few epochs."""
+  import importlib.util
+  import sys
+  from pathlib import Path
+
+  from tools import wgpu_adapter
+  wgpu_adapter()
+  try:
+    import sklearn  # noqa: F401
+  except ImportError:
+    pytest.fail("scikit-learn is needed for the digits data: .venv/bin/pip install scikit-learn")
+  path = Path(__file__).resolve().parent.parent / "examples" / "train_digits.py"
+  spec = importlib.util.spec_from_file_location("train_digits", path)
+  td = importlib.util.module_from_spec(spec)
+  monkeypatch.setitem(sys.modules, "train_digits", td)
+  spec.loader.exec_module(td)
+  x_train, y_train, x_test, y_test = td.load_split()
+  params = td.train(x_train, y_train, np.random.default_rng(0), "WEBGPU", epochs=4)
+  assert {k: v.shape for k, v in params.items()} == {"w1": (64, 32), "b1": (32,),
+                                                      "w2": (32, 10), "b2": (10,)}
+  acc = td.accuracy(params, x_test, y_test, "WEBGPU")
+  assert acc > 0.85, acc
