@@ -5,7 +5,9 @@ spaces to a multiple of 8), then the tensor data. The header maps each name to {
 "data_offsets": [begin, end]} (offsets relative to the data section, tensors laid out in order
 without gaps), plus an optional "__metadata__" of string -> string. Tensor data is row-major,
 little-endian. `save` writes what the `safetensors` package writes for the same tensors (names
-sorted by its dtype order, then by name, as it does), so files are byte-identical.
+sorted by its dtype order, then by name, as it does), so files are byte-identical (with at
+most one metadata key: the package writes several in its hash map's varying order; we keep the
+order given).
 
 kernelgen's dtypes map to safetensors' names: BOOL, U8, I8, U16, I16, F16, BF16, U32, I32, F32,
 U64, I64, F64. Malformed files raise SafetensorsError (a KernelgenError) saying what is wrong.
