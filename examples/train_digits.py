@@ -1,6 +1,11 @@
-"""Train the digits demo's network: a 64-32-10 MLP on scikit-learn's 8x8 digits, numpy only.
+"""Train the digits demo's network: a 64-32-10 MLP on scikit-learn's 8x8 digits, with kernelgen.
 
     python examples/train_digits.py            # writes web/demos/digits_weights.json
+    python examples/train_digits.py --device PYTHON --epochs 5
+
+The forward pass, the gradients (kernelgen's autograd) and the Adam update (kg.optim) run on a
+kernelgen device: WEBGPU where an adapter is available, else PYTHON (the pure-Python
+interpreter: correct but slow). numpy only prepares the data (shuffling, random shifts).
 
 The data set ships inside scikit-learn (no download). Pixels are 0..16 (each is the count of
 ink in a 4x4 block of a 32x32 bitmap); the network sees pixels / 16. A fixed seed and a fixed
@@ -16,6 +21,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+
+import kernelgen as kg
 
 SEED = 0
 HIDDEN = 32
@@ -39,33 +46,24 @@ def load_split():
 
 
 def init_params(rng) -> dict:
-  """He-initialised weights, zero biases."""
+  """He-initialised weights, zero biases (float64 draws, stored as float32)."""
   return {"w1": rng.standard_normal((64, HIDDEN)) * np.sqrt(2 / 64),
           "b1": np.zeros(HIDDEN),
           "w2": rng.standard_normal((HIDDEN, 10)) * np.sqrt(2 / HIDDEN),
           "b2": np.zeros(10)}
 
 
-def forward(params: dict, pixels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-  """(hidden activations, class probabilities) of pixels 0..16 — the page's forward pass."""
-  hidden = np.maximum(pixels / 16 @ params["w1"] + params["b1"], 0)
-  logits = hidden @ params["w2"] + params["b2"]
-  exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
-  return hidden, exp / exp.sum(axis=-1, keepdims=True)
+def forward(params: dict, pixels) -> kg.Tensor:
+  """The logits of pixels 0..16 (a Tensor of shape (n, 64)) — the page's forward pass."""
+  hidden = ((pixels / 16) @ params["w1"] + params["b1"]).relu()
+  return hidden @ params["w2"] + params["b2"]
 
 
-def gradients(params: dict, pixels: np.ndarray, labels: np.ndarray) -> dict:
-  """Gradients of the mean cross-entropy plus L2 weight decay."""
-  hidden, probs = forward(params, pixels)
-  dlogits = probs.copy()
-  dlogits[np.arange(len(labels)), labels] -= 1
-  dlogits /= len(labels)
-  dhidden = (dlogits @ params["w2"].T) * (hidden > 0)
-  grads = {"w2": hidden.T @ dlogits, "b2": dlogits.sum(0),
-           "w1": (pixels / 16).T @ dhidden, "b1": dhidden.sum(0)}
-  for name in ("w1", "w2"):
-    grads[name] += WEIGHT_DECAY * params[name]
-  return grads
+def loss_of(params: dict, pixels, onehot) -> kg.Tensor:
+  """Mean cross-entropy plus the L2 penalty WEIGHT_DECAY/2 * |w|^2 on the weights."""
+  ce = -(forward(params, pixels).log_softmax(-1) * onehot).sum(-1).mean()
+  l2 = (params["w1"] * params["w1"]).sum() + (params["w2"] * params["w2"]).sum()
+  return ce + (WEIGHT_DECAY / 2) * l2
 
 
 def shifted(pixels: np.ndarray, rng) -> np.ndarray:
@@ -79,27 +77,35 @@ def shifted(pixels: np.ndarray, rng) -> np.ndarray:
   return images[np.arange(len(pixels))[:, None, None], rows, cols].reshape(-1, 64)
 
 
-def train(x: np.ndarray, y: np.ndarray, rng) -> dict:
-  """Adam on shuffled, randomly shifted mini-batches for EPOCHS epochs."""
-  params = init_params(rng)
-  moments = {k: (np.zeros_like(v), np.zeros_like(v)) for k, v in params.items()}
-  beta1, beta2, step = 0.9, 0.999, 0
-  for _ in range(EPOCHS):
+def train(x: np.ndarray, y: np.ndarray, rng, device: str, epochs: int = EPOCHS,
+          log_every: int = 0) -> dict:
+  """Adam (kg.optim) on shuffled, randomly shifted mini-batches; returns float32 arrays."""
+  params = {k: kg.Tensor(v.astype(np.float32), device=device, requires_grad=True)
+            for k, v in init_params(rng).items()}
+  opt = kg.optim.Adam(list(params.values()), lr=LEARNING_RATE)
+  eye = np.eye(10, dtype=np.float32)
+  step = 0
+  for epoch in range(epochs):
     order = rng.permutation(len(x))
     for start in range(0, len(x), BATCH):
       batch = order[start:start + BATCH]
+      pixels = kg.Tensor(shifted(x[batch], rng), device=device)
+      onehot = kg.Tensor(eye[y[batch]], device=device)
+      opt.zero_grad()
+      loss = loss_of(params, pixels, onehot)
+      loss.backward()
+      opt.step(loss)     # the loss is realized in the same call, for logging
       step += 1
-      for name, grad in gradients(params, shifted(x[batch], rng), y[batch]).items():
-        m, v = moments[name]
-        m[:] = beta1 * m + (1 - beta1) * grad
-        v[:] = beta2 * v + (1 - beta2) * grad * grad
-        m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step)
-        params[name] -= LEARNING_RATE * m_hat / (np.sqrt(v_hat) + 1e-8)
-  return {k: v.astype(np.float32) for k, v in params.items()}
+    if log_every and (epoch + 1) % log_every == 0:
+      print(f"epoch {epoch + 1}: step {step}, last batch loss {loss.item():.4f}", flush=True)
+  return {k: v.numpy() for k, v in params.items()}
 
 
-def accuracy(params: dict, x: np.ndarray, y: np.ndarray) -> float:
-  return float((forward(params, x)[1].argmax(-1) == y).mean())
+def accuracy(params: dict, x: np.ndarray, y: np.ndarray, device: str) -> float:
+  with kg.no_grad():
+    tensors = {k: kg.Tensor(v, device=device) for k, v in params.items()}
+    predicted = forward(tensors, kg.Tensor(x, device=device)).argmax(-1).numpy()
+  return float((predicted == y).mean())
 
 
 def encode(array: np.ndarray) -> dict:
@@ -119,7 +125,7 @@ def weight_file(params: dict, split, train_acc: float, test_acc: float) -> dict:
     "format": "kernelgen-digits-mlp/1",
     "about": "64-32-10 MLP: softmax(relu(pixels/16 @ w1 + b1) @ w2 + b2); pixels 0..16, "
              "row-major 8x8; arrays are float32 little-endian, base64",
-    "trained_by": "examples/train_digits.py",
+    "trained_by": "examples/train_digits.py (kernelgen autograd + kg.optim.Adam)",
     "seed": SEED,
     "accuracy": {"train": round(train_acc, 4), "test": round(test_acc, 4),
                  "n_train": len(y_train), "n_test": len(y_test)},
@@ -131,11 +137,18 @@ def weight_file(params: dict, split, train_acc: float, test_acc: float) -> dict:
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--out", type=Path, default=OUT, help=f"weight file (default {OUT})")
+  parser.add_argument("--device", default=None,
+                      help="kernelgen device (default WEBGPU when available, else PYTHON)")
+  parser.add_argument("--epochs", type=int, default=EPOCHS, help=f"epochs (default {EPOCHS})")
   args = parser.parse_args()
+  device = args.device or ("WEBGPU" if kg.Device.available("WEBGPU") else "PYTHON")
+  print(f"training on {device}", flush=True)
   split = load_split()
   x_train, y_train, x_test, y_test = split
-  params = train(x_train, y_train, np.random.default_rng(SEED))
-  train_acc, test_acc = accuracy(params, x_train, y_train), accuracy(params, x_test, y_test)
+  params = train(x_train, y_train, np.random.default_rng(SEED), device, args.epochs,
+                 log_every=10)
+  train_acc = accuracy(params, x_train, y_train, device)
+  test_acc = accuracy(params, x_test, y_test, device)
   print(f"train accuracy {train_acc:.4f} ({len(y_train)} digits), "
         f"held-out test accuracy {test_acc:.4f} ({len(y_test)} digits)")
   args.out.write_text(json.dumps(weight_file(params, split, train_acc, test_acc)) + "\n")

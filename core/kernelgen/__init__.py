@@ -21,6 +21,9 @@ from .export import export, load_bundle  # noqa: E402
 from .frontend.indexing_ops import take
 from .frontend.model_ops import interpolate, scaled_dot_product_attention
 from .frontend.shape_ops import meshgrid
+from .frontend.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
+from .frontend import nn, optim  # noqa: E402
+from .frontend.safetensors import SafetensorsError, load, save  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -43,4 +46,6 @@ __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "st
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
-           "BufferNameError"]
+           "BufferNameError",
+           "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim",
+           "save", "load", "SafetensorsError"]

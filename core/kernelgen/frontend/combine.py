@@ -6,6 +6,7 @@ from ..dtype import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph.lazy import L, LazyOp
 from ..uop.ops import Ops
+from .autograd import record
 from .operands import TensorOps, result_dtype
 from .tensor_data import broadcast_shape, resolve_axes
 
@@ -28,7 +29,8 @@ def where(cond, x, y) -> TensorOps:
   shape = broadcast_shape(cond.shape, a.shape, b.shape)
   c = cond.cast(dtypes.bool).expand(shape)
   a, b = a.cast(dtype).expand(shape), b.cast(dtype).expand(shape)
-  return cls(LazyOp(L.ALU, dtype, shape, (c.node, a.node, b.node), Ops.WHERE))
+  return record(cls(LazyOp(L.ALU, dtype, shape, (c.node, a.node, b.node), Ops.WHERE)),
+                (c, a, b), "alu", Ops.WHERE)
 
 
 def cat(tensors, axis: int = 0) -> TensorOps:

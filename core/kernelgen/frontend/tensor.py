@@ -42,6 +42,7 @@ from .indexing_ops import IndexingOps
 from .model_ops import ModelOps
 from .shape_ops import ShapeOps
 from .protocols import PythonProtocols
+from .autograd import AutogradMixin, record
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -54,26 +55,29 @@ def _default_device() -> str:
 # ---- the Tensor ------------------------------------------------------------------------------
 
 class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
-             IndexingOps, ShapeOps, ModelOps, PythonProtocols):
+             IndexingOps, ShapeOps, ModelOps, PythonProtocols,
+             AutogradMixin):
   """A lazily evaluated n-dimensional array on a device. Its operations come from the mixins it
   lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling; scan, sort, indexing_ops, shape_ops,
-  model_ops: the operations models need; protocols: Python's and numpy's)."""
-  __slots__ = ("node", "__weakref__")
+  model_ops: the operations models need; protocols: Python's and numpy's; autograd: backward, grad)."""
+  __slots__ = ("node", "requires_grad", "grad", "ctx", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
 
-  def __init__(self, data, dtype=None, device: str | None = None):
+  def __init__(self, data, dtype=None, device: str | None = None, requires_grad: bool = False):
+    self.requires_grad, self.grad, self.ctx = False, None, None   # autograd (frontend/autograd)
     dtype = dtypes.from_name(dtype) if dtype is not None else None
     if isinstance(data, LazyOp):
       self.node = data
-      return
-    if isinstance(data, Tensor):
+    elif isinstance(data, Tensor):   # a copy without gradient history, as torch.tensor(t)
       self.node = (data.cast(dtype) if dtype else data).to(device or data.device).node
-      return
-    from ..device import Device
-    device = Device.canonical(device) if device is not None else _default_device()
-    raw, shape, dtype = raw_of(data, dtype)
-    buffer = lazy.Buffer(device, dtype, prod(shape), raw)
-    self.node = LazyOp.from_buffer(buffer, shape)
+    else:
+      from ..device import Device
+      device = Device.canonical(device) if device is not None else _default_device()
+      raw, shape, dtype = raw_of(data, dtype)
+      buffer = lazy.Buffer(device, dtype, prod(shape), raw)
+      self.node = LazyOp.from_buffer(buffer, shape)
+    if requires_grad:
+      self.requires_grad_()
 
   # ---- basic properties ----
   @property
@@ -145,11 +149,12 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
     if device == self.device:
       return self
     buffer = lazy.Buffer(device, self.dtype, self.numel(), self._bytes())
-    return Tensor(LazyOp.from_buffer(buffer, self.shape))
+    return record(Tensor(LazyOp.from_buffer(buffer, self.shape)), (self,), "to")
 
   def contiguous(self) -> Tensor:
     """The same values, realized into their own buffer (a kernel boundary) when computed."""
-    return Tensor(LazyOp(L.CONTIGUOUS, self.dtype, self.shape, (self.node,)))
+    return record(Tensor(LazyOp(L.CONTIGUOUS, self.dtype, self.shape, (self.node,))), (self,),
+                  "contiguous")
 
   # ---- creation ----
   @staticmethod
@@ -241,7 +246,7 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
 
   # ---- movement ----
   def _move(self, move: str, *args) -> Tensor:
-    return Tensor(chain_view(self.node, move, *args))
+    return record(Tensor(chain_view(self.node, move, *args)), (self,), "move", (move, args))
 
   def reshape(self, *shape) -> Tensor:
     shape = list(shape_args(shape))
@@ -367,23 +372,24 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
     view = View(tuple(lead) + (oh, ow, kh, kw),
                 tuple(lead_strides) + (sh * w, sw, dh * w, dw))
     view = View.contiguous(view.shape)._with(view.shape, view.strides, 0, None)
-    return Tensor(LazyOp(L.VIEW, self.dtype, view.shape, (self.node,), view))
+    return record(Tensor(LazyOp(L.VIEW, self.dtype, view.shape, (self.node,), view)), (self,),
+                  "windows", (kernel, stride, dilation))
 
   # ---- elementwise ----
   def _binary(self, op: Ops, other, reverse=False, dtype: DType | None = None) -> Tensor:
     a, b = (other, self) if reverse else (self, other)
     a, b = coerce(a, b)
     out = dtypes.bool if op in (Ops.CMPLT, Ops.CMPEQ, Ops.CMPNE) else a.dtype
-    return Tensor(a.node.alu(op, dtype or out, b.node))
+    return record(Tensor(a.node.alu(op, dtype or out, b.node)), (a, b), "alu", op)
 
   def _unary(self, op: Ops) -> Tensor:
-    return Tensor(self.node.alu(op, self.dtype))
+    return record(Tensor(self.node.alu(op, self.dtype)), (self,), "alu", op)
 
   def cast(self, dtype) -> Tensor:
     dtype = dtypes.from_name(dtype)
     if dtype == self.dtype:
       return self
-    return Tensor(LazyOp(L.CAST, dtype, self.shape, (self.node,)))
+    return record(Tensor(LazyOp(L.CAST, dtype, self.shape, (self.node,))), (self,), "cast")
 
   astype = cast
 

@@ -17,6 +17,7 @@ from ..graph.lazy import L, LazyOp
 from ..uop.ops import Ops
 from .operands import TensorOps, acc_dtype, coerce, float_of
 from .tensor_data import resolve_axes
+from .autograd import record
 
 LOG2_E = 1 / math.log(2)
 LN_2 = math.log(2)
@@ -288,7 +289,8 @@ SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUTS, SPLIT_GROUPS = 1 << 16, 256, 256
 
 def _reduce_node(x: TensorOps, op: Ops, axes: tuple[int, ...]) -> TensorOps:
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-  return type(x)(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes)))
+  return record(type(x)(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes))), (x,), "reduce",
+                (op, axes))
 
 
 def _split_reduce(x: TensorOps, op: Ops, axes: tuple[int, ...], shape: tuple[int, ...]) -> TensorOps:
