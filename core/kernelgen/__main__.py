@@ -50,11 +50,9 @@ def parser() -> argparse.ArgumentParser:
 
 def load_outputs(path: str, name: str) -> list:
   from .errors import KernelgenError
-  from .frontend.names import name_inputs
   from .frontend.tensor import Tensor
   from .export.cli import run_program
   namespace = run_program(path)
-  name_inputs(namespace)
   if name not in namespace:
     raise KernelgenError(f"{path} does not define `{name}`: assign the result tensor to it "
                          f"or pass --output NAME")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ..errors import KernelgenError, UnsupportedError
+from ..frontend.names import name_inputs
 
 EXAMPLE = """example:
   $ cat prog.py
@@ -60,11 +61,12 @@ def export_command(args) -> int:
 
 def run_program(path: str) -> dict:
   """The namespace PROGRAM.py leaves after running (as __kernelgen_program__); both CLI commands
-  (render, export) read their tensors from it."""
+  (render, export) read their tensors from it. Unnamed inputs take their variable's name."""
   namespace = {"__name__": "__kernelgen_program__", "__file__": path}
   with open(path, encoding="utf-8") as f:
     code = compile(f.read(), path, "exec")
   exec(code, namespace)
+  name_inputs(namespace)
   return namespace
 
 

@@ -67,7 +67,7 @@ def _describe(node, key: int) -> dict:
   dtype, size = node.dtype, node.size
   if node.realized:
     buf = node.buffer
-    kind, name = ("input", buf.name) if buf.name else ("weight", None)
+    kind, name = ("input", buf.name) if buf.is_input else ("weight", None)
     dtype, size = buf.dtype, buf.size
   else:
     kind, name = "intermediate", None
@@ -130,7 +130,7 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
 
 
 def _named_inputs(roots: list) -> list:
-  """The realized nodes with a named (input) buffer that the graph of `roots` reaches."""
+  """The realized nodes with an input buffer (Tensor.empty) that the graph of `roots` reaches."""
   found, seen, stack = [], set(), list(roots)
   while stack:
     node = stack.pop()
@@ -138,7 +138,7 @@ def _named_inputs(roots: list) -> list:
       continue
     seen.add(id(node))
     if node.realized:
-      found.extend([node] if node.buffer.name else [])
+      found.extend([node] if node.buffer.is_input else [])
     else:
       stack.extend(node.src)
   return found
@@ -165,6 +165,10 @@ def _name_buffers(entries: list[dict]) -> None:
   seen: dict[str, int] = {}
   for entry in entries:
     if entry["kind"] == "input":
+      if entry["name"] is None:
+        raise KernelgenError(f"an input of shape {tuple(entry['shape'])} has no name: a bundle's "
+                             f"caller passes inputs by name, so make it Tensor.empty(..., "
+                             f"name='x')")
       if entry["name"] in seen:
         raise KernelgenError(f"two different inputs are named {entry['name']!r}: give each "
                              f"Tensor.empty(..., name=) its own name")

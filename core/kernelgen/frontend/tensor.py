@@ -194,6 +194,7 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
     device = Device.canonical(device) if device else _default_device()
     buffer = lazy.Buffer(device, dtypes.from_name(dtype), prod(shape), None, name)
+    buffer.is_input = True
     return Tensor(LazyOp.from_buffer(buffer, shape))
 
   @staticmethod

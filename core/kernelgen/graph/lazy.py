@@ -33,6 +33,7 @@ class Buffer:
   def __init__(self, device: str, dtype: DType, size: int, data: bytes | None = None,
                name: str | None = None):
     self.device, self.dtype, self.size, self.name = device, dtype, size, name
+    self.is_input = False   # made by Tensor.empty: a program input the caller fills (kg.export)
     self._handle = None
     self._host = bytes(data) if data is not None else None
 
