@@ -319,15 +319,9 @@ def test_backward_pass_fuses():
   assert math.isfinite(float(np.abs(w1.grad.numpy()).sum()))
 
 
-# ---- operations from branch `ops` (issue 18): run after the coordinator merges it ------------
-# They are built from the primitives above, so they need no rules of their own; these checks fail
-# (not skip) until they exist.
-
-def _ops(*names):
-  missing = [n for n in names if not hasattr(kg.Tensor, n) and not hasattr(kg, n)]
-  if missing:
-    pytest.fail(f"{missing} come from branch `ops` (issue 18): run after merging it")
-
+# ---- the model operations (gather, scans, sort, einsum, losses, attention, ...) -----------------
+# They are built from the primitives above, so they need no rules of their own (sort's values are
+# a gather of the input at the sorted positions while a gradient is recorded).
 
 def _idx(values, device="PYTHON"):
   return kg.Tensor(np.asarray(values, dtype=np.int32), device=device)
@@ -358,9 +352,8 @@ OPS_CASES = {
 
 
 @pytest.mark.parametrize("name", list(OPS_CASES))
-def test_gradcheck_ops_branch(name):
-  needs, fn, shapes = OPS_CASES[name]
-  _ops(*needs)
+def test_gradcheck_model_operations(name):
+  _, fn, shapes = OPS_CASES[name]
   gradcheck(name, fn, shapes, "PYTHON")
 
 

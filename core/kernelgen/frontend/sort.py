@@ -18,6 +18,8 @@ as larger than every number). 64-bit dtypes sort with 64-bit words (not on WEBGP
 """
 from __future__ import annotations
 
+from .autograd import is_grad_enabled
+
 
 SORT_FUSE = 1   # network steps per kernel; more was slower on lavapipe (2^14 elements: 1 step
 # 215 ms in 106 kernels, 2 steps 593 ms in 53, 3 steps 824 ms in 36): each fused step doubles the
@@ -193,6 +195,8 @@ def _step(pairs, span: int, flip: bool):
 def _values(pairs, k: int, axis: int, x, descending: bool):
   if pairs is None:
     return x.shrink(tuple((0, s) for s in x.shape[:-1]) + ((0, k),)).swapaxes(axis, -1)
+  if x.requires_grad and is_grad_enabled():   # differentiable: x gathered at the sorted positions
+    return x.gather(x.ndim - 1, _positions(pairs, k)).swapaxes(axis, -1)
   word = pairs.dtype
   top = pairs[..., :k, :]
   negzero = ((top[..., 1] >> (word.bits - 1)) != 0) if x.dtype.is_float() else None
@@ -205,8 +209,14 @@ def _indices(pairs, k: int, axis: int, x):
   if pairs is None:
     shape = x.shape[:-1] + (k,)
     return type(x).zeros(*shape, dtype=dtypes.int32, device=x.device).swapaxes(axis, -1)
+  return _positions(pairs, k).swapaxes(axis, -1)
+
+
+def _positions(pairs, k: int):
+  """The int32 original positions of the first k sorted pairs (the index word's low bits)."""
+  from ..dtype import dtypes
   low = (1 << (pairs.dtype.bits - 1)) - 1
-  return (pairs[..., :k, 1] & low).cast(dtypes.int32).swapaxes(axis, -1)
+  return (pairs[..., :k, 1] & low).cast(dtypes.int32)
 
 
 # ---- module-level spellings ------------------------------------------------------------------
