@@ -2,7 +2,7 @@
 
     DIR/manifest.json          plan.py's manifest
     DIR/<kernel>.wgsl|.ptx     each kernel's source, in the manifest's launch order
-    DIR/weights.safetensors    the realized data the program reads (safetensors.py)
+    DIR/weights.safetensors    the realized data the program reads (frontend/safetensors.py)
     DIR/model.js               webgpu bundles: the browser loader (loader.js, no dependencies)
 
 `Bundle.run(inputs, device)` executes the manifest on a kernelgen runtime: a ptx bundle on CUDA or
@@ -16,7 +16,7 @@ import json
 import os
 
 from ..errors import DeviceError, DTypeError, KernelgenError, ShapeError
-from . import safetensors
+from ..frontend import safetensors
 from .plan import FORMAT, make_plan
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
