@@ -7,18 +7,13 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
-from tools import default_device, missing_tool, ptxas_check, wgsl_validate
+from ops_util import device_fixture
+from tools import ptxas_check, wgsl_validate
 
 RNG = np.random.default_rng(0)
 
 
-@pytest.fixture(params=["PYTHON", "PTXSIM", "WEBGPU"])
-def device(request, monkeypatch):
-  name = request.param
-  if not kg.Device.available(name):
-    missing_tool(f"device {name}", "pip install wgpu; apt-get install mesa-vulkan-drivers")
-  with default_device(monkeypatch, name):
-    yield name
+device = device_fixture(("PYTHON", "PTXSIM", "WEBGPU"))
 
 
 def operands(shapes, dtype="float32"):

@@ -9,6 +9,7 @@ import pytest
 import kernelgen as kg
 from kernelgen import Tensor
 from kernelgen.frontend.scan import SCAN_BLOCK
+from ops_util import device_fixture
 from tools import default_device, missing_tool, ptxas_check, wgsl_validate
 
 DEVICES = ["PYTHON", "PTXSIM", "WEBGPU"]
@@ -16,13 +17,7 @@ RNG = np.random.default_rng(0)
 B = SCAN_BLOCK
 
 
-@pytest.fixture(params=DEVICES)
-def device(request, monkeypatch):
-  name = request.param
-  if not kg.Device.available(name):
-    missing_tool(f"device {name}", "pip install wgpu; apt-get install mesa-vulkan-drivers")
-  with default_device(monkeypatch, name):
-    yield name
+device = device_fixture(DEVICES)
 
 
 def data(shape, dtype="float32", lo=-5, hi=5):
