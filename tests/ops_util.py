@@ -2,14 +2,14 @@
 test_model_ops.py, test_einsum.py, test_scan_sort.py): `device_fixture(names)` makes a `device`
 fixture that runs a test on each named device (WEBGPU is wgpu on lavapipe; missing, it fails
 under KERNELGEN_REQUIRE_ALL=1); `device` is the one for PYTHON, PTXSIM, WEBGPU and CUDA where a GPU
-is here; and numpy comparison helpers."""
+is here; numpy comparison helpers; and check_compiles (WGSL and PTX validated)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import kernelgen as kg
-from tools import default_device, missing_tool
+from tools import default_device, missing_tool, ptxas_check, wgsl_validate
 
 DEVICES = ("PYTHON", "PTXSIM", "WEBGPU") + (("CUDA",) if kg.Device.available("CUDA") else ())
 
@@ -44,3 +44,11 @@ def same(t, expected, rtol=0.0, atol=0.0):
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
   else:
     np.testing.assert_array_equal(got, expected)
+
+
+def check_compiles(tensors, arch="sm_80"):
+  """Every kernel of `tensors` compiles: its WGSL validates (wgpu) and its PTX assembles (ptxas)."""
+  for kernel in kg.compile(tensors, target="wgsl"):
+    wgsl_validate(kernel.source)
+  for kernel in kg.compile(tensors, target="ptx", arch=arch):
+    ptxas_check(kernel.source, arch)
