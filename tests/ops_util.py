@@ -1,30 +1,37 @@
-"""Shared by the tests of the model operations (test_indexing_ops.py, test_shape_ops.py,
-test_model_ops.py): a `device` fixture that runs a test on PYTHON, PTXSIM and WEBGPU (wgpu on
-lavapipe; missing, it fails under KERNELGEN_REQUIRE_ALL=1) and CUDA where a GPU is here, and
-numpy comparison helpers."""
+"""Shared by the tests of the Tensor operations (test_indexing_ops.py, test_shape_ops.py,
+test_model_ops.py, test_einsum.py, test_scan_sort.py): `device_fixture(names)` makes a `device`
+fixture that runs a test on each named device (WEBGPU is wgpu on lavapipe; missing, it fails
+under KERNELGEN_REQUIRE_ALL=1); `device` is the one for PYTHON, PTXSIM, WEBGPU and CUDA where a GPU
+is here; numpy comparison helpers; and check_compiles (WGSL and PTX validated)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import kernelgen as kg
-from tools import default_device, missing_tool
+from tools import default_device, missing_tool, ptxas_check, wgsl_validate
 
 DEVICES = ("PYTHON", "PTXSIM", "WEBGPU") + (("CUDA",) if kg.Device.available("CUDA") else ())
 
 
-@pytest.fixture(params=DEVICES)
-def device(request, monkeypatch):
-  """The device name; it is also the default device during the test."""
-  name = request.param
-  if name == "WEBGPU":
-    try:
-      kg.Device["WEBGPU"]
-    except kg.DeviceError as error:
-      missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
-                                    f"({error})")
-  with default_device(monkeypatch, name):
-    yield name
+def device_fixture(names):
+  """A `device` fixture that runs a test on each device of `names` (a missing WEBGPU fails under
+  KERNELGEN_REQUIRE_ALL=1); the name is also the default device during the test."""
+  @pytest.fixture(params=names)
+  def device(request, monkeypatch):
+    name = request.param
+    if name == "WEBGPU":
+      try:
+        kg.Device["WEBGPU"]
+      except kg.DeviceError as error:
+        missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
+                                      f"({error})")
+    with default_device(monkeypatch, name):
+      yield name
+  return device
+
+
+device = device_fixture(DEVICES)
 
 
 def same(t, expected, rtol=0.0, atol=0.0):
@@ -37,3 +44,11 @@ def same(t, expected, rtol=0.0, atol=0.0):
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol)
   else:
     np.testing.assert_array_equal(got, expected)
+
+
+def check_compiles(tensors, arch="sm_80"):
+  """Every kernel of `tensors` compiles: its WGSL validates (wgpu) and its PTX assembles (ptxas)."""
+  for kernel in kg.compile(tensors, target="wgsl"):
+    wgsl_validate(kernel.source)
+  for kernel in kg.compile(tensors, target="ptx", arch=arch):
+    ptxas_check(kernel.source, arch)

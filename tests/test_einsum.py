@@ -7,18 +7,12 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
-from tools import default_device, missing_tool, ptxas_check, wgsl_validate
+from ops_util import check_compiles, device_fixture
 
 RNG = np.random.default_rng(0)
 
 
-@pytest.fixture(params=["PYTHON", "PTXSIM", "WEBGPU"])
-def device(request, monkeypatch):
-  name = request.param
-  if not kg.Device.available(name):
-    missing_tool(f"device {name}", "pip install wgpu; apt-get install mesa-vulkan-drivers")
-  with default_device(monkeypatch, name):
-    yield name
+device = device_fixture(("PYTHON", "PTXSIM", "WEBGPU"))
 
 
 def operands(shapes, dtype="float32"):
@@ -99,10 +93,7 @@ def test_transposed_einsum_is_matmul_of_the_transpose():
 def test_large_einsum_compiles_for_wgsl_and_ptx():
   q, k = Tensor.rand(2, 4, 256, 64, seed=1), Tensor.rand(2, 4, 256, 64, seed=2)
   out = kg.einsum("bhqd,bhkd->bhqk", q, k).sum((-2, -1)) + kg.einsum("bhii->bh", q[..., :64, :])
-  for kernel in kg.compile(out, target="wgsl"):
-    wgsl_validate(kernel.source)
-  for kernel in kg.compile(out, target="ptx", arch="sm_80"):
-    ptxas_check(kernel.source, "sm_80")
+  check_compiles(out)
 
 
 @pytest.mark.parametrize("subscripts,shapes,message", [

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from kernelgen.export import memory, safetensors
+from kernelgen.export import memory
+from kernelgen.frontend import safetensors
 from tools import ptxas_check, wgpu_device
 
 

@@ -8,8 +8,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor, dtypes
-from ops_util import device, same  # noqa: F401  (the fixture)
-from tools import ptxas_check, wgsl_validate
+from ops_util import check_compiles, device, same  # noqa: F401  (the fixture)
 
 A = np.arange(60, dtype=np.float32).reshape(3, 4, 5) - 20.5
 
@@ -193,10 +192,7 @@ def test_iteration_stops_at_the_end():
 
 def test_gather_compiles_for_wgsl_and_ptx():
   y = source()[:, Tensor([3, 0]) + 0]
-  for k in kg.compile(y, target="wgsl"):
-    wgsl_validate(k.source)
-  for k in kg.compile(y, target="ptx", arch="sm_80"):
-    ptxas_check(k.source, "sm_80")
+  check_compiles(y)
 
 
 def test_gather_fuses_into_one_kernel():

@@ -14,34 +14,9 @@ import pytest
 
 import kernelgen as kg
 
+from train_util import jax, jnp, need_jax, python_default, rel_err  # noqa: F401  (the fixture)
+
 nn = kg.nn
-DEV = "PYTHON"
-
-try:
-  import jax
-  import jax.numpy as jnp
-  jax.config.update("jax_platforms", "cpu")
-except ImportError:    # the oracle missing fails, never skips
-  jax = None
-
-
-@pytest.fixture(autouse=True)
-def _python_default():
-  old = kg.Device.DEFAULT
-  kg.Device.DEFAULT = DEV
-  nn.manual_seed(0)
-  yield
-  kg.Device.DEFAULT = old
-
-
-def need_jax():
-  if jax is None:
-    pytest.fail("jax is needed as the autodiff oracle: .venv/bin/pip install 'jax[cpu]'")
-
-
-def rel_err(ours, ref) -> float:
-  ours, ref = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
-  return float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
 
 
 # ---- Module mechanics -----------------------------------------------------------------------

@@ -9,27 +9,9 @@ import pytest
 import kernelgen as kg
 import kernelgen.realize as realize_mod
 
+from train_util import jax, jnp, need_jax, python_default, rel_err  # noqa: F401  (the fixture)
+
 nn, optim = kg.nn, kg.optim
-
-try:
-  import jax
-  import jax.numpy as jnp
-except ImportError:
-  jax = None
-
-
-@pytest.fixture(autouse=True)
-def _python_default():
-  old = kg.Device.DEFAULT
-  kg.Device.DEFAULT = "PYTHON"
-  nn.manual_seed(0)
-  yield
-  kg.Device.DEFAULT = old
-
-
-def rel_err(ours, ref) -> float:
-  ours, ref = np.asarray(ours, np.float64), np.asarray(ref, np.float64)
-  return float(np.abs(ours - ref).max() / max(np.abs(ref).max(), 1e-30))
 
 
 def _data(seed=0):
@@ -47,8 +29,7 @@ def _loss(model, x, y):
 
 
 def _jax_grads(params, x, y):
-  if jax is None:
-    pytest.fail("jax is needed as the autodiff oracle: .venv/bin/pip install 'jax[cpu]'")
+  need_jax()
 
   def loss(p):
     h = jnp.tanh(jnp.matmul(x, p["0.weight"].T, precision="highest") + p["0.bias"])

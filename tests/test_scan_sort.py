@@ -9,6 +9,7 @@ import pytest
 import kernelgen as kg
 from kernelgen import Tensor
 from kernelgen.frontend.scan import SCAN_BLOCK
+from ops_util import check_compiles, device_fixture
 from tools import default_device, missing_tool, ptxas_check, wgsl_validate
 
 DEVICES = ["PYTHON", "PTXSIM", "WEBGPU"]
@@ -16,13 +17,7 @@ RNG = np.random.default_rng(0)
 B = SCAN_BLOCK
 
 
-@pytest.fixture(params=DEVICES)
-def device(request, monkeypatch):
-  name = request.param
-  if not kg.Device.available(name):
-    missing_tool(f"device {name}", "pip install wgpu; apt-get install mesa-vulkan-drivers")
-  with default_device(monkeypatch, name):
-    yield name
+device = device_fixture(DEVICES)
 
 
 def data(shape, dtype="float32", lo=-5, hi=5):
@@ -139,10 +134,7 @@ def test_a_long_scan_is_a_few_parallel_kernels():
                                   lambda t: t.reshape(1000, 1000).cumprod(0)])
 def test_large_scans_compile_for_wgsl_and_ptx(make):
   out = make(Tensor.rand(10 ** 6))
-  for kernel in kg.compile(out, target="wgsl"):
-    wgsl_validate(kernel.source)
-  for kernel in kg.compile(out, target="ptx", arch="sm_80"):
-    ptxas_check(kernel.source, "sm_80")
+  check_compiles(out)
 
 
 def test_module_level_scans():

@@ -6,6 +6,12 @@
     y.tolist()                                  # runs on kg.Device.DEFAULT
     kernels = kg.compile(y, target="wgsl")      # or "ptx" (arch="sm_80") or "python"
     kg.export({"y": y}, "DIR", format="webgpu") # a bundle: model.js, WGSL, weights, manifest
+    kg.load_bundle("DIR").run({"x": ...})       # run a bundle from Python
+
+Training: `kg.nn` (modules), `kg.optim` (SGD, Adam, AdamW), `t.backward()` / `kg.no_grad()`
+(frontend/autograd.py), `kg.save` / `kg.load` (safetensors). The Tensor operations live in
+frontend/ as mixins of `Tensor`; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
+`kg.scaled_dot_product_attention`, `kg.cumsum`, `kg.sort`, ... are their function forms.
 """
 from .device import Device
 from .dtype import DType, dtypes

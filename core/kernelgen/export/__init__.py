@@ -5,7 +5,8 @@
     kg.load_bundle("DIR").run({"x": x}, device="PTXSIM")   # {name: Tensor}
 
 plan.py describes the program (buffers, kernels, shared memory), bundle.py writes and runs it,
-loader.js is the browser side (copied as DIR/model.js), safetensors.py the weights file.
+loader.js is the browser side (copied as DIR/model.js); the weights file is written and read by
+frontend/safetensors.py (the raw level of kg.save / kg.load).
 """
 from .bundle import Bundle, export, load_bundle
 

@@ -2,7 +2,7 @@
 
     DIR/manifest.json          plan.py's manifest
     DIR/<kernel>.wgsl|.ptx     each kernel's source, in the manifest's launch order
-    DIR/weights.safetensors    the realized data the program reads (safetensors.py)
+    DIR/weights.safetensors    the realized data the program reads (frontend/safetensors.py)
     DIR/model.js               webgpu bundles: the browser loader (loader.js, no dependencies)
 
 `Bundle.run(inputs, device)` executes the manifest on a kernelgen runtime: a ptx bundle on CUDA or
@@ -15,8 +15,14 @@ from __future__ import annotations
 import json
 import os
 
+from ..device import Device
+from ..dtype import dtypes
 from ..errors import DeviceError, DTypeError, KernelgenError, ShapeError
-from . import safetensors
+from ..frontend import safetensors
+from ..frontend.tensor import Tensor
+from ..graph import lazy
+from ..graph.view import prod
+from ..uop.program import Binding, CompiledKernel, Launch
 from .plan import FORMAT, make_plan
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
@@ -80,7 +86,6 @@ class Bundle:
     """{output name: Tensor on `device`} for `inputs` ({input name: Tensor, numpy array, list,
     bytes or array.array}). device: "CUDA" or "PTXSIM" for a ptx bundle (default CUDA where
     there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle."""
-    from ..device import Device
     device = Device.canonical(device or self._default_device())
     runtime, handles, kernels = self._prepare(device)
     for spec, data in zip(self.manifest["inputs"], _input_bytes(self.manifest["inputs"], inputs)):
@@ -91,7 +96,6 @@ class Bundle:
             for spec in self.manifest["outputs"]}
 
   def _default_device(self) -> str:
-    from ..device import Device
     if self.manifest["target"] == "wgsl":
       return "WEBGPU"
     return "CUDA" if Device.available("CUDA") else "PTXSIM"
@@ -103,7 +107,6 @@ class Bundle:
     """(runtime, storage handles, [(kernel, its handles)]) for `device`, made once."""
     if device in self._devices:
       return self._devices[device]
-    from ..device import Device
     runtime = Device[device]
     if runtime.target != self.manifest["target"]:
       wants = "CUDA or PTXSIM" if self.manifest["target"] == "ptx" else "WEBGPU"
@@ -119,7 +122,6 @@ class Bundle:
     return self._devices[device]
 
   def _kernel(self, entry: dict):
-    from ..uop.program import Binding, CompiledKernel, Launch
     with open(os.path.join(self.path, entry["file"]), encoding="utf-8") as f:
       source = f.read()
     buffers = self.manifest["buffers"]
@@ -134,9 +136,6 @@ class Bundle:
                           tuple(entry["local_size"]), (), launch)
 
   def _output(self, runtime, device: str, handles: list, spec: dict):
-    from ..graph import lazy
-    from ..dtype import dtypes
-    from ..frontend.tensor import Tensor
     entry = self.manifest["buffers"][spec["buffer"]]
     data = bytes(runtime.copyout(handles[entry["storage"]]))[:entry["nbytes"]]
     buffer = lazy.Buffer(device, dtypes.from_name(spec["dtype"]), entry["size"], data)
@@ -169,9 +168,6 @@ def _names(specs: list[dict]) -> str:
 
 
 def _one_input(spec: dict, value) -> bytes:
-  from ..dtype import dtypes
-  from ..frontend.tensor import Tensor
-  from ..graph.view import prod
   name, dtype, shape = spec["name"], dtypes.from_name(spec["dtype"]), tuple(spec["shape"])
   if isinstance(value, list):
     value = Tensor(value, dtype=dtype, device="PYTHON")

@@ -6,10 +6,13 @@ its graph inputs become named inputs (symbolic dimensions are 1 unless --input-s
 """
 from __future__ import annotations
 
+import argparse
 import os
 
 from ..errors import KernelgenError, UnsupportedError
 from ..frontend.names import name_inputs
+from ..frontend.tensor import Tensor
+from .bundle import export
 
 EXAMPLE = """example:
   $ cat prog.py
@@ -26,7 +29,6 @@ with kg.load_bundle("ptx/").run({"x": ...}, device="PTXSIM" or "CUDA")."""
 
 
 def add_parser(sub) -> None:
-  import argparse
   cmd = sub.add_parser("export", help="export a program or ONNX model as a bundle",
                        description="Compile PROGRAM.py's result (or MODEL.onnx) and write a "
                        "standalone bundle: WebGPU (model.js + WGSL) or PTX.", epilog=EXAMPLE,
@@ -41,7 +43,6 @@ def add_parser(sub) -> None:
 
 
 def export_command(args) -> int:
-  from .bundle import export
   if args.arch is not None and args.format != "ptx":
     raise KernelgenError("--arch is for --format ptx: a webgpu bundle has no arch")
   if args.program.lower().endswith(".onnx"):
@@ -93,7 +94,6 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 
 def onnx_outputs(path: str, shapes: dict) -> dict:
   """{output name: Tensor} of the ONNX model at `path`, its inputs Tensor.empty(name=...)."""
-  from ..frontend.tensor import Tensor
   try:
     from ..frontend.onnx import load
   except ModuleNotFoundError as error:

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..compiler import compile_plan
 from ..errors import KernelgenError, ShapeError, UnsupportedError
+from ..frontend.tensor import Tensor
 from .memory import Interval, assign
 
 FORMAT = "kernelgen-bundle/1"
@@ -30,7 +32,6 @@ class Plan:
 
 def named_outputs(outputs) -> dict:
   """{name: Tensor} from a Tensor (named `out`), a list/tuple (`out0`, `out1`, ...) or a dict."""
-  from ..frontend.tensor import Tensor
   if isinstance(outputs, Tensor):
     outputs = {"out": outputs}
   elif isinstance(outputs, (list, tuple)):
@@ -82,7 +83,6 @@ def _rounded(nbytes: int) -> int:
 
 def make_plan(outputs, target: str, options: dict, file_suffix: str) -> Plan:
   """Compile `outputs` (named_outputs) for `target` and describe the bundle."""
-  from ..compiler import compile_plan
   outputs = named_outputs(outputs)
   pairs = compile_plan([t.node for t in outputs.values()], target, dict(options))
   table = _Buffers()

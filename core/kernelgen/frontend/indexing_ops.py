@@ -238,7 +238,9 @@ def pieces(values: list) -> list:
   return out
 
 
-def _run_view(x, axis: int, start: int, step: int, count: int):
+def run_view(x, axis: int, start: int, step: int, count: int):
+  """x[..., start, start + step, ... (count of them), ...] along `axis` as a view (step 0: one
+  element expanded)."""
   lead = (slice(None),) * axis
   if step == 0 or count == 1:
     piece = x[lead + (slice(start, start + 1),)]
@@ -250,7 +252,7 @@ def _run_view(x, axis: int, start: int, step: int, count: int):
 
 
 def _piece_view(x, axis: int, start: int, step: int, blocks: int, r: int):
-  base = _run_view(x, axis, start, step, blocks)
+  base = run_view(x, axis, start, step, blocks)
   if r == 1:
     return base
   shape = base.shape

@@ -18,6 +18,7 @@ import struct
 from ..dtype import dtypes
 from ..errors import DTypeError, ShapeError
 from .combine import where
+from .indexing_ops import take_static
 from .operands import TensorOps
 
 INTERPOLATE_MODES = ("nearest", "linear", "bilinear")
@@ -83,7 +84,6 @@ def linear_sources(n_in: int, n_out: int, scale, align_corners: bool) -> tuple:
 def _lerp_axis(x, axis: int, sources: tuple):
   """x along `axis` as x[i0] * w0 + x[i1] * w1 (two gathers of host-known positions: only the
   two neighbours are read, so an inf elsewhere stays out, as in torch)."""
-  from .indexing_ops import take_static
   i0, i1, w0, w1 = sources
   shape = [1] * x.ndim
   shape[axis] = len(i0)
@@ -96,7 +96,6 @@ def interpolate(x, size=None, scale_factor=None, mode: str = "nearest", align_co
   nearest: src = floor(dst * in / out), views where the pattern allows, else a one-hot gather),
   "linear" (1 spatial dim) or "bilinear" (2): per axis (the last first, as torch) the two
   neighbours, gathered, weighted and added; half-pixel centres unless align_corners=True."""
-  from .indexing_ops import take_static
   if mode not in INTERPOLATE_MODES:
     raise ShapeError(f"interpolate mode {mode!r} is not one of {', '.join(INTERPOLATE_MODES)}")
   if x.ndim < 3:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from ..errors import KernelgenError, ShapeError
+from .tensor import Tensor
 
 
 class StateDictError(KernelgenError, KeyError):
@@ -46,14 +47,8 @@ def take_pending() -> list:
   return out
 
 
-def _tensor_cls():
-  from .tensor import Tensor
-  return Tensor
-
-
 def Parameter(data, dtype=None, device=None):
   """A leaf tensor that requires grad (a copy of `data`)."""
-  Tensor = _tensor_cls()
   if isinstance(data, Tensor):
     data = data.detach()
     t = data.cast(dtype) if dtype else data
@@ -64,7 +59,6 @@ def Parameter(data, dtype=None, device=None):
 
 
 def _uniform(shape, bound: float, device=None):
-  Tensor = _tensor_cls()
   u = Tensor.rand(*shape, seed=_seed(), device=device)
   return Parameter((u * (2 * bound) - bound).realize())
 
@@ -81,7 +75,6 @@ class Module:
   def __setattr__(self, name, value):
     if "_parameters" not in self.__dict__:
       raise KernelgenError(f"assign {name!r} after calling Module.__init__() (super().__init__())")
-    Tensor = _tensor_cls()
     for table in (self._parameters, self._buffers, self._modules):
       table.pop(name, None)
     if isinstance(value, Module):
@@ -149,7 +142,6 @@ class Module:
     if strict and (missing or unexpected):
       raise StateDictError(f"load_state_dict: missing {missing}, unexpected {unexpected}; "
                            f"pass strict=False to load the names that match")
-    Tensor = _tensor_cls()
     for name, target in own.items():
       if name not in state:
         continue
@@ -244,7 +236,6 @@ class LayerNorm(Module):
 
   def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
     super().__init__()
-    Tensor = _tensor_cls()
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
     self.normalized_shape, self.eps = shape, eps
     self.weight = Parameter(Tensor.ones(*shape)) if elementwise_affine else None
@@ -265,7 +256,6 @@ class BatchNorm2d(Module):
   def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                affine: bool = True, track_running_stats: bool = True):
     super().__init__()
-    Tensor = _tensor_cls()
     self.num_features, self.eps, self.momentum = num_features, eps, momentum
     self.weight = Parameter(Tensor.ones(num_features)) if affine else None
     self.bias = Parameter(Tensor.zeros(num_features)) if affine else None
@@ -307,12 +297,10 @@ class Embedding(Module):
 
   def __init__(self, num_embeddings: int, embedding_dim: int):
     super().__init__()
-    Tensor = _tensor_cls()
     self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
     self.weight = Parameter(Tensor.randn(num_embeddings, embedding_dim, seed=_seed()).realize())
 
   def forward(self, idx):
-    Tensor = _tensor_cls()
     idx = idx if isinstance(idx, Tensor) else Tensor(idx, device=self.weight.device)
     if idx.dtype.is_float():
       raise ShapeError(f"Embedding indices must be integers, got {idx.dtype}")
@@ -335,7 +323,6 @@ class Dropout(Module):
       return x
     if self.p == 1:
       return x * 0
-    Tensor = _tensor_cls()
     keep = Tensor.rand(*x.shape, seed=_seed(), device=x.device) >= self.p
     return x * keep.cast(x.dtype) * (1 / (1 - self.p))
 

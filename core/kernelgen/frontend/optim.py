@@ -11,8 +11,12 @@ A parameter whose `.grad` is None is left as it is (no decay, no state change), 
 """
 from __future__ import annotations
 
+from ..dtype import dtypes
 from ..errors import DTypeError, KernelgenError
+from ..realize import realize
+from . import nn
 from .autograd import no_grad
+from .tensor import Tensor, cat, where
 
 
 class _Group:
@@ -28,11 +32,9 @@ class _Group:
   def flat_params(self):
     if self.flat is not None and all(p.node is v for p, v in zip(self.params, self.views)):
       return self.flat     # nobody replaced a parameter since the last step
-    from .tensor import cat
     return cat([p.detach().reshape(-1) for p in self.params])
 
   def flat_grads(self):
-    from .tensor import Tensor, cat
     pieces = [p.grad.detach().cast(p.dtype).reshape(-1) if p.grad is not None else
               Tensor.zeros(p.numel(), dtype=p.dtype, device=p.device) for p in self.params]
     return cat(pieces).contiguous()
@@ -41,8 +43,6 @@ class _Group:
     """None when every parameter has a gradient, else a flat bool mask of those that do."""
     if all(p.grad is not None for p in self.params):
       return None
-    from ..dtype import dtypes
-    from .tensor import Tensor, cat
     return cat([Tensor.full((p.numel(),), p.grad is not None, dtype=dtypes.bool,
                             device=p.device) for p in self.params])
 
@@ -83,9 +83,6 @@ class Optimizer:
   def step(self, *also) -> None:
     """Update every parameter: one realize call for all of them, their state, queued stats and
     the tensors in `also` (e.g. the loss, to log it without a second realize)."""
-    from ..realize import realize
-    from .tensor import where
-    from . import nn
     self.steps += 1
     with no_grad():
       results = []

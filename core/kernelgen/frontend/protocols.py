@@ -17,6 +17,7 @@ and numpy's functions do with a tensor (a mixin `Tensor` lists among its bases).
 """
 from __future__ import annotations
 
+from ..errors import ShapeError, UnsupportedError
 from .operands import TensorOps
 
 # numpy ufunc name -> the Tensor method (or operator) computing it
@@ -46,7 +47,6 @@ class PythonProtocols(TensorOps):
 
   def _scalar(self, what: str):
     if self.numel() != 1:
-      from ..errors import ShapeError
       raise ShapeError(f"{what} needs a tensor of one element, this one has shape {self.shape} "
                        f"({self.numel()} elements): index one element first, or use .tolist()"
                        + (", or reduce it first (t.max(), t.min())" if what == "bool()" else ""))
@@ -64,7 +64,6 @@ class PythonProtocols(TensorOps):
   # ---- numpy ----
   def __array__(self, dtype=None, copy=None):
     if copy is False:
-      from ..errors import UnsupportedError
       raise UnsupportedError("np.asarray(tensor, copy=False): a tensor's values live on its "
                              f"device ({self.device}), so numpy always gets a copy: leave copy "
                              "out (or pass copy=True)")

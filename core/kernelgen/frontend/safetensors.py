@@ -11,6 +11,10 @@ order given).
 
 kernelgen's dtypes map to safetensors' names: BOOL, U8, I8, U16, I16, F16, BF16, U32, I32, F32,
 U64, I64, F64. Malformed files raise SafetensorsError (a KernelgenError) saying what is wrong.
+
+Two levels: `encode` / `decode` / `write` / `read` handle raw (dtype name, shape, bytes)
+entries (export bundles' weights use them); `serialize` / `deserialize` / `save` / `load` are
+the Tensor level built on them.
 """
 from __future__ import annotations
 
@@ -18,7 +22,11 @@ import json
 import struct
 import sys
 
+from ..device import Device
+from ..dtype import dtypes
 from ..errors import KernelgenError
+from ..graph import lazy
+from .tensor import Tensor
 
 NAMES = {"bool": "BOOL", "uint8": "U8", "int8": "I8", "uint16": "U16", "int16": "I16",
          "float16": "F16", "bfloat16": "BF16", "uint32": "U32", "int32": "I32",
@@ -35,7 +43,6 @@ class SafetensorsError(KernelgenError, ValueError):
 
 
 def _as_tensor(name, value):
-  from .tensor import Tensor
   if isinstance(value, Tensor):
     return value
   try:
@@ -53,6 +60,27 @@ def _le_bytes(t) -> bytes:
   return b"".join(raw[i:i + width][::-1] for i in range(0, len(raw), width))
 
 
+def encode(tensors: dict, metadata: dict | None = None) -> bytes:
+  """The safetensors bytes of name -> (kernelgen dtype name, shape, little-endian raw bytes),
+  laid out in the order given (the raw level that `serialize` and export bundles build on)."""
+  header, chunks, offset = {}, [], 0
+  if metadata is not None:
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+      raise SafetensorsError("metadata must map strings to strings")
+    header["__metadata__"] = dict(metadata)
+  for name, (dtype, shape, raw) in tensors.items():
+    if dtype not in NAMES:
+      raise SafetensorsError(f"{name!r} has dtype {dtype}, which safetensors cannot store: "
+                             f"cast it")
+    header[name] = {"dtype": NAMES[dtype], "shape": list(shape),
+                    "data_offsets": [offset, offset + len(raw)]}
+    chunks.append(bytes(raw))
+    offset += len(raw)
+  text = json.dumps(header, separators=(",", ":")).encode()
+  text += b" " * (-len(text) % 8)
+  return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+
+
 def serialize(tensors: dict, metadata: dict | None = None) -> bytes:
   """The safetensors bytes of name -> Tensor (or anything Tensor() takes)."""
   if not isinstance(tensors, dict):
@@ -67,20 +95,8 @@ def serialize(tensors: dict, metadata: dict | None = None) -> bytes:
       raise SafetensorsError(f"{name!r} has dtype {t.dtype}, which safetensors cannot store")
     items.append((name, t))
   items.sort(key=lambda it: (-ORDER.index(NAMES[it[1].dtype.name]), it[0]))
-  header, chunks, offset = {}, [], 0
-  if metadata is not None:
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
-      raise SafetensorsError("metadata must map strings to strings")
-    header["__metadata__"] = dict(metadata)
-  for name, t in items:
-    data = _le_bytes(t)
-    header[name] = {"dtype": NAMES[t.dtype.name], "shape": list(t.shape),
-                    "data_offsets": [offset, offset + len(data)]}
-    chunks.append(data)
-    offset += len(data)
-  text = json.dumps(header, separators=(",", ":")).encode()
-  text += b" " * (-len(text) % 8)
-  return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+  return encode({name: (t.dtype.name, tuple(t.shape), _le_bytes(t)) for name, t in items},
+                metadata)
 
 
 def _parse_header(blob) -> tuple[dict, int]:
@@ -115,7 +131,6 @@ def _check_entry(name, entry, data_len) -> tuple[str, tuple, int, int]:
           all(type(o) is int for o in offsets) and 0 <= offsets[0] <= offsets[1] <= data_len):
     raise SafetensorsError(f"{name!r} has data_offsets {offsets!r} outside the data section "
                            f"of {data_len} bytes")
-  from ..dtype import dtypes
   count = 1
   for s in shape:
     count *= s
@@ -128,17 +143,14 @@ def _check_entry(name, entry, data_len) -> tuple[str, tuple, int, int]:
 
 def _from_bytes(raw: bytes, shape: tuple, dtype, device):
   """A realized Tensor holding `raw` (numpy layout, host byte order)."""
-  from ..graph import lazy
-  from ..device import Device
-  from .tensor import Tensor
   device = Device.canonical(device) if device else Device.DEFAULT
   count = len(raw) // dtype.itemsize
   return Tensor(lazy.LazyOp.from_buffer(lazy.Buffer(device, dtype, count, raw), shape))
 
 
-def deserialize(blob, device: str | None = None) -> tuple[dict, dict | None]:
-  """(name -> Tensor, metadata or None) from safetensors bytes."""
-  from ..dtype import dtypes
+def decode(blob, with_metadata: bool = False):
+  """name -> (kernelgen dtype name, shape, little-endian raw bytes) from safetensors bytes, in
+  file order, every entry checked; `with_metadata=True` also returns the metadata (or None)."""
   header, start = _parse_header(blob)
   metadata = header.pop("__metadata__", None)
   if metadata is not None and not (isinstance(metadata, dict) and
@@ -155,10 +167,29 @@ def deserialize(blob, device: str | None = None) -> tuple[dict, dict | None]:
     end = stop
   if end != len(data):
     raise SafetensorsError(f"the data section has {len(data)} bytes, the tensors cover {end}")
+  out = {name: (dtype_name, shape, bytes(data[begin:stop]))
+         for name, (dtype_name, shape, begin, stop) in entries}
+  return (out, metadata) if with_metadata else out
+
+
+def write(path: str, tensors: dict, metadata: dict | None = None) -> None:
+  """Write name -> (dtype name, shape, raw bytes) to a safetensors file at `path`."""
+  with open(path, "wb") as f:
+    f.write(encode(tensors, metadata))
+
+
+def read(path: str, with_metadata: bool = False):
+  """name -> (dtype name, shape, raw bytes) from the safetensors file at `path`."""
+  with open(path, "rb") as f:
+    return decode(f.read(), with_metadata)
+
+
+def deserialize(blob, device: str | None = None) -> tuple[dict, dict | None]:
+  """(name -> Tensor, metadata or None) from safetensors bytes."""
+  raw_tensors, metadata = decode(blob, with_metadata=True)
   out = {}
-  for name, (dtype_name, shape, begin, stop) in entries:
+  for name, (dtype_name, shape, raw) in raw_tensors.items():
     dtype = dtypes.from_name(dtype_name)
-    raw = bytes(data[begin:stop])
     if sys.byteorder != "little" and dtype.itemsize > 1:
       w = dtype.itemsize
       raw = b"".join(raw[i:i + w][::-1] for i in range(0, len(raw), w))

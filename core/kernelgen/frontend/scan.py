@@ -22,7 +22,11 @@ level, so the error grows with log(n), not with n.
 """
 from __future__ import annotations
 
-import math
+from ..dtype import dtypes, max_value, min_value
+from ..errors import ShapeError
+from .combine import where
+from .operands import acc_dtype
+from .tensor_data import resolve_axes
 
 SCAN_BLOCK = 32   # elements per block: the work per output (and the triangular mask's side)
 
@@ -33,15 +37,11 @@ class ScanMixin:
 
   def cumsum(self, axis=None, dtype=None):
     """numpy.cumsum: running sums along `axis` (None: of the flattened tensor)."""
-    from .operands import acc_dtype
-    from ..dtype import dtypes
     acc = dtypes.from_name(dtype) if dtype else acc_dtype(self.dtype)
     return _accumulate(self, "add", axis, acc)
 
   def cumprod(self, axis=None, dtype=None):
     """numpy.cumprod: running products along `axis` (None: of the flattened tensor)."""
-    from .operands import acc_dtype
-    from ..dtype import dtypes
     acc = dtypes.from_name(dtype) if dtype else acc_dtype(self.dtype)
     return _accumulate(self, "mul", axis, acc)
 
@@ -61,7 +61,6 @@ class ScanMixin:
 # ---- the scan --------------------------------------------------------------------------------
 
 def _identity(op: str, dtype):
-  from ..dtype import max_value, min_value
   return {"add": 0, "mul": 1, "max": min_value(dtype), "min": max_value(dtype)}[op]
 
 
@@ -80,13 +79,10 @@ def _reduce_last(op: str, x):
 
 def _accumulate(x, op: str, axis, out_dtype):
   """The scan of `x` along `axis` by `op`, computed in out_dtype's work dtype, as out_dtype."""
-  from ..dtype import dtypes
-  from .tensor_data import resolve_axes
   work = dtypes.float32 if out_dtype in (dtypes.float16, dtypes.bfloat16) else out_dtype
   if axis is None:
     x, axis = x.flatten(), 0
   elif not hasattr(axis, "__index__"):
-    from ..errors import ShapeError
     raise ShapeError(f"a scan takes one axis (an int) or None, got {axis!r}")
   axis = resolve_axes(axis, max(x.ndim, 1))[0]
   if x.ndim == 0:
@@ -123,7 +119,6 @@ def scan_last(x, op: str):
 def _window_scan(x, op: str):
   """Each output the reduction of its prefix: x broadcast to (..., n, n) under a triangular
   mask (identity where the input position is after the output's), reduced over the last axis."""
-  from .combine import where
   n = x.shape[-1]
   ramp = type(x).arange(n, device=x.device)
   keep = ramp.reshape(1, n) <= ramp.reshape(n, 1)            # [out, in]: in <= out
@@ -134,8 +129,6 @@ def _window_scan(x, op: str):
 # ---- cummax / cummin -------------------------------------------------------------------------
 
 def _running_extreme(x, op: str, axis):
-  from ..dtype import dtypes
-  from .combine import where
   if axis is None:
     x, axis = x.flatten(), 0
   work = x.cast(dtypes.int32) if x.dtype == dtypes.bool else x

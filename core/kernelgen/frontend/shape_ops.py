@@ -14,6 +14,7 @@ import math
 from ..dtype import dtypes
 from ..errors import DTypeError, ShapeError
 from .combine import cat, where
+from .indexing_ops import run_view, take_static
 from .operands import TensorOps
 from .tensor_data import check_ints, pairs, resolve_axes
 
@@ -53,26 +54,11 @@ def _segments(sources: list) -> list:
   return runs
 
 
-def _piece(x, axis: int, start: int, step: int, count: int):
-  lead = (slice(None),) * axis
-  if step == 0 or count == 1:
-    piece = x[lead + (slice(start, start + 1),)]
-    if count == 1:
-      return piece
-    shape = list(piece.shape)
-    shape[axis] = count
-    return piece.expand(tuple(shape))
-  if step == 1:
-    return x[lead + (slice(start, start + count),)]
-  stop = start - count
-  return x[lead + (slice(start, stop if stop >= 0 else None, -1),)]
-
-
 def pad_axis(x, axis: int, before: int, after: int, mode: str):
   """One axis padded with a non-constant mode: a cat of (flipped, expanded) slices."""
   n = x.shape[axis]
   sources = [pad_source(i, n, mode) for i in range(-before, n + after)]
-  pieces = [_piece(x, axis, *run) for run in _segments(sources)]
+  pieces = [run_view(x, axis, *run) for run in _segments(sources)]
   return pieces[0] if len(pieces) == 1 else cat(pieces, axis)
 
 
@@ -213,7 +199,6 @@ def repeat_interleave(x, repeats, axis=None):
   if len(repeats) != n or any(r < 0 for r in repeats):
     raise ShapeError(f"repeats needs {n} ints >= 0 (one per element along axis {axis}), "
                      f"got {repeats}")
-  from .indexing_ops import take_static
   return take_static(x, axis, [i for i, r in enumerate(repeats) for _ in range(r)])
 
 

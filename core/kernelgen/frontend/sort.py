@@ -18,7 +18,11 @@ as larger than every number). 64-bit dtypes sort with 64-bit words (not on WEBGP
 """
 from __future__ import annotations
 
+from ..dtype import dtypes
+from ..errors import ShapeError
 from .autograd import is_grad_enabled
+from .combine import stack, where
+from .tensor_data import resolve_axes
 
 
 SORT_FUSE = 1   # network steps per kernel; more was slower on lavapipe (2^14 elements: 1 step
@@ -44,7 +48,6 @@ class SortMixin:
   def topk(self, k: int, axis=-1, largest=True):
     """(values, int32 indices) of the k largest (smallest) along `axis`, in sorted order; ties
     keep their original order; NaN counts as the largest value (torch)."""
-    from ..errors import ShapeError
     if axis is None:
       raise ShapeError("topk needs an axis (an int): flatten the tensor first")
     keys, n, axis, x = _sorted_pairs(self, axis, largest)
@@ -56,13 +59,11 @@ class SortMixin:
 # ---- keys ------------------------------------------------------------------------------------
 
 def _word(dtype):
-  from ..dtype import dtypes
   return dtypes.uint64 if dtype.itemsize == 8 else dtypes.uint32
 
 
 def _work_dtype(dtype):
   """The dtype the keys are made from: float16/bfloat16 sort as float32, narrow ints as 32-bit."""
-  from ..dtype import dtypes
   if dtype.is_float():
     return dtype if dtype.itemsize >= 4 else dtypes.float32
   if dtype == dtypes.bool or dtype.is_unsigned():
@@ -72,7 +73,6 @@ def _work_dtype(dtype):
 
 def _to_key(x, word, descending: bool):
   """x (work dtype) -> (key, negative-zero flag) as `word` unsigned ints in value order."""
-  from .combine import where
   top = 1 << (word.bits - 1)
   if x.dtype.is_float():
     negzero = (x == 0) & ((x.bitcast(_int_of(x.dtype)).bitcast(word) & top) != 0)
@@ -89,7 +89,6 @@ def _to_key(x, word, descending: bool):
 
 def _from_key(key, dtype, negzero, descending: bool):
   """The inverse of _to_key: key words -> values of the work dtype `dtype`."""
-  from .combine import where
   word = key.dtype
   top = 1 << (word.bits - 1)
   key = ~key if descending else key
@@ -103,7 +102,6 @@ def _from_key(key, dtype, negzero, descending: bool):
 
 
 def _int_of(dtype):
-  from ..dtype import dtypes
   return dtypes.int64 if dtype.itemsize == 8 else dtypes.int32
 
 
@@ -111,13 +109,11 @@ def _int_of(dtype):
 
 def _sorted_pairs(x, axis, descending: bool):
   """(pairs (..., m, 2) sorted along m, n, axis, the moved input) for x sorted along axis."""
-  from .tensor_data import resolve_axes
   if axis is None:
     x, axis = x.flatten(), 0
   if x.ndim == 0:
     x, axis = x.reshape(1), 0
   if not hasattr(axis, "__index__"):
-    from ..errors import ShapeError
     raise ShapeError(f"sort takes one axis (an int) or None, got {axis!r}")
   axis = resolve_axes(axis, x.ndim)[0]
   moved = x.swapaxes(axis, -1)
@@ -148,7 +144,6 @@ def _network(m: int):
 
 def _pairs(x, descending: bool):
   """(..., n) values -> (..., m, 2) words (key, index | -0.0 flag), m = n padded to 2^k."""
-  from .combine import stack
   word = _word(x.dtype)
   n = x.shape[-1]
   m = 1 << max(n - 1, 0).bit_length()
@@ -175,7 +170,6 @@ def _step(pairs, span: int, flip: bool):
   """One compare-exchange step over blocks of `span` elements: element i of a block pairs with
   span-1-i (flip, the first step of a merge) or with i +- span/2 (the following steps); the
   first half keeps the smaller pair, the second half the larger."""
-  from .combine import where
   shape = pairs.shape
   m = shape[-2]
   lead = shape[:-2]
@@ -205,7 +199,6 @@ def _values(pairs, k: int, axis: int, x, descending: bool):
 
 
 def _indices(pairs, k: int, axis: int, x):
-  from ..dtype import dtypes
   if pairs is None:
     shape = x.shape[:-1] + (k,)
     return type(x).zeros(*shape, dtype=dtypes.int32, device=x.device).swapaxes(axis, -1)
@@ -214,7 +207,6 @@ def _indices(pairs, k: int, axis: int, x):
 
 def _positions(pairs, k: int):
   """The int32 original positions of the first k sorted pairs (the index word's low bits)."""
-  from ..dtype import dtypes
   low = (1 << (pairs.dtype.bits - 1)) - 1
   return (pairs[..., :k, 1] & low).cast(dtypes.int32)
 
