@@ -11,7 +11,7 @@ from fuzz_programs import RandomChooser, generate
 from fuzz_runner import available_devices, run_program
 from tools import missing_tool, require_all
 
-SEEDS = range(3 * len(MODEL_OPS))     # each operation first in three programs
+SEEDS = range(4 * len(MODEL_OPS))     # each operation first in four programs (in three at least)
 DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
 
 
