@@ -42,9 +42,9 @@ function header(reset, dataText) {
   return `${lines.join('\n')}\n`;
 }
 
-// ---- the plot: loss (left axis, 0..the first loss) and held-out accuracy (right, 0..100%) ----
+// ---- the plot: loss (0..its largest value) and held-out accuracy (0..100%) by step ----
 
-function drawPlot(maxSteps) {
+function drawPlot() {
   const canvas = $('train-plot');
   const ctx = canvas.getContext('2d');
   const [w, h, pad] = [canvas.width, canvas.height, 24];
@@ -54,7 +54,7 @@ function drawPlot(maxSteps) {
   ctx.strokeRect(pad, 6, w - 2 * pad, h - pad - 6);
   const points = training.history;
   if (!points.length) return;
-  const lastStep = Math.max(maxSteps, points[points.length - 1].step);
+  const lastStep = Math.max(10, points[points.length - 1].step);
   const maxLoss = Math.max(...points.map((p) => p.loss));
   const x = (step) => pad + (step / lastStep) * (w - 2 * pad);
   const y = (fraction) => h - pad - fraction * (h - pad - 6);
@@ -86,7 +86,7 @@ function showProgress(maxSteps) {
     `${last.loss.toFixed(4)}, held-out accuracy ${(last.accuracy * 100).toFixed(1)}%, ` +
     `${training.stepsPerSecond.toFixed(2)} steps/s` + (training.reached95 === null ? ''
     : `; 95% after ${training.reached95.toFixed(1)} s`) : 'uploading the data, compiling…';
-  drawPlot(maxSteps);
+  drawPlot();
 }
 
 // ---- the loop ----
@@ -134,7 +134,7 @@ export async function train(ctx) {
 
 export function setupTraining(ctx) {
   setStatus('idle');
-  drawPlot(100);
+  drawPlot();
   $('train').addEventListener('click', () => train(ctx));
   $('stop').addEventListener('click', () => {
     training.stop = true;
