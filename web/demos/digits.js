@@ -291,6 +291,8 @@ async function useTrainedWeights(weights, { accuracy, step }) {
   state.trained = { accuracy, step };
   $('accuracy').textContent = `Now classifying with the weights trained in this page: held-out ` +
     `accuracy ${(accuracy * 100).toFixed(1)}% after ${step} steps.`;
+  $('adapter').textContent = `${state.kg.device}: kernelgen in the worker (Pyodide), with the ` +
+    'weights trained in this page';
   if (state.input) await classify(state.input);
 }
 
