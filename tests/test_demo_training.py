@@ -56,6 +56,68 @@ def test_site_serves_the_digits_split_of_train_digits(site):  # noqa: F811
   assert firsts == [s["pixels"] for s in WEIGHTS["samples"]]
 
 
+def run_chunk(source: str, steps: int, reset: bool, data=None) -> np.ndarray:
+  """One page run of web/demos/digits_train.py, here in CPython: its `out` as numpy."""
+  names = {"STEPS": steps, "RESET": reset, "DATA": data, "__name__": "__program__"}
+  exec(compile(source, "digits_train.py", "exec"), names)
+  return names["out"].numpy()
+
+
+def unpack(values: np.ndarray) -> tuple[float, dict]:
+  sizes = {"w1": (64, 32), "b1": (32,), "w2": (32, 10), "b2": (10,)}
+  weights, at = {}, 3
+  for name, shape in sizes.items():
+    weights[name] = values[at:at + int(np.prod(shape))].reshape(shape)
+    at += int(np.prod(shape))
+  return float(values[0]), weights
+
+
+def numpy_adam_steps(weights: dict, x: np.ndarray, y: np.ndarray, steps: int, lr: float):
+  """Full-batch Adam on the mean cross-entropy (float64), as digits_train.py does."""
+  p = {k: v.astype(np.float64) for k, v in weights.items()}
+  m = {k: np.zeros_like(v) for k, v in p.items()}
+  v2 = {k: np.zeros_like(v) for k, v in p.items()}
+  onehot = np.eye(10)[y]
+  for t in range(1, steps + 1):
+    hidden = np.maximum(x @ p["w1"] + p["b1"], 0)
+    logits = hidden @ p["w2"] + p["b2"]
+    e = np.exp(logits - logits.max(-1, keepdims=True))
+    dlogits = (e / e.sum(-1, keepdims=True) - onehot) / len(x)
+    dhidden = dlogits @ p["w2"].T * (hidden > 0)
+    grads = {"w2": hidden.T @ dlogits, "b2": dlogits.sum(0), "w1": x.T @ dhidden,
+             "b1": dhidden.sum(0)}
+    for k, g in grads.items():
+      m[k] = 0.9 * m[k] + 0.1 * g
+      v2[k] = 0.999 * v2[k] + 0.001 * g * g
+      p[k] = p[k] - lr / (1 - 0.9 ** t) * m[k] / (np.sqrt(v2[k] / (1 - 0.999 ** t)) + 1e-8)
+  return p
+
+
+def test_training_program_matches_numpy_adam(site, monkeypatch):  # noqa: F811
+  """The page's training program in CPython on WEBGPU (wgpu): its steps are numpy's."""
+  import kernelgen as kg
+  from tools import REPO_ROOT, wgpu_adapter
+  wgpu_adapter()
+  monkeypatch.setattr(kg.Device, "DEFAULT", "WEBGPU")
+  source = (REPO_ROOT / "web" / "demos" / "digits_train.py").read_text()
+  data_text = (site.directory / "web" / "demos" / "digits_data.json").read_text()
+  data = site_data(site)
+  try:
+    first = run_chunk(source, 0, True, json.loads(data_text))   # the random initial weights
+    _, start = unpack(first)
+    assert first[2] == 0 and np.abs(start["w1"]).max() > 0.1 and not start["b1"].any()
+    later = run_chunk(source, 3, False)                          # the state carries over
+  finally:
+    import sys
+    sys.modules.pop("kernelgen_digits_training", None)
+  assert later[2] == 3
+  x = data["x_train"].astype(np.float64) / 16
+  expected = numpy_adam_steps(start, x, data["y_train"], 3, lr=0.02)
+  _, got = unpack(later)
+  for name in got:
+    np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_digits_trains_in_the_page_then_classifies_with_the_trained_weights(site, chromium):  # noqa: F811
   manager, page = open_demo(chromium, site, "digits")
   try:
@@ -68,6 +130,9 @@ def test_digits_trains_in_the_page_then_classifies_with_the_trained_weights(site
     wall_95 = time.perf_counter() - start
     training = page.evaluate("digitsDemo.training")
     assert training["status"] != "failed", training["error"]
+    step95 = training["history"][-1]["step"]
+    page.wait_for_function(f"digitsDemo.training.history.at(-1).step >= {step95 + 10}",
+                           timeout=120_000)   # a little longer: Stop then ends a running loop
     page.click("#stop")
     page.wait_for_selector("body[data-training=stopped]", timeout=120_000)
     training = page.evaluate("digitsDemo.training")
