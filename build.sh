@@ -109,6 +109,14 @@ setup_lockfile_tool() {
     pyodide-cli 'pyodide-lock[wheel]' pkginfo
 }
 
+# The site step's data tools: numpy and scikit-learn (the digits demo's training data set ships
+# inside scikit-learn: nothing is downloaded but the package).
+setup_site_data_tools() {
+  "$VENV/bin/python" -c "import numpy, sklearn" 2>/dev/null && return
+  log "pip install numpy scikit-learn into .venv (the digits demo's training data)"
+  pip_quiet "$VENV/bin/python" -m pip install -q --disable-pip-version-check numpy scikit-learn
+}
+
 setup_xdg_runtime_dir() {  # Mesa complains without a writable XDG_RUNTIME_DIR
   if [[ -z ${XDG_RUNTIME_DIR:-} || ! -w ${XDG_RUNTIME_DIR:-/nonexistent} ]]; then
     export XDG_RUNTIME_DIR=$TOOLS/xdg-runtime
@@ -134,6 +142,7 @@ assemble_site() {
   build_wheel
   setup_npm
   setup_lockfile_tool
+  setup_site_data_tools
   local wheels=$TOOLS/wheels
   if [[ ! -f $wheels/micropip-$MICROPIP_VERSION-py3-none-any.whl ]]; then
     log "downloading micropip $MICROPIP_VERSION (for Pyodide's Python 3.14)"
@@ -148,6 +157,8 @@ assemble_site() {
   # The digits demo runs its exported bundle (no Python in the page unless asked for).
   PYTHONPATH=core "$VENV/bin/python" -m kernelgen export web/demos/digits_model.py \
     --out site/web/demos/digits_bundle >/dev/null
+  # Its "Train in the page" trains on this split of scikit-learn's digits, from the site itself.
+  PYTHONPATH=core "$VENV/bin/python" web/demos/digits_data.py site/web/demos/digits_data.json
   PYTHONPATH=core "$VENV/bin/python" web/demos/filters_model.py site/web/demos/filters_bundles
   # The page's service worker must sit at the site root to cover index.html; the editor is
   # Ace from npm (only the files the page loads).

@@ -4,6 +4,7 @@
 // the page runs the program's exported bundle (digits_bundle/, made by build.sh from
 // digits_model.py) and boots no Python; Pyodide boots only for "show kernels" or without WebGPU.
 import { $, exclusive, boot, fallbackNotice, KernelsView, KERNELS_VIEW_HTML } from './common.js';
+import { setupTraining, training } from './digits_train.js';
 
 const PAD_INK = 24;        // pen width on the 280x280 pad
 const BOX = 32;            // the digit is scaled to fit a BOX x BOX bitmap ...
@@ -272,14 +273,33 @@ function showBundleDevice() {
   document.body.dataset.device = 'WEBGPU';
 }
 
+// kernelgen's worker (Pyodide): booted on first use when the bundle runs.
+async function ensureKg() {
+  if (!state.kg) {
+    $('loader').classList.remove('done');
+    state.kg = await boot();
+    if (state.model) showBundleDevice();
+  }
+  return state.kg;
+}
+
+// Classify with weights trained in the page from now on: through kernelgen in the worker (the
+// exported bundle holds the shipped weights), and again the input on show.
+async function useTrainedWeights(weights, { accuracy, step }) {
+  state.weights = { ...state.weights, ...weights };
+  state.model = null;
+  state.trained = { accuracy, step };
+  $('accuracy').textContent = `Now classifying with the weights trained in this page: held-out ` +
+    `accuracy ${(accuracy * 100).toFixed(1)}% after ${step} steps.`;
+  $('adapter').textContent = `${state.kg.device}: kernelgen in the worker (Pyodide), with the ` +
+    'weights trained in this page';
+  if (state.input) await classify(state.input);
+}
+
 // "Show kernels" compiles the program in Pyodide: booted on first use when the bundle runs.
 async function toggleKernels() {
   if (!state.kernels) {
-    if (!state.kg) {
-      $('loader').classList.remove('done');
-      state.kg = await boot();
-      showBundleDevice();
-    }
+    await ensureKg();
     const view = $('kernels-view');
     view.innerHTML = KERNELS_VIEW_HTML;
     state.kernels = new KernelsView(state.kg, view);
@@ -303,6 +323,7 @@ async function main() {
   state.weights = await weights;
   $('show-kernels').addEventListener('click', toggleKernels);
   $('clear').addEventListener('click', clearPad);
+  setupTraining({ kg: ensureKg, use: useTrainedWeights });
   setupSamples(state.weights.samples);
   $('program').textContent = program('[...]'.split(), { elide: true }).replace(
     'PIXELS = ["[...]"]', 'PIXELS = [...]  # 64 values from the pad');
@@ -312,7 +333,7 @@ async function main() {
   document.body.dataset.ready = 'true';
 }
 
-window.digitsDemo = { state, classify, setInput, padPixels, program, clearPad };
+window.digitsDemo = { state, classify, setInput, padPixels, program, clearPad, training };
 main().catch((error) => {
   $('notice').textContent = `The demo failed to start: ${error.message}`;
   $('notice').hidden = false;
