@@ -9,8 +9,9 @@
 from .device import Device
 from .dtype import DType, dtypes
 from .errors import (CompileError, DeviceError, DTypeError, ExecutionError, KernelgenError,
-                     LimitError, ShapeError, UnsupportedError, VerifyError)
+                     LimitError, ModelError, ShapeError, UnsupportedError, VerifyError)
 from .tensor import Tensor, cat, stack, where
+from .frontend import onnx
 
 __version__ = "0.1.0"
 
@@ -28,6 +29,6 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
   return compile_program([t.node for t in tensors], target, options, print_after)
 
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack", "onnx",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
-           "LimitError", "CompileError", "ExecutionError", "VerifyError"]
+           "LimitError", "ModelError", "CompileError", "ExecutionError", "VerifyError"]
