@@ -6,3 +6,7 @@ from .data import MAX_MODEL_BYTES
 from .proto import parse_model, parse_tensor
 
 __all__ = ["MAX_MODEL_BYTES", "parse_model", "parse_tensor"]
+
+from .model import Model, load  # noqa: E402
+
+__all__ += ["Model", "load"]
