@@ -28,8 +28,10 @@ RTOL, ATOL = 1e-3, 1e-7
 
 def _array(path):
   name, dtype, shape, raw = read_tensor_file(str(path))
-  np_dtype = np.uint16 if dtype.name == "bfloat16" else np.dtype(dtype.name)
-  return name, np.frombuffer(raw, dtype=np_dtype).reshape(shape)
+  if dtype.name == "bfloat16":     # as float32, the way Tensor.numpy() gives bfloat16
+    bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
+    return name, bits.view(np.float32).reshape(shape)
+  return name, np.frombuffer(raw, dtype=np.dtype(dtype.name)).reshape(shape)
 
 
 def _sets(case):

@@ -202,8 +202,8 @@ def _dtype_or_none(code: int):
 def _default_opset(mp) -> int:
   versions = {o.domain: o.version for o in mp.opset_import}
   version = versions.get("", versions.get("ai.onnx"))
-  if version is None:
-    raise ModelError("the model imports no version of the default ONNX domain (opset_import)")
+  if version is None:     # only other domains: their operators are refused by name at load
+    return 0
   if not MIN_OPSET <= version <= MAX_OPSET:
     raise UnsupportedError(f"opset {version} of the default domain: kernelgen reads opsets "
                            f"{MIN_OPSET} to {MAX_OPSET}; convert the model with "

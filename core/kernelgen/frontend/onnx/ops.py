@@ -244,7 +244,11 @@ def _mod(ins, at):
     if a.dtype.is_float():
       return a - (a / b).trunc() * b
     return a - _trunc_div(a, b) * b
-  return a % b
+  r = a % b
+  if a.dtype.is_float():    # x mod +-inf: x when the signs agree (or x is 0), else the inf
+    keep = (a == 0) | ((a < 0) == (b < 0))
+    r = where(b.isinf() & ~a.isinf() & ~a.isnan(), where(keep, a, b), r)
+  return r
 
 
 @op("Pow")
@@ -848,8 +852,11 @@ def _pad(ins, at):
   widths = tuple((max(0, b), max(0, a)) for b, a in widths)
   if mode == "constant":
     return x.pad(widths, value=value if value is not None else 0)
-  return _needs(x, "pad", "Pad")(widths, mode={"edge": "edge", "reflect": "reflect",
-                                                "wrap": "wrap"}.get(mode, mode))
+  try:
+    return x.pad(widths, mode=mode)
+  except TypeError:
+    raise UnsupportedError(f"Pad mode {mode!r} needs pad(mode=) (the tensor operations of "
+                           f"issue 18), which this kernelgen does not have yet") from None
 
 
 @op("DepthToSpace")
@@ -969,3 +976,50 @@ def _topk(ins, at):
   values, indices = _needs(x, "topk", "TopK")(k, axis=axis,
                                                largest=bool(at.int("largest", 1)))
   return [values, indices.cast(ins.int_dtype)]
+
+
+@op("Shrink")
+def _shrink(ins, at):
+  x = ins[0]
+  bias, lambd = at.float("bias", 0.0), at.float("lambd", 0.5)
+  return where(x < -lambd, x + bias, where(x > lambd, x - bias, 0)).cast(x.dtype)
+
+
+@op("Swish")
+def _swish(ins, at):
+  x = ins[0]
+  return x * (x * at.float("alpha", 1.0)).sigmoid()
+
+
+@op("LpNormalization")
+def _lpnorm(ins, at):
+  x = ins[0]
+  axis = _axis(at.int("axis", -1), x.ndim)
+  p = at.int("p", 2)
+  norm = x.abs().sum(axis, keepdim=True) if p == 1 else (x * x).sum(axis, keepdim=True).sqrt()
+  return x / norm
+
+
+@op("MeanVarianceNormalization")
+def _mvn(ins, at):
+  x = ins[0]
+  axes = tuple(_axis(a, x.ndim) for a in at.ints("axes", [0, 2, 3]))
+  mean = x.mean(axes, keepdim=True)
+  var = ((x - mean) * (x - mean)).mean(axes, keepdim=True)
+  return (x - mean) / (var.sqrt() + 1e-9)
+
+
+@op("GroupNormalization")
+def _groupnorm(ins, at):
+  x, scale, bias = ins[0], ins[1], ins[2]
+  g = at.int("num_groups")
+  n, c = x.shape[:2]
+  xg = x.reshape(n, g, -1)
+  mean = xg.mean(-1, keepdim=True)
+  var = ((xg - mean) * (xg - mean)).mean(-1, keepdim=True)
+  y = ((xg - mean) * (var + at.float("epsilon", 1e-5)).rsqrt()).reshape(x.shape)
+  shp = _channel_shape(x)
+  if ins.opset < 21:      # scale and bias per group (opset 18)
+    scale = scale.reshape(g, 1).expand(g, c // g).reshape(c)
+    bias = bias.reshape(g, 1).expand(g, c // g).reshape(c)
+  return y * scale.reshape(shp) + bias.reshape(shp)
