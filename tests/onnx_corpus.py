@@ -44,11 +44,12 @@ def _write_case(case, out: Path) -> None:
     for prefix, values, infos in (("input", inputs, case.model.graph.input),
                                   ("output", outputs, case.model.graph.output)):
       for j, value in enumerate(values):
-        if not hasattr(value, "dtype"):      # sequences, maps, optionals: not written
-          continue
         name = infos[j].name if j < len(infos) else ""
-        (ds / f"{prefix}_{j}.pb").write_bytes(
-          numpy_helper.from_array(value, name).SerializeToString())
+        if hasattr(value, "SerializeToString"):   # a TensorProto already (bfloat16, float8 ...)
+          (ds / f"{prefix}_{j}.pb").write_bytes(value.SerializeToString())
+        elif hasattr(value, "dtype"):             # sequences, maps, optionals: not written
+          (ds / f"{prefix}_{j}.pb").write_bytes(
+            numpy_helper.from_array(value, name).SerializeToString())
 
 
 def node_cases() -> list[Path]:

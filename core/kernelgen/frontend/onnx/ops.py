@@ -1023,3 +1023,82 @@ def _groupnorm(ins, at):
     scale = scale.reshape(g, 1).expand(g, c // g).reshape(c)
     bias = bias.reshape(g, 1).expand(g, c // g).reshape(c)
   return y * scale.reshape(shp) + bias.reshape(shp)
+
+
+@op("RMSNormalization")
+def _rmsnorm(ins, at):
+  x, scale = ins[0], ins[1]
+  axis = _axis(at.int("axis", -1), x.ndim)
+  axes = tuple(range(axis, x.ndim))
+  xf = x.float() if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+  inv = ((xf * xf).mean(axes, keepdim=True) + at.float("epsilon", 1e-5)).rsqrt()
+  return (xf * inv).cast(x.dtype) * scale
+
+
+def _nll(logp, target, weight, at):
+  """NegativeLogLikelihoodLoss of log-probabilities (N, C, d...) and targets (N, d...)."""
+  c = logp.shape[1]
+  target = target.cast(dtypes.int32).unsqueeze(1)
+  classes = Tensor.arange(c, device=logp.device).reshape((1, c) + (1,) * (logp.ndim - 2))
+  hit = classes == target
+  picked = where(hit, logp, 0).sum(1)
+  w = weight.reshape((1, c) + (1,) * (logp.ndim - 2)) if weight is not None else \
+    Tensor.ones(1, dtype=logp.dtype, device=logp.device)
+  wsel = where(hit, w, 0).sum(1)
+  ignore = at.int("ignore_index")
+  if ignore is not None:
+    wsel = where(target.squeeze(1) == ignore, 0, wsel)
+  loss = -picked * wsel
+  reduction = at.str("reduction", "mean")
+  if reduction == "none":
+    return loss
+  if reduction == "sum":
+    return loss.sum()
+  return loss.sum() / wsel.sum()
+
+
+@op("NegativeLogLikelihoodLoss")
+def _nllloss(ins, at):
+  return _nll(ins[0], ins[1], ins[2], at)
+
+
+@op("SoftmaxCrossEntropyLoss")
+def _sce(ins, at):
+  logp = ins[0].log_softmax(1)
+  return [_nll(logp, ins[1], ins[2], at), logp]
+
+
+def _per_axis(param, x, at):
+  """A scale or zero point (scalar or 1-d along `axis`) shaped to broadcast against x."""
+  if at.int("block_size", 0):
+    raise UnsupportedError("blocked quantization (block_size) is not supported")
+  if param.ndim == 0 or param.numel() == 1 and param.ndim <= 1:
+    return param.reshape(())
+  axis = _axis(at.int("axis", 1), x.ndim)
+  shape = [1] * x.ndim
+  shape[axis] = -1
+  return param.reshape(tuple(shape))
+
+
+@op("DequantizeLinear")
+def _dequantize(ins, at):
+  x, scale, zp = ins[0], ins[1], ins[2]
+  s = _per_axis(scale, x, at)
+  xf = x.cast(dtypes.int32) if not x.dtype.is_float() else x
+  if zp is not None:
+    xf = xf - _per_axis(zp, x, at).cast(xf.dtype)
+  return xf.cast(s.dtype) * s
+
+
+@op("QuantizeLinear")
+def _quantize(ins, at):
+  x, scale, zp = ins[0], ins[1], ins[2]
+  out = zp.dtype if zp is not None else \
+    ins.dtype(at.int("output_dtype")) if at.int("output_dtype") else dtypes.uint8
+  if out.is_float():
+    raise UnsupportedError(f"QuantizeLinear to {out} is not supported (integer outputs only)")
+  s = _per_axis(scale, x, at)
+  q = (x.cast(dtypes.float32) / s.cast(dtypes.float32)).round()
+  if zp is not None:
+    q = q + _per_axis(zp, x, at).cast(dtypes.float32)
+  return q.clip(min_value(out), max_value(out)).cast(out)
