@@ -58,7 +58,10 @@ def _snake(name: str) -> str:
 def _op_names() -> dict:
   """{snake_case name: operator} of every ONNX operator (the case names start with these)."""
   import onnx.defs
-  return {_snake(s.name): s.name for s in onnx.defs.get_all_schemas_with_history()}
+  schemas = onnx.defs.get_all_schemas_with_history()
+  names = {s.name.lower(): s.name for s in schemas}
+  names.update({_snake(s.name): s.name for s in schemas})
+  return names
 
 
 def _op_of(case, names: dict) -> str:

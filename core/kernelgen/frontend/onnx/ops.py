@@ -618,6 +618,8 @@ def _nan_extreme(x, axes, keep, largest):
 
 
 def _logsumexp(x, axes, keep):
+  if any(x.shape[a] == 0 for a in axes):
+    return _nan_extreme(x, axes, keep, True)       # log(sum of nothing) = -inf
   m = x.max(axes, keepdim=True)
   m = where(m.isinf(), 0, m)
   out = (x - m).exp().sum(axes, keepdim=True).log() + m
@@ -876,7 +878,11 @@ def _s2d(ins, at):
   x = ins[0]
   b = at.int("blocksize")
   n, c, h, w = x.shape
-  y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+  y = x.reshape(n, c, h // b, b, w // b, b)
+  if at.str("mode", "DCR") == "CRD":       # (c, bh, bw) blocks: the depth varies slowest
+    y = y.permute(0, 1, 3, 5, 2, 4)
+  else:
+    y = y.permute(0, 3, 5, 1, 2, 4)
   return y.reshape(n, c * b * b, h // b, w // b)
 
 

@@ -1,0 +1,61 @@
+"""The nine "light" model architectures the onnx package ships (ResNet-50, DenseNet-121,
+Inception v1/v2, ShuffleNet, SqueezeNet, VGG-19, AlexNet, ZFNet-512) on WEBGPU (wgpu, lavapipe
+here), against the expected outputs shipped with them.
+
+The input is the one the onnx backend runner uses for these models (arange / n, float32); the
+tolerances are the ones in onnx/backend/test/data/real/*/data.json (rtol 1e-3, atol 1e-7).
+On lavapipe each model takes 1-3 minutes, so CI runs LIGHT_CI; KERNELGEN_ONNX_LIGHT=all runs
+all nine (tests/onnx_light_times.txt has the times measured for each).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from kernelgen.frontend.onnx.data import read_tensor_file
+from onnx_corpus import light_models
+from tools import missing_tool
+
+LIGHT_CI = ("light_squeezenet", "light_bvlc_alexnet")
+RTOL, ATOL = 1e-3, 1e-7
+
+
+def _models():
+  try:
+    paths = light_models()
+  except BaseException:     # onnx missing: the test below fails or skips with the reason
+    return ["light_squeezenet.onnx"]
+  if os.environ.get("KERNELGEN_ONNX_LIGHT") == "all":
+    return paths
+  return [p for p in paths if p.stem in LIGHT_CI]
+
+
+@pytest.fixture(scope="module")
+def webgpu():
+  try:
+    kg.Device["WEBGPU"]
+  except kg.KernelgenError as error:
+    missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
+                 f"({error})")
+  return "WEBGPU"
+
+
+@pytest.mark.parametrize("path", _models(), ids=lambda p: getattr(p, "stem", str(p)))
+def test_light_model_matches_its_expected_output_on_webgpu(path, webgpu):
+  start = time.time()
+  model = kg.onnx.load(str(path))
+  assert len(model.input_names) == 1 and len(model.output_names) == 1
+  shape = tuple(d if isinstance(d, int) and d > 0 else 1
+                for d in model.input_shapes[model.input_names[0]])
+  n = int(np.prod(shape))
+  x = (np.arange(n).reshape(shape) / n).astype(np.float32)
+  out = model.run({model.input_names[0]: x}, device=webgpu)[model.output_names[0]]
+  got = out.numpy()
+  _, _, want_shape, raw = read_tensor_file(str(path).replace(".onnx", "_output_0.pb"))
+  want = np.frombuffer(raw, np.float32).reshape(want_shape)
+  np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+  print(f"{path.stem}: {time.time() - start:.1f} s")
