@@ -59,3 +59,43 @@ def test_light_model_matches_its_expected_output_on_webgpu(path, webgpu):
   want = np.frombuffer(raw, np.float32).reshape(want_shape)
   np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
   print(f"{path.stem}: {time.time() - start:.1f} s")
+
+
+def _with_random_weights(path, seed: int):
+  """The model with every ConstantOfShape weight replaced by seeded random values (the shipped
+  weights are constants, which would hide most wrong indexing), as onnx ModelProto."""
+  import onnx
+  from onnx import numpy_helper
+  model = onnx.load(str(path))
+  g = model.graph
+  shapes = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+  rng = np.random.default_rng(seed)
+  kept = []
+  for node in g.node:
+    if node.op_type != "ConstantOfShape":
+      kept.append(node)
+      continue
+    shape = tuple(int(s) for s in shapes[node.input[0]])
+    name = node.output[0]
+    positive = any(k in name for k in ("var", "riv", "scale", "_s_"))
+    w = rng.uniform(0.5, 1.5, shape) if positive else rng.uniform(-0.1, 0.1, shape)
+    g.initializer.append(numpy_helper.from_array(w.astype(np.float32), name))
+  del g.node[:]
+  g.node.extend(kept)
+  return model
+
+
+@pytest.mark.parametrize("path", _models(), ids=lambda p: getattr(p, "stem", str(p)))
+def test_light_model_with_random_weights_matches_onnxruntime_on_webgpu(path, webgpu):
+  ort = pytest.importorskip("onnxruntime")
+  model = _with_random_weights(path, seed=1)
+  raw = model.SerializeToString()
+  m = kg.onnx.load(raw)
+  shape = tuple(d if isinstance(d, int) and d > 0 else 1
+                for d in m.input_shapes[m.input_names[0]])
+  x = np.random.default_rng(2).uniform(0, 1, shape).astype(np.float32)
+  got = m.run({m.input_names[0]: x}, device=webgpu)[m.output_names[0]].numpy()
+  sess = ort.InferenceSession(raw, providers=["CPUExecutionProvider"])
+  want = sess.run(None, {m.input_names[0]: x})[0]
+  assert want.std() > 1e-4, "random weights should give a non-uniform output"
+  np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
