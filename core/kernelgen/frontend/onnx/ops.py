@@ -1108,3 +1108,60 @@ def _quantize(ins, at):
   if zp is not None:
     q = q + _per_axis(zp, x, at).cast(dtypes.float32)
   return q.clip(min_value(out), max_value(out)).cast(out)
+
+
+def _resize_attrs(at, mode_default="nearest", coord_default="half_pixel"):
+  return {"mode": at.str("mode", mode_default),
+          "coord": at.str("coordinate_transformation_mode", coord_default),
+          "nearest_mode": at.str("nearest_mode", "round_prefer_floor"),
+          "cubic_a": at.float("cubic_coeff_a", -0.75),
+          "exclude_outside": at.int("exclude_outside", 0),
+          "extrapolation": at.float("extrapolation_value", 0.0),
+          "antialias": at.int("antialias", 0)}
+
+
+@op("Resize")
+def _resize(ins, at):
+  from .resize import resize
+  x = ins[0]
+  n = x.ndim
+  if ins.opset < 11:
+    scales, sizes, roi = ins.values(1), None, None
+    attrs = _resize_attrs(at, coord_default="asymmetric")
+  else:
+    roi, scales, sizes = ins.values(1), ins.values(2), ins.ints(3)
+    attrs = _resize_attrs(at)
+  axes = [_axis(a, n) for a in at.ints("axes", list(range(n)))]
+  full_scales, full_sizes = [1.0] * n, list(x.shape)
+  if scales:
+    for a, s in zip(axes, scales):
+      full_scales[a], full_sizes[a] = float(s), int(math.floor(x.shape[a] * s))
+  elif sizes:
+    policy = at.str("keep_aspect_ratio_policy", "stretch")
+    ratios = [sizes[i] / x.shape[a] for i, a in enumerate(axes)]
+    if policy != "stretch":
+      r = min(ratios) if policy == "not_larger" else max(ratios)
+      ratios = [r] * len(axes)
+    for i, a in enumerate(axes):
+      full_scales[a] = ratios[i]
+      full_sizes[a] = int(round(x.shape[a] * ratios[i])) if policy != "stretch" else sizes[i]
+  else:
+    raise ModelError("Resize needs scales or sizes")
+  full_roi = None
+  if roi and attrs["coord"] == "tf_crop_and_resize":
+    full_roi = [0.0] * n + [1.0] * n
+    for i, a in enumerate(axes):
+      full_roi[a], full_roi[a + n] = roi[i], roi[i + len(axes)]
+  return resize(x, full_scales, full_sizes, full_roi, attrs)
+
+
+@op("Upsample")
+def _upsample(ins, at):
+  from .resize import resize
+  x = ins[0]
+  scales = at.floats("scales") if ins.opset < 9 else ins.values(1)
+  attrs = _resize_attrs(at, coord_default="asymmetric")
+  attrs["coord"] = "asymmetric"
+  attrs["nearest_mode"] = "floor"
+  sizes = [int(math.floor(d * s)) for d, s in zip(x.shape, scales)]
+  return resize(x, [float(s) for s in scales], sizes, None, attrs)
