@@ -1183,7 +1183,7 @@ def _conv_transpose(ins, at):
   strides = pre + at.ints("strides", [1] * (x.ndim - 2 - len(pre)))
   dil = pre + at.ints("dilations", [1] * (x.ndim - 2 - len(pre)))
   kernel = list(w.shape[2:])
-  out_pad = pre + at.ints("output_padding", [0] * (n_sp - len(pre)))
+  out_pad = [0] * len(pre) + at.ints("output_padding", [0] * (n_sp - len(pre)))
   full = [strides[i] * (x.shape[2 + i] - 1) + (kernel[i] - 1) * dil[i] + 1 for i in range(n_sp)]
   pads = _transpose_pads(at, x, strides, dil, kernel, out_pad, one_d)
   c, m_g = w.shape[0], w.shape[1]
