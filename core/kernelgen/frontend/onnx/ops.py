@@ -1251,3 +1251,64 @@ def _transpose_pads(at, x, strides, dil, kernel, out_pad, one_d):
     else:
       out.append((total - total // 2, total // 2))
   return out
+
+
+@op("LpPool")
+def _lppool(ins, at):
+  x = ins[0]
+  p = at.int("p", 2)
+  win, _, n = _pool_windows(x.abs(), at, ins, 0)
+  out = (win ** p).sum((-2, -1)) ** (1.0 / p)
+  return out.squeeze(2) if n == 1 else out
+
+
+@op("GlobalLpPool")
+def _glppool(ins, at):
+  x = ins[0]
+  p = at.int("p", 2)
+  return (x.abs() ** p).sum(tuple(range(2, x.ndim)), keepdim=True) ** (1.0 / p)
+
+
+def _window(ins, at, terms):
+  size = int(ins.scalar(0))
+  dtype = ins.dtype(at.int("output_datatype", 1))
+  denom = size if at.int("periodic", 1) else size - 1
+  n = Tensor.arange(size, device=ins.device).cast(dtypes.float32)
+  out = None
+  for k, coef in enumerate(terms):
+    term = coef * (n * (2 * math.pi * k / denom)).cos() if k else \
+      Tensor.full((size,), coef, dtype=dtypes.float32, device=ins.device)
+    out = term if out is None else out + term
+  return out.cast(dtype)
+
+
+@op("HannWindow")
+def _hann(ins, at): return _window(ins, at, (0.5, -0.5))
+
+
+@op("HammingWindow")
+def _hamming(ins, at): return _window(ins, at, (25 / 46, -(1 - 25 / 46)))
+
+
+@op("BlackmanWindow")
+def _blackman(ins, at): return _window(ins, at, (0.42, -0.5, 0.08))
+
+
+@op("CenterCropPad")
+def _center_crop_pad(ins, at):
+  x = ins[0]
+  shape = ins.ints(1)
+  axes = [_axis(a, x.ndim) for a in at.ints("axes", list(range(x.ndim)))]
+  for a, want in zip(axes, shape):
+    have = x.shape[a]
+    if want < have:               # crop: the extra element goes to the end
+      start = (have - want) // 2
+      bounds = [(0, d) for d in x.shape]
+      bounds[a] = (start, start + want)
+      x = x.shrink(bounds)
+    elif want > have:             # pad: the extra element goes to the end
+      before = (want - have) // 2
+      pads = [(0, 0)] * x.ndim
+      pads[a] = (before, want - have - before)
+      x = x.pad(tuple(pads))
+  return x
