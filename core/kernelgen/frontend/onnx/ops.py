@@ -1312,3 +1312,9 @@ def _center_crop_pad(ins, at):
       pads[a] = (before, want - have - before)
       x = x.pad(tuple(pads))
   return x
+
+
+@op("Attention")
+def _attention(ins, at):
+  from .attention import attention
+  return attention(ins, at)
