@@ -117,7 +117,10 @@ def run_case(case, device: str) -> tuple[bool, str]:
 def run_ort(case) -> bool:
   import onnxruntime as ort
   try:
-    sess = ort.InferenceSession(str(case / "model.onnx"), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    sess = ort.InferenceSession(str(case / "model.onnx"), options,
+                                providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
     for ins, outs in _sets(case):
       got = sess.run(None, dict(zip(names, ins)))
