@@ -1318,3 +1318,9 @@ def _center_crop_pad(ins, at):
 def _attention(ins, at):
   from .attention import attention
   return attention(ins, at)
+
+
+@op("RNN", "GRU", "LSTM")
+def _recurrent(ins, at):
+  from .rnn import recurrent
+  return recurrent(ins.node.op, ins, at)
