@@ -386,10 +386,11 @@ def _conv(ins, at):
 
 
 def _pool_windows(x, at, ins, fill):
-  """(windows (..., *out, *kernel), valid mask windows or None, kernel)."""
+  """(padded x, padded validity mask, kernel, strides, dilations, n) for 1-3 spatial dims; a
+  1-d pool gets a size-1 leading spatial dim (n tells the caller to drop it)."""
   n = x.ndim - 2
-  if n not in (1, 2):
-    raise UnsupportedError(f"{ins.node.op} of a {x.ndim}-d input: kernelgen pools 1-d and 2-d")
+  if n not in (1, 2, 3):
+    raise UnsupportedError(f"{ins.node.op} of a {x.ndim}-d input: kernelgen pools 1-3 dims")
   kernel = at.ints("kernel_shape")
   if kernel is None:
     raise ModelError(f"{ins.node.describe()} has no kernel_shape")
@@ -406,9 +407,24 @@ def _pool_windows(x, at, ins, fill):
   mask = Tensor.ones(*x.shape[2:], dtype=dtypes.float32, device=x.device)
   xp = _pad_spatial(x, pads, fill)
   mp = mask.pad(tuple(pads)) if any(b or a for b, a in pads) else mask
-  win = xp._windows(tuple(kernel), tuple(strides), tuple(dilations))
-  mwin = mp._windows(tuple(kernel), tuple(strides), tuple(dilations))
-  return win, mwin, n
+  return xp, mp, (tuple(kernel), tuple(strides), tuple(dilations)), n
+
+
+def _window_reduce(t, window, how: str):
+  """max or sum over every pooling window of the last 2 or 3 dims of t. A 3-d window is
+  separable: the (h, w) windows first, then the d windows of their results."""
+  kernel, strides, dils = window
+
+  def reduce(w):
+    return w.max((-2, -1)) if how == "max" else w.sum((-2, -1))
+  if len(kernel) == 2:
+    return reduce(t._windows(kernel, strides, dils))
+  y = reduce(t._windows(kernel[1:], strides[1:], dils[1:]))          # (..., D, OH, OW)
+  nd = y.ndim
+  lead = tuple(range(nd - 3))
+  y = y.permute(*lead, nd - 2, nd - 1, nd - 3).unsqueeze(-2)          # (..., OH, OW, 1, D)
+  y = reduce(y._windows((1, kernel[0]), (1, strides[0]), (1, dils[0]))).squeeze(-2)
+  return y.permute(*lead, nd - 1, nd - 3, nd - 2)                     # (..., OD, OH, OW)
 
 
 def _ceil_pad(size, k, s, d, pad):
@@ -429,16 +445,16 @@ def _maxpool(ins, at):
   if len(ins.node.outputs) > 1 and ins.node.outputs[1]:
     raise UnsupportedError("MaxPool's Indices output is not supported")
   fill = -math.inf if x.dtype.is_float() else min_value(x.dtype)
-  win, _, n = _pool_windows(x, at, ins, fill)
-  out = win.max((-2, -1))
+  xp, _, window, n = _pool_windows(x, at, ins, fill)
+  out = _window_reduce(xp, window, "max")
   return out.squeeze(2) if n == 1 else out
 
 
 @op("AveragePool")
 def _avgpool(ins, at):
   x = ins[0]
-  win, mwin, n = _pool_windows(x, at, ins, 0)
-  total = win.sum((-2, -1))
+  xp, mp, window, n = _pool_windows(x, at, ins, 0)
+  total = _window_reduce(xp, window, "sum")
   if at.int("count_include_pad", 0):
     kernel = at.ints("kernel_shape")
     if at.int("ceil_mode", 0):   # the padding ceil_mode adds is not counted
@@ -447,7 +463,7 @@ def _avgpool(ins, at):
     else:
       out = total / math.prod(kernel)
   else:
-    out = total / mwin.sum((-2, -1))
+    out = total / _window_reduce(mp, window, "sum")
   return out.squeeze(2) if n == 1 else out
 
 
@@ -463,7 +479,7 @@ def _count_in_padded(x, at, ins):
   mask = Tensor.ones(*padded, dtype=dtypes.float32, device=x.device).pad(tuple(extra))
   if n == 1:
     mask, kernel, strides, dil = mask.unsqueeze(0), [1] + kernel, [1] + strides, [1] + dil
-  return mask._windows(tuple(kernel), tuple(strides), tuple(dil)).sum((-2, -1))
+  return _window_reduce(mask, (tuple(kernel), tuple(strides), tuple(dil)), "sum")
 
 
 @op("GlobalAveragePool")
@@ -1257,8 +1273,8 @@ def _transpose_pads(at, x, strides, dil, kernel, out_pad, one_d):
 def _lppool(ins, at):
   x = ins[0]
   p = at.int("p", 2)
-  win, _, n = _pool_windows(x.abs(), at, ins, 0)
-  out = (win ** p).sum((-2, -1)) ** (1.0 / p)
+  xp, _, window, n = _pool_windows(x.abs(), at, ins, 0)
+  out = _window_reduce(xp ** p, window, "sum") ** (1.0 / p)
   return out.squeeze(2) if n == 1 else out
 
 
