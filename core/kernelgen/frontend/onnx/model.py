@@ -300,4 +300,4 @@ def narrow_bytes(raw: bytes, dtype, shape, what: str, float64: str | None):
   return struct.pack(f"<{n}{target.fmt}", *values), target
 
 
-__all__ = ["load", "Model", "KernelgenError"]
+__all__ = ["load", "Model"]
