@@ -4,6 +4,7 @@ against onnxruntime (or numpy)."""
 from __future__ import annotations
 
 import io
+import math
 
 import numpy as np
 import pytest
@@ -129,6 +130,8 @@ def test_float64_runs_on_python_and_narrows_when_asked():
   y32 = m32.run({"x": x}, device="PYTHON")["y"]
   assert y32.dtype == kg.dtypes.float32
   np.testing.assert_allclose(y32.numpy(), (x * x).astype(np.float32), rtol=1e-7)
+  big = m32.run({"x": np.array([1e300, -1e300])}, device="PYTHON")["y"]
+  assert big.tolist() == [math.inf, math.inf]
 
 
 def test_unsupported_operator_names_op_node_and_opset():

@@ -25,7 +25,7 @@ import math
 import struct
 
 from ... import lazy
-from ...dtype import dtypes
+from ...dtype import dtypes, truncate
 from ...errors import KernelgenError, ModelError, ShapeError, UnsupportedError
 from ...lazy import LazyOp
 from ...tensor import Tensor
@@ -297,6 +297,8 @@ def narrow_bytes(raw: bytes, dtype, shape, what: str, float64: str | None):
       raise ShapeError(f"{what} holds {bad}, which does not fit {target} (kernelgen computes "
                        f"int64 data in 32 bits, as WGSL must): keep the values in "
                        f"{lo}..{hi}")
+  else:       # float64 -> float32: out of range becomes +-inf, as a cast does
+    values = [truncate(v, target) for v in values]
   return struct.pack(f"<{n}{target.fmt}", *values), target
 
 
