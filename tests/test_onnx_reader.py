@@ -223,3 +223,28 @@ def test_not_a_model_source_is_a_model_error():
     onnx_data.read_limited(io.StringIO("x"))
   with pytest.raises(kg.ModelError, match="cannot open"):
     onnx_data.read_limited("/nonexistent/m.onnx")
+
+
+def test_damaged_models_give_typed_errors_only():
+  """Byte flips, cuts and insertions anywhere in a real model: kg.onnx.load either reads it or
+  raises a KernelgenError, never a raw Python exception."""
+  import random
+  raw = light_models()[-1].read_bytes()
+  rng = random.Random(7)
+  outcomes = {"read": 0, "refused": 0}
+  for _ in range(300):
+    data = bytearray(raw)
+    kind = rng.randrange(3)
+    at = rng.randrange(len(data))
+    if kind == 0:
+      data[at] = rng.randrange(256)
+    elif kind == 1:
+      del data[at:at + rng.randrange(1, 40)]
+    else:
+      data[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 8)))
+    try:
+      kg.onnx.load(bytes(data))
+      outcomes["read"] += 1
+    except kg.KernelgenError:
+      outcomes["refused"] += 1
+  assert outcomes["refused"] > 50, outcomes
