@@ -190,7 +190,7 @@ def main(argv=None) -> int:
   if args.write_known:
     with open(args.write_known, "w") as f:
       f.write("# ONNX node cases that do not pass on PYTHON, with the reason (written by\n"
-              "# tests/onnx_conformance.py --write-known; tests/test_onnx_conformance.py reads it)\n")
+              "# tests/onnx_conformance.py --write-known; test_onnx_conformance.py reads it)\n")
       for name, op_name, reason in failures:
         f.write(f"{name}\t{op_name}\t{reason}\n")
   print("\n# cases that do not pass")

@@ -76,9 +76,11 @@ def _typed_tensor(onnx, values, elem_type, field):
 
 
 @pytest.mark.parametrize("elem_type, field, values, dtype", [
-  (1, "float_data", [1.5, -2.0, 3.25], "float32"), (6, "int32_data", [-1, 7, 2 ** 31 - 1], "int32"),
+  (1, "float_data", [1.5, -2.0, 3.25], "float32"),
+  (6, "int32_data", [-1, 7, 2 ** 31 - 1], "int32"),
   (7, "int64_data", [-(2 ** 40), 3, 0], "int64"), (11, "double_data", [0.1, -1e300, 2], "float64"),
-  (12, "uint64_data", [2 ** 32 - 1, 0, 5], "uint32"), (13, "uint64_data", [2 ** 64 - 1, 1, 2], "uint64"),
+  (12, "uint64_data", [2 ** 32 - 1, 0, 5], "uint32"),
+  (13, "uint64_data", [2 ** 64 - 1, 1, 2], "uint64"),
   (3, "int32_data", [-128, 127, 0], "int8"), (2, "int32_data", [255, 0, 1], "uint8"),
   (5, "int32_data", [-32768, 5, 32767], "int16"), (9, "int32_data", [1, 0, 1], "bool"),
   (10, "int32_data", [0x3C00, 0xC000, 0x7BFF], "float16"),
