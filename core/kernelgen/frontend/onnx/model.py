@@ -26,7 +26,7 @@ import struct
 
 from ... import lazy
 from ...dtype import dtypes, truncate
-from ...errors import KernelgenError, ModelError, ShapeError, UnsupportedError
+from ...errors import ModelError, ShapeError, UnsupportedError
 from ...lazy import LazyOp
 from ...tensor import Tensor
 from . import data, proto
