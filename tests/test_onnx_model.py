@@ -194,3 +194,23 @@ def test_old_opsets_are_refused_with_the_converter_named():
                  [_vi("y", TensorProto.FLOAT, [1])], opset=6)
   with pytest.raises(kg.UnsupportedError, match="version_converter"):
     kg.onnx.load(model.SerializeToString())
+
+
+def test_a_constant_used_on_the_device_and_then_folded_stays_on_the_host():
+  """Regression: a static value first uploaded for a device op, then read by a folded node,
+  was taken from the device (a DeviceError mixing WEBGPU and PYTHON tensors)."""
+  try:
+    kg.Device["WEBGPU"]
+  except kg.KernelgenError as error:
+    from tools import missing_tool
+    missing_tool("device WEBGPU", f"pip install wgpu ({error})")
+  c = numpy_helper.from_array(np.array([3, 2], np.int64), "c")
+  nodes = [helper.make_node("Add", ["i", "c"], ["j"]),          # c uploaded to the device
+           helper.make_node("Mul", ["c", "c"], ["cc"]),         # folded on the host
+           helper.make_node("Div", ["cc", "c"], ["shape"]),
+           helper.make_node("Reshape", ["x", "shape"], ["y"])]
+  model = _model(nodes, [_vi("i", TensorProto.INT64, [2]), _vi("x", TensorProto.FLOAT, [6])],
+                 [_vi("j", TensorProto.INT64, [2]), _vi("y", TensorProto.FLOAT, [3, 2])], [c])
+  out = kg.onnx.load(model.SerializeToString()).run(
+    {"i": np.array([1, 2], np.int64), "x": np.arange(6, dtype=np.float32)}, device="WEBGPU")
+  assert out["j"].tolist() == [4, 4] and out["y"].shape == (3, 2)

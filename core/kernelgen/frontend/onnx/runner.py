@@ -81,7 +81,7 @@ class Runner:
   # ---- values for ops ----
   def value(self, name: str) -> Tensor:
     """The device Tensor of `name` (static values uploaded, narrowed, on first use)."""
-    if name in self.tensors:
+    if name in self.tensors and not (self.folding and name in self.static):
       return self.tensors[name]
     s = self.static[name]
     if isinstance(s, tuple):
