@@ -499,7 +499,7 @@ def test_user_code_survives_a_reload(app):
 
 
 def test_core_unit_tests_in_pyodide(app):
-  names = ["test_pyodide_core.py", "test_device.py", "test_schedule.py"]
+  names = ["test_pyodide_core.py", "test_device.py", "test_schedule.py", "test_onnx_pyodide.py"]
   files = {n: (REPO_ROOT / "tests" / n).read_text() for n in names
            if (REPO_ROOT / "tests" / n).exists()}
   report = app.evaluate("(files) => kgApp.state.kg.selfTest(files)", files)

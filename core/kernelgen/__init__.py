@@ -16,7 +16,7 @@ frontend/ as mixins of `Tensor`; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.m
 from .device import Device
 from .dtype import DType, dtypes
 from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, ExecutionError,
-                     IndexOutOfRangeError, KernelgenError, LimitError, ShapeError,
+                     IndexOutOfRangeError, KernelgenError, LimitError, ModelError, ShapeError,
                      UnsupportedError, VerifyError)
 from .frontend.tensor import Tensor, cat, stack, where
 from .frontend.scan import cummax, cummin, cumprod, cumsum
@@ -30,6 +30,7 @@ from .frontend.shape_ops import meshgrid
 from .frontend.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
 from .frontend import nn, optim  # noqa: E402
 from .frontend.safetensors import SafetensorsError, load, save  # noqa: E402
+from .frontend import onnx  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -54,4 +55,4 @@ __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "st
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
            "BufferNameError",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim",
-           "save", "load", "SafetensorsError"]
+           "save", "load", "SafetensorsError", "onnx", "ModelError"]

@@ -59,6 +59,11 @@ class CompileError(KernelgenError):
     self.source, self.line = source, line
 
 
+class ModelError(KernelgenError, ValueError):
+  """A model file that cannot be read as one: damaged protobuf, dangling names, cycles, attributes
+  of the wrong type (the ONNX importer)."""
+
+
 class ExecutionError(KernelgenError):
   """A kernel did something invalid while running (out-of-bounds access, uninitialised read)."""
 

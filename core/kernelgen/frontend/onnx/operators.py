@@ -1,0 +1,8 @@
+"""Every operator the importer implements: importing this module registers them all (each
+ops_*.py module adds its operators to ops.OPS with the @op decorator)."""
+from __future__ import annotations
+
+from . import ops_math, ops_nn, ops_shape  # noqa: F401  (they register their operators)
+from .ops import OPS, check_supported
+
+__all__ = ["OPS", "check_supported"]

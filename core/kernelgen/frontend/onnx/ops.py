@@ -1,0 +1,52 @@
+"""The ONNX operators of the default domain, as kernelgen Tensor code.
+
+Each operator is a function (inputs, attrs) -> output Tensor or list of outputs, registered by
+name with `@op`; `inputs[i]` is a Tensor (None when the optional input is absent),
+`inputs.ints(i)` the host values of a shape-like input, `inputs.opset` the model's opset, where
+an operator's inputs or attributes changed between versions (Squeeze's axes, Slice's starts,
+Clip's bounds ...). Semantics follow the ONNX operator documentation: numpy broadcasting,
+attribute defaults, negative axes, optional inputs. This module holds the registry and the
+helpers the operator modules share: ops_math.py (elementwise, reductions), ops_nn.py
+(convolution, pooling, normalization, attention, recurrent layers), ops_shape.py (movement).
+"""
+from __future__ import annotations
+
+from ...errors import ShapeError, UnsupportedError
+from ..tensor import Tensor
+
+OPS: dict = {}
+
+
+def op(*names, foldable=True):
+  def register(fn):
+    fn.foldable = foldable
+    for name in names:
+      OPS[name] = fn
+    return fn
+  return register
+
+
+def check_supported(node) -> None:
+  domain = node.proto.domain
+  if domain not in ("", "ai.onnx"):
+    raise UnsupportedError(f"{node.describe()}: operators of domain {domain!r} are not "
+                           f"supported (only the default ONNX domain)")
+  if node.op not in OPS:
+    raise UnsupportedError(f"{node.describe()}: operator {node.op} is not implemented in "
+                           f"kernelgen's ONNX importer")
+
+
+def axis_index(a: int, ndim: int) -> int:
+  if not -max(ndim, 1) <= a < max(ndim, 1):
+    raise ShapeError(f"axis {a} is out of range for {ndim} dims")
+  return a % max(ndim, 1)
+
+
+def full(shape, value, dtype, device) -> Tensor:
+  return Tensor.full(tuple(shape), value, dtype=dtype, device=device)
+
+
+def broadcast(*shapes):
+  from ..tensor_data import broadcast_shape
+  return broadcast_shape(*shapes)
+

@@ -1,0 +1,102 @@
+"""The nine "light" model architectures the onnx package ships (ResNet-50, DenseNet-121,
+Inception v1/v2, ShuffleNet, SqueezeNet, VGG-19, AlexNet, ZFNet-512) on WEBGPU (wgpu, lavapipe
+here), against the expected outputs shipped with them.
+
+The input is the one the onnx backend runner uses for these models (arange / n, float32); the
+tolerances are the ones in onnx/backend/test/data/real/*/data.json (rtol 1e-3, atol 1e-7).
+On lavapipe a model takes 10 s (SqueezeNet, idle machine) to 20 min (DenseNet-121 on a loaded
+2-core machine), so CI runs LIGHT_CI; KERNELGEN_ONNX_LIGHT=all runs all nine
+(tests/onnx_light_times.txt has the times measured for each).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from kernelgen.frontend.onnx.data import read_tensor_file
+from onnx_corpus import light_models
+from tools import missing_tool
+
+LIGHT_CI = ("light_squeezenet",)
+RTOL, ATOL = 1e-3, 1e-7
+
+
+def _models():
+  try:
+    paths = light_models()
+  except BaseException:     # onnx missing: the test below fails or skips with the reason
+    return ["light_squeezenet.onnx"]
+  if os.environ.get("KERNELGEN_ONNX_LIGHT") == "all":
+    return paths
+  return [p for p in paths if p.stem in LIGHT_CI]
+
+
+@pytest.fixture(scope="module")
+def webgpu():
+  try:
+    kg.Device["WEBGPU"]
+  except kg.KernelgenError as error:
+    missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
+                 f"({error})")
+  return "WEBGPU"
+
+
+@pytest.mark.parametrize("path", _models(), ids=lambda p: getattr(p, "stem", str(p)))
+def test_light_model_matches_its_expected_output_on_webgpu(path, webgpu):
+  start = time.time()
+  model = kg.onnx.load(str(path))
+  assert len(model.input_names) == 1 and len(model.output_names) == 1
+  shape = tuple(d if isinstance(d, int) and d > 0 else 1
+                for d in model.input_shapes[model.input_names[0]])
+  n = int(np.prod(shape))
+  x = (np.arange(n).reshape(shape) / n).astype(np.float32)
+  out = model.run({model.input_names[0]: x}, device=webgpu)[model.output_names[0]]
+  got = out.numpy()
+  _, _, want_shape, raw = read_tensor_file(str(path).replace(".onnx", "_output_0.pb"))
+  want = np.frombuffer(raw, np.float32).reshape(want_shape)
+  np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+  print(f"{path.stem}: {time.time() - start:.1f} s")
+
+
+def _with_random_weights(path, seed: int):
+  """The model with every ConstantOfShape weight replaced by seeded random values (the shipped
+  weights are constants, which would hide most wrong indexing), as onnx ModelProto."""
+  import onnx
+  from onnx import numpy_helper
+  model = onnx.load(str(path))
+  g = model.graph
+  shapes = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+  rng = np.random.default_rng(seed)
+  kept = []
+  for node in g.node:
+    if node.op_type != "ConstantOfShape":
+      kept.append(node)
+      continue
+    shape = tuple(int(s) for s in shapes[node.input[0]])
+    name = node.output[0]
+    positive = any(k in name for k in ("var", "riv", "scale", "_s_"))
+    w = rng.uniform(0.5, 1.5, shape) if positive else rng.uniform(-0.1, 0.1, shape)
+    g.initializer.append(numpy_helper.from_array(w.astype(np.float32), name))
+  del g.node[:]
+  g.node.extend(kept)
+  return model
+
+
+@pytest.mark.parametrize("path", _models(), ids=lambda p: getattr(p, "stem", str(p)))
+def test_light_model_with_random_weights_matches_onnxruntime_on_webgpu(path, webgpu):
+  ort = pytest.importorskip("onnxruntime")
+  model = _with_random_weights(path, seed=1)
+  raw = model.SerializeToString()
+  m = kg.onnx.load(raw)
+  shape = tuple(d if isinstance(d, int) and d > 0 else 1
+                for d in m.input_shapes[m.input_names[0]])
+  x = np.random.default_rng(2).uniform(0, 1, shape).astype(np.float32)
+  got = m.run({m.input_names[0]: x}, device=webgpu)[m.output_names[0]].numpy()
+  sess = ort.InferenceSession(raw, providers=["CPUExecutionProvider"])
+  want = sess.run(None, {m.input_names[0]: x})[0]
+  assert want.std() > 1e-4, "random weights should give a non-uniform output"
+  np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-5)
