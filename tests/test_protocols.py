@@ -188,3 +188,17 @@ def test_numpy_functions_realize_and_give_ndarrays():
   np.testing.assert_array_equal(np.where(t() > 0, t(), 0), np.where(X > 0, X, 0))
   assert isinstance(np.transpose(t()), np.ndarray)
   np.testing.assert_allclose(np.linalg.norm(t()), np.linalg.norm(X), rtol=1e-6)
+
+
+# ---- numpy values as operands (Tensor on the left, in kg.where) ------------------------------
+
+def test_tensor_op_ndarray_and_numpy_scalar_give_tensors_with_numpy_promotion():
+  t = kg.Tensor([1.0, 2.0], device="PYTHON")
+  a = np.array([0.5, 0.25], dtype=np.float32)
+  got = t + a
+  assert isinstance(got, kg.Tensor) and got.dtype == kg.dtypes.float32
+  np.testing.assert_array_equal(got.numpy(), np.array([1.5, 2.25], dtype=np.float32))
+  np.testing.assert_array_equal((t * np.float32(3)).numpy(), np.array([3, 6], dtype=np.float32))
+  assert (t + np.float64(1)).dtype == kg.dtypes.float64      # numpy scalars are strong (numpy 2)
+  cond = kg.Tensor([True, False], device="PYTHON")
+  np.testing.assert_array_equal(kg.where(cond, a, t).numpy(), np.array([0.5, 2.0], np.float32))

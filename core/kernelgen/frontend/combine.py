@@ -7,7 +7,7 @@ from ..errors import DTypeError, ShapeError
 from ..graph.lazy import L, LazyOp
 from ..uop.ops import Ops
 from .autograd import record
-from .operands import TensorOps, result_dtype
+from .operands import TensorOps, array_operand, result_dtype
 from .tensor_data import broadcast_shape, resolve_axes
 
 
@@ -23,6 +23,7 @@ def where(cond, x, y) -> TensorOps:
   """numpy.where(cond, x, y): x where cond is true, else y; broadcasting, promoted dtype."""
   cls = tensor_class(cond, x, y)
   cond = cond if isinstance(cond, TensorOps) else cls(cond)
+  x, y = (array_operand(v, cls, cond.device) for v in (x, y))
   dtype = result_dtype(x, y)
   a, b = (v if isinstance(v, TensorOps) else cls(cls._full_node((), v, dtype, cond.device))
           for v in (x, y))

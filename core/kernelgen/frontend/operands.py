@@ -32,11 +32,26 @@ def acc_dtype(dt: DType) -> DType:
   return dt
 
 
+def is_numpy_value(x) -> bool:
+  """A numpy array or numpy scalar (duck-typed: numpy is never imported here)."""
+  return hasattr(x, "__array_interface__") or (hasattr(x, "dtype") and hasattr(x, "item")
+                                                 and not isinstance(x, TensorOps))
+
+
+def array_operand(x, tensor_type, device: str):
+  """An operand as a Tensor operation takes it: tensors and Python numbers as they are, numpy
+  arrays and numpy scalars as tensors of their dtype on `device` (strong, as in numpy)."""
+  return tensor_type(x, device=device) if is_numpy_value(x) else x
+
+
 def coerce(*xs) -> list:
-  """Tensors of one broadcast shape and one promoted dtype; Python scalars are weak."""
+  """Tensors of one broadcast shape and one promoted dtype; Python scalars are weak, numpy
+  arrays and scalars become tensors of their own dtype."""
   tensors = [x for x in xs if isinstance(x, TensorOps)]
   if not tensors:
     raise DTypeError("an operation needs at least one Tensor operand")
+  xs = [array_operand(x, type(tensors[0]), tensors[0].device) for x in xs]
+  tensors = [x for x in xs if isinstance(x, TensorOps)]
   devices = {t.device for t in tensors}
   if len(devices) > 1:
     raise DeviceError(f"operands live on different devices {sorted(devices)}: "

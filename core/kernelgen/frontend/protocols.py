@@ -18,7 +18,7 @@ and numpy's functions do with a tensor (a mixin `Tensor` lists among its bases).
 from __future__ import annotations
 
 from ..errors import ShapeError, UnsupportedError
-from .operands import TensorOps
+from .operands import TensorOps, array_operand
 
 # numpy ufunc name -> the Tensor method (or operator) computing it
 UFUNCS = {
@@ -74,7 +74,7 @@ class PythonProtocols(TensorOps):
     name = UFUNCS.get(ufunc.__name__)
     if name is not None and method == "__call__" and not kwargs:
       device = next(x.device for x in inputs if isinstance(x, PythonProtocols))
-      args = [_as_operand(x, type(self), device) for x in inputs]
+      args = [array_operand(x, type(self), device) for x in inputs]
       return getattr(args[0], name)(*args[1:])
     if any(isinstance(x, PythonProtocols) for x in kwargs.get("out", ())):
       return NotImplemented     # numpy cannot write into a tensor: its TypeError says so
@@ -82,14 +82,6 @@ class PythonProtocols(TensorOps):
 
   def __array_function__(self, func, types, args, kwargs):
     return func(*_to_numpy(args), **{k: _to_numpy(v) for k, v in kwargs.items()})
-
-
-def _as_operand(x, tensor_type, device: str):
-  """A ufunc's input as a Tensor operand: tensors and Python numbers as they are, numpy arrays
-  and numpy scalars as tensors of their dtype on `device`."""
-  if isinstance(x, (PythonProtocols, bool, int, float)):
-    return x
-  return tensor_type(x, device=device)
 
 
 def _to_numpy(value):

@@ -16,7 +16,7 @@ deliberate differences, because WGSL has no 64-bit types:
 
 Python and numpy protocols (frontend/protocols.py): `for row in t`, `len(t)`, `float/int/bool(t)`
 and `t.item()` of one element, `np.asarray(t)` (the ndarray of `.numpy()`). numpy ufuncs on a
-tensor (`np.exp(t)`, `ndarray + t`) give a lazy Tensor where kernelgen has the op, with
+tensor (`np.exp(t)`, `ndarray + t`, `t + ndarray`) give a lazy Tensor where kernelgen has the op, with
 kernelgen's dtype rules; other ufuncs, ufunc methods or keywords (`out=`) and other numpy
 functions (`np.sum(t)`) give numpy's ndarray. `Tensor.empty` is an unfilled input buffer.
 """
