@@ -9,7 +9,7 @@ tiles, or None where the normal lowering applies.
 
 The lowering: each warp computes TM x TN tiles of 16x8 outputs (a workgroup holds WM x WN
 warps); it loops over k in steps of K, loads its A and B fragments from global memory where
-the fragment layout (interpret.fragment_position) puts them, and accumulates in a float32x4
+the fragment layout (wmma.fragment_position) puts them, and accumulates in a float32x4
 register per tile; then it stores its D fragments through the kernel's epilogue. Sizes that
 are not multiples of the tiles get bounds gates on loads (value 0) and stores.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..dtype import dtypes
 from ..errors import UnsupportedError
-from ..uop.interpret import WMMA_SHAPES, fragment_position
+from ..uop.wmma import WMMA_SHAPES, fragment_position
 from ..graph.lazy import L, LazyOp
 from .index_math import gate_and, int_const, plus_offset
 from .lowerer import Lowerer
