@@ -264,16 +264,14 @@ class _TileLowering:
     k0 = loop * int_const(step)
     frags_a = [self._fragment("a", self.mm.a, self.row0 + int_const(16 * i), k0) for i in range(tm)]
     frags_b = [self._fragment("b", self.mm.b, self.col0 + int_const(8 * j), k0) for j in range(tn)]
-    f32x4, accs, updates = F32.vec(4), {}, []
-    for i in range(tm):
-      for j in range(tn):
-        acc = UOp(Ops.DEFINE_ACC, f32x4, (UOp.const(f32x4, 0.0),), self.lw._id())
-        d = UOp(Ops.WMMA, f32x4, (frags_a[i], frags_b[j], acc), self.arg)
-        updates.append(UOp(Ops.ASSIGN, f32x4, (acc, d)))
-        accs[(i, j)] = acc
-    end = UOp(Ops.ENDRANGE, None, (loop, *updates))
-    return {ij: [UOp(Ops.AFTER, f32x4, (acc, end)).gep(e) for e in range(4)]
-            for ij, acc in accs.items()}
+    f32x4, tiles = F32.vec(4), [(i, j) for i in range(tm) for j in range(tn)]
+
+    def update(k: int, acc: UOp) -> UOp:
+      i, j = tiles[k]
+      return UOp(Ops.WMMA, f32x4, (frags_a[i], frags_b[j], acc), self.arg)
+
+    results = self.lw.accumulators([UOp.const(f32x4, 0.0)] * len(tiles), update, [loop])
+    return {ij: [result.gep(e) for e in range(4)] for ij, result in zip(tiles, results)}
 
   def _fragment(self, operand: str, node: LazyOp, base: UOp, k0: UOp) -> UOp:
     """This lane's fragment of A (rows from `base`) or B (columns from `base`) at step k0."""
