@@ -4,8 +4,10 @@ lower.py picks the strategy (what follows describes them all) and builds the sto
 Each thread computes `upcast` consecutive output elements: its global index comes from SPECIAL
 gid/lid, output indices are unravelled from it, and the expression is lowered at those indices:
 views become index math (with masks as load gates), reductions become RANGE loops over a
-DEFINE_ACC with ASSIGN/ENDRANGE/AFTER, and loads past the end of the output are gated. Index
-math is int32; `unravel` folds the common cases (permutes, expands, windows) without div/mod.
+DEFINE_ACC with ASSIGN/ENDRANGE/AFTER, and loads past the end of the output are gated. Every
+accumulator loop of every strategy (here, vector.py, regtile.py, wgtile.py, tensorcore.py) is built
+by `Lowerer.accumulators`. Index math is int32; `unravel` folds the common cases (permutes,
+expands, windows) without div/mod.
 
 Grouped reductions (`Opts.group`): one workgroup per output element; its `group` threads each
 accumulate a strided share of the reduced elements, store the partial result into workgroup
