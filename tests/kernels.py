@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from kernelgen.dtype import DType, dtypes
-from kernelgen.uop.interpret import fragment_position
+from kernelgen.uop.wmma import fragment_position
 from kernelgen.uop.ops import Ops, UOp
 
 I32 = dtypes.int32

@@ -140,3 +140,10 @@ def test_the_checks_see_what_they_should():
   assert ("kernelgen.frontend.tensor", "kernelgen.graph.lazy", "lazy") in found  # `from .. import`
   assert cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [["a", "b", "c"]]
   assert RANK[stage("kernelgen.uop.ops")] < RANK[stage("kernelgen.lowering.lower")]
+
+
+def test_only_the_runtime_imports_the_interpreter():
+  """The interpreter is a device: lowering and renderers read shared facts from the IR's own
+  modules (the WMMA fragment layouts: uop/wmma.py), never from it."""
+  users = sorted({a for a, b, _ in imports() if b == "kernelgen.uop.interpret"})
+  assert users and all(stage(a) == "runtime" for a in users), users

@@ -4,8 +4,10 @@ lower.py picks the strategy (what follows describes them all) and builds the sto
 Each thread computes `upcast` consecutive output elements: its global index comes from SPECIAL
 gid/lid, output indices are unravelled from it, and the expression is lowered at those indices:
 views become index math (with masks as load gates), reductions become RANGE loops over a
-DEFINE_ACC with ASSIGN/ENDRANGE/AFTER, and loads past the end of the output are gated. Index
-math is int32; `unravel` folds the common cases (permutes, expands, windows) without div/mod.
+DEFINE_ACC with ASSIGN/ENDRANGE/AFTER, and loads past the end of the output are gated. Every
+accumulator loop of every strategy (here, vector.py, regtile.py, wgtile.py, tensorcore.py) is built
+by `Lowerer.accumulators`. Index math is int32; `unravel` folds the common cases (permutes,
+expands, windows) without div/mod.
 
 Grouped reductions (`Opts.group`): one workgroup per output element; its `group` threads each
 accumulate a strided share of the reduced elements, store the partial result into workgroup
@@ -234,14 +236,30 @@ class Lowerer:
     return self.accumulate(op, dtype, init, total, ranges, outer)
 
   def accumulate(self, op: Ops, dtype, init: UOp, total: UOp, ranges, outer=()) -> UOp:
-    """The one accumulator loop: acc = init (DEFINE_ACC, inside the `outer` ranges), then
-    acc = op(acc, total) in each trip of `ranges` (ASSIGN, closed by their ENDRANGEs); returns
-    the AFTER node that reads the result."""
-    acc = UOp(Ops.DEFINE_ACC, dtype, (init, *outer), self._id())
-    end = UOp(Ops.ASSIGN, dtype, (acc, UOp(op, dtype, (acc, total))))
-    for r in reversed(ranges):
-      end = UOp(Ops.ENDRANGE, None, (r, end))
-    return UOp(Ops.AFTER, dtype, (acc, end))
+    """One accumulator: acc = init, then acc = op(acc, total) in each trip of `ranges`
+    (accumulators()); returns the AFTER node that reads the result."""
+    return self.accumulators([init], lambda _, acc: UOp(op, dtype, (acc, total)), ranges,
+                             outer)[0]
+
+  def accumulators(self, inits: list, update, ranges, outer=(), barrier: bool = False) -> list:
+    """The one accumulator loop builder: acc_i = inits[i] (DEFINE_ACC, inside the `outer`
+    ranges), then acc_i = update(i, acc_i) in each trip of `ranges` (ASSIGN; each accumulator's
+    DEFINE_ACC is made just before its update is built), all closed by one ENDRANGE per range,
+    innermost first. With `barrier`, each trip of the outermost range ends with a BARRIER after
+    its body (wgtile.py refills workgroup memory in the next trip). Returns the AFTER nodes that
+    read the results, in order."""
+    accs, assigns = [], []
+    for i, init in enumerate(inits):
+      acc = UOp(Ops.DEFINE_ACC, init.dtype, (init, *outer), self._id())
+      accs.append(acc)
+      assigns.append(UOp(Ops.ASSIGN, init.dtype, (acc, update(i, acc))))
+    if not ranges:
+      return [UOp(Ops.AFTER, acc.dtype, (acc, end)) for acc, end in zip(accs, assigns)]
+    body = tuple(assigns)
+    for k in reversed(range(len(ranges))):
+      sync = (UOp(Ops.BARRIER, None, body),) if barrier and k == 0 else ()
+      body = (UOp(Ops.ENDRANGE, None, (ranges[k], *body, *sync)),)
+    return [UOp(Ops.AFTER, acc.dtype, (acc, body[0])) for acc in accs]
 
   def _loop(self, n: int, step: int = 1, lane: UOp | None = None, total: int = 0,
             unroll: int = 1, chunk: bool = False):

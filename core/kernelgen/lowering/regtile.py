@@ -44,9 +44,10 @@ def tile_lanes(src: LazyOp, cols: int, staged: set) -> int:
 
 
 def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: int,
-                  valid: list | None, fma: bool) -> tuple[list, list]:
-  """(DEFINE_ACCs, ASSIGNs) of the register tile, row by row, a vector of `lanes` columns
-  each: acc op= the reduction's source at elements 0..unroll-1 of this trip, computed from
+                  valid: list | None, fma: bool, ranges: list, barrier: bool = False) -> list:
+  """The register tile's accumulators after their loop over `ranges` (AFTER nodes: Lowerer.
+  accumulators, `barrier` as there), row by row, a vector of `lanes` columns each: acc op= the
+  reduction's source at elements 0..unroll-1 of this trip, computed from
   `operand(node, i, g, kk)` (A's value at row i: a scalar; B's at the columns of vector g: a
   vector) through the elementwise ops above them; valid[kk] gates element kk (lanes 1). With
   `fma`, a sum of float products accumulates with MULACC."""
@@ -89,30 +90,31 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
   fused = fma and op is Ops.ADD and src.op is L.ALU and src.arg is Ops.MUL and \
     id(src) not in a_ids | b_ids and dtype.is_float() and \
     (valid is None or valid.count(None) == len(valid))
-  accs, assigns = [], []
-  for i, g in itertools.product(range(tile[0]), range(tile[1] // lanes)):
-    acc = UOp(Ops.DEFINE_ACC, vdtype, (init,), lw._id())
+  blocks = list(itertools.product(range(tile[0]), range(tile[1] // lanes)))
+
+  def update(k: int, acc: UOp) -> UOp:
+    i, g = blocks[k]
     if fused:                # acc = a*b + acc per element, in order
       total = acc
       for kk in range(unroll):
         a, b = (splat(compute(s, i, g, kk), lanes) for s in src.src)
         total = UOp(Ops.MULACC, vdtype, (a, b, total))
-    else:
-      body = None
-      for kk in range(unroll):
-        v = splat(compute(src, i, g, kk), lanes)
-        if valid is not None and valid[kk] is not None:
-          v = valid[kk].where(v, init)
-        body = v if body is None else UOp(op, vdtype, (body, v))
-      total = UOp(op, vdtype, (acc, body))
-    accs.append(acc)
-    assigns.append(UOp(Ops.ASSIGN, vdtype, (acc, total)))
-  return accs, assigns
+      return total
+    body = None
+    for kk in range(unroll):
+      v = splat(compute(src, i, g, kk), lanes)
+      if valid is not None and valid[kk] is not None:
+        v = valid[kk].where(v, init)
+      body = v if body is None else UOp(op, vdtype, (body, v))
+    return UOp(op, vdtype, (acc, body))
+
+  return lw.accumulators([init] * len(blocks), update, ranges, barrier=barrier)
 
 
 def tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple, steps: tuple,
-                 blocks: tuple, lanes: int, accs: list, ends: list, gate: UOp | None) -> list:
-  """The stores of the register tile: elementwise ops after the reduction at each point, at
+                 blocks: tuple, lanes: int, results: list, gate: UOp | None) -> list:
+  """The stores of the register tile (`results`: its accumulators after their loop, from
+  tile_accumulators): elementwise ops after the reduction at each point, at
   clamped indices, stores gated at the edges (and by `gate`). Output (i, lane v of vector g)
   sits at row first[0] + steps[0]*i and column first[1] + steps[1]*g + v (blocks: the rows and
   columns that one block of threads covers, so n % block says whether edges need gates). A
@@ -134,8 +136,7 @@ def tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple,
     return inside.where(index, int_const(n - 1)), inside
 
   stores, template = [], None
-  for (i, g), acc, end in zip(itertools.product(range(rows), range(cols // lanes)), accs, ends):
-    result = UOp(Ops.AFTER, acc.dtype, (acc, end))
+  for (i, g), result in zip(itertools.product(range(rows), range(cols // lanes)), results):
     row, row_gate = place(ar, nr, blocks[0], plus_offset(first[0], steps[0] * i))
     if template and template[0] is template[1] and wide:   # the output is the reduction itself
       flat = plus_offset(flat0, steps[0] * i * strides[ar] + steps[1] * g)
@@ -294,8 +295,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
     return _packed(values)
 
   a_ids = {id(n) for n in p.a}
-  accs, assigns = tile_accumulators(lw, p, (rows, cols), lanes, operand, len(points), valid,
-                                opts.fma)
-  ends = [UOp(Ops.ENDRANGE, None, (ranges[0], *assigns))] * len(accs) if ranges else assigns
+  results = tile_accumulators(lw, p, (rows, cols), lanes, operand, len(points), valid,
+                              opts.fma, ranges)
   return tile_stores(lw, opts.tile, axes, base, tuple(first), (1, lanes), (rows, cols), lanes,
-                      accs, ends, gate)
+                      results, gate)

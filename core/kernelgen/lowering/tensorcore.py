@@ -9,7 +9,7 @@ tiles, or None where the normal lowering applies.
 
 The lowering: each warp computes TM x TN tiles of 16x8 outputs (a workgroup holds WM x WN
 warps); it loops over k in steps of K, loads its A and B fragments from global memory where
-the fragment layout (interpret.fragment_position) puts them, and accumulates in a float32x4
+the fragment layout (wmma.fragment_position) puts them, and accumulates in a float32x4
 register per tile; then it stores its D fragments through the kernel's epilogue. Sizes that
 are not multiples of the tiles get bounds gates on loads (value 0) and stores.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..dtype import dtypes
 from ..errors import UnsupportedError
-from ..uop.interpret import WMMA_SHAPES, fragment_position
+from ..uop.wmma import WMMA_SHAPES, fragment_position
 from ..graph.lazy import L, LazyOp
 from .index_math import gate_and, int_const, plus_offset
 from .lowerer import Lowerer
@@ -264,16 +264,14 @@ class _TileLowering:
     k0 = loop * int_const(step)
     frags_a = [self._fragment("a", self.mm.a, self.row0 + int_const(16 * i), k0) for i in range(tm)]
     frags_b = [self._fragment("b", self.mm.b, self.col0 + int_const(8 * j), k0) for j in range(tn)]
-    f32x4, accs, updates = F32.vec(4), {}, []
-    for i in range(tm):
-      for j in range(tn):
-        acc = UOp(Ops.DEFINE_ACC, f32x4, (UOp.const(f32x4, 0.0),), self.lw._id())
-        d = UOp(Ops.WMMA, f32x4, (frags_a[i], frags_b[j], acc), self.arg)
-        updates.append(UOp(Ops.ASSIGN, f32x4, (acc, d)))
-        accs[(i, j)] = acc
-    end = UOp(Ops.ENDRANGE, None, (loop, *updates))
-    return {ij: [UOp(Ops.AFTER, f32x4, (acc, end)).gep(e) for e in range(4)]
-            for ij, acc in accs.items()}
+    f32x4, tiles = F32.vec(4), [(i, j) for i in range(tm) for j in range(tn)]
+
+    def update(k: int, acc: UOp) -> UOp:
+      i, j = tiles[k]
+      return UOp(Ops.WMMA, f32x4, (frags_a[i], frags_b[j], acc), self.arg)
+
+    results = self.lw.accumulators([UOp.const(f32x4, 0.0)] * len(tiles), update, [loop])
+    return {ij: [result.gep(e) for e in range(4)] for ij, result in zip(tiles, results)}
 
   def _fragment(self, operand: str, node: LazyOp, base: UOp, k0: UOp) -> UOp:
     """This lane's fragment of A (rows from `base`) or B (columns from `base`) at step k0."""

@@ -146,14 +146,10 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   if steps * step > total:
     valid = [(k0 * int_const(step) + at(kk) if steps > 1 else at(kk)).lt(int_const(total))
              for kk in range(unroll)]
-  accs, assigns = tile_accumulators(lw, p, (rows, cols), lanes, operand, unroll, valid, opts.fma)
-  done = [UOp(Ops.ENDRANGE, None, (inner, *assigns))] if inner is not None else assigns
-  if steps > 1:
-    ends = [UOp(Ops.ENDRANGE, None, (k0, *done, UOp(Ops.BARRIER, None, tuple(done))))] * len(accs)
-  elif inner is not None:
-    ends = done * len(accs)
-  else:
-    ends = assigns
+  # the step loop (k0) ends each trip with a BARRIER: the next trip refills workgroup memory
+  ranges = ([k0] if steps > 1 else []) + ([inner] if inner is not None else [])
+  results = tile_accumulators(lw, p, (rows, cols), lanes, operand, unroll, valid, opts.fma,
+                              ranges, barrier=steps > 1)
   first = lid0 * int_const(lanes) if lanes > 1 else lid0
   return tile_stores(lw, opts.tile, opts.tile_axes, base, (row0 + lid1, col0 + first),
-                      (trows, tcols * lanes), (brows, bcols), lanes, accs, ends, None)
+                      (trows, tcols * lanes), (brows, bcols), lanes, results, None)
