@@ -48,6 +48,50 @@ def tiny_model() -> bytes:
   return model.SerializeToString()
 
 
+def unsupported_model() -> bytes:
+  from onnx import TensorProto, helper
+  value = lambda name: helper.make_tensor_value_info(name, TensorProto.FLOAT, [2])  # noqa: E731
+  graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [value("x")],
+                            [value("y")])
+  model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+  model.graph.node[0].op_type = "NotAnOp"
+  return model.SerializeToString()
+
+
+# ---- web_api in CPython ----
+
+def test_web_api_model_functions_in_cpython():
+  import kernelgen as kg
+  from kernelgen import web_api
+  data = tiny_model()
+  assert web_api.compare_model()["ok"] in (True, False)   # whatever an earlier test left
+  loaded = web_api.load_model(data, "sm_86", seed=3)
+  assert loaded["ok"] and loaded["inputs"] == [{"name": "x", "shape": ["N", 1, 8, 8],
+                                                "dtype": "float32"}]
+  assert loaded["ptx"]["ok"] and ".target sm_86" in loaded["ptx"]["kernels"][0]["source"]
+  assert web_api.compare_model()["error"]["type"] == "ModelError"   # nothing ran yet
+  model = kg.onnx.load(data)
+  a, b = web_api.random_inputs(model, 3), web_api.random_inputs(model, 4)
+  assert a == web_api.random_inputs(model, 3) and a["x"]["values"] != b["x"]["values"]
+  assert a["x"]["shape"] == [1, 1, 8, 8] and all(-1 <= v < 1 for v in a["x"]["values"])
+  run = web_api.run_model(3, "PYTHON")
+  assert run["ok"], run
+  x = np.frombuffer(run["inputs"][0]["data"], np.float32).reshape(1, 1, 8, 8)
+  np.testing.assert_array_equal(x.ravel(), np.array(a["x"]["values"], np.float32))
+  want = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+  got = np.frombuffer(run["outputs"][0]["data"], np.float32).reshape(run["outputs"][0]["shape"])
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+  compared = web_api.compare_model()
+  assert compared["ok"] and [c["match"] for c in compared["comparisons"]] == [True]
+  bad = web_api.load_model(unsupported_model())
+  assert bad["error"]["type"] == "UnsupportedError" and "NotAnOp" in bad["error"]["message"]
+  assert web_api.run_model(0, "PYTHON")["error"]["type"] == "ModelError"  # the bad one unloaded
+  cut = web_api.load_model(data[:100])
+  assert cut["error"]["type"] == "ModelError"
+
+
+# ---- the page ----
+
 def open_model(page, path) -> None:
   page.wait_for_function(IDLE)
   page.set_input_files("#model-file", str(path))
@@ -67,6 +111,23 @@ def test_truncated_model_shows_a_model_error_and_the_page_keeps_working(app, tmp
   assert error.startswith("ModelError") and "truncated" in error, error
   assert app.evaluate(f"{STATE}.model") is None
   assert not app.is_disabled("#model-file") and not app.is_disabled("#run")
+
+  # an unsupported operator, dropped on the view: UnsupportedError naming it
+  app.evaluate("""(bytes) => { const files = new DataTransfer();
+    files.items.add(new File([new Uint8Array(bytes)], 'odd.onnx'));
+    document.querySelector('#models-view').dispatchEvent(new DragEvent('drop',
+      { dataTransfer: files, bubbles: true, cancelable: true })); }""", list(unsupported_model()))
+  app.wait_for_function(f"{STATE}.busy === false && {STATE}.name === 'odd.onnx'")
+  error = app.inner_text("#model-error")
+  assert error.startswith("UnsupportedError") and "NotAnOp" in error, error
+
+  # over the size limit: refused before it is read (the limit lowered for the test)
+  app.evaluate(f"{STATE}.maxBytes = 100")
+  path.write_bytes(tiny_model())
+  open_model(app, path)
+  error = app.inner_text("#model-error")
+  assert error.startswith("LimitError") and "was not read" in error, error
+  app.evaluate(f"{STATE}.maxBytes = 2 ** 30")
   app.click("#models-tab")   # back to the editor, which still compiles
   assert app.is_visible("#editor")
   result = app.evaluate("async () => { const c = await kgApp.compile(); "

@@ -8,8 +8,10 @@ import { el, previewText, showError, showKernels, timingsTable } from './views.j
 
 const $ = (id) => document.getElementById(id);
 // app: {kg(), arch(), device()} from app.js
+// maxBytes: a file this large or larger is refused before it is read (kg.onnx's own limit,
+// kernelgen.frontend.onnx.data.MAX_MODEL_BYTES: 1 GiB)
 const state = { app: null, model: null, compiled: null, selected: 0, busy: false, run: null,
-  name: null };
+  name: null, maxBytes: 2 ** 30 };
 
 function setButtons() {
   const ready = Boolean(state.app?.kg()) && !state.busy;
@@ -87,13 +89,19 @@ function showModel(model) {
 
 // Open a model: its file's bytes to the worker, what it holds into the view.
 async function open(file) {
-  const bytes = new Uint8Array(await file.arrayBuffer());
   return busy(async (kg) => {
     Object.assign(state, { model: null, compiled: null, run: null, selected: 0, name: file.name });
     $('model-info').replaceChildren();
     $('model-kernels').replaceChildren();
+    $('model-results').replaceChildren();
     $('model-wgsl').textContent = '';
     $('model-ptx').textContent = '';
+    if (file.size >= state.maxBytes) {
+      throw { type: 'LimitError', message: `${file.name} is ${file.size} bytes, over the page's ` +
+        `limit of ${state.maxBytes} (kg.onnx's MAX_MODEL_BYTES): it was not read; keep large ` +
+        'weights as external data, or run the model in CPython' };
+    }
+    const bytes = new Uint8Array(await file.arrayBuffer());
     const arch = state.app.arch();
     const model = await kg.loadModel(bytes, { arch, seed: seed() });
     state.model = model;
