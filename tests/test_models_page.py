@@ -100,7 +100,7 @@ def open_model(page, path) -> None:
                          ".dataset.last)", timeout=300_000)
 
 
-def test_truncated_model_shows_a_model_error_and_the_page_keeps_working(app, tmp_path):  # noqa: F811
+def test_bad_models_show_typed_errors_and_the_page_keeps_working(app, tmp_path):  # noqa: F811
   app.click("#models-tab")
   assert app.is_visible("#models-view") and not app.is_visible("#editor")
   path = tmp_path / "cut.onnx"

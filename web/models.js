@@ -59,7 +59,8 @@ function histogramTable(histogram) {
 }
 
 function sourceText(target, label) {
-  if (!target.ok) return `// ${label} unavailable:\n// ${target.error.type}: ${target.error.message}`;
+  const { error } = target;
+  if (!target.ok) return `// ${label} unavailable:\n// ${error.type}: ${error.message}`;
   return target.kernels[state.selected]?.source ?? '';
 }
 
@@ -72,7 +73,8 @@ function showSources() {
     state.selected = index;
     showSources();
   });
-  $('model-kernel-count').textContent = `${kernels.length} kernel${kernels.length === 1 ? '' : 's'}` +
+  const plural = kernels.length === 1 ? '' : 's';
+  $('model-kernel-count').textContent = `${kernels.length} kernel${plural}` +
     ` · WGSL ${wgsl.ok ? 'ok' : wgsl.error.type} · PTX ${ptx.ok ? arch : ptx.error.type}`;
 }
 
@@ -149,12 +151,13 @@ async function compare() {
   return busy(async (kg) => {
     const result = await kg.compareModel();
     const badges = result.comparisons.map((c) => (c.match
-      ? el('span', { class: 'badge good' }, `✓ ${c.name} matches the PYTHON reference · max |Δ| ` +
-        `${Number(c.max_abs_error).toExponential(2)}`)
+      ? el('span', { class: 'badge good' }, `✓ ${c.name} matches the PYTHON reference · ` +
+        `max |Δ| ${Number(c.max_abs_error).toExponential(2)}`)
       : el('span', { class: 'badge bad' }, `✗ ${c.name} differs from the PYTHON reference: ` +
         `${c.mismatches ?? ''} values ${c.reason || ''}`)));
     $('model-results').prepend(el('div', { id: 'model-reference' }, ...badges));
-    $('model-meta').textContent = `compared with PYTHON in ${(result.seconds * 1000).toFixed(0)} ms`;
+    const ms = (result.seconds * 1000).toFixed(0);
+    $('model-meta').textContent = `compared with PYTHON in ${ms} ms`;
     $('models-view').dataset.last = 'compare';
     return result;
   }, 'comparing with PYTHON');

@@ -399,9 +399,10 @@ def load_model(data, arch: str | None = "sm_80", seed: int = 0) -> dict:
     _MODEL["model"] = model
     outs = [t for _, t in _model_outputs(model, seed, "PYTHON")]
     compiled = {target: compile_target(outs, target, arch) for target in ("wgsl", "ptx")}
-    info = lambda names, shapes, types: [_value_info(n, shapes[n], types[n]) for n in names]
-    return {"inputs": info(model.input_names, model.input_shapes, model.input_dtypes),
-            "outputs": info(model.output_names, model.output_shapes, model.output_dtypes),
+    return {"inputs": [_value_info(n, model.input_shapes[n], model.input_dtypes[n])
+                       for n in model.input_names],
+            "outputs": [_value_info(n, model.output_shapes[n], model.output_dtypes[n])
+                        for n in model.output_names],
             "histogram": model.op_histogram(), "nodes": len(model.nodes),
             "opset": model.opset, "arch": arch, **compiled}
   return _guarded(work)
@@ -416,8 +417,10 @@ def _loaded_model():
 
 def _feed_data(feeds: dict) -> list:
   import struct
-  return [{"name": name, "shape": f["shape"], "dtype": f["dtype"],
-           "data": struct.pack(f"<{len(f['values'])}{FORMATS[f['dtype']]}", *f["values"])}
+  def packed(feed):   # no struct format (bfloat16): the page gets no bytes for it
+    fmt = FORMATS.get(feed["dtype"])
+    return struct.pack(f"<{len(feed['values'])}{fmt}", *feed["values"]) if fmt else b""
+  return [{"name": name, "shape": f["shape"], "dtype": f["dtype"], "data": packed(f)}
           for name, f in feeds.items()]
 
 
