@@ -203,3 +203,21 @@ def test_model_loads_lists_kernels_runs_on_webgpu_like_onnxruntime(app, tmp_path
                         "document.querySelector('#models-view').dataset.last !== 'run'",
                         timeout=300_000)
   assert "✓ probs matches the PYTHON reference" in app.inner_text("#model-reference")
+
+
+def test_stop_ends_a_model_load_and_the_view_forgets_the_model(app):  # noqa: F811
+  import onnx_corpus
+  path = onnx_corpus.data_dir() / "light" / "light_squeezenet.onnx"   # seconds to compile
+  if not app.is_visible("#models-view"):
+    app.click("#models-tab")
+  app.wait_for_function(IDLE)
+  app.set_input_files("#model-file", str(path))
+  app.wait_for_function("!document.querySelector('#stop').disabled")
+  app.click("#stop")
+  app.wait_for_function(f"{STATE}.busy === false && document.body.dataset.ready === 'true' && "
+                        "document.body.dataset.busy === '0'", timeout=300_000)
+  assert app.inner_text("#model-error").startswith("Stopped"), app.inner_text("#model-error")
+  assert app.evaluate(f"{STATE}.model") is None and app.is_disabled("#model-run")
+  app.wait_for_function(IDLE)
+  open_model(app, path)   # the fresh (or interrupted) Python loads it again
+  assert app.get_attribute("#models-view", "data-last") == "load", app.inner_text("#model-error")

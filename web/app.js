@@ -504,7 +504,8 @@ async function start() {
   bindKeys();
   state.arch = () => $('arch').value;
   state.models = setupModels({ kg: () => state.kg, arch: state.arch,
-    device: () => state.device || 'PYTHON' });
+    device: () => state.device || 'PYTHON', busy,
+    busyNow: () => state.busy || Boolean(state.restarting) });
   window.kgApp.models = state.models;
   state.kg = await booting;
   const info = state.kg.info;

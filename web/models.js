@@ -7,14 +7,14 @@ import { download } from './downloads.js';
 import { el, previewText, showError, showKernels, timingsTable } from './views.js';
 
 const $ = (id) => document.getElementById(id);
-// app: {kg(), arch(), device()} from app.js
+// app: {kg(), arch(), device(), busy(task, action), busyNow()} from app.js
 // maxBytes: a file this large or larger is refused before it is read (kg.onnx's own limit,
 // kernelgen.frontend.onnx.data.MAX_MODEL_BYTES: 1 GiB)
 const state = { app: null, model: null, compiled: null, selected: 0, busy: false, run: null,
   name: null, maxBytes: 2 ** 30 };
 
 function setButtons() {
-  const ready = Boolean(state.app?.kg()) && !state.busy;
+  const ready = Boolean(state.app?.kg()) && !state.busy && !state.app.busyNow();
   $('model-file').disabled = !ready;
   $('model-run').disabled = !ready || !state.model;
   $('model-compare').disabled = !ready || !state.run;
@@ -22,7 +22,9 @@ function setButtons() {
   $('models-view').dataset.busy = state.busy ? '1' : '0';
 }
 
-// One model action at a time; a failure shows in the view's error box and resolves to {error}.
+// One model action at a time, through the page's own busy() (so the header's Stop ends it and
+// Run/Compile wait); a failure shows in the view's error box and resolves to {error}. After a
+// Stop, Python may have restarted without the model: the view forgets it (open it again).
 async function busy(task, what) {
   if (state.busy || !state.app?.kg()) return undefined;
   state.busy = true;
@@ -30,7 +32,20 @@ async function busy(task, what) {
   $('model-meta').textContent = `${what}…`;
   setButtons();
   try {
-    return await task(state.app.kg());
+    const result = await state.app.busy(async () => {
+      try {
+        return await task(state.app.kg());
+      } catch (error) {
+        return { failed: error };
+      }
+    }, `model: ${what}`);
+    if (result === undefined) throw { type: 'Busy', message: 'another action is running' };
+    if (result.stopped) {
+      Object.assign(state, { model: null, compiled: null, run: null });
+      throw result.error;
+    }
+    if (result.failed) throw result.failed;
+    return result;
   } catch (error) {
     showError($('model-error'), error, () => {});
     $('model-meta').textContent = '';
@@ -185,7 +200,7 @@ function bindDrop(zone) {
   });
 }
 
-// Wire the view; `app`: {kg(), arch(), device()}. Returns the actions (window.kgApp.models).
+// Wire the view; `app`: {kg(), arch(), device(), busy(task, action), busyNow()}. Returns the actions (window.kgApp.models).
 export function setupModels(app) {
   state.app = app;
   $('models-tab').onclick = () => show($('models-view').hidden ? 'models' : 'editor');
