@@ -200,7 +200,8 @@ function bindDrop(zone) {
   });
 }
 
-// Wire the view; `app`: {kg(), arch(), device(), busy(task, action), busyNow()}. Returns the actions (window.kgApp.models).
+// Wire the view; `app`: {kg(), arch(), device(), busy(task, action), busyNow()}. Returns the
+// actions (window.kgApp.models).
 export function setupModels(app) {
   state.app = app;
   $('models-tab').onclick = () => show($('models-view').hidden ? 'models' : 'editor');
