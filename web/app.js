@@ -5,6 +5,7 @@ import { EXAMPLES, DEFAULT_EXAMPLE } from './examples.js';
 import { download, downloadBundles, manifest } from './downloads.js';
 import { makeEditor, setSource, setupAce } from './editors.js';
 import { el, showError, showKernels, showResult, showVerify } from './views.js';
+import { setupModels } from './models.js';
 
 const $ = (id) => document.getElementById(id);
 const STORAGE_KEY = 'kernelgen.program';
@@ -157,6 +158,7 @@ function setButtons() {
   for (const id of ['run', 'compile', 'verify']) $(id).disabled = !ready;
   $('stop').disabled = Boolean(state.restarting) || !(state.busy || state.pending.size);
   document.body.dataset.busy = ready ? '0' : '1';
+  state.models?.ready();
 }
 
 const current = (token) => token === state.token;
@@ -501,6 +503,10 @@ async function start() {
   setupExamples();
   bindKeys();
   state.arch = () => $('arch').value;
+  state.models = setupModels({ kg: () => state.kg, arch: state.arch,
+    device: () => state.device || 'PYTHON', busy,
+    busyNow: () => state.busy || Boolean(state.restarting) });
+  window.kgApp.models = state.models;
   state.kg = await booting;
   const info = state.kg.info;
   state.device = info.device;

@@ -139,6 +139,28 @@ class Kernelgen {
     return (await this.callChecked('reference', { code })).reference;
   }
 
+  // Load an ONNX model (its file's bytes): {inputs, outputs, histogram, nodes, opset, wgsl,
+  // ptx} (each target {ok, kernels} or {ok: false, error}); a bad model rejects with its typed
+  // error (ModelError, UnsupportedError, LimitError).
+  loadModel(bytes, { arch = 'sm_80', seed = 0 } = {}) {
+    return this.callChecked('loadModel', { data: bytes, arch, seed });
+  }
+
+  // Run the loaded model on its reproducible random inputs for `seed`: {outputs, inputs (each
+  // {name, shape, dtype, data: a typed array}), seconds, device, timings}.
+  async runModel({ seed = 0, device = this.device } = {}) {
+    const result = await this.callChecked('runModel', { seed, device });
+    const typed = (t) => ({ ...t, data: typedData(t.dtype, t.data) });
+    return { ...result, outputs: result.outputs.map(typed), inputs: result.inputs.map(typed),
+      timings: result.timings || [] };
+  }
+
+  // The last runModel compared with the PYTHON interpreter: {comparisons: [{name, match,
+  // max_abs_error, mismatches}], seconds}.
+  compareModel() {
+    return this.callChecked('compareModel');
+  }
+
   // Run the program's PTX on the simulator and compare it with the WebGPU (or PYTHON) result.
   verify(code, { arch = 'sm_80' } = {}) {
     return this.callChecked('verify', { code, arch });

@@ -61,7 +61,7 @@ function comparisonBadge(reference) {
       `✗ differs from the PYTHON reference: ${reference.mismatches} values${error}`);
 }
 
-function timingsTable(timings, seconds) {
+export function timingsTable(timings, seconds) {
   const rows = timings.map((t) => el('tr', {}, el('td', {}, t.name),
     el('td', {}, `${t.ms.toFixed(3)} ms`)));
   return el('table', { class: 'timings' },

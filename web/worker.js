@@ -154,9 +154,28 @@ async function run({ code, device, reference = true, search = false }) {
   }
 }
 
+// The Models view: run the loaded ONNX model on its random inputs for `seed`, with the GPU's
+// per-kernel times as the editor's Run gets them.
+async function runModel({ seed = 0, device }) {
+  const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
+  if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
+  try {
+    const result = await callPython('run_model', seed, device);
+    if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
+    result.recreated = status.recreated;
+    return result;
+  } finally {
+    if (device === 'WEBGPU') enqueue({ cmd: 'release' });
+  }
+}
+
 const COMMANDS = {
   boot,
   run,
+  runModel,
+  // an ONNX file's bytes (a Uint8Array) -> inputs, outputs, histogram, WGSL and PTX kernels
+  loadModel: ({ data, arch, seed = 0 }) => callPython('load_model', data, arch, seed),
+  compareModel: () => callPython('compare_model'),
   compile: ({ code, arch, targets }) => callPython('compile_program', code, arch, targets),
   exportBundles: ({ code, arch }) => callPython('export_bundles', code, arch),
   // the last run of `code` compared with the PYTHON interpreter (see web_api.check_reference)

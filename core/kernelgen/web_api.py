@@ -332,6 +332,133 @@ def verify_ptx(code: str, arch: str = "sm_80", device: str = "WEBGPU") -> dict:
   return _guarded(work)
 
 
+# ---- ONNX models (the page's Models view) ----
+
+# the model the page loaded last: {"model": kg.onnx Model, "run": the last run's outputs}
+_MODEL: dict = {}
+
+
+def _model_bytes(data) -> bytes:
+  return data.to_bytes() if hasattr(data, "to_bytes") else bytes(data)  # a JS Uint8Array too
+
+
+def _value_info(name: str, shape, dtype) -> dict:
+  dims = [d if isinstance(d, int) else (d or "?") for d in (shape or ())]
+  return {"name": name, "shape": dims, "dtype": dtype.name if dtype is not None else None}
+
+
+def random_inputs(model, seed: int = 0) -> dict:
+  """Reproducible random inputs of the model's declared shapes (a symbolic dimension is 1):
+  {name: {"shape", "dtype", "values"}}; floats uniform in [-1, 1) rounded to float32, integers
+  in [0, 10), bools half true. The same `seed` gives the same values everywhere (random.Random)."""
+  import random
+  import struct
+  rng = random.Random(seed)
+  feeds = {}
+  for name in model.input_names:
+    shape = [d if isinstance(d, int) and d > 0 else 1 for d in (model.input_shapes[name] or ())]
+    dtype = model.input_dtypes[name]
+    count = math.prod(shape)
+    kind = dtype.name if dtype is not None else "float32"
+    if kind.startswith("float") or kind == "bfloat16":
+      raw = [rng.uniform(-1.0, 1.0) for _ in range(count)]
+      values = list(struct.unpack(f"<{count}f", struct.pack(f"<{count}f", *raw)))
+    elif kind == "bool":
+      values = [rng.random() < 0.5 for _ in range(count)]
+    else:
+      values = [rng.randrange(10) for _ in range(count)]
+    feeds[name] = {"shape": shape, "dtype": kind, "values": values}
+  return feeds
+
+
+def _feed_tensors(feeds: dict, device: str) -> dict:
+  import kernelgen
+  from .dtype import dtypes
+  tensors = {}
+  for name, feed in feeds.items():
+    dtype = getattr(dtypes, feed["dtype"])
+    tensor = kernelgen.Tensor(feed["values"], dtype=dtype, device=device)
+    tensors[name] = tensor.reshape(*feed["shape"]) if feed["shape"] else tensor.reshape()
+  return tensors
+
+
+def _model_outputs(model, seed: int, device: str) -> list:
+  """[(name, lazy Tensor)] of the model on its random inputs for `seed`."""
+  outs = model.run(_feed_tensors(random_inputs(model, seed), device), device=device)
+  return [(name, outs[name]) for name in model.output_names]
+
+
+def load_model(data, arch: str | None = "sm_80", seed: int = 0) -> dict:
+  """Load an ONNX model (its file's bytes) for the page: its inputs and outputs, operator
+  histogram and the kernels it compiles to ({"wgsl": {ok, kernels | error}, "ptx": ...}, PTX
+  for `arch`), with the inputs a run with `seed` uses as the compiled buffers."""
+  def work():
+    import kernelgen
+    _MODEL.clear()
+    model = kernelgen.onnx.load(_model_bytes(data))
+    _MODEL["model"] = model
+    outs = [t for _, t in _model_outputs(model, seed, "PYTHON")]
+    compiled = {target: compile_target(outs, target, arch) for target in ("wgsl", "ptx")}
+    return {"inputs": [_value_info(n, model.input_shapes[n], model.input_dtypes[n])
+                       for n in model.input_names],
+            "outputs": [_value_info(n, model.output_shapes[n], model.output_dtypes[n])
+                        for n in model.output_names],
+            "histogram": model.op_histogram(), "nodes": len(model.nodes),
+            "opset": model.opset, "arch": arch, **compiled}
+  return _guarded(work)
+
+
+def _loaded_model():
+  from .errors import ModelError
+  if "model" not in _MODEL:
+    raise ModelError("no model is loaded: open an .onnx file first")
+  return _MODEL["model"]
+
+
+def _feed_data(feeds: dict) -> list:
+  import struct
+  def packed(feed):   # no struct format (bfloat16): the page gets no bytes for it
+    fmt = FORMATS.get(feed["dtype"])
+    return struct.pack(f"<{len(feed['values'])}{fmt}", *feed["values"]) if fmt else b""
+  return [{"name": name, "shape": f["shape"], "dtype": f["dtype"], "data": packed(f)}
+          for name, f in feeds.items()]
+
+
+def run_model(seed: int = 0, device: str = "WEBGPU") -> dict:
+  """Run the loaded model on `device` with random_inputs(model, seed): {"outputs": [{name,
+  shape, dtype, data}], "inputs": [the same for the inputs used], "seconds", "device"}; the
+  outputs are kept for compare_model."""
+  def work():
+    import time
+    model = _loaded_model()
+    start = time.perf_counter()
+    outputs = []
+    for name, tensor in _model_outputs(model, seed, device):
+      outputs.append({"name": name, **tensor_data(tensor.realize())})
+    _MODEL["run"] = {"seed": seed, "outputs": outputs}
+    return {"outputs": outputs, "inputs": _feed_data(random_inputs(model, seed)),
+            "seconds": time.perf_counter() - start, "device": device}
+  return _guarded(work)
+
+
+def compare_model() -> dict:
+  """The last run_model compared with the PYTHON interpreter on the same inputs:
+  {"comparisons": [{name, match, max_abs_error, mismatches, ...}], "seconds"}."""
+  def work():
+    import time
+    from .errors import ModelError
+    model, last = _loaded_model(), _MODEL.get("run")
+    if last is None:
+      raise ModelError("the model has not run yet: run it on a device first")
+    start = time.perf_counter()
+    comparisons = []
+    for result, (name, tensor) in zip(last["outputs"], _model_outputs(model, last["seed"],
+                                                                        "PYTHON")):
+      comparisons.append({"name": name, **compare(result, tensor_data(tensor.realize()))})
+    return {"comparisons": comparisons, "seconds": time.perf_counter() - start}
+  return _guarded(work)
+
+
 # ---- a small test runner, for running core unit tests inside the page ----
 
 class Skipped(Exception):

@@ -1,0 +1,219 @@
+// The Models view: open an ONNX file (file input or drop), see its inputs, outputs, operator
+// histogram and the WGSL and PTX kernels it compiles to, download them as a .zip, run it on the
+// page's device with reproducible random inputs (a seed) and compare with the PYTHON
+// interpreter. Python work goes to kernelgen's worker (web_api.load_model / run_model /
+// compare_model); errors show as the editor's do, and the rest of the page keeps working.
+import { download } from './downloads.js';
+import { el, previewText, showError, showKernels, timingsTable } from './views.js';
+
+const $ = (id) => document.getElementById(id);
+// app: {kg(), arch(), device(), busy(task, action), busyNow()} from app.js
+// maxBytes: a file this large or larger is refused before it is read (kg.onnx's own limit,
+// kernelgen.frontend.onnx.data.MAX_MODEL_BYTES: 1 GiB)
+const state = { app: null, model: null, compiled: null, selected: 0, busy: false, run: null,
+  name: null, maxBytes: 2 ** 30 };
+
+function setButtons() {
+  const ready = Boolean(state.app?.kg()) && !state.busy && !state.app.busyNow();
+  $('model-file').disabled = !ready;
+  $('model-run').disabled = !ready || !state.model;
+  $('model-compare').disabled = !ready || !state.run;
+  $('model-zip').disabled = !state.compiled || !(state.compiled.wgsl.ok || state.compiled.ptx.ok);
+  $('models-view').dataset.busy = state.busy ? '1' : '0';
+}
+
+// One model action at a time, through the page's own busy() (so the header's Stop ends it and
+// Run/Compile wait); a failure shows in the view's error box and resolves to {error}. After a
+// Stop, Python may have restarted without the model: the view forgets it (open it again).
+async function busy(task, what) {
+  if (state.busy || !state.app?.kg()) return undefined;
+  state.busy = true;
+  $('model-error').hidden = true;
+  $('model-meta').textContent = `${what}…`;
+  setButtons();
+  try {
+    const result = await state.app.busy(async () => {
+      try {
+        return await task(state.app.kg());
+      } catch (error) {
+        return { failed: error };
+      }
+    }, `model: ${what}`);
+    if (result === undefined) throw { type: 'Busy', message: 'another action is running' };
+    if (result.stopped) {
+      Object.assign(state, { model: null, compiled: null, run: null });
+      throw result.error;
+    }
+    if (result.failed) throw result.failed;
+    return result;
+  } catch (error) {
+    showError($('model-error'), error, () => {});
+    $('model-meta').textContent = '';
+    $('models-view').dataset.last = 'error';
+    return { error: { type: error.type, message: error.message } };
+  } finally {
+    state.busy = false;
+    setButtons();
+  }
+}
+
+const dims = (shape) => `(${shape.join(', ')})`;
+
+function valueTable(title, values) {
+  return el('table', { class: 'timings', id: `model-${title}` },
+    el('tr', {}, el('th', {}, title), el('th', {}, 'shape'), el('th', {}, 'dtype')),
+    values.map((v) => el('tr', {}, el('td', {}, v.name), el('td', {}, dims(v.shape)),
+      el('td', {}, v.dtype ?? '?'))));
+}
+
+function histogramTable(histogram) {
+  return el('table', { class: 'timings', id: 'model-histogram' },
+    el('tr', {}, el('th', {}, 'operator'), el('th', {}, 'nodes')),
+    Object.entries(histogram).map(([op, n]) => el('tr', {}, el('td', {}, op),
+      el('td', {}, String(n)))));
+}
+
+function sourceText(target, label) {
+  const { error } = target;
+  if (!target.ok) return `// ${label} unavailable:\n// ${error.type}: ${error.message}`;
+  return target.kernels[state.selected]?.source ?? '';
+}
+
+function showSources() {
+  const { wgsl, ptx, arch } = state.compiled;
+  $('model-wgsl').textContent = sourceText(wgsl, 'WGSL');
+  $('model-ptx').textContent = sourceText(ptx, `PTX for ${arch}`);
+  const kernels = (wgsl.ok ? wgsl : ptx).kernels || [];
+  showKernels($('model-kernels'), kernels, state.selected, (index) => {
+    state.selected = index;
+    showSources();
+  });
+  const plural = kernels.length === 1 ? '' : 's';
+  $('model-kernel-count').textContent = `${kernels.length} kernel${plural}` +
+    ` · WGSL ${wgsl.ok ? 'ok' : wgsl.error.type} · PTX ${ptx.ok ? arch : ptx.error.type}`;
+}
+
+function showModel(model) {
+  $('model-info').replaceChildren(
+    el('div', { class: 'facts' }, el('span', {}, el('b', {}, 'model '), state.name),
+      el('span', {}, el('b', {}, 'opset '), String(model.opset)),
+      el('span', {}, el('b', {}, 'nodes '), String(model.nodes))),
+    valueTable('inputs', model.inputs), valueTable('outputs', model.outputs),
+    histogramTable(model.histogram));
+  $('model-results').replaceChildren(el('p', { class: 'muted' },
+    'Run the model to see its outputs on random inputs.'));
+}
+
+// Open a model: its file's bytes to the worker, what it holds into the view.
+async function open(file) {
+  return busy(async (kg) => {
+    Object.assign(state, { model: null, compiled: null, run: null, selected: 0, name: file.name });
+    $('model-info').replaceChildren();
+    $('model-kernels').replaceChildren();
+    $('model-results').replaceChildren();
+    $('model-wgsl').textContent = '';
+    $('model-ptx').textContent = '';
+    if (file.size >= state.maxBytes) {
+      throw { type: 'LimitError', message: `${file.name} is ${file.size} bytes, over the page's ` +
+        `limit of ${state.maxBytes} (kg.onnx's MAX_MODEL_BYTES): it was not read; keep large ` +
+        'weights as external data, or run the model in CPython' };
+    }
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    const arch = state.app.arch();
+    const model = await kg.loadModel(bytes, { arch, seed: seed() });
+    state.model = model;
+    state.compiled = { wgsl: model.wgsl, ptx: model.ptx, arch };
+    showModel(model);
+    showSources();
+    $('model-meta').textContent = `${file.name} · ${bytes.length} bytes`;
+    $('models-view').dataset.last = 'load';
+    return model;
+  }, `loading ${file.name}`);
+}
+
+function seed() {
+  return Number.parseInt($('model-seed').value, 10) || 0;
+}
+
+function outputView(output) {
+  const first = Array.from(output.data.slice(0, 8), (v) => Number(v));
+  return el('div', { class: 'model-output' },
+    el('div', { class: 'facts' }, el('span', {}, el('b', {}, output.name)),
+      el('span', {}, el('b', {}, 'shape '), dims(output.shape)),
+      el('span', {}, el('b', {}, 'dtype '), output.dtype)),
+    el('div', { class: 'preview' }, previewText(output.shape, output.dtype, output.data)),
+    el('span', { class: 'first-values', hidden: '' }, JSON.stringify(first)));
+}
+
+// Run the model on the page's device with the random inputs of the seed.
+async function run() {
+  return busy(async (kg) => {
+    const device = state.app.device();
+    const result = await kg.runModel({ seed: seed(), device });
+    state.run = result;
+    $('model-results').replaceChildren(
+      el('p', { class: 'muted' }, `${result.device} · random inputs, seed ${seed()} · ` +
+        `${(result.seconds * 1000).toFixed(0)} ms`),
+      ...result.outputs.map(outputView), timingsTable(result.timings, result.seconds));
+    $('model-meta').textContent = `ran on ${result.device}`;
+    $('models-view').dataset.last = 'run';
+    return result;
+  }, 'running');
+}
+
+// The last run compared with the PYTHON interpreter on the same inputs.
+async function compare() {
+  return busy(async (kg) => {
+    const result = await kg.compareModel();
+    const badges = result.comparisons.map((c) => (c.match
+      ? el('span', { class: 'badge good' }, `✓ ${c.name} matches the PYTHON reference · ` +
+        `max |Δ| ${Number(c.max_abs_error).toExponential(2)}`)
+      : el('span', { class: 'badge bad' }, `✗ ${c.name} differs from the PYTHON reference: ` +
+        `${c.mismatches ?? ''} values ${c.reason || ''}`)));
+    $('model-results').prepend(el('div', { id: 'model-reference' }, ...badges));
+    const ms = (result.seconds * 1000).toFixed(0);
+    $('model-meta').textContent = `compared with PYTHON in ${ms} ms`;
+    $('models-view').dataset.last = 'compare';
+    return result;
+  }, 'comparing with PYTHON');
+}
+
+function show(view) {
+  const models = view === 'models';
+  $('models-view').hidden = !models;
+  document.querySelector('main.layout').hidden = models;
+  $('models-tab').classList.toggle('active', models);
+  document.body.dataset.view = view;
+}
+
+function bindDrop(zone) {
+  zone.addEventListener('dragover', (event) => {
+    event.preventDefault();
+    zone.classList.add('over');
+  });
+  zone.addEventListener('dragleave', () => zone.classList.remove('over'));
+  zone.addEventListener('drop', (event) => {
+    event.preventDefault();
+    zone.classList.remove('over');
+    const file = event.dataTransfer?.files?.[0];
+    if (file) open(file);
+  });
+}
+
+// Wire the view; `app`: {kg(), arch(), device(), busy(task, action), busyNow()}. Returns the
+// actions (window.kgApp.models).
+export function setupModels(app) {
+  state.app = app;
+  $('models-tab').onclick = () => show($('models-view').hidden ? 'models' : 'editor');
+  $('model-file').onchange = (event) => {
+    const file = event.target.files?.[0];
+    if (file) open(file);
+    event.target.value = '';
+  };
+  bindDrop($('models-view'));
+  $('model-run').onclick = run;
+  $('model-compare').onclick = compare;
+  $('model-zip').onclick = () => download('zip', state.compiled, state.selected);
+  setButtons();
+  return { state, open, run, compare, show, ready: setButtons };
+}
