@@ -5,8 +5,9 @@ IR after any pass (`print_after={"simplify"}` or `"all"`). Tensor-level passes (
 optimize, lower) run before these and live in the front end.
 
 Targets: "python" (the reference interpreter runs the linearized kernel), "wgsl", "ptx"; each is
-a Target (render/targets.py) that checks its options the same way. Renderer packages expose `legalize(sink, **options) -> sink` (target rewrites, and typed errors
-for what the target cannot do, before any source exists) and
+a Target (render/targets.py) that checks its options the same way. Renderer packages expose
+`legalize(sink, **options) -> sink` (target rewrites, and typed errors for what the target
+cannot do, before any source exists) and
 `render(kernel, **options) -> CompiledKernel`.
 """
 from __future__ import annotations

@@ -58,8 +58,9 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
              IndexingOps, ShapeOps, ModelOps, PythonProtocols,
              AutogradMixin):
   """A lazily evaluated n-dimensional array on a device. Its operations come from the mixins it
-  lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling; scan, sort, indexing_ops, shape_ops,
-  model_ops: the operations models need; protocols: Python's and numpy's; autograd: backward, grad)."""
+  lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling;
+  scan, sort, indexing_ops, shape_ops, model_ops: the operations models need; protocols:
+  Python's and numpy's; autograd: backward, grad)."""
   __slots__ = ("node", "requires_grad", "grad", "ctx", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
 

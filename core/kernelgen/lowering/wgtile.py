@@ -134,7 +134,10 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   def operand(node: LazyOp, i: int, g: int, kk: int) -> UOp:
     """Operand A at row i, or B at columns g*lanes.. (one vector), of step element kk."""
     if id(node) in a_ids:
-      index = (lid1 + int_const(trows * i)) * int_const(step) + at(kk) if trows > 1 else int_const(i * step) + at(kk)
+      if trows > 1:
+        index = (lid1 + int_const(trows * i)) * int_const(step) + at(kk)
+      else:
+        index = int_const(i * step) + at(kk)
       return ready[id(node)].load(index)
     # the thread's columns: lid0*lanes + tcols*lanes*g + lane
     index = at(kk) * int_const(bcols) + int_const(tcols * lanes * g)
