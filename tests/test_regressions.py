@@ -122,6 +122,15 @@ FUZZ_REGRESSIONS = {
     Step("conv2d", (0, 1), (("stride", 1), ("padding", 1))),
     Step("bitcast", (2,), (("dtype", "int16"),)),
     Step("sum", (3,), (("axes", (3,)), ("keepdim", False))))),
+  # seed 1144: a conv2d with a full(inf) weight: lavapipe unrolls the 2-term sum and factors the
+  # common inf out of it, (x0 + x1) * inf, so inf * 0 = NaN becomes inf; WGSL may assume no
+  # inf/NaN, so on WEBGPU the oracle accepts +-inf for that NaN (and nothing else)
+  "conv2d_with_an_inf_weight_may_factor_the_inf_out": Program(steps=(
+    Step("input", (), (("shape", (6, 6, 2, 1)), ("dtype", "float32"), ("seed", 0),
+                       ("special", 0.3))),
+    Step("input", (), (("shape", (1, 6, 2, 1)), ("dtype", "float32"), ("seed", 5543),
+                       ("special", 0.3), ("source", "full"))),
+    Step("conv2d", (0, 1), (("stride", 1), ("padding", 0))))),
 }
 
 
@@ -278,3 +287,20 @@ def test_half_mean_sums_in_float32_so_a_large_mean_is_not_inf(dtype):
   for device in ("PYTHON", "PTXSIM"):
     got = Tensor(x, device=device).cast(dtype).mean(axis=1).cast("float32").numpy()
     np.testing.assert_allclose(got, want, rtol=1e-2)
+
+
+def test_webgpu_nonfinite_sum_rule_is_narrow():
+  """The WEBGPU rule for seed 1144 accepts inf only where NaN is expected, and only for programs
+  whose float sums read an infinity."""
+  from fuzz_oracle import compare, evaluate, reassociates_nonfinite
+  program = FUZZ_REGRESSIONS["conv2d_with_an_inf_weight_may_factor_the_inf_out"]
+  assert reassociates_nonfinite(program)
+  assert not reassociates_nonfinite(
+    FUZZ_REGRESSIONS["bitcast_of_a_zero_conv_sum_has_no_defined_sign"])
+  expected = evaluate(program)
+  nan = np.isnan(expected.a)
+  assert nan.any()
+  factored = np.where(nan, np.float32(np.inf), expected.a)
+  assert compare(expected, factored, nonfinite_sums=False) is not None
+  assert compare(expected, factored, nonfinite_sums=True) is None
+  assert compare(expected, np.where(nan, np.float32(1.0), expected.a), nonfinite_sums=True)
