@@ -68,6 +68,8 @@ class Opts:
                         # elements, not every group-th step (CPU adapters: see optimize.py)
   upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
   fma: bool = False     # register tiles (matmul-like) accumulate float products with MULACC
+  row_lanes: int = 0    # row kernels (ScheduleItem.rows, rows.py): 1 a thread per row, G > 1 a
+                        # workgroup of G lanes per row (0: unset, lowered as 1)
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535

@@ -1,0 +1,135 @@
+"""Row kernels (ScheduleItem.rows, graph/schedule.py): an elementwise output whose reductions run
+along its own rows (softmax, log_softmax, layernorm, rmsnorm, ...), lowered as ONE kernel: each
+row's threads loop over the row for the reductions (nested ones in order: the max, then the
+exp-sum that reads it), then loop over it again to store the row's outputs, reading the
+reductions as per-row values. Two layouts (`Opts.row_lanes`):
+
+  1   a thread per row: plain loops, `Opts.local` rows per workgroup (no barrier, no workgroup
+      memory; CPU rasterizers such as SwiftShader run it best, see ROW_LANES below)
+  G   a workgroup of G lanes per row: the reductions are grouped reductions (lowerer.py: lanes
+      share the row, fold through workgroup memory or subgroups; every lane folds, since every
+      lane stores), and each lane stores every G-th output (or one run, with group_chunk)
+
+`row_opts` is the optimizer's choice between them (option row_lanes= forces one).
+"""
+from __future__ import annotations
+
+import math
+
+from ..graph.lazy import L
+from ..graph.schedule import ScheduleItem
+from ..graph.view import contiguous_strides, prod
+from ..render.target import Target
+from ..uop.ops import Ops, UOp
+from .index_math import I32, gate_and, int_const, linear_index, unravel
+from .lowerer import MAX_TRIPS, Opts
+
+# the default layout: a thread per row where there are at least ROW_THREAD_MIN_ROWS rows (enough
+# threads to fill the device) of at most ROW_THREAD_MAX elements; else ROW_LANES lanes per row
+# (fewer for short rows: at least ROW_MIN_STEPS elements per lane and pass).
+# Measured (bench/row_kernels.py, lavapipe on a shared 2-core AMD EPYC, best of interleaved
+# rounds; see the numbers there): softmax / layernorm 4096x1024 f32 ran fastest with lanes
+ROW_THREAD_MIN_ROWS, ROW_THREAD_MAX = 1 << 14, 1024
+ROW_LANES, ROW_MIN_STEPS = 64, 8
+# a thread per row: rows per workgroup
+ROW_LOCAL = 64
+
+
+def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
+  """Opts for the row kernel `item`: option row_lanes (1: a thread per row; G > 1: G lanes per
+  row) or the default above; a thread per row takes option local= rows per workgroup."""
+  rows, n = _rows(item)
+  lanes = int(options.get("row_lanes", 0) or 0) or default_lanes(rows, n, target)
+  lanes = max(1, min(lanes, target.max_local))
+  passes = _passes(item)
+  while lanes < target.max_local and passes * math.ceil(n / lanes) >= 4 * MAX_TRIPS:
+    lanes *= 2                     # llvmpipe's budget of loop trips per thread (lowerer.py)
+  if lanes == 1:
+    local = int(options.get("local", 0) or 0) or min(ROW_LOCAL, target.max_local, _pow2(rows))
+    return Opts(local=local, row_lanes=1)
+  local_bytes = sum(r.dtype.itemsize for r in _reduces(item))
+  while lanes > 1 and lanes * local_bytes > target.max_local_bytes:
+    lanes //= 2
+  subgroups = target.subgroup_dtypes if options.get("subgroups") and lanes >= 32 and \
+    not (target.subgroup_whole_warps and lanes % 32) else ()
+  return Opts(local=lanes, group=lanes, row_lanes=lanes, subgroups=subgroups,
+              group_chunk=bool(options.get("group_chunk", False)))
+
+
+def default_lanes(rows: int, n: int, target: Target) -> int:
+  """Lanes per row by default: 1 for many short rows, else ROW_LANES (fewer for short rows)."""
+  if rows >= ROW_THREAD_MIN_ROWS and n <= ROW_THREAD_MAX:
+    return 1
+  lanes = ROW_LANES
+  while lanes > 1 and lanes * ROW_MIN_STEPS > n:
+    lanes //= 2
+  return min(lanes, target.max_local)
+
+
+def row_stores(lw, opts: Opts) -> list[UOp]:
+  """The row kernel's stores: per row (a thread or a workgroup), its outputs in a loop over the
+  row, every reduction of the kernel computed once per row before that loop."""
+  out = lw.item.out
+  axes = lw.item.rows
+  outer = [a for a in range(len(out.shape)) if a not in axes]
+  oshape, rshape = [out.shape[a] for a in outer], [out.shape[a] for a in axes]
+  rows, n = prod(oshape), prod(rshape)
+  lanes = max(opts.row_lanes, 1)
+  lw.nested = lw.nested | {id(r) for r in _reduces(lw.item)}    # every lane folds: all store
+  if lanes > 1:
+    row, gate = UOp(Ops.SPECIAL, I32, (), ("gid", 0, max(rows, 1))), None
+    lw.group, lw.subgroups, lw.chunk = lanes, opts.subgroups, opts.group_chunk
+    lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, lanes))
+    _, points = lw._loop(math.ceil(n / lanes), lanes, lw.lane, n, 1, opts.group_chunk)
+  else:
+    local = max(opts.local, 1)
+    groups = max(1, math.ceil(rows / local))
+    gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+    lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
+    row = gid * int_const(local) + lid if local > 1 else gid
+    gate = row.lt(int_const(rows)) if groups * local > rows else None
+    _, points = lw._loop(n)
+  at_row = unravel([(row, 1, max(rows, 1))], 0, oshape)
+  strides = contiguous_strides(out.shape)
+  stores = []
+  for index, valid in points:
+    at = index if valid is None else valid.where(index, int_const(n - 1))   # clamped overshoot
+    idxs = [None] * len(out.shape)
+    for a, u in zip(outer, at_row):
+      idxs[a] = u
+    for a, u in zip(axes, unravel([(at, 1, n)], 0, rshape)):
+      idxs[a] = u
+    flat = linear_index([(u, s, k) for u, s, k in zip(idxs, strides, out.shape) if k > 1], 0)
+    value = lw.value(out, tuple(idxs), gate)
+    stores.append(lw.params[0].store(flat, value, gate_and(gate, valid)))
+  return stores
+
+
+def _rows(item: ScheduleItem) -> tuple[int, int]:
+  """(rows, elements per row) of a row kernel."""
+  shape = item.out.shape
+  n = prod(shape[a] for a in item.rows)
+  return prod(shape) // max(n, 1), n
+
+
+def _reduces(item: ScheduleItem) -> list:
+  """The reductions computed inside the kernel."""
+  stop, found, stack, seen = {id(i) for i in item.inputs}, [], [item.out], set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or (id(node) in stop and node is not item.out) or node.realized:
+      continue
+    seen.add(id(node))
+    if node.op is L.REDUCE:
+      found.append(node)
+    stack.extend(node.src)
+  return found
+
+
+def _passes(item: ScheduleItem) -> int:
+  """Loops over the row each row's threads run: one per reduction, one for the outputs."""
+  return len(_reduces(item)) + 1
+
+
+def _pow2(n: int) -> int:
+  return 1 << max(0, math.ceil(math.log2(max(n, 1))))
