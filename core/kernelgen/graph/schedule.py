@@ -75,7 +75,7 @@ def _repeats(node: LazyOp) -> bool:
 def _walk_kernel(root: LazyOp, boundary: set, users: dict,
                  row_max: int = 0) -> tuple[list[LazyOp], list[LazyOp], tuple]:
   """(inputs, the unrealized boundaries among them: kernels to compute, the row axes of a row
-  kernel or ()) of the kernel computing `root`. A reduction read by a fused reduction's source
+  kernel or (): axes of row_node(root)) of the kernel computing `root`. A reduction read by a fused reduction's source
   only through a broadcast along that reduction's axes (the max in a logsumexp) fuses too, when
   every other read of it in the kernel is at the output: it is computed once per output, not
   per element. With `row_max`, so does one the output reads that way (a row kernel)."""
@@ -103,11 +103,23 @@ class _Row:
   shape: tuple
 
 
+def row_node(out: LazyOp) -> LazyOp:
+  """The node whose rows a row kernel computing `out` loops over: `out`, or the source of `out`
+  when `out` only reshapes it (group_norm's output is its (N, groups, -1) rows reshaped back)."""
+  if out.op is L.VIEW and out.arg.is_contiguous() and out.src[0].size == out.size and \
+     not out.src[0].realized:
+    return out.src[0]
+  return out
+
+
 def _row_spec(root: LazyOp, boundary: set, row_max: int) -> _Row | None:
   """The rows of a candidate row kernel for `root`: the axes of the first reduction of `root`'s
   shape that the elementwise expression reads (not through another reduction), when a row has
   at most `row_max` elements; None when there is none."""
-  if not row_max or root.op not in (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS) or root.realized:
+  if not row_max or root.realized:
+    return None
+  root = row_node(root)
+  if root.op not in (L.ALU, L.CAST, L.BITCAST):
     return None
   stack, seen = list(root.src), set()
   while stack:

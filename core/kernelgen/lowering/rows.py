@@ -17,12 +17,13 @@ from __future__ import annotations
 import math
 
 from ..graph.lazy import L
-from ..graph.schedule import ScheduleItem
+from ..graph.schedule import ScheduleItem, row_node
 from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
 from ..uop.ops import Ops, UOp
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import MAX_TRIPS, Opts
+from .vector import vector_stores
 
 # the default layout: a thread per row where there are at least ROW_THREAD_MIN_ROWS rows (enough
 # threads to fill the device) of at most ROW_THREAD_MAX elements; else ROW_LANES lanes per row
@@ -46,14 +47,23 @@ def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
     lanes *= 2                     # llvmpipe's budget of loop trips per thread (lowerer.py)
   if lanes == 1:
     local = int(options.get("local", 0) or 0) or min(ROW_LOCAL, target.max_local, _pow2(rows))
-    return Opts(local=local, row_lanes=1)
+    return Opts(local=local, row_lanes=1, group_vec=_vec(options, target))
   local_bytes = sum(r.dtype.itemsize for r in _reduces(item))
   while lanes > 1 and lanes * local_bytes > target.max_local_bytes:
     lanes //= 2
   subgroups = target.subgroup_dtypes if options.get("subgroups") and lanes >= 32 and \
     not (target.subgroup_whole_warps and lanes % 32) else ()
   return Opts(local=lanes, group=lanes, row_lanes=lanes, subgroups=subgroups,
-              group_chunk=bool(options.get("group_chunk", False)))
+              group_chunk=bool(options.get("group_chunk", False)),
+              group_unroll=int(options.get("group_unroll", target.group_unroll)),
+              group_vec=_vec(options, target))
+
+
+def _vec(options: dict, target: Target) -> int:
+  """Consecutive outputs a row's thread stores per step (as one vector where they divide the
+  row) and, with lanes, elements per lane and step of its reductions: option group_vec or the
+  target's."""
+  return int(options.get("group_vec", target.group_vec))
 
 
 def default_lanes(rows: int, n: int, target: Target) -> int:
@@ -69,18 +79,23 @@ def default_lanes(rows: int, n: int, target: Target) -> int:
 def row_stores(lw, opts: Opts) -> list[UOp]:
   """The row kernel's stores: per row (a thread or a workgroup), its outputs in a loop over the
   row, every reduction of the kernel computed once per row before that loop."""
-  out = lw.item.out
+  out = row_node(lw.item.out)    # stored as lw.item.out: a reshape of it at the same positions
   axes = lw.item.rows
   outer = [a for a in range(len(out.shape)) if a not in axes]
   oshape, rshape = [out.shape[a] for a in outer], [out.shape[a] for a in axes]
   rows, n = prod(oshape), prod(rshape)
   lanes = max(opts.row_lanes, 1)
   lw.nested = lw.nested | {id(r) for r in _reduces(lw.item)}    # every lane folds: all store
+  vec = max(opts.group_vec, 1)
+  if n % (lanes * vec) or out.dtype.itemsize != 4:
+    vec = 1
   if lanes > 1:
     row, gate = UOp(Ops.SPECIAL, I32, (), ("gid", 0, max(rows, 1))), None
     lw.group, lw.subgroups, lw.chunk = lanes, opts.subgroups, opts.group_chunk
+    lw.unroll, lw.vec = max(opts.group_unroll, 1), max(opts.group_vec, 1)
     lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, lanes))
-    _, points = lw._loop(math.ceil(n / lanes), lanes, lw.lane, n, 1, opts.group_chunk)
+    _, points = lw._loop(math.ceil(n // vec / lanes), lanes, lw.lane, n // vec, 1,
+                         opts.group_chunk)
   else:
     local = max(opts.local, 1)
     groups = max(1, math.ceil(rows / local))
@@ -88,26 +103,30 @@ def row_stores(lw, opts: Opts) -> list[UOp]:
     lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
     row = gid * int_const(local) + lid if local > 1 else gid
     gate = row.lt(int_const(rows)) if groups * local > rows else None
-    _, points = lw._loop(n)
+    _, points = lw._loop(n // vec)
   at_row = unravel([(row, 1, max(rows, 1))], 0, oshape)
   strides = contiguous_strides(out.shape)
   stores = []
   for index, valid in points:
-    at = index if valid is None else valid.where(index, int_const(n - 1))   # clamped overshoot
-    idxs = [None] * len(out.shape)
-    for a, u in zip(outer, at_row):
-      idxs[a] = u
-    for a, u in zip(axes, unravel([(at, 1, n)], 0, rshape)):
-      idxs[a] = u
-    flat = linear_index([(u, s, k) for u, s, k in zip(idxs, strides, out.shape) if k > 1], 0)
-    value = lw.value(out, tuple(idxs), gate)
-    stores.append(lw.params[0].store(flat, value, gate_and(gate, valid)))
+    at = index if valid is None else valid.where(index, int_const(n // vec - 1))   # clamped
+    run = []
+    for k in range(vec):
+      element = at * int_const(vec) + int_const(k) if vec > 1 else at
+      idxs = [None] * len(out.shape)
+      for a, u in zip(outer, at_row):
+        idxs[a] = u
+      for a, u in zip(axes, unravel([(element, 1, n)], 0, rshape)):
+        idxs[a] = u
+      flat = linear_index([(u, s, k) for u, s, k in zip(idxs, strides, out.shape) if k > 1], 0)
+      value = lw.value(out, tuple(idxs), gate)
+      run.append(lw.params[0].store(flat, value, gate_and(gate, valid)))
+    stores += vector_stores(run, vec) if vec > 1 and gate is None and valid is None else run
   return stores
 
 
 def _rows(item: ScheduleItem) -> tuple[int, int]:
   """(rows, elements per row) of a row kernel."""
-  shape = item.out.shape
+  shape = row_node(item.out).shape
   n = prod(shape[a] for a in item.rows)
   return prod(shape) // max(n, 1), n
 
