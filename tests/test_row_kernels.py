@@ -241,3 +241,12 @@ def test_ptx_assembles(arch, which):
       (item,) = row_items(out)
       ptxas_check(compile_item(item, "ptx", {"row_lanes": lanes, "arch": arch}).source, arch,
                   which)
+
+
+def test_search_tries_both_layouts_and_forces_its_choice_again():
+  from kernelgen import search
+  (item,) = row_items(kg.Tensor(np.zeros((64, 512), np.float32)).softmax(-1))
+  found = [opts for opts, _ in search.candidates(item, "wgsl", {})]
+  assert {o.row_lanes for o in found} >= {1, 16, 64, 256}
+  for opts in found:
+    assert optimize(item, "wgsl", search.forced_options(opts)) == opts
