@@ -250,3 +250,15 @@ def test_search_tries_both_layouts_and_forces_its_choice_again():
   assert {o.row_lanes for o in found} >= {1, 16, 64, 256}
   for opts in found:
     assert optimize(item, "wgsl", search.forced_options(opts)) == opts
+
+
+def test_a_thread_per_row_stays_under_llvmpipe_loop_budget():
+  """A thread's loops run at most 65535 trips in all on lavapipe: 4 passes over rows of 16384
+  (3 reductions + the outputs) take 2 lanes per row even when a thread per row is asked for."""
+  def item(n):
+    t = kg.Tensor(np.zeros((2, n), np.float32))
+    (it,) = row_items(t - t.max(-1, keepdim=True) + t.min(-1, keepdim=True)
+                      + t.sum(-1, keepdim=True))
+    return it
+  assert optimize(item(16384), "wgsl", {"row_lanes": 1}).row_lanes == 2
+  assert optimize(item(16383), "wgsl", {"row_lanes": 1}).row_lanes == 1

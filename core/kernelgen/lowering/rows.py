@@ -34,13 +34,18 @@ ROW_THREAD_MIN_ROWS, ROW_THREAD_MAX = 1 << 14, 1024
 ROW_LANES, ROW_MIN_STEPS = 64, 8
 # a thread per row: rows per workgroup
 ROW_LOCAL = 64
+# lanes per row from which they fold per subgroup by default (option subgroups)
+ROW_SUBGROUP_MIN = 32
 
 
 def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   """Opts for the row kernel `item`: option row_lanes (1: a thread per row; G > 1: G lanes per
-  row) or the default above; a thread per row takes option local= rows per workgroup."""
+  row; else option group=, threads per output, as lanes) or the default above; a thread per row
+  takes option local= rows per workgroup. With option subgroups, lanes fold per subgroup first
+  when forced or at least ROW_SUBGROUP_MIN (whole warps on PTX)."""
   rows, n = _rows(item)
-  lanes = int(options.get("row_lanes", 0) or 0) or default_lanes(rows, n, target)
+  forced = int(options.get("row_lanes", 0) or 0) or max(int(options.get("group", 0) or 0), 0)
+  lanes = forced or default_lanes(rows, n, target)
   lanes = max(1, min(lanes, target.max_local))
   passes = _passes(item)
   while lanes < target.max_local and passes * math.ceil(n / lanes) >= 4 * MAX_TRIPS:
@@ -51,8 +56,9 @@ def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   local_bytes = sum(r.dtype.itemsize for r in _reduces(item))
   while lanes > 1 and lanes * local_bytes > target.max_local_bytes:
     lanes //= 2
-  subgroups = target.subgroup_dtypes if options.get("subgroups") and lanes >= 32 and \
-    not (target.subgroup_whole_warps and lanes % 32) else ()
+  subgroups = target.subgroup_dtypes if options.get("subgroups") and \
+    (forced or lanes >= ROW_SUBGROUP_MIN) and not (target.subgroup_whole_warps and lanes % 32) \
+    else ()
   return Opts(local=lanes, group=lanes, row_lanes=lanes, subgroups=subgroups,
               group_chunk=bool(options.get("group_chunk", False)),
               group_unroll=int(options.get("group_unroll", target.group_unroll)),
