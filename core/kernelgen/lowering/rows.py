@@ -27,11 +27,16 @@ from .vector import vector_stores
 
 # the default layout: a thread per row where there are at least ROW_THREAD_MIN_ROWS rows (enough
 # threads to fill the device) of at most ROW_THREAD_MAX elements; else ROW_LANES lanes per row
-# (fewer for short rows: at least ROW_MIN_STEPS elements per lane and pass).
-# Measured (bench/row_kernels.py, lavapipe on a shared 2-core AMD EPYC, best of interleaved
-# rounds; see the numbers there): softmax / layernorm 4096x1024 f32 ran fastest with lanes
+# (fewer for short rows: at least ROW_MIN_STEPS elements per lane and pass). Measured with
+# bench/row_kernels.py (lavapipe, llvmpipe 256 bits on a 2-core AMD EPYC shared with other jobs,
+# so slow and noisy: compare within a run; group_chunk and vec4 reads as the WEBGPU device sets
+# them; best of 12 interleaved rounds, ms): softmax 4096x1024 f32: split (3 kernels) 319, row
+# kernel with a thread per row 351, 16 / 32 / 64 / 128 lanes 341 / 223 / 327 / 641; layernorm
+# 4096x1024: split 348, thread per row 389, 16 / 32 / 64 / 128 lanes 264 / 259 / 370 / 806.
+# SwiftShader (issue 22: its grouped reductions lose 2x to one thread per row) is measured in
+# Chromium by the per-adapter bench; option row_lanes= (and search) picks per adapter.
 ROW_THREAD_MIN_ROWS, ROW_THREAD_MAX = 1 << 14, 1024
-ROW_LANES, ROW_MIN_STEPS = 64, 8
+ROW_LANES, ROW_MIN_STEPS = 32, 8
 # a thread per row: rows per workgroup
 ROW_LOCAL = 64
 # lanes per row from which they fold per subgroup by default (option subgroups)
