@@ -262,3 +262,15 @@ def test_a_thread_per_row_stays_under_llvmpipe_loop_budget():
     return it
   assert optimize(item(16384), "wgsl", {"row_lanes": 1}).row_lanes == 2
   assert optimize(item(16383), "wgsl", {"row_lanes": 1}).row_lanes == 1
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_rows_along_inner_axes_with_vectors(on, device, lanes):
+  """Rows along a leading or middle axis (not consecutive in memory) with 4-wide vectors
+  asked for: only rows along the trailing axes are read and stored as vectors."""
+  on(device, row_lanes=lanes, group_vec=4)
+  x = data((8, 8, 4))
+  for axis in (0, 1, 2):
+    np.testing.assert_allclose(kg.Tensor(x).softmax(axis).numpy(), np_softmax(x, axis),
+                               rtol=1e-5, atol=1e-7, err_msg=f"axis {axis}")

@@ -99,8 +99,9 @@ def row_stores(lw, opts: Opts) -> list[UOp]:
   lanes = max(opts.row_lanes, 1)
   lw.nested = lw.nested | {id(r) for r in _reduces(lw.item)}    # every lane folds: all store
   vec = max(opts.group_vec, 1)
-  if n % (lanes * vec) or out.dtype.itemsize != 4:
-    vec = 1
+  trailing = tuple(axes) == tuple(range(len(out.shape) - len(axes), len(out.shape)))
+  if n % (lanes * vec) or out.dtype.itemsize != 4 or not trailing:
+    vec = 1                        # (a row's consecutive elements are consecutive in memory)
   if lanes > 1:
     row, gate = UOp(Ops.SPECIAL, I32, (), ("gid", 0, max(rows, 1))), None
     lw.group, lw.subgroups, lw.chunk = lanes, opts.subgroups, opts.group_chunk
@@ -115,6 +116,7 @@ def row_stores(lw, opts: Opts) -> list[UOp]:
     lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
     row = gid * int_const(local) + lid if local > 1 else gid
     gate = row.lt(int_const(rows)) if groups * local > rows else None
+    lw.seq_vec = vec               # the reductions read vectors too (one axis, where vec divides)
     _, points = lw._loop(n // vec)
   at_row = unravel([(row, 1, max(rows, 1))], 0, oshape)
   strides = contiguous_strides(out.shape)
