@@ -274,3 +274,14 @@ def test_rows_along_inner_axes_with_vectors(on, device, lanes):
   for axis in (0, 1, 2):
     np.testing.assert_allclose(kg.Tensor(x).softmax(axis).numpy(), np_softmax(x, axis),
                                rtol=1e-5, atol=1e-7, err_msg=f"axis {axis}")
+
+
+def test_contiguous_output_is_a_row_kernel():
+  t = kg.Tensor(data((6, 40)))
+  (item,) = row_items(t.softmax(-1).contiguous())
+  assert item.rows == (1,)
+  (item,) = row_items(t.layernorm().reshape(240))
+  assert item.rows == (1,)
+  x = data((6, 40))
+  np.testing.assert_allclose(kg.Tensor(x).softmax(-1).contiguous().numpy(), np_softmax(x),
+                             rtol=1e-5, atol=1e-7)

@@ -119,7 +119,7 @@ def _row_spec(root: LazyOp, boundary: set, row_max: int) -> _Row | None:
   if not row_max or root.realized:
     return None
   root = row_node(root)
-  if root.op not in (L.ALU, L.CAST, L.BITCAST):
+  if root.op not in (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS):
     return None
   stack, seen = list(root.src), set()
   while stack:
