@@ -14,7 +14,7 @@ Row kernels: given `row_max`, an elementwise kernel whose output reads reduction
 shape over the same axes (its "rows") only through broadcasts back along those axes (softmax's
 max and sum, layernorm's mean and variance) fuses them too, when a row has at most `row_max`
 elements: ScheduleItem.rows names the axes, and the lowering loops over each row for its
-reductions, then again for its outputs (lower.py `_row_stores`). The reductions' own nested
+reductions, then again for its outputs (lowering/rows.py). The reductions' own nested
 reductions (the max inside softmax's exp-sum) fuse as above.
 
 A target may bind only so many buffers to one kernel (WebGPU: maxStorageBuffersPerShaderStage,
@@ -75,10 +75,11 @@ def _repeats(node: LazyOp) -> bool:
 def _walk_kernel(root: LazyOp, boundary: set, users: dict,
                  row_max: int = 0) -> tuple[list[LazyOp], list[LazyOp], tuple]:
   """(inputs, the unrealized boundaries among them: kernels to compute, the row axes of a row
-  kernel or (): axes of row_node(root)) of the kernel computing `root`. A reduction read by a fused reduction's source
-  only through a broadcast along that reduction's axes (the max in a logsumexp) fuses too, when
-  every other read of it in the kernel is at the output: it is computed once per output, not
-  per element. With `row_max`, so does one the output reads that way (a row kernel)."""
+  kernel (axes of row_node(root)) or ()) of the kernel computing `root`. A reduction read by a
+  fused reduction's source only through a broadcast along that reduction's axes (the max in a
+  logsumexp) fuses too, when every other read of it in the kernel is at the output: it is
+  computed once per output, not per element. With `row_max`, so does one the output reads that
+  way (a row kernel)."""
   row = _row_spec(root, boundary, row_max)
   fuse: set = set()
   for _ in range(4):
