@@ -27,6 +27,11 @@ def np_softmax(x, axis=-1):
   return e / e.sum(axis, keepdims=True)
 
 
+def np_log(x):
+  with np.errstate(divide="ignore"):       # log(0) = -inf, as ours
+    return np.log(x)
+
+
 def np_layernorm(x, w=1.0, b=0.0):
   c = x - x.mean(-1, keepdims=True)
   return c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5) * w + b
@@ -49,7 +54,7 @@ def rmsnorm(t):
 # name -> (ours, numpy's, shape)
 FUNCS = {
   "softmax": (lambda t: t.softmax(-1), np_softmax),
-  "log_softmax": (lambda t: t.log_softmax(-1), lambda x: np.log(np_softmax(x))),
+  "log_softmax": (lambda t: t.log_softmax(-1), lambda x: np_log(np_softmax(x))),
   "softmax_axis0": (lambda t: t.softmax(0), lambda x: np_softmax(x, 0)),
   "layernorm": (lambda t: t.layernorm(), np_layernorm),
   "layernorm_affine": (lambda t: t.layernorm(weight=kg.Tensor(np.linspace(0.5, 2, t.shape[-1],
