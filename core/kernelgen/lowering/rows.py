@@ -34,6 +34,9 @@ from .vector import vector_stores
 # them; best of 12 interleaved rounds, ms): softmax 4096x1024 f32: split (3 kernels) 319, row
 # kernel with a thread per row 351, 16 / 32 / 64 / 128 lanes 341 / 223 / 327 / 641; layernorm
 # 4096x1024: split 348, thread per row 389, 16 / 32 / 64 / 128 lanes 264 / 259 / 370 / 806.
+# A second run (8 rounds, a thread per row now reading vec4): softmax split 337, thread per row
+# 350, 16 / 32 / 64 / 128 lanes 370 / 255 / 328 / 731; layernorm split 300, thread per row 275,
+# 16 / 32 / 64 / 128 lanes 230 / 254 / 319 / 679.
 # SwiftShader (issue 22: its grouped reductions lose 2x to one thread per row) is measured in
 # Chromium by the per-adapter bench; option row_lanes= (and search) picks per adapter.
 ROW_THREAD_MIN_ROWS, ROW_THREAD_MAX = 1 << 14, 1024
