@@ -109,10 +109,10 @@ def compile_plan(roots: list, target: str = "python", options: dict | None = Non
   """compile_program's kernels with the schedule items they compute: [(ScheduleItem,
   CompiledKernel)] in launch order (export wires buffers from the items: slot 0 is `item.out`,
   slot i the input `item.inputs[i - 1]`)."""
-  from .graph.schedule import schedule
+  from .graph.schedule import row_limit, schedule
   get_target(target).check_options(options or {})
   with internal_errors("schedule"):
-    items = schedule(roots, buffer_limit(target, options))     # schedule
+    items = schedule(roots, buffer_limit(target, options), row_limit(options))    # schedule
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)

@@ -5,7 +5,7 @@ import os
 
 from .errors import ExecutionError, internal_errors
 from .graph.lazy import Buffer, LazyOp
-from .graph.schedule import schedule
+from .graph.schedule import row_limit, schedule
 
 
 def realize(nodes: list[LazyOp]) -> None:
@@ -16,8 +16,10 @@ def realize(nodes: list[LazyOp]) -> None:
   limits = [buffer_limit(Device[d].target or "python", Device[d].render_options())
             for d in {n.device for n in pending}]
   limit = min((m for m in limits if m), default=None)
+  rows = min(row_limit(Device[d].render_options()) for d in {n.device for n in pending}) \
+    if pending else 0
   with internal_errors("schedule"):
-    items = schedule(pending, limit)
+    items = schedule(pending, limit, rows)
   for item in items:
     out = item.out
     buffer = Buffer(out.device, out.dtype, out.size)

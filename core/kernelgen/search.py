@@ -19,6 +19,7 @@ from .uop.ops import print_graph
 # what search tries
 SEARCH_LOCAL, SEARCH_UPCAST = (32, 64, 128, 256), (1, 2, 4)
 SEARCH_TILES = ((8, 8), (4, 4), (8, 4), (4, 8), (2, 2))
+SEARCH_ROW_LANES = (1, 16, 32, 64, 128, 256)    # row kernels (lowering/rows.py)
 
 # kernel_key -> the Opts search chose (for the session; clear it to search again)
 SEARCHED: dict[tuple, Opts] = {}
@@ -32,6 +33,8 @@ def kernel_key(item: ScheduleItem, target: str) -> tuple:
 
 def forced_options(opts: Opts) -> dict:
   """Front-end options that make `optimize` choose `opts` again (what search found)."""
+  if opts.row_lanes:
+    return {"row_lanes": opts.row_lanes, "local": opts.local}
   if opts.group:
     return {"group": opts.group}
   return {"local": opts.local, "upcast": opts.upcast, "tile": opts.tile,
@@ -44,6 +47,10 @@ def candidates(item: ScheduleItem, target: str, options: dict) -> list:
   n = max(item.out.size, 1)
   limit = get_target(target).max_local
   out = [(optimize(item, target, options), options)]
+  if item.rows:                   # row kernels: a thread per row, or lanes per row
+    return _unique(out + [(optimize(item, target, {**options, "row_lanes": lanes}),
+                           {**options, "row_lanes": lanes}) for lanes in SEARCH_ROW_LANES
+                          if lanes <= limit])
   for tile, stage in itertools.product(SEARCH_TILES, (False, True)):
     forced = {**options, "tile": tile, "stage": stage}
     try:
@@ -56,6 +63,10 @@ def candidates(item: ScheduleItem, target: str, options: dict) -> list:
                                  "stage": False})
           for local, upcast in itertools.product(SEARCH_LOCAL, SEARCH_UPCAST)
           if local <= limit and n % upcast == 0 and local * upcast <= 4 * n]
+  return _unique(out)
+
+
+def _unique(out: list) -> list:
   unique = {}
   for opts, forced in out:
     unique.setdefault(opts, forced)
@@ -95,6 +106,9 @@ SEARCH_LOG: list[dict] = []
 
 def describe(opts: Opts) -> str:
   """Launch options in words, e.g. "local 256, tile 8x8, staged 16x16 step 8"."""
+  if opts.row_lanes:
+    return ("row kernel, a thread per row" if opts.row_lanes == 1 else
+            f"row kernel, {opts.row_lanes} lanes per row") + (" (subgroups)" * bool(opts.subgroups))
   if opts.group:
     return f"grouped reduction, {opts.group} threads per output" + \
       (" (subgroups)" if opts.subgroups else "")

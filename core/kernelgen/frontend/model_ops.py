@@ -149,8 +149,15 @@ def group_norm(x, groups: int, weight=None, bias=None, eps: float = 1e-5):
   if x.ndim < 2 or groups <= 0 or x.shape[1] % groups:
     raise ShapeError(f"group_norm: {groups} groups must divide the channels of {x.shape}")
   flat = x.reshape(x.shape[0], groups, -1)
-  out = flat.layernorm(axis=-1, eps=eps).reshape(x.shape)
-  return _affine(x, out, weight, bias, "group_norm")
+  out = flat.layernorm(axis=-1, eps=eps)
+  # the affine in the grouped shape, reshaped back last: one row kernel (graph/schedule.py)
+  per_group = (1, groups, x.shape[1] // groups, math.prod(x.shape[2:]))
+  for p, what in ((weight, "weight"), (bias, "bias")):
+    if p is not None:
+      p = _per_channel(x, p, f"group_norm {what}").reshape(per_group[:3] + (1,))
+      p = p.expand(per_group).reshape((1,) + flat.shape[1:])
+      out = out * p if what == "weight" else out + p
+  return out.reshape(x.shape)
 
 
 def instance_norm(x, weight=None, bias=None, eps: float = 1e-5):

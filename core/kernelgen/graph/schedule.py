@@ -10,6 +10,13 @@ reduced axes (the mean in var, the max in argmax or logsumexp), and that no kern
 element: it joins that kernel, computed once per output (lower.py hoists it out of the loop).
 `contiguous()` nodes and the requested outputs are always kernels.
 
+Row kernels: given `row_max`, an elementwise kernel whose output reads reductions of its own
+shape over the same axes (its "rows") only through broadcasts back along those axes (softmax's
+max and sum, layernorm's mean and variance) fuses them too, when a row has at most `row_max`
+elements: ScheduleItem.rows names the axes, and the lowering loops over each row for its
+reductions, then again for its outputs (lowering/rows.py). The reductions' own nested
+reductions (the max inside softmax's exp-sum) fuse as above.
+
 A target may bind only so many buffers to one kernel (WebGPU: maxStorageBuffersPerShaderStage,
 8 by default). Given `max_buffers`, a kernel that would read too many is split: the fused
 subexpression whose own kernel fits and that saves the parent the most buffers becomes a kernel
@@ -20,7 +27,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .lazy import L, LazyOp
-from .view import contiguous_strides
+from .view import contiguous_strides, prod
+
+
+# row kernels (see above): rows of at most this many elements by default (a row's threads loop
+# over it once per reduction and once for the outputs; option row_kernels=False: none)
+ROW_MAX = 1 << 14
+
+
+def row_limit(options: dict | None) -> int:
+  """schedule()'s row_max from option row_kernels: True or absent ROW_MAX, False 0 (no row
+  kernels), an int the longest row."""
+  want = (options or {}).get("row_kernels", True)
+  return ROW_MAX if want is True or want is None else int(want or 0)
 
 
 @dataclass(eq=False)
@@ -28,6 +47,7 @@ class ScheduleItem:
   out: LazyOp                  # the node this kernel computes; stored contiguously into slot 0
   inputs: tuple[LazyOp, ...]   # the buffers it reads, in slot order 1, 2, ...
   name: str = ""               # stable, readable, unique within the schedule
+  rows: tuple = ()             # a row kernel: the output axes each row loops over (see above)
 
 
 def _toposort(roots: list[LazyOp]) -> list[LazyOp]:
@@ -52,29 +72,78 @@ def _repeats(node: LazyOp) -> bool:
   return any(s == 0 and n > 1 for s, n in zip(view.strides, view.shape))
 
 
-def _walk_kernel(root: LazyOp, boundary: set, users: dict) -> tuple[list[LazyOp], list[LazyOp]]:
-  """(inputs, the unrealized boundaries among them: kernels to compute) of the kernel computing
-  `root`. A reduction read by a fused reduction's source only through a broadcast along that
-  reduction's axes (the max in a logsumexp) fuses too, when every other read of it in the
-  kernel is at the output: it is computed once per output, not per element."""
+def _walk_kernel(root: LazyOp, boundary: set, users: dict,
+                 row_max: int = 0) -> tuple[list[LazyOp], list[LazyOp], tuple]:
+  """(inputs, the unrealized boundaries among them: kernels to compute, the row axes of a row
+  kernel (axes of row_node(root)) or ()) of the kernel computing `root`. A reduction read by a
+  fused reduction's source only through a broadcast along that reduction's axes (the max in a
+  logsumexp) fuses too, when every other read of it in the kernel is at the output: it is
+  computed once per output, not per element. With `row_max`, so does one the output reads that
+  way (a row kernel)."""
+  row = _row_spec(root, boundary, row_max)
   fuse: set = set()
   for _ in range(4):
     bound = set(boundary)
-    inputs, new, nested, bad = _walk(root, bound, users, fuse)
+    hits: set = set()
+    inputs, new, nested, bad = _walk(root, bound, users, fuse, row, hits)
     ok = nested - bad - boundary
     if ok == fuse:
       boundary |= bound
-      return inputs, new
+      return inputs, new, (row.arg[1] if row is not None and hits & fuse else ())
     fuse = ok
   inputs, new, _, _ = _walk(root, boundary, users, set())
-  return inputs, new
+  return inputs, new, ()
 
 
-def _walk(root: LazyOp, boundary: set, users: dict, fuse: set):
+@dataclass(eq=False)
+class _Row:
+  """A row kernel's rows, shaped like the reduction _walk's broadcast checks compare with: its
+  output reads reductions of `src[0].shape` over axes `arg[1]`, broadcast back (shape: theirs)."""
+  arg: tuple
+  src: tuple
+  shape: tuple
+
+
+def row_node(out: LazyOp) -> LazyOp:
+  """The node whose rows a row kernel computing `out` loops over: `out`, or the source of `out`
+  when `out` only reshapes it (group_norm's output is its (N, groups, -1) rows reshaped back)."""
+  if out.op is L.VIEW and out.arg.is_contiguous() and out.src[0].size == out.size and \
+     not out.src[0].realized:
+    return out.src[0]
+  return out
+
+
+def _row_spec(root: LazyOp, boundary: set, row_max: int) -> _Row | None:
+  """The rows of a candidate row kernel for `root`: the axes of the first reduction of `root`'s
+  shape that the elementwise expression reads (not through another reduction), when a row has
+  at most `row_max` elements; None when there is none."""
+  if not row_max or root.realized:
+    return None
+  root = row_node(root)
+  if root.op not in (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS):
+    return None
+  stack, seen = list(root.src), set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or node.realized or id(node) in boundary and node is not root:
+      continue
+    seen.add(id(node))
+    if node.op is L.REDUCE:
+      axes, shape = node.arg[1], node.src[0].shape
+      if shape == root.shape and 0 < prod(shape[a] for a in axes) <= row_max:
+        return _Row((None, axes), (root,), node.shape)
+      continue
+    stack.extend(node.src)
+  return None
+
+
+def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None = None,
+          hits: set | None = None):
   """_walk_kernel with the nested reductions `fuse` fused: (inputs, new boundaries, ids of the
-  reductions read only per output inside a fused reduction, ids of reductions read otherwise)."""
+  reductions read only per output inside a fused reduction, ids of reductions read otherwise);
+  with `row`, the root's rows count as such a reduction (their reductions are added to `hits`)."""
   inputs, new, seen, nested, bad = [], [], set(), set(), set()
-  ctx = (root, False) if root.op is L.REDUCE else None
+  ctx = (root, False) if root.op is L.REDUCE else (row, False) if row is not None else None
   stack = [(s, root.op is not L.REDUCE, ctx) for s in root.src]
   while stack:
     node, at_output, ctx = stack.pop()
@@ -85,6 +154,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set):
     if node.op is L.REDUCE and not node.realized:
       if ctx is not None and ctx[1] and _same_rows(node, ctx[0]):
         nested.add(id(node))
+        if ctx[0] is row:
+          hits.add(id(node))
       elif not at_output:
         bad.add(id(node))
     if node.realized or id(node) in boundary:
@@ -150,22 +221,25 @@ def find_reduce(node: LazyOp, inputs) -> LazyOp | None:
   return None
 
 
-def _find_kernels(roots: list[LazyOp], boundary: set, users: dict) -> dict[int, ScheduleItem]:
+def _find_kernels(roots: list[LazyOp], boundary: set, users: dict,
+                  row_max: int = 0) -> dict[int, ScheduleItem]:
   """One kernel per boundary node reachable from `roots` (adds the boundaries it finds)."""
   pending, items = list(roots), {}
   while pending:
     node = pending.pop()
     if id(node) in items:
       continue
-    inputs, new = _walk_kernel(node, boundary, users)
-    items[id(node)] = ScheduleItem(node, tuple(inputs))
+    inputs, new, rows = _walk_kernel(node, boundary, users, row_max)
+    items[id(node)] = ScheduleItem(node, tuple(inputs), rows=rows)
     pending.extend(new)
   return items
 
 
-def schedule(roots: list[LazyOp], max_buffers: int | None = None) -> list[ScheduleItem]:
+def schedule(roots: list[LazyOp], max_buffers: int | None = None,
+             row_max: int = ROW_MAX) -> list[ScheduleItem]:
   """The kernels that realize `roots`, each after the kernels it reads from; with
-  `max_buffers`, kernels binding more buffers (inputs + the output) are split where possible."""
+  `max_buffers`, kernels binding more buffers (inputs + the output) are split where possible;
+  rows of at most `row_max` elements make row kernels (0: none)."""
   order = _toposort(roots)
   users: dict[int, int] = {}
   for node in order:
@@ -175,9 +249,9 @@ def schedule(roots: list[LazyOp], max_buffers: int | None = None) -> list[Schedu
   boundary = {id(r) for r in roots if not r.realized}
   while True:      # again until no kernel fuses a node that another kernel found as a boundary
     known = len(boundary)
-    items = _find_kernels([r for r in roots if not r.realized], boundary, users)
+    items = _find_kernels([r for r in roots if not r.realized], boundary, users, row_max)
     if len(boundary) == known and not (max_buffers and _split_wide(items, boundary, users,
-                                                                    max_buffers)):
+                                                                    max_buffers, row_max)):
       break
   position = {id(n): i for i, n in enumerate(order)}
   ordered = sorted(items.values(), key=lambda it: position[id(it.out)])
@@ -199,7 +273,8 @@ def _fused_nodes(item: ScheduleItem, boundary: set) -> list[LazyOp]:
   return order
 
 
-def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int) -> bool:
+def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
+                row_max: int = 0) -> bool:
   """Make one subexpression of a kernel that binds more than `max_buffers` buffers a kernel of
   its own (adding it to `boundary`); False when every kernel fits or none can be split."""
   for item in sorted(items.values(), key=lambda it: -len(it.inputs)):
@@ -209,10 +284,10 @@ def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int) -> bo
     for node in _fused_nodes(item, boundary):
       if node is item.out or node.op in (L.CONST, L.IOTA):
         continue
-      own, _ = _walk_kernel(node, set(boundary), users)
+      own, _, _ = _walk_kernel(node, set(boundary), users, row_max)
       if len(own) + 1 > max_buffers:
         continue
-      rest, _ = _walk_kernel(item.out, boundary | {id(node)}, users)
+      rest, _, _ = _walk_kernel(item.out, boundary | {id(node)}, users, row_max)
       saved = len(item.inputs) - len(rest)
       key = (saved, len(own), -node.size)
       if saved > 0 and (best_key is None or key > best_key):

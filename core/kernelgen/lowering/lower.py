@@ -1,5 +1,5 @@
 """Lowering's one entry: `lower(item, opts)` picks the strategy the Opts ask for and builds the
-kernel's stores with the base Lowerer (lowerer.py): `upcast` outputs per thread (vectors with
+kernel's stores with the base Lowerer (lowerer.py): a row kernel's rows (rows.py), `upcast` outputs per thread (vectors with
 `upcast_vec`: vector.py), a workgroup per output (`group`), register tiles (`tile`: regtile.py,
 or each output of the block on its own), or tiles through workgroup memory (`stage`: wgtile.py).
 """
@@ -16,6 +16,7 @@ from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import Lowerer, Opts, tile_axes, tile_threads
 from .regtile import tiled_stores
+from .rows import row_stores
 from .vector import vector_stores, vector_thread_stores
 from .wgtile import staged_stores
 
@@ -25,7 +26,9 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   lw = Lowerer(item)
   lw.nested = _nested_reduces(item)
   out = item.out
-  if opts.group:
+  if item.rows:
+    stores = row_stores(lw, opts)
+  elif opts.group:
     stores = _grouped_stores(lw, opts)
   elif opts.stage:
     stores = staged_stores(lw, opts)

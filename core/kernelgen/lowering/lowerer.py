@@ -68,6 +68,8 @@ class Opts:
                         # elements, not every group-th step (CPU adapters: see optimize.py)
   upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
   fma: bool = False     # register tiles (matmul-like) accumulate float products with MULACC
+  row_lanes: int = 0    # row kernels (ScheduleItem.rows, rows.py): 1 a thread per row, G > 1 a
+                        # workgroup of G lanes per row (0: unset, lowered as 1)
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -127,6 +129,8 @@ class Lowerer:
     self.nested: set = set()           # ids of reductions that feed another reduction
     self.loops: dict | None = None     # tiled kernels: reduce node -> its shared loop
     self.gates: list = []              # the gates of the reductions being lowered, innermost last
+    self.seq_vec = 1                   # plain reductions over one axis read this many consecutive
+                                       # elements per step, as vector loads (rows.py)
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     key = (id(node), idxs, gate)
@@ -208,12 +212,27 @@ class Lowerer:
       return self._grouped_reduce(node, idxs, gate)
     if self.loops is not None:
       return self._tiled_reduce(node, idxs, gate)
+    if self.seq_vec > 1 and len(axes) == 1 and src.shape[axes[0]] % self.seq_vec == 0:
+      return self._vector_reduce(node, idxs, gate)
     ranges, points = [], [(list(idxs), None)]
     for a in axes:
       loops, lanes = self._loop(src.shape[a])
       ranges += loops
       points = [(p[:a] + [i] + p[a + 1:], gate_and(v, ok)) for p, v in points for i, ok in lanes]
     return self._accumulate(op, src, [(tuple(p), v) for p, v in points], idxs, gate, ranges)
+
+  def _vector_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    """A reduction over one axis, seq_vec consecutive elements per step (vector loads)."""
+    op, (a,) = node.arg
+    src, vec = node.src[0], self.seq_vec
+    ranges, lanes = self._loop(src.shape[a] // vec)
+    points = []
+    for index, valid in lanes:
+      for k in range(vec):
+        p = list(idxs)
+        p[a] = index * int_const(vec) + int_const(k)
+        points.append((tuple(p), valid))
+    return self._accumulate(op, src, points, idxs, gate, ranges, vec)
 
   def _accumulate(self, op: Ops, src: LazyOp, points: list, idxs: tuple, gate,
                   ranges: list, vec: int = 1) -> UOp:

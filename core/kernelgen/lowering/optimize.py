@@ -19,6 +19,7 @@ from ..graph.lazy import L
 from ..errors import LimitError, UnsupportedError
 from .lower import lower
 from .lowerer import MAX_TRIPS, Opts
+from .rows import row_opts
 from .tileplan import plan
 from ..uop.ops import Ops, toposort
 from ..graph.schedule import ScheduleItem, find_reduce
@@ -108,6 +109,8 @@ def optimize(item: ScheduleItem, target: Target | str, options: dict | None = No
   """Launch options for `item` on `target` (a Target or its name)."""
   target = get_target(target)
   options = options or {}
+  if item.rows:
+    return row_opts(item, target, options)        # row kernels: rows.py
   n = max(item.out.size, 1)
   group = int(options.get("group", -1))
   if group < 0:

@@ -17,7 +17,8 @@ from ..errors import UnsupportedError
 # subgroups) is read by both: optimize lets grouped reductions combine per subgroup, and the WGSL
 # renderer accepts subgroup ops only with it (PTX takes warp shuffles always)
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
-                     "group_chunk", "tile", "stage", "tensor_cores", "tf32")
+                     "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
+                     "row_lanes")
 
 
 @dataclass(frozen=True)

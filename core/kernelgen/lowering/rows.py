@@ -1,0 +1,171 @@
+"""Row kernels (ScheduleItem.rows, graph/schedule.py): an elementwise output whose reductions run
+along its own rows (softmax, log_softmax, layernorm, rmsnorm, ...), lowered as ONE kernel: each
+row's threads loop over the row for the reductions (nested ones in order: the max, then the
+exp-sum that reads it), then loop over it again to store the row's outputs, reading the
+reductions as per-row values. Two layouts (`Opts.row_lanes`):
+
+  1   a thread per row: plain loops, `Opts.local` rows per workgroup (no barrier, no workgroup
+      memory: issue 22 measured tinygrad's one-thread-per-row kernels 2x faster than our
+      grouped reductions on SwiftShader; slower than lanes on lavapipe, see ROW_LANES below)
+  G   a workgroup of G lanes per row: the reductions are grouped reductions (lowerer.py: lanes
+      share the row, fold through workgroup memory or subgroups; every lane folds, since every
+      lane stores), and each lane stores every G-th output (or one run, with group_chunk)
+
+`row_opts` is the optimizer's choice between them (option row_lanes= forces one).
+"""
+from __future__ import annotations
+
+import math
+
+from ..graph.lazy import L
+from ..graph.schedule import ScheduleItem, row_node
+from ..graph.view import contiguous_strides, prod
+from ..render.target import Target
+from ..uop.ops import Ops, UOp
+from .index_math import I32, gate_and, int_const, linear_index, unravel
+from .lowerer import MAX_TRIPS, Opts
+from .vector import vector_stores
+
+# the default layout: a thread per row where there are at least ROW_THREAD_MIN_ROWS rows (enough
+# threads to fill the device) of at most ROW_THREAD_MAX elements; else ROW_LANES lanes per row
+# (fewer for short rows: at least ROW_MIN_STEPS elements per lane and pass). Measured with
+# bench/row_kernels.py (lavapipe, llvmpipe 256 bits on a 2-core AMD EPYC shared with other jobs,
+# so slow and noisy: compare within a run; group_chunk and vec4 reads as the WEBGPU device sets
+# them; best of 12 interleaved rounds, ms): softmax 4096x1024 f32: split (3 kernels) 319, row
+# kernel with a thread per row 351, 16 / 32 / 64 / 128 lanes 341 / 223 / 327 / 641; layernorm
+# 4096x1024: split 348, thread per row 389, 16 / 32 / 64 / 128 lanes 264 / 259 / 370 / 806.
+# A second run (8 rounds, a thread per row now reading vec4): softmax split 337, thread per row
+# 350, 16 / 32 / 64 / 128 lanes 370 / 255 / 328 / 731; layernorm split 300, thread per row 275,
+# 16 / 32 / 64 / 128 lanes 230 / 254 / 319 / 679.
+# SwiftShader (issue 22: its grouped reductions lose 2x to one thread per row) is measured in
+# Chromium by the per-adapter bench; option row_lanes= (and search) picks per adapter.
+ROW_THREAD_MIN_ROWS, ROW_THREAD_MAX = 1 << 14, 1024
+ROW_LANES, ROW_MIN_STEPS = 32, 8
+# a thread per row: rows per workgroup
+ROW_LOCAL = 64
+# lanes per row from which they fold per subgroup by default (option subgroups)
+ROW_SUBGROUP_MIN = 32
+
+
+def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
+  """Opts for the row kernel `item`: option row_lanes (1: a thread per row; G > 1: G lanes per
+  row; else option group=, threads per output, as lanes) or the default above; a thread per row
+  takes option local= rows per workgroup. With option subgroups, lanes fold per subgroup first
+  when forced or at least ROW_SUBGROUP_MIN (whole warps on PTX)."""
+  rows, n = _rows(item)
+  forced = int(options.get("row_lanes", 0) or 0) or max(int(options.get("group", 0) or 0), 0)
+  lanes = forced or default_lanes(rows, n, target)
+  lanes = max(1, min(lanes, target.max_local))
+  passes = _passes(item)
+  while lanes < target.max_local and passes * math.ceil(n / lanes) >= 4 * MAX_TRIPS:
+    lanes *= 2                     # llvmpipe's budget of loop trips per thread (lowerer.py)
+  if lanes == 1:
+    local = int(options.get("local", 0) or 0) or min(ROW_LOCAL, target.max_local, _pow2(rows))
+    return Opts(local=local, row_lanes=1, group_vec=_vec(options, target))
+  local_bytes = sum(r.dtype.itemsize for r in _reduces(item))
+  while lanes > 1 and lanes * local_bytes > target.max_local_bytes:
+    lanes //= 2
+  subgroups = target.subgroup_dtypes if options.get("subgroups") and \
+    (forced or lanes >= ROW_SUBGROUP_MIN) and not (target.subgroup_whole_warps and lanes % 32) \
+    else ()
+  return Opts(local=lanes, group=lanes, row_lanes=lanes, subgroups=subgroups,
+              group_chunk=bool(options.get("group_chunk", False)),
+              group_unroll=int(options.get("group_unroll", target.group_unroll)),
+              group_vec=_vec(options, target))
+
+
+def _vec(options: dict, target: Target) -> int:
+  """Consecutive outputs a row's thread stores per step (as one vector where they divide the
+  row) and, with lanes, elements per lane and step of its reductions: option group_vec or the
+  target's."""
+  return int(options.get("group_vec", target.group_vec))
+
+
+def default_lanes(rows: int, n: int, target: Target) -> int:
+  """Lanes per row by default: 1 for many short rows, else ROW_LANES (fewer for short rows)."""
+  if rows >= ROW_THREAD_MIN_ROWS and n <= ROW_THREAD_MAX:
+    return 1
+  lanes = ROW_LANES
+  while lanes > 1 and lanes * ROW_MIN_STEPS > n:
+    lanes //= 2
+  return min(lanes, target.max_local)
+
+
+def row_stores(lw, opts: Opts) -> list[UOp]:
+  """The row kernel's stores: per row (a thread or a workgroup), its outputs in a loop over the
+  row, every reduction of the kernel computed once per row before that loop."""
+  out = row_node(lw.item.out)    # stored as lw.item.out: a reshape of it at the same positions
+  axes = lw.item.rows
+  outer = [a for a in range(len(out.shape)) if a not in axes]
+  oshape, rshape = [out.shape[a] for a in outer], [out.shape[a] for a in axes]
+  rows, n = prod(oshape), prod(rshape)
+  lanes = max(opts.row_lanes, 1)
+  lw.nested = lw.nested | {id(r) for r in _reduces(lw.item)}    # every lane folds: all store
+  vec = max(opts.group_vec, 1)
+  trailing = tuple(axes) == tuple(range(len(out.shape) - len(axes), len(out.shape)))
+  if n % (lanes * vec) or out.dtype.itemsize != 4 or not trailing:
+    vec = 1                        # (a row's consecutive elements are consecutive in memory)
+  if lanes > 1:
+    row, gate = UOp(Ops.SPECIAL, I32, (), ("gid", 0, max(rows, 1))), None
+    lw.group, lw.subgroups, lw.chunk = lanes, opts.subgroups, opts.group_chunk
+    lw.unroll, lw.vec = max(opts.group_unroll, 1), max(opts.group_vec, 1)
+    lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, lanes))
+    _, points = lw._loop(math.ceil(n // vec / lanes), lanes, lw.lane, n // vec, 1,
+                         opts.group_chunk)
+  else:
+    local = max(opts.local, 1)
+    groups = max(1, math.ceil(rows / local))
+    gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+    lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
+    row = gid * int_const(local) + lid if local > 1 else gid
+    gate = row.lt(int_const(rows)) if groups * local > rows else None
+    lw.seq_vec = vec               # the reductions read vectors too (one axis, where vec divides)
+    _, points = lw._loop(n // vec)
+  at_row = unravel([(row, 1, max(rows, 1))], 0, oshape)
+  strides = contiguous_strides(out.shape)
+  stores = []
+  for index, valid in points:
+    at = index if valid is None else valid.where(index, int_const(n // vec - 1))   # clamped
+    run = []
+    for k in range(vec):
+      element = at * int_const(vec) + int_const(k) if vec > 1 else at
+      idxs = [None] * len(out.shape)
+      for a, u in zip(outer, at_row):
+        idxs[a] = u
+      for a, u in zip(axes, unravel([(element, 1, n)], 0, rshape)):
+        idxs[a] = u
+      flat = linear_index([(u, s, k) for u, s, k in zip(idxs, strides, out.shape) if k > 1], 0)
+      value = lw.value(out, tuple(idxs), gate)
+      run.append(lw.params[0].store(flat, value, gate_and(gate, valid)))
+    stores += vector_stores(run, vec) if vec > 1 and gate is None and valid is None else run
+  return stores
+
+
+def _rows(item: ScheduleItem) -> tuple[int, int]:
+  """(rows, elements per row) of a row kernel."""
+  shape = row_node(item.out).shape
+  n = prod(shape[a] for a in item.rows)
+  return prod(shape) // max(n, 1), n
+
+
+def _reduces(item: ScheduleItem) -> list:
+  """The reductions computed inside the kernel."""
+  stop, found, stack, seen = {id(i) for i in item.inputs}, [], [item.out], set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or (id(node) in stop and node is not item.out) or node.realized:
+      continue
+    seen.add(id(node))
+    if node.op is L.REDUCE:
+      found.append(node)
+    stack.extend(node.src)
+  return found
+
+
+def _passes(item: ScheduleItem) -> int:
+  """Loops over the row each row's threads run: one per reduction, one for the outputs."""
+  return len(_reduces(item)) + 1
+
+
+def _pow2(n: int) -> int:
+  return 1 << max(0, math.ceil(math.log2(max(n, 1))))

@@ -1,0 +1,292 @@
+"""Row kernels (graph/schedule.py ScheduleItem.rows, lowering/rows.py): softmax, log_softmax,
+layernorm, rmsnorm, group/instance norm... as ONE kernel whose rows loop over their reductions,
+then over their outputs; in both layouts (a thread per row, a workgroup of lanes per row).
+
+Kernel counts and the fallbacks (rows longer than the limit, option row_kernels=False, other
+shapes); values against numpy on PYTHON, PTXSIM and WEBGPU (wgpu + lavapipe) in each layout,
+with ragged rows (not a multiple of lanes x vector), rows of -inf, inf and NaN, float16; the
+default layout on both sides of its thresholds; WGSL validation and ptxas-clean PTX.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from kernelgen.compiler import compile_item
+from kernelgen.graph.schedule import ROW_MAX, schedule
+from kernelgen.lowering import rows as rowmod
+from kernelgen.lowering.optimize import optimize
+from tools import missing_tool, ptxas_check, wgsl_validate
+
+DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
+
+
+def np_softmax(x, axis=-1):
+  e = np.exp(x - x.max(axis, keepdims=True))
+  return e / e.sum(axis, keepdims=True)
+
+
+def np_log(x):
+  with np.errstate(divide="ignore"):       # log(0) = -inf, as ours
+    return np.log(x)
+
+
+def np_layernorm(x, w=1.0, b=0.0):
+  c = x - x.mean(-1, keepdims=True)
+  return c / np.sqrt((c * c).mean(-1, keepdims=True) + 1e-5) * w + b
+
+
+def np_rmsnorm(x):
+  return x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+
+
+def np_group_norm(x, groups, eps=1e-5):
+  flat = x.reshape(x.shape[0], groups, -1)
+  c = flat - flat.mean(-1, keepdims=True)
+  return (c / np.sqrt((c * c).mean(-1, keepdims=True) + eps)).reshape(x.shape)
+
+
+def rmsnorm(t):
+  return t * ((t * t).mean(-1, keepdim=True) + 1e-6).rsqrt()
+
+
+# name -> (ours, numpy's, shape)
+FUNCS = {
+  "softmax": (lambda t: t.softmax(-1), np_softmax),
+  "log_softmax": (lambda t: t.log_softmax(-1), lambda x: np_log(np_softmax(x))),
+  "softmax_axis0": (lambda t: t.softmax(0), lambda x: np_softmax(x, 0)),
+  "layernorm": (lambda t: t.layernorm(), np_layernorm),
+  "layernorm_affine": (lambda t: t.layernorm(weight=kg.Tensor(np.linspace(0.5, 2, t.shape[-1],
+                                                                          dtype=np.float32)),
+                                             bias=kg.Tensor.full((t.shape[-1],), 0.25)),
+                       lambda x: np_layernorm(x, np.linspace(0.5, 2, x.shape[-1]), 0.25)),
+  "rmsnorm": (rmsnorm, np_rmsnorm),
+}
+
+
+def row_items(t: kg.Tensor, row_max: int = ROW_MAX):
+  return schedule([t.node], None, row_max)
+
+
+def data(shape, seed=0):
+  return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# ---- kernel counts ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", list(FUNCS))
+def test_one_row_kernel(name):
+  t = kg.Tensor(data((6, 40)))
+  items = row_items(FUNCS[name][0](t))
+  assert len(items) == 1 and items[0].rows == ((0,) if name == "softmax_axis0" else (1,))
+
+
+def test_group_and_instance_norm_are_one_row_kernel():
+  x = kg.Tensor(data((2, 6, 3, 3)))
+  w = kg.Tensor(np.arange(6, dtype=np.float32))
+  for out in (x.group_norm(3), x.group_norm(3, w, w), x.instance_norm(), x.instance_norm(w, w)):
+    items = row_items(out)
+    assert len(items) == 1 and items[0].rows
+
+
+def test_fallback_to_split_kernels():
+  """Off (row_kernels=False: row_max 0), rows longer than ROW_MAX, and reductions not shaped
+  like the output keep today's kernels; a reduction's output (logsumexp) is no row kernel."""
+  t = kg.Tensor(data((4, 16)))
+  assert len(row_items(t.softmax(-1), 0)) == 3 and len(row_items(t.layernorm(), 0)) == 3
+  assert len(row_items(t.softmax(-1), 16)) == 1 and len(row_items(t.softmax(-1), 15)) == 3
+  long = kg.Tensor(np.zeros((2, ROW_MAX + 1), np.float32))
+  assert [i.rows for i in row_items(long.softmax(-1))] == [(), (), ()]
+  assert len(row_items(kg.Tensor(np.zeros((2, ROW_MAX), np.float32)).softmax(-1))) == 1
+  m = t.max(-1, keepdim=True)
+  (lse,) = row_items(m + (t - m).exp().sum(-1, keepdim=True).log())
+  assert lse.rows == ()
+  assert [i.rows for i in row_items(t - t.mean())] == [(), ()]      # a flattened reduction
+
+
+def test_row_kernels_option_reaches_the_schedule():
+  t = kg.Tensor(data((4, 16)))
+  from kernelgen.compiler import compile_plan
+  assert len(compile_plan([t.softmax(-1).node], "python")) == 1
+  assert len(compile_plan([t.softmax(-1).node], "python", {"row_kernels": False})) == 3
+
+
+# ---- values on every device, both layouts -----------------------------------------------------
+
+def runtime(name: str):
+  try:
+    return kg.Device[name]
+  except kg.DeviceError as error:
+    missing_tool(f"device {name}", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
+                 f"({error})")
+
+
+@pytest.fixture
+def on(monkeypatch):
+  """Make `device` the default, with extra front-end options."""
+  def configure(device: str, **extra):
+    rt = runtime(device)
+    options = {**rt.render_options(), **extra}
+    monkeypatch.setattr(rt, "render_options", lambda: options)
+    monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
+    monkeypatch.setattr(kg.Device, "_default", device)
+    return rt
+  return configure
+
+
+# (row_lanes, group_chunk): a thread per row, 4 lanes (ragged rows of 37: 4 x 4 do not divide),
+# 16 lanes each reading one run
+LAYOUTS = [(1, False), (4, False), (16, True)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("lanes,chunk", LAYOUTS)
+def test_values_match_numpy(on, device, lanes, chunk):
+  on(device, row_lanes=lanes, group_chunk=chunk)
+  for shape in ((5, 37), (3, 64)):
+    x = data(shape, seed=shape[1])
+    for name, (ours, ref) in FUNCS.items():
+      got = ours(kg.Tensor(x)).numpy()
+      np.testing.assert_allclose(got, ref(x.astype(np.float64)), rtol=1e-5, atol=2e-6,
+                                 err_msg=f"{name} {shape}")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_group_norm_values(on, device):
+  on(device, row_lanes=4)
+  x = data((2, 6, 3, 5))
+  np.testing.assert_allclose(kg.Tensor(x).group_norm(3).numpy(), np_group_norm(x, 3),
+                             rtol=1e-5, atol=2e-6)
+  np.testing.assert_allclose(kg.Tensor(x).instance_norm().numpy(), np_group_norm(x, 6),
+                             rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("lanes", [1, 8])
+def test_inf_and_nan_rows_as_numpy(on, device, lanes):
+  on(device, row_lanes=lanes)
+  x = data((5, 24))
+  x[0] = -np.inf                  # every exp(-inf - -inf): NaN, as numpy
+  x[1, 3] = np.nan
+  x[2, 5] = np.inf
+  x[3, ::2] = -np.inf             # half the row masked out (attention's causal mask)
+  with np.errstate(invalid="ignore"):
+    for name in ("softmax", "log_softmax", "layernorm"):
+      ours, ref = FUNCS[name]
+      got, want = ours(kg.Tensor(x)).numpy(), ref(x.astype(np.float64))
+      np.testing.assert_allclose(got, want, rtol=1e-5, atol=2e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("lanes", [1, 16])
+def test_float16(on, device, lanes):
+  on(device, row_lanes=lanes)
+  x = data((4, 48)).astype(np.float16)
+  got = kg.Tensor(x).softmax(-1).numpy()
+  assert got.dtype == np.float16
+  np.testing.assert_allclose(got.astype(np.float64), np_softmax(x.astype(np.float64)),
+                             rtol=2e-3, atol=1e-4)
+  got = kg.Tensor(x).layernorm().numpy()
+  np.testing.assert_allclose(got.astype(np.float64), np_layernorm(x.astype(np.float64)),
+                             rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+def test_subgroups(on, device):
+  """Lanes folding per subgroup (64 lanes; the interpreter's strided subgroup layout, lavapipe's
+  own subgroups)."""
+  rt = on(device, row_lanes=64, subgroups=True)
+  x = data((3, 1000))
+  (item,) = row_items(kg.Tensor(x).softmax(-1))
+  assert optimize(item, rt.target or "python", rt.render_options()).subgroups
+  if device == "PYTHON":
+    rt.subgroup_layout = "strided"
+  try:
+    np.testing.assert_allclose(kg.Tensor(x).softmax(-1).numpy(), np_softmax(x), rtol=1e-5,
+                               atol=1e-7)
+    np.testing.assert_allclose(kg.Tensor(x).layernorm().numpy(), np_layernorm(x), rtol=1e-5,
+                               atol=2e-6)
+  finally:
+    if device == "PYTHON":
+      del rt.subgroup_layout
+
+
+# ---- the optimizer's layout choice --------------------------------------------------------------
+
+def test_default_layout_thresholds():
+  short = rowmod.ROW_THREAD_MAX
+  many = rowmod.ROW_THREAD_MIN_ROWS
+  cases = [((many, short), 1), ((many - 1, short), rowmod.ROW_LANES),
+           ((many, short + 1), rowmod.ROW_LANES), ((4, 64), 8), ((4, 7), 1)]
+  for shape, lanes in cases:
+    (item,) = row_items(kg.Tensor(np.zeros(shape, np.float32)).softmax(-1))
+    assert optimize(item, "wgsl").row_lanes == lanes, shape
+  (item,) = row_items(kg.Tensor(np.zeros((4, 64), np.float32)).softmax(-1))
+  assert optimize(item, "wgsl", {"row_lanes": 1}).row_lanes == 1
+  assert optimize(item, "wgsl", {"row_lanes": 32}).group == 32
+
+
+# ---- rendered source ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("options", [{"row_lanes": 1}, {"row_lanes": 16, "group_chunk": True}])
+def test_wgsl_validates(options):
+  for t in (kg.Tensor(data((8, 256))), kg.Tensor(data((5, 37)))):
+    for out in (t.softmax(-1), t.layernorm()):
+      (item,) = row_items(out)
+      wgsl_validate(compile_item(item, "wgsl", options).source)
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("arch,which", [("sm_75", "12"), ("sm_90", "12"), ("sm_120", "13")])
+def test_ptx_assembles(arch, which):
+  t = kg.Tensor(data((8, 256)))
+  for lanes in (1, 32):
+    for out in (t.softmax(-1), t.layernorm()):
+      (item,) = row_items(out)
+      ptxas_check(compile_item(item, "ptx", {"row_lanes": lanes, "arch": arch}).source, arch,
+                  which)
+
+
+def test_search_tries_both_layouts_and_forces_its_choice_again():
+  from kernelgen import search
+  (item,) = row_items(kg.Tensor(np.zeros((64, 512), np.float32)).softmax(-1))
+  found = [opts for opts, _ in search.candidates(item, "wgsl", {})]
+  assert {o.row_lanes for o in found} >= {1, 16, 64, 256}
+  for opts in found:
+    assert optimize(item, "wgsl", search.forced_options(opts)) == opts
+
+
+def test_a_thread_per_row_stays_under_llvmpipe_loop_budget():
+  """A thread's loops run at most 65535 trips in all on lavapipe: 4 passes over rows of 16384
+  (3 reductions + the outputs) take 2 lanes per row even when a thread per row is asked for."""
+  def item(n):
+    t = kg.Tensor(np.zeros((2, n), np.float32))
+    (it,) = row_items(t - t.max(-1, keepdim=True) + t.min(-1, keepdim=True)
+                      + t.sum(-1, keepdim=True))
+    return it
+  assert optimize(item(16384), "wgsl", {"row_lanes": 1}).row_lanes == 2
+  assert optimize(item(16383), "wgsl", {"row_lanes": 1}).row_lanes == 1
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_rows_along_inner_axes_with_vectors(on, device, lanes):
+  """Rows along a leading or middle axis (not consecutive in memory) with 4-wide vectors
+  asked for: only rows along the trailing axes are read and stored as vectors."""
+  on(device, row_lanes=lanes, group_vec=4)
+  x = data((8, 8, 4))
+  for axis in (0, 1, 2):
+    np.testing.assert_allclose(kg.Tensor(x).softmax(axis).numpy(), np_softmax(x, axis),
+                               rtol=1e-5, atol=1e-7, err_msg=f"axis {axis}")
+
+
+def test_contiguous_output_is_a_row_kernel():
+  t = kg.Tensor(data((6, 40)))
+  (item,) = row_items(t.softmax(-1).contiguous())
+  assert item.rows == (1,)
+  (item,) = row_items(t.layernorm().reshape(240))
+  assert item.rows == (1,)
+  x = data((6, 40))
+  np.testing.assert_allclose(kg.Tensor(x).softmax(-1).contiguous().numpy(), np_softmax(x),
+                             rtol=1e-5, atol=1e-7)
