@@ -98,7 +98,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set):
       new.append(node)
       inputs.append(node)
       continue
-    keep = at_output and not (node.op is L.VIEW and _repeats(node)) and node.op is not L.REDUCE
+    keep = at_output and not (node.op is L.VIEW and _repeats(node)) and \
+      node.op not in (L.REDUCE, L.GATHER)     # a gather may read an element more than once
     if node.op is L.REDUCE:
       inner = (node, False)
     elif node.op is L.VIEW:
