@@ -287,7 +287,10 @@ def take_static(x, axis: int, values: list):
 
 
 def _wrap(idx, n: int):
-  """Device indices: negative ones count from the end; the rest stay (out of range reads 0)."""
+  """Device indices: negative ones count from the end; the rest stay (out of range reads 0).
+  64-bit indices keep their dtype (one past int32 stays out of range), others become int32."""
+  if idx.dtype.itemsize == 8:
+    return idx if idx.dtype.is_unsigned() else where(idx < 0, idx + n, idx)
   idx = idx.cast(dtypes.int32)
   return where(idx < 0, idx + n, idx)
 
