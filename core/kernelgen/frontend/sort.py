@@ -20,14 +20,15 @@ from __future__ import annotations
 
 from ..dtype import dtypes
 from ..errors import ShapeError
+from ..graph.lazy import L, LazyOp
 from .autograd import is_grad_enabled
 from .combine import stack, where
 from .tensor_data import resolve_axes
 
 
-SORT_FUSE = 1   # network steps per kernel; more was slower on lavapipe (2^14 elements: 1 step
-# 215 ms in 106 kernels, 2 steps 593 ms in 53, 3 steps 824 ms in 36): each fused step doubles the
-# reads and compares per element
+# pairs per workgroup in a block step (lowering/sortnet.py): two words each in 16 KiB, the
+# workgroup memory every WebGPU device has
+SORT_BLOCK_BYTES = 16384
 
 
 class SortMixin:
@@ -121,12 +122,23 @@ def _sorted_pairs(x, axis, descending: bool):
   if moved.numel() == 0:
     return None, n, axis, moved
   pairs = _pairs(moved, descending)
-  steps = 0
-  for span, flip in _network(pairs.shape[-2]):
-    pairs = _step(pairs, span, flip)
-    steps += 1
-    if steps % SORT_FUSE == 0:
-      pairs = pairs.contiguous()
+  block = min(pairs.shape[-2], SORT_BLOCK_BYTES // (2 * pairs.dtype.itemsize))
+  steps = list(_network(pairs.shape[-2]))
+  i = 0
+  while i < len(steps):
+    j = i
+    if steps[i][0] > block:        # steps across blocks: a kernel each, but the last one fuses
+      while steps[j][0] > block:   # into the loads of the block steps after it
+        j += 1
+      for span, flip in steps[i:j - 1]:
+        pairs = _step(pairs, span, flip).contiguous()
+      pairs = _step(pairs, *steps[j - 1])
+    else:                          # steps within blocks: one kernel in workgroup memory
+      while j < len(steps) and steps[j][0] <= block:
+        j += 1
+      node = LazyOp(L.SORTNET, pairs.dtype, pairs.shape, (pairs.node,), (block, tuple(steps[i:j])))
+      pairs = type(pairs)(node)
+    i = j
   return pairs, n, axis, moved
 
 

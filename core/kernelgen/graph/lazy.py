@@ -26,6 +26,9 @@ class L(Enum):
   VIEW = auto()     # arg = View from src[0]'s shape (laid out contiguously) to this shape
   GATHER = auto()   # src (table, index), index shaped like this node; arg = axis: out[i] =
                     # table[i with i[axis] := index[i]], an index outside 0..n-1 reads 0
+  SORTNET = auto()  # steps of a sorting network on blocks of (key, index) word pairs, each
+                    # block in workgroup memory: arg = (block, steps); always its own kernel
+                    # (lowering/sortnet.py)
 
 
 class Buffer:

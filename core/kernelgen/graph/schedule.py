@@ -93,7 +93,7 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set):
         new.extend(() if node.realized else (node,))
       continue
     fusable = at_output and users.get(id(node), 0) <= 1 or id(node) in fuse
-    if node.op in (L.REDUCE, L.CONTIGUOUS) and not (node.op is L.REDUCE and fusable):
+    if node.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET) and not (node.op is L.REDUCE and fusable):
       boundary.add(id(node))
       new.append(node)
       inputs.append(node)

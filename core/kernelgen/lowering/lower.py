@@ -16,6 +16,7 @@ from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import Lowerer, Opts, tile_axes, tile_threads
 from .regtile import tiled_stores
+from .sortnet import sortnet_stores
 from .vector import vector_stores, vector_thread_stores
 from .wgtile import staged_stores
 
@@ -25,7 +26,9 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   lw = Lowerer(item)
   lw.nested = _nested_reduces(item)
   out = item.out
-  if opts.group:
+  if out.op is L.SORTNET:     # a block sorting network: its own threads and workgroup memory
+    stores = sortnet_stores(lw)
+  elif opts.group:
     stores = _grouped_stores(lw, opts)
   elif opts.stage:
     stores = staged_stores(lw, opts)
