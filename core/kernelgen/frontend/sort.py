@@ -26,9 +26,7 @@ from .combine import stack, where
 from .tensor_data import resolve_axes
 
 
-# pairs per workgroup in a block step (lowering/sortnet.py): two words each in 16 KiB, the
-# workgroup memory every WebGPU device has
-SORT_BLOCK_BYTES = 16384
+SORT_BITS = 4   # a thread holds 2^SORT_BITS pairs and runs the steps among them in one kernel
 
 
 class SortMixin:
@@ -122,36 +120,33 @@ def _sorted_pairs(x, axis, descending: bool):
   if moved.numel() == 0:
     return None, n, axis, moved
   pairs = _pairs(moved, descending)
-  block = min(pairs.shape[-2], SORT_BLOCK_BYTES // (2 * pairs.dtype.itemsize))
-  steps = list(_network(pairs.shape[-2]))
-  i = 0
-  while i < len(steps):
-    j = i
-    if steps[i][0] > block:        # steps across blocks: a kernel each, but the last one fuses
-      while steps[j][0] > block:   # into the loads of the block steps after it
-        j += 1
-      for span, flip in steps[i:j - 1]:
-        pairs = _step(pairs, span, flip).contiguous()
-      pairs = _step(pairs, *steps[j - 1])
-    else:                          # steps within blocks: one kernel in workgroup memory
-      while j < len(steps) and steps[j][0] <= block:
-        j += 1
-      node = LazyOp(L.SORTNET, pairs.dtype, pairs.shape, (pairs.node,), (block, tuple(steps[i:j])))
-      pairs = type(pairs)(node)
-    i = j
+  for bits, steps in _kernels(pairs.shape[-2]):
+    pairs = type(pairs)(LazyOp(L.SORTNET, pairs.dtype, pairs.shape, (pairs.node,), (bits, steps)))
   return pairs, n, axis, moved
 
 
+def _kernels(m: int) -> list:
+  """The network's steps (h, d) grouped into kernels (bits, steps): consecutive steps whose
+  partner bits h number at most SORT_BITS (lowering/sortnet.py)."""
+  out, bits, steps = [], set(), []
+  for h, d in _network(m):
+    if h not in bits and len(bits) == SORT_BITS:
+      out.append((tuple(sorted(bits)), tuple(steps)))
+      bits, steps = set(), []
+    bits.add(h)
+    steps.append((h, d))
+  if steps:
+    out.append((tuple(sorted(bits)), tuple(steps)))
+  return out
+
+
 def _network(m: int):
-  """The (span, flip) compare-exchange steps that sort m = 2^k elements."""
-  stage = 2
-  while stage <= m:
-    yield stage, True
-    span = stage // 2
-    while span >= 2:
-      yield span, False
-      span //= 2
-    stage *= 2
+  """The bitonic network's steps (h, d) for m = 2^k pairs: p meets p ^ 2^h, ascending where bit d
+  of p is 0 (lowering/sortnet.py)."""
+  k = m.bit_length() - 1
+  for stage in range(1, k + 1):
+    for h in range(stage - 1, -1, -1):
+      yield h, stage
 
 
 def _pairs(x, descending: bool):
@@ -167,33 +162,6 @@ def _pairs(x, descending: bool):
     flag = negzero.cast(word).pad(lead + ((0, m - n),)) if m > n else negzero.cast(word)
     index = index | (flag << (word.bits - 1))
   return stack([key, index], -1)
-
-
-def _less(a, b):
-  """(key, index) pairs a < b, lexicographically (the index without its -0.0 flag)."""
-  word = a.dtype
-  low = (1 << (word.bits - 1)) - 1
-  ka, kb = a[..., 0], b[..., 0]
-  ia, ib = a[..., 1] & low, b[..., 1] & low
-  return (ka < kb) | ((ka == kb) & (ia < ib))
-
-
-def _step(pairs, span: int, flip: bool):
-  """One compare-exchange step over blocks of `span` elements: element i of a block pairs with
-  span-1-i (flip, the first step of a merge) or with i +- span/2 (the following steps); the
-  first half keeps the smaller pair, the second half the larger."""
-  shape = pairs.shape
-  m = shape[-2]
-  lead = shape[:-2]
-  if flip:
-    blocks = pairs.reshape(lead + (m // span, span, 2))
-    partner = blocks.flip(-2).reshape(shape)
-  else:
-    blocks = pairs.reshape(lead + (m // span, 2, span // 2, 2))
-    partner = blocks.flip(-3).reshape(shape)
-  first = (type(pairs).arange(m, device=pairs.device) % span) < span // 2
-  take = where(first, _less(partner, pairs), _less(pairs, partner))
-  return where(take.unsqueeze(-1), partner, pairs)
 
 
 # ---- results ---------------------------------------------------------------------------------

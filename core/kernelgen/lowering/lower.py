@@ -27,7 +27,7 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   lw.nested = _nested_reduces(item)
   out = item.out
   if out.op is L.SORTNET:     # a block sorting network: its own threads and workgroup memory
-    stores = sortnet_stores(lw)
+    stores = sortnet_stores(lw, opts.local)
   elif opts.group:
     stores = _grouped_stores(lw, opts)
   elif opts.stage:
