@@ -242,10 +242,13 @@ def test_module_level_sorts():
   assert kg.topk(Tensor(x), 1)[0].tolist() == [3]
 
 
-def test_sort_is_one_kernel_per_network_step():
-  n = 1 << 10
-  kernels = kg.compile(Tensor.rand(n).sort(), target="wgsl")
-  assert len(kernels) == 10 * 11 // 2 + 1      # log2(n) (log2(n) + 1) / 2 steps, then values
+def test_sort_runs_several_network_steps_per_kernel():
+  """The 55 steps of 2^10 (partner bits 0 | 1 0 | 2 1 0 | 3 2 1 0 | 4 3 2 1 0 | ...) in runs of
+  at most 4 distinct bits, each run one kernel (16 pairs per thread): 13 kernels, then the
+  values; 2^4 sorts in one."""
+  assert len(kg.compile(Tensor.rand(1 << 10).sort(), target="wgsl")) == 13 + 1
+  assert len(kg.compile(Tensor.rand(16).sort(), target="wgsl")) == 1 + 1
+  assert len(kg.compile(Tensor.rand(17).sort(), target="wgsl")) == 3 + 1   # 32: 15 steps
 
 
 def test_large_sort_compiles_for_wgsl_and_ptx():
