@@ -275,7 +275,7 @@ def _piece_view(x, axis: int, start: int, step: int, blocks: int, r: int):
 def take_static(x, axis: int, values: list):
   """x[..., values, ...] along `axis` for host-known in-range ints: views (and a cat of them)
   where the values form at most MAX_RUNS pieces (affine runs, or affine runs with each value
-  repeated r times), else a one-hot reduction."""
+  repeated r times), else a gather of the uploaded values."""
   if not values:
     return x.shrink(tuple((0, 0) if d == axis else None for d in range(x.ndim)))
   parts = pieces(values)
