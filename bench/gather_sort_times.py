@@ -6,7 +6,10 @@ and the GPU time of the kernel sequence (sum of Runtime.time_run: GPU timestamps
 adapter has them), the fastest of REPEATS, rounds interleaved. Run it from another checkout's
 root (with its core/ first on the path) to time that version.
 
-    nice python bench/gather_sort_times.py [LOG2_SORT] [REPEATS]     (default 20 2)
+    nice python bench/gather_sort_times.py [LOG2_SORT] [REPEATS] [ONLY]     (default 20 2)
+
+ONLY: a comma-separated subset of embedding,onehot,matmul_e,sort,matmul_s (KG_CORE=path/core
+times another version).
 """
 from __future__ import annotations
 
@@ -78,17 +81,19 @@ def main(argv: list[str]) -> None:
     return hot @ kg.Tensor(table)
 
   close = lambda want: lambda got: np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
+  only = set(argv[3].split(",")) if len(argv) > 3 else None
   jobs = [
-    prepare(f"embedding {rows}x{dim}, {tokens} tokens", lambda: kg.Tensor(table)[kg.Tensor(idx)],
-            lambda got: np.testing.assert_array_equal(got, table[idx])),
-    prepare("  same, as a one-hot matmul", one_hot, close(table[idx])),
-    prepare(f"matmul {side}x{side} @ {side}x{side}", lambda: kg.Tensor(a) @ kg.Tensor(b),
-            close(a @ b)),
-    prepare(f"sort of 2^{log2n} float32", lambda: kg.Tensor(x).sort(),
-            lambda got: np.testing.assert_array_equal(got, np.sort(x))),
-    prepare(f"matmul {sq}x{n // sq} @ {n // sq}x{sq}", lambda: kg.Tensor(c) @ kg.Tensor(d),
-            close(c @ d)),
+    ("embedding", lambda: prepare(f"embedding {rows}x{dim}, {tokens} tokens", lambda: kg.Tensor(table)[kg.Tensor(idx)],
+            lambda got: np.testing.assert_array_equal(got, table[idx]))),
+    ("onehot", lambda: prepare("  same, as a one-hot matmul", one_hot, close(table[idx]))),
+    ("matmul_e", lambda: prepare(f"matmul {side}x{side} @ {side}x{side}",
+                                 lambda: kg.Tensor(a) @ kg.Tensor(b), close(a @ b))),
+    ("sort", lambda: prepare(f"sort of 2^{log2n} float32", lambda: kg.Tensor(x).sort(),
+                             lambda got: np.testing.assert_array_equal(got, np.sort(x)))),
+    ("matmul_s", lambda: prepare(f"matmul {sq}x{n // sq} @ {n // sq}x{sq}",
+                                 lambda: kg.Tensor(c) @ kg.Tensor(d), close(c @ d))),
   ]
+  jobs = [make() for key, make in jobs if only is None or key in only]
   best = {name: float("inf") for name, _, _ in jobs}
   for _ in range(repeats):                     # rounds interleaved: each program once per round
     for name, runs, _ in jobs:
