@@ -156,8 +156,8 @@ def stable_desc(x, axis):
   return np.moveaxis(order, -1, axis)
 
 
-# lengths on both sides of powers of two
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 16, 17])
+# lengths on both sides of powers of two and of 16 (the pairs one thread sorts in one kernel)
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 100])
 def test_sort_and_argsort_with_nan_ties_and_signed_zeros(device, n):
   x = RNG.integers(-2, 3, (2, n)).astype(np.float32)
   x[0, ::3] = np.nan
@@ -242,10 +242,26 @@ def test_module_level_sorts():
   assert kg.topk(Tensor(x), 1)[0].tolist() == [3]
 
 
-def test_sort_is_one_kernel_per_network_step():
-  n = 1 << 10
-  kernels = kg.compile(Tensor.rand(n).sort(), target="wgsl")
-  assert len(kernels) == 10 * 11 // 2 + 1      # log2(n) (log2(n) + 1) / 2 steps, then values
+def test_sort_runs_several_network_steps_per_kernel():
+  """The 55 steps of 2^10 (partner bits 0 | 1 0 | 2 1 0 | 3 2 1 0 | 4 3 2 1 0 | ...) in runs of
+  at most 4 distinct bits, each run one kernel (16 pairs per thread): 13 kernels, then the
+  values; 2^4 sorts in one."""
+  assert len(kg.compile(Tensor.rand(1 << 10).sort(), target="wgsl")) == 13 + 1
+  assert len(kg.compile(Tensor.rand(16).sort(), target="wgsl")) == 1 + 1
+  assert len(kg.compile(Tensor.rand(17).sort(), target="wgsl")) == 3 + 1   # 32: 15 steps
+
+
+def test_long_rows_sort_on_webgpu(monkeypatch):
+  """5000 per row (m = 8192: steps whose direction bit is above a thread's pairs, many
+  threads per row), 3 rows, ties: values and a stable argsort as numpy."""
+  try:
+    kg.Device["WEBGPU"]
+  except kg.DeviceError as error:
+    missing_tool("device WEBGPU", f"pip install wgpu ({error})")
+  x = RNG.integers(-500, 500, (3, 5000)).astype(np.float32)
+  with default_device(monkeypatch, "WEBGPU"):
+    np.testing.assert_array_equal(Tensor(x).sort().numpy(), np.sort(x, -1))
+    np.testing.assert_array_equal(Tensor(x).argsort(descending=True).numpy(), stable_desc(x, -1))
 
 
 def test_large_sort_compiles_for_wgsl_and_ptx():

@@ -287,8 +287,22 @@ def _windows(out, g, parents, arg):
   return (total,)
 
 
+def _gather(out, g, parents, arg):
+  """A gather's gradient: a scatter_add of g into x's shape at the same indices, as a one-hot
+  reduction over the gathered positions (deterministic, no atomics); indices outside 0..n-1
+  (which read 0) add nothing."""
+  (x,), (axis, index) = parents, arg
+  n = x.shape[axis]
+  order = [d for d in range(x.ndim) if d != axis] + [axis]
+  back = list(range(x.ndim - 1))
+  back.insert(axis, x.ndim - 1)
+  hit = index.permute(*order).unsqueeze(-1) == type(g).arange(n, device=g.device)
+  total = _where(hit, g.permute(*order).unsqueeze(-1), 0.0).sum(-2)
+  return (total.permute(*back),)
+
+
 RULES = {
-  "alu": _alu, "cast": _cast, "reduce": _reduce, "move": _move, "windows": _windows,
+  "alu": _alu, "gather": _gather, "cast": _cast, "reduce": _reduce, "move": _move, "windows": _windows,
   "contiguous": lambda out, g, parents, _: (g,),
   "to": lambda out, g, parents, _: (g.to(parents[0].device),),
 }

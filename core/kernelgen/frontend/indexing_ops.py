@@ -16,13 +16,16 @@ Advanced indices follow numpy's rules: they broadcast together; when they sit ne
 their dims replace the indexed dims in place, when separated (by a slice, or None) their dims come
 first; ints mixed with advanced indices count as advanced.
 
-How a gather is computed: the IR has no data-dependent load, so an index on the device is a
-one-hot reduction, `sum(where(index == arange(n), t, -0.0))` over the indexed axis (one fused
-reduce kernel, n compares per output element; -0.0 keeps every value, -0.0 included, exact).
-Indices known at build time that form a few affine runs (t[[0, 1, 2]], t[[3, 1]], nearest
-upsampling's repeats) become views and a `cat` of views: no reduction at all. A scatter is the
-one-hot reduction the other way round: deterministic, duplicates add up (scatter_add) or the last
-one wins (scatter, setitem), as numpy's setitem.
+How a gather is computed: an index on the device is a lazy gather (`L.GATHER`): each output
+element loads its index, clamps it into 0..n-1 and loads the table there (lowering/gather.py),
+one indirect load whatever the table's length; an index that was out of range reads 0 instead
+(the clamped read is discarded), so no access leaves the buffer. Indices known at build time that
+form a few affine runs (t[[0, 1, 2]], t[[3, 1]], nearest upsampling's repeats) become views and a
+`cat` of views; other host-known indices are uploaded and gathered. A scatter is a one-hot
+reduction (each output element compares every index against its position and sums or picks the
+matches): deterministic and race-free without atomics (WGSL has no float atomics), duplicates add
+up (scatter_add) or the last one wins (scatter, setitem), as numpy's setitem; its cost grows with
+the number of indices times the output size. The gradient of a gather is such a scatter_add.
 
 `t[index] = value` is a functional update: the Tensor object `t` now holds a new lazy graph
 (`where(selected, value, old t)`); other Tensors that shared t's old graph (views taken before,
@@ -32,6 +35,9 @@ from __future__ import annotations
 
 from ..dtype import dtypes
 from ..errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedError
+from ..graph.lazy import L, LazyOp
+from ..graph.view import prod
+from .autograd import record
 from .combine import cat, where
 from .operands import TensorOps
 from .tensor_data import broadcast_shape, flatten, resolve_axes
@@ -185,17 +191,23 @@ def _fill(x):
   return -0.0 if x.dtype.is_float() else 0
 
 
-def one_hot_take(x, axis: int, idx):
+def gather_along(x, axis: int, index):
+  """The lazy gather (`L.GATHER`): out[i] = x[i with i[axis] := index[i]] for an int Tensor
+  `index` shaped like the result (x's shape but along axis); values outside 0..n-1 read 0. One
+  indirect load per element (lowering/gather.py); differentiable in x (autograd's rule
+  "gather": a scatter_add)."""
+  node = LazyOp(L.GATHER, x.dtype, index.shape, (x.node, index.node), axis)
+  return record(type(x)(node), (x,), "gather", (axis, index))
+
+
+def device_take(x, axis: int, idx):
   """x with `axis` replaced by idx's dims: x[..., idx, ...] for an int Tensor idx whose values
-  are in 0..n-1 (others give 0), as one one-hot reduction."""
-  n = x.shape[axis]
+  are in 0..n-1 (others give 0), as one gather."""
   pre, post, b = x.shape[:axis], x.shape[axis + 1:], idx.shape
-  ramp = type(x).arange(n, device=x.device)
-  hit = idx.reshape(b + (1,)) == ramp
-  hit = hit.reshape((1,) * len(pre) + b + (n,) + (1,) * len(post))
-  xe = x.reshape(pre + (1,) * len(b) + (n,) + post)
-  out = where(hit, xe, _fill(x)).sum(len(pre) + len(b))
-  return out.cast(x.dtype)
+  m = prod(b)
+  flat = idx.reshape((1,) * len(pre) + (m,) + (1,) * len(post))
+  out = gather_along(x, axis, flat.expand(pre + (m,) + post))
+  return out.reshape(pre + b + post)
 
 
 def _affine_end(values: list, i: int) -> int:
@@ -263,7 +275,7 @@ def _piece_view(x, axis: int, start: int, step: int, blocks: int, r: int):
 def take_static(x, axis: int, values: list):
   """x[..., values, ...] along `axis` for host-known in-range ints: views (and a cat of them)
   where the values form at most MAX_RUNS pieces (affine runs, or affine runs with each value
-  repeated r times), else a one-hot reduction."""
+  repeated r times), else a gather of the uploaded values."""
   if not values:
     return x.shrink(tuple((0, 0) if d == axis else None for d in range(x.ndim)))
   parts = pieces(values)
@@ -271,11 +283,14 @@ def take_static(x, axis: int, values: list):
     views = [_piece_view(x, axis, *p) for p in parts]
     return views[0] if len(views) == 1 else cat(views, axis)
   idx = type(x)(values, dtype=dtypes.int32, device=x.device)
-  return one_hot_take(x, axis, idx)
+  return device_take(x, axis, idx)
 
 
 def _wrap(idx, n: int):
-  """Device indices: negative ones count from the end; the rest stay (out of range reads 0)."""
+  """Device indices: negative ones count from the end; the rest stay (out of range reads 0).
+  64-bit indices keep their dtype (one past int32 stays out of range), others become int32."""
+  if idx.dtype.itemsize == 8:
+    return idx if idx.dtype.is_unsigned() else where(idx < 0, idx + n, idx)
   idx = idx.cast(dtypes.int32)
   return where(idx < 0, idx + n, idx)
 
@@ -312,6 +327,9 @@ def _linear_index(advs: list, sizes: list, shape: tuple):
     for col, n in zip(cols, sizes):
       lin = [v * n + c for v, c in zip(lin, col)]
     return lin
+  if len(advs) == 1:       # one index: the gather itself reads 0 where it is out of range
+    w = _wrap(advs[0].tensor, sizes[0])
+    return w.expand(shape) if shape else w
   lin, ok = None, None
   for a, n in zip(advs, sizes):
     t = a.tensor if a.tensor is not None else _host_tensor(a, advs)
@@ -350,7 +368,7 @@ def getitem(t, index):
   if isinstance(lin, list):
     out = take_static(x, at, lin)
     return out.reshape(x.shape[:at] + shape + x.shape[at + 1:])
-  return one_hot_take(x, at, lin)
+  return device_take(x, at, lin)
 
 
 def _plain_int(e) -> bool:
@@ -428,7 +446,7 @@ def scatter_flat(t, pos, v):
   hit = pos.reshape(1, k) == ramp
   order = type(t).arange(k, device=t.device).reshape(1, k)
   winner = where(hit, order, -1).max(1)
-  val = one_hot_take(v, 0, winner)
+  val = device_take(v, 0, winner)
   return where(winner >= 0, val, t)
 
 
@@ -528,17 +546,17 @@ def _unlast(x, axis: int):
 
 def gather(t, axis: int, idx):
   """numpy.take_along_axis(t, idx, axis): out[..., j, ...] = t[..., idx[..., j, ...], ...];
-  idx has t's ndim, its other dims broadcast with t's. One one-hot reduction."""
+  idx has t's ndim, its other dims broadcast with t's. One gather (an indirect load each)."""
   axis = resolve_axes(axis, t.ndim)[0]
   idx = _index_tensor(t, idx, axis)
   if idx.ndim != t.ndim:
     raise ShapeError(f"gather: the index has {idx.ndim} dims, the tensor {t.ndim}: they must "
                      f"match (take_along_axis); use kg.take for an index of any shape")
-  n = t.shape[axis]
-  ii, tt = _last(idx, axis), _last(t, axis)
-  hit = ii.unsqueeze(-1) == type(t).arange(n, device=t.device)
-  out = where(hit, tt.unsqueeze(-2), _fill(t)).sum(-1).cast(t.dtype)
-  return _unlast(out, axis)
+  lead = broadcast_shape(*(tuple(1 if d == axis else s for d, s in enumerate(a.shape))
+                           for a in (t, idx)))
+  table = t.expand(tuple(t.shape[axis] if d == axis else s for d, s in enumerate(lead)))
+  index = idx.expand(tuple(idx.shape[axis] if d == axis else s for d, s in enumerate(lead)))
+  return gather_along(table, axis, index)
 
 
 def _scatter_parts(t, axis: int, idx, src):

@@ -93,7 +93,7 @@ def _lerp_axis(x, axis: int, sources: tuple):
 
 def interpolate(x, size=None, scale_factor=None, mode: str = "nearest", align_corners=None):
   """torch.nn.functional.interpolate of an (N, C, *spatial) tensor: "nearest" (torch's legacy
-  nearest: src = floor(dst * in / out), views where the pattern allows, else a one-hot gather),
+  nearest: src = floor(dst * in / out), views where the pattern allows, else a gather),
   "linear" (1 spatial dim) or "bilinear" (2): per axis (the last first, as torch) the two
   neighbours, gathered, weighted and added; half-pixel centres unless align_corners=True."""
   if mode not in INTERPOLATE_MODES:

@@ -293,7 +293,8 @@ class BatchNorm2d(Module):
 
 
 class Embedding(Module):
-  """Rows of a (num_embeddings, dim) table by integer index (a one-hot matmul: differentiable)."""
+  """Rows of a (num_embeddings, dim) table by integer index: a gather (one load per element;
+  negative indices count from the end, out-of-range ones give zero rows), differentiable."""
 
   def __init__(self, num_embeddings: int, embedding_dim: int):
     super().__init__()
@@ -304,9 +305,7 @@ class Embedding(Module):
     idx = idx if isinstance(idx, Tensor) else Tensor(idx, device=self.weight.device)
     if idx.dtype.is_float():
       raise ShapeError(f"Embedding indices must be integers, got {idx.dtype}")
-    classes = Tensor.arange(self.num_embeddings, device=idx.device)
-    onehot = (idx.unsqueeze(-1) == classes).cast(self.weight.dtype)
-    return onehot @ self.weight
+    return self.weight.take(idx, axis=0)
 
 
 class Dropout(Module):

@@ -1,5 +1,5 @@
-"""Sorting (sort, argsort, topk) as a Tensor mixin: a bitonic sorting network built from Tensor
-primitives (views, where, contiguous), run on the device with no round trip to the host.
+"""Sorting (sort, argsort, topk) as a Tensor mixin: a bitonic sorting network run on the device
+with no round trip to the host.
 
 Each element becomes a pair (key, index) of unsigned integers, stacked on a last axis of 2:
 - the key is the value's bits remapped so that unsigned order is the value order (floats: the
@@ -9,9 +9,12 @@ Each element becomes a pair (key, index) of unsigned integers, stacked on a last
   kind="stable"; torch stable=True). Bit 31 (63) of the index word marks a -0.0, so values come
   back bit for bit.
 The axis is padded to a power of two m with elements after every real one (the largest key and
-indices >= n). The network has log2(m) * (log2(m) + 1) / 2 compare-exchange steps; each step is
-one kernel (a `contiguous()`): every output element reads itself and its partner (a flipped view)
-and keeps the smaller or the larger pair. 2^20 elements: 210 steps, 211 kernels for `sort`.
+indices >= n). The bitonic network has log2(m) * (log2(m) + 1) / 2 compare-exchange steps (pair p
+meets p ^ 2^h); consecutive steps whose partner bits h number at most SORT_BITS are one kernel
+(`L.SORTNET`, lowering/sortnet.py): each thread holds the 2^SORT_BITS pairs that differ in those
+bits in registers and runs the steps on them, with no workgroup memory. 2^20 elements: 210 steps
+in 51 kernels, then one for the values (one kernel per step was 211; blocks of 2048 pairs sorted
+in workgroup memory with a barrier per step ran slower than that on lavapipe).
 
 NaN order: ascending puts NaN last (numpy); descending puts NaN first, as torch does (NaN counts
 as larger than every number). 64-bit dtypes sort with 64-bit words (not on WEBGPU).
@@ -20,14 +23,13 @@ from __future__ import annotations
 
 from ..dtype import dtypes
 from ..errors import ShapeError
+from ..graph.lazy import L, LazyOp
 from .autograd import is_grad_enabled
 from .combine import stack, where
 from .tensor_data import resolve_axes
 
 
-SORT_FUSE = 1   # network steps per kernel; more was slower on lavapipe (2^14 elements: 1 step
-# 215 ms in 106 kernels, 2 steps 593 ms in 53, 3 steps 824 ms in 36): each fused step doubles the
-# reads and compares per element
+SORT_BITS = 4   # a thread holds 2^SORT_BITS pairs and runs the steps among them in one kernel
 
 
 class SortMixin:
@@ -121,25 +123,33 @@ def _sorted_pairs(x, axis, descending: bool):
   if moved.numel() == 0:
     return None, n, axis, moved
   pairs = _pairs(moved, descending)
-  steps = 0
-  for span, flip in _network(pairs.shape[-2]):
-    pairs = _step(pairs, span, flip)
-    steps += 1
-    if steps % SORT_FUSE == 0:
-      pairs = pairs.contiguous()
+  for bits, steps in _kernels(pairs.shape[-2]):
+    pairs = type(pairs)(LazyOp(L.SORTNET, pairs.dtype, pairs.shape, (pairs.node,), (bits, steps)))
   return pairs, n, axis, moved
 
 
+def _kernels(m: int) -> list:
+  """The network's steps (h, d) grouped into kernels (bits, steps): consecutive steps whose
+  partner bits h number at most SORT_BITS (lowering/sortnet.py)."""
+  out, bits, steps = [], set(), []
+  for h, d in _network(m):
+    if h not in bits and len(bits) == SORT_BITS:
+      out.append((tuple(sorted(bits)), tuple(steps)))
+      bits, steps = set(), []
+    bits.add(h)
+    steps.append((h, d))
+  if steps:
+    out.append((tuple(sorted(bits)), tuple(steps)))
+  return out
+
+
 def _network(m: int):
-  """The (span, flip) compare-exchange steps that sort m = 2^k elements."""
-  stage = 2
-  while stage <= m:
-    yield stage, True
-    span = stage // 2
-    while span >= 2:
-      yield span, False
-      span //= 2
-    stage *= 2
+  """The bitonic network's steps (h, d) for m = 2^k pairs: p meets p ^ 2^h, ascending where bit d
+  of p is 0 (lowering/sortnet.py)."""
+  k = m.bit_length() - 1
+  for stage in range(1, k + 1):
+    for h in range(stage - 1, -1, -1):
+      yield h, stage
 
 
 def _pairs(x, descending: bool):
@@ -155,33 +165,6 @@ def _pairs(x, descending: bool):
     flag = negzero.cast(word).pad(lead + ((0, m - n),)) if m > n else negzero.cast(word)
     index = index | (flag << (word.bits - 1))
   return stack([key, index], -1)
-
-
-def _less(a, b):
-  """(key, index) pairs a < b, lexicographically (the index without its -0.0 flag)."""
-  word = a.dtype
-  low = (1 << (word.bits - 1)) - 1
-  ka, kb = a[..., 0], b[..., 0]
-  ia, ib = a[..., 1] & low, b[..., 1] & low
-  return (ka < kb) | ((ka == kb) & (ia < ib))
-
-
-def _step(pairs, span: int, flip: bool):
-  """One compare-exchange step over blocks of `span` elements: element i of a block pairs with
-  span-1-i (flip, the first step of a merge) or with i +- span/2 (the following steps); the
-  first half keeps the smaller pair, the second half the larger."""
-  shape = pairs.shape
-  m = shape[-2]
-  lead = shape[:-2]
-  if flip:
-    blocks = pairs.reshape(lead + (m // span, span, 2))
-    partner = blocks.flip(-2).reshape(shape)
-  else:
-    blocks = pairs.reshape(lead + (m // span, 2, span // 2, 2))
-    partner = blocks.flip(-3).reshape(shape)
-  first = (type(pairs).arange(m, device=pairs.device) % span) < span // 2
-  take = where(first, _less(partner, pairs), _less(pairs, partner))
-  return where(take.unsqueeze(-1), partner, pairs)
 
 
 # ---- results ---------------------------------------------------------------------------------

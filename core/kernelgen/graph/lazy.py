@@ -1,8 +1,9 @@
 """The lazy tensor graph: what a Tensor holds until it is realized.
 
 A `LazyOp` is one node of a tensor program: a realized buffer, a constant, an index ramp, an
-elementwise op, a reduction or a view (movement). Unlike UOps these are not interned: a node is
-realized in place (`node.buffer` is set) so every tensor sharing it reuses the result.
+elementwise op, a reduction, a view (movement) or a gather (a read at positions held in data).
+Unlike UOps these are not interned: a node is realized in place (`node.buffer` is set) so every
+tensor sharing it reuses the result.
 """
 from __future__ import annotations
 
@@ -23,6 +24,11 @@ class L(Enum):
   REDUCE = auto()   # arg = (Ops.ADD|MUL|MAX|MIN, axes); reduced axes keep size 1
   CONTIGUOUS = auto()  # the source's values, always realized into a buffer of their own
   VIEW = auto()     # arg = View from src[0]'s shape (laid out contiguously) to this shape
+  GATHER = auto()   # src (table, index), index shaped like this node; arg = axis: out[i] =
+                    # table[i with i[axis] := index[i]], an index outside 0..n-1 reads 0
+  SORTNET = auto()  # steps of a sorting network on blocks of (key, index) word pairs, each
+                    # block in workgroup memory: arg = (block, steps); always its own kernel
+                    # (lowering/sortnet.py)
 
 
 class Buffer:

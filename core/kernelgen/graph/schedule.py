@@ -164,12 +164,13 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
         new.extend(() if node.realized else (node,))
       continue
     fusable = at_output and users.get(id(node), 0) <= 1 or id(node) in fuse
-    if node.op in (L.REDUCE, L.CONTIGUOUS) and not (node.op is L.REDUCE and fusable):
+    if node.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET) and not (node.op is L.REDUCE and fusable):
       boundary.add(id(node))
       new.append(node)
       inputs.append(node)
       continue
-    keep = at_output and not (node.op is L.VIEW and _repeats(node)) and node.op is not L.REDUCE
+    keep = at_output and not (node.op is L.VIEW and _repeats(node)) and \
+      node.op not in (L.REDUCE, L.GATHER)     # a gather may read an element more than once
     if node.op is L.REDUCE:
       inner = (node, False)
     elif node.op is L.VIEW:

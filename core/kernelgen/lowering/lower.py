@@ -17,6 +17,7 @@ from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import Lowerer, Opts, tile_axes, tile_threads
 from .regtile import tiled_stores
 from .rows import row_stores
+from .sortnet import sortnet_stores
 from .vector import vector_stores, vector_thread_stores
 from .wgtile import staged_stores
 
@@ -26,7 +27,9 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   lw = Lowerer(item)
   lw.nested = _nested_reduces(item)
   out = item.out
-  if item.rows:
+  if out.op is L.SORTNET:     # a block sorting network: its own threads and workgroup memory
+    stores = sortnet_stores(lw, opts.local)
+  elif item.rows:
     stores = row_stores(lw, opts)
   elif opts.group:
     stores = _grouped_stores(lw, opts)

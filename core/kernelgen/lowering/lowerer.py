@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from ..dtype import dtypes
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from ..graph.lazy import L, LazyOp
+from .gather import gather_value
 from .vector import vector_accumulate, vector_loads
 from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element, toposort
 from ..graph.schedule import ScheduleItem
@@ -167,6 +168,8 @@ class Lowerer:
       return self._view(node, idxs, gate)
     if node.op is L.REDUCE:
       return self._reduce(node, idxs, gate)
+    if node.op is L.GATHER:
+      return gather_value(self, node, idxs, gate)
     srcs = [self.value(s, idxs, gate) for s in node.src]
     if node.op is L.CAST:
       return srcs[0].cast(node.dtype)
