@@ -111,17 +111,18 @@ import base64
 def _tensor(e, grad=False):
   view = memoryview(base64.b64decode(e["b64"])).cast("f", e["shape"] or [1])
   return Tensor(view, requires_grad=grad, device="WEBGPU")
-_m = MODEL
+_m = __MODEL__
 _params = {k: _tensor(v, True) for k, v in _m["params"].items()}
-_times, _losses = train(Tensor, kernelgen_step(KIND, LR), KIND, _params, _tensor(_m["x"]),
-                        _tensor(_m["onehot"]), STEPS)
+_times, _losses = train(Tensor, kernelgen_step(__KIND__, __LR__), __KIND__, _params,
+                        _tensor(_m["x"]), _tensor(_m["onehot"]), __STEPS__)
 out = Tensor(_times + _losses)
 '''
 
 
 def page_code(kind: str, model: dict) -> str:
-  return (LOOP + KERNELGEN_STEP + PAGE_PROGRAM.replace("MODEL", json.dumps(model))
-          .replace("KIND", repr(kind)).replace("STEPS", str(STEPS)).replace("LR", repr(LR)))
+  program = PAGE_PROGRAM.replace("__KIND__", repr(kind)).replace("__STEPS__", str(STEPS))
+  program = program.replace("__LR__", repr(LR))
+  return LOOP + KERNELGEN_STEP + program.replace("__MODEL__", json.dumps(model))   # data last
 
 
 # ---- workers (one fresh process each) ---------------------------------------------------------
