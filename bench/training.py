@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TINYGRAD_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 LR, STEPS, WARMUP, ROUNDS = 0.05, 12, 2, 3
 LOSS_RTOL = 1e-3
+WORKER_S = 900   # one tool's process, both models
 MODELS = ("digits MLP 64-32-10, batch 64", "CNN 2 conv + linear 1×28×28, batch 32")
 
 # The training loop, as Python source that kernelgen (CPython and the page's worker) and
@@ -174,8 +175,11 @@ def run_worker(tool: str) -> dict:
   python = sys.executable if tool == "kernelgen" else str(TINYGRAD_PYTHON)
   env = {**os.environ, "PYTHONPATH": str(ROOT / "core")} if tool == "kernelgen" else \
     {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-  proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", tool],
-                        capture_output=True, text=True, timeout=900, env=env)
+  try:
+    proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", tool],
+                          capture_output=True, text=True, timeout=WORKER_S, env=env)
+  except subprocess.TimeoutExpired:
+    return {"error": f"timed out after {WORKER_S} s ({STEPS} steps of each model)"}
   if proc.returncode:
     return {"error": proc.stderr.strip().splitlines()[-1][:300] if proc.stderr else "failed"}
   return json.loads(proc.stdout.strip().splitlines()[-1])
