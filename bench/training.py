@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TINYGRAD_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 LR, STEPS, WARMUP, ROUNDS = 0.05, 12, 2, 3
 LOSS_RTOL = 1e-3
-WORKER_S = 900   # one tool's process, both models
+WORKER_S = 900   # one tool's process, one model
 MODELS = ("digits MLP 64-32-10, batch 64", "CNN 2 conv + linear 1×28×28, batch 32")
 
 # The training loop, as Python source that kernelgen (CPython and the page's worker) and
@@ -171,38 +171,43 @@ def worker(tool: str) -> dict:
   return out
 
 
-def run_worker(tool: str) -> dict:
+def run_worker(tool: str, kind: str) -> dict:
+  """One fresh process of `tool` training model `kind` ("mlp" or "cnn")."""
   python = sys.executable if tool == "kernelgen" else str(TINYGRAD_PYTHON)
   env = {**os.environ, "PYTHONPATH": str(ROOT / "core")} if tool == "kernelgen" else \
     {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  env["BT_MODELS"] = kind
   try:
     proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", tool],
                           capture_output=True, text=True, timeout=WORKER_S, env=env)
   except subprocess.TimeoutExpired:
-    return {"error": f"timed out after {WORKER_S} s ({STEPS} steps of each model)"}
+    return {"error": f"timed out after {WORKER_S} s ({STEPS} steps)"}
   if proc.returncode:
     return {"error": proc.stderr.strip().splitlines()[-1][:300] if proc.stderr else "failed"}
-  return json.loads(proc.stdout.strip().splitlines()[-1])
+  return json.loads(proc.stdout.strip().splitlines()[-1])[kind]
 
 
 def measure_cpython(rounds: int = ROUNDS) -> dict:
-  runs: dict = {"kernelgen": [], "tinygrad": []}
-  for _ in range(rounds):
-    for tool in runs:
-      runs[tool].append(run_worker(tool))
-      print(f"  BT {tool}: {json.dumps(runs[tool][-1])[:300]}", file=sys.stderr)
-  return {tool: summarize(results) for tool, results in runs.items()}
+  """tool -> kind -> the medians over `rounds` fresh processes, interleaved with the peer's."""
+  kinds = os.environ.get("BT_MODELS", "mlp,cnn").split(",")
+  runs: dict = {tool: {kind: [] for kind in kinds} for tool in ("kernelgen", "tinygrad")}
+  for kind in kinds:
+    for _ in range(rounds):
+      for tool in runs:
+        runs[tool][kind].append(run_worker(tool, kind))
+        print(f"  BT {tool} {kind}: {json.dumps(runs[tool][kind][-1])[:300]}", file=sys.stderr)
+  return {tool: {kind: summarize(results) for kind, results in by_kind.items()}
+          for tool, by_kind in runs.items()}
 
 
 def summarize(results: list[dict]) -> dict:
-  """kind -> the median first and steady step over the rounds (and the last losses)."""
+  """The median first and steady step over the rounds (and the last round's losses)."""
   good = [r for r in results if "error" not in r]
   if not good:
-    return {kind: {"error": results[0]["error"]} for kind in ("mlp", "cnn")}
-  return {kind: {"first_ms": statistics.median(r[kind]["first_ms"] for r in good),
-                 "step_ms": statistics.median(r[kind]["step_ms"] for r in good),
-                 "losses": good[-1][kind]["losses"], "adapter": good[-1][kind]["adapter"]}
-          if kind in good[-1] else {"error": "not run"} for kind in ("mlp", "cnn")}
+    return {"error": results[0]["error"]}
+  return {"first_ms": statistics.median(r["first_ms"] for r in good),
+          "step_ms": statistics.median(r["step_ms"] for r in good),
+          "losses": good[-1]["losses"], "adapter": good[-1]["adapter"]}
 
 
 # ---- the page -------------------------------------------------------------------------------
