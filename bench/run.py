@@ -9,6 +9,7 @@ earlier run. Rows:
   B5  app cold start                                                vs a bare Pyodide page
   B7  compile-process peak RSS vs tinygrad; page PSS vs a bare Pyodide page
   B6  GPU only: bench/gpu_b6.py; without a GPU its --dry-run runs instead
+  BT  one training step, digits MLP and a small CNN (bench/training.py) vs tinygrad, TF.js
 
     python bench/run.py [--reps N] [--only B1,B3,...]
 """
@@ -34,7 +35,7 @@ import throughput_wgpu  # noqa: E402
 TARGETS = {"B1": ("≤ 0.25×", "le", 0.25), "B2": ("≤ 2.5×", "le", 2.5),
            "B3": ("≥ 1.5×", "ge", 1.5), "B4": ("≥ 1.2×", "ge", 1.2),
            "B5": ("≤ bare + 1.0 s", "plus", 1000.0), "B7": ("≤ 1.0×", "le", 1.0),
-           "B7p": ("≤ bare + 50 MB", "plus", 50.0)}
+           "B7p": ("≤ bare + 50 MB", "plus", 50.0), "BT": ("≥ 1.5×", "ge", 1.5)}
 
 
 def row(key: str, what: str, ours, peer, unit: str, note: str = "") -> dict:
@@ -118,6 +119,12 @@ def b6_row() -> dict:
           "detail": json.loads(proc.stdout) if ok else proc.stderr[-500:]}
 
 
+def training_rows(table: list[dict]) -> list[dict]:
+  """BT rows: a training step's time, peer / ours (speed-up) like B3/B4."""
+  return [{**row("BT", r["what"], r["ours"], r["peer"], "ms", f"{r['peer_name']}: {r['note']}"),
+           "row": "BT"} for r in table]
+
+
 def fmt(value, unit: str) -> str:
   if isinstance(value, (int, float)) and not isinstance(value, bool):
     return f"{value:.3g} {unit}".strip() if value < 100 else f"{value:.0f} {unit}".strip()
@@ -144,7 +151,7 @@ def main(argv=None) -> int:
   parser.add_argument("--b3-reps", type=int, default=7)
   parser.add_argument("--b4-reps", type=int, default=2)
   parser.add_argument("--b5-reps", type=int, default=3)
-  parser.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7")
+  parser.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,BT")
   args = parser.parse_args(argv)
   only = set(args.only.split(","))
   started, load = time.time(), os.getloadavg()
@@ -169,6 +176,10 @@ def main(argv=None) -> int:
     rows += b5_b7_rows(results["browser"]["cold_start"], results.get("memory", {}))
   if "B6" in only:
     rows.append(b6_row())
+  if "BT" in only:      # training steps (bench/training.py), vs tinygrad and TF.js
+    import training
+    results["training"] = training.measure(args.b3_reps // 2 or 1)
+    rows += training_rows(results["training"]["rows"])
   results.update(rows=rows, seconds=round(time.time() - started),
                  loadavg_at_end=os.getloadavg())
   (BENCH / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))

@@ -112,6 +112,15 @@ def _tool_guard(request, monkeypatch):
   yield
 
 
+@pytest.fixture(autouse=True)
+def _fresh_compile_cache():
+  """Each test starts with an empty compile cache (kernelgen/cache.py), so a test that patches a
+  pipeline stage (optimize, lower, a renderer, a lowering constant) compiles with the patch."""
+  import kernelgen as kg
+  kg.clear_cache()
+  yield
+
+
 # --- native WebGPU (wgpu-py) ---
 
 

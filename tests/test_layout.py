@@ -30,7 +30,7 @@ LAYERS = (
   ("render",),                           # targets and their renderers
   ("lowering",),                         # kernel -> UOps, optimizer's launch options
   ("runtime",),                          # devices running kernels
-  ("compiler", "search", "realize"),     # the pipeline, autotuning, running kernels
+  ("compiler", "search", "realize", "cache"),  # the pipeline, autotuning, running kernels
   ("frontend",),                         # Tensor and its operations
   ("export",),                           # (the export issue)
   ("__init__", "__main__", "web_api"),   # the public face, CLI, page bridge

@@ -10,7 +10,8 @@ from .graph.schedule import row_limit, schedule
 
 def realize(nodes: list[LazyOp]) -> None:
   """Compute every node in `nodes` into a buffer on its device (each kernel runs once)."""
-  from .compiler import buffer_limit, compile_item
+  from .cache import cached_compile
+  from .compiler import buffer_limit
   from .device import Device
   pending = [n for n in nodes if not n.realized]
   limits = [buffer_limit(Device[d].target or "python", Device[d].render_options())
@@ -33,7 +34,7 @@ def realize(nodes: list[LazyOp]) -> None:
         with internal_errors("search", item.name, ExecutionError):
           opts = search(item, runtime, handles, options)
         options = {**options, **forced_options(opts)}
-      compiled = compile_item(item, runtime.target or "python", options)
+      compiled = cached_compile(item, runtime.target or "python", options)   # cache.py
       # a kernel binds only the buffers it still reads after simplification (by slot)
       with internal_errors(f"run on {out.device}", item.name, ExecutionError):
         runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})

@@ -148,8 +148,12 @@ class Adam(Optimizer):
     m = (1 - b1) * g if m is None else m * b1 + (1 - b1) * g
     v = (1 - b2) * (g * g) if v is None else v * b2 + (1 - b2) * (g * g)
     c1, c2 = 1 - b1 ** self.steps, 1 - b2 ** self.steps
-    denom = (v * (1 / c2)).sqrt() + self.eps
-    return p - (self.lr / c1) * m / denom, {"exp_avg": m, "exp_avg_sq": v}
+    # the step's bias corrections are data (a 2-element tensor), not constants of the kernel: the
+    # update compiles once and every later step reuses it (the compile cache, cache.py)
+    scale = Tensor([self.lr / c1, 1 / c2], dtype=p.dtype, device=p.device)
+    step_size, v_scale = scale[0:1], scale[1:2]
+    denom = (v * v_scale).sqrt() + self.eps
+    return p - step_size * m / denom, {"exp_avg": m, "exp_avg_sq": v}
 
 
 class AdamW(Adam):

@@ -1,0 +1,138 @@
+"""The compile cache: a kernel realized again reuses the code compiled for it before.
+
+A training loop builds the same kernels every step from new lazy graphs: the same structure,
+dtypes, shapes and constants over buffers that hold other data. `cached_compile(item, target,
+options)` keys a scheduled kernel by everything its compiled code depends on and returns the
+CompiledKernel made the first time:
+
+- the target and the (checked) options, device limits and features included;
+- the kernel's name (its entry point in the source);
+- its fused graph, sources first, each node by op, dtype, shape, argument (a constant by type
+  and exact value: 1, 1.0 and True differ, so do 0.0 and -0.0; views by shape, strides, offset
+  and mask) and which earlier nodes it reads (so sharing counts too);
+- each input by slot, dtype, shape and buffer name: not by the data it holds.
+
+A node whose argument is of a type the key does not know makes the kernel uncached (compiled
+every time), never wrongly shared. The cache is a bounded LRU (`set_cache_size`, 0 turns it off;
+`clear_cache`; `cache_info` counts hits and misses). The device runtimes keep their own caches
+of what they build from a kernel's source (WebGPU pipelines, parsed PTX), keyed by the source.
+Only realizing uses it: `kg.compile` always runs every pass (it is what the pipeline is timed
+and inspected with). A test that patches a pipeline stage clears it first (tests/conftest.py).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from enum import Enum
+
+from .compiler import compile_item
+from .graph.lazy import LazyOp
+from .graph.schedule import ScheduleItem
+from .graph.view import View
+
+# compiled kernels kept at most (a digits-MLP training step has 14; a ResNet forward ~100)
+DEFAULT_SIZE = 1024
+
+
+class _Cache:
+  def __init__(self, size: int):
+    self.entries: OrderedDict = OrderedDict()
+    self.size, self.hits, self.misses, self.uncached = size, 0, 0, 0
+
+
+_CACHE = _Cache(DEFAULT_SIZE)
+
+
+def _value_key(value):
+  """An exact, hashable key of a node argument, or raise TypeError for a type it does not know.
+  Types are part of the key (1 == 1.0 == True in Python, and 0.0 == -0.0)."""
+  kind = type(value)
+  if value is None or kind is str or isinstance(value, Enum):
+    return value
+  if kind in (bool, int):
+    return (kind.__name__, value)
+  if kind is float:
+    return ("float", repr(value))    # exact, and tells -0.0 and nan apart from 0.0
+  if kind is tuple:
+    return tuple(_value_key(v) for v in value)
+  if kind is View:
+    return ("view", value.shape, value.strides, value.offset, value.mask)
+  raise TypeError(f"no cache key for a {kind.__name__}")
+
+
+def _options_key(options: dict):
+  return tuple(sorted((name, _value_key(v)) for name, v in options.items()))
+
+
+def kernel_key(item: ScheduleItem, target: str, options: dict | None) -> tuple | None:
+  """What the compiled code of `item` depends on (see the module docstring); None when some
+  part of it has no exact key (then the kernel is not cached)."""
+  slots = {id(n): i + 1 for i, n in enumerate(item.inputs)}
+  index: dict[int, int] = {}
+  rows: list = []
+  stack = [(item.out, False)]
+  try:
+    while stack:
+      node, expanded = stack.pop()
+      if id(node) in index:
+        continue
+      slot = slots.get(id(node)) if node is not item.out else None
+      if slot is not None:
+        rows.append(("in", slot, node.dtype.name, node.dtype.count, node.shape,
+                     getattr(node.buffer, "name", None)))
+      elif not expanded:
+        if node.realized and node is not item.out:
+          return None    # a realized node that is not an input: not a kernel the key knows
+        stack.append((node, True))
+        stack.extend((s, False) for s in reversed(node.src) if id(s) not in index)
+        continue
+      else:
+        rows.append((node.op, node.dtype.name, node.dtype.count, node.shape,
+                     _value_key(node.arg), tuple(index[id(s)] for s in node.src)))
+      index[id(node)] = len(rows) - 1
+    return (target, _options_key(options or {}), item.name, tuple(rows))
+  except TypeError:
+    return None
+
+
+def cached_compile(item: ScheduleItem, target: str, options: dict | None = None):
+  """compile_item(item, target, options), reusing the CompiledKernel of an earlier kernel with
+  the same key (the module docstring says what the key holds)."""
+  cache = _CACHE
+  key = kernel_key(item, target, options) if cache.size else None
+  if key is None:
+    cache.uncached += 1
+    return compile_item(item, target, options)
+  found = cache.entries.get(key)
+  if found is not None:
+    cache.hits += 1
+    cache.entries.move_to_end(key)
+    return found
+  cache.misses += 1
+  compiled = compile_item(item, target, options)
+  cache.entries[key] = compiled
+  while len(cache.entries) > cache.size:
+    cache.entries.popitem(last=False)
+  return compiled
+
+
+def clear_cache() -> None:
+  """Forget every compiled kernel (and the hit and miss counts)."""
+  _CACHE.entries.clear()
+  _CACHE.hits = _CACHE.misses = _CACHE.uncached = 0
+
+
+def set_cache_size(size: int) -> None:
+  """Keep at most `size` compiled kernels (least recently used go first); 0 turns caching off."""
+  from .errors import KernelgenError
+  if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+    raise KernelgenError(f"the compile cache size is a count >= 0, got {size!r}")
+  _CACHE.size = size
+  while len(_CACHE.entries) > size:
+    _CACHE.entries.popitem(last=False)
+
+
+def cache_info() -> dict:
+  """{hits, misses, uncached, size, max_size}: what the compile cache did since it was cleared."""
+  c = _CACHE
+  return {"hits": c.hits, "misses": c.misses, "uncached": c.uncached, "size": len(c.entries),
+          "max_size": c.size}
