@@ -1,0 +1,203 @@
+"""ONNX indexing operators: ScatterElements (and the old Scatter), ScatterND, GatherND, CumProd,
+and the operators whose output shape depends on the data (Compress, NonZero, Unique): those need
+their data on the host (a constant, a feed, or a value computed now: the lazy graph is realized
+up to it), as their output size is part of the graph's static shapes.
+
+Scatters with a reduction (add, mul, max, min) fold every update that lands on an element into it
+in one reduction over the updates (deterministic: no races); `none` keeps the last update, as the
+Tensor scatter does. Built only from public Tensor methods (gather, scatter, scatter_add,
+comparisons, reductions)."""
+from __future__ import annotations
+
+import math
+
+from ...dtype import dtypes, max_value, min_value
+from ...errors import ShapeError, UnsupportedError
+from ..tensor import Tensor, where
+from ..tensor_ops import maximum, minimum
+from .ops import axis_index, op
+
+_REDUCTIONS = ("none", "add", "mul", "max", "min")
+
+
+def _wrap(idx, n: int):
+  idx = idx.cast(dtypes.int32)
+  return where(idx < 0, idx + n, idx)
+
+
+def _identity(kind: str, dtype):
+  if kind == "mul":
+    return 1
+  if kind == "max":
+    return min_value(dtype) if not dtype.is_float() else -math.inf
+  return max_value(dtype) if not dtype.is_float() else math.inf
+
+
+def _scatter_reduce(t, axis: int, idx, src, kind: str):
+  """t with every src[i] reduced (mul, max, min) into t[.., idx[i], ..] along axis: one
+  one-hot reduction over the updates."""
+  n = t.shape[axis]
+  order = [d for d in range(t.ndim) if d != axis] + [axis]
+  back = list(range(t.ndim - 1))
+  back.insert(axis, t.ndim - 1)
+  ii, ss = idx.permute(*order), src.cast(t.dtype).permute(*order)       # (..., m)
+  hit = ii.unsqueeze(-1) == Tensor.arange(n, device=t.device)           # (..., m, n)
+  pad = ss.unsqueeze(-1)
+  vals = where(hit, pad, _identity(kind, t.dtype))
+  red = vals.prod(-2) if kind == "mul" else vals.max(-2) if kind == "max" else vals.min(-2)
+  red = red.cast(t.dtype).permute(*back)
+  red = red.pad(tuple((0, s - r) for r, s in zip(red.shape, t.shape)),
+                value=_identity(kind, t.dtype))
+  if kind == "mul":
+    return (t * red).cast(t.dtype)
+  return maximum(t, red) if kind == "max" else minimum(t, red)
+
+
+def _scatter_elements(t, axis: int, idx, src, kind: str):
+  if kind not in _REDUCTIONS:
+    raise UnsupportedError(f"scatter reduction {kind!r}: ONNX defines {_REDUCTIONS}")
+  idx = _wrap(idx, t.shape[axis])
+  if kind == "none":
+    return t.scatter(axis, idx, src)
+  if kind == "add":
+    return t.scatter_add(axis, idx, src)
+  return _scatter_reduce(t, axis, idx, src, kind)
+
+
+@op("ScatterElements", "Scatter")
+def _scatter_el(ins, at):
+  x = ins[0]
+  axis = axis_index(at.int("axis", 0), x.ndim)
+  return _scatter_elements(x, axis, ins[1], ins[2], at.str("reduction", "none"))
+
+
+def _linear(idx, dims: tuple):
+  """Row-major linear index of the last dim of idx (k coordinates) into dims; negatives wrap."""
+  k = idx.shape[-1]
+  total = None
+  for j in range(k):
+    part = _wrap(idx[..., j], dims[j]) * math.prod(dims[j + 1:k])
+    total = part if total is None else total + part
+  return total
+
+
+@op("ScatterND")
+def _scatter_nd(ins, at):
+  x, idx, upd = ins[0], ins[1], ins[2]
+  k = idx.shape[-1]
+  m = math.prod(idx.shape[:-1])
+  rest = x.shape[k:]
+  r = math.prod(rest)
+  flat = x.reshape(math.prod(x.shape[:k]), r)
+  lin = _linear(idx, x.shape[:k]).reshape(m, 1).expand(m, r)
+  out = _scatter_elements(flat, 0, lin, upd.reshape(m, r), at.str("reduction", "none"))
+  return out.reshape(x.shape)
+
+
+@op("GatherND")
+def _gather_nd(ins, at):
+  x, idx = ins[0], ins[1]
+  b = at.int("batch_dims", 0)
+  k = idx.shape[-1]
+  batch = math.prod(x.shape[:b])
+  rest = x.shape[b + k:]
+  r = math.prod(rest)
+  m = math.prod(idx.shape[b:-1])
+  data = x.reshape(batch, math.prod(x.shape[b:b + k]), r)
+  lin = _linear(idx.reshape(batch, m, k), x.shape[b:b + k])
+  out = data.gather(1, lin.reshape(batch, m, 1).expand(batch, m, r))
+  return out.reshape(idx.shape[:-1] + rest)
+
+
+@op("CumProd")
+def _cumprod(ins, at):
+  x = ins[0]
+  axis = axis_index(int(ins.scalar(1)), x.ndim)
+  rev = at.int("reverse", 0)
+  y = x.flip(axis) if rev else x
+  if at.int("exclusive", 0):      # the product of the elements before: a leading 1
+    widths = [(0, 0)] * y.ndim
+    widths[axis] = (1, 0)
+    y = y.pad(widths, value=1).shrink(tuple((0, n) for n in y.shape))
+  out = y.cumprod(axis).cast(x.dtype)
+  return out.flip(axis) if rev else out
+
+
+# ---- data-dependent shapes: computed from host values -------------------------------------------
+
+def _host(ins, i: int):
+  """(values, shape, dtype) of input i on the host: a constant or feed, or realized now."""
+  s = ins.runner.host_values(ins.names[i], ins.node.describe())
+  return s.values, s.shape, s.dtype
+
+
+def _strides(shape) -> list:
+  return [math.prod(shape[d + 1:]) for d in range(len(shape))]
+
+
+@op("NonZero", foldable=True)
+def _nonzero(ins, at):
+  values, shape, _ = _host(ins, 0)
+  shape = shape or (1,)
+  hits = [i for i, v in enumerate(values) if v]
+  strides = _strides(shape)
+  rows = [[(i // st) % n for i in hits] for st, n in zip(strides, shape)]
+  flat = [v for row in rows for v in row]
+  if not hits:
+    return Tensor.zeros(len(shape), 0, dtype=ins.int_dtype, device=ins.device)
+  return Tensor(flat, dtype=ins.int_dtype, device=ins.device).reshape(len(shape), len(hits))
+
+
+@op("Compress")
+def _compress(ins, at):
+  x = ins[0]
+  cond, _, _ = _host(ins, 1)
+  axis = at.int("axis")
+  if axis is None:
+    x, axis = x.flatten(), 0
+  axis = axis_index(axis, x.ndim)
+  keep = [i for i, c in enumerate(cond[:x.shape[axis]]) if c]
+  if not keep:
+    shape = list(x.shape)
+    shape[axis] = 0
+    return Tensor.zeros(*shape, dtype=x.dtype, device=x.device)
+  return x.take(Tensor(keep, dtype=dtypes.int32, device=x.device), axis=axis)
+
+
+def _unique_rows(values, shape, axis):
+  """The slices of `values` along axis as tuples (the keys Unique compares)."""
+  if axis is None:
+    return [(v,) for v in values], len(values)
+  n = shape[axis]
+  outer = math.prod(shape[:axis])
+  inner = math.prod(shape[axis + 1:])
+  rows = []
+  for i in range(n):
+    rows.append(tuple(values[(o * n + i) * inner + j] for o in range(outer)
+                      for j in range(inner)))
+  return rows, n
+
+
+@op("Unique")
+def _unique(ins, at):
+  x = ins[0]
+  values, shape, _ = _host(ins, 0)
+  axis = at.int("axis")
+  axis = axis_index(axis, len(shape)) if axis is not None else None
+  rows, n = _unique_rows(values, shape, axis)
+  first: dict = {}
+  for i, row in enumerate(rows):
+    first.setdefault(row, i)
+  keys = sorted(first, key=lambda r: first[r]) if not at.int("sorted", 1) else sorted(first)
+  pos = {row: j for j, row in enumerate(keys)}
+  order = [first[row] for row in keys]
+  inverse = [pos[row] for row in rows]
+  counts = [0] * len(keys)
+  for row in rows:
+    counts[pos[row]] += 1
+  src = x.flatten() if axis is None else x
+  y = src.take(Tensor(order, dtype=dtypes.int32, device=x.device), axis=axis or 0)
+  idt, dev = ins.int_dtype, ins.device
+  return [y, Tensor(order, dtype=idt, device=dev), Tensor(inverse, dtype=idt, device=dev),
+          Tensor(counts, dtype=idt, device=dev)]
+
