@@ -83,18 +83,22 @@ class Runner:
     """The device Tensor of `name` (static values uploaded, narrowed, on first use)."""
     if name in self.tensors and not (self.folding and name in self.static):
       return self.tensors[name]
-    s = self.static[name]
+    t = self.upload(self.static[name], f"tensor {name!r}")
+    if not self.folding:
+      self.tensors[name] = t
+    return t
+
+  def upload(self, s, what: str) -> Tensor:
+    """A Static (or (dtype, shape, bytes)) as a Tensor: on PYTHON in full precision while
+    folding, else on the device, narrowed."""
     if isinstance(s, tuple):
       dtype, shape, raw = s
     else:
       from ..tensor_data import pack
       dtype, shape, raw = s.dtype, s.shape, pack(s.values, s.dtype)
     if not self.folding:
-      raw, dtype = narrow_bytes(raw, dtype, shape, f"tensor {name!r}", self.model.float64)
-    t = tensor_from_bytes(raw, shape, dtype, "PYTHON" if self.folding else self.device)
-    if not self.folding:
-      self.tensors[name] = t
-    return t
+      raw, dtype = narrow_bytes(raw, dtype, shape, what, self.model.float64)
+    return tensor_from_bytes(raw, shape, dtype, "PYTHON" if self.folding else self.device)
 
   def known(self, name: str):
     """The Static host value of `name` when known without running anything, else None."""
@@ -111,6 +115,32 @@ class Runner:
     t = self.value(name)
     return Static(t.dtype, t.shape, _flat(t.tolist()))
 
+  # ---- subgraphs (If branches, Loop and Scan bodies) ----
+  def run_graph(self, graph, bindings: dict) -> list:
+    """Run subgraph `graph` in a scope that sees this one's values, with its inputs bound to
+    `bindings` ({name: Tensor or Static}); its outputs as Static where static, else Tensors."""
+    scope = Scope(self)
+    for name, (dtype, shape, raw) in graph.initializers.items():
+      scope.bind(name, Static.from_bytes(dtype, shape, raw))
+    for name, value in bindings.items():
+      scope.bind(name, value)
+    for node in graph.nodes:
+      scope._eval(node, OPS[node.op])
+    return [scope.result(name) for name in graph.output_names]
+
+  def bind(self, name: str, value) -> None:
+    if isinstance(value, Static):
+      self.static[name] = value
+      self.tensors.pop(name, None)
+    else:
+      self.tensors[name] = value
+      self.static.pop(name, None)
+    self.host.pop(name, None)
+
+  def result(self, name: str):
+    s = self.static.get(name)
+    return s if isinstance(s, Static) else self.value(name)
+
   # ---- evaluation ----
   def _eval(self, node, fn) -> None:
     self.node = node
@@ -125,7 +155,10 @@ class Runner:
       return
     outs = self._call(node, fn, False)
     for name, out in zip(node.outputs, outs):
-      if name and out is not None:
+      if name and isinstance(out, Static):      # control flow passes static values through
+        self.static[name] = out
+        self.tensors.pop(name, None)
+      elif name and out is not None:
         self.tensors[name] = out
         if out.device != self.device:
           raise ModelError(f"{node.describe()} produced a tensor on {out.device}")
@@ -146,6 +179,16 @@ class Runner:
       self.folding = False
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     return list(outs)
+
+
+class Scope(Runner):
+  """The values of one subgraph run: the enclosing scope's, plus the subgraph's own."""
+
+  def __init__(self, parent: Runner):    # pylint: disable=super-init-not-called
+    self.model, self.device = parent.model, parent.device
+    self.tensors, self.static = dict(parent.tensors), dict(parent.static)
+    self.host = dict(parent.host)
+    self.folding, self.node = False, None
 
 
 class Inputs:
