@@ -1,9 +1,10 @@
 """ONNX control flow: If, Loop and Scan, unrolled into the lazy graph while the model is built.
 
 Shapes are static in kernelgen, so the control decisions must be known on the host:
-- If: the condition must be static (a constant, a folded shape computation, or a feed); the
-  chosen branch is built, the other never runs. A condition computed from data is an
-  UnsupportedError.
+- If: the condition is read on the host: static (a constant, a folded shape computation, a
+  feed), or else computed at once from the data (the lazy graph realized up to it, as for
+  Range's bounds: the branches may have different shapes). The chosen branch is built, the other
+  never runs.
 - Loop: the trip count M and the initial condition are read on the host (a data-dependent one is
   computed first, as Range's bounds are); each iteration's body is built in turn, so the body's
   condition output must be static (else UnsupportedError: a loop whose end depends on the data
@@ -36,12 +37,8 @@ def _tensor(ins, v) -> Tensor:
 
 @op("If", foldable=False)
 def _if(ins, at):
-  cond = ins.runner.known(ins.names[0])
-  if cond is None:
-    raise UnsupportedError("If on a condition computed from the data: kernelgen builds static "
-                           "graphs, so the condition must be known when the model is built "
-                           "(a constant, a shape computation or a model input)")
-  branch = "then_branch" if cond.values[0] else "else_branch"
+  cond = ins.scalar(0)      # static, or computed now from the data (the graph realized to it)
+  branch = "then_branch" if cond else "else_branch"
   return ins.runner.run_graph(ins.node.subgraphs[branch], {})
 
 

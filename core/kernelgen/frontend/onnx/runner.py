@@ -145,7 +145,7 @@ class Runner:
   def _eval(self, node, fn) -> None:
     self.node = node
     names = [n for n in node.inputs if n]
-    fold = getattr(fn, "foldable", True) and all(
+    fold = getattr(fn, "shape_only", False) or getattr(fn, "foldable", True) and all(
       isinstance(self.static.get(n), Static) and self.static[n].size <= FOLD_MAX for n in names)
     outs = self._call(node, fn, fold) if fold else None
     if outs is not None and all(o is None or o.numel() <= FOLD_MAX for o in outs):
