@@ -1,0 +1,158 @@
+"""ONNX GridSample and AffineGrid, N-D (2-D images and 3-D volumes), as Tensor code.
+
+GridSample follows the operator's definition (and its reference): each grid point is
+denormalized (align_corners), rounded to nearest-even for `nearest`, brought inside by the
+padding mode (border clamps, reflection folds at the borders), then interpolated from its 2**k
+(linear) or 4**k (cubic, Keys a=-0.75) neighbours; neighbours outside the image are 0 (zeros),
+clamped (border) or reflected. Every neighbour is one gather of the flattened spatial dims.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ...dtype import dtypes
+from ...errors import ShapeError, UnsupportedError
+from ..tensor import Tensor, stack, where
+from .ops import op
+
+_ALPHA = -0.75
+
+
+def _denormalize(g, d: int, align: bool):
+  return (g + 1) / 2 * (d - 1) if align else ((g + 1) * d - 1) / 2
+
+
+def _reflect(x, lo: float, hi: float):
+  """x folded back into [lo, hi] at the borders (as many times as needed)."""
+  rng = hi - lo
+  if rng <= 0:
+    return x * 0 + lo
+  below, above = lo - x, x - hi
+  dx = where(x < lo, below, above)
+  n = (dx / rng).floor()
+  r = dx - n * rng
+  even = (n - (n / 2).floor() * 2) == 0
+  low_side = where(even, lo + r, hi - r)
+  high_side = where(even, hi - r, lo + r)
+  return where(x < lo, low_side, where(x > hi, high_side, x))
+
+
+def _bounds(d: int, align: bool) -> tuple:
+  return (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+
+
+def _inside(x, d: int, align: bool, padding: str):
+  lo, hi = _bounds(d, align)
+  if padding == "border":
+    return where((x < lo) | (x > hi), x.clip(0, d - 1), x)
+  if padding == "reflection":
+    return _reflect(x, lo, hi)
+  return x
+
+
+def _index(i, d: int, align: bool, padding: str):
+  """(index into the axis, valid mask or None) of integer positions i (float Tensor)."""
+  if padding == "zeros":
+    valid = (i >= 0) & (i <= d - 1)
+    return i.clip(0, d - 1), valid
+  if padding == "border":
+    return i.clip(0, d - 1), None
+  lo, hi = _bounds(d, align)
+  return _reflect(i, lo, hi).trunc().clip(0, d - 1), None
+
+
+def _cubic_weights(t) -> list:
+  a = _ALPHA
+  w0 = ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a
+  w1 = ((a + 2) * t - (a + 3)) * t * t + 1
+  s = 1 - t
+  w2 = ((a + 2) * s - (a + 3)) * s * s + 1
+  u = 2 - t
+  w3 = ((a * u - 5 * a) * u + 8 * a) * u - 4 * a
+  return [w0, w1, w2, w3]
+
+
+def _taps(x, mode: str) -> list:
+  """[(integer position, weight or None)] per neighbour along one axis."""
+  if mode == "nearest":
+    return [(x, None)]
+  base = x.floor()
+  t = x - base
+  if mode == "linear":
+    return [(base, 1 - t), (base + 1, t)]
+  return [(base + o, w) for o, w in zip((-1, 0, 1, 2), _cubic_weights(t))]
+
+
+def grid_sample(x, grid, mode: str, padding: str, align: bool):
+  n, c = x.shape[:2]
+  dims = x.shape[2:]
+  k = len(dims)
+  if grid.shape[-1] != k or grid.shape[0] != n or grid.ndim != k + 2:
+    raise ShapeError(f"GridSample: grid shape {grid.shape} does not fit input {x.shape}")
+  out_dims = grid.shape[1:-1]
+  m = math.prod(out_dims)
+  g = grid.cast(dtypes.float32).reshape(n, m, k)
+  coords = []
+  for i, d in enumerate(dims):               # the grid lists coordinates last axis first
+    v = _denormalize(g[:, :, k - 1 - i], d, align)
+    v = v.round() if mode == "nearest" else v
+    coords.append(_inside(v, d, align, padding))
+  flat = x.reshape(n, c, math.prod(dims))
+  strides = [math.prod(dims[i + 1:]) for i in range(k)]
+  total = None
+  for combo in itertools.product(*[_taps(v, mode) for v in coords]):
+    lin, weight, valid = None, None, None
+    for i, (pos, w) in enumerate(combo):
+      idx, ok = _index(pos, dims[i], align, padding)
+      part = idx.cast(dtypes.int32) * strides[i]
+      lin = part if lin is None else lin + part
+      weight = w if weight is None else (weight if w is None else weight * w)
+      valid = ok if valid is None else (valid if ok is None else valid & ok)
+    val = flat.gather(2, lin.reshape(n, 1, m).expand(n, c, m)).cast(dtypes.float32)
+    if weight is not None:
+      val = val * weight.reshape(n, 1, m)
+    if valid is not None:
+      val = where(valid.reshape(n, 1, m), val, 0.0)
+    total = val if total is None else total + val
+  return total.reshape((n, c) + tuple(out_dims)).cast(x.dtype)
+
+
+@op("GridSample")
+def _grid_sample(ins, at):
+  mode = at.str("mode", "linear" if ins.opset >= 20 else "bilinear")
+  mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+  if mode not in ("nearest", "linear", "cubic"):
+    raise UnsupportedError(f"GridSample mode {mode!r}: ONNX defines nearest, linear, cubic")
+  padding = at.str("padding_mode", "zeros")
+  if padding not in ("zeros", "border", "reflection"):
+    raise UnsupportedError(f"GridSample padding_mode {padding!r}")
+  return grid_sample(ins[0], ins[1], mode, padding, bool(at.int("align_corners", 0)))
+
+
+def _base_axis(d: int, align: bool, device: str):
+  i = Tensor.arange(d, device=device).cast(dtypes.float32)
+  if align:
+    return i * (2 / (d - 1)) - 1 if d > 1 else i * 0
+  return (i * 2 + 1) / d - 1
+
+
+@op("AffineGrid")
+def _affine_grid(ins, at):
+  theta = ins[0]
+  size = ins.ints(1)
+  align = bool(at.int("align_corners", 0))
+  n, spatial = size[0], size[2:]
+  k = len(spatial)
+  if theta.shape != (n, k, k + 1):
+    raise ShapeError(f"AffineGrid: theta shape {theta.shape} does not fit size {size}")
+  axes = [_base_axis(d, align, theta.device) for d in spatial]
+  coords = []                       # x (last spatial axis) first, then y (, z), then 1
+  for j in range(k - 1, -1, -1):
+    shape = [1] * k
+    shape[j] = spatial[j]
+    coords.append(axes[j].reshape(shape).expand(*spatial))
+  coords.append(Tensor.ones(*spatial, device=theta.device))
+  base = stack(coords, -1).reshape(1, math.prod(spatial), k + 1)
+  out = base.cast(theta.dtype) @ theta.permute(0, 2, 1)          # (n, points, k)
+  return out.reshape((n,) + tuple(spatial) + (k,))
