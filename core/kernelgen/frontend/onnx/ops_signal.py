@@ -1,0 +1,98 @@
+"""ONNX signal operators: DFT (opsets 17 and 20: forward, inverse, one-sided and the inverse of a
+one-sided spectrum) and STFT, as matrix products with cosine and sine matrices computed on the
+host (the transform length is a static dim): a DFT of length L costs two (L x K) products."""
+from __future__ import annotations
+
+import math
+
+from ...dtype import dtypes
+from ...errors import ShapeError
+from ..tensor import Tensor, stack
+from .ops import axis_index, op
+
+
+def _trig(n_in: int, n_out: int, length: int, device: str, weights=None) -> tuple:
+  """(cos, sin) matrices (n_in, n_out): entry [n, k] = cos/sin(2 pi k n / length) * w[n]."""
+  cos, sin = [], []
+  for n in range(n_in):
+    w = weights[n] if weights else 1.0
+    for k in range(n_out):
+      a = 2 * math.pi * ((k * n) % length) / length
+      cos.append(math.cos(a) * w)
+      sin.append(math.sin(a) * w)
+  shape = (n_in, n_out)
+  return (Tensor(cos, dtype=dtypes.float32, device=device).reshape(shape),
+          Tensor(sin, dtype=dtypes.float32, device=device).reshape(shape))
+
+
+def _fit(x, n: int):
+  """x (..., m) cut or zero-padded to (..., n)."""
+  m = x.shape[-1]
+  if m > n:
+    return x.shrink(tuple((0, d) for d in x.shape[:-1]) + ((0, n),))
+  if m < n:
+    return x.pad(((0, 0),) * (x.ndim - 1) + ((0, n - m),))
+  return x
+
+
+def dft(x, axis: int, length: int | None, inverse: bool, onesided: bool):
+  """The ONNX DFT of x (..., 1 or 2) along axis: (..., 2), or (..., 1) for an inverse one-sided
+  (irfft) transform."""
+  ndim = x.ndim
+  axis = axis_index(axis, ndim)
+  if axis == ndim - 1:
+    raise ShapeError("DFT axis cannot be the last dim (it holds real and imaginary parts)")
+  xf = x.cast(dtypes.float32)
+  order = [d for d in range(ndim - 1) if d != axis] + [axis]
+  re = xf[..., 0].permute(*order)
+  im = xf[..., 1].permute(*order) if x.shape[-1] == 2 else None
+  n = x.shape[axis]
+  if length is None:
+    length = 2 * (n - 1) if inverse and onesided else n
+  dev = x.device
+  if inverse and onesided:              # irfft: a Hermitian spectrum of length//2 + 1 terms
+    half = length // 2 + 1
+    w = [1.0 if k == 0 or 2 * k == length else 2.0 for k in range(half)]
+    c, s = _trig(half, length, length, dev, w)
+    re = _fit(re, half)
+    out = re @ c - (_fit(im, half) @ s if im is not None else 0)
+    outs = [out / length]
+  else:
+    k_out = length // 2 + 1 if onesided else length
+    c, s = _trig(length, k_out, length, dev)
+    re = _fit(re, length)
+    im = _fit(im, length) if im is not None else None
+    sign = 1 if inverse else -1
+    out_re = re @ c - sign * (im @ s) if im is not None else re @ c
+    out_im = sign * (re @ s) + (im @ c if im is not None else 0)
+    outs = [out_re / length, out_im / length] if inverse else [out_re, out_im]
+  back = list(range(ndim - 2))
+  back.insert(axis, ndim - 2)
+  return stack([o.permute(*back) for o in outs], -1).cast(x.dtype)
+
+
+@op("DFT")
+def _dft(ins, at):
+  x = ins[0]
+  length = int(ins.scalar(1)) if ins.has(1) else None
+  if ins.opset >= 20:
+    axis = int(ins.scalar(2)) if ins.has(2) else -2
+  else:
+    axis = at.int("axis", 1)
+  return dft(x, axis, length, bool(at.int("inverse", 0)), bool(at.int("onesided", 0)))
+
+
+@op("STFT")
+def _stft(ins, at):
+  x = ins[0]
+  step = int(ins.scalar(1))
+  window = ins[2]
+  total = x.shape[1]
+  size = int(ins.scalar(3)) if ins.has(3) else window.shape[0] if window is not None else total
+  frames = (total - size) // step + 1
+  parts = [x.shrink(((0, x.shape[0]), (f * step, f * step + size), (0, x.shape[2])))
+           for f in range(frames)]
+  y = stack(parts, 1)                                   # (B, frames, size, 1 or 2)
+  if window is not None:
+    y = y * window.cast(y.dtype).reshape(1, 1, size, 1)
+  return dft(y, 2, size, False, bool(at.int("onesided", 1)))
