@@ -1,5 +1,6 @@
 """ONNX indexing operators: ScatterElements (and the old Scatter), ScatterND, GatherND, CumProd,
-and the operators whose output shape depends on the data (Compress, NonZero, Unique): those need
+and the operators whose output shape depends on the data (Compress, NonZero, Unique,
+NonMaxSuppression): those need
 their data on the host (a constant, a feed, or a value computed now: the lazy graph is realized
 up to it), as their output size is part of the graph's static shapes.
 
@@ -201,3 +202,60 @@ def _unique(ins, at):
   return [y, Tensor(order, dtype=idt, device=dev), Tensor(inverse, dtype=idt, device=dev),
           Tensor(counts, dtype=idt, device=dev)]
 
+
+
+def _box(b, center: bool) -> tuple:
+  """(x_min, x_max, y_min, y_max) of a box in either ONNX box format."""
+  if center:
+    x, y, w, h = b
+    return x - w / 2, x + w / 2, y - h / 2, y + h / 2
+  y1, x1, y2, x2 = b
+  return min(x1, x2), max(x1, x2), min(y1, y2), max(y1, y2)
+
+
+def _overlaps(a: tuple, b: tuple, threshold: float) -> bool:
+  """IoU(a, b) > threshold (degenerate boxes never suppress)."""
+  w = min(a[1], b[1]) - max(a[0], b[0])
+  h = min(a[3], b[3]) - max(a[2], b[2])
+  if w <= 0 or h <= 0:
+    return False
+  inter = w * h
+  area_a = (a[1] - a[0]) * (a[3] - a[2])
+  area_b = (b[1] - b[0]) * (b[3] - b[2])
+  union = area_a + area_b - inter
+  if area_a <= 0 or area_b <= 0 or union <= 0:
+    return False
+  return inter / union > threshold
+
+
+@op("NonMaxSuppression")
+def _nms(ins, at):
+  """Greedy NMS per batch and class, computed on the host from the boxes' and scores' values
+  (realized first when they are computed on the device): the output's length is data."""
+  boxes, bshape, _ = _host(ins, 0)
+  scores, sshape, _ = _host(ins, 1)
+  limit = int(ins.scalar(2, 0) or 0)
+  iou = float(ins.scalar(3, 0.0) or 0.0)
+  floor = ins.scalar(4) if ins.has(4) else None
+  center = bool(at.int("center_point_box", 0))
+  n_batch, n_box = bshape[0], bshape[1]
+  n_class = sshape[1]
+  picked = []
+  for b in range(n_batch):
+    rects = [_box(boxes[(b * n_box + i) * 4:(b * n_box + i) * 4 + 4], center)
+             for i in range(n_box)]
+    for c in range(n_class):
+      row = scores[(b * n_class + c) * n_box:(b * n_class + c + 1) * n_box]
+      order = sorted((i for i in range(n_box) if floor is None or row[i] > floor),
+                     key=lambda i: (-row[i], i))
+      chosen: list = []
+      for i in order:
+        if len(chosen) >= limit:
+          break
+        if not any(_overlaps(rects[i], rects[j], iou) for j in chosen):
+          chosen.append(i)
+      picked.extend([b, c, i] for i in chosen)
+  if not picked:
+    return Tensor.zeros(0, 3, dtype=ins.int_dtype, device=ins.device)
+  flat = [v for row in picked for v in row]
+  return Tensor(flat, dtype=ins.int_dtype, device=ins.device).reshape(len(picked), 3)
