@@ -155,6 +155,8 @@ class Model:
     infos = {v.name: _type_info(v) for v in list(g.input) + list(g.output)}
     self.input_shapes = {n: infos[n][0] for n in self.input_names}
     self.output_shapes = {n: infos[n][0] for n in self.output_names}
+    kinds = {v.name: _kind(v) for v in g.input}
+    self.input_kinds = {n: kinds[n] for n in self.input_names}
     self.input_dtypes = {n: _dtype_or_none(infos[n][1]) for n in self.input_names}
     self.output_dtypes = {n: _dtype_or_none(infos[n][1]) for n in self.output_names}
     self.nodes = _sorted_nodes(g, self.opset, set(self.initializers) | {v.name for v in g.input})
@@ -181,7 +183,10 @@ class Model:
     return any(n.op == "Cast" and n.attrs.int("to") == 11 for n in self.nodes)
 
   def run(self, feeds: dict, device: str | None = None) -> dict:
-    """{output name: Tensor} for `feeds` ({input name: numpy array, list or Tensor})."""
+    """{output name: Tensor} for `feeds` ({input name: numpy array, list or Tensor}).
+
+    A sequence input takes a list of arrays or Tensors, an optional input a value or None;
+    sequence outputs come back as lists of Tensors, an empty optional as None."""
     from ...device import Device
     device = Device.canonical(device) if device is not None else Device.DEFAULT
     if self.uses_float64 and self.float64 is None and device == "WEBGPU":
@@ -190,6 +195,16 @@ class Model:
                              "to float32, or run it on PYTHON, PTXSIM or CUDA",
                              target="wgsl", dtype=dtypes.float64)
     return Runner(self, device).run(feeds)
+
+
+def _kind(vi) -> str:
+  """'tensor', 'sequence' (a list of tensors) or 'optional' (a value or None) of an input."""
+  t = vi.type
+  if t is not None and t.has("sequence_type"):
+    return "sequence"
+  if t is not None and t.has("optional_type"):
+    return "optional"
+  return "tensor"
 
 
 def _dtype_or_none(code: int):

@@ -9,7 +9,8 @@ from ...dtype import dtypes
 from ...errors import KernelgenError, ModelError, ShapeError
 from ..tensor import Tensor
 from .operators import OPS
-from .values import FOLD_MAX, HOST_COPY_MAX, NARROW, Static, narrow_bytes, tensor_from_bytes
+from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
+                     tensor_from_bytes)
 
 _BUGS = (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, struct.error,
          OverflowError, AttributeError)
@@ -34,7 +35,8 @@ class Runner:
     self._feed(feeds)
     for node in self.model.nodes:
       self._eval(node, OPS[node.op])
-    return {name: self.value(name) for name in self.model.output_names}
+    outs = {name: self.value(name) for name in self.model.output_names}
+    return {name: None if v is NONE else v for name, v in outs.items()}
 
   def _feed(self, feeds: dict) -> None:
     unknown = set(feeds) - set(self.model.input_names) - set(self.model.initializers)
@@ -46,6 +48,17 @@ class Runner:
       raise ModelError(f"missing inputs {missing}: give every one of {self.model.input_names}")
     sizes: dict = {}
     for name, value in feeds.items():
+      kind = self.model.input_kinds.get(name, "tensor")
+      if value is None and kind == "optional":
+        self.tensors[name] = NONE
+        continue
+      if kind == "sequence" or kind == "optional" and isinstance(value, (list, tuple)):
+        if not isinstance(value, (list, tuple)):
+          raise ModelError(f"input {name!r} is a sequence: give a list of arrays or Tensors")
+        self.tensors[name] = [self._to_device(v if isinstance(v, Tensor) else
+                                              Tensor(v, device="PYTHON"), f"input {name!r}")
+                              for v in value]
+        continue
       t = value if isinstance(value, Tensor) else Tensor(value, device="PYTHON")
       self._check_shape(name, t.shape, sizes)
       if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX:
@@ -160,7 +173,7 @@ class Runner:
         self.tensors.pop(name, None)
       elif name and out is not None:
         self.tensors[name] = out
-        if out.device != self.device:
+        if isinstance(out, Tensor) and out.device != self.device:
           raise ModelError(f"{node.describe()} produced a tensor on {out.device}")
 
   def _call(self, node, fn, folding: bool) -> list:
