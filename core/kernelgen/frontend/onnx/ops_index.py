@@ -259,3 +259,103 @@ def _nms(ins, at):
     return Tensor.zeros(0, 3, dtype=ins.int_dtype, device=ins.device)
   flat = [v for row in picked for v in row]
   return Tensor(flat, dtype=ins.int_dtype, device=ins.device).reshape(len(picked), 3)
+
+
+# ---- sequence reversal, cache updates, unpooling, col2im ----------------------------------------
+
+@op("ReverseSequence")
+def _reverse_sequence(ins, at):
+  """out[b, t] = x[b, len_b - 1 - t] for t < len_b, else x[b, t]: one gather along time."""
+  x = ins[0]
+  t_ax = axis_index(at.int("time_axis", 0), x.ndim)
+  b_ax = axis_index(at.int("batch_axis", 1), x.ndim)
+  lens = ins[1].cast(dtypes.int32)
+  shape_t, shape_b = [1] * x.ndim, [1] * x.ndim
+  shape_t[t_ax], shape_b[b_ax] = x.shape[t_ax], x.shape[b_ax]
+  t = Tensor.arange(x.shape[t_ax], device=x.device).reshape(tuple(shape_t))
+  n = lens.reshape(tuple(shape_b))
+  idx = where(t < n, n - 1 - t, t).expand(*x.shape)
+  return x.gather(t_ax, idx)
+
+
+@op("TensorScatter")
+def _tensor_scatter(ins, at):
+  """The update written into the cache along axis at each batch's write index (mod the cache
+  length in circular mode)."""
+  past, upd = ins[0], ins[1]
+  axis = axis_index(at.int("axis", -2), past.ndim)
+  size, steps = past.shape[axis], upd.shape[axis]
+  shape_s, shape_b = [1] * past.ndim, [1] * past.ndim
+  shape_s[axis], shape_b[0] = steps, past.shape[0]
+  pos = Tensor.arange(steps, device=past.device).reshape(tuple(shape_s))
+  if ins.has(2):
+    pos = pos + ins[2].cast(dtypes.int32).reshape(tuple(shape_b))
+  if at.str("mode", "linear") == "circular":
+    pos = pos % size
+  return past.scatter(axis, pos.expand(*upd.shape), upd)
+
+
+def _spatial(at, name: str, n: int, default: int) -> list:
+  return at.ints(name, [default] * n)
+
+
+@op("MaxUnpool")
+def _max_unpool(ins, at):
+  """Each value written at its flat index (MaxPool's Indices) into a zero output."""
+  x, idx = ins[0], ins[1]
+  n = x.ndim - 2
+  kernel = at.ints("kernel_shape")
+  strides, pads = _spatial(at, "strides", n, 1), _spatial(at, "pads", 2 * n, 0)
+  shape = x.shape[:2] + tuple((x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + n] +
+                              kernel[i] for i in range(n))
+  flat = Tensor.zeros(math.prod(shape), dtype=x.dtype, device=x.device)
+  out = flat.scatter(0, idx.flatten().cast(dtypes.int32), x.flatten()).reshape(shape)
+  if ins.has(2):        # an explicit output shape: the unpooled values at its start, zeros after
+    want = ins.ints(2)
+    out = out.pad(tuple((0, w - s) for s, w in zip(shape, want)))
+  return out
+
+
+def _col2im_matrix(image, block, dil, pads, strides, device) -> tuple:
+  """The 0/1 matrix (blocks*positions, padded image size) placing each column entry."""
+  n = len(image)
+  padded = [image[i] + pads[i] + pads[i + n] for i in range(n)]
+  counts = [(padded[i] - dil[i] * (block[i] - 1) - 1) // strides[i] + 1 for i in range(n)]
+  rows, size = math.prod(block) * math.prod(counts), math.prod(padded)
+  dense = [0.0] * (rows * size)
+  r = 0
+  for k in _coords(block):
+    for pos in _coords(counts):
+      flat = 0
+      for i in range(n):
+        flat = flat * padded[i] + pos[i] * strides[i] + k[i] * dil[i]
+      dense[r * size + flat] = 1.0
+      r += 1
+  return Tensor(dense, dtype=dtypes.float32, device=device).reshape(rows, size), padded, counts
+
+
+def _coords(dims) -> list:
+  out = [()]
+  for d in dims:
+    out = [c + (i,) for c in out for i in range(d)]
+  return out
+
+
+@op("Col2Im")
+def _col2im(ins, at):
+  """Column blocks summed back into the image (overlaps add), padding cut off."""
+  x = ins[0]
+  image, block = ins.ints(1), ins.ints(2)
+  n = len(image)
+  dil, strides = _spatial(at, "dilations", n, 1), _spatial(at, "strides", n, 1)
+  pads = _spatial(at, "pads", 2 * n, 0)
+  place, padded, counts = _col2im_matrix(image, block, dil, pads, strides, x.device)
+  b, ck, length = x.shape
+  k = math.prod(block)
+  if length != math.prod(counts) or ck % k:
+    raise ShapeError(f"Col2Im: input {x.shape} does not fit image {image}, block {block}")
+  c = ck // k
+  cols = x.cast(dtypes.float32).reshape(b, c, k * length)
+  out = (cols @ place).reshape((b, c) + tuple(padded))
+  bounds = ((0, b), (0, c)) + tuple((pads[i], pads[i] + image[i]) for i in range(n))
+  return out.shrink(bounds).cast(x.dtype)

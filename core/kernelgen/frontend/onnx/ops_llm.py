@@ -145,3 +145,12 @@ def _causal_conv(ins, at):
   total = xp.shape[2]
   state = xp.shrink(((0, b), (0, c), (total - (k - 1), total)))
   return [y.cast(x.dtype), state]
+
+
+@op("SwiGLU")
+def _swiglu(ins, at):
+  a, b = ins[0], ins[1]
+  if a.shape != b.shape:
+    raise ShapeError(f"SwiGLU inputs must have one shape (no broadcasting): {a.shape}, {b.shape}")
+  alpha = at.float("alpha", 1.0)
+  return a * (a * alpha).sigmoid() * b
