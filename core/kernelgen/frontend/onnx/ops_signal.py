@@ -1,13 +1,14 @@
-"""ONNX signal operators: DFT (opsets 17 and 20: forward, inverse, one-sided and the inverse of a
-one-sided spectrum) and STFT, as matrix products with cosine and sine matrices computed on the
-host (the transform length is a static dim): a DFT of length L costs two (L x K) products."""
+"""ONNX signal and linear-algebra operators: DFT (opsets 17 and 20: forward, inverse,
+one-sided and the inverse of a one-sided spectrum) and STFT, as matrix products with cosine and sine matrices computed on the
+host (the transform length is a static dim): a DFT of length L costs two (L x K) products;
+Det by Gaussian elimination with partial pivoting, unrolled over the static matrix size."""
 from __future__ import annotations
 
 import math
 
 from ...dtype import dtypes
 from ...errors import ShapeError
-from ..tensor import Tensor, stack
+from ..tensor import Tensor, stack, where
 from .ops import axis_index, op
 
 
@@ -96,3 +97,33 @@ def _stft(ins, at):
   if window is not None:
     y = y * window.cast(y.dtype).reshape(1, 1, size, 1)
   return dft(y, 2, size, False, bool(at.int("onesided", 1)))
+
+
+def det(a):
+  """Determinants of (..., n, n) by Gaussian elimination with partial pivoting (n static)."""
+  n = a.shape[-1]
+  batch = a.shape[:-2]
+  m = a.cast(dtypes.float32).reshape(-1, n, n)
+  b = m.shape[0]
+  rows = Tensor.arange(n, device=a.device).reshape(1, n)
+  out = Tensor.ones(b, dtype=dtypes.float32, device=a.device)
+  for k in range(n):
+    col = m[:, :, k].abs()
+    col = col * (rows >= k).cast(dtypes.float32) - (rows < k).cast(dtypes.float32)
+    p = col.argmax(1).cast(dtypes.int32).reshape(b, 1)
+    perm = where(rows == k, p, where(rows == p, k, rows))
+    m = m.gather(1, perm.reshape(b, n, 1).expand(b, n, n))
+    pivot = m[:, k, k]
+    out = out * pivot * where(p.reshape(b) != k, -1.0, 1.0)
+    safe = where(pivot == 0, 1.0, pivot)
+    factors = m[:, :, k] / safe.reshape(b, 1) * (rows > k).cast(dtypes.float32)
+    m = m - factors.reshape(b, n, 1) * m[:, k:k + 1, :]
+  return out.reshape(batch).cast(a.dtype)
+
+
+@op("Det")
+def _det(ins, at):
+  x = ins[0]
+  if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+    raise ShapeError(f"Det needs square matrices in the last two dims, got {x.shape}")
+  return det(x)
