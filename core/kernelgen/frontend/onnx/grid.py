@@ -1,10 +1,14 @@
-"""ONNX GridSample and AffineGrid, N-D (2-D images and 3-D volumes), as Tensor code.
+"""ONNX GridSample and AffineGrid, N-D (2-D images and 3-D volumes), and RoiAlign, as Tensor
+code.
 
 GridSample follows the operator's definition (and its reference): each grid point is
 denormalized (align_corners), rounded to nearest-even for `nearest`, brought inside by the
 padding mode (border clamps, reflection folds at the borders), then interpolated from its 2**k
 (linear) or 4**k (cubic, Keys a=-0.75) neighbours; neighbours outside the image are 0 (zeros),
 clamped (border) or reflected. Every neighbour is one gather of the flattened spatial dims.
+RoiAlign's sample points depend on the RoIs' values (their number per RoI too), so they are
+placed on the host from the RoIs (realized first when computed on the device); the image values
+are gathered on the device.
 """
 from __future__ import annotations
 
@@ -156,3 +160,90 @@ def _affine_grid(ins, at):
   base = stack(coords, -1).reshape(1, math.prod(spatial), k + 1)
   out = base.cast(theta.dtype) @ theta.permute(0, 2, 1)          # (n, points, k)
   return out.reshape((n,) + tuple(spatial) + (k,))
+
+
+# ---- RoiAlign ----------------------------------------------------------------------------------
+
+def _roi_samples(box, scale, h, w, oh, ow, ratio, half_pixel) -> tuple:
+  """([(4 flat positions, 4 weights)] per output cell and sample, samples per cell) of one
+  RoI, as the operator's definition places its bilinear samples."""
+  off = 0.5 if half_pixel else 0.0
+  x0, y0, x1, y1 = (v * scale - off for v in box)
+  rw, rh = x1 - x0, y1 - y0
+  if not half_pixel:
+    rw, rh = max(rw, 1.0), max(rh, 1.0)
+  bh, bw = rh / oh, rw / ow
+  gh = ratio if ratio > 0 else math.ceil(rh / oh)
+  gw = ratio if ratio > 0 else math.ceil(rw / ow)
+  cells = []
+  for ph in range(oh):
+    for pw in range(ow):
+      pts = []
+      for iy in range(gh):
+        y = y0 + ph * bh + (iy + 0.5) * bh / gh
+        for ix in range(gw):
+          x = x0 + pw * bw + (ix + 0.5) * bw / gw
+          pts.append(_bilinear_taps(y, x, h, w))
+      cells.append(pts)
+  return cells, max(gh * gw, 1)
+
+
+def _bilinear_taps(y, x, h, w) -> tuple:
+  if y < -1.0 or y > h or x < -1.0 or x > w:
+    return (0, 0, 0, 0), (0.0, 0.0, 0.0, 0.0)
+  y, x = max(y, 0.0), max(x, 0.0)
+  yl, xl = int(y), int(x)
+  if yl >= h - 1:
+    yl = yh = h - 1
+    y = float(yl)
+  else:
+    yh = yl + 1
+  if xl >= w - 1:
+    xl = xh = w - 1
+    x = float(xl)
+  else:
+    xh = xl + 1
+  ly, lx = y - yl, x - xl
+  hy, hx = 1 - ly, 1 - lx
+  return ((yl * w + xl, yl * w + xh, yh * w + xl, yh * w + xh),
+          (hy * hx, hy * lx, ly * hx, ly * lx))
+
+
+@op("RoiAlign")
+def _roi_align(ins, at):
+  """Sample positions and weights come from the RoIs' values on the host (their count per RoI
+  depends on the RoI's size), the image values are gathered on the device."""
+  from .ops_index import host_data
+  x = ins[0]
+  n, c, h, w = x.shape
+  rois, _, _ = host_data(ins, 1)
+  batch, _, _ = host_data(ins, 2)
+  oh, ow = at.int("output_height", 1), at.int("output_width", 1)
+  mode = at.str("mode", "avg")
+  half = at.str("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+  scale, ratio = at.float("spatial_scale", 1.0), at.int("sampling_ratio", 0)
+  per_roi = [_roi_samples(rois[4 * r:4 * r + 4], scale, h, w, oh, ow, ratio, half)
+             for r in range(len(batch))]
+  s = max(len(cells[0]) for cells, _ in per_roi)
+  idx, wts, valid, counts = [], [], [], []
+  for r, (cells, count) in enumerate(per_roi):
+    base = int(batch[r]) * h * w
+    for pts in cells:
+      for k in range(s):
+        pos, wt = pts[k] if k < len(pts) else ((0, 0, 0, 0), (0.0,) * 4)
+        idx.extend(base + p for p in pos)
+        wts.extend(wt)
+        valid.append(k < len(pts))
+    counts.append(count)
+  r_n, o = len(batch), oh * ow
+  rows = x.permute(0, 2, 3, 1).reshape(n * h * w, c).cast(dtypes.float32)
+  vals = rows.take(Tensor(idx, dtype=dtypes.int32, device=x.device), axis=0)
+  vals = vals.reshape(r_n, o, s, 4, c) * \
+    Tensor(wts, dtype=dtypes.float32, device=x.device).reshape(r_n, o, s, 4, 1)
+  if mode == "avg":
+    cnt = Tensor([float(v) for v in counts], dtype=dtypes.float32, device=x.device)
+    out = vals.sum((2, 3)) / cnt.reshape(r_n, 1, 1)
+  else:
+    ok = Tensor(valid, dtype=dtypes.bool, device=x.device).reshape(r_n, o, s, 1)
+    out = where(ok, vals.max(3), -math.inf).max(2)
+  return out.reshape(r_n, oh, ow, c).permute(0, 3, 1, 2).cast(x.dtype)

@@ -126,7 +126,7 @@ def _cumprod(ins, at):
 
 # ---- data-dependent shapes: computed from host values -------------------------------------------
 
-def _host(ins, i: int):
+def host_data(ins, i: int):
   """(values, shape, dtype) of input i on the host: a constant or feed, or realized now."""
   s = ins.runner.host_values(ins.names[i], ins.node.describe())
   return s.values, s.shape, s.dtype
@@ -138,7 +138,7 @@ def _strides(shape) -> list:
 
 @op("NonZero", foldable=True)
 def _nonzero(ins, at):
-  values, shape, _ = _host(ins, 0)
+  values, shape, _ = host_data(ins, 0)
   shape = shape or (1,)
   hits = [i for i, v in enumerate(values) if v]
   strides = _strides(shape)
@@ -152,7 +152,7 @@ def _nonzero(ins, at):
 @op("Compress")
 def _compress(ins, at):
   x = ins[0]
-  cond, _, _ = _host(ins, 1)
+  cond, _, _ = host_data(ins, 1)
   axis = at.int("axis")
   if axis is None:
     x, axis = x.flatten(), 0
@@ -182,7 +182,7 @@ def _unique_rows(values, shape, axis):
 @op("Unique")
 def _unique(ins, at):
   x = ins[0]
-  values, shape, _ = _host(ins, 0)
+  values, shape, _ = host_data(ins, 0)
   axis = at.int("axis")
   axis = axis_index(axis, len(shape)) if axis is not None else None
   rows, n = _unique_rows(values, shape, axis)
@@ -232,8 +232,8 @@ def _overlaps(a: tuple, b: tuple, threshold: float) -> bool:
 def _nms(ins, at):
   """Greedy NMS per batch and class, computed on the host from the boxes' and scores' values
   (realized first when they are computed on the device): the output's length is data."""
-  boxes, bshape, _ = _host(ins, 0)
-  scores, sshape, _ = _host(ins, 1)
+  boxes, bshape, _ = host_data(ins, 0)
+  scores, sshape, _ = host_data(ins, 1)
   limit = int(ins.scalar(2, 0) or 0)
   iou = float(ins.scalar(3, 0.0) or 0.0)
   floor = ins.scalar(4) if ins.has(4) else None
