@@ -17,7 +17,7 @@ import math
 
 from ...dtype import dtypes
 from ...errors import ShapeError, UnsupportedError
-from ..tensor import Tensor, stack, where
+from ..tensor import Tensor, cat, stack, where
 from .ops import op
 
 _ALPHA = -0.75
@@ -247,3 +247,63 @@ def _roi_align(ins, at):
     ok = Tensor(valid, dtype=dtypes.bool, device=x.device).reshape(r_n, o, s, 1)
     out = where(ok, vals.max(3), -math.inf).max(2)
   return out.reshape(r_n, oh, ow, c).permute(0, 3, 1, 2).cast(x.dtype)
+
+
+# ---- DeformConv --------------------------------------------------------------------------------
+
+def _sample_zeros(flat, ys, xs, h: int, w: int):
+  """Bilinear samples of flat (N, C, h*w) at pixel positions ys, xs (N, M); corners outside the
+  image count 0 (GridSample's zeros padding with align_corners=1): (N, C, M)."""
+  n, c = flat.shape[:2]
+  m = ys.shape[1]
+  total = None
+  for (py, wy), (px, wx) in itertools.product(_taps(ys, "linear"), _taps(xs, "linear")):
+    iy, oky = _index(py, h, True, "zeros")
+    ix, okx = _index(px, w, True, "zeros")
+    lin = (iy * w + ix).cast(dtypes.int32)
+    val = flat.gather(2, lin.reshape(n, 1, m).expand(n, c, m)).cast(dtypes.float32)
+    val = where((oky & okx).reshape(n, 1, m), val * (wy * wx).reshape(n, 1, m), 0.0)
+    total = val if total is None else total + val
+  return total
+
+
+@op("DeformConv")
+def _deform_conv(ins, at):
+  """Each kernel tap samples the input at its offset position (bilinear), times the mask; the
+  samples are then contracted with the weights per group, like a convolution's columns."""
+  x, wt, off = ins[0], ins[1], ins[2]
+  if x.ndim != 4:
+    raise UnsupportedError(f"DeformConv of a {x.ndim}-d input: kernelgen has the 2-d one")
+  n, c, h, w = x.shape
+  oc, icg, kh, kw = wt.shape
+  oh, ow = off.shape[2:]
+  groups, og = at.int("group", 1), at.int("offset_group", 1)
+  pads = at.ints("pads", [0, 0, 0, 0])
+  sh, sw = at.ints("strides", [1, 1])
+  dh, dw = at.ints("dilations", [1, 1])
+  k, o = kh * kw, oh * ow
+  offs = off.cast(dtypes.float32).reshape(n, og, kh, kw, 2, oh, ow)
+  dev = x.device
+  base_y = (Tensor.arange(kh, device=dev).reshape(kh, 1, 1, 1) * dh +
+            Tensor.arange(oh, device=dev).reshape(1, 1, oh, 1) * sh - pads[0]).cast(dtypes.float32)
+  base_x = (Tensor.arange(kw, device=dev).reshape(1, kw, 1, 1) * dw +
+            Tensor.arange(ow, device=dev).reshape(1, 1, 1, ow) * sw - pads[1]).cast(dtypes.float32)
+  mask = ins[4].cast(dtypes.float32).reshape(n, og, k, o) if ins.has(4) else None
+  cpg = c // og
+  flat = x.reshape(n, c, h * w)
+  parts = []
+  for g in range(og):
+    ys = (offs[:, g, :, :, 0] + base_y).reshape(n, k * o)
+    xs = (offs[:, g, :, :, 1] + base_x).reshape(n, k * o)
+    s = _sample_zeros(flat[:, g * cpg:(g + 1) * cpg], ys, xs, h, w).reshape(n, cpg, k, o)
+    parts.append(s * mask[:, g].reshape(n, 1, k, o) if mask is not None else s)
+  cols = cat(parts, 1) if len(parts) > 1 else parts[0]             # (N, C, K, O)
+  ocg = oc // groups
+  outs = []
+  for gr in range(groups):
+    wg = wt[gr * ocg:(gr + 1) * ocg].cast(dtypes.float32).reshape(ocg, icg * k)
+    outs.append(wg @ cols[:, gr * icg:(gr + 1) * icg].reshape(n, icg * k, o))
+  y = cat(outs, 1) if len(outs) > 1 else outs[0]
+  if ins.has(3):
+    y = y + ins[3].cast(dtypes.float32).reshape(1, oc, 1)
+  return y.reshape(n, oc, oh, ow).cast(x.dtype)
