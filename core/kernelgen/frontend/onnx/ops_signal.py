@@ -1,7 +1,8 @@
 """ONNX signal and linear-algebra operators: DFT (opsets 17 and 20: forward, inverse,
-one-sided and the inverse of a one-sided spectrum) and STFT, as matrix products with cosine and sine matrices computed on the
-host (the transform length is a static dim): a DFT of length L costs two (L x K) products;
-Det by Gaussian elimination with partial pivoting, unrolled over the static matrix size."""
+one-sided and the inverse of a one-sided spectrum) and STFT, as matrix products with cosine and
+sine matrices computed on the host (the transform length is a static dim): a DFT of length L
+costs two (L x K) products; MelWeightMatrix computed on the host from its scalar inputs; Det by
+Gaussian elimination with partial pivoting, unrolled over the static matrix size."""
 from __future__ import annotations
 
 import math
@@ -127,3 +128,29 @@ def _det(ins, at):
   if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
     raise ShapeError(f"Det needs square matrices in the last two dims, got {x.shape}")
   return det(x)
+
+
+@op("MelWeightMatrix")
+def _mel(ins, at):
+  """Triangular mel filters (peak 1) over the one-sided DFT bins, as the operator defines them
+  (mel(f) = 2595 log10(1 + f/700); band edges floored to bins)."""
+  bins, length, rate = int(ins.scalar(0)), int(ins.scalar(1)), ins.scalar(2)
+  lo, hi = ins.scalar(3), ins.scalar(4)
+  n_spec = length // 2 + 1
+  lo_mel = 2595 * math.log1p(lo / 700) / math.log(10)
+  hi_mel = 2595 * math.log1p(hi / 700) / math.log(10)
+  step = (hi_mel - lo_mel) / (bins + 2)
+  edges = [int(((length + 1) * 700 * math.expm1((i * step + lo_mel) / 2595 * math.log(10)))
+               // rate) for i in range(bins + 2)]
+  out = [0.0] * (n_spec * bins)
+  for i in range(bins):
+    left, mid, right = edges[i], edges[i + 1], edges[i + 2]
+    if mid == left:
+      out[mid * bins + i] = 1.0
+    else:
+      for j in range(left, mid + 1):
+        out[j * bins + i] = (j - left) / (mid - left)
+    for j in range(mid, right):
+      out[j * bins + i] = (right - j) / (right - mid)
+  dtype = ins.dtype(at.int("output_datatype", 1))
+  return Tensor(out, dtype=dtype, device=ins.device).reshape(n_spec, bins)
