@@ -143,12 +143,37 @@ def _ceil_pad(size, k, s, d, pad):
 @op("MaxPool")
 def _maxpool(ins, at):
   x = ins[0]
-  if len(ins.node.outputs) > 1 and ins.node.outputs[1]:
-    raise UnsupportedError("MaxPool's Indices output is not supported")
   fill = -math.inf if x.dtype.is_float() else min_value(x.dtype)
   xp, _, window, n = _pool_windows(x, at, ins, fill)
   out = _window_reduce(xp, window, "max")
+  if len(ins.node.outputs) > 1 and ins.node.outputs[1]:
+    return [out, _maxpool_indices(x, xp, at, ins, window, n)]
   return out.squeeze(2) if n == 1 else out
+
+
+def _maxpool_indices(x, xp, at, ins, window, n):
+  """MaxPool's Indices: the flat index (row-major, or column-major spatial dims with
+  storage_order 1) of each window's first maximum in the unpadded input."""
+  if n != 2:
+    raise UnsupportedError("MaxPool's Indices output is supported for 2-d pooling")
+  b, c, h, w = x.shape
+  dev = x.device
+  hh = Tensor.arange(h, device=dev).reshape(1, 1, h, 1)
+  ww = Tensor.arange(w, device=dev).reshape(1, 1, 1, w)
+  plane = ww * h + hh if at.int("storage_order", 0) else hh * w + ww
+  lead = Tensor.arange(b * c, device=dev).reshape(b, c, 1, 1) * (h * w)
+  idx = (lead + plane).cast(dtypes.float32)
+  kernel, strides, dils = window
+  pads = _spatial_pads(ins, at, x, list(kernel), list(strides), list(dils))
+  if at.int("ceil_mode", 0):
+    pads = [_ceil_pad(x.shape[2 + i], kernel[i], strides[i], dils[i], pads[i]) for i in range(2)]
+  ip = _pad_spatial(idx, pads, -1)
+  xw = xp._windows(kernel, strides, dils)
+  iw = ip._windows(kernel, strides, dils)
+  k = kernel[0] * kernel[1]
+  flat_x = xw.reshape(xw.shape[:-2] + (k,))
+  pos = flat_x.argmax(-1).cast(dtypes.int32).unsqueeze(-1)
+  return iw.reshape(iw.shape[:-2] + (k,)).gather(-1, pos).squeeze(-1).cast(ins.int_dtype)
 
 
 @op("AveragePool")
