@@ -227,13 +227,29 @@ def _channel_shape(x):
 @op("BatchNormalization")
 def _batchnorm(ins, at):
   x, scale, bias, mean, var = (ins[i] for i in range(5))
-  if at.int("training_mode", 0) or sum(1 for o in ins.node.outputs if o) > 1:
-    raise UnsupportedError("BatchNormalization in training mode is not supported (inference "
-                           "only)")
   eps = at.float("epsilon", 1e-5)
   shp = _channel_shape(x)
+  if at.int("training_mode", 0) or sum(1 for o in ins.node.outputs if o) > 1:
+    return _batchnorm_training(ins, at, x, scale, bias, mean, var, eps)
   inv = (var.reshape(shp) + eps).rsqrt() * scale.reshape(shp)
   return (x - mean.reshape(shp)) * inv + bias.reshape(shp)
+
+
+def _batchnorm_training(ins, at, x, scale, bias, mean, var, eps):
+  """Training mode (opset 14+): normalized with the batch's statistics (biased variance); the
+  running statistics come out updated by `momentum`."""
+  if ins.opset < 14:
+    raise UnsupportedError("BatchNormalization training outputs before opset 14 (saved mean "
+                           "and variance) are not supported")
+  axes = (0,) + tuple(range(2, x.ndim))
+  shp = _channel_shape(x)
+  cur_mean = x.mean(axes)
+  diff = x - cur_mean.reshape(shp)
+  cur_var = (diff * diff).mean(axes)
+  y = diff * (cur_var.reshape(shp) + eps).rsqrt() * scale.reshape(shp) + bias.reshape(shp)
+  m = at.float("momentum", 0.9)
+  return [y, (mean * m + cur_mean * (1 - m)).cast(x.dtype),
+          (var * m + cur_var * (1 - m)).cast(x.dtype)]
 
 
 @op("InstanceNormalization")
