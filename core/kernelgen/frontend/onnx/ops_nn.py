@@ -301,7 +301,8 @@ def _dropout(ins, at):
   if training:
     ratio = ins.scalar(1, 0.5)
     if ratio:
-      raise UnsupportedError("Dropout in training mode (random masks) is not supported")
+      from .ops_random import dropout_training
+      return dropout_training(ins, at, x, float(ratio))
   mask = Tensor.ones(*x.shape, dtype=dtypes.bool, device=ins.device)
   return [x, mask]
 
