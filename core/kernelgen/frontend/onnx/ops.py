@@ -30,8 +30,13 @@ def op(*names, foldable=True):
   return register
 
 
+PREVIEW = {"FlexAttention"}     # operators of the ai.onnx.preview domain implemented here
+
+
 def check_supported(node) -> None:
   domain = node.proto.domain
+  if domain == "ai.onnx.preview" and node.op in PREVIEW:
+    return
   if domain not in ("", "ai.onnx"):
     raise UnsupportedError(f"{node.describe()}: operators of domain {domain!r} are not "
                            f"supported (only the default ONNX domain)")

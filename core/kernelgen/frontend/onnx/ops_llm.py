@@ -1,5 +1,7 @@
 """ONNX operators of recent language-model layers: RotaryEmbedding (opset 23), LinearAttention
-and CausalConvWithState (opset 27), as Tensor code following the operator documentation.
+and CausalConvWithState (opset 27), SwiGLU, and the preview domain's FlexAttention (its score_mod
+and prob_mod subgraphs run on the whole score tensors), as Tensor code following the operator
+documentation.
 
 LinearAttention's recurrence is built step by step (one small state update per token, unrolled
 into the lazy graph, as its definition reads); the state and arithmetic are float32, the outputs
@@ -154,3 +156,38 @@ def _swiglu(ins, at):
     raise ShapeError(f"SwiGLU inputs must have one shape (no broadcasting): {a.shape}, {b.shape}")
   alpha = at.float("alpha", 1.0)
   return a * (a * alpha).sigmoid() * b
+
+
+# ---- FlexAttention (ai.onnx.preview) -------------------------------------------------------
+
+def _modded(ins, name: str, x):
+  """x through the node's `name` modifier subgraph, when it has one."""
+  graph = ins.node.subgraphs.get(name)
+  if graph is None:
+    return x
+  out = ins.runner.run_graph(graph, {graph.input_names[0]: x})[0]
+  return ins.runner.upload(out, ins.node.describe()) if not isinstance(out, Tensor) else out
+
+
+@op("FlexAttention")
+def _flex_attention(ins, at):
+  """Scaled dot-product attention with score_mod / prob_mod subgraphs (run on the whole score
+  and probability tensors), GQA by contiguous query-head groups."""
+  q, k, v = ins[0], ins[1], ins[2]
+  b, hq, lq, d = q.shape
+  hkv = k.shape[1]
+  if hq % hkv:
+    raise ShapeError(f"FlexAttention: {hq} query heads is not a multiple of {hkv} kv heads")
+  wide = dtypes.float64 if q.dtype == dtypes.float64 else dtypes.float32
+  code = at.int("softmax_precision")
+  if code is not None:
+    wide = ins.dtype(code)
+  g = hq // hkv
+  if g > 1:
+    k = k.unsqueeze(2).expand(b, hkv, g, *k.shape[2:]).reshape(b, hq, *k.shape[2:])
+    v = v.unsqueeze(2).expand(b, hkv, g, *v.shape[2:]).reshape(b, hq, *v.shape[2:])
+  scale = at.float("scale", 0.0) or 1 / math.sqrt(d)
+  scores = (q.cast(wide) @ k.cast(wide).permute(0, 1, 3, 2)) * scale
+  scores = _modded(ins, "score_mod", scores)
+  probs = _modded(ins, "prob_mod", scores.softmax(-1))
+  return (probs @ v.cast(wide)).cast(q.dtype)
