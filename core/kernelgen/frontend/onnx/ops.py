@@ -10,8 +10,9 @@ helpers the operator modules share: ops_math.py (elementwise, reductions), ops_n
 (convolution, pooling, normalization, attention, recurrent layers), ops_shape.py (movement),
 ops_index.py (scatter/gather, data-dependent shapes), ops_control.py (If, Loop, Scan),
 ops_seq.py (sequences, optionals), ops_signal.py (DFT, STFT), ops_quant.py (integer and
-quantized), ops_llm.py (RotaryEmbedding, LinearAttention, CausalConvWithState), grid.py
-(GridSample, AffineGrid).
+quantized), ops_llm.py (RotaryEmbedding, LinearAttention, CausalConvWithState, FlexAttention),
+grid.py (GridSample, AffineGrid, RoiAlign, DeformConv), ops_random.py (Random*, Bernoulli),
+ops_text.py (TfIdfVectorizer), ops_train.py (the training domain's optimizers).
 """
 from __future__ import annotations
 
@@ -30,12 +31,13 @@ def op(*names, foldable=True):
   return register
 
 
-PREVIEW = {"FlexAttention"}     # operators of the ai.onnx.preview domain implemented here
+PREVIEW = {"ai.onnx.preview": {"FlexAttention"},      # other domains' operators implemented
+           "ai.onnx.preview.training": {"Adagrad", "Adam", "Momentum"}}
 
 
 def check_supported(node) -> None:
   domain = node.proto.domain
-  if domain == "ai.onnx.preview" and node.op in PREVIEW:
+  if node.op in PREVIEW.get(domain, ()):
     return
   if domain not in ("", "ai.onnx"):
     raise UnsupportedError(f"{node.describe()}: operators of domain {domain!r} are not "
