@@ -12,7 +12,7 @@ ops_index.py (scatter/gather, data-dependent shapes), ops_control.py (If, Loop, 
 ops_seq.py (sequences, optionals), ops_signal.py (DFT, STFT), ops_quant.py (integer and
 quantized), ops_llm.py (RotaryEmbedding, LinearAttention, CausalConvWithState, FlexAttention),
 grid.py (GridSample, AffineGrid, RoiAlign, DeformConv), ops_random.py (Random*, Bernoulli),
-ops_text.py (TfIdfVectorizer), ops_train.py (the training domain's optimizers).
+ops_text.py (TfIdfVectorizer, ai.onnx.ml's Binarizer and ArrayFeatureExtractor), ops_train.py (the training domain's optimizers).
 """
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ def op(*names, foldable=True):
 
 
 PREVIEW = {"ai.onnx.preview": {"FlexAttention"},      # other domains' operators implemented
-           "ai.onnx.preview.training": {"Adagrad", "Adam", "Momentum"}}
+           "ai.onnx.preview.training": {"Adagrad", "Adam", "Momentum"},
+           "ai.onnx.ml": {"Binarizer", "ArrayFeatureExtractor"}}
 
 
 def check_supported(node) -> None:

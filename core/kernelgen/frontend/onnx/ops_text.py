@@ -1,7 +1,8 @@
 """ONNX TfIdfVectorizer over integer tokens (string pools are out of scope: kernelgen has no
-string tensors). Each pool n-gram's count is a sum of elementwise matches of shifted views of
-the tokens, one per skip distance, so the whole operator is a fixed set of comparisons and sums.
+string tensors), and the numeric ai.onnx.ml operators Binarizer and ArrayFeatureExtractor.
 
+TfIdfVectorizer: each pool n-gram's count is a sum of elementwise matches of shifted views of the
+tokens, one per skip distance, so the whole operator is a fixed set of comparisons and sums.
 Counting follows the operator's definition: n-grams of lengths min_gram_length..max_gram_length;
 an n-gram of length n >= 2 counts at every skip distance 1..max_skip_count+1 (tokens d apart), a
 unigram once. TF gives the counts, IDF the weight (or 1) where the count is positive, TFIDF the
@@ -75,3 +76,20 @@ def _tfidf(ins, at):
   elif mode not in ("TF", "TFIDF"):
     raise UnsupportedError(f"TfIdfVectorizer mode {mode!r}: TF, IDF or TFIDF")
   return y.reshape(size) if x.ndim == 1 else y
+
+
+# ---- ai.onnx.ml numeric operators --------------------------------------------------------------
+
+@op("Binarizer")
+def _binarizer(ins, at):
+  x = ins[0]
+  return (x > at.float("threshold", 0.0)).cast(x.dtype)
+
+
+@op("ArrayFeatureExtractor")
+def _array_feature_extractor(ins, at):
+  """The elements at the given indices of the last axis (a 1-d input gives one row)."""
+  x = ins[0]
+  idx = ins[1].cast(dtypes.int32).reshape(-1)
+  out = x.take(idx, axis=x.ndim - 1)
+  return out.reshape(1, -1) if x.ndim == 1 else out
