@@ -168,3 +168,21 @@ def test_random_normal_has_its_moments_and_a_seed_makes_it_repeatable():
   assert abs(a.mean() - 2.0) < 0.05 and abs(a.std() - 0.5) < 0.05
   np.testing.assert_array_equal(a, out["b"].numpy())
   assert u.min() >= -1.0 and u.max() < 3.0 and abs(u.mean() - 1.0) < 0.1
+
+
+@pytest.mark.parametrize("strides,dilations,group", [([1, 1, 1], [1, 1, 1], 1),
+                                                     ([2, 1, 2], [1, 2, 1], 2)])
+def test_conv_3d_matches_the_onnx_reference(strides, dilations, group):
+  from onnx.reference import ReferenceEvaluator
+  rng = np.random.default_rng(5)
+  x = rng.standard_normal((2, 4, 7, 6, 5)).astype(np.float32)
+  w = rng.standard_normal((6, 4 // group, 3, 2, 3)).astype(np.float32)
+  b = rng.standard_normal(6).astype(np.float32)
+  node = helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=strides,
+                          dilations=dilations, group=group, pads=[1, 0, 1, 0, 1, 1])
+  graph = helper.make_graph([node], "g", [_vi("x", F, x.shape), _vi("w", F, w.shape),
+                                          _vi("b", F, [6])], [_vi("y", F, None)])
+  proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+  want = ReferenceEvaluator(proto).run(None, {"x": x, "w": w, "b": b})[0]
+  got = kg.onnx.load(proto.SerializeToString()).run({"x": x, "w": w, "b": b})["y"].numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -73,9 +73,12 @@ def _pad_spatial(x, pads, value=0):
 @op("Conv")
 def _conv(ins, at):
   x, w, b = ins[0], ins[1], ins[2]
-  if x.ndim not in (3, 4):
-    raise UnsupportedError(f"Conv of a {x.ndim}-d input: kernelgen has 1-d and 2-d convolution")
+  if x.ndim not in (3, 4, 5):
+    raise UnsupportedError(f"Conv of a {x.ndim}-d input: kernelgen has 1-d to 3-d convolution")
   _, strides, dilations, pads = _conv_args(ins, at, x, w.shape)
+  if x.ndim == 5:
+    y = _conv3d(_pad_spatial(x, pads), w, strides, dilations, at.int("group", 1))
+    return y + b.reshape(1, -1, 1, 1, 1) if b is not None else y
   one_d = x.ndim == 3
   if one_d:
     x, w = x.unsqueeze(2), w.unsqueeze(2)
@@ -84,6 +87,23 @@ def _conv(ins, at):
   out = x.conv2d(w, b, stride=tuple(strides), padding=0, dilation=tuple(dilations),
                  groups=at.int("group", 1))
   return out.squeeze(2) if one_d else out
+
+
+def _conv3d(x, w, strides, dils, groups):
+  """A 3-d convolution of an already padded x as one 2-d convolution per kernel depth tap: the
+  tap's strided depth slice of x folded into the batch, the results summed."""
+  n, c, d = x.shape[:3]
+  kd = w.shape[2]
+  od = (d - dils[0] * (kd - 1) - 1) // strides[0] + 1
+  total = None
+  for k in range(kd):
+    start = k * dils[0]
+    sl = x[:, :, start:start + strides[0] * (od - 1) + 1:strides[0]]       # (N, C, OD, H, W)
+    flat = sl.permute(0, 2, 1, 3, 4).reshape(n * od, c, *x.shape[3:])
+    y = flat.conv2d(w[:, :, k], None, stride=tuple(strides[1:]), padding=0,
+                    dilation=tuple(dils[1:]), groups=groups)
+    total = y if total is None else total + y
+  return total.reshape(n, od, *total.shape[1:]).permute(0, 2, 1, 3, 4)
 
 
 def _pool_windows(x, at, ins, fill):
@@ -455,13 +475,13 @@ def _conv_transpose(ins, at):
   """The transposed convolution as a convolution of the zero-stuffed input with the flipped,
   transposed kernel, cut to the output size (pads, output_padding, output_shape, auto_pad)."""
   x, w, b = ins[0], ins[1], ins[2]
-  if x.ndim not in (3, 4):
-    raise UnsupportedError(f"ConvTranspose of a {x.ndim}-d input: kernelgen has 1-d and 2-d")
+  if x.ndim not in (3, 4, 5):
+    raise UnsupportedError(f"ConvTranspose of a {x.ndim}-d input: kernelgen has 1-d to 3-d")
   one_d = x.ndim == 3
   if one_d:
     x, w = x.unsqueeze(2), w.unsqueeze(2)
   g = at.int("group", 1)
-  n_sp = 2
+  n_sp = x.ndim - 2
   pre = [1] if one_d else []
   strides = pre + at.ints("strides", [1] * (x.ndim - 2 - len(pre)))
   dil = pre + at.ints("dilations", [1] * (x.ndim - 2 - len(pre)))
@@ -471,15 +491,17 @@ def _conv_transpose(ins, at):
                for i in range(n_sp)]
   pads = _transpose_pads(at, x, strides, dil, kernel, out_pad, one_d)
   c, m_g = w.shape[0], w.shape[1]
-  wt = w.reshape(g, c // g, m_g, *kernel).permute(0, 2, 1, 3, 4).reshape(g * m_g, c // g,
-                                                                         *kernel)
-  wt = wt.flip((2, 3))
+  spatial = tuple(range(3, 3 + n_sp))
+  wt = w.reshape(g, c // g, m_g, *kernel).permute(0, 2, 1, *spatial).reshape(g * m_g, c // g,
+                                                                             *kernel)
+  wt = wt.flip(tuple(range(2, 2 + n_sp)))
   stuffed = x
   for i in range(n_sp):
     stuffed = _zero_stuff(stuffed, 2 + i, strides[i])
   edge = [((kernel[i] - 1) * dil[i],) * 2 for i in range(n_sp)]
-  y = stuffed.pad(((0, 0), (0, 0)) + tuple(edge)).conv2d(wt, None, stride=1, padding=0,
-                                                         dilation=tuple(dil), groups=g)
+  padded = stuffed.pad(((0, 0), (0, 0)) + tuple(edge))
+  y = _conv3d(padded, wt, [1] * 3, dil, g) if n_sp == 3 else \
+    padded.conv2d(wt, None, stride=1, padding=0, dilation=tuple(dil), groups=g)
   cuts, fills = [], []
   for i in range(n_sp):      # the output window of the full result, zero-filled past its ends
     size = full_size[i] + out_pad[i] - pads[i][0] - pads[i][1]
@@ -490,7 +512,7 @@ def _conv_transpose(ins, at):
   y = y.pad(((0, 0), (0, 0)) + tuple(fills))
   y = y.shrink([(0, y.shape[0]), (0, y.shape[1])] + cuts)
   if b is not None:
-    y = y + b.reshape(1, -1, 1, 1)
+    y = y + b.reshape((1, -1) + (1,) * n_sp)
   return y.squeeze(2) if one_d else y
 
 
@@ -512,7 +534,7 @@ def _zero_stuff(x, axis, s):
 
 
 def _transpose_pads(at, x, strides, dil, kernel, out_pad, one_d):
-  n_sp = 2
+  n_sp = x.ndim - 2
   pads = at.ints("pads")
   auto = at.str("auto_pad", "NOTSET")
   out_shape = at.ints("output_shape")
