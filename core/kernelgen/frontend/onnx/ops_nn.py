@@ -362,7 +362,7 @@ def _lpnorm(ins, at):
   axis = axis_index(at.int("axis", -1), x.ndim)
   p = at.int("p", 2)
   norm = x.abs().sum(axis, keepdim=True) if p == 1 else (x * x).sum(axis, keepdim=True).sqrt()
-  return x / norm
+  return where(norm == 0, 0.0, x / where(norm == 0, 1.0, norm)).cast(x.dtype)  # 0-norm -> 0
 
 
 @op("MeanVarianceNormalization")
