@@ -60,6 +60,8 @@ class Runner:
                               for v in value]
         continue
       t = value if isinstance(value, Tensor) else Tensor(value, device="PYTHON")
+      if self.model.input_dtypes.get(name) == dtypes.bfloat16 and t.dtype == dtypes.float32:
+        t = t.cast(dtypes.bfloat16)     # numpy has no bfloat16: float32 arrays stand for it
       self._check_shape(name, t.shape, sizes)
       if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX:
         self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
