@@ -434,9 +434,16 @@ def _sce(ins, at):
 
 
 def _per_axis(param, x, at):
-  """A scale or zero point (scalar or 1-d along `axis`) shaped to broadcast against x."""
-  if at.int("block_size", 0):
-    raise UnsupportedError("blocked quantization (block_size) is not supported")
+  """A scale or zero point (scalar, 1-d along `axis`, or blocked: x's shape with the axis cut
+  into blocks of block_size) shaped to broadcast against x."""
+  block = at.int("block_size", 0)
+  if block:
+    axis = axis_index(at.int("axis", 1), x.ndim)
+    n = param.shape[axis]
+    rep = param.unsqueeze(axis + 1).expand(*param.shape[:axis + 1], block,
+                                           *param.shape[axis + 1:])
+    rep = rep.reshape(*param.shape[:axis], n * block, *param.shape[axis + 1:])
+    return rep.shrink(tuple((0, d) for d in x.shape))
   if param.ndim == 0 or param.numel() == 1 and param.ndim <= 1:
     return param.reshape(())
   axis = axis_index(at.int("axis", 1), x.ndim)
