@@ -33,7 +33,7 @@ def op(*names, foldable=True):
 
 PREVIEW = {"ai.onnx.preview": {"FlexAttention"},      # other domains' operators implemented
            "ai.onnx.preview.training": {"Adagrad", "Adam", "Momentum"},
-           "ai.onnx.ml": {"Binarizer", "ArrayFeatureExtractor"}}
+           "ai.onnx.ml": {"Binarizer", "ArrayFeatureExtractor", "TreeEnsemble"}}
 
 
 def check_supported(node) -> None:
