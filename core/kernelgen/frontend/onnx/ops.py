@@ -1,4 +1,5 @@
-"""The ONNX operators of the default domain, as kernelgen Tensor code.
+"""The ONNX operators of the default domain (and a few of other domains), as kernelgen Tensor
+code.
 
 Each operator is a function (inputs, attrs) -> output Tensor or list of outputs, registered by
 name with `@op`; `inputs[i]` is a Tensor (None when the optional input is absent),
@@ -12,7 +13,9 @@ ops_index.py (scatter/gather, data-dependent shapes), ops_control.py (If, Loop, 
 ops_seq.py (sequences, optionals), ops_signal.py (DFT, STFT), ops_quant.py (integer and
 quantized), ops_llm.py (RotaryEmbedding, LinearAttention, CausalConvWithState, FlexAttention),
 grid.py (GridSample, AffineGrid, RoiAlign, DeformConv), ops_random.py (Random*, Bernoulli),
-ops_text.py (TfIdfVectorizer, ai.onnx.ml's Binarizer and ArrayFeatureExtractor), ops_train.py (the training domain's optimizers).
+ops_text.py (TfIdfVectorizer, ai.onnx.ml's Binarizer, ArrayFeatureExtractor, TreeEnsemble),
+ops_train.py (the training domain's optimizers). PREVIEW lists the operators of other domains
+that are implemented; every other operator of another domain is refused by name.
 """
 from __future__ import annotations
 

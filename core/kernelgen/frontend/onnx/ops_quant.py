@@ -7,7 +7,6 @@ from __future__ import annotations
 from ...dtype import dtypes, max_value, min_value
 from ...errors import UnsupportedError
 from .ops import OPS, op
-from .values import NARROW
 
 
 def _centered(x, zp, channel_axis=None):
