@@ -150,13 +150,13 @@ def run_case(case, device: str) -> tuple[bool, str]:
           return False, problem
     return True, ""
   except kg.UnsupportedError as e:
-    text = str(e)
+    text = " ".join(str(e).split())       # one line: messages may quote IR on further lines
     kind = "not implemented" if "not implemented" in text or "needs " in text else \
       "unsupported type" if "element type" in text or "dtype" in text or "type" in text else \
       "unsupported"
     return False, f"{kind}: {text[:160]}"
   except kg.KernelgenError as e:
-    return False, f"error {type(e).__name__}: {str(e)[:160]}"
+    return False, f"error {type(e).__name__}: {' '.join(str(e).split())[:160]}"
   except Exception as e:   # a bug in kernelgen: listed, not hidden
     return False, f"crash {type(e).__name__}: {str(e)[:160]}"
 
