@@ -34,11 +34,38 @@ def _array(path):
   return name, np.frombuffer(raw, dtype=np.dtype(dtype.name)).reshape(shape)
 
 
+def _kinds(case) -> tuple:
+  """The value kinds (tensor_type, sequence_type, optional_type) of the model's inputs and
+  outputs, from the onnx package's parse (the harness reads sequences with it too)."""
+  import onnx
+  g = onnx.load(str(case / "model.onnx"), load_external_data=False).graph
+  return ([v.type.WhichOneof("value") for v in g.input],
+          [v.type.WhichOneof("value") for v in g.output])
+
+
+def _value(path, kind):
+  """A test value: an array, a list of arrays (a sequence), or an optional's content/None."""
+  if kind not in ("sequence_type", "optional_type"):
+    return _array(path)[1]
+  import onnx
+  from onnx import numpy_helper
+  proto = onnx.SequenceProto() if kind == "sequence_type" else onnx.OptionalProto()
+  proto.ParseFromString(path.read_bytes())
+  return numpy_helper.to_list(proto) if kind == "sequence_type" else \
+    numpy_helper.to_optional(proto)
+
+
 def _sets(case):
+  in_kinds, out_kinds = _kinds(case)
   for ds in sorted(case.glob("test_data_set_*")):
-    ins = [_array(p)[1] for p in sorted(ds.glob("input_*.pb"), key=_index)]
-    outs = [_array(p)[1] for p in sorted(ds.glob("output_*.pb"), key=_index)]
+    ins = [_value(p, _kind(in_kinds, p)) for p in sorted(ds.glob("input_*.pb"), key=_index)]
+    outs = [_value(p, _kind(out_kinds, p)) for p in sorted(ds.glob("output_*.pb"), key=_index)]
     yield ins, outs
+
+
+def _kind(kinds: list, path) -> str:
+  i = _index(path)
+  return kinds[i] if i < len(kinds) else "tensor_type"
 
 
 def _index(p):
@@ -71,6 +98,23 @@ def _op_of(case, names: dict) -> str:
   return names[best] if best else stem.split("_")[0]
 
 
+def _compare_values(got, want) -> str | None:
+  """Compare a result with the expected value: arrays, lists of them (sequences) or None."""
+  if want is None or isinstance(want, list):
+    if want is None:
+      return None if got is None else "an empty optional was expected"
+    if not isinstance(got, list) or len(got) != len(want):
+      return f"a sequence of {len(want)} tensors was expected, got {type(got).__name__}"
+    for g, w in zip(got, want):
+      problem = _compare(g.numpy(), w)
+      if problem:
+        return problem
+    return None
+  if got is None or isinstance(got, list):
+    return f"a tensor was expected, got {type(got).__name__}"
+  return _compare(got.numpy(), want)
+
+
 def _compare(got, want) -> str | None:
   if got.shape != want.shape:
     return f"shape {got.shape} != {want.shape}"
@@ -96,22 +140,43 @@ def run_case(case, device: str) -> tuple[bool, str]:
         return False, "unsupported type: inputs of a non-tensor type"
       feeds = dict(zip(model.input_names, ins))
       results = model.run(feeds, device=device)
+      if len(outs) != len(model.output_names):
+        return False, "unsupported type: outputs of a type the harness does not read"
       for name, want in zip(model.output_names, outs):
-        got = results[name].numpy()
-        problem = _compare(got, want)
+        problem = _compare_values(results[name], want)
+        if problem and _random(model, case):
+          return False, _random_reason(results, model.output_names, outs)
         if problem:
           return False, problem
     return True, ""
   except kg.UnsupportedError as e:
-    text = str(e)
+    text = " ".join(str(e).split())       # one line: messages may quote IR on further lines
     kind = "not implemented" if "not implemented" in text or "needs " in text else \
       "unsupported type" if "element type" in text or "dtype" in text or "type" in text else \
       "unsupported"
     return False, f"{kind}: {text[:160]}"
   except kg.KernelgenError as e:
-    return False, f"error {type(e).__name__}: {str(e)[:160]}"
+    return False, f"error {type(e).__name__}: {' '.join(str(e).split())[:160]}"
   except Exception as e:   # a bug in kernelgen: listed, not hidden
     return False, f"crash {type(e).__name__}: {str(e)[:160]}"
+
+
+RANDOM_OPS = {"Bernoulli", "RandomUniform", "RandomUniformLike", "RandomNormal",
+              "RandomNormalLike", "Multinomial"}
+
+
+def _random(model, case) -> bool:
+  """Whether the case's outputs are random draws (values defined only by distribution)."""
+  return bool(RANDOM_OPS & set(model.op_histogram())) or "training_dropout" in case.name
+
+
+def _random_reason(results, names, outs) -> str:
+  for name, want in zip(names, outs):
+    got = results[name]
+    if got.shape != want.shape:
+      return f"shape {got.shape} != {want.shape}"
+  return ("random output: shapes match, values are draws of another generator (the expected "
+          "values come from numpy's), not comparable")
 
 
 def run_ort(case) -> bool:
@@ -125,7 +190,14 @@ def run_ort(case) -> bool:
     for ins, outs in _sets(case):
       got = sess.run(None, dict(zip(names, ins)))
       for g, w in zip(got, outs):
-        if _compare(np.asarray(g), w):
+        if isinstance(w, list):
+          if not isinstance(g, list) or len(g) != len(w) or \
+             any(_compare(np.asarray(a), b) for a, b in zip(g, w)):
+            return False
+        elif w is None:
+          if g is not None:
+            return False
+        elif _compare(np.asarray(g), w):
           return False
     return True
   except Exception:

@@ -45,9 +45,16 @@ def _write_case(case, out: Path) -> None:
                                   ("output", outputs, case.model.graph.output)):
       for j, value in enumerate(values):
         name = infos[j].name if j < len(infos) else ""
-        if hasattr(value, "SerializeToString"):   # a TensorProto already (bfloat16, float8 ...)
+        kind = infos[j].type.WhichOneof("value") if j < len(infos) else "tensor_type"
+        if kind == "sequence_type":               # a list of arrays: a SequenceProto
+          (ds / f"{prefix}_{j}.pb").write_bytes(
+            numpy_helper.from_list(value, name).SerializeToString())
+        elif kind == "optional_type":             # an array, a list or None: an OptionalProto
+          (ds / f"{prefix}_{j}.pb").write_bytes(
+            numpy_helper.from_optional(value, name).SerializeToString())
+        elif hasattr(value, "SerializeToString"):   # a TensorProto already (bfloat16, float8 ...)
           (ds / f"{prefix}_{j}.pb").write_bytes(value.SerializeToString())
-        elif hasattr(value, "dtype"):             # sequences, maps, optionals: not written
+        elif hasattr(value, "dtype"):             # maps: not written
           (ds / f"{prefix}_{j}.pb").write_bytes(
             numpy_helper.from_array(value, name).SerializeToString())
 

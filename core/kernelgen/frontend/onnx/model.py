@@ -99,17 +99,40 @@ def _type_info(vi) -> tuple:
 
 
 class Node:
-  """One graph node with its parsed attributes and the opset it is read in."""
-  __slots__ = ("op", "name", "inputs", "outputs", "attrs", "opset", "proto")
+  """One graph node with its parsed attributes and the opset it is read in; `subgraphs` holds
+  the Graph of each graph attribute (If branches, Loop/Scan bodies), `captures` the outer names
+  they read (the node depends on those too)."""
+  __slots__ = ("op", "name", "inputs", "outputs", "attrs", "opset", "proto", "subgraphs",
+               "captures")
 
   def __init__(self, n, index: int, opset: int):
     self.op, self.inputs, self.outputs = n.op_type, list(n.input), list(n.output)
     self.name = n.name or f"#{index}"
     self.opset, self.proto = opset, n
     self.attrs = Attrs(n, self.describe())
+    self.subgraphs, self.captures = {}, []
 
   def describe(self) -> str:
     return f"node {self.name!r} ({self.op}, opset {self.opset})"
+
+
+class Graph:
+  """A subgraph (an If branch, a Loop or Scan body): its nodes in order, input and output names,
+  initializers; `free` are the names it reads from enclosing scopes."""
+
+  def __init__(self, g, opset: int, outer: set):
+    self.initializers = {}
+    for t in g.initializer:
+      self.initializers[t.name] = data.tensor_payload(t, None, f"initializer {t.name!r}")
+    self.input_names = [v.name for v in g.input]
+    self.output_names = [v.name for v in g.output]
+    own = set(self.initializers) | set(self.input_names)
+    self.nodes = _sorted_nodes(g, opset, outer | own)
+    for node in self.nodes:
+      check_supported(node)
+    own |= {o for node in self.nodes for o in node.outputs}
+    self.free = sorted({n for node in self.nodes for n in node.inputs + node.captures
+                        if n and n not in own})
 
 
 class Model:
@@ -132,6 +155,8 @@ class Model:
     infos = {v.name: _type_info(v) for v in list(g.input) + list(g.output)}
     self.input_shapes = {n: infos[n][0] for n in self.input_names}
     self.output_shapes = {n: infos[n][0] for n in self.output_names}
+    kinds = {v.name: _kind(v) for v in g.input}
+    self.input_kinds = {n: kinds[n] for n in self.input_names}
     self.input_dtypes = {n: _dtype_or_none(infos[n][1]) for n in self.input_names}
     self.output_dtypes = {n: _dtype_or_none(infos[n][1]) for n in self.output_names}
     self.nodes = _sorted_nodes(g, self.opset, set(self.initializers) | {v.name for v in g.input})
@@ -158,7 +183,10 @@ class Model:
     return any(n.op == "Cast" and n.attrs.int("to") == 11 for n in self.nodes)
 
   def run(self, feeds: dict, device: str | None = None) -> dict:
-    """{output name: Tensor} for `feeds` ({input name: numpy array, list or Tensor})."""
+    """{output name: Tensor} for `feeds` ({input name: numpy array, list or Tensor}).
+
+    A sequence input takes a list of arrays or Tensors, an optional input a value or None;
+    sequence outputs come back as lists of Tensors, an empty optional as None."""
     from ...device import Device
     device = Device.canonical(device) if device is not None else Device.DEFAULT
     if self.uses_float64 and self.float64 is None and device == "WEBGPU":
@@ -167,6 +195,16 @@ class Model:
                              "to float32, or run it on PYTHON, PTXSIM or CUDA",
                              target="wgsl", dtype=dtypes.float64)
     return Runner(self, device).run(feeds)
+
+
+def _kind(vi) -> str:
+  """'tensor', 'sequence' (a list of tensors) or 'optional' (a value or None) of an input."""
+  t = vi.type
+  if t is not None and t.has("sequence_type"):
+    return "sequence"
+  if t is not None and t.has("optional_type"):
+    return "optional"
+  return "tensor"
 
 
 def _dtype_or_none(code: int):
@@ -197,7 +235,8 @@ def _sorted_nodes(g, opset: int, known: set) -> list:
       if out:
         producer[out] = node
   for node in nodes:
-    for name in node.inputs:
+    _subgraphs(node, opset, known | set(producer))
+    for name in node.inputs + node.captures:
       if name and name not in known and name not in producer:
         raise ModelError(f"{node.describe()} reads {name!r}, which no node, initializer or "
                          f"graph input defines (a dangling name)")
@@ -205,6 +244,17 @@ def _sorted_nodes(g, opset: int, known: set) -> list:
     if out.name not in known and out.name not in producer:
       raise ModelError(f"graph output {out.name!r} is never computed (a dangling name)")
   return _topological(nodes, producer)
+
+
+def _subgraphs(node, opset: int, visible: set) -> None:
+  """Parse the node's graph attributes into Graphs (names of the enclosing scopes visible)."""
+  for name, (kind, value) in node.attrs.values.items():
+    if kind == "GRAPHS":
+      raise UnsupportedError(f"{node.describe()}: graph-list attribute {name!r} is not "
+                             f"supported")
+    if kind == "GRAPH":
+      node.subgraphs[name] = Graph(value, opset, visible)
+  node.captures = sorted({n for g in node.subgraphs.values() for n in g.free})
 
 
 def _topological(nodes: list, producer: dict) -> list:
@@ -223,7 +273,7 @@ def _topological(nodes: list, producer: dict) -> list:
         raise ModelError(f"{node.describe()} depends on its own output (a cycle in the graph)")
       state[id(node)] = 1
       stack.append((node, True))
-      for name in node.inputs:
+      for name in node.inputs + node.captures:
         dep = producer.get(name)
         if dep is None:
           continue

@@ -1,4 +1,5 @@
-"""The ONNX operators of the default domain, as kernelgen Tensor code.
+"""The ONNX operators of the default domain (and a few of other domains), as kernelgen Tensor
+code.
 
 Each operator is a function (inputs, attrs) -> output Tensor or list of outputs, registered by
 name with `@op`; `inputs[i]` is a Tensor (None when the optional input is absent),
@@ -7,7 +8,14 @@ an operator's inputs or attributes changed between versions (Squeeze's axes, Sli
 Clip's bounds ...). Semantics follow the ONNX operator documentation: numpy broadcasting,
 attribute defaults, negative axes, optional inputs. This module holds the registry and the
 helpers the operator modules share: ops_math.py (elementwise, reductions), ops_nn.py
-(convolution, pooling, normalization, attention, recurrent layers), ops_shape.py (movement).
+(convolution, pooling, normalization, attention, recurrent layers), ops_shape.py (movement),
+ops_index.py (scatter/gather, data-dependent shapes), ops_control.py (If, Loop, Scan),
+ops_seq.py (sequences, optionals), ops_signal.py (DFT, STFT), ops_quant.py (integer and
+quantized), ops_llm.py (RotaryEmbedding, LinearAttention, CausalConvWithState, FlexAttention),
+grid.py (GridSample, AffineGrid, RoiAlign, DeformConv), ops_random.py (Random*, Bernoulli),
+ops_text.py (TfIdfVectorizer, ai.onnx.ml's Binarizer, ArrayFeatureExtractor, TreeEnsemble),
+ops_train.py (the training domain's optimizers). PREVIEW lists the operators of other domains
+that are implemented; every other operator of another domain is refused by name.
 """
 from __future__ import annotations
 
@@ -26,8 +34,15 @@ def op(*names, foldable=True):
   return register
 
 
+PREVIEW = {"ai.onnx.preview": {"FlexAttention"},      # other domains' operators implemented
+           "ai.onnx.preview.training": {"Adagrad", "Adam", "Momentum"},
+           "ai.onnx.ml": {"Binarizer", "ArrayFeatureExtractor", "TreeEnsemble"}}
+
+
 def check_supported(node) -> None:
   domain = node.proto.domain
+  if node.op in PREVIEW.get(domain, ()):
+    return
   if domain not in ("", "ai.onnx"):
     raise UnsupportedError(f"{node.describe()}: operators of domain {domain!r} are not "
                            f"supported (only the default ONNX domain)")

@@ -23,7 +23,7 @@ for _name, _fn in {
   "Tanh": lambda x: x.tanh(), "Sigmoid": lambda x: x.sigmoid(), "Relu": lambda x: x.relu(),
   "Floor": lambda x: x.floor(), "Ceil": lambda x: x.ceil(), "Round": lambda x: x.round(),
   "Sign": lambda x: x.sign(), "Not": lambda x: x.logical_not(), "IsNaN": lambda x: x.isnan(),
-  "Identity": lambda x: x, "BitwiseNot": lambda x: ~x,
+  "BitwiseNot": lambda x: ~x,
   "Softsign": lambda x: x / (1 + x.abs()),
   "Softplus": lambda x: where(x > 20, x, (1 + x.exp()).log()),
   "Sinh": lambda x: (x.exp() - (-x).exp()) * 0.5, "Cosh": lambda x: (x.exp() + (-x).exp()) * 0.5,

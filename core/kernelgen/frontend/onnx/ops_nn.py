@@ -73,9 +73,12 @@ def _pad_spatial(x, pads, value=0):
 @op("Conv")
 def _conv(ins, at):
   x, w, b = ins[0], ins[1], ins[2]
-  if x.ndim not in (3, 4):
-    raise UnsupportedError(f"Conv of a {x.ndim}-d input: kernelgen has 1-d and 2-d convolution")
+  if x.ndim not in (3, 4, 5):
+    raise UnsupportedError(f"Conv of a {x.ndim}-d input: kernelgen has 1-d to 3-d convolution")
   _, strides, dilations, pads = _conv_args(ins, at, x, w.shape)
+  if x.ndim == 5:
+    y = _conv3d(_pad_spatial(x, pads), w, strides, dilations, at.int("group", 1))
+    return y + b.reshape(1, -1, 1, 1, 1) if b is not None else y
   one_d = x.ndim == 3
   if one_d:
     x, w = x.unsqueeze(2), w.unsqueeze(2)
@@ -84,6 +87,23 @@ def _conv(ins, at):
   out = x.conv2d(w, b, stride=tuple(strides), padding=0, dilation=tuple(dilations),
                  groups=at.int("group", 1))
   return out.squeeze(2) if one_d else out
+
+
+def _conv3d(x, w, strides, dils, groups):
+  """A 3-d convolution of an already padded x as one 2-d convolution per kernel depth tap: the
+  tap's strided depth slice of x folded into the batch, the results summed."""
+  n, c, d = x.shape[:3]
+  kd = w.shape[2]
+  od = (d - dils[0] * (kd - 1) - 1) // strides[0] + 1
+  total = None
+  for k in range(kd):
+    start = k * dils[0]
+    sl = x[:, :, start:start + strides[0] * (od - 1) + 1:strides[0]]       # (N, C, OD, H, W)
+    flat = sl.permute(0, 2, 1, 3, 4).reshape(n * od, c, *x.shape[3:])
+    y = flat.conv2d(w[:, :, k], None, stride=tuple(strides[1:]), padding=0,
+                    dilation=tuple(dils[1:]), groups=groups)
+    total = y if total is None else total + y
+  return total.reshape(n, od, *total.shape[1:]).permute(0, 2, 1, 3, 4)
 
 
 def _pool_windows(x, at, ins, fill):
@@ -143,12 +163,37 @@ def _ceil_pad(size, k, s, d, pad):
 @op("MaxPool")
 def _maxpool(ins, at):
   x = ins[0]
-  if len(ins.node.outputs) > 1 and ins.node.outputs[1]:
-    raise UnsupportedError("MaxPool's Indices output is not supported")
   fill = -math.inf if x.dtype.is_float() else min_value(x.dtype)
   xp, _, window, n = _pool_windows(x, at, ins, fill)
   out = _window_reduce(xp, window, "max")
+  if len(ins.node.outputs) > 1 and ins.node.outputs[1]:
+    return [out, _maxpool_indices(x, xp, at, ins, window, n)]
   return out.squeeze(2) if n == 1 else out
+
+
+def _maxpool_indices(x, xp, at, ins, window, n):
+  """MaxPool's Indices: the flat index (row-major, or column-major spatial dims with
+  storage_order 1) of each window's first maximum in the unpadded input."""
+  if n != 2:
+    raise UnsupportedError("MaxPool's Indices output is supported for 2-d pooling")
+  b, c, h, w = x.shape
+  dev = x.device
+  hh = Tensor.arange(h, device=dev).reshape(1, 1, h, 1)
+  ww = Tensor.arange(w, device=dev).reshape(1, 1, 1, w)
+  plane = ww * h + hh if at.int("storage_order", 0) else hh * w + ww
+  lead = Tensor.arange(b * c, device=dev).reshape(b, c, 1, 1) * (h * w)
+  idx = (lead + plane).cast(dtypes.float32)
+  kernel, strides, dils = window
+  pads = _spatial_pads(ins, at, x, list(kernel), list(strides), list(dils))
+  if at.int("ceil_mode", 0):
+    pads = [_ceil_pad(x.shape[2 + i], kernel[i], strides[i], dils[i], pads[i]) for i in range(2)]
+  ip = _pad_spatial(idx, pads, -1)
+  xw = xp._windows(kernel, strides, dils)
+  iw = ip._windows(kernel, strides, dils)
+  k = kernel[0] * kernel[1]
+  flat_x = xw.reshape(xw.shape[:-2] + (k,))
+  pos = flat_x.argmax(-1).cast(dtypes.int32).unsqueeze(-1)
+  return iw.reshape(iw.shape[:-2] + (k,)).gather(-1, pos).squeeze(-1).cast(ins.int_dtype)
 
 
 @op("AveragePool")
@@ -202,13 +247,29 @@ def _channel_shape(x):
 @op("BatchNormalization")
 def _batchnorm(ins, at):
   x, scale, bias, mean, var = (ins[i] for i in range(5))
-  if at.int("training_mode", 0) or sum(1 for o in ins.node.outputs if o) > 1:
-    raise UnsupportedError("BatchNormalization in training mode is not supported (inference "
-                           "only)")
   eps = at.float("epsilon", 1e-5)
   shp = _channel_shape(x)
+  if at.int("training_mode", 0) or sum(1 for o in ins.node.outputs if o) > 1:
+    return _batchnorm_training(ins, at, x, scale, bias, mean, var, eps)
   inv = (var.reshape(shp) + eps).rsqrt() * scale.reshape(shp)
   return (x - mean.reshape(shp)) * inv + bias.reshape(shp)
+
+
+def _batchnorm_training(ins, at, x, scale, bias, mean, var, eps):
+  """Training mode (opset 14+): normalized with the batch's statistics (biased variance); the
+  running statistics come out updated by `momentum`."""
+  if ins.opset < 14:
+    raise UnsupportedError("BatchNormalization training outputs before opset 14 (saved mean "
+                           "and variance) are not supported")
+  axes = (0,) + tuple(range(2, x.ndim))
+  shp = _channel_shape(x)
+  cur_mean = x.mean(axes)
+  diff = x - cur_mean.reshape(shp)
+  cur_var = (diff * diff).mean(axes)
+  y = diff * (cur_var.reshape(shp) + eps).rsqrt() * scale.reshape(shp) + bias.reshape(shp)
+  m = at.float("momentum", 0.9)
+  return [y, (mean * m + cur_mean * (1 - m)).cast(x.dtype),
+          (var * m + cur_var * (1 - m)).cast(x.dtype)]
 
 
 @op("InstanceNormalization")
@@ -260,7 +321,8 @@ def _dropout(ins, at):
   if training:
     ratio = ins.scalar(1, 0.5)
     if ratio:
-      raise UnsupportedError("Dropout in training mode (random masks) is not supported")
+      from .ops_random import dropout_training
+      return dropout_training(ins, at, x, float(ratio))
   mask = Tensor.ones(*x.shape, dtype=dtypes.bool, device=ins.device)
   return [x, mask]
 
@@ -300,7 +362,7 @@ def _lpnorm(ins, at):
   axis = axis_index(at.int("axis", -1), x.ndim)
   p = at.int("p", 2)
   norm = x.abs().sum(axis, keepdim=True) if p == 1 else (x * x).sum(axis, keepdim=True).sqrt()
-  return x / norm
+  return where(norm == 0, 0.0, x / where(norm == 0, 1.0, norm)).cast(x.dtype)  # 0-norm -> 0
 
 
 @op("MeanVarianceNormalization")
@@ -372,9 +434,16 @@ def _sce(ins, at):
 
 
 def _per_axis(param, x, at):
-  """A scale or zero point (scalar or 1-d along `axis`) shaped to broadcast against x."""
-  if at.int("block_size", 0):
-    raise UnsupportedError("blocked quantization (block_size) is not supported")
+  """A scale or zero point (scalar, 1-d along `axis`, or blocked: x's shape with the axis cut
+  into blocks of block_size) shaped to broadcast against x."""
+  block = at.int("block_size", 0)
+  if block:
+    axis = axis_index(at.int("axis", 1), x.ndim)
+    n = param.shape[axis]
+    rep = param.unsqueeze(axis + 1).expand(*param.shape[:axis + 1], block,
+                                           *param.shape[axis + 1:])
+    rep = rep.reshape(*param.shape[:axis], n * block, *param.shape[axis + 1:])
+    return rep.shrink(tuple((0, d) for d in x.shape))
   if param.ndim == 0 or param.numel() == 1 and param.ndim <= 1:
     return param.reshape(())
   axis = axis_index(at.int("axis", 1), x.ndim)
@@ -413,13 +482,13 @@ def _conv_transpose(ins, at):
   """The transposed convolution as a convolution of the zero-stuffed input with the flipped,
   transposed kernel, cut to the output size (pads, output_padding, output_shape, auto_pad)."""
   x, w, b = ins[0], ins[1], ins[2]
-  if x.ndim not in (3, 4):
-    raise UnsupportedError(f"ConvTranspose of a {x.ndim}-d input: kernelgen has 1-d and 2-d")
+  if x.ndim not in (3, 4, 5):
+    raise UnsupportedError(f"ConvTranspose of a {x.ndim}-d input: kernelgen has 1-d to 3-d")
   one_d = x.ndim == 3
   if one_d:
     x, w = x.unsqueeze(2), w.unsqueeze(2)
   g = at.int("group", 1)
-  n_sp = 2
+  n_sp = x.ndim - 2
   pre = [1] if one_d else []
   strides = pre + at.ints("strides", [1] * (x.ndim - 2 - len(pre)))
   dil = pre + at.ints("dilations", [1] * (x.ndim - 2 - len(pre)))
@@ -429,15 +498,17 @@ def _conv_transpose(ins, at):
                for i in range(n_sp)]
   pads = _transpose_pads(at, x, strides, dil, kernel, out_pad, one_d)
   c, m_g = w.shape[0], w.shape[1]
-  wt = w.reshape(g, c // g, m_g, *kernel).permute(0, 2, 1, 3, 4).reshape(g * m_g, c // g,
-                                                                         *kernel)
-  wt = wt.flip((2, 3))
+  spatial = tuple(range(3, 3 + n_sp))
+  wt = w.reshape(g, c // g, m_g, *kernel).permute(0, 2, 1, *spatial).reshape(g * m_g, c // g,
+                                                                             *kernel)
+  wt = wt.flip(tuple(range(2, 2 + n_sp)))
   stuffed = x
   for i in range(n_sp):
     stuffed = _zero_stuff(stuffed, 2 + i, strides[i])
   edge = [((kernel[i] - 1) * dil[i],) * 2 for i in range(n_sp)]
-  y = stuffed.pad(((0, 0), (0, 0)) + tuple(edge)).conv2d(wt, None, stride=1, padding=0,
-                                                         dilation=tuple(dil), groups=g)
+  padded = stuffed.pad(((0, 0), (0, 0)) + tuple(edge))
+  y = _conv3d(padded, wt, [1] * 3, dil, g) if n_sp == 3 else \
+    padded.conv2d(wt, None, stride=1, padding=0, dilation=tuple(dil), groups=g)
   cuts, fills = [], []
   for i in range(n_sp):      # the output window of the full result, zero-filled past its ends
     size = full_size[i] + out_pad[i] - pads[i][0] - pads[i][1]
@@ -448,7 +519,7 @@ def _conv_transpose(ins, at):
   y = y.pad(((0, 0), (0, 0)) + tuple(fills))
   y = y.shrink([(0, y.shape[0]), (0, y.shape[1])] + cuts)
   if b is not None:
-    y = y + b.reshape(1, -1, 1, 1)
+    y = y + b.reshape((1, -1) + (1,) * n_sp)
   return y.squeeze(2) if one_d else y
 
 
@@ -470,7 +541,7 @@ def _zero_stuff(x, axis, s):
 
 
 def _transpose_pads(at, x, strides, dil, kernel, out_pad, one_d):
-  n_sp = 2
+  n_sp = x.ndim - 2
   pads = at.ints("pads")
   auto = at.str("auto_pad", "NOTSET")
   out_shape = at.ints("output_shape")

@@ -29,6 +29,9 @@ def _size(ins, at):
   return full((), ins[0].numel(), ins.int_dtype, ins.device)
 
 
+_shape.shape_only = _size.shape_only = True   # their values are shapes: always static
+
+
 @op("Reshape")
 def _reshape(ins, at):
   x = ins[0]

@@ -9,7 +9,8 @@ from ...dtype import dtypes
 from ...errors import KernelgenError, ModelError, ShapeError
 from ..tensor import Tensor
 from .operators import OPS
-from .values import FOLD_MAX, HOST_COPY_MAX, NARROW, Static, narrow_bytes, tensor_from_bytes
+from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
+                     tensor_from_bytes)
 
 _BUGS = (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, struct.error,
          OverflowError, AttributeError)
@@ -34,7 +35,8 @@ class Runner:
     self._feed(feeds)
     for node in self.model.nodes:
       self._eval(node, OPS[node.op])
-    return {name: self.value(name) for name in self.model.output_names}
+    outs = {name: self.value(name) for name in self.model.output_names}
+    return {name: None if v is NONE else v for name, v in outs.items()}
 
   def _feed(self, feeds: dict) -> None:
     unknown = set(feeds) - set(self.model.input_names) - set(self.model.initializers)
@@ -46,7 +48,20 @@ class Runner:
       raise ModelError(f"missing inputs {missing}: give every one of {self.model.input_names}")
     sizes: dict = {}
     for name, value in feeds.items():
+      kind = self.model.input_kinds.get(name, "tensor")
+      if value is None and kind == "optional":
+        self.tensors[name] = NONE
+        continue
+      if kind == "sequence" or kind == "optional" and isinstance(value, (list, tuple)):
+        if not isinstance(value, (list, tuple)):
+          raise ModelError(f"input {name!r} is a sequence: give a list of arrays or Tensors")
+        self.tensors[name] = [self._to_device(v if isinstance(v, Tensor) else
+                                              Tensor(v, device="PYTHON"), f"input {name!r}")
+                              for v in value]
+        continue
       t = value if isinstance(value, Tensor) else Tensor(value, device="PYTHON")
+      if self.model.input_dtypes.get(name) == dtypes.bfloat16 and t.dtype == dtypes.float32:
+        t = t.cast(dtypes.bfloat16)     # numpy has no bfloat16: float32 arrays stand for it
       self._check_shape(name, t.shape, sizes)
       if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX:
         self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
@@ -83,18 +98,22 @@ class Runner:
     """The device Tensor of `name` (static values uploaded, narrowed, on first use)."""
     if name in self.tensors and not (self.folding and name in self.static):
       return self.tensors[name]
-    s = self.static[name]
+    t = self.upload(self.static[name], f"tensor {name!r}")
+    if not self.folding:
+      self.tensors[name] = t
+    return t
+
+  def upload(self, s, what: str) -> Tensor:
+    """A Static (or (dtype, shape, bytes)) as a Tensor: on PYTHON in full precision while
+    folding, else on the device, narrowed."""
     if isinstance(s, tuple):
       dtype, shape, raw = s
     else:
       from ..tensor_data import pack
       dtype, shape, raw = s.dtype, s.shape, pack(s.values, s.dtype)
     if not self.folding:
-      raw, dtype = narrow_bytes(raw, dtype, shape, f"tensor {name!r}", self.model.float64)
-    t = tensor_from_bytes(raw, shape, dtype, "PYTHON" if self.folding else self.device)
-    if not self.folding:
-      self.tensors[name] = t
-    return t
+      raw, dtype = narrow_bytes(raw, dtype, shape, what, self.model.float64)
+    return tensor_from_bytes(raw, shape, dtype, "PYTHON" if self.folding else self.device)
 
   def known(self, name: str):
     """The Static host value of `name` when known without running anything, else None."""
@@ -111,11 +130,37 @@ class Runner:
     t = self.value(name)
     return Static(t.dtype, t.shape, _flat(t.tolist()))
 
+  # ---- subgraphs (If branches, Loop and Scan bodies) ----
+  def run_graph(self, graph, bindings: dict) -> list:
+    """Run subgraph `graph` in a scope that sees this one's values, with its inputs bound to
+    `bindings` ({name: Tensor or Static}); its outputs as Static where static, else Tensors."""
+    scope = Scope(self)
+    for name, (dtype, shape, raw) in graph.initializers.items():
+      scope.bind(name, Static.from_bytes(dtype, shape, raw))
+    for name, value in bindings.items():
+      scope.bind(name, value)
+    for node in graph.nodes:
+      scope._eval(node, OPS[node.op])
+    return [scope.result(name) for name in graph.output_names]
+
+  def bind(self, name: str, value) -> None:
+    if isinstance(value, Static):
+      self.static[name] = value
+      self.tensors.pop(name, None)
+    else:
+      self.tensors[name] = value
+      self.static.pop(name, None)
+    self.host.pop(name, None)
+
+  def result(self, name: str):
+    s = self.static.get(name)
+    return s if isinstance(s, Static) else self.value(name)
+
   # ---- evaluation ----
   def _eval(self, node, fn) -> None:
     self.node = node
     names = [n for n in node.inputs if n]
-    fold = getattr(fn, "foldable", True) and all(
+    fold = getattr(fn, "shape_only", False) or getattr(fn, "foldable", True) and all(
       isinstance(self.static.get(n), Static) and self.static[n].size <= FOLD_MAX for n in names)
     outs = self._call(node, fn, fold) if fold else None
     if outs is not None and all(o is None or o.numel() <= FOLD_MAX for o in outs):
@@ -125,9 +170,12 @@ class Runner:
       return
     outs = self._call(node, fn, False)
     for name, out in zip(node.outputs, outs):
-      if name and out is not None:
+      if name and isinstance(out, Static):      # control flow passes static values through
+        self.static[name] = out
+        self.tensors.pop(name, None)
+      elif name and out is not None:
         self.tensors[name] = out
-        if out.device != self.device:
+        if isinstance(out, Tensor) and out.device != self.device:
           raise ModelError(f"{node.describe()} produced a tensor on {out.device}")
 
   def _call(self, node, fn, folding: bool) -> list:
@@ -146,6 +194,16 @@ class Runner:
       self.folding = False
     outs = outs if isinstance(outs, (list, tuple)) else [outs]
     return list(outs)
+
+
+class Scope(Runner):
+  """The values of one subgraph run: the enclosing scope's, plus the subgraph's own."""
+
+  def __init__(self, parent: Runner):    # pylint: disable=super-init-not-called
+    self.model, self.device = parent.model, parent.device
+    self.tensors, self.static = dict(parent.tensors), dict(parent.static)
+    self.host = dict(parent.host)
+    self.folding, self.node = False, None
 
 
 class Inputs:

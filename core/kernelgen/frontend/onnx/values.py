@@ -18,6 +18,17 @@ HOST_COPY_MAX = 1 << 16    # feeds up to this many elements keep a host copy (sh
 NARROW = {dtypes.int64: dtypes.int32, dtypes.uint64: dtypes.uint32}
 
 
+class _None:
+  """The value of an empty optional (None means 'no output' to the evaluator)."""
+  __slots__ = ()
+
+  def __repr__(self) -> str:
+    return "NONE"
+
+
+NONE = _None()
+
+
 class Static:
   """A value known on the host: dtype (64-bit kept), shape, flat list of Python numbers."""
   __slots__ = ("dtype", "shape", "values")
