@@ -145,6 +145,7 @@ def main(argv=None) -> int:
   parser.add_argument("--b4-reps", type=int, default=2)
   parser.add_argument("--b5-reps", type=int, default=3)
   parser.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7")
+  parser.add_argument("--onnx-rounds", type=int, default=3, help="ONNX: inferences per tool")
   args = parser.parse_args(argv)
   only = set(args.only.split(","))
   started, load = time.time(), os.getloadavg()
@@ -169,6 +170,10 @@ def main(argv=None) -> int:
     rows += b5_b7_rows(results["browser"]["cold_start"], results.get("memory", {}))
   if "B6" in only:
     rows.append(b6_row())
+  if "ONNX" in only or args.only == parser.get_default("only"):   # bench/onnx_models.py
+    import onnx_models
+    results["onnx_models"] = onnx_models.measure(args.onnx_rounds)
+    rows += onnx_models.run_rows(results["onnx_models"])
   results.update(rows=rows, seconds=round(time.time() - started),
                  loadavg_at_end=os.getloadavg())
   (BENCH / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
