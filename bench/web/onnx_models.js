@@ -74,8 +74,9 @@ async function ortOutput() {
   return data;
 }
 
-// onnxruntime-web, one more inference: wall time to the output on the CPU and the kernels' GPU
-// times from its profiler (timestamp queries; none without them).
+// onnxruntime-web, one more inference: wall time to the output on the CPU. (Kernel GPU times
+// would come from the JSEP profiler's ondata; 1.31's WebGPU bundle is the C++ EP, which does
+// not call it, so gpuMs stays null.)
 async function ortRun() {
   state.kernels = [];
   const start = performance.now();
