@@ -161,7 +161,7 @@ async function runModel({ seed = 0, device, inputs = null }) {
   const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
   if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
   try {
-    const result = await callPython('run_model', seed, device, inputs);
+    const result = await callPython('run_model', seed, device, inputs ?? undefined);  // None
     if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
     result.recreated = status.recreated;
     return result;

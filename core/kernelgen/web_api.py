@@ -454,7 +454,8 @@ def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
     import time
     model = _loaded_model()
     start = time.perf_counter()
-    feeds = random_inputs(model, seed) if inputs is None else given_inputs(model, inputs)
+    given = inputs is not None and type(inputs).__name__ != "JsNull"   # a JS null: none given
+    feeds = given_inputs(model, inputs) if given else random_inputs(model, seed)
     outputs = []
     for name, tensor in _model_outputs(model, seed, device, feeds):
       outputs.append({"name": name, **tensor_data(tensor.realize())})
