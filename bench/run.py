@@ -151,7 +151,8 @@ def main(argv=None) -> int:
   parser.add_argument("--b3-reps", type=int, default=7)
   parser.add_argument("--b4-reps", type=int, default=2)
   parser.add_argument("--b5-reps", type=int, default=3)
-  parser.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,BT")
+  parser.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,BT,ONNX")
+  parser.add_argument("--onnx-rounds", type=int, default=3, help="ONNX: inferences per tool")
   args = parser.parse_args(argv)
   only = set(args.only.split(","))
   started, load = time.time(), os.getloadavg()
@@ -180,6 +181,10 @@ def main(argv=None) -> int:
     import training
     results["training"] = training.measure(args.b3_reps // 2 or 1)
     rows += training_rows(results["training"]["rows"])
+  if "ONNX" in only:    # light ONNX models in Chromium (bench/onnx_models.py) vs onnxruntime-web
+    import onnx_models
+    results["onnx_models"] = onnx_models.measure(args.onnx_rounds)
+    rows += onnx_models.run_rows(results["onnx_models"])
   results.update(rows=rows, seconds=round(time.time() - started),
                  loadavg_at_end=os.getloadavg())
   (BENCH / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))

@@ -146,10 +146,11 @@ class Kernelgen {
     return this.callChecked('loadModel', { data: bytes, arch, seed });
   }
 
-  // Run the loaded model on its reproducible random inputs for `seed`: {outputs, inputs (each
-  // {name, shape, dtype, data: a typed array}), seconds, device, timings}.
-  async runModel({ seed = 0, device = this.device } = {}) {
-    const result = await this.callChecked('runModel', { seed, device });
+  // Run the loaded model on its reproducible random inputs for `seed`, or on `inputs` ({name:
+  // Uint8Array of the raw little-endian values, in the declared shape and dtype}): {outputs,
+  // inputs (each {name, shape, dtype, data: a typed array}), seconds, device, timings}.
+  async runModel({ seed = 0, device = this.device, inputs = null } = {}) {
+    const result = await this.callChecked('runModel', { seed, device, inputs });
     const typed = (t) => ({ ...t, data: typedData(t.dtype, t.data) });
     return { ...result, outputs: result.outputs.map(typed), inputs: result.inputs.map(typed),
       timings: result.timings || [] };

@@ -154,13 +154,14 @@ async function run({ code, device, reference = true, search = false }) {
   }
 }
 
-// The Models view: run the loaded ONNX model on its random inputs for `seed`, with the GPU's
-// per-kernel times as the editor's Run gets them.
-async function runModel({ seed = 0, device }) {
+// The Models view: run the loaded ONNX model on its random inputs for `seed` (or on `inputs`,
+// {name: Uint8Array of the raw little-endian values}), with the GPU's per-kernel times as the
+// editor's Run gets them.
+async function runModel({ seed = 0, device, inputs = null }) {
   const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
   if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
   try {
-    const result = await callPython('run_model', seed, device);
+    const result = await callPython('run_model', seed, device, inputs ?? undefined);  // None
     if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
     result.recreated = status.recreated;
     return result;

@@ -382,9 +382,31 @@ def _feed_tensors(feeds: dict, device: str) -> dict:
   return tensors
 
 
-def _model_outputs(model, seed: int, device: str) -> list:
-  """[(name, lazy Tensor)] of the model on its random inputs for `seed`."""
-  outs = model.run(_feed_tensors(random_inputs(model, seed), device), device=device)
+def given_inputs(model, inputs) -> dict:
+  """Feeds (as random_inputs makes them) from {name: raw little-endian bytes of the input's
+  declared shape (a symbolic dimension is 1) and dtype}, a JS object of Uint8Arrays in the
+  page; a missing input, a dtype without a struct format or a wrong size is a ModelError."""
+  import struct
+  from .errors import ModelError
+  raw = inputs.to_py() if hasattr(inputs, "to_py") else dict(inputs)
+  feeds = {}
+  for name, feed in random_inputs(model, 0).items():
+    if name not in raw:
+      raise ModelError(f"no data for the model's input {name!r}: give every input "
+                       f"({', '.join(model.input_names)})")
+    data, fmt = _model_bytes(raw[name]), FORMATS.get(feed["dtype"])
+    count = math.prod(feed["shape"])
+    if fmt is None or len(data) != count * struct.calcsize(fmt):
+      raise ModelError(f"input {name!r}: {len(data)} bytes, but {feed['dtype']} of shape "
+                       f"{tuple(feed['shape'])} needs {count * struct.calcsize(fmt or 'B')}")
+    feeds[name] = {**feed, "values": list(struct.unpack(f"<{count}{fmt}", data))}
+  return feeds
+
+
+def _model_outputs(model, seed: int, device: str, feeds: dict | None = None) -> list:
+  """[(name, lazy Tensor)] of the model on `feeds`, or on its random inputs for `seed`."""
+  feeds = feeds if feeds is not None else random_inputs(model, seed)
+  outs = model.run(_feed_tensors(feeds, device), device=device)
   return [(name, outs[name]) for name in model.output_names]
 
 
@@ -424,19 +446,21 @@ def _feed_data(feeds: dict) -> list:
           for name, f in feeds.items()]
 
 
-def run_model(seed: int = 0, device: str = "WEBGPU") -> dict:
-  """Run the loaded model on `device` with random_inputs(model, seed): {"outputs": [{name,
-  shape, dtype, data}], "inputs": [the same for the inputs used], "seconds", "device"}; the
-  outputs are kept for compare_model."""
+def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
+  """Run the loaded model on `device` with random_inputs(model, seed), or with `inputs` (see
+  given_inputs) when given: {"outputs": [{name, shape, dtype, data}], "inputs": [the same for
+  the inputs used], "seconds", "device"}; the outputs are kept for compare_model."""
   def work():
     import time
     model = _loaded_model()
     start = time.perf_counter()
+    given = inputs is not None and type(inputs).__name__ != "JsNull"   # a JS null: none given
+    feeds = given_inputs(model, inputs) if given else random_inputs(model, seed)
     outputs = []
-    for name, tensor in _model_outputs(model, seed, device):
+    for name, tensor in _model_outputs(model, seed, device, feeds):
       outputs.append({"name": name, **tensor_data(tensor.realize())})
-    _MODEL["run"] = {"seed": seed, "outputs": outputs}
-    return {"outputs": outputs, "inputs": _feed_data(random_inputs(model, seed)),
+    _MODEL["run"] = {"seed": seed, "outputs": outputs, "feeds": feeds}
+    return {"outputs": outputs, "inputs": _feed_data(feeds),
             "seconds": time.perf_counter() - start, "device": device}
   return _guarded(work)
 
@@ -452,8 +476,8 @@ def compare_model() -> dict:
       raise ModelError("the model has not run yet: run it on a device first")
     start = time.perf_counter()
     comparisons = []
-    for result, (name, tensor) in zip(last["outputs"], _model_outputs(model, last["seed"],
-                                                                        "PYTHON")):
+    for result, (name, tensor) in zip(last["outputs"], _model_outputs(
+        model, last["seed"], "PYTHON", last.get("feeds"))):
       comparisons.append({"name": name, **compare(result, tensor_data(tensor.realize()))})
     return {"comparisons": comparisons, "seconds": time.perf_counter() - start}
   return _guarded(work)

@@ -92,18 +92,25 @@ SUBGROUP_CALL = {Ops.ADD: "subgroupAdd", Ops.MUL: "subgroupMul", Ops.MAX: "subgr
 # largest f32 values that convert into each 32-bit int type (the int maxima round up in f32)
 F32_INT_MAX = {"int32": 2147483520.0, "uint32": 4294967040.0}
 
+# whether a or b is NaN, as one integer compare (the larger magnitude's bits above inf's)
+NAN_EITHER = ("  let nan = max(bitcast<u32>(a) & 0x7fffffffu, bitcast<u32>(b) & 0x7fffffffu)"
+              " > 0x7f800000u;\n")
+NAN_EITHER_F16 = NAN_EITHER.replace("(a)", "(f32(a))").replace("(b)", "(f32(b))")
+
 # helper functions, emitted (in this order) when a kernel uses them
 HELPERS = {
   "kg_isnan": "fn kg_isnan(x: f32) -> bool {\n"
               "  return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;\n}",
-  "kg_fmax": "fn kg_fmax(a: f32, b: f32) -> f32 {\n"
-             "  if (kg_isnan(a) || kg_isnan(b)) { return a + b; }\n  return max(a, b);\n}",
-  "kg_fmin": "fn kg_fmin(a: f32, b: f32) -> f32 {\n"
-             "  if (kg_isnan(a) || kg_isnan(b)) { return a + b; }\n  return min(a, b);\n}",
-  "kg_hmax": "fn kg_hmax(a: f16, b: f16) -> f16 {\n"
-             "  if (kg_isnan(f32(a)) || kg_isnan(f32(b))) { return a + b; }\n  return max(a, b);\n}",
-  "kg_hmin": "fn kg_hmin(a: f16, b: f16) -> f16 {\n"
-             "  if (kg_isnan(f32(a)) || kg_isnan(f32(b))) { return a + b; }\n  return min(a, b);\n}",
+  # branch-free (one select): SwiftShader's shader compiler takes minutes on kernels that inline
+  # a few hundred `if (...) { return ...; }` helpers (a register-tiled 3x3 max pool)
+  "kg_fmax": "fn kg_fmax(a: f32, b: f32) -> f32 {\n" + NAN_EITHER
+             + "  return select(max(a, b), a + b, nan);\n}",
+  "kg_fmin": "fn kg_fmin(a: f32, b: f32) -> f32 {\n" + NAN_EITHER
+             + "  return select(min(a, b), a + b, nan);\n}",
+  "kg_hmax": "fn kg_hmax(a: f16, b: f16) -> f16 {\n" + NAN_EITHER_F16
+             + "  return select(max(a, b), a + b, nan);\n}",
+  "kg_hmin": "fn kg_hmin(a: f16, b: f16) -> f16 {\n" + NAN_EITHER_F16
+             + "  return select(min(a, b), a + b, nan);\n}",
   "kg_exp2": "fn kg_exp2(t: f32) -> f32 {\n"
              "  if (kg_isnan(t)) { return t; }\n"
              "  if (t >= 128.0f) { return t * 3.0e38f; }\n"
@@ -111,8 +118,7 @@ HELPERS = {
   "kg_round_f16": "fn kg_round_f16(x: f32) -> f32 {\n"
                   "  return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0f))).x;\n}",
 }
-HELPER_NEEDS = {"kg_exp2": ("kg_isnan",), "kg_fmax": ("kg_isnan",), "kg_fmin": ("kg_isnan",),
-                "kg_hmax": ("kg_isnan",), "kg_hmin": ("kg_isnan",)}
+HELPER_NEEDS = {"kg_exp2": ("kg_isnan",)}
 
 # NaN and inf cannot be constant expressions in WGSL: they are read from these bits at run time
 SPECIAL_BITS = "var<private> kg_special: vec2<u32> = vec2<u32>(0x7f800000u, 0x7fc00000u);"

@@ -1,0 +1,67 @@
+"""The "light" ONNX models (tests/test_onnx_light.py) in the page: the Pyodide worker loads the
+file's bytes and compiles the model, WebGPU in headless Chromium runs it on the onnx backend
+runner's input (arange / n), and the output matches the expected output shipped with the model
+(rtol 1e-3, atol 1e-7, the tolerances of onnx/backend/test/data/real).
+
+The adapter is Mesa lavapipe through ANGLE (compatibility mode), the faster of the two Chromium
+reaches here: SqueezeNet boots, loads and runs in about a minute. CI runs SqueezeNet only;
+KERNELGEN_ONNX_LIGHT=all runs the nine (each prints its load and run times).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from browser_util import launch_chromium, local_page
+from test_browser import boot, site  # noqa: F401 (fixture)
+from test_onnx_light import ATOL, RTOL, _models
+
+pytestmark = pytest.mark.timeout(1800)
+
+# load + first run, in the worker: the model's bytes in, the output's bytes and times out
+RUN_MODEL = """async ([bytes, input]) => {
+  const kg = kgApp.state.kg;
+  const start = performance.now();
+  const model = await kg.loadModel(new Uint8Array(bytes), { arch: 'sm_80' });
+  const loaded = performance.now();
+  const x = new Float32Array(input);
+  const name = model.inputs[0].name;
+  const run = await kg.runModel({ device: 'WEBGPU', inputs: { [name]: new Uint8Array(x.buffer) } });
+  const out = run.outputs[0];
+  return { loadMs: loaded - start, runMs: performance.now() - loaded, device: run.device,
+    kernels: model.wgsl.kernels.length, shape: out.shape, data: Array.from(out.data) };
+}"""
+
+
+@pytest.fixture(scope="module")
+def lavapipe_page(site, playwright):  # noqa: F811
+  browser = launch_chromium(playwright, lavapipe=True)
+  with local_page(browser, service_workers="block") as page:
+    boot(page, site.url("index.html?compat"))
+    assert "compatibility" in page.inner_text("#adapter")
+    page.set_default_timeout(1_500_000)
+    yield page
+  browser.close()
+
+
+@pytest.mark.parametrize("path", _models(), ids=lambda p: getattr(p, "stem", str(p)))
+def test_light_model_matches_its_expected_output_in_the_page(path, lavapipe_page):
+  from kernelgen.frontend.onnx.data import read_tensor_file
+  import kernelgen as kg
+  model = kg.onnx.load(str(path))
+  shape = tuple(d if isinstance(d, int) and d > 0 else 1
+                for d in model.input_shapes[model.input_names[0]])
+  n = int(np.prod(shape))
+  x = (np.arange(n).reshape(shape) / n).astype(np.float32)
+  start = time.time()
+  result = lavapipe_page.evaluate(RUN_MODEL, [list(path.read_bytes()), x.ravel().tolist()])
+  assert result["device"] == "WEBGPU"
+  _, _, want_shape, raw = read_tensor_file(str(path).replace(".onnx", "_output_0.pb"))
+  want = np.frombuffer(raw, np.float32).reshape(want_shape)
+  assert result["shape"] == list(want.shape)
+  got = np.array(result["data"], np.float32).reshape(want.shape)
+  np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+  print(f"{path.stem}: {result['kernels']} kernels, load {result['loadMs'] / 1e3:.1f} s, "
+        f"first run {result['runMs'] / 1e3:.1f} s ({time.time() - start:.1f} s in all)")
