@@ -162,6 +162,8 @@ const TF_OPS = {
   attention: (s, q, k, v, mask) => tf.matMul(tf.softmax(tf.add(tf.mul(tf.matMul(q, k, false, true),
     s.scale), mask)), v),
   filters,
+  digits: (s, p, w1, b1, w2, b2) => tf.softmax(tf.add(tf.matMul(tf.relu(tf.add(
+    tf.matMul(tf.div(p, 16), w1), b1)), w2), b2)),
 };
 
 async function prepareTfjs(spec) {
