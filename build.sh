@@ -186,6 +186,7 @@ run_tests() {
   setup_apt
   setup_venv test,webgpu,ptx
   setup_npm
+  setup_bench_env   # tests/test_bench_peers.py: the bench page's peers must stay correct
   setup_xdg_runtime_dir
   # Every tool must be there: a missing one fails its tests instead of skipping them.
   export KERNELGEN_REQUIRE_ALL=1

@@ -183,8 +183,8 @@ def digits_row(np, rng) -> dict:
   logits = hidden @ w2 + b2
   e = np.exp(logits - logits.max(-1, keepdims=True))
   return dict(inputs=[pixels, w1, b1, w2, b2], ref=e / e.sum(-1, keepdims=True),
-              lib=lambda T, p, w1, b1, w2, b2: ((p / 16) @ w1 + b1).relu().matmul(w2)
-              .add(b2).softmax(-1),
+              lib=lambda T, p, w1, b1, w2, b2: ((((p / 16) @ w1 + b1).relu() @ w2) + b2)
+              .softmax(-1),
               tf=("digits", [pixels, w1, b1, w2, b2], None),
               onnx=[("Div", ["in0", "sixteen"], {}, "t0"), ("MatMul", ["t0", "in1"], {}, "t1"),
                     ("Add", ["t1", "in2"], {}, "t2"), ("Relu", ["t2"], {}, "t3"),
