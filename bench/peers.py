@@ -517,9 +517,9 @@ def print_table(summary: list[dict]) -> None:
   for e in summary:
     if e.get("ratio") is not None and e["ratio"] < 1.5 and "bound" in e:
       b = e["bound"]
-      print(f"  below 1.5x: {e['adapter']} {e['row']}: ours moves {b['ours_bytes_per_ms']/1e6:.2f}"
-            f" MB/ms (inputs + output once), a copy kernel of the same bytes "
-            f"{b['copy_bytes_per_ms']/1e6:.2f} MB/ms ({b['copy_ms']:.3g} ms)")
+      print(f"  below 1.5x: {e['adapter']} {e['row']}: ours moves {b['ours_bytes_per_ms']/1e6:.3g}"
+            f" GB/s (inputs + output once), a copy kernel of the same bytes "
+            f"{b['copy_bytes_per_ms']/1e6:.3g} GB/s ({b['copy_ms']:.3g} ms)")
   for e in summary:
     if "(demo)" in e["row"] and e["ours_ms"]:
       target = " (target < 16 ms)" if e["adapter"] == "lavapipe" else ""
