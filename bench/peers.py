@@ -160,7 +160,7 @@ def rows(np, tiny: bool = False) -> dict:
     f"filter chain {w}×{h} (demo)": dict(
       inputs=[photo], ref=chain_ref(np, photo),
       lib=lambda T, img: chain(T, img, edge_padder(T)), tf=("filters", [photo], None),
-      onnx=filter_chain_onnx(np, h, w), consts=filter_consts(np)),
+      onnx=filter_chain_onnx(), consts=filter_consts(np)),
     "digits classification (demo)": digits_row(np, rng),
   }
   return out
@@ -199,13 +199,11 @@ def filter_consts(np) -> dict:
           "shift": np.array(0.5 + b, np.float32), "sat": np.array(COLOUR[2], np.float32),
           "luma": np.array(LUMA, np.float32).reshape(3, 1),
           "sepia_t": np.array(SEPIA, np.float32).T.copy(), "one": np.array(1, np.float32),
-          "kernel": gauss(np).reshape(1, 1, 5, 5), "pads": np.array([0, 0, 2, 2, 0, 0, 2, 2]),
-          "perm_shape": np.array([3, 1, 0, 0])}
+          "kernel": gauss(np).reshape(1, 1, 5, 5), "pads": np.array([0, 0, 2, 2, 0, 0, 2, 2])}
 
 
-def filter_chain_onnx(np, h, w) -> list:
+def filter_chain_onnx() -> list:
   """The filter chain as ONNX nodes (edge padding: Pad mode=edge)."""
-  del np
   return [("Sub", ["in0", "half"], {}, "t0"), ("Mul", ["t0", "contrast"], {}, "t1"),
           ("Add", ["t1", "shift"], {}, "t2"), ("MatMul", ["t2", "luma"], {}, "gray"),
           ("Sub", ["t2", "gray"], {}, "t3"), ("Mul", ["t3", "sat"], {}, "t4"),
