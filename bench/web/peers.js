@@ -59,7 +59,8 @@ function compare(got, want, rtol, atol) {
 }
 
 async function readBuffer(dev, buffer, nbytes) {
-  const staging = dev.createBuffer({ size: nbytes, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const staging = dev.createBuffer({ size: nbytes,
+    usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
   const encoder = dev.createCommandEncoder();
   encoder.copyBufferToBuffer(buffer, 0, staging, 0, nbytes);
   dev.queue.submit([encoder.finish()]);
@@ -92,14 +93,17 @@ async function prepareProgram(spec) {
     let uniform = null;
     if (k.uniform) {
       uniform = dev.createBuffer({ size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
-      dev.queue.writeBuffer(uniform, 0, new Float32Array([...k.uniform.f32.map(Number), 0, 0, 0].slice(0, 4)));
-      entries.push({ binding: k.uniform.binding, visibility: GPUShaderStage.COMPUTE, buffer: { type: 'uniform' } });
+      const values = [...k.uniform.f32.map(Number), 0, 0, 0].slice(0, 4);
+      dev.queue.writeBuffer(uniform, 0, new Float32Array(values));
+      entries.push({ binding: k.uniform.binding, visibility: GPUShaderStage.COMPUTE,
+        buffer: { type: 'uniform' } });
     }
     const layout = dev.createBindGroupLayout({ entries });
     const pipeline = await dev.createComputePipelineAsync({
       layout: dev.createPipelineLayout({ bindGroupLayouts: [layout] }),
       compute: { module, entryPoint: k.entry } });
-    const groupEntries = k.bindings.map(([binding, index]) => ({ binding, resource: { buffer: buffers[index] } }));
+    const groupEntries = k.bindings.map(([binding, index]) => ({ binding,
+      resource: { buffer: buffers[index] } }));
     if (uniform) groupEntries.push({ binding: k.uniform.binding, resource: { buffer: uniform } });
     const bindGroup = dev.createBindGroup({ layout, entries: groupEntries });
     const error = await dev.popErrorScope();
