@@ -40,14 +40,24 @@ NAMES = (("swiftshader", "swiftshader"), ("subzero", "swiftshader"), ("lavapipe"
 # wgpu's adapter_type -> class (when its names say nothing more precise)
 ADAPTER_TYPES = {"CPU": "software", "IntegratedGPU": "integrated", "DiscreteGPU": "discrete"}
 
-# (adapter class, shape class) -> front-end option defaults. Measured with
-# bench/adapter_options.py (each kernel under every candidate, best of 5 interleaved rounds, wgpu
-# natively on the adapter; the machine was shared, 2 CPUs): the numbers are ms per kernel.
+# (adapter class, shape class) -> front-end option defaults, one dict per entry: a new option
+# (e.g. the fused row kernels' layout) is one more key in an entry. Measured with
+# bench/adapter_options.py (each kernel under every candidate: thread per row, 16..128 lanes
+# strided or chunked; tiles for matmul; best of N interleaved rounds, wgpu natively on the
+# adapter; the machine was shared, 2 CPUs): the numbers are ms per kernel.
 TABLE: dict[tuple[str, str], dict] = {
-  # SwiftShader (Vulkan SwiftShader via Chromium's ICD; AMD EPYC, 2 CPUs):
+  # SwiftShader: a CPU adapter like lavapipe (invocations are SIMD lanes), the default the page's
+  # device had before this table. NOT re-measured yet: bench/adapter_options.py swiftshader did
+  # not finish on the shared machine in this session (a 4096x1024 row kernel takes 20-60 ms on
+  # SwiftShader there, x 9 candidates x rounds); run it and record the numbers here.
   ("swiftshader", "rows"): {"group_chunk": True},
   ("swiftshader", "reduce"): {"group_chunk": True},
-  # lavapipe (Mesa 22.3 llvmpipe 256 bits): sum 16M strided 44 ms -> chunked 12 ms (optimize.py)
+  # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
+  # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
+  #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
+  #   mean     16 lanes chunked 65.4 | 16 strided 67.4 | 64 strided 72.4 | 32 chunked 77.3
+  #   max      32 lanes strided 53.8 | thread per row 56.4 | 16 chunked 56.7 (within the noise)
+  # and sum 16M: strided 44 ms -> chunked 12 ms (optimize.py, CHUNK_MAX_GROUP)
   ("lavapipe", "rows"): {"group_chunk": True},
   ("lavapipe", "reduce"): {"group_chunk": True},
   # any other CPU adapter: lanes are SIMD lanes there too (as lavapipe, not measured)
