@@ -452,6 +452,9 @@ def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: 
     if copy:
       row["copy"] = copy_bound(page, name, specs, reps)
     result["rows"][name] = row
+    print(f"  {adapter} {name}: best ms " + ", ".join(
+      f"{sy} {row[sy]['ms']:.3g}{'' if row[sy].get('ok') else ' (WRONG)'}" for sy in ready) +
+      (f"; copy {row['copy']['ms']:.3g}" if copy else ""), file=sys.stderr, flush=True)
   browser.close()
   return result
 
