@@ -186,6 +186,7 @@ run_tests() {
   setup_apt
   setup_venv test,webgpu,ptx
   setup_npm
+  setup_bench_env   # tests/test_bench_peers.py: the bench page's peers must stay correct
   setup_xdg_runtime_dir
   # Every tool must be there: a missing one fails its tests instead of skipping them.
   export KERNELGEN_REQUIRE_ALL=1
@@ -203,9 +204,10 @@ run_fuzz() {
 }
 
 # .venv-bench: the peers, never imported by kernelgen: tinygrad 0.10.1 with the wgpu its WEBGPU
-# device uses (same adapter as ours), and TF.js with its WebGPU backend (npm, served locally).
+# device uses (same adapter as ours), TF.js with its WebGPU backend and onnxruntime-web (npm,
+# served locally; bench/peers.py).
 setup_bench_env() {
-  local venv=$ROOT/.venv-bench want="tinygrad==0.10.1 wgpu==0.32.* numpy tfjs@4.22.0"
+  local venv=$ROOT/.venv-bench want="tinygrad==0.10.1 wgpu==0.32.* numpy tfjs@4.22.0 ort-web@1.31.1"
   stamp_matches "$venv/.stamp" "$want" && return
   log "installing the benchmark peers into .venv-bench ($want)"
   [[ -x $venv/bin/python ]] || "$(find_python 11)" -m venv "$venv"
@@ -213,7 +215,7 @@ setup_bench_env() {
     tinygrad==0.10.1 'wgpu==0.32.*' numpy
   mkdir -p "$venv/npm"
   npm install --prefix "$venv/npm" --no-audit --no-fund --loglevel=error \
-    @tensorflow/tfjs@4.22.0 @tensorflow/tfjs-backend-webgpu@4.22.0
+    @tensorflow/tfjs@4.22.0 @tensorflow/tfjs-backend-webgpu@4.22.0 onnxruntime-web@1.31.1
   echo "$want" >"$venv/.stamp"
 }
 

@@ -235,7 +235,8 @@ def measure(reps: int = 3, b4_reps: int = 2) -> dict:
       key: statistics.median(run[key] for run in starts)
       for key in ("ready_ms", "first_matmul_ms", "bare_ready_ms", "app_pss_mb", "bare_pss_mb")}}
     out["compile"] = compile_in_pyodide(playwright, server)
-    out["throughput"] = throughput(playwright, server, b4_reps)
+    if b4_reps:   # the old B4 (ours vs TF.js only); bench/run.py's B3/B4 are bench/peers.py now
+      out["throughput"] = throughput(playwright, server, b4_reps)
   return out
 
 

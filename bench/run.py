@@ -4,12 +4,14 @@ Both sides of each row are measured on this machine in this run; nothing is copi
 earlier run. Rows:
   B1  compile latency, CPython (bench/compile_latency.py)          vs tinygrad 0.10.1
   B2  compile latency, Pyodide in headless Chromium (bench/browser.py)  vs our CPython (B1)
-  B3  kernel GPU time on wgpu/lavapipe (bench/throughput_wgpu.py)  vs tinygrad's WEBGPU
-  B4  kernel GPU time in Chromium WebGPU (SwiftShader)              vs TF.js WebGPU
+  B3  GPU time in Chromium WebGPU on lavapipe (bench/peers.py)      vs the best correct peer of
+  B4  GPU time in Chromium WebGPU on SwiftShader (bench/peers.py)   tinygrad 0.10.1's WGSL, TF.js
+                                                                    and onnxruntime-web, at once
   B5  app cold start                                                vs a bare Pyodide page
   B7  compile-process peak RSS vs tinygrad; page PSS vs a bare Pyodide page
   B6  GPU only: bench/gpu_b6.py; without a GPU its --dry-run runs instead
   BT  one training step, digits MLP and a small CNN (bench/training.py) vs tinygrad, TF.js
+  ONNX  light SqueezeNet / ResNet-50 in Chromium (bench/onnx_models.py) vs onnxruntime-web
 
     python bench/run.py [--reps N] [--only B1,B3,...]
 """
@@ -29,11 +31,11 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import compile_latency  # noqa: E402
-import throughput_wgpu  # noqa: E402
+import peers  # noqa: E402
 
 # row -> (target text, comparison): "le" ours/peer <= x, "ge" peer/ours >= x, "plus" ours - peer
 TARGETS = {"B1": ("≤ 0.25×", "le", 0.25), "B2": ("≤ 2.5×", "le", 2.5),
-           "B3": ("≥ 1.5×", "ge", 1.5), "B4": ("≥ 1.2×", "ge", 1.2),
+           "B3": ("≥ 1.5×", "ge", 1.5), "B4": ("≥ 1.5×", "ge", 1.5),
            "B5": ("≤ bare + 1.0 s", "plus", 1000.0), "B7": ("≤ 1.0×", "le", 1.0),
            "B7p": ("≤ bare + 50 MB", "plus", 50.0), "BT": ("≥ 1.5×", "ge", 1.5)}
 
@@ -84,12 +86,19 @@ def b2_rows(pyodide: list[dict], latency: list[dict]) -> list[dict]:
           for r in pyodide]
 
 
-def speed_rows(key: str, rows: dict, peer_name: str) -> list[dict]:
+def peer_rows(summary: list[dict]) -> list[dict]:
+  """B3 (lavapipe) and B4 (SwiftShader): ours vs the best correct peer of bench/peers.py."""
   out = []
-  for name, r in rows.items():
-    ours, peer = r.get("kernelgen", {}), r.get(peer_name, {})
-    note = "" if ours.get("matches_numpy", True) else "wrong result (differs from numpy)"
-    out.append(row(key, f"GPU time {name}", figure(ours), figure(peer), "ms", note))
+  for e in summary:
+    key = "B3" if e["adapter"] == "lavapipe" else "B4"
+    wrong = [s for s, st in e["status"].items() if st != "ok"]
+    note = f"peer {e['best_peer']}" if e["best_peer"] else "no correct peer"
+    if wrong:
+      note += "; not counted: " + ", ".join(wrong)
+    if e["status"]["kernelgen"] != "ok":
+      note = "wrong result or failed: " + e["status"]["kernelgen"]
+    out.append(row(key, f"{e['adapter']} {e['row']}", e["ours_ms"] or "failed",
+                   e["peer_ms"] if e["peer_ms"] else "n/a", "ms", note))
   return out
 
 
@@ -148,8 +157,8 @@ def main(argv=None) -> int:
   # a shared 2-CPU machine swings 2x between minutes: medians of 9 B1 processes and 7 B3 runs
   # per figure (interleaved with the peer's) hold still where 5 and 3 moved a ratio by 0.05-0.1
   parser.add_argument("--reps", type=int, default=9, help="fresh processes per B1 figure")
-  parser.add_argument("--b3-reps", type=int, default=7)
-  parser.add_argument("--b4-reps", type=int, default=2)
+  parser.add_argument("--peer-reps", type=int, default=5, help="interleaved rounds, B3/B4")
+  parser.add_argument("--training-reps", type=int, default=3, help="BT: rounds per system")
   parser.add_argument("--b5-reps", type=int, default=3)
   parser.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,BT,ONNX")
   parser.add_argument("--onnx-rounds", type=int, default=3, help="ONNX: inferences per tool")
@@ -163,23 +172,20 @@ def main(argv=None) -> int:
     results["latency"] = compile_latency.measure_latency(args.reps)
     results["memory"] = compile_latency.measure_memory(results["latency"])
     rows += b1_rows(results["latency"])
-  if "B3" in only:
-    results["wgpu"] = throughput_wgpu.measure(args.b3_reps)
-    merged = {name: {tool: results["wgpu"][tool]["rows"].get(name, {"error": "not run"})
-                     for tool in throughput_wgpu.TOOLS}
-              for name in results["wgpu"]["kernelgen"].get("rows", {})}
-    rows += speed_rows("B3", merged, "tinygrad")
-  if only & {"B2", "B4", "B5", "B7"}:
+  if only & {"B3", "B4"}:
+    adapters = [a for a, key in (("swiftshader", "B4"), ("lavapipe", "B3")) if key in only]
+    results["peers"] = peers.measure(adapters=adapters, reps=args.peer_reps)
+    rows += peer_rows(results["peers"]["summary"])
+  if only & {"B2", "B5", "B7"}:
     import browser
-    results["browser"] = browser.measure(args.b5_reps, args.b4_reps)
+    results["browser"] = browser.measure(args.b5_reps, 0)
     rows += b2_rows(results["browser"]["compile"], results.get("latency", []))
-    rows += speed_rows("B4", results["browser"]["throughput"]["rows"], "tfjs")
     rows += b5_b7_rows(results["browser"]["cold_start"], results.get("memory", {}))
   if "B6" in only:
     rows.append(b6_row())
   if "BT" in only:      # training steps (bench/training.py), vs tinygrad and TF.js
     import training
-    results["training"] = training.measure(args.b3_reps // 2 or 1)
+    results["training"] = training.measure(args.training_reps)
     rows += training_rows(results["training"]["rows"])
   if "ONNX" in only:    # light ONNX models in Chromium (bench/onnx_models.py) vs onnxruntime-web
     import onnx_models
@@ -189,6 +195,9 @@ def main(argv=None) -> int:
                  loadavg_at_end=os.getloadavg())
   (BENCH / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
   print_table(rows)
+  if "peers" in results:
+    print("\nB3/B4 side by side (GPU ms per run; kernels per workload and system):")
+    peers.print_table(results["peers"]["summary"])
   print(f"\n{results['seconds']} s; load average {load[0]:.1f} at start, "
         f"{results['loadavg_at_end'][0]:.1f} at end ({os.cpu_count()} CPUs); "
         "details in bench/results.json")

@@ -124,9 +124,13 @@ def test_chunked_lanes_read_one_run_each(vec):
 
 
 def test_webgpu_on_a_cpu_adapter_reads_chunks():
-  """The native WEBGPU device sets group_chunk exactly on CPU adapters (lavapipe here)."""
+  """The native WEBGPU device names its adapter's class (render/wgsl/adapters.py), whose
+  defaults turn group_chunk on exactly for CPU adapters (lavapipe here)."""
+  from kernelgen.render.wgsl.adapters import SOFTWARE, defaults
   rt = runtime("WEBGPU")
-  assert rt.render_options()["group_chunk"] == (rt.adapter.info["adapter_type"] == "CPU")
+  cpu = rt.adapter.info["adapter_type"] == "CPU"
+  assert (rt.render_options()["adapter"] in SOFTWARE) == cpu
+  assert defaults(rt.render_options()["adapter"], "rows").get("group_chunk", False) == cpu
 
 
 @pytest.mark.parametrize("device", DEVICES)

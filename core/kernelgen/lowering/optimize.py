@@ -26,6 +26,7 @@ from ..graph.schedule import ScheduleItem, find_reduce
 from ..graph.view import prod
 from ..render.target import Target
 from ..render.targets import get_target
+from ..render.wgsl.adapters import defaults as adapter_defaults
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
@@ -108,7 +109,7 @@ def _local_size(n: int, limit: int) -> int:
 def optimize(item: ScheduleItem, target: Target | str, options: dict | None = None) -> Opts:
   """Launch options for `item` on `target` (a Target or its name)."""
   target = get_target(target)
-  options = options or {}
+  options = with_adapter_defaults(item, target, options or {})
   if item.rows:
     return row_opts(item, target, options)        # row kernels: rows.py
   n = max(item.out.size, 1)
@@ -141,6 +142,25 @@ def optimize(item: ScheduleItem, target: Target | str, options: dict | None = No
   local = int(options.get("local", 0)) or _local_size(n // upcast, limit)
   vec = bool(options.get("upcast_vec", target.upcast_vec))
   return Opts(local=local, upcast=upcast, upcast_vec=vec and upcast > 1 and not _has_reduce(item))
+
+
+def shape_class(item: ScheduleItem) -> str:
+  """The shape class the adapter table (render/wgsl/adapters.py) keys on: "elementwise" (no
+  reduction), "tile" (a reduction with two output axes to tile: matmul, conv2d), "reduce" (to
+  one value) or "rows" (a reduction per row)."""
+  if not _reduces(item):
+    return "elementwise"
+  if _tile_axes(item):
+    return "tile"
+  return "reduce" if item.out.size == 1 else "rows"
+
+
+def with_adapter_defaults(item: ScheduleItem, target: Target, options: dict) -> dict:
+  """`options` over the defaults its `adapter` option's class has for this kernel's shape class
+  (WGSL only; explicit options win)."""
+  if options.get("adapter") is None or target.name != "wgsl":
+    return options
+  return {**adapter_defaults(options["adapter"], shape_class(item)), **options}
 
 
 def _subgroups(target: Target, options: dict, group: int) -> tuple:

@@ -15,10 +15,11 @@ from ..errors import UnsupportedError
 # options the front end consumes (optimize, tensor cores), valid on every target; the rest go to
 # the renderer. `subgroups` (default off; the WEBGPU device sets it when its adapter has
 # subgroups) is read by both: optimize lets grouped reductions combine per subgroup, and the WGSL
-# renderer accepts subgroup ops only with it (PTX takes warp shuffles always)
+# renderer accepts subgroup ops only with it (PTX takes warp shuffles always). `adapter` (WGSL:
+# the WebGPU adapter's class or description) picks defaults from render/wgsl/adapters.py
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
                      "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
-                     "row_lanes")
+                     "row_lanes", "adapter")
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ a clear error and `await read_async(tensor)` is the way to get the bytes.
 from __future__ import annotations
 
 from ..errors import CompileError, DeviceError, KernelgenError, LimitError
+from ..render.wgsl.adapters import SOFTWARE, classify
 from ..uop.program import CompiledKernel
 from .base import Runtime
 
@@ -17,9 +18,6 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
                  "max_workgroup_size": "maxComputeInvocationsPerWorkgroup",
                  "max_workgroups_per_dim": "maxComputeWorkgroupsPerDimension",
                  "max_buffer_bytes": "maxStorageBufferBindingSize"}
-
-# words in an adapter's vendor, architecture, device or description that mark a CPU adapter
-CPU_ADAPTERS = ("swiftshader", "llvmpipe", "lavapipe", "basic render driver")
 
 # gpu.js's error types -> kernelgen's typed errors
 ERRORS = {"CompileError": CompileError, "LimitError": LimitError, "DeviceError": DeviceError}
@@ -49,9 +47,7 @@ def typed_error(exc: BaseException) -> KernelgenError:
 def cpu_adapter(adapter: dict) -> bool:
   """Whether gpu.js's adapter description is of a CPU implementation (SwiftShader, lavapipe, a
   fallback adapter): its grouped reductions read a run per lane (optimize.py, group_chunk)."""
-  text = " ".join(str(adapter.get(key, "")) for key in
-                  ("vendor", "architecture", "device", "description")).lower()
-  return bool(adapter.get("isFallbackAdapter")) or any(name in text for name in CPU_ADAPTERS)
+  return classify(adapter) in SOFTWARE
 
 
 class BrowserWebGPU(Runtime):
@@ -77,7 +73,9 @@ class BrowserWebGPU(Runtime):
     options = {key: int(limits[name]) for key, name in LIMIT_OPTIONS.items() if name in limits}
     options["f16"] = "shader-f16" in features
     options["subgroups"] = "subgroups" in features
-    options["group_chunk"] = cpu_adapter(info.get("adapter") or {})
+    # the adapter's class picks measured defaults (render/wgsl/adapters.py: CPU adapters read a
+    # run per lane in grouped reductions, group_chunk)
+    options["adapter"] = classify(info.get("adapter") or {})
     return options
 
   def _call(self, method: str, *args):

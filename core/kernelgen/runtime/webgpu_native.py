@@ -16,6 +16,7 @@ import tempfile
 import time
 
 from ..errors import CompileError, DeviceError
+from ..render.wgsl.adapters import classify
 from ..uop.program import CompiledKernel, Launch
 from .base import Runtime
 
@@ -95,8 +96,9 @@ class WebGPURuntime(Runtime):
     options = {key: int(self.limits[limit]) for key, limit in LIMIT_OPTIONS.items()}
     options["f16"] = "shader-f16" in self.features
     options["subgroups"] = "subgroups" in self.features or "subgroup" in self.features
-    # a CPU adapter (lavapipe) runs invocations as SIMD lanes: each lane reads one run (optimize.py)
-    options["group_chunk"] = self.adapter.info.get("adapter_type") == "CPU"
+    # the adapter's class picks measured defaults (render/wgsl/adapters.py: a CPU adapter such as
+    # lavapipe runs invocations as SIMD lanes, each lane of a grouped reduction reads one run)
+    options["adapter"] = classify(dict(self.adapter.info))
     return options
 
   # ---- memory ----

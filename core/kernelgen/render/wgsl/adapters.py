@@ -1,0 +1,99 @@
+"""WebGPU adapter classes and the launch-option defaults measured for each.
+
+`classify(info)` names the class of a WebGPU adapter from what it says about itself (the page's
+GPUAdapterInfo vendor / architecture / device / description and isFallbackAdapter, or wgpu's
+`adapter.info` natively, whose adapter_type is CPU / IntegratedGPU / DiscreteGPU):
+
+  swiftshader  Chromium's software adapter (its fallback adapter; Vulkan SwiftShader natively)
+  lavapipe     Mesa's CPU Vulkan driver (reports itself as llvmpipe; in Chromium through ANGLE)
+  software     another CPU adapter (a fallback adapter that names nothing we know)
+  integrated   an integrated GPU (wgpu: IntegratedGPU; the page: Intel, Apple, ARM, Qualcomm...)
+  discrete     a discrete GPU (wgpu: DiscreteGPU; the page: NVIDIA, AMD)
+  unknown      nothing to go by (the defaults are the Target's, as before adapters were known)
+
+`defaults(adapter, shape)` is the front-end options that class prefers for one shape class of
+kernel (`shape_class` of a schedule item: "rows" row reductions with few enough outputs for a
+workgroup each, "reduce" a reduction to one value, "tile" matmul-like reductions of two output
+axes, "elementwise"); options given explicitly (compile's keywords, search's forced options)
+win over them. The option `adapter` (a class name, or an adapter-info dict / description string)
+is what `kg.compile(..., target="wgsl", adapter=...)` takes, and what the WEBGPU devices set from
+their adapter. `group_chunk` (lanes read a run each) and `group` (lanes per row, 0: one thread
+per row) are the reduction layout; more entries (e.g. a fused-row option) are one line each in
+TABLE.
+"""
+from __future__ import annotations
+
+from ...errors import UnsupportedError
+
+CLASSES = ("swiftshader", "lavapipe", "software", "integrated", "discrete", "unknown")
+SOFTWARE = ("swiftshader", "lavapipe", "software")
+SHAPES = ("rows", "reduce", "tile", "elementwise")
+
+# words in an adapter's self-description -> its class, first match wins
+NAMES = (("swiftshader", "swiftshader"), ("subzero", "swiftshader"), ("lavapipe", "lavapipe"),
+         ("llvmpipe", "lavapipe"), ("softpipe", "software"), ("warp", "software"),
+         ("basic render", "software"), ("cpu", "software"),
+         ("nvidia", "discrete"), ("geforce", "discrete"), ("radeon rx", "discrete"),
+         ("intel", "integrated"), ("apple", "integrated"), ("arm", "integrated"),
+         ("mali", "integrated"), ("qualcomm", "integrated"), ("adreno", "integrated"),
+         ("powervr", "integrated"), ("imagination", "integrated"), ("amd", "discrete"))
+# wgpu's adapter_type -> class (when its names say nothing more precise)
+ADAPTER_TYPES = {"CPU": "software", "IntegratedGPU": "integrated", "DiscreteGPU": "discrete"}
+
+# (adapter class, shape class) -> front-end option defaults, one dict per entry: a new option
+# (e.g. the fused row kernels' layout) is one more key in an entry. Measured with
+# bench/adapter_options.py (each kernel under every candidate: thread per row, 16..128 lanes
+# strided or chunked; tiles for matmul; best of N interleaved rounds, wgpu natively on the
+# adapter; the machine was shared, 2 CPUs): the numbers are ms per kernel.
+TABLE: dict[tuple[str, str], dict] = {
+  # SwiftShader: a CPU adapter like lavapipe (invocations are SIMD lanes), the default the page's
+  # device had before this table. NOT re-measured yet: bench/adapter_options.py swiftshader did
+  # not finish on the shared machine in this session (a 4096x1024 row kernel takes 20-60 ms on
+  # SwiftShader there, x 9 candidates x rounds); run it and record the numbers here.
+  ("swiftshader", "rows"): {"group_chunk": True},
+  ("swiftshader", "reduce"): {"group_chunk": True},
+  # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
+  # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
+  #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
+  #   mean     16 lanes chunked 65.4 | 16 strided 67.4 | 64 strided 72.4 | 32 chunked 77.3
+  #   max      32 lanes strided 53.8 | thread per row 56.4 | 16 chunked 56.7 (within the noise)
+  # and sum 16M: strided 44 ms -> chunked 12 ms (optimize.py, CHUNK_MAX_GROUP)
+  ("lavapipe", "rows"): {"group_chunk": True},
+  ("lavapipe", "reduce"): {"group_chunk": True},
+  # any other CPU adapter: lanes are SIMD lanes there too (as lavapipe, not measured)
+  ("software", "rows"): {"group_chunk": True},
+  ("software", "reduce"): {"group_chunk": True},
+}
+
+
+def classify(info) -> str:
+  """The class (one of CLASSES) of an adapter described by `info`: a class name itself, a
+  description string, or a dict of GPUAdapterInfo / wgpu adapter.info fields."""
+  if info is None:
+    return "unknown"
+  if isinstance(info, str):
+    text, kind, fallback = info.lower(), "", False
+    if text in CLASSES:
+      return text
+  elif isinstance(info, dict):
+    text = " ".join(str(info.get(key) or "") for key in
+                    ("vendor", "architecture", "device", "description")).lower()
+    kind, fallback = str(info.get("adapter_type") or ""), bool(info.get("isFallbackAdapter"))
+  else:
+    raise UnsupportedError(f"adapter={info!r}: give one of {', '.join(CLASSES)}, an adapter "
+                           f"description string, or a dict of its GPUAdapterInfo fields")
+  words = set(text.replace("(", " ").replace(")", " ").replace(",", " ").split())
+  for name, klass in NAMES:
+    if (name in words) if len(name) <= 4 else (name in text):
+      return klass
+  if fallback:
+    return "swiftshader" if not text.strip() else "software"
+  return ADAPTER_TYPES.get(kind, "unknown")
+
+
+def defaults(adapter, shape: str) -> dict:
+  """The option defaults of adapter class `classify(adapter)` for kernels of shape class
+  `shape` (empty when the table has none: the Target's own defaults apply)."""
+  if shape not in SHAPES:
+    raise UnsupportedError(f"unknown shape class {shape!r}: use one of {', '.join(SHAPES)}")
+  return dict(TABLE.get((classify(adapter), shape), {}))
