@@ -79,6 +79,18 @@ def test_defaults_reach_the_kernel():
   assert sources(x.sum(), adapter="swiftshader") == sources(x.sum(), group_chunk=True)
 
 
+def test_fused_row_kernels_take_the_adapters_layout():
+  """A fused softmax row kernel: a thread per row on SwiftShader (measured fastest there, see the
+  table), lanes per row on lavapipe (rows.py's default); explicit row_lanes wins."""
+  x = kg.Tensor.empty(4096, 1024, name="x")
+  def launch(**options):
+    (kernel,) = kg.compile(x.softmax(-1), target="wgsl", **options)
+    return kernel.launch.workgroup_size[0] * kernel.launch.dispatch[0]
+  assert launch(adapter="swiftshader") == launch(row_lanes=1) == 4096
+  assert launch(adapter="lavapipe") == launch() > 4096
+  assert launch(adapter="swiftshader", row_lanes=32) == launch(row_lanes=32)
+
+
 def test_short_rows_are_the_same_everywhere():
   """Rows too short for a grouped reduction (below GROUP_MIN_REDUCE): no layout to choose."""
   rows = kg.Tensor.randn(64, 64, seed=1).max(axis=1)

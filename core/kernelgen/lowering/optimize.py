@@ -148,6 +148,8 @@ def shape_class(item: ScheduleItem) -> str:
   """The shape class the adapter table (render/wgsl/adapters.py) keys on: "elementwise" (no
   reduction), "tile" (a reduction with two output axes to tile: matmul, conv2d), "reduce" (to
   one value) or "rows" (a reduction per row)."""
+  if item.rows:
+    return "rows"
   if not _reduces(item):
     return "elementwise"
   if _tile_axes(item):

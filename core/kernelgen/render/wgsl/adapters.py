@@ -50,7 +50,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # device had before this table. NOT re-measured yet: bench/adapter_options.py swiftshader did
   # not finish on the shared machine in this session (a 4096x1024 row kernel takes 20-60 ms on
   # SwiftShader there, x 9 candidates x rounds); run it and record the numbers here.
-  ("swiftshader", "rows"): {"group_chunk": True},
+  # Fused row kernels (lowering/rows.py), measured natively on SwiftShader (Chromium's Vulkan
+  # ICD, bench/row_kernels.py 3, shared machine), ms for rows of 4096x1024 f32:
+  #   softmax    thread per row 121 | 16 lanes 199 | 32 lanes 313 | 64 lanes 415 | split 263
+  #   layernorm  thread per row 100 | 16 lanes 215 | 32 lanes 239 | 64 lanes 261 | split 174
+  # (lavapipe prefers 16-32 lanes: rows.py's default)
+  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
