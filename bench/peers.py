@@ -72,6 +72,11 @@ def chain(T, img, edge_pad):
 
 
 def edge_padder(T):
+  """The library's edge padding of (C, 1, H, W): its own (kernelgen: pad(mode="edge"), as the
+  demo) where it has one, else a cat of repeated edge slices."""
+  if hasattr(T, "edge_pad"):
+    return T.edge_pad
+
   def pad(x, n):
     x = T.cat([x[:, :, :1]] * n + [x] + [x[:, :, -1:]] * n, 2)
     return T.cat([x[:, :, :, :1]] * n + [x] + [x[:, :, :, -1:]] * n, 3)
@@ -279,6 +284,9 @@ class KernelgenLib:
   def cat(self, xs, axis):
     import kernelgen as kg
     return kg.cat(xs, axis=axis)
+
+  def edge_pad(self, x, n):
+    return x.pad(((0, 0), (0, 0), (n, n), (n, n)), mode="edge")
 
 
 def kernelgen_program(row: dict, options: dict, files: list[str], folder: Path, tag: str) -> dict:

@@ -123,6 +123,24 @@ def test_edge_pad_is_one_fused_kernel_and_compiles():
   check_compiles(y)
 
 
+@pytest.mark.parametrize("mode", ["edge", "reflect", "symmetric", "wrap"])
+def test_pad_modes_read_each_element_once(mode):
+  """A padded axis is a gather of computed source positions: one load per output element,
+  whatever the mode (a cat of pieces would load, mask and select each piece)."""
+  (kernel,) = kg.compile(Tensor.empty(1000, name="x").pad(((2, 3),), mode=mode), target="wgsl")
+  assert kernel.source.count("b1_x[") == 1
+
+
+def test_pad_modes_of_a_recorded_tensor_differentiate(device):
+  """While autograd records the input, pad modes are views (their gradient sums the repeats)."""
+  a = np.arange(5, dtype=np.float32)
+  x = Tensor(a, device=device, requires_grad=True)
+  (x.pad(((2, 3),), mode="edge") * Tensor(np.arange(10, dtype=np.float32))).sum().backward()
+  w = np.arange(10, dtype=np.float32)
+  np.testing.assert_array_equal(x.grad.numpy(), [w[0] + w[1] + w[2], w[3], w[4], w[5],
+                                                 w[6] + w[7] + w[8] + w[9]])
+
+
 ERRORS = [
   (lambda: Tensor.zeros(3).triu(), kg.ShapeError, "at least 2 dims"),
   (lambda: Tensor.zeros(3).one_hot(4), kg.DTypeError, "integer tensor of class indices"),

@@ -14,7 +14,7 @@ import math
 from ..dtype import dtypes
 from ..errors import DTypeError, ShapeError
 from .combine import cat, where
-from .indexing_ops import run_view, take_static
+from .indexing_ops import device_take, run_view, take_static
 from .operands import TensorOps
 from .tensor_data import check_ints, pairs, resolve_axes
 
@@ -55,11 +55,31 @@ def _segments(sources: list) -> list:
 
 
 def pad_axis(x, axis: int, before: int, after: int, mode: str):
-  """One axis padded with a non-constant mode: a cat of (flipped, expanded) slices."""
+  """One axis padded with a non-constant mode: a gather of the source positions (one load per
+  element, the positions computed from an arange, so a 5x5 filter over an edge-padded image reads
+  25 values, not 25 selects among the pieces of a cat). While autograd records x, a cat of
+  (flipped, expanded) slices instead: their gradient is views, where a gather's is a
+  compare-based scatter_add."""
   n = x.shape[axis]
+  if not x.requires_grad:
+    return device_take(x, axis, pad_index(type(x), n, before, after, mode, x.device))
   sources = [pad_source(i, n, mode) for i in range(-before, n + after)]
   pieces = [run_view(x, axis, *run) for run in _segments(sources)]
   return pieces[0] if len(pieces) == 1 else cat(pieces, axis)
+
+
+def pad_index(cls, n: int, before: int, after: int, mode: str, device):
+  """`pad_source` of every position -before..n+after-1 as a lazy int32 Tensor."""
+  i = cls.arange(-before, n + after, dtype=dtypes.int32, device=device)
+  if mode == "edge":
+    return where(i < 0, 0, where(i > n - 1, n - 1, i))
+  period = {"wrap": n, "reflect": 2 * (n - 1), "symmetric": 2 * n}[mode]
+  if period == 0:                  # reflect of a single element: it, everywhere
+    return i * 0
+  j = (i % period + period) % period
+  if mode == "wrap":
+    return j
+  return where(j < n, j, period - j if mode == "reflect" else period - 1 - j)
 
 
 def pad_mode(x, pad_width, mode: str):
