@@ -101,8 +101,8 @@ def _count_kernels(monkeypatch):
   counts = []
   original = realize_mod.schedule
 
-  def counting(nodes, limit=None):
-    items = list(original(nodes, limit))
+  def counting(nodes, *limits):
+    items = list(original(nodes, *limits))
     counts.append(len(items))
     return items
   monkeypatch.setattr(realize_mod, "schedule", counting)

@@ -284,7 +284,9 @@ def _windows(out, g, parents, arg):
       piece = _scatter_axis(piece, nl, i * dh, sh, h)
       piece = _scatter_axis(piece, nl + 1, j * dw, sw, w)
       total = piece if total is None else total + piece
-  return (total,)
+  # a kernel of its own: fused into its consumers (a conv's weight and bias gradients reduce it
+  # over the batch), the kh*kw padded, strided pieces would be re-read per term of each reduction
+  return (total.contiguous(),)
 
 
 def _gather(out, g, parents, arg):
