@@ -151,6 +151,7 @@ def test_model_loads_lists_kernels_runs_on_webgpu_like_onnxruntime(app, tmp_path
     ".map((r) => Array.from(r.cells, (c) => c.textContent))")
   assert rows("inputs") == [["x", "(N, 1, 8, 8)", "float32"]]
   assert rows("outputs") == [["probs", "(N, 10)", "float32"]]
+  assert not app.is_visible("#model-image-actions")   # one channel: not an image model
   histogram = kg.onnx.load(data).op_histogram()
   assert rows("histogram") == [[op, str(n)] for op, n in histogram.items()]
   assert sorted(histogram) == ["Conv", "Gemm", "MaxPool", "Relu", "Reshape", "Softmax"]
@@ -307,7 +308,6 @@ def test_image_model_runs_on_a_picture_top5_like_numpy(app, tmp_path):  # noqa: 
   path.write_bytes(data)
   if not app.is_visible("#models-view"):
     app.click("#models-tab")
-  assert not app.is_visible("#model-image-actions") or app.evaluate(f"{STATE}.model?.image")
   open_model(app, path)
   assert app.get_attribute("#models-view", "data-last") == "load", app.inner_text("#model-error")
   assert app.is_visible("#model-image-actions") and not app.is_disabled("#model-image")
@@ -348,6 +348,16 @@ def test_image_model_runs_on_a_picture_top5_like_numpy(app, tmp_path):  # noqa: 
     assert rows == [[str(t["index"]), LABELS[t["index"]], f"{t['probability']:.4f}"]
                     for t in run["top"]["top"]], rows
     assert "wide.png (16×8 → 8×8" in app.inner_text("#model-results")
+
+  # a picture dropped on the view runs the model on it (the normalization kept)
+  app.evaluate("""(bytes) => { const files = new DataTransfer();
+    files.items.add(new File([new Uint8Array(bytes)], 'dropped.png', {type: 'image/png'}));
+    document.querySelector('#models-view').dispatchEvent(new DragEvent('drop',
+      { dataTransfer: files, bubbles: true, cancelable: true })); }""", list(picture.read_bytes()))
+  app.wait_for_function(f"{STATE}.busy === false && {STATE}.picture?.name === 'dropped.png'")
+  assert app.get_attribute("#models-view", "data-last") == "image", app.inner_text("#model-error")
+  assert app.evaluate(f"{STATE}.run.top.top.map((t) => t.index)") == order
+  assert app.evaluate(f"{STATE}.model?.image?.name") == "x"   # the model stays loaded
 
   # a file that is not a picture: an ImageError in the view's box, the model still loaded
   bad = tmp_path / "broken.png"
