@@ -302,12 +302,30 @@ def test_image_helpers_in_cpython():
                                                          {"index": 2, "probability": 0.2}]
 
 
+def drop_picture(page, data: bytes) -> None:
+  """Drop a PNG named dropped.png on the Models view."""
+  page.evaluate("""(bytes) => { const files = new DataTransfer();
+    files.items.add(new File([new Uint8Array(bytes)], 'dropped.png', {type: 'image/png'}));
+    document.querySelector('#models-view').dispatchEvent(new DragEvent('drop',
+      { dataTransfer: files, bubbles: true, cancelable: true })); }""", list(data))
+
+
 def test_image_model_runs_on_a_picture_top5_like_numpy(app, tmp_path):  # noqa: F811
   data = image_model()
   path = tmp_path / "picture.onnx"
   path.write_bytes(data)
+  rgb = np.random.default_rng(9).integers(0, 256, (8, 16, 3), dtype=np.uint8)
+  picture = tmp_path / "wide.png"
+  picture.write_bytes(png_bytes(rgb))
   if not app.is_visible("#models-view"):
     app.click("#models-tab")
+  # no image model loaded (none, or the one-channel model of an earlier test): a ModelError
+  app.wait_for_function(IDLE)
+  drop_picture(app, picture.read_bytes())
+  app.wait_for_function(f"{STATE}.busy === false && "
+                        "document.querySelector('#models-view').dataset.last === 'error'")
+  error = app.inner_text("#model-error")
+  assert error.startswith("ModelError") and "image model" in error, error
   open_model(app, path)
   assert app.get_attribute("#models-view", "data-last") == "load", app.inner_text("#model-error")
   assert app.is_visible("#model-image-actions") and not app.is_disabled("#model-image")
@@ -316,9 +334,6 @@ def test_image_model_runs_on_a_picture_top5_like_numpy(app, tmp_path):  # noqa: 
   assert app.input_value("#model-norm") == "imagenet"
 
   # a 16 x 8 picture: the centre crop is its middle 8 x 8 at scale 1, so no resampling
-  rgb = np.random.default_rng(9).integers(0, 256, (8, 16, 3), dtype=np.uint8)
-  picture = tmp_path / "wide.png"
-  picture.write_bytes(png_bytes(rgb))
   session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
   for norm, convert in [("imagenet", lambda v: (v / np.float32(255) - IMAGENET[0]) / IMAGENET[1]),
                         ("unit", lambda v: v / np.float32(255))]:
@@ -350,10 +365,7 @@ def test_image_model_runs_on_a_picture_top5_like_numpy(app, tmp_path):  # noqa: 
     assert "wide.png (16×8 → 8×8" in app.inner_text("#model-results")
 
   # a picture dropped on the view runs the model on it (the normalization kept)
-  app.evaluate("""(bytes) => { const files = new DataTransfer();
-    files.items.add(new File([new Uint8Array(bytes)], 'dropped.png', {type: 'image/png'}));
-    document.querySelector('#models-view').dispatchEvent(new DragEvent('drop',
-      { dataTransfer: files, bubbles: true, cancelable: true })); }""", list(picture.read_bytes()))
+  drop_picture(app, picture.read_bytes())
   app.wait_for_function(f"{STATE}.busy === false && {STATE}.picture?.name === 'dropped.png'")
   assert app.get_attribute("#models-view", "data-last") == "image", app.inner_text("#model-error")
   assert app.evaluate(f"{STATE}.run.top.top.map((t) => t.index)") == order
@@ -369,3 +381,26 @@ def test_image_model_runs_on_a_picture_top5_like_numpy(app, tmp_path):  # noqa: 
   assert error.startswith("ImageError") and "broken.png" in error, error
   assert app.evaluate(f"{STATE}.model?.image?.layout") == "NCHW"
   assert not app.is_disabled("#model-image") and app.input_value("#model-norm") == "unit"
+
+  # the same picture into an NHWC model, labels under "class_labels", normalized to -1..1
+  data = image_model("NHWC", labels_key="class_labels")
+  path.write_bytes(data)
+  open_model(app, path)
+  assert "8×8 NHWC" in app.inner_text("#model-image-facts")
+  assert 'metadata "class_labels"' in app.inner_text("#model-labels")
+  app.select_option("#model-norm", "signed")
+  app.set_input_files("#model-image", str(picture))
+  app.wait_for_function(f"{STATE}.busy === false && {STATE}.picture?.normalization === 'signed'")
+  assert app.get_attribute("#models-view", "data-last") == "image", app.inner_text("#model-error")
+  run = app.evaluate(f"""() => ({{x: Array.from({STATE}.run.inputs[0].data),
+    shape: {STATE}.run.inputs[0].shape, top: {STATE}.run.top}})""")
+  x = (rgb[:, 4:12].astype(np.float32) / np.float32(127.5) - 1)[None]
+  assert run["shape"] == [1, 8, 8, 3]
+  np.testing.assert_allclose(np.array(run["x"], np.float32).reshape(x.shape), x, rtol=1e-6,
+                             atol=1e-6)
+  logits = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+  order, probs = softmax_top5(logits[0])
+  assert [t["index"] for t in run["top"]["top"]] == order
+  np.testing.assert_allclose([t["probability"] for t in run["top"]["top"]], probs, rtol=1e-4,
+                             atol=1e-5)
+  assert app.inner_text("#model-top").count("class ") == 5
