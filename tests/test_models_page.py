@@ -319,13 +319,16 @@ def test_image_model_runs_on_a_picture_top5_like_numpy(app, tmp_path):  # noqa: 
   picture.write_bytes(png_bytes(rgb))
   if not app.is_visible("#models-view"):
     app.click("#models-tab")
-  # no image model loaded (none, or the one-channel model of an earlier test): a ModelError
-  app.wait_for_function(IDLE)
+  # a picture dropped on a model that is not an image model (one channel): a ModelError
+  one_channel = tmp_path / "tiny.onnx"
+  one_channel.write_bytes(tiny_model())
+  open_model(app, one_channel)
+  assert app.get_attribute("#models-view", "data-last") == "load", app.inner_text("#model-error")
   drop_picture(app, picture.read_bytes())
   app.wait_for_function(f"{STATE}.busy === false && "
                         "document.querySelector('#models-view').dataset.last === 'error'")
   error = app.inner_text("#model-error")
-  assert error.startswith("ModelError") and "image model" in error, error
+  assert error.startswith("ModelError") and "not an image model" in error, error
   open_model(app, path)
   assert app.get_attribute("#models-view", "data-last") == "load", app.inner_text("#model-error")
   assert app.is_visible("#model-image-actions") and not app.is_disabled("#model-image")
