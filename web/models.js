@@ -1,9 +1,12 @@
 // The Models view: open an ONNX file (file input or drop), see its inputs, outputs, operator
 // histogram and the WGSL and PTX kernels it compiles to, download them as a .zip, run it on the
 // page's device with reproducible random inputs (a seed) and compare with the PYTHON
-// interpreter. Python work goes to kernelgen's worker (web_api.load_model / run_model /
+// interpreter; an image model (one float input [N, 3, H, W] or [N, H, W, 3]) also runs on a
+// picture (pictures.js) and shows its top-5 classes, with the model's labels when it has them
+// (web_api.LABEL_KEYS). Python work goes to kernelgen's worker (web_api.load_model / run_model /
 // compare_model); errors show as the editor's do, and the rest of the page keeps working.
 import { download } from './downloads.js';
+import { pictureInput } from './pictures.js';
 import { el, previewText, showError, showKernels, timingsTable } from './views.js';
 
 const $ = (id) => document.getElementById(id);
@@ -11,13 +14,15 @@ const $ = (id) => document.getElementById(id);
 // maxBytes: a file this large or larger is refused before it is read (kg.onnx's own limit,
 // kernelgen.frontend.onnx.data.MAX_MODEL_BYTES: 1 GiB)
 const state = { app: null, model: null, compiled: null, selected: 0, busy: false, run: null,
-  name: null, maxBytes: 2 ** 30 };
+  name: null, maxBytes: 2 ** 30, picture: null };
 
 function setButtons() {
   const ready = Boolean(state.app?.kg()) && !state.busy && !state.app.busyNow();
   $('model-file').disabled = !ready;
   $('model-run').disabled = !ready || !state.model;
   $('model-compare').disabled = !ready || !state.run;
+  $('model-image').disabled = !ready || !state.model?.image;
+  $('model-image-actions').hidden = !state.model?.image;
   $('model-zip').disabled = !state.compiled || !(state.compiled.wgsl.ok || state.compiled.ptx.ok);
   $('models-view').dataset.busy = state.busy ? '1' : '0';
 }
@@ -97,11 +102,21 @@ function showModel(model) {
   $('model-info').replaceChildren(
     el('div', { class: 'facts' }, el('span', {}, el('b', {}, 'model '), state.name),
       el('span', {}, el('b', {}, 'opset '), String(model.opset)),
-      el('span', {}, el('b', {}, 'nodes '), String(model.nodes))),
+      el('span', {}, el('b', {}, 'nodes '), String(model.nodes)), imageFacts(model)),
     valueTable('inputs', model.inputs), valueTable('outputs', model.outputs),
     histogramTable(model.histogram));
   $('model-results').replaceChildren(el('p', { class: 'muted' },
     'Run the model to see its outputs on random inputs.'));
+}
+
+// What the view knows of an image model: its picture size and layout, its label set.
+function imageFacts(model) {
+  const { image, labels } = model;
+  if (!image) return null;
+  const set = labels ? `${labels.labels.length} (metadata "${labels.key}")` : 'none (indices)';
+  return [el('span', { id: 'model-image-facts' }, el('b', {}, 'image input '),
+    `${image.name}: ${image.width}×${image.height} ${image.layout}`),
+  el('span', { id: 'model-labels' }, el('b', {}, 'labels '), set)];
 }
 
 // Open a model: its file's bytes to the worker, what it holds into the view.
@@ -145,21 +160,65 @@ function outputView(output) {
     el('span', { class: 'first-values', hidden: '' }, JSON.stringify(first)));
 }
 
+function showRun(result, what) {
+  state.run = result;
+  $('model-results').replaceChildren(
+    el('p', { class: 'muted' }, `${result.device} · ${what} · ` +
+      `${(result.seconds * 1000).toFixed(0)} ms`),
+    ...result.outputs.map(outputView), timingsTable(result.timings, result.seconds));
+  $('model-meta').textContent = `ran on ${result.device}`;
+}
+
 // Run the model on the page's device with the random inputs of the seed.
 async function run() {
   return busy(async (kg) => {
-    const device = state.app.device();
-    const result = await kg.runModel({ seed: seed(), device });
-    state.run = result;
-    $('model-results').replaceChildren(
-      el('p', { class: 'muted' }, `${result.device} · random inputs, seed ${seed()} · ` +
-        `${(result.seconds * 1000).toFixed(0)} ms`),
-      ...result.outputs.map(outputView), timingsTable(result.timings, result.seconds));
-    $('model-meta').textContent = `ran on ${result.device}`;
+    const result = await kg.runModel({ seed: seed(), device: state.app.device() });
+    showRun(result, `random inputs, seed ${seed()}`);
     $('models-view').dataset.last = 'run';
     return result;
   }, 'running');
 }
+
+// The top-5 classes of a run: index, label (when the model has a label set), probability.
+function topTable(top, labels) {
+  if (!top) {
+    return el('p', { class: 'muted' }, 'no output is one class vector: no top-5 to show');
+  }
+  const names = labels?.labels;
+  const what = top.probabilities ? 'probabilities' : 'softmax of the scores';
+  return el('table', { class: 'timings', id: 'model-top' },
+    el('tr', {}, el('th', {}, 'class'), names ? el('th', {}, 'label') : null,
+      el('th', {}, `${top.output}: ${what}`)),
+    top.top.map((t) => el('tr', {}, el('td', {}, String(t.index)),
+      names ? el('td', {}, names[t.index] ?? '') : null,
+      el('td', {}, t.probability.toFixed(4)))));
+}
+
+// Run the model on a picture (an image model's only input): its top-5 classes first.
+async function runImage(file) {
+  return busy(async (kg) => {
+    const image = state.model?.image;
+    if (!image) {
+      throw { type: 'ModelError', message: state.model ? 'this model is not an image model ' +
+        '(one float input of shape [N, 3, H, W] or [N, H, W, 3]): run it with random inputs'
+        : 'no model is loaded: open an image model (.onnx) first, then the picture' };
+    }
+    const norm = $('model-norm');
+    const { bytes, size } = await pictureInput(file, image, norm.value);
+    const result = await kg.runModel({ device: state.app.device(),
+      inputs: { [image.name]: bytes } });
+    const normName = norm.options[norm.selectedIndex].textContent;
+    showRun(result, `${file.name} (${size[0]}×${size[1]} → ${image.width}×${image.height}, ` +
+      `${normName})`);
+    state.picture = { name: file.name, size, normalization: norm.value };
+    $('model-results').children[0].after(topTable(result.top, state.model.labels));
+    $('models-view').dataset.last = 'image';
+    return result;
+  }, `running on ${file.name}`);
+}
+
+const isPicture = (file) => file.type.startsWith('image/') ||
+  /\.(png|jpe?g|gif|webp|bmp)$/i.test(file.name);
 
 // The last run compared with the PYTHON interpreter on the same inputs.
 async function compare() {
@@ -196,7 +255,8 @@ function bindDrop(zone) {
     event.preventDefault();
     zone.classList.remove('over');
     const file = event.dataTransfer?.files?.[0];
-    if (file) open(file);
+    if (file && isPicture(file)) runImage(file);
+    else if (file) open(file);
   });
 }
 
@@ -210,10 +270,15 @@ export function setupModels(app) {
     if (file) open(file);
     event.target.value = '';
   };
+  $('model-image').onchange = (event) => {
+    const file = event.target.files?.[0];
+    if (file) runImage(file);
+    event.target.value = '';
+  };
   bindDrop($('models-view'));
   $('model-run').onclick = run;
   $('model-compare').onclick = compare;
   $('model-zip').onclick = () => download('zip', state.compiled, state.selected);
   setButtons();
-  return { state, open, run, compare, show, ready: setButtons };
+  return { state, open, run, runImage, compare, show, ready: setButtons };
 }

@@ -410,6 +410,88 @@ def _model_outputs(model, seed: int, device: str, feeds: dict | None = None) -> 
   return [(name, outs[name]) for name in model.output_names]
 
 
+# metadata_props keys read for class labels, first found wins: a JSON list of labels, a JSON
+# object {"0": label, ...}, or one label per line
+LABEL_KEYS = ("labels", "class_labels", "classes", "synset", "imagenet_labels")
+
+
+def image_input(model) -> dict | None:
+  """{"name", "layout": "NCHW" or "NHWC", "height", "width"} when the model takes one float input
+  of shape [N, 3, H, W] or [N, H, W, 3] (N 1 or symbolic, H and W fixed), else None."""
+  if len(model.input_names) != 1:
+    return None
+  name = model.input_names[0]
+  shape, dtype = model.input_shapes[name], model.input_dtypes[name]
+  if dtype is None or not dtype.name.startswith("float") or not shape or len(shape) != 4:
+    return None
+  batch, rest = shape[0], shape[1:]
+  if isinstance(batch, int) and batch not in (0, 1):   # 0 marks an unknown size too
+    return None
+  fixed = lambda *dims: all(isinstance(d, int) and d > 0 for d in dims)  # noqa: E731
+  if rest[0] == 3 and fixed(rest[1], rest[2]):
+    return {"name": name, "layout": "NCHW", "height": rest[1], "width": rest[2]}
+  if rest[2] == 3 and fixed(rest[0], rest[1]):
+    return {"name": name, "layout": "NHWC", "height": rest[0], "width": rest[1]}
+  return None
+
+
+def _parse_labels(text: str) -> list | None:
+  import json
+  try:
+    value = json.loads(text)
+  except ValueError:
+    lines = [line.strip() for line in text.splitlines()]
+    return lines if len(lines) > 1 else None
+  if isinstance(value, list):
+    return [str(v) for v in value]
+  if isinstance(value, dict) and all(str(k).isdigit() for k in value):
+    labels = [""] * (max(int(k) for k in value) + 1) if value else []
+    for k, v in value.items():
+      labels[int(k)] = str(v)
+    return labels
+  return None
+
+
+def model_labels(model) -> dict | None:
+  """{"key", "labels"} from the first metadata_props key of LABEL_KEYS that holds a label set
+  (see there), else None."""
+  props = {p.key: p.value for p in (model.proto.metadata_props or ())}
+  for key in LABEL_KEYS:
+    labels = _parse_labels(props[key]) if key in props else None
+    if labels:
+      return {"key": key, "labels": labels}
+  return None
+
+
+def top_k(scores, k: int = 5) -> dict:
+  """The k largest classes of a class-score vector: {"probabilities": was it one already (all in
+  [0, 1], summing to 1 within 1e-3), "top": [{"index", "probability"}]}; scores that are not
+  probabilities go through a softmax first. Ties keep the lower index first."""
+  scores = [float(v) for v in scores]
+  if not scores:
+    return {"probabilities": False, "top": []}
+  already = all(0.0 <= v <= 1.0 for v in scores) and abs(sum(scores) - 1.0) <= 1e-3
+  if not already:
+    high = max(scores)
+    exps = [math.exp(v - high) for v in scores]
+    total = sum(exps)
+    scores = [e / total for e in exps]
+  order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
+  return {"probabilities": already, "top": [{"index": i, "probability": scores[i]}
+                                            for i in order]}
+
+
+def _class_top(outputs: list, k: int = 5) -> dict | None:
+  """top_k of the first output that is one class vector ([C] or [1, C], C > 1), with its name."""
+  for out in outputs:
+    dims = [d for d in out["shape"] if d != 1]
+    if len(dims) == 1 and dims[0] > 1 and out["dtype"].startswith("float"):
+      scores = values(out)
+      if scores:
+        return {"output": out["name"], **top_k(scores, k)}
+  return None
+
+
 def load_model(data, arch: str | None = "sm_80", seed: int = 0) -> dict:
   """Load an ONNX model (its file's bytes) for the page: its inputs and outputs, operator
   histogram and the kernels it compiles to ({"wgsl": {ok, kernels | error}, "ptx": ...}, PTX
@@ -426,7 +508,8 @@ def load_model(data, arch: str | None = "sm_80", seed: int = 0) -> dict:
             "outputs": [_value_info(n, model.output_shapes[n], model.output_dtypes[n])
                         for n in model.output_names],
             "histogram": model.op_histogram(), "nodes": len(model.nodes),
-            "opset": model.opset, "arch": arch, **compiled}
+            "opset": model.opset, "arch": arch, "image": image_input(model),
+            "labels": model_labels(model), **compiled}
   return _guarded(work)
 
 
@@ -460,7 +543,7 @@ def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
     for name, tensor in _model_outputs(model, seed, device, feeds):
       outputs.append({"name": name, **tensor_data(tensor.realize())})
     _MODEL["run"] = {"seed": seed, "outputs": outputs, "feeds": feeds}
-    return {"outputs": outputs, "inputs": _feed_data(feeds),
+    return {"outputs": outputs, "inputs": _feed_data(feeds), "top": _class_top(outputs),
             "seconds": time.perf_counter() - start, "device": device}
   return _guarded(work)
 
