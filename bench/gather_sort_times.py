@@ -23,27 +23,8 @@ import numpy as np
 sys.path.insert(0, os.environ.get("KG_CORE", str(Path(__file__).resolve().parent.parent / "core")))
 
 import kernelgen as kg  # noqa: E402
-from kernelgen.compiler import buffer_limit, compile_item  # noqa: E402
 from kernelgen.device import Device  # noqa: E402
-from kernelgen.graph.lazy import Buffer  # noqa: E402
-from kernelgen.graph.schedule import schedule  # noqa: E402
-
-
-def realize_recording(tensor) -> list:
-  """Realize `tensor` as realize.py does, keeping (compiled kernel, handles) per kernel."""
-  runtime = Device["WEBGPU"]
-  options = runtime.render_options()
-  runs = []
-  for item in schedule([tensor.node], buffer_limit("wgsl", options)):
-    out = item.out
-    buffer = Buffer(out.device, out.dtype, out.size)
-    handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
-    compiled = compile_item(item, "wgsl", options)
-    bound = [handles[b.slot] for b in compiled.buffers]
-    runtime.run(compiled, bound, {})
-    runs.append((compiled, bound))
-    out.buffer, out.src = buffer, ()
-  return runs
+from ops_times import realize_recording  # noqa: E402  (after kernelgen: KG_CORE's stays)
 
 
 def prepare(name: str, make, check) -> tuple:

@@ -50,6 +50,20 @@ class ScheduleItem:
   rows: tuple = ()             # a row kernel: the output axes each row loops over (see above)
 
 
+def kernel_reduces(item: ScheduleItem) -> list:
+  """The reductions computed inside the kernel `item` (its inputs are other kernels)."""
+  stop, found, stack, seen = {id(i) for i in item.inputs}, [], [item.out], set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or (id(node) in stop and node is not item.out) or node.realized:
+      continue
+    seen.add(id(node))
+    if node.op is L.REDUCE:
+      found.append(node)
+    stack.extend(node.src)
+  return found
+
+
 def _toposort(roots: list[LazyOp]) -> list[LazyOp]:
   """Unrealized nodes reachable from `roots`, sources first (realized nodes are leaves)."""
   order, seen = [], set()

@@ -15,14 +15,13 @@ import itertools
 import math
 
 from ..dtype import dtypes
-from ..graph.lazy import L
 from ..errors import LimitError, UnsupportedError
 from .lower import lower
 from .lowerer import MAX_TRIPS, Opts
 from .rows import row_opts
 from .tileplan import plan
 from ..uop.ops import Ops, toposort
-from ..graph.schedule import ScheduleItem, find_reduce
+from ..graph.schedule import ScheduleItem, find_reduce, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
 from ..render.targets import get_target
@@ -150,7 +149,7 @@ def shape_class(item: ScheduleItem) -> str:
   one value) or "rows" (a reduction per row)."""
   if item.rows:
     return "rows"
-  if not _reduces(item):
+  if not kernel_reduces(item):
     return "elementwise"
   if _tile_axes(item):
     return "tile"
@@ -175,26 +174,12 @@ def _subgroups(target: Target, options: dict, group: int) -> tuple:
   return () if target.subgroup_whole_warps and group % WARP else target.subgroup_dtypes
 
 
-def _reduces(item: ScheduleItem) -> list:
-  """The reductions computed inside the kernel."""
-  stop, found, stack, seen = {id(i) for i in item.inputs}, [], [item.out], set()
-  while stack:
-    node = stack.pop()
-    if id(node) in seen or (id(node) in stop and node is not item.out) or node.realized:
-      continue
-    seen.add(id(node))
-    if node.op is L.REDUCE:
-      found.append(node)
-    stack.extend(node.src)
-  return found
-
-
 def group_size(item: ScheduleItem, target: Target | str, options: dict | None = None) -> int:
   """Threads per output for a grouped reduction (0: none): about sqrt(reduce size), a power of
   two within the target's workgroup size and workgroup memory (and CHUNK_MAX_GROUP with option
   group_chunk), leaving each lane at least GROUP_MIN_STEPS steps."""
   target = get_target(target)
-  reduces = _reduces(item)
+  reduces = kernel_reduces(item)
   if not reduces or item.out.size >= GROUP_MAX_OUTPUTS:
     return 0
   sizes = [prod(r.src[0].shape[a] for a in r.arg[1]) for r in reduces]
@@ -227,7 +212,7 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   axes = _tile_axes(item)
   if item.out.size < TILE_MIN_SIZE or not axes or not _tileable(item, TILES[-1], axes):
     return ()
-  reduce = _reduces(item)[0]
+  reduce = kernel_reduces(item)[0]
   if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < TILE_MIN_REDUCE:
     return ()
   fits = [t for t in TILES
@@ -244,7 +229,7 @@ def _shares_loads(item: ScheduleItem, target: Target, options: dict) -> bool:
   tile = _tile(item, target, options)
   if not tile:
     return False
-  reduce = _reduces(item)[0]
+  reduce = kernel_reduces(item)[0]
   if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) > MAX_TRIPS:
     return False
   def loads(probe):
@@ -324,7 +309,7 @@ def _tile_axes(item: ScheduleItem) -> tuple | None:
   """The two output axes to tile, for a kernel with one (not nested) reduction: of each pair of
   axes of size > 1, the one whose 2 x 2 tile loads the fewest values per step (later pairs win
   ties; matmul: its last two; conv2d: output channels and columns)."""
-  if len(_reduces(item)) != 1:
+  if len(kernel_reduces(item)) != 1:
     return None
   sizes = [a for a, n in enumerate(item.out.shape) if n > 1]
   if len(sizes) <= 2:

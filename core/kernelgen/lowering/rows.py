@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import math
 
-from ..graph.lazy import L
-from ..graph.schedule import ScheduleItem, row_node
+from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
 from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
 from ..uop.ops import Ops, UOp
@@ -62,7 +61,7 @@ def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   if lanes == 1:
     local = int(options.get("local", 0) or 0) or min(ROW_LOCAL, target.max_local, _pow2(rows))
     return Opts(local=local, row_lanes=1, group_vec=_vec(options, target))
-  local_bytes = sum(r.dtype.itemsize for r in _reduces(item))
+  local_bytes = sum(r.dtype.itemsize for r in kernel_reduces(item))
   while lanes > 1 and lanes * local_bytes > target.max_local_bytes:
     lanes //= 2
   subgroups = target.subgroup_dtypes if options.get("subgroups") and \
@@ -100,7 +99,7 @@ def row_stores(lw, opts: Opts) -> list[UOp]:
   oshape, rshape = [out.shape[a] for a in outer], [out.shape[a] for a in axes]
   rows, n = prod(oshape), prod(rshape)
   lanes = max(opts.row_lanes, 1)
-  lw.nested = lw.nested | {id(r) for r in _reduces(lw.item)}    # every lane folds: all store
+  lw.nested = lw.nested | {id(r) for r in kernel_reduces(lw.item)}    # every lane folds: all store
   vec = max(opts.group_vec, 1)
   trailing = tuple(axes) == tuple(range(len(out.shape) - len(axes), len(out.shape)))
   if n % (lanes * vec) or out.dtype.itemsize != 4 or not trailing:
@@ -148,23 +147,9 @@ def _rows(item: ScheduleItem) -> tuple[int, int]:
   return prod(shape) // max(n, 1), n
 
 
-def _reduces(item: ScheduleItem) -> list:
-  """The reductions computed inside the kernel."""
-  stop, found, stack, seen = {id(i) for i in item.inputs}, [], [item.out], set()
-  while stack:
-    node = stack.pop()
-    if id(node) in seen or (id(node) in stop and node is not item.out) or node.realized:
-      continue
-    seen.add(id(node))
-    if node.op is L.REDUCE:
-      found.append(node)
-    stack.extend(node.src)
-  return found
-
-
 def _passes(item: ScheduleItem) -> int:
   """Loops over the row each row's threads run: one per reduction, one for the outputs."""
-  return len(_reduces(item)) + 1
+  return len(kernel_reduces(item)) + 1
 
 
 def _pow2(n: int) -> int:
