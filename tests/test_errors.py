@@ -263,7 +263,7 @@ INTERRUPTED = [
   ("Ctrl-C after the first kernel on PYTHON", "PYTHON", "run", 2),
   ("Ctrl-C after the first kernel on PTXSIM", "PTXSIM", "run", 2),
   ("Ctrl-C after the first kernel on WEBGPU", "WEBGPU", "run", 2),
-  ("Ctrl-C in the last kernel on PYTHON", "PYTHON", "run", 6),
+  ("Ctrl-C in the last kernel on PYTHON", "PYTHON", "run", 4),
   ("Ctrl-C while uploading an input on PYTHON", "PYTHON", "copyin", 1),
   ("Ctrl-C while uploading an input on WEBGPU", "WEBGPU", "copyin", 2),
   ("Ctrl-C while compiling the second kernel", "PYTHON", "linearize", 2),
@@ -298,7 +298,7 @@ def test_interrupted_realize_leaves_kernelgen_consistent(monkeypatch, device, wh
     from tools import wgpu_adapter
     wgpu_adapter()                                   # skips (or fails) without an adapter
   out = interrupted_program(device)
-  assert len(schedule([out.node])) == 6
+  assert len(schedule([out.node])) == 4      # the softmax is one row kernel
   owner = linearize if where == "linearize" else type(Device[device])
   real, calls = getattr(owner, where), []
 
