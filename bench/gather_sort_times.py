@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,17 +23,7 @@ sys.path.insert(0, os.environ.get("KG_CORE", str(Path(__file__).resolve().parent
 
 import kernelgen as kg  # noqa: E402
 from kernelgen.device import Device  # noqa: E402
-from ops_times import realize_recording  # noqa: E402  (after kernelgen: KG_CORE's stays)
-
-
-def prepare(name: str, make, check) -> tuple:
-  started = time.perf_counter()
-  out = make()
-  runs = realize_recording(out)
-  got = out.numpy()
-  first = time.perf_counter() - started
-  check(got)
-  return name, runs, first
+from ops_times import prepare  # noqa: E402  (after kernelgen: KG_CORE's stays)
 
 
 def main(argv: list[str]) -> None:
@@ -64,8 +53,9 @@ def main(argv: list[str]) -> None:
   close = lambda want: lambda got: np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-3)
   only = set(argv[3].split(",")) if len(argv) > 3 else None
   jobs = [
-    ("embedding", lambda: prepare(f"embedding {rows}x{dim}, {tokens} tokens", lambda: kg.Tensor(table)[kg.Tensor(idx)],
-            lambda got: np.testing.assert_array_equal(got, table[idx]))),
+    ("embedding", lambda: prepare(f"embedding {rows}x{dim}, {tokens} tokens",
+                                  lambda: kg.Tensor(table)[kg.Tensor(idx)],
+                                  lambda got: np.testing.assert_array_equal(got, table[idx]))),
     ("onehot", lambda: prepare("  same, as a one-hot matmul", one_hot, close(table[idx]))),
     ("matmul_e", lambda: prepare(f"matmul {side}x{side} @ {side}x{side}",
                                  lambda: kg.Tensor(a) @ kg.Tensor(b), close(a @ b))),

@@ -42,13 +42,19 @@ def realize_recording(tensor) -> list:
   return runs
 
 
-def bench(name: str, make, check, repeats: int) -> None:
+def prepare(name: str, make, check) -> tuple:
+  """(name, the recorded kernel runs, seconds of the first realize) of make(), checked."""
   started = time.perf_counter()
   out = make()
   runs = realize_recording(out)
   got = out.numpy()
   first = time.perf_counter() - started
   check(got)
+  return name, runs, first
+
+
+def bench(name: str, make, check, repeats: int) -> None:
+  name, runs, first = prepare(name, make, check)
   runtime = Device["WEBGPU"]
   gpu = min(sum(runtime.time_run(c, h, {}) for c, h in runs) for _ in range(repeats))
   print(f"{name:34s} {len(runs):4d} kernels  GPU {gpu * 1e3:9.1f} ms  "
