@@ -17,6 +17,8 @@ from ..errors import UnsupportedError
 # subgroups) is read by both: optimize lets grouped reductions combine per subgroup, and the WGSL
 # renderer accepts subgroup ops only with it (PTX takes warp shuffles always). `adapter` (WGSL:
 # the WebGPU adapter's class or description) picks defaults from render/wgsl/adapters.py
+# front-end options whose value is a plain int
+INT_OPTIONS = ("local", "upcast", "group", "group_unroll", "group_vec", "row_lanes")
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
                      "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
                      "row_lanes", "adapter")
@@ -60,6 +62,15 @@ class Target:
     if unknown:
       raise UnsupportedError(unknown_options_message(self.title, unknown, self.options),
                              target=self.name)
+    for name in INT_OPTIONS:
+      value = options.get(name)
+      if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise UnsupportedError(f"option {name}={value!r}: give an int (a count of threads, "
+                               f"lanes or elements)", target=self.name)
+    kernels = options.get("row_kernels")
+    if kernels is not None and not isinstance(kernels, (bool, int)):
+      raise UnsupportedError(f"option row_kernels={kernels!r}: give True, False or an int "
+                             f"(the longest row fused)", target=self.name)
     return options
 
   def render_options(self, options: dict) -> dict:
