@@ -42,32 +42,31 @@ def _normal(ins, at, shape, dtype):
   return (z * scale + mean).cast(dtype)
 
 
-@op("RandomUniform", foldable=False)
-def _random_uniform(ins, at):
+def _shape(at, name: str) -> tuple:
   shape = at.ints("shape")
   if shape is None:
-    raise ShapeError("RandomUniform needs its shape attribute")
-  return _uniform(ins, at, tuple(shape), _dtype(ins, at))
+    raise ShapeError(f"{name} needs its shape attribute")
+  return tuple(shape)
+
+
+@op("RandomUniform", foldable=False)
+def _random_uniform(ins, at):
+  return _uniform(ins, at, _shape(at, "RandomUniform"), _dtype(ins, at))
 
 
 @op("RandomUniformLike", foldable=False)
 def _random_uniform_like(ins, at):
-  x = ins[0]
-  return _uniform(ins, at, x.shape, _dtype(ins, at, x))
+  return _uniform(ins, at, ins[0].shape, _dtype(ins, at, ins[0]))
 
 
 @op("RandomNormal", foldable=False)
 def _random_normal(ins, at):
-  shape = at.ints("shape")
-  if shape is None:
-    raise ShapeError("RandomNormal needs its shape attribute")
-  return _normal(ins, at, tuple(shape), _dtype(ins, at))
+  return _normal(ins, at, _shape(at, "RandomNormal"), _dtype(ins, at))
 
 
 @op("RandomNormalLike", foldable=False)
 def _random_normal_like(ins, at):
-  x = ins[0]
-  return _normal(ins, at, x.shape, _dtype(ins, at, x))
+  return _normal(ins, at, ins[0].shape, _dtype(ins, at, ins[0]))
 
 
 @op("Bernoulli", foldable=False)
