@@ -152,7 +152,8 @@ def _backward(root, gradient) -> None:
       t.grad = g if t.grad is None else t.grad + g
       continue
     parents, rule, arg = t.ctx
-    for p, pg in zip(parents, RULES[rule](t, g, parents, arg)):
+    rule = RULES[rule] if isinstance(rule, str) else rule     # a name here, or a function
+    for p, pg in zip(parents, rule(t, g, parents, arg)):
       if pg is None or not p.requires_grad:
         continue
       grads[id(p)] = pg if id(p) not in grads else grads[id(p)] + pg

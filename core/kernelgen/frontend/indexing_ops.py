@@ -40,6 +40,7 @@ from ..graph.view import prod
 from .autograd import record
 from .combine import cat, where
 from .operands import TensorOps
+from . import scatter as sorted_scatter
 from .tensor_data import broadcast_shape, flatten, resolve_axes
 
 MAX_RUNS = 8   # host-known indices in at most this many affine runs become views, not a reduction
@@ -197,7 +198,10 @@ def gather_along(x, axis: int, index):
   indirect load per element (lowering/gather.py); differentiable in x (autograd's rule
   "gather": a scatter_add)."""
   node = LazyOp(L.GATHER, x.dtype, index.shape, (x.node, index.node), axis)
-  return record(type(x)(node), (x,), "gather", (axis, index))
+  m = index.shape[axis]
+  sort = sorted_scatter.sorted_pays(prod(index.shape) // max(m, 1), x.shape[axis], m)
+  return record(type(x)(node), (x,), sorted_scatter.gather_grad if sort else "gather",
+                (axis, index))
 
 
 def device_take(x, axis: int, idx):
@@ -442,6 +446,8 @@ def setitem_basic(t, entries: list, value):
 def scatter_flat(t, pos, v):
   """t (flat) with t[pos[k]] = v[k]; pos out of 0..n-1 writes nothing; the last k wins."""
   n, k = t.shape[0], pos.shape[0]
+  if sorted_scatter.sorted_pays(1, n, k):
+    return sorted_scatter.scatter(t, 0, pos, v)
   ramp = type(t).arange(n, device=t.device).reshape(n, 1)
   hit = pos.reshape(1, k) == ramp
   order = type(t).arange(k, device=t.device).reshape(1, k)
@@ -559,7 +565,9 @@ def gather(t, axis: int, idx):
   return gather_along(table, axis, index)
 
 
-def _scatter_parts(t, axis: int, idx, src):
+def _scatter_inputs(t, axis: int, idx, src):
+  """(axis, idx, src) checked: idx an int Tensor (negative ones wrapped), src a Tensor of idx's
+  shape and t's dtype."""
   axis = resolve_axes(axis, t.ndim)[0]
   idx = _index_tensor(t, idx, axis)
   if idx.ndim != t.ndim or any(i > s for d, (i, s) in enumerate(zip(idx.shape, t.shape))
@@ -573,6 +581,16 @@ def _scatter_parts(t, axis: int, idx, src):
     src = src.shrink(tuple((0, i) for i in idx.shape)).cast(t.dtype)
   else:
     src = type(t).full(idx.shape, src, dtype=t.dtype, device=t.device)
+  return axis, idx, src
+
+
+def _sorts(t, axis: int, idx) -> bool:
+  """Whether a scatter is done by sorting (frontend/scatter.py) rather than by comparing."""
+  m = idx.shape[axis]
+  return sorted_scatter.sorted_pays(idx.numel() // max(m, 1), t.shape[axis], m)
+
+
+def _scatter_parts(t, axis: int, idx, src):
   n = t.shape[axis]
   ii = _last(idx, axis)
   hit = ii.unsqueeze(-1) == type(t).arange(n, device=t.device)   # (..., m, n)
@@ -588,7 +606,10 @@ def _spread(x, t, axis: int):
 
 def scatter_add(t, axis: int, idx, src):
   """torch's scatter_add: t[..., idx[i], ...] += src[i] along axis; duplicates add up, in a
-  fixed order (one reduction: deterministic, no races)."""
+  fixed order (deterministic, no races)."""
+  axis, idx, src = _scatter_inputs(t, axis, idx, src)
+  if _sorts(t, axis, idx):
+    return sorted_scatter.scatter_add(t, axis, idx, src)
   axis, hit, s = _scatter_parts(t, axis, idx, src)
   total = where(hit, s, 0).sum(-2).cast(t.dtype)
   return t + _spread(total, t, axis)
@@ -597,6 +618,9 @@ def scatter_add(t, axis: int, idx, src):
 def scatter(t, axis: int, idx, src):
   """torch's scatter: t[..., idx[i], ...] = src[i] along axis (src a Tensor or a number); with
   duplicate indices the last one (in the index's order along axis) wins."""
+  axis, idx, src = _scatter_inputs(t, axis, idx, src)
+  if _sorts(t, axis, idx):
+    return sorted_scatter.scatter(t, axis, idx, src)
   axis, hit, s = _scatter_parts(t, axis, idx, src)
   m = hit.shape[-2]
   order = type(t).arange(m, device=t.device).reshape(m, 1)

@@ -206,3 +206,10 @@ def argsort(x, axis=-1, descending=False):
 
 def topk(x, k: int, axis=-1, largest=True):
   return x.topk(k, axis, largest)
+
+
+def sort_last(x):
+  """(values, int32 positions) of x sorted along its last axis, ascending and stable, from one
+  sorting network (a scatter's segments: frontend/scatter.py)."""
+  pairs, n, axis, moved = _sorted_pairs(x, -1, False)
+  return _values(pairs, n, axis, moved, False), _indices(pairs, n, axis, moved)
