@@ -169,9 +169,8 @@ def segment_scan(x, heads):
   return out.reshape(lead + (blocks * b,)).shrink(tuple((0, s) for s in lead) + ((0, m),))
 
 
-def _spread(x, shape: tuple, axis: int, value):
-  """A (..., n) last-axis result back to `shape`'s layout, padded over dims it did not cover."""
-  x = _from_last(x, axis)
+def _pad_to(x, shape: tuple, value=0):
+  """x padded at the end of each dim to `shape` (the dims a scatter's index did not cover)."""
   return x.pad(tuple((0, s - i) for i, s in zip(x.shape, shape)), value)
 
 
@@ -198,9 +197,11 @@ def scatter_add(t, axis: int, idx, src):
   values = values.cast(work)
   keys, perm, last = _winners(idx, axis, n, values.shape[:-1])
   heads = _count(keys, keys, True).contiguous()
-  sums = segment_scan(_take_last(values, perm), heads)
-  total = _take_last(sums, last.expand(values.shape[:-1] + (n,))).cast(t.dtype)
-  out = t.detach() + _spread(total, t.shape, axis, 0)
+  sums = segment_scan(_take_last(values, perm.expand(values.shape)), heads)
+  sums = _from_last(sums, axis).contiguous()       # in t's layout: the reads below run along rows
+  total = _read_at(sums, axis, _from_last(last.expand(values.shape[:-1] + (n,)), axis))
+  total = total.cast(t.dtype)
+  out = t.detach() + _pad_to(total, t.shape)
   return record(out, (t, src), scatter_add_grad, (axis, idx))
 
 
@@ -210,20 +211,19 @@ def scatter(t, axis: int, idx, src):
   n = t.shape[axis]
   if idx.numel() == 0 or n == 0:
     return t
-  values = _to_last(src.detach(), axis)
-  lead = values.shape[:-1]
+  lead = _to_last(idx, axis).shape[:-1]
   _, perm, last = _winners(idx, axis, n, lead)
   winner = where(last >= 0, _take_last(perm, last), -1)
   if prod(lead) > prod(winner.shape[:-1]):
     winner = winner.contiguous()
-  winner = winner.expand(lead + (n,))
-  chosen = _spread(winner, t.shape, axis, -1)
-  out = where(chosen >= 0, _spread(_take_last(values, winner), t.shape, axis, 0), t.detach())
+  winner = _from_last(winner.expand(lead + (n,)), axis)
+  chosen = _pad_to(winner, t.shape, -1)
+  out = where(chosen >= 0, _pad_to(_read_at(src.detach(), axis, winner), t.shape), t.detach())
   return record(out, (t, src), scatter_grad, (axis, idx, chosen))
 
 
 def _read_at(g, axis: int, idx):
-  """g (t's shape) read along axis at idx (idx's shape); out of range reads 0."""
+  """g read along axis at idx (g's other dims cut to idx's); out of range reads 0."""
   table = g.shrink(tuple(None if d == axis else (0, s) for d, s in enumerate(idx.shape)))
   return type(g)(LazyOp(L.GATHER, g.dtype, idx.shape, (table.node, idx.node), axis))
 
