@@ -53,7 +53,7 @@ def crossover_jobs() -> list:
   from kernelgen.frontend import scatter as sc
   rng = np.random.default_rng(1)
   jobs = []
-  for n, m in ((256, 64), (1024, 256), (4096, 256), (4096, 1024), (16384, 1024)):
+  for n, m in ((64, 64), (256, 64), (256, 256), (1024, 256), (1024, 1024), (4096, 1024)):
     idx = rng.integers(0, n, m).astype(np.int32)
     src = rng.standard_normal(m).astype(np.float32)
     want = np.zeros(n, np.float64)
