@@ -1,7 +1,8 @@
 """lowering/gather.py: gathers with indices computed on the device are indirect loads (one load of
 the index, one clamped load of the table per output element), against numpy on PYTHON, PTXSIM
 and WEBGPU; their work does not grow with the table; out-of-range indices read 0 and never leave
-the buffer; WGSL and PTX checked by naga and ptxas; gradients (a compare-based scatter_add)."""
+the buffer; WGSL and PTX checked by naga and ptxas; gradients (a scatter_add: test_scatter_fast.py
+has the sorted form)."""
 from __future__ import annotations
 
 import numpy as np

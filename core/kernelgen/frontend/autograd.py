@@ -73,7 +73,9 @@ class enable_grad(no_grad):
 
 
 def record(out, parents: tuple, rule, arg=None):
-  """Remember how `out` was made from `parents` when a gradient will be needed; returns `out`."""
+  """Remember how `out` was made from `parents` when a gradient will be needed; returns `out`.
+  `rule`: a name in RULES, or a function (out, grad, parents, arg) -> the parents' gradients
+  (operations with a rule of their own, e.g. frontend/scatter.py's)."""
   if not _GradMode.enabled:
     return out
   for p in parents:            # a loop, not any(): this runs for every primitive op
@@ -291,9 +293,9 @@ def _windows(out, g, parents, arg):
 
 
 def _gather(out, g, parents, arg):
-  """A gather's gradient: a scatter_add of g into x's shape at the same indices, as a one-hot
-  reduction over the gathered positions (deterministic, no atomics); indices outside 0..n-1
-  (which read 0) add nothing."""
+  """A small gather's gradient: a scatter_add of g into x's shape at the same indices, as a
+  one-hot reduction over the gathered positions (deterministic, no atomics); indices outside
+  0..n-1 (which read 0) add nothing. Larger ones sort (frontend/scatter.py gather_grad)."""
   (x,), (axis, index) = parents, arg
   n = x.shape[axis]
   order = [d for d in range(x.ndim) if d != axis] + [axis]

@@ -21,11 +21,13 @@ element loads its index, clamps it into 0..n-1 and loads the table there (loweri
 one indirect load whatever the table's length; an index that was out of range reads 0 instead
 (the clamped read is discarded), so no access leaves the buffer. Indices known at build time that
 form a few affine runs (t[[0, 1, 2]], t[[3, 1]], nearest upsampling's repeats) become views and a
-`cat` of views; other host-known indices are uploaded and gathered. A scatter is a one-hot
-reduction (each output element compares every index against its position and sums or picks the
-matches): deterministic and race-free without atomics (WGSL has no float atomics), duplicates add
-up (scatter_add) or the last one wins (scatter, setitem), as numpy's setitem; its cost grows with
-the number of indices times the output size. The gradient of a gather is such a scatter_add.
+`cat` of views; other host-known indices are uploaded and gathered. A scatter is deterministic
+and race-free without atomics (WGSL has no float atomics): duplicates add up (scatter_add) or the
+last one in index order wins (scatter, setitem), as numpy's setitem. Small ones (outputs x indices
+up to scatter.COMPARE_MAX) are a one-hot reduction (each output element compares every index
+against its position and sums or picks the matches: one kernel); larger ones sort the indices and
+find each output's segment by binary search (frontend/scatter.py: O((outputs + indices) * log)
+work). The gradient of a gather is such a scatter_add.
 
 `t[index] = value` is a functional update: the Tensor object `t` now holds a new lazy graph
 (`where(selected, value, old t)`); other Tensors that shared t's old graph (views taken before,

@@ -38,7 +38,10 @@ from .operands import acc_dtype
 from .scan import SCAN_BLOCK
 from .sort import sort_last
 
-# The largest rows * outputs * indices done by comparing each output with every index.
+# The largest rows * outputs * indices done by comparing each output with every index. Measured
+# (bench/scatter_times.py crossover, lavapipe, GPU time, 1-d scatter_add, compare vs sorted):
+# n*m = 2^14: 0.3 vs 0.7 ms; 2^16: 1.1 vs 1.2 ms; 2^18: 4.4 vs 1.3 ms; 2^20: 15.6 vs 2.7 ms;
+# 2^22: 108 vs 2.6 ms. The sorted form also compiles 9-18 kernels to the compared form's one.
 COMPARE_MAX = 1 << 16
 I32_MAX = (1 << 31) - 1
 
