@@ -45,3 +45,25 @@ def test_embedding_causal_attention_and_loss_in_the_page(app):  # noqa: F811
   got = np.array(result["data"], np.float32).reshape(15, 4)
   np.testing.assert_allclose(got, expected(), rtol=1e-4, atol=1e-5)
   assert result["reference"]["ok"] and result["reference"]["match"], result["reference"]
+
+
+SCATTER_PROGRAM = """\
+idx = Tensor.arange(600) * 37 % 700 - 50            # duplicates, negatives, out of range for 300
+src = Tensor.arange(600, dtype='float32') % 5
+out = cat([Tensor.zeros(300).scatter_add(0, idx, src), Tensor.zeros(300).scatter(0, idx, src)])
+"""
+
+
+def test_sorted_scatters_in_the_page(app):  # noqa: F811
+  """300 outputs x 600 indices: above scatter.COMPARE_MAX, so the sorted form runs in the page."""
+  result = app.evaluate(RUN, SCATTER_PROGRAM)
+  assert "error" not in result, result
+  idx = np.arange(600) * 37 % 700 - 50
+  src = (np.arange(600) % 5).astype(np.float32)
+  ok = (idx >= -300) & (idx < 300)
+  added, written = np.zeros(300, np.float32), np.zeros(300, np.float32)
+  np.add.at(added, idx[ok], src[ok])
+  written[idx[ok]] = src[ok]
+  assert result["device"] == "WEBGPU" and result["shape"] == [600]
+  np.testing.assert_array_equal(np.array(result["data"], np.float32), np.concatenate([added,
+                                                                                       written]))
