@@ -148,6 +148,6 @@ def test_threshold_sides_and_work_that_does_not_grow_as_outputs_times_indices():
 
 
 def test_sorted_scatters_render_for_naga_and_ptxas():
-  idx = Tensor.empty(400, dtype="int32")
+  idx, ints = Tensor.empty(400, dtype="int32"), Tensor.empty(400, dtype="int32")
   check_compiles([Tensor.empty(300).scatter_add(0, idx, Tensor.empty(400)),
-                  Tensor.empty(300, dtype="int32").scatter(0, idx, Tensor.empty(400, dtype="int32"))])
+                  Tensor.empty(300, dtype="int32").scatter(0, idx, ints)])
