@@ -12,7 +12,7 @@ import pytest
 import kernelgen as kg
 from kernelgen import Tensor
 from kernelgen.frontend.scan import SCAN_BLOCK
-from kernelgen.frontend.scatter import COMPARE_MAX
+from kernelgen.frontend.scatter import COMPARE_INDICES, COMPARE_MAX
 from kernelgen.uop.ops import Ops
 from ops_util import check_compiles, device, same  # noqa: F401  (the fixture)
 
@@ -138,6 +138,7 @@ def test_threshold_sides_and_work_that_does_not_grow_as_outputs_times_indices():
   (compared,) = _kernels(256, 256)                     # n * m == COMPARE_MAX: one reduction
   assert 256 * 256 == COMPARE_MAX and compared.name.startswith("r_")
   assert len(_kernels(257, 256)) > 10                  # one more output: sorted
+  assert len(_kernels(5000, COMPARE_INDICES)) == 1     # few indices per row: compared
   small, large = _kernels(20000, 1024), _kernels(40000, 1024)
   assert len(small) == len(large)                      # more outputs: the same kernels, wider
   assert len(_kernels(20000, 2048)) <= len(small) + 5  # more indices: a few more sort steps

@@ -20,9 +20,10 @@ Along the scattered axis (moved last): m indices and n outputs per row.
 Where the indices are the same along a dim (an expanded view: an Embedding's token index for each
 of a row's columns) they are sorted and searched once per distinct row and the result broadcast.
 
-Where outputs x indices is small the compare-based form (each output compares every index: one
-kernel, frontend/indexing_ops.py) costs less than the sort's dozen kernels: it is kept up to
-COMPARE_MAX (measured with bench/scatter_times.py crossover on lavapipe, see the constant).
+Where outputs x indices is small, or the indices per row few, the compare-based form (each output
+compares every index: one kernel, frontend/indexing_ops.py) costs less than the sort's dozen
+kernels: it is kept up to COMPARE_MAX, or COMPARE_INDICES per row (measured with
+bench/scatter_times.py crossover on lavapipe, see the constants).
 
 Gradients (their own rules, not the sort's): scatter_add passes g to t and g read at the indices
 to src; scatter passes g to t where nothing was written and to each src element that won.
@@ -43,12 +44,16 @@ from .sort import sort_last
 # n*m = 2^14: 0.3 vs 0.7 ms; 2^16: 1.1 vs 1.2 ms; 2^18: 4.4 vs 1.3 ms; 2^20: 15.6 vs 2.7 ms;
 # 2^22: 108 vs 2.6 ms. The sorted form also compiles 9-18 kernels to the compared form's one.
 COMPARE_MAX = 1 << 16
+# Up to this many indices per row the compared form is unrolled and stays cheaper whatever the
+# outputs: n = 2^18 outputs, m = 4 / 16 / 32 indices: 1.3 / 1.6 / 2.0 ms compared, 8 / 13 / 23 ms
+# sorted; m = 64: 658 vs 35 ms (a cross-entropy's gradient has m = 1).
+COMPARE_INDICES = 32
 I32_MAX = (1 << 31) - 1
 
 
 def sorted_pays(rows: int, n: int, m: int) -> bool:
   """Whether a scatter of m indices into n outputs in each of `rows` rows is done by sorting."""
-  return rows * n * m > COMPARE_MAX
+  return m > COMPARE_INDICES and rows * n * m > COMPARE_MAX
 
 
 # ---- layout helpers --------------------------------------------------------------------------
