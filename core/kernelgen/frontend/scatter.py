@@ -183,7 +183,8 @@ def _pad_to(x, shape: tuple, value=0):
 
 
 def _winners(idx, axis: int, n: int, lead: tuple):
-  """(perm, keys, last) of idx's segments along axis, and last broadcast to lead + (n,)."""
+  """(keys, perm, last) of idx's segments along axis (searched once per distinct row: `last` made
+  a buffer when `lead`, the rows it serves, has more)."""
   small = _int32(_narrowed(idx, axis), n)
   keys, perm, last = _segments(small, n)
   if prod(lead) > prod(small.shape[:-1]):
