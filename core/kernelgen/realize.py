@@ -19,7 +19,7 @@ def _plan(pending: list[LazyOp]) -> tuple:
   options = {d: Device[d].render_options() for d in devices}
   limits = [buffer_limit(Device[d].target or "python", options[d]) for d in devices]
   limit = min((m for m in limits if m), default=None)
-  rows = min(row_limit(options[d]) for d in devices) if pending else 0
+  rows = min(row_limit(options[d]) for d in devices)
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
   key, order = None, None
   if not searching:
@@ -45,6 +45,8 @@ def realize(nodes: list[LazyOp]) -> None:
   from .cache import cached_compile
   from .device import Device
   pending = [n for n in nodes if not n.realized]
+  if not pending:
+    return
   items, plan = _plan(pending)
   for at, item in enumerate(items):
     out = item.out
