@@ -286,6 +286,8 @@ def _windows(out, g, parents, arg):
   gh, gw = h + (kh - 1) * dh, w + (kw - 1) * dw    # grid sizes: y + i'*dh stays inside
   grid = _scatter_axis(g, nl, (kh - 1) * dh, sh, gh)
   grid = _scatter_axis(grid, nl + 1, (kw - 1) * dw, sw, gw)
+  if sh > 1 or sw > 1:   # spread with a stride: the grid once in a buffer, so that the reduction
+    grid = grid.contiguous()   # (register-tiled, unrolled) reads it without a div/mod per load
   cell, row = kh * kw, gw * kh * kw
   lead_strides = [prod(lead[i + 1:]) * gh * row for i in range(nl)]
   view = View.contiguous(tuple(lead) + (h, w, kh, kw))._with(
