@@ -19,6 +19,8 @@ fresh processes per tool, interleaved (ours, tinygrad, ours, ...): the machine i
     python bench/training.py [--rounds N] [--no-browser]     (prints the rows, then JSON)
     BT_MODELS=mlp python bench/training.py ...               (only some models: mlp, cnn)
     python bench/training.py --split                         (kernelgen's step, time by phase)
+    python bench/training.py --profile-page [mlp|cnn]         (kernelgen's steady step in the
+        page under cProfile, with gpu.js's counts of kernels, batches, submits, awaited scopes)
     python bench/training.py --worker kernelgen|tinygrad     (one fresh process; JSON on stdout)
 """
 from __future__ import annotations
@@ -336,6 +338,51 @@ def split() -> dict:
   return out
 
 
+# the page: after WARMUP steps, STEPS more under cProfile; out = the report's UTF-8 bytes
+PROFILE_PROGRAM = '''
+import cProfile, io, pstats
+import kernelgen as _kg
+_step = kernelgen_step(__KIND__, __LR__)(_params, _tensor(_m["x"]), _tensor(_m["onehot"]))
+for _ in range(__WARMUP__):
+  _step()
+_gpu = _kg.Device["WEBGPU"].gpu
+_before = _gpu.stats.to_py()
+_profile = cProfile.Profile()
+_profile.enable()
+for _ in range(__STEPS__):
+  _step()
+_profile.disable()
+_after = _gpu.stats.to_py()
+_text = io.StringIO()
+_text.write(f"gpu.js per step: { {k: (_after[k] - _before[k]) / __STEPS__ for k in _after} }\\n")
+pstats.Stats(_profile, stream=_text).sort_stats("cumulative").print_stats(30)
+out = Tensor(list(_text.getvalue().encode()), dtype=dtypes.uint8)
+'''
+
+
+def profile_page(kind: str = "mlp") -> str:
+  """kernelgen's steady training step in the page (SwiftShader) under cProfile: the report."""
+  import numpy as np
+  from playwright.sync_api import sync_playwright
+  sys.path.insert(0, str(ROOT / "tests"))
+  sys.path.insert(0, str(ROOT / "bench"))
+  from browser_util import StaticServer
+  from browser import Browser
+  model = encoded_models(np)[kind]
+  program = PROFILE_PROGRAM.replace("__WARMUP__", str(1 + WARMUP)).replace("__STEPS__", "5")
+  code = page_code(kind, model).replace("out = Tensor(_times + _losses)", "")
+  code = code.replace("_times, _losses = train(", "_unused = (") + program
+  code = code.replace("__KIND__", repr(kind)).replace("__LR__", repr(LR))
+  mounts = {"/bench/": ROOT / "bench", "/tfjs/": ROOT / ".venv-bench" / "npm" / "node_modules"}
+  with StaticServer(ROOT / "site", mounts=mounts) as server, sync_playwright() as playwright:
+    browser = Browser(playwright, server)
+    page = browser.page("bench/web/training.html")
+    page.set_default_timeout(900_000)
+    got = page.evaluate("(code) => window.training.ours(code)", code)
+    browser.close()
+  return bytes(int(v) for v in got["values"]).decode()
+
+
 def measure(rounds: int = ROUNDS, browser: bool = True) -> dict:
   """Both sides on this machine now: {cpython, page, rows}."""
   cpython = measure_cpython(rounds)
@@ -346,6 +393,9 @@ def measure(rounds: int = ROUNDS, browser: bool = True) -> dict:
 def main(argv: list[str]) -> int:
   if argv[:1] == ["--worker"]:
     print(json.dumps(worker(argv[1])))
+    return 0
+  if argv[:1] == ["--profile-page"]:
+    print(profile_page(argv[1] if len(argv) > 1 else "mlp"))
     return 0
   if argv[:1] == ["--split"]:
     print(json.dumps(split(), indent=1))

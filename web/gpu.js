@@ -8,6 +8,15 @@
 //   await gpu.run(launch, [a, b], []);      // throws a KernelError {type, message, line}
 //   const out = await gpu.read(b);          // Uint8Array
 //
+// Kernels are batched: enqueue() (what Python calls per kernel) encodes a dispatch into the open
+// batch and returns at once when the pipeline is compiled. A batch is one command encoder, one
+// pair of error scopes and one timestamp query set for up to BATCH_KERNELS kernels; flush()
+// submits it (before any write, read, free or buffer growth, when full, and in a microtask once
+// the caller yields) and pops its scopes; settle() (read() calls it) awaits those pops and
+// throws the first error as a KernelError naming the batch's kernels. `stats` counts the
+// submits, batches, kernels and awaited scope pops (tests check that a steady training step
+// awaits nothing per kernel).
+//
 // When the device is lost (a crash, a driver reset, device.destroy()), the next ensureDevice()
 // makes a new one and reports that it did.
 
@@ -16,6 +25,9 @@ const OPTIONAL_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query'];
 
 // Buffer sizes are rounded up to this (WebGPU copies need multiples of 4; 16 suits vec4 access).
 const ALIGN = 16;
+
+// Kernels encoded into one command buffer at most before it is submitted (and timed together).
+const BATCH_KERNELS = 64;
 
 // A typed error that crosses to Python and to the page as plain data.
 export class KernelError extends Error {
@@ -62,7 +74,14 @@ export class GpuExecutor {
     this.nextId = 1;
     this.lostReason = null;      // why the last device was lost, until a new one replaces it
     this.everHadDevice = false;
-    this.pendingTimings = [];    // promises of {name, ms}
+    this.pendingTimings = [];    // promises of [{name, ms}]
+    this.batch = null;           // the open batch (see the header), or null
+    this.checks = [];            // promises of a KernelError or null: submitted batches' scopes
+    this.tail = Promise.resolve();  // the last enqueue that waited for a compile
+    this.waiting = 0;            // enqueues waiting for a compile: later ones queue after them
+    this.launchPipelines = new WeakMap();  // launch object -> pipeline entry (Python reuses them)
+    this.generation = 0;         // +1 per device made: Python re-reads info() when it changes
+    this.stats = { submits: 0, batches: 0, kernels: 0, scopeWaits: 0 };
   }
 
   get available() {
@@ -115,6 +134,8 @@ export class GpuExecutor {
       console.warn('kernelgen gpu: uncaptured error:', event.error?.message);
     });
     this.device = device;
+    this.generation += 1;
+    this.batch = null;
     this.adapterInfo = adapterDescription(adapter, this.compatibility);
     this.everHadDevice = true;
     return device;
@@ -178,6 +199,7 @@ export class GpuExecutor {
   }
 
   write(id, bytes) {
+    this.flush();   // the kernels queued before this write run before it
     const { buffer } = this.handle(id);
     const data = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
     const padded = new Uint8Array(roundUp(data.byteLength, 4));
@@ -186,6 +208,7 @@ export class GpuExecutor {
   }
 
   async read(id) {
+    this.flush();
     const { buffer, nbytes } = this.handle(id);
     const device = this.device;
     const size = roundUp(nbytes, 4);
@@ -195,6 +218,13 @@ export class GpuExecutor {
     const encoder = device.createCommandEncoder();
     encoder.copyBufferToBuffer(buffer, 0, staging, 0, size);
     device.queue.submit([encoder.finish()]);
+    this.stats.submits += 1;
+    try {
+      await this.settle();
+    } catch (error) {
+      staging.destroy();
+      throw error;
+    }
     try {
       await staging.mapAsync(GPUMapMode.READ);
     } catch (error) {
@@ -206,6 +236,7 @@ export class GpuExecutor {
   }
 
   free(id) {
+    if (this.buffers.has(id)) this.flush();   // queued kernels may still use it
     this.buffers.get(id)?.buffer.destroy();
     this.buffers.delete(id);
   }
@@ -240,7 +271,17 @@ export class GpuExecutor {
       entry = await this.compile(launch);
       this.pipelines.set(key, entry);
     }
+    this.launchPipelines.set(launch, { entry, device: this.device });
     return entry;
+  }
+
+  // The compiled pipeline of a launch object seen before on this device, or null.
+  cachedPipeline(launch) {
+    const known = this.launchPipelines.get(launch);
+    if (known && known.device === this.device) return known.entry;
+    const entry = this.pipelines.get(launch.entry_point + '\n' + launch.source);
+    if (entry) this.launchPipelines.set(launch, { entry, device: this.device });
+    return entry || null;
   }
 
   // The launch's WGSL as Tint takes it: the source names no `enable subgroups;` (naga rejects
@@ -299,10 +340,12 @@ export class GpuExecutor {
   ensureSize(id, nbytes) {
     const entry = this.handle(id);
     if (entry.buffer.size >= nbytes) return;
+    this.flush();   // the queued kernels use the buffer as it is
     const bigger = this.device.createBuffer({ size: roundUp(nbytes, ALIGN), usage: entry.buffer.usage });
     const encoder = this.device.createCommandEncoder();
     encoder.copyBufferToBuffer(entry.buffer, 0, bigger, 0, entry.buffer.size);
     this.device.queue.submit([encoder.finish()]);
+    this.stats.submits += 1;
     entry.buffer.destroy();
     entry.buffer = bigger;
   }
@@ -316,71 +359,139 @@ export class GpuExecutor {
     return this.device.createBindGroup({ layout, entries });
   }
 
-  // Run one kernel: `ids` are buffer ids in binding order, `values` the scalar arguments in
-  // launch.uniforms order. Resolves once submitted and validated; errors reject as KernelError.
-  async run(launch, ids, values = [], name = launch.entry_point) {
+  // Queue one kernel: `ids` are buffer ids in binding order, `values` the scalar arguments in
+  // launch.uniforms order. Returns undefined once encoded into the open batch, or (when its pipeline
+  // must be compiled first, or an earlier kernel's is being compiled) a promise that resolves
+  // once it is; errors of the dispatch itself come from settle() (read() calls it).
+  enqueue(launch, ids, values = [], name = launch.entry_point) {
     this.checkLaunchLimits(launch);
-    const { pipeline, layout } = await this.pipeline(launch);
+    const entry = this.waiting ? null : this.cachedPipeline(launch);
+    if (entry) {
+      this.encode(entry, launch, ids, values, name);
+      return undefined;   // None in Python (null would be a JsNull)
+    }
+    this.waiting += 1;
+    const done = this.tail.then(() => this.pipeline(launch))
+      .then((compiled) => this.encode(compiled, launch, ids, values, name))
+      .finally(() => { this.waiting -= 1; });
+    this.tail = done.catch(() => {});
+    return done;
+  }
+
+  // Run one kernel: resolves once submitted and validated; errors reject as KernelError.
+  async run(launch, ids, values = [], name = launch.entry_point) {
+    await this.enqueue(launch, ids, values, name);
+    await this.settle();
+  }
+
+  encode({ pipeline, layout }, launch, ids, values, name) {
     const device = this.requireDevice();
-    device.pushErrorScope('out-of-memory');
-    device.pushErrorScope('validation');
+    launch.bindings.forEach((binding, index) => this.ensureSize(ids[index], binding.nbytes));
+    const batch = this.openBatch(device);
     const uniform = this.uniformBuffer(launch, values);
-    const timer = this.timer();
-    const encoder = device.createCommandEncoder();
-    const pass = encoder.beginComputePass(timer ? { timestampWrites: timer.writes } : {});
+    if (uniform) batch.uniforms.push(uniform);
+    const at = 2 * batch.names.length;
+    const pass = batch.encoder.beginComputePass(batch.querySet ? { timestampWrites: {
+      querySet: batch.querySet, beginningOfPassWriteIndex: at, endOfPassWriteIndex: at + 1,
+    } } : {});
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, this.bindGroup(launch, layout, ids, uniform));
     pass.dispatchWorkgroups(...launch.dispatch);
     pass.end();
-    timer?.resolve(encoder);
+    batch.names.push(name);
+    this.stats.kernels += 1;
+    if (batch.names.length >= BATCH_KERNELS) this.flush();
+  }
+
+  openBatch(device) {
+    if (this.batch) return this.batch;
+    device.pushErrorScope('out-of-memory');
+    device.pushErrorScope('validation');
+    const timed = device.features.has('timestamp-query');
+    this.batch = {
+      device, encoder: device.createCommandEncoder(), names: [], uniforms: [],
+      querySet: timed ? device.createQuerySet({ type: 'timestamp', count: 2 * BATCH_KERNELS })
+        : null,
+    };
+    this.stats.batches += 1;
+    queueMicrotask(() => this.flush());   // once the caller yields (Python waits or returns)
+    return this.batch;
+  }
+
+  // Submit the open batch and pop its error scopes (their verdict goes to `checks`).
+  flush() {
+    const batch = this.batch;
+    if (!batch) return;
+    this.batch = null;
+    const { device, encoder, names } = batch;
+    if (device !== this.device) return;   // lost: its scopes and work went with it
+    const times = batch.querySet ? this.resolveTimes(batch, encoder) : null;
     device.queue.submit([encoder.finish()]);
-    const validation = await device.popErrorScope();
-    const memory = await device.popErrorScope();
-    if (memory) throw new KernelError('LimitError', `out of GPU memory: ${memory.message}`);
-    if (validation) throw new KernelError('DeviceError', `WebGPU rejected the dispatch of ` +
-      `kernel ${launch.entry_point}: ${validation.message}`);
-    uniform?.destroy();
-    if (timer) this.pendingTimings.push(timer.read(name));
+    this.stats.submits += 1;
+    const validation = device.popErrorScope();
+    const memory = device.popErrorScope();
+    this.checks.push(Promise.all([validation, memory]).then(([invalid, oom]) => {
+      const which = names.length === 1 ? `kernel ${names[0]}` : `one of the kernels ` +
+        `${names.join(', ')}`;
+      if (oom) return new KernelError('LimitError', `out of GPU memory running ${which}: ` +
+        oom.message);
+      return invalid ? new KernelError('DeviceError', `WebGPU rejected the dispatch of ` +
+        `${which}: ${invalid.message}`) : null;
+    }, (error) => new KernelError('DeviceError', `checking kernels ${names.join(', ')} ` +
+      `failed: ${error.message}`)));
+    batch.uniforms.forEach((uniform) => uniform.destroy());
+    if (times) this.pendingTimings.push(times());
+  }
+
+  // Wait for the verdicts of the batches submitted so far; throws the first error.
+  async settle() {
+    this.flush();
+    if (!this.checks.length) return;
+    const checks = this.checks;
+    this.checks = [];
+    this.stats.scopeWaits += 1;
+    const error = (await Promise.all(checks)).find((found) => found);
+    if (error) throw error;
   }
 
   // Run one kernel and wait for it; resolves to its milliseconds: the GPU timestamps where the
   // device has 'timestamp-query', else the wall time until the queue has drained (the search
   // mode compares these).
   async runTimed(launch, ids, values = [], name = launch.entry_point) {
+    await this.settle();
     const queued = this.pendingTimings.length;
     const start = performance.now();
     await this.run(launch, ids, values, name);
     await this.requireDevice().queue.onSubmittedWorkDone();
     const wall = performance.now() - start;
-    const timing = this.pendingTimings.length > queued ? await this.pendingTimings.pop() : null;
-    return timing && timing.ms > 0 ? timing.ms : wall;
+    const timing = this.pendingTimings.length > queued ? await this.pendingTimings.pop() : [];
+    const ms = timing.length ? timing.at(-1).ms : 0;
+    return ms > 0 ? ms : wall;
   }
 
-  // GPU timestamps around one compute pass, when the device has 'timestamp-query'.
-  timer() {
-    const device = this.device;
-    if (!device.features.has('timestamp-query')) return null;
-    const querySet = device.createQuerySet({ type: 'timestamp', count: 2 });
+  // The batch's timestamps resolved into a buffer to read: a function returning the promise of
+  // its kernels' [{name, ms}].
+  resolveTimes(batch, encoder) {
+    const { device, querySet, names } = batch;
+    const count = 2 * names.length;
     const resolved = device.createBuffer({
-      size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
+      size: 8 * count, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC,
     });
     const readback = device.createBuffer({
-      size: 16, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+      size: 8 * count, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
-    return {
-      writes: { querySet, beginningOfPassWriteIndex: 0, endOfPassWriteIndex: 1 },
-      resolve(encoder) {
-        encoder.resolveQuerySet(querySet, 0, 2, resolved, 0);
-        encoder.copyBufferToBuffer(resolved, 0, readback, 0, 16);
-      },
-      async read(name) {
+    encoder.resolveQuerySet(querySet, 0, count, resolved, 0);
+    encoder.copyBufferToBuffer(resolved, 0, readback, 0, 8 * count);
+    return async () => {
+      try {
         await readback.mapAsync(GPUMapMode.READ);
-        const [start, end] = new BigUint64Array(readback.getMappedRange());
+        const stamps = new BigUint64Array(readback.getMappedRange());
+        return names.map((name, i) => ({ name, ms: Number(stamps[2 * i + 1] - stamps[2 * i]) / 1e6 }));
+      } finally {
         readback.destroy();
         resolved.destroy();
         querySet.destroy();
-        return { name, ms: Number(end - start) / 1e6 };
-      },
+      }
     };
   }
 
@@ -389,8 +500,9 @@ export class GpuExecutor {
   async takeTimings() {
     const pending = this.pendingTimings;
     this.pendingTimings = [];
-    const settled = await Promise.allSettled(pending);
-    return settled.filter((s) => s.status === 'fulfilled').map((s) => s.value);
+    this.flush();
+    const settled = await Promise.allSettled([...pending, ...this.pendingTimings.splice(0)]);
+    return settled.filter((s) => s.status === 'fulfilled').flatMap((s) => s.value);
   }
 }
 

@@ -18,6 +18,16 @@ every time), never wrongly shared. The cache is a bounded LRU (`set_cache_size`,
 of what they build from a kernel's source (WebGPU pipelines, parsed PTX), keyed by the source.
 Only realizing uses it: `kg.compile` always runs every pass (it is what the pipeline is timed
 and inspected with). A test that patches a pipeline stage clears it first (tests/conftest.py).
+
+The plan cache, one level up: a realize of a whole graph with the same structure as an earlier
+one (a training loop's every step) reuses that realize's schedule and compiled kernels, so a
+steady step neither schedules nor computes kernel keys. `graph_key(roots, context)` keys the
+graph like a kernel above (every unrealized node reachable from the roots, sources first; each
+realized node it reads by dtype, shape, device and buffer name, not by data), plus the roots'
+positions and `context` (the devices' options and limits the schedule and the compiled code
+depend on). `plan_for` and `keep_plan` look up and keep a plan: ScheduleItems as node positions
+in that order, with each item's CompiledKernel once compiled. The same size bound and switch
+apply; each kernel a kept plan runs again counts as a hit (`plans`, `plan_hits` in cache_info).
 """
 from __future__ import annotations
 
@@ -37,6 +47,8 @@ class _Cache:
   def __init__(self, size: int):
     self.entries: OrderedDict = OrderedDict()
     self.size, self.hits, self.misses, self.uncached = size, 0, 0, 0
+    self.plans: OrderedDict = OrderedDict()   # graph_key -> Plan (see the module docstring)
+    self.plan_hits = 0
 
 
 _CACHE = _Cache(DEFAULT_SIZE)
@@ -115,10 +127,81 @@ def cached_compile(item: ScheduleItem, target: str, options: dict | None = None)
   return compiled
 
 
+class Plan:
+  """A realize's schedule as positions in graph_key's node order: per kernel (output position,
+  input positions, name, rows) and its CompiledKernel (None until compiled)."""
+
+  def __init__(self, items: list, order: list):
+    position = {id(n): i for i, n in enumerate(order)}
+    self.items = [(position[id(it.out)], tuple(position[id(i)] for i in it.inputs), it.name,
+                   it.rows) for it in items]
+    self.compiled: list = [None] * len(items)
+
+  def schedule(self, order: list) -> list[ScheduleItem]:
+    """The ScheduleItems of this plan over the nodes of a graph with the same key."""
+    return [ScheduleItem(order[out], tuple(order[i] for i in inputs), name, rows)
+            for out, inputs, name, rows in self.items]
+
+
+def graph_key(roots: list[LazyOp], context) -> tuple[tuple | None, list[LazyOp]]:
+  """(the key of realizing `roots` (None when some argument has no exact key), the nodes in key
+  order): see the module docstring."""
+  index: dict[int, int] = {}
+  order: list[LazyOp] = []
+  rows: list = []
+  stack = [(r, False) for r in reversed(roots)]
+  try:
+    while stack:
+      node, expanded = stack.pop()
+      if id(node) in index:
+        continue
+      if node.realized:
+        rows.append((node.dtype.name, node.dtype.count, node.shape, node.device,
+                     node.buffer.name))
+      elif not expanded:
+        stack.append((node, True))
+        stack.extend((s, False) for s in reversed(node.src) if id(s) not in index)
+        continue
+      else:
+        rows.append((node.op, node.dtype.name, node.dtype.count, node.shape, node.device,
+                     _value_key(node.arg), tuple(index[id(s)] for s in node.src)))
+      index[id(node)] = len(order)
+      order.append(node)
+    return (context, tuple(index[id(r)] for r in roots), tuple(rows)), order
+  except TypeError:
+    return None, order
+
+
+def plan_for(key) -> Plan | None:
+  """The plan kept for `key`, or None (also when the cache is off or key is None)."""
+  if key is None or not _CACHE.size:
+    return None
+  plan = _CACHE.plans.get(key)
+  if plan is not None:
+    _CACHE.plan_hits += 1
+    _CACHE.hits += sum(c is not None for c in plan.compiled)
+    _CACHE.plans.move_to_end(key)
+  return plan
+
+
+def keep_plan(key, plan: Plan) -> None:
+  if key is None or not _CACHE.size:
+    return
+  _CACHE.plans[key] = plan
+  while len(_CACHE.plans) > _CACHE.size:
+    _CACHE.plans.popitem(last=False)
+
+
+def options_key(options: dict):
+  """A hashable key of a device's render options (TypeError when some value has none)."""
+  return _options_key(options)
+
+
 def clear_cache() -> None:
-  """Forget every compiled kernel (and the hit and miss counts)."""
+  """Forget every compiled kernel and plan (and the hit and miss counts)."""
   _CACHE.entries.clear()
-  _CACHE.hits = _CACHE.misses = _CACHE.uncached = 0
+  _CACHE.plans.clear()
+  _CACHE.hits = _CACHE.misses = _CACHE.uncached = _CACHE.plan_hits = 0
 
 
 def set_cache_size(size: int) -> None:
@@ -129,10 +212,14 @@ def set_cache_size(size: int) -> None:
   _CACHE.size = size
   while len(_CACHE.entries) > size:
     _CACHE.entries.popitem(last=False)
+  while len(_CACHE.plans) > size:
+    _CACHE.plans.popitem(last=False)
 
 
 def cache_info() -> dict:
-  """{hits, misses, uncached, size, max_size}: what the compile cache did since it was cleared."""
+  """{hits, misses, uncached, size, max_size, plans, plan_hits}: what the compile cache did since
+  it was cleared (plans: whole realizes kept; plan_hits: realizes that reused one, their kernels
+  counted as hits)."""
   c = _CACHE
   return {"hits": c.hits, "misses": c.misses, "uncached": c.uncached, "size": len(c.entries),
-          "max_size": c.size}
+          "max_size": c.size, "plans": len(c.plans), "plan_hits": c.plan_hits}

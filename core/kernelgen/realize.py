@@ -8,20 +8,47 @@ from .graph.lazy import Buffer, LazyOp
 from .graph.schedule import row_limit, schedule
 
 
+def _plan(pending: list[LazyOp]) -> tuple:
+  """(the schedule of `pending`, the Plan whose compiled kernels it fills, or None): a plan
+  kept from an earlier realize of a graph with the same structure (cache.py), else a fresh
+  schedule kept as a plan."""
+  from .cache import Plan, graph_key, keep_plan, options_key, plan_for
+  from .compiler import buffer_limit
+  from .device import Device
+  devices = sorted({n.device for n in pending})
+  options = {d: Device[d].render_options() for d in devices}
+  limits = [buffer_limit(Device[d].target or "python", options[d]) for d in devices]
+  limit = min((m for m in limits if m), default=None)
+  rows = min(row_limit(options[d]) for d in devices)
+  searching = os.environ.get("KERNELGEN_SEARCH") == "1"
+  key, order = None, None
+  if not searching:
+    try:
+      context = (limit, rows, tuple((d, options_key(options[d])) for d in devices))
+    except TypeError:
+      context = None
+    key, order = graph_key(pending, context) if context is not None else (None, None)
+  plan = plan_for(key)
+  if plan is not None:
+    return plan.schedule(order), plan
+  with internal_errors("schedule"):
+    items = schedule(pending, limit, rows)
+  if key is None:
+    return items, None
+  plan = Plan(items, order)
+  keep_plan(key, plan)
+  return items, plan
+
+
 def realize(nodes: list[LazyOp]) -> None:
   """Compute every node in `nodes` into a buffer on its device (each kernel runs once)."""
   from .cache import cached_compile
-  from .compiler import buffer_limit
   from .device import Device
   pending = [n for n in nodes if not n.realized]
-  limits = [buffer_limit(Device[d].target or "python", Device[d].render_options())
-            for d in {n.device for n in pending}]
-  limit = min((m for m in limits if m), default=None)
-  rows = min(row_limit(Device[d].render_options()) for d in {n.device for n in pending}) \
-    if pending else 0
-  with internal_errors("schedule"):
-    items = schedule(pending, limit, rows)
-  for item in items:
+  if not pending:
+    return
+  items, plan = _plan(pending)
+  for at, item in enumerate(items):
     out = item.out
     buffer = Buffer(out.device, out.dtype, out.size)
     if out.size:
@@ -29,12 +56,16 @@ def realize(nodes: list[LazyOp]) -> None:
       options = runtime.render_options()
       with internal_errors(f"upload to {out.device}", item.name, ExecutionError):
         handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
-      if os.environ.get("KERNELGEN_SEARCH") == "1":
-        from .search import forced_options, search
-        with internal_errors("search", item.name, ExecutionError):
-          opts = search(item, runtime, handles, options)
-        options = {**options, **forced_options(opts)}
-      compiled = cached_compile(item, runtime.target or "python", options)   # cache.py
+      compiled = plan.compiled[at] if plan is not None else None
+      if compiled is None:
+        if os.environ.get("KERNELGEN_SEARCH") == "1":
+          from .search import forced_options, search
+          with internal_errors("search", item.name, ExecutionError):
+            opts = search(item, runtime, handles, options)
+          options = {**options, **forced_options(opts)}
+        compiled = cached_compile(item, runtime.target or "python", options)   # cache.py
+        if plan is not None:
+          plan.compiled[at] = compiled
       # a kernel binds only the buffers it still reads after simplification (by slot)
       with internal_errors(f"run on {out.device}", item.name, ExecutionError):
         runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})

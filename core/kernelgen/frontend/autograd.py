@@ -27,6 +27,8 @@ from __future__ import annotations
 import math
 
 from ..errors import DTypeError, KernelgenError, ShapeError
+from ..graph.lazy import L, LazyOp
+from ..graph.view import View, prod
 from ..uop.ops import Ops
 from .operands import TensorOps
 
@@ -276,20 +278,28 @@ def _scatter_axis(g, axis: int, start: int, step: int, size: int):
 
 
 def _windows(out, g, parents, arg):
-  """Sliding windows (..., OH, OW, kh, kw) of (..., H, W): each input gets its windows' sum."""
+  """Sliding windows (..., OH, OW, kh, kw) of (..., H, W): each input gets its windows' sum, as
+  one reduction over the kernel offsets of one strided read per offset (a transposed
+  convolution): g is spread onto a zero grid where output position o sits at o*stride + shift
+  (_scatter_axis), and input position y reads, for flipped offset i' = kh-1-i, the grid at
+  y + i'*dilation with kernel index kh-1-i', a diagonal the view below walks."""
   (x,), ((kh, kw), (sh, sw), (dh, dw)) = parents, arg
   *lead, h, w = x.shape
   nl = len(lead)
-  total = None
-  for i in range(kh):
-    for j in range(kw):
-      piece = g.shrink((None,) * (nl + 2) + ((i, i + 1), (j, j + 1))).reshape(g.shape[:nl + 2])
-      piece = _scatter_axis(piece, nl, i * dh, sh, h)
-      piece = _scatter_axis(piece, nl + 1, j * dw, sw, w)
-      total = piece if total is None else total + piece
-  # a kernel of its own: fused into its consumers (a conv's weight and bias gradients reduce it
-  # over the batch), the kh*kw padded, strided pieces would be re-read per term of each reduction
-  return (total.contiguous(),)
+  gh, gw = h + (kh - 1) * dh, w + (kw - 1) * dw    # grid sizes: y + i'*dh stays inside
+  grid = _scatter_axis(g, nl, (kh - 1) * dh, sh, gh)
+  grid = _scatter_axis(grid, nl + 1, (kw - 1) * dw, sw, gw)
+  if sh > 1 or sw > 1:   # spread with a stride: the grid once in a buffer, so that the reduction
+    grid = grid.contiguous()   # (register-tiled, unrolled) reads it without a div/mod per load
+  cell, row = kh * kw, gw * kh * kw
+  lead_strides = [prod(lead[i + 1:]) * gh * row for i in range(nl)]
+  view = View.contiguous(tuple(lead) + (h, w, kh, kw))._with(
+    tuple(lead) + (h, w, kh, kw),
+    tuple(lead_strides) + (row, cell, dh * row - kw, dw * cell - 1),
+    (kh - 1) * kw + (kw - 1), None)
+  diagonal = type(g)(LazyOp(L.VIEW, g.dtype, view.shape, (grid.node,), view))
+  # a kernel of its own: its consumers (a conv's weight and bias gradients) reduce it again
+  return (diagonal.sum((-2, -1)).contiguous(),)
 
 
 def _gather(out, g, parents, arg):

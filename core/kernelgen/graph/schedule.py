@@ -30,6 +30,12 @@ from .lazy import L, LazyOp
 from .view import contiguous_strides, prod
 
 
+# a reduction padded into a larger output (an optimizer's flat gradient: every parameter's
+# gradient concatenated) loops over its reduced axes for every output element of the kernel: it
+# fuses only while those wasted iterations, (kernel outputs - its outputs) * reduced length, are
+# at most this many (the digits MLP's do; a CNN's conv weight gradients, 816M, do not)
+PADDED_REDUCE_WASTE = 1 << 22
+
 # row kernels (see above): rows of at most this many elements by default (a row's threads loop
 # over it once per reduction and once for the outputs; option row_kernels=False: none)
 ROW_MAX = 1 << 14
@@ -177,7 +183,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
         inputs.append(node)
         new.extend(() if node.realized else (node,))
       continue
-    fusable = at_output and users.get(id(node), 0) <= 1 or id(node) in fuse
+    fusable = at_output and users.get(id(node), 0) <= 1 and _little_waste(node, root) or \
+      id(node) in fuse
     if node.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET) and not (node.op is L.REDUCE and fusable):
       boundary.add(id(node))
       new.append(node)
@@ -194,6 +201,15 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       inner = ctx if node.op in (L.ALU, L.CAST, L.BITCAST) else None
     stack.extend((s, keep, inner) for s in reversed(node.src))
   return inputs, new, nested, bad
+
+
+def _little_waste(node: LazyOp, root: LazyOp) -> bool:
+  """Whether fusing `node` (a reduction when it matters) into the kernel of `root` wastes at most
+  PADDED_REDUCE_WASTE iterations (see there)."""
+  if node.op is not L.REDUCE or root.size <= node.size:
+    return True
+  return (root.size - node.size) * prod(node.src[0].shape[a] for a in node.arg[1]) <= \
+    PADDED_REDUCE_WASTE
 
 
 def _expands(node: LazyOp, red: LazyOp) -> bool:

@@ -5,6 +5,11 @@ passes plain data across the FFI — a Launch as JSON, buffer ids, bytes — to 
 GpuExecutor, which owns every WebGPU object. WebGPU reads are asynchronous: with JSPI
 (`pyodide.ffi.run_sync`, Chromium 137+) `.tolist()` simply blocks; without it, reading raises
 a clear error and `await read_async(tensor)` is the way to get the bytes.
+
+Running a kernel waits for nothing once its pipeline is compiled: gpu.js's enqueue() encodes it
+into a batch that is submitted and checked later, and the first read (or the next compile)
+raises a failed dispatch's typed error, naming the batch's kernels. Each kernel's launch
+object and the device's render options are converted across the FFI once, not per kernel.
 """
 from __future__ import annotations
 
@@ -62,12 +67,21 @@ class BrowserWebGPU(Runtime):
     self.gpu = gpu     # a JsProxy of web/gpu.js's GpuExecutor
     self.jspi = jspi
     self.handles: set[int] = set()  # buffers allocated and not freed yet
+    self.launches: dict[int, tuple] = {}   # id(kernel) -> (kernel, launch dict, as a JS object)
+    self.options: tuple = (None, None)    # (gpu.generation, render_options()) last read
 
   def info(self) -> dict:
     return self.gpu.info().to_py()
 
   def render_options(self) -> dict:
-    """What the WGSL renderer may use on this device: its limits and f16/subgroups."""
+    """What the WGSL renderer may use on this device: its limits and f16/subgroups (read again
+    only when gpu.js has made a new device)."""
+    generation = getattr(self.gpu, "generation", None)
+    if generation is None or generation != self.options[0]:
+      self.options = (generation, self._render_options())
+    return dict(self.options[1])
+
+  def _render_options(self) -> dict:
     info = self.info()
     limits, features = info.get("limits", {}), info.get("features", ())
     options = {key: int(limits[name]) for key, name in LIMIT_OPTIONS.items() if name in limits}
@@ -125,13 +139,23 @@ class BrowserWebGPU(Runtime):
       self.free(handle)
     return len(dead)
 
+  def _launch(self, kernel: CompiledKernel):
+    """(the launch as plain data, the same as a JS object made once per kernel)."""
+    known = self.launches.get(id(kernel))
+    if known is None or known[0] is not kernel:
+      if len(self.launches) > 4096:   # kernels dropped from the compile cache
+        self.launches.clear()
+      launch = kernel.launch.to_json()
+      js_launch = self.ffi.to_js(launch, dict_converter=self.js.Object.fromEntries)
+      known = self.launches[id(kernel)] = (kernel, launch, js_launch)
+    return known[1], known[2]
+
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> None:
-    launch = kernel.launch.to_json()
+    launch, js_launch = self._launch(kernel)
     values = [var_values[name] for name, _ in launch["uniforms"]]
-    js_launch = self.ffi.to_js(launch, dict_converter=self.js.Object.fromEntries)
-    promise = self._call("run", js_launch, self.ffi.to_js(list(handles)),
+    promise = self._call("enqueue", js_launch, self.ffi.to_js(list(handles)),
                          self.ffi.to_js(values), kernel.name)
-    if self.ffi.can_run_sync():
+    if promise is not None and self.ffi.can_run_sync():   # its pipeline was compiled first
       self._wait(promise, "running a kernel")
     return None
 
@@ -139,9 +163,8 @@ class BrowserWebGPU(Runtime):
   def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
     """Seconds the kernel took (GPU timestamps where the page's device has them, else the wall
     time until the queue drained): gpu.js's runTimed."""
-    launch = kernel.launch.to_json()
+    launch, js_launch = self._launch(kernel)
     values = [var_values[name] for name, _ in launch["uniforms"]]
-    js_launch = self.ffi.to_js(launch, dict_converter=self.js.Object.fromEntries)
     promise = self._call("runTimed", js_launch, self.ffi.to_js(list(handles)),
                          self.ffi.to_js(values), kernel.name)
     return float(self._wait(promise, "timing a kernel (the search mode)")) * 1e-3

@@ -1,0 +1,133 @@
+"""The small CNN's training step (bench/training.py's model: conv 1->8 3x3 pad 1, ReLU, conv 8->16
+3x3 stride 2 pad 1, ReLU, linear) compiles to few, small kernels:
+
+- the optimizer's flat gradient (every parameter's gradient concatenated) fuses a reduction only
+  while the iterations it wastes on the other parameters' outputs stay under
+  schedule.PADDED_REDUCE_WASTE: at 1x16x16 inputs, batch 4, the conv weight gradients are
+  kernels of their own and the flat kernel reduces over no pixels; at 1x8x8, batch 1, they
+  fuse (fewer kernels);
+- the strided conv's input gradient is a spread grid and one reduction over the kernel offsets,
+  each under 40 KB of WGSL (it was a 65 KB sum of 9 pieces, then 347 KB register-tiled);
+- the flat gradient equals the gradients realized one by one (PYTHON), and one SGD step of the
+  model on WEBGPU (wgpu) has numpy's (float64) loss and updated weights (the bench compares whole runs with
+  tinygrad and TF.js; tests/test_autograd.py's "conv2d stack" gradcheck checks the gradients).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from kernelgen import Tensor
+
+from tools import wgpu_adapter
+from train_util import python_default  # noqa: F401 (autouse: PYTHON is the default device)
+
+
+def _model(batch: int, side: int, seed: int = 0):
+  rng = np.random.default_rng(seed)
+  shapes = {"k1": (8, 1, 3, 3), "c1": (8,), "k2": (16, 8, 3, 3), "c2": (16,),
+            "w3": (16 * (side // 2) ** 2, 10), "b3": (10,)}
+  params = {k: (rng.standard_normal(s) * 0.3).astype(np.float32) for k, s in shapes.items()}
+  x = rng.random((batch, 1, side, side), dtype=np.float32)
+  onehot = np.eye(10, dtype=np.float32)[rng.integers(0, 10, batch)]
+  return params, x, onehot
+
+
+def _loss(p, x, onehot):
+  h = x.conv2d(p["k1"], p["c1"], padding=1).relu()
+  h = h.conv2d(p["k2"], p["c2"], stride=2, padding=1).relu()
+  logits = h.reshape(h.shape[0], -1) @ p["w3"] + p["b3"]
+  return -(logits.log_softmax(-1) * onehot).sum(-1).mean()
+
+
+def _flat_gradient(batch: int, side: int):
+  params, x, onehot = _model(batch, side)
+  p = {k: Tensor(v, requires_grad=True) for k, v in params.items()}
+  _loss(p, Tensor(x), Tensor(onehot)).backward()
+  return p, kg.cat([t.grad.reshape(-1) for t in p.values()])
+
+
+@pytest.mark.parametrize("batch, side, fused", [(4, 16, False), (1, 8, True)])
+def test_flat_gradient_fuses_conv_weight_reductions_only_when_cheap(batch, side, fused):
+  p, flat = _flat_gradient(batch, side)
+  kernels = kg.compile([flat], target="wgsl")
+  names = [k.name for k in kernels]
+  n = flat.shape[0]
+  conv1_weight = f"r_1_1_8_1_1_1_3_3__{batch}_{side}_{side}"   # its gradient's own kernel
+  flat_reduces_pixels = [name for name in names if name.startswith(f"r_{n}__") and
+                         name.endswith(f"{side}_{side}")]
+  if fused:
+    assert flat_reduces_pixels and conv1_weight not in names, names
+  else:
+    assert conv1_weight in names and not flat_reduces_pixels, names
+  assert all(len(k.source) < 40_000 for k in kernels), [(k.name, len(k.source)) for k in kernels]
+  if fused:    # values on the PYTHON interpreter: at the small size only (CI time)
+    want = np.concatenate([t.grad.numpy().ravel() for t in p.values()])
+    np.testing.assert_allclose(flat.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_strided_conv_input_gradient_is_a_grid_and_one_small_reduction():
+  rng = np.random.default_rng(1)
+  x = Tensor(rng.random((4, 8, 16, 16), dtype=np.float32), requires_grad=True)
+  w = Tensor(rng.random((16, 8, 3, 3), dtype=np.float32))
+  x.conv2d(w, stride=2, padding=1).sum().backward()
+  kernels = kg.compile([x.grad], target="wgsl")
+  names = [k.name for k in kernels]
+  assert "E_4_8_20_20_3_3" in names and "r_4_8_18_18__3_3" in names, names   # grid, reduction
+  assert len(kernels) <= 4 and all(len(k.source) < 40_000 for k in kernels), \
+    [(k.name, len(k.source)) for k in kernels]
+
+
+def _numpy_sgd_step(params, x, onehot, lr):
+  """One SGD step of the model in float64 numpy: (loss, updated parameters)."""
+  p = {k: v.astype(np.float64) for k, v in params.items()}
+
+  def conv(a, k, stride):
+    n, c, h, w = a.shape
+    o = k.shape[0]
+    ap = np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    oh, ow = (h - 1) // stride + 1, (w - 1) // stride + 1
+    cols = np.stack([ap[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+                     for i in range(3) for j in range(3)], 2)       # n, c, 9, oh, ow
+    return np.einsum("ncqhw,ocq->nohw", cols, k.reshape(o, c, 9)), cols
+
+  z1, cols1 = conv(x.astype(np.float64), p["k1"], 1)
+  a1 = np.maximum(z1 + p["c1"].reshape(1, -1, 1, 1), 0)
+  z2, cols2 = conv(a1, p["k2"], 2)
+  a2 = np.maximum(z2 + p["c2"].reshape(1, -1, 1, 1), 0)
+  flat = a2.reshape(len(x), -1)
+  logits = flat @ p["w3"] + p["b3"]
+  e = np.exp(logits - logits.max(-1, keepdims=True))
+  soft = e / e.sum(-1, keepdims=True)
+  loss = -(np.log(soft) * onehot).sum(-1).mean()
+  dlogits = (soft - onehot) / len(x)
+  g = {"w3": flat.T @ dlogits, "b3": dlogits.sum(0)}
+  d2 = (dlogits @ p["w3"].T).reshape(a2.shape) * (a2 > 0)
+  g["c2"] = d2.sum((0, 2, 3))
+  g["k2"] = np.einsum("nohw,ncqhw->ocq", d2, cols2).reshape(p["k2"].shape)
+  dcols2 = np.einsum("nohw,ocq->ncqhw", d2, p["k2"].reshape(16, 8, 9))
+  da1 = np.zeros((a1.shape[0], 8, a1.shape[2] + 2, a1.shape[3] + 2))
+  oh, ow = d2.shape[2:]
+  for q in range(9):
+    i, j = divmod(q, 3)
+    da1[:, :, i:i + 2 * oh:2, j:j + 2 * ow:2] += dcols2[:, :, q]
+  d1 = da1[:, :, 1:-1, 1:-1] * (a1 > 0)
+  g["c1"] = d1.sum((0, 2, 3))
+  g["k1"] = np.einsum("nohw,ncqhw->ocq", d1, cols1).reshape(p["k1"].shape)
+  return loss, {k: p[k] - lr * g[k] for k in p}
+
+
+def test_one_sgd_step_matches_numpy():
+  """On the native WEBGPU device (wgpu), the bench's device."""
+  wgpu_adapter()
+  params, x, onehot = _model(2, 8, seed=2)
+  p = {k: Tensor(v, requires_grad=True, device="WEBGPU") for k, v in params.items()}
+  opt = kg.optim.SGD(list(p.values()), lr=0.1)
+  loss = _loss(p, Tensor(x, device="WEBGPU"), Tensor(onehot, device="WEBGPU"))
+  loss.backward()
+  opt.step(loss)
+  want_loss, want = _numpy_sgd_step(params, x, onehot, 0.1)
+  assert abs(loss.item() - want_loss) <= 1e-5 * abs(want_loss)
+  for k, t in p.items():
+    np.testing.assert_allclose(t.numpy(), want[k], rtol=1e-4, atol=1e-6, err_msg=k)
