@@ -17,6 +17,7 @@ from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import Lowerer, Opts, tile_axes, tile_threads
 from .regtile import tiled_stores
+from .attention import attention_stores
 from .rows import row_stores
 from .sortnet import sortnet_stores
 from .vector import vector_stores, vector_thread_stores
@@ -30,6 +31,8 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   out = item.out
   if out.op is L.SORTNET:     # a block sorting network: its own threads and workgroup memory
     stores = sortnet_stores(lw, opts.local)
+  elif out.op is L.ATTENTION:  # fused attention: a thread per query row (attention.py)
+    stores = attention_stores(lw, opts)
   elif item.rows:
     stores = row_stores(lw, opts)
   elif opts.group:
