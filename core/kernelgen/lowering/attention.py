@@ -25,37 +25,56 @@ import math
 
 from ..dtype import dtypes
 from ..graph.schedule import ScheduleItem
-from ..graph.view import prod
+from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
 from ..uop.ops import Ops, UOp
-from .index_math import I32, gate_and, int_const, unravel
+from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import MAX_TRIPS, Opts
 from .vector import vector_loads, vector_stores
 
-# query rows (threads) per workgroup by default (option local=)
-ATTENTION_LOCAL = 64
+# threads per workgroup by default (option local=) and query rows per thread (option upcast=;
+# they share each key's loads)
+ATTENTION_LOCAL, ATTENTION_ROWS = 64, 4
 LOG2E = 1.0 / math.log(2.0)
 
 
 def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
-  """Opts for the attention kernel `item`: option local= query rows per workgroup, else
-  ATTENTION_LOCAL (fewer for fewer rows)."""
+  """Opts for the attention kernel `item`: option upcast= query rows per thread (else
+  ATTENTION_ROWS where it divides L, else 1), option local= threads per workgroup (else
+  ATTENTION_LOCAL, fewer for fewer threads)."""
   out = item.out
-  rows = max(prod(out.shape[:-1]), 1)
+  n_q = out.shape[-2]
+  rows = int(options.get("upcast", 0) or 0) or ATTENTION_ROWS
+  rows = max(1, min(rows, 1 << (n_q - 1).bit_length()))
+  threads = max(n_q // rows, 1)          # threads per batch entry (a workgroup takes one entry)
   local = int(options.get("local", 0) or 0) or min(ATTENTION_LOCAL, target.max_local,
-                                                  1 << (rows - 1).bit_length())
-  return Opts(local=max(1, min(local, target.max_local)))
+                                                  1 << (threads - 1).bit_length())
+  return Opts(local=max(1, min(local, target.max_local)), upcast=rows)
 
 
-def _threads(rows: int, local: int) -> tuple[UOp, UOp | None]:
-  """(this thread's row, gate or None) for `rows` rows in workgroups of `local` threads."""
-  groups = max(1, -(-rows // local))
+def _threads(lead: tuple, n_q: int, per: int, local: int) -> tuple[list, UOp, list]:
+  """(batch indices, the workgroup's block of rows, [(row index, valid or None)] for this
+  thread's `per` rows): each workgroup takes `local * per` consecutive query rows of one batch
+  entry, so the batch index and the block depend on the workgroup id only (every thread of a
+  workgroup walks the same keys: uniform loads and loops). A row past L computes at L - 1 and
+  is not stored."""
+  blocks = -(-n_q // (local * per))
+  groups = max(prod(lead) * blocks, 1)
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
-  if local == 1:
-    return gid, None
-  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
-  row = gid * int_const(local) + lid
-  return row, (row.lt(int_const(rows)) if groups * local > rows else None)
+  batch = unravel([(gid, 1, groups)], 0, lead + (blocks,))
+  block = batch.pop()
+  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local)) if local > 1 else None
+  first = linear_index([(block, local * per, blocks)] + ([(lid, per, local)] if lid is not None
+                                                          else []), 0)
+  rows = []
+  for r in range(per):
+    i = first + int_const(r) if r else first
+    if blocks * local * per > n_q:
+      ok = i.lt(int_const(n_q))
+      rows.append((ok.where(i, int_const(n_q - 1)), ok))
+    else:
+      rows.append((i, None))
+  return batch, block, rows
 
 
 def _row_values(lw, node, at: tuple, n: int, gate, dtype) -> list[UOp]:
@@ -95,8 +114,31 @@ def _key_loop(lw, n_keys: int, end: UOp | None) -> tuple[UOp, list]:
   return rng, keys
 
 
+class _Row:
+  """One query row's online-softmax state while the key loop is built: its DEFINE_ACCs (running
+  max m, sum l, Ev accumulators), their values so far in this trip, its scaled q and index i."""
+
+  def __init__(self, lw, qs: list, i: UOp, ev_dim: int, dtype):
+    neg_inf, zero = UOp.const(dtype, -math.inf), UOp.const(dtype, 0.0)
+    self.qs, self.i = qs, i
+    self.m = UOp(Ops.DEFINE_ACC, dtype, (neg_inf,), lw._id())
+    self.accs = [UOp(Ops.DEFINE_ACC, dtype, (zero,), lw._id()) for _ in range(1 + ev_dim)]
+    self.cur_m, self.cur = self.m, list(self.accs)     # cur[0]: l, cur[1:]: the accumulators
+
+  def step(self, s: UOp, vs: list) -> None:
+    """Take one key with score `s` (log2 units) and value row `vs`."""
+    neg_inf, zero = s.const_like(-math.inf), s.const_like(0.0)
+    new_m = self.cur_m.maximum(s)
+    base = new_m.eq(neg_inf).where(zero, new_m)
+    corr = UOp(Ops.EXP2, s.dtype, (self.cur_m - base,))
+    p = UOp(Ops.EXP2, s.dtype, (s - base,))
+    self.cur = [self.cur[0] * corr + p] + [a * corr + p * x for a, x in zip(self.cur[1:], vs)]
+    self.cur_m = new_m
+
+
 def attention_stores(lw, opts: Opts) -> list[UOp]:
-  """The stores of the ATTENTION kernel `lw.item` (see the module docstring)."""
+  """The stores of the ATTENTION kernel `lw.item` (see the module docstring): each thread takes
+  `opts.upcast` consecutive query rows, which share each key's k and v loads."""
   out = lw.item.out
   q, k, v = out.src[:3]
   mask = out.src[3] if len(out.src) > 3 else None
@@ -104,47 +146,40 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   lead, n_q, n_k = out.shape[:-2], q.shape[-2], k.shape[-2]
   e_dim, ev_dim = q.shape[-1], v.shape[-1]
   acc_dt = dtypes.float64 if out.dtype == dtypes.float64 else dtypes.float32
-  rows = prod(lead) * n_q
-  row, gate = _threads(rows, max(opts.local, 1))
-  at = unravel([(row, 1, max(rows, 1))], 0, lead + (n_q,))
-  batch, i = tuple(at[:-1]), at[-1]
-  qs = _row_values(lw, q, batch + (i,), e_dim, gate, acc_dt)
-  qs = [x * UOp.const(acc_dt, scale * LOG2E) for x in qs]
-  end = (i + int_const(1)).minimum(int_const(n_k)) if causal and n_q > 1 else None
-  if causal and n_q == 1:
-    end = None if n_k == 0 else int_const(1)
+  per = max(opts.upcast, 1)
+  local = max(opts.local, 1)
+  batch, block, places = _threads(lead, n_q, per, local)
+  rows = []
+  for i, _ in places:
+    qs = _row_values(lw, q, tuple(batch) + (i,), e_dim, None, acc_dt)
+    rows.append(_Row(lw, [x * UOp.const(acc_dt, scale * LOG2E) for x in qs], i, ev_dim, acc_dt))
+  end = None
+  if causal and local * per < n_k:    # the block's last row's keys (the same for all its threads)
+    end = ((block + int_const(1)) * int_const(local * per)).minimum(int_const(n_k))
   rng, keys = _key_loop(lw, n_k, end)
-  neg_inf, zero = UOp.const(acc_dt, -math.inf), UOp.const(acc_dt, 0.0)
-  m = UOp(Ops.DEFINE_ACC, acc_dt, (neg_inf,), lw._id())
-  l_acc = UOp(Ops.DEFINE_ACC, acc_dt, (zero,), lw._id())
-  accs = [UOp(Ops.DEFINE_ACC, acc_dt, (zero,), lw._id()) for _ in range(ev_dim)]
-  cur_m, cur_l, cur = m, l_acc, list(accs)
+  batch, neg_inf = tuple(batch), UOp.const(acc_dt, -math.inf)
   for j, valid in keys:
-    key_gate = gate_and(gate, valid)
-    s = _dot(qs, _row_values(lw, k, batch + (j,), e_dim, key_gate, acc_dt))
-    if mask is not None:
-      mv = lw.value(mask, batch + (i, j), key_gate)
-      s = mv.where(s, neg_inf) if mask.dtype == dtypes.bool else \
-        s + mv.cast(acc_dt) * UOp.const(acc_dt, LOG2E)
-    if valid is not None:
-      s = valid.where(s, neg_inf)
-    new_m = cur_m.maximum(s)
-    base = new_m.eq(neg_inf).where(zero, new_m)
-    corr = UOp(Ops.EXP2, acc_dt, (cur_m - base,))
-    p = UOp(Ops.EXP2, acc_dt, (s - base,))
-    vs = _row_values(lw, v, batch + (j,), ev_dim, key_gate, acc_dt)
-    cur_l = cur_l * corr + p
-    cur = [a * corr + p * x for a, x in zip(cur, vs)]
-    cur_m = new_m
-  # m's ASSIGN last: the other updates read m's old value (module docstring)
-  assigns = [UOp(Ops.ASSIGN, acc_dt, (acc, val)) for acc, val in
-             zip([l_acc] + accs + [m], [cur_l] + cur + [cur_m])]
+    ks = _row_values(lw, k, batch + (j,), e_dim, valid, acc_dt)
+    vs = _row_values(lw, v, batch + (j,), ev_dim, valid, acc_dt)
+    for row in rows:
+      s = _dot(row.qs, ks)
+      if mask is not None:
+        mv = lw.value(mask, batch + (row.i, j), valid)
+        s = mv.where(s, neg_inf) if mask.dtype == dtypes.bool else \
+          s + mv.cast(acc_dt) * UOp.const(acc_dt, LOG2E)
+      keep = gate_and(j.lt(row.i + int_const(1)) if causal else None, valid)
+      row.step(keep.where(s, neg_inf) if keep is not None else s, vs)
+  # the m ASSIGNs last: the other updates read m's old value (module docstring)
+  assigns = [UOp(Ops.ASSIGN, acc_dt, (a, c)) for row in rows for a, c in zip(row.accs, row.cur)]
+  assigns += [UOp(Ops.ASSIGN, acc_dt, (row.m, row.cur_m)) for row in rows]
   loop = UOp(Ops.ENDRANGE, None, (rng, *assigns))
-  total = UOp(Ops.AFTER, acc_dt, (l_acc, loop))
   stores = []
-  for e, acc in enumerate(accs):
-    value = UOp(Ops.AFTER, acc_dt, (acc, loop)) / total
-    value = value if value.dtype == out.dtype else value.cast(out.dtype)
-    flat = row * int_const(ev_dim) + int_const(e) if ev_dim > 1 else row
-    stores.append(lw.params[0].store(flat, value, gate))
-  return vector_stores(stores, ev_dim) if gate is None else stores
+  for (i, ok), row in zip(places, rows):
+    total = UOp(Ops.AFTER, acc_dt, (row.accs[0], loop))
+    terms = zip(batch + (i,), contiguous_strides(out.shape), out.shape)
+    flat = linear_index([t for t in terms if t[2] > 1], 0)
+    for e, acc in enumerate(row.accs[1:]):
+      value = UOp(Ops.AFTER, acc_dt, (acc, loop)) / total
+      value = value if value.dtype == out.dtype else value.cast(out.dtype)
+      stores.append(lw.params[0].store(flat + int_const(e) if e else flat, value, ok))
+  return vector_stores(stores, ev_dim) if places[0][1] is None else stores
