@@ -178,8 +178,10 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
     total = UOp(Ops.AFTER, acc_dt, (row.accs[0], loop))
     terms = zip(batch + (i,), contiguous_strides(out.shape), out.shape)
     flat = linear_index([t for t in terms if t[2] > 1], 0)
+    run = []
     for e, acc in enumerate(row.accs[1:]):
       value = UOp(Ops.AFTER, acc_dt, (acc, loop)) / total
       value = value if value.dtype == out.dtype else value.cast(out.dtype)
-      stores.append(lw.params[0].store(flat + int_const(e) if e else flat, value, ok))
-  return vector_stores(stores, ev_dim) if places[0][1] is None else stores
+      run.append(lw.params[0].store(flat + int_const(e) if e else flat, value, ok))
+    stores += vector_stores(run, ev_dim) if ok is None else run
+  return stores
