@@ -32,32 +32,35 @@ from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import MAX_TRIPS, Opts
 from .vector import vector_loads, vector_stores
 
-# threads per workgroup by default (option local=) and query rows per thread (option upcast=;
-# they share each key's loads)
-ATTENTION_LOCAL, ATTENTION_ROWS = 64, 4
+# threads per workgroup by default (option local=) and query rows per thread (option upcast=:
+# they share each key's k and v loads; each row holds E + Ev + 2 values in registers, so GPUs
+# take 1 and CPU adapters more: render/wgsl/adapters.py); at most ATTENTION_REGS such values
+# per thread whatever upcast asks
+ATTENTION_LOCAL, ATTENTION_ROWS, ATTENTION_REGS = 64, 1, 1 << 13
 LOG2E = 1.0 / math.log(2.0)
 
 
 def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   """Opts for the attention kernel `item`: option upcast= query rows per thread (else
-  ATTENTION_ROWS where it divides L, else 1), option local= threads per workgroup (else
-  ATTENTION_LOCAL, fewer for fewer threads)."""
+  ATTENTION_ROWS; halved while they hold more than ATTENTION_REGS values or are twice L), option
+  local= threads per workgroup (else ATTENTION_LOCAL, fewer for fewer threads)."""
   out = item.out
   n_q = out.shape[-2]
   rows = int(options.get("upcast", 0) or 0) or ATTENTION_ROWS
-  rows = max(1, min(rows, 1 << (n_q - 1).bit_length()))
-  threads = max(n_q // rows, 1)          # threads per batch entry (a workgroup takes one entry)
+  width = out.src[0].shape[-1] + out.shape[-1] + 2
+  while rows > 1 and (rows * width > ATTENTION_REGS or rows >= 2 * n_q):
+    rows //= 2
+  threads = -(-n_q // rows)          # threads per batch entry (a workgroup takes one entry)
   local = int(options.get("local", 0) or 0) or min(ATTENTION_LOCAL, target.max_local,
                                                   1 << (threads - 1).bit_length())
   return Opts(local=max(1, min(local, target.max_local)), upcast=rows)
 
 
-def _threads(lead: tuple, n_q: int, per: int, local: int) -> tuple[list, UOp, list]:
-  """(batch indices, the workgroup's block of rows, [(row index, valid or None)] for this
-  thread's `per` rows): each workgroup takes `local * per` consecutive query rows of one batch
-  entry, so the batch index and the block depend on the workgroup id only (every thread of a
-  workgroup walks the same keys: uniform loads and loops). A row past L computes at L - 1 and
-  is not stored."""
+def _threads(lead: tuple, n_q: int, per: int, local: int) -> tuple[list, list]:
+  """(batch indices, [(row index, valid or None)] for this thread's `per` consecutive rows):
+  each workgroup takes `local * per` consecutive query rows of one batch entry, so the batch
+  index depends on the workgroup id only (the threads of a workgroup read the same keys). A row
+  past L computes at L - 1 and is not stored."""
   blocks = -(-n_q // (local * per))
   groups = max(prod(lead) * blocks, 1)
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
@@ -74,7 +77,7 @@ def _threads(lead: tuple, n_q: int, per: int, local: int) -> tuple[list, UOp, li
       rows.append((ok.where(i, int_const(n_q - 1)), ok))
     else:
       rows.append((i, None))
-  return batch, block, rows
+  return batch, rows
 
 
 def _row_values(lw, node, at: tuple, n: int, gate, dtype) -> list[UOp]:
@@ -148,14 +151,16 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   acc_dt = dtypes.float64 if out.dtype == dtypes.float64 else dtypes.float32
   per = max(opts.upcast, 1)
   local = max(opts.local, 1)
-  batch, block, places = _threads(lead, n_q, per, local)
+  batch, places = _threads(lead, n_q, per, local)
   rows = []
   for i, _ in places:
     qs = _row_values(lw, q, tuple(batch) + (i,), e_dim, None, acc_dt)
     rows.append(_Row(lw, [x * UOp.const(acc_dt, scale * LOG2E) for x in qs], i, ev_dim, acc_dt))
   end = None
-  if causal and local * per < n_k:    # the block's last row's keys (the same for all its threads)
-    end = ((block + int_const(1)) * int_const(local * per)).minimum(int_const(n_k))
+  if causal and n_q > 1:              # up to the thread's last row's diagonal
+    end = (rows[-1].i + int_const(1)).minimum(int_const(n_k))
+  elif causal:
+    end = int_const(1)
   rng, keys = _key_loop(lw, n_k, end)
   batch, neg_inf = tuple(batch), UOp.const(acc_dt, -math.inf)
   for j, valid in keys:
@@ -167,7 +172,8 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
         mv = lw.value(mask, batch + (row.i, j), valid)
         s = mv.where(s, neg_inf) if mask.dtype == dtypes.bool else \
           s + mv.cast(acc_dt) * UOp.const(acc_dt, LOG2E)
-      keep = gate_and(j.lt(row.i + int_const(1)) if causal else None, valid)
+      keep = gate_and(j.lt(row.i + int_const(1)) if causal and row is not rows[-1] else None,
+                      valid)
       row.step(keep.where(s, neg_inf) if keep is not None else s, vs)
   # the m ASSIGNs last: the other updates read m's old value (module docstring)
   assigns = [UOp(Ops.ASSIGN, acc_dt, (a, c)) for row in rows for a, c in zip(row.accs, row.cur)]

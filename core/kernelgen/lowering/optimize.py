@@ -150,9 +150,11 @@ def optimize(item: ScheduleItem, target: Target | str, options: dict | None = No
 def shape_class(item: ScheduleItem) -> str:
   """The shape class the adapter table (render/wgsl/adapters.py) keys on: "elementwise" (no
   reduction), "tile" (a reduction with two output axes to tile: matmul, conv2d), "reduce" (to
-  one value) or "rows" (a reduction per row)."""
+  one value), "rows" (a reduction per row) or "attention" (lowering/attention.py)."""
   if item.rows:
     return "rows"
+  if item.out.op is L.ATTENTION:
+    return "attention"
   if not kernel_reduces(item):
     return "elementwise"
   if _tile_axes(item):
