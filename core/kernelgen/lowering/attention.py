@@ -1,19 +1,25 @@
 """Lowering fused attention (lazy `L.ATTENTION`, made by frontend/model_ops.py): softmax(q k^T *
-scale + mask) v in ONE kernel, a thread per query row, the L x S scores never stored.
+scale + mask) v in ONE kernel that walks the keys once per query row; the L x S scores are never
+stored.
 
 The node's sources are q (..., L, E), k (..., S, E), v (..., S, Ev) and optionally a mask
 (..., L, S) (bool: keep where True; float: added), all broadcast to the output's batch axes;
-arg = (scale, causal). Each thread holds its query row (E values, times scale) and Ev
-accumulators in registers and walks the keys once with the online softmax: per key j the score
-s = q.k[j] (+ mask), then with the running max m and sum l
+arg = (scale, causal). A workgroup takes a block of consecutive query rows of one batch entry,
+each of its threads `Opts.upcast` consecutive rows of the block (they share each key's k and v
+loads: on CPU adapters those loads cost more than the arithmetic, see render/wgsl/adapters.py).
+Each row's q (E values, times scale) and Ev accumulators are registers, and the thread walks the
+keys once with the online softmax: per key j the score s = q.k[j] (+ mask), then with the
+running max m and sum l of each row
 
     m' = max(m, s)    c = exp(m - m')    p = exp(s - m')    l' = l c + p    acc' = acc c + p v[j]
 
 and stores acc / l. Scores are kept in log2 units (exp2, log2(e) folded into the scale); where
 m' is still -inf (every key so far masked) the exponents are taken against 0 instead, so a fully
 masked row ends as 0 / 0 = NaN (as softmax over -inf scores, and torch), and a NaN or +inf score
-makes its row NaN (MAX propagates NaN). Causal rows (keep j <= i) stop their loop at the
-diagonal. float16 / bfloat16 are computed in float32 (float64 in float64), the output cast back.
+makes its row NaN (MAX propagates NaN). Causal (keep j <= i): a thread's loop stops at its last
+row's diagonal, its other rows mask the keys past theirs. Loops longer than MAX_TRIPS are
+unrolled (lowerer.py). float16 / bfloat16 are computed in float32 (float64 in float64), the
+output cast back.
 
 The updates of l and of the accumulators read m before this key's update of m: the loop's
 ENDRANGE lists m's ASSIGN last, so the linearizer (graph order within a loop body) places every
@@ -37,6 +43,8 @@ from .vector import vector_loads, vector_stores
 # take 1 and CPU adapters more: render/wgsl/adapters.py); at most ATTENTION_REGS such values
 # per thread whatever upcast asks
 ATTENTION_LOCAL, ATTENTION_ROWS, ATTENTION_REGS = 64, 1, 1 << 13
+# keys per trip of the key loop: the accumulators are rescaled once per block of them
+ATTENTION_KEYS = 4
 LOG2E = 1.0 / math.log(2.0)
 
 
@@ -97,10 +105,11 @@ def _dot(xs: list[UOp], ys: list[UOp]) -> UOp:
   return terms[0]
 
 
-def _key_loop(lw, n_keys: int, end: UOp | None) -> tuple[UOp, list]:
-  """(RANGE, [(key index, valid or None)]) of the loop over keys 0..end-1 (end: a per-row UOp,
-  or None for all n_keys), unrolled so that it runs at most MAX_TRIPS times."""
-  unroll = 1
+def _key_loop(lw, n_keys: int, end: UOp | None, block: int) -> tuple[UOp, list]:
+  """(RANGE, [(key index, valid or None)]) of the loop over keys 0..end-1 (end: a per-thread
+  UOp, or None for all n_keys), `block` keys per trip (more where it would run more than
+  MAX_TRIPS times); valid gates the keys past the end."""
+  unroll = max(1, min(block, n_keys))
   while -(-n_keys // unroll) > MAX_TRIPS:
     unroll *= 2
   if end is None:
@@ -108,11 +117,11 @@ def _key_loop(lw, n_keys: int, end: UOp | None) -> tuple[UOp, list]:
   else:
     trips = (end + int_const(unroll - 1)) // int_const(unroll) if unroll > 1 else end
   rng = UOp(Ops.RANGE, I32, (trips,), lw._id())
+  limit = end if end is not None else int_const(n_keys)
+  ragged = unroll > 1 and (end is not None or n_keys % unroll)
   keys = []
   for t in range(unroll):
     j = rng * int_const(unroll) + int_const(t) if unroll > 1 else rng
-    limit = end if end is not None else int_const(n_keys)
-    ragged = unroll > 1 and (end is not None or (-(-n_keys // unroll)) * unroll > n_keys)
     keys.append((j, j.lt(limit) if ragged else None))
   return rng, keys
 
@@ -128,14 +137,20 @@ class _Row:
     self.accs = [UOp(Ops.DEFINE_ACC, dtype, (zero,), lw._id()) for _ in range(1 + ev_dim)]
     self.cur_m, self.cur = self.m, list(self.accs)     # cur[0]: l, cur[1:]: the accumulators
 
-  def step(self, s: UOp, vs: list) -> None:
-    """Take one key with score `s` (log2 units) and value row `vs`."""
-    neg_inf, zero = s.const_like(-math.inf), s.const_like(0.0)
-    new_m = self.cur_m.maximum(s)
+  def step(self, scores: list, values: list) -> None:
+    """Take a block of keys with `scores` (log2 units) and value rows `values`: one rescale of
+    the accumulators per block."""
+    neg_inf, zero = scores[0].const_like(-math.inf), scores[0].const_like(0.0)
+    new_m = self.cur_m
+    for s in scores:
+      new_m = new_m.maximum(s)
     base = new_m.eq(neg_inf).where(zero, new_m)
-    corr = UOp(Ops.EXP2, s.dtype, (self.cur_m - base,))
-    p = UOp(Ops.EXP2, s.dtype, (s - base,))
-    self.cur = [self.cur[0] * corr + p] + [a * corr + p * x for a, x in zip(self.cur[1:], vs)]
+    corr = UOp(Ops.EXP2, zero.dtype, (self.cur_m - base,))
+    ps = [UOp(Ops.EXP2, zero.dtype, (s - base,)) for s in scores]
+    weights = [corr] + ps
+    self.cur = [_dot(weights, [a] + [UOp.const(zero.dtype, 1.0)] * len(ps)) if e < 0 else
+                _dot(weights, [a] + [vs[e] for vs in values])
+                for e, a in enumerate(self.cur, -1)]
     self.cur_m = new_m
 
 
@@ -161,20 +176,23 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
     end = (rows[-1].i + int_const(1)).minimum(int_const(n_k))
   elif causal:
     end = int_const(1)
-  rng, keys = _key_loop(lw, n_k, end)
+  rng, keys = _key_loop(lw, n_k, end, ATTENTION_KEYS)
   batch, neg_inf = tuple(batch), UOp.const(acc_dt, -math.inf)
-  for j, valid in keys:
-    ks = _row_values(lw, k, batch + (j,), e_dim, valid, acc_dt)
-    vs = _row_values(lw, v, batch + (j,), ev_dim, valid, acc_dt)
-    for row in rows:
-      s = _dot(row.qs, ks)
+  ks = [_row_values(lw, k, batch + (j,), e_dim, valid, acc_dt) for j, valid in keys]
+  vs = [_row_values(lw, v, batch + (j,), ev_dim, valid, acc_dt) for j, valid in keys]
+  for row in rows:
+    scores = []
+    for (j, valid), kj in zip(keys, ks):
+      s = _dot(row.qs, kj)
       if mask is not None:
         mv = lw.value(mask, batch + (row.i, j), valid)
         s = mv.where(s, neg_inf) if mask.dtype == dtypes.bool else \
           s + mv.cast(acc_dt) * UOp.const(acc_dt, LOG2E)
+      # (the last row's keys end at the loop's end: valid, or the loop bound)
       keep = gate_and(j.lt(row.i + int_const(1)) if causal and row is not rows[-1] else None,
                       valid)
-      row.step(keep.where(s, neg_inf) if keep is not None else s, vs)
+      scores.append(keep.where(s, neg_inf) if keep is not None else s)
+    row.step(scores, vs)
   # the m ASSIGNs last: the other updates read m's old value (module docstring)
   assigns = [UOp(Ops.ASSIGN, acc_dt, (a, c)) for row in rows for a, c in zip(row.accs, row.cur)]
   assigns += [UOp(Ops.ASSIGN, acc_dt, (row.m, row.cur_m)) for row in rows]
