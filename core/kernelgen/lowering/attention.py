@@ -43,8 +43,10 @@ from .vector import vector_loads, vector_stores
 # take 1 and CPU adapters more: render/wgsl/adapters.py); at most ATTENTION_REGS such values
 # per thread whatever upcast asks
 ATTENTION_LOCAL, ATTENTION_ROWS, ATTENTION_REGS = 64, 1, 1 << 13
-# keys per trip of the key loop: the accumulators are rescaled once per block of them
-ATTENTION_KEYS = 4
+# keys per trip of the key loop (the accumulators are rescaled once per block of them), fewer
+# where rows per thread x keys would pass ATTENTION_UNROLL (the kernel's size grows with both:
+# 32 rows x 4 keys did not compile in minutes)
+ATTENTION_KEYS, ATTENTION_UNROLL = 4, 32
 LOG2E = 1.0 / math.log(2.0)
 
 
@@ -176,7 +178,7 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
     end = (rows[-1].i + int_const(1)).minimum(int_const(n_k))
   elif causal:
     end = int_const(1)
-  rng, keys = _key_loop(lw, n_k, end, ATTENTION_KEYS)
+  rng, keys = _key_loop(lw, n_k, end, max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // per)))
   batch, neg_inf = tuple(batch), UOp.const(acc_dt, -math.inf)
   ks = [_row_values(lw, k, batch + (j,), e_dim, valid, acc_dt) for j, valid in keys]
   vs = [_row_values(lw, v, batch + (j,), ev_dim, valid, acc_dt) for j, valid in keys]
