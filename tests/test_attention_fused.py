@@ -5,7 +5,8 @@ matmul -> softmax -> matmul (head dims past ATTENTION_MAX_DIM, autograd recordin
 Values against numpy (float64) on PYTHON, PTXSIM and WEBGPU with one and several query rows per
 thread (ragged: L not a multiple of them): causal and not, L != S, bool and additive masks (a
 fully masked row is NaN, -inf entries), batch broadcasting, NaN inputs, float16, head dims on
-both sides of the threshold; kernel counts; WGSL validation (naga) and ptxas-clean PTX.
+both sides of the threshold, long key loops; kernel counts; the autograd fallback's gradient;
+WGSL validation (naga and Tint) and ptxas-clean PTX (sm_75, sm_90, sm_120).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 import kernelgen as kg
 from kernelgen.frontend.model_ops import ATTENTION_MAX_DIM
 from kernelgen.lowering import attention as attention_lowering
-from tools import missing_tool, ptxas_check, wgsl_validate
+from tools import missing_tool, ptxas_check, tint_validate, wgsl_validate
 
 DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
 RNG = np.random.default_rng(7)
@@ -203,6 +204,7 @@ def test_wgsl_validates(rows):
   for program in _programs():
     for kernel in kg.compile(program, target="wgsl", upcast=rows):
       wgsl_validate(kernel.source, kernel.name)
+      tint_validate(kernel.source, kernel.name)
 
 
 @pytest.mark.parametrize("arch", ["sm_75", "sm_90", "sm_120"])
