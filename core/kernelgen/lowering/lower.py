@@ -1,6 +1,6 @@
 """Lowering's one entry: `lower(item, opts)` picks the strategy the Opts ask for and builds the
-kernel's stores with the base Lowerer (lowerer.py): a block sorting network (sortnet.py), a row
-kernel's rows (rows.py), `upcast` outputs per thread (vectors with `upcast_vec`: vector.py), a
+kernel's stores with the base Lowerer (lowerer.py): a block sorting network (sortnet.py), fused
+attention (attention.py), a row kernel's rows (rows.py), `upcast` outputs per thread (vectors with `upcast_vec`: vector.py), a
 workgroup per output (`group`), register tiles (`tile`: regtile.py, or each output of the block
 on its own), or tiles through workgroup memory (`stage`: wgtile.py).
 """
@@ -31,7 +31,7 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   out = item.out
   if out.op is L.SORTNET:     # a block sorting network: its own threads and workgroup memory
     stores = sortnet_stores(lw, opts.local)
-  elif out.op is L.ATTENTION:  # fused attention: a thread per query row (attention.py)
+  elif out.op is L.ATTENTION:  # fused attention: query rows per thread (attention.py)
     stores = attention_stores(lw, opts)
   elif item.rows:
     stores = row_stores(lw, opts)
