@@ -7,7 +7,9 @@ of the kernel sequence (sum of Runtime.time_run: GPU timestamps where the adapte
 wall clock per kernel), the fastest of REPEATS rounds, interleaved (the machine is shared with
 other jobs: compare within one run).
 
-    nice python bench/attention_times.py [REPEATS] [L,...]       (default 3 512,1024)
+    nice python bench/attention_times.py [REPEATS] [L,...] [KINDS]   (default 3 512,1024 all)
+
+KINDS: a comma-separated subset of fused,split,causal,plain,matmul (what to time).
 """
 from __future__ import annotations
 
@@ -35,21 +37,26 @@ def reference(q, k, v, causal: bool):
   return (p / p.sum(-1, keepdims=True)) @ v
 
 
-def jobs_for(n: int, rng) -> list:
+def jobs_for(n: int, rng, kinds: set) -> list:
   q, k, v = (rng.standard_normal((B, H, n, D)).astype(np.float32) for _ in range(3))
   close = lambda want: lambda got: np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
   t = lambda: (kg.Tensor(q), kg.Tensor(k), kg.Tensor(v))
   split = lambda causal: lambda: model_ops._split_attention(*t(), None, causal, 1 / D ** 0.5)
   out = []
-  for causal in (False, True):
+  for causal in [c for c, name in ((False, "plain"), (True, "causal")) if name in kinds]:
     tag = f"sdpa L={n}{' causal' if causal else ''}"
     want = close(reference(q, k, v, causal))
-    out.append(prepare(f"{tag} fused", lambda c=causal: kg.Tensor(q).scaled_dot_product_attention(
-      kg.Tensor(k), kg.Tensor(v), is_causal=c), want))
-    out.append(prepare(f"{tag} split (before)", split(causal), want))
+    if "fused" in kinds:
+      out.append(prepare(f"{tag} fused", lambda c=causal: kg.Tensor(q).scaled_dot_product_attention(
+        kg.Tensor(k), kg.Tensor(v), is_causal=c), want))
+    if "split" in kinds:
+      out.append(prepare(f"{tag} split (before)", split(causal), want))
   a, b = q.reshape(B * H, n, D), k.reshape(B * H, n, D).swapaxes(-1, -2).copy()
-  out.append(prepare(f"matmul {B * H}x{n}x{D} @ {B * H}x{D}x{n}", lambda: kg.Tensor(a) @
-                     kg.Tensor(b), close(a.astype(np.float64) @ b)))
+  if "matmul" in kinds:
+    out.append(prepare(f"matmul {B * H}x{n}x{D} @ {B * H}x{D}x{n}", lambda: kg.Tensor(a) @
+                       kg.Tensor(b), close(a.astype(np.float64) @ b)))
+  for name, _, first in out:
+    print(f"  prepared {name} (first realize incl. compile {first:5.1f} s)", flush=True)
   return out
 
 
@@ -62,7 +69,9 @@ def main(argv: list[str]) -> None:
         f"{'GPU timestamps' if runtime.timestamps else 'wall clock per kernel'}; the machine "
         f"is shared with other jobs (best of {repeats} interleaved rounds)", flush=True)
   rng = np.random.default_rng(0)
-  jobs = [job for n in sizes for job in jobs_for(n, rng)]
+  kinds = set(argv[3].split(",")) if len(argv) > 3 else {"fused", "split", "causal", "plain",
+                                                          "matmul"}
+  jobs = [job for n in sizes for job in jobs_for(n, rng, kinds)]
   best = {name: float("inf") for name, _, _ in jobs}
   for _ in range(repeats):
     for name, runs, _ in jobs:
