@@ -29,6 +29,9 @@ class L(Enum):
   SORTNET = auto()  # steps of a sorting network on blocks of (key, index) word pairs, each
                     # block in workgroup memory: arg = (block, steps); always its own kernel
                     # (lowering/sortnet.py)
+  ATTENTION = auto()  # src (q, k, v[, mask]) broadcast to this node's batch axes, arg = (scale,
+                      # causal): softmax(q k^T scale + mask) v, always its own kernel, one pass
+                      # over the keys per query row (lowering/attention.py)
 
 
 class Buffer:

@@ -164,7 +164,7 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
   with `row`, the root's rows count as such a reduction (their reductions are added to `hits`)."""
   inputs, new, seen, nested, bad = [], [], set(), set(), set()
   ctx = (root, False) if root.op is L.REDUCE else (row, False) if row is not None else None
-  stack = [(s, root.op is not L.REDUCE, ctx) for s in root.src]
+  stack = [(s, root.op not in (L.REDUCE, L.ATTENTION), ctx) for s in root.src]
   while stack:
     node, at_output, ctx = stack.pop()
     key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]))
@@ -185,7 +185,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       continue
     fusable = at_output and users.get(id(node), 0) <= 1 and _little_waste(node, root) or \
       id(node) in fuse
-    if node.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET) and not (node.op is L.REDUCE and fusable):
+    if node.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION) and \
+        not (node.op is L.REDUCE and fusable):
       boundary.add(id(node))
       new.append(node)
       inputs.append(node)
@@ -230,6 +231,8 @@ def _same_rows(node: LazyOp, red: LazyOp) -> bool:
 
 def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:
   dims = "_".join(map(str, node.shape)) or "1"
+  if node.op is L.ATTENTION:
+    return f"attn_{dims}"
   reduce = find_reduce(node, item_inputs)
   if reduce is None:
     return f"E_{dims}"

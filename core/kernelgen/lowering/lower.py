@@ -1,6 +1,6 @@
 """Lowering's one entry: `lower(item, opts)` picks the strategy the Opts ask for and builds the
-kernel's stores with the base Lowerer (lowerer.py): a block sorting network (sortnet.py), a row
-kernel's rows (rows.py), `upcast` outputs per thread (vectors with `upcast_vec`: vector.py), a
+kernel's stores with the base Lowerer (lowerer.py): a block sorting network (sortnet.py), fused
+attention (attention.py), a row kernel's rows (rows.py), `upcast` outputs per thread (vectors with `upcast_vec`: vector.py), a
 workgroup per output (`group`), register tiles (`tile`: regtile.py, or each output of the block
 on its own), or tiles through workgroup memory (`stage`: wgtile.py).
 """
@@ -17,6 +17,7 @@ from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import Lowerer, Opts, tile_axes, tile_threads
 from .regtile import tiled_stores
+from .attention import attention_stores
 from .rows import row_stores
 from .sortnet import sortnet_stores
 from .vector import vector_stores, vector_thread_stores
@@ -30,6 +31,8 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   out = item.out
   if out.op is L.SORTNET:     # a block sorting network: its own threads and workgroup memory
     stores = sortnet_stores(lw, opts.local)
+  elif out.op is L.ATTENTION:  # fused attention: query rows per thread (attention.py)
+    stores = attention_stores(lw, opts)
   elif item.rows:
     stores = row_stores(lw, opts)
   elif opts.group:

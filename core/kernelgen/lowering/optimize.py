@@ -18,9 +18,11 @@ from ..dtype import dtypes
 from ..errors import LimitError, UnsupportedError
 from .lower import lower
 from .lowerer import MAX_TRIPS, Opts
+from .attention import attention_opts
 from .rows import row_opts
 from .tileplan import plan
 from ..uop.ops import Ops, toposort
+from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem, find_reduce, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
@@ -111,6 +113,8 @@ def optimize(item: ScheduleItem, target: Target | str, options: dict | None = No
   options = with_adapter_defaults(item, target, options or {})
   if item.rows:
     return row_opts(item, target, options)        # row kernels: rows.py
+  if item.out.op is L.ATTENTION:
+    return attention_opts(item, target, options)  # fused attention: attention.py
   n = max(item.out.size, 1)
   group = int(options.get("group", -1))
   if group < 0:
@@ -146,9 +150,11 @@ def optimize(item: ScheduleItem, target: Target | str, options: dict | None = No
 def shape_class(item: ScheduleItem) -> str:
   """The shape class the adapter table (render/wgsl/adapters.py) keys on: "elementwise" (no
   reduction), "tile" (a reduction with two output axes to tile: matmul, conv2d), "reduce" (to
-  one value) or "rows" (a reduction per row)."""
+  one value), "rows" (a reduction per row) or "attention" (lowering/attention.py)."""
   if item.rows:
     return "rows"
+  if item.out.op is L.ATTENTION:
+    return "attention"
   if not kernel_reduces(item):
     return "elementwise"
   if _tile_axes(item):

@@ -27,7 +27,7 @@ from ...errors import UnsupportedError
 
 CLASSES = ("swiftshader", "lavapipe", "software", "integrated", "discrete", "unknown")
 SOFTWARE = ("swiftshader", "lavapipe", "software")
-SHAPES = ("rows", "reduce", "tile", "elementwise")
+SHAPES = ("rows", "reduce", "tile", "elementwise", "attention")
 
 # words in an adapter's self-description -> its class, first match wins
 NAMES = (("swiftshader", "swiftshader"), ("subzero", "swiftshader"), ("lavapipe", "lavapipe"),
@@ -65,6 +65,16 @@ TABLE: dict[tuple[str, str], dict] = {
   # and sum 16M: strided 44 ms -> chunked 12 ms (optimize.py, CHUNK_MAX_GROUP)
   ("lavapipe", "rows"): {"group_chunk": True},
   ("lavapipe", "reduce"): {"group_chunk": True},
+  # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
+  # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
+  # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
+  # of 2, ms): 1 row 2235 | 2 2957 | 4 1393 | 8 458-776 | 16 294 | 32 228; split kernels 1107.
+  # In Chromium (bench/peers.py --adapters lavapipe --reps 2 --rows attention, causal L=512):
+  # kernelgen 275 ms (1 kernel), tinygrad 3030 (5), TF.js 13400 (5), ORT-web 13200 (6).
+  # SwiftShader and other CPU adapters: as lavapipe (not measured)
+  ("lavapipe", "attention"): {"upcast": 32},
+  ("swiftshader", "attention"): {"upcast": 32},
+  ("software", "attention"): {"upcast": 32},
   # any other CPU adapter: lanes are SIMD lanes there too (as lavapipe, not measured)
   ("software", "rows"): {"group_chunk": True},
   ("software", "reduce"): {"group_chunk": True},

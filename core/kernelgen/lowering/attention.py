@@ -1,0 +1,213 @@
+"""Lowering fused attention (lazy `L.ATTENTION`, made by frontend/model_ops.py): softmax(q k^T *
+scale + mask) v in ONE kernel that walks the keys once per query row; the L x S scores are never
+stored.
+
+The node's sources are q (..., L, E), k (..., S, E), v (..., S, Ev) and optionally a mask
+(..., L, S) (bool: keep where True; float: added), all broadcast to the output's batch axes;
+arg = (scale, causal). A workgroup takes a block of consecutive query rows of one batch entry,
+each of its threads `Opts.upcast` consecutive rows of the block (they share each key's k and v
+loads: on CPU adapters those loads cost more than the arithmetic, see render/wgsl/adapters.py).
+Each row's q (E values, times scale) and Ev accumulators are registers, and the thread walks the
+keys once with the online softmax: per key j the score s = q.k[j] (+ mask), then with the
+running max m and sum l of each row
+
+    m' = max(m, s)    c = exp(m - m')    p = exp(s - m')    l' = l c + p    acc' = acc c + p v[j]
+
+and stores acc / l. Scores are kept in log2 units (exp2, log2(e) folded into the scale); where
+m' is still -inf (every key so far masked) the exponents are taken against 0 instead, so a fully
+masked row ends as 0 / 0 = NaN (as softmax over -inf scores, and torch), and a NaN or +inf score
+makes its row NaN (MAX propagates NaN). Causal (keep j <= i): a thread's loop stops at its last
+row's diagonal, its other rows mask the keys past theirs. Loops longer than MAX_TRIPS are
+unrolled (lowerer.py). float16 / bfloat16 are computed in float32 (float64 in float64), the
+output cast back.
+
+The updates of l and of the accumulators read m before this key's update of m: the loop's
+ENDRANGE lists m's ASSIGN last, so the linearizer (graph order within a loop body) places every
+read of the old m before it.
+"""
+from __future__ import annotations
+
+import math
+
+from ..dtype import dtypes
+from ..graph.schedule import ScheduleItem
+from ..graph.view import contiguous_strides, prod
+from ..render.target import Target
+from ..uop.ops import Ops, UOp
+from .index_math import I32, gate_and, int_const, linear_index, unravel
+from .lowerer import MAX_TRIPS, Opts
+from .vector import vector_loads, vector_stores
+
+# threads per workgroup by default (option local=) and query rows per thread (option upcast=:
+# they share each key's k and v loads; each row holds E + Ev + 2 values in registers, so GPUs
+# take 1 and CPU adapters more: render/wgsl/adapters.py); at most ATTENTION_REGS such values
+# per thread whatever upcast asks
+ATTENTION_LOCAL, ATTENTION_ROWS, ATTENTION_REGS = 64, 1, 1 << 13
+# keys per trip of the key loop (the accumulators are rescaled once per block of them), fewer
+# where rows per thread x keys would pass ATTENTION_UNROLL (the kernel's size grows with both:
+# 32 rows x 4 keys did not compile in minutes)
+ATTENTION_KEYS, ATTENTION_UNROLL = 4, 32
+LOG2E = 1.0 / math.log(2.0)
+
+
+def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
+  """Opts for the attention kernel `item`: option upcast= query rows per thread (else
+  ATTENTION_ROWS; halved while they hold more than ATTENTION_REGS values or are twice L), option
+  local= threads per workgroup (else ATTENTION_LOCAL, fewer for fewer threads)."""
+  out = item.out
+  n_q = out.shape[-2]
+  rows = int(options.get("upcast", 0) or 0) or ATTENTION_ROWS
+  width = out.src[0].shape[-1] + out.shape[-1] + 2
+  while rows > 1 and (rows * width > ATTENTION_REGS or rows >= 2 * n_q):
+    rows //= 2
+  threads = -(-n_q // rows)          # threads per batch entry (a workgroup takes one entry)
+  local = int(options.get("local", 0) or 0) or min(ATTENTION_LOCAL, target.max_local,
+                                                  1 << (threads - 1).bit_length())
+  return Opts(local=max(1, min(local, target.max_local)), upcast=rows)
+
+
+def _threads(lead: tuple, n_q: int, per: int, local: int) -> tuple[list, list]:
+  """(batch indices, [(row index, valid or None)] for this thread's `per` consecutive rows):
+  each workgroup takes `local * per` consecutive query rows of one batch entry, so the batch
+  index depends on the workgroup id only (the threads of a workgroup read the same keys). A row
+  past L computes at L - 1 and is not stored."""
+  blocks = -(-n_q // (local * per))
+  groups = max(prod(lead) * blocks, 1)
+  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+  batch = unravel([(gid, 1, groups)], 0, lead + (blocks,))
+  block = batch.pop()
+  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local)) if local > 1 else None
+  first = linear_index([(block, local * per, blocks)] + ([(lid, per, local)] if lid is not None
+                                                          else []), 0)
+  rows = []
+  for r in range(per):
+    i = first + int_const(r) if r else first
+    if blocks * local * per > n_q:
+      ok = i.lt(int_const(n_q))
+      rows.append((ok.where(i, int_const(n_q - 1)), ok))
+    else:
+      rows.append((i, None))
+  return batch, rows
+
+
+def _row_values(lw, node, at: tuple, n: int, gate, dtype) -> list[UOp]:
+  """node[at + (e,)] for e < n, as `dtype` (consecutive ungated 32-bit loads as vectors)."""
+  bodies = [(lw.value(node, at + (int_const(e),), gate), None) for e in range(n)]
+  if gate is None:
+    bodies = vector_loads(bodies, n)
+  return [b if b.dtype == dtype else b.cast(dtype) for b, _ in bodies]
+
+
+def _dot(xs: list[UOp], ys: list[UOp]) -> UOp:
+  """sum(x * y), added pairwise (independent chains for the SIMD lanes and pipelines)."""
+  terms = [x * y for x, y in zip(xs, ys)]
+  while len(terms) > 1:
+    terms = [terms[i] + terms[i + 1] if i + 1 < len(terms) else terms[i]
+             for i in range(0, len(terms), 2)]
+  return terms[0]
+
+
+def _key_loop(lw, n_keys: int, end: UOp | None, block: int) -> tuple[UOp, list]:
+  """(RANGE, [(key index, valid or None)]) of the loop over keys 0..end-1 (end: a per-thread
+  UOp, or None for all n_keys), `block` keys per trip (more where it would run more than
+  MAX_TRIPS times); valid gates the keys past the end."""
+  unroll = max(1, min(block, n_keys))
+  while -(-n_keys // unroll) > MAX_TRIPS:
+    unroll *= 2
+  if end is None:
+    trips = int_const(-(-n_keys // unroll))
+  else:
+    trips = (end + int_const(unroll - 1)) // int_const(unroll) if unroll > 1 else end
+  rng = UOp(Ops.RANGE, I32, (trips,), lw._id())
+  limit = end if end is not None else int_const(n_keys)
+  ragged = unroll > 1 and (end is not None or n_keys % unroll)
+  keys = []
+  for t in range(unroll):
+    j = rng * int_const(unroll) + int_const(t) if unroll > 1 else rng
+    keys.append((j, j.lt(limit) if ragged else None))
+  return rng, keys
+
+
+class _Row:
+  """One query row's online-softmax state while the key loop is built: its DEFINE_ACCs (running
+  max m, sum l, Ev accumulators), their values so far in this trip, its scaled q and index i."""
+
+  def __init__(self, lw, qs: list, i: UOp, ev_dim: int, dtype):
+    neg_inf, zero = UOp.const(dtype, -math.inf), UOp.const(dtype, 0.0)
+    self.qs, self.i = qs, i
+    self.m = UOp(Ops.DEFINE_ACC, dtype, (neg_inf,), lw._id())
+    self.accs = [UOp(Ops.DEFINE_ACC, dtype, (zero,), lw._id()) for _ in range(1 + ev_dim)]
+    self.cur_m, self.cur = self.m, list(self.accs)     # cur[0]: l, cur[1:]: the accumulators
+
+  def step(self, scores: list, values: list) -> None:
+    """Take a block of keys with `scores` (log2 units) and value rows `values`: one rescale of
+    the accumulators per block."""
+    neg_inf, zero = scores[0].const_like(-math.inf), scores[0].const_like(0.0)
+    new_m = self.cur_m
+    for s in scores:
+      new_m = new_m.maximum(s)
+    base = new_m.eq(neg_inf).where(zero, new_m)
+    corr = UOp(Ops.EXP2, zero.dtype, (self.cur_m - base,))
+    ps = [UOp(Ops.EXP2, zero.dtype, (s - base,)) for s in scores]
+    weights = [corr] + ps
+    self.cur = [_dot(weights, [a] + [UOp.const(zero.dtype, 1.0)] * len(ps)) if e < 0 else
+                _dot(weights, [a] + [vs[e] for vs in values])
+                for e, a in enumerate(self.cur, -1)]
+    self.cur_m = new_m
+
+
+def attention_stores(lw, opts: Opts) -> list[UOp]:
+  """The stores of the ATTENTION kernel `lw.item` (see the module docstring): each thread takes
+  `opts.upcast` consecutive query rows, which share each key's k and v loads."""
+  out = lw.item.out
+  q, k, v = out.src[:3]
+  mask = out.src[3] if len(out.src) > 3 else None
+  scale, causal = out.arg
+  lead, n_q, n_k = out.shape[:-2], q.shape[-2], k.shape[-2]
+  e_dim, ev_dim = q.shape[-1], v.shape[-1]
+  acc_dt = dtypes.float64 if out.dtype == dtypes.float64 else dtypes.float32
+  per = max(opts.upcast, 1)
+  local = max(opts.local, 1)
+  batch, places = _threads(lead, n_q, per, local)
+  rows = []
+  for i, _ in places:
+    qs = _row_values(lw, q, tuple(batch) + (i,), e_dim, None, acc_dt)
+    rows.append(_Row(lw, [x * UOp.const(acc_dt, scale * LOG2E) for x in qs], i, ev_dim, acc_dt))
+  end = None
+  if causal and n_q > 1:              # up to the thread's last row's diagonal
+    end = (rows[-1].i + int_const(1)).minimum(int_const(n_k))
+  elif causal:
+    end = int_const(1)
+  rng, keys = _key_loop(lw, n_k, end, max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // per)))
+  batch, neg_inf = tuple(batch), UOp.const(acc_dt, -math.inf)
+  ks = [_row_values(lw, k, batch + (j,), e_dim, valid, acc_dt) for j, valid in keys]
+  vs = [_row_values(lw, v, batch + (j,), ev_dim, valid, acc_dt) for j, valid in keys]
+  for row in rows:
+    scores = []
+    for (j, valid), kj in zip(keys, ks):
+      s = _dot(row.qs, kj)
+      if mask is not None:
+        mv = lw.value(mask, batch + (row.i, j), valid)
+        s = mv.where(s, neg_inf) if mask.dtype == dtypes.bool else \
+          s + mv.cast(acc_dt) * UOp.const(acc_dt, LOG2E)
+      # (the last row's keys end at the loop's end: valid, or the loop bound)
+      keep = gate_and(j.lt(row.i + int_const(1)) if causal and row is not rows[-1] else None,
+                      valid)
+      scores.append(keep.where(s, neg_inf) if keep is not None else s)
+    row.step(scores, vs)
+  # the m ASSIGNs last: the other updates read m's old value (module docstring)
+  assigns = [UOp(Ops.ASSIGN, acc_dt, (a, c)) for row in rows for a, c in zip(row.accs, row.cur)]
+  assigns += [UOp(Ops.ASSIGN, acc_dt, (row.m, row.cur_m)) for row in rows]
+  loop = UOp(Ops.ENDRANGE, None, (rng, *assigns))
+  stores = []
+  for (i, ok), row in zip(places, rows):
+    total = UOp(Ops.AFTER, acc_dt, (row.accs[0], loop))
+    terms = zip(batch + (i,), contiguous_strides(out.shape), out.shape)
+    flat = linear_index([t for t in terms if t[2] > 1], 0)
+    run = []
+    for e, acc in enumerate(row.accs[1:]):
+      value = UOp(Ops.AFTER, acc_dt, (acc, loop)) / total
+      value = value if value.dtype == out.dtype else value.cast(out.dtype)
+      run.append(lw.params[0].store(flat + int_const(e) if e else flat, value, ok))
+    stores += vector_stores(run, ev_dim) if ok is None else run
+  return stores
