@@ -210,14 +210,39 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   if not target.register_tiles or "local" in options or "upcast" in options:
     return ()
   axes = _tile_axes(item)
-  if item.out.size < TILE_MIN_SIZE or not axes or not _tileable(item, TILES[-1], axes):
+  if item.out.size < TILE_MIN_SIZE or not axes:
+    return ()
+  short = _short_axes(item, axes)
+  if not short and not _tileable(item, TILES[-1], axes):
     return ()
   reduce = kernel_reduces(item)[0]
-  if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < TILE_MIN_REDUCE:
+  if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < TILE_MIN_REDUCE and \
+      not (short and _probe_loads(item, TILE_PROBE, axes) < prod(TILE_PROBE) *
+           _probe_loads(item, (1, 1), axes)):
     return ()
-  fits = [t for t in TILES
+  tiles = [_clip(item, t, axes) for t in TILES]
+  fits = [t for t in tiles
           if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS]
   return (fits[0], axes) if fits else ()
+
+
+def _short_axes(item: ScheduleItem, axes: tuple) -> bool:
+  """One of the tiled axes is shorter than the smallest tile (and the other is not): the tile
+  takes it whole (a pixel's colour channels)."""
+  short = [item.out.shape[a] < n for a, n in zip(axes, TILES[-1])]
+  return any(short) and not all(short)
+
+
+def _clip(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
+  """`tile` with a short axis (_short_axes) taken whole."""
+  return tuple(item.out.shape[a] if item.out.shape[a] < least else n
+               for a, n, least in zip(axes, tile, TILES[-1]))
+
+
+def _probe_loads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
+  """The loads of `item` lowered with register tile `tile` of `axes` (per loop step)."""
+  sink, _ = lower(item, Opts(tile=tile, tile_axes=axes))
+  return sum(u.op is Ops.LOAD for u in toposort([sink]))
 
 
 def _shares_loads(item: ScheduleItem, target: Target, options: dict) -> bool:
@@ -232,10 +257,8 @@ def _shares_loads(item: ScheduleItem, target: Target, options: dict) -> bool:
   reduce = kernel_reduces(item)[0]
   if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) > MAX_TRIPS:
     return False
-  def loads(probe):
-    sink, _ = lower(item, Opts(tile=probe, tile_axes=tile[1]))
-    return sum(u.op is Ops.LOAD for u in toposort([sink]))
-  return loads(TILE_PROBE) < TILE_PROBE[0] * TILE_PROBE[1] * loads((1, 1))
+  return _probe_loads(item, TILE_PROBE, tile[1]) < \
+    TILE_PROBE[0] * TILE_PROBE[1] * _probe_loads(item, (1, 1), tile[1])
 
 
 def _pow2_at_least(n: int) -> int:
@@ -254,8 +277,9 @@ def _stage(item: ScheduleItem, target: Target, options: dict, tile: tuple) -> Op
   elif want not in (None, True, False):
     raise UnsupportedError(f"stage={want!r}: give True, False or (thread rows, thread cols, "
                            f"reduce step)")
-  if not forced and (want is False or not tile or not target.stage_default):
-    return None
+  if not forced and (want is False or not tile or not target.stage_default or
+                     _short_axes(item, tile[1])):
+    return None                     # (a short axis taken whole stays a register tile)
   axes = tile[1] if tile else _tile_axes(item)
   p = plan(item, axes) if axes else None
   if p is None and axes:           # the register tile's axes cannot be staged: another pair
