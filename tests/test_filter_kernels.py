@@ -1,7 +1,8 @@
 """The image-filter demo's kernels (issue 22): edge padding as a clamped index (MAX / MIN in the
 index math, no compare, mask or select), and register tiles that take a short output axis whole
-(a pixel's 3 colour channels: (8, 3) tiles of columns x channels), so the channels share the
-pixel's loads and neighbouring columns share a window's. Values against numpy on the interpreter
+(a pixel's 3 colour channels: (8, 3) tiles of columns x channels, so the channels share the
+pixel's loads), and a tie between such a pair and two long axes going to the long ones (a blur's
+8x8 tiles of rows x columns share the window's loads both ways). Values against numpy on the interpreter
 and on wgpu, sizes on both sides of the tile thresholds."""
 from __future__ import annotations
 
@@ -80,14 +81,18 @@ def test_short_channel_axis_is_tiled_whole():
 
 
 def test_edge_blur_shares_window_loads():
-  """The 5x5 blur of (H, W, 3) in (8, 3) tiles: each step of the window's rows loads the 12
-  columns x 3 channels its 24 outputs need, not 24 x 5 (neighbouring columns share them)."""
-  y = blur_edge(Tensor.empty(48, 64, 3, name="img"))
-  got = opt.optimize(item_of(y), "wgsl")
-  assert got.tile == (8, 3) and got.tile_axes == (1, 2)
-  (kernel,) = kg.compile(y, target="wgsl")
-  image_loads = sum(u.op is Ops.LOAD and u.src[0].arg == 1 for u in uops(kernel))
-  assert image_loads == 12 * 3
+  """The 5x5 blur of (H, W, 3) in 8x8 tiles of rows x columns (a tie in the probe's loads with
+  columns x channels, which has a short axis): each step over the window's rows loads the 8 rows
+  x 12 columns its 64 outputs need, not 64 x 5 (neighbouring outputs share them); a smaller
+  image takes 4x4 tiles."""
+  for (h, w), tile, loads in (((96, 128), (8, 8), 8 * 12), ((48, 64), (4, 4), 4 * 8)):
+    y = blur_edge(Tensor.empty(h, w, 3, name="img"))
+    got = opt.optimize(item_of(y), "wgsl")
+    assert got.tile == tile and got.tile_axes == (0, 1)
+    (kernel,) = kg.compile(y, target="wgsl")
+    assert sum(u.op is Ops.LOAD and u.src[0].arg == 1 for u in uops(kernel)) == loads
+    (plain,) = kg.compile(y, target="wgsl", local=64)
+    assert sum(u.op is Ops.LOAD and u.src[0].arg == 1 for u in uops(plain)) == 1   # in a loop
 
 
 @pytest.mark.parametrize("size", [(6, 5), (40, 64)])     # under and over TILE_MIN_SIZE outputs
