@@ -1,9 +1,9 @@
 """The image-filter demo's kernels (issue 22): edge padding as a clamped index (MAX / MIN in the
-index math, no compare, mask or select), and register tiles that take a short output axis whole
-(a pixel's 3 colour channels: (8, 3) tiles of columns x channels, so the channels share the
-pixel's loads), and a tie between such a pair and two long axes going to the long ones (a blur's
-8x8 tiles of rows x columns share the window's loads both ways). Values against numpy on the interpreter
-and on wgpu, sizes on both sides of the tile thresholds."""
+index math, no compare, mask or select); register tiles that take a short output axis whole (a
+pixel's 3 colour channels: (8, 3) tiles of columns x channels, so the channels share the pixel's
+loads); and a tie between such a pair and two long axes going to the long ones (a blur's 8x8
+tiles of rows x columns share the window's loads both ways). Values against numpy on the
+interpreter and on wgpu, sizes on both sides of the tile thresholds."""
 from __future__ import annotations
 
 import numpy as np
