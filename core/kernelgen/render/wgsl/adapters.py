@@ -72,6 +72,10 @@ TABLE: dict[tuple[str, str], dict] = {
   #   max      32 lanes strided 53.8 | thread per row 56.4 | 16 chunked 56.7 (within the noise)
   # and sum 16M: strided 44 ms -> chunked 12 ms (optimize.py, CHUNK_MAX_GROUP)
   ("lavapipe", "rows"): {"group_chunk": True},
+  # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
+  # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
+  # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
+  # (0.7 GB/s): bound by memory, no lane count wins
   ("lavapipe", "reduce"): {"group_chunk": True},
   # any other CPU adapter: lanes are SIMD lanes there too (as lavapipe, not measured)
   ("software", "rows"): {"group_chunk": True},
