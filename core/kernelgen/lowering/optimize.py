@@ -72,8 +72,8 @@ CHUNK_MAX_GROUP = 32
 # reduction at least TILE_MIN_REDUCE (lavapipe, 512^3 f32: 8x8 is 10x, 4x4 4x one output per
 # thread); a forced tile has at most MAX_TILE_ACC outputs. An axis shorter than the smallest tile
 # is taken whole (_clip: (8, 3) tiles of columns x a pixel's 3 channels), then also for
-# reductions under TILE_MIN_REDUCE where its outputs share loads (Chromium, 640x480x3 times the
-# 3x3 sepia matrix: lavapipe 56 -> 15 ms, SwiftShader 58 -> 8 ms)
+# reductions under TILE_MIN_REDUCE where its outputs share loads (640x480x3 times the
+# 3x3 sepia matrix: SwiftShader in Chromium 58 -> 8 ms; wgpu on lavapipe 57 -> 10-15 ms)
 TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
   ((8, 8), (4, 4)), 256, 4096, 8, 128
 # the tile that compares the loads of each choice of tiled axes
