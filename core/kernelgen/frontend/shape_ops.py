@@ -71,8 +71,8 @@ def pad_axis(x, axis: int, before: int, after: int, mode: str):
 def pad_index(cls, n: int, before: int, after: int, mode: str, device):
   """`pad_source` of every position -before..n+after-1 as a lazy int32 Tensor."""
   i = cls.arange(-before, n + after, dtype=dtypes.int32, device=device)
-  if mode == "edge":
-    return where(i < 0, 0, where(i > n - 1, n - 1, i))
+  if mode == "edge":           # MAX / MIN: value ranges then show the gather never clamps
+    return i.maximum(0).minimum(n - 1)
   period = {"wrap": n, "reflect": 2 * (n - 1), "symmetric": 2 * n}[mode]
   if period == 0:                  # reflect of a single element: it, everywhere
     return i * 0

@@ -55,6 +55,14 @@ TABLE: dict[tuple[str, str], dict] = {
   #   softmax    thread per row 121 | 16 lanes 199 | 32 lanes 313 | 64 lanes 415 | split 263
   #   layernorm  thread per row 100 | 16 lanes 215 | 32 lanes 239 | 64 lanes 261 | split 174
   # (lavapipe prefers 16-32 lanes: rows.py's default)
+  # Softmax's row kernel in one pass instead of max then exp-sum (online: a running max and a
+  # rescaled sum, one exp per element as exp2(-|x - m|) and a select), measured by hand-edited
+  # WGSL in Chromium's SwiftShader (the same page and timing as bench/peers.py, best of 6
+  # interleaved, shared machine, ms for 4096x1024 f32, thread per row): with the former branchy
+  # kg_exp2, 3 passes 163 | online 148 | exp values stored then rescaled 143; with today's
+  # branch-free kg_exp2 (render/wgsl/target.py), 3 passes 95 | online 102 (tinygrad 133). Kept:
+  # the 3 passes (a 4 KB row stays in cache, so the extra read costs less than the rescaling).
+  # Natively (wgpu on the SwiftShader ICD, load ~7): 3 passes 259 | online 388 best of 4.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
@@ -64,6 +72,10 @@ TABLE: dict[tuple[str, str], dict] = {
   #   max      32 lanes strided 53.8 | thread per row 56.4 | 16 chunked 56.7 (within the noise)
   # and sum 16M: strided 44 ms -> chunked 12 ms (optimize.py, CHUNK_MAX_GROUP)
   ("lavapipe", "rows"): {"group_chunk": True},
+  # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
+  # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
+  # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
+  # (0.7 GB/s): bound by memory, no lane count wins
   ("lavapipe", "reduce"): {"group_chunk": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).

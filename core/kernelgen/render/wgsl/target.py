@@ -111,10 +111,12 @@ HELPERS = {
              + "  return select(max(a, b), a + b, nan);\n}",
   "kg_hmin": "fn kg_hmin(a: f16, b: f16) -> f16 {\n" + NAN_EITHER_F16
              + "  return select(min(a, b), a + b, nan);\n}",
+  # branch-free too: exp2 of any t (an indeterminate value out of range), then selects (SwiftShader
+  # in Chromium, softmax 4096x1024 in one row kernel: 163 ms with the former `if`s, 95 with
+  # these; tinygrad's bare exp2 133)
   "kg_exp2": "fn kg_exp2(t: f32) -> f32 {\n"
-             "  if (kg_isnan(t)) { return t; }\n"
-             "  if (t >= 128.0f) { return t * 3.0e38f; }\n"
-             "  if (t < -150.0f) { return 0.0f; }\n  return exp2(t);\n}",
+             "  let r = select(exp2(t), 0.0f, t < -150.0f);\n"
+             "  return select(select(r, t * 3.0e38f, t >= 128.0f), t, kg_isnan(t));\n}",
   "kg_round_f16": "fn kg_round_f16(x: f32) -> f32 {\n"
                   "  return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0f))).x;\n}",
 }
