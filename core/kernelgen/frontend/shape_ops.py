@@ -59,7 +59,7 @@ def pad_axis(x, axis: int, before: int, after: int, mode: str):
   element, the positions computed from an arange, so a 5x5 filter over an edge-padded image reads
   25 values, not 25 selects among the pieces of a cat). While autograd records x, a cat of
   (flipped, expanded) slices instead: their gradient is views, where a gather's is a
-  compare-based scatter_add."""
+  scatter_add (compare-based or sorted, frontend/scatter.py)."""
   n = x.shape[axis]
   if not x.requires_grad:
     return device_take(x, axis, pad_index(type(x), n, before, after, mode, x.device))
