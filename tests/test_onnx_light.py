@@ -5,7 +5,8 @@ here), against the expected outputs shipped with them.
 The input is the one the onnx backend runner uses for these models (arange / n, float32); the
 tolerances are the ones in onnx/backend/test/data/real/*/data.json (rtol 1e-3, atol 1e-7).
 On lavapipe a model takes 10 s (SqueezeNet, idle machine) to 20 min (DenseNet-121 on a loaded
-2-core machine), so CI runs LIGHT_CI; KERNELGEN_ONNX_LIGHT=all runs all nine
+2-core machine), so CI runs LIGHT_CI; KERNELGEN_ONNX_LIGHT=all runs all nine, and
+KERNELGEN_ONNX_LIGHT=resnet50,vgg19 (short names, comma-separated) the ones named
 (tests/onnx_light_times.txt has the times measured for each).
 """
 from __future__ import annotations
@@ -30,9 +31,11 @@ def _models():
     paths = light_models()
   except BaseException:     # onnx missing: the test below fails or skips with the reason
     return ["light_squeezenet.onnx"]
-  if os.environ.get("KERNELGEN_ONNX_LIGHT") == "all":
+  wanted = os.environ.get("KERNELGEN_ONNX_LIGHT", "")
+  if wanted == "all":
     return paths
-  return [p for p in paths if p.stem in LIGHT_CI]
+  names = {f"light_{w.strip().removeprefix('light_')}" for w in wanted.split(",") if w.strip()}
+  return [p for p in paths if p.stem in (names or LIGHT_CI)]
 
 
 @pytest.fixture(scope="module")

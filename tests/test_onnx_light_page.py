@@ -5,7 +5,8 @@ runner's input (arange / n), and the output matches the expected output shipped 
 
 The adapter is Mesa lavapipe through ANGLE (compatibility mode), the faster of the two Chromium
 reaches here: SqueezeNet boots, loads and runs in about a minute. CI runs SqueezeNet only;
-KERNELGEN_ONNX_LIGHT=all runs the nine (each prints its load and run times).
+KERNELGEN_ONNX_LIGHT=all runs the nine, KERNELGEN_ONNX_LIGHT=resnet50,vgg19 the ones named (each
+prints its load and run times).
 """
 from __future__ import annotations
 
