@@ -5,7 +5,8 @@ runner's input (arange / n), and the output matches the expected output shipped 
 
 The adapter is Mesa lavapipe through ANGLE (compatibility mode), the faster of the two Chromium
 reaches here: SqueezeNet boots, loads and runs in about a minute. CI runs SqueezeNet only;
-KERNELGEN_ONNX_LIGHT=all runs the nine (each prints its load and run times).
+KERNELGEN_ONNX_LIGHT=all runs the nine, KERNELGEN_ONNX_LIGHT=resnet50,vgg19 the ones named (each
+prints its load and run times).
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 
 from browser_util import launch_chromium, local_page
 from test_browser import boot, site  # noqa: F401 (fixture)
-from test_onnx_light import ATOL, RTOL, _models
+from test_onnx_light import ATOL, LIGHT_CI_SMALL, RTOL, _models
 
 pytestmark = pytest.mark.timeout(1800)
 
@@ -46,7 +47,7 @@ def lavapipe_page(site, playwright):  # noqa: F811
   browser.close()
 
 
-@pytest.mark.parametrize("path", _models(), ids=lambda p: getattr(p, "stem", str(p)))
+@pytest.mark.parametrize("path", _models(LIGHT_CI_SMALL), ids=lambda p: getattr(p, "stem", str(p)))
 def test_light_model_matches_its_expected_output_in_the_page(path, lavapipe_page):
   from kernelgen.frontend.onnx.data import read_tensor_file
   import kernelgen as kg

@@ -8,7 +8,11 @@ that never repeat an element lie between it and the output), and it has one user
 except a reduction that a fused reduction's source reads only through a broadcast along the same
 reduced axes (the mean in var, the max in argmax or logsumexp), and that no kernel reads per
 element: it joins that kernel, computed once per output (lower.py hoists it out of the loop).
-`contiguous()` nodes and the requested outputs are always kernels.
+`contiguous()` nodes and the requested outputs are always kernels. So is an elementwise
+expression that reads at least REREAD_LOADS buffer elements per element when its consumer reads
+it more than once per element (through a broadcast or overlapping windows: a conv's or a pool's
+input): fused, it would be recomputed per read (an Inception concat or an LRN under a 3x3 pool,
+9 times; a DenseNet concat under a conv, once per output channel).
 
 Row kernels: given `row_max`, an elementwise kernel whose output reads reductions of its own
 shape over the same axes (its "rows") only through broadcasts back along those axes (softmax's
@@ -39,6 +43,9 @@ PADDED_REDUCE_WASTE = 1 << 22
 # row kernels (see above): rows of at most this many elements by default (a row's threads loop
 # over it once per reduction and once for the outputs; option row_kernels=False: none)
 ROW_MAX = 1 << 14
+# an elementwise expression reading at least this many buffer elements per element is a kernel of
+# its own when its consumer re-reads it (see above); bias + relu (2) or batchnorm (5) stay fused
+REREAD_LOADS = 8
 
 
 def row_limit(options: dict | None) -> int:
@@ -90,6 +97,40 @@ def _repeats(node: LazyOp) -> bool:
   """True when the view reads some source element for more than one output element."""
   view = node.arg
   return any(s == 0 and n > 1 for s, n in zip(view.strides, view.shape))
+
+
+def _rereads(node: LazyOp) -> bool:
+  """True when VIEW `node` reads source elements more than once: a broadcast, or more valid
+  elements than its source has (overlapping windows)."""
+  view = node.arg
+  valid = prod(hi - lo for lo, hi in view.mask) if view.mask else prod(view.shape)
+  return _repeats(node) or valid > node.src[0].size
+
+
+def _loads(node: LazyOp, boundary: set, limit: int) -> int:
+  """How many buffer elements the elementwise expression `node` computes from per element: a
+  subexpression read through several views is computed once per view, so it counts once per
+  view. Counted up to `limit` (and giving up, low, past 64 * limit nodes)."""
+  def leaf(n: LazyOp) -> bool:
+    return n is not node and (n.realized or id(n) in boundary or
+                              n.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.GATHER))
+  counts: dict[int, int] = {}
+  stack = [(node, False)]
+  while stack:
+    n, done = stack.pop()
+    if id(n) in counts:
+      continue
+    if leaf(n) or n.op not in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
+      counts[id(n)] = int(leaf(n))
+    elif done:
+      srcs = {id(x): x for x in n.src}
+      counts[id(n)] = min(limit, sum(counts[x] for x in srcs))
+    elif len(counts) > 64 * limit:
+      return 0
+    else:
+      stack.append((n, True))
+      stack.extend((x, False) for x in n.src if id(x) not in counts)
+  return counts[id(node)]
 
 
 def _walk_kernel(root: LazyOp, boundary: set, users: dict,
@@ -164,13 +205,17 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
   with `row`, the root's rows count as such a reduction (their reductions are added to `hits`)."""
   inputs, new, seen, nested, bad = [], [], set(), set(), set()
   ctx = (root, False) if root.op is L.REDUCE else (row, False) if row is not None else None
-  stack = [(s, root.op not in (L.REDUCE, L.ATTENTION), ctx) for s in root.src]
+  stack = [(s, root.op not in (L.REDUCE, L.ATTENTION), ctx, False) for s in root.src]
   while stack:
-    node, at_output, ctx = stack.pop()
-    key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]))
+    node, at_output, ctx, reread = stack.pop()
+    key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]), reread)
     if key in seen:
       continue
     seen.add(key)
+    if reread and node.op is L.ALU and not node.realized and id(node) not in boundary:
+      if _loads(node, boundary, REREAD_LOADS) >= REREAD_LOADS:
+        boundary.add(id(node))      # recomputed per read: a kernel of its own (see above)
+      reread = None                 # its sources read fewer: not checked again
     if node.op is L.REDUCE and not node.realized:
       if ctx is not None and ctx[1] and _same_rows(node, ctx[0]):
         nested.add(id(node))
@@ -200,7 +245,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
         else None
     else:
       inner = ctx if node.op in (L.ALU, L.CAST, L.BITCAST) else None
-    stack.extend((s, keep, inner) for s in reversed(node.src))
+    again = None if reread is None else reread or node.op is L.VIEW and _rereads(node)
+    stack.extend((s, keep, inner, again) for s in reversed(node.src))
   return inputs, new, nested, bad
 
 

@@ -6,7 +6,7 @@ import math
 
 from ...dtype import dtypes, max_value, min_value
 from ...errors import ModelError, UnsupportedError
-from ..tensor import Tensor, where
+from ..tensor import Tensor, stack, where
 from .ops import axis_index, broadcast, op
 
 
@@ -166,34 +166,59 @@ def _maxpool(ins, at):
   fill = -math.inf if x.dtype.is_float() else min_value(x.dtype)
   xp, _, window, n = _pool_windows(x, at, ins, fill)
   out = _window_reduce(xp, window, "max")
+  out = out.squeeze(2) if n == 1 else out
   if len(ins.node.outputs) > 1 and ins.node.outputs[1]:
     return [out, _maxpool_indices(x, xp, at, ins, window, n)]
-  return out.squeeze(2) if n == 1 else out
+  return out
 
 
 def _maxpool_indices(x, xp, at, ins, window, n):
   """MaxPool's Indices: the flat index (row-major, or column-major spatial dims with
-  storage_order 1) of each window's first maximum in the unpadded input."""
-  if n != 2:
-    raise UnsupportedError("MaxPool's Indices output is supported for 2-d pooling")
-  b, c, h, w = x.shape
+  storage_order 1) of each window's first maximum in the unpadded input, for 1-3 spatial dims
+  (a 1-d pool is a 2-d one of height 1: `xp` and `window` already are)."""
+  spatial = x.shape[2:]
   dev = x.device
-  hh = Tensor.arange(h, device=dev).reshape(1, 1, h, 1)
-  ww = Tensor.arange(w, device=dev).reshape(1, 1, 1, w)
-  plane = ww * h + hh if at.int("storage_order", 0) else hh * w + ww
-  lead = Tensor.arange(b * c, device=dev).reshape(b, c, 1, 1) * (h * w)
+  order = range(n) if at.int("storage_order", 0) else reversed(range(n))   # fastest first
+  plane, step = None, 1
+  for d in order:            # the flat index of each spatial position, in the storage order
+    axis = [1] * n
+    axis[d] = spatial[d]
+    term = Tensor.arange(spatial[d], device=dev).reshape(1, 1, *axis) * step
+    plane, step = term if plane is None else plane + term, step * spatial[d]
+  b, c = x.shape[:2]
+  lead = Tensor.arange(b * c, device=dev).reshape(b, c, *([1] * n)) * step
   idx = (lead + plane).cast(dtypes.float32)
   kernel, strides, dils = window
-  pads = _spatial_pads(ins, at, x, list(kernel), list(strides), list(dils))
+  k_in = list(kernel[-n:])
+  pads = _spatial_pads(ins, at, x, k_in, list(strides[-n:]), list(dils[-n:]))
   if at.int("ceil_mode", 0):
-    pads = [_ceil_pad(x.shape[2 + i], kernel[i], strides[i], dils[i], pads[i]) for i in range(2)]
+    pads = [_ceil_pad(spatial[i], k_in[i], strides[-n:][i], dils[-n:][i], pads[i])
+            for i in range(n)]
+  if n == 1:
+    idx, pads = idx.unsqueeze(2), [(0, 0)] + pads
   ip = _pad_spatial(idx, pads, -1)
-  xw = xp._windows(kernel, strides, dils)
-  iw = ip._windows(kernel, strides, dils)
-  k = kernel[0] * kernel[1]
-  flat_x = xw.reshape(xw.shape[:-2] + (k,))
-  pos = flat_x.argmax(-1).cast(dtypes.int32).unsqueeze(-1)
-  return iw.reshape(iw.shape[:-2] + (k,)).gather(-1, pos).squeeze(-1).cast(ins.int_dtype)
+  xw, iw = _flat_windows(xp, window), _flat_windows(ip, window)
+  pos = xw.argmax(-1).cast(dtypes.int32).unsqueeze(-1)
+  out = iw.gather(-1, pos).squeeze(-1).cast(ins.int_dtype)
+  return out.squeeze(2) if n == 1 else out
+
+
+def _flat_windows(t, window):
+  """(..., OH, OW, k) or (..., OD, OH, OW, k): every pooling window of t's last 2 or 3 dims,
+  flattened in row-major window order (k = the window's size)."""
+  kernel, strides, dils = window
+  if len(kernel) == 2:
+    w = t._windows(kernel, strides, dils)
+    return w.reshape(w.shape[:-2] + (kernel[0] * kernel[1],))
+  depth = t.shape[-3]
+  od = (depth - dils[0] * (kernel[0] - 1) - 1) // strides[0] + 1
+  slabs = []
+  for i in range(kernel[0]):        # the (h, w) windows of each depth offset, stacked
+    start = i * dils[0]
+    slab = t[:, :, start:start + strides[0] * (od - 1) + 1:strides[0]]      # (N, C, D, H, W)
+    slabs.append(slab._windows(kernel[1:], strides[1:], dils[1:]))
+  w = stack(slabs, axis=-3)          # (..., OD, OH, OW, kd, kh, kw)
+  return w.reshape(w.shape[:-3] + (kernel[0] * kernel[1] * kernel[2],))
 
 
 @op("AveragePool")

@@ -129,13 +129,21 @@ class Writer(Expressions):
       self.emit(f"let {name}: {self.reg(u.dtype)} = {value};")
       return
     elem = u.dtype.scalar
+    gate = self.names[u.src[2]] if len(u.src) > 2 else None
+    if gate is not None:    # branch-free: read element 0 when the gate is off (see below)
+      idx = f"select(0i, {idx}, {gate})"
     parts = [self.load_element(buf, i, elem) for i in self.lanes(idx, u.dtype.count)]
     value = parts[0] if len(parts) == 1 else f"{self.reg(u.dtype)}({', '.join(parts)})"
     if buf.op is Ops.PARAM and buf.arg in self.vec4:
       value = f"{self.names[buf]}[u32({idx}) >> 2u]"
-    gated = len(u.src) > 2
-    self.bind(name, u.dtype, value, self.names[u.src[2]] if gated else None,
-              self.names[u.src[3]] if gated else "")
+    if gate is None:
+      self.emit(f"let {name}: {self.reg(u.dtype)} = {value};")
+      return
+    # a gated load is a select, not `if (gate) { v = load; }`: lavapipe's LLVM compiles a
+    # kernel in time superlinear in its basic blocks (a register-tiled pool over a 4-way concat
+    # has ~1300 gated loads: 45 s to compile with branches), SwiftShader likewise
+    self.emit(f"let {name}: {self.reg(u.dtype)} = select({self.names[u.src[3]]}, {value}, "
+              f"{gate});")
 
   def bind(self, name: str, dtype, value: str, gate: str | None, default: str) -> None:
     """`let name = value;`, or with a gate `var name = default; if (gate) { name = value; }`."""
