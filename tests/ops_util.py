@@ -5,13 +5,29 @@ under KERNELGEN_REQUIRE_ALL=1); `device` is the one for PYTHON, PTXSIM, WEBGPU a
 is here; numpy comparison helpers; and check_compiles (WGSL and PTX validated)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 import kernelgen as kg
-from tools import default_device, missing_tool, ptxas_check, wgsl_validate
+from tools import default_device, device_runtime, missing_tool, ptxas_check, wgsl_validate
 
 DEVICES = ("PYTHON", "PTXSIM", "WEBGPU") + (("CUDA",) if kg.Device.available("CUDA") else ())
+
+
+@pytest.fixture
+def on(monkeypatch):
+  """`on(device, **options)`: make `device` the default for the test, with extra front-end
+  options on top of its own; returns the device's runtime."""
+  def configure(device: str, **extra):
+    rt = device_runtime(device)
+    options = {**rt.render_options(), **extra}
+    monkeypatch.setattr(rt, "render_options", lambda: options)
+    monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
+    monkeypatch.setattr(kg.Device, "_default", device)
+    return rt
+  return configure
 
 
 def device_fixture(names):
@@ -52,3 +68,17 @@ def check_compiles(tensors, arch="sm_80"):
     wgsl_validate(kernel.source)
   for kernel in kg.compile(tensors, target="ptx", arch=arch):
     ptxas_check(kernel.source, arch)
+
+
+def sdpa_np(q, k, v, mask=None, causal=False, scale=None):
+  """torch's definition in float64; a fully masked row is NaN."""
+  q, k, v = (a.astype(np.float64) for a in (q, k, v))
+  scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+  s = q @ np.swapaxes(k, -1, -2) * scale
+  if causal:
+    mask = np.tril(np.ones(s.shape[-2:], bool))
+  if mask is not None:
+    s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+  with np.errstate(invalid="ignore"):
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return (e / e.sum(-1, keepdims=True)) @ v

@@ -10,15 +10,14 @@ WGSL validation (naga and Tint) and ptxas-clean PTX (sm_75, sm_90, sm_120).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 import kernelgen as kg
 from kernelgen.frontend.model_ops import ATTENTION_MAX_DIM
 from kernelgen.lowering import attention as attention_lowering
-from tools import missing_tool, ptxas_check, tint_validate, wgsl_validate
+from tools import ptxas_check, tint_validate, wgsl_validate
+from ops_util import on, sdpa_np  # noqa: F401 (on: a fixture)
 
 DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
 RNG = np.random.default_rng(7)
@@ -26,40 +25,6 @@ RNG = np.random.default_rng(7)
 
 def data(*shape, dtype=np.float32):
   return RNG.standard_normal(shape).astype(dtype)
-
-
-def sdpa_np(q, k, v, mask=None, causal=False, scale=None):
-  """torch's definition in float64; a fully masked row is NaN."""
-  q, k, v = (a.astype(np.float64) for a in (q, k, v))
-  scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-  s = q @ np.swapaxes(k, -1, -2) * scale
-  if causal:
-    mask = np.tril(np.ones(s.shape[-2:], bool))
-  if mask is not None:
-    s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
-  with np.errstate(invalid="ignore"):
-    e = np.exp(s - s.max(-1, keepdims=True))
-    return (e / e.sum(-1, keepdims=True)) @ v
-
-
-def runtime(name: str):
-  try:
-    return kg.Device[name]
-  except kg.DeviceError as error:
-    missing_tool(f"device {name}", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
-                 f"({error})")
-
-
-@pytest.fixture
-def on(monkeypatch):
-  """Make `device` the default, with extra front-end options."""
-  def configure(device: str, **extra):
-    rt = runtime(device)
-    options = {**rt.render_options(), **extra}
-    monkeypatch.setattr(rt, "render_options", lambda: options)
-    monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
-    monkeypatch.setattr(kg.Device, "_default", device)
-  return configure
 
 
 def attention(q, k, v, mask=None, **kw):

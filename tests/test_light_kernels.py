@@ -14,16 +14,12 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from tools import missing_tool
+from tools import device_runtime
 
 
 @pytest.fixture(scope="module")
 def webgpu():
-  try:
-    kg.Device["WEBGPU"]
-  except kg.KernelgenError as error:
-    missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
-                 f"({error})")
+  device_runtime("WEBGPU")
   return "WEBGPU"
 
 

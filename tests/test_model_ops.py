@@ -10,7 +10,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
-from ops_util import check_compiles, device, same  # noqa: F401  (the fixture)
+from ops_util import check_compiles, device, same, sdpa_np  # noqa: F401  (the fixture)
 
 RNG = np.random.default_rng(7)
 TOL = dict(rtol=2e-5, atol=2e-6)
@@ -249,18 +249,6 @@ def test_cross_entropy_with_probabilities(device, reduction, smoothing, weighted
 
 
 # ---- attention ---------------------------------------------------------------------------------
-
-def sdpa_np(q, k, v, mask=None, causal=False, scale=None):
-  q, k, v = (a.astype(np.float64) for a in (q, k, v))
-  scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
-  s = q @ np.swapaxes(k, -1, -2) * scale
-  if causal:
-    mask = np.tril(np.ones(s.shape[-2:], bool))
-  if mask is not None:
-    s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
-  e = np.exp(s - s.max(-1, keepdims=True))
-  return (e / e.sum(-1, keepdims=True)) @ v
-
 
 @pytest.mark.parametrize("kind", ["plain", "causal", "bool", "float", "scale"])
 def test_scaled_dot_product_attention(device, kind):

@@ -21,7 +21,7 @@ import pytest
 import kernelgen as kg
 from kernelgen.frontend.onnx.data import read_tensor_file
 from onnx_corpus import light_models
-from tools import missing_tool
+from tools import device_runtime
 
 # CI: the expected outputs of these on WEBGPU (squeezenet ~50 s, zfnet512 ~70 s, resnet50 ~115 s
 # from an empty Mesa shader cache on the loaded 2-core machine, tests/onnx_light_times.txt); the
@@ -46,11 +46,7 @@ def _models(ci=LIGHT_CI):
 
 @pytest.fixture(scope="module")
 def webgpu():
-  try:
-    kg.Device["WEBGPU"]
-  except kg.KernelgenError as error:
-    missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
-                 f"({error})")
+  device_runtime("WEBGPU")
   return "WEBGPU"
 
 

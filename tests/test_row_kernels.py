@@ -17,7 +17,8 @@ from kernelgen.compiler import compile_item
 from kernelgen.graph.schedule import ROW_MAX, schedule
 from kernelgen.lowering import rows as rowmod
 from kernelgen.lowering.optimize import optimize
-from tools import missing_tool, ptxas_check, wgsl_validate
+from tools import ptxas_check, wgsl_validate
+from ops_util import on  # noqa: F401 (a fixture)
 
 DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
 
@@ -114,25 +115,6 @@ def test_row_kernels_option_reaches_the_schedule():
 
 # ---- values on every device, both layouts -----------------------------------------------------
 
-def runtime(name: str):
-  try:
-    return kg.Device[name]
-  except kg.DeviceError as error:
-    missing_tool(f"device {name}", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
-                 f"({error})")
-
-
-@pytest.fixture
-def on(monkeypatch):
-  """Make `device` the default, with extra front-end options."""
-  def configure(device: str, **extra):
-    rt = runtime(device)
-    options = {**rt.render_options(), **extra}
-    monkeypatch.setattr(rt, "render_options", lambda: options)
-    monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
-    monkeypatch.setattr(kg.Device, "_default", device)
-    return rt
-  return configure
 
 
 # (row_lanes, group_chunk): a thread per row, 4 lanes (ragged rows of 37: 4 x 4 do not divide),

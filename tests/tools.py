@@ -54,6 +54,17 @@ def missing_tool(what: str, how: str) -> None:
     pytest.skip(message)
 
 
+def device_runtime(name: str):
+    """kg.Device[name]; a device that cannot start (WEBGPU without wgpu or a Vulkan driver) is a
+    missing tool: a failure under KERNELGEN_REQUIRE_ALL=1, else a skip."""
+    import kernelgen as kg
+    try:
+        return kg.Device[name]
+    except kg.KernelgenError as error:
+        missing_tool(f"device {name}", "pip install wgpu; apt-get install mesa-vulkan-drivers "
+                     f"({error})")
+
+
 # ---------------------------------------------------------------------------------------------
 # ptxas 12.9 and 13.x
 #
