@@ -11,7 +11,8 @@ output is marked and its time not counted):
   ort        onnxruntime-web 1.31, WebGPU execution provider, on ONNX graphs built here with the
              `onnx` package's helper
 GPU time of one run: submit -> onSubmittedWorkDone, inputs on the GPU, outputs left there; the
-systems run interleaved, round after round, and each keeps its best (the machine is shared).
+systems run interleaved, round after round (each round starting one system later), and each keeps
+its best (the machine is shared).
 Ratio: best correct peer's time / ours (> 1: we are faster; target >= 1.5). For a row below it,
 `bound` gives our bytes moved per ms against a copy kernel of the same bytes on the adapter.
 
@@ -422,7 +423,7 @@ def tf_spec(np, row: dict, folder: Path, tag: str, tol: dict) -> dict:
 
 def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: bool) -> dict:
   """Every row's systems on one adapter: prepared (checked) once, then `reps` interleaved
-  rounds of one run each; best time per system."""
+  rounds of one run each, each round starting one system later; best time per system."""
   sys.path.insert(0, str(ROOT / "tests"))
   from browser_util import launch_chromium
   lavapipe = adapter == "lavapipe"
@@ -451,8 +452,8 @@ def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: 
       row[system] = {**checked, "samples_ms": []}
       print(f"  {adapter} {name} {system}: {checked}", file=sys.stderr, flush=True)
     ready = [sy for sy in SYSTEMS if "error" not in row[sy]]
-    for _ in range(reps):
-      for system in ready:
+    for r in range(reps):     # the order turns each round: no system always follows the same one
+      for system in ready[r % len(ready):] + ready[:r % len(ready)]:
         row[system]["samples_ms"] += page.evaluate("(k) => window.peers.time(k, 1)", system)
     for system in ready:
       row[system]["ms"] = min(row[system]["samples_ms"])
