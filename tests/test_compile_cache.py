@@ -127,8 +127,11 @@ def _digits_step(model, opt, x, onehot):
 
 # kernels one training step (forward, backward, update) of the digits MLP runs: the loss's
 # forward and backward reductions, the two matmuls' gradients, the gathered flat gradient and
-# one kernel per flat vector the optimizer writes (parameters; Adam's two moments)
-DIGITS_STEP_KERNELS = {"SGD": 12, "Adam": 14}
+# one kernel per flat vector the optimizer writes (parameters; Adam's two moments), and the
+# log-softmax gradient (64 x 10) as a kernel of its own: the hidden layer's gradient matmul reads
+# each of its elements 32 times, and it is computed from >= REREAD_LOADS loads (schedule.py), so
+# it is computed once rather than once per read (12 and 14 kernels before that rule)
+DIGITS_STEP_KERNELS = {"SGD": 13, "Adam": 15}
 
 
 @pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
