@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
 import kernelgen as kg  # noqa: E402
 from kernelgen.device import Device  # noqa: E402
 from kernelgen.frontend import model_ops  # noqa: E402
-from ops_times import prepare  # noqa: E402
+from ops_times import prepare, time_interleaved  # noqa: E402
 
 B, H, D = 1, 8, 64
 
@@ -72,13 +72,7 @@ def main(argv: list[str]) -> None:
   kinds = set(argv[3].split(",")) if len(argv) > 3 else {"fused", "split", "causal", "plain",
                                                           "matmul"}
   jobs = [job for n in sizes for job in jobs_for(n, rng, kinds)]
-  best = {name: float("inf") for name, _, _ in jobs}
-  for _ in range(repeats):
-    for name, runs, _ in jobs:
-      best[name] = min(best[name], sum(runtime.time_run(c, h, {}) for c, h in runs))
-  for name, runs, first in jobs:
-    print(f"{name:36s} {len(runs):3d} kernels  GPU {best[name] * 1e3:9.1f} ms  "
-          f"(first realize incl. compile {first:5.1f} s; matches numpy)", flush=True)
+  time_interleaved(runtime, jobs, repeats)
 
 
 if __name__ == "__main__":

@@ -89,3 +89,15 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
   main(sys.argv)
+
+
+def time_interleaved(runtime, jobs: list, repeats: int, width: int = 36) -> None:
+  """Time prepared `jobs` ((name, runs, first-realize seconds), from prepare) in `repeats`
+  interleaved rounds (each program once per round) and print each one's best GPU time."""
+  best = {name: float("inf") for name, _, _ in jobs}
+  for _ in range(repeats):
+    for name, runs, _ in jobs:
+      best[name] = min(best[name], sum(runtime.time_run(k, h, {}) for k, h in runs))
+  for name, runs, first in jobs:
+    print(f"{name:{width}s} {len(runs):4d} kernels  GPU {best[name] * 1e3:9.1f} ms  "
+          f"(first realize incl. compile {first:6.1f} s; matches numpy)", flush=True)

@@ -23,7 +23,7 @@ sys.path.insert(0, os.environ.get("KG_CORE", str(Path(__file__).resolve().parent
 
 import kernelgen as kg  # noqa: E402
 from kernelgen.device import Device  # noqa: E402
-from ops_times import prepare  # noqa: E402  (after kernelgen: KG_CORE's stays)
+from ops_times import prepare, time_interleaved  # noqa: E402  (after kernelgen: KG_CORE's stays)
 
 
 def embedding_jobs(rows: int, dim: int, tokens: int) -> list:
@@ -85,13 +85,7 @@ def main(argv: list[str]) -> None:
   if "crossover" in only:
     jobs += [make for _, make in crossover_jobs()]
   jobs = [make() for make in jobs]
-  best = {name: float("inf") for name, _, _ in jobs}
-  for _ in range(repeats):                     # rounds interleaved: each program once per round
-    for name, runs, _ in jobs:
-      best[name] = min(best[name], sum(runtime.time_run(k, h, {}) for k, h in runs))
-  for name, runs, first in jobs:
-    print(f"{name:44s} {len(runs):4d} kernels  GPU {best[name] * 1e3:9.1f} ms  "
-          f"(first realize incl. compile {first:6.1f} s; matches numpy)", flush=True)
+  time_interleaved(runtime, jobs, repeats, 44)
 
 
 if __name__ == "__main__":
