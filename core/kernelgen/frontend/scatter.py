@@ -30,7 +30,11 @@ to src; scatter passes g to t where nothing was written and to each src element 
 """
 from __future__ import annotations
 
-from ..dtype import dtypes
+import math
+from contextlib import contextmanager
+
+from ..dtype import dtypes, max_value, min_value
+from ..errors import UnsupportedError
 from ..graph.lazy import L, LazyOp
 from ..graph.view import prod
 from .autograd import record
@@ -38,6 +42,7 @@ from .combine import where
 from .operands import acc_dtype
 from .scan import SCAN_BLOCK
 from .sort import sort_last
+from .tensor_ops import maximum, minimum
 
 # The largest rows * outputs * indices done by comparing each output with every index. Measured
 # (bench/scatter_times.py crossover, lavapipe, GPU time, 1-d scatter_add, compare vs sorted):
@@ -51,9 +56,34 @@ COMPARE_INDICES = 32
 I32_MAX = (1 << 31) - 1
 
 
+# The form every scatter takes while `forced_form` is active: None (the thresholds above decide),
+# "sorted" or "compared". For tests and the fuzzer, whose sizes are far below COMPARE_MAX.
+FORMS = (None, "sorted", "compared")
+_forced = [None]
+
+
 def sorted_pays(rows: int, n: int, m: int) -> bool:
   """Whether a scatter of m indices into n outputs in each of `rows` rows is done by sorting."""
+  if _forced[0] is not None:
+    return _forced[0] == "sorted"
   return m > COMPARE_INDICES and rows * n * m > COMPARE_MAX
+
+
+@contextmanager
+def forced_form(form):
+  """`with forced_form("sorted"):` every scatter, scatter_add, setitem with device indices, a
+  gather's gradient (recorded while building) and ONNX's ScatterElements built inside takes that
+  form whatever its size ("compared": the one-hot comparison; None: the thresholds). The form is
+  chosen when the lazy graph is built, so only building needs to happen inside. A testing knob
+  (tests/test_scatter_fast.py, the fuzzer's sorted scatter steps): both forms give the same
+  values, only their cost differs."""
+  if form not in FORMS:
+    raise UnsupportedError(f"scatter form must be one of {FORMS}, got {form!r}")
+  before, _forced[0] = _forced[0], form
+  try:
+    yield
+  finally:
+    _forced[0] = before
 
 
 # ---- layout helpers --------------------------------------------------------------------------
@@ -147,33 +177,67 @@ def _pad_last(x, count: int, value):
   return x.pad(((0, 0),) * (x.ndim - 1) + ((0, count),), value) if count else x
 
 
-def _segment_window(x, rel):
-  """Within blocks (the last axis): out[k] = the sum of x[p] for rel[k] <= p <= k."""
+# the segmented scans' combine ops: "add" (scatter_add), "mul", "max", "min" (ONNX's
+# ScatterElements reductions); max and min propagate NaN as numpy's maximum and minimum do
+COMBINES = ("add", "mul", "max", "min")
+
+
+def identity(kind: str, dtype):
+  """The value combining with which changes nothing: 0, 1, the dtype's lowest or highest."""
+  if kind in ("add", "mul"):
+    return 0 if kind == "add" else 1
+  if dtype.is_float():
+    return -math.inf if kind == "max" else math.inf
+  return min_value(dtype) if kind == "max" else max_value(dtype)
+
+
+def combine(kind: str, a, b):
+  """a and b combined elementwise by `kind`."""
+  if kind == "add":
+    return a + b
+  if kind == "mul":
+    return a * b
+  return maximum(a, b) if kind == "max" else minimum(a, b)
+
+
+def _fold(kind: str, x, axis: int):
+  """x reduced along axis by `kind`, in x's dtype."""
+  if kind == "add":
+    return x.sum(axis).cast(x.dtype)
+  if kind == "mul":
+    return x.prod(axis).cast(x.dtype)
+  return x.max(axis) if kind == "max" else x.min(axis)
+
+
+def _segment_window(x, rel, kind: str = "add"):
+  """Within blocks (the last axis): out[k] = x[p] combined for rel[k] <= p <= k."""
   b = x.shape[-1]
   ramp = type(x).arange(b, device=x.device)
   keep = (ramp.reshape(1, b) <= ramp.reshape(b, 1)) & (ramp >= rel.unsqueeze(-1))
   rows = x.unsqueeze(-2).expand(x.shape[:-1] + (b, b))
-  return where(keep, rows, 0).sum(-1)
+  return _fold(kind, where(keep, rows, identity(kind, x.dtype)), -1)
 
 
-def segment_scan(x, heads):
-  """The inclusive scan of x along its last axis restarting at each segment: out[k] = x[h] + ...
-  + x[k] for h = heads[k] (<= k, the first position of k's segment; heads broadcast over x)."""
+def segment_scan(x, heads, kind: str = "add"):
+  """The inclusive scan of x along its last axis restarting at each segment: out[k] = x[h] op
+  ... op x[k] for h = heads[k] (<= k, the first position of k's segment; heads broadcast over
+  x), op the combine `kind` (COMBINES)."""
   m, b = x.shape[-1], SCAN_BLOCK
   if m <= b:
-    return _segment_window(x, heads)
+    return _segment_window(x, heads, kind)
   blocks = -(-m // b)
   lead, hlead = x.shape[:-1], heads.shape[:-1]
-  xb = _pad_last(x, blocks * b - m, 0).reshape(lead + (blocks, b))
+  unit = identity(kind, x.dtype)
+  xb = _pad_last(x, blocks * b - m, unit).reshape(lead + (blocks, b))
   hb = _pad_last(heads, blocks * b - m, m).reshape(hlead + (blocks, b))
   rel = hb - type(x).arange(0, blocks * b, b, device=x.device).reshape(blocks, 1)
-  inner = _segment_window(xb, rel).contiguous()
+  inner = _segment_window(xb, rel, kind).contiguous()
   totals = inner.shrink(tuple((0, s) for s in lead) + ((0, blocks), (b - 1, b)))
   up = hb.shrink(tuple((0, s) for s in hlead) + ((0, blocks), (b - 1, b))) // b
-  carried = segment_scan(totals.reshape(lead + (blocks,)), up.reshape(hlead + (blocks,)))
-  before = carried.contiguous().pad(((0, 0),) * len(lead) + ((1, 0),))
+  carried = segment_scan(totals.reshape(lead + (blocks,)), up.reshape(hlead + (blocks,)), kind)
+  before = carried.contiguous().pad(((0, 0),) * len(lead) + ((1, 0),), unit)
   before = before.shrink(tuple((0, s) for s in lead) + ((0, blocks),))
-  out = inner + where(rel < 0, before.reshape(lead + (blocks, 1)), 0)
+  out = combine(kind, inner, where(rel < 0, before.reshape(lead + (blocks, 1)), unit))
   return out.reshape(lead + (blocks * b,)).shrink(tuple((0, s) for s in lead) + ((0, m),))
 
 
@@ -229,6 +293,28 @@ def scatter(t, axis: int, idx, src):
   chosen = _pad_to(winner, t.shape, -1)
   out = where(chosen >= 0, _pad_to(_read_at(src.detach(), axis, winner), t.shape), t.detach())
   return record(out, (t, src), scatter_grad, (axis, idx, chosen))
+
+
+def scatter_reduce(t, axis: int, idx, src, kind: str):
+  """t with each src element (idx's shape, t's dtype) combined by `kind` ("mul", "max", "min")
+  into t at idx along axis, as numpy's multiply.at / maximum.at / minimum.at (NaN propagates
+  through max and min); idx normalized (out of range combines nothing). Each output's segment
+  of the sorted indices is reduced by a segmented scan (half floats multiply in float32, as
+  scatter_add adds) and combined with t once. No gradient (ONNX's ScatterElements)."""
+  n = t.shape[axis]
+  if idx.numel() == 0 or n == 0:
+    return t
+  values = _to_last(src.detach(), axis)
+  if kind == "mul" and values.dtype in (dtypes.float16, dtypes.bfloat16):
+    values = values.cast(dtypes.float32)
+  keys, perm, last = _winners(idx, axis, n, values.shape[:-1])
+  heads = _count(keys, keys, True).contiguous()
+  scanned = segment_scan(_take_last(values, perm.expand(values.shape)), heads, kind)
+  scanned = _from_last(scanned, axis).contiguous()
+  at = _from_last(last.expand(values.shape[:-1] + (n,)), axis)
+  total = where(at >= 0, _read_at(scanned, axis, at), identity(kind, values.dtype))
+  total = _pad_to(total, t.shape, identity(kind, values.dtype))
+  return combine(kind, t.detach().cast(values.dtype), total).cast(t.dtype)
 
 
 def _read_at(g, axis: int, idx):

@@ -5,8 +5,8 @@ their data on the host (a constant, a feed, or a value computed now: the lazy gr
 up to it), as their output size is part of the graph's static shapes.
 
 Scatters with a reduction (add, mul, max, min) fold every update that lands on an element into it
-in one reduction over the updates (deterministic: no races); `none` keeps the last update, as the
-Tensor scatter does. Built only from public Tensor methods (gather, scatter, scatter_add,
+in one reduction over the updates, or by sorting the indices above scatter.COMPARE_MAX
+(deterministic either way: no races); `none` keeps the last update, as the Tensor scatter does. Built only from public Tensor methods (gather, scatter, scatter_add,
 comparisons, reductions)."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import math
 
 from ...dtype import dtypes, max_value, min_value
 from ...errors import ShapeError, UnsupportedError
+from .. import scatter as sorted_scatter
 from ..tensor import Tensor, where
 from ..tensor_ops import maximum, minimum
 from .ops import axis_index, op
@@ -36,8 +37,12 @@ def _identity(kind: str, dtype):
 
 def _scatter_reduce(t, axis: int, idx, src, kind: str):
   """t with every src[i] reduced (mul, max, min) into t[.., idx[i], ..] along axis: one
-  one-hot reduction over the updates."""
+  one-hot reduction over the updates, or above scatter.COMPARE_MAX (as scatter_add) a
+  segmented scan over the sorted indices (frontend/scatter.py)."""
   n = t.shape[axis]
+  m = idx.shape[axis]
+  if sorted_scatter.sorted_pays(idx.numel() // max(m, 1), n, m):
+    return sorted_scatter.scatter_reduce(t, axis, idx, src.cast(t.dtype), kind)
   order = [d for d in range(t.ndim) if d != axis] + [axis]
   back = list(range(t.ndim - 1))
   back.insert(axis, t.ndim - 1)
