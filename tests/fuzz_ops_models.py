@@ -1,7 +1,13 @@
 """The fuzzer's model operations (issue 18): advanced indexing with host lists and device
 tensors, take_along_axis (gather), setitem, scatter, scatter_add, numpy.pad's modes, roll,
-tril/triu, one_hot, repeat_interleave, tile, split, chunk, nearest and bilinear interpolate and
-dropout.
+tril/triu, one_hot, repeat_interleave, tile, split, chunk, nearest and bilinear interpolate,
+dropout and a gather's gradient (gather_grad: the scatter_add autograd makes).
+
+The fuzz sizes (<= 240 elements) sit far below scatter.COMPARE_MAX, where every scatter compares
+each output with each index; so about half of the scatter, scatter_add, setitem-with-index-arrays
+and gather_grad steps carry `form="sorted"` and are built inside scatter.forced_form("sorted"):
+the sorting network, binary search and segmented scan of frontend/scatter.py, fuzzed against
+the same numpy oracle on every device.
 
 Three tables plug into the fuzzer (fuzz_programs.GROW["model"], fuzz_oracle_ops.OPS,
 fuzz_runner.BUILD): how a step is grown, its numpy oracle, and how kernelgen builds it; this
@@ -17,13 +23,18 @@ import numpy as np
 MODEL_OPS = ("take_list", "take_tensor", "gather", "setitem", "scatter", "scatter_add",
              "pad_mode", "roll", "tril", "triu", "one_hot", "repeat_interleave",
              "interpolate_nearest", "tile", "split_part", "chunk_part", "bilinear", "dropout",
-             "setitem_mask")
+             "setitem_mask", "gather_grad")
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 PAD_MODES = ("edge", "reflect", "symmetric", "wrap")
 INTS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 
 # ---- growing a step (the generator) -----------------------------------------------------------
+
+def _form(c) -> dict:
+  """`form="sorted"` (the sorted scatter forced at the fuzz sizes) for about half the steps."""
+  return {"form": "sorted"} if c.chance(0.5) else {}
+
 
 def grow_model(b, src: int, op: str | None = None):
   """One model operation (`op`, or a random one) on value `src` (skipped when it does not fit
@@ -47,6 +58,12 @@ def grow_model(b, src: int, op: str | None = None):
     if _numel(ishape) <= MAX_ELEMENTS:
       idx = tuple(c.integer(-n, n - 1) for _ in range(_numel(ishape)))
       b.push(op, [src], ishape, dtype, axis=axis, index=idx, index_shape=ishape)
+  elif op == "gather_grad" and dtype in FLOAT_DTYPES:     # in range: autograd's scatter_add
+    ishape = shape[:axis] + (c.integer(1, 40),) + shape[axis + 1:]
+    if _numel(ishape) <= MAX_ELEMENTS:
+      idx = tuple(c.integer(0, n - 1) for _ in range(_numel(ishape)))
+      g = b.new_input(ishape, dtype)
+      b.push(op, [src, g], shape, dtype, axis=axis, index=idx, index_shape=ishape, **_form(c))
   elif op == "setitem":
     value = _scalar_for(c, dtype)
     if len(shape) >= 2 and c.chance(0.3):        # two index arrays: the general scatter
@@ -55,10 +72,11 @@ def grow_model(b, src: int, op: str | None = None):
       idx = tuple(c.integer(-n, n - 1) for _ in range(k))
       idx2 = tuple(c.integer(-shape[other], shape[other] - 1) for _ in range(k))
       b.push(op, [src], shape, dtype, axis=axis, index=idx, axis2=other, index2=idx2,
-             value=value)
+             value=value, **_form(c))
     elif c.chance(0.5):
       idx = tuple(c.integer(-n, n - 1) for _ in range(c.integer(1, 3)))
-      b.push(op, [src], shape, dtype, axis=axis, index=idx, value=value)
+      extra = {"device": True, **_form(c)} if c.chance(0.5) else {}   # a Tensor index: scatter
+      b.push(op, [src], shape, dtype, axis=axis, index=idx, value=value, **extra)
     else:
       sl = (c.integer(0, n - 1), None, c.choice((1, 2, -1)))
       b.push(op, [src], shape, dtype, axis=axis, slice=sl, value=value)
@@ -71,7 +89,7 @@ def grow_model(b, src: int, op: str | None = None):
       tuple(c.integer(1, s) for s in shape[axis + 1:])
     idx = tuple(c.integer(0, n - 1) for _ in range(_numel(ishape)))
     other = b.new_input(ishape, dtype)
-    b.push(op, [src, other], shape, dtype, axis=axis, index=idx, index_shape=ishape)
+    b.push(op, [src, other], shape, dtype, axis=axis, index=idx, index_shape=ishape, **_form(c))
   elif op == "pad_mode":
     pads = tuple((c.integer(0, 3), c.integer(0, 3)) for _ in shape)
     new = tuple(s + p + q for s, (p, q) in zip(shape, pads))
@@ -206,6 +224,8 @@ def oracle(step, xs):
     err = _scatter_np(x.err, idx, src.err[shrink], axis, add)
     ok = _scatter_np(x.ok, idx, src.ok[shrink], axis, False)
     return OVal(a, x.dtype, err, ok)
+  if op == "gather_grad":
+    return _gather_grad(x, xs[1], step)
   if op == "pad_mode":
     return _moved(x, lambda a: np.pad(a, step.param("pads"), mode=step.param("mode")))
   if op == "roll":
@@ -240,6 +260,27 @@ def oracle(step, xs):
   if op == "dropout":
     return _dropout(x, step.param("p"), step.param("seed"))
   raise KeyError(op)
+
+
+def _gather_grad(x, g, step):
+  """The gradient of x.gather(axis, idx) backward(g): zeros with g added at the indices (numpy's
+  add.at in float64, rounded once); the sum's error bound (half types add in float32)."""
+  from fuzz_oracle import FMAX, U, round_to, ulp, work_dtype, zero_sign
+  from fuzz_oracle_ops import _out
+  axis = step.param("axis")
+  idx = np.array(step.param("index")).reshape(step.param("index_shape"))
+  gv = round_to(g.a, g.dtype).astype(np.float64)
+  finite = np.where(np.isfinite(gv), np.abs(gv), 0.0)
+  total, mag, err, count = (np.zeros(x.a.shape) for _ in range(4))
+  bad = np.zeros(x.a.shape, bool)
+  for a, part in ((total, gv), (mag, finite), (err, g.err), (count, np.ones(idx.shape)),
+                  (bad, ~g.ok)):
+    coords = list(np.indices(idx.shape))
+    coords[axis] = idx
+    np.add.at(a, tuple(coords), part)
+  r = round_to(total, x.dtype)
+  err = err + count * U[work_dtype(x.dtype)] * mag
+  return _out(r, x.dtype, err + ulp(r, x.dtype) + zero_sign(r), ~bad & (mag < FMAX[x.dtype] / 2))
 
 
 def _linear_matrix(n_in, n_out, align_corners):
@@ -313,6 +354,11 @@ ORACLE = {op: oracle for op in MODEL_OPS}
 
 # ---- building with kernelgen -------------------------------------------------------------------
 
+def _form_of(step):
+  from kernelgen.frontend.scatter import forced_form
+  return forced_form(step.param("form"))
+
+
 def _index_tensor(step, like):
   from kernelgen import Tensor
   idx = Tensor(list(step.param("index")), dtype="int32", device=like.device)
@@ -332,16 +378,28 @@ def build(step, xs):
     return x.gather(axis, _index_tensor(step, x))
   if op == "setitem":
     y = Tensor(x.node)           # a new Tensor object: setitem must not change x itself
-    y[_setitem_index(step, x.ndim)] = step.param("value")
+    index = _setitem_index(step, x.ndim)
+    if step.param("device"):     # the index array as a Tensor: a scatter on the device
+      index = tuple(Tensor(i, dtype="int32", device=x.device) if isinstance(i, list) else i
+                    for i in index)
+    with _form_of(step):
+      y[index] = step.param("value")
     return y
   if op == "setitem_mask":
     y = Tensor(x.node)
     y[x > 0] = step.param("value")
     return y
   if op == "scatter":
-    return x.scatter(axis, _index_tensor(step, x), xs[1])
+    with _form_of(step):
+      return x.scatter(axis, _index_tensor(step, x), xs[1])
   if op == "scatter_add":
-    return x.scatter_add(axis, _index_tensor(step, x), xs[1])
+    with _form_of(step):
+      return x.scatter_add(axis, _index_tensor(step, x), xs[1])
+  if op == "gather_grad":
+    leaf = Tensor(x.node, requires_grad=True)
+    with _form_of(step):
+      leaf.gather(axis, _index_tensor(step, x)).backward(xs[1])
+    return leaf.grad
   if op == "pad_mode":
     return x.pad(step.param("pads"), mode=step.param("mode"))
   if op == "roll":
@@ -378,7 +436,7 @@ def _input_for(c, op: str):
   """An input shape and dtype the model operation `op` applies to."""
   from fuzz_programs import DIMS, DTYPES
   dtype = c.choice(INTS) if op in ("one_hot", "scatter_add") else c.choice(("float32",) + DTYPES)
-  dtype = c.choice(FLOAT_DTYPES) if op in ("bilinear", "dropout") else dtype
+  dtype = c.choice(FLOAT_DTYPES) if op in ("bilinear", "dropout", "gather_grad") else dtype
   if op in ("interpolate_nearest", "bilinear"):
     return (c.integer(1, 2), c.integer(1, 2), c.integer(1, 5), c.integer(1, 5)), dtype
   rank = c.integer(2 if op in ("tril", "triu") else 1, 3)
