@@ -85,11 +85,14 @@ def grow_model(b, src: int, op: str | None = None):
   elif op in ("scatter", "scatter_add"):
     if op == "scatter_add" and dtype not in INTS:
       return
-    ishape = tuple(c.integer(1, s) for s in shape[:axis]) + (c.integer(1, 3),) + \
-      tuple(c.integer(1, s) for s in shape[axis + 1:])
+    form = _form(c)            # sorted: up to 40 indices per row (blocks of SCAN_BLOCK 32)
+    ishape = tuple(c.integer(1, s) for s in shape[:axis]) + \
+      (c.integer(1, 40 if form else 3),) + tuple(c.integer(1, s) for s in shape[axis + 1:])
+    if _numel(ishape) > MAX_ELEMENTS:
+      return
     idx = tuple(c.integer(0, n - 1) for _ in range(_numel(ishape)))
     other = b.new_input(ishape, dtype)
-    b.push(op, [src, other], shape, dtype, axis=axis, index=idx, index_shape=ishape, **_form(c))
+    b.push(op, [src, other], shape, dtype, axis=axis, index=idx, index_shape=ishape, **form)
   elif op == "pad_mode":
     pads = tuple((c.integer(0, 3), c.integer(0, 3)) for _ in shape)
     new = tuple(s + p + q for s, (p, q) in zip(shape, pads))
