@@ -182,6 +182,8 @@ def input_oval(step: Step) -> OVal:
     return exact(_arange(n, step.param("start"), step.param("step"), dtype).reshape(shape), dtype)
   if source == "rand":
     return exact(round_to(rand_unit(n, step.param("seed")), dtype).reshape(shape), dtype)
+  if source == "linspace":
+    return _linspace(n, step, dtype, shape)
   return _randn(n, step.param("seed"), dtype, shape)
 
 
@@ -212,6 +214,27 @@ def rand_unit(n: int, seed: int) -> np.ndarray:
     if mult is not None:
       x = (x * np.uint64(mult)) & np.uint64(mask)
   return ((x >> np.uint64(8)).astype(np.float32) * np.float32(2.0 ** -24))
+
+
+def _linspace(n: int, step: Step, dtype: str, shape) -> OVal:
+  """numpy.linspace(start, stop, n, endpoint) in float64, as float32 (Tensor.linspace computes
+  start + i * step in float32, the last value exactly stop) then cast to dtype. The bound: the
+  step's rounding times i, and one rounding of i * step and of the sum, each 0 where exact."""
+  from fuzz_oracle_ops import apply
+  start, stop, endpoint = step.param("start"), step.param("stop"), step.param("endpoint")
+  ref = np.linspace(start, stop, n, endpoint=endpoint)
+  div = (n - 1) if endpoint else n
+  by = (stop - start) / div if div > 0 else 0.0
+  i = np.arange(n, dtype=np.float64)
+  by32, start32 = float(np.float32(by)), float(np.float32(start))
+  inexact = lambda v: np.where(np.float32(v).astype(np.float64) == v, 0.0,
+                               np.abs(v) * 2 * U["float32"])
+  err = i * abs(by - by32) + abs(start - start32) + inexact(i * by32) + inexact(ref)
+  if endpoint and n > 1:
+    err[-1] = 0.0
+  out = OVal(round_to(ref, "float32").reshape(shape), "float32", err.reshape(shape),
+             np.ones(shape, dtype=bool))
+  return out if dtype == "float32" else apply(Step("cast", (0,), (("dtype", dtype),)), [out])
 
 
 def _randn(n: int, seed: int, dtype: str, shape) -> OVal:

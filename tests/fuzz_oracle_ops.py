@@ -500,3 +500,5 @@ from fuzz_scan_sort import ORACLE as SCAN_SORT_ORACLE  # noqa: E402  (scans, sor
 OPS.update(SCAN_SORT_ORACLE)
 from fuzz_ops_models import ORACLE  # noqa: E402  (issue 18's operations)
 OPS.update(ORACLE)
+from fuzz_nn_ops import ORACLE as NN_ORACLE  # noqa: E402  (norms, losses, attention: issue 18)
+OPS.update(NN_ORACLE)

@@ -42,9 +42,11 @@ MOVEMENT = ("reshape", "permute", "pad", "shrink", "flip", "slice", "expand")
 JOIN = ("cat", "stack")
 # where an input's values come from: a numpy array (the default), a Python list, or a creation
 # function (`empty`: unwritten, its values are not compared; `rand`/`randn`: kernelgen's hash)
-SOURCES = ("numpy", "list", "zeros", "ones", "full", "eye", "arange", "rand", "randn", "empty")
+SOURCES = ("numpy", "list", "zeros", "ones", "full", "eye", "arange", "rand", "randn", "empty",
+           "linspace")
 ARANGE_STARTS, ARANGE_STEPS = (0, -3, 5), (1, 2, -1)
 ARANGE_FLOAT_STEPS = (1.0, 0.5, -1.0, 0.25)
+LINSPACE_STARTS, LINSPACE_STOPS = (0.0, -1.5, 2.0, 0.1), (1.0, 5.0, -3.25, 0.3)
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ class Program:
     return {s.op for s in self.steps}
 
   def dtypes(self) -> set[str]:
-    return {s.param("dtype") for s in self.steps} - {None}
+    return {s.param(k) for s in self.steps for k in ("dtype", "target_dtype")} - {None}
 
 
 # ---- choosers ---------------------------------------------------------------------------------
@@ -210,6 +212,8 @@ class _Builder:
     if source == "arange":
       params["start"] = c.choice(ARANGE_STARTS)
       params["step"] = c.choice(ARANGE_FLOAT_STEPS if dtype in FLOATS else ARANGE_STEPS)
+    if source == "linspace":
+      params.update(_linspace_params(c, _numel(shape), dtype))
     if source != "numpy":     # (a numpy input prints as before: old programs replay unchanged)
       params["source"] = source
     return self.push("input", [], shape, dtype, **params)
@@ -223,6 +227,16 @@ class _Builder:
     return Program(tuple(self.steps))
 
 
+def _linspace_params(c: Chooser, n: int, dtype: str) -> dict:
+  """start, stop and endpoint of a linspace input of n values: for int and bool dtypes an
+  integer step (the values exact), for floats any of a few."""
+  endpoint = c.chance(0.7)
+  if dtype in FLOATS:
+    return dict(start=c.choice(LINSPACE_STARTS), stop=c.choice(LINSPACE_STOPS), endpoint=endpoint)
+  start, by = c.choice(ARANGE_STARTS), c.choice(ARANGE_STEPS + (0,))
+  return dict(start=start, stop=start + by * ((n - 1) if endpoint else n), endpoint=endpoint)
+
+
 def generate(c: Chooser, max_steps: int = 6) -> Program:
   """A random valid program (every shape and dtype checked while it is built)."""
   b = _Builder(c)
@@ -231,7 +245,7 @@ def generate(c: Chooser, max_steps: int = 6) -> Program:
     src = len(b.values) - 1 if c.chance(0.75) else c.integer(0, len(b.values) - 1)
     kind = c.choice(("unary", "binary", "binary", "cast", "movement", "movement", "reduce",
                      "compare", "where", "matmul", "bitcast", "join", "pow", "softmax",
-                     "conv2d", "zero", "scan_sort", "model"))
+                     "conv2d", "zero", "scan_sort", "model", "nn"))
     GROW[kind](b, src)
   return b.program()
 
@@ -715,3 +729,5 @@ from fuzz_scan_sort import grow_scan_sort  # noqa: E402  (scans, sorts, einsum: 
 GROW["scan_sort"] = grow_scan_sort
 from fuzz_ops_models import grow_model  # noqa: E402  (issue 18's operations: gather, pad modes...)
 GROW["model"] = grow_model
+from fuzz_nn_ops import grow_nn  # noqa: E402  (issue 18's norms, losses, attention, meshgrid)
+GROW["nn"] = grow_nn

@@ -75,6 +75,12 @@ def _arange(step: Step, shape, dtype: str, device: str) -> Tensor:
   return Tensor.arange(start, start + n * by, by, dtype=dtype, device=device).reshape(shape)
 
 
+def _linspace(step: Step, shape, dtype: str, device: str) -> Tensor:
+  n = int(np.prod(shape, dtype=np.int64))
+  return Tensor.linspace(step.param("start"), step.param("stop"), n, step.param("endpoint"),
+                         dtype=dtype, device=device).reshape(shape)
+
+
 CREATE = {
   "zeros": lambda s, shape, dt, dev: Tensor.zeros(*shape, dtype=dt, device=dev),
   "ones": lambda s, shape, dt, dev: Tensor.ones(*shape, dtype=dt, device=dev),
@@ -84,7 +90,7 @@ CREATE = {
                                                 device=dev),
   "randn": lambda s, shape, dt, dev: Tensor.randn(*shape, seed=s.param("seed"), dtype=dt,
                                                   device=dev),
-  "eye": _eye, "arange": _arange,
+  "eye": _eye, "arange": _arange, "linspace": _linspace,
 }
 
 
@@ -170,6 +176,8 @@ BUILD.update(fuzz_ops_models.BUILD)   # issue 18's operations (tests/fuzz_ops_mo
 
 from fuzz_scan_sort import BUILD as SCAN_SORT_BUILD  # noqa: E402  (scans, sorts, einsum: issue 18)
 BUILD.update(SCAN_SORT_BUILD)
+from fuzz_nn_ops import BUILD as NN_BUILD  # noqa: E402  (norms, losses, attention: issue 18)
+BUILD.update(NN_BUILD)
 
 def build(program: Program, device: str) -> Tensor:
   """The program's output as a lazy kernelgen Tensor on `device`."""
@@ -198,7 +206,7 @@ def used_dtypes(program: Program) -> set[str]:
       other = step.param("scalar") if len(xs) == 1 else xs[1].dtype
       used.add(result_dtype(xs[0].dtype, other))
     values.append(apply(step, xs))
-  return used | {v.dtype for v in values}
+  return used | {v.dtype for v in values} | program.dtypes()
 
 
 # ---- running one program ------------------------------------------------------------------------
