@@ -37,3 +37,13 @@ def test_the_general_generator_draws_model_operations():
   for seed in range(300):
     drawn |= generate(RandomChooser(seed)).ops() & set(MODEL_OPS)
   assert len(drawn) >= 8, drawn
+
+
+def test_the_fixed_seeds_reach_the_sorted_scatter():
+  """Steps with form="sorted" (built in scatter.forced_form: the fuzz sizes are far below
+  COMPARE_MAX) among the seeds above, for each scatter-making operation."""
+  sorted_ops = collections.Counter()
+  for seed in SEEDS:
+    program = generate_model(RandomChooser(seed), MODEL_OPS[seed % len(MODEL_OPS)])
+    sorted_ops.update(s.op for s in program.steps if s.param("form") == "sorted")
+  assert {"scatter", "scatter_add", "setitem", "gather_grad"} <= set(sorted_ops), sorted_ops
