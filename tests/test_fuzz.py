@@ -61,7 +61,8 @@ def test_oracle_knows_what_each_creation_function_gives(source, dtype):
   step = Step("input", (), (("shape", (3, 7)), ("dtype", dtype), ("seed", 11), ("special", 0.3),
                             ("start", -3), ("step", 2 if dtype not in ("float32", "float16",
                                                                       "bfloat16") else 0.5),
-                            ("source", source)))
+                            ("stop", 37 if dtype in ("int8", "uint32", "bool", "int64") else 0.3),
+                            ("endpoint", True), ("source", source)))   # (linspace: 2 a step)
   expected = input_oval(step)
   got = build_input(step, "PYTHON")
   assert got.dtype.name == dtype
