@@ -3,6 +3,7 @@
 builder (BUILD, merged into fuzz_runner.BUILD). Ops:
 
     cumsum(v, axis)                     numpy.cumsum (kernelgen's sum dtypes)
+    cumprod(v, axis)                    numpy.cumprod (the same dtypes)
     cummax(v, axis) / cummax_index      maximum.accumulate / torch.cummax's indices
     sort(v, axis, descending)           numpy sort kind="stable"; descending as torch (NaN first)
     argsort(v, axis, descending)        the stable order (defined when the row is exact)
@@ -20,7 +21,7 @@ import numpy as np
 from fuzz_programs import DTYPES, FLOATS, MAX_ELEMENTS, acc_dtype, result_dtype
 
 SORTS = ("sort", "argsort", "topk", "topk_index")
-OPS = ("cumsum", "cummax", "cummax_index", *SORTS, "einsum")
+OPS = ("cumsum", "cumprod", "cummax", "cummax_index", *SORTS, "einsum")
 
 
 # ---- the generator ---------------------------------------------------------------------------
@@ -36,7 +37,7 @@ def grow_scan_sort(b, src: int):
     return
   axis = c.integer(-len(shape), len(shape) - 1)
   n = shape[axis]
-  if op == "cumsum":
+  if op in ("cumsum", "cumprod"):
     out = acc_dtype(dtype)
     b.push(op, [src], shape, out, axis=axis)
   elif op in ("cummax", "cummax_index"):
@@ -107,6 +108,31 @@ def _cumsum(step, xs):
   err = np.cumsum(np.broadcast_to(x.err, a.shape), axis=axis) + n * U[work] * finite_abs
   r = round_to(total, out)
   return _out(r, out, err + ulp(r, out) + zero_sign(r), ok & (finite_abs < FMAX[work] / 2))
+
+
+def _cumprod(step, xs):
+  """Running products: ints wrap (exact); floats carry prod's bound per prefix (each multiply
+  rounds once), defined where no order of the multiplies can overflow or underflow."""
+  from fuzz_oracle import FMAX, TINY, U, round_to, storage, ulp, work_dtype
+  from fuzz_oracle_ops import _out
+  x, axis = xs[0], step.param("axis")
+  out = acc_dtype(x.dtype)
+  ok = _prefix_all(np.broadcast_to(x.ok, x.a.shape), axis)
+  if out not in FLOATS:
+    return _out(np.cumprod(x.a.astype(storage(out)), axis=axis, dtype=storage(out)), out, 0.0, ok)
+  a = round_to(x.a, out).astype(np.float64)
+  mag, e = np.abs(a), np.broadcast_to(x.err, a.shape)
+  count = np.cumsum(np.ones(a.shape), axis=axis)
+  u = U[out] + U[work_dtype(out)]
+  big = np.cumprod(np.maximum(mag + e, 1), axis=axis)
+  zero = np.logical_or.accumulate((a == 0) & (e == 0), axis=axis)
+  small = np.cumprod(np.where(mag > 0, np.minimum(mag, 1), 1), axis=axis)
+  r = round_to(np.cumprod(a, axis=axis), out)
+  prod_mag = np.cumprod(mag, axis=axis)
+  err = np.cumprod(mag + e, axis=axis) - prod_mag + prod_mag * (count + 1) * u
+  ok = ok & np.logical_and.accumulate(np.isfinite(a), axis=axis) & (big < FMAX[out] / 2) & \
+    (zero | (small > TINY[out] * 2.0 ** 30))
+  return _out(r, out, err + ulp(r, out), ok)
 
 
 def _rows(a: np.ndarray, axis: int) -> np.ndarray:
@@ -227,7 +253,7 @@ def _einsum(step, xs):
   return _out(r, dtype, err + ulp(r, dtype) + zero_sign(r), ok & (terms < FMAX[dtype] / 2))
 
 
-ORACLE = {"cumsum": _cumsum, "cummax": _cummax, "cummax_index": _cummax_index, "sort": _sort,
+ORACLE = {"cumsum": _cumsum, "cumprod": _cumprod, "cummax": _cummax, "cummax_index": _cummax_index, "sort": _sort,
           "argsort": _argsort, "topk": _topk, "topk_index": _topk_index, "einsum": _einsum}
 
 
@@ -240,6 +266,7 @@ def _build_einsum(step, xs):
 
 BUILD = {
   "cumsum": lambda s, xs: xs[0].cumsum(s.param("axis")),
+  "cumprod": lambda s, xs: xs[0].cumprod(s.param("axis")),
   "cummax": lambda s, xs: xs[0].cummax(s.param("axis"))[0],
   "cummax_index": lambda s, xs: xs[0].cummax(s.param("axis"))[1],
   "sort": lambda s, xs: xs[0].sort(s.param("axis"), descending=s.param("descending")),
