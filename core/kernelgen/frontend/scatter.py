@@ -25,6 +25,11 @@ compares every index: one kernel, frontend/indexing_ops.py) costs less than the 
 kernels: it is kept up to COMPARE_MAX, or COMPARE_INDICES per row (measured with
 bench/scatter_times.py crossover on lavapipe, see the constants).
 
+ONNX's ScatterElements reductions mul / max / min (scatter_reduce) take the same segments: the
+scan's combine is the reduction (identity 1, the dtype's lowest, highest), read at `last` and
+combined with t once. `forced_form("sorted" | "compared")` pins the form at every size (tests and
+the fuzzer, whose sizes sit below the thresholds).
+
 Gradients (their own rules, not the sort's): scatter_add passes g to t and g read at the indices
 to src; scatter passes g to t where nothing was written and to each src element that won.
 """
