@@ -142,6 +142,33 @@ def grow_model(b, src: int, op: str | None = None):
     b.push(op, [src], shape, dtype, p=c.choice((0.25, 0.5, 0.0)), seed=c.integer(0, 99))
 
 
+SCATTER_OPS = {"float": ("scatter", "setitem", "gather_grad"),
+               "int": ("scatter", "scatter_add", "setitem"), "bool": ("scatter", "setitem")}
+
+
+def grow_scatter(b, src: int):
+  """GROW kind "scatter": a scatter-making step that fits the value's dtype (scatter_add of ints,
+  gather_grad of floats; half of them in the sorted form), so every fuzz run has some."""
+  dtype = b.values[src][1]
+  group = "float" if dtype in FLOAT_DTYPES else "bool" if dtype == "bool" else "int"
+  grow_model(b, src, b.c.choice(SCATTER_OPS[group]))
+
+
+def sized_scatter(b):
+  """SIZED kind "scatter": a 1-d scatter at its real thresholds, no form forced: outputs x
+  indices 256 x 256 (= scatter.COMPARE_MAX: compared) or 257 x 256 (sorted), and 32 or 33
+  indices per row into 2049 outputs (COMPARE_INDICES: compared, then sorted)."""
+  from fuzz_programs import _sized_input
+  c = b.c
+  n, m = c.choice(((256, 256), (257, 256), (2049, 32), (2049, 33)))
+  dtype = c.choice(("float32", "int32", "float16", "uint8"))
+  op = c.choice(("scatter", "gather_grad") if dtype in FLOAT_DTYPES else ("scatter", "scatter_add"))
+  x = _sized_input(b, (n,), dtype)
+  idx = tuple(c.integer(0, n - 1) for _ in range(m))
+  other = _sized_input(b, (m,), dtype)
+  b.push(op, [x, other], (n,), dtype, axis=0, index=idx, index_shape=(m,))
+
+
 # ---- the oracle -------------------------------------------------------------------------------
 
 def _moved(x, fn):

@@ -245,7 +245,7 @@ def generate(c: Chooser, max_steps: int = 6) -> Program:
     src = len(b.values) - 1 if c.chance(0.75) else c.integer(0, len(b.values) - 1)
     kind = c.choice(("unary", "binary", "binary", "cast", "movement", "movement", "reduce",
                      "compare", "where", "matmul", "bitcast", "join", "pow", "softmax",
-                     "conv2d", "zero", "scan_sort", "model", "nn"))
+                     "conv2d", "zero", "scan_sort", "model", "nn", "scatter"))
     GROW[kind](b, src)
   return b.program()
 
@@ -550,10 +550,12 @@ GROW = {"unary": _grow_unary, "binary": _grow_binary, "compare": _grow_compare,
 #                       only up to that many reduced elements
 #   65,535 workgroups   dispatches folded (WGSL: every dimension; PTX: y and z)
 #   buffer limit        WGSL max_storage_buffers 8: a kernel reading 8 or more inputs is split
+#   sorted scatter      scatter.COMPARE_MAX 65536 outputs x indices, COMPARE_INDICES 32 per row
+#                       (fuzz_ops_models.sized_scatter)
 # Programs over LARGE elements are compiled only (WGSL, PTX and ptxas), never run or evaluated.
 LARGE = 1 << 22
 SIZED_KINDS = ("rows", "split", "matmul", "conv", "elementwise", "wide", "outputs", "trips",
-               "fold", "batched")
+               "fold", "batched", "scatter")
 SMALL_SOURCES = SOURCES
 LARGE_SOURCES = ("empty", "zeros", "rand", "arange", "ones", "full", "eye")
 
@@ -727,7 +729,8 @@ def mean_dtype(dtype: str) -> str:
 
 from fuzz_scan_sort import grow_scan_sort  # noqa: E402  (scans, sorts, einsum: issue 18)
 GROW["scan_sort"] = grow_scan_sort
-from fuzz_ops_models import grow_model  # noqa: E402  (issue 18's operations: gather, pad modes...)
-GROW["model"] = grow_model
+from fuzz_ops_models import grow_model, grow_scatter, sized_scatter  # noqa: E402  (issue 18's
+GROW["model"], GROW["scatter"] = grow_model, grow_scatter     # operations: gather, pad modes...)
+SIZED["scatter"] = sized_scatter
 from fuzz_nn_ops import grow_nn  # noqa: E402  (issue 18's norms, losses, attention, meshgrid)
 GROW["nn"] = grow_nn

@@ -32,8 +32,8 @@ def test_fixed_seed_program_agrees_on_every_device(seed):
 # one program per kind of generate_sized (sizes on both sides of the optimizer's thresholds):
 # seed -> kind, run where affordable, else compiled for WGSL (naga) and PTX (ptxas, the arch
 # picked by the seed, so these cover sm_75 .. sm_121)
-SIZED_SEEDS = {0: "outputs", 1: "matmul", 2: "rows", 6: "batched", 7: "wide", 8: "conv",
-               9: "trips", 13: "elementwise", 14: "split", 17: "fold"}
+SIZED_SEEDS = {0: "outputs", 1: "matmul", 2: "rows", 3: "conv", 5: "batched", 7: "wide",
+               9: "trips", 13: "elementwise", 14: "split", 17: "fold", 19: "scatter"}
 
 
 @pytest.mark.parametrize("seed", sorted(SIZED_SEEDS), ids=lambda s: f"{s}-{SIZED_SEEDS[s]}")
