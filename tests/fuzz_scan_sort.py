@@ -253,7 +253,8 @@ def _einsum(step, xs):
   return _out(r, dtype, err + ulp(r, dtype) + zero_sign(r), ok & (terms < FMAX[dtype] / 2))
 
 
-ORACLE = {"cumsum": _cumsum, "cumprod": _cumprod, "cummax": _cummax, "cummax_index": _cummax_index, "sort": _sort,
+ORACLE = {"cumsum": _cumsum, "cumprod": _cumprod, "cummax": _cummax,
+          "cummax_index": _cummax_index, "sort": _sort,
           "argsort": _argsort, "topk": _topk, "topk_index": _topk_index, "einsum": _einsum}
 
 

@@ -276,7 +276,8 @@ def test_large_sort_compiles_for_wgsl_and_ptx():
 
 # ---- fuzz programs (tests/fuzz_scan_sort.py) that use these ops and einsum -------------------
 
-FUZZ_SEEDS = [7, 8, 16, 17, 21, 25, 27, 40, 64, 73, 78, 114, 118, 129, 211, 240, 251, 350]  # 2+ per op
+# two or more seeds per op
+FUZZ_SEEDS = [7, 8, 16, 17, 21, 25, 27, 40, 64, 73, 78, 114, 118, 129, 211, 240, 251, 350]
 
 
 @pytest.mark.parametrize("seed", FUZZ_SEEDS)

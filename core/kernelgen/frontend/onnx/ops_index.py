@@ -6,8 +6,9 @@ up to it), as their output size is part of the graph's static shapes.
 
 Scatters with a reduction (add, mul, max, min) fold every update that lands on an element into it
 in one reduction over the updates, or by sorting the indices above scatter.COMPARE_MAX
-(deterministic either way: no races); `none` keeps the last update, as the Tensor scatter does. Built only from public Tensor methods (gather, scatter, scatter_add,
-comparisons, reductions)."""
+(deterministic either way: no races); `none` keeps the last update, as the Tensor scatter does.
+Built from public Tensor methods (gather, scatter, scatter_add, comparisons, reductions) and, for
+the sorted reductions, frontend/scatter.py's scatter_reduce."""
 from __future__ import annotations
 
 import math
