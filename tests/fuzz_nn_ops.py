@@ -13,7 +13,9 @@ Tensor.linspace is an input source (fuzz_programs.SOURCES, fuzz_oracle.input_ova
     sdpa(q, k, v, [mask], ...)            torch's scaled_dot_product_attention
 
 The oracles are the formulas above in float64 (written from torch's definitions, not from
-kernelgen's code) with first-order error bounds: each operation of the formula rounds once in
+kernelgen's code) with first-order error bounds; undefined where an intermediate (x - mean, the
+squares of the centered values: kernelgen computes them in the input's dtype, float16 overflows
+past |x - mean| = 256; x - max in log_softmax) may overflow its dtype. The bounds: each operation of the formula rounds once in
 the dtype (+ once in float32 for the half types: uu below), input errors propagate through the
 partial derivatives, a float16 eps (1e-5 is subnormal there) may be flushed to 0, exp and log
 carry the oracle's exp/log ulps, and the online softmax of fused attention rescales up to S times.
@@ -273,8 +275,9 @@ def _batchnorm(step, xs):
   mm, em, okm = _channel(m, nd)
   vv, ev, okv = _channel(v, nd)
   d = a - mm
-  y, e, fine = _normalized(d, ex + em + uu * np.abs(d), vv, ev, step.param("eps"), x.dtype)
-  ok = _fine(x) & okm & okv & fine
+  e_d = ex + em + uu * np.abs(d)
+  y, e, fine = _normalized(d, e_d, vv, ev, step.param("eps"), x.dtype)
+  ok = _fine(x) & okm & okv & fine & _in_range(np.abs(d) + e_d, x.dtype)
   return _done(*_affine(y, e, ok, step, rest, nd, x.dtype), x.dtype)
 
 
@@ -298,6 +301,9 @@ def _group_norm(step, xs):
   e_s = np.mean(2 * np.abs(c) * ec + ec * ec, -1, keepdims=True) + \
     (n + 2) * uu * np.mean((np.abs(c) + ec) ** 2, -1, keepdims=True)
   y, e, held = _normalized(c, e_c, s, e_s, step.param("eps"), x.dtype)
+  squares = (np.abs(c) + e_c) ** 2            # computed in the dtype: they must not overflow
+  held = held & np.all(_in_range(squares, x.dtype) & _in_range(n * squares + n * big, "float32"),
+                       -1, keepdims=True)
   ok = np.broadcast_to(fine & held, a.shape).reshape(shape)
   return _done(*_affine(y.reshape(shape), e.reshape(shape), ok, step, rest, nd, x.dtype),
                x.dtype)
@@ -319,6 +325,7 @@ def _log_softmax(x):
   ls = np.log(total)
   e_ls = e_total / total * 2 + 4 * uu * np.abs(ls) + 4 * uu
   y = d - ls
+  fine = fine & np.all(_in_range(np.abs(d) + e_d, x.dtype), axis=1, keepdims=True)
   return y, e_d + e_ls + uu * np.abs(y), np.broadcast_to(fine, a.shape)
 
 
@@ -478,6 +485,11 @@ def _sdpa(step, xs):
     ok = ok & f
   ok = ok & np.all(terms < FMAX_HALF[q.dtype], axis=(-1, -2), keepdims=True)
   return _done(out, e_out, ok, dtype)
+
+
+def _in_range(magnitude, dtype: str):
+  """Where an intermediate of this magnitude cannot overflow the dtype it is computed in."""
+  return magnitude < FMAX_HALF[dtype]
 
 
 def _all_fine(x, axis):
