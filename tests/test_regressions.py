@@ -304,3 +304,13 @@ def test_webgpu_nonfinite_sum_rule_is_narrow():
   assert compare(expected, factored, nonfinite_sums=False) is not None
   assert compare(expected, factored, nonfinite_sums=True) is None
   assert compare(expected, np.where(nan, np.float32(1.0), expected.a), nonfinite_sums=True)
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "PTXSIM"])
+def test_compared_scatter_writes_negative_zero_bits(device):
+  # found by the fuzzer (fuzz_ops_models scatter, then a bitcast): the compared scatter summed
+  # the winner's value with +0.0 fills, so a -0.0 source came out as +0.0 (fixed in
+  # indexing_ops.scatter: the winner's value is read, as the sorted form does)
+  src = Tensor(np.array([[-0.0, 2.0]], np.float32), device=device)
+  out = Tensor.ones(2, 2, device=device).scatter(0, Tensor([[1, 0]], device=device), src)
+  assert out.numpy().view(np.int32)[1, 0] == np.float32(-0.0).view(np.int32)

@@ -627,7 +627,8 @@ def scatter(t, axis: int, idx, src):
   m = hit.shape[-2]
   order = type(t).arange(m, device=t.device).reshape(m, 1)
   winner = where(hit, order, -1).max(-2, keepdim=True)
-  val = where(hit & (order == winner), s, _fill(t)).sum(-2).cast(t.dtype)
+  table = s.expand(hit.shape)       # the winner's value read, not summed: -0.0 stays -0.0
+  val = gather_along(table, table.ndim - 2, where(winner >= 0, winner, 0)).squeeze(-2)
   has = winner.squeeze(-2) >= 0
   return where(_spread(has, t, axis), _spread(val, t, axis), t)
 
