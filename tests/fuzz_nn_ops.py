@@ -13,11 +13,11 @@ Tensor.linspace is an input source (fuzz_programs.SOURCES, fuzz_oracle.input_ova
     sdpa(q, k, v, [mask], ...)            torch's scaled_dot_product_attention
 
 The oracles are the formulas above in float64 (written from torch's definitions, not from
-kernelgen's code) with first-order error bounds; undefined where an intermediate (x - mean, the
-squares of the centered values: kernelgen computes them in the input's dtype, float16 overflows
-past |x - mean| = 256; x - max in log_softmax) may overflow its dtype. The bounds: each operation of the formula rounds once in
-the dtype (+ once in float32 for the half types: uu below), input errors propagate through the
-partial derivatives, a float16 eps (1e-5 is subnormal there) may be flushed to 0, exp and log
+kernelgen's code) with first-order error bounds; undefined where an intermediate (x - mean; the
+squares of the centered values, in float32 for half floats as torch takes them; x - max in
+log_softmax) may overflow the dtype it is computed in. The bounds: each operation of the formula
+rounds once in the dtype (+ once in float32 for the half types: uu below), input errors propagate
+through the partial derivatives, a float16 eps (1e-5 is subnormal there) may be flushed to 0, exp and log
 carry the oracle's exp/log ulps, and the online softmax of fused attention rescales up to S times.
 Results are defined only where every value they read is finite and defined (as softmax's).
 
@@ -301,8 +301,9 @@ def _group_norm(step, xs):
   e_s = np.mean(2 * np.abs(c) * ec + ec * ec, -1, keepdims=True) + \
     (n + 2) * uu * np.mean((np.abs(c) + ec) ** 2, -1, keepdims=True)
   y, e, held = _normalized(c, e_c, s, e_s, step.param("eps"), x.dtype)
-  squares = (np.abs(c) + e_c) ** 2            # computed in the dtype: they must not overflow
-  held = held & np.all(_in_range(squares, x.dtype) & _in_range(n * squares + n * big, "float32"),
+  squares = (np.abs(c) + e_c) ** 2            # float32 for half floats, else the dtype's
+  held = held & np.all(_in_range(squares, _stats_dtype(x.dtype))
+                       & _in_range(n * squares + n * big, "float32"),
                        -1, keepdims=True)
   ok = np.broadcast_to(fine & held, a.shape).reshape(shape)
   return _done(*_affine(y.reshape(shape), e.reshape(shape), ok, step, rest, nd, x.dtype),
@@ -485,6 +486,11 @@ def _sdpa(step, xs):
     ok = ok & f
   ok = ok & np.all(terms < FMAX_HALF[q.dtype], axis=(-1, -2), keepdims=True)
   return _done(out, e_out, ok, dtype)
+
+
+def _stats_dtype(dtype: str) -> str:
+  """The dtype layernorm (and so group_norm, instance_norm) takes its statistics in: torch's."""
+  return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def _in_range(magnitude, dtype: str):

@@ -314,3 +314,19 @@ def test_compared_scatter_writes_negative_zero_bits(device):
   src = Tensor(np.array([[-0.0, 2.0]], np.float32), device=device)
   out = Tensor.ones(2, 2, device=device).scatter(0, Tensor([[1, 0]], device=device), src)
   assert out.numpy().view(np.int32)[1, 0] == np.float32(-0.0).view(np.int32)
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "PTXSIM", "WEBGPU"])
+def test_half_layernorm_statistics_do_not_overflow(device):
+  # found by the fuzzer (fuzz_nn_ops group_norm, float16): the centered values were squared in
+  # float16, so a row with |x - mean| > 256 had an infinite variance and normalized to 0 (fixed in
+  # tensor_nn.layernorm: half floats take their statistics in float32, as torch does)
+  x = np.array([[-600.0, -300.0, 0.0, 300.0, 600.0, 1.0]], np.float16)
+  xf = x.astype(np.float64)
+  want = (xf - xf.mean(-1, keepdims=True)) / np.sqrt(xf.var(-1, keepdims=True) + 1e-5)
+  got = Tensor(x, device=device).layernorm().numpy()
+  assert got.dtype == np.float16
+  np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-3)
+  grouped = Tensor(x.reshape(1, 2, 3), device=device).group_norm(1).numpy()
+  np.testing.assert_allclose(grouped.astype(np.float64).reshape(1, 6), want, rtol=2e-3,
+                             atol=2e-3)

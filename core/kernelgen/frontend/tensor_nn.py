@@ -84,8 +84,13 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
 
 
 def layernorm(x, axis=-1, eps=1e-5, weight=None, bias=None):
-  centered = x - x.mean(axis, keepdim=True)
+  """(x - mean) / sqrt(var + eps) over `axis`, then the affine. Half floats take their statistics
+  in float32, as torch does: a centered value past 256 would overflow float16 when squared."""
+  half = x.dtype.is_float() and x.dtype.itemsize < 4
+  xs = x.float() if half else x
+  centered = xs - xs.mean(axis, keepdim=True)
   out = centered * ((centered * centered).mean(axis, keepdim=True) + eps).rsqrt()
+  out = out.cast(x.dtype) if half else out
   if weight is not None:
     out = out * weight
   if bias is not None:
