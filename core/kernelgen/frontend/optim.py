@@ -16,6 +16,7 @@ from ..errors import DTypeError, KernelgenError
 from ..realize import realize
 from . import nn
 from .autograd import no_grad
+from .jit import note_step
 from .tensor import Tensor, cat, where
 
 
@@ -92,8 +93,8 @@ class Optimizer:
         mask = group.has_grad_mask()
         if mask is not None:
           new_p = where(mask, new_p, p)
-          new_state = {k: where(mask, v, group.state[k]) if k in group.state else v
-                       for k, v in new_state.items()}
+          new_state = {k: where(mask, v, group.state[k]) if k in group.state and
+                       v.shape == p.shape else v for k, v in new_state.items()}
         results.append((group, new_p, new_state))
       pending = nn.take_pending()
       realize([t.node for _, new_p, st in results for t in (new_p, *st.values())] +
@@ -101,6 +102,7 @@ class Optimizer:
       for group, new_p, new_state in results:
         group.assign(new_p)
         group.state = new_state
+    note_step(self)   # kg.jit advances `steps` when it replays this step
 
   def update(self, p, g, state: dict):
     raise NotImplementedError
@@ -147,13 +149,16 @@ class Adam(Optimizer):
     m, v = state.get("exp_avg"), state.get("exp_avg_sq")
     m = (1 - b1) * g if m is None else m * b1 + (1 - b1) * g
     v = (1 - b2) * (g * g) if v is None else v * b2 + (1 - b2) * (g * g)
-    c1, c2 = 1 - b1 ** self.steps, 1 - b2 ** self.steps
-    # the step's bias corrections are data (a 2-element tensor), not constants of the kernel: the
-    # update compiles once and every later step reuses it (the compile cache, cache.py)
-    scale = Tensor([self.lr / c1, 1 / c2], dtype=p.dtype, device=p.device)
-    step_size, v_scale = scale[0:1], scale[1:2]
-    denom = (v * v_scale).sqrt() + self.eps
-    return p - step_size * m / denom, {"exp_avg": m, "exp_avg_sq": v}
+    # the bias corrections c = 1 - b ** steps are state on the device (c' = c * b + (1 - b)), not
+    # constants of the kernel: the update compiles once and every later step reuses it (the
+    # compile cache, cache.py), and kg.jit replays it (frontend/jit.py)
+    c1, c2 = state.get("bias1"), state.get("bias2")
+    full = Tensor.full
+    c1 = full((1,), 1 - b1, dtype=p.dtype, device=p.device) if c1 is None else c1 * b1 + (1 - b1)
+    c2 = full((1,), 1 - b2, dtype=p.dtype, device=p.device) if c2 is None else c2 * b2 + (1 - b2)
+    denom = (v / c2).sqrt() + self.eps
+    return p - (self.lr / c1) * m / denom, {"exp_avg": m, "exp_avg_sq": v, "bias1": c1,
+                                            "bias2": c2}
 
 
 class AdamW(Adam):
