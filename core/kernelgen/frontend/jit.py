@@ -34,7 +34,7 @@ Re-recorded, never replayed wrongly: a call with other tensor shapes, dtypes or 
 plain Python arguments is recorded for that signature (each kept); and a recorded program is
 dropped (the next calls record again) when an optimizer that stepped in it has had a parameter
 replaced or read into a buffer of its own, or when a Python object no longer holds the carried
-state the replay would update.
+state the replay would update (also after eager calls of another signature, which replace it).
 
 Typed errors (UnsupportedError): the function reads values back to Python (`.item()` inside),
 assigns to a tensor argument, returns something other than tensors (None, a Tensor, a tuple or
@@ -134,27 +134,29 @@ class _Classifier:
       return None
     if a is b or (a.size == b.size and a.dtype == b.dtype and a.copyout() == b.copyout()):
       return (CONST, b)
-    raise UnsupportedError("a kg.jit function reads a tensor made anew in each call from other "
-                           "Python values (e.g. Tensor([...]) of a step count): pass it as an "
-                           "argument, or compute it on the device from carried state")
+    raise _Mismatch("it reads a tensor made anew in each call from other Python values (e.g. "
+                    "Tensor([...]) of a step count): pass it as an argument, or compute it on the "
+                    "device from carried state")
 
 
 class _Program:
   """The kernels of a recorded call with their bindings, and the state to replay them."""
 
   def __init__(self, a: _Recording, b: _Recording):
+    if len(a.launches) != len(b.launches) or len(a.outputs) != len(b.outputs):
+      raise _Mismatch(DIFFERENT)
     classify = _Classifier(a, b)
     self.steps = []
     for (runtime, kernel, _, bound), (_, a_kernel, _, a_bound) in zip(b.launches, a.launches):
       if not _same_kernel(kernel, a_kernel) or len(bound) != len(a_bound):
-        raise _Mismatch()
+        raise _Mismatch(DIFFERENT)
       slots = [classify(x, y) for x, y in zip(a_bound, bound)]
       if None in slots:
-        raise _Mismatch()
+        raise _Mismatch(DIFFERENT)
       self.steps.append((runtime, kernel, slots))
     self.outputs = [classify(x.node.buffer, y.node.buffer) for x, y in zip(a.outputs, b.outputs)]
     if None in self.outputs:
-      raise _Mismatch()
+      raise _Mismatch(DIFFERENT)
     self.shapes = [t.shape for t in b.outputs]
     self.result_shape = b.shape
     self.current = [launch[2] for launch in b.launches]   # the latest value of each output
@@ -227,7 +229,10 @@ class _Program:
 
 
 class _Mismatch(Exception):
-  """Two recorded calls ran different kernels or bound them differently."""
+  """Two recorded calls ran different kernels or bound them differently (args: why)."""
+
+
+DIFFERENT = "it runs different kernels (or binds other buffers) in each call"
 
 
 class _Signature:
@@ -245,12 +250,14 @@ class jit:
   def __init__(self, fn):
     self.fn = fn
     self.signatures: dict = {}
+    self.previous_key = None
     self.__name__ = getattr(fn, "__name__", "jit")
     self.__doc__ = getattr(fn, "__doc__", None)
 
   def reset(self) -> None:
     """Forget every recording: the next calls run fn and record again."""
     self.signatures.clear()
+    self.previous_key = None
 
   @property
   def replaying(self) -> bool:
@@ -267,6 +274,9 @@ class jit:
     for t in tensors:
       t.realize()
     entry = self.signatures.setdefault(key, _Signature())
+    if self.previous_key != key:   # two recordings are alike only as consecutive calls
+      entry.last = None
+    self.previous_key = key
     if entry.program is not None:
       if entry.program.valid():
         return self._result(entry.program.result_shape,
@@ -301,12 +311,12 @@ class jit:
     try:
       entry.program = _Program(previous, recording)
       entry.last = None
-    except _Mismatch:
+    except _Mismatch as why:
       entry.tries += 1
       if entry.tries >= RECORD_TRIES:
-        raise UnsupportedError(f"kg.jit: {self.__name__} ran different kernels in each of "
-                               f"{RECORD_TRIES + 1} calls, so there is nothing to replay: call "
-                               f"it without kg.jit") from None
+        raise UnsupportedError(f"kg.jit cannot replay {self.__name__}: {why.args[0]} ("
+                               f"{RECORD_TRIES + 1} calls without two alike; or its state was "
+                               f"replaced between its calls each time)") from None
 
   @staticmethod
   def _result(shape: tuple, outputs: list):
