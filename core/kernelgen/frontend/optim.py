@@ -149,16 +149,15 @@ class Adam(Optimizer):
     m, v = state.get("exp_avg"), state.get("exp_avg_sq")
     m = (1 - b1) * g if m is None else m * b1 + (1 - b1) * g
     v = (1 - b2) * (g * g) if v is None else v * b2 + (1 - b2) * (g * g)
-    # the bias corrections c = 1 - b ** steps are state on the device (c' = c * b + (1 - b)), not
-    # constants of the kernel: the update compiles once and every later step reuses it (the
-    # compile cache, cache.py), and kg.jit replays it (frontend/jit.py)
-    c1, c2 = state.get("bias1"), state.get("bias2")
-    full = Tensor.full
-    c1 = full((1,), 1 - b1, dtype=p.dtype, device=p.device) if c1 is None else c1 * b1 + (1 - b1)
-    c2 = full((1,), 1 - b2, dtype=p.dtype, device=p.device) if c2 is None else c2 * b2 + (1 - b2)
-    denom = (v / c2).sqrt() + self.eps
-    return p - (self.lr / c1) * m / denom, {"exp_avg": m, "exp_avg_sq": v, "bias1": c1,
-                                            "bias2": c2}
+    # the bias corrections [1 - b1 ** steps, 1 - b2 ** steps] are state on the device (c' = c b +
+    # (1 - b)), not constants of the kernel: the update compiles once and every later step reuses
+    # it (the compile cache, cache.py), and kg.jit replays it (frontend/jit.py)
+    first = (Tensor.arange(2, device=p.device) == 0).cast(p.dtype)   # [1, 0]
+    betas, rest = first * (b1 - b2) + b2, first * ((1 - b1) - (1 - b2)) + (1 - b2)
+    c = state.get("bias")
+    c = rest if c is None else c * betas + rest
+    denom = (v / c[1:2]).sqrt() + self.eps
+    return p - (self.lr / c[0:1]) * m / denom, {"exp_avg": m, "exp_avg_sq": v, "bias": c}
 
 
 class AdamW(Adam):
