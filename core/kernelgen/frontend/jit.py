@@ -282,7 +282,11 @@ class jit:
         return self._result(entry.program.result_shape,
                             entry.program.replay([t.node.buffer for t in tensors]))
       entry.program, entry.tries = None, 0
-    result, recording = self._record(tensors, args, kwargs)
+    try:
+      result, recording = self._record(tensors, args, kwargs)
+    except BaseException:
+      entry.last = None   # a call cut short is no half of a pair
+      raise
     self._learn(entry, recording)
     return result
 
