@@ -159,6 +159,29 @@ def test_parameters_replaced_outside_record_again():
   assert fn.replaying
 
 
+def test_a_module_buffer_replaced_outside_records_again():
+  """State carried through a tensor's node (as kg.nn buffers are): a new value assigned to it
+  between calls is what the next call reads."""
+  def run(jitted):
+    total = kg.Tensor([0.0, 0.0]).realize()
+    holder = {"t": total}
+
+    def accumulate(x):
+      holder["t"].node = (holder["t"] + x).realize().node
+      return holder["t"] * 1
+    fn = kg.jit(accumulate) if jitted else accumulate
+    out = []
+    for i in range(8):
+      if i == 5:
+        holder["t"].node = kg.Tensor([100.0, 200.0]).realize().node
+      out.append(fn(kg.Tensor([1.0, float(i)])).tolist())
+    return out, fn
+  want, _ = run(False)
+  got, fn = run(True)
+  assert got == want
+  assert fn.replaying
+
+
 def _state(seed):
   rng = np.random.default_rng(seed + 10)
   return {"0.weight": rng.standard_normal((6, 8)).astype(np.float32),

@@ -33,8 +33,9 @@ Returned tensors are new buffers each call (they have no gradient history).
 Re-recorded, never replayed wrongly: a call with other tensor shapes, dtypes or devices or other
 plain Python arguments is recorded for that signature (each kept); and a recorded program is
 dropped (the next calls record again) when an optimizer that stepped in it has had a parameter
-replaced or read into a buffer of its own, or when a Python object no longer holds the carried
-state the replay would update (also after eager calls of another signature, which replace it).
+replaced or read into a buffer of its own, or when a tensor that held the carried state the
+replay updates was dropped or now holds another (eager steps outside it, also calls of another
+signature, replace the state).
 
 Typed errors (UnsupportedError): the function reads values back to Python (`.item()` inside),
 assigns to a tensor argument, returns something other than tensors (None, a Tensor, a tuple or
@@ -45,8 +46,9 @@ every call (RECORD_TRIES calls without two alike).
 What a replay does not repeat: the Python side effects of `fn` (attributes it sets, lists it
 appends to, an optimizer's step count, which the jit advances itself) and the Python values it
 reads: a learning rate changed between calls, a flag, a value of a global are frozen into the
-kernels as they were recorded (as with tinygrad's TinyJit and jax.jit); make a new kg.jit, or
-call `.reset()`, after changing them.
+kernels as they were recorded, and tensors it closes over are captured by buffer (rebinding a
+global to a new tensor is not seen; pass data that changes as arguments), as with tinygrad's
+TinyJit and jax.jit; make a new kg.jit, or call `.reset()`, after changing them.
 """
 from __future__ import annotations
 
@@ -55,7 +57,7 @@ import weakref
 
 from .. import realize as realizing
 from ..errors import ExecutionError, UnsupportedError, internal_errors
-from ..graph.lazy import Buffer, LazyOp
+from ..graph.lazy import Buffer, L, LazyOp
 from .tensor import Tensor
 
 RECORD_TRIES = 4   # eager calls of one signature without two alike before giving up
@@ -72,7 +74,8 @@ def note_step(optimizer) -> None:
 
 
 class _Recording:
-  """One eager call: its launches, tensor-argument buffers, outputs and stepped optimizers."""
+  """One eager call: its launches, tensor-argument buffers, outputs (buffer, shape) and the
+  optimizers it stepped."""
 
   def __init__(self, launches: list, args: list, outputs: list, shape: tuple, stepped: list):
     self.launches, self.args, self.outputs = launches, args, outputs
@@ -103,6 +106,14 @@ def _output_list(result) -> tuple[list, tuple]:
     return list(result), (type(result).__name__, len(result))
   raise UnsupportedError(f"a kg.jit function returns None, a Tensor or a tuple or list of "
                          f"Tensors, not {type(result).__name__}")
+
+
+def _held(tensor):
+  """The buffer a tensor reads: its own, or that of the realized node its view is of."""
+  node = tensor.node
+  if node.buffer is None and node.op is L.VIEW:
+    node = node.src[0]
+  return node.buffer
 
 
 def _same_kernel(a, b) -> bool:
@@ -154,10 +165,10 @@ class _Program:
       if None in slots:
         raise _Mismatch(DIFFERENT)
       self.steps.append((runtime, kernel, slots))
-    self.outputs = [classify(x.node.buffer, y.node.buffer) for x, y in zip(a.outputs, b.outputs)]
+    self.outputs = [classify(x, y) for (x, _), (y, _) in zip(a.outputs, b.outputs)]
     if None in self.outputs:
       raise _Mismatch(DIFFERENT)
-    self.shapes = [t.shape for t in b.outputs]
+    self.shapes = [shape for _, shape in b.outputs]
     self.result_shape = b.shape
     self.current = [launch[2] for launch in b.launches]   # the latest value of each output
     self.carried = sorted({w for _, _, slots in self.steps for kind, w in slots if kind == CARRY})
@@ -166,15 +177,16 @@ class _Program:
       raise UnsupportedError("a kg.jit function returns a tensor it also reads in its next call "
                              "(state): return a copy of it (t.contiguous() of an expression)")
     self.spare = {w: None for w in self.carried}
-    self.holders = self._holders()
+    self.holders = None   # found at the first replay, once the recorded call's temporaries are gone
     self.optimizers = [(opt, b.stepped.count(opt), self._watch(opt)) for opt in set(b.stepped)]
 
   def _holders(self) -> list:
-    """Weak references to the lazy nodes that hold the carried state after the recorded call."""
+    """(weak reference, buffer) of each tensor that holds carried state (the optimizer's flat
+    parameters and moments, the parameters as views of them, module buffers)."""
     wanted = {id(self.current[w]) for w in self.carried}
-    gc.collect()   # no garbage among them: a holder that dies later means the state was replaced
-    return [weakref.ref(o) for o in gc.get_objects()
-            if type(o) is LazyOp and o.buffer is not None and id(o.buffer) in wanted]
+    gc.collect()   # no garbage among them: a holder that dies later was dropped or replaced
+    return [(weakref.ref(o), _held(o)) for o in gc.get_objects()
+            if isinstance(o, Tensor) and id(_held(o)) in wanted]
 
   @staticmethod
   def _watch(opt) -> list:
@@ -182,8 +194,11 @@ class _Program:
 
   def valid(self) -> bool:
     """Whether the Python objects still hold the state this program updates."""
-    for ref in self.holders:
-      if ref() is None:
+    if self.holders is None:
+      self.holders = self._holders()
+    for ref, buffer in self.holders:
+      tensor = ref()
+      if tensor is None or _held(tensor) is not buffer:
         return False
     for _, _, watched in self.optimizers:
       for p, node, realized in watched:
@@ -305,6 +320,7 @@ class jit:
     if any(t.node is not node for t, node in zip(tensors, nodes)):
       raise UnsupportedError("a kg.jit function assigned to a tensor argument (t[...] = v or an "
                              "in-place update): return the new value instead")
+    outputs = [(t.node.buffer, t.shape) for t in outputs]   # not the tensors (their graphs)
     return result, _Recording(launches, [n.buffer for n in nodes], outputs, shape, stepped)
 
   def _learn(self, entry: _Signature, recording: _Recording) -> None:
