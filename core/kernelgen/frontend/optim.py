@@ -56,6 +56,8 @@ class _Group:
 
 
 class Optimizer:
+  shared_state: tuple = ()   # state of the whole group, not per element (no has-grad mask)
+
   def __init__(self, params, lr: float):
     params = list(params.parameters() if hasattr(params, "parameters") else params)
     unique, seen = [], set()
@@ -94,7 +96,7 @@ class Optimizer:
         if mask is not None:
           new_p = where(mask, new_p, p)
           new_state = {k: where(mask, v, group.state[k]) if k in group.state and
-                       v.shape == p.shape else v for k, v in new_state.items()}
+                       k not in self.shared_state else v for k, v in new_state.items()}
         results.append((group, new_p, new_state))
       pending = nn.take_pending()
       realize([t.node for _, new_p, st in results for t in (new_p, *st.values())] +
@@ -134,6 +136,7 @@ class SGD(Optimizer):
 class Adam(Optimizer):
   """Adam (Kingma & Ba) with bias correction; weight_decay is L2 added to the gradient."""
   decoupled = False
+  shared_state = ("bias",)
 
   def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                weight_decay: float = 0.0):
