@@ -232,6 +232,19 @@ def test_returning_a_non_tensor_is_a_typed_error():
     kg.jit(lambda x: {"y": x + 1})(kg.Tensor([1.0]))
 
 
+def test_returning_carried_state_is_a_typed_error():
+  total = kg.Tensor([0.0]).realize()
+  holder = {"t": total}
+
+  def accumulate(x):
+    holder["t"].node = (holder["t"] + x).realize().node
+    return holder["t"]          # the state itself: the next call reads it
+  jitted = kg.jit(accumulate)
+  jitted(kg.Tensor([1.0]))
+  with pytest.raises(kg.UnsupportedError, match="returns a tensor it also reads in its next"):
+    jitted(kg.Tensor([1.0]))
+
+
 def test_returned_tensors_are_new_each_call():
   jitted = kg.jit(lambda x: (x * 2, x.sum()))
   outs = [jitted(kg.Tensor([float(i), 2.0])) for i in range(4)]

@@ -175,7 +175,7 @@ class _Program:
     self.returned = {w for kind, w in self.outputs if kind == OUT}
     if self.returned & set(self.carried):
       raise UnsupportedError("a kg.jit function returns a tensor it also reads in its next call "
-                             "(state): return a copy of it (t.contiguous() of an expression)")
+                             "(state): return a copy of it, t.contiguous()")
     self.spare = {w: None for w in self.carried}
     self.holders = None   # found at the first replay, once the recorded call's temporaries are gone
     self.optimizers = [(opt, b.stepped.count(opt), self._watch(opt)) for opt in set(b.stepped)]
