@@ -315,8 +315,8 @@ def rows(cpython: dict, page: dict | None) -> list[dict]:
 
 def print_rows(table: list[dict]) -> None:
   for r in table:
-    ratio = r["peer"] / r["ours"] if isinstance(r["ours"], float) and \
-      isinstance(r["peer"], float) else None
+    ratio = r["peer"] / r["ours"] if isinstance(r["ours"], (int, float)) and r["ours"] and \
+      isinstance(r["peer"], (int, float)) else None   # (a page's whole milliseconds are ints)
     print(f"{r['what']:<75} ours {r['ours'] or 0:9.1f} ms  {r['peer_name']:>8} "
           f"{r['peer'] or 0:9.1f} ms  {'' if ratio is None else f'{ratio:.2f}x'}  {r['note']}")
 
