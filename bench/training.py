@@ -12,11 +12,13 @@ included); `step_ms` the median of the steps after WARMUP more. The losses after
 agree across systems (relative 1e-3): a peer that disagrees is marked wrong.
 
 tinygrad runs its idiomatic fast loop: the step under TinyJit (kernels replayed after the jit
-has captured them); kernelgen and TF.js run their plain loops (kernelgen reuses compiled kernels
-through its compile cache, kernelgen/cache.py). Each CPython figure is the median over ROUNDS
+has captured them); kernelgen likewise, under kg.jit (frontend/jit.py: the step's kernels
+recorded once and replayed, no graph building, autograd or plan key per step; BT_EAGER=1 runs
+its plain loop instead, which reuses compiled kernels through the compile and plan caches,
+kernelgen/cache.py); TF.js runs its plain loop. Each CPython figure is the median over ROUNDS
 fresh processes per tool, interleaved (ours, tinygrad, ours, ...): the machine is shared.
 
-    python bench/training.py [--rounds N] [--no-browser]     (prints the rows, then JSON)
+    python bench/training.py [--rounds N] [--no-browser | --page-only]  (the rows, then JSON)
     BT_MODELS=mlp python bench/training.py ...               (only some models: mlp, cnn)
     python bench/training.py --split                         (kernelgen's step, time by phase)
     python bench/training.py --profile-page [mlp|cnn]         (kernelgen's steady step in the
@@ -39,6 +41,7 @@ TINYGRAD_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 LR, STEPS, WARMUP, ROUNDS = 0.05, 12, 2, 3
 LOSS_RTOL = 1e-3
 WORKER_S = 900   # one tool's process, one model
+JIT = os.environ.get("BT_EAGER") != "1"   # kernelgen's step under kg.jit (as TinyJit)
 MODELS = ("digits MLP 64-32-10, batch 64", "CNN 2 conv + linear 1×28×28, batch 32")
 
 # The training loop, as Python source that kernelgen (CPython and the page's worker) and
@@ -66,7 +69,7 @@ def train(T, make_step, kind, params, x, onehot, steps):
 '''
 
 KERNELGEN_STEP = '''
-def kernelgen_step(kind, lr):
+def kernelgen_step(kind, lr, jit=True):
   import kernelgen as kg
   def make(params, x, onehot):
     opt = kg.optim.SGD(list(params.values()), lr=lr)
@@ -75,8 +78,9 @@ def kernelgen_step(kind, lr):
       loss = -(forward(kind, params, x).log_softmax(-1) * onehot).sum(-1).mean()
       loss.backward()
       opt.step(loss)
-      return loss.item()
-    return step
+      return loss
+    run = kg.jit(step) if jit else step
+    return lambda: run().item()
   return make
 '''
 
@@ -116,7 +120,7 @@ def _tensor(e, grad=False):
   return Tensor(view, requires_grad=grad, device="WEBGPU")
 _m = __MODEL__
 _params = {k: _tensor(v, True) for k, v in _m["params"].items()}
-_times, _losses = train(Tensor, kernelgen_step(__KIND__, __LR__), __KIND__, _params,
+_times, _losses = train(Tensor, kernelgen_step(__KIND__, __LR__, __JIT__), __KIND__, _params,
                         _tensor(_m["x"]), _tensor(_m["onehot"]), __STEPS__)
 out = Tensor(_times + _losses)
 '''
@@ -124,7 +128,7 @@ out = Tensor(_times + _losses)
 
 def page_code(kind: str, model: dict) -> str:
   program = PAGE_PROGRAM.replace("__KIND__", repr(kind)).replace("__STEPS__", str(STEPS))
-  program = program.replace("__LR__", repr(LR))
+  program = program.replace("__LR__", repr(LR)).replace("__JIT__", repr(JIT))
   return LOOP + KERNELGEN_STEP + program.replace("__MODEL__", json.dumps(model))   # data last
 
 
@@ -144,7 +148,7 @@ def worker(tool: str) -> dict:
       import kernelgen as kg
       T = kg.Tensor
       tensors = {k: T(v, device="WEBGPU", requires_grad=True) for k, v in params.items()}
-      make = namespace["kernelgen_step"](kind, LR)
+      make = namespace["kernelgen_step"](kind, LR, JIT)
       xs, ys = T(x, device="WEBGPU").realize(), T(onehot, device="WEBGPU").realize()
       adapter = kg.Device["WEBGPU"].adapter.info["device"]
     else:
@@ -214,8 +218,10 @@ def summarize(results: list[dict]) -> dict:
 
 # ---- the page -------------------------------------------------------------------------------
 
-def measure_browser() -> dict:
-  """kernelgen (its worker, WEBGPU) and TF.js (WebGPU backend) in one page, SwiftShader."""
+def measure_browser(rounds: int = ROUNDS) -> dict:
+  """kernelgen (its worker, WEBGPU) and TF.js (WebGPU backend) in one page, SwiftShader, in
+  `rounds` interleaved rounds (kernelgen, TF.js, kernelgen, ...): the median steady step over the
+  rounds, each round's in `rounds`, the first step of the first round (a fresh worker)."""
   import numpy as np
   from playwright.sync_api import sync_playwright
   sys.path.insert(0, str(ROOT / "tests"))
@@ -224,28 +230,57 @@ def measure_browser() -> dict:
   from browser import Browser
   models = encoded_models(np)
   mounts = {"/bench/": ROOT / "bench", "/tfjs/": ROOT / ".venv-bench" / "npm" / "node_modules"}
-  out: dict = {"kernelgen": {}, "tfjs": {}}
+  runs: dict = {"kernelgen": {}, "tfjs": {}}
   with StaticServer(ROOT / "site", mounts=mounts) as server, sync_playwright() as playwright:
     browser = Browser(playwright, server)
     page = browser.page("bench/web/training.html")
     page.set_default_timeout(900_000)
     for kind in os.environ.get("BT_MODELS", "mlp,cnn").split(","):
-      for tool in ("kernelgen", "tfjs"):
-        try:
-          if tool == "kernelgen":
-            got = page.evaluate("(code) => window.training.ours(code)", page_code(kind,
-                                                                                  models[kind]))
-          else:
-            got = page.evaluate("(a) => window.training.tfjs(a[0], a[1], a[2], a[3])",
-                                [kind, models[kind], LR, STEPS])
-          times, losses = got["values"][:STEPS], got["values"][STEPS:]
-          out[tool][kind] = {"first_ms": times[0], "step_ms": statistics.median(
-            times[1 + WARMUP:]), "losses": losses, "adapter": got.get("adapter")}
-        except Exception as e:  # a tool failing on one model is reported, not fatal
-          out[tool][kind] = {"error": f"{type(e).__name__}: {e}"[:300]}
-        print(f"  BT page {kind} {tool}: {json.dumps(out[tool][kind])[:300]}", file=sys.stderr)
+      for round_ in range(rounds):
+        for tool in ("kernelgen", "tfjs"):
+          got = page_round(page, tool, kind, models[kind])
+          runs[tool].setdefault(kind, []).append(got)
+          print(f"  BT page {kind} {tool} round {round_ + 1}: {json.dumps(got)[:300]}",
+                file=sys.stderr)
     browser.close()
-  return out
+  return {tool: {kind: page_summary(results) for kind, results in by_kind.items()}
+          for tool, by_kind in runs.items()}
+
+
+def page_round(page, tool: str, kind: str, model: dict) -> dict:
+  """One round of `tool` training `kind` in the page: {first_ms, step_ms, losses, adapter}."""
+  try:
+    if tool == "kernelgen":
+      got = page.evaluate("(code) => window.training.ours(code)", page_code(kind, model))
+    else:
+      got = page.evaluate("(a) => window.training.tfjs(a[0], a[1], a[2], a[3])",
+                          [kind, model, LR, STEPS])
+  except Exception as e:  # a tool failing on one model is reported, not fatal
+    return {"error": f"{type(e).__name__}: {e}"[:300]}
+  times, losses = got["values"][:STEPS], got["values"][STEPS:]
+  return {"first_ms": times[0], "step_ms": statistics.median(times[1 + WARMUP:]),
+          "losses": losses, "adapter": got.get("adapter")}
+
+
+def page_summary(results: list[dict]) -> dict:
+  good = [r for r in results if "error" not in r]
+  if not good:
+    return {"error": results[0]["error"]}
+  return {"first_ms": results[0].get("first_ms"),
+          "step_ms": statistics.median(r["step_ms"] for r in good),
+          "rounds_step_ms": [r.get("step_ms") for r in results],
+          "losses": good[-1]["losses"], "adapter": good[-1]["adapter"]}
+
+
+def print_page_rounds(page: dict) -> None:
+  """Each round's steady step, kernelgen vs TF.js, and their ratio."""
+  for kind in page["kernelgen"]:
+    ours = page["kernelgen"][kind].get("rounds_step_ms", [])
+    peer = page["tfjs"].get(kind, {}).get("rounds_step_ms", [])
+    for i, (a, b) in enumerate(zip(ours, peer)):
+      ratio = f"{b / a:.2f}x" if a and b else "-"
+      print(f"page {kind} round {i + 1}: kernelgen {a or 0:8.1f} ms  tfjs {b or 0:8.1f} ms  "
+            f"{ratio}")
 
 
 # ---- rows -------------------------------------------------------------------------------------
@@ -280,8 +315,8 @@ def rows(cpython: dict, page: dict | None) -> list[dict]:
 
 def print_rows(table: list[dict]) -> None:
   for r in table:
-    ratio = r["peer"] / r["ours"] if isinstance(r["ours"], float) and \
-      isinstance(r["peer"], float) else None
+    ratio = r["peer"] / r["ours"] if isinstance(r["ours"], (int, float)) and r["ours"] and \
+      isinstance(r["peer"], (int, float)) else None   # (a page's whole milliseconds are ints)
     print(f"{r['what']:<75} ours {r['ours'] or 0:9.1f} ms  {r['peer_name']:>8} "
           f"{r['peer'] or 0:9.1f} ms  {'' if ratio is None else f'{ratio:.2f}x'}  {r['note']}")
 
@@ -319,7 +354,7 @@ def split() -> dict:
     kg.clear_cache()
     kg.set_cache_size(size)
     tensors = {k: kg.Tensor(v, device="WEBGPU", requires_grad=True) for k, v in params.items()}
-    step = namespace["kernelgen_step"]("mlp", LR)(tensors, kg.Tensor(x, device="WEBGPU"),
+    step = namespace["kernelgen_step"]("mlp", LR, False)(tensors, kg.Tensor(x, device="WEBGPU"),
                                                     kg.Tensor(onehot, device="WEBGPU"))
     for _ in range(1 + WARMUP):
       step()
@@ -342,7 +377,8 @@ def split() -> dict:
 PROFILE_PROGRAM = '''
 import cProfile, io, pstats
 import kernelgen as _kg
-_step = kernelgen_step(__KIND__, __LR__)(_params, _tensor(_m["x"]), _tensor(_m["onehot"]))
+_step = kernelgen_step(__KIND__, __LR__, __JIT__)(_params, _tensor(_m["x"]),
+                                                   _tensor(_m["onehot"]))
 for _ in range(__WARMUP__):
   _step()
 _gpu = _kg.Device["WEBGPU"].gpu
@@ -373,6 +409,7 @@ def profile_page(kind: str = "mlp") -> str:
   code = page_code(kind, model).replace("out = Tensor(_times + _losses)", "")
   code = code.replace("_times, _losses = train(", "_unused = (") + program
   code = code.replace("__KIND__", repr(kind)).replace("__LR__", repr(LR))
+  code = code.replace("__JIT__", repr(JIT))
   mounts = {"/bench/": ROOT / "bench", "/tfjs/": ROOT / ".venv-bench" / "npm" / "node_modules"}
   with StaticServer(ROOT / "site", mounts=mounts) as server, sync_playwright() as playwright:
     browser = Browser(playwright, server)
@@ -383,10 +420,11 @@ def profile_page(kind: str = "mlp") -> str:
   return bytes(int(v) for v in got["values"]).decode()
 
 
-def measure(rounds: int = ROUNDS, browser: bool = True) -> dict:
-  """Both sides on this machine now: {cpython, page, rows}."""
-  cpython = measure_cpython(rounds)
-  page = measure_browser() if browser else None
+def measure(rounds: int = ROUNDS, browser: bool = True, native: bool = True) -> dict:
+  """Both sides on this machine now: {cpython, page, rows} (the machine is shared: rounds are
+  interleaved)."""
+  cpython = measure_cpython(rounds) if native else None
+  page = measure_browser(rounds) if browser else None
   return {"cpython": cpython, "page": page, "rows": rows(cpython, page)}
 
 
@@ -401,8 +439,10 @@ def main(argv: list[str]) -> int:
     print(json.dumps(split(), indent=1))
     return 0
   rounds = int(argv[argv.index("--rounds") + 1]) if "--rounds" in argv else ROUNDS
-  result = measure(rounds, "--no-browser" not in argv)
+  result = measure(rounds, "--no-browser" not in argv, "--page-only" not in argv)
   print_rows(result["rows"])
+  if result["page"]:
+    print_page_rounds(result["page"])
   print(json.dumps(result, indent=1))
   return 0
 

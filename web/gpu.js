@@ -82,6 +82,8 @@ export class GpuExecutor {
     this.launchPipelines = new WeakMap();  // launch object -> pipeline entry (Python reuses them)
     this.generation = 0;         // +1 per device made: Python re-reads info() when it changes
     this.stats = { submits: 0, batches: 0, kernels: 0, scopeWaits: 0 };
+    this.timing = false;         // runTimed's batch is being encoded: time it
+    this.timeBatches = false;    // time every batch (takeTimings returns their times)
   }
 
   get available() {
@@ -407,7 +409,9 @@ export class GpuExecutor {
     if (this.batch) return this.batch;
     device.pushErrorScope('out-of-memory');
     device.pushErrorScope('validation');
-    const timed = device.features.has('timestamp-query');
+    // GPU timestamps only when asked for (runTimed, timeBatches): resolving and reading them back
+    // is a second readback per batch that a training step would pay for nothing
+    const timed = (this.timing || this.timeBatches) && device.features.has('timestamp-query');
     this.batch = {
       device, encoder: device.createCommandEncoder(), names: [], uniforms: [],
       querySet: timed ? device.createQuerySet({ type: 'timestamp', count: 2 * BATCH_KERNELS })
@@ -461,7 +465,12 @@ export class GpuExecutor {
     await this.settle();
     const queued = this.pendingTimings.length;
     const start = performance.now();
-    await this.run(launch, ids, values, name);
+    this.timing = true;
+    try {
+      await this.run(launch, ids, values, name);
+    } finally {
+      this.timing = false;
+    }
     await this.requireDevice().queue.onSubmittedWorkDone();
     const wall = performance.now() - start;
     const timing = this.pendingTimings.length > queued ? await this.pendingTimings.pop() : [];
@@ -496,7 +505,7 @@ export class GpuExecutor {
   }
 
   // The GPU times of the kernels run since the last call: [{name, ms}] (empty without
-  // timestamp queries).
+  // timestamp queries, and unless timeBatches is set).
   async takeTimings() {
     const pending = this.pendingTimings;
     this.pendingTimings = [];

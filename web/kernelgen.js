@@ -123,8 +123,12 @@ class Kernelgen {
   // device, timings, seconds, and `reference` (the comparison with PYTHON) when asked for.
   // search: time candidate launch options of each kernel on the device and keep the fastest
   // (cached per kernel for the worker's life); the result's `search` lists the choices.
-  async run(code, { device = this.device, reference = false, search = false } = {}) {
-    const result = await this.callChecked('run', { code, device, reference, search });
+  // timings: false skips the GPU timestamps of each batch (a training loop's chunk of steps
+  // needs no per-kernel times, and reading them back is a second readback per step).
+  async run(code, {
+    device = this.device, reference = false, search = false, timings = true,
+  } = {}) {
+    const result = await this.callChecked('run', { code, device, reference, search, timings });
     const out = result.out;
     return {
       ...out, data: typedData(out.dtype, out.data), bytes: out.data,

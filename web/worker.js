@@ -140,9 +140,10 @@ async function ensureGpu() {
   return status;
 }
 
-async function run({ code, device, reference = true, search = false }) {
+async function run({ code, device, reference = true, search = false, timings = true }) {
   const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
   if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
+  if (device === 'WEBGPU') state.gpu.timeBatches = timings;
   try {
     const result = await callPython('run_program', code, device, reference, search);
     if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
@@ -150,6 +151,7 @@ async function run({ code, device, reference = true, search = false }) {
     result.lost_reason = status.reason || null;
     return result;
   } finally {  // also after a KeyboardInterrupt (Stop)
+    if (device === 'WEBGPU') state.gpu.timeBatches = false;
     if (device === 'WEBGPU') enqueue({ cmd: 'release' });  // after this reply: free GPU buffers
   }
 }
@@ -160,12 +162,14 @@ async function run({ code, device, reference = true, search = false }) {
 async function runModel({ seed = 0, device, inputs = null }) {
   const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
   if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
+  if (device === 'WEBGPU') state.gpu.timeBatches = true;
   try {
     const result = await callPython('run_model', seed, device, inputs ?? undefined);  // None
     if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
     result.recreated = status.recreated;
     return result;
   } finally {
+    if (device === 'WEBGPU') state.gpu.timeBatches = false;
     if (device === 'WEBGPU') enqueue({ cmd: 'release' });
   }
 }

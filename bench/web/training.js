@@ -5,7 +5,8 @@ import { createKernelgen } from '/web/kernelgen.js';
 let shared = null;  // one kernelgen worker for every model
 async function ours(code) {
   shared ||= await createKernelgen({ base: '/', webgpu: true });
-  const result = await shared.run(code, { device: 'WEBGPU', reference: false });
+  // a training loop: no per-kernel GPU timestamps (the page's editor shows them; TF.js takes none)
+  const result = await shared.run(code, { device: 'WEBGPU', reference: false, timings: false });
   return { values: Array.from(result.data), adapter: shared.info.gpu?.adapter || null };
 }
 

@@ -9,7 +9,8 @@
     kg.load_bundle("DIR").run({"x": ...})       # run a bundle from Python
 
 Training: `kg.nn` (modules), `kg.optim` (SGD, Adam, AdamW), `t.backward()` / `kg.no_grad()`
-(frontend/autograd.py), `kg.save` / `kg.load` (safetensors). The Tensor operations live in
+(frontend/autograd.py), `kg.save` / `kg.load` (safetensors), `kg.jit` (a step's kernels
+recorded once and replayed: frontend/jit.py). The Tensor operations live in
 frontend/ as mixins of `Tensor`; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
 `kg.scaled_dot_product_attention`, `kg.cumsum`, `kg.sort`, ... are their function forms.
 """
@@ -29,6 +30,7 @@ from .frontend.model_ops import interpolate, scaled_dot_product_attention
 from .frontend.shape_ops import meshgrid
 from .frontend.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
 from .frontend import nn, optim  # noqa: E402
+from .frontend.jit import jit  # noqa: E402
 from .frontend.safetensors import SafetensorsError, load, save  # noqa: E402
 from .frontend import onnx  # noqa: E402
 from .cache import cache_info, clear_cache, set_cache_size  # noqa: E402 (the compile cache)
@@ -55,6 +57,6 @@ __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "st
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
            "BufferNameError",
-           "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim",
+           "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
            "save", "load", "SafetensorsError", "onnx", "ModelError",
            "clear_cache", "set_cache_size", "cache_info"]

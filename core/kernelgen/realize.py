@@ -7,6 +7,10 @@ from .errors import ExecutionError, internal_errors
 from .graph.lazy import Buffer, LazyOp
 from .graph.schedule import row_limit, schedule
 
+# kg.jit (frontend/jit.py) records the kernels a call runs: while this is a list, each launch is
+# appended to it as (runtime, compiled kernel, output Buffer, the Buffers it binds, in order)
+recording: list | None = None
+
 
 def _plan(pending: list[LazyOp]) -> tuple:
   """(the schedule of `pending`, the Plan whose compiled kernels it fills, or None): a plan
@@ -69,12 +73,20 @@ def realize(nodes: list[LazyOp]) -> None:
       # a kernel binds only the buffers it still reads after simplification (by slot)
       with internal_errors(f"run on {out.device}", item.name, ExecutionError):
         runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
+      if recording is not None:
+        bound = [buffer] + [src.buffer for src in item.inputs]
+        recording.append((runtime, compiled, buffer, [bound[b.slot] for b in compiled.buffers]))
     # only now: a kernel cut short (Ctrl-C, an error) leaves its node unrealized, to run again
     out.buffer, out.src = buffer, ()
 
 
 def read_bytes(node: LazyOp) -> bytes:
   """The node's values as bytes in numpy layout (realizing it first)."""
+  if recording is not None:
+    from .errors import UnsupportedError
+    raise UnsupportedError("a function under kg.jit reads a tensor's values back to Python "
+                           "(.item(), .tolist(), .numpy(), ...): return the tensor instead and "
+                           "read it after the call")
   realize([node])
   with internal_errors(f"download from {node.device}", "", ExecutionError):
     return node.buffer.copyout()

@@ -107,7 +107,7 @@ export async function train(ctx) {
     let runStart = start;
     for (let reset = true; !training.stop; reset = false) {
       const result = await exclusive(() => kg.run(header(reset, dataText) + source,
-        { device: kg.device }));
+        { device: kg.device, timings: false }));
       const now = performance.now();
       const [loss, accuracy, step] = result.data;
       const seconds = (now - start) / 1000;

@@ -6,8 +6,9 @@ start) and, on a fresh start only, DATA (digits_data.json: the train/held-out sp
 wrote from scikit-learn's digits, pixels 0..16 as base64 uint8). The model, its Adam state and
 the data live on the device between runs, in a module kept in sys.modules; each run takes STEPS
 full-batch steps of the 64-32-10 MLP of examples/train_digits.py (no shifted copies: no numpy
-here) and leaves in `out` [loss of the last step, held-out accuracy, steps so far, then the
-float32 weights w1, b1, w2, b2 flattened] so the page can plot and classify with them.
+here; under kg.jit: a step's kernels are recorded once, then replayed) and leaves in `out` [loss
+of the last step, held-out accuracy, steps so far, then the float32 weights w1, b1, w2, b2
+flattened] so the page can plot and classify with them.
 """
 import base64
 import random
@@ -59,17 +60,24 @@ def start(data):
   train.y_test = kg.Tensor([float(v) for v in base64.b64decode(data["y_test"])]).realize()
   train.params = init_params(random.Random(SEED))
   train.opt = kg.optim.Adam(list(train.params.values()), lr=LEARNING_RATE)
+  train.adam_step = kg.jit(lambda: adam_step(train))   # later steps replay its kernels
   train.steps = 0
   sys.modules[STATE] = train
   return train
 
 
-def step(train):
+def adam_step(train):
   """One full-batch Adam step on the mean cross-entropy; returns the loss tensor."""
   train.opt.zero_grad()
   loss = -(forward(train.params, train.x).log_softmax(-1) * train.onehot).sum(-1).mean()
   loss.backward()
   train.opt.step(loss)
+  return loss
+
+
+def step(train):
+  """adam_step under kg.jit: from the third step on, its recorded kernels replayed."""
+  loss = train.adam_step()
   train.steps += 1
   return loss
 

@@ -16,6 +16,7 @@ from ..errors import DTypeError, KernelgenError
 from ..realize import realize
 from . import nn
 from .autograd import no_grad
+from .jit import note_step
 from .tensor import Tensor, cat, where
 
 
@@ -55,6 +56,8 @@ class _Group:
 
 
 class Optimizer:
+  shared_state: tuple = ()   # state of the whole group, not per element (no has-grad mask)
+
   def __init__(self, params, lr: float):
     params = list(params.parameters() if hasattr(params, "parameters") else params)
     unique, seen = [], set()
@@ -92,8 +95,8 @@ class Optimizer:
         mask = group.has_grad_mask()
         if mask is not None:
           new_p = where(mask, new_p, p)
-          new_state = {k: where(mask, v, group.state[k]) if k in group.state else v
-                       for k, v in new_state.items()}
+          new_state = {k: where(mask, v, group.state[k]) if k in group.state and
+                       k not in self.shared_state else v for k, v in new_state.items()}
         results.append((group, new_p, new_state))
       pending = nn.take_pending()
       realize([t.node for _, new_p, st in results for t in (new_p, *st.values())] +
@@ -101,6 +104,7 @@ class Optimizer:
       for group, new_p, new_state in results:
         group.assign(new_p)
         group.state = new_state
+    note_step(self)   # kg.jit advances `steps` when it replays this step
 
   def update(self, p, g, state: dict):
     raise NotImplementedError
@@ -132,6 +136,7 @@ class SGD(Optimizer):
 class Adam(Optimizer):
   """Adam (Kingma & Ba) with bias correction; weight_decay is L2 added to the gradient."""
   decoupled = False
+  shared_state = ("bias",)
 
   def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                weight_decay: float = 0.0):
@@ -147,13 +152,15 @@ class Adam(Optimizer):
     m, v = state.get("exp_avg"), state.get("exp_avg_sq")
     m = (1 - b1) * g if m is None else m * b1 + (1 - b1) * g
     v = (1 - b2) * (g * g) if v is None else v * b2 + (1 - b2) * (g * g)
-    c1, c2 = 1 - b1 ** self.steps, 1 - b2 ** self.steps
-    # the step's bias corrections are data (a 2-element tensor), not constants of the kernel: the
-    # update compiles once and every later step reuses it (the compile cache, cache.py)
-    scale = Tensor([self.lr / c1, 1 / c2], dtype=p.dtype, device=p.device)
-    step_size, v_scale = scale[0:1], scale[1:2]
-    denom = (v * v_scale).sqrt() + self.eps
-    return p - step_size * m / denom, {"exp_avg": m, "exp_avg_sq": v}
+    # the bias corrections [1 - b1 ** steps, 1 - b2 ** steps] are state on the device (c' = c b +
+    # (1 - b)), not constants of the kernel: the update compiles once and every later step reuses
+    # it (the compile cache, cache.py), and kg.jit replays it (frontend/jit.py)
+    first = (Tensor.arange(2, device=p.device) == 0).cast(p.dtype)   # [1, 0]
+    betas, rest = first * (b1 - b2) + b2, first * ((1 - b1) - (1 - b2)) + (1 - b2)
+    c = state.get("bias")
+    c = rest if c is None else c * betas + rest
+    denom = (v / c[1:2]).sqrt() + self.eps
+    return p - (self.lr / c[0:1]) * m / denom, {"exp_avg": m, "exp_avg_sq": v, "bias": c}
 
 
 class AdamW(Adam):

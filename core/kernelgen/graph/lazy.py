@@ -71,6 +71,11 @@ class Buffer:
       self._handle, self._host = handle, None
     return self._handle
 
+  def swap_storage(self, other: Buffer) -> None:
+    """Exchange contents with `other` (same device, dtype and size): kg.jit's double buffers."""
+    self._handle, other._handle = other._handle, self._handle
+    self._host, other._host = other._host, self._host
+
   def copyout(self) -> bytes:
     if self._handle is None:
       return self._host if self._host is not None else bytes(self.nbytes)
