@@ -80,6 +80,10 @@ TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
   ((8, 8), (4, 4)), 256, 4096, 8, 128
 # the tile that compares the loads of each choice of tiled axes
 TILE_PROBE = (2, 2)
+# a tile whose TILE_PROBE lowers to at least this many times the UOps of one output is one row
+# of its columns instead (_shared_only; 2.5-3.1 for 3x3 pools and depthwise convs in the light
+# ONNX models, at most 2.1 for their convs and 1x1 convs with a fused epilogue)
+TILE_SHARE_MAX = 2.4
 # Target.tile_over_group: whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a
 # register tile that shares loads over a grouped reduction (_shares_loads; measured on lavapipe
 # only: PTX keeps the grouped reduction, whose many small blocks fill a large GPU, until a GPU
@@ -232,7 +236,28 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   tiles = [_clip(item, t, axes) for t in TILES]
   fits = [t for t in tiles
           if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS]
-  return (fits[0], axes) if fits else ()
+  return (_shared_only(item, fits[0], axes), axes) if fits else ()
+
+
+def _shared_only(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
+  """`tile` as one row of its columns where its outputs share little: a TILE_PROBE tile lowers to
+  at least TILE_SHARE_MAX times the UOps of one output (a depthwise conv, a pool: neighbouring
+  windows share only the overlapping loads, and not even those where the index math differs;
+  convs and matmuls share whole operands: 1.5-2.1 times). More rows would only repeat code:
+  ShuffleNet's 3x3 depthwise convs over a fused batch norm + ReLU were 8 x 8 tiles of 4000-6000
+  lines of WGSL each (lavapipe: 21-54 s to compile one at its first dispatch), 1 x 8 are under
+  900 (1-2 s); its ten kernels this changes ran 262 ms in all instead of 286 (two slower, eight
+  faster or the same; tests/onnx_light_times.txt)."""
+  if min(tile) < 2 or _short_axes(item, axes):
+    return tile
+  one = _probe_uops(item, (1, 1), axes)
+  return (1, tile[1]) if _probe_uops(item, TILE_PROBE, axes) >= TILE_SHARE_MAX * one else tile
+
+
+def _probe_uops(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
+  """The UOps of `item` lowered with register tile `tile` of `axes`."""
+  sink, _ = lower(item, Opts(tile=tile, tile_axes=axes))
+  return len(toposort([sink]))
 
 
 def _short_axes(item: ScheduleItem, axes: tuple) -> bool:

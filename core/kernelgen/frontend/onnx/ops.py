@@ -12,7 +12,7 @@ helpers the operator modules share: ops_math.py (elementwise, reductions), ops_n
 ops_index.py (scatter/gather, data-dependent shapes), ops_control.py (If, Loop, Scan),
 ops_seq.py (sequences, optionals), ops_signal.py (DFT, STFT), ops_quant.py (integer and
 quantized), ops_llm.py (RotaryEmbedding, LinearAttention, CausalConvWithState, FlexAttention),
-grid.py (GridSample, AffineGrid, RoiAlign, DeformConv), ops_random.py (Random*, Bernoulli),
+grid.py (GridSample, AffineGrid, RoiAlign, DeformConv), ops_random.py (Random*, Bernoulli, Multinomial),
 ops_text.py (TfIdfVectorizer, ai.onnx.ml's Binarizer, ArrayFeatureExtractor, TreeEnsemble),
 ops_train.py (the training domain's optimizers). PREVIEW lists the operators of other domains
 that are implemented; every other operator of another domain is refused by name.

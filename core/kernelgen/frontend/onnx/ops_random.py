@@ -1,5 +1,5 @@
-"""ONNX random operators: RandomUniform, RandomNormal (and their *Like forms), Bernoulli, and
-Dropout in training mode. Values come from kernelgen's counter-based generator (Tensor.rand /
+"""ONNX random operators: RandomUniform, RandomNormal (and their *Like forms), Bernoulli,
+Multinomial, and Dropout in training mode. Values come from kernelgen's counter-based generator (Tensor.rand /
 randn), deterministic in the node's `seed` attribute; without one, the seed is derived from the
 node's name, so two random nodes draw different values but a model gives the same values run
 after run. ONNX leaves the values to the implementation: only their distribution, shape and
@@ -14,6 +14,8 @@ from ...dtype import dtypes
 from ...errors import ShapeError
 from ..tensor import Tensor
 from .ops import op
+
+INT32 = 6       # TensorProto.INT32: Multinomial's default output type
 
 
 def _seed(ins, at) -> int:
@@ -74,6 +76,30 @@ def _bernoulli(ins, at):
   p = ins[0]
   u = Tensor.rand(*p.shape, seed=_seed(ins, at), device=ins.device)
   return (u < p.cast(dtypes.float32)).cast(_dtype(ins, at, p))
+
+
+@op("Multinomial", foldable=False)
+def _multinomial(ins, at):
+  """sample_size class indices per row of a (batch, classes) input of unnormalized
+  log-probabilities, drawn by inverse CDF: the row's weights exp(x - max) summed along the row,
+  and for each draw u in [0, total) the number of classes whose running sum is <= u (a class of
+  weight 0 is never drawn). Each draw is one uniform value of the counter-based generator."""
+  x = ins[0]
+  if x is None or x.ndim != 2:
+    raise ShapeError(f"Multinomial ({ins.node.describe()}) takes a 2-d (batch, classes) input of "
+                     f"log-probabilities, got shape {None if x is None else x.shape}")
+  draws = at.int("sample_size", 1)
+  if draws < 1:
+    raise ShapeError(f"Multinomial ({ins.node.describe()}): sample_size must be >= 1, got "
+                     f"{draws}")
+  batch, classes = x.shape
+  logits = x.cast(dtypes.float32)
+  weights = (logits - logits.max(1, keepdim=True)).exp()
+  running = weights.cumsum(1)
+  u = Tensor.rand(batch, draws, seed=_seed(ins, at), device=ins.device) * running[:, classes - 1:]
+  below = running.reshape(batch, 1, classes) <= u.reshape(batch, draws, 1)
+  index = below.cast(dtypes.int32).sum(2).minimum(classes - 1)   # u rounded up to the total
+  return index.cast(ins.dtype(at.int("dtype", INT32)))
 
 
 def dropout_training(ins, at, x, ratio: float):
