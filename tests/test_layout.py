@@ -33,6 +33,7 @@ LAYERS = (
   ("compiler", "search", "realize", "cache"),  # the pipeline, autotuning, running kernels
   ("frontend",),                         # Tensor and its operations
   ("export",),                           # (the export issue)
+  ("web_selftest",),                     # the page's small test runner
   ("__init__", "__main__", "web_api"),   # the public face, CLI, page bridge
 )
 RANK = {stage: rank for rank, stages in enumerate(LAYERS) for stage in stages}
