@@ -72,6 +72,26 @@ def test_flat_gradient_fuses_a_bias_reduction_only_when_cheap(batch, side, fused
     np.testing.assert_allclose(flat.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("rows, alone", [(64, True), (63, False)])
+def test_flat_gradient_keeps_a_matmul_weight_gradient_alone_from_4096_outputs(rows, alone):
+  """schedule.TILED_REDUCE_MIN: a linear layer's weight gradient (rows x 64, over a batch of 8)
+  with 4096 outputs is a kernel of its own, which the optimizer register-tiles, then copied into
+  the flat gradient; with 4032 it fuses into the flat kernel (PADDED_REDUCE_WASTE: the bias's 64
+  outputs waste 8 iterations each). The values match numpy either way."""
+  rng = np.random.default_rng(3)
+  wn, xn = rng.standard_normal((rows, 64)), rng.standard_normal((8, rows))
+  w = Tensor(wn.astype(np.float32), requires_grad=True)
+  b = Tensor(np.zeros(64, np.float32), requires_grad=True)
+  ((Tensor(xn.astype(np.float32)) @ w + b).relu() ** 2).sum().backward()
+  flat = kg.cat([w.grad.reshape(-1), b.grad])
+  names = [k.name for k in kg.compile([flat], target="wgsl")]
+  assert (f"r_1_{rows}_64__8" in names) == alone, names
+  assert names[-1] == f"r_{rows * 64 + 64}__8", names     # the flat one (the bias fuses in)
+  dz = 2 * np.maximum(xn.astype(np.float32) @ wn.astype(np.float32), 0)
+  want = np.concatenate([(xn.T @ dz).ravel(), dz.sum(0)])
+  np.testing.assert_allclose(flat.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
 def test_strided_conv_input_gradient_is_one_small_reduction_per_phase():
   rng = np.random.default_rng(1)
   x = Tensor(rng.random((4, 8, 16, 16), dtype=np.float32), requires_grad=True)
