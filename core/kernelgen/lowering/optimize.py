@@ -219,8 +219,10 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   if not target.register_tiles or "local" in options or "upcast" in options:
     return ()
   axes = _tile_axes(item)
-  if item.out.size < TILE_MIN_SIZE or not axes:
+  if not axes:
     return ()
+  if item.out.size < TILE_MIN_SIZE:
+    return _small_tile(item, options, axes)
   short = _short_axes(item, axes)
   if not short and not _tileable(item, TILES[-1], axes):
     return ()
@@ -232,6 +234,21 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   tiles = [_clip(item, t, axes) for t in TILES]
   fits = [t for t in tiles
           if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS]
+  return (fits[0], axes) if fits else ()
+
+
+def _small_tile(item: ScheduleItem, options: dict, axes: tuple) -> tuple:
+  """With option small_tiles (lavapipe's default, render/wgsl/adapters.py): a kernel with fewer
+  than TILE_MIN_SIZE outputs and a reduction long enough to be grouped (GROUP_MIN_REDUCE) takes
+  the first of TILES that its output holds, however few threads that leaves; optimize() then
+  prefers it to the grouped reduction where it shares loads (lavapipe, a linear layer
+  (32, 3136) @ (3136, 10): 8x8 tiles, 8 threads, 2-3 ms; 64 lanes per output 47-60 ms)."""
+  if not options.get("small_tiles"):
+    return ()
+  reduce = kernel_reduces(item)[0]
+  if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < GROUP_MIN_REDUCE:
+    return ()
+  fits = [t for t in (_clip(item, t, axes) for t in TILES) if _tileable(item, t, axes)]
   return (fits[0], axes) if fits else ()
 
 
