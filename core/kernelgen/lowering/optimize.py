@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 
 from ..dtype import dtypes
 from ..errors import LimitError, UnsupportedError
@@ -265,10 +266,20 @@ def _clip(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
                for a, n, least in zip(axes, tile, TILES[-1]))
 
 
+# item -> {(tile, axes): loads}: _tile_axes, _tile and _shares_loads probe the same tiles of an
+# item several times per optimize() (a lowering each; a CNN step's first compile spent half its
+# optimize time there)
+_PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _probe_loads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
   """The loads of `item` lowered with register tile `tile` of `axes` (per loop step)."""
-  sink, _ = lower(item, Opts(tile=tile, tile_axes=axes))
-  return sum(u.op is Ops.LOAD for u in toposort([sink]))
+  probed = _PROBED.setdefault(item, {})
+  key = (tuple(tile), tuple(axes))
+  if key not in probed:
+    sink, _ = lower(item, Opts(tile=tile, tile_axes=axes))
+    probed[key] = sum(u.op is Ops.LOAD for u in toposort([sink]))
+  return probed[key]
 
 
 def _shares_loads(item: ScheduleItem, target: Target, options: dict) -> bool:
