@@ -2,7 +2,8 @@
 lowering/optimize.py _small_tile): a reduction with few outputs (under TILE_MIN_SIZE) over a
 reduction long enough to be grouped (GROUP_MIN_REDUCE) takes a register tile of outputs that share
 loads instead of a workgroup per output; the values on the WEBGPU device (lavapipe here) match
-numpy. The option exists on WGSL only: PYTHON and PTX never read it (their kernels are unchanged)."""
+numpy. The option exists on WGSL only: PYTHON and PTX never read it (their kernels are
+unchanged)."""
 from __future__ import annotations
 
 import numpy as np
