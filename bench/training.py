@@ -147,7 +147,8 @@ def worker(tool: str) -> dict:
       sys.path.insert(0, str(ROOT / "core"))
       import kernelgen as kg
       T = kg.Tensor
-      tensors = {k: T(v, device="WEBGPU", requires_grad=True) for k, v in params.items()}
+      tensors = {k: T(v, device="WEBGPU", requires_grad=True).realize()   # on the device, as
+                 for k, v in params.items()}                                # tinygrad's below
       make = namespace["kernelgen_step"](kind, LR, JIT)
       xs, ys = T(x, device="WEBGPU").realize(), T(onehot, device="WEBGPU").realize()
       adapter = kg.Device["WEBGPU"].adapter.info["device"]

@@ -1,13 +1,14 @@
 """The small CNN's training step (bench/training.py's model: conv 1->8 3x3 pad 1, ReLU, conv 8->16
 3x3 stride 2 pad 1, ReLU, linear) compiles to few, small kernels:
 
-- the optimizer's flat gradient (every parameter's gradient concatenated) fuses a reduction only
-  while the iterations it wastes on the other parameters' outputs stay under
-  schedule.PADDED_REDUCE_WASTE: at 1x16x16 inputs, batch 4, the conv weight gradients are
-  kernels of their own and the flat kernel reduces over no pixels; at 1x8x8, batch 1, they
-  fuse (fewer kernels);
-- the strided conv's input gradient is a spread grid and one reduction over the kernel offsets,
-  each under 40 KB of WGSL (it was a 65 KB sum of 9 pieces, then 347 KB register-tiled);
+- the conv weight gradients are kernels of their own (conv2d's backward rule, frontend/conv.py:
+  partial sums, then their sum), never reductions padded into the optimizer's flat gradient
+  (every parameter's gradient concatenated); that one fuses a reduction (the first conv's bias
+  gradient) only while the iterations it wastes on the other parameters' outputs stay under
+  schedule.PADDED_REDUCE_WASTE: at 1x16x16 inputs, batch 4, not; at 1x8x8, batch 1, it does;
+- the strided conv's input gradient is one small reduction per stride phase, each under 2 KB of
+  WGSL (it was a 65 KB sum of 9 pieces, then 347 KB register-tiled, then a spread grid and a
+  reduction over the kernel offsets);
 - the flat gradient equals the gradients realized one by one (PYTHON), and one SGD step of the
   model on WEBGPU (wgpu) has numpy's (float64) loss and updated weights (the bench compares whole runs with
   tinygrad and TF.js; tests/test_autograd.py's "conv2d stack" gradcheck checks the gradients).
@@ -49,34 +50,58 @@ def _flat_gradient(batch: int, side: int):
 
 
 @pytest.mark.parametrize("batch, side, fused", [(4, 16, False), (1, 8, True)])
-def test_flat_gradient_fuses_conv_weight_reductions_only_when_cheap(batch, side, fused):
+def test_flat_gradient_fuses_a_bias_reduction_only_when_cheap(batch, side, fused):
   p, flat = _flat_gradient(batch, side)
   kernels = kg.compile([flat], target="wgsl")
   names = [k.name for k in kernels]
-  n = flat.shape[0]
-  conv1_weight = f"r_1_1_8_1_1_1_3_3__{batch}_{side}_{side}"   # its gradient's own kernel
+  n, half = flat.shape[0], side // 2
+  weight_partials = [f"r_{batch}_1_1_8_1_1_1_1_3_3__1_{side}_{side}",
+                     f"r_{batch}_1_1_16_8_1_1_1_3_3__1_{half}_{half}"]
+  assert all(name in names for name in weight_partials), names
+  assert f"r_8_1_3_3__{batch}_1" in names and f"r_16_8_3_3__{batch}_1" in names, names
+  conv1_bias = f"r_1_8_1_1__{batch}_{side}_{side}"        # its own kernel, or in the flat one
   flat_reduces_pixels = [name for name in names if name.startswith(f"r_{n}__") and
                          name.endswith(f"{side}_{side}")]
   if fused:
-    assert flat_reduces_pixels and conv1_weight not in names, names
+    assert flat_reduces_pixels and conv1_bias not in names, names
   else:
-    assert conv1_weight in names and not flat_reduces_pixels, names
+    assert conv1_bias in names and not flat_reduces_pixels, names
   assert all(len(k.source) < 40_000 for k in kernels), [(k.name, len(k.source)) for k in kernels]
   if fused:    # values on the PYTHON interpreter: at the small size only (CI time)
     want = np.concatenate([t.grad.numpy().ravel() for t in p.values()])
     np.testing.assert_allclose(flat.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
-def test_strided_conv_input_gradient_is_a_grid_and_one_small_reduction():
+@pytest.mark.parametrize("rows, alone", [(64, True), (63, False)])
+def test_flat_gradient_keeps_a_matmul_weight_gradient_alone_from_4096_outputs(rows, alone):
+  """schedule.TILED_REDUCE_MIN: a linear layer's weight gradient (rows x 64, over a batch of 8)
+  with 4096 outputs is a kernel of its own, which the optimizer register-tiles, then copied into
+  the flat gradient; with 4032 it fuses into the flat kernel (PADDED_REDUCE_WASTE: the bias's 64
+  outputs waste 8 iterations each). The values match numpy either way."""
+  rng = np.random.default_rng(3)
+  wn, xn = rng.standard_normal((rows, 64)), rng.standard_normal((8, rows))
+  w = Tensor(wn.astype(np.float32), requires_grad=True)
+  b = Tensor(np.zeros(64, np.float32), requires_grad=True)
+  ((Tensor(xn.astype(np.float32)) @ w + b).relu() ** 2).sum().backward()
+  flat = kg.cat([w.grad.reshape(-1), b.grad])
+  names = [k.name for k in kg.compile([flat], target="wgsl")]
+  assert (f"r_1_{rows}_64__8" in names) == alone, names
+  assert names[-1] == f"r_{rows * 64 + 64}__8", names     # the flat one (the bias fuses in)
+  dz = 2 * np.maximum(xn.astype(np.float32) @ wn.astype(np.float32), 0)
+  want = np.concatenate([(xn.T @ dz).ravel(), dz.sum(0)])
+  np.testing.assert_allclose(flat.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_strided_conv_input_gradient_is_one_small_reduction_per_phase():
   rng = np.random.default_rng(1)
   x = Tensor(rng.random((4, 8, 16, 16), dtype=np.float32), requires_grad=True)
   w = Tensor(rng.random((16, 8, 3, 3), dtype=np.float32))
   x.conv2d(w, stride=2, padding=1).sum().backward()
   kernels = kg.compile([x.grad], target="wgsl")
   names = [k.name for k in kernels]
-  assert "E_4_8_20_20_3_3" in names and "r_4_8_18_18__3_3" in names, names   # grid, reduction
-  assert len(kernels) <= 4 and all(len(k.source) < 40_000 for k in kernels), \
-    [(k.name, len(k.source)) for k in kernels]
+  phases = [f"r_4_1_8_8_8_1_1_1__16_{a}_{b}" for a, b in ((2, 2), (2, 1), (1, 2), (1, 1))]
+  assert names == ["E_4_16_8_8"] + phases + ["E_4_8_16_16"], names  # g, phases, interleave
+  assert all(len(k.source) < 2_000 for k in kernels), [(k.name, len(k.source)) for k in kernels]
 
 
 def _numpy_sgd_step(params, x, onehot, lr):

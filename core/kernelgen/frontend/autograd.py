@@ -3,9 +3,10 @@
 Every Tensor made by a primitive (an elementwise ALU op, cast, where, a reduction node, a movement,
 the sliding-window view, contiguous, `to`) is passed through `record`: when grad mode is on, a
 parent requires a gradient and the result is a float tensor, the result remembers its parents and
-the rule that maps its gradient to theirs (`Tensor.ctx`). Composite operations (matmul, conv2d,
+the rule that maps its gradient to theirs (`Tensor.ctx`). Composite operations (matmul,
 pooling, softmax, layernorm, ...) are built from these primitives, so they are differentiated for
-free. `backward()` walks the recorded graph in reverse topological order and builds each parent's
+free; conv2d is recorded as one operation whose rule builds reductions that tile well
+(frontend/conv.py). `backward()` walks the recorded graph in reverse topological order and builds each parent's
 gradient from ordinary Tensor operations: gradients are lazy tensors, so the backward pass fuses
 into kernels like any other program, and an optimizer can realize the whole step at once.
 
@@ -298,7 +299,7 @@ def _windows(out, g, parents, arg):
     tuple(lead_strides) + (row, cell, dh * row - kw, dw * cell - 1),
     (kh - 1) * kw + (kw - 1), None)
   diagonal = type(g)(LazyOp(L.VIEW, g.dtype, view.shape, (grid.node,), view))
-  # a kernel of its own: its consumers (a conv's weight and bias gradients) reduce it again
+  # a kernel of its own: its consumers (e.g. a pool's input's producers) may reduce it again
   return (diagonal.sum((-2, -1)).contiguous(),)
 
 

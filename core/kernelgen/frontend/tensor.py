@@ -112,8 +112,12 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
 
   # ---- realizing and reading ----
   def realize(self) -> Tensor:
+    """Compute the tensor into a buffer on its device; data given by the host (Tensor(array))
+    is uploaded now rather than at its first use (as a peer's realize does before a timed loop)."""
     from ..realize import realize
     realize([self.node])
+    if self.node.buffer is not None:
+      self.node.buffer.handle
     return self
 
   def _bytes(self) -> bytes:

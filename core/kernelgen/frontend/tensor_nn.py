@@ -8,6 +8,7 @@ import math
 
 from ..dtype import min_value
 from ..errors import ShapeError
+from .conv import conv
 from .operands import TensorOps, acc_dtype, result_dtype
 
 
@@ -53,16 +54,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
   if bias is not None and bias.shape != (o,):
     raise ShapeError(f"conv2d bias has shape {bias.shape}: it needs one value per output "
                      f"channel, shape ({o},)")
-  (ph, pw) = _pair(padding)
-  xp = x.pad(((0, 0), (0, 0), (ph, ph), (pw, pw)))
-  win = xp._windows((kh, kw), _pair(stride), _pair(dilation))   # (n, c, oh, ow, kh, kw)
-  oh, ow = win.shape[2], win.shape[3]
-  win = win.reshape(n, groups, 1, cg, oh, ow, kh, kw).permute(0, 1, 2, 4, 5, 3, 6, 7)
-  w = weight.reshape(1, groups, o // groups, 1, 1, cg, kh, kw)
-  out = (win * w).sum((-3, -2, -1)).reshape(n, o, oh, ow)
-  if bias is not None:
-    out = out + bias.reshape(1, o, 1, 1)
-  return out
+  return conv(x, weight, bias, _pair(stride), _pair(padding), _pair(dilation), groups)
 
 
 def _pool(x, kernel_size, stride, padding, dilation, fill):

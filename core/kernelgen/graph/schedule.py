@@ -39,6 +39,11 @@ from .view import contiguous_strides, prod
 # fuses only while those wasted iterations, (kernel outputs - its outputs) * reduced length, are
 # at most this many (the digits MLP's do; a CNN's conv weight gradients, 816M, do not)
 PADDED_REDUCE_WASTE = 1 << 22
+# ... and a reduction with two output axes longer than 1 and at least TILED_REDUCE_MIN outputs (a
+# matmul's) never does: alone, the optimizer gives it register tiles (optimize.py TILE_MIN_SIZE),
+# padded into the flat kernel it has none (lavapipe, the bench CNN's linear weight gradient,
+# 3136x10 over a batch of 32: 27.6 ms fused, 5.9 ms alone and a copy into the flat gradient)
+TILED_REDUCE_MIN = 4096
 
 # row kernels (see above): rows of at most this many elements by default (a row's threads loop
 # over it once per reduction and once for the outputs; option row_kernels=False: none)
@@ -255,6 +260,8 @@ def _little_waste(node: LazyOp, root: LazyOp) -> bool:
   PADDED_REDUCE_WASTE iterations (see there)."""
   if node.op is not L.REDUCE or root.size <= node.size:
     return True
+  if node.size >= TILED_REDUCE_MIN and sum(n > 1 for n in node.shape) >= 2:
+    return False
   return (root.size - node.size) * prod(node.src[0].shape[a] for a in node.arg[1]) <= \
     PADDED_REDUCE_WASTE
 

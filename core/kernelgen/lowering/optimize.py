@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 
 from ..dtype import dtypes
 from ..errors import LimitError, UnsupportedError
@@ -223,8 +224,10 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   if not target.register_tiles or "local" in options or "upcast" in options:
     return ()
   axes = _tile_axes(item)
-  if item.out.size < TILE_MIN_SIZE or not axes:
+  if not axes:
     return ()
+  if item.out.size < TILE_MIN_SIZE:
+    return _small_tile(item, options, axes)
   short = _short_axes(item, axes)
   if not short and not _tileable(item, TILES[-1], axes):
     return ()
@@ -260,6 +263,21 @@ def _probe_uops(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
   return len(toposort([sink]))
 
 
+def _small_tile(item: ScheduleItem, options: dict, axes: tuple) -> tuple:
+  """With option small_tiles (lavapipe's default, render/wgsl/adapters.py): a kernel with fewer
+  than TILE_MIN_SIZE outputs and a reduction long enough to be grouped (GROUP_MIN_REDUCE) takes
+  the first of TILES that its output holds, however few threads that leaves; optimize() then
+  prefers it to the grouped reduction where it shares loads (lavapipe, a linear layer
+  (32, 3136) @ (3136, 10): 8x8 tiles, 8 threads, 2-3 ms; 64 lanes per output 47-60 ms)."""
+  if not options.get("small_tiles"):
+    return ()
+  reduce = kernel_reduces(item)[0]
+  if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < GROUP_MIN_REDUCE:
+    return ()
+  fits = [t for t in (_clip(item, t, axes) for t in TILES) if _tileable(item, t, axes)]
+  return (fits[0], axes) if fits else ()
+
+
 def _short_axes(item: ScheduleItem, axes: tuple) -> bool:
   """One of the tiled axes is shorter than the smallest tile (and the other is not): the tile
   takes it whole (a pixel's colour channels)."""
@@ -273,10 +291,20 @@ def _clip(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
                for a, n, least in zip(axes, tile, TILES[-1]))
 
 
+# item -> {(tile, axes): loads}: _tile_axes, _tile and _shares_loads probe the same tiles of an
+# item several times per optimize() (a lowering each; a CNN step's first compile spent half its
+# optimize time there)
+_PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _probe_loads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
   """The loads of `item` lowered with register tile `tile` of `axes` (per loop step)."""
-  sink, _ = lower(item, Opts(tile=tile, tile_axes=axes))
-  return sum(u.op is Ops.LOAD for u in toposort([sink]))
+  probed = _PROBED.setdefault(item, {})
+  key = (tuple(tile), tuple(axes))
+  if key not in probed:
+    sink, _ = lower(item, Opts(tile=tile, tile_axes=axes))
+    probed[key] = sum(u.op is Ops.LOAD for u in toposort([sink]))
+  return probed[key]
 
 
 def _shares_loads(item: ScheduleItem, target: Target, options: dict) -> bool:

@@ -77,6 +77,11 @@ TABLE: dict[tuple[str, str], dict] = {
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
   # (0.7 GB/s): bound by memory, no lane count wins
   ("lavapipe", "reduce"): {"group_chunk": True},
+  # matmul-like reductions with few outputs over a long reduction (optimize.py _small_tile): a
+  # register tile of outputs that share loads instead of a grouped reduction per output
+  # (bench/training.py's CNN, its linear layer (32, 3136) @ (3136, 10), ms best of 4, load ~7:
+  # 64 lanes per output 47-60 | 8x8 tiles 2.3 | 4x4 3.1)
+  ("lavapipe", "tile"): {"small_tiles": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
