@@ -65,6 +65,17 @@ TABLE: dict[tuple[str, str], dict] = {
   # Natively (wgpu on the SwiftShader ICD, load ~7): 3 passes 259 | online 388 best of 4.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1},
   ("swiftshader", "reduce"): {"group_chunk": True},
+  # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
+  # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
+  # tinygrad's, best of 3 interleaved, load 5-6 on 2 CPUs, ms), matmul 1024^3: 8x8 (the default)
+  # 2541 | 8x16 1954 | 16x8 2087 | 4x4 3180 | 16x8 with 64 threads 2366 | tinygrad 3573; a second
+  # run: 8x16 2265 | 8x16 with 64 / 128 threads 2943 / 4349 | 4x16 3174 | 4x32 4956 | through
+  # workgroup memory (stage) 4555 | tinygrad 5091. SwiftShader loads every lane's element on its
+  # own (a gather per load, vector loads too), so the tile with the most outputs per load wins.
+  # conv2d 1x64x56x56 3x3 (56 columns: 8x16 does not divide them, 8x8 stays): 8x8 136 | 16x8 138
+  # | 4x8 184 | 16x4 300 | tinygrad 270; blur 5x5 3x480x640: 8x8 58 | 8x16 53 | 4x8 66 | 16x8 60
+  # | 1x8 61 | 4x4 103 | tinygrad 114
+  ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4))},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
