@@ -88,6 +88,10 @@ TABLE: dict[tuple[str, str], dict] = {
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
   # (0.7 GB/s): bound by memory, no lane count wins
   ("lavapipe", "reduce"): {"group_chunk": True},
+  # register tiles as on SwiftShader (above), lavapipe in Chromium (the same page and timing, ms):
+  # matmul 1024^3: 8x8 2391 | 8x16 1897 | tinygrad 4466 (best of 3); blur 5x5 3x480x640 (best of
+  # 5): 8x8 71 | 8x16 57 | 4x16 60 | 2x16 65 | 4x8 70 | 16x8 70 | 8x4 98 | tinygrad 129
+  ("lavapipe", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4))},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
