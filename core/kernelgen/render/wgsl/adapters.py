@@ -63,6 +63,13 @@ TABLE: dict[tuple[str, str], dict] = {
   # branch-free kg_exp2 (render/wgsl/target.py), 3 passes 95 | online 102 (tinygrad 133). Kept:
   # the 3 passes (a 4 KB row stays in cache, so the extra read costs less than the rescaling).
   # Natively (wgpu on the SwiftShader ICD, load ~7): 3 passes 259 | online 388 best of 4.
+  # What the thread-per-row softmax spends beyond tinygrad's formulas, by hand-edited WGSL in
+  # Chromium's SwiftShader (the peers page, best / median of 15 interleaved, load ~8, ms): as
+  # compiled 98 / 114 | the row's sum as one reciprocal then multiplies, and a plain max() for the
+  # NaN-propagating kg_fmax 86 / 100 | also a bare exp2 for kg_exp2 70 / 98 | the max as select
+  # plus one NaN flag per row (exact) 78 / 112 | tinygrad's 3 kernels 121 / 160. The NaN guards
+  # (kg_fmax, kg_exp2) cost about a quarter of the kernel here; not changed: softmax needs neither
+  # (a NaN reaches every output through the sum), but the kernel does not know it is softmax.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
