@@ -463,7 +463,9 @@ def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: 
     result["rows"][name] = row
     print(f"  {adapter} {name}: best ms " + ", ".join(
       f"{sy} {row[sy]['ms']:.3g}{'' if row[sy].get('ok') else ' (WRONG)'}" for sy in ready) +
-      (f"; copy {row['copy']['ms']:.3g}" if copy else ""), file=sys.stderr, flush=True)
+      (f"; copy {row['copy']['ms']:.3g}" if copy else "") + "; samples in round order: " +
+      ", ".join(f"{sy} {'/'.join(f'{t:.3g}' for t in row[sy]['samples_ms'])}" for sy in ready),
+      file=sys.stderr, flush=True)
   browser.close()
   return result
 
