@@ -444,8 +444,9 @@ def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: 
       for field in ("program", "model", "ref"):
         if field in s:
           s[field] = server.url(f"data/{s[field]}")
-      for entry in s.get("inputs", []):
-        entry["file"] = server.url(f"data/{entry['file']}")
+      if "inputs" in s:       # copies: the spec's own entries serve the next adapter too
+        s["inputs"] = [{**entry, "file": server.url(f"data/{entry['file']}")}
+                       for entry in s["inputs"]]
       checked = page.evaluate("([k, s]) => window.peers.prepare(k, s)", [system, s])
       if system == "ort":
         checked["kernels"] = spec[key]["nodes"]
