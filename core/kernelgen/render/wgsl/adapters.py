@@ -81,7 +81,9 @@ TABLE: dict[tuple[str, str], dict] = {
   # own (a gather per load, vector loads too), so the tile with the most outputs per load wins.
   # conv2d 1x64x56x56 3x3 (56 columns: 8x16 does not divide them, 8x8 stays): 8x8 136 | 16x8 138
   # | 4x8 184 | 16x4 300 | tinygrad 270; blur 5x5 3x480x640: 8x8 58 | 8x16 53 | 4x8 66 | 16x8 60
-  # | 1x8 61 | 4x4 103 | tinygrad 114
+  # | 1x8 61 | 4x4 103 | tinygrad 114. Later, on a quieter machine (load ~1), matmul best of 3:
+  # 8x16 1121 | 8x8 1110 | 16x8 1091 | 8x4 1200 | 4x8 1391 | 4x4 1475 | tinygrad 1668: a wash
+  # between the three largest tiles there (8x16 kept: it held up better under load).
   ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4))},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
@@ -97,7 +99,9 @@ TABLE: dict[tuple[str, str], dict] = {
   ("lavapipe", "reduce"): {"group_chunk": True},
   # register tiles as on SwiftShader (above), lavapipe in Chromium (the same page and timing, ms):
   # matmul 1024^3: 8x8 2391 | 8x16 1897 | tinygrad 4466 (best of 3); blur 5x5 3x480x640 (best of
-  # 5): 8x8 71 | 8x16 57 | 4x16 60 | 2x16 65 | 4x8 70 | 16x8 70 | 8x4 98 | tinygrad 129
+  # 5): 8x8 71 | 8x16 57 | 4x16 60 | 2x16 65 | 4x8 70 | 16x8 70 | 8x4 98 | tinygrad 129; on a
+  # quieter machine (load ~1-2): matmul 8x16 826 | 8x8 1094 | tinygrad 2317 (best of 3), blur
+  # 8x16 31.5 | 8x8 38.7 | tinygrad 68.1 (best of 6)
   ("lavapipe", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4))},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
