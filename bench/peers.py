@@ -11,8 +11,8 @@ output is marked and its time not counted):
   ort        onnxruntime-web 1.31, WebGPU execution provider, on ONNX graphs built here with the
              `onnx` package's helper
 GPU time of one run: submit -> onSubmittedWorkDone, inputs on the GPU, outputs left there; the
-systems run interleaved, round after round (each round starting one system later), and each keeps
-its best (the machine is shared).
+systems run interleaved, round after round (every other round the previous one reversed, then
+turned by one; a short pause before each run), and each keeps its best (the machine is shared).
 Ratio: best correct peer's time / ours (> 1: we are faster; target >= 1.5). For a row below it,
 `bound` gives our bytes moved per ms against a copy kernel of the same bytes on the adapter.
 
@@ -40,6 +40,7 @@ GAUSS = [1, 4, 6, 4, 1]
 SEPIA = [[0.393, 0.769, 0.189], [0.349, 0.686, 0.168], [0.272, 0.534, 0.131]]
 LUMA = [0.299, 0.587, 0.114]
 COLOUR = (0.05, 1.1, 1.2)   # the filter chain's brightness, contrast, saturation
+SETTLE_MS = 300             # a pause before each timed run (see round_order)
 
 
 def sizes(tiny: bool) -> dict:
@@ -444,16 +445,18 @@ def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: 
       for field in ("program", "model", "ref"):
         if field in s:
           s[field] = server.url(f"data/{s[field]}")
-      for entry in s.get("inputs", []):
-        entry["file"] = server.url(f"data/{entry['file']}")
+      if "inputs" in s:       # copies: the spec's own entries serve the next adapter too
+        s["inputs"] = [{**entry, "file": server.url(f"data/{entry['file']}")}
+                       for entry in s["inputs"]]
       checked = page.evaluate("([k, s]) => window.peers.prepare(k, s)", [system, s])
       if system == "ort":
         checked["kernels"] = spec[key]["nodes"]
       row[system] = {**checked, "samples_ms": []}
       print(f"  {adapter} {name} {system}: {checked}", file=sys.stderr, flush=True)
     ready = [sy for sy in SYSTEMS if "error" not in row[sy]]
-    for r in range(reps):     # the order turns each round: no system always follows the same one
-      for system in ready[r % len(ready):] + ready[:r % len(ready)]:
+    for r in range(reps):
+      for system in round_order(ready, r):
+        page.wait_for_timeout(SETTLE_MS)     # the previous system's leftover work settles first
         row[system]["samples_ms"] += page.evaluate("(k) => window.peers.time(k, 1)", system)
     for system in ready:
       row[system]["ms"] = min(row[system]["samples_ms"])
@@ -463,9 +466,23 @@ def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: 
     result["rows"][name] = row
     print(f"  {adapter} {name}: best ms " + ", ".join(
       f"{sy} {row[sy]['ms']:.3g}{'' if row[sy].get('ok') else ' (WRONG)'}" for sy in ready) +
-      (f"; copy {row['copy']['ms']:.3g}" if copy else ""), file=sys.stderr, flush=True)
+      (f"; copy {row['copy']['ms']:.3g}" if copy else "") + "; samples in round order: " +
+      ", ".join(f"{sy} {'/'.join(f'{t:.3g}' for t in row[sy]['samples_ms'])}" for sy in ready),
+      file=sys.stderr, flush=True)
   browser.close()
   return result
+
+
+def round_order(systems: list, r: int) -> list:
+  """Round r's order: every other round the previous one reversed, then turned by one, so that
+  no system always runs right after the same one (a plain rotation keeps each system's
+  predecessor: kernelgen always ran right after ORT-web, whose runs take seconds here). Not the
+  whole story: lavapipe's blur took kernelgen 48-50 ms in this page with this order too, 32 ms
+  in the same page with only kernelgen's and tinygrad's programs prepared (tinygrad 64-69 in
+  both)."""
+  k = (r // 2) % len(systems)
+  turned = systems[k:] + systems[:k]
+  return turned[::-1] if r % 2 else turned
 
 
 def copy_bound(page, name: str, specs: dict, reps: int) -> dict:

@@ -8,6 +8,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen.render.wgsl.adapters import CLASSES, SOFTWARE, TABLE, classify, defaults
+from ops_util import on  # noqa: F401  (the fixture)
 from tools import missing_tool, wgpu_adapter
 
 # what real adapters say about themselves (Chromium's GPUAdapterInfo, wgpu's adapter.info)
@@ -120,3 +121,33 @@ def test_native_device_names_its_adapter_and_computes_right():
   got = kg.Tensor(data, device="WEBGPU").softmax(axis=1).max(axis=1).numpy()
   e = np.exp(data - data.max(axis=1, keepdims=True))
   np.testing.assert_allclose(got, (e / e.sum(axis=1, keepdims=True)).max(axis=1), rtol=1e-5)
+
+
+def tile_threads(tensor, **options) -> int:
+  (kernel,) = kg.compile(tensor, target="wgsl", **options)
+  return kernel.launch.workgroup_size[0] * kernel.launch.dispatch[0]
+
+
+def test_swiftshader_prefers_wider_tiles_where_they_divide():
+  """The CPU adapters' table prefers 8x16 register tiles (measured, see TABLE) where they divide
+  both tiled axes; 56 columns keep the 8x8 tile; a GPU keeps the default; bad tiles are refused."""
+  a, b = kg.Tensor.empty(1024, 1024, name="a"), kg.Tensor.empty(1024, 1024, name="b")
+  assert tile_threads(a @ b, adapter="swiftshader") == 1024 * 1024 // 128
+  assert tile_threads(a @ b, adapter="lavapipe") == 1024 * 1024 // 128
+  assert tile_threads(a @ b, adapter="discrete") == tile_threads(a @ b) == 1024 * 1024 // 64
+  x, w = kg.Tensor.empty(1, 64, 56, 56, name="x"), kg.Tensor.empty(64, 64, 3, 3, name="w")
+  conv = x.conv2d(w, padding=1)
+  assert sources(conv, adapter="swiftshader") == sources(conv)
+  with pytest.raises(kg.UnsupportedError, match="tiles="):
+    kg.compile(a @ b, target="wgsl", tiles=((16, 16),))
+
+
+@pytest.mark.parametrize("n", [256, 72])
+def test_swiftshader_tiles_compute_right(on, n):
+  """SwiftShader's tile choice, run natively (lavapipe, with the SwiftShader table's options):
+  8x16 tiles where 16 divides the columns (256), 8x8 where it does not (72)."""
+  on("WEBGPU", adapter="swiftshader")
+  rng = np.random.default_rng(3)
+  a, b = rng.standard_normal((n, 96), np.float32), rng.standard_normal((96, n), np.float32)
+  got = (kg.Tensor(a) @ kg.Tensor(b)).numpy()
+  np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)

@@ -236,9 +236,10 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
       not (short and _probe_loads(item, TILE_PROBE, axes) < prod(TILE_PROBE) *
            _probe_loads(item, (1, 1), axes)):
     return ()
-  tiles = [_clip(item, t, axes) for t in TILES]
+  tiles = [_clip(item, t, axes) for t in _preferred_tiles(options)]
   fits = [t for t in tiles
-          if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS]
+          if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS and
+          (t in TILES or _divides(item, t, axes))]
   return (_shared_only(item, fits[0], axes), axes) if fits else ()
 
 
@@ -276,6 +277,22 @@ def _small_tile(item: ScheduleItem, options: dict, axes: tuple) -> tuple:
     return ()
   fits = [t for t in (_clip(item, t, axes) for t in TILES) if _tileable(item, t, axes)]
   return (fits[0], axes) if fits else ()
+
+
+def _divides(item: ScheduleItem, tile: tuple, axes: tuple) -> bool:
+  """The tile divides both tiled axes: a preferred tile beyond TILES (option tiles) is taken
+  only then (SwiftShader, conv2d's 56 columns: 8x16 with partial tiles ran slower than 8x8)."""
+  return all(item.out.shape[a] % n == 0 for a, n in zip(axes, tile))
+
+
+def _preferred_tiles(options: dict) -> tuple:
+  """The register tiles the heuristic tries, best first: option tiles (an adapter's measured
+  preference, render/wgsl/adapters.py) or TILES."""
+  tiles = tuple(tuple(int(v) for v in t) for t in options.get("tiles") or TILES)
+  if any(len(t) != 2 or min(t) < 1 or t[0] * t[1] > MAX_TILE_ACC for t in tiles):
+    raise UnsupportedError(f"tiles={options['tiles']!r}: give (rows, cols) pairs, both >= 1, at "
+                           f"most {MAX_TILE_ACC} outputs per thread, best first")
+  return tiles
 
 
 def _short_axes(item: ScheduleItem, axes: tuple) -> bool:

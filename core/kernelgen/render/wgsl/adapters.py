@@ -63,8 +63,28 @@ TABLE: dict[tuple[str, str], dict] = {
   # branch-free kg_exp2 (render/wgsl/target.py), 3 passes 95 | online 102 (tinygrad 133). Kept:
   # the 3 passes (a 4 KB row stays in cache, so the extra read costs less than the rescaling).
   # Natively (wgpu on the SwiftShader ICD, load ~7): 3 passes 259 | online 388 best of 4.
+  # What the thread-per-row softmax spends beyond tinygrad's formulas, by hand-edited WGSL in
+  # Chromium's SwiftShader (the peers page, best / median of 15 interleaved, load ~8, ms): as
+  # compiled 98 / 114 | the row's sum as one reciprocal then multiplies, and a plain max() for the
+  # NaN-propagating kg_fmax 86 / 100 | also a bare exp2 for kg_exp2 70 / 98 | the max as select
+  # plus one NaN flag per row (exact) 78 / 112 | tinygrad's 3 kernels 121 / 160. The NaN guards
+  # (kg_fmax, kg_exp2) cost about a quarter of the kernel here; not changed: softmax needs neither
+  # (a NaN reaches every output through the sum), but the kernel does not know it is softmax.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1},
   ("swiftshader", "reduce"): {"group_chunk": True},
+  # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
+  # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
+  # tinygrad's, best of 3 interleaved, load 5-6 on 2 CPUs, ms), matmul 1024^3: 8x8 (the default)
+  # 2541 | 8x16 1954 | 16x8 2087 | 4x4 3180 | 16x8 with 64 threads 2366 | tinygrad 3573; a second
+  # run: 8x16 2265 | 8x16 with 64 / 128 threads 2943 / 4349 | 4x16 3174 | 4x32 4956 | through
+  # workgroup memory (stage) 4555 | tinygrad 5091. SwiftShader loads every lane's element on its
+  # own (a gather per load, vector loads too), so the tile with the most outputs per load wins.
+  # conv2d 1x64x56x56 3x3 (56 columns: 8x16 does not divide them, 8x8 stays): 8x8 136 | 16x8 138
+  # | 4x8 184 | 16x4 300 | tinygrad 270; blur 5x5 3x480x640: 8x8 58 | 8x16 53 | 4x8 66 | 16x8 60
+  # | 1x8 61 | 4x4 103 | tinygrad 114. Later, on a quieter machine (load ~1), matmul best of 3:
+  # 8x16 1121 | 8x8 1110 | 16x8 1091 | 8x4 1200 | 4x8 1391 | 4x4 1475 | tinygrad 1668: a wash
+  # between the three largest tiles there (8x16 kept: it held up better under load).
+  ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4))},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
@@ -81,7 +101,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # register tile of outputs that share loads instead of a grouped reduction per output
   # (bench/training.py's CNN, its linear layer (32, 3136) @ (3136, 10), ms best of 4, load ~7:
   # 64 lanes per output 47-60 | 8x8 tiles 2.3 | 4x4 3.1)
-  ("lavapipe", "tile"): {"small_tiles": True},
+  # register tiles as on SwiftShader (above), lavapipe in Chromium (the same page and timing, ms):
+  # matmul 1024^3: 8x8 2391 | 8x16 1897 | tinygrad 4466 (best of 3); blur 5x5 3x480x640 (best of
+  # 5): 8x8 71 | 8x16 57 | 4x16 60 | 2x16 65 | 4x8 70 | 16x8 70 | 8x4 98 | tinygrad 129; on a
+  # quieter machine (load ~1-2): matmul 8x16 826 | 8x8 1094 | tinygrad 2317 (best of 3), blur
+  # 8x16 31.5 | 8x8 38.7 | tinygrad 68.1 (best of 6)
+  ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4))},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
