@@ -130,6 +130,20 @@ def open_demo(browser, site, name: str):
   return manager, page
 
 
+def run_in_demo(browser, site, name: str, code: str) -> list:
+  """The flat values of program `code` run on WEBGPU through the page API (kernelgen.js) in the
+  booted demo page `name`."""
+  manager, page = open_demo(browser, site, name)
+  try:
+    return page.evaluate("async (code) => { const { createKernelgen } = "
+                         "await import('/web/kernelgen.js'); "
+                         "const kg = await createKernelgen({ base: '/', webgpu: true }); "
+                         "const r = await kg.run(code, {device: 'WEBGPU'}); "
+                         "return Array.from(r.data, Number); }", code)
+  finally:
+    manager.__exit__(None, None, None)
+
+
 @pytest.fixture(scope="module")
 def digits(site, chromium):
   manager, page = open_demo(chromium, site, "digits")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_demos import open_demo, site  # noqa: F401 (site: a fixture)
+from test_demos import run_in_demo, site  # noqa: F401 (site: a fixture)
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -56,15 +56,7 @@ out = Tensor(train(False) + train(True))
 
 
 def test_jitted_step_in_the_page_equals_eager_and_only_runs_kernels(site, chromium):  # noqa: F811
-  manager, page = open_demo(chromium, site, "digits")
-  try:
-    got = page.evaluate("async (code) => { const { createKernelgen } = "
-                        "await import('/web/kernelgen.js'); "
-                        "const kg = await createKernelgen({ base: '/', webgpu: true }); "
-                        "const r = await kg.run(code, {device: 'WEBGPU'}); "
-                        "return Array.from(r.data, Number); }", PROGRAM)
-  finally:
-    manager.__exit__(None, None, None)
+  got = run_in_demo(chromium, site, "digits", PROGRAM)
   half = len(got) // 2
   eager, jitted = np.array(got[:half]), np.array(got[half:])
   n = WARMUP + STEADY

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_demos import open_demo, site  # noqa: F401 (site: a fixture)
+from test_demos import run_in_demo, site  # noqa: F401 (site: a fixture)
 from tools import wgpu_adapter
 
 pytestmark = pytest.mark.timeout(900)
@@ -74,15 +74,7 @@ def cpython_losses() -> list:
 
 
 def test_steady_page_step_waits_once_and_reuses_its_plan(site, chromium):  # noqa: F811
-  manager, page = open_demo(chromium, site, "digits")
-  try:
-    got = page.evaluate("async (code) => { const { createKernelgen } = "
-                        "await import('/web/kernelgen.js'); "
-                        "const kg = await createKernelgen({ base: '/', webgpu: true }); "
-                        "const r = await kg.run(code, {device: 'WEBGPU'}); "
-                        "return Array.from(r.data, Number); }", PROGRAM)
-  finally:
-    manager.__exit__(None, None, None)
+  got = run_in_demo(chromium, site, "digits", PROGRAM)
   losses, counts = got[:WARMUP + STEADY], got[WARMUP + STEADY:]
   kernels, batches, submits, waits, misses, uncached, plan_hits, hits = counts
   # the same losses as CPython's
