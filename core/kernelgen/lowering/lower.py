@@ -1,8 +1,9 @@
 """Lowering's one entry: `lower(item, opts)` picks the strategy the Opts ask for and builds the
 kernel's stores with the base Lowerer (lowerer.py): a block sorting network (sortnet.py), fused
 attention (attention.py), a row kernel's rows (rows.py), `upcast` outputs per thread (vectors
-with `upcast_vec`: vector.py), a workgroup per output (`group`), register tiles (`tile`: regtile.py, or each output of the block
-on its own), or tiles through workgroup memory (`stage`: wgtile.py).
+with `upcast_vec`: vector.py), a workgroup per output (`group`), register tiles (`tile`:
+regtile.py, or each output of the block on its own), or tiles through workgroup memory (`stage`:
+wgtile.py).
 """
 from __future__ import annotations
 
