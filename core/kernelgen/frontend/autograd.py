@@ -7,8 +7,9 @@ the rule that maps its gradient to theirs (`Tensor.ctx`). Composite operations (
 pooling, softmax, layernorm, ...) are built from these primitives, so they are differentiated for
 free; conv2d is recorded as one operation whose rule builds reductions that tile well
 (frontend/conv.py). `backward()` walks the recorded graph in reverse topological order and
-builds each parent's gradient from ordinary Tensor operations: gradients are lazy tensors, so the backward pass fuses
-into kernels like any other program, and an optimizer can realize the whole step at once.
+builds each parent's gradient from ordinary Tensor operations: gradients are lazy tensors, so
+the backward pass fuses into kernels like any other program, and an optimizer can realize the
+whole step at once.
 
 Semantics (as torch unless noted):
 - Only float tensors take part: `requires_grad_()` on an integer or bool tensor raises
