@@ -138,8 +138,9 @@ def test_swiftshader_prefers_wider_tiles_where_they_divide():
   x, w = kg.Tensor.empty(1, 64, 56, 56, name="x"), kg.Tensor.empty(64, 64, 3, 3, name="w")
   conv = x.conv2d(w, padding=1)
   assert sources(conv, adapter="swiftshader") == sources(conv)
-  with pytest.raises(kg.UnsupportedError, match="tiles="):
-    kg.compile(a @ b, target="wgsl", tiles=((16, 16),))
+  for bad in (((16, 16),), ((0, 4),), ((8, 16, 2),), ("x",), "abc", ((8.0, 8),)):
+    with pytest.raises(kg.UnsupportedError, match=r"tiles=.*give \(rows, cols\) pairs"):
+      kg.compile(a @ b, target="wgsl", tiles=bad)
 
 
 @pytest.mark.parametrize("n", [256, 72])

@@ -288,11 +288,14 @@ def _divides(item: ScheduleItem, tile: tuple, axes: tuple) -> bool:
 def _preferred_tiles(options: dict) -> tuple:
   """The register tiles the heuristic tries, best first: option tiles (an adapter's measured
   preference, render/wgsl/adapters.py) or TILES."""
-  tiles = tuple(tuple(int(v) for v in t) for t in options.get("tiles") or TILES)
-  if any(len(t) != 2 or min(t) < 1 or t[0] * t[1] > MAX_TILE_ACC for t in tiles):
+  tiles = options.get("tiles") or TILES
+  pairs = isinstance(tiles, (tuple, list)) and all(
+    isinstance(t, (tuple, list)) and len(t) == 2 and all(isinstance(v, int) for v in t)
+    for t in tiles)
+  if not pairs or any(min(t) < 1 or t[0] * t[1] > MAX_TILE_ACC for t in tiles):
     raise UnsupportedError(f"tiles={options['tiles']!r}: give (rows, cols) pairs, both >= 1, at "
                            f"most {MAX_TILE_ACC} outputs per thread, best first")
-  return tiles
+  return tuple(tuple(t) for t in tiles)
 
 
 def _short_axes(item: ScheduleItem, axes: tuple) -> bool:
