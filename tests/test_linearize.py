@@ -110,13 +110,19 @@ def _chain_kernel(n: int):
 
 def test_linearize_scales_about_linearly():
   small, big = _chain_kernel(1000), _chain_kernel(8000)
-  t0 = time.perf_counter()
-  linearize(small)
-  t1 = time.perf_counter()
-  uops = linearize(big)
-  t2 = time.perf_counter()
+
+  def best(kernel):   # best of 3: one GC pause or descheduling must not decide the ratio
+    times = []
+    for _ in range(3):
+      t0 = time.perf_counter()
+      uops = linearize(kernel)
+      times.append(time.perf_counter() - t0)
+    return min(times), uops
+
+  t_small, _ = best(small)
+  t_big, uops = best(big)
   assert len(uops) > 8000
-  assert t2 - t1 < 3.0 and (t2 - t1) < 30 * max(t1 - t0, 1e-3)
+  assert t_big < 3.0 and t_big < 30 * max(t_small, 1e-3)
 
 
 def test_two_if_blocks_with_one_gate_are_distinct_nodes():
