@@ -1,10 +1,11 @@
 """ONNX neural-network operators: MatMul, Gemm, convolutions, pooling, normalizations, LRN,
-softmax, losses, quantization, Attention and the recurrent layers; registered in ops.OPS."""
+softmax, losses, Attention and the recurrent layers; registered in ops.OPS (ConvTranspose is in
+ops_convt.py, QuantizeLinear and DequantizeLinear in ops_quant.py)."""
 from __future__ import annotations
 
 import math
 
-from ...dtype import dtypes, max_value, min_value
+from ...dtype import dtypes, min_value
 from ...errors import ModelError, UnsupportedError
 from ..tensor import Tensor, stack, where
 from .ops import axis_index, broadcast, op
@@ -77,7 +78,7 @@ def _conv(ins, at):
     raise UnsupportedError(f"Conv of a {x.ndim}-d input: kernelgen has 1-d to 3-d convolution")
   _, strides, dilations, pads = _conv_args(ins, at, x, w.shape)
   if x.ndim == 5:
-    y = _conv3d(_pad_spatial(x, pads), w, strides, dilations, at.int("group", 1))
+    y = conv3d(_pad_spatial(x, pads), w, strides, dilations, at.int("group", 1))
     return y + b.reshape(1, -1, 1, 1, 1) if b is not None else y
   one_d = x.ndim == 3
   if one_d:
@@ -89,7 +90,7 @@ def _conv(ins, at):
   return out.squeeze(2) if one_d else out
 
 
-def _conv3d(x, w, strides, dils, groups):
+def conv3d(x, w, strides, dils, groups):
   """A 3-d convolution of an already padded x as one 2-d convolution per kernel depth tap: the
   tap's strided depth slice of x folded into the batch, the results summed."""
   n, c, d = x.shape[:3]
@@ -456,139 +457,6 @@ def _nllloss(ins, at):
 def _sce(ins, at):
   logp = ins[0].log_softmax(1)
   return [_nll(logp, ins[1], ins[2], at), logp]
-
-
-def _per_axis(param, x, at):
-  """A scale or zero point (scalar, 1-d along `axis`, or blocked: x's shape with the axis cut
-  into blocks of block_size) shaped to broadcast against x."""
-  block = at.int("block_size", 0)
-  if block:
-    axis = axis_index(at.int("axis", 1), x.ndim)
-    n = param.shape[axis]
-    rep = param.unsqueeze(axis + 1).expand(*param.shape[:axis + 1], block,
-                                           *param.shape[axis + 1:])
-    rep = rep.reshape(*param.shape[:axis], n * block, *param.shape[axis + 1:])
-    return rep.shrink(tuple((0, d) for d in x.shape))
-  if param.ndim == 0 or param.numel() == 1 and param.ndim <= 1:
-    return param.reshape(())
-  axis = axis_index(at.int("axis", 1), x.ndim)
-  shape = [1] * x.ndim
-  shape[axis] = -1
-  return param.reshape(tuple(shape))
-
-
-@op("DequantizeLinear")
-def _dequantize(ins, at):
-  x, scale, zp = ins[0], ins[1], ins[2]
-  s = _per_axis(scale, x, at)
-  xf = x.cast(dtypes.int32) if not x.dtype.is_float() else x
-  if zp is not None:
-    xf = xf - _per_axis(zp, x, at).cast(xf.dtype)
-  return xf.cast(s.dtype) * s
-
-
-@op("QuantizeLinear")
-def _quantize(ins, at):
-  x, scale, zp = ins[0], ins[1], ins[2]
-  out = zp.dtype if zp is not None else \
-    ins.dtype(at.int("output_dtype")) if at.int("output_dtype") else dtypes.uint8
-  if out.is_float():
-    raise UnsupportedError(f"QuantizeLinear to {out} is not supported (integer outputs only)")
-  s = _per_axis(scale, x, at)
-  q = (x.cast(dtypes.float32) / s.cast(dtypes.float32)).round()
-  if zp is not None:
-    q = q + _per_axis(zp, x, at).cast(dtypes.float32)
-  return q.clip(min_value(out), max_value(out)).cast(out)
-
-
-
-@op("ConvTranspose")
-def _conv_transpose(ins, at):
-  """The transposed convolution as a convolution of the zero-stuffed input with the flipped,
-  transposed kernel, cut to the output size (pads, output_padding, output_shape, auto_pad)."""
-  x, w, b = ins[0], ins[1], ins[2]
-  if x.ndim not in (3, 4, 5):
-    raise UnsupportedError(f"ConvTranspose of a {x.ndim}-d input: kernelgen has 1-d to 3-d")
-  one_d = x.ndim == 3
-  if one_d:
-    x, w = x.unsqueeze(2), w.unsqueeze(2)
-  g = at.int("group", 1)
-  n_sp = x.ndim - 2
-  pre = [1] if one_d else []
-  strides = pre + at.ints("strides", [1] * (x.ndim - 2 - len(pre)))
-  dil = pre + at.ints("dilations", [1] * (x.ndim - 2 - len(pre)))
-  kernel = list(w.shape[2:])
-  out_pad = [0] * len(pre) + at.ints("output_padding", [0] * (n_sp - len(pre)))
-  full_size = [strides[i] * (x.shape[2 + i] - 1) + (kernel[i] - 1) * dil[i] + 1
-               for i in range(n_sp)]
-  pads = _transpose_pads(at, x, strides, dil, kernel, out_pad, one_d)
-  c, m_g = w.shape[0], w.shape[1]
-  spatial = tuple(range(3, 3 + n_sp))
-  wt = w.reshape(g, c // g, m_g, *kernel).permute(0, 2, 1, *spatial).reshape(g * m_g, c // g,
-                                                                             *kernel)
-  wt = wt.flip(tuple(range(2, 2 + n_sp)))
-  stuffed = x
-  for i in range(n_sp):
-    stuffed = _zero_stuff(stuffed, 2 + i, strides[i])
-  edge = [((kernel[i] - 1) * dil[i],) * 2 for i in range(n_sp)]
-  padded = stuffed.pad(((0, 0), (0, 0)) + tuple(edge))
-  y = _conv3d(padded, wt, [1] * 3, dil, g) if n_sp == 3 else \
-    padded.conv2d(wt, None, stride=1, padding=0, dilation=tuple(dil), groups=g)
-  cuts, fills = [], []
-  for i in range(n_sp):      # the output window of the full result, zero-filled past its ends
-    size = full_size[i] + out_pad[i] - pads[i][0] - pads[i][1]
-    lo = pads[i][0]
-    before, after = max(0, -lo), max(0, lo + size - full_size[i])
-    fills.append((before, after))
-    cuts.append((lo + before, lo + before + size))
-  y = y.pad(((0, 0), (0, 0)) + tuple(fills))
-  y = y.shrink([(0, y.shape[0]), (0, y.shape[1])] + cuts)
-  if b is not None:
-    y = y + b.reshape((1, -1) + (1,) * n_sp)
-  return y.squeeze(2) if one_d else y
-
-
-def _zero_stuff(x, axis, s):
-  """Insert s - 1 zeros between neighbours along axis."""
-  if s == 1:
-    return x
-  n = x.shape[axis]
-  y = x.unsqueeze(axis + 1)
-  pads = [(0, 0)] * y.ndim
-  pads[axis + 1] = (0, s - 1)
-  y = y.pad(tuple(pads))
-  shape = list(x.shape)
-  shape[axis] = n * s
-  y = y.reshape(tuple(shape))
-  bounds = [(0, d) for d in y.shape]
-  bounds[axis] = (0, (n - 1) * s + 1)
-  return y.shrink(bounds)
-
-
-def _transpose_pads(at, x, strides, dil, kernel, out_pad, one_d):
-  n_sp = x.ndim - 2
-  pads = at.ints("pads")
-  auto = at.str("auto_pad", "NOTSET")
-  out_shape = at.ints("output_shape")
-  if out_shape is not None and one_d:
-    out_shape = [1] + out_shape
-  if pads is not None and auto not in ("SAME_UPPER", "SAME_LOWER") and out_shape is None:
-    if one_d:
-      return [(0, 0), (pads[0], pads[1])]
-    return [(pads[i], pads[i + n_sp]) for i in range(n_sp)]
-  if pads is None and auto not in ("SAME_UPPER", "SAME_LOWER") and out_shape is None:
-    return [(0, 0)] * n_sp
-  if out_shape is None:
-    out_shape = [x.shape[2 + i] * strides[i] for i in range(n_sp)]
-  out = []
-  for i in range(n_sp):
-    total = strides[i] * (x.shape[2 + i] - 1) + out_pad[i] + (kernel[i] - 1) * dil[i] + 1 - \
-      out_shape[i]
-    if auto == "SAME_UPPER":
-      out.append((total // 2, total - total // 2))
-    else:
-      out.append((total - total // 2, total // 2))
-  return out
 
 
 @op("LpPool")

@@ -1,12 +1,12 @@
-"""ONNX integer and quantized operators: MatMulInteger, ConvInteger, QLinearMatMul, QLinearConv,
-DynamicQuantizeLinear, and BitCast. Integer products accumulate exactly in int32 (as the
-operators define); requantization is float32 arithmetic, rounded half to even and saturated to
-the output type, following the operator definitions."""
+"""ONNX integer and quantized operators: QuantizeLinear, DequantizeLinear, MatMulInteger,
+ConvInteger, QLinearMatMul, QLinearConv, DynamicQuantizeLinear, and BitCast. Integer products
+accumulate exactly in int32 (as the operators define); requantization is float32 arithmetic,
+rounded half to even and saturated to the output type, following the operator definitions."""
 from __future__ import annotations
 
 from ...dtype import dtypes, max_value, min_value
 from ...errors import UnsupportedError
-from .ops import OPS, op
+from .ops import OPS, axis_index, op
 
 
 def _centered(x, zp, channel_axis=None):
@@ -123,3 +123,46 @@ def _bitcast(ins, at):
   if x.dtype == dtypes.bool:
     return x.cast(target)
   return x.bitcast(target)
+
+
+def _per_axis(param, x, at):
+  """A scale or zero point (scalar, 1-d along `axis`, or blocked: x's shape with the axis cut
+  into blocks of block_size) shaped to broadcast against x."""
+  block = at.int("block_size", 0)
+  if block:
+    axis = axis_index(at.int("axis", 1), x.ndim)
+    n = param.shape[axis]
+    rep = param.unsqueeze(axis + 1).expand(*param.shape[:axis + 1], block,
+                                           *param.shape[axis + 1:])
+    rep = rep.reshape(*param.shape[:axis], n * block, *param.shape[axis + 1:])
+    return rep.shrink(tuple((0, d) for d in x.shape))
+  if param.ndim == 0 or param.numel() == 1 and param.ndim <= 1:
+    return param.reshape(())
+  axis = axis_index(at.int("axis", 1), x.ndim)
+  shape = [1] * x.ndim
+  shape[axis] = -1
+  return param.reshape(tuple(shape))
+
+
+@op("DequantizeLinear")
+def _dequantize(ins, at):
+  x, scale, zp = ins[0], ins[1], ins[2]
+  s = _per_axis(scale, x, at)
+  xf = x.cast(dtypes.int32) if not x.dtype.is_float() else x
+  if zp is not None:
+    xf = xf - _per_axis(zp, x, at).cast(xf.dtype)
+  return xf.cast(s.dtype) * s
+
+
+@op("QuantizeLinear")
+def _quantize(ins, at):
+  x, scale, zp = ins[0], ins[1], ins[2]
+  out = zp.dtype if zp is not None else \
+    ins.dtype(at.int("output_dtype")) if at.int("output_dtype") else dtypes.uint8
+  if out.is_float():
+    raise UnsupportedError(f"QuantizeLinear to {out} is not supported (integer outputs only)")
+  s = _per_axis(scale, x, at)
+  q = (x.cast(dtypes.float32) / s.cast(dtypes.float32)).round()
+  if zp is not None:
+    q = q + _per_axis(zp, x, at).cast(dtypes.float32)
+  return q.clip(min_value(out), max_value(out)).cast(out)
