@@ -4,10 +4,10 @@
   f32 add 256M        our PTX, bytes moved / time  vs torch copy_ (device copy) target >= 0.8x
 
 Kernels are timed with tests/gpu/run_all.py's _time_kernels and cuBLAS with its _torch_bench
-(reused, not copied). Inputs are real buffers: Tensor.empty is zeros, whose product the
-compiler folds to a constant (no loads, no mma), so it cannot stand in for data. With --dry-run
-nothing needs a GPU: both kernels are rendered for --arch and assembled with ptxas, and the add
-runs at a small size on the PTX simulator (PTXSIM) against numpy.
+(reused, not copied). Inputs are Tensor.empty buffers (unfilled, so the compiler folds
+nothing: the kernels load and use mma as they would on data). With --dry-run nothing needs a
+GPU: both kernels are rendered for --arch and assembled with ptxas, and the add runs at a small
+size on the PTX simulator (PTXSIM) against numpy.
 
     python bench/gpu_b6.py [--dry-run] [--arch sm_90] [--out FILE]
 """
@@ -31,12 +31,8 @@ ADD_N = 256 * (1 << 20)
 
 
 def data(shape: tuple, dtype) -> kg.Tensor:
-  """An input backed by an unfilled buffer: nothing is computed or folded on the host."""
-  from kernelgen.graph import lazy
-  size = 1
-  for n in shape:
-    size *= n
-  return kg.Tensor(lazy.LazyOp.from_buffer(lazy.Buffer("PYTHON", dtype, size), shape))
+  """An input backed by an unfilled buffer (Tensor.empty): nothing is computed or folded."""
+  return kg.Tensor.empty(*shape, dtype=dtype, device="PYTHON")
 
 
 def add_kernels(n: int, arch: str):
