@@ -29,8 +29,8 @@ from ..dtype import DType, dtypes, promote_types, truncate
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..graph.lazy import L, LazyOp, chain_view
 from ..uop.ops import Ops
-from .tensor_data import (Scalar, check_ints, infer_dtype, nest, pairs, raw_of,  # noqa: F401
-                          resolve_axes, shape_args, broadcast_shape, pack, unpack)
+from .tensor_data import (Scalar, check_ints, host_narrowed, infer_dtype, nest, pairs,  # noqa: F401
+                          raw_of, resolve_axes, shape_args, broadcast_shape, pack, unpack)
 from ..graph.view import View, prod
 from .operands import TensorOps, acc_dtype, coerce, float_of, result_dtype  # noqa: F401
 from .combine import cat, stack, where  # noqa: F401
@@ -395,6 +395,8 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
     dtype = dtypes.from_name(dtype)
     if dtype == self.dtype:
       return self
+    if not self.requires_grad and (node := host_narrowed(self.node, dtype)) is not None:
+      return Tensor(node)
     return record(Tensor(LazyOp(L.CAST, dtype, self.shape, (self.node,))), (self,), "cast")
 
   astype = cast

@@ -8,6 +8,7 @@ import struct
 
 from ..dtype import DType, dtypes, from_bits, to_bits, truncate
 from ..errors import DTypeError, ShapeError
+from ..graph.lazy import L, Buffer, LazyOp
 from ..graph.view import prod
 
 Scalar = (bool, int, float)
@@ -93,6 +94,23 @@ def raw_of(data, dtype: DType | None) -> tuple[bytes, tuple, DType]:
   dtype = dtype or infer_dtype(values)
   return pack(values, dtype), tuple(shape), dtype
 
+
+# WebGPU kernels have no 64-bit types: a cast of 64-bit host data for it is done on the host
+WIDE = (dtypes.float64, dtypes.int64, dtypes.uint64)
+
+
+def host_narrowed(node: LazyOp, dtype: DType) -> LazyOp | None:
+  """`node` cast to `dtype` on the host, as a new host buffer, when node is 64-bit data from the
+  host (not yet uploaded) on WEBGPU, where no kernel can read it (kg.Tensor(np.arange(3.0))
+  .cast("float32")); None otherwise. Values convert as the CAST op does (uop/alu.py)."""
+  buffer = node.buffer
+  if node.op is not L.BUFFER or node.dtype not in WIDE or node.device != "WEBGPU" or \
+     not buffer.host_only:
+    return None
+  from ..uop.alu import exec_cast
+  values = [exec_cast(v, node.dtype, dtype) for v in unpack(buffer.copyout(), node.dtype)]
+  narrowed = Buffer(node.device, dtype, buffer.size, pack(values, dtype))
+  return LazyOp.from_buffer(narrowed, node.shape)
 
 
 # ---- shape and axis arguments ----------------------------------------------------------------

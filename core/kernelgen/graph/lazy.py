@@ -71,6 +71,11 @@ class Buffer:
       self._handle, self._host = handle, None
     return self._handle
 
+  @property
+  def host_only(self) -> bool:
+    """Its values are host bytes not yet uploaded (kernels have not read it)."""
+    return self._handle is None and self._host is not None
+
   def swap_storage(self, other: Buffer) -> None:
     """Exchange contents with `other` (same device, dtype and size): kg.jit's double buffers."""
     self._handle, other._handle = other._handle, self._handle

@@ -58,9 +58,12 @@ def make_options(options: dict) -> WGSLOptions:
 
 # dtypes WGSL has no type for, and what to do instead
 NO_WGSL_TYPE = {
-  "float64": "cast to float32 before the kernel, or compile for target 'ptx'",
-  "int64": "cast to int32 before the kernel, or compile for target 'ptx'",
-  "uint64": "cast to uint32 before the kernel, or compile for target 'ptx'",
+  "float64": "make float64 data float32 (kg.Tensor(data, dtype='float32'), or .cast('float32') "
+             "of the data before any other op), or run on PYTHON, PTXSIM or CUDA (target 'ptx')",
+  "int64": "make int64 data int32 (kg.Tensor(data, dtype='int32'), or .cast('int32') of the data "
+           "before any other op), or run on PYTHON, PTXSIM or CUDA (target 'ptx')",
+  "uint64": "make uint64 data uint32 (kg.Tensor(data, dtype='uint32'), or .cast('uint32') of the "
+            "data before any other op), or run on PYTHON, PTXSIM or CUDA (target 'ptx')",
   "bfloat16": "cast to float32 (or float16), or compile for target 'ptx'",
 }
 
