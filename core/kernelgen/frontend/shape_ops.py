@@ -249,8 +249,9 @@ class ShapeOps(TensorOps):
 
   @classmethod
   def linspace(cls, start, stop, num: int = 50, endpoint: bool = True, dtype=dtypes.float32,
-               device=None):
-    return linspace(cls, start, stop, num, endpoint, dtypes.from_name(dtype), device)
+               device=None, requires_grad: bool = False):
+    out = linspace(cls, start, stop, num, endpoint, dtypes.from_name(dtype), device)
+    return out.requires_grad_(requires_grad)
 
   def split(self, parts, axis: int = 0):
     return split(self, parts, axis)

@@ -174,21 +174,22 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
     return chain_view(node, "expand", shape)
 
   @staticmethod
-  def full(shape, value, dtype=None, device=None) -> Tensor:
+  def full(shape, value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
     dtype = dtypes.from_name(dtype) if dtype else infer_dtype([value])
-    return Tensor(Tensor._full_node(shape, value, dtype, device))
+    return Tensor(Tensor._full_node(shape, value, dtype, device)).requires_grad_(requires_grad)
 
   @staticmethod
-  def zeros(*shape, dtype=dtypes.float32, device=None) -> Tensor:
-    return Tensor.full(shape_args(shape), 0, dtype, device)
+  def zeros(*shape, dtype=dtypes.float32, device=None, requires_grad: bool = False) -> Tensor:
+    return Tensor.full(shape_args(shape), 0, dtype, device, requires_grad)
 
   @staticmethod
-  def ones(*shape, dtype=dtypes.float32, device=None) -> Tensor:
-    return Tensor.full(shape_args(shape), 1, dtype, device)
+  def ones(*shape, dtype=dtypes.float32, device=None, requires_grad: bool = False) -> Tensor:
+    return Tensor.full(shape_args(shape), 1, dtype, device, requires_grad)
 
   @staticmethod
-  def empty(*shape, dtype=dtypes.float32, device=None, name=None) -> Tensor:
+  def empty(*shape, dtype=dtypes.float32, device=None, name=None,
+            requires_grad: bool = False) -> Tensor:
     """An input: a buffer whose values are unspecified until written (numpy's `empty`; reading
     them is allowed and gives whatever the device holds). Compiled kernels bind it as a buffer,
     called `name` when given (rules: frontend/names.py)."""
@@ -200,10 +201,11 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
     device = Device.canonical(device) if device else _default_device()
     buffer = lazy.Buffer(device, dtypes.from_name(dtype), prod(shape), None, name)
     buffer.is_input = True
-    return Tensor(LazyOp.from_buffer(buffer, shape))
+    return Tensor(LazyOp.from_buffer(buffer, shape)).requires_grad_(requires_grad)
 
   @staticmethod
-  def arange(start, stop=None, step=1, dtype=None, device=None) -> Tensor:
+  def arange(start, stop=None, step=1, dtype=None, device=None,
+             requires_grad: bool = False) -> Tensor:
     if stop is None:
       start, stop = 0, start
     dtype = dtypes.from_name(dtype) if dtype else infer_dtype([start, stop, step])
@@ -213,39 +215,46 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
     from ..device import Device
     device = Device.canonical(device) if device else _default_device()
     ramp = Tensor(LazyOp(L.IOTA, dtypes.int32, (n,), device=device))
-    return (ramp.cast(dtype) * step + start).cast(dtype)
+    return (ramp.cast(dtype) * step + start).cast(dtype).requires_grad_(requires_grad)
 
   @staticmethod
-  def eye(n: int, m: int | None = None, dtype=dtypes.float32, device=None) -> Tensor:
+  def eye(n: int, m: int | None = None, dtype=dtypes.float32, device=None,
+          requires_grad: bool = False) -> Tensor:
     m = n if m is None else m
     rows = Tensor.arange(n, device=device).reshape(n, 1)
-    return (rows == Tensor.arange(m, device=device).reshape(1, m)).cast(dtype)
+    eye = (rows == Tensor.arange(m, device=device).reshape(1, m)).cast(dtype)
+    return eye.requires_grad_(requires_grad)
 
   @staticmethod
-  def rand(*shape, seed: int = 0, dtype=dtypes.float32, device=None) -> Tensor:
+  def rand(*shape, seed: int = 0, dtype=dtypes.float32, device=None,
+           requires_grad: bool = False) -> Tensor:
     """Uniform [0, 1) from a counter-based hash of (seed, element index): deterministic."""
     shape = shape_args(shape)
     if any(s < 0 for s in shape):
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
     bits = _hash_u32(Tensor.arange(prod(shape), device=device), seed)
     unit = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
-    return unit.reshape(shape).cast(dtype)
+    return unit.reshape(shape).cast(dtype).requires_grad_(requires_grad)
 
   @staticmethod
-  def randn(*shape, seed: int = 0, dtype=dtypes.float32, device=None) -> Tensor:
+  def randn(*shape, seed: int = 0, dtype=dtypes.float32, device=None,
+            requires_grad: bool = False) -> Tensor:
     """Standard normal values (Box-Muller over two hashed streams); deterministic in `seed`."""
     shape = shape_args(shape)
     u1 = 1.0 - Tensor.rand(*shape, seed=seed * 2 + 1, device=device)
     u2 = Tensor.rand(*shape, seed=seed * 2 + 2, device=device)
-    return ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).cast(dtype)
+    normal = ((-2.0 * u1.log()).sqrt() * (u2 * (2 * math.pi)).cos()).cast(dtype)
+    return normal.requires_grad_(requires_grad)
 
   @staticmethod
-  def zeros_like(t: Tensor, dtype=None) -> Tensor:
-    return Tensor.zeros(*t.shape, dtype=dtype or t.dtype, device=t.device)
+  def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    return Tensor.zeros(*t.shape, dtype=dtype or t.dtype, device=t.device,
+                        requires_grad=requires_grad)
 
   @staticmethod
-  def ones_like(t: Tensor, dtype=None) -> Tensor:
-    return Tensor.ones(*t.shape, dtype=dtype or t.dtype, device=t.device)
+  def ones_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    return Tensor.ones(*t.shape, dtype=dtype or t.dtype, device=t.device,
+                       requires_grad=requires_grad)
 
   def _const(self, value, dtype: DType | None = None) -> Tensor:
     return Tensor(Tensor._full_node(self.shape, value, dtype or self.dtype, self.device))
