@@ -28,6 +28,25 @@ def test_help_has_an_example():
   assert "--target" in done.stdout and "example:" in done.stdout and "manifest.json" in done.stdout
 
 
+def test_the_kernelgen_command_is_installed(tmp_path):
+  import tools
+  command = os.path.join(os.path.dirname(sys.executable), "kernelgen")
+  if not os.path.exists(command):
+    tools.missing_tool("the `kernelgen` command", "pip install -e . (pyproject's [project.scripts])")
+  prog = tmp_path / "prog.py"
+  prog.write_text(PROGRAM)
+  env = {**os.environ, "KERNELGEN_DEVICE": "PYTHON"}
+  done = subprocess.run([command, "render", str(prog), "--target", "ptx", "--out",
+                         str(tmp_path / "o")], capture_output=True, text=True, env=env)
+  assert done.returncode == 0, done.stderr
+  assert (tmp_path / "o" / "manifest.json").exists()
+  bad = subprocess.run([command, "render", str(tmp_path / "missing.py"), "--out", str(tmp_path)],
+                       capture_output=True, text=True, env=env)
+  assert bad.returncode == 1 and bad.stderr.startswith("error:"), bad.stderr
+  usage = subprocess.run([command, "render"], capture_output=True, text=True, env=env)
+  assert usage.returncode == 2 and usage.stderr.startswith("usage: kernelgen render")
+
+
 @pytest.mark.parametrize("target,suffix", [("python", ".uops"), ("wgsl", ".wgsl"),
                                            ("ptx", ".ptx")])
 def test_render_writes_files_and_manifest(tmp_path, target, suffix):

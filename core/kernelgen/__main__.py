@@ -30,7 +30,8 @@ SUFFIX = {"ptx": ".ptx", "wgsl": ".wgsl", "python": ".uops"}
 
 
 def parser() -> argparse.ArgumentParser:
-  top = argparse.ArgumentParser(prog="python -m kernelgen", description="kernelgen: tensor "
+  name = "kernelgen" if os.path.basename(sys.argv[0]) == "kernelgen" else "python -m kernelgen"
+  top = argparse.ArgumentParser(prog=name, description="kernelgen: tensor "
                                 "programs to WGSL and PTX kernels.", epilog=EXAMPLE,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
   sub = top.add_subparsers(dest="command", required=True)
