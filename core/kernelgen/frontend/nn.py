@@ -6,14 +6,18 @@ registers it, as torch does. Initialisation is deterministic: every layer draws 
 global counter (`manual_seed(n)` resets it), using Tensor.rand/randn (counter-based hashes).
 
 BatchNorm2d's running statistics are updated lazily in training; the new values are queued and
-realized by the next optimizer `step()` (together with the parameters) or when read.
+realized by the next optimizer `step()` (together with the parameters) or when read. Dropout's
+mask is drawn from a seed on the device, a counter each call advances the same way, so every
+training step runs the same kernels (an int seed per call would compile new ones each step) and
+kg.jit replays advance it as carried state (new masks each step, as eager).
 """
 from __future__ import annotations
 
 import math
 
+from ..dtype import dtypes
 from ..errors import KernelgenError, ShapeError
-from .tensor import Tensor
+from .tensor import Tensor, hash_u32
 
 
 class StateDictError(KernelgenError, KeyError):
@@ -322,8 +326,21 @@ class Dropout(Module):
       return x
     if self.p == 1:
       return x * 0
-    keep = Tensor.rand(*x.shape, seed=_seed(), device=x.device) >= self.p
+    keep = Tensor.rand(*x.shape, seed=self._draw(x.device), device=x.device) >= self.p
     return x * keep.cast(x.dtype) * (1 / (1 - self.p))
+
+  def _draw(self, device: str) -> Tensor:
+    """This call's seed, a uint32 on the device: a hash of the module's key (drawn at its
+    first call) and its call counter, which is advanced and queued like BatchNorm's stats."""
+    state = self.__dict__.get("_rng")
+    if state is None or state[1].device != device:
+      state = (_seed(), Tensor([0], dtype=dtypes.uint32, device=device))
+    key, count = state
+    if not count.node.realized:
+      count.realize()       # no optimizer step since the last call: keep the graph one add deep
+    self._rng = (key, count + 1)
+    PENDING.append(self._rng[1])
+    return hash_u32(count, key)
 
 
 class Sequential(Module):

@@ -226,18 +226,19 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
     return eye.requires_grad_(requires_grad)
 
   @staticmethod
-  def rand(*shape, seed: int = 0, dtype=dtypes.float32, device=None,
+  def rand(*shape, seed=0, dtype=dtypes.float32, device=None,
            requires_grad: bool = False) -> Tensor:
-    """Uniform [0, 1) from a counter-based hash of (seed, element index): deterministic."""
+    """Uniform [0, 1) from a counter-based hash of (seed, element index): deterministic. seed:
+    an int, or a one-element integer Tensor (a seed on the device: no new kernel per seed)."""
     shape = shape_args(shape)
     if any(s < 0 for s in shape):
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
-    bits = _hash_u32(Tensor.arange(prod(shape), device=device), seed)
+    bits = hash_u32(Tensor.arange(prod(shape), device=device), seed)
     unit = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
     return unit.reshape(shape).cast(dtype).requires_grad_(requires_grad)
 
   @staticmethod
-  def randn(*shape, seed: int = 0, dtype=dtypes.float32, device=None,
+  def randn(*shape, seed=0, dtype=dtypes.float32, device=None,
             requires_grad: bool = False) -> Tensor:
     """Standard normal values (Box-Muller over two hashed streams); deterministic in `seed`."""
     shape = shape_args(shape)
@@ -435,9 +436,15 @@ class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
     return where(self, x, y)
 
 
-def _hash_u32(index: Tensor, seed: int) -> Tensor:
-  """A counter-based integer hash (lowbias32-style mixing) of index and seed, as uint32."""
-  x = index.cast(dtypes.uint32) ^ truncate(seed * 0x9E3779B9 + 0x85EBCA6B, dtypes.uint32)
+def hash_u32(index: Tensor, seed) -> Tensor:
+  """A counter-based integer hash (lowbias32-style mixing) of index and seed, as uint32. The
+  seed is a Python int (a constant of the kernel) or a one-element integer Tensor (read from
+  its buffer, so every seed runs the same kernel); equal seeds give equal bits either way."""
+  if isinstance(seed, Tensor):
+    key = seed.cast(dtypes.uint32).reshape(()) * 0x9E3779B9 + 0x85EBCA6B
+  else:
+    key = truncate(seed * 0x9E3779B9 + 0x85EBCA6B, dtypes.uint32)
+  x = index.cast(dtypes.uint32) ^ key
   for shift, mult in ((16, 0x7FEB352D), (15, 0x846CA68B), (16, None)):
     x = x ^ (x >> shift)
     if mult is not None:
