@@ -418,6 +418,19 @@ def log_softmax(x, axis=-1):
   return shifted - shifted.exp().sum(axis, keepdim=True).log()
 
 
+def logsumexp(x, axis=None, keepdim=False):
+  """log(sum(exp(x))) over axis, shifted by the max for range (torch.logsumexp, scipy's):
+  rows of -inf give -inf, an inf gives inf, NaN propagates; an empty reduction is -inf."""
+  xf = x.cast(float_of(x.dtype))
+  axes = resolve_axes(axis, x.ndim)
+  if any(x.shape[a] == 0 for a in axes):
+    return xf.sum(axis, keepdim) - math.inf
+  m = xf.max(axis, keepdim=True).detach()
+  m = m.isinf().where(0.0, m)
+  out = (xf - m).exp().sum(axis, keepdim=True).log() + m
+  return out if keepdim else out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
+
+
 # ---- the mixins Tensor lists among its bases ---------------------------------------------------
 
 class ArithmeticOps(TensorOps):
@@ -458,8 +471,9 @@ class MathOps(TensorOps):
 
 
 class ReduceOps(TensorOps):
-  """Reductions over axes: sum, prod, max, min, mean, var, std, argmax/argmin, softmax."""
+  """Reductions over axes: sum, prod, max, min, mean, var, std, argmax/argmin, softmax,
+  log_softmax, logsumexp."""
   __slots__ = ()
   sum, prod, max, min = sum_, prod_, max_, min_
   mean, var, std, argmax, argmin = mean, var, std, argmax, argmin
-  softmax, log_softmax = softmax, log_softmax
+  softmax, log_softmax, logsumexp = softmax, log_softmax, logsumexp
