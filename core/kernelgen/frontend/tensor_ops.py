@@ -356,6 +356,16 @@ def min_(x, axis=None, keepdim=False):
   return _reduce(x, Ops.MIN, axis, keepdim)
 
 
+def any_(x, axis=None, keepdim=False):
+  """numpy's any: whether some element along axis is nonzero (NaN counts); False when empty."""
+  return _reduce((x != 0).cast(dtypes.int32), Ops.ADD, axis, keepdim) > 0
+
+
+def all_(x, axis=None, keepdim=False):
+  """numpy's all: whether every element along axis is nonzero (NaN counts); True when empty."""
+  return _reduce((x == 0).cast(dtypes.int32), Ops.ADD, axis, keepdim) == 0
+
+
 def _count(x: TensorOps, axis) -> int:
   return math.prod(x.shape[a] for a in resolve_axes(axis, x.ndim))
 
@@ -471,9 +481,9 @@ class MathOps(TensorOps):
 
 
 class ReduceOps(TensorOps):
-  """Reductions over axes: sum, prod, max, min, mean, var, std, argmax/argmin, softmax,
-  log_softmax, logsumexp."""
+  """Reductions over axes: sum, prod, max, min, any, all, mean, var, std, argmax/argmin,
+  softmax, log_softmax, logsumexp."""
   __slots__ = ()
-  sum, prod, max, min = sum_, prod_, max_, min_
+  sum, prod, max, min, any, all = sum_, prod_, max_, min_, any_, all_
   mean, var, std, argmax, argmin = mean, var, std, argmax, argmin
   softmax, log_softmax, logsumexp = softmax, log_softmax, logsumexp
