@@ -29,9 +29,7 @@ def test_a_seed_tensor_gives_the_bits_of_the_int_seed(device):
 def _model(device):
   nn.manual_seed(0)
   model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.5), nn.Linear(16, 3))
-  for p in model.parameters():
-    p.node = p.to(device).node
-  return model, kg.optim.SGD(model.parameters(), lr=0.1)
+  return model.to(device), kg.optim.SGD(model.parameters(), lr=0.1)
 
 
 def _step(model, opt, x, y):

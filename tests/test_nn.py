@@ -160,7 +160,9 @@ def test_activations():
   t = kg.Tensor(x)
   np.testing.assert_allclose(nn.ReLU()(t).numpy(), np.maximum(x, 0))
   gelu = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
-  np.testing.assert_allclose(nn.GELU()(t).numpy(), gelu, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(nn.GELU("tanh")(t).numpy(), gelu, rtol=1e-5, atol=1e-6)
+  exact = np.array(jax.nn.gelu(x.astype(np.float64), approximate=False))   # torch's default
+  np.testing.assert_allclose(nn.GELU()(t).numpy(), exact, rtol=1e-6, atol=1e-6)
   np.testing.assert_allclose(nn.Tanh()(t).numpy(), np.tanh(x), rtol=1e-5, atol=1e-6)
   np.testing.assert_allclose(nn.Sigmoid()(t).numpy(), 1 / (1 + np.exp(-x)), rtol=1e-5)
 
@@ -193,7 +195,7 @@ def _onehot(rng, n, k):
 
 
 def test_mlp_grads_match_jax():
-  model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 16), nn.GELU(),
+  model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 16), nn.GELU("tanh"),
                         nn.Linear(16, 5))
   rng = np.random.default_rng(0)
   x = rng.standard_normal((8, 12)).astype(np.float32)

@@ -199,7 +199,7 @@ def _class_axis(x, values):
   return values.reshape((1, x.shape[1]) + (1,) * (x.ndim - 2))
 
 
-def _reduce(loss, reduction: str, denominator=None):
+def reduce_loss(loss, reduction: str, denominator=None):
   if reduction == "none":
     return loss
   if reduction == "sum":
@@ -233,7 +233,7 @@ def nll_loss(x, target, weight=None, ignore_index: int = -100, reduction: str = 
   squeeze = x.ndim == 1
   x, target = _batched(x.cast(dtypes.float32) if not x.dtype.is_float() else x, target)
   loss, w_t = _pick(x, target, weight, ignore_index)
-  out = _reduce(loss, reduction, w_t.sum())
+  out = reduce_loss(loss, reduction, w_t.sum())
   return out.squeeze(0) if squeeze and reduction == "none" else out
 
 
@@ -255,16 +255,16 @@ def cross_entropy(x, target, weight=None, ignore_index: int = -100, reduction: s
     p = target * (1 - label_smoothing) + label_smoothing / c if label_smoothing else target
     terms = logp * p * w if w is not None else logp * p
     loss = -terms.sum(1)
-    out = _reduce(loss, reduction, loss.numel() if reduction == "mean" else None)
+    out = reduce_loss(loss, reduction, loss.numel() if reduction == "mean" else None)
     return out.squeeze(0) if squeeze and reduction == "none" else out
   nll, w_t = _pick(logp, target, weight, ignore_index)
-  out = _reduce(nll, reduction, w_t.sum())
+  out = reduce_loss(nll, reduction, w_t.sum())
   if label_smoothing:
     smooth = -(logp * w).sum(1) if w is not None else -logp.sum(1)
     valid = target != ignore_index
     smooth = where(valid, smooth, 0.0)
     count = w_t.sum() if w is not None else valid.sum().cast(logp.dtype)
-    out = (1 - label_smoothing) * out + _reduce(smooth, reduction, count) * (label_smoothing / c)
+    out = (1 - label_smoothing) * out + reduce_loss(smooth, reduction, count) * (label_smoothing / c)
   return out.squeeze(0) if squeeze and reduction == "none" else out
 
 

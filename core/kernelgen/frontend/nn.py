@@ -16,180 +16,10 @@ from __future__ import annotations
 import math
 
 from ..dtype import dtypes
-from ..errors import KernelgenError, ShapeError
+from ..errors import ShapeError
+from .module import (PENDING, Module, Parameter, StateDictError, manual_seed,  # noqa: F401
+                     next_seed, take_pending, uniform_parameter)
 from .tensor import Tensor, hash_u32
-
-
-class StateDictError(KernelgenError, KeyError):
-  """load_state_dict with missing or unexpected names (strict=True)."""
-
-  def __str__(self):
-    return str(self.args[0]) if self.args else ""
-
-
-class _Seeds:
-  next = 0
-
-
-def manual_seed(seed: int) -> None:
-  """Restart the seed counter that parameter initialisation and Dropout draw from."""
-  _Seeds.next = int(seed) * 1000003
-
-
-def _seed() -> int:
-  _Seeds.next += 1
-  return _Seeds.next
-
-
-# new running statistics waiting to be realized (by optim's step, or when read)
-PENDING: list = []
-
-
-def take_pending() -> list:
-  out = list(PENDING)
-  PENDING.clear()
-  return out
-
-
-def Parameter(data, dtype=None, device=None):
-  """A leaf tensor that requires grad (a copy of `data`)."""
-  if isinstance(data, Tensor):
-    data = data.detach()
-    t = data.cast(dtype) if dtype else data
-    t = Tensor(t.to(device).node) if device else t
-  else:
-    t = Tensor(data, dtype=dtype, device=device)
-  return t.requires_grad_()
-
-
-def _uniform(shape, bound: float, device=None):
-  u = Tensor.rand(*shape, seed=_seed(), device=device)
-  return Parameter((u * (2 * bound) - bound).realize())
-
-
-class Module:
-  """Base class: parameters, buffers and submodules are registered by attribute assignment."""
-
-  def __init__(self):
-    object.__setattr__(self, "_parameters", {})
-    object.__setattr__(self, "_buffers", {})
-    object.__setattr__(self, "_modules", {})
-    object.__setattr__(self, "training", True)
-
-  def __setattr__(self, name, value):
-    if "_parameters" not in self.__dict__:
-      raise KernelgenError(f"assign {name!r} after calling Module.__init__() (super().__init__())")
-    for table in (self._parameters, self._buffers, self._modules):
-      table.pop(name, None)
-    if isinstance(value, Module):
-      self._modules[name] = value
-    elif isinstance(value, Tensor) and value.requires_grad and value.is_leaf:
-      self._parameters[name] = value
-    elif isinstance(value, Tensor) and name in self.__dict__.get("_buffer_names", ()):
-      self._buffers[name] = value
-    else:
-      object.__setattr__(self, name, value)
-      return
-    self.__dict__.pop(name, None)
-
-  def __getattr__(self, name):
-    d = self.__dict__
-    for table in ("_parameters", "_buffers", "_modules"):
-      if table in d and name in d[table]:
-        return d[table][name]
-    raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
-
-  def register_buffer(self, name: str, tensor) -> None:
-    """A tensor that is state (saved in state_dict) but not a parameter (running stats)."""
-    self.__dict__.setdefault("_buffer_names", set()).add(name)
-    setattr(self, name, tensor)
-
-  # ---- traversal ----
-  def named_modules(self, prefix: str = ""):
-    yield prefix, self
-    for name, m in self._modules.items():
-      yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
-
-  def modules(self):
-    return [m for _, m in self.named_modules()]
-
-  def children(self):
-    return list(self._modules.values())
-
-  def named_parameters(self):
-    seen = set()
-    for prefix, m in self.named_modules():
-      for name, p in m._parameters.items():
-        if id(p) not in seen:
-          seen.add(id(p))
-          yield (f"{prefix}.{name}" if prefix else name), p
-
-  def parameters(self):
-    return [p for _, p in self.named_parameters()]
-
-  def named_buffers(self):
-    for prefix, m in self.named_modules():
-      for name, b in m._buffers.items():
-        yield (f"{prefix}.{name}" if prefix else name), b
-
-  def state_dict(self) -> dict:
-    """name -> Tensor for every parameter and buffer (the tensors themselves, not copies)."""
-    out = dict(self.named_parameters())
-    out.update(self.named_buffers())
-    return out
-
-  def load_state_dict(self, state: dict, strict: bool = True) -> None:
-    """Copy values (Tensors, numpy arrays or nested lists) into the parameters and buffers."""
-    own = self.state_dict()
-    missing = sorted(set(own) - set(state))
-    unexpected = sorted(set(state) - set(own))
-    if strict and (missing or unexpected):
-      raise StateDictError(f"load_state_dict: missing {missing}, unexpected {unexpected}; "
-                           f"pass strict=False to load the names that match")
-    for name, target in own.items():
-      if name not in state:
-        continue
-      value = state[name]
-      value = value.detach() if isinstance(value, Tensor) else Tensor(value, dtype=target.dtype)
-      if value.shape != target.shape:
-        raise ShapeError(f"load_state_dict: {name!r} has shape {value.shape} in the state, "
-                         f"{target.shape} in the module")
-      target.node = value.cast(target.dtype).to(target.device).contiguous().realize().node
-      target.grad = None
-
-  # ---- modes and calls ----
-  def train(self, mode: bool = True):
-    for m in self.modules():
-      object.__setattr__(m, "training", bool(mode))
-    return self
-
-  def eval(self):
-    return self.train(False)
-
-  def to(self, device: str):
-    """Move every parameter and buffer to `device` (in place; returns the module)."""
-    for t in self.state_dict().values():
-      t.node = t.detach().to(device).node
-      t.grad = None
-    return self
-
-  def zero_grad(self) -> None:
-    for p in self.parameters():
-      p.grad = None
-
-  def forward(self, *args, **kwargs):
-    raise NotImplementedError(f"{type(self).__name__} must define forward()")
-
-  def __call__(self, *args, **kwargs):
-    return self.forward(*args, **kwargs)
-
-  def __repr__(self):
-    inner = "".join(f"\n  ({n}): {repr(m).replace(chr(10), chr(10) + '  ')}"
-                    for n, m in self._modules.items())
-    return f"{type(self).__name__}({self.extra_repr()}{inner}{chr(10) if inner else ''})"
-
-  def extra_repr(self) -> str:
-    return ""
 
 
 class Linear(Module):
@@ -199,8 +29,8 @@ class Linear(Module):
     super().__init__()
     self.in_features, self.out_features = in_features, out_features
     bound = 1 / math.sqrt(in_features) if in_features else 0.0
-    self.weight = _uniform((out_features, in_features), bound)
-    self.bias = _uniform((out_features,), bound) if bias else None
+    self.weight = uniform_parameter((out_features, in_features), bound)
+    self.bias = uniform_parameter((out_features,), bound) if bias else None
 
   def forward(self, x):
     out = x @ self.weight.T
@@ -227,8 +57,8 @@ class Conv2d(Module):
     self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
     fan_in = in_channels // groups * kh * kw
     bound = 1 / math.sqrt(fan_in)
-    self.weight = _uniform((out_channels, in_channels // groups, kh, kw), bound)
-    self.bias = _uniform((out_channels,), bound) if bias else None
+    self.weight = uniform_parameter((out_channels, in_channels // groups, kh, kw), bound)
+    self.bias = uniform_parameter((out_channels,), bound) if bias else None
 
   def forward(self, x):
     return x.conv2d(self.weight, self.bias, stride=self.stride, padding=self.padding,
@@ -303,7 +133,7 @@ class Embedding(Module):
   def __init__(self, num_embeddings: int, embedding_dim: int):
     super().__init__()
     self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-    self.weight = Parameter(Tensor.randn(num_embeddings, embedding_dim, seed=_seed()).realize())
+    self.weight = Parameter(Tensor.randn(num_embeddings, embedding_dim, seed=next_seed()).realize())
 
   def forward(self, idx):
     idx = idx if isinstance(idx, Tensor) else Tensor(idx, device=self.weight.device)
@@ -334,7 +164,7 @@ class Dropout(Module):
     first call) and its call counter, which is advanced and queued like BatchNorm's stats."""
     state = self.__dict__.get("_rng")
     if state is None or state[1].device != device:
-      state = (_seed(), Tensor([0], dtype=dtypes.uint32, device=device))
+      state = (next_seed(), Tensor([0], dtype=dtypes.uint32, device=device))
     key, count = state
     if not count.node.realized:
       count.realize()       # no optimizer step since the last call: keep the graph one add deep
@@ -367,10 +197,16 @@ class ReLU(Module):
 
 
 class GELU(Module):
-  """The tanh approximation (Tensor.gelu), torch's GELU(approximate='tanh')."""
+  """torch's GELU: exact (erf) by default, approximate='tanh' for the tanh form."""
+
+  def __init__(self, approximate: str = "none"):
+    super().__init__()
+    if approximate not in ("none", "tanh"):
+      raise ShapeError(f"GELU approximate={approximate!r}: use 'none' (erf) or 'tanh'")
+    self.approximate = approximate
 
   def forward(self, x):
-    return x.gelu()
+    return x.gelu(self.approximate)
 
 
 class Tanh(Module):
@@ -392,3 +228,173 @@ class Flatten(Module):
 
   def forward(self, x):
     return x.reshape(x.shape[:self.start_dim] + (-1,))
+
+
+class _Elementwise(Module):
+  """A layer that applies one Tensor method with fixed keyword arguments."""
+  method, defaults = "", {}
+
+  def __init__(self, *args, **kwargs):
+    super().__init__()
+    names = list(self.defaults)
+    if "dim" in kwargs and "axis" in names:     # torch's spelling of the axis
+      kwargs["axis"] = kwargs.pop("dim")
+    if len(args) > len(names):
+      raise ShapeError(f"{type(self).__name__} takes at most {len(names)} arguments")
+    self.kwargs = {**self.defaults, **dict(zip(names, args)), **kwargs}
+
+  def forward(self, x):
+    return getattr(x, self.method)(**self.kwargs)
+
+
+def _layer(name: str, method: str, doc: str, **defaults):
+  return type(name, (_Elementwise,), {"method": method, "defaults": defaults, "__doc__": doc})
+
+
+SiLU = _layer("SiLU", "silu", "x * sigmoid(x).")
+LeakyReLU = _layer("LeakyReLU", "leaky_relu", "torch.nn.LeakyReLU.", negative_slope=0.01)
+ELU = _layer("ELU", "elu", "torch.nn.ELU.", alpha=1.0)
+Softplus = _layer("Softplus", "softplus", "torch.nn.Softplus.", beta=1.0, threshold=20.0)
+Hardswish = _layer("Hardswish", "hardswish", "torch.nn.Hardswish.")
+Mish = _layer("Mish", "mish", "torch.nn.Mish.")
+Softmax = _layer("Softmax", "softmax", "softmax along dim (torch.nn.Softmax(dim)).", axis=-1)
+LogSoftmax = _layer("LogSoftmax", "log_softmax", "torch.nn.LogSoftmax(dim).", axis=-1)
+
+
+class Identity(Module):
+  """Its input, unchanged (torch.nn.Identity; arguments are ignored, as torch)."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__()
+
+  def forward(self, x):
+    return x
+
+
+class MaxPool2d(Module):
+  def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
+    super().__init__()
+    self.args = (kernel_size, stride, padding, dilation)
+
+  def forward(self, x):
+    return x.max_pool2d(*self.args)
+
+
+class AvgPool2d(Module):
+  def __init__(self, kernel_size, stride=None, padding=0):
+    super().__init__()
+    self.args = (kernel_size, stride, padding)
+
+  def forward(self, x):
+    return x.avg_pool2d(*self.args)
+
+
+class AdaptiveAvgPool2d(Module):
+  def __init__(self, output_size):
+    super().__init__()
+    self.output_size = output_size
+
+  def forward(self, x):
+    return x.adaptive_avg_pool2d(self.output_size)
+
+
+class Conv1d(Module):
+  """NCL convolution with an OIK weight, as torch.nn.Conv1d (torch's initialisation)."""
+
+  def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+               groups=1, bias=True):
+    super().__init__()
+    if in_channels % groups or out_channels % groups:
+      raise ShapeError(f"Conv1d: channels {in_channels} -> {out_channels} must divide by "
+                       f"groups={groups}")
+    self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+    bound = 1 / math.sqrt(in_channels // groups * kernel_size)
+    self.weight = uniform_parameter((out_channels, in_channels // groups, kernel_size), bound)
+    self.bias = uniform_parameter((out_channels,), bound) if bias else None
+
+  def forward(self, x):
+    return x.conv1d(self.weight, self.bias, self.stride, self.padding, self.dilation,
+                    self.groups)
+
+
+class GroupNorm(Module):
+  def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+    super().__init__()
+    if num_groups <= 0 or num_channels % num_groups:
+      raise ShapeError(f"GroupNorm: {num_channels} channels must divide into {num_groups} groups")
+    self.num_groups, self.eps = num_groups, eps
+    self.weight = Parameter(Tensor.ones(num_channels)) if affine else None
+    self.bias = Parameter(Tensor.zeros(num_channels)) if affine else None
+
+  def forward(self, x):
+    return x.group_norm(self.num_groups, self.weight, self.bias, self.eps)
+
+
+class RMSNorm(Module):
+  def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True):
+    super().__init__()
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    self.normalized_shape, self.eps = shape, eps
+    self.weight = Parameter(Tensor.ones(*shape)) if elementwise_affine else None
+
+  def forward(self, x):
+    return x.rms_norm(self.normalized_shape, self.weight, self.eps)
+
+
+class ModuleList(Module):
+  """Submodules in a list (registered as "0", "1", ...): append, extend, index, iterate."""
+
+  def __init__(self, modules=()):
+    super().__init__()
+    self.extend(modules)
+
+  def append(self, module):
+    setattr(self, str(len(self._modules)), module)
+    return self
+
+  def extend(self, modules):
+    for m in modules:
+      self.append(m)
+    return self
+
+  def __getitem__(self, i):
+    return list(self._modules.values())[i]
+
+  def __len__(self):
+    return len(self._modules)
+
+  def __iter__(self):
+    return iter(list(self._modules.values()))
+
+
+class _Loss(Module):
+  """A loss layer: loss(input, target) -> the Tensor method's result."""
+  method, defaults = "", {}
+
+  def __init__(self, **kwargs):
+    super().__init__()
+    unknown = set(kwargs) - set(self.defaults)
+    if unknown:
+      raise ShapeError(f"{type(self).__name__} has no argument(s) {', '.join(sorted(unknown))}")
+    self.kwargs = {**self.defaults, **kwargs}
+
+  def forward(self, x, target):
+    return getattr(x, self.method)(target, **self.kwargs)
+
+
+def _loss(name: str, method: str, **defaults):
+  return type(name, (_Loss,), {"method": method, "defaults": defaults,
+                               "__doc__": f"torch.nn.{name}: Tensor.{method}."})
+
+
+CrossEntropyLoss = _loss("CrossEntropyLoss", "cross_entropy", weight=None, ignore_index=-100,
+                         reduction="mean", label_smoothing=0.0)
+NLLLoss = _loss("NLLLoss", "nll_loss", weight=None, ignore_index=-100, reduction="mean")
+MSELoss = _loss("MSELoss", "mse_loss", reduction="mean")
+L1Loss = _loss("L1Loss", "l1_loss", reduction="mean")
+SmoothL1Loss = _loss("SmoothL1Loss", "smooth_l1_loss", reduction="mean", beta=1.0)
+HuberLoss = _loss("HuberLoss", "huber_loss", reduction="mean", delta=1.0)
+BCELoss = _loss("BCELoss", "binary_cross_entropy", weight=None, reduction="mean")
+BCEWithLogitsLoss = _loss("BCEWithLogitsLoss", "binary_cross_entropy_with_logits", weight=None,
+                          reduction="mean", pos_weight=None)
+KLDivLoss = _loss("KLDivLoss", "kl_div", reduction="mean", log_target=False)

@@ -35,6 +35,9 @@ from ..graph.view import View, prod
 from .operands import TensorOps, acc_dtype, coerce, float_of, result_dtype  # noqa: F401
 from .combine import cat, stack, where  # noqa: F401
 from .tensor_nn import NNOps
+from .special import SpecialOps
+from .activations import ActivationOps
+from .losses import LossOps
 from .tensor_ops import ArithmeticOps, MathOps, ReduceOps
 from .scan import ScanMixin
 from .sort import SortMixin
@@ -54,8 +57,8 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor(ArithmeticOps, MathOps, ReduceOps, NNOps, ScanMixin, SortMixin,
-             IndexingOps, ShapeOps, ModelOps, PythonProtocols,
+class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps, ScanMixin,
+             SortMixin, IndexingOps, ShapeOps, ModelOps, LossOps, PythonProtocols,
              AutogradMixin):
   """A lazily evaluated n-dimensional array on a device. Its operations come from the mixins it
   lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling;

@@ -75,6 +75,73 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0):
   return _pool(x, kernel_size, stride, padding, 1, 0).mean((-2, -1))
 
 
+def _one_d(x, weight, what: str):
+  if x.ndim != 3 or (weight is not None and weight.ndim != 3):
+    got = f"{x.shape}" + (f" and {weight.shape}" if weight is not None else "")
+    raise ShapeError(f"{what} needs a 3-d NCL input" + (" and OIK weight" if weight is not None
+                                                       else "") + f", got {got}")
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+  """1-d convolution, NCL input and OIK weight (torch.conv1d): conv2d over a height of 1."""
+  _one_d(x, weight, "conv1d")
+  out = conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, stride), (0, padding),
+               (1, dilation), groups)
+  return out.squeeze(2)
+
+
+def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1):
+  _one_d(x, None, "max_pool1d")
+  return max_pool2d(x.unsqueeze(2), (1, kernel_size), (1, stride or kernel_size),
+                    (0, padding), (1, dilation)).squeeze(2)
+
+
+def avg_pool1d(x, kernel_size, stride=None, padding=0):
+  _one_d(x, None, "avg_pool1d")
+  return avg_pool2d(x.unsqueeze(2), (1, kernel_size), (1, stride or kernel_size),
+                    (0, padding)).squeeze(2)
+
+
+def _adaptive_matrix(x, n: int, out: int):
+  """(out, n): row i averages torch's window floor(i n / out) .. ceil((i + 1) n / out)."""
+  rows = []
+  for i in range(out):
+    lo, hi = (i * n) // out, -((-(i + 1) * n) // out)
+    rows.append([1.0 / (hi - lo) if lo <= j < hi else 0.0 for j in range(n)])
+  return type(x)(rows, dtype=x.dtype, device=x.device)
+
+
+def adaptive_avg_pool2d(x, output_size):
+  """torch's adaptive average pooling of (..., H, W) to output_size (an int, or a pair with None
+  for "keep"): a plain pool when the sizes divide, else two small averaging matmuls."""
+  if x.ndim < 2:
+    raise ShapeError(f"adaptive_avg_pool2d needs (..., H, W), got shape {x.shape}")
+  h, w = x.shape[-2:]
+  oh, ow = _pair(output_size)
+  oh, ow = oh or h, ow or w
+  if min(oh, ow) < 1:
+    raise ShapeError(f"adaptive_avg_pool2d output_size {output_size} must be >= 1")
+  if h % oh == 0 and w % ow == 0:
+    return avg_pool2d(x, (h // oh, w // ow))
+  if not x.dtype.is_float():
+    x = x.float()
+  return _adaptive_matrix(x, h, oh) @ x @ _adaptive_matrix(x, w, ow).transpose(1, 0)
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+  """x / sqrt(mean(x^2) + eps) over the trailing normalized_shape dims, times weight (torch's
+  F.rms_norm; eps None is the dtype's machine epsilon, as torch)."""
+  dims = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+  if tuple(x.shape[x.ndim - len(dims):]) != dims:
+    raise ShapeError(f"rms_norm over {dims}: the input's trailing dims are {x.shape}")
+  if eps is None:
+    eps = {2: 9.765625e-4, 4: 1.1920929e-07}.get(x.dtype.itemsize, 2.220446049250313e-16)
+  axes = tuple(range(x.ndim - len(dims), x.ndim))
+  xs = x.float() if x.dtype.itemsize < 4 else x
+  out = (xs * ((xs * xs).mean(axes, keepdim=True) + eps).rsqrt()).cast(x.dtype)
+  return out * weight if weight is not None else out
+
+
 def layernorm(x, axis=-1, eps=1e-5, weight=None, bias=None):
   """(x - mean) / sqrt(var + eps) over `axis`, then the affine. Half floats take their statistics
   in float32, as torch does: a centered value past 256 would overflow float16 when squared."""
@@ -95,10 +162,13 @@ def dot(a, b):
 
 
 class NNOps(TensorOps):
-  """Linear algebra and nn layers: matmul (and @), dot, conv2d, pooling, layernorm."""
+  """Linear algebra and nn layers: matmul (and @), dot, conv1d/2d, pooling (adaptive too),
+  layernorm, rms_norm."""
   __slots__ = ()
   matmul, dot, conv2d, layernorm = matmul, dot, conv2d, layernorm
   max_pool2d, avg_pool2d = max_pool2d, avg_pool2d
+  conv1d, max_pool1d, avg_pool1d = conv1d, max_pool1d, avg_pool1d
+  adaptive_avg_pool2d, rms_norm = adaptive_avg_pool2d, rms_norm
   __matmul__ = matmul
 
   def __rmatmul__(self, other): return matmul(self, other, True)

@@ -206,7 +206,7 @@ def clip(x, lo=None, hi=None):
 
 # ---- transcendental and activation functions --------------------------------------------------
 
-def _float_math(fn):
+def float_math(fn):
   """Run `fn` in float32 for half types (then cast back), and in float for ints."""
   def method(x, *args):
     out = float_of(x.dtype)
@@ -229,10 +229,6 @@ def _rsqrt(x): return _sqrt(x)._unary(Ops.RECIP)
 def _sigmoid(x): return _recip(1 + _exp(-x))
 def _tanh(x): return 2 * _sigmoid(2 * x) - 1
 def _silu(x): return x * _sigmoid(x)
-
-
-def _gelu(x):
-  return 0.5 * x * (1 + _tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
 
 
 def relu(x):
@@ -467,15 +463,15 @@ class ArithmeticOps(TensorOps):
 
 
 class MathOps(TensorOps):
-  """Elementwise math: abs, sign, min/max, clip, exp/log, trigonometry, activations, rounding."""
+  """Elementwise math: abs, sign, min/max, clip, exp/log, trigonometry, activations, rounding
+  (special.py and activations.py have the rest)."""
   __slots__ = ()
   abs, sign, neg, maximum, minimum, clip = abs_, sign, neg, maximum, minimum, clip
-  exp, log, exp2, log2 = _float_math(_exp), _float_math(_log), _float_math(_exp2), \
-    _float_math(_log2)
-  sqrt, rsqrt, reciprocal = _float_math(_sqrt), _float_math(_rsqrt), _float_math(_recip)
-  sin, cos, tan = _float_math(_sin), _float_math(_cos), _float_math(_tan)
-  sigmoid, tanh, gelu, silu, relu = _float_math(_sigmoid), _float_math(_tanh), \
-    _float_math(_gelu), _float_math(_silu), relu
+  exp, log, exp2, log2 = float_math(_exp), float_math(_log), float_math(_exp2), \
+    float_math(_log2)
+  sqrt, rsqrt, reciprocal = float_math(_sqrt), float_math(_rsqrt), float_math(_recip)
+  sin, cos, tan = float_math(_sin), float_math(_cos), float_math(_tan)
+  sigmoid, tanh, silu, relu = float_math(_sigmoid), float_math(_tanh), float_math(_silu), relu
   trunc, floor, ceil, round = trunc, floor, ceil, round_
   isnan, isinf, logical_not = isnan, isinf, logical_not
 

@@ -25,55 +25,12 @@ for _name, _fn in {
   "Sign": lambda x: x.sign(), "Not": lambda x: x.logical_not(), "IsNaN": lambda x: x.isnan(),
   "BitwiseNot": lambda x: ~x,
   "Softsign": lambda x: x / (1 + x.abs()),
-  "Softplus": lambda x: where(x > 20, x, (1 + x.exp()).log()),
-  "Sinh": lambda x: (x.exp() - (-x).exp()) * 0.5, "Cosh": lambda x: (x.exp() + (-x).exp()) * 0.5,
-  "Asinh": lambda x: x.sign() * (x.abs() + (x * x + 1).sqrt()).log(),
-  "Acosh": lambda x: (x + (x * x - 1).sqrt()).log(),
-  "Atanh": lambda x: ((1 + x) / (1 - x)).log() * 0.5,
-  "Atan": lambda x: _atan(x), "Asin": lambda x: _atan(x / (1 - x * x).sqrt()),
-  "Acos": lambda x: math.pi / 2 - _asin(x), "Erf": lambda x: _erf(x),
-  "Mish": lambda x: x * where(x > 20, x, (1 + x.exp()).log()).tanh(),
+  "Softplus": lambda x: x.softplus(), "Sinh": lambda x: x.sinh(), "Cosh": lambda x: x.cosh(),
+  "Asinh": lambda x: x.asinh(), "Acosh": lambda x: x.acosh(), "Atanh": lambda x: x.atanh(),
+  "Atan": lambda x: x.atan(), "Asin": lambda x: x.asin(), "Acos": lambda x: x.acos(),
+  "Erf": lambda x: x.erf(), "Mish": lambda x: x.mish(),
 }.items():
   _unary(_name, _fn)
-
-
-def _asin(x):
-  s = (1 - x * x).sqrt()
-  return where(x.abs() == 1, x * (math.pi / 2), _atan(x / s))
-
-
-def _atan(x):
-  """atan: |x| > 1 by pi/2 - atan(1/|x|), two half-angle steps, then the Taylor series."""
-  a = x.abs()
-  big = a > 1
-  r = where(big, 1 / where(big, a, 1), a)
-  for _ in range(2):
-    r = r / (1 + (1 + r * r).sqrt())
-  r2, term, total = r * r, r, r
-  for k in range(1, 9):
-    term = term * r2 * -1
-    total = total + term / (2 * k + 1)
-  total = total * 4
-  return x.sign() * where(big, math.pi / 2 - total, total)
-
-
-def _erf(x):
-  """erf: a Taylor series below 0.5, the Numerical Recipes erfc (rel. error < 1.2e-7) above."""
-  a = x.abs()
-  a2 = a * a
-  series, term = a, a
-  for k in range(1, 8):
-    term = term * a2 * -1 / k
-    series = series + term / (2 * k + 1)
-  series = series * (2 / math.sqrt(math.pi))
-  t = 1 / (1 + 0.5 * a)
-  coeffs = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
-            -1.13520398, 1.48851587, -0.82215223, 0.17087277)
-  poly = t * 0 + coeffs[-1]
-  for c in reversed(coeffs[:-1]):
-    poly = poly * t + c
-  erfc = t * (-a2 + poly).exp()
-  return x.sign() * where(a < 0.5, series, 1 - erfc)
 
 
 @op("IsInf")
@@ -141,9 +98,7 @@ def _prelu(ins, at):
 @op("Gelu")
 def _gelu(ins, at):
   x = ins[0]
-  if at.str("approximate", "none") == "tanh":
-    return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
-  return 0.5 * x * (1 + _erf(x * (1 / math.sqrt(2))))
+  return x.gelu("tanh" if at.str("approximate", "none") == "tanh" else "none")
 
 
 @op("Clip")
