@@ -22,6 +22,9 @@ steps (ORACLE merged into fuzz_oracle_ops.OPS, BUILD into fuzz_runner.BUILD):
     pad_constant(v, pads, value)          pad(mode="constant", value=v)
     pad_rg / pad_grad(v, [g], pads, mode) a mode pad of a leaf that requires grad (the cat of
                                           views form) and its gradient
+    shape_more(v, form, ...)              roll of the flattened tensor (axis None) or over several
+                                          axes, split into a list of sizes, repeat_interleave of
+                                          the flattened tensor
 and, through the existing steps with operands they never had: cross_entropy_prob with probability
 targets computed on the device (a softmax, a one_hot of an argmax); sdpa with head dims E or Ev on
 both sides of model_ops.ATTENTION_MAX_DIM (128: fused up to it, the split form above); scans
@@ -37,11 +40,12 @@ import numpy as np
 
 import fuzz_programs as fp   # (a module: the fuzzer's modules import each other)
 
-DEEP_OPS = ("take_fn", "take_multi", "take_mask", "loss_device", "prob_device", "sdpa_wide", "scan_long",
-            "sort_long", "setitem_tensor", "scatter_add_f", "interp", "pad_constant", "pad_rg",
-            "pad_grad")
-STEP_OPS = ("take_fn", "take_multi", "take_mask", "nll_loss_t", "cross_entropy_t", "setitem_tensor",
-            "scatter_add_f", "interp", "pad_constant", "pad_rg", "pad_grad")
+DEEP_OPS = ("take_fn", "take_multi", "take_mask", "loss_device", "prob_device", "sdpa_wide",
+            "scan_long", "sort_long", "setitem_tensor", "scatter_add_f", "interp", "pad_constant",
+            "pad_rg", "pad_grad", "shape_more")
+STEP_OPS = ("take_fn", "take_multi", "take_mask", "nll_loss_t", "cross_entropy_t",
+            "setitem_tensor", "scatter_add_f", "interp", "pad_constant", "pad_rg", "pad_grad",
+            "shape_more")
 # (64-bit ones, which WEBGPU lacks, drawn less often)
 INDEX_DTYPES = ("int32", "uint32", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
                 "uint64")
@@ -414,6 +418,34 @@ def _grow_pad(b, src: int, op: str):
     b.push(op, [x, g], shape, dtype, pads=pads, mode=c.choice(PAD_MODES))
 
 
+def _grow_shape_more(b, src: int):
+  c = b.c
+  x = _fit(b, src, lambda s, d: True, lambda: (fp.random_shape(c, 3) or (4,), c.choice(DTYPES)))
+  shape, dtype = b.values[x]
+  if not shape or 0 in shape:
+    return
+  form = c.choice(("roll_none", "roll_axes", "split_sizes", "repeat_none"))
+  if form == "roll_none":
+    b.push("shape_more", [x], shape, dtype, form=form, shift=c.integer(-9, 9))
+  elif form == "roll_axes":
+    axes = tuple(c.integer(-len(shape), len(shape) - 1) for _ in range(c.integer(1, 3)))
+    b.push("shape_more", [x], shape, dtype, form=form, axes=axes,
+           shift=tuple(c.integer(-7, 7) for _ in axes))
+  elif form == "split_sizes":
+    axis = c.integer(0, len(shape) - 1)
+    cuts = sorted(c.integer(0, shape[axis]) for _ in range(c.integer(0, 3)))
+    sizes = tuple(e - s for s, e in zip([0] + cuts, cuts + [shape[axis]]))
+    part = c.integer(0, len(sizes) - 1)
+    out = shape[:axis] + (sizes[part],) + shape[axis + 1:]
+    b.push("shape_more", [x], out, dtype, form=form, axis=axis, sizes=sizes, part=part)
+  else:
+    n = prod(shape)
+    reps = c.integer(0, 2) if c.chance(0.5) else tuple(c.integer(0, 2) for _ in range(n))
+    total = n * reps if isinstance(reps, int) else sum(reps)
+    if total <= fp.MAX_ELEMENTS:
+      b.push("shape_more", [x], (total,), dtype, form=form, repeats=reps)
+
+
 GROWERS = {"take_fn": _grow_take_fn, "take_multi": _grow_take_multi,
            "loss_device": _grow_loss_device, "prob_device": _grow_prob_device,
            "take_mask": _grow_take_mask, "sdpa_wide": _grow_sdpa_wide, "scan_long": _grow_scan_long,
@@ -421,7 +453,8 @@ GROWERS = {"take_fn": _grow_take_fn, "take_multi": _grow_take_multi,
            "scatter_add_f": _grow_scatter_add_f, "interp": _grow_interp,
            "pad_constant": lambda b, s: _grow_pad(b, s, "pad_constant"),
            "pad_rg": lambda b, s: _grow_pad(b, s, "pad_rg"),
-           "pad_grad": lambda b, s: _grow_pad(b, s, "pad_grad")}
+           "pad_grad": lambda b, s: _grow_pad(b, s, "pad_grad"),
+           "shape_more": _grow_shape_more}
 
 
 # ---- the oracle ------------------------------------------------------------------------------
@@ -691,10 +724,25 @@ def _pad_grad(step, xs):
   return _out(r, x.dtype, err + ulp(r, x.dtype) + zero_sign(r), ~bad & (mag < FMAX[x.dtype] / 2))
 
 
-ORACLE = {"take_fn": _take_fn, "take_multi": _take_multi, "take_mask": _take_mask, "nll_loss_t": _class_loss_t,
+def _shape_more(step, xs):
+  form = step.param("form")
+  if form == "roll_none":
+    fn = lambda a: np.roll(a, step.param("shift"))
+  elif form == "roll_axes":
+    fn = lambda a: np.roll(a, step.param("shift"), step.param("axes"))
+  elif form == "split_sizes":
+    cuts = np.cumsum(step.param("sizes"))[:-1]
+    fn = lambda a: np.split(a, cuts, step.param("axis"))[step.param("part")]
+  else:
+    fn = lambda a: np.repeat(a, step.param("repeats"))
+  return _oval([fn(p) for p in _arrays(xs[0])], xs[0].dtype)
+
+
+ORACLE = {"take_fn": _take_fn, "take_multi": _take_multi, "take_mask": _take_mask,
+          "nll_loss_t": _class_loss_t,
           "cross_entropy_t": _class_loss_t, "setitem_tensor": _setitem_tensor,
           "scatter_add_f": _scatter_add_f, "interp": _interp, "pad_constant": _pad_constant,
-          "pad_rg": _pad_rg, "pad_grad": _pad_grad}
+          "pad_rg": _pad_rg, "pad_grad": _pad_grad, "shape_more": _shape_more}
 
 
 # ---- kernelgen -------------------------------------------------------------------------------
@@ -803,9 +851,21 @@ def _build_pad(step, xs):
   return leaf.grad
 
 
+def _build_shape_more(step, xs):
+  x, form = xs[0], step.param("form")
+  if form == "roll_none":
+    return x.roll(step.param("shift"))
+  if form == "roll_axes":
+    return x.roll(step.param("shift"), step.param("axes"))
+  if form == "split_sizes":
+    return x.split(list(step.param("sizes")), step.param("axis"))[step.param("part")]
+  reps = step.param("repeats")
+  return x.repeat_interleave(reps if isinstance(reps, int) else list(reps))
+
+
 BUILD = {"take_fn": _build_take_fn, "take_multi": _build_take_multi,
          "take_mask": _build_take_mask,
          "nll_loss_t": _build_loss_t, "cross_entropy_t": _build_loss_t,
          "setitem_tensor": _build_setitem_tensor, "scatter_add_f": _build_scatter_add_f,
          "interp": _build_interp, "pad_constant": _build_pad, "pad_rg": _build_pad,
-         "pad_grad": _build_pad}
+         "pad_grad": _build_pad, "shape_more": _build_shape_more}
