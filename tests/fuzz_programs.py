@@ -93,7 +93,8 @@ class Program:
     return {s.op for s in self.steps}
 
   def dtypes(self) -> set[str]:
-    return {s.param(k) for s in self.steps for k in ("dtype", "target_dtype")} - {None}
+    keys = ("dtype", "target_dtype", "index_dtype")
+    return {s.param(k) for s in self.steps for k in keys} - {None}
 
 
 # ---- choosers ---------------------------------------------------------------------------------

@@ -44,6 +44,9 @@ PTX_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm
 RUN_LIMIT = {"PYTHON": 1 << 15, "PTXSIM": 1 << 15, "WEBGPU": 1 << 22, "CUDA": 1 << 26}
 # every SIZED_EVERY-th seed is a program at the optimizer's size thresholds (generate_sized)
 SIZED_EVERY = 4
+# of each DEEP_EVERY seeds, one is a program of fuzz_ops_deep.generate_deep (issue 18's
+# operations in forms the others never draw); the sized seeds stay as they were
+DEEP_EVERY, DEEP_AT = 8, 5
 # a progress line every this many programs
 PROGRESS_EVERY = 50
 
@@ -178,6 +181,8 @@ from fuzz_scan_sort import BUILD as SCAN_SORT_BUILD  # noqa: E402  (scans, sorts
 BUILD.update(SCAN_SORT_BUILD)
 from fuzz_nn_ops import BUILD as NN_BUILD  # noqa: E402  (norms, losses, attention: issue 18)
 BUILD.update(NN_BUILD)
+from fuzz_ops_deep import BUILD as DEEP_BUILD, generate_deep  # noqa: E402  (issue 18: deeper)
+BUILD.update(DEEP_BUILD)
 
 def build(program: Program, device: str) -> Tensor:
   """The program's output as a lazy kernelgen Tensor on `device`."""
@@ -229,8 +234,16 @@ def available_devices(names=DEVICES) -> list[str]:
 
 
 def program_for(seed: int, chooser) -> Program:
-  """Seed `seed`'s program: every SIZED_EVERY-th a sized one, the others random."""
-  return generate_sized(chooser) if is_sized(seed) else generate(chooser)
+  """Seed `seed`'s program: every SIZED_EVERY-th a sized one, one in DEEP_EVERY a deep one, the
+  others random."""
+  return generator_for(seed)(chooser)
+
+
+def generator_for(seed: int | None):
+  """The generator seed `seed`'s program comes from."""
+  if is_sized(seed):
+    return generate_sized
+  return generate_deep if seed is not None and seed % DEEP_EVERY == DEEP_AT else generate
 
 
 def is_sized(seed: int | None) -> bool:
@@ -354,15 +367,18 @@ def failure_key(outcome: Outcome) -> tuple:
                       for d, v in outcome.verdicts.items() if v == "FAIL"))
 
 
-def shrink(choices: list[int], devices, key: tuple, budget: int = 200, sized=False) -> Program:
-  """Shorten and simplify the recorded choices while the program still fails the same way."""
+def shrink(choices: list[int], devices, key: tuple, budget: int = 200, sized=False,
+           generator=None) -> Program:
+  """Shorten and simplify the recorded choices while the program still fails the same way
+  (programs of `generator`: by default generate, or generate_sized when `sized`)."""
+  generator = generator or (generate_sized if sized else generate)
   fail_devices = [d for d, _ in key if d not in ("ptxas", "wgsl")]
   use_ptxas = any(d in ("ptxas", "wgsl") for d, _ in key)
 
   def still_fails(candidate: list[int]) -> bool:
     nonlocal budget
     budget -= 1
-    program = (generate_sized if sized else generate)(ReplayChooser(candidate))
+    program = generator(ReplayChooser(candidate))
     outcome = run_program(program, fail_devices, ptxas=use_ptxas)
     return failure_key(outcome) == key
 
@@ -383,7 +399,7 @@ def shrink(choices: list[int], devices, key: tuple, budget: int = 200, sized=Fal
         if 0 <= value < best[i] and budget > 0 and still_fails(best[:i] + [value] + best[i + 1:]):
           best, improved = best[:i] + [value] + best[i + 1:], True
           break
-  return (generate_sized if sized else generate)(ReplayChooser(best)).pruned()
+  return generator(ReplayChooser(best)).pruned()
 
 
 # ---- the fuzz command -----------------------------------------------------------------------------
@@ -432,7 +448,7 @@ def _report_shrunk(failures: list, devices, out) -> None:
     if key in seen:
       continue
     seen.add(key)
-    small = shrink(outcome.choices, devices, key, sized=is_sized(outcome.seed))
+    small = shrink(outcome.choices, devices, key, generator=generator_for(outcome.seed))
     result = run_program(small, [d for d, _ in key if d not in ("ptxas", "wgsl")],
                          ptxas=any(d in ("ptxas", "wgsl") for d, _ in key))
     print(f"\n--- seed {outcome.seed}, shrunk ---\n{small}", file=out)

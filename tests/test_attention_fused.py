@@ -100,6 +100,21 @@ def test_nan_and_inf_inputs_poison_their_rows(on, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_a_constant_all_false_mask_gives_nan_rows(on, device, dtype):
+  """Found by the fuzzer (fuzz_ops_deep seed 61): with a mask made by a creation function the
+  shader compiler knows every score is -inf, proved the accumulators 0 and folded acc / l (0 / 0)
+  to 0 on WEBGPU; a fully masked row is NaN, as torch (the numerator is opaque now)."""
+  on(device)
+  q, k, v = (kg.Tensor.randn(*shape, seed=i, dtype=dtype)
+             for i, shape in enumerate(((2, 3), (3, 3), (3, 8))))
+  for mask in (kg.Tensor.zeros(3, dtype="bool"), kg.Tensor.zeros(2, 3, dtype="bool")):
+    out = kg.scaled_dot_product_attention(q, k, v, mask)
+    assert out.node.op.name == "ATTENTION"
+    assert np.isnan(out.numpy()).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_float16_accumulates_in_float32(on, device):
   on(device)
   q, k, v = (data(2, 6, 8, dtype=np.float16) * 3 for _ in range(3))

@@ -53,6 +53,19 @@ def test_device_indices_out_of_range_read_zero(device):
   same(source()[:, idx], expected)
 
 
+def test_uint32_device_indices_from_2_31_on_are_out_of_range(device):
+  """Found by the fuzzer (fuzz_ops_deep take_fn): a uint32 index of 2^32 - 1 was cast to int32
+  (-1) and read from the end; every unsigned index past the end reads 0 and writes nothing."""
+  big = np.array([4294967295, 3, 2147483648, 0], np.uint32)
+  expected = A[:, [0, 3, 0, 0]]
+  expected[:, [0, 2]] = 0
+  same(source()[:, Tensor(big)], expected)
+  same(kg.take(source(), Tensor(big), axis=1), expected)
+  x = Tensor.arange(5, dtype="float32")
+  x[Tensor(big)] = Tensor([10.0, 11.0, 12.0, 13.0])
+  same(x, np.array([13.0, 1.0, 2.0, 11.0, 4.0], np.float32))
+
+
 def test_embedding_lookup_int_table(device):
   table = Tensor.arange(20, dtype="int32").reshape(10, 2) * 7
   tokens = Tensor([[3, 9, 0], [3, 3, 1]])

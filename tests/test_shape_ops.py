@@ -107,6 +107,17 @@ def test_pad_errors():
     Tensor.zeros(0).pad(1, mode="edge")
 
 
+@pytest.mark.parametrize("dtype,value", [("bool", 2), ("int8", -2.5), ("uint8", -1),
+                                         ("int32", 3.0), ("float16", 2)])
+def test_constant_pad_value_keeps_the_dtype(device, dtype, value):
+  """Found by the fuzzer (fuzz_ops_deep pad_constant): numpy.pad casts the value to the array's
+  dtype; a bool tensor padded with 2 came back int32 and an int one padded with 3.0 float32."""
+  a = np.array([[1, 0, 3], [0, 5, 1]]).astype(dtype)
+  x = Tensor.arange(6, dtype="int32").reshape(2, 3)
+  x = x.cast(dtype) * 0 + Tensor(a) if dtype != "bool" else Tensor(a) | (x < 0)
+  same(x.pad(((1, 0), (0, 2)), value=value), np.pad(a, ((1, 0), (0, 2)), constant_values=value))
+
+
 def test_constant_pad_kernel_is_unchanged():
   """mode="constant" takes the former code path: the same kernel as pad(widths, value). (Its
   kernels were also compared byte for byte with main's when the modes were added.)"""

@@ -297,7 +297,10 @@ def _wrap(idx, n: int):
   64-bit indices keep their dtype (one past int32 stays out of range), others become int32."""
   if idx.dtype.itemsize == 8:
     return idx if idx.dtype.is_unsigned() else where(idx < 0, idx + n, idx)
+  unsigned = idx.dtype.is_unsigned()
   idx = idx.cast(dtypes.int32)
+  if unsigned:      # never from the end: uint32 values from 2^31 on (negative as int32) stay
+    return idx      # out of range, as every other one past the end
   return where(idx < 0, idx + n, idx)
 
 

@@ -349,7 +349,8 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
     if value == 0 or out is self:
       return out
     inside = Tensor.ones(*self.shape, dtype=dtypes.bool, device=self.device)._move("pad", pads)
-    return where(inside, out, value)
+    fill = Tensor.full((), value, dtype=self.dtype, device=self.device)   # numpy.pad: the
+    return where(inside, out, fill)                   # value cast to the tensor's dtype
 
   def shrink(self, bounds) -> Tensor:
     bounds = tuple((0, n) if b is None else tuple(b) for b, n in zip(bounds, self.shape))

@@ -168,7 +168,10 @@ class Expressions:
       # 0.0 / x: lavapipe folds it to 0 (IEEE: NaN for x 0 or NaN), so the 0 comes from run time
       return f"{self.unknowable(dt, a[0])} / {self.unknowable(dt, a[1])}"
     if u.op is Ops.FDIV and not _constant(u.src[1]):
-      return f"{a[0]} / {self.unknowable(dt, a[1])}"
+      # the numerator opaque too: one the compiler proves 0 by its own algebra (fused attention's
+      # accumulators of exp2(-inf) under a constant all-False mask) had 0 / 0 folded to 0
+      top = a[0] if _constant(u.src[0]) else self.unknowable(dt, a[0])
+      return f"{top} / {self.unknowable(dt, a[1])}"
     if u.op is Ops.CMPNE and dt.is_float():
       return f"!({a[0]} == {a[1]})"
     if u.op in (Ops.SHL, Ops.SHR) and not dt.is_unsigned():
