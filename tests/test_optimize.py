@@ -33,7 +33,7 @@ def item_of(t: Tensor):
 
 
 @pytest.mark.parametrize("n,target,local", [(1024, "wgsl", 256), (1000, "wgsl", 64),
-                                            (96, "ptx", 32), (6, "wgsl", 2), (7, "ptx", 1),
+                                            (96, "ptx", 32), (6, "wgsl", 6), (7, "ptx", 7),
                                             (1024, "python", 64)])
 def test_workgroup_size_divides_or_is_capped(n, target, local):
   x = Tensor(np.ones(n, np.float32))

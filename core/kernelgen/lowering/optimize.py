@@ -34,6 +34,11 @@ from ..render.wgsl.adapters import defaults as adapter_defaults
 PREFERRED_LOCAL = (256, 128, 64, 32)
 # below this many outputs per thread group, a partial (gated) last workgroup is not worth it
 MIN_GATED_LOCAL = 64
+# fewer outputs than that: one workgroup of exactly that many threads, no power of two (the digits
+# demo's 10 logits were 5 workgroups of 2; each workgroup is a task for SwiftShader's thread pool
+# to wake up on a loaded CPU: Chromium, best / q25 / median of 45 submits, load ~7, ms: 3 kernels
+# with 5 groups of 2 0.6 / 2.7 / 3.1, with 1 group of 10 0.4 / 0.9 / 2.7; tinygrad 1.5 / 2.9 / 3.4;
+# again, 90 submits, load ~6: 0.6 / 2.7 / 3.0 -> 0.5 / 0.9 / 2.9, tinygrad 1.3 / 3.1 / 3.3)
 # elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
 UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
 # Target.upcast_vec: whether elementwise kernels with upcast outputs per thread read runs of
@@ -109,6 +114,8 @@ def _local_size(n: int, limit: int) -> int:
       return size
   if n >= MIN_GATED_LOCAL:
     return min(MIN_GATED_LOCAL, limit)
+  if n <= limit:
+    return n       # one workgroup of exactly n threads (SMALL_ONE_GROUP)
   size = 1
   while size * 2 <= min(n, limit) and n % (size * 2) == 0:
     size *= 2
