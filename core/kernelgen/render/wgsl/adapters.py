@@ -70,6 +70,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # plus one NaN flag per row (exact) 78 / 112 | tinygrad's 3 kernels 121 / 160. The NaN guards
   # (kg_fmax, kg_exp2) cost about a quarter of the kernel here; not changed: softmax needs neither
   # (a NaN reaches every output through the sum), but the kernel does not know it is softmax.
+  # layernorm's row kernel reads its row 3 times (mean, variance, output): on SwiftShader every
+  # load is a per-lane gather, so passes cost (4096x1024 f32, 63 ms, a copy kernel of its bytes
+  # 44 ms). Hand-edited WGSL with 2 passes (the mean and a shifted variance, sums of x - x[0] and
+  # of its squares, in one loop), the peers page, best / q25 / median of 8 interleaved, load ~17,
+  # ms: as compiled 72 / 80 / 87 | 2 passes 33 / 56 / 68 | tinygrad 131 / 221 / 376. Not done:
+  # it needs the variance rewritten and independent row reductions merged into one loop.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
