@@ -99,10 +99,9 @@ TABLE: dict[tuple[str, str], dict] = {
   # 6179 vs 2518 / 3641 (tinygrad 5320 / 7315): the median always, the best mostly. conv2d (16
   # does not divide 56 columns: 16x8 does), best / median of 5 and of 6: 8x8 214 / 320, 196 /
   # 260 | 16x8 121 / 212, 178 / 233 | 32x8 148 / 196, 163 / 277 | 16x14 159 / 188, 184 / 341 |
-  # tinygrad 391 / 512, 240 / 338; old
-  # against new at load 19: 8x8 162 / 227 | 16x8 117 / 172 | tinygrad 204 / 984. The 5x5
-  # blur (25 reduced elements) keeps the tiles above: 8x16 86 / 98 | 16x16 118 / 152 | 16x8 64 /
-  # 109 | tinygrad 109 / 138 (best / median of 6).
+  # tinygrad 391 / 512, 240 / 338; old against new at load 19: 8x8 162 / 227 | 16x8 117 / 172 |
+  # tinygrad 204 / 984. The 5x5 blur (25 reduced elements) keeps the tiles above: 8x16 86 / 98 |
+  # 16x16 118 / 152 | 16x8 64 / 109 | tinygrad 109 / 138 (best / median of 6).
   ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4)),
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4))},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
