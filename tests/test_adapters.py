@@ -130,15 +130,23 @@ def tile_threads(tensor, **options) -> int:
 
 def test_swiftshader_prefers_wider_tiles_where_they_divide():
   """The CPU adapters' table prefers 8x16 register tiles (measured, see TABLE) where they divide
-  both tiled axes; 56 columns keep the 8x8 tile; a GPU keeps the default; bad tiles are refused."""
+  both tiled axes, and SwiftShader 16x16 then 16x8 for long reductions (long_tiles); 56 columns
+  keep the 8x8 tile on lavapipe; a GPU keeps the default; bad tiles are refused."""
   a, b = kg.Tensor.empty(1024, 1024, name="a"), kg.Tensor.empty(1024, 1024, name="b")
-  assert tile_threads(a @ b, adapter="swiftshader") == 1024 * 1024 // 128
+  assert tile_threads(a @ b, adapter="swiftshader") == 1024 * 1024 // 256
   assert tile_threads(a @ b, adapter="lavapipe") == 1024 * 1024 // 128
   assert tile_threads(a @ b, adapter="discrete") == tile_threads(a @ b) == 1024 * 1024 // 64
   x, w = kg.Tensor.empty(1, 64, 56, 56, name="x"), kg.Tensor.empty(64, 64, 3, 3, name="w")
   conv = x.conv2d(w, padding=1)
-  assert sources(conv, adapter="swiftshader") == sources(conv)
-  for bad in (((16, 16),), ((0, 4),), ((8, 16, 2),), ("x",), "abc", ((8.0, 8),)):
+  assert sources(conv, adapter="lavapipe") == sources(conv)
+  assert tile_threads(conv, adapter="swiftshader") == 64 * 56 * 56 // 128    # 16x8
+  # given tiles win over long_tiles; a short reduction (K=32 < LONG_TILE_REDUCE) keeps tiles
+  assert tile_threads(a @ b, adapter="swiftshader", tiles=((8, 8),)) == 1024 * 1024 // 64
+  short = kg.Tensor.empty(1024, 32, name="s") @ kg.Tensor.empty(32, 1024, name="t")
+  assert tile_threads(short, adapter="swiftshader") == 1024 * 1024 // 128
+  with pytest.raises(kg.UnsupportedError, match=r"long_tiles=.*give \(rows, cols\) pairs"):
+    kg.compile(a @ b, target="wgsl", adapter="swiftshader", long_tiles=((32, 16),))
+  for bad in (((32, 16),), ((0, 4),), ((8, 16, 2),), ("x",), "abc", ((8.0, 8),)):
     with pytest.raises(kg.UnsupportedError, match=r"tiles=.*give \(rows, cols\) pairs"):
       kg.compile(a @ b, target="wgsl", tiles=bad)
 
@@ -146,9 +154,10 @@ def test_swiftshader_prefers_wider_tiles_where_they_divide():
 @pytest.mark.parametrize("n", [256, 72])
 def test_swiftshader_tiles_compute_right(on, n):
   """SwiftShader's tile choice, run natively (lavapipe, with the SwiftShader table's options):
-  8x16 tiles where 16 divides the columns (256), 8x8 where it does not (72)."""
+  over a long reduction (256), 16x16 tiles where 16 divides the rows and columns (256), 8x8
+  where it does not (72)."""
   on("WEBGPU", adapter="swiftshader")
   rng = np.random.default_rng(3)
-  a, b = rng.standard_normal((n, 96), np.float32), rng.standard_normal((96, n), np.float32)
+  a, b = rng.standard_normal((n, 256), np.float32), rng.standard_normal((256, n), np.float32)
   got = (kg.Tensor(a) @ kg.Tensor(b)).numpy()
   np.testing.assert_allclose(got, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)

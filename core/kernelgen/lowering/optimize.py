@@ -34,6 +34,11 @@ from ..render.wgsl.adapters import defaults as adapter_defaults
 PREFERRED_LOCAL = (256, 128, 64, 32)
 # below this many outputs per thread group, a partial (gated) last workgroup is not worth it
 MIN_GATED_LOCAL = 64
+# fewer outputs than that: one workgroup of exactly that many threads, no power of two (the digits
+# demo's 10 logits were 5 workgroups of 2; each workgroup is a task for SwiftShader's thread pool
+# to wake up on a loaded CPU: Chromium, best / q25 / median of 45 submits, load ~7, ms: 3 kernels
+# with 5 groups of 2 0.6 / 2.7 / 3.1, with 1 group of 10 0.4 / 0.9 / 2.7; tinygrad 1.5 / 2.9 / 3.4;
+# again, 90 submits, load ~6: 0.6 / 2.7 / 3.0 -> 0.5 / 0.9 / 2.9, tinygrad 1.3 / 3.1 / 3.3)
 # elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
 UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
 # Target.upcast_vec: whether elementwise kernels with upcast outputs per thread read runs of
@@ -78,7 +83,11 @@ CHUNK_MAX_GROUP = 32
 # reductions under TILE_MIN_REDUCE where its outputs share loads (640x480x3 times the
 # 3x3 sepia matrix: SwiftShader in Chromium 58 -> 8 ms; wgpu on lavapipe 57 -> 10-15 ms)
 TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
-  ((8, 8), (4, 4)), 256, 4096, 8, 128
+  ((8, 8), (4, 4)), 256, 4096, 8, 256
+# option long_tiles: the preferred tiles (as option tiles) of kernels reducing at least
+# LONG_TILE_REDUCE elements per output (an adapter's measured choice, render/wgsl/adapters.py:
+# SwiftShader's matmul and conv2d take 16-row tiles, its 5x5 blur's 25-element reduction not)
+LONG_TILE_REDUCE = 256
 # the tile that compares the loads of each choice of tiled axes
 TILE_PROBE = (2, 2)
 # a tile whose TILE_PROBE lowers to at least this many times the UOps of one output is one row
@@ -109,6 +118,8 @@ def _local_size(n: int, limit: int) -> int:
       return size
   if n >= MIN_GATED_LOCAL:
     return min(MIN_GATED_LOCAL, limit)
+  if n <= limit:
+    return n       # one workgroup of exactly n threads (SMALL_ONE_GROUP)
   size = 1
   while size * 2 <= min(n, limit) and n % (size * 2) == 0:
     size *= 2
@@ -175,7 +186,10 @@ def with_adapter_defaults(item: ScheduleItem, target: Target, options: dict) -> 
   (WGSL only; explicit options win)."""
   if options.get("adapter") is None or target.name != "wgsl":
     return options
-  return {**adapter_defaults(options["adapter"], shape_class(item)), **options}
+  merged = {**adapter_defaults(options["adapter"], shape_class(item)), **options}
+  if "tiles" in options and "long_tiles" not in options:
+    merged.pop("long_tiles", None)      # given tiles win over the adapter's long_tiles
+  return merged
 
 
 def _subgroups(target: Target, options: dict, group: int) -> tuple:
@@ -236,7 +250,8 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
       not (short and _probe_loads(item, TILE_PROBE, axes) < prod(TILE_PROBE) *
            _probe_loads(item, (1, 1), axes)):
     return ()
-  tiles = [_clip(item, t, axes) for t in _preferred_tiles(options)]
+  long = prod(reduce.src[0].shape[a] for a in reduce.arg[1]) >= LONG_TILE_REDUCE
+  tiles = [_clip(item, t, axes) for t in _preferred_tiles(options, long)]
   fits = [t for t in tiles
           if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS and
           (t in TILES or _divides(item, t, axes))]
@@ -285,15 +300,17 @@ def _divides(item: ScheduleItem, tile: tuple, axes: tuple) -> bool:
   return all(item.out.shape[a] % n == 0 for a, n in zip(axes, tile))
 
 
-def _preferred_tiles(options: dict) -> tuple:
+def _preferred_tiles(options: dict, long: bool = False) -> tuple:
   """The register tiles the heuristic tries, best first: option tiles (an adapter's measured
-  preference, render/wgsl/adapters.py) or TILES."""
-  tiles = options.get("tiles") or TILES
+  preference, render/wgsl/adapters.py) or TILES; for a `long` reduction (LONG_TILE_REDUCE),
+  option long_tiles first where given."""
+  name = "long_tiles" if long and options.get("long_tiles") else "tiles"
+  tiles = options.get(name) or TILES
   pairs = isinstance(tiles, (tuple, list)) and all(
     isinstance(t, (tuple, list)) and len(t) == 2 and all(isinstance(v, int) for v in t)
     for t in tiles)
   if not pairs or any(min(t) < 1 or t[0] * t[1] > MAX_TILE_ACC for t in tiles):
-    raise UnsupportedError(f"tiles={options['tiles']!r}: give (rows, cols) pairs, both >= 1, at "
+    raise UnsupportedError(f"{name}={options[name]!r}: give (rows, cols) pairs, both >= 1, at "
                            f"most {MAX_TILE_ACC} outputs per thread, best first")
   return tuple(tuple(t) for t in tiles)
 

@@ -70,6 +70,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # plus one NaN flag per row (exact) 78 / 112 | tinygrad's 3 kernels 121 / 160. The NaN guards
   # (kg_fmax, kg_exp2) cost about a quarter of the kernel here; not changed: softmax needs neither
   # (a NaN reaches every output through the sum), but the kernel does not know it is softmax.
+  # layernorm's row kernel reads its row 3 times (mean, variance, output): on SwiftShader every
+  # load is a per-lane gather, so passes cost (4096x1024 f32, 63 ms, a copy kernel of its bytes
+  # 44 ms). Hand-edited WGSL with 2 passes (the mean and a shifted variance, sums of x - x[0] and
+  # of its squares, in one loop), the peers page, best / q25 / median of 8 interleaved, load ~17,
+  # ms: as compiled 72 / 80 / 87 | 2 passes 33 / 56 / 68 | tinygrad 131 / 221 / 376. Not done:
+  # it needs the variance rewritten and independent row reductions merged into one loop.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
@@ -84,7 +90,20 @@ TABLE: dict[tuple[str, str], dict] = {
   # | 1x8 61 | 4x4 103 | tinygrad 114. Later, on a quieter machine (load ~1), matmul best of 3:
   # 8x16 1121 | 8x8 1110 | 16x8 1091 | 8x4 1200 | 4x8 1391 | 4x4 1475 | tinygrad 1668: a wash
   # between the three largest tiles there (8x16 kept: it held up better under load).
-  ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4))},
+  # With MAX_TILE_ACC 256: 16x16 tiles (32 loads per 256 multiply-adds), where the reduction is
+  # long (optimize.py LONG_TILE_REDUCE), the same page and timing, best / median of 4, load 9-11,
+  # ms: matmul 1024^3 8x16 2185 / 3724 | 16x16 1529 / 1921 | 16x8 1730 / 2999 | tinygrad 4555 /
+  # 4973; again 8x16 3788 / 3874 | 16x16 1547 / 2167 | 32x16 1931 / 3668 | 16x32 1495 / 2898 |
+  # 8x32 2163 / 2776 | tinygrad 3082 / 3689; then old (8x16) against new (16x16) at load 15-19,
+  # best / median of 5 and of 6: 3316 / 5615 vs 1840 / 2452 (tinygrad 9600 / 11372) and 1873 /
+  # 6179 vs 2518 / 3641 (tinygrad 5320 / 7315): the median always, the best mostly. conv2d (16
+  # does not divide 56 columns: 16x8 does), best / median of 5 and of 6: 8x8 214 / 320, 196 /
+  # 260 | 16x8 121 / 212, 178 / 233 | 32x8 148 / 196, 163 / 277 | 16x14 159 / 188, 184 / 341 |
+  # tinygrad 391 / 512, 240 / 338; old against new at load 19: 8x8 162 / 227 | 16x8 117 / 172 |
+  # tinygrad 204 / 984. The 5x5 blur (25 reduced elements) keeps the tiles above: 8x16 86 / 98 |
+  # 16x16 118 / 152 | 16x8 64 / 109 | tinygrad 109 / 138 (best / median of 6).
+  ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4)),
+                            "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4))},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
