@@ -268,6 +268,16 @@ def work(program: Program) -> int:
   return total
 
 
+def assert_agrees(program: Program, devices, seed: int) -> None:
+  """The fixed-seed tests' check: every device here agrees with the oracle (and ptxas takes the
+  PTX); WEBGPU missing is a failure under KERNELGEN_REQUIRE_ALL=1, never a silent pass."""
+  from tools import missing_tool, require_all
+  if require_all() and "WEBGPU" not in devices:
+    missing_tool("device WEBGPU", "pip install wgpu; apt-get install mesa-vulkan-drivers")
+  outcome = run_program(program, devices, seed)
+  assert not outcome.failed, f"seed {seed}:\n{program}\n{outcome.messages}"
+
+
 def run_program(program: Program, devices, seed: int | None = None, ptxas=True) -> Outcome:
   out = Outcome(seed, program)
   cost = work(program)

@@ -13,8 +13,7 @@ import fuzz_programs  # noqa: F401  (first: the fuzzer's modules import each oth
 from fuzz_nn_ops import NN_OPS, fused, generate_nn
 from fuzz_oracle import U, compare, evaluate
 from fuzz_programs import RandomChooser, generate
-from fuzz_runner import BUILD, available_devices, build, build_input, run_program
-from tools import missing_tool, require_all
+from fuzz_runner import BUILD, assert_agrees, available_devices, build, build_input
 
 SEEDS = range(3 * len(NN_OPS))     # each step first in three programs
 DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
@@ -26,11 +25,7 @@ def _program(seed: int):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_nn_program_agrees_on_every_device(seed):
-  if require_all() and "WEBGPU" not in DEVICES:
-    missing_tool("device WEBGPU", "pip install wgpu; apt-get install mesa-vulkan-drivers")
-  program = _program(seed)
-  outcome = run_program(program, DEVICES, seed)
-  assert not outcome.failed, f"seed {seed}:\n{program}\n{outcome.messages}"
+  assert_agrees(_program(seed), DEVICES, seed)
 
 
 def _sdpa_forms(seeds) -> set:

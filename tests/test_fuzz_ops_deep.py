@@ -15,11 +15,10 @@ from fuzz_nn_ops import fused
 from fuzz_ops_deep import DEEP_OPS, STEP_OPS, generate_deep
 from fuzz_oracle import U, compare, evaluate
 from fuzz_programs import RandomChooser, generate, generate_sized
-from fuzz_runner import BUILD, available_devices, build, build_input, run_program
+from fuzz_runner import BUILD, assert_agrees, available_devices, build, build_input
 from kernelgen.frontend.model_ops import ATTENTION_MAX_DIM
 from kernelgen.frontend.scan import SCAN_BLOCK
 from kernelgen.frontend.sort import SORT_BITS
-from tools import missing_tool, require_all
 
 # seed s starts with DEEP_OPS[s % len(DEEP_OPS)]: the first of each, then seeds picked (greedily,
 # from the first 300; 456: a scan of 32) until every form counted in _forms below is reached,
@@ -36,11 +35,7 @@ def _program(seed: int):
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_deep_program_agrees_on_every_device(seed):
-  if require_all() and "WEBGPU" not in DEVICES:
-    missing_tool("device WEBGPU", "pip install wgpu; apt-get install mesa-vulkan-drivers")
-  program = _program(seed)
-  outcome = run_program(program, DEVICES, seed)
-  assert not outcome.failed, f"seed {seed}:\n{program}\n{outcome.messages}"
+  assert_agrees(_program(seed), DEVICES, seed)
 
 
 def _source_op(program, ref: int) -> str:

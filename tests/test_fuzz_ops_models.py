@@ -8,8 +8,7 @@ import pytest
 
 from fuzz_ops_models import MODEL_OPS, generate_model
 from fuzz_programs import RandomChooser, generate
-from fuzz_runner import available_devices, run_program
-from tools import missing_tool, require_all
+from fuzz_runner import assert_agrees, available_devices
 
 SEEDS = range(4 * len(MODEL_OPS))     # each operation first in four programs (in three at least)
 DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
@@ -17,11 +16,8 @@ DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_model_program_agrees_on_every_device(seed):
-  if require_all() and "WEBGPU" not in DEVICES:
-    missing_tool("device WEBGPU", "pip install wgpu; apt-get install mesa-vulkan-drivers")
   program = generate_model(RandomChooser(seed), MODEL_OPS[seed % len(MODEL_OPS)])
-  outcome = run_program(program, DEVICES, seed)
-  assert not outcome.failed, f"seed {seed}:\n{program}\n{outcome.messages}"
+  assert_agrees(program, DEVICES, seed)
 
 
 def test_the_fixed_seeds_cover_every_model_operation():

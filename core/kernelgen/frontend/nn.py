@@ -44,21 +44,26 @@ def _pair(v):
   return (v, v) if isinstance(v, int) else tuple(v)
 
 
+def _conv_init(layer, in_channels, out_channels, kernel: tuple, stride, padding, dilation,
+               groups, bias) -> None:
+  """A convolution layer's settings and torch's initialisation: U(-1/sqrt(fan_in), ...)."""
+  if in_channels % groups or out_channels % groups:
+    raise ShapeError(f"{type(layer).__name__}: channels {in_channels} -> {out_channels} must "
+                     f"divide by groups={groups}")
+  layer.stride, layer.padding, layer.dilation, layer.groups = stride, padding, dilation, groups
+  bound = 1 / math.sqrt(in_channels // groups * math.prod(kernel))
+  layer.weight = uniform_parameter((out_channels, in_channels // groups) + kernel, bound)
+  layer.bias = uniform_parameter((out_channels,), bound) if bias else None
+
+
 class Conv2d(Module):
   """NCHW convolution with an OIHW weight, as torch.nn.Conv2d."""
 
   def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                groups=1, bias=True):
     super().__init__()
-    if in_channels % groups or out_channels % groups:
-      raise ShapeError(f"Conv2d: channels {in_channels} -> {out_channels} must divide by "
-                       f"groups={groups}")
-    kh, kw = _pair(kernel_size)
-    self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-    fan_in = in_channels // groups * kh * kw
-    bound = 1 / math.sqrt(fan_in)
-    self.weight = uniform_parameter((out_channels, in_channels // groups, kh, kw), bound)
-    self.bias = uniform_parameter((out_channels,), bound) if bias else None
+    _conv_init(self, in_channels, out_channels, _pair(kernel_size), stride, padding, dilation,
+               groups, bias)
 
   def forward(self, x):
     return x.conv2d(self.weight, self.bias, stride=self.stride, padding=self.padding,
@@ -299,18 +304,13 @@ class AdaptiveAvgPool2d(Module):
 
 
 class Conv1d(Module):
-  """NCL convolution with an OIK weight, as torch.nn.Conv1d (torch's initialisation)."""
+  """NCL convolution with an OIK weight, as torch.nn.Conv1d."""
 
   def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                groups=1, bias=True):
     super().__init__()
-    if in_channels % groups or out_channels % groups:
-      raise ShapeError(f"Conv1d: channels {in_channels} -> {out_channels} must divide by "
-                       f"groups={groups}")
-    self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
-    bound = 1 / math.sqrt(in_channels // groups * kernel_size)
-    self.weight = uniform_parameter((out_channels, in_channels // groups, kernel_size), bound)
-    self.bias = uniform_parameter((out_channels,), bound) if bias else None
+    _conv_init(self, in_channels, out_channels, (kernel_size,), stride, padding, dilation,
+               groups, bias)
 
   def forward(self, x):
     return x.conv1d(self.weight, self.bias, self.stride, self.padding, self.dilation,
