@@ -106,7 +106,11 @@ TABLE: dict[tuple[str, str], dict] = {
   # 5): 8x8 71 | 8x16 57 | 4x16 60 | 2x16 65 | 4x8 70 | 16x8 70 | 8x4 98 | tinygrad 129; on a
   # quieter machine (load ~1-2): matmul 8x16 826 | 8x8 1094 | tinygrad 2317 (best of 3), blur
   # 8x16 31.5 | 8x8 38.7 | tinygrad 68.1 (best of 6)
-  ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4))},
+  # tile_window (optimize.py, TILE_WINDOW): a 5x5 blur's window unrolled, so that a tile's rows
+  # share the loads of overlapping windows (lavapipe in Chromium: 3x480x640 62 -> 30 ms; the
+  # filter chain's blur 62 -> 32 ms; numbers there)
+  ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
+                         "tile_window": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
