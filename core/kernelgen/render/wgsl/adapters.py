@@ -107,8 +107,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # quieter machine (load ~1-2): matmul 8x16 826 | 8x8 1094 | tinygrad 2317 (best of 3), blur
   # 8x16 31.5 | 8x8 38.7 | tinygrad 68.1 (best of 6)
   # tile_window (optimize.py, TILE_WINDOW): a 5x5 blur's window unrolled, so that a tile's rows
-  # share the loads of overlapping windows (lavapipe in Chromium: 3x480x640 62 -> 30 ms; the
-  # filter chain's blur 62 -> 32 ms; numbers there)
+  # share the loads of overlapping windows: 8x8 tiles load 12x12 values for 64 outputs where the
+  # looped 1x16 or 8x16 tiles load 5 x 20 per 16 (lavapipe runs each lane's load on its own).
+  # In Chromium (bench/peers_probe.py, best / median of 6 interleaved, load 8-15 on 2 CPUs, ms):
+  # blur 3x480x640 looped 61.7 / 69.7 -> 30.4 / 32.2 (tinygrad 116 / 130); again at load 15:
+  # 68.6 / 230 -> 27.9 / 65 (tinygrad 345 / 477); the filter chain's edge-padded blur kernel
+  # 61.6 / 146 -> 32.2 / 103 (more in optimize.py)
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "tile_window": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
