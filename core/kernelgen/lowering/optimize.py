@@ -94,7 +94,10 @@ TILE_SHARE_MAX = 2.4
 # best / median of 6 interleaved, load ~8, ms): looped 1x16 tiles 61.7 / 69.7 | unrolled 8x8
 # 30.4 / 32.2 | 4x16 32.2 / 35.3 | 8x16 23.4 / 40 | tinygrad 116 / 130; the filter chain's
 # edge-padded blur: looped 8x16 61.6 / 146 | unrolled 8x8 32.2 / 103 | 8x16 26.4 / 47.9, but
-# 8x16's 7600 lines of WGSL took lavapipe 18.7 s to compile (8x8: 3.9 s, looped 1.5 s)
+# 8x16's 7600 lines of WGSL took lavapipe 18.7 s to compile (8x8: 3.9 s, looped 1.5 s). The blur
+# again (load ~16): unrolled 8x8 30.9 / 32.9 | 4x8 39.8 / 104 | 4x4 51 / 52.2 | tinygrad 127 / 133.
+# The cost: a larger kernel to build (CPython, the filter chain at 640x480, load ~16: compile_plan
+# 2.6 -> 6.9 s; 160x120 3.2 -> 5.6 s)
 TILE_WINDOW, TILE_WINDOW_WORK = 49, 1600
 # Target.tile_over_group: whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a
 # register tile that shares loads over a grouped reduction (_shares_loads; measured on lavapipe
