@@ -476,10 +476,12 @@ def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: 
 def round_order(systems: list, r: int) -> list:
   """Round r's order: every other round the previous one reversed, then turned by one, so that
   no system always runs right after the same one (a plain rotation keeps each system's
-  predecessor: kernelgen always ran right after ORT-web, whose runs take seconds here). Not the
-  whole story: lavapipe's blur took kernelgen 48-50 ms in this page with this order too, 32 ms
-  in the same page with only kernelgen's and tinygrad's programs prepared (tinygrad 64-69 in
-  both)."""
+  predecessor: kernelgen always ran right after ORT-web, whose runs take seconds here). What is
+  prepared does not slow a system (bench/peers_probe.py, lavapipe's blur, interleaved, load 7-10:
+  kernelgen best 74 / 59 / 69 ms with kernelgen and tinygrad / + TF.js / + ORT-web prepared,
+  tinygrad 191 / 128 / 128); one ORT-web blur run (45-58 s of lavapipe work) slows the next
+  rounds of both (kernelgen 122, tinygrad 226), and kernelgen follows ORT-web directly in
+  rounds 2 and 4 of this order, tinygrad in none: best of several rounds absorbs it."""
   k = (r // 2) % len(systems)
   turned = systems[k:] + systems[:k]
   return turned[::-1] if r % 2 else turned

@@ -112,7 +112,7 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     return stores
   base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local)
   strides = contiguous_strides(out.shape)
-  lw.loops = {}
+  lw.loops, lw.tile_inner = {}, opts.tile_inner
   stores = []
   for i, j in itertools.product(range(rows), range(cols)):
     idxs, at, store_gate = list(base), list(base), gate

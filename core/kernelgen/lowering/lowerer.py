@@ -71,6 +71,8 @@ class Opts:
   fma: bool = False     # register tiles (matmul-like) accumulate float products with MULACC
   row_lanes: int = 0    # row kernels (ScheduleItem.rows, rows.py): 1 a thread per row, G > 1 a
                         # workgroup of G lanes per row (0: unset, lowered as 1)
+  tile_inner: int = 0   # register tiles: unroll the trailing reduced axes of at most this many
+                        # elements (0: TILE_INNER; a whole 5x5 window: optimize._window_tile)
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -91,11 +93,12 @@ TILE_INNER = 8
 # threads in a subgroup at most (WGSL; a PTX warp has 32)
 MAX_SUBGROUP = 128
 
-def _inner_split(shape) -> int:
+def _inner_split(shape, most: int = 0) -> int:
   """Where a tiled reduction's axes split into its loop (shape[:k]) and the trailing axes it
-  unrolls completely (shape[k:], at most TILE_INNER elements): k = len(shape) for none."""
-  k, inner = len(shape), 1
-  while k > 1 and inner * shape[k - 1] <= TILE_INNER:
+  unrolls completely (shape[k:], at most TILE_INNER elements, or `most`: then all of them where
+  they fit, k = 0): k = len(shape) for none."""
+  k, inner, least = len(shape), 1, 0 if most else 1
+  while k > least and inner * shape[k - 1] <= (most or TILE_INNER):
     k, inner = k - 1, inner * shape[k - 1]
   return k if inner > 1 else len(shape)
 
@@ -132,6 +135,7 @@ class Lowerer:
     self.gates: list = []              # the gates of the reductions being lowered, innermost last
     self.seq_vec = 1                   # plain reductions over one axis read this many consecutive
                                        # elements per step, as vector loads (rows.py)
+    self.tile_inner = 0                # tiled reductions: Opts.tile_inner
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     key = (id(node), idxs, gate)
@@ -323,7 +327,7 @@ class Lowerer:
     """(ranges, [(indices, valid)]) of a tiled reduction over `shape`: a loop over the leading
     axes (unrolled TILE_UNROLL times where that divides it and nothing else is unrolled), the
     trailing axes that _inner_split picks unrolled completely in each step."""
-    k, total = _inner_split(shape), prod(shape)
+    k, total = _inner_split(shape, self.tile_inner), prod(shape)
     outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
     unroll = TILE_UNROLL if k == len(shape) and total % TILE_UNROLL == 0 else 1
     ranges, lanes = self._loop(outer, unroll=unroll)

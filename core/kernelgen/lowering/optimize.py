@@ -18,7 +18,7 @@ import weakref
 from ..dtype import dtypes
 from ..errors import LimitError, UnsupportedError
 from .lower import lower
-from .lowerer import MAX_TRIPS, Opts
+from .lowerer import MAX_TRIPS, TILE_INNER, Opts
 from .attention import attention_opts
 from .rows import row_opts
 from .tileplan import plan
@@ -26,6 +26,7 @@ from ..uop.ops import Ops, toposort
 from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem, find_reduce, kernel_reduces
 from ..graph.view import prod
+from ..rules.symbolic import simplify
 from ..render.target import Target
 from ..render.targets import get_target
 from ..render.wgsl.adapters import defaults as adapter_defaults
@@ -94,6 +95,19 @@ TILE_PROBE = (2, 2)
 # of its columns instead (_shared_only; 2.5-3.1 for 3x3 pools and depthwise convs in the light
 # ONNX models, at most 2.1 for their convs and 1x1 convs with a fused epilogue)
 TILE_SHARE_MAX = 2.4
+# option tile_window (an adapter's default, render/wgsl/adapters.py: lavapipe): a tiled reduction
+# of more than TILE_INNER and at most TILE_WINDOW elements whose tile rows share fewer loads while
+# its window's rows loop than once the whole window is unrolled (a blur, a depthwise conv: output
+# rows slide along the window's rows) unrolls it, in the first preferred tile of at most
+# TILE_WINDOW_WORK products per thread (_window_tile). A 5x5 blur of 3x480x640 on lavapipe in Chromium (bench/peers_probe.py,
+# best / median of 6 interleaved, load ~8, ms): looped 1x16 tiles 61.7 / 69.7 | unrolled 8x8
+# 30.4 / 32.2 | 4x16 32.2 / 35.3 | 8x16 23.4 / 40 | tinygrad 116 / 130; the filter chain's
+# edge-padded blur: looped 8x16 61.6 / 146 | unrolled 8x8 32.2 / 103 | 8x16 26.4 / 47.9, but
+# 8x16's 7600 lines of WGSL took lavapipe 18.7 s to compile (8x8: 3.9 s, looped 1.5 s). The blur
+# again (load ~16): unrolled 8x8 30.9 / 32.9 | 4x8 39.8 / 104 | 4x4 51 / 52.2 | tinygrad 127 / 133.
+# The cost: a larger kernel to build (CPython, the filter chain at 640x480, load ~16: compile_plan
+# 2.6 -> 6.9 s; 160x120 3.2 -> 5.6 s)
+TILE_WINDOW, TILE_WINDOW_WORK = 49, 1600
 # Target.tile_over_group: whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a
 # register tile that shares loads over a grouped reduction (_shares_loads; measured on lavapipe
 # only: PTX keeps the grouped reduction, whose many small blocks fill a large GPU, until a GPU
@@ -152,9 +166,11 @@ def optimize(item: ScheduleItem, target: Target | str, options: dict | None = No
     return staged
   if tile:
     tile, axes = tile
+    tile, inner = _window_tile(item, options, tile, axes)
     threads = _tile_threads(item, tile, axes)
     local = int(options.get("local", 0)) or _local_size(threads, target.max_local)
-    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma)
+    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
+                tile_inner=inner)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
@@ -258,6 +274,29 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   return (_shared_only(item, fits[0], axes), axes) if fits else ()
 
 
+def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) -> tuple:
+  """(tile, Opts.tile_inner): with option tile_window, a reduction of TILE_INNER to TILE_WINDOW
+  elements whose rows (a 2 x 1 tile's) share more loads with the window unrolled than looped
+  takes it unrolled, in the first preferred tile (or the forced one) with rows to share and at
+  most TILE_WINDOW_WORK products per thread; else (tile, 0): as before."""
+  if not options.get("tile_window"):
+    return tile, 0
+  reduce = kernel_reduces(item)[0]
+  total = prod(reduce.src[0].shape[a] for a in reduce.arg[1])
+  if not TILE_INNER < total <= TILE_WINDOW:
+    return tile, 0                 # (windows of up to TILE_INNER elements unroll anyway)
+  looped, unrolled = (_window_loads(item, axes, 0), _window_loads(item, axes, total))
+  if unrolled[0] * looped[1] >= looped[0] * unrolled[1]:
+    return tile, 0                 # the rows share no more loads with the window unrolled
+  if "tile" in options:
+    return tile, total
+  fits = [t for t in (_clip(item, t, axes) for t in _preferred_tiles(options))
+          if t[0] > 1 and t[0] * t[1] * total <= TILE_WINDOW_WORK and _tileable(item, t, axes)
+          and _tile_threads(item, t, axes) >= TILE_MIN_THREADS
+          and (t in TILES or _divides(item, t, axes))]
+  return (fits[0], total) if fits else (tile, 0)
+
+
 def _shared_only(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
   """`tile` as one row of its columns where its outputs share little: a TILE_PROBE tile lowers to
   at least TILE_SHARE_MAX times the UOps of one output (a depthwise conv, a pool: neighbouring
@@ -332,6 +371,19 @@ def _clip(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
 # item several times per optimize() (a lowering each; a CNN step's first compile spent half its
 # optimize time there)
 _PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _window_loads(item: ScheduleItem, axes: tuple, inner: int) -> tuple:
+  """The loads per loop step of `item` in a 2 x 1 and a 1 x 1 tile of `axes` with
+  Opts.tile_inner `inner`, simplified (a row's window and the next row's, shifted, are the same
+  loads only once their indices are)."""
+  probed = _PROBED.setdefault(item, {})
+  key = ("window", tuple(axes), inner)
+  if key not in probed:
+    probed[key] = tuple(
+      sum(u.op is Ops.LOAD for u in toposort([simplify(lower(item, Opts(
+        tile=t, tile_axes=axes, tile_inner=inner))[0])])) for t in ((2, 1), (1, 1)))
+  return probed[key]
 
 
 def _probe_loads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:

@@ -257,6 +257,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   if p is None:
     return None
   lw = StageLowerer(item, p.reduce)
+  lw.tile_inner = opts.tile_inner
   rr, rc = p.axes
   base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local)
   first = [base[ar] * int_const(rows) if rows > 1 else base[ar],

@@ -21,7 +21,8 @@ from ..errors import UnsupportedError
 INT_OPTIONS = ("local", "upcast", "group", "group_unroll", "group_vec", "row_lanes")
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
                      "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
-                     "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles")
+                     "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles",
+                     "tile_window")
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,15 @@ TABLE: dict[tuple[str, str], dict] = {
   # 5): 8x8 71 | 8x16 57 | 4x16 60 | 2x16 65 | 4x8 70 | 16x8 70 | 8x4 98 | tinygrad 129; on a
   # quieter machine (load ~1-2): matmul 8x16 826 | 8x8 1094 | tinygrad 2317 (best of 3), blur
   # 8x16 31.5 | 8x8 38.7 | tinygrad 68.1 (best of 6)
-  ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4))},
+  # tile_window (optimize.py, TILE_WINDOW): a 5x5 blur's window unrolled, so that a tile's rows
+  # share the loads of overlapping windows: 8x8 tiles load 12x12 values for 64 outputs where the
+  # looped 1x16 or 8x16 tiles load 5 x 20 per 16 (lavapipe runs each lane's load on its own).
+  # In Chromium (bench/peers_probe.py, best / median of 6 interleaved, load 8-15 on 2 CPUs, ms):
+  # blur 3x480x640 looped 61.7 / 69.7 -> 30.4 / 32.2 (tinygrad 116 / 130); again at load 15:
+  # 68.6 / 230 -> 27.9 / 65 (tinygrad 345 / 477); the filter chain's edge-padded blur kernel
+  # 61.6 / 146 -> 32.2 / 103 (more in optimize.py)
+  ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
+                         "tile_window": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
