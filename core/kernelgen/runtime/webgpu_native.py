@@ -6,6 +6,11 @@ bindings in slot order, the uniform buffer of scalar arguments after them (rende
 dispatch as given. The features a launch lists must be the device's; naga takes subgroup builtins
 without `enable subgroups;` (which it rejects), so the source is used as it is. wgpu is imported
 when the runtime is created, so this module imports without it.
+
+Pipelines are built once per source, with the layout their shader implies ("auto"), on one
+builder thread: realize() hands each compiled kernel to `prepare` and runs it only after the
+next kernel is compiled, so the driver's shader compile (lavapipe: LLVM, in C without the GIL)
+overlaps kernelgen's compile of the next kernel; `run` waits for the pipeline it needs.
 """
 from __future__ import annotations
 
