@@ -1,9 +1,10 @@
 """The work a first compile does, counted (never timed): the optimizer lowers each register-tile
 probe of a kernel once (optimize._probe: its loads and its UOps from one lowering; the adapter
 table's shape class needs none), tileplan.plan splits a kernel's reduction once per axes, and
-realizing pauses Python's cyclic garbage collector only while it runs (realize.py), leaving it
-as it was, also when a kernel fails. Values are checked against numpy on both sides of each
-change: a conv whose outputs share operands (register tiles), a small reduction (none)."""
+realizing pauses Python's cyclic garbage collector only while it schedules and compiles
+(realize.py), leaving it as it was, also when a kernel fails. Values are checked against numpy
+on both sides of each change: a conv whose outputs share operands (register tiles), a small
+reduction (none)."""
 from __future__ import annotations
 
 import gc

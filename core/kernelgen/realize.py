@@ -48,10 +48,12 @@ def _plan(pending: list[LazyOp]) -> tuple:
 
 @contextmanager
 def _collector_paused():
-  """Python's cyclic garbage collector off (as it was after): scheduling and compiling build
-  tens of thousands of short-lived nodes (UOps, index math) that hold no reference cycles, so
-  the collections their allocations set off (a CNN training step's first realize: ~300, two of
-  them full) scan them all and free nothing; their memory goes by reference counting."""
+  """Python's cyclic garbage collector off (as it was after) while kernelgen schedules and
+  compiles: that builds tens of thousands of short-lived nodes (UOps, index math) that hold no
+  reference cycles, so the collections their allocations set off (a CNN training step's first
+  realize: ~110 of ~300, one of them full) scan them all and free nothing; their memory goes by
+  reference counting. (Not while kernels run: the PYTHON and PTXSIM devices interpret them in
+  Python, whose garbage is not ours to vouch for.)"""
   was = gc.isenabled()
   gc.disable()
   try:
@@ -62,21 +64,17 @@ def _collector_paused():
 
 
 def realize(nodes: list[LazyOp]) -> None:
-  """Compute every node in `nodes` into a buffer on its device (each kernel runs once)."""
+  """Compute every node in `nodes` into a buffer on its device (each kernel runs once), the
+  kernels in schedule order. Each kernel runs once the next one is compiled: the device prepares
+  a compiled kernel meanwhile (Runtime.prepare: WEBGPU builds its pipeline, the driver's shader
+  compile, on a thread of its own). The search mode times each kernel on its inputs, so it runs
+  the kernel before first."""
+  from .device import Device
   pending = [n for n in nodes if not n.realized]
   if not pending:
     return
   with _collector_paused():
-    _realize(pending)
-
-
-def _realize(pending: list[LazyOp]) -> None:
-  """Run the kernels of `pending` in schedule order. Each kernel runs once the next one is
-  compiled: the device prepares a compiled kernel meanwhile (Runtime.prepare: WEBGPU builds its
-  pipeline, the driver's shader compile, on a thread of its own). The search mode times each
-  kernel on its inputs, so it runs the kernel before first."""
-  from .device import Device
-  items, plan = _plan(pending)
+    items, plan = _plan(pending)
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
   waiting = None     # (runtime, item, compiled kernel, output Buffer): compiled, not yet run
   for at, item in enumerate(items):
@@ -115,7 +113,8 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
     with internal_errors("search", item.name, ExecutionError):
       opts = search(item, runtime, handles, options)
     options = {**options, **forced_options(opts)}
-  return cached_compile(item, runtime.target or "python", options)
+  with _collector_paused():
+    return cached_compile(item, runtime.target or "python", options)
 
 
 def _launch(runtime, item, compiled, buffer: Buffer) -> None:
