@@ -552,6 +552,27 @@ def test_pipeline_cache_is_keyed_by_source(rt):
   assert len(rt.pipelines) == count
 
 
+def test_a_prepared_pipeline_is_built_in_the_background_and_kept(rt):
+  compiled = build(elementwise(lambda a: a * a, [F32], F32, 64))
+  rt.prepare(compiled)
+  rt.prepare(compiled)                       # once per source: the second is a no-op
+  a = np.arange(64, dtype=np.float32)
+  np.testing.assert_array_equal(run(rt, compiled, {1: a})[0], a * a)
+  assert isinstance(rt.pipeline(compiled.launch), tuple)   # the built pipeline, not its Future
+
+
+def test_a_prepared_kernel_that_fails_to_build_raises_at_its_run(rt):
+  compiled = build(elementwise(lambda a: a + a, [I32], I32, 8))
+  bad = compiled.launch.source.replace("kg_gid0 * 64i", "kg_gid0 * 64u")
+  launch = Launch(**{**compiled.launch.__dict__, "source": bad})
+  broken = CompiledKernel(**{**compiled.__dict__, "source": bad, "launch": launch})
+  rt.prepare(broken)                         # no error yet: the build runs on the builder thread
+  for _ in range(2):                         # the failure is not kept: each run builds again
+    with pytest.raises(CompileError) as info:
+      run(rt, broken, {1: np.arange(8, dtype=np.int32)})
+    assert "64u" in str(info.value)
+
+
 # ---- the Tensor front-end suite (test_tensor.py), run again on WEBGPU -----------------------------
 
 @pytest.fixture()

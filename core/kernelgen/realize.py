@@ -1,7 +1,9 @@
 """Realizing: run the kernels a lazy graph needs, on its device, and read results back."""
 from __future__ import annotations
 
+import gc
 import os
+from contextlib import contextmanager
 
 from .errors import ExecutionError, internal_errors
 from .graph.lazy import Buffer, LazyOp
@@ -44,40 +46,90 @@ def _plan(pending: list[LazyOp]) -> tuple:
   return items, plan
 
 
+@contextmanager
+def _collector_paused():
+  """Python's cyclic garbage collector off (as it was after) while kernelgen schedules and
+  compiles: that builds tens of thousands of short-lived nodes (UOps, index math) that hold no
+  reference cycles, so the collections their allocations set off (a CNN training step's first
+  realize: ~110 of ~300, one of them full) scan them all and free nothing; their memory goes by
+  reference counting. (Not while kernels run: the PYTHON and PTXSIM devices interpret them in
+  Python, whose garbage is not ours to vouch for.)"""
+  was = gc.isenabled()
+  gc.disable()
+  try:
+    yield
+  finally:
+    if was:
+      gc.enable()
+
+
 def realize(nodes: list[LazyOp]) -> None:
-  """Compute every node in `nodes` into a buffer on its device (each kernel runs once)."""
-  from .cache import cached_compile
+  """Compute every node in `nodes` into a buffer on its device (each kernel runs once), the
+  kernels in schedule order. Each kernel runs once the next one is compiled: the device prepares
+  a compiled kernel meanwhile (Runtime.prepare: WEBGPU builds its pipeline, the driver's shader
+  compile, on a thread of its own). The search mode times each kernel on its inputs, so it runs
+  the kernel before first."""
   from .device import Device
   pending = [n for n in nodes if not n.realized]
   if not pending:
     return
-  items, plan = _plan(pending)
+  with _collector_paused():
+    items, plan = _plan(pending)
+  searching = os.environ.get("KERNELGEN_SEARCH") == "1"
+  waiting = None     # (runtime, item, compiled kernel, output Buffer): compiled, not yet run
   for at, item in enumerate(items):
     out = item.out
     buffer = Buffer(out.device, out.dtype, out.size)
-    if out.size:
-      runtime = Device[out.device]
-      options = runtime.render_options()
-      with internal_errors(f"upload to {out.device}", item.name, ExecutionError):
-        handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
-      compiled = plan.compiled[at] if plan is not None else None
-      if compiled is None:
-        if os.environ.get("KERNELGEN_SEARCH") == "1":
-          from .search import forced_options, search
-          with internal_errors("search", item.name, ExecutionError):
-            opts = search(item, runtime, handles, options)
-          options = {**options, **forced_options(opts)}
-        compiled = cached_compile(item, runtime.target or "python", options)   # cache.py
-        if plan is not None:
-          plan.compiled[at] = compiled
-      # a kernel binds only the buffers it still reads after simplification (by slot)
-      with internal_errors(f"run on {out.device}", item.name, ExecutionError):
-        runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
-      if recording is not None:
-        bound = [buffer] + [src.buffer for src in item.inputs]
-        recording.append((runtime, compiled, buffer, [bound[b.slot] for b in compiled.buffers]))
-    # only now: a kernel cut short (Ctrl-C, an error) leaves its node unrealized, to run again
-    out.buffer, out.src = buffer, ()
+    if not out.size:
+      out.buffer, out.src = buffer, ()
+      continue
+    runtime = Device[out.device]
+    if searching and waiting is not None:
+      _launch(*waiting)
+      waiting = None
+    compiled = plan.compiled[at] if plan is not None else None
+    if compiled is None:
+      compiled = _compile(item, runtime, buffer, searching)
+      if plan is not None:
+        plan.compiled[at] = compiled
+    runtime.prepare(compiled)
+    if waiting is not None:
+      _launch(*waiting)
+    waiting = (runtime, item, compiled, buffer)
+  if waiting is not None:
+    _launch(*waiting)
+
+
+def _compile(item, runtime, buffer: Buffer, searching: bool):
+  """The compiled kernel of `item` for `runtime` (the compile cache's, cache.py); the search
+  mode first times candidate options on the kernel's buffers."""
+  from .cache import cached_compile
+  options = runtime.render_options()
+  if searching:
+    from .search import forced_options, search
+    out = item.out
+    with internal_errors(f"upload to {out.device}", item.name, ExecutionError):
+      handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
+    with internal_errors("search", item.name, ExecutionError):
+      opts = search(item, runtime, handles, options)
+    options = {**options, **forced_options(opts)}
+  with _collector_paused():
+    return cached_compile(item, runtime.target or "python", options)
+
+
+def _launch(runtime, item, compiled, buffer: Buffer) -> None:
+  """Run the compiled kernel of `item` into `buffer`; only then is its node realized (a kernel
+  cut short, by Ctrl-C or an error, leaves its node unrealized, to run again)."""
+  out = item.out
+  with internal_errors(f"upload to {out.device}", item.name, ExecutionError):
+    handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
+  # a kernel binds only the buffers it still reads after simplification (by slot)
+  with internal_errors(f"run on {out.device}", item.name, ExecutionError):
+    runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
+  if recording is not None:
+    bound = [buffer] + [src.buffer for src in item.inputs]
+    recording.append((runtime, compiled, buffer, [bound[b.slot] for b in compiled.buffers]))
+  out.buffer, out.src = buffer, ()
 
 
 def read_bytes(node: LazyOp) -> bytes:

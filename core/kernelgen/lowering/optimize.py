@@ -192,7 +192,7 @@ def shape_class(item: ScheduleItem) -> str:
     return "attention"
   if not kernel_reduces(item):
     return "elementwise"
-  if _tile_axes(item):
+  if _has_tile_axes(item):
     return "tile"
   return "reduce" if item.out.size == 1 else "rows"
 
@@ -253,11 +253,11 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
     return (tile, axes) if axes and _tileable(item, tile, axes) else ()
   if not target.register_tiles or "local" in options or "upcast" in options:
     return ()
-  axes = _tile_axes(item)
-  if not axes:
+  if not _has_tile_axes(item):
     return ()
   if item.out.size < TILE_MIN_SIZE:
-    return _small_tile(item, options, axes)
+    return _small_tile(item, options)
+  axes = _tile_axes(item)
   short = _short_axes(item, axes)
   if not short and not _tileable(item, TILES[-1], axes):
     return ()
@@ -314,11 +314,10 @@ def _shared_only(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
 
 def _probe_uops(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
   """The UOps of `item` lowered with register tile `tile` of `axes`."""
-  sink, _ = lower(item, Opts(tile=tile, tile_axes=axes))
-  return len(toposort([sink]))
+  return _probe(item, tile, axes)[1]
 
 
-def _small_tile(item: ScheduleItem, options: dict, axes: tuple) -> tuple:
+def _small_tile(item: ScheduleItem, options: dict) -> tuple:
   """With option small_tiles (lavapipe's default, render/wgsl/adapters.py): a kernel with fewer
   than TILE_MIN_SIZE outputs and a reduction long enough to be grouped (GROUP_MIN_REDUCE) takes
   the first of TILES that its output holds, however few threads that leaves; optimize() then
@@ -329,6 +328,7 @@ def _small_tile(item: ScheduleItem, options: dict, axes: tuple) -> tuple:
   reduce = kernel_reduces(item)[0]
   if prod(reduce.src[0].shape[a] for a in reduce.arg[1]) < GROUP_MIN_REDUCE:
     return ()
+  axes = _tile_axes(item)
   fits = [t for t in (_clip(item, t, axes) for t in TILES) if _tileable(item, t, axes)]
   return (fits[0], axes) if fits else ()
 
@@ -367,9 +367,10 @@ def _clip(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
                for a, n, least in zip(axes, tile, TILES[-1]))
 
 
-# item -> {(tile, axes): loads}: _tile_axes, _tile and _shares_loads probe the same tiles of an
-# item several times per optimize() (a lowering each; a CNN step's first compile spent half its
-# optimize time there)
+# item -> {(tile, axes): (loads, UOps), ("window", axes, inner): window loads of two tiles}:
+# _tile_axes, _tile, _shares_loads, _shared_only and _window_tile probe
+# the same tiles of an item several times per optimize() (a lowering each; a CNN step's first
+# compile spent half its optimize time there), the loads and the UOps from one lowering
 _PROBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -386,14 +387,20 @@ def _window_loads(item: ScheduleItem, axes: tuple, inner: int) -> tuple:
   return probed[key]
 
 
-def _probe_loads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
-  """The loads of `item` lowered with register tile `tile` of `axes` (per loop step)."""
+def _probe(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
+  """(loads per loop step, UOps) of `item` lowered with register tile `tile` of `axes`."""
   probed = _PROBED.setdefault(item, {})
   key = (tuple(tile), tuple(axes))
   if key not in probed:
     sink, _ = lower(item, Opts(tile=tile, tile_axes=axes))
-    probed[key] = sum(u.op is Ops.LOAD for u in toposort([sink]))
+    uops = toposort([sink])
+    probed[key] = (sum(u.op is Ops.LOAD for u in uops), len(uops))
   return probed[key]
+
+
+def _probe_loads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
+  """The loads of `item` lowered with register tile `tile` of `axes` (per loop step)."""
+  return _probe(item, tile, axes)[0]
 
 
 def _shares_loads(item: ScheduleItem, target: Target, options: dict) -> bool:
@@ -478,6 +485,11 @@ def _stage(item: ScheduleItem, target: Target, options: dict, tile: tuple) -> Op
     return None                     # the default falls back to register tiles
   return Opts(local=trows * tcols, tile=(rows, cols), tile_axes=axes, stage=(trows, tcols, step),
               fma=target.tile_fma)
+
+
+def _has_tile_axes(item: ScheduleItem) -> bool:
+  """_tile_axes(item) is not None, without its probes: one reduction, two axes of size > 1."""
+  return len(kernel_reduces(item)) == 1 and sum(n > 1 for n in item.out.shape) >= 2
 
 
 def _tile_axes(item: ScheduleItem) -> tuple | None:

@@ -5,6 +5,7 @@ workgroup memory (wgtile.py). `StageLowerer` lowers a kernel with that reduction
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from ..dtype import dtypes
@@ -48,10 +49,23 @@ def _probe(shape, name: str) -> tuple:
   return tuple(UOp(Ops.VAR, I32, (), (f"{name}{a}", 0, max(n - 1, 0))) for a, n in enumerate(shape))
 
 
+# item -> {axes: Plan or None}: the optimizer's probes (optimize.py) and the kernel's lowering
+# ask for the plan of the same axes of an item several times (a lowering of its source each)
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def plan(item: ScheduleItem, axes: tuple) -> Plan | None:
   """The operands to stage for tiling output `axes` of `item`, or None where the kernel has not
   exactly one reduction, reached once with the tiled axes as two of its own, or an operand
   needs both tiled axes (or is bool)."""
+  plans = _PLANS.setdefault(item, {})
+  key = tuple(axes)
+  if key not in plans:
+    plans[key] = _plan(item, key)
+  return plans[key]
+
+
+def _plan(item: ScheduleItem, axes: tuple) -> Plan | None:
   inputs = {id(n) for n in item.inputs}
 
   def is_leaf(node):

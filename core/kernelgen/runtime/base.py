@@ -29,6 +29,10 @@ class Runtime:
   def free(self, handle) -> None:
     """Release a buffer (optional: garbage collection is enough for most runtimes)."""
 
+  def prepare(self, kernel: CompiledKernel) -> None:
+    """Start getting `kernel` ready to run, while the caller goes on (optional: WEBGPU builds its
+    pipeline on a thread of its own); `run` waits for what it needs."""
+
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float | None:
     """Run `kernel` with `handles` in binding-slot order; returns the seconds it took if timed."""
     raise NotImplementedError

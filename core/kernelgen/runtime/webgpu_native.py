@@ -6,6 +6,11 @@ bindings in slot order, the uniform buffer of scalar arguments after them (rende
 dispatch as given. The features a launch lists must be the device's; naga takes subgroup builtins
 without `enable subgroups;` (which it rejects), so the source is used as it is. wgpu is imported
 when the runtime is created, so this module imports without it.
+
+Pipelines are built once per source, with the layout their shader implies ("auto"), on one
+builder thread: realize() hands each compiled kernel to `prepare` and runs it only after the
+next kernel is compiled, so the driver's shader compile (lavapipe: LLVM, in C without the GIL)
+overlaps kernelgen's compile of the next kernel; `run` waits for the pipeline it needs.
 """
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import re
 import struct
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import CompileError, DeviceError
 from ..render.wgsl.adapters import classify
@@ -89,7 +95,8 @@ class WebGPURuntime(Runtime):
     self.limits = dict(self.adapter.limits)
     self.device = self.adapter.request_device_sync(required_features=self.features,
                                                    required_limits=self.limits)
-    self.pipelines: dict[tuple[str, str, tuple], tuple] = {}
+    self.pipelines: dict[tuple[str, str, tuple], tuple | Future] = {}
+    self._builder: ThreadPoolExecutor | None = None    # started by the first prepare()
     self.timestamps = "timestamp-query" in self.features
 
   def render_options(self) -> dict:
@@ -120,25 +127,36 @@ class WebGPURuntime(Runtime):
     handle.gpu.destroy()
 
   # ---- kernels ----
+  @staticmethod
+  def _pipeline_key(launch: Launch) -> tuple:
+    return (launch.source, launch.entry_point,
+            tuple((b.slot, b.access) for b in launch.bindings), len(launch.uniforms))
+
+  def prepare(self, kernel: CompiledKernel) -> None:
+    """Start building the pipeline of `kernel` on the runtime's builder thread: the driver
+    compiles the shader there (lavapipe: LLVM, in C without the GIL) while the caller compiles
+    the next kernel; `pipeline` waits for it."""
+    key = self._pipeline_key(kernel.launch)
+    if key not in self.pipelines:
+      if self._builder is None:
+        self._builder = ThreadPoolExecutor(1, thread_name_prefix="kernelgen-webgpu-pipelines")
+      self.pipelines[key] = self._builder.submit(self._build, kernel.launch)
+
   def pipeline(self, launch: Launch):
-    """The (pipeline, bind group layout) of `launch`, built once per source and binding layout."""
-    key = (launch.source, launch.entry_point, tuple((b.slot, b.access) for b in launch.bindings),
-           len(launch.uniforms))
+    """The (pipeline, bind group layout) of `launch`, built once per source and binding layout
+    (here, or by `prepare`: its error, a CompileError, is raised here)."""
+    key = self._pipeline_key(launch)
     found = self.pipelines.get(key)
     if found is None:
       found = self.pipelines[key] = self._build(launch)
+    elif isinstance(found, Future):
+      try:
+        found = found.result()
+      except BaseException:
+        del self.pipelines[key]
+        raise
+      self.pipelines[key] = found
     return found
-
-  def _layout_entries(self, launch: Launch) -> list[dict]:
-    from ..render.wgsl.target import uniform_binding
-    kinds, stage = self.wgpu.BufferBindingType, self.wgpu.ShaderStage.COMPUTE
-    entries = [{"binding": b.slot, "visibility": stage, "buffer": {
-      "type": kinds.read_only_storage if b.access == "read" else kinds.storage}}
-      for b in launch.bindings]
-    if launch.uniforms:
-      entries.append({"binding": uniform_binding(launch.bindings), "visibility": stage,
-                      "buffer": {"type": kinds.uniform}})
-    return entries
 
   def _build(self, launch: Launch):
     missing = [f for f in launch.features
@@ -147,12 +165,17 @@ class WebGPURuntime(Runtime):
       raise DeviceError(f"kernel {launch.entry_point} needs the WebGPU feature(s) "
                         f"{', '.join(missing)}, which this device does not have: compile it "
                         f"with subgroups=False (or without f16)")
+    # the layout the shader implies ("auto"): every binding of a launch is one its WGSL declares
+    # and uses (a kernel binds only the buffers it reads or writes), read-only where it only
+    # reads. No layout objects to describe: wgpu-py builds each C struct type it passes from
+    # its header the first time (tens of ms each), and a fresh process's first kernels paid
+    # for the six that explicit bind group and pipeline layouts take.
     try:
       module = self.device.create_shader_module(code=launch.source)
-      layout = self.device.create_bind_group_layout(entries=self._layout_entries(launch))
       pipeline = self.device.create_compute_pipeline(
-        layout=self.device.create_pipeline_layout(bind_group_layouts=[layout]),
+        layout=self.wgpu.AutoLayoutMode.auto,
         compute={"module": module, "entry_point": launch.entry_point})
+      layout = pipeline.get_bind_group_layout(0)
     except self.wgpu.GPUError as error:
       raise compile_error(error, launch.source) from None
     return pipeline, layout
