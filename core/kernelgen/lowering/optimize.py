@@ -100,7 +100,8 @@ TILE_SHARE_MAX = 2.4
 # its window's rows loop than once the whole window is unrolled (a blur, a depthwise conv: output
 # rows slide along the window's rows) unrolls it, in the first preferred tile of at most
 # TILE_WINDOW_WORK products per thread (_window_tile). A 5x5 blur of 3x480x640 on lavapipe in
-# Chromium (bench/peers_probe.py, best / median of 6 interleaved, load ~8, ms): looped 1x16 tiles 61.7 / 69.7 | unrolled 8x8
+# Chromium (bench/peers_probe.py, best / median of 6 interleaved, load ~8, ms): looped 1x16
+# tiles 61.7 / 69.7 | unrolled 8x8
 # 30.4 / 32.2 | 4x16 32.2 / 35.3 | 8x16 23.4 / 40 | tinygrad 116 / 130; the filter chain's
 # edge-padded blur: looped 8x16 61.6 / 146 | unrolled 8x8 32.2 / 103 | 8x16 26.4 / 47.9, but
 # 8x16's 7600 lines of WGSL took lavapipe 18.7 s to compile (8x8: 3.9 s, looped 1.5 s). The blur
