@@ -12,7 +12,9 @@ KERNELGEN_ONNX_LIGHT=resnet50,vgg19 (short names, comma-separated) the ones name
 """
 from __future__ import annotations
 
+import gc
 import os
+import resource
 import time
 
 import numpy as np
@@ -29,6 +31,7 @@ from tools import device_runtime
 # and the page run SqueezeNet only; the other six are run by hand (KERNELGEN_ONNX_LIGHT=all)
 LIGHT_CI = ("light_squeezenet", "light_zfnet512", "light_resnet50")
 LIGHT_CI_SMALL = ("light_squeezenet",)
+LIGHT_CI_PAGE = ("light_squeezenet",)
 RTOL, ATOL = 1e-3, 1e-7
 
 
@@ -50,9 +53,47 @@ def webgpu():
   return "WEBGPU"
 
 
+def gpu_objects() -> dict:
+  """wgpu's live objects: {"buffers", "buffer_bytes", "pipelines"}."""
+  import wgpu
+  counts = wgpu.diagnostics.object_counts.get_dict()
+  return {"buffers": counts["Buffer"]["count"],
+          "buffer_bytes": counts["Buffer"].get("resource_mem", 0),
+          "pipelines": counts["ComputePipeline"]["count"]}
+
+
+def free_model(webgpu: str) -> dict:
+  """Drop what the last model left on the device (its buffers go with their tensors; the
+  pipelines are kept by the device until cleared) and return what is still live."""
+  gc.collect()
+  kg.Device[webgpu].clear_pipelines()
+  gc.collect()
+  return gpu_objects()
+
+
+def cpu_seconds() -> float:
+  """CPU seconds of this process so far (all threads: the driver compiles and runs in them)."""
+  usage = resource.getrusage(resource.RUSAGE_SELF)
+  return usage.ru_utime + usage.ru_stime
+
+
 @pytest.mark.parametrize("path", _models(), ids=lambda p: getattr(p, "stem", str(p)))
 def test_light_model_matches_its_expected_output_on_webgpu(path, webgpu):
-  start = time.time()
+  before = free_model(webgpu)
+  start, cpu = time.time(), cpu_seconds()
+  run_light_model(path, webgpu)
+  # one model at a time: its buffers and pipelines are gone before the next (memory stays
+  # bounded over the nine)
+  after = free_model(webgpu)
+  assert after["pipelines"] == 0
+  assert after["buffer_bytes"] <= before["buffer_bytes"] + (1 << 20), (before, after)
+  print(f"{path.stem}: {time.time() - start:.1f} s, {cpu_seconds() - cpu:.1f} CPU s; "
+        f"live after freeing: {after}")
+
+
+def run_light_model(path, webgpu: str) -> None:
+  """Load and run the model on the onnx backend runner's input; compare with its expected
+  output. Nothing of it stays referenced after the return."""
   model = kg.onnx.load(str(path))
   assert len(model.input_names) == 1 and len(model.output_names) == 1
   shape = tuple(d if isinstance(d, int) and d > 0 else 1
@@ -64,7 +105,6 @@ def test_light_model_matches_its_expected_output_on_webgpu(path, webgpu):
   _, _, want_shape, raw = read_tensor_file(str(path).replace(".onnx", "_output_0.pb"))
   want = np.frombuffer(raw, np.float32).reshape(want_shape)
   np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
-  print(f"{path.stem}: {time.time() - start:.1f} s")
 
 
 def _with_random_weights(path, seed: int):

@@ -129,6 +129,14 @@ class WebGPURuntime(Runtime):
       found = self.pipelines[key] = self._build(launch)
     return found
 
+  def clear_pipelines(self) -> int:
+    """Drop every pipeline built so far (the driver's compiled code goes with the last
+    reference); returns how many. A later run builds its kernel's pipeline again: for a program
+    that is done with a set of kernels (tests that run one model after another)."""
+    count = len(self.pipelines)
+    self.pipelines.clear()
+    return count
+
   def _layout_entries(self, launch: Launch) -> list[dict]:
     from ..render.wgsl.target import uniform_binding
     kinds, stage = self.wgpu.BufferBindingType, self.wgpu.ShaderStage.COMPUTE
