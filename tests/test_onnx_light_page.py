@@ -6,8 +6,7 @@ runner's input (arange / n), and the output matches the expected output shipped 
 The adapter is Mesa lavapipe through ANGLE (compatibility mode), the faster of the two Chromium
 reaches here. One page boots for the module; each model is unloaded before the next (its buffers
 freed, every pipeline dropped: kg.unloadModel), one pytest case per model. CI runs LIGHT_CI_PAGE
-(all but DenseNet-121, the costliest: test_onnx_light.py says why); KERNELGEN_ONNX_LIGHT=all runs
-the nine, KERNELGEN_ONNX_LIGHT=resnet50,vgg19 the ones named (each prints its load and run times
+(all nine; test_onnx_light.py has the times); KERNELGEN_ONNX_LIGHT=all runs the nine, KERNELGEN_ONNX_LIGHT=resnet50,vgg19 the ones named (each prints its load and run times
 and the CPU seconds it took, the browser's included).
 """
 from __future__ import annotations
