@@ -9,6 +9,9 @@ output (rtol 1e-3, atol 1e-7, as tests/test_onnx_light.py):
   driver    the rest until the output is read back: the driver's compiles (lavapipe compiles a
             kernel with LLVM at its first dispatch) and the kernels' runs
   all       wall time of the whole
+  cpu       CPU seconds of the model's process, all threads (user + system): what the run needs
+            of the machine whatever else runs on it (on an idle 2-core machine its wall time is
+            about this or less, as the driver runs kernels on both cores)
 
     nice python bench/onnx_light_native.py [MODEL ...]      (default: all nine, short names)
 """
@@ -81,12 +84,14 @@ def main(argv: list[str]) -> None:
   print("# light models on WEBGPU (wgpu-py, lavapipe), fresh process and empty Mesa shader cache "
         "each; a shared 2-core machine (other jobs running), wall seconds", flush=True)
   print(f"{'model':14s} {'kernels':>7s} {'build':>7s} {'compile':>8s} {'pipeline':>8s} "
-        f"{'driver':>8s} {'all':>8s}  max|error|  matches", flush=True)
+        f"{'driver':>8s} {'all':>8s} {'cpu':>8s}  max|error|  matches", flush=True)
   for name in argv or MODELS:
     with tempfile.TemporaryDirectory() as cache_dir:
       env = {**os.environ, "MESA_SHADER_CACHE_DIR": cache_dir}
+      used = _children_cpu()
       proc = subprocess.run([sys.executable, __file__, "--one", name], env=env,
                             capture_output=True, text=True)
+      cpu = _children_cpu() - used
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if not lines:
       print(f"{name:14s} failed (exit {proc.returncode}): {proc.stderr.strip()[-300:]}", flush=True)
@@ -94,7 +99,13 @@ def main(argv: list[str]) -> None:
     r = json.loads(lines[-1][7:])
     print(f"{name:14s} {r['kernels']:7d} {r['build']:7.1f} {r['compile']:8.1f} "
           f"{r['pipeline']:8.1f} {r['wait'] + r['queue'] - r['compile'] - r['pipeline']:8.1f} "
-          f"{r['all']:8.1f}  {r['max_abs_error']:.3g}  {r['matches']}", flush=True)
+          f"{r['all']:8.1f} {cpu:8.1f}  {r['max_abs_error']:.3g}  {r['matches']}", flush=True)
+
+
+def _children_cpu() -> float:
+  import resource
+  usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+  return usage.ru_utime + usage.ru_stime
 
 
 if __name__ == "__main__":

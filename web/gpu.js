@@ -265,6 +265,14 @@ export class GpuExecutor {
     }
   }
 
+  // Forget every compiled pipeline (a run compiles its kernels again); returns how many.
+  clearPipelines() {
+    const count = this.pipelines.size;
+    this.pipelines.clear();
+    this.launchPipelines = new WeakMap();
+    return count;
+  }
+
   // The compute pipeline for a launch, compiled once per (source, entry point).
   async pipeline(launch) {
     const key = launch.entry_point + '\n' + launch.source;

@@ -160,6 +160,12 @@ class Kernelgen {
       timings: result.timings || [] };
   }
 
+  // Forget the loaded model: its buffers freed and every compiled pipeline dropped (before
+  // loading another, so the GPU holds one model at a time): {freed, buffers, pipelines}.
+  unloadModel() {
+    return this.callChecked('unloadModel', {});
+  }
+
   // The last runModel compared with the PYTHON interpreter: {comparisons: [{name, match,
   // max_abs_error, mismatches}], seconds}.
   compareModel() {

@@ -192,6 +192,13 @@ const COMMANDS = {
   selftest: ({ files }) => callPython('self_test', state.pyodide.toPy(files)),
   warm: () => callPython('warm'),
   release: () => callPython('release'),
+  // the loaded model, its run's buffers and every compiled pipeline dropped (before the next
+  // model: pipelines hold the driver's compiled code): {freed, buffers, pipelines}
+  unloadModel: async () => {
+    const result = await callPython('unload_model');
+    if (result.ok) result.pipelines = state.gpu?.clearPipelines() ?? 0;
+    return result;
+  },
   loseDevice: () => {
     state.gpu.destroyDevice();
     return true;

@@ -517,6 +517,21 @@ def load_model(data, arch: str | None = "sm_80", seed: int = 0) -> dict:
   return _guarded(work)
 
 
+def unload_model() -> dict:
+  """Forget the loaded model and its last run, and free the page GPU's buffers nothing refers to
+  any more: {"ok", "freed", "buffers"} (the device's buffers left). The worker's unloadModel
+  drops the GPU's pipelines after this."""
+  def work():
+    _MODEL.clear()
+    freed = release()["freed"]
+    from .device import Device
+    runtime = getattr(Device, "_open", {}).get("WEBGPU")
+    if hasattr(runtime, "launches"):
+      runtime.launches.clear()     # the launches (sources) converted for its kernels
+    return {"freed": freed, "buffers": len(getattr(runtime, "handles", ()))}
+  return _guarded(work)
+
+
 def _loaded_model():
   from .errors import ModelError
   if "model" not in _MODEL:

@@ -109,6 +109,14 @@ TILE_SHARE_MAX = 2.4
 # The cost: a larger kernel to build (CPython, the filter chain at 640x480, load ~16: compile_plan
 # 2.6 -> 6.9 s; 160x120 3.2 -> 5.6 s)
 TILE_WINDOW, TILE_WINDOW_WORK = 49, 1600
+# a tile larger than TILES[-1] that lowers to more UOps than this takes the next smaller one that
+# fits (_within_size): lavapipe compiles a kernel at its first dispatch in time superlinear in its
+# size (ResNet-50's r_1_1024_14_14__256_1_1, 1x1 conv over a fused batch norm + ReLU of a
+# residual sum, load ~10, CPU seconds of the first dispatch / run best of 3: 8x8 tile, 2224 lines
+# 4.3 s / 4662 ms; 4x4, 648 lines 1.1 s / 4050 ms). In the light models the tiles kept lower to
+# at most 1491 UOps (ResNet-50's 7x7 stem conv in 8x16; its 3x3 convs 1262), those it shrinks to
+# 1700-2490 (1x1 convs over a fused batch norm + ReLU: ResNet-50, ShuffleNet)
+TILE_MAX_UOPS = 1600
 # Target.tile_over_group: whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a
 # register tile that shares loads over a grouped reduction (_shares_loads; measured on lavapipe
 # only: PTX keeps the grouped reduction, whose many small blocks fill a large GPU, until a GPU
@@ -272,7 +280,18 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   fits = [t for t in tiles
           if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS and
           (t in TILES or _divides(item, t, axes))]
-  return (_shared_only(item, fits[0], axes), axes) if fits else ()
+  return (_within_size(item, _shared_only(item, fits[0], axes), axes, fits), axes) if fits else ()
+
+
+def _within_size(item: ScheduleItem, tile: tuple, axes: tuple, fits: list) -> tuple:
+  """`tile`, or the next smaller of `fits` where `tile` lowers to more than TILE_MAX_UOPS UOps (a
+  fused prologue that its outputs do not share, repeated R x C times: ResNet-50's 1x1 convs over
+  a batch norm + ReLU of a residual sum were 8x8 tiles of 2100-2300 WGSL lines; see
+  TILE_MAX_UOPS)."""
+  smaller = [t for t in fits if t[0] * t[1] < tile[0] * tile[1]]
+  if not smaller or tile[0] * tile[1] <= prod(TILES[-1]):
+    return tile
+  return smaller[0] if _probe_uops(item, tile, axes) > TILE_MAX_UOPS else tile
 
 
 def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) -> tuple:

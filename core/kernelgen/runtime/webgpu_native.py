@@ -158,6 +158,14 @@ class WebGPURuntime(Runtime):
       self.pipelines[key] = found
     return found
 
+  def clear_pipelines(self) -> int:
+    """Drop every pipeline built so far (the driver's compiled code goes with the last
+    reference); returns how many. A later run builds its kernel's pipeline again: for a program
+    that is done with a set of kernels (tests that run one model after another)."""
+    count = len(self.pipelines)
+    self.pipelines.clear()
+    return count
+
   def _build(self, launch: Launch):
     missing = [f for f in launch.features
                if not any(name in self.features for name in FEATURE_NAMES.get(f, (f,)))]
