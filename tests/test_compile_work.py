@@ -60,10 +60,10 @@ def test_a_conv_lowers_each_tile_probe_once(monkeypatch):
   item = _item(Tensor(x).conv2d(Tensor(w), padding=1))
   lowered = _counting(monkeypatch, opt, "lower")
   got = opt.optimize(item, "wgsl", {"adapter": "lavapipe"})
-  probes = [(o.tile, o.tile_axes) for _, o in lowered]
+  probes = [(o.tile, o.tile_axes, o.tile_inner) for _, o in lowered]   # (tile_window: inner)
   assert got.tile and len(probes) > 2                    # it probed pairs of axes, and tiles
   assert len(set(probes)) == len(probes)                 # ... each once
-  assert (opt.TILE_PROBE, got.tile_axes) in probes and ((1, 1), got.tile_axes) in probes
+  assert (opt.TILE_PROBE, got.tile_axes, 0) in probes and ((1, 1), got.tile_axes, 0) in probes
 
 
 def test_the_shape_class_needs_no_probe(monkeypatch):

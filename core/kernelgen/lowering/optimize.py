@@ -387,7 +387,8 @@ def _clip(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
                for a, n, least in zip(axes, tile, TILES[-1]))
 
 
-# item -> {(tile, axes): (loads, UOps), ("window", axes, inner): window loads of two tiles}:
+# item -> {(tile, axes): (loads, UOps), ("window", axes, inner): window loads of two tiles,
+# ("sink", tile, axes, inner): the lowering}:
 # _tile_axes, _tile, _shares_loads, _shared_only and _window_tile probe
 # the same tiles of an item several times per optimize() (a lowering each; a CNN step's first
 # compile spent half its optimize time there), the loads and the UOps from one lowering
@@ -401,9 +402,17 @@ def _window_loads(item: ScheduleItem, axes: tuple, inner: int) -> tuple:
   probed = _PROBED.setdefault(item, {})
   key = ("window", tuple(axes), inner)
   if key not in probed:
-    probed[key] = tuple(
-      sum(u.op is Ops.LOAD for u in toposort([simplify(lower(item, Opts(
-        tile=t, tile_axes=axes, tile_inner=inner))[0])])) for t in ((2, 1), (1, 1)))
+    probed[key] = tuple(sum(u.op is Ops.LOAD for u in toposort([simplify(_lowered(
+      item, t, axes, inner))])) for t in ((2, 1), (1, 1)))
+  return probed[key]
+
+
+def _lowered(item: ScheduleItem, tile: tuple, axes: tuple, inner: int = 0):
+  """`item` lowered with register tile `tile` of `axes` (and Opts.tile_inner), once per item."""
+  probed = _PROBED.setdefault(item, {})
+  key = ("sink", tuple(tile), tuple(axes), inner)
+  if key not in probed:
+    probed[key] = lower(item, Opts(tile=tile, tile_axes=axes, tile_inner=inner))[0]
   return probed[key]
 
 
@@ -412,8 +421,7 @@ def _probe(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
   probed = _PROBED.setdefault(item, {})
   key = (tuple(tile), tuple(axes))
   if key not in probed:
-    sink, _ = lower(item, Opts(tile=tile, tile_axes=axes))
-    uops = toposort([sink])
+    uops = toposort([_lowered(item, tile, axes)])
     probed[key] = (sum(u.op is Ops.LOAD for u in uops), len(uops))
   return probed[key]
 
