@@ -280,14 +280,18 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   fits = [t for t in tiles
           if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS and
           (t in TILES or _divides(item, t, axes))]
-  return (_within_size(item, _shared_only(item, fits[0], axes), axes, fits), axes) if fits else ()
+  if not fits:
+    return ()
+  tile = _shared_only(item, fits[0], axes)
+  return (_within_size(item, tile, axes, fits) if options.get("tile_size_cap") else tile), axes
 
 
 def _within_size(item: ScheduleItem, tile: tuple, axes: tuple, fits: list) -> tuple:
-  """`tile`, or the next smaller of `fits` where `tile` lowers to more than TILE_MAX_UOPS UOps (a
-  fused prologue that its outputs do not share, repeated R x C times: ResNet-50's 1x1 convs over
-  a batch norm + ReLU of a residual sum were 8x8 tiles of 2100-2300 WGSL lines; see
-  TILE_MAX_UOPS)."""
+  """With option tile_size_cap (lavapipe's default, render/wgsl/adapters.py, where the driver
+  compiles at first dispatch; other adapters' tiles were measured without it): `tile`, or the
+  next smaller of `fits` where `tile` lowers to more than TILE_MAX_UOPS UOps (a fused prologue
+  that its outputs do not share, repeated R x C times: ResNet-50's 1x1 convs over a batch norm +
+  ReLU of a residual sum were 8x8 tiles of 2100-2300 WGSL lines; see TILE_MAX_UOPS)."""
   smaller = [t for t in fits if t[0] * t[1] < tile[0] * tile[1]]
   if not smaller or tile[0] * tile[1] <= prod(TILES[-1]):
     return tile

@@ -132,8 +132,11 @@ TABLE: dict[tuple[str, str], dict] = {
   # blur 3x480x640 looped 61.7 / 69.7 -> 30.4 / 32.2 (tinygrad 116 / 130); again at load 15:
   # 68.6 / 230 -> 27.9 / 65 (tinygrad 345 / 477); the filter chain's edge-padded blur kernel
   # 61.6 / 146 -> 32.2 / 103 (more in optimize.py)
+  # tile_size_cap (optimize.py, TILE_MAX_UOPS): tiles whose lowering is too large for lavapipe's
+  # first-dispatch compile take the next smaller one (ResNet-50's 1x1 convs over a fused batch norm
+  # + ReLU: 8x8, 2224 lines, 4.3 s to compile -> 4x4, 648 lines, 1.1 s)
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
-                         "tile_window": True},
+                         "tile_window": True, "tile_size_cap": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
