@@ -67,3 +67,32 @@ def test_sorted_scatters_in_the_page(app):  # noqa: F811
   assert result["device"] == "WEBGPU" and result["shape"] == [600]
   np.testing.assert_array_equal(np.array(result["data"], np.float32), np.concatenate([added,
                                                                                        written]))
+
+
+TORCH_PROGRAM = """\
+x = Tensor.linspace(-3, 3, 24).reshape(1, 2, 3, 4)
+out = cat([x.gelu('none').flatten(), x.abs().log1p().flatten(), x.erf().flatten(),
+           x.adaptive_avg_pool2d((2, 3)).flatten(), x.softplus().mse_loss(x.sigmoid()).reshape(1),
+           x.logsumexp(-1).flatten()])
+"""
+
+
+def test_torch_functional_ops_in_the_page(app):  # noqa: F811
+  """This session's torch.nn.functional ops (special.py, activations.py, losses.py, adaptive
+  pooling, logsumexp) in Pyodide on WebGPU, against numpy and the standard library's erf."""
+  result = app.evaluate(RUN, TORCH_PROGRAM)
+  assert "error" not in result, result
+  x = np.linspace(-3, 3, 24, dtype=np.float32).astype(np.float64).reshape(1, 2, 3, 4)
+  erf = np.vectorize(math.erf)(x)
+  pooled = np.zeros((1, 2, 2, 3))
+  for i in range(2):
+    for j in range(3):
+      rows, cols = slice((i * 3) // 2, -(-(i + 1) * 3 // 2)), slice((j * 4) // 3, -(-(j + 1) * 4 // 3))
+      pooled[:, :, i, j] = x[:, :, rows, cols].mean((-2, -1))
+  softplus, sigmoid = np.log1p(np.exp(x)), 1 / (1 + np.exp(-x))
+  gelu = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+  want = np.concatenate([gelu.ravel(), np.log1p(np.abs(x)).ravel(), erf.ravel(),
+                         pooled.ravel(), [((softplus - sigmoid) ** 2).mean()],
+                         np.log(np.exp(x).sum(-1)).ravel()])
+  assert result["device"] == "WEBGPU" and result["shape"] == [want.size]
+  np.testing.assert_allclose(np.array(result["data"], np.float64), want, rtol=2e-6, atol=2e-6)

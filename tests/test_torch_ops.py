@@ -235,3 +235,19 @@ def test_layers_in_a_model():
   close(nn.BCEWithLogitsLoss(pos_weight=2.0)(T([0.0]), T([1.0])).numpy(), 2 * math.log(2), 1e-6)
   with pytest.raises(kg.ShapeError, match="no argument"):
     nn.MSELoss(size_average=True)
+
+
+@pytest.mark.parametrize("make,match", [
+  (lambda: T.ones(2, 5).rms_norm(4), r"rms_norm over \(4,\): the input's trailing dims"),
+  (lambda: T.ones(1, 1, 4, 4).adaptive_avg_pool2d(0), "output_size 0 must be >= 1"),
+  (lambda: T.ones(3).adaptive_avg_pool2d(2), r"needs \(\.\.\., H, W\)"),
+  (lambda: T.ones(2, 3).conv1d(T.ones(1, 3, 1)), "conv1d needs a 3-d NCL input and OIK weight"),
+  (lambda: T.ones(2, 3).max_pool1d(2), "max_pool1d needs a 3-d NCL input"),
+  (lambda: nn.GroupNorm(3, 8), "8 channels must divide into 3 groups"),
+  (lambda: nn.Conv1d(4, 6, 3, groups=4), "channels 4 -> 6 must divide by groups=4"),
+  (lambda: nn.GELU("fast"), "use 'none' .* or 'tanh'"),
+  (lambda: nn.LeakyReLU(0.1, 0.2), "takes at most 1 arguments"),
+])
+def test_bad_arguments_are_typed_errors_that_say_what_to_do(make, match):
+  with pytest.raises(kg.ShapeError, match=match):
+    make()

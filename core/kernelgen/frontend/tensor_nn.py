@@ -118,7 +118,7 @@ def adaptive_avg_pool2d(x, output_size):
     raise ShapeError(f"adaptive_avg_pool2d needs (..., H, W), got shape {x.shape}")
   h, w = x.shape[-2:]
   oh, ow = _pair(output_size)
-  oh, ow = oh or h, ow or w
+  oh, ow = h if oh is None else oh, w if ow is None else ow
   if min(oh, ow) < 1:
     raise ShapeError(f"adaptive_avg_pool2d output_size {output_size} must be >= 1")
   if h % oh == 0 and w % ow == 0:
