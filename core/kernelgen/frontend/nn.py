@@ -173,6 +173,7 @@ class Dropout(Module):
     key, count = state
     if not count.node.realized:
       count.realize()       # no optimizer step since the last call: keep the graph one add deep
+      PENDING[:] = [t for t in PENDING if t is not count]   # (and the queue from growing)
     self._rng = (key, count + 1)
     PENDING.append(self._rng[1])
     return hash_u32(count, key)
