@@ -561,7 +561,12 @@ def print_table(summary: list[dict]) -> None:
 
 
 def measure(names=None, adapters=ADAPTERS, reps: int = 5, tiny: bool = False,
-            copy: bool = True) -> dict:
+            copy: bool = True, playwright=None) -> dict:
+  """The rows whose names contain a word of `names` on each adapter. `playwright`: a started
+  sync Playwright to use (the tests' session one: a second sync_playwright cannot start while
+  one runs); by default one of its own."""
+  import contextlib
+
   import numpy as np
   from playwright.sync_api import sync_playwright
   sys.path.insert(0, str(ROOT / "tests"))
@@ -579,9 +584,10 @@ def measure(names=None, adapters=ADAPTERS, reps: int = 5, tiny: bool = False,
     mounts = {"/bench/": ROOT / "bench", "/data/": folder,
               "/tfjs/": ROOT / ".venv-bench" / "npm" / "node_modules"}
     out = {"adapters": {}, "load_at_start": os.getloadavg()}
-    with StaticServer(ROOT / "bench", mounts=mounts) as server, sync_playwright() as playwright:
+    own = sync_playwright() if playwright is None else contextlib.nullcontext(playwright)
+    with StaticServer(ROOT / "bench", mounts=mounts) as server, own as pw:
       for adapter in adapters:
-        out["adapters"][adapter] = run_adapter(playwright, server, adapter, specs, reps, copy)
+        out["adapters"][adapter] = run_adapter(pw, server, adapter, specs, reps, copy)
   out["summary"] = [e for a in adapters for e in summarize(a, out["adapters"][a])]
   out["seconds"] = round(time.time() - started)
   return out

@@ -3,7 +3,8 @@ in headless Chromium on SwiftShader, kernelgen, tinygrad 0.10.1, TF.js and onnxr
 produce numpy's output (what the bench checks before it times anything) on rows that use every
 runner's every path: row reductions (layernorm), matmul + softmax with a mask (attention), the
 filter demo's chain (elementwise, edge padding, conv2d, constants) and the digits demo's MLP.
-(The bench itself checks every row at full size before timing it.)"""
+(The bench itself checks every row at full size before timing it.) It runs on the session's
+Playwright, so it passes in any order with the other browser tests."""
 from __future__ import annotations
 
 import sys
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.timeout(600), pytest.mark.tools]
 
 
-def test_every_peer_matches_numpy_on_tiny_rows():
+def test_every_peer_matches_numpy_on_tiny_rows(playwright):
   chromium_path()
   npm = ROOT / ".venv-bench" / "npm" / "node_modules"
   if not (ROOT / ".venv-bench" / "bin" / "python").exists() or \
@@ -27,7 +28,8 @@ def test_every_peer_matches_numpy_on_tiny_rows():
   sys.path.insert(0, str(ROOT / "bench"))
   import peers
   rows = ["layernorm", "attention", "filter chain", "digits"]
-  result = peers.measure(rows, adapters=["swiftshader"], reps=1, tiny=True, copy=False)
+  result = peers.measure(rows, adapters=["swiftshader"], reps=1, tiny=True, copy=False,
+                          playwright=playwright)
   summary = result["summary"]
   assert len(summary) == len(rows)
   failed = [f"{e['row']} {system}: {status}" for e in summary

@@ -135,6 +135,13 @@ TABLE: dict[tuple[str, str], dict] = {
   # tile_size_cap (optimize.py, TILE_MAX_UOPS): tiles whose lowering is too large for lavapipe's
   # first-dispatch compile take the next smaller one (ResNet-50's 1x1 convs over a fused batch norm
   # + ReLU: 8x8, 2224 lines, 4.3 s to compile -> 4x4, 648 lines, 1.1 s)
+  # Tried and not kept: short reductions (3 elements: the filter chain's gray level and its 3x3
+  # sepia matrix) built unrolled as elementwise ops, so the colour steps fuse into one kernel
+  # (3 kernels -> 2). In Chromium (bench/peers_probe.py --split, best of 6, load ~1, ms) the chain
+  # went 34.5 -> 43.9: the fused elementwise kernel (26.7, against 9 + 11.2 for the two it
+  # replaced) recomputes the pixel's gray level for each of its 3 channels and splits its flat
+  # index with 4 integer divisions per element (8 flat elements a thread, 3 channels a pixel);
+  # with the blur fused too (1 kernel), 60.2.
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "tile_window": True, "tile_size_cap": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
