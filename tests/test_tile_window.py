@@ -1,8 +1,9 @@
-"""Option tile_window (lavapipe's default for tiled kernels, render/wgsl/adapters.py;
+"""Option tile_window (lavapipe's and SwiftShader's default for tiled kernels, render/wgsl/adapters.py;
 lowering/optimize.py _window_tile): a reduction of TILE_INNER < n <= TILE_WINDOW elements whose
 tile rows share more loads with the whole window unrolled than looped (a blur: output rows slide
 along the window's rows) unrolls it in a tile with rows; other kernels are unchanged. The values
-on the WEBGPU device (lavapipe here) match numpy."""
+on the WEBGPU device (lavapipe here) match numpy (and in the page on SwiftShader:
+test_filter_kernels)."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,17 +42,19 @@ def _source(out, **options) -> str:
   return kernels[-1].launch.source
 
 
+@pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
 @pytest.mark.parametrize("k", [3, 5, 7])
 @pytest.mark.parametrize("mode", ["zero", "edge"])
-def test_lavapipe_unrolls_a_window_whose_rows_share_loads(k, mode):
-  """3x3 (9), 5x5 (25) and 7x7 (49 = TILE_WINDOW) windows: no loop on lavapipe, the window's
-  rows in a loop under tile_window=False and on other adapters."""
+def test_cpu_adapters_unroll_a_window_whose_rows_share_loads(adapter, k, mode):
+  """3x3 (9), 5x5 (25) and 7x7 (49 = TILE_WINDOW) windows: no loop on lavapipe and SwiftShader,
+  the window's rows in a loop under tile_window=False and on other adapters."""
   assert TILE_INNER < 9 and TILE_WINDOW == 49
   x = kg.Tensor(np.ones(SHAPE, np.float32), device="PYTHON")
   out = _blur(x, k, mode)
-  assert "for (" not in _source(out, adapter="lavapipe")
-  assert "for (" in _source(out, adapter="lavapipe", tile_window=False)
-  assert "for (" in _source(out, adapter="discrete")
+  assert "for (" not in _source(out, adapter=adapter)
+  assert "for (" in _source(out, adapter=adapter, tile_window=False)
+  for other in ("discrete", "integrated", "unknown"):
+    assert "for (" in _source(out, adapter=other), other
 
 
 def test_a_window_over_tile_window_loops():

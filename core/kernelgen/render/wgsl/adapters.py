@@ -102,8 +102,16 @@ TABLE: dict[tuple[str, str], dict] = {
   # tinygrad 391 / 512, 240 / 338; old against new at load 19: 8x8 162 / 227 | 16x8 117 / 172 |
   # tinygrad 204 / 984. The 5x5 blur (25 reduced elements) keeps the tiles above: 8x16 86 / 98 |
   # 16x16 118 / 152 | 16x8 64 / 109 | tinygrad 109 / 138 (best / median of 6).
+  # tile_window (as lavapipe's, below), in Chromium (bench/peers_probe.py, kernelgen looped /
+  # unrolled / tinygrad, best / median of 6 interleaved, load ~1, ms): blur 5x5 3x480x640 37.4 /
+  # 45.8 | 16.4 / 24.7 | 49.2 / 64.9; the filter chain 640x480 63.4 / 76.4 | 39.8 / 48.2 | 115 /
+  # 132 (under load ~10 earlier: blur 51.8 -> 28, chain 120 -> 75.5). Its cost is compile time:
+  # the edge-padded blur's WGSL grows from ~2,200 to ~3,850 lines; in Pyodide (the page's worker,
+  # compile_plan of the blur at 160x120 and 640x480, two runs) 0.31-0.40 s -> 0.66-0.79 s, in
+  # CPython 0.20-0.28 -> 0.40-0.58 s.
   ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4)),
-                            "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4))},
+                            "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
+                            "tile_window": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
