@@ -60,6 +60,8 @@ def test_flat_gradient_fuses_a_bias_reduction_only_when_cheap(batch, side, fused
   n, half = flat.shape[0], side // 2
   weight_partials = [f"r_{batch}_1_1_8_1_1_1_1_3_3__1_{side}_{side}",
                      f"r_{batch}_1_1_16_8_1_1_1_3_3__1_{half}_{half}"]
+  if half * half <= 4:     # conv2's partials reduce 2x2 pixels: recomputed in the batch's sum
+    weight_partials.pop()  # (schedule.py RECOMPUTE_LENGTH)
   assert all(name in names for name in weight_partials), names
   assert f"r_8_1_3_3__{batch}_1" in names and f"r_16_8_3_3__{batch}_1" in names, names
   conv1_bias = f"r_1_8_1_1__{batch}_{side}_{side}"        # its own kernel, or in the flat one

@@ -101,7 +101,8 @@ def kernel_key(item: ScheduleItem, target: str, options: dict | None) -> tuple |
         rows.append((node.op, node.dtype.name, node.dtype.count, node.shape,
                      _value_key(node.arg), tuple(index[id(s)] for s in node.src)))
       index[id(node)] = len(rows) - 1
-    return (target, _options_key(options or {}), item.name, tuple(rows))
+    again = tuple(index[id(r)] for r in item.recomputed)
+    return (target, _options_key(options or {}), item.name, item.rows, again, tuple(rows))
   except TypeError:
     return None
 
@@ -129,18 +130,19 @@ def cached_compile(item: ScheduleItem, target: str, options: dict | None = None)
 
 class Plan:
   """A realize's schedule as positions in graph_key's node order: per kernel (output position,
-  input positions, name, rows) and its CompiledKernel (None until compiled)."""
+  input positions, name, rows, positions of the reductions it recomputes) and its CompiledKernel (None until compiled)."""
 
   def __init__(self, items: list, order: list):
     position = {id(n): i for i, n in enumerate(order)}
     self.items = [(position[id(it.out)], tuple(position[id(i)] for i in it.inputs), it.name,
-                   it.rows) for it in items]
+                   it.rows, tuple(position[id(r)] for r in it.recomputed)) for it in items]
     self.compiled: list = [None] * len(items)
 
   def schedule(self, order: list) -> list[ScheduleItem]:
     """The ScheduleItems of this plan over the nodes of a graph with the same key."""
-    return [ScheduleItem(order[out], tuple(order[i] for i in inputs), name, rows)
-            for out, inputs, name, rows in self.items]
+    return [ScheduleItem(order[out], tuple(order[i] for i in inputs), name, rows,
+                         tuple(order[r] for r in again))
+            for out, inputs, name, rows, again in self.items]
 
 
 def graph_key(roots: list[LazyOp], context) -> tuple[tuple | None, list[LazyOp]]:

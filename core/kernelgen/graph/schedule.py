@@ -14,6 +14,9 @@ it more than once per element (through a broadcast or overlapping windows: a con
 input): fused, it would be recomputed per read (an Inception concat or an LRN under a 3x3 pool,
 9 times; a DenseNet concat under a conv, once per output channel).
 
+A short reduction (a few elements, no reduction inside) that a kernel reads per element is
+recomputed there, unrolled, instead (RECOMPUTE_LENGTH below: ScheduleItem.recomputed).
+
 Row kernels: given `row_max`, an elementwise kernel whose output reads reductions of its own
 shape over the same axes (its "rows") only through broadcasts back along those axes (softmax's
 max and sum, layernorm's mean and variance) fuses them too, when a row has at most `row_max`
@@ -58,6 +61,18 @@ ROW_MAX = 1 << 14
 # an elementwise expression reading at least this many buffer elements per element is a kernel of
 # its own when its consumer re-reads it (see above); bias + relu (2) or batchnorm (5) stay fused
 REREAD_LOADS = 8
+# a short reduction read per element (the filter chain's gray level, a sum over a pixel's 3
+# channels, read by its colour and sepia kernel) is recomputed at each read, unrolled, instead of
+# being a kernel of its own: when it reduces at most RECOMPUTE_LENGTH elements, its source holds no
+# reduction and reads fewer than REREAD_LOADS buffer elements per element, and the kernel
+# evaluates it at most RECOMPUTE_READS times per output: a few loads and multiply-adds, often of
+# values the kernel loads anyway, against a kernel's pass through memory. The filter chain at
+# 640x480 in Chromium (bench/peers_probe.py, best / median of 8, idle, ms; tinygrad 104-122):
+# lavapipe 3 kernels 30.7 / 35.0 -> 2 kernels 23.4 / 25.2, SwiftShader 36.8 / 44.0 -> 20.7 / 23.9.
+# Not for longer work: recomputing the digits MLP's hidden layer and logits in its softmax kernel
+# (one kernel, ~61K multiply-adds in one thread) measured no faster (SwiftShader median 4.0 ms
+# against 3.2, lavapipe 3.1 against 3.5: the submit floor, bench/submit_floor.py, ~3 ms)
+RECOMPUTE_LENGTH, RECOMPUTE_READS = 4, 4
 
 
 def row_limit(options: dict | None) -> int:
@@ -73,11 +88,14 @@ class ScheduleItem:
   inputs: tuple[LazyOp, ...]   # the buffers it reads, in slot order 1, 2, ...
   name: str = ""               # stable, readable, unique within the schedule
   rows: tuple = ()             # a row kernel: the output axes each row loops over (see above)
+  recomputed: tuple = ()       # reductions recomputed at each read (RECOMPUTE_LENGTH, above)
 
 
 def kernel_reduces(item: ScheduleItem) -> list:
-  """The reductions computed inside the kernel `item` (its inputs are other kernels)."""
-  stop, found, stack, seen = {id(i) for i in item.inputs}, [], [item.out], set()
+  """The reductions computed inside the kernel `item` (its inputs are other kernels), but for
+  those it recomputes at each read (ScheduleItem.recomputed)."""
+  stop = {id(i) for i in item.inputs + item.recomputed}
+  found, stack, seen = [], [item.out], set()
   while stack:
     node = stack.pop()
     if id(node) in seen or (id(node) in stop and node is not item.out) or node.realized:
@@ -146,26 +164,26 @@ def _loads(node: LazyOp, boundary: set, limit: int) -> int:
 
 
 def _walk_kernel(root: LazyOp, boundary: set, users: dict,
-                 row_max: int = 0) -> tuple[list[LazyOp], list[LazyOp], tuple]:
+                 row_max: int = 0) -> tuple[list[LazyOp], list[LazyOp], tuple, tuple]:
   """(inputs, the unrealized boundaries among them: kernels to compute, the row axes of a row
-  kernel (axes of row_node(root)) or ()) of the kernel computing `root`. A reduction read by a
-  fused reduction's source only through a broadcast along that reduction's axes (the max in a
-  logsumexp) fuses too, when every other read of it in the kernel is at the output: it is
-  computed once per output, not per element. With `row_max`, so does one the output reads that
-  way (a row kernel)."""
+  kernel (axes of row_node(root)) or (), the reductions it recomputes at each read) of the
+  kernel computing `root`. A reduction read by a fused reduction's source only through a
+  broadcast along that reduction's axes (the max in a logsumexp) fuses too, when every other
+  read of it in the kernel is at the output: it is computed once per output, not per element.
+  With `row_max`, so does one the output reads that way (a row kernel)."""
   row = _row_spec(root, boundary, row_max)
   fuse: set = set()
   for _ in range(4):
     bound = set(boundary)
     hits: set = set()
-    inputs, new, nested, bad = _walk(root, bound, users, fuse, row, hits)
+    inputs, new, nested, bad, again = _walk(root, bound, users, fuse, row, hits)
     ok = nested - bad - boundary
     if ok == fuse:
       boundary |= bound
-      return inputs, new, (row.arg[1] if row is not None and hits & fuse else ())
+      return inputs, new, (row.arg[1] if row is not None and hits & fuse else ()), again
     fuse = ok
-  inputs, new, _, _ = _walk(root, boundary, users, set())
-  return inputs, new, ()
+  inputs, new, _, _, again = _walk(root, boundary, users, set())
+  return inputs, new, (), again
 
 
 @dataclass(eq=False)
@@ -213,14 +231,17 @@ def _row_spec(root: LazyOp, boundary: set, row_max: int) -> _Row | None:
 def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None = None,
           hits: set | None = None):
   """_walk_kernel with the nested reductions `fuse` fused: (inputs, new boundaries, ids of the
-  reductions read only per output inside a fused reduction, ids of reductions read otherwise);
-  with `row`, the root's rows count as such a reduction (their reductions are added to `hits`)."""
-  inputs, new, seen, nested, bad = [], [], set(), set(), set()
+  reductions read only per output inside a fused reduction, ids of reductions read otherwise,
+  the reductions recomputed at each read); with `row`, the root's rows count as such a reduction
+  (their reductions are added to `hits`). `reads` counts the evaluations of a node per output
+  of the kernel (the lengths of the fused reductions around it)."""
+  inputs, new, seen, nested, bad, again = [], [], set(), set(), set(), {}
   ctx = (root, False) if root.op is L.REDUCE else (row, False) if row is not None else None
-  stack = [(s, root.op not in (L.REDUCE, L.ATTENTION), ctx, False) for s in root.src]
+  reads = min(_length(root), RECOMPUTE_READS + 1) if root.op is L.REDUCE else 1
+  stack = [(s, root.op not in (L.REDUCE, L.ATTENTION), ctx, False, reads) for s in root.src]
   while stack:
-    node, at_output, ctx, reread = stack.pop()
-    key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]), reread)
+    node, at_output, ctx, reread, reads = stack.pop()
+    key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]), reread, reads)
     if key in seen:
       continue
     seen.add(key)
@@ -242,6 +263,9 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       continue
     fusable = at_output and users.get(id(node), 0) <= 1 and _little_waste(node, root) or \
       id(node) in fuse
+    if node.op is L.REDUCE and not fusable and _recomputable(node, boundary, reads):
+      again[id(node)] = node
+      fusable = True
     if node.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION) and \
         not (node.op is L.REDUCE and fusable):
       boundary.add(id(node))
@@ -257,9 +281,35 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
         else None
     else:
       inner = ctx if node.op in (L.ALU, L.CAST, L.BITCAST) else None
-    again = None if reread is None else reread or node.op is L.VIEW and _rereads(node)
-    stack.extend((s, keep, inner, again) for s in reversed(node.src))
-  return inputs, new, nested, bad
+    more = None if reread is None else reread or node.op is L.VIEW and _rereads(node)
+    # a reduction along the kernel's rows, or one computed once per output, adds one pass
+    once = id(node) in nested or id(node) in fuse
+    inside = (reads + 1 if once else reads * _length(node)) if node.op is L.REDUCE else reads
+    inside = min(inside, RECOMPUTE_READS + 1)    # (only whether it exceeds that matters)
+    stack.extend((s, keep, inner, more, inside) for s in reversed(node.src))
+  return inputs, new, nested, bad, tuple(n for n in again.values() if id(n) not in boundary)
+
+
+def _length(node: LazyOp) -> int:
+  """The number of elements reduction `node` reduces for each of its outputs."""
+  return prod(node.src[0].shape[a] for a in node.arg[1])
+
+
+def _recomputable(node: LazyOp, boundary: set, reads: int) -> bool:
+  """Whether reduction `node`, evaluated `reads` times per output of a kernel, is cheap enough
+  to recompute at each read (RECOMPUTE_LENGTH, above)."""
+  if not 0 < _length(node) <= RECOMPUTE_LENGTH or reads > RECOMPUTE_READS:
+    return False
+  stack, seen = [node.src[0]], set()
+  while stack:
+    n = stack.pop()
+    if id(n) in seen or n.realized or id(n) in boundary:
+      continue
+    seen.add(id(n))
+    if n.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION, L.GATHER):
+      return False
+    stack.extend(n.src)
+  return _loads(node.src[0], boundary, REREAD_LOADS) < REREAD_LOADS
 
 
 def _little_waste(node: LazyOp, root: LazyOp) -> bool:
@@ -325,8 +375,8 @@ def _find_kernels(roots: list[LazyOp], boundary: set, users: dict,
     node = pending.pop()
     if id(node) in items:
       continue
-    inputs, new, rows = _walk_kernel(node, boundary, users, row_max)
-    items[id(node)] = ScheduleItem(node, tuple(inputs), rows=rows)
+    inputs, new, rows, again = _walk_kernel(node, boundary, users, row_max)
+    items[id(node)] = ScheduleItem(node, tuple(inputs), rows=rows, recomputed=again)
     pending.extend(new)
   return items
 
@@ -380,10 +430,10 @@ def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
     for node in _fused_nodes(item, boundary):
       if node is item.out or node.op in (L.CONST, L.IOTA):
         continue
-      own, _, _ = _walk_kernel(node, set(boundary), users, row_max)
+      own, _, _, _ = _walk_kernel(node, set(boundary), users, row_max)
       if len(own) + 1 > max_buffers:
         continue
-      rest, _, _ = _walk_kernel(item.out, boundary | {id(node)}, users, row_max)
+      rest, _, _, _ = _walk_kernel(item.out, boundary | {id(node)}, users, row_max)
       saved = len(item.inputs) - len(rest)
       key = (saved, len(own), -node.size)
       if saved > 0 and (best_key is None or key > best_key):
@@ -397,7 +447,7 @@ def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
 def _name_items(items: list[ScheduleItem], position: dict) -> list[ScheduleItem]:
   seen: dict[str, int] = {}
   for item in items:
-    base = _kernel_name(item.out, item.inputs, position)
+    base = _kernel_name(item.out, item.inputs + item.recomputed, position)
     seen[base] = seen.get(base, 0) + 1
     item.name = base if seen[base] == 1 else f"{base}_n{seen[base]}"
   return items

@@ -136,6 +136,7 @@ class Lowerer:
     self.seq_vec = 1                   # plain reductions over one axis read this many consecutive
                                        # elements per step, as vector loads (rows.py)
     self.tile_inner = 0                # tiled reductions: Opts.tile_inner
+    self.recomputed = {id(n): n for n in item.recomputed}   # reductions recomputed per read
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     key = (id(node), idxs, gate)
@@ -202,6 +203,8 @@ class Lowerer:
     return out if valid is None else valid.where(out, out.const_like(0))
 
   def _reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    if id(node) in self.recomputed:
+      return self._recompute(node, idxs, gate)
     if id(node) in self.nested and self.gates and gate is not self.gates[-1]:
       # read per output inside another reduction (only through a broadcast along its axes, see
       # schedule.py): under that reduction's gate, not its loop's, so it runs once, before it
@@ -227,6 +230,26 @@ class Lowerer:
       ranges += loops
       points = [(p[:a] + [i] + p[a + 1:], gate_and(v, ok)) for p, v in points for i, ok in lanes]
     return self._accumulate(op, src, [(tuple(p), v) for p, v in points], idxs, gate, ranges)
+
+  def _recompute(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    """A reduction recomputed at each read (ScheduleItem.recomputed: a few elements), unrolled
+    in the reading thread whatever the kernel's layout."""
+    op, axes = node.arg
+    src = node.src[0]
+    n = prod(src.shape[a] for a in axes)
+    self.gates.append(gate)
+    try:
+      ranges, lanes = self._loop(n, unroll=n)
+      shape = [src.shape[a] for a in axes]
+      points = []
+      for index, valid in lanes:
+        p = list(idxs)
+        for a, u in zip(axes, unravel([(index, 1, n)], 0, shape)):
+          p[a] = u
+        points.append((tuple(p), valid))
+      return self._accumulate(op, src, points, idxs, gate, ranges)
+    finally:
+      self.gates.pop()
 
   def _vector_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     """A reduction over one axis, seq_vec consecutive elements per step (vector loads)."""
