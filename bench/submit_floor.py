@@ -7,7 +7,10 @@ it, all interleaved round after round; best, first quartile and median of every 
 On a loaded machine the trivial programs alone show the floor: any program of more than one
 dispatch takes about as long as the digits row, whatever its kernels do (SwiftShader, load ~8:
 medians 0.7 / 1.6 / 2.9 / 3.2 ms for 0 / 1 / 3 / 6 trivial dispatches; kernelgen's 3 kernels
-3.3, tinygrad's 6 3.3), so the best of a few rounds decides that row by luck.
+3.3, tinygrad's 6 3.3), so the best of a few rounds decides that row by luck. At idle (load
+0.9, 10 rounds of 3) the floor is one dispatch: medians 0.8 / 3.05 / 3.0 / 3.15 ms for 0 / 1 /
+3 / 6 trivial dispatches, both digits programs 3.3. So is one kernel for the whole MLP
+(graph/schedule.py, the note at RECOMPUTE_LENGTH): no faster.
 
     python bench/submit_floor.py [--adapter swiftshader|lavapipe] [--rounds N] [--per-round K]
 """

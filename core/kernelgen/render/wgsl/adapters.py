@@ -70,6 +70,11 @@ TABLE: dict[tuple[str, str], dict] = {
   # plus one NaN flag per row (exact) 78 / 112 | tinygrad's 3 kernels 121 / 160. The NaN guards
   # (kg_fmax, kg_exp2) cost about a quarter of the kernel here; not changed: softmax needs neither
   # (a NaN reaches every output through the sum), but the kernel does not know it is softmax.
+  # Later, at idle (load ~0.5, bench/peers_probe.py, best / median of 16 interleaved, ms), the
+  # max loop as compare-and-select plus one NaN flag (exact, no kg_fmax) and the row's sum as one
+  # reciprocal then multiplies, each on and off: 41.7-49.0 / 55.3-58.7 over the four (tinygrad
+  # 61.4 / 77.5); on lavapipe (12 rounds) 38.8-39.2 / 41.8-42.9 (tinygrad 66.3 / 71.9): within
+  # the noise, so neither was kept.
   # layernorm's row kernel reads its row 3 times (mean, variance, output): on SwiftShader every
   # load is a per-lane gather, so passes cost (4096x1024 f32, 63 ms, a copy kernel of its bytes
   # 44 ms). Hand-edited WGSL with 2 passes (the mean and a shifted variance, sums of x - x[0] and
@@ -149,7 +154,11 @@ TABLE: dict[tuple[str, str], dict] = {
   # went 34.5 -> 43.9: the fused elementwise kernel (26.7, against 9 + 11.2 for the two it
   # replaced) recomputes the pixel's gray level for each of its 3 channels and splits its flat
   # index with 4 integer divisions per element (8 flat elements a thread, 3 channels a pixel);
-  # with the blur fused too (1 kernel), 60.2.
+  # with the blur fused too (1 kernel), 60.2. What was kept instead: the gray level recomputed in
+  # the sepia kernel (graph/schedule.py RECOMPUTE_LENGTH), whose layout stays as it was: 3 -> 2
+  # kernels, the chain 30.7 -> 23.4 ms best of 8 at idle; per kernel (--split): gray + colour +
+  # sepia 7.9 ms (a copy kernel of its bytes 7.6), the edge-padded blur + invert 16.7 (its copy
+  # kernel 5.5): the blur bounds the chain's frame.
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "tile_window": True, "tile_size_cap": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
