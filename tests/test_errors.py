@@ -275,13 +275,15 @@ INTERRUPTED = [
   ("Ctrl-C while reading the result back", "PYTHON", "copyout", 1),
 ]
 
-X = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
-WEIGHT = [[1.0, -1.0], [0.5, 2.0], [-3.0, 1.0]]
+# 5 columns: reductions of up to 4 elements would be recomputed where they are read (schedule.py
+# RECOMPUTE_LENGTH), and the test wants 4 kernels to interrupt
+X = [[1.0, 2.0, 3.0, -1.0, 0.5], [4.0, 5.0, 6.0, 2.0, -2.0]]
+WEIGHT = [[1.0, -1.0], [0.5, 2.0], [-3.0, 1.0], [0.25, -0.5], [1.5, 0.75]]
 
 
 def interrupted_program(device: str) -> Tensor:
   x, w = Tensor(X, device=device), Tensor(WEIGHT, device=device)
-  return (x @ w).relu().softmax(axis=1) + (x.sum(axis=0).reshape(1, 3) @ w)
+  return (x @ w).relu().softmax(axis=1) + (x.sum(axis=0).reshape(1, 5) @ w)
 
 
 def interrupted_expected():
