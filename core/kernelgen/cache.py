@@ -130,7 +130,8 @@ def cached_compile(item: ScheduleItem, target: str, options: dict | None = None)
 
 class Plan:
   """A realize's schedule as positions in graph_key's node order: per kernel (output position,
-  input positions, name, rows, positions of the reductions it recomputes) and its CompiledKernel (None until compiled)."""
+  input positions, name, rows, positions of the reductions it recomputes) and its
+  CompiledKernel (None until compiled)."""
 
   def __init__(self, items: list, order: list):
     position = {id(n): i for i, n in enumerate(order)}
