@@ -95,6 +95,7 @@ async function prepareProgram(spec) {
       uniform = dev.createBuffer({ size: 16, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
       const values = [...k.uniform.f32.map(Number), 0, 0, 0].slice(0, 4);
       dev.queue.writeBuffer(uniform, 0, new Float32Array(values));
+      buffers.push(uniform);
       entries.push({ binding: k.uniform.binding, visibility: GPUShaderStage.COMPUTE,
         buffer: { type: 'uniform' } });
     }
@@ -126,7 +127,8 @@ async function prepareProgram(spec) {
   };
   const out = program.buffers[program.output];
   const read = () => readBuffer(dev, buffers[program.output], out.bytes);
-  return { run, read, kernels: kernels.length };
+  const dispose = () => { for (const b of buffers) b.destroy(); };
+  return { run, read, dispose, kernels: kernels.length };
 }
 
 // ---- TF.js (WebGPU backend) ------------------------------------------------------------------
@@ -193,7 +195,8 @@ async function prepareTfjs(spec) {
   await run();
   const read = async () => { await run(); return last.data(); };
   const profile = await tf.profile(() => op(...inputs));
-  return { run, read, kernels: profile.kernels.length };
+  const dispose = () => { tf.dispose([...inputs, last]); };
+  return { run, read, dispose, kernels: profile.kernels.length };
 }
 
 // ---- onnxruntime-web (WebGPU execution provider) -----------------------------------------------
@@ -206,11 +209,13 @@ async function prepareOrt(spec) {
     executionProviders: ['webgpu'], preferredOutputLocation: 'gpu-buffer' });
   const dev = await ort.env.webgpu.device;
   const feeds = {};
+  const made = [];
   for (const input of spec.inputs) {
     const data = await fetchF32(input.file);
     const buffer = dev.createBuffer({ size: Math.ceil(data.byteLength / 16) * 16,
       usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     dev.queue.writeBuffer(buffer, 0, data);
+    made.push(buffer);
     feeds[input.name] = ort.Tensor.fromGpuBuffer(buffer, { dataType: 'float32', dims: input.shape });
   }
   let last = null;
@@ -223,7 +228,12 @@ async function prepareOrt(spec) {
   };
   await run();
   const read = async () => { await run(); return Object.values(last)[0].getData(); };
-  return { run, read, kernels: null };
+  const dispose = async () => {
+    for (const t of Object.values(last)) t.dispose();
+    await session.release();
+    for (const b of made) b.destroy();
+  };
+  return { run, read, dispose, kernels: null };
 }
 
 // ---- the bench's calls -------------------------------------------------------------------------
@@ -250,8 +260,12 @@ async function time(key, reps) {
   return times;
 }
 
-function release(key) {
+// Frees what a row's system holds on the GPU (buffers, TF.js tensors, the ORT-web session), so
+// that a row is timed without the earlier rows' memory still allocated.
+async function release(key) {
+  const prepared = state.prepared[key];
   delete state.prepared[key];
+  if (prepared) await prepared.dispose();
 }
 
 // A copy kernel moving `bytes` (read + write half each) on our device: its ms at best of reps.
