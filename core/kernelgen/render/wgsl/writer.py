@@ -28,20 +28,27 @@ def _base(buf: UOp) -> UOp:
 
 
 def vec4_slots(kernel: Kernel, accesses=None) -> frozenset:
-  """Global buffers declared as array<vec4<T>>: 32-bit elements, a size divisible by 4, and every
-  access in the kernel a 4-lane load or store at an index provably divisible by 4. `accesses`:
-  the kernel's LOADs and STOREs, where the caller has them."""
+  """Global buffers declared as array<vec4<T>>: 32-bit elements, a size divisible by 4, some
+  access a 4-lane load or store at an index provably divisible by 4 and every other access a
+  scalar load (read as one lane of a word: a row kernel's vector passes keep their vec4 loads
+  when it also reads one element of the row). `accesses`: the kernel's LOADs and STOREs, where
+  the caller has them."""
   usable: dict[int, bool] = {}
+  wide: set = set()
   memo: dict = {}
   for u in kernel.uops if accesses is None else accesses:
     if u.op not in (Ops.LOAD, Ops.STORE) or _base(u.src[0]).op is not Ops.PARAM:
       continue
     dt = u.dtype if u.op is Ops.LOAD else u.src[2].dtype
-    good = dt.count == 4 and dt.scalar.name in VEC4_DTYPES and divisible(u.src[1], 4, memo)
     slot = _base(u.src[0]).arg
+    good = dt.scalar.name in VEC4_DTYPES and (dt.count == 1 and u.op is Ops.LOAD or
+                                              dt.count == 4 and divisible(u.src[1], 4, memo))
+    if good and dt.count == 4:
+      wide.add(slot)
     usable[slot] = usable.get(slot, True) and good
   sizes = {b.slot: b.size for b in kernel.buffers}
-  return frozenset(slot for slot, good in usable.items() if good and sizes.get(slot, 1) % 4 == 0)
+  return frozenset(slot for slot, good in usable.items()
+                   if good and slot in wide and sizes.get(slot, 1) % 4 == 0)
 
 
 # ---- the writer ----------------------------------------------------------------------------------
@@ -135,7 +142,8 @@ class Writer(Expressions):
     parts = [self.load_element(buf, i, elem) for i in self.lanes(idx, u.dtype.count)]
     value = parts[0] if len(parts) == 1 else f"{self.reg(u.dtype)}({', '.join(parts)})"
     if buf.op is Ops.PARAM and buf.arg in self.vec4:
-      value = f"{self.names[buf]}[u32({idx}) >> 2u]"
+      word = f"{self.names[buf]}[u32({idx}) >> 2u]"
+      value = word if u.dtype.count == 4 else f"{word}[u32({idx}) & 3u]"
     if gate is None:
       self.emit(f"let {name}: {self.reg(u.dtype)} = {value};")
       return
