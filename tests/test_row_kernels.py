@@ -194,6 +194,73 @@ def test_subgroups(on, device):
       del rt.subgroup_layout
 
 
+# ---- independent reductions share one loop -------------------------------------------------------
+
+def ranges(out, target="wgsl", **options) -> int:
+  """Loops in the lowered kernel of `out` (one kernel)."""
+  from kernelgen.lowering.lower import lower
+  from kernelgen.uop.ops import Ops, toposort
+  (item,) = row_items(out)
+  sink, _ = lower(item, optimize(item, target, options))
+  return sum(1 for u in toposort([sink]) if u.op is Ops.RANGE)
+
+
+def test_layernorm_reads_its_row_twice():
+  """A thread per row takes layernorm's two sums (of x - x0 and its squares) in one loop, then
+  stores in a second: in WGSL, both read vec4 words, the shift x0 one lane of a word."""
+  t = kg.Tensor(data((64, 256)))
+  assert ranges(t.layernorm(), row_lanes=1) == 2
+  assert ranges(t.softmax(-1), row_lanes=1) == 3          # the sum reads the max: its own loop
+  (item,) = row_items(t.layernorm())
+  source = compile_item(item, "wgsl", {"row_lanes": 1}).source
+  assert source.count("for (") == 2 and "b1_in1: array<vec4<f32>>" in source
+  wgsl_validate(source)
+
+
+def independent(t):
+  return t - t.max(-1, keepdim=True) + t.min(-1, keepdim=True) + t.sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_independent_reductions_share_one_loop(on, device):
+  """Reductions of one row that do not read each other run in one loop (a thread per row, and a
+  thread per output of a plain reduction kernel): values against numpy, ragged and vector rows,
+  and rows of ROW_MAX on WEBGPU (2 passes of 16384: inside lavapipe's loop budget)."""
+  on(device, row_lanes=1)
+  assert ranges(independent(kg.Tensor(data((4, 64)))), row_lanes=1) == 2
+  assert ranges(kg.Tensor(data((4, 64))).sum(-1) * kg.Tensor(data((4, 64))).max(-1)) == 1
+  shapes = [(5, 37), (3, 64)] + ([(2, ROW_MAX)] if device == "WEBGPU" else [])
+  for shape in shapes:
+    x = data(shape, seed=shape[1])
+    got = independent(kg.Tensor(x)).numpy()
+    want = x - x.max(-1, keepdims=True) + x.min(-1, keepdims=True) + \
+      x.astype(np.float64).sum(-1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4 * shape[1] ** 0.5, err_msg=shape)
+    t = kg.Tensor(x)
+    stats = ((t * t).sum(-1) + t.max(-1) - (t - 1).abs().min(-1)).numpy()
+    x64 = x.astype(np.float64)
+    np.testing.assert_allclose(stats, (x64 * x64).sum(-1) + x64.max(-1) - np.abs(x64 - 1).min(-1),
+                               rtol=1e-5, atol=1e-4, err_msg=shape)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("lanes", [1, 16])
+def test_layernorm_statistics_are_exact_to_rounding(on, device, lanes):
+  """The shifted statistics against numpy in float64: rows offset by 1e4 (where a mean taken
+  first, or sum(x^2) - sum(x)^2 / n, loses digits), a far outlier as the shift x0, a constant row
+  (0, exactly), a tiny scale."""
+  on(device, row_lanes=lanes)
+  x = data((5, 1024), seed=3)
+  x[0] += 1e4
+  x[1, 0] = 1000.0
+  x[2] = 3.0
+  x[3] *= 1e-3
+  x[4, 1:] += 50.0
+  got = kg.Tensor(x).layernorm().numpy()
+  np.testing.assert_allclose(got, np_layernorm(x.astype(np.float64)), rtol=1e-5, atol=2e-6)
+  assert not got[2].any()
+
+
 # ---- the optimizer's layout choice --------------------------------------------------------------
 
 def test_default_layout_thresholds():
@@ -241,14 +308,23 @@ def test_search_tries_both_layouts_and_forces_its_choice_again():
 
 def test_a_thread_per_row_stays_under_llvmpipe_loop_budget():
   """A thread's loops run at most 65535 trips in all on lavapipe: 4 passes over rows of 16384
-  (3 reductions + the outputs) take 2 lanes per row even when a thread per row is asked for."""
-  def item(n):
+  (3 reductions, each reading the one before, + the outputs) take 2 lanes per row even when a
+  thread per row is asked for; 3 independent reductions share one pass (2 in all), so rows of
+  16384 (ROW_MAX) keep a thread per row."""
+  def chained(n):
+    t = kg.Tensor(np.zeros((2, n), np.float32))
+    a = (t - t.max(-1, keepdim=True)).sum(-1, keepdim=True)
+    (it,) = row_items(t - (t - a).min(-1, keepdim=True))
+    return it
+
+  def independent(n):
     t = kg.Tensor(np.zeros((2, n), np.float32))
     (it,) = row_items(t - t.max(-1, keepdim=True) + t.min(-1, keepdim=True)
                       + t.sum(-1, keepdim=True))
     return it
-  assert optimize(item(16384), "wgsl", {"row_lanes": 1}).row_lanes == 2
-  assert optimize(item(16383), "wgsl", {"row_lanes": 1}).row_lanes == 1
+  assert optimize(chained(16384), "wgsl", {"row_lanes": 1}).row_lanes == 2
+  assert optimize(chained(16383), "wgsl", {"row_lanes": 1}).row_lanes == 1
+  assert optimize(independent(16384), "wgsl", {"row_lanes": 1}).row_lanes == 1
 
 
 @pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])

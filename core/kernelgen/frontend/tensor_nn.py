@@ -10,6 +10,7 @@ from ..dtype import min_value
 from ..errors import ShapeError
 from .conv import conv
 from .operands import TensorOps, acc_dtype, result_dtype
+from .tensor_data import resolve_axes
 
 
 def matmul(a, b, reverse=False):
@@ -144,11 +145,31 @@ def rms_norm(x, normalized_shape, weight=None, eps=None):
 
 def layernorm(x, axis=-1, eps=1e-5, weight=None, bias=None):
   """(x - mean) / sqrt(var + eps) over `axis`, then the affine. Half floats take their statistics
-  in float32, as torch does: a centered value past 256 would overflow float16 when squared."""
+  in float32, as torch does: a centered value past 256 would overflow float16 when squared.
+
+  The statistics come from shifted data, d = x - x0 with x0 the median of each normalized group's
+  first, middle and last elements: mean(d) and mean(d^2) are independent sums, so a thread per
+  row takes both in one pass (lowering/lowerer.py, sibling_reduces) and reads the row twice, not
+  three times. var = mean(d^2) - mean(d)^2 loses nothing to an offset of the data (d is exact
+  where x is near x0), only the variance's relative rounding times (1 + (mean - x0)^2 / var):
+  x0 is a far outlier only where two of the three sampled elements are."""
   half = x.dtype.is_float() and x.dtype.itemsize < 4
   xs = x.float() if half else x
-  centered = xs - xs.mean(axis, keepdim=True)
-  out = centered * ((centered * centered).mean(axis, keepdim=True) + eps).rsqrt()
+  axes = resolve_axes(axis, xs.ndim)
+  if all(xs.shape[a] for a in axes) and xs.ndim:
+    def element(at):
+      return xs[tuple(slice(at(a), at(a) + 1) if a in axes else slice(None)
+                      for a in range(xs.ndim))]
+    first, middle, last = (element(lambda a: 0), element(lambda a: xs.shape[a] // 2),
+                           element(lambda a: xs.shape[a] - 1))
+    d = xs - first.minimum(middle).maximum(first.maximum(middle).minimum(last))
+    shift = d.mean(axes, keepdim=True)
+    var = ((d * d).mean(axes, keepdim=True) - shift * shift).maximum(0)
+    centered = d - shift
+  else:            # nothing to shift by (an empty group: NaN statistics, as numpy's)
+    centered = xs - xs.mean(axis, keepdim=True)
+    var = (centered * centered).mean(axis, keepdim=True)
+  out = centered * (var + eps).rsqrt()
   out = out.cast(x.dtype) if half else out
   if weight is not None:
     out = out * weight

@@ -16,7 +16,7 @@ from ..graph.view import contiguous_strides
 from ..uop.ops import Ops, UOp
 from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import Lowerer, Opts, tile_axes, tile_threads
+from .lowerer import Lowerer, Opts, nested_reduces, sibling_reduces, tile_axes, tile_threads
 from .regtile import tiled_stores
 from .attention import attention_stores
 from .rows import row_stores
@@ -28,7 +28,8 @@ from .wgtile import staged_stores
 def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   """The kernel's SINK and its buffer table (slot 0: the output)."""
   lw = Lowerer(item)
-  lw.nested = _nested_reduces(item)
+  lw.nested = nested_reduces(item)
+  lw.siblings = sibling_reduces(item, lw.nested)
   out = item.out
   if out.op is L.SORTNET:     # a block sorting network: its own threads and workgroup memory
     stores = sortnet_stores(lw, opts.local)
@@ -84,21 +85,6 @@ def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   lw.chunk = opts.group_chunk
   value = lw.value(out, tuple(unravel([(gid, 1, out.size)], 0, out.shape)), None)
   return [lw.params[0].store(gid, value, lw.lane.eq(int_const(0)))]
-
-
-def _nested_reduces(item: ScheduleItem) -> set:
-  """Ids of the reductions of `item` inside another of its reductions' source."""
-  stop = {id(n) for n in item.inputs}
-  found, stack, seen = set(), [(item.out, False)], set()
-  while stack:
-    node, inside = stack.pop()
-    if (id(node), inside) in seen or (id(node) in stop and node is not item.out):
-      continue
-    seen.add((id(node), inside))
-    if inside and node.op is L.REDUCE:
-      found.add(id(node))
-    stack.extend((s, inside or node.op is L.REDUCE) for s in node.src)
-  return found
 
 
 def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:

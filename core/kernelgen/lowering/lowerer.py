@@ -4,7 +4,9 @@ lower.py picks the strategy (what follows describes them all) and builds the sto
 Each thread computes `upcast` consecutive output elements: its global index comes from SPECIAL
 gid/lid, output indices are unravelled from it, and the expression is lowered at those indices:
 views become index math (with masks as load gates), reductions become RANGE loops over a
-DEFINE_ACC with ASSIGN/ENDRANGE/AFTER, and loads past the end of the output are gated. Every
+DEFINE_ACC with ASSIGN/ENDRANGE/AFTER, and loads past the end of the output are gated. Reductions
+of a thread over the same elements that do not read each other share one loop
+(`sibling_reduces`). Every
 accumulator loop of every strategy (here, vector.py, regtile.py, wgtile.py, tensorcore.py) is built
 by `Lowerer.accumulators`. Index math is int32; `unravel` folds the common cases (permutes,
 expands, windows) without div/mod.
@@ -48,7 +50,7 @@ from ..graph.lazy import L, LazyOp
 from .gather import gather_value
 from .vector import vector_accumulate, vector_loads
 from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element, toposort
-from ..graph.schedule import ScheduleItem
+from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import View, contiguous_strides, prod
 
 
@@ -137,6 +139,7 @@ class Lowerer:
                                        # elements per step, as vector loads (rows.py)
     self.tile_inner = 0                # tiled reductions: Opts.tile_inner
     self.recomputed = {id(n): n for n in item.recomputed}   # reductions recomputed per read
+    self.siblings: dict = {}           # id(reduce) -> the reductions computed in its loop (lower.py)
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     key = (id(node), idxs, gate)
@@ -222,14 +225,23 @@ class Lowerer:
       return self._grouped_reduce(node, idxs, gate)
     if self.loops is not None:
       return self._tiled_reduce(node, idxs, gate)
+    vec = 1
     if self.seq_vec > 1 and len(axes) == 1 and src.shape[axes[0]] % self.seq_vec == 0:
-      return self._vector_reduce(node, idxs, gate)
-    ranges, points = [], [(list(idxs), None)]
-    for a in axes:
-      loops, lanes = self._loop(src.shape[a])
-      ranges += loops
-      points = [(p[:a] + [i] + p[a + 1:], gate_and(v, ok)) for p, v in points for i, ok in lanes]
-    return self._accumulate(op, src, [(tuple(p), v) for p, v in points], idxs, gate, ranges)
+      ranges, points, vec = self._vector_points(node, idxs)
+    else:
+      ranges, points = [], [(list(idxs), None)]
+      for a in axes:
+        loops, lanes = self._loop(src.shape[a])
+        ranges += loops
+        points = [(p[:a] + [i] + p[a + 1:], gate_and(v, ok)) for p, v in points for i, ok in lanes]
+      points = [(tuple(p), v) for p, v in points]
+    group = [node] + [s for s in self.siblings.get(id(node), ())
+                      if (id(s), idxs, gate) not in self.cache]
+    got = self._accumulate_many([(s.arg[0], s.src[0]) for s in group], points, idxs, gate,
+                                ranges, vec)
+    for s, after in zip(group[1:], got[1:]):    # read later at the same indices: cached now
+      self.cache[(id(s), idxs, gate)] = after
+    return got[0]
 
   def _recompute(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     """A reduction recomputed at each read (ScheduleItem.recomputed: a few elements), unrolled
@@ -251,9 +263,10 @@ class Lowerer:
     finally:
       self.gates.pop()
 
-  def _vector_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
-    """A reduction over one axis, seq_vec consecutive elements per step (vector loads)."""
-    op, (a,) = node.arg
+  def _vector_points(self, node: LazyOp, idxs: tuple) -> tuple[list, list, int]:
+    """(ranges, points, vec) of a reduction over one axis, seq_vec consecutive elements per
+    step (vector loads)."""
+    _, (a,) = node.arg
     src, vec = node.src[0], self.seq_vec
     ranges, lanes = self._loop(src.shape[a] // vec)
     points = []
@@ -262,27 +275,40 @@ class Lowerer:
         p = list(idxs)
         p[a] = index * int_const(vec) + int_const(k)
         points.append((tuple(p), valid))
-    return self._accumulate(op, src, points, idxs, gate, ranges, vec)
+    return ranges, points, vec
 
   def _accumulate(self, op: Ops, src: LazyOp, points: list, idxs: tuple, gate,
                   ranges: list, vec: int = 1) -> UOp:
     """AFTER(acc) of acc = op(acc, src[p]) for every (p, valid) of `points` in each iteration of
     `ranges` (where valid is false the element is skipped); with `vec`, runs of `vec` loads of
     consecutive elements become vector loads."""
-    bodies = [(self.value(src, p, gate_and(gate, v)), v) for p, v in points]
+    return self._accumulate_many([(op, src)], points, idxs, gate, ranges, vec)[0]
+
+  def _accumulate_many(self, reductions: list, points: list, idxs: tuple, gate, ranges: list,
+                       vec: int = 1) -> list:
+    """_accumulate for each (op, src) of `reductions` at the same points, all in one loop (the
+    loads they share are made once); their AFTER nodes, in order."""
+    bodies = [(self.value(src, p, gate_and(gate, v)), v) for _, src in reductions
+              for p, v in points]
     if vec > 1:
       bodies = vector_loads(bodies, vec)
-    dtype = bodies[0][0].dtype
-    if dtype == dtypes.bool:
-      op = BOOL_REDUCE[op]
-    init = UOp.const(dtype, identity_element(op, dtype))
-    total = None
-    for body, valid in bodies:
-      body = body if valid is None else valid.where(body, init)
-      total = body if total is None else UOp(op, dtype, (total, body))
+    inits, updates = [], []
+    for k, (op, _) in enumerate(reductions):
+      mine = bodies[k * len(points):(k + 1) * len(points)]
+      dtype = mine[0][0].dtype
+      if dtype == dtypes.bool:
+        op = BOOL_REDUCE[op]
+      init = UOp.const(dtype, identity_element(op, dtype))
+      total = None
+      for body, valid in mine:
+        body = body if valid is None else valid.where(body, init)
+        total = body if total is None else UOp(op, dtype, (total, body))
+      inits.append(init)
+      updates.append((op, dtype, total))
     outer = [u for u in toposort(list(idxs) + ([gate] if gate is not None else []))
              if u.op is Ops.RANGE]
-    return self.accumulate(op, dtype, init, total, ranges, outer)
+    return self.accumulators(inits, lambda i, acc: UOp(updates[i][0], updates[i][1],
+                                                       (acc, updates[i][2])), ranges, outer)
 
   def accumulate(self, op: Ops, dtype, init: UOp, total: UOp, ranges, outer=()) -> UOp:
     """One accumulator: acc = init, then acc = op(acc, total) in each trip of `ranges`
@@ -433,6 +459,47 @@ class Lowerer:
   def _id(self) -> int:
     self.next_id += 1
     return self.next_id - 1
+
+
+def nested_reduces(item: ScheduleItem) -> set:
+  """Ids of the reductions of `item` inside another of its reductions' source."""
+  stop = {id(n) for n in item.inputs}
+  found, stack, seen = set(), [(item.out, False)], set()
+  while stack:
+    node, inside = stack.pop()
+    if (id(node), inside) in seen or (id(node) in stop and node is not item.out):
+      continue
+    seen.add((id(node), inside))
+    if inside and node.op is L.REDUCE:
+      found.add(id(node))
+    stack.extend((s, inside or node.op is L.REDUCE) for s in node.src)
+  return found
+
+
+def sibling_reduces(item: ScheduleItem, nested: set) -> dict:
+  """{id(r): the other reductions computed in r's loop} (Lowerer.siblings): reductions over the
+  same axes of sources of one shape, that read the same other reductions of the kernel and not
+  each other, are independent passes over the same elements, so one loop computes them all
+  (layernorm's sum and sum of squares read the row once). Only loops of one thread use it."""
+  reduces = kernel_reduces(item)
+  if len(reduces) < 2:
+    return {}
+  stop = {id(n) for n in item.inputs + item.recomputed}
+  groups: dict = {}
+  for r in reduces:
+    reads, stack, seen = set(), [r.src[0]], set()
+    while stack:
+      node = stack.pop()
+      if id(node) in seen or id(node) in stop or node.realized:
+        continue
+      seen.add(id(node))
+      if node.op is L.REDUCE:
+        reads.add(id(node))
+      stack.extend(node.src)
+    key = (r.arg[1], r.src[0].shape, frozenset(reads), id(r) in nested)
+    groups.setdefault(key, []).append(r)
+  return {id(r): [s for s in group if s is not r] for group in groups.values() if len(group) > 1
+          for r in group}
 
 
 def tile_axes(shape) -> tuple[int, int] | None:

@@ -6,7 +6,9 @@ reductions as per-row values. Two layouts (`Opts.row_lanes`):
 
   1   a thread per row: plain loops, `Opts.local` rows per workgroup (no barrier, no workgroup
       memory: issue 22 measured tinygrad's one-thread-per-row kernels 2x faster than our
-      grouped reductions on SwiftShader; slower than lanes on lavapipe, see ROW_LANES below)
+      grouped reductions on SwiftShader; slower than lanes on lavapipe, see ROW_LANES below);
+      reductions that do not read each other share one loop (lowerer.sibling_reduces:
+      layernorm's two sums)
   G   a workgroup of G lanes per row: the reductions are grouped reductions (lowerer.py: lanes
       share the row, fold through workgroup memory or subgroups; every lane folds, since every
       lane stores), and each lane stores every G-th output (or one run, with group_chunk)
@@ -22,7 +24,7 @@ from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
 from ..uop.ops import Ops, UOp
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import MAX_TRIPS, Opts
+from .lowerer import MAX_TRIPS, Opts, nested_reduces, sibling_reduces
 from .vector import vector_stores
 
 # the default layout: a thread per row where there are at least ROW_THREAD_MIN_ROWS rows (enough
@@ -55,8 +57,7 @@ def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   forced = int(options.get("row_lanes", 0) or 0) or max(int(options.get("group", 0) or 0), 0)
   lanes = forced or default_lanes(rows, n, target)
   lanes = max(1, min(lanes, target.max_local))
-  passes = _passes(item)
-  while lanes < target.max_local and passes * math.ceil(n / lanes) >= 4 * MAX_TRIPS:
+  while lanes < target.max_local and _passes(item, lanes) * math.ceil(n / lanes) >= 4 * MAX_TRIPS:
     lanes *= 2                     # llvmpipe's budget of loop trips per thread (lowerer.py)
   if lanes == 1:
     local = int(options.get("local", 0) or 0) or min(ROW_LOCAL, target.max_local, _pow2(rows))
@@ -147,9 +148,14 @@ def _rows(item: ScheduleItem) -> tuple[int, int]:
   return prod(shape) // max(n, 1), n
 
 
-def _passes(item: ScheduleItem) -> int:
-  """Loops over the row each row's threads run: one per reduction, one for the outputs."""
-  return len(kernel_reduces(item)) + 1
+def _passes(item: ScheduleItem, lanes: int) -> int:
+  """Loops over the row each row's threads run: one per reduction, one for the outputs; with a
+  thread per row, reductions that share a loop (lowerer.sibling_reduces) count once."""
+  reduces = kernel_reduces(item)
+  if lanes > 1:
+    return len(reduces) + 1
+  siblings = sibling_reduces(item, nested_reduces(item))
+  return len({frozenset([id(r)] + [id(s) for s in siblings.get(id(r), ())]) for r in reduces}) + 1
 
 
 def _pow2(n: int) -> int:

@@ -79,8 +79,15 @@ TABLE: dict[tuple[str, str], dict] = {
   # load is a per-lane gather, so passes cost (4096x1024 f32, 63 ms, a copy kernel of its bytes
   # 44 ms). Hand-edited WGSL with 2 passes (the mean and a shifted variance, sums of x - x[0] and
   # of its squares, in one loop), the peers page, best / q25 / median of 8 interleaved, load ~17,
-  # ms: as compiled 72 / 80 / 87 | 2 passes 33 / 56 / 68 | tinygrad 131 / 221 / 376. Not done:
-  # it needs the variance rewritten and independent row reductions merged into one loop.
+  # ms: as compiled 72 / 80 / 87 | 2 passes 33 / 56 / 68 | tinygrad 131 / 221 / 376. Done since
+  # (layernorm's shifted statistics, frontend/tensor_nn.py, in one loop: lowerer.sibling_reduces;
+  # the shift read as a lane of the row's vec4 words): on a faster machine at idle, hand-edited
+  # WGSL best / median of 10, ms: 3 passes 23.3 / 24.5 | 2 passes 12.6 / 15.1; as compiled, in
+  # bench/peers_probe.py best / median of 8: 23.5 -> 14.3 / 16.8 (tinygrad 35.1 / 37.7).
+  # Tried on the same machine, not kept: the row staged in workgroup memory so that later passes
+  # read it there (16 KB hold 4 rows of 1024 f32: workgroups of 4 threads): softmax 63.6-78.2 ms
+  # against 32.9-37.4 unstaged; 4 lanes per row folding with subgroupAdd (SwiftShader's
+  # subgroups are 4 wide): layernorm 22.3 against 23.3, within the noise.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
