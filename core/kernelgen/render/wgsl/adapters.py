@@ -75,6 +75,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # reciprocal then multiplies, each on and off: 41.7-49.0 / 55.3-58.7 over the four (tinygrad
   # 61.4 / 77.5); on lavapipe (12 rounds) 38.8-39.2 / 41.8-42.9 (tinygrad 66.3 / 71.9): within
   # the noise, so neither was kept.
+  # On a faster machine (idle, hand-edited WGSL in Chromium, best of 10-12 interleaved, ms; two
+  # runs): as compiled 35.1 / 39.9 | kg_exp2 as only its NaN select 36.7 (second run) | exp values
+  # stored then rescaled 32.1 / 39.4 | both 36.7 | no guards at all 27.6-34.8; tinygrad's 3
+  # kernels 43.8-50 in bench/peers.py. Not kept: within the noise but for dropping every guard.
+  # SwiftShader's exp2 there gives 0 from t = -126.5 down (denormals flushed), inf from 128 up,
+  # and inf for NaN (lavapipe: IEEE denormals, NaN for NaN): the NaN select is needed on both.
   # layernorm's row kernel reads its row 3 times (mean, variance, output): on SwiftShader every
   # load is a per-lane gather, so passes cost (4096x1024 f32, 63 ms, a copy kernel of its bytes
   # 44 ms). Hand-edited WGSL with 2 passes (the mean and a shifted variance, sums of x - x[0] and
