@@ -10,7 +10,10 @@ medians 0.7 / 1.6 / 2.9 / 3.2 ms for 0 / 1 / 3 / 6 trivial dispatches; kernelgen
 3.3, tinygrad's 6 3.3), so the best of a few rounds decides that row by luck. At idle (load
 0.9, 10 rounds of 3) the floor is one dispatch: medians 0.8 / 3.05 / 3.0 / 3.15 ms for 0 / 1 /
 3 / 6 trivial dispatches, both digits programs 3.3. So is one kernel for the whole MLP
-(graph/schedule.py, the note at RECOMPUTE_LENGTH): no faster.
+(graph/schedule.py, the note at RECOMPUTE_LENGTH): no faster. On a faster machine (AMD EPYC Zen4,
+load 0.7, 15 rounds of 3), best / median ms: SwiftShader trivial x1 0.4 / 2.5, x6 2.4 / 2.7,
+kernelgen digits 0.6 / 2.6, tinygrad digits 2.4 / 2.7; lavapipe trivial x1 2.6 / 2.8, kernelgen
+and tinygrad digits 2.6 / 3.0 and 2.5 / 3.0.
 
     python bench/submit_floor.py [--adapter swiftshader|lavapipe] [--rounds N] [--per-round K]
 """
