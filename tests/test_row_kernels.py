@@ -261,6 +261,57 @@ def test_layernorm_statistics_are_exact_to_rounding(on, device, lanes):
   assert not got[2].any()
 
 
+# ---- the online softmax (option row_online) -------------------------------------------------------
+
+def test_online_softmax_takes_max_and_sum_in_one_loop():
+  t = kg.Tensor(data((64, 256)))
+  for out in (t.softmax(-1), t.log_softmax(-1)):
+    assert ranges(out, row_lanes=1, row_online=True) == 2
+    assert ranges(out, row_lanes=1) == 3
+  assert ranges(t.softmax(-1), row_lanes=16, row_online=True) > 2     # lanes: no online pair
+  m = t.max(-1, keepdim=True)       # not softmax's pair: the sum's exp is not of x - max(x)
+  assert ranges(t - m + (t * 2 - m).exp().sum(-1, keepdim=True), row_lanes=1, row_online=True) == 3
+  (item,) = row_items(t.softmax(-1))
+  wgsl_validate(compile_item(item, "wgsl", {"row_lanes": 1, "row_online": True}).source)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_online_softmax_values(on, device):
+  """Against numpy: ragged rows and rows of one vector step (no loop), rows of -inf (NaN, as
+  numpy), -inf first then finite (masked keys), NaN, +inf, a row whose max comes last, float16."""
+  on(device, row_lanes=1, row_online=True)
+  for shape in ((5, 37), (3, 64), (4, 4), (6, 1000)):
+    x = data(shape, seed=shape[1])
+    for name in ("softmax", "log_softmax", "layernorm"):
+      ours, ref = FUNCS[name]
+      np.testing.assert_allclose(ours(kg.Tensor(x)).numpy(), ref(x.astype(np.float64)),
+                                 rtol=1e-5, atol=2e-6, err_msg=f"{name} {shape}")
+  x = data((6, 40))
+  x[0] = -np.inf
+  x[1, :17] = -np.inf
+  x[2, 3] = np.nan
+  x[3, 5] = np.inf
+  x[4] = np.arange(40) * 3.0
+  x[5, ::2] = -np.inf
+  with np.errstate(invalid="ignore"):
+    for name in ("softmax", "log_softmax"):
+      ours, ref = FUNCS[name]
+      np.testing.assert_allclose(ours(kg.Tensor(x)).numpy(), ref(x.astype(np.float64)),
+                                 rtol=1e-5, atol=2e-6, err_msg=name)
+  h = data((4, 48)).astype(np.float16)
+  got = kg.Tensor(h).softmax(-1).numpy()
+  assert got.dtype == np.float16
+  np.testing.assert_allclose(got.astype(np.float64), np_softmax(h.astype(np.float64)),
+                             rtol=2e-3, atol=1e-4)
+
+
+@pytest.mark.tools
+def test_online_softmax_ptx_assembles():
+  (item,) = row_items(kg.Tensor(data((8, 256))).softmax(-1))
+  ptxas_check(compile_item(item, "ptx", {"row_lanes": 1, "row_online": True, "arch": "sm_90"})
+              .source, "sm_90", "12")
+
+
 # ---- the optimizer's layout choice --------------------------------------------------------------
 
 def test_default_layout_thresholds():

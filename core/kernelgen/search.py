@@ -34,7 +34,7 @@ def kernel_key(item: ScheduleItem, target: str) -> tuple:
 def forced_options(opts: Opts) -> dict:
   """Front-end options that make `optimize` choose `opts` again (what search found)."""
   if opts.row_lanes:
-    return {"row_lanes": opts.row_lanes, "local": opts.local}
+    return {"row_lanes": opts.row_lanes, "local": opts.local, "row_online": opts.row_online}
   if opts.group:
     return {"group": opts.group}
   return {"local": opts.local, "upcast": opts.upcast, "tile": opts.tile,

@@ -75,11 +75,16 @@ class Opts:
                         # workgroup of G lanes per row (0: unset, lowered as 1)
   tile_inner: int = 0   # register tiles: unroll the trailing reduced axes of at most this many
                         # elements (0: TILE_INNER; a whole 5x5 window: optimize._window_tile)
+  row_online: bool = False  # a thread per row: softmax's max and exp-sum in one loop (the online
+                        # softmax, Lowerer._online; render/wgsl/adapters.py measures it)
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
 # iterations in all (one budget shared by every loop of the thread)
 MAX_TRIPS = 1 << 14
+# online softmax (Opts.row_online): vector steps per trip, so its rescale is paid once per 8
+# values (SwiftShader in Chromium, 4096x1024 f32, hand-edited WGSL: 4 per trip 30.9 ms, 8 28.8)
+ONLINE_UNROLL = 2
 # tiled kernels unroll their reduction loop this many times where it divides the loop (lavapipe,
 # matmul 1024^2 f32, 8x8 tiles: unrolled 1 / 2 / 4 times ran 211 / 198 / 198 ms and compiled
 # 512^3 in 18 / 22 / 30 ms: 2 keeps the kernel speed at two thirds of the compile time). With
@@ -140,6 +145,7 @@ class Lowerer:
     self.tile_inner = 0                # tiled reductions: Opts.tile_inner
     self.recomputed = {id(n): n for n in item.recomputed}   # reductions recomputed per read
     self.siblings: dict = {}           # id(reduce) -> the reductions computed in its loop (lower.py)
+    self.online: dict = {}             # id(max or exp-sum) -> its online softmax pair (rows.py)
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     key = (id(node), idxs, gate)
@@ -226,8 +232,9 @@ class Lowerer:
     if self.loops is not None:
       return self._tiled_reduce(node, idxs, gate)
     vec = 1
+    pair = self.online.get(id(node))
     if self.seq_vec > 1 and len(axes) == 1 and src.shape[axes[0]] % self.seq_vec == 0:
-      ranges, points, vec = self._vector_points(node, idxs)
+      ranges, points, vec = self._vector_points(node, idxs, ONLINE_UNROLL if pair else 1)
     else:
       ranges, points = [], [(list(idxs), None)]
       for a in axes:
@@ -235,6 +242,8 @@ class Lowerer:
         ranges += loops
         points = [(p[:a] + [i] + p[a + 1:], gate_and(v, ok)) for p, v in points for i, ok in lanes]
       points = [(tuple(p), v) for p, v in points]
+    if pair:
+      return self._online(node, pair, points, idxs, gate, ranges, vec)
     group = [node] + [s for s in self.siblings.get(id(node), ())
                       if (id(s), idxs, gate) not in self.cache]
     got = self._accumulate_many([(s.arg[0], s.src[0]) for s in group], points, idxs, gate,
@@ -263,12 +272,12 @@ class Lowerer:
     finally:
       self.gates.pop()
 
-  def _vector_points(self, node: LazyOp, idxs: tuple) -> tuple[list, list, int]:
+  def _vector_points(self, node: LazyOp, idxs: tuple, unroll: int = 1) -> tuple[list, list, int]:
     """(ranges, points, vec) of a reduction over one axis, seq_vec consecutive elements per
-    step (vector loads)."""
+    step (vector loads), at least `unroll` steps per trip."""
     _, (a,) = node.arg
     src, vec = node.src[0], self.seq_vec
-    ranges, lanes = self._loop(src.shape[a] // vec)
+    ranges, lanes = self._loop(src.shape[a] // vec, unroll=unroll)
     points = []
     for index, valid in lanes:
       for k in range(vec):
@@ -309,6 +318,45 @@ class Lowerer:
              if u.op is Ops.RANGE]
     return self.accumulators(inits, lambda i, acc: UOp(updates[i][0], updates[i][1],
                                                        (acc, updates[i][2])), ranges, outer)
+
+  def _online(self, node: LazyOp, pair: tuple, points: list, idxs: tuple, gate, ranges: list,
+              vec: int) -> UOp:
+    """The max m and the exp-sum l of online_pairs' pair in one loop over the row: per trip, with
+    the trip's values x (those past the row's end as -inf) and m' = max(m, x...),
+        l' = l * exp2((m - b) * c) + sum exp2((x - b) * c),   b = m', or 0 while m' is -inf
+    (every value so far -inf: l stays 0, and 0 / 0 gives NaN where the row ends so, as numpy).
+    NaN and +inf reach l as in two passes (MAX propagates NaN; exp2(inf - inf) is NaN). l's
+    ASSIGN is listed before m's, so every read of the old m comes first (attention.py does the
+    same). Caches the other reduction of the pair; returns node's value."""
+    m_node, s_node, x_node, scale = pair
+    xs = [(self.value(x_node, p, gate_and(gate, v)), v) for p, v in points]
+    if vec > 1:
+      xs = vector_loads(xs, vec)
+    dtype = xs[0][0].dtype
+    ninf, zero, c = (UOp.const(dtype, v) for v in (-math.inf, 0.0, scale))
+    values = [x if v is None else v.where(x, ninf) for x, v in xs]
+    top = values[0]
+    for x in values[1:]:
+      top = UOp(Ops.MAX, dtype, (top, x))
+    outer = [u for u in toposort(list(idxs) + ([gate] if gate is not None else []))
+             if u.op is Ops.RANGE]
+    m = UOp(Ops.DEFINE_ACC, dtype, (ninf, *outer), self._id())
+    new_m = UOp(Ops.MAX, dtype, (m, top))
+    base = new_m.eq(ninf).where(zero, new_m)
+    total = None
+    for x in values:
+      term = UOp(Ops.EXP2, dtype, ((x - base) * c,))
+      total = term if total is None else total + term
+    l = UOp(Ops.DEFINE_ACC, dtype, (zero, *outer), self._id())
+    new_l = l * UOp(Ops.EXP2, dtype, ((m - base) * c,)) + total
+    body = (UOp(Ops.ASSIGN, dtype, (l, new_l)), UOp(Ops.ASSIGN, dtype, (m, new_m)))
+    for rng in reversed(ranges):
+      body = (UOp(Ops.ENDRANGE, None, (rng, *body)),)
+    got = {id(m_node): UOp(Ops.AFTER, dtype, (m, body[0])) if ranges else new_m,
+           id(s_node): UOp(Ops.AFTER, dtype, (l, body[0])) if ranges else new_l}
+    other = s_node if node is m_node else m_node
+    self.cache[(id(other), idxs, gate)] = got[id(other)]
+    return got[id(node)]
 
   def accumulate(self, op: Ops, dtype, init: UOp, total: UOp, ranges, outer=()) -> UOp:
     """One accumulator: acc = init, then acc = op(acc, total) in each trip of `ranges`
@@ -521,3 +569,46 @@ def tile_threads(shape, tile: tuple, axes: tuple, local: int) -> tuple[list, UOp
   thread = gid * int_const(local) + lid if local > 1 else gid
   gate = thread.lt(int_const(threads)) if groups * local > threads else None
   return unravel([(thread, 1, threads)], 0, grid), gate
+
+
+def online_pairs(item: ScheduleItem) -> dict:
+  """{id(r): (m, l, x, c)} for softmax's pairs in `item`: m = max(x) and l = sum(exp2((x - m) *
+  c)) over the same axes, c > 0 a constant, m read through its broadcast back to x's shape, and x
+  free of the kernel's reductions (Lowerer._online takes both in one loop)."""
+  pairs = {}
+  for l in kernel_reduces(item):
+    if l.arg[0] is not Ops.ADD or not _is_alu(l.src[0], Ops.EXP2):
+      continue
+    scaled = l.src[0].src[0]
+    if not _is_alu(scaled, Ops.MUL) or not _is_alu(scaled.src[0], Ops.SUB):
+      continue
+    x, seen = scaled.src[0].src
+    c = scaled.src[1].src[0] if scaled.src[1].op is L.VIEW else scaled.src[1]
+    if seen.op is not L.VIEW or c.op is not L.CONST or not 0 < c.arg < math.inf:
+      continue
+    m = seen.src[0]
+    if m.op is not L.REDUCE or m.arg != (Ops.MAX, l.arg[1]) or m.src[0] is not x or \
+       seen.arg != View.contiguous(m.shape).expand(x.shape) or not x.dtype.is_float() or \
+       _reads_reduce(x, item):
+      continue
+    pairs[id(m)] = pairs[id(l)] = (m, l, x, float(c.arg))
+  return pairs
+
+
+def _is_alu(node: LazyOp, op: Ops) -> bool:
+  return node.op is L.ALU and node.arg is op
+
+
+def _reads_reduce(node: LazyOp, item: ScheduleItem) -> bool:
+  """Whether a reduction of `item` is inside `node`'s expression."""
+  stop = {id(n) for n in item.inputs + item.recomputed}
+  stack, seen = [node], set()
+  while stack:
+    n = stack.pop()
+    if id(n) in seen or id(n) in stop or n.realized:
+      continue
+    seen.add(id(n))
+    if n.op is L.REDUCE:
+      return True
+    stack.extend(n.src)
+  return False

@@ -24,7 +24,7 @@ from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
 from ..uop.ops import Ops, UOp
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import MAX_TRIPS, Opts, nested_reduces, sibling_reduces
+from .lowerer import MAX_TRIPS, Opts, nested_reduces, online_pairs, sibling_reduces
 from .vector import vector_stores
 
 # the default layout: a thread per row where there are at least ROW_THREAD_MIN_ROWS rows (enough
@@ -61,7 +61,8 @@ def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
     lanes *= 2                     # llvmpipe's budget of loop trips per thread (lowerer.py)
   if lanes == 1:
     local = int(options.get("local", 0) or 0) or min(ROW_LOCAL, target.max_local, _pow2(rows))
-    return Opts(local=local, row_lanes=1, group_vec=_vec(options, target))
+    return Opts(local=local, row_lanes=1, group_vec=_vec(options, target),
+                row_online=bool(options.get("row_online", False)))
   local_bytes = sum(r.dtype.itemsize for r in kernel_reduces(item))
   while lanes > 1 and lanes * local_bytes > target.max_local_bytes:
     lanes //= 2
@@ -120,6 +121,8 @@ def row_stores(lw, opts: Opts) -> list[UOp]:
     row = gid * int_const(local) + lid if local > 1 else gid
     gate = row.lt(int_const(rows)) if groups * local > rows else None
     lw.seq_vec = vec               # the reductions read vectors too (one axis, where vec divides)
+    if opts.row_online:            # softmax's max and exp-sum in one loop (lowerer.online_pairs)
+      lw.online = online_pairs(lw.item)
     _, points = lw._loop(n // vec)
   at_row = unravel([(row, 1, max(rows, 1))], 0, oshape)
   strides = contiguous_strides(out.shape)

@@ -22,7 +22,7 @@ INT_OPTIONS = ("local", "upcast", "group", "group_unroll", "group_vec", "row_lan
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
                      "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
                      "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles",
-                     "tile_window", "tile_size_cap")
+                     "tile_window", "tile_size_cap", "row_online")
 
 
 @dataclass(frozen=True)

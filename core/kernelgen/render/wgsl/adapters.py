@@ -94,7 +94,13 @@ TABLE: dict[tuple[str, str], dict] = {
   # read it there (16 KB hold 4 rows of 1024 f32: workgroups of 4 threads): softmax 63.6-78.2 ms
   # against 32.9-37.4 unstaged; 4 lanes per row folding with subgroupAdd (SwiftShader's
   # subgroups are 4 wide): layernorm 22.3 against 23.3, within the noise.
-  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1},
+  # The online softmax (row_online: the max and the exp-sum in one loop, rescaled every 8 values,
+  # lowerer.Lowerer._online) on this faster machine, bench/peers_probe.py best / median of 10, ms:
+  # two loops 35.6 / 39.3 | online 30.9 / 34.8 (tinygrad 42.7 / 49.4); rescaled every 16 values
+  # 33.1 / 38.4 against 34 / 40.6. Hand-edited WGSL (best of 12): every 4 values 30.9, every 8
+  # 28.8, two loops 34.3. Its parts there, best ms: the max loop 9.5, the exp-sum loop 9.6, the
+  # output loop 18.2 (a copy kernel of the same bytes 14.6-17.4); both exps of each value 7.
+  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
   # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
@@ -136,7 +142,10 @@ TABLE: dict[tuple[str, str], dict] = {
   #   mean     16 lanes chunked 65.4 | 16 strided 67.4 | 64 strided 72.4 | 32 chunked 77.3
   #   max      32 lanes strided 53.8 | thread per row 56.4 | 16 chunked 56.7 (within the noise)
   # and sum 16M: strided 44 ms -> chunked 12 ms (optimize.py, CHUNK_MAX_GROUP)
-  ("lavapipe", "rows"): {"group_chunk": True},
+  # The online softmax where a row has a thread (rows.py's default for many short rows, or
+  # row_lanes=1), Chromium, 4096x1024 f32, best / median of 8, ms: 16 lanes (the default here)
+  # 13.6 / 17.2 | thread per row 15.1 / 17.0 | thread per row, online 12.2 / 12.9.
+  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
