@@ -8,7 +8,8 @@ reductions as per-row values. Two layouts (`Opts.row_lanes`):
       memory: issue 22 measured tinygrad's one-thread-per-row kernels 2x faster than our
       grouped reductions on SwiftShader; slower than lanes on lavapipe, see ROW_LANES below);
       reductions that do not read each other share one loop (lowerer.sibling_reduces:
-      layernorm's two sums)
+      layernorm's two sums), and with option row_online softmax's max and exp-sum share one
+      too (lowerer.online_pairs: the online softmax)
   G   a workgroup of G lanes per row: the reductions are grouped reductions (lowerer.py: lanes
       share the row, fold through workgroup memory or subgroups; every lane folds, since every
       lane stores), and each lane stores every G-th output (or one run, with group_chunk)
