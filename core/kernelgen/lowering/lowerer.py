@@ -532,19 +532,9 @@ def sibling_reduces(item: ScheduleItem, nested: set) -> dict:
   reduces = kernel_reduces(item)
   if len(reduces) < 2:
     return {}
-  stop = {id(n) for n in item.inputs + item.recomputed}
   groups: dict = {}
   for r in reduces:
-    reads, stack, seen = set(), [r.src[0]], set()
-    while stack:
-      node = stack.pop()
-      if id(node) in seen or id(node) in stop or node.realized:
-        continue
-      seen.add(id(node))
-      if node.op is L.REDUCE:
-        reads.add(id(node))
-      stack.extend(node.src)
-    key = (r.arg[1], r.src[0].shape, frozenset(reads), id(r) in nested)
+    key = (r.arg[1], r.src[0].shape, _reduces_in(r.src[0], item), id(r) in nested)
     groups.setdefault(key, []).append(r)
   return {id(r): [s for s in group if s is not r] for group in groups.values() if len(group) > 1
           for r in group}
@@ -589,7 +579,7 @@ def online_pairs(item: ScheduleItem) -> dict:
     m = seen.src[0]
     if m.op is not L.REDUCE or m.arg != (Ops.MAX, l.arg[1]) or m.src[0] is not x or \
        seen.arg != View.contiguous(m.shape).expand(x.shape) or not x.dtype.is_float() or \
-       _reads_reduce(x, item):
+       _reduces_in(x, item):
       continue
     pairs[id(m)] = pairs[id(l)] = (m, l, x, float(c.arg))
   return pairs
@@ -599,16 +589,16 @@ def _is_alu(node: LazyOp, op: Ops) -> bool:
   return node.op is L.ALU and node.arg is op
 
 
-def _reads_reduce(node: LazyOp, item: ScheduleItem) -> bool:
-  """Whether a reduction of `item` is inside `node`'s expression."""
+def _reduces_in(node: LazyOp, item: ScheduleItem) -> frozenset:
+  """Ids of the reductions of `item` inside `node`'s expression."""
   stop = {id(n) for n in item.inputs + item.recomputed}
-  stack, seen = [node], set()
+  found, stack, seen = set(), [node], set()
   while stack:
     n = stack.pop()
     if id(n) in seen or id(n) in stop or n.realized:
       continue
     seen.add(id(n))
     if n.op is L.REDUCE:
-      return True
+      found.add(id(n))
     stack.extend(n.src)
-  return False
+  return frozenset(found)
