@@ -149,7 +149,7 @@ def layernorm(x, axis=-1, eps=1e-5, weight=None, bias=None):
 
   The statistics come from shifted data, d = x - x0 with x0 the median of each normalized group's
   first, middle and last elements: mean(d) and mean(d^2) are independent sums, so a thread per
-  row takes both in one pass (lowering/lowerer.py, sibling_reduces) and reads the row twice, not
+  row takes both in one pass (lowering/reductions.py, sibling_reduces) and reads the row twice, not
   three times. var = mean(d^2) - mean(d)^2 loses nothing to an offset of the data (d is exact
   where x is near x0), only the variance's relative rounding times (1 + (mean - x0)^2 / var):
   x0 is a far outlier only where two of the three sampled elements are."""

@@ -16,7 +16,8 @@ from ..graph.view import contiguous_strides
 from ..uop.ops import Ops, UOp
 from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import Lowerer, Opts, nested_reduces, sibling_reduces, tile_axes, tile_threads
+from .lowerer import Lowerer, Opts, tile_axes, tile_threads
+from .reductions import nested_reduces, sibling_reduces
 from .regtile import tiled_stores
 from .attention import attention_stores
 from .rows import row_stores

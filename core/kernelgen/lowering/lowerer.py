@@ -6,7 +6,7 @@ gid/lid, output indices are unravelled from it, and the expression is lowered at
 views become index math (with masks as load gates), reductions become RANGE loops over a
 DEFINE_ACC with ASSIGN/ENDRANGE/AFTER, and loads past the end of the output are gated. Reductions
 of a thread over the same elements that do not read each other share one loop
-(`sibling_reduces`). Every
+(reductions.py). Every
 accumulator loop of every strategy (here, vector.py, regtile.py, wgtile.py, tensorcore.py) is built
 by `Lowerer.accumulators`. Index math is int32; `unravel` folds the common cases (permutes,
 expands, windows) without div/mod.
@@ -49,8 +49,9 @@ from .index_math import I32, gate_and, int_const, linear_index, unravel
 from ..graph.lazy import L, LazyOp
 from .gather import gather_value
 from .vector import vector_accumulate, vector_loads
+from .reductions import online_accumulate
 from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element, toposort
-from ..graph.schedule import ScheduleItem, kernel_reduces
+from ..graph.schedule import ScheduleItem
 from ..graph.view import View, contiguous_strides, prod
 
 
@@ -76,7 +77,7 @@ class Opts:
   tile_inner: int = 0   # register tiles: unroll the trailing reduced axes of at most this many
                         # elements (0: TILE_INNER; a whole 5x5 window: optimize._window_tile)
   row_online: bool = False  # a thread per row: softmax's max and exp-sum in one loop (the online
-                        # softmax, Lowerer._online; render/wgsl/adapters.py measures it)
+                        # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -243,7 +244,7 @@ class Lowerer:
         points = [(p[:a] + [i] + p[a + 1:], gate_and(v, ok)) for p, v in points for i, ok in lanes]
       points = [(tuple(p), v) for p, v in points]
     if pair:
-      return self._online(node, pair, points, idxs, gate, ranges, vec)
+      return online_accumulate(self, node, pair, points, idxs, gate, ranges, vec)
     group = [node] + [s for s in self.siblings.get(id(node), ())
                       if (id(s), idxs, gate) not in self.cache]
     got = self._accumulate_many([(s.arg[0], s.src[0]) for s in group], points, idxs, gate,
@@ -318,45 +319,6 @@ class Lowerer:
              if u.op is Ops.RANGE]
     return self.accumulators(inits, lambda i, acc: UOp(updates[i][0], updates[i][1],
                                                        (acc, updates[i][2])), ranges, outer)
-
-  def _online(self, node: LazyOp, pair: tuple, points: list, idxs: tuple, gate, ranges: list,
-              vec: int) -> UOp:
-    """The max m and the exp-sum l of online_pairs' pair in one loop over the row: per trip, with
-    the trip's values x (those past the row's end as -inf) and m' = max(m, x...),
-        l' = l * exp2((m - b) * c) + sum exp2((x - b) * c),   b = m', or 0 while m' is -inf
-    (every value so far -inf: l stays 0, and 0 / 0 gives NaN where the row ends so, as numpy).
-    NaN and +inf reach l as in two passes (MAX propagates NaN; exp2(inf - inf) is NaN). l's
-    ASSIGN is listed before m's, so every read of the old m comes first (attention.py does the
-    same). Caches the other reduction of the pair; returns node's value."""
-    m_node, s_node, x_node, scale = pair
-    xs = [(self.value(x_node, p, gate_and(gate, v)), v) for p, v in points]
-    if vec > 1:
-      xs = vector_loads(xs, vec)
-    dtype = xs[0][0].dtype
-    ninf, zero, c = (UOp.const(dtype, v) for v in (-math.inf, 0.0, scale))
-    values = [x if v is None else v.where(x, ninf) for x, v in xs]
-    top = values[0]
-    for x in values[1:]:
-      top = UOp(Ops.MAX, dtype, (top, x))
-    outer = [u for u in toposort(list(idxs) + ([gate] if gate is not None else []))
-             if u.op is Ops.RANGE]
-    m = UOp(Ops.DEFINE_ACC, dtype, (ninf, *outer), self._id())
-    new_m = UOp(Ops.MAX, dtype, (m, top))
-    base = new_m.eq(ninf).where(zero, new_m)
-    total = None
-    for x in values:
-      term = UOp(Ops.EXP2, dtype, ((x - base) * c,))
-      total = term if total is None else total + term
-    l = UOp(Ops.DEFINE_ACC, dtype, (zero, *outer), self._id())
-    new_l = l * UOp(Ops.EXP2, dtype, ((m - base) * c,)) + total
-    body = (UOp(Ops.ASSIGN, dtype, (l, new_l)), UOp(Ops.ASSIGN, dtype, (m, new_m)))
-    for rng in reversed(ranges):
-      body = (UOp(Ops.ENDRANGE, None, (rng, *body)),)
-    got = {id(m_node): UOp(Ops.AFTER, dtype, (m, body[0])) if ranges else new_m,
-           id(s_node): UOp(Ops.AFTER, dtype, (l, body[0])) if ranges else new_l}
-    other = s_node if node is m_node else m_node
-    self.cache[(id(other), idxs, gate)] = got[id(other)]
-    return got[id(node)]
 
   def accumulate(self, op: Ops, dtype, init: UOp, total: UOp, ranges, outer=()) -> UOp:
     """One accumulator: acc = init, then acc = op(acc, total) in each trip of `ranges`
@@ -509,37 +471,6 @@ class Lowerer:
     return self.next_id - 1
 
 
-def nested_reduces(item: ScheduleItem) -> set:
-  """Ids of the reductions of `item` inside another of its reductions' source."""
-  stop = {id(n) for n in item.inputs}
-  found, stack, seen = set(), [(item.out, False)], set()
-  while stack:
-    node, inside = stack.pop()
-    if (id(node), inside) in seen or (id(node) in stop and node is not item.out):
-      continue
-    seen.add((id(node), inside))
-    if inside and node.op is L.REDUCE:
-      found.add(id(node))
-    stack.extend((s, inside or node.op is L.REDUCE) for s in node.src)
-  return found
-
-
-def sibling_reduces(item: ScheduleItem, nested: set) -> dict:
-  """{id(r): the other reductions computed in r's loop} (Lowerer.siblings): reductions over the
-  same axes of sources of one shape, that read the same other reductions of the kernel and not
-  each other, are independent passes over the same elements, so one loop computes them all
-  (layernorm's sum and sum of squares read the row once). Only loops of one thread use it."""
-  reduces = kernel_reduces(item)
-  if len(reduces) < 2:
-    return {}
-  groups: dict = {}
-  for r in reduces:
-    key = (r.arg[1], r.src[0].shape, _reduces_in(r.src[0], item), id(r) in nested)
-    groups.setdefault(key, []).append(r)
-  return {id(r): [s for s in group if s is not r] for group in groups.values() if len(group) > 1
-          for r in group}
-
-
 def tile_axes(shape) -> tuple[int, int] | None:
   """The output axes a register tile spans: the last two of size > 1 (None: fewer than two)."""
   axes = [a for a, n in enumerate(shape) if n > 1]
@@ -559,46 +490,3 @@ def tile_threads(shape, tile: tuple, axes: tuple, local: int) -> tuple[list, UOp
   thread = gid * int_const(local) + lid if local > 1 else gid
   gate = thread.lt(int_const(threads)) if groups * local > threads else None
   return unravel([(thread, 1, threads)], 0, grid), gate
-
-
-def online_pairs(item: ScheduleItem) -> dict:
-  """{id(r): (m, l, x, c)} for softmax's pairs in `item`: m = max(x) and l = sum(exp2((x - m) *
-  c)) over the same axes, c > 0 a constant, m read through its broadcast back to x's shape, and x
-  free of the kernel's reductions (Lowerer._online takes both in one loop)."""
-  pairs = {}
-  for l in kernel_reduces(item):
-    if l.arg[0] is not Ops.ADD or not _is_alu(l.src[0], Ops.EXP2):
-      continue
-    scaled = l.src[0].src[0]
-    if not _is_alu(scaled, Ops.MUL) or not _is_alu(scaled.src[0], Ops.SUB):
-      continue
-    x, seen = scaled.src[0].src
-    c = scaled.src[1].src[0] if scaled.src[1].op is L.VIEW else scaled.src[1]
-    if seen.op is not L.VIEW or c.op is not L.CONST or not 0 < c.arg < math.inf:
-      continue
-    m = seen.src[0]
-    if m.op is not L.REDUCE or m.arg != (Ops.MAX, l.arg[1]) or m.src[0] is not x or \
-       seen.arg != View.contiguous(m.shape).expand(x.shape) or not x.dtype.is_float() or \
-       _reduces_in(x, item):
-      continue
-    pairs[id(m)] = pairs[id(l)] = (m, l, x, float(c.arg))
-  return pairs
-
-
-def _is_alu(node: LazyOp, op: Ops) -> bool:
-  return node.op is L.ALU and node.arg is op
-
-
-def _reduces_in(node: LazyOp, item: ScheduleItem) -> frozenset:
-  """Ids of the reductions of `item` inside `node`'s expression."""
-  stop = {id(n) for n in item.inputs + item.recomputed}
-  found, stack, seen = set(), [node], set()
-  while stack:
-    n = stack.pop()
-    if id(n) in seen or id(n) in stop or n.realized:
-      continue
-    seen.add(id(n))
-    if n.op is L.REDUCE:
-      found.add(id(n))
-    stack.extend(n.src)
-  return frozenset(found)

@@ -7,9 +7,9 @@ reductions as per-row values. Two layouts (`Opts.row_lanes`):
   1   a thread per row: plain loops, `Opts.local` rows per workgroup (no barrier, no workgroup
       memory: issue 22 measured tinygrad's one-thread-per-row kernels 2x faster than our
       grouped reductions on SwiftShader; slower than lanes on lavapipe, see ROW_LANES below);
-      reductions that do not read each other share one loop (lowerer.sibling_reduces:
+      reductions that do not read each other share one loop (reductions.sibling_reduces:
       layernorm's two sums), and with option row_online softmax's max and exp-sum share one
-      too (lowerer.online_pairs: the online softmax)
+      too (reductions.online_pairs: the online softmax)
   G   a workgroup of G lanes per row: the reductions are grouped reductions (lowerer.py: lanes
       share the row, fold through workgroup memory or subgroups; every lane folds, since every
       lane stores), and each lane stores every G-th output (or one run, with group_chunk)
@@ -25,7 +25,8 @@ from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
 from ..uop.ops import Ops, UOp
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import MAX_TRIPS, Opts, nested_reduces, online_pairs, sibling_reduces
+from .lowerer import MAX_TRIPS, Opts
+from .reductions import nested_reduces, online_pairs, sibling_reduces
 from .vector import vector_stores
 
 # the default layout: a thread per row where there are at least ROW_THREAD_MIN_ROWS rows (enough
@@ -122,7 +123,7 @@ def row_stores(lw, opts: Opts) -> list[UOp]:
     row = gid * int_const(local) + lid if local > 1 else gid
     gate = row.lt(int_const(rows)) if groups * local > rows else None
     lw.seq_vec = vec               # the reductions read vectors too (one axis, where vec divides)
-    if opts.row_online:            # softmax's max and exp-sum in one loop (lowerer.online_pairs)
+    if opts.row_online:            # softmax's max and exp-sum in one loop (reductions.online_pairs)
       lw.online = online_pairs(lw.item)
     _, points = lw._loop(n // vec)
   at_row = unravel([(row, 1, max(rows, 1))], 0, oshape)
@@ -154,7 +155,7 @@ def _rows(item: ScheduleItem) -> tuple[int, int]:
 
 def _passes(item: ScheduleItem, lanes: int) -> int:
   """Loops over the row each row's threads run: one per reduction, one for the outputs; with a
-  thread per row, reductions that share a loop (lowerer.sibling_reduces) count once."""
+  thread per row, reductions that share a loop (reductions.sibling_reduces) count once."""
   reduces = kernel_reduces(item)
   if lanes > 1:
     return len(reduces) + 1

@@ -86,7 +86,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # 44 ms). Hand-edited WGSL with 2 passes (the mean and a shifted variance, sums of x - x[0] and
   # of its squares, in one loop), the peers page, best / q25 / median of 8 interleaved, load ~17,
   # ms: as compiled 72 / 80 / 87 | 2 passes 33 / 56 / 68 | tinygrad 131 / 221 / 376. Done since
-  # (layernorm's shifted statistics, frontend/tensor_nn.py, in one loop: lowerer.sibling_reduces;
+  # (layernorm's shifted statistics, frontend/tensor_nn.py, in one loop: reductions.sibling_reduces;
   # the shift read as a lane of the row's vec4 words): on a faster machine at idle, hand-edited
   # WGSL best / median of 10, ms: 3 passes 23.3 / 24.5 | 2 passes 12.6 / 15.1; as compiled, in
   # bench/peers_probe.py best / median of 8: 23.5 -> 14.3 / 16.8 (tinygrad 35.1 / 37.7).
@@ -95,7 +95,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # against 32.9-37.4 unstaged; 4 lanes per row folding with subgroupAdd (SwiftShader's
   # subgroups are 4 wide): layernorm 22.3 against 23.3, within the noise.
   # The online softmax (row_online: the max and the exp-sum in one loop, rescaled every 8 values,
-  # lowerer.Lowerer._online) on this faster machine, bench/peers_probe.py best / median of 10, ms:
+  # reductions.online_accumulate) on this faster machine, bench/peers_probe.py best / median of 10, ms:
   # two loops 35.6 / 39.3 | online 30.9 / 34.8 (tinygrad 42.7 / 49.4); rescaled every 16 values
   # 33.1 / 38.4 against 34 / 40.6. Hand-edited WGSL (best of 12): every 4 values 30.9, every 8
   # 28.8, two loops 34.3. Its parts there, best ms: the max loop 9.5, the exp-sum loop 9.6, the
