@@ -96,3 +96,46 @@ def test_torch_functional_ops_in_the_page(app):  # noqa: F811
                          np.log(np.exp(x).sum(-1)).ravel()])
   assert result["device"] == "WEBGPU" and result["shape"] == [want.size]
   np.testing.assert_allclose(np.array(result["data"], np.float64), want, rtol=2e-6, atol=2e-6)
+
+
+
+SOFTMAX_EDGES_PROGRAM = """\
+import math
+rows = [[((i * 7 + j * 13) % 17) / 4 - 2 for j in range(40)] for i in range(8)]
+rows[0] = [-math.inf] * 40              # every value -inf: NaN, as numpy
+rows[1][:17] = [-math.inf] * 17         # masked keys first, then finite values
+rows[2][3] = math.nan
+rows[3][5] = math.inf
+rows[4] = [j * 3.0 for j in range(40)]  # the max comes last
+rows[5][::2] = [-math.inf] * 20
+x = Tensor(rows, dtype='float32')
+out = EXPR
+"""
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "exp"])
+def test_softmax_edge_rows_in_the_page(app, name):  # noqa: F811
+  """Softmax's exp2 without its overflow and NaN guards (EXP2_NONPOSITIVE, and EXP2_NAN_UNREAD
+  in the online softmax's one loop: a row kernel of a thread per row on SwiftShader) in
+  Chromium's SwiftShader, whose exp2 gives inf for NaN: rows of -inf, NaN and +inf still come
+  out as numpy's (the online softmax's sum is made NaN where a NaN entered it)."""
+  expr = {"softmax": "x.softmax(axis=1)", "log_softmax": "x.log_softmax(axis=1)",
+          "exp": "(x - x.max(axis=1, keepdim=True)).exp()"}[name]
+  result = app.evaluate(RUN, SOFTMAX_EDGES_PROGRAM.replace("EXPR", expr))
+  assert "error" not in result, result
+  x = np.array([[((i * 7 + j * 13) % 17) / 4 - 2 for j in range(40)] for i in range(8)])
+  x[0] = -np.inf
+  x[1, :17] = -np.inf
+  x[2, 3] = np.nan
+  x[3, 5] = np.inf
+  x[4] = np.arange(40) * 3.0
+  x[5, ::2] = -np.inf
+  x = x.astype(np.float32).astype(np.float64)
+  with np.errstate(invalid="ignore"):
+    shifted = x - x.max(1, keepdims=True)
+    e = np.exp(shifted)
+    want = {"softmax": e / e.sum(1, keepdims=True),
+            "log_softmax": shifted - np.log(e.sum(1, keepdims=True)), "exp": e}[name]
+  assert result["device"] == "WEBGPU" and result["shape"] == [8, 40]
+  got = np.array(result["data"], np.float64).reshape(8, 40)
+  np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)

@@ -305,6 +305,27 @@ def test_online_softmax_values(on, device):
                              rtol=2e-3, atol=1e-4)
 
 
+def test_softmax_exp2_needs_no_overflow_or_nan_guard():
+  """Softmax's exp2((x - max(x)) * c) is never above 0 (lowering/reductions.max_shifted): WGSL
+  gives it one NaN select (kg_exp2_nonpositive) and none inside the online loop, whose sum is
+  made NaN after the loop instead (EXP2_NAN_UNREAD); any other exp keeps kg_exp2."""
+  t = kg.Tensor(data((64, 256)))
+  (item,) = row_items(t.softmax(-1))
+  online = compile_item(item, "wgsl", {"row_lanes": 1, "row_online": True}).source
+  wgsl_validate(online)
+  assert "kg_exp2(" not in online and "kg_exp2_nonpositive(v" in online   # the output loop
+  assert online.count(" = exp2(") >= 2                 # the loop's terms and its rescale
+  lanes = compile_item(item, "wgsl", {"row_lanes": 16}).source
+  assert "kg_exp2(" not in lanes and " = exp2(" not in lanes and "kg_exp2_nonpositive(" in lanes
+  m = t.max(-1, keepdim=True)
+  others = [(m - t).exp(), (t * 2 - m).exp(), (t - kg.Tensor(data((64, 256), seed=1)).max(-1, keepdim=True)).exp(),
+            ((t - m) * -1.0).exp(), t.exp() / t.exp().sum(-1, keepdim=True)]
+  for out in others:
+    for item in row_items(out):
+      src = compile_item(item, "wgsl", {"row_lanes": 1, "row_online": True}).source
+      assert "kg_exp2_nonpositive" not in src and " = exp2(" not in src, out
+
+
 @pytest.mark.tools
 def test_online_softmax_ptx_assembles():
   (item,) = row_items(kg.Tensor(data((8, 256))).softmax(-1))

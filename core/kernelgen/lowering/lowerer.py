@@ -49,8 +49,8 @@ from .index_math import I32, gate_and, int_const, linear_index, unravel
 from ..graph.lazy import L, LazyOp
 from .gather import gather_value
 from .vector import vector_accumulate, vector_loads
-from .reductions import online_accumulate
-from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element, toposort
+from .reductions import max_shifted, online_accumulate
+from ..uop.ops import BOOL_REDUCE, EXP2_NONPOSITIVE, Ops, UOp, identity_element, toposort
 from ..graph.schedule import ScheduleItem
 from ..graph.view import View, contiguous_strides, prod
 
@@ -194,11 +194,14 @@ class Lowerer:
       return srcs[0]
     return self._alu(node, srcs)
 
-  def _alu(self, node: LazyOp, srcs: list[UOp]) -> UOp:
+  def _alu(self, node: LazyOp, srcs: list[UOp], dtype=None) -> UOp:
+    """node's ALU op on the lowered `srcs` (of `dtype`: node's own, or vectors of it)."""
     op = node.arg
     if srcs[-1].dtype == dtypes.bool and op in BOOL_REDUCE:
       op = BOOL_REDUCE[op]
-    return UOp(op, node.dtype, tuple(srcs))
+    if op is Ops.EXP2 and max_shifted(node) is not None:    # softmax's exp: never overflows
+      return UOp(op, dtype or node.dtype, tuple(srcs), EXP2_NONPOSITIVE)
+    return UOp(op, dtype or node.dtype, tuple(srcs))
 
   def _view(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     view: View = node.arg

@@ -10,7 +10,7 @@ import math
 from ..graph.lazy import L, LazyOp
 from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import View
-from ..uop.ops import Ops, UOp, toposort
+from ..uop.ops import EXP2_NAN_UNREAD, Ops, UOp, toposort
 from .index_math import gate_and
 from .vector import vector_loads
 
@@ -48,30 +48,38 @@ def sibling_reduces(item: ScheduleItem, nested: set) -> dict:
 
 def online_pairs(item: ScheduleItem) -> dict:
   """{id(r): (m, l, x, c)} for softmax's pairs in `item`: m = max(x) and l = sum(exp2((x - m) *
-  c)) over the same axes, c > 0 a constant, m read through its broadcast back to x's shape, and x
-  free of the kernel's reductions (online_accumulate takes both in one loop)."""
+  c)) over the same axes (max_shifted), and x free of the kernel's reductions (online_accumulate
+  takes both in one loop)."""
   pairs = {}
   for l in kernel_reduces(item):
-    if l.arg[0] is not Ops.ADD or not _is_alu(l.src[0], Ops.EXP2):
+    if l.arg[0] is not Ops.ADD or (shifted := max_shifted(l.src[0])) is None:
       continue
-    scaled = l.src[0].src[0]
-    if not _is_alu(scaled, Ops.MUL) or not _is_alu(scaled.src[0], Ops.SUB):
-      continue
-    x, seen = scaled.src[0].src
-    c = scaled.src[1].src[0] if scaled.src[1].op is L.VIEW else scaled.src[1]
-    if seen.op is not L.VIEW or c.op is not L.CONST or not 0 < c.arg < math.inf:
-      continue
-    m = seen.src[0]
-    if m.op is not L.REDUCE or m.arg != (Ops.MAX, l.arg[1]) or m.src[0] is not x or \
-       seen.arg != View.contiguous(m.shape).expand(x.shape) or not x.dtype.is_float() or \
-       _reduces_in(x, item):
-      continue
-    pairs[id(m)] = pairs[id(l)] = (m, l, x, float(c.arg))
+    m, x, c = shifted
+    if m.arg[1] == l.arg[1] and not _reduces_in(x, item):
+      pairs[id(m)] = pairs[id(l)] = (m, l, x, c)
   return pairs
 
 
+def max_shifted(node: LazyOp) -> tuple | None:
+  """(m, x, c) where `node` is exp2((x - m) * c) with m = max(x) over some axes, read through
+  its broadcast back to x's shape, and c > 0 a constant: softmax's exponent, whose argument is
+  never above 0 (x <= m; -inf or NaN where x or m is not finite). None for any other node."""
+  if not _is_alu(node, Ops.EXP2) or not _is_alu(scaled := node.src[0], Ops.MUL) or \
+     not _is_alu(scaled.src[0], Ops.SUB):
+    return None
+  x, seen = scaled.src[0].src
+  c = scaled.src[1].src[0] if scaled.src[1].op is L.VIEW and scaled.src[1].src else scaled.src[1]
+  if seen.op is not L.VIEW or not seen.src or c.op is not L.CONST or not 0 < c.arg < math.inf:
+    return None
+  m = seen.src[0]      # (a node realized earlier keeps no sources: not known to be max(x))
+  if m.op is not L.REDUCE or not m.src or m.arg[0] is not Ops.MAX or m.src[0] is not x or \
+     seen.arg != View.contiguous(m.shape).expand(x.shape) or not x.dtype.is_float():
+    return None
+  return m, x, float(c.arg)
+
+
 def _is_alu(node: LazyOp, op: Ops) -> bool:
-  return node.op is L.ALU and node.arg is op
+  return node.op is L.ALU and node.arg is op and bool(node.src)
 
 
 def _reduces_in(node: LazyOp, item: ScheduleItem) -> frozenset:
@@ -95,9 +103,11 @@ def online_accumulate(lw, node: LazyOp, pair: tuple, points: list, idxs: tuple, 
   the trip's values x (those past the row's end as -inf) and m' = max(m, x...),
       l' = l * exp2((m - b) * c) + sum exp2((x - b) * c),   b = m', or 0 while m' is -inf
   (every value so far -inf: l stays 0, and 0 / 0 gives NaN where the row ends so, as numpy).
-  NaN and +inf reach l as in two passes (MAX propagates NaN; exp2(inf - inf) is NaN). l's
-  ASSIGN is listed before m's, so every read of the old m comes first (attention.py does the
-  same). Caches the other reduction of the pair in the Lowerer `lw`; returns node's value."""
+  Every exp2 argument is <= 0 or -inf while m' is finite; a NaN argument needs x or m' NaN, or
+  x = m' = +inf, so the final m is NaN or +inf: l is made NaN then, after the loop (as in two
+  passes), and the exp2s need not handle NaN (EXP2_NAN_UNREAD). l's ASSIGN is listed before
+  m's, so every read of the old m comes first (attention.py does the same). Caches the other
+  reduction of the pair in the Lowerer `lw`; returns node's value."""
   m_node, s_node, x_node, scale = pair
   xs = [(lw.value(x_node, p, gate_and(gate, v)), v) for p, v in points]
   if vec > 1:
@@ -115,15 +125,17 @@ def online_accumulate(lw, node: LazyOp, pair: tuple, points: list, idxs: tuple, 
   base = new_m.eq(ninf).where(zero, new_m)
   total = None
   for x in values:
-    term = UOp(Ops.EXP2, dtype, ((x - base) * c,))
+    term = UOp(Ops.EXP2, dtype, ((x - base) * c,), EXP2_NAN_UNREAD)
     total = term if total is None else total + term
   l = UOp(Ops.DEFINE_ACC, dtype, (zero, *outer), lw._id())
-  new_l = l * UOp(Ops.EXP2, dtype, ((m - base) * c,)) + total
+  new_l = l * UOp(Ops.EXP2, dtype, ((m - base) * c,), EXP2_NAN_UNREAD) + total
   body = (UOp(Ops.ASSIGN, dtype, (l, new_l)), UOp(Ops.ASSIGN, dtype, (m, new_m)))
   for rng in reversed(ranges):
     body = (UOp(Ops.ENDRANGE, None, (rng, *body)),)
-  got = {id(m_node): UOp(Ops.AFTER, dtype, (m, body[0])) if ranges else new_m,
-         id(s_node): UOp(Ops.AFTER, dtype, (l, body[0])) if ranges else new_l}
+  final_m = UOp(Ops.AFTER, dtype, (m, body[0])) if ranges else new_m
+  final_l = UOp(Ops.AFTER, dtype, (l, body[0])) if ranges else new_l
+  nan_in = final_m.ne(final_m) | final_m.eq(UOp.const(dtype, math.inf))
+  got = {id(m_node): final_m, id(s_node): nan_in.where(UOp.const(dtype, math.nan), final_l)}
   other = s_node if node is m_node else m_node
   lw.cache[(id(other), idxs, gate)] = got[id(other)]
   return got[id(node)]

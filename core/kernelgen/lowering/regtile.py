@@ -76,7 +76,7 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
       elif node.op is L.CONTIGUOUS:
         got = srcs[0]
       else:
-        got = lw._alu(node, srcs) if width == 1 else UOp(node.arg, dt, tuple(srcs))
+        got = lw._alu(node, srcs, dt)
     memo[key] = got
     return got
 

@@ -179,7 +179,7 @@ def _vector_node(lw, node, idxs, axis, w, memo):
     srcs.append(v)
   if op is L.CAST:
     return srcs[0].cast(node.dtype.vec(w))
-  return UOp(node.arg, node.dtype.vec(w), tuple(srcs))
+  return lw._alu(node, srcs, node.dtype.vec(w))
 
 
 def vector_thread_stores(lw, spread: list, upcast: int) -> list | None:

@@ -45,7 +45,7 @@ class Ops(Enum):
   # ---- unary ----
   NEG = auto()           # -x
   NOT = auto()           # logical not (bool) / bitwise not (ints)
-  EXP2 = auto()          # 2**x
+  EXP2 = auto()          # 2**x; arg None or one of EXP2_BOUNDS (what is known of x)
   LOG2 = auto()          # log2(x)
   SIN = auto()           # sin(x)
   COS = auto()           # cos(x)
@@ -94,6 +94,15 @@ class Ops(Enum):
   # Members are singletons compared by identity, so identity hashing is exact — and much
   # cheaper than Enum's name-based __hash__, which every dict/set lookup of an op pays.
   __hash__ = object.__hash__
+
+
+# EXP2's arg: what the Lowerer knows of the argument x, so that a renderer may skip the guards its
+# exp2 needs elsewhere (overflow, NaN); renderers that need none ignore it
+EXP2_NONPOSITIVE = "nonpositive"   # x <= 0, -inf or NaN (softmax's (x - max(x)) * c): never above 0
+EXP2_NAN_UNREAD = "nan_unread"     # as EXP2_NONPOSITIVE, and where x is NaN the result is never
+                                   # read (any value will do: the online softmax's sum, made NaN
+                                   # afterwards wherever a NaN entered it)
+EXP2_BOUNDS = (EXP2_NONPOSITIVE, EXP2_NAN_UNREAD)
 
 
 class GroupOp:

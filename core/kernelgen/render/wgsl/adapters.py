@@ -100,6 +100,15 @@ TABLE: dict[tuple[str, str], dict] = {
   # 33.1 / 38.4 against 34 / 40.6. Hand-edited WGSL (best of 12): every 4 values 30.9, every 8
   # 28.8, two loops 34.3. Its parts there, best ms: the max loop 9.5, the exp-sum loop 9.6, the
   # output loop 18.2 (a copy kernel of the same bytes 14.6-17.4); both exps of each value 7.
+  # The guards of those exps (kg_exp2), hand-edited WGSL, best / median of 25-50 interleaved, ms,
+  # several runs: as compiled 29.5-33.3 / 34.1-41.1 | no guard at all 24.6-26.3 / 29.9-34.5 |
+  # without the overflow selects (softmax's exponent is never above 0) 30.4 / 35.5 | only the
+  # NaN select 29.3-31.3 / 34.3-36.7 | the loop's exps bare with its sum made NaN after the loop
+  # where m is NaN or +inf, the output's NaN select as !(t == t) 24.6-28.1 / 29.2-34.6, as
+  # compiled now 24.5-24.7 / 30.0-31.3 against 29.7-29.8 / 34.5-35.5 in the same runs (kept:
+  # EXP2_NONPOSITIVE / EXP2_NAN_UNREAD, render/wgsl/expressions.py bounded_exp2) | the same
+  # with kg_isnan's bit test 27.1-28.1 / 33.7-34.7 | with max(t, -150) before each bare exp2
+  # 28.6-29.0 / 33.4-37.9.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in

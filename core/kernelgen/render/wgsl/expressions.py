@@ -8,7 +8,7 @@ import math
 
 from ...dtype import DType, dtypes, max_value, min_value
 from ...errors import UnsupportedError
-from ...uop.ops import GroupOp, Ops, UOp
+from ...uop.ops import EXP2_BOUNDS, EXP2_NAN_UNREAD, GroupOp, Ops, UOp
 from .target import (BOOL_INFIX, CALL, F32_INT_MAX, HELPER_NEEDS, INFIX, REGISTER, ROUNDING,
                           SUBGROUP_CALL, TARGET, WRAPPING, WGSLOptions)
 
@@ -150,6 +150,8 @@ class Expressions:
       return f"fma({a[0]}, {a[1]}, {a[2]})" if dt.is_float() else f"({a[0]} * {a[1]}) + {a[2]}"
     if dt.scalar == dtypes.bool:
       return self.bool_alu(u.op, a)
+    if u.op is Ops.EXP2 and u.arg in EXP2_BOUNDS:
+      return self.bounded_exp2(u.arg, dt, a[0])
     if u.op in GroupOp.Unary:
       return self.unary(u.op, dt, a[0])
     if u.op in (Ops.MAX, Ops.MIN) and dt.is_float():
@@ -248,6 +250,21 @@ class Expressions:
     argument, never from a constant inf the driver could fold)."""
     f32 = self.reg(dtypes.float32.vec(dt.count))
     value = self.lanewise(self.need("kg_exp2"), dt, [x if self.reg(dt) == f32 else f"{f32}({x})"])
+    return value if self.reg(dt) == f32 else f"{self.reg(dt)}({value})"
+
+  def bounded_exp2(self, bound: str, dt: DType, x: str) -> str:
+    """exp2 of an argument never above 0 (EXP2_BOUNDS): no overflow to handle, and NaN kept by
+    one compare (kg_exp2_nonpositive) unless its result is unread. -inf and arguments far below
+    -126 go to exp2 itself, which gives 0 (or a denormal) there: IEEE 754, and probed in
+    Chromium on SwiftShader (0 from -126.5 down, 0 at -inf) and lavapipe (denormals to -149, 0
+    from -150 and at -inf). Holding the argument at -150 with max() instead cost 4 ms of 26 in
+    softmax on SwiftShader (render/wgsl/adapters.py has the measurements)."""
+    f32 = self.reg(dtypes.float32.vec(dt.count))
+    t = x if self.reg(dt) == f32 else f"{f32}({x})"
+    if bound == EXP2_NAN_UNREAD:
+      value = f"exp2({t})"
+    else:
+      value = self.lanewise(self.need("kg_exp2_nonpositive"), dt, [t])
     return value if self.reg(dt) == f32 else f"{self.reg(dt)}({value})"
 
   def subgroup_reduce(self, u: UOp, x: str) -> str:
