@@ -82,3 +82,15 @@ def sdpa_np(q, k, v, mask=None, causal=False, scale=None):
   with np.errstate(invalid="ignore"):
     e = np.exp(s - s.max(-1, keepdims=True))
     return (e / e.sum(-1, keepdims=True)) @ v
+
+
+def softmax_edge_rows(x: np.ndarray) -> np.ndarray:
+  """x (at least 6 rows of 40) with softmax's edge rows: all -inf, -inf first then finite (masked
+  keys), a NaN, a +inf, a max that comes last, every other value -inf."""
+  x[0] = -np.inf
+  x[1, :17] = -np.inf
+  x[2, 3] = np.nan
+  x[3, 5] = np.inf
+  x[4] = np.arange(x.shape[1]) * 3.0
+  x[5, ::2] = -np.inf
+  return x

@@ -258,7 +258,8 @@ class Expressions:
     -126 go to exp2 itself, which gives 0 (or a denormal) there: IEEE 754, and probed in
     Chromium on SwiftShader (0 from -126.5 down, 0 at -inf) and lavapipe (denormals to -149, 0
     from -150 and at -inf). Holding the argument at -150 with max() instead cost 4 ms of 26 in
-    softmax on SwiftShader (render/wgsl/adapters.py has the measurements)."""
+    softmax on SwiftShader (render/wgsl/adapters.py has the measurements). !(t == t) is true
+    for a NaN computed at run time on both (probed: SwiftShader, and lavapipe through ANGLE)."""
     f32 = self.reg(dtypes.float32.vec(dt.count))
     t = x if self.reg(dt) == f32 else f"{f32}({x})"
     if bound == EXP2_NAN_UNREAD:
