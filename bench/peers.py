@@ -14,7 +14,9 @@ GPU time of one run: submit -> onSubmittedWorkDone, inputs on the GPU, outputs l
 systems run interleaved, round after round (every other round the previous one reversed, then
 turned by one; a short pause before each run), and each keeps its best (the machine is shared).
 Ratio: best correct peer's time / ours (> 1: we are faster; target >= 1.5). For a row below it,
-`bound` gives our bytes moved per ms against a copy kernel of the same bytes on the adapter.
+`bound` gives our bytes moved per ms against a copy kernel of the same bytes on the adapter,
+and `floor` the submit floor: a program of as many trivial dispatches as our kernels, timed the
+same way (best and median; bench/submit_floor.py explores it).
 
     python bench/peers.py [--reps N] [--adapters swiftshader,lavapipe] [--rows matmul,...] [--tiny]
     python bench/peers.py --tinygrad DIR     (worker, run with .venv-bench's Python)
@@ -25,6 +27,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -463,6 +466,8 @@ def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: 
       page.evaluate("(k) => window.peers.release(k)", system)
     if copy:
       row["copy"] = copy_bound(page, name, specs, reps)
+    if "kernelgen" in ready:
+      row["floor"] = submit_floor(page, row["kernelgen"]["kernels"], reps)
     result["rows"][name] = row
     print(f"  {adapter} {name}: best ms " + ", ".join(
       f"{sy} {row[sy]['ms']:.3g}{'' if row[sy].get('ok') else ' (WRONG)'}" for sy in ready) +
@@ -494,6 +499,18 @@ def copy_bound(page, name: str, specs: dict, reps: int) -> dict:
   return {"bytes": nbytes, "ms": ms}
 
 
+FLOOR_REPS = 3     # times the rounds' samples for the submit floor (its median is what counts)
+
+
+def submit_floor(page, dispatches: int, reps: int) -> dict:
+  """The submit floor (bench/submit_floor.py): a program of as many trivial dispatches as our
+  kernels, timed as the systems are; best and median of FLOOR_REPS * reps samples."""
+  samples = page.evaluate("([d, r, s]) => window.peers.floorMs(d, r, s)",
+                          [dispatches, FLOOR_REPS * reps, SETTLE_MS])
+  return {"dispatches": dispatches, "best_ms": min(samples),
+          "median_ms": statistics.median(samples), "samples_ms": samples}
+
+
 def summarize(adapter: str, result: dict) -> list[dict]:
   out = []
   for name, row in result["rows"].items():
@@ -507,6 +524,9 @@ def summarize(adapter: str, result: dict) -> list[dict]:
              "ms": {s: row.get(s, {}).get("ms") for s in SYSTEMS}}
     if entry["ours_ms"] and entry["peer_ms"]:
       entry["ratio"] = entry["peer_ms"] / entry["ours_ms"]
+    if "floor" in row and entry["ours_ms"]:
+      entry["floor"] = {k: row["floor"][k] for k in ("dispatches", "best_ms", "median_ms")}
+      entry["ours_median_ms"] = statistics.median(ours["samples_ms"])
     if "copy" in row and entry["ours_ms"]:
       c = row["copy"]
       entry["bound"] = {"ours_bytes_per_ms": c["bytes"] / entry["ours_ms"],
@@ -549,6 +569,11 @@ def print_table(summary: list[dict]) -> None:
       print(f"  below 1.5x: {e['adapter']} {e['row']}: ours moves {b['ours_bytes_per_ms']/1e6:.3g}"
             f" GB/s (inputs + output once), a copy kernel of the same bytes "
             f"{b['copy_bytes_per_ms']/1e6:.3g} GB/s ({b['copy_ms']:.3g} ms)")
+      if "floor" in e:
+        f = e["floor"]
+        print(f"    its submit floor: {f['dispatches']} trivial dispatches (one thread storing "
+              f"one value each) best / median {f['best_ms']:.3g} / {f['median_ms']:.3g} ms; "
+              f"ours {e['ours_ms']:.3g} / {e['ours_median_ms']:.3g} ms")
   for e in summary:
     if "(demo)" in e["row"] and e["ours_ms"]:
       target = " (target < 16 ms)" if e["adapter"] == "lavapipe" else ""

@@ -38,3 +38,5 @@ def test_every_peer_matches_numpy_on_tiny_rows(playwright):
   for e in summary:       # each system ran its kernels and was timed
     assert all(ms and ms > 0 for ms in e["ms"].values()), e
     assert all(e["kernels"][s] >= 1 for s in peers.SYSTEMS), e
+    floor = e["floor"]      # the submit floor: as many trivial dispatches as our kernels
+    assert floor["dispatches"] == e["kernels"]["kernelgen"] and floor["median_ms"] > 0, e

@@ -306,5 +306,37 @@ async function copyMs(bytes, reps) {
   return best;
 }
 
-window.peers = { info, prepare, time, release, copyMs };
+// The submit floor: a program of `dispatches` trivial kernels (one thread storing one value),
+// each in its own pass as the systems' programs are, timed as they are (after the same pause);
+// every sample (ms).
+async function floorMs(dispatches, reps, settleMs) {
+  const dev = await device();
+  const code = `@group(0) @binding(0) var<storage, read_write> b: array<f32>;
+@compute @workgroup_size(1) fn main() { b[0] = 1.0f; }`;
+  const b = dev.createBuffer({ size: 16, usage: GPUBufferUsage.STORAGE });
+  const pipeline = await dev.createComputePipelineAsync({ layout: 'auto',
+    compute: { module: dev.createShaderModule({ code }), entryPoint: 'main' } });
+  const group = dev.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [
+    { binding: 0, resource: { buffer: b } }] });
+  const samples = [];
+  for (let i = 0; i < reps + 1; i += 1) {
+    const encoder = dev.createCommandEncoder();
+    for (let k = 0; k < dispatches; k += 1) {
+      const pass = encoder.beginComputePass();
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(1);
+      pass.end();
+    }
+    await new Promise((done) => setTimeout(done, settleMs));
+    const start = performance.now();
+    dev.queue.submit([encoder.finish()]);
+    await dev.queue.onSubmittedWorkDone();
+    if (i > 0) samples.push(performance.now() - start);
+  }
+  b.destroy();
+  return samples;
+}
+
+window.peers = { info, prepare, time, release, copyMs, floorMs };
 document.body.dataset.ready = 'true';
