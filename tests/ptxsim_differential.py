@@ -111,8 +111,8 @@ def main(argv) -> int:
   print(f"{totals['programs']} fuzz programs (seeds {start}..{start + count - 1}), "
         f"{totals['ran']} run on PTXSIM, {totals['errors']} raising a typed error; archs "
         f"{', '.join(sorted(totals['archs']))}")
-  print(f"launches compared: {c['launches']}, bit-identical: {c["identical"]}, identical but for a NaN's sign or payload: "
-        f"{c["nan_only"]}, both failed "
+  print(f"launches compared: {c['launches']}, bit-identical: {c['identical']}, identical but for a NaN's sign or payload: "
+        f"{c['nan_only']}, both failed "
         f"alike: {c['both_failed']}, reference engine only (fallback): {c['reference_only']}; "
         f"fallback entries: {sorted(machine_fallbacks())}; {time.time() - began:.0f} s")
   return 0
