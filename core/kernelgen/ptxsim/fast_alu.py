@@ -15,7 +15,7 @@ import numpy as np
 from . import alu
 from . import compile as ref
 from . import numeric as nm
-from .fast_operands import NAN, SINT, UINT, count, full, rdtype, reader, writer
+from .fast_operands import NAN, SINT, UINT, count, full, rdtype, reader, shared, writer
 from .operands import TYPES
 from .parser import Instr
 from .steps import STEP, checked_operands, split_mods, unsupported, where_text
@@ -98,24 +98,33 @@ def frsqrt(a):
 
 
 def fma_f32(fn):
-  """The reference's f32 fma: a*b + c in double; lanes where that could double-round (its
-  error is nonzero and the sum is at an f32 tie, or tiny) take the reference's exact path."""
+  """The reference's f32 fma: a*b + c in double (a*b is exact); the lanes where that sum could
+  round twice (it sits exactly halfway between two f32 values, or is tiny) and is inexact take
+  the reference's exact path. Halfway: the 29 bits of the double below the f32's 24 are
+  1000...0, which is the reference's frexp test."""
   def fma(a, b, c):
-    shape = np.broadcast_shapes(np.shape(a), np.shape(b), np.shape(c))
-    a, b, c = (np.broadcast_to(np.asarray(v, np.float64), shape) for v in (a, b, c))
-    p = a * b
-    s = p + c
-    z = s - p
-    err = (p - (s - z)) + (c - z)
-    m, _ = np.frexp(s)
-    scaled = np.ldexp(np.abs(m), 24)
-    tie = (scaled - np.floor(scaled) == 0.5) | (np.abs(s) < 2.0 ** -120)
-    fix = np.isfinite(s) & (err != 0) & tie
-    if fix.any():
-      s = np.array(s, copy=True)
-      s[fix] = list(map(fn, a[fix].tolist(), b[fix].tolist(), c[fix].tolist()))
+    p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
+    s = p + np.asarray(c, np.float64)
+    s = np.asarray(s)
+    tie = (s.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
+    tie |= np.abs(s) < 2.0 ** -120
+    if tie.any():
+      s = _fma_fix(fn, a, b, c, p, s, tie)
     return s
   return fma
+
+
+def _fma_fix(fn, a, b, c, p, s, tie):
+  shape = s.shape
+  a, b, c, p = (np.broadcast_to(np.asarray(v, np.float64), shape) for v in (a, b, c, p))
+  at = np.flatnonzero(tie & np.isfinite(s))
+  z = s[at] - p[at]
+  err = (p[at] - (s[at] - z)) + (c[at] - z)
+  at = at[err != 0]
+  if len(at):
+    s = np.array(s, copy=True)
+    s[at] = list(map(fn, a[at].tolist(), b[at].tolist(), c[at].tolist()))
+  return s
 
 
 # on f32 operands these round once to f32 (float32 arithmetic is correctly rounded, and the
@@ -330,9 +339,10 @@ def _pred_logic(ins, ctx, op, dst, src_ops):
 # ---- moves, selects, comparisons, conversions ----------------------------------------------
 
 def _copy(read, t):
+  """A move: the array itself (the writer marks it shared, and copies on a masked write)."""
   def compute(S, idx):
     v = read(S, idx)
-    return np.array(v, copy=True) if np.ndim(v) else full(S, idx, v, t)
+    return shared(v) if np.ndim(v) else full(S, idx, v, t)
   return compute
 
 
@@ -437,7 +447,7 @@ def _cvt_vec(dst_t, src_t, rnd, mods):
     if dst_t == "f32" and src_t == "f64" and rnd in (None, "rn"):
       return round_f32
     if dst_t == "f64" or src_t == dst_t:
-      return lambda a: np.array(a, rdtype(dst_t), copy=True)
+      return lambda a: shared(np.asarray(a, rdtype(dst_t)))
     return None
   if sc in "us" and dst_t in ("f32", "f64") and sw <= 32 and rnd in (None, "rn"):
     rounding = round_f32 if dst_t == "f32" else (lambda x: x)

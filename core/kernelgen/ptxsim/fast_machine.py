@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from ..errors import ExecutionError, KernelgenError
+from ..errors import ExecutionError, KernelgenError, StoppedError
 from . import fast_alu as fa
 from . import fast_memory as fm
 from .fast_operands import Fault, NotFast, reader
@@ -29,10 +29,6 @@ from .steps import BARRIER, BRANCH, EXIT, STEP, Context
 BATCH_THREADS = 1 << 16     # threads per batch of CTAs (bounds the memory a batch holds)
 _END = 1 << 62
 _EMPTY = np.zeros(0, dtype=np.intp)
-
-
-class Stopped(ExecutionError):
-  """A simulation stopped by its progress callback (it returned False)."""
 
 
 class FastContext(Context):
@@ -168,10 +164,11 @@ class Batch:
     T = self.block_threads = block[0] * block[1] * block[2]
     self.nctas, self.nwarps = len(ctas), -(-T // 32)
     self.n = T * len(ctas)
-    self.slot_cta = np.repeat(np.arange(len(ctas), dtype=np.int64), T)
-    self.slot_tid = np.tile(np.arange(T, dtype=np.int64), len(ctas))
+    geometry = _geometry(block, len(ctas))
+    self.slot_cta, self.slot_tid, shape_specials = geometry
     self.alive = np.ones(self.n, dtype=np.bool_)
-    self.R, self.init, self.views, self.specials, self.epoch = {}, {}, {}, {}, 0
+    self.R, self.init, self.views, self.epoch = {}, {}, {}, 0
+    self.specials = _Specials(shape_specials)
     self.check, self._all = check, None
     self._shared(prog)
 
@@ -202,7 +199,9 @@ class Batch:
   def special(self, name: str):
     arr = self.specials.get(name)
     if arr is None:
-      arr = self.specials[name] = self._special(name).astype(np.uint32)
+      arr = self._special(name).astype(np.uint32)
+      arr.flags.writeable = False      # a register moved from it copies before a masked write
+      self.specials.set(name, arr)
     return arr
 
   def _special(self, name: str):
@@ -223,6 +222,35 @@ class Batch:
     cta, t = slot if isinstance(slot, tuple) else divmod(slot, self.block_threads)
     bx, by, _ = self.block
     return f"ctaid={self.ctas[cta]} tid={(t % bx, t // bx % by, t // (bx * by))}"
+
+
+class _Specials:
+  """Special registers of a batch: those of the batch's shape shared by every batch of it."""
+
+  def __init__(self, shape_specials: dict):
+    self.shape, self.own = shape_specials, {}
+
+  def get(self, name: str):
+    return self.own.get(name) if name.startswith("%ctaid") else self.shape.get(name)
+
+  def set(self, name: str, arr) -> None:
+    (self.own if name.startswith("%ctaid") else self.shape)[name] = arr
+
+
+_GEOMETRY: dict = {}
+
+
+def _geometry(block: tuple, nctas: int):
+  """(CTA of each slot, thread of each slot, specials cache) for batches of this shape."""
+  key = (block, nctas)
+  hit = _GEOMETRY.get(key)
+  if hit is None:
+    if len(_GEOMETRY) > 16:
+      _GEOMETRY.clear()
+    T = block[0] * block[1] * block[2]
+    hit = _GEOMETRY[key] = (np.repeat(np.arange(nctas, dtype=np.int64), T),
+                            np.tile(np.arange(T, dtype=np.int64), nctas), {})
+  return hit
 
 
 def _merge(a, b, n: int):
@@ -332,7 +360,7 @@ def launch(fp: FastProgram, grid: tuple, block: tuple, params: dict, memory,
       run_batch(fp, Batch(fp.prog, chunk, block, grid, params, memory, check_races))
       if progress is not None and progress(first + len(chunk), len(ctas),
                                            time.perf_counter() - start) is False:
-        raise Stopped(f"simulation of {fp.entry.name} stopped after {first + len(chunk)} of "
+        raise StoppedError(f"simulation of {fp.entry.name} stopped after {first + len(chunk)} of "
                       f"{len(ctas)} blocks")
 
 

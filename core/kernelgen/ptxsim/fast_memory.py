@@ -52,11 +52,14 @@ def address(op, ctx, ins: Instr):
 
 def global_index(S, idx, a, size: int, what: str):
   """[(buffer, element index of each active thread, which threads)] for a checked access."""
-  lo, hi = int(a.min()), int(a.max())
-  buf = S.mem._containing(lo, hi + size)
-  if buf is not None and not int(np.bitwise_or.reduce(a)) & (size - 1):
-    shift = np.uint64(size.bit_length() - 1)
-    return [(buf, ((a - np.uint64(buf.base)) >> shift).view(np.int64), None)]
+  buf = S.mem.last
+  if not buf.base <= int(a[0]) < buf.base + buf.size:
+    buf = S.mem._containing(int(a[0]), int(a[0]) + size)
+  if buf is not None:
+    off = a - np.uint64(buf.base)      # an address below the buffer wraps to a huge offset
+    if int(off.max()) + size <= buf.size and not int(np.bitwise_or.reduce(off)) & (size - 1):
+      S.mem.last = buf
+      return [(buf, (off >> np.uint64(size.bit_length() - 1)).view(np.int64), None)]
   return _per_buffer(S, idx, a, size, what)
 
 

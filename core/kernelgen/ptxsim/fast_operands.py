@@ -206,17 +206,28 @@ def writer(op, itype: str, ctx, where: str):
     vals = np.asarray(vals, dtype=it)
     if conv is not None:
       vals = conv(vals)
-    if idx is None:   # a view would share memory with the register it came from: copy it
-      S.R[name] = (vals if vals.base is None else vals.copy()) if vals.ndim else \
+    if idx is None:
+      S.R[name] = (vals if vals.base is None else shared(vals)) if vals.ndim else \
         np.full(S.n, vals, dtype=rt)
     else:
       arr = S.R.get(name)
       if arr is None:
         arr = S.R[name] = np.zeros(S.n, dtype=rt)
+      elif not arr.flags.writeable:     # shared with another register: copy on write
+        arr = S.R[name] = arr.copy()
       arr[idx] = vals
     if tracked:
       _mark(S, name, idx)
   return write
+
+
+def shared(vals):
+  """`vals` (an array another register, or a view's base, may also hold) marked read-only:
+  a masked write to a register holding it copies it first."""
+  if vals.base is not None:
+    vals.base.flags.writeable = False
+  vals.flags.writeable = False
+  return vals
 
 
 def _mark(S, name, idx):

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 
-from ..errors import ExecutionError, KernelgenError
+from ..errors import ExecutionError, KernelgenError, StoppedError
 from .compile import BARRIER, BRANCH, EXIT, STEP, Context, compile_instr
 from .operands import FULL, TYPES, LaneFault, first_lane
 from .memory import GlobalMemory, SharedMemory
@@ -203,7 +204,7 @@ def launch(prog: Program, grid, block, args: list, memory: GlobalMemory,
            check_races: bool = True, engine: str | None = None, progress=None) -> str:
   """Run `prog` on a grid of CTAs; `args` are the kernel parameters in order. `engine` picks
   "fast" or "reference" (default ENGINE); `progress(blocks done, blocks, seconds)` is called as
-  the fast engine goes, and returning False from it stops the run (ptxsim.Stopped). Returns
+  the fast engine goes, and returning False from it stops the run (StoppedError). Returns
   the engine that ran."""
   grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
   if block[0] * block[1] * block[2] > 1024:
@@ -217,9 +218,14 @@ def launch(prog: Program, grid, block, args: list, memory: GlobalMemory,
       from . import fast_machine
       fast_machine.launch(fast, grid, block, params, memory, check_races, progress)
       return "fast"
-  for z, y, x in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
+  start, total = time.perf_counter(), grid[0] * grid[1] * grid[2]
+  for done, (z, y, x) in enumerate(itertools.product(range(grid[2]), range(grid[1]),
+                                                     range(grid[0])), 1):
     shared = SharedMemory(prog.shared_size, prog.layout, check_races) if prog.layout else None
     run_cta(prog, CTA((x, y, z), shared, memory, params, block, grid))
+    if progress is not None and progress(done, total, time.perf_counter() - start) is False:
+      raise StoppedError(f"simulation of {prog.entry.name} stopped after {done} of {total} "
+                         f"blocks")
   return "reference"
 
 
