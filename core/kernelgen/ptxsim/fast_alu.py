@@ -75,14 +75,23 @@ def fdiv(a, b):
   return r
 
 
-def fmin(a, b):
-  pick_a = (b != b) | (a < b) | ((a == b) & np.signbit(a))
-  return np.where(a != a, b, np.where(pick_a, a, b))
+def _min_max(pick, zero_pick):
+  """The reference's min/max: NaN loses to a number (both NaN: b), -0.0 < +0.0. numpy's
+  fmin/fmax agree but for those two cases, which are patched where they occur."""
+  def fn(a, b):
+    r = pick(a, b)
+    zeros = (a == 0) & (b == 0)
+    if np.any(zeros):
+      r = np.where(zeros, np.where(zero_pick(np.signbit(a)), a, b), r)
+    nans = (a != a) & (b != b)
+    if np.any(nans):
+      r = np.where(nans, b, r)
+    return r
+  return fn
 
 
-def fmax(a, b):
-  pick_a = (b != b) | (a > b) | ((a == b) & ~np.signbit(a))
-  return np.where(a != a, b, np.where(pick_a, a, b))
+fmin = _min_max(np.fmin, lambda neg: neg)
+fmax = _min_max(np.fmax, lambda neg: ~neg)
 
 
 def fsqrt(a):
@@ -272,6 +281,8 @@ def _signed_vec(op, cls, w):
     return lambda a, b: pick(_wide(a, cls, w), _wide(b, cls, w)) & M
 
   def divrem(a, b):
+    if np.ndim(b) == 0 and int(b) != 0:
+      return _divrem_by_constant(op, cls, w, a, b)
     A, B = _wide(a, cls, w), _wide(b, cls, w)
     zero = B == 0
     Bs = np.where(zero, 1, B)
@@ -283,6 +294,19 @@ def _signed_vec(op, cls, w):
     r = np.where(A < 0, -r, r)
     return np.where(zero, A, r) & M
   return divrem
+
+
+def _divrem_by_constant(op, cls, w, a, b):
+  """div/rem by a nonzero immediate: C semantics (toward zero; the remainder takes the
+  dividend's sign) in the type itself; INT_MIN / -1 wraps to INT_MIN as in the reference."""
+  if cls != "s":
+    return a // b if op == "div" else a % b
+  D, S = UINT[w], SINT[w]
+  sa, sb = np.asarray(a).view(S), np.asarray(b).view(S)[()]
+  r = np.fmod(sa, sb)
+  if op == "rem":
+    return r.view(D)
+  return ((sa - r) // sb).astype(S).view(D)
 
 
 def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
