@@ -32,6 +32,7 @@ def lanewise(fn, srcs, post, out_t: str):
     n = count(S, idx)
     cols = [_as_list(r(S, idx), n) for r in srcs]
     return np.array(post(list(map(fn, *cols))), dtype=dt)
+  compute.lanewise = True
   return compute
 
 
@@ -44,8 +45,12 @@ def _ident(xs):
 
 
 def store(write, compute):
+  """A step writing `compute`'s values; vectorized ones can also run a guarded instruction at
+  full width and merge (`step.merged(S, idx, mask)`): they cannot fault on inactive lanes."""
   def step(S, idx):
     write(S, idx, compute(S, idx))
+  if not getattr(compute, "lanewise", False):
+    step.merged = lambda S, idx, mask: write(S, idx, compute(S, idx), mask)
   return STEP, step, None
 
 

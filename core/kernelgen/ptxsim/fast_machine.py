@@ -112,7 +112,7 @@ class FastProgram:
     tracked = tracked_registers(prog.entry, prog.code)
     ctx = FastContext(prog.entry, {name: off for name, off, _ in prog.layout}, tracked)
     self.code = [self._compile(ins, kind, ctx) for ins, kind in zip(prog.entry.instrs, prog.code)]
-    self.tracked = tracked
+    self.tracked, self.race_gran = tracked, fm.race_granularity(prog.entry)
 
   def _compile(self, ins: Instr, kind: tuple, ctx) -> tuple:
     k, _, target = kind
@@ -123,7 +123,9 @@ class FastProgram:
     handler = HANDLERS.get(ins.opcode, fa.alu_step)
     step = handler(ins, ctx)[1]
     if ins.guard is not None:
-      step = _guarded(step, _guard(ins, ctx))
+      reads = defs_uses(ins)[1] - {ins.guard[0]}
+      merged = getattr(step, "merged", None) if not reads & ctx.tracked else None
+      step = _guarded(step, _guard(ins, ctx), merged)
     return STEP, step, None
 
   def error(self, S, pc: int, f: Fault) -> ExecutionError:
@@ -143,11 +145,15 @@ def _guard(ins: Instr, ctx):
   return read
 
 
-def _guarded(fn, guard):
+def _guarded(fn, guard, merged=None):
+  """A guarded step: on the threads whose guard holds; where most of the group's do and the
+  step allows it, at full width with the results merged (no gather and scatter)."""
   def step(S, idx):
     m = guard(S, idx)
     if m.all():
       fn(S, idx)
+    elif merged is not None and 2 * np.count_nonzero(m) >= len(m):
+      merged(S, idx, m)
     elif m.any():
       fn(S, S.slots(idx)[m])
   return step
@@ -158,8 +164,9 @@ def _guarded(fn, guard):
 class Batch:
   """The state of a batch of CTAs: registers, specials, shared memory, barrier epoch."""
 
-  def __init__(self, prog, ctas: list, block: tuple, grid: tuple, params: dict, memory,
+  def __init__(self, fp, ctas: list, block: tuple, grid: tuple, params: dict, memory,
                check: bool):
+    prog, self.race_gran = fp.prog, fp.race_gran
     self.ctas, self.block, self.grid, self.params, self.mem = ctas, block, grid, params, memory
     T = self.block_threads = block[0] * block[1] * block[2]
     self.nctas, self.nwarps = len(ctas), -(-T // 32)
@@ -182,9 +189,9 @@ class Batch:
     for _, off, nbytes in prog.layout:
       self.var_end[off:off + nbytes] = off + nbytes
     self.layout_holder = prog     # SharedMemory._offset reads .layout
-    if self.check:
-      self.sh_writer = np.full(len(self.shared), -1, dtype=np.int32)
-      self.sh_epoch = np.full(len(self.shared), -1, dtype=np.int32)
+    if self.check:     # the race record: per byte, or per word (race_granularity)
+      self.sh_writer = np.full(len(self.shared) // self.race_gran, -1, dtype=np.int32)
+      self.sh_epoch = np.full(len(self.shared) // self.race_gran, -1, dtype=np.int32)
 
   def shared_view(self, dtype):
     return fm._view(self, self.shared, dtype)
@@ -357,7 +364,7 @@ def launch(fp: FastProgram, grid: tuple, block: tuple, params: dict, memory,
   with np.errstate(all="ignore"):
     for first in range(0, len(ctas), per):
       chunk = ctas[first:first + per]
-      run_batch(fp, Batch(fp.prog, chunk, block, grid, params, memory, check_races))
+      run_batch(fp, Batch(fp, chunk, block, grid, params, memory, check_races))
       if progress is not None and progress(first + len(chunk), len(ctas),
                                            time.perf_counter() - start) is False:
         raise StoppedError(f"simulation of {fp.entry.name} stopped after {first + len(chunk)} of "

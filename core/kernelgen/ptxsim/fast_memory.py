@@ -118,23 +118,35 @@ def shared_index(S, idx, a, size: int, what: str):
   return cta * S.sstride + off, off
 
 
+def race_granularity(entry) -> int:
+  """4 where every access that may reach shared memory moves whole aligned 4-byte words (the
+  race record per word then says what the reference's per-byte record says), else 1."""
+  for ins in entry.instrs:
+    if ins.opcode in ("ld", "st", "atom") and not {"global", "param"} & set(ins.mods) and \
+            ins.mods and TYPES.get(ins.mods[-1], ("", 8))[1] < 32:
+      return 1
+  return 4
+
+
 def check_read(S, idx, flat, off, size: int) -> None:
-  pos = flat[:, None] + np.arange(size)
+  g = S.race_gran
+  pos = (flat // g)[:, None] + np.arange(size // g)
   tid = (S.slot_tid if idx is None else S.slot_tid[idx])[:, None]
   who = S.sh_writer[pos]
   bad = (S.sh_epoch[pos] == S.epoch) & (who != tid)
   if bad.any():
     k, b = np.unravel_index(int(np.argmax(bad)), bad.shape)
-    byte = int(off[k]) + int(b)
+    byte = int(off[k]) + int(b) * g
     raise Fault(_slot(idx, k), f"shared-memory race: thread {int(tid[k, 0])} reads shared byte "
                 f"{byte} (address {SHARED_BASE + byte:#x}) that thread {int(who[k, b])} wrote "
                 f"since the last barrier; add a bar.sync between them")
 
 
 def record_write(S, idx, flat, size: int) -> None:
-  pos = (flat[:, None] + np.arange(size)).ravel()
+  g = S.race_gran
+  pos = ((flat // g)[:, None] + np.arange(size // g)).ravel()
   tid = S.slot_tid if idx is None else S.slot_tid[idx]
-  S.sh_writer[pos] = np.repeat(tid, size)
+  S.sh_writer[pos] = np.repeat(tid, size // g)
   S.sh_epoch[pos] = S.epoch
 
 
@@ -170,6 +182,21 @@ def ld_step(ins: Instr, ctx):
       vals = _global_load(S, idx, a, size, esize, vec, mdt)
     for wr, v in zip(writes, vals):
       wr(S, idx, to_reg(v))
+
+  def merged(S, idx, mask):
+    """Guarded, at full width: inactive threads load from the first active one's address; any
+    fault is reported by the compressed path (exactly which thread faulted first)."""
+    a = get_addr(S, idx)
+    first = int(np.argmax(mask))
+    if space != "global" and int(a[first]) < (1 << 32):
+      return step(S, S.slots(idx)[mask])
+    try:
+      vals = _global_load(S, idx, np.where(mask, a, a[first]), size, esize, vec, mdt)
+    except Fault:
+      return step(S, S.slots(idx)[mask])
+    for wr, v in zip(writes, vals):
+      wr(S, idx, to_reg(v), mask)
+  step.merged = merged
   return STEP, step, None
 
 

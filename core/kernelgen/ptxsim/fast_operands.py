@@ -202,11 +202,13 @@ def writer(op, itype: str, ctx, where: str):
   conv, it, rt = write_conversion(itype, rtype, where), rdtype(itype), rdtype(rtype)
   tracked = name in ctx.tracked
 
-  def write(S, idx, vals):
+  def write(S, idx, vals, mask=None):
     vals = np.asarray(vals, dtype=it)
     if conv is not None:
       vals = conv(vals)
-    if idx is None:
+    if mask is not None:
+      _merge_into(S, name, idx, vals, mask, rt, tracked)
+    elif idx is None:   # a view would share memory with the register it came from: mark it
       S.R[name] = (vals if vals.base is None else shared(vals)) if vals.ndim else \
         np.full(S.n, vals, dtype=rt)
     else:
@@ -216,9 +218,25 @@ def writer(op, itype: str, ctx, where: str):
       elif not arr.flags.writeable:     # shared with another register: copy on write
         arr = S.R[name] = arr.copy()
       arr[idx] = vals
-    if tracked:
+    if tracked and mask is None:
       _mark(S, name, idx)
   return write
+
+
+def _merge_into(S, name, idx, vals, mask, rt, tracked):
+  """Store `vals` (computed for every thread of the group) where `mask` holds: a guarded
+  instruction run at full width."""
+  old = S.R.get(name)
+  if idx is None:
+    S.R[name] = np.where(mask, vals, old if old is not None else rt(0)).astype(rt, copy=False)
+  else:
+    if old is None:
+      old = S.R[name] = np.zeros(S.n, dtype=rt)
+    elif not old.flags.writeable:
+      old = S.R[name] = old.copy()
+    old[idx] = np.where(mask, vals, old[idx])
+  if tracked:
+    _mark(S, name, np.flatnonzero(mask) if idx is None else idx[mask])
 
 
 def shared(vals):
