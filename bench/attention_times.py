@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
 
 import kernelgen as kg  # noqa: E402
 from kernelgen.device import Device  # noqa: E402
-from kernelgen.frontend import model_ops  # noqa: E402
+from kernelgen.tensor.ops import attention as model_ops  # noqa: E402
 from ops_times import prepare, time_interleaved  # noqa: E402
 
 B, H, D = 1, 8, 64

@@ -39,7 +39,7 @@ def one(name: str) -> dict:
   import kernelgen as kg
   import onnx_corpus
   from kernelgen.device import Device
-  from kernelgen.frontend.onnx.data import read_tensor_file
+  from kernelgen.onnx.data import read_tensor_file
   spent = {"compile": 0.0, "pipeline": 0.0, "kernels": 0}
   import kernelgen.cache as cache
 

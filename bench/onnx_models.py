@@ -50,7 +50,7 @@ def model_case(name: str):
   import numpy as np
 
   import onnx_corpus
-  from kernelgen.frontend.onnx.data import read_tensor_file
+  from kernelgen.onnx.data import read_tensor_file
   import kernelgen as kg
   path = onnx_corpus.data_dir() / "light" / f"light_{name}.onnx"
   model = kg.onnx.load(str(path))

@@ -21,7 +21,7 @@ through the partial derivatives, a float16 eps (1e-5 is subnormal there) may be 
 carry the oracle's exp/log ulps, and the online softmax of fused attention rescales up to S times.
 Results are defined only where every value they read is finite and defined (as softmax's).
 
-Attention reaches both of its forms (frontend/model_ops.py _fusable): q, k, v of one float
+Attention reaches both of its forms (tensor/ops/attention.py _fusable): q, k, v of one float
 dtype with no mask, a bool mask or a mask of that dtype, or is_causal, is the FUSED single
 kernel (lazy ATTENTION); a float mask of another dtype, or `split=True` (q made a leaf that
 requires grad: autograd needs the differentiable form) is matmul -> softmax -> matmul.

@@ -806,7 +806,7 @@ def _build_loss_t(step, xs):
 
 def _build_setitem_tensor(step, xs):
   from kernelgen import Tensor
-  from kernelgen.frontend.scatter import forced_form
+  from kernelgen.tensor.ops.sorted_scatter import forced_form
   x = xs[0]
   y = Tensor(x.node)            # a new Tensor object: setitem must not change x itself
   axis = step.param("axis")
@@ -823,7 +823,7 @@ def _build_setitem_tensor(step, xs):
 
 def _build_scatter_add_f(step, xs):
   from kernelgen import Tensor
-  from kernelgen.frontend.scatter import forced_form
+  from kernelgen.tensor.ops.sorted_scatter import forced_form
   idx = Tensor(list(step.param("index")), dtype="int32", device=xs[0].device)
   with forced_form(step.param("form")):
     return xs[0].scatter_add(step.param("axis"), idx.reshape(step.param("index_shape")), xs[1])

@@ -6,7 +6,7 @@ dropout and a gather's gradient (gather_grad: the scatter_add autograd makes).
 The fuzz sizes (<= 240 elements) sit far below scatter.COMPARE_MAX, where every scatter compares
 each output with each index; so about half of the scatter, scatter_add, setitem-with-index-arrays
 and gather_grad steps carry `form="sorted"` and are built inside scatter.forced_form("sorted"):
-the sorting network, binary search and segmented scan of frontend/scatter.py, fuzzed against
+the sorting network, binary search and segmented scan of tensor/ops/sorted_scatter.py, fuzzed against
 the same numpy oracle on every device.
 
 Three tables plug into the fuzzer (fuzz_programs.GROW["model"], fuzz_oracle_ops.OPS,
@@ -385,7 +385,7 @@ ORACLE = {op: oracle for op in MODEL_OPS}
 # ---- building with kernelgen -------------------------------------------------------------------
 
 def _form_of(step):
-  from kernelgen.frontend.scatter import forced_form
+  from kernelgen.tensor.ops.sorted_scatter import forced_form
   return forced_form(step.param("form"))
 
 

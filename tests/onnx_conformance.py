@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import kernelgen as kg
-from kernelgen.frontend.onnx.data import read_tensor_file
+from kernelgen.onnx.data import read_tensor_file
 from onnx_corpus import node_cases
 
 RTOL, ATOL = 1e-3, 1e-7

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from kernelgen.frontend.model_ops import ATTENTION_MAX_DIM
+from kernelgen.tensor.ops.attention import ATTENTION_MAX_DIM
 from kernelgen.lowering import attention as attention_lowering
 from tools import ptxas_check, tint_validate, wgsl_validate
 from ops_util import on, sdpa_np  # noqa: F401 (on: a fixture)

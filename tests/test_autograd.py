@@ -331,7 +331,7 @@ def _np_grads(x, k1, c1, k2, w3, net):
 
 
 def test_conv_gradients_read_the_output_gradient_once():
-  """A small CNN (conv, ReLU, strided conv, ReLU, linear): conv2d's backward rule (frontend/
+  """A small CNN (conv, ReLU, strided conv, ReLU, linear): conv2d's backward rule (tensor/ops/
   conv.py) computes each conv's output gradient once into a buffer (the first conv's: the ReLU
   mask times the second conv's input gradient, E_2_2_8_8), which its weight gradient (split
   partial sums, then their sum) and bias gradient read; the strided conv's input gradient is one

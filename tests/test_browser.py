@@ -76,7 +76,7 @@ TOLERANCE = {"float32": (1e-4, 1e-5), "float16": (2e-3, 2e-3)}
 def numpy_expected(name: str, code: str) -> np.ndarray:
   """The example's inputs computed by kernelgen in CPython, then its formula in numpy."""
   import kernelgen
-  from kernelgen.frontend import tensor
+  from kernelgen.tensor import tensor
   names = {"kg": kernelgen, "Tensor": kernelgen.Tensor, "dtypes": kernelgen.dtypes,
            "where": getattr(tensor, "where", None)}
   inputs_only = "\n".join(line for line in code.splitlines() if not line.startswith("out ="))

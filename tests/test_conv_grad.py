@@ -1,4 +1,4 @@
-"""conv2d's backward rule (frontend/conv.py): the input gradient as one stride-1 correlation per
+"""conv2d's backward rule (tensor/ops/conv.py): the input gradient as one stride-1 correlation per
 stride phase, the weight gradient as split partial sums, the bias gradient as a sum, against a
 float64 numpy oracle written tap by tap here, on PYTHON and PTXSIM (float64) and WEBGPU (float32);
 plus the kernels the rule makes and the split's thresholds (WGRAD_CHUNK, WGRAD_PARTIALS)."""
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from kernelgen.frontend.conv import WGRAD_CHUNK, WGRAD_PARTIALS, wgrad_split
+from kernelgen.tensor.ops.conv import WGRAD_CHUNK, WGRAD_PARTIALS, wgrad_split
 
 from tools import device_runtime
 

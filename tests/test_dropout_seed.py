@@ -80,7 +80,7 @@ def test_state_dict_has_no_rng_state():
 
 
 def test_calls_without_an_optimizer_step_keep_the_queue_short():
-  from kernelgen.frontend.module import take_pending     # (the queue is internal: its size)
+  from kernelgen.nn.module import take_pending     # (the queue is internal: its size)
   take_pending()                                          # (what earlier tests left queued)
   drop = nn.Dropout(0.5)
   x = T.ones(16, device="PYTHON")

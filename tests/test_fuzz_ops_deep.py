@@ -16,9 +16,9 @@ from fuzz_ops_deep import DEEP_OPS, STEP_OPS, generate_deep
 from fuzz_oracle import U, compare, evaluate
 from fuzz_programs import RandomChooser, generate, generate_sized
 from fuzz_runner import BUILD, assert_agrees, available_devices, build, build_input
-from kernelgen.frontend.model_ops import ATTENTION_MAX_DIM
-from kernelgen.frontend.scan import SCAN_BLOCK
-from kernelgen.frontend.sort import SORT_BITS
+from kernelgen.tensor.ops.attention import ATTENTION_MAX_DIM
+from kernelgen.tensor.ops.scan import SCAN_BLOCK
+from kernelgen.tensor.ops.sort import SORT_BITS
 
 # seed s starts with DEEP_OPS[s % len(DEEP_OPS)]: the first of each, then seeds picked (greedily,
 # from the first 300; 456: a scan of 32) until every form counted in _forms below is reached,

@@ -1,4 +1,4 @@
-"""frontend/indexing_ops.py: integer-array (advanced) indexing, take, gather (take_along_axis),
+"""tensor/ops/advanced_indexing.py: integer-array (advanced) indexing, take, gather (take_along_axis),
 scatter, scatter_add and `t[index] = value`, against numpy on PYTHON, PTXSIM and WEBGPU; WGSL
 and PTX of a gather checked by naga and ptxas."""
 from __future__ import annotations

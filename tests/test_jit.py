@@ -1,4 +1,4 @@
-"""kg.jit (frontend/jit.py): N calls of a jitted training step give the values of N eager steps
+"""kg.jit (tensor/jit.py): N calls of a jitted training step give the values of N eager steps
 (losses, parameters, optimizer state) on PYTHON, WEBGPU and PTXSIM; the later calls replay the
 recorded kernels (no realize); a new shape records again; replacing parameters outside the step
 records again; what cannot be replayed is a typed error. numpy is the oracle for values only

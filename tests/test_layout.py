@@ -31,7 +31,9 @@ LAYERS = (
   ("lowering",),                         # kernel -> UOps, optimizer's launch options
   ("runtime",),                          # devices running kernels
   ("compiler", "search", "realize", "cache"),  # the pipeline, autotuning, running kernels
-  ("frontend",),                         # Tensor and its operations
+  ("tensor",),                           # front end: Tensor, its operation families (ops/)
+  ("nn",),                               # front end: kg.nn, kg.optim, safetensors
+  ("onnx",),                             # front end: the ONNX importer (operators/ by family)
   ("export",),                           # (the export issue)
   ("web_selftest",),                     # the page's small test runner
   ("__init__", "__main__", "web_api"),   # the public face, CLI, page bridge
@@ -138,7 +140,7 @@ def test_the_checks_see_what_they_should():
   """The parser finds the imports it must (a cycle and a back-import are caught)."""
   found = imports()
   assert ("kernelgen.compiler", "kernelgen.lowering.lower", "lower") in found   # function level
-  assert ("kernelgen.frontend.tensor", "kernelgen.graph.lazy", "lazy") in found  # `from .. import`
+  assert ("kernelgen.tensor.tensor", "kernelgen.graph.lazy", "lazy") in found  # `from .. import`
   assert cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [["a", "b", "c"]]
   assert RANK[stage("kernelgen.uop.ops")] < RANK[stage("kernelgen.lowering.lower")]
 

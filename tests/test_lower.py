@@ -132,7 +132,7 @@ def test_grouped_reduction_meets_in_workgroup_memory():
 
 
 def test_long_loops_are_unrolled_below_the_trip_limit(monkeypatch):
-  from kernelgen.frontend import tensor_ops
+  from kernelgen.tensor.ops import elementwise as tensor_ops
   from kernelgen.lowering.lowerer import MAX_TRIPS
   monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 30, raising=False)   # one kernel
   n = 4 * MAX_TRIPS + 3

@@ -1,4 +1,4 @@
-"""frontend/model_ops.py: interpolate, batchnorm, group_norm, instance_norm, dropout, nll_loss,
+"""tensor/ops/attention.py: interpolate, batchnorm, group_norm, instance_norm, dropout, nll_loss,
 cross_entropy and scaled_dot_product_attention against torch's definitions written out in numpy,
 on PYTHON, PTXSIM and WEBGPU."""
 from __future__ import annotations

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from kernelgen.frontend.onnx.data import read_tensor_file
+from kernelgen.onnx.data import read_tensor_file
 from onnx_corpus import light_models
 from tools import device_runtime
 

@@ -106,7 +106,7 @@ def test_light_model_matches_its_expected_output_in_the_page(path, lavapipe_page
 def run_in_page(path, page) -> None:
   """The model loaded and run in the page's worker on the onnx backend runner's input, its
   output compared with the expected one."""
-  from kernelgen.frontend.onnx.data import read_tensor_file
+  from kernelgen.onnx.data import read_tensor_file
   import kernelgen as kg
   model = kg.onnx.load(str(path))
   shape = tuple(d if isinstance(d, int) and d > 0 else 1

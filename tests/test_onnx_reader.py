@@ -1,4 +1,4 @@
-"""The stdlib ONNX protobuf reader (kernelgen.frontend.onnx.proto) against the onnx package's
+"""The stdlib ONNX protobuf reader (kernelgen.onnx.proto) against the onnx package's
 own parse of every model in the test corpus, and its typed errors on damaged input."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import struct
 import pytest
 
 import kernelgen as kg
-from kernelgen.frontend.onnx import data as onnx_data
-from kernelgen.frontend.onnx import proto
+from kernelgen.onnx import data as onnx_data
+from kernelgen.onnx import proto
 from onnx_corpus import light_models, node_cases, onnx_or_missing
 
 

@@ -23,7 +23,7 @@ def python_device(monkeypatch):
 @pytest.fixture
 def one_kernel(monkeypatch):
   """Reductions stay one kernel (not split in two: tensor_ops.SPLIT_MIN_REDUCE)."""
-  from kernelgen.frontend import tensor_ops
+  from kernelgen.tensor.ops import elementwise as tensor_ops
   monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 62, raising=False)
 
 

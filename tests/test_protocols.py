@@ -1,4 +1,4 @@
-"""Python and numpy protocols on Tensor (frontend/protocols.py): iteration, len, conversion to
+"""Python and numpy protocols on Tensor (tensor/protocols.py): iteration, len, conversion to
 Python numbers, np.asarray, numpy ufuncs and functions. numpy is the oracle."""
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import pytest
 
 import kernelgen as kg
 
-from kernelgen.frontend.safetensors import serialize
+from kernelgen.nn.safetensors import serialize
 
 try:
   import safetensors.numpy as st_numpy

@@ -10,7 +10,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
-from kernelgen.frontend.scan import SCAN_BLOCK
+from kernelgen.tensor.ops.scan import SCAN_BLOCK
 from ops_util import check_compiles, device_fixture
 from tools import default_device, missing_tool, ptxas_check, wgsl_validate
 

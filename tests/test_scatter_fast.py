@@ -1,4 +1,4 @@
-"""frontend/scatter.py: scatter_add, scatter, `t[idx] = v` and a gather's gradient with device
+"""tensor/ops/sorted_scatter.py: scatter_add, scatter, `t[idx] = v` and a gather's gradient with device
 indices, by sorting above COMPARE_MAX (outputs x indices) and by comparing below it: values against
 numpy (np.add.at; numpy assignment, where the last duplicate wins) on PYTHON, PTXSIM and WEBGPU,
 with duplicates, negative and out-of-range indices (they write nothing), float and int dtypes;
@@ -11,8 +11,8 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
-from kernelgen.frontend.scan import SCAN_BLOCK
-from kernelgen.frontend.scatter import COMPARE_INDICES, COMPARE_MAX
+from kernelgen.tensor.ops.scan import SCAN_BLOCK
+from kernelgen.tensor.ops.sorted_scatter import COMPARE_INDICES, COMPARE_MAX
 from kernelgen.uop.ops import Ops
 from ops_util import check_compiles, device, same  # noqa: F401  (the fixture)
 

@@ -1,5 +1,5 @@
-"""ONNX ScatterElements' mul / max / min reductions (frontend/onnx/ops_index.py): compared below
-scatter.COMPARE_MAX, a segmented scan over the sorted indices above it (frontend/scatter.py
+"""ONNX ScatterElements' mul / max / min reductions (onnx/operators/indexing.py): compared below
+scatter.COMPARE_MAX, a segmented scan over the sorted indices above it (tensor/ops/sorted_scatter.py
 scatter_reduce) and with the sorted form forced on (scatter.forced_form) at every size: values
 against numpy's multiply.at / maximum.at / minimum.at on PYTHON, PTXSIM and WEBGPU, duplicates in
 runs longer than SCAN_BLOCK, NaN updates (max and min propagate them), float and int dtypes; and
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from kernelgen.frontend.scatter import COMPARE_MAX, forced_form
+from kernelgen.tensor.ops.sorted_scatter import COMPARE_MAX, forced_form
 from onnx_conformance import known_failures, run_case
 from onnx_corpus import node_cases, onnx_or_missing
 from ops_util import device  # noqa: F401  (the fixture)

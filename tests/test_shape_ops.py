@@ -1,4 +1,4 @@
-"""frontend/shape_ops.py: triu/tril, one_hot, linspace, meshgrid, split/chunk, tile, roll,
+"""tensor/ops/shape.py: triu/tril, one_hot, linspace, meshgrid, split/chunk, tile, roll,
 repeat_interleave and numpy.pad's modes, against numpy on PYTHON, PTXSIM and WEBGPU."""
 from __future__ import annotations
 

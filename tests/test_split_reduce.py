@@ -9,7 +9,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
-from kernelgen.frontend import tensor_ops
+from kernelgen.tensor.ops import elementwise as tensor_ops
 from kernelgen.graph.schedule import schedule
 from tools import missing_tool
 

@@ -1,5 +1,5 @@
 """torch.nn.functional's activations, losses and layers as Tensor methods and kg.nn modules
-(frontend/special.py, activations.py, losses.py, tensor_nn.py, nn.py): values against numpy,
+(tensor/ops/special.py, activations.py, losses.py, tensor_nn.py, nn.py): values against numpy,
 the standard library's math.erf and jax.nn on PYTHON, PTXSIM and WEBGPU (edge values: large
 arguments, 0, inf, NaN), gradients against jax.grad, and the layers in a small model."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The small CNN's training step (bench/training.py's model: conv 1->8 3x3 pad 1, ReLU, conv 8->16
 3x3 stride 2 pad 1, ReLU, linear) compiles to few, small kernels:
 
-- the conv weight gradients are kernels of their own (conv2d's backward rule, frontend/conv.py:
+- the conv weight gradients are kernels of their own (conv2d's backward rule, tensor/ops/conv.py:
   partial sums, then their sum), never reductions padded into the optimizer's flat gradient
   (every parameter's gradient concatenated); that one fuses a reduction (the first conv's bias
   gradient) only while the iterations it wastes on the other parameters' outputs stay under

@@ -1,6 +1,6 @@
 """64-bit host data on WEBGPU: numpy's default float64 and int64 arrays. WebGPU kernels have no
 64-bit types, so `.cast()` of such data before any other op is done on the host
-(frontend/tensor_data.host_narrowed), with the CAST op's conversions; any other use of it in a
+(tensor/data.host_narrowed), with the CAST op's conversions; any other use of it in a
 kernel is a typed UnsupportedError that names both fixes. numpy is the oracle."""
 from __future__ import annotations
 
