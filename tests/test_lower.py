@@ -132,9 +132,9 @@ def test_grouped_reduction_meets_in_workgroup_memory():
 
 
 def test_long_loops_are_unrolled_below_the_trip_limit(monkeypatch):
-  from kernelgen.tensor.ops import elementwise as tensor_ops
+  from kernelgen.tensor.ops import reduce as reduce_ops
   from kernelgen.lowering.lowerer import MAX_TRIPS
-  monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 30, raising=False)   # one kernel
+  monkeypatch.setattr(reduce_ops, "SPLIT_MIN_REDUCE", 1 << 30, raising=False)   # one kernel
   n = 4 * MAX_TRIPS + 3
   np = pytest.importorskip("numpy")
   nodes = lowered(Tensor(np.ones((2, n), np.float32)).sum(1), Opts(local=2))

@@ -22,9 +22,9 @@ def python_device(monkeypatch):
 
 @pytest.fixture
 def one_kernel(monkeypatch):
-  """Reductions stay one kernel (not split in two: tensor_ops.SPLIT_MIN_REDUCE)."""
-  from kernelgen.tensor.ops import elementwise as tensor_ops
-  monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 62, raising=False)
+  """Reductions stay one kernel (not split in two: reduce_ops.SPLIT_MIN_REDUCE)."""
+  from kernelgen.tensor.ops import reduce as reduce_ops
+  monkeypatch.setattr(reduce_ops, "SPLIT_MIN_REDUCE", 1 << 62, raising=False)
 
 
 def item_of(t: Tensor):

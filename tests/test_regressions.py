@@ -153,7 +153,7 @@ def test_bool_max_over_an_axis_starts_from_false():
 
 def test_sum_over_an_axis_of_size_0_reads_nothing():
   # fuzz seed 27 (new generator: zero-size dims): the loads of a zero-trip loop were hoisted out
-  # of it and read past an empty buffer (fixed in tensor_ops.py: such a reduce is its identity)
+  # of it and read past an empty buffer (fixed in tensor/ops/reduce.py: such a reduce is its identity)
   a, b = np.zeros((0, 4, 3), np.int32), np.arange(3, dtype=np.int32).reshape(1, 1, 3)
   for device in ("PYTHON", "PTXSIM"):
     got = (Tensor(a, device=device) - Tensor(b, device=device)).sum(axis=0).numpy()
@@ -163,7 +163,7 @@ def test_sum_over_an_axis_of_size_0_reads_nothing():
 
 def test_bfloat16_pow_rounds_once():
   # fuzz seed 299 (new generator: pow): bfloat16 ** 3.0 rounded every step of exp2(y log2 x) to
-  # bfloat16 (5% off); now computed in float32 and rounded once (tensor_ops._float_pow)
+  # bfloat16 (5% off); now computed in float32 and rounded once (elementwise._float_pow)
   x = Tensor([-0.025, 0.7, 3.5, -0.0236], dtype="bfloat16", device="PYTHON")
   exact = x.cast("float32").numpy().astype(np.float64) ** 3
   np.testing.assert_allclose((x ** 3.0).cast("float32").numpy(), exact, rtol=2.0 ** -8)
@@ -280,7 +280,7 @@ def test_wgsl_zero_divided_by_x_is_nan_for_zero_x(dtype):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_half_mean_sums_in_float32_so_a_large_mean_is_not_inf(dtype):
   # issue 17's sized fuzzing (seed 14: mean over 2 x 65536 float16 -5.29): NaN on WEBGPU, -inf on
-  # PYTHON: mean summed in the half dtype, which overflows past 65504 (fixed in tensor_ops.py: a
+  # PYTHON: mean summed in the half dtype, which overflows past 65504 (fixed in tensor/ops/reduce.py: a
   # half mean sums and divides in float32, as documented for half reductions, and as numpy does)
   x = np.full((1, 20000), -5.29, np.float32)
   want = np.full((1,), -5.29, np.float32)

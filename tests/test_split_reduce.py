@@ -9,7 +9,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
-from kernelgen.tensor.ops import elementwise as tensor_ops
+from kernelgen.tensor.ops import reduce as reduce_ops
 from kernelgen.graph.schedule import schedule
 from tools import missing_tool
 
@@ -20,8 +20,8 @@ DEVICES = ["PYTHON", "PTXSIM", "WEBGPU"]
 def small_split(monkeypatch):
   """Small thresholds so the split path runs on test-sized inputs."""
   monkeypatch.delenv("KERNELGEN_DEVICE", raising=False)
-  monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 64)
-  monkeypatch.setattr(tensor_ops, "SPLIT_GROUPS", 8)
+  monkeypatch.setattr(reduce_ops, "SPLIT_MIN_REDUCE", 64)
+  monkeypatch.setattr(reduce_ops, "SPLIT_GROUPS", 8)
   previous = kg.Device._default
   kg.Device.DEFAULT = os.environ.get("KERNELGEN_TEST_DEVICE", "PYTHON")
   yield
@@ -54,8 +54,8 @@ def test_small_or_wide_reductions_stay_one_kernel():
 
 
 def test_default_threshold_16m_sum_is_two_kernels(monkeypatch):
-  monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 16)
-  monkeypatch.setattr(tensor_ops, "SPLIT_GROUPS", 256)
+  monkeypatch.setattr(reduce_ops, "SPLIT_MIN_REDUCE", 1 << 16)
+  monkeypatch.setattr(reduce_ops, "SPLIT_GROUPS", 256)
   big, small = Tensor.ones(16 * 1024 * 1024).contiguous(), Tensor.ones(1 << 15).contiguous()
   assert kernels(big) == 1 and kernels(big.sum()) == 1 + 2     # the input's kernel, then two
   assert kernels(small.sum()) == 1 + 1

@@ -23,8 +23,8 @@ RNG = np.random.default_rng(7)
 
 @pytest.fixture(autouse=True)
 def python_device(monkeypatch):
-  from kernelgen.tensor.ops import elementwise as tensor_ops  # reductions stay one kernel (not split in two)
-  monkeypatch.setattr(tensor_ops, "SPLIT_MIN_REDUCE", 1 << 62, raising=False)
+  from kernelgen.tensor.ops import reduce as reduce_ops  # reductions stay one kernel (not split in two)
+  monkeypatch.setattr(reduce_ops, "SPLIT_MIN_REDUCE", 1 << 62, raising=False)
   with default_device(monkeypatch, "PYTHON"):
     yield
 

@@ -26,7 +26,8 @@ from .tensor.ops.einsum import einsum
 # (after the subpackage import, `kg.export` is the function, not the package kernelgen.export)
 from .export import export, load_bundle  # noqa: E402
 from .tensor.ops.advanced_indexing import take
-from .tensor.ops.attention import interpolate, scaled_dot_product_attention
+from .tensor.ops.interpolate import interpolate
+from .tensor.ops.attention import scaled_dot_product_attention
 from .tensor.ops.shape import meshgrid
 from .tensor.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
 from . import nn  # noqa: E402

@@ -7,14 +7,14 @@ name with `@op`; `inputs[i]` is a Tensor (None when the optional input is absent
 an operator's inputs or attributes changed between versions (Squeeze's axes, Slice's starts,
 Clip's bounds ...). Semantics follow the ONNX operator documentation: numpy broadcasting,
 attribute defaults, negative axes, optional inputs. This module holds the registry and the
-helpers the operator modules share: ops_math.py (elementwise, reductions), ops_nn.py
-(convolution, pooling, normalization, attention, recurrent layers), ops_convt.py
-(ConvTranspose), ops_shape.py (movement), ops_index.py (scatter/gather, data-dependent shapes),
-ops_control.py (If, Loop, Scan), ops_seq.py (sequences, optionals), ops_signal.py (DFT, STFT),
-ops_quant.py (integer and quantized), ops_llm.py (RotaryEmbedding, LinearAttention,
+helpers the operator modules of operators/ share: math.py (elementwise, reductions), nn.py
+(convolution, pooling, normalization, attention, recurrent layers: attention.py, rnn.py),
+conv_transpose.py (ConvTranspose), shape.py (movement), resize.py, indexing.py (scatter/gather,
+data-dependent shapes), control.py (If, Loop, Scan), sequence.py (sequences, optionals),
+signal.py (DFT, STFT), quant.py (integer and quantized), llm.py (RotaryEmbedding, LinearAttention,
 CausalConvWithState, FlexAttention), grid.py (GridSample, AffineGrid, RoiAlign, DeformConv),
-ops_random.py (Random*, Bernoulli, Multinomial), ops_text.py (TfIdfVectorizer, ai.onnx.ml's
-Binarizer, ArrayFeatureExtractor, TreeEnsemble), ops_train.py (the training domain's
+random.py (Random*, Bernoulli, Multinomial), text.py (TfIdfVectorizer, ai.onnx.ml's
+Binarizer, ArrayFeatureExtractor, TreeEnsemble), training.py (the training domain's
 optimizers). PREVIEW lists the operators of other domains that are implemented; every other
 operator of another domain is refused by name.
 """

@@ -10,7 +10,7 @@ from .data import Scalar, broadcast_shape
 
 
 class TensorOps:
-  """The root of the Tensor's operation mixins (tensor_ops.py, tensor_nn.py, ...): a mixin's
+  """The root of the Tensor's operation mixins (ops/elementwise.py, ops/linalg.py, ...): a mixin's
   methods build their results from other Tensor methods on `self`, and new tensors with
   `type(self)`."""
   __slots__ = ()
@@ -78,3 +78,14 @@ def result_dtype(*xs) -> DType:
       raise DTypeError(f"cannot use {type(x).__name__} in a tensor expression: "
                        f"use a Tensor or a Python number")
   return dtype
+
+
+def public_names(cls):
+  """Give the methods a mixin assigns from module functions their public names (`Tensor.exp`'s
+  function is the module's `_exp` wrapped, `Tensor.sum` is `sum_`): `help()` and tracebacks then
+  show `exp` and `sum`. Returns the class (a decorator)."""
+  for attr, value in vars(cls).items():
+    if callable(value) and hasattr(value, "__name__") and not attr.startswith("__") and \
+       value.__name__ != attr and value.__name__.strip("_") == attr:
+      value.__name__ = value.__qualname__ = attr
+  return cls

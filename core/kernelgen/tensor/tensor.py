@@ -34,16 +34,23 @@ from .data import (Scalar, check_ints, host_narrowed, infer_dtype, nest, pairs, 
 from ..graph.view import View, prod
 from .operands import TensorOps, acc_dtype, coerce, float_of, result_dtype  # noqa: F401
 from .combine import cat, stack, where  # noqa: F401
-from .ops.linalg import NNOps
+from .ops.elementwise import ArithmeticOps, MathOps
 from .ops.special import SpecialOps
 from .ops.activations import ActivationOps
-from .ops.losses import LossOps
-from .ops.elementwise import ArithmeticOps, MathOps, ReduceOps
+from .ops.reduce import ReduceOps
+from .ops.linalg import LinalgOps
+from .ops.conv import ConvOps
+from .ops.pooling import PoolOps
+from .ops.norms import NormOps
 from .ops.scan import ScanMixin
 from .ops.sort import SortMixin
 from .ops.advanced_indexing import IndexingOps
-from .ops.attention import ModelOps
+from .ops.scatter import ScatterOps
 from .ops.shape import ShapeOps
+from .ops.interpolate import InterpolateOps
+from .ops.dropout import DropoutOps
+from .ops.losses import LossOps
+from .ops.attention import AttentionOps
 from .protocols import PythonProtocols
 from .autograd import AutogradMixin, record
 
@@ -57,13 +64,13 @@ def _default_device() -> str:
 
 # ---- the Tensor ------------------------------------------------------------------------------
 
-class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps, ScanMixin,
-             SortMixin, IndexingOps, ShapeOps, ModelOps, LossOps, PythonProtocols,
-             AutogradMixin):
+class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, LinalgOps, ConvOps,
+             PoolOps, NormOps, ScanMixin, SortMixin, IndexingOps, ScatterOps, ShapeOps,
+             InterpolateOps, DropoutOps, AttentionOps, LossOps, PythonProtocols, AutogradMixin):
   """A lazily evaluated n-dimensional array on a device. Its operations come from the mixins it
-  lists (tensor_ops.py: operators, math, reductions; tensor_nn.py: matmul, conv2d, pooling;
-  scan, sort, indexing_ops, shape_ops, model_ops: the operations models need; protocols:
-  Python's and numpy's; autograd: backward, grad)."""
+  lists, one operation family per module of tensor/ops/ (elementwise: operators and math;
+  reduce; linalg: matmul; conv; pooling; norms; scan; sort; indexing; shape; interpolate;
+  scatter; dropout; attention; losses ...); protocols: Python's and numpy's; autograd: backward, grad)."""
   __slots__ = ("node", "requires_grad", "grad", "ctx", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
 

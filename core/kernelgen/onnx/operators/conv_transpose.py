@@ -1,6 +1,6 @@
 """The ONNX ConvTranspose operator (1-d to 3-d, groups, dilations, pads, output_padding,
 output_shape, auto_pad): a convolution of the zero-stuffed input with the flipped, transposed
-kernel, cut to the output size; registered in ops.OPS."""
+kernel, cut to the output size; registered in registry.OPS."""
 from __future__ import annotations
 
 from ...errors import UnsupportedError

@@ -1,5 +1,5 @@
 """ONNX elementwise operators (activations, arithmetic, comparisons, casts), reductions and
-window functions; registered in ops.OPS."""
+window functions; registered in registry.OPS."""
 from __future__ import annotations
 
 import math

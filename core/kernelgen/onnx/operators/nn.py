@@ -1,6 +1,6 @@
 """ONNX neural-network operators: MatMul, Gemm, convolutions, pooling, normalizations, LRN,
-softmax, losses, Attention and the recurrent layers; registered in ops.OPS (ConvTranspose is in
-ops_convt.py, QuantizeLinear and DequantizeLinear in ops_quant.py)."""
+softmax, losses, Attention and the recurrent layers; registered in registry.OPS (ConvTranspose is in
+conv_transpose.py, QuantizeLinear and DequantizeLinear in quant.py)."""
 from __future__ import annotations
 
 import math

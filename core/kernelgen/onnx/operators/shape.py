@@ -1,5 +1,5 @@
 """ONNX shape and movement operators: Shape, Reshape, Slice, Concat, Pad, Gather, Resize ...;
-registered in ops.OPS."""
+registered in registry.OPS."""
 from __future__ import annotations
 
 import math

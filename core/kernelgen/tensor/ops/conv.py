@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import math
 
+from ...errors import ShapeError
 from ..autograd import no_grad, record
+from ..operands import TensorOps
 from ..combine import stack
 
 # the weight gradient's split: partial sums of at most WGRAD_CHUNK products each (batch elements
@@ -171,3 +173,50 @@ def weight_grad(g, x, shape, stride, padding, dilation, groups):
   # a kernel of its own: fused into an optimizer's flat gradient, every element of that would
   # loop over the partials (schedule.PADDED_REDUCE_WASTE lets the small sum fuse)
   return partial.sum((0, 4)).reshape(o, cg, kh, kw).contiguous()
+
+
+# ---- the Tensor methods ---------------------------------------------------------------------
+
+def pair(v) -> tuple[int, int]:
+  """An int or a pair as a pair (kernel sizes, strides, padding, dilation)."""
+  return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+  """2-d convolution (cross-correlation), NCHW input and OIHW weight, as torch.conv2d."""
+  if x.ndim != 4 or weight.ndim != 4:
+    raise ShapeError(f"conv2d needs a 4-d NCHW input and OIHW weight, got {x.shape} and "
+                     f"{weight.shape}")
+  n, c, _, _ = x.shape
+  o, cg, kh, kw = weight.shape
+  if c % groups or o % groups or cg != c // groups:
+    raise ShapeError(f"conv2d: input has {c} channels, weight {weight.shape} with groups="
+                     f"{groups}: the weight's dim 1 must be channels/groups = {c // groups}")
+  if min(pair(stride)) < 1 or min(pair(dilation)) < 1:
+    raise ShapeError(f"conv2d stride {stride} and dilation {dilation} must be >= 1")
+  if bias is not None and bias.shape != (o,):
+    raise ShapeError(f"conv2d bias has shape {bias.shape}: it needs one value per output "
+                     f"channel, shape ({o},)")
+  return conv(x, weight, bias, pair(stride), pair(padding), pair(dilation), groups)
+
+
+def check_1d(x, weight, what: str):
+  """A ShapeError unless x is 3-d NCL (and weight, when given, 3-d OIK)."""
+  if x.ndim != 3 or (weight is not None and weight.ndim != 3):
+    got = f"{x.shape}" + (f" and {weight.shape}" if weight is not None else "")
+    raise ShapeError(f"{what} needs a 3-d NCL input" + (" and OIK weight" if weight is not None
+                                                       else "") + f", got {got}")
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+  """1-d convolution, NCL input and OIK weight (torch.conv1d): conv2d over a height of 1."""
+  check_1d(x, weight, "conv1d")
+  out = conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, stride), (0, padding),
+               (1, dilation), groups)
+  return out.squeeze(2)
+
+
+class ConvOps(TensorOps):
+  """Convolutions: conv1d and conv2d (torch's spelling; conv2d's backward rule above)."""
+  __slots__ = ()
+  conv1d, conv2d = conv1d, conv2d

@@ -1,7 +1,7 @@
 """Special functions as Tensor methods (numpy / torch spellings): erf, the inverse and hyperbolic
 trigonometric functions, log1p and expm1 accurate near 0, atan2, square. Each is built from the
 IR's primitives (exp2, log2, sqrt, reciprocal, select), so it fuses like any elementwise op and
-differentiates through them; half-precision inputs compute in float32 (tensor_ops.float_math).
+differentiates through them; half-precision inputs compute in float32 (elementwise.float_math).
 The ONNX importer's Erf, Atan, Asin, ... use these methods.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from ...dtype import dtypes
-from ..operands import TensorOps, coerce, float_of
+from ..operands import TensorOps, coerce, float_of, public_names
 from .elementwise import float_math
 
 ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
@@ -103,6 +103,7 @@ def _atan2(y, x):
   return (x.isnan() | y.isnan()).where(math.nan, axis)
 
 
+@public_names
 class SpecialOps(TensorOps):
   """Tensor methods: erf, atan, asin, acos, sinh, cosh, asinh, acosh, atanh, log1p, expm1,
   atan2, square."""
