@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "core"))
 sys.path.insert(0, str(ROOT / "bench"))
-for sub in ("tests", "tests/helpers"):
+for sub in ("tests/helpers",):
   sys.path.insert(0, str(ROOT / sub))
 
 import numpy as np  # noqa: E402

@@ -225,7 +225,7 @@ def measure_browser(rounds: int = ROUNDS) -> dict:
   rounds, each round's in `rounds`, the first step of the first round (a fresh worker)."""
   import numpy as np
   from playwright.sync_api import sync_playwright
-  sys.path.insert(0, str(ROOT / "tests"))
+  sys.path.insert(0, str(ROOT / "tests" / "helpers"))
   sys.path.insert(0, str(ROOT / "bench"))
   from browser_util import StaticServer
   from browser import Browser
@@ -401,7 +401,7 @@ def profile_page(kind: str = "mlp") -> str:
   """kernelgen's steady training step in the page (SwiftShader) under cProfile: the report."""
   import numpy as np
   from playwright.sync_api import sync_playwright
-  sys.path.insert(0, str(ROOT / "tests"))
+  sys.path.insert(0, str(ROOT / "tests" / "helpers"))
   sys.path.insert(0, str(ROOT / "bench"))
   from browser_util import StaticServer
   from browser import Browser

@@ -16,7 +16,7 @@ return (bool and narrow ints -> int32 / uint32; float16/bfloat16 add in float32 
 own dtype); cummax/cummin keep the dtype. NaN propagates (numpy's maximum.accumulate).
 
 float32 cumsum of 10^6 values in [-1, 1) agrees with numpy's float64 cumsum to 1e-6 of the running
-sum of magnitudes (tests/test_scan_sort.py holds this on WEBGPU; measured 4.6e-8, numpy's own
+sum of magnitudes (tests/unit/test_scan_sort.py holds this on WEBGPU; measured 4.6e-8, numpy's own
 sequential float32 cumsum 6.7e-8): a value passes through at most SCAN_BLOCK additions per
 level, so the error grows with log(n), not with n.
 """

@@ -80,7 +80,7 @@ def forced_form(form):
   gather's gradient (recorded while building) and ONNX's ScatterElements built inside takes that
   form whatever its size ("compared": the one-hot comparison; None: the thresholds). The form is
   chosen when the lazy graph is built, so only building needs to happen inside. A testing knob
-  (tests/test_scatter_fast.py, the fuzzer's sorted scatter steps): both forms give the same
+  (tests/unit/test_scatter_fast.py, the fuzzer's sorted scatter steps): both forms give the same
   values, only their cost differs."""
   if form not in FORMS:
     raise UnsupportedError(f"scatter form must be one of {FORMS}, got {form!r}")
