@@ -8,7 +8,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen.render.wgsl.adapters import CLASSES, SOFTWARE, TABLE, classify, defaults
-from ops_util import on  # noqa: F401  (the fixture)
+from ops_util import on
 from tools import missing_tool, wgpu_adapter
 
 # what real adapters say about themselves (Chromium's GPUAdapterInfo, wgpu's adapter.info)

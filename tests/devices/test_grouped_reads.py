@@ -21,9 +21,8 @@ from kernelgen.compiler import compile_item
 from kernelgen.lowering.lower import Opts, lower
 from kernelgen.uop.ops import GroupOp, Ops, toposort
 from kernelgen.graph.schedule import ScheduleItem, schedule
-from tools import tint_validate, wgsl_validate, missing_tool
+from tools import DEVICES, missing_tool, tint_validate, wgsl_validate
 
-DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
 READS = [(1, 1), (4, 1), (1, 4), (4, 4), (2, 4)]     # (group_unroll, group_vec)
 
 REDUCTIONS = {

@@ -7,7 +7,7 @@ import pytest
 import kernelgen as kg
 from kernelgen import Tensor, dtypes
 from kernelgen.render.ptx.target import ISA_VERSION
-from tools import missing_tool, ptxas_check, wgsl_validate
+from tools import DEVICES, missing_tool, ptxas_check, wgsl_validate
 
 
 def names(kernel) -> list[tuple[str, str]]:
@@ -99,7 +99,7 @@ def test_compiling_an_empty_alone_gives_no_kernels():
 
 # ---- reading it before anything wrote it: unspecified values, never a crash ----
 
-@pytest.mark.parametrize("device", ["PYTHON", "PTXSIM", "WEBGPU"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_reading_an_unwritten_empty_runs_on_every_device(device):
   device = webgpu_or_fail() if device == "WEBGPU" else device
   x = Tensor.empty(5, 7, device=device, name="x")

@@ -17,10 +17,9 @@ from kernelgen.compiler import compile_item
 from kernelgen.graph.schedule import ROW_MAX, schedule
 from kernelgen.lowering import rows as rowmod
 from kernelgen.lowering.optimize import optimize
-from tools import ptxas_check, wgsl_validate
+from tools import DEVICES, ptxas_check, wgsl_validate
 from ops_util import on, softmax_edge_rows  # noqa: F401 (on: a fixture)
 
-DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
 
 
 def np_softmax(x, axis=-1):

@@ -16,7 +16,7 @@ from kernelgen.render.targets import TARGETS
 from kernelgen.errors import LimitError, UnsupportedError
 from kernelgen.uop.ops import Ops
 from kernelgen.graph.schedule import schedule
-from tools import default_device, ptxas_check, tint_validate, wgsl_validate, missing_tool
+from tools import DEVICES, default_device, missing_tool, ptxas_check, tint_validate, wgsl_validate
 
 RNG = np.random.default_rng(7)
 
@@ -102,7 +102,7 @@ MATMULS = [((16, 16), (16, 16)), ((33, 17), (17, 65)), ((2, 9, 5), (2, 5, 70)),
 
 
 @pytest.mark.parametrize("shape_a,shape_b", MATMULS)
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_staged_matmuls_match_numpy(device, shape_a, shape_b, monkeypatch):
   dev = _on(device, monkeypatch, stage=True, tensor_cores=False)
   a, b = _randn(*shape_a), _randn(*shape_b)
@@ -110,7 +110,7 @@ def test_staged_matmuls_match_numpy(device, shape_a, shape_b, monkeypatch):
   np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_staged_transposed_views_and_fused_inputs(device, monkeypatch):
   dev = _on(device, monkeypatch, stage=True, tensor_cores=False)
   a, b, bias = _randn(13, 20), _randn(11, 13), _randn(11)
@@ -121,7 +121,7 @@ def test_staged_transposed_views_and_fused_inputs(device, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8, np.int16])
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_staged_int_matmul_is_exact(device, dtype, monkeypatch):
   dev = _on(device, monkeypatch, stage=True)
   a = RNG.integers(0 if dtype == np.uint8 else -50, 50, (21, 30)).astype(dtype)
@@ -139,7 +139,7 @@ def test_staged_mixed_dtypes_cast_while_loading(monkeypatch):
   np.testing.assert_allclose(got, a.astype(np.float32) @ b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_staged_f16_matmul(device, monkeypatch):
   dev = _on(device, monkeypatch, stage=True, tensor_cores=False)
   if device == "WEBGPU" and not kg.Device[dev].render_options().get("f16"):
@@ -156,7 +156,7 @@ CONVS = [dict(padding=1), dict(stride=2, padding=1), dict(dilation=2, padding=2)
 
 
 @pytest.mark.parametrize("kw", CONVS, ids=lambda kw: ",".join(f"{k}={v}" for k, v in kw.items()))
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_staged_conv2d_matches_numpy(device, kw, monkeypatch):
   dev = _on(device, monkeypatch, stage=True)
   small = device == "PTXSIM"
@@ -435,7 +435,7 @@ def _vector_cases():
 
 @pytest.mark.parametrize("stage", [False, True])
 @pytest.mark.parametrize("case", list(_vector_cases()))
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_vector_column_tiles_match_numpy(device, case, stage, monkeypatch):
   """4 x 8 tiles: each row's 8 columns as two 4-lane vectors (vector accumulators, B loads and
   stores where consecutive, gathered where not: transposed B, ragged edges); staged, runs of 4

@@ -14,10 +14,11 @@ from fuzz_oracle import OVal, compare, evaluate, input_oval
 from fuzz_programs import (SIZED, SIZED_KINDS, SOURCES, HypothesisChooser, RandomChooser,
                            ReplayChooser, Step, generate, generate_sized)
 from fuzz_runner import available_devices, build_input, failure_key, run_program, shrink
+from tools import DEVICE_NAMES
 
 SEEDS = range(22)     # (22: the sized programs below keep the file at its former run time)
 KNOWN: dict[int, str] = {}   # seed -> the open bug it hits (a test in tests/fuzz/test_regressions.py)
-DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
+DEVICES = available_devices(DEVICE_NAMES)
 
 
 @pytest.mark.tools       # every device here (WEBGPU: wgpu) and ptxas on each program's PTX

@@ -14,9 +14,10 @@ from fuzz_nn_ops import NN_OPS, fused, generate_nn
 from fuzz_oracle import U, compare, evaluate
 from fuzz_programs import RandomChooser, generate
 from fuzz_runner import BUILD, assert_agrees, available_devices, build, build_input
+from tools import DEVICE_NAMES
 
 SEEDS = range(3 * len(NN_OPS))     # each step first in three programs
-DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
+DEVICES = available_devices(DEVICE_NAMES)
 
 
 def _program(seed: int):

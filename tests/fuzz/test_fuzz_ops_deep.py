@@ -19,6 +19,7 @@ from fuzz_runner import BUILD, assert_agrees, available_devices, build, build_in
 from kernelgen.tensor.ops.attention import ATTENTION_MAX_DIM
 from kernelgen.tensor.ops.scan import SCAN_BLOCK
 from kernelgen.tensor.ops.sort import SORT_BITS
+from tools import DEVICE_NAMES
 
 # seed s starts with DEEP_OPS[s % len(DEEP_OPS)]: the first of each, then seeds picked (greedily,
 # from the first 300; 456: a scan of 32) until every form counted in _forms below is reached,
@@ -26,7 +27,7 @@ from kernelgen.tensor.ops.sort import SORT_BITS
 # than 100: seconds of shader compiling or simulating each)
 SEEDS = (0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 17, 18, 19, 20, 21, 22, 25, 35, 51, 63,
          67, 82, 89, 111, 119, 123, 125, 128, 155, 164, 185, 229, 265, 456)
-DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
+DEVICES = available_devices(DEVICE_NAMES)
 
 
 def _program(seed: int):

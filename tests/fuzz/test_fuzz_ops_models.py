@@ -9,9 +9,10 @@ import pytest
 from fuzz_ops_models import MODEL_OPS, generate_model
 from fuzz_programs import RandomChooser, generate
 from fuzz_runner import assert_agrees, available_devices
+from tools import DEVICE_NAMES
 
 SEEDS = range(4 * len(MODEL_OPS))     # each operation first in four programs (in three at least)
-DEVICES = available_devices(["PYTHON", "WEBGPU", "PTXSIM", "CUDA"])
+DEVICES = available_devices(DEVICE_NAMES)
 
 
 @pytest.mark.parametrize("seed", SEEDS)

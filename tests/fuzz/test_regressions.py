@@ -12,7 +12,7 @@ import kernelgen as kg
 from kernelgen import Tensor
 from fuzz_programs import Program, Step
 from fuzz_runner import available_devices, run_program
-from tools import missing_tool
+from tools import DEVICES, missing_tool
 
 
 def open_bug(reason: str):
@@ -207,7 +207,7 @@ def test_cat_keeps_negative_zero():
     assert np.signbit(got).tolist() == [[True, False]]
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_division_by_x_minus_x_gives_inf_and_nan_like_numpy(device):
   # b / (b - b) gave 0 on WEBGPU (lavapipe folds x - x to 0, then the division by that known 0);
   # likewise inf * 0 and inf - inf gave 0 (fixed in render/wgsl/expressions.py: zero_result)
@@ -316,7 +316,7 @@ def test_compared_scatter_writes_negative_zero_bits(device):
   assert out.numpy().view(np.int32)[1, 0] == np.float32(-0.0).view(np.int32)
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "PTXSIM", "WEBGPU"])
+@pytest.mark.parametrize("device", DEVICES)
 def test_half_layernorm_statistics_do_not_overflow(device):
   # found by the fuzzer (fuzz_nn_ops group_norm, float16): the centered values were squared in
   # float16, so a row with |x - mean| > 256 had an infinite variance and normalized to 0 (fixed in

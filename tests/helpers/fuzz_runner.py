@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "core"))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import kernelgen as kg  # noqa: E402
+from tools import DEVICE_NAMES  # noqa: E402
 from kernelgen import Tensor  # noqa: E402
 from fuzz_oracle import (OVal, compare, evaluate, fill_value, input_values,  # noqa: E402
                          reassociates_nonfinite)
@@ -34,7 +35,7 @@ from fuzz_programs import (Program, RandomChooser, ReplayChooser, Step, generate
                            generate_sized)
 import fuzz_ops_models  # noqa: E402
 
-DEVICES = ("PYTHON", "WEBGPU", "PTXSIM", "CUDA")
+DEVICES = DEVICE_NAMES   # (tools.py: the one list)
 # dtypes a device's target has no type for: there, UnsupportedError is the expected answer
 UNSUPPORTED = {"WEBGPU": {"float64", "int64", "uint64", "bfloat16"}}
 PTX_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_101", "sm_103",

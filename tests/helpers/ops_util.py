@@ -1,8 +1,7 @@
 """Shared by the tests of the Tensor operations (test_indexing_ops.py, test_shape_ops.py,
-test_model_ops.py, test_einsum.py, test_scan_sort.py): `device_fixture(names)` makes a `device`
-fixture that runs a test on each named device (WEBGPU is wgpu on lavapipe; missing, it fails
-under KERNELGEN_REQUIRE_ALL=1); `device` is the one for PYTHON, PTXSIM, WEBGPU and CUDA where a GPU
-is here; numpy comparison helpers; and check_compiles (WGSL and PTX validated)."""
+test_model_ops.py, test_einsum.py, test_scan_sort.py): the `on` fixture, numpy comparison
+helpers and check_compiles (WGSL and PTX validated). The `device` fixture is conftest.py's (the
+devices: tools.DEVICES)."""
 from __future__ import annotations
 
 import math
@@ -11,9 +10,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from tools import default_device, device_runtime, missing_tool, ptxas_check, wgsl_validate
-
-DEVICES = ("PYTHON", "PTXSIM", "WEBGPU") + (("CUDA",) if kg.Device.available("CUDA") else ())
+from tools import device_fixture, device_runtime, ptxas_check, wgsl_validate  # noqa: F401
 
 
 @pytest.fixture
@@ -28,26 +25,6 @@ def on(monkeypatch):
     monkeypatch.setattr(kg.Device, "_default", device)
     return rt
   return configure
-
-
-def device_fixture(names):
-  """A `device` fixture that runs a test on each device of `names` (a missing WEBGPU fails under
-  KERNELGEN_REQUIRE_ALL=1); the name is also the default device during the test."""
-  @pytest.fixture(params=names)
-  def device(request, monkeypatch):
-    name = request.param
-    if name == "WEBGPU":
-      try:
-        kg.Device["WEBGPU"]
-      except kg.DeviceError as error:
-        missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
-                                      f"({error})")
-    with default_device(monkeypatch, name):
-      yield name
-  return device
-
-
-device = device_fixture(DEVICES)
 
 
 def same(t, expected, rtol=0.0, atol=0.0):

@@ -36,6 +36,21 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 TESTS_DIR = REPO_ROOT / "tests"
 NODE_MODULES = REPO_ROOT / "node_modules"
 
+# the one list of devices the tests run on: every machine that runs the suite has these (WEBGPU is
+# wgpu on lavapipe where there is no GPU; missing, it fails under KERNELGEN_REQUIRE_ALL=1)
+DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
+# every device kernelgen has (the fuzzer's names; CUDA only runs where a GPU and driver are)
+DEVICE_NAMES = DEVICES + ("CUDA",)
+
+
+def _with_cuda() -> tuple:
+  import kernelgen as kg
+  return DEVICES + (("CUDA",) if kg.Device.available("CUDA") else ())
+
+
+# DEVICES and CUDA where it is here: the `device` fixture's list (conftest.py)
+ALL_DEVICES = _with_cuda()
+
 # ---------------------------------------------------------------------------------------------
 # Missing tools: fail in CI, skip elsewhere
 
@@ -311,3 +326,21 @@ def default_device(monkeypatch, name: str):
   finally:
     kg.Device._default = previous
 
+
+def device_fixture(names):
+  """A `device` fixture that runs a test on each device of `names` (a missing WEBGPU fails under
+  KERNELGEN_REQUIRE_ALL=1); the name is also the default device during the test. conftest.py's
+  `device` is device_fixture(ALL_DEVICES); a module that needs fewer makes its own."""
+  @pytest.fixture(params=names)
+  def device(request, monkeypatch):
+    name = request.param
+    if name == "WEBGPU":
+      import kernelgen as kg
+      try:
+        kg.Device["WEBGPU"]
+      except kg.DeviceError as error:
+        missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
+                                      f"({error})")
+    with default_device(monkeypatch, name):
+      yield name
+  return device

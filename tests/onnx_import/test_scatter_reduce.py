@@ -13,7 +13,6 @@ import kernelgen as kg
 from kernelgen.tensor.ops.sorted_scatter import COMPARE_MAX, forced_form
 from onnx_conformance import known_failures, run_case
 from onnx_corpus import node_cases, onnx_or_missing
-from ops_util import device  # noqa: F401  (the fixture)
 import tools
 
 UFUNC = {"mul": np.multiply, "max": np.maximum, "min": np.minimum}

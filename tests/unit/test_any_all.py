@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from ops_util import device  # noqa: F401  (the fixture)
 
 T = kg.Tensor
 CASES = [np.array([[0, 1, 0], [0, 0, 0], [2, 3, 4]], np.int32),

@@ -16,10 +16,9 @@ import pytest
 import kernelgen as kg
 from kernelgen.tensor.ops.attention import ATTENTION_MAX_DIM
 from kernelgen.lowering import attention as attention_lowering
-from tools import ptxas_check, tint_validate, wgsl_validate
+from tools import DEVICES, ptxas_check, tint_validate, wgsl_validate
 from ops_util import on, sdpa_np  # noqa: F401 (on: a fixture)
 
-DEVICES = ("PYTHON", "PTXSIM", "WEBGPU")
 RNG = np.random.default_rng(7)
 
 

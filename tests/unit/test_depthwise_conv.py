@@ -17,7 +17,7 @@ import kernelgen as kg
 from kernelgen import Tensor
 from kernelgen.graph.schedule import schedule
 from kernelgen.lowering import optimize as opt
-from tools import device_runtime
+from tools import DEVICES, device_runtime
 
 EPS = 1e-5
 
@@ -91,7 +91,7 @@ def test_small_depthwise_conv_takes_no_tile():
   assert 8 * 6 * 6 < opt.TILE_MIN_SIZE and _opts(_kg_conv(x, stats, w, 8, 1)).tile == ()
 
 
-@pytest.fixture(params=["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.fixture(params=DEVICES)
 def device(request):
   if request.param != "PYTHON":
     device_runtime(request.param)

@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from tools import device_runtime
+from tools import DEVICES, device_runtime
 
 T, nn = kg.Tensor, kg.nn
-DEVICES = ["PYTHON", "PTXSIM", "WEBGPU"]
 
 
 @pytest.mark.parametrize("device", DEVICES)

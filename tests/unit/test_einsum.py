@@ -8,11 +8,12 @@ import pytest
 import kernelgen as kg
 from kernelgen import Tensor
 from ops_util import check_compiles, device_fixture
+from tools import DEVICES
 
 RNG = np.random.default_rng(0)
 
 
-device = device_fixture(("PYTHON", "PTXSIM", "WEBGPU"))
+device = device_fixture(DEVICES)
 
 
 def operands(shapes, dtype="float32"):

@@ -16,7 +16,7 @@ from kernelgen import Tensor
 from kernelgen.graph.schedule import schedule
 from kernelgen.lowering import optimize as opt
 from kernelgen.uop.ops import Ops
-from ops_util import device, same  # noqa: F401  (the fixture)
+from ops_util import same
 
 SEPIA = np.float32([[0.393, 0.769, 0.189], [0.349, 0.686, 0.168], [0.272, 0.534, 0.131]])
 GAUSS = np.outer([1, 4, 6, 4, 1], [1, 4, 6, 4, 1]).astype(np.float32) / 256

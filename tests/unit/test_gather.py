@@ -11,7 +11,7 @@ import pytest
 import kernelgen as kg
 from kernelgen import Tensor
 from kernelgen.uop.ops import Ops
-from ops_util import check_compiles, device, same  # noqa: F401  (the fixture)
+from ops_util import check_compiles, same
 
 
 def table_np(rows: int, cols: int, dtype) -> np.ndarray:

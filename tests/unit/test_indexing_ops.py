@@ -8,7 +8,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor, dtypes
-from ops_util import check_compiles, device, same  # noqa: F401  (the fixture)
+from ops_util import check_compiles, same
 
 A = np.arange(60, dtype=np.float32).reshape(3, 4, 5) - 20.5
 

@@ -10,7 +10,7 @@ import pytest
 
 import kernelgen as kg
 import kernelgen.realize as realize_mod
-from tools import device_runtime
+from tools import DEVICES, device_runtime
 from train_util import python_default  # noqa: F401  (autouse: PYTHON is the default device)
 
 STEPS = 6
@@ -70,7 +70,7 @@ def count_realizes(monkeypatch):
   return calls
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
 def test_replayed_steps_equal_eager_steps(device, optimizer):
   device_runtime(device)

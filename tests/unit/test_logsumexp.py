@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from ops_util import device  # noqa: F401  (the fixture)
 
 T = kg.Tensor
 

@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 import kernelgen as kg
-from tools import default_device, missing_tool
+from tools import DEVICES, default_device, missing_tool
 from kernelgen import Tensor
 from kernelgen.lowering.lower import Opts, lower, unravel
 from kernelgen.uop.ops import Ops, UOp, toposort
@@ -143,7 +143,7 @@ def test_long_loops_are_unrolled_below_the_trip_limit(monkeypatch):
   assert len([u for u in nodes if u.op is Ops.LOAD]) == 8
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("group", [16, 32])
 def test_grouped_reduction_matches_numpy(device, group):
   """Reduce sizes that are not multiples of the group (bounds gates), padding inside."""
@@ -297,7 +297,7 @@ def test_tiled_conv_loops_over_channels_and_rows_and_unrolls_the_window_columns(
     sorted((cols + 2, 3 * rows))
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("cin,cout,size,k,pad,tile", [(5, 4, 8, 3, 1, (4, 4)),
                                                      (3, 6, 7, 3, 0, (4, 2)),
                                                      (2, 3, 6, 5, 2, (2, 4)),
@@ -331,7 +331,7 @@ def _var_and_argmax(x: Tensor) -> list[Tensor]:
   return [x.var(1), x.argmax(1), m + (x - m).exp().sum(1, keepdim=True).log()]
 
 
-@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU", "PTXSIM"])
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("options", [{"group": 16}, {"group": 16, "group_vec": 4,
                                                      "group_unroll": 2}, {"local": 2}])
 def test_a_reduction_nested_in_another_runs_once_before_its_loop(device, options):

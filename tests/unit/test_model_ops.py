@@ -10,7 +10,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
-from ops_util import check_compiles, device, same, sdpa_np  # noqa: F401  (the fixture)
+from ops_util import check_compiles, same, sdpa_np
 
 RNG = np.random.default_rng(7)
 TOL = dict(rtol=2e-5, atol=2e-6)

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from ops_util import device  # noqa: F401  (the device fixture)
 
 LUMA = (0.299, 0.587, 0.114)
 SEPIA = ((0.393, 0.769, 0.189), (0.349, 0.686, 0.168), (0.272, 0.534, 0.131))

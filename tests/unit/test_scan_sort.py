@@ -12,9 +12,8 @@ import kernelgen as kg
 from kernelgen import Tensor
 from kernelgen.tensor.ops.scan import SCAN_BLOCK
 from ops_util import check_compiles, device_fixture
-from tools import default_device, missing_tool, ptxas_check, wgsl_validate
+from tools import DEVICES, default_device, missing_tool, ptxas_check, wgsl_validate
 
-DEVICES = ["PYTHON", "PTXSIM", "WEBGPU"]
 RNG = np.random.default_rng(0)
 B = SCAN_BLOCK
 

@@ -14,7 +14,7 @@ from kernelgen import Tensor
 from kernelgen.tensor.ops.scan import SCAN_BLOCK
 from kernelgen.tensor.ops.sorted_scatter import COMPARE_INDICES, COMPARE_MAX
 from kernelgen.uop.ops import Ops
-from ops_util import check_compiles, device, same  # noqa: F401  (the fixture)
+from ops_util import check_compiles, same
 
 # (outputs n, indices m): n * m on each side of COMPARE_MAX (65536), m above SCAN_BLOCK
 SIZES = {"compared": (40, 50), "sorted": (300, 400)}

@@ -7,7 +7,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
-from ops_util import check_compiles, device, same  # noqa: F401  (the fixture)
+from ops_util import check_compiles, same
 
 A = np.arange(12, dtype=np.float32).reshape(3, 4) * 1.5 - 4
 

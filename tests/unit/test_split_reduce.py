@@ -11,9 +11,8 @@ import kernelgen as kg
 from kernelgen import Tensor
 from kernelgen.tensor.ops import reduce as reduce_ops
 from kernelgen.graph.schedule import schedule
-from tools import missing_tool
+from tools import DEVICES, missing_tool
 
-DEVICES = ["PYTHON", "PTXSIM", "WEBGPU"]
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from ops_util import device  # noqa: F401  (the fixture)
 from train_util import jax, jnp, need_jax
 
 T, nn = kg.Tensor, kg.nn
