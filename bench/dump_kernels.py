@@ -1,13 +1,13 @@
 """Every kernel's source for a fixed corpus, written to a folder: a refactor's byte-identity check.
 
-    python bench/dump_kernels.py OUT_DIR [--seeds 200]
+    python bench/dump_kernels.py OUT_DIR [--seeds N]
     diff -r BEFORE_DIR AFTER_DIR        # clean when the refactor changed no generated code
 
-The corpus: the fuzzer's seeded programs 0..N-1 (600 by default) (tests' fuzz_runner.program_for: random, sized
-and deep programs as `./build.sh fuzz` makes them), each compiled for python, wgsl and ptx (the
-arch fuzz_runner picks for the seed), plus the bench kernels (compile_latency.KERNELS and the
-peers.py rows at their tiny sizes) for python, wgsl and ptx sm_80. One file per kernel; a
-compile that raises writes the error's type and first line instead.
+The corpus: the fuzzer's seeded programs 0..N-1, 600 by default (tests/helpers/fuzz_runner.py's
+program_for: random, sized and deep programs as `./build.sh fuzz` makes them), each compiled for
+python, wgsl and ptx (the arch fuzz_runner picks for the seed), plus the bench kernels
+(compile_latency.KERNELS and the peers.py rows at their tiny sizes) for python, wgsl and ptx
+sm_80. One file per kernel; a compile that raises writes the error's type and first line instead.
 """
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ RNG = np.random.default_rng(7)
 
 @pytest.fixture(autouse=True)
 def python_device(monkeypatch):
-  from kernelgen.tensor.ops import reduce as reduce_ops  # reductions stay one kernel (not split in two)
+  from kernelgen.tensor.ops import reduce as reduce_ops  # reductions stay one kernel (unsplit)
   monkeypatch.setattr(reduce_ops, "SPLIT_MIN_REDUCE", 1 << 62, raising=False)
   with default_device(monkeypatch, "PYTHON"):
     yield

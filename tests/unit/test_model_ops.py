@@ -1,6 +1,7 @@
 """tensor/ops/ (interpolate.py, norms.py, dropout.py, losses.py, attention.py): interpolate,
-batchnorm, group_norm, instance_norm, dropout, nll_loss, cross_entropy and scaled_dot_product_attention against torch's definitions written out in numpy,
-on PYTHON, PTXSIM and WEBGPU."""
+batchnorm, group_norm, instance_norm, dropout, nll_loss, cross_entropy and
+scaled_dot_product_attention against torch's definitions written out in numpy, on PYTHON, PTXSIM
+and WEBGPU."""
 from __future__ import annotations
 
 import math

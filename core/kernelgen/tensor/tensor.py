@@ -70,7 +70,8 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   """A lazily evaluated n-dimensional array on a device. Its operations come from the mixins it
   lists, one operation family per module of tensor/ops/ (elementwise: operators and math;
   reduce; linalg: matmul; conv; pooling; norms; scan; sort; indexing; shape; interpolate;
-  scatter; dropout; attention; losses ...); protocols: Python's and numpy's; autograd: backward, grad)."""
+  scatter; dropout; attention; losses ...); protocols: Python's and numpy's; autograd: backward,
+  grad)."""
   __slots__ = ("node", "requires_grad", "grad", "ctx", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
 

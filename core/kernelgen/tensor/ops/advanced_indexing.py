@@ -27,7 +27,7 @@ and race-free without atomics (WGSL has no float atomics): duplicates add up (sc
 last one in index order wins (scatter, setitem), as numpy's setitem. Small ones (outputs x indices
 up to scatter.COMPARE_MAX) are a one-hot reduction (each output element compares every index
 against its position and sums or picks the matches: one kernel); larger ones sort the indices and
-find each output's segment by binary search (tensor/ops/sorted_scatter.py: O((outputs + indices) * log)
+find each output's segment by binary search (sorted_scatter.py: O((outputs + indices) * log)
 work). The gradient of a gather is such a scatter_add.
 
 `t[index] = value` is a functional update: the Tensor object `t` now holds a new lazy graph

@@ -180,7 +180,7 @@ def _scatter_inputs(t, axis: int, idx, src):
 
 
 def _sorts(t, axis: int, idx) -> bool:
-  """Whether a scatter is done by sorting (tensor/ops/sorted_scatter.py) rather than by comparing."""
+  """Whether a scatter is done by sorting (sorted_scatter.py) rather than by comparing."""
   m = idx.shape[axis]
   return sorted_scatter.sorted_pays(idx.numel() // max(m, 1), t.shape[axis], m)
 
