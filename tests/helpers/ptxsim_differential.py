@@ -92,12 +92,20 @@ def fuzz_programs(count: int, start: int, out=sys.stdout) -> dict:
       totals["archs"].add(arch)
     except KernelgenError as error:
       if "engines disagree" in str(error):
-        with open(f"/tmp/ptxsim_disagree_{seed}.txt", "w") as f:
-          f.write(f"{error}\n{[k.source for k in kg.compile(fr.build(program, 'PYTHON'), target='ptx', arch=arch)]}")
+        _save_disagreement(seed, error, fr.build(program, "PYTHON"), arch)
         raise
       totals["errors"] += 1
       print(f"  seed {seed}: {type(error).__name__}: {str(error)[:200]}", file=out)
   return totals
+
+
+def _save_disagreement(seed: int, error, tensor, arch: str) -> None:
+  """The error and the program's PTX sources, for a look at what differs."""
+  sources = [k.source for k in kg.compile(tensor, target="ptx", arch=arch)]
+  path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"ptxsim_disagree_{seed}.txt")
+  with open(path, "w") as f:
+    f.write(f"{error}\n{sources!r}")
+  print(f"  seed {seed}: the engines disagree; details in {path}")
 
 
 def main(argv) -> int:
