@@ -303,11 +303,17 @@ def _signed_vec(op, cls, w):
 
 def _divrem_by_constant(op, cls, w, a, b):
   """div/rem by a nonzero immediate: C semantics (toward zero; the remainder takes the
-  dividend's sign) in the type itself; INT_MIN / -1 wraps to INT_MIN as in the reference."""
+  dividend's sign) in the type itself; INT_MIN / -1 wraps to INT_MIN as in the reference.
+  Nonnegative dividends over a positive divisor (index arithmetic) take numpy's division by a
+  scalar, and the remainder from the quotient."""
   if cls != "s":
-    return a // b if op == "div" else a % b
+    q = a // b
+    return q if op == "div" else a - q * b
   D, S = UINT[w], SINT[w]
   sa, sb = np.asarray(a).view(S), np.asarray(b).view(S)[()]
+  if sb > 0 and (not sa.size or sa.min() >= 0):
+    q = sa // sb
+    return (q if op == "div" else sa - q * sb).view(D)
   r = np.fmod(sa, sb)
   if op == "rem":
     return r.view(D)
