@@ -11,7 +11,7 @@ import numpy as np
 
 from . import mma as mma_mod
 from .compile_memory import MEM_AS, _mem_mods
-from .fast_operands import Fault, NotFast, UINT, count, full, reader, writer
+from .fast_operands import Fault, UINT, count, full, reader, writer
 from .fast_operands import _f16_bits, _f16_values, quiet32
 from .memory import SHARED_BASE, SharedMemory
 from .operands import FULL, LaneFault, TYPES
@@ -388,5 +388,3 @@ def mma_step(ins: Instr, ctx):
       wr(S, idx, vals.ravel())
   return STEP, step, None
 
-
-__all__ = ["NotFast", "atom_step", "ld_step", "mma_step", "shfl_step", "st_step"]
