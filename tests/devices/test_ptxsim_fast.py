@@ -152,3 +152,33 @@ def test_bundle_progress_reports_kernel_i_of_n_and_stops(tmp_path):
   np.testing.assert_allclose(out, want.sum(dtype=np.float64), atol=1e-5)
   with pytest.raises(StoppedError, match=f"stopped at kernel 2 of {n}"):
     bundle.run({"x": xv}, device="PTXSIM", progress=lambda info: info["kernel"] < 2)
+
+
+def test_without_numpy_the_reference_engine_runs(tmp_path):
+  """Where numpy does not import (Pyodide without it), launches run on the reference engine."""
+  import os
+  import subprocess
+  import sys
+  ptx = tmp_path / "fill.ptx"
+  ptx.write_text(entry("fill", ["out"], test_ptxsim.TID + "\tst.global.u32 [%rd2], %r3;\n\tret;",
+                       test_ptxsim.REGS))
+  script = tmp_path / "no_numpy.py"
+  script.write_text(
+    "import sys\n"
+    "class Block:\n"
+    "  def find_spec(self, name, path=None, target=None):\n"
+    "    if name == 'numpy' or name.startswith('numpy.'):\n"
+    "      raise ImportError('numpy is blocked in this test')\n"
+    "sys.meta_path.insert(0, Block())\n"
+    "from kernelgen import ptxsim\n"
+    f"src = open({str(ptx)!r}).read()\n"
+    "mem = ptxsim.GlobalMemory()\n"
+    "out = mem.alloc(4 * 64)\n"
+    "print(ptxsim.run(src, (2, 1, 1), (32, 1, 1), [out.base], mem))\n"
+    "print(list(out.data[4 * 63:4 * 64]))\n")
+  core = os.path.join(os.path.dirname(ptxsim.__file__), "..", "..")
+  env = dict(os.environ, PYTHONPATH=os.path.abspath(core))
+  done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                        timeout=120)
+  assert done.returncode == 0, done.stderr
+  assert done.stdout.split() == ["reference", "[63,", "0,", "0,", "0]"]
