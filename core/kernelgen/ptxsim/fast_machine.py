@@ -378,7 +378,9 @@ def build(prog) -> FastProgram | None:
     return FastProgram(prog)
   except (NotFast, PTXSyntaxError) as e:
     FALLBACKS[prog.entry.name] = str(e)
-    return None
+  except Exception as e:    # a bug in the translation: the reference engine still runs it
+    FALLBACKS[prog.entry.name] = f"internal error in the fast engine's translation: {e!r}"
+  return None
 
 
 FALLBACKS: dict[str, str] = {}
