@@ -379,12 +379,44 @@ def mma_step(ins: Instr, ctx):
       raise Fault(bad[0], "mma.sync needs all 32 lanes of the warp active and converged")
     regs = [[full(S, idx, r(S, idx), t).reshape(-1, 32) for r in rs]
             for rs, t in ((ra, "b32"), (rb, "b32"), (rc, "f32"))]
-    out = [np.zeros((len(slots) // 32, 32)) for _ in range(4)]
-    for w in range(len(slots) // 32):
-      got = mma_mod.mma(shape, itype, *[[r[w].tolist() for r in rs] for rs in regs])
-      for k in range(4):
-        out[k][w] = got[k]
-    for wr, vals in zip(wd, out):
+    for wr, vals in zip(wd, warp_mma(shape, itype, *regs)):
       wr(S, idx, vals.ravel())
   return STEP, step, None
+
+
+_DECODE = {"f16": lambda b: _f16_values(b & 0xFFFF),
+           "bf16": lambda b: ((b & 0xFFFF) << 16).astype(np.uint32).view(np.float32)
+           .astype(np.float64),
+           "tf32": lambda b: (b & 0xFFFFE000).astype(np.uint32).view(np.float32)
+           .astype(np.float64)}
+
+
+def _matrix(regs, table, per_reg: int, decode, rows: int, cols: int):
+  """mma.gather for every warp at once: (warps, rows, cols) from regs[j] of shape (warps, 32)."""
+  lane, i, r, c = (np.array(v) for v in zip(*table))
+  words = np.stack(regs)[i // per_reg, :, lane].astype(np.uint64)    # (elements, warps)
+  if per_reg == 2:
+    words = np.where((i & 1)[:, None] == 1, words >> np.uint64(16), words & np.uint64(0xFFFF))
+  mat = np.zeros((words.shape[1], rows, cols))
+  mat[:, r, c] = decode(words).T
+  return mat
+
+
+def warp_mma(shape: str, itype: str, a_regs, b_regs, c_regs) -> list:
+  """mma.mma over every warp at once, with the same double arithmetic in the same order (the
+  products are exact; the sum runs over k from 0, then adds C, then rounds to f32)."""
+  M, N, K, _, _, _, _, per = mma_mod.SHAPES[(shape, itype)]
+  tables = mma_mod._tables(shape, itype)
+  A = _matrix(a_regs, tables[0], per, _DECODE[itype], M, K)
+  B = _matrix(b_regs, tables[1], per, _DECODE[itype], K, N)
+  C = _matrix([np.asarray(r, np.float32).view(np.uint32) for r in c_regs], tables[2], 1,
+              lambda w: w.astype(np.uint32).view(np.float32).astype(np.float64), M, N)
+  D = np.zeros((A.shape[0], M, N))
+  for k in range(K):
+    D = D + A[:, :, k, None] * B[:, None, k, :]
+  D = (D + C).astype(np.float32)
+  lane, i, r, c = (np.array(v) for v in zip(*tables[2]))
+  out = np.zeros((4, D.shape[0], 32), np.float32)
+  out[i, :, lane] = D[:, r, c].T
+  return list(out)
 
