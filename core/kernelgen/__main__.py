@@ -97,9 +97,10 @@ def load_outputs(path: str, name: str) -> list:
     raise KernelgenError(f"the program does not define `{name}`: assign the result tensor to it "
                          f"or pass --output NAME")
   value = namespace[name]
+  value = list(value.values()) if isinstance(value, dict) else value   # export's dict form too
   values = list(value) if isinstance(value, (list, tuple)) else [value]
   if not values or not all(isinstance(v, Tensor) for v in values):
-    raise KernelgenError(f"`{name}` must be a Tensor or a list of Tensors")
+    raise KernelgenError(f"`{name}` must be a Tensor, a list of Tensors or a dict name -> Tensor")
   return values
 
 
