@@ -99,12 +99,15 @@ function actionName(action) {
 // (from the kernels done so far) once the worker reports kernels (realize.progress).
 function startWork(action) {
   state.workInfo = { action, start: performance.now(), kernels: null };
+  $('work-fill').style.width = '0%';
   clearInterval(state.workTimer);
   state.workTimer = setInterval(drawWork, 250);
 }
 
 function showWork(kernels) {
-  if (state.workInfo) state.workInfo.kernels = kernels;
+  if (!state.workInfo) return;
+  state.workInfo.kernels = kernels;
+  if (kernels.total) $('work-fill').style.width = `${(100 * kernels.done) / kernels.total}%`;
 }
 
 function stopWork() {
@@ -127,7 +130,6 @@ function drawWork() {
       (k.running ? ` · running ${k.name}` : '') +
       (left !== null && k.done < k.total ? ` · about ${left.toFixed(0)} s left (estimated ` +
         'from the kernels done so far)' : '');
-    $('work-fill').style.width = `${(100 * k.done) / k.total}%`;
   }
   $('work').classList.toggle('indeterminate', !(k && k.total));
   $('work-text').textContent = text;
