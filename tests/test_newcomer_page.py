@@ -6,7 +6,8 @@ model; the view's info box keeps its histogram after a run and its WGSL/PTX pane
 `import numpy` says why it is not there; no request fails (favicon.ico); the app embeds in a
 page of another origin when served with `web/serve.py --cors` (./build.sh serve --cors); the
 filters demo's footer says when Python ran the chain; the training plot's legend sits above
-its curves. A screenshot of the page is saved as tests/artifacts/newcomer_page.png."""
+its curves. Screenshots: tests/artifacts/newcomer_page.png (Verify PTX's progress bar) and
+newcomer_models.png (the Models view after a run)."""
 from __future__ import annotations
 
 import re
@@ -125,6 +126,8 @@ def test_models_view_info_keeps_its_histogram_and_panes_are_highlighted(app, tmp
              rows: document.querySelectorAll('#model-histogram tr').length }; }""")
   assert info["scroll"] <= info["client"] + 1, info     # not a clipped scroll box
   assert info["rows"] == 7 and info["height"] > 7 * 10, info
+  (REPO_ROOT / "tests" / "artifacts").mkdir(exist_ok=True)
+  app.screenshot(path=str(REPO_ROOT / "tests" / "artifacts" / "newcomer_models.png"))
 
 
 def test_stop_of_compare_with_python_clears_the_forgotten_model(app):  # noqa: F811

@@ -474,8 +474,8 @@ async function stop() {
   state.restarting = null;
   setButtons();
   document.body.dataset.ready = how === 'failed' ? 'error' : 'true';
-  const result = { ...stoppedResult(how === 'interrupted' ? INTERRUPTED : STOPPED), how, what,
-    seconds };
+  state.lastStop = { how, what, seconds };   // what the Models view says of it
+  const result = stoppedResult(how === 'interrupted' ? INTERRUPTED : STOPPED);
   finish(result);
   return result;
 }
@@ -594,7 +594,7 @@ async function start() {
   state.arch = () => $('arch').value;
   state.models = setupModels({ kg: () => state.kg, arch: state.arch,
     device: () => state.device || 'PYTHON', busy,
-    busyNow: () => state.busy || Boolean(state.restarting) });
+    busyNow: () => state.busy || Boolean(state.restarting), lastStop: () => state.lastStop });
   window.kgApp.models = state.models;
   state.kg = await booting;
   const info = state.kg.info;

@@ -11,7 +11,7 @@ import { highlightInto } from './editors.js';
 import { el, previewText, showError, showKernels, timingsTable } from './views.js';
 
 const $ = (id) => document.getElementById(id);
-// app: {kg(), arch(), device(), busy(task, action), busyNow()} from app.js
+// app: {kg(), arch(), device(), busy(task, action), busyNow(), lastStop()} from app.js
 // maxBytes: a file this large or larger is refused before it is read (kg.onnx's own limit,
 // kernelgen.frontend.onnx.data.MAX_MODEL_BYTES: 1 GiB)
 const state = { app: null, model: null, compiled: null, selected: 0, busy: false, run: null,
@@ -46,7 +46,7 @@ async function busy(task, what) {
       }
     }, `model: ${what}`);
     if (result === undefined) throw { type: 'Busy', message: 'another action is running' };
-    if (result.stopped) throw stopped(result, what);
+    if (result.stopped) throw stopped(state.app.lastStop(), what);
     if (result.failed) throw result.failed;
     return result;
   } catch (error) {
