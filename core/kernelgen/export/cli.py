@@ -15,10 +15,9 @@ import os
 import sys
 
 from ..errors import KernelgenError, UnsupportedError
-from ..frontend.names import name_inputs
+from ..tensor.names import name_inputs
 from .bundle import export
 from .inputs import model_feeds
-
 
 
 class UsageError(KernelgenError):
@@ -117,9 +116,9 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 def onnx_outputs(path: str, shapes: dict) -> dict:
   """{output name: Tensor} of the ONNX model at `path`, its inputs Tensor.empty(name=...)."""
   try:
-    from ..frontend.onnx import load
+    from ..onnx import load
   except ModuleNotFoundError as error:
-    if error.name not in ("kernelgen.frontend", "kernelgen.frontend.onnx"):
+    if error.name not in ("kernelgen.onnx",):
       raise
     raise UnsupportedError("this kernelgen cannot read ONNX models yet (kg.onnx is not "
                            "installed): export a Python program instead") from None

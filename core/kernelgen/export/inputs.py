@@ -9,7 +9,7 @@ returns the feeds and one note per input whose symbolic dimensions it fixed: the
 from __future__ import annotations
 
 from ..errors import InputError
-from ..frontend.tensor import Tensor
+from ..tensor.tensor import Tensor
 
 
 def _is_fixed(dim) -> bool:
