@@ -14,15 +14,17 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 from ..device import Device
 from ..dtype import dtypes
-from ..errors import DeviceError, DTypeError, KernelgenError, ShapeError
+from ..errors import DeviceError, DTypeError, KernelgenError, ShapeError, SymbolicDimWarning
 from ..nn import safetensors
 from ..tensor.tensor import Tensor
 from ..graph import lazy
 from ..graph.view import prod
 from ..uop.program import Binding, CompiledKernel, Launch
+from .inputs import is_model, model_feeds
 from .plan import FORMAT, make_plan
 from .progress import RunProgress
 
@@ -31,9 +33,19 @@ LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader.js")
 WEIGHTS = "weights.safetensors"
 
 
-def export(outputs, path: str, format: str = "webgpu", arch: str | None = None, **options):
+def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
+           input_shapes: dict | None = None, **options):
   """Compile `outputs` (a Tensor, a list, or a dict name -> Tensor) and write a bundle of
-  `format` ("webgpu" or "ptx") into directory `path`; returns it loaded (a Bundle)."""
+  `format` ("webgpu" or "ptx") into directory `path`; returns it loaded (a Bundle).
+
+  `outputs` may also be an ONNX model (kg.onnx.load): its graph inputs become the bundle's
+  inputs, shaped by `input_shapes` ({name: (d0, d1, ...)}; a name the model lacks is an
+  InputError); a symbolic dimension not given is 1, with a SymbolicDimWarning saying so."""
+  if is_model(outputs):
+    outputs = _model_outputs(outputs, input_shapes)
+  elif input_shapes:
+    raise KernelgenError("input_shapes= is for exporting an ONNX model; a program's inputs have "
+                         "their shapes already (Tensor.empty(..., name=))")
   if format not in FORMATS:
     raise KernelgenError(f"unknown export format {format!r}: use 'webgpu' or 'ptx'")
   target, suffix = FORMATS[format]
@@ -54,6 +66,13 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None, 
     with open(LOADER, encoding="utf-8") as f:
       _write_text(os.path.join(path, "model.js"), f.read())
   return Bundle(path)
+
+
+def _model_outputs(model, input_shapes: dict | None) -> dict:
+  feeds, notes = model_feeds(model, input_shapes)
+  for note in notes:
+    warnings.warn(note, SymbolicDimWarning, stacklevel=3)
+  return model.run(feeds, device="PYTHON")
 
 
 def _write_text(path: str, text: str) -> None:
