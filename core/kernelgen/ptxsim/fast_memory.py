@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import mma as mma_mod
-from .compile_memory import MEM_AS, _mem_mods
+from .compile_memory import MEM_AS, mem_mods
 from .fast_operands import Fault, UINT, count, full, reader, writer
-from .fast_operands import _f16_bits, _f16_values, quiet32
+from .fast_operands import f16_bits, f16_values, quiet32
 from .memory import SHARED_BASE, SharedMemory
 from .operands import FULL, LaneFault, TYPES
 from .parser import Instr, PTXSyntaxError
@@ -21,7 +21,7 @@ from .steps import STEP, checked_operands, unsupported, where_text
 # memory type -> (numpy dtype in memory, to register values, from register values)
 _F = {"f32": ("<f4", quiet32, lambda v: np.asarray(v, np.float32)),
       "f64": ("<f8", lambda x: x.astype(np.float64), lambda v: np.asarray(v, np.float64)),
-      "f16": ("<u2", _f16_values, lambda v: _f16_bits(np.asarray(v, np.float64)))}
+      "f16": ("<u2", f16_values, lambda v: f16_bits(np.asarray(v, np.float64)))}
 
 
 def _codec(t: str):
@@ -159,7 +159,7 @@ def _is_shared(S, idx, space, a):
 # ---- ld / st -------------------------------------------------------------------------------
 
 def ld_step(ins: Instr, ctx):
-  space, vec, t = _mem_mods(ins)
+  space, vec, t = mem_mods(ins)
   dst, addr = checked_operands(ins, 2)
   where = where_text(ins)
   if space == "param":
@@ -239,7 +239,7 @@ def _ld_param(ins, ctx, t, dst, addr):
 
 
 def st_step(ins: Instr, ctx):
-  space, vec, t = _mem_mods(ins)
+  space, vec, t = mem_mods(ins)
   if space == "param":
     raise unsupported(ins, "kernels cannot store to parameters")
   addr, src = checked_operands(ins, 2)
@@ -384,7 +384,7 @@ def mma_step(ins: Instr, ctx):
   return STEP, step, None
 
 
-_DECODE = {"f16": lambda b: _f16_values(b & 0xFFFF),
+_DECODE = {"f16": lambda b: f16_values(b & 0xFFFF),
            "bf16": lambda b: ((b & 0xFFFF) << 16).astype(np.uint32).view(np.float32)
            .astype(np.float64),
            "tf32": lambda b: (b & 0xFFFFE000).astype(np.uint32).view(np.float32)

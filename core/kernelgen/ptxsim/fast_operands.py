@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import numeric as nm
-from .operands import TYPES, _mismatch, immediate, register_type
+from .operands import TYPES, mismatch, immediate, register_type
 from .parser import PTXSyntaxError, SPECIAL_REGS
 
 UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -69,7 +69,7 @@ def full(S, idx, value, t: str):
 
 # ---- bit patterns of float formats, warp-wide as numpy arrays -----------------------------
 
-def _f16_bits(x):
+def f16_bits(x):
   bits = x.astype(np.float16).view(np.uint16)
   nan = np.isnan(x)
   if nan.any():
@@ -78,7 +78,7 @@ def _f16_bits(x):
   return bits
 
 
-def _f16_values(b):
+def f16_values(b):
   b = b.astype(np.uint16)
   vals = b.view(np.float16).astype(np.float64)
   nan = np.isnan(vals)
@@ -89,11 +89,11 @@ def _f16_values(b):
 
 TO_BITS = {"f32": lambda x: np.asarray(x, np.float32).view(np.uint32),
            "f64": lambda x: np.ascontiguousarray(x).view(np.uint64),
-           "f16": _f16_bits,
+           "f16": f16_bits,
            "bf16": lambda x: (x.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)}
 FROM_BITS = {"f32": lambda b: quiet32(b.astype(np.uint32).view(np.float32)),
              "f64": lambda b: np.ascontiguousarray(b, np.uint64).view(np.float64),
-             "f16": _f16_values,
+             "f16": f16_values,
              "bf16": lambda b: (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)}
 
 
@@ -103,16 +103,16 @@ def read_conversion(rtype: str, itype: str, where: str):
   if rtype == itype or (rc in "usb" and ic in "usb" and rw == iw):
     return None
   if rc == "p" or ic == "p" or (rc == "f" and ic == "f"):
-    raise _mismatch(rtype, itype, where)
+    raise mismatch(rtype, itype, where)
   if rc in "usb" and ic in "usb":
     d = UINT[iw]
     return lambda x: x.astype(d)
   if rc == "f":
     if rw != iw:
-      raise _mismatch(rtype, itype, where)
+      raise mismatch(rtype, itype, where)
     return TO_BITS[rtype]
   if rw < iw:
-    raise _mismatch(rtype, itype, where)
+    raise mismatch(rtype, itype, where)
   return FROM_BITS[itype]
 
 
@@ -122,7 +122,7 @@ def write_conversion(itype: str, rtype: str, where: str):
   if itype == rtype or (rc in "usb" and ic in "usb" and rw == iw):
     return None
   if rc == "p" or ic == "p" or (rc == "f" and ic == "f"):
-    raise _mismatch(rtype, itype, where)
+    raise mismatch(rtype, itype, where)
   if rc in "usb" and ic in "usb":
     d = UINT[rw]
     if iw < rw and ic == "s":
@@ -130,7 +130,7 @@ def write_conversion(itype: str, rtype: str, where: str):
       return lambda x: x.view(s_in).astype(s_out).view(d)
     return lambda x: x.astype(d)
   if iw != rw:
-    raise _mismatch(rtype, itype, where)
+    raise mismatch(rtype, itype, where)
   return TO_BITS[itype] if ic == "f" else FROM_BITS[rtype]
 
 
