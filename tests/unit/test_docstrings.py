@@ -21,7 +21,7 @@ from kernelgen.uop.program import CompiledKernel
 TENSOR_ALIASES = {
   "arccos": "acos", "arccosh": "acosh", "arcsin": "asin", "arcsinh": "asinh", "arctan": "atan",
   "arctanh": "atanh", "arctan2": "atan2", "astype": "cast", "broadcast_to": "expand",
-  "expand_dims": "unsqueeze", "size": "numel", "view": "reshape",
+  "expand_dims": "unsqueeze", "view": "reshape",
 }
 
 

@@ -97,6 +97,11 @@ class AutogradMixin(TensorOps):
   __slots__ = ()
 
   def requires_grad_(self, requires_grad: bool = True):
+    """Mark the tensor (in place) as one whose gradient `backward()` computes into `.grad`
+    (requires_grad=True), or unmark a leaf. Returns the tensor itself.
+
+    Raises DTypeError for a non-float tensor, AutogradError for requires_grad_(False) on a tensor
+    computed from others (use `detach()`)."""
     if requires_grad and not self.dtype.is_float():
       raise DTypeError(f"only float tensors can require gradients, this one is {self.dtype}: "
                        f"cast it to a float dtype first")
@@ -107,6 +112,8 @@ class AutogradMixin(TensorOps):
 
   @property
   def is_leaf(self) -> bool:
+    """True for a tensor not computed from a tensor that requires gradients (made by the user, or
+    detached); `backward()` keeps `.grad` only on leaves."""
     return self.ctx is None
 
   def detach(self):
