@@ -173,7 +173,7 @@ assemble_site() {
   # the errors, from their docstrings.
   PYTHONPATH=core "$VENV/bin/python" -m pdoc --docformat markdown --no-math --no-mermaid \
     --footer-text "kernelgen API reference" \
-    -o site/api kernelgen kernelgen.export kernelgen.errors >/dev/null
+    -o site/api kernelgen kernelgen.nn.optim kernelgen.errors >/dev/null
   # The page's service worker must sit at the site root to cover index.html; the editor is
   # Ace from npm (only the files the page loads).
   mv site/web/sw.js site/sw.js

@@ -13,6 +13,9 @@ Training: `kg.nn` (modules), `kg.optim` (SGD, Adam, AdamW), `t.backward()` / `kg
 recorded once and replayed: tensor/jit.py). The Tensor operations live in tensor/ops/ as
 mixins of `Tensor`, one family per module; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
 `kg.scaled_dot_product_attention`, `kg.cumsum`, `kg.sort`, ... are their function forms.
+
+Reference pages besides this one: `kernelgen.nn`, `kernelgen.nn.optim` (kg.optim),
+`kernelgen.onnx`, `kernelgen.export` (kg.export's bundles) and `kernelgen.errors`.
 """
 from .device import Device
 from .dtype import DType, dtypes

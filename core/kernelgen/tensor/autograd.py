@@ -46,6 +46,8 @@ class _GradMode:
 
 
 def is_grad_enabled() -> bool:
+  """Whether operations now record gradient history (False inside `kg.no_grad()`, True by default
+  and inside `kg.enable_grad()`)."""
   return _GradMode.enabled
 
 

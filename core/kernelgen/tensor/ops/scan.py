@@ -149,16 +149,24 @@ def _running_extreme(x, op: str, axis):
 # ---- module-level spellings (kg.cumsum(x, axis) as numpy.cumsum) ------------------------------
 
 def cumsum(x, axis=None, dtype=None):
+  """The running sums of Tensor `x` along `axis` (None: of the flattened tensor), the same as
+  `x.cumsum(axis, dtype)`: see `Tensor.cumsum` for the dtype rules."""
   return x.cumsum(axis, dtype)
 
 
 def cumprod(x, axis=None, dtype=None):
+  """The running products of Tensor `x` along `axis` (None: of the flattened tensor), the same as
+  `x.cumprod(axis, dtype)` (see `Tensor.cumprod`)."""
   return x.cumprod(axis, dtype)
 
 
 def cummax(x, axis=None):
+  """(values, int32 indices) of the running maxima of Tensor `x` along `axis`, the same as
+  `x.cummax(axis)` (see `Tensor.cummax`)."""
   return x.cummax(axis)
 
 
 def cummin(x, axis=None):
+  """(values, int32 indices) of the running minima of Tensor `x` along `axis`, the same as
+  `x.cummin(axis)` (see `Tensor.cummin`)."""
   return x.cummin(axis)
