@@ -170,9 +170,10 @@ assemble_site() {
   PYTHONPATH=core "$VENV/bin/python" web/demos/digits_data.py site/web/demos/digits_data.json
   PYTHONPATH=core "$VENV/bin/python" web/demos/filters_model.py site/web/demos/filters_bundles
   # The API reference (the header's "API" link): kg, kg.nn, kg.optim, kg.onnx, the bundles and
-  # the errors, from their docstrings.
-  PYTHONPATH=core "$VENV/bin/python" -m pdoc --docformat markdown --no-math --no-mermaid \
-    --footer-text "kernelgen API reference" \
+  # the errors, from their docstrings; web/api-template shows Tensor's mixed-in methods.
+  rm -r site/web/api-template
+  PYTHONPATH=core "$VENV/bin/python" -m pdoc -t web/api-template --docformat markdown \
+    --no-math --no-mermaid --footer-text "kernelgen API reference" \
     -o site/api kernelgen kernelgen.nn.optim kernelgen.errors >/dev/null
   # The page's service worker must sit at the site root to cover index.html; the editor is
   # Ace from npm (only the files the page loads).
