@@ -36,6 +36,11 @@ _SCALAR_OF: dict = {}   # name -> the scalar DType of that name
 
 @dataclass(frozen=True, eq=False)
 class DType(metaclass=_Interned):
+  """An element type: `name` (numpy's spelling: "float32", "int8", "bool", plus "bfloat16"),
+  `itemsize` (bytes), `kind` ("b", "i", "u" or "f"), `fmt` (the struct format character) and
+  `count` (vector lanes, 1 for the scalar types users see). One object per type: compare with
+  `==` or `is`. Use the ones in `kg.dtypes` (`kg.dtypes.float32`, `kg.dtypes.from_name(...)`);
+  wherever a dtype is taken, its name works too."""
   name: str       # numpy-style name of the scalar: "float32", "int8", "bool"
   itemsize: int   # bytes of one lane
   kind: str       # "b" bool, "i" signed int, "u" unsigned int, "f" float

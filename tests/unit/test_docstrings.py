@@ -39,7 +39,10 @@ def function_of(attr):
 
 
 def has_doc(obj) -> bool:
+  """A docstring someone wrote (a dataclass's generated `Name(field: type, ...)` is not one)."""
   doc = inspect.getdoc(obj)
+  if inspect.isclass(obj) and doc and doc.startswith(obj.__name__ + "("):
+    return False
   return bool(doc and doc.strip())
 
 

@@ -32,7 +32,13 @@ WEIGHTS = "weights.safetensors"
 
 def export(outputs, path: str, format: str = "webgpu", arch: str | None = None, **options):
   """Compile `outputs` (a Tensor, a list, or a dict name -> Tensor) and write a bundle of
-  `format` ("webgpu" or "ptx") into directory `path`; returns it loaded (a Bundle)."""
+  `format` ("webgpu" or "ptx") into directory `path` (created if needed): the kernels' sources,
+  the weights (safetensors), manifest.json and, for webgpu, model.js. Inputs are the program's
+  `Tensor.empty(..., name=)` buffers. arch: the PTX architecture (default "sm_80"); options: the
+  target's compile options. Returns the bundle loaded (a Bundle).
+
+  Raises KernelgenError for an unknown format or an arch with format "webgpu"; the errors of
+  `kg.compile` when the program does not compile."""
   if format not in FORMATS:
     raise KernelgenError(f"unknown export format {format!r}: use 'webgpu' or 'ptx'")
   target, suffix = FORMATS[format]
@@ -61,12 +67,18 @@ def _write_text(path: str, text: str) -> None:
 
 
 def load_bundle(path: str) -> Bundle:
-  """The bundle `kg.export` wrote into directory `path`."""
+  """The bundle `kg.export` wrote into directory `path`, as a Bundle (nothing is compiled).
+
+  Raises KernelgenError when `path` holds no bundle manifest, or one of another format."""
   return Bundle(path)
 
 
 class Bundle:
-  """An exported program: `inputs`/`outputs` ([{name, shape, dtype}]) and `run`."""
+  """An exported program (`kg.load_bundle(path)` or `kg.export`'s result): `inputs` and
+  `outputs` (lists of {name, shape, dtype}), `manifest` (the parsed manifest.json), `path`,
+  and `run`.
+
+  Raises KernelgenError when `path` holds no bundle manifest, or one of another format."""
 
   def __init__(self, path: str):
     self.path = path
@@ -85,7 +97,12 @@ class Bundle:
   def run(self, inputs: dict, device: str | None = None) -> dict:
     """{output name: Tensor on `device`} for `inputs` ({input name: Tensor, numpy array, list,
     bytes or array.array}). device: "CUDA" or "PTXSIM" for a ptx bundle (default CUDA where
-    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle."""
+    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle. Outputs have the shapes and
+    dtypes of `outputs`.
+
+    Raises KernelgenError for inputs that are not a dict, unknown or missing names, or values
+    of an unsupported type; DTypeError / ShapeError for an input of another dtype or shape;
+    DeviceError for a device the bundle's format does not run on."""
     device = Device.canonical(device or self._default_device())
     runtime, handles, kernels = self._prepare(device)
     for spec, data in zip(self.manifest["inputs"], _input_bytes(self.manifest["inputs"], inputs)):
