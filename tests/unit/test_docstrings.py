@@ -65,6 +65,9 @@ def classes_and_functions(prefix: str, names, module) -> dict[str, object]:
   out = {}
   for name in names:
     obj = getattr(module, name)
+    if not inspect.ismodule(obj) and not callable(obj) and type(obj).__module__.startswith(
+        "kernelgen"):        # an object users call methods of (kg.Device)
+      out.update(class_members(f"{prefix}.{name}", type(obj)))
     if inspect.ismodule(obj) or not callable(obj):
       continue
     out[f"{prefix}.{name}"] = obj
@@ -100,7 +103,8 @@ def test_the_walk_sees_the_api():
   for name in ["kg.Tensor.softmax", "kg.Tensor.shape", "kg.Tensor.arange", "kg.nn.Linear",
                "kg.nn.Module.parameters", "kg.optim.Adam", "kg.optim.Adam.step",
                "kg.onnx.load", "kg.onnx.Model.run", "kg.export.Bundle.run", "kg.jit",
-               "kg.errors.ShapeError", "kg.compile", "kg.compile.CompiledKernel"]:
+               "kg.errors.ShapeError", "kg.compile", "kg.compile.CompiledKernel",
+               "kg.Device.canonical"]:
     assert name in names, name
   assert len(names) > 400
 
