@@ -19,6 +19,9 @@ and `t.item()` of one element, `np.asarray(t)` (the ndarray of `.numpy()`). nump
 tensor (`np.exp(t)`, `ndarray + t`, `t + ndarray`) give a lazy Tensor where kernelgen has the op, with
 kernelgen's dtype rules; other ufuncs, ufunc methods or keywords (`out=`) and other numpy
 functions (`np.sum(t)`) give numpy's ndarray. `Tensor.empty` is an unfilled input buffer.
+
+One concept, the Tensor class with its creation, movement and cast methods; it runs past 500
+lines because every public method carries its user documentation (the API reference page).
 """
 from __future__ import annotations
 
