@@ -123,7 +123,12 @@ class AutogradMixin(TensorOps):
     return type(self)(self.node)
 
   def backward(self, gradient=None) -> None:
-    """Accumulate d(self)/d(leaf) * gradient into `.grad` of every leaf that requires grad."""
+    """Accumulate d(self)/d(leaf) * gradient into `.grad` of every leaf that requires grad
+    (lazily: the gradients are computed when read or by the optimizer's step). `gradient`
+    (a Tensor or values of self's shape) defaults to 1 for a one-element result.
+
+    Raises AutogradError when self does not require grad, ShapeError when `gradient` is
+    missing for a result of more than one element or has another shape."""
     if not self.requires_grad:
       raise AutogradError("backward() on a tensor that does not require grad: make an input "
                           "require it (Tensor(..., requires_grad=True) or .requires_grad_())")

@@ -300,7 +300,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   def rand(*shape, seed=0, dtype=dtypes.float32, device=None,
            requires_grad: bool = False) -> Tensor:
     """Uniform [0, 1) from a counter-based hash of (seed, element index): deterministic. seed:
-    an int, or a one-element integer Tensor (a seed on the device: no new kernel per seed)."""
+    an int, or a one-element integer Tensor (a seed on the device: no new kernel per seed).
+    A tensor of `shape` (ints, or one tuple) in `dtype` (float32 by default).
+
+    Raises ShapeError for a negative size."""
     shape = shape_args(shape)
     if any(s < 0 for s in shape):
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
@@ -311,7 +314,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   @staticmethod
   def randn(*shape, seed=0, dtype=dtypes.float32, device=None,
             requires_grad: bool = False) -> Tensor:
-    """Standard normal values (Box-Muller over two hashed streams); deterministic in `seed`."""
+    """Standard normal values (Box-Muller over two hashed streams); deterministic in `seed`. A
+    tensor of `shape` (ints, or one tuple) in `dtype` (float32 by default).
+
+    Raises ShapeError for a negative size."""
     shape = shape_args(shape)
     u1 = 1.0 - Tensor.rand(*shape, seed=seed * 2 + 1, device=device)
     u2 = Tensor.rand(*shape, seed=seed * 2 + 2, device=device)
@@ -425,7 +431,11 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
   def pad(self, pad_width, value=0, mode="constant") -> Tensor:
     """numpy.pad: pad_width is ((before, after), ...) per dim; mode "constant" fills with value,
-    "edge", "reflect", "symmetric" and "wrap" repeat the data (tensor/ops/shape.py)."""
+    "edge", "reflect", "symmetric" and "wrap" repeat the data (tensor/ops/shape.py). Each dim
+    grows by before + after; same dtype.
+
+    Raises ShapeError for negative widths (use shrink to cut) or widths that do not fit the
+    dims."""
     if isinstance(value, str):       # pad(widths, "edge"), as numpy.pad's positional mode
       mode, value = value, 0
     if mode != "constant":

@@ -36,7 +36,10 @@ class ActivationOps(TensorOps):
 
   def gelu(self, approximate: str = "tanh"):
     """GELU: approximate="tanh" (the default here, as jax.nn.gelu and tinygrad) or "none", the
-    exact x * Phi(x) with erf (torch's default, and nn.GELU's)."""
+    exact x * Phi(x) with erf (torch's default, and nn.GELU's). Elementwise, same shape; a
+    float result (float32 for integer inputs).
+
+    Raises ShapeError for another `approximate`."""
     if approximate not in ("tanh", "none"):
       raise ShapeError(f"gelu approximate={approximate!r}: use 'none' (erf) or 'tanh'")
     return float_math(_gelu_tanh if approximate == "tanh" else _gelu_exact)(self)
@@ -99,7 +102,10 @@ class ActivationOps(TensorOps):
     return float_math(lambda x: -_softplus(-x))(self)
 
   def glu(self, axis: int = -1):
-    """The first half of axis gated by the sigmoid of the second (torch's F.glu(dim))."""
+    """The first half of axis gated by the sigmoid of the second (torch's F.glu(dim)): self's
+    shape with `axis` halved.
+
+    Raises ShapeError when that axis has an odd size."""
     axis = resolve_axes(axis, self.ndim)[0]
     n = self.shape[axis]
     if n % 2:

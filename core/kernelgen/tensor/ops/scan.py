@@ -36,12 +36,19 @@ class ScanMixin:
   __slots__ = ()
 
   def cumsum(self, axis=None, dtype=None):
-    """numpy.cumsum: running sums along `axis` (None: of the flattened tensor)."""
+    """numpy.cumsum: running sums along `axis` (None: of the flattened tensor, a 1-d result;
+    else self's shape). Result dtype: `dtype` when given, else as `sum`'s (bool and narrow
+    ints give int32, unsigned uint32).
+
+    Raises ShapeError for a tuple of axes or an axis out of range."""
     acc = dtypes.from_name(dtype) if dtype else acc_dtype(self.dtype)
     return _accumulate(self, "add", axis, acc)
 
   def cumprod(self, axis=None, dtype=None):
-    """numpy.cumprod: running products along `axis` (None: of the flattened tensor)."""
+    """numpy.cumprod: running products along `axis` (None: of the flattened tensor, a 1-d
+    result; else self's shape). Result dtype as `cumsum`'s.
+
+    Raises ShapeError for a tuple of axes or an axis out of range."""
     acc = dtypes.from_name(dtype) if dtype else acc_dtype(self.dtype)
     return _accumulate(self, "mul", axis, acc)
 

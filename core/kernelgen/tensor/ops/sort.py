@@ -37,13 +37,18 @@ class SortMixin:
   __slots__ = ()
 
   def sort(self, axis=-1, descending=False):
-    """The values sorted along `axis` (None: flattened); stable; NaN last (first if
-    descending)."""
+    """The values sorted along `axis` (None: flattened, a 1-d result; else self's shape and
+    dtype); stable; NaN last (first if descending).
+
+    Raises ShapeError for an axis out of range."""
     keys, n, axis, x = _sorted_pairs(self, axis, descending)
     return _values(keys, n, axis, x, descending)
 
   def argsort(self, axis=-1, descending=False):
-    """The int32 positions that sort the values along `axis` (numpy kind="stable")."""
+    """The int32 positions that sort the values along `axis` (numpy kind="stable"; None:
+    of the flattened tensor), shaped as `sort`'s result.
+
+    Raises ShapeError for an axis out of range."""
     keys, n, axis, x = _sorted_pairs(self, axis, descending)
     return _indices(keys, n, axis, x)
 
