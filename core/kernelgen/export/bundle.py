@@ -24,6 +24,7 @@ from ..graph import lazy
 from ..graph.view import prod
 from ..uop.program import Binding, CompiledKernel, Launch
 from .plan import FORMAT, make_plan
+from .progress import RunProgress
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
 LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader.js")
@@ -94,11 +95,13 @@ class Bundle:
     self.outputs = [_public(e) for e in self.manifest["outputs"]]
     self._devices: dict[str, tuple] = {}
 
-  def run(self, inputs: dict, device: str | None = None) -> dict:
+  def run(self, inputs: dict, device: str | None = None, progress=None) -> dict:
     """{output name: Tensor on `device`} for `inputs` ({input name: Tensor, numpy array, list,
     bytes or array.array}). device: "CUDA" or "PTXSIM" for a ptx bundle (default CUDA where
     there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle. Outputs have the shapes and
-    dtypes of `outputs`.
+    dtypes of `outputs`. `progress(info)` is called before each kernel (and on PTXSIM as its
+    blocks run) with kernel i of n and an estimate of the seconds left; returning False stops
+    the run (StoppedError); see export/progress.py.
 
     Raises KernelgenError for inputs that are not a dict, unknown or missing names, or values
     of an unsupported type; DTypeError / ShapeError for an input of another dtype or shape;
@@ -107,8 +110,12 @@ class Bundle:
     runtime, handles, kernels = self._prepare(device)
     for spec, data in zip(self.manifest["inputs"], _input_bytes(self.manifest["inputs"], inputs)):
       runtime.copyin(handles[self._storage(spec)], data)
-    for kernel, binding_handles in kernels:
-      runtime.run(kernel, binding_handles, {})
+    report = RunProgress(progress, [k for k, _ in kernels]) if progress is not None else None
+    for i, (kernel, binding_handles) in enumerate(kernels):
+      if report is not None:
+        report.kernel(i)
+      runtime.run(kernel, binding_handles, {}, **({"progress": report.blocks}
+                                                   if report and device == "PTXSIM" else {}))
     return {spec["name"]: self._output(runtime, device, handles, spec)
             for spec in self.manifest["outputs"]}
 
