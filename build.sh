@@ -123,6 +123,14 @@ setup_site_data_tools() {
   pip_quiet "$VENV/bin/python" -m pip install -q --disable-pip-version-check numpy scikit-learn
 }
 
+# The site step's API reference tool: pdoc renders the docstrings of kg's public names as HTML
+# (site/api/) with its styles and search index inline or beside the pages, fetching nothing.
+setup_api_doc_tool() {
+  "$VENV/bin/python" -c "import pdoc" 2>/dev/null && return
+  log "pip install pdoc into .venv (the API reference page)"
+  pip_quiet "$VENV/bin/python" -m pip install -q --disable-pip-version-check pdoc
+}
+
 setup_xdg_runtime_dir() {  # Mesa complains without a writable XDG_RUNTIME_DIR
   if [[ -z ${XDG_RUNTIME_DIR:-} || ! -w ${XDG_RUNTIME_DIR:-/nonexistent} ]]; then
     export XDG_RUNTIME_DIR=$TOOLS/xdg-runtime
@@ -163,6 +171,7 @@ assemble_site() {
   setup_npm
   setup_lockfile_tool
   setup_site_data_tools
+  setup_api_doc_tool
   local wheels=$TOOLS/wheels
   if [[ ! -f $wheels/micropip-$MICROPIP_VERSION-py3-none-any.whl ]]; then
     log "downloading micropip $MICROPIP_VERSION (for Pyodide's Python 3.14)"
@@ -181,6 +190,12 @@ assemble_site() {
   # Its "Train in the page" trains on this split of scikit-learn's digits, from the site itself.
   PYTHONPATH=core "$VENV/bin/python" web/demos/digits_data.py site/web/demos/digits_data.json
   PYTHONPATH=core "$VENV/bin/python" web/demos/filters_model.py site/web/demos/filters_bundles
+  # The API reference (the header's "API" link): kg, kg.nn, kg.optim, kg.onnx, the bundles and
+  # the errors, from their docstrings; web/api-template shows Tensor's mixed-in methods.
+  rm -r site/web/api-template
+  PYTHONPATH=core "$VENV/bin/python" -m pdoc -t web/api-template --docformat markdown \
+    --no-math --no-mermaid --footer-text "kernelgen API reference" \
+    -o site/api kernelgen kernelgen.nn.optim kernelgen.errors >/dev/null
   # The page's service worker must sit at the site root to cover index.html; the editor is
   # Ace from npm (only the files the page loads).
   mv site/web/sw.js site/sw.js

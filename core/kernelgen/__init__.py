@@ -13,6 +13,9 @@ Training: `kg.nn` (modules), `kg.optim` (SGD, Adam, AdamW), `t.backward()` / `kg
 recorded once and replayed: tensor/jit.py). The Tensor operations live in tensor/ops/ as
 mixins of `Tensor`, one family per module; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
 `kg.scaled_dot_product_attention`, `kg.cumsum`, `kg.sort`, ... are their function forms.
+
+Reference pages besides this one: `kernelgen.nn`, `kernelgen.nn.optim` (kg.optim),
+`kernelgen.onnx`, `kernelgen.export` (kg.export's bundles) and `kernelgen.errors`.
 """
 from .device import Device
 from .dtype import DType, dtypes
@@ -45,6 +48,13 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
   Returns a list of CompiledKernel in launch order (name, source, global_size, local_size,
   buffers); its length is the number of kernels the program becomes. Nothing is run.
+
+  target: "wgsl", "ptx" or "python" (the reference interpreter's form); arch: the PTX target
+  architecture ("sm_80" ...); options: the target's options (WGSL: tile, local, f16, ...);
+  print_after: names of compiler passes after which to print the IR.
+
+  Raises UnsupportedError for an unknown target, arch or option; CompileError (and the other
+  KernelgenErrors) when a program cannot be compiled for the target.
   """
   from .compiler import compile_program
   tensors = tensors if isinstance(tensors, (list, tuple)) else [tensors]

@@ -36,11 +36,17 @@ WEIGHTS = "weights.safetensors"
 def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
            input_shapes: dict | None = None, **options):
   """Compile `outputs` (a Tensor, a list, or a dict name -> Tensor) and write a bundle of
-  `format` ("webgpu" or "ptx") into directory `path`; returns it loaded (a Bundle).
+  `format` ("webgpu" or "ptx") into directory `path` (created if needed): the kernels' sources,
+  the weights (safetensors), manifest.json and, for webgpu, model.js. Inputs are the program's
+  `Tensor.empty(..., name=)` buffers. arch: the PTX architecture (default "sm_80"); options: the
+  target's compile options. Returns the bundle loaded (a Bundle).
 
   `outputs` may also be an ONNX model (kg.onnx.load): its graph inputs become the bundle's
   inputs, shaped by `input_shapes` ({name: (d0, d1, ...)}; a name the model lacks is an
-  InputError); a symbolic dimension not given is 1, with a SymbolicDimWarning saying so."""
+  InputError); a symbolic dimension not given is 1, with a SymbolicDimWarning saying so.
+
+  Raises KernelgenError for an unknown format or an arch with format "webgpu"; the errors of
+  `kg.compile` when the program does not compile."""
   if is_model(outputs):
     outputs = _model_outputs(outputs, input_shapes)
   elif input_shapes:
@@ -81,12 +87,18 @@ def _write_text(path: str, text: str) -> None:
 
 
 def load_bundle(path: str) -> Bundle:
-  """The bundle `kg.export` wrote into directory `path`."""
+  """The bundle `kg.export` wrote into directory `path`, as a Bundle (nothing is compiled).
+
+  Raises KernelgenError when `path` holds no bundle manifest, or one of another format."""
   return Bundle(path)
 
 
 class Bundle:
-  """An exported program: `inputs`/`outputs` ([{name, shape, dtype}]) and `run`."""
+  """An exported program (`kg.load_bundle(path)` or `kg.export`'s result): `inputs` and
+  `outputs` (lists of {name, shape, dtype}), `manifest` (the parsed manifest.json), `path`,
+  and `run`.
+
+  Raises KernelgenError when `path` holds no bundle manifest, or one of another format."""
 
   def __init__(self, path: str):
     self.path = path
@@ -105,9 +117,14 @@ class Bundle:
   def run(self, inputs: dict, device: str | None = None, progress=None) -> dict:
     """{output name: Tensor on `device`} for `inputs` ({input name: Tensor, numpy array, list,
     bytes or array.array}). device: "CUDA" or "PTXSIM" for a ptx bundle (default CUDA where
-    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle. `progress(info)` is called
-    before each kernel (and on PTXSIM as its blocks run) with kernel i of n and an estimate of
-    the seconds left; returning False stops the run (StoppedError); see export/progress.py."""
+    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle. Outputs have the shapes and
+    dtypes of `outputs`. `progress(info)` is called before each kernel (and on PTXSIM as its
+    blocks run) with kernel i of n and an estimate of the seconds left; returning False stops
+    the run (StoppedError); see export/progress.py.
+
+    Raises KernelgenError for inputs that are not a dict, unknown or missing names, or values
+    of an unsupported type; DTypeError / ShapeError for an input of another dtype or shape;
+    DeviceError for a device the bundle's format does not run on."""
     device = Device.canonical(device or self._default_device())
     runtime, handles, kernels = self._prepare(device)
     for spec, data in zip(self.manifest["inputs"], _input_bytes(self.manifest["inputs"], inputs)):
