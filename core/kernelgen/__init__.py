@@ -20,6 +20,7 @@ from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, Exe
                      IndexOutOfRangeError, KernelgenError, LimitError, ModelError, ShapeError,
                      UnsupportedError, VerifyError)
 from .frontend.tensor import Tensor, cat, stack, where
+from .graph.dims import Dim, Sym
 from .frontend.scan import cummax, cummin, cumprod, cumsum
 from .frontend.sort import argsort, sort, topk
 from .frontend.einsum import einsum
@@ -51,7 +52,7 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
   return compile_program([t.node for t in tensors], target, options, print_after)
 
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+__all__ = ["Tensor", "Dim", "Sym", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
            "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",

@@ -32,6 +32,7 @@ from ..uop.ops import Ops
 from .tensor_data import (Scalar, check_ints, host_narrowed, infer_dtype, nest, pairs,  # noqa: F401
                           raw_of, resolve_axes, shape_args, broadcast_shape, pack, unpack)
 from ..graph.view import View, prod
+from ..graph.dims import Sym
 from .operands import TensorOps, acc_dtype, coerce, float_of, result_dtype  # noqa: F401
 from .combine import cat, stack, where  # noqa: F401
 from .tensor_nn import NNOps
@@ -89,6 +90,19 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
     return self.node.shape
 
   @property
+  def symbolic_shape(self) -> tuple:
+    """The shape with its symbolic sizes (kg.Dim expressions) where it has any; `shape` is the
+    physical one (a symbolic size s counts s.hi elements, graph/dims.py)."""
+    return self.node.logical
+
+  def symbolic(self, *shape) -> Tensor:
+    """These values as a tensor of logical shape `shape`, whose symbolic sizes are bound to this
+    tensor's sizes: `Tensor(rows).symbolic(n.bind(len(rows)), 64)`. Host data is padded to
+    each size's largest value on the host (no kernel); a computed tensor with a pad."""
+    from . import symbolic
+    return symbolic.symbolic(self, shape_args(shape))
+
+  @property
   def dtype(self) -> DType:
     return self.node.dtype
 
@@ -124,11 +138,23 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
     return self
 
   def _bytes(self) -> bytes:
+    """The values as bytes in numpy layout, of the logical shape (_host_shape)."""
     from ..realize import read_bytes
-    return read_bytes(self.node)
+    raw = read_bytes(self.node)
+    if self.node.sym is None:
+      return raw
+    from .symbolic import compact
+    return compact(raw, self.shape, self._host_shape(), self.dtype.itemsize)
+
+  def _host_shape(self) -> tuple:
+    """The shape of the values read back: symbolic sizes at their bound values."""
+    if self.node.sym is None:
+      return self.shape
+    from .symbolic import concrete_shape
+    return concrete_shape(self)
 
   def tolist(self):
-    return nest(unpack(self._bytes(), self.dtype), self.shape)
+    return nest(unpack(self._bytes(), self.dtype), self._host_shape())
 
   def item(self):
     if self.numel() != 1:
@@ -138,7 +164,8 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
   def data(self) -> memoryview:
     fmt = "H" if self.dtype.fmt == "e" else self.dtype.fmt
     view = memoryview(self._bytes())
-    return view.cast(fmt, self.shape) if self.numel() else view.cast(fmt)
+    shape = self._host_shape()
+    return view.cast(fmt, shape) if prod(shape) else view.cast(fmt)
 
   def numpy(self):
     try:
@@ -146,10 +173,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
     except ImportError:
       raise DeviceError("Tensor.numpy() needs numpy, which is not installed here: "
                         "use .tolist() or .data() instead") from None
-    raw = self._bytes()
+    raw, shape = self._bytes(), self._host_shape()
     if self.dtype == dtypes.bfloat16:
-      return np.array(unpack(raw, self.dtype), dtype=np.float32).reshape(self.shape)
-    return np.frombuffer(raw, dtype=np.dtype(self.dtype.name)).reshape(self.shape).copy()
+      return np.array(unpack(raw, self.dtype), dtype=np.float32).reshape(shape)
+    return np.frombuffer(raw, dtype=np.dtype(self.dtype.name)).reshape(shape).copy()
 
   def to(self, device: str) -> Tensor:
     from ..device import Device
@@ -178,8 +205,11 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
 
   @staticmethod
   def full(shape, value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = (shape,) if isinstance(shape, (int, Sym)) else tuple(shape)
     dtype = dtypes.from_name(dtype) if dtype else infer_dtype([value])
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.full(Tensor, shape, value, dtype, device).requires_grad_(requires_grad)
     return Tensor(Tensor._full_node(shape, value, dtype, device)).requires_grad_(requires_grad)
 
   @staticmethod
@@ -199,6 +229,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
     from ..device import Device
     from .names import check_name
     shape, name = shape_args(shape), check_name(name)
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.empty(Tensor, shape, dtypes.from_name(dtype), device, name, requires_grad)
     if any(s < 0 for s in shape):
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
     device = Device.canonical(device) if device else _default_device()
@@ -211,6 +244,13 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
              requires_grad: bool = False) -> Tensor:
     if stop is None:
       start, stop = 0, start
+    if isinstance(start, Sym) or isinstance(stop, Sym):
+      from . import symbolic
+      if not (isinstance(stop, Sym) and start == 0 and step == 1):
+        raise ShapeError(f"arange with a symbolic size takes arange(n), got start={start} "
+                         f"stop={stop} step={step}: add the start or scale the result")
+      out = symbolic.arange(Tensor, stop, device)
+      return (out.cast(dtype) if dtype else out).requires_grad_(requires_grad)
     dtype = dtypes.from_name(dtype) if dtype else infer_dtype([start, stop, step])
     if step == 0:
       raise ShapeError("arange step must not be 0: use a positive or negative step")
@@ -269,6 +309,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
 
   def reshape(self, *shape) -> Tensor:
     shape = list(shape_args(shape))
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.reshape(self, shape)
     if shape.count(-1) > 1:
       raise ShapeError(f"reshape to {tuple(shape)}: only one dim can be -1")
     if -1 in shape:
@@ -307,6 +350,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
 
   def expand(self, *shape) -> Tensor:
     shape = shape_args(shape)
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.expand(self, shape)
     shape = tuple(s if s != -1 else o for s, o in
                   zip(shape, (1,) * (len(shape) - self.ndim) + self.shape))
     target = broadcast_shape(self.shape, shape)
@@ -345,6 +391,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
     if self.numel() == 0 and any(b or a for b, a in pads):   # nothing to place: all fill
       shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pads))
       return Tensor.full(shape, value, dtype=self.dtype, device=self.device)
+    if self.node.sym is not None and any(isinstance(s, Sym) and a for s, (_, a) in
+                                         zip(self.node.sym, pads)):
+      from . import symbolic
+      return symbolic.pad(self, pads, value)
     out = self._move("pad", pads) if any(b or a for b, a in pads) else self
     if value == 0 or out is self:
       return out
@@ -370,6 +420,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
     return self._move("step", tuple(steps)) if any(k != 1 for k in steps) else self
 
   def __getitem__(self, index) -> Tensor:
+    from .symbolic import symbolic_index
+    if symbolic_index(index):
+      from .symbolic import getitem as symbolic_getitem
+      return symbolic_getitem(self, index)
     from .indexing import getitem
     return getitem(self, index)
 

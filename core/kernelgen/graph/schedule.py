@@ -428,7 +428,7 @@ def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
       return False
     best, best_key = None, None
     for node in _fused_nodes(item, boundary):
-      if node is item.out or node.op in (L.CONST, L.IOTA):
+      if node is item.out or node.op in (L.CONST, L.IOTA, L.VAR):
         continue
       own, _, _, _ = _walk_kernel(node, set(boundary), users, row_max)
       if len(own) + 1 > max_buffers:

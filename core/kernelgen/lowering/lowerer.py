@@ -114,6 +114,11 @@ def _inner_split(shape, most: int = 0) -> int:
 _UNSEEN = object()
 
 
+def var_uop(node: LazyOp) -> UOp:
+  """A symbolic dim's value (L.VAR): the kernel's int32 argument of that name and range."""
+  return UOp(Ops.VAR, I32, (), node.arg)
+
+
 def _view_axes(view: View, count: int) -> tuple | None:
   """The axes whose index a view's value depends on: those it moves through (View.terms) and
   those its mask bounds (View.valid); None when that is all `count` of them."""
@@ -177,6 +182,8 @@ class Lowerer:
       return self._load(node, linear_index([t for t in terms if t[1] and t[2] != 1], 0), gate)
     if node.op is L.CONST:
       return UOp.const(node.dtype, node.arg)
+    if node.op is L.VAR:
+      return var_uop(node)
     if node.op is L.IOTA:
       return idxs[0]
     if node.op is L.VIEW:

@@ -64,6 +64,8 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
       got = operand(node, i, g, kk)
     elif node.op is L.CONST:
       got = UOp.const(node.dtype, node.arg)
+    elif node.op is L.VAR:
+      got = lw.value(node, (), None)
     else:
       srcs = [compute(s, i, g, kk) for s in node.src]
       width = max(u.dtype.count for u in srcs)

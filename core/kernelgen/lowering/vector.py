@@ -156,6 +156,8 @@ def _vector_node(lw, node, idxs, axis, w, memo):
   op = node.op
   if op is L.CONST:
     return UOp.const(node.dtype.vec(w), node.arg)
+  if op is L.VAR:
+    return splat(lw.value(node, idxs, None), w)
   if op is L.VIEW:
     view, src = node.arg, node.src[0]
     if view.valid(list(idxs)) is not None:
