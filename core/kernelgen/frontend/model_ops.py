@@ -271,7 +271,7 @@ def cross_entropy(x, target, weight=None, ignore_index: int = -100, reduction: s
 # ---- attention -------------------------------------------------------------------------------
 
 def scaled_dot_product_attention(q, k, v, mask=None, is_causal: bool = False, scale=None,
-                                 attn_mask=None):
+                                 attn_mask=None, offset=None):
   """torch's scaled_dot_product_attention: softmax(q @ k^T * scale + bias) @ v, with q (..., L,
   E), k (..., S, E), v (..., S, Ev); scale defaults to 1/sqrt(E). `mask` (torch's attn_mask,
   either name) broadcasts to (..., L, S): a bool mask keeps the positions where it is True, a
@@ -282,10 +282,20 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal: bool = False, sc
   with an online softmax; the L x S scores are never stored) where q, k and v share a float
   dtype, the mask is bool or of that dtype, E and Ev are at most ATTENTION_MAX_DIM and no
   gradient is recorded; otherwise matmul -> softmax -> matmul (the scores a kernel of their
-  own), which autograd differentiates."""
+  own), which autograd differentiates.
+
+  Symbolic sizes (kg.Dim) may stand for L and S (and the batch axes); `offset` (an int or a
+  symbolic size, with is_causal) places query i at position i + offset, so it keeps keys
+  j <= i + offset: a decode step's queries after a cache of `offset` keys."""
   mask = attn_mask if mask is None else mask
   if is_causal and mask is not None:
     raise ShapeError("give either a mask or is_causal=True, not both (as torch)")
+  if offset is not None and not is_causal:
+    raise ShapeError("offset places causal queries: give it with is_causal=True")
+  if offset is not None or any(t.node.sym is not None for t in (q, k, v)):
+    from .symbolic import attention_operands
+    k, v, mask = attention_operands(q, k, v, mask, is_causal, offset or 0)
+    is_causal = False
   if q.ndim < 2 or k.ndim < 2 or v.ndim < 2 or q.shape[-1] != k.shape[-1] or \
           k.shape[-2] != v.shape[-2]:
     raise ShapeError(f"attention shapes q {q.shape}, k {k.shape}, v {v.shape}: need (..., L, E),"
@@ -332,8 +342,9 @@ def _fused_attention(q, k, v, mask, is_causal: bool, scale: float):
           v.expand(lead + v.shape[-2:])]
   if mask is not None:
     srcs.append(mask.expand(lead + (n, m)))
+  sym = srcs[0].node.logical[:-1] + (v.shape[-1],) if srcs[0].node.sym is not None else None
   node = LazyOp(L.ATTENTION, q.dtype, lead + (n, v.shape[-1]), tuple(s.node for s in srcs),
-                (scale, bool(is_causal)))
+                (scale, bool(is_causal)), sym=sym)
   return type(q)(node)
 
 
@@ -379,5 +390,6 @@ class ModelOps(TensorOps):
                     reduction: str = "mean", label_smoothing: float = 0.0):
     return cross_entropy(self, target, weight, ignore_index, reduction, label_smoothing)
 
-  def scaled_dot_product_attention(self, k, v, mask=None, is_causal: bool = False, scale=None):
-    return scaled_dot_product_attention(self, k, v, mask, is_causal, scale)
+  def scaled_dot_product_attention(self, k, v, mask=None, is_causal: bool = False, scale=None,
+                                   offset=None):
+    return scaled_dot_product_attention(self, k, v, mask, is_causal, scale, offset=offset)

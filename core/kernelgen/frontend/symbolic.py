@@ -12,6 +12,7 @@ the tensor's values. What this module adds to the ordinary ops:
 """
 from __future__ import annotations
 
+import math
 from ..dtype import dtypes
 from ..errors import ShapeError, UnsupportedError
 from ..graph.dims import Sym, physical, split_shape
@@ -80,6 +81,15 @@ def masked(x, axes, fill):
   from .combine import where
   out = where(ok, x, type(x).full((), fill, dtype=x.dtype, device=x.device))
   sym = tuple(x.shape[a] if a in axes else s for a, s in enumerate(logical(x)))
+  return with_sym(out, sym)
+
+
+def static_island(x, fn):
+  """fn(x) computed as if x's symbolic axes were static (their padding zeroed), the result given
+  x's logical shape back: for ops whose outputs at value positions read only values (scans)."""
+  sym = logical(x)
+  static = masked(x, range(x.ndim), 0)
+  out = fn(static)
   return with_sym(out, sym)
 
 
@@ -369,3 +379,33 @@ def compact(raw: bytes, phys: tuple, shape: tuple, item: int) -> bytes:
   for i in range(shape[0]):
     out += compact(raw[i * inner_phys:(i + 1) * inner_phys], phys[1:], shape[1:], item)
   return bytes(out)
+
+
+# ---- attention ----------------------------------------------------------------------------------
+
+def attention_operands(q, k, v, mask, causal: bool, offset):
+  """(k, v, mask) for sdpa over symbolic sizes: the keys' padding zeroed (so no unspecified
+  value meets a zero weight) and left out by a bool mask, which also holds the causal rule with
+  query i at position i + offset (`offset` an int or a Sym: a run-time value) and the given
+  mask."""
+  from .combine import where
+  cls, n, m = type(q), q.shape[-2], k.shape[-2]
+  keys = cls.arange(m, device=q.device).reshape(1, m)
+  ok = None
+  length = logical(k)[-2]
+  if isinstance(length, Sym):
+    ok = keys < scalar(cls, length, q.device)
+  if causal:
+    queries = cls.arange(n, device=q.device).reshape(n, 1)
+    seen = keys <= queries + scalar(cls, offset, q.device)
+    ok = seen if ok is None else ok & seen
+  if mask is not None and ok is not None:
+    if mask.dtype == dtypes.bool:
+      ok = ok & mask
+    else:     # a float mask: added where a key is kept
+      ok = where(ok, mask, cls.full((), -math.inf, dtype=mask.dtype, device=q.device))
+  elif ok is None:
+    ok = mask
+  k = masked(k, (k.ndim - 2,), 0)
+  v = masked(v, (v.ndim - 2,), 0)
+  return k, v, ok
