@@ -6,14 +6,12 @@ import os
 from contextlib import contextmanager
 
 from .errors import ExecutionError, ShapeError, internal_errors
-from .graph.lazy import Buffer, LazyOp
+from .graph.lazy import Buffer, L, LazyOp
 from .graph.schedule import row_limit, schedule
 
 # kg.jit (frontend/jit.py) records the kernels a call runs: while this is a list, each launch is
 # appended to it as (runtime, compiled kernel, output Buffer, the Buffers it binds, in order)
 recording: list | None = None
-# ... and the bound values of the symbolic dims those launches read (name -> value)
-recorded_values: dict = {}
 
 
 def _plan(pending: list[LazyOp]) -> tuple:
@@ -82,7 +80,8 @@ def realize(nodes: list[LazyOp]) -> None:
   waiting = None     # (runtime, item, compiled kernel, output Buffer): compiled, not yet run
   for at, item in enumerate(items):
     out = item.out
-    buffer = Buffer(out.device, out.dtype, out.size)
+    # an in-place write (L.WRITE) stores into its target's buffer; others into a new one
+    buffer = out.src[0].buffer if out.op is L.WRITE else Buffer(out.device, out.dtype, out.size)
     if not out.size:
       out.buffer, out.src = buffer, ()
       continue
@@ -158,7 +157,6 @@ def _launch(runtime, item, compiled, buffer: Buffer, values: dict) -> None:
   if recording is not None:
     bound = [buffer] + [src.buffer for src in item.inputs]
     recording.append((runtime, compiled, buffer, [bound[b.slot] for b in compiled.buffers]))
-    recorded_values.update(values)
   out.buffer, out.src = buffer, ()
 
 

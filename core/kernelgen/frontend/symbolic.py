@@ -409,3 +409,55 @@ def attention_operands(q, k, v, mask, causal: bool, offset):
   k = masked(k, (k.ndim - 2,), 0)
   v = masked(v, (v.ndim - 2,), 0)
   return k, v, ok
+
+
+# ---- in-place writes ----------------------------------------------------------------------------
+
+def write(t, index, value) -> None:
+  """`t[..., start:stop, ...] = value` (or `t[..., pos, ...] = value`) with a symbolic start, in
+  place: t's buffer (realized first, if it is not) gets value's elements along that axis at
+  positions start..stop-1, by one small kernel (L.WRITE) that binds the buffer and writes
+  nothing else; no copy of t. Every other axis is whole (`:`). t now reads the written buffer;
+  a lazy tensor built from t's earlier value and realized after the write sees it too (as a
+  view of a buffer updated in place does)."""
+  axis, start, stop, squeeze = _write_spec(t, index)
+  cls = type(t)
+  if not t.node.realized:
+    t.realize()
+  width = stop - start
+  region = tuple(physical(width) if a == axis else n for a, n in enumerate(t.shape))
+  v = value if isinstance(value, cls) else cls(value, device=t.device)
+  v = v.cast(t.dtype)
+  if squeeze:
+    v = v.reshape(tuple(logical(v)[:axis]) + (1,) + tuple(logical(v)[axis:]))
+  v = masked(v, range(v.ndim), 0) if v.node.sym is not None else v
+  if v.shape != region:
+    v = v.expand(region)
+  nodes = (t.node, v.node, scalar(cls, start, t.device).node, scalar(cls, stop, t.device).node)
+  t.node = LazyOp(L.WRITE, t.dtype, t.shape, nodes, axis, sym=t.node.sym or ())
+
+
+def _write_spec(t, index):
+  """(axis, start, stop, whether value lacks the axis) of a write's index."""
+  index = index if isinstance(index, tuple) else (index,)
+  if index and index[-1] is Ellipsis:
+    index = index[:-1]
+  found = None
+  for a, item in enumerate(index):
+    whole = isinstance(item, slice) and item == slice(None)
+    if whole:
+      continue
+    if found is not None:
+      raise UnsupportedError("an in-place write takes one position or slice with a symbolic "
+                             "start, every other axis whole (:)")
+    if isinstance(item, Sym):
+      found = (a, item, item + 1, True)
+    elif isinstance(item, slice) and item.step in (None, 1) and item.start is not None:
+      stop = logical(t)[a] if item.stop is None else item.stop
+      found = (a, item.start, stop, False)
+    else:
+      raise UnsupportedError(f"an in-place write takes a symbolic position or slice, got "
+                             f"{item!r} at axis {a}")
+  if found is None or not isinstance(found[1], (Sym, int)):
+    raise UnsupportedError("an in-place write needs a symbolic start: t[:, pos:pos + 1] = v")
+  return found

@@ -229,6 +229,14 @@ def split_shape(shape) -> tuple[tuple[int, ...], tuple | None]:
   return tuple(physical(s) for s in shape), shape
 
 
+def rebind(sym: tuple | None, values: dict) -> tuple | None:
+  """A logical shape with its dims bound to `values` (those it names)."""
+  if sym is None:
+    return None
+  return tuple(Sym(s.terms, s.const, s.ranges, {n: values[n] for n in s.names if n in values})
+               if isinstance(s, Sym) else s for s in sym)
+
+
 def bindings(syms) -> dict[str, int]:
   """{dim name: bound value} over `syms` (ShapeError on a dim bound to two values)."""
   out: dict[str, int] = {}

@@ -37,6 +37,10 @@ class L(Enum):
   ATTENTION = auto()  # src (q, k, v[, mask]) broadcast to this node's batch axes, arg = (scale,
                       # causal): softmax(q k^T scale + mask) v, always its own kernel, one pass
                       # over the keys per query row (lowering/attention.py)
+  WRITE = auto()    # an in-place write: src (target, value, start, stop), arg = axis: the
+                    # realized target's buffer with value written along axis at positions
+                    # start..stop-1 (int32 scalar nodes: run-time values); its kernel writes
+                    # only value's elements, into the target's own buffer (lower.write_stores)
   VAR = auto()      # a symbolic dim's bound value, an int32 scalar (shape ()) that kernels take
                     # as a run-time argument; arg = (name, lo, hi); `bound` holds the value
 
@@ -174,4 +178,4 @@ def chain_view(node: LazyOp, move: str, *args, sym: tuple | None = None) -> Lazy
 
 # ops whose logical shape is their sources' (merge_sym); ops that must be given one
 _ELEMENTWISE = frozenset({L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS})
-_CHECKED = frozenset({L.VIEW, L.SORTNET, L.REDUCE, L.ATTENTION})
+_CHECKED = frozenset({L.VIEW, L.SORTNET, L.REDUCE, L.ATTENTION, L.WRITE})
