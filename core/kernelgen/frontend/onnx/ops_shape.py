@@ -284,7 +284,7 @@ def _onehot(ins, at):
 def _gather(ins, at):
   x = ins[0]
   axis = axis_index(at.int("axis", 0), x.ndim)
-  static = ins.runner.known(ins.names[1])
+  static = ins.runner.constant(ins.names[1])     # not a feed's: token ids stay run-time data
   n = x.shape[axis]
   if static is not None and static.size <= 64:
     parts = []

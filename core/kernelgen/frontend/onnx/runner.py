@@ -77,9 +77,16 @@ class Runner:
     for want, got in zip(declared, shape):
       if isinstance(want, int) and want > 0 and want != got:
         raise ShapeError(f"input {name!r} has shape {shape}, the model declares {declared}")
-      if isinstance(want, str) and sizes.setdefault(want, got) != got:
+      if not isinstance(want, str) or want == "?":     # "?": an unnamed dim, its own unknown
+        continue
+      if sizes.setdefault(want, got) != got:
         raise ShapeError(f"input {name!r} gives {want} = {got}, another input gave "
                          f"{sizes[want]}: symbolic dims of one name must agree")
+      fixed = self.model.dims.get(want)
+      if isinstance(fixed, int) and got != fixed or \
+         isinstance(fixed, tuple) and not fixed[0] <= got <= fixed[1]:
+        raise ShapeError(f"input {name!r} gives {want} = {got}; the model was loaded with "
+                         f"dims {want}={fixed}")
 
   def _to_device(self, t: Tensor, what: str) -> Tensor:
     target = NARROW.get(t.dtype) or (dtypes.float32 if t.dtype == dtypes.float64 and
@@ -114,6 +121,14 @@ class Runner:
     if not self.folding:
       raw, dtype = narrow_bytes(raw, dtype, shape, what, self.model.float64)
     return tensor_from_bytes(raw, shape, dtype, "PYTHON" if self.folding else self.device)
+
+  def constant(self, name: str):
+    """The Static value of `name` when the program itself fixes it (an initializer, a Constant,
+    a folded node), else None: never a feed's host copy (data stays a run-time input)."""
+    s = self.static.get(name)
+    if isinstance(s, tuple):
+      return Static.from_bytes(*s)
+    return s
 
   def known(self, name: str):
     """The Static host value of `name` when known without running anything, else None."""
