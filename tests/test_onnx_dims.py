@@ -60,3 +60,56 @@ def test_dims_at_load_fix_or_bound_a_named_dim():
     kg.onnx.load(_embedding(), dims={"seq": 4})
   with pytest.raises(kg.ModelError, match="a size"):
     kg.onnx.load(_embedding(), dims={"batch": "one"})
+
+
+def _sequence_model():
+  """x (batch, sequence_length, 8) -> LayerNorm(x @ W) softmax over the sequence, mean over it."""
+  rng = np.random.default_rng(1)
+  w = rng.standard_normal((8, 8)).astype(np.float32)
+  scale, bias = np.ones(8, np.float32), np.zeros(8, np.float32)
+  x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "sequence_length", 8])
+  y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+  z = helper.make_tensor_value_info("z", TensorProto.FLOAT, None)
+  nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("LayerNormalization", ["h", "scale", "bias"], ["n"], axis=-1),
+           helper.make_node("Softmax", ["n"], ["y"], axis=1),
+           helper.make_node("ReduceMean", ["n", "axes"], ["z"], keepdims=0)]
+  inits = [numpy_helper.from_array(w, "w"), numpy_helper.from_array(scale, "scale"),
+           numpy_helper.from_array(bias, "bias"),
+           numpy_helper.from_array(np.array([1], np.int64), "axes")]
+  graph = helper.make_graph(nodes, "g", [x], [y, z], inits)
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+def test_a_ranged_dim_compiles_once_for_every_size(device):
+  ort = pytest.importorskip("onnxruntime")
+  if device == "WEBGPU":
+    from tools import missing_tool
+    try:
+      kg.Device["WEBGPU"]
+    except kg.DeviceError as error:
+      missing_tool("device WEBGPU", str(error))
+  src = _sequence_model()
+  session = ort.InferenceSession(src)
+  model = kg.onnx.load(src, dims={"sequence_length": (1, 33)})
+  kg.clear_cache()
+  rng = np.random.default_rng(2)
+  for k, seq in enumerate([1, 7, 33, 12, 2]):
+    x = rng.standard_normal((2, seq, 8)).astype(np.float32)
+    got = model.run({"x": x}, device=device)
+    want = session.run(None, {"x": x})
+    for name, w in zip(("y", "z"), want):
+      np.testing.assert_allclose(got[name].numpy(), w, rtol=1e-4, atol=1e-5)
+    if k == 0:
+      misses = kg.cache_info()["misses"]
+  assert kg.cache_info()["misses"] == misses
+
+
+def test_shape_of_a_symbolic_dim_is_refused_not_guessed():
+  x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["sequence_length", 4])
+  y = helper.make_tensor_value_info("y", TensorProto.INT64, None)
+  model = kg.onnx.load(_model([x], [helper.make_node("Shape", ["x"], ["y"])], [y]),
+                       dims={"sequence_length": (1, 9)})
+  with pytest.raises(kg.UnsupportedError, match="symbolic"):
+    model.run({"x": np.zeros((3, 4), np.float32)}, device="PYTHON")

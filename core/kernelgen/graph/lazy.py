@@ -118,8 +118,8 @@ class LazyOp:
       vars_made = True
     if sym is None and op in _ELEMENTWISE and any(s.sym is not None for s in self.src):
       sym = merge_sym(self.shape, [s.sym for s in self.src])
-    elif sym is None and op is L.GATHER:     # the index's (the table's gathered axis: read
-      sym = self.src[1].sym                 # at the index, its padding is never asked for)
+    elif sym is None and op is L.GATHER and any(s.sym is not None for s in self.src):
+      sym = _gather_sym(self)
     elif sym is None and op in _CHECKED and any(s.sym is not None for s in self.src):
       from ..errors import UnsupportedError
       raise UnsupportedError(f"{op.name.lower()} of a tensor with a symbolic axis "
@@ -174,6 +174,17 @@ def chain_view(node: LazyOp, move: str, *args, sym: tuple | None = None) -> Lazy
       return base
     moved = View.contiguous(base.shape)
   return LazyOp(L.VIEW, node.dtype, moved.shape, (base,), moved, sym=want or ())
+
+
+def _gather_sym(node: LazyOp) -> tuple:
+  """A gather's logical shape: the index's, and the table's on the other axes (the table's
+  gathered axis is read at the index: its padding is never asked for)."""
+  table, index = node.src
+  axis = node.arg
+  tsym = None
+  if table.sym is not None and len(table.shape) == len(node.shape):
+    tsym = tuple(n if a == axis else s for a, (s, n) in enumerate(zip(table.sym, node.shape)))
+  return merge_sym(node.shape, [index.sym, tsym])
 
 
 # ops whose logical shape is their sources' (merge_sym); ops that must be given one
