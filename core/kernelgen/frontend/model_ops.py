@@ -292,8 +292,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal: bool = False, sc
     raise ShapeError("give either a mask or is_causal=True, not both (as torch)")
   if offset is not None and not is_causal:
     raise ShapeError("offset places causal queries: give it with is_causal=True")
+  keys = None
   if offset is not None or any(t.node.sym is not None for t in (q, k, v)):
-    from .symbolic import attention_operands
+    from .symbolic import attention_operands, key_count
+    keys = key_count(k)
     k, v, mask = attention_operands(q, k, v, mask, is_causal, offset or 0)
     is_causal = False
   if q.ndim < 2 or k.ndim < 2 or v.ndim < 2 or q.shape[-1] != k.shape[-1] or \
@@ -304,7 +306,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal: bool = False, sc
   if mask is not None and not hasattr(mask, "shape"):
     mask = type(q)(mask, device=q.device)
   if _fusable(q, k, v, mask):
-    return _fused_attention(q, k, v, mask, is_causal, float(scale))
+    return _fused_attention(q, k, v, mask, is_causal, float(scale), keys)
   return _split_attention(q, k, v, mask, is_causal, scale)
 
 
@@ -328,8 +330,9 @@ def _fusable(q, k, v, mask) -> bool:
   return not (is_grad_enabled() and any(t.requires_grad for t in operands))
 
 
-def _fused_attention(q, k, v, mask, is_causal: bool, scale: float):
-  """The ATTENTION node over q, k, v (and mask) broadcast to their common batch axes."""
+def _fused_attention(q, k, v, mask, is_causal: bool, scale: float, keys=None):
+  """The ATTENTION node over q, k, v (and mask) broadcast to their common batch axes; `keys`
+  (an int32 scalar tensor): how many keys to walk (a symbolic key length)."""
   n, m = q.shape[-2], k.shape[-2]
   shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]]
   if mask is not None:
@@ -343,8 +346,12 @@ def _fused_attention(q, k, v, mask, is_causal: bool, scale: float):
   if mask is not None:
     srcs.append(mask.expand(lead + (n, m)))
   sym = srcs[0].node.logical[:-1] + (v.shape[-1],) if srcs[0].node.sym is not None else None
+  arg = (scale, bool(is_causal))
+  if keys is not None:
+    srcs.append(keys)
+    arg += ("keys",)
   node = LazyOp(L.ATTENTION, q.dtype, lead + (n, v.shape[-1]), tuple(s.node for s in srcs),
-                (scale, bool(is_causal)), sym=sym)
+                arg, sym=sym)
   return type(q)(node)
 
 

@@ -461,3 +461,10 @@ def _write_spec(t, index):
   if found is None or not isinstance(found[1], (Sym, int)):
     raise UnsupportedError("an in-place write needs a symbolic start: t[:, pos:pos + 1] = v")
   return found
+
+
+def key_count(k):
+  """How many keys attention over k (..., S, E) walks: S as an int32 scalar tensor when S is
+  symbolic (the loop stops at the bound value, not at S.hi), else None."""
+  length = logical(k)[-2]
+  return scalar(type(k), length, k.device) if isinstance(length, Sym) else None

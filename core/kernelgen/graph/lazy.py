@@ -34,9 +34,11 @@ class L(Enum):
   SORTNET = auto()  # steps of a sorting network on blocks of (key, index) word pairs, each
                     # block in workgroup memory: arg = (block, steps); always its own kernel
                     # (lowering/sortnet.py)
-  ATTENTION = auto()  # src (q, k, v[, mask]) broadcast to this node's batch axes, arg = (scale,
-                      # causal): softmax(q k^T scale + mask) v, always its own kernel, one pass
-                      # over the keys per query row (lowering/attention.py)
+  ATTENTION = auto()  # src (q, k, v[, mask][, keys]) broadcast to this node's batch axes, arg =
+                      # (scale, causal[, "keys"]): softmax(q k^T scale + mask) v, always its own
+                      # kernel, one pass over the keys per query row (lowering/attention.py);
+                      # with "keys", the last src (an int32 scalar, a run-time value) is how
+                      # many keys there are (a symbolic key length: the loop stops there)
   WRITE = auto()    # an in-place write: src (target, value, start, stop), arg = axis: the
                     # realized target's buffer with value written along axis at positions
                     # start..stop-1 (int32 scalar nodes: run-time values); its kernel writes
