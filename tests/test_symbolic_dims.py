@@ -263,3 +263,83 @@ def test_symbolic_kernels_validate_and_assemble():
   x = kg.Tensor.empty(n, 8, name="x")
   w = kg.Tensor.empty(8, 16, name="w")
   check_compiles([(x @ w).softmax(0), x.cumsum(0), x.layernorm(0)])
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin", "min", "prod", "any", "all", "std"])
+def test_more_reductions_over_the_symbolic_axis(op):
+  n = dim()
+  base = (DATA > 0) if op in ("any", "all") else DATA * 0.5 + (1.0 if op == "prod" else 0.0)
+
+  def build(v):
+    return getattr(_sym(base[:v], n.bind(v), 8), op)(0)
+  want = {"argmax": np.argmax, "argmin": np.argmin}
+  runs_once(build, lambda v, t: close(t, (want.get(op) or getattr(np, op))(base[:v], axis=0), 1e-4),
+            (1, 13, HI))
+
+
+def test_a_static_axis_gathered_keeps_the_symbolic_one():
+  n = dim()
+  idx = kg.Tensor(np.array([1, 3], np.int32))
+  runs_once(lambda v: kg.take(_sym(DATA[:v], n.bind(v), 8), idx, axis=1).sum(0),
+            lambda v, t: close(t, DATA[:v][:, [1, 3]].sum(0), 1e-4))
+
+
+def test_where_stack_and_broadcast_with_symbolic_operands():
+  n = dim()
+
+  def build(v):
+    x = _sym(DATA[:v], n.bind(v), 8)
+    y = kg.where(x > 0, x, x * 0.1) + kg.Tensor(DATA[0])
+    both = kg.stack([x, y], 0)
+    assert both.symbolic_shape == (2, n, 8)
+    return both.sum(1).max(0)
+  runs_once(build, lambda v, t: close(t, np.maximum(
+    DATA[:v].sum(0), (np.where(DATA[:v] > 0, DATA[:v], DATA[:v] * 0.1) + DATA[0]).sum(0)), 1e-4))
+
+
+def test_jit_replays_a_prefill_with_symbolic_tensor_arguments():
+  n = dim()
+  w = kg.Tensor(data(8, 8))
+
+  @kg.jit
+  def f(x):
+    return (x @ w).softmax(0).sum(1)
+  for v in (3, 13, 7, HI, 1):
+    got = f(_sym(DATA[:v], n.bind(v), 8))
+    assert got.symbolic_shape == (n,)
+    h = DATA[:v] @ w.numpy()
+    e = np.exp(h - h.max(0))
+    close(got, (e / e.sum(0)).sum(1), 1e-4)
+  assert f.replaying
+
+
+def test_jit_never_reuses_a_static_size_at_another():
+  @kg.jit
+  def f(x):
+    return x.sum(0)
+  for rows in (3, 3, 3, 5, 5):
+    close(f(kg.Tensor(DATA[:rows])), DATA[:rows].sum(0), 1e-4)
+
+
+def test_a_dim_read_by_kernels_but_bound_by_no_argument_is_an_error():
+  n = dim()
+  table = kg.Tensor(DATA)
+  state = {"v": 1}
+
+  @kg.jit
+  def f(x):
+    return table[:n.bind(state["v"])].sum(0) + x
+  x = kg.Tensor(np.zeros(8, np.float32))
+  for v in (1, 2, 3):
+    state["v"] = v
+    with pytest.raises(kg.UnsupportedError, match="no argument binds") if f.replaying else \
+         _no_error():
+      close(f(x), DATA[:v].sum(0), 1e-4)
+
+
+class _no_error:
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    return False
