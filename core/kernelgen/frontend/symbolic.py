@@ -468,3 +468,20 @@ def key_count(k):
   symbolic (the loop stops at the bound value, not at S.hi), else None."""
   length = logical(k)[-2]
   return scalar(type(k), length, k.device) if isinstance(length, Sym) else None
+
+
+def padded(raw: bytes, shape: tuple, phys: tuple, item: int) -> bytes:
+  """The bytes of a row-major array of `shape` laid out at the front of each axis of `phys`
+  (zeros after): compact's inverse."""
+  if not phys:
+    return raw
+  inner = item * prod_all(phys[1:])
+  out = bytearray(phys[0] * inner)
+  if tuple(shape[1:]) == tuple(phys[1:]):
+    out[:len(raw)] = raw
+    return bytes(out)
+  step = item * prod_all(shape[1:])
+  for i in range(shape[0]):
+    row = padded(raw[i * step:(i + 1) * step], shape[1:], phys[1:], item)
+    out[i * inner:(i + 1) * inner] = row
+  return bytes(out)
