@@ -121,11 +121,12 @@ def main() -> None:
   pos = kg.Dim("pos", 0, args.steps - 1)
   jitted = kg.jit(model)
   kg.clear_cache()
-  rows = [_run("symbolic", args.steps, args.device, lambda tok, t: jitted(tok, pos.bind(t)))]
-  program = next(s.program for s in jitted.signatures.values() if s.program is not None)
-  rows[0]["dispatches"] = len(program.steps)
-  kg.clear_cache()
-  rows.append(_run("static", args.static_steps, args.device, model.static_step))
+  with kg.no_grad():      # inference: sdpa is the fused kernel
+    rows = [_run("symbolic", args.steps, args.device, lambda tok, t: jitted(tok, pos.bind(t)))]
+    program = next(s.program for s in jitted.signatures.values() if s.program is not None)
+    rows[0]["dispatches"] = len(program.steps)
+    kg.clear_cache()
+    rows.append(_run("static", args.static_steps, args.device, model.static_step))
   print(f"decode: {args.layers} layers, d={args.d}, {args.heads} heads, on {args.device}; "
         f"load average {os.getloadavg()[0]:.1f}")
   print(f"{'way':9} {'steps':>5} {'compiled>2':>10} {'pipelines>2':>11} {'dispatches':>10} "

@@ -105,11 +105,16 @@ def _decode(model, step, first: int, steps: int, on_step=None) -> list[int]:
 
 
 def test_greedy_decode_matches_numpy_and_compiles_once(device):
+  """Without gradients sdpa is the fused kernel (its key loop stops at pos + 1); the 64-step
+  test below records gradients' split path (matmul, softmax, matmul over the cache)."""
   steps = 12 if device == "PTXSIM" else 20
   model = Decoder()
   kg.clear_cache()
   misses, step = [], kg.jit(model)
-  got = _decode(model, step, 3, steps, lambda t: misses.append(kg.cache_info()["misses"]))
+  with kg.no_grad():
+    assert any(c.name.startswith("attn") for c in kg.compile(
+      model(kg.Tensor(np.array([1], np.int32)), kg.Dim("pos", 0, MAX - 1).bind(0))))
+    got = _decode(model, step, 3, steps, lambda t: misses.append(kg.cache_info()["misses"]))
   assert step.replaying
   assert got == _reference(model, 3, steps)
   assert misses[1:] == [misses[1]] * (steps - 1), misses
