@@ -342,8 +342,15 @@ def _same_rows(node: LazyOp, red: LazyOp) -> bool:
   return node.arg[1] == red.arg[1] and node.src[0].shape == red.src[0].shape
 
 
+def _size_name(n) -> str:
+  """A size in a kernel name: an int, or a symbolic size by its expression (`n`, `posp1`)."""
+  if isinstance(n, int):
+    return str(n)
+  return str(n).replace(" ", "").replace("+", "p").replace("-", "m").replace("*", "x")
+
+
 def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:
-  dims = "_".join(map(str, node.shape)) or "1"
+  dims = "_".join(map(_size_name, node.logical)) or "1"
   if node.op is L.ATTENTION:
     return f"attn_{dims}"
   if node.op is L.WRITE:
@@ -352,7 +359,7 @@ def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:
   if reduce is None:
     return f"E_{dims}"
   src = reduce.src[0]
-  red = "_".join(str(src.shape[a]) for a in reduce.arg[1])
+  red = "_".join(_size_name(src.logical[a]) for a in reduce.arg[1])
   return f"r_{dims}__{red}"
 
 
