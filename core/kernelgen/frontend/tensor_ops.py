@@ -287,11 +287,14 @@ SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUTS, SPLIT_GROUPS = 1 << 16, 256, 256
 
 def _reduce_node(x: TensorOps, op: Ops, axes: tuple[int, ...]) -> TensorOps:
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-  sym = None
+  sym, lengths = None, ()
   if x.node.sym is not None:     # symbolic axes: their padding reduces as the identity
+    lengths = tuple((a, scalar(type(x), x.node.sym[a], x.device).node) for a in axes
+                    if isinstance(x.node.sym[a], Sym))
     x = masked(x, axes, _IDENTITY[op](x.dtype))
     sym = tuple(1 if i in axes else s for i, s in enumerate(x.node.logical))
   node = LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes), sym=sym)
+  node.bound = lengths or None   # the loops may stop there (lowering: Lowerer.limit)
   return record(type(x)(node), (x,), "reduce", (op, axes))
 
 
@@ -317,7 +320,7 @@ def _splits(x: TensorOps, axes: tuple[int, ...]) -> bool:
 
 def _reduce(x: TensorOps, op: Ops, axis, keepdim: bool) -> TensorOps:
   axes = resolve_axes(axis, x.ndim)
-  if x.node.sym is not None:     # symbolic axes: their padding reduces as the identity
+  if x.node.sym is not None and axes and _splits(x, axes):   # (a split reduction reshapes)
     x = masked(x, axes, _IDENTITY[op](x.dtype))
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
   if any(x.shape[a] == 0 for a in axes):      # nothing to reduce: the identity (sum 0, prod 1)

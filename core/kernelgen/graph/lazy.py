@@ -114,7 +114,10 @@ class LazyOp:
     self.op, self.dtype, self.shape, self.src, self.arg = op, dtype, tuple(shape), tuple(src), arg
     self.buffer = buffer
     self.device = device if device is not None else (src[0].device if src else None)
-    self.bound = bound     # L.VAR: the value its dim is bound to in this graph
+    # L.VAR: the value its dim is bound to in this graph; L.REDUCE over symbolic axes: ((axis,
+    # int32 scalar node of its logical length), ...): the elements past it are the identity
+    # (masked), so the lowering may stop its loops there (Lowerer.limit)
+    self.bound = bound
     if op is L.VAR:
       global vars_made
       vars_made = True
