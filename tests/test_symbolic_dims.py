@@ -343,3 +343,27 @@ class _no_error:
 
   def __exit__(self, *exc):
     return False
+
+
+def _loops_stop_at_a_dim(tensor, target="python") -> list[bool]:
+  """For each kernel with a loop: whether some loop's end depends on a symbolic dim (VAR)."""
+  from kernelgen.uop.ops import Ops, toposort
+  out = []
+  for kernel in kg.compile(tensor, target=target):
+    ends = [u.src[0] for u in kernel.kernel.uops if u.op is Ops.RANGE]
+    if ends:
+      out.append(any(v.op is Ops.VAR for e in ends for v in toposort([e])))
+  return out
+
+
+@pytest.mark.parametrize("build", [
+  lambda n: kg.Tensor.empty(n, 8, name="x").sum(0),                       # grouped
+  lambda n: kg.Tensor.empty(64, n, name="x").sum(1),                      # a loop per output
+  lambda n: kg.Tensor.empty(8, n, name="x").softmax(-1),                  # a row kernel
+  lambda n: kg.Tensor.empty(16, n, name="a") @ kg.Tensor.empty(n, 16, name="b"),   # tiles
+  lambda n: kg.scaled_dot_product_attention(kg.Tensor.empty(1, 2, 1, 8, name="q"),
+                                            kg.Tensor.empty(1, 2, n, 8, name="k"),
+                                            kg.Tensor.empty(1, 2, n, 8, name="v"))])
+def test_loops_over_a_symbolic_axis_stop_at_its_bound_value(build):
+  got = _loops_stop_at_a_dim(build(dim()))
+  assert got and all(got), got

@@ -390,7 +390,8 @@ class Lowerer:
     op, axes = node.arg
     src = node.src[0]
     if id(node) not in self.loops:
-      self.loops[id(node)] = self._tile_loop([src.shape[a] for a in axes])
+      self.loops[id(node)] = self._tile_loop([src.shape[a] for a in axes],
+                                             self.limit(node, axes))
     ranges, lanes = self.loops[id(node)]
     points = []
     for where, valid in lanes:
@@ -412,14 +413,15 @@ class Lowerer:
     rest = prod(node.src[0].shape[a] for a in axes[1:])
     return count * int_const(rest) if rest != 1 else count
 
-  def _tile_loop(self, shape: list) -> tuple[list, list]:
+  def _tile_loop(self, shape: list, limit: UOp | None = None) -> tuple[list, list]:
     """(ranges, [(indices, valid)]) of a tiled reduction over `shape`: a loop over the leading
     axes (unrolled TILE_UNROLL times where that divides it and nothing else is unrolled), the
-    trailing axes that _inner_split picks unrolled completely in each step."""
+    trailing axes that _inner_split picks unrolled completely in each step; `limit` (Lowerer.
+    limit: how many elements hold values) stops the loop where nothing is unrolled."""
     k, total = _inner_split(shape, self.tile_inner), prod(shape)
     outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
     unroll = TILE_UNROLL if k == len(shape) and total % TILE_UNROLL == 0 else 1
-    ranges, lanes = self._loop(outer, unroll=unroll)
+    ranges, lanes = self._loop(outer, unroll=unroll, limit=limit if k == len(shape) else None)
     return ranges, [(unravel([(lin, 1, outer)], 0, shape[:k]) + [int_const(i) for i in at], valid)
                     for lin, valid in lanes for at in inner]
 
