@@ -367,3 +367,16 @@ def _loops_stop_at_a_dim(tensor, target="python") -> list[bool]:
 def test_loops_over_a_symbolic_axis_stop_at_its_bound_value(build):
   got = _loops_stop_at_a_dim(build(dim()))
   assert got and all(got), got
+
+
+def test_an_elementwise_kernel_launches_only_the_workgroups_its_bound_size_needs():
+  from kernelgen.uop.program import launch_dispatch
+  n = kg.Dim("n", 1, 4096)
+  x = kg.Tensor.empty(n, 8, name="x")
+  (kernel,) = kg.compile(x * 2, target="wgsl")
+  full = kernel.launch.dispatch
+  assert launch_dispatch(kernel.launch, {"n": 4096}) == full
+  small = launch_dispatch(kernel.launch, {"n": 3})
+  assert small[0] * kernel.launch.workgroup_size[0] >= 3 * 8 and small[0] < full[0]
+  (static,) = kg.compile(kg.Tensor.empty(4096, 8, name="x") * 2, target="wgsl")
+  assert static.launch.grid == () and static.source == kernel.source.replace("E_n_8", "E_4096_8")

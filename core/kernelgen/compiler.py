@@ -134,6 +134,7 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
   from .lowering.optimize import optimize
   options = dict(get_target(target).check_options(options or {}))
   from .lowering.tensorcore import lower_tensor_cores
+  opts = None              # (tensor-core kernels have none)
   with internal_errors("tensor_cores", item.name):
     lowered = lower_tensor_cores(item, target, options)       # tensor cores (matmuls on PTX)
   if lowered is None:
@@ -147,10 +148,32 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
   render_options = get_target(target).render_options(options)
   out = compile_kernel(sink, item.name, target, render_options,     # verify ... render
                        {b.slot: b.name for b in buffers}, print_after)
-  if target != "python":
-    return out
-  with internal_errors("render", item.name):
-    return python_compiled(out)
+  if target == "python":
+    with internal_errors("render", item.name):
+      out = python_compiled(out)
+  return with_grid(out, item, opts)
+
+
+def with_grid(compiled, item, opts):
+  """`compiled` with a run-time grid (Launch.grid) where its output's leading axis is symbolic
+  and its threads take consecutive outputs (lower._thread_stores): the workgroups past the
+  bound size would only compute padding."""
+  import dataclasses
+  from .graph.dims import Sym
+  from .graph.lazy import L
+  out = item.out
+  sym = out.sym
+  if sym is None or opts is None or item.rows or opts.group or opts.stage or opts.tile or \
+     out.op in (L.ATTENTION, L.SORTNET, L.WRITE) or not isinstance(sym[0], Sym) or \
+     any(isinstance(s, Sym) for s in sym[1:]) or compiled.global_size[1:] != (1, 1) or \
+     tuple(compiled.launch.dispatch) != tuple(compiled.global_size):
+    return compiled
+  inner = 1
+  for s in sym[1:]:
+    inner *= s
+  need = sym[0] * inner
+  grid = ((tuple(need.terms), need.const, max(opts.local, 1) * max(opts.upcast, 1)),)
+  return dataclasses.replace(compiled, launch=dataclasses.replace(compiled.launch, grid=grid))
 
 
 def python_compiled(kernel: Kernel):

@@ -116,6 +116,12 @@ def var_values(pending: list[LazyOp]) -> dict[str, int]:
     if id(node) in seen or node.realized:
       continue
     seen.add(id(node))
+    if node.sym is not None:       # a symbolic size's binding sets a run-time grid too
+      for s in node.sym:
+        for name, v in getattr(s, "values", {}).items():
+          if values.setdefault(name, v) != v:
+            raise ShapeError(f"dim {name} is bound to {values[name]} and to {v} in one "
+                             f"realize: bind it once per call")
     if node.op is lazy_graph.L.VAR:
       name = node.arg[0]
       if node.bound is None:

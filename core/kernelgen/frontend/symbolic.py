@@ -78,8 +78,7 @@ def masked(x, axes, fill):
   ok = valid(x, axes)
   if ok is None:
     return x
-  from .combine import where
-  out = where(ok, x, type(x).full((), fill, dtype=x.dtype, device=x.device))
+  out = ok.where(x, type(x).full((), fill, dtype=x.dtype, device=x.device))
   sym = tuple(x.shape[a] if a in axes else s for a, s in enumerate(logical(x)))
   return with_sym(out, sym)
 
@@ -218,7 +217,6 @@ def expand(x, shape):
 def pad(x, pads, value):
   """Tensor.pad (constant) of a tensor with symbolic axes: the fill after a symbolic axis's values
   comes where its padding was (positions s + before.., masked), the rest as usual."""
-  from .combine import where
   sym = logical(x)
   after = [a for a, (s, (b, e)) in enumerate(zip(sym, pads)) if isinstance(s, Sym) and e]
   moved = tuple((b, e) for b, e in pads)
@@ -235,7 +233,7 @@ def pad(x, pads, value):
       ok = (ramp >= lo) & (ramp < scalar(type(x), hi, x.device))
       keep = ok if keep is None else keep & ok
   fill = type(x).full((), value, dtype=x.dtype, device=x.device)
-  return with_sym(where(keep, out, fill), out_sym)
+  return with_sym(keep.where(out, fill), out_sym)
 
 
 def cat(tensors, axis: int):
@@ -278,7 +276,6 @@ def gather_at(x, axis: int, start, n: int):
   """x read along `axis` at start + 0, start + 1, ... (n positions; `start` an int32 tensor of
   shape ()): a gather, so a run-time start needs no new kernel. Positions outside the axis read
   0. Other axes keep their logical sizes; `axis` becomes static n."""
-  from .indexing_ops import gather_along
   shape = [1] * x.ndim
   shape[axis] = n
   index = type(x).arange(n, device=x.device).reshape(shape) + start
@@ -286,7 +283,7 @@ def gather_at(x, axis: int, start, n: int):
   index = index.expand(full) if tuple(index.shape) != full else index
   sym = tuple(n if a == axis else s for a, s in enumerate(logical(x)))
   index = with_sym(index, sym)
-  return gather_along(x, axis, index)
+  return x.gather(axis, index)
 
 
 def getitem(x, index):
@@ -388,7 +385,6 @@ def attention_operands(q, k, v, mask, causal: bool, offset):
   value meets a zero weight) and left out by a bool mask, which also holds the causal rule with
   query i at position i + offset (`offset` an int or a Sym: a run-time value) and the given
   mask."""
-  from .combine import where
   cls, n, m = type(q), q.shape[-2], k.shape[-2]
   keys = cls.arange(m, device=q.device).reshape(1, m)
   ok = None
@@ -403,7 +399,7 @@ def attention_operands(q, k, v, mask, causal: bool, offset):
     if mask.dtype == dtypes.bool:
       ok = ok & mask
     else:     # a float mask: added where a key is kept
-      ok = where(ok, mask, cls.full((), -math.inf, dtype=mask.dtype, device=q.device))
+      ok = ok.where(mask, cls.full((), -math.inf, dtype=mask.dtype, device=q.device))
   elif ok is None:
     ok = mask
   k = masked(k, (k.ndim - 2,), 0)
