@@ -380,3 +380,23 @@ def test_an_elementwise_kernel_launches_only_the_workgroups_its_bound_size_needs
   assert small[0] * kernel.launch.workgroup_size[0] >= 3 * 8 and small[0] < full[0]
   (static,) = kg.compile(kg.Tensor.empty(4096, 8, name="x") * 2, target="wgsl")
   assert static.launch.grid == () and static.source == kernel.source.replace("E_n_8", "E_4096_8")
+
+
+def test_a_mean_loss_over_a_symbolic_batch_divides_by_the_bound_size():
+  n = dim()
+  logits, probs = data(HI, 5), np.abs(data(HI, 5))
+  probs /= probs.sum(1, keepdims=True)
+
+  def want(v):
+    x = logits[:v].astype(np.float64)
+    logp = x - x.max(1, keepdims=True) - np.log(np.exp(x - x.max(1, keepdims=True)).sum(1,
+                                                                                        keepdims=True))
+    return -(logp * probs[:v]).sum(1).mean()
+  runs_once(lambda v: _sym(logits[:v], n.bind(v), 5).cross_entropy(_sym(probs[:v], n.bind(v), 5)),
+            lambda v, t: close(t, np.float32(want(v)), 1e-4))
+
+
+def test_flip_along_a_symbolic_axis(device):
+  n = dim()
+  runs_once(lambda v: _sym(DATA[:v], n.bind(v), 8).flip((0, 1)).cumsum(0),
+            lambda v, t: close(t, np.cumsum(DATA[:v][::-1, ::-1], 0), 1e-4))

@@ -481,3 +481,20 @@ def padded(raw: bytes, shape: tuple, phys: tuple, item: int) -> bytes:
     row = padded(raw[i * step:(i + 1) * step], shape[1:], phys[1:], item)
     out[i * inner:(i + 1) * inner] = row
   return bytes(out)
+
+
+def flip(x, axes):
+  """x reversed along `axes`; a symbolic axis of size s reads position s - 1 - i (a gather at a
+  run-time index: its values stay at the front)."""
+  static = tuple(a for a in axes if not isinstance(logical(x)[a], Sym))
+  out = x._move("flip", static) if static else x
+  for a in axes:
+    s = logical(x)[a]
+    if isinstance(s, Sym):
+      shape = [1] * x.ndim
+      shape[a] = x.shape[a]
+      ramp = type(x).arange(x.shape[a], device=x.device).reshape(shape)
+      index = with_sym((scalar(type(x), s - 1, x.device) - ramp).expand(out.shape),
+                       logical(out))
+      out = with_sym(out.gather(a, index), logical(out))
+  return out

@@ -414,6 +414,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, NNOps
 
   def flip(self, axis=None) -> Tensor:
     axes = resolve_axes(axis, self.ndim)
+    if self.node.sym is not None and any(isinstance(self.node.sym[a], Sym) for a in axes):
+      from .symbolic import flip
+      return flip(self, axes)
     return self._move("flip", axes) if axes else self
 
   def _step(self, steps) -> Tensor:
