@@ -113,3 +113,43 @@ def test_shape_of_a_symbolic_dim_is_refused_not_guessed():
                        dims={"sequence_length": (1, 9)})
   with pytest.raises(kg.UnsupportedError, match="symbolic"):
     model.run({"x": np.zeros((3, 4), np.float32)}, device="PYTHON")
+
+
+def _attention_with_past():
+  """One attention step with a KV cache: q, k, v (1, new, 8) for the new tokens; past_key and
+  past_value (1, past, 8); present = Concat(past, new) along the sequence; softmax(q k^T) v."""
+  f = TensorProto.FLOAT
+  ins = [helper.make_tensor_value_info(n, f, [1, "new", 8]) for n in ("q", "k", "v")]
+  ins += [helper.make_tensor_value_info(n, f, [1, "past_sequence_length", 8])
+          for n in ("past_key", "past_value")]
+  outs = [helper.make_tensor_value_info(n, f, None) for n in ("y", "present_key",
+                                                              "present_value")]
+  nodes = [helper.make_node("Concat", ["past_key", "k"], ["present_key"], axis=1),
+           helper.make_node("Concat", ["past_value", "v"], ["present_value"], axis=1),
+           helper.make_node("Transpose", ["present_key"], ["kt"], perm=[0, 2, 1]),
+           helper.make_node("MatMul", ["q", "kt"], ["s"]),
+           helper.make_node("Softmax", ["s"], ["p"], axis=-1),
+           helper.make_node("MatMul", ["p", "present_value"], ["y"])]
+  graph = helper.make_graph(nodes, "g", ins, outs)
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_past_key_values_with_a_symbolic_past_length_compile_once():
+  ort = pytest.importorskip("onnxruntime")
+  src = _attention_with_past()
+  session = ort.InferenceSession(src)
+  model = kg.onnx.load(src, dims={"new": 1, "past_sequence_length": (0, 24)})
+  rng = np.random.default_rng(3)
+  past_k = past_v = np.zeros((1, 0, 8), np.float32)
+  kg.clear_cache()
+  misses = []
+  for step in range(12):
+    q, k, v = (rng.standard_normal((1, 1, 8)).astype(np.float32) for _ in range(3))
+    feeds = {"q": q, "k": k, "v": v, "past_key": past_k, "past_value": past_v}
+    got = model.run(feeds, device="PYTHON")
+    want = session.run(None, feeds)
+    for name, w in zip(("y", "present_key", "present_value"), want):
+      np.testing.assert_allclose(got[name].numpy(), w, rtol=1e-5, atol=1e-6)
+    past_k, past_v = want[1], want[2]
+    misses.append(kg.cache_info()["misses"])
+  assert misses[2:] == [misses[1]] * 10, misses

@@ -143,20 +143,8 @@ def symbolic(x, shape):
 def _host_padded(x, phys, sym):
   from ..graph.lazy import Buffer
   item = x.dtype.itemsize
-  data = bytearray(x.node.buffer.copyout())
-  for a in reversed(range(x.ndim)):
-    if phys[a] == x.shape[a]:
-      continue
-    inner = item
-    for n in phys[a + 1:]:
-      inner *= n
-    outer = len(data) // (x.shape[a] * inner)
-    grown = bytearray()
-    for o in range(outer):
-      grown += data[o * x.shape[a] * inner:(o + 1) * x.shape[a] * inner]
-      grown += bytes((phys[a] - x.shape[a]) * inner)
-    data = grown
-  buffer = Buffer(x.device, x.dtype, len(data) // item, bytes(data), x.node.buffer.name)
+  data = padded(x.node.buffer.copyout(), x.shape, phys, item)
+  buffer = Buffer(x.device, x.dtype, len(data) // item, data, x.node.buffer.name)
   buffer.is_input = x.node.buffer.is_input
   return type(x)(LazyOp(L.BUFFER, x.dtype, phys, device=x.device, buffer=buffer, sym=sym))
 
