@@ -400,3 +400,13 @@ def test_flip_along_a_symbolic_axis(device):
   n = dim()
   runs_once(lambda v: _sym(DATA[:v], n.bind(v), 8).flip((0, 1)).cumsum(0),
             lambda v, t: close(t, np.cumsum(DATA[:v][::-1, ::-1], 0), 1e-4))
+
+
+def test_a_matmul_with_symbolic_m_launches_the_tiles_its_bound_size_needs():
+  from kernelgen.uop.program import launch_dispatch
+  n = kg.Dim("n", 1, 4096)
+  y = kg.Tensor.empty(n, 32, name="a") @ kg.Tensor.empty(32, 48, name="b")
+  (kernel,) = kg.compile(y, target="wgsl")
+  assert kernel.launch.grid
+  assert launch_dispatch(kernel.launch, {"n": 4096}) == kernel.launch.dispatch
+  assert launch_dispatch(kernel.launch, {"n": 5})[0] < kernel.launch.dispatch[0]

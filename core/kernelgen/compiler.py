@@ -156,23 +156,31 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
 
 def with_grid(compiled, item, opts):
   """`compiled` with a run-time grid (Launch.grid) where its output's leading axis is symbolic
-  and its threads take consecutive outputs (lower._thread_stores): the workgroups past the
-  bound size would only compute padding."""
+  and its threads are laid out in row-major order over the outputs (lower._thread_stores) or
+  over register tiles (lowerer.tile_threads): the workgroups past the bound size would only
+  compute padding."""
   import dataclasses
   from .graph.dims import Sym
   from .graph.lazy import L
+  from .lowering.lowerer import tile_axes
   out = item.out
   sym = out.sym
-  if sym is None or opts is None or item.rows or opts.group or opts.stage or opts.tile or \
+  if sym is None or opts is None or item.rows or opts.group or opts.stage or \
      out.op in (L.ATTENTION, L.SORTNET, L.WRITE) or not isinstance(sym[0], Sym) or \
      any(isinstance(s, Sym) for s in sym[1:]) or compiled.global_size[1:] != (1, 1) or \
      tuple(compiled.launch.dispatch) != tuple(compiled.global_size):
     return compiled
-  inner = 1
-  for s in sym[1:]:
-    inner *= s
-  need = sym[0] * inner
-  grid = ((tuple(need.terms), need.const, max(opts.local, 1) * max(opts.upcast, 1)),)
+  rows, inner, per = 1, 1, max(opts.local, 1) * max(opts.upcast, 1)
+  if opts.tile:            # one thread per R x C block, blocks in row-major order
+    sizes = dict(zip(opts.tile_axes or tile_axes(out.shape), opts.tile))
+    rows, per = sizes.get(0, 1), max(opts.local, 1) * sizes.get(0, 1)
+    for a, n in enumerate(out.shape[1:], 1):
+      inner *= -(-n // sizes.get(a, 1))
+  else:
+    for s in sym[1:]:
+      inner *= s
+  need = (sym[0] + rows - 1) * inner     # threads needed, times `rows`: ceil(S / rows) blocks
+  grid = ((tuple(need.terms), need.const, per),)
   return dataclasses.replace(compiled, launch=dataclasses.replace(compiled.launch, grid=grid))
 
 
