@@ -410,3 +410,11 @@ def test_a_matmul_with_symbolic_m_launches_the_tiles_its_bound_size_needs():
   assert kernel.launch.grid
   assert launch_dispatch(kernel.launch, {"n": 4096}) == kernel.launch.dispatch
   assert launch_dispatch(kernel.launch, {"n": 5})[0] < kernel.launch.dispatch[0]
+
+
+def test_a_row_kernel_launches_the_rows_its_bound_size_needs():
+  from kernelgen.uop.program import launch_dispatch
+  n = kg.Dim("n", 1, 512)
+  kernels = kg.compile(kg.Tensor.empty(n, 64, name="x").softmax(-1), target="wgsl")
+  (kernel,) = [k for k in kernels if k.launch.grid]
+  assert launch_dispatch(kernel.launch, {"n": 3})[0] < kernel.launch.dispatch[0]

@@ -159,12 +159,13 @@ def with_grid(compiled, item, opts):
   and its threads are laid out in row-major order over the outputs (lower._thread_stores) or
   over register tiles (lowerer.tile_threads): the workgroups past the bound size would only
   compute padding."""
-  import dataclasses
   from .graph.dims import Sym
   from .graph.lazy import L
   from .lowering.lowerer import tile_axes
   out = item.out
   sym = out.sym
+  if item.rows and sym is not None and opts is not None:
+    return _row_grid(compiled, item, opts)
   if sym is None or opts is None or item.rows or opts.group or opts.stage or \
      out.op in (L.ATTENTION, L.SORTNET, L.WRITE) or not isinstance(sym[0], Sym) or \
      any(isinstance(s, Sym) for s in sym[1:]) or compiled.global_size[1:] != (1, 1) or \
@@ -180,8 +181,32 @@ def with_grid(compiled, item, opts):
     for s in sym[1:]:
       inner *= s
   need = (sym[0] + rows - 1) * inner     # threads needed, times `rows`: ceil(S / rows) blocks
+  return _gridded(compiled, need, per)
+
+
+def _gridded(compiled, need, per: int):
+  import dataclasses
   grid = ((tuple(need.terms), need.const, per),)
   return dataclasses.replace(compiled, launch=dataclasses.replace(compiled.launch, grid=grid))
+
+
+def _row_grid(compiled, item, opts):
+  """A row kernel's run-time grid: its rows (the outer axes, row-major: a thread, or with
+  row_lanes a workgroup, each) past a leading symbolic outer axis's bound size."""
+  from .graph.dims import Sym
+  from .graph.schedule import row_node
+  out = item.out
+  outer = [a for a in range(len(out.shape)) if a not in item.rows]
+  if row_node(out) is not out or not outer or outer[0] != 0 or \
+     not isinstance(out.sym[0], Sym) or any(isinstance(s, Sym) for s in out.sym[1:]) or \
+     compiled.global_size[1:] != (1, 1) or \
+     tuple(compiled.launch.dispatch) != tuple(compiled.global_size):
+    return compiled
+  inner = 1
+  for a in outer[1:]:
+    inner *= out.shape[a]
+  lanes = max(opts.row_lanes, 1)
+  return _gridded(compiled, out.sym[0] * inner, 1 if lanes > 1 else max(opts.local, 1))
 
 
 def python_compiled(kernel: Kernel):
