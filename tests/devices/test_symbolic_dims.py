@@ -1,4 +1,4 @@
-"""Symbolic dims (kg.Dim, graph/dims.py, frontend/symbolic.py): each op family at both ends of a
+"""Symbolic dims (kg.Dim, graph/dims.py, tensor/symbolic.py): each op family at both ends of a
 dim's range and at a value that divides no tile, vector or workgroup size, on PYTHON, PTXSIM and
 WEBGPU, against numpy; one compiled kernel per kernel for every bound value; the kernels'
 WGSL validates and their PTX assembles."""
