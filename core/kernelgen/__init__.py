@@ -18,7 +18,7 @@ from .device import Device
 from .dtype import DType, dtypes
 from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, ExecutionError,
                      IndexOutOfRangeError, KernelgenError, LimitError, ModelError, ShapeError,
-                     UnsupportedError, VerifyError)
+                     StoppedError, UnsupportedError, VerifyError)
 from .tensor.tensor import Tensor, cat, stack, where
 from .graph.dims import Dim, Sym
 from .tensor.ops.scan import cummax, cummin, cumprod, cumsum
@@ -59,7 +59,7 @@ __all__ = ["Tensor", "Dim", "Sym", "dtypes", "DType", "Device", "compile", "wher
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
-           "BufferNameError",
+           "BufferNameError", "StoppedError",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
            "save", "load", "SafetensorsError", "onnx", "ModelError",
            "clear_cache", "set_cache_size", "cache_info"]

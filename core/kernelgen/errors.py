@@ -68,6 +68,10 @@ class ExecutionError(KernelgenError):
   """A kernel did something invalid while running (out-of-bounds access, uninitialised read)."""
 
 
+class StoppedError(ExecutionError):
+  """A run stopped on request: its progress callback returned False (PTXSIM, bundles)."""
+
+
 REPORT = ("This is a bug in kernelgen, not in your program: please report it, with the program "
           "that triggered it (the Python that builds the tensors, and the target, arch and "
           "options or the device it ran on), to the kernelgen issue tracker.")

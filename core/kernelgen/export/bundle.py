@@ -25,6 +25,7 @@ from ..graph.view import prod
 from ..uop.program import Binding, CompiledKernel, Launch
 from ..tensor.symbolic import compact, padded
 from .plan import FORMAT, make_plan
+from .progress import RunProgress
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
 LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader.js")
@@ -83,18 +84,24 @@ class Bundle:
     self.outputs = [_public(e) for e in self.manifest["outputs"]]
     self._devices: dict[str, tuple] = {}
 
-  def run(self, inputs: dict, device: str | None = None) -> dict:
+  def run(self, inputs: dict, device: str | None = None, progress=None) -> dict:
     """{output name: Tensor on `device`} for `inputs` ({input name: Tensor, numpy array, list,
     bytes or array.array}). device: "CUDA" or "PTXSIM" for a ptx bundle (default CUDA where
-    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle."""
+    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle. `progress(info)` is called
+    before each kernel (and on PTXSIM as its blocks run) with kernel i of n and an estimate of
+    the seconds left; returning False stops the run (StoppedError); see export/progress.py."""
     device = Device.canonical(device or self._default_device())
     runtime, handles, kernels = self._prepare(device)
     specs = self.manifest["inputs"]
     values = _dim_values(self.manifest.get("dims", []), specs, inputs)
     for spec, data in zip(specs, _input_bytes(specs, inputs, values)):
       runtime.copyin(handles[self._storage(spec)], data)
-    for kernel, binding_handles in kernels:
-      runtime.run(kernel, binding_handles, values)
+    report = RunProgress(progress, [k for k, _ in kernels]) if progress is not None else None
+    for i, (kernel, binding_handles) in enumerate(kernels):
+      if report is not None:
+        report.kernel(i)
+      runtime.run(kernel, binding_handles, values, **({"progress": report.blocks}
+                                                       if report and device == "PTXSIM" else {}))
     return {spec["name"]: self._output(runtime, device, handles, spec, values)
             for spec in self.manifest["outputs"]}
 
