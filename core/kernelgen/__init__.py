@@ -23,6 +23,7 @@ from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, Exe
                      IndexOutOfRangeError, InputError, KernelgenError, LimitError, ModelError,
                      ShapeError, StoppedError, SymbolicDimWarning, UnsupportedError, VerifyError)
 from .tensor.tensor import Tensor, cat, stack, where
+from .graph.dims import Dim, Sym
 from .tensor.ops.scan import cummax, cummin, cumprod, cumsum
 from .tensor.ops.sort import argsort, sort, topk
 from .tensor.ops.einsum import einsum
@@ -63,7 +64,7 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
   return compile_program([t.node for t in tensors], target, options, print_after)
 
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+__all__ = ["Tensor", "Dim", "Sym", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
            "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",

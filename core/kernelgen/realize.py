@@ -5,8 +5,8 @@ import gc
 import os
 from contextlib import contextmanager
 
-from .errors import ExecutionError, internal_errors
-from .graph.lazy import Buffer, LazyOp
+from .errors import ExecutionError, ShapeError, internal_errors
+from .graph.lazy import Buffer, L, LazyOp
 from .graph.schedule import row_limit, schedule
 
 # kg.jit (tensor/jit.py) records the kernels a call runs: while this is a list, each launch is
@@ -77,6 +77,7 @@ def realize(nodes: list[LazyOp]) -> None:
   pending = [n for n in nodes if not n.realized]
   if not pending:
     return
+  values = var_values(pending)
   with _collector_paused():
     items, plan = _plan(pending)
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
@@ -88,13 +89,14 @@ def realize(nodes: list[LazyOp]) -> None:
     item = waiting[1]
     if progress is not None:
       progress(done, len(items), item.name, item.out.device, True)
-    _launch(*waiting)
+    _launch(*waiting, values)
     done += 1
     if progress is not None:
       progress(done, len(items), item.name, item.out.device, False)
   for at, item in enumerate(items):
     out = item.out
-    buffer = Buffer(out.device, out.dtype, out.size)
+    # an in-place write (L.WRITE) stores into its target's buffer; others into a new one
+    buffer = out.src[0].buffer if out.op is L.WRITE else Buffer(out.device, out.dtype, out.size)
     if not out.size:
       out.buffer, out.src = buffer, ()
       continue
@@ -115,6 +117,38 @@ def realize(nodes: list[LazyOp]) -> None:
     launch(waiting)
 
 
+def var_values(pending: list[LazyOp]) -> dict[str, int]:
+  """{dim name: bound value} of the symbolic dims (L.VAR nodes) the unrealized graph under
+  `pending` reads: its kernels' run-time arguments. ShapeError for a dim bound to two values,
+  or read unbound. (No walk at all until some graph has made a VAR.)"""
+  from .graph import lazy as lazy_graph
+  if not lazy_graph.vars_made:
+    return {}
+  values: dict[str, int] = {}
+  stack, seen = list(pending), set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or node.realized:
+      continue
+    seen.add(id(node))
+    if node.sym is not None:       # a symbolic size's binding sets a run-time grid too
+      for s in node.sym:
+        for name, v in getattr(s, "values", {}).items():
+          if values.setdefault(name, v) != v:
+            raise ShapeError(f"dim {name} is bound to {values[name]} and to {v} in one "
+                             f"realize: bind it once per call")
+    if node.op is lazy_graph.L.VAR:
+      name = node.arg[0]
+      if node.bound is None:
+        raise ShapeError(f"dim {name} is read unbound: bind it (e.g. {name}.bind(7)) where the "
+                         f"tensor is built")
+      if values.setdefault(name, node.bound) != node.bound:
+        raise ShapeError(f"dim {name} is bound to {values[name]} and to {node.bound} in one "
+                         f"realize: bind it once per call")
+    stack.extend(node.src)
+  return values
+
+
 def _compile(item, runtime, buffer: Buffer, searching: bool):
   """The compiled kernel of `item` for `runtime` (the compile cache's, cache.py); the search
   mode first times candidate options on the kernel's buffers."""
@@ -132,7 +166,7 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
     return cached_compile(item, runtime.target or "python", options)
 
 
-def _launch(runtime, item, compiled, buffer: Buffer) -> None:
+def _launch(runtime, item, compiled, buffer: Buffer, values: dict) -> None:
   """Run the compiled kernel of `item` into `buffer`; only then is its node realized (a kernel
   cut short, by Ctrl-C or an error, leaves its node unrealized, to run again)."""
   out = item.out
@@ -140,7 +174,7 @@ def _launch(runtime, item, compiled, buffer: Buffer) -> None:
     handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
   # a kernel binds only the buffers it still reads after simplification (by slot)
   with internal_errors(f"run on {out.device}", item.name, ExecutionError):
-    runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
+    runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], values)
   if recording is not None:
     bound = [buffer] + [src.buffer for src in item.inputs]
     recording.append((runtime, compiled, buffer, [bound[b.slot] for b in compiled.buffers]))

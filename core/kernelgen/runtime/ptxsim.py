@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from ..errors import DeviceError, ExecutionError
-from ..uop.program import CompiledKernel
+from ..uop.program import CompiledKernel, launch_dispatch
 from .base import Runtime
 
 
@@ -61,6 +61,6 @@ class PTXSimRuntime(Runtime):
       handle.name = f"data{binding.slot} ({binding.name})"
     args = [h.base for h in handles] + [int(var_values[name]) for name, _ in spec.uniforms]
     start = time.perf_counter()
-    launch(program(spec.source, spec.entry_point), spec.dispatch, spec.workgroup_size, args,
-           self.memory, self.check_races, progress=progress)
+    launch(program(spec.source, spec.entry_point), launch_dispatch(spec, var_values),
+           spec.workgroup_size, args, self.memory, self.check_races, progress=progress)
     return time.perf_counter() - start

@@ -2,6 +2,7 @@
 operation mixins can use them (tensor.py re-exports them as the public `kg.where` etc.)."""
 from __future__ import annotations
 
+from ..graph.dims import Sym
 from ..dtype import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph.lazy import L, LazyOp
@@ -53,6 +54,9 @@ def cat(tensors, axis: int = 0) -> TensorOps:
       raise ShapeError(f"cat of shapes {first.shape} and {t.shape} along axis {axis}: every "
                        f"other dim must match")
   dtype = result_dtype(*tensors)
+  if any(t.node.sym is not None and isinstance(t.node.sym[axis], Sym) for t in tensors):
+    from .symbolic import cat as symbolic_cat      # parts at run-time offsets
+    return symbolic_cat([t.cast(dtype) for t in tensors], axis)
   total = sum(t.shape[axis] for t in tensors)
   out, start = None, 0
   for t in tensors:

@@ -35,6 +35,7 @@ from ..uop.ops import Ops
 from .data import (Scalar, check_ints, host_narrowed, infer_dtype, nest, pairs,  # noqa: F401
                           raw_of, resolve_axes, shape_args, broadcast_shape, pack, unpack)
 from ..graph.view import View, prod
+from ..graph.dims import Sym
 from .operands import TensorOps, acc_dtype, coerce, float_of, result_dtype  # noqa: F401
 from .combine import cat, stack, where  # noqa: F401
 from .ops.elementwise import ArithmeticOps, MathOps
@@ -114,6 +115,19 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     return self.node.shape
 
   @property
+  def symbolic_shape(self) -> tuple:
+    """The shape with its symbolic sizes (kg.Dim expressions) where it has any; `shape` is the
+    physical one (a symbolic size s counts s.hi elements, graph/dims.py)."""
+    return self.node.logical
+
+  def symbolic(self, *shape) -> Tensor:
+    """These values as a tensor of logical shape `shape`, whose symbolic sizes are bound to this
+    tensor's sizes: `Tensor(rows).symbolic(n.bind(len(rows)), 64)`. Host data is padded to
+    each size's largest value on the host (no kernel); a computed tensor with a pad."""
+    from . import symbolic
+    return symbolic.symbolic(self, shape_args(shape))
+
+  @property
   def dtype(self) -> DType:
     """The element type, a `DType` (`kg.dtypes.float32`, ...)."""
     return self.node.dtype
@@ -155,13 +169,25 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     return self
 
   def _bytes(self) -> bytes:
+    """The values as bytes in numpy layout, of the logical shape (_host_shape)."""
     from ..realize import read_bytes
-    return read_bytes(self.node)
+    raw = read_bytes(self.node)
+    if self.node.sym is None:
+      return raw
+    from .symbolic import compact
+    return compact(raw, self.shape, self._host_shape(), self.dtype.itemsize)
+
+  def _host_shape(self) -> tuple:
+    """The shape of the values read back: symbolic sizes at their bound values."""
+    if self.node.sym is None:
+      return self.shape
+    from .symbolic import concrete_shape
+    return concrete_shape(self)
 
   def tolist(self):
     """The values as nested Python lists (a plain number for a 0-d tensor), computing the tensor
     first. bool gives bools, integer dtypes ints and float dtypes floats."""
-    return nest(unpack(self._bytes(), self.dtype), self.shape)
+    return nest(unpack(self._bytes(), self.dtype), self._host_shape())
 
   def item(self):
     """The value of a one-element tensor as a Python number (or bool), computing it first.
@@ -177,7 +203,8 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     memoryview cannot hold half floats."""
     fmt = "H" if self.dtype.fmt == "e" else self.dtype.fmt
     view = memoryview(self._bytes())
-    return view.cast(fmt, self.shape) if self.numel() else view.cast(fmt)
+    shape = self._host_shape()
+    return view.cast(fmt, shape) if prod(shape) else view.cast(fmt)
 
   def numpy(self):
     """The values as a new numpy ndarray of the tensor's shape and dtype (bfloat16 becomes float32),
@@ -189,10 +216,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     except ImportError:
       raise DeviceError("Tensor.numpy() needs numpy, which is not installed here: "
                         "use .tolist() or .data() instead") from None
-    raw = self._bytes()
+    raw, shape = self._bytes(), self._host_shape()
     if self.dtype == dtypes.bfloat16:
-      return np.array(unpack(raw, self.dtype), dtype=np.float32).reshape(self.shape)
-    return np.frombuffer(raw, dtype=np.dtype(self.dtype.name)).reshape(self.shape).copy()
+      return np.array(unpack(raw, self.dtype), dtype=np.float32).reshape(shape)
+    return np.frombuffer(raw, dtype=np.dtype(self.dtype.name)).reshape(shape).copy()
 
   def to(self, device: str) -> Tensor:
     """The tensor on `device` (a name such as "WEBGPU" or "PTXSIM", or a `kg.Device` value): the
@@ -231,8 +258,11 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     default device when None. A constant: no buffer is stored.
 
     Raises ShapeError for a negative size."""
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    shape = (shape,) if isinstance(shape, (int, Sym)) else tuple(shape)
     dtype = dtypes.from_name(dtype) if dtype else infer_dtype([value])
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.full(Tensor, shape, value, dtype, device).requires_grad_(requires_grad)
     return Tensor(Tensor._full_node(shape, value, dtype, device)).requires_grad_(requires_grad)
 
   @staticmethod
@@ -260,6 +290,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     from ..device import Device
     from .names import check_name
     shape, name = shape_args(shape), check_name(name)
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.empty(Tensor, shape, dtypes.from_name(dtype), device, name, requires_grad)
     if any(s < 0 for s in shape):
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
     device = Device.canonical(device) if device else _default_device()
@@ -277,6 +310,13 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     Raises ShapeError when `step` is 0."""
     if stop is None:
       start, stop = 0, start
+    if isinstance(start, Sym) or isinstance(stop, Sym):
+      from . import symbolic
+      if not (isinstance(stop, Sym) and start == 0 and step == 1):
+        raise ShapeError(f"arange with a symbolic size takes arange(n), got start={start} "
+                         f"stop={stop} step={step}: add the start or scale the result")
+      out = symbolic.arange(Tensor, stop, device)
+      return (out.cast(dtype) if dtype else out).requires_grad_(requires_grad)
     dtype = dtypes.from_name(dtype) if dtype else infer_dtype([start, stop, step])
     if step == 0:
       raise ShapeError("arange step must not be 0: use a positive or negative step")
@@ -349,6 +389,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
     Raises ShapeError when the element counts differ or more than one size is -1."""
     shape = list(shape_args(shape))
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.reshape(self, shape)
     if shape.count(-1) > 1:
       raise ShapeError(f"reshape to {tuple(shape)}: only one dim can be -1")
     if -1 in shape:
@@ -400,6 +443,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
     Raises ShapeError when a dimension larger than 1 would have to change."""
     shape = shape_args(shape)
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.expand(self, shape)
     shape = tuple(s if s != -1 else o for s, o in
                   zip(shape, (1,) * (len(shape) - self.ndim) + self.shape))
     target = broadcast_shape(self.shape, shape)
@@ -448,6 +494,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     if self.numel() == 0 and any(b or a for b, a in pads):   # nothing to place: all fill
       shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pads))
       return Tensor.full(shape, value, dtype=self.dtype, device=self.device)
+    if self.node.sym is not None and any(isinstance(s, Sym) and a for s, (_, a) in
+                                         zip(self.node.sym, pads)):
+      from . import symbolic
+      return symbolic.pad(self, pads, value)
     out = self._move("pad", pads) if any(b or a for b, a in pads) else self
     if value == 0 or out is self:
       return out
@@ -473,12 +523,19 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     """The elements in reverse order along `axis` (an int or a tuple; None: every axis), numpy.flip.
     """
     axes = resolve_axes(axis, self.ndim)
+    if self.node.sym is not None and any(isinstance(self.node.sym[a], Sym) for a in axes):
+      from .symbolic import flip
+      return flip(self, axes)
     return self._move("flip", axes) if axes else self
 
   def _step(self, steps) -> Tensor:
     return self._move("step", tuple(steps)) if any(k != 1 for k in steps) else self
 
   def __getitem__(self, index) -> Tensor:
+    from .symbolic import symbolic_index
+    if symbolic_index(index):
+      from .symbolic import getitem as symbolic_getitem
+      return symbolic_getitem(self, index)
     from .ops.indexing import getitem
     return getitem(self, index)
 

@@ -100,12 +100,29 @@ class Launch:
   # been created with them, and a compiler that wants them declared (Tint: `enable subgroups;`)
   # gets the directive from its runtime, as naga rejects it
   features: tuple[str, ...] = ()
+  # a run-time grid (symbolic sizes): ((terms, const, per), ...) per dimension, or (): the first
+  # dimension needs only ceil((const + sum(c * dim for dim, c in terms)) / per) workgroups, at
+  # most `dispatch`'s (the rest would compute padding). A runtime may always launch `dispatch`.
+  grid: tuple = ()
 
   def to_json(self) -> dict:
     return {"target": self.target, "source": self.source, "entry_point": self.entry_point,
             "bindings": [b.__dict__ for b in self.bindings],
             "workgroup_size": list(self.workgroup_size), "dispatch": list(self.dispatch),
             "uniforms": [list(u) for u in self.uniforms], "features": list(self.features)}
+
+
+def launch_dispatch(launch: Launch, values: dict | None) -> tuple:
+  """The workgroups to launch: `launch.dispatch`, its first dimension cut to `launch.grid`
+  under the dims' `values` (a symbolic size's bound value) where the launch has one."""
+  if not launch.grid or not values:
+    return tuple(launch.dispatch)
+  terms, const, per = launch.grid[0]
+  if any(name not in values for name, _ in terms):
+    return tuple(launch.dispatch)
+  need = const + sum(c * values[name] for name, c in terms)
+  x = min(launch.dispatch[0], max(1, -(-need // per)))
+  return (x,) + tuple(launch.dispatch[1:])
 
 
 @dataclass(frozen=True)

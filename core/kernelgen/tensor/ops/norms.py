@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ...errors import ShapeError
+from ...graph.dims import Sym
 from ..operands import TensorOps
 from ..data import resolve_axes
 
@@ -42,8 +43,11 @@ def layernorm(x, axis=-1, eps=1e-5, weight=None, bias=None):
     def element(at):
       return xs[tuple(slice(at(a), at(a) + 1) if a in axes else slice(None)
                       for a in range(xs.ndim))]
-    first, middle, last = (element(lambda a: 0), element(lambda a: xs.shape[a] // 2),
-                           element(lambda a: xs.shape[a] - 1))
+    first = element(lambda a: 0)
+    if xs.node.sym is not None and any(isinstance(xs.node.sym[a], Sym) for a in axes):
+      middle = last = first     # past the first, a symbolic axis's elements may be padding
+    else:
+      middle, last = element(lambda a: xs.shape[a] // 2), element(lambda a: xs.shape[a] - 1)
     d = xs - first.minimum(middle).maximum(first.maximum(middle).minimum(last))
     shift = d.mean(axes, keepdim=True)
     var = ((d * d).mean(axes, keepdim=True) - shift * shift).maximum(0)

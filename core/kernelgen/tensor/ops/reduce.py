@@ -17,6 +17,8 @@ from ...uop.ops import Ops
 from ..operands import TensorOps, public_names, acc_dtype, float_of
 from ..data import resolve_axes
 from ..autograd import record
+from ...graph.dims import Sym
+from ..symbolic import count, masked, scalar
 
 
 _IDENTITY = {Ops.ADD: lambda dt: 0, Ops.MUL: lambda dt: 1, Ops.MAX: min_value,
@@ -31,8 +33,15 @@ SPLIT_MIN_REDUCE, SPLIT_MAX_OUTPUTS, SPLIT_GROUPS = 1 << 16, 256, 256
 
 def _reduce_node(x: TensorOps, op: Ops, axes: tuple[int, ...]) -> TensorOps:
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
-  return record(type(x)(LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes))), (x,), "reduce",
-                (op, axes))
+  sym, lengths = None, ()
+  if x.node.sym is not None:     # symbolic axes: their padding reduces as the identity
+    lengths = tuple((a, scalar(type(x), x.node.sym[a], x.device).node) for a in axes
+                    if isinstance(x.node.sym[a], Sym))
+    x = masked(x, axes, _IDENTITY[op](x.dtype))
+    sym = tuple(1 if i in axes else s for i, s in enumerate(x.node.logical))
+  node = LazyOp(L.REDUCE, x.dtype, shape, (x.node,), (op, axes), sym=sym)
+  node.bound = lengths or None   # the loops may stop there (lowering: Lowerer.limit)
+  return record(type(x)(node), (x,), "reduce", (op, axes))
 
 
 def _split_reduce(x: TensorOps, op: Ops, axes: tuple[int, ...], shape: tuple[int, ...]) -> TensorOps:
@@ -57,6 +66,8 @@ def _splits(x: TensorOps, axes: tuple[int, ...]) -> bool:
 
 def _reduce(x: TensorOps, op: Ops, axis, keepdim: bool) -> TensorOps:
   axes = resolve_axes(axis, x.ndim)
+  if x.node.sym is not None and axes and _splits(x, axes):   # (a split reduction reshapes)
+    x = masked(x, axes, _IDENTITY[op](x.dtype))
   shape = tuple(1 if i in axes else s for i, s in enumerate(x.shape))
   if any(x.shape[a] == 0 for a in axes):      # nothing to reduce: the identity (sum 0, prod 1)
     out = type(x).full(shape, 1 if op is Ops.MUL else 0, dtype=x.dtype, device=x.device)
@@ -126,8 +137,16 @@ def all_(x, axis=None, keepdim=False):
   return _reduce((x == 0).cast(dtypes.int32), Ops.ADD, axis, keepdim) == 0
 
 
-def _count(x: TensorOps, axis) -> int:
-  return math.prod(x.shape[a] for a in resolve_axes(axis, x.ndim))
+def _count(x: TensorOps, axis):
+  """The number of elements along `axis` (an int, or a Sym where some axis is symbolic)."""
+  return count(x, resolve_axes(axis, x.ndim))
+
+
+def _divide(total: TensorOps, n, x: TensorOps) -> TensorOps:
+  """total / n for a count n: an int, or a symbolic one (a run-time value)."""
+  if isinstance(n, Sym):
+    return total / scalar(type(x), n, x.device).cast(total.dtype)
+  return total / n if n > 0 else total * math.nan
 
 
 def mean(x, axis=None, keepdim=False):
@@ -139,8 +158,7 @@ def mean(x, axis=None, keepdim=False):
   # inf, their mean 5)
   work = dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out
   total = x.cast(work).sum(axis, keepdim)
-  n = _count(x, axis)
-  return (total / n if n else total * math.nan).cast(out)
+  return _divide(total, _count(x, axis), x).cast(out)
 
 
 def var(x, axis=None, ddof=0, keepdim=False):
@@ -150,9 +168,8 @@ def var(x, axis=None, ddof=0, keepdim=False):
   out = float_of(x.dtype) if x.dtype.is_float() else dtypes.float32
   xf = x.cast(dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out)
   centered = xf - xf.mean(axis, keepdim=True)
-  n = _count(x, axis) - ddof
   total = (centered * centered).sum(axis, keepdim)
-  return (total / n if n > 0 else total * math.nan).cast(out)
+  return _divide(total, _count(x, axis) - ddof, x).cast(out)
 
 
 def std(x, axis=None, ddof=0, keepdim=False):

@@ -95,6 +95,9 @@ def _accumulate(x, op: str, axis, out_dtype):
   if x.ndim == 0:
     return x.cast(out_dtype).reshape(1)
   x = x.cast(work)
+  if x.node.sym is not None:     # a scan over the padded layout: its values come first
+    from ..symbolic import static_island
+    return static_island(x, lambda s: _accumulate(s, op, axis, out_dtype))
   if x.numel() == 0:
     return x.cast(out_dtype)
   moved = x.swapaxes(axis, -1)

@@ -248,5 +248,11 @@ class ScatterOps(TensorOps):
     return scatter_add(self, axis, index, src)
 
   def __setitem__(self, index, value):
-    """Functional update: this Tensor object now holds the updated lazy graph."""
+    """Functional update: this Tensor object now holds the updated lazy graph. With a symbolic
+    position (`cache[:, :, pos:pos + 1] = k`, pos a kg.Dim) it is an in-place write instead
+    (tensor/symbolic.py write)."""
+    from ..symbolic import symbolic_index, write
+    if symbolic_index(index):
+      write(self, index, value)
+      return
     self.node = setitem(self, index, value).node
