@@ -37,6 +37,7 @@ class Sym:
   # ---- what it is ----
   @property
   def names(self) -> tuple[str, ...]:
+    """The names of the dims the expression uses, sorted (`(n + m).names == ("m", "n")`)."""
     return tuple(n for n, _ in self.terms)
 
   @property
@@ -51,6 +52,7 @@ class Sym:
 
   @property
   def bound(self) -> bool:
+    """Whether every dim of the expression is bound to a value (`n.bind(3)`), so `value` is known."""
     return all(n in self.values for n in self.names)
 
   @property
