@@ -82,3 +82,21 @@ def test_an_operator_that_cannot_compute_with_a_symbolic_size_refuses_it():
                        dims={"batch": (1, 3), "seq": (1, 16)})
   with pytest.raises(kg.UnsupportedError, match="Equal.*symbolic size"):
     model.run({"x": np.zeros((2, 3, 8), np.float32)}, device="PYTHON")
+
+
+def test_size_of_a_symbolic_tensor_is_an_expression():
+  ort = pytest.importorskip("onnxruntime")
+  x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 8])
+  r = helper.make_tensor_value_info("r", TensorProto.INT64, None)
+  n = helper.make_node
+  nodes = [n("Size", ["x"], ["s"]), n("Div", ["s", "eight"], ["q"]),
+           n("Range", ["zero", "q", "one"], ["r"])]
+  graph = helper.make_graph(nodes, "g", [x], [r], [_ints("eight", 8), _ints("zero", 0),
+                                                    _ints("one", 1)])
+  src = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+  session = ort.InferenceSession(src)
+  model = kg.onnx.load(src, dims={"seq": (1, 16)})
+  for seq in (1, 9, 16):
+    feed = {"x": np.zeros((seq, 8), np.float32)}
+    np.testing.assert_array_equal(model.run(feed, device="PYTHON")["r"].numpy(),
+                                  session.run(None, feed)[0])

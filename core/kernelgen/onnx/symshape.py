@@ -15,9 +15,21 @@ from ..graph.dims import Sym
 from .values import Static
 
 
+class SymStatic(Static):
+  """A Static host value that holds a symbolic size (a Sym) among its ints."""
+  __slots__ = ()
+
+
+def _static(dtype, shape, values) -> Static:
+  """A Static, a SymStatic where some value is symbolic."""
+  values = list(values)
+  cls = SymStatic if any(isinstance(v, Sym) for v in values) else Static
+  return cls(dtype, shape, values)
+
+
 def has_sym(s) -> bool:
-  """Whether Static `s` holds a symbolic size."""
-  return isinstance(s, Static) and any(isinstance(v, Sym) for v in s.values)
+  """Whether host value `s` holds a symbolic size (is a SymStatic)."""
+  return isinstance(s, SymStatic)
 
 
 
@@ -45,15 +57,15 @@ def shape_of(x, at) -> Static:
   start, end = at.int("start", 0), at.int("end", len(shape))
   part = shape[slice(start, end)]
   from ..dtype import dtypes
-  return Static(dtypes.int64, (len(part),), part)
+  return _static(dtypes.int64, (len(part),), part)
 
 
 def size_of(x) -> Static:
   from ..dtype import dtypes
   total = 1
   for s in x.symbolic_shape:
-    total = total * s if isinstance(total, Sym) or not isinstance(s, Sym) else s * total
-  return Static(dtypes.int64, (), [total])
+    total = _mul(total, s)
+  return _static(dtypes.int64, (), [total])
 
 
 def _gather(ins: list, at, what: str) -> Static:
@@ -68,7 +80,7 @@ def _gather(ins: list, at, what: str) -> Static:
         raise ModelError(f"{what}: index {i} is outside an axis of {length}")
       values += data.values[(o * length + i) * inner:(o * length + i + 1) * inner]
   shape = data.shape[:axis] + idx.shape + data.shape[axis + 1:]
-  return Static(data.dtype, shape, values)
+  return _static(data.dtype, shape, values)
 
 
 def _concat(ins: list, at, what: str) -> Static:
@@ -81,11 +93,11 @@ def _concat(ins: list, at, what: str) -> Static:
       _, n, inner = _rows(s, axis)
       values += s.values[o * n * inner:(o + 1) * n * inner]
   length = sum(s.shape[axis] for s in ins)
-  return Static(first.dtype, first.shape[:axis] + (length,) + first.shape[axis + 1:], values)
+  return _static(first.dtype, first.shape[:axis] + (length,) + first.shape[axis + 1:], values)
 
 
 def _reshaped(ins: list, shape: tuple) -> Static:
-  return Static(ins[0].dtype, shape, ins[0].values)
+  return _static(ins[0].dtype, shape, ins[0].values)
 
 
 def _unsqueeze(ins: list, at, axes) -> Static:
@@ -108,7 +120,7 @@ def _slice_1d(ins: list, starts, ends, axes, steps) -> Static:
     raise UnsupportedError("Slice of a symbolic shape value: only 1-d values are supported")
   step = steps[0] if steps else 1
   part = s.values[slice(starts[0], ends[0], step)]
-  return Static(s.dtype, (len(part),), part)
+  return _static(s.dtype, (len(part),), part)
 
 
 def _binary(ins: list, fn) -> Static:
@@ -119,7 +131,7 @@ def _binary(ins: list, fn) -> Static:
   av = a.values * n if a.size == 1 else a.values
   bv = b.values * n if b.size == 1 else b.values
   shape = a.shape if a.size >= b.size else b.shape
-  return Static(a.dtype, shape, [fn(x, y) for x, y in zip(av, bv)])
+  return _static(a.dtype, shape, [fn(x, y) for x, y in zip(av, bv)])
 
 
 def _mul(x, y):
@@ -146,7 +158,7 @@ def evaluate(op: str, ins: list, at, opset: int, what: str):
   if op in _BINARY:
     return _binary(ins, _BINARY[op])
   if op in ("Identity", "Cast"):
-    return Static(ins[0].dtype, ins[0].shape, ins[0].values)
+    return _static(ins[0].dtype, ins[0].shape, ins[0].values)
   if op == "Gather":
     return _gather(ins, at, what)
   if op == "Concat":
@@ -171,4 +183,4 @@ def refuse(op: str, what: str):
                           f"(dims={{name: size}}) to fold the rest")
 
 
-__all__ = ["evaluate", "has_sym", "refuse", "shape_of", "size_of"]
+__all__ = ["SymStatic", "evaluate", "has_sym", "refuse", "shape_of", "size_of"]
