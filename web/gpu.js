@@ -14,8 +14,8 @@
 // submits it (before any write, read, free or buffer growth, when full, and in a microtask once
 // the caller yields) and pops its scopes; settle() (read() calls it) awaits those pops and
 // throws the first error as a KernelError naming the batch's kernels. `stats` counts the
-// submits, batches, kernels, workgroups dispatched and awaited scope pops (tests check that a steady training step
-// awaits nothing per kernel).
+// submits, batches, kernels, workgroups dispatched and awaited scope pops (tests check that a
+// steady training step awaits nothing per kernel, and that a symbolic size dispatches fewer).
 //
 // When the device is lost (a crash, a driver reset, device.destroy()), the next ensureDevice()
 // makes a new one and reports that it did.
@@ -371,9 +371,10 @@ export class GpuExecutor {
 
   // Queue one kernel: `ids` are buffer ids in binding order, `values` the scalar arguments in
   // launch.uniforms order; `dispatch` the workgroups to launch (a symbolic size's run-time grid
-  // needs fewer than launch.dispatch: Python's launch_dispatch). Returns undefined once encoded into the open batch, or (when its pipeline
-  // must be compiled first, or an earlier kernel's is being compiled) a promise that resolves
-  // once it is; errors of the dispatch itself come from settle() (read() calls it).
+  // needs fewer than launch.dispatch: Python's launch_dispatch). Returns undefined once encoded
+  // into the open batch, or (when its pipeline must be compiled first, or an earlier kernel's is
+  // being compiled) a promise that resolves once it is; errors of the dispatch itself come from
+  // settle() (read() calls it).
   enqueue(launch, ids, values = [], name = launch.entry_point, dispatch = launch.dispatch) {
     this.checkLaunchLimits(launch);
     const entry = this.waiting ? null : this.cachedPipeline(launch);

@@ -197,7 +197,7 @@ def compile_program(code: str, arch: str | None = "sm_80", targets: str = "wgsl,
   def work():
     out = execute(code, "PYTHON")
     compiled = {target: compile_target(out, target, arch) for target in targets.split(",")}
-    return {**compiled, "shape": list(out.shape), "dtype": out.dtype.name}
+    return {**compiled, "shape": logical_shape(out), "dtype": out.dtype.name}
   return _guarded(work)
 
 
@@ -231,7 +231,14 @@ def _bundle_files(out, fmt: str, arch: str | None) -> list[dict]:
 # ---- run and compare ----
 
 def tensor_data(out) -> dict:
-  return {"shape": list(out.shape), "dtype": out.dtype.name, "data": out.data().tobytes()}
+  return {"shape": logical_shape(out), "dtype": out.dtype.name, "data": out.data().tobytes()}
+
+
+def logical_shape(out) -> list:
+  """The shape of `out` as the page shows it: a symbolic size (kg.Dim) at its bound value (the
+  data is that size too, not the padded layout a kernel holds), or its range's top when unbound."""
+  from .graph.dims import Sym
+  return [(s.value if s.bound else s.hi) if isinstance(s, Sym) else s for s in out.symbolic_shape]
 
 
 def values(result: dict) -> list:

@@ -34,7 +34,7 @@ out = Tensor(got)
 '''.replace("__VALUES__", repr(VALUES))
 
 
-def test_a_symbolic_size_launches_only_the_workgroups_its_bound_value_needs(site, chromium):  # noqa: F811
+def test_a_symbolic_size_launches_only_the_workgroups_it_needs(site, chromium):  # noqa: F811
   got = run_in_demo(chromium, site, "digits", PROGRAM)
   rows = np.array(got).reshape(len(VALUES), 7)
   for v, launched, want, full, total, length, _ in rows:
