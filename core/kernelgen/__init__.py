@@ -47,6 +47,8 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
   buffers); its length is the number of kernels the program becomes. Nothing is run.
   """
   from .compiler import compile_program
+  from .render.targets import get_target
+  target = get_target(target)   # a name (or a Target) resolved once, here; the Target travels
   tensors = tensors if isinstance(tensors, (list, tuple)) else [tensors]
   if arch is not None:
     options["arch"] = arch

@@ -46,7 +46,7 @@ class PTXSimRuntime(Runtime):
     """Run `kernel` with `handles` in binding order; returns the seconds the simulation took."""
     from ..ptxsim import program, launch
     spec = kernel.launch
-    if spec.target != "ptx":
+    if spec.target != self.target:
       raise DeviceError(f"PTXSIM runs PTX, but kernel {kernel.name} was rendered for "
                         f"{spec.target}: compile it for the PTXSIM device")
     if len(handles) != len(spec.bindings):
