@@ -13,12 +13,15 @@ Training: `kg.nn` (modules), `kg.optim` (SGD, Adam, AdamW), `t.backward()` / `kg
 recorded once and replayed: tensor/jit.py). The Tensor operations live in tensor/ops/ as
 mixins of `Tensor`, one family per module; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
 `kg.scaled_dot_product_attention`, `kg.cumsum`, `kg.sort`, ... are their function forms.
+
+Reference pages besides this one: `kernelgen.nn`, `kernelgen.nn.optim` (kg.optim),
+`kernelgen.onnx`, `kernelgen.export` (kg.export's bundles) and `kernelgen.errors`.
 """
 from .device import Device
 from .dtype import DType, dtypes
 from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, ExecutionError,
-                     IndexOutOfRangeError, KernelgenError, LimitError, ModelError, ShapeError,
-                     UnsupportedError, VerifyError)
+                     IndexOutOfRangeError, InputError, KernelgenError, LimitError, ModelError,
+                     ShapeError, StoppedError, SymbolicDimWarning, UnsupportedError, VerifyError)
 from .tensor.tensor import Tensor, cat, stack, where
 from .tensor.ops.scan import cummax, cummin, cumprod, cumsum
 from .tensor.ops.sort import argsort, sort, topk
@@ -45,6 +48,13 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
   Returns a list of CompiledKernel in launch order (name, source, global_size, local_size,
   buffers); its length is the number of kernels the program becomes. Nothing is run.
+
+  target: "wgsl", "ptx" or "python" (the reference interpreter's form); arch: the PTX target
+  architecture ("sm_80" ...); options: the target's options (WGSL: tile, local, f16, ...);
+  print_after: names of compiler passes after which to print the IR.
+
+  Raises UnsupportedError for an unknown target, arch or option; CompileError (and the other
+  KernelgenErrors) when a program cannot be compiled for the target.
   """
   from .compiler import compile_program
   from .render.targets import get_target
@@ -60,7 +70,7 @@ __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "st
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
-           "BufferNameError",
+           "BufferNameError", "StoppedError", "InputError", "SymbolicDimWarning",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
            "save", "load", "SafetensorsError", "onnx", "ModelError",
            "clear_cache", "set_cache_size", "cache_info"]

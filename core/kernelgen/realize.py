@@ -12,6 +12,10 @@ from .graph.schedule import row_limit, schedule
 # kg.jit (tensor/jit.py) records the kernels a call runs: while this is a list, each launch is
 # appended to it as (runtime, compiled kernel, output Buffer, the Buffers it binds, in order)
 recording: list | None = None
+# a listener of realize's progress: called as progress(done, total, kernel name, device, running)
+# as each kernel a realize runs starts (running: True; `done` kernels finished before it) and
+# ends (running: False) (the page's progress bar: web_api.setup); None: nobody listens
+progress = None
 
 
 def _plan(pending: list[LazyOp]) -> tuple:
@@ -77,6 +81,17 @@ def realize(nodes: list[LazyOp]) -> None:
     items, plan = _plan(pending)
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
   waiting = None     # (runtime, item, compiled kernel, output Buffer): compiled, not yet run
+  done = 0
+
+  def launch(waiting) -> None:
+    nonlocal done
+    item = waiting[1]
+    if progress is not None:
+      progress(done, len(items), item.name, item.out.device, True)
+    _launch(*waiting)
+    done += 1
+    if progress is not None:
+      progress(done, len(items), item.name, item.out.device, False)
   for at, item in enumerate(items):
     out = item.out
     buffer = Buffer(out.device, out.dtype, out.size)
@@ -85,7 +100,7 @@ def realize(nodes: list[LazyOp]) -> None:
       continue
     runtime = Device[out.device]
     if searching and waiting is not None:
-      _launch(*waiting)
+      launch(waiting)
       waiting = None
     compiled = plan.compiled[at] if plan is not None else None
     if compiled is None:
@@ -94,10 +109,10 @@ def realize(nodes: list[LazyOp]) -> None:
         plan.compiled[at] = compiled
     runtime.prepare(compiled)
     if waiting is not None:
-      _launch(*waiting)
+      launch(waiting)
     waiting = (runtime, item, compiled, buffer)
   if waiting is not None:
-    _launch(*waiting)
+    launch(waiting)
 
 
 def _compile(item, runtime, buffer: Buffer, searching: bool):

@@ -14,25 +14,44 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 from ..device import Device
 from ..dtype import dtypes
-from ..errors import DeviceError, DTypeError, KernelgenError, ShapeError
+from ..errors import DeviceError, DTypeError, KernelgenError, ShapeError, SymbolicDimWarning
 from ..nn import safetensors
 from ..tensor.tensor import Tensor
 from ..graph import lazy
 from ..graph.view import prod
 from ..uop.program import Binding, CompiledKernel, Launch
+from .inputs import is_model, model_feeds
 from .plan import FORMAT, make_plan
+from .progress import RunProgress
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
 LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader.js")
 WEIGHTS = "weights.safetensors"
 
 
-def export(outputs, path: str, format: str = "webgpu", arch: str | None = None, **options):
+def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
+           input_shapes: dict | None = None, **options):
   """Compile `outputs` (a Tensor, a list, or a dict name -> Tensor) and write a bundle of
-  `format` ("webgpu" or "ptx") into directory `path`; returns it loaded (a Bundle)."""
+  `format` ("webgpu" or "ptx") into directory `path` (created if needed): the kernels' sources,
+  the weights (safetensors), manifest.json and, for webgpu, model.js. Inputs are the program's
+  `Tensor.empty(..., name=)` buffers. arch: the PTX architecture (default "sm_80"); options: the
+  target's compile options. Returns the bundle loaded (a Bundle).
+
+  `outputs` may also be an ONNX model (kg.onnx.load): its graph inputs become the bundle's
+  inputs, shaped by `input_shapes` ({name: (d0, d1, ...)}; a name the model lacks is an
+  InputError); a symbolic dimension not given is 1, with a SymbolicDimWarning saying so.
+
+  Raises KernelgenError for an unknown format or an arch with format "webgpu"; the errors of
+  `kg.compile` when the program does not compile."""
+  if is_model(outputs):
+    outputs = _model_outputs(outputs, input_shapes)
+  elif input_shapes:
+    raise KernelgenError("input_shapes= is for exporting an ONNX model; a program's inputs have "
+                         "their shapes already (Tensor.empty(..., name=))")
   if format not in FORMATS:
     raise KernelgenError(f"unknown export format {format!r}: use 'webgpu' or 'ptx'")
   target, suffix = FORMATS[format]
@@ -55,18 +74,31 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None, 
   return Bundle(path)
 
 
+def _model_outputs(model, input_shapes: dict | None) -> dict:
+  feeds, notes = model_feeds(model, input_shapes)
+  for note in notes:
+    warnings.warn(note, SymbolicDimWarning, stacklevel=3)
+  return model.run(feeds, device="PYTHON")
+
+
 def _write_text(path: str, text: str) -> None:
   with open(path, "w", encoding="utf-8") as f:
     f.write(text)
 
 
 def load_bundle(path: str) -> Bundle:
-  """The bundle `kg.export` wrote into directory `path`."""
+  """The bundle `kg.export` wrote into directory `path`, as a Bundle (nothing is compiled).
+
+  Raises KernelgenError when `path` holds no bundle manifest, or one of another format."""
   return Bundle(path)
 
 
 class Bundle:
-  """An exported program: `inputs`/`outputs` ([{name, shape, dtype}]) and `run`."""
+  """An exported program (`kg.load_bundle(path)` or `kg.export`'s result): `inputs` and
+  `outputs` (lists of {name, shape, dtype}), `manifest` (the parsed manifest.json), `path`,
+  and `run`.
+
+  Raises KernelgenError when `path` holds no bundle manifest, or one of another format."""
 
   def __init__(self, path: str):
     self.path = path
@@ -82,16 +114,27 @@ class Bundle:
     self.outputs = [_public(e) for e in self.manifest["outputs"]]
     self._devices: dict[str, tuple] = {}
 
-  def run(self, inputs: dict, device: str | None = None) -> dict:
+  def run(self, inputs: dict, device: str | None = None, progress=None) -> dict:
     """{output name: Tensor on `device`} for `inputs` ({input name: Tensor, numpy array, list,
     bytes or array.array}). device: "CUDA" or "PTXSIM" for a ptx bundle (default CUDA where
-    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle."""
+    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle. Outputs have the shapes and
+    dtypes of `outputs`. `progress(info)` is called before each kernel (and on PTXSIM as its
+    blocks run) with kernel i of n and an estimate of the seconds left; returning False stops
+    the run (StoppedError); see export/progress.py.
+
+    Raises KernelgenError for inputs that are not a dict, unknown or missing names, or values
+    of an unsupported type; DTypeError / ShapeError for an input of another dtype or shape;
+    DeviceError for a device the bundle's format does not run on."""
     device = Device.canonical(device or self._default_device())
     runtime, handles, kernels = self._prepare(device)
     for spec, data in zip(self.manifest["inputs"], _input_bytes(self.manifest["inputs"], inputs)):
       runtime.copyin(handles[self._storage(spec)], data)
-    for kernel, binding_handles in kernels:
-      runtime.run(kernel, binding_handles, {})
+    report = RunProgress(progress, [k for k, _ in kernels]) if progress is not None else None
+    for i, (kernel, binding_handles) in enumerate(kernels):
+      if report is not None:
+        report.kernel(i)
+      runtime.run(kernel, binding_handles, {}, **({"progress": report.blocks}
+                                                   if report and device == "PTXSIM" else {}))
     return {spec["name"]: self._output(runtime, device, handles, spec)
             for spec in self.manifest["outputs"]}
 

@@ -69,7 +69,8 @@ def _describe(node, key: int) -> dict:
   dtype, size = node.dtype, node.size
   if node.realized:
     buf = node.buffer
-    kind, name = ("input", buf.name) if buf.is_input else ("weight", None)
+    kind = "input" if buf.is_input else "weight"
+    name = buf.name if buf.is_input else (buf.name or buf.label)
     dtype, size = buf.dtype, buf.size
   else:
     kind, name = "intermediate", None
@@ -162,7 +163,8 @@ def _outputs(outputs: dict, table: _Buffers) -> list[dict]:
 
 
 def _name_buffers(entries: list[dict]) -> None:
-  """Weights get `w0`, `w1`, ... (their safetensors keys); inputs must have distinct names."""
+  """Weights get their buffers' names or `w0`, `w1`, ... (their safetensors keys); inputs must
+  have distinct names."""
   seen: dict[str, int] = {}
   for entry in entries:
     if entry["kind"] == "input":
@@ -174,8 +176,27 @@ def _name_buffers(entries: list[dict]) -> None:
         raise KernelgenError(f"two different inputs are named {entry['name']!r}: give each "
                              f"Tensor.empty(..., name=) its own name")
       seen[entry["name"]] = entry["id"]
-  for i, entry in enumerate(e for e in entries if e["kind"] == "weight"):
-    entry["name"] = f"w{i}"
+  _name_weights([e for e in entries if e["kind"] == "weight"])
+
+
+def _name_weights(weights: list[dict]) -> None:
+  """A weight keeps its buffer's name (the program's variable, where the CLI or the page named
+  it: `w = Tensor.randn(...).realize()` is `w`); the others, and a name taken twice, get `w0`,
+  `w1`, ... by position (never a name another weight has)."""
+  taken = {e["name"] for e in weights if e["name"] is not None}
+  counts: dict[str, int] = {}
+  for entry in weights:
+    counts[entry["name"]] = counts.get(entry["name"], 0) + 1
+  used: set[str] = set()
+  for i, entry in enumerate(weights):
+    name = entry["name"]
+    if name is None or counts[name] > 1 or name in used:
+      name, n = f"w{i}", i
+      while name in taken or name in used:
+        n += len(weights)
+        name = f"w{n}"
+    entry["name"] = name
+    used.add(name)
 
 
 def _weights(table: _Buffers) -> dict:

@@ -43,6 +43,7 @@ class Buffer:
                name: str | None = None):
     self.device, self.dtype, self.size, self.name = device, dtype, size, name
     self.is_input = False   # made by Tensor.empty: a program input the caller fills (kg.export)
+    self.label = None       # the program's variable holding it (names_inputs): a weight's key
     self._handle = None
     self._host = bytes(data) if data is not None else None
 

@@ -136,7 +136,14 @@ class Graph:
 
 
 class Model:
-  """A loaded ONNX model; `run` builds its outputs as lazy Tensors."""
+  """A loaded ONNX model (`kg.onnx.load`); `run` builds its outputs as lazy Tensors. Attributes:
+  `opset`, `input_names` / `output_names`, `input_shapes` / `output_shapes` and `input_dtypes`
+  / `output_dtypes` (as the model declares them; None where it does not), `nodes` (in
+  topological order), `initializers` (the weights) and `uses_float64`.
+
+  Raises ModelError for a model without a graph, a broken graph (a name nobody computes, a
+  cycle) or a bad `float64` argument; UnsupportedError for an operator, opset or attribute
+  kernelgen does not implement."""
 
   def __init__(self, mp, base_dir: str | None, float64: str | None):
     if mp.graph is None:
@@ -186,7 +193,12 @@ class Model:
     """{output name: Tensor} for `feeds` ({input name: numpy array, list or Tensor}).
 
     A sequence input takes a list of arrays or Tensors, an optional input a value or None;
-    sequence outputs come back as lists of Tensors, an empty optional as None."""
+    sequence outputs come back as lists of Tensors, an empty optional as None. device: where
+    the outputs are computed (default `kg.Device.DEFAULT`); nothing runs until they are read.
+
+    Raises ModelError for unknown or missing inputs (or an operator that cannot be built from
+    them), ShapeError for an input whose shape contradicts the model's declaration, and
+    UnsupportedError for a float64 model on WEBGPU (load it with float64="float32")."""
     from ..device import Device
     device = Device.canonical(device) if device is not None else Device.DEFAULT
     if self.uses_float64 and self.float64 is None and device == "WEBGPU":
@@ -289,7 +301,12 @@ def load(src, float64: str | None = None) -> Model:
   """Read an ONNX model from a path, bytes or a binary file object.
 
   float64: None keeps float64 tensors (PYTHON/PTXSIM/CUDA run them; WEBGPU refuses), "float32"
-  narrows them all to float32.
+  narrows them all to float32. Returns a Model; external data files are read from the model's
+  folder.
+
+  Raises ModelError for a path that cannot be opened or bytes that are not a readable ONNX
+  model, LimitError for a model of MAX_MODEL_BYTES or more, UnsupportedError for an operator or
+  opset kernelgen does not implement.
   """
   raw, base_dir = data.read_limited(src)
   try:

@@ -20,7 +20,10 @@ def tensor_class(*xs) -> type:
 
 
 def where(cond, x, y) -> TensorOps:
-  """numpy.where(cond, x, y): x where cond is true, else y; broadcasting, promoted dtype."""
+  """numpy.where(cond, x, y): x where cond is true (nonzero), else y. cond, x and y are Tensors
+  or Python values; the result has their broadcast shape and x's and y's promoted dtype.
+
+  Raises ShapeError when the shapes do not broadcast."""
   cls = tensor_class(cond, x, y)
   cond = cond if isinstance(cond, TensorOps) else cls(cond)
   x, y = (array_operand(v, cls, cond.device) for v in (x, y))
@@ -35,7 +38,10 @@ def where(cond, x, y) -> TensorOps:
 
 
 def cat(tensors, axis: int = 0) -> TensorOps:
-  """numpy.concatenate: join along an existing axis (one kernel: padded views added)."""
+  """numpy.concatenate: the tensors joined along an existing `axis` (one kernel: padded views
+  added); the other dims must be equal. Result dtype: the tensors' promoted dtype.
+
+  Raises ShapeError for no tensors, tensors of different ndim or other dims that differ."""
   tensors = list(tensors)
   if not tensors:
     raise ShapeError("cat needs at least one tensor")
@@ -64,7 +70,10 @@ def cat(tensors, axis: int = 0) -> TensorOps:
 
 
 def stack(tensors, axis: int = 0) -> TensorOps:
-  """numpy.stack: join along a new axis."""
+  """numpy.stack: tensors of one shape joined along a new `axis` (0..ndim): shape
+  (..., len(tensors), ...); their promoted dtype.
+
+  Raises ShapeError for no tensors or tensors of different shapes."""
   tensors = list(tensors)
   if not tensors:
     raise ShapeError("stack needs at least one tensor")

@@ -260,7 +260,15 @@ class _Signature:
 
 
 class jit:
-  """`kg.jit(fn)` (or `@kg.jit`): fn's kernels recorded and replayed (the module docstring)."""
+  """`kg.jit(fn)` (or `@kg.jit`): a callable that runs `fn` (a function of Tensors and plain
+  Python values that returns None, a Tensor, or a tuple or list of Tensors) and, once two calls
+  with the same argument signature (tensor shapes, dtypes and devices; the plain values) have
+  launched the same kernels, replays those kernels without running fn's Python again. Returns
+  what fn returns (new Tensors each call, without gradient history).
+
+  Raises UnsupportedError (at the call that finds it) when fn reads values back to Python,
+  assigns to a tensor argument, returns something other than tensors, or runs different kernels
+  in every call; see the module kernelgen.tensor.jit for what a replay does not repeat."""
 
   def __init__(self, fn):
     self.fn = fn

@@ -110,6 +110,12 @@ class Launch:
 
 @dataclass(frozen=True)
 class CompiledKernel:
+  """One kernel of `kg.compile`'s result (frozen): its `name`, the `target` it was rendered for,
+  the `source` text, the grid (`global_size`: workgroups / blocks per axis, x y z) and the
+  workgroup / block size (`local_size`: threads per axis), the `buffers` it binds in slot order
+  (BufferSpec: slot, name, dtype, size in elements, access "read", "write" or "readwrite"),
+  the `launch` (plain data a runtime needs to run it) and the compiler's `kernel` (the
+  linearized IR it was rendered from)."""
   name: str
   target: str                       # "wgsl" or "ptx"
   source: str

@@ -101,4 +101,12 @@ class AttentionOps(TensorOps):
   __slots__ = ()
 
   def scaled_dot_product_attention(self, k, v, mask=None, is_causal: bool = False, scale=None):
+    """torch's scaled_dot_product_attention with self as the queries q (..., L, E), keys k (..., S,
+    E) and values v (..., S, Ev): softmax(q @ k^T * scale + mask) @ v, shape (..., L, Ev) with
+    the batch dims broadcast. scale defaults to 1 / sqrt(E). `mask` broadcasts to (..., L, S): a
+    bool mask keeps the positions where it is True, a float mask is added; is_causal keeps key j
+    <= query i. A row with every position masked out is NaN (as torch). The function form:
+    `kg.scaled_dot_product_attention(q, k, v, ...)`.
+
+    Raises ShapeError when the shapes do not fit, or for both a mask and is_causal=True."""
     return scaled_dot_product_attention(self, k, v, mask, is_causal, scale)

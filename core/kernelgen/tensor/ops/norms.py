@@ -115,10 +115,25 @@ class NormOps(TensorOps):
   layernorm, rms_norm = layernorm, rms_norm
 
   def batchnorm(self, mean, var, weight=None, bias=None, eps: float = 1e-5):
+    """Inference batch norm of (N, C, *spatial): (x - mean) / sqrt(var + eps) * weight + bias with
+    per-channel (C,) mean, var and optional weight and bias (Tensors or lists). Same shape and
+    dtype.
+
+    Raises ShapeError for fewer than 2 dims or a parameter not of shape (C,)."""
     return batchnorm(self, mean, var, weight, bias, eps)
 
   def group_norm(self, groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """torch's group_norm of (N, C, *spatial): each group of C / groups channels (with the spatial
+    dims) normalized to mean 0 and variance 1 (biased variance, `eps` added), then the optional
+    per-channel (C,) weight and bias. Same shape and dtype.
+
+    Raises ShapeError when `groups` does not divide C or a parameter is not of shape (C,)."""
     return group_norm(self, groups, weight, bias, eps)
 
   def instance_norm(self, weight=None, bias=None, eps: float = 1e-5):
+    """torch's instance_norm without running statistics: each (n, c) plane of (N, C, *spatial)
+    normalized over its spatial dims, then the optional per-channel (C,) weight and bias. Same
+    shape and dtype.
+
+    Raises ShapeError for fewer than 3 dims or a parameter not of shape (C,)."""
     return instance_norm(self, weight, bias, eps)

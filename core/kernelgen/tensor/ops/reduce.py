@@ -77,23 +77,41 @@ def _check_nonempty(x: TensorOps, axis, what: str):
 
 
 def sum_(x, axis=None, keepdim=False, dtype=None):
+  """The sum over `axis` (an int, a tuple of ints, or None for every axis); `keepdim` keeps the
+  reduced axes with size 1. Result dtype: `dtype` when given, else bool and ints narrower than 32
+  bits give int32 (uint32 for unsigned), wider ints and floats keep theirs (float16 and bfloat16
+  add in float32, rounded once). An empty axis sums to 0.
+
+  Raises ShapeError for an axis out of range."""
   acc = dtypes.from_name(dtype) if dtype else acc_dtype(x.dtype)
   work = dtypes.float32 if acc in (dtypes.float16, dtypes.bfloat16) else acc
   return _reduce(x.cast(work), Ops.ADD, axis, keepdim).cast(acc)
 
 
 def prod_(x, axis=None, keepdim=False, dtype=None):
+  """The product over `axis` (an int, a tuple of ints, or None for every axis); `keepdim` keeps the
+  reduced axes with size 1. Result dtype as `sum`'s (`dtype` when given). An empty axis gives 1.
+
+  Raises ShapeError for an axis out of range."""
   acc = dtypes.from_name(dtype) if dtype else acc_dtype(x.dtype)
   work = dtypes.float32 if acc in (dtypes.float16, dtypes.bfloat16) else acc
   return _reduce(x.cast(work), Ops.MUL, axis, keepdim).cast(acc)
 
 
 def max_(x, axis=None, keepdim=False):
+  """The largest value over `axis` (an int, a tuple of ints, or None for every axis), same dtype;
+  `keepdim` keeps the reduced axes with size 1.
+
+  Raises ShapeError for an axis out of range or of size 0 (a max of nothing has no value)."""
   _check_nonempty(x, axis, "max")
   return _reduce(x, Ops.MAX, axis, keepdim)
 
 
 def min_(x, axis=None, keepdim=False):
+  """The smallest value over `axis` (an int, a tuple of ints, or None for every axis), same dtype;
+  `keepdim` keeps the reduced axes with size 1.
+
+  Raises ShapeError for an axis out of range or of size 0."""
   _check_nonempty(x, axis, "min")
   return _reduce(x, Ops.MIN, axis, keepdim)
 
@@ -113,6 +131,9 @@ def _count(x: TensorOps, axis) -> int:
 
 
 def mean(x, axis=None, keepdim=False):
+  """The arithmetic mean over `axis` (an int, a tuple of ints, or None for every axis); `keepdim`
+  keeps the reduced axes with size 1. A float result: the input's float dtype (half types add in
+  float32), float32 for integers and bool. An empty axis gives NaN."""
   out = float_of(x.dtype) if x.dtype.is_float() else dtypes.float32
   # halves: summed and divided in float32, rounded once (a float16 sum of 65536 values of 5 is
   # inf, their mean 5)
@@ -123,6 +144,9 @@ def mean(x, axis=None, keepdim=False):
 
 
 def var(x, axis=None, ddof=0, keepdim=False):
+  """The variance over `axis` (an int, a tuple, or None for every axis): the mean squared deviation
+  from the mean, divided by N - ddof (ddof=1: the unbiased estimate; numpy's default ddof=0).
+  Float result as `mean`'s; NaN when N - ddof <= 0."""
   out = float_of(x.dtype) if x.dtype.is_float() else dtypes.float32
   xf = x.cast(dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out)
   centered = xf - xf.mean(axis, keepdim=True)
@@ -132,6 +156,7 @@ def var(x, axis=None, ddof=0, keepdim=False):
 
 
 def std(x, axis=None, ddof=0, keepdim=False):
+  """The standard deviation over `axis`, sqrt(var(axis, ddof)); float result as `mean`'s."""
   return x.var(axis, ddof, keepdim).sqrt()
 
 
@@ -154,17 +179,36 @@ def _arg_extreme(x: TensorOps, axis, keepdim: bool, largest: bool) -> TensorOps:
   return (n - 1 - first).cast(dtypes.int32)
 
 
-def argmax(x, axis=None, keepdim=False): return _arg_extreme(x, axis, keepdim, True)
-def argmin(x, axis=None, keepdim=False): return _arg_extreme(x, axis, keepdim, False)
+def argmax(x, axis=None, keepdim=False):
+  """The int32 position of the largest value along `axis` (one int), or in the flattened tensor when
+  None; the first one on ties, and the first NaN if there is one (numpy). `keepdim` keeps the
+  axis with size 1.
+
+  Raises ShapeError for a tuple of axes, an axis out of range or an empty axis."""
+  return _arg_extreme(x, axis, keepdim, True)
+
+
+def argmin(x, axis=None, keepdim=False):
+  """The int32 position of the smallest value along `axis` (one int), or in the flattened tensor
+  when None; the first one on ties, and the first NaN if there is one (numpy). `keepdim` keeps
+  the axis with size 1.
+
+  Raises ShapeError for a tuple of axes, an axis out of range or an empty axis."""
+  return _arg_extreme(x, axis, keepdim, False)
 
 
 def softmax(x, axis=-1):
+  """exp(x) / sum(exp(x)) along `axis` (an int or a tuple), shifted by the max so large values do
+  not overflow; same shape, a float dtype (float32 for integer inputs). Each slice along `axis`
+  sums to 1."""
   xf = x.cast(float_of(x.dtype))
   e = (xf - xf.max(axis, keepdim=True)).exp()
   return e / e.sum(axis, keepdim=True)
 
 
 def log_softmax(x, axis=-1):
+  """log(softmax(x)) along `axis`, computed as x - max - log(sum(exp(x - max))) so it stays finite
+  for large |x|; same shape, a float dtype (float32 for integer inputs)."""
   xf = x.cast(float_of(x.dtype))
   shifted = xf - xf.max(axis, keepdim=True)
   return shifted - shifted.exp().sum(axis, keepdim=True).log()
