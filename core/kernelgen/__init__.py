@@ -58,6 +58,8 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
   KernelgenErrors) when a program cannot be compiled for the target.
   """
   from .compiler import compile_program
+  from .render.targets import get_target
+  target = get_target(target)   # a name (or a Target) resolved once, here; the Target travels
   tensors = tensors if isinstance(tensors, (list, tuple)) else [tensors]
   if arch is not None:
     options["arch"] = arch
