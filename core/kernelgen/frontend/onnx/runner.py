@@ -8,7 +8,7 @@ import struct
 from ...dtype import dtypes
 from ...errors import KernelgenError, ModelError, ShapeError
 from ..tensor import Tensor
-from .operators import OPS
+from .operators import implementation
 from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
                      tensor_from_bytes)
 
@@ -34,7 +34,7 @@ class Runner:
   def run(self, feeds: dict) -> dict:
     self._feed(feeds)
     for node in self.model.nodes:
-      self._eval(node, OPS[node.op])
+      self._eval(node, implementation(node))
     outs = {name: self.value(name) for name in self.model.output_names}
     return {name: None if v is NONE else v for name, v in outs.items()}
 
@@ -140,7 +140,7 @@ class Runner:
     for name, value in bindings.items():
       scope.bind(name, value)
     for node in graph.nodes:
-      scope._eval(node, OPS[node.op])
+      scope._eval(node, implementation(node))
     return [scope.result(name) for name in graph.output_names]
 
   def bind(self, name: str, value) -> None:
