@@ -37,8 +37,7 @@ def rms_norm(x: Tensor, scale: Tensor, axis: int, eps: float) -> tuple:
   return (xf * inv).cast(x.dtype) * scale, inv
 
 
-@op("SimplifiedLayerNormalization")
-@domain_op(MS, "SimplifiedLayerNormalization")
+@op("SimplifiedLayerNormalization")      # onnxruntime registers it in the default domain
 def _simplified_layer_norm(ins, at):
   x = ins[0]
   y, inv = rms_norm(x, ins[1], axis_index(at.int("axis", -1), x.ndim),
