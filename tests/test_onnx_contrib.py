@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from onnx_contrib_util import DEVICES, check, kg_run, node_model
+from onnx_contrib_util import DEVICES, check, kg_run, node_model, ort_run
 
 from onnx import helper  # noqa: E402
 
@@ -218,11 +218,45 @@ def test_onnx_attention_with_past_kv_and_gqa(device):
 
 # ---- what is still missing -------------------------------------------------------------------
 
+def _quantized_lstm(seed: int = 0):
+  """feeds, quantized initializers, and the same weights dequantized (ONNX LSTM's layout)."""
+  rng = np.random.default_rng(seed)
+  d, i, h = 2, 5, 4
+  wq = rng.integers(-128, 128, (d, i, 4 * h)).astype(np.int8)
+  rq = rng.integers(-128, 128, (d, h, 4 * h)).astype(np.int8)
+  ws, rs = (rng.random((d, 4 * h)) * 0.01).astype(np.float32), \
+    (rng.random(d) * 0.01).astype(np.float32)
+  wz, rz = np.zeros((d, 4 * h), np.int8), np.zeros(d, np.int8)   # ORT: int8 zero points 0
+  inits = {"w": wq, "r": rq, "b": _rand(d, 8 * h, seed=1, scale=0.1), "ws": ws, "wz": wz,
+           "rs": rs, "rz": rz}
+  w = ((wq.astype(np.float32) - wz[:, None, :]) * ws[:, None, :]).transpose(0, 2, 1)
+  r = ((rq.astype(np.float32) - rz[:, None, None]) * rs[:, None, None]).transpose(0, 2, 1)
+  feeds = {"x": _rand(3, 2, i, seed=2)}
+  return feeds, inits, {"w": w.copy(), "r": r.copy(), "b": inits["b"]}, h
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dynamic_quantize_lstm_is_lstm_of_the_dequantized_weights(device):
+  """Exactly ONNX LSTM (onnxruntime) of the dequantized weights; onnxruntime's own kernel also
+  quantizes the activations to uint8, so against it the match is to that rounding (0.02)."""
+  feeds, inits, dequant, h = _quantized_lstm()
+  names = ["x", "w", "r", "b", "", "", "", "", "ws", "wz", "rs", "rz"]
+  model = node_model("DynamicQuantizeLSTM", feeds, inits, ["y", "yh", "yc"], inputs=names,
+                     hidden_size=h, direction="bidirectional")
+  got = kg_run(model, feeds, device)
+  plain = node_model("LSTM", feeds, dequant, ["y", "yh", "yc"], domain="",
+                     inputs=["x", "w", "r", "b"], hidden_size=h, direction="bidirectional")
+  for g, w in zip(got, ort_run(plain, feeds)):
+    np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+  for g, w in zip(got, ort_run(model, feeds)):
+    np.testing.assert_allclose(g, w, rtol=0, atol=0.02)
+
+
 def test_missing_com_microsoft_operator_names_itself_and_its_domain():
   x = _rand(2, 4)
-  model = node_model("DynamicQuantizeLSTM", {"x": x}, {}, ["y"])
+  model = node_model("QOrderedMatMul", {"x": x}, {}, ["y"])
   with pytest.raises(kg.UnsupportedError,
-                     match="DynamicQuantizeLSTM of domain 'com.microsoft'.*MatMulNBits"):
+                     match="QOrderedMatMul of domain 'com.microsoft'.*MatMulNBits"):
     kg.onnx.load(model.SerializeToString())
   other = node_model("Foo", {"x": x}, {}, ["y"], domain="org.example")
   with pytest.raises(kg.UnsupportedError, match="Foo of domain 'org.example'"):

@@ -373,3 +373,40 @@ def _dynamic_quantize_matmul(ins, at):
   b_zp = _column_param(ins[3], n, True)
   scale = a_scale * _column_param(ins[2], n, False)
   return _scaled_int_matmul(qa - a_zp, _centered(b, b_zp), scale, ins[4]).cast(a.dtype)
+
+
+# ---- DynamicQuantizeLSTM ---------------------------------------------------------------------
+
+class _Replaced:
+  """An operator's inputs with some positions replaced (to run another operator's code)."""
+
+  def __init__(self, ins, values: dict):
+    self._ins, self._values = ins, values
+
+  def __len__(self) -> int:
+    return len(self._ins)
+
+  def __getitem__(self, i: int):
+    return self._values[i] if i in self._values else self._ins[i]
+
+
+def _dequantized_gates(q: Tensor, scale: Tensor, zp: Tensor | None) -> Tensor:
+  """A quantized (D, in, 4H) LSTM weight with per-direction or per-column (D, 4H) scale and
+  zero point, as the float (D, 4H, in) weight ONNX LSTM takes."""
+  dirs, _, cols = q.shape
+  shape = (dirs, 1, cols) if scale.numel() == dirs * cols else (dirs, 1, 1)
+  w = q.cast(dtypes.int32)
+  if zp is not None:
+    w = w - zp.cast(dtypes.int32).reshape(shape)
+  return (w.cast(dtypes.float32) * scale.cast(dtypes.float32).reshape(shape)).permute(0, 2, 1)
+
+
+@domain_op(MS, "DynamicQuantizeLSTM")
+def _dynamic_quantize_lstm(ins, at):
+  """ONNX LSTM with int8/uint8 weights W (D, in, 4H) and R (D, H, 4H) dequantized by their
+  scales and zero points; the gates are computed in float32 (onnxruntime also quantizes the
+  activations to uint8 on the fly, so its results differ by that rounding)."""
+  from .rnn import recurrent
+  w = _dequantized_gates(ins[1], ins[8], ins[9])
+  r = _dequantized_gates(ins[2], ins[10], ins[11])
+  return recurrent("LSTM", _Replaced(ins, {1: w, 2: r}), at)
