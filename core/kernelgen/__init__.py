@@ -33,6 +33,7 @@ from .frontend import nn, optim  # noqa: E402
 from .frontend.jit import jit  # noqa: E402
 from .frontend.safetensors import SafetensorsError, load, save  # noqa: E402
 from .frontend import onnx  # noqa: E402
+from .frontend.generate import generate  # noqa: E402 (causal LMs: ONNX or kg.nn)
 from .cache import cache_info, clear_cache, set_cache_size  # noqa: E402 (the compile cache)
 
 __version__ = "0.1.0"
@@ -58,5 +59,5 @@ __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "st
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
            "BufferNameError",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
-           "save", "load", "SafetensorsError", "onnx", "ModelError",
+           "save", "load", "SafetensorsError", "onnx", "ModelError", "generate",
            "clear_cache", "set_cache_size", "cache_info"]
