@@ -27,7 +27,7 @@ def node_model(op: str, feeds: dict, inits: dict, outputs: list, domain: str = M
   names = inputs if inputs is not None else list(feeds) + list(inits)
   node = helper.make_node(op, names, outputs, domain=domain, **attrs)
   vis = [helper.make_tensor_value_info(n, elem(a), a.shape) for n, a in feeds.items()]
-  outs = [onnx.ValueInfoProto(name=n) for n in outputs]
+  outs = [onnx.ValueInfoProto(name=n) for n in outputs if n]
   tensors = [v if isinstance(v, onnx.TensorProto) else numpy_helper.from_array(v, n)
              for n, v in inits.items()]
   graph = helper.make_graph([node], "g", vis, outs, tensors)

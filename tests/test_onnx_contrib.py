@@ -34,7 +34,6 @@ def test_skip_simplified_layer_norm_outputs_and_sum(device):
     _rand(16, seed=3)
   model = node_model("SkipSimplifiedLayerNormalization", {"x": x, "skip": skip},
                      {"g": g, "bias": bias}, ["y", "", "inv", "sum"], epsilon=1e-6)
-  model.graph.output.pop(1)
   check(model, {"x": x, "skip": skip}, device)
 
 
@@ -262,3 +261,20 @@ def test_missing_com_microsoft_operator_names_itself_and_its_domain():
   with pytest.raises(kg.UnsupportedError, match="Foo of domain 'org.example'"):
     kg.onnx.load(other.SerializeToString())
   assert helper is not None
+
+
+# ---- float16 ---------------------------------------------------------------------------------
+
+def test_group_query_attention_float16_with_rotary():
+  feeds, inits, names, attrs = gqa_case(3, 4, rotary=True, d=16)
+  feeds = {n: a.astype(np.float16) if a.dtype == np.float32 else a for n, a in feeds.items()}
+  inits = {n: a.astype(np.float16) for n, a in inits.items()}
+  check(_gqa_model(feeds, inits, names, attrs), feeds, "PYTHON", rtol=2e-3, atol=2e-3)
+
+
+def test_skip_simplified_layer_norm_float16():
+  x, skip, g = _rand(2, 3, 16).astype(np.float16), _rand(2, 3, 16, seed=1).astype(np.float16), \
+    _rand(16, seed=2).astype(np.float16)
+  model = node_model("SkipSimplifiedLayerNormalization", {"x": x, "skip": skip}, {"g": g},
+                     ["y", "", "", "sum"], epsilon=1e-6)
+  check(model, {"x": x, "skip": skip}, "PYTHON", rtol=2e-3, atol=2e-3)

@@ -202,3 +202,14 @@ def test_odd_count_int4_initializer_unpacks_every_value():
   got = kg_run(model, {}, "PYTHON")[0]
   assert got.tolist() == vals.tolist()
   assert onnx is not None
+
+
+def test_matmul_nbits_float16_activations():
+  model, feeds = nbits_model(3, 16, 64, 4, 32, "uint8", bias=False)
+  feeds = {"A": feeds["A"].astype(np.float16)}
+  for t in model.graph.initializer:
+    if t.name == "scales":
+      from onnx import numpy_helper
+      t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), "scales"))
+  model.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
+  check(model, feeds, "PYTHON", rtol=3e-3, atol=3e-3)

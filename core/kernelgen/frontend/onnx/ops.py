@@ -15,8 +15,11 @@ ops_quant.py (integer and quantized), ops_llm.py (RotaryEmbedding, LinearAttenti
 CausalConvWithState, FlexAttention), grid.py (GridSample, AffineGrid, RoiAlign, DeformConv),
 ops_random.py (Random*, Bernoulli, Multinomial), ops_text.py (TfIdfVectorizer, ai.onnx.ml's
 Binarizer, ArrayFeatureExtractor, TreeEnsemble), ops_train.py (the training domain's
-optimizers). PREVIEW lists the operators of other domains that are implemented; every other
-operator of another domain is refused by name.
+optimizers), ops_contrib.py and ops_quant_nbits.py (onnxruntime's com.microsoft operators of
+language models: GroupQueryAttention, MatMulNBits ...). PREVIEW lists the operators of other
+domains that live in OPS; DOMAIN_OPS holds those registered with `domain_op` under their
+domain (where a default-domain operator of the same name means something else); every other
+operator of another domain is refused by name and domain.
 """
 from __future__ import annotations
 
