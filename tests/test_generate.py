@@ -130,3 +130,15 @@ def test_bad_arguments_are_typed_errors():
   lm.graph.node[0].input[1] = "tokens"
   with pytest.raises(kg.ModelError, match="input_ids"):
     kg.generate(kg.onnx.load(lm.SerializeToString()), PROMPT, device="PYTHON")
+
+
+def test_kg_nn_model_greedy_matches_numpy():
+  """A kg.nn model (ids -> logits, no cache) is run over the whole sequence each step."""
+  model = kg.nn.Sequential(kg.nn.Embedding(30, 8), kg.nn.Linear(8, 30)).to("PYTHON")
+  emb, lin = model[0], model[1]
+  table, w, b = emb.weight.numpy(), lin.weight.numpy(), lin.bias.numpy()
+  want, tok = [], PROMPT[-1]
+  for _ in range(5):
+    tok = int((table[tok] @ w.T + b).argmax())
+    want.append(tok)
+  assert kg.generate(model, PROMPT, max_new_tokens=5, device="PYTHON") == want
