@@ -57,9 +57,9 @@ BLOCK = 32
 class _Builder:
   """Nodes and initializers of one model being written."""
 
-  def __init__(self, cfg: Config, dtype: str, seed: int):
+  def __init__(self, cfg: Config, dtype: str, seed: int, rotary: str = "op"):
     from onnx import TensorProto
-    self.cfg, self.dtype = cfg, dtype
+    self.cfg, self.dtype, self.rotary = cfg, dtype, rotary
     self.rng = np.random.default_rng(seed)
     self.nodes, self.inits = [], []
     self.float = np.float16 if dtype == "fp16" else np.float32
@@ -170,14 +170,19 @@ def _attention(bld: _Builder, i: int, h: str, caches: tuple) -> str:
   q = bld.linear(h, f"{p}.q_proj", cfg.hidden, cfg.hidden, cfg.qkv_bias)
   k = bld.linear(h, f"{p}.k_proj", cfg.hidden, kv, cfg.qkv_bias)
   v = bld.linear(h, f"{p}.v_proj", cfg.hidden, kv, cfg.qkv_bias)
-  for name, heads in ((q, cfg.heads), (k, cfg.kv_heads)):
-    bld.node("RotaryEmbedding", [name, "position_ids", *caches], [f"{name}/rot"],
-             domain="com.microsoft", interleaved=0, num_heads=heads)
+  extra = []
+  if bld.rotary == "op":
+    for name, heads in ((q, cfg.heads), (k, cfg.kv_heads)):
+      bld.node("RotaryEmbedding", [name, "position_ids", *caches], [f"{name}/rot"],
+               domain="com.microsoft", interleaved=0, num_heads=heads)
+    q, k = f"{q}/rot", f"{k}/rot"
+  else:          # GroupQueryAttention rotates q and k itself (onnxruntime-genai's builder)
+    extra = list(caches)
   bld.node("GroupQueryAttention",
-           [f"{q}/rot", f"{k}/rot", v, f"past_key_values.{i}.key", f"past_key_values.{i}.value",
-            "seqlens_k", "total_seq_len"],
+           [q, k, v, f"past_key_values.{i}.key", f"past_key_values.{i}.value", "seqlens_k",
+            "total_seq_len", *extra],
            [f"{p}/out", f"present.{i}.key", f"present.{i}.value"], domain="com.microsoft",
-           num_heads=cfg.heads, kv_num_heads=cfg.kv_heads, do_rotary=0,
+           num_heads=cfg.heads, kv_num_heads=cfg.kv_heads, do_rotary=int(bool(extra)),
            scale=1.0 / float(np.sqrt(cfg.head_dim)))
   return bld.linear(f"{p}/out", f"{p}.o_proj", cfg.hidden, cfg.hidden)
 
@@ -201,12 +206,14 @@ def _skip_norm(bld: _Builder, x: str, residual: str, weight: str, name: str) -> 
   return f"{name}/out", f"{name}/sum"
 
 
-def build(cfg: Config, dtype: str = "fp32", seed: int = 0):
-  """The onnx ModelProto of a random-weight causal LM of `cfg` in `dtype` (fp32, fp16, q4)."""
+def build(cfg: Config, dtype: str = "fp32", seed: int = 0, rotary: str = "op"):
+  """The onnx ModelProto of a random-weight causal LM of `cfg` in `dtype` (fp32, fp16, q4);
+  rotary "op" (RotaryEmbedding nodes before the attention) or "gqa" (GroupQueryAttention's
+  do_rotary with the caches)."""
   from onnx import TensorProto, helper
-  if dtype not in ("fp32", "fp16", "q4"):
-    raise ValueError(f"dtype {dtype!r}: fp32, fp16 or q4")
-  bld = _Builder(cfg, dtype, seed)
+  if dtype not in ("fp32", "fp16", "q4") or rotary not in ("op", "gqa"):
+    raise ValueError(f"dtype {dtype!r}: fp32, fp16 or q4; rotary {rotary!r}: op or gqa")
+  bld = _Builder(cfg, dtype, seed, rotary)
   x = _embedding(bld)
   _mask_lengths(bld)
   caches = _rotary_caches(bld)
@@ -245,9 +252,10 @@ def main() -> None:
   parser.add_argument("--config", choices=sorted(CONFIGS), default="tiny")
   parser.add_argument("--dtype", choices=("fp32", "fp16", "q4"), default="fp32")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--rotary", choices=("op", "gqa"), default="op")
   parser.add_argument("--out", required=True)
   args = parser.parse_args()
-  model = build(CONFIGS[args.config], args.dtype, args.seed)
+  model = build(CONFIGS[args.config], args.dtype, args.seed, args.rotary)
   import onnx
   onnx.save_model(model, args.out, save_as_external_data=model.ByteSize() > (1 << 30),
                   location="weights.bin")

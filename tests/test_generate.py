@@ -47,10 +47,10 @@ def webgpu():
   return "WEBGPU"
 
 
-@pytest.mark.parametrize("config,dtype", [("tiny", "fp32"), ("tiny", "q4"),
-                                          ("tiny-qwen", "q4")])
-def test_greedy_tokens_equal_onnxruntime_on_webgpu(webgpu, config, dtype):
-  model = lm_models.build(lm_models.CONFIGS[config], dtype)
+@pytest.mark.parametrize("config,dtype,rotary", [("tiny", "fp32", "op"), ("tiny", "q4", "op"),
+                                                 ("tiny-qwen", "q4", "gqa")])
+def test_greedy_tokens_equal_onnxruntime_on_webgpu(webgpu, config, dtype, rotary):
+  model = lm_models.build(lm_models.CONFIGS[config], dtype, rotary=rotary)
   want = ort_greedy(model, PROMPT, 16)
   streamed = []
   got = kg.generate(kg.onnx.load(model.SerializeToString()), PROMPT, max_new_tokens=16,
