@@ -134,11 +134,23 @@ def test_group_query_attention_packed_qkv_and_scale(rotary):
   check(_gqa_model(feeds, inits, names, attrs), feeds, "PYTHON")
 
 
-def test_group_query_attention_attention_bias_is_refused():
-  feeds, inits, names, attrs = gqa_case(2, 0)
-  feeds["bias"] = np.zeros((1, 1, 2, 2), np.float32)
-  names = names + ["", "", "", "bias"]
-  with pytest.raises(kg.UnsupportedError, match="attention_bias"):
+@pytest.mark.parametrize("device", DEVICES)
+def test_group_query_attention_bias_and_head_sink(device):
+  feeds, inits, names, attrs = gqa_case(2, 3)
+  feeds["bias"] = _rand(1, 1, 2, 5, seed=7)
+  feeds["sink"] = _rand(4, seed=8)
+  names = names + ["", "", "", "bias", "sink"]
+  check(_gqa_model(feeds, inits, names, attrs), feeds, device)
+
+
+def test_group_query_attention_smooth_softmax():
+  feeds, inits, names, attrs = gqa_case(3, 2, smooth_softmax=1)
+  check(_gqa_model(feeds, inits, names, attrs), feeds, "PYTHON")
+
+
+def test_group_query_attention_qk_output_is_refused():
+  feeds, inits, names, attrs = gqa_case(2, 0, qk_output=1)
+  with pytest.raises(kg.UnsupportedError, match="qk_output"):
     kg_run(_gqa_model(feeds, inits, names, attrs), feeds, "PYTHON")
 
 

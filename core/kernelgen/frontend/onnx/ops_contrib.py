@@ -210,27 +210,41 @@ def _qkv(ins, hq: int, hkv: int) -> tuple:
   return _split_heads(q, hq), _split_heads(k, hkv), _split_heads(v, hkv)
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float, softcap: float):
-  """softmax(q k^T * scale (soft-capped) + bias) v in float32; q (B,H,S,D), k/v (B,H,T,D)."""
+def _attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor, scale: float, softcap: float,
+            sink: Tensor | None = None):
+  """softmax(q k^T * scale (soft-capped) + bias) v in float32; q (B,H,S,D), k/v (B,H,T,D).
+  `sink` (H,): one more logit per head in the softmax's sum (it takes no value)."""
   q, k, v = q.cast(dtypes.float32), k.cast(dtypes.float32), v.cast(dtypes.float32)
+  if not (softcap and softcap > 0) and sink is None:
+    return scaled_dot_product_attention(q, k, v, bias.cast(dtypes.float32), scale=scale)
+  scores = (q @ k.permute(0, 1, 3, 2)) * scale
   if softcap and softcap > 0:
-    scores = (q @ k.permute(0, 1, 3, 2)) * scale
-    scores = (scores / softcap).tanh() * softcap + bias
+    scores = (scores / softcap).tanh() * softcap
+  scores = scores + bias
+  if sink is None:
     return scores.softmax(-1) @ v
-  return scaled_dot_product_attention(q, k, v, bias.cast(dtypes.float32), scale=scale)
+  top = scores.max(-1, keepdim=True).maximum(sink.reshape(1, -1, 1, 1))
+  e = (scores - top).exp()
+  total = e.sum(-1, keepdim=True) + (sink.reshape(1, -1, 1, 1) - top).exp()
+  return (e / total) @ v
 
 
 def _gqa_checks(ins, at, hq: int, hkv: int) -> None:
   if not hq or not hkv or hq % hkv:
     raise ShapeError(f"GroupQueryAttention: num_heads {hq} must be a positive multiple of "
                      f"kv_num_heads {hkv}")
-  for i, name in ((10, "attention_bias"), (11, "head_sink")):
-    if ins.has(i):
-      raise UnsupportedError(f"GroupQueryAttention of domain {MS!r} with {name} is not "
-                             f"supported")
-  if at.int("smooth_softmax", 0) or at.int("qk_output", 0):
-    raise UnsupportedError(f"GroupQueryAttention of domain {MS!r}: smooth_softmax and "
-                           f"qk_output are not supported")
+  if at.int("qk_output", 0):
+    raise UnsupportedError(f"GroupQueryAttention of domain {MS!r}: qk_output is not "
+                           f"supported")
+
+
+def _sink(ins, at, heads: int, device) -> Tensor | None:
+  """GroupQueryAttention's extra softmax logit per head: head_sink, or 0 (smooth_softmax)."""
+  if ins.has(11):
+    return ins[11].cast(dtypes.float32)
+  if at.int("smooth_softmax", 0):
+    return Tensor.zeros(heads, dtype=dtypes.float32, device=device)
+  return None
 
 
 @domain_op(MS, "GroupQueryAttention")
@@ -254,10 +268,12 @@ def _group_query_attention(ins, at):
   present_k = write_cache(past_k, k.permute(0, 2, 1, 3), past_len, length)
   present_v = write_cache(past_v, v.permute(0, 2, 1, 3), past_len, length)
   bias = _gqa_bias(past_len, s, length, at.int("local_window_size", -1), q.device)
+  if ins.has(10):
+    bias = bias + ins[10].cast(dtypes.float32)
   scale = at.float("scale", 0.0) or 1 / math.sqrt(d)
   g = hq // hkv
   y = _attend(q.permute(0, 2, 1, 3), _repeat_kv(present_k, g), _repeat_kv(present_v, g), bias,
-              scale, at.float("softcap", 0.0))
+              scale, at.float("softcap", 0.0), _sink(ins, at, hq, q.device))
   out = y.permute(0, 2, 1, 3).reshape(b, s, hq * d).cast(ins[0].dtype)
   return [out, present_k, present_v]
 
