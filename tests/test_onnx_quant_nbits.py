@@ -213,3 +213,16 @@ def test_matmul_nbits_float16_activations():
       t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), "scales"))
   model.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT16
   check(model, feeds, "PYTHON", rtol=3e-3, atol=3e-3)
+
+
+def test_initializers_are_uploaded_once_across_runs():
+  """A model run again (a decode step) reuses its initializers' device tensors: the packed
+  weights are not uploaded per step."""
+  model, feeds = nbits_model(1, 16, 64, 4, 32, "uint8", bias=True)
+  m = kg.onnx.load(model.SerializeToString())
+  first = m.run(feeds, device="PYTHON")["Y"].numpy()
+  uploads = dict(m.uploads)
+  assert {name for _, name in uploads} == {"B", "scales", "zp", "bias"}
+  second = m.run(feeds, device="PYTHON")["Y"].numpy()
+  assert all(m.uploads[key] is t for key, t in uploads.items())
+  np.testing.assert_array_equal(first, second)

@@ -14,7 +14,7 @@ import math
 from ...dtype import dtypes
 from ...errors import ShapeError, UnsupportedError
 from ..indexing_ops import take
-from ..tensor import Tensor
+from ..tensor import Tensor, stack
 from .ops import axis_index, domain_op
 
 MS = "com.microsoft"
@@ -24,9 +24,9 @@ def nibbles(x: Tensor) -> Tensor:
   """The 4-bit values of uint8 `x`, two per byte along the last axis (the low nibble first):
   shape (..., 2 * n), int32."""
   shape = x.shape
-  wide = x.cast(dtypes.int32).reshape(*shape, 1).expand(*shape, 2)
-  shift = (Tensor.arange(2, device=x.device) * 4).reshape(*(1,) * len(shape), 2)
-  return ((wide >> shift) & 15).reshape(*shape[:-1], 2 * shape[-1])
+  wide = x.cast(dtypes.uint32)          # (// 16 of an unsigned value: a shift, with no guards)
+  pairs = stack([wide & 15, wide // 16], -1).cast(dtypes.int32)
+  return pairs.reshape(*shape[:-1], 2 * shape[-1])
 
 
 def _per_block(p: Tensor, block: int, k: int) -> Tensor:

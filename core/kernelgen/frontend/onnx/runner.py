@@ -98,7 +98,14 @@ class Runner:
     """The device Tensor of `name` (static values uploaded, narrowed, on first use)."""
     if name in self.tensors and not (self.folding and name in self.static):
       return self.tensors[name]
-    t = self.upload(self.static[name], f"tensor {name!r}")
+    shared = not self.folding and type(self) is Runner and name in self.model.initializers
+    key = (self.device, name)
+    if shared and key in self.model.uploads:      # an initializer uploaded by an earlier run
+      t = self.model.uploads[key]
+    else:
+      t = self.upload(self.static[name], f"tensor {name!r}")
+    if shared:
+      self.model.uploads[key] = t
     if not self.folding:
       self.tensors[name] = t
     return t
