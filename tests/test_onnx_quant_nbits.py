@@ -226,3 +226,19 @@ def test_initializers_are_uploaded_once_across_runs():
   second = m.run(feeds, device="PYTHON")["Y"].numpy()
   assert all(m.uploads[key] is t for key, t in uploads.items())
   np.testing.assert_array_equal(first, second)
+
+
+def test_gather_block_quantized_dequantizes_only_the_gathered_rows():
+  """The table stays packed: the one float buffer written is the gathered rows."""
+  rng = np.random.default_rng(0)
+  vocab, dim = 512, 64
+  data = pack_nibbles(rng.integers(0, 16, (vocab, dim)))
+  scales = rng.random((vocab, dim // 32)).astype(np.float32)
+  idx = np.array([[7, 300, 511]], np.int64)
+  model = node_model("GatherBlockQuantized", {"idx": idx}, {"data": data, "scales": scales},
+                     ["y"], inputs=["data", "idx", "scales"], block_size=32, bits=4,
+                     gather_axis=0, quantize_axis=1)
+  out = kg.onnx.load(model.SerializeToString()).run({"idx": idx}, device="PYTHON")
+  kernels = kg.compile(list(out.values()), target="wgsl")
+  assert _float_kernel_outputs(kernels) == [3 * dim]
+  check(model, {"idx": idx}, "PYTHON", rtol=1e-6, atol=1e-6)
