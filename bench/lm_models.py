@@ -232,9 +232,9 @@ def build(cfg: Config, dtype: str = "fp32", seed: int = 0, rotary: str = "op"):
   logits = bld.linear(h, "lm_head", cfg.hidden, cfg.vocab, std=0.5)
   bld.node("Identity", [logits], ["logits"])
   ft, kvd = bld.float_type, cfg.head_dim
-  ints = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "seq" if n != "attention_mask"
-                                                               else "total"])
-          for n in ("input_ids", "attention_mask", "position_ids")]
+  ints = [helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", width])
+          for n, width in (("input_ids", "seq"), ("attention_mask", "total"),
+                           ("position_ids", "seq"))]
   past = [helper.make_tensor_value_info(f"past_key_values.{i}.{w}", ft,
                                         ["batch", cfg.kv_heads, "past", kvd])
           for i in range(cfg.layers) for w in ("key", "value")]

@@ -64,7 +64,8 @@ def main(reps: int = 20, word: str = "") -> None:
     y = dev["x"] @ ((codes - per(zp)) * per(dev["s"])).permute(1, 0)
     words = kg.Tensor(np.frombuffer(packed.tobytes(), np.uint32).copy(), device="WEBGPU").realize()
     wf = kg.Tensor(w, device="WEBGPU").realize()
-    plans = {"matvec": _plan(rt, y, options), "f32": _plan(rt, dev["x"] @ wf.permute(1, 0), options),
+    plans = {"matvec": _plan(rt, y, options),
+             "f32": _plan(rt, dev["x"] @ wf.permute(1, 0), options),
              "copy": _plan(rt, words + 1, options),
              "sum": _plan(rt, words.sum(), options)}
     times = {v: [] for v in plans}
