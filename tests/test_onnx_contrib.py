@@ -305,3 +305,13 @@ def test_group_query_attention_rows_of_different_lengths():
   for g, w in zip(got[1:], want[1:]):        # row 1's cache beyond its length is unspecified
     np.testing.assert_allclose(g[0], w[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g[1, :, :3 + s], w[1, :, :3 + s], rtol=1e-5, atol=1e-6)
+
+
+def test_multi_head_attention_with_projected_4d_key_value():
+  """Cross attention with key and value already (B, heads, L, head_dim)."""
+  b, s, t, h, d = 2, 3, 5, 2, 8
+  feeds = {"q": _rand(b, s, h * d), "k": _rand(b, h, t, d, seed=1),
+           "v": _rand(b, h, t, d, seed=2)}
+  model = node_model("MultiHeadAttention", feeds, {}, ["y"], inputs=["q", "k", "v"],
+                     num_heads=h)
+  check(model, feeds, "PYTHON")
