@@ -315,3 +315,12 @@ def test_multi_head_attention_with_projected_4d_key_value():
   model = node_model("MultiHeadAttention", feeds, {}, ["y"], inputs=["q", "k", "v"],
                      num_heads=h)
   check(model, feeds, "PYTHON")
+
+
+def test_rotary_embedding_ms_partial_rotary_dim():
+  b, s, h, d, r = 1, 3, 2, 16, 8
+  x, pos = _rand(b, s, h * d), np.array([[2, 3, 4]], np.int64)
+  cos, sin = _caches(8, r // 2)
+  model = node_model("RotaryEmbedding", {"x": x, "pos": pos}, {"cos": cos, "sin": sin}, ["y"],
+                     num_heads=h, rotary_embedding_dim=r)
+  check(model, {"x": x, "pos": pos}, "PYTHON")

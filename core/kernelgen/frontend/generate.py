@@ -92,6 +92,11 @@ class OnnxCausalLM:
     if "position_ids" in names:
       feeds["position_ids"] = Tensor([list(range(total - s, total))], dtype=dtypes.int32,
                                      device=self.device)
+    if "use_cache_branch" in names:           # Optimum's merged decoder: its If picks the branch
+      feeds["use_cache_branch"] = Tensor([bool(self.cache)], device=self.device)
+    for keep in ("num_logits_to_keep", "logits_to_keep"):
+      if keep in names:
+        feeds[keep] = Tensor(1, dtype=dtypes.int32, device=self.device)
     for name in self.past:
       feeds[name] = self.cache[name] if name in self.cache else self._empty_past(name)
     out = self.model.run(feeds, device=self.device)
