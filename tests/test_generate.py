@@ -142,3 +142,61 @@ def test_kg_nn_model_greedy_matches_numpy():
     tok = int((table[tok] @ w.T + b).argmax())
     want.append(tok)
   assert kg.generate(model, PROMPT, max_new_tokens=5, device="PYTHON") == want
+
+
+def _merged_decoder():
+  """A toy decoder in Optimum's merged layout: its If on use_cache_branch adds one bias to the
+  logits on the prompt step (no past) and another on the decode steps."""
+  from onnx import TensorProto, helper, numpy_helper
+  rng = np.random.default_rng(3)
+  vocab = 24
+  consts = {"E": rng.standard_normal((vocab, 2)).astype(np.float32),
+            "W": rng.standard_normal((2, vocab)).astype(np.float32) * 3,
+            "axis1": np.array([1], np.int64)}
+  branch = {}
+  for name, seed in (("then", 4), ("else", 5)):
+    bias = numpy_helper.from_array(
+      np.random.default_rng(seed).standard_normal(vocab).astype(np.float32) * 5, f"b_{name}")
+    branch[name] = helper.make_graph(
+      [helper.make_node("Constant", [], [f"out_{name}"], value=bias)], name, [],
+      [helper.make_tensor_value_info(f"out_{name}", TensorProto.FLOAT, [vocab])])
+  nodes = [helper.make_node("Gather", ["E", "input_ids"], ["emb"]),
+           helper.make_node("MatMul", ["emb", "W"], ["raw"]),
+           helper.make_node("Squeeze", ["use_cache_branch"], ["cond"]),
+           helper.make_node("If", ["cond"], ["bias"], then_branch=branch["then"],
+                            else_branch=branch["else"]),
+           helper.make_node("Add", ["raw", "bias"], ["logits"]),
+           helper.make_node("Unsqueeze", ["emb", "axis1"], ["kv"])]
+  for w in ("key", "value"):
+    nodes.append(helper.make_node("Concat", [f"past_key_values.0.{w}", "kv"],
+                                  [f"present.0.{w}"], axis=2))
+  ints = [helper.make_tensor_value_info(n, TensorProto.INT64, [1, n[:4]])
+          for n in ("input_ids", "attention_mask")]
+  flag = [helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])]
+  past = [helper.make_tensor_value_info(f"past_key_values.0.{w}", TensorProto.FLOAT,
+                                        [1, 1, "past", 2]) for w in ("key", "value")]
+  outs = [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, "seq", vocab])] + \
+    [helper.make_tensor_value_info(f"present.0.{w}", TensorProto.FLOAT, [1, 1, "total", 2])
+     for w in ("key", "value")]
+  graph = helper.make_graph(nodes, "merged", ints + flag + past, outs,
+                            [numpy_helper.from_array(v, k) for k, v in consts.items()])
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9)
+
+
+def test_merged_decoder_gets_use_cache_branch():
+  model = _merged_decoder()
+  ort = pytest.importorskip("onnxruntime")
+  sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+  past = {f"past_key_values.0.{w}": np.zeros((1, 1, 0, 2), np.float32) for w in ("key", "value")}
+  new, total, want = PROMPT, 0, []
+  for _ in range(4):
+    total += len(new)
+    logits, k, v = sess.run(None, {"input_ids": np.array([new], np.int64),
+                                   "attention_mask": np.ones((1, total), np.int64),
+                                   "use_cache_branch": np.array([total > len(new)]), **past})
+    past = {"past_key_values.0.key": k, "past_key_values.0.value": v}
+    want.append(int(logits[0, -1].argmax()))
+    new = [want[-1]]
+  got = kg.generate(kg.onnx.load(model.SerializeToString()), PROMPT, max_new_tokens=4,
+                    device="PYTHON")
+  assert got == want
