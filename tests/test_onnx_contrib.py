@@ -324,3 +324,17 @@ def test_rotary_embedding_ms_partial_rotary_dim():
   model = node_model("RotaryEmbedding", {"x": x, "pos": pos}, {"cos": cos, "sin": sin}, ["y"],
                      num_heads=h, rotary_embedding_dim=r)
   check(model, {"x": x, "pos": pos}, "PYTHON")
+
+
+def test_group_query_attention_right_padded_prompt():
+  """A prompt of rows of different lengths (right-padded, seqlens_k + 1 tokens each): each
+  row's real queries see only its own tokens (the padded positions' outputs are unspecified)."""
+  feeds, inits, names, attrs = gqa_case(4, 0, b=2, rotary=True, d=16)
+  feeds["seqlens"] = np.array([3, 1], np.int32)
+  model = _gqa_model(feeds, inits, names, attrs)
+  want, got = ort_run(model, feeds), kg_run(model, feeds, "PYTHON")
+  np.testing.assert_allclose(got[0][0], want[0][0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(got[0][1, :2], want[0][1, :2], rtol=1e-5, atol=1e-6)
+  for g, w in zip(got[1:], want[1:]):
+    np.testing.assert_allclose(g[0], w[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g[1, :, :2], w[1, :, :2], rtol=1e-5, atol=1e-6)

@@ -186,13 +186,13 @@ def _bias_from_allowed(allowed: Tensor, dtype) -> Tensor:
   return where(allowed, Tensor.zeros(1, dtype=dtype, device=allowed.device), -math.inf)
 
 
-def _gqa_bias(past_len: Tensor, s: int, t: int, window: int, device) -> Tensor:
-  """(B, 1, S, T) additive mask: key j seen by query i (at past_len + i) when j <= its position,
-  and within the local window when there is one."""
+def _gqa_bias(past_len: Tensor, lens: Tensor, s: int, t: int, window: int, device) -> Tensor:
+  """(B, 1, S, T) additive mask: key j seen by query i (at past_len + i) when j <= its position
+  and j < its row's `lens` keys, and within the local window when there is one."""
   i = Tensor.arange(s, device=device).reshape(1, 1, s, 1)
   j = Tensor.arange(t, device=device).reshape(1, 1, 1, t)
   pos = i + past_len.cast(dtypes.int32).reshape(-1, 1, 1, 1)
-  allowed = j <= pos
+  allowed = (j <= pos) & (j < lens.reshape(-1, 1, 1, 1))
   if window > 0:
     allowed = allowed & (j > pos - window)
   return _bias_from_allowed(allowed, dtypes.float32)
@@ -257,7 +257,9 @@ def _group_query_attention(ins, at):
   b, s, _, d = q.shape
   past_k, past_v = ins[3], ins[4]
   total = int(ins.scalar(6))
-  past_len = ins[5].cast(dtypes.int32).reshape(b) + (1 - s)       # (B,): seqlens_k + 1 - S
+  lens = ins[5].cast(dtypes.int32).reshape(b) + 1                  # (B,): each row's keys
+  prompt = past_k is None or past_k.shape[2] == 0      # (a prompt's rows are right-padded)
+  past_len = lens * 0 if prompt else lens - s
   if at.int("do_rotary", 0):
     pos = ins[9].cast(dtypes.int32) if ins.has(9) else \
       Tensor.arange(s, device=q.device).reshape(1, s) + past_len.reshape(b, 1)
@@ -267,7 +269,7 @@ def _group_query_attention(ins, at):
   length = max(total, past_k.shape[2] if past_k is not None else 0)
   present_k = write_cache(past_k, k.permute(0, 2, 1, 3), past_len, length)
   present_v = write_cache(past_v, v.permute(0, 2, 1, 3), past_len, length)
-  bias = _gqa_bias(past_len, s, length, at.int("local_window_size", -1), q.device)
+  bias = _gqa_bias(past_len, lens, s, length, at.int("local_window_size", -1), q.device)
   if ins.has(10):
     bias = bias + ins[10].cast(dtypes.float32)
   scale = at.float("scale", 0.0) or 1 / math.sqrt(d)
