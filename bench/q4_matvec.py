@@ -42,7 +42,7 @@ def main(reps: int = 20, word: str = "") -> None:
   import numpy as np
   import kernelgen as kg
   from kernelgen.device import Device
-  from kernelgen.frontend.onnx.ops_quant_nbits import nibbles
+  from kernelgen.onnx.operators.quant_nbits import nibbles
   from lm_models import quantize_q4
   rt = Device["WEBGPU"]
   options = rt.render_options()
