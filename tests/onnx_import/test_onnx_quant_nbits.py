@@ -242,3 +242,16 @@ def test_gather_block_quantized_dequantizes_only_the_gathered_rows():
   kernels = kg.compile(list(out.values()), target="wgsl")
   assert _float_kernel_outputs(kernels) == [3 * dim]
   check(model, {"idx": idx}, "PYTHON", rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("tp", [TensorProto.INT4, TensorProto.UINT4])
+def test_quantize_linear_to_4_bits_saturates_to_their_range(tp):
+  """Rounded half to even, plus the zero point, saturated to -8..7 (int4) or 0..15 (uint4)."""
+  x = np.array([-100, -9, -1.2, 0, 3.4, 7.6, 15.2, 100], np.float32)
+  zp = helper.make_tensor("zp", tp, [], [0 if tp == TensorProto.INT4 else 3])
+  model = node_model("QuantizeLinear", {"x": x}, {"s": np.array(1.0, np.float32), "zp": zp},
+                     ["q"], domain="", inputs=["x", "s", "zp"])
+  want = np.clip(np.round(x) + (0 if tp == TensorProto.INT4 else 3),
+                 *((-8, 7) if tp == TensorProto.INT4 else (0, 15)))
+  assert kg_run(model, {"x": x}, "PYTHON")[0].tolist() == want.tolist()   # (onnxruntime's
+  # Python API cannot return 4-bit outputs: numpy, as the ONNX definition, is the oracle)

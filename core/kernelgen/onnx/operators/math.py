@@ -207,7 +207,7 @@ def _where(ins, at): return where(ins[0], ins[1], ins[2])
 
 @op("Cast")
 def _cast(ins, at):
-  from .data import NIBBLES
+  from ..data import NIBBLES
   code = at.int("to")
   if code in NIBBLES:       # int4 / uint4 (held one per byte): the low 4 bits, as onnxruntime
     low = ins[0].cast(dtypes.int32) & 15
