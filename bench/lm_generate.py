@@ -8,6 +8,7 @@ with a longer cache is a new program).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -47,9 +48,12 @@ def main() -> None:
   parser.add_argument("--prompt", type=int, default=8)
   parser.add_argument("--tokens", type=int, default=16)
   parser.add_argument("--device", default="WEBGPU")
+  parser.add_argument("--layers", type=int, default=0, help="fewer layers than the config's")
   args = parser.parse_args()
   import kernelgen as kg
   cfg = lm_models.CONFIGS[args.config]
+  if args.layers:
+    cfg = dataclasses.replace(cfg, layers=args.layers)
   model = lm_models.build(cfg, args.dtype).SerializeToString()
   prompt = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, args.prompt)]
   t0 = time.perf_counter()
@@ -59,7 +63,7 @@ def main() -> None:
   got = kg.generate(kg.onnx.load(model), prompt, max_new_tokens=args.tokens, device=args.device,
                     on_token=lambda t: stamps.append(time.perf_counter()))
   t2 = time.perf_counter()
-  print(f"{args.config} {args.dtype}: prompt {args.prompt}, {args.tokens} tokens, load "
+  print(f"{args.config} ({cfg.layers} layers) {args.dtype}: prompt {args.prompt}, {args.tokens} tokens, load "
         f"{os.getloadavg()[0]:.1f}")
   print(f"onnxruntime CPU {t1 - t0:.1f} s: {want}")
   print(f"kernelgen {args.device} {t2 - t1:.1f} s (first token {stamps[0] - t1:.1f} s): {got}")
