@@ -200,3 +200,22 @@ def test_merged_decoder_gets_use_cache_branch():
   got = kg.generate(kg.onnx.load(model.SerializeToString()), PROMPT, max_new_tokens=4,
                     device="PYTHON")
   assert got == want
+
+
+def test_page_entry_point_generates_and_streams():
+  """web_api.generate_model (what the page's worker calls): JSON options, tokens streamed to
+  the callback, a typed error in the result when no model was given."""
+  import json
+  from kernelgen import web_api
+  web_api._MODEL.clear()
+  missing = web_api.generate_model(None, json.dumps({"prompt": PROMPT}))
+  assert missing["ok"] is False and missing["error"]["type"] == "ModelError"
+  model = _merged_decoder().SerializeToString()
+  streamed = []
+  options = json.dumps({"prompt": PROMPT, "max_new_tokens": 3, "device": "PYTHON"})
+  result = web_api.generate_model(model, options, streamed.append)
+  want = kg.generate(kg.onnx.load(model), PROMPT, max_new_tokens=3, device="PYTHON")
+  assert result["ok"] and result["tokens"] == want == streamed
+  again = web_api.generate_model(None, options)       # the model given last
+  assert again["tokens"] == want
+  web_api._MODEL.clear()
