@@ -102,7 +102,9 @@ def kernel_key(item: ScheduleItem, target: str, options: dict | None) -> tuple |
                      _value_key(node.arg), tuple(index[id(s)] for s in node.src)))
       index[id(node)] = len(rows) - 1
     again = tuple(index[id(r)] for r in item.recomputed)
-    return (target, _options_key(options or {}), item.name, item.rows, again, tuple(rows))
+    # the output's symbolic sizes (as expressions): they set a run-time grid (Launch.grid)
+    return (target, _options_key(options or {}), item.name, item.rows, again, item.out.sym,
+            tuple(rows))
   except TypeError:
     return None
 
@@ -167,7 +169,7 @@ def graph_key(roots: list[LazyOp], context) -> tuple[tuple | None, list[LazyOp]]
         continue
       else:
         rows.append((node.op, node.dtype.name, node.dtype.count, node.shape, node.device,
-                     _value_key(node.arg), tuple(index[id(s)] for s in node.src)))
+                     _value_key(node.arg), tuple(index[id(s)] for s in node.src), node.sym))
       index[id(node)] = len(order)
       order.append(node)
     return (context, tuple(index[id(r)] for r in roots), tuple(rows)), order

@@ -134,6 +134,7 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
   from .lowering.optimize import optimize
   options = dict(get_target(target).check_options(options or {}))
   from .lowering.tensorcore import lower_tensor_cores
+  opts = None              # (tensor-core kernels have none)
   with internal_errors("tensor_cores", item.name):
     lowered = lower_tensor_cores(item, target, options)       # tensor cores (matmuls on PTX)
   if lowered is None:
@@ -147,10 +148,65 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
   render_options = get_target(target).render_options(options)
   out = compile_kernel(sink, item.name, target, render_options,     # verify ... render
                        {b.slot: b.name for b in buffers}, print_after)
-  if target != "python":
-    return out
-  with internal_errors("render", item.name):
-    return python_compiled(out)
+  if target == "python":
+    with internal_errors("render", item.name):
+      out = python_compiled(out)
+  return with_grid(out, item, opts)
+
+
+def with_grid(compiled, item, opts):
+  """`compiled` with a run-time grid (Launch.grid) where its output's leading axis is symbolic
+  and its threads are laid out in row-major order over the outputs (lower._thread_stores) or
+  over register tiles (lowerer.tile_threads): the workgroups past the bound size would only
+  compute padding."""
+  from .graph.dims import Sym
+  from .graph.lazy import L
+  from .lowering.lowerer import tile_axes
+  out = item.out
+  sym = out.sym
+  if item.rows and sym is not None and opts is not None:
+    return _row_grid(compiled, item, opts)
+  if sym is None or opts is None or item.rows or opts.group or opts.stage or \
+     out.op in (L.ATTENTION, L.SORTNET, L.WRITE) or not isinstance(sym[0], Sym) or \
+     any(isinstance(s, Sym) for s in sym[1:]) or compiled.global_size[1:] != (1, 1) or \
+     tuple(compiled.launch.dispatch) != tuple(compiled.global_size):
+    return compiled
+  rows, inner, per = 1, 1, max(opts.local, 1) * max(opts.upcast, 1)
+  if opts.tile:            # one thread per R x C block, blocks in row-major order
+    sizes = dict(zip(opts.tile_axes or tile_axes(out.shape), opts.tile))
+    rows, per = sizes.get(0, 1), max(opts.local, 1) * sizes.get(0, 1)
+    for a, n in enumerate(out.shape[1:], 1):
+      inner *= -(-n // sizes.get(a, 1))
+  else:
+    for s in sym[1:]:
+      inner *= s
+  need = (sym[0] + rows - 1) * inner     # threads needed, times `rows`: ceil(S / rows) blocks
+  return _gridded(compiled, need, per)
+
+
+def _gridded(compiled, need, per: int):
+  import dataclasses
+  grid = ((tuple(need.terms), need.const, per),)
+  return dataclasses.replace(compiled, launch=dataclasses.replace(compiled.launch, grid=grid))
+
+
+def _row_grid(compiled, item, opts):
+  """A row kernel's run-time grid: its rows (the outer axes, row-major: a thread, or with
+  row_lanes a workgroup, each) past a leading symbolic outer axis's bound size."""
+  from .graph.dims import Sym
+  from .graph.schedule import row_node
+  out = item.out
+  outer = [a for a in range(len(out.shape)) if a not in item.rows]
+  if row_node(out) is not out or not outer or outer[0] != 0 or \
+     not isinstance(out.sym[0], Sym) or any(isinstance(s, Sym) for s in out.sym[1:]) or \
+     compiled.global_size[1:] != (1, 1) or \
+     tuple(compiled.launch.dispatch) != tuple(compiled.global_size):
+    return compiled
+  inner = 1
+  for a in outer[1:]:
+    inner *= out.shape[a]
+  lanes = max(opts.row_lanes, 1)
+  return _gridded(compiled, out.sym[0] * inner, 1 if lanes > 1 else max(opts.local, 1))
 
 
 def python_compiled(kernel: Kernel):

@@ -31,9 +31,15 @@ FORMATS = {"bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", 
            "float64": "d"}
 
 
-def setup(gpu=None, jspi: bool = True) -> dict:
-  """Install the page's WEBGPU device when `gpu` (gpu.js's GpuExecutor) is given; what loaded."""
+def setup(gpu=None, jspi: bool = True, progress=None) -> dict:
+  """Install the page's WEBGPU device when `gpu` (gpu.js's GpuExecutor) is given; what loaded.
+  `progress(done, total, kernel, device, running)` (a JS function) hears of each kernel any
+  command runs
+  (realize.progress: the page's progress bar during Verify PTX, compare with PYTHON, ...)."""
   import kernelgen
+  if progress is not None and progress:   # JS null arrives as a falsy jsnull
+    from . import realize
+    realize.progress = progress
   device = "PYTHON"
   if gpu is not None and gpu:  # JS null arrives as a falsy jsnull
     from .runtime import webgpu_browser
@@ -99,8 +105,19 @@ def program_line(exc: BaseException) -> int | None:
   return line
 
 
+# a module the page's Python lacks -> what to say (Pyodide's wheels of it are not in the site)
+MISSING_MODULE = ("{name} is not available in this page: its Python has the standard library and "
+                  "kernelgen only. Pyodide's {name} wheel is not part of this site (npm's pyodide "
+                  "package ships no wheels, and the page loads nothing from other hosts, such as "
+                  "Pyodide's CDN). Build the data with kernelgen instead: Tensor([...]), "
+                  "Tensor.arange(n), Tensor.randn(*shape, seed=0); or run the program in CPython "
+                  "(kernelgen's CLI), where numpy works")
+
+
 def error_data(exc: BaseException) -> dict:
   message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+  if isinstance(exc, ModuleNotFoundError) and sys.platform == "emscripten" and exc.name:
+    message = f"{message}: " + MISSING_MODULE.format(name=exc.name.split(".")[0])
   data = {"type": type(exc).__name__, "message": message or type(exc).__name__,
           "line": program_line(exc)}
   if getattr(exc, "line", None) is not None and not isinstance(exc, SyntaxError):

@@ -157,6 +157,8 @@ def optimize(item: ScheduleItem, target: Target | str, options: dict | None = No
     return row_opts(item, target, options)        # row kernels: rows.py
   if item.out.op is L.ATTENTION:
     return attention_opts(item, target, options)  # fused attention: attention.py
+  if item.out.op is L.WRITE:                        # an in-place write: a thread per element
+    return Opts(local=min(64, max(item.out.src[1].size, 1)))
   n = max(item.out.size, 1)
   group = int(options.get("group", -1))
   if group < 0:

@@ -63,10 +63,30 @@ class Runner:
       if self.model.input_dtypes.get(name) == dtypes.bfloat16 and t.dtype == dtypes.float32:
         t = t.cast(dtypes.bfloat16)     # numpy has no bfloat16: float32 arrays stand for it
       self._check_shape(name, t.shape, sizes)
-      if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX:
+      ranged = self._ranged_dims(name, t.shape)
+      if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX and ranged is None:
         self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
       self.static.pop(name, None)
-      self.tensors[name] = self._to_device(t, f"input {name!r}")
+      t = self._to_device(t, f"input {name!r}")
+      self.tensors[name] = t if ranged is None else t.symbolic(*ranged)
+
+  def _ranged_dims(self, name: str, shape: tuple):
+    """The logical shape of input `name` when load()'s dims give a range to some dim it
+    declares (those sizes symbolic: kg.Dim(dim_param, lo, hi) bound to the size given), else
+    None."""
+    declared = self.model.input_shapes.get(name)
+    if not declared or not any(isinstance(self.model.dims.get(d), tuple) for d in declared
+                               if isinstance(d, str)):
+      return None
+    from ..graph.dims import Dim
+    out = []
+    for want, got in zip(declared, shape):
+      bounds = self.model.dims.get(want) if isinstance(want, str) else None
+      if isinstance(bounds, tuple) and bounds[0] < bounds[1]:
+        out.append(Dim(want, *bounds).bind(got))
+      else:
+        out.append(got)
+    return tuple(out)
 
   def _check_shape(self, name: str, shape: tuple, sizes: dict) -> None:
     declared = self.model.input_shapes.get(name)
@@ -77,9 +97,16 @@ class Runner:
     for want, got in zip(declared, shape):
       if isinstance(want, int) and want > 0 and want != got:
         raise ShapeError(f"input {name!r} has shape {shape}, the model declares {declared}")
-      if isinstance(want, str) and sizes.setdefault(want, got) != got:
+      if not isinstance(want, str) or want == "?":     # "?": an unnamed dim, its own unknown
+        continue
+      if sizes.setdefault(want, got) != got:
         raise ShapeError(f"input {name!r} gives {want} = {got}, another input gave "
                          f"{sizes[want]}: symbolic dims of one name must agree")
+      fixed = self.model.dims.get(want)
+      if isinstance(fixed, int) and got != fixed or \
+         isinstance(fixed, tuple) and not fixed[0] <= got <= fixed[1]:
+        raise ShapeError(f"input {name!r} gives {want} = {got}; the model was loaded with "
+                         f"dims {want}={fixed}")
 
   def _to_device(self, t: Tensor, what: str) -> Tensor:
     target = NARROW.get(t.dtype) or (dtypes.float32 if t.dtype == dtypes.float64 and
@@ -121,6 +148,14 @@ class Runner:
     if not self.folding:
       raw, dtype = narrow_bytes(raw, dtype, shape, what, self.model.float64)
     return tensor_from_bytes(raw, shape, dtype, "PYTHON" if self.folding else self.device)
+
+  def constant(self, name: str):
+    """The Static value of `name` when the program itself fixes it (an initializer, a Constant,
+    a folded node), else None: never a feed's host copy (data stays a run-time input)."""
+    s = self.static.get(name)
+    if isinstance(s, tuple):
+      return Static.from_bytes(*s)
+    return s
 
   def known(self, name: str):
     """The Static host value of `name` when known without running anything, else None."""

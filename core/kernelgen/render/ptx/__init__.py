@@ -200,6 +200,6 @@ def render(kernel: Kernel, arch: str = "sm_80", **options) -> CompiledKernel:
   source = writer.render()
   launch = Launch("ptx", source, ptx_identifier(kernel.name), _bindings(kernel),
                   kernel.local_size, writer.grid or kernel.global_size,
-                  tuple((var_name(v), "int32") for v in kernel.vars))
+                  tuple((v.arg[0], "int32") for v in kernel.vars))
   return CompiledKernel(kernel.name, "ptx", source, kernel.global_size, kernel.local_size,
                         kernel.buffers, launch, kernel)
