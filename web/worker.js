@@ -190,10 +190,24 @@ async function runModel({ seed = 0, device, inputs = null }) {
   }
 }
 
+// Generate from a causal LM (its ONNX bytes, or null: the one given last) with kg.generate;
+// each token is posted to the page as it comes ({type: 'token', token}).
+async function generate({ data = null, options }) {
+  const device = JSON.parse(options).device || 'WEBGPU';
+  if (device === 'WEBGPU') await ensureGpu();
+  const onToken = (token) => post({ type: 'token', token });
+  try {
+    return await callPython('generate_model', data ?? undefined, options, onToken);
+  } finally {
+    if (device === 'WEBGPU') enqueue({ cmd: 'release' });
+  }
+}
+
 const COMMANDS = {
   boot,
   run,
   runModel,
+  generate,
   // an ONNX file's bytes (a Uint8Array) -> inputs, outputs, histogram, WGSL and PTX kernels
   loadModel: ({ data, arch, seed = 0 }) => callPython('load_model', data, arch, seed),
   compareModel: () => callPython('compare_model'),

@@ -39,6 +39,7 @@ from .nn import optim  # noqa: E402
 from .tensor.jit import jit  # noqa: E402
 from .nn.safetensors import SafetensorsError, load, save  # noqa: E402
 from . import onnx  # noqa: E402
+from .onnx.generate import generate  # noqa: E402 (causal LMs: ONNX or kg.nn)
 from .cache import cache_info, clear_cache, set_cache_size  # noqa: E402 (the compile cache)
 
 __version__ = "0.1.0"
@@ -58,6 +59,8 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
   KernelgenErrors) when a program cannot be compiled for the target.
   """
   from .compiler import compile_program
+  from .render.targets import get_target
+  target = get_target(target)   # a name (or a Target) resolved once, here; the Target travels
   tensors = tensors if isinstance(tensors, (list, tuple)) else [tensors]
   if arch is not None:
     options["arch"] = arch
@@ -71,5 +74,5 @@ __all__ = ["Tensor", "Dim", "Sym", "dtypes", "DType", "Device", "compile", "wher
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
            "BufferNameError", "StoppedError", "InputError", "SymbolicDimWarning",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
-           "save", "load", "SafetensorsError", "onnx", "ModelError",
+           "save", "load", "SafetensorsError", "onnx", "ModelError", "generate",
            "clear_cache", "set_cache_size", "cache_info"]

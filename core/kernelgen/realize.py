@@ -19,15 +19,15 @@ progress = None
 
 
 def _plan(pending: list[LazyOp]) -> tuple:
-  """(the schedule of `pending`, the Plan whose compiled kernels it fills, or None): a plan
-  kept from an earlier realize of a graph with the same structure (cache.py), else a fresh
+  """(the schedule of `pending`, the RealizePlan whose compiled kernels it fills, or None): a
+  plan kept from an earlier realize of a graph with the same structure (cache.py), else a fresh
   schedule kept as a plan."""
-  from .cache import Plan, graph_key, keep_plan, options_key, plan_for
-  from .compiler import buffer_limit
+  from .cache import RealizePlan, graph_key, keep_plan, options_key, plan_for
+  from .compiler import target_of
   from .device import Device
   devices = sorted({n.device for n in pending})
   options = {d: Device[d].render_options() for d in devices}
-  limits = [buffer_limit(Device[d].target or "python", options[d]) for d in devices]
+  limits = [target_of(Device[d]).buffer_limit(options[d]) for d in devices]
   limit = min((m for m in limits if m), default=None)
   rows = min(row_limit(options[d]) for d in devices)
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
@@ -45,7 +45,7 @@ def _plan(pending: list[LazyOp]) -> tuple:
     items = schedule(pending, limit, rows)
   if key is None:
     return items, None
-  plan = Plan(items, order)
+  plan = RealizePlan(items, order)
   keep_plan(key, plan)
   return items, plan
 
@@ -153,6 +153,7 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
   """The compiled kernel of `item` for `runtime` (the compile cache's, cache.py); the search
   mode first times candidate options on the kernel's buffers."""
   from .cache import cached_compile
+  from .compiler import target_of
   options = runtime.render_options()
   if searching:
     from .search import forced_options, search
@@ -163,7 +164,7 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
       opts = search(item, runtime, handles, options)
     options = {**options, **forced_options(opts)}
   with _collector_paused():
-    return cached_compile(item, runtime.target or "python", options)
+    return cached_compile(item, target_of(runtime), options)
 
 
 def _launch(runtime, item, compiled, buffer: Buffer, values: dict) -> None:

@@ -616,6 +616,32 @@ def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
   return _guarded(work)
 
 
+def generate_model(data, options: str, on_token=None) -> dict:
+  """kg.generate for the page: the causal LM in `data` (an ONNX file's bytes; None: the one
+  given last) from the prompt in `options` (JSON: {prompt, max_new_tokens, temperature, top_k,
+  top_p, seed, stop, device}); `on_token(token)` (a JS function) gets each token as it comes:
+  {"ok", "tokens", "seconds", "device"}."""
+  def work():
+    import json
+    import time
+    import kernelgen
+    opts = json.loads(options)
+    if data is not None and type(data).__name__ != "JsNull":
+      _MODEL["lm"] = kernelgen.onnx.load(_model_bytes(data))
+    if "lm" not in _MODEL:
+      from .errors import ModelError
+      raise ModelError("no language model is loaded: give its .onnx file's bytes")
+    start = time.perf_counter()
+    device = opts.get("device", "WEBGPU")
+    tokens = kernelgen.generate(
+      _MODEL["lm"], opts["prompt"], max_new_tokens=opts.get("max_new_tokens", 32),
+      temperature=opts.get("temperature", 0.0), top_k=opts.get("top_k", 0),
+      top_p=opts.get("top_p", 1.0), seed=opts.get("seed", 0), stop=opts.get("stop"),
+      on_token=on_token, device=device)
+    return {"tokens": tokens, "seconds": time.perf_counter() - start, "device": device}
+  return _guarded(work)
+
+
 def compare_model() -> dict:
   """The last run_model compared with the PYTHON interpreter on the same inputs:
   {"comparisons": [{name, match, max_abs_error, mismatches, ...}], "seconds"}."""

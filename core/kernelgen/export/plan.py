@@ -8,7 +8,7 @@ buffers: slot 0 is the kernel's own output, slot i its input `item.inputs[i - 1]
   - an output: a tensor the caller named in `outputs`;
   - an intermediate: what one kernel writes for later kernels; these share storage
     (memory.py).
-The manifest (`Plan.manifest`) is JSON: see export/README.md for its fields.
+The manifest (`BundlePlan.manifest`) is JSON: see export/README.md for its fields.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ ALIGN = 16   # storage sizes are rounded up to this (WebGPU copies need 4; vec4 
 
 
 @dataclass
-class Plan:
+class BundlePlan:
+  """What a bundle's files hold: its manifest, its kernel sources and its weights."""
   manifest: dict                               # manifest.json's contents
   sources: dict[str, str]                      # file name -> kernel source
   weights: dict[str, tuple[str, tuple, bytes]] = field(default_factory=dict)  # safetensors
@@ -122,7 +123,7 @@ def _rounded(nbytes: int) -> int:
   return max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
 
 
-def make_plan(outputs, target: str, options: dict, file_suffix: str) -> Plan:
+def make_plan(outputs, target: str, options: dict, file_suffix: str) -> BundlePlan:
   """Compile `outputs` (named_outputs) for `target` and describe the bundle."""
   outputs = named_outputs(outputs)
   pairs = compile_plan([t.node for t in outputs.values()], target, dict(options))
@@ -145,7 +146,7 @@ def make_plan(outputs, target: str, options: dict, file_suffix: str) -> Plan:
               "weights": _io(table.entries, "weight"), "buffers": table.entries,
               "storage": storage, "memory": _memory(table.entries, storage),
               "kernels": kernels}
-  return Plan(manifest, sources, weights)
+  return BundlePlan(manifest, sources, weights)
 
 
 def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> dict:

@@ -158,6 +158,9 @@ class Model:
       dtype, shape, raw = data.tensor_payload(t, base_dir, f"initializer {t.name!r}")
       self.initializers[t.name] = (dtype, shape, raw)
     self.input_names = [v.name for v in g.input if v.name not in self.initializers]
+    self.uploads: dict = {}     # (device, initializer name) -> its device Tensor, kept by runs
+    self.four_bit = {t.name for t in g.initializer if t.data_type in data.NIBBLES} | \
+      {v.name for v in g.input if _type_info(v)[1] in data.NIBBLES}   # int4/uint4, one per byte
     self.output_names = [v.name for v in g.output]
     infos = {v.name: _type_info(v) for v in list(g.input) + list(g.output)}
     self.input_shapes = {n: infos[n][0] for n in self.input_names}

@@ -10,7 +10,7 @@ from ..errors import KernelgenError, ModelError, ShapeError
 from ..tensor.tensor import Tensor
 from ..graph.dims import Sym
 from . import symshape
-from .operators import OPS
+from .operators import implementation
 from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
                      tensor_from_bytes)
 
@@ -36,7 +36,7 @@ class Runner:
   def run(self, feeds: dict) -> dict:
     self._feed(feeds)
     for node in self.model.nodes:
-      self._eval(node, OPS[node.op])
+      self._eval(node, implementation(node))
     outs = {name: self.value(name) for name in self.model.output_names}
     return {name: None if v is NONE else v for name, v in outs.items()}
 
@@ -127,7 +127,14 @@ class Runner:
     """The device Tensor of `name` (static values uploaded, narrowed, on first use)."""
     if name in self.tensors and not (self.folding and name in self.static):
       return self.tensors[name]
-    t = self.upload(self.static[name], f"tensor {name!r}")
+    shared = not self.folding and type(self) is Runner and name in self.model.initializers
+    key = (self.device, name)
+    if shared and key in self.model.uploads:      # an initializer uploaded by an earlier run
+      t = self.model.uploads[key]
+    else:
+      t = self.upload(self.static[name], f"tensor {name!r}")
+    if shared:
+      self.model.uploads[key] = t
     if not self.folding:
       self.tensors[name] = t
     return t
@@ -179,7 +186,7 @@ class Runner:
     for name, value in bindings.items():
       scope.bind(name, value)
     for node in graph.nodes:
-      scope._eval(node, OPS[node.op])
+      scope._eval(node, implementation(node))
     return [scope.result(name) for name in graph.output_names]
 
   def bind(self, name: str, value) -> None:

@@ -48,7 +48,7 @@ class PTXSimRuntime(Runtime):
     `progress(blocks done, blocks, seconds)` is called as it goes (False stops it)."""
     from ..ptxsim import program, launch
     spec = kernel.launch
-    if spec.target != "ptx":
+    if spec.target != self.target:
       raise DeviceError(f"PTXSIM runs PTX, but kernel {kernel.name} was rendered for "
                         f"{spec.target}: compile it for the PTXSIM device")
     if len(handles) != len(spec.bindings):

@@ -1,6 +1,6 @@
 """The PTX renderer: a linearized kernel -> PTX text for one NVIDIA arch (sm_75 .. sm_121).
 
-Two steps, as every renderer (compiler.py):
+Two steps, as every renderer (the PTX Target calls them: render/target.py):
 
 - `legalize(sink, arch)`: this target's own rewrite rules, run on the kernel graph before it is
   linearized. Half-precision ops the arch has no instruction for are computed in float32 and
