@@ -33,6 +33,8 @@ from .frontend import nn, optim  # noqa: E402
 from .frontend.jit import jit  # noqa: E402
 from .frontend.safetensors import SafetensorsError, load, save  # noqa: E402
 from .frontend import onnx  # noqa: E402
+from . import text  # noqa: E402 (tokenizers)
+from .errors import TokenizerError  # noqa: E402
 from .cache import cache_info, clear_cache, set_cache_size  # noqa: E402 (the compile cache)
 
 __version__ = "0.1.0"
@@ -58,5 +60,5 @@ __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "st
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
            "BufferNameError",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
-           "save", "load", "SafetensorsError", "onnx", "ModelError",
+           "save", "load", "SafetensorsError", "onnx", "ModelError", "text", "TokenizerError",
            "clear_cache", "set_cache_size", "cache_info"]
