@@ -6,5 +6,6 @@
 """
 from ..errors import TokenizerError
 from .tokenizer import DecodeStream, Tokenizer
+from .train import train_bpe
 
-__all__ = ["Tokenizer", "DecodeStream", "TokenizerError"]
+__all__ = ["Tokenizer", "DecodeStream", "TokenizerError", "train_bpe"]

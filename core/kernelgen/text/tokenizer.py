@@ -67,6 +67,10 @@ class Tokenizer:
     with open(path, encoding="utf-8") as f:
       return cls.from_str(f.read())
 
+  def to_str(self) -> str:
+    """The tokenizer.json text of this tokenizer (the object it was read from)."""
+    return json.dumps(self.spec, ensure_ascii=False)
+
   @property
   def vocab_size(self) -> int:
     """The number of ids: the model's vocabulary and the added tokens."""
