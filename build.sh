@@ -160,6 +160,11 @@ assemble_site() {
   # Its "Train in the page" trains on this split of scikit-learn's digits, from the site itself.
   PYTHONPATH=core "$VENV/bin/python" web/demos/digits_data.py site/web/demos/digits_data.json
   PYTHONPATH=core "$VENV/bin/python" web/demos/filters_model.py site/web/demos/filters_bundles
+  # The Generate demo's language model (committed weights, examples/train_lm.py), exported too.
+  if [[ -f web/demos/lm/weights.safetensors ]]; then
+    PYTHONPATH=core "$VENV/bin/python" -m kernelgen export web/demos/lm_model.py \
+      --out site/web/demos/lm_bundle >/dev/null
+  fi
   # The page's service worker must sit at the site root to cover index.html; the editor is
   # Ace from npm (only the files the page loads).
   mv site/web/sw.js site/sw.js
