@@ -33,8 +33,8 @@ from tiny_gpt import TinyGPT  # noqa: E402
 
 SEED = 0
 VOCAB, DIM, LAYERS, HEADS, CONTEXT = 1024, 128, 3, 4, 64
-BATCH = 16
-LR_PHASES = ((0.6, 2e-3), (0.25, 1e-3), (0.15, 3e-4))   # (fraction of steps, learning rate)
+BATCH = 12
+LR_PHASES = ((0.6, 5e-3), (0.4, 1.5e-3))   # (fraction of steps, learning rate)
 OUT = Path(__file__).resolve().parent.parent / "web" / "demos" / "lm"
 
 
@@ -158,9 +158,9 @@ def train(args, device: str) -> None:
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=1500)
+  parser.add_argument("--steps", type=int, default=800)
   parser.add_argument("--log-every", type=int, default=25)
-  parser.add_argument("--save-every", type=int, default=250)
+  parser.add_argument("--save-every", type=int, default=100)
   parser.add_argument("--out", type=Path, default=OUT)
   parser.add_argument("--device", default=None,
                       help="kernelgen device (default WEBGPU when available, else PYTHON)")

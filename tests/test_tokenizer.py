@@ -201,7 +201,8 @@ def llama2_layout() -> dict:
       for ch in token:
         vocab.setdefault(ch, len(vocab))
       vocab.setdefault(token, len(vocab))
-  for ch in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,:;!?'\"()[]{}=+-*/_#<>|éèçàüöß":
+  for ch in ("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+             ".,:;!?'\"()[]{}=+-*/_#<>|éèçàüöß"):
     vocab.setdefault(ch, len(vocab))
   added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
             "normalized": False, "special": True} for t, i in special.items()]

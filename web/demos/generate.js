@@ -79,7 +79,7 @@ async function run() {
   const { temperature, topK, maxTokens, seed, stopAtEnd } = settings();
   const tok = state.tokenizer;
   const context = state.model.inputs.find((i) => i.name === 'ids').shape[1];
-  const end = tok.vocab.get('<|endoftext|>') ?? tok.added.find((t) => t.content === '<|endoftext|>')?.id;
+  const end = tok.added.find((t) => t.content === '<|endoftext|>')?.id;
   const prompt = $('prompt').value;
   const ids = tok.encode(prompt);
   if (!ids.length) ids.push(end ?? 0);
@@ -142,14 +142,16 @@ async function useTokenizerFile(file) {
     state.error = { type: error.name, message: error.message };
     $('tokenizer-error').textContent = `${error.name}: ${error.message}`;
   }
-  document.body.dataset.tokenizerLoads = String(Number(document.body.dataset.tokenizerLoads || 0) + 1);
+  const loads = Number(document.body.dataset.tokenizerLoads || 0);
+  document.body.dataset.tokenizerLoads = String(loads + 1);
 }
 
 function showModel(log) {
   const c = log.config;
   const held = log.held_out ? `, held-out perplexity ${log.held_out.perplexity.toFixed(1)} ` +
     `(bigram ${log.bigram.perplexity.toFixed(1)})` : '';
-  $('model-info').textContent = `${c.parameters.toLocaleString()} parameters: ${c.layers} layers, ` +
+  $('model-info').textContent = `${c.parameters.toLocaleString()} parameters: ` +
+    `${c.layers} layers, ` +
     `width ${c.dim}, ${c.heads} heads, window ${c.context}, vocabulary ${c.vocab}; trained ` +
     `${log.held_out?.step ?? c.steps} steps${held}.`;
   $('context').textContent = String(c.context);
@@ -164,8 +166,12 @@ async function main() {
   showModel(log);
   $('tokenizer-info').textContent = `lm/tokenizer.json: ${state.tokenizer.vocabSize} ids ` +
     '(trained by kg.text.train_bpe on the standard library)';
-  $('tokenizer-file').addEventListener('change', (e) => e.target.files[0] && useTokenizerFile(e.target.files[0]));
-  if (!navigator.gpu) throw new Error('this demo runs its exported bundle on WebGPU, which this browser lacks');
+  $('tokenizer-file').addEventListener('change', (e) => {
+    if (e.target.files[0]) useTokenizerFile(e.target.files[0]);
+  });
+  if (!navigator.gpu) {
+    throw new Error('this demo runs its exported bundle on WebGPU, which this browser lacks');
+  }
   const { load } = await import('./lm_bundle/model.js');
   state.model = await load({ timings: true });
   $('device').textContent = 'WEBGPU';

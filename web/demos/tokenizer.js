@@ -14,7 +14,8 @@ export class TokenizerError extends Error {
   }
 }
 
-const GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const GPT2_PATTERN = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+" +
+  '|\\s+(?!\\S)|\\s+';
 // Oniguruma's \s: U+0009..U+000D, U+0085 and the categories Zs, Zl, Zp (JavaScript's differs)
 const SPACE = '\\t-\\r\\x85\\p{Zs}\\p{Zl}\\p{Zp}';
 
@@ -57,7 +58,8 @@ export function translatePattern(pattern) {
   try {
     return new RegExp(out, 'gu');
   } catch (error) {
-    throw new TokenizerError(`tokenizer pattern ${pattern} is not a JavaScript regex: ${error.message}`);
+    throw new TokenizerError(`tokenizer pattern ${pattern} is not a JavaScript regex: ` +
+      error.message);
   }
 }
 
@@ -139,7 +141,8 @@ function splitRegex(pattern) {
   if (pattern && typeof pattern.String === 'string') {
     return new RegExp(pattern.String.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'), 'gu');
   }
-  throw new TokenizerError(`a Split pattern must be {"String"} or {"Regex"}: ${JSON.stringify(pattern)}`);
+  throw new TokenizerError('a Split pattern must be {"String"} or {"Regex"}: ' +
+    JSON.stringify(pattern));
 }
 
 function buildPreTokenizer(spec) {
@@ -159,7 +162,8 @@ function buildPreTokenizer(spec) {
   }
   if (spec.type === 'Digits') {
     const regex = /\p{N}/gu;
-    return (pieces) => splitPieces(pieces, regex, spec.individual_digits ? 'Isolated' : 'Contiguous');
+    const behavior = spec.individual_digits ? 'Isolated' : 'Contiguous';
+    return (pieces) => splitPieces(pieces, regex, behavior);
   }
   if (spec.type === 'Sequence') {
     const steps = spec.pretokenizers.map(buildPreTokenizer);
@@ -175,7 +179,9 @@ function buildPostProcessor(spec) {
       if (item.Sequence) return 'A';
       const name = item.SpecialToken?.id;
       const entry = spec.special_tokens?.[name];
-      if (!entry) throw new TokenizerError(`TemplateProcessing names special token ${name} it does not list`);
+      if (!entry) {
+        throw new TokenizerError(`TemplateProcessing names special token ${name} it does not list`);
+      }
       return entry.ids;
     });
     return (ids) => items.flatMap((item) => (item === 'A' ? ids : item));
@@ -195,13 +201,23 @@ function toByteChars(text) {
 
 function checkModel(model) {
   if (!model || typeof model !== 'object') {
-    throw new TokenizerError('a tokenizer file is a JSON object with a "model" (Hugging Face tokenizer.json)');
+    throw new TokenizerError('a tokenizer file is a JSON object with a "model" ' +
+      '(Hugging Face tokenizer.json)');
   }
   const kind = model.type ?? (model.merges ? 'BPE' : undefined);
-  if (kind !== 'BPE') throw new TokenizerError(`the tokenizer file's model is of type ${JSON.stringify(kind)}; this page reads BPE`);
-  if (!model.vocab || typeof model.vocab !== 'object') throw new TokenizerError("the tokenizer file's BPE model has no vocab");
-  for (const option of ['continuing_subword_prefix', 'end_of_word_suffix', 'dropout', 'byte_fallback']) {
-    if (model[option]) throw new TokenizerError(`the tokenizer file's BPE model sets ${option}, which this page's tokenizer does not implement`);
+  if (kind !== 'BPE') {
+    throw new TokenizerError(`the tokenizer file's model is of type ${JSON.stringify(kind)}; ` +
+      'this page reads BPE');
+  }
+  if (!model.vocab || typeof model.vocab !== 'object') {
+    throw new TokenizerError("the tokenizer file's BPE model has no vocab");
+  }
+  const options = ['continuing_subword_prefix', 'end_of_word_suffix', 'dropout', 'byte_fallback'];
+  for (const option of options) {
+    if (model[option]) {
+      throw new TokenizerError(`the tokenizer file's BPE model sets ${option}, which this ` +
+        "page's tokenizer does not implement");
+    }
   }
 }
 
@@ -220,14 +236,17 @@ export class Tokenizer {
   constructor(spec) {
     checkModel(spec?.model);
     const { model } = spec;
-    if (spec.decoder && spec.decoder.type !== 'ByteLevel') throw fail('decoder', spec.decoder.type, ['ByteLevel']);
+    if (spec.decoder && spec.decoder.type !== 'ByteLevel') {
+      throw fail('decoder', spec.decoder.type, ['ByteLevel']);
+    }
     this.vocab = new Map(Object.entries(model.vocab));
     this.idToToken = new Map([...this.vocab].map(([t, i]) => [i, t]));
     this.ranks = new Map();
     (model.merges || []).forEach((merge, rank) => {
       const [a, b] = typeof merge === 'string' ? merge.split(' ') : merge;
       if (!this.vocab.has(a) || !this.vocab.has(b) || !this.vocab.has(a + b)) {
-        throw new TokenizerError(`the tokenizer file's merge ${JSON.stringify(merge)} names a token not in its vocab`);
+        throw new TokenizerError(`the tokenizer file's merge ${JSON.stringify(merge)} names a ` +
+          'token not in its vocab');
       }
       this.ranks.set(`${a} ${b}`, rank);
     });
@@ -235,10 +254,12 @@ export class Tokenizer {
     this.normalize = buildNormalizer(spec.normalizer);
     this.preTokenize = buildPreTokenizer(spec.pre_tokenizer);
     this.postProcess = buildPostProcessor(spec.post_processor);
-    this.added = (spec.added_tokens || []).map((t) => ({ ...t, normalized: t.normalized ?? !t.special }));
+    this.added = (spec.added_tokens || []).map((t) =>
+      ({ ...t, normalized: t.normalized ?? !t.special }));
     for (const t of this.added) {
       if (t.lstrip || t.rstrip || t.single_word) {
-        throw new TokenizerError(`added token ${JSON.stringify(t.content)} sets lstrip/rstrip/single_word, which this page's tokenizer does not implement`);
+        throw new TokenizerError(`added token ${JSON.stringify(t.content)} sets lstrip, rstrip ` +
+          "or single_word, which this page's tokenizer does not implement");
       }
     }
     for (const t of this.added) this.idToToken.set(t.id, t.content);
@@ -287,10 +308,14 @@ export class Tokenizer {
   // The UTF-8 bytes of one id (special tokens: none when skipped).
   bytesOf(id, skipSpecial = true) {
     const token = this.idToToken.get(id);
-    if (token === undefined) throw new TokenizerError(`token id ${id} is not in this tokenizer (0..${this.vocabSize - 1})`);
+    if (token === undefined) {
+      throw new TokenizerError(`token id ${id} is not in this tokenizer (0..${this.vocabSize - 1})`);
+    }
     if (skipSpecial && this.special.has(id)) return new Uint8Array(0);
     const chars = [...token];
-    if (chars.every((c) => CHAR_BYTES.has(c))) return Uint8Array.from(chars, (c) => CHAR_BYTES.get(c));
+    if (chars.every((c) => CHAR_BYTES.has(c))) {
+      return Uint8Array.from(chars, (c) => CHAR_BYTES.get(c));
+    }
     return new TextEncoder().encode(token);
   }
 
@@ -312,7 +337,9 @@ export class Tokenizer {
 
 function matcher(tokens, normalize) {
   const byText = new Map();
-  for (const t of tokens) if (!byText.has(normalize(t.content))) byText.set(normalize(t.content), t);
+  for (const t of tokens) {
+    if (!byText.has(normalize(t.content))) byText.set(normalize(t.content), t);
+  }
   const texts = [...byText.keys()].filter(Boolean).sort((a, b) => b.length - a.length);
   const escape = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return { byText, regex: texts.length ? new RegExp(texts.map(escape).join('|'), 'gu') : null };

@@ -122,7 +122,8 @@ class Tokenizer:
     for i in ids:
       token = self.id_to_token(int(i))
       if token is None:
-        raise TokenizerError(f"token id {i} is not in this tokenizer (ids 0..{self.vocab_size - 1})")
+        raise TokenizerError(f"token id {i} is not in this tokenizer "
+                             f"(ids 0..{self.vocab_size - 1})")
       added = self.id_to_added.get(int(i))
       if skip_special_tokens and added is not None and added.special:
         continue
