@@ -33,6 +33,7 @@ LAYERS = (
   ("compiler", "search", "realize", "cache"),  # the pipeline, autotuning, running kernels
   ("frontend",),                         # Tensor and its operations
   ("export",),                           # (the export issue)
+  ("text",),                             # tokenizers (kg.text)
   ("web_selftest",),                     # the page's small test runner
   ("__init__", "__main__", "web_api"),   # the public face, CLI, page bridge
 )

@@ -71,8 +71,8 @@ def _replace(spec: dict):
 
 
 def _metaspace(spec: dict):
-  from .pretokenizers import _prepend_scheme
-  mark, scheme = field(spec, "replacement", ROLE, "\u2581"), _prepend_scheme(spec)
+  from .pretokenizers import prepend_scheme
+  mark, scheme = field(spec, "replacement", ROLE, "\u2581"), prepend_scheme(spec)
 
   def run(tokens: list) -> list:
     out = []

@@ -78,7 +78,9 @@ def _byte_level(spec: dict):
   return run
 
 
-def _prepend_scheme(spec: dict) -> str:
+def prepend_scheme(spec: dict) -> str:
+  """Metaspace's prepend scheme (always, first, never), from prepend_scheme or the older
+  add_prefix_space."""
   if "prepend_scheme" in spec and spec["prepend_scheme"] is not None:
     scheme = spec["prepend_scheme"]
   else:
@@ -91,7 +93,7 @@ def _prepend_scheme(spec: dict) -> str:
 
 def _metaspace(spec: dict):
   mark = field(spec, "replacement", ROLE, "\u2581")
-  scheme, split = _prepend_scheme(spec), bool(field(spec, "split", ROLE, True))
+  scheme, split = prepend_scheme(spec), bool(field(spec, "split", ROLE, True))
 
   def run(pieces: list) -> list:
     out = []
