@@ -34,7 +34,7 @@ from tiny_gpt import TinyGPT  # noqa: E402
 SEED = 0
 VOCAB, DIM, LAYERS, HEADS, CONTEXT = 1024, 128, 3, 4, 64
 BATCH = 12
-LR_PHASES = ((0.6, 5e-3), (0.4, 1.5e-3))   # (fraction of steps, learning rate)
+LR_PHASES = ((0.75, 2e-3), (0.25, 7e-4))   # (fraction of steps, learning rate)
 OUT = Path(__file__).resolve().parent.parent / "web" / "demos" / "lm"
 
 
@@ -112,6 +112,22 @@ def save(model, tok, log: dict, out: Path) -> None:
   (out / "train_log.json").write_text(json.dumps(log, indent=1), encoding="utf-8")
 
 
+def resume(model, log: dict, args, device: str) -> int:
+  """Load the weights and curve a previous run saved in args.out (its optimizer state is not
+  kept: AdamW starts afresh); returns the step it had reached."""
+  previous = json.loads((args.out / "train_log.json").read_text())
+  weights = kg.load(str(args.out / "weights.safetensors"))
+  model.load_state_dict({k: v.cast(kg.dtypes.float32).to(device) for k, v in weights.items()})
+  offset = previous["held_out"]["step"]
+  log["curve"] = [e for e in previous["curve"] if e["step"] <= offset]
+  log["segments"] = previous.get("segments", [{"steps": offset, **{
+    k: previous["config"][k] for k in ("batch", "lr_phases")}}])
+  log["segments"].append({"from_step": offset, "batch": BATCH, "lr_phases": LR_PHASES,
+                          "steps": args.steps, "note": "AdamW state reset on resume"})
+  print(f"resumed at step {offset}", flush=True)
+  return offset
+
+
 def train(args, device: str) -> None:
   train_texts, held_texts = corpus()
   t0 = time.time()
@@ -130,7 +146,8 @@ def train(args, device: str) -> None:
   model = TinyGPT(VOCAB, DIM, LAYERS, HEADS, CONTEXT)
   config["parameters"] = sum(int(np.prod(p.shape)) for p in model.parameters())
   print(f"model: {config['parameters']} parameters on {device}", flush=True)
-  rng = np.random.default_rng(SEED)
+  offset = resume(model, log, args, device) if args.resume else 0
+  rng = np.random.default_rng(SEED + offset)
   opt = kg.optim.AdamW(list(model.parameters()), lr=LR_PHASES[0][1], weight_decay=0.01)
   phase_ends = np.cumsum([f for f, _ in LR_PHASES]) * args.steps
   step, phase, started, recent = make_step(model, opt), 0, time.time(), []
@@ -144,24 +161,26 @@ def train(args, device: str) -> None:
     y = np.stack([train_ids[s + 1:s + CONTEXT + 1] for s in starts])
     recent.append(step(kg.Tensor(x, device=device), kg.Tensor(y, device=device)).item())
     if (i + 1) % args.log_every == 0:
-      entry = {"step": i + 1, "loss": float(np.mean(recent)), "lr": opt.lr,
+      entry = {"step": offset + i + 1, "loss": float(np.mean(recent)), "lr": opt.lr,
                "seconds": round(time.time() - started, 1)}
       log["curve"].append(entry)
       print(json.dumps(entry), flush=True)
       recent = []
     if (i + 1) % args.save_every == 0 or i + 1 == args.steps:
       held = held_out_loss(model, held_ids, device)
-      log["held_out"] = {"step": i + 1, "loss": held, "perplexity": math.exp(held)}
+      log["held_out"] = {"step": offset + i + 1, "loss": held, "perplexity": math.exp(held)}
       print(json.dumps(log["held_out"]), flush=True)
       save(model, tok, log, args.out)
 
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=800)
+  parser.add_argument("--steps", type=int, default=800, help="steps (after --resume's)")
   parser.add_argument("--log-every", type=int, default=25)
   parser.add_argument("--save-every", type=int, default=100)
   parser.add_argument("--out", type=Path, default=OUT)
+  parser.add_argument("--resume", action="store_true",
+                      help="continue from the weights and log in --out (a new optimizer)")
   parser.add_argument("--device", default=None,
                       help="kernelgen device (default WEBGPU when available, else PYTHON)")
   args = parser.parse_args()
