@@ -15,6 +15,15 @@ import kernelgen as kg
 from kernelgen import nn
 
 
+def gelu(x):
+  """GELU (tanh form) with the tanh argument clamped to [-20, 20], where tanh is +-1 in float32:
+  the same values as x.gelu(), but its gradient stays finite (kernelgen's sigmoid-based tanh
+  has a NaN gradient below about -88, x.gelu()'s for x below about -10: it stopped a training
+  run at step ~210)."""
+  inner = (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).clip(-20.0, 20.0)
+  return 0.5 * x * (1 + inner.tanh())
+
+
 class Block(nn.Module):
   """x + attention(LN(x)), then + MLP(LN(x))."""
 
@@ -36,7 +45,7 @@ class Block(nn.Module):
 
   def forward(self, x, mask):
     x = x + self.attention(self.ln1(x), mask)
-    return x + self.down(self.up(self.ln2(x)).gelu())
+    return x + self.down(gelu(self.up(self.ln2(x))))
 
 
 class TinyGPT(nn.Module):

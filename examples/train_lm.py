@@ -34,7 +34,7 @@ from tiny_gpt import TinyGPT  # noqa: E402
 SEED = 0
 VOCAB, DIM, LAYERS, HEADS, CONTEXT = 1024, 128, 3, 4, 64
 BATCH = 12
-LR_PHASES = ((0.75, 2e-3), (0.25, 7e-4))   # (fraction of steps, learning rate)
+LR_PHASES = ((0.75, 1.5e-3), (0.25, 7e-4))   # (fraction of steps, learning rate)
 OUT = Path(__file__).resolve().parent.parent / "web" / "demos" / "lm"
 
 
@@ -168,6 +168,9 @@ def train(args, device: str) -> None:
       recent = []
     if (i + 1) % args.save_every == 0 or i + 1 == args.steps:
       held = held_out_loss(model, held_ids, device)
+      if not math.isfinite(held):   # diverged: keep the last good checkpoint, stop
+        print(f"held-out loss {held} at step {offset + i + 1}: not saved, stopping", flush=True)
+        return
       log["held_out"] = {"step": offset + i + 1, "loss": held, "perplexity": math.exp(held)}
       print(json.dumps(log["held_out"]), flush=True)
       save(model, tok, log, args.out)
