@@ -34,7 +34,7 @@ from tiny_gpt import TinyGPT  # noqa: E402
 SEED = 0
 VOCAB, DIM, LAYERS, HEADS, CONTEXT = 1024, 128, 3, 4, 64
 BATCH = 12
-LR_PHASES = ((0.75, 1.5e-3), (0.25, 7e-4))   # (fraction of steps, learning rate)
+LR_PHASES = ((0.75, 2e-3), (0.25, 7e-4))   # (fraction of steps, learning rate)
 OUT = Path(__file__).resolve().parent.parent / "web" / "demos" / "lm"
 
 

@@ -57,6 +57,9 @@ def test_greedy_generation_matches_numpy(demo):
   assert stats["text"] == tok.decode(stats["ids"])
   assert demo.inner_text("#output-new") == stats["text"]
   assert float(demo.inner_text("#stat-rate")) > 0
+  print(f"generate: {stats['tokens']} tokens in {stats['seconds']:.2f} s "
+        f"({stats['tokens'] / stats['seconds']:.1f} tokens/s), GPU ms per token "
+        f"{demo.inner_text('#stat-gpu')}")
   demo.screenshot(path=str(REPO_ROOT / "tests" / "artifacts" / "generate.png"))
 
 
