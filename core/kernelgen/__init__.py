@@ -9,30 +9,37 @@
     kg.load_bundle("DIR").run({"x": ...})       # run a bundle from Python
 
 Training: `kg.nn` (modules), `kg.optim` (SGD, Adam, AdamW), `t.backward()` / `kg.no_grad()`
-(frontend/autograd.py), `kg.save` / `kg.load` (safetensors), `kg.jit` (a step's kernels
-recorded once and replayed: frontend/jit.py). The Tensor operations live in
-frontend/ as mixins of `Tensor`; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
+(tensor/autograd.py), `kg.save` / `kg.load` (nn/safetensors.py), `kg.jit` (a step's kernels
+recorded once and replayed: tensor/jit.py). The Tensor operations live in tensor/ops/ as
+mixins of `Tensor`, one family per module; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
 `kg.scaled_dot_product_attention`, `kg.cumsum`, `kg.sort`, ... are their function forms.
+
+Reference pages besides this one: `kernelgen.nn`, `kernelgen.nn.optim` (kg.optim),
+`kernelgen.onnx`, `kernelgen.export` (kg.export's bundles) and `kernelgen.errors`.
 """
 from .device import Device
 from .dtype import DType, dtypes
 from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, ExecutionError,
-                     IndexOutOfRangeError, KernelgenError, LimitError, ModelError, ShapeError,
-                     UnsupportedError, VerifyError)
-from .frontend.tensor import Tensor, cat, stack, where
-from .frontend.scan import cummax, cummin, cumprod, cumsum
-from .frontend.sort import argsort, sort, topk
-from .frontend.einsum import einsum
+                     IndexOutOfRangeError, InputError, KernelgenError, LimitError, ModelError,
+                     ShapeError, StoppedError, SymbolicDimWarning, UnsupportedError, VerifyError)
+from .tensor.tensor import Tensor, cat, stack, where
+from .graph.dims import Dim, Sym
+from .tensor.ops.scan import cummax, cummin, cumprod, cumsum
+from .tensor.ops.sort import argsort, sort, topk
+from .tensor.ops.einsum import einsum
 # (after the subpackage import, `kg.export` is the function, not the package kernelgen.export)
 from .export import export, load_bundle  # noqa: E402
-from .frontend.indexing_ops import take
-from .frontend.model_ops import interpolate, scaled_dot_product_attention
-from .frontend.shape_ops import meshgrid
-from .frontend.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
-from .frontend import nn, optim  # noqa: E402
-from .frontend.jit import jit  # noqa: E402
-from .frontend.safetensors import SafetensorsError, load, save  # noqa: E402
-from .frontend import onnx  # noqa: E402
+from .tensor.ops.advanced_indexing import take
+from .tensor.ops.interpolate import interpolate
+from .tensor.ops.attention import scaled_dot_product_attention
+from .tensor.ops.shape import meshgrid
+from .tensor.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
+from . import nn  # noqa: E402
+from .nn import optim  # noqa: E402
+from .tensor.jit import jit  # noqa: E402
+from .nn.safetensors import SafetensorsError, load, save  # noqa: E402
+from . import onnx  # noqa: E402
+from .onnx.generate import generate  # noqa: E402 (causal LMs: ONNX or kg.nn)
 from . import text  # noqa: E402 (tokenizers)
 from .errors import TokenizerError  # noqa: E402
 from .cache import cache_info, clear_cache, set_cache_size  # noqa: E402 (the compile cache)
@@ -45,20 +52,30 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
   Returns a list of CompiledKernel in launch order (name, source, global_size, local_size,
   buffers); its length is the number of kernels the program becomes. Nothing is run.
+
+  target: "wgsl", "ptx" or "python" (the reference interpreter's form); arch: the PTX target
+  architecture ("sm_80" ...); options: the target's options (WGSL: tile, local, f16, ...);
+  print_after: names of compiler passes after which to print the IR.
+
+  Raises UnsupportedError for an unknown target, arch or option; CompileError (and the other
+  KernelgenErrors) when a program cannot be compiled for the target.
   """
   from .compiler import compile_program
+  from .render.targets import get_target
+  target = get_target(target)   # a name (or a Target) resolved once, here; the Target travels
   tensors = tensors if isinstance(tensors, (list, tuple)) else [tensors]
   if arch is not None:
     options["arch"] = arch
   return compile_program([t.node for t in tensors], target, options, print_after)
 
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+__all__ = ["Tensor", "Dim", "Sym", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
            "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
-           "BufferNameError",
+           "BufferNameError", "StoppedError", "InputError", "SymbolicDimWarning",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
-           "save", "load", "SafetensorsError", "onnx", "ModelError", "text", "TokenizerError",
+           "save", "load", "SafetensorsError", "onnx", "ModelError", "generate", "text",
+           "TokenizerError",
            "clear_cache", "set_cache_size", "cache_info"]
