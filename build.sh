@@ -190,6 +190,11 @@ assemble_site() {
   # Its "Train in the page" trains on this split of scikit-learn's digits, from the site itself.
   PYTHONPATH=core "$VENV/bin/python" web/demos/digits_data.py site/web/demos/digits_data.json
   PYTHONPATH=core "$VENV/bin/python" web/demos/filters_model.py site/web/demos/filters_bundles
+  # The Generate demo's language model (committed weights, examples/train_lm.py), exported too.
+  if [[ -f web/demos/lm/weights.safetensors ]]; then
+    PYTHONPATH=core "$VENV/bin/python" -m kernelgen export web/demos/lm_model.py \
+      --out site/web/demos/lm_bundle >/dev/null
+  fi
   # The API reference (the header's "API" link): kg, kg.nn, kg.optim, kg.onnx, the bundles and
   # the errors, from their docstrings; web/api-template shows Tensor's mixed-in methods.
   rm -r site/web/api-template

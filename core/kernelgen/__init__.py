@@ -40,6 +40,8 @@ from .tensor.jit import jit  # noqa: E402
 from .nn.safetensors import SafetensorsError, load, save  # noqa: E402
 from . import onnx  # noqa: E402
 from .onnx.generate import generate  # noqa: E402 (causal LMs: ONNX or kg.nn)
+from . import text  # noqa: E402 (tokenizers)
+from .errors import TokenizerError  # noqa: E402
 from .cache import cache_info, clear_cache, set_cache_size  # noqa: E402 (the compile cache)
 
 __version__ = "0.1.0"
@@ -74,5 +76,6 @@ __all__ = ["Tensor", "Dim", "Sym", "dtypes", "DType", "Device", "compile", "wher
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
            "BufferNameError", "StoppedError", "InputError", "SymbolicDimWarning",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
-           "save", "load", "SafetensorsError", "onnx", "ModelError", "generate",
+           "save", "load", "SafetensorsError", "onnx", "ModelError", "generate", "text",
+           "TokenizerError",
            "clear_cache", "set_cache_size", "cache_info"]

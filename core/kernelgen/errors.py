@@ -102,3 +102,8 @@ def internal_errors(pass_name: str, kernel: str = "", error: type = CompileError
                   f"{type(cause).__name__}: {cause}\n{REPORT}")
     typed.pass_name, typed.kernel = pass_name, kernel
     raise typed from cause
+
+
+class TokenizerError(KernelgenError, ValueError):
+  """A tokenizer file kernelgen cannot read (damaged JSON, a component it does not implement,
+  a merge that names a missing token), or ids a tokenizer does not know (kernelgen.text)."""

@@ -117,3 +117,22 @@ def test_dtype_names_round_trip():
 def test_errors_are_kernelgen_errors():
   for error in (kg.LimitError, kg.CompileError, kg.UnsupportedError, kg.DeviceError):
     assert issubclass(error, kg.KernelgenError)
+
+
+def test_text_tokenizer_encodes_byte_level_bpe():
+  """kg.text in Pyodide too: a GPT-2-layout file (the 256 byte characters, ids = byte values,
+  and four merges); \\p{L} in the split regex comes from unicodedata, not from re."""
+  import json
+  chars = [chr(b) if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or b >= 0xAE else None
+           for b in range(256)]
+  extra = iter(range(0x100, 0x200))
+  vocab = {c if c else chr(next(extra)): b for b, c in enumerate(chars)}
+  merges = ["h e", "l l", "he ll", "\u0120 w"]
+  vocab.update({"he": 256, "ll": 257, "hell": 258, "\u0120w": 259})
+  spec = {"model": {"type": "BPE", "vocab": vocab, "merges": merges},
+          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False},
+          "decoder": {"type": "ByteLevel"}}
+  tok = kg.text.Tokenizer.from_str(json.dumps(spec))
+  ids = tok.encode("hello world hi \u4f60")
+  assert ids == [258, 111, 259, 111, 114, 108, 100, 32, 104, 105, 32, 228, 189, 160]
+  assert tok.decode(ids) == "hello world hi \u4f60"

@@ -35,6 +35,7 @@ LAYERS = (
   ("nn",),                               # front end: kg.nn, kg.optim, safetensors
   ("onnx",),                             # front end: the ONNX importer (operators/ by family)
   ("export",),                           # (the export issue)
+  ("text",),                             # tokenizers (kg.text)
   ("web_selftest",),                     # the page's small test runner
   ("__init__", "__main__", "web_api"),   # the public face, CLI, page bridge
 )

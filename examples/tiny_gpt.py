@@ -1,0 +1,77 @@
+"""A small GPT (decoder-only transformer) in kg.nn: the language model of examples/train_lm.py
+and of the Generate demo (web/demos/lm_model.py exports its forward pass).
+
+    model = TinyGPT(vocab=2048, dim=128, layers=4, heads=4, context=64)
+    logits = model(ids)                    # ids (B, T) int32 -> (B, T, vocab) float32
+
+Pre-LayerNorm blocks (causal self-attention, a 4x GELU MLP), learned positions, the output layer
+tied to the token embedding.
+"""
+from __future__ import annotations
+
+import math
+
+import kernelgen as kg
+from kernelgen import nn
+
+
+def gelu(x):
+  """GELU (tanh form) with the tanh argument clamped to [-20, 20], where tanh is +-1 in float32:
+  the same values as x.gelu(), but its gradient stays finite (kernelgen's sigmoid-based tanh
+  has a NaN gradient below about -88, x.gelu()'s for x below about -10: it stopped a training
+  run at step ~210)."""
+  inner = (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).clip(-20.0, 20.0)
+  return 0.5 * x * (1 + inner.tanh())
+
+
+class Block(nn.Module):
+  """x + attention(LN(x)), then + MLP(LN(x))."""
+
+  def __init__(self, dim: int, heads: int):
+    super().__init__()
+    self.heads = heads
+    self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+    self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+    self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
+
+  def attention(self, x, mask):
+    b, t, d = x.shape
+    h = self.heads
+    qkv = self.qkv(x).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    scores = (q @ k.permute(0, 1, 3, 2)) * (1.0 / math.sqrt(d // h)) + mask
+    out = scores.softmax(-1) @ v
+    return self.proj(out.permute(0, 2, 1, 3).reshape(b, t, d))
+
+  def forward(self, x, mask):
+    x = x + self.attention(self.ln1(x), mask)
+    return x + self.down(gelu(self.up(self.ln2(x))))
+
+
+class TinyGPT(nn.Module):
+  """Token + position embeddings, `layers` blocks, a final LayerNorm, logits by the tied
+  embedding."""
+
+  def __init__(self, vocab: int, dim: int, layers: int, heads: int, context: int):
+    super().__init__()
+    self.context = context
+    self.tokens = nn.Embedding(vocab, dim)
+    self.positions = nn.Embedding(context, dim)
+    self.blocks = nn.ModuleList([Block(dim, heads) for _ in range(layers)])
+    self.ln = nn.LayerNorm(dim)
+    self.tokens.weight = nn.Parameter(self.tokens.weight * 0.02)
+    self.positions.weight = nn.Parameter(self.positions.weight * 0.02)
+
+  def hidden(self, ids):
+    """The final hidden states (B, T, dim) of ids (B, T)."""
+    t = ids.shape[1]
+    causal = [[0.0 if j <= i else -1e9 for j in range(t)] for i in range(t)]
+    mask = kg.Tensor(causal, device=self.tokens.weight.device)
+    positions = kg.Tensor(list(range(t)), dtype=kg.dtypes.int32, device=self.tokens.weight.device)
+    x = self.tokens(ids) + self.positions(positions)
+    for block in self.blocks:
+      x = block(x, mask)
+    return self.ln(x)
+
+  def forward(self, ids):
+    return self.hidden(ids) @ self.tokens.weight.T

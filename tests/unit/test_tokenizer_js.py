@@ -1,0 +1,64 @@
+"""web/demos/tokenizer.js (the Generate demo's tokenizer, no Python in the page) under Node,
+against kernelgen.text on the tokenizer corpus: identical ids and decodes for byte-level BPE
+files (trained here by the `tokenizers` package and by kg.text.train_bpe), and TokenizerErrors
+for files it does not read."""
+import json
+import shutil
+import subprocess
+
+import pytest
+
+import kernelgen as kg
+from tokenizer_corpus import corpus
+from tools import REPO_ROOT
+
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(NODE is None, reason="needs node")
+
+SCRIPT = """
+import { Tokenizer } from '%s';
+import { readFileSync } from 'node:fs';
+const { files, texts } = JSON.parse(readFileSync(process.argv[2], 'utf8'));
+const out = files.map((file) => {
+  try {
+    const tok = Tokenizer.fromString(file);
+    return texts.map((t) => { const ids = tok.encode(t); return [ids, tok.decode(ids)]; });
+  } catch (error) {
+    return { error: error.name, message: error.message };
+  }
+});
+process.stdout.write(JSON.stringify(out));
+""" % (REPO_ROOT / "web" / "demos" / "tokenizer.js").as_uri()
+
+
+def run_js(tmp_path, files: list, texts: list) -> list:
+  (tmp_path / "run.mjs").write_text(SCRIPT)
+  (tmp_path / "in.json").write_text(json.dumps({"files": files, "texts": texts}))
+  done = subprocess.run([NODE, str(tmp_path / "run.mjs"), str(tmp_path / "in.json")],
+                        capture_output=True, text=True, timeout=300, check=True)
+  return json.loads(done.stdout)
+
+
+def test_js_tokenizer_agrees_with_python(tmp_path):
+  import test_tokenizer as families
+  files = [families.gpt2().to_str(), families.llama3().to_str(), families.qwen2().to_str(),
+           families.smollm().to_str(), kg.text.train_bpe(corpus(), vocab_size=1000).to_str(),
+           json.dumps(families.gpt2_layout())]
+  texts = corpus()
+  results = run_js(tmp_path, files, texts)
+  for file, result in zip(files, results):
+    ours = kg.text.Tokenizer.from_str(file)
+    assert not isinstance(result, dict), result
+    for text, (ids, decoded) in zip(texts, result):
+      assert ids == ours.encode(text), text[:80]
+      assert decoded == ours.decode(ids)
+
+
+def test_js_tokenizer_rejects_what_it_does_not_read(tmp_path):
+  import test_tokenizer as families
+  llama2 = families.llama2().to_str()
+  bad = ["{", json.dumps({"model": {"type": "Unigram", "vocab": []}}), llama2]
+  results = run_js(tmp_path, bad, ["x"])
+  assert [r["error"] for r in results] == ["TokenizerError"] * 3
+  assert "JSON" in results[0]["message"] and "Unigram" in results[1]["message"]
+  assert "byte_fallback" in results[2]["message"] or "normalizer" in results[2]["message"]

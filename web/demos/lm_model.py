@@ -1,0 +1,40 @@
+"""The Generate demo's language model as a kernelgen program with named inputs, exported at build
+time (build.sh: python -m kernelgen export web/demos/lm_model.py --out .../lm_bundle) so the
+page generates without Python: the next-token logits of a fixed window of CONTEXT tokens.
+
+Inputs: `ids` (1, CONTEXT) int32, the window (tokens at 0..n-1, anything after n-1: the causal
+mask keeps later positions from reaching position n-1), and `pick` (1, CONTEXT) float32, one-hot
+at n-1. Output: `logits` (1, vocab) at position n-1. The shape is static: a prompt longer than
+the window keeps its last CONTEXT tokens (symbolic sizes would let the window grow instead).
+Weights: web/demos/lm/weights.safetensors (float16, cast to float32), examples/train_lm.py.
+"""
+import json
+import os
+import sys
+
+import kernelgen as kg
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
+from tiny_gpt import TinyGPT  # noqa: E402
+
+
+def load_model(device: str = "PYTHON") -> TinyGPT:
+  """TinyGPT with the committed weights (float32) on device; KERNELGEN_LM_DIR names another
+  folder holding a weights.safetensors written by examples/train_lm.py."""
+  folder = os.environ.get("KERNELGEN_LM_DIR", os.path.join(HERE, "lm"))
+  weights, meta = kg.load(os.path.join(folder, "weights.safetensors"), with_metadata=True)
+  config = json.loads(meta["config"])
+  model = TinyGPT(config["vocab"], config["dim"], config["layers"], config["heads"],
+                  config["context"])
+  model.load_state_dict({k: v.cast(kg.dtypes.float32).to(device) for k, v in weights.items()})
+  return model.to(device)
+
+
+model = load_model()
+CONTEXT = model.context
+ids = kg.Tensor.empty(1, CONTEXT, dtype=kg.dtypes.int32, name="ids", device="PYTHON")
+pick = kg.Tensor.empty(1, CONTEXT, name="pick", device="PYTHON")
+with kg.no_grad():
+  last = pick.reshape(1, 1, CONTEXT) @ model.hidden(ids)            # (1, 1, dim)
+  out = {"logits": (last @ model.tokens.weight.T).reshape(1, -1)}    # (1, vocab)
