@@ -18,8 +18,10 @@ Semantics (as torch unless noted):
 - Ties: `max`/`min` reductions split the gradient evenly among the tied elements (torch's
   `amax`/`max()` over all); `maximum`/`minimum` (and so `relu` at exactly 0) give each side half.
 - `trunc`/`floor`/`ceil`/`round` have a zero gradient.
-- `log2` and `sqrt` pass a zero upstream gradient as zero even where their own derivative is
-  infinite (so `where` over a `0 ** y` does not turn into NaN; torch gives NaN there).
+- `log2`, `sqrt` and `exp2` pass a zero upstream gradient as zero even where their own
+  derivative (or value) is infinite, so the branch a `where` did not take cannot turn the gradient
+  into NaN (`where` over a `0 ** y`, softplus' `log1p(exp(x))` past its threshold; torch gives
+  NaN for such composites).
 - Leaf tensors accumulate `.grad` across `backward()` calls (clear it with `t.grad = None` or an
   optimizer's `zero_grad()`); gradients of intermediate tensors are not kept. The graph is kept
   after `backward()` (torch's retain_graph=True).
@@ -205,7 +207,7 @@ ALU_RULES = {
   Ops.MAX: lambda o, g, p: _split_tie(g, p[0], p[1], p[0] > p[1]),
   Ops.MIN: lambda o, g, p: _split_tie(g, p[0], p[1], p[0] < p[1]),
   Ops.NEG: lambda o, g, p: (-g,),
-  Ops.EXP2: lambda o, g, p: (g * o * LN_2,),
+  Ops.EXP2: lambda o, g, p: (_zero_safe(g, g * o * LN_2),),
   Ops.LOG2: lambda o, g, p: (_zero_safe(g, g / (p[0] * LN_2)),),
   Ops.SIN: lambda o, g, p: (g * p[0].cos(),),
   Ops.COS: lambda o, g, p: (-g * p[0].sin(),),

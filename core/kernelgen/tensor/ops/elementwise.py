@@ -15,6 +15,7 @@ import math
 from ...dtype import dtypes
 from ...errors import DTypeError
 from ...uop.ops import Ops
+from ..autograd import no_grad, record
 from ..operands import TensorOps, public_names, coerce, float_of
 
 LOG2_E = 1 / math.log(2)
@@ -244,7 +245,19 @@ def _log(x): return x._unary(Ops.LOG2) * LN_2
 def _cos(x): return x._unary(Ops.COS)
 def _tan(x): return _sin(x) / _cos(x)
 def _rsqrt(x): return _sqrt(x)._unary(Ops.RECIP)
-def _sigmoid(x): return _reciprocal(1 + _exp(-x))
+def _sigmoid(x):
+  """1 / (1 + exp(-x)), recorded as one operation whose gradient is s * (1 - s): its primitives'
+  chain gives 0 * inf = NaN where exp(-x) overflows (x below about -88), and so would tanh, silu
+  and gelu, which are built on it."""
+  with no_grad():
+    out = _reciprocal(1 + _exp(-x))
+  return record(out, (x,), _sigmoid_grad)
+
+
+def _sigmoid_grad(out, grad, parents, arg):
+  return (grad * out * (1 - out),)
+
+
 def _tanh(x): return 2 * _sigmoid(2 * x) - 1
 def _silu(x): return x * _sigmoid(x)
 
