@@ -17,8 +17,9 @@ frontend/ as mixins of `Tensor`; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.m
 from .device import Device
 from .dtype import DType, dtypes
 from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, ExecutionError,
-                     IndexOutOfRangeError, KernelgenError, LimitError, ModelError, ShapeError,
-                     UnsupportedError, VerifyError)
+                     IndexOutOfRangeError, KernelgenError, LimitError, ManifestError, ModelError,
+                     PathError, ShapeError, UnsupportedError, VerifyError)
+from . import limits
 from .frontend.tensor import Tensor, cat, stack, where
 from .frontend.scan import cummax, cummin, cumprod, cumsum
 from .frontend.sort import argsort, sort, topk
@@ -56,7 +57,7 @@ __all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "st
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
-           "BufferNameError",
+           "BufferNameError", "ManifestError", "PathError", "limits",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
            "save", "load", "SafetensorsError", "onnx", "ModelError",
            "clear_cache", "set_cache_size", "cache_info"]
