@@ -31,11 +31,12 @@ DEFAULTS = {
   "json_depth": (64, "nesting depth of a manifest or a safetensors header"),
   "manifest_entries": (1 << 20, "entries in one list of a bundle manifest"),
   "dims": (64, "dimensions of one tensor"),
-  "buffer_bytes": (1 << 38, "bytes in one buffer a program allocates"),
+  "buffer_bytes": (1 << 37, "bytes in one buffer a program allocates"),
   "elements": (1 << 48, "elements in one tensor a program builds"),
-  "interpreted_work": (1 << 31, "loop iterations of one kernel on the PYTHON device"),
-  "unrolled_work": (1 << 16, "statements one unrolled loop may emit"),
-  "resize_elements": (1 << 31, "elements of one ONNX Resize or Upsample output"),
+  "interpreted_work": (1 << 26, "loop iterations of one kernel on the PYTHON device"),
+  "unrolled_copies": (1 << 8, "copies of a loop body one unrolled loop may emit"),
+  "resize_weights": (1 << 22, "entries of one ONNX Resize's per-axis weight matrix (built in "
+                    "Python)"),
 }
 _values = {name: default for name, (default, _) in DEFAULTS.items()}
 

@@ -44,6 +44,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from .. import limits
 from ..dtype import dtypes
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from ..graph.lazy import L, LazyOp
@@ -389,6 +390,8 @@ class Lowerer:
     total = total or n
     while math.ceil(n / unroll) > MAX_TRIPS:
       unroll *= 2
+    limits.check("unrolled_copies", unroll, f"a loop over {n} elements: the copies of its body "
+                 f"unrolled to keep it under {MAX_TRIPS} trips")
     trips = math.ceil(n / unroll)
     rng = self._range(trips) if trips != 1 else int_const(0)
     out, stride = [], 1 if chunk else step
