@@ -186,7 +186,7 @@ run_tests() {
   setup_apt
   setup_venv test,webgpu,ptx
   setup_npm
-  setup_bench_env   # tests/test_bench_peers.py: the bench page's peers must stay correct
+  setup_bench_env   # tests/bench/test_bench_peers.py: the bench page's peers must stay correct
   setup_xdg_runtime_dir
   # Every tool must be there: a missing one fails its tests instead of skipping them.
   export KERNELGEN_REQUIRE_ALL=1
@@ -199,8 +199,8 @@ run_fuzz() {
   setup_apt
   setup_venv test,webgpu,ptx
   setup_xdg_runtime_dir
-  log "python tests/fuzz_runner.py ${1:-300}"
-  exec "$VENV/bin/python" tests/fuzz_runner.py "${1:-300}" "${@:2}"
+  log "python tests/helpers/fuzz_runner.py ${1:-300}"
+  exec "$VENV/bin/python" tests/helpers/fuzz_runner.py "${1:-300}" "${@:2}"
 }
 
 # .venv-bench: the peers, never imported by kernelgen: tinygrad 0.10.1 with the wgpu its WEBGPU

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "core"))
 
 import kernelgen as kg  # noqa: E402
 from kernelgen.device import Device  # noqa: E402
-from kernelgen.frontend import model_ops  # noqa: E402
+from kernelgen.tensor.ops import attention as attention_ops  # noqa: E402
 from ops_times import prepare, time_interleaved  # noqa: E402
 
 B, H, D = 1, 8, 64
@@ -41,7 +41,7 @@ def jobs_for(n: int, rng, kinds: set) -> list:
   q, k, v = (rng.standard_normal((B, H, n, D)).astype(np.float32) for _ in range(3))
   close = lambda want: lambda got: np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
   t = lambda: (kg.Tensor(q), kg.Tensor(k), kg.Tensor(v))
-  split = lambda causal: lambda: model_ops._split_attention(*t(), None, causal, 1 / D ** 0.5)
+  split = lambda causal: lambda: attention_ops._split_attention(*t(), None, causal, 1 / D ** 0.5)
   out = []
   for causal in [c for c, name in ((False, "plain"), (True, "causal")) if name in kinds]:
     tag = f"sdpa L={n}{' causal' if causal else ''}"

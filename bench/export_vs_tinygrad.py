@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 WEIGHTS = ROOT / "web" / "demos" / "digits_weights.json"
 
 # run in tinygrad's Python: the same MLP through export_model("webgpu"), written to argv[2]

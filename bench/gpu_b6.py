@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "core"), str(ROOT / "tests"), str(ROOT / "tests" / "gpu")]
+sys.path[:0] = [str(ROOT / "core"), str(ROOT / "tests" / "helpers"), str(ROOT / "tests" / "gpu")]
 
 import numpy as np  # noqa: E402
 

@@ -18,7 +18,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "core"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 import kernelgen as kg  # noqa: E402
 from kernelgen.compiler import buffer_limit, compile_item  # noqa: E402
@@ -78,7 +78,7 @@ def main(argv: list[str]) -> None:
   ap.add_argument("--stop", type=int, help="only the first STOP kernels (no output check)")
   args = ap.parse_args(argv)
   import onnx_corpus
-  from kernelgen.frontend.onnx.data import read_tensor_file
+  from kernelgen.onnx.data import read_tensor_file
   path = onnx_corpus.data_dir() / "light" / f"light_{args.model}.onnx"
   started = time.perf_counter()
   model = kg.onnx.load(str(path))

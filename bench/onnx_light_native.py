@@ -1,7 +1,7 @@
 """The nine light ONNX models on device WEBGPU (wgpu-py; Mesa lavapipe here) the way a user runs
 them (model.run, then .numpy()), each in a fresh process with an empty Mesa shader cache (a warm
 cache hides the driver's shader compiles), timed by phase and checked against the expected
-output (rtol 1e-3, atol 1e-7, as tests/test_onnx_light.py):
+output (rtol 1e-3, atol 1e-7, as tests/onnx_import/test_onnx_light.py):
 
   build     kg.onnx.load + model.run (parse, fold, the lazy graph)
   compile   kernelgen's compiles (schedule, optimize, lower, render WGSL), summed
@@ -33,13 +33,13 @@ MODELS = ("squeezenet", "resnet50", "bvlc_alexnet", "zfnet512", "shufflenet", "i
 def one(name: str) -> dict:
   """Run model `name` here (called in a fresh process) and return its phases and error."""
   sys.path.insert(0, str(ROOT / "core"))
-  sys.path.insert(0, str(ROOT / "tests"))
+  sys.path.insert(0, str(ROOT / "tests" / "helpers"))
   import numpy as np
 
   import kernelgen as kg
   import onnx_corpus
   from kernelgen.device import Device
-  from kernelgen.frontend.onnx.data import read_tensor_file
+  from kernelgen.onnx.data import read_tensor_file
   spent = {"compile": 0.0, "pipeline": 0.0, "kernels": 0}
   import kernelgen.cache as cache
 

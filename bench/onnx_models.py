@@ -1,6 +1,6 @@
 """ONNX light-model inference in headless Chromium: kernelgen vs onnxruntime-web (WebGPU EP).
 
-The models are the onnx package's "light" SqueezeNet and ResNet-50 (tests/onnx_corpus.py), on
+The models are the onnx package's "light" SqueezeNet and ResNet-50 (tests/helpers/onnx_corpus.py), on
 the onnx backend runner's input (arange / n) with its expected output. One page
 (bench/web/onnx_models.html, served with the site ./build.sh site assembled and
 .venv-bench/npm mounted at /npm/) holds both: kernelgen through its embedding API (Pyodide
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 
 BOOT_MS = 180_000
 RUN_MS = 1_800_000
@@ -50,7 +50,7 @@ def model_case(name: str):
   import numpy as np
 
   import onnx_corpus
-  from kernelgen.frontend.onnx.data import read_tensor_file
+  from kernelgen.onnx.data import read_tensor_file
   import kernelgen as kg
   path = onnx_corpus.data_dir() / "light" / f"light_{name}.onnx"
   model = kg.onnx.load(str(path))

@@ -428,7 +428,7 @@ def tf_spec(np, row: dict, folder: Path, tag: str, tol: dict) -> dict:
 def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: bool) -> dict:
   """Every row's systems on one adapter: prepared (checked) once, then `reps` interleaved
   rounds of one run each, each round starting one system later; best time per system."""
-  sys.path.insert(0, str(ROOT / "tests"))
+  sys.path.insert(0, str(ROOT / "tests" / "helpers"))
   from browser_util import launch_chromium
   lavapipe = adapter == "lavapipe"
   browser = launch_chromium(playwright, webgpu=True, lavapipe=lavapipe)
@@ -594,7 +594,7 @@ def measure(names=None, adapters=ADAPTERS, reps: int = 5, tiny: bool = False,
 
   import numpy as np
   from playwright.sync_api import sync_playwright
-  sys.path.insert(0, str(ROOT / "tests"))
+  sys.path.insert(0, str(ROOT / "tests" / "helpers"))
   from browser_util import StaticServer
   table = rows(np, tiny)
   names = [n for n in table if not names or any(w in n for w in names)]

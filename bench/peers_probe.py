@@ -67,7 +67,7 @@ def probe(row: str, adapter: str, reps: int, variants: dict, phases: list,
           split: bool = False, kernel: int | None = None) -> None:
   import numpy as np
   from playwright.sync_api import sync_playwright
-  sys.path.insert(0, str(peers.ROOT / "tests"))
+  sys.path.insert(0, str(peers.ROOT / "tests" / "helpers"))
   from browser_util import StaticServer, launch_chromium
   table = peers.rows(np)
   name = next(n for n in table if row in n)

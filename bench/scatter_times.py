@@ -9,7 +9,7 @@ interleaved. Run it from another checkout's root with KG_CORE=that/core to time 
 
 `crossover` times scatter_add(0, idx, src) of m indices into n outputs (1-d) both ways (the
 compare-based reduction and the sort-based segments) to place the threshold
-frontend/scatter.py's COMPARE_MAX.
+tensor/ops/sorted_scatter.py's COMPARE_MAX.
 """
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def embedding_jobs(rows: int, dim: int, tokens: int) -> list:
 
 
 def crossover_jobs() -> list:
-  from kernelgen.frontend import scatter as sc
+  from kernelgen.tensor.ops import sorted_scatter as sc
   rng = np.random.default_rng(1)
   jobs = []
   for n, m in ((64, 64), (256, 64), (256, 256), (1024, 256), (1024, 1024), (4096, 1024)):

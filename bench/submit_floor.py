@@ -30,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT.parent / "tests"))
+sys.path.insert(0, str(ROOT.parent / "tests" / "helpers"))
 import peers  # noqa: E402
 
 DIGITS = "digits classification (demo)"

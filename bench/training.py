@@ -12,7 +12,7 @@ included); `step_ms` the median of the steps after WARMUP more. The losses after
 agree across systems (relative 1e-3): a peer that disagrees is marked wrong.
 
 tinygrad runs its idiomatic fast loop: the step under TinyJit (kernels replayed after the jit
-has captured them); kernelgen likewise, under kg.jit (frontend/jit.py: the step's kernels
+has captured them); kernelgen likewise, under kg.jit (tensor/jit.py: the step's kernels
 recorded once and replayed, no graph building, autograd or plan key per step; BT_EAGER=1 runs
 its plain loop instead, which reuses compiled kernels through the compile and plan caches,
 kernelgen/cache.py); TF.js runs its plain loop. Each CPython figure is the median over ROUNDS
@@ -225,7 +225,7 @@ def measure_browser(rounds: int = ROUNDS) -> dict:
   rounds, each round's in `rounds`, the first step of the first round (a fresh worker)."""
   import numpy as np
   from playwright.sync_api import sync_playwright
-  sys.path.insert(0, str(ROOT / "tests"))
+  sys.path.insert(0, str(ROOT / "tests" / "helpers"))
   sys.path.insert(0, str(ROOT / "bench"))
   from browser_util import StaticServer
   from browser import Browser
@@ -401,7 +401,7 @@ def profile_page(kind: str = "mlp") -> str:
   """kernelgen's steady training step in the page (SwiftShader) under cProfile: the report."""
   import numpy as np
   from playwright.sync_api import sync_playwright
-  sys.path.insert(0, str(ROOT / "tests"))
+  sys.path.insert(0, str(ROOT / "tests" / "helpers"))
   sys.path.insert(0, str(ROOT / "bench"))
   from browser_util import StaticServer
   from browser import Browser

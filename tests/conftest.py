@@ -1,5 +1,10 @@
-"""Shared fixtures. The helpers themselves live in tools.py and browser_util.py, importable from
-any test (`from tools import ptxas_check, wgsl_validate`); tests/ is on pytest's pythonpath.
+"""Shared fixtures. The helpers themselves live in tests/helpers/ (tools.py, browser_util.py, ...),
+importable from any test (`from tools import ptxas_check, wgsl_validate`): helpers/ is on pytest's
+pythonpath (pyproject.toml), as are the test folders (tests/README.md says what each needs).
+
+The `device` fixture runs a test on each device of tools.ALL_DEVICES (PYTHON, PTXSIM, WEBGPU and
+CUDA where a GPU is here), the device also the default during the test; a test parametrized by
+device takes tools.DEVICES (`@pytest.mark.parametrize("device", DEVICES)`) or a subset of it.
 
 The `tools` marker: every test that needs wgpu, ptxas, Tint (node) or Chromium is marked `tools`
 at collection (see `needs_tools`), so `pytest -m "not tools"` runs the tool-free tests alone (in
@@ -119,6 +124,11 @@ def _fresh_compile_cache():
   import kernelgen as kg
   kg.clear_cache()
   yield
+
+
+# --- the devices ---
+
+device = tools.device_fixture(tools.ALL_DEVICES)
 
 
 # --- native WebGPU (wgpu-py) ---

@@ -12,7 +12,7 @@ import { el, previewText, showError, showKernels, timingsTable } from './views.j
 const $ = (id) => document.getElementById(id);
 // app: {kg(), arch(), device(), busy(task, action), busyNow()} from app.js
 // maxBytes: a file this large or larger is refused before it is read (kg.onnx's own limit,
-// kernelgen.frontend.onnx.data.MAX_MODEL_BYTES: 1 GiB)
+// kernelgen.onnx.data.MAX_MODEL_BYTES: 1 GiB)
 const state = { app: null, model: null, compiled: null, selected: 0, busy: false, run: null,
   name: null, maxBytes: 2 ** 30, picture: null };
 

@@ -9,9 +9,9 @@
     kg.load_bundle("DIR").run({"x": ...})       # run a bundle from Python
 
 Training: `kg.nn` (modules), `kg.optim` (SGD, Adam, AdamW), `t.backward()` / `kg.no_grad()`
-(frontend/autograd.py), `kg.save` / `kg.load` (safetensors), `kg.jit` (a step's kernels
-recorded once and replayed: frontend/jit.py). The Tensor operations live in
-frontend/ as mixins of `Tensor`; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
+(tensor/autograd.py), `kg.save` / `kg.load` (nn/safetensors.py), `kg.jit` (a step's kernels
+recorded once and replayed: tensor/jit.py). The Tensor operations live in tensor/ops/ as
+mixins of `Tensor`, one family per module; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
 `kg.scaled_dot_product_attention`, `kg.cumsum`, `kg.sort`, ... are their function forms.
 """
 from .device import Device
@@ -20,20 +20,22 @@ from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, Exe
                      IndexOutOfRangeError, KernelgenError, LimitError, ManifestError, ModelError,
                      PathError, ShapeError, UnsupportedError, VerifyError)
 from . import limits
-from .frontend.tensor import Tensor, cat, stack, where
-from .frontend.scan import cummax, cummin, cumprod, cumsum
-from .frontend.sort import argsort, sort, topk
-from .frontend.einsum import einsum
+from .tensor.tensor import Tensor, cat, stack, where
+from .tensor.ops.scan import cummax, cummin, cumprod, cumsum
+from .tensor.ops.sort import argsort, sort, topk
+from .tensor.ops.einsum import einsum
 # (after the subpackage import, `kg.export` is the function, not the package kernelgen.export)
 from .export import export, load_bundle  # noqa: E402
-from .frontend.indexing_ops import take
-from .frontend.model_ops import interpolate, scaled_dot_product_attention
-from .frontend.shape_ops import meshgrid
-from .frontend.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
-from .frontend import nn, optim  # noqa: E402
-from .frontend.jit import jit  # noqa: E402
-from .frontend.safetensors import SafetensorsError, load, save  # noqa: E402
-from .frontend import onnx  # noqa: E402
+from .tensor.ops.advanced_indexing import take
+from .tensor.ops.interpolate import interpolate
+from .tensor.ops.attention import scaled_dot_product_attention
+from .tensor.ops.shape import meshgrid
+from .tensor.autograd import AutogradError, enable_grad, is_grad_enabled, no_grad
+from . import nn  # noqa: E402
+from .nn import optim  # noqa: E402
+from .tensor.jit import jit  # noqa: E402
+from .nn.safetensors import SafetensorsError, load, save  # noqa: E402
+from . import onnx  # noqa: E402
 from .cache import cache_info, clear_cache, set_cache_size  # noqa: E402 (the compile cache)
 
 __version__ = "0.1.0"

@@ -51,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
 
 def load_outputs(path: str, name: str) -> list:
   from .errors import KernelgenError
-  from .frontend.tensor import Tensor
+  from .tensor.tensor import Tensor
   from .export.cli import run_program
   namespace = run_program(path)
   if name not in namespace:

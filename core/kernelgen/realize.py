@@ -9,7 +9,7 @@ from .errors import ExecutionError, internal_errors
 from .graph.lazy import Buffer, LazyOp
 from .graph.schedule import row_limit, schedule
 
-# kg.jit (frontend/jit.py) records the kernels a call runs: while this is a list, each launch is
+# kg.jit (tensor/jit.py) records the kernels a call runs: while this is a list, each launch is
 # appended to it as (runtime, compiled kernel, output Buffer, the Buffers it binds, in order)
 recording: list | None = None
 

@@ -51,7 +51,7 @@ def _set_default_device(name: str) -> None:
 
 def _namespace() -> dict:
   import kernelgen
-  from .frontend import tensor
+  from .tensor import tensor
   names = {"kg": kernelgen, "kernelgen": kernelgen, "__name__": "__program__"}
   for name in ("Tensor", "dtypes", "where", "cat", "stack"):
     value = getattr(kernelgen, name, None) or getattr(tensor, name, None)
@@ -69,7 +69,7 @@ def execute(code: str, device: str):
   try:
     names = _namespace()
     exec(compile(code, PROGRAM, "exec"), names)
-    from .frontend.names import name_inputs
+    from .tensor.names import name_inputs
     name_inputs(names)     # kernels call input buffers by their variables' names
   finally:
     Device.DEFAULT = previous

@@ -3,7 +3,7 @@
     python tests/gpu/run_all.py              # on a machine with an NVIDIA driver
     python tests/gpu/run_all.py --dry-run    # anywhere: render, ptxas, the PTX simulator
 
-1. the PTX renderer's numeric tests (tests/test_render_ptx.py -k sim) with every kernel run on
+1. the PTX renderer's numeric tests (tests/devices/test_render_ptx.py -k sim) with every kernel run on
    device CUDA (KERNELGEN_PTX_DEVICE=CUDA) instead of the PTX simulator, compared with numpy;
 2. front-end programs on device CUDA compared with numpy;
 3. an f16 4096x4096x4096 matmul (random inputs; tensor cores where the arch has them) timed on
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(REPO / "core"), str(REPO / "tests")]
+sys.path[:0] = [str(REPO / "core"), str(REPO / "tests" / "helpers")]
 
 import numpy as np  # noqa: E402
 
@@ -40,7 +40,7 @@ def renderer_tests(dry_run: bool, timeout: int) -> dict:
   if not dry_run:
     env["KERNELGEN_PTX_DEVICE"] = "CUDA"
   selection = [] if dry_run else ["-k", "sim"]
-  cmd = [sys.executable, "-m", "pytest", str(REPO / "tests" / "test_render_ptx.py"), "-q",
+  cmd = [sys.executable, "-m", "pytest", str(REPO / "tests" / "devices" / "test_render_ptx.py"), "-q",
          "-p", "no:cacheprovider", *selection]
   start = time.perf_counter()
   result = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)

@@ -6,7 +6,7 @@
 
 plan.py describes the program (buffers, kernels, shared memory), bundle.py writes and runs it,
 loader.js is the browser side (copied as DIR/model.js); the weights file is written and read by
-frontend/safetensors.py (the raw level of kg.save / kg.load).
+nn/safetensors.py (the raw level of kg.save / kg.load).
 """
 from .bundle import Bundle, export, load_bundle
 

@@ -2,7 +2,7 @@
 
     DIR/manifest.json          plan.py's manifest
     DIR/<kernel>.wgsl|.ptx     each kernel's source, in the manifest's launch order
-    DIR/weights.safetensors    the realized data the program reads (frontend/safetensors.py)
+    DIR/weights.safetensors    the realized data the program reads (nn/safetensors.py)
     DIR/model.js               webgpu bundles: the browser loader (loader.js, no dependencies)
 
 `Bundle.run(inputs, device)` executes the manifest on a kernelgen runtime: a ptx bundle on CUDA or
@@ -19,8 +19,8 @@ from .. import limits
 from ..device import Device
 from ..dtype import dtypes
 from ..errors import DeviceError, DTypeError, KernelgenError, ManifestError, ShapeError
-from ..frontend import safetensors
-from ..frontend.tensor import Tensor
+from ..nn import safetensors
+from ..tensor.tensor import Tensor
 from ..graph import lazy
 from ..graph.view import prod
 from ..uop.program import Binding, CompiledKernel, Launch

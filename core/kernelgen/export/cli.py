@@ -10,8 +10,8 @@ import argparse
 import os
 
 from ..errors import KernelgenError, UnsupportedError
-from ..frontend.names import name_inputs
-from ..frontend.tensor import Tensor
+from ..tensor.names import name_inputs
+from ..tensor.tensor import Tensor
 from .bundle import export
 
 EXAMPLE = """example:
@@ -95,9 +95,9 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
 def onnx_outputs(path: str, shapes: dict) -> dict:
   """{output name: Tensor} of the ONNX model at `path`, its inputs Tensor.empty(name=...)."""
   try:
-    from ..frontend.onnx import load
+    from ..onnx import load
   except ModuleNotFoundError as error:
-    if error.name not in ("kernelgen.frontend", "kernelgen.frontend.onnx"):
+    if error.name not in ("kernelgen.onnx",):
       raise
     raise UnsupportedError("this kernelgen cannot read ONNX models yet (kg.onnx is not "
                            "installed): export a Python program instead") from None

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from ..compiler import compile_plan
 from ..errors import KernelgenError, ShapeError, UnsupportedError
-from ..frontend.tensor import Tensor
+from ..tensor.tensor import Tensor
 from .memory import Interval, assign
 
 FORMAT = "kernelgen-bundle/1"

@@ -1,4 +1,4 @@
-"""Lowering fused attention (lazy `L.ATTENTION`, made by frontend/model_ops.py): softmax(q k^T *
+"""Lowering fused attention (lazy `L.ATTENTION`, made by tensor/ops/attention.py): softmax(q k^T *
 scale + mask) v in ONE kernel that walks the keys once per query row; the L x S scores are never
 stored.
 

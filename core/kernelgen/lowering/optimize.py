@@ -329,7 +329,7 @@ def _shared_only(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
   ShuffleNet's 3x3 depthwise convs over a fused batch norm + ReLU were 8 x 8 tiles of 4000-6000
   lines of WGSL each (lavapipe: 21-54 s to compile one at its first dispatch), 1 x 8 are under
   900 (1-2 s); its ten kernels this changes ran 262 ms in all instead of 286 (two slower, eight
-  faster or the same; tests/onnx_light_times.txt)."""
+  faster or the same; tests/onnx_import/onnx_light_times.txt)."""
   if min(tile) < 2 or _short_axes(item, axes):
     return tile
   one = _probe_uops(item, (1, 1), axes)

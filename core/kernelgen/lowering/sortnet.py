@@ -1,4 +1,4 @@
-"""Lowering a run of sorting-network steps (lazy `L.SORTNET`, made by frontend/sort.py): each thread
+"""Lowering a run of sorting-network steps (`L.SORTNET`, made by tensor/ops/sort.py): each thread
 holds a few (key, index) pairs in registers and runs several compare-exchange steps of a bitonic
 network on them, so one kernel does the work of several steps (no workgroup memory, no barrier).
 

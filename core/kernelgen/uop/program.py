@@ -41,7 +41,7 @@ class Kernel:
 def kernel_buffers(out, inputs) -> list[BufferSpec]:
   """The buffer table of a kernel computing lazy node `out` from `inputs` (slot order): slot 0
   is "out"; an input is called by its buffer's name (`Tensor.empty(..., name=)`, or a program's
-  variable: frontend/names.py), else `in<slot>`. A name already taken in this kernel gets the
+  variable: tensor/names.py), else `in<slot>`. A name already taken in this kernel gets the
   first free suffix `_2`, `_3`..., so names are unique within a kernel."""
   specs, taken = [BufferSpec(0, "out", out.dtype, out.size, "write")], {"out"}
   for slot, node in enumerate(inputs, 1):

@@ -86,7 +86,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # 44 ms). Hand-edited WGSL with 2 passes (the mean and a shifted variance, sums of x - x[0] and
   # of its squares, in one loop), the peers page, best / q25 / median of 8 interleaved, load ~17,
   # ms: as compiled 72 / 80 / 87 | 2 passes 33 / 56 / 68 | tinygrad 131 / 221 / 376. Done since
-  # (layernorm's shifted statistics, frontend/tensor_nn.py, in one loop: reductions.sibling_reduces;
+  # (layernorm's shifted statistics, tensor/ops/linalg.py, in one loop: reductions.sibling_reduces;
   # the shift read as a lane of the row's vec4 words): on a faster machine at idle, hand-edited
   # WGSL best / median of 10, ms: 3 passes 23.3 / 24.5 | 2 passes 12.6 / 15.1; as compiled, in
   # bench/peers_probe.py best / median of 8: 23.5 -> 14.3 / 16.8 (tinygrad 35.1 / 37.7).

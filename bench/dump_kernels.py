@@ -1,0 +1,94 @@
+"""Every kernel's source for a fixed corpus, written to a folder: a refactor's byte-identity check.
+
+    python bench/dump_kernels.py OUT_DIR [--seeds N]
+    diff -r BEFORE_DIR AFTER_DIR        # clean when the refactor changed no generated code
+
+The corpus: the fuzzer's seeded programs 0..N-1, 600 by default (tests/helpers/fuzz_runner.py's
+program_for: random, sized and deep programs as `./build.sh fuzz` makes them), each compiled for
+python, wgsl and ptx (the arch fuzz_runner picks for the seed), plus the bench kernels
+(compile_latency.KERNELS and the peers.py rows at their tiny sizes) for python, wgsl and ptx
+sm_80. One file per kernel; a compile that raises writes the error's type and first line instead.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "core"))
+sys.path.insert(0, str(ROOT / "bench"))
+for sub in ("tests/helpers",):
+  sys.path.insert(0, str(ROOT / sub))
+
+import numpy as np  # noqa: E402
+
+import kernelgen as kg  # noqa: E402
+
+
+def write(out: Path, stem: str, tensor_fn, target: str, arch: str | None) -> int:
+  """Compile `tensor_fn()` for the target; write each kernel (or the error); the kernel count."""
+  try:
+    kernels = kg.compile(tensor_fn(), target=target, arch=arch)
+  except Exception as error:  # noqa: BLE001 - the error itself is part of the output
+    first = (str(error).splitlines() or [""])[0]
+    (out / f"{stem}.error").write_text(f"{type(error).__name__}: {first}\n")
+    return 0
+  for i, kernel in enumerate(kernels):
+    (out / f"{stem}.{i:02d}.{kernel.name}.src").write_text(kernel.source)
+  return len(kernels)
+
+
+def targets_for(arch: str) -> list:
+  return [("python", None), ("wgsl", None), ("ptx", arch)]
+
+
+def dump_fuzz(out: Path, seeds: int) -> int:
+  from fuzz_programs import RandomChooser
+  from fuzz_runner import PTX_ARCHS, build, program_for
+  count = 0
+  for seed in range(seeds):
+    program = program_for(seed, RandomChooser(seed))
+    for target, arch in targets_for(PTX_ARCHS[seed % len(PTX_ARCHS)]):
+      stem = f"fuzz{seed:04d}.{target}{'-' + arch if arch else ''}"
+      count += write(out, stem, lambda: build(program, "PYTHON"), target, arch)
+  return count
+
+
+def dump_bench(out: Path) -> int:
+  import compile_latency
+  import peers
+  from kernelgen.dtype import dtypes
+  count = 0
+  maker = compile_latency._Maker(
+    lambda shape, name: kg.Tensor.empty(*shape, dtype=name, device="PYTHON"), dtypes.from_name)
+  for name, source in compile_latency.KERNELS.items():
+    slug = "latency-" + "".join(ch if ch.isalnum() else "_" for ch in name)
+    for target, arch in targets_for("sm_80"):
+      count += write(out, f"{slug}.{target}", lambda: maker.build(source), target, arch)
+  for name, row in peers.rows(np, tiny=True).items():
+    def expr(row=row):
+      tensors = [kg.Tensor(a, device="PYTHON") for a in row["inputs"]]
+      return row["lib"](peers.KernelgenLib(), *tensors)
+    slug = "peers-" + "".join(ch if ch.isalnum() else "_" for ch in name)
+    for target, arch in targets_for("sm_80"):
+      count += write(out, f"{slug}.{target}", expr, target, arch)
+  return count
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("out")
+  parser.add_argument("--seeds", type=int, default=600)
+  args = parser.parse_args(argv)
+  out = Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
+  fuzz, bench = dump_fuzz(out, args.seeds), dump_bench(out)
+  errors = len(list(out.glob("*.error")))
+  print(f"{fuzz} fuzz kernels, {bench} bench kernels, {errors} compile errors -> {out}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

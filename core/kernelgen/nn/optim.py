@@ -1,0 +1,172 @@
+"""kg.optim: SGD (momentum, nesterov, weight decay), Adam and AdamW, in torch's semantics.
+
+The update is flat: the parameters of one device and dtype are kept as consecutive slices of one
+flat buffer (each parameter Tensor becomes a view of it), the gradients are gathered into one
+flat vector, and the optimizer state (momentum, Adam's moments) is flat too. A `step()` is then
+one realize call: the gathered gradient, the new flat parameters and each new state vector are a
+few kernels in all, however many parameter tensors the model has (plus the kernels the gradients
+themselves need, and BatchNorm running statistics queued by kg.nn, realized in the same call).
+
+A parameter whose `.grad` is None is left as it is (no decay, no state change), as torch does.
+"""
+from __future__ import annotations
+
+from ..dtype import dtypes
+from ..errors import DTypeError, KernelgenError
+from ..realize import realize
+from . import layers as nn
+from ..tensor.autograd import no_grad
+from ..tensor.jit import note_step
+from ..tensor.tensor import Tensor, cat, where
+
+
+class _Group:
+  """The parameters of one (device, dtype): their flat buffer and the optimizer state."""
+
+  def __init__(self, params):
+    self.params = params
+    self.sizes = [p.numel() for p in params]
+    self.flat = None        # the realized flat parameters of the last step
+    self.views = []         # the nodes the parameters were given from `flat`
+    self.state: dict = {}
+
+  def flat_params(self):
+    if self.flat is not None and all(p.node is v for p, v in zip(self.params, self.views)):
+      return self.flat     # nobody replaced a parameter since the last step
+    return cat([p.detach().reshape(-1) for p in self.params])
+
+  def flat_grads(self):
+    pieces = [p.grad.detach().cast(p.dtype).reshape(-1) if p.grad is not None else
+              Tensor.zeros(p.numel(), dtype=p.dtype, device=p.device) for p in self.params]
+    return cat(pieces).contiguous()
+
+  def has_grad_mask(self):
+    """None when every parameter has a gradient, else a flat bool mask of those that do."""
+    if all(p.grad is not None for p in self.params):
+      return None
+    return cat([Tensor.full((p.numel(),), p.grad is not None, dtype=dtypes.bool,
+                            device=p.device) for p in self.params])
+
+  def assign(self, flat) -> None:
+    self.flat, self.views, start = flat, [], 0
+    for p, n in zip(self.params, self.sizes):
+      p.node = flat.shrink(((start, start + n),)).reshape(p.shape).node
+      self.views.append(p.node)
+      start += n
+
+
+class Optimizer:
+  shared_state: tuple = ()   # state of the whole group, not per element (no has-grad mask)
+
+  def __init__(self, params, lr: float):
+    params = list(params.parameters() if hasattr(params, "parameters") else params)
+    unique, seen = [], set()
+    for p in params:
+      if id(p) in seen:
+        continue
+      seen.add(id(p))
+      if not p.requires_grad or not p.is_leaf:
+        raise DTypeError("an optimizer updates leaf tensors that require grad: pass "
+                         "model.parameters() (or tensors made with requires_grad=True)")
+      unique.append(p)
+    if not unique:
+      raise KernelgenError("the optimizer got an empty parameter list")
+    if lr < 0:
+      raise KernelgenError(f"learning rate must be >= 0, got {lr}")
+    self.params, self.lr, self.steps = unique, lr, 0
+    by_key: dict = {}
+    for p in unique:
+      by_key.setdefault((p.device, p.dtype), []).append(p)
+    self.groups = [_Group(ps) for ps in by_key.values()]
+
+  def zero_grad(self) -> None:
+    for p in self.params:
+      p.grad = None
+
+  def step(self, *also) -> None:
+    """Update every parameter: one realize call for all of them, their state, queued stats and
+    the tensors in `also` (e.g. the loss, to log it without a second realize)."""
+    self.steps += 1
+    with no_grad():
+      results = []
+      for group in self.groups:
+        p, g = group.flat_params(), group.flat_grads()
+        new_p, new_state = self.update(p, g, group.state)
+        mask = group.has_grad_mask()
+        if mask is not None:
+          new_p = where(mask, new_p, p)
+          new_state = {k: where(mask, v, group.state[k]) if k in group.state and
+                       k not in self.shared_state else v for k, v in new_state.items()}
+        results.append((group, new_p, new_state))
+      pending = nn.take_pending()
+      realize([t.node for _, new_p, st in results for t in (new_p, *st.values())] +
+              [t.node for t in pending] + [t.node for t in also])
+      for group, new_p, new_state in results:
+        group.assign(new_p)
+        group.state = new_state
+    note_step(self)   # kg.jit advances `steps` when it replays this step
+
+  def update(self, p, g, state: dict):
+    raise NotImplementedError
+
+
+class SGD(Optimizer):
+  """p -= lr * g, with torch's momentum (dampening, nesterov) and L2 weight decay."""
+
+  def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
+               weight_decay: float = 0.0, nesterov: bool = False):
+    super().__init__(params, lr)
+    if nesterov and (momentum <= 0 or dampening != 0):
+      raise KernelgenError("nesterov momentum needs momentum > 0 and dampening 0")
+    self.momentum, self.dampening = momentum, dampening
+    self.weight_decay, self.nesterov = weight_decay, nesterov
+
+  def update(self, p, g, state):
+    if self.weight_decay:
+      g = g + self.weight_decay * p
+    new_state = {}
+    if self.momentum:
+      buf = state.get("momentum")
+      buf = g if buf is None else buf * self.momentum + (1 - self.dampening) * g
+      new_state["momentum"] = buf
+      g = g + self.momentum * buf if self.nesterov else buf
+    return p - self.lr * g, new_state
+
+
+class Adam(Optimizer):
+  """Adam (Kingma & Ba) with bias correction; weight_decay is L2 added to the gradient."""
+  decoupled = False
+  shared_state = ("bias",)
+
+  def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+               weight_decay: float = 0.0):
+    super().__init__(params, lr)
+    self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+
+  def update(self, p, g, state):
+    b1, b2 = self.betas
+    if self.weight_decay and self.decoupled:
+      p = p * (1 - self.lr * self.weight_decay)
+    elif self.weight_decay:
+      g = g + self.weight_decay * p
+    m, v = state.get("exp_avg"), state.get("exp_avg_sq")
+    m = (1 - b1) * g if m is None else m * b1 + (1 - b1) * g
+    v = (1 - b2) * (g * g) if v is None else v * b2 + (1 - b2) * (g * g)
+    # the bias corrections [1 - b1 ** steps, 1 - b2 ** steps] are state on the device (c' = c b +
+    # (1 - b)), not constants of the kernel: the update compiles once and every later step reuses
+    # it (the compile cache, cache.py), and kg.jit replays it (tensor/jit.py)
+    first = (Tensor.arange(2, device=p.device) == 0).cast(p.dtype)   # [1, 0]
+    betas, rest = first * (b1 - b2) + b2, first * ((1 - b1) - (1 - b2)) + (1 - b2)
+    c = state.get("bias")
+    c = rest if c is None else c * betas + rest
+    denom = (v / c[1:2]).sqrt() + self.eps
+    return p - (self.lr / c[0:1]) * m / denom, {"exp_avg": m, "exp_avg_sq": v, "bias": c}
+
+
+class AdamW(Adam):
+  """Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the Adam update)."""
+  decoupled = True
+
+  def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
+               weight_decay: float = 1e-2):
+    super().__init__(params, lr, betas, eps, weight_decay)

@@ -1,0 +1,271 @@
+"""One run of an ONNX model: values by name (device Tensors, and host copies of static ones),
+the nodes evaluated in order, static nodes folded on the host (model.py explains when)."""
+from __future__ import annotations
+
+import math
+import struct
+
+from ..dtype import dtypes
+from ..errors import KernelgenError, ModelError, ShapeError
+from ..tensor.tensor import Tensor
+from .operators import OPS
+from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
+                     tensor_from_bytes)
+
+_BUGS = (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, struct.error,
+         OverflowError, AttributeError)
+
+
+class Runner:
+  """Evaluates a Model's nodes for one set of feeds on one device."""
+
+  def __init__(self, model, device: str):
+    self.model, self.device = model, device
+    self.tensors: dict = {}       # name -> Tensor on self.device
+    self.static: dict = {}        # name -> Static (constant for this run: folded)
+    self.host: dict = {}          # name -> Static host copy of a feed (not folded)
+    self.folding = False          # True while a static node runs on PYTHON in full precision
+    self.node = None
+    for name, (dtype, shape, raw) in model.initializers.items():
+      self.static[name] = Static.from_bytes(dtype, shape, raw) if math.prod(shape) <= FOLD_MAX \
+        else (dtype, shape, raw)
+
+  # ---- feeds and results ----
+  def run(self, feeds: dict) -> dict:
+    self._feed(feeds)
+    for node in self.model.nodes:
+      self._eval(node, OPS[node.op])
+    outs = {name: self.value(name) for name in self.model.output_names}
+    return {name: None if v is NONE else v for name, v in outs.items()}
+
+  def _feed(self, feeds: dict) -> None:
+    unknown = set(feeds) - set(self.model.input_names) - set(self.model.initializers)
+    if unknown:
+      raise ModelError(f"no model input named {sorted(unknown)}: the inputs are "
+                       f"{self.model.input_names}")
+    missing = [n for n in self.model.input_names if n not in feeds]
+    if missing:
+      raise ModelError(f"missing inputs {missing}: give every one of {self.model.input_names}")
+    sizes: dict = {}
+    for name, value in feeds.items():
+      kind = self.model.input_kinds.get(name, "tensor")
+      if value is None and kind == "optional":
+        self.tensors[name] = NONE
+        continue
+      if kind == "sequence" or kind == "optional" and isinstance(value, (list, tuple)):
+        if not isinstance(value, (list, tuple)):
+          raise ModelError(f"input {name!r} is a sequence: give a list of arrays or Tensors")
+        self.tensors[name] = [self._to_device(v if isinstance(v, Tensor) else
+                                              Tensor(v, device="PYTHON"), f"input {name!r}")
+                              for v in value]
+        continue
+      t = value if isinstance(value, Tensor) else Tensor(value, device="PYTHON")
+      if self.model.input_dtypes.get(name) == dtypes.bfloat16 and t.dtype == dtypes.float32:
+        t = t.cast(dtypes.bfloat16)     # numpy has no bfloat16: float32 arrays stand for it
+      self._check_shape(name, t.shape, sizes)
+      if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX:
+        self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
+      self.static.pop(name, None)
+      self.tensors[name] = self._to_device(t, f"input {name!r}")
+
+  def _check_shape(self, name: str, shape: tuple, sizes: dict) -> None:
+    declared = self.model.input_shapes.get(name)
+    if declared is None:
+      return
+    if len(declared) != len(shape):
+      raise ShapeError(f"input {name!r} has shape {shape}, the model declares {declared}")
+    for want, got in zip(declared, shape):
+      if isinstance(want, int) and want > 0 and want != got:
+        raise ShapeError(f"input {name!r} has shape {shape}, the model declares {declared}")
+      if isinstance(want, str) and sizes.setdefault(want, got) != got:
+        raise ShapeError(f"input {name!r} gives {want} = {got}, another input gave "
+                         f"{sizes[want]}: symbolic dims of one name must agree")
+
+  def _to_device(self, t: Tensor, what: str) -> Tensor:
+    target = NARROW.get(t.dtype) or (dtypes.float32 if t.dtype == dtypes.float64 and
+                                     self.model.float64 == "float32" else None)
+    if target is None and t.device == self.device:
+      return t
+    raw = t._bytes()
+    if target is not None:
+      raw, dtype = narrow_bytes(raw, t.dtype, t.shape, what, self.model.float64)
+    else:
+      dtype = t.dtype
+    return tensor_from_bytes(raw, t.shape, dtype, self.device)
+
+  # ---- values for ops ----
+  def value(self, name: str) -> Tensor:
+    """The device Tensor of `name` (static values uploaded, narrowed, on first use)."""
+    if name in self.tensors and not (self.folding and name in self.static):
+      return self.tensors[name]
+    t = self.upload(self.static[name], f"tensor {name!r}")
+    if not self.folding:
+      self.tensors[name] = t
+    return t
+
+  def upload(self, s, what: str) -> Tensor:
+    """A Static (or (dtype, shape, bytes)) as a Tensor: on PYTHON in full precision while
+    folding, else on the device, narrowed."""
+    if isinstance(s, tuple):
+      dtype, shape, raw = s
+    else:
+      from ..tensor.data import pack
+      dtype, shape, raw = s.dtype, s.shape, pack(s.values, s.dtype)
+    if not self.folding:
+      raw, dtype = narrow_bytes(raw, dtype, shape, what, self.model.float64)
+    return tensor_from_bytes(raw, shape, dtype, "PYTHON" if self.folding else self.device)
+
+  def known(self, name: str):
+    """The Static host value of `name` when known without running anything, else None."""
+    s = self.static.get(name, self.host.get(name))
+    if isinstance(s, tuple):
+      return Static.from_bytes(*s)
+    return s
+
+  def host_values(self, name: str, what: str) -> Static:
+    """Host values of `name`: known, or (a data-dependent shape) computed now."""
+    s = self.known(name)
+    if s is not None:
+      return s
+    t = self.value(name)
+    return Static(t.dtype, t.shape, _flat(t.tolist()))
+
+  # ---- subgraphs (If branches, Loop and Scan bodies) ----
+  def run_graph(self, graph, bindings: dict) -> list:
+    """Run subgraph `graph` in a scope that sees this one's values, with its inputs bound to
+    `bindings` ({name: Tensor or Static}); its outputs as Static where static, else Tensors."""
+    scope = Scope(self)
+    for name, (dtype, shape, raw) in graph.initializers.items():
+      scope.bind(name, Static.from_bytes(dtype, shape, raw))
+    for name, value in bindings.items():
+      scope.bind(name, value)
+    for node in graph.nodes:
+      scope._eval(node, OPS[node.op])
+    return [scope.result(name) for name in graph.output_names]
+
+  def bind(self, name: str, value) -> None:
+    if isinstance(value, Static):
+      self.static[name] = value
+      self.tensors.pop(name, None)
+    else:
+      self.tensors[name] = value
+      self.static.pop(name, None)
+    self.host.pop(name, None)
+
+  def result(self, name: str):
+    s = self.static.get(name)
+    return s if isinstance(s, Static) else self.value(name)
+
+  # ---- evaluation ----
+  def _eval(self, node, fn) -> None:
+    self.node = node
+    names = [n for n in node.inputs if n]
+    fold = getattr(fn, "shape_only", False) or getattr(fn, "foldable", True) and all(
+      isinstance(self.static.get(n), Static) and self.static[n].size <= FOLD_MAX for n in names)
+    outs = self._call(node, fn, fold) if fold else None
+    if outs is not None and all(o is None or o.numel() <= FOLD_MAX for o in outs):
+      for name, out in zip(node.outputs, outs):
+        if name and out is not None:
+          self.static[name] = Static(out.dtype, out.shape, _flat(out.tolist()))
+      return
+    outs = self._call(node, fn, False)
+    for name, out in zip(node.outputs, outs):
+      if name and isinstance(out, Static):      # control flow passes static values through
+        self.static[name] = out
+        self.tensors.pop(name, None)
+      elif name and out is not None:
+        self.tensors[name] = out
+        if isinstance(out, Tensor) and out.device != self.device:
+          raise ModelError(f"{node.describe()} produced a tensor on {out.device}")
+
+  def _call(self, node, fn, folding: bool) -> list:
+    self.folding = folding
+    try:
+      outs = fn(Inputs(self, node), node.attrs)
+    except KernelgenError as e:
+      e.args = (f"{node.describe()}: {e.args[0] if e.args else ''}",) + e.args[1:]
+      raise
+    except RecursionError:
+      raise ModelError(f"{node.describe()}: the model is too deep to build") from None
+    except _BUGS as e:
+      raise ModelError(f"{node.describe()}: cannot compute it from these inputs and "
+                       f"attributes ({type(e).__name__}: {e})") from None
+    finally:
+      self.folding = False
+    outs = outs if isinstance(outs, (list, tuple)) else [outs]
+    return list(outs)
+
+
+class Scope(Runner):
+  """The values of one subgraph run: the enclosing scope's, plus the subgraph's own."""
+
+  def __init__(self, parent: Runner):    # pylint: disable=super-init-not-called
+    self.model, self.device = parent.model, parent.device
+    self.tensors, self.static = dict(parent.tensors), dict(parent.static)
+    self.host = dict(parent.host)
+    self.folding, self.node = False, None
+
+
+class Inputs:
+  """What an operator sees: its inputs by position, as Tensors or host values, and dtypes."""
+
+  def __init__(self, runner: Runner, node):
+    self.runner, self.node = runner, node
+    self.names = node.inputs
+
+  def __len__(self) -> int:
+    return len(self.names)
+
+  def has(self, i: int) -> bool:
+    return i < len(self.names) and bool(self.names[i])
+
+  def __getitem__(self, i: int) -> Tensor | None:
+    return self.runner.value(self.names[i]) if self.has(i) else None
+
+  def all(self) -> list:
+    return [self[i] for i in range(len(self.names)) if self.has(i)]
+
+  def values(self, i: int, default=None):
+    """Input i as a flat list of Python numbers (for shapes, axes, pads ...)."""
+    if not self.has(i):
+      return default
+    return self.runner.host_values(self.names[i], self.node.describe()).values
+
+  def ints(self, i: int, default=None):
+    values = self.values(i, None)
+    return default if values is None else [int(v) for v in values]
+
+  def scalar(self, i: int, default=None):
+    values = self.values(i, None)
+    return default if not values else values[0]
+
+  def dtype(self, code: int):
+    """The dtype to compute ONNX element type `code` in (narrowed unless folding)."""
+    from .data import elem_dtype
+    dt = elem_dtype(code, self.node.describe())
+    if self.runner.folding:
+      return dt
+    if dt == dtypes.float64 and self.runner.model.float64 == "float32":
+      return dtypes.float32
+    return NARROW.get(dt, dt)
+
+  @property
+  def device(self) -> str:
+    return "PYTHON" if self.runner.folding else self.runner.device
+
+  @property
+  def opset(self) -> int:
+    return self.node.opset
+
+  @property
+  def int_dtype(self):
+    return dtypes.int64 if self.runner.folding else dtypes.int32
+
+
+def _flat(x) -> list:
+  if not isinstance(x, list):
+    return [x]
+  out = []
+  for v in x:
+    out.extend(_flat(v)) if isinstance(v, list) else out.append(v)
+  return out

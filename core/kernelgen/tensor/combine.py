@@ -1,0 +1,75 @@
+"""Functions that combine tensors — `where`, `cat`, `stack` — kept below tensor.py so the
+operation mixins can use them (tensor.py re-exports them as the public `kg.where` etc.)."""
+from __future__ import annotations
+
+from ..dtype import dtypes
+from ..errors import DTypeError, ShapeError
+from ..graph.lazy import L, LazyOp
+from ..uop.ops import Ops
+from .autograd import record
+from .operands import TensorOps, array_operand, result_dtype
+from .data import broadcast_shape, resolve_axes
+
+
+def tensor_class(*xs) -> type:
+  """The Tensor class, from the first operand that is a Tensor (a typed error when none is)."""
+  for x in xs:
+    if isinstance(x, TensorOps):
+      return type(x)
+  raise DTypeError("this operation needs at least one Tensor operand: wrap one with kg.Tensor()")
+
+
+def where(cond, x, y) -> TensorOps:
+  """numpy.where(cond, x, y): x where cond is true, else y; broadcasting, promoted dtype."""
+  cls = tensor_class(cond, x, y)
+  cond = cond if isinstance(cond, TensorOps) else cls(cond)
+  x, y = (array_operand(v, cls, cond.device) for v in (x, y))
+  dtype = result_dtype(x, y)
+  a, b = (v if isinstance(v, TensorOps) else cls(cls._full_node((), v, dtype, cond.device))
+          for v in (x, y))
+  shape = broadcast_shape(cond.shape, a.shape, b.shape)
+  c = cond.cast(dtypes.bool).expand(shape)
+  a, b = a.cast(dtype).expand(shape), b.cast(dtype).expand(shape)
+  return record(cls(LazyOp(L.ALU, dtype, shape, (c.node, a.node, b.node), Ops.WHERE)),
+                (c, a, b), "alu", Ops.WHERE)
+
+
+def cat(tensors, axis: int = 0) -> TensorOps:
+  """numpy.concatenate: join along an existing axis (one kernel: padded views added)."""
+  tensors = list(tensors)
+  if not tensors:
+    raise ShapeError("cat needs at least one tensor")
+  first = tensors[0]
+  axis = resolve_axes(axis, first.ndim)[0]
+  for t in tensors[1:]:
+    if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape))
+                                   if i != axis):
+      raise ShapeError(f"cat of shapes {first.shape} and {t.shape} along axis {axis}: every "
+                       f"other dim must match")
+  dtype = result_dtype(*tensors)
+  total = sum(t.shape[axis] for t in tensors)
+  out, start = None, 0
+  for t in tensors:
+    pads = [(0, 0)] * first.ndim
+    pads[axis] = (start, total - start - t.shape[axis])
+    piece = t.cast(dtype).pad(pads)
+    if out is None:
+      out = piece
+    elif dtype.is_float():    # not +: -0.0 + 0.0 is 0.0
+      out = where(type(t).ones(*t.shape, dtype=dtypes.bool, device=t.device).pad(pads), piece, out)
+    else:
+      out = out | piece if dtype == dtypes.bool else out + piece
+    start += t.shape[axis]
+  return out
+
+
+def stack(tensors, axis: int = 0) -> TensorOps:
+  """numpy.stack: join along a new axis."""
+  tensors = list(tensors)
+  if not tensors:
+    raise ShapeError("stack needs at least one tensor")
+  axis = resolve_axes(axis, tensors[0].ndim + 1)[0]
+  shapes = {t.shape for t in tensors}
+  if len(shapes) > 1:
+    raise ShapeError(f"stack needs tensors of one shape, got {sorted(shapes)}")
+  return cat([t.unsqueeze(axis) for t in tensors], axis)

@@ -1,0 +1,152 @@
+"""The package layout stays true: core/kernelgen's imports, parsed with `ast` (standard library
+only; nothing is imported or run).
+
+What is counted: every `import` and `from ... import` statement of kernelgen's own modules, at any
+depth (module level, inside functions and classes, under `if TYPE_CHECKING`), relative or absolute.
+`from pkg import name` counts as an import of module `pkg.name` when that is a module, else of
+`pkg`. Not counted: `importlib.import_module` by a computed name (device.py's table of runtimes,
+which open by device name at run time).
+
+- No import cycles: the graph of those imports between modules has no strongly connected
+  component of more than one module.
+- No import runs back up a layer: each module belongs to a stage (LAYERS, lowest first) and imports
+  only modules of its own stage or lower ones.
+- No name with a leading underscore is imported from another module (dunders aside).
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "core" / "kernelgen"
+
+# the stages, lowest first; a stage is a top-level module or folder of core/kernelgen
+LAYERS = (
+  ("errors", "dtype"),                   # the floor
+  ("device",),                           # device names -> runtimes (opened by name)
+  ("uop", "ptxsim"),                     # the UOp IR; the PTX simulator (standalone)
+  ("rules",),                            # rewrite rules on UOps
+  ("graph",),                            # lazy graph, views, scheduler
+  ("render",),                           # targets and their renderers
+  ("lowering",),                         # kernel -> UOps, optimizer's launch options
+  ("runtime",),                          # devices running kernels
+  ("compiler", "search", "realize", "cache"),  # the pipeline, autotuning, running kernels
+  ("tensor",),                           # front end: Tensor, its operation families (ops/)
+  ("nn",),                               # front end: kg.nn, kg.optim, safetensors
+  ("onnx",),                             # front end: the ONNX importer (operators/ by family)
+  ("export",),                           # (the export issue)
+  ("web_selftest",),                     # the page's small test runner
+  ("__init__", "__main__", "web_api"),   # the public face, CLI, page bridge
+)
+RANK = {stage: rank for rank, stages in enumerate(LAYERS) for stage in stages}
+
+
+def module_files() -> dict[str, tuple[Path, bool]]:
+  """Dotted module name -> (file, is a package __init__)."""
+  out = {}
+  for path in sorted(PACKAGE.rglob("*.py")):
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    if is_package:
+      parts = parts[:-1]
+    out[".".join(["kernelgen", *parts])] = (path, is_package)
+  return out
+
+
+def imports() -> list[tuple[str, str, str]]:
+  """(importing module, imported module, imported name) for every import of our own modules."""
+  modules, found = module_files(), []
+  for name, (path, is_package) in modules.items():
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+      if isinstance(node, ast.ImportFrom):
+        if node.level:
+          base = package[:len(package) - node.level + 1] + ([node.module] if node.module else [])
+          target = ".".join(base)
+        elif (node.module or "").split(".")[0] == "kernelgen":
+          target = node.module
+        else:
+          continue
+        for alias in node.names:
+          sub = f"{target}.{alias.name}"
+          found.append((name, sub if sub in modules else target, alias.name))
+      elif isinstance(node, ast.Import):
+        found += [(name, a.name, "") for a in node.names if a.name.split(".")[0] == "kernelgen"]
+  return found
+
+
+def stage(module: str) -> str:
+  parts = module.split(".")
+  return parts[1] if len(parts) > 1 else "__init__"
+
+
+def cycles(edges) -> list[list[str]]:
+  """The strongly connected components of more than one module (Tarjan's algorithm)."""
+  graph: dict[str, set] = {}
+  for a, b in edges:
+    if a != b:
+      graph.setdefault(a, set()).add(b)
+  index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+  def visit(v):
+    index[v] = low[v] = len(index)
+    stack.append(v)
+    on_stack.add(v)
+    for w in sorted(graph.get(v, ())):
+      if w not in index:
+        visit(w)
+        low[v] = min(low[v], low[w])
+      elif w in on_stack:
+        low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+      component = []
+      while True:
+        w = stack.pop()
+        on_stack.discard(w)
+        component.append(w)
+        if w == v:
+          break
+      if len(component) > 1:
+        out.append(sorted(component))
+
+  for v in sorted(graph):
+    if v not in index:
+      visit(v)
+  return out
+
+
+def test_every_module_has_a_stage():
+  unknown = sorted({stage(m) for m in module_files()} - set(RANK))
+  assert not unknown, f"modules outside every stage of LAYERS: {unknown}"
+
+
+def test_no_import_cycles():
+  found = cycles((a, b) for a, b, _ in imports())
+  assert not found, f"import cycles: {found}"
+
+
+def test_no_import_runs_back_up_a_layer():
+  back = sorted({(a, b) for a, b, _ in imports() if RANK[stage(b)] > RANK[stage(a)]})
+  assert not back, f"imports from a higher stage: {back}"
+
+
+def test_no_underscore_name_is_imported_across_modules():
+  private = sorted({(a, b, n) for a, b, n in imports()
+                    if n.startswith("_") and not n.startswith("__")})
+  assert not private, f"private names imported from another module: {private}"
+
+
+def test_the_checks_see_what_they_should():
+  """The parser finds the imports it must (a cycle and a back-import are caught)."""
+  found = imports()
+  assert ("kernelgen.compiler", "kernelgen.lowering.lower", "lower") in found   # function level
+  assert ("kernelgen.tensor.tensor", "kernelgen.graph.lazy", "lazy") in found  # `from .. import`
+  assert cycles([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")]) == [["a", "b", "c"]]
+  assert RANK[stage("kernelgen.uop.ops")] < RANK[stage("kernelgen.lowering.lower")]
+
+
+def test_only_the_runtime_imports_the_interpreter():
+  """The interpreter is a device: lowering and renderers read shared facts from the IR's own
+  modules (the WMMA fragment layouts: uop/wmma.py), never from it."""
+  users = sorted({a for a, b, _ in imports() if b == "kernelgen.uop.interpret"})
+  assert users and all(stage(a) == "runtime" for a in users), users
