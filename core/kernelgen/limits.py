@@ -7,7 +7,7 @@ limit the input gets a LimitError that names the limit and how to raise it:
 
     import kernelgen as kg
     kg.limits.set(file_bytes=1 << 36)          # trust larger files
-    with kg.limits.raised(graph_nodes=10**7):  # for one block
+    with kg.limits.raised(interpreted_work=1 << 30):  # for one block
       ...
 
 `confined(folder, name, what)` is the one way to open a file that a bundle or a model names: the

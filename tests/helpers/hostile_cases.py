@@ -242,6 +242,23 @@ def _chain_model(n: int) -> bytes:
   return _onnx_model(nodes, [_vi("x", [2])], [_vi(f"t{n}", [2])]).SerializeToString()
 
 
+def _loop_model(n: int) -> bytes:
+  """y = x + 1 carried through an ONNX Loop of n iterations."""
+  from onnx import TensorProto, helper, numpy_helper
+  info = helper.make_tensor_value_info
+  body = helper.make_graph(
+    [helper.make_node("Add", ["v_in", "one"], ["v_out"]),
+     helper.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+    [info("i", TensorProto.INT64, []), info("cond_in", TensorProto.BOOL, []),
+     info("v_in", TensorProto.FLOAT, [2])],
+    [info("cond_out", TensorProto.BOOL, []), info("v_out", TensorProto.FLOAT, [2])],
+    [numpy_helper.from_array(np.ones(2, np.float32), "one")])
+  node = helper.make_node("Loop", ["n", "c", "x"], ["y"], body=body)
+  inits = [numpy_helper.from_array(np.array(n, np.int64), "n"),
+           numpy_helper.from_array(np.array(True), "c")]
+  return _onnx_model([node], [_vi("x", [2])], [_vi("y", [2])], inits).SerializeToString()
+
+
 def _one_node(op: str, attrs: dict, inits=(), out_shape=None) -> bytes:
   from onnx import helper
   names = ["x"] + [t.name for t in inits]
@@ -295,6 +312,8 @@ def onnx_cases(work: Path, secret: Path) -> list[Case]:
       "x": np.ones((1, 1, 4, 4), np.float32)}), kg.KernelgenError),
     Case("onnx", "500-node chain", _run_onnx(_chain_model(500), {"x": np.ones(2, np.float32)}),
          "ok"),
+    Case("onnx", "Loop of 4,000 iterations", _run_onnx(_loop_model(4000), {
+      "x": np.zeros(2, np.float32)}), "ok"),
   ]
   blob = _chain_model(6)
   out += [Case("onnx", f"model mutation {i}", _run_onnx(b, {"x": np.ones(2, np.float32)}),
