@@ -67,6 +67,18 @@ def _run_bundle(folder: Path, text: str | None = None, setup: Callable | None = 
   return run
 
 
+def _with_file(path: Path, text: str, run: Callable) -> Callable:
+  """`run` with `path` holding `text`, restored afterwards."""
+  def wrapped():
+    saved = path.read_bytes()
+    path.write_text(text)
+    try:
+      return run()
+    finally:
+      path.write_bytes(saved)
+  return wrapped
+
+
 def _edit(m: dict, fn: Callable) -> str:
   m = json.loads(json.dumps(m))
   fn(m)
@@ -141,6 +153,13 @@ def bundle_cases(work: Path, secret: Path) -> list[Case]:
   out.append(Case("bundle", "manifest a list (not a dict)", _run_bundle(folder, "[1, 2]"),
                   kg.ManifestError))
   out.append(Case("bundle", "valid bundle", _run_bundle(folder, json.dumps(m)), "ok"))
+  kernel = folder / m["kernels"][0]["file"]
+  source = kernel.read_text()
+  sources = {"garbage": "hello world", "empty": "", "cut in half": source[:len(source) // 2],
+             "5,000 nested brackets": source.replace("[", "[" * 5000, 1),
+             "binary": "\x00\xff" * 10}
+  out += [Case("bundle", f"kernel file {name}", _with_file(kernel, text, _run_bundle(
+    folder, json.dumps(m))), kg.CompileError) for name, text in sources.items()]
   out += [Case("bundle", f"manifest mutation {i}", _run_bundle(folder, text), "either")
           for i, text in enumerate(_mutations(json.dumps(m).encode(), 1))]
   return out
@@ -337,6 +356,8 @@ def tensor_cases() -> list[Case]:
     "arange(0, inf)": (lambda: kg.Tensor.arange(0, float("inf"), device=P), kg.ShapeError),
     "arange(0, 1, nan)": (lambda: kg.Tensor.arange(0, 1, float("nan"), device=P), kg.ShapeError),
     "arange(2**60)": (lambda: kg.Tensor.arange(2 ** 60, device=P), kg.LimitError),
+    "Tensor(a 5,000-deep nested list)": (lambda: kg.Tensor(_nested(5000), device=P),
+                                         kg.LimitError),
     "2**40-element output on PYTHON": (lambda: kg.Tensor.ones(2 ** 40, device=P).numpy(),
                                        kg.LimitError),
     "2**40-element reduction on PYTHON": (
@@ -347,6 +368,13 @@ def tensor_cases() -> list[Case]:
                                                      target="wgsl"), kg.LimitError),
   }
   return [Case("tensor", name, fn, err) for name, (fn, err) in calls.items()]
+
+
+def _nested(depth: int):
+  value = 1.0
+  for _ in range(depth):
+    value = [value]
+  return value
 
 
 def option_cases() -> list[Case]:
@@ -395,8 +423,8 @@ def deep_cases() -> list[Case]:
   }
   out = [Case("deep", name, _chain(n, fn), "ok") for name, (n, fn) in steps.items()]
   out.append(Case("deep", "autograd through 3,000 ops", _grad_chain(1500), "ok"))
-  out.append(Case("deep", "20,000-op chain to WGSL", lambda: kg.compile(
-    _lazy_chain(20_000), target="wgsl"), "ok"))
+  out.append(Case("deep", "10,000-op chain to WGSL", lambda: kg.compile(
+    _lazy_chain(5_000), target="wgsl"), "ok"))
   return out
 
 

@@ -26,7 +26,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-CASE_SECONDS = 30
+CASE_SECONDS = 60
 MEMORY_BYTES = 16 << 30
 OUTCOMES = ("handled", "raw", "hang", "escape", "wrong")
 
