@@ -2,16 +2,22 @@
 # kernelgen's one entry point. Sets up what each command needs (skipping what is already
 # there, so a second run is quick), then:
 #
-#   ./build.sh                 build the wheel, assemble site/, serve it on 127.0.0.1:${PORT:-8000}
-#   ./build.sh wheel           build the wheel into dist/
+#   ./build.sh                 install kernelgen into .venv, build the wheel, assemble site/,
+#                              serve it on 127.0.0.1:${PORT:-8000} (serve's options work here too)
+#   ./build.sh install         .venv/bin/kernelgen and `import kernelgen` in .venv (an editable
+#                              install of core/: `source .venv/bin/activate`)
+#   ./build.sh wheel           build the wheel into dist/ (pip install dist/kernelgen-*.whl)
 #   ./build.sh site            build the wheel and assemble the self-contained web site in site/
-#   ./build.sh serve           serve site/ (assembles it first)
+#   ./build.sh serve [--cors] [--isolated]
+#                              serve site/ (assembles it first); --cors lets pages of any other
+#                              origin embed it (web/kernelgen.js), --isolated sends COOP/COEP
+#                              (cross-origin isolated: Stop interrupts Python in place)
 #   ./build.sh test [ARGS...]  install every test tool and run the whole pytest suite (ARGS go to
 #                              pytest, e.g. ./build.sh test -k wgsl; ./build.sh test -m "not tools"
 #                              runs only the tests needing no wgpu/ptxas/Tint/Chromium)
 #   ./build.sh fuzz [N]        run N random programs (default 300) on every device vs numpy; summary
-#   ./build.sh bench [ARGS...] run every benchmark of issue 9 against the peers (tinygrad,
-#                              TF.js, bare Pyodide): one table, bench/results.json
+#   ./build.sh bench [ARGS...] run every benchmark against the peers (tinygrad, TF.js,
+#                              onnxruntime-web, bare Pyodide): one table, bench/results.json
 #
 # Installs: Debian packages (Chromium, Mesa's Vulkan driver) with apt-get, a Python venv in
 # .venv, npm packages in node_modules, and the Pyodide lockfile tool (Python >= 3.12) in
@@ -117,12 +123,34 @@ setup_site_data_tools() {
   pip_quiet "$VENV/bin/python" -m pip install -q --disable-pip-version-check numpy scikit-learn
 }
 
+# The site step's API reference tool: pdoc renders the docstrings of kg's public names as HTML
+# (site/api/) with its styles and search index inline or beside the pages, fetching nothing.
+setup_api_doc_tool() {
+  "$VENV/bin/python" -c "import pdoc" 2>/dev/null && return
+  log "pip install pdoc into .venv (the API reference page)"
+  pip_quiet "$VENV/bin/python" -m pip install -q --disable-pip-version-check pdoc
+}
+
 setup_xdg_runtime_dir() {  # Mesa complains without a writable XDG_RUNTIME_DIR
   if [[ -z ${XDG_RUNTIME_DIR:-} || ! -w ${XDG_RUNTIME_DIR:-/nonexistent} ]]; then
     export XDG_RUNTIME_DIR=$TOOLS/xdg-runtime
     mkdir -p "$XDG_RUNTIME_DIR"
     chmod 700 "$XDG_RUNTIME_DIR"
   fi
+}
+
+# .venv's `kernelgen` command and `import kernelgen`: an editable install of this checkout's
+# core/ (skipped while .venv's kernelgen is already this checkout's).
+setup_editable() {
+  setup_venv
+  local here
+  here=$(cd / && env -u PYTHONPATH "$VENV/bin/python" -c \
+    'import kernelgen, os; print(os.path.dirname(os.path.abspath(kernelgen.__file__)))' \
+    2>/dev/null || true)
+  [[ -x $VENV/bin/kernelgen && $here == "$ROOT/core/kernelgen" ]] && return
+  log "pip install -e . into .venv (the kernelgen command and import kernelgen)"
+  pip_quiet "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    --no-build-isolation -e .
 }
 
 # --- commands ---
@@ -143,6 +171,7 @@ assemble_site() {
   setup_npm
   setup_lockfile_tool
   setup_site_data_tools
+  setup_api_doc_tool
   local wheels=$TOOLS/wheels
   if [[ ! -f $wheels/micropip-$MICROPIP_VERSION-py3-none-any.whl ]]; then
     log "downloading micropip $MICROPIP_VERSION (for Pyodide's Python 3.14)"
@@ -154,12 +183,19 @@ assemble_site() {
   mkdir -p site/pyodide
   cp index.html site/
   cp -r web site/web
+  rm site/web/serve.py
   # The digits demo runs its exported bundle (no Python in the page unless asked for).
   PYTHONPATH=core "$VENV/bin/python" -m kernelgen export web/demos/digits_model.py \
     --out site/web/demos/digits_bundle >/dev/null
   # Its "Train in the page" trains on this split of scikit-learn's digits, from the site itself.
   PYTHONPATH=core "$VENV/bin/python" web/demos/digits_data.py site/web/demos/digits_data.json
   PYTHONPATH=core "$VENV/bin/python" web/demos/filters_model.py site/web/demos/filters_bundles
+  # The API reference (the header's "API" link): kg, kg.nn, kg.optim, kg.onnx, the bundles and
+  # the errors, from their docstrings; web/api-template shows Tensor's mixed-in methods.
+  rm -r site/web/api-template
+  PYTHONPATH=core "$VENV/bin/python" -m pdoc -t web/api-template --docformat markdown \
+    --no-math --no-mermaid --footer-text "kernelgen API reference" \
+    -o site/api kernelgen kernelgen.nn.optim kernelgen.errors >/dev/null
   # The page's service worker must sit at the site root to cover index.html; the editor is
   # Ace from npm (only the files the page loads).
   mv site/web/sw.js site/sw.js
@@ -177,9 +213,12 @@ assemble_site() {
   )
 }
 
-serve_site() {
-  log "serving site/ at http://127.0.0.1:$PORT/ (Ctrl-C stops)"
-  exec "$VENV/bin/python" -m http.server "$PORT" --bind 127.0.0.1 --directory site
+serve_site() {  # ARGS: web/serve.py's options (--cors, --isolated)
+  exec "$VENV/bin/python" web/serve.py --port "$PORT" --directory site "$@"
+}
+
+installed_note() {
+  log "kernelgen is installed in .venv: .venv/bin/kernelgen --help, or source .venv/bin/activate"
 }
 
 run_tests() {
@@ -235,14 +274,16 @@ not_implemented() {
 
 command=${1:-all}
 [[ $# -gt 0 ]] && shift
+[[ $command == --* ]] && set -- "$command" "$@" && command=all   # ./build.sh --cors
 case $command in
-  all) assemble_site; serve_site ;;
-  wheel) build_wheel ;;
+  all) setup_editable; assemble_site; installed_note; serve_site "$@" ;;
+  install) setup_editable; installed_note ;;
+  wheel) build_wheel; log "built $(ls dist/kernelgen-*.whl): pip install it into any venv" ;;
   site) assemble_site ;;
-  serve) assemble_site; serve_site ;;
+  serve) assemble_site; serve_site "$@" ;;
   test) run_tests "$@" ;;
   fuzz) run_fuzz "$@" ;;
   bench) run_bench "$@" ;;
-  -h | --help | help) sed -n '2,14p' "$0" | cut -c3- ;;
+  -h | --help | help) sed -n '2,24p' "$0" | cut -c3- ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

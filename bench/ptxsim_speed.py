@@ -1,8 +1,11 @@
-"""How fast the PTX simulator runs: a 1M-element f32 add and a 64x64x64 f32 matmul.
+"""How fast the PTX simulator runs: a 1M-element f32 add and a 64x64x64 f32 matmul, on both of
+its engines in the same run (the reference engine, warp by warp in pure Python, and the fast
+engine, numpy over batches of CTAs), plus optionally an exported PTX bundle on the fast engine.
 
 Both kernels are hand-written PTX in the renderer's style (so the bench runs without the front
 end); each result is checked against numpy. Prints seconds, simulated threads/s and warp
-instructions/s.  Usage: python bench/ptxsim_speed.py [--quick]
+instructions/s per engine, the speedup, and the machine's load average.
+Usage: python bench/ptxsim_speed.py [--quick] [--bundle DIR]
 """
 from __future__ import annotations
 
@@ -99,35 +102,42 @@ def _buffers(mem, arrays):
   return bufs
 
 
-def bench_add(n: int) -> None:
+def bench_add(n: int, engine: str) -> float:
   rng = np.random.default_rng(0)
   a, b = rng.standard_normal(n, np.float32), rng.standard_normal(n, np.float32)
   mem = ptxsim.GlobalMemory()
   out, ba, bb = _buffers(mem, [np.zeros(n, np.float32), a, b])
   ptxsim.program(ADD)   # parse + compile outside the timing
-  start = time.perf_counter()
-  ptxsim.run(ADD, (-(-n // 256), 1, 1), (256, 1, 1), [out.base, ba.base, bb.base, n], mem)
-  secs = time.perf_counter() - start
-  assert np.array_equal(np.frombuffer(out.data, np.float32), a + b)
+  start, cpu = time.perf_counter(), time.process_time()
+  ran = ptxsim.run(ADD, (-(-n // 256), 1, 1), (256, 1, 1), [out.base, ba.base, bb.base, n], mem,
+                   engine=engine)
+  secs, cpu = time.perf_counter() - start, time.process_time() - cpu
+  assert ran == engine and np.array_equal(np.frombuffer(out.data, np.float32), a + b)
   warp_instrs = -(-n // 32) * 21
-  print(f"add, {n} f32 elements: {secs:.2f} s  ({n / secs / 1e3:.0f} K threads/s, "
-        f"{warp_instrs / secs / 1e3:.0f} K warp-instructions/s)")
+  print(f"  {engine:9s} add, {n} f32 elements: {secs:6.3f} s, {cpu:6.3f} CPU s  "
+        f"({n / secs / 1e6:6.2f} M threads/s, {warp_instrs / secs / 1e6:6.2f} M "
+        f"warp-instructions/s; per CPU second {n / cpu / 1e6:6.2f} M threads/s)")
+  return secs, cpu
 
 
-def bench_matmul(n: int) -> None:
+def bench_matmul(n: int, engine: str) -> float:
   rng = np.random.default_rng(1)
   a, b = rng.standard_normal((n, n), np.float32), rng.standard_normal((n, n), np.float32)
   mem = ptxsim.GlobalMemory()
   out, ba, bb = _buffers(mem, [np.zeros((n, n), np.float32), a, b])
   ptxsim.program(MATMUL)
-  start = time.perf_counter()
-  ptxsim.run(MATMUL, (n // 16, n // 16, 1), (16, 16, 1), [out.base, ba.base, bb.base, n], mem)
-  secs = time.perf_counter() - start
+  start, cpu = time.perf_counter(), time.process_time()
+  ran = ptxsim.run(MATMUL, (n // 16, n // 16, 1), (16, 16, 1), [out.base, ba.base, bb.base, n],
+                   mem, engine=engine)
+  secs, cpu = time.perf_counter() - start, time.process_time() - cpu
+  assert ran == engine
   got = np.frombuffer(out.data, np.float32).reshape(n, n)
   np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
   warp_instrs = n * n // 32 * (n * 12 + 20)
-  print(f"matmul {n}x{n}x{n} f32: {secs:.2f} s  ({2 * n ** 3 / secs / 1e6:.2f} MFLOP/s, "
-        f"{warp_instrs / secs / 1e3:.0f} K warp-instructions/s)")
+  print(f"  {engine:9s} matmul {n}x{n}x{n} f32: {secs:6.3f} s, {cpu:6.3f} CPU s  "
+        f"({2 * n ** 3 / secs / 1e6:6.2f} MFLOP/s, {warp_instrs / secs / 1e6:6.2f} M "
+        f"warp-instructions/s; per CPU second {2 * n ** 3 / cpu / 1e6:6.2f} MFLOP/s)")
+  return secs, cpu
 
 
 def bench_parse() -> None:
@@ -137,8 +147,32 @@ def bench_parse() -> None:
   print(f"parse + compile of the matmul PTX: {(time.perf_counter() - start) / 20 * 1e3:.2f} ms")
 
 
+def bench_bundle(path: str) -> None:
+  """An exported PTX bundle's first input filled with arange / n, run on the fast engine."""
+  import kernelgen as kg
+  bundle = kg.load_bundle(path)
+  inputs = {}
+  for spec in bundle.inputs:
+    n = int(np.prod(spec["shape"]))
+    inputs[spec["name"]] = (np.arange(n).reshape(spec["shape"]) / n).astype(spec["dtype"])
+  start, cpu = time.perf_counter(), time.process_time()
+  bundle.run(inputs, device="PTXSIM")
+  print(f"  fast      bundle {path} ({len(bundle.manifest['kernels'])} kernels) on PTXSIM: "
+        f"{time.perf_counter() - start:.1f} s ({time.process_time() - cpu:.1f} CPU s)")
+
+
+def _both(bench, size) -> None:
+  (ref, ref_cpu), (fast, fast_cpu) = bench(size, "reference"), bench(size, "fast")
+  print(f"  speedup {ref / fast:.1f}x in wall time, {ref_cpu / fast_cpu:.1f}x in CPU time")
+
+
 if __name__ == "__main__":
   quick = "--quick" in sys.argv
+  print(f"load average at the start: {os.getloadavg()[0]:.2f} (this machine has "
+        f"{os.cpu_count()} CPUs)")
   bench_parse()
-  bench_matmul(32 if quick else 64)
-  bench_add(1 << 16 if quick else 1 << 20)
+  _both(bench_matmul, 32 if quick else 64)
+  _both(bench_add, 1 << 16 if quick else 1 << 20)
+  if "--bundle" in sys.argv:
+    bench_bundle(sys.argv[sys.argv.index("--bundle") + 1])
+  print(f"load average at the end: {os.getloadavg()[0]:.2f}")

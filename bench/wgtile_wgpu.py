@@ -23,6 +23,7 @@ from kernelgen.compiler import compile_item  # noqa: E402
 from kernelgen.graph.lazy import Buffer  # noqa: E402
 from kernelgen.lowering.optimize import optimize  # noqa: E402
 from kernelgen.graph.schedule import schedule  # noqa: E402
+from kernelgen.render.targets import WGSL  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from throughput_wgpu import workloads  # noqa: E402
@@ -47,7 +48,7 @@ def prepare(rt, inputs, expr, options: dict):
   for item in schedule([out.node]):
     buffer = Buffer("WEBGPU", item.out.dtype, item.out.size)
     opts = {**rt.render_options(), **options}
-    chosen.append(optimize(item, "wgsl", opts))
+    chosen.append(optimize(item, WGSL, opts))
     plan.append((compile_item(item, "wgsl", opts),
                  [buffer.handle] + [s.buffer.handle for s in item.inputs]))
     item.out.buffer, item.out.src = buffer, ()

@@ -83,6 +83,60 @@ function reportError(error) {
   document.body.dataset.last = 'error';
 }
 
+// ---- the progress of an action: kernels done, time, an estimate (the #work bar) ----
+
+// What the running action is called in the bar.
+const ACTION_NAMES = { run: 'Run', compile: 'Compile', verify: 'Verify PTX (the PTX on the ' +
+  'PTXSIM simulator, then on the page\'s device)' };
+// The bar shows once an action has run this long (a quick run shows none).
+const WORK_SHOW_MS = 400;
+
+function actionName(action) {
+  return ACTION_NAMES[action] || action.replace(/^model: /, 'model: ');
+}
+
+// The bar while an action runs: elapsed time always, kernels done / total and the time left
+// (from the kernels done so far) once the worker reports kernels (realize.progress).
+function startWork(action) {
+  state.workInfo = { action, start: performance.now(), kernels: null };
+  $('work-fill').style.width = '0%';
+  clearInterval(state.workTimer);
+  state.workTimer = setInterval(drawWork, 250);
+}
+
+function showWork(kernels) {
+  if (!state.workInfo) return;
+  state.workInfo.kernels = kernels;
+  if (kernels.total) $('work-fill').style.width = `${(100 * kernels.done) / kernels.total}%`;
+}
+
+function stopWork() {
+  clearInterval(state.workTimer);
+  state.workInfo = null;
+  $('work').hidden = true;
+}
+
+function drawWork() {
+  const info = state.workInfo;
+  if (!info) return;
+  const ms = performance.now() - info.start;
+  if (ms < WORK_SHOW_MS) return;
+  const k = info.kernels;
+  const seconds = `${(ms / 1000).toFixed(1)} s`;
+  let text = `${actionName(info.action)}: ${seconds}`;
+  if (k && k.total) {
+    const left = k.done ? (ms / k.done) * (k.total - k.done) / 1000 : null;
+    text += ` · ${k.done} of ${k.total} kernels done on ${k.device}` +
+      (k.running ? ` · running ${k.name}` : '') +
+      (left !== null && k.done < k.total ? ` · about ${left.toFixed(0)} s left (estimated ` +
+        'from the kernels done so far)' : '');
+  }
+  $('work').classList.toggle('indeterminate', !(k && k.total));
+  $('work-text').textContent = text;
+  $('work').hidden = false;
+  document.body.dataset.work = text;
+}
+
 // ---- load progress and device status ----
 
 // The load log: each step's time, and when it ended since navigation (the start-up timeline).
@@ -91,7 +145,11 @@ function logStep(step, ms, at) {
   log(`${step}: ${(ms / 1000).toFixed(2)} s${since}`);
 }
 
-function onProgress({ step, state: phase, ms, at, loaded, total }) {
+function onProgress({ step, state: phase, ms, at, loaded, total, ...rest }) {
+  if (step === 'work') {
+    showWork({ total, ...rest });
+    return;
+  }
   const span = document.querySelector(`[data-step="${step}"]`);
   const weights = { download: [0, 70], boot: [70, 20], install: [90, 10] };
   const [start, width] = weights[step] || [];
@@ -170,6 +228,7 @@ async function busy(task, action) {
   if (state.busy || state.restarting || !state.kg) return undefined;
   const token = ++state.token;
   Object.assign(state, { busy: true, action, startedAt: performance.now() });
+  startWork(action);
   setButtons();
   try {
     state.work = task(token);
@@ -178,11 +237,35 @@ async function busy(task, action) {
   } catch (error) {
     if (!current(token)) return state.stopping;
     reportError(error);
+    clearStale(error, token);
     return { error: { type: error.type, message: error.message, line: error.line } };
   } finally {
-    if (current(token)) state.busy = false;
+    if (current(token)) {
+      state.busy = false;
+      stopWork();
+    }
     setButtons();
   }
+}
+
+// After a failed action: the result of an earlier program is gone, and so are its kernels
+// unless this action compiled the program in the editor (a run that failed after compiling).
+function clearStale(error, token) {
+  const where = error.line ? ` at line ${error.line}` : '';
+  $('results').replaceChildren(el('p', { class: 'muted', id: 'no-result' },
+    `No result: the program stopped with ${error.type}${where} (see the error above the ` +
+    'result). Results of earlier runs were cleared.'));
+  $('result-meta').textContent = '';
+  if (state.compiledBy === token) return;
+  state.compiled = null;
+  state.selected = 0;
+  $('kernels').replaceChildren(el('li', { class: 'muted', id: 'no-kernels' },
+    `No kernels: the program did not compile (${error.type}${where}).`));
+  $('kernel-count').textContent = '';
+  for (const id of ['wgsl-note', 'ptx-note']) $(id).textContent = '';
+  setSource(state.wgsl, '');
+  setSource(state.ptx, '');
+  for (const kind of ['wgsl', 'ptx', 'zip', 'bundles']) $(`download-${kind}`).disabled = true;
 }
 
 function stoppedResult(message) {
@@ -245,6 +328,7 @@ async function compileWgslThenPtx() {
   const wgsl = await compileTarget(code, arch, 'wgsl');
   if (generation !== state.generation) throw new Error('stopped');  // busy() drops it
   state.compiled = { wgsl, ptx: PENDING, arch };
+  state.compiledBy = state.token;
   state.selected = 0;
   showSources();
   const ptxDone = compileTarget(code, arch, 'ptx').catch((error) => ({ ok: false, error }))
@@ -363,6 +447,7 @@ async function stop() {
   state.token++;
   state.generation++;
   Object.assign(state, { busy: false, background: null });
+  stopWork();
   clearError();
   if (state.compiled) {
     for (const target of ['wgsl', 'ptx']) {
@@ -389,6 +474,7 @@ async function stop() {
   state.restarting = null;
   setButtons();
   document.body.dataset.ready = how === 'failed' ? 'error' : 'true';
+  state.lastStop = { how, what, seconds };   // what the Models view says of it
   const result = stoppedResult(how === 'interrupted' ? INTERRUPTED : STOPPED);
   finish(result);
   return result;
@@ -430,6 +516,7 @@ function showStopped(what, seconds, how) {
     kept ? null : el('span', { id: 'restart-state' }, 'Restarting Python…' +
       (how === 'restart-gpu' ? ' (GPU work the run already sent finishes first: on a ' +
         'software adapter this can take a while)' : '')));
+  if (what.startsWith('model:')) return;   // the Models view says it (models.js)
   if (what !== 'background check') {
     $('results').replaceChildren(note);
     $('result-meta').textContent = '';
@@ -443,8 +530,9 @@ function showStopped(what, seconds, how) {
 // A fresh worker (Pyodide, kernelgen, the GPU device); false when it does not boot.
 async function restartPython(what) {
   const start = performance.now();
-  const onProgress = ({ step, state: phase, ms }) => {
-    if (phase === 'done') log(`  restart ${step}: ${(ms / 1000).toFixed(2)} s`);
+  const onProgress = ({ step, state: phase, ms, ...rest }) => {
+    if (step === 'work') showWork(rest);
+    else if (phase === 'done') log(`  restart ${step}: ${(ms / 1000).toFixed(2)} s`);
   };
   try {
     const kg = await createKernelgen({ ...state.options, onProgress });
@@ -487,6 +575,7 @@ function bindKeys() {
   });
   $('run').onclick = run;
   $('stop').onclick = stop;
+  $('work-stop').onclick = stop;
   $('compile').onclick = compile;
   $('verify').onclick = verify;
   for (const kind of ['wgsl', 'ptx', 'zip']) $(`download-${kind}`).onclick = () =>
@@ -505,7 +594,7 @@ async function start() {
   state.arch = () => $('arch').value;
   state.models = setupModels({ kg: () => state.kg, arch: state.arch,
     device: () => state.device || 'PYTHON', busy,
-    busyNow: () => state.busy || Boolean(state.restarting) });
+    busyNow: () => state.busy || Boolean(state.restarting), lastStop: () => state.lastStop });
   window.kgApp.models = state.models;
   state.kg = await booting;
   const info = state.kg.info;

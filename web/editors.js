@@ -44,3 +44,32 @@ export function setSource(editor, text) {
   editor.setValue(text, -1);
   editor.session.getUndoManager().reset();
 }
+
+// Highlight longer than this many characters is skipped (plain text): a span per token.
+const HIGHLIGHT_MAX = 400_000;
+
+// `text` in a <pre>, coloured as the source views colour it (the same Ace mode tokenizes each
+// line, the same theme colours the tokens); its text content stays `text`. The Models view's
+// WGSL and PTX panes.
+export function highlightInto(pre, text, mode) {
+  const Mode = text.length <= HIGHLIGHT_MAX ? ace.require(`ace/mode/${mode}`)?.Mode : null;
+  if (!Mode) {
+    pre.textContent = text;
+    return;
+  }
+  pre.classList.add('ace-one-dark', 'highlighted');
+  const tokenizer = new Mode().getTokenizer();
+  const out = document.createDocumentFragment();
+  let lineState = 'start';
+  text.split('\n').forEach((line, row) => {
+    if (row) out.append('\n');
+    const { tokens, state: next } = tokenizer.getLineTokens(line, lineState);
+    lineState = next;
+    for (const { type, value } of tokens) {
+      if (type === 'text') out.append(value);
+      else out.append(Object.assign(document.createElement('span'), { textContent: value,
+        className: type.split('.').map((part) => `ace_${part}`).join(' ') }));
+    }
+  });
+  pre.replaceChildren(out);
+}

@@ -61,6 +61,10 @@ class Kernelgen {
       this.onProgress?.(data);
       return;
     }
+    if (data.type === 'token') {  // a generate call's token (one command runs at a time)
+      this.onToken?.(data.token);
+      return;
+    }
     const call = this.pending.get(data.id);
     if (!call) return;
     this.pending.delete(data.id);
@@ -158,6 +162,24 @@ class Kernelgen {
     const typed = (t) => ({ ...t, data: typedData(t.dtype, t.data) });
     return { ...result, outputs: result.outputs.map(typed), inputs: result.inputs.map(typed),
       timings: result.timings || [] };
+  }
+
+  // Generate tokens from a causal LM in the transformers.js / Optimum ONNX layout (`bytes`: its
+  // file; null reuses the one given last) after `prompt` (token ids): greedy, or sampled with
+  // temperature / topK / topP / seed; stops after a token in `stop`; onToken(token) is called
+  // as each one is read back. Resolves to {tokens, seconds, device}.
+  async generate(bytes, prompt, {
+    maxNewTokens = 32, temperature = 0, topK = 0, topP = 1, seed = 0, stop = [],
+    device = this.device, onToken = null,
+  } = {}) {
+    const options = JSON.stringify({ prompt: Array.from(prompt, Number),
+      max_new_tokens: maxNewTokens, temperature, top_k: topK, top_p: topP, seed, stop, device });
+    this.onToken = onToken;
+    try {
+      return await this.callChecked('generate', { data: bytes, options });
+    } finally {
+      this.onToken = null;
+    }
   }
 
   // Forget the loaded model: its buffers freed and every compiled pipeline dropped (before

@@ -7,10 +7,11 @@
 // compare_model); errors show as the editor's do, and the rest of the page keeps working.
 import { download } from './downloads.js';
 import { pictureInput } from './pictures.js';
+import { highlightInto } from './editors.js';
 import { el, previewText, showError, showKernels, timingsTable } from './views.js';
 
 const $ = (id) => document.getElementById(id);
-// app: {kg(), arch(), device(), busy(task, action), busyNow()} from app.js
+// app: {kg(), arch(), device(), busy(task, action), busyNow(), lastStop()} from app.js
 // maxBytes: a file this large or larger is refused before it is read (kg.onnx's own limit,
 // kernelgen.onnx.data.MAX_MODEL_BYTES: 1 GiB)
 const state = { app: null, model: null, compiled: null, selected: 0, busy: false, run: null,
@@ -45,10 +46,7 @@ async function busy(task, what) {
       }
     }, `model: ${what}`);
     if (result === undefined) throw { type: 'Busy', message: 'another action is running' };
-    if (result.stopped) {
-      Object.assign(state, { model: null, compiled: null, run: null });
-      throw result.error;
-    }
+    if (result.stopped) throw stopped(state.app.lastStop(), what);
     if (result.failed) throw result.failed;
     return result;
   } catch (error) {
@@ -60,6 +58,24 @@ async function busy(task, what) {
     state.busy = false;
     setButtons();
   }
+}
+
+// After Stop: a restarted Python no longer holds the model, so the view forgets it and all it
+// showed (its facts, kernels, results); Python interrupted in place keeps it, and the view too.
+function stopped(result, what) {
+  const after = `Stopped by you (${what}, after ${(result.seconds ?? 0).toFixed(1)} s)`;
+  if (result.how === 'interrupted') {
+    return { type: 'Stopped', message: `${after}: KeyboardInterrupt in Python, which keeps ` +
+      'running; the model is still loaded.' };
+  }
+  Object.assign(state, { model: null, compiled: null, run: null, selected: 0 });
+  $('model-info').replaceChildren();
+  $('model-kernels').replaceChildren();
+  $('model-results').replaceChildren();
+  $('model-kernel-count').textContent = '';
+  for (const id of ['model-wgsl', 'model-ptx']) $(id).replaceChildren();
+  return { type: 'Stopped', message: `${after}: Python was restarted, so ${state.name} is no ` +
+    'longer loaded and what the view showed of it is cleared. Open the model again to run it.' };
 }
 
 const dims = (shape) => `(${shape.join(', ')})`;
@@ -86,8 +102,8 @@ function sourceText(target, label) {
 
 function showSources() {
   const { wgsl, ptx, arch } = state.compiled;
-  $('model-wgsl').textContent = sourceText(wgsl, 'WGSL');
-  $('model-ptx').textContent = sourceText(ptx, `PTX for ${arch}`);
+  highlightInto($('model-wgsl'), sourceText(wgsl, 'WGSL'), 'wgsl');
+  highlightInto($('model-ptx'), sourceText(ptx, `PTX for ${arch}`), 'ptx');
   const kernels = (wgsl.ok ? wgsl : ptx).kernels || [];
   showKernels($('model-kernels'), kernels, state.selected, (index) => {
     state.selected = index;

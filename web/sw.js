@@ -5,7 +5,7 @@ const CACHE = 'kernelgen-v1';
 const SHELL = ['./', 'index.html', 'web/app.js', 'web/style.css', 'web/kernelgen.js',
   'web/worker.js', 'web/gpu.js', 'web/views.js', 'web/examples.js', 'web/zip.js',
   'web/downloads.js', 'web/models.js', 'web/pictures.js', 'web/editors.js', 'web/ace-modes.js',
-  'web/vendor/ace/ace.js'];
+  'web/vendor/ace/ace.js', 'web/favicon.svg'];
 
 self.addEventListener('install', (event) => {
   event.waitUntil(caches.open(CACHE).then((cache) => cache.addAll(SHELL))

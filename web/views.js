@@ -124,7 +124,9 @@ export function showError(box, error, onLine) {
   const where = error.line ? el('a', { onclick: () => onLine(error.line) }, `line ${error.line}`)
     : null;
   const kernelLine = error.source_line ? ` (generated source line ${error.source_line})` : '';
-  box.replaceChildren(el('span', { class: 'kind' }, error.type), where ? ' at ' : '', where,
-    kernelLine, ': ', error.message, error.traceback ? `\n\n${error.traceback}` : '');
+  // replaceChildren writes a null as the text "null": only the parts there are
+  const parts = [el('span', { class: 'kind' }, error.type), where && ' at ', where, kernelLine,
+    ': ', error.message, error.traceback && `\n\n${error.traceback}`];
+  box.replaceChildren(...parts.filter((part) => part !== null && part !== undefined && part !== ''));
   box.hidden = false;
 }

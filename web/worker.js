@@ -10,6 +10,10 @@
 // Stop: a cross-origin isolated page gets Pyodide's interrupt buffer from boot and writes 2 into
 // it (KeyboardInterrupt in the running command); any other page terminates this worker.
 // Messages out: {type: 'progress', step, state, ms, at, loaded, total}   (at: epoch ms)
+//               {type: 'progress', step: 'work', state: 'kernel', done, total, name, device,
+//                 running} while a command runs kernels (realize.progress): each kernel's start
+//                 (running: true), and its end at most once per WORK_PROGRESS_MS (the last
+//                 kernel's always)
 //               {id, ok: true, result} | {id, ok: false, error: {type, message, line, ...}}
 import { loadPyodide } from '../pyodide/pyodide.mjs';
 import { GpuExecutor } from './gpu.js';
@@ -31,6 +35,17 @@ const now = () => performance.timeOrigin + performance.now();  // comparable wit
 
 function progress(step, phase, extra = {}) {
   post({ type: 'progress', step, state: phase, at: now(), ...extra });
+}
+
+// Kernels a command runs, told to the page (its progress bar) at most this often.
+const WORK_PROGRESS_MS = 100;
+let lastWorkPost = 0;
+
+function workProgress(done, total, name, device, running) {
+  const t = performance.now();
+  if (!running && done < total && t - lastWorkPost < WORK_PROGRESS_MS) return;
+  lastWorkPost = t;
+  progress('work', 'kernel', { done, total, name, device, running: Boolean(running) });
 }
 
 async function timed(step, work) {
@@ -105,7 +120,8 @@ async function boot({ compatibility = false, webgpu = true } = {}) {
     state.pyodide.setInterruptBuffer(state.interrupt);
   }
   state.gpuInfo = await gpuReady;
-  const setup = state.api.setup(state.gpuInfo.available ? state.gpu : undefined, state.jspi);
+  const setup = state.api.setup(state.gpuInfo.available ? state.gpu : undefined, state.jspi,
+    workProgress);
   const result = toPlain(setup);
   setup.destroy?.();
   enqueue({ cmd: 'warm' });  // runs after this reply: the imports a first compile needs
@@ -174,10 +190,24 @@ async function runModel({ seed = 0, device, inputs = null }) {
   }
 }
 
+// Generate from a causal LM (its ONNX bytes, or null: the one given last) with kg.generate;
+// each token is posted to the page as it comes ({type: 'token', token}).
+async function generate({ data = null, options }) {
+  const device = JSON.parse(options).device || 'WEBGPU';
+  if (device === 'WEBGPU') await ensureGpu();
+  const onToken = (token) => post({ type: 'token', token });
+  try {
+    return await callPython('generate_model', data ?? undefined, options, onToken);
+  } finally {
+    if (device === 'WEBGPU') enqueue({ cmd: 'release' });
+  }
+}
+
 const COMMANDS = {
   boot,
   run,
   runModel,
+  generate,
   // an ONNX file's bytes (a Uint8Array) -> inputs, outputs, histogram, WGSL and PTX kernels
   loadModel: ({ data, arch, seed = 0 }) => callPython('load_model', data, arch, seed),
   compareModel: () => callPython('compare_model'),

@@ -13,14 +13,19 @@ Training: `kg.nn` (modules), `kg.optim` (SGD, Adam, AdamW), `t.backward()` / `kg
 recorded once and replayed: tensor/jit.py). The Tensor operations live in tensor/ops/ as
 mixins of `Tensor`, one family per module; `kg.take`, `kg.einsum`, `kg.interpolate`, `kg.meshgrid`,
 `kg.scaled_dot_product_attention`, `kg.cumsum`, `kg.sort`, ... are their function forms.
+
+Reference pages besides this one: `kernelgen.nn`, `kernelgen.nn.optim` (kg.optim),
+`kernelgen.onnx`, `kernelgen.export` (kg.export's bundles) and `kernelgen.errors`.
 """
 from .device import Device
 from .dtype import DType, dtypes
 from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, ExecutionError,
-                     IndexOutOfRangeError, KernelgenError, LimitError, ManifestError, ModelError,
-                     PathError, ShapeError, UnsupportedError, VerifyError)
+                     IndexOutOfRangeError, InputError, KernelgenError, LimitError, ManifestError,
+                     ModelError, PathError, ShapeError, StoppedError, SymbolicDimWarning,
+                     UnsupportedError, VerifyError)
 from . import limits
 from .tensor.tensor import Tensor, cat, stack, where
+from .graph.dims import Dim, Sym
 from .tensor.ops.scan import cummax, cummin, cumprod, cumsum
 from .tensor.ops.sort import argsort, sort, topk
 from .tensor.ops.einsum import einsum
@@ -36,6 +41,7 @@ from .nn import optim  # noqa: E402
 from .tensor.jit import jit  # noqa: E402
 from .nn.safetensors import SafetensorsError, load, save  # noqa: E402
 from . import onnx  # noqa: E402
+from .onnx.generate import generate  # noqa: E402 (causal LMs: ONNX or kg.nn)
 from .cache import cache_info, clear_cache, set_cache_size  # noqa: E402 (the compile cache)
 
 __version__ = "0.1.0"
@@ -46,20 +52,30 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
   Returns a list of CompiledKernel in launch order (name, source, global_size, local_size,
   buffers); its length is the number of kernels the program becomes. Nothing is run.
+
+  target: "wgsl", "ptx" or "python" (the reference interpreter's form); arch: the PTX target
+  architecture ("sm_80" ...); options: the target's options (WGSL: tile, local, f16, ...);
+  print_after: names of compiler passes after which to print the IR.
+
+  Raises UnsupportedError for an unknown target, arch or option; CompileError (and the other
+  KernelgenErrors) when a program cannot be compiled for the target.
   """
   from .compiler import compile_program
+  from .render.targets import get_target
+  target = get_target(target)   # a name (or a Target) resolved once, here; the Target travels
   tensors = tensors if isinstance(tensors, (list, tuple)) else [tensors]
   if arch is not None:
     options["arch"] = arch
   return compile_program([t.node for t in tensors], target, options, print_after)
 
 
-__all__ = ["Tensor", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+__all__ = ["Tensor", "Dim", "Sym", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
            "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
-           "BufferNameError", "ManifestError", "PathError", "limits",
+           "BufferNameError", "StoppedError", "InputError", "SymbolicDimWarning",
+           "ManifestError", "PathError", "limits",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
-           "save", "load", "SafetensorsError", "onnx", "ModelError",
+           "save", "load", "SafetensorsError", "onnx", "ModelError", "generate",
            "clear_cache", "set_cache_size", "cache_info"]

@@ -38,6 +38,7 @@ from .compiler import compile_item
 from .graph.lazy import LazyOp
 from .graph.schedule import ScheduleItem
 from .graph.view import View
+from .render.target import Target
 
 # compiled kernels kept at most (a digits-MLP training step has 14; a ResNet forward ~100)
 DEFAULT_SIZE = 1024
@@ -47,7 +48,7 @@ class _Cache:
   def __init__(self, size: int):
     self.entries: OrderedDict = OrderedDict()
     self.size, self.hits, self.misses, self.uncached = size, 0, 0, 0
-    self.plans: OrderedDict = OrderedDict()   # graph_key -> Plan (see the module docstring)
+    self.plans: OrderedDict = OrderedDict()   # graph_key -> RealizePlan (the module docstring)
     self.plan_hits = 0
 
 
@@ -75,7 +76,7 @@ def _options_key(options: dict):
   return tuple(sorted((name, _value_key(v)) for name, v in options.items()))
 
 
-def kernel_key(item: ScheduleItem, target: str, options: dict | None) -> tuple | None:
+def kernel_key(item: ScheduleItem, target: Target, options: dict | None) -> tuple | None:
   """What the compiled code of `item` depends on (see the module docstring); None when some
   part of it has no exact key (then the kernel is not cached)."""
   slots = {id(n): i + 1 for i, n in enumerate(item.inputs)}
@@ -102,12 +103,14 @@ def kernel_key(item: ScheduleItem, target: str, options: dict | None) -> tuple |
                      _value_key(node.arg), tuple(index[id(s)] for s in node.src)))
       index[id(node)] = len(rows) - 1
     again = tuple(index[id(r)] for r in item.recomputed)
-    return (target, _options_key(options or {}), item.name, item.rows, again, tuple(rows))
+    # the output's symbolic sizes (as expressions): they set a run-time grid (Launch.grid)
+    return (target.name, _options_key(options or {}), item.name, item.rows, again, item.out.sym,
+            tuple(rows))
   except TypeError:
     return None
 
 
-def cached_compile(item: ScheduleItem, target: str, options: dict | None = None):
+def cached_compile(item: ScheduleItem, target: Target, options: dict | None = None):
   """compile_item(item, target, options), reusing the CompiledKernel of an earlier kernel with
   the same key (the module docstring says what the key holds)."""
   cache = _CACHE
@@ -128,7 +131,7 @@ def cached_compile(item: ScheduleItem, target: str, options: dict | None = None)
   return compiled
 
 
-class Plan:
+class RealizePlan:
   """A realize's schedule as positions in graph_key's node order: per kernel (output position,
   input positions, name, rows, positions of the reductions it recomputes) and its
   CompiledKernel (None until compiled)."""
@@ -167,7 +170,7 @@ def graph_key(roots: list[LazyOp], context) -> tuple[tuple | None, list[LazyOp]]
         continue
       else:
         rows.append((node.op, node.dtype.name, node.dtype.count, node.shape, node.device,
-                     _value_key(node.arg), tuple(index[id(s)] for s in node.src)))
+                     _value_key(node.arg), tuple(index[id(s)] for s in node.src), node.sym))
       index[id(node)] = len(order)
       order.append(node)
     return (context, tuple(index[id(r)] for r in roots), tuple(rows)), order
@@ -175,7 +178,7 @@ def graph_key(roots: list[LazyOp], context) -> tuple[tuple | None, list[LazyOp]]
     return None, order
 
 
-def plan_for(key) -> Plan | None:
+def plan_for(key) -> RealizePlan | None:
   """The plan kept for `key`, or None (also when the cache is off or key is None)."""
   if key is None or not _CACHE.size:
     return None
@@ -187,7 +190,7 @@ def plan_for(key) -> Plan | None:
   return plan
 
 
-def keep_plan(key, plan: Plan) -> None:
+def keep_plan(key, plan: RealizePlan) -> None:
   if key is None or not _CACHE.size:
     return
   _CACHE.plans[key] = plan

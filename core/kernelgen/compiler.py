@@ -1,14 +1,13 @@
-"""The kernel pipeline: one list of named passes, from a kernel graph to rendered source.
+"""The compiler: lazy tensors to kernels, every pass in order, for one Target.
 
-`kernel_passes(target)` lists the passes in order; `compile_kernel` runs them and can print the
-IR after any pass (`print_after={"simplify"}` or `"all"`). Tensor-level passes (schedule,
-optimize, lower) run before these and live in the front end.
+`compile_plan` / `compile_program` schedule the graph, then per kernel `compile_item` runs
+optimize (or the tensor-core lowering) and lower (lowering/), then `compile_kernel` runs the kernel
+passes `kernel_passes` lists (simplify, the target's legalize, verify, linearize, verify_linear)
+and the target's render. Any pass's IR can be printed (`print_after={"simplify"}` or `"all"`).
 
-Targets: "python" (the reference interpreter runs the linearized kernel), "wgsl", "ptx"; each is
-a Target (render/targets.py) that checks its options the same way. Renderer packages expose
-`legalize(sink, **options) -> sink` (target rewrites, and typed errors for what the target
-cannot do, before any source exists) and
-`render(kernel, **options) -> CompiledKernel`.
+The target is a Target (render/target.py) carrying its facts, its option check and its legalize
+and render steps; the public functions here take one or its name ("python": the reference
+interpreter runs the linearized kernel; "wgsl"; "ptx"), resolved once (render/targets.py).
 """
 from __future__ import annotations
 
@@ -16,25 +15,19 @@ import sys
 from typing import Callable
 
 from .errors import internal_errors
-from .render.target import FRONT_END_OPTIONS  # noqa: F401 (the options the front end reads)
+from .render.target import FRONT_END_OPTIONS, Target  # noqa: F401 (the front end's options)
 from .render.targets import TARGETS, get_target  # noqa: F401
 from .uop.ops import UOp, print_graph, print_uops
-from .uop.program import Kernel
+from .uop.program import CompiledKernel, Kernel
 
 
-def renderer(target: str):
-  """The renderer package of `target` (None for "python", whose kernels the interpreter runs)."""
-  name = get_target(target).name
-  if name == "wgsl":
-    from .render import wgsl
-    return wgsl
-  if name == "ptx":
-    from .render import ptx
-    return ptx
-  return None
+def target_of(runtime) -> Target:
+  """The Target the kernels of a device's `runtime` are compiled for (its `target` name; None:
+  PYTHON's interpreter runs them): where a device names its target (realize, search)."""
+  return get_target(runtime.target or "python")
 
 
-def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
+def kernel_passes(target: Target, options: dict) -> list[tuple[str, Callable]]:
   """The passes from a kernel's SINK to a Kernel (linearized), in order.
 
   The graph is verified once, after the last rewrite (every node the linearizer and renderer
@@ -45,7 +38,6 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
   from .uop.ops import sink_order
   from .rules.symbolic import simplify
   from .uop.verify import verify, verify_linear, verify_node
-  backend = renderer(target)
 
   def checked(rewrite: Callable) -> Callable:
     def run(sink: UOp) -> UOp:
@@ -57,7 +49,7 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
     return run
 
   def legalize(sink: UOp) -> UOp:
-    return sink if backend is None else backend.legalize(sink, **options)
+    return target.legalize(sink, options)
 
   def check(sink: UOp) -> UOp:
     if not sink._verified:      # (a legalize may have verified as it walked: render/wgsl/legalize.py)
@@ -77,11 +69,13 @@ def kernel_passes(target: str, options: dict) -> list[tuple[str, Callable]]:
           ("verify_linear", check_linear)]
 
 
-def compile_kernel(sink: UOp, name: str, target: str = "python", options: dict | None = None,
-                   buffer_names: dict[int, str] | None = None, print_after=()):
-  """Run every pass on `sink`; a Kernel for "python", a CompiledKernel for a GPU target."""
+def compile_kernel(sink: UOp, name: str, target: Target | str = "python",
+                   options: dict | None = None, buffer_names: dict[int, str] | None = None,
+                   print_after=()):
+  """Run every pass on `sink`; a Kernel for "python", a CompiledKernel for a GPU target
+  (`options`: the renderer's)."""
   from .uop.linearize import make_kernel
-  options = options or {}
+  target, options = get_target(target), options or {}
   ir = sink
   for pass_name, run_pass in kernel_passes(target, options):
     with internal_errors(pass_name, name):
@@ -89,30 +83,30 @@ def compile_kernel(sink: UOp, name: str, target: str = "python", options: dict |
     if print_after == "all" or pass_name in print_after:
       text = print_uops(ir) if isinstance(ir, list) else print_graph(ir)
       print(f"--- after {pass_name} ({name}) ---\n{text}", file=sys.stderr)
-  backend = renderer(target)
   with internal_errors("render", name):
     kernel: Kernel = make_kernel(name, ir, buffer_names or {})
-    return kernel if backend is None else backend.render(kernel, **options)
+    return target.render(kernel, options)
 
 
 # ---- the whole pipeline, from tensors to kernels ---------------------------------------------
 
-def compile_program(roots: list, target: str = "python", options: dict | None = None,
+def compile_program(roots: list, target: Target | str = "python", options: dict | None = None,
                     print_after=()) -> list:
   """Every pass from lazy tensors to kernels, in order: schedule, then per kernel optimize,
   lower and the kernel passes above (`kernel_passes`), then render. Returns CompiledKernels."""
   return [kernel for _, kernel in compile_plan(roots, target, options, print_after)]
 
 
-def compile_plan(roots: list, target: str = "python", options: dict | None = None,
+def compile_plan(roots: list, target: Target | str = "python", options: dict | None = None,
                  print_after=()) -> list:
   """compile_program's kernels with the schedule items they compute: [(ScheduleItem,
   CompiledKernel)] in launch order (export wires buffers from the items: slot 0 is `item.out`,
   slot i the input `item.inputs[i - 1]`)."""
   from .graph.schedule import row_limit, schedule
-  get_target(target).check_options(options or {})
+  target = get_target(target)
+  target.check_options(options or {})
   with internal_errors("schedule"):
-    items = schedule(roots, buffer_limit(target, options), row_limit(options))    # schedule
+    items = schedule(roots, target.buffer_limit(options or {}), row_limit(options))  # schedule
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)
@@ -120,20 +114,21 @@ def compile_plan(roots: list, target: str = "python", options: dict | None = Non
           if item.out.size]
 
 
-def buffer_limit(target: str, options: dict | None) -> int | None:
+def buffer_limit(target: Target | str, options: dict | None) -> int | None:
   """The most buffers one kernel may bind on `target` with these options (None: no limit that
   the scheduler needs to split kernels for)."""
-  limit = getattr(renderer(target), "buffer_limit", None)
-  return limit(get_target(target).render_options(options or {})) if limit else None
+  return get_target(target).buffer_limit(options or {})
 
 
-def compile_item(item, target: str, options: dict | None = None, print_after=()):
+def compile_item(item, target: Target | str, options: dict | None = None, print_after=()):
   """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel.
   A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (lowering/tensorcore.py)."""
   from .lowering.lower import lower
   from .lowering.optimize import optimize
-  options = dict(get_target(target).check_options(options or {}))
   from .lowering.tensorcore import lower_tensor_cores
+  target = get_target(target)
+  options = dict(target.check_options(options or {}))
+  opts = None              # (tensor-core kernels have none)
   with internal_errors("tensor_cores", item.name):
     lowered = lower_tensor_cores(item, target, options)       # tensor cores (matmuls on PTX)
   if lowered is None:
@@ -144,18 +139,72 @@ def compile_item(item, target: str, options: dict | None = None, print_after=())
   sink, buffers = lowered
   if print_after == "all" or "lower" in print_after:
     print(f"--- after lower ({item.name}) ---\n{print_graph(sink)}", file=sys.stderr)
-  render_options = get_target(target).render_options(options)
-  out = compile_kernel(sink, item.name, target, render_options,     # verify ... render
+  out = compile_kernel(sink, item.name, target, target.for_renderer(options),  # verify .. render
                        {b.slot: b.name for b in buffers}, print_after)
-  if target != "python":
-    return out
-  with internal_errors("render", item.name):
-    return python_compiled(out)
+  if not isinstance(out, CompiledKernel):
+    with internal_errors("render", item.name):
+      out = python_compiled(out)
+  return with_grid(out, item, opts)
+
+
+def with_grid(compiled, item, opts):
+  """`compiled` with a run-time grid (Launch.grid) where its output's leading axis is symbolic
+  and its threads are laid out in row-major order over the outputs (lower._thread_stores) or
+  over register tiles (lowerer.tile_threads): the workgroups past the bound size would only
+  compute padding."""
+  from .graph.dims import Sym
+  from .graph.lazy import L
+  from .lowering.lowerer import tile_axes
+  out = item.out
+  sym = out.sym
+  if item.rows and sym is not None and opts is not None:
+    return _row_grid(compiled, item, opts)
+  if sym is None or opts is None or item.rows or opts.group or opts.stage or \
+     out.op in (L.ATTENTION, L.SORTNET, L.WRITE) or not isinstance(sym[0], Sym) or \
+     any(isinstance(s, Sym) for s in sym[1:]) or compiled.global_size[1:] != (1, 1) or \
+     tuple(compiled.launch.dispatch) != tuple(compiled.global_size):
+    return compiled
+  rows, inner, per = 1, 1, max(opts.local, 1) * max(opts.upcast, 1)
+  if opts.tile:            # one thread per R x C block, blocks in row-major order
+    sizes = dict(zip(opts.tile_axes or tile_axes(out.shape), opts.tile))
+    rows, per = sizes.get(0, 1), max(opts.local, 1) * sizes.get(0, 1)
+    for a, n in enumerate(out.shape[1:], 1):
+      inner *= -(-n // sizes.get(a, 1))
+  else:
+    for s in sym[1:]:
+      inner *= s
+  need = (sym[0] + rows - 1) * inner     # threads needed, times `rows`: ceil(S / rows) blocks
+  return _gridded(compiled, need, per)
+
+
+def _gridded(compiled, need, per: int):
+  import dataclasses
+  grid = ((tuple(need.terms), need.const, per),)
+  return dataclasses.replace(compiled, launch=dataclasses.replace(compiled.launch, grid=grid))
+
+
+def _row_grid(compiled, item, opts):
+  """A row kernel's run-time grid: its rows (the outer axes, row-major: a thread, or with
+  row_lanes a workgroup, each) past a leading symbolic outer axis's bound size."""
+  from .graph.dims import Sym
+  from .graph.schedule import row_node
+  out = item.out
+  outer = [a for a in range(len(out.shape)) if a not in item.rows]
+  if row_node(out) is not out or not outer or outer[0] != 0 or \
+     not isinstance(out.sym[0], Sym) or any(isinstance(s, Sym) for s in out.sym[1:]) or \
+     compiled.global_size[1:] != (1, 1) or \
+     tuple(compiled.launch.dispatch) != tuple(compiled.global_size):
+    return compiled
+  inner = 1
+  for a in outer[1:]:
+    inner *= out.shape[a]
+  lanes = max(opts.row_lanes, 1)
+  return _gridded(compiled, out.sym[0] * inner, 1 if lanes > 1 else max(opts.local, 1))
 
 
 def python_compiled(kernel: Kernel):
   """A linearized Kernel dressed as a CompiledKernel (target "python"; source: printed UOps)."""
-  from .uop.program import Binding, CompiledKernel, Launch
+  from .uop.program import Binding, Launch
   source = print_uops(kernel.uops)
   bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
                            b.size * b.dtype.itemsize) for b in kernel.buffers)

@@ -36,6 +36,11 @@ class _Devices:
 
   @staticmethod
   def canonical(name: str) -> str:
+    """The device's canonical name: `name` upper-cased, without a ":index" suffix ("webgpu:0" ->
+    "WEBGPU"). Opens nothing.
+
+    Raises DeviceError for a name that is not a string or not one of PYTHON, WEBGPU, CUDA,
+    PTXSIM."""
     if not isinstance(name, str):
       raise DeviceError(f"a device name is a string like 'PYTHON', got {name!r}")
     base = name.split(":")[0].upper()
@@ -54,6 +59,8 @@ class _Devices:
     return self._open[name]
 
   def available(self, name: str) -> bool:
+    """Whether device `name` can be opened here (opening it if it can), a bool; False for an
+    unknown name too."""
     try:
       self[name]
       return True
@@ -62,6 +69,9 @@ class _Devices:
 
   @property
   def DEFAULT(self) -> str:
+    """The device tensors are made on when none is named: the KERNELGEN_DEVICE environment variable
+    if set, else what was assigned (`kg.Device.DEFAULT = "PYTHON"`), else WEBGPU where an adapter
+    is available and PYTHON otherwise. Assigning an unknown name raises DeviceError."""
     env = os.environ.get("KERNELGEN_DEVICE")
     if env:
       return self.canonical(env)

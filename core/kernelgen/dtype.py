@@ -36,6 +36,11 @@ _SCALAR_OF: dict = {}   # name -> the scalar DType of that name
 
 @dataclass(frozen=True, eq=False)
 class DType(metaclass=_Interned):
+  """An element type: `name` (numpy's spelling: "float32", "int8", "bool", plus "bfloat16"),
+  `itemsize` (bytes), `kind` ("b", "i", "u" or "f"), `fmt` (the struct format character) and
+  `count` (vector lanes, 1 for the scalar types users see). One object per type: compare with
+  `==` or `is`. Use the ones in `kg.dtypes` (`kg.dtypes.float32`, `kg.dtypes.from_name(...)`);
+  wherever a dtype is taken, its name works too."""
   name: str       # numpy-style name of the scalar: "float32", "int8", "bool"
   itemsize: int   # bytes of one lane
   kind: str       # "b" bool, "i" signed int, "u" unsigned int, "f" float
@@ -55,6 +60,10 @@ class DType(metaclass=_Interned):
     return self.__class__, tuple(getattr(self, f.name) for f in fields(self))
 
   def vec(self, count: int) -> DType:
+    """The vector type of `count` lanes of this scalar type (the type itself for count 1), as the IR
+    and the renderers use it.
+
+    Raises DTypeError when this type is already a vector."""
     if self.count != 1:
       raise DTypeError(f"cannot make a vector of the vector type {self}")
     if count == 1:
@@ -62,15 +71,20 @@ class DType(metaclass=_Interned):
     return DType(self.name, self.itemsize, self.kind, self.fmt, count)
 
   def ptr(self, size: int = -1, local: bool = False) -> PtrDType:
+    """The pointer type to a buffer of this type (`size` elements, -1 unknown; `local`: workgroup /
+    shared memory), as the IR uses it."""
     return PtrDType(self.name, self.itemsize, self.kind, self.fmt, self.count, self, local, size)
 
   def is_float(self) -> bool:
+    """True for float16, bfloat16, float32 and float64."""
     return self.kind == "f"
 
   def is_int(self) -> bool:
+    """True for the signed and unsigned integer types (not bool)."""
     return self.kind in "iu"
 
   def is_unsigned(self) -> bool:
+    """True for uint8, uint16, uint32 and uint64."""
     return self.kind == "u"
 
   def __repr__(self) -> str:

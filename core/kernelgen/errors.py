@@ -80,8 +80,21 @@ class ModelError(KernelgenError, ValueError):
   of the wrong type (the ONNX importer)."""
 
 
+class InputError(KernelgenError, ValueError):
+  """An input the program or model does not have (a misspelled name), or a shape for one that
+  does not fit its declared shape; the message lists the valid inputs."""
+
+
+class SymbolicDimWarning(UserWarning):
+  """kernelgen gave a symbolic dimension of a model input a size the caller did not choose."""
+
+
 class ExecutionError(KernelgenError):
   """A kernel did something invalid while running (out-of-bounds access, uninitialised read)."""
+
+
+class StoppedError(ExecutionError):
+  """A run stopped on request: its progress callback returned False (PTXSIM, bundles)."""
 
 
 REPORT = ("This is a bug in kernelgen, not in your program: please report it, with the program "

@@ -5,25 +5,29 @@ import gc
 import os
 from contextlib import contextmanager
 
-from .errors import ExecutionError, internal_errors
-from .graph.lazy import Buffer, LazyOp
+from .errors import ExecutionError, ShapeError, internal_errors
+from .graph.lazy import Buffer, L, LazyOp
 from .graph.schedule import row_limit, schedule
 
 # kg.jit (tensor/jit.py) records the kernels a call runs: while this is a list, each launch is
 # appended to it as (runtime, compiled kernel, output Buffer, the Buffers it binds, in order)
 recording: list | None = None
+# a listener of realize's progress: called as progress(done, total, kernel name, device, running)
+# as each kernel a realize runs starts (running: True; `done` kernels finished before it) and
+# ends (running: False) (the page's progress bar: web_api.setup); None: nobody listens
+progress = None
 
 
 def _plan(pending: list[LazyOp]) -> tuple:
-  """(the schedule of `pending`, the Plan whose compiled kernels it fills, or None): a plan
-  kept from an earlier realize of a graph with the same structure (cache.py), else a fresh
+  """(the schedule of `pending`, the RealizePlan whose compiled kernels it fills, or None): a
+  plan kept from an earlier realize of a graph with the same structure (cache.py), else a fresh
   schedule kept as a plan."""
-  from .cache import Plan, graph_key, keep_plan, options_key, plan_for
-  from .compiler import buffer_limit
+  from .cache import RealizePlan, graph_key, keep_plan, options_key, plan_for
+  from .compiler import target_of
   from .device import Device
   devices = sorted({n.device for n in pending})
   options = {d: Device[d].render_options() for d in devices}
-  limits = [buffer_limit(Device[d].target or "python", options[d]) for d in devices]
+  limits = [target_of(Device[d]).buffer_limit(options[d]) for d in devices]
   limit = min((m for m in limits if m), default=None)
   rows = min(row_limit(options[d]) for d in devices)
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
@@ -41,7 +45,7 @@ def _plan(pending: list[LazyOp]) -> tuple:
     items = schedule(pending, limit, rows)
   if key is None:
     return items, None
-  plan = Plan(items, order)
+  plan = RealizePlan(items, order)
   keep_plan(key, plan)
   return items, plan
 
@@ -73,19 +77,32 @@ def realize(nodes: list[LazyOp]) -> None:
   pending = [n for n in nodes if not n.realized]
   if not pending:
     return
+  values = var_values(pending)
   with _collector_paused():
     items, plan = _plan(pending)
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
   waiting = None     # (runtime, item, compiled kernel, output Buffer): compiled, not yet run
+  done = 0
+
+  def launch(waiting) -> None:
+    nonlocal done
+    item = waiting[1]
+    if progress is not None:
+      progress(done, len(items), item.name, item.out.device, True)
+    _launch(*waiting, values)
+    done += 1
+    if progress is not None:
+      progress(done, len(items), item.name, item.out.device, False)
   for at, item in enumerate(items):
     out = item.out
-    buffer = Buffer(out.device, out.dtype, out.size)
+    # an in-place write (L.WRITE) stores into its target's buffer; others into a new one
+    buffer = out.src[0].buffer if out.op is L.WRITE else Buffer(out.device, out.dtype, out.size)
     if not out.size:
       out.buffer, out.src = buffer, ()
       continue
     runtime = Device[out.device]
     if searching and waiting is not None:
-      _launch(*waiting)
+      launch(waiting)
       waiting = None
     compiled = plan.compiled[at] if plan is not None else None
     if compiled is None:
@@ -94,16 +111,49 @@ def realize(nodes: list[LazyOp]) -> None:
         plan.compiled[at] = compiled
     runtime.prepare(compiled)
     if waiting is not None:
-      _launch(*waiting)
+      launch(waiting)
     waiting = (runtime, item, compiled, buffer)
   if waiting is not None:
-    _launch(*waiting)
+    launch(waiting)
+
+
+def var_values(pending: list[LazyOp]) -> dict[str, int]:
+  """{dim name: bound value} of the symbolic dims (L.VAR nodes) the unrealized graph under
+  `pending` reads: its kernels' run-time arguments. ShapeError for a dim bound to two values,
+  or read unbound. (No walk at all until some graph has made a VAR.)"""
+  from .graph import lazy as lazy_graph
+  if not lazy_graph.vars_made:
+    return {}
+  values: dict[str, int] = {}
+  stack, seen = list(pending), set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or node.realized:
+      continue
+    seen.add(id(node))
+    if node.sym is not None:       # a symbolic size's binding sets a run-time grid too
+      for s in node.sym:
+        for name, v in getattr(s, "values", {}).items():
+          if values.setdefault(name, v) != v:
+            raise ShapeError(f"dim {name} is bound to {values[name]} and to {v} in one "
+                             f"realize: bind it once per call")
+    if node.op is lazy_graph.L.VAR:
+      name = node.arg[0]
+      if node.bound is None:
+        raise ShapeError(f"dim {name} is read unbound: bind it (e.g. {name}.bind(7)) where the "
+                         f"tensor is built")
+      if values.setdefault(name, node.bound) != node.bound:
+        raise ShapeError(f"dim {name} is bound to {values[name]} and to {node.bound} in one "
+                         f"realize: bind it once per call")
+    stack.extend(node.src)
+  return values
 
 
 def _compile(item, runtime, buffer: Buffer, searching: bool):
   """The compiled kernel of `item` for `runtime` (the compile cache's, cache.py); the search
   mode first times candidate options on the kernel's buffers."""
   from .cache import cached_compile
+  from .compiler import target_of
   options = runtime.render_options()
   if searching:
     from .search import forced_options, search
@@ -114,10 +164,10 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
       opts = search(item, runtime, handles, options)
     options = {**options, **forced_options(opts)}
   with _collector_paused():
-    return cached_compile(item, runtime.target or "python", options)
+    return cached_compile(item, target_of(runtime), options)
 
 
-def _launch(runtime, item, compiled, buffer: Buffer) -> None:
+def _launch(runtime, item, compiled, buffer: Buffer, values: dict) -> None:
   """Run the compiled kernel of `item` into `buffer`; only then is its node realized (a kernel
   cut short, by Ctrl-C or an error, leaves its node unrealized, to run again)."""
   out = item.out
@@ -125,7 +175,7 @@ def _launch(runtime, item, compiled, buffer: Buffer) -> None:
     handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
   # a kernel binds only the buffers it still reads after simplification (by slot)
   with internal_errors(f"run on {out.device}", item.name, ExecutionError):
-    runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], {})
+    runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], values)
   if recording is not None:
     bound = [buffer] + [src.buffer for src in item.inputs]
     recording.append((runtime, compiled, buffer, [bound[b.slot] for b in compiled.buffers]))

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import itertools
 
-from .compiler import compile_item
+from .compiler import compile_item, target_of
 from .errors import LimitError, UnsupportedError
 from .graph.schedule import ScheduleItem
 from .lowering.lower import lower
 from .lowering.lowerer import Opts
 from .lowering.optimize import optimize
-from .render.targets import get_target
+from .render.target import Target
 from .uop.ops import print_graph
 
 # what search tries
@@ -25,10 +25,10 @@ SEARCH_ROW_LANES = (1, 16, 32, 64, 128, 256)    # row kernels (lowering/rows.py)
 SEARCHED: dict[tuple, Opts] = {}
 
 
-def kernel_key(item: ScheduleItem, target: str) -> tuple:
+def kernel_key(item: ScheduleItem, target: Target) -> tuple:
   """What identifies a kernel for the search cache: its lowered graph and target."""
   sink, _ = lower(item, Opts())
-  return target, print_graph(sink)
+  return target.name, print_graph(sink)
 
 
 def forced_options(opts: Opts) -> dict:
@@ -41,11 +41,11 @@ def forced_options(opts: Opts) -> dict:
           "stage": opts.stage or False}
 
 
-def candidates(item: ScheduleItem, target: str, options: dict) -> list:
+def candidates(item: ScheduleItem, target: Target, options: dict) -> list:
   """(Opts, options forcing them) for search: the heuristic's choice, register tiles of
   SEARCH_TILES with and without workgroup memory, then workgroup sizes x upcasts."""
   n = max(item.out.size, 1)
-  limit = get_target(target).max_local
+  limit = target.max_local
   out = [(optimize(item, target, options), options)]
   if item.rows:                   # row kernels: a thread per row, or lanes per row
     return _unique(out + [(optimize(item, target, {**options, "row_lanes": lanes}),
@@ -78,7 +78,7 @@ def search(item: ScheduleItem, runtime, handles: list, options: dict | None = No
   """Time each candidate Opts on `runtime` (with real buffers) and keep the fastest: the
   heuristic's, register tiles with and without workgroup memory, workgroup sizes x upcasts.
   Each call appends what it did to SEARCH_LOG (the page shows it)."""
-  target = runtime.target or "python"
+  target = target_of(runtime)
   key = kernel_key(item, target)
   if key in SEARCHED:
     SEARCH_LOG.append({"kernel": item.name, "cached": True, "chosen": describe(SEARCHED[key])})

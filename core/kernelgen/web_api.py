@@ -31,9 +31,15 @@ FORMATS = {"bool": "?", "int8": "b", "uint8": "B", "int16": "h", "uint16": "H", 
            "float64": "d"}
 
 
-def setup(gpu=None, jspi: bool = True) -> dict:
-  """Install the page's WEBGPU device when `gpu` (gpu.js's GpuExecutor) is given; what loaded."""
+def setup(gpu=None, jspi: bool = True, progress=None) -> dict:
+  """Install the page's WEBGPU device when `gpu` (gpu.js's GpuExecutor) is given; what loaded.
+  `progress(done, total, kernel, device, running)` (a JS function) hears of each kernel any
+  command runs
+  (realize.progress: the page's progress bar during Verify PTX, compare with PYTHON, ...)."""
   import kernelgen
+  if progress is not None and progress:   # JS null arrives as a falsy jsnull
+    from . import realize
+    realize.progress = progress
   device = "PYTHON"
   if gpu is not None and gpu:  # JS null arrives as a falsy jsnull
     from .runtime import webgpu_browser
@@ -99,8 +105,19 @@ def program_line(exc: BaseException) -> int | None:
   return line
 
 
+# a module the page's Python lacks -> what to say (Pyodide's wheels of it are not in the site)
+MISSING_MODULE = ("{name} is not available in this page: its Python has the standard library and "
+                  "kernelgen only. Pyodide's {name} wheel is not part of this site (npm's pyodide "
+                  "package ships no wheels, and the page loads nothing from other hosts, such as "
+                  "Pyodide's CDN). Build the data with kernelgen instead: Tensor([...]), "
+                  "Tensor.arange(n), Tensor.randn(*shape, seed=0); or run the program in CPython "
+                  "(kernelgen's CLI), where numpy works")
+
+
 def error_data(exc: BaseException) -> dict:
   message = exc.msg if isinstance(exc, SyntaxError) else str(exc)
+  if isinstance(exc, ModuleNotFoundError) and sys.platform == "emscripten" and exc.name:
+    message = f"{message}: " + MISSING_MODULE.format(name=exc.name.split(".")[0])
   data = {"type": type(exc).__name__, "message": message or type(exc).__name__,
           "line": program_line(exc)}
   if getattr(exc, "line", None) is not None and not isinstance(exc, SyntaxError):
@@ -575,6 +592,32 @@ def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
     _MODEL["run"] = {"seed": seed, "outputs": outputs, "feeds": feeds}
     return {"outputs": outputs, "inputs": _feed_data(feeds), "top": _class_top(outputs),
             "seconds": time.perf_counter() - start, "device": device}
+  return _guarded(work)
+
+
+def generate_model(data, options: str, on_token=None) -> dict:
+  """kg.generate for the page: the causal LM in `data` (an ONNX file's bytes; None: the one
+  given last) from the prompt in `options` (JSON: {prompt, max_new_tokens, temperature, top_k,
+  top_p, seed, stop, device}); `on_token(token)` (a JS function) gets each token as it comes:
+  {"ok", "tokens", "seconds", "device"}."""
+  def work():
+    import json
+    import time
+    import kernelgen
+    opts = json.loads(options)
+    if data is not None and type(data).__name__ != "JsNull":
+      _MODEL["lm"] = kernelgen.onnx.load(_model_bytes(data))
+    if "lm" not in _MODEL:
+      from .errors import ModelError
+      raise ModelError("no language model is loaded: give its .onnx file's bytes")
+    start = time.perf_counter()
+    device = opts.get("device", "WEBGPU")
+    tokens = kernelgen.generate(
+      _MODEL["lm"], opts["prompt"], max_new_tokens=opts.get("max_new_tokens", 32),
+      temperature=opts.get("temperature", 0.0), top_k=opts.get("top_k", 0),
+      top_p=opts.get("top_p", 1.0), seed=opts.get("seed", 0), stop=opts.get("stop"),
+      on_token=on_token, device=device)
+    return {"tokens": tokens, "seconds": time.perf_counter() - start, "device": device}
   return _guarded(work)
 
 

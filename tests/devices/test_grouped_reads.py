@@ -16,8 +16,8 @@ import kernelgen as kg
 from kernelgen import dtypes
 from kernelgen import search
 from kernelgen.lowering import optimize as opt
-from kernelgen.render.targets import TARGETS
-from kernelgen.compiler import compile_item
+from kernelgen.render.targets import PTX, TARGETS, WGSL
+from kernelgen.compiler import compile_item, target_of
 from kernelgen.lowering.lower import Opts, lower
 from kernelgen.uop.ops import GroupOp, Ops, toposort
 from kernelgen.graph.schedule import ScheduleItem, schedule
@@ -114,12 +114,12 @@ def test_chunked_lanes_read_one_run_each(vec):
   assert int(loop.group(2)) == 64 // (2 * vec)                    # 2 unrolled steps of vec
   assert re.search(rf"{loop.group(1)} \* {2 * vec}i", chunked.source)
   wgsl_validate(chunked.source)
-  assert opt.optimize(item, "wgsl", {"group_chunk": True}).group_chunk
-  assert not opt.optimize(item, "wgsl").group_chunk and not opt.optimize(item, "ptx").group_chunk
+  assert opt.optimize(item, WGSL, {"group_chunk": True}).group_chunk
+  assert not opt.optimize(item, WGSL).group_chunk and not opt.optimize(item, PTX).group_chunk
   # long rows: fewer lanes per group when chunked
   item = item_of(kg.Tensor(np.zeros((64, 1 << 14), np.float32)).sum(axis=1))
-  assert opt.optimize(item, "wgsl").group == 128
-  assert opt.optimize(item, "wgsl", {"group_chunk": True}).group == opt.CHUNK_MAX_GROUP == 32
+  assert opt.optimize(item, WGSL).group == 128
+  assert opt.optimize(item, WGSL, {"group_chunk": True}).group == opt.CHUNK_MAX_GROUP == 32
 
 
 def test_webgpu_on_a_cpu_adapter_reads_chunks():
@@ -197,7 +197,7 @@ def test_ragged_sizes_and_other_widths_read_one_element_at_a_time():
 def test_wgsl_declares_the_input_as_vec4():
   item = item_of(kg.Tensor(np.zeros((4096, 1024), np.float32)).max(axis=1))
   compiled = compile_item(item, "wgsl")
-  o = opt.optimize(item, "wgsl")
+  o = opt.optimize(item, WGSL)
   assert (o.group_unroll, o.group_vec) == (TARGETS["wgsl"].group_unroll, TARGETS["wgsl"].group_vec)
   assert "array<vec4<f32>>" in compiled.source
   wgsl_validate(compiled.source)
@@ -212,7 +212,7 @@ def test_the_fold_is_skipped_by_other_lanes_in_wgsl():
 def test_grouped_defaults_per_target():
   item = item_of(kg.Tensor(np.zeros((64, 8192), np.float32)).sum(axis=1))
   for target in ("wgsl", "ptx", "python"):
-    o = opt.optimize(item, target)
+    o = opt.optimize(item, TARGETS[target])
     assert o.group_unroll == TARGETS[target].group_unroll and o.group_vec == TARGETS[target].group_vec
 
 
@@ -258,7 +258,7 @@ def test_vector_outputs_match_numpy(monkeypatch, device, name, shape):
   y = build(kg.Tensor(a), kg.Tensor(b))
   if shape == (4, 1024) and name == "exp-divide":     # the runs of loads do become vectors
     (item,) = schedule([y.node])
-    sink, _ = lower(item, opt.optimize(item, rt.target or "python", options))
+    sink, _ = lower(item, opt.optimize(item, target_of(rt), options))
     assert any(u.op is Ops.LOAD and u.dtype.count == 4 for u in toposort([sink]))
   with np.errstate(divide="ignore"):
     np.testing.assert_allclose(y.numpy(), want(a, b), rtol=1e-5 if name != "half" else 1e-3)
@@ -267,7 +267,7 @@ def test_vector_outputs_match_numpy(monkeypatch, device, name, shape):
 def vector_alu(t: kg.Tensor, options: dict) -> tuple:
   """(the vector ALU ops, the GEPs) of `t`'s kernel lowered with `options` for WGSL."""
   (item,) = schedule([t.node])
-  nodes = toposort([lower(item, opt.optimize(item, "wgsl", options))[0]])
+  nodes = toposort([lower(item, opt.optimize(item, WGSL, options))[0]])
   return ([u for u in nodes if u.op in GroupOp.ALU and u.dtype.count > 1],
           [u for u in nodes if u.op is Ops.GEP])
 
@@ -307,14 +307,14 @@ def test_vector_outputs_in_wgsl():
   a = kg.Tensor(np.zeros((4096, 1024), np.float32))
   b = kg.Tensor(np.ones((4096, 1), np.float32))
   item = item_of(a.exp() / b)
-  assert opt.optimize(item, "wgsl").upcast_vec and not opt.optimize(item, "ptx").upcast_vec
+  assert opt.optimize(item, WGSL).upcast_vec and not opt.optimize(item, PTX).upcast_vec
   source = compile_item(item, "wgsl").source
   # the output and the 4096x1024 input as vec4 arrays; the per-row divisor element by element
   assert source.count("array<vec4<f32>>") == 2 and "array<f32>" in source
   wgsl_validate(source)
-  sink, _ = lower(item, opt.optimize(item, "wgsl"))
+  sink, _ = lower(item, opt.optimize(item, WGSL))
   stores = [u for u in toposort([sink]) if u.op is Ops.STORE]
-  assert len(stores) == opt.optimize(item, "wgsl").upcast // 4
+  assert len(stores) == opt.optimize(item, WGSL).upcast // 4
   assert all(store.src[2].dtype == dtypes.float32.vec(4) for store in stores)
 
 
@@ -323,7 +323,7 @@ def test_reductions_and_ragged_outputs_store_one_element_at_a_time():
   sink, _ = lower(item, Opts(local=64, upcast=4, upcast_vec=True))    # 300 = 75 threads: gated
   assert all(u.src[2].dtype.count == 1 for u in toposort([sink]) if u.op is Ops.STORE)
   item = item_of(kg.Tensor(np.zeros((1 << 16, 4), np.float32)).sum(axis=1))
-  assert not opt.optimize(item, "wgsl", {"upcast": 4}).upcast_vec
+  assert not opt.optimize(item, WGSL, {"upcast": 4}).upcast_vec
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -341,7 +341,7 @@ def test_wider_reads_split_into_vectors_of_four(monkeypatch, device):
     monkeypatch.setattr(kg.Device, "_default", device)
     y = build(kg.Tensor(x))
     (item,) = schedule([y.node])
-    sink, _ = lower(item, opt.optimize(item, rt.target or "python", options))
+    sink, _ = lower(item, opt.optimize(item, target_of(rt), options))
     counts = {u.dtype.count for u in toposort([sink]) if u.op is Ops.LOAD}
     counts |= {u.src[2].dtype.count for u in toposort([sink]) if u.op is Ops.STORE}
     assert 4 in counts and max(counts) == 4
@@ -378,7 +378,7 @@ def test_vector_lowering_edges_match_numpy(monkeypatch, device, name):
   x = [rng.standard_normal(s).astype(np.float32) for s in ((64, 1028), (64, 1024), (256, 3, 4))]
   build, want = VECTOR_EDGES[name]
   (item,) = schedule([build(*[kg.Tensor(v) for v in x]).node])
-  alu = [u for u in toposort([lower(item, opt.optimize(item, "wgsl", forced))[0]])
+  alu = [u for u in toposort([lower(item, opt.optimize(item, WGSL, forced))[0]])
          if u.op in GroupOp.ALU and u.dtype.count == 4]     # lowered as vectors, or point by point
   assert bool(alu) == (name not in ("padded", "flipped"))
   got = build(*[kg.Tensor(v) for v in x]).numpy()

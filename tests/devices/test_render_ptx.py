@@ -369,7 +369,7 @@ def test_launch_description():
   assert k.launch.target == "ptx" and k.launch.entry_point == "launch"
   assert [(b.slot, b.dtype, b.nbytes) for b in k.launch.bindings] == [(0, "float32", 256),
                                                                      (1, "float32", 256)]
-  assert k.launch.uniforms == (("var_n", "int32"),)
+  assert k.launch.uniforms == (("n", "int32"),)   # by the dim's name, as WGSL's
 
 
 # ---- numbers: the rendered PTX run by the PTX simulator, compared with numpy -------------------

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from kernelgen.compiler import compile_item
+from kernelgen.compiler import compile_item, target_of
 from kernelgen.graph.schedule import ROW_MAX, schedule
 from kernelgen.lowering import rows as rowmod
 from kernelgen.lowering.optimize import optimize
+from kernelgen.render.targets import TARGETS, WGSL
 from tools import DEVICES, ptxas_check, wgsl_validate
 from ops_util import on, softmax_edge_rows  # noqa: F401 (on: a fixture)
 
@@ -180,7 +181,7 @@ def test_subgroups(on, device):
   rt = on(device, row_lanes=64, subgroups=True)
   x = data((3, 1000))
   (item,) = row_items(kg.Tensor(x).softmax(-1))
-  assert optimize(item, rt.target or "python", rt.render_options()).subgroups
+  assert optimize(item, target_of(rt), rt.render_options()).subgroups
   if device == "PYTHON":
     rt.subgroup_layout = "strided"
   try:
@@ -200,7 +201,7 @@ def ranges(out, target="wgsl", **options) -> int:
   from kernelgen.lowering.lower import lower
   from kernelgen.uop.ops import Ops, toposort
   (item,) = row_items(out)
-  sink, _ = lower(item, optimize(item, target, options))
+  sink, _ = lower(item, optimize(item, TARGETS[target], options))
   return sum(1 for u in toposort([sink]) if u.op is Ops.RANGE)
 
 
@@ -335,10 +336,10 @@ def test_default_layout_thresholds():
            ((many, short + 1), rowmod.ROW_LANES), ((4, 64), 8), ((4, 7), 1)]
   for shape, lanes in cases:
     (item,) = row_items(kg.Tensor(np.zeros(shape, np.float32)).softmax(-1))
-    assert optimize(item, "wgsl").row_lanes == lanes, shape
+    assert optimize(item, WGSL).row_lanes == lanes, shape
   (item,) = row_items(kg.Tensor(np.zeros((4, 64), np.float32)).softmax(-1))
-  assert optimize(item, "wgsl", {"row_lanes": 1}).row_lanes == 1
-  assert optimize(item, "wgsl", {"row_lanes": 32}).group == 32
+  assert optimize(item, WGSL, {"row_lanes": 1}).row_lanes == 1
+  assert optimize(item, WGSL, {"row_lanes": 32}).group == 32
 
 
 # ---- rendered source ------------------------------------------------------------------------------
@@ -365,10 +366,10 @@ def test_ptx_assembles(arch, which):
 def test_search_tries_both_layouts_and_forces_its_choice_again():
   from kernelgen import search
   (item,) = row_items(kg.Tensor(np.zeros((64, 512), np.float32)).softmax(-1))
-  found = [opts for opts, _ in search.candidates(item, "wgsl", {})]
+  found = [opts for opts, _ in search.candidates(item, WGSL, {})]
   assert {o.row_lanes for o in found} >= {1, 16, 64, 256}
   for opts in found:
-    assert optimize(item, "wgsl", search.forced_options(opts)) == opts
+    assert optimize(item, WGSL, search.forced_options(opts)) == opts
 
 
 def test_a_thread_per_row_stays_under_llvmpipe_loop_budget():
@@ -387,9 +388,9 @@ def test_a_thread_per_row_stays_under_llvmpipe_loop_budget():
     (it,) = row_items(t - t.max(-1, keepdim=True) + t.min(-1, keepdim=True)
                       + t.sum(-1, keepdim=True))
     return it
-  assert optimize(chained(16384), "wgsl", {"row_lanes": 1}).row_lanes == 2
-  assert optimize(chained(16383), "wgsl", {"row_lanes": 1}).row_lanes == 1
-  assert optimize(independent(16384), "wgsl", {"row_lanes": 1}).row_lanes == 1
+  assert optimize(chained(16384), WGSL, {"row_lanes": 1}).row_lanes == 2
+  assert optimize(chained(16383), WGSL, {"row_lanes": 1}).row_lanes == 1
+  assert optimize(independent(16384), WGSL, {"row_lanes": 1}).row_lanes == 1
 
 
 @pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])

@@ -12,7 +12,7 @@ import kernelgen as kg
 from kernelgen import Tensor, dtypes
 from kernelgen import search
 from kernelgen.lowering import optimize as opt
-from kernelgen.render.targets import TARGETS
+from kernelgen.render.targets import PTX, PYTHON, TARGETS, WGSL
 from kernelgen.errors import LimitError, UnsupportedError
 from kernelgen.uop.ops import Ops
 from kernelgen.graph.schedule import schedule
@@ -249,18 +249,18 @@ def test_forced_stage_too_big_for_workgroup_memory_says_how_to_fix():
 
 def test_stage_choices_and_defaults():
   big = _item(Tensor(_randn(256, 256)) @ Tensor(_randn(256, 256)))
-  got = opt.optimize(big, "ptx")                 # f32 on PTX: staged by default
+  got = opt.optimize(big, PTX)                 # f32 on PTX: staged by default
   assert got.stage == (16, 16, opt.STAGE_STEP) and got.tile == (8, 8) and got.local == 256
-  assert opt.optimize(big, "ptx", {"stage": False}).stage == ()
-  assert opt.optimize(big, "wgsl").stage == (() if not TARGETS["wgsl"].stage_default else
+  assert opt.optimize(big, PTX, {"stage": False}).stage == ()
+  assert opt.optimize(big, WGSL).stage == (() if not TARGETS["wgsl"].stage_default else
                                               (16, 16, opt.STAGE_STEP))
   small = _item(Tensor(_randn(5, 3)) @ Tensor(_randn(3, 6)))
-  forced = opt.optimize(small, "python", {"stage": True})
+  forced = opt.optimize(small, PYTHON, {"stage": True})
   assert forced.stage and forced.stage[0] * forced.stage[1] <= TARGETS["python"].max_local
   assert forced.stage[0] * forced.tile[0] >= 5 and forced.stage[1] * forced.tile[1] >= 6
   elementwise = _item(Tensor(_randn(64, 64)) + 1)
-  assert opt.optimize(elementwise, "ptx", {"stage": True}).stage == ()   # not a matmul: ignored
-  assert opt.optimize(small, "ptx").stage == ()
+  assert opt.optimize(elementwise, PTX, {"stage": True}).stage == ()   # not a matmul: ignored
+  assert opt.optimize(small, PTX).stage == ()
 
 
 def test_search_tries_register_tiles_and_staging(monkeypatch):
@@ -285,7 +285,7 @@ def test_search_tries_register_tiles_and_staging(monkeypatch):
   assert any(o.get("stage") is False and o.get("tile") for o in tried)
   assert search.search(item, Timed(), []) is chosen      # cached by kernel
   options = search.forced_options(chosen)
-  assert opt.optimize(item, "wgsl", options) == chosen
+  assert opt.optimize(item, WGSL, options) == chosen
   search.SEARCHED.clear()
 
 
@@ -332,10 +332,10 @@ def test_step_loop_respects_max_trips(monkeypatch):
   monkeypatch.setattr(opt, "MAX_TRIPS", 2)
   item = _item(Tensor(_randn(128, 64)) @ Tensor(_randn(64, 128)))
   with pytest.raises(LimitError, match="loops 4 times .* the most is 2"):
-    opt.optimize(item, "ptx", {"stage": (16, 16, 16)})
-  got = opt.optimize(item, "ptx")          # the default falls back to a register tile
+    opt.optimize(item, PTX, {"stage": (16, 16, 16)})
+  got = opt.optimize(item, PTX)          # the default falls back to a register tile
   assert got.stage == () and got.tile
-  assert opt.optimize(item, "ptx", {"stage": (16, 16, 32)}).stage == (16, 16, 32)
+  assert opt.optimize(item, PTX, {"stage": (16, 16, 32)}).stage == (16, 16, 32)
 
 
 _A, _B = _randn(19, 23), _randn(23, 29)
@@ -478,7 +478,7 @@ def test_tiles_are_vectors_of_columns_and_ptx_fuses_products():
   (wgsl,) = kg.compile(t, target="wgsl")
   assert "array<vec4<f32>>" in wgsl.source and "fma(" not in wgsl.source
   (ptx,) = kg.compile(t, target="ptx", arch="sm_80", tensor_cores=False)
-  opts = opt.optimize(item, "ptx")
+  opts = opt.optimize(item, PTX)
   assert opts.stage and opts.tile == (8, 8) and opts.fma
   assert len(re.findall(r"^\$Lloop_\d+:$", ptx.source, re.M)) == 2
   assert "ld.shared.v4.f32" in ptx.source
@@ -489,7 +489,7 @@ def test_tiles_are_vectors_of_columns_and_ptx_fuses_products():
   from kernelgen.lowering.lower import lower
   from kernelgen.uop.ops import toposort
   for target in ("wgsl", "ptx"):
-    nodes = toposort([lower(item, opt.optimize(item, target))[0]])
+    nodes = toposort([lower(item, opt.optimize(item, TARGETS[target]))[0]])
     accs = [u for u in nodes if u.op is Ops.DEFINE_ACC]
     assert len(accs) == 16 and all(u.dtype.count == 4 for u in accs)
 
@@ -501,7 +501,7 @@ def test_tile_epilogues_join_into_vector_ops():
   from kernelgen.uop.ops import toposort
   t = (Tensor(_randn(24, 40)) @ Tensor(_randn(40, 32)) + Tensor(_randn(32))).relu()
   item = _item(t)
-  nodes = toposort([lower(item, opt.optimize(item, "wgsl", {"tile": (4, 8)}))[0]])
+  nodes = toposort([lower(item, opt.optimize(item, WGSL, {"tile": (4, 8)}))[0]])
   stores = [u for u in nodes if u.op is Ops.STORE]
   assert len(stores) == 4 * 8 // 4
   assert all(u.src[2].op is Ops.MAX and u.src[2].dtype == dtypes.float32.vec(4) for u in stores)

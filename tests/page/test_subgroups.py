@@ -15,7 +15,7 @@ from kernelgen import dtypes
 from kernelgen.uop import interpret
 from kernelgen import search
 from kernelgen.lowering import optimize as opt
-from kernelgen.render.targets import TARGETS
+from kernelgen.render.targets import PTX, TARGETS, WGSL
 from kernelgen.compiler import compile_kernel
 from kernelgen.errors import DeviceError, UnsupportedError, VerifyError
 from kernelgen.lowering.lower import Opts, lower
@@ -177,13 +177,13 @@ def test_heuristic_uses_subgroups_for_big_groups_only(monkeypatch):
   with default_device(monkeypatch, "PYTHON"):
     big = item_of(kg.Tensor(np.ones((4, 1 << 14), np.float32)).sum(axis=1))
     small = item_of(kg.Tensor(np.ones((4, 1024), np.float32)).sum(axis=1))
-  assert opt.optimize(big, "wgsl", {"subgroups": True}).subgroups
-  assert opt.optimize(big, "wgsl", {}).group and not opt.optimize(big, "wgsl", {}).subgroups
-  assert opt.optimize(big, "ptx", {"subgroups": True}).subgroups == ("float32", "int32", "uint32")
-  assert not opt.optimize(big, "ptx", {"subgroups": True, "group": 48}).subgroups  # not warps
-  assert opt.optimize(small, "wgsl", {"subgroups": True}).group < opt.SUBGROUP_MIN_GROUP
-  assert not opt.optimize(small, "wgsl", {"subgroups": True}).subgroups
-  assert opt.optimize(small, "wgsl", {"subgroups": True, "group": 32}).subgroups
+  assert opt.optimize(big, WGSL, {"subgroups": True}).subgroups
+  assert opt.optimize(big, WGSL, {}).group and not opt.optimize(big, WGSL, {}).subgroups
+  assert opt.optimize(big, PTX, {"subgroups": True}).subgroups == ("float32", "int32", "uint32")
+  assert not opt.optimize(big, PTX, {"subgroups": True, "group": 48}).subgroups  # not warps
+  assert opt.optimize(small, WGSL, {"subgroups": True}).group < opt.SUBGROUP_MIN_GROUP
+  assert not opt.optimize(small, WGSL, {"subgroups": True}).subgroups
+  assert opt.optimize(small, WGSL, {"subgroups": True, "group": 32}).subgroups
 
 
 def test_bare_compiles_get_no_subgroup_ops(monkeypatch):

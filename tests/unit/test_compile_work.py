@@ -17,6 +17,7 @@ from kernelgen import Tensor
 from kernelgen.graph.schedule import schedule
 from kernelgen.lowering import optimize as opt
 from kernelgen.lowering import tileplan
+from kernelgen.render.targets import WGSL
 from tools import default_device, device_runtime
 
 
@@ -59,7 +60,7 @@ def test_a_conv_lowers_each_tile_probe_once(monkeypatch):
   x, w = _conv()
   item = _item(Tensor(x).conv2d(Tensor(w), padding=1))
   lowered = _counting(monkeypatch, opt, "lower")
-  got = opt.optimize(item, "wgsl", {"adapter": "lavapipe"})
+  got = opt.optimize(item, WGSL, {"adapter": "lavapipe"})
   probes = [(o.tile, o.tile_axes, o.tile_inner) for _, o in lowered]   # (tile_window: inner)
   assert got.tile and len(probes) > 2                    # it probed pairs of axes, and tiles
   assert len(set(probes)) == len(probes)                 # ... each once
@@ -81,7 +82,7 @@ def test_a_small_output_with_a_short_reduction_takes_no_tile_and_no_probe(monkey
   a = np.random.default_rng(1).standard_normal((32, 8, 3, 3)).astype(np.float32)
   t = Tensor(a).sum(0)
   lowered = _counting(monkeypatch, opt, "lower")
-  got = opt.optimize(_item(t), "wgsl", {"adapter": "lavapipe"})
+  got = opt.optimize(_item(t), WGSL, {"adapter": "lavapipe"})
   assert not got.tile and lowered == []
   np.testing.assert_allclose(t.numpy(), a.sum(0), rtol=1e-5, atol=1e-5)
 

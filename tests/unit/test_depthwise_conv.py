@@ -17,6 +17,7 @@ import kernelgen as kg
 from kernelgen import Tensor
 from kernelgen.graph.schedule import schedule
 from kernelgen.lowering import optimize as opt
+from kernelgen.render.targets import WGSL
 from tools import DEVICES, device_runtime
 
 EPS = 1e-5
@@ -55,7 +56,7 @@ def _np_conv(x, stats, w, groups, stride):
 
 def _opts(y: Tensor):
   (item,) = schedule([y.node])
-  return opt.optimize(item, "wgsl")
+  return opt.optimize(item, WGSL)
 
 
 @pytest.mark.parametrize("stride,tile", [(1, (1, 8)), (2, (1, 4))])

@@ -284,7 +284,7 @@ def test_cli_errors_say_what_to_do(tmp_path, capsys):
   assert "does not define `out`" in capsys.readouterr().err
   assert _cli("export", program, "--out", tmp_path / "b", "--output", "result") == 0
   assert _cli("export", program, "--out", tmp_path / "c", "--arch", "sm_80") == 1
-  assert "--arch is for --format ptx" in capsys.readouterr().err
+  assert "--arch is for --target ptx" in capsys.readouterr().err
 
 
 def test_cli_exports_an_onnx_model_or_says_onnx_is_not_there_yet(tmp_path, capsys):

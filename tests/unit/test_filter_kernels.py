@@ -16,6 +16,7 @@ from kernelgen import Tensor
 from kernelgen.graph.schedule import schedule
 from kernelgen.lowering import optimize as opt
 from kernelgen.uop.ops import Ops
+from kernelgen.render.targets import PTX, WGSL
 from ops_util import same
 
 SEPIA = np.float32([[0.393, 0.769, 0.189], [0.349, 0.686, 0.168], [0.272, 0.534, 0.131]])
@@ -71,9 +72,9 @@ def test_short_channel_axis_is_tiled_whole():
   of 3 is under TILE_MIN_REDUCE, and 3 channels under the smallest tile)."""
   img = Tensor.empty(64, 64, 3, name="img")
   y = img @ Tensor(SEPIA).T
-  got = opt.optimize(item_of(y), "wgsl")
+  got = opt.optimize(item_of(y), WGSL)
   assert got.tile == (8, 3) and got.tile_axes == (1, 2) and not got.stage
-  assert not opt.optimize(item_of(y), "ptx").stage            # a clipped tile is never staged
+  assert not opt.optimize(item_of(y), PTX).stage            # a clipped tile is never staged
   (tiled,) = kg.compile(y, target="wgsl")
   (plain,) = kg.compile(y, target="wgsl", local=64)
   # per step of the reduction: one value of each of the 8 pixels for their 24 outputs (8 x 3),
@@ -81,9 +82,9 @@ def test_short_channel_axis_is_tiled_whole():
   assert [sum(u.op is Ops.LOAD and u.src[0].arg == 1 for u in uops(k))
           for k in (tiled, plain)] == [8, 1]
   # a reduction of 3 whose outputs share nothing (row sums over a short last axis) keeps no tile
-  assert opt.optimize(item_of(Tensor.empty(64, 64, 3, 3).sum(-1)), "wgsl").tile == ()
+  assert opt.optimize(item_of(Tensor.empty(64, 64, 3, 3).sum(-1)), WGSL).tile == ()
   # below TILE_MIN_SIZE outputs: no tile
-  assert opt.optimize(item_of(Tensor.empty(8, 8, 3) @ Tensor(SEPIA).T), "wgsl").tile == ()
+  assert opt.optimize(item_of(Tensor.empty(8, 8, 3) @ Tensor(SEPIA).T), WGSL).tile == ()
 
 
 def test_edge_blur_shares_window_loads():
@@ -93,7 +94,7 @@ def test_edge_blur_shares_window_loads():
   image takes 4x4 tiles."""
   for (h, w), tile, loads in (((96, 128), (8, 8), 8 * 12), ((48, 64), (4, 4), 4 * 8)):
     y = blur_edge(Tensor.empty(h, w, 3, name="img"))
-    got = opt.optimize(item_of(y), "wgsl")
+    got = opt.optimize(item_of(y), WGSL)
     assert got.tile == tile and got.tile_axes == (0, 1)
     (kernel,) = kg.compile(y, target="wgsl")
     assert sum(u.op is Ops.LOAD and u.src[0].arg == 1 for u in uops(kernel)) == loads

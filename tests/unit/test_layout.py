@@ -150,3 +150,65 @@ def test_only_the_runtime_imports_the_interpreter():
   modules (the WMMA fragment layouts: uop/wmma.py), never from it."""
   users = sorted({a for a, b, _ in imports() if b == "kernelgen.uop.interpret"})
   assert users and all(stage(a) == "runtime" for a in users), users
+
+
+# ---- one Target travels (render/target.py) --------------------------------------------------
+
+TARGET_NAMES = ("python", "wgsl", "ptx")
+# modules where names are what the user typed (CLI flags, export formats, bundle manifests)
+NAMES_TYPED = ("kernelgen.__main__", "kernelgen.web_api", "kernelgen.export")
+# where a target name becomes its Target: kg.compile, the compiler's public functions (scripts and
+# tests call them with names) and a device's target (compiler.target_of)
+RESOLVES = {"kernelgen": {"compile"},
+            "kernelgen.compiler": {"compile_kernel", "compile_plan", "buffer_limit",
+                                   "compile_item", "target_of"}}
+PIPELINE = ("compiler", "cache", "realize", "search", "lowering", "graph", "uop", "rules")
+
+
+def _name_tests(tree) -> list[int]:
+  """Lines comparing something with a target name literal (==, !=, in)."""
+  lines = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Compare):
+      sides = [node.left, *node.comparators]
+      if any(isinstance(s, ast.Constant) and s.value in TARGET_NAMES for s in sides):
+        lines.append(node.lineno)
+  return lines
+
+
+def test_no_module_outside_render_compares_a_target_name():
+  """The target travels as a Target: its facts and steps say what differs, not its name."""
+  found = {}
+  for name, (path, _) in module_files().items():
+    if stage(name) == "render" or name.startswith(NAMES_TYPED):
+      continue
+    lines = _name_tests(ast.parse(path.read_text(), str(path)))
+    if lines:
+      found[name] = lines
+  assert not found, f"target names compared (use the Target's facts): {found}"
+
+
+def test_get_target_is_called_only_where_a_target_is_named():
+  calls = {}
+  for name, (path, _) in module_files().items():
+    for fn in ast.walk(ast.parse(path.read_text(), str(path))):
+      if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for node in ast.walk(fn):
+          if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "get_target":
+            calls.setdefault(name, set()).add(fn.name)
+  calls.pop("kernelgen.render.targets", None)
+  assert calls and all(fns <= RESOLVES.get(m, set()) for m, fns in calls.items()), calls
+
+
+def test_the_pipeline_imports_no_target_language():
+  """Lowering and the rest of the pipeline import no renderer package (render/wgsl, render/ptx):
+  the Target calls its own (Target.renderer)."""
+  languages = ("kernelgen.render.wgsl", "kernelgen.render.ptx")
+  bad = sorted({(a, b) for a, b, _ in imports()
+                if stage(a) in PIPELINE and b.startswith(languages)})
+  assert not bad, f"the pipeline imports a target language: {bad}"
+
+
+def test_the_name_checks_see_what_they_should():
+  assert _name_tests(ast.parse('if t.name != "wgsl": pass\nx = "ptx" in ts')) == [1, 2]
+  assert _name_tests(ast.parse('x = t.name == "other"')) == []

@@ -14,6 +14,7 @@ from kernelgen.rules.symbolic import simplify
 from kernelgen.graph.schedule import schedule
 from kernelgen.uop.verify import verify
 from kernelgen.dtype import dtypes
+from kernelgen.render.targets import TARGETS
 
 
 @pytest.fixture(autouse=True)
@@ -348,7 +349,7 @@ def test_a_reduction_nested_in_another_runs_once_before_its_loop(device, options
   for t, want in zip(_var_and_argmax(Tensor(a)), wants):
     (item,) = schedule([t.node])
     target = runtime.target or "python"
-    sink, _ = lower(item, optimize(item, target, options))
+    sink, _ = lower(item, optimize(item, TARGETS[target], options))
     assert _range_depth(compile_kernel(sink, "k", "python").uops) == 1
     compiled = compile_item(item, target, options)
     out = runtime.alloc(item.out.size * 4)

@@ -9,7 +9,7 @@ from tools import default_device, missing_tool
 from kernelgen import Tensor
 from kernelgen import search
 from kernelgen.lowering import optimize as opt
-from kernelgen.render.targets import TARGETS
+from kernelgen.render.targets import PTX, PYTHON, TARGETS, WGSL
 from kernelgen.lowering.lower import Opts
 from kernelgen.graph.schedule import schedule
 
@@ -37,26 +37,26 @@ def item_of(t: Tensor):
                                             (1024, "python", 64)])
 def test_workgroup_size_divides_or_is_capped(n, target, local):
   x = Tensor(np.ones(n, np.float32))
-  assert opt.optimize(item_of(x + 1), target).local == local
+  assert opt.optimize(item_of(x + 1), TARGETS[target]).local == local
 
 
 def test_big_elementwise_kernels_upcast_on_gpus_only():
   item = item_of(Tensor.zeros(1 << 16) + 1)
-  assert opt.optimize(item, "ptx").upcast == opt.UPCAST
+  assert opt.optimize(item, PTX).upcast == opt.UPCAST
   upcast, most = TARGETS["wgsl"].upcast, TARGETS["wgsl"].upcast_local
-  o = opt.optimize(item, "wgsl")
+  o = opt.optimize(item, WGSL)
   assert o.upcast == upcast and o.local <= most and o.upcast_vec
   # a size the target's upcast does not divide falls back to UPCAST
-  assert opt.optimize(item_of(Tensor.zeros((1 << 16) + 4) + 1), "wgsl").upcast == opt.UPCAST
-  assert opt.optimize(item, "python").upcast == 1
-  assert opt.optimize(item_of((Tensor.zeros(1 << 16, 2) + 1).sum(1)), "ptx").upcast == 1
+  assert opt.optimize(item_of(Tensor.zeros((1 << 16) + 4) + 1), WGSL).upcast == opt.UPCAST
+  assert opt.optimize(item, PYTHON).upcast == 1
+  assert opt.optimize(item_of((Tensor.zeros(1 << 16, 2) + 1).sum(1)), PTX).upcast == 1
 
 
 def test_options_force_opts():
   item = item_of(Tensor.zeros(64) + 1)
-  assert opt.optimize(item, "wgsl", {"local": 16, "upcast": 2}) == Opts(16, 2, upcast_vec=True)
-  assert opt.optimize(item, "wgsl", {"local": 16, "upcast": 2, "upcast_vec": False}) == Opts(16, 2)
-  assert opt.optimize(item, "ptx", {"local": 16, "upcast": 2}) == Opts(16, 2)
+  assert opt.optimize(item, WGSL, {"local": 16, "upcast": 2}) == Opts(16, 2, upcast_vec=True)
+  assert opt.optimize(item, WGSL, {"local": 16, "upcast": 2, "upcast_vec": False}) == Opts(16, 2)
+  assert opt.optimize(item, PTX, {"local": 16, "upcast": 2}) == Opts(16, 2)
 
 
 @pytest.mark.parametrize("local,upcast", [(1, 1), (4, 2), (64, 1), (32, 4), (8, 3)])
@@ -89,7 +89,7 @@ def test_search_times_candidates_and_caches(monkeypatch):
 @pytest.mark.usefixtures("one_kernel")
 def test_small_outputs_of_big_reductions_are_grouped(shape, axis, group):
   item = item_of(Tensor.zeros(*shape).sum(axis))
-  assert opt.optimize(item, "wgsl") == Opts(local=group, upcast=1, group=group,
+  assert opt.optimize(item, WGSL) == Opts(local=group, upcast=1, group=group,
                                             group_unroll=TARGETS["wgsl"].group_unroll,
                                             group_vec=TARGETS["wgsl"].group_vec)
 
@@ -97,13 +97,13 @@ def test_small_outputs_of_big_reductions_are_grouped(shape, axis, group):
 def test_grouped_rows_of_1024_keep_sqrt_threads_without_vector_loads():
   # GROUP_MIN_STEPS counts steps of GROUP_VEC elements: PTX reads one element per step
   item = item_of(Tensor.zeros(4096, 1024).sum(1))
-  assert opt.optimize(item, "ptx").group == 32
+  assert opt.optimize(item, PTX).group == 32
 
 
 @pytest.mark.parametrize("t", [Tensor.zeros(1 << 16, 256).sum(1), Tensor.zeros(64, 100).sum(1),
                                (Tensor.zeros(64, 4096) > 0).max(1)])   # a bool reduction
 def test_many_outputs_short_reductions_and_bools_are_not_grouped(t):
-  assert opt.optimize(item_of(t), "wgsl").group == 0
+  assert opt.optimize(item_of(t), WGSL).group == 0
 
 
 @pytest.mark.parametrize("target", ["wgsl", "ptx", "python"])
@@ -113,7 +113,7 @@ def test_grouped_reductions_respect_the_targets_limits(target, dtype):
   from kernelgen.compiler import compile_item
   x = Tensor.zeros(4, 1 << 20, dtype=dtype)
   item = item_of(x.sum(1) + x.max(1))
-  o = opt.optimize(item, target)
+  o = opt.optimize(item, TARGETS[target])
   assert 0 < o.group <= TARGETS[target].max_local
   assert 2 * o.group * getattr(kg.dtypes, dtype).itemsize <= TARGETS[target].max_local_bytes
   if target == "wgsl" and dtype == "float64":
@@ -131,30 +131,31 @@ def _mm(shape_a, shape_b):
 @pytest.mark.parametrize("target", ["wgsl", "ptx"])
 def test_matmuls_get_register_tiles_within_limits(target):
   a, b = _mm((64, 32), (32, 128))
-  got = opt.optimize(item_of(Tensor(a) @ Tensor(b)), target)
+  got = opt.optimize(item_of(Tensor(a) @ Tensor(b)), TARGETS[target])
   assert got.tile == (4, 4) and got.group == 0     # 8x8 would leave 128 threads
   assert got.tile_axes == (0, 1)
-  assert opt.optimize(item_of(Tensor(a[None]) @ Tensor(b[None])), target).tile_axes == (1, 2)
+  batched = item_of(Tensor(a[None]) @ Tensor(b[None]))
+  assert opt.optimize(batched, TARGETS[target]).tile_axes == (1, 2)
   assert got.local <= TARGETS[target].max_local and (64 * 128 // 16) % got.local == 0
   a, b = _mm((256, 32), (32, 512))
-  got = opt.optimize(item_of(Tensor(a) @ Tensor(b)), target)
+  got = opt.optimize(item_of(Tensor(a) @ Tensor(b)), TARGETS[target])
   assert got.tile == (8, 8) and got.tile[0] * got.tile[1] <= opt.MAX_TILE_ACC
   assert got.local <= TARGETS[target].max_local and (256 * 512 // 64) % got.local == 0
-  assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), "python").tile == ()
+  assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), PYTHON).tile == ()
 
 
 def test_ragged_matmuls_get_gated_tiles_and_short_reductions_none():
   a, b = _mm((66, 32), (32, 66))
-  assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), "wgsl").tile == (4, 4)
+  assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), WGSL).tile == (4, 4)
   a, b = _mm((64, 1), (1, 128))
-  assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), "wgsl").tile == ()
-  assert opt.optimize(item_of(Tensor.zeros(128, 128) + 1), "wgsl").tile == ()
+  assert opt.optimize(item_of(Tensor(a) @ Tensor(b)), WGSL).tile == ()
+  assert opt.optimize(item_of(Tensor.zeros(128, 128) + 1), WGSL).tile == ()
 
 
 def test_bad_forced_tiles_say_how_to_fix():
   a, b = _mm((8, 4), (4, 8))
   with pytest.raises(kg.errors.UnsupportedError, match="rows, cols"):
-    opt.optimize(item_of(Tensor(a) @ Tensor(b)), "wgsl", {"tile": (32, 16)})
+    opt.optimize(item_of(Tensor(a) @ Tensor(b)), WGSL, {"tile": (32, 16)})
 
 
 def _on(device: str):
@@ -179,7 +180,7 @@ def test_tiled_and_fallback_matmuls_match_numpy(device, shape_a, shape_b):
 def test_tiled_conv2d_matches_numpy(device):
   x, w = _mm((1, 3, 34, 34), (4, 3, 3, 3))
   item = item_of(Tensor(x).conv2d(Tensor(w)))
-  got = opt.optimize(item, "wgsl")
+  got = opt.optimize(item, WGSL)
   assert got.tile in opt.TILES and got.tile_axes == (1, 3)   # output channels x columns
   got = Tensor(x).to(_on(device)).conv2d(Tensor(w).to(device)).numpy()
   want = np.zeros((1, 4, 32, 32), np.float32)
@@ -200,11 +201,11 @@ def test_tiles_beat_grouping_where_outputs_share_loads(device):
   rows = np.random.default_rng(4).standard_normal((16, 16, 512)).astype(np.float32)
   conv, mm = item_of(Tensor(x).conv2d(Tensor(w), padding=1)), item_of(Tensor(a) @ Tensor(b))
   for item in (conv, mm):
-    assert 0 < item.out.size < opt.GROUP_MAX_OUTPUTS and opt.group_size(item, "wgsl")
-    got = opt.optimize(item, "wgsl")
+    assert 0 < item.out.size < opt.GROUP_MAX_OUTPUTS and opt.group_size(item, WGSL)
+    got = opt.optimize(item, WGSL)
     assert got.tile and not got.group
-    assert opt.optimize(item, "ptx").group == opt.group_size(item, "ptx")   # TILE_OVER_GROUP
-  got = opt.optimize(item_of(Tensor(rows).sum(2)), "wgsl")
+    assert opt.optimize(item, PTX).group == opt.group_size(item, PTX)   # TILE_OVER_GROUP
+  got = opt.optimize(item_of(Tensor(rows).sum(2)), WGSL)
   assert got.group and not got.tile
   padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
   windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))

@@ -18,6 +18,7 @@ export async function boot() {
 }
 
 function progress({ step, state, ms, loaded, total }, steps) {
+  if (step === 'work') return;   // kernels of a run (the editor page's progress bar)
   const label = document.querySelector(`[data-step="${step}"]`);
   if (state === 'start') label?.classList.add('active');
   if (state === 'done') {

@@ -44,20 +44,24 @@ function header(reset, dataText) {
 
 // ---- the plot: loss (0..its largest value) and held-out accuracy (0..100%) by step ----
 
-function drawPlot() {
+// The legend's strip above the plot area (no curve is drawn there, so none crosses its text).
+const LEGEND = 22;
+
+// (exported for tests: the plot of training.history)
+export function drawPlot() {
   const canvas = $('train-plot');
   const ctx = canvas.getContext('2d');
-  const [w, h, pad] = [canvas.width, canvas.height, 24];
+  const [w, h, pad, top] = [canvas.width, canvas.height, 24, LEGEND];
   ctx.fillStyle = '#0f1216';
   ctx.fillRect(0, 0, w, h);
   ctx.strokeStyle = '#2a313c';
-  ctx.strokeRect(pad, 6, w - 2 * pad, h - pad - 6);
+  ctx.strokeRect(pad, top, w - 2 * pad, h - pad - top);
   const points = training.history;
   if (!points.length) return;
   const lastStep = Math.max(10, points[points.length - 1].step);
   const maxLoss = Math.max(...points.map((p) => p.loss));
   const x = (step) => pad + (step / lastStep) * (w - 2 * pad);
-  const y = (fraction) => h - pad - fraction * (h - pad - 6);
+  const y = (fraction) => h - pad - fraction * (h - pad - top);
   const line = (colour, value) => {
     ctx.strokeStyle = colour;
     ctx.beginPath();
@@ -73,10 +77,17 @@ function drawPlot() {
   ctx.setLineDash([]);
   line('#d29922', (p) => p.loss / maxLoss);
   line('#3fb950', (p) => p.accuracy);
-  ctx.fillStyle = '#7d8895';
   ctx.font = '10px system-ui';
-  ctx.fillText(`loss (max ${maxLoss.toFixed(2)})`, pad + 4, 18);
-  ctx.fillText('held-out accuracy (dashed: 95%)', pad + 4, 30);
+  const legend = [['#d29922', `loss (max ${maxLoss.toFixed(2)})`],
+    ['#3fb950', 'held-out accuracy (dashed: 95%)']];
+  let at = pad;
+  for (const [colour, text] of legend) {   // a colour swatch, then its label, in the strip
+    ctx.fillStyle = colour;
+    ctx.fillRect(at, top - 12, 10, 3);
+    ctx.fillStyle = '#7d8895';
+    ctx.fillText(text, at + 14, top - 7);
+    at += 24 + ctx.measureText(text).width;
+  }
   ctx.fillText(`step ${lastStep}`, w - pad - 44, h - 8);
 }
 

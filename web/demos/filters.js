@@ -205,6 +205,7 @@ async function runOnce(specs) {
     state.error = null;
     drawOutput(result.data, result.shape);
     showTimings(state.last);
+    showPath(bundled);
     state.kernels?.update(code, state.last.timings);
   } catch (error) {
     state.error = { type: error.type, message: error.message };
@@ -348,11 +349,24 @@ async function loadBundles() {
   }
 }
 
+// The footer: what ran the last image (the bundles, or kernelgen in Pyodide for an image of
+// another size than the bundles were exported for).
+function showPath(bundled) {
+  if (!state.bundles) return;
+  $('adapter').textContent = bundled ? BUNDLES_NOTE : 'WebGPU through kernelgen in Pyodide ' +
+    '(this image is not the size the exported bundles were made for, so Python compiled the ' +
+    'chain for it)';
+  document.body.dataset.path = bundled ? 'bundles' : 'python';
+}
+
+const BUNDLES_NOTE = 'WebGPU: the exported bundles filters_bundles/ (no Python)';
+
 function showBundleDevice() {
   $('loader').classList.add('done');
   $('device').textContent = 'WEBGPU';
   $('device').className = 'pill webgpu';
-  $('adapter').textContent = 'WebGPU: the exported bundles filters_bundles/ (no Python)';
+  $('adapter').textContent = state.last && !state.last.bundled ? $('adapter').textContent
+    : BUNDLES_NOTE;
   document.body.dataset.device = 'WEBGPU';
 }
 

@@ -14,27 +14,48 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 from .. import limits
 from ..device import Device
 from ..dtype import dtypes
-from ..errors import DeviceError, DTypeError, KernelgenError, ManifestError, ShapeError
+from ..errors import (DeviceError, DTypeError, KernelgenError, ManifestError, ShapeError,
+                      SymbolicDimWarning)
 from ..nn import safetensors
 from ..tensor.tensor import Tensor
 from ..graph import lazy
 from ..graph.view import prod
 from ..uop.program import Binding, CompiledKernel, Launch
 from . import manifest
+from .inputs import is_model, model_feeds
+from ..tensor.symbolic import compact, padded
 from .plan import make_plan
+from .progress import RunProgress
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
 LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader.js")
 WEIGHTS = "weights.safetensors"
 
 
-def export(outputs, path: str, format: str = "webgpu", arch: str | None = None, **options):
+def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
+           input_shapes: dict | None = None, **options):
   """Compile `outputs` (a Tensor, a list, or a dict name -> Tensor) and write a bundle of
-  `format` ("webgpu" or "ptx") into directory `path`; returns it loaded (a Bundle)."""
+  `format` ("webgpu" or "ptx") into directory `path` (created if needed): the kernels' sources,
+  the weights (safetensors), manifest.json and, for webgpu, model.js. Inputs are the program's
+  `Tensor.empty(..., name=)` buffers. arch: the PTX architecture (default "sm_80"); options: the
+  target's compile options. Returns the bundle loaded (a Bundle).
+
+  `outputs` may also be an ONNX model (kg.onnx.load): its graph inputs become the bundle's
+  inputs, shaped by `input_shapes` ({name: (d0, d1, ...)}; a name the model lacks is an
+  InputError); a symbolic dimension not given is 1, with a SymbolicDimWarning saying so.
+
+  Raises KernelgenError for an unknown format or an arch with format "webgpu"; the errors of
+  `kg.compile` when the program does not compile."""
+  if is_model(outputs):
+    outputs = _model_outputs(outputs, input_shapes)
+  elif input_shapes:
+    raise KernelgenError("input_shapes= is for exporting an ONNX model; a program's inputs have "
+                         "their shapes already (Tensor.empty(..., name=))")
   if format not in FORMATS:
     raise KernelgenError(f"unknown export format {format!r}: use 'webgpu' or 'ptx'")
   target, suffix = FORMATS[format]
@@ -57,18 +78,31 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None, 
   return Bundle(path)
 
 
+def _model_outputs(model, input_shapes: dict | None) -> dict:
+  feeds, notes = model_feeds(model, input_shapes)
+  for note in notes:
+    warnings.warn(note, SymbolicDimWarning, stacklevel=3)
+  return model.run(feeds, device="PYTHON")
+
+
 def _write_text(path: str, text: str) -> None:
   with open(path, "w", encoding="utf-8") as f:
     f.write(text)
 
 
 def load_bundle(path: str) -> Bundle:
-  """The bundle `kg.export` wrote into directory `path`."""
+  """The bundle `kg.export` wrote into directory `path`, as a Bundle (nothing is compiled).
+
+  Raises KernelgenError when `path` holds no bundle manifest, or one of another format."""
   return Bundle(path)
 
 
 class Bundle:
-  """An exported program: `inputs`/`outputs` ([{name, shape, dtype}]) and `run`."""
+  """An exported program (`kg.load_bundle(path)` or `kg.export`'s result): `inputs` and
+  `outputs` (lists of {name, shape, dtype}), `manifest` (the parsed manifest.json), `path`,
+  and `run`.
+
+  Raises KernelgenError when `path` holds no bundle manifest, or one of another format."""
 
   def __init__(self, path: str):
     self.path = os.fspath(path)
@@ -88,17 +122,30 @@ class Bundle:
     self.outputs = [_public(e) for e in self.manifest["outputs"]]
     self._devices: dict[str, tuple] = {}
 
-  def run(self, inputs: dict, device: str | None = None) -> dict:
+  def run(self, inputs: dict, device: str | None = None, progress=None) -> dict:
     """{output name: Tensor on `device`} for `inputs` ({input name: Tensor, numpy array, list,
     bytes or array.array}). device: "CUDA" or "PTXSIM" for a ptx bundle (default CUDA where
-    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle."""
+    there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle. Outputs have the shapes and
+    dtypes of `outputs`. `progress(info)` is called before each kernel (and on PTXSIM as its
+    blocks run) with kernel i of n and an estimate of the seconds left; returning False stops
+    the run (StoppedError); see export/progress.py.
+
+    Raises KernelgenError for inputs that are not a dict, unknown or missing names, or values
+    of an unsupported type; DTypeError / ShapeError for an input of another dtype or shape;
+    DeviceError for a device the bundle's format does not run on."""
     device = Device.canonical(device or self._default_device())
     runtime, handles, kernels = self._prepare(device)
-    for spec, data in zip(self.manifest["inputs"], _input_bytes(self.manifest["inputs"], inputs)):
+    specs = self.manifest["inputs"]
+    values = _dim_values(self.manifest.get("dims", []), specs, inputs)
+    for spec, data in zip(specs, _input_bytes(specs, inputs, values)):
       runtime.copyin(handles[self._storage(spec)], data)
-    for kernel, binding_handles in kernels:
-      runtime.run(kernel, binding_handles, {})
-    return {spec["name"]: self._output(runtime, device, handles, spec)
+    report = RunProgress(progress, [k for k, _ in kernels]) if progress is not None else None
+    for i, (kernel, binding_handles) in enumerate(kernels):
+      if report is not None:
+        report.kernel(i)
+      runtime.run(kernel, binding_handles, values, **({"progress": report.blocks}
+                                                       if report and device == "PTXSIM" else {}))
+    return {spec["name"]: self._output(runtime, device, handles, spec, values)
             for spec in self.manifest["outputs"]}
 
   def _default_device(self) -> str:
@@ -148,23 +195,72 @@ class Bundle:
                              b["access"], b["nbytes"]) for b in entry["bindings"])
     target = self.manifest["target"]
     launch = Launch(target, source, entry["entry_point"], bindings,
-                    tuple(entry["workgroup_size"]), tuple(entry["dispatch"]), (),
+                    tuple(entry["workgroup_size"]), tuple(entry["dispatch"]),
+                    tuple(tuple(u) for u in entry.get("uniforms", ())),
                     tuple(entry["features"]))
     return CompiledKernel(entry["name"], target, source, tuple(entry["global_size"]),
                           tuple(entry["local_size"]), (), launch)
 
-  def _output(self, runtime, device: str, handles: list, spec: dict):
+  def _output(self, runtime, device: str, handles: list, spec: dict, values: dict):
     entry = self.manifest["buffers"][spec["buffer"]]
     data = bytes(runtime.copyout(handles[entry["storage"]]))[:entry["nbytes"]]
-    buffer = lazy.Buffer(device, dtypes.from_name(spec["dtype"]), entry["size"], data)
-    return Tensor(lazy.LazyOp.from_buffer(buffer, tuple(spec["shape"])))
+    dtype, shape = dtypes.from_name(spec["dtype"]), tuple(spec["shape"])
+    if "symbolic_shape" in spec:     # the values of the bound sizes, out of the padded layout
+      logical = _concrete(spec["symbolic_shape"], values)
+      data, shape = compact(data, shape, logical, dtype.itemsize), logical
+    buffer = lazy.Buffer(device, dtype, prod(shape), data)
+    return Tensor(lazy.LazyOp.from_buffer(buffer, shape))
 
 
 def _public(entry: dict) -> dict:
   return {"name": entry["name"], "shape": list(entry["shape"]), "dtype": entry["dtype"]}
 
 
-def _input_bytes(specs: list[dict], inputs: dict) -> list[bytes]:
+def _concrete(symbolic_shape: list, values: dict) -> tuple:
+  """A manifest's symbolic shape at the run's dim values."""
+  return tuple(s["const"] + sum(c * values[n] for n, c in s["terms"]) if isinstance(s, dict)
+               else s for s in symbolic_shape)
+
+
+def _dim_values(dims: list[dict], specs: list[dict], inputs: dict) -> dict:
+  """{dim: value} from the inputs whose only symbolic size is that dim (the manifest's dims);
+  ShapeError outside a dim's range or where two inputs disagree."""
+  values: dict = {}
+  if not dims or not isinstance(inputs, dict):
+    return values
+  ranges = {d["name"]: (d["lo"], d["hi"]) for d in dims}
+  for spec in specs:
+    sym = spec.get("symbolic_shape")
+    value = inputs.get(spec["name"])
+    if sym is None or value is None:
+      continue
+    at = [a for a, s in enumerate(sym) if isinstance(s, dict)]
+    if len(at) != 1 or len(sym[at[0]]["terms"]) != 1 or sym[at[0]]["const"]:
+      continue
+    name = sym[at[0]]["terms"][0][0]
+    shape = tuple(value.shape) if hasattr(value, "shape") else None
+    got = shape[at[0]] if shape is not None and len(shape) == len(sym) else None
+    if got is None:
+      raise ShapeError(f"input {spec['name']!r} has a symbolic size ({name}): pass a Tensor or "
+                       f"numpy array of shape {_shape_text(sym)}")
+    lo, hi = ranges[name]
+    if not lo <= got <= hi:
+      raise ShapeError(f"input {spec['name']!r} gives {name} = {got}, outside the bundle's range "
+                       f"{lo}..{hi}")
+    if values.setdefault(name, got) != got:
+      raise ShapeError(f"input {spec['name']!r} gives {name} = {got}, another input gave "
+                       f"{values[name]}")
+  return values
+
+
+def _shape_text(sym: list) -> str:
+  parts = [" + ".join(n if c == 1 else f"{c}*{n}" for n, c in s["terms"]) +
+           (f" + {s['const']}" if s["const"] else "") if isinstance(s, dict) else str(s)
+           for s in sym]
+  return "(" + ", ".join(parts) + ")"
+
+
+def _input_bytes(specs: list[dict], inputs: dict, values: dict | None = None) -> list[bytes]:
   """The bytes of each input in `specs` order; typed errors for wrong names, shapes, dtypes."""
   if not isinstance(inputs, dict):
     raise KernelgenError(f"run() takes a dict of inputs by name ({_names(specs)}), got "
@@ -178,15 +274,20 @@ def _input_bytes(specs: list[dict], inputs: dict) -> list[bytes]:
   if missing:
     raise KernelgenError(f"missing input(s) {', '.join(map(repr, missing))}: this bundle's "
                          f"inputs are {_names(specs)}")
-  return [_one_input(spec, inputs[spec["name"]]) for spec in specs]
+  return [_one_input(spec, inputs[spec["name"]], values or {}) for spec in specs]
 
 
 def _names(specs: list[dict]) -> str:
   return ", ".join(f"{s['name']} ({s['dtype']}{s['shape']})" for s in specs) or "none"
 
 
-def _one_input(spec: dict, value) -> bytes:
+def _one_input(spec: dict, value, values: dict) -> bytes:
   name, dtype, shape = spec["name"], dtypes.from_name(spec["dtype"]), tuple(spec["shape"])
+  if "symbolic_shape" in spec:      # the values at the front of each symbolic axis (padded)
+    logical = _concrete(spec["symbolic_shape"], values)
+    plain = {k: v for k, v in spec.items() if k != "symbolic_shape"}
+    raw = _one_input({**plain, "shape": list(logical)}, value, values)
+    return padded(raw, logical, shape, dtype.itemsize)
   if isinstance(value, list):
     value = Tensor(value, dtype=dtype, device="PYTHON")
   if isinstance(value, Tensor) or hasattr(value, "__array_interface__"):

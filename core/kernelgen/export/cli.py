@@ -2,17 +2,30 @@
 
 A program names its result `out` (or `--output NAME`): a Tensor, a list, or a dict name -> Tensor;
 its inputs are its `Tensor.empty(..., name=)` tensors. An ONNX model is read with kg.onnx.load;
-its graph inputs become named inputs (symbolic dimensions are 1 unless --input-shape gives them).
+its graph inputs become named inputs (symbolic dimensions are 1 unless --input-shape gives them:
+a note on stderr names each one fixed; an --input-shape name the model lacks is an InputError).
+
+The output language is `--target wgsl | ptx`, as for `render`; `--format webgpu | ptx` is the
+older spelling and still works (webgpu is the same as wgsl).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from ..errors import KernelgenError, UnsupportedError
 from ..tensor.names import name_inputs
-from ..tensor.tensor import Tensor
 from .bundle import export
+from .inputs import model_feeds
+
+
+class UsageError(KernelgenError):
+  """Options of the command that do not fit together (not a failure of the program)."""
+
+
+# --target / --format values -> kg.export's bundle format
+BUNDLE_FORMATS = {"wgsl": "webgpu", "webgpu": "webgpu", "ptx": "ptx"}
 
 EXAMPLE = """example:
   $ cat prog.py
@@ -21,7 +34,7 @@ EXAMPLE = """example:
   w = kg.Tensor.randn(64, 10, seed=0).realize()
   out = {"y": (x @ w).softmax(axis=-1)}
   $ python -m kernelgen export prog.py --out bundle/
-  $ python -m kernelgen export prog.py --out ptx/ --format ptx --arch sm_80
+  $ python -m kernelgen export prog.py --out ptx/ --target ptx --arch sm_80
 
 webgpu: bundle/model.js (import { load } from './bundle/model.js'), one .wgsl per kernel,
 weights.safetensors, manifest.json. ptx: one .ptx per kernel, weights, manifest.json; run it
@@ -35,21 +48,27 @@ def add_parser(sub) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
   cmd.add_argument("program", help="a Python file that builds tensors, or an .onnx model")
   cmd.add_argument("--out", required=True, help="the directory to write the bundle into")
-  cmd.add_argument("--format", choices=["webgpu", "ptx"], default="webgpu")
-  cmd.add_argument("--arch", default=None, help="PTX arch for --format ptx (default sm_80)")
+  cmd.add_argument("--target", "--format", dest="target", choices=["wgsl", "ptx", "webgpu"],
+                   default="wgsl", help="the output language: wgsl (a WebGPU bundle with "
+                   "model.js) or ptx; --format webgpu|ptx is the older spelling")
+  cmd.add_argument("--arch", default=None, help="PTX arch for --target ptx (default sm_80)")
   cmd.add_argument("--output", default="out", help="the program's variable holding the result")
   cmd.add_argument("--input-shape", action="append", default=[], metavar="NAME=D0xD1...",
                    help="an ONNX input's shape (for symbolic dimensions), e.g. x=1x3x224x224")
 
 
 def export_command(args) -> int:
-  if args.arch is not None and args.format != "ptx":
-    raise KernelgenError("--arch is for --format ptx: a webgpu bundle has no arch")
+  fmt = BUNDLE_FORMATS[args.target]
+  if args.arch is not None and fmt != "ptx":
+    raise UsageError("--arch is for --target ptx: a WebGPU (wgsl) bundle has no arch")
   if args.program.lower().endswith(".onnx"):
     outputs = onnx_outputs(args.program, parse_shapes(args.input_shape))
   else:
+    if args.input_shape:
+      raise UsageError("--input-shape is for ONNX models; a program's inputs have their "
+                           "shapes already (Tensor.empty(..., name=))")
     outputs = program_outputs(args.program, args.output)
-  bundle = export(outputs, args.out, format=args.format, arch=args.arch)
+  bundle = export(outputs, args.out, format=fmt, arch=args.arch)
   for name in sorted(os.listdir(args.out)):
     print(os.path.join(args.out, name))
   memory = bundle.manifest["memory"]
@@ -75,7 +94,7 @@ def program_outputs(path: str, name: str):
   """The value PROGRAM.py assigns to `name`: a Tensor, list/tuple or dict of Tensors."""
   namespace = run_program(path)
   if name not in namespace:
-    raise KernelgenError(f"{path} does not define `{name}`: assign the result (a Tensor or a "
+    raise KernelgenError(f"the program does not define `{name}`: assign the result (a Tensor or a "
                          f"dict name -> Tensor) to it, or pass --output NAME")
   return namespace[name]
 
@@ -84,11 +103,13 @@ def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:
   shapes = {}
   for item in items:
     name, _, dims = item.partition("=")
+    if not name or not dims:
+      raise UsageError(f"--input-shape {item!r}: write NAME=D0xD1..., e.g. x=1x3x224x224")
     try:
       shapes[name] = tuple(int(d) for d in dims.lower().split("x"))
     except ValueError:
-      raise KernelgenError(f"--input-shape {item!r}: write NAME=D0xD1..., e.g. "
-                           f"x=1x3x224x224") from None
+      raise UsageError(f"--input-shape {item!r}: write NAME=D0xD1..., e.g. "
+                       f"x=1x3x224x224") from None
   return shapes
 
 
@@ -102,10 +123,7 @@ def onnx_outputs(path: str, shapes: dict) -> dict:
     raise UnsupportedError("this kernelgen cannot read ONNX models yet (kg.onnx is not "
                            "installed): export a Python program instead") from None
   model = load(path)
-  feeds = {}
-  for name in model.input_names:
-    declared = shapes.get(name) or tuple(d if isinstance(d, int) and d > 0 else 1
-                                         for d in model.input_shapes.get(name) or ())
-    dtype = model.input_dtypes.get(name) or "float32"
-    feeds[name] = Tensor.empty(*declared, dtype=dtype, device="PYTHON", name=name)
+  feeds, notes = model_feeds(model, shapes)
+  for note in notes:
+    print(f"note: {note}", file=sys.stderr)
   return model.run(feeds, device="PYTHON")

@@ -11,6 +11,11 @@
 // `load({ device, timings: true })` also times each kernel on the GPU (timestamp queries, where
 // the device has 'timestamp-query'): after each run, model.timings is [{name, ms}].
 //
+// Symbolic sizes (kg.Dim): manifest.dims lists each dim with its range; an input whose shape has
+// one (its symbolic_shape) takes any length in range, which gives the dim's value; the kernels
+// take the values as uniforms and the outputs come back at the bound sizes. A length out of range
+// is an Error naming the dim and its range.
+//
 // Buffers, pipelines and bind groups are made once, in load(); run() writes the inputs,
 // dispatches every kernel in one compute pass, and reads the outputs back. Intermediate buffers
 // share storage as the manifest plans it. Every failure is an Error saying what to do.
@@ -26,6 +31,28 @@ function fail(message) {
 }
 
 const roundUp4 = (n) => Math.max(4, Math.ceil(n / 4) * 4);
+const uniformSlot = (kernel) => Math.max(-1, ...kernel.bindings.map((b) => b.slot)) + 1;
+// a symbolic_shape entry (an int, or {terms: [[dim, coefficient]], const}) at the dims' values
+const sizeOf = (s, values) => (typeof s === 'number' ? s
+  : s.terms.reduce((acc, [name, c]) => acc + c * values[name], s.const));
+
+// `data` (row-major, logical `shape`) at the front of each axis of `phys`, or back (`back`)
+function relayout(data, shape, phys, back) {
+  const out = new data.constructor(count(back ? shape : phys));
+  const copy = (src, dst, axis, si, di) => {
+    const inner = count(shape.slice(axis + 1));
+    const pinner = count(phys.slice(axis + 1));
+    if (axis === shape.length - 1 || shape.slice(axis + 1).every((n, k) => n === phys[axis + 1 + k])) {
+      const n = shape[axis] * inner;
+      if (back) out.set(src.subarray(di, di + n), si);
+      else out.set(src.subarray(si, si + n), di);
+      return;
+    }
+    for (let i = 0; i < shape[axis]; i++) copy(src, dst, axis + 1, si + i * inner, di + i * pinner);
+  };
+  if (shape.length) copy(data, out, 0, 0, 0);
+  return out;
+}
 const count = (shape) => shape.reduce((a, b) => a * b, 1);
 const describe = (specs) => specs.map((s) => `${s.name} (${s.dtype} [${s.shape}])`).join(', ');
 
@@ -146,12 +173,15 @@ async function pipeline(device, kernel, source) {
       `${errors.map((m) => `line ${m.lineNum}: ${m.message}`).join('; ')} ` +
       '(a kernelgen bug: report it with the bundle)');
   }
-  const layout = device.createBindGroupLayout({
-    entries: kernel.bindings.map((b) => ({
-      binding: b.slot, visibility: GPUShaderStage.COMPUTE,
-      buffer: { type: b.access === 'read' ? 'read-only-storage' : 'storage' },
-    })),
-  });
+  const entries = kernel.bindings.map((b) => ({
+    binding: b.slot, visibility: GPUShaderStage.COMPUTE,
+    buffer: { type: b.access === 'read' ? 'read-only-storage' : 'storage' },
+  }));
+  if (kernel.uniforms?.length) {     // the symbolic sizes' values, one i32 each
+    entries.push({ binding: uniformSlot(kernel), visibility: GPUShaderStage.COMPUTE,
+      buffer: { type: 'uniform' } });
+  }
+  const layout = device.createBindGroupLayout({ entries });
   try {
     const made = await device.createComputePipelineAsync({
       layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }),
@@ -208,6 +238,7 @@ class Model {
     this.destroyed = false;
     this.pending = Promise.resolve();
     this.timings = [];
+    this.uniforms = [];
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
     device.lost.then((info) => { this.lost = info.message || info.reason || 'unknown reason'; });
@@ -231,14 +262,52 @@ class Model {
     }
     const made = await Promise.all(this.manifest.kernels.map((k, i) => pipeline(this.device, k,
       sources[i])));
-    this.steps = made.map(({ pipeline: p, layout }, i) => ({
-      pipeline: p, dispatch: this.manifest.kernels[i].dispatch,
-      group: this.device.createBindGroup({
-        layout, entries: this.manifest.kernels[i].bindings.map((b) => ({
-          binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
-        })),
-      }),
-    }));
+    this.steps = made.map(({ pipeline: p, layout }, i) => {
+      const kernel = this.manifest.kernels[i];
+      const entries = kernel.bindings.map((b) => ({
+        binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
+      }));
+      const names = (kernel.uniforms || []).map(([name]) => name);
+      const uniform = names.length ? this.device.createBuffer({
+        size: Math.ceil(4 * names.length / 16) * 16,
+        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, label: `${kernel.name} dims`,
+      }) : null;
+      if (uniform) entries.push({ binding: uniformSlot(kernel), resource: { buffer: uniform } });
+      this.uniforms.push(uniform);
+      return { pipeline: p, dispatch: kernel.dispatch, names, uniform,
+        group: this.device.createBindGroup({ layout, entries }) };
+    });
+  }
+
+  // {dim: value} from the inputs' lengths (an input whose only symbolic size is a dim)
+  dimValues(inputs) {
+    const values = {};
+    const dims = Object.fromEntries((this.manifest.dims || []).map((d) => [d.name, d]));
+    for (const spec of this.manifest.inputs) {
+      const sym = spec.symbolic_shape;
+      const at = sym ? sym.findIndex((s) => typeof s !== 'number') : -1;
+      if (at < 0) continue;
+      const { terms, const: c } = sym[at];
+      if (terms.length !== 1 || terms[0][1] !== 1 || c) continue;
+      const name = terms[0][0];
+      const rest = count(sym.filter((s, k) => k !== at));
+      const value = inputs[spec.name]?.length / rest;
+      const { lo, hi } = dims[name];
+      if (!Number.isInteger(value) || value < lo || value > hi) {
+        fail(`input "${spec.name}" has ${inputs[spec.name]?.length} elements: it takes ${name} ` +
+          `x ${rest} with ${name} in ${lo}..${hi} (${spec.dtype} [${this.shapeText(sym)}])`);
+      }
+      if (name in values && values[name] !== value) {
+        fail(`input "${spec.name}" gives ${name} = ${value}, another input gave ${values[name]}`);
+      }
+      values[name] = value;
+    }
+    return values;
+  }
+
+  shapeText(sym) {
+    return sym.map((s) => (typeof s === 'number' ? s : s.terms.map(([n, c]) => (c === 1 ? n
+      : `${c}*${n}`)).join(' + ') + (s.const ? ` + ${s.const}` : ''))).join(',');
   }
 
   // Outputs for `inputs` ({name: typed array}); runs one at a time, in call order.
@@ -273,7 +342,7 @@ class Model {
         fail(`input "${spec.name}" is ${value?.constructor?.name || typeof value}; ` +
           `this model takes ${spec.dtype}: pass a ${want.name}`);
       }
-      if (value.length !== count(spec.shape)) {
+      if (!spec.symbolic_shape && value.length !== count(spec.shape)) {
         fail(`input "${spec.name}" has ${value.length} elements; this model takes ` +
           `${count(spec.shape)} (${spec.dtype} [${spec.shape}])`);
       }
@@ -283,9 +352,15 @@ class Model {
   async runNow(inputs) {
     this.usable();
     this.checkInputs(inputs);
+    const values = this.dimValues(inputs);
     const device = this.device;
     for (const spec of this.manifest.inputs) {
-      write(device, this.storage[this.buffer(spec).storage], inputs[spec.name]);
+      const data = spec.symbolic_shape ? relayout(inputs[spec.name],
+        spec.symbolic_shape.map((s) => sizeOf(s, values)), spec.shape, false) : inputs[spec.name];
+      write(device, this.storage[this.buffer(spec).storage], data);
+    }
+    for (const step of this.steps) {
+      if (step.uniform) write(device, step.uniform, new Int32Array(step.names.map((n) => values[n])));
     }
     device.pushErrorScope('validation');
     const encoder = device.createCommandEncoder();
@@ -317,7 +392,9 @@ class Model {
     const out = {};
     this.manifest.outputs.forEach((o, i) => {
       const bytes = this.readback[i].getMappedRange().slice(0, this.buffer(o).nbytes);
-      out[o.name] = new ARRAYS[o.dtype](bytes);
+      const array = new ARRAYS[o.dtype](bytes);
+      out[o.name] = o.symbolic_shape ? relayout(array, o.symbolic_shape.map((s) => sizeOf(s,
+        values)), o.shape, true) : array;
       this.readback[i].unmap();
     });
     return out;
@@ -327,7 +404,8 @@ class Model {
   destroy() {
     if (this.destroyed) return;
     this.destroyed = true;
-    [...this.storage, ...this.readback].forEach((b) => b.destroy());
+    [...this.storage, ...this.readback, ...this.uniforms.filter(Boolean)]
+      .forEach((b) => b.destroy());
     this.timer?.destroy();
     if (this.ownDevice) this.device.destroy();
   }

@@ -95,8 +95,9 @@ def _kernel(k, at: str, buffers: list, storage: list, where: str) -> None:
     _list(k, key, where, at)
   if not all(isinstance(f, str) for f in k["features"]):
     _fail(where, at + "features", k["features"], "a list of feature names")
-  if k["uniforms"]:
-    _fail(where, at + "uniforms", k["uniforms"], "[] (a bundle kernel takes no uniforms)")
+  for i, u in enumerate(k["uniforms"]):   # symbolic sizes: [dim name, "int32"]
+    if not (isinstance(u, list) and len(u) == 2 and all(isinstance(v, str) for v in u)):
+      _fail(where, f"{at}uniforms[{i}]", u, "a [name, dtype] pair of strings")
   slots = set()
   for i, b in enumerate(_list(k, "bindings", where, at)):
     slots.add(_binding(b, f"{at}bindings[{i}].", buffers, storage, where))

@@ -8,7 +8,7 @@ buffers: slot 0 is the kernel's own output, slot i its input `item.inputs[i - 1]
   - an output: a tensor the caller named in `outputs`;
   - an intermediate: what one kernel writes for later kernels; these share storage
     (memory.py).
-The manifest (`Plan.manifest`) is JSON: see export/README.md for its fields.
+The manifest (`BundlePlan.manifest`) is JSON: see export/README.md for its fields.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from ..compiler import compile_plan
 from ..errors import KernelgenError, ShapeError, UnsupportedError
+from ..graph.dims import Sym
 from ..tensor.tensor import Tensor
 from .memory import Interval, assign
 
@@ -24,7 +25,8 @@ ALIGN = 16   # storage sizes are rounded up to this (WebGPU copies need 4; vec4 
 
 
 @dataclass
-class Plan:
+class BundlePlan:
+  """What a bundle's files hold: its manifest, its kernel sources and its weights."""
   manifest: dict                               # manifest.json's contents
   sources: dict[str, str]                      # file name -> kernel source
   weights: dict[str, tuple[str, tuple, bytes]] = field(default_factory=dict)  # safetensors
@@ -68,20 +70,54 @@ def _describe(node, key: int) -> dict:
   dtype, size = node.dtype, node.size
   if node.realized:
     buf = node.buffer
-    kind, name = ("input", buf.name) if buf.is_input else ("weight", None)
+    kind = "input" if buf.is_input else "weight"
+    name = buf.name if buf.is_input else (buf.name or buf.label)
     dtype, size = buf.dtype, buf.size
   else:
     kind, name = "intermediate", None
   return {"id": key, "kind": kind, "name": name, "dtype": dtype.name, "size": size,
           "shape": list(node.shape), "nbytes": size * dtype.itemsize,
-          "alloc": _rounded(size * dtype.itemsize), "written_by": [], "read_by": []}
+          "alloc": _rounded(size * dtype.itemsize), "written_by": [], "read_by": [],
+          **_symbolic(node)}
+
+
+def _symbolic(node) -> dict:
+  """{"symbolic_shape": [...]} of a node with symbolic sizes (each an int, or {"terms": [[dim,
+  coefficient], ...], "const": c}: the value under the run's dims), else {}."""
+  if node.sym is None:
+    return {}
+  return {"symbolic_shape": [{"terms": [list(t) for t in s.terms], "const": s.const}
+                             if isinstance(s, Sym) else s for s in node.sym]}
+
+
+def _dims(pairs, entries: list[dict]) -> list[dict]:
+  """[{name, lo, hi}] of every dim the kernels read; each must be the size of some input's
+  axis (its only symbolic one, a plain dim), so run() can tell its value from that input."""
+  dims = {}
+  for _, compiled in pairs:
+    for v in compiled.kernel.vars if compiled.kernel is not None else ():
+      name, lo, hi = v.arg
+      dims[name] = {"name": name, "lo": lo, "hi": hi}
+  given = set()
+  for e in entries:
+    syms = [s for s in e.get("symbolic_shape", ()) if isinstance(s, dict)]
+    if e["kind"] == "input" and len(syms) == 1 and len(syms[0]["terms"]) == 1 and \
+       syms[0]["terms"][0][1] == 1 and not syms[0]["const"]:
+      given.add(syms[0]["terms"][0][0])
+  missing = sorted(set(dims) - given)
+  if missing:
+    raise UnsupportedError(f"the kernels read the symbolic size(s) {', '.join(missing)}, which "
+                           f"no input has as its size: a bundle takes each dim's value from an "
+                           f"input's length, so give some input (Tensor.empty(..., name=)) that "
+                           f"size as its only symbolic axis")
+  return sorted(dims.values(), key=lambda d: d["name"])
 
 
 def _rounded(nbytes: int) -> int:
   return max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
 
 
-def make_plan(outputs, target: str, options: dict, file_suffix: str) -> Plan:
+def make_plan(outputs, target: str, options: dict, file_suffix: str) -> BundlePlan:
   """Compile `outputs` (named_outputs) for `target` and describe the bundle."""
   outputs = named_outputs(outputs)
   pairs = compile_plan([t.node for t in outputs.values()], target, dict(options))
@@ -99,20 +135,16 @@ def make_plan(outputs, target: str, options: dict, file_suffix: str) -> Plan:
   storage = _storage(table.entries, len(kernels))
   features = sorted({f for k in kernels for f in k["features"]})
   manifest = {"format": FORMAT, "target": target, "options": _plain(options),
-              "features": features,
+              "features": features, "dims": _dims(pairs, table.entries),
               "inputs": _io(table.entries, "input"), "outputs": manifest_outputs,
               "weights": _io(table.entries, "weight"), "buffers": table.entries,
               "storage": storage, "memory": _memory(table.entries, storage),
               "kernels": kernels}
-  return Plan(manifest, sources, weights)
+  return BundlePlan(manifest, sources, weights)
 
 
 def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> dict:
   launch = compiled.launch
-  if launch.uniforms:
-    raise UnsupportedError(f"kernel {compiled.name} takes scalar arguments "
-                           f"({', '.join(n for n, _ in launch.uniforms)}), which a bundle cannot "
-                           f"supply yet: export a program without symbolic sizes")
   bindings = []
   for b in launch.bindings:
     key = table.of(slots[b.slot])
@@ -155,13 +187,15 @@ def _outputs(outputs: dict, table: _Buffers) -> list[dict]:
     if entry["kind"] == "intermediate":
       entry["kind"], entry["name"] = "output", name
     entry["shape"] = list(tensor.shape)
+    entry.update(_symbolic(tensor.node))
     out.append({"name": name, "shape": list(tensor.shape), "dtype": tensor.dtype.name,
-                "buffer": key})
+                "buffer": key, **_symbolic(tensor.node)})
   return out
 
 
 def _name_buffers(entries: list[dict]) -> None:
-  """Weights get `w0`, `w1`, ... (their safetensors keys); inputs must have distinct names."""
+  """Weights get their buffers' names or `w0`, `w1`, ... (their safetensors keys); inputs must
+  have distinct names."""
   seen: dict[str, int] = {}
   for entry in entries:
     if entry["kind"] == "input":
@@ -173,8 +207,27 @@ def _name_buffers(entries: list[dict]) -> None:
         raise KernelgenError(f"two different inputs are named {entry['name']!r}: give each "
                              f"Tensor.empty(..., name=) its own name")
       seen[entry["name"]] = entry["id"]
-  for i, entry in enumerate(e for e in entries if e["kind"] == "weight"):
-    entry["name"] = f"w{i}"
+  _name_weights([e for e in entries if e["kind"] == "weight"])
+
+
+def _name_weights(weights: list[dict]) -> None:
+  """A weight keeps its buffer's name (the program's variable, where the CLI or the page named
+  it: `w = Tensor.randn(...).realize()` is `w`); the others, and a name taken twice, get `w0`,
+  `w1`, ... by position (never a name another weight has)."""
+  taken = {e["name"] for e in weights if e["name"] is not None}
+  counts: dict[str, int] = {}
+  for entry in weights:
+    counts[entry["name"]] = counts.get(entry["name"], 0) + 1
+  used: set[str] = set()
+  for i, entry in enumerate(weights):
+    name = entry["name"]
+    if name is None or counts[name] > 1 or name in used:
+      name, n = f"w{i}", i
+      while name in taken or name in used:
+        n += len(weights)
+        name = f"w{n}"
+    entry["name"] = name
+    used.add(name)
 
 
 def _weights(table: _Buffers) -> dict:
@@ -210,8 +263,9 @@ def _memory(entries: list[dict], storage: list[dict]) -> dict:
 
 
 def _io(entries: list[dict], kind: str) -> list[dict]:
-  return [{"name": e["name"], "shape": e["shape"], "dtype": e["dtype"], "buffer": e["id"]}
-          for e in entries if e["kind"] == kind]
+  keep = ("symbolic_shape",)
+  return [{"name": e["name"], "shape": e["shape"], "dtype": e["dtype"], "buffer": e["id"],
+           **{k: e[k] for k in keep if k in e}} for e in entries if e["kind"] == kind]
 
 
 def _plain(options: dict) -> dict:

@@ -13,7 +13,12 @@ from .. import limits
 from ..dtype import DType
 from ..errors import LimitError
 from ..uop.ops import Ops
+from .dims import Sym, merge_sym, describe_sym, move_sym
 from .view import View, prod
+
+
+# whether any graph has made an L.VAR node (realize.py walks for their values only then)
+vars_made = False
 
 
 class L(Enum):
@@ -31,9 +36,17 @@ class L(Enum):
   SORTNET = auto()  # steps of a sorting network on blocks of (key, index) word pairs, each
                     # block in workgroup memory: arg = (block, steps); always its own kernel
                     # (lowering/sortnet.py)
-  ATTENTION = auto()  # src (q, k, v[, mask]) broadcast to this node's batch axes, arg = (scale,
-                      # causal): softmax(q k^T scale + mask) v, always its own kernel, one pass
-                      # over the keys per query row (lowering/attention.py)
+  ATTENTION = auto()  # src (q, k, v[, mask][, keys]) broadcast to this node's batch axes, arg =
+                      # (scale, causal[, "keys"]): softmax(q k^T scale + mask) v, always its own
+                      # kernel, one pass over the keys per query row (lowering/attention.py);
+                      # with "keys", the last src (an int32 scalar, a run-time value) is how
+                      # many keys there are (a symbolic key length: the loop stops there)
+  WRITE = auto()    # an in-place write: src (target, value, start, stop), arg = axis: the
+                    # realized target's buffer with value written along axis at positions
+                    # start..stop-1 (int32 scalar nodes: run-time values); its kernel writes
+                    # only value's elements, into the target's own buffer (lower.write_stores)
+  VAR = auto()      # a symbolic dim's bound value, an int32 scalar (shape ()) that kernels take
+                    # as a run-time argument; arg = (name, lo, hi); `bound` holds the value
 
 
 class Buffer:
@@ -45,6 +58,7 @@ class Buffer:
                name: str | None = None):
     self.device, self.dtype, self.size, self.name = device, dtype, size, name
     self.is_input = False   # made by Tensor.empty: a program input the caller fills (kg.export)
+    self.label = None       # the program's variable holding it (names_inputs): a weight's key
     self._handle = None
     self._host = bytes(data) if data is not None else None
 
@@ -99,17 +113,44 @@ class Buffer:
 
 
 class LazyOp:
-  __slots__ = ("op", "dtype", "shape", "src", "arg", "buffer", "device", "__weakref__")
+  """One node. `shape` is physical (ints: what buffers and kernels hold); `sym` is the logical
+  shape where some axis is symbolic (graph/dims.py: the axis holds sym[a].hi elements, the first
+  sym[a] of them values), else None. Elementwise nodes take theirs from their sources; other ops
+  are given it (`sym=`) or infer it from the movement (chain_view)."""
+  __slots__ = ("op", "dtype", "shape", "src", "arg", "buffer", "device", "sym", "bound",
+               "__weakref__")
 
   def __init__(self, op: L, dtype: DType, shape: tuple, src: tuple = (), arg=None,
-               device: str | None = None, buffer: Buffer | None = None):
+               device: str | None = None, buffer: Buffer | None = None, sym: tuple | None = None,
+               bound: int | None = None):
     self.op, self.dtype, self.shape, self.src, self.arg = op, dtype, tuple(shape), tuple(src), arg
     self.buffer = buffer
     self.device = device if device is not None else (src[0].device if src else None)
+    # L.VAR: the value its dim is bound to in this graph; L.REDUCE over symbolic axes: ((axis,
+    # int32 scalar node of its logical length), ...): the elements past it are the identity
+    # (masked), so the lowering may stop its loops there (Lowerer.limit)
+    self.bound = bound
+    if op is L.VAR:
+      global vars_made
+      vars_made = True
+    if sym is None and op in _ELEMENTWISE and any(s.sym is not None for s in self.src):
+      sym = merge_sym(self.shape, [s.sym for s in self.src])
+    elif sym is None and op is L.GATHER and any(s.sym is not None for s in self.src):
+      sym = _gather_sym(self)
+    elif sym is None and op in _CHECKED and any(s.sym is not None for s in self.src):
+      from ..errors import UnsupportedError
+      raise UnsupportedError(f"{op.name.lower()} of a tensor with a symbolic axis "
+                             f"({describe_sym(self.src[0].sym)}) is not supported yet")
+    self.sym = sym if sym is not None and any(isinstance(n, Sym) for n in sym) else None
 
   @property
   def size(self) -> int:
     return prod(self.shape)
+
+  @property
+  def logical(self) -> tuple:
+    """The logical shape (symbolic sizes as Sym; the physical shape when none is)."""
+    return self.sym if self.sym is not None else self.shape
 
   @property
   def realized(self) -> bool:
@@ -135,12 +176,34 @@ def base_view(node: LazyOp) -> tuple[LazyOp, View]:
   return node, View.contiguous(node.shape)
 
 
-def chain_view(node: LazyOp, move: str, *args) -> LazyOp:
-  """Apply a movement to `node`, merging it into the existing view where possible."""
+def chain_view(node: LazyOp, move: str, *args, sym: tuple | None = None) -> LazyOp:
+  """Apply a movement to `node`, merging it into the existing view where possible. `sym`: the
+  result's logical shape (graph/dims.py), else inferred from the movement."""
+  if sym is None and node.sym is not None:
+    sym = move_sym(node.sym, node.shape, move, args)
+  want = sym if sym is not None and any(isinstance(n, Sym) for n in sym) else None
   base, view = base_view(node)
   moved = getattr(view, move)(*args)
   if moved is None:
     base, moved = node, getattr(View.contiguous(node.shape), move)(*args)
   if moved.shape == base.shape and moved.is_contiguous():
-    return base
-  return LazyOp(L.VIEW, node.dtype, moved.shape, (base,), moved)
+    if base.sym == want:
+      return base
+    moved = View.contiguous(base.shape)
+  return LazyOp(L.VIEW, node.dtype, moved.shape, (base,), moved, sym=want or ())
+
+
+def _gather_sym(node: LazyOp) -> tuple:
+  """A gather's logical shape: the index's, and the table's on the other axes (the table's
+  gathered axis is read at the index: its padding is never asked for)."""
+  table, index = node.src
+  axis = node.arg
+  tsym = None
+  if table.sym is not None and len(table.shape) == len(node.shape):
+    tsym = tuple(n if a == axis else s for a, (s, n) in enumerate(zip(table.sym, node.shape)))
+  return merge_sym(node.shape, [index.sym, tsym])
+
+
+# ops whose logical shape is their sources' (merge_sym); ops that must be given one
+_ELEMENTWISE = frozenset({L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS})
+_CHECKED = frozenset({L.VIEW, L.SORTNET, L.REDUCE, L.ATTENTION, L.WRITE})

@@ -238,7 +238,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
   inputs, new, seen, nested, bad, again = [], [], set(), set(), set(), {}
   ctx = (root, False) if root.op is L.REDUCE else (row, False) if row is not None else None
   reads = min(_length(root), RECOMPUTE_READS + 1) if root.op is L.REDUCE else 1
-  stack = [(s, root.op not in (L.REDUCE, L.ATTENTION), ctx, False, reads) for s in root.src]
+  stack = [(s, root.op not in (L.REDUCE, L.ATTENTION, L.WRITE), ctx, False, reads)
+           for s in root.src]
   while stack:
     node, at_output, ctx, reread, reads = stack.pop()
     key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]), reread, reads)
@@ -266,7 +267,7 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
     if node.op is L.REDUCE and not fusable and _recomputable(node, boundary, reads):
       again[id(node)] = node
       fusable = True
-    if node.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION) and \
+    if node.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION, L.WRITE) and \
         not (node.op is L.REDUCE and fusable):
       boundary.add(id(node))
       new.append(node)
@@ -341,15 +342,24 @@ def _same_rows(node: LazyOp, red: LazyOp) -> bool:
   return node.arg[1] == red.arg[1] and node.src[0].shape == red.src[0].shape
 
 
+def _size_name(n) -> str:
+  """A size in a kernel name: an int, or a symbolic size by its expression (`n`, `posp1`)."""
+  if isinstance(n, int):
+    return str(n)
+  return str(n).replace(" ", "").replace("+", "p").replace("-", "m").replace("*", "x")
+
+
 def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:
-  dims = "_".join(map(str, node.shape)) or "1"
+  dims = "_".join(map(_size_name, node.logical)) or "1"
   if node.op is L.ATTENTION:
     return f"attn_{dims}"
+  if node.op is L.WRITE:
+    return f"write_{'_'.join(map(str, node.src[1].shape)) or '1'}"
   reduce = find_reduce(node, item_inputs)
   if reduce is None:
     return f"E_{dims}"
   src = reduce.src[0]
-  red = "_".join(str(src.shape[a]) for a in reduce.arg[1])
+  red = "_".join(_size_name(src.logical[a]) for a in reduce.arg[1])
   return f"r_{dims}__{red}"
 
 
@@ -428,7 +438,7 @@ def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
       return False
     best, best_key = None, None
     for node in _fused_nodes(item, boundary):
-      if node is item.out or node.op in (L.CONST, L.IOTA):
+      if node is item.out or node.op in (L.CONST, L.IOTA, L.VAR):
         continue
       own, _, _, _ = _walk_kernel(node, set(boundary), users, row_max)
       if len(own) + 1 > max_buffers:

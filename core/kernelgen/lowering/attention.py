@@ -163,8 +163,10 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   `opts.upcast` consecutive query rows, which share each key's k and v loads."""
   out = lw.item.out
   q, k, v = out.src[:3]
-  mask = out.src[3] if len(out.src) > 3 else None
-  scale, causal = out.arg
+  scale, causal = out.arg[:2]
+  limit = out.src[-1] if len(out.arg) > 2 else None     # a run-time number of keys
+  srcs = out.src[:-1] if limit is not None else out.src
+  mask = srcs[3] if len(srcs) > 3 else None
   lead, n_q, n_k = out.shape[:-2], q.shape[-2], k.shape[-2]
   e_dim, ev_dim = q.shape[-1], v.shape[-1]
   acc_dt = dtypes.float64 if out.dtype == dtypes.float64 else dtypes.float32
@@ -180,6 +182,9 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
     end = (rows[-1].i + int_const(1)).minimum(int_const(n_k))
   elif causal:
     end = int_const(1)
+  if limit is not None:               # a symbolic key length: the keys past it are padding
+    keys_n = lw.value(limit, (), None).minimum(int_const(n_k)).maximum(int_const(0))
+    end = keys_n if end is None else end.minimum(keys_n)
   rng, keys = _key_loop(lw, n_k, end, max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // per)))
   batch, neg_inf = tuple(batch), UOp.const(acc_dt, -math.inf)
   ks = [_row_values(lw, k, batch + (j,), e_dim, valid, acc_dt) for j, valid in keys]

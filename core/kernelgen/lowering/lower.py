@@ -36,6 +36,8 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
     stores = sortnet_stores(lw, opts.local)
   elif out.op is L.ATTENTION:  # fused attention: query rows per thread (attention.py)
     stores = attention_stores(lw, opts)
+  elif out.op is L.WRITE:      # an in-place write: value's elements into the target
+    stores = write_stores(lw, opts)
   elif item.rows:
     stores = row_stores(lw, opts)
   elif opts.group:
@@ -74,6 +76,30 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
     return vector_stores(stores, opts.upcast)
   return stores
+
+
+def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
+  """L.WRITE: a thread per element of the value, stored into the target (slot 0, its own
+  buffer) at the same indices but along the axis, shifted by the run-time start; a position
+  outside the target's axis writes nothing."""
+  out = lw.item.out
+  _, value, start, stop = out.src
+  axis, n = out.arg, value.size
+  groups = max(1, math.ceil(n / opts.local))
+  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
+  flat = linear_index([(gid, opts.local, groups)] + ([(lid, 1, opts.local)]
+                                                     if opts.local > 1 else []), 0)
+  gate = flat.lt(int_const(n)) if groups * opts.local > n else None
+  idxs = list(unravel([(flat, 1, n)], 0, value.shape))
+  at = idxs[axis] + lw.value(start, (), gate)
+  end = lw.value(stop, (), gate).minimum(int_const(out.shape[axis]))
+  inside = at.ge(int_const(0)) & at.lt(end)
+  idxs[axis] = at
+  strides = [math.prod(out.shape[a + 1:]) for a in range(len(out.shape))]
+  lin = linear_index([(u, s, 2) for u, s in zip(idxs, strides) if s], 0)
+  v = lw.value(value, tuple(unravel([(flat, 1, n)], 0, value.shape)), gate)
+  return [lw.params[0].store(lin, v, gate_and(gate, inside))]
 
 
 def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:

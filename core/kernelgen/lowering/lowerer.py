@@ -117,6 +117,11 @@ _UNSEEN = object()
 _OWN_INDICES = frozenset((L.CONST, L.IOTA, L.VIEW, L.REDUCE, L.GATHER))
 
 
+def var_uop(node: LazyOp) -> UOp:
+  """A symbolic dim's value (L.VAR): the kernel's int32 argument of that name and range."""
+  return UOp(Ops.VAR, I32, (), node.arg)
+
+
 def _view_axes(view: View, count: int) -> tuple | None:
   """The axes whose index a view's value depends on: those it moves through (View.terms) and
   those its mask bounds (View.valid); None when that is all `count` of them."""
@@ -209,6 +214,8 @@ class Lowerer:
       return self._load(node, linear_index([t for t in terms if t[1] and t[2] != 1], 0), gate)
     if node.op is L.CONST:
       return UOp.const(node.dtype, node.arg)
+    if node.op is L.VAR:
+      return var_uop(node)
     if node.op is L.IOTA:
       return idxs[0]
     if node.op is L.VIEW:
@@ -274,7 +281,7 @@ class Lowerer:
     else:
       ranges, points = [], [(list(idxs), None)]
       for a in axes:
-        loops, lanes = self._loop(src.shape[a])
+        loops, lanes = self._loop(src.shape[a], limit=self.limit(node, (a,)))
         ranges += loops
         points = [(p[:a] + [i] + p[a + 1:], gate_and(v, ok)) for p, v in points for i, ok in lanes]
       points = [(tuple(p), v) for p, v in points]
@@ -313,7 +320,10 @@ class Lowerer:
     step (vector loads), at least `unroll` steps per trip."""
     _, (a,) = node.arg
     src, vec = node.src[0], self.seq_vec
-    ranges, lanes = self._loop(src.shape[a] // vec, unroll=unroll)
+    limit = self.limit(node, (a,))
+    if limit is not None and vec > 1:
+      limit = (limit + int_const(vec - 1)) // int_const(vec)
+    ranges, lanes = self._loop(src.shape[a] // vec, unroll=unroll, limit=limit)
     points = []
     for index, valid in lanes:
       for k in range(vec):
@@ -382,11 +392,12 @@ class Lowerer:
     return [UOp(Ops.AFTER, acc.dtype, (acc, body[0])) for acc in accs]
 
   def _loop(self, n: int, step: int = 1, lane: UOp | None = None, total: int = 0,
-            unroll: int = 1, chunk: bool = False):
+            unroll: int = 1, chunk: bool = False, limit: UOp | None = None):
     """(ranges, [(index, valid)]) of a loop over range(n) (index*step + lane with a lane; with
     chunk, lane*run + index: each of the `step` lanes takes one run of consecutive indices),
     unrolled (at least `unroll` times) so that it runs at most MAX_TRIPS times; valid gates the
-    overshoot."""
+    overshoot. `limit` (a run-time int32 UOp): only indices below it matter, so the loop stops
+    once it has covered them (a symbolic length: Lowerer.limit)."""
     total = total or n
     while math.ceil(n / unroll) > MAX_TRIPS:
       unroll *= 2
@@ -394,6 +405,10 @@ class Lowerer:
                  f"unrolled to keep it under {MAX_TRIPS} trips")
     trips = math.ceil(n / unroll)
     rng = self._range(trips) if trips != 1 else int_const(0)
+    if limit is not None and trips != 1 and not chunk:
+      per = unroll * step
+      end = (limit + int_const(per - 1)) // int_const(per) if per > 1 else limit
+      rng = UOp(Ops.RANGE, I32, (end.minimum(int_const(trips)),), self._id())
     out, stride = [], 1 if chunk else step
     for u in range(unroll):
       terms = [(rng, unroll * stride, trips)] if trips != 1 else []
@@ -409,7 +424,8 @@ class Lowerer:
     op, axes = node.arg
     src = node.src[0]
     if id(node) not in self.loops:
-      self.loops[id(node)] = self._tile_loop([src.shape[a] for a in axes])
+      self.loops[id(node)] = self._tile_loop([src.shape[a] for a in axes],
+                                             self.limit(node, axes))
     ranges, lanes = self.loops[id(node)]
     points = []
     for where, valid in lanes:
@@ -419,14 +435,27 @@ class Lowerer:
       points.append((tuple(p), valid))
     return self._accumulate(op, src, points, idxs, gate, ranges)
 
-  def _tile_loop(self, shape: list) -> tuple[list, list]:
+  def limit(self, node: LazyOp, axes: tuple) -> UOp | None:
+    """How many of reduction `node`'s elements over `axes` (flattened, row-major) hold values,
+    as a run-time UOp, when the first of them is symbolic and the others are not (LazyOp.bound:
+    the rest are the identity, so a loop may stop there); else None."""
+    lengths = dict(node.bound or ())
+    if axes[0] not in lengths or any(a in lengths for a in axes[1:]):
+      return None
+    n = node.src[0].shape[axes[0]]
+    count = self.value(lengths[axes[0]], (), None).minimum(int_const(n)).maximum(int_const(0))
+    rest = prod(node.src[0].shape[a] for a in axes[1:])
+    return count * int_const(rest) if rest != 1 else count
+
+  def _tile_loop(self, shape: list, limit: UOp | None = None) -> tuple[list, list]:
     """(ranges, [(indices, valid)]) of a tiled reduction over `shape`: a loop over the leading
     axes (unrolled TILE_UNROLL times where that divides it and nothing else is unrolled), the
-    trailing axes that _inner_split picks unrolled completely in each step."""
+    trailing axes that _inner_split picks unrolled completely in each step; `limit` (Lowerer.
+    limit: how many elements hold values) stops the loop where nothing is unrolled."""
     k, total = _inner_split(shape, self.tile_inner), prod(shape)
     outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
     unroll = TILE_UNROLL if k == len(shape) and total % TILE_UNROLL == 0 else 1
-    ranges, lanes = self._loop(outer, unroll=unroll)
+    ranges, lanes = self._loop(outer, unroll=unroll, limit=limit if k == len(shape) else None)
     return ranges, [(unravel([(lin, 1, outer)], 0, shape[:k]) + [int_const(i) for i in at], valid)
                     for lin, valid in lanes for at in inner]
 
@@ -444,8 +473,11 @@ class Lowerer:
     vec = self.vec if total % (self.group * self.vec) == 0 else 1
     trips = math.ceil(total / (self.group * vec))
     unroll = self.unroll if trips % self.unroll == 0 else 1
+    limit = self.limit(node, axes)
+    if limit is not None and vec > 1:
+      limit = (limit + int_const(vec - 1)) // int_const(vec)
     ranges, lanes = self._loop(trips, self.group, self.lane, math.ceil(total / vec), unroll,
-                               self.chunk)
+                               self.chunk, limit)
     part = vector_accumulate(self, op, src, axes, lanes, idxs, gate, ranges, vec)
     if part is None:
       part = self._grouped_accumulate(op, src, axes, lanes, idxs, gate, ranges, vec)

@@ -3,11 +3,10 @@
 Heuristics, as data: each target's workgroup limits, the preferred workgroup sizes, and when
 to give one thread several outputs (upcast, or a register tile of two output axes for
 matmul-like reductions), and when to tile those through workgroup memory with a 2-D workgroup
-(wgtile.py: the PTX default; on WGSL, lavapipe measured it slower, see STAGE_DEFAULT).
+(wgtile.py: the PTX default; on WGSL, lavapipe measured it slower: Target.stage_default).
 `optimize(item, target, options)` returns the Opts the lowering uses; options may force them
 (`local=`, `upcast=`, `group=`, `tile=`, `stage=`). What differs between targets is read from
-their Target objects (render/target.py, render/wgsl/target.py, render/ptx/target.py). Timing
-candidates on a device instead is search.py's.
+the Target object passed in (render/target.py). Timing candidates on a device is search.py's.
 """
 from __future__ import annotations
 
@@ -28,112 +27,42 @@ from ..graph.schedule import ScheduleItem, find_reduce, kernel_reduces
 from ..graph.view import prod
 from ..rules.symbolic import simplify
 from ..render.target import Target
-from ..render.targets import get_target
-from ..render.wgsl.adapters import defaults as adapter_defaults
+
+# One sentence per constant; per-target facts are Target fields (render/target.py), and the
+# measurements behind both are the adapter table's notes (render/wgsl/adapters.py, MEASUREMENTS).
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
-# below this many outputs per thread group, a partial (gated) last workgroup is not worth it
+# below this many outputs, one workgroup of exactly that many threads (no gated last workgroup)
 MIN_GATED_LOCAL = 64
-# fewer outputs than that: one workgroup of exactly that many threads, no power of two (the digits
-# demo's 10 logits were 5 workgroups of 2; each workgroup is a task for SwiftShader's thread pool
-# to wake up on a loaded CPU: Chromium, best / q25 / median of 45 submits, load ~7, ms: 3 kernels
-# with 5 groups of 2 0.6 / 2.7 / 3.1, with 1 group of 10 0.4 / 0.9 / 2.7; tinygrad 1.5 / 2.9 / 3.4;
-# again, 90 submits, load ~6: 0.6 / 2.7 / 3.0 -> 0.5 / 0.9 / 2.9, tinygrad 1.3 / 3.1 / 3.3)
 # elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
 UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
-# Target.upcast_vec: whether elementwise kernels with upcast outputs per thread read runs of
-# consecutive elements and write their outputs as vectors (WGSL: array<vec4<f32>>; lavapipe,
-# softmax's exp-divide over 4096x1024: 1.25x). Target.upcast / upcast_local: outputs per thread
-# and the most threads per workgroup for those kernels where UPCAST differs: the same 1024
-# outputs per workgroup in fewer, busier threads (WGSL 8 and 128; lavapipe, 4096x1024: x * 2 + 1
-# and softmax's exp-divide 1.2x, x + x[:1] 1.25x, a transpose 1.1x, int8 the same)
-# grouped reductions: a kernel whose reduction covers at least GROUP_MIN_REDUCE elements and has
-# fewer outputs than GROUP_MAX_OUTPUTS gives each output a workgroup (of at least GROUP_MIN)
+# a reduction over at least GROUP_MIN_REDUCE elements with fewer than GROUP_MAX_OUTPUTS outputs
+# gives each output a workgroup of at least GROUP_MIN threads (a grouped reduction)
 GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
-# Target.subgroup_dtypes: the dtypes whose grouped reductions may combine per subgroup (option
-# subgroups=True): WGSL subgroup ops take f32, f16, i32, u32; PTX warp shuffles 32-bit values
-# (bool and 8/16-bit integers fold through memory only)
-# the fewest threads per output for which the heuristic uses them (lavapipe, sum over rows of 1024
-# and of 16384: 32 threads 0.8x and 1.0x the plain fold's speed, 64 threads 4.4x and 1.2x, 256 9x
-# and 3.4x); on PTX only whole warps (a multiple of 32)
+# the fewest threads per output whose grouped reduction combines per subgroup (PTX: whole warps)
 SUBGROUP_MIN_GROUP, WARP = 64, 32
-# Target.group_unroll / group_vec: how grouped reductions read: each lane's loop unrolled
-# group_unroll times, and group_vec consecutive elements per lane and step, as vector loads (WGSL:
-# array<vec4<f32>>); lavapipe, sum 16M: unrolled (and the fold in lane 0 only) 1.4x, vec4 loads
-# 1.7x more
-# option group_chunk=True: each lane of a grouped reduction reads one run of consecutive elements
-# instead of every group-th step. GPUs want the strided order (a step's loads are one contiguous
-# block across the lanes: coalesced); CPU adapters run a workgroup's invocations as SIMD lanes,
-# each streaming its own run best, so the WEBGPU device sets it on CPU adapters (lavapipe on AMD
-# EPYC, sum 16M: 44 -> 12 ms; rows of softmax 4096x1024, max and exp-sum: see bench/results.json)
-# and keeps groups to at most CHUNK_MAX_GROUP lanes (the same, sum 16M's 256 x 65536 first kernel:
-# 16 / 32 / 64 / 256 lanes ran 6.4 / 6.5 / 6.7 / 7.8 ms at best, 11.2 / 10.9 / 11.4 / 14.7 median)
+# with option group_chunk (CPU adapters: each lane reads one run), at most this many lanes
 CHUNK_MAX_GROUP = 32
-# Target.group_min_steps: the fewest steps (of group_vec elements) each lane of a grouped
-# reduction takes: fewer threads per output where sqrt(reduce size) would leave less (lavapipe,
-# max over rows of 1024: 16 threads 1.2x faster than 32; rows of 16384 and 65536 keep 128 and 256)
-# Target.max_local / max_local_bytes: the most threads and bytes of workgroup memory of one
-# workgroup (WebGPU guarantees 256 and 16 KiB)
-# register tiles: reductions with two output axes divisible by the tile (matmul, conv2d) give
-# each thread a block of outputs on GPUs, the first of TILES that divides them and leaves at
-# least TILE_MIN_THREADS threads, when the output has at least TILE_MIN_SIZE elements and the
-# reduction at least TILE_MIN_REDUCE (lavapipe, 512^3 f32: 8x8 is 10x, 4x4 4x one output per
-# thread); a forced tile has at most MAX_TILE_ACC outputs. An axis shorter than the smallest tile
-# is taken whole (_clip: (8, 3) tiles of columns x a pixel's 3 channels), then also for
-# reductions under TILE_MIN_REDUCE where its outputs share loads (640x480x3 times the
-# 3x3 sepia matrix: SwiftShader in Chromium 58 -> 8 ms; wgpu on lavapipe 57 -> 10-15 ms)
+# register tiles (matmul, conv2d): the first of TILES dividing both axes and leaving at least
+# TILE_MIN_THREADS threads, for outputs of TILE_MIN_SIZE and reductions of TILE_MIN_REDUCE or
+# more (an axis shorter than the tile is taken whole, _clip); a forced tile: MAX_TILE_ACC outputs
 TILES, TILE_MIN_THREADS, TILE_MIN_SIZE, TILE_MIN_REDUCE, MAX_TILE_ACC = \
   ((8, 8), (4, 4)), 256, 4096, 8, 256
-# option long_tiles: the preferred tiles (as option tiles) of kernels reducing at least
-# LONG_TILE_REDUCE elements per output (an adapter's measured choice, render/wgsl/adapters.py:
-# SwiftShader's matmul and conv2d take 16-row tiles, its 5x5 blur's 25-element reduction not)
+# option long_tiles (an adapter's choice) applies to kernels reducing at least this many elements
 LONG_TILE_REDUCE = 256
 # the tile that compares the loads of each choice of tiled axes
 TILE_PROBE = (2, 2)
-# a tile whose TILE_PROBE lowers to at least this many times the UOps of one output is one row
-# of its columns instead (_shared_only; 2.5-3.1 for 3x3 pools and depthwise convs in the light
-# ONNX models, at most 2.1 for their convs and 1x1 convs with a fused epilogue)
+# a TILE_PROBE tile lowering to this many times one output's UOps shares too little: one row
 TILE_SHARE_MAX = 2.4
-# option tile_window (an adapter's default, render/wgsl/adapters.py: lavapipe): a tiled reduction
-# of more than TILE_INNER and at most TILE_WINDOW elements whose tile rows share fewer loads while
-# its window's rows loop than once the whole window is unrolled (a blur, a depthwise conv: output
-# rows slide along the window's rows) unrolls it, in the first preferred tile of at most
-# TILE_WINDOW_WORK products per thread (_window_tile). A 5x5 blur of 3x480x640 on lavapipe in
-# Chromium (bench/peers_probe.py, best / median of 6 interleaved, load ~8, ms): looped 1x16
-# tiles 61.7 / 69.7 | unrolled 8x8
-# 30.4 / 32.2 | 4x16 32.2 / 35.3 | 8x16 23.4 / 40 | tinygrad 116 / 130; the filter chain's
-# edge-padded blur: looped 8x16 61.6 / 146 | unrolled 8x8 32.2 / 103 | 8x16 26.4 / 47.9, but
-# 8x16's 7600 lines of WGSL took lavapipe 18.7 s to compile (8x8: 3.9 s, looped 1.5 s). The blur
-# again (load ~16): unrolled 8x8 30.9 / 32.9 | 4x8 39.8 / 104 | 4x4 51 / 52.2 | tinygrad 127 / 133.
-# The cost: a larger kernel to build (CPython, the filter chain at 640x480, load ~16: compile_plan
-# 2.6 -> 6.9 s; 160x120 3.2 -> 5.6 s)
+# option tile_window unrolls a window of at most TILE_WINDOW elements, in the first preferred
+# tile of at most TILE_WINDOW_WORK products per thread (_window_tile)
 TILE_WINDOW, TILE_WINDOW_WORK = 49, 1600
-# a tile larger than TILES[-1] that lowers to more UOps than this takes the next smaller one that
-# fits (_within_size): lavapipe compiles a kernel at its first dispatch in time superlinear in its
-# size (ResNet-50's r_1_1024_14_14__256_1_1, 1x1 conv over a fused batch norm + ReLU of a
-# residual sum, load ~10, CPU seconds of the first dispatch / run best of 3: 8x8 tile, 2224 lines
-# 4.3 s / 4662 ms; 4x4, 648 lines 1.1 s / 4050 ms). In the light models the tiles kept lower to
-# at most 1491 UOps (ResNet-50's 7x7 stem conv in 8x16; its 3x3 convs 1262), those it shrinks to
-# 1700-2490 (1x1 convs over a fused batch norm + ReLU: ResNet-50, ShuffleNet)
+# a tile above TILES[-1] lowering to more UOps than this takes the next smaller one (_within_size)
 TILE_MAX_UOPS = 1600
-# Target.tile_over_group: whether a kernel with fewer than GROUP_MAX_OUTPUTS outputs takes a
-# register tile that shares loads over a grouped reduction (_shares_loads; measured on lavapipe
-# only: PTX keeps the grouped reduction, whose many small blocks fill a large GPU, until a GPU
-# says otherwise)
-# tiling through workgroup memory (wgtile.py; option "stage": True/False or (TR, TC, BK)): a
-# workgroup of up to Target.stage_threads threads (rows x cols), each the register tile chosen
-# above (else STAGE_TILE at most), steps of STAGE_STEP reduced elements (fewer where workgroup
-# memory is short); on by default where Target.stage_default says so, for
-# kernels the register-tile heuristic tiles (PTX: the standard shared-memory win on GPUs);
-# each step is a loop over its elements (wgtile.STAGE_UNROLL per trip; ptxas unrolls it), so the
-# step's size no longer sets the kernel's size (lavapipe ran steps of 8 as fast as 16; no GPU
-# was at hand to compare)
+# tiles through workgroup memory (wgtile.py, option stage): threads' tiles of at most STAGE_TILE,
+# steps of STAGE_STEP reduced elements
 STAGE_TILE, STAGE_STEP = (4, 4), 8
-# Target.tile_fma: whether register tiles accumulate float a*b products fused (MULACC: PTX fma.rn,
-# one instruction and one rounding instead of mul + add); WGSL keeps mul + add (fma() is a
-# libcall on CPU adapters without FMA)
-
 
 def _local_size(n: int, limit: int) -> int:
   for size in PREFERRED_LOCAL:
@@ -142,21 +71,22 @@ def _local_size(n: int, limit: int) -> int:
   if n >= MIN_GATED_LOCAL:
     return min(MIN_GATED_LOCAL, limit)
   if n <= limit:
-    return n       # one workgroup of exactly n threads (SMALL_ONE_GROUP)
+    return n       # one workgroup of exactly n threads (MIN_GATED_LOCAL)
   size = 1
   while size * 2 <= min(n, limit) and n % (size * 2) == 0:
     size *= 2
   return size
 
 
-def optimize(item: ScheduleItem, target: Target | str, options: dict | None = None) -> Opts:
-  """Launch options for `item` on `target` (a Target or its name)."""
-  target = get_target(target)
+def optimize(item: ScheduleItem, target: Target, options: dict | None = None) -> Opts:
+  """Launch options for `item` on `target`."""
   options = with_adapter_defaults(item, target, options or {})
   if item.rows:
     return row_opts(item, target, options)        # row kernels: rows.py
   if item.out.op is L.ATTENTION:
     return attention_opts(item, target, options)  # fused attention: attention.py
+  if item.out.op is L.WRITE:                        # an in-place write: a thread per element
+    return Opts(local=min(64, max(item.out.src[1].size, 1)))
   n = max(item.out.size, 1)
   group = int(options.get("group", -1))
   if group < 0:
@@ -208,10 +138,10 @@ def shape_class(item: ScheduleItem) -> str:
 
 def with_adapter_defaults(item: ScheduleItem, target: Target, options: dict) -> dict:
   """`options` over the defaults its `adapter` option's class has for this kernel's shape class
-  (WGSL only; explicit options win)."""
-  if options.get("adapter") is None or target.name != "wgsl":
+  (targets that key defaults on adapters: WGSL; explicit options win)."""
+  if options.get("adapter") is None or not target.adapters:
     return options
-  merged = {**adapter_defaults(options["adapter"], shape_class(item)), **options}
+  merged = {**target.adapter_defaults(options["adapter"], shape_class(item)), **options}
   if "tiles" in options and "long_tiles" not in options:
     merged.pop("long_tiles", None)      # given tiles win over the adapter's long_tiles
   return merged
@@ -227,11 +157,10 @@ def _subgroups(target: Target, options: dict, group: int) -> tuple:
   return () if target.subgroup_whole_warps and group % WARP else target.subgroup_dtypes
 
 
-def group_size(item: ScheduleItem, target: Target | str, options: dict | None = None) -> int:
+def group_size(item: ScheduleItem, target: Target, options: dict | None = None) -> int:
   """Threads per output for a grouped reduction (0: none): about sqrt(reduce size), a power of
   two within the target's workgroup size and workgroup memory (and CHUNK_MAX_GROUP with option
-  group_chunk), leaving each lane at least GROUP_MIN_STEPS steps."""
-  target = get_target(target)
+  group_chunk), leaving each lane at least Target.group_min_steps steps."""
   reduces = kernel_reduces(item)
   if not reduces or item.out.size >= GROUP_MAX_OUTPUTS:
     return 0

@@ -64,6 +64,8 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
       got = operand(node, i, g, kk)
     elif node.op is L.CONST:
       got = UOp.const(node.dtype, node.arg)
+    elif node.op is L.VAR:
+      got = lw.value(node, (), None)
     else:
       srcs = [compute(s, i, g, kk) for s in node.src]
       width = max(u.dtype.count for u in srcs)
@@ -270,7 +272,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   src = p.reduce.src[0]
   red_axes = p.reduce.arg[1]
   red_shape = [src.shape[a] for a in red_axes]
-  ranges, points = lw._tile_loop(red_shape)
+  ranges, points = lw._tile_loop(red_shape, lw.limit(p.reduce, red_axes))
   valid = [v for _, v in points]
   lanes = tile_lanes(src, cols, {id(n) for n in p.a + p.b}) if valid.count(None) == len(valid) else 1
   where = [w for w, _ in points]

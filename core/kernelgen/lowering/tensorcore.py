@@ -32,8 +32,7 @@ from ..uop.ops import Ops, UOp, toposort
 from ..uop.program import BufferSpec, kernel_buffers
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides
-from ..render.ptx.target import PTX, parse_arch
-from ..render.targets import get_target
+from ..render.target import Target
 
 I32, F32 = dtypes.int32, dtypes.float32
 
@@ -149,30 +148,29 @@ def match_matmul(item: ScheduleItem) -> Matmul | None:
 
 # ---- target and arch ---------------------------------------------------------------------------
 
-def _wanted(target: str, options: dict) -> bool:
-  target = get_target(target)
+def _wanted(target: Target, options: dict) -> bool:
   forced = options.get("tensor_cores")
   if forced and not target.runs_wmma:
     raise UnsupportedError("WebGPU (WGSL) has no tensor cores: drop tensor_cores=True, or "
-                           "compile for target='ptx'", target="wgsl")
+                           "compile for target='ptx'", target=target.name)
   return bool(forced) if forced is not None else target.tensor_cores
 
 
-def tensor_core_shape(dtype_in: str, target: str, options: dict) -> tuple | None:
+def tensor_core_shape(dtype_in: str, target: Target, options: dict) -> tuple | None:
   """The WMMA (M, N, K) for operands of `dtype_in` on `target`/arch, or None (normal path).
   Forcing tensor cores on an arch without a shape returns the best shape anyway, so the
   renderer raises its typed error naming the archs that have it."""
   if not _wanted(target, options) or (dtype_in == "float32" and not options.get("tf32")):
     return None
-  sm = parse_arch(options.get("arch") or DEFAULT_ARCH)
+  sm = target.arch(options.get("arch") or DEFAULT_ARCH)
   shapes = SHAPES.get(dtype_in, ())
   for shape in shapes:
-    if PTX.mma_shapes[(*shape, dtype_in)][0] <= sm:   # (target python models PTX's)
+    if target.mma_shapes[(*shape, dtype_in)][0] <= sm:   # (target python models PTX's)
       return shape
   return shapes[0] if shapes and options.get("tensor_cores") else None
 
 
-def lower_tensor_cores(item: ScheduleItem, target: str, options: dict):
+def lower_tensor_cores(item: ScheduleItem, target: Target, options: dict):
   """(SINK, buffers) of `item` computed with tensor cores, or None where they do not apply."""
   if not _wanted(target, options) or item.out.size == 0:
     return None

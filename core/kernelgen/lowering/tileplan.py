@@ -19,7 +19,8 @@ from .lowerer import Lowerer
 _ELEMENTWISE = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)
 
 @dataclass(frozen=True)
-class Plan:
+class TileOperands:
+  """The operands of a matmul-like kernel's one reduction, split for tiling two output axes."""
   reduce: LazyOp
   axes: tuple       # the tiled axes in the reduction's index space (the output's may differ)
   a: tuple          # operand nodes staged per (row, k)
@@ -49,12 +50,13 @@ def _probe(shape, name: str) -> tuple:
   return tuple(UOp(Ops.VAR, I32, (), (f"{name}{a}", 0, max(n - 1, 0))) for a, n in enumerate(shape))
 
 
-# item -> {axes: Plan or None}: the optimizer's probes (optimize.py) and the kernel's lowering
-# ask for the plan of the same axes of an item several times (a lowering of its source each)
+# item -> {axes: TileOperands or None}: the optimizer's probes (optimize.py) and the kernel's
+# lowering ask for the plan of the same axes of an item several times (a lowering of its source
+# each)
 _PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def plan(item: ScheduleItem, axes: tuple) -> Plan | None:
+def plan(item: ScheduleItem, axes: tuple) -> TileOperands | None:
   """The operands to stage for tiling output `axes` of `item`, or None where the kernel has not
   exactly one reduction, reached once with the tiled axes as two of its own, or an operand
   needs both tiled axes (or is bool)."""
@@ -65,7 +67,7 @@ def plan(item: ScheduleItem, axes: tuple) -> Plan | None:
   return plans[key]
 
 
-def _plan(item: ScheduleItem, axes: tuple) -> Plan | None:
+def _plan(item: ScheduleItem, axes: tuple) -> TileOperands | None:
   inputs = {id(n) for n in item.inputs}
 
   def is_leaf(node):
@@ -111,4 +113,4 @@ def _plan(item: ScheduleItem, axes: tuple) -> Plan | None:
 
   if not split(src):
     return None
-  return Plan(reduce, raxes, tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b)))
+  return TileOperands(reduce, raxes, tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b)))

@@ -10,6 +10,7 @@ from ..dtype import dtypes
 from .index_math import int_const, linear_index, splat, unravel
 from ..graph.lazy import L
 from ..uop.ops import Ops, UOp, identity_element, toposort
+from ..rules.ranges import value_range
 from ..rules.sums import sum_of
 from ..rules.symbolic import simplify
 from ..graph.view import contiguous_strides, prod
@@ -156,6 +157,8 @@ def _vector_node(lw, node, idxs, axis, w, memo):
   op = node.op
   if op is L.CONST:
     return UOp.const(node.dtype.vec(w), node.arg)
+  if op is L.VAR:
+    return splat(lw.value(node, idxs, None), w)
   if op is L.VIEW:
     view, src = node.arg, node.src[0]
     if view.valid(list(idxs)) is not None:
@@ -215,8 +218,9 @@ def vector_accumulate(lw, op, src, axes, lanes, idxs, gate, ranges, vec: int) ->
   # the first element of step u: range * (steps * group * vec) + lane * vec + u * group * vec;
   # with lw.chunk (each lane one run of steps): lane * run * vec + range * steps * vec + u * vec
   apart = vec if lw.chunk else lw.group * vec        # from one unrolled step to the next
-  run = len(lanes) * prod(r.src[0].arg for r in ranges)
-  terms = [(r, len(lanes) * apart, r.src[0].arg) for r in ranges] + \
+  trips = [value_range(r.src[0])[1] for r in ranges]   # a run-time end (a symbolic length):
+  run = len(lanes) * prod(trips)                       # its largest value
+  terms = [(r, len(lanes) * apart, n) for r, n in zip(ranges, trips)] + \
     [(lw.lane, run * vec if lw.chunk else vec, lw.group)]
   step = None
   for u in range(len(lanes)):

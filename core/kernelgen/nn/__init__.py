@@ -7,3 +7,11 @@ losses), optim.py (SGD, Adam, AdamW: kg.optim) and safetensors.py (kg.save / kg.
 from .module import (PENDING, Module, Parameter, StateDictError, manual_seed,  # noqa: F401
                      take_pending)
 from .layers import *  # noqa: F401,F403 (the layers are kg.nn's names)
+
+__all__ = ["Module", "Parameter", "StateDictError", "manual_seed",
+           "Linear", "Conv1d", "Conv2d", "Embedding", "LayerNorm", "BatchNorm2d", "GroupNorm",
+           "RMSNorm", "Dropout", "Sequential", "ModuleList", "Identity", "Flatten",
+           "ReLU", "GELU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU", "Softplus", "Hardswish",
+           "Mish", "Softmax", "LogSoftmax", "MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d",
+           "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
+           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss"]

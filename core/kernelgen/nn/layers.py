@@ -23,7 +23,11 @@ from ..tensor.tensor import Tensor, hash_u32
 
 
 class Linear(Module):
-  """y = x @ W.T + b, W of shape (out, in), initialised U(-1/sqrt(in), 1/sqrt(in)) as torch."""
+  """y = x @ W.T + b, as torch.nn.Linear: input (..., in_features) -> (..., out_features).
+
+  weight (out_features, in_features) and bias (out_features,), when `bias`, are float32
+  parameters initialised U(-1/sqrt(in), 1/sqrt(in)) as torch, from the seed counter
+  (`kg.nn.manual_seed`)."""
 
   def __init__(self, in_features: int, out_features: int, bias: bool = True):
     super().__init__()
@@ -57,7 +61,13 @@ def _conv_init(layer, in_channels, out_channels, kernel: tuple, stride, padding,
 
 
 class Conv2d(Module):
-  """NCHW convolution with an OIHW weight, as torch.nn.Conv2d."""
+  """2-d convolution as torch.nn.Conv2d: input (N, in_channels, H, W) -> (N, out_channels, OH,
+  OW). kernel_size, stride, padding and dilation are ints or pairs; groups splits the channels
+  (both counts must divide by it). weight (out, in / groups, kh, kw) and bias (out,) are float32
+  parameters initialised U(-1/sqrt(fan_in), 1/sqrt(fan_in)) as torch.
+
+  Raises ShapeError when the channels do not divide by groups (and, in forward, for an input
+  that does not fit)."""
 
   def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                groups=1, bias=True):
@@ -71,7 +81,12 @@ class Conv2d(Module):
 
 
 class LayerNorm(Module):
-  """Normalise over the last len(normalized_shape) dims, then scale and shift."""
+  """torch.nn.LayerNorm: each input normalised to mean 0 and variance 1 over its last
+  len(normalized_shape) dims (which must equal normalized_shape, an int or a tuple), `eps`
+  added to the variance, then scaled by `weight` and shifted by `bias` (parameters of that
+  shape, ones and zeros at first; none when elementwise_affine=False). Same shape and dtype.
+
+  Raises ShapeError (in forward) when the input's last dims differ from normalized_shape."""
 
   def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True):
     super().__init__()
@@ -90,7 +105,14 @@ class LayerNorm(Module):
 
 
 class BatchNorm2d(Module):
-  """Per-channel batch normalisation of NCHW input; running mean/var (unbiased) with momentum."""
+  """torch.nn.BatchNorm2d of (N, num_features, H, W) input, same shape: in training each
+  channel is normalised by the batch's mean and (biased) variance, and the running mean and
+  (unbiased) variance move by `momentum`; in eval mode (or with track_running_stats=False, the
+  batch statistics always) the running statistics are used. Then the per-channel affine
+  weight and bias when `affine`. The running statistics are buffers (in state_dict), updated
+  lazily and realized by the next optimizer step or when read.
+
+  Raises ShapeError (in forward) for input that is not 4-d with num_features channels."""
 
   def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1,
                affine: bool = True, track_running_stats: bool = True):
@@ -132,8 +154,12 @@ class BatchNorm2d(Module):
 
 
 class Embedding(Module):
-  """Rows of a (num_embeddings, dim) table by integer index: a gather (one load per element;
-  negative indices count from the end, out-of-range ones give zero rows), differentiable."""
+  """torch.nn.Embedding: integer indices of any shape (...) -> rows of the (num_embeddings,
+  embedding_dim) float32 weight table, shape (..., embedding_dim). A gather (one load per
+  element; negative indices count from the end, out-of-range ones give zero rows),
+  differentiable in the table. The table is initialised N(0, 1) from the seed counter.
+
+  Raises ShapeError (in forward) for float indices."""
 
   def __init__(self, num_embeddings: int, embedding_dim: int):
     super().__init__()
@@ -148,7 +174,11 @@ class Embedding(Module):
 
 
 class Dropout(Module):
-  """Zero each element with probability p in training (scaling the rest by 1/(1-p))."""
+  """torch.nn.Dropout: in training, each element zeroed with probability p and the rest scaled
+  by 1/(1-p); in eval mode the input itself. Same shape and dtype. The masks come from a seed
+  on the device that advances every call (a new mask each step, the same kernels).
+
+  Raises ShapeError when p is outside [0, 1]."""
 
   def __init__(self, p: float = 0.5):
     super().__init__()
@@ -180,6 +210,9 @@ class Dropout(Module):
 
 
 class Sequential(Module):
+  """torch.nn.Sequential: the given modules called in order, each on the previous one's output
+  (registered as submodules "0", "1", ...; `seq[i]` and `len(seq)` work)."""
+
   def __init__(self, *layers):
     super().__init__()
     for i, layer in enumerate(layers):
@@ -198,12 +231,17 @@ class Sequential(Module):
 
 
 class ReLU(Module):
+  """max(x, 0) elementwise (Tensor.relu), same shape and dtype."""
+
   def forward(self, x):
     return x.relu()
 
 
 class GELU(Module):
-  """torch's GELU: exact (erf) by default, approximate='tanh' for the tanh form."""
+  """torch's GELU, x * Phi(x) elementwise: exact (erf) by default, approximate='tanh' for the
+  tanh form (Tensor.gelu). Same shape; a float dtype.
+
+  Raises ShapeError for another `approximate`."""
 
   def __init__(self, approximate: str = "none"):
     super().__init__()
@@ -216,17 +254,22 @@ class GELU(Module):
 
 
 class Tanh(Module):
+  """The hyperbolic tangent elementwise (Tensor.tanh), same shape; a float dtype."""
+
   def forward(self, x):
     return x.tanh()
 
 
 class Sigmoid(Module):
+  """1 / (1 + exp(-x)) elementwise (Tensor.sigmoid), same shape; a float dtype."""
+
   def forward(self, x):
     return x.sigmoid()
 
 
 class Flatten(Module):
-  """Flatten dims start_dim.. (default 1: keep the batch)."""
+  """The dims from start_dim on flattened into one (default 1: (N, ...) -> (N, rest), keeping
+  the batch)."""
 
   def __init__(self, start_dim: int = 1):
     super().__init__()
@@ -254,17 +297,24 @@ class _Elementwise(Module):
 
 
 def _layer(name: str, method: str, doc: str, **defaults):
+  args = ", ".join(f"{k}={v!r}" for k, v in defaults.items())
+  doc += (f" Elementwise (or along `axis`) with Tensor.{method}, same shape; a float dtype."
+          f"\n\nArguments ({args or 'none'}) by position or keyword (torch's `dim` for axis); "
+          f"ShapeError for too many.")
   return type(name, (_Elementwise,), {"method": method, "defaults": defaults, "__doc__": doc})
 
 
-SiLU = _layer("SiLU", "silu", "x * sigmoid(x).")
-LeakyReLU = _layer("LeakyReLU", "leaky_relu", "torch.nn.LeakyReLU.", negative_slope=0.01)
-ELU = _layer("ELU", "elu", "torch.nn.ELU.", alpha=1.0)
-Softplus = _layer("Softplus", "softplus", "torch.nn.Softplus.", beta=1.0, threshold=20.0)
-Hardswish = _layer("Hardswish", "hardswish", "torch.nn.Hardswish.")
-Mish = _layer("Mish", "mish", "torch.nn.Mish.")
+SiLU = _layer("SiLU", "silu", "x * sigmoid(x) (torch.nn.SiLU).")
+LeakyReLU = _layer("LeakyReLU", "leaky_relu", "x, or negative_slope * x below 0 "
+                   "(torch.nn.LeakyReLU).", negative_slope=0.01)
+ELU = _layer("ELU", "elu", "x, or alpha * (exp(x) - 1) below 0 (torch.nn.ELU).", alpha=1.0)
+Softplus = _layer("Softplus", "softplus", "log(1 + exp(beta x)) / beta (torch.nn.Softplus).",
+                  beta=1.0, threshold=20.0)
+Hardswish = _layer("Hardswish", "hardswish", "x * clip(x / 6 + 1/2, 0, 1) (torch.nn.Hardswish).")
+Mish = _layer("Mish", "mish", "x * tanh(softplus(x)) (torch.nn.Mish).")
 Softmax = _layer("Softmax", "softmax", "softmax along dim (torch.nn.Softmax(dim)).", axis=-1)
-LogSoftmax = _layer("LogSoftmax", "log_softmax", "torch.nn.LogSoftmax(dim).", axis=-1)
+LogSoftmax = _layer("LogSoftmax", "log_softmax", "log(softmax) along dim "
+                    "(torch.nn.LogSoftmax(dim)).", axis=-1)
 
 
 class Identity(Module):
@@ -278,6 +328,9 @@ class Identity(Module):
 
 
 class MaxPool2d(Module):
+  """torch.nn.MaxPool2d: the maximum of each window over the last two dims, (..., H, W) ->
+  (..., OH, OW); arguments as Tensor.max_pool2d (stride defaults to kernel_size)."""
+
   def __init__(self, kernel_size, stride=None, padding=0, dilation=1):
     super().__init__()
     self.args = (kernel_size, stride, padding, dilation)
@@ -287,6 +340,9 @@ class MaxPool2d(Module):
 
 
 class AvgPool2d(Module):
+  """torch.nn.AvgPool2d: the mean of each window over the last two dims (padded zeros counted),
+  (..., H, W) -> (..., OH, OW); arguments as Tensor.avg_pool2d."""
+
   def __init__(self, kernel_size, stride=None, padding=0):
     super().__init__()
     self.args = (kernel_size, stride, padding)
@@ -296,6 +352,10 @@ class AvgPool2d(Module):
 
 
 class AdaptiveAvgPool2d(Module):
+  """torch.nn.AdaptiveAvgPool2d: (..., H, W) averaged over torch's windows to (..., oh, ow);
+  output_size is an int or a pair (None keeps that size). ShapeError (in forward) for a size
+  below 1 or an input of fewer than 2 dims."""
+
   def __init__(self, output_size):
     super().__init__()
     self.output_size = output_size
@@ -305,7 +365,8 @@ class AdaptiveAvgPool2d(Module):
 
 
 class Conv1d(Module):
-  """NCL convolution with an OIK weight, as torch.nn.Conv1d."""
+  """1-d convolution as torch.nn.Conv1d: input (N, in_channels, L) -> (N, out_channels, OL);
+  arguments, parameters (weight (out, in / groups, k)) and errors as Conv2d's."""
 
   def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                groups=1, bias=True):
@@ -319,6 +380,12 @@ class Conv1d(Module):
 
 
 class GroupNorm(Module):
+  """torch.nn.GroupNorm of (N, num_channels, *spatial), same shape: each group of num_channels /
+  num_groups channels normalised (Tensor.group_norm), then the per-channel weight and bias
+  (ones and zeros at first) when `affine`.
+
+  Raises ShapeError when num_groups does not divide num_channels."""
+
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
     super().__init__()
     if num_groups <= 0 or num_channels % num_groups:
@@ -332,6 +399,10 @@ class GroupNorm(Module):
 
 
 class RMSNorm(Module):
+  """torch.nn.RMSNorm: x / sqrt(mean(x^2) + eps) over the last len(normalized_shape) dims, times
+  the weight (ones at first; none when elementwise_affine=False). eps None: the dtype's machine
+  epsilon. Same shape and dtype; ShapeError (in forward) when the last dims differ."""
+
   def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True):
     super().__init__()
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -350,10 +421,12 @@ class ModuleList(Module):
     self.extend(modules)
 
   def append(self, module):
+    """Add `module` at the end (registered as the next index); returns the list."""
     setattr(self, str(len(self._modules)), module)
     return self
 
   def extend(self, modules):
+    """Append each module of `modules` in order; returns the list."""
     for m in modules:
       self.append(m)
     return self
@@ -384,8 +457,11 @@ class _Loss(Module):
 
 
 def _loss(name: str, method: str, **defaults):
-  return type(name, (_Loss,), {"method": method, "defaults": defaults,
-                               "__doc__": f"torch.nn.{name}: Tensor.{method}."})
+  args = ", ".join(f"{k}={v!r}" for k, v in defaults.items())
+  doc = (f"torch.nn.{name}: `loss(input, target)` is `input.{method}(target, ...)` with this "
+         f"layer's keyword arguments ({args}); see Tensor.{method} for the shapes, dtypes and "
+         f"errors. ShapeError for an unknown argument.")
+  return type(name, (_Loss,), {"method": method, "defaults": defaults, "__doc__": doc})
 
 
 CrossEntropyLoss = _loss("CrossEntropyLoss", "cross_entropy", weight=None, ignore_index=-100,

@@ -26,6 +26,8 @@ def manual_seed(seed: int) -> None:
 
 
 def next_seed() -> int:
+  """The next seed of the counter `manual_seed` restarts (parameter initialisation and Dropout draw
+  from it), an int."""
   _Seeds.next += 1
   return _Seeds.next
 
@@ -35,6 +37,8 @@ PENDING: list = []
 
 
 def take_pending() -> list:
+  """The queued tensors (running statistics, Dropout counters) waiting to be realized, emptying the
+  queue; the optimizer's step realizes them."""
   out = list(PENDING)
   PENDING.clear()
   return out
@@ -52,12 +56,16 @@ def Parameter(data, dtype=None, device=None):
 
 
 def uniform_parameter(shape, bound: float, device=None):
+  """A float32 parameter of `shape` drawn from U(-bound, bound) with the next seed, realized."""
   u = Tensor.rand(*shape, seed=next_seed(), device=device)
   return Parameter((u * (2 * bound) - bound).realize())
 
 
 class Module:
-  """Base class: parameters, buffers and submodules are registered by attribute assignment."""
+  """Base class of the layers (torch.nn.Module): parameters (leaf Tensors that require grad),
+  buffers (`register_buffer`) and submodules are registered by attribute assignment; a
+  subclass calls `super().__init__()` first and defines `forward`. Assigning before
+  `Module.__init__` raises KernelgenError."""
 
   def __init__(self):
     object.__setattr__(self, "_parameters", {})
@@ -95,17 +103,23 @@ class Module:
 
   # ---- traversal ----
   def named_modules(self, prefix: str = ""):
+    """Yield (name, module) for this module (named `prefix`) and every submodule below it, depth
+    first; names are dotted paths ("0.conv")."""
     yield prefix, self
     for name, m in self._modules.items():
       yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
 
   def modules(self):
+    """This module and every submodule below it, a list (depth first)."""
     return [m for _, m in self.named_modules()]
 
   def children(self):
+    """The direct submodules, a list in assignment order."""
     return list(self._modules.values())
 
   def named_parameters(self):
+    """Yield (dotted name, parameter) for every parameter of this module and its submodules, each
+    tensor once."""
     seen = set()
     for prefix, m in self.named_modules():
       for name, p in m._parameters.items():
@@ -114,9 +128,13 @@ class Module:
           yield (f"{prefix}.{name}" if prefix else name), p
 
   def parameters(self):
+    """Every parameter of this module and its submodules (each once), a list of leaf Tensors that
+    require grad: what an optimizer takes."""
     return [p for _, p in self.named_parameters()]
 
   def named_buffers(self):
+    """Yield (dotted name, tensor) for every buffer (state that is not a parameter, such as
+    BatchNorm's running statistics) of this module and its submodules."""
     for prefix, m in self.named_modules():
       for name, b in m._buffers.items():
         yield (f"{prefix}.{name}" if prefix else name), b
@@ -148,11 +166,14 @@ class Module:
 
   # ---- modes and calls ----
   def train(self, mode: bool = True):
+    """Set training mode (mode=True) or eval mode on this module and all submodules (Dropout and
+    BatchNorm2d behave differently); returns the module."""
     for m in self.modules():
       object.__setattr__(m, "training", bool(mode))
     return self
 
   def eval(self):
+    """Eval mode: `train(False)`; returns the module."""
     return self.train(False)
 
   def to(self, device: str):
@@ -163,10 +184,14 @@ class Module:
     return self
 
   def zero_grad(self) -> None:
+    """Clear the gradient (`.grad = None`) of every parameter."""
     for p in self.parameters():
       p.grad = None
 
   def forward(self, *args, **kwargs):
+    """The module's computation; subclasses define it, and `module(x)` calls it.
+
+    Raises NotImplementedError on a Module that does not define it."""
     raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
   def __call__(self, *args, **kwargs):
@@ -178,4 +203,5 @@ class Module:
     return f"{type(self).__name__}({self.extra_repr()}{inner}{chr(10) if inner else ''})"
 
   def extra_repr(self) -> str:
+    """The text inside the module's repr's parentheses (its settings); subclasses may define it."""
     return ""

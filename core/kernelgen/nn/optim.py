@@ -56,6 +56,13 @@ class _Group:
 
 
 class Optimizer:
+  """The base of SGD, Adam and AdamW: `params` is a Module (its parameters()) or an iterable of
+  leaf tensors that require grad (duplicates are taken once), `lr` the learning rate. The
+  parameters are grouped by (device, dtype); `step()` updates each group as one flat vector.
+  A subclass defines `update`.
+
+  Raises DTypeError for a tensor that is not a leaf requiring grad, KernelgenError for an empty
+  parameter list or a negative lr."""
   shared_state: tuple = ()   # state of the whole group, not per element (no has-grad mask)
 
   def __init__(self, params, lr: float):
@@ -80,6 +87,7 @@ class Optimizer:
     self.groups = [_Group(ps) for ps in by_key.values()]
 
   def zero_grad(self) -> None:
+    """Clear the gradient (`.grad = None`) of every parameter, before the next backward()."""
     for p in self.params:
       p.grad = None
 
@@ -107,11 +115,20 @@ class Optimizer:
     note_step(self)   # kg.jit advances `steps` when it replays this step
 
   def update(self, p, g, state: dict):
+    """One step's new flat parameters and state from the flat parameters `p`, gradients `g`
+    (1-d Tensors of one group) and the group's state (a dict of Tensors, empty at first):
+    returns (new_p, new_state), lazily. Subclasses define it; `step()` calls it.
+
+    Raises NotImplementedError on the base class."""
     raise NotImplementedError
 
 
 class SGD(Optimizer):
-  """p -= lr * g, with torch's momentum (dampening, nesterov) and L2 weight decay."""
+  """torch.optim.SGD: p -= lr * g, with torch's momentum (dampening, nesterov) and L2 weight
+  decay (weight_decay * p added to the gradient). Parameters without a gradient are left as
+  they are.
+
+  Raises KernelgenError for nesterov without momentum > 0 and dampening 0 (and as Optimizer)."""
 
   def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0,
                weight_decay: float = 0.0, nesterov: bool = False):
@@ -122,6 +139,7 @@ class SGD(Optimizer):
     self.weight_decay, self.nesterov = weight_decay, nesterov
 
   def update(self, p, g, state):
+    """SGD's step for one group (see Optimizer.update); the state holds the momentum buffer."""
     if self.weight_decay:
       g = g + self.weight_decay * p
     new_state = {}
@@ -134,7 +152,10 @@ class SGD(Optimizer):
 
 
 class Adam(Optimizer):
-  """Adam (Kingma & Ba) with bias correction; weight_decay is L2 added to the gradient."""
+  """torch.optim.Adam (Kingma & Ba) with bias correction: betas are the decay rates of the
+  gradient's running mean and mean square, eps is added to the denominator; weight_decay is L2
+  added to the gradient. Parameters without a gradient are left as they are. Errors as
+  Optimizer's."""
   decoupled = False
   shared_state = ("bias",)
 
@@ -144,6 +165,8 @@ class Adam(Optimizer):
     self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
 
   def update(self, p, g, state):
+    """Adam's step for one group (see Optimizer.update); the state holds the moments exp_avg,
+    exp_avg_sq and the bias corrections."""
     b1, b2 = self.betas
     if self.weight_decay and self.decoupled:
       p = p * (1 - self.lr * self.weight_decay)
@@ -164,7 +187,8 @@ class Adam(Optimizer):
 
 
 class AdamW(Adam):
-  """Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the Adam update)."""
+  """torch.optim.AdamW: Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the
+  Adam update; default weight_decay 0.01). Arguments and errors as Adam's."""
   decoupled = True
 
   def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,

@@ -214,7 +214,12 @@ def deserialize(blob, device: str | None = None) -> tuple[dict, dict | None]:
 
 
 def save(tensors: dict, path_or_file, metadata: dict | None = None) -> None:
-  """Write name -> tensor (e.g. a module's state_dict()) as safetensors to a path or a file."""
+  """Write name -> tensor (e.g. a module's state_dict()) as safetensors to a path or a binary
+  file object, computing the tensors first; `metadata` is a dict of strings stored in the
+  header.
+
+  Raises SafetensorsError for something other than a dict of string names to tensors, a dtype
+  safetensors cannot store, or metadata that is not strings."""
   blob = serialize(tensors, metadata)
   if hasattr(path_or_file, "write"):
     path_or_file.write(blob)
@@ -224,8 +229,12 @@ def save(tensors: dict, path_or_file, metadata: dict | None = None) -> None:
 
 
 def load(source, device: str | None = None, with_metadata: bool = False):
-  """name -> Tensor from a safetensors path, file object or bytes; `with_metadata=True` also
-  returns the metadata dict (or None)."""
+  """name -> Tensor from a safetensors path, file object or bytes, each on `device` (default
+  `kg.Device.DEFAULT`) with the file's shape and dtype; `with_metadata=True` returns
+  (tensors, the metadata dict or None).
+
+  Raises SafetensorsError for a malformed file (header, offsets, dtypes), OSError for a path
+  that cannot be read."""
   if isinstance(source, (bytes, bytearray, memoryview)):
     blob = bytes(source)
   elif hasattr(source, "read"):

@@ -31,11 +31,15 @@ ELEM_TYPES = {
   25: ("uint2", None), 26: ("int2", None), 27: ("float6e2m3", None), 28: ("float6e3m2", None),
 }
 ONNX_CODE = {dt: code for code, (_, dt) in ELEM_TYPES.items() if dt is not None}
+# 4-bit integers (opset 21) are held one per byte: uint4 as uint8, int4 as int8 (sign extended);
+# their packed payloads (two per byte, the low nibble first) are unpacked as they are read.
+NIBBLES = {21: dtypes.uint8, 22: dtypes.int8}
 
 
 def elem_dtype(code: int, what: str):
   """The kernelgen dtype of ONNX element type `code`; UnsupportedError for the ones we lack."""
   name, dtype = ELEM_TYPES.get(code, (f"unknown type {code}", None))
+  dtype = NIBBLES.get(code, dtype)
   if dtype is None:
     raise UnsupportedError(f"{what} has element type {name}, which kernelgen does not support: "
                            f"supported are {', '.join(sorted(d.name for d in ONNX_CODE))}",
@@ -85,8 +89,12 @@ def tensor_payload(t, base_dir: str | None, what: str = "",
     raw = _external(t, base_dir, what, budget)
   elif t.has("raw_data"):
     raw = t.raw_data
+  elif t.data_type in NIBBLES:        # packed bytes, one per int32_data entry
+    raw = bytes(v & 0xFF for v in t.int32_data)
   else:
     raw = _typed_values(t, dtype)
+  if t.data_type in NIBBLES:
+    raw = _unpack_nibbles(raw, count, dtype == dtypes.int8, what)
   if len(raw) != count * dtype.itemsize:
     raise ModelError(f"{what} has shape {shape} of {dtype} ({count * dtype.itemsize} bytes) but "
                      f"{len(raw)} bytes of data: the model is damaged")
@@ -103,6 +111,19 @@ class ExternalBudget:
   def spend(self, nbytes: int, what: str) -> None:
     self.used += nbytes
     limits.check("external_bytes", self.used, f"{what}: the model's external data so far")
+
+
+def _unpack_nibbles(packed: bytes, count: int, signed: bool, what: str) -> bytes:
+  """`count` 4-bit values (two per byte, the low nibble first) as one byte each."""
+  if len(packed) != (count + 1) // 2:
+    raise ModelError(f"{what} holds {count} 4-bit values ({(count + 1) // 2} bytes) but "
+                     f"{len(packed)} bytes of data: the model is damaged")
+  table = bytes((b - 16) & 0xFF if signed and b >= 8 else b for b in range(16))
+  low = packed.translate(bytes(table[b & 15] for b in range(256)))
+  high = packed.translate(bytes(table[b >> 4] for b in range(256)))
+  out = bytearray(2 * len(packed))
+  out[0::2], out[1::2] = low, high
+  return bytes(out[:count])
 
 
 def _external(t, base_dir: str | None, what: str, budget: ExternalBudget | None) -> bytes:

@@ -136,9 +136,16 @@ class Graph:
 
 
 class Model:
-  """A loaded ONNX model; `run` builds its outputs as lazy Tensors."""
+  """A loaded ONNX model (`kg.onnx.load`); `run` builds its outputs as lazy Tensors. Attributes:
+  `opset`, `input_names` / `output_names`, `input_shapes` / `output_shapes` and `input_dtypes`
+  / `output_dtypes` (as the model declares them; None where it does not), `nodes` (in
+  topological order), `initializers` (the weights) and `uses_float64`.
 
-  def __init__(self, mp, base_dir: str | None, float64: str | None):
+  Raises ModelError for a model without a graph, a broken graph (a name nobody computes, a
+  cycle) or a bad `float64` argument; UnsupportedError for an operator, opset or attribute
+  kernelgen does not implement."""
+
+  def __init__(self, mp, base_dir: str | None, float64: str | None, dims: dict | None = None):
     if mp.graph is None:
       raise ModelError("the model has no graph: not an ONNX model, or an empty one")
     if float64 not in (None, "float32"):
@@ -151,6 +158,9 @@ class Model:
       dtype, shape, raw = data.tensor_payload(t, base_dir, f"initializer {t.name!r}", budget)
       self.initializers[t.name] = (dtype, shape, raw)
     self.input_names = [v.name for v in g.input if v.name not in self.initializers]
+    self.uploads: dict = {}     # (device, initializer name) -> its device Tensor, kept by runs
+    self.four_bit = {t.name for t in g.initializer if t.data_type in data.NIBBLES} | \
+      {v.name for v in g.input if _type_info(v)[1] in data.NIBBLES}   # int4/uint4, one per byte
     self.output_names = [v.name for v in g.output]
     infos = {v.name: _type_info(v) for v in list(g.input) + list(g.output)}
     self.input_shapes = {n: infos[n][0] for n in self.input_names}
@@ -158,6 +168,7 @@ class Model:
     kinds = {v.name: _kind(v) for v in g.input}
     self.input_kinds = {n: kinds[n] for n in self.input_names}
     self.input_dtypes = {n: _dtype_or_none(infos[n][1]) for n in self.input_names}
+    self.dims = _check_dims(dims, self.input_shapes)
     self.output_dtypes = {n: _dtype_or_none(infos[n][1]) for n in self.output_names}
     self.nodes = _sorted_nodes(g, self.opset, set(self.initializers) | {v.name for v in g.input})
     for node in self.nodes:
@@ -186,7 +197,12 @@ class Model:
     """{output name: Tensor} for `feeds` ({input name: numpy array, list or Tensor}).
 
     A sequence input takes a list of arrays or Tensors, an optional input a value or None;
-    sequence outputs come back as lists of Tensors, an empty optional as None."""
+    sequence outputs come back as lists of Tensors, an empty optional as None. device: where
+    the outputs are computed (default `kg.Device.DEFAULT`); nothing runs until they are read.
+
+    Raises ModelError for unknown or missing inputs (or an operator that cannot be built from
+    them), ShapeError for an input whose shape contradicts the model's declaration, and
+    UnsupportedError for a float64 model on WEBGPU (load it with float64="float32")."""
     from ..device import Device
     device = Device.canonical(device) if device is not None else Device.DEFAULT
     if self.uses_float64 and self.float64 is None and device == "WEBGPU":
@@ -285,18 +301,40 @@ def _topological(nodes: list, producer: dict) -> list:
   return order
 
 
-def load(src, float64: str | None = None) -> Model:
+def _check_dims(dims, input_shapes: dict) -> dict:
+  """load()'s dims: {dim_param: an int (fixed) or (lo, hi) (bounded)}, each named by an input."""
+  dims = dict(dims or {})
+  named = {d for shape in input_shapes.values() if shape for d in shape if isinstance(d, str)}
+  for name, value in dims.items():
+    if name not in named:
+      raise ModelError(f"dims names {name!r}, which no input of the model declares (its "
+                       f"symbolic dims: {', '.join(sorted(named)) or 'none'})")
+    ok = isinstance(value, int) and value >= 0 or isinstance(value, tuple) and len(value) == 2 \
+      and all(isinstance(v, int) for v in value) and 0 <= value[0] <= value[1]
+    if not ok:
+      raise ModelError(f"dims[{name!r}] = {value!r}: give a size (an int) or a range (lo, hi)")
+  return dims
+
+
+def load(src, float64: str | None = None, dims: dict | None = None) -> Model:
   """Read an ONNX model from a path, bytes or a binary file object.
 
   float64: None keeps float64 tensors (PYTHON/PTXSIM/CUDA run them; WEBGPU refuses), "float32"
-  narrows them all to float32.
+  narrows them all to float32. dims: {an input's dim_param: a size or a range (lo, hi)}: `run`
+  checks the inputs against them (a ShapeError names the dim). Unnamed dims (no dim_param, or
+  the "?" converters write) are each their own unknown. Returns a Model; external data files are
+  read from the model's folder.
+
+  Raises ModelError for a path that cannot be opened or bytes that are not a readable ONNX
+  model, LimitError for a model of MAX_MODEL_BYTES or more, UnsupportedError for an operator or
+  opset kernelgen does not implement.
   """
   raw, base_dir = data.read_limited(src)
   try:
     mp = proto.parse_model(raw)
   except (struct.error, RecursionError) as e:
     raise ModelError(f"not a readable ONNX model: {e}") from None
-  return Model(mp, base_dir, float64)
+  return Model(mp, base_dir, float64, dims)
 
 
 __all__ = ["load", "Model"]

@@ -15,8 +15,11 @@ signal.py (DFT, STFT), quant.py (integer and quantized), llm.py (RotaryEmbedding
 CausalConvWithState, FlexAttention), grid.py (GridSample, AffineGrid, RoiAlign, DeformConv),
 random.py (Random*, Bernoulli, Multinomial), text.py (TfIdfVectorizer, ai.onnx.ml's
 Binarizer, ArrayFeatureExtractor, TreeEnsemble), training.py (the training domain's
-optimizers). PREVIEW lists the operators of other domains that are implemented; every other
-operator of another domain is refused by name.
+optimizers), contrib.py and quant_nbits.py (onnxruntime's com.microsoft operators of language
+models: GroupQueryAttention, MatMulNBits ...). PREVIEW lists the operators of other domains
+that live in OPS; DOMAIN_OPS holds those registered with `domain_op` under their domain (where
+a default-domain operator of the same name means something else); every other operator of
+another domain is refused by name and domain.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from ..errors import ShapeError, UnsupportedError
 from ..tensor.tensor import Tensor
 
 OPS: dict = {}
+DOMAIN_OPS: dict = {}     # (domain, name) -> fn: another domain's operators (com.microsoft ...)
 
 
 def op(*names, foldable=True):
@@ -35,6 +39,22 @@ def op(*names, foldable=True):
   return register
 
 
+def domain_op(domain: str, *names):
+  """Register an operator of `domain` (its semantics may differ from a default-domain namesake:
+  com.microsoft's RotaryEmbedding is not ONNX's)."""
+  def register(fn):
+    fn.foldable = True
+    for name in names:
+      DOMAIN_OPS[(domain, name)] = fn
+    return fn
+  return register
+
+
+def implementation(node):
+  """The function that computes `node` (its domain's operator first, then the default one)."""
+  return DOMAIN_OPS.get((node.proto.domain, node.op)) or OPS[node.op]
+
+
 PREVIEW = {"ai.onnx.preview": {"FlexAttention"},      # other domains' operators implemented
            "ai.onnx.preview.training": {"Adagrad", "Adam", "Momentum"},
            "ai.onnx.ml": {"Binarizer", "ArrayFeatureExtractor", "TreeEnsemble"}}
@@ -42,11 +62,14 @@ PREVIEW = {"ai.onnx.preview": {"FlexAttention"},      # other domains' operators
 
 def check_supported(node) -> None:
   domain = node.proto.domain
-  if node.op in PREVIEW.get(domain, ()):
+  if node.op in PREVIEW.get(domain, ()) or (domain, node.op) in DOMAIN_OPS:
     return
   if domain not in ("", "ai.onnx"):
-    raise UnsupportedError(f"{node.describe()}: operators of domain {domain!r} are not "
-                           f"supported (only the default ONNX domain)")
+    known = sorted(n for d, n in DOMAIN_OPS if d == domain) + sorted(PREVIEW.get(domain, ()))
+    also = f" (of that domain kernelgen implements {', '.join(known)})" if known else \
+      " (only the default ONNX domain)"
+    raise UnsupportedError(f"{node.describe()}: operator {node.op} of domain {domain!r} is "
+                           f"not supported{also}")
   if node.op not in OPS:
     raise UnsupportedError(f"{node.describe()}: operator {node.op} is not implemented in "
                            f"kernelgen's ONNX importer")

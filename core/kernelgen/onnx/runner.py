@@ -8,7 +8,7 @@ import struct
 from ..dtype import dtypes
 from ..errors import KernelgenError, ModelError, ShapeError
 from ..tensor.tensor import Tensor
-from .operators import OPS
+from .operators import implementation
 from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
                      tensor_from_bytes)
 
@@ -34,7 +34,7 @@ class Runner:
   def run(self, feeds: dict) -> dict:
     self._feed(feeds)
     for node in self.model.nodes:
-      self._eval(node, OPS[node.op])
+      self._eval(node, implementation(node))
     outs = {name: self.value(name) for name in self.model.output_names}
     return {name: None if v is NONE else v for name, v in outs.items()}
 
@@ -63,10 +63,30 @@ class Runner:
       if self.model.input_dtypes.get(name) == dtypes.bfloat16 and t.dtype == dtypes.float32:
         t = t.cast(dtypes.bfloat16)     # numpy has no bfloat16: float32 arrays stand for it
       self._check_shape(name, t.shape, sizes)
-      if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX:
+      ranged = self._ranged_dims(name, t.shape)
+      if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX and ranged is None:
         self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
       self.static.pop(name, None)
-      self.tensors[name] = self._to_device(t, f"input {name!r}")
+      t = self._to_device(t, f"input {name!r}")
+      self.tensors[name] = t if ranged is None else t.symbolic(*ranged)
+
+  def _ranged_dims(self, name: str, shape: tuple):
+    """The logical shape of input `name` when load()'s dims give a range to some dim it
+    declares (those sizes symbolic: kg.Dim(dim_param, lo, hi) bound to the size given), else
+    None."""
+    declared = self.model.input_shapes.get(name)
+    if not declared or not any(isinstance(self.model.dims.get(d), tuple) for d in declared
+                               if isinstance(d, str)):
+      return None
+    from ..graph.dims import Dim
+    out = []
+    for want, got in zip(declared, shape):
+      bounds = self.model.dims.get(want) if isinstance(want, str) else None
+      if isinstance(bounds, tuple) and bounds[0] < bounds[1]:
+        out.append(Dim(want, *bounds).bind(got))
+      else:
+        out.append(got)
+    return tuple(out)
 
   def _check_shape(self, name: str, shape: tuple, sizes: dict) -> None:
     declared = self.model.input_shapes.get(name)
@@ -77,9 +97,16 @@ class Runner:
     for want, got in zip(declared, shape):
       if isinstance(want, int) and want > 0 and want != got:
         raise ShapeError(f"input {name!r} has shape {shape}, the model declares {declared}")
-      if isinstance(want, str) and sizes.setdefault(want, got) != got:
+      if not isinstance(want, str) or want == "?":     # "?": an unnamed dim, its own unknown
+        continue
+      if sizes.setdefault(want, got) != got:
         raise ShapeError(f"input {name!r} gives {want} = {got}, another input gave "
                          f"{sizes[want]}: symbolic dims of one name must agree")
+      fixed = self.model.dims.get(want)
+      if isinstance(fixed, int) and got != fixed or \
+         isinstance(fixed, tuple) and not fixed[0] <= got <= fixed[1]:
+        raise ShapeError(f"input {name!r} gives {want} = {got}; the model was loaded with "
+                         f"dims {want}={fixed}")
 
   def _to_device(self, t: Tensor, what: str) -> Tensor:
     target = NARROW.get(t.dtype) or (dtypes.float32 if t.dtype == dtypes.float64 and
@@ -98,7 +125,14 @@ class Runner:
     """The device Tensor of `name` (static values uploaded, narrowed, on first use)."""
     if name in self.tensors and not (self.folding and name in self.static):
       return self.tensors[name]
-    t = self.upload(self.static[name], f"tensor {name!r}")
+    shared = not self.folding and type(self) is Runner and name in self.model.initializers
+    key = (self.device, name)
+    if shared and key in self.model.uploads:      # an initializer uploaded by an earlier run
+      t = self.model.uploads[key]
+    else:
+      t = self.upload(self.static[name], f"tensor {name!r}")
+    if shared:
+      self.model.uploads[key] = t
     if not self.folding:
       self.tensors[name] = t
     return t
@@ -114,6 +148,14 @@ class Runner:
     if not self.folding:
       raw, dtype = narrow_bytes(raw, dtype, shape, what, self.model.float64)
     return tensor_from_bytes(raw, shape, dtype, "PYTHON" if self.folding else self.device)
+
+  def constant(self, name: str):
+    """The Static value of `name` when the program itself fixes it (an initializer, a Constant,
+    a folded node), else None: never a feed's host copy (data stays a run-time input)."""
+    s = self.static.get(name)
+    if isinstance(s, tuple):
+      return Static.from_bytes(*s)
+    return s
 
   def known(self, name: str):
     """The Static host value of `name` when known without running anything, else None."""
@@ -140,7 +182,7 @@ class Runner:
     for name, value in bindings.items():
       scope.bind(name, value)
     for node in graph.nodes:
-      scope._eval(node, OPS[node.op])
+      scope._eval(node, implementation(node))
     return [scope.result(name) for name in graph.output_names]
 
   def bind(self, name: str, value) -> None:

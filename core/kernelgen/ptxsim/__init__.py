@@ -13,9 +13,10 @@ from .parser import Entry, Instr, Module, PTXSyntaxError, parse
 
 
 def run(source: str, grid, block, args: list, memory: GlobalMemory, entry: str | None = None,
-        check_races: bool = True) -> None:
-  """Parse (cached), compile and launch `entry` (the first one by default) of PTX `source`."""
-  launch(program(source, entry), grid, block, args, memory, check_races)
+        check_races: bool = True, engine: str | None = None, progress=None) -> str:
+  """Parse (cached), compile and launch `entry` (the first one by default) of PTX `source`;
+  returns the engine that ran it ("fast" or "reference", see machine.launch)."""
+  return launch(program(source, entry), grid, block, args, memory, check_races, engine, progress)
 
 
 __all__ = ["Buffer", "Entry", "GlobalMemory", "Instr", "Module", "PTXSyntaxError", "Program",

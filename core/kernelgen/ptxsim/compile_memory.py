@@ -18,7 +18,7 @@ MEM_CODES = {"u8": "B", "s8": "B", "b8": "B", "u16": "H", "s16": "H", "b16": "H"
 MEM_AS = {"bf16": "b16"}
 
 
-def _mem_mods(ins: Instr) -> tuple[str, int, str]:
+def mem_mods(ins: Instr) -> tuple[str, int, str]:
   """(space, vector width, element type) of an ld/st."""
   mods, t = split_mods(ins, {"global", "shared", "param", "v2", "v4"} | CACHE_OPS)
   spaces = mods & {"global", "shared", "param"}
@@ -56,7 +56,7 @@ def _space(W, space: str, addrs: list, am: int):
 
 
 def compile_ld(ins: Instr, ctx: Context):
-  space, vec, t = _mem_mods(ins)
+  space, vec, t = mem_mods(ins)
   dst, addr = checked_operands(ins, 2)
   where = where_text(ins)
   if space == "param":
@@ -101,7 +101,7 @@ def _ld_param(ins, ctx, t, dst, addr):
 
 
 def compile_st(ins: Instr, ctx: Context):
-  space, vec, t = _mem_mods(ins)
+  space, vec, t = mem_mods(ins)
   if space == "param":
     raise unsupported(ins, "kernels cannot store to parameters")
   addr, src = checked_operands(ins, 2)

@@ -8,9 +8,10 @@ The warps of a CTA run one after another up to each `bar.sync`, then the barrier
 from __future__ import annotations
 
 import itertools
-import struct
+import os
+import time
 
-from ..errors import ExecutionError, KernelgenError
+from ..errors import ExecutionError, KernelgenError, StoppedError
 from .compile import BARRIER, BRANCH, EXIT, STEP, Context, compile_instr
 from .operands import FULL, TYPES, LaneFault, first_lane
 from .memory import GlobalMemory, SharedMemory
@@ -35,6 +36,19 @@ class Program:
     self.code = [compile_instr(ins, ctx) for ins in entry.instrs]
     used = {op[1] for ins in entry.instrs for op in _flat(ins.operands) if op[0] == "reg"}
     self.specials = sorted(used & SPECIAL_REGS)
+    self._fast = None
+
+  def fast(self):
+    """The fast engine's translation (fast_machine.py), or None where numpy is missing or the
+    entry uses a form only the reference engine runs."""
+    if self._fast is None:
+      try:
+        from . import fast_machine
+      except ImportError:         # no numpy (Pyodide without it): the reference engine
+        self._fast = False
+      else:
+        self._fast = fast_machine.build(self) or False
+    return self._fast or None
 
 
 def _flat(ops):
@@ -179,16 +193,112 @@ def param_values(entry: Entry, args: list) -> dict:
   return out
 
 
+# which engine `launch` uses: "fast" (numpy, where it is importable and covers the entry; the
+# reference otherwise), "reference" (this module's warp-at-a-time engine), or "compare" (both,
+# the reference on a copy of memory, every buffer compared byte for byte: COMPARED counts)
+ENGINE = {"name": os.environ.get("KERNELGEN_PTXSIM_ENGINE", "fast")}
+# identical_warm: the first reference run differed only in a NaN's sign, a later one matched
+COMPARED = {"launches": 0, "identical": 0, "identical_warm": 0, "nan_only": 0, "both_failed": 0,
+            "reference_only": 0}
+
+
 def launch(prog: Program, grid, block, args: list, memory: GlobalMemory,
-           check_races: bool = True) -> None:
-  """Run `prog` on a grid of CTAs; `args` are the kernel parameters in order."""
+           check_races: bool = True, engine: str | None = None, progress=None) -> str:
+  """Run `prog` on a grid of CTAs; `args` are the kernel parameters in order. `engine` picks
+  "fast" or "reference" (default ENGINE); `progress(blocks done, blocks, seconds)` is called as
+  the fast engine goes, and returning False from it stops the run (StoppedError). Returns
+  the engine that ran."""
   grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
   if block[0] * block[1] * block[2] > 1024:
     raise ExecutionError(f"a block of {block} threads exceeds the 1024 threads per block limit")
   params = param_values(prog.entry, args)
-  for z, y, x in itertools.product(range(grid[2]), range(grid[1]), range(grid[0])):
+  if (engine or ENGINE["name"]) == "compare":
+    return _compare(prog, grid, block, args, memory, check_races)
+  if (engine or ENGINE["name"]) == "fast":
+    fast = prog.fast()
+    if fast is not None:
+      from . import fast_machine
+      fast_machine.launch(fast, grid, block, params, memory, check_races, progress)
+      return "fast"
+  start, total = time.perf_counter(), grid[0] * grid[1] * grid[2]
+  for done, (z, y, x) in enumerate(itertools.product(range(grid[2]), range(grid[1]),
+                                                     range(grid[0])), 1):
     shared = SharedMemory(prog.shared_size, prog.layout, check_races) if prog.layout else None
     run_cta(prog, CTA((x, y, z), shared, memory, params, block, grid))
+    if progress is not None and progress(done, total, time.perf_counter() - start) is False:
+      raise StoppedError(f"simulation of {prog.entry.name} stopped after {done} of {total} "
+                         f"blocks")
+  return "reference"
+
+
+def _compare(prog: Program, grid, block, args, memory: GlobalMemory, check_races: bool) -> str:
+  """Both engines on the same launch: identical memory afterwards, or the same error."""
+  if prog.fast() is None:
+    COMPARED["reference_only"] += 1
+    return launch(prog, grid, block, args, memory, check_races, "reference")
+  pristine, copy, errors = memory.snapshot(), memory.snapshot(), []
+  for mem, engine in ((copy, "reference"), (memory, "fast")):
+    try:
+      launch(prog, grid, block, args, mem, check_races, engine)
+      errors.append(None)
+    except ExecutionError as e:
+      errors.append(e)
+  COMPARED["launches"] += 1
+  if errors[0] is not None or errors[1] is not None:
+    if errors[0] is None or errors[1] is None:
+      raise ExecutionError(f"the engines disagree on {prog.entry.name}: reference "
+                           f"{errors[0]!r}, fast {errors[1]!r}")
+    COMPARED["both_failed"] += 1
+    raise errors[1]
+  nan_only = False
+  for base, buf in memory.buffers.items():
+    if copy.buffers[base].data != buf.data and _nan_only(copy.buffers[base].data, buf.data):
+      nan_only = True
+    elif copy.buffers[base].data != buf.data:
+      ref = copy.buffers[base].data
+      at = next(i for i in range(len(ref)) if ref[i] != buf.data[i]) // 4 * 4
+      raise ExecutionError(f"the engines disagree on {prog.entry.name}: {buf!r} differs at byte "
+                           f"{at}: reference {ref[at:at + 8].hex()}, fast "
+                           f"{buf.data[at:at + 8].hex()}")
+  if nan_only and _warm_reference_agrees(prog, grid, block, args, pristine, memory, check_races):
+    COMPARED["identical_warm"] += 1
+    return "compare"
+  COMPARED["nan_only" if nan_only else "identical"] += 1
+  if nan_only:
+    NAN_ONLY.append(prog)
+  return "compare"
+
+
+def _warm_reference_agrees(prog, grid, block, args, pristine, memory, check_races) -> bool:
+  """Whether a later run of the reference engine on the same input (CPython's float ops
+  specialized by then) leaves memory byte-identical to the fast engine's."""
+  for _ in range(3):
+    again = pristine.snapshot()
+    launch(prog, grid, block, args, again, check_races, "reference")
+    if all(again.buffers[base].data == buf.data for base, buf in memory.buffers.items()):
+      return True
+  return False
+
+
+NAN_ONLY: list = []      # the programs of the compared launches counted as "nan_only"
+
+
+def _nan_only(ref: bytearray, got: bytearray) -> bool:
+  """Whether every differing element is a NaN in both (as f16, f32 or f64): only a NaN's sign
+  or payload differs. CPython's own float addition does not fix which NaN operand's sign
+  survives a + b when both are NaN (its specialized and generic paths differ), so the
+  reference engine is not deterministic there."""
+  import numpy as np
+  a, b = np.frombuffer(bytes(ref), np.uint8), np.frombuffer(bytes(got), np.uint8)
+  where = np.flatnonzero(a != b)
+  for width, ftype in ((2, np.float16), (4, np.float32), (8, np.float64)):
+    if len(a) % width:
+      continue
+    x, y = a.view(ftype), b.view(ftype)
+    at = np.unique(where // width)
+    if np.isnan(x[at]).all() and np.isnan(y[at]).all():
+      return True
+  return False
 
 
 # ---- modules, cached by source ----------------------------------------------------------------
@@ -212,8 +322,9 @@ def program(source: str, entry: str | None = None) -> Program:
   _, progs = load(source)
   if not progs:
     raise PTXSyntaxError("the PTX has no .entry: nothing to run")
-  if entry is None:
-    return next(iter(progs.values()))
-  if entry not in progs:
+  if entry is not None and entry not in progs:
     raise PTXSyntaxError(f"no entry {entry!r} in the PTX (it has {', '.join(progs)})")
-  return progs[entry]
+  prog = progs[entry] if entry is not None else next(iter(progs.values()))
+  if ENGINE["name"] == "fast":
+    prog.fast()      # translated once, with the compile
+  return prog

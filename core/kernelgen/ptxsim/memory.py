@@ -44,6 +44,15 @@ class GlobalMemory:
     bisect.insort(self.bases, buf.base)
     return buf
 
+  def snapshot(self) -> "GlobalMemory":
+    """A copy with the same buffers at the same addresses (for comparing two runs)."""
+    copy = GlobalMemory()
+    copy.next, copy.bases = self.next, list(self.bases)
+    for base, buf in self.buffers.items():
+      copy.buffers[base] = Buffer(base, buf.size, buf.name)
+      copy.buffers[base].data[:] = buf.data
+    return copy
+
   def free(self, buf: Buffer) -> None:
     if self.buffers.pop(buf.base, None) is not None:
       self.bases.remove(buf.base)

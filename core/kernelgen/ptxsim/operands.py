@@ -69,7 +69,7 @@ def _compose(f, g):
   return lambda xs: g(f(xs))
 
 
-def _mismatch(rtype: str, itype: str, where: str):
+def mismatch(rtype: str, itype: str, where: str):
   return PTXSyntaxError(f"register type .{rtype} does not fit the instruction type .{itype} "
                         f"{where}: declare the register with a matching type")
 
@@ -80,15 +80,15 @@ def read_conversion(rtype: str, itype: str, where: str):
   if rtype == itype or (rc in "usb" and ic in "usb" and rw == iw):
     return None
   if rc == "p" or ic == "p" or (rc == "f" and ic == "f"):
-    raise _mismatch(rtype, itype, where)
+    raise mismatch(rtype, itype, where)
   if rc in "usb" and ic in "usb":
     return _masker(iw) if iw < rw else None
   if rc == "f":            # float register read as bits
     if rw != iw:
-      raise _mismatch(rtype, itype, where)
+      raise mismatch(rtype, itype, where)
     return nm.BITCASTS[rtype][0]
   if rw < iw:              # bits register read as a float
-    raise _mismatch(rtype, itype, where)
+    raise mismatch(rtype, itype, where)
   return _compose(_masker(iw) if iw < rw else None, nm.BITCASTS[itype][1])
 
 
@@ -98,17 +98,17 @@ def write_conversion(itype: str, rtype: str, where: str):
   if itype == rtype or (rc in "usb" and ic in "usb" and rw == iw):
     return None
   if rc == "p" or ic == "p" or (rc == "f" and ic == "f"):
-    raise _mismatch(rtype, itype, where)
+    raise mismatch(rtype, itype, where)
   if rc in "usb" and ic in "usb":
     if iw > rw:
       return _masker(rw)
     return _sign_extender(iw, rw) if ic == "s" else None
   if ic == "f":            # float result into a bits register
     if iw != rw:
-      raise _mismatch(rtype, itype, where)
+      raise mismatch(rtype, itype, where)
     return nm.BITCASTS[itype][0]
   if iw != rw:
-    raise _mismatch(rtype, itype, where)
+    raise mismatch(rtype, itype, where)
   return nm.BITCASTS[rtype][1]
 
 

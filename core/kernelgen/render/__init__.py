@@ -1,4 +1,5 @@
-"""The backends: one package per target language (wgsl/, ptx/), each with the same file roles
-(target.py: the Target and its facts; legalize.py: graph rules and typed errors; expressions.py /
-instructions.py: one value or instruction; writer.py: one kernel), and the Target of each
-(target.py, targets.py)."""
+"""The backends: target.py (the Target: a backend's facts, options and steps), targets.py (the
+registry, TARGETS and get_target) and one package per target language (wgsl/, ptx/), each with
+the same file roles (target.py: its Target and facts; legalize.py: graph rules and typed errors;
+expressions.py / instructions.py: one value or instruction; writer.py: one kernel; __init__.py:
+`legalize` and `render`). Adding a backend: one such folder and its line in targets.TARGETS."""

@@ -1,6 +1,9 @@
-"""What a backend is, as data: one frozen `Target` per backend (PYTHON here, WGSL in
-wgsl/target.py, PTX in ptx/target.py) holding every hard fact the optimizer and the lowering read
-(workgroup limits, vector widths, subgroup dtypes, tensor-core shapes) and the options it takes.
+"""What a backend is: one frozen `Target` per backend (WGSL in wgsl/target.py, PTX in
+ptx/target.py, PYTHON in targets.py) holding every hard fact the optimizer and the lowering read
+(workgroup limits, vector widths, subgroup dtypes, tensor-core shapes), the options it takes, and
+its steps: `legalize` and `render` (its renderer package, render/<backend>/), `buffer_limit`,
+`adapter_defaults`. The target is resolved from its name once, where the user names it
+(targets.get_target), and this object travels down the pipeline; nothing below compares names.
 
 `Target.check_options(options)` is the one option check every target runs: an unknown or
 misspelled option is an UnsupportedError naming the closest valid one.
@@ -8,7 +11,9 @@ misspelled option is an UnsupportedError naming the closest valid one.
 from __future__ import annotations
 
 import difflib
+import importlib
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..errors import UnsupportedError
 
@@ -49,6 +54,10 @@ class Target:
   tensor_cores: bool = False      # matmuls use tensor cores by default
   runs_wmma: bool = True          # tensor cores can be forced (WMMA; the interpreter runs it)
   mma_shapes: dict = field(default_factory=dict)  # (M, N, K, dtype) -> (oldest sm, ...)
+  arch_number: Callable | None = None  # arch name ('sm_80') -> its number, checked (tensor cores)
+  backend: str | None = None      # its renderer package, render/<backend>/ (legalize, render,
+                                  # buffer_limit); None: the interpreter runs the Kernel itself
+  adapters: bool = False          # option `adapter` picks defaults (the package's adapter_defaults)
 
   @property
   def options(self) -> tuple:
@@ -78,9 +87,41 @@ class Target:
                              f"(the longest row fused)", target=self.name)
     return options
 
-  def render_options(self, options: dict) -> dict:
+  def for_renderer(self, options: dict) -> dict:
     """The options its renderer takes (the front end's dropped)."""
     return {k: v for k, v in options.items() if k not in FRONT_END_OPTIONS}
+
+  def renderer(self):
+    """Its renderer package (imported on first use), or None (PYTHON: no source to write)."""
+    return importlib.import_module(f".{self.backend}", __package__) if self.backend else None
+
+  def legalize(self, sink, options: dict):
+    """The renderer's rewrites of a kernel graph, and its typed errors for what the target
+    cannot do (`options`: the renderer's, see for_renderer)."""
+    backend = self.renderer()
+    return sink if backend is None else backend.legalize(sink, **options)
+
+  def render(self, kernel, options: dict):
+    """A linearized Kernel written out: a CompiledKernel, or the Kernel itself (PYTHON)."""
+    backend = self.renderer()
+    return kernel if backend is None else backend.render(kernel, **options)
+
+  def buffer_limit(self, options: dict) -> int | None:
+    """The most buffers one kernel may bind with these options (None: no limit to split for)."""
+    limit = getattr(self.renderer(), "buffer_limit", None)
+    return limit(self.for_renderer(options)) if limit else None
+
+  def adapter_defaults(self, adapter: str, shape_class: str) -> dict:
+    """The options `adapter`'s class defaults to for kernels of `shape_class` ({} when the
+    target keys nothing on adapters)."""
+    return self.renderer().adapter_defaults(adapter, shape_class) if self.adapters else {}
+
+  def arch(self, arch: str) -> int:
+    """The number of arch name `arch` (tensor-core shapes are chosen by it); UnsupportedError
+    where the target has no archs."""
+    if self.arch_number is None:
+      raise UnsupportedError(f"target {self.name} has no archs (arch={arch!r})", target=self.name)
+    return self.arch_number(arch)
 
 
 def unknown_options_message(title: str, unknown: list, valid) -> str:
@@ -91,8 +132,3 @@ def unknown_options_message(title: str, unknown: list, valid) -> str:
     named.append(f"{name} (did you mean {close[0]}?)" if close else str(name))
   return f"unknown {title} option(s) {', '.join(named)}: use one of {', '.join(sorted(valid))}"
 
-
-PYTHON = Target(name="python", title="python", renderer_options=("subgroups", "arch"),
-                max_local=64, max_local_bytes=1 << 20, upcast=0,
-                subgroup_dtypes=("float16", "float32", "int32", "uint32"),
-                register_tiles=False, stage_threads=(8, 8))

@@ -13,7 +13,9 @@ class Runtime:
   target: str | None = None  # the source a kernel must be rendered to: "wgsl", "ptx" or None
 
   def render_options(self) -> dict:
-    """Keyword options for the target's renderer (features and limits of this device)."""
+    """The options this device's kernels are compiled with (its features and limits, and the
+    front-end defaults it wants, e.g. `adapter`); the compiler hands the renderer its part of
+    them (Target.for_renderer)."""
     return {}
 
   def alloc(self, nbytes: int):

@@ -15,7 +15,7 @@ import ctypes
 import ctypes.util
 
 from ..errors import CompileError, DeviceError
-from ..uop.program import CompiledKernel, Launch
+from ..uop.program import CompiledKernel, Launch, launch_dispatch
 from .base import Runtime
 
 # shared-library names of the driver, tried in order
@@ -163,7 +163,8 @@ class CUDARuntime(Runtime):
     events = self._events() if timed else None
     if events:
       self._check(self.lib.cuEventRecord(events[0], None), "cuEventRecord")
-    self._check(self.lib.cuLaunchKernel(function, *launch.dispatch, *launch.workgroup_size, 0,
+    self._check(self.lib.cuLaunchKernel(function, *launch_dispatch(launch, var_values),
+                                        *launch.workgroup_size, 0,
                                         None, params, None), f"cuLaunchKernel({kernel.name})")
     if not events:
       return None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from ..errors import DeviceError, ExecutionError
-from ..uop.program import CompiledKernel
+from ..uop.program import CompiledKernel, launch_dispatch
 from .base import Runtime
 
 
@@ -42,11 +42,13 @@ class PTXSimRuntime(Runtime):
   def free(self, handle) -> None:
     self.memory.free(handle)
 
-  def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
-    """Run `kernel` with `handles` in binding order; returns the seconds the simulation took."""
+  def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int],
+          progress=None) -> float:
+    """Run `kernel` with `handles` in binding order; returns the seconds the simulation took.
+    `progress(blocks done, blocks, seconds)` is called as it goes (False stops it)."""
     from ..ptxsim import program, launch
     spec = kernel.launch
-    if spec.target != "ptx":
+    if spec.target != self.target:
       raise DeviceError(f"PTXSIM runs PTX, but kernel {kernel.name} was rendered for "
                         f"{spec.target}: compile it for the PTXSIM device")
     if len(handles) != len(spec.bindings):
@@ -59,6 +61,6 @@ class PTXSimRuntime(Runtime):
       handle.name = f"data{binding.slot} ({binding.name})"
     args = [h.base for h in handles] + [int(var_values[name]) for name, _ in spec.uniforms]
     start = time.perf_counter()
-    launch(program(spec.source, spec.entry_point), spec.dispatch, spec.workgroup_size, args,
-           self.memory, self.check_races)
+    launch(program(spec.source, spec.entry_point), launch_dispatch(spec, var_values),
+           spec.workgroup_size, args, self.memory, self.check_races, progress=progress)
     return time.perf_counter() - start

@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import CompileError, DeviceError
 from ..render.wgsl.adapters import classify
-from ..uop.program import CompiledKernel, Launch
+from ..uop.program import CompiledKernel, Launch, launch_dispatch
 from .base import Runtime
 
 # WebGPU features the device asks for when the adapter has them (standard names only, so what
@@ -221,7 +221,7 @@ class WebGPURuntime(Runtime):
     compute = encoder.begin_compute_pass(**({"timestamp_writes": queries[0]} if queries else {}))
     compute.set_pipeline(pipeline)
     compute.set_bind_group(0, bind_group)
-    compute.dispatch_workgroups(*launch.dispatch)
+    compute.dispatch_workgroups(*launch_dispatch(launch, var_values))
     compute.end()
     if queries:
       encoder.resolve_query_set(queries[0]["query_set"], 0, 2, queries[1], 0)

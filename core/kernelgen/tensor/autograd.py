@@ -46,6 +46,8 @@ class _GradMode:
 
 
 def is_grad_enabled() -> bool:
+  """Whether operations now record gradient history (False inside `kg.no_grad()`, True by default
+  and inside `kg.enable_grad()`)."""
   return _GradMode.enabled
 
 
@@ -97,6 +99,11 @@ class AutogradMixin(TensorOps):
   __slots__ = ()
 
   def requires_grad_(self, requires_grad: bool = True):
+    """Mark the tensor (in place) as one whose gradient `backward()` computes into `.grad`
+    (requires_grad=True), or unmark a leaf. Returns the tensor itself.
+
+    Raises DTypeError for a non-float tensor, AutogradError for requires_grad_(False) on a tensor
+    computed from others (use `detach()`)."""
     if requires_grad and not self.dtype.is_float():
       raise DTypeError(f"only float tensors can require gradients, this one is {self.dtype}: "
                        f"cast it to a float dtype first")
@@ -107,6 +114,8 @@ class AutogradMixin(TensorOps):
 
   @property
   def is_leaf(self) -> bool:
+    """True for a tensor not computed from a tensor that requires gradients (made by the user, or
+    detached); `backward()` keeps `.grad` only on leaves."""
     return self.ctx is None
 
   def detach(self):
@@ -114,7 +123,12 @@ class AutogradMixin(TensorOps):
     return type(self)(self.node)
 
   def backward(self, gradient=None) -> None:
-    """Accumulate d(self)/d(leaf) * gradient into `.grad` of every leaf that requires grad."""
+    """Accumulate d(self)/d(leaf) * gradient into `.grad` of every leaf that requires grad
+    (lazily: the gradients are computed when read or by the optimizer's step). `gradient`
+    (a Tensor or values of self's shape) defaults to 1 for a one-element result.
+
+    Raises AutogradError when self does not require grad, ShapeError when `gradient` is
+    missing for a result of more than one element or has another shape."""
     if not self.requires_grad:
       raise AutogradError("backward() on a tensor that does not require grad: make an input "
                           "require it (Tensor(..., requires_grad=True) or .requires_grad_())")

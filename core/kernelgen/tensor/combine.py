@@ -2,6 +2,7 @@
 operation mixins can use them (tensor.py re-exports them as the public `kg.where` etc.)."""
 from __future__ import annotations
 
+from ..graph.dims import Sym
 from ..dtype import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph.lazy import L, LazyOp
@@ -20,7 +21,10 @@ def tensor_class(*xs) -> type:
 
 
 def where(cond, x, y) -> TensorOps:
-  """numpy.where(cond, x, y): x where cond is true, else y; broadcasting, promoted dtype."""
+  """numpy.where(cond, x, y): x where cond is true (nonzero), else y. cond, x and y are Tensors
+  or Python values; the result has their broadcast shape and x's and y's promoted dtype.
+
+  Raises ShapeError when the shapes do not broadcast."""
   cls = tensor_class(cond, x, y)
   cond = cond if isinstance(cond, TensorOps) else cls(cond)
   x, y = (array_operand(v, cls, cond.device) for v in (x, y))
@@ -35,7 +39,10 @@ def where(cond, x, y) -> TensorOps:
 
 
 def cat(tensors, axis: int = 0) -> TensorOps:
-  """numpy.concatenate: join along an existing axis (one kernel: padded views added)."""
+  """numpy.concatenate: the tensors joined along an existing `axis` (one kernel: padded views
+  added); the other dims must be equal. Result dtype: the tensors' promoted dtype.
+
+  Raises ShapeError for no tensors, tensors of different ndim or other dims that differ."""
   tensors = list(tensors)
   if not tensors:
     raise ShapeError("cat needs at least one tensor")
@@ -47,6 +54,9 @@ def cat(tensors, axis: int = 0) -> TensorOps:
       raise ShapeError(f"cat of shapes {first.shape} and {t.shape} along axis {axis}: every "
                        f"other dim must match")
   dtype = result_dtype(*tensors)
+  if any(t.node.sym is not None and isinstance(t.node.sym[axis], Sym) for t in tensors):
+    from .symbolic import cat as symbolic_cat      # parts at run-time offsets
+    return symbolic_cat([t.cast(dtype) for t in tensors], axis)
   total = sum(t.shape[axis] for t in tensors)
   out, start = None, 0
   for t in tensors:
@@ -64,7 +74,10 @@ def cat(tensors, axis: int = 0) -> TensorOps:
 
 
 def stack(tensors, axis: int = 0) -> TensorOps:
-  """numpy.stack: join along a new axis."""
+  """numpy.stack: tensors of one shape joined along a new `axis` (0..ndim): shape
+  (..., len(tensors), ...); their promoted dtype.
+
+  Raises ShapeError for no tensors or tensors of different shapes."""
   tensors = list(tensors)
   if not tensors:
     raise ShapeError("stack needs at least one tensor")

@@ -166,6 +166,8 @@ def shape_args(shape) -> tuple[int, ...]:
 
 
 def check_ints(values, what: str) -> None:
-  bad = [v for v in values if not hasattr(v, "__index__") or isinstance(v, bool)]
+  from ..graph.dims import Sym
+  bad = [v for v in values if not (hasattr(v, "__index__") or isinstance(v, Sym)) or
+         isinstance(v, bool)]
   if bad:
     raise ShapeError(f"{what} takes ints, got {bad[0]!r} in {tuple(values)}: use int(...)")

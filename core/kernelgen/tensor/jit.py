@@ -58,6 +58,7 @@ import weakref
 from .. import realize as realizing
 from ..errors import ExecutionError, UnsupportedError, internal_errors
 from ..graph.lazy import Buffer, L, LazyOp
+from ..graph.dims import Sym, bindings, rebind
 from .tensor import Tensor
 
 RECORD_TRIES = 4   # eager calls of one signature without two alike before giving up
@@ -83,9 +84,13 @@ class _Recording:
 
 
 def _key(value):
-  """The signature of one argument: a tensor by shape, dtype and device; a plain value exactly."""
+  """The signature of one argument: a tensor by shape (its symbolic sizes as expressions, not
+  values), dtype and device; a symbolic size by its expression (not its bound value); a plain
+  value exactly."""
   if isinstance(value, Tensor):
-    return ("tensor", value.shape, value.dtype.name, value.device)
+    return ("tensor", value.shape, value.node.sym, value.dtype.name, value.device)
+  if isinstance(value, Sym):
+    return ("dim", value, tuple(sorted(value.ranges.items())))
   if isinstance(value, float):
     return ("float", repr(value))
   try:
@@ -169,6 +174,7 @@ class _Program:
     if None in self.outputs:
       raise _Mismatch(DIFFERENT)
     self.shapes = [shape for _, shape in b.outputs]
+    self.dims = {name for _, kernel, _, _ in b.launches for name, _ in kernel.launch.uniforms}
     self.result_shape = b.shape
     self.current = [launch[2] for launch in b.launches]   # the latest value of each output
     self.carried = sorted({w for _, _, slots in self.steps for kind, w in slots if kind == CARRY})
@@ -206,7 +212,7 @@ class _Program:
           return False
     return True
 
-  def replay(self, args: list[Buffer]):
+  def replay(self, args: list[Buffer], values: dict):
     written = list(self.current)
     for w in self.carried:
       spare = self.spare[w]
@@ -220,12 +226,12 @@ class _Program:
     for runtime, kernel, slots in self.steps:
       handles = [self._handle(kind, x, written, args) for kind, x in slots]
       with internal_errors(f"run on {runtime.name}", kernel.name, ExecutionError):
-        runtime.run(kernel, handles, {})
+        runtime.run(kernel, handles, values)
     for w in self.carried:
       self.current[w].swap_storage(self.spare[w])
     for opt, count, _ in self.optimizers:
       opt.steps += count
-    return [self._output(kind, x, shape, written, args)
+    return [self._output(kind, x, shape, written, args, values)
             for (kind, x), shape in zip(self.outputs, self.shapes)]
 
   def _handle(self, kind, x, written, args):
@@ -238,9 +244,23 @@ class _Program:
     return x.handle
 
   @staticmethod
-  def _output(kind, x, shape, written, args):
+  def _output(kind, x, shape, written, args, values):
     buffer = written[x] if kind == OUT else args[x] if kind == ARG else x
-    return Tensor(LazyOp.from_buffer(buffer, shape))
+    shape, sym = shape
+    return Tensor(LazyOp(L.BUFFER, buffer.dtype, shape, device=buffer.device, buffer=buffer,
+                         sym=rebind(sym, values)))
+
+
+def _dim_values(args, kwargs) -> dict:
+  """{dim name: bound value} of the symbolic sizes among the arguments (bound dims, and the
+  symbolic sizes of tensor arguments): what a replay passes its kernels."""
+  syms = []
+  for a in list(args) + list(kwargs.values()):
+    if isinstance(a, Sym):
+      syms.append(a)
+    elif isinstance(a, Tensor) and a.node.sym is not None:
+      syms.extend(s for s in a.node.sym if isinstance(s, Sym))
+  return bindings(syms)
 
 
 class _Mismatch(Exception):
@@ -260,7 +280,15 @@ class _Signature:
 
 
 class jit:
-  """`kg.jit(fn)` (or `@kg.jit`): fn's kernels recorded and replayed (the module docstring)."""
+  """`kg.jit(fn)` (or `@kg.jit`): a callable that runs `fn` (a function of Tensors and plain
+  Python values that returns None, a Tensor, or a tuple or list of Tensors) and, once two calls
+  with the same argument signature (tensor shapes, dtypes and devices; the plain values) have
+  launched the same kernels, replays those kernels without running fn's Python again. Returns
+  what fn returns (new Tensors each call, without gradient history).
+
+  Raises UnsupportedError (at the call that finds it) when fn reads values back to Python,
+  assigns to a tensor argument, returns something other than tensors, or runs different kernels
+  in every call; see the module kernelgen.tensor.jit for what a replay does not repeat."""
 
   def __init__(self, fn):
     self.fn = fn
@@ -294,8 +322,15 @@ class jit:
     self.previous_key = key
     if entry.program is not None:
       if entry.program.valid():
+        values = _dim_values(args, kwargs)
+        missing = entry.program.dims - set(values)
+        if missing:
+          raise UnsupportedError(f"kg.jit {self.__name__}: its kernels read the dim(s) "
+                                 f"{', '.join(sorted(missing))}, which no argument binds: pass "
+                                 f"the bound dim (n.bind(v)) or a tensor of that size as an "
+                                 f"argument")
         return self._result(entry.program.result_shape,
-                            entry.program.replay([t.node.buffer for t in tensors]))
+                            entry.program.replay([t.node.buffer for t in tensors], values))
       entry.program, entry.tries = None, 0
     try:
       result, recording = self._record(tensors, args, kwargs)
@@ -320,7 +355,8 @@ class jit:
     if any(t.node is not node for t, node in zip(tensors, nodes)):
       raise UnsupportedError("a kg.jit function assigned to a tensor argument (t[...] = v or an "
                              "in-place update): return the new value instead")
-    outputs = [(t.node.buffer, t.shape) for t in outputs]   # not the tensors (their graphs)
+    # not the tensors (their graphs)
+    outputs = [(t.node.buffer, (t.shape, t.node.sym)) for t in outputs]
     return result, _Recording(launches, [n.buffer for n in nodes], outputs, shape, stepped)
 
   def _learn(self, entry: _Signature, recording: _Recording) -> None:

@@ -10,7 +10,9 @@ makes. Within one kernel a repeated name gets the first free suffix `_2`, `_3`..
 (program.py's `kernel_buffers`).
 
 Programs run by the CLI and the page name their unnamed input buffers after the variables that
-hold them (`x = Tensor.empty(64, 32)` is called `x`): `name_inputs`.
+hold them (`x = Tensor.empty(64, 32)` is called `x`): `name_inputs`; a realized result held by a
+variable (`w = Tensor.randn(...).realize()`) gets it as its `label`, which export uses as the
+weight's key.
 """
 from __future__ import annotations
 
@@ -52,3 +54,6 @@ def name_inputs(namespace: dict) -> None:
       buffer = value.node.buffer
       if buffer is not None and buffer.name is None:
         buffer.name = var
+    elif isinstance(value, TensorOps) and value.node.realized and IDENTIFIER.fullmatch(var):
+      if value.node.buffer.label is None:   # a computed weight: export keys it by `var`
+        value.node.buffer.label = var

@@ -19,6 +19,9 @@ and `t.item()` of one element, `np.asarray(t)` (the ndarray of `.numpy()`). nump
 tensor (`np.exp(t)`, `ndarray + t`, `t + ndarray`) give a lazy Tensor where kernelgen has the op, with
 kernelgen's dtype rules; other ufuncs, ufunc methods or keywords (`out=`) and other numpy
 functions (`np.sum(t)`) give numpy's ndarray. `Tensor.empty` is an unfilled input buffer.
+
+One concept, the Tensor class with its creation, movement and cast methods; it runs past 500
+lines because every public method carries its user documentation (the API reference page).
 """
 from __future__ import annotations
 
@@ -33,6 +36,7 @@ from ..uop.ops import Ops
 from .data import (Scalar, check_ints, host_narrowed, infer_dtype, nest, pairs,  # noqa: F401
                           raw_of, resolve_axes, shape_args, broadcast_shape, pack, unpack)
 from ..graph.view import View, prod
+from ..graph.dims import Sym
 from .operands import TensorOps, acc_dtype, coerce, float_of, result_dtype  # noqa: F401
 from .combine import cat, stack, where  # noqa: F401
 from .ops.elementwise import ArithmeticOps, MathOps
@@ -79,7 +83,20 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   lists, one operation family per module of tensor/ops/ (elementwise: operators and math;
   reduce; linalg: matmul; conv; pooling; norms; scan; sort; indexing; shape; interpolate;
   scatter; dropout; attention; losses ...); protocols: Python's and numpy's; autograd: backward,
-  grad)."""
+  grad).
+
+  `Tensor(data, dtype=None, device=None, requires_grad=False)`: data is a Python number, a nested
+  list of numbers, a numpy array, a buffer-protocol object or another Tensor (copied, without its
+  gradient history). dtype: a DType or its name; when None, Python ints become int32, floats
+  float32 and bools bool, a numpy array keeps its dtype. device: a device name or `kg.Device`
+  value (default `kg.Device.DEFAULT`). Nothing is computed until the values are asked for.
+
+  Raises DTypeError for an unknown dtype or data of no supported type, ShapeError for ragged
+  lists, DeviceError for an unknown device.
+
+  Attributes besides the properties: `requires_grad` (bool: `backward()` computes this tensor's
+  gradient), `grad` (the accumulated gradient, a Tensor of the same shape, or None), `node`
+  (the lazy graph node that computes it) and `ctx` (autograd's record of how it was computed)."""
   __slots__ = ("node", "requires_grad", "grad", "ctx", "__weakref__")
   __array_priority__ = 1000   # numpy defers to our operators: np_array + tensor -> Tensor
 
@@ -102,21 +119,41 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   # ---- basic properties ----
   @property
   def shape(self) -> tuple[int, ...]:
+    """The size of each dimension, a tuple of ints (`()` for a 0-d tensor)."""
     return self.node.shape
 
   @property
+  def symbolic_shape(self) -> tuple:
+    """The shape with its symbolic sizes (kg.Dim expressions) where it has any; `shape` is the
+    physical one (a symbolic size s counts s.hi elements, graph/dims.py)."""
+    return self.node.logical
+
+  def symbolic(self, *shape) -> Tensor:
+    """These values as a tensor of logical shape `shape`, whose symbolic sizes are bound to this
+    tensor's sizes: `Tensor(rows).symbolic(n.bind(len(rows)), 64)`. Host data is padded to
+    each size's largest value on the host (no kernel); a computed tensor with a pad."""
+    from . import symbolic
+    return symbolic.symbolic(self, shape_args(shape))
+
+  @property
   def dtype(self) -> DType:
+    """The element type, a `DType` (`kg.dtypes.float32`, ...)."""
     return self.node.dtype
 
   @property
   def device(self) -> str:
+    """The canonical name of the device that holds the tensor ("WEBGPU", "PTXSIM", "PYTHON", ...).
+    """
     return self.node.device
 
   @property
   def ndim(self) -> int:
+    """The number of dimensions, `len(self.shape)`."""
     return len(self.shape)
 
   def numel(self) -> int:
+    """The number of elements, the product of the shape (1 for a 0-d tensor), an int. Also the
+    property `size`."""
     return prod(self.shape)
 
   size = property(numel)
@@ -140,34 +177,64 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     return self
 
   def _bytes(self) -> bytes:
+    """The values as bytes in numpy layout, of the logical shape (_host_shape)."""
     from ..realize import read_bytes
-    return read_bytes(self.node)
+    raw = read_bytes(self.node)
+    if self.node.sym is None:
+      return raw
+    from .symbolic import compact
+    return compact(raw, self.shape, self._host_shape(), self.dtype.itemsize)
+
+  def _host_shape(self) -> tuple:
+    """The shape of the values read back: symbolic sizes at their bound values."""
+    if self.node.sym is None:
+      return self.shape
+    from .symbolic import concrete_shape
+    return concrete_shape(self)
 
   def tolist(self):
-    return nest(unpack(self._bytes(), self.dtype), self.shape)
+    """The values as nested Python lists (a plain number for a 0-d tensor), computing the tensor
+    first. bool gives bools, integer dtypes ints and float dtypes floats."""
+    return nest(unpack(self._bytes(), self.dtype), self._host_shape())
 
   def item(self):
+    """The value of a one-element tensor as a Python number (or bool), computing it first.
+
+    Raises ShapeError when the tensor has more or fewer than one element."""
     if self.numel() != 1:
       raise ShapeError(f"item() needs a tensor of one element, this one has shape {self.shape}")
     return unpack(self._bytes(), self.dtype)[0]
 
   def data(self) -> memoryview:
+    """The values as a memoryview in the tensor's shape (flat when it has no elements), computing
+    the tensor first. float16 and bfloat16 give their raw 16-bit patterns (format 'H'): a
+    memoryview cannot hold half floats."""
     fmt = "H" if self.dtype.fmt == "e" else self.dtype.fmt
     view = memoryview(self._bytes())
-    return view.cast(fmt, self.shape) if self.numel() else view.cast(fmt)
+    shape = self._host_shape()
+    return view.cast(fmt, shape) if prod(shape) else view.cast(fmt)
 
   def numpy(self):
+    """The values as a new numpy ndarray of the tensor's shape and dtype (bfloat16 becomes float32),
+    computing the tensor first.
+
+    Raises DeviceError when numpy is not installed (use `tolist` or `data` then)."""
     try:
       import numpy as np
     except ImportError:
       raise DeviceError("Tensor.numpy() needs numpy, which is not installed here: "
                         "use .tolist() or .data() instead") from None
-    raw = self._bytes()
+    raw, shape = self._bytes(), self._host_shape()
     if self.dtype == dtypes.bfloat16:
-      return np.array(unpack(raw, self.dtype), dtype=np.float32).reshape(self.shape)
-    return np.frombuffer(raw, dtype=np.dtype(self.dtype.name)).reshape(self.shape).copy()
+      return np.array(unpack(raw, self.dtype), dtype=np.float32).reshape(shape)
+    return np.frombuffer(raw, dtype=np.dtype(self.dtype.name)).reshape(shape).copy()
 
   def to(self, device: str) -> Tensor:
+    """The tensor on `device` (a name such as "WEBGPU" or "PTXSIM", or a `kg.Device` value): the
+    same tensor when it is there already, otherwise a copy of its values (gradients flow through
+    the copy).
+
+    Raises DeviceError for an unknown or unavailable device."""
     from ..device import Device
     device = Device.canonical(device)
     if device == self.device:
@@ -194,16 +261,32 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
   @staticmethod
   def full(shape, value, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    """A tensor of `shape` (an int or a tuple) with every element `value`. dtype: inferred from
+    `value` when None (int32 for a Python int, float32 for a float, bool for a bool); device: the
+    default device when None. A constant: no buffer is stored.
+
+    Raises ShapeError for a negative size."""
+    shape = (shape,) if isinstance(shape, (int, Sym)) else tuple(shape)
     dtype = dtypes.from_name(dtype) if dtype else infer_dtype([value])
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.full(Tensor, shape, value, dtype, device).requires_grad_(requires_grad)
     return Tensor(Tensor._full_node(shape, value, dtype, device)).requires_grad_(requires_grad)
 
   @staticmethod
   def zeros(*shape, dtype=dtypes.float32, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of `shape` (ints, or one tuple) filled with 0, float32 unless `dtype` says
+    otherwise.
+
+    Raises ShapeError for a negative size."""
     return Tensor.full(shape_args(shape), 0, dtype, device, requires_grad)
 
   @staticmethod
   def ones(*shape, dtype=dtypes.float32, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of `shape` (ints, or one tuple) filled with 1, float32 unless `dtype` says
+    otherwise.
+
+    Raises ShapeError for a negative size."""
     return Tensor.full(shape_args(shape), 1, dtype, device, requires_grad)
 
   @staticmethod
@@ -215,6 +298,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     from ..device import Device
     from .names import check_name
     shape, name = shape_args(shape), check_name(name)
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.empty(Tensor, shape, dtypes.from_name(dtype), device, name, requires_grad)
     if any(s < 0 for s in shape):
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
     device = Device.canonical(device) if device else _default_device()
@@ -225,8 +311,20 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   @staticmethod
   def arange(start, stop=None, step=1, dtype=None, device=None,
              requires_grad: bool = False) -> Tensor:
+    """The 1-d tensor start, start + step, ... up to but not including `stop` (numpy.arange;
+    `arange(n)` counts 0..n-1). dtype: inferred from start, stop and step when None (int32 for
+    ints, float32 when any is a float).
+
+    Raises ShapeError when `step` is 0."""
     if stop is None:
       start, stop = 0, start
+    if isinstance(start, Sym) or isinstance(stop, Sym):
+      from . import symbolic
+      if not (isinstance(stop, Sym) and start == 0 and step == 1):
+        raise ShapeError(f"arange with a symbolic size takes arange(n), got start={start} "
+                         f"stop={stop} step={step}: add the start or scale the result")
+      out = symbolic.arange(Tensor, stop, device)
+      return (out.cast(dtype) if dtype else out).requires_grad_(requires_grad)
     dtype = dtypes.from_name(dtype) if dtype else infer_dtype([start, stop, step])
     if step == 0:
       raise ShapeError("arange step must not be 0: use a positive or negative step")
@@ -242,6 +340,8 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=dtypes.float32, device=None,
           requires_grad: bool = False) -> Tensor:
+    """The (n, m) identity matrix (m defaults to n): 1 on the diagonal, 0 elsewhere; float32 unless
+    `dtype` says otherwise."""
     m = n if m is None else m
     if not all(hasattr(v, "__index__") and not isinstance(v, bool) and v >= 0 for v in (n, m)):
       raise ShapeError(f"eye({n!r}, {m!r}): the sizes must be non-negative ints")
@@ -253,7 +353,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   def rand(*shape, seed=0, dtype=dtypes.float32, device=None,
            requires_grad: bool = False) -> Tensor:
     """Uniform [0, 1) from a counter-based hash of (seed, element index): deterministic. seed:
-    an int, or a one-element integer Tensor (a seed on the device: no new kernel per seed)."""
+    an int, or a one-element integer Tensor (a seed on the device: no new kernel per seed).
+    A tensor of `shape` (ints, or one tuple) in `dtype` (float32 by default).
+
+    Raises ShapeError for a negative size."""
     shape = shape_args(shape)
     if any(s < 0 for s in shape):
       raise ShapeError(f"negative dimension in shape {shape}: sizes must be >= 0")
@@ -264,7 +367,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   @staticmethod
   def randn(*shape, seed=0, dtype=dtypes.float32, device=None,
             requires_grad: bool = False) -> Tensor:
-    """Standard normal values (Box-Muller over two hashed streams); deterministic in `seed`."""
+    """Standard normal values (Box-Muller over two hashed streams); deterministic in `seed`. A
+    tensor of `shape` (ints, or one tuple) in `dtype` (float32 by default).
+
+    Raises ShapeError for a negative size."""
     shape = shape_args(shape)
     u1 = 1.0 - Tensor.rand(*shape, seed=seed * 2 + 1, device=device)
     u2 = Tensor.rand(*shape, seed=seed * 2 + 2, device=device)
@@ -273,11 +379,13 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
   @staticmethod
   def zeros_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Zeros of `t`'s shape on `t`'s device, in `dtype` (default: `t`'s dtype)."""
     return Tensor.zeros(*t.shape, dtype=dtype or t.dtype, device=t.device,
                         requires_grad=requires_grad)
 
   @staticmethod
   def ones_like(t: Tensor, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Ones of `t`'s shape on `t`'s device, in `dtype` (default: `t`'s dtype)."""
     return Tensor.ones(*t.shape, dtype=dtype or t.dtype, device=t.device,
                        requires_grad=requires_grad)
 
@@ -289,7 +397,14 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     return record(Tensor(chain_view(self.node, move, *args)), (self,), "move", (move, args))
 
   def reshape(self, *shape) -> Tensor:
+    """The same elements in row-major order with a new shape (ints, or one tuple; one size may be -1
+    to be inferred). No data is copied. Also `view`.
+
+    Raises ShapeError when the element counts differ or more than one size is -1."""
     shape = list(shape_args(shape))
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.reshape(self, shape)
     if shape.count(-1) > 1:
       raise ShapeError(f"reshape to {tuple(shape)}: only one dim can be -1")
     if -1 in shape:
@@ -303,9 +418,14 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   view = reshape
 
   def flatten(self) -> Tensor:
+    """The elements as a 1-d tensor of `numel()` elements (row-major)."""
     return self.reshape(-1)
 
   def permute(self, *order) -> Tensor:
+    """The axes reordered: result axis i is input axis `order[i]` (negative axes allowed). No data
+    is copied.
+
+    Raises ShapeError unless `order` names every axis once."""
     order = shape_args(order)
     if any(not -self.ndim <= a < self.ndim for a in order) or \
        sorted(a % self.ndim for a in order) != list(range(self.ndim)):
@@ -318,6 +438,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     return self.permute(*(axes or range(self.ndim - 1, -1, -1)))
 
   def swapaxes(self, a: int, b: int) -> Tensor:
+    """The tensor with axes `a` and `b` exchanged (numpy.swapaxes).
+
+    Raises ShapeError for an axis out of range."""
     order = list(range(self.ndim))
     a, b = resolve_axes(a, self.ndim)[0], resolve_axes(b, self.ndim)[0]
     order[a], order[b] = order[b], order[a]
@@ -325,10 +448,18 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
   @property
   def T(self) -> Tensor:
+    """The transpose: the axes in reverse order (a matrix's rows become its columns)."""
     return self.transpose()
 
   def expand(self, *shape) -> Tensor:
+    """The tensor broadcast to `shape` (ints, or one tuple; -1 keeps a size): size-1 dimensions
+    repeat without copying, and new leading dimensions are added. Also `broadcast_to`.
+
+    Raises ShapeError when a dimension larger than 1 would have to change."""
     shape = shape_args(shape)
+    if any(isinstance(s, Sym) for s in shape):
+      from . import symbolic
+      return symbolic.expand(self, shape)
     shape = tuple(s if s != -1 else o for s, o in
                   zip(shape, (1,) * (len(shape) - self.ndim) + self.shape))
     target = broadcast_shape(self.shape, shape)
@@ -340,12 +471,18 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   broadcast_to = expand
 
   def unsqueeze(self, axis: int) -> Tensor:
+    """The tensor with a new size-1 dimension at `axis` (0..ndim, negative counts from the end).
+    Also `expand_dims`."""
     axis = resolve_axes(axis, self.ndim + 1)[0]
     return self.reshape(self.shape[:axis] + (1,) + self.shape[axis:])
 
   expand_dims = unsqueeze
 
   def squeeze(self, axis=None) -> Tensor:
+    """The tensor without size-1 dimensions: those at `axis` (an int or a tuple), or all of them
+    when None.
+
+    Raises ShapeError when a named axis has a size other than 1."""
     axes = resolve_axes(axis, self.ndim) if axis is not None else \
       tuple(i for i, s in enumerate(self.shape) if s == 1)
     if any(self.shape[a] != 1 for a in axes):
@@ -354,7 +491,11 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
   def pad(self, pad_width, value=0, mode="constant") -> Tensor:
     """numpy.pad: pad_width is ((before, after), ...) per dim; mode "constant" fills with value,
-    "edge", "reflect", "symmetric" and "wrap" repeat the data (tensor/ops/shape.py)."""
+    "edge", "reflect", "symmetric" and "wrap" repeat the data (tensor/ops/shape.py). Each dim
+    grows by before + after; same dtype.
+
+    Raises ShapeError for negative widths (use shrink to cut) or widths that do not fit the
+    dims."""
     if isinstance(value, str):       # pad(widths, "edge"), as numpy.pad's positional mode
       mode, value = value, 0
     if mode != "constant":
@@ -367,6 +508,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     if self.numel() == 0 and any(b or a for b, a in pads):   # nothing to place: all fill
       shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pads))
       return Tensor.full(shape, value, dtype=self.dtype, device=self.device)
+    if self.node.sym is not None and any(isinstance(s, Sym) and a for s, (_, a) in
+                                         zip(self.node.sym, pads)):
+      from . import symbolic
+      return symbolic.pad(self, pads, value)
     out = self._move("pad", pads) if any(b or a for b, a in pads) else self
     if value == 0 or out is self:
       return out
@@ -375,6 +520,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     return where(inside, out, fill)                   # value cast to the tensor's dtype
 
   def shrink(self, bounds) -> Tensor:
+    """The slice (start, end) of each dimension, one pair per dimension (None keeps the whole
+    dimension). No data is copied.
+
+    Raises ShapeError unless 0 <= start <= end <= size for every dimension."""
     bounds = tuple((0, n) if b is None else tuple(b) for b, n in zip(bounds, self.shape))
     if len(bounds) != self.ndim or any(not 0 <= b <= e <= n for (b, e), n in
                                        zip(bounds, self.shape)):
@@ -385,17 +534,28 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     return self._move("shrink", bounds)
 
   def flip(self, axis=None) -> Tensor:
+    """The elements in reverse order along `axis` (an int or a tuple; None: every axis), numpy.flip.
+    """
     axes = resolve_axes(axis, self.ndim)
+    if self.node.sym is not None and any(isinstance(self.node.sym[a], Sym) for a in axes):
+      from .symbolic import flip
+      return flip(self, axes)
     return self._move("flip", axes) if axes else self
 
   def _step(self, steps) -> Tensor:
     return self._move("step", tuple(steps)) if any(k != 1 for k in steps) else self
 
   def __getitem__(self, index) -> Tensor:
+    from .symbolic import symbolic_index
+    if symbolic_index(index):
+      from .symbolic import getitem as symbolic_getitem
+      return symbolic_getitem(self, index)
     from .ops.indexing import getitem
     return getitem(self, index)
 
   def repeat(self, *reps) -> Tensor:
+    """The tensor tiled `reps[i]` times along each dimension (numpy.tile; torch's repeat). More reps
+    than dimensions add leading dimensions."""
     reps = shape_args(reps)
     x = self.reshape((1,) * (len(reps) - self.ndim) + self.shape)
     expanded = x.reshape(tuple(v for s in x.shape for v in (1, s)))
@@ -428,6 +588,11 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     return record(Tensor(self.node.alu(op, self.dtype)), (self,), "alu", op)
 
   def cast(self, dtype) -> Tensor:
+    """The values converted to `dtype` (a DType or its name: "float16", "int32", ...), as numpy's
+    astype: floats to ints truncate toward zero. The same tensor when the dtype already matches.
+    Also `astype`.
+
+    Raises DTypeError for an unknown dtype name."""
     dtype = dtypes.from_name(dtype)
     if dtype == self.dtype:
       return self
@@ -438,6 +603,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   astype = cast
 
   def bitcast(self, dtype) -> Tensor:
+    """The same bits read as `dtype`, which must have the dtype's width (float32 <-> int32/uint32,
+    float16 <-> int16/uint16 ...).
+
+    Raises DTypeError when the widths differ."""
     dtype = dtypes.from_name(dtype)
     if dtype.itemsize != self.dtype.itemsize:
       raise DTypeError(f"bitcast from {self.dtype} to {dtype} needs equal widths "
@@ -446,15 +615,19 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
       Tensor(LazyOp(L.BITCAST, dtype, self.shape, (self.node,)))
 
   def float(self) -> Tensor:
+    """The values cast to float32."""
     return self.cast(dtypes.float32)
 
   def half(self) -> Tensor:
+    """The values cast to float16."""
     return self.cast(dtypes.float16)
 
   def int(self) -> Tensor:
+    """The values cast to int32 (floats truncate toward zero)."""
     return self.cast(dtypes.int32)
 
   def bool(self) -> Tensor:
+    """The values cast to bool (nonzero is True)."""
     return self.cast(dtypes.bool)
 
   def where(self, x, y) -> Tensor:

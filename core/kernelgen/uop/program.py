@@ -100,6 +100,10 @@ class Launch:
   # been created with them, and a compiler that wants them declared (Tint: `enable subgroups;`)
   # gets the directive from its runtime, as naga rejects it
   features: tuple[str, ...] = ()
+  # a run-time grid (symbolic sizes): ((terms, const, per), ...) per dimension, or (): the first
+  # dimension needs only ceil((const + sum(c * dim for dim, c in terms)) / per) workgroups, at
+  # most `dispatch`'s (the rest would compute padding). A runtime may always launch `dispatch`.
+  grid: tuple = ()
 
   def to_json(self) -> dict:
     return {"target": self.target, "source": self.source, "entry_point": self.entry_point,
@@ -108,8 +112,27 @@ class Launch:
             "uniforms": [list(u) for u in self.uniforms], "features": list(self.features)}
 
 
+def launch_dispatch(launch: Launch, values: dict | None) -> tuple:
+  """The workgroups to launch: `launch.dispatch`, its first dimension cut to `launch.grid`
+  under the dims' `values` (a symbolic size's bound value) where the launch has one."""
+  if not launch.grid or not values:
+    return tuple(launch.dispatch)
+  terms, const, per = launch.grid[0]
+  if any(name not in values for name, _ in terms):
+    return tuple(launch.dispatch)
+  need = const + sum(c * values[name] for name, c in terms)
+  x = min(launch.dispatch[0], max(1, -(-need // per)))
+  return (x,) + tuple(launch.dispatch[1:])
+
+
 @dataclass(frozen=True)
 class CompiledKernel:
+  """One kernel of `kg.compile`'s result (frozen): its `name`, the `target` it was rendered for,
+  the `source` text, the grid (`global_size`: workgroups / blocks per axis, x y z) and the
+  workgroup / block size (`local_size`: threads per axis), the `buffers` it binds in slot order
+  (BufferSpec: slot, name, dtype, size in elements, access "read", "write" or "readwrite"),
+  the `launch` (plain data a runtime needs to run it) and the compiler's `kernel` (the
+  linearized IR it was rendered from)."""
   name: str
   target: str                       # "wgsl" or "ptx"
   source: str

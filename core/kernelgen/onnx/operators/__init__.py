@@ -2,9 +2,9 @@
 registers them all (each module adds its operators to registry.OPS with the @op decorator)."""
 from __future__ import annotations
 
-from . import (conv_transpose, control, grid, indexing, llm, math, nn, quant,  # noqa: F401
-               random, sequence, shape, signal, text, training)
+from . import (contrib, conv_transpose, control, grid, indexing, llm, math,  # noqa: F401
+               nn, quant, quant_nbits, random, sequence, shape, signal, text, training)
 # (importing them registers their operators)
-from ..registry import OPS, check_supported
+from ..registry import DOMAIN_OPS, OPS, check_supported, implementation
 
-__all__ = ["OPS", "check_supported"]
+__all__ = ["DOMAIN_OPS", "OPS", "check_supported", "implementation"]

@@ -207,7 +207,12 @@ def _where(ins, at): return where(ins[0], ins[1], ins[2])
 
 @op("Cast")
 def _cast(ins, at):
-  return ins[0].cast(ins.dtype(at.int("to")))
+  from ..data import NIBBLES
+  code = at.int("to")
+  if code in NIBBLES:       # int4 / uint4 (held one per byte): the low 4 bits, as onnxruntime
+    low = ins[0].cast(dtypes.int32) & 15
+    return (low if code == 21 else (low ^ 8) - 8).cast(NIBBLES[code])
+  return ins[0].cast(ins.dtype(code))
 
 
 @op("CastLike")

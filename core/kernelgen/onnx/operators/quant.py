@@ -165,4 +165,8 @@ def _quantize(ins, at):
   q = (x.cast(dtypes.float32) / s.cast(dtypes.float32)).round()
   if zp is not None:
     q = q + _per_axis(zp, x, at).cast(dtypes.float32)
-  return q.clip(min_value(out), max_value(out)).cast(out)
+  four_bit = at.int("output_dtype") in (21, 22) or \
+    ins.has(2) and ins.names[2] in getattr(ins.runner.model, "four_bit", ())
+  lo, hi = ((-8, 7) if out == dtypes.int8 else (0, 15)) if four_bit else \
+    (min_value(out), max_value(out))
+  return q.clip(lo, hi).cast(out)          # (int4 / uint4 are held one per byte)

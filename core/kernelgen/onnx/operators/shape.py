@@ -15,10 +15,21 @@ from ..values import narrow_bytes, tensor_from_bytes
 
 # ---- shapes and movement ---------------------------------------------------------------------
 
+def _static_shape(x, what: str, part=slice(None)) -> None:
+  """Shape computations are folded on the host with ints: a symbolic dim has none."""
+  from ...graph.dims import Sym
+  if x.node.sym is not None and any(isinstance(s, Sym) for s in x.node.sym[part]):
+    from ...errors import UnsupportedError
+    raise UnsupportedError(f"{what} of a tensor with symbolic dims {x.symbolic_shape}: shape "
+                           f"computations over a symbolic dim are not supported yet; fix the "
+                           f"dim at load (dims={{name: size}})")
+
+
 @op("Shape")
 def _shape(ins, at):
   shape = list(ins[0].shape)
   start, end = at.int("start", 0), at.int("end", len(shape))
+  _static_shape(ins[0], "Shape", slice(start, end))
   shape = shape[slice(start, end)]
   return Tensor(shape, dtype=ins.int_dtype, device=ins.device) if shape else \
     Tensor.zeros(0, dtype=ins.int_dtype, device=ins.device)
@@ -26,6 +37,7 @@ def _shape(ins, at):
 
 @op("Size")
 def _size(ins, at):
+  _static_shape(ins[0], "Size")
   return full((), ins[0].numel(), ins.int_dtype, ins.device)
 
 
@@ -284,7 +296,7 @@ def _onehot(ins, at):
 def _gather(ins, at):
   x = ins[0]
   axis = axis_index(at.int("axis", 0), x.ndim)
-  static = ins.runner.known(ins.names[1])
+  static = ins.runner.constant(ins.names[1])     # not a feed's: token ids stay run-time data
   n = x.shape[axis]
   if static is not None and static.size <= 64:
     parts = []

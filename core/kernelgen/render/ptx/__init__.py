@@ -1,6 +1,6 @@
 """The PTX renderer: a linearized kernel -> PTX text for one NVIDIA arch (sm_75 .. sm_121).
 
-Two steps, as every renderer (compiler.py):
+Two steps, as every renderer (the PTX Target calls them: render/target.py):
 
 - `legalize(sink, arch)`: this target's own rewrite rules, run on the kernel graph before it is
   linearized. Half-precision ops the arch has no instruction for are computed in float32 and
@@ -200,6 +200,6 @@ def render(kernel: Kernel, arch: str = "sm_80", **options) -> CompiledKernel:
   source = writer.render()
   launch = Launch("ptx", source, ptx_identifier(kernel.name), _bindings(kernel),
                   kernel.local_size, writer.grid or kernel.global_size,
-                  tuple((var_name(v), "int32") for v in kernel.vars))
+                  tuple((v.arg[0], "int32") for v in kernel.vars))
   return CompiledKernel(kernel.name, "ptx", source, kernel.global_size, kernel.local_size,
                         kernel.buffers, launch, kernel)

@@ -57,18 +57,6 @@ MMA_SHAPES = {(16, 8, 16, "float16"): (80, "f16", 4, 2), (16, 8, 16, "bfloat16")
 MAX_THREADS = 1024          # threads per block on every supported arch
 MAX_GRID_YZ = 65535         # blocks per grid in y and z (x allows 2**31 - 1)
 
-# the facts the optimizer and lowering read: 256 threads per block used (CUDA allows 1024), 48 KiB
-# of shared memory, 4 outputs per thread of large elementwise kernels, warp shuffles on 32-bit
-# values (bool and 8/16-bit integers fold through memory) and only for whole warps, grouped
-# reductions unrolled 4 times with scalar loads, workgroup-memory tiles of 16x16 threads by
-# default (the standard shared-memory win on GPUs), fused multiply-add in register tiles, and
-# tensor cores (MMA_SHAPES) for matmuls
-PTX = Target(name="ptx", title="PTX", renderer_options=("arch", "fast_math", "subgroups"),
-             max_local=256, max_local_bytes=49152, subgroup_dtypes=("float32", "int32", "uint32"),
-             subgroup_whole_warps=True, group_unroll=4, stage_threads=(16, 16), stage_default=True,
-             tile_fma=True, tensor_cores=True, mma_shapes=MMA_SHAPES)
-
-
 _ARCH, _NOT_IDENTIFIER = re.compile(r"(?:sm_)?(\d+)"), re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -79,6 +67,19 @@ def parse_arch(arch: str) -> int:
     known = ", ".join(f"sm_{n}" for n in ISA_VERSION)
     raise UnsupportedError(f"unknown PTX arch {arch!r}: use one of {known}", target="ptx")
   return int(match.group(1))
+
+
+# the facts the optimizer and lowering read: 256 threads per block used (CUDA allows 1024), 48 KiB
+# of shared memory, 4 outputs per thread of large elementwise kernels, warp shuffles on 32-bit
+# values (bool and 8/16-bit integers fold through memory) and only for whole warps, grouped
+# reductions unrolled 4 times with scalar loads, workgroup-memory tiles of 16x16 threads by
+# default (the standard shared-memory win on GPUs), fused multiply-add in register tiles, and
+# tensor cores (MMA_SHAPES) for matmuls
+PTX = Target(name="ptx", title="PTX", renderer_options=("arch", "fast_math", "subgroups"),
+             max_local=256, max_local_bytes=49152, subgroup_dtypes=("float32", "int32", "uint32"),
+             subgroup_whole_warps=True, group_unroll=4, stage_threads=(16, 16), stage_default=True,
+             tile_fma=True, tensor_cores=True, mma_shapes=MMA_SHAPES, arch_number=parse_arch,
+             backend="ptx")
 
 
 def isa_version(arch: str) -> str:

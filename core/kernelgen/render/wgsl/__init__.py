@@ -28,16 +28,19 @@ a workgroup buffer that ATOMIC_ADD uses is array<atomic<i32>>, read with workgro
 
 The parts: target.py (the WGSL Target, options, target facts, names, launch geometry and limits),
 legalize.py (the checks and rules on the graph), expressions.py (a value's text), writer.py (the
-statements of one kernel); this file puts the module together (`legalize`, `render`).
+statements of one kernel), adapters.py (option defaults per adapter class); this file puts the
+module together (`legalize`, `render`, `buffer_limit`, `adapter_defaults`: what the WGSL Target
+calls, render/target.py).
 """
 from __future__ import annotations
 
 from ...uop.ops import Ops, UOp
 from ...uop.program import Binding, CompiledKernel, Kernel, Launch
+from .adapters import defaults as adapter_defaults  # noqa: F401 (Target.adapter_defaults)
 from .legalize import legalize
 from .target import (HELPERS, SPECIAL_BITS, TARGET, binding_nbytes, buffer_limit, buffer_name,
                      check_buffer_count, check_buffer_sizes, check_workgroup, entry_name,
-                     fold_grid, make_options, uniform_binding)  # buffer_limit: compiler.py
+                     fold_grid, make_options, uniform_binding)  # buffer_limit: Target's
 from .writer import Writer
 
 

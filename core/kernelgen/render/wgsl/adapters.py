@@ -208,6 +208,58 @@ TABLE: dict[tuple[str, str], dict] = {
 }
 
 
+# MEASUREMENTS: the numbers behind lowering/optimize.py's constants and the Target facts they
+# steer (wgsl/target.py, ptx/target.py), kept here with the table's (machine shared, load noted):
+# - MIN_GATED_LOCAL, one workgroup of exactly n threads: the digits demo's 10 logits were 5
+#   workgroups of 2, each a task for SwiftShader's thread pool to wake up on a loaded CPU
+#   (Chromium, best / q25 / median of 45 submits, load ~7, ms: 3 kernels with 5 groups of 2
+#   0.6 / 2.7 / 3.1, with 1 group of 10 0.4 / 0.9 / 2.7; tinygrad 1.5 / 2.9 / 3.4; again, 90
+#   submits, load ~6: 0.6 / 2.7 / 3.0 -> 0.5 / 0.9 / 2.9, tinygrad 1.3 / 3.1 / 3.3).
+# - Target.upcast_vec (WGSL array<vec4<f32>>; lavapipe, softmax's exp-divide over 4096x1024:
+#   1.25x); Target.upcast / upcast_local, the same 1024 outputs per workgroup in fewer, busier
+#   threads (WGSL 8 and 128; lavapipe, 4096x1024: x * 2 + 1 and softmax's exp-divide 1.2x,
+#   x + x[:1] 1.25x, a transpose 1.1x, int8 the same).
+# - SUBGROUP_MIN_GROUP (lavapipe, sum over rows of 1024 and of 16384: 32 threads 0.8x and 1.0x
+#   the plain fold's speed, 64 threads 4.4x and 1.2x, 256 9x and 3.4x).
+# - Target.group_unroll / group_vec (lavapipe, sum 16M: unrolled, with the fold in lane 0 only,
+#   1.4x; vec4 loads 1.7x more).
+# - group_chunk and CHUNK_MAX_GROUP: GPUs want the strided order (coalesced loads); CPU adapters
+#   run invocations as SIMD lanes, each streaming its own run best (lavapipe on AMD EPYC, sum 16M:
+#   44 -> 12 ms; rows of softmax 4096x1024, max and exp-sum: bench/results.json); sum 16M's
+#   256 x 65536 first kernel, 16 / 32 / 64 / 256 lanes: 6.4 / 6.5 / 6.7 / 7.8 ms at best,
+#   11.2 / 10.9 / 11.4 / 14.7 median.
+# - Target.group_min_steps (lavapipe, max over rows of 1024: 16 threads 1.2x faster than 32; rows
+#   of 16384 and 65536 keep 128 and 256). Target.max_local / max_local_bytes: WebGPU guarantees
+#   256 threads and 16 KiB.
+# - TILES (lavapipe, 512^3 f32: 8x8 is 10x, 4x4 4x one output per thread); a clipped axis under
+#   TILE_MIN_REDUCE (640x480x3 times the 3x3 sepia matrix: SwiftShader in Chromium 58 -> 8 ms;
+#   wgpu on lavapipe 57 -> 10-15 ms).
+# - LONG_TILE_REDUCE: SwiftShader's matmul and conv2d take 16-row tiles, its 5x5 blur's
+#   25-element reduction not.
+# - TILE_SHARE_MAX: 2.5-3.1 for 3x3 pools and depthwise convs in the light ONNX models, at most
+#   2.1 for their convs and 1x1 convs with a fused epilogue.
+# - TILE_WINDOW (lavapipe's tile_window): a 5x5 blur of 3x480x640 on lavapipe in Chromium
+#   (bench/peers_probe.py, best / median of 6 interleaved, load ~8, ms): looped 1x16 tiles
+#   61.7 / 69.7 | unrolled 8x8 30.4 / 32.2 | 4x16 32.2 / 35.3 | 8x16 23.4 / 40 | tinygrad
+#   116 / 130; the filter chain's edge-padded blur: looped 8x16 61.6 / 146 | unrolled 8x8
+#   32.2 / 103 | 8x16 26.4 / 47.9, but 8x16's 7600 lines of WGSL took lavapipe 18.7 s to compile
+#   (8x8: 3.9 s, looped 1.5 s). The blur again (load ~16): unrolled 8x8 30.9 / 32.9 | 4x8
+#   39.8 / 104 | 4x4 51 / 52.2 | tinygrad 127 / 133. The cost: a larger kernel to build (CPython,
+#   the filter chain at 640x480, load ~16: compile_plan 2.6 -> 6.9 s; 160x120 3.2 -> 5.6 s).
+# - TILE_MAX_UOPS: lavapipe compiles a kernel at its first dispatch in time superlinear in its
+#   size (ResNet-50's r_1_1024_14_14__256_1_1, 1x1 conv over a fused batch norm + ReLU of a
+#   residual sum, load ~10, CPU seconds of the first dispatch / run best of 3: 8x8 tile, 2224
+#   lines 4.3 s / 4662 ms; 4x4, 648 lines 1.1 s / 4050 ms). In the light models the tiles kept
+#   lower to at most 1491 UOps (ResNet-50's 7x7 stem conv in 8x16; its 3x3 convs 1262), those it
+#   shrinks to 1700-2490 (1x1 convs over a fused batch norm + ReLU: ResNet-50, ShuffleNet).
+# - Target.tile_over_group: measured on lavapipe only; PTX keeps the grouped reduction, whose many
+#   small blocks fill a large GPU, until a GPU says otherwise.
+# - Workgroup-memory tiles (stage): the standard shared-memory win on GPUs (PTX's default); each
+#   step is a loop (wgtile.STAGE_UNROLL per trip; ptxas unrolls it), and lavapipe ran steps of 8
+#   as fast as 16 (no GPU was at hand to compare).
+# - Target.tile_fma: PTX fma.rn is one instruction and one rounding instead of mul + add; WGSL
+#   keeps mul + add (fma() is a libcall on CPU adapters without FMA).
+
 def classify(info) -> str:
   """The class (one of CLASSES) of an adapter described by `info`: a class name itself, a
   description string, or a dict of GPUAdapterInfo / wgpu adapter.info fields."""

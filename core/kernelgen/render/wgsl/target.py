@@ -42,7 +42,7 @@ WGSL = Target(name=TARGET, title="WGSL",
               max_local=256, max_local_bytes=16384, upcast=8, upcast_local=128, upcast_vec=True,
               subgroup_dtypes=("float16", "float32", "int32", "uint32"), group_unroll=4,
               group_vec=4, group_min_steps=16, tile_over_group=True, stage_threads=(16, 16),
-              runs_wmma=False)
+              runs_wmma=False, backend="wgsl", adapters=True)
 
 
 def make_options(options: dict) -> WGSLOptions:

@@ -448,10 +448,23 @@ class IndexingOps(TensorOps):
   __slots__ = ()
 
   def gather(self, axis: int, index):
+    """torch's gather, numpy's take_along_axis: out[..., j, ...] = self[..., index[..., j, ...],
+    ...] along `axis`. `index` (an integer Tensor or nested list) has self's number of dims; its
+    other dims broadcast with self's. Negative indices count from the end; an index out of range
+    reads 0. Result: the broadcast shape with `axis` of index's size, self's dtype.
+
+    Raises DTypeError for a float or bool index, ShapeError when the dims differ."""
     return gather(self, axis, index)
 
   def take_along_axis(self, index, axis: int):
+    """numpy's take_along_axis(self, index, axis): the same as `gather(axis, index)`."""
     return gather(self, axis, index)
 
   def take(self, index, axis=None):
+    """numpy.take: the elements at `index` (an int, list or integer Tensor of any shape) of the
+    flattened tensor (axis None: result of index's shape) or along `axis` (result: self's shape
+    with that axis replaced by index's shape). Self's dtype.
+
+    Raises DTypeError for a float or bool index, IndexOutOfRangeError for a Python index out of
+    range."""
     return take(self, index, axis)

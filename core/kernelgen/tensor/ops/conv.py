@@ -183,7 +183,13 @@ def pair(v) -> tuple[int, int]:
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-  """2-d convolution (cross-correlation), NCHW input and OIHW weight, as torch.conv2d."""
+  """2-d convolution (cross-correlation), NCHW input and OIHW weight, as torch.conv2d:
+  (N, C, H, W) with weight (O, C / groups, kh, kw) and optional bias (O,) -> (N, O, OH, OW),
+  OH = (H + 2 ph - dh (kh - 1) - 1) // sh + 1. stride, padding and dilation are ints or pairs.
+  Result dtype: the promoted dtype of input and weight.
+
+  Raises ShapeError for inputs that are not 4-d, channels that do not match the weight and
+  groups, a stride or dilation below 1, or a bias not of shape (O,)."""
   if x.ndim != 4 or weight.ndim != 4:
     raise ShapeError(f"conv2d needs a 4-d NCHW input and OIHW weight, got {x.shape} and "
                      f"{weight.shape}")
@@ -209,7 +215,8 @@ def check_1d(x, weight, what: str):
 
 
 def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-  """1-d convolution, NCL input and OIK weight (torch.conv1d): conv2d over a height of 1."""
+  """1-d convolution, NCL input and OIK weight (torch.conv1d): conv2d over a height of 1,
+  (N, C, L) -> (N, O, OL); arguments and errors as conv2d's (ShapeError unless both are 3-d)."""
   check_1d(x, weight, "conv1d")
   out = conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, stride), (0, padding),
                (1, dilation), groups)

@@ -27,4 +27,9 @@ class DropoutOps(TensorOps):
   __slots__ = ()
 
   def dropout(self, p: float = 0.5, seed: int = 0, training: bool = True):
+    """torch's dropout: each element zeroed with probability `p` and the rest scaled by 1 / (1 - p),
+    when `training`; otherwise the tensor itself. The mask comes from `Tensor.rand(seed=seed)`,
+    so the same seed gives the same mask on every device. Same shape and dtype.
+
+    Raises ShapeError when p is outside [0, 1]."""
     return dropout(self, p, seed, training)

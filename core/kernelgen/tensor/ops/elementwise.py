@@ -19,6 +19,8 @@ from ..operands import TensorOps, public_names, coerce, float_of
 
 LOG2_E = 1 / math.log(2)
 LN_2 = math.log(2)
+FLOAT_RESULT = ("\n\nElementwise, same shape; the result is a float dtype: the input's for floats "
+                "(float16 and bfloat16 compute in float32), float32 for integers and bool.")
 
 
 # ---- arithmetic ------------------------------------------------------------------------------
@@ -115,18 +117,22 @@ def _float_pow(x: TensorOps, y: TensorOps) -> TensorOps:
 
 
 def neg(x):
+  """-x elementwise, same dtype (for bool: logical not)."""
   if x.dtype == dtypes.bool:
     return x.logical_not()
   return x._unary(Ops.NEG)
 
 
 def abs_(x):
+  """|x| elementwise, same dtype (unsigned and bool values are returned as they are; the most
+  negative int wraps, as in numpy)."""
   if x.dtype.is_unsigned() or x.dtype == dtypes.bool:
     return x
   return (x < 0).where(-x, x)
 
 
 def sign(x):
+  """-1, 0 or 1 by the sign of each element, same dtype (NaN stays NaN; unsigned: 0 or 1)."""
   one = x._const(1)
   s = (x > 0).where(one, (x < 0).where(x._const(-1) if not x.dtype.is_unsigned() else one,
                                        x._const(0)))
@@ -164,6 +170,7 @@ def invert(x):
 
 
 def logical_not(x):
+  """Elementwise not of the values' truth (nonzero is true), a bool tensor."""
   return x.cast(dtypes.bool)._unary(Ops.NOT)
 
 
@@ -186,14 +193,24 @@ def _shift(left: bool):
 # ---- min/max and friends ---------------------------------------------------------------------
 
 def maximum(a, b):
+  """The elementwise larger of self and `other` (a Tensor or a Python number), broadcast and
+  promoted as numpy.maximum.
+
+  Raises ShapeError when the shapes do not broadcast."""
   return a._binary(Ops.MAX, b) if isinstance(a, TensorOps) else b._binary(Ops.MAX, a, True)
 
 
 def minimum(a, b):
+  """The elementwise smaller of self and `other` (a Tensor or a Python number), broadcast and
+  promoted as numpy.minimum.
+
+  Raises ShapeError when the shapes do not broadcast."""
   return a._binary(Ops.MIN, b) if isinstance(a, TensorOps) else b._binary(Ops.MIN, a, True)
 
 
 def clip(x, lo=None, hi=None):
+  """The values limited to [lo, hi] (numpy.clip; either bound may be None, a number or a Tensor that
+  broadcasts): maximum(x, lo) then minimum(..., hi). Also `clamp`."""
   out = x
   if lo is not None:
     out = maximum(out, lo)
@@ -204,13 +221,16 @@ def clip(x, lo=None, hi=None):
 
 # ---- transcendental and activation functions --------------------------------------------------
 
-def float_math(fn):
-  """Run `fn` in float32 for half types (then cast back), and in float for ints."""
+def float_math(fn, doc: str | None = None):
+  """Run `fn` in float32 for half types (then cast back), and in float for ints; `doc` is the
+  method's docstring (a user's help text), with a note on the result's dtype added."""
   def method(x, *args):
     out = float_of(x.dtype)
     work = dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out
     return fn(x.cast(work), *args).cast(out)
   method.__name__ = fn.__name__
+  if doc is not None:
+    method.__doc__ = doc + FLOAT_RESULT
   return method
 
 
@@ -230,14 +250,17 @@ def _silu(x): return x * _sigmoid(x)
 
 
 def relu(x):
+  """max(x, 0) elementwise, same dtype."""
   return maximum(x, 0) if x.dtype != dtypes.bool else x
 
 
 def trunc(x):
+  """The values rounded toward zero, same dtype (integers are returned as they are)."""
   return x._unary(Ops.TRUNC) if x.dtype.is_float() else x
 
 
 def floor(x):
+  """The largest integer <= each value, same dtype (integers are returned as they are)."""
   if not x.dtype.is_float():
     return x
   t = x.trunc()
@@ -245,6 +268,7 @@ def floor(x):
 
 
 def ceil(x):
+  """The smallest integer >= each value, same dtype (integers are returned as they are)."""
   if not x.dtype.is_float():
     return x
   t = x.trunc()
@@ -262,10 +286,13 @@ def round_(x):
 
 
 def isnan(x):
+  """True where a value is NaN, a bool tensor of the same shape (all False for integer dtypes)."""
   return x != x if x.dtype.is_float() else x._const(False, dtypes.bool)
 
 
 def isinf(x):
+  """True where a value is +inf or -inf, a bool tensor of the same shape (all False for integer
+  dtypes)."""
   return (x.abs() == math.inf) if x.dtype.is_float() else x._const(False, dtypes.bool)
 
 
@@ -300,11 +327,20 @@ class MathOps(TensorOps):
   (special.py and activations.py have the rest)."""
   __slots__ = ()
   abs, sign, neg, maximum, minimum, clip = abs_, sign, neg, maximum, minimum, clip
-  exp, log, exp2, log2 = float_math(_exp), float_math(_log), float_math(_exp2), \
-    float_math(_log2)
-  sqrt, rsqrt, reciprocal = float_math(_sqrt), float_math(_rsqrt), float_math(_reciprocal)
-  sin, cos, tan = float_math(_sin), float_math(_cos), float_math(_tan)
-  sigmoid, tanh, silu, relu = float_math(_sigmoid), float_math(_tanh), float_math(_silu), relu
+  exp = float_math(_exp, "e ** x.")
+  log = float_math(_log, "The natural logarithm (NaN below 0, -inf at 0).")
+  exp2 = float_math(_exp2, "2 ** x.")
+  log2 = float_math(_log2, "The base-2 logarithm (NaN below 0, -inf at 0).")
+  sqrt = float_math(_sqrt, "The square root (NaN below 0).")
+  rsqrt = float_math(_rsqrt, "1 / sqrt(x).")
+  reciprocal = float_math(_reciprocal, "1 / x.")
+  sin = float_math(_sin, "The sine of x (radians).")
+  cos = float_math(_cos, "The cosine of x (radians).")
+  tan = float_math(_tan, "The tangent of x (radians), sin(x) / cos(x).")
+  sigmoid = float_math(_sigmoid, "The logistic function 1 / (1 + exp(-x)).")
+  tanh = float_math(_tanh, "The hyperbolic tangent, 2 sigmoid(2x) - 1.")
+  silu = float_math(_silu, "SiLU (swish): x * sigmoid(x).")
+  relu = relu
   trunc, floor, ceil, round = trunc, floor, ceil, round_
   isnan, isinf, logical_not = isnan, isinf, logical_not
 

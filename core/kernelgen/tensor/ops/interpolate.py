@@ -112,4 +112,11 @@ class InterpolateOps(TensorOps):
 
   def interpolate(self, size=None, scale_factor=None, mode: str = "nearest",
                   align_corners=None):
+    """torch.nn.functional.interpolate of an (N, C, *spatial) tensor to `size` (an int or one per
+    spatial dim) or by `scale_factor`: mode "nearest" (torch's legacy nearest), "linear" (1
+    spatial dim) or "bilinear" (2), with half-pixel centres unless align_corners=True. Result (N,
+    C, *new sizes), self's dtype (linear modes of integer inputs give float32).
+
+    Raises ShapeError for an unknown mode, fewer than 3 dims, a mode that does not fit the number
+    of spatial dims, align_corners with "nearest", or neither/both of size and scale_factor."""
     return interpolate(self, size, scale_factor, mode, align_corners)

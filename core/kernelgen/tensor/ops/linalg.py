@@ -8,6 +8,12 @@ from ..operands import TensorOps, acc_dtype, result_dtype
 
 
 def matmul(a, b, reverse=False):
+  """The matrix product self @ other (numpy.matmul): (..., n, k) @ (..., k, m) -> (..., n, m) with
+  the leading dimensions broadcast; a 1-d operand is a row (left) or column (right) vector whose
+  dimension is dropped from the result. Result dtype: the promoted dtype of the two (integer
+  products accumulate in at least 32 bits).
+
+  Raises ShapeError for a 0-d operand or when the inner dimensions differ."""
   a, b = (b, a) if reverse else (a, b)
   a = a if isinstance(a, TensorOps) else type(b)(a, device=b.device)
   b = b if isinstance(b, TensorOps) else type(a)(b, device=a.device)
@@ -31,6 +37,7 @@ def matmul(a, b, reverse=False):
 
 
 def dot(a, b):
+  """The same as `matmul` (self @ other): for 1-d vectors their inner product, a 0-d tensor."""
   return matmul(a, b)
 
 

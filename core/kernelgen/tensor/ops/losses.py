@@ -95,7 +95,8 @@ def cross_entropy(x, target, weight=None, ignore_index: int = -100, reduction: s
     p = target * (1 - label_smoothing) + label_smoothing / c if label_smoothing else target
     terms = logp * p * w if w is not None else logp * p
     loss = -terms.sum(1)
-    out = reduce_loss(loss, reduction, loss.numel() if reduction == "mean" else None)
+    count = loss.numel() if loss.node.sym is None else None   # (symbolic: mean over values)
+    out = reduce_loss(loss, reduction, count if reduction == "mean" else None)
     return out.squeeze(0) if squeeze and reduction == "none" else out
   nll, w_t = _pick(logp, target, weight, ignore_index)
   out = reduce_loss(nll, reduction, w_t.sum())
@@ -113,14 +114,26 @@ class LossOps(TensorOps):
   __slots__ = ()
 
   def mse_loss(self, target, reduction: str = "mean"):
+    """The squared error (self - target) ** 2, reduced by `reduction`: "mean" (a 0-d tensor), "sum"
+    or "none" (self's shape). `target` must have self's shape; it is cast to self's dtype.
+
+    Raises ShapeError when the shapes differ or `reduction` is unknown."""
     x, t = _pair(self, target)
     return reduce_loss((x - t) * (x - t), reduction)
 
   def l1_loss(self, target, reduction: str = "mean"):
+    """The absolute error |self - target|, reduced by `reduction` ("mean", "sum" or "none"), as
+    `mse_loss`.
+
+    Raises ShapeError when the shapes differ or `reduction` is unknown."""
     x, t = _pair(self, target)
     return reduce_loss((x - t).abs(), reduction)
 
   def smooth_l1_loss(self, target, reduction: str = "mean", beta: float = 1.0):
+    """torch's smooth L1 loss: 0.5 d**2 / beta where d = |self - target| < beta, else d - 0.5 beta
+    (beta 0: the L1 loss), reduced by `reduction` ("mean", "sum" or "none").
+
+    Raises ShapeError when the shapes differ or `reduction` is unknown."""
     x, t = _pair(self, target)
     d = (x - t).abs()
     if beta == 0:
@@ -128,6 +141,10 @@ class LossOps(TensorOps):
     return reduce_loss((d < beta).where(0.5 * d * d / beta, d - 0.5 * beta), reduction)
 
   def huber_loss(self, target, reduction: str = "mean", delta: float = 1.0):
+    """torch's Huber loss: 0.5 d**2 where d = |self - target| <= delta, else delta (d - 0.5 delta),
+    reduced by `reduction` ("mean", "sum" or "none").
+
+    Raises ShapeError when the shapes differ or `reduction` is unknown."""
     x, t = _pair(self, target)
     d = (x - t).abs()
     return reduce_loss((d <= delta).where(0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
@@ -173,8 +190,22 @@ class LossOps(TensorOps):
     return dot / norms.maximum(eps)
 
   def nll_loss(self, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+    """torch's nll_loss of log-probabilities self, (N, C, *d) or (C,), against class indices
+    `target` (an integer tensor of shape (N, *d), or () for a (C,) input): -self[target], times
+    weight[target] when `weight` (C,) is given; targets equal to `ignore_index` count 0. "mean"
+    divides by the summed weights of the counted targets (a 0-d tensor), "sum" adds, "none" gives
+    shape (N, *d).
+
+    Raises DTypeError for a float or bool target, ShapeError when the shapes do not fit."""
     return nll_loss(self, target, weight, ignore_index, reduction)
 
   def cross_entropy(self, target, weight=None, ignore_index: int = -100,
                     reduction: str = "mean", label_smoothing: float = 0.0):
+    """torch's cross_entropy of logits self (N, C, *d) or (C,): log_softmax over C, then `nll_loss`
+    against class indices (an integer target of shape (N, *d)), or, for a float target of self's
+    shape (class probabilities), -sum(target * log_softmax) over C. weight (C,), ignore_index and
+    reduction as `nll_loss`; label_smoothing mixes the uniform distribution into the targets, as
+    torch.
+
+    Raises DTypeError for a bool target, ShapeError when the shapes do not fit."""
     return cross_entropy(self, target, weight, ignore_index, reduction, label_smoothing)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from ...errors import ShapeError
+from ...graph.dims import Sym
 from ..operands import TensorOps
 from ..data import resolve_axes
 
@@ -42,8 +43,11 @@ def layernorm(x, axis=-1, eps=1e-5, weight=None, bias=None):
     def element(at):
       return xs[tuple(slice(at(a), at(a) + 1) if a in axes else slice(None)
                       for a in range(xs.ndim))]
-    first, middle, last = (element(lambda a: 0), element(lambda a: xs.shape[a] // 2),
-                           element(lambda a: xs.shape[a] - 1))
+    first = element(lambda a: 0)
+    if xs.node.sym is not None and any(isinstance(xs.node.sym[a], Sym) for a in axes):
+      middle = last = first     # past the first, a symbolic axis's elements may be padding
+    else:
+      middle, last = element(lambda a: xs.shape[a] // 2), element(lambda a: xs.shape[a] - 1)
     d = xs - first.minimum(middle).maximum(first.maximum(middle).minimum(last))
     shift = d.mean(axes, keepdim=True)
     var = ((d * d).mean(axes, keepdim=True) - shift * shift).maximum(0)
@@ -115,10 +119,25 @@ class NormOps(TensorOps):
   layernorm, rms_norm = layernorm, rms_norm
 
   def batchnorm(self, mean, var, weight=None, bias=None, eps: float = 1e-5):
+    """Inference batch norm of (N, C, *spatial): (x - mean) / sqrt(var + eps) * weight + bias with
+    per-channel (C,) mean, var and optional weight and bias (Tensors or lists). Same shape and
+    dtype.
+
+    Raises ShapeError for fewer than 2 dims or a parameter not of shape (C,)."""
     return batchnorm(self, mean, var, weight, bias, eps)
 
   def group_norm(self, groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """torch's group_norm of (N, C, *spatial): each group of C / groups channels (with the spatial
+    dims) normalized to mean 0 and variance 1 (biased variance, `eps` added), then the optional
+    per-channel (C,) weight and bias. Same shape and dtype.
+
+    Raises ShapeError when `groups` does not divide C or a parameter is not of shape (C,)."""
     return group_norm(self, groups, weight, bias, eps)
 
   def instance_norm(self, weight=None, bias=None, eps: float = 1e-5):
+    """torch's instance_norm without running statistics: each (n, c) plane of (N, C, *spatial)
+    normalized over its spatial dims, then the optional per-channel (C,) weight and bias. Same
+    shape and dtype.
+
+    Raises ShapeError for fewer than 3 dims or a parameter not of shape (C,)."""
     return instance_norm(self, weight, bias, eps)

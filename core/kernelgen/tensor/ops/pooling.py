@@ -22,21 +22,39 @@ def _pool(x, kernel_size, stride, padding, dilation, fill):
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
+  """The maximum of each kernel_size window (an int or (kh, kw)) over the last two dims of (..., H,
+  W), windows `stride` apart (default: kernel_size), the input padded by `padding` with -inf (the
+  dtype's minimum for ints) and window taps `dilation` apart (torch's max_pool2d). Result (...,
+  OH, OW) with OH = (H + 2 ph - dh (kh - 1) - 1) // sh + 1; same dtype.
+
+  Raises ShapeError when the window is larger than the padded input."""
   fill = -math.inf if x.dtype.is_float() else min_value(x.dtype)
   return _pool(x, kernel_size, stride, padding, dilation, fill).max((-2, -1))
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0):
+  """The mean of each kernel_size window (an int or (kh, kw)) over the last two dims of (..., H, W),
+  windows `stride` apart (default: kernel_size), padded zeros counted (torch's
+  count_include_pad). Result (..., OH, OW) with OH = (H + 2 ph - kh) // sh + 1; a float dtype
+  (float32 for integer inputs).
+
+  Raises ShapeError when the window is larger than the padded input."""
   return _pool(x, kernel_size, stride, padding, 1, 0).mean((-2, -1))
 
 
 def max_pool1d(x, kernel_size, stride=None, padding=0, dilation=1):
+  """`max_pool2d` along the last dim of an (N, C, L) input: (N, C, OL).
+
+  Raises ShapeError unless the input is 3-d, or when the window is larger than the padded input."""
   check_1d(x, None, "max_pool1d")
   return max_pool2d(x.unsqueeze(2), (1, kernel_size), (1, stride or kernel_size),
                     (0, padding), (1, dilation)).squeeze(2)
 
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0):
+  """`avg_pool2d` along the last dim of an (N, C, L) input: (N, C, OL).
+
+  Raises ShapeError unless the input is 3-d, or when the window is larger than the padded input."""
   check_1d(x, None, "avg_pool1d")
   return avg_pool2d(x.unsqueeze(2), (1, kernel_size), (1, stride or kernel_size),
                     (0, padding)).squeeze(2)

@@ -36,12 +36,19 @@ class ScanMixin:
   __slots__ = ()
 
   def cumsum(self, axis=None, dtype=None):
-    """numpy.cumsum: running sums along `axis` (None: of the flattened tensor)."""
+    """numpy.cumsum: running sums along `axis` (None: of the flattened tensor, a 1-d result;
+    else self's shape). Result dtype: `dtype` when given, else as `sum`'s (bool and narrow
+    ints give int32, unsigned uint32).
+
+    Raises ShapeError for a tuple of axes or an axis out of range."""
     acc = dtypes.from_name(dtype) if dtype else acc_dtype(self.dtype)
     return _accumulate(self, "add", axis, acc)
 
   def cumprod(self, axis=None, dtype=None):
-    """numpy.cumprod: running products along `axis` (None: of the flattened tensor)."""
+    """numpy.cumprod: running products along `axis` (None: of the flattened tensor, a 1-d
+    result; else self's shape). Result dtype as `cumsum`'s.
+
+    Raises ShapeError for a tuple of axes or an axis out of range."""
     acc = dtypes.from_name(dtype) if dtype else acc_dtype(self.dtype)
     return _accumulate(self, "mul", axis, acc)
 
@@ -88,6 +95,9 @@ def _accumulate(x, op: str, axis, out_dtype):
   if x.ndim == 0:
     return x.cast(out_dtype).reshape(1)
   x = x.cast(work)
+  if x.node.sym is not None:     # a scan over the padded layout: its values come first
+    from ..symbolic import static_island
+    return static_island(x, lambda s: _accumulate(s, op, axis, out_dtype))
   if x.numel() == 0:
     return x.cast(out_dtype)
   moved = x.swapaxes(axis, -1)
@@ -149,16 +159,24 @@ def _running_extreme(x, op: str, axis):
 # ---- module-level spellings (kg.cumsum(x, axis) as numpy.cumsum) ------------------------------
 
 def cumsum(x, axis=None, dtype=None):
+  """The running sums of Tensor `x` along `axis` (None: of the flattened tensor), the same as
+  `x.cumsum(axis, dtype)`: see `Tensor.cumsum` for the dtype rules."""
   return x.cumsum(axis, dtype)
 
 
 def cumprod(x, axis=None, dtype=None):
+  """The running products of Tensor `x` along `axis` (None: of the flattened tensor), the same as
+  `x.cumprod(axis, dtype)` (see `Tensor.cumprod`)."""
   return x.cumprod(axis, dtype)
 
 
 def cummax(x, axis=None):
+  """(values, int32 indices) of the running maxima of Tensor `x` along `axis`, the same as
+  `x.cummax(axis)` (see `Tensor.cummax`)."""
   return x.cummax(axis)
 
 
 def cummin(x, axis=None):
+  """(values, int32 indices) of the running minima of Tensor `x` along `axis`, the same as
+  `x.cummin(axis)` (see `Tensor.cummin`)."""
   return x.cummin(axis)

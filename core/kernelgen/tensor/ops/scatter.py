@@ -231,11 +231,28 @@ class ScatterOps(TensorOps):
   __slots__ = ()
 
   def scatter(self, axis: int, index, src):
+    """torch's scatter: a copy of self with self[..., index[i], ...] = src[i] along `axis` (src a
+    Tensor of index's shape or a number; index an integer Tensor with self's number of dims).
+    With duplicate indices the last one along `axis` wins; negative indices count from the end,
+    and out-of-range ones write nothing. Self's shape and dtype.
+
+    Raises DTypeError for a float or bool index, ShapeError when the shapes do not fit."""
     return scatter(self, axis, index, src)
 
   def scatter_add(self, axis: int, index, src):
+    """torch's scatter_add: a copy of self with src[i] added at self[..., index[i], ...] along
+    `axis` (index as `scatter`'s); duplicate indices add up, in a fixed order (deterministic).
+    Self's shape and dtype.
+
+    Raises DTypeError for a float or bool index, ShapeError when the shapes do not fit."""
     return scatter_add(self, axis, index, src)
 
   def __setitem__(self, index, value):
-    """Functional update: this Tensor object now holds the updated lazy graph."""
+    """Functional update: this Tensor object now holds the updated lazy graph. With a symbolic
+    position (`cache[:, :, pos:pos + 1] = k`, pos a kg.Dim) it is an in-place write instead
+    (tensor/symbolic.py write)."""
+    from ..symbolic import symbolic_index, write
+    if symbolic_index(index):
+      write(self, index, value)
+      return
     self.node = setitem(self, index, value).node

@@ -250,13 +250,26 @@ class ShapeOps(TensorOps):
   @classmethod
   def linspace(cls, start, stop, num: int = 50, endpoint: bool = True, dtype=dtypes.float32,
                device=None, requires_grad: bool = False):
+    """numpy.linspace: `num` evenly spaced values from start to stop (stop included unless
+    endpoint=False), a 1-d tensor of `dtype` (float32 by default) computed as start + i * step in
+    float32, the last one exactly stop.
+
+    Raises ShapeError for a negative `num`."""
     out = linspace(cls, start, stop, num, endpoint, dtypes.from_name(dtype), device)
     return out.requires_grad_(requires_grad)
 
   def split(self, parts, axis: int = 0):
+    """The tensor cut along `axis` into a list of views: `parts` an int (that many equal parts, as
+    numpy.split) or a list of part sizes that sum to the axis's size (as torch.split).
+
+    Raises ShapeError when the parts do not divide or add up to the axis."""
     return split(self, parts, axis)
 
   def chunk(self, n: int, axis: int = 0):
+    """torch.chunk: a list of views along `axis`, each of ceil(size / n) elements (the last one
+    smaller; fewer than n parts when the size does not allow n).
+
+    Raises ShapeError when n < 1."""
     return chunk(self, n, axis)
 
   def tile(self, reps):
@@ -266,7 +279,17 @@ class ShapeOps(TensorOps):
     return self.repeat(*reps)
 
   def roll(self, shift, axis=None):
+    """numpy.roll: the elements shifted by `shift` positions along `axis` (an int, or tuples of
+    shifts and axes), wrapping around; with axis None the flattened tensor is rolled and reshaped
+    back. Same shape and dtype.
+
+    Raises ShapeError when shifts and axes differ in number."""
     return roll(self, shift, axis)
 
   def repeat_interleave(self, repeats, axis=None):
+    """torch.repeat_interleave (numpy.repeat): each element repeated `repeats` times along `axis`
+    (the flattened tensor when None); `repeats` is an int or one int per element of the axis.
+    Same dtype.
+
+    Raises ShapeError for a negative count or a list of counts of the wrong length."""
     return repeat_interleave(self, repeats, axis)

@@ -37,13 +37,18 @@ class SortMixin:
   __slots__ = ()
 
   def sort(self, axis=-1, descending=False):
-    """The values sorted along `axis` (None: flattened); stable; NaN last (first if
-    descending)."""
+    """The values sorted along `axis` (None: flattened, a 1-d result; else self's shape and
+    dtype); stable; NaN last (first if descending).
+
+    Raises ShapeError for an axis out of range."""
     keys, n, axis, x = _sorted_pairs(self, axis, descending)
     return _values(keys, n, axis, x, descending)
 
   def argsort(self, axis=-1, descending=False):
-    """The int32 positions that sort the values along `axis` (numpy kind="stable")."""
+    """The int32 positions that sort the values along `axis` (numpy kind="stable"; None:
+    of the flattened tensor), shaped as `sort`'s result.
+
+    Raises ShapeError for an axis out of range."""
     keys, n, axis, x = _sorted_pairs(self, axis, descending)
     return _indices(keys, n, axis, x)
 
@@ -197,14 +202,22 @@ def _positions(pairs, k: int):
 # ---- module-level spellings ------------------------------------------------------------------
 
 def sort(x, axis=-1, descending=False):
+  """The values of Tensor `x` sorted along `axis` (stable; NaN last), the same as `x.sort(axis,
+  descending)` (see `Tensor.sort`)."""
   return x.sort(axis, descending)
 
 
 def argsort(x, axis=-1, descending=False):
+  """The int32 positions that sort Tensor `x` along `axis` (stable), the same as `x.argsort(axis,
+  descending)` (see `Tensor.argsort`)."""
   return x.argsort(axis, descending)
 
 
 def topk(x, k: int, axis=-1, largest=True):
+  """(values, int32 indices) of the k largest (largest=False: smallest) elements of Tensor `x` along
+  `axis`, the same as `x.topk(k, axis, largest)` (see `Tensor.topk`).
+
+  Raises ShapeError when k is not in 0..size of the axis, or axis is None."""
   return x.topk(k, axis, largest)
 
 

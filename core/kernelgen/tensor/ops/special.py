@@ -108,15 +108,26 @@ class SpecialOps(TensorOps):
   """Tensor methods: erf, atan, asin, acos, sinh, cosh, asinh, acosh, atanh, log1p, expm1,
   atan2, square."""
   __slots__ = ()
-  erf, atan, asin, acos = float_math(_erf), float_math(_atan), float_math(_asin), \
-    float_math(_acos)
-  sinh, cosh, asinh, acosh, atanh = float_math(_sinh), float_math(_cosh), float_math(_asinh), \
-    float_math(_acosh), float_math(_atanh)
-  log1p, expm1 = float_math(_log1p), float_math(_expm1)
+  erf = float_math(_erf, "The Gauss error function (relative error below 1.2e-7).")
+  atan = float_math(_atan, "The inverse tangent, in -pi/2..pi/2. Also `arctan`.")
+  asin = float_math(_asin, "The inverse sine, in -pi/2..pi/2 (NaN outside -1..1). Also `arcsin`.")
+  acos = float_math(_acos, "The inverse cosine, in 0..pi (NaN outside -1..1). Also `arccos`.")
+  sinh = float_math(_sinh, "The hyperbolic sine, (exp(x) - exp(-x)) / 2.")
+  cosh = float_math(_cosh, "The hyperbolic cosine, (exp(x) + exp(-x)) / 2.")
+  asinh = float_math(_asinh, "The inverse hyperbolic sine. Also `arcsinh`.")
+  acosh = float_math(_acosh, "The inverse hyperbolic cosine (NaN below 1). Also `arccosh`.")
+  atanh = float_math(_atanh, "The inverse hyperbolic tangent (NaN outside -1..1, +-inf at +-1). "
+                     "Also `arctanh`.")
+  log1p = float_math(_log1p, "log(1 + x), accurate for x near 0.")
+  expm1 = float_math(_expm1, "exp(x) - 1, accurate for x near 0.")
   arcsin, arccos, arctan, arcsinh, arccosh, arctanh = asin, acos, atan, asinh, acosh, atanh
 
   def atan2(self, other):
-    """numpy's arctan2(self, other): self is y, other is x (broadcast, promoted as numpy)."""
+    """The angle of the point (x=other, y=self) in -pi..pi, numpy's arctan2(self, other): the
+    two broadcast and promote as numpy, the result is a float dtype (float32 for ints). Also
+    `arctan2`.
+
+    Raises ShapeError when the shapes do not broadcast."""
     y, x = coerce(self, other)
     out = float_of(y.dtype)
     work = dtypes.float32 if out in (dtypes.float16, dtypes.bfloat16) else out
@@ -125,4 +136,5 @@ class SpecialOps(TensorOps):
   arctan2 = atan2
 
   def square(self):
+    """x * x elementwise, same shape and dtype."""
     return self * self

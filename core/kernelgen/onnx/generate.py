@@ -1,0 +1,158 @@
+"""Text generation: `kg.generate(model, input_ids, ...)` runs a causal language model token by
+token, a prompt (prefill) step and then one decode step per new token, and picks each token on
+the device (greedy argmax, or temperature / top-k / top-p sampling by the Gumbel-max trick with
+a seeded counter-based noise), so only the token id is read back.
+
+Models: an ONNX causal LM (kg.onnx.load) in the transformers.js / Optimum layout (inputs
+`input_ids`, `attention_mask`, optional `position_ids`, `past_key_values.{i}.key|value`;
+outputs `logits` and `present.{i}.key|value`): the present caches of one step are fed as the
+next step's past, on the device. Or a kg.nn model (any callable) mapping int32 ids (1, T) to
+logits (1, T, vocab), run over the whole sequence each step (no cache).
+
+Shapes are static: every step has a longer cache, so each step is a program of its own
+(compiled once per length and cached).
+"""
+from __future__ import annotations
+
+import math
+
+from ..dtype import dtypes
+from ..errors import ModelError, ShapeError
+from ..tensor.tensor import Tensor, where
+
+
+def sample(logits: Tensor, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+           seed: Tensor | int = 0) -> Tensor:
+  """The next token of float `logits` (vocab,), as an int32 Tensor of one element, computed on
+  the device: argmax when temperature is 0; else a sample of softmax(logits / temperature)
+  restricted to the top_k largest (0: all) and to the smallest set whose probability reaches
+  top_p, drawn with the noise of `seed` (an int or a one-element int Tensor)."""
+  x = logits.cast(dtypes.float32).reshape(-1)
+  if temperature <= 0:
+    return x.argmax(0, keepdim=True).cast(dtypes.int32)
+  x = x / float(temperature)
+  n = x.shape[0]
+  if 0 < top_k < n:
+    kth = x.topk(top_k)[0][top_k - 1]
+    x = where(x >= kth, x, -math.inf)
+  if top_p < 1.0:
+    probs = x.softmax(0)
+    ranked = probs.sort(descending=True)
+    before = ranked.cumsum(0) - ranked           # probability of the tokens ranked above
+    floor = where(before < top_p, ranked, math.inf).min()
+    x = where(probs >= floor, x, -math.inf)
+  u = Tensor.rand(n, seed=seed, device=x.device).maximum(1e-20).minimum(1.0 - 1e-7)
+  return (x - (-u.log()).log()).argmax(0, keepdim=True).cast(dtypes.int32)
+
+
+def _prompt(input_ids) -> list:
+  """The prompt as a list of ints (a flat or (1, S) list, array or Tensor)."""
+  if isinstance(input_ids, Tensor):
+    input_ids = input_ids.tolist()
+  elif hasattr(input_ids, "tolist"):
+    input_ids = input_ids.tolist()
+  ids = list(input_ids)
+  if ids and isinstance(ids[0], (list, tuple)):
+    if len(ids) != 1:
+      raise ShapeError(f"kg.generate takes one sequence (batch 1), got a batch of {len(ids)}")
+    ids = list(ids[0])
+  if not ids:
+    raise ShapeError("kg.generate needs a prompt of at least one token")
+  return [int(t) for t in ids]
+
+
+class OnnxCausalLM:
+  """One ONNX causal LM's steps: feeds built from the tokens and the device-side caches."""
+
+  def __init__(self, model, device: str):
+    self.model, self.device = model, device
+    names = set(model.input_names)
+    if "input_ids" not in names or "logits" not in model.output_names:
+      raise ModelError(f"kg.generate needs a causal LM with an input 'input_ids' and an output "
+                       f"'logits' (the transformers.js / Optimum layout); this model has "
+                       f"inputs {model.input_names} and outputs {model.output_names}")
+    self.past = sorted(n for n in names if n.startswith("past_key_values."))
+    self.cache = {}
+
+  def _empty_past(self, name: str) -> Tensor:
+    shape = self.model.input_shapes.get(name) or ()
+    if len(shape) != 4 or not all(isinstance(d, int) for d in (shape[1], shape[3])):
+      raise ModelError(f"input {name!r} is declared {shape}: kg.generate needs (batch, "
+                       f"kv_heads, past, head_dim) with kv_heads and head_dim as numbers")
+    dtype = self.model.input_dtypes.get(name) or dtypes.float32
+    return Tensor.zeros(1, shape[1], 0, shape[3], dtype=dtype, device=self.device)
+
+  def step(self, new: list, total: int) -> Tensor:
+    """The logits (vocab,) after `new` tokens at positions total - len(new) .. total - 1."""
+    s = len(new)
+    feeds = {"input_ids": Tensor([new], dtype=dtypes.int32, device=self.device)}
+    names = set(self.model.input_names)
+    if "attention_mask" in names:
+      feeds["attention_mask"] = Tensor.ones(1, total, dtype=dtypes.int32, device=self.device)
+    if "position_ids" in names:
+      feeds["position_ids"] = Tensor([list(range(total - s, total))], dtype=dtypes.int32,
+                                     device=self.device)
+    if "use_cache_branch" in names:           # Optimum's merged decoder: its If picks the branch
+      feeds["use_cache_branch"] = Tensor([bool(self.cache)], device=self.device)
+    for keep in ("num_logits_to_keep", "logits_to_keep"):
+      if keep in names:
+        feeds[keep] = Tensor(1, dtype=dtypes.int32, device=self.device)
+    for name in self.past:
+      feeds[name] = self.cache[name] if name in self.cache else self._empty_past(name)
+    out = self.model.run(feeds, device=self.device)
+    self.cache = {name: out[name.replace("past_key_values.", "present.")] for name in self.past}
+    logits = out["logits"]
+    return logits.reshape(-1, logits.shape[-1])[logits.numel() // logits.shape[-1] - 1]
+
+  def state(self) -> list:
+    return list(self.cache.values())
+
+
+class ModuleLM:
+  """A kg.nn model (or any callable) from int32 ids (1, T) to logits (1, T, vocab)."""
+
+  def __init__(self, model, device: str):
+    self.model, self.device, self.tokens = model, device, []
+
+  def step(self, new: list, total: int) -> Tensor:
+    self.tokens += new
+    logits = self.model(Tensor([self.tokens], dtype=dtypes.int32, device=self.device))
+    return logits.reshape(-1, logits.shape[-1])[len(self.tokens) - 1]
+
+  def state(self) -> list:
+    return []
+
+
+def generate(model, input_ids, max_new_tokens: int = 32, temperature: float = 0.0,
+             top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop=None, on_token=None,
+             device: str | None = None) -> list:
+  """The tokens a causal LM generates after the prompt `input_ids` (a list of ints, or (1, S)):
+  a list of up to `max_new_tokens` ints, ending early after a token in `stop` (an int or a
+  collection of ints; that token is included). Greedy when temperature is 0 (the default),
+  else sampled (top_k, top_p, seed as `sample`); `on_token(token)` is called with each token
+  as it is read back. `model`: a kg.onnx Model in the Optimum layout or a kg.nn model (see the
+  module docstring); device: kg.Device.DEFAULT unless given."""
+  from ..device import Device
+  from ..realize import realize
+  from .model import Model
+  device = Device.canonical(device) if device is not None else Device.DEFAULT
+  if max_new_tokens < 0 or top_k < 0 or not 0 < top_p <= 1:
+    raise ShapeError(f"kg.generate: max_new_tokens {max_new_tokens} and top_k {top_k} must be "
+                     f">= 0, top_p {top_p} in (0, 1]")
+  stops = {stop} if isinstance(stop, int) else set(stop or ())
+  lm = OnnxCausalLM(model, device) if isinstance(model, Model) else ModuleLM(model, device)
+  new, total, out = _prompt(input_ids), 0, []
+  for i in range(max_new_tokens):
+    total += len(new)
+    logits = lm.step(new, total)
+    seed_t = Tensor([seed * 1000003 + i], dtype=dtypes.int32, device=device)
+    token = sample(logits, temperature, top_k, top_p, seed_t)
+    realize([token.node] + [t.node for t in lm.state()])
+    tok = int(token.tolist()[0])
+    out.append(tok)
+    if on_token is not None:
+      on_token(tok)
+    if tok in stops:
+      break
+    new = [tok]
+  return out

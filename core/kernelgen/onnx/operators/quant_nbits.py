@@ -1,0 +1,143 @@
+"""Block-quantized weights of the com.microsoft domain: MatMulNBits (4- and 8-bit weights in
+blocks along K, with scales, optional zero points and bias) and GatherBlockQuantized (a
+quantized embedding table).
+
+The packed bytes stay packed in memory: the dequantization (shift, mask, minus the zero point,
+times the block's scale) is elementwise Tensor code over views of the packed buffer, so the
+scheduler fuses it into the matmul's (or the gather's) kernel and each weight element is
+dequantized in registers where it is used; no dequantized copy of a weight is ever written.
+"""
+from __future__ import annotations
+
+import math
+
+from ...dtype import dtypes
+from ...errors import ShapeError, UnsupportedError
+from ...tensor.ops.advanced_indexing import take
+from ...tensor.tensor import Tensor, stack
+from ..registry import axis_index, domain_op
+
+MS = "com.microsoft"
+
+
+def nibbles(x: Tensor) -> Tensor:
+  """The 4-bit values of uint8 `x`, two per byte along the last axis (the low nibble first):
+  shape (..., 2 * n), int32."""
+  shape = x.shape
+  wide = x.cast(dtypes.uint32)          # (// 16 of an unsigned value: a shift, with no guards)
+  pairs = stack([wide & 15, wide // 16], -1).cast(dtypes.int32)
+  return pairs.reshape(*shape[:-1], 2 * shape[-1])
+
+
+def _per_block(p: Tensor, block: int, k: int) -> Tensor:
+  """(N, blocks) per-block values repeated over their blocks along K: (N, k)."""
+  n, blocks = p.shape
+  wide = p.reshape(n, blocks, 1).expand(n, blocks, block).reshape(n, blocks * block)
+  return wide.shrink(((0, n), (0, k)))
+
+
+def _codes(b: Tensor, bits: int, n: int, blocks: int, block: int, k: int) -> Tensor:
+  """The quantized weight codes of MatMulNBits' packed B: (N, K) int32."""
+  flat = b.reshape(n, -1)
+  if flat.shape[1] != blocks * block * bits // 8:
+    raise ShapeError(f"MatMulNBits: B has {b.shape}, the attributes ask for ({n}, {blocks}, "
+                     f"{block * bits // 8}) bytes")
+  codes = nibbles(flat) if bits == 4 else flat.cast(dtypes.int32)
+  return codes.shrink(((0, n), (0, k)))
+
+
+def _zero_points(zp, bits: int, n: int, blocks: int, block: int, k: int) -> Tensor | float:
+  """MatMulNBits' zero points per weight element: (N, K) (or the default 2^(bits-1))."""
+  if zp is None:
+    return float(1 << (bits - 1))
+  if zp.dtype.is_float():
+    return _per_block(zp.reshape(n, blocks).cast(dtypes.float32), block, k)
+  per_row = zp.reshape(n, -1)
+  values = nibbles(per_row) if bits == 4 else per_row.cast(dtypes.int32)
+  if values.shape[1] < blocks:
+    raise ShapeError(f"MatMulNBits: zero_points has {zp.shape}, too few for {n} x {blocks} "
+                     f"blocks")
+  values = values.shrink(((0, n), (0, blocks)))
+  return _per_block(values, block, k).cast(dtypes.float32)
+
+
+def _check_g_idx(ins, block: int, k: int) -> None:
+  """g_idx (a block per K row) is accepted only where it is the plain order k // block_size."""
+  if not ins.has(4):
+    return
+  known = ins.runner.known(ins.names[4])
+  if known is None or [int(v) for v in known.values] != [i // block for i in range(k)]:
+    raise UnsupportedError(f"MatMulNBits with a reordering g_idx (act-order) of domain "
+                           f"{MS!r} is not supported: requantize without act-order")
+
+
+@domain_op(MS, "MatMulNBits")
+def _matmul_nbits(ins, at):
+  """y = A @ dequant(B).T + bias, the weights dequantized in registers inside the matmul."""
+  a, b, scales = ins[0], ins[1], ins[2]
+  k, n = at.int("K"), at.int("N")
+  bits, block = at.int("bits", 4), at.int("block_size")
+  if bits not in (4, 8):
+    raise UnsupportedError(f"MatMulNBits with bits={bits} of domain {MS!r}: 4 and 8 are "
+                           f"supported")
+  if not block or block < 16 or block & (block - 1):
+    raise ShapeError(f"MatMulNBits block_size {block}: a power of two, at least 16")
+  if a.shape[-1] != k:
+    raise ShapeError(f"MatMulNBits: A's last dim {a.shape[-1]} is not K = {k}")
+  _check_g_idx(ins, block, k)
+  blocks = math.ceil(k / block)
+  codes = _codes(b, bits, n, blocks, block, k).cast(dtypes.float32)
+  scale = _per_block(scales.reshape(n, blocks).cast(dtypes.float32), block, k)
+  w = (codes - _zero_points(ins[3], bits, n, blocks, block, k)) * scale       # (N, K)
+  lead = a.shape[:-1]
+  y = a.reshape(-1, k).cast(dtypes.float32) @ w.permute(1, 0)
+  if ins.has(5):
+    y = y + ins[5].cast(dtypes.float32).reshape(1, n)
+  return y.reshape(*lead, n).cast(a.dtype)
+
+
+# ---- GatherBlockQuantized --------------------------------------------------------------------
+
+def _expand_blocks(p: Tensor, axis: int, block: int, size: int) -> Tensor:
+  """Per-block values along `axis` repeated over their blocks, cut to `size`."""
+  shape = p.shape
+  wide = p.unsqueeze(axis + 1).expand(*shape[:axis + 1], block, *shape[axis + 1:])
+  wide = wide.reshape(*shape[:axis], shape[axis] * block, *shape[axis + 1:])
+  bounds = [(0, d) for d in wide.shape]
+  bounds[axis] = (0, size)
+  return wide.shrink(tuple(bounds))
+
+
+def _unpacked(x: Tensor, packed: bool) -> Tensor:
+  return nibbles(x) if packed else x.cast(dtypes.int32)
+
+
+@domain_op(MS, "GatherBlockQuantized")
+def _gather_block_quantized(ins, at):
+  """Rows of a block-quantized table gathered, then dequantized (only the gathered rows)."""
+  data, idx, scales, zp = ins[0], ins[1], ins[2], ins[3]
+  bits = at.int("bits", 4)
+  four_bit = ins.names[0] in getattr(ins.runner.model, "four_bit", ())
+  packed = data.dtype == dtypes.uint8 and bits == 4 and not four_bit
+  gaxis = axis_index(at.int("gather_axis", 0), data.ndim)
+  qaxis = axis_index(at.int("quantize_axis", 1), data.ndim)
+  block = at.int("block_size", 128)
+  if packed and qaxis != data.ndim - 1:
+    raise UnsupportedError(f"GatherBlockQuantized of domain {MS!r}: packed 4-bit uint8 data "
+                           f"is quantized along its last axis")
+  idx = idx.cast(dtypes.int32)
+  idx = idx + (idx < 0).cast(dtypes.int32) * data.shape[gaxis]
+  rows = take(data, idx, axis=gaxis)
+  sidx = idx // block if gaxis == qaxis else idx
+  s = take(scales, sidx, axis=gaxis).cast(dtypes.float32)
+  out_q = qaxis + idx.ndim - 1 if qaxis > gaxis else qaxis
+  codes = _unpacked(rows, packed).cast(dtypes.float32)
+  if gaxis != qaxis:       # (when they are one axis, each gathered row has its own block)
+    s = _expand_blocks(s, out_q, block, codes.shape[out_q])
+  default = 0.0 if four_bit else {dtypes.uint8: 8.0 if packed else 128.0}.get(data.dtype, 0.0)
+  if zp is None:
+    return ((codes - default) * s).cast(scales.dtype)
+  z = _unpacked(take(zp, sidx, axis=gaxis), packed).cast(dtypes.float32)
+  if gaxis != qaxis:
+    z = _expand_blocks(z, out_q, block, codes.shape[out_q])
+  return ((codes - z) * s).cast(scales.dtype)

@@ -1,0 +1,93 @@
+"""Bundles keep their symbolic sizes (kg.Dim; issue 34): the manifest lists each dim and its
+range; `Bundle.run` (natively, WEBGPU) and model.js `run()` (headless Chromium) take any input
+length in range, give outputs at the bound sizes, and reject other lengths with an error naming
+the dim and its range. A dim no input carries is refused at export, never turned into 1."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from browser_util import local_page
+
+pytestmark = pytest.mark.timeout(600)
+W = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+
+
+def _program():
+  n = kg.Dim("n", 1, 32)
+  x = kg.Tensor.empty(n, 8, name="x")
+  y = (x @ kg.Tensor(W).realize()).softmax(0)
+  return {"y": y, "s": y.sum(0), "p": y.pad(((1, 0), (0, 0)), value=2.0)}
+
+
+def _want(a):
+  h = a @ W
+  e = np.exp(h - h.max(0))
+  y = e / e.sum(0)
+  return {"y": y, "s": y.sum(0), "p": np.pad(y, ((1, 0), (0, 0)), constant_values=2.0)}
+
+
+def test_the_manifest_lists_dims_and_symbolic_shapes(tmp_path):
+  kg.export(_program(), str(tmp_path), format="webgpu")
+  m = json.loads((tmp_path / "manifest.json").read_text())
+  assert m["dims"] == [{"name": "n", "lo": 1, "hi": 32}]
+  n = {"terms": [["n", 1]], "const": 0}
+  assert m["inputs"][0]["symbolic_shape"] == [n, 8] and m["inputs"][0]["shape"] == [32, 8]
+  outs = {o["name"]: o for o in m["outputs"]}
+  assert outs["y"]["symbolic_shape"] == [n, 4] and "symbolic_shape" not in outs["s"]
+  assert outs["p"]["symbolic_shape"] == [{"terms": [["n", 1]], "const": 1}, 4]
+  assert {tuple(map(tuple, k["uniforms"])) for k in m["kernels"]} <= {(), (("n", "int32"),)}
+  assert any(k["uniforms"] for k in m["kernels"])
+
+
+def test_a_dim_no_input_carries_is_refused(tmp_path):
+  n = kg.Dim("n", 1, 32)
+  table = kg.Tensor.empty(32, 4, name="t")
+  with pytest.raises(kg.UnsupportedError, match="no input has as its size"):
+    kg.export(table[:n].sum(0), str(tmp_path), format="webgpu")
+
+
+@pytest.mark.parametrize("fmt, device", [("webgpu", "WEBGPU"), ("ptx", "PTXSIM")])
+def test_a_bundle_runs_at_every_length_in_range(tmp_path, fmt, device):
+  bundle = kg.export(_program(), str(tmp_path), format=fmt)
+  for rows in (1, 13, 32):
+    a = np.random.default_rng(rows).standard_normal((rows, 8)).astype(np.float32)
+    got = bundle.run({"x": a}, device=device)
+    for name, want in _want(a).items():
+      np.testing.assert_allclose(got[name].numpy(), want, rtol=1e-4, atol=1e-5)
+  with pytest.raises(kg.ShapeError, match=r"n = 33, outside the bundle's range 1\.\.32"):
+    bundle.run({"x": np.zeros((33, 8), np.float32)}, device=device)
+
+
+RUN = """async ([name, feeds]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const model = await load();
+  const outs = [];
+  for (const rows of feeds) {
+    const out = await model.run({x: new Float32Array(rows)});
+    outs.push(Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Array.from(v)])));
+  }
+  let error = null;
+  try { await model.run({x: new Float32Array(33 * 8)}); } catch (e) { error = e.message; }
+  model.destroy();
+  return {outs, error};
+}"""
+
+
+def test_model_js_runs_at_every_length_in_range(chromium, serve, tmp_path):
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  kg.export(_program(), str(tmp_path / "sym"), format="webgpu")
+  feeds = [np.random.default_rng(r).standard_normal((r, 8)).astype(np.float32) for r in (1, 13, 32)]
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    info = page.evaluate(RUN, ["sym", [f.ravel().tolist() for f in feeds]])
+    assert page.console_errors == [], page.console_errors
+  for a, out in zip(feeds, info["outs"]):
+    for name, want in _want(a).items():
+      np.testing.assert_allclose(np.array(out[name], np.float32).reshape(want.shape), want,
+                                 rtol=1e-4, atol=1e-5)
+  assert "n in 1..32" in info["error"]
