@@ -20,8 +20,10 @@ Reference pages besides this one: `kernelgen.nn`, `kernelgen.nn.optim` (kg.optim
 from .device import Device
 from .dtype import DType, dtypes
 from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, ExecutionError,
-                     IndexOutOfRangeError, InputError, KernelgenError, LimitError, ModelError,
-                     ShapeError, StoppedError, SymbolicDimWarning, UnsupportedError, VerifyError)
+                     IndexOutOfRangeError, InputError, KernelgenError, LimitError, ManifestError,
+                     ModelError, PathError, ShapeError, StoppedError, SymbolicDimWarning,
+                     UnsupportedError, VerifyError)
+from . import limits
 from .tensor.tensor import Tensor, cat, stack, where
 from .graph.dims import Dim, Sym
 from .tensor.ops.scan import cummax, cummin, cumprod, cumsum
@@ -75,6 +77,7 @@ __all__ = ["Tensor", "Dim", "Sym", "dtypes", "DType", "Device", "compile", "wher
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",
            "LimitError", "CompileError", "ExecutionError", "VerifyError", "IndexOutOfRangeError",
            "BufferNameError", "StoppedError", "InputError", "SymbolicDimWarning",
+           "ManifestError", "PathError", "limits",
            "AutogradError", "no_grad", "enable_grad", "is_grad_enabled", "nn", "optim", "jit",
            "save", "load", "SafetensorsError", "onnx", "ModelError", "generate", "text",
            "TokenizerError",

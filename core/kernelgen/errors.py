@@ -48,7 +48,23 @@ class DeviceError(KernelgenError):
 
 
 class LimitError(KernelgenError):
-  """A kernel needs more than the device allows (buffers, workgroup size, memory)."""
+  """A kernel needs more than the device allows (buffers, workgroup size, memory), or an input
+  asks for more than one of kernelgen's limits (kernelgen/limits.py) allows; `limit` names that
+  limit ("" where the device sets it)."""
+
+  def __init__(self, message: str, *, limit: str = ""):
+    super().__init__(message)
+    self.limit = limit
+
+
+class ManifestError(KernelgenError, ValueError):
+  """A bundle manifest that is not one kg.export writes: malformed JSON, a missing or mistyped
+  field, a value out of range, an index that points nowhere."""
+
+
+class PathError(KernelgenError, ValueError):
+  """A file a bundle manifest or a model names that lies outside its folder (through `..`, an
+  absolute path or a symlink), or that is not a regular file (a folder, a FIFO, a device)."""
 
 
 class CompileError(KernelgenError):

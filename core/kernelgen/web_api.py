@@ -466,6 +466,7 @@ def _model_outputs(model, seed: int, device: str, feeds: dict | None = None) -> 
 # metadata_props keys read for class labels, first found wins: a JSON list of labels, a JSON
 # object {"0": label, ...}, or one label per line
 LABEL_KEYS = ("labels", "class_labels", "classes", "synset", "imagenet_labels")
+MAX_LABELS = 1 << 20     # more classes than this reads as no label set
 
 
 def image_input(model) -> dict | None:
@@ -489,16 +490,26 @@ def image_input(model) -> dict | None:
 
 
 def _parse_labels(text: str) -> list | None:
+  """A label set from metadata text, or None; an index past MAX_LABELS, a key that is not ASCII
+  digits ("²".isdigit() is true) or JSON nested past the json_depth limit reads as no labels."""
   import json
+  from . import limits
+  from .errors import LimitError
   try:
+    limits.json_depth(text, "the model's labels")
     value = json.loads(text)
+  except LimitError:
+    return None
   except ValueError:
     lines = [line.strip() for line in text.splitlines()]
-    return lines if len(lines) > 1 else None
+    return lines if 1 < len(lines) <= MAX_LABELS else None
   if isinstance(value, list):
-    return [str(v) for v in value]
-  if isinstance(value, dict) and all(str(k).isdigit() for k in value):
-    labels = [""] * (max(int(k) for k in value) + 1) if value else []
+    return [str(v) for v in value] if len(value) <= MAX_LABELS else None
+  if isinstance(value, dict) and all(k.isascii() and k.isdigit() for k in value):
+    last = max((int(k) for k in value), default=-1)
+    if last >= MAX_LABELS:
+      return None
+    labels = [""] * (last + 1)
     for k, v in value.items():
       labels[int(k)] = str(v)
     return labels

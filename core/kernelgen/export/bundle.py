@@ -16,17 +16,20 @@ import json
 import os
 import warnings
 
+from .. import limits
 from ..device import Device
 from ..dtype import dtypes
-from ..errors import DeviceError, DTypeError, KernelgenError, ShapeError, SymbolicDimWarning
+from ..errors import (DeviceError, DTypeError, KernelgenError, ManifestError, ShapeError,
+                      SymbolicDimWarning)
 from ..nn import safetensors
 from ..tensor.tensor import Tensor
 from ..graph import lazy
 from ..graph.view import prod
 from ..uop.program import Binding, CompiledKernel, Launch, grid_from_json
+from . import manifest
 from .inputs import is_model, model_feeds
 from ..tensor.symbolic import compact, padded
-from .plan import FORMAT, make_plan
+from .plan import make_plan
 from .progress import RunProgress
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
@@ -67,8 +70,8 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
     _write_text(os.path.join(path, name), source)
   safetensors.write(os.path.join(path, WEIGHTS), plan.weights)
   plan.manifest["weights_file"] = WEIGHTS
-  manifest = json.dumps(plan.manifest, separators=(",", ":"))
-  _write_text(os.path.join(path, "manifest.json"), manifest)
+  text = json.dumps(plan.manifest, separators=(",", ":"))
+  _write_text(os.path.join(path, "manifest.json"), text)
   if format == "webgpu":
     with open(LOADER, encoding="utf-8") as f:
       _write_text(os.path.join(path, "model.js"), f.read())
@@ -102,15 +105,19 @@ class Bundle:
   Raises KernelgenError when `path` holds no bundle manifest, or one of another format."""
 
   def __init__(self, path: str):
-    self.path = path
+    self.path = os.fspath(path)
+    where = os.path.join(self.path, "manifest.json")
+    if not os.path.isfile(where):
+      raise KernelgenError(f"{self.path} holds no bundle (no file manifest.json): write one "
+                           f"with kg.export(...) or python -m kernelgen export")
+    text = limits.read_file(limits.confined(self.path, "manifest.json", "the bundle"),
+                            "the bundle's manifest", "r")
     try:
-      with open(os.path.join(path, "manifest.json"), encoding="utf-8") as f:
-        self.manifest = json.load(f)
-    except OSError as error:
-      raise KernelgenError(f"{path} holds no bundle ({error}): write one with kg.export(...) "
-                           f"or python -m kernelgen export") from None
-    if self.manifest.get("format") != FORMAT:
-      raise KernelgenError(f"{path}/manifest.json is not a {FORMAT} manifest: re-export it")
+      self.manifest = limits.json_load(text, where)
+    except ValueError as error:
+      raise ManifestError(f"{where} is not valid JSON ({type(error).__name__} at line "
+                          f"{getattr(error, 'lineno', '?')}): re-export the bundle") from None
+    manifest.check(self.manifest, where)
     self.inputs = [_public(e) for e in self.manifest["inputs"]]
     self.outputs = [_public(e) for e in self.manifest["outputs"]]
     self._devices: dict[str, tuple] = {}
@@ -159,7 +166,7 @@ class Bundle:
       raise DeviceError(f"this is a {self.manifest['bundle']} bundle: run it on {wants}, not "
                         f"{device} (or export it with the other format)")
     handles = [runtime.alloc(s["nbytes"]) for s in self.manifest["storage"]]
-    weights = safetensors.read(os.path.join(self.path, self.manifest["weights_file"]))
+    weights = self._weights() if self.manifest["weights"] else {}
     for spec in self.manifest["weights"]:
       runtime.copyin(handles[self._storage(spec)], weights[spec["name"]][2])
     kernels = [(self._kernel(k), [handles[self.manifest["buffers"][b["buffer"]]["storage"]]
@@ -167,9 +174,21 @@ class Bundle:
     self._devices[device] = runtime, handles, kernels
     return self._devices[device]
 
+  def _weights(self) -> dict:
+    """The weights file's entries, each one the manifest's weights list names, checked."""
+    what = "the bundle's weights_file"
+    path = limits.confined(self.path, self.manifest["weights_file"], what)
+    weights = safetensors.decode(limits.read_file(path, what))
+    for spec in self.manifest["weights"]:
+      entry = weights.get(spec["name"])
+      if entry is None or entry[0] != spec["dtype"] or list(entry[1]) != spec["shape"]:
+        raise ManifestError(f"{path} has no weight {spec['name']!r} of {spec['dtype']} "
+                            f"{spec['shape']}, which the manifest names: re-export the bundle")
+    return weights
+
   def _kernel(self, entry: dict):
-    with open(os.path.join(self.path, entry["file"]), encoding="utf-8") as f:
-      source = f.read()
+    source = limits.read_file(limits.confined(self.path, entry["file"],
+                                              f"kernel {entry['name']!r} (its file)"), "a kernel file", "r")
     buffers = self.manifest["buffers"]
     bindings = tuple(Binding(b["slot"], buffers[b["buffer"]]["name"] or f"b{b['buffer']}",
                              buffers[b["buffer"]]["dtype"], buffers[b["buffer"]]["size"],

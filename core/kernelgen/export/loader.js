@@ -68,6 +68,46 @@ function relayout(data, shape, phys, back) {
 const count = (shape) => shape.reduce((a, b) => a * b, 1);
 const describe = (specs) => specs.map((s) => `${s.name} (${s.dtype} [${s.shape}])`).join(', ');
 
+// The URL of `name`, a file the manifest names, inside the bundle folder `folder`: a plain relative
+// path (no scheme, no leading '/' or '\\', no '..', '.', '%', '?' or '#' that could lead out), so
+// a manifest cannot make the loader fetch from another folder or origin; the folder (and so its
+// origin) is the one the caller chose with `base`.
+function inFolder(folder, name, what) {
+  const plain = typeof name === 'string' && name.length > 0 &&
+    !/^[a-z][a-z0-9+.-]*:|^[\\/]|[\\?#%]/i.test(name) &&
+    !name.split('/').some((part) => part === '..' || part === '.' || part === '');
+  const url = plain ? new URL(name, folder) : null;
+  if (!url || url.origin !== folder.origin || !url.pathname.startsWith(folder.pathname)) {
+    fail(`the manifest names ${what} ${JSON.stringify(String(name).slice(0, 80))}, which is not a ` +
+      'file inside the bundle folder: re-export the bundle');
+  }
+  return url;
+}
+
+const isCount = (v, least) => Number.isSafeInteger(v) && v >= least;
+
+// Throws unless the manifest has the lists and indices run() relies on (kg.export writes them):
+// a damaged or hostile manifest is refused before any buffer is made.
+function checkManifest(m) {
+  const lists = ['inputs', 'outputs', 'weights', 'buffers', 'storage', 'kernels', 'features'];
+  const bad = (what) => fail(`the manifest's ${what} is damaged: re-export the bundle`);
+  lists.forEach((key) => Array.isArray(m[key]) || bad(key));
+  m.storage.forEach((s, i) => isCount(s?.nbytes, 0) || bad(`storage[${i}].nbytes`));
+  m.buffers.forEach((b, i) => (isCount(b?.storage, 0) && b.storage < m.storage.length) ||
+    bad(`buffers[${i}].storage`));
+  const buffer = (v) => isCount(v, 0) && v < m.buffers.length;
+  ['inputs', 'outputs', 'weights'].forEach((key) => m[key].forEach((s, i) =>
+    (buffer(s?.buffer) && Array.isArray(s.shape) && s.shape.every((d) => isCount(d, 0))) ||
+    bad(`${key}[${i}]`)));
+  m.kernels.forEach((k, i) => {
+    const three = (v, least) => Array.isArray(v) && v.length === 3 && v.every((d) => isCount(d, least));
+    if (!three(k?.workgroup_size, 1)) bad(`kernels[${i}].workgroup_size`);
+    if (!three(k.dispatch, 0)) bad(`kernels[${i}].dispatch`);
+    if (!Array.isArray(k.bindings) || !k.bindings.every((b) => buffer(b?.buffer) &&
+      isCount(b.slot, 0))) bad(`kernels[${i}].bindings`);
+  });
+}
+
 async function fetchOk(url, what) {
   let response;
   try {
@@ -390,17 +430,27 @@ class Model {
 // The model next to this file (or at `base`, a URL of the bundle folder), ready to run.
 export async function load({ device = null, base = new URL('./', import.meta.url),
   timings = false } = {}) {
-  const root = new URL(base, globalThis.location?.href);
-  const manifest = await (await fetchOk(new URL('manifest.json', root), 'manifest.json')).json();
-  if (manifest.bundle !== 'webgpu') {
-    fail(`${root} holds a ${manifest.bundle} bundle: export with format="webgpu" for the web`);
+  const root = new URL('./', new URL(base, globalThis.location?.href));
+  let manifest;
+  try {
+    manifest = await (await fetchOk(new URL('manifest.json', root), 'manifest.json')).json();
+  } catch (error) {
+    if (error.message.startsWith('kernelgen model:')) throw error;
+    fail(`${root}manifest.json is not valid JSON: re-export the bundle`);
   }
+  if (manifest?.bundle !== 'webgpu') {
+    fail(`${root} holds a ${manifest?.bundle} bundle: export with format="webgpu" for the web`);
+  }
+  checkManifest(manifest);
   const unsupported = [...manifest.inputs, ...manifest.outputs].filter((s) => !ARRAYS[s.dtype]);
   if (unsupported.length) fail(`WebGPU has no ${unsupported[0].dtype}: export another dtype`);
-  const files = Promise.all(manifest.kernels.map(async (k) => (await fetchOk(
-    new URL(k.file, root), k.file)).text()));
-  const weights = manifest.weights.length ? fetchOk(new URL(manifest.weights_file, root),
-    manifest.weights_file).then((r) => r.arrayBuffer()) : null;
+  const urls = manifest.kernels.map((k) => inFolder(root, k.file, 'the kernel file'));
+  const weightsUrl = manifest.weights.length
+    ? inFolder(root, manifest.weights_file, 'the weights file') : null;
+  const files = Promise.all(manifest.kernels.map(async (k, i) => (await fetchOk(urls[i],
+    k.file)).text()));
+  const weights = weightsUrl ? fetchOk(weightsUrl, manifest.weights_file)
+    .then((r) => r.arrayBuffer()) : null;
   const ownDevice = !device;
   device = device || await newDevice(manifest.features, timings);
   checkDevice(device, manifest);

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from enum import Enum, auto
 
+from .. import limits
 from ..dtype import DType
+from ..errors import LimitError
 from ..uop.ops import Ops
 from .dims import Sym, merge_sym, describe_sym, move_sym
 from .view import View, prod
@@ -76,7 +78,7 @@ class Buffer:
     if self._handle is None:
       # kept only once filled: an upload cut short (Ctrl-C) must not leave an empty handle that
       # the next realize would read as this buffer's data
-      handle = self.runtime.alloc(max(self.nbytes, 1))
+      handle = self._alloc()
       if self._host is not None and self.nbytes:
         try:
           self.runtime.copyin(handle, self._host)
@@ -85,6 +87,15 @@ class Buffer:
           raise
       self._handle, self._host = handle, None
     return self._handle
+
+  def _alloc(self):
+    what = f"a buffer of {self.size} x {self.dtype.name} on {self.device}"
+    limits.check("buffer_bytes", self.nbytes, f"{what}: its bytes")
+    try:
+      return self.runtime.alloc(max(self.nbytes, 1))
+    except MemoryError:
+      raise LimitError(f"{what} ({self.nbytes} bytes) does not fit this machine's memory: make "
+                       f"the tensor smaller or run on a larger device", limit="memory") from None
 
   @property
   def host_only(self) -> bool:

@@ -28,7 +28,7 @@ read of the old m before it.
 from __future__ import annotations
 
 import math
-
+from .. import limits
 from ..dtype import dtypes
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides, prod
@@ -114,6 +114,8 @@ def _key_loop(lw, n_keys: int, end: UOp | None, block: int) -> tuple[UOp, list]:
   unroll = max(1, min(block, n_keys))
   while -(-n_keys // unroll) > MAX_TRIPS:
     unroll *= 2
+  limits.check("unrolled_copies", unroll, f"attention over {n_keys} keys: the copies of its key "
+               f"loop's body unrolled to keep it under {MAX_TRIPS} trips")
   if end is None:
     trips = int_const(-(-n_keys // unroll))
   else:

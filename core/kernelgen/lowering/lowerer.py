@@ -44,6 +44,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from .. import limits
 from ..dtype import dtypes
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from ..graph.lazy import L, LazyOp
@@ -112,6 +113,8 @@ def _inner_split(shape, most: int = 0) -> int:
 
 
 _UNSEEN = object()
+# ops whose _lower reads their sources at other indices (or none)
+_OWN_INDICES = frozenset((L.CONST, L.IOTA, L.VIEW, L.REDUCE, L.GATHER))
 
 
 def var_uop(node: LazyOp) -> UOp:
@@ -154,6 +157,35 @@ class Lowerer:
     self.online: dict = {}             # id(max or exp-sum) -> its online softmax pair (rows.py)
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    got = self.cache.get((id(node), idxs, gate))
+    if got is None:     # sources first, in the order recursion would take: no recursion on depth
+      for n in self._uncached(node, idxs, gate):
+        got = self._value_one(n, idxs, gate)
+    return got
+
+  def _same_indices(self, node: LazyOp) -> bool:
+    """True when _lower reads node's sources at node's own indices and gate."""
+    return node.op not in _OWN_INDICES and not (node is not self.item.out and
+                                                id(node) in self.slots)
+
+  def _uncached(self, root: LazyOp, idxs: tuple, gate: UOp | None) -> list[LazyOp]:
+    """root and the nodes below it read at the same (idxs, gate) not yet lowered, each after
+    its sources (an iterative depth-first walk, sources in order)."""
+    order, seen, cache = [], {id(root)}, self.cache
+    stack = [(root, iter(root.src if self._same_indices(root) else ()))]
+    while stack:
+      node, it = stack[-1]
+      for s in it:
+        if id(s) not in seen and (id(s), idxs, gate) not in cache:
+          seen.add(id(s))
+          stack.append((s, iter(s.src if self._same_indices(s) else ())))
+          break
+      else:
+        stack.pop()
+        order.append(node)
+    return order
+
+  def _value_one(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     key = (id(node), idxs, gate)
     got = self.cache.get(key)
     if got is None:
@@ -369,6 +401,8 @@ class Lowerer:
     total = total or n
     while math.ceil(n / unroll) > MAX_TRIPS:
       unroll *= 2
+    limits.check("unrolled_copies", unroll, f"a loop over {n} elements: the copies of its body "
+                 f"unrolled to keep it under {MAX_TRIPS} trips")
     trips = math.ceil(n / unroll)
     rng = self._range(trips) if trips != 1 else int_const(0)
     if limit is not None and trips != 1 and not chunk:

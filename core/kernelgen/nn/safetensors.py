@@ -19,9 +19,11 @@ the Tensor level built on them.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import sys
 
+from .. import limits
 from ..device import Device
 from ..dtype import dtypes
 from ..errors import KernelgenError
@@ -104,38 +106,53 @@ def _parse_header(blob) -> tuple[dict, int]:
     raise SafetensorsError(f"not a safetensors file: {len(blob)} bytes, the 8-byte header "
                            f"length alone needs more")
   (n,) = struct.unpack("<Q", bytes(blob[:8]))
-  if n > MAX_HEADER or 8 + n > len(blob):
-    raise SafetensorsError(f"safetensors header length {n} does not fit the file of "
-                           f"{len(blob)} bytes: the file is truncated or not safetensors")
+  if n > MAX_HEADER or 8 + n > len(blob):   # n itself is not quoted: it may be any file's bytes
+    raise SafetensorsError(f"not a safetensors file: its first 8 bytes give a header length "
+                           f"that does not fit the file of {len(blob)} bytes (or is over "
+                           f"{MAX_HEADER}): the file is truncated or not safetensors")
   try:
-    header = json.loads(bytes(blob[8:8 + n]).decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as error:
-    raise SafetensorsError(f"safetensors header is not valid JSON: {error}") from None
+    text = bytes(blob[8:8 + n]).decode("utf-8")
+    limits.json_depth(text, "the safetensors header")
+    header = json.loads(text)
+  except UnicodeDecodeError as error:
+    raise SafetensorsError(f"safetensors header is not UTF-8 (at byte {error.start}): the file "
+                           f"is damaged or not safetensors") from None
+  except ValueError as error:   # JSONDecodeError, or an int of more digits than Python converts
+    where = f" at line {error.lineno} column {error.colno}" if hasattr(error, "lineno") else ""
+    raise SafetensorsError(f"safetensors header is not valid JSON{where}: the file is damaged "
+                           f"or not safetensors") from None
   if not isinstance(header, dict):
     raise SafetensorsError("safetensors header must be a JSON object")
   return header, 8 + n
 
 
+def _shown(value) -> str:
+  text = repr(value)
+  return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _check_entry(name, entry, data_len) -> tuple[str, tuple, int, int]:
   if not isinstance(entry, dict) or set(entry) - {"dtype", "shape", "data_offsets"} or \
      len(entry) != 3:
-    raise SafetensorsError(f"header entry {name!r} must have exactly dtype, shape and "
+    raise SafetensorsError(f"header entry {_shown(name)} must have exactly dtype, shape and "
                            f"data_offsets")
   dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
-  if dtype not in DTYPES:
-    raise SafetensorsError(f"{name!r} has dtype {dtype!r}, which kernelgen cannot load "
+  name = _shown(name)
+  if not isinstance(dtype, str) or dtype not in DTYPES:
+    raise SafetensorsError(f"{name} has dtype {_shown(dtype)}, which kernelgen cannot load "
                            f"(supported: {', '.join(DTYPES)})")
   if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
-    raise SafetensorsError(f"{name!r} has shape {shape!r}: a list of non-negative ints")
+    raise SafetensorsError(f"{name} has shape {_shown(shape)}: a list of non-negative ints")
+  limits.check("dims", len(shape), f"the number of dimensions of {name}")
   if not (isinstance(offsets, list) and len(offsets) == 2 and
           all(type(o) is int for o in offsets) and 0 <= offsets[0] <= offsets[1] <= data_len):
-    raise SafetensorsError(f"{name!r} has data_offsets {offsets!r} outside the data section "
+    raise SafetensorsError(f"{name} has data_offsets {_shown(offsets)} outside the data section "
                            f"of {data_len} bytes")
   count = 1
   for s in shape:
-    count *= s
+    count = min(count * s, 1 << 64)   # past the file's size either way; keeps the int small
   if count * dtypes.from_name(DTYPES[dtype]).itemsize != offsets[1] - offsets[0]:
-    raise SafetensorsError(f"{name!r}: shape {shape} of {dtype} needs "
+    raise SafetensorsError(f"{name}: shape {_shown(shape)} of {dtype} needs "
                            f"{count * dtypes.from_name(DTYPES[dtype]).itemsize} bytes, "
                            f"data_offsets give {offsets[1] - offsets[0]}")
   return DTYPES[dtype], tuple(shape), offsets[0], offsets[1]
@@ -180,8 +197,7 @@ def write(path: str, tensors: dict, metadata: dict | None = None) -> None:
 
 def read(path: str, with_metadata: bool = False):
   """name -> (dtype name, shape, raw bytes) from the safetensors file at `path`."""
-  with open(path, "rb") as f:
-    return decode(f.read(), with_metadata)
+  return decode(limits.read_file(os.fspath(path), "the safetensors file"), with_metadata)
 
 
 def deserialize(blob, device: str | None = None) -> tuple[dict, dict | None]:
@@ -224,7 +240,6 @@ def load(source, device: str | None = None, with_metadata: bool = False):
   elif hasattr(source, "read"):
     blob = source.read()
   else:
-    with open(source, "rb") as f:
-      blob = f.read()
+    blob = limits.read_file(os.fspath(source), "the safetensors file")
   tensors, metadata = deserialize(blob, device)
   return (tensors, metadata) if with_metadata else tensors

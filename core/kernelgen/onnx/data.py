@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import struct
 
+from .. import limits
 from ..dtype import dtypes
-from ..errors import LimitError, ModelError, UnsupportedError
+from ..errors import LimitError, ModelError, PathError, UnsupportedError
 from . import proto
 
 MAX_MODEL_BYTES = 1 << 30          # a model file (or bytes) this large or larger is refused
-MAX_EXTERNAL_BYTES = 1 << 32       # all external data of one model together
+# all external data of one model together: kernelgen.limits' external_bytes
 
 # ONNX TensorProto.DataType -> (name, kernelgen dtype or None, struct format of typed fields)
 ELEM_TYPES = {
@@ -72,8 +73,10 @@ def _typed_values(t, dtype) -> bytes:
   raise ModelError(f"tensor {t.name!r}: no payload for {dtype} ({n} values in other fields)")
 
 
-def tensor_payload(t, base_dir: str | None, what: str = "") -> tuple:
-  """(dtype, shape, little-endian bytes) of TensorProto `t`; external data read from base_dir."""
+def tensor_payload(t, base_dir: str | None, what: str = "",
+                   budget: ExternalBudget | None = None) -> tuple:
+  """(dtype, shape, little-endian bytes) of TensorProto `t`; external data read from base_dir
+  (under `budget`: one per model)."""
   what = what or f"tensor {t.name!r}"
   dtype = elem_dtype(t.data_type, what)
   shape = tuple(t.dims)
@@ -83,7 +86,7 @@ def tensor_payload(t, base_dir: str | None, what: str = "") -> tuple:
   for d in shape:
     count *= d
   if t.data_location == 1:
-    raw = _external(t, base_dir, what)
+    raw = _external(t, base_dir, what, budget)
   elif t.has("raw_data"):
     raw = t.raw_data
   elif t.data_type in NIBBLES:        # packed bytes, one per int32_data entry
@@ -96,6 +99,18 @@ def tensor_payload(t, base_dir: str | None, what: str = "") -> tuple:
     raise ModelError(f"{what} has shape {shape} of {dtype} ({count * dtype.itemsize} bytes) but "
                      f"{len(raw)} bytes of data: the model is damaged")
   return dtype, shape, bytes(raw)
+
+
+class ExternalBudget:
+  """What is left of one model's external-data limit (limits: external_bytes), spent per tensor
+  before its bytes are read."""
+
+  def __init__(self):
+    self.used = 0
+
+  def spend(self, nbytes: int, what: str) -> None:
+    self.used += nbytes
+    limits.check("external_bytes", self.used, f"{what}: the model's external data so far")
 
 
 def _unpack_nibbles(packed: bytes, count: int, signed: bool, what: str) -> bytes:
@@ -111,28 +126,27 @@ def _unpack_nibbles(packed: bytes, count: int, signed: bool, what: str) -> bytes
   return bytes(out[:count])
 
 
-def _external(t, base_dir: str | None, what: str) -> bytes:
+def _external(t, base_dir: str | None, what: str, budget: ExternalBudget | None) -> bytes:
   info = {e.key: e.value for e in t.external_data}
   location = info.get("location")
   if base_dir is None:
     raise ModelError(f"{what} keeps its data in the external file {location!r}: load the model "
                      f"from its path (not bytes) so the file next to it can be found")
-  if not location or os.path.isabs(location) or ".." in location.replace("\\", "/").split("/"):
-    raise ModelError(f"{what} names external data {location!r}: it must be a relative path "
-                     f"inside the model's folder")
-  path = os.path.join(base_dir, location)
+  try:
+    path = limits.confined(base_dir, location, f"{what}'s external data")
+  except PathError as error:
+    raise ModelError(str(error)) from None
+  size = os.path.getsize(path)
   try:
     offset, length = int(info.get("offset", 0)), info.get("length")
-    size = os.path.getsize(path)
-  except (OSError, ValueError) as e:
-    raise ModelError(f"{what}: cannot read its external data {location!r} ({e})") from None
-  length = size - offset if length is None else int(length)
+    length = size - offset if length is None else int(length)
+  except ValueError:
+    raise ModelError(f"{what}: external data {location!r} has an offset or length that is not "
+                     f"an int: the model is damaged") from None
   if offset < 0 or length < 0 or offset + length > size:
     raise ModelError(f"{what}: external data {location!r} has {size} bytes, the tensor asks "
                      f"for {length} at offset {offset}: the file does not match the model")
-  if length > MAX_EXTERNAL_BYTES:
-    raise LimitError(f"{what}: {length} bytes of external data is over the limit of "
-                     f"{MAX_EXTERNAL_BYTES}")
+  (budget or ExternalBudget()).spend(length, what)
   with open(path, "rb") as f:
     f.seek(offset)
     return f.read(length)
@@ -146,12 +160,12 @@ def read_limited(src) -> tuple[bytes, str | None]:
   if isinstance(src, (str, os.PathLike)):
     path = os.fspath(src)
     try:
-      size = os.path.getsize(path)
-    except OSError as e:
-      raise ModelError(f"cannot open model {path!r}: {e.strerror or e}") from None
+      size = limits.regular_size(path, "kg.onnx.load")
+    except PathError as e:
+      raise ModelError(f"cannot open model {path!r}: {e}") from None
     _check_size(size, f"model file {path!r}")
     with open(path, "rb") as f:
-      return f.read(), os.path.dirname(os.path.abspath(path))
+      return f.read(MAX_MODEL_BYTES), os.path.dirname(os.path.abspath(path))
   if hasattr(src, "read"):
     data = src.read(MAX_MODEL_BYTES + 1)
     if not isinstance(data, (bytes, bytearray)):

@@ -153,9 +153,9 @@ class Model:
     self.proto, self.float64 = mp, float64
     self.opset = _default_opset(mp)
     g = mp.graph
-    self.initializers = {}
+    self.initializers, budget = {}, data.ExternalBudget()
     for t in g.initializer:
-      dtype, shape, raw = data.tensor_payload(t, base_dir, f"initializer {t.name!r}")
+      dtype, shape, raw = data.tensor_payload(t, base_dir, f"initializer {t.name!r}", budget)
       self.initializers[t.name] = (dtype, shape, raw)
     self.input_names = [v.name for v in g.input if v.name not in self.initializers]
     self.uploads: dict = {}     # (device, initializer name) -> its device Tensor, kept by runs

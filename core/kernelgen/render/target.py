@@ -77,6 +77,10 @@ class Target:
       if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise UnsupportedError(f"option {name}={value!r}: give an int (a count of threads, "
                                f"lanes or elements)", target=self.name)
+      least = 1 if name == "upcast" else 0
+      if value is not None and value < least:
+        raise UnsupportedError(f"option {name}={value}: give an int >= {least} (a count of "
+                               f"threads, lanes or elements)", target=self.name)
     kernels = options.get("row_kernels")
     if kernels is not None and not isinstance(kernels, (bool, int)):
       raise UnsupportedError(f"option row_kernels={kernels!r}: give True, False or an int "

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import time
 
+from .. import limits
 from ..errors import ExecutionError
+from ..rules.ranges import value_range
+from ..uop.ops import Ops
 from ..uop.program import CompiledKernel, Kernel, launch_dispatch
 from .base import Runtime
 
@@ -43,6 +46,24 @@ class PythonRuntime(Runtime):
       kernel = kernel.kernel
     dispatch = dispatch or kernel.global_size
     self.workgroups += dispatch[0] * dispatch[1] * dispatch[2]
+    limits.check("interpreted_work", interpreted_work(kernel),
+                 f"kernel {kernel.name!r} on PYTHON: its loop iterations over the whole grid")
     start = time.perf_counter()
     execute(kernel, handles, var_values, self.subgroup_size, self.subgroup_layout, dispatch)
     return time.perf_counter() - start
+
+
+def interpreted_work(kernel: Kernel) -> int:
+  """About how many loop iterations `kernel` runs over its whole grid: each constant-bound loop
+  counted times its enclosing loops' trips, at the most its bound can be (checked against a
+  limit before the interpreter runs it, so a 2**40-element reduction is refused rather than run
+  for days)."""
+  total, trips = 0, [1]
+  for u in kernel.uops:
+    if u.op is Ops.RANGE:
+      end = value_range(u.src[0])[1]     # the most trips it can take
+      trips.append(trips[-1] * (end if isinstance(end, int) and end > 1 else 1))
+      total += trips[-1]
+    elif u.op is Ops.ENDRANGE and len(trips) > 1:
+      trips.pop()
+  return kernel.threads * max(total, 1)

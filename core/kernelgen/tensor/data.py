@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 
+from .. import limits
 from ..dtype import DType, dtypes, from_bits, to_bits, truncate
 from ..errors import DTypeError, ShapeError
 from ..graph.lazy import L, Buffer, LazyOp
@@ -20,6 +21,7 @@ def flatten(data, shape: list) -> list:
   """Flatten nested lists, recording the shape; ragged input is a ShapeError."""
   if isinstance(data, (list, tuple)):
     shape.append(len(data))
+    limits.check("dims", len(shape), "the nesting depth of the data (its dimensions)")
     if not data:
       return []
     parts = [flatten(d, shape[:]) for d in data]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 
+from .. import limits
 from ..graph import lazy
 from ..dtype import DType, dtypes, promote_types, truncate
 from ..errors import DeviceError, DTypeError, ShapeError
@@ -67,6 +68,13 @@ def _default_device() -> str:
 
 
 # ---- the Tensor ------------------------------------------------------------------------------
+
+def _finite(*values) -> bool:
+  try:
+    return all(math.isfinite(v) for v in values)
+  except TypeError:
+    return False
+
 
 class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, LinalgOps, ConvOps,
              PoolOps, NormOps, ScanMixin, SortMixin, IndexingOps, ScatterOps, ShapeOps,
@@ -320,7 +328,10 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     dtype = dtypes.from_name(dtype) if dtype else infer_dtype([start, stop, step])
     if step == 0:
       raise ShapeError("arange step must not be 0: use a positive or negative step")
-    n = max(0, math.ceil((stop - start) / step))
+    if not _finite(start, stop, step):
+      raise ShapeError(f"arange({start!r}, {stop!r}, {step!r}): start, stop and step must be "
+                       f"finite numbers")
+    n = limits.check("elements", max(0, math.ceil((stop - start) / step)), "arange's length")
     from ..device import Device
     device = Device.canonical(device) if device else _default_device()
     ramp = Tensor(LazyOp(L.IOTA, dtypes.int32, (n,), device=device))
@@ -332,6 +343,8 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     """The (n, m) identity matrix (m defaults to n): 1 on the diagonal, 0 elsewhere; float32 unless
     `dtype` says otherwise."""
     m = n if m is None else m
+    if not all(hasattr(v, "__index__") and not isinstance(v, bool) and v >= 0 for v in (n, m)):
+      raise ShapeError(f"eye({n!r}, {m!r}): the sizes must be non-negative ints")
     rows = Tensor.arange(n, device=device).reshape(n, 1)
     eye = (rows == Tensor.arange(m, device=device).reshape(1, m)).cast(dtype)
     return eye.requires_grad_(requires_grad)
@@ -414,7 +427,8 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
     Raises ShapeError unless `order` names every axis once."""
     order = shape_args(order)
-    if sorted(a % max(self.ndim, 1) for a in order) != list(range(self.ndim)):
+    if any(not -self.ndim <= a < self.ndim for a in order) or \
+       sorted(a % self.ndim for a in order) != list(range(self.ndim)):
       raise ShapeError(f"permute{tuple(order)} of a {self.ndim}-d tensor: give each axis "
                        f"0..{self.ndim - 1} once")
     return self._move("permute", tuple(a % self.ndim for a in order))

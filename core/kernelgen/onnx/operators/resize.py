@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from ...errors import ShapeError, UnsupportedError
+from ... import limits
+from ...errors import ModelError, ShapeError, UnsupportedError
 from ...tensor.tensor import Tensor, where
 
 
@@ -116,8 +117,26 @@ def axis_weights(n_in, n_out, scale, attrs, roi) -> tuple[list, list]:
   return rows, outside
 
 
+def out_size(n: int, scale) -> int:
+  """floor(n * scale), the output length of an axis of n resized by `scale`: ModelError for a
+  scale that is not a finite positive number, LimitError past the elements limit."""
+  scale = float(scale)
+  if not math.isfinite(scale) or scale <= 0:
+    raise ModelError(f"Resize scale {scale}: scales must be finite and positive")
+  return limits.check("elements", math.floor(n * scale), "a Resize output's length")
+
+
 def resize(x: Tensor, scales: list, sizes: list, roi: list | None, attrs: dict) -> Tensor:
-  """Resize x (all axes given: scales and sizes per dim of x)."""
+  """Resize x (all axes given: scales and sizes per dim of x); sizes and the dense weight
+  matrices are checked against the limits before any is built."""
+  total = 1
+  for axis, n_out in enumerate(sizes):
+    total *= max(n_out, 0)
+    limits.check("resize_weights", n_out * x.shape[axis], f"Resize's weights along axis {axis} "
+                 f"({n_out} x {x.shape[axis]})")
+  limits.check("elements", total, f"a Resize output of shape {tuple(sizes)}: its elements")
+  limits.check("buffer_bytes", total * x.dtype.itemsize, f"a Resize output of shape "
+               f"{tuple(sizes)}: its bytes")
   out = x
   work = x.dtype if x.dtype.is_float() else None
   if work is None:

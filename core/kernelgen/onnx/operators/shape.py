@@ -393,7 +393,7 @@ def _resize_attrs(at, mode_default="nearest", coord_default="half_pixel"):
 
 @op("Resize")
 def _resize(ins, at):
-  from .resize import resize
+  from .resize import out_size, resize
   x = ins[0]
   n = x.ndim
   if ins.opset < 11:
@@ -406,7 +406,7 @@ def _resize(ins, at):
   full_scales, full_sizes = [1.0] * n, list(x.shape)
   if scales:
     for a, s in zip(axes, scales):
-      full_scales[a], full_sizes[a] = float(s), int(math.floor(x.shape[a] * s))
+      full_scales[a], full_sizes[a] = float(s), out_size(x.shape[a], s)
   elif sizes:
     policy = at.str("keep_aspect_ratio_policy", "stretch")
     ratios = [sizes[i] / x.shape[a] for i, a in enumerate(axes)]
@@ -428,13 +428,13 @@ def _resize(ins, at):
 
 @op("Upsample")
 def _upsample(ins, at):
-  from .resize import resize
+  from .resize import out_size, resize
   x = ins[0]
   scales = at.floats("scales") if ins.opset < 9 else ins.values(1)
   attrs = _resize_attrs(at, coord_default="asymmetric")
   attrs["coord"] = "asymmetric"
   attrs["nearest_mode"] = "floor"
-  sizes = [int(math.floor(d * s)) for d, s in zip(x.shape, scales)]
+  sizes = [out_size(d, s) for d, s in zip(x.shape, scales)]
   return resize(x, [float(s) for s in scales], sizes, None, attrs)
 
 

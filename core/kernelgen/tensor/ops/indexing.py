@@ -24,6 +24,12 @@ def getitem(t, index):
   for i in index:
     if isinstance(i, float):
       raise ShapeError(f"index {i!r} is a float: index with ints (int({i!r})) or slices")
+    if isinstance(i, (str, bytes, dict, set)) or (i is not None and i is not Ellipsis and not
+                                                  isinstance(i, slice) and not
+                                                  hasattr(i, "__index__") and not
+                                                  advanced.is_advanced(i)):
+      raise ShapeError(f"a tensor cannot be indexed by {type(i).__name__} {i!r:.40}: index with "
+                       f"ints, slices, None, ..., int lists or int tensors")
     if isinstance(i, slice) and i.step == 0:
       raise ShapeError("a slice step cannot be 0: use a positive or negative step")
     if advanced.is_advanced(i):

@@ -1,0 +1,151 @@
+"""Limits on what a file or a program may make kernelgen do, and the checks that apply them.
+
+kernelgen opens files that come from strangers (bundles, ONNX models, safetensors weights) and
+runs programs typed into a page. Every size, count, depth and amount of work such an input can
+ask for is checked here against a limit *before* anything is allocated or looped over; past a
+limit the input gets a LimitError that names the limit and how to raise it:
+
+    import kernelgen as kg
+    kg.limits.set(file_bytes=1 << 36)          # trust larger files
+    with kg.limits.raised(interpreted_work=1 << 30):  # for one block
+      ...
+
+`confined(folder, name, what)` is the one way to open a file that a bundle or a model names: the
+name is resolved inside its folder (symlinks resolved, then checked with real paths), must be a
+regular file, and errors name the path without quoting any of its bytes.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import stat
+
+from .errors import LimitError, PathError
+
+# name -> (default, what it bounds)
+DEFAULTS = {
+  "file_bytes": (1 << 34, "bytes in one file a bundle or a model names"),
+  "external_bytes": (1 << 32, "bytes of external data of one ONNX model, all tensors together"),
+  "json_depth": (64, "nesting depth of a manifest or a safetensors header"),
+  "manifest_entries": (1 << 20, "entries in one list of a bundle manifest"),
+  "dims": (64, "dimensions of one tensor"),
+  "buffer_bytes": (1 << 37, "bytes in one buffer a program allocates"),
+  "elements": (1 << 48, "elements in one tensor a program builds"),
+  "interpreted_work": (1 << 26, "loop iterations of one kernel on the PYTHON device"),
+  "unrolled_copies": (1 << 8, "copies of a loop body one unrolled loop may emit"),
+  "resize_weights": (1 << 22, "entries of one ONNX Resize's per-axis weight matrix (built in "
+                    "Python)"),
+}
+_values = {name: default for name, (default, _) in DEFAULTS.items()}
+
+
+def get(name: str) -> int:
+  """The current value of limit `name` (see DEFAULTS)."""
+  if name not in _values:
+    raise KeyError(f"no limit named {name!r}: the limits are {', '.join(DEFAULTS)}")
+  return _values[name]
+
+
+def set(**limits: int) -> dict:
+  """Set limits by name (`kg.limits.set(file_bytes=1 << 36)`); returns their previous values."""
+  old = {}
+  for name, value in limits.items():
+    get(name)
+    if type(value) is not int or value < 0:
+      raise ValueError(f"limit {name} must be a non-negative int, got {value!r}")
+    old[name], _values[name] = _values[name], value
+  return old
+
+
+@contextlib.contextmanager
+def raised(**limits: int):
+  """Set limits for the duration of a `with` block."""
+  old = set(**limits)
+  try:
+    yield
+  finally:
+    _values.update(old)
+
+
+def check(name: str, value: int, what: str) -> int:
+  """`value` if it is within limit `name`, else a LimitError saying `what` asked for it."""
+  limit = get(name)
+  if value > limit:
+    raise LimitError(f"{what} is {value}, over kernelgen's limit {name} = {limit} "
+                     f"({DEFAULTS[name][1]}): if the input is trusted, raise it with "
+                     f"kernelgen.limits.set({name}=...)", limit=name)
+  return value
+
+
+def confined(folder: str, name, what: str) -> str:
+  """The real path of file `name` inside `folder`, checked: a relative path with no `..`, whose
+  real path (symlinks resolved) lies inside the folder's real path, naming a regular file within
+  the file_bytes limit. PathError (naming the path, quoting none of its contents) otherwise."""
+  relative_name(folder, name, what)
+  root = os.path.realpath(folder)
+  real = os.path.realpath(os.path.join(root, name))
+  if os.path.commonpath([root, real]) != root or real == root:
+    raise PathError(f"{what} names {name!r}, which resolves (through a symlink) to {real}, "
+                    f"outside its folder {root}: copy the file into the folder instead")
+  regular_size(real, what)
+  return real
+
+
+def relative_name(folder: str, name, what: str) -> str:
+  """`name` if it is a relative path with no `..` part (so it stays inside `folder` unless a
+  symlink leads out, which `confined` checks); PathError otherwise."""
+  if not isinstance(name, str) or not name or "\0" in name:
+    raise PathError(f"{what} names the file {name!r}: it must be a file name inside {folder}")
+  parts = name.replace("\\", "/").split("/")
+  if os.path.isabs(name) or name.startswith(("/", "\\")) or ".." in parts or ":" in parts[0]:
+    raise PathError(f"{what} names {name!r}, outside its folder {folder}: a file it names must "
+                    f"be a relative path inside that folder, with no '..'")
+  return name
+
+
+def regular_size(path: str, what: str) -> int:
+  """The size of regular file `path` within the file_bytes limit; PathError for a missing file,
+  a folder, a FIFO or a device (reading one could block or never end)."""
+  try:
+    info = os.stat(path)
+  except OSError as error:
+    raise PathError(f"{what}: cannot open {path} ({error.strerror or error})") from None
+  if not stat.S_ISREG(info.st_mode):
+    kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file (a FIFO, socket " \
+                                                         "or device)"
+    raise PathError(f"{what}: {path} is {kind}: name a regular file")
+  return check("file_bytes", info.st_size, f"{what}: the size of {path}")
+
+
+def read_file(path: str, what: str, mode: str = "rb"):
+  """The contents of regular file `path` (checked by regular_size first)."""
+  regular_size(path, what)
+  try:
+    with open(path, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as f:
+      return f.read()
+  except UnicodeDecodeError:
+    raise PathError(f"{what}: {path} is not UTF-8 text") from None
+  except OSError as error:
+    raise PathError(f"{what}: cannot read {path} ({error.strerror or error})") from None
+
+
+def json_depth(text: str, what: str) -> None:
+  """LimitError if JSON `text` nests deeper than the json_depth limit (checked before parsing, so
+  json.loads never recurses past it); brackets inside strings do not count."""
+  depth, deepest = 0, 0
+  for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
+    depth += 1 if bracket in "[{" else -1
+    deepest = max(deepest, depth)
+  check("json_depth", deepest, f"{what}: JSON nesting depth")
+
+
+def json_load(text: str, what: str):
+  """json.loads(text) after the depth check; ValueError (a JSONDecodeError) if malformed."""
+  json_depth(text, what)
+  return json.loads(text)
+
+
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
