@@ -23,6 +23,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "core" / "kernelgen"
 # the stages, lowest first; a stage is a top-level module or folder of core/kernelgen
 LAYERS = (
   ("errors", "dtype"),                   # the floor
+  ("limits",),                           # named limits on sizes and work, confined file reads
   ("device",),                           # device names -> runtimes (opened by name)
   ("uop", "ptxsim"),                     # the UOp IR; the PTX simulator (standalone)
   ("rules",),                            # rewrite rules on UOps
