@@ -10,6 +10,8 @@
 // Stop: a cross-origin isolated page gets Pyodide's interrupt buffer from boot and writes 2 into
 // it (KeyboardInterrupt in the running command); any other page terminates this worker.
 // Messages out: {type: 'progress', step, state, ms, at, loaded, total}   (at: epoch ms)
+//               {type: 'progress', step: 'work', state: 'pipelines', pipelines: {made, making}}
+//                 as the GPU's pipelines are created (all of a plan's at once: gpu.js prepare)
 //               {type: 'progress', step: 'work', state: 'kernel', done, total, name, device,
 //                 running} while a command runs kernels (realize.progress): each kernel's start
 //                 (running: true), and its end at most once per WORK_PROGRESS_MS (the last
@@ -111,6 +113,7 @@ python.catch(() => {});  // reported by the boot command
 
 async function boot({ compatibility = false, webgpu = true } = {}) {
   state.gpu = new GpuExecutor({ compatibility });
+  state.gpu.onPipelines = (pipelines) => progress('work', 'pipelines', { pipelines });
   const gpuReady = webgpu ? timed('gpu', () => state.gpu.init()) : Promise.resolve({
     available: false, reason: 'WebGPU was turned off for this page' });
   Object.assign(state, await python);
