@@ -408,7 +408,9 @@ async function run() {
 
 function showRun(result) {
   showResult($('results'), result);
-  $('result-meta').textContent = `${result.device} · ${(result.seconds * 1000).toFixed(0)} ms`;
+  $('result-meta').textContent = `${result.device} · ${(result.seconds * 1000).toFixed(0)} ms` +
+    (result.stored ? ` · ${result.stored} kernel${result.stored === 1 ? '' : 's'} from the ` +
+      'browser\'s store (compiled on an earlier visit; kg.clear_cache() empties it)' : '');
   if (result.recreated) {
     showNotice(`The WebGPU device was lost (${result.lostReason}); a new device was created ` +
       'for this run.', 'info');

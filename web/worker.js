@@ -19,6 +19,7 @@
 //               {id, ok: true, result} | {id, ok: false, error: {type, message, line, ...}}
 import { loadPyodide } from '../pyodide/pyodide.mjs';
 import { GpuExecutor } from './gpu.js';
+import { readStored, writeStored } from './store.js';
 
 const PYODIDE_URL = new URL('../pyodide/', import.meta.url).href;
 // The runtime's big files: their bytes drive the page's progress bar.
@@ -127,9 +128,35 @@ async function boot({ compatibility = false, webgpu = true } = {}) {
     workProgress);
   const result = toPlain(setup);
   setup.destroy?.();
+  result.stored = await loadStored();
   enqueue({ cmd: 'warm' });  // runs after this reply: the imports a first compile needs
   return { ...result, gpu: state.gpuInfo, jspi: state.jspi, interrupt: state.interrupt };
 }
+
+// The compiled kernels the browser kept from earlier page loads, given to Python; how many.
+async function loadStored() {
+  try {
+    const records = await readStored();
+    if (!Object.keys(records).length) return 0;
+    return await callPython('load_stored', JSON.stringify(records));
+  } catch (error) {
+    console.warn('kernelgen worker: the stored kernels could not be read:', error);
+    return 0;
+  }
+}
+
+// Write what Python compiled since (and a clear_cache()) to the browser's store.
+async function saveStored() {
+  if (!state.api) return;
+  try {
+    await writeStored(JSON.parse(await callPython('take_stored')));
+  } catch (error) {
+    console.warn('kernelgen worker: the compiled kernels could not be stored:', error);
+  }
+}
+
+// Commands after which nothing new was compiled (the store is not written).
+const NOT_STORED = new Set(['boot', 'warm', 'release', 'info', 'loseDevice']);
 
 // Python results (dicts, lists, bytes) as plain JS objects, typed arrays for bytes.
 function toPlain(value) {
@@ -262,6 +289,7 @@ async function handle({ id, cmd, args }) {
     if (id !== undefined) post({ id, ok: false, error: errorData(error) });
     else console.warn(`kernelgen worker: ${cmd} failed:`, error);
   }
+  if (!NOT_STORED.has(cmd)) await saveStored();
 }
 
 // One command at a time: Python is single-threaded, and with JSPI a command that waits for the
