@@ -14,8 +14,8 @@
 // submits it (before any write, read, free or buffer growth, when full, and in a microtask once
 // the caller yields) and pops its scopes; settle() (read() calls it) awaits those pops and
 // throws the first error as a KernelError naming the batch's kernels. `stats` counts the
-// submits, batches, kernels and awaited scope pops (tests check that a steady training step
-// awaits nothing per kernel).
+// submits, batches, kernels, workgroups dispatched and awaited scope pops (tests check that a
+// steady training step awaits nothing per kernel, and that a symbolic size dispatches fewer).
 //
 // When the device is lost (a crash, a driver reset, device.destroy()), the next ensureDevice()
 // makes a new one and reports that it did.
@@ -83,8 +83,8 @@ export class GpuExecutor {
     this.waiting = 0;            // enqueues waiting for a compile: later ones queue after them
     this.launchPipelines = new WeakMap();  // launch object -> pipeline entry (Python reuses them)
     this.generation = 0;         // +1 per device made: Python re-reads info() when it changes
-    this.stats = { submits: 0, batches: 0, kernels: 0, scopeWaits: 0, pipelinesMade: 0,
-      mostMaking: 0 };  // mostMaking: the most pipelines ever being created at once
+    this.stats = { submits: 0, batches: 0, kernels: 0, workgroups: 0, scopeWaits: 0,
+      pipelinesMade: 0, mostMaking: 0 };  // mostMaking: the most pipelines in flight at once
     this.timing = false;         // runTimed's batch is being encoded: time it
     this.timeBatches = false;    // time every batch (takeTimings returns their times)
   }
@@ -401,31 +401,33 @@ export class GpuExecutor {
   }
 
   // Queue one kernel: `ids` are buffer ids in binding order, `values` the scalar arguments in
-  // launch.uniforms order. Returns undefined once encoded into the open batch, or (when its pipeline
-  // must be compiled first, or an earlier kernel's is being compiled) a promise that resolves
-  // once it is; errors of the dispatch itself come from settle() (read() calls it).
-  enqueue(launch, ids, values = [], name = launch.entry_point) {
+  // launch.uniforms order; `dispatch` the workgroups to launch (a symbolic size's run-time grid
+  // needs fewer than launch.dispatch: Python's launch_dispatch). Returns undefined once encoded
+  // into the open batch, or (when its pipeline must be compiled first, or an earlier kernel's is
+  // being compiled) a promise that resolves once it is; errors of the dispatch itself come from
+  // settle() (read() calls it).
+  enqueue(launch, ids, values = [], name = launch.entry_point, dispatch = launch.dispatch) {
     this.checkLaunchLimits(launch);
     const entry = this.waiting ? null : this.cachedPipeline(launch);
     if (entry) {
-      this.encode(entry, launch, ids, values, name);
+      this.encode(entry, launch, ids, values, name, dispatch);
       return undefined;   // None in Python (null would be a JsNull)
     }
     this.waiting += 1;
     const done = this.tail.then(() => this.pipeline(launch))
-      .then((compiled) => this.encode(compiled, launch, ids, values, name))
+      .then((compiled) => this.encode(compiled, launch, ids, values, name, dispatch))
       .finally(() => { this.waiting -= 1; });
     this.tail = done.catch(() => {});
     return done;
   }
 
   // Run one kernel: resolves once submitted and validated; errors reject as KernelError.
-  async run(launch, ids, values = [], name = launch.entry_point) {
-    await this.enqueue(launch, ids, values, name);
+  async run(launch, ids, values = [], name = launch.entry_point, dispatch = launch.dispatch) {
+    await this.enqueue(launch, ids, values, name, dispatch);
     await this.settle();
   }
 
-  encode({ pipeline, layout }, launch, ids, values, name) {
+  encode({ pipeline, layout }, launch, ids, values, name, dispatch = launch.dispatch) {
     const device = this.requireDevice();
     launch.bindings.forEach((binding, index) => this.ensureSize(ids[index], binding.nbytes));
     const batch = this.openBatch(device);
@@ -437,10 +439,11 @@ export class GpuExecutor {
     } } : {});
     pass.setPipeline(pipeline);
     pass.setBindGroup(0, this.bindGroup(launch, layout, ids, uniform));
-    pass.dispatchWorkgroups(...launch.dispatch);
+    pass.dispatchWorkgroups(...dispatch);
     pass.end();
     batch.names.push(name);
     this.stats.kernels += 1;
+    this.stats.workgroups += dispatch[0] * dispatch[1] * dispatch[2];
     if (batch.names.length >= BATCH_KERNELS) this.flush();
   }
 
@@ -500,13 +503,13 @@ export class GpuExecutor {
   // Run one kernel and wait for it; resolves to its milliseconds: the GPU timestamps where the
   // device has 'timestamp-query', else the wall time until the queue has drained (the search
   // mode compares these).
-  async runTimed(launch, ids, values = [], name = launch.entry_point) {
+  async runTimed(launch, ids, values = [], name = launch.entry_point, dispatch = launch.dispatch) {
     await this.settle();
     const queued = this.pendingTimings.length;
     const start = performance.now();
     this.timing = true;
     try {
-      await this.run(launch, ids, values, name);
+      await this.run(launch, ids, values, name, dispatch);
     } finally {
       this.timing = false;
     }

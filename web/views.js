@@ -107,6 +107,18 @@ export function showVerify(container, verify) {
     fact('simulated in', `${(verify.ptxsim.seconds * 1000).toFixed(0)} ms`)));
 }
 
+const symbolicTitle = 'symbolic sizes (kg.Dim): one compiled kernel serves every value in the ' +
+  'range; "uniform": read at run time, "grid": launches only the workgroups the value needs';
+
+// "n ∈ 1..4096 (uniform, grid)" per symbolic size of a kernel (web_api.kernel_dims)
+function symbolicText(dims) {
+  return 'symbolic ' + dims.map((d) => {
+    const range = d.lo === null || d.lo === undefined ? '' : ` ∈ ${d.lo}..${d.hi}`;
+    const how = [d.uniform && 'uniform', d.grid && 'grid'].filter(Boolean).join(', ');
+    return `${d.name}${range} (${how})`;
+  }).join(', ');
+}
+
 export function showKernels(list, kernels, selected, onSelect) {
   if (!kernels.length) {
     list.replaceChildren(el('li', { class: 'muted' }, 'no kernels (nothing to compute?)'));
@@ -116,6 +128,8 @@ export function showKernels(list, kernels, selected, onSelect) {
     class: index === selected ? 'selected' : '', onclick: () => onSelect(index),
   }, el('span', { class: 'name' }, k.name),
   el('span', { class: 'dims' }, `grid ${k.global_size.join('×')} · block ${k.local_size.join('×')}`),
+  k.dims?.length ? el('span', { class: 'symdims', title: symbolicTitle }, symbolicText(k.dims))
+    : '',
   el('span', { class: 'bufs' }, k.buffers.map((b) => `${b.name}:${b.dtype}[${b.size}] ${b.access}`)
     .join(', ')))));
 }

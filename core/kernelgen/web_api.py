@@ -153,19 +153,44 @@ def _guarded(work) -> dict:
 
 # ---- compile ----
 
-def kernel_data(kernel) -> dict:
+def kernel_data(kernel, ranges: dict | None = None) -> dict:
+  """A compiled kernel as the page shows it; "dims": its symbolic sizes (kg.Dim), each
+  {name, lo, hi, uniform: read as a run-time argument, grid: cuts its launch}."""
   return {"name": kernel.name, "target": kernel.target, "source": kernel.source,
           "global_size": list(kernel.global_size), "local_size": list(kernel.local_size),
           "buffers": [{"slot": b.slot, "name": b.name, "dtype": b.dtype.name, "size": b.size,
                        "access": b.access} for b in kernel.buffers],
-          "launch": kernel.launch.to_json()}
+          "dims": kernel_dims(kernel, ranges or {}), "launch": kernel.launch.to_json()}
+
+
+def kernel_dims(kernel, ranges: dict) -> list[dict]:
+  """The symbolic sizes a compiled kernel reads (its uniforms / PTX parameters) or launches by
+  (Launch.grid), by name; a range from the VAR itself, else from `ranges` ({name: (lo, hi)})."""
+  dims = {}
+  for v in kernel.kernel.vars if kernel.kernel is not None else ():
+    name, lo, hi = v.arg
+    dims[name] = {"name": name, "lo": lo, "hi": hi, "uniform": True, "grid": False}
+  for terms, _, _ in kernel.launch.grid:
+    for name, _ in terms:
+      lo, hi = ranges.get(name, (None, None))
+      dims.setdefault(name, {"name": name, "lo": lo, "hi": hi, "uniform": False})["grid"] = True
+  return sorted(dims.values(), key=lambda d: d["name"])
+
+
+def _dim_ranges(out) -> dict:
+  """{dim name: (lo, hi)} of the symbolic sizes of `out` (a Tensor or a list of them)."""
+  ranges = {}
+  for t in out if isinstance(out, (list, tuple)) else [out]:
+    for s in getattr(t.node, "sym", None) or ():
+      ranges.update(getattr(s, "ranges", {}))
+  return ranges
 
 
 def compile_target(out, target: str, arch: str | None) -> dict:
   import kernelgen
   options = {"arch": arch} if target == "ptx" and arch else {}
-  return _guarded(lambda: {"kernels": [kernel_data(k)
-                                       for k in kernelgen.compile(out, target=target, **options)]})
+  return _guarded(lambda: {"kernels": [
+      kernel_data(k, _dim_ranges(out)) for k in kernelgen.compile(out, target=target, **options)]})
 
 
 def compile_program(code: str, arch: str | None = "sm_80", targets: str = "wgsl,ptx") -> dict:
@@ -182,7 +207,7 @@ def compile_program(code: str, arch: str | None = "sm_80", targets: str = "wgsl,
   def work():
     out = execute(code, "PYTHON")
     compiled = {target: compile_target(out, target, arch) for target in targets.split(",")}
-    result = {**compiled, "shape": list(out.shape), "dtype": out.dtype.name}
+    result = {**compiled, "shape": logical_shape(out), "dtype": out.dtype.name}
     if all(part["ok"] for part in compiled.values()):
       stored.keep_data(key, result)
     return result
@@ -219,7 +244,14 @@ def _bundle_files(out, fmt: str, arch: str | None) -> list[dict]:
 # ---- run and compare ----
 
 def tensor_data(out) -> dict:
-  return {"shape": list(out.shape), "dtype": out.dtype.name, "data": out.data().tobytes()}
+  return {"shape": logical_shape(out), "dtype": out.dtype.name, "data": out.data().tobytes()}
+
+
+def logical_shape(out) -> list:
+  """The shape of `out` as the page shows it: a symbolic size (kg.Dim) at its bound value (the
+  data is that size too, not the padded layout a kernel holds), or its range's top when unbound."""
+  from .graph.dims import Sym
+  return [(s.value if s.bound else s.hi) if isinstance(s, Sym) else s for s in out.symbolic_shape]
 
 
 def values(result: dict) -> list:

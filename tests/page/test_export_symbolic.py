@@ -91,3 +91,37 @@ def test_model_js_runs_at_every_length_in_range(chromium, serve, tmp_path):
       np.testing.assert_allclose(np.array(out[name], np.float32).reshape(want.shape), want,
                                  rtol=1e-4, atol=1e-5)
   assert "n in 1..32" in info["error"]
+
+
+GRID = """async ([name, feeds]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const model = await load();
+  const runs = [];
+  for (const rows of feeds) {
+    const out = await model.run({x: new Float32Array(rows)});
+    runs.push({y: Array.from(out.y), workgroups: model.workgroups});
+  }
+  model.destroy();
+  return runs;
+}"""
+
+
+def test_model_js_launches_only_the_workgroups_the_bound_size_needs(chromium, serve, tmp_path):
+  from kernelgen.uop.program import launch_dispatch
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  n = kg.Dim("n", 1, 1024)
+  y = kg.Tensor.empty(n, 8, name="x") * 2 + 1
+  kg.export({"y": y}, str(tmp_path / "grid"), format="webgpu")
+  (kernel,) = kg.compile(y, target="wgsl")
+  feeds = [np.random.default_rng(r).standard_normal((r, 8)).astype(np.float32)
+           for r in (1, 77, 1024)]
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    runs = page.evaluate(GRID, ["grid", [f.ravel().tolist() for f in feeds]])
+    assert page.console_errors == [], page.console_errors
+  for a, run in zip(feeds, runs):
+    np.testing.assert_allclose(np.array(run["y"], np.float32).reshape(a.shape), a * 2 + 1)
+  want = [launch_dispatch(kernel.launch, {"n": len(a)})[0] for a in feeds]
+  assert [run["workgroups"] for run in runs] == want
+  assert want[0] < want[1] < want[2] == kernel.launch.dispatch[0]

@@ -23,7 +23,7 @@ from ..nn import safetensors
 from ..tensor.tensor import Tensor
 from ..graph import lazy
 from ..graph.view import prod
-from ..uop.program import Binding, CompiledKernel, Launch
+from ..uop.program import Binding, CompiledKernel, Launch, grid_from_json
 from .inputs import is_model, model_feeds
 from ..tensor.symbolic import compact, padded
 from .plan import FORMAT, make_plan
@@ -178,7 +178,7 @@ class Bundle:
     launch = Launch(target, source, entry["entry_point"], bindings,
                     tuple(entry["workgroup_size"]), tuple(entry["dispatch"]),
                     tuple(tuple(u) for u in entry.get("uniforms", ())),
-                    tuple(entry["features"]))
+                    tuple(entry["features"]), grid_from_json(entry.get("grid")))
     return CompiledKernel(entry["name"], target, source, tuple(entry["global_size"]),
                           tuple(entry["local_size"]), (), launch)
 

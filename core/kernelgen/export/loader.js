@@ -10,6 +10,8 @@
 //
 // `load({ device, timings: true })` also times each kernel on the GPU (timestamp queries, where
 // the device has 'timestamp-query'): after each run, model.timings is [{name, ms}].
+// model.workgroups: the workgroups the last run launched (a symbolic size launches only those
+// its bound value needs).
 //
 // Symbolic sizes (kg.Dim): manifest.dims lists each dim with its range; an input whose shape has
 // one (its symbolic_shape) takes any length in range, which gives the dim's value; the kernels
@@ -31,6 +33,16 @@ function fail(message) {
 }
 
 const roundUp4 = (n) => Math.max(4, Math.ceil(n / 4) * 4);
+// The workgroups a kernel needs under the dims' values: its dispatch, the first dimension cut
+// to ceil((const + sum(c * dim)) / per) where it has a run-time grid ([[terms, const, per]]).
+function gridDispatch(dispatch, grid, values) {
+  if (!grid?.length) return dispatch;
+  const [terms, c, per] = grid[0];
+  if (terms.some(([name]) => !(name in values))) return dispatch;
+  const need = terms.reduce((sum, [name, k]) => sum + k * values[name], c);
+  return [Math.min(dispatch[0], Math.max(1, Math.ceil(need / per))), ...dispatch.slice(1)];
+}
+
 const uniformSlot = (kernel) => Math.max(-1, ...kernel.bindings.map((b) => b.slot)) + 1;
 // a symbolic_shape entry (an int, or {terms: [[dim, coefficient]], const}) at the dims' values
 const sizeOf = (s, values) => (typeof s === 'number' ? s
@@ -198,6 +210,7 @@ class Model {
     this.destroyed = false;
     this.pending = Promise.resolve();
     this.timings = [];
+    this.workgroups = 0;
     this.uniforms = [];
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
@@ -243,7 +256,7 @@ class Model {
       }) : null;
       if (uniform) entries.push({ binding: uniformSlot(kernel), resource: { buffer: uniform } });
       this.uniforms.push(uniform);
-      return { pipeline: p, dispatch: kernel.dispatch, names, uniform,
+      return { pipeline: p, dispatch: kernel.dispatch, grid: kernel.grid, names, uniform,
         group: this.device.createBindGroup({ layout, entries }) };
     });
   }
@@ -334,6 +347,7 @@ class Model {
     device.pushErrorScope('validation');
     const encoder = device.createCommandEncoder();
     let pass = null;
+    this.workgroups = 0;
     this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
       if (this.timer) pass?.end();
       if (!pass || this.timer) {
@@ -342,7 +356,9 @@ class Model {
       }
       pass.setPipeline(step.pipeline);
       pass.setBindGroup(0, step.group);
-      pass.dispatchWorkgroups(...step.dispatch);
+      const dispatch = gridDispatch(step.dispatch, step.grid, values);
+      this.workgroups += dispatch[0] * dispatch[1] * dispatch[2];
+      pass.dispatchWorkgroups(...dispatch);
     });
     pass?.end();
     this.timer?.resolve(encoder);

@@ -18,6 +18,7 @@ from ..compiler import compile_plan
 from ..errors import KernelgenError, ShapeError, UnsupportedError
 from ..graph.dims import Sym
 from ..tensor.tensor import Tensor
+from ..uop.program import grid_json
 from .memory import Interval, assign
 
 FORMAT = "kernelgen-bundle/1"
@@ -91,13 +92,18 @@ def _symbolic(node) -> dict:
 
 
 def _dims(pairs, entries: list[dict]) -> list[dict]:
-  """[{name, lo, hi}] of every dim the kernels read; each must be the size of some input's
-  axis (its only symbolic one, a plain dim), so run() can tell its value from that input."""
+  """[{name, lo, hi}] of every dim the kernels read (as an argument, or in their run-time grid);
+  each must be the size of some input's axis (its only symbolic one, a plain dim), so run() can
+  tell its value from that input."""
   dims = {}
-  for _, compiled in pairs:
+  for item, compiled in pairs:
     for v in compiled.kernel.vars if compiled.kernel is not None else ():
       name, lo, hi = v.arg
       dims[name] = {"name": name, "lo": lo, "hi": hi}
+    gridded = item.out.sym if compiled.launch.grid and item.out.sym else ()
+    for s in gridded:
+      for name, (lo, hi) in getattr(s, "ranges", {}).items():
+        dims[name] = {"name": name, "lo": lo, "hi": hi}
   given = set()
   for e in entries:
     syms = [s for s in e.get("symbolic_shape", ()) if isinstance(s, dict)]
@@ -154,11 +160,14 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
     if b.access == "readwrite":
       entry["read_by"].append(index)
     bindings.append({"slot": b.slot, "buffer": key, "access": b.access, "nbytes": b.nbytes})
-  return {"name": compiled.name, "file": compiled.name + suffix,
-          "entry_point": launch.entry_point, "workgroup_size": list(launch.workgroup_size),
-          "dispatch": list(launch.dispatch), "global_size": list(compiled.global_size),
-          "local_size": list(compiled.local_size), "bindings": bindings,
-          "uniforms": [list(u) for u in launch.uniforms], "features": list(launch.features)}
+  entry = {"name": compiled.name, "file": compiled.name + suffix,
+           "entry_point": launch.entry_point, "workgroup_size": list(launch.workgroup_size),
+           "dispatch": list(launch.dispatch), "global_size": list(compiled.global_size),
+           "local_size": list(compiled.local_size), "bindings": bindings,
+           "uniforms": [list(u) for u in launch.uniforms], "features": list(launch.features)}
+  if launch.grid:     # the workgroups a run needs under the dims' values (Launch.grid)
+    entry["grid"] = grid_json(launch.grid)
+  return entry
 
 
 def _named_inputs(roots: list) -> list:

@@ -15,7 +15,8 @@ from .dims import Sym, merge_sym, describe_sym, move_sym
 from .view import View, prod
 
 
-# whether any graph has made an L.VAR node (realize.py walks for their values only then)
+# whether any graph has made an L.VAR node or a node with a symbolic size (realize.py walks for
+# the dims' values only then: a VAR's argument, a symbolic size's run-time grid)
 vars_made = False
 
 
@@ -119,8 +120,8 @@ class LazyOp:
     # int32 scalar node of its logical length), ...): the elements past it are the identity
     # (masked), so the lowering may stop its loops there (Lowerer.limit)
     self.bound = bound
+    global vars_made
     if op is L.VAR:
-      global vars_made
       vars_made = True
     if sym is None and op in _ELEMENTWISE and any(s.sym is not None for s in self.src):
       sym = merge_sym(self.shape, [s.sym for s in self.src])
@@ -131,6 +132,8 @@ class LazyOp:
       raise UnsupportedError(f"{op.name.lower()} of a tensor with a symbolic axis "
                              f"({describe_sym(self.src[0].sym)}) is not supported yet")
     self.sym = sym if sym is not None and any(isinstance(n, Sym) for n in sym) else None
+    if self.sym is not None and not vars_made:
+      vars_made = True
 
   @property
   def size(self) -> int:

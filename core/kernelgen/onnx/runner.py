@@ -8,6 +8,8 @@ import struct
 from ..dtype import dtypes
 from ..errors import KernelgenError, ModelError, ShapeError
 from ..tensor.tensor import Tensor
+from ..graph.dims import Sym
+from . import symshape
 from .operators import implementation
 from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
                      tensor_from_bytes)
@@ -144,6 +146,8 @@ class Runner:
       dtype, shape, raw = s
     else:
       from ..tensor.data import pack
+      if symshape.has_sym(s):
+        raise symshape.refuse(self.node.op if self.node else "reading", what)
       dtype, shape, raw = s.dtype, s.shape, pack(s.values, s.dtype)
     if not self.folding:
       raw, dtype = narrow_bytes(raw, dtype, shape, what, self.model.float64)
@@ -202,8 +206,12 @@ class Runner:
   def _eval(self, node, fn) -> None:
     self.node = node
     names = [n for n in node.inputs if n]
-    fold = getattr(fn, "shape_only", False) or getattr(fn, "foldable", True) and all(
-      isinstance(self.static.get(n), Static) and self.static[n].size <= FOLD_MAX for n in names)
+    symbolic = self._symbolic(node, names)
+    if symbolic is True:
+      return
+    fold = not symbolic and (getattr(fn, "shape_only", False) or getattr(fn, "foldable", True)
+                             and all(isinstance(self.static.get(n), Static) and
+                                     self.static[n].size <= FOLD_MAX for n in names))
     outs = self._call(node, fn, fold) if fold else None
     if outs is not None and all(o is None or o.numel() <= FOLD_MAX for o in outs):
       for name, out in zip(node.outputs, outs):
@@ -219,6 +227,30 @@ class Runner:
         self.tensors[name] = out
         if isinstance(out, Tensor) and out.device != self.device:
           raise ModelError(f"{node.describe()} produced a tensor on {out.device}")
+
+  def _symbolic(self, node, names: list):
+    """Shape computations over symbolic sizes (symshape.py): True once `node`'s outputs are
+    computed here as Static values holding them; "consumer" for an operator that takes such a
+    value (it runs, not folded); False for everything else."""
+    if node.op in ("Shape", "Size") and names and names[0] in self.tensors and \
+       self.tensors[names[0]].node.sym is not None:
+      x = self.tensors[names[0]]
+      out = symshape.shape_of(x, node.attrs) if node.op == "Shape" else symshape.size_of(x)
+      self.static[node.outputs[0]] = out
+      return True
+    if not any(symshape.has_sym(self.static.get(n)) for n in names):
+      return False
+    if node.op in SYMBOLIC_CONSUMERS:
+      return "consumer"
+    statics = [self.static.get(n) if n else None for n in node.inputs]
+    out = None
+    if all(isinstance(s, Static) for s in statics if s is not None):
+      out = symshape.evaluate(node.op, statics, node.attrs, node.opset, node.describe())
+    if out is None:
+      raise symshape.refuse(node.op, node.describe())
+    self.static[node.outputs[0]] = out
+    self.tensors.pop(node.outputs[0], None)
+    return True
 
   def _call(self, node, fn, folding: bool) -> list:
     self.folding = folding
@@ -248,6 +280,10 @@ class Scope(Runner):
     self.folding, self.node = False, None
 
 
+# operators that take a shape value holding a symbolic size (Inputs.ints passes the Sym on)
+SYMBOLIC_CONSUMERS = ("Reshape", "Expand", "Range", "ConstantOfShape")
+
+
 class Inputs:
   """What an operator sees: its inputs by position, as Tensors or host values, and dtypes."""
 
@@ -274,8 +310,9 @@ class Inputs:
     return self.runner.host_values(self.names[i], self.node.describe()).values
 
   def ints(self, i: int, default=None):
+    """Input i as a list of ints (a symbolic size, symshape.py, stays a Sym)."""
     values = self.values(i, None)
-    return default if values is None else [int(v) for v in values]
+    return default if values is None else [v if isinstance(v, Sym) else int(v) for v in values]
 
   def scalar(self, i: int, default=None):
     values = self.values(i, None)

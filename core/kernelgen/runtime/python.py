@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from ..errors import ExecutionError
-from ..uop.program import CompiledKernel, Kernel
+from ..uop.program import CompiledKernel, Kernel, launch_dispatch
 from .base import Runtime
 
 
@@ -14,6 +14,7 @@ class PythonRuntime(Runtime):
   # subgroups as the interpreter models them: off unless set (then grouped reductions use
   # SUBGROUP_REDUCE, run with subgroups of `subgroup_size` threads in `subgroup_layout`)
   subgroups, subgroup_size, subgroup_layout = False, 32, "linear"
+  workgroups = 0   # workgroups run so far, all kernels together (a run-time grid runs fewer)
 
   def render_options(self) -> dict:
     return {"subgroups": True} if self.subgroups else {}
@@ -33,10 +34,15 @@ class PythonRuntime(Runtime):
 
   def run(self, kernel: Kernel | CompiledKernel, handles: list,
           var_values: dict[str, int]) -> float:
-    """Run a linearized Kernel (or a CompiledKernel that carries one); returns the seconds taken."""
+    """Run a linearized Kernel (or a CompiledKernel that carries one: only the workgroups its
+    run-time grid needs under `var_values`); returns the seconds taken."""
     from ..uop.interpret import execute
+    dispatch = None
     if isinstance(kernel, CompiledKernel):
+      dispatch = launch_dispatch(kernel.launch, var_values)
       kernel = kernel.kernel
+    dispatch = dispatch or kernel.global_size
+    self.workgroups += dispatch[0] * dispatch[1] * dispatch[2]
     start = time.perf_counter()
-    execute(kernel, handles, var_values, self.subgroup_size, self.subgroup_layout)
+    execute(kernel, handles, var_values, self.subgroup_size, self.subgroup_layout, dispatch)
     return time.perf_counter() - start

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..errors import CompileError, DeviceError, KernelgenError, LimitError
 from ..render.wgsl.adapters import SOFTWARE, classify
-from ..uop.program import CompiledKernel
+from ..uop.program import CompiledKernel, launch_dispatch
 from .base import Runtime
 
 # WGSL renderer option -> the WebGPU device limit it comes from
@@ -159,11 +159,18 @@ class BrowserWebGPU(Runtime):
     except Exception:   # no device yet, or a lost one: run() says what is wrong
       pass
 
+  def _dispatch(self, kernel: CompiledKernel, var_values: dict[str, int]):
+    """The workgroups to launch where the kernel has a run-time grid (a JS array), else None
+    (gpu.js launches launch.dispatch)."""
+    if not kernel.launch.grid:
+      return None
+    return self.ffi.to_js(list(launch_dispatch(kernel.launch, var_values)))
+
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> None:
     launch, js_launch = self._launch(kernel)
     values = [var_values[name] for name, _ in launch["uniforms"]]
     promise = self._call("enqueue", js_launch, self.ffi.to_js(list(handles)),
-                         self.ffi.to_js(values), kernel.name)
+                         self.ffi.to_js(values), kernel.name, self._dispatch(kernel, var_values))
     if promise is not None and self.ffi.can_run_sync():   # its pipeline was compiled first
       self._wait(promise, "running a kernel")
     return None
@@ -175,7 +182,7 @@ class BrowserWebGPU(Runtime):
     launch, js_launch = self._launch(kernel)
     values = [var_values[name] for name, _ in launch["uniforms"]]
     promise = self._call("runTimed", js_launch, self.ffi.to_js(list(handles)),
-                         self.ffi.to_js(values), kernel.name)
+                         self.ffi.to_js(values), kernel.name, self._dispatch(kernel, var_values))
     return float(self._wait(promise, "timing a kernel (the search mode)")) * 1e-3
 
 

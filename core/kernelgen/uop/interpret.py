@@ -382,11 +382,12 @@ _HANDLERS: dict[Ops, Callable] = {
 
 
 def execute(kernel: Kernel, buffers: list[bytearray], var_values: dict[str, int] | None = None,
-            subgroup_size: int = 32, subgroup_layout: str = "linear"):
-  """Run `kernel` over its whole grid, mutating `buffers` (raw bytes, numpy layout, slot order);
+            subgroup_size: int = 32, subgroup_layout: str = "linear", dispatch=None):
+  """Run `kernel` over its whole grid (or the first `dispatch` workgroups per axis: a run-time
+  grid, uop/program.py launch_dispatch), mutating `buffers` (raw bytes, numpy layout, slot order);
   subgroups have `subgroup_size` threads (some may have fewer), laid out per `subgroup_layout`."""
   program = _Program(kernel, buffers, var_values, subgroup_size, subgroup_layout)
-  gx, gy, gz = kernel.global_size
+  gx, gy, gz = dispatch or kernel.global_size
   for z in range(gz):
     for y in range(gy):
       for x in range(gx):

@@ -106,10 +106,26 @@ class Launch:
   grid: tuple = ()
 
   def to_json(self) -> dict:
-    return {"target": self.target, "source": self.source, "entry_point": self.entry_point,
-            "bindings": [b.__dict__ for b in self.bindings],
-            "workgroup_size": list(self.workgroup_size), "dispatch": list(self.dispatch),
-            "uniforms": [list(u) for u in self.uniforms], "features": list(self.features)}
+    """The launch as JSON-able data (the page's gpu.js and bundles run it); "grid" only where
+    the launch has a run-time grid: [[[[dim, coefficient], ...], const, per], ...]."""
+    out = {"target": self.target, "source": self.source, "entry_point": self.entry_point,
+           "bindings": [b.__dict__ for b in self.bindings],
+           "workgroup_size": list(self.workgroup_size), "dispatch": list(self.dispatch),
+           "uniforms": [list(u) for u in self.uniforms], "features": list(self.features)}
+    if self.grid:
+      out["grid"] = grid_json(self.grid)
+    return out
+
+
+def grid_json(grid: tuple) -> list:
+  """Launch.grid as JSON-able lists (`grid_from_json` reads it back)."""
+  return [[[list(t) for t in terms], const, per] for terms, const, per in grid]
+
+
+def grid_from_json(data) -> tuple:
+  """Launch.grid from `grid_json`'s lists (() for None)."""
+  return tuple((tuple((str(n), int(c)) for n, c in terms), int(const), int(per))
+               for terms, const, per in data or ())
 
 
 def launch_dispatch(launch: Launch, values: dict | None) -> tuple:

@@ -49,8 +49,14 @@ def _reshape(ins, at):
   x = ins[0]
   shape = ins.ints(1) if ins.opset >= 5 else at.ints("shape")
   if not at.int("allowzero", 0):
-    shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    shape = [x.symbolic_shape[i] if _is_int(s, 0) else s for i, s in enumerate(shape)]
   return x.reshape(tuple(shape))
+
+
+def _is_int(s, value: int) -> bool:
+  """Whether shape entry `s` (an int, or a symbolic size: onnx/symshape.py) is the int `value`."""
+  from ...graph.dims import Sym
+  return not isinstance(s, Sym) and s == value
 
 
 @op("Flatten")
@@ -156,7 +162,17 @@ def _slice_view(x, index):
 def _expand(ins, at):
   x = ins[0]
   shape = tuple(ins.ints(1))
+  if len(shape) < x.ndim:
+    shape = (1,) * (x.ndim - len(shape)) + shape
+  ours = (1,) * (len(shape) - x.ndim) + tuple(x.symbolic_shape)
+  if any(_is_symbolic(s) for s in shape + ours):    # ONNX broadcasting, a 1 takes the other
+    return x.reshape(ours).expand(tuple(b if _is_int(a, 1) else a for a, b in zip(ours, shape)))
   return x.expand(broadcast(x.shape, shape))
+
+
+def _is_symbolic(s) -> bool:
+  from ...graph.dims import Sym
+  return isinstance(s, Sym)
 
 
 @op("Tile")
@@ -203,11 +219,23 @@ def _constant(ins, at):
 @op("Range")
 def _range(ins, at):
   start, limit, delta = ins.scalar(0), ins.scalar(1), ins.scalar(2)
+  if any(_is_symbolic(v) for v in (start, limit, delta)):
+    return _symbolic_range(ins, start, limit, delta)
   n = max(0, math.ceil((limit - start) / delta))
   dtype = ins[0].dtype
   if n == 0:
     return Tensor.zeros(0, dtype=dtype, device=ins.device)
   return (Tensor.arange(n, device=ins.device).cast(dtype) * delta + start).cast(dtype)
+
+
+def _symbolic_range(ins, start, limit, delta):
+  """Range whose limit is a symbolic size (onnx/symshape.py): start and delta ints, delta 1."""
+  if _is_symbolic(start) or _is_symbolic(delta) or delta != 1 or start != int(start):
+    raise UnsupportedError(f"Range({start}, {limit}, {delta}) over a symbolic size: only an int "
+                           f"start and a delta of 1 are supported; fix the dim at load "
+                           f"(dims={{name: size}})")
+  dtype = ins[0].dtype        # start: an int on the host
+  return (Tensor.arange(limit - int(start), device=ins.device) + int(start)).cast(dtype)
 
 
 @op("Pad")

@@ -1,0 +1,102 @@
+"""Shape subgraphs over ONNX symbolic dims (onnx/symshape.py): Shape -> Gather -> Mul ->
+Unsqueeze -> Concat into Reshape / Expand / Range / ConstantOfShape computes with the dims'
+expressions, not the sizes of the first run: against onnxruntime at several sizes (the range's
+ends and values between), with one compile for all. An operator that cannot compute with a
+symbolic size refuses it (UnsupportedError), never guesses."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+SIZES = [(1, 1), (2, 7), (3, 16), (2, 5)]
+
+
+def _ints(name, v):
+  return numpy_helper.from_array(np.array(v, np.int64), name)
+
+
+def _model(nodes, outputs, inits=()):
+  x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 8])
+  outs = [helper.make_tensor_value_info(n, t, None) for n, t in outputs]
+  graph = helper.make_graph(nodes, "g", [x], outs, list(inits))
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def _shape_subgraph():
+  """y = Relu(Reshape(x, [batch, 2 * seq, 4])), e = Expand(row, [batch, seq, 8]),
+  r = Range(0, seq, 1), c = ConstantOfShape([batch, 2 * seq, 4], 1.5)."""
+  f, i = TensorProto.FLOAT, TensorProto.INT64
+  n = helper.make_node
+  nodes = [n("Shape", ["x"], ["s"]), n("Gather", ["s", "i0"], ["b"], axis=0),
+           n("Gather", ["s", "i1"], ["q"], axis=0), n("Mul", ["q", "two"], ["q2"]),
+           n("Unsqueeze", ["b", "ax0"], ["bu"]), n("Unsqueeze", ["q2", "ax0"], ["q2u"]),
+           n("Unsqueeze", ["q", "ax0"], ["qu"]),
+           n("Concat", ["bu", "q2u", "four"], ["shape"], axis=0),
+           n("Reshape", ["x", "shape"], ["y0"]), n("Relu", ["y0"], ["y"]),
+           n("Range", ["zero", "q", "one"], ["r"]),
+           n("Concat", ["bu", "qu", "eight"], ["eshape"], axis=0),
+           n("Expand", ["row", "eshape"], ["e"]),
+           n("ConstantOfShape", ["shape"], ["c"],
+             value=helper.make_tensor("v", f, [1], [1.5]))]
+  inits = [_ints("i0", 0), _ints("i1", 1), _ints("two", 2), _ints("ax0", [0]),
+           _ints("four", [4]), _ints("zero", 0), _ints("one", 1), _ints("eight", [8]),
+           numpy_helper.from_array(np.arange(8, dtype=np.float32).reshape(1, 1, 8), "row")]
+  return _model(nodes, [("y", f), ("e", f), ("r", i), ("c", f)], inits)
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+def test_a_shape_subgraph_over_symbolic_dims_matches_onnxruntime_with_one_compile(device):
+  ort = pytest.importorskip("onnxruntime")
+  if device == "WEBGPU":
+    from tools import missing_tool
+    try:
+      kg.Device["WEBGPU"]
+    except kg.DeviceError as error:
+      missing_tool("device WEBGPU", str(error))
+  src = _shape_subgraph()
+  session = ort.InferenceSession(src)
+  model = kg.onnx.load(src, dims={"batch": (1, 3), "seq": (1, 16)})
+  kg.clear_cache()
+  for k, (batch, seq) in enumerate(SIZES):
+    x = np.random.default_rng(k).standard_normal((batch, seq, 8)).astype(np.float32)
+    got = model.run({"x": x}, device=device)
+    for name, want in zip(("y", "e", "r", "c"), session.run(None, {"x": x})):
+      value = got[name].numpy()
+      assert value.shape == want.shape, (name, value.shape, want.shape)
+      np.testing.assert_allclose(value, want, rtol=1e-6)
+    if k == 0:
+      misses = kg.cache_info()["misses"]
+  assert kg.cache_info()["misses"] == misses       # every size ran the first size's kernels
+
+
+def test_an_operator_that_cannot_compute_with_a_symbolic_size_refuses_it():
+  n = helper.make_node
+  nodes = [n("Shape", ["x"], ["s"]), n("Equal", ["s", "s"], ["eq"]),
+           n("Where", ["eq", "s", "s"], ["w"]), n("Reshape", ["x", "w"], ["y"])]
+  model = kg.onnx.load(_model(nodes, [("y", TensorProto.FLOAT)]),
+                       dims={"batch": (1, 3), "seq": (1, 16)})
+  with pytest.raises(kg.UnsupportedError, match="Equal.*symbolic size"):
+    model.run({"x": np.zeros((2, 3, 8), np.float32)}, device="PYTHON")
+
+
+def test_size_of_a_symbolic_tensor_is_an_expression():
+  ort = pytest.importorskip("onnxruntime")
+  x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["seq", 8])
+  r = helper.make_tensor_value_info("r", TensorProto.INT64, None)
+  n = helper.make_node
+  nodes = [n("Size", ["x"], ["s"]), n("Div", ["s", "eight"], ["q"]),
+           n("Range", ["zero", "q", "one"], ["r"])]
+  graph = helper.make_graph(nodes, "g", [x], [r], [_ints("eight", 8), _ints("zero", 0),
+                                                    _ints("one", 1)])
+  src = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+  session = ort.InferenceSession(src)
+  model = kg.onnx.load(src, dims={"seq": (1, 16)})
+  for seq in (1, 9, 16):
+    feed = {"x": np.zeros((seq, 8), np.float32)}
+    np.testing.assert_array_equal(model.run(feed, device="PYTHON")["r"].numpy(),
+                                  session.run(None, feed)[0])

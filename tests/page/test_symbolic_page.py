@@ -1,0 +1,45 @@
+"""Symbolic sizes in the page (headless Chromium, SwiftShader WebGPU, kernelgen.js in the digits
+demo's page): a kernel over a symbolic size launches only the workgroups its bound value needs
+(gpu.js counts the workgroups it dispatches in `stats`), the same count as launch_dispatch gives
+for its Launch, and computes the right values at the range's ends and at a value that divides
+no workgroup; one compile serves them all. Nothing here is timed."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from test_demos import run_in_demo, site  # noqa: F401 (site: a fixture)
+
+pytestmark = pytest.mark.timeout(900)
+VALUES = (1, 77, 1024)
+
+PROGRAM = '''
+import kernelgen as kg
+from kernelgen.uop.program import launch_dispatch
+
+n = kg.Dim("n", 1, 1024)
+gpu = kg.Device["WEBGPU"].gpu
+got = []
+for v in __VALUES__:
+  x = Tensor([[float(i * 8 + j) for j in range(8)] for i in range(v)]).symbolic(n.bind(v), 8)
+  y = x * 2 + 1
+  (kernel,) = kg.compile(y)
+  before = gpu.stats.to_py()["workgroups"]
+  rows = y.realize().tolist()
+  after = gpu.stats.to_py()["workgroups"]
+  got += [v, after - before, launch_dispatch(kernel.launch, {"n": v})[0],
+          kernel.launch.dispatch[0], float(sum(sum(r) for r in rows)), len(rows),
+          kg.cache_info()["misses"]]
+out = Tensor(got)
+'''.replace("__VALUES__", repr(VALUES))
+
+
+def test_a_symbolic_size_launches_only_the_workgroups_it_needs(site, chromium):  # noqa: F811
+  got = run_in_demo(chromium, site, "digits", PROGRAM)
+  rows = np.array(got).reshape(len(VALUES), 7)
+  for v, launched, want, full, total, length, _ in rows:
+    assert length == v and total == (np.arange(int(v) * 8) * 2 + 1).sum()
+    assert launched == want, rows
+  launched = rows[:, 1]
+  assert launched[0] < launched[1] < launched[2] == rows[0, 3], rows
+  assert rows[1, 6] == rows[0, 6] and rows[2, 6] == rows[0, 6], rows   # compiled once
