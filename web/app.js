@@ -98,7 +98,7 @@ function actionName(action) {
 // The bar while an action runs: elapsed time always, kernels done / total and the time left
 // (from the kernels done so far) once the worker reports kernels (realize.progress).
 function startWork(action) {
-  state.workInfo = { action, start: performance.now(), kernels: null };
+  state.workInfo = { action, start: performance.now(), kernels: null, pipelines: null };
   $('work-fill').style.width = '0%';
   clearInterval(state.workTimer);
   state.workTimer = setInterval(drawWork, 250);
@@ -106,6 +106,10 @@ function startWork(action) {
 
 function showWork(kernels) {
   if (!state.workInfo) return;
+  if (kernels.pipelines) {   // the GPU pipelines being created (the driver's shader compile)
+    state.workInfo.pipelines = kernels.pipelines;
+    return;
+  }
   state.workInfo.kernels = kernels;
   if (kernels.total) $('work-fill').style.width = `${(100 * kernels.done) / kernels.total}%`;
 }
@@ -131,6 +135,8 @@ function drawWork() {
       (left !== null && k.done < k.total ? ` · about ${left.toFixed(0)} s left (estimated ` +
         'from the kernels done so far)' : '');
   }
+  const making = info.pipelines?.making;
+  if (making) text += ` · compiling ${making} GPU pipeline${making === 1 ? '' : 's'}`;
   $('work').classList.toggle('indeterminate', !(k && k.total));
   $('work-text').textContent = text;
   $('work').hidden = false;
@@ -402,7 +408,9 @@ async function run() {
 
 function showRun(result) {
   showResult($('results'), result);
-  $('result-meta').textContent = `${result.device} · ${(result.seconds * 1000).toFixed(0)} ms`;
+  $('result-meta').textContent = `${result.device} · ${(result.seconds * 1000).toFixed(0)} ms` +
+    (result.stored ? ` · ${result.stored} kernel${result.stored === 1 ? '' : 's'} from the ` +
+      'browser\'s store (compiled on an earlier visit; kg.clear_cache() empties it)' : '');
   if (result.recreated) {
     showNotice(`The WebGPU device was lost (${result.lostReason}); a new device was created ` +
       'for this run.', 'info');

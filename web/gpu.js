@@ -71,6 +71,8 @@ export class GpuExecutor {
     this.adapterInfo = null;
     this.buffers = new Map();    // id -> {buffer, nbytes}
     this.pipelines = new Map();  // source + entry point -> {pipeline, layout}
+    this.making = new Map();     // source + entry point -> promise of one being created
+    this.onPipelines = null;     // called with {made, making} as pipelines are created
     this.nextId = 1;
     this.lostReason = null;      // why the last device was lost, until a new one replaces it
     this.everHadDevice = false;
@@ -81,7 +83,8 @@ export class GpuExecutor {
     this.waiting = 0;            // enqueues waiting for a compile: later ones queue after them
     this.launchPipelines = new WeakMap();  // launch object -> pipeline entry (Python reuses them)
     this.generation = 0;         // +1 per device made: Python re-reads info() when it changes
-    this.stats = { submits: 0, batches: 0, kernels: 0, workgroups: 0, scopeWaits: 0 };
+    this.stats = { submits: 0, batches: 0, kernels: 0, workgroups: 0, scopeWaits: 0,
+      pipelinesMade: 0, mostMaking: 0 };  // mostMaking: the most pipelines in flight at once
     this.timing = false;         // runTimed's batch is being encoded: time it
     this.timeBatches = false;    // time every batch (takeTimings returns their times)
   }
@@ -149,6 +152,7 @@ export class GpuExecutor {
     this.lostReason = info.message || info.reason || 'unknown reason';
     this.buffers.clear();
     this.pipelines.clear();
+    this.making.clear();
   }
 
   // A working device: the current one, or a new one when the last was lost.
@@ -269,8 +273,34 @@ export class GpuExecutor {
   clearPipelines() {
     const count = this.pipelines.size;
     this.pipelines.clear();
+    this.making.clear();
     this.launchPipelines = new WeakMap();
     return count;
+  }
+
+  // Start creating a launch's pipeline (createComputePipelineAsync) without waiting for it:
+  // Python calls this for each kernel as soon as it is compiled (and for all of a kept plan's
+  // kernels at once), so the driver compiles them together while Python goes on. A failure is
+  // thrown where the pipeline is needed (pipeline()).
+  prepare(launch) {
+    const key = launch.entry_point + '\n' + launch.source;
+    if (!this.device || this.pipelines.has(key) || this.making.has(key)) return undefined;
+    const device = this.device;
+    const made = this.compile(launch).then((entry) => {
+      if (this.making.get(key) === made && this.device === device) {
+        this.pipelines.set(key, entry);
+        this.stats.pipelinesMade += 1;
+      }
+      return entry;
+    }).finally(() => {
+      if (this.making.get(key) === made) this.making.delete(key);
+      this.onPipelines?.({ made: this.stats.pipelinesMade, making: this.making.size });
+    });
+    made.catch(() => {});   // reported by pipeline(), where the kernel runs
+    this.making.set(key, made);
+    this.stats.mostMaking = Math.max(this.stats.mostMaking, this.making.size);
+    this.onPipelines?.({ made: this.stats.pipelinesMade, making: this.making.size });
+    return undefined;   // None in Python
   }
 
   // The compute pipeline for a launch, compiled once per (source, entry point).
@@ -278,7 +308,8 @@ export class GpuExecutor {
     const key = launch.entry_point + '\n' + launch.source;
     let entry = this.pipelines.get(key);
     if (!entry) {
-      entry = await this.compile(launch);
+      if (!this.making.has(key)) this.prepare(launch);
+      entry = await (this.making.get(key) || this.compile(launch));
       this.pipelines.set(key, entry);
     }
     this.launchPipelines.set(launch, { entry, device: this.device });

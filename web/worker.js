@@ -10,6 +10,8 @@
 // Stop: a cross-origin isolated page gets Pyodide's interrupt buffer from boot and writes 2 into
 // it (KeyboardInterrupt in the running command); any other page terminates this worker.
 // Messages out: {type: 'progress', step, state, ms, at, loaded, total}   (at: epoch ms)
+//               {type: 'progress', step: 'work', state: 'pipelines', pipelines: {made, making}}
+//                 as the GPU's pipelines are created (all of a plan's at once: gpu.js prepare)
 //               {type: 'progress', step: 'work', state: 'kernel', done, total, name, device,
 //                 running} while a command runs kernels (realize.progress): each kernel's start
 //                 (running: true), and its end at most once per WORK_PROGRESS_MS (the last
@@ -17,6 +19,7 @@
 //               {id, ok: true, result} | {id, ok: false, error: {type, message, line, ...}}
 import { loadPyodide } from '../pyodide/pyodide.mjs';
 import { GpuExecutor } from './gpu.js';
+import { readStored, writeStored } from './store.js';
 
 const PYODIDE_URL = new URL('../pyodide/', import.meta.url).href;
 // The runtime's big files: their bytes drive the page's progress bar.
@@ -111,6 +114,7 @@ python.catch(() => {});  // reported by the boot command
 
 async function boot({ compatibility = false, webgpu = true } = {}) {
   state.gpu = new GpuExecutor({ compatibility });
+  state.gpu.onPipelines = (pipelines) => progress('work', 'pipelines', { pipelines });
   const gpuReady = webgpu ? timed('gpu', () => state.gpu.init()) : Promise.resolve({
     available: false, reason: 'WebGPU was turned off for this page' });
   Object.assign(state, await python);
@@ -124,9 +128,35 @@ async function boot({ compatibility = false, webgpu = true } = {}) {
     workProgress);
   const result = toPlain(setup);
   setup.destroy?.();
+  result.stored = await loadStored();
   enqueue({ cmd: 'warm' });  // runs after this reply: the imports a first compile needs
   return { ...result, gpu: state.gpuInfo, jspi: state.jspi, interrupt: state.interrupt };
 }
+
+// The compiled kernels the browser kept from earlier page loads, given to Python; how many.
+async function loadStored() {
+  try {
+    const records = await readStored();
+    if (!Object.keys(records).length) return 0;
+    return await callPython('load_stored', JSON.stringify(records));
+  } catch (error) {
+    console.warn('kernelgen worker: the stored kernels could not be read:', error);
+    return 0;
+  }
+}
+
+// Write what Python compiled since (and a clear_cache()) to the browser's store.
+async function saveStored() {
+  if (!state.api) return;
+  try {
+    await writeStored(JSON.parse(await callPython('take_stored')));
+  } catch (error) {
+    console.warn('kernelgen worker: the compiled kernels could not be stored:', error);
+  }
+}
+
+// Commands after which nothing new was compiled (the store is not written).
+const NOT_STORED = new Set(['boot', 'warm', 'release', 'info', 'loseDevice']);
 
 // Python results (dicts, lists, bytes) as plain JS objects, typed arrays for bytes.
 function toPlain(value) {
@@ -259,6 +289,7 @@ async function handle({ id, cmd, args }) {
     if (id !== undefined) post({ id, ok: false, error: errorData(error) });
     else console.warn(`kernelgen worker: ${cmd} failed:`, error);
   }
+  if (!NOT_STORED.has(cmd)) await saveStored();
 }
 
 // One command at a time: Python is single-threaded, and with JSPI a command that waits for the

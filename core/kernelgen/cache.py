@@ -28,12 +28,17 @@ positions and `context` (the devices' options and limits the schedule and the co
 depend on). `plan_for` and `keep_plan` look up and keep a plan: ScheduleItems as node positions
 in that order, with each item's CompiledKernel once compiled. The same size bound and switch
 apply; each kernel a kept plan runs again counts as a hit (`plans`, `plan_hits` in cache_info).
+
+In the web page a kernel this cache misses is next looked up in the browser's store of kernels
+compiled on earlier page loads (stored.py, IndexedDB); one found there is not compiled (and
+counts as no miss). `clear_cache` empties that store too.
 """
 from __future__ import annotations
 
 from collections import OrderedDict
 from enum import Enum
 
+from . import stored
 from .compiler import compile_item
 from .graph.lazy import LazyOp
 from .graph.schedule import ScheduleItem
@@ -123,8 +128,11 @@ def cached_compile(item: ScheduleItem, target: Target, options: dict | None = No
     cache.hits += 1
     cache.entries.move_to_end(key)
     return found
-  cache.misses += 1
-  compiled = compile_item(item, target, options)
+  compiled = stored.find(key)      # kept by the browser from an earlier page load
+  if compiled is None:
+    cache.misses += 1
+    compiled = compile_item(item, target, options)
+    stored.keep(key, compiled)
   cache.entries[key] = compiled
   while len(cache.entries) > cache.size:
     cache.entries.popitem(last=False)
@@ -204,7 +212,9 @@ def options_key(options: dict):
 
 
 def clear_cache() -> None:
-  """Forget every compiled kernel and plan (and the hit and miss counts)."""
+  """Forget every compiled kernel and plan (and the hit and miss counts), and in the web page the
+  kernels the browser keeps across page loads (stored.py)."""
+  stored.clear()
   _CACHE.entries.clear()
   _CACHE.plans.clear()
   _CACHE.hits = _CACHE.misses = _CACHE.uncached = _CACHE.plan_hits = 0

@@ -83,6 +83,10 @@ def realize(nodes: list[LazyOp]) -> None:
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
   waiting = None     # (runtime, item, compiled kernel, output Buffer): compiled, not yet run
   done = 0
+  if plan is not None:     # a kept plan's kernels: all their pipelines start at once
+    for item, compiled in zip(items, plan.compiled):
+      if compiled is not None and item.out.size:
+        Device[item.out.device].prepare(compiled)
 
   def launch(waiting) -> None:
     nonlocal done

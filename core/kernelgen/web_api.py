@@ -41,6 +41,8 @@ def setup(gpu=None, jspi: bool = True, progress=None) -> dict:
     from . import realize
     realize.progress = progress
   device = "PYTHON"
+  from . import stored
+  stored.enable()           # the worker keeps compiled kernels in the browser (load_stored)
   if gpu is not None and gpu:  # JS null arrives as a falsy jsnull
     from .runtime import webgpu_browser
     webgpu_browser.install(gpu, jspi=jspi)
@@ -193,11 +195,22 @@ def compile_target(out, target: str, arch: str | None) -> dict:
 
 def compile_program(code: str, arch: str | None = "sm_80", targets: str = "wgsl,ptx") -> dict:
   """The program's kernels for each of `targets` (comma-separated), PTX for `arch`; each target
-  succeeds or fails on its own: {"wgsl": {"ok", "kernels" | "error"}, "ptx": ...}."""
+  succeeds or fails on its own: {"wgsl": {"ok", "kernels" | "error"}, "ptx": ...}. A result
+  the browser kept from an earlier page load (stored.py: same program text, arch, targets and
+  kernelgen version) comes back without running or compiling anything, with "stored": True."""
+  from . import stored
+  key = ("compile_program", code, arch, targets)
+  kept = stored.find_data(key)
+  if kept is not None:
+    return {"ok": True, **kept, "stored": True}
+
   def work():
     out = execute(code, "PYTHON")
     compiled = {target: compile_target(out, target, arch) for target in targets.split(",")}
-    return {**compiled, "shape": logical_shape(out), "dtype": out.dtype.name}
+    result = {**compiled, "shape": logical_shape(out), "dtype": out.dtype.name}
+    if all(part["ok"] for part in compiled.values()):
+      stored.keep_data(key, result)
+    return result
   return _guarded(work)
 
 
@@ -277,12 +290,33 @@ def compare(result: dict, reference: dict) -> dict:
 
 def _run_on(code: str, device: str) -> dict:
   import time
+  from .cache import cache_info
+  from .stored import STATS
   start = time.perf_counter()
+  misses, hits = cache_info()["misses"], STATS["hits"]
   out = execute(code, device)
   data = tensor_data(out.realize())
   data["seconds"] = time.perf_counter() - start
   data["device"] = device
+  # kernels compiled by this run, and those taken from the browser's store instead (stored.py)
+  data["compiled"] = cache_info()["misses"] - misses
+  data["stored"] = STATS["hits"] - hits
   return data
+
+
+def load_stored(text: str) -> int:
+  """Add the compiled kernels the browser kept from earlier page loads (a JSON object of
+  stored.py's records, by key); returns how many there are."""
+  import json
+  from . import stored
+  return stored.load(json.loads(text))
+
+
+def take_stored() -> str:
+  """What the browser's store must write now, as JSON: {"cleared", "records"} (stored.take)."""
+  import json
+  from . import stored
+  return json.dumps(stored.take())
 
 
 def _searching(code: str, device: str) -> dict:

@@ -269,12 +269,21 @@ class Model {
     return this.manifest.buffers[spec.buffer];
   }
 
-  async prepare(sources, weights) {
+  // Writes the weights and creates every kernel's pipeline at once (createComputePipelineAsync,
+  // all in flight together); onProgress({done, total}) after each pipeline is made.
+  async prepare(sources, weights, onProgress = null) {
     for (const spec of this.manifest.weights) {
       write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
     }
-    const made = await Promise.all(this.manifest.kernels.map((k, i) => pipeline(this.device, k,
-      sources[i])));
+    const total = this.manifest.kernels.length;
+    let done = 0;
+    onProgress?.({ done, total });
+    const made = await Promise.all(this.manifest.kernels.map(async (k, i) => {
+      const made = await pipeline(this.device, k, sources[i]);
+      done += 1;
+      onProgress?.({ done, total });
+      return made;
+    }));
     this.steps = made.map(({ pipeline: p, layout }, i) => {
       const kernel = this.manifest.kernels[i];
       const entries = kernel.bindings.map((b) => ({
@@ -428,8 +437,13 @@ class Model {
 }
 
 // The model next to this file (or at `base`, a URL of the bundle folder), ready to run.
+// onProgress({done, total}), when given, is called as the kernels' pipelines are created (all
+// of them at once): first with done 0, then once per pipeline, last with done === total.
 export async function load({ device = null, base = new URL('./', import.meta.url),
-  timings = false } = {}) {
+  timings = false, onProgress = null } = {}) {
+  if (onProgress !== null && typeof onProgress !== 'function') {
+    fail('load({onProgress}) takes a function called with {done, total}');
+  }
   const root = new URL('./', new URL(base, globalThis.location?.href));
   let manifest;
   try {
@@ -456,7 +470,8 @@ export async function load({ device = null, base = new URL('./', import.meta.url
   checkDevice(device, manifest);
   const model = new Model(device, manifest, ownDevice, timings);
   try {
-    await model.prepare(await files, weights && safetensors(new Uint8Array(await weights)));
+    await model.prepare(await files, weights && safetensors(new Uint8Array(await weights)),
+      onProgress);
   } catch (error) {
     model.destroy();
     throw error;

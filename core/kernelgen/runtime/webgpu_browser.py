@@ -150,6 +150,15 @@ class BrowserWebGPU(Runtime):
       known = self.launches[id(kernel)] = (kernel, launch, js_launch)
     return known[1], known[2]
 
+  def prepare(self, kernel: CompiledKernel) -> None:
+    """Start creating the kernel's pipeline in the page (gpu.js prepare:
+    createComputePipelineAsync, not waited for), so the driver compiles it, and every other
+    kernel prepared, while Python goes on; a failure is raised where the kernel runs."""
+    try:
+      self.gpu.prepare(self._launch(kernel)[1])
+    except Exception:   # no device yet, or a lost one: run() says what is wrong
+      pass
+
   def _dispatch(self, kernel: CompiledKernel, var_values: dict[str, int]):
     """The workgroups to launch where the kernel has a run-time grid (a JS array), else None
     (gpu.js launches launch.dispatch)."""
