@@ -486,26 +486,54 @@ def _fused_nodes(item: ScheduleItem, boundary: set) -> list[LazyOp]:
 def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
                 row_max: int = 0) -> bool:
   """Make one subexpression of a kernel that binds more than `max_buffers` buffers a kernel of
-  its own (adding it to `boundary`); False when every kernel fits or none can be split."""
+  its own (adding it to `boundary`); False when every kernel fits or none can be split.
+  Candidates are tried most reachable inputs first, and those that cannot save more buffers than
+  the best so far are not walked (cutting at a node saves at most the inputs it reaches, less
+  the one it becomes): without that, every node of a long fused chain (an unrolled LSTM's cell
+  state) cost two walks of the chain per split, O(n^2) a split."""
   for item in sorted(items.values(), key=lambda it: -len(it.inputs)):
     if len(item.inputs) + 1 <= max_buffers:
       return False
     best, best_key = None, None
-    for node in _fused_nodes(item, boundary):
-      if node is item.out or node.op in (L.CONST, L.IOTA, L.VAR):
-        continue
+    for bound, order, node in _candidates(item, boundary):
+      if best_key is not None and bound - 1 < best_key[0]:
+        break
       own, _, _, _ = _walk_kernel(node, set(boundary), users, row_max)
       if len(own) + 1 > max_buffers:
         continue
       rest, _, _, _ = _walk_kernel(item.out, boundary | {id(node)}, users, row_max)
       saved = len(item.inputs) - len(rest)
-      key = (saved, len(own), -node.size)
+      key = (saved, len(own), -node.size, -order)    # among equals, the first in walk order
       if saved > 0 and (best_key is None or key > best_key):
         best, best_key = node, key
     if best is not None:
       boundary.add(id(best))
       return True
   return False
+
+
+# nodes that a kernel reads as inputs when unfused (_walk): a subexpression reaching k of them
+# saves at most k - 1 of its parent's buffers when cut off
+_INPUT_OPS = (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION, L.WRITE)
+
+
+def _candidates(item: ScheduleItem, boundary: set) -> list[tuple[int, int, LazyOp]]:
+  """(how many possible inputs it reaches, its place in _fused_nodes, node) for each node
+  _split_wide may cut `item` at, most inputs first (one pass over the kernel; bit sets)."""
+  nodes = _fused_nodes(item, boundary)
+  bits: dict[int, int] = {}
+  reach: dict[int, int] = {}
+  for node in nodes:
+    mask = 0
+    for s in node.src:
+      if s.realized or id(s) in boundary or s.op in _INPUT_OPS:
+        mask |= bits.setdefault(id(s), 1 << len(bits))
+      mask |= reach.get(id(s), 0) if not (s.realized or id(s) in boundary) else 0
+    reach[id(node)] = mask
+  out = [(reach[id(n)].bit_count(), i, n) for i, n in enumerate(nodes)
+         if n is not item.out and n.op not in (L.CONST, L.IOTA, L.VAR)]
+  out.sort(key=lambda t: (-t[0], t[1]))
+  return out
 
 
 def _name_items(items: list[ScheduleItem], position: dict) -> list[ScheduleItem]:
