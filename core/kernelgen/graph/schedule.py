@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..uop.ops import Ops
 from .lazy import L, LazyOp
 from .view import contiguous_strides, prod
 
@@ -61,6 +62,20 @@ ROW_MAX = 1 << 14
 # an elementwise expression reading at least this many buffer elements per element is a kernel of
 # its own when its consumer re-reads it (see above); bias + relu (2) or batchnorm (5) stay fused
 REREAD_LOADS = 8
+# ... and so is one read through overlapping windows (not only broadcast: log_softmax's log of
+# the row sum stays in its row kernel) that computes at least REREAD_TRANSCENDENTALS
+# transcendental ops per element from values that vary per element (a sigmoid, SiLU, tanh or
+# GELU; not batchnorm's rsqrt of the broadcast variance): a 3x3 conv re-reads each input
+# 9 * Cout times, an overlapping 3x3 pool 9 times, so fused, one exp per element becomes 9 * Cout
+# exps, against one write and one read materialized.
+# Set by ddddocr's detection model (issue 42, natively on lavapipe): its sigmoid fused into each
+# 3x3 conv ran the convs at ~2.6 GFLOP/s, ~170 ms a layer. bench/fusion_reread.py, 4 x (3x3
+# conv 32->32 at 96x96, then the activation), lavapipe natively, load ~7.6 on 2 cores, medians
+# of 5 interleaved: sigmoid recomputed per read 385 ms, once per element 250 ms; SiLU 474 -> 280.
+# relu, add, bias, batchnorm (no transcendental that varies per element) stay fused.
+REREAD_TRANSCENDENTALS = 1
+WINDOW = 2        # _walk's `reread` when the read goes through overlapping windows (1: broadcast)
+TRANSCENDENTAL = frozenset((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT))
 # a short reduction read per element (the filter chain's gray level, a sum over a pixel's 3
 # channels, read by its colour and sepia kernel) is recomputed at each read, unrolled, instead of
 # being a kernel of its own: when it reduces at most RECOMPUTE_LENGTH elements, its source holds no
@@ -137,6 +152,15 @@ def _rereads(node: LazyOp) -> bool:
   return _repeats(node) or valid > node.src[0].size
 
 
+def _windows(node: LazyOp) -> bool:
+  """True when VIEW `node` reads source elements in overlapping windows (a conv's or an
+  overlapping pool's input): more valid elements than its source has, broadcast axes left out."""
+  view = node.arg
+  mask = view.mask or tuple((0, n) for n in view.shape)
+  valid = prod(hi - lo for (lo, hi), s in zip(mask, view.strides) if s != 0)
+  return valid > node.src[0].size
+
+
 def _loads(node: LazyOp, boundary: set, limit: int) -> int:
   """How many buffer elements the elementwise expression `node` computes from per element: a
   subexpression read through several views is computed once per view, so it counts once per
@@ -161,6 +185,34 @@ def _loads(node: LazyOp, boundary: set, limit: int) -> int:
       stack.append((n, True))
       stack.extend((x, False) for x in n.src if id(x) not in counts)
   return counts[id(node)]
+
+
+def _transcendentals(node: LazyOp, boundary: set, limit: int) -> int:
+  """How many transcendental ops (TRANSCENDENTAL) the elementwise expression `node` evaluates per
+  element on values that vary per element: not those behind a broadcast or of constants only.
+  Counted up to `limit` (and giving up, low, past 64 * limit nodes)."""
+  info: dict[int, tuple[bool, int]] = {}     # id -> (varies per element, transcendentals)
+  stack = [(node, False)]
+  while stack:
+    n, done = stack.pop()
+    if id(n) in info:
+      continue
+    if n is not node and (n.realized or id(n) in boundary) or \
+       n.op not in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
+      info[id(n)] = (n.op not in (L.CONST, L.VAR), 0)
+    elif n.op is L.VIEW and _repeats(n):
+      info[id(n)] = (False, 0)            # a broadcast value: computed per channel, say
+    elif done:
+      srcs = [info[x] for x in {id(s): s for s in n.src}]
+      varies = any(v for v, _ in srcs)
+      own = int(varies and n.op is L.ALU and n.arg in TRANSCENDENTAL)
+      info[id(n)] = (varies, min(limit, own + sum(c for _, c in srcs)))
+    elif len(info) > 64 * limit + 64:
+      return 0
+    else:
+      stack.append((n, True))
+      stack.extend((x, False) for x in n.src if id(x) not in info)
+  return info[id(node)][1]
 
 
 def _walk_kernel(root: LazyOp, boundary: set, users: dict,
@@ -247,7 +299,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       continue
     seen.add(key)
     if reread and node.op is L.ALU and not node.realized and id(node) not in boundary:
-      if _loads(node, boundary, REREAD_LOADS) >= REREAD_LOADS:
+      if _loads(node, boundary, REREAD_LOADS) >= REREAD_LOADS or reread == WINDOW and \
+         _transcendentals(node, boundary, REREAD_TRANSCENDENTALS) >= REREAD_TRANSCENDENTALS:
         boundary.add(id(node))      # recomputed per read: a kernel of its own (see above)
       reread = None                 # its sources read fewer: not checked again
     if node.op is L.REDUCE and not node.realized:
@@ -282,7 +335,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
         else None
     else:
       inner = ctx if node.op in (L.ALU, L.CAST, L.BITCAST) else None
-    more = None if reread is None else reread or node.op is L.VIEW and _rereads(node)
+    more = reread if reread is None or node.op is not L.VIEW else \
+      max(reread, WINDOW if _windows(node) else int(_rereads(node)))
     # a reduction along the kernel's rows, or one computed once per output, adds one pass
     once = id(node) in nested or id(node) in fuse
     inside = (reads + 1 if once else reads * _length(node)) if node.op is L.REDUCE else reads
@@ -432,26 +486,54 @@ def _fused_nodes(item: ScheduleItem, boundary: set) -> list[LazyOp]:
 def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
                 row_max: int = 0) -> bool:
   """Make one subexpression of a kernel that binds more than `max_buffers` buffers a kernel of
-  its own (adding it to `boundary`); False when every kernel fits or none can be split."""
+  its own (adding it to `boundary`); False when every kernel fits or none can be split.
+  Candidates are tried most reachable inputs first, and those that cannot save more buffers than
+  the best so far are not walked (cutting at a node saves at most the inputs it reaches, less
+  the one it becomes): without that, every node of a long fused chain (an unrolled LSTM's cell
+  state) cost two walks of the chain per split, O(n^2) a split."""
   for item in sorted(items.values(), key=lambda it: -len(it.inputs)):
     if len(item.inputs) + 1 <= max_buffers:
       return False
     best, best_key = None, None
-    for node in _fused_nodes(item, boundary):
-      if node is item.out or node.op in (L.CONST, L.IOTA, L.VAR):
-        continue
+    for bound, order, node in _candidates(item, boundary):
+      if best_key is not None and bound - 1 < best_key[0]:
+        break
       own, _, _, _ = _walk_kernel(node, set(boundary), users, row_max)
       if len(own) + 1 > max_buffers:
         continue
       rest, _, _, _ = _walk_kernel(item.out, boundary | {id(node)}, users, row_max)
       saved = len(item.inputs) - len(rest)
-      key = (saved, len(own), -node.size)
+      key = (saved, len(own), -node.size, -order)    # among equals, the first in walk order
       if saved > 0 and (best_key is None or key > best_key):
         best, best_key = node, key
     if best is not None:
       boundary.add(id(best))
       return True
   return False
+
+
+# nodes that a kernel reads as inputs when unfused (_walk): a subexpression reaching k of them
+# saves at most k - 1 of its parent's buffers when cut off
+_INPUT_OPS = (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION, L.WRITE)
+
+
+def _candidates(item: ScheduleItem, boundary: set) -> list[tuple[int, int, LazyOp]]:
+  """(how many possible inputs it reaches, its place in _fused_nodes, node) for each node
+  _split_wide may cut `item` at, most inputs first (one pass over the kernel; bit sets)."""
+  nodes = _fused_nodes(item, boundary)
+  bits: dict[int, int] = {}
+  reach: dict[int, int] = {}
+  for node in nodes:
+    mask = 0
+    for s in node.src:
+      if s.realized or id(s) in boundary or s.op in _INPUT_OPS:
+        mask |= bits.setdefault(id(s), 1 << len(bits))
+      mask |= reach.get(id(s), 0) if not (s.realized or id(s) in boundary) else 0
+    reach[id(node)] = mask
+  out = [(reach[id(n)].bit_count(), i, n) for i, n in enumerate(nodes)
+         if n is not item.out and n.op not in (L.CONST, L.IOTA, L.VAR)]
+  out.sort(key=lambda t: (-t[0], t[1]))
+  return out
 
 
 def _name_items(items: list[ScheduleItem], position: dict) -> list[ScheduleItem]:
