@@ -207,7 +207,7 @@ def test_page_entry_point_generates_and_streams():
   the callback, a typed error in the result when no model was given."""
   import json
   from kernelgen import web_api
-  web_api._MODEL.clear()
+  web_api.models._MODEL.clear()
   missing = web_api.generate_model(None, json.dumps({"prompt": PROMPT}))
   assert missing["ok"] is False and missing["error"]["type"] == "ModelError"
   model = _merged_decoder().SerializeToString()
@@ -218,4 +218,4 @@ def test_page_entry_point_generates_and_streams():
   assert result["ok"] and result["tokens"] == want == streamed
   again = web_api.generate_model(None, options)       # the model given last
   assert again["tokens"] == want
-  web_api._MODEL.clear()
+  web_api.models._MODEL.clear()

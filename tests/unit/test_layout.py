@@ -214,3 +214,14 @@ def test_the_pipeline_imports_no_target_language():
 def test_the_name_checks_see_what_they_should():
   assert _name_tests(ast.parse('if t.name != "wgsl": pass\nx = "ptx" in ts')) == [1, 2]
   assert _name_tests(ast.parse('x = t.name == "other"')) == []
+
+
+def test_a_module_over_500_lines_says_why():
+  """No file over 500 lines unless it is one concept and its docstring says so ("past 500")."""
+  long = []
+  for name, (path, _) in module_files().items():
+    text = path.read_text()
+    doc = ast.get_docstring(ast.parse(text)) or ""
+    if text.count("\n") > 500 and "past 500" not in " ".join(doc.split()):
+      long.append(name)
+  assert not long, f"modules over 500 lines whose docstring does not say why: {long}"

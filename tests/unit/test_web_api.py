@@ -45,14 +45,14 @@ def test_reference_true_still_compares_in_the_same_call():
 
 
 def test_a_differing_result_is_reported_by_check_reference(monkeypatch):
-  real = web_api._run_on
+  real = web_api.program._run_on
 
   def wrong_on_ptxsim(code, device):
     result = real(code, device)
     if device == "PTXSIM":
       result["data"] = struct.pack("<3f", 2.0, 5.0, 9.0)
     return result
-  monkeypatch.setattr(web_api, "_run_on", wrong_on_ptxsim)
+  monkeypatch.setattr(web_api.program, "_run_on", wrong_on_ptxsim)
   web_api.run_program(CODE, "PTXSIM", reference="later")
   reference = web_api.check_reference(CODE)["reference"]
   assert reference["ok"] and not reference["match"]

@@ -28,6 +28,9 @@ A target may bind only so many buffers to one kernel (WebGPU: maxStorageBuffersP
 8 by default). Given `max_buffers`, a kernel that would read too many is split: the fused
 subexpression whose own kernel fits and that saves the parent the most buffers becomes a kernel
 of its own, until every kernel fits (or no split helps: the renderer then raises LimitError).
+
+One concept, the scheduler (which nodes become kernels and how they fuse); it runs past 500
+lines because its fusion rules, splitting and ordering read the same walks.
 """
 from __future__ import annotations
 

@@ -37,6 +37,9 @@ output of the block is lowered here on its own. `Opts.stage` tiles them through 
 memory instead (wgtile.py).
 No loop runs more than MAX_TRIPS times: longer loops are unrolled (lavapipe's llvmpipe backend
 silently stops a thread's loops after 65535 iterations in all, counted across its loops).
+
+One concept, the base Lowerer class that every layout strategy extends; it runs past 500 lines
+because its index math, loads, reductions and recomputation share its per-kernel state.
 """
 from __future__ import annotations
 

@@ -7,6 +7,9 @@ are vectorized, with the reference's own rules written as array expressions (dou
 rounded to f32, the same fma tie test with the exact fallback for the lanes it flags). Every
 other form maps the reference engine's lane function over the active lanes, so it is the same
 code on the same values.
+
+One concept, the fast engine's ALU instruction table; it runs past 500 lines because each
+vectorized instruction family sits with the exact rules it must reproduce.
 """
 from __future__ import annotations
 

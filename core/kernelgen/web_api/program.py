@@ -1,4 +1,5 @@
-"""What the web page's worker (web/worker.js) calls: compile or run a program given as text.
+"""What the web page's worker (web/worker.js) calls for a program given as text: run, compile,
+export, compare with the reference interpreter, Verify PTX (the package re-exports it all).
 
 A program is Python that assigns its result tensor to `out` (the CLI's convention); it runs with
 `kg`, `kernelgen`, `Tensor`, `dtypes`, `where`, `cat` and `stack` already imported. Every entry
@@ -15,7 +16,7 @@ import math
 import sys
 import traceback
 
-from . import web_selftest
+from .. import web_selftest
 
 self_test = web_selftest.self_test  # the page's worker calls web_api.self_test
 
@@ -38,13 +39,13 @@ def setup(gpu=None, jspi: bool = True, progress=None) -> dict:
   (realize.progress: the page's progress bar during Verify PTX, compare with PYTHON, ...)."""
   import kernelgen
   if progress is not None and progress:   # JS null arrives as a falsy jsnull
-    from . import realize
+    from .. import realize
     realize.progress = progress
   device = "PYTHON"
-  from . import stored
+  from .. import stored
   stored.enable()           # the worker keeps compiled kernels in the browser (load_stored)
   if gpu is not None and gpu:  # JS null arrives as a falsy jsnull
-    from .runtime import webgpu_browser
+    from ..runtime import webgpu_browser
     webgpu_browser.install(gpu, jspi=jspi)
     device = "WEBGPU"
   _set_default_device(device)
@@ -53,13 +54,13 @@ def setup(gpu=None, jspi: bool = True, progress=None) -> dict:
 
 
 def _set_default_device(name: str) -> None:
-  from .device import Device
+  from ..device import Device
   Device.DEFAULT = name
 
 
 def _namespace() -> dict:
   import kernelgen
-  from .tensor import tensor
+  from ..tensor import tensor
   names = {"kg": kernelgen, "kernelgen": kernelgen, "__name__": "__program__"}
   for name in ("Tensor", "dtypes", "where", "cat", "stack"):
     value = getattr(kernelgen, name, None) or getattr(tensor, name, None)
@@ -70,14 +71,14 @@ def _namespace() -> dict:
 
 def execute(code: str, device: str):
   """Run the program with `device` as the default device; returns its `out` tensor."""
-  from .device import Device
+  from ..device import Device
   previous = Device.DEFAULT
   Device.DEFAULT = device
   linecache.cache[PROGRAM] = (len(code), None, code.splitlines(True), PROGRAM)  # tracebacks
   try:
     names = _namespace()
     exec(compile(code, PROGRAM, "exec"), names)
-    from .tensor.names import name_inputs
+    from ..tensor.names import name_inputs
     name_inputs(names)     # kernels call input buffers by their variables' names
   finally:
     Device.DEFAULT = previous
@@ -140,11 +141,11 @@ def program_traceback(exc: BaseException) -> str:
 
 
 def _is_kernelgen_error(exc: BaseException) -> bool:
-  from .errors import KernelgenError
+  from ..errors import KernelgenError
   return isinstance(exc, KernelgenError)
 
 
-def _guarded(work) -> dict:
+def guarded(work) -> dict:
   try:
     return {"ok": True, **work()}
   except Exception as exc:  # every failure goes back to the page as data
@@ -189,7 +190,7 @@ def _dim_ranges(out) -> dict:
 def compile_target(out, target: str, arch: str | None) -> dict:
   import kernelgen
   options = {"arch": arch} if target == "ptx" and arch else {}
-  return _guarded(lambda: {"kernels": [
+  return guarded(lambda: {"kernels": [
       kernel_data(k, _dim_ranges(out)) for k in kernelgen.compile(out, target=target, **options)]})
 
 
@@ -198,7 +199,7 @@ def compile_program(code: str, arch: str | None = "sm_80", targets: str = "wgsl,
   succeeds or fails on its own: {"wgsl": {"ok", "kernels" | "error"}, "ptx": ...}. A result
   the browser kept from an earlier page load (stored.py: same program text, arch, targets and
   kernelgen version) comes back without running or compiling anything, with "stored": True."""
-  from . import stored
+  from .. import stored
   key = ("compile_program", code, arch, targets)
   kept = stored.find_data(key)
   if kept is not None:
@@ -211,7 +212,7 @@ def compile_program(code: str, arch: str | None = "sm_80", targets: str = "wgsl,
     if all(part["ok"] for part in compiled.values()):
       stored.keep_data(key, result)
     return result
-  return _guarded(work)
+  return guarded(work)
 
 
 def export_bundles(code: str, arch: str | None = "sm_80") -> dict:
@@ -223,7 +224,7 @@ def export_bundles(code: str, arch: str | None = "sm_80") -> dict:
     for fmt in ("webgpu", "ptx"):
       files += _bundle_files(out, fmt, arch)
     return {"files": files}
-  return _guarded(work)
+  return guarded(work)
 
 
 def _bundle_files(out, fmt: str, arch: str | None) -> list[dict]:
@@ -250,7 +251,7 @@ def tensor_data(out) -> dict:
 def logical_shape(out) -> list:
   """The shape of `out` as the page shows it: a symbolic size (kg.Dim) at its bound value (the
   data is that size too, not the padded layout a kernel holds), or its range's top when unbound."""
-  from .graph.dims import Sym
+  from ..graph.dims import Sym
   return [(s.value if s.bound else s.hi) if isinstance(s, Sym) else s for s in out.symbolic_shape]
 
 
@@ -290,8 +291,8 @@ def compare(result: dict, reference: dict) -> dict:
 
 def _run_on(code: str, device: str) -> dict:
   import time
-  from .cache import cache_info
-  from .stored import STATS
+  from ..cache import cache_info
+  from ..stored import STATS
   start = time.perf_counter()
   misses, hits = cache_info()["misses"], STATS["hits"]
   out = execute(code, device)
@@ -308,21 +309,21 @@ def load_stored(text: str) -> int:
   """Add the compiled kernels the browser kept from earlier page loads (a JSON object of
   stored.py's records, by key); returns how many there are."""
   import json
-  from . import stored
+  from .. import stored
   return stored.load(json.loads(text))
 
 
 def take_stored() -> str:
   """What the browser's store must write now, as JSON: {"cleared", "records"} (stored.take)."""
   import json
-  from . import stored
+  from .. import stored
   return json.dumps(stored.take())
 
 
 def _searching(code: str, device: str) -> dict:
   """_run_on with the search mode on (KERNELGEN_SEARCH=1 for this run only)."""
   import os
-  from . import search
+  from .. import search
   previous = os.environ.get("KERNELGEN_SEARCH")
   os.environ["KERNELGEN_SEARCH"] = "1"
   search.SEARCH_LOG.clear()
@@ -364,7 +365,7 @@ def run_program(code: str, device: str = "WEBGPU", reference: bool | str = True,
     elif reference and device != "PYTHON":
       result["reference"] = _reference(code, result)
     return {"out": result}
-  return _guarded(work)
+  return guarded(work)
 
 
 def check_reference(code: str) -> dict:
@@ -373,7 +374,7 @@ def check_reference(code: str) -> dict:
   last = dict(_LAST_RUN)
   _LAST_RUN.clear()
   if last.get("code") != code:
-    return _guarded(lambda: _raise(ProgramError(
+    return guarded(lambda: _raise(ProgramError(
       "there is no run of this program to compare: run it on a device first (the reference "
       "compares the last run)")))
   return {"ok": True, "reference": _reference(code, last["result"])}
@@ -387,7 +388,7 @@ def release() -> dict:
   """Free the page GPU's buffers that no tensor refers to any more (nothing else frees them);
   {"ok", "freed"}."""
   import gc
-  from .device import Device
+  from ..device import Device
   gc.collect()
   runtime = getattr(Device, "_open", {}).get("WEBGPU")  # only a device that is open
   freed = runtime.release_unreachable() if hasattr(runtime, "release_unreachable") else 0
@@ -398,7 +399,7 @@ def warm() -> dict:
   """Import what a first compile to WGSL needs, so the first Run does not wait for it."""
   import importlib
   for name in WARM_MODULES:
-    importlib.import_module(name, __package__)
+    importlib.import_module(name, "kernelgen")
   return {"ok": True}
 
 
@@ -416,290 +417,4 @@ def verify_ptx(code: str, arch: str = "sm_80", device: str = "WEBGPU") -> dict:
     other = _run_on(code, device)
     return {"ptxsim": simulated, "other": other, "comparison": compare(simulated, other),
             "arch": arch}
-  return _guarded(work)
-
-
-# ---- ONNX models (the page's Models view) ----
-
-# the model the page loaded last: {"model": kg.onnx Model, "run": the last run's outputs}
-_MODEL: dict = {}
-
-
-def _model_bytes(data) -> bytes:
-  return data.to_bytes() if hasattr(data, "to_bytes") else bytes(data)  # a JS Uint8Array too
-
-
-def _value_info(name: str, shape, dtype) -> dict:
-  dims = [d if isinstance(d, int) else (d or "?") for d in (shape or ())]
-  return {"name": name, "shape": dims, "dtype": dtype.name if dtype is not None else None}
-
-
-def random_inputs(model, seed: int = 0) -> dict:
-  """Reproducible random inputs of the model's declared shapes (a symbolic dimension is 1):
-  {name: {"shape", "dtype", "values"}}; floats uniform in [-1, 1) rounded to float32, integers
-  in [0, 10), bools half true. The same `seed` gives the same values everywhere (random.Random)."""
-  import random
-  import struct
-  rng = random.Random(seed)
-  feeds = {}
-  for name in model.input_names:
-    shape = [d if isinstance(d, int) and d > 0 else 1 for d in (model.input_shapes[name] or ())]
-    dtype = model.input_dtypes[name]
-    count = math.prod(shape)
-    kind = dtype.name if dtype is not None else "float32"
-    if kind.startswith("float") or kind == "bfloat16":
-      raw = [rng.uniform(-1.0, 1.0) for _ in range(count)]
-      values = list(struct.unpack(f"<{count}f", struct.pack(f"<{count}f", *raw)))
-    elif kind == "bool":
-      values = [rng.random() < 0.5 for _ in range(count)]
-    else:
-      values = [rng.randrange(10) for _ in range(count)]
-    feeds[name] = {"shape": shape, "dtype": kind, "values": values}
-  return feeds
-
-
-def _feed_tensors(feeds: dict, device: str) -> dict:
-  import kernelgen
-  from .dtype import dtypes
-  tensors = {}
-  for name, feed in feeds.items():
-    dtype = getattr(dtypes, feed["dtype"])
-    tensor = kernelgen.Tensor(feed["values"], dtype=dtype, device=device)
-    tensors[name] = tensor.reshape(*feed["shape"]) if feed["shape"] else tensor.reshape()
-  return tensors
-
-
-def given_inputs(model, inputs) -> dict:
-  """Feeds (as random_inputs makes them) from {name: raw little-endian bytes of the input's
-  declared shape (a symbolic dimension is 1) and dtype}, a JS object of Uint8Arrays in the
-  page; a missing input, a dtype without a struct format or a wrong size is a ModelError."""
-  import struct
-  from .errors import ModelError
-  raw = inputs.to_py() if hasattr(inputs, "to_py") else dict(inputs)
-  feeds = {}
-  for name, feed in random_inputs(model, 0).items():
-    if name not in raw:
-      raise ModelError(f"no data for the model's input {name!r}: give every input "
-                       f"({', '.join(model.input_names)})")
-    data, fmt = _model_bytes(raw[name]), FORMATS.get(feed["dtype"])
-    count = math.prod(feed["shape"])
-    if fmt is None or len(data) != count * struct.calcsize(fmt):
-      raise ModelError(f"input {name!r}: {len(data)} bytes, but {feed['dtype']} of shape "
-                       f"{tuple(feed['shape'])} needs {count * struct.calcsize(fmt or 'B')}")
-    feeds[name] = {**feed, "values": list(struct.unpack(f"<{count}{fmt}", data))}
-  return feeds
-
-
-def _model_outputs(model, seed: int, device: str, feeds: dict | None = None) -> list:
-  """[(name, lazy Tensor)] of the model on `feeds`, or on its random inputs for `seed`."""
-  feeds = feeds if feeds is not None else random_inputs(model, seed)
-  outs = model.run(_feed_tensors(feeds, device), device=device)
-  return [(name, outs[name]) for name in model.output_names]
-
-
-# metadata_props keys read for class labels, first found wins: a JSON list of labels, a JSON
-# object {"0": label, ...}, or one label per line
-LABEL_KEYS = ("labels", "class_labels", "classes", "synset", "imagenet_labels")
-MAX_LABELS = 1 << 20     # more classes than this reads as no label set
-
-
-def image_input(model) -> dict | None:
-  """{"name", "layout": "NCHW" or "NHWC", "height", "width"} when the model takes one float input
-  of shape [N, 3, H, W] or [N, H, W, 3] (N 1 or symbolic, H and W fixed), else None."""
-  if len(model.input_names) != 1:
-    return None
-  name = model.input_names[0]
-  shape, dtype = model.input_shapes[name], model.input_dtypes[name]
-  if dtype is None or not dtype.name.startswith("float") or not shape or len(shape) != 4:
-    return None
-  batch, rest = shape[0], shape[1:]
-  if isinstance(batch, int) and batch not in (0, 1):   # 0 marks an unknown size too
-    return None
-  fixed = lambda *dims: all(isinstance(d, int) and d > 0 for d in dims)  # noqa: E731
-  if rest[0] == 3 and fixed(rest[1], rest[2]):
-    return {"name": name, "layout": "NCHW", "height": rest[1], "width": rest[2]}
-  if rest[2] == 3 and fixed(rest[0], rest[1]):
-    return {"name": name, "layout": "NHWC", "height": rest[0], "width": rest[1]}
-  return None
-
-
-def _parse_labels(text: str) -> list | None:
-  """A label set from metadata text, or None; an index past MAX_LABELS, a key that is not ASCII
-  digits ("²".isdigit() is true) or JSON nested past the json_depth limit reads as no labels."""
-  import json
-  from . import limits
-  from .errors import LimitError
-  try:
-    limits.json_depth(text, "the model's labels")
-    value = json.loads(text)
-  except LimitError:
-    return None
-  except ValueError:
-    lines = [line.strip() for line in text.splitlines()]
-    return lines if 1 < len(lines) <= MAX_LABELS else None
-  if isinstance(value, list):
-    return [str(v) for v in value] if len(value) <= MAX_LABELS else None
-  if isinstance(value, dict) and all(k.isascii() and k.isdigit() for k in value):
-    last = max((int(k) for k in value), default=-1)
-    if last >= MAX_LABELS:
-      return None
-    labels = [""] * (last + 1)
-    for k, v in value.items():
-      labels[int(k)] = str(v)
-    return labels
-  return None
-
-
-def model_labels(model) -> dict | None:
-  """{"key", "labels"} from the first metadata_props key of LABEL_KEYS that holds a label set
-  (see there), else None."""
-  props = {p.key: p.value for p in (model.proto.metadata_props or ())}
-  for key in LABEL_KEYS:
-    labels = _parse_labels(props[key]) if key in props else None
-    if labels:
-      return {"key": key, "labels": labels}
-  return None
-
-
-def top_k(scores, k: int = 5) -> dict:
-  """The k largest classes of a class-score vector: {"probabilities": was it one already (all in
-  [0, 1], summing to 1 within 1e-3), "top": [{"index", "probability"}]}; scores that are not
-  probabilities go through a softmax first. Ties keep the lower index first."""
-  scores = [float(v) for v in scores]
-  if not scores:
-    return {"probabilities": False, "top": []}
-  already = all(0.0 <= v <= 1.0 for v in scores) and abs(sum(scores) - 1.0) <= 1e-3
-  if not already:
-    high = max(scores)
-    exps = [math.exp(v - high) for v in scores]
-    total = sum(exps)
-    scores = [e / total for e in exps]
-  order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
-  return {"probabilities": already, "top": [{"index": i, "probability": scores[i]}
-                                            for i in order]}
-
-
-def _class_top(outputs: list, k: int = 5) -> dict | None:
-  """top_k of the first output that is one class vector ([C] or [1, C], C > 1), with its name."""
-  for out in outputs:
-    dims = [d for d in out["shape"] if d != 1]
-    if len(dims) == 1 and dims[0] > 1 and out["dtype"].startswith("float"):
-      scores = values(out)
-      if scores:
-        return {"output": out["name"], **top_k(scores, k)}
-  return None
-
-
-def load_model(data, arch: str | None = "sm_80", seed: int = 0) -> dict:
-  """Load an ONNX model (its file's bytes) for the page: its inputs and outputs, operator
-  histogram and the kernels it compiles to ({"wgsl": {ok, kernels | error}, "ptx": ...}, PTX
-  for `arch`), with the inputs a run with `seed` uses as the compiled buffers."""
-  def work():
-    import kernelgen
-    _MODEL.clear()
-    model = kernelgen.onnx.load(_model_bytes(data))
-    _MODEL["model"] = model
-    outs = [t for _, t in _model_outputs(model, seed, "PYTHON")]
-    compiled = {target: compile_target(outs, target, arch) for target in ("wgsl", "ptx")}
-    return {"inputs": [_value_info(n, model.input_shapes[n], model.input_dtypes[n])
-                       for n in model.input_names],
-            "outputs": [_value_info(n, model.output_shapes[n], model.output_dtypes[n])
-                        for n in model.output_names],
-            "histogram": model.op_histogram(), "nodes": len(model.nodes),
-            "opset": model.opset, "arch": arch, "image": image_input(model),
-            "labels": model_labels(model), **compiled}
-  return _guarded(work)
-
-
-def unload_model() -> dict:
-  """Forget the loaded model and its last run, and free the page GPU's buffers nothing refers to
-  any more: {"ok", "freed", "buffers"} (the device's buffers left). The worker's unloadModel
-  drops the GPU's pipelines after this."""
-  def work():
-    _MODEL.clear()
-    freed = release()["freed"]
-    from .device import Device
-    runtime = getattr(Device, "_open", {}).get("WEBGPU")
-    if hasattr(runtime, "launches"):
-      runtime.launches.clear()     # the launches (sources) converted for its kernels
-    return {"freed": freed, "buffers": len(getattr(runtime, "handles", ()))}
-  return _guarded(work)
-
-
-def _loaded_model():
-  from .errors import ModelError
-  if "model" not in _MODEL:
-    raise ModelError("no model is loaded: open an .onnx file first")
-  return _MODEL["model"]
-
-
-def _feed_data(feeds: dict) -> list:
-  import struct
-  def packed(feed):   # no struct format (bfloat16): the page gets no bytes for it
-    fmt = FORMATS.get(feed["dtype"])
-    return struct.pack(f"<{len(feed['values'])}{fmt}", *feed["values"]) if fmt else b""
-  return [{"name": name, "shape": f["shape"], "dtype": f["dtype"], "data": packed(f)}
-          for name, f in feeds.items()]
-
-
-def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
-  """Run the loaded model on `device` with random_inputs(model, seed), or with `inputs` (see
-  given_inputs) when given: {"outputs": [{name, shape, dtype, data}], "inputs": [the same for
-  the inputs used], "seconds", "device"}; the outputs are kept for compare_model."""
-  def work():
-    import time
-    model = _loaded_model()
-    start = time.perf_counter()
-    given = inputs is not None and type(inputs).__name__ != "JsNull"   # a JS null: none given
-    feeds = given_inputs(model, inputs) if given else random_inputs(model, seed)
-    outputs = []
-    for name, tensor in _model_outputs(model, seed, device, feeds):
-      outputs.append({"name": name, **tensor_data(tensor.realize())})
-    _MODEL["run"] = {"seed": seed, "outputs": outputs, "feeds": feeds}
-    return {"outputs": outputs, "inputs": _feed_data(feeds), "top": _class_top(outputs),
-            "seconds": time.perf_counter() - start, "device": device}
-  return _guarded(work)
-
-
-def generate_model(data, options: str, on_token=None) -> dict:
-  """kg.generate for the page: the causal LM in `data` (an ONNX file's bytes; None: the one
-  given last) from the prompt in `options` (JSON: {prompt, max_new_tokens, temperature, top_k,
-  top_p, seed, stop, device}); `on_token(token)` (a JS function) gets each token as it comes:
-  {"ok", "tokens", "seconds", "device"}."""
-  def work():
-    import json
-    import time
-    import kernelgen
-    opts = json.loads(options)
-    if data is not None and type(data).__name__ != "JsNull":
-      _MODEL["lm"] = kernelgen.onnx.load(_model_bytes(data))
-    if "lm" not in _MODEL:
-      from .errors import ModelError
-      raise ModelError("no language model is loaded: give its .onnx file's bytes")
-    start = time.perf_counter()
-    device = opts.get("device", "WEBGPU")
-    tokens = kernelgen.generate(
-      _MODEL["lm"], opts["prompt"], max_new_tokens=opts.get("max_new_tokens", 32),
-      temperature=opts.get("temperature", 0.0), top_k=opts.get("top_k", 0),
-      top_p=opts.get("top_p", 1.0), seed=opts.get("seed", 0), stop=opts.get("stop"),
-      on_token=on_token, device=device)
-    return {"tokens": tokens, "seconds": time.perf_counter() - start, "device": device}
-  return _guarded(work)
-
-
-def compare_model() -> dict:
-  """The last run_model compared with the PYTHON interpreter on the same inputs:
-  {"comparisons": [{name, match, max_abs_error, mismatches, ...}], "seconds"}."""
-  def work():
-    import time
-    from .errors import ModelError
-    model, last = _loaded_model(), _MODEL.get("run")
-    if last is None:
-      raise ModelError("the model has not run yet: run it on a device first")
-    start = time.perf_counter()
-    comparisons = []
-    for result, (name, tensor) in zip(last["outputs"], _model_outputs(
-        model, last["seed"], "PYTHON", last.get("feeds"))):
-      comparisons.append({"name": name, **compare(result, tensor_data(tensor.realize()))})
-    return {"comparisons": comparisons, "seconds": time.perf_counter() - start}
-  return _guarded(work)
+  return guarded(work)
