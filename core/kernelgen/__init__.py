@@ -46,7 +46,7 @@ from . import text  # noqa: E402 (tokenizers)
 from .errors import TokenizerError  # noqa: E402
 from .cache import cache_info, clear_cache, set_cache_size  # noqa: E402 (the compile cache)
 
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=(), **options):

@@ -16,24 +16,25 @@ from __future__ import annotations
 import hashlib
 
 from .dtype import dtypes
+from .version import __version__
 from .uop.program import Binding, BufferSpec, CompiledKernel, Launch
 
-_STATE = {"on": False, "cleared": False}
+_STATE = {"on": False, "cleared": False, "targets": frozenset()}
 _RECORDS: dict[str, dict] = {}    # record key -> record (loaded and made)
 _NEW: dict[str, dict] = {}        # made since the last take()
 _LOADED: set[str] = set()         # the keys load() gave (an earlier page load's)
 STATS = {"loaded": 0, "hits": 0}  # hits: kernels taken from the store instead of compiled
 
 
-def enable(on: bool = True) -> None:
-  """Keep WGSL kernels for the browser's store (the page's worker turns this on)."""
-  _STATE["on"] = bool(on)
+def enable(on: bool = True, targets=("wgsl",)) -> None:
+  """Keep the kernels of `targets` (target names: the page's device runs WGSL) for the browser's
+  store (the page's worker turns this on)."""
+  _STATE["on"], _STATE["targets"] = bool(on), frozenset(targets)
 
 
 def record_key(key: tuple) -> str | None:
   """The store's key of a compile-cache key: kernelgen's version and the key's text, hashed;
   None when the text is not stable (some part shows an address)."""
-  from . import __version__
   text = repr(key)
   if " at 0x" in text:
     return None
@@ -85,7 +86,7 @@ def find(key: tuple) -> CompiledKernel | None:
 
 def keep(key: tuple, compiled: CompiledKernel) -> None:
   """Keep a kernel just compiled (WGSL only, while enabled) for the next take()."""
-  if not _STATE["on"] or compiled.target != "wgsl":
+  if not _STATE["on"] or compiled.target not in _STATE["targets"]:
     return
   name = record_key(key)
   if name is not None and name not in _RECORDS:

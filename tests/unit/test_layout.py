@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "core" / "kernelgen"
 
 # the stages, lowest first; a stage is a top-level module or folder of core/kernelgen
 LAYERS = (
-  ("errors", "dtype"),                   # the floor
+  ("errors", "dtype", "version"),        # the floor
   ("limits",),                           # named limits on sizes and work, confined file reads
   ("device",),                           # device names -> runtimes (opened by name)
   ("uop", "ptxsim"),                     # the UOp IR; the PTX simulator (standalone)
@@ -31,7 +31,7 @@ LAYERS = (
   ("render",),                           # targets and their renderers
   ("lowering",),                         # kernel -> UOps, optimizer's launch options
   ("runtime",),                          # devices running kernels
-  ("compiler", "search", "realize", "cache"),  # the pipeline, autotuning, running kernels
+  ("compiler", "search", "realize", "cache", "stored"),  # the pipeline, autotuning, running kernels
   ("tensor",),                           # front end: Tensor, its operation families (ops/)
   ("nn",),                               # front end: kg.nn, kg.optim, safetensors
   ("onnx",),                             # front end: the ONNX importer (operators/ by family)
