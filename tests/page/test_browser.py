@@ -500,9 +500,9 @@ def test_user_code_survives_a_reload(app):
 
 
 def test_core_unit_tests_in_pyodide(app):
-  names = ["test_pyodide_core.py", "test_device.py", "test_schedule.py", "test_onnx_pyodide.py"]
-  files = {n: (REPO_ROOT / "tests" / n).read_text() for n in names
-           if (REPO_ROOT / "tests" / n).exists()}
+  paths = ["page/test_pyodide_core.py", "devices/test_device.py", "unit/test_schedule.py",
+           "page/test_onnx_pyodide.py"]
+  files = {p.split("/")[1]: (REPO_ROOT / "tests" / p).read_text() for p in paths}
   report = app.evaluate("(files) => kgApp.state.kg.selfTest(files)", files)
   assert report["failed"] == [], "\n".join(report["failed"])
   assert report["passed"] >= 20, report

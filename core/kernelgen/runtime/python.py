@@ -53,16 +53,21 @@ class PythonRuntime(Runtime):
     return time.perf_counter() - start
 
 
+UNBOUNDED = 2**31 - 1  # a loop end whose range reaches int32's top: nothing bounds it statically
+
+
 def interpreted_work(kernel: Kernel) -> int:
   """About how many loop iterations `kernel` runs over its whole grid: each constant-bound loop
-  counted times its enclosing loops' trips, at the most its bound can be (checked against a
-  limit before the interpreter runs it, so a 2**40-element reduction is refused rather than run
-  for days)."""
+  counted times its enclosing loops' trips, at the most its bound can be, and a loop whose end
+  is data-dependent once (checked against a limit before the interpreter runs it, so a
+  2**40-element reduction is refused rather than run for days)."""
   total, trips = 0, [1]
   for u in kernel.uops:
     if u.op is Ops.RANGE:
       end = value_range(u.src[0])[1]     # the most trips it can take
-      trips.append(trips[-1] * (end if isinstance(end, int) and end > 1 else 1))
+      if not isinstance(end, int) or end >= UNBOUNDED:
+        end = 1                          # a data-dependent end (a loaded value): counted once
+      trips.append(trips[-1] * max(end, 1))
       total += trips[-1]
     elif u.op is Ops.ENDRANGE and len(trips) > 1:
       trips.pop()
