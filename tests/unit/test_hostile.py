@@ -128,7 +128,7 @@ def test_400_additions_run():
 
 
 def test_model_labels_take_ascii_digits_only():
-  from kernelgen.web_api import _parse_labels
+  from kernelgen.web_api.models import _parse_labels
   assert _parse_labels('{"²": "cat"}') is None
   assert _parse_labels('{"0": "cat", "2": "dog"}') == ["cat", "", "dog"]
   assert _parse_labels('{"99999999999": "cat"}') is None
