@@ -79,7 +79,16 @@ def fuzz_programs(count: int, start: int, out=sys.stdout) -> dict:
   from fuzz_programs import RandomChooser
   from kernelgen.runtime.ptxsim import PTXSimRuntime
   totals = {"programs": 0, "ran": 0, "errors": 0, "archs": set()}
-  for seed in range(start, start + count):
+  original = kg.Device["PTXSIM"]     # each seed's arch runs on a runtime of its own; put it back
+  try:
+    _run_seeds(fr, RandomChooser, PTXSimRuntime, range(start, start + count), totals, out)
+  finally:
+    kg.Device.register("PTXSIM", original)
+  return totals
+
+
+def _run_seeds(fr, RandomChooser, PTXSimRuntime, seeds, totals: dict, out) -> None:
+  for seed in seeds:
     program = fr.program_for(seed, RandomChooser(seed))
     totals["programs"] += 1
     if fr.work(program) > fr.RUN_LIMIT["PTXSIM"]:
@@ -96,7 +105,6 @@ def fuzz_programs(count: int, start: int, out=sys.stdout) -> dict:
         raise
       totals["errors"] += 1
       print(f"  seed {seed}: {type(error).__name__}: {str(error)[:200]}", file=out)
-  return totals
 
 
 def _save_disagreement(seed: int, error, tensor, arch: str) -> None:
