@@ -28,7 +28,8 @@ def check(m, where: str) -> None:
   bundle = _pick(m, "bundle", tuple(BUNDLES), where)
   if m.get("target") != BUNDLES[bundle]:
     _fail(where, "target", m.get("target"), f"{BUNDLES[bundle]!r} for a {bundle} bundle")
-  limits.relative_name(os.path.dirname(where) or ".", _str(m, "weights_file", where), "the manifest's weights_file")
+  limits.relative_name(os.path.dirname(where) or ".", _str(m, "weights_file", where),
+                       "the manifest's weights_file")
   storage = _list(m, "storage", where)
   for i, s in enumerate(storage):
     _dict(s, f"storage[{i}]", where)
