@@ -107,7 +107,9 @@ setup_npm() {
 # pyodide's lockfile tool needs Python >= 3.12; it gets a venv of its own in .tools/.
 setup_lockfile_tool() {
   local venv=$TOOLS/pyodide-lock-venv
-  [[ -x $venv/bin/pyodide ]] && return
+  # The venv's scripts carry the absolute path it was made at in their #! line: run them through
+  # its python, so a .tools/ shared with another checkout keeps working.
+  [[ -f $venv/bin/pyodide ]] && "$venv/bin/python" -c "import pyodide_cli" 2>/dev/null && return
   log "installing the Pyodide lockfile tool into .tools/"
   rm -rf "$venv"
   "$(find_python 12)" -m venv "$venv"
@@ -212,7 +214,8 @@ assemble_site() {
   cp "$wheels/micropip-$MICROPIP_VERSION-py3-none-any.whl" dist/kernelgen-*.whl site/pyodide/
   (
     cd site/pyodide
-    "$TOOLS/pyodide-lock-venv/bin/pyodide" lockfile add-wheels --base-path . \
+    local tool=$TOOLS/pyodide-lock-venv/bin
+    "$tool/python" "$tool/pyodide" lockfile add-wheels --base-path . \
       --input pyodide-lock.json --output pyodide-lock.new.json ./*.whl >/dev/null
     mv pyodide-lock.new.json pyodide-lock.json
   )
