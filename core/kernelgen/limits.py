@@ -34,6 +34,8 @@ DEFAULTS = {
   "buffer_bytes": (1 << 37, "bytes in one buffer a program allocates"),
   "elements": (1 << 48, "elements in one tensor a program builds"),
   "interpreted_work": (1 << 26, "loop iterations of one kernel on the PYTHON device"),
+  "ptxsim_work": (1 << 22, "loop iterations of one PTXSIM launch: backward branches taken, "
+                  "counted once per warp of 32 threads"),
   "unrolled_copies": (1 << 8, "copies of a loop body one unrolled loop may emit"),
   "resize_weights": (1 << 22, "entries of one ONNX Resize's per-axis weight matrix (built in "
                     "Python)"),

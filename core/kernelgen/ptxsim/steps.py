@@ -3,6 +3,7 @@ of an instruction's modifiers and operands (compile.py has the module doc).
 """
 from __future__ import annotations
 
+from .. import limits
 from .memory import SHARED_BASE
 from .operands import TYPES
 from .parser import Entry, Instr, PTXSyntaxError
@@ -21,6 +22,24 @@ class Context:
     if name in self.shared:
       return SHARED_BASE + self.shared[name]
     raise PTXSyntaxError(f"unknown symbol {name} {where}: only shared arrays have addresses")
+
+
+class Work:
+  """The loop iterations one launch may still run (limit ptxsim_work): both engines spend from
+  it at every backward branch taken, one unit per warp (32 threads) that takes it, so a
+  data-dependent loop that never ends stops with a LimitError instead of running forever."""
+  __slots__ = ("left", "name")
+
+  def __init__(self, name: str):
+    self.left, self.name = limits.get("ptxsim_work"), name
+
+  def spend(self, warps: int) -> None:
+    self.left -= warps
+    if self.left < 0:
+      limit = limits.get("ptxsim_work")
+      limits.check("ptxsim_work", limit + 1, f"kernel {self.name} on PTXSIM: its loop "
+                   f"iterations (backward branches taken, per warp) passed {limit}, so it "
+                   f"may never end (a loop whose exit depends on data)")
 
 
 def unsupported(ins: Instr, why: str = "") -> PTXSyntaxError:
