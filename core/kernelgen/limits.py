@@ -43,6 +43,23 @@ DEFAULTS = {
 _values = {name: default for name, (default, _) in DEFAULTS.items()}
 
 
+# GPU targets (WGSL, PTX) index elements with int32: a kernel over this many elements or more
+# would wrap its indices and compute the wrong elements, silently; not a setting (no fix here)
+INDEX_ELEMENTS = 1 << 31
+
+
+def index_elements(size: int, what: str, target: str) -> int:
+  """`size` if a kernel for GPU target `target` may index that many elements with int32; a
+  LimitError (limit "index_elements") otherwise, saying how to get the result anyway."""
+  if size >= INDEX_ELEMENTS:
+    raise LimitError(f"{what} has {size} elements: {target} kernels index with int32, so they "
+                     f"take fewer than 2**31 = {INDEX_ELEMENTS} elements (limit index_elements; "
+                     f"more would wrap and compute wrong values): split the tensor into parts "
+                     f"under 2**31 elements, or run it on the PYTHON device",
+                     limit="index_elements")
+  return size
+
+
 def get(name: str) -> int:
   """The current value of limit `name` (see DEFAULTS)."""
   if name not in _values:

@@ -367,6 +367,18 @@ def tensor_cases() -> list[Case]:
     "rand(2**47).sum() to WGSL": (lambda: kg.compile(kg.Tensor.rand(2 ** 47).sum(),
                                                      target="wgsl"), kg.LimitError),
   }
+  n = kg.Dim("n", 1, 2 ** 30)
+  gpu = {   # GPU indices are int32: 2**31 elements or more are refused (limit index_elements)
+    "rand(2**40).sum() to PTX": lambda: kg.compile(kg.Tensor.rand(2 ** 40).sum(), target="ptx"),
+    "rand(2**40).sum() on PTXSIM": lambda: kg.Tensor.rand(2 ** 40, device="PTXSIM").sum().numpy(),
+    "ones(1).expand(2**33).sum() to WGSL": lambda: kg.compile(
+      kg.Tensor.ones(1).expand(2 ** 33).sum(), target="wgsl"),
+    "a 2**32-element output to PTX": lambda: kg.compile(
+      kg.Tensor.ones(1, 1).expand(2 ** 16, 2 ** 16) * 2, target="ptx"),
+    "symbolic (n <= 2**30, 4) to WGSL": lambda: kg.compile(
+      kg.Tensor.empty(n, 4, name="x") * 2, target="wgsl"),
+  }
+  calls.update({name: (fn, kg.LimitError) for name, fn in gpu.items()})
   return [Case("tensor", name, fn, err) for name, (fn, err) in calls.items()]
 
 
