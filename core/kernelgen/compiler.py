@@ -129,6 +129,7 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   from .lowering.tensorcore import lower_tensor_cores
   target = get_target(target)
   options = dict(target.check_options(options or {}))
+  limits.tick()            # the web page's time limit (nothing unless a command is timed)
   if target.name != "python":
     index_elements(item, target)
   opts = None              # (tensor-core kernels have none)

@@ -21,6 +21,7 @@ import json
 import os
 import re
 import stat
+import time
 
 from .errors import LimitError, PathError
 
@@ -36,6 +37,8 @@ DEFAULTS = {
   "interpreted_work": (1 << 26, "loop iterations of one kernel on the PYTHON device"),
   "ptxsim_work": (1 << 22, "loop iterations of one PTXSIM launch: backward branches taken, "
                   "counted once per warp of 32 threads"),
+  "page_seconds": (300, "seconds one command of the web page may run (web_api: the page's own "
+                   "time limit, besides Stop)"),
   "unrolled_copies": (1 << 8, "copies of a loop body one unrolled loop may emit"),
   "resize_weights": (1 << 22, "entries of one ONNX Resize's per-axis weight matrix (built in "
                     "Python)"),
@@ -96,6 +99,38 @@ def check(name: str, value: int, what: str) -> int:
                      f"({DEFAULTS[name][1]}): if the input is trusted, raise it with "
                      f"kernelgen.limits.set({name}=...)", limit=name)
   return value
+
+
+_started: list = [None]    # when the timed command (timed()) began; None: nothing is timed
+
+
+@contextlib.contextmanager
+def timed():
+  """Time the block against the page_seconds limit: tick() inside it raises a LimitError once
+  the block has run longer (the web page's commands run in one; nested blocks keep the outer
+  start). The limit is read at each tick, so a program may raise it for its own command."""
+  outer = _started[0]
+  if outer is None:
+    _started[0] = time.monotonic()
+  try:
+    yield
+  finally:
+    _started[0] = outer
+
+
+def tick() -> None:
+  """A LimitError if the timed command (timed()) has run past the page_seconds limit; nothing
+  otherwise. Called where long work goes round: each kernel compiled and run, each workgroup
+  of the interpreter, each block of PTXSIM, each loop trip and call of a page's program."""
+  start = _started[0]
+  if start is not None:
+    elapsed = time.monotonic() - start
+    if elapsed > _values["page_seconds"]:
+      raise LimitError(f"the command has run {elapsed:.1f} s, over kernelgen's limit "
+                       f"page_seconds = {_values['page_seconds']} ({DEFAULTS['page_seconds'][1]})"
+                       f": to give it longer, put kg.limits.set(page_seconds=...) at the top of "
+                       f"the program (or press Stop to end a command sooner)",
+                       limit="page_seconds")
 
 
 def confined(folder: str, name, what: str) -> str:

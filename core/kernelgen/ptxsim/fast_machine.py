@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 
+from .. import limits
 from ..errors import ExecutionError, KernelgenError, StoppedError
 from . import fast_alu as fa
 from . import fast_memory as fm
@@ -376,6 +377,7 @@ def launch(fp: FastProgram, grid: tuple, block: tuple, params: dict, memory,
   start, work = time.perf_counter(), Work(fp.entry.name)
   with np.errstate(all="ignore"):
     for first in range(0, len(ctas), per):
+      limits.tick()        # the web page's time limit (nothing unless a command is timed)
       chunk = ctas[first:first + per]
       run_batch(fp, Batch(fp, chunk, block, grid, params, memory, check_races), work)
       if progress is not None and progress(first + len(chunk), len(ctas),

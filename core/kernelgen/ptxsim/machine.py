@@ -11,6 +11,7 @@ import itertools
 import os
 import time
 
+from .. import limits
 from ..errors import ExecutionError, KernelgenError, StoppedError
 from .compile import BARRIER, BRANCH, EXIT, STEP, Context, compile_instr
 from .steps import Work
@@ -227,6 +228,7 @@ def launch(prog: Program, grid, block, args: list, memory: GlobalMemory,
   start, total, work = time.perf_counter(), grid[0] * grid[1] * grid[2], Work(prog.entry.name)
   for done, (z, y, x) in enumerate(itertools.product(range(grid[2]), range(grid[1]),
                                                      range(grid[0])), 1):
+    limits.tick()          # the web page's time limit (nothing unless a command is timed)
     shared = SharedMemory(prog.shared_size, prog.layout, check_races) if prog.layout else None
     run_cta(prog, CTA((x, y, z), shared, memory, params, block, grid), work)
     if progress is not None and progress(done, total, time.perf_counter() - start) is False:
