@@ -42,6 +42,21 @@ def _backward(n: int):
   return x.grad.numpy()
 
 
+def _jitted(n: int):
+  """kg.jit of a deep chain: recorded on the first calls, replayed on the third."""
+  step = kg.jit(lambda x: _chain_of(x, n))
+  x = kg.Tensor(np.arange(2, dtype=np.float32), device="PYTHON").realize()
+  outs = [step(x).numpy() for _ in range(3)]
+  return outs[-1] if step.replaying else None
+
+
+def _chain_of(x, n: int):
+  y = x
+  for _ in range(n):
+    y = y * 0.5 + x
+  return y
+
+
 def _onnx(builder, n: int, feeds: dict):
   import hostile_cases
   model = kg.onnx.load(getattr(hostile_cases, builder)(n))
@@ -69,6 +84,7 @@ CASES = {
                                                     target="wgsl"), None),
   "chain inside a matmul to wgsl": (lambda: kg.compile(_matmul_of_chain(600), target="wgsl"),
                                     None),
+  "kg.jit of the chain, replayed": (lambda: _jitted(2000), "chain"),
   "backward through 4,000 ops": (lambda: _backward(2000), "backward"),
   "ONNX 2,000-node chain": (lambda: _onnx("_chain_model", 2000, {
     "x": np.ones(2, np.float32)}), None),
