@@ -130,7 +130,7 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   target = get_target(target)
   options = dict(target.check_options(options or {}))
   limits.tick()            # the web page's time limit (nothing unless a command is timed)
-  if target.name != "python":
+  if target.backend is not None:        # rendered for a GPU (WGSL, PTX): int32 indices
     index_elements(item, target)
   opts = None              # (tensor-core kernels have none)
   with internal_errors("tensor_cores", item.name):
