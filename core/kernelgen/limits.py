@@ -10,6 +10,11 @@ limit the input gets a LimitError that names the limit and how to raise it:
     with kg.limits.raised(interpreted_work=1 << 30):  # for one block
       ...
 
+Work that cannot be bounded before it runs is counted as it runs: PTXSIM's loop trips
+(ptxsim_work) and, for the web page's commands, the clock (page_seconds: `timed()` around a
+command, `tick()` where work goes round). INDEX_ELEMENTS is not a setting: GPU kernels index
+with int32 (`index_elements`).
+
 `confined(folder, name, what)` is the one way to open a file that a bundle or a model names: the
 name is resolved inside its folder (symlinks resolved, then checked with real paths), must be a
 regular file, and errors name the path without quoting any of its bytes.

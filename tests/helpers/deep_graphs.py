@@ -19,27 +19,25 @@ import kernelgen as kg
 LIMIT = 400          # Python's default is 1000; every case is at least 5x deeper than this
 
 
-def _chain(n: int, device: str = "PYTHON"):
-  y = x = kg.Tensor(np.arange(2, dtype=np.float32), device=device)
-  for _ in range(n):
-    y = y * 0.5 + x
-  return y
-
-
-def _matrix_chain(n: int, shape=(8, 64)):
-  y = x = kg.Tensor(np.ones(shape, np.float32), device="PYTHON")
-  for _ in range(n):
-    y = y * 0.5 + x
-  return y
-
-
-def _backward(n: int):
-  x = kg.Tensor([1.0, 2.0], device="PYTHON", requires_grad=True)
+def _chain_of(x, n: int):
+  """y = y * 0.5 + x, n times over: a graph 2n deep."""
   y = x
   for _ in range(n):
     y = y * 0.5 + x
-  y.sum().backward()
-  return x.grad.numpy()
+  return y
+
+
+def _chain(n: int, device: str = "PYTHON"):
+  return _chain_of(kg.Tensor(np.arange(2, dtype=np.float32), device=device), n)
+
+
+def _matrix_chain(n: int, shape=(8, 64)):
+  return _chain_of(kg.Tensor(np.ones(shape, np.float32), device="PYTHON"), n)
+
+
+def _backward(n: int):
+  import hostile_cases
+  return hostile_cases._grad_chain(n)()
 
 
 def _jitted(n: int):
@@ -48,13 +46,6 @@ def _jitted(n: int):
   x = kg.Tensor(np.arange(2, dtype=np.float32), device="PYTHON").realize()
   outs = [step(x).numpy() for _ in range(3)]
   return outs[-1] if step.replaying else None
-
-
-def _chain_of(x, n: int):
-  y = x
-  for _ in range(n):
-    y = y * 0.5 + x
-  return y
 
 
 def _onnx(builder, n: int, feeds: dict):
@@ -66,10 +57,7 @@ def _onnx(builder, n: int, feeds: dict):
 def _matmul_of_chain(n: int):
   a = kg.Tensor(np.ones((64, 64), np.float32), device="PYTHON")
   b = kg.Tensor(np.ones((64, 64), np.float32), device="PYTHON")
-  p = q = a[:, :, None] * b[None, :, :]
-  for _ in range(n):
-    q = q * 0.5 + p
-  return q.sum(1)
+  return _chain_of(a[:, :, None] * b[None, :, :], n).sum(1)
 
 
 CASES = {

@@ -383,7 +383,8 @@ def check_reference(code: str) -> dict:
     return guarded(lambda: _raise(ProgramError(
       "there is no run of this program to compare: run it on a device first (the reference "
       "compares the last run)")))
-  return {"ok": True, "reference": _reference(code, last["result"])}
+  with limits.timed():     # the page's time limit: a LimitError in the reference's data
+    return {"ok": True, "reference": _reference(code, last["result"])}
 
 
 def _raise(exc: Exception):
