@@ -160,9 +160,20 @@ def bundle_cases(work: Path, secret: Path) -> list[Case]:
              "binary": "\x00\xff" * 10}
   out += [Case("bundle", f"kernel file {name}", _with_file(kernel, text, _run_bundle(
     folder, json.dumps(m))), kg.CompileError) for name, text in sources.items()]
+  # a kernel that never ends (a branch back to itself): PTXSIM's work limit stops it
+  at = source.index("{", source.index(".entry")) + 1
+  spin = source[:at] + "\n$Lkg_spin:\n\tbra.uni $Lkg_spin;\n" + source[at:]
+  run_spin = _with_file(kernel, spin, _run_bundle(folder, json.dumps(m)))
+  out.append(Case("bundle", "kernel file an endless loop (PTXSIM work limit)",
+                  lambda: _with_limits(run_spin, ptxsim_work=20_000), kg.LimitError))
   out += [Case("bundle", f"manifest mutation {i}", _run_bundle(folder, text), "either")
           for i, text in enumerate(_mutations(json.dumps(m).encode(), 1))]
   return out
+
+
+def _with_limits(run: Callable, **limits):
+  with kg.limits.raised(**limits):    # (a lower limit: the default takes a minute to reach)
+    return run()
 
 
 # ---- safetensors -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ of an instruction's modifiers and operands (compile.py has the module doc).
 from __future__ import annotations
 
 from .. import limits
+from ..errors import LimitError
 from .memory import SHARED_BASE
 from .operands import TYPES
 from .parser import Entry, Instr, PTXSyntaxError
@@ -37,9 +38,11 @@ class Work:
     self.left -= warps
     if self.left < 0:
       limit = limits.get("ptxsim_work")
-      limits.check("ptxsim_work", limit + 1, f"kernel {self.name} on PTXSIM: its loop "
-                   f"iterations (backward branches taken, per warp) passed {limit}, so it "
-                   f"may never end (a loop whose exit depends on data)")
+      raise LimitError(f"kernel {self.name} on PTXSIM has taken {limit} loop iterations "
+                       f"(backward branches, counted once per warp) and goes on: over "
+                       f"kernelgen's limit ptxsim_work, so its loop may never end (an exit that "
+                       f"depends on data); if it is meant to run longer, raise the limit with "
+                       f"kernelgen.limits.set(ptxsim_work=...)", limit="ptxsim_work")
 
 
 def unsupported(ins: Instr, why: str = "") -> PTXSyntaxError:
