@@ -15,7 +15,8 @@
 #   ./build.sh test [ARGS...]  install every test tool and run the whole pytest suite (ARGS go to
 #                              pytest, e.g. ./build.sh test -k wgsl; ./build.sh test -m "not tools"
 #                              runs only the tests needing no wgpu/ptxas/Tint/Chromium)
-#   ./build.sh fuzz [N]        run N random programs (default 300) on every device vs numpy; summary
+#   ./build.sh fuzz [N]        run N random programs (default 300) on every device vs numpy, then
+#                              N mutated bundle/safetensors/ONNX files (fuzz_files.py); summary
 #   ./build.sh bench [ARGS...] run every benchmark against the peers (tinygrad, TF.js,
 #                              onnxruntime-web, bare Pyodide): one table, bench/results.json
 #
@@ -292,6 +293,6 @@ case $command in
   test) run_tests "$@" ;;
   fuzz) run_fuzz "$@" ;;
   bench) run_bench "$@" ;;
-  -h | --help | help) sed -n '2,24p' "$0" | cut -c3- ;;
+  -h | --help | help) sed -n '2,25p' "$0" | cut -c3- ;;
   *) die "unknown command '$command' (try ./build.sh help)" ;;
 esac

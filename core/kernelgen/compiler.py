@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Callable
 
+from . import limits
 from .errors import internal_errors
 from .render.target import FRONT_END_OPTIONS, Target  # noqa: F401 (the front end's options)
 from .render.targets import TARGETS, get_target  # noqa: F401
@@ -128,6 +129,9 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   from .lowering.tensorcore import lower_tensor_cores
   target = get_target(target)
   options = dict(target.check_options(options or {}))
+  limits.tick()            # the web page's time limit (nothing unless a command is timed)
+  if target.backend is not None:        # rendered for a GPU (WGSL, PTX): int32 indices
+    index_elements(item, target)
   opts = None              # (tensor-core kernels have none)
   with internal_errors("tensor_cores", item.name):
     lowered = lower_tensor_cores(item, target, options)       # tensor cores (matmuls on PTX)
@@ -145,6 +149,22 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
     with internal_errors("render", item.name):
       out = python_compiled(out)
   return with_grid(out, item, opts)
+
+
+def index_elements(item, target: Target) -> None:
+  """A LimitError (limits.index_elements) when any tensor kernel `item` reads, computes or
+  reduces over has 2**31 elements or more (symbolic axes at their largest): GPU indices are
+  int32. Views count at their own shape: an expand to 2**33 elements is refused too."""
+  stack, seen, stop = [item.out], set(), {id(i) for i in item.inputs}
+  while stack:
+    node = stack.pop()
+    if id(node) in seen:
+      continue
+    seen.add(id(node))
+    limits.index_elements(node.size, f"kernel {item.name}: a tensor of shape {node.shape}",
+                          target.title)
+    if id(node) not in stop and not node.realized:
+      stack.extend(node.src)
 
 
 def with_grid(compiled, item, opts):

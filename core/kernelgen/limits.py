@@ -10,6 +10,11 @@ limit the input gets a LimitError that names the limit and how to raise it:
     with kg.limits.raised(interpreted_work=1 << 30):  # for one block
       ...
 
+Work that cannot be bounded before it runs is counted as it runs: PTXSIM's loop trips
+(ptxsim_work) and, for the web page's commands, the clock (page_seconds: `timed()` around a
+command, `tick()` where work goes round). INDEX_ELEMENTS is not a setting: GPU kernels index
+with int32 (`index_elements`).
+
 `confined(folder, name, what)` is the one way to open a file that a bundle or a model names: the
 name is resolved inside its folder (symlinks resolved, then checked with real paths), must be a
 regular file, and errors name the path without quoting any of its bytes.
@@ -21,6 +26,7 @@ import json
 import os
 import re
 import stat
+import time
 
 from .errors import LimitError, PathError
 
@@ -34,11 +40,32 @@ DEFAULTS = {
   "buffer_bytes": (1 << 37, "bytes in one buffer a program allocates"),
   "elements": (1 << 48, "elements in one tensor a program builds"),
   "interpreted_work": (1 << 26, "loop iterations of one kernel on the PYTHON device"),
+  "ptxsim_work": (1 << 22, "loop iterations of one PTXSIM launch: backward branches taken, "
+                  "counted once per warp of 32 threads"),
+  "page_seconds": (300, "seconds one command of the web page may run (web_api: the page's own "
+                   "time limit, besides Stop)"),
   "unrolled_copies": (1 << 8, "copies of a loop body one unrolled loop may emit"),
   "resize_weights": (1 << 22, "entries of one ONNX Resize's per-axis weight matrix (built in "
                     "Python)"),
 }
 _values = {name: default for name, (default, _) in DEFAULTS.items()}
+
+
+# GPU targets (WGSL, PTX) index elements with int32: a kernel over this many elements or more
+# would wrap its indices and compute the wrong elements, silently; not a setting (no fix here)
+INDEX_ELEMENTS = 1 << 31
+
+
+def index_elements(size: int, what: str, target: str) -> int:
+  """`size` if a kernel for GPU target `target` may index that many elements with int32; a
+  LimitError (limit "index_elements") otherwise, saying how to get the result anyway."""
+  if size >= INDEX_ELEMENTS:
+    raise LimitError(f"{what} has {size} elements: {target} kernels index with int32, so they "
+                     f"take fewer than 2**31 = {INDEX_ELEMENTS} elements (limit index_elements; "
+                     f"more would wrap and compute wrong values): split the tensor into parts "
+                     f"under 2**31 elements, or run it on the PYTHON device",
+                     limit="index_elements")
+  return size
 
 
 def get(name: str) -> int:
@@ -77,6 +104,38 @@ def check(name: str, value: int, what: str) -> int:
                      f"({DEFAULTS[name][1]}): if the input is trusted, raise it with "
                      f"kernelgen.limits.set({name}=...)", limit=name)
   return value
+
+
+_started: list = [None]    # when the timed command (timed()) began; None: nothing is timed
+
+
+@contextlib.contextmanager
+def timed():
+  """Time the block against the page_seconds limit: tick() inside it raises a LimitError once
+  the block has run longer (the web page's commands run in one; nested blocks keep the outer
+  start). The limit is read at each tick, so a program may raise it for its own command."""
+  outer = _started[0]
+  if outer is None:
+    _started[0] = time.monotonic()
+  try:
+    yield
+  finally:
+    _started[0] = outer
+
+
+def tick() -> None:
+  """A LimitError if the timed command (timed()) has run past the page_seconds limit; nothing
+  otherwise. Called where long work goes round: each kernel compiled and run, each workgroup
+  of the interpreter, each block of PTXSIM, each loop trip and call of a page's program."""
+  start = _started[0]
+  if start is not None:
+    elapsed = time.monotonic() - start
+    if elapsed > _values["page_seconds"]:
+      raise LimitError(f"the command has run {elapsed:.1f} s, over kernelgen's limit "
+                       f"page_seconds = {_values['page_seconds']} ({DEFAULTS['page_seconds'][1]})"
+                       f": to give it longer, put kg.limits.set(page_seconds=...) at the top of "
+                       f"the program (or press Stop to end a command sooner)",
+                       limit="page_seconds")
 
 
 def confined(folder: str, name, what: str) -> str:

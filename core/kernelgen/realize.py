@@ -5,6 +5,7 @@ import gc
 import os
 from contextlib import contextmanager
 
+from . import limits
 from .errors import ExecutionError, ShapeError, internal_errors
 from .graph.lazy import Buffer, L, LazyOp
 from .graph.schedule import row_limit, schedule
@@ -91,6 +92,7 @@ def realize(nodes: list[LazyOp]) -> None:
   def launch(waiting) -> None:
     nonlocal done
     item = waiting[1]
+    limits.tick()          # the web page's time limit (nothing unless a command is timed)
     if progress is not None:
       progress(done, len(items), item.name, item.out.device, True)
     _launch(*waiting, values)

@@ -1,6 +1,7 @@
 """The differential runner: each fuzz program on numpy (the oracle) and on every device here.
 
     python tests/helpers/fuzz_runner.py 300 [--seed 0] [--devices PYTHON,WEBGPU,PTXSIM] [--no-shrink]
+                                            [--files N]
 
 Per program and device the verdict is one of
   agree        the device's values match the oracle (fuzz_oracle.py: tolerances, undefined cases)
@@ -11,6 +12,8 @@ Per program and device the verdict is one of
                without a reason, or PTX that ptxas rejects (every program's PTX is assembled)
 A failing program is shrunk (its recorded choices are shortened and simplified while it still
 fails the same way) and printed as a `Program(...)` to paste into tests/fuzz/test_regressions.py.
+Then (--files, as many as programs by default) fuzz_files.py's mutated manifests, kernel files,
+safetensors files and ONNX models, each a result or a typed error within its time limit.
 """
 from __future__ import annotations
 
@@ -479,9 +482,21 @@ def main(argv=None) -> int:
   parser.add_argument("--seed", type=int, default=0, help="first seed")
   parser.add_argument("--devices", default=",".join(DEVICES))
   parser.add_argument("--no-shrink", action="store_true")
+  parser.add_argument("--files", type=int, default=None,
+                      help="mutated files to try after the programs (fuzz_files.py; default: "
+                           "as many as programs)")
   args = parser.parse_args(argv)
   signal.signal(signal.SIGTERM, _interrupt)   # a stopped run still prints its summary
   outcomes = fuzz(args.count, args.seed, args.devices.split(","), not args.no_shrink)
+  files = args.count if args.files is None else args.files
+  if files:    # in a process of its own: its address space is capped (fuzz_files.py)
+    import subprocess
+    print(f"\n{files} mutated files (tests/helpers/fuzz_files.py):", flush=True)
+    run = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__),
+                                                       "fuzz_files.py"), str(files),
+                          "--seed", str(args.seed)])
+    if run.returncode:
+      return 1
   return 1 if any(o.failed for o in outcomes) else 0
 
 

@@ -160,9 +160,20 @@ def bundle_cases(work: Path, secret: Path) -> list[Case]:
              "binary": "\x00\xff" * 10}
   out += [Case("bundle", f"kernel file {name}", _with_file(kernel, text, _run_bundle(
     folder, json.dumps(m))), kg.CompileError) for name, text in sources.items()]
+  # a kernel that never ends (a branch back to itself): PTXSIM's work limit stops it
+  at = source.index("{", source.index(".entry")) + 1
+  spin = source[:at] + "\n$Lkg_spin:\n\tbra.uni $Lkg_spin;\n" + source[at:]
+  run_spin = _with_file(kernel, spin, _run_bundle(folder, json.dumps(m)))
+  out.append(Case("bundle", "kernel file an endless loop (PTXSIM work limit)",
+                  lambda: _with_limits(run_spin, ptxsim_work=20_000), kg.LimitError))
   out += [Case("bundle", f"manifest mutation {i}", _run_bundle(folder, text), "either")
           for i, text in enumerate(_mutations(json.dumps(m).encode(), 1))]
   return out
+
+
+def _with_limits(run: Callable, **limits):
+  with kg.limits.raised(**limits):    # (a lower limit: the default takes a minute to reach)
+    return run()
 
 
 # ---- safetensors -----------------------------------------------------------------------------
@@ -367,6 +378,18 @@ def tensor_cases() -> list[Case]:
     "rand(2**47).sum() to WGSL": (lambda: kg.compile(kg.Tensor.rand(2 ** 47).sum(),
                                                      target="wgsl"), kg.LimitError),
   }
+  n = kg.Dim("n", 1, 2 ** 30)
+  gpu = {   # GPU indices are int32: 2**31 elements or more are refused (limit index_elements)
+    "rand(2**40).sum() to PTX": lambda: kg.compile(kg.Tensor.rand(2 ** 40).sum(), target="ptx"),
+    "rand(2**40).sum() on PTXSIM": lambda: kg.Tensor.rand(2 ** 40, device="PTXSIM").sum().numpy(),
+    "ones(1).expand(2**33).sum() to WGSL": lambda: kg.compile(
+      kg.Tensor.ones(1).expand(2 ** 33).sum(), target="wgsl"),
+    "a 2**32-element output to PTX": lambda: kg.compile(
+      kg.Tensor.ones(1, 1).expand(2 ** 16, 2 ** 16) * 2, target="ptx"),
+    "symbolic (n <= 2**30, 4) to WGSL": lambda: kg.compile(
+      kg.Tensor.empty(n, 4, name="x") * 2, target="wgsl"),
+  }
+  calls.update({name: (fn, kg.LimitError) for name, fn in gpu.items()})
   return [Case("tensor", name, fn, err) for name, (fn, err) in calls.items()]
 
 

@@ -616,3 +616,19 @@ def test_division_by_x_minus_x_in_the_page_matches_numpy(app):
   names = ["x/(x-x)", "d*0", "d-d", "(x-x)/(x-x)", "1/(x*0)", "max"]
   wrong = [n for n, g, w in zip(names, got, want) if not np.array_equal(g, w, equal_nan=True)]
   assert not wrong, f"{wrong} differ from numpy:\n{got}\n{want}"
+
+
+def test_the_page_time_limit_ends_a_long_run_with_a_limit_error(app):
+  """The page's own time limit (limits.page_seconds, besides Stop): a run past it ends as a
+  LimitError at the program's line that says how to raise it; the editor keeps the program."""
+  code = "kg.limits.set(page_seconds=2)\nx = 0\nwhile True:\n    x += 1\nout = Tensor([1.0])\n"
+  try:
+    result = app.evaluate(RUN, code)
+    shown, kept = app.inner_text("#error"), app.evaluate("kgApp.getCode()")
+  finally:
+    reset = app.evaluate(RUN, "kg.limits.set(page_seconds=300)\nout = Tensor([1.0])\n")
+  assert (result["error"]["type"], result["error"]["line"]) == ("LimitError", 4), result
+  assert "page_seconds" in shown and "kg.limits.set(page_seconds=" in shown, shown
+  assert kept == code                                                 # the editor keeps it
+  assert reset["data"] == [1.0], reset
+  test_example_runs_on_webgpu_and_matches_numpy(app, "elementwise")

@@ -21,6 +21,7 @@ from .index_math import gate_and, int_const, linear_index, plus_offset, splat, v
 from ..graph.lazy import L, LazyOp
 from .lowerer import Lowerer, tile_threads
 from .tileplan import StageLowerer, plan
+from ..uop import trampoline
 from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element
 from ..rules.symbolic import linear_sum
 from ..graph.view import contiguous_strides
@@ -57,6 +58,10 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
   def compute(node: LazyOp, i: int, g: int, kk: int) -> UOp:
     """The value of `node` at row i, columns g*lanes.. (a vector, or a scalar when it does not
     depend on the column), element kk."""
+    return trampoline.run(computed(node, i, g, kk))
+
+  def computed(node: LazyOp, i: int, g: int, kk: int):
+    """compute() as a trampolined walk (uop/trampoline.py): no recursion on the graph's depth."""
     key = (id(node), 0 if id(node) in b_ids else i, 0 if id(node) in a_ids else g, kk)
     if key in memo:
       return memo[key]
@@ -67,7 +72,9 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
     elif node.op is L.VAR:
       got = lw.value(node, (), None)
     else:
-      srcs = [compute(s, i, g, kk) for s in node.src]
+      srcs = []
+      for s in node.src:
+        srcs.append((yield computed(s, i, g, kk)))
       width = max(u.dtype.count for u in srcs)
       dt = node.dtype.vec(width) if width > 1 else node.dtype
       srcs = [splat(u, width) for u in srcs]
@@ -188,12 +195,19 @@ def reads_only(value: UOp, result: UOp) -> bool:
 
 def rebuilt(u: UOp, old: UOp, new: UOp, memo: dict) -> UOp:
   """`u` with `old` replaced by `new` (`u` reads nothing else but constants: reads_only)."""
+  return trampoline.run(_rebuilt(u, old, new, memo))
+
+
+def _rebuilt(u: UOp, old: UOp, new: UOp, memo: dict):
   if u is old:
     return new
   if not u.src:
     return u
   if u not in memo:
-    src = tuple(rebuilt(x, old, new, memo) for x in u.src)
+    src = []
+    for x in u.src:
+      src.append((yield _rebuilt(x, old, new, memo)))
+    src = tuple(src)
     memo[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
   return memo[u]
 
@@ -208,7 +222,11 @@ def gather_lanes(values: list, memo: dict | None = None) -> UOp:
   """The scalar lanes `values` (one output each) as one vector, joined where they are alike: a
   vector's GEPs in order -> the vector; the same lane-wise op on each -> that op on the joined
   sources; consecutive loads -> a vector load (_packed); else a VECTORIZE."""
-  memo = {} if memo is None else memo
+  return trampoline.run(_gathered(values, {} if memo is None else memo))
+
+
+def _gathered(values: list, memo: dict):
+  """gather_lanes as a trampolined walk (uop/trampoline.py): no recursion on the graph's depth."""
   key = tuple(values)
   if key in memo:
     return memo[key]
@@ -223,7 +241,10 @@ def gather_lanes(values: list, memo: dict | None = None) -> UOp:
       all(s.dtype.count == 1 and s.dtype != dtypes.bool for s in first.src) and \
       all(v.op is first.op and v.arg == first.arg and v.dtype == first.dtype and
           len(v.src) == len(first.src) for v in values):
-    srcs = tuple(gather_lanes([v.src[k] for v in values], memo) for k in range(len(first.src)))
+    srcs = []
+    for k in range(len(first.src)):
+      srcs.append((yield _gathered([v.src[k] for v in values], memo)))
+    srcs = tuple(srcs)
     got = UOp(first.op, first.dtype.vec(n), srcs, first.arg)
   else:
     got = vectorize(values)

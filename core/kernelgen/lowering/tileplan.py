@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from ..dtype import dtypes
 from ..graph.lazy import L, LazyOp
 from ..graph.schedule import ScheduleItem
+from ..uop import trampoline
 from ..uop.ops import Ops, UOp, toposort
 from .index_math import I32
 from .lowerer import Lowerer
@@ -100,7 +101,7 @@ def _plan(item: ScheduleItem, axes: tuple) -> TileOperands | None:
   row, col = probe[raxes[0]], probe[raxes[1]]
   a, b = [], []
 
-  def split(node) -> bool:
+  def split(node):     # a trampolined walk (uop/trampoline.py): no recursion on graph depth
     if node.op is L.CONST and not is_leaf(node):
       return True
     used = set(toposort([lw.value(node, probe, None)]))
@@ -109,8 +110,13 @@ def _plan(item: ScheduleItem, axes: tuple) -> TileOperands | None:
         return False
       (a if col not in used else b).append(node)
       return True
-    return node.op in _ELEMENTWISE and not is_leaf(node) and all(split(s) for s in node.src)
+    if node.op not in _ELEMENTWISE or is_leaf(node):
+      return False
+    for s in node.src:
+      if not (yield split(s)):
+        return False
+    return True
 
-  if not split(src):
+  if not trampoline.run(split(src)):
     return None
   return TileOperands(reduce, raxes, tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..dtype import dtypes
 from .index_math import int_const, linear_index, splat, unravel
 from ..graph.lazy import L
+from ..uop import trampoline
 from ..uop.ops import Ops, UOp, identity_element, toposort
 from ..rules.ranges import value_range
 from ..rules.sums import sum_of
@@ -138,10 +139,15 @@ def vector_value(lw, node, idxs: tuple, axis: int, w: int, memo: dict) -> UOp | 
   the axis) as a scalar load repeated, ALU ops and casts lane-wise; None where the pattern does
   not hold (other strides along the axis, masks, bool, bitcasts, 8/16-bit dtypes, iota,
   reductions): the caller lowers the points one by one."""
+  return trampoline.run(_vector_value(lw, node, idxs, axis, w, memo))
+
+
+def _vector_value(lw, node, idxs: tuple, axis: int, w: int, memo: dict):
+  """vector_value as a trampolined walk (uop/trampoline.py): no recursion on graph depth."""
   got = memo.get(id(node), memo)
   if got is not memo:
     return got
-  got = memo[id(node)] = _vector_node(lw, node, idxs, axis, w, memo)
+  got = memo[id(node)] = yield _vector_node(lw, node, idxs, axis, w, memo)
   return got
 
 
@@ -171,12 +177,12 @@ def _vector_node(lw, node, idxs, axis, w, memo):
       return None
     return _wide_load(lw, src, view.terms(list(idxs)), view.offset, w)
   if op is L.CONTIGUOUS:
-    return vector_value(lw, node.src[0], idxs, axis, w, memo)
+    return (yield _vector_value(lw, node.src[0], idxs, axis, w, memo))
   if op not in (L.CAST, L.ALU):
     return None            # iota, bitcast, reductions
   srcs = []
   for s in node.src:
-    v = vector_value(lw, s, idxs, axis, w, memo)
+    v = yield _vector_value(lw, s, idxs, axis, w, memo)
     if v is None:
       return None
     srcs.append(v)

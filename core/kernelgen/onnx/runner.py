@@ -342,9 +342,16 @@ class Inputs:
 
 
 def _flat(x) -> list:
+  """The scalars of nested lists `x` in order (a stack, not recursion on the nesting)."""
   if not isinstance(x, list):
     return [x]
-  out = []
-  for v in x:
-    out.extend(_flat(v)) if isinstance(v, list) else out.append(v)
+  out, stack = [], [iter(x)]
+  while stack:
+    for v in stack[-1]:
+      if isinstance(v, list):
+        stack.append(iter(v))
+        break
+      out.append(v)
+    else:
+      stack.pop()
   return out

@@ -19,12 +19,13 @@ import time
 
 import numpy as np
 
+from .. import limits
 from ..errors import ExecutionError, KernelgenError, StoppedError
 from . import fast_alu as fa
 from . import fast_memory as fm
 from .fast_operands import Fault, NotFast, reader
 from .parser import Entry, Instr, PTXSyntaxError, SPECIAL_REGS
-from .steps import BARRIER, BRANCH, EXIT, STEP, Context
+from .steps import BARRIER, BRANCH, EXIT, STEP, Context, Work
 
 BATCH_THREADS = 1 << 16     # threads per batch of CTAs (bounds the memory a batch holds)
 _END = 1 << 62
@@ -283,15 +284,15 @@ def _check_converged(S, idx) -> None:
                 "(the others are elsewhere): barriers must be in uniform control flow")
 
 
-def run_batch(fp: FastProgram, S: Batch) -> None:
-  """Run every thread of the batch to completion."""
+def run_batch(fp: FastProgram, S: Batch, work: Work) -> None:
+  """Run every thread of the batch to completion, spending `work` at backward branches."""
   code, n = fp.code, len(fp.code)
   groups, waiting = {}, {}
   pc, idx = 0, None
   while True:
     stop = min(groups) if groups else _END
     try:
-      pc, idx = _run_group(code, n, S, groups, waiting, pc, idx, stop)
+      pc, idx = _run_group(code, n, S, groups, waiting, pc, idx, stop, work)
     except Fault as f:
       raise fp.error(S, f.pc, f) from None
     except KernelgenError:
@@ -309,7 +310,7 @@ def run_batch(fp: FastProgram, S: Batch) -> None:
     idx = groups.pop(pc)
 
 
-def _run_group(code, n, S, groups, waiting, pc, idx, stop):
+def _run_group(code, n, S, groups, waiting, pc, idx, stop, work):
   """Run the threads `idx` from `pc` until they split, wait, finish or reach `stop`."""
   try:
     while pc < stop and pc < n:
@@ -319,6 +320,8 @@ def _run_group(code, n, S, groups, waiting, pc, idx, stop):
         pc += 1
       elif kind == BRANCH:
         taken = fn(S, idx)
+        if target <= pc:
+          work.spend(_warps(S, idx, taken))
         if taken is None or taken.all():
           pc = target
         elif not taken.any():
@@ -351,6 +354,17 @@ def _run_group(code, n, S, groups, waiting, pc, idx, stop):
   return pc, (_EMPTY if pc >= n else idx)
 
 
+def _warps(S, idx, taken) -> int:
+  """The warps (as the reference engine forms them) with a thread among `idx` taking a branch."""
+  if idx is None and taken is None:
+    return S.nctas * S.nwarps
+  a = S.slots(idx) if taken is None else S.slots(idx)[taken]
+  if not len(a):
+    return 0
+  warp = S.slot_cta[a] * S.nwarps + S.slot_tid[a] // 32   # non-decreasing: slots are sorted
+  return 1 + int(np.count_nonzero(warp[1:] != warp[:-1]))
+
+
 # ---- launching -----------------------------------------------------------------------------
 
 def launch(fp: FastProgram, grid: tuple, block: tuple, params: dict, memory,
@@ -360,11 +374,12 @@ def launch(fp: FastProgram, grid: tuple, block: tuple, params: dict, memory,
   per = max(1, BATCH_THREADS // T)
   ctas = [(x, y, z) for z, y, x in itertools.product(range(grid[2]), range(grid[1]),
                                                      range(grid[0]))]
-  start = time.perf_counter()
+  start, work = time.perf_counter(), Work(fp.entry.name)
   with np.errstate(all="ignore"):
     for first in range(0, len(ctas), per):
+      limits.tick()        # the web page's time limit (nothing unless a command is timed)
       chunk = ctas[first:first + per]
-      run_batch(fp, Batch(fp, chunk, block, grid, params, memory, check_races))
+      run_batch(fp, Batch(fp, chunk, block, grid, params, memory, check_races), work)
       if progress is not None and progress(first + len(chunk), len(ctas),
                                            time.perf_counter() - start) is False:
         raise StoppedError(f"simulation of {fp.entry.name} stopped after {first + len(chunk)} of "

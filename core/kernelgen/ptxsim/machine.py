@@ -11,8 +11,10 @@ import itertools
 import os
 import time
 
+from .. import limits
 from ..errors import ExecutionError, KernelgenError, StoppedError
 from .compile import BARRIER, BRANCH, EXIT, STEP, Context, compile_instr
+from .steps import Work
 from .operands import FULL, TYPES, LaneFault, first_lane
 from .memory import GlobalMemory, SharedMemory
 from .parser import Entry, Module, PTXSyntaxError, SPECIAL_REGS, parse
@@ -111,8 +113,9 @@ def _fault(W: Warp, prog: Program, pc: int, lane: int, message: str) -> Executio
   return ExecutionError(f"{message} by thread {W.thread(lane)} at line {ins.line}: `{ins.text}`")
 
 
-def run_warp(prog: Program, W: Warp):
-  """Run one warp to completion; yields at every bar.sync (the CTA scheduler resumes it)."""
+def run_warp(prog: Program, W: Warp, work: Work):
+  """Run one warp to completion; yields at every bar.sync (the CTA scheduler resumes it).
+  Every backward branch it takes spends one unit of `work`."""
   code, n = prog.code, len(prog.code)
   groups: dict[int, int] = {}
   pc, am = 0, W.live
@@ -126,6 +129,8 @@ def run_warp(prog: Program, W: Warp):
           pc += 1
         elif kind == BRANCH:
           taken = fn(W, am)
+          if taken and target <= pc:
+            work.spend(1)
           if taken == am:
             pc = target
           elif not taken:
@@ -163,10 +168,10 @@ def run_warp(prog: Program, W: Warp):
     am = groups.pop(pc)
 
 
-def run_cta(prog: Program, cta: CTA) -> None:
+def run_cta(prog: Program, cta: CTA, work: Work) -> None:
   bx, by, bz = cta.block
   nwarps = -(-(bx * by * bz) // 32)
-  pending = [run_warp(prog, Warp(cta, w, prog.specials)) for w in range(nwarps)]
+  pending = [run_warp(prog, Warp(cta, w, prog.specials), work) for w in range(nwarps)]
   while pending:
     waiting = []
     for gen in pending:
@@ -220,11 +225,12 @@ def launch(prog: Program, grid, block, args: list, memory: GlobalMemory,
       from . import fast_machine
       fast_machine.launch(fast, grid, block, params, memory, check_races, progress)
       return "fast"
-  start, total = time.perf_counter(), grid[0] * grid[1] * grid[2]
+  start, total, work = time.perf_counter(), grid[0] * grid[1] * grid[2], Work(prog.entry.name)
   for done, (z, y, x) in enumerate(itertools.product(range(grid[2]), range(grid[1]),
                                                      range(grid[0])), 1):
+    limits.tick()          # the web page's time limit (nothing unless a command is timed)
     shared = SharedMemory(prog.shared_size, prog.layout, check_races) if prog.layout else None
-    run_cta(prog, CTA((x, y, z), shared, memory, params, block, grid))
+    run_cta(prog, CTA((x, y, z), shared, memory, params, block, grid), work)
     if progress is not None and progress(done, total, time.perf_counter() - start) is False:
       raise StoppedError(f"simulation of {prog.entry.name} stopped after {done} of {total} "
                          f"blocks")

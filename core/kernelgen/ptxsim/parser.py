@@ -263,6 +263,15 @@ def _body_statement(entry: Entry, line: int, stmt: str) -> None:
     entry.instrs.append(parse_instruction(line, stmt))
 
 
+def _directive_value(line: int, stmt: str) -> str:
+  """What follows a module directive's name (`.version 8.0` -> "8.0"); PTXSyntaxError if
+  nothing does."""
+  parts = stmt.split(None, 1)
+  if len(parts) < 2:
+    raise PTXSyntaxError(f"{parts[0][:40]} at line {line} has no value", line=line)
+  return parts[1].strip()
+
+
 def parse(text: str) -> Module:
   """Parse PTX source text into a Module (syntax only; semantics are checked when compiled)."""
   mod, entry, pending, depth = Module(), None, None, 0
@@ -278,11 +287,15 @@ def parse(text: str) -> Module:
       else:
         _body_statement(entry, line, stmt)
     elif stmt.startswith(".version"):
-      mod.version = stmt.split()[1]
+      mod.version = _directive_value(line, stmt)
     elif stmt.startswith(".target"):
-      mod.target = stmt.split(None, 1)[1].strip()
+      mod.target = _directive_value(line, stmt)
     elif stmt.startswith(".address_size"):
-      mod.address_size = int(stmt.split()[1])
+      size = _directive_value(line, stmt)
+      if size not in ("32", "64"):
+        raise PTXSyntaxError(f".address_size at line {line} is {size[:20]!r}: it must be 32 or "
+                             f"64", line=line)
+      mod.address_size = int(size)
     elif stmt.startswith(".shared"):
       mod.shared.append(_shared_decl(line, stmt))
     elif stmt == "{" and pending is not None:

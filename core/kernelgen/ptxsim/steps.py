@@ -3,6 +3,8 @@ of an instruction's modifiers and operands (compile.py has the module doc).
 """
 from __future__ import annotations
 
+from .. import limits
+from ..errors import LimitError
 from .memory import SHARED_BASE
 from .operands import TYPES
 from .parser import Entry, Instr, PTXSyntaxError
@@ -21,6 +23,26 @@ class Context:
     if name in self.shared:
       return SHARED_BASE + self.shared[name]
     raise PTXSyntaxError(f"unknown symbol {name} {where}: only shared arrays have addresses")
+
+
+class Work:
+  """The loop iterations one launch may still run (limit ptxsim_work): both engines spend from
+  it at every backward branch taken, one unit per warp (32 threads) that takes it, so a
+  data-dependent loop that never ends stops with a LimitError instead of running forever."""
+  __slots__ = ("left", "name")
+
+  def __init__(self, name: str):
+    self.left, self.name = limits.get("ptxsim_work"), name
+
+  def spend(self, warps: int) -> None:
+    self.left -= warps
+    if self.left < 0:
+      limit = limits.get("ptxsim_work")
+      raise LimitError(f"kernel {self.name} on PTXSIM has taken {limit} loop iterations "
+                       f"(backward branches, counted once per warp) and goes on: over "
+                       f"kernelgen's limit ptxsim_work, so its loop may never end (an exit that "
+                       f"depends on data); if it is meant to run longer, raise the limit with "
+                       f"kernelgen.limits.set(ptxsim_work=...)", limit="ptxsim_work")
 
 
 def unsupported(ins: Instr, why: str = "") -> PTXSyntaxError:

@@ -22,6 +22,7 @@ from typing import Callable
 from .alu import alu_fn, exec_bitcast, exec_cast
 from ..dtype import DType, PtrDType, bf16_bits, bf16_from_bits, dtypes, truncate
 from ..errors import ExecutionError
+from ..limits import tick
 from .ops import GroupOp, Ops, UOp, format_node
 from .program import Kernel
 from .wmma import WMMA_SHAPES, fragment_position, wmma_layout
@@ -391,6 +392,7 @@ def execute(kernel: Kernel, buffers: list[bytearray], var_values: dict[str, int]
   for z in range(gz):
     for y in range(gy):
       for x in range(gx):
+        tick()         # the web page's time limit (limits.tick: nothing unless it is timed)
         program.run((x, y, z))
 
 

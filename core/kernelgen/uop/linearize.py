@@ -98,16 +98,20 @@ def _loop_order(marks: list[UOp], scope: dict, position: dict) -> dict[UOp, tupl
   """A sort key per RANGE: outer loops first (forced nesting depth), then RANGE id, then order."""
   outside = _must_nest(marks, scope)
   depth: dict[UOp, int] = {}
-
-  def depth_of(r: UOp, seen: tuple = ()) -> int:
-    if r not in depth:
-      if r in seen:
-        raise VerifyError("loops that must each be inside the other:\n" + describe(r))
-      depth[r] = 1 + max((depth_of(o, seen + (r,)) for o in outside[r]), default=0)
-    return depth[r]
-
-  for r in outside:
-    depth_of(r)
+  for r in outside:           # depth = 1 + the deepest loop outside it, walked with a stack
+    stack, on_path = [(r, iter(outside[r]))], {r}
+    while stack:
+      u, pending = stack[-1]
+      o = next((o for o in pending if o not in depth), None)
+      if o is None:
+        depth[u] = 1 + max((depth[x] for x in outside[u]), default=0)
+        on_path.discard(u)
+        stack.pop()
+      elif o in on_path:
+        raise VerifyError("loops that must each be inside the other:\n" + describe(o))
+      else:
+        on_path.add(o)
+        stack.append((o, iter(outside[o])))
   return {r: (depth[r], r.arg if isinstance(r.arg, int) else 0, position[r]) for r in depth}
 
 
@@ -185,13 +189,36 @@ def _build_blocks(order: list[UOp], paths: dict) -> _Block:
   return root
 
 
-def _emit(block: _Block, position: dict, out: list) -> None:
-  """Append the block's items in topological order (ties: stores last, then depth-first graph
-  order)."""
+def _emit(root: _Block, position: dict, out: list) -> None:
+  """Append the blocks' items in topological order (ties: stores last, then depth-first graph
+  order), each loop's body after its RANGE and before its end (a stack of open loops, not
+  recursion: loops may nest as deep as a graph does)."""
+  frames = [_frame(root, position, out)]
+  while frames:
+    block, ready, deps, users = frames[-1]
+    if not ready:
+      frames.pop()
+      if block.range is not None:
+        out.extend(block.end or [UOp(Ops.ENDRANGE, None, (block.range,))])
+      continue
+    _, it = heapq.heappop(ready)
+    out.append(it)
+    for user in users[it]:
+      left = deps[user]
+      left.discard(it)
+      if not left:
+        heapq.heappush(ready, ((user.op is Ops.STORE, position[user]), user))
+    if it in block.children:
+      frames.append(_frame(block.children[it], position, out))
+
+
+def _frame(block: _Block, position: dict, out: list) -> tuple:
+  """(block, ready heap, deps, users) for emitting `block`'s items; a block with no loops and
+  no stores is emitted at once (graph order is already that order: a loop body, mostly)."""
   store = Ops.STORE
   if not block.children and all(u.op is not store for u in block.nodes):
-    out.extend(block.nodes)  # graph order is already that order (a loop body's nodes, mostly)
-    return
+    out.extend(block.nodes)
+    return block, [], {}, {}
   items = block.nodes + list(block.children)
   members = {r: _members(b) for r, b in block.children.items()}
   # the item of this block each node inside a child loop belongs to: that loop's RANGE (the
@@ -215,27 +242,16 @@ def _emit(block: _Block, position: dict, out: list) -> None:
   # priority: stores go last, so stores with one gate end up together; then graph order
   ready = [((it.op is store, position[it]), it) for it in items if not deps[it]]
   heapq.heapify(ready)
-  while ready:
-    _, it = heapq.heappop(ready)
-    if it in block.children:
-      child = block.children[it]
-      out.append(it)
-      _emit(child, position, out)
-      out.extend(child.end or [UOp(Ops.ENDRANGE, None, (it,))])
-    else:
-      out.append(it)
-    for user in users[it]:
-      left = deps[user]
-      left.discard(it)
-      if not left:
-        heapq.heappush(ready, ((user.op is store, position[user]), user))
+  return block, ready, deps, users
 
 
 def _members(block: _Block) -> list[UOp]:
   """Every node inside a loop block, nested loops included (their RANGE and ENDRANGE too)."""
-  out = [block.range] + block.nodes + block.end
-  for child in block.children.values():
-    out.extend(_members(child))
+  out, stack = [], [block]
+  while stack:
+    b = stack.pop()
+    out += [b.range] + b.nodes + b.end
+    stack.extend(reversed(list(b.children.values())))
   return out
 
 

@@ -11,12 +11,14 @@ touches `js`.
 """
 from __future__ import annotations
 
+import contextlib
 import linecache
 import math
 import sys
 import traceback
 
-from .. import web_selftest
+from .. import limits, web_selftest
+from . import timelimit
 
 self_test = web_selftest.self_test  # the page's worker calls web_api.self_test
 
@@ -77,7 +79,8 @@ def execute(code: str, device: str):
   linecache.cache[PROGRAM] = (len(code), None, code.splitlines(True), PROGRAM)  # tracebacks
   try:
     names = _namespace()
-    exec(compile(code, PROGRAM, "exec"), names)
+    names[timelimit.TICK] = limits.tick        # the page's time limit in the program's loops
+    exec(timelimit.compile_ticked(code, PROGRAM), names)
     from ..tensor.names import name_inputs
     name_inputs(names)     # kernels call input buffers by their variables' names
   finally:
@@ -145,9 +148,12 @@ def _is_kernelgen_error(exc: BaseException) -> bool:
   return isinstance(exc, KernelgenError)
 
 
-def guarded(work) -> dict:
+def guarded(work, timed: bool = True) -> dict:
+  """{"ok": True, **work()}, or {"ok": False, "error": error_data(...)} for any failure; with
+  `timed`, work runs under the page's time limit (limits.timed, web_api/timelimit.py)."""
   try:
-    return {"ok": True, **work()}
+    with limits.timed() if timed else contextlib.nullcontext():
+      return {"ok": True, **work()}
   except Exception as exc:  # every failure goes back to the page as data
     return {"ok": False, "error": error_data(exc)}
 
@@ -377,7 +383,8 @@ def check_reference(code: str) -> dict:
     return guarded(lambda: _raise(ProgramError(
       "there is no run of this program to compare: run it on a device first (the reference "
       "compares the last run)")))
-  return {"ok": True, "reference": _reference(code, last["result"])}
+  with limits.timed():     # the page's time limit: a LimitError in the reference's data
+    return {"ok": True, "reference": _reference(code, last["result"])}
 
 
 def _raise(exc: Exception):
