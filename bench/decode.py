@@ -73,13 +73,12 @@ def kernelgen_model(layers: int, d: int, heads: int, max_len: int):
       self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
       self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
       self.ff1, self.ff2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-      self.k_cache = kg.Tensor.zeros(1, heads, max_len, self.hd).realize()
-      self.v_cache = kg.Tensor.zeros(1, heads, max_len, self.hd).realize()
+      # keys and values in one buffer (as tinygrad's recipe): one in-place write per step
+      self.kv_cache = kg.Tensor.zeros(2, 1, heads, max_len, self.hd).realize()
       self.k_grown = self.v_grown = None
 
-    def _split(self, x):
-      qkv = self.qkv(self.ln1(x)).reshape(3, self.heads, 1, self.hd)
-      return qkv[0:1], qkv[1:2], qkv[2:3]
+    def _qkv(self, x):
+      return self.qkv(self.ln1(x)).reshape(3, 1, self.heads, 1, self.hd)
 
     def _rest(self, x, att):
       x = x + self.out(att.reshape(1, d))
@@ -87,15 +86,15 @@ def kernelgen_model(layers: int, d: int, heads: int, max_len: int):
 
     def forward(self, x, pos):
       """The symbolic step: write this position's key and value in place, attend to 0..pos."""
-      q, k, v = self._split(x)
-      self.k_cache[:, :, pos:pos + 1] = k
-      self.v_cache[:, :, pos:pos + 1] = v
+      qkv = self._qkv(x)
+      self.kv_cache[:, :, :, pos:pos + 1] = qkv[1:3]
       return self._rest(x, kg.scaled_dot_product_attention(
-        q, self.k_cache[:, :, :pos + 1], self.v_cache[:, :, :pos + 1]))
+        qkv[0], self.kv_cache[0, :, :, :pos + 1], self.kv_cache[1, :, :, :pos + 1]))
 
     def grown(self, x):
       """The static step: the cache grown by one with kg.cat (a new shape every step)."""
-      q, k, v = self._split(x)
+      qkv = self._qkv(x)
+      q, k, v = qkv[0], qkv[1], qkv[2]
       self.k_grown = k if self.k_grown is None else kg.cat([self.k_grown, k], 2).realize()
       self.v_grown = v if self.v_grown is None else kg.cat([self.v_grown, v], 2).realize()
       return self._rest(x, kg.scaled_dot_product_attention(q, self.k_grown, self.v_grown))

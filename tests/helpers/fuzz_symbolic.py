@@ -67,6 +67,8 @@ OPS = {
   "rescale_max_s": (lambda x, w, n, v: x / (x.abs().max(0, keepdim=True) + 1),
                     lambda a, w, v: a / (np.abs(a).max(0, keepdims=True) + 1)),
   "flip": (lambda x, w, n, v: x.flip(0), lambda a, w, v: a[::-1]),
+  "sort_s": (lambda x, w, n, v: x.sort(0), lambda a, w, v: np.sort(a, 0)),
+  "sort_desc_s": (lambda x, w, n, v: x.sort(0, descending=True), lambda a, w, v: -np.sort(-a, 0)),
   "sdpa_keys": (lambda x, w, n, v: kg.scaled_dot_product_attention(
                   x.reshape(1, 1, n, x.shape[-1]), x.reshape(1, 1, n, x.shape[-1]),
                   x.reshape(1, 1, n, x.shape[-1])).reshape(n, x.shape[-1]),
