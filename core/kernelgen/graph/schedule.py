@@ -333,6 +333,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       node.op not in (L.REDUCE, L.GATHER)     # a gather may read an element more than once
     if node.op is L.REDUCE:
       inner = (node, False)
+    elif node.op is L.VIEW and node.arg.is_contiguous() and node.shape == node.src[0].shape:
+      inner = ctx          # an identity view (one that carries a symbolic shape) moves nothing
     elif node.op is L.VIEW:
       inner = (ctx[0], True) if ctx is not None and not ctx[1] and _expands(node, ctx[0]) \
         else None
