@@ -1,141 +1,342 @@
-"""Greedy decoding with a KV cache (issue 34): a decoder-only transformer written with kg.nn,
-one token per step, natively on WEBGPU (lavapipe) or any device, two ways side by side:
+"""Greedy decoding with a KV cache (issue 34): a decoder-only transformer (pre-norm, GELU MLP,
+learned positions) written with kg.nn, one token per step, natively on WEBGPU (lavapipe) or any
+device, three ways side by side in one run, each in a fresh process, with the same weights:
 
   symbolic  the cache preallocated and written in place at a symbolic position (kg.Dim), the
             step under kg.jit: recorded once, replayed for every position;
-  static    today's way without symbolic sizes: the cache grown with kg.cat, attention over it,
-            so every step has new shapes (new kernels, new pipelines).
+  static    the same model without symbolic sizes: the cache grown with kg.cat, attention over
+            it, so every step has new shapes (new kernels, new pipelines): fewer steps;
+  tinygrad  tinygrad 0.10.1 (.venv-bench) on its WEBGPU (wgpu, the same adapter): the cache
+            assigned in place at a bound `Variable`, the step under TinyJit (tinygrad's own
+            decoding recipe; position 0 runs without the jit, as its llama example does).
 
-Prints, per way: kernels compiled and pipelines created after the second step, dispatches per
-token (replayed kernel launches), and wall time per token (submit, run, read back the sampled
-token) near the first and the last position. Timings on a loaded machine mean little: the
-script prints the load average next to them. Not a test; nothing is asserted.
+Per way: kernels compiled and pipelines created after the second step (tinygrad: programs
+compiled), dispatches and submits per token (WEBGPU's counters; tinygrad: kernels launched),
+wall time per token (submit, run, read back the sampled token; medians of WINDOW steps around
+position 128 and at the last position), and for `symbolic` the GPU time per token at those
+positions (each kernel of the replayed step timed with GPU timestamps) with the attention
+kernel's share; whether the first tokens agree across the ways. Timings on a loaded machine mean
+little: the load average is printed with them. Not a test; nothing is asserted.
 
-    python bench/decode.py [--layers 4] [--d 256] [--heads 8] [--steps 1024] [--device WEBGPU]
-                           [--static-steps 32]
+    python bench/decode.py [--quick] [--layers 4] [--d 256] [--heads 8] [--steps 1024]
+                           [--static-steps 48] [--device WEBGPU] [--ways symbolic,static,tinygrad]
+    python bench/decode.py --worker WAY ...        (one way in this process; JSON on stdout)
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-import kernelgen as kg
-from kernelgen import nn
+ROOT = Path(__file__).resolve().parent.parent
+TINYGRAD_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
+VOCAB, WINDOW, AGREE = 256, 8, 16      # vocabulary; steps per wall-time median; tokens compared
+WORKER_S = 3600
 
 
-class Block(nn.Module):
-  def __init__(self, d: int, heads: int, max_len: int):
-    super().__init__()
-    self.heads, self.hd, self.d = heads, d // heads, d
-    self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-    self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
-    self.ff1, self.ff2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-    self.k_cache = kg.Tensor.zeros(1, heads, max_len, self.hd).realize()
-    self.v_cache = kg.Tensor.zeros(1, heads, max_len, self.hd).realize()
-    self.k_grown = self.v_grown = None
-
-  def _split(self, x):
-    qkv = self.qkv(self.ln1(x)).reshape(3, self.heads, 1, self.hd)
-    return qkv[0:1], qkv[1:2], qkv[2:3]
-
-  def _rest(self, x, att):
-    x = x + self.out(att.reshape(1, self.d))
-    return x + self.ff2(self.ff1(self.ln2(x)).gelu())
-
-  def forward(self, x, pos):
-    """The symbolic step: write this position's key and value in place, attend to 0..pos."""
-    q, k, v = self._split(x)
-    self.k_cache[:, :, pos:pos + 1] = k
-    self.v_cache[:, :, pos:pos + 1] = v
-    att = kg.scaled_dot_product_attention(q, self.k_cache[:, :, :pos + 1],
-                                          self.v_cache[:, :, :pos + 1])
-    return self._rest(x, att)
-
-  def grown(self, x):
-    """The static step: the cache grown by one with kg.cat (a new shape every step)."""
-    q, k, v = self._split(x)
-    self.k_grown = k if self.k_grown is None else kg.cat([self.k_grown, k], 2).realize()
-    self.v_grown = v if self.v_grown is None else kg.cat([self.v_grown, v], 2).realize()
-    return self._rest(x, kg.scaled_dot_product_attention(q, self.k_grown, self.v_grown))
+def weights(layers: int, d: int, max_len: int) -> dict:
+  """The model's float32 parameters by kg.nn name, drawn from a fixed seed (every way's)."""
+  rng = np.random.default_rng(34)
+  def w(*shape, scale=None):
+    return (rng.standard_normal(shape) * (scale or shape[-1] ** -0.5)).astype(np.float32)
+  out = {"tok.weight": w(VOCAB, d, scale=1.0), "pos.weight": w(max_len, d, scale=0.5),
+         "norm.weight": 1 + w(d, scale=0.1), "norm.bias": w(d, scale=0.1),
+         "head.weight": w(VOCAB, d), "head.bias": w(VOCAB, scale=0.1)}
+  for i in range(layers):
+    p = f"blocks.{i}."
+    for name, (o, n) in {"qkv": (3 * d, d), "out": (d, d), "ff1": (4 * d, d),
+                         "ff2": (d, 4 * d)}.items():
+      out[p + name + ".weight"], out[p + name + ".bias"] = w(o, n), w(o, scale=0.1)
+    for name in ("ln1", "ln2"):
+      out[p + name + ".weight"], out[p + name + ".bias"] = 1 + w(d, scale=0.1), w(d, scale=0.1)
+  return out
 
 
-class Decoder(nn.Module):
-  def __init__(self, vocab: int, d: int, heads: int, layers: int, max_len: int):
-    super().__init__()
-    self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(max_len, d)
-    self.blocks = nn.ModuleList([Block(d, heads, max_len) for _ in range(layers)])
-    self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+# ---- kernelgen ------------------------------------------------------------------------------
 
-  def forward(self, token, pos):
-    x = self.tok(token) + self.pos.weight[pos:pos + 1]
-    for block in self.blocks:
-      x = block(x, pos)
-    return self.head(self.norm(x)).argmax(-1)
+def kernelgen_model(layers: int, d: int, heads: int, max_len: int):
+  """The kg.nn decoder (classes defined here: kernelgen is imported in its workers only)."""
+  import kernelgen as kg
+  from kernelgen import nn
 
-  def static_step(self, token, t: int):
-    x = self.tok(token) + self.pos.weight[t:t + 1]
-    for block in self.blocks:
-      x = block.grown(x)
-    return self.head(self.norm(x)).argmax(-1)
+  class Block(nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.heads, self.hd = heads, d // heads
+      self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+      self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+      self.ff1, self.ff2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+      # keys and values in one buffer (as tinygrad's recipe): one in-place write per step
+      self.kv_cache = kg.Tensor.zeros(2, 1, heads, max_len, self.hd).realize()
+      self.k_grown = self.v_grown = None
+
+    def _qkv(self, x):
+      return self.qkv(self.ln1(x)).reshape(3, 1, self.heads, 1, self.hd)
+
+    def _rest(self, x, att):
+      x = x + self.out(att.reshape(1, d))
+      return x + self.ff2(self.ff1(self.ln2(x)).gelu())
+
+    def forward(self, x, pos):
+      """The symbolic step: write this position's key and value in place, attend to 0..pos."""
+      qkv = self._qkv(x)
+      self.kv_cache[:, :, :, pos:pos + 1] = qkv[1:3]
+      return self._rest(x, kg.scaled_dot_product_attention(
+        qkv[0], self.kv_cache[0, :, :, :pos + 1], self.kv_cache[1, :, :, :pos + 1]))
+
+    def grown(self, x):
+      """The static step: the cache grown by one with kg.cat (a new shape every step)."""
+      qkv = self._qkv(x)
+      q, k, v = qkv[0], qkv[1], qkv[2]
+      self.k_grown = k if self.k_grown is None else kg.cat([self.k_grown, k], 2).realize()
+      self.v_grown = v if self.v_grown is None else kg.cat([self.v_grown, v], 2).realize()
+      return self._rest(x, kg.scaled_dot_product_attention(q, self.k_grown, self.v_grown))
+
+  class Decoder(nn.Module):
+    def __init__(self):
+      super().__init__()
+      self.tok, self.pos = nn.Embedding(VOCAB, d), nn.Embedding(max_len, d)
+      self.blocks = nn.ModuleList([Block() for _ in range(layers)])
+      self.norm, self.head = nn.LayerNorm(d), nn.Linear(d, VOCAB)
+
+    def forward(self, token, pos):
+      x = self.tok(token) + self.pos.weight[pos:pos + 1]
+      for block in self.blocks:
+        x = block(x, pos)
+      return self.head(self.norm(x)).argmax(-1)
+
+    def static_step(self, token, t: int):
+      x = self.tok(token) + self.pos.weight[t:t + 1]
+      for block in self.blocks:
+        x = block.grown(x)
+      return self.head(self.norm(x)).argmax(-1)
+
+  model = Decoder()
+  model.load_state_dict(weights(layers, d, max_len), strict=False)
+  return model
 
 
-def _pipelines(device: str) -> int:
-  runtime = kg.Device[device]
-  return len(getattr(runtime, "pipelines", ()))
+def _counters(kg, runtime) -> tuple:
+  return (kg.cache_info()["misses"], len(getattr(runtime, "pipelines", ())),
+          getattr(runtime, "dispatches", 0), getattr(runtime, "submits", 0))
 
 
-def _run(name: str, steps: int, device: str, step_fn) -> dict:
-  token = kg.Tensor(np.array([1], np.int32))
-  times, after2 = [], None
-  for t in range(steps):
-    start = time.perf_counter()
-    token = step_fn(token, t)
-    token.item()
-    times.append(time.perf_counter() - start)
+def _gpu(program, token, t: int) -> dict:
+  """GPU ms of the replayed step at position t, and the attention kernels' share of it."""
+  times = program.time_kernels([token.node.buffer], {"pos": t})
+  total = sum(s for _, s in times)
+  attn = sum(s for name, s in times if name.startswith("attn"))
+  return {"ms": 1000 * total, "attn_share": attn / total if total else None}
+
+
+def kernelgen_worker(way: str, args) -> dict:
+  """Decode `args.steps` (symbolic) or `args.static_steps` (static) tokens; the figures."""
+  import kernelgen as kg
+  kg.Device.DEFAULT = args.device
+  runtime = kg.Device[args.device]
+  model = kernelgen_model(args.layers, args.d, args.heads, args.steps)
+  steps = args.steps if way == "symbolic" else args.static_steps
+  pos, jitted = kg.Dim("pos", 0, args.steps - 1), kg.jit(model)
+  marks, token, rec = _marks(steps), kg.Tensor(np.array([1], np.int32)), _Record(steps)
+  kg.clear_cache()
+  with kg.no_grad():      # inference: sdpa is the fused kernel
+    for t in range(steps):
+      before, start = _counters(kg, runtime), time.perf_counter()
+      out = jitted(token, pos.bind(t)) if way == "symbolic" else model.static_step(token, t)
+      rec.step(t, out.item(), time.perf_counter() - start, before, _counters(kg, runtime))
+      if way == "symbolic" and t in marks and jitted.replaying:
+        program = next(s.program for s in jitted.signatures.values() if s.program is not None)
+        rec.gpu[t + 1] = _gpu(program, token, t)
+      token = out
+  return rec.result(way, f"kernelgen {args.device}")
+
+
+def _marks(steps: int) -> set:
+  """The steps (0-based) whose GPU time is measured: position 128 and the last."""
+  return {min(127, steps - 1), steps - 1}
+
+
+class _Record:
+  """Per-step figures of one way: tokens, wall seconds, counter deltas."""
+
+  def __init__(self, steps: int):
+    self.steps, self.tokens, self.wall, self.deltas, self.gpu = steps, [], [], [], {}
+    self.after2 = None
+
+  def step(self, t: int, token: int, seconds: float, before: tuple, after: tuple) -> None:
+    self.tokens.append(token)
+    self.wall.append(seconds)
+    self.deltas.append([b - a for a, b in zip(before, after)])
     if t == 1:
-      after2 = (kg.cache_info()["misses"], _pipelines(device))
-  end = (kg.cache_info()["misses"], _pipelines(device))
-  window = max(1, min(16, steps // 8))
-  return {"way": name, "steps": steps,
-          "compiled_after_2": end[0] - after2[0] if after2 else None,
-          "pipelines_after_2": end[1] - after2[1] if after2 else None,
-          "first_ms": 1000 * float(np.median(times[2:2 + window] or times)),
-          "last_ms": 1000 * float(np.median(times[-window:])),
-          "slowest_ms": 1000 * max(times)}
+      self.after2 = after
+
+  def result(self, way: str, system: str, end: tuple | None = None) -> dict:
+    late = self.deltas[2:] or self.deltas
+    mid = min(128, self.steps) - 1
+    around = self.wall[max(2, mid - WINDOW // 2):mid + WINDOW // 2] or self.wall
+    return {"way": way, "system": system, "steps": self.steps, "tokens": self.tokens[:AGREE],
+            "compiled_after_2": sum(d[0] for d in late),
+            "pipelines_after_2": sum(d[1] for d in late),
+            "dispatches": statistics.median(d[2] for d in late),
+            "submits": statistics.median(d[3] for d in late),
+            "wall_ms": {mid + 1: 1000 * statistics.median(around),
+                        self.steps: 1000 * statistics.median(self.wall[-WINDOW:])},
+            "first_ms": 1000 * self.wall[0], "gpu": self.gpu}
 
 
-def main() -> None:
+# ---- tinygrad ---------------------------------------------------------------------------------
+
+def tinygrad_worker(args) -> dict:
+  """The same model in tinygrad 0.10.1: cache assigned at a bound Variable, step under TinyJit."""
+  os.environ.setdefault("WEBGPU", "1")
+  from tinygrad import Device, Tensor, TinyJit, Variable, dtypes
+  from tinygrad.engine import realize as tiny_realize
+  from tinygrad.helpers import GlobalCounters
+  Device.DEFAULT = "WEBGPU"
+  w = {k: Tensor(v).realize() for k, v in weights(args.layers, args.d, args.steps).items()}
+  hd = args.d // args.heads
+  caches = [Tensor.zeros(2, 1, args.heads, args.steps, hd).contiguous().realize()
+            for _ in range(args.layers)]
+
+  def step(token, pos):
+    x = w["tok.weight"][token] + w["pos.weight"].shrink(((pos, pos + 1), None))
+    for i, cache in enumerate(caches):
+      x = _tiny_block(w, f"blocks.{i}.", cache, x, pos, args.heads, hd)
+    x = x.layernorm(eps=1e-5) * w["norm.weight"] + w["norm.bias"]
+    return x.linear(w["head.weight"].T, w["head.bias"]).argmax(-1).realize()
+
+  jitted, rec, got = TinyJit(step), _Record(args.steps), 1
+  for t in range(args.steps):    # the sampled token goes back in as a new tensor (its recipe)
+    before = (len(tiny_realize.method_cache), 0, GlobalCounters.kernel_count, 0)
+    start = time.perf_counter()
+    token = Tensor([got], dtype=dtypes.int32).realize()
+    pos = Variable("pos", 1, args.steps - 1).bind(t) if t else 0
+    got = int((jitted(token, pos) if t else step(token, 0)).item())
+    after = (len(tiny_realize.method_cache), 0, GlobalCounters.kernel_count, 0)
+    rec.step(t, got, time.perf_counter() - start, before, after)
+  result = rec.result("tinygrad", "tinygrad 0.10.1 WEBGPU")
+  result["submits"] = result["pipelines_after_2"] = None
+  return result
+
+
+def _tiny_block(w, p, cache, x, pos, heads, hd):
+  d = heads * hd
+  h = x.layernorm(eps=1e-5) * w[p + "ln1.weight"] + w[p + "ln1.bias"]
+  qkv = h.linear(w[p + "qkv.weight"].T, w[p + "qkv.bias"]).reshape(3, heads, 1, hd)
+  q, kv = qkv[0:1], qkv[1:3].reshape(2, 1, heads, 1, hd)
+  cache.shrink((None, None, None, (pos, pos + 1), None)).assign(kv).realize()
+  keys = cache.shrink(((0, 1), None, None, (0, pos + 1), None)).squeeze(0)
+  values = cache.shrink(((1, 2), None, None, (0, pos + 1), None)).squeeze(0)
+  att = q.scaled_dot_product_attention(keys, values).reshape(1, d)
+  x = x + att.linear(w[p + "out.weight"].T, w[p + "out.bias"])
+  h = x.layernorm(eps=1e-5) * w[p + "ln2.weight"] + w[p + "ln2.bias"]
+  h = h.linear(w[p + "ff1.weight"].T, w[p + "ff1.bias"]).gelu()
+  return x + h.linear(w[p + "ff2.weight"].T, w[p + "ff2.bias"])
+
+
+# ---- the run --------------------------------------------------------------------------------
+
+def run_worker(way: str, args) -> dict:
+  """One way in a fresh process (tinygrad's in .venv-bench); its JSON, or {"error": ...}."""
+  python = str(TINYGRAD_PYTHON) if way == "tinygrad" else sys.executable
+  if way == "tinygrad" and not TINYGRAD_PYTHON.exists():
+    return {"way": way, "error": "no .venv-bench (./build.sh bench sets it up)"}
+  cmd = [python, str(Path(__file__).resolve()), "--worker", way] + _passed(args)
+  env = dict(os.environ, PYTHONPATH=str(ROOT / "core"))
+  try:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WORKER_S, env=env)
+  except subprocess.TimeoutExpired:
+    return {"way": way, "error": f"timed out after {WORKER_S} s"}
+  if proc.returncode:
+    return {"way": way, "error": proc.stderr.strip().splitlines()[-1][:200]}
+  return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _passed(args) -> list[str]:
+  return [f"--layers={args.layers}", f"--d={args.d}", f"--heads={args.heads}",
+          f"--steps={args.steps}", f"--static-steps={args.static_steps}",
+          f"--device={args.device}"]
+
+
+def measure(args) -> list[dict]:
+  """Each way of args.ways, one after another (each in its own process)."""
+  rows = []
+  for way in args.ways.split(","):
+    rows.append(run_worker(way, args))
+    print(f"  {way}: {json.dumps(rows[-1])[:400]}", file=sys.stderr)
+  return rows
+
+
+def _cell(value, spec: str = "") -> str:
+  if value is None:
+    return "-"
+  return format(value, spec) if isinstance(value, (int, float)) else str(value)
+
+
+def print_table(rows: list[dict], args) -> None:
+  print(f"decode: {args.layers} layers, d={args.d}, {args.heads} heads, vocabulary {VOCAB}, "
+        f"positions 1..{args.steps}, on {args.device}; load average "
+        f"{os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
+  head = ("way", "steps", "compiled>2", "pipelines>2", "dispatch/tok", "submit/tok",
+          "wall ms/tok (pos)", "GPU ms/tok (pos, attn share)", "first ms")
+  print(" | ".join(head))
+  for r in rows:
+    if "error" in r:
+      print(f"{r['way']} | failed: {r['error']}")
+      continue
+    wall = ", ".join(f"{v:.1f} ({k})" for k, v in r["wall_ms"].items())
+    gpu = ", ".join(f"{g['ms']:.2f} ({k}, {100 * (g['attn_share'] or 0):.0f}%)"
+                    for k, g in sorted(r["gpu"].items(), key=lambda kv: int(kv[0]))) or "-"
+    print(" | ".join([r["way"], str(r["steps"]), _cell(r["compiled_after_2"]),
+                      _cell(r["pipelines_after_2"]), _cell(r["dispatches"], "g"),
+                      _cell(r["submits"], "g"), wall, gpu, f"{r['first_ms']:.0f}"]))
+  _print_agreement(rows)
+
+
+def _print_agreement(rows: list[dict]) -> None:
+  good = [r for r in rows if "error" not in r]
+  if len(good) > 1:
+    n = min(len(r["tokens"]) for r in good)
+    same = all(r["tokens"][:n] == good[0]["tokens"][:n] for r in good)
+    print(f"first {n} tokens {'agree' if same else 'DIFFER'} across the ways: " +
+          "; ".join(f"{r['way']} {r['tokens'][:n]}" for r in good))
+
+
+def parse(argv=None):
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--layers", type=int, default=4)
   ap.add_argument("--d", type=int, default=256)
   ap.add_argument("--heads", type=int, default=8)
   ap.add_argument("--steps", type=int, default=1024)
-  ap.add_argument("--static-steps", type=int, default=32)
+  ap.add_argument("--static-steps", type=int, default=48)
   ap.add_argument("--device", default="WEBGPU")
-  args = ap.parse_args()
-  kg.Device.DEFAULT = args.device
-  model = Decoder(256, args.d, args.heads, args.layers, args.steps)
-  pos = kg.Dim("pos", 0, args.steps - 1)
-  jitted = kg.jit(model)
-  kg.clear_cache()
-  with kg.no_grad():      # inference: sdpa is the fused kernel
-    rows = [_run("symbolic", args.steps, args.device, lambda tok, t: jitted(tok, pos.bind(t)))]
-    program = next(s.program for s in jitted.signatures.values() if s.program is not None)
-    rows[0]["dispatches"] = len(program.steps)
-    kg.clear_cache()
-    rows.append(_run("static", args.static_steps, args.device, model.static_step))
-  print(f"decode: {args.layers} layers, d={args.d}, {args.heads} heads, on {args.device}; "
-        f"load average {os.getloadavg()[0]:.1f}")
-  print(f"{'way':9} {'steps':>5} {'compiled>2':>10} {'pipelines>2':>11} {'dispatches':>10} "
-        f"{'ms/token first':>14} {'ms/token last':>13} {'slowest ms':>10}")
-  for r in rows:
-    print(f"{r['way']:9} {r['steps']:5} {r['compiled_after_2']:10} {r['pipelines_after_2']:11} "
-          f"{r.get('dispatches', '-'):>10} {r['first_ms']:14.1f} {r['last_ms']:13.1f} "
-          f"{r['slowest_ms']:10.1f}")
+  ap.add_argument("--ways", default="symbolic,static,tinygrad")
+  ap.add_argument("--quick", action="store_true", help="160 positions, 6 static steps")
+  ap.add_argument("--worker", default=None)
+  args = ap.parse_args(argv)
+  if args.quick:
+    args.steps, args.static_steps = min(args.steps, 160), min(args.static_steps, 6)
+  return args
+
+
+def main(argv=None) -> int:
+  args = parse(argv)
+  if args.worker == "tinygrad":
+    print(json.dumps(tinygrad_worker(args)))
+  elif args.worker:
+    print(json.dumps(kernelgen_worker(args.worker, args)))
+  else:
+    rows = measure(args)
+    print_table(rows, args)
+  return 0
 
 
 if __name__ == "__main__":
-  main()
+  sys.exit(main())

@@ -12,8 +12,10 @@ earlier run. Rows:
   B6  GPU only: bench/gpu_b6.py; without a GPU its --dry-run runs instead
   BT  one training step, digits MLP and a small CNN (bench/training.py) vs tinygrad, TF.js
   ONNX  light SqueezeNet / ResNet-50 in Chromium (bench/onnx_models.py) vs onnxruntime-web
+  DEC   greedy decoding with a KV cache, 4 layers, positions 1..1024 (bench/decode.py): symbolic
+        dims under kg.jit vs the static-shape model and tinygrad 0.10.1's Variable + TinyJit
 
-    python bench/run.py [--reps N] [--only B1,B3,...]
+    python bench/run.py [--reps N] [--only B1,B3,...] [--decode-quick]
 """
 from __future__ import annotations
 
@@ -134,6 +136,33 @@ def training_rows(table: list[dict]) -> list[dict]:
            "row": "BT"} for r in table]
 
 
+def decode_rows(table: list[dict], layers: int) -> list[dict]:
+  """DEC rows: issue 34's structural goals for the symbolic way (compiles after step 2: 0;
+  dispatches per layer: at most 4; one submit per token), its wall time per token against
+  tinygrad's (ratio ours/peer), each as measured."""
+  got = {r["way"]: r for r in table}
+  ours, peer = got.get("symbolic", {}), got.get("tinygrad", {})
+  if "error" in ours or not ours:
+    return [{"row": "DEC", "what": "decode, symbolic", "ours": "failed", "peer": None, "unit": "",
+             "ratio": None, "target": "", "met": False, "note": ours.get("error", "")}]
+  def goal(what, value, target, met, unit=""):
+    return {"row": "DEC", "what": what, "ours": value, "peer": None, "unit": unit, "ratio": None,
+            "target": target, "met": met, "note": ""}
+  per_layer = (ours["dispatches"] - 3) / layers   # (final norm, head and argmax: 3)
+  rows = [goal("compiled + pipelines after step 2",
+               ours["compiled_after_2"] + ours["pipelines_after_2"], "0",
+               ours["compiled_after_2"] + ours["pipelines_after_2"] == 0),
+          goal("dispatches per layer", per_layer, "≤ 4", per_layer <= 4),
+          goal("submits per token", ours["submits"], "1", ours["submits"] == 1)]
+  last = str(ours["steps"])
+  wall, peer_wall = ours["wall_ms"].get(last), (peer.get("wall_ms") or {}).get(last)
+  rows.append({"row": "DEC", "what": f"wall ms per token at position {last}", "ours": wall,
+               "peer": peer_wall if peer_wall else "n/a", "unit": "ms",
+               "ratio": wall / peer_wall if wall and peer_wall else None, "target": "-",
+               "met": None, "note": "peer tinygrad 0.10.1 " + peer.get("error", "")[:30]})
+  return rows
+
+
 def fmt(value, unit: str) -> str:
   if isinstance(value, (int, float)) and not isinstance(value, bool):
     return f"{value:.3g} {unit}".strip() if value < 100 else f"{value:.0f} {unit}".strip()
@@ -160,7 +189,9 @@ def main(argv=None) -> int:
   parser.add_argument("--peer-reps", type=int, default=5, help="interleaved rounds, B3/B4")
   parser.add_argument("--training-reps", type=int, default=3, help="BT: rounds per system")
   parser.add_argument("--b5-reps", type=int, default=3)
-  parser.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,BT,ONNX")
+  parser.add_argument("--only", default="B1,B2,B3,B4,B5,B6,B7,BT,ONNX,DEC")
+  parser.add_argument("--decode-quick", action="store_true",
+                      help="DEC: 160 positions and 6 static steps, not 1024 and 48")
   parser.add_argument("--onnx-rounds", type=int, default=3, help="ONNX: inferences per tool")
   args = parser.parse_args(argv)
   only = set(args.only.split(","))
@@ -191,10 +222,18 @@ def main(argv=None) -> int:
     import onnx_models
     results["onnx_models"] = onnx_models.measure(args.onnx_rounds)
     rows += onnx_models.run_rows(results["onnx_models"])
+  if "DEC" in only:     # greedy decoding with a KV cache (bench/decode.py), vs tinygrad
+    import decode
+    dec_args = decode.parse(["--quick"] if args.decode_quick else [])
+    results["decode"] = decode.measure(dec_args)
+    rows += decode_rows(results["decode"], dec_args.layers)
   results.update(rows=rows, seconds=round(time.time() - started),
                  loadavg_at_end=os.getloadavg())
   (BENCH / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False))
   print_table(rows)
+  if "decode" in results:
+    print()
+    decode.print_table(results["decode"], dec_args)
   if "peers" in results:
     print("\nB3/B4 side by side (GPU ms per run; kernels per workload and system):")
     peers.print_table(results["peers"]["summary"])

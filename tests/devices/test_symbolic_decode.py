@@ -157,3 +157,34 @@ def test_token_ids_stay_run_time_inputs():
   outs = [step(kg.Tensor(np.array([t], np.int32)), pos.bind(0)).item() for t in range(8)]
   assert step.replaying
   assert outs == [_reference(model, t, 1)[0] for t in range(8)]
+
+
+# kernels a replayed decode step launches: per layer the ln1 row kernel (its median shift fused),
+# the QKV projection, the key and value cache writes, the fused attention, the output projection,
+# the ln2 row kernel (the residual fused), the MLP up projection with its activation and the down
+# projection with the residual; then the final norm, the head and the argmax (the embeddings
+# fused into the first layer's kernels). Issue 34's goal is at most 4 per layer: the norms as
+# prologues of the projections, the cache writes as outputs of the QKV kernel are still to come.
+KERNELS_PER_LAYER, KERNELS_AFTER = 9, 3
+
+
+def test_a_decode_step_is_a_known_number_of_dispatches_and_one_submit(webgpu):
+  """Structure, not time: the replayed step launches KERNELS_PER_LAYER kernels per layer and
+  KERNELS_AFTER more, natively in one submit, and reads back only the sampled token."""
+  runtime = kg.Device["WEBGPU"]
+  model = Decoder()
+  step, pos = kg.jit(model), kg.Dim("pos", 0, MAX - 1)
+  token = kg.Tensor(np.array([2], np.int32))
+  with kg.no_grad():        # inference: the fused attention kernel
+    for t in range(3):
+      token = step(token, pos.bind(t))
+      token.item()
+    dispatches, submits = runtime.dispatches, runtime.submits
+    token = step(token, pos.bind(3))
+    read = token.numpy()
+  assert step.replaying and read.shape == (1,)
+  program = next(s.program for s in step.signatures.values() if s.program is not None)
+  assert len(program.steps) == KERNELS_PER_LAYER * LAYERS + KERNELS_AFTER, \
+    [kernel.name for _, kernel, _ in program.steps]
+  assert runtime.dispatches - dispatches == len(program.steps)
+  assert runtime.submits - submits == 1

@@ -10,6 +10,9 @@ Per program and device the verdict is one of
   skip         the device is not available here
   FAIL         anything else: wrong values, wrong dtype/shape, an untyped exception, a typed error
                without a reason, or PTX that ptxas rejects (every program's PTX is assembled)
+Beside every SYMBOLIC_EVERY-th seed's program runs that seed's symbolic program
+(fuzz_symbolic.py: a kg.Dim's range and bound values drawn, each value against numpy, nothing
+compiled again after the first); it is reported by its printed form (not shrunk).
 A failing program is shrunk (its recorded choices are shortened and simplified while it still
 fails the same way) and printed as a `Program(...)` to paste into tests/fuzz/test_regressions.py.
 Then (--files, as many as programs by default) fuzz_files.py's mutated manifests, kernel files,
@@ -37,6 +40,7 @@ from fuzz_oracle import (OVal, compare, evaluate, fill_value, input_values,  # n
 from fuzz_programs import (Program, RandomChooser, ReplayChooser, Step, generate,  # noqa: E402
                            generate_sized)
 import fuzz_ops_models  # noqa: E402
+from fuzz_symbolic import generate_symbolic, run_symbolic  # noqa: E402
 
 DEVICES = DEVICE_NAMES   # (tools.py: the one list)
 # dtypes a device's target has no type for: there, UnsupportedError is the expected answer
@@ -51,6 +55,8 @@ SIZED_EVERY = 4
 # of each DEEP_EVERY seeds, one is a program of fuzz_ops_deep.generate_deep (issue 18's
 # operations in forms the others never draw); the sized seeds stay as they were
 DEEP_EVERY, DEEP_AT = 8, 5
+# beside every SYMBOLIC_EVERY-th seed's program, the seed's symbolic program (fuzz_symbolic.py)
+SYMBOLIC_EVERY = 3
 # a progress line every this many programs
 PROGRESS_EVERY = 50
 
@@ -431,16 +437,31 @@ def fuzz(count: int, start: int = 0, devices=None, do_shrink=True, out=sys.stdou
       outcomes.append(outcome)
       if outcome.failed:
         print(f"  seed {seed}: FAIL on {', '.join(d for d, _ in failure_key(outcome))}", file=out)
+      if seed % SYMBOLIC_EVERY == 0:
+        outcomes.append(symbolic_outcome(seed, devices, out))
       if len(outcomes) % PROGRESS_EVERY == 0:
         print(f"  {len(outcomes)} programs, {sum(o.failed for o in outcomes)} failing, "
               f"{time.time() - began:.0f} s", file=out, flush=True)
   except KeyboardInterrupt:     # Ctrl-C, or SIGTERM (main): the summary of what ran
     print(f"\nstopped after {len(outcomes)} of {count} programs", file=out)
   _summary(outcomes, devices, time.time() - began, out)
-  failures = [o for o in outcomes if o.failed]
+  failures = [o for o in outcomes if o.failed and hasattr(o, "choices")]
   if do_shrink:
     _report_shrunk(failures[:10], devices, out)
   return outcomes
+
+
+def symbolic_outcome(seed: int, devices, out=sys.stdout) -> Outcome:
+  """Seed `seed`'s symbolic program on `devices` (PYTHON and WEBGPU where present: PTXSIM is
+  too slow for several bound values a program); failures are printed with the program."""
+  program = generate_symbolic(seed)
+  outcome = Outcome(seed, program)
+  for device, (verdict, message) in run_symbolic(
+      program, [d for d in devices if d in ("PYTHON", "WEBGPU")]).items():
+    outcome.verdicts[device], outcome.messages[device] = verdict, message
+    if verdict == "FAIL":
+      print(f"  symbolic seed {seed}: FAIL on {device}: {program}\n    {message[:600]}", file=out)
+  return outcome
 
 
 def _summary(outcomes: list, devices, seconds: float, out) -> None:

@@ -176,3 +176,22 @@ def test_the_webgpu_device_splits_by_its_adapter_limit(monkeypatch):
   arrays = _inputs(11, (3, 7))
   out = _sum_of(arrays, device="WEBGPU")
   np.testing.assert_allclose(out.numpy(), sum(arrays), rtol=1e-5, atol=1e-5)
+
+
+def test_a_layernorm_of_a_sum_of_inputs_is_one_row_kernel():
+  """The median shift of a layernorm is a per-row value, read through a broadcast along the row
+  (loop invariant, computed once per row): it fuses into the row kernel even when it reads many
+  buffers (a decoder's residual stream: x + out projection + bias + ...)."""
+  x, a, b, c = ones(2, 64), ones(2, 64), ones(2, 64), ones(2, 64)
+  assert kernels((x + a + b + c).layernorm(-1)) == ["r_2_64__64"]
+  got = ((x + a * 2 + b * 3 + c).layernorm(-1)).numpy()
+  assert abs(got).max() < 1e-5        # every row constant: zero after the norm
+
+
+def test_softmax_over_a_symbolic_axis_is_one_row_kernel_as_static():
+  n = kg.Dim("n", 1, 64)
+  x = Tensor([[float(i % 7) for i in range(13)]] * 2).symbolic(2, n.bind(13))
+  static = Tensor([[float(i % 7) for i in range(13)]] * 2)
+  assert len(kernels(x.softmax(-1))) == len(kernels(static.softmax(-1))) == 1
+  import numpy as np
+  np.testing.assert_allclose(x.softmax(-1).numpy(), static.softmax(-1).numpy(), rtol=1e-6)

@@ -333,12 +333,16 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       node.op not in (L.REDUCE, L.GATHER)     # a gather may read an element more than once
     if node.op is L.REDUCE:
       inner = (node, False)
+    elif node.op is L.VIEW and node.arg.is_contiguous() and node.shape == node.src[0].shape:
+      inner = ctx          # an identity view (one that carries a symbolic shape) moves nothing
     elif node.op is L.VIEW:
       inner = (ctx[0], True) if ctx is not None and not ctx[1] and _expands(node, ctx[0]) \
         else None
     else:
       inner = ctx if node.op in (L.ALU, L.CAST, L.BITCAST) else None
-    more = reread if reread is None or node.op is not L.VIEW else \
+    # a value broadcast along the kernel's reduced axes (a row's layernorm shift) is loop
+    # invariant: computed once per output, not per read, so it is not a re-read
+    more = reread if reread is None or node.op is not L.VIEW or inner is not None else \
       max(reread, WINDOW if _windows(node) else int(_rereads(node)))
     # a reduction along the kernel's rows, or one computed once per output, adds one pass
     once = id(node) in nested or id(node) in fuse

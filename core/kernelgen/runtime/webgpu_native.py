@@ -11,6 +11,12 @@ Pipelines are built once per source, with the layout their shader implies ("auto
 builder thread: realize() hands each compiled kernel to `prepare` and runs it only after the
 next kernel is compiled, so the driver's shader compile (lavapipe: LLVM, in C without the GIL)
 overlaps kernelgen's compile of the next kernel; `run` waits for the pipeline it needs.
+
+Dispatches are recorded into one command encoder (a compute pass each) and submitted together
+when something needs their results or must come after them: a read back, a write (queue writes
+run before unsubmitted work), a timed run, `synchronize`, or MAX_BATCH of them. A decode step
+replayed under kg.jit is one submit, at its token's read back. Buffers freed meanwhile are
+destroyed after that submit. `dispatches` and `submits` count both (benchmarks, tests).
 """
 from __future__ import annotations
 
@@ -38,6 +44,9 @@ LIMIT_OPTIONS = {"max_storage_buffers": "max-storage-buffers-per-shader-stage",
                  "max_workgroup_size": "max-compute-invocations-per-workgroup",
                  "max_workgroups_per_dim": "max-compute-workgroups-per-dimension",
                  "max_buffer_bytes": "max-storage-buffer-binding-size"}
+
+# recorded dispatches submitted at once at the latest (a loop that never reads back)
+MAX_BATCH = 256
 
 # the position wgpu's shader errors give: "┌─ wgsl:LINE:COLUMN"
 ERROR_POSITION = re.compile(r"wgsl:(\d+):(\d+)")
@@ -98,6 +107,9 @@ class WebGPURuntime(Runtime):
     self.pipelines: dict[tuple[str, str, tuple], tuple | Future] = {}
     self._builder: ThreadPoolExecutor | None = None    # started by the first prepare()
     self.timestamps = "timestamp-query" in self.features
+    self._encoder = None          # the command encoder recording dispatches not yet submitted
+    self._batched, self._doomed = 0, []    # its dispatches; buffers to destroy after it
+    self.dispatches = self.submits = 0
 
   def render_options(self) -> dict:
     options = {key: int(self.limits[limit]) for key, limit in LIMIT_OPTIONS.items()}
@@ -116,15 +128,32 @@ class WebGPURuntime(Runtime):
     return _Buffer(gpu, nbytes)
 
   def copyin(self, handle: _Buffer, data) -> None:
+    self.flush()
     data = bytes(data)
     pad = _padded(len(data)) - len(data)
     self.device.queue.write_buffer(handle.gpu, 0, data + b"\0" * pad)
 
   def copyout(self, handle: _Buffer) -> bytes:
+    self.flush()
     return bytes(self.device.queue.read_buffer(handle.gpu))[:handle.nbytes]
 
   def free(self, handle: _Buffer) -> None:
-    handle.gpu.destroy()
+    if self._encoder is not None:      # (recorded work may use it; free may run inside `run`)
+      self._doomed.append(handle.gpu)
+    else:
+      handle.gpu.destroy()
+
+  def flush(self) -> None:
+    """Submit the dispatches recorded so far (one submit), then destroy the buffers freed
+    meanwhile."""
+    if self._encoder is None:
+      return
+    self.device.queue.submit([self._encoder.finish()])
+    self.submits += 1
+    doomed = self._doomed        # (frees until here, garbage collected mid-call, joined it)
+    self._encoder, self._batched, self._doomed = None, 0, []
+    for gpu in doomed:
+      gpu.destroy()
 
   # ---- kernels ----
   @staticmethod
@@ -216,19 +245,28 @@ class WebGPURuntime(Runtime):
     launch = kernel.launch
     pipeline, layout = self.pipeline(launch)
     bind_group = self._bind_group(launch, layout, handles, var_values or {})
-    encoder = self.device.create_command_encoder()
+    if timed:
+      self.flush()
+    elif self._encoder is None:
+      self._encoder = self.device.create_command_encoder()
+    encoder = self._encoder if not timed else self.device.create_command_encoder()
     queries = self._queries() if timed and self.timestamps else None
     compute = encoder.begin_compute_pass(**({"timestamp_writes": queries[0]} if queries else {}))
     compute.set_pipeline(pipeline)
     compute.set_bind_group(0, bind_group)
     compute.dispatch_workgroups(*launch_dispatch(launch, var_values))
     compute.end()
+    self.dispatches += 1
+    if not timed:
+      self._batched += 1
+      if self._batched >= MAX_BATCH:
+        self.flush()
+      return None
     if queries:
       encoder.resolve_query_set(queries[0]["query_set"], 0, 2, queries[1], 0)
     start = time.perf_counter()
     self.device.queue.submit([encoder.finish()])
-    if not timed:
-      return None
+    self.submits += 1
     if queries:
       begin, end = struct.unpack("<2Q", bytes(self.device.queue.read_buffer(queries[1])))
       return (end - begin) * 1e-9
@@ -245,6 +283,7 @@ class WebGPURuntime(Runtime):
 
   def synchronize(self) -> None:
     """Wait for submitted work (queue.on_submitted_work_done_sync is broken in wgpu 0.32)."""
+    self.flush()
     if not hasattr(self, "_fence"):
       self._fence = self.alloc(4)
     self.device.queue.read_buffer(self._fence.gpu)

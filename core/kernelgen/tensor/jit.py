@@ -234,6 +234,16 @@ class _Program:
     return [self._output(kind, x, shape, written, args, values)
             for (kind, x), shape in zip(self.outputs, self.shapes)]
 
+  def time_kernels(self, args: list[Buffer], values: dict) -> list[tuple[str, float]]:
+    """(kernel name, device seconds) of each recorded kernel run once more, timed (the
+    runtime's time_run), on the latest outputs and state: for benchmarks (bench/decode.py); the
+    state's kernels run again (a cache write writes its value again)."""
+    times = []
+    for runtime, kernel, slots in self.steps:
+      handles = [self._handle(kind, x, self.current, args) for kind, x in slots]
+      times.append((kernel.name, runtime.time_run(kernel, handles, values)))
+    return times
+
   def _handle(self, kind, x, written, args):
     if kind == OUT:
       return written[x].handle

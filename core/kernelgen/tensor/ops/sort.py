@@ -16,6 +16,10 @@ bits in registers and runs the steps on them, with no workgroup memory. 2^20 ele
 in 51 kernels, then one for the values (one kernel per step was 211; blocks of 2048 pairs sorted
 in workgroup memory with a barrier per step ran slower than that on lavapipe).
 
+A symbolic axis (kg.Dim) of size s sorts its physical elements with the padding past s given the
+largest key, so the s values come first (stable: after values of equal key too); the result keeps
+the input's logical shape. topk along it takes k <= the dim's lowest value.
+
 NaN order: ascending puts NaN last (numpy); descending puts NaN first, as torch does (NaN counts
 as larger than every number). 64-bit dtypes sort with 64-bit words (not on WEBGPU).
 """
@@ -27,6 +31,7 @@ from ...graph.lazy import L, LazyOp
 from ..autograd import is_grad_enabled
 from ..combine import stack, where
 from ..data import resolve_axes
+from ..symbolic import logical, valid, with_sym
 
 
 SORT_BITS = 4   # a thread holds 2^SORT_BITS pairs and runs the steps among them in one kernel
@@ -42,7 +47,7 @@ class SortMixin:
 
     Raises ShapeError for an axis out of range."""
     keys, n, axis, x = _sorted_pairs(self, axis, descending)
-    return _values(keys, n, axis, x, descending)
+    return _logical(_values(keys, n, axis, x, descending), x, axis)
 
   def argsort(self, axis=-1, descending=False):
     """The int32 positions that sort the values along `axis` (numpy kind="stable"; None:
@@ -50,7 +55,7 @@ class SortMixin:
 
     Raises ShapeError for an axis out of range."""
     keys, n, axis, x = _sorted_pairs(self, axis, descending)
-    return _indices(keys, n, axis, x)
+    return _logical(_indices(keys, n, axis, x), x, axis)
 
   def topk(self, k: int, axis=-1, largest=True):
     """(values, int32 indices) of the k largest (smallest) along `axis`, in sorted order; ties
@@ -58,9 +63,12 @@ class SortMixin:
     if axis is None:
       raise ShapeError("topk needs an axis (an int): flatten the tensor first")
     keys, n, axis, x = _sorted_pairs(self, axis, largest)
-    if not isinstance(k, int) or not 0 <= k <= n:
-      raise ShapeError(f"topk k={k!r} along an axis of {n} elements: k must be 0..{n}")
-    return _values(keys, k, axis, x, largest), _indices(keys, k, axis, x)
+    low = getattr(logical(x)[-1], "lo", n)      # (a symbolic axis: its lowest size)
+    if not isinstance(k, int) or not 0 <= k <= low:
+      raise ShapeError(f"topk k={k!r} along an axis of {logical(x)[-1]} elements: k must be "
+                       f"0..{low}")
+    return (_logical(_values(keys, k, axis, x, largest), x, axis, k),
+            _logical(_indices(keys, k, axis, x), x, axis, k))
 
 
 # ---- keys ------------------------------------------------------------------------------------
@@ -163,6 +171,7 @@ def _pairs(x, descending: bool):
   n = x.shape[-1]
   m = 1 << max(n - 1, 0).bit_length()
   key, negzero = _to_key(x.cast(_work_dtype(x.dtype)), word, descending)
+  key, negzero = _past_values_last(x, key, negzero)
   lead = ((0, 0),) * (x.ndim - 1)
   key = key.pad(lead + ((0, m - n),), (1 << word.bits) - 1) if m > n else key
   index = type(x).arange(m, device=x.device).cast(word).expand(x.shape[:-1] + (m,))
@@ -170,6 +179,28 @@ def _pairs(x, descending: bool):
     flag = negzero.cast(word).pad(lead + ((0, m - n),)) if m > n else negzero.cast(word)
     index = index | (flag << (word.bits - 1))
   return stack([key, index], -1)
+
+
+def _past_values_last(x, key, negzero):
+  """(key, negzero) with the padding past a symbolic last axis' values keyed after every value,
+  both made static (the network sorts the physical axis); unchanged when it is not symbolic."""
+  if x.node.sym is None:
+    return key, negzero
+  ok = valid(x, (x.ndim - 1,))
+  if ok is not None:
+    key = ok.where(key, key._const((1 << key.dtype.bits) - 1, key.dtype))
+  return with_sym(key, x.shape), (with_sym(negzero, x.shape) if negzero is not None else None)
+
+
+def _logical(out, moved, axis: int, k=None):
+  """The sorted `out` with the logical shape of the input (`moved` swapped back; the sorted
+  axis k long for topk), when it had a symbolic axis: a sorted one holds its values first."""
+  if moved.node.sym is None:
+    return out
+  sym = list(logical(moved))
+  sym[-1] = sym[-1] if k is None else k
+  sym[axis], sym[-1] = sym[-1], sym[axis]
+  return with_sym(out, sym)
 
 
 # ---- results ---------------------------------------------------------------------------------

@@ -1,0 +1,199 @@
+"""Random programs over a symbolic axis (kg.Dim) for the differential fuzzer (fuzz_runner.py draws
+one beside every SYMBOLIC_EVERY-th seed's program; tests/fuzz/test_symbolic_fuzz.py runs a fixed
+slice): a range lo..hi and bound values are drawn (the range's ends, a value no tile, vector or
+workgroup size divides, one more), then a chain of operations over a (n, cols) tensor whose axis 0
+is symbolic, and a final operation. Each bound value runs against numpy (float64), and after the
+first value nothing compiles again: one compiled set of kernels serves the whole range.
+
+    program = generate_symbolic(seed); verdicts = run_symbolic(program, ["PYTHON", "WEBGPU"])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+import kernelgen as kg
+
+LOWS, HIGHS = (1, 1, 2, 5), (24, 40, 67, 13)    # range ends drawn from
+ODD = (7, 11, 13, 17, 19, 23, 29, 31, 37)         # values that divide no tile or vector width
+RTOL = ATOL = 3e-4
+
+
+def _softmax(a, axis):
+  e = np.exp(a - a.max(axis, keepdims=True))
+  return e / e.sum(axis, keepdims=True)
+
+
+def _layernorm(a, axis):
+  mu = a.mean(axis, keepdims=True)
+  return (a - mu) / np.sqrt(a.var(axis, keepdims=True) + 1e-5)
+
+
+def _sdpa(q, k):
+  s = q @ k.T / np.sqrt(k.shape[-1])
+  return _softmax(s, -1) @ k
+
+
+def _keys(x, n):
+  """(1, 1, n, cols) keys and values from x (n, cols): sdpa's symbolic key length."""
+  return x.reshape(1, 1, *x.shape)
+
+
+def _symbolic_w(w, rows: int, n, cols: int):
+  """The first `rows` rows of `w` as a tensor whose axis 0 is the bound dim n (a symbolic K)."""
+  return kg.Tensor(np.ascontiguousarray(w[:rows, :cols])).symbolic(n, cols)
+
+
+# name -> (kernelgen op (x, w, n, v), numpy op (a, w, v)); x: (n, cols) with n symbolic; every
+# op keeps axis 0 symbolic of the same size, so any chain of them is valid
+OPS = {
+  "exp_tanh": (lambda x, w, n, v: (x * 0.3).exp().tanh(), lambda a, w, v: np.tanh(np.exp(a * 0.3))),
+  "add_row": (lambda x, w, n, v: x + kg.Tensor(w[0, :x.shape[-1]]),
+              lambda a, w, v: a + w[0, :a.shape[-1]]),
+  "where": (lambda x, w, n, v: kg.where(x > 0, x, x * -2.0),
+            lambda a, w, v: np.where(a > 0, a, a * -2.0)),
+  "softmax_s": (lambda x, w, n, v: x.softmax(0), lambda a, w, v: _softmax(a, 0)),
+  "softmax_last": (lambda x, w, n, v: x.softmax(-1), lambda a, w, v: _softmax(a, -1)),
+  "log_softmax_s": (lambda x, w, n, v: x.log_softmax(0) * 0.2,
+                    lambda a, w, v: (a - a.max(0) - np.log(np.exp(a - a.max(0)).sum(0))) * 0.2),
+  "cumsum_s": (lambda x, w, n, v: x.cumsum(0) * 0.1, lambda a, w, v: np.cumsum(a, 0) * 0.1),
+  "matmul_m": (lambda x, w, n, v: x @ kg.Tensor(w[:x.shape[-1], :6]) * 0.2,
+               lambda a, w, v: a @ w[:a.shape[-1], :6] * 0.2),
+  "layernorm_last": (lambda x, w, n, v: x.layernorm(-1), lambda a, w, v: _layernorm(a, -1)),
+  "layernorm_s": (lambda x, w, n, v: x.layernorm(0), lambda a, w, v: _layernorm(a, 0)),
+  "center_s": (lambda x, w, n, v: x - x.mean(0, keepdim=True),
+               lambda a, w, v: a - a.mean(0, keepdims=True)),
+  "rescale_max_s": (lambda x, w, n, v: x / (x.abs().max(0, keepdim=True) + 1),
+                    lambda a, w, v: a / (np.abs(a).max(0, keepdims=True) + 1)),
+  "flip": (lambda x, w, n, v: x.flip(0), lambda a, w, v: a[::-1]),
+  "sort_s": (lambda x, w, n, v: x.sort(0), lambda a, w, v: np.sort(a, 0)),
+  "sort_desc_s": (lambda x, w, n, v: x.sort(0, descending=True), lambda a, w, v: -np.sort(-a, 0)),
+  "sdpa_keys": (lambda x, w, n, v: kg.scaled_dot_product_attention(
+                  x.reshape(1, 1, n, x.shape[-1]), x.reshape(1, 1, n, x.shape[-1]),
+                  x.reshape(1, 1, n, x.shape[-1])).reshape(n, x.shape[-1]),
+                lambda a, w, v: _softmax(a @ a.T / np.sqrt(a.shape[-1]), -1) @ a),
+}
+# ops that change the symbolic axis' size (a chain ends its symbolic part with at most one)
+GROW = {
+  "pad": (lambda x, w, n, v: x.pad(((1, 2), (0, 0)), value=0.5),
+          lambda a, w, v: np.pad(a, ((1, 2), (0, 0)), constant_values=0.5)),
+  "cat_self": (lambda x, w, n, v: kg.cat([x, x * 2], 0),
+               lambda a, w, v: np.concatenate([a, a * 2], 0)),
+}
+# the last step: reductions over the symbolic axis, or none
+FINAL = {
+  "sum_s": (lambda x, w, n, v: x.sum(0), lambda a, w, v: a.sum(0)),
+  "max_s": (lambda x, w, n, v: x.max(0), lambda a, w, v: a.max(0)),
+  "min_s": (lambda x, w, n, v: x.min(0), lambda a, w, v: a.min(0)),
+  "mean_s": (lambda x, w, n, v: x.mean(0), lambda a, w, v: a.mean(0)),
+  "var_s": (lambda x, w, n, v: x.var(0), lambda a, w, v: a.var(0)),
+  "logsumexp_s": (lambda x, w, n, v: x.logsumexp(0),
+                  lambda a, w, v: np.log(np.exp(a - a.max(0)).sum(0)) + a.max(0)),
+  "argmax_s": (lambda x, w, n, v: x.argmax(0), lambda a, w, v: a.argmax(0)),
+  "matmul_k": (lambda x, w, n, v: x.permute(1, 0) @ _symbolic_w(w, v, n, 5),
+               lambda a, w, v: a.T @ w[:v, :5]),
+  "take_s": (lambda x, w, n, v: x[kg.Tensor(np.array([0, v - 1, v // 2], np.int32))],
+             lambda a, w, v: a[[0, v - 1, v // 2]]),
+  "keep": (lambda x, w, n, v: x, lambda a, w, v: a),
+  "mean_all": (lambda x, w, n, v: x.mean(), lambda a, w, v: a.mean()),
+}
+
+
+@dataclass(frozen=True)
+class SymbolicProgram:
+  """A drawn program: the dim's range, the values it is bound to (in order), the columns, the
+  chain of OPS (and at most one of GROW), the FINAL step and the data seed."""
+  seed: int
+  lo: int
+  hi: int
+  values: tuple
+  cols: int
+  steps: tuple
+  final: str
+
+  def __str__(self) -> str:
+    return (f"n = kg.Dim('n', {self.lo}, {self.hi}); x: (n, {self.cols}) at n in {self.values}; "
+            f"{' -> '.join(self.steps + (self.final,))} (seed {self.seed})")
+
+
+def generate_symbolic(seed: int) -> SymbolicProgram:
+  """Seed `seed`'s symbolic program (numpy's generator: the same program every time)."""
+  rng = np.random.default_rng(seed)
+  lo, hi = int(rng.choice(LOWS)), int(rng.choice(HIGHS))
+  hi = max(hi, lo + 1)
+  odd = [v for v in ODD if lo < v < hi] or [hi - 1]
+  middle = int(rng.integers(lo, hi + 1))
+  values = tuple(dict.fromkeys([lo, hi, int(rng.choice(odd)), middle]))
+  steps = [str(rng.choice(sorted(OPS))) for _ in range(int(rng.integers(1, 4)))]
+  if rng.random() < 0.3:
+    steps.insert(int(rng.integers(0, len(steps) + 1)), str(rng.choice(sorted(GROW))))
+  final = str(rng.choice(sorted(FINAL)))
+  if final == "matmul_k" and any(s in GROW for s in steps):
+    final = "sum_s"       # (its weight rows follow the bound value, not a grown size)
+  return SymbolicProgram(seed, lo, hi, values, int(rng.integers(1, 9)), tuple(steps), final)
+
+
+def _table(name: str):
+  return OPS.get(name) or GROW.get(name) or FINAL[name]
+
+
+def expected(program: SymbolicProgram, data, w, v: int, final: bool = True):
+  """numpy's result (float64) at bound value v; without `final`, the value the final reads."""
+  a = data[:v].astype(np.float64)
+  for name in program.steps + ((program.final,) if final else ()):
+    a = _table(name)[1](a, w, v)
+  return np.asarray(a)
+
+
+def computed(program: SymbolicProgram, data, w, n, v: int):
+  x = kg.Tensor(np.ascontiguousarray(data[:v])).symbolic(n.bind(v), program.cols)
+  for name in program.steps + (program.final,):
+    size = x.symbolic_shape[0] if x.ndim else None
+    x = _table(name)[0](x, w, size if name in OPS else n.bind(v), v)
+  return x.numpy()
+
+
+def run_symbolic(program: SymbolicProgram, devices) -> dict:
+  """device -> (verdict "agree" | "FAIL", message): every bound value against numpy, and no
+  compile after the first value."""
+  rng = np.random.default_rng(1000 + program.seed)
+  data = rng.standard_normal((program.hi, program.cols)).astype(np.float32)
+  w = rng.standard_normal((max(program.hi, 16), 16)).astype(np.float32)
+  return {device: _run_on(program, device, data, w) for device in devices}
+
+
+def _run_on(program: SymbolicProgram, device: str, data, w) -> tuple[str, str]:
+  n = kg.Dim("n", program.lo, program.hi)
+  kg.clear_cache()
+  misses, default = None, kg.Device.DEFAULT
+  kg.Device.DEFAULT = device
+  try:
+    for v in program.values:
+      try:
+        got = computed(program, data, w, n, v)
+      except Exception as error:  # noqa: BLE001 - every exception is a finding
+        return "FAIL", f"n = {v}: {type(error).__name__}: {str(error)[:1000]}"
+      problem = _compare(got, expected(program, data, w, v), program, data, w, v)
+      if problem:
+        return "FAIL", f"n = {v}: {problem}"
+      now = kg.cache_info()["misses"]
+      if misses is not None and now != misses:
+        return "FAIL", f"n = {v} compiled {now - misses} kernel(s) again"
+      misses = now
+  finally:
+    kg.Device.DEFAULT = default
+  return "agree", ""
+
+
+def _compare(got, want, program: SymbolicProgram, data, w, v: int) -> str | None:
+  if got.shape != want.shape:
+    return f"shape {got.shape}, expected {want.shape}"
+  if program.final == "argmax_s":      # an index whose value ties the maximum within rounding
+    a = expected(program, data, w, v, final=False)
+    picked = a[got.astype(np.int64), np.arange(a.shape[1])]
+    close = np.isclose(picked, a.max(0), rtol=RTOL, atol=ATOL)
+    return None if close.all() else f"argmax {got} picks no maximum (numpy {want})"
+  if not np.allclose(got, want, rtol=RTOL, atol=ATOL, equal_nan=True):
+    return f"max error {np.nanmax(np.abs(got - want)):.3g}"
+  return None
