@@ -22,10 +22,10 @@ import test_ptxsim_isa
 from test_ptxsim_kit import entry, run_buffers
 
 
-@pytest.fixture(params=["fast", "python"])
+@pytest.fixture(params=["fast", "fused"])
 def compare(monkeypatch, request):
   """Every launch runs on the reference and on the engine of the param ("fast": numpy;
-  "python": fused.py) and must leave memory identical (or fail alike)."""
+  "fused": fused.py) and must leave memory identical (or fail alike)."""
   monkeypatch.setitem(machine.ENGINE, "name", "compare")
   monkeypatch.setitem(machine.ENGINE, "compare", request.param)
   for key in machine.COMPARED:
@@ -87,7 +87,7 @@ def test_an_entry_the_fast_engine_does_not_cover_runs_on_the_python_engine(monke
               test_ptxsim.REGS + "\n// fallback test")
   mem = ptxsim.GlobalMemory()
   out = mem.alloc(4 * 32)
-  assert ptxsim.run(src, (1, 1, 1), (32, 1, 1), [out.base], mem) == "python"
+  assert ptxsim.run(src, (1, 1, 1), (32, 1, 1), [out.base], mem) == "fused"
   assert list(fast_machine.FALLBACKS) == ["picks"]
   assert np.frombuffer(out.data, np.uint32).tolist() == [1] * 5 + [2] * 27
   mem2 = ptxsim.GlobalMemory()
@@ -103,7 +103,7 @@ def test_race_checker_on_the_fast_engine():
   racy = entry("block_sum", ["out"], test_ptxsim.SHARED_SUM.replace("{barrier}", ""),
                test_ptxsim.REGS)
   messages = []
-  for engine in ("fast", "python", "reference"):
+  for engine in ("fast", "fused", "reference"):
     mem = ptxsim.GlobalMemory()
     out = mem.alloc(256 * 4)
     with pytest.raises(ExecutionError, match=r"shared-memory race") as err:
@@ -122,7 +122,7 @@ def test_launch_progress_and_stop():
   src = entry("fill", ["out"], test_ptxsim.TID + "\tst.global.u32 [%rd2], %r3;\n\tret;",
               test_ptxsim.REGS)
   seen = []
-  for engine in ("fast", "python", "reference"):
+  for engine in ("fast", "fused", "reference"):
     mem = ptxsim.GlobalMemory()
     out = mem.alloc(4 * 64 * 1024)
     ptxsim.run(src, (1024, 1, 1), (64, 1, 1), [out.base], mem, engine=engine,
@@ -185,4 +185,4 @@ def test_without_numpy_the_python_engine_runs(tmp_path):
   done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                         timeout=120)
   assert done.returncode == 0, done.stderr
-  assert done.stdout.split() == ["python", "[63,", "0,", "0,", "0]"]
+  assert done.stdout.split() == ["fused", "[63,", "0,", "0,", "0]"]

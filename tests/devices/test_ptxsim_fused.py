@@ -2,7 +2,7 @@
 generated Python): its errors name the same instruction and thread as the reference engine's
 when the failing instruction sits inside a fused run, and a renderer's loop body becomes one
 fused run. (Bit-identity over the bench kernels, the fuzz corpus and the ISA tests is in
-test_ptxsim_fast.py, with the "python" engine against the reference.)"""
+test_ptxsim_fast.py, with the "fused" engine against the reference.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +19,7 @@ from test_ptxsim_kit import entry
 def _messages(src: str, sizes: list[int], grid=(1, 1, 1), block=(32, 1, 1)) -> list[str]:
   """The ExecutionError message of the launch on the python and on the reference engine."""
   out = []
-  for engine in ("python", "reference"):
+  for engine in ("fused", "reference"):
     mem = ptxsim.GlobalMemory()
     bufs = [mem.alloc(n) for n in sizes]
     with pytest.raises(ExecutionError) as err:
@@ -76,9 +76,9 @@ def test_a_loop_body_is_one_fused_run():
   out = mem.alloc(32 * 48 * 4)
   launch = kernels[-1].launch
   assert not launch.uniforms and len(launch.bindings) == 1
-  for engine in ("python", "reference"):
+  for engine in ("fused", "reference"):
     ptxsim.run(src, launch.dispatch, launch.workgroup_size, [out.base], mem, engine=engine)
-    if engine == "python":
+    if engine == "fused":
       got = bytes(out.data)
   assert got == bytes(out.data)
   values = np.frombuffer(got, np.float32)

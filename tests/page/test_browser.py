@@ -501,7 +501,7 @@ def test_verify_ptx_runs_the_pure_python_fast_engine(app, example):
   assert "error" not in result, result
   assert result["comparison"]["match"], result["comparison"]
   engines = result["ptxsim"]["engines"]
-  assert set(engines) == {"python"} and engines["python"] >= 1, engines
+  assert set(engines) == {"fused"} and engines["fused"] >= 1, engines
 
 
 def test_user_code_survives_a_reload(app):

@@ -261,8 +261,9 @@ def _mul_vec(cls, w, hi_lo):
   M = (1 << w) - 1
   if hi_lo == "hi":
     return lambda a, b: ((_wide(a, cls, w) * _wide(b, cls, w)) >> w) & M
-  out = np.uint64 if w == 32 else UINT[2 * w]
-  return lambda a, b: (_wide(a, cls, w) * _wide(b, cls, w)).astype(out)
+  if w == 32:      # the int64 product's bits are the u64 result: a view, not a copy
+    return lambda a, b: (_wide(a, cls, w) * _wide(b, cls, w)).view(np.uint64)
+  return lambda a, b: (_wide(a, cls, w) * _wide(b, cls, w)).astype(UINT[2 * w])
 
 
 def _shift_vec(op, cls, w):

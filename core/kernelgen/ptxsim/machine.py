@@ -209,7 +209,7 @@ def param_values(entry: Entry, args: list) -> dict:
 
 
 # which engine `launch` uses: "fast" (numpy, where it is importable and covers the entry; the
-# pure-Python fused engine otherwise), "python" (the fused engine, fused.py: the reference's
+# pure-Python fused engine otherwise), "fused" (the pure-Python engine, fused.py: the reference's
 # steps with straight-line runs fused into generated Python), "reference" (this module's
 # warp-at-a-time engine), or "compare" (the engine named by KERNELGEN_PTXSIM_COMPARE, "fast" by
 # default, against the reference on a copy of memory, every buffer compared byte for byte:
@@ -226,7 +226,7 @@ COMPARED = {"launches": 0, "identical": 0, "identical_warm": 0, "nan_only": 0, "
 def launch(prog: Program, grid, block, args: list, memory: GlobalMemory,
            check_races: bool = True, engine: str | None = None, progress=None) -> str:
   """Run `prog` on a grid of CTAs; `args` are the kernel parameters in order. `engine` picks
-  "fast", "python" or "reference" (default ENGINE); `progress(blocks done, blocks, seconds)`
+  "fast", "fused" or "reference" (default ENGINE); `progress(blocks done, blocks, seconds)`
   is called as it goes, and returning False from it stops the run (StoppedError). Returns
   the engine that ran."""
   grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
@@ -248,8 +248,8 @@ def _launch(prog, grid, block, args, params, memory, check_races, engine, progre
       from . import fast_machine
       fast_machine.launch(fast, grid, block, params, memory, check_races, progress)
       return "fast"
-    engine = "python"
-  code = prog.fused() if engine == "python" else prog.code
+    engine = "fused"
+  code = prog.fused() if engine == "fused" else prog.code
   start, total = time.perf_counter(), grid[0] * grid[1] * grid[2]
   for done, (z, y, x) in enumerate(itertools.product(range(grid[2]), range(grid[1]),
                                                      range(grid[0])), 1):

@@ -413,7 +413,7 @@ WARM_MODULES = (".compiler", ".graph.schedule", ".lowering.optimize", ".lowering
 def verify_ptx(code: str, arch: str = "sm_80", device: str = "WEBGPU") -> dict:
   """Run the program's PTX on the simulator (PTXSIM) and compare it with `device`'s result.
   The PTXSIM result's "engines" counts its launches by the simulator engine that ran them
-  ("fast": numpy; "python": the pure-Python fused engine, as in Pyodide without numpy)."""
+  ("fast": numpy; "fused": the pure-Python engine, as in Pyodide without numpy)."""
   def work():
     from ..ptxsim.machine import LAUNCHED
     before = dict(LAUNCHED)
