@@ -327,27 +327,11 @@ def _divrem_by_constant(op, cls, w, a, b):
 def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
   cls, w = TYPES[t]
   where = where_text(ins)
-  hi_lo = next(iter(mods & {"lo", "hi", "wide"}), "lo")
-  if mods - {"lo", "hi", "wide", "sat"} or ("sat" in mods and not (t == "s32" and op in
-                                                                  ("add", "sub"))):
-    raise unsupported(ins)
-  types, dtype = [t] * len(src_ops), t
-  if op in ("shl", "shr"):
-    types[1] = "u32"
-  if hi_lo == "wide":
-    dtype = f"{cls}{2 * w}"
+  hi_lo, types, dtype, lane = ref.int_alu_form(ins, op, mods, t, len(src_ops))
   if op == "mad":
-    fn, lane = _mad_vec(cls, w, hi_lo), alu.int_mad(cls, w, hi_lo)
-    types[2] = dtype
-  elif "sat" in mods:
-    fn, lane = None, alu.saturating(op, w)
-  elif op in ref._INT_BINARY:
-    fn, lane = _int_vec(op, cls, w, hi_lo), alu.int_binary(op, cls, w, hi_lo)
-  elif op in ref._INT_UNARY:
-    fn, lane = _int_vec(op, cls, w, hi_lo), alu.int_unary(op, cls, w)
-    dtype = "u32" if op in ("popc", "clz") else t
+    fn = _mad_vec(cls, w, hi_lo)
   else:
-    raise unsupported(ins)
+    fn = None if "sat" in mods else _int_vec(op, cls, w, hi_lo)
   srcs = [reader(o, ty, ctx, where) for o, ty in zip(src_ops, types)]
   compute = _apply(fn, srcs, _ident) if fn is not None else lanewise(lane, srcs, _ident, dtype)
   return store(writer(dst, dtype, ctx, where), compute)
