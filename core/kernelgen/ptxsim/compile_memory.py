@@ -166,17 +166,23 @@ def compile_atom(ins: Instr, ctx: Context):
   return STEP, step, None
 
 
-def compile_shfl(ins: Instr, ctx: Context):
-  """shfl.sync.bfly.b32 d, a, b, c, membermask: lane i reads a from lane i ^ b (its own when that
-  is past the clamp c); every lane of membermask must execute it, and read only active lanes."""
+def shfl_form(ins: Instr) -> tuple:
+  """(destination, source, lane xor, clamp, member mask) of a shfl.sync.bfly.b32, checked
+  (both engines)."""
   if ins.mods != ("sync", "bfly", "b32"):
     raise unsupported(ins, "only shfl.sync.bfly.b32 is simulated")
   dst, src, b, c, member = checked_operands(ins, 5)
   if any(op[0] != "imm" for op in (b, c, member)) or c[1] & ~0x1F:
     raise unsupported(ins, "lane offset, clamp and member mask must be immediates (no segments)")
+  return dst, src, b[1] & 31, c[1], member[1] & FULL
+
+
+def compile_shfl(ins: Instr, ctx: Context):
+  """shfl.sync.bfly.b32 d, a, b, c, membermask: lane i reads a from lane i ^ b (its own when that
+  is past the clamp c); every lane of membermask must execute it, and read only active lanes."""
+  dst, src, step_, clamp, wanted = shfl_form(ins)
   where = where_text(ins)
   write, read = writer(dst, "b32", ctx, where), reader(src, "b32", ctx, where)
-  step_, clamp, wanted = b[1] & 31, c[1], member[1] & FULL
 
   def step(W, am):
     if am != wanted & W.live:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import mma as mma_mod
-from .compile_memory import ld_operands, param_name, st_operands
+from .compile_memory import ld_operands, param_name, shfl_form, st_operands
 from .fast_operands import Fault, UINT, count, full, reader, writer
 from .fast_operands import f16_bits, f16_values, quiet32
 from .memory import SHARED_BASE, SharedMemory
@@ -318,14 +318,9 @@ def live_mask(S, w: int) -> int:
 
 
 def shfl_step(ins: Instr, ctx):
-  if ins.mods != ("sync", "bfly", "b32"):
-    raise unsupported(ins, "only shfl.sync.bfly.b32 is simulated")
-  dst, src, b, c, member = checked_operands(ins, 5)
-  if any(op[0] != "imm" for op in (b, c, member)) or c[1] & ~0x1F:
-    raise unsupported(ins, "lane offset, clamp and member mask must be immediates (no segments)")
+  dst, src, step_, clamp, wanted = shfl_form(ins)
   where = where_text(ins)
   write, read = writer(dst, "b32", ctx, where), reader(src, "b32", ctx, where)
-  step_, clamp, wanted = b[1] & 31, c[1], member[1] & FULL
 
   def step(S, idx):
     a, tid, gw, masks = warp_masks(S, idx)
