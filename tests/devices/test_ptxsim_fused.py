@@ -83,3 +83,21 @@ def test_a_loop_body_is_one_fused_run():
   assert got == bytes(out.data)
   values = np.frombuffer(got, np.float32)
   assert np.isfinite(values).all() and (values >= 0).all() and values.max() > 0
+
+
+def test_a_translation_error_leaves_the_entry_to_the_reference_steps(monkeypatch):
+  """Should writing an entry's Python fail (a bug), the entry still runs, on the reference's
+  steps, and fused.FALLBACKS says why."""
+  from kernelgen.ptxsim import fused
+
+  def broken(prog, start, end, private):
+    raise RuntimeError("planted")
+  monkeypatch.setattr(fused, "_segment", broken)
+  monkeypatch.setattr(fused, "FALLBACKS", {})
+  src = entry("fill_fallback", ["out"], test_ptxsim.TID + "\tst.global.u32 [%rd2], %r3;\n\tret;",
+              test_ptxsim.REGS)
+  mem = ptxsim.GlobalMemory()
+  out = mem.alloc(4 * 32)
+  assert ptxsim.run(src, (1, 1, 1), (32, 1, 1), [out.base], mem, engine="fused") == "fused"
+  assert np.frombuffer(out.data, np.uint32).tolist() == list(range(32))
+  assert "planted" in fused.FALLBACKS["fill_fallback"]

@@ -379,6 +379,10 @@ def _slow(code: list, start: int, end: int):
   return run
 
 
+# entry name -> why it runs on the plain reference steps (a translation error; none expected)
+FALLBACKS: dict[str, str] = {}
+
+
 def build(prog) -> list:
   """The entry's step list with every fusable run of STEP instructions replaced at its first pc
   by (SEGMENT, function, length); the other entries (and the run's later pcs, where a branch

@@ -44,7 +44,11 @@ class Program:
     (fused.py): the pure-Python fast path, built once."""
     if self._fused is None:
       from . import fused
-      self._fused = fused.build(self)
+      try:
+        self._fused = fused.build(self)
+      except Exception as e:    # a bug in the translation: the reference steps still run it
+        fused.FALLBACKS[self.entry.name] = f"internal error in the fused translation: {e!r}"
+        self._fused = self.code
     return self._fused
 
   def fast(self):
