@@ -1,6 +1,7 @@
 """How fast the PTX simulator runs: a 1M-element f32 add and a 64x64x64 f32 matmul, on both of
 its engines in the same run (the reference engine, warp by warp in pure Python, and the fast
-engine, numpy over batches of CTAs), plus optionally an exported PTX bundle on the fast engine.
+engine, numpy over batches of CTAs; and the pure-Python fast engine, fused.py, which runs where
+numpy is missing, as in the page), plus optionally an exported PTX bundle on the fast engine.
 
 Both kernels are hand-written PTX in the renderer's style (so the bench runs without the front
 end); each result is checked against numpy. Prints seconds, simulated threads/s and warp
@@ -164,6 +165,9 @@ def bench_bundle(path: str) -> None:
 def _both(bench, size) -> None:
   (ref, ref_cpu), (fast, fast_cpu) = bench(size, "reference"), bench(size, "fast")
   print(f"  speedup {ref / fast:.1f}x in wall time, {ref_cpu / fast_cpu:.1f}x in CPU time")
+  py, py_cpu = bench(size, "fused")
+  print(f"  fused engine (pure Python, no numpy, as in the page): speedup {ref / py:.1f}x in wall time, "
+        f"{ref_cpu / py_cpu:.1f}x in CPU time")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-"""The PTX simulator's fast engine (numpy, batches of CTAs) against its reference engine (warp by
-warp, pure Python): bit-identical memory after every launch of the bench kernels (with NaN, inf,
+"""The PTX simulator's fast engines (numpy over batches of CTAs; and the pure-Python one, fused.py,
+that runs where numpy is missing) against its reference engine (warp by warp, pure Python):
+bit-identical memory after every launch of the bench kernels (with NaN, inf,
 -0.0, subnormal and signalling-NaN inputs), of the seeded fuzz corpus's PTX on every arch it
 uses, and of the ISA tests' kernels; the per-entry fallback to the reference engine; the race
 checker and the other typed errors on the fast engine; progress and Stop for launches and for
@@ -21,10 +22,12 @@ import test_ptxsim_isa
 from test_ptxsim_kit import entry, run_buffers
 
 
-@pytest.fixture
-def compare(monkeypatch):
-  """Every launch runs on both engines and must leave memory identical (or fail alike)."""
+@pytest.fixture(params=["fast", "fused"])
+def compare(monkeypatch, request):
+  """Every launch runs on the reference and on the engine of the param ("fast": numpy;
+  "fused": fused.py) and must leave memory identical (or fail alike)."""
   monkeypatch.setitem(machine.ENGINE, "name", "compare")
+  monkeypatch.setitem(machine.ENGINE, "compare", request.param)
   for key in machine.COMPARED:
     monkeypatch.setitem(machine.COMPARED, key, 0)
   return machine.COMPARED
@@ -73,8 +76,8 @@ def test_isa_test_kernels_are_bit_identical(compare):
   assert compare["both_failed"] >= 3      # the sanitizer's tests: both engines raised alike
 
 
-def test_an_entry_the_fast_engine_does_not_cover_runs_on_the_reference(monkeypatch):
-  """A handler raising NotFast sends its whole entry to the reference engine, counted."""
+def test_an_entry_the_fast_engine_does_not_cover_runs_on_the_python_engine(monkeypatch):
+  """A handler raising NotFast sends its whole entry to the pure-Python engine, counted."""
   def refuse(ins, ctx):
     raise fast_machine.NotFast("selp is left to the reference engine in this test")
   monkeypatch.setitem(fast_machine.HANDLERS, "selp", refuse)
@@ -84,7 +87,7 @@ def test_an_entry_the_fast_engine_does_not_cover_runs_on_the_reference(monkeypat
               test_ptxsim.REGS + "\n// fallback test")
   mem = ptxsim.GlobalMemory()
   out = mem.alloc(4 * 32)
-  assert ptxsim.run(src, (1, 1, 1), (32, 1, 1), [out.base], mem) == "reference"
+  assert ptxsim.run(src, (1, 1, 1), (32, 1, 1), [out.base], mem) == "fused"
   assert list(fast_machine.FALLBACKS) == ["picks"]
   assert np.frombuffer(out.data, np.uint32).tolist() == [1] * 5 + [2] * 27
   mem2 = ptxsim.GlobalMemory()
@@ -100,13 +103,13 @@ def test_race_checker_on_the_fast_engine():
   racy = entry("block_sum", ["out"], test_ptxsim.SHARED_SUM.replace("{barrier}", ""),
                test_ptxsim.REGS)
   messages = []
-  for engine in ("fast", "reference"):
+  for engine in ("fast", "fused", "reference"):
     mem = ptxsim.GlobalMemory()
     out = mem.alloc(256 * 4)
     with pytest.raises(ExecutionError, match=r"shared-memory race") as err:
       ptxsim.run(racy, (2, 1, 1), (128, 1, 1), [out.base], mem, engine=engine)
     messages.append(str(err.value))
-  assert messages[0] == messages[1]
+  assert messages[0] == messages[1] == messages[2]
   fixed = racy.replace("block_sum", "block_sum_ok").replace(
     "\tst.shared.u32 [%rd5], %r3;\n", "\tst.shared.u32 [%rd5], %r3;\n\tbar.sync 0;\n")
   mem = ptxsim.GlobalMemory()
@@ -119,7 +122,7 @@ def test_launch_progress_and_stop():
   src = entry("fill", ["out"], test_ptxsim.TID + "\tst.global.u32 [%rd2], %r3;\n\tret;",
               test_ptxsim.REGS)
   seen = []
-  for engine in ("fast", "reference"):
+  for engine in ("fast", "fused", "reference"):
     mem = ptxsim.GlobalMemory()
     out = mem.alloc(4 * 64 * 1024)
     ptxsim.run(src, (1024, 1, 1), (64, 1, 1), [out.base], mem, engine=engine,
@@ -154,8 +157,9 @@ def test_bundle_progress_reports_kernel_i_of_n_and_stops(tmp_path):
     bundle.run({"x": xv}, device="PTXSIM", progress=lambda info: info["kernel"] < 2)
 
 
-def test_without_numpy_the_reference_engine_runs(tmp_path):
-  """Where numpy does not import (Pyodide without it), launches run on the reference engine."""
+def test_without_numpy_the_python_engine_runs(tmp_path):
+  """Where numpy does not import (Pyodide without it), launches run on the pure-Python fast
+  engine (fused.py)."""
   import os
   import subprocess
   import sys
@@ -181,4 +185,4 @@ def test_without_numpy_the_reference_engine_runs(tmp_path):
   done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                         timeout=120)
   assert done.returncode == 0, done.stderr
-  assert done.stdout.split() == ["reference", "[63,", "0,", "0,", "0]"]
+  assert done.stdout.split() == ["fused", "[63,", "0,", "0,", "0]"]

@@ -1,6 +1,8 @@
 """The PTX simulator's fast engine against its reference engine, launch by launch.
 
     python tests/helpers/ptxsim_differential.py [COUNT] [--start S]
+    KERNELGEN_PTXSIM_COMPARE=fused python tests/helpers/ptxsim_differential.py ...   (the
+    pure-Python fused engine, fused.py, against the reference instead of the numpy engine)
 
 Every launch runs in ptxsim's "compare" mode: the reference engine on a copy of memory, the fast
 engine on the real one, and every buffer compared byte for byte afterwards (so NaN payloads and

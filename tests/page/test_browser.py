@@ -492,6 +492,18 @@ def test_verify_ptx_runs_the_simulator_and_agrees(app):
   assert "PTX on the simulator matches WEBGPU" in app.inner_text("#results")
 
 
+@pytest.mark.parametrize("example", ["matmul", "softmax"])
+def test_verify_ptx_runs_the_pure_python_fast_engine(app, example):
+  """Pyodide has no numpy: every simulated launch of Verify PTX runs on the pure-Python fast
+  engine (ptxsim/fused.py), none on the reference engine, and it still agrees with WebGPU."""
+  app.evaluate("async (code) => kgApp.setCode(code)", examples_of(app)[example])
+  result = app.evaluate("kgApp.verify()")
+  assert "error" not in result, result
+  assert result["comparison"]["match"], result["comparison"]
+  engines = result["ptxsim"]["engines"]
+  assert set(engines) == {"fused"} and engines["fused"] >= 1, engines
+
+
 def test_user_code_survives_a_reload(app):
   app.evaluate("kgApp.setCode('# mine\\nout = Tensor([7])\\n')")
   app.reload()

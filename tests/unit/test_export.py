@@ -313,6 +313,42 @@ def test_cli_exports_an_onnx_model_or_says_onnx_is_not_there_yet(tmp_path, capsy
   np.testing.assert_allclose(got, np.maximum(xv @ w, 0), rtol=1e-5, atol=1e-6)
 
 
+def test_onnx_names_that_are_not_identifiers_are_kept_in_the_bundle(tmp_path):
+  """ResNet-50's input 'gpu_0/data_0' and output 'gpu_0/softmax_1': the CLI exports the model,
+  the manifest keeps the model's names (the kernels' buffers get sanitized ones), run() takes
+  them, and the result matches onnxruntime; two inputs that sanitize alike stay apart."""
+  onnx = pytest.importorskip("onnx")
+  ort = pytest.importorskip("onnxruntime")
+  from onnx import TensorProto, helper, numpy_helper
+  w = np.arange(12, dtype=np.float32).reshape(4, 3) / 10 - 0.5
+  graph = helper.make_graph(
+    [helper.make_node("MatMul", ["gpu_0/data_0", "w"], ["h"]),
+     helper.make_node("Add", ["h", "gpu_0:data_0"], ["s"]),
+     helper.make_node("Softmax", ["s"], ["gpu_0/softmax_1"], axis=-1)],
+    "mm", [helper.make_tensor_value_info("gpu_0/data_0", TensorProto.FLOAT, [2, 4]),
+           helper.make_tensor_value_info("gpu_0:data_0", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("gpu_0/softmax_1", TensorProto.FLOAT, [2, 3])],
+    [numpy_helper.from_array(w, "w")])
+  path = tmp_path / "named.onnx"
+  onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+  out = tmp_path / "bundle"
+  assert _cli("export", path, "--out", out, "--format", "ptx") == 0
+  bundle = kg.load_bundle(str(out))
+  assert [i["name"] for i in bundle.inputs] == ["gpu_0/data_0", "gpu_0:data_0"]
+  assert [o["name"] for o in bundle.outputs] == ["gpu_0/softmax_1"]
+  names = {b["name"] for b in bundle.manifest["buffers"] if b.get("name")}
+  assert {"gpu_0/data_0", "gpu_0:data_0"} <= names
+  ptx = "".join(p.read_text() for p in out.glob("*.ptx"))
+  assert ".param .u64 data1_gpu_0_data_0," in ptx and "_gpu_0_data_0_2\n" in ptx
+  feeds = {"gpu_0/data_0": np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4),
+           "gpu_0:data_0": np.linspace(0, 2, 6, dtype=np.float32).reshape(2, 3)}
+  got = bundle.run(feeds, device="PTXSIM")["gpu_0/softmax_1"].numpy()
+  want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+  with pytest.raises(kg.KernelgenError, match="output name 'my out' is not an identifier"):
+    kg.export({"my out": kg.Tensor.empty(4, name="x") + 1}, str(tmp_path / "c"))
+
+
 def test_web_api_export_bundles_gives_both_bundles_as_files():
   import base64
   from kernelgen import web_api

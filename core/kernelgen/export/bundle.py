@@ -29,7 +29,7 @@ from ..uop.program import Binding, CompiledKernel, Launch, grid_from_json
 from . import manifest
 from .inputs import is_model, model_feeds
 from ..tensor.symbolic import compact, padded
-from .plan import make_plan
+from .plan import ModelOutputs, make_plan
 from .progress import RunProgress
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
@@ -82,7 +82,7 @@ def _model_outputs(model, input_shapes: dict | None) -> dict:
   feeds, notes = model_feeds(model, input_shapes)
   for note in notes:
     warnings.warn(note, SymbolicDimWarning, stacklevel=3)
-  return model.run(feeds, device="PYTHON")
+  return ModelOutputs(model.run(feeds, device="PYTHON"))
 
 
 def _write_text(path: str, text: str) -> None:

@@ -17,6 +17,7 @@ import sys
 from ..errors import KernelgenError, UnsupportedError
 from ..tensor.names import name_inputs
 from .bundle import export
+from .plan import ModelOutputs
 from .inputs import model_feeds
 
 
@@ -126,4 +127,4 @@ def onnx_outputs(path: str, shapes: dict) -> dict:
   feeds, notes = model_feeds(model, shapes)
   for note in notes:
     print(f"note: {note}", file=sys.stderr)
-  return model.run(feeds, device="PYTHON")
+  return ModelOutputs(model.run(feeds, device="PYTHON"))

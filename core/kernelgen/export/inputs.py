@@ -71,8 +71,34 @@ def model_feeds(model, shapes: dict | None = None) -> tuple[dict, list[str]]:
       shape, note = fixed_shape(name, declared)
       notes.extend([note] if note else [])
     dtype = model.input_dtypes.get(name) or "float32"
-    feeds[name] = Tensor.empty(*shape, dtype=dtype, device="PYTHON", name=name)
+    ident = buffer_name(name, {t.name for t in _buffers(feeds)})
+    feeds[name] = Tensor.empty(*shape, dtype=dtype, device="PYTHON", name=ident)
+    if ident != name:
+      next(_buffers({name: feeds[name]})).public_name = name
   return feeds, notes
+
+
+def buffer_name(name: str, taken: set) -> str:
+  """`name` where kernels can use it as a buffer name; else a sanitized identifier (tensor/
+  names.suggest: 'gpu_0/data_0' -> 'gpu_0_data_0') with the first free suffix `_2`, `_3`...
+  The manifest keeps the model's own name (Buffer.public_name), so callers use that."""
+  from ..tensor.names import IDENTIFIER, suggest
+  if IDENTIFIER.fullmatch(name) and name not in taken:
+    return name
+  base = suggest(name)[:60]
+  ident, k = base, 2
+  while ident in taken:
+    ident, k = f"{base}_{k}", k + 1
+  return ident
+
+
+def _buffers(feeds: dict):
+  """The input buffer under each feed tensor (a symbolic input is a view of one)."""
+  for tensor in feeds.values():
+    node = tensor.node
+    while getattr(node, "buffer", None) is None and node.src:
+      node = node.src[0]
+    yield node.buffer
 
 
 def is_model(value) -> bool:

@@ -33,6 +33,11 @@ class BundlePlan:
   weights: dict[str, tuple[str, tuple, bytes]] = field(default_factory=dict)  # safetensors
 
 
+class ModelOutputs(dict):
+  """An ONNX model's outputs by the model's own names, which need not be identifiers: the
+  manifest keeps them as they are (kernels name their buffers by slot, never by them)."""
+
+
 def named_outputs(outputs) -> dict:
   """{name: Tensor} from a Tensor (named `out`), a list/tuple (`out0`, `out1`, ...) or a dict."""
   if isinstance(outputs, Tensor):
@@ -43,7 +48,10 @@ def named_outputs(outputs) -> dict:
     raise KernelgenError("export needs the program's outputs: a Tensor, a list of Tensors or a "
                          f"dict name -> Tensor, got {type(outputs).__name__}")
   for name, value in outputs.items():
-    if not isinstance(name, str) or not name.isidentifier():
+    if isinstance(outputs, ModelOutputs) and isinstance(name, str) and name.isprintable() \
+        and 0 < len(name) <= 256:
+      pass          # an ONNX model's output keeps its own name ('gpu_0/softmax_1')
+    elif not isinstance(name, str) or not name.isidentifier():
       raise KernelgenError(f"output name {name!r} is not an identifier: name outputs like `y`")
     if not isinstance(value, Tensor):
       raise KernelgenError(f"output {name!r} is a {type(value).__name__}, not a Tensor")
@@ -72,7 +80,7 @@ def _describe(node, key: int) -> dict:
   if node.realized:
     buf = node.buffer
     kind = "input" if buf.is_input else "weight"
-    name = buf.name if buf.is_input else (buf.name or buf.label)
+    name = (buf.public_name or buf.name) if buf.is_input else (buf.name or buf.label)
     dtype, size = buf.dtype, buf.size
   else:
     kind, name = "intermediate", None

@@ -60,6 +60,8 @@ class Buffer:
     self.device, self.dtype, self.size, self.name = device, dtype, size, name
     self.is_input = False   # made by Tensor.empty: a program input the caller fills (kg.export)
     self.label = None       # the program's variable holding it (names_inputs): a weight's key
+    self.public_name = None  # an input's name for callers where `name` could not hold it (an
+                             # ONNX input 'gpu_0/data_0'): the bundle manifest's input name
     self._handle = None
     self._host = bytes(data) if data is not None else None
 

@@ -132,15 +132,15 @@ def _fast_int(op: str, cls: str, w: int, hi_lo: str, srcs):
   return lambda W, am: fn(r0(W, am), r1(W, am), r2(W, am))
 
 
-def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
+def int_alu_form(ins: Instr, op: str, mods: set, t: str, nsrc: int) -> tuple:
+  """(lo/hi/wide, the source operands' types, the result type, the lane function) of an
+  integer ALU instruction, checked: both engines decode it here."""
   cls, w = TYPES[t]
-  where = where_text(ins)
   hi_lo = next(iter(mods & {"lo", "hi", "wide"}), "lo")
   if mods - {"lo", "hi", "wide", "sat"} or ("sat" in mods and not (t == "s32" and op in
                                                                   ("add", "sub"))):
     raise unsupported(ins)
-  types = [t] * len(src_ops)
-  dtype = t
+  types, dtype = [t] * nsrc, t
   if op in ("shl", "shr"):
     types[1] = "u32"
   if hi_lo == "wide":
@@ -157,6 +157,13 @@ def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
     dtype = "u32" if op in ("popc", "clz") else t
   else:
     raise unsupported(ins)
+  return hi_lo, types, dtype, fn
+
+
+def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
+  cls, w = TYPES[t]
+  where = where_text(ins)
+  hi_lo, types, dtype, fn = int_alu_form(ins, op, mods, t, len(src_ops))
   srcs = [reader(o, ty, ctx, where) for o, ty in zip(src_ops, types)]
   fast = None if "sat" in mods else _fast_int(op, cls, w, hi_lo, srcs)
   return _store(writer(dst, dtype, ctx, where), fast or _compute(fn, srcs, _identity))

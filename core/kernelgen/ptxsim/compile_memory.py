@@ -28,6 +28,40 @@ def mem_mods(ins: Instr) -> tuple[str, int, str]:
   return (next(iter(spaces), "generic"), vec, t)
 
 
+def ld_operands(ins: Instr) -> tuple:
+  """(space, vector width, memory type, register type, destination operands, address operand)
+  of an ld, checked: what both engines decode the same way."""
+  space, vec, t = mem_mods(ins)
+  dst, addr = checked_operands(ins, 2)
+  dsts = dst[1] if dst[0] == "vec" and space != "param" else (dst,)
+  if space != "param" and len(dsts) != vec:
+    raise unsupported(ins, f"{vec} destination registers expected")
+  return space, vec, t, MEM_AS.get(t, t), dsts, addr
+
+
+def st_operands(ins: Instr) -> tuple:
+  """(space, vector width, memory type, register type, address operand, source operands) of
+  an st, checked (both engines)."""
+  space, vec, t = mem_mods(ins)
+  if space == "param":
+    raise unsupported(ins, "kernels cannot store to parameters")
+  addr, src = checked_operands(ins, 2)
+  srcs = src[1] if src[0] == "vec" else (src,)
+  if len(srcs) != vec:
+    raise unsupported(ins, f"{vec} source values expected")
+  return space, vec, t, MEM_AS.get(t, t), addr, srcs
+
+
+def param_name(ins: Instr, ctx: Context, addr) -> str:
+  """The kernel parameter an ld.param reads, checked (both engines)."""
+  if addr[0] != "addr" or addr[1] is None or addr[1][0] != "sym" or addr[2] != 0:
+    raise unsupported(ins, "ld.param reads a kernel parameter by name: [name]")
+  name = addr[1][1]
+  if name not in ctx.params:
+    raise PTXSyntaxError(f"unknown kernel parameter {name} {where_text(ins)}", line=ins.line)
+  return name
+
+
 def _address(op, ctx: Context, ins: Instr):
   """(W, am) -> the byte address of every lane."""
   if op[0] != "addr":
@@ -56,15 +90,10 @@ def _space(W, space: str, addrs: list, am: int):
 
 
 def compile_ld(ins: Instr, ctx: Context):
-  space, vec, t = mem_mods(ins)
-  dst, addr = checked_operands(ins, 2)
+  space, vec, t, rt, dsts, addr = ld_operands(ins)
   where = where_text(ins)
   if space == "param":
-    return _ld_param(ins, ctx, t, dst, addr)
-  rt = MEM_AS.get(t, t)
-  dsts = dst[1] if dst[0] == "vec" else (dst,)
-  if len(dsts) != vec:
-    raise unsupported(ins, f"{vec} destination registers expected")
+    return _ld_param(ins, ctx, t, dsts[0], addr)
   writes = [writer(d, rt, ctx, where) for d in dsts]
   size = TYPES[t][1] // 8 * vec
   unpack = struct.Struct("<" + MEM_CODES[t] * vec).unpack_from
@@ -86,11 +115,7 @@ def compile_ld(ins: Instr, ctx: Context):
 
 
 def _ld_param(ins, ctx, t, dst, addr):
-  if addr[0] != "addr" or addr[1] is None or addr[1][0] != "sym" or addr[2] != 0:
-    raise unsupported(ins, "ld.param reads a kernel parameter by name: [name]")
-  name = addr[1][1]
-  if name not in ctx.params:
-    raise PTXSyntaxError(f"unknown kernel parameter {name} {where_text(ins)}", line=ins.line)
+  name = param_name(ins, ctx, addr)
   write = writer(dst, t, ctx, where_text(ins))
   cls, w = TYPES[t]
 
@@ -101,15 +126,9 @@ def _ld_param(ins, ctx, t, dst, addr):
 
 
 def compile_st(ins: Instr, ctx: Context):
-  space, vec, t = mem_mods(ins)
-  if space == "param":
-    raise unsupported(ins, "kernels cannot store to parameters")
-  addr, src = checked_operands(ins, 2)
+  space, vec, t, rt, addr, src_ops = st_operands(ins)
   where = where_text(ins)
-  rt = MEM_AS.get(t, t)
-  srcs = [reader(s, rt, ctx, where) for s in (src[1] if src[0] == "vec" else (src,))]
-  if len(srcs) != vec:
-    raise unsupported(ins, f"{vec} source values expected")
+  srcs = [reader(s, rt, ctx, where) for s in src_ops]
   size = TYPES[t][1] // 8 * vec
   pack = struct.Struct("<" + MEM_CODES[t] * vec).pack_into
   get_addr = _address(addr, ctx, ins)
@@ -147,17 +166,23 @@ def compile_atom(ins: Instr, ctx: Context):
   return STEP, step, None
 
 
-def compile_shfl(ins: Instr, ctx: Context):
-  """shfl.sync.bfly.b32 d, a, b, c, membermask: lane i reads a from lane i ^ b (its own when that
-  is past the clamp c); every lane of membermask must execute it, and read only active lanes."""
+def shfl_form(ins: Instr) -> tuple:
+  """(destination, source, lane xor, clamp, member mask) of a shfl.sync.bfly.b32, checked
+  (both engines)."""
   if ins.mods != ("sync", "bfly", "b32"):
     raise unsupported(ins, "only shfl.sync.bfly.b32 is simulated")
   dst, src, b, c, member = checked_operands(ins, 5)
   if any(op[0] != "imm" for op in (b, c, member)) or c[1] & ~0x1F:
     raise unsupported(ins, "lane offset, clamp and member mask must be immediates (no segments)")
+  return dst, src, b[1] & 31, c[1], member[1] & FULL
+
+
+def compile_shfl(ins: Instr, ctx: Context):
+  """shfl.sync.bfly.b32 d, a, b, c, membermask: lane i reads a from lane i ^ b (its own when that
+  is past the clamp c); every lane of membermask must execute it, and read only active lanes."""
+  dst, src, step_, clamp, wanted = shfl_form(ins)
   where = where_text(ins)
   write, read = writer(dst, "b32", ctx, where), reader(src, "b32", ctx, where)
-  step_, clamp, wanted = b[1] & 31, c[1], member[1] & FULL
 
   def step(W, am):
     if am != wanted & W.live:

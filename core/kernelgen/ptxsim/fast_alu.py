@@ -261,8 +261,9 @@ def _mul_vec(cls, w, hi_lo):
   M = (1 << w) - 1
   if hi_lo == "hi":
     return lambda a, b: ((_wide(a, cls, w) * _wide(b, cls, w)) >> w) & M
-  out = np.uint64 if w == 32 else UINT[2 * w]
-  return lambda a, b: (_wide(a, cls, w) * _wide(b, cls, w)).astype(out)
+  if w == 32:      # the int64 product's bits are the u64 result: a view, not a copy
+    return lambda a, b: (_wide(a, cls, w) * _wide(b, cls, w)).view(np.uint64)
+  return lambda a, b: (_wide(a, cls, w) * _wide(b, cls, w)).astype(UINT[2 * w])
 
 
 def _shift_vec(op, cls, w):
@@ -326,27 +327,11 @@ def _divrem_by_constant(op, cls, w, a, b):
 def _int_alu(ins, ctx, op, mods, t, dst, src_ops):
   cls, w = TYPES[t]
   where = where_text(ins)
-  hi_lo = next(iter(mods & {"lo", "hi", "wide"}), "lo")
-  if mods - {"lo", "hi", "wide", "sat"} or ("sat" in mods and not (t == "s32" and op in
-                                                                  ("add", "sub"))):
-    raise unsupported(ins)
-  types, dtype = [t] * len(src_ops), t
-  if op in ("shl", "shr"):
-    types[1] = "u32"
-  if hi_lo == "wide":
-    dtype = f"{cls}{2 * w}"
+  hi_lo, types, dtype, lane = ref.int_alu_form(ins, op, mods, t, len(src_ops))
   if op == "mad":
-    fn, lane = _mad_vec(cls, w, hi_lo), alu.int_mad(cls, w, hi_lo)
-    types[2] = dtype
-  elif "sat" in mods:
-    fn, lane = None, alu.saturating(op, w)
-  elif op in ref._INT_BINARY:
-    fn, lane = _int_vec(op, cls, w, hi_lo), alu.int_binary(op, cls, w, hi_lo)
-  elif op in ref._INT_UNARY:
-    fn, lane = _int_vec(op, cls, w, hi_lo), alu.int_unary(op, cls, w)
-    dtype = "u32" if op in ("popc", "clz") else t
+    fn = _mad_vec(cls, w, hi_lo)
   else:
-    raise unsupported(ins)
+    fn = None if "sat" in mods else _int_vec(op, cls, w, hi_lo)
   srcs = [reader(o, ty, ctx, where) for o, ty in zip(src_ops, types)]
   compute = _apply(fn, srcs, _ident) if fn is not None else lanewise(lane, srcs, _ident, dtype)
   return store(writer(dst, dtype, ctx, where), compute)

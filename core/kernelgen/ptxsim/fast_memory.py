@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from . import mma as mma_mod
-from .compile_memory import MEM_AS, mem_mods
+from .compile_memory import ld_operands, param_name, shfl_form, st_operands
 from .fast_operands import Fault, UINT, count, full, reader, writer
 from .fast_operands import f16_bits, f16_values, quiet32
 from .memory import SHARED_BASE, SharedMemory
 from .operands import FULL, LaneFault, TYPES
-from .parser import Instr, PTXSyntaxError
+from .parser import Instr
 from .steps import STEP, checked_operands, unsupported, where_text
 
 # memory type -> (numpy dtype in memory, to register values, from register values)
@@ -159,15 +159,10 @@ def _is_shared(S, idx, space, a):
 # ---- ld / st -------------------------------------------------------------------------------
 
 def ld_step(ins: Instr, ctx):
-  space, vec, t = mem_mods(ins)
-  dst, addr = checked_operands(ins, 2)
+  space, vec, t, rt, dsts, addr = ld_operands(ins)
   where = where_text(ins)
   if space == "param":
-    return _ld_param(ins, ctx, t, dst, addr)
-  rt = MEM_AS.get(t, t)
-  dsts = dst[1] if dst[0] == "vec" else (dst,)
-  if len(dsts) != vec:
-    raise unsupported(ins, f"{vec} destination registers expected")
+    return _ld_param(ins, ctx, t, dsts[0], addr)
   writes = [writer(d, rt, ctx, where) for d in dsts]
   esize = TYPES[t][1] // 8
   size = esize * vec
@@ -224,11 +219,7 @@ def _shared_load(S, idx, a, size, esize, vec, mdt):
 
 
 def _ld_param(ins, ctx, t, dst, addr):
-  if addr[0] != "addr" or addr[1] is None or addr[1][0] != "sym" or addr[2] != 0:
-    raise unsupported(ins, "ld.param reads a kernel parameter by name: [name]")
-  name = addr[1][1]
-  if name not in ctx.params:
-    raise PTXSyntaxError(f"unknown kernel parameter {name} {where_text(ins)}", line=ins.line)
+  name = param_name(ins, ctx, addr)
   write = writer(dst, t, ctx, where_text(ins))
   cls, w = TYPES[t]
 
@@ -239,15 +230,9 @@ def _ld_param(ins, ctx, t, dst, addr):
 
 
 def st_step(ins: Instr, ctx):
-  space, vec, t = mem_mods(ins)
-  if space == "param":
-    raise unsupported(ins, "kernels cannot store to parameters")
-  addr, src = checked_operands(ins, 2)
+  space, vec, t, rt, addr, src_ops = st_operands(ins)
   where = where_text(ins)
-  rt = MEM_AS.get(t, t)
-  srcs = [reader(s, rt, ctx, where) for s in (src[1] if src[0] == "vec" else (src,))]
-  if len(srcs) != vec:
-    raise unsupported(ins, f"{vec} source values expected")
+  srcs = [reader(s, rt, ctx, where) for s in src_ops]
   esize = TYPES[t][1] // 8
   size = esize * vec
   mdt, _, to_mem = _codec(t)
@@ -333,14 +318,9 @@ def live_mask(S, w: int) -> int:
 
 
 def shfl_step(ins: Instr, ctx):
-  if ins.mods != ("sync", "bfly", "b32"):
-    raise unsupported(ins, "only shfl.sync.bfly.b32 is simulated")
-  dst, src, b, c, member = checked_operands(ins, 5)
-  if any(op[0] != "imm" for op in (b, c, member)) or c[1] & ~0x1F:
-    raise unsupported(ins, "lane offset, clamp and member mask must be immediates (no segments)")
+  dst, src, step_, clamp, wanted = shfl_form(ins)
   where = where_text(ins)
   write, read = writer(dst, "b32", ctx, where), reader(src, "b32", ctx, where)
-  step_, clamp, wanted = b[1] & 31, c[1], member[1] & FULL
 
   def step(S, idx):
     a, tid, gw, masks = warp_masks(S, idx)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import numeric as nm
-from .operands import TYPES, mismatch, immediate, register_type
+from .operands import TYPES, conversion, immediate, register_type
 from .parser import PTXSyntaxError, SPECIAL_REGS
 
 UINT = {1: np.bool_, 8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}
@@ -99,39 +99,28 @@ FROM_BITS = {"f32": lambda b: quiet32(b.astype(np.uint32).view(np.float32)),
 
 def read_conversion(rtype: str, itype: str, where: str):
   """operands.read_conversion for arrays: the register's values as the instruction type's."""
-  (rc, rw), (ic, iw) = TYPES[rtype], TYPES[itype]
-  if rtype == itype or (rc in "usb" and ic in "usb" and rw == iw):
+  kind = conversion(rtype, itype, True, where)
+  if kind is None:
     return None
-  if rc == "p" or ic == "p" or (rc == "f" and ic == "f"):
-    raise mismatch(rtype, itype, where)
-  if rc in "usb" and ic in "usb":
-    d = UINT[iw]
+  if kind[0] == "int":
+    d = UINT[kind[3]]
     return lambda x: x.astype(d)
-  if rc == "f":
-    if rw != iw:
-      raise mismatch(rtype, itype, where)
-    return TO_BITS[rtype]
-  if rw < iw:
-    raise mismatch(rtype, itype, where)
-  return FROM_BITS[itype]
+  return TO_BITS[rtype] if kind[0] == "bits" else FROM_BITS[itype]
 
 
 def write_conversion(itype: str, rtype: str, where: str):
   """operands.write_conversion for arrays: an instruction result into the register's form."""
-  (ic, iw), (rc, rw) = TYPES[itype], TYPES[rtype]
-  if itype == rtype or (rc in "usb" and ic in "usb" and rw == iw):
+  kind = conversion(itype, rtype, False, where)
+  if kind is None:
     return None
-  if rc == "p" or ic == "p" or (rc == "f" and ic == "f"):
-    raise mismatch(rtype, itype, where)
-  if rc in "usb" and ic in "usb":
+  if kind[0] == "int":
+    _, ic, iw, rw = kind
     d = UINT[rw]
     if iw < rw and ic == "s":
       s_in, s_out = SINT[iw], SINT[rw]
       return lambda x: x.view(s_in).astype(s_out).view(d)
     return lambda x: x.astype(d)
-  if iw != rw:
-    raise mismatch(rtype, itype, where)
-  return TO_BITS[itype] if ic == "f" else FROM_BITS[rtype]
+  return TO_BITS[itype] if kind[0] == "bits" else FROM_BITS[rtype]
 
 
 # ---- readers and writers ------------------------------------------------------------------

@@ -14,7 +14,7 @@ import time
 from .. import limits
 from ..errors import ExecutionError, KernelgenError, StoppedError
 from .compile import BARRIER, BRANCH, EXIT, STEP, Context, compile_instr
-from .steps import Work
+from .steps import SEGMENT, Work
 from .operands import FULL, TYPES, LaneFault, first_lane
 from .memory import GlobalMemory, SharedMemory
 from .parser import Entry, Module, PTXSyntaxError, SPECIAL_REGS, parse
@@ -38,7 +38,19 @@ class Program:
     self.code = [compile_instr(ins, ctx) for ins in entry.instrs]
     used = {op[1] for ins in entry.instrs for op in _flat(ins.operands) if op[0] == "reg"}
     self.specials = sorted(used & SPECIAL_REGS)
-    self._fast = None
+    self._fast = self._fused = None
+
+  def fused(self) -> list:
+    """The step list with runs of straight-line instructions fused into generated Python
+    (fused.py): the pure-Python fast path, built once."""
+    if self._fused is None:
+      from . import fused
+      try:
+        self._fused = fused.build(self)
+      except Exception as e:    # a bug in the translation: the reference steps still run it
+        fused.FALLBACKS[self.entry.name] = f"internal error in the fused translation: {e!r}"
+        self._fused = self.code
+    return self._fused
 
   def fast(self):
     """The fast engine's translation (fast_machine.py), or None where numpy is missing or the
@@ -113,10 +125,12 @@ def _fault(W: Warp, prog: Program, pc: int, lane: int, message: str) -> Executio
   return ExecutionError(f"{message} by thread {W.thread(lane)} at line {ins.line}: `{ins.text}`")
 
 
-def run_warp(prog: Program, W: Warp, work: Work):
+def run_warp(prog: Program, W: Warp, work: Work, code: list | None = None):
   """Run one warp to completion; yields at every bar.sync (the CTA scheduler resumes it).
-  Every backward branch it takes spends one unit of `work`."""
-  code, n = prog.code, len(prog.code)
+  `code` is the step list (prog.code, or prog.fused()'s with SEGMENTs). Every backward branch
+  it takes spends one unit of `work`."""
+  code = code or prog.code
+  n = len(code)
   groups: dict[int, int] = {}
   pc, am = 0, W.live
   while True:
@@ -127,6 +141,9 @@ def run_warp(prog: Program, W: Warp, work: Work):
         if kind == STEP:
           fn(W, am)
           pc += 1
+        elif kind == SEGMENT:
+          fn(W, am)
+          pc += target
         elif kind == BRANCH:
           taken = fn(W, am)
           if taken and target <= pc:
@@ -152,12 +169,13 @@ def run_warp(prog: Program, W: Warp, work: Work):
           if not am:
             break
           pc += 1
-    except LaneFault as f:
-      raise _fault(W, prog, pc, f.lane, f.message) from None
+    except LaneFault as f:    # ptx_pc: the instruction inside a SEGMENT
+      raise _fault(W, prog, getattr(f, "ptx_pc", pc), f.lane, f.message) from None
     except KernelgenError:
       raise
     except Exception as e:   # a simulator bug: still say where it happened
-      raise _fault(W, prog, pc, first_lane(am), f"internal simulator error {e!r}") from e
+      raise _fault(W, prog, getattr(e, "ptx_pc", pc), first_lane(am),
+                   f"internal simulator error {e!r}") from e
     if pc >= n:
       am = 0
     if am:
@@ -168,10 +186,10 @@ def run_warp(prog: Program, W: Warp, work: Work):
     am = groups.pop(pc)
 
 
-def run_cta(prog: Program, cta: CTA, work: Work) -> None:
+def run_cta(prog: Program, cta: CTA, work: Work, code: list | None = None) -> None:
   bx, by, bz = cta.block
   nwarps = -(-(bx * by * bz) // 32)
-  pending = [run_warp(prog, Warp(cta, w, prog.specials), work) for w in range(nwarps)]
+  pending = [run_warp(prog, Warp(cta, w, prog.specials), work, code) for w in range(nwarps)]
   while pending:
     waiting = []
     for gen in pending:
@@ -199,9 +217,15 @@ def param_values(entry: Entry, args: list) -> dict:
 
 
 # which engine `launch` uses: "fast" (numpy, where it is importable and covers the entry; the
-# reference otherwise), "reference" (this module's warp-at-a-time engine), or "compare" (both,
-# the reference on a copy of memory, every buffer compared byte for byte: COMPARED counts)
-ENGINE = {"name": os.environ.get("KERNELGEN_PTXSIM_ENGINE", "fast")}
+# pure-Python fused engine otherwise), "fused" (the pure-Python engine, fused.py: the reference's
+# steps with straight-line runs fused into generated Python), "reference" (this module's
+# warp-at-a-time engine), or "compare" (the engine named by KERNELGEN_PTXSIM_COMPARE, "fast" by
+# default, against the reference on a copy of memory, every buffer compared byte for byte:
+# COMPARED counts)
+ENGINE = {"name": os.environ.get("KERNELGEN_PTXSIM_ENGINE", "fast"),
+          "compare": os.environ.get("KERNELGEN_PTXSIM_COMPARE", "fast")}
+# launches by the engine that ran them (the page's Verify PTX reports which ran)
+LAUNCHED: dict[str, int] = {}
 # identical_warm: the first reference run differed only in a NaN's sign, a later one matched
 COMPARED = {"launches": 0, "identical": 0, "identical_warm": 0, "nan_only": 0, "both_failed": 0,
             "reference_only": 0}
@@ -210,40 +234,50 @@ COMPARED = {"launches": 0, "identical": 0, "identical_warm": 0, "nan_only": 0, "
 def launch(prog: Program, grid, block, args: list, memory: GlobalMemory,
            check_races: bool = True, engine: str | None = None, progress=None) -> str:
   """Run `prog` on a grid of CTAs; `args` are the kernel parameters in order. `engine` picks
-  "fast" or "reference" (default ENGINE); `progress(blocks done, blocks, seconds)` is called as
-  the fast engine goes, and returning False from it stops the run (StoppedError). Returns
+  "fast", "fused" or "reference" (default ENGINE); `progress(blocks done, blocks, seconds)`
+  is called as it goes, and returning False from it stops the run (StoppedError). Returns
   the engine that ran."""
   grid, block = tuple(grid) + (1,) * (3 - len(grid)), tuple(block) + (1,) * (3 - len(block))
   if block[0] * block[1] * block[2] > 1024:
     raise ExecutionError(f"a block of {block} threads exceeds the 1024 threads per block limit")
   params = param_values(prog.entry, args)
-  if (engine or ENGINE["name"]) == "compare":
+  engine = engine or ENGINE["name"]
+  ran = _launch(prog, grid, block, args, params, memory, check_races, engine, progress)
+  LAUNCHED[ran] = LAUNCHED.get(ran, 0) + 1
+  return ran
+
+
+def _launch(prog, grid, block, args, params, memory, check_races, engine, progress) -> str:
+  if engine == "compare":
     return _compare(prog, grid, block, args, memory, check_races)
-  if (engine or ENGINE["name"]) == "fast":
+  if engine == "fast":
     fast = prog.fast()
     if fast is not None:
       from . import fast_machine
       fast_machine.launch(fast, grid, block, params, memory, check_races, progress)
       return "fast"
+    engine = "fused"
+  code = prog.fused() if engine == "fused" else prog.code
   start, total, work = time.perf_counter(), grid[0] * grid[1] * grid[2], Work(prog.entry.name)
   for done, (z, y, x) in enumerate(itertools.product(range(grid[2]), range(grid[1]),
                                                      range(grid[0])), 1):
     limits.tick()          # the web page's time limit (nothing unless a command is timed)
     shared = SharedMemory(prog.shared_size, prog.layout, check_races) if prog.layout else None
-    run_cta(prog, CTA((x, y, z), shared, memory, params, block, grid), work)
+    run_cta(prog, CTA((x, y, z), shared, memory, params, block, grid), work, code)
     if progress is not None and progress(done, total, time.perf_counter() - start) is False:
       raise StoppedError(f"simulation of {prog.entry.name} stopped after {done} of {total} "
                          f"blocks")
-  return "reference"
+  return engine
 
 
 def _compare(prog: Program, grid, block, args, memory: GlobalMemory, check_races: bool) -> str:
   """Both engines on the same launch: identical memory afterwards, or the same error."""
-  if prog.fast() is None:
+  against = ENGINE["compare"]
+  if against == "fast" and prog.fast() is None:
     COMPARED["reference_only"] += 1
     return launch(prog, grid, block, args, memory, check_races, "reference")
   pristine, copy, errors = memory.snapshot(), memory.snapshot(), []
-  for mem, engine in ((copy, "reference"), (memory, "fast")):
+  for mem, engine in ((copy, "reference"), (memory, against)):
     try:
       launch(prog, grid, block, args, mem, check_races, engine)
       errors.append(None)
@@ -253,7 +287,7 @@ def _compare(prog: Program, grid, block, args, memory: GlobalMemory, check_races
   if errors[0] is not None or errors[1] is not None:
     if errors[0] is None or errors[1] is None:
       raise ExecutionError(f"the engines disagree on {prog.entry.name}: reference "
-                           f"{errors[0]!r}, fast {errors[1]!r}")
+                           f"{errors[0]!r}, {against} {errors[1]!r}")
     COMPARED["both_failed"] += 1
     raise errors[1]
   nan_only = False
@@ -264,7 +298,7 @@ def _compare(prog: Program, grid, block, args, memory: GlobalMemory, check_races
       ref = copy.buffers[base].data
       at = next(i for i in range(len(ref)) if ref[i] != buf.data[i]) // 4 * 4
       raise ExecutionError(f"the engines disagree on {prog.entry.name}: {buf!r} differs at byte "
-                           f"{at}: reference {ref[at:at + 8].hex()}, fast "
+                           f"{at}: reference {ref[at:at + 8].hex()}, {against} "
                            f"{buf.data[at:at + 8].hex()}")
   if nan_only and _warm_reference_agrees(prog, grid, block, args, pristine, memory, check_races):
     COMPARED["identical_warm"] += 1

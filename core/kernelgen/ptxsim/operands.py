@@ -74,42 +74,54 @@ def mismatch(rtype: str, itype: str, where: str):
                         f"{where}: declare the register with a matching type")
 
 
+def conversion(src: str, dst: str, reading: bool, where: str):
+  """How a value of type `src` becomes type `dst`: reading a register (`reading`: src is the
+  register's type, dst the instruction's) or writing a result (src the instruction's, dst the
+  register's). Both engines decide with this and implement the answer their way: None (the same
+  bits), ("int", src class, src width, dst width), ("bits", src float type: a float's bits),
+  ("float", dst float type: bits as a float; a read may take the low bits of a wider
+  register). A PTXSyntaxError where the types cannot meet."""
+  (sc, sw), (dc, dw) = TYPES[src], TYPES[dst]
+  rtype, itype = (src, dst) if reading else (dst, src)
+  if src == dst or (sc in "usb" and dc in "usb" and sw == dw):
+    return None
+  if sc == "p" or dc == "p" or (sc == "f" and dc == "f"):
+    raise mismatch(rtype, itype, where)
+  if sc in "usb" and dc in "usb":
+    return ("int", sc, sw, dw)
+  if sc == "f":
+    if sw != dw:
+      raise mismatch(rtype, itype, where)
+    return ("bits", src)
+  if sw < dw or (sw != dw and not reading):
+    raise mismatch(rtype, itype, where)
+  return ("float", dst)
+
+
 def read_conversion(rtype: str, itype: str, where: str):
   """A function turning the register's lane list into the instruction type's, or None."""
-  (rc, rw), (ic, iw) = TYPES[rtype], TYPES[itype]
-  if rtype == itype or (rc in "usb" and ic in "usb" and rw == iw):
+  kind = conversion(rtype, itype, True, where)
+  if kind is None:
     return None
-  if rc == "p" or ic == "p" or (rc == "f" and ic == "f"):
-    raise mismatch(rtype, itype, where)
-  if rc in "usb" and ic in "usb":
+  iw, rw = TYPES[itype][1], TYPES[rtype][1]
+  if kind[0] == "int":
     return _masker(iw) if iw < rw else None
-  if rc == "f":            # float register read as bits
-    if rw != iw:
-      raise mismatch(rtype, itype, where)
+  if kind[0] == "bits":
     return nm.BITCASTS[rtype][0]
-  if rw < iw:              # bits register read as a float
-    raise mismatch(rtype, itype, where)
   return _compose(_masker(iw) if iw < rw else None, nm.BITCASTS[itype][1])
 
 
 def write_conversion(itype: str, rtype: str, where: str):
   """A function turning an instruction result of `itype` into the register's representation."""
-  (ic, iw), (rc, rw) = TYPES[itype], TYPES[rtype]
-  if itype == rtype or (rc in "usb" and ic in "usb" and rw == iw):
+  kind = conversion(itype, rtype, False, where)
+  if kind is None:
     return None
-  if rc == "p" or ic == "p" or (rc == "f" and ic == "f"):
-    raise mismatch(rtype, itype, where)
-  if rc in "usb" and ic in "usb":
+  if kind[0] == "int":
+    _, ic, iw, rw = kind
     if iw > rw:
       return _masker(rw)
     return _sign_extender(iw, rw) if ic == "s" else None
-  if ic == "f":            # float result into a bits register
-    if iw != rw:
-      raise mismatch(rtype, itype, where)
-    return nm.BITCASTS[itype][0]
-  if iw != rw:
-    raise mismatch(rtype, itype, where)
-  return nm.BITCASTS[rtype][1]
+  return nm.BITCASTS[itype][0] if kind[0] == "bits" else nm.BITCASTS[rtype][1]
 
 
 # ---- readers --------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from .memory import SHARED_BASE
 from .operands import TYPES
 from .parser import Entry, Instr, PTXSyntaxError
 
-STEP, BRANCH, BARRIER, EXIT = 0, 1, 2, 3
+# SEGMENT: a fused run of STEPs (fused.py); its target is the number of instructions it runs
+STEP, BRANCH, BARRIER, EXIT, SEGMENT = 0, 1, 2, 3, 4
 
 
 class Context:

@@ -418,9 +418,15 @@ WARM_MODULES = (".compiler", ".graph.schedule", ".lowering.optimize", ".lowering
 
 
 def verify_ptx(code: str, arch: str = "sm_80", device: str = "WEBGPU") -> dict:
-  """Run the program's PTX on the simulator (PTXSIM) and compare it with `device`'s result."""
+  """Run the program's PTX on the simulator (PTXSIM) and compare it with `device`'s result.
+  The PTXSIM result's "engines" counts its launches by the simulator engine that ran them
+  ("fast": numpy; "fused": the pure-Python engine, as in Pyodide without numpy)."""
   def work():
+    from ..ptxsim.machine import LAUNCHED
+    before = dict(LAUNCHED)
     simulated = _run_on(code, "PTXSIM")
+    simulated["engines"] = {k: v - before.get(k, 0) for k, v in LAUNCHED.items()
+                            if v != before.get(k, 0)}
     other = _run_on(code, device)
     return {"ptxsim": simulated, "other": other, "comparison": compare(simulated, other),
             "arch": arch}

@@ -1,0 +1,103 @@
+"""The pure-Python fast engine (ptxsim/fused.py: runs of straight-line instructions fused into
+generated Python): its errors name the same instruction and thread as the reference engine's
+when the failing instruction sits inside a fused run, and a renderer's loop body becomes one
+fused run. (Bit-identity over the bench kernels, the fuzz corpus and the ISA tests is in
+test_ptxsim_fast.py, with the "fused" engine against the reference.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernelgen import ptxsim
+from kernelgen.errors import ExecutionError
+from kernelgen.ptxsim.machine import program
+from kernelgen.ptxsim.steps import SEGMENT
+import test_ptxsim
+from test_ptxsim_kit import entry
+
+
+def _messages(src: str, sizes: list[int], grid=(1, 1, 1), block=(32, 1, 1)) -> list[str]:
+  """The ExecutionError message of the launch on the python and on the reference engine."""
+  out = []
+  for engine in ("fused", "reference"):
+    mem = ptxsim.GlobalMemory()
+    bufs = [mem.alloc(n) for n in sizes]
+    with pytest.raises(ExecutionError) as err:
+      ptxsim.run(src, grid, block, [b.base for b in bufs], mem, engine=engine)
+    out.append(str(err.value))
+  return out
+
+
+def _segments(src: str) -> list[tuple[int, int]]:
+  code = program(src).fused()
+  return [(pc, step[2]) for pc, step in enumerate(code) if step[0] == SEGMENT]
+
+
+def test_out_of_bounds_inside_a_fused_run_names_its_instruction():
+  """The store sits between inlined integer instructions: the fault names the store's line and
+  the first thread past the end, as the reference engine does."""
+  body = test_ptxsim.TID + ("\tadd.s32 %r4, %r3, 7;\n\tst.global.u32 [%rd2], %r4;\n"
+                            "\tadd.s32 %r5, %r4, 1;\n\tret;")
+  src = entry("oob_in_run", ["out"], body, test_ptxsim.REGS)
+  fused, reference = _messages(src, [4 * 40], grid=(2, 1, 1))
+  assert fused == reference
+  assert "out-of-bounds global store" in fused and "ctaid=(1, 0, 0) tid=(8, 0, 0)" in fused
+  assert "`st.global.u32 [%rd2], %r4`" in fused
+  assert any(pc <= 8 < pc + n for pc, n in _segments(src))    # the store is inside a run
+
+
+def test_uninitialised_read_by_an_inlined_instruction():
+  """An inlined add reads a register some lanes never wrote: the run falls back to the
+  reference steps, which name the add and the first such lane."""
+  body = test_ptxsim.TID + ("\tsetp.lt.u32 %p0, %r0, 4;\n\t@%p0 bra $Lskip;\n"
+                            "\tmov.u32 %r6, 5;\n$Lskip:\n\tadd.s32 %r7, %r6, %r3;\n"
+                            "\tst.global.u32 [%rd2], %r7;\n\tret;")
+  src = entry("uninit_inlined", ["out"], body, test_ptxsim.REGS)
+  fused, reference = _messages(src, [4 * 32])
+  assert fused == reference
+  assert "read of uninitialised register %r6" in fused and "tid=(0, 0, 0)" in fused
+
+
+def test_a_loop_body_is_one_fused_run():
+  """The renderer's inner loop (the editor's matmul example fused with its random inputs) runs
+  as one generated function per iteration."""
+  import re
+  from pathlib import Path
+  import kernelgen as kg
+  code = re.search(r"matmul: `(.*?)`", (Path(__file__).parents[2] / "web" /
+                                         "examples.js").read_text(), re.S).group(1)
+  names = {"Tensor": kg.Tensor}
+  exec(code, names)
+  kernels = kg.compile(names["out"], target="ptx", arch="sm_80")
+  src = kernels[-1].source
+  runs = _segments(src)
+  assert max(n for _, n in runs) >= 30, runs
+  mem = ptxsim.GlobalMemory()
+  out = mem.alloc(32 * 48 * 4)
+  launch = kernels[-1].launch
+  assert not launch.uniforms and len(launch.bindings) == 1
+  for engine in ("fused", "reference"):
+    ptxsim.run(src, launch.dispatch, launch.workgroup_size, [out.base], mem, engine=engine)
+    if engine == "fused":
+      got = bytes(out.data)
+  assert got == bytes(out.data)
+  values = np.frombuffer(got, np.float32)
+  assert np.isfinite(values).all() and (values >= 0).all() and values.max() > 0
+
+
+def test_a_translation_error_leaves_the_entry_to_the_reference_steps(monkeypatch):
+  """Should writing an entry's Python fail (a bug), the entry still runs, on the reference's
+  steps, and fused.FALLBACKS says why."""
+  from kernelgen.ptxsim import fused
+
+  def broken(prog, start, end, private):
+    raise RuntimeError("planted")
+  monkeypatch.setattr(fused, "_segment", broken)
+  monkeypatch.setattr(fused, "FALLBACKS", {})
+  src = entry("fill_fallback", ["out"], test_ptxsim.TID + "\tst.global.u32 [%rd2], %r3;\n\tret;",
+              test_ptxsim.REGS)
+  mem = ptxsim.GlobalMemory()
+  out = mem.alloc(4 * 32)
+  assert ptxsim.run(src, (1, 1, 1), (32, 1, 1), [out.base], mem, engine="fused") == "fused"
+  assert np.frombuffer(out.data, np.uint32).tolist() == list(range(32))
+  assert "planted" in fused.FALLBACKS["fill_fallback"]
