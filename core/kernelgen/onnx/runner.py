@@ -11,6 +11,7 @@ from ..tensor.tensor import Tensor
 from ..graph.dims import Sym
 from . import symshape
 from .operators import implementation
+from ..tensor.symbolic import concrete_shape
 from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
                      tensor_from_bytes)
 
@@ -64,13 +65,14 @@ class Runner:
       t = value if isinstance(value, Tensor) else Tensor(value, device="PYTHON")
       if self.model.input_dtypes.get(name) == dtypes.bfloat16 and t.dtype == dtypes.float32:
         t = t.cast(dtypes.bfloat16)     # numpy has no bfloat16: float32 arrays stand for it
-      self._check_shape(name, t.shape, sizes)
-      ranged = self._ranged_dims(name, t.shape)
+      shape = concrete_shape(t) if t.node.sym is not None else t.shape
+      self._check_shape(name, shape, sizes)
+      ranged = self._ranged_dims(name, shape)
       if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX and ranged is None:
         self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
       self.static.pop(name, None)
       t = self._to_device(t, f"input {name!r}")
-      self.tensors[name] = t if ranged is None else t.symbolic(*ranged)
+      self.tensors[name] = t if ranged is None else resymbolic(t, ranged)
 
   def _ranged_dims(self, name: str, shape: tuple):
     """The logical shape of input `name` when load()'s dims give a range to some dim it
@@ -281,7 +283,7 @@ class Scope(Runner):
 
 
 # operators that take a shape value holding a symbolic size (Inputs.ints passes the Sym on)
-SYMBOLIC_CONSUMERS = ("Reshape", "Expand", "Range", "ConstantOfShape")
+SYMBOLIC_CONSUMERS = ("Reshape", "Expand", "Range", "ConstantOfShape", "GroupQueryAttention")
 
 
 class Inputs:
@@ -339,6 +341,25 @@ class Inputs:
   @property
   def int_dtype(self):
     return dtypes.int64 if self.runner.folding else dtypes.int32
+
+
+def resymbolic(t: Tensor, shape: tuple) -> Tensor:
+  """Feed `t` as a tensor of logical shape `shape` (its symbolic sizes bound to t's sizes). A
+  tensor that is symbolic already (a present KV cache fed back as the next step's past) keeps
+  its buffer: its padding is cut or extended to the new sizes' largest values (a view, no
+  kernel), only the values count."""
+  if t.node.sym is None:
+    return t.symbolic(*shape)
+  from ..graph.dims import split_shape
+  from ..graph.lazy import chain_view
+  from ..tensor.symbolic import with_sym
+  phys, node = split_shape(shape)[0], t.node
+  cut = tuple(min(p, n) for p, n in zip(phys, node.shape))
+  if cut != node.shape:
+    node = chain_view(node, "shrink", tuple((0, n) for n in cut), sym=cut)
+  if phys != node.shape:
+    node = chain_view(node, "pad", tuple((0, p - n) for p, n in zip(phys, cut)), sym=phys)
+  return with_sym(Tensor(node), shape)
 
 
 def _flat(x) -> list:
