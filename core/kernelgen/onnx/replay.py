@@ -51,6 +51,16 @@ class Program:
     self.buffers = [launch[2] for launch in launches]     # temporaries, reused by each replay
     self.returned = {x for (kind, x), _ in self.outputs if kind == "out"}
     self.dims = {name for _, kernel, _ in self.steps for name, _ in kernel.launch.uniforms}
+    # launches that bind the same buffers in every replay (no input, no returned output)
+    self.fixed = {i for i, (_, _, slots) in enumerate(self.steps)
+                  if all(kind == "const" or kind == "out" and x not in self.returned
+                         for kind, x in slots)}
+    self.kept: dict = {}        # what the runtime keeps per fixed launch (bind groups)
+
+  def _submit(self, runtime, batch: list, values: dict) -> None:
+    """One submission of a device's consecutive launches."""
+    with internal_errors(f"run on {runtime.name}", batch[0][0].name, ExecutionError):
+      runtime.run_many(batch, values, self.kept)
 
   def replay(self, args: list, values: dict) -> list:
     """Launch the kernels on input buffers `args` with dims `values`; the output Tensors."""
@@ -59,11 +69,16 @@ class Program:
     for w in self.returned:      # a returned value gets a buffer of its own (the caller keeps it)
       out = written[w]
       written[w] = Buffer(out.device, out.dtype, out.size)
-    for runtime, kernel, slots in self.steps:
-      handles = [(written[x] if kind == "out" else args[x] if kind == "arg" else x).handle
-                 for kind, x in slots]
-      with internal_errors(f"run on {runtime.name}", kernel.name, ExecutionError):
-        runtime.run(kernel, handles, values)
+    batch, runtime = [], None
+    for i, (step_runtime, kernel, slots) in enumerate(self.steps):
+      if step_runtime is not runtime and batch:
+        self._submit(runtime, batch, values)
+        batch = []
+      runtime = step_runtime
+      batch.append((kernel, [(written[x] if kind == "out" else args[x] if kind == "arg" else
+                              x).handle for kind, x in slots], i if i in self.fixed else None))
+    if batch:
+      self._submit(runtime, batch, values)
     outs = []
     for (kind, x), (shape, sym) in self.outputs:
       buf = written[x] if kind == "out" else args[x] if kind == "arg" else x
