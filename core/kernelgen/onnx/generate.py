@@ -12,7 +12,9 @@ logits (1, T, vocab), run over the whole sequence each step (no cache).
 The dims that grow each step (the past length, the attention mask's width) are made symbolic
 (kg.Dim, `with_cache_dims`) unless load() fixed them, so the prompt step compiles its programs,
 the first decode step its own, and every later step replays those (no compile, no pipeline);
-the present caches of a step are fed back as the next step's past without a copy.
+the present caches of a step are fed back as the next step's past without a copy. From the
+fourth step on, Model.run replays the decode step's recorded kernels (onnx/replay.py: no node
+is visited, one submit), and sampling is one more.
 """
 from __future__ import annotations
 
@@ -89,9 +91,12 @@ def with_cache_dims(model, context: int):
         dims[d] = 1
   if context <= 1 or dims == model.dims:
     return model
-  out = copy.copy(model)
-  out.dims = dims
-  return out
+  copies = model.__dict__.setdefault("_with_dims", {})    # one per dims: its replays are kept
+  key = tuple(sorted(dims.items()))
+  if key not in copies:
+    out = copies[key] = copy.copy(model)
+    out.dims, out.replayer = dims, None
+  return copies[key]
 
 
 class OnnxCausalLM:
@@ -133,6 +138,8 @@ class OnnxCausalLM:
     for name in self.past:
       feeds[name] = self.cache[name] if name in self.cache else self._empty_past(name)
     out = self.model.run(feeds, device=self.device)
+    from ..realize import realize        # the step's outputs as a replay gives them (realized),
+    realize([t.node for t in out.values() if isinstance(t, Tensor)])   # so sampling is one kernel
     self.cache = {name: out[name.replace("past_key_values.", "present.")] for name in self.past}
     logits = out["logits"]
     return logits.reshape(-1, logits.shape[-1])[logits.numel() // logits.shape[-1] - 1]
