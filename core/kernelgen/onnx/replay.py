@@ -13,7 +13,10 @@ dims' new bound values, and return the outputs as realized Tensors; no node is v
 
 Never replayed wrongly: a call whose operators read a device tensor's values (a data-dependent
 shape), return something other than Tensors (a sequence, an empty optional), draw random
-numbers, or read host copies other than those its signature names keeps running eagerly.
+numbers, or read host copies other than those its signature names keeps running eagerly; a
+call fed placeholders (Tensor.empty, as kg.export does) stays lazy. What a replay freezes, as
+kg.jit does: options that change how kernels are compiled (environment variables, search mode)
+are those of the recorded call; Model.run(..., replay=False) builds the lazy graph every time.
 """
 from __future__ import annotations
 
@@ -170,6 +173,8 @@ def _inputs(runner, names: list):
         t.realize()
         node = t.node
       base, view = node, (None, node.shape, node.sym)
+    if base.buffer.is_input:      # a placeholder (Tensor.empty: kg.export's inputs): stay lazy
+      return None
     arg = Tensor(LazyOp(L.BUFFER, base.dtype, base.shape, device=base.device,
                         buffer=base.buffer))
     args.append(arg)
