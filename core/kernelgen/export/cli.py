@@ -126,4 +126,4 @@ def onnx_outputs(path: str, shapes: dict) -> dict:
   feeds, notes = model_feeds(model, shapes)
   for note in notes:
     print(f"note: {note}", file=sys.stderr)
-  return model.run(feeds, device="PYTHON", replay=False)     # the lazy graph is what is exported
+  return model.run(feeds, device="PYTHON", replay=False)     # the lazy graph: exported
