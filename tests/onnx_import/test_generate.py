@@ -59,11 +59,13 @@ def test_greedy_tokens_equal_onnxruntime_on_webgpu(webgpu, config, dtype, rotary
   assert got == want and streamed == got
 
 
-def test_decode_steps_compile_nothing_and_build_no_pipeline_after_the_second(webgpu):
+@pytest.mark.parametrize("config,rotary", [("tiny", "op"), ("tiny-qwen", "gqa")])
+def test_decode_steps_compile_nothing_and_build_no_pipeline_after_the_second(webgpu, config,
+                                                                             rotary):
   """kg.generate makes the growing dims (past length, mask width) symbolic: the prompt step and
   the first decode step compile, the next 14 steps replay them; a second generation from other
   token ids (same prompt length) compiles nothing at all. Tokens as onnxruntime's."""
-  model = lm_models.build(lm_models.CONFIGS["tiny"], "q4")
+  model = lm_models.build(lm_models.CONFIGS[config], "q4", rotary=rotary)
   loaded, runtime = kg.onnx.load(model.SerializeToString()), kg.Device[webgpu]
   kg.clear_cache()
   counts = []
