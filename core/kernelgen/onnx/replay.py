@@ -28,6 +28,7 @@ from ..tensor.tensor import Tensor
 from .runner import Runner
 
 MAX_PROGRAMS = 16     # signatures kept per model (then the oldest is dropped)
+MAX_SEEN = 1024       # signatures remembered as run once (then forgotten: recorded later)
 # operators whose outputs differ between calls with equal inputs: never replayed
 RANDOM = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
           "Multinomial", "Bernoulli", "Dropout"}
@@ -118,6 +119,8 @@ class Replayer:
         self.replays += 1
         return dict(zip(self.model.output_names, program.replay(args, values)))
     if key not in self.seen or key in self.programs:
+      if len(self.seen) >= MAX_SEEN:
+        self.seen.clear()
       self.seen.add(key)
       for name, view in zip(self.model.input_names, views):
         runner.tensors[name] = _rebuilt(args, view)
