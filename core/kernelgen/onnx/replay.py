@@ -14,7 +14,7 @@ dims' new bound values, and return the outputs as realized Tensors; no node is v
 Never replayed wrongly: a call whose operators read a device tensor's values (a data-dependent
 shape), return something other than Tensors (a sequence, an empty optional), draw random
 numbers, or read host copies other than those its signature names keeps running eagerly; a
-call fed placeholders (Tensor.empty, as kg.export does) stays lazy. What a replay freezes, as
+call fed placeholders (Tensor.empty, as kg.export does) or lazy tensors stays lazy. What a replay freezes, as
 kg.jit does: options that change how kernels are compiled (environment variables, search mode)
 are those of the recorded call; Model.run(..., replay=False) builds the lazy graph every time.
 """
@@ -162,7 +162,8 @@ def _all_nodes(nodes):
 
 def _inputs(runner, names: list):
   """(input buffers as Tensors, how each input views its buffer, the signature part), or None
-  when an input is not a tensor (a sequence, an empty optional)."""
+  when an input is not a tensor (a sequence, an empty optional) or is not computed yet (a lazy
+  tensor: the call builds the lazy graph, which fuses it)."""
   args, views, sig = [], [], []
   for name in names:
     t = runner.tensors.get(name)
@@ -171,11 +172,10 @@ def _inputs(runner, names: list):
     node = t.node
     if node.op is L.VIEW and node.src[0].realized:
       base, view = node.src[0], (node.arg, node.shape, node.sym)
-    else:
-      if not node.realized:
-        t.realize()
-        node = t.node
+    elif node.realized:
       base, view = node, (None, node.shape, node.sym)
+    else:                         # a lazy tensor fed in: it fuses into the model's graph
+      return None
     if base.buffer.is_input:      # a placeholder (Tensor.empty: kg.export's inputs): stay lazy
       return None
     arg = Tensor(LazyOp(L.BUFFER, base.dtype, base.shape, device=base.device,
