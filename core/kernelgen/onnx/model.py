@@ -139,7 +139,8 @@ class Model:
   """A loaded ONNX model (`kg.onnx.load`); `run` builds its outputs as lazy Tensors. Attributes:
   `opset`, `input_names` / `output_names`, `input_shapes` / `output_shapes` and `input_dtypes`
   / `output_dtypes` (as the model declares them; None where it does not), `nodes` (in
-  topological order), `initializers` (the weights) and `uses_float64`.
+  topological order), `initializers` (the weights), `uses_float64`, and `replayer` (warm calls'
+  recorded kernels, onnx/replay.py; `replayer.replays` counts the calls it answered).
 
   Raises ModelError for a model without a graph, a broken graph (a name nobody computes, a
   cycle) or a bad `float64` argument; UnsupportedError for an operator, opset or attribute
