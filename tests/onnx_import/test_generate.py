@@ -1,7 +1,8 @@
 """kg.generate: greedy tokens of random-weight causal LMs in the Optimum layout
 (bench/lm_models.py: GroupQueryAttention, RotaryEmbedding, SkipSimplifiedLayerNormalization,
 MatMulNBits) identical to onnxruntime's greedy loop on WEBGPU (fp32, q4, and fp16 with f16
-storage emulated, as on an adapter without shader-f16); sampling on the device (seeded,
+storage emulated, as on an adapter without shader-f16), decode steps compiling nothing after
+the second (symbolic cache dims); sampling on the device (seeded,
 top-k, top-p), stop tokens and streaming with a kg.nn-style model."""
 from __future__ import annotations
 
@@ -56,6 +57,26 @@ def test_greedy_tokens_equal_onnxruntime_on_webgpu(webgpu, config, dtype, rotary
   got = kg.generate(kg.onnx.load(model.SerializeToString()), PROMPT, max_new_tokens=16,
                     device=webgpu, on_token=streamed.append)
   assert got == want and streamed == got
+
+
+@pytest.mark.parametrize("config,rotary", [("tiny", "op"), ("tiny-qwen", "gqa")])
+def test_decode_steps_compile_nothing_and_build_no_pipeline_after_the_second(webgpu, config,
+                                                                             rotary):
+  """kg.generate makes the growing dims (past length, mask width) symbolic: the prompt step and
+  the first decode step compile, the next 14 steps replay them; a second generation from other
+  token ids (same prompt length) compiles nothing at all. Tokens as onnxruntime's."""
+  model = lm_models.build(lm_models.CONFIGS[config], "q4", rotary=rotary)
+  loaded, runtime = kg.onnx.load(model.SerializeToString()), kg.Device[webgpu]
+  kg.clear_cache()
+  counts = []
+  got = kg.generate(loaded, PROMPT, max_new_tokens=16, device=webgpu, on_token=lambda t:
+                    counts.append((kg.cache_info()["misses"], len(runtime.pipelines))))
+  assert got == ort_greedy(model, PROMPT, 16)
+  assert counts[2:] == [counts[1]] * 14, counts
+  other = [9, 9, 4, 1, 0, 2, 6, 5]
+  assert kg.generate(loaded, other, max_new_tokens=4, device=webgpu) == \
+    ort_greedy(model, other, 4)
+  assert (kg.cache_info()["misses"], len(runtime.pipelines)) == counts[-1]
 
 
 def test_fp16_model_without_shader_f16_gives_the_fp32_tokens(webgpu, monkeypatch):

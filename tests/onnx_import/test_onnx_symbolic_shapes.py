@@ -64,7 +64,7 @@ def test_a_shape_subgraph_over_symbolic_dims_matches_onnxruntime_with_one_compil
   kg.clear_cache()
   for k, (batch, seq) in enumerate(SIZES):
     x = np.random.default_rng(k).standard_normal((batch, seq, 8)).astype(np.float32)
-    got = model.run({"x": x}, device=device)
+    got = model.run({"x": x}, device=device, replay=False)     # the lazy graph of each size
     for name, want in zip(("y", "e", "r", "c"), session.run(None, {"x": x})):
       value = got[name].numpy()
       assert value.shape == want.shape, (name, value.shape, want.shape)
@@ -74,13 +74,73 @@ def test_a_shape_subgraph_over_symbolic_dims_matches_onnxruntime_with_one_compil
   assert kg.cache_info()["misses"] == misses       # every size ran the first size's kernels
 
 
-def test_an_operator_that_cannot_compute_with_a_symbolic_size_refuses_it():
+def _exported_patterns():
+  """What torch / Optimum exports write on shape values: Expand's target through
+  Where(Equal(shape, -1), 1, shape) (torch's expand_as), Range up to Max(seq, 1), a Reshape
+  to Min(2 * seq, 64) rows (seq <= 16: decided by the range), Greater/Less deciding a Where,
+  Neg, Abs."""
+  f, i = TensorProto.FLOAT, TensorProto.INT64
   n = helper.make_node
-  nodes = [n("Shape", ["x"], ["s"]), n("Equal", ["s", "s"], ["eq"]),
+  nodes = [n("Shape", ["x"], ["s"]), n("Gather", ["s", "i1"], ["q"], axis=0),
+           n("Gather", ["s", "i0"], ["b"], axis=0),
+           n("Unsqueeze", ["b", "ax0"], ["bu"]), n("Unsqueeze", ["q", "ax0"], ["qu"]),
+           n("Concat", ["bu", "qu", "eight"], ["target"], axis=0),
+           n("Equal", ["target", "minus1"], ["is_neg"]),
+           n("Where", ["is_neg", "ones3", "target"], ["etarget"]),
+           n("Expand", ["row", "etarget"], ["e"]),
+           n("Max", ["q", "one"], ["qmax"]), n("Range", ["zero", "qmax", "one"], ["r"]),
+           n("Mul", ["q", "two"], ["q2"]), n("Min", ["q2", "sixty_four"], ["rows"]),
+           n("Greater", ["q", "zero"], ["pos"]), n("Neg", ["rows"], ["neg"]),
+           n("Abs", ["neg"], ["abs"]), n("Where", ["pos", "abs", "rows"], ["rows2"]),
+           n("Less", ["b", "zero"], ["never"]), n("Where", ["never", "one", "b"], ["b2"]),
+           n("Unsqueeze", ["b2", "ax0"], ["b2u"]), n("Unsqueeze", ["rows2", "ax0"], ["ru"]),
+           n("Concat", ["b2u", "ru", "four"], ["rshape"], axis=0),
+           n("Reshape", ["x", "rshape"], ["y"])]
+  inits = [_ints("i0", 0), _ints("i1", 1), _ints("ax0", [0]), _ints("eight", [8]),
+           _ints("minus1", -1), _ints("ones3", [1, 1, 1]), _ints("one", 1), _ints("zero", 0),
+           _ints("two", 2), _ints("sixty_four", 64), _ints("four", [4]),
+           numpy_helper.from_array(np.arange(8, dtype=np.float32).reshape(1, 1, 8), "row")]
+  return _model(nodes, [("e", f), ("r", i), ("y", f)], inits)
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+def test_exported_comparisons_on_shape_values_are_decided_by_the_dims_ranges(device):
+  ort = pytest.importorskip("onnxruntime")
+  if device == "WEBGPU":
+    from tools import missing_tool
+    try:
+      kg.Device["WEBGPU"]
+    except kg.DeviceError as error:
+      missing_tool("device WEBGPU", str(error))
+  src = _exported_patterns()
+  session = ort.InferenceSession(src)
+  model = kg.onnx.load(src, dims={"batch": (1, 3), "seq": (1, 16)})
+  kg.clear_cache()
+  for k, (batch, seq) in enumerate(SIZES + [(3, 16), (1, 3)]):
+    x = np.random.default_rng(k).standard_normal((batch, seq, 8)).astype(np.float32)
+    got = model.run({"x": x}, device=device)
+    for name, want in zip(("e", "r", "y"), session.run(None, {"x": x})):
+      value = got[name].numpy()
+      assert value.shape == want.shape, (name, value.shape, want.shape)
+      np.testing.assert_array_equal(value, want)
+    if k == 0:
+      misses = kg.cache_info()["misses"]
+  assert kg.cache_info()["misses"] == misses
+
+
+def test_a_comparison_that_depends_on_the_bound_value_is_refused_not_guessed():
+  n = helper.make_node
+  nodes = [n("Shape", ["x"], ["s"]), n("Equal", ["s", "three"], ["eq"]),
            n("Where", ["eq", "s", "s"], ["w"]), n("Reshape", ["x", "w"], ["y"])]
-  model = kg.onnx.load(_model(nodes, [("y", TensorProto.FLOAT)]),
+  model = kg.onnx.load(_model(nodes, [("y", TensorProto.FLOAT)], [_ints("three", 3)]),
                        dims={"batch": (1, 3), "seq": (1, 16)})
-  with pytest.raises(kg.UnsupportedError, match="Equal.*symbolic size"):
+  with pytest.raises(kg.UnsupportedError, match="Equal.*depends on the bound"):
+    model.run({"x": np.zeros((2, 3, 8), np.float32)}, device="PYTHON")
+  nodes = [n("Shape", ["x"], ["s"]), n("Mod", ["s", "three"], ["m"]),
+           n("Reshape", ["x", "m"], ["y"])]
+  model = kg.onnx.load(_model(nodes, [("y", TensorProto.FLOAT)], [_ints("three", 3)]),
+                       dims={"batch": (1, 3), "seq": (1, 16)})
+  with pytest.raises(kg.UnsupportedError, match="Mod.*symbolic size"):
     model.run({"x": np.zeros((2, 3, 8), np.float32)}, device="PYTHON")
 
 

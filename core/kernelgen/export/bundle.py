@@ -82,7 +82,7 @@ def _model_outputs(model, input_shapes: dict | None) -> dict:
   feeds, notes = model_feeds(model, input_shapes)
   for note in notes:
     warnings.warn(note, SymbolicDimWarning, stacklevel=3)
-  return ModelOutputs(model.run(feeds, device="PYTHON"))
+  return ModelOutputs(model.run(feeds, device="PYTHON", replay=False))   # the lazy graph
 
 
 def _write_text(path: str, text: str) -> None:

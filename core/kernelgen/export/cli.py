@@ -127,4 +127,4 @@ def onnx_outputs(path: str, shapes: dict) -> dict:
   feeds, notes = model_feeds(model, shapes)
   for note in notes:
     print(f"note: {note}", file=sys.stderr)
-  return ModelOutputs(model.run(feeds, device="PYTHON"))
+  return ModelOutputs(model.run(feeds, device="PYTHON", replay=False))   # the lazy graph

@@ -9,8 +9,12 @@ outputs `logits` and `present.{i}.key|value`): the present caches of one step ar
 next step's past, on the device. Or a kg.nn model (any callable) mapping int32 ids (1, T) to
 logits (1, T, vocab), run over the whole sequence each step (no cache).
 
-Shapes are static: every step has a longer cache, so each step is a program of its own
-(compiled once per length and cached).
+The dims that grow each step (the past length, the attention mask's width) are made symbolic
+(kg.Dim, `with_cache_dims`) unless load() fixed them, so the prompt step compiles its programs,
+the first decode step its own, and every later step replays those (no compile, no pipeline);
+the present caches of a step are fed back as the next step's past without a copy. From the
+fourth step on, Model.run replays the decode step's recorded kernels (onnx/replay.py: no node
+is visited, one submit), and sampling is one more.
 """
 from __future__ import annotations
 
@@ -61,16 +65,50 @@ def _prompt(input_ids) -> list:
   return [int(t) for t in ids]
 
 
+def context_size(tokens: int) -> int:
+  """The largest cache length a generation of `tokens` in all is compiled for: a power of two,
+  at least 256, so that other prompt and output lengths reuse the same programs."""
+  return max(256, 1 << max(tokens - 1, 1).bit_length())
+
+
+def with_cache_dims(model, context: int):
+  """`model` with the dims that grow each step symbolic (kg.Dim): the past length (axis 2 of
+  the past_key_values inputs) in 0..context and the attention mask's width in 1..context, and
+  a batch dim fixed to 1; dims given to load() are kept. Every decode step then runs the
+  programs of the first (one compile for all positions). The copy shares the weights."""
+  import copy
+  dims = dict(model.dims)
+  for name, shape in model.input_shapes.items():
+    if not shape:
+      continue
+    grow = 2 if name.startswith("past_key_values.") else 1 if name == "attention_mask" else None
+    for a, d in enumerate(shape):
+      if not isinstance(d, str) or d == "?" or d in dims:
+        continue
+      if a == grow:
+        dims[d] = (0 if grow == 2 else 1, context)
+      elif a == 0:
+        dims[d] = 1
+  if context <= 1 or dims == model.dims:
+    return model
+  copies = model.__dict__.setdefault("_with_dims", {})    # one per dims: its replays are kept
+  key = tuple(sorted(dims.items()))
+  if key not in copies:
+    out = copies[key] = copy.copy(model)
+    out.dims, out.replayer = dims, None
+  return copies[key]
+
+
 class OnnxCausalLM:
   """One ONNX causal LM's steps: feeds built from the tokens and the device-side caches."""
 
-  def __init__(self, model, device: str):
-    self.model, self.device = model, device
+  def __init__(self, model, device: str, context: int = 0):
     names = set(model.input_names)
     if "input_ids" not in names or "logits" not in model.output_names:
       raise ModelError(f"kg.generate needs a causal LM with an input 'input_ids' and an output "
                        f"'logits' (the transformers.js / Optimum layout); this model has "
                        f"inputs {model.input_names} and outputs {model.output_names}")
+    self.model, self.device = with_cache_dims(model, context), device
     self.past = sorted(n for n in names if n.startswith("past_key_values."))
     self.cache = {}
 
@@ -88,7 +126,7 @@ class OnnxCausalLM:
     feeds = {"input_ids": Tensor([new], dtype=dtypes.int32, device=self.device)}
     names = set(self.model.input_names)
     if "attention_mask" in names:
-      feeds["attention_mask"] = Tensor.ones(1, total, dtype=dtypes.int32, device=self.device)
+      feeds["attention_mask"] = Tensor([[1] * total], dtype=dtypes.int32, device=self.device)
     if "position_ids" in names:
       feeds["position_ids"] = Tensor([list(range(total - s, total))], dtype=dtypes.int32,
                                      device=self.device)
@@ -100,6 +138,8 @@ class OnnxCausalLM:
     for name in self.past:
       feeds[name] = self.cache[name] if name in self.cache else self._empty_past(name)
     out = self.model.run(feeds, device=self.device)
+    from ..realize import realize        # the step's outputs as a replay gives them (realized),
+    realize([t.node for t in out.values() if isinstance(t, Tensor)])   # so sampling is one kernel
     self.cache = {name: out[name.replace("past_key_values.", "present.")] for name in self.past}
     logits = out["logits"]
     return logits.reshape(-1, logits.shape[-1])[logits.numel() // logits.shape[-1] - 1]
@@ -140,8 +180,9 @@ def generate(model, input_ids, max_new_tokens: int = 32, temperature: float = 0.
     raise ShapeError(f"kg.generate: max_new_tokens {max_new_tokens} and top_k {top_k} must be "
                      f">= 0, top_p {top_p} in (0, 1]")
   stops = {stop} if isinstance(stop, int) else set(stop or ())
-  lm = OnnxCausalLM(model, device) if isinstance(model, Model) else ModuleLM(model, device)
   new, total, out = _prompt(input_ids), 0, []
+  lm = OnnxCausalLM(model, device, context_size(len(new) + max_new_tokens)) \
+    if isinstance(model, Model) else ModuleLM(model, device)
   for i in range(max_new_tokens):
     total += len(new)
     logits = lm.step(new, total)

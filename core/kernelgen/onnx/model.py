@@ -139,7 +139,8 @@ class Model:
   """A loaded ONNX model (`kg.onnx.load`); `run` builds its outputs as lazy Tensors. Attributes:
   `opset`, `input_names` / `output_names`, `input_shapes` / `output_shapes` and `input_dtypes`
   / `output_dtypes` (as the model declares them; None where it does not), `nodes` (in
-  topological order), `initializers` (the weights) and `uses_float64`.
+  topological order), `initializers` (the weights), `uses_float64`, and `replayer` (warm calls'
+  recorded kernels, onnx/replay.py; `replayer.replays` counts the calls it answered).
 
   Raises ModelError for a model without a graph, a broken graph (a name nobody computes, a
   cycle) or a bad `float64` argument; UnsupportedError for an operator, opset or attribute
@@ -174,10 +175,18 @@ class Model:
     for node in self.nodes:
       check_supported(node)
     self.uses_float64 = self._uses_float64()
+    self.replayer = None        # onnx/replay.py: warm calls' recorded kernels
+    self._producers = None
 
   def __repr__(self) -> str:
     return (f"<onnx Model opset {self.opset}: {len(self.nodes)} nodes, inputs "
             f"{self.input_names}, outputs {self.output_names}>")
+
+  def producers(self) -> dict:
+    """{value name: the node that computes it} of the main graph."""
+    if self._producers is None:
+      self._producers = {o: node for node in self.nodes for o in node.outputs if o}
+    return self._producers
 
   def op_histogram(self) -> dict:
     """{operator: count}, most used first."""
@@ -193,12 +202,15 @@ class Model:
       return True
     return any(n.op == "Cast" and n.attrs.int("to") == 11 for n in self.nodes)
 
-  def run(self, feeds: dict, device: str | None = None) -> dict:
+  def run(self, feeds: dict, device: str | None = None, replay: bool = True) -> dict:
     """{output name: Tensor} for `feeds` ({input name: numpy array, list or Tensor}).
 
     A sequence input takes a list of arrays or Tensors, an optional input a value or None;
     sequence outputs come back as lists of Tensors, an empty optional as None. device: where
     the outputs are computed (default `kg.Device.DEFAULT`); nothing runs until they are read.
+    replay: warm calls (the same input shapes as an earlier call) replay the kernels a call
+    recorded, with no per-node work (onnx/replay.py): the first call of a shape is lazy as
+    above, later ones return realized outputs. False: always build the lazy graph.
 
     Raises ModelError for unknown or missing inputs (or an operator that cannot be built from
     them), ShapeError for an input whose shape contradicts the model's declaration, and
@@ -210,7 +222,12 @@ class Model:
                              "have: load it with kg.onnx.load(src, float64='float32') to narrow "
                              "to float32, or run it on PYTHON, PTXSIM or CUDA",
                              target="wgsl", dtype=dtypes.float64)
-    return Runner(self, device).run(feeds)
+    if not replay:
+      return Runner(self, device).run(feeds)
+    if self.replayer is None:
+      from .replay import Replayer
+      self.replayer = Replayer(self)
+    return self.replayer.run(feeds, device)
 
 
 def _kind(vi) -> str:

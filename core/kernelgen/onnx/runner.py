@@ -2,6 +2,7 @@
 the nodes evaluated in order, static nodes folded on the host (model.py explains when)."""
 from __future__ import annotations
 
+import contextlib
 import math
 import struct
 
@@ -11,6 +12,7 @@ from ..tensor.tensor import Tensor
 from ..graph.dims import Sym
 from . import symshape
 from .operators import implementation
+from ..tensor.symbolic import concrete_shape
 from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
                      tensor_from_bytes)
 
@@ -28,6 +30,8 @@ class Runner:
     self.host: dict = {}          # name -> Static host copy of a feed (not folded)
     self.folding = False          # True while a static node runs on PYTHON in full precision
     self.node = None
+    self.host_reads: set = set()  # feeds whose host copy an operator read (replay.py keys on them)
+    self.data_reads: list = []    # device tensors whose values an operator read (data-dependent)
     for name, (dtype, shape, raw) in model.initializers.items():
       self.static[name] = Static.from_bytes(dtype, shape, raw) if math.prod(shape) <= FOLD_MAX \
         else (dtype, shape, raw)
@@ -35,6 +39,10 @@ class Runner:
   # ---- feeds and results ----
   def run(self, feeds: dict) -> dict:
     self._feed(feeds)
+    return self.evaluate()
+
+  def evaluate(self) -> dict:
+    """{output name: value} of the model's nodes over the fed inputs (self.tensors)."""
     for node in self.model.nodes:
       self._eval(node, implementation(node))
     outs = {name: self.value(name) for name in self.model.output_names}
@@ -64,13 +72,14 @@ class Runner:
       t = value if isinstance(value, Tensor) else Tensor(value, device="PYTHON")
       if self.model.input_dtypes.get(name) == dtypes.bfloat16 and t.dtype == dtypes.float32:
         t = t.cast(dtypes.bfloat16)     # numpy has no bfloat16: float32 arrays stand for it
-      self._check_shape(name, t.shape, sizes)
-      ranged = self._ranged_dims(name, t.shape)
+      shape = concrete_shape(t) if t.node.sym is not None else t.shape
+      self._check_shape(name, shape, sizes)
+      ranged = self._ranged_dims(name, shape)
       if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX and ranged is None:
         self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
       self.static.pop(name, None)
       t = self._to_device(t, f"input {name!r}")
-      self.tensors[name] = t if ranged is None else t.symbolic(*ranged)
+      self.tensors[name] = t if ranged is None else resymbolic(t, ranged)
 
   def _ranged_dims(self, name: str, shape: tuple):
     """The logical shape of input `name` when load()'s dims give a range to some dim it
@@ -163,7 +172,10 @@ class Runner:
 
   def known(self, name: str):
     """The Static host value of `name` when known without running anything, else None."""
-    s = self.static.get(name, self.host.get(name))
+    s = self.static.get(name)
+    if s is None and name in self.host:
+      s = self.host[name]
+      self.host_reads.add(name)
     if isinstance(s, tuple):
       return Static.from_bytes(*s)
     return s
@@ -174,7 +186,34 @@ class Runner:
     if s is not None:
       return s
     t = self.value(name)
-    return Static(t.dtype, t.shape, _flat(t.tolist()))
+    leaves = self._feeds_under(name)
+    if leaves is None:
+      self.data_reads.append(name)
+    else:           # a function of small feeds' host copies: a replay keys on their values
+      self.host_reads.update(leaves)
+    with unrecorded():
+      return Static(t.dtype, t.shape, _flat(t.tolist()))
+
+  def _feeds_under(self, name: str):
+    """The feeds value `name` is computed from when every one of them has a host copy (then
+    its values are a function of theirs), else None."""
+    producers, model = self.model.producers(), self.model
+    leaves, stack, seen = set(), [name], set()
+    while stack:
+      n = stack.pop()
+      if not n or n in seen or n in model.initializers:
+        continue
+      seen.add(n)
+      if n in model.input_names:
+        if n not in self.host:
+          return None
+        leaves.add(n)
+      elif n in producers:
+        node = producers[n]
+        stack += node.inputs + node.captures
+      else:
+        return None
+    return leaves
 
   # ---- subgraphs (If branches, Loop and Scan bodies) ----
   def run_graph(self, graph, bindings: dict) -> list:
@@ -212,11 +251,7 @@ class Runner:
     fold = not symbolic and (getattr(fn, "shape_only", False) or getattr(fn, "foldable", True)
                              and all(isinstance(self.static.get(n), Static) and
                                      self.static[n].size <= FOLD_MAX for n in names))
-    outs = self._call(node, fn, fold) if fold else None
-    if outs is not None and all(o is None or o.numel() <= FOLD_MAX for o in outs):
-      for name, out in zip(node.outputs, outs):
-        if name and out is not None:
-          self.static[name] = Static(out.dtype, out.shape, _flat(out.tolist()))
+    if fold and self._fold(node, fn):
       return
     outs = self._call(node, fn, False)
     for name, out in zip(node.outputs, outs):
@@ -227,6 +262,18 @@ class Runner:
         self.tensors[name] = out
         if isinstance(out, Tensor) and out.device != self.device:
           raise ModelError(f"{node.describe()} produced a tensor on {out.device}")
+
+  def _fold(self, node, fn) -> bool:
+    """Evaluate static `node` on the host (PYTHON, full precision, never recorded for a replay):
+    True when its outputs are small enough to keep as Static values."""
+    with unrecorded():
+      outs = self._call(node, fn, True)
+      if not all(o is None or o.numel() <= FOLD_MAX for o in outs):
+        return False
+      for name, out in zip(node.outputs, outs):
+        if name and out is not None:
+          self.static[name] = Static(out.dtype, out.shape, _flat(out.tolist()))
+    return True
 
   def _symbolic(self, node, names: list):
     """Shape computations over symbolic sizes (symshape.py): True once `node`'s outputs are
@@ -278,10 +325,11 @@ class Scope(Runner):
     self.tensors, self.static = dict(parent.tensors), dict(parent.static)
     self.host = dict(parent.host)
     self.folding, self.node = False, None
+    self.host_reads, self.data_reads = parent.host_reads, parent.data_reads
 
 
 # operators that take a shape value holding a symbolic size (Inputs.ints passes the Sym on)
-SYMBOLIC_CONSUMERS = ("Reshape", "Expand", "Range", "ConstantOfShape")
+SYMBOLIC_CONSUMERS = ("Reshape", "Expand", "Range", "ConstantOfShape", "GroupQueryAttention")
 
 
 class Inputs:
@@ -339,6 +387,36 @@ class Inputs:
   @property
   def int_dtype(self):
     return dtypes.int64 if self.runner.folding else dtypes.int32
+
+
+@contextlib.contextmanager
+def unrecorded():
+  """Host work (folding, reading values) kept out of a replay's recording (realize.recording)."""
+  from .. import realize
+  was, realize.recording = realize.recording, None
+  try:
+    yield
+  finally:
+    realize.recording = was
+
+
+def resymbolic(t: Tensor, shape: tuple) -> Tensor:
+  """Feed `t` as a tensor of logical shape `shape` (its symbolic sizes bound to t's sizes). A
+  tensor that is symbolic already (a present KV cache fed back as the next step's past) keeps
+  its buffer: its padding is cut or extended to the new sizes' largest values (a view, no
+  kernel), only the values count."""
+  if t.node.sym is None:
+    return t.symbolic(*shape)
+  from ..graph.dims import split_shape
+  from ..graph.lazy import chain_view
+  from ..tensor.symbolic import with_sym
+  phys, node = split_shape(shape)[0], t.node
+  cut = tuple(min(p, n) for p, n in zip(phys, node.shape))
+  if cut != node.shape:
+    node = chain_view(node, "shrink", tuple((0, n) for n in cut), sym=cut)
+  if phys != node.shape:
+    node = chain_view(node, "pad", tuple((0, p - n) for p, n in zip(phys, cut)), sym=phys)
+  return with_sym(Tensor(node), shape)
 
 
 def _flat(x) -> list:

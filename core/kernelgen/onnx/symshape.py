@@ -124,6 +124,8 @@ def _slice_1d(ins: list, starts, ends, axes, steps) -> Static:
 
 
 def _binary(ins: list, fn) -> Static:
+  if len(ins) > 2:       # variadic Max / Min / Sum: pairwise
+    return _binary([_binary(ins[:2], fn)] + list(ins[2:]), fn)
   a, b = ins
   if a.size != b.size and 1 not in (a.size, b.size):
     raise UnsupportedError("elementwise arithmetic on symbolic shape values of different sizes")
@@ -147,16 +149,90 @@ def _div(x, y):
   return x // int(y)
 
 
+def _diff(x, y):
+  return x - y if not isinstance(y, Sym) else -1 * y + x
+
+
+# (true when the difference x - y is in lo..hi, false when) for each comparison: ranges decide
+_TEST = {"Equal": (lambda lo, hi: lo == hi == 0, lambda lo, hi: lo > 0 or hi < 0),
+         "Less": (lambda lo, hi: hi < 0, lambda lo, hi: lo >= 0),
+         "Greater": (lambda lo, hi: lo > 0, lambda lo, hi: hi <= 0),
+         "LessOrEqual": (lambda lo, hi: hi <= 0, lambda lo, hi: lo > 0),
+         "GreaterOrEqual": (lambda lo, hi: lo >= 0, lambda lo, hi: hi < 0)}
+
+
+def _decide(op: str, x, y) -> bool:
+  """Comparison `op` of x and y (ints or symbolic sizes), decided for every value of the dims
+  by the range of x - y; UnsupportedError when the answer depends on the bound values."""
+  d = _diff(x, y)
+  lo, hi = (d.lo, d.hi) if isinstance(d, Sym) else (d, d)
+  yes, no = _TEST[op]
+  if yes(lo, hi):
+    return True
+  if no(lo, hi):
+    return False
+  raise UnsupportedError(f"{op} of {x} and {y} depends on the bound values ({d} is in "
+                         f"{lo}..{hi}): fix a dim at load (dims={{name: size}})")
+
+
+def _compare(op: str):
+  return lambda x, y: int(_decide(op, x, y))
+
+
+def _extreme(op: str):
+  """Max or Min of two sizes (a symbolic one decided by the range: max(n, 1) is n for n >= 1)."""
+  def pick(x, y):
+    return x if _decide("GreaterOrEqual" if op == "Max" else "LessOrEqual", x, y) else y
+  return pick
+
+
+_COMPARE = tuple(_TEST)
 _BINARY = {"Add": lambda x, y: x + y if not isinstance(y, Sym) else y + x,
            "Sub": lambda x, y: x - y if not isinstance(y, Sym) else -1 * y + x,
-           "Mul": _mul, "Div": _div}
+           "Mul": _mul, "Div": _div, "Max": _extreme("Max"), "Min": _extreme("Min"),
+           **{op: _compare(op) for op in _COMPARE}}
+
+
+def _broadcast(ins: list) -> tuple:
+  """(shape, [flat values of each input broadcast to it]) of 0-d and 1-d host values."""
+  n = max(s.size for s in ins)
+  if any(s.size not in (1, n) for s in ins):
+    raise UnsupportedError("elementwise arithmetic on symbolic shape values of different sizes")
+  shape = next(s.shape for s in ins if s.size == n)
+  return shape, [s.values * n if s.size == 1 and n != 1 else s.values for s in ins]
+
+
+def _where(ins: list) -> Static:
+  """Where(cond, a, b) over shape values: cond must be known (a comparison decided above)."""
+  cond = ins[0]
+  if has_sym(cond):
+    raise UnsupportedError("Where whose condition holds a symbolic size")
+  shape, (c, a, b) = _broadcast(ins)
+  return _static(ins[1].dtype, shape, [x if k else y for k, x, y in zip(c, a, b)])
+
+
+def _unary(op: str, s: Static) -> Static | None:
+  if op == "Neg":
+    return _static(s.dtype, s.shape, [-1 * v for v in s.values])
+  if op == "Abs":
+    return _static(s.dtype, s.shape, [v if _decide("GreaterOrEqual", v, 0) else -1 * v
+                                      for v in s.values])
+  return None
 
 
 def evaluate(op: str, ins: list, at, opset: int, what: str):
   """The Static result of shape operator `op` over Static inputs `ins` (some holding symbolic
   sizes), or None when `op` is not one computed here."""
   if op in _BINARY:
-    return _binary(ins, _BINARY[op])
+    out = _binary(ins, _BINARY[op])
+    if op in _COMPARE:
+      from ..dtype import dtypes
+      return Static(dtypes.bool, out.shape, [bool(v) for v in out.values])
+    return out
+  if op == "Where":
+    return _where(ins)
+  if op in ("Neg", "Abs"):
+    return _unary(op, ins[0])
   if op in ("Identity", "Cast"):
     return _static(ins[0].dtype, ins[0].shape, ins[0].values)
   if op == "Gather":
@@ -178,7 +254,9 @@ def refuse(op: str, what: str):
   """The error for a symbolic size reaching an operator that cannot compute with it."""
   return UnsupportedError(f"{what}: {op} of a shape value that holds a symbolic size: shape "
                           f"computations over a symbolic dim support Shape, Size, Gather, "
-                          f"Concat, Unsqueeze, Squeeze, Slice, Add, Sub, Mul, Div, Cast into "
+                          f"Concat, Unsqueeze, Squeeze, Slice, Add, Sub, Mul, Div, Max, Min, "
+                          f"Neg, Abs, Equal, Less, Greater (decided by the dims' ranges), "
+                          f"Where, Cast into "
                           f"Reshape, Expand, Range and ConstantOfShape; fix the dim at load "
                           f"(dims={{name: size}}) to fold the rest")
 

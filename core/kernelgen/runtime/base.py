@@ -39,6 +39,13 @@ class Runtime:
     """Run `kernel` with `handles` in binding-slot order; returns the seconds it took if timed."""
     raise NotImplementedError
 
+  def run_many(self, launches: list, var_values: dict[str, int], keep: dict | None = None) -> None:
+    """Run [(kernel, handles, key)] in order (a recorded program's replay). Runtimes that can
+    queue them as one submission override it; `keep` is a dict they may keep per-launch state
+    in under `key` (not None: the launch binds the same handles every time)."""
+    for kernel, handles, _ in launches:
+      self.run(kernel, handles, var_values)
+
   def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
     """Run `kernel`, wait for it, and return the seconds it took on the device (what the search
     mode compares). Runtimes whose `run` returns its time need nothing more."""

@@ -273,6 +273,27 @@ class WebGPURuntime(Runtime):
     self.synchronize()
     return time.perf_counter() - start
 
+  def run_many(self, launches: list, var_values: dict[str, int], keep: dict | None = None) -> None:
+    """Dispatch [(kernel, handles, key)] in order in one compute pass and one submit (WebGPU
+    orders the dispatches of a pass and makes each one's writes visible to the next); a
+    launch with a key reuses the bind group kept for it (and its dims' values) in `keep`."""
+    encoder = self.device.create_command_encoder()
+    compute = encoder.begin_compute_pass()
+    for kernel, handles, key in launches:
+      pipeline, layout = self.pipeline(kernel.launch)
+      compute.set_pipeline(pipeline)
+      if key is not None and keep is not None:
+        key = (key, tuple(var_values.get(name) for name, _ in kernel.launch.uniforms))
+        group = keep.get(key)
+        if group is None:
+          group = keep[key] = self._bind_group(kernel.launch, layout, handles, var_values)
+      else:
+        group = self._bind_group(kernel.launch, layout, handles, var_values)
+      compute.set_bind_group(0, group)
+      compute.dispatch_workgroups(*launch_dispatch(kernel.launch, var_values))
+    compute.end()
+    self.device.queue.submit([encoder.finish()])
+
   def _queries(self):
     query_set = self.device.create_query_set(type=self.wgpu.QueryType.timestamp, count=2)
     usage = self.wgpu.BufferUsage

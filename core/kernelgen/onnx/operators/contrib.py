@@ -15,6 +15,7 @@ import math
 
 from ...dtype import dtypes
 from ...errors import ShapeError, UnsupportedError
+from ...graph.dims import Sym
 from ...tensor.ops.attention import scaled_dot_product_attention
 from ...tensor.tensor import Tensor, cat, stack, where
 from ..registry import axis_index, domain_op, op
@@ -169,17 +170,46 @@ def write_cache(past: Tensor | None, new: Tensor, start: Tensor, length: int) ->
   """present (B, H, length, D): past's rows before each batch row's `start` (B,) int32, then
   `new` (B, H, S, D) from there (rows past the new ones keep past's, or zeros)."""
   b, h, s, d = new.shape
+  if isinstance(length, Sym) or past is not None and past.node.sym is not None:
+    return _write_symbolic(past, new, start, length)
   if past is None:
     past = Tensor.zeros(b, h, length, d, dtype=new.dtype, device=new.device)
   elif past.shape[2] < length:
     past = past.pad(((0, 0), (0, 0), (0, length - past.shape[2]), (0, 0)))
   elif past.shape[2] > length:
     past = past.shrink(((0, b), (0, h), (0, length), (0, d)))
-  j = Tensor.arange(length, device=new.device).reshape(1, 1, length, 1)
+  return _written(past, new, start, length)
+
+
+def _written(past: Tensor, new: Tensor, start: Tensor, rows: int) -> Tensor:
+  """past (B, H, rows, D) with `new` (B, H, S, D) written from each batch row's `start` on."""
+  b, h, s, d = new.shape
+  j = Tensor.arange(rows, device=new.device).reshape(1, 1, rows, 1)
   rel = j - start.cast(dtypes.int32).reshape(b, 1, 1, 1)
   fresh = (rel >= 0) & (rel < s)
-  idx = rel.maximum(0).minimum(s - 1).expand(b, h, length, d)
+  idx = rel.maximum(0).minimum(s - 1).expand(b, h, rows, d)
   return where(fresh, new.gather(2, idx), past.cast(new.dtype))
+
+
+def _write_symbolic(past: Tensor | None, new: Tensor, start: Tensor, length) -> Tensor:
+  """write_cache where the cache length is symbolic (a Sym, symbolic dims): the present holds
+  length.hi rows (the padded layout), past's buffer cut or extended to them (a view), the
+  rows after `length` unspecified; one program for every length."""
+  from ...graph.lazy import chain_view
+  from ...tensor.symbolic import with_sym
+  b, h, _, d = new.shape
+  rows = length.hi if isinstance(length, Sym) else length
+  if past is None:
+    past = Tensor.zeros(b, h, rows, d, dtype=new.dtype, device=new.device)
+  else:
+    node, have = past.node, past.shape[2]
+    if have > rows:
+      node = chain_view(node, "shrink", ((0, b), (0, h), (0, rows), (0, d)), sym=(b, h, rows, d))
+    elif have < rows:
+      node = chain_view(node, "pad", ((0, 0), (0, 0), (0, rows - have), (0, 0)),
+                        sym=(b, h, rows, d))
+    past = Tensor(node) if node is not past.node else with_sym(past, past.shape)
+  return with_sym(_written(past, new, start, rows), (b, h, length, d))
 
 
 def _bias_from_allowed(allowed: Tensor, dtype) -> Tensor:
@@ -247,6 +277,32 @@ def _sink(ins, at, heads: int, device) -> Tensor | None:
   return None
 
 
+def _past_len(past_k: Tensor | None, lens: Tensor, s: int) -> Tensor:
+  """(B,) int32: where each batch row's new keys go, 0 on a prompt (no past; its rows are
+  right-padded), else lens - s. A symbolic past length decides it at run time."""
+  if past_k is None:
+    return lens * 0
+  n = past_k.symbolic_shape[2]
+  if not isinstance(n, Sym):
+    return lens * 0 if n == 0 else lens - s
+  from ...tensor.symbolic import scalar
+  return where(scalar(Tensor, n, lens.device) == 0, lens * 0, lens - s)
+
+
+def _present_length(total, past_k: Tensor | None):
+  """The present caches' length: max(total_sequence_length, past length); with a symbolic
+  total (symbolic dims), the total (a present is the past and the new keys, so it is never
+  shorter than the past)."""
+  past = past_k.symbolic_shape[2] if past_k is not None else 0
+  if isinstance(total, Sym) or isinstance(past, Sym):
+    if isinstance(total, Sym):
+      return total
+    raise UnsupportedError(f"GroupQueryAttention of domain {MS!r}: a symbolic past length "
+                           f"({past}) needs a symbolic total_sequence_length (the attention "
+                           f"mask's width as a dim)")
+  return max(total, past)
+
+
 @domain_op(MS, "GroupQueryAttention")
 def _group_query_attention(ins, at):
   """Grouped-query attention over a past + present KV cache, causal per batch row at
@@ -256,17 +312,17 @@ def _group_query_attention(ins, at):
   q, k, v = _qkv(ins, hq, hkv)
   b, s, _, d = q.shape
   past_k, past_v = ins[3], ins[4]
-  total = int(ins.scalar(6))
+  total = ins.scalar(6)
+  total = total if isinstance(total, Sym) else int(total)
   lens = ins[5].cast(dtypes.int32).reshape(b) + 1                  # (B,): each row's keys
-  prompt = past_k is None or past_k.shape[2] == 0      # (a prompt's rows are right-padded)
-  past_len = lens * 0 if prompt else lens - s
+  past_len = _past_len(past_k, lens, s)
   if at.int("do_rotary", 0):
     pos = ins[9].cast(dtypes.int32) if ins.has(9) else \
       Tensor.arange(s, device=q.device).reshape(1, s) + past_len.reshape(b, 1)
     c, si = cos_sin_at(ins[7], ins[8], pos.reshape(-1, s).expand(b, s))
     inter = bool(at.int("rotary_interleaved", 0))
     q, k = rotate(q, c, si, inter), rotate(k, c, si, inter)
-  length = max(total, past_k.shape[2] if past_k is not None else 0)
+  length = _present_length(total, past_k)
   present_k = write_cache(past_k, k.permute(0, 2, 1, 3), past_len, length)
   present_v = write_cache(past_v, v.permute(0, 2, 1, 3), past_len, length)
   bias = _gqa_bias(past_len, lens, s, length, at.int("local_window_size", -1), q.device)

@@ -90,7 +90,7 @@ def _fused_attention(q, k, v, mask, is_causal: bool, scale: float, keys=None):
           v.expand(lead + v.shape[-2:])]
   if mask is not None:
     srcs.append(mask.expand(lead + (n, m)))
-  sym = srcs[0].node.logical[:-1] + (v.shape[-1],) if srcs[0].node.sym is not None else None
+  sym = srcs[0].node.logical[:-1] + (v.shape[-1],)    # static queries over symbolic keys: static
   arg = (scale, bool(is_causal))
   if keys is not None:
     srcs.append(keys)

@@ -1,0 +1,156 @@
+"""Warm calls of an ONNX model replay recorded kernels (onnx/replay.py): no node of the model is
+visited (structure: the runner's node evaluations are counted), no host-side kernel runs, one
+submit per call on WEBGPU; the outputs match onnxruntime's on new data every call, a small
+feed that picks an If branch keys the replay (another value runs its own branch), symbolic dims
+take their new values, and a data-dependent model keeps running eagerly."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from kernelgen.onnx import runner as onnx_runner
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+
+def _vad_like():
+  """A Silero-VAD-shaped model: x (1, n) and state (2, 1, 8) through a MatMul, a Tanh and a
+  ReduceMean, in an If on Equal(sr, 16000) (the other branch scales by 2)."""
+  rng = np.random.default_rng(0)
+  w = numpy_helper.from_array(rng.standard_normal((16, 8)).astype(np.float32), "w")
+  n = helper.make_node
+  out = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("y", "s2")]
+
+  def branch(name, scale):
+    nodes = [n("MatMul", ["x", "w"], [f"h_{name}"]),
+             n("Add", [f"h_{name}", "state"], [f"a_{name}"]),
+             n("Tanh", [f"a_{name}"], [f"t_{name}"]),
+             n("Mul", [f"t_{name}", f"k_{name}"], [f"s_{name}"]),
+             n("ReduceMean", [f"s_{name}"], [f"y_{name}"], keepdims=0)]
+    k = numpy_helper.from_array(np.array(scale, np.float32), f"k_{name}")
+    return helper.make_graph(nodes, name, [], [
+      helper.make_tensor_value_info(f"y_{name}", TensorProto.FLOAT, None),
+      helper.make_tensor_value_info(f"s_{name}", TensorProto.FLOAT, None)], [k])
+  nodes = [n("Equal", ["sr", "rate"], ["is16k"]),
+           n("If", ["is16k"], ["y", "s2"], then_branch=branch("then", 1.0),
+             else_branch=branch("else", 2.0))]
+  ins = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16]),
+         helper.make_tensor_value_info("state", TensorProto.FLOAT, [2, 1, 8]),
+         helper.make_tensor_value_info("sr", TensorProto.INT64, [])]
+  graph = helper.make_graph(nodes, "vad", ins, out,
+                            [w, numpy_helper.from_array(np.array(16000, np.int64), "rate")])
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.fixture
+def visits(monkeypatch):
+  """How many nodes the runner evaluates (each call of Runner._eval, subgraphs included)."""
+  count = [0]
+  original = onnx_runner.Runner._eval
+
+  def counted(self, node, fn):
+    count[0] += 1
+    return original(self, node, fn)
+  monkeypatch.setattr(onnx_runner.Runner, "_eval", counted)
+  return count
+
+
+def _feeds(k: int, sr: int = 16000) -> dict:
+  rng = np.random.default_rng(k)
+  return {"x": rng.standard_normal((1, 16)).astype(np.float32),
+          "state": rng.standard_normal((2, 1, 8)).astype(np.float32),
+          "sr": np.array(sr, np.int64)}
+
+
+def _check(model, session, feeds, device):
+  got = model.run(feeds, device=device)
+  for name, want in zip(("y", "s2"), session.run(None, feeds)):
+    np.testing.assert_allclose(got[name].numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+def test_warm_calls_replay_without_visiting_a_node(device, visits, monkeypatch):
+  if device == "WEBGPU":
+    from tools import device_runtime
+    device_runtime("WEBGPU")
+  src = _vad_like()
+  session = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+  model = kg.onnx.load(src)
+  for k in range(3):                     # lazy, then recorded
+    _check(model, session, _feeds(k), device)
+  assert visits[0] > 0 and model.replayer.replays == 0
+  outside, submits, inside = [], [], [False]     # launches outside a replay's submit
+  for name in {device, "PYTHON"}:
+    rt = kg.Device[name]
+    run, run_many = rt.run, rt.run_many
+
+    def counted_run(*a, _run=run, _name=name, **k):
+      if not inside[0]:
+        outside.append(_name)
+      return _run(*a, **k)
+
+    def counted_many(launches, *a, _many=run_many):
+      submits.append(len(launches))
+      inside[0] = True
+      try:
+        return _many(launches, *a)
+      finally:
+        inside[0] = False
+    monkeypatch.setattr(rt, "run", counted_run)
+    monkeypatch.setattr(rt, "run_many", counted_many)
+  visits[0] = 0
+  for k in range(3, 8):
+    got = model.run(_feeds(k), device=device)
+    assert all(t.node.realized for t in got.values())
+    for name, want in zip(("y", "s2"), session.run(None, _feeds(k))):
+      np.testing.assert_allclose(got[name].numpy(), want, rtol=1e-5, atol=1e-6)
+  assert visits[0] == 0 and model.replayer.replays == 5
+  assert len(submits) == 5 and len(set(submits)) == 1       # one submit per call
+  assert outside == []                          # no kernel outside it, no host-side kernel
+
+
+def test_a_small_feed_that_picks_a_branch_keys_the_replay(visits):
+  src = _vad_like()
+  session = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+  model = kg.onnx.load(src)
+  for k in range(4):
+    _check(model, session, _feeds(k), "PYTHON")
+  replays = model.replayer.replays
+  for k in range(4, 8):                 # the other branch: run and recorded for itself
+    _check(model, session, _feeds(k, sr=8000), "PYTHON")
+  _check(model, session, _feeds(9), "PYTHON")
+  assert model.replayer.replays == replays + 3
+
+
+def test_symbolic_dims_replay_with_their_new_values():
+  x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4])
+  y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+  w = numpy_helper.from_array(np.arange(16, dtype=np.float32).reshape(4, 4) / 10, "w")
+  nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]),
+           helper.make_node("Softmax", ["h"], ["y"], axis=1)]
+  src = helper.make_model(helper.make_graph(nodes, "g", [x], [y], [w]), opset_imports=[
+    helper.make_opsetid("", 17)]).SerializeToString()
+  session = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+  model = kg.onnx.load(src, dims={"seq": (1, 12)})
+  for k, seq in enumerate([3, 5, 12, 1, 7, 9]):
+    feeds = {"x": np.random.default_rng(k).standard_normal((2, seq, 4)).astype(np.float32)}
+    got = model.run(feeds, device="PYTHON")["y"].numpy()
+    np.testing.assert_allclose(got, session.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+  assert model.replayer.replays == 4          # lazy, recorded, then replayed at any size
+
+
+def test_a_data_dependent_model_keeps_running_eagerly():
+  x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])
+  y = helper.make_tensor_value_info("y", TensorProto.INT64, None)
+  nodes = [helper.make_node("NonZero", ["x"], ["y"])]
+  src = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[
+    helper.make_opsetid("", 17)]).SerializeToString()
+  model = kg.onnx.load(src)
+  for k in range(5):
+    x = (np.random.default_rng(k).standard_normal(6) > 0).astype(np.float32) * 1.5
+    got = model.run({"x": x}, device="PYTHON")["y"].numpy()
+    np.testing.assert_array_equal(got, np.array(np.nonzero(x)))
+  assert model.replayer.replays == 0
