@@ -270,6 +270,16 @@ TABLE: dict[tuple[str, str], dict] = {
 #   1301 / 2446, 1609 / 3905 | unrolled 4, A read as vec4 1003 / 1512 wall 867 / 1320 | unrolled
 #   8 953 / 1416, 882 / 1633 | tinygrad 1590 / 3717, 1695 / 4609. Hand-edited WGSL first (4
 #   rounds, load ~16): unrolled 4 with A scalar 1668 / 2648: the vec4 loads are the gain.
+# - MEASURED_ROW_THREADS (lavapipe's row_thread_rows 4096, issue 43): layernorm 4096x1024 in
+#   Chromium (bench/peers_probe.py, interleaved, best / median ms of 6, 6 and 3 rounds in three
+#   phases, load ~15 on 2 CPUs): 32 lanes per row (before) 83.1 / 138, 67.4 / 120, 95.3 / 108 |
+#   a thread per row 29.5 / 85.2, 54.7 / 86.1, 66.1 / 113 | 16 lanes 37.4 / 89.7, 97 / 132, 124 /
+#   179 | tinygrad 133 / 241, 232 / 300, 283 / 326; onnxruntime-web on lavapipe 649 / 705 (its
+#   layernorm ran on SwiftShader in the peers page before issue 43: see bench/web/peers.js). A
+#   thread per row reads the row twice (layernorm's two sums share one loop: a thread's loop
+#   only, reductions.sibling_reduces), lanes three times. Softmax 4096x1024, a thread per row with
+#   the online max and sum: see ("lavapipe", "rows") above (12.2 / 12.9 against 16 lanes' 13.6 /
+#   17.2).
 
 def classify(info) -> str:
   """The class (one of CLASSES) of an adapter described by `info`: a class name itself, a
