@@ -71,3 +71,30 @@ def test_row_thread_rows_computes_right(on):
   e = np.exp(x - x.max(-1, keepdims=True))
   np.testing.assert_allclose(kg.Tensor(x).softmax(-1).numpy(), e / e.sum(-1, keepdims=True),
                              rtol=1e-5, atol=1e-6)
+
+
+def test_tile_unroll_reads_conv_weights_as_vectors():
+  """A 3x3 conv2d's loop over (input channel, window row) unrolls 4 times around the unrolled
+  window columns, so an output channel's 12 weights of a step are 3 vec4 loads."""
+  x, w = kg.Tensor.empty(1, 64, 56, 56, name="x"), kg.Tensor.empty(64, 64, 3, 3, name="w")
+  conv = x.conv2d(w, padding=1)
+  plain = kernel(conv, adapter="swiftshader", tile_unroll=0).launch.source
+  vec = kernel(conv, adapter="swiftshader").launch.source
+  assert "b2_w: array<f32>" in plain and "b2_w: array<vec4<f32>>" in vec
+  assert plain.count("b2_w[") == vec.count("b2_w[") == 16 * 3      # per step of 1 and of 4
+  assert plain.count("b1_x[") * 4 == vec.count("b1_x[")
+
+
+@pytest.mark.parametrize("channels", [8, 6])
+def test_tile_unroll_conv_computes_right(on, channels):
+  """Natively (lavapipe) with SwiftShader's table: 3x3 convs with padding (gated input loads),
+  input channels x window rows a multiple of 4 (8 x 3) or not (6 x 3 = 18)."""
+  on("WEBGPU", adapter="swiftshader")
+  rng = np.random.default_rng(6)
+  x = rng.standard_normal((1, channels, 20, 24), np.float32)
+  w = rng.standard_normal((16, channels, 3, 3), np.float32)
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+  win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+  want = np.einsum("nchwij,ocij->nohw", win, w)
+  got = kg.Tensor(x).conv2d(kg.Tensor(w), padding=1).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

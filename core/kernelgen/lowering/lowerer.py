@@ -455,13 +455,16 @@ class Lowerer:
 
   def _tile_loop(self, shape: list, limit: UOp | None = None) -> tuple[list, list]:
     """(ranges, [(indices, valid)]) of a tiled reduction over `shape`: a loop over the leading
-    axes (unrolled TILE_UNROLL times where that divides it and nothing else is unrolled), the
+    axes (unrolled TILE_UNROLL times where that divides it and nothing else is unrolled; with
+    Opts.tile_unroll that many times where it divides it, inner axes unrolled or not), the
     trailing axes that _inner_split picks unrolled completely in each step; `limit` (Lowerer.
     limit: how many elements hold values) stops the loop where nothing is unrolled."""
     k, total = _inner_split(shape, self.tile_inner), prod(shape)
     outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
     step = self.tile_unroll or TILE_UNROLL
     unroll = step if k == len(shape) and total % step == 0 else 1
+    if k < len(shape) and self.tile_unroll and outer % self.tile_unroll == 0:
+      unroll = self.tile_unroll     # Opts.tile_unroll: the loop around an unrolled window too
     ranges, lanes = self._loop(outer, unroll=unroll, limit=limit if k == len(shape) else None)
     return ranges, [(unravel([(lin, 1, outer)], 0, shape[:k]) + [int_const(i) for i in at], valid)
                     for lin, valid in lanes for at in inner]

@@ -270,6 +270,12 @@ TABLE: dict[tuple[str, str], dict] = {
 #   1301 / 2446, 1609 / 3905 | unrolled 4, A read as vec4 1003 / 1512 wall 867 / 1320 | unrolled
 #   8 953 / 1416, 882 / 1633 | tinygrad 1590 / 3717, 1695 / 4609. Hand-edited WGSL first (4
 #   rounds, load ~16): unrolled 4 with A scalar 1668 / 2648: the vec4 loads are the gain.
+#   conv2d 1x64x56x56 3x3 pad 1 (16x8 tiles; the loop over input channel x window row unrolled
+#   4 times around the window's 3 columns: an output channel's 12 weights per step in 3 vec4
+#   loads, where each step loaded 3 scalars), the same page, 12 rounds, load ~15: before 137 /
+#   188, GPU 123 / 171 | tile_unroll 4 108 / 161, GPU 109 / 128 | tinygrad 230 / 357, GPU 242 /
+#   381. Other tiles for it, tile_unroll off (12 rounds, load ~15; noisy: no clear winner):
+#   16x8 124 / 303 | 8x28 143 / 386 | 16x14 132 / 378 | 8x14 136 / 286 (wall).
 # - MEASURED_ROW_THREADS (lavapipe's row_thread_rows 4096, issue 43): layernorm 4096x1024 in
 #   Chromium (bench/peers_probe.py, interleaved, best / median ms of 6, 6 and 3 rounds in three
 #   phases, load ~15 on 2 CPUs): 32 lanes per row (before) 83.1 / 138, 67.4 / 120, 95.3 / 108 |
