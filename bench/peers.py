@@ -10,6 +10,10 @@ output is marked and its time not counted):
   tfjs       TF.js 4.22, WebGPU backend (.venv-bench/npm), the same formulas as its own ops
   ort        onnxruntime-web 1.31, WebGPU execution provider, on ONNX graphs built here with the
              `onnx` package's helper
+On the lavapipe page (compatibility mode) every adapter request asks for compatibility mode
+(peers.js): TF.js and ORT-web asked for a core adapter, which that browser answers with
+SwiftShader, so until issue 43 B3's TF.js and ORT-web columns were SwiftShader's times; the
+table's footer names each system's adapter.
 GPU time of one run, two ways: wall, submit -> onSubmittedWorkDone, inputs on the GPU, outputs
 left there; and where the adapter has 'timestamp-query' (SwiftShader; not lavapipe through
 ANGLE), GPU timestamps around each kernel's pass, summed (kernelgen, tinygrad: our runner;
