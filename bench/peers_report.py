@@ -99,6 +99,9 @@ def aggregate(adapter: str, runs: list[dict], allow_load: bool, max_load: float)
       entry[key] = statistics.median(values) if whole else None
       entry[f"{key}_worst"] = min(values) if whole else None
     entry["holds"] = None if entry["ratio_worst"] is None else entry["ratio_worst"] >= TARGET
+    for key in ("best_peer", "gpu_best_peer"):   # the peer best in most counted runs
+      names = [e[key] for e in use or entries if e[key]]
+      entry[key] = max(names, key=names.count) if names else None
     out.append(entry)
   return out
 
