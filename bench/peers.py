@@ -10,15 +10,27 @@ output is marked and its time not counted):
   tfjs       TF.js 4.22, WebGPU backend (.venv-bench/npm), the same formulas as its own ops
   ort        onnxruntime-web 1.31, WebGPU execution provider, on ONNX graphs built here with the
              `onnx` package's helper
-GPU time of one run: submit -> onSubmittedWorkDone, inputs on the GPU, outputs left there; the
-systems run interleaved, round after round (every other round the previous one reversed, then
-turned by one; a short pause before each run), and each keeps its best (the machine is shared).
-Ratio: best correct peer's time / ours (> 1: we are faster; target >= 1.5). For a row below it,
-`bound` gives our bytes moved per ms against a copy kernel of the same bytes on the adapter,
-and `floor` the submit floor: a program of as many trivial dispatches as our kernels, timed the
-same way (best and median; bench/submit_floor.py explores it).
+On the lavapipe page (compatibility mode) every adapter request asks for compatibility mode
+(peers.js): TF.js and ORT-web asked for a core adapter, which that browser answers with
+SwiftShader, so until issue 43 B3's TF.js and ORT-web columns were SwiftShader's times; the
+table's footer names each system's adapter.
+GPU time of one run, two ways: wall, submit -> onSubmittedWorkDone, inputs on the GPU, outputs
+left there; and where the adapter has 'timestamp-query' (SwiftShader; not lavapipe through
+ANGLE), GPU timestamps around each kernel's pass, summed (kernelgen, tinygrad: our runner;
+onnxruntime-web: its own profiler; TF.js: none). The systems run interleaved, round after round
+(every other round the previous one reversed, then turned by one; a short pause before each
+run), and each keeps its best per run. The whole table runs `--runs` times (default 3), each in a
+fresh browser, with the load average recorded before, during and after (bench/peers_report.py):
+per row the median and the worst of the runs' ratios (best correct peer's time / ours, > 1: we
+are faster; target >= 1.5); a row holds only when its worst run does, and a run whose load went
+above MAX_LOAD is not counted unless --allow-load. For a row below target, `bound` gives our
+bytes moved per ms against a copy kernel of the same bytes on the adapter (and for matmul and
+conv2d our FLOP/s against the adapter's multiply-add peak, peers.js flopsPeak), and `floor` the
+submit floor: a program of as many trivial dispatches as our kernels, timed the same way (best
+and median; bench/submit_floor.py explores it).
 
-    python bench/peers.py [--reps N] [--adapters swiftshader,lavapipe] [--rows matmul,...] [--tiny]
+    python bench/peers.py [--runs 3] [--reps N] [--allow-load] [--adapters swiftshader,lavapipe]
+        [--rows matmul,...] [--tiny]
     python bench/peers.py --tinygrad DIR     (worker, run with .venv-bench's Python)
 """
 from __future__ import annotations
@@ -35,15 +47,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import peers_report  # noqa: E402  (bench/peers_report.py: per run and across runs)
+SYSTEMS, PEERS = peers_report.SYSTEMS, peers_report.PEERS
 BENCH_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
-SYSTEMS = ("kernelgen", "tinygrad", "tfjs", "ort")
-PEERS = SYSTEMS[1:]
 ADAPTERS = ("swiftshader", "lavapipe")
 GAUSS = [1, 4, 6, 4, 1]
 SEPIA = [[0.393, 0.769, 0.189], [0.349, 0.686, 0.168], [0.272, 0.534, 0.131]]
 LUMA = [0.299, 0.587, 0.114]
 COLOUR = (0.05, 1.1, 1.2)   # the filter chain's brightness, contrast, saturation
 SETTLE_MS = 300             # a pause before each timed run (see round_order)
+MAX_LOAD = 1.5              # a run whose load average (1 min) goes above it is not counted
+PEAK_GROUPS, PEAK_STEPS = 64, 4096   # the multiply-add peak kernel (peers.js flopsPeak)
 
 
 def sizes(tiny: bool) -> dict:
@@ -132,7 +147,7 @@ def rows(np, tiny: bool = False) -> dict:
   mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
   nhwc = lambda t: t.transpose(0, 2, 3, 1)   # noqa: E731
   out = {
-    f"matmul {n}³": dict(inputs=[a, b], ref=a.astype(np.float64) @ b,
+    f"matmul {n}³": dict(inputs=[a, b], ref=a.astype(np.float64) @ b, flops=2 * n ** 3,
                          lib=lambda T, a, b: a @ b, tf=("matmul", [a, b], None),
                          onnx=[("MatMul", ["in0", "in1"], {})]),
     f"softmax rows {r}×{c}": dict(inputs=[x], ref=softmax(x.astype(np.float64)),
@@ -147,6 +162,7 @@ def rows(np, tiny: bool = False) -> dict:
                                             "zeros": np.zeros(c, np.float32)}),
     "conv2d {}, {}×{}×3×3, pad 1".format("×".join(map(str, s["conv"])), *cw.shape[:2]):
       dict(inputs=[cx, cw], ref=conv(cx.astype(np.float64), cw, 1),
+           flops=2 * math.prod(s["conv"]) * cw.shape[0] * 9,
            lib=lambda T, x, w: x.conv2d(w, padding=1),
            tf=("conv2d", [nhwc(cx), cw.transpose(2, 3, 1, 0)], nhwc),
            onnx=[("Conv", ["in0", "in1"], {"pads": [1, 1, 1, 1]})]),
@@ -425,57 +441,88 @@ def tf_spec(np, row: dict, folder: Path, tag: str, tol: dict) -> dict:
 
 # ---- the page ------------------------------------------------------------------------------------
 
-def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: bool) -> dict:
-  """Every row's systems on one adapter: prepared (checked) once, then `reps` interleaved
-  rounds of one run each, each round starting one system later; best time per system."""
+def launch(playwright, adapter: str):
+  """Headless Chromium for `adapter`, with WebGPU's developer features on: its timestamp queries
+  are otherwise rounded to 100 us (SwiftShader has 'timestamp-query' either way; lavapipe through
+  ANGLE, compatibility mode, has none)."""
   sys.path.insert(0, str(ROOT / "tests" / "helpers"))
-  from browser_util import launch_chromium
+  from browser_util import chromium_args, chromium_env, chromium_path
   lavapipe = adapter == "lavapipe"
-  browser = launch_chromium(playwright, webgpu=True, lavapipe=lavapipe)
+  return playwright.chromium.launch(
+    executable_path=chromium_path(), headless=True, env=chromium_env(lavapipe=lavapipe),
+    args=chromium_args(webgpu=True, lavapipe=lavapipe) + ["--enable-webgpu-developer-features"])
+
+
+def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: bool,
+                loads: list | None = None) -> dict:
+  """Every row's systems on one adapter in a fresh browser: prepared (checked) once, then `reps`
+  interleaved rounds, each system once by wall time and once by GPU timestamps per round (each
+  round starting one system later); best time per system, both ways. `loads` gets the load
+  average after every row."""
+  browser = launch(playwright, adapter)
   page = browser.new_context().new_page()
   page.set_default_timeout(600_000)
-  page.goto(server.url("bench/web/peers.html" + ("?compat" if lavapipe else "")))
+  page.goto(server.url("bench/web/peers.html" + ("?compat" if adapter == "lavapipe" else "")))
   page.wait_for_selector("body[data-ready]", state="attached", timeout=120_000)
   result = {"adapter_info": page.evaluate("window.peers.info()"), "rows": {}}
+  if copy:
+    result["peak"] = page.evaluate("([g, s, r]) => window.peers.flopsPeak(g, s, r)",
+                                   [PEAK_GROUPS, PEAK_STEPS, reps])
   for name, spec in specs.items():
     row = {}
     for system in SYSTEMS:
-      key = f"kernelgen@{adapter}" if system == "kernelgen" else system
-      s = {**spec.get(key, {"error": "no spec"})}
-      if "error" in s:
-        row[system] = {"error": s["error"]}
-        continue
-      for field in ("program", "model", "ref"):
-        if field in s:
-          s[field] = server.url(f"data/{s[field]}")
-      if "inputs" in s:       # copies: the spec's own entries serve the next adapter too
-        s["inputs"] = [{**entry, "file": server.url(f"data/{entry['file']}")}
-                       for entry in s["inputs"]]
-      checked = page.evaluate("([k, s]) => window.peers.prepare(k, s)", [system, s])
-      if system == "ort":
-        checked["kernels"] = spec[key]["nodes"]
-      row[system] = {**checked, "samples_ms": []}
-      print(f"  {adapter} {name} {system}: {checked}", file=sys.stderr, flush=True)
+      row[system] = prepare_system(page, server, adapter, system, spec)
+      print(f"  {adapter} {name} {system}: {row[system]}", file=sys.stderr, flush=True)
     ready = [sy for sy in SYSTEMS if "error" not in row[sy]]
     for r in range(reps):
       for system in round_order(ready, r):
-        page.wait_for_timeout(SETTLE_MS)     # the previous system's leftover work settles first
-        row[system]["samples_ms"] += page.evaluate("(k) => window.peers.time(k, 1)", system)
+        for gpu in (False, True):
+          page.wait_for_timeout(SETTLE_MS)     # the previous system's leftover work settles first
+          got = page.evaluate("([k, g]) => window.peers.time(k, 1, g)", [system, gpu])[0]
+          if gpu and got is not None:
+            row[system]["gpu_samples_ms"].append(got["ms"])
+            row[system]["gpu_kernels_ms"] = got["kernels_ms"]
+          elif not gpu:
+            row[system]["samples_ms"].append(got)
     for system in ready:
       row[system]["ms"] = min(row[system]["samples_ms"])
+      if row[system]["gpu_samples_ms"]:
+        row[system]["gpu_ms"] = min(row[system]["gpu_samples_ms"])
       page.evaluate("(k) => window.peers.release(k)", system)
     if copy:
       row["copy"] = copy_bound(page, name, specs, reps)
     if "kernelgen" in ready:
       row["floor"] = submit_floor(page, row["kernelgen"]["kernels"], reps)
     result["rows"][name] = row
+    if loads is not None:
+      loads.append(os.getloadavg()[0])
     print(f"  {adapter} {name}: best ms " + ", ".join(
-      f"{sy} {row[sy]['ms']:.3g}{'' if row[sy].get('ok') else ' (WRONG)'}" for sy in ready) +
+      f"{sy} {row[sy]['ms']:.3g}{'' if row[sy].get('ok') else ' (WRONG)'}"
+      f"{' gpu %.3g' % row[sy]['gpu_ms'] if 'gpu_ms' in row[sy] else ''}" for sy in ready) +
       (f"; copy {row['copy']['ms']:.3g}" if copy else "") + "; samples in round order: " +
       ", ".join(f"{sy} {'/'.join(f'{t:.3g}' for t in row[sy]['samples_ms'])}" for sy in ready),
       file=sys.stderr, flush=True)
+  result["adapter_info"] = page.evaluate("window.peers.info()")   # with the peers' adapters
   browser.close()
   return result
+
+
+def prepare_system(page, server, adapter: str, system: str, spec: dict) -> dict:
+  """One system's run of a row, built and checked in the page: its check, kernels, samples."""
+  key = f"kernelgen@{adapter}" if system == "kernelgen" else system
+  s = {**spec.get(key, {"error": "no spec"})}
+  if "error" in s:
+    return {"error": s["error"]}
+  for field in ("program", "model", "ref"):
+    if field in s:
+      s[field] = server.url(f"data/{s[field]}")
+  if "inputs" in s:       # copies: the spec's own entries serve the next adapter too
+    s["inputs"] = [{**entry, "file": server.url(f"data/{entry['file']}")}
+                   for entry in s["inputs"]]
+  checked = page.evaluate("([k, s]) => window.peers.prepare(k, s)", [system, s])
+  if system == "ort" and checked.get("kernels") is None:
+    checked["kernels"] = spec[key]["nodes"]
+  return {**checked, "samples_ms": [], "gpu_samples_ms": []}
 
 
 def round_order(systems: list, r: int) -> list:
@@ -511,85 +558,12 @@ def submit_floor(page, dispatches: int, reps: int) -> dict:
           "median_ms": statistics.median(samples), "samples_ms": samples}
 
 
-def summarize(adapter: str, result: dict) -> list[dict]:
-  out = []
-  for name, row in result["rows"].items():
-    ours = row.get("kernelgen", {})
-    good = {s: row[s]["ms"] for s in PEERS if row.get(s, {}).get("ok") and "ms" in row[s]}
-    best = min(good, key=good.get) if good else None
-    entry = {"adapter": adapter, "row": name, "ours_ms": ours.get("ms") if ours.get("ok") else None,
-             "best_peer": best, "peer_ms": good.get(best),
-             "kernels": {s: row.get(s, {}).get("kernels") for s in SYSTEMS},
-             "status": {s: status(row.get(s, {})) for s in SYSTEMS},
-             "ms": {s: row.get(s, {}).get("ms") for s in SYSTEMS}}
-    if entry["ours_ms"] and entry["peer_ms"]:
-      entry["ratio"] = entry["peer_ms"] / entry["ours_ms"]
-    if "floor" in row and entry["ours_ms"]:
-      entry["floor"] = {k: row["floor"][k] for k in ("dispatches", "best_ms", "median_ms")}
-      entry["ours_median_ms"] = statistics.median(ours["samples_ms"])
-    if "copy" in row and entry["ours_ms"]:
-      c = row["copy"]
-      entry["bound"] = {"ours_bytes_per_ms": c["bytes"] / entry["ours_ms"],
-                        "copy_bytes_per_ms": c["bytes"] / c["ms"], "copy_ms": c["ms"]}
-    out.append(entry)
-  return out
-
-
-def status(r: dict) -> str:
-  if "error" in r:
-    return "failed: " + r["error"][:80]
-  if not r.get("ok"):
-    return f"WRONG (max err {r.get('max_error', float('nan')):.2g}, {r.get('bad')} bad)"
-  return "ok"
-
-
-def print_table(summary: list[dict]) -> None:
-  head = ["adapter", "workload", "kernelgen", "tinygrad", "tfjs", "ort", "best/ours",
-          "kernels kg/tg/tf/ort"]
-  lines = [head]
-  for e in summary:
-    cells = [e["adapter"], e["row"]]
-    for s in SYSTEMS:
-      ms, st = e["ms"].get(s), e["status"][s]
-      cells.append(f"{ms:.3g} ms" if st == "ok" and ms is not None else
-                   ("WRONG" if st.startswith("WRONG") else "failed"))
-    ratio = e.get("ratio")
-    cells.append(f"{ratio:.2f} ({e['best_peer']})" if ratio else "-")
-    cells.append("/".join("-" if e["kernels"][s] is None else str(e["kernels"][s])
-                          for s in SYSTEMS))
-    lines.append(cells)
-  widths = [max(len(str(c[i])) for c in lines) for i in range(len(head))]
-  for i, line in enumerate(lines):
-    print(" | ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip())
-    if i == 0:
-      print("-|-".join("-" * w for w in widths))
-  for e in summary:
-    if e.get("ratio") is not None and e["ratio"] < 1.5 and "bound" in e:
-      b = e["bound"]
-      print(f"  below 1.5x: {e['adapter']} {e['row']}: ours moves {b['ours_bytes_per_ms']/1e6:.3g}"
-            f" GB/s (inputs + output once), a copy kernel of the same bytes "
-            f"{b['copy_bytes_per_ms']/1e6:.3g} GB/s ({b['copy_ms']:.3g} ms)")
-      if "floor" in e:
-        f = e["floor"]
-        print(f"    its submit floor: {f['dispatches']} trivial dispatches (one thread storing "
-              f"one value each) best / median {f['best_ms']:.3g} / {f['median_ms']:.3g} ms; "
-              f"ours {e['ours_ms']:.3g} / {e['ours_median_ms']:.3g} ms")
-  for e in summary:
-    if "(demo)" in e["row"] and e["ours_ms"]:
-      target = " (target < 16 ms)" if e["adapter"] == "lavapipe" else ""
-      print(f"  demo frame, GPU time: {e['row']} on {e['adapter']}: kernelgen "
-            f"{e['ours_ms']:.3g} ms{target}")
-  for e in summary:
-    for s in SYSTEMS:
-      if e["status"][s] != "ok":
-        print(f"  {e['adapter']} {e['row']} {s}: {e['status'][s]}")
-
-
 def measure(names=None, adapters=ADAPTERS, reps: int = 5, tiny: bool = False,
-            copy: bool = True, playwright=None) -> dict:
-  """The rows whose names contain a word of `names` on each adapter. `playwright`: a started
-  sync Playwright to use (the tests' session one: a second sync_playwright cannot start while
-  one runs); by default one of its own."""
+            copy: bool = True, playwright=None, runs: int = 1, allow_load: bool = False) -> dict:
+  """The rows whose names contain a word of `names` on each adapter, `runs` times (a fresh
+  browser each time, its load recorded; peers_report.aggregate). `playwright`: a started sync
+  Playwright to use (the tests' session one: a second sync_playwright cannot start while one
+  runs); by default one of its own."""
   import contextlib
 
   import numpy as np
@@ -599,6 +573,8 @@ def measure(names=None, adapters=ADAPTERS, reps: int = 5, tiny: bool = False,
   table = rows(np, tiny)
   names = [n for n in table if not names or any(w in n for w in names)]
   started = time.time()
+  out = {"runs": [], "load_at_start": os.getloadavg(), "max_load": MAX_LOAD,
+         "allow_load": allow_load}
   with tempfile.TemporaryDirectory(prefix="kg-peers-") as tmp:
     folder = Path(tmp)
     specs = prepare(folder, names, tiny, adapters)
@@ -608,20 +584,39 @@ def measure(names=None, adapters=ADAPTERS, reps: int = 5, tiny: bool = False,
         np.asarray(row["ref"], np.float32).nbytes
     mounts = {"/bench/": ROOT / "bench", "/data/": folder,
               "/tfjs/": ROOT / ".venv-bench" / "npm" / "node_modules"}
-    out = {"adapters": {}, "load_at_start": os.getloadavg()}
     own = sync_playwright() if playwright is None else contextlib.nullcontext(playwright)
     with StaticServer(ROOT / "bench", mounts=mounts) as server, own as pw:
-      for adapter in adapters:
-        out["adapters"][adapter] = run_adapter(pw, server, adapter, specs, reps, copy)
-  out["summary"] = [e for a in adapters for e in summarize(a, out["adapters"][a])]
+      for i in range(runs):
+        out["runs"].append({a: timed_run(pw, server, a, specs, reps, copy) for a in adapters})
+        print(f"run {i + 1} of {runs} done (load {os.getloadavg()[0]:.1f})", file=sys.stderr,
+              flush=True)
+  out["adapters"] = out["runs"][0]
+  out["summary"] = []
+  for a in adapters:
+    entries = peers_report.aggregate(a, [r[a] for r in out["runs"]], allow_load, MAX_LOAD)
+    for e in entries:
+      e["flops"], e["peak"] = table[e["row"]].get("flops"), out["runs"][0][a]["result"].get("peak")
+    out["summary"] += entries
   out["seconds"] = round(time.time() - started)
   return out
+
+
+def timed_run(pw, server, adapter: str, specs: dict, reps: int, copy: bool) -> dict:
+  """One run on one adapter (run_adapter) and the load average before, at most during (sampled
+  after every row) and after it."""
+  before = os.getloadavg()[0]
+  loads = [before]
+  result = run_adapter(pw, server, adapter, specs, reps, copy, loads)
+  return {"result": result, "load": [before, max(loads), os.getloadavg()[0]]}
 
 
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description="kernelgen vs every peer, per adapter")
   parser.add_argument("--tinygrad", help=argparse.SUPPRESS)
-  parser.add_argument("--reps", type=int, default=5)
+  parser.add_argument("--reps", type=int, default=5, help="interleaved rounds per run")
+  parser.add_argument("--runs", type=int, default=3, help="runs, a fresh browser each")
+  parser.add_argument("--allow-load", action="store_true",
+                      help=f"count runs whose load average went above {MAX_LOAD}")
   parser.add_argument("--adapters", default=",".join(ADAPTERS))
   parser.add_argument("--rows", default="", help="comma-separated words of row names")
   parser.add_argument("--tiny", action="store_true", help="tiny sizes (a check, not a bench)")
@@ -630,10 +625,16 @@ def main(argv=None) -> int:
     tinygrad_worker(Path(args.tinygrad))
     return 0
   result = measure([w for w in args.rows.split(",") if w], args.adapters.split(","), args.reps,
-                   args.tiny)
-  print_table(result["summary"])
-  print(f"\n{result['seconds']} s; best of {args.reps} interleaved rounds; the machine is shared "
-        f"(load {result['load_at_start'][0]:.1f} at start, {os.cpu_count()} CPUs)")
+                   args.tiny, runs=args.runs, allow_load=args.allow_load)
+  peers_report.print_table(result["summary"])
+  for adapter, run in result["adapters"].items():
+    info = run["result"]["adapter_info"]
+    print(f"  {adapter}: ours on {info.get('description')}; peers on " + ", ".join(
+      f"{k} {v}" for k, v in info.get("peers", {}).items()))
+  print(f"\n{result['seconds']} s; {args.runs} runs of best of {args.reps} interleaved rounds; "
+        f"ratios median / worst over the runs counted (load <= {MAX_LOAD} during the run"
+        f"{', or any load: --allow-load' if args.allow_load else ''}); "
+        f"load {result['load_at_start'][0]:.1f} at start, {os.cpu_count()} CPUs")
   return 0
 
 

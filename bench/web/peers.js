@@ -3,9 +3,22 @@
 // TF.js and onnxruntime-web on theirs. Every system's GPU time of one run is measured the same
 // way: from the first submit to the queue's onSubmittedWorkDone, inputs already on the GPU,
 // outputs left there. prepare() also reads the output once and compares it with numpy's.
+// Where the device has 'timestamp-query', a second way: GPU timestamps around each compute pass,
+// summed, for every system alike: passHook adds timestampWrites (beginningOfPassWriteIndex /
+// endOfPassWriteIndex) to every compute pass begun during a timed run (our runner's programs:
+// one pass per kernel). (onnxruntime-web 1.31's
+// WebGPU bundle is its C++ WebGPU EP, whose own profiler writes to a file in its wasm memory,
+// not reachable from the page; its JSEP profiler, env.webgpu.profiling, is another build.) A
+// system's pass may hold several kernels (TF.js, ORT-web): the sum is their GPU time all the
+// same, without the gaps between passes.
 // Playwright calls window.peers.*; each returns plain data.
 
-const state = { device: null, adapterInfo: null, prepared: {} };
+const state = { device: null, adapterInfo: null, prepared: {}, timestamps: false,
+  peerAdapters: {} };
+
+function describe(info) {
+  return info ? [info.description, info.vendor, info.architecture].filter(Boolean).join(' / ') : null;
+}
 
 async function fetchF32(url) {
   return new Float32Array(await (await fetch(url)).arrayBuffer());
@@ -21,26 +34,45 @@ async function adapter() {
   return navigator.gpu.requestAdapter(compat ? { featureLevel: 'compatibility' } : {});
 }
 
-async function device() {
-  if (state.device) return state.device;
-  const found = await adapter();
+// a device of `found` with its largest compute limits (and its timestamp queries, where it has them)
+function fullDevice(found) {
   const limits = {};
   for (const key of ['maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX',
     'maxComputeWorkgroupSizeY', 'maxComputeWorkgroupSizeZ', 'maxStorageBuffersPerShaderStage',
-    'maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize']) {
+    'maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize',
+    'maxComputeWorkgroupsPerDimension']) {
     limits[key] = found.limits[key];
   }
-  state.device = await found.requestDevice({ requiredLimits: limits });
+  const stamps = found.features.has('timestamp-query');
+  return found.requestDevice({ requiredLimits: limits,
+    requiredFeatures: stamps ? ['timestamp-query'] : [] });
+}
+
+// In compatibility mode (lavapipe through ANGLE) every adapter request of the page asks for it:
+// TF.js and ORT-web ask for a core adapter, which is SwiftShader in that browser (measured: the
+// lavapipe page's ORT-web and TF.js ran on SwiftShader before this; window.peers.info() says
+// where each peer runs).
+if ('gpu' in navigator && new URL(location.href).searchParams.has('compat')) {
+  const request = navigator.gpu.requestAdapter.bind(navigator.gpu);
+  navigator.gpu.requestAdapter = (options) => request({ ...(options || {}),
+    featureLevel: 'compatibility' });
+}
+
+async function device() {
+  if (state.device) return state.device;
+  const found = await adapter();
+  state.timestamps = found.features.has('timestamp-query');
+  state.device = await fullDevice(found);
   const info = found.info || {};
   state.adapterInfo = { vendor: info.vendor, architecture: info.architecture, device: info.device,
     description: info.description, isFallbackAdapter: Boolean(info.isFallbackAdapter),
-    featureLevel: found.featureLevel || null };
+    featureLevel: found.featureLevel || null, timestampQuery: state.timestamps };
   return state.device;
 }
 
 async function info() {
   await device();
-  return state.adapterInfo;
+  return { ...state.adapterInfo, peers: state.peerAdapters };
 }
 
 // max |got - want| / max(1, max |want|), and whether every element is within tolerance
@@ -113,7 +145,7 @@ async function prepareProgram(spec) {
   }
   const run = async () => {
     const encoder = dev.createCommandEncoder();
-    for (const k of kernels) {
+    for (const k of kernels) {     // one compute pass per kernel
       const pass = encoder.beginComputePass();
       pass.setPipeline(k.pipeline);
       pass.setBindGroup(0, k.bindGroup);
@@ -128,7 +160,52 @@ async function prepareProgram(spec) {
   const out = program.buffers[program.output];
   const read = () => readBuffer(dev, buffers[program.output], out.bytes);
   const dispose = () => { for (const b of buffers) b.destroy(); };
-  return { run, read, dispose, kernels: kernels.length };
+  return { run, gpu: stampedRun(dev, run), read, dispose, kernels: kernels.length };
+}
+
+// ---- GPU timestamps around the compute passes a peer begins -----------------------------------
+
+const HOOK_QUERIES = 4096;   // passes timed per run at most (2 queries each)
+const passHook = { querySet: null, next: 0 };
+
+(() => {
+  if (!('gpu' in navigator)) return;
+  const begin = GPUCommandEncoder.prototype.beginComputePass;
+  GPUCommandEncoder.prototype.beginComputePass = function beginTimed(descriptor) {
+    const i = passHook.next;
+    if (!passHook.querySet || (descriptor && descriptor.timestampWrites) ||
+      i + 2 > HOOK_QUERIES) return begin.call(this, descriptor);
+    passHook.next += 2;
+    return begin.call(this, { ...(descriptor || {}), timestampWrites: {
+      querySet: passHook.querySet, beginningOfPassWriteIndex: i, endOfPassWriteIndex: i + 1 } });
+  };
+})();
+
+// A GPU-timed version of `run` on `dev` (null without 'timestamp-query'): every compute pass
+// begun during the run is timed; after it (its work done), the sum of the passes' ms.
+function stampedRun(dev, run) {
+  if (!dev.features.has('timestamp-query')) return null;
+  const querySet = dev.createQuerySet({ type: 'timestamp', count: HOOK_QUERIES });
+  const resolve = dev.createBuffer({ size: 8 * HOOK_QUERIES,
+    usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+  return async () => {
+    Object.assign(passHook, { querySet, next: 0 });
+    try { await run(); } finally { passHook.querySet = null; }
+    const n = passHook.next;
+    if (!n) return null;
+    const staging = dev.createBuffer({ size: 8 * n,
+      usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const encoder = dev.createCommandEncoder();
+    encoder.resolveQuerySet(querySet, 0, n, resolve, 0);
+    encoder.copyBufferToBuffer(resolve, 0, staging, 0, 8 * n);
+    dev.queue.submit([encoder.finish()]);
+    await staging.mapAsync(GPUMapMode.READ);
+    const t = new BigUint64Array(staging.getMappedRange().slice(0));
+    staging.destroy();
+    const passesMs = [];
+    for (let i = 0; i < n; i += 2) passesMs.push(Number(t[i + 1] - t[i]) / 1e6);
+    return { ms: passesMs.reduce((a, b) => a + b, 0), kernels_ms: passesMs };
+  };
 }
 
 // ---- TF.js (WebGPU backend) ------------------------------------------------------------------
@@ -180,6 +257,7 @@ async function prepareTfjs(spec) {
   const op = (...xs) => TF_OPS[spec.op](spec, ...xs);
   const backend = tf.backend();
   const dev = backend.device;
+  state.peerAdapters.tfjs = describe(dev.adapterInfo);
   // one submit per run (TF.js otherwise submits every 15 dispatches), timed from that submit
   tf.env().set('WEBGPU_DEFERRED_SUBMIT_BATCH_SIZE', 1e9);
   let last = null;
@@ -196,7 +274,7 @@ async function prepareTfjs(spec) {
   const read = async () => { await run(); return last.data(); };
   const profile = await tf.profile(() => op(...inputs));
   const dispose = () => { tf.dispose([...inputs, last]); };
-  return { run, read, dispose, kernels: profile.kernels.length };
+  return { run, gpu: stampedRun(dev, run), read, dispose, kernels: profile.kernels.length };
 }
 
 // ---- onnxruntime-web (WebGPU execution provider) -----------------------------------------------
@@ -205,9 +283,13 @@ async function prepareOrt(spec) {
   ort.env.wasm.wasmPaths = '/tfjs/onnxruntime-web/dist/';
   ort.env.wasm.numThreads = 1;
   const model = await fetchBytes(spec.model);
+  // its own device, on the adapter it asks for (the page's kind: see requestAdapter above; a
+  // device of ours in its WebGPU EP options runs, but its GPU-buffer inputs then fail: "no data
+  // transfer registered" from device 0 to 1)
   const session = await ort.InferenceSession.create(model, {
     executionProviders: ['webgpu'], preferredOutputLocation: 'gpu-buffer' });
   const dev = await ort.env.webgpu.device;
+  state.peerAdapters.ort = describe(dev.adapterInfo);
   const feeds = {};
   const made = [];
   for (const input of spec.inputs) {
@@ -226,6 +308,7 @@ async function prepareOrt(spec) {
     await dev.queue.onSubmittedWorkDone();
     return performance.now() - start;
   };
+  const gpu = stampedRun(dev, run);
   await run();
   const read = async () => { await run(); return Object.values(last)[0].getData(); };
   const dispose = async () => {
@@ -233,7 +316,7 @@ async function prepareOrt(spec) {
     await session.release();
     for (const b of made) b.destroy();
   };
-  return { run, read, dispose, kernels: null };
+  return { run, gpu, read, dispose, kernels: null };
 }
 
 // ---- the bench's calls -------------------------------------------------------------------------
@@ -248,15 +331,21 @@ async function prepare(key, spec) {
     const got = await prepared.read();
     const check = compare(got, await fetchF32(spec.ref), spec.rtol, spec.atol);
     state.prepared[key] = prepared;
-    return { ...check, kernels: prepared.kernels };
+    return { ...check, kernels: prepared.kernels, timestamps: Boolean(prepared.gpu) };
   } catch (error) {
     return { ok: false, error: `${error.name || 'Error'}: ${error.message}`.slice(0, 400) };
   }
 }
 
-async function time(key, reps) {
+// reps runs of `key`: each one's wall ms (submit -> done), or with gpu its GPU timestamps'
+// {ms, kernels_ms} (null where the system has none)
+async function time(key, reps, gpu = false) {
   const times = [];
-  for (let i = 0; i < reps; i += 1) times.push(await state.prepared[key].run());
+  const prepared = state.prepared[key];
+  for (let i = 0; i < reps; i += 1) {
+    if (!gpu) times.push(await prepared.run());
+    else times.push(prepared.gpu ? await prepared.gpu() : null);
+  }
   return times;
 }
 
@@ -338,5 +427,46 @@ async function floorMs(dispatches, reps, settleMs) {
   return samples;
 }
 
-window.peers = { info, prepare, time, release, copyMs, floorMs };
+// The adapter's multiply-add peak: `groups` workgroups of 64 threads, each thread 8 independent
+// vec4 chains of `steps` (x * m + c, in registers: no memory in the loop); best GFLOP/s of reps.
+async function flopsPeak(groups, steps, reps) {
+  const dev = await device();
+  const code = `@group(0) @binding(0) var<storage, read_write> b: array<vec4<f32>>;
+@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) {
+  let m = b[0]; let c = b[1];
+  var a0 = b[2]; var a1 = a0 + c; var a2 = a1 + c; var a3 = a2 + c;
+  var a4 = a3 + c; var a5 = a4 + c; var a6 = a5 + c; var a7 = a6 + c;
+  for (var i = 0u; i < ${steps}u; i++) {
+    a0 = a0 * m + c; a1 = a1 * m + c; a2 = a2 * m + c; a3 = a3 * m + c;
+    a4 = a4 * m + c; a5 = a5 * m + c; a6 = a6 * m + c; a7 = a7 * m + c;
+  }
+  b[3u + g.x] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}`;
+  const b = dev.createBuffer({ size: 16 * (3 + 64 * groups), usage: GPUBufferUsage.STORAGE |
+    GPUBufferUsage.COPY_DST });
+  dev.queue.writeBuffer(b, 0, new Float32Array([0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25,
+    1, 1, 1, 1]));
+  const pipeline = await dev.createComputePipelineAsync({ layout: 'auto',
+    compute: { module: dev.createShaderModule({ code }), entryPoint: 'main' } });
+  const group = dev.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [
+    { binding: 0, resource: { buffer: b } }] });
+  let best = Infinity;
+  for (let i = 0; i < reps + 1; i += 1) {
+    const encoder = dev.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, group);
+    pass.dispatchWorkgroups(groups);
+    pass.end();
+    const start = performance.now();
+    dev.queue.submit([encoder.finish()]);
+    await dev.queue.onSubmittedWorkDone();
+    if (i > 0) best = Math.min(best, performance.now() - start);
+  }
+  b.destroy();
+  const flops = groups * 64 * steps * 8 * 4 * 2;
+  return { ms: best, gflops: flops / best / 1e6 };
+}
+
+window.peers = { info, prepare, time, release, copyMs, floorMs, flopsPeak };
 document.body.dataset.ready = 'true';

@@ -2,7 +2,8 @@
 in headless Chromium on SwiftShader, kernelgen, tinygrad 0.10.1, TF.js and onnxruntime-web
 produce numpy's output (what the bench checks before it times anything) on rows that use every
 runner's every path: row reductions (layernorm), matmul + softmax with a mask (attention), the
-filter demo's chain (elementwise, edge padding, conv2d, constants) and the digits demo's MLP.
+filter demo's chain (elementwise, edge padding, conv2d, constants) and the digits demo's MLP;
+and each is timed both ways, wall and GPU timestamps (SwiftShader has 'timestamp-query').
 (The bench itself checks every row at full size before timing it.) It runs on the session's
 Playwright, so it passes in any order with the other browser tests."""
 from __future__ import annotations
@@ -35,8 +36,9 @@ def test_every_peer_matches_numpy_on_tiny_rows(playwright):
   failed = [f"{e['row']} {system}: {status}" for e in summary
             for system, status in e["status"].items() if status != "ok"]
   assert not failed, failed
-  for e in summary:       # each system ran its kernels and was timed
+  for e in summary:       # each system ran its kernels and was timed, by wall and GPU timestamps
     assert all(ms and ms > 0 for ms in e["ms"].values()), e
+    assert all(ms and ms > 0 for ms in e["gpu_ms"].values()), e
     assert all(e["kernels"][s] >= 1 for s in peers.SYSTEMS), e
     floor = e["floor"]      # the submit floor: as many trivial dispatches as our kernels
     assert floor["dispatches"] == e["kernels"]["kernelgen"] and floor["median_ms"] > 0, e

@@ -82,13 +82,15 @@ def test_defaults_reach_the_kernel():
 
 def test_fused_row_kernels_take_the_adapters_layout():
   """A fused softmax row kernel: a thread per row on SwiftShader (measured fastest there, see the
-  table), lanes per row on lavapipe (rows.py's default); explicit row_lanes wins."""
+  table) and on lavapipe from 4096 rows (row_thread_rows), lanes per row on lavapipe for fewer
+  rows (rows.py's default); explicit row_lanes wins."""
   x = kg.Tensor.empty(4096, 1024, name="x")
-  def launch(**options):
+  def launch(x=x, **options):
     (kernel,) = kg.compile(x.softmax(-1), target="wgsl", **options)
     return kernel.launch.workgroup_size[0] * kernel.launch.dispatch[0]
-  assert launch(adapter="swiftshader") == launch(row_lanes=1) == 4096
-  assert launch(adapter="lavapipe") == launch() > 4096
+  assert launch(adapter="swiftshader") == launch(row_lanes=1) == launch(adapter="lavapipe") == 4096
+  half = kg.Tensor.empty(2048, 1024, name="x")
+  assert launch(half, adapter="lavapipe") == launch(half) > 2048
   assert launch(adapter="swiftshader", row_lanes=32) == launch(row_lanes=32)
 
 

@@ -82,6 +82,8 @@ class Opts:
                         # elements (0: TILE_INNER; a whole 5x5 window: optimize._window_tile)
   row_online: bool = False  # a thread per row: softmax's max and exp-sum in one loop (the online
                         # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
+  tile_unroll: int = 0  # register tiles: the reduction loop unrolled this many times (0:
+                        # TILE_UNROLL), a row operand's runs of loads as vector loads (regtile.py)
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
@@ -155,6 +157,7 @@ class Lowerer:
     self.seq_vec = 1                   # plain reductions over one axis read this many consecutive
                                        # elements per step, as vector loads (rows.py)
     self.tile_inner = 0                # tiled reductions: Opts.tile_inner
+    self.tile_unroll = 0               # tiled reductions: Opts.tile_unroll
     self.recomputed = {id(n): n for n in item.recomputed}   # reductions recomputed per read
     self.siblings: dict = {}           # id(reduce) -> the reductions computed in its loop (lower.py)
     self.online: dict = {}             # id(max or exp-sum) -> its online softmax pair (rows.py)
@@ -452,12 +455,16 @@ class Lowerer:
 
   def _tile_loop(self, shape: list, limit: UOp | None = None) -> tuple[list, list]:
     """(ranges, [(indices, valid)]) of a tiled reduction over `shape`: a loop over the leading
-    axes (unrolled TILE_UNROLL times where that divides it and nothing else is unrolled), the
+    axes (unrolled TILE_UNROLL times where that divides it and nothing else is unrolled; with
+    Opts.tile_unroll that many times where it divides it, inner axes unrolled or not), the
     trailing axes that _inner_split picks unrolled completely in each step; `limit` (Lowerer.
     limit: how many elements hold values) stops the loop where nothing is unrolled."""
     k, total = _inner_split(shape, self.tile_inner), prod(shape)
     outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
-    unroll = TILE_UNROLL if k == len(shape) and total % TILE_UNROLL == 0 else 1
+    step = self.tile_unroll or TILE_UNROLL
+    unroll = step if k == len(shape) and total % step == 0 else 1
+    if k < len(shape) and self.tile_unroll and outer % self.tile_unroll == 0:
+      unroll = self.tile_unroll     # Opts.tile_unroll: the loop around an unrolled window too
     ranges, lanes = self._loop(outer, unroll=unroll, limit=limit if k == len(shape) else None)
     return ranges, [(unravel([(lin, 1, outer)], 0, shape[:k]) + [int_const(i) for i in at], valid)
                     for lin, valid in lanes for at in inner]

@@ -109,7 +109,7 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     threads = _tile_threads(item, tile, axes)
     local = int(options.get("local", 0)) or _local_size(threads, target.max_local)
     return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
-                tile_inner=inner)
+                tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0))
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1

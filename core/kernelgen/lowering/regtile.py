@@ -22,6 +22,7 @@ from ..graph.lazy import L, LazyOp
 from .lowerer import Lowerer, tile_threads
 from .tileplan import StageLowerer, plan
 from ..uop import trampoline
+from .vector import vector_loads
 from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element
 from ..rules.symbolic import linear_sum
 from ..graph.view import contiguous_strides
@@ -45,13 +46,16 @@ def tile_lanes(src: LazyOp, cols: int, staged: set) -> int:
 
 
 def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: int,
-                  valid: list | None, fma: bool, ranges: list, barrier: bool = False) -> list:
+                  valid: list | None, fma: bool, ranges: list, barrier: bool = False,
+                  vector_rows: bool = False) -> list:
   """The register tile's accumulators after their loop over `ranges` (AFTER nodes: Lowerer.
   accumulators, `barrier` as there), row by row, a vector of `lanes` columns each: acc op= the
   reduction's source at elements 0..unroll-1 of this trip, computed from
   `operand(node, i, g, kk)` (A's value at row i: a scalar; B's at the columns of vector g: a
   vector) through the elementwise ops above them; valid[kk] gates element kk (lanes 1). With
-  `fma`, a sum of float products accumulates with MULACC."""
+  `fma`, a sum of float products accumulates with MULACC. With `vector_rows` (Opts.tile_unroll),
+  a row's loads of consecutive elements 0..unroll-1 (A's row in a matmul) are vector loads
+  (SwiftShader loads every lane's value on its own: 4 scalar loads cost about 4 vector ones)."""
   src, memo = p.reduce.src[0], {}
   a_ids, b_ids = {id(n) for n in p.a}, {id(n) for n in p.b}
 
@@ -101,6 +105,21 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
     (valid is None or valid.count(None) == len(valid))
   blocks = list(itertools.product(range(tile[0]), range(tile[1] // lanes)))
 
+  def step(k: int) -> UOp:
+    i, g = blocks[k]
+    body = None
+    for kk in range(unroll):
+      v = splat(compute(src, i, g, kk), lanes)
+      if valid is not None and valid[kk] is not None:
+        v = valid[kk].where(v, init)
+      body = v if body is None else UOp(op, vdtype, (body, v))
+    return body
+
+  steps = {}
+  if vector_rows and not fused and unroll > 1:     # every block's step, its row loads merged
+    steps = dict(enumerate(b for b, _ in vector_loads([(step(k), None)
+                                                          for k in range(len(blocks))], unroll)))
+
   def update(k: int, acc: UOp) -> UOp:
     i, g = blocks[k]
     if fused:                # acc = a*b + acc per element, in order
@@ -109,13 +128,7 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
         a, b = (splat(compute(s, i, g, kk), lanes) for s in src.src)
         total = UOp(Ops.MULACC, vdtype, (a, b, total))
       return total
-    body = None
-    for kk in range(unroll):
-      v = splat(compute(src, i, g, kk), lanes)
-      if valid is not None and valid[kk] is not None:
-        v = valid[kk].where(v, init)
-      body = v if body is None else UOp(op, vdtype, (body, v))
-    return UOp(op, vdtype, (acc, body))
+    return UOp(op, vdtype, (acc, steps[k] if k in steps else step(k)))
 
   return lw.accumulators([init] * len(blocks), update, ranges, barrier=barrier)
 
@@ -280,7 +293,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   if p is None:
     return None
   lw = StageLowerer(item, p.reduce)
-  lw.tile_inner = opts.tile_inner
+  lw.tile_inner, lw.tile_unroll = opts.tile_inner, opts.tile_unroll
   rr, rc = p.axes
   base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local)
   first = [base[ar] * int_const(rows) if rows > 1 else base[ar],
@@ -320,6 +333,6 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
 
   a_ids = {id(n) for n in p.a}
   results = tile_accumulators(lw, p, (rows, cols), lanes, operand, len(points), valid,
-                              opts.fma, ranges)
+                              opts.fma, ranges, vector_rows=opts.tile_unroll > 1)
   return tile_stores(lw, opts.tile, axes, base, tuple(first), (1, lanes), (rows, cols), lanes,
                       results, gate)

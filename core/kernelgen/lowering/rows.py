@@ -14,7 +14,8 @@ reductions as per-row values. Two layouts (`Opts.row_lanes`):
       share the row, fold through workgroup memory or subgroups; every lane folds, since every
       lane stores), and each lane stores every G-th output (or one run, with group_chunk)
 
-`row_opts` is the optimizer's choice between them (option row_lanes= forces one).
+`row_opts` is the optimizer's choice between them (option row_lanes= forces one; option
+row_thread_rows= moves the rows from which a thread per row is the default).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   when forced or at least ROW_SUBGROUP_MIN (whole warps on PTX)."""
   rows, n = _rows(item)
   forced = int(options.get("row_lanes", 0) or 0) or max(int(options.get("group", 0) or 0), 0)
-  lanes = forced or default_lanes(rows, n, target)
+  lanes = forced or default_lanes(rows, n, target, int(options.get("row_thread_rows", 0) or 0))
   lanes = max(1, min(lanes, target.max_local))
   while lanes < target.max_local and _passes(item, lanes) * math.ceil(n / lanes) >= 4 * MAX_TRIPS:
     lanes *= 2                     # llvmpipe's budget of loop trips per thread (lowerer.py)
@@ -84,9 +85,10 @@ def _vec(options: dict, target: Target) -> int:
   return int(options.get("group_vec", target.group_vec))
 
 
-def default_lanes(rows: int, n: int, target: Target) -> int:
-  """Lanes per row by default: 1 for many short rows, else ROW_LANES (fewer for short rows)."""
-  if rows >= ROW_THREAD_MIN_ROWS and n <= ROW_THREAD_MAX:
+def default_lanes(rows: int, n: int, target: Target, thread_rows: int = 0) -> int:
+  """Lanes per row by default: 1 for many short rows (at least `thread_rows`, an adapter's
+  option row_thread_rows, else ROW_THREAD_MIN_ROWS), else ROW_LANES (fewer for short rows)."""
+  if rows >= (thread_rows or ROW_THREAD_MIN_ROWS) and n <= ROW_THREAD_MAX:
     return 1
   lanes = ROW_LANES
   while lanes > 1 and lanes * ROW_MIN_STEPS > n:

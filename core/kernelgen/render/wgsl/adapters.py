@@ -142,9 +142,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # the edge-padded blur's WGSL grows from ~2,200 to ~3,850 lines; in Pyodide (the page's worker,
   # compile_plan of the blur at 160x120 and 640x480, two runs) 0.31-0.40 s -> 0.66-0.79 s, in
   # CPython 0.20-0.28 -> 0.40-0.58 s.
+  # tile_unroll 4 (issue 43): the reduction loop unrolled 4 times and A's row read as one vec4
+  # per 4 steps (16 vector loads of A and 16 of B per 4 steps of a 16x16 tile, where 2 steps took
+  # 32 scalar loads of A and 8 vector loads of B): MEASURED_TILE_UNROLL below.
   ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4)),
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
-                            "tile_window": True},
+                            "tile_window": True, "tile_unroll": 4},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
@@ -154,7 +157,9 @@ TABLE: dict[tuple[str, str], dict] = {
   # The online softmax where a row has a thread (rows.py's default for many short rows, or
   # row_lanes=1), Chromium, 4096x1024 f32, best / median of 8, ms: 16 lanes (the default here)
   # 13.6 / 17.2 | thread per row 15.1 / 17.0 | thread per row, online 12.2 / 12.9.
-  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True},
+  # row_thread_rows 4096 (issue 43): a thread per row from 4096 rows (rows.py's default: 16384),
+  # MEASURED_ROW_THREADS below
+  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
@@ -259,6 +264,28 @@ TABLE: dict[tuple[str, str], dict] = {
 #   as fast as 16 (no GPU was at hand to compare).
 # - Target.tile_fma: PTX fma.rn is one instruction and one rounding instead of mul + add; WGSL
 #   keeps mul + add (fma() is a libcall on CPU adapters without FMA).
+# - MEASURED_TILE_UNROLL (SwiftShader's tile_unroll 4, issue 43): matmul 1024^3 in Chromium
+#   (the peers page, kernelgen's kernel under options interleaved with tinygrad's, 10 rounds,
+#   wall / GPU-timestamp ms best / median, load 14-16 on 2 CPUs): 16x16 tiles unrolled 2 (before)
+#   1301 / 2446, 1609 / 3905 | unrolled 4, A read as vec4 1003 / 1512 wall 867 / 1320 | unrolled
+#   8 953 / 1416, 882 / 1633 | tinygrad 1590 / 3717, 1695 / 4609. Hand-edited WGSL first (4
+#   rounds, load ~16): unrolled 4 with A scalar 1668 / 2648: the vec4 loads are the gain.
+#   conv2d 1x64x56x56 3x3 pad 1 (16x8 tiles; the loop over input channel x window row unrolled
+#   4 times around the window's 3 columns: an output channel's 12 weights per step in 3 vec4
+#   loads, where each step loaded 3 scalars), the same page, 12 rounds, load ~15: before 137 /
+#   188, GPU 123 / 171 | tile_unroll 4 108 / 161, GPU 109 / 128 | tinygrad 230 / 357, GPU 242 /
+#   381. Other tiles for it, tile_unroll off (12 rounds, load ~15; noisy: no clear winner):
+#   16x8 124 / 303 | 8x28 143 / 386 | 16x14 132 / 378 | 8x14 136 / 286 (wall).
+# - MEASURED_ROW_THREADS (lavapipe's row_thread_rows 4096, issue 43): layernorm 4096x1024 in
+#   Chromium (bench/peers_probe.py, interleaved, best / median ms of 6, 6 and 3 rounds in three
+#   phases, load ~15 on 2 CPUs): 32 lanes per row (before) 83.1 / 138, 67.4 / 120, 95.3 / 108 |
+#   a thread per row 29.5 / 85.2, 54.7 / 86.1, 66.1 / 113 | 16 lanes 37.4 / 89.7, 97 / 132, 124 /
+#   179 | tinygrad 133 / 241, 232 / 300, 283 / 326; onnxruntime-web on lavapipe 649 / 705 (its
+#   layernorm ran on SwiftShader in the peers page before issue 43: see bench/web/peers.js). A
+#   thread per row reads the row twice (layernorm's two sums share one loop: a thread's loop
+#   only, reductions.sibling_reduces), lanes three times. Softmax 4096x1024, a thread per row with
+#   the online max and sum: see ("lavapipe", "rows") above (12.2 / 12.9 against 16 lanes' 13.6 /
+#   17.2).
 
 def classify(info) -> str:
   """The class (one of CLASSES) of an adapter described by `info`: a class name itself, a

@@ -1,0 +1,100 @@
+"""Issue 43's kernel choices (render/wgsl/adapters.py): option tile_unroll (register tiles whose
+reduction loop unrolls 4 times, a row operand's 4 consecutive elements read as one vector load:
+SwiftShader's matmul) and option row_thread_rows (a thread per row from that many rows: lavapipe's
+4096x1024 layernorm and softmax). What each option changes in the WGSL, that the adapters' table
+turns them on where measured, and that the kernels compute numpy's values, run natively (wgpu on
+lavapipe) under each option, also where the operand's rows do not start at a multiple of 4."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from ops_util import on  # noqa: F401  (fixture)
+
+
+def kernel(tensor, **options):
+  (k,) = kg.compile(tensor, target="wgsl", **options)
+  return k
+
+
+def test_tile_unroll_reads_a_row_as_vectors():
+  """tile_unroll=4: A's loads are vec4 loads (its buffer an array of vec4), 4 per 4 steps where
+  the default reads 8 scalars per 2 steps; SwiftShader's table takes it, lavapipe's not."""
+  a, b = kg.Tensor.empty(1024, 1024, name="a"), kg.Tensor.empty(1024, 1024, name="b")
+  plain = kernel(a @ b, adapter="swiftshader", tile_unroll=0).launch.source
+  vec = kernel(a @ b, adapter="swiftshader", tile_unroll=4).launch.source
+  assert "b1_a: array<f32>" in plain and "b1_a: array<vec4<f32>>" in vec
+  assert vec.count("b1_a[") == 16 and plain.count("b1_a[") == 32
+  assert kernel(a @ b, adapter="swiftshader").launch.source == vec
+  assert kernel(a @ b, adapter="lavapipe").launch.source == \
+    kernel(a @ b, adapter="lavapipe", tile_unroll=0).launch.source
+  with pytest.raises(kg.UnsupportedError, match="tile_unroll"):
+    kernel(a @ b, tile_unroll="four")
+
+
+@pytest.mark.parametrize("k, offset", [(256, 0), (256, 1), (250, 0), (64, 3)])
+def test_tile_unroll_computes_right(on, k, offset):
+  """Natively (lavapipe) with SwiftShader's table and tile_unroll 4 and 8: A's rows from column
+  `offset` of a wider array (its 4-runs then start off a multiple of 4), K not a multiple of 4."""
+  on("WEBGPU", adapter="swiftshader")
+  rng = np.random.default_rng(4)
+  wide = rng.standard_normal((96, k + offset), np.float32)
+  bm = rng.standard_normal((k, 80), np.float32)
+  want = wide[:, offset:].astype(np.float64) @ bm
+  for unroll in (4, 8):
+    on("WEBGPU", adapter="swiftshader", tile_unroll=unroll)
+    got = (kg.Tensor(wide)[:, offset:] @ kg.Tensor(bm)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_row_thread_rows_moves_the_layout():
+  """row_thread_rows=4096: 4096 rows of 1024 take a thread each (lavapipe's table), 2048 rows
+  keep lanes; without it (another adapter) the default threshold holds."""
+  def threads(rows, **options):
+    x = kg.Tensor.empty(rows, 1024, name="x")
+    launch = kernel(x.layernorm(-1, eps=1e-5), **options).launch
+    return launch.workgroup_size[0] * launch.dispatch[0]
+  assert threads(4096, adapter="lavapipe") == threads(4096, row_lanes=1) == 4096
+  assert threads(4096, row_thread_rows=4096) == 4096
+  assert threads(2048, adapter="lavapipe") > 2048
+  assert threads(4096) > 4096 and threads(4096, adapter="discrete") > 4096
+
+
+def test_row_thread_rows_computes_right(on):
+  """Layernorm and softmax rows with a thread per row from row_thread_rows, natively."""
+  on("WEBGPU", adapter="lavapipe", row_thread_rows=64)
+  x = np.random.default_rng(5).standard_normal((64, 1024)).astype(np.float32)
+  mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+  got = kg.Tensor(x).layernorm(-1, eps=1e-5).numpy()
+  np.testing.assert_allclose(got, (x - mean) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-4)
+  e = np.exp(x - x.max(-1, keepdims=True))
+  np.testing.assert_allclose(kg.Tensor(x).softmax(-1).numpy(), e / e.sum(-1, keepdims=True),
+                             rtol=1e-5, atol=1e-6)
+
+
+def test_tile_unroll_reads_conv_weights_as_vectors():
+  """A 3x3 conv2d's loop over (input channel, window row) unrolls 4 times around the unrolled
+  window columns, so an output channel's 12 weights of a step are 3 vec4 loads."""
+  x, w = kg.Tensor.empty(1, 64, 56, 56, name="x"), kg.Tensor.empty(64, 64, 3, 3, name="w")
+  conv = x.conv2d(w, padding=1)
+  plain = kernel(conv, adapter="swiftshader", tile_unroll=0).launch.source
+  vec = kernel(conv, adapter="swiftshader").launch.source
+  assert "b2_w: array<f32>" in plain and "b2_w: array<vec4<f32>>" in vec
+  assert plain.count("b2_w[") == vec.count("b2_w[") == 16 * 3      # per step of 1 and of 4
+  assert plain.count("b1_x[") * 4 == vec.count("b1_x[")
+
+
+@pytest.mark.parametrize("channels", [8, 6])
+def test_tile_unroll_conv_computes_right(on, channels):
+  """Natively (lavapipe) with SwiftShader's table: 3x3 convs with padding (gated input loads),
+  input channels x window rows a multiple of 4 (8 x 3) or not (6 x 3 = 18)."""
+  on("WEBGPU", adapter="swiftshader")
+  rng = np.random.default_rng(6)
+  x = rng.standard_normal((1, channels, 20, 24), np.float32)
+  w = rng.standard_normal((16, channels, 3, 3), np.float32)
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+  win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+  want = np.einsum("nchwij,ocij->nohw", win, w)
+  got = kg.Tensor(x).conv2d(kg.Tensor(w), padding=1).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
