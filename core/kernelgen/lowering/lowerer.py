@@ -80,6 +80,9 @@ class Opts:
                         # workgroup of G lanes per row (0: unset, lowered as 1)
   tile_inner: int = 0   # register tiles: unroll the trailing reduced axes of at most this many
                         # elements (0: TILE_INNER; a whole 5x5 window: optimize._window_tile)
+  reduce_inner: int = 0  # plain reductions over several axes: the trailing reduced axes of at
+                        # most this many elements unrolled in each step (optimize.py, option
+                        # reduce_inner: a packed weight's words, 8 values per load)
   row_online: bool = False  # a thread per row: softmax's max and exp-sum in one loop (the online
                         # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
 
@@ -155,6 +158,7 @@ class Lowerer:
     self.seq_vec = 1                   # plain reductions over one axis read this many consecutive
                                        # elements per step, as vector loads (rows.py)
     self.tile_inner = 0                # tiled reductions: Opts.tile_inner
+    self.reduce_inner = 0              # plain reductions: Opts.reduce_inner
     self.recomputed = {id(n): n for n in item.recomputed}   # reductions recomputed per read
     self.siblings: dict = {}           # id(reduce) -> the reductions computed in its loop (lower.py)
     self.online: dict = {}             # id(max or exp-sum) -> its online softmax pair (rows.py)
@@ -281,6 +285,9 @@ class Lowerer:
     pair = self.online.get(id(node))
     if self.seq_vec > 1 and len(axes) == 1 and src.shape[axes[0]] % self.seq_vec == 0:
       ranges, points, vec = self._vector_points(node, idxs, ONLINE_UNROLL if pair else 1)
+    elif self.reduce_inner and _inner_split([src.shape[a] for a in axes], self.reduce_inner) \
+        < len(axes):
+      ranges, points = self._split_points(node, idxs)
     else:
       ranges, points = [], [(list(idxs), None)]
       for a in axes:
@@ -419,6 +426,23 @@ class Lowerer:
       index = linear_index(terms, u * stride)
       out.append((index, index.lt(int_const(total)) if trips * unroll * step > total else None))
     return ([rng] if trips != 1 else []), out
+
+  def _split_points(self, node: LazyOp, idxs: tuple) -> tuple[list, list]:
+    """(ranges, points) of a plain reduction with Opts.reduce_inner: a loop over the leading
+    reduced axes, the trailing ones (at most reduce_inner elements) unrolled in each step."""
+    axes, shape = node.arg[1], [node.src[0].shape[a] for a in node.arg[1]]
+    k = _inner_split(shape, self.reduce_inner)
+    outer = prod(shape[:k])
+    ranges, lanes = self._loop(outer)
+    points = []
+    for lin, valid in lanes:
+      lead = unravel([(lin, 1, outer)], 0, shape[:k])
+      for at in itertools.product(*[range(n) for n in shape[k:]]):
+        p = list(idxs)
+        for a, index in zip(axes, lead + [int_const(i) for i in at]):
+          p[a] = index
+        points.append((tuple(p), valid))
+    return ranges, points
 
   def _tiled_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     """A reduction in a tiled kernel: one loop over its reduced elements (unravelled into the
