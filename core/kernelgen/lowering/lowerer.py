@@ -108,6 +108,23 @@ TILE_INNER = 8
 # threads in a subgroup at most (WGSL; a PTX warp has 32)
 MAX_SUBGROUP = 128
 
+def _chained(op: Ops, dtype, terms: list) -> UOp:
+  """((t0 op t1) op t2) op ...: the terms of one step in order."""
+  total = terms[0]
+  for t in terms[1:]:
+    total = UOp(op, dtype, (total, t))
+  return total
+
+
+def _pairwise(op: Ops, dtype, terms: list) -> UOp:
+  """The terms of one step combined pairwise ((t0 op t1) op (t2 op t3) ...): a tree of
+  log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words)."""
+  while len(terms) > 1:
+    pairs = [UOp(op, dtype, (a, b)) for a, b in zip(terms[::2], terms[1::2])]
+    terms = pairs + terms[len(pairs) * 2:]
+  return terms[0]
+
+
 def _inner_split(shape, most: int = 0) -> int:
   """Where a tiled reduction's axes split into its loop (shape[:k]) and the trailing axes it
   unrolls completely (shape[k:], at most TILE_INNER elements, or `most`: then all of them where
@@ -288,6 +305,7 @@ class Lowerer:
     elif self.reduce_inner and _inner_split([src.shape[a] for a in axes], self.reduce_inner) \
         < len(axes):
       ranges, points = self._split_points(node, idxs)
+      vec = len(points)          # the unrolled runs of consecutive loads: vector loads
     else:
       ranges, points = [], [(list(idxs), None)]
       for a in axes:
@@ -364,11 +382,9 @@ class Lowerer:
       if dtype == dtypes.bool:
         op = BOOL_REDUCE[op]
       init = UOp.const(dtype, identity_element(op, dtype))
-      total = None
-      for body, valid in mine:
-        body = body if valid is None else valid.where(body, init)
-        total = body if total is None else UOp(op, dtype, (total, body))
+      terms = [body if valid is None else valid.where(body, init) for body, valid in mine]
       inits.append(init)
+      total = _pairwise(op, dtype, terms) if self.reduce_inner else _chained(op, dtype, terms)
       updates.append((op, dtype, total))
     outer = [u for u in toposort(list(idxs) + ([gate] if gate is not None else []))
              if u.op is Ops.RANGE]
