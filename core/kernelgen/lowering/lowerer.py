@@ -118,7 +118,13 @@ def _chained(op: Ops, dtype, terms: list) -> UOp:
 
 def _pairwise(op: Ops, dtype, terms: list) -> UOp:
   """The terms of one step combined pairwise ((t0 op t1) op (t2 op t3) ...): a tree of
-  log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words)."""
+  log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words). A sum
+  of products by one common factor (a_i * c) is taken as (sum a_i) * c: a block's scale applied
+  once per step, not once per value."""
+  if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms) and \
+      len({t.src[1] for t in terms}) == 1:
+    return UOp(Ops.MUL, dtype, (_pairwise(op, dtype, [t.src[0] for t in terms]),
+                                terms[0].src[1]))
   while len(terms) > 1:
     pairs = [UOp(op, dtype, (a, b)) for a, b in zip(terms[::2], terms[1::2])]
     terms = pairs + terms[len(pairs) * 2:]

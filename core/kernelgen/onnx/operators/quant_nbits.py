@@ -145,17 +145,18 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   x[m, k] * (field - zp[n, b]) * scale[n, b], k = (b * words per block + j) * fields + f, K
   padded with zeros to whole blocks. The reduction keeps the three axes, so a thread loads each
   word once for all its fields, and each block's scale and zero point once (optimize.py's
-  reduce_inner on CPU adapters); nothing dequantized is written to memory."""
+  reduce_inner on CPU adapters, whose unrolled step multiplies by the scale once: the scale is
+  the products' last factor); nothing dequantized is written to memory."""
   n, blocks = scale.shape
   per = 32 // bits
   wpb = block // per
   q = fields(words.reshape(n, blocks, wpb), bits).cast(dtypes.float32)      # (N, B, wpb, per)
   zp = zp.reshape(n, blocks, 1, 1) if isinstance(zp, Tensor) else zp
-  w = (q - zp) * scale.reshape(n, blocks, 1, 1)
   m, k = x.shape
   if blocks * block != k:
     x = x.pad(((0, 0), (0, blocks * block - k)))
-  return (x.reshape(m, 1, blocks, wpb, per) * w.reshape(1, n, blocks, wpb, per)).sum((2, 3, 4))
+  xq = x.reshape(m, 1, blocks, wpb, per) * (q - zp).reshape(1, n, blocks, wpb, per)
+  return (xq * scale.reshape(1, n, blocks, 1, 1)).sum((2, 3, 4))   # (the scale last: see above)
 
 
 # ---- GatherBlockQuantized --------------------------------------------------------------------
