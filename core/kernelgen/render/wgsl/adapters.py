@@ -111,9 +111,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # 28.6-29.0 / 33.4-37.9.
   # reduce_inner (optimize.py): a packed weight's matrix-vector product (MatMulNBits as
   # quant_nbits.matmul_words writes it) a thread per output, each word's fields and each block
-  # unrolled; lavapipe, bench/q4_matvec.py's 1536x576 q4 (load ~9 on 2 CPUs, best of 10, ms):
-  # a workgroup of 16 lanes per output over the bytes 3.0 | over the words, grouped 6.6 |
-  # a thread per output, looped 1.9-2.3 | reduce_inner 1.6-1.8 | hand-written WGSL 1.0-1.1
+  # unrolled; lavapipe, bench/q4_matvec.py's 1536x576 q4 (load 9-16 on 2 CPUs, best of 10-20,
+  # ms): a workgroup of 16 lanes per output over the bytes 3.0 | over the words, grouped 6.6 |
+  # a thread per output, looped 1.9-2.3 | reduce_inner 1.6-1.8, with its words and x as vec4
+  # loads 0.82-0.99, and the block's scale once per block 0.95 (copy of the packed bytes 0.27:
+  # ratio 0.28) | hand-written WGSL, a thread per row, vec4 math 0.93-1.1. M=32 (prefill)
+  # through kg.onnx, whole runs: 100 ms against 140 before
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
                             "reduce_inner": 32},
   ("swiftshader", "reduce"): {"group_chunk": True},
