@@ -1,5 +1,6 @@
 """The q4 decode matrix-vector product (com.microsoft MatMulNBits, 4-bit blocks of 32 with packed
-zero points) on wgpu, against kernels that only move the same bytes: a copy of the packed weight
+zero points, as the importer computes it: quant_nbits.matmul_words over the weight's 32-bit words)
+on wgpu, against kernels that only move the same bytes: a copy of the packed weight
 (reads and writes them) and a sum of its 32-bit words (reads them), timed interleaved, each
 kernel's fastest time of REPS rounds kept (the machine is shared: compare within one run).
 
@@ -42,7 +43,7 @@ def main(reps: int = 20, word: str = "") -> None:
   import numpy as np
   import kernelgen as kg
   from kernelgen.device import Device
-  from kernelgen.onnx.operators.quant_nbits import nibbles
+  from kernelgen.onnx.operators.quant_nbits import matmul_words, nibbles
   from lm_models import quantize_q4
   rt = Device["WEBGPU"]
   options = rt.render_options()
@@ -58,11 +59,9 @@ def main(reps: int = 20, word: str = "") -> None:
            (("p", packed.reshape(n, -1)), ("s", scales.reshape(n, blocks)),
             ("z", zps.reshape(n, -1)),
             ("x", np.random.default_rng(1).standard_normal((1, k)).astype(np.float32)))}
-    codes = nibbles(dev["p"]).cast(kg.dtypes.float32)
-    zp = nibbles(dev["z"])[:, :blocks].cast(kg.dtypes.float32)
-    per = lambda t: t.reshape(n, blocks, 1).expand(n, blocks, 32).reshape(n, blocks * 32)
-    y = dev["x"] @ ((codes - per(zp)) * per(dev["s"])).permute(1, 0)
     words = kg.Tensor(np.frombuffer(packed.tobytes(), np.uint32).copy(), device="WEBGPU").realize()
+    zp = nibbles(dev["z"])[:, :blocks].cast(kg.dtypes.float32)
+    y = matmul_words(dev["x"], words.reshape(n, -1), dev["s"], zp, 4, 32)
     wf = kg.Tensor(w, device="WEBGPU").realize()
     plans = {"matvec": _plan(rt, y, options),
              "f32": _plan(rt, dev["x"] @ wf.permute(1, 0), options),

@@ -24,22 +24,8 @@ PROMPT = [1, 5, 9, 2, 7, 3, 4, 8]
 
 def ort_greedy(model, prompt: list, steps: int) -> list:
   """onnxruntime's greedy tokens: a prompt step, then one decode step per token."""
-  ort = pytest.importorskip("onnxruntime")
-  sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-  past_inputs = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
-  fdt = np.float16 if "float16" in past_inputs[0].type else np.float32
-  past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), fdt) for i in past_inputs}
-  new, total, out = list(prompt), 0, []
-  for _ in range(steps):
-    total += len(new)
-    feeds = {"input_ids": np.array([new], np.int64),
-             "attention_mask": np.ones((1, total), np.int64),
-             "position_ids": np.arange(total - len(new), total, dtype=np.int64)[None], **past}
-    results = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-    past = {n: results[n.replace("past_key_values.", "present.")] for n in past}
-    out.append(int(results["logits"][0, -1].astype(np.float32).argmax()))
-    new = [out[-1]]
-  return out
+  pytest.importorskip("onnxruntime")
+  return lm_models.ort_greedy(model, prompt, steps)
 
 
 @pytest.fixture(scope="module")

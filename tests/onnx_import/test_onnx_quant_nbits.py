@@ -92,8 +92,10 @@ def test_matmul_nbits_never_writes_a_dequantized_weight(m):
     kernels = kg.compile(list(out.values()), target=target)
     sizes = _float_kernel_outputs(kernels)
     assert sizes and max(sizes) <= m * n, f"{target}: float buffers written {sizes}"
-    reads = [b for kern in kernels for b in kern.buffers if b.dtype == kg.dtypes.uint8]
-    assert any(b.size == n * k // 2 for b in reads), "the packed weight is read as bytes"
+    reads = [b for kern in kernels for b in kern.buffers
+             if b.dtype in (kg.dtypes.uint8, kg.dtypes.uint32)]
+    assert any(b.size * b.dtype.itemsize == n * k // 2 for b in reads), \
+      "the packed weight is read as its packed bytes (or their 32-bit words)"
 
 
 def test_matmul_nbits_reordering_g_idx_is_refused():
@@ -222,7 +224,8 @@ def test_initializers_are_uploaded_once_across_runs():
   m = kg.onnx.load(model.SerializeToString())
   first = m.run(feeds, device="PYTHON")["Y"].numpy()
   uploads = dict(m.uploads)
-  assert {name for _, name in uploads} == {"B", "scales", "zp", "bias"}
+  # B is uploaded once, as its 32-bit words (not also as bytes)
+  assert {name for _, name in uploads} == {"B#uint32", "scales", "zp", "bias"}
   second = m.run(feeds, device="PYTHON")["Y"].numpy()
   assert all(m.uploads[key] is t for key, t in uploads.items())
   np.testing.assert_array_equal(first, second)
@@ -255,3 +258,23 @@ def test_quantize_linear_to_4_bits_saturates_to_their_range(tp):
                  *((-8, 7) if tp == TensorProto.INT4 else (0, 15)))
   assert kg_run(model, {"x": x}, "PYTHON")[0].tolist() == want.tolist()   # (onnxruntime's
   # Python API cannot return 4-bit outputs: numpy, as the ONNX definition, is the oracle)
+
+
+@pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
+def test_matmul_nbits_loads_each_weight_word_once_on_cpu_adapters(adapter):
+  """On CPU adapters (option reduce_inner) the decode matvec is a thread per output whose loop
+  steps over the blocks with each block's words unrolled: the block's 4 words (32 4-bit values)
+  in one vec4<u32> load, their 8 fields each taken from registers, and one scale load per
+  block."""
+  n, k = 256, 512
+  model, feeds = nbits_model(1, n, k, 4, 32, "uint8")
+  out = kg.onnx.load(model.SerializeToString()).run(feeds, device="PYTHON")
+  kernels = kg.compile(list(out.values()), target="wgsl", adapter=adapter)
+  words = [(kern, b) for kern in kernels for b in kern.buffers if b.dtype == kg.dtypes.uint32]
+  assert len(words) == 1 and words[0][1].size == n * k // 8
+  kern, spec = words[0]
+  assert kern.local_size[0] > 1 and kern.global_size[0] * kern.local_size[0] >= n
+  assert f"b{spec.slot}_{spec.name}: array<vec4<u32>>" in kern.source
+  assert kern.source.count(f"b{spec.slot}_{spec.name}[") == 1, kern.source
+  scales = [b for b in kern.buffers if b.dtype == kg.dtypes.float32 and b.size == n * k // 32]
+  assert kern.source.count(f"b{scales[0].slot}_{scales[0].name}[") == 1

@@ -54,6 +54,7 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """Each thread computes `upcast` consecutive outputs."""
   out = lw.item.out
   n = out.size
+  lw.reduce_inner = opts.reduce_inner
   per_group = opts.local * opts.upcast
   groups = max(1, math.ceil(n / per_group))
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))

@@ -80,6 +80,9 @@ class Opts:
                         # workgroup of G lanes per row (0: unset, lowered as 1)
   tile_inner: int = 0   # register tiles: unroll the trailing reduced axes of at most this many
                         # elements (0: TILE_INNER; a whole 5x5 window: optimize._window_tile)
+  reduce_inner: int = 0  # plain reductions over several axes: the trailing reduced axes of at
+                        # most this many elements unrolled in each step (optimize.py, option
+                        # reduce_inner: a packed weight's words, 8 values per load)
   row_online: bool = False  # a thread per row: softmax's max and exp-sum in one loop (the online
                         # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
   tile_unroll: int = 0  # register tiles: the reduction loop unrolled this many times (0:
@@ -106,6 +109,29 @@ TILE_UNROLL = 2
 TILE_INNER = 8
 # threads in a subgroup at most (WGSL; a PTX warp has 32)
 MAX_SUBGROUP = 128
+
+def _chained(op: Ops, dtype, terms: list) -> UOp:
+  """((t0 op t1) op t2) op ...: the terms of one step in order."""
+  total = terms[0]
+  for t in terms[1:]:
+    total = UOp(op, dtype, (total, t))
+  return total
+
+
+def _pairwise(op: Ops, dtype, terms: list) -> UOp:
+  """The terms of one step combined pairwise ((t0 op t1) op (t2 op t3) ...): a tree of
+  log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words). A sum
+  of products by one common factor (a_i * c) is taken as (sum a_i) * c: a block's scale applied
+  once per step, not once per value."""
+  if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms) and \
+      len({t.src[1] for t in terms}) == 1:
+    return UOp(Ops.MUL, dtype, (_pairwise(op, dtype, [t.src[0] for t in terms]),
+                                terms[0].src[1]))
+  while len(terms) > 1:
+    pairs = [UOp(op, dtype, (a, b)) for a, b in zip(terms[::2], terms[1::2])]
+    terms = pairs + terms[len(pairs) * 2:]
+  return terms[0]
+
 
 def _inner_split(shape, most: int = 0) -> int:
   """Where a tiled reduction's axes split into its loop (shape[:k]) and the trailing axes it
@@ -158,6 +184,7 @@ class Lowerer:
                                        # elements per step, as vector loads (rows.py)
     self.tile_inner = 0                # tiled reductions: Opts.tile_inner
     self.tile_unroll = 0               # tiled reductions: Opts.tile_unroll
+    self.reduce_inner = 0              # plain reductions: Opts.reduce_inner
     self.recomputed = {id(n): n for n in item.recomputed}   # reductions recomputed per read
     self.siblings: dict = {}           # id(reduce) -> the reductions computed in its loop (lower.py)
     self.online: dict = {}             # id(max or exp-sum) -> its online softmax pair (rows.py)
@@ -284,6 +311,10 @@ class Lowerer:
     pair = self.online.get(id(node))
     if self.seq_vec > 1 and len(axes) == 1 and src.shape[axes[0]] % self.seq_vec == 0:
       ranges, points, vec = self._vector_points(node, idxs, ONLINE_UNROLL if pair else 1)
+    elif self.reduce_inner and _inner_split([src.shape[a] for a in axes], self.reduce_inner) \
+        < len(axes):
+      ranges, points = self._split_points(node, idxs)
+      vec = len(points)          # the unrolled runs of consecutive loads: vector loads
     else:
       ranges, points = [], [(list(idxs), None)]
       for a in axes:
@@ -360,11 +391,9 @@ class Lowerer:
       if dtype == dtypes.bool:
         op = BOOL_REDUCE[op]
       init = UOp.const(dtype, identity_element(op, dtype))
-      total = None
-      for body, valid in mine:
-        body = body if valid is None else valid.where(body, init)
-        total = body if total is None else UOp(op, dtype, (total, body))
+      terms = [body if valid is None else valid.where(body, init) for body, valid in mine]
       inits.append(init)
+      total = _pairwise(op, dtype, terms) if self.reduce_inner else _chained(op, dtype, terms)
       updates.append((op, dtype, total))
     outer = [u for u in toposort(list(idxs) + ([gate] if gate is not None else []))
              if u.op is Ops.RANGE]
@@ -422,6 +451,23 @@ class Lowerer:
       index = linear_index(terms, u * stride)
       out.append((index, index.lt(int_const(total)) if trips * unroll * step > total else None))
     return ([rng] if trips != 1 else []), out
+
+  def _split_points(self, node: LazyOp, idxs: tuple) -> tuple[list, list]:
+    """(ranges, points) of a plain reduction with Opts.reduce_inner: a loop over the leading
+    reduced axes, the trailing ones (at most reduce_inner elements) unrolled in each step."""
+    axes, shape = node.arg[1], [node.src[0].shape[a] for a in node.arg[1]]
+    k = _inner_split(shape, self.reduce_inner)
+    outer = prod(shape[:k])
+    ranges, lanes = self._loop(outer)
+    points = []
+    for lin, valid in lanes:
+      lead = unravel([(lin, 1, outer)], 0, shape[:k])
+      for at in itertools.product(*[range(n) for n in shape[k:]]):
+        p = list(idxs)
+        for a, index in zip(axes, lead + [int_const(i) for i in at]):
+          p[a] = index
+        points.append((tuple(p), valid))
+    return ranges, points
 
   def _tiled_reduce(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     """A reduction in a tiled kernel: one loop over its reduced elements (unravelled into the

@@ -20,6 +20,7 @@ from .lower import lower
 from .lowerer import MAX_TRIPS, TILE_INNER, Opts
 from .attention import attention_opts
 from .rows import row_opts
+from .threads import inner_opts, local_size, reduce_inner
 from .tileplan import plan
 from ..uop.ops import Ops, toposort
 from ..graph.lazy import L
@@ -31,10 +32,6 @@ from ..render.target import Target
 # One sentence per constant; per-target facts are Target fields (render/target.py), and the
 # measurements behind both are the adapter table's notes (render/wgsl/adapters.py, MEASUREMENTS).
 
-# workgroup sizes to try, best first: a size that divides the output avoids bounds checks
-PREFERRED_LOCAL = (256, 128, 64, 32)
-# below this many outputs, one workgroup of exactly that many threads (no gated last workgroup)
-MIN_GATED_LOCAL = 64
 # elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
 UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
 # a reduction over at least GROUP_MIN_REDUCE elements with fewer than GROUP_MAX_OUTPUTS outputs
@@ -64,20 +61,6 @@ TILE_MAX_UOPS = 1600
 # steps of STAGE_STEP reduced elements
 STAGE_TILE, STAGE_STEP = (4, 4), 8
 
-def _local_size(n: int, limit: int) -> int:
-  for size in PREFERRED_LOCAL:
-    if size <= limit and n % size == 0:
-      return size
-  if n >= MIN_GATED_LOCAL:
-    return min(MIN_GATED_LOCAL, limit)
-  if n <= limit:
-    return n       # one workgroup of exactly n threads (MIN_GATED_LOCAL)
-  size = 1
-  while size * 2 <= min(n, limit) and n % (size * 2) == 0:
-    size *= 2
-  return size
-
-
 def optimize(item: ScheduleItem, target: Target, options: dict | None = None) -> Opts:
   """Launch options for `item` on `target`."""
   options = with_adapter_defaults(item, target, options or {})
@@ -88,6 +71,8 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
   if item.out.op is L.WRITE:                        # an in-place write: a thread per element
     return Opts(local=min(64, max(item.out.src[1].size, 1)))
   n = max(item.out.size, 1)
+  if reduce_inner(item, options):              # a packed weight's matvec on CPU adapters
+    return inner_opts(item, target, options)
   group = int(options.get("group", -1))
   if group < 0:
     group = 0 if "local" in options or "upcast" in options or \
@@ -107,7 +92,7 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     tile, axes = tile
     tile, inner = _window_tile(item, options, tile, axes)
     threads = _tile_threads(item, tile, axes)
-    local = int(options.get("local", 0)) or _local_size(threads, target.max_local)
+    local = int(options.get("local", 0)) or local_size(threads, target.max_local)
     return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
                 tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0))
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
@@ -116,7 +101,7 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
   limit = target.max_local
   if upcast > 1 and "upcast" not in options:
     limit = min(limit, target.upcast_local or limit)
-  local = int(options.get("local", 0)) or _local_size(n // upcast, limit)
+  local = int(options.get("local", 0)) or local_size(n // upcast, limit)
   vec = bool(options.get("upcast_vec", target.upcast_vec))
   return Opts(local=local, upcast=upcast, upcast_vec=vec and upcast > 1 and not _has_reduce(item))
 

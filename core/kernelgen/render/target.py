@@ -24,12 +24,12 @@ from ..errors import UnsupportedError
 # the WebGPU adapter's class or description) picks defaults from render/wgsl/adapters.py
 # front-end options whose value is a plain int
 INT_OPTIONS = ("local", "upcast", "group", "group_unroll", "group_vec", "row_lanes",
-               "row_thread_rows", "tile_unroll")
+               "row_thread_rows", "tile_unroll", "reduce_inner")
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
                      "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
                      "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles",
                      "tile_window", "tile_size_cap", "row_online", "row_thread_rows",
-                     "tile_unroll")
+                     "tile_unroll", "reduce_inner")
 
 
 @dataclass(frozen=True)

@@ -14,19 +14,30 @@ import math
 from ...dtype import dtypes
 from ...errors import ShapeError, UnsupportedError
 from ...tensor.ops.advanced_indexing import take
-from ...tensor.tensor import Tensor, stack
+from ...tensor.tensor import Tensor
 from ..registry import axis_index, domain_op
+from ..values import tensor_from_bytes
 
 MS = "com.microsoft"
+# the suffix of the upload key (Model.uploads) of an initializer held as 32-bit words
+WORDS = "#uint32"
+
+
+def fields(x: Tensor, bits: int) -> Tensor:
+  """The `bits`-wide unsigned fields of unsigned integer `x` along a new last axis, the lowest
+  first: shape (..., x's width // bits), uint32. A shift by a ramp and a mask, so one load of
+  `x` serves all its fields."""
+  per = x.dtype.itemsize * 8 // bits
+  shifts = (Tensor.arange(per, device=x.device) * bits).cast(dtypes.uint32)
+  wide = x.cast(dtypes.uint32).unsqueeze(-1)
+  return (wide >> shifts.reshape(*([1] * x.ndim), per)) & ((1 << bits) - 1)
 
 
 def nibbles(x: Tensor) -> Tensor:
   """The 4-bit values of uint8 `x`, two per byte along the last axis (the low nibble first):
   shape (..., 2 * n), int32."""
   shape = x.shape
-  wide = x.cast(dtypes.uint32)          # (// 16 of an unsigned value: a shift, with no guards)
-  pairs = stack([wide & 15, wide // 16], -1).cast(dtypes.int32)
-  return pairs.reshape(*shape[:-1], 2 * shape[-1])
+  return fields(x, 4).cast(dtypes.int32).reshape(*shape[:-1], 2 * shape[-1])
 
 
 def _per_block(p: Tensor, block: int, k: int) -> Tensor:
@@ -74,7 +85,7 @@ def _check_g_idx(ins, block: int, k: int) -> None:
 @domain_op(MS, "MatMulNBits")
 def _matmul_nbits(ins, at):
   """y = A @ dequant(B).T + bias, the weights dequantized in registers inside the matmul."""
-  a, b, scales = ins[0], ins[1], ins[2]
+  a = ins[0]
   k, n = at.int("K"), at.int("N")
   bits, block = at.int("bits", 4), at.int("block_size")
   if bits not in (4, 8):
@@ -86,14 +97,66 @@ def _matmul_nbits(ins, at):
     raise ShapeError(f"MatMulNBits: A's last dim {a.shape[-1]} is not K = {k}")
   _check_g_idx(ins, block, k)
   blocks = math.ceil(k / block)
-  codes = _codes(b, bits, n, blocks, block, k).cast(dtypes.float32)
-  scale = _per_block(scales.reshape(n, blocks).cast(dtypes.float32), block, k)
+  words = _packed_words(ins, n, blocks * block * bits // 32)
+  if words is not None:
+    return _matmul_words(ins, a, words, (n, k, bits, block, blocks))
+  codes = _codes(ins[1], bits, n, blocks, block, k).cast(dtypes.float32)
+  scale = _per_block(ins[2].reshape(n, blocks).cast(dtypes.float32), block, k)
   w = (codes - _zero_points(ins[3], bits, n, blocks, block, k)) * scale       # (N, K)
   lead = a.shape[:-1]
   y = a.reshape(-1, k).cast(dtypes.float32) @ w.permute(1, 0)
   if ins.has(5):
     y = y + ins[5].cast(dtypes.float32).reshape(1, n)
   return y.reshape(*lead, n).cast(a.dtype)
+
+
+def _packed_words(ins, n: int, per_row: int) -> Tensor | None:
+  """MatMulNBits' B (an initializer) as (N, per_row) uint32 words, uploaded once per model and
+  device (in place of its bytes: B is read only as words); None where B is not an initializer
+  (then B is read byte by byte)."""
+  runner, name = ins.runner, ins.names[1]
+  init = runner.model.initializers.get(name)
+  if runner.folding or init is None or len(init[2]) != n * per_row * 4:
+    return None
+  key = (runner.device, name + WORDS)
+  if key not in runner.model.uploads:
+    runner.model.uploads[key] = tensor_from_bytes(init[2], (n, per_row), dtypes.uint32,
+                                                  runner.device)
+  return runner.model.uploads[key]
+
+
+def _matmul_words(ins, a: Tensor, words: Tensor, dims: tuple) -> Tensor:
+  """MatMulNBits with B as its 32-bit words (matmul_words), bias added."""
+  n, k, bits, block, blocks = dims
+  zp = _zero_points(ins[3], bits, n, blocks, 1, blocks)
+  scale = ins[2].reshape(n, blocks).cast(dtypes.float32)
+  lead = a.shape[:-1]
+  y = matmul_words(a.reshape(-1, k).cast(dtypes.float32), words, scale, zp, bits, block)
+  if ins.has(5):
+    y = y + ins[5].cast(dtypes.float32).reshape(1, n)
+  return y.reshape(*lead, n).cast(a.dtype)
+
+
+def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: int) -> Tensor:
+  """x @ dequant(B).T for a block-quantized B given as its 32-bit words: x (M, K) float32,
+  words (N, blocks * block * bits // 32) uint32 (each row's `bits`-wide codes, the lowest field
+  of a word first), scale (N, blocks) float32, zp (N, blocks) float32 or one float; (M, N)
+  float32. y[m, n] = sum over blocks b, words j of the block and fields f of the word of
+  x[m, k] * (field - zp[n, b]) * scale[n, b], k = (b * words per block + j) * fields + f, K
+  padded with zeros to whole blocks. The reduction keeps the three axes, so a thread loads each
+  word once for all its fields, and each block's scale and zero point once (optimize.py's
+  reduce_inner on CPU adapters, whose unrolled step multiplies by the scale once: the scale is
+  the products' last factor); nothing dequantized is written to memory."""
+  n, blocks = scale.shape
+  per = 32 // bits
+  wpb = block // per
+  q = fields(words.reshape(n, blocks, wpb), bits).cast(dtypes.float32)      # (N, B, wpb, per)
+  zp = zp.reshape(n, blocks, 1, 1) if isinstance(zp, Tensor) else zp
+  m, k = x.shape
+  if blocks * block != k:
+    x = x.pad(((0, 0), (0, blocks * block - k)))
+  xq = x.reshape(m, 1, blocks, wpb, per) * (q - zp).reshape(1, n, blocks, wpb, per)
+  return (xq * scale.reshape(1, n, blocks, 1, 1)).sum((2, 3, 4))   # (the scale last: see above)
 
 
 # ---- GatherBlockQuantized --------------------------------------------------------------------

@@ -109,7 +109,16 @@ TABLE: dict[tuple[str, str], dict] = {
   # EXP2_NONPOSITIVE / EXP2_NAN_UNREAD, render/wgsl/expressions.py bounded_exp2) | the same
   # with kg_isnan's bit test 27.1-28.1 / 33.7-34.7 | with max(t, -150) before each bare exp2
   # 28.6-29.0 / 33.4-37.9.
-  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True},
+  # reduce_inner (optimize.py): a packed weight's matrix-vector product (MatMulNBits as
+  # quant_nbits.matmul_words writes it) a thread per output, each word's fields and each block
+  # unrolled; lavapipe, bench/q4_matvec.py's 1536x576 q4 (load 9-16 on 2 CPUs, best of 10-20,
+  # ms): a workgroup of 16 lanes per output over the bytes 3.0 | over the words, grouped 6.6 |
+  # a thread per output, looped 1.9-2.3 | reduce_inner 1.6-1.8, with its words and x as vec4
+  # loads 0.82-0.99, and the block's scale once per block 0.95 (copy of the packed bytes 0.27:
+  # ratio 0.28) | hand-written WGSL, a thread per row, vec4 math 0.93-1.1. M=32 (prefill)
+  # through kg.onnx, whole runs: 100 ms against 140 before
+  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
+                            "reduce_inner": 32},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
   # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
@@ -159,7 +168,8 @@ TABLE: dict[tuple[str, str], dict] = {
   # 13.6 / 17.2 | thread per row 15.1 / 17.0 | thread per row, online 12.2 / 12.9.
   # row_thread_rows 4096 (issue 43): a thread per row from 4096 rows (rows.py's default: 16384),
   # MEASURED_ROW_THREADS below
-  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096},
+  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
+                         "reduce_inner": 32},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
@@ -215,7 +225,7 @@ TABLE: dict[tuple[str, str], dict] = {
 
 # MEASUREMENTS: the numbers behind lowering/optimize.py's constants and the Target facts they
 # steer (wgsl/target.py, ptx/target.py), kept here with the table's (machine shared, load noted):
-# - MIN_GATED_LOCAL, one workgroup of exactly n threads: the digits demo's 10 logits were 5
+# - MIN_GATED_LOCAL (lowering/threads.py), one workgroup of exactly n threads: the digits demo's 10 logits were 5
 #   workgroups of 2, each a task for SwiftShader's thread pool to wake up on a loaded CPU
 #   (Chromium, best / q25 / median of 45 submits, load ~7, ms: 3 kernels with 5 groups of 2
 #   0.6 / 2.7 / 3.1, with 1 group of 10 0.4 / 0.9 / 2.7; tinygrad 1.5 / 2.9 / 3.4; again, 90

@@ -1,0 +1,99 @@
+"""Full-depth causal LMs (bench/lm_models.py's SmolLM2-135M and Qwen2.5-0.5B layouts, random
+weights) on a kernelgen device against onnxruntime (CPU): a PROMPT-token prompt, then N tokens.
+
+onnxruntime's greedy tokens are the reference; kernelgen is fed the same tokens (forced
+decoding), and each position's top-1 (argmax of kernelgen's logits) is compared with the token
+onnxruntime chose there. All N equal means kernelgen's greedy tokens are onnxruntime's; the first
+position that differs is where kernelgen's greedy run would leave onnxruntime's. Each line: the
+model, dtype, agreeing positions of N, the first disagreement, and the seconds each side took.
+
+    python bench/lm_correctness.py [--config smollm2-135m qwen2.5-0.5b] [--dtype fp32 fp16 q4]
+                                   [--new 64] [--prompt 32] [--layers L] [--device WEBGPU]
+
+--layers cuts the depth (a quick check at the real widths); the models are written to a
+temporary folder (external data: Qwen2.5-0.5B in fp32 passes protobuf's 2 GB).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "core"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import numpy as np  # noqa: E402
+
+import lm_models  # noqa: E402
+
+
+def _write(cfg, dtype: str, folder: str) -> str:
+  """The model of `cfg` in `dtype` written to `folder` (weights as external data); its path."""
+  import onnx
+  model = lm_models.build(cfg, dtype)
+  path = os.path.join(folder, f"model-{dtype}.onnx")
+  onnx.save_model(model, path, save_as_external_data=True, location=f"weights-{dtype}.bin")
+  return path
+
+
+def forced_top1(path: str, prompt: list, tokens: list, device: str) -> list:
+  """kernelgen's argmax at each of len(tokens) positions, fed `prompt` then `tokens`."""
+  import kernelgen as kg
+  from kernelgen.onnx.generate import OnnxCausalLM
+  lm = OnnxCausalLM(kg.onnx.load(path), device)
+  new, total, top = list(prompt), 0, []
+  for tok in tokens:
+    total += len(new)
+    logits = lm.step(new, total).numpy()
+    top.append(int(np.asarray(logits, np.float32).argmax()))
+    new = [tok]
+  return top
+
+
+def run_one(name: str, dtype: str, args) -> str:
+  """One line of agreement for config `name` in `dtype`."""
+  cfg = lm_models.CONFIGS[name]
+  if args.layers:
+    cfg = dataclasses.replace(cfg, layers=args.layers)
+  prompt = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, args.prompt)]
+  with tempfile.TemporaryDirectory() as folder:
+    path = _write(cfg, dtype, folder)
+    start = time.perf_counter()
+    want = lm_models.ort_greedy(path, prompt, args.new)
+    ort_s = time.perf_counter() - start
+    start = time.perf_counter()
+    got = forced_top1(path, prompt, want, args.device)
+    kg_s = time.perf_counter() - start
+  same = [a == b for a, b in zip(got, want)]
+  first = same.index(False) if False in same else None
+  return (f"{name:14s} {cfg.layers:2d} layers {dtype:5s} top-1 agreement {sum(same)}/{len(same)} "
+          f"({100 * sum(same) / max(len(same), 1):.1f} %), greedy identical: "
+          f"{'yes' if first is None else f'no, from token {first}'}; onnxruntime {ort_s:.1f} s, "
+          f"kernelgen {args.device} {kg_s:.1f} s")
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--config", nargs="+", default=["smollm2-135m", "qwen2.5-0.5b"],
+                      choices=sorted(lm_models.CONFIGS))
+  parser.add_argument("--dtype", nargs="+", default=["fp32", "fp16", "q4"],
+                      choices=["fp32", "fp16", "q4"])
+  parser.add_argument("--new", type=int, default=64)
+  parser.add_argument("--prompt", type=int, default=32)
+  parser.add_argument("--layers", type=int, default=0)
+  parser.add_argument("--device", default="WEBGPU")
+  args = parser.parse_args()
+  print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; prompt {args.prompt} tokens, "
+        f"{args.new} forced", flush=True)
+  for name in args.config:
+    for dtype in args.dtype:
+      print(run_one(name, dtype, args), flush=True)
+
+
+if __name__ == "__main__":
+  main()
