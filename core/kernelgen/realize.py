@@ -16,6 +16,9 @@ recording: list | None = None
 # as each kernel a realize runs starts (running: True; `done` kernels finished before it) and
 # ends (running: False) (the page's progress bar: web_api.setup); None: nobody listens
 progress = None
+# a kept plan realized again compiles at most this many of its capped kernels for many runs per
+# realize (_swap), so that no later call waits for more than one large compile
+SWAP_COMPILES = 1
 
 
 def _plan(pending: list[LazyOp]) -> tuple:
@@ -83,6 +86,7 @@ def realize(nodes: list[LazyOp]) -> None:
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
   waiting = None     # (runtime, item, compiled kernel, output Buffer): compiled, not yet run
   done = 0
+  upgrades = [SWAP_COMPILES]   # a kept plan's capped kernels compiled for many runs, this realize
   if plan is not None:     # a kept plan's kernels: all their pipelines start at once
     for item, compiled in zip(items, plan.compiled):
       if compiled is not None and item.out.size:
@@ -113,12 +117,37 @@ def realize(nodes: list[LazyOp]) -> None:
       compiled = _compile(item, runtime, buffer, searching)
       if plan is not None:
         plan.compiled[at] = compiled
+    elif compiled.capped:
+      compiled = _swap(plan, at, item, runtime, upgrades)
     runtime.prepare(compiled)
     if waiting is not None:
       launch(waiting)
     waiting = (runtime, item, compiled, buffer)
   if waiting is not None:
     launch(waiting)
+
+
+def _swap(plan, at: int, item, runtime, upgrades: list):
+  """The kernel to run at `at` of a kept plan whose kernel there was capped for a one-off run
+  (lowering/compile_cost.py): the plan runs again, so it is compiled for RUNS_MANY runs (at most
+  SWAP_COMPILES such Python compiles per realize) and its pipeline built on the runtime's builder
+  thread; the capped kernel runs until that pipeline is ready (Runtime.ready), then the plan keeps
+  the other. Runtimes that cannot say keep the capped kernel."""
+  from .cache import cached_compile
+  from .compiler import target_of
+  from .lowering.compile_cost import RUNS_MANY
+  ready = getattr(runtime, "ready", None)
+  big = plan.upgrades.get(at)
+  if ready is not None and big is None and upgrades[0] > 0:
+    upgrades[0] -= 1
+    options = {**runtime.render_options(), "runs": RUNS_MANY}
+    with _collector_paused():
+      big = plan.upgrades[at] = cached_compile(item, target_of(runtime), options)
+    runtime.prepare(big)
+  if big is not None and ready(big):
+    plan.compiled[at] = big
+    return big
+  return plan.compiled[at]
 
 
 def var_values(pending: list[LazyOp]) -> dict[str, int]:
@@ -159,6 +188,9 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
   from .cache import cached_compile
   from .compiler import target_of
   options = runtime.render_options()
+  if recording is not None:        # kg.jit: a step run many times takes the large kernels
+    from .lowering.compile_cost import RUNS_MANY
+    options = {**options, "runs": RUNS_MANY}
   if searching:
     from .search import forced_options, search
     out = item.out

@@ -82,6 +82,8 @@ class Opts:
                         # elements (0: TILE_INNER; a whole 5x5 window: optimize._window_tile)
   row_online: bool = False  # a thread per row: softmax's max and exp-sum in one loop (the online
                         # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
+  capped: bool = False  # a choice was cut down to fit a one-off run's compile budget (not read by
+                        # lowering: compile_cost.py; realize may swap in the uncapped kernel)
 
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535

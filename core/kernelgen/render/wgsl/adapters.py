@@ -208,6 +208,17 @@ TABLE: dict[tuple[str, str], dict] = {
 }
 
 
+# DRIVER_COST: the driver's shader compile of one kernel, ms ~ a * uops + b * uops^2 / 1000 in
+# the UOps of its lowered graph (lowering/compile_cost.py weighs it against the runs asked for),
+# per adapter class; classes without an entry (GPUs, unknown) are not capped. Fitted by
+# bench/compile_cost.py (wgpu natively, Mesa's shader cache off, the driver's time = pipeline
+# creation + first dispatch - a later dispatch); the rows behind each fit are in MEASUREMENTS.
+DRIVER_COST: dict[str, tuple[float, float]] = {
+  "lavapipe": (0.3, 0.08),
+  "swiftshader": (0.3, 0.08),
+  "software": (0.3, 0.08),
+}
+
 # MEASUREMENTS: the numbers behind lowering/optimize.py's constants and the Target facts they
 # steer (wgsl/target.py, ptx/target.py), kept here with the table's (machine shared, load noted):
 # - MIN_GATED_LOCAL, one workgroup of exactly n threads: the digits demo's 10 logits were 5
@@ -287,7 +298,10 @@ def classify(info) -> str:
 
 def defaults(adapter, shape: str) -> dict:
   """The option defaults of adapter class `classify(adapter)` for kernels of shape class
-  `shape` (empty when the table has none: the Target's own defaults apply)."""
+  `shape` (empty when the table has none: the Target's own defaults apply), with its
+  DRIVER_COST as `driver_cost` where measured (lowering/compile_cost.py)."""
   if shape not in SHAPES:
     raise UnsupportedError(f"unknown shape class {shape!r}: use one of {', '.join(SHAPES)}")
-  return dict(TABLE.get((classify(adapter), shape), {}))
+  klass = classify(adapter)
+  cost = DRIVER_COST.get(klass)
+  return {**TABLE.get((klass, shape), {}), **({"driver_cost": cost} if cost else {})}
