@@ -16,8 +16,8 @@ recording: list | None = None
 # as each kernel a realize runs starts (running: True; `done` kernels finished before it) and
 # ends (running: False) (the page's progress bar: web_api.setup); None: nobody listens
 progress = None
-# a kept plan realized again compiles at most this many of its capped kernels for many runs per
-# realize (_swap), so that no later call waits for more than one large compile
+# a kept plan realized again compiles at most this many of its capped kernels for more runs per
+# realize (_swap), so that no later call waits for more than one larger compile
 SWAP_COMPILES = 1
 
 
@@ -86,8 +86,9 @@ def realize(nodes: list[LazyOp]) -> None:
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
   waiting = None     # (runtime, item, compiled kernel, output Buffer): compiled, not yet run
   done = 0
-  upgrades = [SWAP_COMPILES]   # a kept plan's capped kernels compiled for many runs, this realize
+  upgrades = [SWAP_COMPILES]   # a kept plan's capped kernels compiled for more runs, this realize
   if plan is not None:     # a kept plan's kernels: all their pipelines start at once
+    plan.runs += 1
     for item, compiled in zip(items, plan.compiled):
       if compiled is not None and item.out.size:
         Device[item.out.device].prepare(compiled)
@@ -128,26 +129,24 @@ def realize(nodes: list[LazyOp]) -> None:
 
 
 def _swap(plan, at: int, item, runtime, upgrades: list):
-  """The kernel to run at `at` of a kept plan whose kernel there was capped for a one-off run
-  (lowering/compile_cost.py): the plan runs again, so it is compiled for RUNS_MANY runs (at most
-  SWAP_COMPILES such Python compiles per realize) and its pipeline built on the runtime's builder
-  thread; the capped kernel runs until that pipeline is ready (Runtime.ready), then the plan keeps
-  the other. Runtimes that cannot say keep the capped kernel."""
+  """The kernel to run at `at` of a kept plan whose kernel there was capped for fewer runs
+  (lowering/compile_cost.py). A plan realized n times is taken to run about n times more, so at
+  each power of two of its realizes (plan.runs) the kernel is compiled again for that many runs
+  (at most SWAP_COMPILES such compiles per realize): its build budget doubles each time, so what
+  growing the kernel costs stays within about twice the budget per run, and a loop that runs
+  long ends on the kernel compiled for many runs. (Not in the background: lavapipe compiles a
+  shader at its first dispatch, on the dispatching thread, whatever thread built the pipeline.)"""
   from .cache import cached_compile
   from .compiler import target_of
-  from .lowering.compile_cost import RUNS_MANY
-  ready = getattr(runtime, "ready", None)
-  big = plan.upgrades.get(at)
-  if ready is not None and big is None and upgrades[0] > 0:
-    upgrades[0] -= 1
-    options = {**runtime.render_options(), "runs": RUNS_MANY}
-    with _collector_paused():
-      big = plan.upgrades[at] = cached_compile(item, target_of(runtime), options)
-    runtime.prepare(big)
-  if big is not None and ready(big):
-    plan.compiled[at] = big
-    return big
-  return plan.compiled[at]
+  compiled = plan.compiled[at]
+  runs = plan.runs
+  if upgrades[0] <= 0 or runs < 2 or runs & (runs - 1):
+    return compiled
+  upgrades[0] -= 1
+  options = {**runtime.render_options(), "runs": runs}
+  with _collector_paused():
+    compiled = plan.compiled[at] = cached_compile(item, target_of(runtime), options)
+  return compiled
 
 
 def var_values(pending: list[LazyOp]) -> dict[str, int]:

@@ -13,7 +13,9 @@ bench/compile_cost.py) gives the driver's compile of one kernel as
     driver ms = a * uops + b * uops^2 / 1000
 
 in the UOps of its lowered graph (the optimizer's measure of size: it has them before rendering),
-and reaches the optimizer as the adapter default `driver_cost` = (a, b). Option `runs` is how
+per adapter class and shape class (the cost per UOp differs: an attention kernel's float work
+costs lavapipe ten times a windowed conv's index math), and reaches the optimizer as the adapter
+default `driver_cost` = (a, b); kernelgen's own compile adds PYTHON_MS_PER_UOP per UOp. Option `runs` is how
 many times the caller expects to run the plan (1 unless said: realize and a model's first run;
 kg.jit and a plan realized again ask for RUNS_MANY). A choice whose estimate passes
 `budget_ms` = ONE_OFF_MS * runs takes the next smaller one; adapters without a measured cost
@@ -21,10 +23,15 @@ kg.jit and a plan realized again ask for RUNS_MANY). A choice whose estimate pas
 """
 from __future__ import annotations
 
-# the estimated driver compile one kernel of a one-off run may cost (ms): lavapipe then builds a
-# fused sdpa at L=512, d=64 in about a second instead of a minute, a 5x5 depthwise conv looped
-# instead of 140-330 KB of unrolled windows (bench/compile_cost.py, adapters.py DRIVER_COST)
-ONE_OFF_MS = 1500.0
+# the estimated build (kernelgen's compile + the driver's) one kernel of a one-off run may cost,
+# ms: a kernel's one run takes milliseconds to tens of ms on a CPU adapter, so a second of build
+# is not won back (lavapipe: a 5x5 depthwise conv of 96x80x80 builds in 1.9 s as 8x8 unrolled
+# windows and runs 6 ms, in 0.5 s as 4x4 ones; fused sdpa L=512 d=64 builds in 2.7 s with a query
+# row per thread and runs 2.2 s, in 7.7 s with 4 and runs 1.4 s, in ~30 s with 32 and runs
+# 0.23 s: bench/compile_cost.py, render/wgsl/adapters.py DRIVER_COST)
+ONE_OFF_MS = 1000.0
+# kernelgen's own compile per UOp, ms (CPython; Pyodide is slower): adapters.py DRIVER_COST
+PYTHON_MS_PER_UOP = 0.04
 # the runs a plan that runs many times is taken to have (kg.jit, a graph realized again): its
 # kernels may take the large forms, whose GPU time pays for their compile over that many runs
 RUNS_MANY = 100
@@ -36,17 +43,18 @@ def runs(options: dict) -> int:
 
 
 def estimate_ms(options: dict, uops: int) -> float | None:
-  """The driver's estimated compile (ms) of a kernel of `uops` UOps on the options' adapter, or
-  None where its class has no measured cost (a GPU, an unknown adapter: no cap)."""
+  """The estimated build (ms) of a kernel of `uops` UOps on the options' adapter: the driver's
+  compile (its `driver_cost`) and kernelgen's (PYTHON_MS_PER_UOP); None where the adapter has no
+  measured cost for the kernel's shape class (a GPU, an unknown adapter: no cap)."""
   cost = options.get("driver_cost")
   if not cost:
     return None
   a, b = cost                      # (checked by Target.check_options)
-  return a * uops + b * uops * uops / 1000.0
+  return (a + PYTHON_MS_PER_UOP) * uops + b * uops * uops / 1000.0
 
 
 def budget_ms(options: dict) -> float:
-  """The most estimated driver compile one kernel may cost: ONE_OFF_MS per expected run."""
+  """The most estimated build one kernel may cost: ONE_OFF_MS per expected run."""
   return ONE_OFF_MS * runs(options)
 
 

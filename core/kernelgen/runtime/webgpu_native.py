@@ -158,14 +158,6 @@ class WebGPURuntime(Runtime):
       self.pipelines[key] = found
     return found
 
-  def ready(self, kernel: CompiledKernel) -> bool:
-    """The pipeline of `kernel` is built (by `prepare` or a run) without error: running it now
-    waits for no compile."""
-    found = self.pipelines.get(self._pipeline_key(kernel.launch))
-    if isinstance(found, Future):
-      return found.done() and found.exception() is None
-    return found is not None
-
   def clear_pipelines(self) -> int:
     """Drop every pipeline built so far (the driver's compiled code goes with the last
     reference); returns how many. A later run builds its kernel's pipeline again: for a program

@@ -209,14 +209,30 @@ TABLE: dict[tuple[str, str], dict] = {
 
 
 # DRIVER_COST: the driver's shader compile of one kernel, ms ~ a * uops + b * uops^2 / 1000 in
-# the UOps of its lowered graph (lowering/compile_cost.py weighs it against the runs asked for),
-# per adapter class; classes without an entry (GPUs, unknown) are not capped. Fitted by
-# bench/compile_cost.py (wgpu natively, Mesa's shader cache off, the driver's time = pipeline
-# creation + first dispatch - a later dispatch); the rows behind each fit are in MEASUREMENTS.
-DRIVER_COST: dict[str, tuple[float, float]] = {
-  "lavapipe": (0.3, 0.08),
-  "swiftshader": (0.3, 0.08),
-  "software": (0.3, 0.08),
+# the UOps of its lowered graph (lowering/compile_cost.py weighs it, with kernelgen's own compile,
+# against the runs asked for), per (adapter class, shape class) whose choices it steers; classes
+# without an entry (GPUs, unknown) are not capped. Fitted through the origin by
+# bench/compile_cost.py: wgpu natively, Mesa's shader cache off, the driver's time as the CPU time
+# of pipeline creation + first dispatch less a later dispatch's (what an idle machine's clock
+# shows: the compile runs on the calling thread), on the shared 2-CPU machine at load 13-19:
+#   lavapipe, tiled kernels with a 5x5 window (UOps -> CPU ms): blur 3x480x640 looped 1x16
+#   508 -> 86 | unrolled 4x4 1895 -> 196 | 8x8 7254 -> 1005; depthwise 5x5 96x80x80 with a
+#   hard-swish looped 1x16 1172 -> 117 | 4x8 6555 -> 523 | 8x8 12842 -> 1314 (0.106 ms per UOp;
+#   the 8x8 kernel is 4181 lines, 139 KB). Matmul-like tiles cost more per UOp (float work rather
+#   than index math): matmul 512^3 4x4 100 -> 70 | 8x8 260 -> 144 | 8x16 430 -> 284, conv2d 3x3
+#   64ch 8x8 576 -> 248 (0.5-0.7); no choice of theirs is capped yet.
+#   lavapipe, fused attention L=512 d=64, query rows per thread 1 | 2 | 4 (UOps -> CPU ms):
+#   2370 -> 2624 | 3953 -> 4497 | 7114 -> 7425 (1.07 per UOp; 32 rows, lavapipe's choice for
+#   many runs, 26332 UOps: the issue's ~64 s cold at load ~3).
+#   SwiftShader (Chromium's Vulkan ICD): the same windows 508 -> 31 | 1895 -> 91 | 7254 -> 387 |
+#   1172 -> 53 | 6555 -> 383 | 12842 -> 782 (0.058 per UOp); attention 1 row 2370 -> 1085 (0.46);
+#   matmul 8x16... 16x16 820 -> 411, conv2d 879 -> 188.
+# kernelgen's own compile (CPython, CPU ms) is about 0.04 ms per UOp on the same kernels
+# (compile_cost.PYTHON_MS_PER_UOP): dwconv 8x8 574, blur 8x8 254, attention 1 row 96.
+DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
+  ("lavapipe", "tile"): (0.106, 0.0), ("lavapipe", "attention"): (1.07, 0.0),
+  ("swiftshader", "tile"): (0.058, 0.0), ("swiftshader", "attention"): (0.46, 0.0),
+  ("software", "tile"): (0.106, 0.0), ("software", "attention"): (1.07, 0.0),   # as lavapipe
 }
 
 # MEASUREMENTS: the numbers behind lowering/optimize.py's constants and the Target facts they
@@ -303,5 +319,5 @@ def defaults(adapter, shape: str) -> dict:
   if shape not in SHAPES:
     raise UnsupportedError(f"unknown shape class {shape!r}: use one of {', '.join(SHAPES)}")
   klass = classify(adapter)
-  cost = DRIVER_COST.get(klass)
+  cost = DRIVER_COST.get((klass, shape))
   return {**TABLE.get((klass, shape), {}), **({"driver_cost": cost} if cost else {})}
