@@ -27,6 +27,9 @@ few ms), the model lowering/compile_cost.py keeps.
 
     nice python bench/compile_cost.py [--adapters lavapipe,swiftshader] [--only NAME,...]
                                       [--reps N] [--json OUT]
+
+--only also takes "capped MODEL" (a light model's kernels that a one-off run's budget cuts down,
+each one-off and for many runs) and "light MODEL".
 """
 from __future__ import annotations
 
@@ -173,7 +176,14 @@ def child(adapter: str, only: list, reps: int) -> None:
   last = [n for n in WORKLOADS if n in LAST]
   names = [n for n in WORKLOADS if n not in LAST] + [f"light {m}" for m in LIGHT] + last
   for name in only or names:
-    if name.startswith("light "):
+    if name.startswith("capped "):            # a light model's kernels the budget cut down
+      from kernelgen.compiler import compile_item
+      from kernelgen.lowering.compile_cost import RUNS_MANY
+      rows = _light_items(kg, name.split()[1])
+      jobs = [(f"{label} {tag}", item, {**base, **extra}) for label, item in rows
+              if compile_item(item, "wgsl", base).capped
+              for tag, extra in (("one-off", {}), ("many runs", {"runs": RUNS_MANY}))]
+    elif name.startswith("light "):
       rows = _light_items(kg, name.split()[1])
       from kernelgen.compiler import compile_item
       size = {label: compile_item(item, "wgsl", base).source.count("\n") for label, item in rows}

@@ -25,10 +25,11 @@ from __future__ import annotations
 
 # the estimated build (kernelgen's compile + the driver's) one kernel of a one-off run may cost,
 # ms: a kernel's one run takes milliseconds to tens of ms on a CPU adapter, so a second of build
-# is not won back (lavapipe: a 5x5 depthwise conv of 96x80x80 builds in 1.9 s as 8x8 unrolled
-# windows and runs 6 ms, in 0.5 s as 4x4 ones; fused sdpa L=512 d=64 builds in 2.7 s with a query
-# row per thread and runs 2.2 s, in 7.7 s with 4 and runs 1.4 s, in ~30 s with 32 and runs
-# 0.23 s: bench/compile_cost.py, render/wgsl/adapters.py DRIVER_COST)
+# is not won back (lavapipe, CPU ms: a 5x5 depthwise conv of 96x80x80 builds in 1.9 s as 8x8
+# unrolled windows and runs in ~6 ms, in 0.3 s looped and runs in 20-40; ShuffleNet's 3x3
+# depthwise r_1_112_1_28_28 in 3.6 s as 4x4 windows; fused sdpa L=512 d=64 builds in 2.7 s with
+# a query row per thread and runs 1.3-2.2 s, in 7.7 s with 4 rows and runs 1.3 s, in ~30 s with
+# 32 and runs 0.23 s: bench/compile_cost.py, render/wgsl/adapters.py DRIVER_COST)
 ONE_OFF_MS = 1000.0
 # kernelgen's own compile per UOp, ms (CPython; Pyodide is slower): adapters.py DRIVER_COST
 PYTHON_MS_PER_UOP = 0.04
