@@ -236,6 +236,12 @@ TABLE: dict[tuple[str, str], dict] = {
 #   so that a one-off run's estimate does not fall short (a one-off run then keeps most windows
 #   rolled: their one run is 20-50 ms slower, their build 0.5-3 s faster). SwiftShader's tile
 #   entry is its measured 0.058 scaled by the same worst-case factor (5.5; not measured there).
+# Where the cap bites (lavapipe, a one-off run; every other kernel byte-identical to the uncapped
+# choice, compared by kernel hash): ShuffleNet 15 of 69 kernels, its 3x3 depthwise
+# convs over a fused batch norm from 7,000-14,241 lines each to 595-866 (the model 130,499 lines
+# -> 25,588); Inception v2 9 of 131 (65,380 -> 45,302 lines); ResNet-50 1 of 67 (28,758 ->
+# 26,294); SqueezeNet and DenseNet-121 none. sdpa L=512 d=64: 32 query rows per thread (23,118
+# lines) -> 1 (2,229 lines, what GPUs and unknown adapters always take).
 DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
   ("lavapipe", "tile"): (0.58, 0.0), ("lavapipe", "attention"): (1.07, 0.0),
   ("swiftshader", "tile"): (0.32, 0.0), ("swiftshader", "attention"): (0.46, 0.0),
