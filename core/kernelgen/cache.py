@@ -149,6 +149,7 @@ class RealizePlan:
     self.items = [(position[id(it.out)], tuple(position[id(i)] for i in it.inputs), it.name,
                    it.rows, tuple(position[id(r)] for r in it.recomputed)) for it in items]
     self.compiled: list = [None] * len(items)
+    self.runs = 0                  # realizes of this plan (realize._swap)
 
   def schedule(self, order: list) -> list[ScheduleItem]:
     """The ScheduleItems of this plan over the nodes of a graph with the same key."""

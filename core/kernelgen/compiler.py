@@ -11,6 +11,7 @@ interpreter runs the linearized kernel; "wgsl"; "ptx"), resolved once (render/ta
 """
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Callable
 
@@ -148,7 +149,8 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   if not isinstance(out, CompiledKernel):
     with internal_errors("render", item.name):
       out = python_compiled(out)
-  return with_grid(out, item, opts)
+  out = with_grid(out, item, opts)
+  return dataclasses.replace(out, capped=True) if opts is not None and opts.capped else out
 
 
 def index_elements(item, target: Target) -> None:

@@ -17,6 +17,9 @@ recording: list | None = None
 # as each kernel a realize runs starts (running: True; `done` kernels finished before it) and
 # ends (running: False) (the page's progress bar: web_api.setup); None: nobody listens
 progress = None
+# a kept plan realized again compiles at most this many of its capped kernels for more runs per
+# realize (_swap), so that no later call waits for more than one larger compile
+SWAP_COMPILES = 1
 
 
 def _plan(pending: list[LazyOp]) -> tuple:
@@ -84,7 +87,9 @@ def realize(nodes: list[LazyOp]) -> None:
   searching = os.environ.get("KERNELGEN_SEARCH") == "1"
   waiting = None     # (runtime, item, compiled kernel, output Buffer): compiled, not yet run
   done = 0
+  upgrades = [SWAP_COMPILES]   # a kept plan's capped kernels compiled for more runs, this realize
   if plan is not None:     # a kept plan's kernels: all their pipelines start at once
+    plan.runs += 1
     for item, compiled in zip(items, plan.compiled):
       if compiled is not None and item.out.size:
         Device[item.out.device].prepare(compiled)
@@ -115,12 +120,35 @@ def realize(nodes: list[LazyOp]) -> None:
       compiled = _compile(item, runtime, buffer, searching)
       if plan is not None:
         plan.compiled[at] = compiled
+    elif compiled.capped:
+      compiled = _swap(plan, at, item, runtime, upgrades)
     runtime.prepare(compiled)
     if waiting is not None:
       launch(waiting)
     waiting = (runtime, item, compiled, buffer)
   if waiting is not None:
     launch(waiting)
+
+
+def _swap(plan, at: int, item, runtime, upgrades: list):
+  """The kernel to run at `at` of a kept plan whose kernel there was capped for fewer runs
+  (lowering/compile_cost.py). A plan realized n times is taken to run about n times more, so at
+  each power of two of its realizes (plan.runs) the kernel is compiled again for that many runs
+  (at most SWAP_COMPILES such compiles per realize): its build budget doubles each time, so what
+  growing the kernel costs stays within about twice the budget per run, and a loop that runs
+  long ends on the kernel compiled for many runs. (Not in the background: lavapipe compiles a
+  shader at its first dispatch, on the dispatching thread, whatever thread built the pipeline.)"""
+  from .cache import cached_compile
+  from .compiler import target_of
+  compiled = plan.compiled[at]
+  runs = plan.runs
+  if upgrades[0] <= 0 or runs < 2 or runs & (runs - 1):
+    return compiled
+  upgrades[0] -= 1
+  options = {**runtime.render_options(), "runs": runs}
+  with _collector_paused():
+    compiled = plan.compiled[at] = cached_compile(item, target_of(runtime), options)
+  return compiled
 
 
 def var_values(pending: list[LazyOp]) -> dict[str, int]:
@@ -161,6 +189,9 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
   from .cache import cached_compile
   from .compiler import target_of
   options = runtime.render_options()
+  if recording is not None:        # kg.jit: a step run many times takes the large kernels
+    from .lowering.compile_cost import RUNS_MANY
+    options = {**options, "runs": RUNS_MANY}
   if searching:
     from .search import forced_options, search
     out = item.out

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from .. import limits
+from . import compile_cost
 from ..dtype import dtypes
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides, prod
@@ -57,13 +58,28 @@ def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   out = item.out
   n_q = out.shape[-2]
   rows = int(options.get("upcast", 0) or 0) or ATTENTION_ROWS
+  forced = "upcast" in options and "upcast" not in options.get("adapter_chose", ())
   width = out.src[0].shape[-1] + out.shape[-1] + 2
   while rows > 1 and (rows * width > ATTENTION_REGS or rows >= 2 * n_q):
     rows //= 2
+  wanted = rows
+  while rows > 1 and not forced and compile_cost.capped(options) and \
+      not compile_cost.affordable(options, estimated_uops(out, rows)):
+    rows //= 2                       # a one-off run on a software adapter: compile cost caps
   threads = -(-n_q // rows)          # threads per batch entry (a workgroup takes one entry)
   local = int(options.get("local", 0) or 0) or min(ATTENTION_LOCAL, target.max_local,
                                                   1 << (threads - 1).bit_length())
-  return Opts(local=max(1, min(local, target.max_local)), upcast=rows)
+  return Opts(local=max(1, min(local, target.max_local)), upcast=rows, capped=rows < wanted)
+
+
+def estimated_uops(out, rows: int) -> int:
+  """The UOps the attention kernel `out` lowers to with `rows` query rows per thread, without
+  lowering it: about E' (12 + 8.5 rows + 4 rows keys), E' the mean of q's and v's widths, keys
+  per trip as _key_loop takes them (counted for d = 32 and 64, rows 1..32: within 3 %, e.g.
+  L=512 d=64: 2370 UOps at 1 row, 13498 at 8, 26332 at 32)."""
+  keys = max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // rows))
+  width = (out.src[0].shape[-1] + out.shape[-1]) / 2
+  return int(width * (12 + 8.5 * rows + 4 * rows * keys))
 
 
 def _threads(lead: tuple, n_q: int, per: int, local: int) -> tuple[list, list]:

@@ -6,7 +6,9 @@ matmul-like reductions), and when to tile those through workgroup memory with a 
 (wgtile.py: the PTX default; on WGSL, lavapipe measured it slower: Target.stage_default).
 `optimize(item, target, options)` returns the Opts the lowering uses; options may force them
 (`local=`, `upcast=`, `group=`, `tile=`, `stage=`). What differs between targets is read from
-the Target object passed in (render/target.py). Timing candidates on a device is search.py's.
+the Target object passed in (render/target.py). Timing candidates on a device is search.py's;
+what a choice costs to compile, compile_cost.py's. One concept, the heuristics of one kernel's
+launch options over the probes they share (_PROBED), so it runs past 500 lines.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from ..dtype import dtypes
 from ..errors import LimitError, UnsupportedError
 from .lower import lower
 from .lowerer import MAX_TRIPS, TILE_INNER, Opts
+from . import compile_cost
 from .attention import attention_opts
 from .rows import row_opts
 from .threads import inner_opts, local_size, reduce_inner
@@ -90,11 +93,12 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     return staged
   if tile:
     tile, axes = tile
-    tile, inner = _window_tile(item, options, tile, axes)
+    tile, inner, capped = _window_tile(item, options, tile, axes)
     threads = _tile_threads(item, tile, axes)
     local = int(options.get("local", 0)) or local_size(threads, target.max_local)
     return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
-                tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0))
+                tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
+                capped=capped)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
@@ -123,10 +127,12 @@ def shape_class(item: ScheduleItem) -> str:
 
 def with_adapter_defaults(item: ScheduleItem, target: Target, options: dict) -> dict:
   """`options` over the defaults its `adapter` option's class has for this kernel's shape class
-  (targets that key defaults on adapters: WGSL; explicit options win)."""
+  (targets that key defaults on adapters: WGSL; explicit options win), with `adapter_chose` the
+  names the adapter's defaults set (a compile-cost cap may cut those down, not given ones)."""
   if options.get("adapter") is None or not target.adapters:
     return options
-  merged = {**target.adapter_defaults(options["adapter"], shape_class(item)), **options}
+  defaults = target.adapter_defaults(options["adapter"], shape_class(item))
+  merged = {**defaults, **options, "adapter_chose": frozenset(defaults) - set(options)}
   if "tiles" in options and "long_tiles" not in options:
     merged.pop("long_tiles", None)      # given tiles win over the adapter's long_tiles
   return merged
@@ -213,26 +219,38 @@ def _within_size(item: ScheduleItem, tile: tuple, axes: tuple, fits: list) -> tu
 
 
 def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) -> tuple:
-  """(tile, Opts.tile_inner): with option tile_window, a reduction of TILE_INNER to TILE_WINDOW
-  elements whose rows (a 2 x 1 tile's) share more loads with the window unrolled than looped
-  takes it unrolled, in the first preferred tile (or the forced one) with rows to share and at
-  most TILE_WINDOW_WORK products per thread; else (tile, 0): as before."""
+  """(tile, Opts.tile_inner, capped): with option tile_window, a reduction of TILE_INNER to
+  TILE_WINDOW elements whose rows (a 2 x 1 tile's) share more loads with the window unrolled
+  than looped takes it unrolled, in the first preferred tile (or the forced one) with rows to
+  share, at most TILE_WINDOW_WORK products per thread and an estimated driver compile within
+  the run's budget (compile_cost.py; capped: the budget ruled out the first); else (tile, 0):
+  as before."""
   if not options.get("tile_window"):
-    return tile, 0
+    return tile, 0, False
   reduce = kernel_reduces(item)[0]
   total = prod(reduce.src[0].shape[a] for a in reduce.arg[1])
   if not TILE_INNER < total <= TILE_WINDOW:
-    return tile, 0                 # (windows of up to TILE_INNER elements unroll anyway)
+    return tile, 0, False          # (windows of up to TILE_INNER elements unroll anyway)
   looped, unrolled = (_window_loads(item, axes, 0), _window_loads(item, axes, total))
   if unrolled[0] * looped[1] >= looped[0] * unrolled[1]:
-    return tile, 0                 # the rows share no more loads with the window unrolled
+    return tile, 0, False          # the rows share no more loads with the window unrolled
   if "tile" in options:
-    return tile, total
+    return tile, total, False
   fits = [t for t in (_clip(item, t, axes) for t in _preferred_tiles(options))
           if t[0] > 1 and t[0] * t[1] * total <= TILE_WINDOW_WORK and _tileable(item, t, axes)
           and _tile_threads(item, t, axes) >= TILE_MIN_THREADS
           and (t in TILES or _divides(item, t, axes))]
-  return (fits[0], total) if fits else (tile, 0)
+  cheap = [t for t in fits if not compile_cost.capped(options) or compile_cost.affordable(
+    options, _window_uops(item, axes, total, t))]
+  return (cheap[0], total, cheap[:1] != fits[:1]) if cheap else (tile, 0, bool(fits))
+
+
+def _window_uops(item: ScheduleItem, axes: tuple, inner: int, tile: tuple) -> int:
+  """The UOps of `item` in tile `tile` with its window of `inner` elements unrolled, estimated
+  from the 1 x 1 and 2 x 1 tiles _window_loads lowered (each more output costs what the second
+  row did: a 5x5 depthwise conv with a hard-swish, 185 + 199 per output; lowered, 8x8 12842)."""
+  one, two = (len(toposort([_lowered(item, t, axes, inner)])) for t in ((1, 1), (2, 1)))
+  return one + (tile[0] * tile[1] - 1) * (two - one)
 
 
 def _shared_only(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:

@@ -21,15 +21,17 @@ from ..errors import UnsupportedError
 # the renderer. `subgroups` (default off; the WEBGPU device sets it when its adapter has
 # subgroups) is read by both: optimize lets grouped reductions combine per subgroup, and the WGSL
 # renderer accepts subgroup ops only with it (PTX takes warp shuffles always). `adapter` (WGSL:
-# the WebGPU adapter's class or description) picks defaults from render/wgsl/adapters.py
+# the WebGPU adapter's class or description) picks defaults from render/wgsl/adapters.py; `runs`
+# (how often the caller expects to run the kernels) and the adapter's `driver_cost` weigh
+# compile time against GPU time (lowering/compile_cost.py)
 # front-end options whose value is a plain int
 INT_OPTIONS = ("local", "upcast", "group", "group_unroll", "group_vec", "row_lanes",
-               "row_thread_rows", "tile_unroll", "reduce_inner")
+               "row_thread_rows", "tile_unroll", "reduce_inner", "runs")
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
                      "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
                      "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles",
                      "tile_window", "tile_size_cap", "row_online", "row_thread_rows",
-                     "tile_unroll", "reduce_inner")
+                     "tile_unroll", "reduce_inner", "runs", "driver_cost")
 
 
 @dataclass(frozen=True)
@@ -79,10 +81,16 @@ class Target:
       if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
         raise UnsupportedError(f"option {name}={value!r}: give an int (a count of threads, "
                                f"lanes or elements)", target=self.name)
-      least = 1 if name == "upcast" else 0
+      least = 1 if name in ("upcast", "runs") else 0
       if value is not None and value < least:
         raise UnsupportedError(f"option {name}={value}: give an int >= {least} (a count of "
                                f"threads, lanes or elements)", target=self.name)
+    cost = options.get("driver_cost")
+    if cost is not None and not (isinstance(cost, (tuple, list)) and len(cost) == 2 and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 for v in cost)):
+      raise UnsupportedError(f"option driver_cost={cost!r}: give (a, b), the driver's compile "
+                             f"in ms as a * uops + b * uops^2 / 1000, both >= 0, or None for "
+                             f"no compile-cost cap", target=self.name)
     kernels = options.get("row_kernels")
     if kernels is not None and not isinstance(kernels, (bool, int)):
       raise UnsupportedError(f"option row_kernels={kernels!r}: give True, False or an int "

@@ -148,7 +148,9 @@ class CompiledKernel:
   workgroup / block size (`local_size`: threads per axis), the `buffers` it binds in slot order
   (BufferSpec: slot, name, dtype, size in elements, access "read", "write" or "readwrite"),
   the `launch` (plain data a runtime needs to run it) and the compiler's `kernel` (the
-  linearized IR it was rendered from)."""
+  linearized IR it was rendered from). `capped`: the optimizer cut a choice down to fit a
+  one-off run's compile budget (lowering/compile_cost.py): a plan run again may swap in the
+  kernel compiled for many runs."""
   name: str
   target: str                       # "wgsl" or "ptx"
   source: str
@@ -157,3 +159,4 @@ class CompiledKernel:
   buffers: tuple[BufferSpec, ...]
   launch: Launch
   kernel: Kernel = field(repr=False, default=None)
+  capped: bool = field(repr=False, default=False, compare=False)

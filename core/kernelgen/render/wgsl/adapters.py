@@ -223,6 +223,51 @@ TABLE: dict[tuple[str, str], dict] = {
 }
 
 
+# DRIVER_COST: the driver's shader compile of one kernel, ms ~ a * uops + b * uops^2 / 1000 in
+# the UOps of its lowered graph (lowering/compile_cost.py weighs it, with kernelgen's own compile,
+# against the runs asked for), per (adapter class, shape class) whose choices it steers; classes
+# without an entry (GPUs, unknown) are not capped. Fitted through the origin by
+# bench/compile_cost.py: wgpu natively, Mesa's shader cache off, the driver's time as the CPU time
+# of pipeline creation + first dispatch less a later dispatch's (what an idle machine's clock
+# shows: the compile runs on the calling thread), on the shared 2-CPU machine at load 13-19:
+#   lavapipe, tiled kernels with a 5x5 window (UOps -> CPU ms): blur 3x480x640 looped 1x16
+#   508 -> 86 | unrolled 4x4 1895 -> 196 | 8x8 7254 -> 1005; depthwise 5x5 96x80x80 with a
+#   hard-swish looped 1x16 1172 -> 117 | 4x8 6555 -> 523 | 8x8 12842 -> 1314 (0.106 ms per UOp;
+#   the 8x8 kernel is 4181 lines, 139 KB). Matmul-like tiles cost more per UOp (float work rather
+#   than index math): matmul 512^3 4x4 100 -> 70 | 8x8 260 -> 144 | 8x16 430 -> 284, conv2d 3x3
+#   64ch 8x8 576 -> 248 (0.5-0.7); no choice of theirs is capped yet.
+#   lavapipe, fused attention L=512 d=64, query rows per thread 1 | 2 | 4 (UOps -> CPU ms):
+#   2370 -> 2624 | 3953 -> 4497 | 7114 -> 7425 (1.07 per UOp; 32 rows, lavapipe's choice for
+#   many runs, 26332 UOps: the issue's ~64 s cold at load ~3).
+#   SwiftShader (Chromium's Vulkan ICD): the same windows 508 -> 31 | 1895 -> 91 | 7254 -> 387 |
+#   1172 -> 53 | 6555 -> 383 | 12842 -> 782 (0.058 per UOp); attention 1 row 2370 -> 1085 (0.46);
+#   matmul 8x16... 16x16 820 -> 411, conv2d 879 -> 188.
+# kernelgen's own compile (CPython, CPU ms) is about 0.04 ms per UOp on the same kernels
+# (compile_cost.PYTHON_MS_PER_UOP): dwconv 8x8 574, blur 8x8 254, attention 1 row 96.
+#   The light models' 3x3 depthwise windows over a fused prologue cost lavapipe far more per UOp:
+#   ShuffleNet's r_1_112_1_28_28_1_1_1__1_3_3 unrolled 4x4, 5612 UOps (2297 lines) -> 3280 ms
+#   (0.58 per UOp), r_1_24_56_56_1_1__3_3 4x4 5154 -> 740 | 8x8 20703 -> 3750 (0.15-0.18). The
+#   cost per UOp of a window kernel thus spans 0.1-0.6 ms on lavapipe; the table keeps the worst,
+#   so that a one-off run's estimate does not fall short (a one-off run then keeps most windows
+#   rolled: their one run is 20-50 ms slower, their build 0.5-3 s faster). SwiftShader's tile
+#   entry is its measured 0.058 scaled by the same worst-case factor (5.5; not measured there).
+#   The worst of all, as the light models compile today: r_1_112_1_28_28_1_1_1__1_3_3 in 8x8
+#   tiles (its choice for many runs before this cost), 21398 UOps, 14,242 lines, 590 KB ->
+#   109.6 s of CPU (1,566 s wall at load ~20), where r_1_24_56_56_1_1__3_3's 20703 UOps took
+#   3.75 s: lavapipe's tile entry takes b = 0.21 so that the worst is bounded (109.6 s
+#   estimated), which keeps such a kernel from even a many-runs budget (RUNS_MANY x 1 s).
+# Where the cap bites (lavapipe, a one-off run; every other kernel byte-identical to the uncapped
+# choice, compared by kernel hash): ShuffleNet 15 of 69 kernels, its 3x3 depthwise
+# convs over a fused batch norm from 7,000-14,241 lines each to 404-866 (the model 130,499 lines
+# -> 24,956); Inception v2 9 of 131 (65,380 -> 43,526 lines); ResNet-50 1 of 67 (28,758 ->
+# 26,294); SqueezeNet none. sdpa L=512 d=64: 32 query rows per thread (23,118
+# lines) -> 1 (2,229 lines, what GPUs and unknown adapters always take).
+DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
+  ("lavapipe", "tile"): (0.58, 0.21), ("lavapipe", "attention"): (1.07, 0.0),
+  ("swiftshader", "tile"): (0.32, 0.0), ("swiftshader", "attention"): (0.46, 0.0),
+  ("software", "tile"): (0.58, 0.21), ("software", "attention"): (1.07, 0.0),   # as lavapipe
+}
+
 # MEASUREMENTS: the numbers behind lowering/optimize.py's constants and the Target facts they
 # steer (wgsl/target.py, ptx/target.py), kept here with the table's (machine shared, load noted):
 # - MIN_GATED_LOCAL (lowering/threads.py), one workgroup of exactly n threads: the digits demo's 10 logits were 5
@@ -324,7 +369,10 @@ def classify(info) -> str:
 
 def defaults(adapter, shape: str) -> dict:
   """The option defaults of adapter class `classify(adapter)` for kernels of shape class
-  `shape` (empty when the table has none: the Target's own defaults apply)."""
+  `shape` (empty when the table has none: the Target's own defaults apply), with its
+  DRIVER_COST as `driver_cost` where measured (lowering/compile_cost.py)."""
   if shape not in SHAPES:
     raise UnsupportedError(f"unknown shape class {shape!r}: use one of {', '.join(SHAPES)}")
-  return dict(TABLE.get((classify(adapter), shape), {}))
+  klass = classify(adapter)
+  cost = DRIVER_COST.get((klass, shape))
+  return {**TABLE.get((klass, shape), {}), **({"driver_cost": cost} if cost else {})}

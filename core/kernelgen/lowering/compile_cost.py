@@ -1,0 +1,72 @@
+"""Compile cost in the optimizer's choices: what a kernel costs the driver to build, weighed
+against how often it will run.
+
+Unrolled windows, large register tiles and many query rows per thread win GPU time, and the
+kernels they make are long straight-line code that a software adapter's shader compiler (Mesa
+lavapipe's LLVM, SwiftShader's) takes seconds to tens of seconds to build at first use. A user
+waits for that once per kernel: a one-off run (a realize, a model's first run) pays it in full,
+a training loop or a jit'd step spreads it over every run.
+
+The model: the adapter's table (render/wgsl/adapters.py, DRIVER_COST, measured with
+bench/compile_cost.py) gives the driver's compile of one kernel as
+
+    driver ms = a * uops + b * uops^2 / 1000
+
+in the UOps of its lowered graph (the optimizer's measure of size: it has them before rendering),
+per adapter class and shape class (the cost per UOp differs: an attention kernel's float work
+costs lavapipe ten times a windowed conv's index math), and reaches the optimizer as the adapter
+default `driver_cost` = (a, b); kernelgen's own compile adds PYTHON_MS_PER_UOP per UOp. Option `runs` is how
+many times the caller expects to run the plan (1 unless said: realize and a model's first run;
+kg.jit and a plan realized again ask for RUNS_MANY). A choice whose estimate passes
+`budget_ms` = ONE_OFF_MS * runs takes the next smaller one; adapters without a measured cost
+(GPUs, unknown) are not capped, so their kernels are as before.
+"""
+from __future__ import annotations
+
+# the estimated build (kernelgen's compile + the driver's) one kernel of a one-off run may cost,
+# ms: a kernel's one run takes milliseconds to tens of ms on a CPU adapter, so a second of build
+# is not won back (lavapipe, CPU ms: a 5x5 depthwise conv of 96x80x80 builds in 1.9 s as 8x8
+# unrolled windows and runs in ~6 ms, in 0.3 s looped and runs in 20-40; ShuffleNet's 3x3
+# depthwise r_1_112_1_28_28 in 3.6 s as 4x4 windows; fused sdpa L=512 d=64 builds in 2.7 s with
+# a query row per thread and runs 1.3-2.2 s, in 7.7 s with 4 rows and runs 1.3 s, in ~30 s with
+# 32 and runs 0.23 s: bench/compile_cost.py, render/wgsl/adapters.py DRIVER_COST)
+ONE_OFF_MS = 1000.0
+# kernelgen's own compile per UOp, ms (CPython; Pyodide is slower): adapters.py DRIVER_COST
+PYTHON_MS_PER_UOP = 0.04
+# the runs a plan that runs many times is taken to have (kg.jit, a graph realized again): its
+# kernels may take the large forms, whose GPU time pays for their compile over that many runs
+RUNS_MANY = 100
+
+
+def runs(options: dict) -> int:
+  """The runs the caller expects of the kernel (option `runs`, 1 when not given)."""
+  return max(int(options.get("runs") or 1), 1)
+
+
+def estimate_ms(options: dict, uops: int) -> float | None:
+  """The estimated build (ms) of a kernel of `uops` UOps on the options' adapter: the driver's
+  compile (its `driver_cost`) and kernelgen's (PYTHON_MS_PER_UOP); None where the adapter has no
+  measured cost for the kernel's shape class (a GPU, an unknown adapter: no cap)."""
+  cost = options.get("driver_cost")
+  if not cost:
+    return None
+  a, b = cost                      # (checked by Target.check_options)
+  return (a + PYTHON_MS_PER_UOP) * uops + b * uops * uops / 1000.0
+
+
+def budget_ms(options: dict) -> float:
+  """The most estimated build one kernel may cost: ONE_OFF_MS per expected run."""
+  return ONE_OFF_MS * runs(options)
+
+
+def affordable(options: dict, uops: int) -> bool:
+  """A kernel of `uops` UOps fits the compile budget (always, where the adapter has no cost)."""
+  estimate = estimate_ms(options, uops)
+  return estimate is None or estimate <= budget_ms(options)
+
+
+def capped(options: dict) -> bool:
+  """The options' choices may be capped by compile cost: the adapter has a measured cost and the
+  caller expects fewer than RUNS_MANY runs (where the cap bites, a plan realized again may swap
+  in the kernel compiled for RUNS_MANY: realize.py)."""
+  return bool(options.get("driver_cost")) and runs(options) < RUNS_MANY

@@ -1,0 +1,87 @@
+"""Compile cost in the optimizer's choices (lowering/compile_cost.py, issue 37): on an adapter with a
+measured driver cost (render/wgsl/adapters.py DRIVER_COST: lavapipe, SwiftShader, other CPU
+adapters) a one-off run (option runs, 1 unless given) takes the smaller kernel where the large
+one's estimated driver compile passes the budget; runs=RUNS_MANY (kg.jit, a plan realized again)
+keeps the large one; adapters without a cost (GPUs, unknown) are never capped."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from kernelgen.lowering import compile_cost
+from kernelgen.lowering.compile_cost import RUNS_MANY
+from kernelgen.render.wgsl import adapters
+
+
+def _dwconv(channels=96, side=80):
+  """PP-OCR's depthwise 5x5 conv with bias and hard-swish, inputs on PYTHON (compile only)."""
+  rng = np.random.default_rng(0)
+  x = kg.Tensor(rng.standard_normal((1, channels, side, side)).astype(np.float32), device="PYTHON")
+  w = kg.Tensor(rng.standard_normal((channels, 1, 5, 5)).astype(np.float32), device="PYTHON")
+  b = kg.Tensor(rng.standard_normal(channels).astype(np.float32), device="PYTHON")
+  y = x.conv2d(w, b, padding=2, groups=channels)
+  return y * (y + 3).clip(0, 6) / 6
+
+
+def _sdpa(length=512, dim=64):
+  q, k, v = (kg.Tensor.empty(1, 8, length, dim, device="PYTHON") for _ in range(3))
+  return q.scaled_dot_product_attention(k, v)
+
+
+def _one(out, **options):
+  kernels = kg.compile([out], target="wgsl", **options)
+  assert len(kernels) == 1
+  return kernels[0]
+
+
+@pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
+def test_a_one_off_depthwise_5x5_conv_takes_a_smaller_kernel(adapter):
+  """The unrolled window in 8x8 tiles (PP-OCR's 140-330 KB kernels) is for many runs; a one-off
+  run takes a smaller tile or the window in a loop (a third of the source or less) and says it
+  was capped."""
+  out = _dwconv()
+  one_off, many = _one(out, adapter=adapter), _one(out, adapter=adapter, runs=RUNS_MANY)
+  assert one_off.capped and not many.capped
+  assert "for (" not in many.source
+  assert len(one_off.source) * 3 < len(many.source)
+  assert many.source == _one(out, adapter=adapter, runs=RUNS_MANY + 1).source
+
+
+@pytest.mark.parametrize("adapter", ["unknown", "discrete", "integrated"])
+def test_adapters_without_a_measured_cost_are_not_capped(adapter):
+  for out in (_dwconv(), _sdpa()):
+    one_off, many = _one(out, adapter=adapter), _one(out, adapter=adapter, runs=RUNS_MANY)
+    assert one_off.source == many.source and not one_off.capped
+
+
+def test_a_one_off_sdpa_takes_fewer_query_rows_per_thread():
+  """sdpa at L=512, d=64: lavapipe's 32 query rows per thread are 23,000 lines of WGSL; a one-off
+  run's kernel fits the budget, far smaller; a forced upcast= is kept whatever it costs."""
+  out = _sdpa()
+  one_off, many = _one(out, adapter="lavapipe"), _one(out, adapter="lavapipe", runs=RUNS_MANY)
+  assert one_off.capped and not many.capped
+  assert len(one_off.source) * 4 < len(many.source)
+  forced = _one(out, adapter="lavapipe", upcast=32)
+  assert forced.source == many.source and not forced.capped
+
+
+def test_the_estimate_and_the_budget():
+  options = {"driver_cost": (0.5, 0.1)}
+  python = compile_cost.PYTHON_MS_PER_UOP * 1000
+  assert compile_cost.estimate_ms(options, 1000) == pytest.approx(600.0 + python)
+  assert compile_cost.estimate_ms({}, 10 ** 6) is None and compile_cost.affordable({}, 10 ** 9)
+  assert compile_cost.budget_ms({**options, "runs": 3}) == 3 * compile_cost.ONE_OFF_MS
+  assert compile_cost.capped(options) and not compile_cost.capped({**options, "runs": RUNS_MANY})
+  for shape in ("tile", "attention"):
+    assert adapters.defaults("lavapipe", shape)["driver_cost"] == \
+      adapters.DRIVER_COST[("lavapipe", shape)]
+    assert "driver_cost" not in adapters.defaults("discrete", shape)
+
+
+@pytest.mark.parametrize("options, words", [
+  ({"runs": 0}, "runs=0"), ({"runs": "many"}, "runs='many'"),
+  ({"driver_cost": (1.0,)}, "driver_cost=(1.0,)"), ({"driver_cost": (-1, 0)}, "driver_cost")])
+def test_bad_options_are_typed_errors(options, words):
+  with pytest.raises(kg.UnsupportedError, match=words.replace("(", r"\(").replace(")", r"\)")):
+    kg.compile([_dwconv(8, 16)], target="wgsl", adapter="lavapipe", **options)
