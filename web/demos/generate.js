@@ -1,6 +1,6 @@
 // The Generate demo: a small GPT (examples/train_lm.py) writes text from a prompt. The forward
 // pass is an exported bundle (lm_bundle/, made by build.sh from lm_model.py: the next-token
-// logits of a fixed window of CONTEXT tokens); tokenizer.js encodes the prompt and streams the
+// logits after n tokens, n a symbolic size up to the model's CONTEXT); tokenizer.js encodes the prompt and streams the
 // text out (incomplete UTF-8 held back). No Python runs in the page. Sampling (temperature,
 // top-k, a seeded generator) is plain JavaScript over the logits the bundle reads back.
 import { $ } from './common.js';
@@ -37,14 +37,9 @@ export function sample(logits, temperature, topK, random) {
   return order[order.length - 1];
 }
 
-// The bundle's inputs for a window: ids padded with zeros, pick one-hot at the last token.
+// The bundle's input: the text's last `context` ids (its length is the symbolic size n).
 function windowInputs(ids, context) {
-  const tail = ids.slice(-context);
-  const input = new Int32Array(context);
-  input.set(tail);
-  const pick = new Float32Array(context);
-  pick[tail.length - 1] = 1;
-  return { ids: input, pick };
+  return { ids: Int32Array.from(ids.slice(-context)) };
 }
 
 function settings() {
