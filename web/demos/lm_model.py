@@ -5,7 +5,8 @@ page generates without Python: the next-token logits after n tokens, n a symboli
 
 Input: `ids` (1, n) int32, the text so far (its last CONTEXT tokens: the model's learned
 positions end there). Output: `logits` (1, vocab), the next token's, read at position n - 1.
-Weights: web/demos/lm/weights.safetensors (float16, cast to float32), examples/train_lm.py.
+Weights: web/demos/lm/weights.safetensors (float16, cast to float32), examples/train_lm.py; in
+the bundle each is named after its state_dict key, dots as underscores.
 """
 import json
 import os
@@ -32,6 +33,10 @@ def load_model(device: str = "PYTHON") -> TinyGPT:
 
 model = load_model()
 CONTEXT = model.context
+# each parameter as a variable named after its state_dict key ("blocks.0.qkv.weight" is
+# blocks_0_qkv_weight): the bundle keys its weights by these names, so the page can write
+# weights it trained itself into the loaded bundle (generate.js)
+globals().update({key.replace(".", "_"): value for key, value in model.state_dict().items()})
 n = kg.Dim("n", 1, CONTEXT)
 ids = kg.Tensor.empty(1, n, dtype=kg.dtypes.int32, name="ids", device="PYTHON")
 with kg.no_grad():

@@ -272,9 +272,7 @@ class Model {
   // Writes the weights and creates every kernel's pipeline at once (createComputePipelineAsync,
   // all in flight together); onProgress({done, total}) after each pipeline is made.
   async prepare(sources, weights, onProgress = null) {
-    for (const spec of this.manifest.weights) {
-      write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
-    }
+    this.setWeights(weights);
     const total = this.manifest.kernels.length;
     let done = 0;
     onProgress?.({ done, total });
@@ -299,6 +297,19 @@ class Model {
       return { pipeline: p, dispatch: kernel.dispatch, grid: kernel.grid, names, uniform,
         group: this.device.createBindGroup({ layout, entries }) };
     });
+  }
+
+  // Writes every weight anew: weights(name) gives its bytes in the manifest's dtype and shape
+  // (as in weights.safetensors), e.g. values trained in the page; later runs use them.
+  setWeights(weights) {
+    for (const spec of this.manifest.weights) {
+      const data = weights(spec.name);
+      if (data?.byteLength !== this.buffer(spec).nbytes) {
+        fail(`weight ${spec.name} needs ${this.buffer(spec).nbytes} bytes, got ` +
+          `${data?.byteLength ?? 'none'}`);
+      }
+      write(this.device, this.storage[this.buffer(spec).storage], data);
+    }
   }
 
   // {dim: value} from the inputs' lengths (an input whose only symbolic size is a dim)
