@@ -20,6 +20,7 @@ import random
 import sys
 import sysconfig
 import types
+import zipfile
 
 import kernelgen as kg
 
@@ -38,16 +39,29 @@ def tiny_gpt(source: str):
   return module
 
 
-def corpus_ids(tok, limit: int) -> list:
-  """Token ids of the training files, in a seeded order, each followed by <|endoftext|>, until
-  there are `limit`."""
+def stdlib_modules() -> list:
+  """(name, read) of the standard library's top-level modules, sorted by name: from its folder,
+  or from the zip on sys.path that Pyodide keeps it in; read() gives a module's text."""
   files = sorted(glob.glob(os.path.join(sysconfig.get_paths()["stdlib"], "*.py")))
-  train = [f for i, f in enumerate(files) if i % 10]
+  if files:
+    return [(os.path.basename(f), lambda f=f: open(f, encoding="utf-8", errors="replace").read())
+            for f in files]
+  for entry in sys.path:
+    if entry.endswith(".zip") and os.path.isfile(entry):
+      archive = zipfile.ZipFile(entry)
+      names = sorted(n for n in archive.namelist() if n.endswith(".py") and "/" not in n)
+      return [(n, lambda n=n: archive.read(n).decode("utf-8", "replace")) for n in names]
+  raise FileNotFoundError("no standard library sources here (a folder or zip of *.py)")
+
+
+def corpus_ids(tok, limit: int) -> list:
+  """Token ids of the training modules (every 10th held out), in a seeded order, each followed
+  by <|endoftext|>, until there are `limit`."""
+  train = [m for i, m in enumerate(stdlib_modules()) if i % 10]
   random.Random(SEED).shuffle(train)
   end, ids = tok.token_to_id("<|endoftext|>"), []
-  for path in train:
-    with open(path, encoding="utf-8", errors="replace") as f:
-      ids += tok.encode(f.read()) + [end]
+  for _, read in train:
+    ids += tok.encode(read()) + [end]
     if len(ids) >= limit:
       break
   return ids
