@@ -272,7 +272,9 @@ class Model {
   // Writes the weights and creates every kernel's pipeline at once (createComputePipelineAsync,
   // all in flight together); onProgress({done, total}) after each pipeline is made.
   async prepare(sources, weights, onProgress = null) {
-    this.setWeights(weights);
+    for (const spec of this.manifest.weights) {
+      write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
+    }
     const total = this.manifest.kernels.length;
     let done = 0;
     onProgress?.({ done, total });
@@ -302,6 +304,7 @@ class Model {
   // Writes every weight anew: weights(name) gives its bytes in the manifest's dtype and shape
   // (as in weights.safetensors), e.g. values trained in the page; later runs use them.
   setWeights(weights) {
+    this.usable();
     for (const spec of this.manifest.weights) {
       const data = weights(spec.name);
       if (data?.byteLength !== this.buffer(spec).nbytes) {
