@@ -3,6 +3,7 @@ source, with kernelgen (autograd, kg.optim.AdamW, kg.jit), and a BPE tokenizer t
 kg.text.train_bpe.
 
     python examples/train_lm.py --steps 900          # writes web/demos/lm/{tokenizer.json, ...}
+    python examples/train_lm.py --steps 2000 --resume --tokenizer web/demos/lm/tokenizer.json
     python examples/train_lm.py --steps 20 --device PYTHON --out /tmp/lm
 
 The corpus is every top-level module of this Python's standard library (sysconfig's "stdlib"
@@ -173,13 +174,30 @@ def evaluate(model, held, log: dict, step: int, device: str) -> bool:
   return True
 
 
+def resume(model, log: dict, args, device: str) -> int:
+  """Load the weights and curves a previous run saved in args.out and return the step it had
+  reached: this run's steps follow (a new warmup and cosine over them, AdamW's state afresh)."""
+  previous = json.loads((args.out / "train_log.json").read_text(encoding="utf-8"))
+  weights = kg.load(str(args.out / "weights.safetensors"))
+  model.load_state_dict({k: v.cast(kg.dtypes.float32).to(device) for k, v in weights.items()})
+  offset = previous["held_out"]["step"]
+  log["curve"] = [e for e in previous["curve"] if e["step"] <= offset]
+  log["held_out_curve"] = previous.get("held_out_curve", [])
+  log["segments"] = previous.get("segments", [{"from_step": 0, "steps": offset}])
+  log["segments"].append({"from_step": offset, "steps": args.steps,
+                          "note": "resumed: new warmup + cosine, AdamW state afresh"})
+  print(f"resumed at step {offset}", flush=True)
+  return offset
+
+
 def train(args, device: str) -> None:
   tok, train_ids, held, log = prepare(args, device)
   kg.nn.manual_seed(SEED)
   model = TinyGPT(VOCAB, DIM, LAYERS, HEADS, CONTEXT)
   log["config"]["parameters"] = sum(int(np.prod(p.shape)) for p in model.parameters())
   print(f"model: {log['config']['parameters']} parameters on {device}", flush=True)
-  rng = np.random.default_rng(SEED)
+  offset = resume(model, log, args, device) if args.resume else 0
+  rng = np.random.default_rng(SEED + offset)
   opt = kg.optim.AdamW(list(model.parameters()), lr=PEAK_LR, weight_decay=0.01)
   step, started, recent = make_step(model, opt), time.time(), []
   for i in range(args.steps):
@@ -190,13 +208,13 @@ def train(args, device: str) -> None:
     recent.append(step(kg.Tensor(x, device=device), kg.Tensor(y, device=device),
                        kg.Tensor([lr], device=device)).item())
     if (i + 1) % args.log_every == 0:
-      entry = {"step": i + 1, "loss": float(np.mean(recent)), "lr": lr,
+      entry = {"step": offset + i + 1, "loss": float(np.mean(recent)), "lr": lr,
                "seconds": round(time.time() - started, 1)}
       log["curve"].append(entry)
       print(json.dumps(entry), flush=True)
       recent = []
     if (i + 1) % args.save_every == 0 or i + 1 == args.steps:
-      if not evaluate(model, held, log, i + 1, device):
+      if not evaluate(model, held, log, offset + i + 1, device):
         return
       save(model, tok, log, args.out)
 
@@ -207,6 +225,8 @@ def main() -> None:
   parser.add_argument("--log-every", type=int, default=25)
   parser.add_argument("--save-every", type=int, default=100)
   parser.add_argument("--out", type=Path, default=OUT)
+  parser.add_argument("--resume", action="store_true",
+                      help="continue from the weights and log in --out (e.g. the committed model)")
   parser.add_argument("--tokenizer", type=Path, default=None,
                       help="a tokenizer.json this script wrote (skips training the tokenizer)")
   parser.add_argument("--device", default=None,
