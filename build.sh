@@ -197,6 +197,7 @@ assemble_site() {
   if [[ -f web/demos/lm/weights.safetensors ]]; then
     PYTHONPATH=core "$VENV/bin/python" -m kernelgen export web/demos/lm_model.py \
       --out site/web/demos/lm_bundle >/dev/null
+    cp examples/tiny_gpt.py site/web/demos/lm/   # the model's source, for training in the page
   fi
   # The API reference (the header's "API" link): kg, kg.nn, kg.optim, kg.onnx, the bundles and
   # the errors, from their docstrings; web/api-template shows Tensor's mixed-in methods.

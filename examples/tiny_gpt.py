@@ -35,7 +35,7 @@ class Block(nn.Module):
     self.up, self.down = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
 
   def attention(self, x, mask):
-    b, t, d = x.shape
+    b, t, d = x.symbolic_shape
     h = self.heads
     qkv = self.qkv(x).reshape(b, t, 3, h, d // h).permute(2, 0, 3, 1, 4)
     q, k, v = qkv[0], qkv[1], qkv[2]
@@ -45,7 +45,10 @@ class Block(nn.Module):
 
   def forward(self, x, mask):
     x = x + self.attention(self.ln1(x), mask)
-    return x + self.down(gelu(self.up(self.ln2(x))))
+    # the pre-activation gets its own buffer: without it the backward pass recomputed the up
+    # projection inside GELU's gradient kernel (a naive elementwise kernel doing a matmul per
+    # element), about 10x slower than the matmul kernels on lavapipe
+    return x + self.down(gelu(self.up(self.ln2(x)).contiguous()))
 
 
 class TinyGPT(nn.Module):
@@ -63,11 +66,13 @@ class TinyGPT(nn.Module):
     self.positions.weight = nn.Parameter(self.positions.weight * 0.02)
 
   def hidden(self, ids):
-    """The final hidden states (B, T, dim) of ids (B, T)."""
-    t = ids.shape[1]
-    causal = [[0.0 if j <= i else -1e9 for j in range(t)] for i in range(t)]
-    mask = kg.Tensor(causal, device=self.tokens.weight.device)
-    positions = kg.Tensor(list(range(t)), dtype=kg.dtypes.int32, device=self.tokens.weight.device)
+    """The final hidden states (B, T, dim) of ids (B, T); T may be a symbolic size (a kg.Dim
+    expression up to `context`: web/demos/lm_model.py exports one program for every length)."""
+    t = ids.symbolic_shape[1]
+    device = self.tokens.weight.device
+    positions = kg.Tensor.arange(t, device=device)
+    later = positions.reshape(1, t) > positions.reshape(t, 1)      # key j after query i
+    mask = later.cast(kg.dtypes.float32) * -1e9
     x = self.tokens(ids) + self.positions(positions)
     for block in self.blocks:
       x = block(x, mask)

@@ -2,14 +2,17 @@
 source, with kernelgen (autograd, kg.optim.AdamW, kg.jit), and a BPE tokenizer trained by
 kg.text.train_bpe.
 
-    python examples/train_lm.py                 # writes web/demos/lm/{tokenizer.json, ...}
-    python examples/train_lm.py --steps 200 --device PYTHON
+    python examples/train_lm.py --steps 900          # writes web/demos/lm/{tokenizer.json, ...}
+    python examples/train_lm.py --steps 2000 --resume --tokenizer web/demos/lm/tokenizer.json
+    python examples/train_lm.py --steps 20 --device PYTHON --out /tmp/lm
 
 The corpus is every top-level module of this Python's standard library (sysconfig's "stdlib"
 folder, *.py, sorted by name); every 10th file is held out. Files are joined with the
-<|endoftext|> token. Training draws random windows of CONTEXT + 1 tokens (a fixed seed). The
-held-out perplexity is measured on consecutive windows of the held-out files, against a bigram
-model (add-k smoothing, k chosen on the training tokens) scored on the same targets. Writes the
+<|endoftext|> token. Training draws random windows of CONTEXT + 1 tokens (a fixed seed); the
+learning rate warms up linearly, then follows a cosine down to a tenth (a tensor argument of the
+jitted step, so one recording serves every step). The held-out perplexity is measured on
+consecutive windows of the held-out files, every position scored; a bigram model (add-k
+smoothing, k chosen on the training tokens) is scored on exactly the same targets. Writes the
 tokenizer, the weights (float16 safetensors) and a log (loss curve, perplexities, config).
 """
 from __future__ import annotations
@@ -32,9 +35,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tiny_gpt import TinyGPT  # noqa: E402
 
 SEED = 0
-VOCAB, DIM, LAYERS, HEADS, CONTEXT = 1024, 128, 3, 4, 64
-BATCH = 12
-LR_PHASES = ((0.75, 2e-3), (0.25, 7e-4))   # (fraction of steps, learning rate)
+VOCAB, DIM, LAYERS, HEADS, CONTEXT = 1024, 128, 2, 4, 128
+BATCH = 8
+PEAK_LR, WARMUP, FINAL_LR = 3e-3, 40, 3e-4
+EVAL_WINDOWS = 128
 OUT = Path(__file__).resolve().parent.parent / "web" / "demos" / "lm"
 
 
@@ -55,29 +59,49 @@ def token_stream(tok, texts: list) -> np.ndarray:
   return np.array(ids, dtype=np.int32)
 
 
-def bigram_perplexity(train: np.ndarray, held: np.ndarray, vocab: int) -> tuple[float, float]:
-  """(perplexity, k) of the add-k bigram on held's targets; k picked from a small grid on a
-  tenth of the training tokens held back from the counts."""
+def eval_windows(held: np.ndarray, windows: int = EVAL_WINDOWS) -> tuple[np.ndarray, np.ndarray]:
+  """(inputs, targets), each (windows, CONTEXT): evenly spaced consecutive windows of the
+  held-out stream; the model scores every target, and so does the bigram."""
+  starts = np.linspace(1, len(held) - CONTEXT - 2, windows).astype(np.int64)
+  return (np.stack([held[s:s + CONTEXT] for s in starts]),
+          np.stack([held[s + 1:s + CONTEXT + 1] for s in starts]))
+
+
+def bigram_perplexity(train: np.ndarray, x: np.ndarray, y: np.ndarray,
+                      vocab: int) -> tuple[float, float]:
+  """(perplexity, k) of the add-k bigram predicting each target y from the token x before it;
+  k picked from a small grid on a tenth of the training tokens held back from the counts."""
   def fit(tokens):
     counts = np.zeros((vocab, vocab), dtype=np.float64)
     np.add.at(counts, (tokens[:-1], tokens[1:]), 1)
     return counts
 
-  def nll(counts, tokens, k):
-    rows = counts[tokens[:-1]]
-    p = (rows[np.arange(len(rows)), tokens[1:]] + k) / (rows.sum(1) + k * vocab)
+  def nll(counts, before, after, k):
+    rows = counts[before]
+    p = (rows[np.arange(len(rows)), after] + k) / (rows.sum(1) + k * vocab)
     return float(-np.log(p).mean())
   cut = len(train) * 9 // 10
-  part = fit(train[:cut])
-  k = min((0.003, 0.01, 0.03, 0.1, 0.3, 1.0), key=lambda k: nll(part, train[cut:], k))
-  return math.exp(nll(fit(train), held, k)), k
+  part, tail = fit(train[:cut]), train[cut:]
+  k = min((0.003, 0.01, 0.03, 0.1, 0.3, 1.0), key=lambda k: nll(part, tail[:-1], tail[1:], k))
+  return math.exp(nll(fit(train), x.reshape(-1), y.reshape(-1), k)), k
+
+
+def learning_rate(i: int, steps: int) -> float:
+  """Linear warmup over WARMUP steps to PEAK_LR, then a cosine down to FINAL_LR at the end."""
+  if i < WARMUP:
+    return PEAK_LR * (i + 1) / WARMUP
+  t = (i - WARMUP) / max(1, steps - WARMUP)
+  return FINAL_LR + (PEAK_LR - FINAL_LR) * 0.5 * (1 + math.cos(math.pi * t))
 
 
 def make_step(model, opt):
-  """One jitted training step: (x, y) int32 (BATCH, CONTEXT) -> the mean cross-entropy."""
+  """One jitted training step: (x, y) int32 (BATCH, CONTEXT), lr float32 (1,) -> the mean
+  cross-entropy. The learning rate is a tensor argument: AdamW's update reads opt.lr, and a
+  Python float there would be frozen into the recorded kernels."""
   @kg.jit
-  def step(x, y):
+  def step(x, y, lr):
     opt.zero_grad()
+    opt.lr = lr
     logits = model(x).reshape(BATCH * CONTEXT, VOCAB)
     loss = logits.cross_entropy(y.reshape(BATCH * CONTEXT))
     loss.backward()
@@ -86,19 +110,16 @@ def make_step(model, opt):
   return step
 
 
-def held_out_loss(model, held: np.ndarray, device: str, windows: int = 64) -> float:
-  """Mean cross-entropy over `windows` consecutive CONTEXT-token windows of the held-out
-  stream (evenly spaced), every position scored."""
-  starts = np.linspace(0, len(held) - CONTEXT - 2, windows).astype(np.int64)
+def held_out_loss(model, x: np.ndarray, y: np.ndarray, device: str) -> float:
+  """Mean cross-entropy of the model over the held-out windows (x, y), every position."""
   total = 0.0
   with kg.no_grad():
-    for i in range(0, windows, BATCH):
-      x = np.stack([held[s:s + CONTEXT] for s in starts[i:i + BATCH]])
-      y = np.stack([held[s + 1:s + CONTEXT + 1] for s in starts[i:i + BATCH]])
-      logits = model(kg.Tensor(x, device=device)).reshape(len(x) * CONTEXT, VOCAB)
-      loss = logits.cross_entropy(kg.Tensor(y.reshape(-1), device=device))
-      total += loss.item() * len(x)
-  return total / windows
+    for i in range(0, len(x), BATCH):
+      xb, yb = x[i:i + BATCH], y[i:i + BATCH]
+      logits = model(kg.Tensor(xb, device=device)).reshape(len(xb) * CONTEXT, VOCAB)
+      loss = logits.cross_entropy(kg.Tensor(yb.reshape(-1), device=device))
+      total += loss.item() * len(xb)
+  return total / len(x)
 
 
 def save(model, tok, log: dict, out: Path) -> None:
@@ -112,78 +133,102 @@ def save(model, tok, log: dict, out: Path) -> None:
   (out / "train_log.json").write_text(json.dumps(log, indent=1), encoding="utf-8")
 
 
+def tokenizer(args, texts: list):
+  """The BPE tokenizer: --tokenizer's file (one this script wrote before: the trainer is
+  deterministic, so retraining gives the same file), else trained on the training texts."""
+  if args.tokenizer:
+    return kg.text.Tokenizer.from_file(str(args.tokenizer))
+  return kg.text.train_bpe(texts, vocab_size=VOCAB)
+
+
+def prepare(args, device: str) -> tuple:
+  """(tokenizer, training ids, held-out (x, y), log with the config and the bigram)."""
+  train_texts, held_texts = corpus()
+  t0 = time.time()
+  tok = tokenizer(args, train_texts)
+  train_ids, held_ids = token_stream(tok, train_texts), token_stream(tok, held_texts)
+  print(f"tokenizer and encoding: {time.time() - t0:.1f} s; {len(train_ids)} training tokens, "
+        f"{len(held_ids)} held-out", flush=True)
+  held = eval_windows(held_ids)
+  ppl, k = bigram_perplexity(train_ids, *held, VOCAB)
+  config = {"vocab": VOCAB, "dim": DIM, "layers": LAYERS, "heads": HEADS, "context": CONTEXT,
+            "batch": BATCH, "steps": args.steps, "peak_lr": PEAK_LR, "warmup": WARMUP,
+            "final_lr": FINAL_LR, "weight_decay": 0.01, "seed": SEED, "device": device}
+  log = {"config": config, "bigram": {"perplexity": ppl, "k": k},
+         "tokens": {"train": len(train_ids), "held_out": len(held_ids),
+                    "scored": int(held[1].size)}, "curve": [], "held_out_curve": []}
+  print(f"bigram perplexity on the {held[1].size} held-out targets: {ppl:.2f} (k={k})",
+        flush=True)
+  return tok, train_ids, held, log
+
+
+def evaluate(model, held, log: dict, step: int, device: str) -> bool:
+  """Score the held-out windows into the log; False when the loss is not finite (diverged)."""
+  loss = held_out_loss(model, *held, device)
+  if not math.isfinite(loss):
+    print(f"held-out loss {loss} at step {step}: not saved, stopping", flush=True)
+    return False
+  log["held_out"] = {"step": step, "loss": loss, "perplexity": math.exp(loss)}
+  log["held_out_curve"].append(log["held_out"])
+  print(json.dumps(log["held_out"]), flush=True)
+  return True
+
+
 def resume(model, log: dict, args, device: str) -> int:
-  """Load the weights and curve a previous run saved in args.out (its optimizer state is not
-  kept: AdamW starts afresh); returns the step it had reached."""
-  previous = json.loads((args.out / "train_log.json").read_text())
+  """Load the weights and curves a previous run saved in args.out and return the step it had
+  reached: this run's steps follow (a new warmup and cosine over them, AdamW's state afresh)."""
+  previous = json.loads((args.out / "train_log.json").read_text(encoding="utf-8"))
   weights = kg.load(str(args.out / "weights.safetensors"))
   model.load_state_dict({k: v.cast(kg.dtypes.float32).to(device) for k, v in weights.items()})
   offset = previous["held_out"]["step"]
   log["curve"] = [e for e in previous["curve"] if e["step"] <= offset]
-  log["segments"] = previous.get("segments", [{"steps": offset, **{
-    k: previous["config"][k] for k in ("batch", "lr_phases")}}])
-  log["segments"].append({"from_step": offset, "batch": BATCH, "lr_phases": LR_PHASES,
-                          "steps": args.steps, "note": "AdamW state reset on resume"})
+  log["held_out_curve"] = previous.get("held_out_curve", [])
+  log["segments"] = previous.get("segments", [{"from_step": 0, "steps": offset}])
+  log["segments"].append({"from_step": offset, "steps": args.steps,
+                          "note": "resumed: new warmup + cosine, AdamW state afresh"})
   print(f"resumed at step {offset}", flush=True)
   return offset
 
 
 def train(args, device: str) -> None:
-  train_texts, held_texts = corpus()
-  t0 = time.time()
-  tok = kg.text.train_bpe(train_texts, vocab_size=VOCAB)
-  train_ids, held_ids = token_stream(tok, train_texts), token_stream(tok, held_texts)
-  print(f"tokenizer: {time.time() - t0:.1f} s; {len(train_ids)} training tokens, "
-        f"{len(held_ids)} held-out", flush=True)
-  ppl, k = bigram_perplexity(train_ids, held_ids, VOCAB)
-  config = {"vocab": VOCAB, "dim": DIM, "layers": LAYERS, "heads": HEADS, "context": CONTEXT,
-            "batch": BATCH, "steps": args.steps, "lr_phases": LR_PHASES, "seed": SEED,
-            "device": device}
-  log = {"config": config, "bigram": {"perplexity": ppl, "k": k},
-         "tokens": {"train": len(train_ids), "held_out": len(held_ids)}, "curve": []}
-  print(f"bigram held-out perplexity {ppl:.2f} (k={k})", flush=True)
+  tok, train_ids, held, log = prepare(args, device)
   kg.nn.manual_seed(SEED)
   model = TinyGPT(VOCAB, DIM, LAYERS, HEADS, CONTEXT)
-  config["parameters"] = sum(int(np.prod(p.shape)) for p in model.parameters())
-  print(f"model: {config['parameters']} parameters on {device}", flush=True)
+  log["config"]["parameters"] = sum(int(np.prod(p.shape)) for p in model.parameters())
+  print(f"model: {log['config']['parameters']} parameters on {device}", flush=True)
   offset = resume(model, log, args, device) if args.resume else 0
   rng = np.random.default_rng(SEED + offset)
-  opt = kg.optim.AdamW(list(model.parameters()), lr=LR_PHASES[0][1], weight_decay=0.01)
-  phase_ends = np.cumsum([f for f, _ in LR_PHASES]) * args.steps
-  step, phase, started, recent = make_step(model, opt), 0, time.time(), []
+  opt = kg.optim.AdamW(list(model.parameters()), lr=PEAK_LR, weight_decay=0.01)
+  step, started, recent = make_step(model, opt), time.time(), []
   for i in range(args.steps):
-    if i >= phase_ends[phase]:
-      phase += 1
-      opt.lr = LR_PHASES[phase][1]   # frozen into the jitted step's kernels: record anew
-      step = make_step(model, opt)
     starts = rng.integers(0, len(train_ids) - CONTEXT - 1, BATCH)
     x = np.stack([train_ids[s:s + CONTEXT] for s in starts])
     y = np.stack([train_ids[s + 1:s + CONTEXT + 1] for s in starts])
-    recent.append(step(kg.Tensor(x, device=device), kg.Tensor(y, device=device)).item())
+    lr = learning_rate(i, args.steps)
+    recent.append(step(kg.Tensor(x, device=device), kg.Tensor(y, device=device),
+                       kg.Tensor([lr], device=device)).item())
     if (i + 1) % args.log_every == 0:
-      entry = {"step": offset + i + 1, "loss": float(np.mean(recent)), "lr": opt.lr,
+      entry = {"step": offset + i + 1, "loss": float(np.mean(recent)), "lr": lr,
                "seconds": round(time.time() - started, 1)}
       log["curve"].append(entry)
       print(json.dumps(entry), flush=True)
       recent = []
     if (i + 1) % args.save_every == 0 or i + 1 == args.steps:
-      held = held_out_loss(model, held_ids, device)
-      if not math.isfinite(held):   # diverged: keep the last good checkpoint, stop
-        print(f"held-out loss {held} at step {offset + i + 1}: not saved, stopping", flush=True)
+      if not evaluate(model, held, log, offset + i + 1, device):
         return
-      log["held_out"] = {"step": offset + i + 1, "loss": held, "perplexity": math.exp(held)}
-      print(json.dumps(log["held_out"]), flush=True)
       save(model, tok, log, args.out)
 
 
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--steps", type=int, default=800, help="steps (after --resume's)")
+  parser.add_argument("--steps", type=int, default=900)
   parser.add_argument("--log-every", type=int, default=25)
   parser.add_argument("--save-every", type=int, default=100)
   parser.add_argument("--out", type=Path, default=OUT)
   parser.add_argument("--resume", action="store_true",
-                      help="continue from the weights and log in --out (a new optimizer)")
+                      help="continue from the weights and log in --out (e.g. the committed model)")
+  parser.add_argument("--tokenizer", type=Path, default=None,
+                      help="a tokenizer.json this script wrote (skips training the tokenizer)")
   parser.add_argument("--device", default=None,
                       help="kernelgen device (default WEBGPU when available, else PYTHON)")
   args = parser.parse_args()

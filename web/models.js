@@ -3,12 +3,14 @@
 // page's device with reproducible random inputs (a seed) and compare with the PYTHON
 // interpreter; an image model (one float input [N, 3, H, W] or [N, H, W, 3]) also runs on a
 // picture (pictures.js) and shows its top-5 classes, with the model's labels when it has them
-// (web_api.LABEL_KEYS). Python work goes to kernelgen's worker (web_api.load_model / run_model /
-// compare_model); errors show as the editor's do, and the rest of the page keeps working.
+// (web_api.LABEL_KEYS); a causal LM opens a Generate panel (models_generate.js). Python work
+// goes to kernelgen's worker (web_api.load_model / run_model / compare_model); errors show as
+// the editor's do, and the rest of the page keeps working.
 import { download } from './downloads.js';
 import { pictureInput } from './pictures.js';
 import { highlightInto } from './editors.js';
 import { el, previewText, showError, showKernels, timingsTable } from './views.js';
+import { modelClosed, modelOpened, setupGenerate } from './models_generate.js';
 
 const $ = (id) => document.getElementById(id);
 // app: {kg(), arch(), device(), busy(task, action), busyNow(), lastStop()} from app.js
@@ -69,6 +71,7 @@ function stopped(result, what) {
       'running; the model is still loaded.' };
   }
   Object.assign(state, { model: null, compiled: null, run: null, selected: 0 });
+  modelClosed();
   $('model-info').replaceChildren();
   $('model-kernels').replaceChildren();
   $('model-results').replaceChildren();
@@ -144,6 +147,7 @@ async function open(file) {
     $('model-results').replaceChildren();
     $('model-wgsl').textContent = '';
     $('model-ptx').textContent = '';
+    modelClosed();
     if (file.size >= state.maxBytes) {
       throw { type: 'LimitError', message: `${file.name} is ${file.size} bytes, over the page's ` +
         `limit of ${state.maxBytes} (kg.onnx's MAX_MODEL_BYTES): it was not read; keep large ` +
@@ -156,6 +160,7 @@ async function open(file) {
     state.compiled = { wgsl: model.wgsl, ptx: model.ptx, arch };
     showModel(model);
     showSources();
+    modelOpened(model, bytes);   // a causal LM opens the Generate panel
     $('model-meta').textContent = `${file.name} · ${bytes.length} bytes`;
     $('models-view').dataset.last = 'load';
     return model;
@@ -295,6 +300,7 @@ export function setupModels(app) {
   $('model-run').onclick = run;
   $('model-compare').onclick = compare;
   $('model-zip').onclick = () => download('zip', state.compiled, state.selected);
+  const generate = setupGenerate($('models-view'), busy);
   setButtons();
-  return { state, open, run, runImage, compare, show, ready: setButtons };
+  return { state, open, run, runImage, compare, show, ready: setButtons, generate };
 }

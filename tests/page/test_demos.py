@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import struct
 import subprocess
 import zlib
@@ -107,9 +108,12 @@ def filters_np(rgb: np.ndarray, specs: list) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def site():
-  """site/ assembled by ./build.sh site (web/demos/ comes along with web/), on a free port."""
-  subprocess.run(["./build.sh", "site"], cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
-  with StaticServer(REPO_ROOT / "site") as server:
+  """site/ assembled by ./build.sh site (web/demos/ comes along with web/), on a free port;
+  KERNELGEN_TEST_SITE names an already assembled copy to serve instead (as test_browser's)."""
+  assembled = os.environ.get("KERNELGEN_TEST_SITE")
+  if not assembled:
+    subprocess.run(["./build.sh", "site"], cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+  with StaticServer(assembled or REPO_ROOT / "site") as server:
     yield server
 
 

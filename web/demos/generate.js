@@ -1,13 +1,15 @@
 // The Generate demo: a small GPT (examples/train_lm.py) writes text from a prompt. The forward
 // pass is an exported bundle (lm_bundle/, made by build.sh from lm_model.py: the next-token
-// logits of a fixed window of CONTEXT tokens); tokenizer.js encodes the prompt and streams the
-// text out (incomplete UTF-8 held back). No Python runs in the page. Sampling (temperature,
-// top-k, a seeded generator) is plain JavaScript over the logits the bundle reads back.
+// logits after n tokens, n a symbolic size up to the model's CONTEXT); tokenizer.js encodes the
+// prompt and streams the text out (incomplete UTF-8 held back). Sampling (temperature, top-k, a
+// seeded generator) is plain JavaScript over the logits the bundle reads back: no Python runs in
+// the page unless "Continue training" boots it (generate_train.js).
 import { $ } from './common.js';
 import { Tokenizer } from './tokenizer.js';
+import { setupTraining, training } from './generate_train.js';
 
 const state = { model: null, tokenizer: null, log: null, running: null, stopWanted: false,
-  last: null, error: null, runs: 0 };
+  last: null, error: null, runs: 0, trainedSteps: 0 };
 
 // A seeded generator (mulberry32): the same seed and settings give the same text.
 function generator(seed) {
@@ -37,14 +39,9 @@ export function sample(logits, temperature, topK, random) {
   return order[order.length - 1];
 }
 
-// The bundle's inputs for a window: ids padded with zeros, pick one-hot at the last token.
+// The bundle's input: the text's last `context` ids (its length is the symbolic size n).
 function windowInputs(ids, context) {
-  const tail = ids.slice(-context);
-  const input = new Int32Array(context);
-  input.set(tail);
-  const pick = new Float32Array(context);
-  pick[tail.length - 1] = 1;
-  return { ids: input, pick };
+  return { ids: Int32Array.from(ids.slice(-context)) };
 }
 
 function settings() {
@@ -157,6 +154,18 @@ function showModel(log) {
   $('context').textContent = String(c.context);
 }
 
+// Generate with weights trained in the page from now on: written into the loaded bundle (no
+// recompiling), then a generation from the prompt shows what they write.
+async function useTrainedWeights(weights, steps) {
+  await state.running;
+  state.model.setWeights((name) => weights[name]);
+  state.trainedSteps = steps;
+  $('weights-info').textContent = `weights: the committed model trained ${steps} more steps in ` +
+    'this page';
+  document.body.dataset.trainedSteps = String(steps);
+  await generate();
+}
+
 async function main() {
   const [tokText, log] = await Promise.all([
     fetch('lm/tokenizer.json').then((r) => r.text()),
@@ -180,10 +189,11 @@ async function main() {
   $('generate').disabled = false;
   $('generate').addEventListener('click', () => generate());
   $('stop').addEventListener('click', stop);
+  setupTraining(() => ({ model: state.model, use: useTrainedWeights }));
   document.body.dataset.ready = 'true';
 }
 
-window.generateDemo = { state, generate, stop, sample };
+window.generateDemo = { state, generate, stop, sample, training };
 main().catch((error) => {
   $('notice').textContent = `The demo failed to start: ${error.message}`;
   $('notice').hidden = false;

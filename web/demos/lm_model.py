@@ -1,12 +1,12 @@
 """The Generate demo's language model as a kernelgen program with named inputs, exported at build
 time (build.sh: python -m kernelgen export web/demos/lm_model.py --out .../lm_bundle) so the
-page generates without Python: the next-token logits of a fixed window of CONTEXT tokens.
+page generates without Python: the next-token logits after n tokens, n a symbolic size
+(`kg.Dim("n", 1, CONTEXT)`: one compiled program, one set of pipelines, for every length).
 
-Inputs: `ids` (1, CONTEXT) int32, the window (tokens at 0..n-1, anything after n-1: the causal
-mask keeps later positions from reaching position n-1), and `pick` (1, CONTEXT) float32, one-hot
-at n-1. Output: `logits` (1, vocab) at position n-1. The shape is static: a prompt longer than
-the window keeps its last CONTEXT tokens (symbolic sizes would let the window grow instead).
-Weights: web/demos/lm/weights.safetensors (float16, cast to float32), examples/train_lm.py.
+Input: `ids` (1, n) int32, the text so far (its last CONTEXT tokens: the model's learned
+positions end there). Output: `logits` (1, vocab), the next token's, read at position n - 1.
+Weights: web/demos/lm/weights.safetensors (float16, cast to float32), examples/train_lm.py; in
+the bundle each is named after its state_dict key, dots as underscores.
 """
 import json
 import os
@@ -33,8 +33,12 @@ def load_model(device: str = "PYTHON") -> TinyGPT:
 
 model = load_model()
 CONTEXT = model.context
-ids = kg.Tensor.empty(1, CONTEXT, dtype=kg.dtypes.int32, name="ids", device="PYTHON")
-pick = kg.Tensor.empty(1, CONTEXT, name="pick", device="PYTHON")
+# each parameter as a variable named after its state_dict key ("blocks.0.qkv.weight" is
+# blocks_0_qkv_weight): the bundle keys its weights by these names, so the page can write
+# weights it trained itself into the loaded bundle (generate.js)
+globals().update({key.replace(".", "_"): value for key, value in model.state_dict().items()})
+n = kg.Dim("n", 1, CONTEXT)
+ids = kg.Tensor.empty(1, n, dtype=kg.dtypes.int32, name="ids", device="PYTHON")
 with kg.no_grad():
-  last = pick.reshape(1, 1, CONTEXT) @ model.hidden(ids)            # (1, 1, dim)
-  out = {"logits": (last @ model.tokens.weight.T).reshape(1, -1)}    # (1, vocab)
+  last = model.hidden(ids)[:, n - 1]                                 # (1, dim)
+  out = {"logits": last @ model.tokens.weight.T}                     # (1, vocab)

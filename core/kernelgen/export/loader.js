@@ -301,6 +301,20 @@ class Model {
     });
   }
 
+  // Writes every weight anew: weights(name) gives its bytes in the manifest's dtype and shape
+  // (as in weights.safetensors), e.g. values trained in the page; later runs use them.
+  setWeights(weights) {
+    this.usable();
+    for (const spec of this.manifest.weights) {
+      const data = weights(spec.name);
+      if (data?.byteLength !== this.buffer(spec).nbytes) {
+        fail(`weight ${spec.name} needs ${this.buffer(spec).nbytes} bytes, got ` +
+          `${data?.byteLength ?? 'none'}`);
+      }
+      write(this.device, this.storage[this.buffer(spec).storage], data);
+    }
+  }
+
   // {dim: value} from the inputs' lengths (an input whose only symbolic size is a dim)
   dimValues(inputs) {
     const values = {};
