@@ -189,9 +189,6 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
   from .cache import cached_compile
   from .compiler import target_of
   options = runtime.render_options()
-  if recording is not None:        # kg.jit: a step run many times takes the large kernels
-    from .lowering.compile_cost import RUNS_MANY
-    options = {**options, "runs": RUNS_MANY}
   if searching:
     from .search import forced_options, search
     out = item.out
@@ -201,7 +198,14 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
       opts = search(item, runtime, handles, options)
     options = {**options, **forced_options(opts)}
   with _collector_paused():
-    return cached_compile(item, target_of(runtime), options)
+    compiled = cached_compile(item, target_of(runtime), options)
+    if compiled.capped and recording is not None:
+      # kg.jit or a model's replay: a step run many times takes the large kernel. Only a capped
+      # kernel is compiled again, so every other one stays the compile cache's entry of the
+      # calls before the recording.
+      from .lowering.compile_cost import RUNS_MANY
+      compiled = cached_compile(item, target_of(runtime), {**options, "runs": RUNS_MANY})
+    return compiled
 
 
 def _launch(runtime, item, compiled, buffer: Buffer, values: dict) -> None:

@@ -10,6 +10,7 @@ import kernelgen as kg
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tools import device_runtime
 
 TABLE = np.arange(40, dtype=np.float32).reshape(10, 4)
 
@@ -84,12 +85,7 @@ def _sequence_model():
 @pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
 def test_ranged_batch_and_sequence_dims_compile_once_for_five_sizes(device):
   ort = pytest.importorskip("onnxruntime")
-  if device == "WEBGPU":
-    from tools import missing_tool
-    try:
-      kg.Device["WEBGPU"]
-    except kg.DeviceError as error:
-      missing_tool("device WEBGPU", str(error))
+  device_runtime(device)
   src = _sequence_model()
   session = ort.InferenceSession(src)
   model = kg.onnx.load(src, dims={"batch": (1, 4), "sequence_length": (1, 33)})

@@ -12,6 +12,7 @@ import kernelgen as kg
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from tools import device_runtime
 
 SIZES = [(1, 1), (2, 7), (3, 16), (2, 5)]
 
@@ -52,12 +53,7 @@ def _shape_subgraph():
 @pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
 def test_a_shape_subgraph_over_symbolic_dims_matches_onnxruntime_with_one_compile(device):
   ort = pytest.importorskip("onnxruntime")
-  if device == "WEBGPU":
-    from tools import missing_tool
-    try:
-      kg.Device["WEBGPU"]
-    except kg.DeviceError as error:
-      missing_tool("device WEBGPU", str(error))
+  device_runtime(device)
   src = _shape_subgraph()
   session = ort.InferenceSession(src)
   model = kg.onnx.load(src, dims={"batch": (1, 3), "seq": (1, 16)})
@@ -106,12 +102,7 @@ def _exported_patterns():
 @pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
 def test_exported_comparisons_on_shape_values_are_decided_by_the_dims_ranges(device):
   ort = pytest.importorskip("onnxruntime")
-  if device == "WEBGPU":
-    from tools import missing_tool
-    try:
-      kg.Device["WEBGPU"]
-    except kg.DeviceError as error:
-      missing_tool("device WEBGPU", str(error))
+  device_runtime(device)
   src = _exported_patterns()
   session = ort.InferenceSession(src)
   model = kg.onnx.load(src, dims={"batch": (1, 3), "seq": (1, 16)})
