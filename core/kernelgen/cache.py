@@ -55,6 +55,7 @@ class _Cache:
     self.size, self.hits, self.misses, self.uncached = size, 0, 0, 0
     self.plans: OrderedDict = OrderedDict()   # graph_key -> RealizePlan (the module docstring)
     self.plan_hits = 0
+    self.grown = 0       # compiles of a kept plan's capped kernel for more runs (realize._swap)
 
 
 _CACHE = _Cache(DEFAULT_SIZE)
@@ -218,7 +219,7 @@ def clear_cache() -> None:
   stored.clear()
   _CACHE.entries.clear()
   _CACHE.plans.clear()
-  _CACHE.hits = _CACHE.misses = _CACHE.uncached = _CACHE.plan_hits = 0
+  _CACHE.hits = _CACHE.misses = _CACHE.uncached = _CACHE.plan_hits = _CACHE.grown = 0
 
 
 def set_cache_size(size: int) -> None:
@@ -234,9 +235,11 @@ def set_cache_size(size: int) -> None:
 
 
 def cache_info() -> dict:
-  """{hits, misses, uncached, size, max_size, plans, plan_hits}: what the compile cache did since
-  it was cleared (plans: whole realizes kept; plan_hits: realizes that reused one, their kernels
-  counted as hits)."""
+  """{hits, misses, uncached, size, max_size, plans, plan_hits, grown}: what the compile cache did
+  since it was cleared (plans: whole realizes kept; plan_hits: realizes that reused one, their
+  kernels counted as hits; grown: of the misses, a kept plan's kernels capped for a one-off run
+  compiled again for more runs as the plan is realized again, lowering/compile_cost.py)."""
   c = _CACHE
   return {"hits": c.hits, "misses": c.misses, "uncached": c.uncached, "size": len(c.entries),
-          "max_size": c.size, "plans": len(c.plans), "plan_hits": c.plan_hits}
+          "max_size": c.size, "plans": len(c.plans), "plan_hits": c.plan_hits,
+          "grown": c.grown}

@@ -154,19 +154,36 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
 
 
 def index_elements(item, target: Target) -> None:
-  """A LimitError (limits.index_elements) when any tensor kernel `item` reads, computes or
-  reduces over has 2**31 elements or more (symbolic axes at their largest): GPU indices are
-  int32. Views count at their own shape: an expand to 2**33 elements is refused too."""
+  """A LimitError (limits.index_elements) where kernel `item` would form an integer index of
+  2**31 or more (GPU indices are int32; symbolic axes count at their largest): the output's
+  and each input buffer's elements, an axis, a reduction's reduced elements, the flat index of a
+  view's or a gather's source, an iota's values. A broadcast product that is only reduced (a
+  4096**3 matmul's) forms no index of its own size and is not refused."""
   stack, seen, stop = [item.out], set(), {id(i) for i in item.inputs}
   while stack:
     node = stack.pop()
     if id(node) in seen:
       continue
     seen.add(id(node))
-    limits.index_elements(node.size, f"kernel {item.name}: a tensor of shape {node.shape}",
-                          target.title)
+    for size, shape in _indexed(node, node is item.out or id(node) in stop):
+      limits.index_elements(size, f"kernel {item.name}: a tensor of shape {shape}", target.title)
     if id(node) not in stop and not node.realized:
       stack.extend(node.src)
+
+
+def _indexed(node, whole: bool):
+  """(elements, shape) of what `node` makes a kernel index: each axis; the whole node where it
+  is a buffer, the output or an iota; a view's or gather's source; a reduction's reduced part."""
+  from .graph.lazy import L
+  yield max(node.shape, default=1), node.shape
+  if whole or node.realized or node.op in (L.BUFFER, L.IOTA):
+    yield node.size, node.shape
+  if node.realized or not node.src:
+    return
+  if node.op in (L.VIEW, L.GATHER):
+    yield node.src[0].size, node.src[0].shape
+  elif node.op is L.REDUCE:
+    yield node.src[0].size // max(node.size, 1), node.src[0].shape
 
 
 def with_grid(compiled, item, opts):

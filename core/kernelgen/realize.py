@@ -146,8 +146,11 @@ def _swap(plan, at: int, item, runtime, upgrades: list):
     return compiled
   upgrades[0] -= 1
   options = {**runtime.render_options(), "runs": runs}
+  from . import cache
+  misses = cache._CACHE.misses
   with _collector_paused():
     compiled = plan.compiled[at] = cached_compile(item, target_of(runtime), options)
+  cache._CACHE.grown += cache._CACHE.misses - misses
   return compiled
 
 

@@ -99,8 +99,11 @@ def test_warm_calls_replay_without_visiting_a_node(device, visits, monkeypatch):
         return _many(launches, *a)
       finally:
         inside[0] = False
-    monkeypatch.setattr(rt, "run", counted_run)
-    monkeypatch.setattr(rt, "run_many", counted_many)
+    # on the instance's own __dict__: undone by deleting the keys, so that the class's methods
+    # show through again (setattr on the instance would leave the old bound methods pinned
+    # there, and later tests patching the class would patch nothing)
+    monkeypatch.setitem(rt.__dict__, "run", counted_run)
+    monkeypatch.setitem(rt.__dict__, "run_many", counted_many)
   visits[0] = 0
   for k in range(3, 8):
     got = model.run(_feeds(k), device=device)

@@ -43,6 +43,14 @@ def test_under_the_limit_compiles():
                         target="ptx")) == 1
 
 
+@pytest.mark.parametrize("target", ["wgsl", "ptx"])
+def test_a_product_that_is_only_reduced_is_not_refused(target):
+  """A 4096**3 matmul broadcasts a 2**36-element product that no index ever spans: its buffers,
+  axes and reduced part are all under the limit."""
+  a, b = (kg.Tensor.empty(4096, 4096, name=n) for n in "ab")
+  assert len(kg.compile(a @ b, target=target)) >= 1
+
+
 def test_python_is_not_bound_by_int32_indices():
   """The interpreter's indices are Python ints: its own work limit applies instead."""
   with pytest.raises(kg.LimitError) as error:
