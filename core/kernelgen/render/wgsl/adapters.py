@@ -270,8 +270,8 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
 
 # MEASUREMENTS: the numbers behind lowering/optimize.py's constants and the Target facts they
 # steer (wgsl/target.py, ptx/target.py), kept here with the table's (machine shared, load noted):
-# - MIN_GATED_LOCAL (lowering/threads.py), one workgroup of exactly n threads: the digits demo's 10 logits were 5
-#   workgroups of 2, each a task for SwiftShader's thread pool to wake up on a loaded CPU
+# - MIN_GATED_LOCAL (lowering/threads.py), one workgroup of exactly n threads: the digits demo's
+#   10 logits were 5 workgroups of 2, each a task for SwiftShader's thread pool to wake up on a loaded CPU
 #   (Chromium, best / q25 / median of 45 submits, load ~7, ms: 3 kernels with 5 groups of 2
 #   0.6 / 2.7 / 3.1, with 1 group of 10 0.4 / 0.9 / 2.7; tinygrad 1.5 / 2.9 / 3.4; again, 90
 #   submits, load ~6: 0.6 / 2.7 / 3.0 -> 0.5 / 0.9 / 2.9, tinygrad 1.3 / 3.1 / 3.3).
