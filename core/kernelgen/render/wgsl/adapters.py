@@ -205,8 +205,10 @@ TABLE: dict[tuple[str, str], dict] = {
   # kernels, the chain 30.7 -> 23.4 ms best of 8 at idle; per kernel (--split): gray + colour +
   # sepia 7.9 ms (a copy kernel of its bytes 7.6), the edge-padded blur + invert 16.7 (its copy
   # kernel 5.5): the blur bounds the chain's frame.
+  # long_tiles and tile_unroll 4 as SwiftShader's (issue 43): MEASURED_LAVAPIPE_TILES below
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
-                         "tile_window": True, "tile_size_cap": True},
+                         "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
+                         "tile_window": True, "tile_size_cap": True, "tile_unroll": 4},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
@@ -341,6 +343,27 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
 #   only, reductions.sibling_reduces), lanes three times. Softmax 4096x1024, a thread per row with
 #   the online max and sum: see ("lavapipe", "rows") above (12.2 / 12.9 against 16 lanes' 13.6 /
 #   17.2).
+# - MEASURED_LAVAPIPE_TILES (lavapipe's long_tiles and tile_unroll 4, issue 43): at idle the
+#   bench's three runs had lavapipe matmul 1024^3 at 128 / 309 / 203 ms best of 5 (8x16 tiles, A
+#   read as scalars) against TF.js 379 / 444 / 529 (worst ratio 1.44), conv2d 1x64x56x56 3x3 (8x8)
+#   18.9 / 20.2 / 35.8 against TF.js 46.9 / 52.5 / 46.6 (1.30). Why the times fall in two modes:
+#   llvmpipe splits a dispatch's workgroups into one fixed chunk per worker thread (lp_cs_tpool:
+#   num_iters / num_threads each, no stealing), so with 2 CPUs a dispatch takes as long as its
+#   slower half; our reading of the 2x (not verified inside Chromium's GPU process): where one
+#   worker gets no CPU the other runs both halves (conv2d 37 ms against 19). No workgroup count or
+#   size balances that (local 64 / 32 below: no gain), only less work per dispatch. Natively
+#   (bench/lavapipe_tiles.py, best / median of 6 interleaved, load 3-12 on 2 CPUs, ms), matmul:
+#   8x16 (before) 1047 / 2418 | 8x16 local 64 1727 / 2096 | 8x16 local 32 1603 / 1955 | 8x8
+#   1683-1695 / 2392-2415 | 16x8 1563 / 2228 | 8x16 unrolled 4 (A as vec4) 748 / 1462 | 16x16
+#   unrolled 4 555 / 902 | 8x8 unrolled 4 1132 / 1559; conv2d: 8x8 (before) 73 / 102 | 16x8 68 /
+#   96 | 8x8 unrolled 4 56 / 84 | 16x16 unrolled 4 63 / 73 (3796 lines of WGSL, 20.9 s of
+#   lavapipe compile in Chromium at load 12; 16x8 unrolled, the heuristic's choice: 1564 lines,
+#   4.8 s; 8x8 before: 299 lines, 0.4 s). In Chromium (bench/peers_probe.py, best / median of 6-8
+#   interleaved per phase, load 11-16): matmul 16x16 unrolled 172-201 / 413-1040 | before 285-1570
+#   / 534-1770 | tinygrad 1060-2230 / 2420-4270; the same kernels old against new, 8 rounds: 625 /
+#   1790 -> 272 / 1030; conv2d 16x8 unrolled 26.9-28.7 / 49.5-71.7 | before 35.6-38.6 / 38.3-67.8
+#   (its floor at load 12 is its floor at idle: one worker's time) | tinygrad 69-110 / 142-187 |
+#   TF.js 92.2 / 95.8; again, 8 rounds: new 29.6-51.1 / 118-141 | before 41.8-90.3 / 136-261.
 
 def classify(info) -> str:
   """The class (one of CLASSES) of an adapter described by `info`: a class name itself, a
