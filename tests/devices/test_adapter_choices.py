@@ -86,14 +86,20 @@ def test_tile_unroll_reads_conv_weights_as_vectors():
   assert plain.count("b1_x[") * 4 == vec.count("b1_x[")
 
 
-@pytest.mark.parametrize("channels", [8, 6])
-def test_tile_unroll_conv_computes_right(on, channels):
-  """Natively (lavapipe) with SwiftShader's table: 3x3 convs with padding (gated input loads),
-  input channels x window rows a multiple of 4 (8 x 3) or not (6 x 3 = 18)."""
-  on("WEBGPU", adapter="swiftshader")
+@pytest.mark.parametrize("adapter", ["swiftshader", "lavapipe"])
+@pytest.mark.parametrize("channels", [8, 6, 32])
+def test_tile_unroll_conv_computes_right(on, channels, adapter):
+  """Natively (lavapipe) with SwiftShader's and lavapipe's tables: 3x3 convs with padding (gated
+  input loads), input channels x window rows a multiple of 4 (8 x 3) or not (6 x 3 = 18), or 32
+  channels (288 reduced elements: a long reduction, the weights read as vec4)."""
+  on("WEBGPU", adapter=adapter)
   rng = np.random.default_rng(6)
   x = rng.standard_normal((1, channels, 20, 24), np.float32)
   w = rng.standard_normal((16, channels, 3, 3), np.float32)
+  if channels == 32:
+    (k,) = kg.compile(kg.Tensor.empty(*x.shape, name="x").conv2d(
+      kg.Tensor.empty(*w.shape, name="w"), padding=1), target="wgsl", adapter=adapter)
+    assert "b2_w: array<vec4<f32>>" in k.launch.source
   xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
   win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
   want = np.einsum("nchwij,ocij->nohw", win, w)

@@ -156,12 +156,13 @@ def test_swiftshader_prefers_wider_tiles_where_they_divide():
       kg.compile(a @ b, target="wgsl", tiles=bad)
 
 
+@pytest.mark.parametrize("adapter", ["swiftshader", "lavapipe"])
 @pytest.mark.parametrize("n", [256, 72])
-def test_swiftshader_tiles_compute_right(on, n):
-  """SwiftShader's tile choice, run natively (lavapipe, with the SwiftShader table's options):
-  over a long reduction (256), 16x16 tiles where 16 divides the rows and columns (256), 8x8
-  where it does not (72)."""
-  on("WEBGPU", adapter="swiftshader")
+def test_swiftshader_tiles_compute_right(on, n, adapter):
+  """SwiftShader's and lavapipe's tile choice, run natively (lavapipe, with each table's
+  options): over a long reduction (256), 16x16 tiles where 16 divides the rows and columns
+  (256), 8x8 where it does not (72)."""
+  on("WEBGPU", adapter=adapter)
   rng = np.random.default_rng(3)
   a, b = rng.standard_normal((n, 256), np.float32), rng.standard_normal((256, n), np.float32)
   got = (kg.Tensor(a) @ kg.Tensor(b)).numpy()
