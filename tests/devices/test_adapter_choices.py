@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
+from kernelgen.lowering.compile_cost import RUNS_MANY
 from ops_util import on  # noqa: F401  (fixture)
 
 
@@ -92,16 +93,37 @@ def test_tile_unroll_conv_computes_right(on, channels, adapter):
   """Natively (lavapipe) with SwiftShader's and lavapipe's tables: 3x3 convs with padding (gated
   input loads), input channels x window rows a multiple of 4 (8 x 3) or not (6 x 3 = 18), or 32
   channels (288 reduced elements: a long reduction, the weights read as vec4)."""
-  on("WEBGPU", adapter=adapter)
+  on("WEBGPU", adapter=adapter, runs=RUNS_MANY)     # lavapipe: its long tiles (not capped)
   rng = np.random.default_rng(6)
   x = rng.standard_normal((1, channels, 20, 24), np.float32)
   w = rng.standard_normal((16, channels, 3, 3), np.float32)
   if channels == 32:
     (k,) = kg.compile(kg.Tensor.empty(*x.shape, name="x").conv2d(
-      kg.Tensor.empty(*w.shape, name="w"), padding=1), target="wgsl", adapter=adapter)
+      kg.Tensor.empty(*w.shape, name="w"), padding=1), target="wgsl", adapter=adapter,
+      runs=RUNS_MANY)
     assert "b2_w: array<vec4<f32>>" in k.launch.source
   xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
   win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
   want = np.einsum("nchwij,ocij->nohw", win, w)
   got = kg.Tensor(x).conv2d(kg.Tensor(w), padding=1).numpy()
   np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_lavapipe_long_tiles_fit_a_one_off_compile_budget():
+  """Option long_tiles_cost (lavapipe's table): a one-off run takes the long tiles and
+  tile_unroll only where the unrolled kernel's estimated build fits its budget (compile_cost.py):
+  matmul 1024^3's 16x16 tile (1127 UOps) does; conv2d 3x3 64ch's 16x8 (2197 UOps) does not and
+  keeps the 8x8 scalar tile (capped: realized again, a plan takes the unrolled one); many runs,
+  or the options given, take them."""
+  a, b = kg.Tensor.empty(1024, 1024, name="a"), kg.Tensor.empty(1024, 1024, name="b")
+  assert "b1_a: array<vec4<f32>>" in kernel(a @ b, adapter="lavapipe").launch.source
+  x, w = kg.Tensor.empty(1, 64, 56, 56, name="x"), kg.Tensor.empty(64, 64, 3, 3, name="w")
+  conv = x.conv2d(w, padding=1)
+  one_off = kernel(conv, adapter="lavapipe")
+  assert one_off.capped and "b2_w: array<f32>" in one_off.launch.source
+  assert one_off.launch.source == kernel(conv, adapter="lavapipe", long_tiles_cost=False,
+                                         long_tiles=None, tile_unroll=0).launch.source
+  many = kernel(conv, adapter="lavapipe", runs=RUNS_MANY)
+  assert not many.capped and many.launch.source == kernel(conv, adapter="swiftshader").launch.source
+  given = kernel(conv, adapter="lavapipe", tile_unroll=4, long_tiles=((16, 8),))
+  assert given.launch.source == many.launch.source

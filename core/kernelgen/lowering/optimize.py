@@ -12,6 +12,7 @@ launch options over the probes they share (_PROBED), so it runs past 500 lines.
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import weakref
@@ -94,6 +95,8 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
   if tile:
     tile, axes = tile
     tile, inner, capped = _window_tile(item, options, tile, axes)
+    if _long_over_budget(item, target, options, (tile, axes, inner)):
+      return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
     threads = _tile_threads(item, tile, axes)
     local = int(options.get("local", 0)) or local_size(threads, target.max_local)
     return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
@@ -243,6 +246,29 @@ def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) ->
   cheap = [t for t in fits if not compile_cost.capped(options) or compile_cost.affordable(
     options, _window_uops(item, axes, total, t))]
   return (cheap[0], total, cheap[:1] != fits[:1]) if cheap else (tile, 0, bool(fits))
+
+
+def _long_over_budget(item: ScheduleItem, target: Target, options: dict, chosen: tuple) -> bool:
+  """With option long_tiles_cost (lavapipe's, render/wgsl/adapters.py): the tile `chosen` (tile,
+  axes, tile_inner) under the adapter's long_tiles / tile_unroll lowers to a kernel whose
+  estimated build passes the run's budget (compile_cost.py): a one-off run takes the kernel as
+  without them (ResNet-50 natively: 31 CPU s with, 65 without this cap). Forced tiles are kept."""
+  chose = options.get("adapter_chose", frozenset()) & {"long_tiles", "tile_unroll"}
+  if not options.get("long_tiles_cost") or not chose or "tile" in options or \
+      not compile_cost.capped(options):
+    return False
+  tile, axes, inner = chosen
+  sink = lower(item, Opts(tile=tile, tile_axes=axes, tile_inner=inner, fma=target.tile_fma,
+                          tile_unroll=int(options.get("tile_unroll", 0) or 0)))[0]
+  return not compile_cost.affordable(options, len(toposort([sink])))
+
+
+def _without_long(options: dict) -> dict:
+  """`options` without the adapter's long_tiles and tile_unroll (given ones stay)."""
+  chose = options.get("adapter_chose", frozenset())
+  return {**options, "long_tiles_cost": False,
+          **({"long_tiles": None} if "long_tiles" in chose else {}),
+          **({"tile_unroll": 0} if "tile_unroll" in chose else {})}
 
 
 def _window_uops(item: ScheduleItem, axes: tuple, inner: int, tile: tuple) -> int:

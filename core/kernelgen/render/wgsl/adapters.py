@@ -208,7 +208,8 @@ TABLE: dict[tuple[str, str], dict] = {
   # long_tiles and tile_unroll 4 as SwiftShader's (issue 43): MEASURED_LAVAPIPE_TILES below
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
-                         "tile_window": True, "tile_size_cap": True, "tile_unroll": 4},
+                         "tile_window": True, "tile_size_cap": True, "tile_unroll": 4,
+                         "long_tiles_cost": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
