@@ -109,18 +109,35 @@ def test_each_ptx_variant_is_right_on_ptxsim():
     np.testing.assert_allclose(got[:v], _rows(v) @ W, rtol=1e-4, atol=1e-4)
 
 
-def _run(runtime, kernel, inputs: dict, values: dict) -> np.ndarray:
-  """`kernel` run on `runtime` with `inputs` (padded to each buffer's size) by name; the
-  output buffer (the one not named in `inputs`) as float32 rows of N."""
-  handles, out = [], None
-  for spec in kernel.buffers:
-    handle = runtime.alloc(spec.size * 4)
+def test_a_replay_keeps_a_bind_group_per_variant():
+  """WEBGPU's run_many (ONNX replays) keeps bind groups per launch: each variant's own (a
+  bind group made for one pipeline's layout does not fit another's)."""
+  runtime = device_runtime("WEBGPU")
+  kernel, keep = _matmul(**runtime.render_options()), {}
+  for v in (1, HI, 2, 1, HI):
+    got = _run(runtime, kernel, {"x": _rows(v), "w": W}, {"m": v}, keep)
+    np.testing.assert_allclose(got[:v], _rows(v) @ W, rtol=1e-4, atol=1e-4)
+
+
+def _run(runtime, kernel, inputs: dict, values: dict, keep: dict | None = None) -> np.ndarray:
+  """`kernel` run on `runtime` with `inputs` (padded to each buffer's size) by name (with
+  `keep`, through run_many, keeping its bind groups there, on the same buffers every time: a
+  kept bind group binds them); the output buffer (the one not named in `inputs`) as float32
+  rows of N."""
+  if keep is None or "buffers" not in keep:
+    handles = [runtime.alloc(spec.size * 4) for spec in kernel.buffers]
+    if keep is not None:
+      keep["buffers"] = handles
+  handles = keep["buffers"] if keep is not None else handles
+  for spec, handle in zip(kernel.buffers, handles):
     if spec.name in inputs:
       data = np.zeros(spec.size, np.float32)
       data[:inputs[spec.name].size] = inputs[spec.name].ravel()
       runtime.copyin(handle, data.tobytes())
     else:
       out = handle
-    handles.append(handle)
-  runtime.run(kernel, handles, values)
+  if keep is None:
+    runtime.run(kernel, handles, values)
+  else:
+    runtime.run_many([(kernel, handles, "matmul")], values, keep)
   return np.frombuffer(runtime.copyout(out), np.float32).reshape(-1, N)

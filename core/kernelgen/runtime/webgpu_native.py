@@ -286,7 +286,8 @@ class WebGPURuntime(Runtime):
       pipeline, layout = self.pipeline(kernel.launch)
       compute.set_pipeline(pipeline)
       if key is not None and keep is not None:
-        key = (key, tuple(var_values.get(name) for name, _ in kernel.launch.uniforms))
+        key = (key, id(kernel),      # (a variant's bind group fits its own pipeline only)
+               tuple(var_values.get(name) for name, _ in kernel.launch.uniforms))
         group = keep.get(key)
         if group is None:
           group = keep[key] = self._bind_group(kernel.launch, layout, handles, var_values)
