@@ -149,8 +149,24 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   if not isinstance(out, CompiledKernel):
     with internal_errors("render", item.name):
       out = python_compiled(out)
-  out = with_grid(out, item, opts)
+  out = with_variants(with_grid(out, item, opts), item, target, options, opts, print_after)
   return dataclasses.replace(out, capped=True) if opts is not None and opts.capped else out
+
+
+def with_variants(compiled, item, target: Target, options: dict, opts, print_after=()):
+  """`compiled` with its variants for small bound values of its leading symbolic dim
+  (lowering/variants.py), each compiled here, now, so that no bound value compiles later; a
+  variant is kept only with a run-time grid and the same buffers and arguments."""
+  from .lowering.variants import tile_variants
+  if not compiled.launch.grid:
+    return compiled
+  made = []
+  for dim, most, extra in tile_variants(item, target, options, opts):
+    variant = compile_item(item, target, {**options, **extra}, print_after)
+    if variant.launch.grid and variant.launch.bindings == compiled.launch.bindings and \
+       variant.launch.uniforms == compiled.launch.uniforms:
+      made.append((dim, most, variant))
+  return dataclasses.replace(compiled, variants=tuple(made)) if made else compiled
 
 
 def index_elements(item, target: Target) -> None:

@@ -199,7 +199,7 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
            _probe_loads(item, (1, 1), axes)):
     return ()
   long = prod(reduce.src[0].shape[a] for a in reduce.arg[1]) >= LONG_TILE_REDUCE
-  tiles = [_clip(item, t, axes) for t in _preferred_tiles(options, long)]
+  tiles = [_clip(item, t, axes) for t in preferred_tiles(options, long)]
   fits = [t for t in tiles
           if _tileable(item, t, axes) and _tile_threads(item, t, axes) >= TILE_MIN_THREADS and
           (t in TILES or _divides(item, t, axes))]
@@ -239,7 +239,7 @@ def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) ->
     return tile, 0, False          # the rows share no more loads with the window unrolled
   if "tile" in options:
     return tile, total, False
-  fits = [t for t in (_clip(item, t, axes) for t in _preferred_tiles(options))
+  fits = [t for t in (_clip(item, t, axes) for t in preferred_tiles(options))
           if t[0] > 1 and t[0] * t[1] * total <= TILE_WINDOW_WORK and _tileable(item, t, axes)
           and _tile_threads(item, t, axes) >= TILE_MIN_THREADS
           and (t in TILES or _divides(item, t, axes))]
@@ -321,7 +321,7 @@ def _divides(item: ScheduleItem, tile: tuple, axes: tuple) -> bool:
   return all(item.out.shape[a] % n == 0 for a, n in zip(axes, tile))
 
 
-def _preferred_tiles(options: dict, long: bool = False) -> tuple:
+def preferred_tiles(options: dict, long: bool = False) -> tuple:
   """The register tiles the heuristic tries, best first: option tiles (an adapter's measured
   preference, render/wgsl/adapters.py) or TILES; for a `long` reduction (LONG_TILE_REDUCE),
   option long_tiles first where given."""

@@ -15,7 +15,7 @@ import ctypes
 import ctypes.util
 
 from ..errors import CompileError, DeviceError
-from ..uop.program import CompiledKernel, Launch, launch_dispatch
+from ..uop.program import CompiledKernel, Launch, launch_dispatch, variant_for
 from .base import Runtime
 
 # shared-library names of the driver, tried in order
@@ -156,7 +156,9 @@ class CUDARuntime(Runtime):
 
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int] | None = None,
           timed: bool = False) -> float | None:
-    """Launch `kernel`; with `timed`, wait for it and return its seconds (CUDA events)."""
+    """Launch `kernel` (its variant for `var_values`); with `timed`, wait for it and return its
+    seconds (CUDA events)."""
+    kernel = variant_for(kernel, var_values)
     launch = kernel.launch
     function = self.function(launch)
     keep_alive, params = self._arguments(launch, handles, var_values or {})

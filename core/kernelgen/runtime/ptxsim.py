@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from ..errors import DeviceError, ExecutionError
-from ..uop.program import CompiledKernel, launch_dispatch
+from ..uop.program import CompiledKernel, launch_dispatch, variant_for
 from .base import Runtime
 
 
@@ -47,6 +47,7 @@ class PTXSimRuntime(Runtime):
     """Run `kernel` with `handles` in binding order; returns the seconds the simulation took.
     `progress(blocks done, blocks, seconds)` is called as it goes (False stops it)."""
     from ..ptxsim import program, launch
+    kernel = variant_for(kernel, var_values)      # a symbolic kernel's variant for the values
     spec = kernel.launch
     if spec.target != self.target:
       raise DeviceError(f"PTXSIM runs PTX, but kernel {kernel.name} was rendered for "

@@ -7,7 +7,7 @@ from .. import limits
 from ..errors import ExecutionError
 from ..rules.ranges import value_range
 from ..uop.ops import Ops
-from ..uop.program import CompiledKernel, Kernel, launch_dispatch
+from ..uop.program import CompiledKernel, Kernel, launch_dispatch, variant_for
 from .base import Runtime
 
 
@@ -42,6 +42,7 @@ class PythonRuntime(Runtime):
     from ..uop.interpret import execute
     dispatch = None
     if isinstance(kernel, CompiledKernel):
+      kernel = variant_for(kernel, var_values)    # a symbolic kernel's variant for the values
       dispatch = launch_dispatch(kernel.launch, var_values)
       kernel = kernel.kernel
     dispatch = dispatch or kernel.global_size

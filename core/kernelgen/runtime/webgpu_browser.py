@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..errors import CompileError, DeviceError, KernelgenError, LimitError
 from ..render.wgsl.adapters import SOFTWARE, classify
-from ..uop.program import CompiledKernel, launch_dispatch
+from ..uop.program import CompiledKernel, launch_dispatch, variant_for, with_variants
 from .base import Runtime
 
 # WGSL renderer option -> the WebGPU device limit it comes from
@@ -153,9 +153,11 @@ class BrowserWebGPU(Runtime):
   def prepare(self, kernel: CompiledKernel) -> None:
     """Start creating the kernel's pipeline in the page (gpu.js prepare:
     createComputePipelineAsync, not waited for), so the driver compiles it, and every other
-    kernel prepared, while Python goes on; a failure is raised where the kernel runs."""
+    kernel prepared, while Python goes on; a failure is raised where the kernel runs. A
+    symbolic kernel's variants start with it."""
     try:
-      self.gpu.prepare(self._launch(kernel)[1])
+      for each in with_variants(kernel):
+        self.gpu.prepare(self._launch(each)[1])
     except Exception:   # no device yet, or a lost one: run() says what is wrong
       pass
 
@@ -167,6 +169,7 @@ class BrowserWebGPU(Runtime):
     return self.ffi.to_js(list(launch_dispatch(kernel.launch, var_values)))
 
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> None:
+    kernel = variant_for(kernel, var_values)      # a symbolic kernel's variant for the values
     launch, js_launch = self._launch(kernel)
     values = [var_values[name] for name, _ in launch["uniforms"]]
     promise = self._call("enqueue", js_launch, self.ffi.to_js(list(handles)),
@@ -179,6 +182,7 @@ class BrowserWebGPU(Runtime):
   def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
     """Seconds the kernel took (GPU timestamps where the page's device has them, else the wall
     time until the queue drained): gpu.js's runTimed."""
+    kernel = variant_for(kernel, var_values)
     launch, js_launch = self._launch(kernel)
     values = [var_values[name] for name, _ in launch["uniforms"]]
     promise = self._call("runTimed", js_launch, self.ffi.to_js(list(handles)),

@@ -29,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import CompileError, DeviceError
 from ..render.wgsl.adapters import classify
-from ..uop.program import CompiledKernel, Launch, launch_dispatch
+from ..uop.program import CompiledKernel, Launch, launch_dispatch, variant_for, with_variants
 from .base import Runtime
 
 # WebGPU features the device asks for when the adapter has them (standard names only, so what
@@ -164,12 +164,13 @@ class WebGPURuntime(Runtime):
   def prepare(self, kernel: CompiledKernel) -> None:
     """Start building the pipeline of `kernel` on the runtime's builder thread: the driver
     compiles the shader there (lavapipe: LLVM, in C without the GIL) while the caller compiles
-    the next kernel; `pipeline` waits for it."""
-    key = self._pipeline_key(kernel.launch)
-    if key not in self.pipelines:
-      if self._builder is None:
-        self._builder = ThreadPoolExecutor(1, thread_name_prefix="kernelgen-webgpu-pipelines")
-      self.pipelines[key] = self._builder.submit(self._build, kernel.launch)
+    the next kernel; `pipeline` waits for it. A symbolic kernel's variants start with it."""
+    for each in with_variants(kernel):
+      key = self._pipeline_key(each.launch)
+      if key not in self.pipelines:
+        if self._builder is None:
+          self._builder = ThreadPoolExecutor(1, thread_name_prefix="kernelgen-webgpu-pipelines")
+        self.pipelines[key] = self._builder.submit(self._build, each.launch)
 
   def pipeline(self, launch: Launch):
     """The (pipeline, bind group layout) of `launch`, built once per source and binding layout
@@ -241,8 +242,9 @@ class WebGPURuntime(Runtime):
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int] | None = None,
           timed: bool = False) -> float | None:
     """Dispatch `kernel`; with `timed`, wait for it and return its seconds (GPU timestamps when
-    the device has them, else wall clock up to a completed read-back)."""
-    launch = kernel.launch
+    the device has them, else wall clock up to a completed read-back); a symbolic kernel runs
+    its variant for `var_values`."""
+    launch = variant_for(kernel, var_values).launch
     pipeline, layout = self.pipeline(launch)
     bind_group = self._bind_group(launch, layout, handles, var_values or {})
     if timed:
@@ -280,10 +282,12 @@ class WebGPURuntime(Runtime):
     encoder = self.device.create_command_encoder()
     compute = encoder.begin_compute_pass()
     for kernel, handles, key in launches:
+      kernel = variant_for(kernel, var_values)
       pipeline, layout = self.pipeline(kernel.launch)
       compute.set_pipeline(pipeline)
       if key is not None and keep is not None:
-        key = (key, tuple(var_values.get(name) for name, _ in kernel.launch.uniforms))
+        key = (key, id(kernel),      # (a variant's bind group fits its own pipeline only)
+               tuple(var_values.get(name) for name, _ in kernel.launch.uniforms))
         group = keep.get(key)
         if group is None:
           group = keep[key] = self._bind_group(kernel.launch, layout, handles, var_values)

@@ -150,7 +150,11 @@ class CompiledKernel:
   the `launch` (plain data a runtime needs to run it) and the compiler's `kernel` (the
   linearized IR it was rendered from). `capped`: the optimizer cut a choice down to fit a
   one-off run's compile budget (lowering/compile_cost.py): a plan run again may swap in the
-  kernel compiled for many runs."""
+  kernel compiled for many runs. `variants`: ((dim, most, CompiledKernel), ...), the same
+  computation compiled for smaller bound values of the symbolic `dim` (a register tile sized
+  for them, lowering/variants.py), all compiled with this one: a runtime runs the first whose
+  `most` holds the bound value (`variant_for`), else this kernel; each is correct at every
+  value, so a runtime that ignores them only runs slower."""
   name: str
   target: str                       # "wgsl" or "ptx"
   source: str
@@ -160,3 +164,18 @@ class CompiledKernel:
   launch: Launch
   kernel: Kernel = field(repr=False, default=None)
   capped: bool = field(repr=False, default=False, compare=False)
+  variants: tuple = field(repr=False, default=(), compare=False)
+
+
+def variant_for(kernel, values: dict | None):
+  """The kernel to run for the dims' bound `values`: the first of `kernel.variants` whose dim is
+  bound to at most its `most`, else `kernel` itself (a Kernel or a kernel without variants)."""
+  for dim, most, variant in getattr(kernel, "variants", ()) or ():
+    if values and dim in values and values[dim] <= most:
+      return variant
+  return kernel
+
+
+def with_variants(kernel) -> list:
+  """`kernel` and its variants (a runtime prepares them all with it: none is built later)."""
+  return [kernel] + [variant for _, _, variant in getattr(kernel, "variants", ()) or ()]
