@@ -205,7 +205,8 @@ TABLE: dict[tuple[str, str], dict] = {
   # kernels, the chain 30.7 -> 23.4 ms best of 8 at idle; per kernel (--split): gray + colour +
   # sepia 7.9 ms (a copy kernel of its bytes 7.6), the edge-padded blur + invert 16.7 (its copy
   # kernel 5.5): the blur bounds the chain's frame.
-  # long_tiles and tile_unroll 4 as SwiftShader's (issue 43): MEASURED_LAVAPIPE_TILES below
+  # long_tiles and tile_unroll 4 as SwiftShader's (issue 43), for a one-off run only where the
+  # unrolled kernel's estimated build fits its budget (long_tiles_cost): MEASURED_LAVAPIPE_TILES
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                          "tile_window": True, "tile_size_cap": True, "tile_unroll": 4,
@@ -364,7 +365,16 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
 #   / 534-1770 | tinygrad 1060-2230 / 2420-4270; the same kernels old against new, 8 rounds: 625 /
 #   1790 -> 272 / 1030; conv2d 16x8 unrolled 26.9-28.7 / 49.5-71.7 | before 35.6-38.6 / 38.3-67.8
 #   (its floor at load 12 is its floor at idle: one worker's time) | tinygrad 69-110 / 142-187 |
-#   TF.js 92.2 / 95.8; again, 8 rounds: new 29.6-51.1 / 118-141 | before 41.8-90.3 / 136-261.
+#   TF.js 92.2 / 95.8; again, 8 rounds: new 29.6-51.1 / 118-141 | before 41.8-90.3 / 136-261;
+#   again (10 rounds, load 15-17): 16x8 unrolled 39.8 / 193 | 8x4 unrolled 56.4 / 210 | 4x8
+#   unrolled 49.1 / 336 | before 93.4 / 327 | tinygrad 178 / 729. bench/peers.py, 2 runs at load
+#   16-22 (not idle): matmul worst ratio 10.5x (TF.js), conv2d 3.3x (ours 27.9 and 161 ms best).
+#   The cost is the driver's compile: natively (empty shader cache, load ~19, CPU s of the first
+#   run less a later one) matmul 0.5 -> 1.3, conv2d 0.25 -> 1.2; ResNet-50's first run natively
+#   (test_onnx_light.py, CPU s) 31.1 -> 64.9, so long_tiles_cost caps them for a one-off run
+#   (31.6 CPU s again): the estimate (compile_cost.py, DRIVER_COST) of matmul's 16x16 unrolled is
+#   965 ms (1127 UOps, within ONE_OFF_MS), conv2d's 16x8 unrolled 2376 ms (2197 UOps), so a one-off
+#   conv2d keeps the 8x8 scalar tile (capped; realized again, or with runs, it takes 16x8).
 
 def classify(info) -> str:
   """The class (one of CLASSES) of an adapter described by `info`: a class name itself, a
