@@ -101,3 +101,64 @@ def test_a_translation_error_leaves_the_entry_to_the_reference_steps(monkeypatch
   assert ptxsim.run(src, (1, 1, 1), (32, 1, 1), [out.base], mem, engine="fused") == "fused"
   assert np.frombuffer(out.data, np.uint32).tolist() == list(range(32))
   assert "planted" in fused.FALLBACKS["fill_fallback"]
+
+
+def _fused_and_reference(src: str, arrays: list, n: int) -> list[bytes]:
+  """The output buffer's bytes after the launch on the fused and on the reference engine."""
+  out = []
+  for engine in ("fused", "reference"):
+    mem = ptxsim.GlobalMemory()
+    bufs = [mem.alloc(max(a.nbytes, 4 * n)) for a in arrays]
+    for buf, arr in zip(bufs, arrays):
+      buf.data[:arr.nbytes] = arr.tobytes()
+    ptxsim.run(src, (-(-n // 64), 1, 1), (64, 1, 1), [b.base for b in bufs] + [n], mem,
+               engine=engine)
+    out.append(bytes(bufs[0].data))
+  return out
+
+
+def _f32_inputs(n: int, seed: int) -> np.ndarray:
+  """Random f32 bit patterns mixed with NaNs (payloads, sNaN), infs, zeros, subnormals and
+  values next to the overflow and normal limits."""
+  rng = np.random.default_rng(seed)
+  bits = rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+  specials = np.array([0x7FC00000, 0xFFC00001, 0x7F800001, 0x7F800000, 0xFF800000, 0, 1 << 31,
+                       1, 0x807FFFFF, 0x00800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x3F800000,
+                       0x4B800000, 0x33800000, 0x00400000], np.uint32)
+  bits[rng.integers(0, n, n // 3)] = rng.choice(specials, n // 3)
+  values = np.frombuffer(bits.tobytes(), np.float32).copy()
+  values[: n // 4] = rng.integers(-1 << 25, 1 << 25, n // 4).astype(np.float32) * 2.0 ** -24
+  return values
+
+
+@pytest.mark.parametrize("lines", [
+  # f32 results rounded inside the lane loop: a literal addend, a power-of-two factor
+  "add.rn.f32 %d, %a, 0f3F000000", "sub.rn.f32 %d, %a, 0f3F000000",
+  "sub.rn.f32 %d, 0f3F800000, %a", "add.rn.f32 %d, %a, 0f00000001",
+  "mul.rn.f32 %d, %a, 0f33800000", "mul.rn.f32 %d, 0f7F000000, %a",
+  "mul.rn.f32 %d, %a, 0fBF000000", "mul.rn.f32 %d, %a, 0f3E99999A",
+  "mul.rn.f32 %e, %a, 0f3F000000; mul.rn.f32 %d, %e, 0f4B000000",
+  "add.rn.f32 %e, %a, 0f80000001; mul.rn.f32 %d, %e, 0f4B000000",
+  # chains whose results the segment proves exact (no rounding at all), then one that is not
+  "cvt.rzi.u32.f32 %x, %a; shr.u32 %y, %x, 8; cvt.rn.f32.u32 %e, %y; "
+  "mul.rn.f32 %e, %e, 0f33800000; sub.rn.f32 %e, %e, 0f3F000000; add.rn.f32 %d, %e, %e",
+  "cvt.rzi.u32.f32 %x, %a; shr.u32 %y, %x, 4; cvt.rn.f32.u32 %e, %y; "
+  "mul.rn.f32 %e, %e, 0f33800000; mul.rn.f32 %d, %e, %a",
+  # integer -> f32 conversions of any size
+  "cvt.rzi.s32.f32 %x, %a; cvt.rn.f32.s32 %d, %x",
+  "mov.b32 %x, %a; cvt.rn.f32.u32 %d, %x", "mov.b32 %x, %a; cvt.rn.f32.s32 %d, %x",
+  "fma.rn.f32 %d, %a, %a, 0f3F800000",
+])
+def test_f32_rounding_in_lane_loops_is_bit_identical(lines):
+  """The fused engine rounds some f32 results one lane at a time inside its lane loops (kept
+  where already an f32, or proven exact) instead of rounding lists: the same bits as the
+  reference's rounding, over random bit patterns, NaN payloads, infs, -0 and subnormals."""
+  from test_ptxsim_kit import elementwise_ptx
+  n = 512
+  a = _f32_inputs(n, len(lines))
+  src = elementwise_ptx(lines, ["f32"], "f32", "\t.reg .b32 %x, %y;\n\t.reg .f32 %e;")
+  fused, reference = _fused_and_reference(src, [np.zeros(n, np.float32), a], n)
+  assert fused == reference
+  assert any(pc for pc, _ in _segments(src))
+  from kernelgen.ptxsim import fused as fused_engine
+  assert not fused_engine.FALLBACKS
