@@ -162,3 +162,37 @@ def test_f32_rounding_in_lane_loops_is_bit_identical(lines):
   assert any(pc for pc, _ in _segments(src))
   from kernelgen.ptxsim import fused as fused_engine
   assert not fused_engine.FALLBACKS
+
+
+@pytest.mark.parametrize("lines", [
+  # the renderer's NaN-propagating max, and guarded ops of each kind, on special inputs
+  "max.f32 %d, %a, 0f00000000; setp.nan.f32 %p, %a, 0f00000000; @%p add.rn.f32 %d, %a, %a",
+  "mov.f32 %d, %a; setp.lt.f32 %p, %a, 0f00000000; @!%p mul.rn.f32 %d, %a, 0f3DCCCCCD",
+  "mov.b32 %x, %a; xor.b32 %y, %x, 5; setp.ne.b32 %p, %x, 0; @%p div.u32 %y, %x, 7; "
+  "@!%p rem.s32 %y, %y, 3; "
+  "cvt.rn.f32.u32 %d, %y",
+  "setp.gtu.f32 %p, %a, 0f3F000000; setp.num.f32 %q, %a, %a; and.pred %p, %p, %q; "
+  "not.pred %q, %p; selp.f32 %d, %a, 0f7FC00000, %q",
+  "ex2.approx.f32 %e, %a; sqrt.rn.f32 %d, %e; neg.f32 %d, %d; div.rn.f32 %d, %d, %a",
+])
+def test_guarded_and_called_instructions_in_lane_loops_are_bit_identical(lines):
+  """Guarded instructions (d keeps its value where the guard fails), predicate logic, float
+  comparisons and the ops called through their reference lane function, inside lane loops:
+  the reference's bits."""
+  from test_ptxsim_kit import elementwise_ptx
+  n = 512
+  a = _f32_inputs(n, len(lines))
+  src = elementwise_ptx(lines, ["f32"], "f32", "\t.reg .b32 %x, %y;\n\t.reg .f32 %e;")
+  fused, reference = _fused_and_reference(src, [np.zeros(n, np.float32), a], n)
+  assert fused == reference
+
+
+def test_a_guarded_write_to_an_unwritten_register_reads_alike():
+  """`@%p add` writes %r6 only where %p holds; the later read by the other lanes is an
+  uninitialised read on both engines, naming the same instruction and thread."""
+  body = test_ptxsim.TID + ("\tsetp.lt.u32 %p0, %r0, 4;\n\t@%p0 add.s32 %r6, %r3, 1;\n"
+                            "\tadd.s32 %r7, %r6, %r3;\n\tst.global.u32 [%rd2], %r7;\n\tret;")
+  src = entry("guarded_uninit", ["out"], body, test_ptxsim.REGS)
+  fused, reference = _messages(src, [4 * 32])
+  assert fused == reference
+  assert "read of uninitialised register %r6" in fused and "tid=(4, 0, 0)" in fused

@@ -254,8 +254,9 @@ def _destinations(ins: Instr) -> list[str]:
 
 
 def _reads(ins: Instr) -> list[str]:
-  """Every register an instruction reads (sources, address bases, its guard)."""
-  out = [ins.guard[0]] if ins.guard else []
+  """Every register an instruction reads (sources, address bases, its guard; a guarded
+  instruction's destination too, whose lanes the guard leaves keep their values)."""
+  out = [ins.guard[0]] + _destinations(ins) if ins.guard else []
   ops = ins.operands if ins.opcode in ("st",) else ins.operands[1:]
   stack = list(ops)
   while stack:

@@ -16,6 +16,7 @@ import math
 from fractions import Fraction
 
 from . import alu
+from . import compile as ref
 from .operands import TYPES, immediate
 from .parser import Instr
 
@@ -113,7 +114,22 @@ def _int_op(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
     return _wrap(seg, ops[0], f"{cls}{2 * w}", expr)
   if op == "mad" and mods <= {"lo"} and len(ops) == 4:
     return _wrap(seg, ops[0], t, seg.lanes("({0} * {1} + {2}) & {M}", ops[1:], [t, t, t], M=M))
-  return False
+  return _int_call(seg, ins, op, mods, t)
+
+
+_INT_ARITY = {**{op: 2 for op in ("add", "sub", "mul", "div", "rem", "min", "max", "and", "or",
+                                  "xor", "shl", "shr")},
+              **{op: 1 for op in ("neg", "not", "abs", "popc", "clz", "brev")}, "mad": 3}
+
+
+def _int_call(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
+  """Any other integer ALU instruction: its reference lane function called in the loop."""
+  nsrc = _INT_ARITY.get(op)
+  if nsrc is None or len(ins.operands) != nsrc + 1:
+    return False
+  _, types, dtype, fn = ref.int_alu_form(ins, op, mods, t, nsrc)
+  call = seg.const(fn) + "(" + ", ".join("{%d}" % k for k in range(nsrc)) + ")"
+  return _wrap(seg, ins.operands[0], dtype, seg.lanes(call, ins.operands[1:], types))
 
 
 # fma with a single rounding: the double sum where it is exact (TwoSum error 0) or not finite,
@@ -137,7 +153,7 @@ _INT_F32 = "(float(i_) if -16777216 <= (i_ := {i}) <= 16777216 else R1(float(i_)
 def _float_op(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
   ops = ins.operands
   if not mods <= {"rn"} or t not in ("f32", "f64"):
-    return False
+    return _float_call(seg, ins, op, mods, t)
   if op in _FLOAT_BIN and len(ops) == 3:
     expr = seg.lanes(_FLOAT_BIN[op], ops[1:], [t, t])
     if expr is None or t == "f64":
@@ -155,7 +171,21 @@ def _float_op(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
     fma = seg.const(alu._float_fma(t))
     expr = seg.lanes(_FMA.replace("F(", fma + "("), ops[1:], [t, t, t])
     return _wrap(seg, ops[0], t, expr, rounded=True)
-  return False
+  return _float_call(seg, ins, op, mods, t)
+
+
+def _float_call(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
+  """Any other f32/f64 ALU instruction without .ftz/.sat: its reference lane function called
+  in the loop, an f32 result rounded as a list after it (the reference's own post-rounding)."""
+  nsrc = 3 if op in ("fma", "mad") else 1 if op in alu.FLOAT_UNARY else 2
+  if op not in alu.FLOAT_UNARY and op not in alu.FLOAT_BINARY and op not in ("fma", "mad"):
+    return False
+  if t not in ("f32", "f64") or mods & {"ftz", "sat"} or len(ins.operands) != nsrc + 1:
+    return False
+  fn = ref._float_lane_fn(ins, op, t, mods)
+  call = seg.const(fn) + "(" + ", ".join("{%d}" % k for k in range(nsrc)) + ")"
+  expr = seg.lanes(call, ins.operands[1:], [t] * nsrc)
+  return _wrap(seg, ins.operands[0], t, expr, rounded=t == "f32")
 
 
 def _f32_form(op: str, srcs) -> str | None:
@@ -174,15 +204,38 @@ def _f32_form(op: str, srcs) -> str | None:
   return _EXACT_F32
 
 
+_UNSIGNED_CMP = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
+_FLOAT_CMP = {"eq": "{0} == {1}", "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}",
+              "ge": "{0} >= {1}", "neu": "{0} != {1}", "nan": "({0} != {0} or {1} != {1})",
+              "num": "({0} == {0} and {1} == {1})"}
+
+
 def _setp(seg, ins: Instr) -> bool:
-  if len(ins.mods) != 2 or ins.mods[0] not in _CMP or len(ins.operands) != 3:
+  if len(ins.mods) != 2 or len(ins.operands) != 3:
     return False
   cmp, t = ins.mods
-  if t not in TYPES or TYPES[t][0] not in "usb" or (TYPES[t][0] == "b" and cmp not in ("eq", "ne")):
+  if t in ("f32", "f64") and cmp in alu.FLOAT_CMP:
+    tpl = _FLOAT_CMP.get(cmp) or seg.const(alu.FLOAT_CMP[cmp]) + "({0}, {1})"
+    return _wrap(seg, ins.operands[0], "pred", seg.lanes(tpl, ins.operands[1:], [t, t]))
+  if t not in TYPES or TYPES[t][0] not in "usb":
     return False
   cls, w = TYPES[t]
+  if cmp in _UNSIGNED_CMP and cls != "b":
+    cmp, cls = _UNSIGNED_CMP[cmp], "u"
+  if cmp not in _CMP or (cls == "b" and cmp not in ("eq", "ne")):
+    return False
   H = (1 << (w - 1)) if cls == "s" else 0
   return _wrap(seg, ins.operands[0], "pred", seg.lanes(_CMP[cmp], ins.operands[1:], [t, t], H=H))
+
+
+_PRED = {"and": "({0} and {1})", "or": "({0} or {1})", "xor": "({0} != {1})", "not": "(not {0})"}
+
+
+def _pred_op(seg, ins: Instr) -> bool:
+  tpl = _PRED.get(ins.opcode)
+  if tpl is None or len(ins.mods) != 1 or len(ins.operands) != (2 if ins.opcode == "not" else 3):
+    return False
+  return _wrap(seg, ins.operands[0], "pred", seg.lanes(tpl, ins.operands[1:], ["pred"] * 2))
 
 
 def _selp(seg, ins: Instr, t: str) -> bool:
@@ -232,8 +285,41 @@ def _cvt(seg, ins: Instr) -> bool:
 
 def inline(seg, ins: Instr) -> bool:
   """Write `ins` inline into the segment; False leaves it to its reference closure."""
-  if ins.guard is not None or not ins.mods or ins.mods[-1] not in TYPES:
+  if not ins.mods or ins.mods[-1] not in TYPES:
     return False
+  if ins.guard is not None:
+    return _guarded(seg, ins)
+  return _unguarded(seg, ins)
+
+
+def _guarded(seg, ins: Instr) -> bool:
+  """`@%p op d, ...`: d = (the result if the guard holds else d's value), in every lane (d is
+  read as an operand, so its lanes are initialised); an f32 result needing rounding is
+  rounded in the lanes that take it (R1)."""
+  dst, (pred, neg) = ins.operands[0] if ins.operands else None, ins.guard
+  if ins.opcode not in _GUARDABLE or dst is None or dst[0] != "reg" or dst[1] not in seg.regs:
+    return False
+  old = seg.operand(dst, seg.regs[dst[1]])
+  guard = seg.operand(("reg", pred), "pred")
+  if old is None or guard is None or not _unguarded(seg, ins):
+    return False
+  name = seg.elem(dst[1])
+  if not seg.body or not seg.body[-1].startswith(f"{name} = "):
+    return False
+  expr = seg.body[-1][len(name) + 3:]
+  if dst[1] in seg.rounded:
+    seg.rounded.remove(dst[1])
+    expr = f"R1({expr})"
+  seg.body[-1] = f"{name} = ({expr} if {'not ' if neg else ''}{guard} else {old})"
+  seg.forget(dst[1])
+  return True
+
+
+_GUARDABLE = set(_INT_ARITY) | set(alu.FLOAT_UNARY) | set(alu.FLOAT_BINARY) | {
+  "fma", "mad", "setp", "selp", "mov", "cvt"}
+
+
+def _unguarded(seg, ins: Instr) -> bool:
   op, t = ins.opcode, ins.mods[-1]
   mods = set(ins.mods[:-1])
   if op == "setp":
@@ -245,6 +331,8 @@ def inline(seg, ins: Instr) -> bool:
   if op == "selp" and not mods:
     return _selp(seg, ins, t)
   cls = TYPES[t][0]
+  if cls == "p":
+    return _pred_op(seg, ins)
   if cls == "f":
     return _float_op(seg, ins, op, mods, t)
   if cls in "usb":
