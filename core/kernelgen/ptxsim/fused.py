@@ -8,8 +8,8 @@ The hot instructions (integer add/sub/mul/mad/logic/shifts/min/max, f32/f64 add/
 fma, integer setp, selp, mov, cvta and the common cvt forms; fused_ops.py) are inlined, and
 consecutive inlined instructions share one lane loop: a `for` over the lanes of the lists they
 read, one statement per instruction on plain lane values, appending to lists only the values
-read after the loop (an f32 result that needs rounding ends the loop and is rounded as a list,
-as the reference rounds it). Every other instruction calls its reference closure in place.
+read after the loop (f32 results are rounded lane by lane in the loop, bit for bit as the
+reference rounds them: fused_ops.py). Every other instruction calls its reference closure in place.
 Registers, masks, the scheduler (divergence, reconvergence, `bar.sync`, `exit`) and memory are
 the reference engine's own, so results are bit-identical by construction; a segment's
 registers read before being written in it are checked once at its start, and when that check
@@ -33,12 +33,11 @@ class _Segment:
 
   Consecutive inlined instructions share one lane loop (`for` over the lanes of their input
   lists, one statement per instruction on lane values, `e_` names), which appends only the
-  values read after it to output lists; an f32 result that needs rounding ends the loop, and
-  its list is rounded at once (RF)."""
+  values read after it to output lists."""
 
   def __init__(self, prog, start: int, private: frozenset = frozenset(), later=None):
     self.prog, self.regs, self.private = prog, prog.entry.regs, private
-    self.names: dict = {"ST": store_lanes, "FULL": FULL, "RF": nm.round_f32s, "R1": nm.round_to_f32}
+    self.names: dict = {"ST": store_lanes, "FULL": FULL, "R1": nm.round_to_f32}
     self.lines: list[str] = []
     self.needed: list[str] = []       # registers read before this segment writes them
     self.defined: set = set()
@@ -49,7 +48,6 @@ class _Segment:
     self.body: list[str] = []         # the open lane loop's statements
     self.inputs: dict[str, str] = {}  # list local -> the lane name its loop reads it as
     self.scalar: set = set()          # registers the open loop has written (lane names)
-    self.rounded: list[str] = []      # the loop's raw f32 results, rounded as lists after it
     self.pc = self.loop_pc = start    # the instruction being written, the open loop's first
     self.bound: dict[str, int] = {}   # integer register -> the largest value any lane holds
     self.facts: dict[str, tuple] = {} # f32 register -> (lo, hi, q): multiples of q in [lo, hi]
@@ -57,11 +55,11 @@ class _Segment:
   def state(self) -> tuple:
     return (len(self.lines), list(self.needed), set(self.defined), dict(self.local),
             set(self.dirty), len(self.body), dict(self.inputs), set(self.scalar),
-            list(self.rounded), dict(self.bound), dict(self.facts))
+            dict(self.bound), dict(self.facts))
 
   def restore(self, state: tuple) -> None:
     n, self.needed, self.defined, self.local, self.dirty, nb, self.inputs, self.scalar, \
-      self.rounded, self.bound, self.facts = state
+      self.bound, self.facts = state
     del self.lines[n:]
     del self.body[nb:]
 
@@ -124,9 +122,8 @@ class _Segment:
       return None
     return template.format(*elems, **fill)
 
-  def store(self, dst: str, expr: str, rounded: bool = False) -> None:
-    """`dst` = `expr` in the open lane loop; `rounded`: an f32 result rounded after the loop
-    (which then ends)."""
+  def store(self, dst: str, expr: str) -> None:
+    """`dst` = `expr` in the open lane loop."""
     if not self.body:
       self.loop_pc = self.pc
     self.body.append(f"{self.elem(dst)} = {expr}")
@@ -134,8 +131,6 @@ class _Segment:
     self.scalar.add(dst)
     self.defined.add(dst)
     self.local.pop(dst, None)
-    if rounded:
-      self.rounded.append(dst)
 
   def forget(self, reg: str) -> None:
     """Drop what is known of `reg`'s values (it is written anew)."""
@@ -149,7 +144,7 @@ class _Segment:
       return
     later = self.later(pc)
     outs = sorted(r for r in self.scalar
-                  if r in self.rounded or r not in self.private or r in later)
+                  if r not in self.private or r in later)
     ins = list(self.inputs.items())
     if not ins:
       raise ValueError("a lane loop without an input list")
@@ -165,11 +160,10 @@ class _Segment:
     self.lines += [f"  A{k}({self.elem(r)})" for k, r in enumerate(outs)]
     for k, r in enumerate(outs):
       self.local[r] = self.var(r)
-      self.lines.append(f"{self.local[r]} = RF(O{k})" if r in self.rounded
-                        else f"{self.local[r]} = O{k}")
+      self.lines.append(f"{self.local[r]} = O{k}")
       if r not in self.private:
         self.dirty.add(r)
-    self.body, self.inputs, self.scalar, self.rounded = [], {}, set(), []
+    self.body, self.inputs, self.scalar = [], {}, set()
 
   def flush(self) -> None:
     """Store the changed locals back into W.R (and their lanes' written marks)."""
@@ -204,8 +198,6 @@ def _segment(prog, start: int, end: int, private: frozenset):
     state = seg.state()
     if inline(seg, ins):
       inlined += 1
-      if seg.rounded:
-        seg.close(pc + 1)
       continue
     seg.restore(state)
     seg.close(pc)

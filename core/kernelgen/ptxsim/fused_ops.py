@@ -2,13 +2,13 @@
 translator reads its operands' lane expressions from the segment and stores one statement on
 lane values; False leaves the instruction to its reference closure.
 
-f32 results: a result is rounded as a list after the lane loop (RF, the reference's own
-rounding), except where it needs no rounding: the segment proves it exact (every value a
-multiple of a power of two q within bounds whose multiples are all f32s, tracked from an
-integer conversion of a bounded integer through adds and products, `fact`), or a lane-wise test
-shows it is an f32 already (a literal addend: Veltkamp's split at 24 bits; a power-of-two
-factor: the normal range), with the lanes that fail the test rounded one at a time by the
-same conversion (R1).
+f32 results are rounded in the loop, lane by lane, to the bits the reference's list rounding (RF)
+gives: Veltkamp's split of the double at 24 bits is the nearest f32, ties to even, wherever that
+is a normal f32, and the other lanes (NaN, inf, subnormal or overflowing results) go through the
+reference's own conversion (R1); a power-of-two factor only checks the range. Where the segment
+proves a result exact (every value a multiple of a power of two q within bounds whose multiples
+are all f32s, tracked from an integer conversion of a bounded integer through adds and
+products: `fact`), it is not rounded at all.
 """
 from __future__ import annotations
 
@@ -73,11 +73,11 @@ def _f32_fact(seg, op: str, srcs):
   return out if exact else None
 
 
-def _wrap(seg, dst_op, t: str, expr: str | None, rounded: bool = False) -> bool:
+def _wrap(seg, dst_op, t: str, expr: str | None) -> bool:
   dst = seg.dest(dst_op, t)
   if dst is None or expr is None:
     return False
-  seg.store(dst, expr, rounded)
+  seg.store(dst, expr)
   return True
 
 
@@ -136,13 +136,13 @@ def _int_call(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
 # else the reference's own scalar fma (F), which settles the double-rounding cases exactly
 _FMA = ("(s_ if (s_ := (p_ := {0} * {1}) + {2}) - s_ != 0 or (p_ - (s_ - (z_ := s_ - p_)))"
         " + ({2} - z_) == 0 else F({0}, {1}, {2}))")
-# an f32 result that is often exact, rounded in the lane loop: kept where it is an f32 already
-# (Veltkamp's split at 24 bits leaves it unchanged and it is zero or a normal f32; NaN and
-# inf fail the test), else rounded one lane at a time (R1, the same conversion as RF's)
+# an f32 result rounded in the lane loop: Veltkamp's split of the double at 24 bits is its
+# nearest f32 (ties to even) where that is a normal f32; zeros are kept, and the other lanes (NaN,
+# inf, subnormal or overflowing results) are rounded by R1, the same conversion as RF's
 _F32_MAX, _F32_MIN = 3.4028234663852886e38, 1.1754943508222875e-38
-_EXACT_F32 = ("(r_ if (t_ := (r_ := {x}) * 536870913.0) - (t_ - r_) == r_ and (r_ == 0 or "
-              f"{_F32_MIN!r} <= r_ <= {_F32_MAX!r} or -{_F32_MAX!r} <= r_ <= -{_F32_MIN!r})"
-              " else R1(r_))")
+_ROUND_F32 = (f"(h_ if {_F32_MIN!r} <= (h_ := (t_ := (x_ := {{x}}) * 536870913.0) - (t_ - x_)) "
+              f"<= {_F32_MAX!r} or -{_F32_MAX!r} <= h_ <= -{_F32_MIN!r} else x_ if x_ == 0 "
+              f"else R1(x_))")
 # an f32 times a power of two: exact unless it leaves the normal range (or is NaN)
 _SCALED_F32 = (f"(r_ if (r_ := {{x}}) == 0 or {_F32_MIN!r} <= r_ <= {_F32_MAX!r} or "
                f"-{_F32_MAX!r} <= r_ <= -{_F32_MIN!r} else R1(r_))")
@@ -163,20 +163,17 @@ def _float_op(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
       done = _wrap(seg, ops[0], t, expr)
       seg.facts[ops[0][1]] = fact
       return done
-    form = _f32_form(op, ops[1:])
-    if form is None:
-      return _wrap(seg, ops[0], t, expr, rounded=True)
-    return _wrap(seg, ops[0], t, form.format(x=expr))
+    return _wrap(seg, ops[0], t, _f32_form(op, ops[1:]).format(x=expr))
   if op in ("fma", "mad") and t == "f32" and mods == {"rn"} and len(ops) == 4:
     fma = seg.const(alu._float_fma(t))
     expr = seg.lanes(_FMA.replace("F(", fma + "("), ops[1:], [t, t, t])
-    return _wrap(seg, ops[0], t, expr, rounded=True)
+    return _wrap(seg, ops[0], t, expr and _ROUND_F32.format(x=expr))
   return _float_call(seg, ins, op, mods, t)
 
 
 def _float_call(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
   """Any other f32/f64 ALU instruction without .ftz/.sat: its reference lane function called
-  in the loop, an f32 result rounded as a list after it (the reference's own post-rounding)."""
+  in the loop, an f32 result rounded as the reference's post-rounding rounds it."""
   nsrc = 3 if op in ("fma", "mad") else 1 if op in alu.FLOAT_UNARY else 2
   if op not in alu.FLOAT_UNARY and op not in alu.FLOAT_BINARY and op not in ("fma", "mad"):
     return False
@@ -185,23 +182,23 @@ def _float_call(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
   fn = ref._float_lane_fn(ins, op, t, mods)
   call = seg.const(fn) + "(" + ", ".join("{%d}" % k for k in range(nsrc)) + ")"
   expr = seg.lanes(call, ins.operands[1:], [t] * nsrc)
-  return _wrap(seg, ins.operands[0], t, expr, rounded=t == "f32")
+  return _wrap(seg, ins.operands[0], t, expr and t == "f32" and _ROUND_F32.format(x=expr) or expr)
 
 
-def _f32_form(op: str, srcs) -> str | None:
-  """How an f32 add/sub/mul with a literal operand rounds in the lane loop (_SCALED_F32 for a
-  power of two factor, _EXACT_F32 otherwise); None: rounded as a list after the loop."""
+def _f32_form(op: str, srcs) -> str:
+  """How an f32 add/sub/mul rounds in the lane loop: _SCALED_F32 for a literal power-of-two
+  factor, _ROUND_F32 otherwise."""
   lits = [o for o in srcs if o[0] in ("imm", "fimm")]
   if len(lits) != 1:
-    return None
+    return _ROUND_F32
   if op == "mul":
     try:
       value = immediate(lits[0], "f32", "")
     except Exception:
-      return None
+      return _ROUND_F32
     if value != 0 and value - value == 0 and math.frexp(value)[0] in (0.5, -0.5):
       return _SCALED_F32
-  return _EXACT_F32
+  return _ROUND_F32
 
 
 _UNSIGNED_CMP = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}
@@ -294,8 +291,7 @@ def inline(seg, ins: Instr) -> bool:
 
 def _guarded(seg, ins: Instr) -> bool:
   """`@%p op d, ...`: d = (the result if the guard holds else d's value), in every lane (d is
-  read as an operand, so its lanes are initialised); an f32 result needing rounding is
-  rounded in the lanes that take it (R1)."""
+  read as an operand, so its lanes are initialised)."""
   dst, (pred, neg) = ins.operands[0] if ins.operands else None, ins.guard
   if ins.opcode not in _GUARDABLE or dst is None or dst[0] != "reg" or dst[1] not in seg.regs:
     return False
@@ -307,9 +303,6 @@ def _guarded(seg, ins: Instr) -> bool:
   if not seg.body or not seg.body[-1].startswith(f"{name} = "):
     return False
   expr = seg.body[-1][len(name) + 3:]
-  if dst[1] in seg.rounded:
-    seg.rounded.remove(dst[1])
-    expr = f"R1({expr})"
   seg.body[-1] = f"{name} = ({expr} if {'not ' if neg else ''}{guard} else {old})"
   seg.forget(dst[1])
   return True
