@@ -196,3 +196,28 @@ def test_a_guarded_write_to_an_unwritten_register_reads_alike():
   fused, reference = _messages(src, [4 * 32])
   assert fused == reference
   assert "read of uninitialised register %r6" in fused and "tid=(4, 0, 0)" in fused
+
+
+def test_lane_rounding_to_f32_matches_the_reference_rounding():
+  """The lane loop's f32 rounding of a double (fused_ops' Veltkamp split, with the reference's
+  conversion for the lanes it leaves) gives the bits round_f32s gives: exact ties (ties to
+  even), near-ties, 48-bit products, any double, across the subnormal and overflow limits,
+  zeros of both signs, infs and NaNs."""
+  import math
+  import random
+  import struct
+  from kernelgen.ptxsim import fused_ops, numeric
+  fn = eval(f"lambda x: {fused_ops._ROUND_F32.format(x='x')}", {"R1": numeric.round_to_f32})
+  rng = random.Random(7)
+  xs = [0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan, 2.0 ** -149, 2.0 ** -150,
+        3.4028235677973366e38, 3.4028234663852886e38 * (1 + 2.0 ** -25), 1.5 * 2.0 ** -149]
+  for k in range(60000):
+    e = rng.choice([rng.randint(-152, 130), rng.randint(-130, -122), rng.randint(124, 129)])
+    mantissa, bits = [(rng.randrange(1 << 24, 1 << 25) | 1, 24),
+                      (rng.randrange(1 << 47, 1 << 48), 47), (rng.randrange(1 << 52, 1 << 53), 52),
+                      ((rng.randrange(1 << 23, 1 << 24) << 29) + rng.choice(
+                        [1 << 28, (1 << 28) + 1, (1 << 28) - 1, 1, -1]), 52)][k % 4]
+    xs.append(math.ldexp(mantissa, e - bits) * rng.choice([1, -1]))
+  got = struct.pack(f"<{len(xs)}f", *map(fn, xs))
+  assert got == struct.pack(f"<{len(xs)}f", *numeric.round_f32s(xs))
+  assert [math.copysign(1, v) for v in map(fn, xs[:2])] == [1, -1]
