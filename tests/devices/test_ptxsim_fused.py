@@ -221,3 +221,27 @@ def test_lane_rounding_to_f32_matches_the_reference_rounding():
   got = struct.pack(f"<{len(xs)}f", *map(fn, xs))
   assert got == struct.pack(f"<{len(xs)}f", *numeric.round_f32s(xs))
   assert [math.copysign(1, v) for v in map(fn, xs[:2])] == [1, -1]
+
+
+@pytest.mark.parametrize("block", [48, 20, 7])
+def test_partial_warps_and_divergence_leave_the_reference_memory(block):
+  """Blocks whose last warp has fewer than 32 threads (the fused engine treats "every live
+  lane active" as a full warp), with per-thread loop trips and an if/else inside the loop,
+  and a guarded early exit: the same memory as the reference engine."""
+  loop = test_ptxsim.TID + (
+    "\tmov.u32 %r4, 0;\n\tmov.u32 %r5, 0;\n\trem.u32 %r6, %r3, 5;\n$Lloop:\n"
+    "\tsetp.ge.u32 %p0, %r4, %r6;\n\t@%p0 bra $Lloop_end;\n\tand.b32 %r7, %r4, 1;\n"
+    "\tsetp.eq.u32 %p1, %r7, 0;\n\t@!%p1 bra $Lelse;\n\tadd.s32 %r5, %r5, %r3;\n"
+    "\tbra $Lendif;\n$Lelse:\n\tadd.s32 %r5, %r5, 1000;\n$Lendif:\n\tadd.s32 %r4, %r4, 1;\n"
+    "\tbra $Lloop;\n$Lloop_end:\n\tst.global.u32 [%rd2], %r5;\n\tret;")
+  src = entry("divergent", ["out"], loop, test_ptxsim.REGS)
+  exits = test_ptxsim.TID + ("\tsetp.lt.u32 %p0, %r3, 10;\n\t@%p0 ret;\n"
+                             "\tadd.s32 %r4, %r3, 3;\n\tst.global.u32 [%rd2], %r4;\n\tret;")
+  for kernel in (src, entry("exits", ["out"], exits, test_ptxsim.REGS)):
+    got = []
+    for engine in ("fused", "reference"):
+      mem = ptxsim.GlobalMemory()
+      out = mem.alloc(4 * 3 * block)
+      ptxsim.run(kernel, (3, 1, 1), (block, 1, 1), [out.base], mem, engine=engine)
+      got.append(bytes(out.data))
+    assert got[0] == got[1] and any(got[0])

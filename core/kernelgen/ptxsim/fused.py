@@ -219,7 +219,7 @@ def _segment(prog, start: int, end: int, private: frozenset):
   if check:
     head.append(f"  if ({check} & am) != am:\n    return SLOW(W, am)")
   body = "\n".join("    " + line for line in seg.lines)
-  source = "\n".join(head) + f"\n  full = am == FULL\n  at = {start}\n  try:\n{body}\n" + (
+  source = "\n".join(head) + f"\n  full = am == W.live\n  at = {start}\n  try:\n{body}\n" + (
     "  except Exception as e:\n    if not hasattr(e, 'ptx_pc'):\n      e.ptx_pc = at\n    raise\n")
   exec(compile(source, f"<ptx segment {prog.entry.name}:{start}>", "exec"), seg.names)
   seg.names["segment"].source = source
