@@ -139,30 +139,38 @@ class _Segment:
 
   def close(self, pc: int) -> None:
     """End the open lane loop before instruction `pc`: its results read at pc or later, or
-    kept in W.R, become lists."""
-    if not self.body:
-      return
+    kept in W.R, become lists (a loop none of whose results is read is dropped: its
+    instructions have no other effect)."""
     later = self.later(pc)
-    outs = sorted(r for r in self.scalar
-                  if r not in self.private or r in later)
+    outs = sorted(r for r in self.scalar if r not in self.private or r in later)
     ins = list(self.inputs.items())
-    if not ins:
+    if outs and not ins:
       raise ValueError("a lane loop without an input list")
-    if len(ins) == 1:
-      head = f"for {ins[0][1]} in {ins[0][0]}:"
-    else:
-      head = (f"for {', '.join(e for _, e in ins)} in "
-              f"zip({', '.join(v for v, _ in ins)}):")
-    self.lines.append(f"at = {self.loop_pc}")
-    self.lines += [f"O{k} = []; A{k} = O{k}.append" for k in range(len(outs))]
-    self.lines.append(head)
-    self.lines += ["  " + line for line in self.body]
-    self.lines += [f"  A{k}({self.elem(r)})" for k, r in enumerate(outs)]
-    for k, r in enumerate(outs):
+    if outs:
+      self.lines.append(f"at = {self.loop_pc}")
+      self.lines += self._loop(ins, outs)
+    for r in outs:
       self.local[r] = self.var(r)
-      self.lines.append(f"{self.local[r]} = O{k}")
       if r not in self.private:
         self.dirty.add(r)
+    self.body, self.inputs, self.scalar = [], {}, set()
+
+  def _loop(self, ins: list, outs: list) -> list[str]:
+    """The lines of the open loop: a list comprehension where it has one result (each
+    statement a `for name in [value]` clause, which CPython runs as a plain assignment; not
+    where a statement assigns inside its expression, which a clause cannot), else a `for`
+    loop appending each result to its list."""
+    names, lists = ", ".join(e for _, e in ins), ", ".join(v for v, _ in ins)
+    source = lists if len(ins) == 1 else f"zip({lists})"
+    if len(outs) == 1 and not any(":=" in line for line in self.body):
+      clauses = "".join(f" for {line.replace(' = ', ' in [', 1)}]" for line in self.body)
+      return [f"{self.var(outs[0])} = [{self.elem(outs[0])} for {names} in {source}{clauses}]"]
+    lines = [f"O{k} = []; A{k} = O{k}.append" for k in range(len(outs))]
+    lines.append(f"for {names} in {source}:")
+    lines += ["  " + line for line in self.body]
+    lines += [f"  A{k}({self.elem(r)})" for k, r in enumerate(outs)]
+    return lines + [f"{self.var(r)} = O{k}" for k, r in enumerate(outs)]
+
     self.body, self.inputs, self.scalar = [], {}, set()
 
   def flush(self) -> None:
