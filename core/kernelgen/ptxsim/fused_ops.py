@@ -134,15 +134,23 @@ def _int_call(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
 
 # fma with a single rounding: the double sum where it is exact (TwoSum error 0) or not finite,
 # else the reference's own scalar fma (F), which settles the double-rounding cases exactly
-_FMA = ("(s_ if (s_ := (p_ := {0} * {1}) + {2}) - s_ != 0 or (p_ - (s_ - (z_ := s_ - p_)))"
+# (a NaN or inf sum goes to F too: see _NAN)
+_FMA = ("(s_ if (s_ := (p_ := {0} * {1}) + {2}) - s_ == 0 and (p_ - (s_ - (z_ := s_ - p_)))"
         " + ({2} - z_) == 0 else F({0}, {1}, {2}))")
+# the NaN an add/sub/mul of lane values {0}, {1} gives: the first NaN operand's, quieted, as
+# CPython's specialized float op gives it (the reference's shared list functions, once warm).
+# Its generic path keeps the second NaN of two, and a generated loop's first lanes run that
+# path, so the NaN lanes are settled explicitly (the reference itself is not deterministic
+# there: machine._nan_only).
+_NAN = "({0} + {0} if {0} != {0} else {1} + {1} if {1} != {1} else x_)"
 # an f32 result rounded in the lane loop: Veltkamp's split of the double at 24 bits is its
 # nearest f32 (ties to even) where that is a normal f32; zeros are kept, and the other lanes (NaN,
-# inf, subnormal or overflowing results) are rounded by R1, the same conversion as RF's
+# inf, subnormal or overflowing results) are rounded by R1, the same conversion as RF's (`slow`:
+# R1(x_), or for an add/sub/mul R1 of its _NAN)
 _F32_MAX, _F32_MIN = 3.4028234663852886e38, 1.1754943508222875e-38
 _ROUND_F32 = (f"(h_ if {_F32_MIN!r} <= (h_ := (t_ := (x_ := {{x}}) * 536870913.0) - (t_ - x_)) "
               f"<= {_F32_MAX!r} or -{_F32_MAX!r} <= h_ <= -{_F32_MIN!r} else x_ if x_ == 0 "
-              f"else R1(x_))")
+              f"else {{slow}})")
 # an f32 times a power of two: exact unless it leaves the normal range (or is NaN)
 _SCALED_F32 = (f"(r_ if (r_ := {{x}}) == 0 or {_F32_MIN!r} <= r_ <= {_F32_MAX!r} or "
                f"-{_F32_MAX!r} <= r_ <= -{_F32_MIN!r} else R1(r_))")
@@ -156,18 +164,21 @@ def _float_op(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
     return _float_call(seg, ins, op, mods, t)
   if op in _FLOAT_BIN and len(ops) == 3:
     expr = seg.lanes(_FLOAT_BIN[op], ops[1:], [t, t])
-    if expr is None or t == "f64":
-      return _wrap(seg, ops[0], t, expr)
+    if expr is None:
+      return False
+    nan = seg.lanes(_NAN, ops[1:], [t, t])
+    if t == "f64":
+      return _wrap(seg, ops[0], t, f"(x_ if (x_ := {expr}) == x_ else {nan})")
     fact = _f32_fact(seg, op, ops[1:])
     if fact is not None:
       done = _wrap(seg, ops[0], t, expr)
       seg.facts[ops[0][1]] = fact
       return done
-    return _wrap(seg, ops[0], t, _f32_form(op, ops[1:]).format(x=expr))
+    return _wrap(seg, ops[0], t, _f32_form(op, ops[1:]).format(x=expr, slow=f"R1({nan})"))
   if op in ("fma", "mad") and t == "f32" and mods == {"rn"} and len(ops) == 4:
     fma = seg.const(alu._float_fma(t))
     expr = seg.lanes(_FMA.replace("F(", fma + "("), ops[1:], [t, t, t])
-    return _wrap(seg, ops[0], t, expr and _ROUND_F32.format(x=expr))
+    return _wrap(seg, ops[0], t, expr and _ROUND_F32.format(x=expr, slow="R1(x_)"))
   return _float_call(seg, ins, op, mods, t)
 
 
@@ -182,7 +193,8 @@ def _float_call(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
   fn = ref._float_lane_fn(ins, op, t, mods)
   call = seg.const(fn) + "(" + ", ".join("{%d}" % k for k in range(nsrc)) + ")"
   expr = seg.lanes(call, ins.operands[1:], [t] * nsrc)
-  return _wrap(seg, ins.operands[0], t, expr and t == "f32" and _ROUND_F32.format(x=expr) or expr)
+  rounded = expr and t == "f32" and _ROUND_F32.format(x=expr, slow="R1(x_)")
+  return _wrap(seg, ins.operands[0], t, rounded or expr)
 
 
 def _f32_form(op: str, srcs) -> str:
