@@ -132,6 +132,7 @@ class SharedMemory:
   def __init__(self, size: int, layout: list, check_races: bool = True):
     self.data = bytearray(size)
     self.size, self.layout = size, layout      # layout: (name, offset, nbytes)
+    self.last = ("", 0, 0)
     self.epoch = 0
     self.check = check_races
     self.writer = [-1] * size if check_races else None
@@ -139,7 +140,11 @@ class SharedMemory:
 
   def _offset(self, a: int, size: int, lane: int, what: str) -> int:
     off = a - SHARED_BASE
-    var = next((v for v in self.layout if v[1] <= off < v[1] + v[2]), None)
+    var = self.last     # the variable the last access hit (most accesses hit it again)
+    if not var[1] <= off < var[1] + var[2]:
+      var = next((v for v in self.layout if v[1] <= off < v[1] + v[2]), None)
+      if var is not None:
+        self.last = var
     if var is None or off + size > var[1] + var[2]:
       where = f"in shared variable {var[0]} of {var[2]} bytes" if var else \
         "outside every shared variable"
@@ -158,6 +163,8 @@ class SharedMemory:
     return out
 
   def _check_read(self, off: int, size: int, tid: int, lane: int) -> None:
+    if self.epoch not in self.written[off:off + size]:
+      return
     for b in range(off, off + size):
       if self.written[b] == self.epoch and self.writer[b] != tid:
         raise LaneFault(lane, f"shared-memory race: thread {tid} reads shared byte "

@@ -197,3 +197,8 @@ def f16_from_bits(b: int) -> float:
 def tf32_value(bits: int) -> float:
   """The value a tensor core reads from a .tf32 operand: the f32 with its low 13 bits ignored."""
   return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFE000))[0]
+
+
+def round_to_f32(x: float) -> float:
+  """One double rounded to f32 exactly as round_f32s rounds each of a list's."""
+  return array("f", (x,))[0]
