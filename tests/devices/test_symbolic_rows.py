@@ -100,3 +100,47 @@ def test_symbolic_row_kernels_validate_and_assemble(layout):
     wgsl_validate(kernel.source)
   for kernel in kg.compile(outs, target="ptx", arch="sm_80", **LAYOUTS[layout]):
     ptxas_check(kernel.source, "sm_80")
+
+
+# ---- fused attention over a symbolic number of keys ----------------------------------------------
+
+KEYS = np.random.default_rng(1).standard_normal((2, HI, 8)).astype(np.float32)
+QUERY = np.random.default_rng(2).standard_normal((2, 1, 8)).astype(np.float32)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_over_n_keys_with_nan_past_them(device, causal):
+  """One query over the first n keys of a cache whose rows past n are NaN and inf (what a buffer
+  holds there is unspecified): the key loop's last trip reads key n-1 in their place, and the
+  result is numpy's at every n, with one compile."""
+  from ops_util import sdpa_np
+  n = kg.Dim("n", 1, HI)
+  kg.clear_cache()
+  misses = None
+  for v in VALUES:
+    cache = KEYS.copy()
+    cache[:, v:] = np.where(np.arange(HI - v)[:, None] % 2, np.nan, np.inf)[None]
+    kv = kg.Tensor(cache)[:, :n.bind(v)]
+    got = kg.scaled_dot_product_attention(kg.Tensor(QUERY), kv, kv, is_causal=causal,
+                                          offset=n.bind(v) - 1 if causal else None).numpy()
+    want = sdpa_np(QUERY, KEYS[:, :v], KEYS[:, :v]).astype(np.float32)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"n = {v}")
+    misses = kg.cache_info()["misses"] if misses is None else misses
+    assert kg.cache_info()["misses"] == misses, f"n = {v} compiled again"
+
+
+def test_attention_over_symbolic_keys_loads_whole_vectors():
+  """The symbolic key loop's loads are the static kernel's vec4 loads (no per-element gated
+  loads), and its kernel validates and assembles."""
+  q = kg.Tensor.empty(1, 8, 1, 64, name="q")
+
+  def sdpa(keys):
+    kv = kg.Tensor.empty(1, 8, keys, 64, name="kv")
+    return kg.scaled_dot_product_attention(q, kv, kv)
+  (sym,) = kg.compile(sdpa(kg.Dim("n", 1, 2048)), target="wgsl")
+  (static,) = kg.compile(sdpa(2048), target="wgsl")
+  loads = [s.count(": vec4<f32> = b1_kv[") for s in (sym.source, static.source)]
+  assert loads[0] == loads[1] > 0 and "b1_kv[select(" not in sym.source, loads
+  wgsl_validate(sym.source)
+  (ptx,) = kg.compile(sdpa(kg.Dim("n", 1, 2048)), target="ptx", arch="sm_80")
+  ptxas_check(ptx.source, "sm_80")
