@@ -14,6 +14,10 @@ reductions as per-row values. Two layouts (`Opts.row_lanes`):
       share the row, fold through workgroup memory or subgroups; every lane folds, since every
       lane stores), and each lane stores every G-th output (or one run, with group_chunk)
 
+Over a symbolic row (graph/dims.py) every loop stops at the row's bound value, a run-time
+argument (the reductions': Lowerer.limit; the stores': _row_limit), in both layouts and with
+group_chunk, so a short row costs what a short static one does; the padding is not stored.
+
 `row_opts` is the optimizer's choice between them (option row_lanes= forces one; option
 row_thread_rows= moves the rows from which a thread per row is the default).
 """
