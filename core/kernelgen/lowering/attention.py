@@ -114,6 +114,21 @@ def _row_values(lw, node, at: tuple, n: int, gate, dtype) -> list[UOp]:
   return [b if b.dtype == dtype else b.cast(dtype) for b, _ in bodies]
 
 
+def _clamped_keys(lw, k, v, batch: tuple, keys: list, end: UOp, dtype) -> tuple[list, list]:
+  """The k and v rows of `keys` under a run-time key count `end` (a symbolic key length): a key
+  of the last trip past the end reads key end-1 instead (in bounds: the padded layout), so the
+  loads stay whole vectors, not per-element gated loads; its score is masked (attention_stores)
+  and its values are zero, so it adds nothing."""
+  last = (end - int_const(1)).maximum(int_const(0))
+  ks, vs = [], []
+  for j, valid in keys:
+    at = batch + (j.minimum(last) if valid is not None else j,)
+    ks.append(_row_values(lw, k, at, k.shape[-1], None, dtype))
+    row = _row_values(lw, v, at, v.shape[-1], None, dtype)
+    vs.append([valid.where(x, x.const_like(0.0)) for x in row] if valid is not None else row)
+  return ks, vs
+
+
 def _dot(xs: list[UOp], ys: list[UOp]) -> UOp:
   """sum(x * y), added pairwise (independent chains for the SIMD lanes and pipelines)."""
   terms = [x * y for x, y in zip(xs, ys)]
@@ -203,8 +218,11 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
     end = keys_n if end is None else end.minimum(keys_n)
   rng, keys = _key_loop(lw, n_k, end, max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // per)))
   batch, neg_inf = tuple(batch), UOp.const(acc_dt, -math.inf)
-  ks = [_row_values(lw, k, batch + (j,), e_dim, valid, acc_dt) for j, valid in keys]
-  vs = [_row_values(lw, v, batch + (j,), ev_dim, valid, acc_dt) for j, valid in keys]
+  if limit is not None:
+    ks, vs = _clamped_keys(lw, k, v, batch, keys, end, acc_dt)
+  else:
+    ks = [_row_values(lw, k, batch + (j,), e_dim, valid, acc_dt) for j, valid in keys]
+    vs = [_row_values(lw, v, batch + (j,), ev_dim, valid, acc_dt) for j, valid in keys]
   for row in rows:
     scores = []
     for (j, valid), kj in zip(keys, ks):

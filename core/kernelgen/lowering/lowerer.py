@@ -164,6 +164,19 @@ def _view_axes(view: View, count: int) -> tuple | None:
   return used if len(used) < count else None
 
 
+
+def _loop_end(limit: UOp, trips: int, unroll: int, step: int, lane: UOp | None,
+              chunk: bool) -> UOp:
+  """Lowerer._loop's trip count under a run-time `limit`: the trips that reach the indices below
+  it (with chunk, of this lane's run: lane*trips*unroll on; none where the run starts past it)."""
+  if chunk and lane is not None:
+    left = (limit - lane * int_const(trips * unroll)).maximum(int_const(0))
+    end = (left + int_const(unroll - 1)) // int_const(unroll) if unroll > 1 else left
+  else:
+    per = unroll * step
+    end = (limit + int_const(per - 1)) // int_const(per) if per > 1 else limit
+  return end.minimum(int_const(trips))
+
 class Lowerer:
   """Lowers the expression of one ScheduleItem; memoized by (node, indices, gate)."""
 
@@ -434,7 +447,8 @@ class Lowerer:
     chunk, lane*run + index: each of the `step` lanes takes one run of consecutive indices),
     unrolled (at least `unroll` times) so that it runs at most MAX_TRIPS times; valid gates the
     overshoot. `limit` (a run-time int32 UOp): only indices below it matter, so the loop stops
-    once it has covered them (a symbolic length: Lowerer.limit)."""
+    once it has covered them (a symbolic length: Lowerer.limit; with chunk, each lane stops at
+    the end of its own run's part below it)."""
     total = total or n
     while math.ceil(n / unroll) > MAX_TRIPS:
       unroll *= 2
@@ -442,10 +456,8 @@ class Lowerer:
                  f"unrolled to keep it under {MAX_TRIPS} trips")
     trips = math.ceil(n / unroll)
     rng = self._range(trips) if trips != 1 else int_const(0)
-    if limit is not None and trips != 1 and not chunk:
-      per = unroll * step
-      end = (limit + int_const(per - 1)) // int_const(per) if per > 1 else limit
-      rng = UOp(Ops.RANGE, I32, (end.minimum(int_const(trips)),), self._id())
+    if limit is not None and trips != 1:
+      rng = UOp(Ops.RANGE, I32, (_loop_end(limit, trips, unroll, step, lane, chunk),), self._id())
     out, stride = [], 1 if chunk else step
     for u in range(unroll):
       terms = [(rng, unroll * stride, trips)] if trips != 1 else []

@@ -14,6 +14,10 @@ reductions as per-row values. Two layouts (`Opts.row_lanes`):
       share the row, fold through workgroup memory or subgroups; every lane folds, since every
       lane stores), and each lane stores every G-th output (or one run, with group_chunk)
 
+Over a symbolic row (graph/dims.py) every loop stops at the row's bound value, a run-time
+argument (the reductions': Lowerer.limit; the stores': _row_limit), in both layouts and with
+group_chunk, so a short row costs what a short static one does; the padding is not stored.
+
 `row_opts` is the optimizer's choice between them (option row_lanes= forces one; option
 row_thread_rows= moves the rows from which a thread per row is the default).
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import math
 
 from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
+from ..graph.dims import Sym
 from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
 from ..uop.ops import Ops, UOp
@@ -116,7 +121,7 @@ def row_stores(lw, opts: Opts) -> list[UOp]:
     lw.unroll, lw.vec = max(opts.group_unroll, 1), max(opts.group_vec, 1)
     lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, lanes))
     _, points = lw._loop(math.ceil(n // vec / lanes), lanes, lw.lane, n // vec, 1,
-                         opts.group_chunk)
+                         opts.group_chunk, _row_limit(out, axes, vec))
   else:
     local = max(opts.local, 1)
     groups = max(1, math.ceil(rows / local))
@@ -127,7 +132,7 @@ def row_stores(lw, opts: Opts) -> list[UOp]:
     lw.seq_vec = vec               # the reductions read vectors too (one axis, where vec divides)
     if opts.row_online:            # softmax's max and exp-sum in one loop (reductions.online_pairs)
       lw.online = online_pairs(lw.item)
-    _, points = lw._loop(n // vec)
+    _, points = lw._loop(n // vec, limit=_row_limit(out, axes, vec))
   at_row = unravel([(row, 1, max(rows, 1))], 0, oshape)
   strides = contiguous_strides(out.shape)
   stores = []
@@ -146,6 +151,25 @@ def row_stores(lw, opts: Opts) -> list[UOp]:
       run.append(lw.params[0].store(flat, value, gate_and(gate, valid)))
     stores += vector_stores(run, vec) if vec > 1 and gate is None and valid is None else run
   return stores
+
+
+def _row_limit(out, axes, vec: int) -> UOp | None:
+  """How many of a row's `vec`-element steps hold values, as a run-time UOp, when the row's first
+  axis is symbolic and the others are not (as Lowerer.limit): the store loop stops there (the
+  padding past a symbolic size is never read as a value); else None."""
+  sym = out.sym
+  if sym is None or not isinstance(sym[axes[0]], Sym) or any(isinstance(sym[a], Sym)
+                                                             for a in axes[1:]):
+    return None
+  s = sym[axes[0]]
+  count = int_const(s.const)
+  for name, coef in s.terms:
+    var = UOp(Ops.VAR, I32, (), (name, *s.ranges[name]))
+    count = count + (var * int_const(coef) if coef != 1 else var)
+  count = count.minimum(int_const(out.shape[axes[0]])).maximum(int_const(0))
+  rest = prod(out.shape[a] for a in axes[1:])
+  count = count * int_const(rest) if rest != 1 else count
+  return (count + int_const(vec - 1)) // int_const(vec) if vec > 1 else count
 
 
 def _rows(item: ScheduleItem) -> tuple[int, int]:
