@@ -112,16 +112,18 @@ class TinyGPT(nn.Module):
     return self.ln(x)[:, s - 1] @ self.tokens.weight.T, present
 
 
-def cached_program(model: TinyGPT, device: str = "PYTHON"):
+def cached_program(model: TinyGPT, device: str = "PYTHON", step: int = 1):
   """(outputs, state) of one cached generation step of `model`, to export with
-  kg.export(outputs, DIR, state=state): inputs `ids` and `positions` (1, s), s a kg.Dim up to
-  the context, `temperature` (1,) float32 and `seed` (1,) int32; the state `past_k{i}` /
+  kg.export(outputs, DIR, state=state): inputs `ids` and `positions` (1, s), s = `step` new
+  tokens (1: a decode step, which a prompt runs token by token; more: s is a kg.Dim 1..step, but
+  a symbolic s runs its row-wise kernels at their top (the compiler cuts only some kernels to
+  the bound size), so each step costs `step` rows), `temperature` (1,) float32 and `seed` (1,) int32; the state `past_k{i}` /
   `past_v{i}` (past, dim) per block, past a kg.Dim 0..context - 1; outputs `logits` (1, vocab),
   `token` (1,) int32 (sampled on the device: kg.export's causal.device_token) and the
   `present_k{i}` / `present_v{i}` the state keeps."""
   from kernelgen.export.causal import device_token
   context, dim = model.context, model.tokens.weight.shape[1]
-  s, p = kg.Dim("s", 1, context), kg.Dim("past", 0, context - 1)
+  s, p = kg.Dim("s", 1, step) if step > 1 else 1, kg.Dim("past", 0, context - 1)
   ids = kg.Tensor.empty(1, s, dtype=kg.dtypes.int32, name="ids", device=device)
   positions = kg.Tensor.empty(1, s, dtype=kg.dtypes.int32, name="positions", device=device)
   temperature = kg.Tensor.empty(1, name="temperature", device=device)

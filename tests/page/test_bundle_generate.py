@@ -33,8 +33,8 @@ def lm():
   return model, kg.generate(model, PROMPT, max_new_tokens=STEPS, device="PYTHON")
 
 
-def _export(model, path, fmt):
-  outputs, state = cached_program(model)
+def _export(model, path, fmt, step=1):
+  outputs, state = cached_program(model, step=step)
   return kg.export(outputs, str(path), format=fmt, state=state)
 
 
@@ -48,11 +48,13 @@ def test_the_manifest_declares_the_state(lm, tmp_path):
   assert [i["name"] for i in bundle.inputs] == ["ids", "positions", "temperature", "seed"]
 
 
-def test_ptxsim_bundle_generates_kg_generates_greedy_tokens(lm, tmp_path):
-  """The cached steps (prefill, then one token each) through Bundle.run on PTXSIM give the
-  tokens of kg.generate recomputing the whole window; no kernel is compiled per token."""
+@pytest.mark.parametrize("step", [1, 4])
+def test_ptxsim_bundle_generates_kg_generates_greedy_tokens(lm, tmp_path, step):
+  """The cached steps (the prompt token by token, or 4 then 1 with a symbolic step, then one
+  token each) through Bundle.run on PTXSIM give the tokens of kg.generate recomputing the whole
+  window; no kernel is compiled per token."""
   model, want = lm
-  bundle = _export(model, tmp_path, "ptx")
+  bundle = _export(model, tmp_path, "ptx", step)
   misses = []
   got = bundle.generate(PROMPT, max_new_tokens=STEPS, device="PTXSIM",
                         on_token=lambda t: misses.append(kg.cache_info()["misses"]))

@@ -20,8 +20,11 @@ if not (LM / "weights.safetensors").exists():
   pytest.skip("no committed language model (examples/train_lm.py writes it)",
               allow_module_level=True)
 
-LOGITS = """async (ids) => {
-  const out = await generateDemo.state.model.run({ ids: Int32Array.from(ids) });
+LOGITS = """async (ids) => {    // the bundle's cached step, from an empty cache (a prefill)
+  const model = generateDemo.state.model;
+  model.reset();
+  const out = await model.run({ ids: Int32Array.from(ids), positions: Int32Array.from(ids,
+    (_, i) => i), temperature: Float32Array.of(0), seed: Int32Array.of(0) });
   return Array.from(out.logits);
 }"""
 

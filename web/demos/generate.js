@@ -42,7 +42,7 @@ export async function generate() {
 async function run() {
   const { temperature, topK, maxTokens, seed, stopAtEnd } = settings();
   const tok = state.tokenizer;
-  const context = state.model.inputs.find((i) => i.name === 'ids').shape[1];   // s's top
+  const context = state.log.config.context;     // the model's positions (the bundle's context)
   const end = tok.added.find((t) => t.content === '<|endoftext|>')?.id;
   const prompt = $('prompt').value;
   const ids = tok.encode(prompt);

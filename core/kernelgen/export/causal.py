@@ -3,13 +3,14 @@
 same `generate` for the browser).
 
 A causal LM bundle has state (the caches), an input `ids` or `input_ids` (1, s) int32 whose
-symbolic size s is the new tokens of a step, and an output `logits` (1, vocab) (the last new
+size s (a number or a kg.Dim) is the new tokens of a step, and an output `logits` (1, vocab) (the last new
 token's); optionally `positions` / `position_ids` (1, s) int32 (each new token's position),
 `attention_mask` (1, past + s) int32 (all ones) and, for sampling on the device, an output
 `token` (1,) int32 with inputs `temperature` (1,) float32 and `seed` (1,) int32
-(`device_token`). The first step (prefill) runs the whole prompt, each later one the last token;
-the context is the state dim's top + 1 tokens: a prompt longer is an error, and a generation
-that fills it starts again from its last half (reset, prefill those).
+(`device_token`). The prompt (prefill) runs in steps of up to s's top tokens (reading nothing
+back but the last), then each step runs the last token; the context is the state dim's top + 1
+tokens: a prompt longer is an error, and a generation that fills it starts again from its last
+half (reset, prefill those).
 """
 from __future__ import annotations
 
@@ -63,14 +64,13 @@ def generate(bundle, prompt, max_new_tokens: int = 32, temperature: float = 0.0,
   (the same arguments): the bundle's state is reset first and kept between its steps.
 
   Raises ModelError for a bundle that is not a causal LM, ShapeError for an empty prompt or one
-  longer than the bundle's context or its step's top."""
+  longer than the bundle's context."""
   from ..onnx.generate import sample
   lm = names(bundle.manifest)
   prompt = [int(t) for t in prompt]
-  limit = min(lm["context"], lm["step"])
-  if not prompt or len(prompt) > limit:
-    raise ShapeError(f"the prompt has {len(prompt)} tokens: this bundle takes 1..{limit} (its "
-                     f"context is {lm['context']}); shorten it")
+  if not prompt or len(prompt) > lm["context"]:
+    raise ShapeError(f"the prompt has {len(prompt)} tokens: this bundle takes 1..{lm['context']} "
+                     f"(its context); shorten it")
   stops = {stop} if isinstance(stop, int) else set(stop or ())
   bundle.reset()
   tokens, new, done, out = list(prompt), list(prompt), 0, []
@@ -79,7 +79,10 @@ def generate(bundle, prompt, max_new_tokens: int = 32, temperature: float = 0.0,
     if done + len(new) > lm["context"]:           # full: again from the last half
       bundle.reset()
       new, done = tokens[-(lm["context"] // 2):], 0
-    feeds = _feeds(lm, new, done, temperature, seed * 1000003 + i, device)
+    while len(new) > lm["step"]:                   # a long prompt: all but its last step
+      bundle.run(_feeds(lm, new[:lm["step"]], done, 0.0, 0), device=device, outputs=[])
+      new, done = new[lm["step"]:], done + lm["step"]
+    feeds = _feeds(lm, new, done, temperature, seed * 1000003 + i)
     got = bundle.run(feeds, device=device, outputs=[lm["token"] if on_device else "logits"])
     done += len(new)
     token = got["token"] if on_device else sample(got["logits"].reshape(-1), temperature,
@@ -95,7 +98,7 @@ def generate(bundle, prompt, max_new_tokens: int = 32, temperature: float = 0.0,
   return out
 
 
-def _feeds(lm: dict, new: list, done: int, temperature: float, seed: int, device) -> dict:
+def _feeds(lm: dict, new: list, done: int, temperature: float, seed: int) -> dict:
   def ints(values):
     return Tensor([values], dtype=dtypes.int32, device="PYTHON")
   feeds = {lm["ids"]: ints(new)}

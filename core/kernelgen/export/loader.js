@@ -497,8 +497,8 @@ class Model {
     return rows;
   }
 
-  // Tokens a causal LM bundle generates after promptIds (an array of ints): prefill, then one
-  // step per token, the cache kept in the model's state. Greedy at temperature 0; else drawn
+  // Tokens a causal LM bundle generates after promptIds (an array of ints): prefill (in steps of
+  // up to the ids input's length), then one step per token, the cache kept in the model's state. Greedy at temperature 0; else drawn
   // from softmax(logits / temperature), on the GPU (only the id read back) where the bundle has
   // a `token` output and topK is 0 and topP 1, else here from the logits read back (top-k,
   // top-p, a seeded generator). onToken(id, {gpuMs}) hears each token as it comes; a token in
@@ -509,10 +509,9 @@ class Model {
     seed = 0, stop = null, onToken = null, signal = null } = {}) {
     const lm = causalNames(this.manifest);
     const prompt = Array.from(promptIds ?? [], Number);
-    const limit = Math.min(lm.context, lm.step);
-    if (!prompt.length || prompt.length > limit || !prompt.every(Number.isInteger)) {
-      fail(`the prompt has ${prompt.length} tokens: this model takes 1..${limit} token ids ` +
-        `(its context is ${lm.context}); shorten it`);
+    if (!prompt.length || prompt.length > lm.context || !prompt.every(Number.isInteger)) {
+      fail(`the prompt has ${prompt.length} tokens: this model takes 1..${lm.context} token ids ` +
+        '(its context); shorten it');
     }
     const stops = new Set(stop === null ? [] : [stop].flat());
     const onDevice = lm.token && topK === 0 && topP >= 1;
@@ -527,6 +526,11 @@ class Model {
         this.reset();
         fresh = tokens.slice(-Math.floor(lm.context / 2));
         done = 0;
+      }
+      while (fresh.length > lm.step) {        // a long prompt: all but its last step
+        await this.run(causalFeeds(lm, fresh.slice(0, lm.step), done, 0, 0), { outputs: [] });
+        fresh = fresh.slice(lm.step);
+        done += lm.step;
       }
       const feeds = causalFeeds(lm, fresh, done, temperature, (seed * 1000003 + i) % 2 ** 31);
       const got = await this.run(feeds, { outputs: [onDevice ? 'token' : 'logits'] });
