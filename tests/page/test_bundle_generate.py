@@ -43,7 +43,7 @@ def test_the_manifest_declares_the_state(lm, tmp_path):
   m = json.loads((tmp_path / "manifest.json").read_text())
   assert m["state"][0] == {"name": "past_k0", "output": "present_k0", "dim": "past", "axis": 0,
                            "row": 16, "outer": 1, "in_rows": CONTEXT - 1,
-                           "out_rows": 2 * CONTEXT - 1, "dtype": "float32"}
+                           "out_rows": CONTEXT, "dtype": "float32"}
   assert [s["name"] for s in m["state"]] == ["past_k0", "past_v0", "past_k1", "past_v1"]
   assert [i["name"] for i in bundle.inputs] == ["ids", "positions", "temperature", "seed"]
 
@@ -91,7 +91,9 @@ def test_misuse_is_a_clear_error(lm, tmp_path):
   plain = kg.export(outputs, str(tmp_path / "plain"), format="ptx")
   with pytest.raises(kg.ModelError, match="not a causal LM"):
     plain.generate(PROMPT, device="PTXSIM")
-  with pytest.raises(kg.KernelgenError, match="state 'ids' -> 'logits': its output must"):
+  with pytest.raises(kg.KernelgenError, match="'past_k0' -> 'logits': its output must have"):
+    kg.export(outputs, str(tmp_path / "bad"), format="ptx", state={"past_k0": "logits"})
+  with pytest.raises(kg.KernelgenError, match="'ids' -> 'logits': its input needs exactly one"):
     kg.export(outputs, str(tmp_path / "bad"), format="ptx", state={"ids": "logits"})
   with pytest.raises(kg.KernelgenError, match="the program has inputs"):
     kg.export(outputs, str(tmp_path / "bad"), format="ptx", state={"nope": "logits"})

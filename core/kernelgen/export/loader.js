@@ -107,6 +107,11 @@ function checkManifest(m) {
   ['inputs', 'outputs', 'weights'].forEach((key) => m[key].forEach((s, i) =>
     (buffer(s?.buffer) && Array.isArray(s.shape) && s.shape.every((d) => isCount(d, 0))) ||
     bad(`${key}[${i}]`)));
+  if (m.state !== undefined && !Array.isArray(m.state)) bad('state');
+  (m.state || []).forEach((s, i) => (m.inputs.some((x) => x.name === s?.name) &&
+    m.outputs.some((o) => o.name === s.output && o.symbolic_shape?.[s.axis]) &&
+    ['row', 'outer', 'in_rows', 'out_rows'].every((key) => isCount(s[key], 0)) && ARRAYS[s.dtype]) ||
+    bad(`state[${i}]`));
   m.kernels.forEach((k, i) => {
     const three = (v, least) => Array.isArray(v) && v.length === 3 && v.every((d) => isCount(d, least));
     if (!three(k?.workgroup_size, 1)) bad(`kernels[${i}].workgroup_size`);
