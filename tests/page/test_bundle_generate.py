@@ -7,6 +7,7 @@ bundle that is not a causal LM and a malformed state are clear errors."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
@@ -46,6 +47,13 @@ def test_the_manifest_declares_the_state(lm, tmp_path):
                            "out_rows": CONTEXT, "dtype": "float32"}
   assert [s["name"] for s in m["state"]] == ["past_k0", "past_v0", "past_k1", "past_v1"]
   assert [i["name"] for i in bundle.inputs] == ["ids", "positions", "temperature", "seed"]
+  for patch, field in [({"axis": 5}, "state[0].axis"), ({"output": "nope"}, "state[0]"),
+                       ({"row": -1}, "state[0].row")]:
+    damaged = json.loads(json.dumps(m))
+    damaged["state"][0].update(patch)
+    (tmp_path / "manifest.json").write_text(json.dumps(damaged))
+    with pytest.raises(kg.ManifestError, match=rf"{re.escape(field)} is"):
+      kg.load_bundle(str(tmp_path))
 
 
 @pytest.mark.parametrize("step", [1, 4])

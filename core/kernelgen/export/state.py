@@ -71,7 +71,7 @@ def check(m: dict, fail) -> None:
   if not isinstance(state, list):
     fail("state", state, "a list")
   inputs = {s.get("name") for s in m["inputs"] if isinstance(s, dict)}
-  outputs = {s.get("name") for s in m["outputs"] if isinstance(s, dict)}
+  outputs = {s.get("name"): s for s in m["outputs"] if isinstance(s, dict)}
   dims = {d.get("name") for d in m.get("dims", []) if isinstance(d, dict)}
   for i, s in enumerate(state):
     if not isinstance(s, dict) or s.get("name") not in inputs or s.get("output") not in \
@@ -80,6 +80,9 @@ def check(m: dict, fail) -> None:
     for key in ("axis", "row", "outer", "in_rows", "out_rows"):
       if not isinstance(s.get(key), int) or isinstance(s.get(key), bool) or s[key] < 0:
         fail(f"state[{i}].{key}", s.get(key), "an int >= 0")
+    sym = outputs[s["output"]].get("symbolic_shape")
+    if not isinstance(sym, list) or s["axis"] >= len(sym) or not isinstance(sym[s["axis"]], dict):
+      fail(f"state[{i}].axis", s["axis"], "a symbolic axis of its output")
 
 
 class Rows:
