@@ -1,5 +1,5 @@
 """A small GPT (decoder-only transformer) in kg.nn: the language model of examples/train_lm.py
-and of the Generate demo (web/demos/lm_model.py exports its forward pass).
+and of the Generate demo (web/demos/lm_model.py exports its cached decode step, `cached_program`).
 
     model = TinyGPT(vocab=2048, dim=128, layers=4, heads=4, context=64)
     logits = model(ids)                    # ids (B, T) int32 -> (B, T, vocab) float32
