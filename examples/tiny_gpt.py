@@ -1,8 +1,9 @@
 """A small GPT (decoder-only transformer) in kg.nn: the language model of examples/train_lm.py
-and of the Generate demo (web/demos/lm_model.py exports its forward pass).
+and of the Generate demo (web/demos/lm_model.py exports its cached decode step, `cached_program`).
 
     model = TinyGPT(vocab=2048, dim=128, layers=4, heads=4, context=64)
     logits = model(ids)                    # ids (B, T) int32 -> (B, T, vocab) float32
+    outputs, state = cached_program(model)  # one step with a KV cache, for kg.export(state=)
 
 Pre-LayerNorm blocks (causal self-attention, a 4x GELU MLP), learned positions, the output layer
 tied to the token embedding.
@@ -43,6 +44,20 @@ class Block(nn.Module):
     out = scores.softmax(-1) @ v
     return self.proj(out.permute(0, 2, 1, 3).reshape(b, t, d))
 
+  def cached(self, x, mask, past_k, past_v):
+    """The block on the new rows x (1, s, dim) with the keys and values of the rows before
+    (past_k, past_v: (p, dim)); returns (x, keys (p + s, dim), values (p + s, dim))."""
+    _, s, d = x.symbolic_shape
+    h = self.heads
+    qkv = self.qkv(self.ln1(x)).reshape(s, 3, d)
+    k, v = kg.cat([past_k, qkv[:, 1]], axis=0), kg.cat([past_v, qkv[:, 2]], axis=0)
+    t = k.symbolic_shape[0]
+    q = qkv[:, 0].reshape(s, h, d // h).permute(1, 0, 2)
+    keys, values = k.reshape(t, h, d // h).permute(1, 2, 0), v.reshape(t, h, d // h).permute(1, 0, 2)
+    out = ((q @ keys) * (1.0 / math.sqrt(d // h)) + mask).softmax(-1) @ values   # (h, s, d/h)
+    x = x + self.proj(out.permute(1, 0, 2).reshape(1, s, d))
+    return x + self.down(gelu(self.up(self.ln2(x)).contiguous())), k, v
+
   def forward(self, x, mask):
     x = x + self.attention(self.ln1(x), mask)
     # the pre-activation gets its own buffer: without it the backward pass recomputed the up
@@ -80,3 +95,46 @@ class TinyGPT(nn.Module):
 
   def forward(self, ids):
     return self.hidden(ids) @ self.tokens.weight.T
+
+  def cached(self, ids, positions, pasts):
+    """One generation step with a KV cache: the logits (1, vocab) after the new tokens `ids`
+    (1, s) at `positions` (1, s), given each block's (keys, values) of the tokens before, (p,
+    dim) each; returns (logits, [(keys, values) (p + s, dim) per block])."""
+    s = ids.symbolic_shape[1]
+    p = pasts[0][0].symbolic_shape[0]
+    keys = kg.Tensor.arange(p + s, device=self.tokens.weight.device)
+    mask = (keys.reshape(1, p + s) > positions.reshape(s, 1)).cast(kg.dtypes.float32) * -1e9
+    x = self.tokens(ids) + self.positions(positions)
+    present = []
+    for block, (past_k, past_v) in zip(self.blocks, pasts):
+      x, k, v = block.cached(x, mask, past_k, past_v)
+      present.append((k, v))
+    return self.ln(x)[:, s - 1] @ self.tokens.weight.T, present
+
+
+def cached_program(model: TinyGPT, device: str = "PYTHON", step: int = 1):
+  """(outputs, state) of one cached generation step of `model`, to export with
+  kg.export(outputs, DIR, state=state): inputs `ids` and `positions` (1, s), s = `step` new
+  tokens (1: a decode step, which a prompt runs token by token; more: s is a kg.Dim 1..step, but
+  a symbolic s runs its row-wise kernels at their top (the compiler cuts only some kernels to
+  the bound size), so each step costs `step` rows), `temperature` (1,) float32 and `seed` (1,) int32; the state `past_k{i}` /
+  `past_v{i}` (past, dim) per block, past a kg.Dim 0..context - 1; outputs `logits` (1, vocab),
+  `token` (1,) int32 (sampled on the device: kg.export's causal.device_token) and the
+  `present_k{i}` / `present_v{i}` the state keeps."""
+  from kernelgen.export.causal import device_token
+  context, dim = model.context, model.tokens.weight.shape[1]
+  s, p = kg.Dim("s", 1, step) if step > 1 else 1, kg.Dim("past", 0, context - 1)
+  ids = kg.Tensor.empty(1, s, dtype=kg.dtypes.int32, name="ids", device=device)
+  positions = kg.Tensor.empty(1, s, dtype=kg.dtypes.int32, name="positions", device=device)
+  temperature = kg.Tensor.empty(1, name="temperature", device=device)
+  seed = kg.Tensor.empty(1, dtype=kg.dtypes.int32, name="seed", device=device)
+  pasts = [tuple(kg.Tensor.empty(p, dim, name=f"past_{kv}{i}", device=device) for kv in "kv")
+           for i in range(len(model.blocks))]
+  with kg.no_grad():
+    logits, present = model.cached(ids, positions, pasts)
+    outputs = {"logits": logits, "token": device_token(logits, temperature, seed)}
+  state = {}
+  for i, (k, v) in enumerate(present):
+    outputs[f"present_k{i}"], outputs[f"present_v{i}"] = k, v
+    state[f"past_k{i}"], state[f"past_v{i}"] = f"present_k{i}", f"present_v{i}"
+  return outputs, state

@@ -20,8 +20,14 @@ if not (LM / "weights.safetensors").exists():
   pytest.skip("no committed language model (examples/train_lm.py writes it)",
               allow_module_level=True)
 
-LOGITS = """async (ids) => {
-  const out = await generateDemo.state.model.run({ ids: Int32Array.from(ids) });
+LOGITS = """async (ids) => {    // the bundle's cached decode step, token by token from empty
+  const model = generateDemo.state.model;
+  model.reset();
+  let out = null;
+  for (let i = 0; i < ids.length; i++) {
+    out = await model.run({ ids: Int32Array.of(ids[i]), positions: Int32Array.of(i),
+      temperature: Float32Array.of(0), seed: Int32Array.of(0) });
+  }
   return Array.from(out.logits);
 }"""
 

@@ -1,48 +1,15 @@
 // The Generate demo: a small GPT (examples/train_lm.py) writes text from a prompt. The forward
-// pass is an exported bundle (lm_bundle/, made by build.sh from lm_model.py: the next-token
-// logits after n tokens, n a symbolic size up to the model's CONTEXT); tokenizer.js encodes the
-// prompt and streams the text out (incomplete UTF-8 held back). Sampling (temperature, top-k, a
-// seeded generator) is plain JavaScript over the logits the bundle reads back: no Python runs in
-// the page unless "Continue training" boots it (generate_train.js).
+// pass is an exported bundle (lm_bundle/, made by build.sh from lm_model.py: one step with a KV
+// cache kept in the bundle's state); model.generate() prefills the prompt and runs one step per
+// token, the token drawn on the GPU (top-k 0) or here from the logits read back (top-k > 0).
+// tokenizer.js encodes the prompt and streams the text out (incomplete UTF-8 held back). No
+// Python runs in the page unless "Continue training" boots it (generate_train.js).
 import { $ } from './common.js';
 import { Tokenizer } from './tokenizer.js';
 import { setupTraining, training } from './generate_train.js';
 
-const state = { model: null, tokenizer: null, log: null, running: null, stopWanted: false,
+const state = { model: null, tokenizer: null, log: null, running: null, stopper: null,
   last: null, error: null, runs: 0, trainedSteps: 0 };
-
-// A seeded generator (mulberry32): the same seed and settings give the same text.
-function generator(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-// The next id: argmax at temperature 0, else a draw from softmax(logits / T) over the top k.
-export function sample(logits, temperature, topK, random) {
-  let order = Array.from(logits.keys());
-  if (temperature <= 0) return order.reduce((best, i) => (logits[i] > logits[best] ? i : best), 0);
-  order.sort((a, b) => logits[b] - logits[a]);
-  if (topK > 0) order = order.slice(0, topK);
-  const top = logits[order[0]];
-  const weights = order.map((i) => Math.exp((logits[i] - top) / temperature));
-  let r = random() * weights.reduce((s, w) => s + w, 0);
-  for (let j = 0; j < order.length; j++) {
-    r -= weights[j];
-    if (r <= 0) return order[j];
-  }
-  return order[order.length - 1];
-}
-
-// The bundle's input: the text's last `context` ids (its length is the symbolic size n).
-function windowInputs(ids, context) {
-  return { ids: Int32Array.from(ids.slice(-context)) };
-}
 
 function settings() {
   return { temperature: Number($('temperature').value), topK: Math.floor(Number($('top-k').value)),
@@ -64,7 +31,7 @@ export async function generate() {
   if (state.running) return state.running;
   state.running = run().finally(() => {
     state.running = null;
-    state.stopWanted = false;
+    state.stopper = null;
     $('generate').disabled = false;
     $('stop').disabled = true;
     document.body.dataset.generating = 'false';
@@ -75,13 +42,13 @@ export async function generate() {
 async function run() {
   const { temperature, topK, maxTokens, seed, stopAtEnd } = settings();
   const tok = state.tokenizer;
-  const context = state.model.inputs.find((i) => i.name === 'ids').shape[1];
+  const context = state.log.config.context;     // the model's positions (the bundle's context)
   const end = tok.added.find((t) => t.content === '<|endoftext|>')?.id;
   const prompt = $('prompt').value;
   const ids = tok.encode(prompt);
   if (!ids.length) ids.push(end ?? 0);
   const stream = tok.decodeStream();
-  const random = generator(seed);
+  state.stopper = new AbortController();
   $('generate').disabled = true;
   $('stop').disabled = false;
   document.body.dataset.generating = 'true';
@@ -91,27 +58,26 @@ async function run() {
   const stats = { tokens: 0, seconds: 0, gpuMs: 0, hasGpuTimes: false, ids: [], text: '' };
   state.last = stats;
   const started = performance.now();
-  while (stats.tokens < maxTokens && !state.stopWanted) {
-    const out = await state.model.run(windowInputs(ids, context));
-    const next = sample(out.logits, temperature, topK, random);
-    const timings = state.model.timings || [];
-    stats.hasGpuTimes = timings.length > 0;
-    stats.gpuMs += timings.reduce((s, t) => s + t.ms, 0);
+  const onToken = (next, { gpuMs }) => {
+    stats.hasGpuTimes = (state.model.timings || []).length > 0;
+    stats.gpuMs += gpuMs;
     stats.tokens += 1;
     stats.seconds = (performance.now() - started) / 1000;
-    if (next === end && stopAtEnd) break;
-    ids.push(next);
+    if (next === end && stopAtEnd) return;
     stats.ids.push(next);
     const text = stream.step(next);
     stats.text += text;
     $('output-new').textContent += text;
     showStats(stats);
     document.body.dataset.tokens = String(stats.tokens);
-  }
+  };
+  await state.model.generate(ids.slice(-context), { maxNewTokens: maxTokens, temperature, topK,
+    seed, stop: stopAtEnd && end !== undefined ? end : null, onToken,
+    signal: state.stopper.signal });
   const rest = stream.flush();
   stats.text += rest;
   $('output-new').textContent += rest;
-  stats.stopped = state.stopWanted;
+  stats.stopped = state.stopper.signal.aborted;
   showStats(stats);
   state.runs += 1;
   document.body.dataset.runs = String(state.runs);
@@ -119,7 +85,7 @@ async function run() {
 }
 
 export function stop() {
-  if (state.running) state.stopWanted = true;
+  if (state.running) state.stopper?.abort();
 }
 
 // A tokenizer.json from the file input: it replaces the shipped one if it reads and fits the
@@ -193,7 +159,7 @@ async function main() {
   document.body.dataset.ready = 'true';
 }
 
-window.generateDemo = { state, generate, stop, sample, training };
+window.generateDemo = { state, generate, stop, training };
 main().catch((error) => {
   $('notice').textContent = `The demo failed to start: ${error.message}`;
   $('notice').hidden = false;

@@ -1,10 +1,13 @@
 """The Generate demo's language model as a kernelgen program with named inputs, exported at build
 time (build.sh: python -m kernelgen export web/demos/lm_model.py --out .../lm_bundle) so the
-page generates without Python: the next-token logits after n tokens, n a symbolic size
-(`kg.Dim("n", 1, CONTEXT)`: one compiled program, one set of pipelines, for every length).
+page generates without Python: one generation step with a KV cache kept in the bundle
+(tiny_gpt.cached_program; export/state.py): model.js's generate() prefills the prompt in one
+run and then runs one token per step, each reading the keys and values the earlier steps left.
 
-Input: `ids` (1, n) int32, the text so far (its last CONTEXT tokens: the model's learned
-positions end there). Output: `logits` (1, vocab), the next token's, read at position n - 1.
+Inputs: `ids` and `positions` (1, s) int32 (s = kg.Dim("s", 1, CONTEXT): the new tokens),
+`temperature` (1,) float32 and `seed` (1,) int32 (the token is drawn on the GPU). State:
+`past_k{i}` / `past_v{i}` (past, dim) per block, past = kg.Dim("past", 0, CONTEXT - 1).
+Outputs: `logits` (1, vocab) and `token` (1,) int32, the next token's, and the caches.
 Weights: web/demos/lm/weights.safetensors (float16, cast to float32), examples/train_lm.py; in
 the bundle each is named after its state_dict key, dots as underscores.
 """
@@ -16,7 +19,7 @@ import kernelgen as kg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
-from tiny_gpt import TinyGPT  # noqa: E402
+from tiny_gpt import TinyGPT, cached_program  # noqa: E402
 
 
 def load_model(device: str = "PYTHON") -> TinyGPT:
@@ -37,8 +40,4 @@ CONTEXT = model.context
 # blocks_0_qkv_weight): the bundle keys its weights by these names, so the page can write
 # weights it trained itself into the loaded bundle (generate.js)
 globals().update({key.replace(".", "_"): value for key, value in model.state_dict().items()})
-n = kg.Dim("n", 1, CONTEXT)
-ids = kg.Tensor.empty(1, n, dtype=kg.dtypes.int32, name="ids", device="PYTHON")
-with kg.no_grad():
-  last = model.hidden(ids)[:, n - 1]                                 # (1, dim)
-  out = {"logits": last @ model.tokens.weight.T}                     # (1, vocab)
+out, state = cached_program(model)          # the CLI exports `out` with `state`

@@ -31,6 +31,7 @@ from .inputs import is_model, model_feeds
 from ..tensor.symbolic import compact, padded
 from .plan import ModelOutputs, make_plan
 from .progress import RunProgress
+from . import state as bundle_state
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
 LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader.js")
@@ -38,7 +39,7 @@ WEIGHTS = "weights.safetensors"
 
 
 def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
-           input_shapes: dict | None = None, **options):
+           input_shapes: dict | None = None, state=None, **options):
   """Compile `outputs` (a Tensor, a list, or a dict name -> Tensor) and write a bundle of
   `format` ("webgpu" or "ptx") into directory `path` (created if needed): the kernels' sources,
   the weights (safetensors), manifest.json and, for webgpu, model.js. Inputs are the program's
@@ -48,6 +49,9 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
   `outputs` may also be an ONNX model (kg.onnx.load): its graph inputs become the bundle's
   inputs, shaped by `input_shapes` ({name: (d0, d1, ...)}; a name the model lacks is an
   InputError); a symbolic dimension not given is 1, with a SymbolicDimWarning saying so.
+
+  state: {input name: output name}, buffers the bundle keeps between runs (a KV cache): after
+  each run the output's rows are copied into the input's buffer on the device (export/state.py).
 
   Raises KernelgenError for an unknown format or an arch with format "webgpu"; the errors of
   `kg.compile` when the program does not compile."""
@@ -65,6 +69,7 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
     raise KernelgenError("arch= is for format='ptx'; a webgpu bundle has no arch")
   plan = make_plan(outputs, target, options, suffix)
   plan.manifest["bundle"] = format
+  bundle_state.declare(plan.manifest, state)
   os.makedirs(path, exist_ok=True)
   for name, source in plan.sources.items():
     _write_text(os.path.join(path, name), source)
@@ -118,25 +123,32 @@ class Bundle:
       raise ManifestError(f"{where} is not valid JSON ({type(error).__name__} at line "
                           f"{getattr(error, 'lineno', '?')}): re-export the bundle") from None
     manifest.check(self.manifest, where)
-    self.inputs = [_public(e) for e in self.manifest["inputs"]]
+    kept = {s["name"] for s in self.manifest.get("state", [])}
+    self.inputs = [_public(e) for e in self.manifest["inputs"] if e["name"] not in kept]
+    self.state = [dict(s) for s in self.manifest.get("state", [])]
     self.outputs = [_public(e) for e in self.manifest["outputs"]]
     self._devices: dict[str, tuple] = {}
+    self._rows: dict[str, bundle_state.Rows] = {}
 
-  def run(self, inputs: dict, device: str | None = None, progress=None) -> dict:
+  def run(self, inputs: dict, device: str | None = None, progress=None,
+          outputs=None) -> dict:
     """{output name: Tensor on `device`} for `inputs` ({input name: Tensor, numpy array, list,
     bytes or array.array}). device: "CUDA" or "PTXSIM" for a ptx bundle (default CUDA where
     there is a driver, else PTXSIM), "WEBGPU" for a webgpu bundle. Outputs have the shapes and
     dtypes of `outputs`. `progress(info)` is called before each kernel (and on PTXSIM as its
     blocks run) with kernel i of n and an estimate of the seconds left; returning False stops
-    the run (StoppedError); see export/progress.py.
+    the run (StoppedError); see export/progress.py. outputs: the names to read back (default
+    all). A bundle with `state` keeps those buffers between runs on each device (the caller
+    passes none of them); `reset()` empties them.
 
     Raises KernelgenError for inputs that are not a dict, unknown or missing names, or values
     of an unsupported type; DTypeError / ShapeError for an input of another dtype or shape;
     DeviceError for a device the bundle's format does not run on."""
     device = Device.canonical(device or self._default_device())
     runtime, handles, kernels = self._prepare(device)
-    specs = self.manifest["inputs"]
-    values = _dim_values(self.manifest.get("dims", []), specs, inputs)
+    rows = self._rows.setdefault(device, bundle_state.Rows(self.manifest))
+    specs = [s for s in self.manifest["inputs"] if s["name"] not in rows.names()]
+    values = rows.values(_dim_values(self.manifest.get("dims", []), specs, inputs))
     for spec, data in zip(specs, _input_bytes(specs, inputs, values)):
       runtime.copyin(handles[self._storage(spec)], data)
     report = RunProgress(progress, [k for k, _ in kernels]) if progress is not None else None
@@ -145,8 +157,30 @@ class Bundle:
         report.kernel(i)
       runtime.run(kernel, binding_handles, values, **({"progress": report.blocks}
                                                        if report and device == "PTXSIM" else {}))
-    return {spec["name"]: self._output(runtime, device, handles, spec, values)
-            for spec in self.manifest["outputs"]}
+    named = {spec["name"]: spec for spec in self.manifest["outputs"]}
+    unknown = [n for n in outputs or () if n not in named]
+    if unknown:
+      raise KernelgenError(f"unknown output(s) {unknown}: this bundle's outputs are {list(named)}")
+    out = {name: self._output(runtime, device, handles, named[name], values)
+           for name in (named if outputs is None else outputs)}
+    rows.advance(runtime, handles, self._storage_of, named, values)
+    return out
+
+  def generate(self, prompt, **options) -> list:
+    """The tokens this causal LM bundle generates after `prompt`, with its KV cache kept as
+    state between steps: `kg.generate`'s options (max_new_tokens, temperature, top_k, top_p,
+    seed, stop, on_token, device); see export/causal.py."""
+    from .causal import generate
+    return generate(self, prompt, **options)
+
+  def reset(self) -> None:
+    """Empty the bundle's state (export's state=) on every device: the next run starts anew."""
+    for rows in self._rows.values():
+      rows.reset()
+
+  def _storage_of(self, name: str) -> int:
+    specs = self.manifest["inputs"] + self.manifest["outputs"]
+    return self._storage(next(s for s in specs if s["name"] == name))
 
   def _default_device(self) -> str:
     if self.manifest["target"] == "wgsl":

@@ -1,7 +1,8 @@
 """`python -m kernelgen export`: a program (PROGRAM.py) or an ONNX model (MODEL.onnx) as a bundle.
 
 A program names its result `out` (or `--output NAME`): a Tensor, a list, or a dict name -> Tensor;
-its inputs are its `Tensor.empty(..., name=)` tensors. An ONNX model is read with kg.onnx.load;
+its inputs are its `Tensor.empty(..., name=)` tensors; a `state` variable ({input name: output
+name}) makes those inputs state the bundle keeps between runs (export/state.py). An ONNX model is read with kg.onnx.load;
 its graph inputs become named inputs (symbolic dimensions are 1 unless --input-shape gives them:
 a note on stderr names each one fixed; an --input-shape name the model lacks is an InputError).
 
@@ -63,13 +64,13 @@ def export_command(args) -> int:
   if args.arch is not None and fmt != "ptx":
     raise UsageError("--arch is for --target ptx: a WebGPU (wgsl) bundle has no arch")
   if args.program.lower().endswith(".onnx"):
-    outputs = onnx_outputs(args.program, parse_shapes(args.input_shape))
+    outputs, state = onnx_outputs(args.program, parse_shapes(args.input_shape)), None
   else:
     if args.input_shape:
       raise UsageError("--input-shape is for ONNX models; a program's inputs have their "
                            "shapes already (Tensor.empty(..., name=))")
-    outputs = program_outputs(args.program, args.output)
-  bundle = export(outputs, args.out, format=fmt, arch=args.arch)
+    outputs, state = program_outputs(args.program, args.output, with_state=True)
+  bundle = export(outputs, args.out, format=fmt, arch=args.arch, state=state)
   for name in sorted(os.listdir(args.out)):
     print(os.path.join(args.out, name))
   memory = bundle.manifest["memory"]
@@ -91,13 +92,14 @@ def run_program(path: str) -> dict:
   return namespace
 
 
-def program_outputs(path: str, name: str):
-  """The value PROGRAM.py assigns to `name`: a Tensor, list/tuple or dict of Tensors."""
+def program_outputs(path: str, name: str, with_state: bool = False):
+  """The value PROGRAM.py assigns to `name`: a Tensor, list/tuple or dict of Tensors; with_state:
+  (that, the program's `state` or None: {input: output} buffers the bundle keeps, state.py)."""
   namespace = run_program(path)
   if name not in namespace:
     raise KernelgenError(f"the program does not define `{name}`: assign the result (a Tensor or a "
                          f"dict name -> Tensor) to it, or pass --output NAME")
-  return namespace[name]
+  return (namespace[name], namespace.get("state")) if with_state else namespace[name]
 
 
 def parse_shapes(items: list[str]) -> dict[str, tuple[int, ...]]:

@@ -21,6 +21,14 @@
 // Buffers, pipelines and bind groups are made once, in load(); run() writes the inputs,
 // dispatches every kernel in one compute pass, and reads the outputs back. Intermediate buffers
 // share storage as the manifest plans it. Every failure is an Error saying what to do.
+//
+// State (manifest.state, kg.export(..., state=)): inputs the model keeps between runs, such as a
+// KV cache. The caller passes none of them; after each run the paired output's rows are copied
+// into the state's buffer on the GPU; model.reset() empties them. `run(inputs, { outputs })`
+// reads back only the outputs named. A causal LM bundle (state, input ids, output logits) has
+// `generate(promptIds, { maxNewTokens, temperature, topK, topP, seed, stop, onToken, signal })`:
+// prefill, then one step per token, the token drawn on the GPU where the bundle has a `token`
+// output (only its id read back); see generate() below.
 
 // dtype -> the typed array run() takes and returns (float16: raw bits, or a Float16Array)
 const ARRAYS = {
@@ -99,6 +107,11 @@ function checkManifest(m) {
   ['inputs', 'outputs', 'weights'].forEach((key) => m[key].forEach((s, i) =>
     (buffer(s?.buffer) && Array.isArray(s.shape) && s.shape.every((d) => isCount(d, 0))) ||
     bad(`${key}[${i}]`)));
+  if (m.state !== undefined && !Array.isArray(m.state)) bad('state');
+  (m.state || []).forEach((s, i) => (m.inputs.some((x) => x.name === s?.name) &&
+    m.outputs.some((o) => o.name === s.output && o.symbolic_shape?.[s.axis]) &&
+    ['row', 'outer', 'in_rows', 'out_rows'].every((key) => isCount(s[key], 0)) && ARRAYS[s.dtype]) ||
+    bad(`state[${i}]`));
   m.kernels.forEach((k, i) => {
     const three = (v, least) => Array.isArray(v) && v.length === 3 && v.every((d) => isCount(d, least));
     if (!three(k?.workgroup_size, 1)) bad(`kernels[${i}].workgroup_size`);
@@ -243,7 +256,11 @@ class Model {
   constructor(device, manifest, ownDevice, timings) {
     this.device = device;
     this.manifest = manifest;
-    this.inputs = manifest.inputs.map(({ name, shape, dtype }) => ({ name, shape, dtype }));
+    this.state = manifest.state || [];
+    this.kept = new Set(this.state.map((s) => s.name));
+    this.inputs = manifest.inputs.filter((s) => !this.kept.has(s.name))
+      .map(({ name, shape, dtype }) => ({ name, shape, dtype }));
+    this.reset();
     this.outputs = manifest.outputs.map(({ name, shape, dtype }) => ({ name, shape, dtype }));
     this.ownDevice = ownDevice;
     this.lost = null;
@@ -315,11 +332,27 @@ class Model {
     }
   }
 
-  // {dim: value} from the inputs' lengths (an input whose only symbolic size is a dim)
+  // Empties the state (the KV cache): the next run starts anew.
+  reset() {
+    const dims = Object.fromEntries((this.manifest.dims || []).map((d) => [d.name, d]));
+    this.rows = Object.fromEntries(this.state.map((s) => [s.name, dims[s.dim]?.lo ?? 0]));
+  }
+
+  // {dim: value} from the inputs' lengths (an input whose only symbolic size is a dim) and the
+  // state's row counts
   dimValues(inputs) {
     const values = {};
     const dims = Object.fromEntries((this.manifest.dims || []).map((d) => [d.name, d]));
+    for (const s of this.state) {
+      const rows = this.rows[s.name];
+      if (!dims[s.dim] || rows > dims[s.dim].hi) {
+        fail(`state ${s.name} holds ${rows} rows, past its dim ${s.dim}'s top ` +
+          `${dims[s.dim]?.hi}: reset() the model`);
+      }
+      values[s.dim] = rows;
+    }
     for (const spec of this.manifest.inputs) {
+      if (this.kept.has(spec.name)) continue;
       const sym = spec.symbolic_shape;
       const at = sym ? sym.findIndex((s) => typeof s !== 'number') : -1;
       if (at < 0) continue;
@@ -347,8 +380,9 @@ class Model {
   }
 
   // Outputs for `inputs` ({name: typed array}); runs one at a time, in call order.
-  run(inputs) {
-    const result = this.pending.then(() => this.runNow(inputs));
+  // outputs: the names to read back (default all).
+  run(inputs, { outputs = null } = {}) {
+    const result = this.pending.then(() => this.runNow(inputs, outputs));
     this.pending = result.catch(() => {});
     return result;
   }
@@ -368,7 +402,7 @@ class Model {
         fail(`unknown input "${name}": this model's inputs are ${describe(specs) || 'none'}`);
       }
     }
-    for (const spec of specs) {
+    for (const spec of specs.filter((s) => !this.kept.has(s.name))) {
       const value = inputs[spec.name];
       const want = ARRAYS[spec.dtype];
       if (value === undefined) fail(`missing input "${spec.name}": pass ${describe([spec])}`);
@@ -385,12 +419,16 @@ class Model {
     }
   }
 
-  async runNow(inputs) {
+  async runNow(inputs, names = null) {
     this.usable();
     this.checkInputs(inputs);
     const values = this.dimValues(inputs);
     const device = this.device;
-    for (const spec of this.manifest.inputs) {
+    const wanted = this.manifest.outputs.map((o, i) => [o, i])
+      .filter(([o]) => !names || names.includes(o.name));
+    const unknown = (names || []).filter((n) => !this.manifest.outputs.some((o) => o.name === n));
+    if (unknown.length) fail(`unknown output(s) ${unknown}: this model's outputs are ${describe(this.outputs)}`);
+    for (const spec of this.manifest.inputs.filter((s) => !this.kept.has(s.name))) {
       const data = spec.symbolic_shape ? relayout(inputs[spec.name],
         spec.symbolic_shape.map((s) => sizeOf(s, values)), spec.shape, false) : inputs[spec.name];
       write(device, this.storage[this.buffer(spec).storage], data);
@@ -416,26 +454,99 @@ class Model {
     });
     pass?.end();
     this.timer?.resolve(encoder);
-    this.manifest.outputs.forEach((o, i) => encoder.copyBufferToBuffer(
+    wanted.forEach(([o, i]) => encoder.copyBufferToBuffer(
       this.storage[this.buffer(o).storage], 0, this.readback[i], 0, this.readback[i].size));
+    const rows = this.keep(encoder, values);
     device.queue.submit([encoder.finish()]);
     const error = await device.popErrorScope();
     if (error) fail(`WebGPU rejected the run: ${error.message}`);
+    this.rows = rows;
     try {
-      await Promise.all(this.readback.map((b) => b.mapAsync(GPUMapMode.READ)));
+      await Promise.all(wanted.map(([, i]) => this.readback[i].mapAsync(GPUMapMode.READ)));
       if (this.timer) this.timings = await this.timer.read(this.manifest.kernels);
     } catch (failure) {
       this.usable();
       fail(`reading the outputs failed: ${failure.message}`);
     }
     const out = {};
-    this.manifest.outputs.forEach((o, i) => {
+    wanted.forEach(([o, i]) => {
       const bytes = this.readback[i].getMappedRange().slice(0, this.buffer(o).nbytes);
       const array = new ARRAYS[o.dtype](bytes);
       out[o.name] = o.symbolic_shape ? relayout(array, o.symbolic_shape.map((s) => sizeOf(s,
         values)), o.shape, true) : array;
       this.readback[i].unmap();
     });
+    return out;
+  }
+
+  // Copies each state's output rows into its buffer (one copy per outer slice: a cache's
+  // heads); returns the row counts after the run.
+  keep(encoder, values) {
+    const rows = {};
+    for (const s of this.state) {
+      const out = this.manifest.outputs.find((o) => o.name === s.output);
+      const src = this.storage[this.buffer(out).storage];
+      const spec = this.manifest.inputs.find((i) => i.name === s.name);
+      const dst = this.storage[this.buffer(spec).storage];
+      rows[s.name] = sizeOf(out.symbolic_shape[s.axis], values);
+      const bytes = (ARRAYS[s.dtype].BYTES_PER_ELEMENT) * s.row;
+      const n = Math.min(rows[s.name], s.in_rows) * bytes;
+      for (let o = 0; o < s.outer && n > 0; o++) {
+        if (n % 4 || (o * s.in_rows * bytes) % 4 || (o * s.out_rows * bytes) % 4) {
+          fail(`state ${s.name}'s rows are not whole 4-byte words: export it with a row of ` +
+            'an even number of 16-bit items');
+        }
+        encoder.copyBufferToBuffer(src, o * s.out_rows * bytes, dst, o * s.in_rows * bytes, n);
+      }
+    }
+    return rows;
+  }
+
+  // Tokens a causal LM bundle generates after promptIds (an array of ints): prefill (in steps of
+  // up to the ids input's length), then one step per token, the cache kept in the model's state. Greedy at temperature 0; else drawn
+  // from softmax(logits / temperature), on the GPU (only the id read back) where the bundle has
+  // a `token` output and topK is 0 and topP 1, else here from the logits read back (top-k,
+  // top-p, a seeded generator). onToken(id, {gpuMs}) hears each token as it comes; a token in
+  // `stop` (an id or array) ends it (included); signal (an AbortSignal) stops it: the promise
+  // then resolves with the tokens so far. A prompt longer than the context (the state dim's
+  // top + 1) is an Error; a generation that fills the context starts again from its last half.
+  async generate(promptIds, { maxNewTokens = 32, temperature = 0, topK = 0, topP = 1,
+    seed = 0, stop = null, onToken = null, signal = null } = {}) {
+    const lm = causalNames(this.manifest);
+    const prompt = Array.from(promptIds ?? [], Number);
+    if (!prompt.length || prompt.length > lm.context || !prompt.every(Number.isInteger)) {
+      fail(`the prompt has ${prompt.length} tokens: this model takes 1..${lm.context} token ids ` +
+        '(its context); shorten it');
+    }
+    const stops = new Set(stop === null ? [] : [stop].flat());
+    const onDevice = lm.token && topK === 0 && topP >= 1;
+    const random = mulberry32(seed);
+    const tokens = [...prompt];
+    const out = [];
+    let fresh = prompt;
+    let done = 0;
+    this.reset();
+    for (let i = 0; i < maxNewTokens && !signal?.aborted; i++) {
+      if (done + fresh.length > lm.context) {        // full: again from the last half
+        this.reset();
+        fresh = tokens.slice(-Math.floor(lm.context / 2));
+        done = 0;
+      }
+      while (fresh.length > lm.step) {        // a long prompt: all but its last step
+        await this.run(causalFeeds(lm, fresh.slice(0, lm.step), done, 0, 0), { outputs: [] });
+        fresh = fresh.slice(lm.step);
+        done += lm.step;
+      }
+      const feeds = causalFeeds(lm, fresh, done, temperature, (seed * 1000003 + i) % 2 ** 31);
+      const got = await this.run(feeds, { outputs: [onDevice ? 'token' : 'logits'] });
+      done += fresh.length;
+      const token = onDevice ? got.token[0] : sampleHere(got.logits, temperature, topK, topP, random);
+      out.push(token);
+      tokens.push(token);
+      onToken?.(token, { gpuMs: this.timings.reduce((sum, t) => sum + t.ms, 0) });
+      if (stops.has(token)) break;
+      fresh = [token];
+    }
     return out;
   }
 
@@ -448,6 +559,65 @@ class Model {
     this.timer?.destroy();
     if (this.ownDevice) this.device.destroy();
   }
+}
+
+// A causal LM's input and output names and its context (see generate); an Error otherwise.
+function causalNames(m) {
+  const inputs = Object.fromEntries(m.inputs.map((s) => [s.name, s]));
+  const has = (name) => m.outputs.some((o) => o.name === name);
+  const ids = ['ids', 'input_ids'].find((n) => inputs[n]);
+  if (!m.state?.length || !ids || !has('logits')) {
+    fail('this model is not a causal LM: generate() needs state (the KV cache, kg.export(..., ' +
+      "state=)), an input 'ids' or 'input_ids' and an output 'logits'; it has inputs " +
+      `${Object.keys(inputs)} and outputs ${m.outputs.map((o) => o.name)}`);
+  }
+  const dims = Object.fromEntries((m.dims || []).map((d) => [d.name, d]));
+  const last = (inputs[ids].symbolic_shape || inputs[ids].shape).at(-1);
+  return { ids, positions: ['positions', 'position_ids'].find((n) => inputs[n]),
+    mask: inputs.attention_mask ? 'attention_mask' : null,
+    token: has('token') && inputs.temperature && inputs.seed ? 'token' : null,
+    context: dims[m.state[0].dim].hi + 1,
+    step: typeof last === 'number' ? last : dims[last.terms[0][0]].hi };
+}
+
+function causalFeeds(lm, fresh, done, temperature, seed) {
+  const feeds = { [lm.ids]: Int32Array.from(fresh) };
+  if (lm.positions) feeds[lm.positions] = Int32Array.from(fresh, (_, k) => done + k);
+  if (lm.mask) feeds[lm.mask] = new Int32Array(done + fresh.length).fill(1);
+  if (lm.token) {
+    feeds.temperature = Float32Array.of(temperature);
+    feeds.seed = Int32Array.of(seed);
+  }
+  return feeds;
+}
+
+// a seeded generator of floats in [0, 1)
+function mulberry32(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6D2B79F5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// The next id of `logits` here: argmax at temperature 0, else a draw from softmax(logits / T)
+// over the top k (0: all) and the smallest set reaching probability topP.
+function sampleHere(logits, temperature, topK, topP, random) {
+  const order = Array.from(logits.keys());
+  if (temperature <= 0) return order.reduce((best, i) => (logits[i] > logits[best] ? i : best), 0);
+  order.sort((a, b) => logits[b] - logits[a]);
+  let kept = topK > 0 ? order.slice(0, topK) : order;
+  const weights = kept.map((i) => Math.exp((logits[i] - logits[order[0]]) / temperature));
+  const total = weights.reduce((a, b) => a + b, 0);
+  let mass = 0;
+  const n = topP < 1 ? weights.findIndex((w) => (mass += w / total) >= topP) + 1 : kept.length;
+  kept = kept.slice(0, n || kept.length);
+  const sum = weights.slice(0, kept.length).reduce((a, b) => a + b, 0);
+  let draw = random() * sum;
+  for (let k = 0; k < kept.length; k++) if ((draw -= weights[k]) <= 0) return kept[k];
+  return kept[kept.length - 1];
 }
 
 // The model next to this file (or at `base`, a URL of the bundle folder), ready to run.

@@ -13,6 +13,7 @@ from .. import limits
 from ..dtype import SCALARS, dtypes
 from ..errors import ManifestError
 from .plan import FORMAT
+from . import state as bundle_state
 
 BUNDLES = {"webgpu": "wgsl", "ptx": "ptx"}
 ACCESS = ("read", "write", "readwrite")
@@ -42,6 +43,7 @@ def check(m, where: str) -> None:
       _spec(spec, f"{key}[{i}].", buffers, where)
   for i, k in enumerate(_list(m, "kernels", where)):
     _kernel(k, f"kernels[{i}].", buffers, storage, where)
+  bundle_state.check(m, lambda field, value, wants: _fail(where, field, value, wants))
 
 
 def _buffer(b, at: str, storage: list, where: str) -> None:

@@ -1,0 +1,112 @@
+"""Causal language models as bundles: a step program with a KV cache kept as bundle state
+(export/state.py), sampling on the device, and `generate` over such a bundle (model.js has the
+same `generate` for the browser).
+
+A causal LM bundle has state (the caches), an input `ids` or `input_ids` (1, s) int32 whose
+size s (a number or a kg.Dim) is the new tokens of a step, and an output `logits` (1, vocab) (the last new
+token's); optionally `positions` / `position_ids` (1, s) int32 (each new token's position),
+`attention_mask` (1, past + s) int32 (all ones) and, for sampling on the device, an output
+`token` (1,) int32 with inputs `temperature` (1,) float32 and `seed` (1,) int32
+(`device_token`). The prompt (prefill) runs in steps of up to s's top tokens (reading nothing
+back but the last), then each step runs the last token; the context is the state dim's top + 1
+tokens: a prompt longer is an error, and a generation that fills it starts again from its last
+half (reset, prefill those).
+"""
+from __future__ import annotations
+
+from ..dtype import dtypes
+from ..errors import ModelError, ShapeError
+from ..tensor.tensor import Tensor, where
+
+IDS, POSITIONS = ("ids", "input_ids"), ("positions", "position_ids")
+
+
+def device_token(logits: Tensor, temperature: Tensor, seed: Tensor) -> Tensor:
+  """The next token (1,) int32 of `logits` (its last axis the vocabulary), on the device: the
+  argmax where `temperature` (1,) is 0, else a draw from softmax(logits / temperature) by the
+  Gumbel-max trick with the noise of `seed` (1,) int32 (Tensor.rand)."""
+  x = logits.cast(dtypes.float32).reshape(-1)
+  u = Tensor.rand(x.shape[0], seed=seed, device=x.device).maximum(1e-20).minimum(1.0 - 1e-7)
+  hot = temperature.reshape(1) > 0
+  scaled = where(hot, x / where(hot, temperature.reshape(1), 1.0) - (-u.log()).log(), x)
+  return scaled.argmax(0, keepdim=True).cast(dtypes.int32)
+
+
+def names(manifest: dict) -> dict:
+  """{ids, positions, mask, logits, token, context}: the causal LM's names in `manifest` (None
+  where absent) and its context; ModelError for a bundle that is not a causal LM."""
+  inputs = {s["name"]: s for s in manifest["inputs"]}
+  outputs = {s["name"] for s in manifest["outputs"]}
+  ids = next((n for n in IDS if n in inputs), None)
+  state = manifest.get("state") or []
+  if not state or ids is None or "logits" not in outputs:
+    raise ModelError("this bundle is not a causal LM: generate needs state (the KV cache, "
+                     "kg.export(..., state=)), an input 'ids' or 'input_ids' and an output "
+                     f"'logits'; it has inputs {sorted(inputs)} and outputs {sorted(outputs)}")
+  dims = {d["name"]: d for d in manifest.get("dims", [])}
+  sampled = "token" in outputs and "temperature" in inputs and "seed" in inputs
+  return {"ids": ids, "positions": next((n for n in POSITIONS if n in inputs), None),
+          "mask": "attention_mask" if "attention_mask" in inputs else None,
+          "token": "token" if sampled else None, "context": dims[state[0]["dim"]]["hi"] + 1,
+          "step": _dim_hi(inputs[ids], dims)}
+
+
+def _dim_hi(spec: dict, dims: dict) -> int:
+  sym = spec.get("symbolic_shape") or spec["shape"]
+  size = sym[-1]
+  return dims[size["terms"][0][0]]["hi"] if isinstance(size, dict) else size
+
+
+def generate(bundle, prompt, max_new_tokens: int = 32, temperature: float = 0.0,
+             top_k: int = 0, top_p: float = 1.0, seed: int = 0, stop=None, on_token=None,
+             device: str | None = None) -> list:
+  """The tokens a causal LM bundle generates after `prompt` (a list of ints), as kg.generate
+  (the same arguments): the bundle's state is reset first and kept between its steps.
+
+  Raises ModelError for a bundle that is not a causal LM, ShapeError for an empty prompt or one
+  longer than the bundle's context."""
+  from ..onnx.generate import sample
+  lm = names(bundle.manifest)
+  prompt = [int(t) for t in prompt]
+  if not prompt or len(prompt) > lm["context"]:
+    raise ShapeError(f"the prompt has {len(prompt)} tokens: this bundle takes 1..{lm['context']} "
+                     f"(its context); shorten it")
+  stops = {stop} if isinstance(stop, int) else set(stop or ())
+  bundle.reset()
+  tokens, new, done, out = list(prompt), list(prompt), 0, []
+  on_device = lm["token"] is not None and top_k == 0 and top_p >= 1
+  for i in range(max_new_tokens):
+    if done + len(new) > lm["context"]:           # full: again from the last half
+      bundle.reset()
+      new, done = tokens[-(lm["context"] // 2):], 0
+    while len(new) > lm["step"]:                   # a long prompt: all but its last step
+      bundle.run(_feeds(lm, new[:lm["step"]], done, 0.0, 0), device=device, outputs=[])
+      new, done = new[lm["step"]:], done + lm["step"]
+    feeds = _feeds(lm, new, done, temperature, seed * 1000003 + i)
+    got = bundle.run(feeds, device=device, outputs=[lm["token"] if on_device else "logits"])
+    done += len(new)
+    token = got["token"] if on_device else sample(got["logits"].reshape(-1), temperature,
+                                                   top_k, top_p, seed * 1000003 + i)
+    tok = int(token.tolist()[0])
+    out.append(tok)
+    tokens.append(tok)
+    if on_token is not None:
+      on_token(tok)
+    if tok in stops:
+      break
+    new = [tok]
+  return out
+
+
+def _feeds(lm: dict, new: list, done: int, temperature: float, seed: int) -> dict:
+  def ints(values):
+    return Tensor([values], dtype=dtypes.int32, device="PYTHON")
+  feeds = {lm["ids"]: ints(new)}
+  if lm["positions"]:
+    feeds[lm["positions"]] = ints(list(range(done, done + len(new))))
+  if lm["mask"]:
+    feeds[lm["mask"]] = ints([1] * (done + len(new)))
+  if lm["token"]:
+    feeds["temperature"] = Tensor([float(temperature)], device="PYTHON")
+    feeds["seed"] = Tensor([seed % (1 << 31)], dtype=dtypes.int32, device="PYTHON")
+  return feeds
