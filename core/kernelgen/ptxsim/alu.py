@@ -89,9 +89,17 @@ def saturating(op: str, w: int):
 
 # ---- floats: exact results, rounded by the caller -------------------------------------------
 
+def nan_of(a: float, b: float, r: float) -> float:
+  """The NaN an add/sub/mul/div gives (`r` its NaN result): the first NaN operand's, quieted, else
+  the operation's own. Fixed here because CPython's a + b of two NaNs keeps either one, by
+  code path (its specialized and generic float ops differ), and the spec must not."""
+  return a + a if a != a else b + b if b != b else r
+
+
 def fdiv(a: float, b: float) -> float:
   try:
-    return a / b
+    r = a / b
+    return r if r == r else nan_of(a, b, r)
   except ZeroDivisionError:
     if a != a or a == 0:
       return nm.NAN
@@ -186,7 +194,9 @@ def _exact_fma(a, b, c, fmt, mode):
 FLOAT_UNARY = {"neg": lambda a: -a, "abs": abs, "sqrt": _sqrt, "rsqrt": _rsqrt, "ex2": _ex2,
                "lg2": _lg2, "sin": _trig(math.sin), "cos": _trig(math.cos), "tanh": math.tanh,
                "rcp": lambda a: fdiv(1.0, a)}
-FLOAT_BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+FLOAT_BINARY = {"add": lambda a, b: r if (r := a + b) == r else nan_of(a, b, r),
+                "sub": lambda a, b: r if (r := a - b) == r else nan_of(a, b, r),
+                "mul": lambda a, b: r if (r := a * b) == r else nan_of(a, b, r),
                 "div": fdiv, "min": _fmin, "max": _fmax}
 _EXACT = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
           "div": lambda a, b: a / b}

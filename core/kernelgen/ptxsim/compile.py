@@ -70,10 +70,15 @@ def _float_post(t: str, mods: set):
   return rnd
 
 
-# round-to-nearest add/sub/mul of f32/f64 lane lists (the caller rounds to the format)
-FAST_FLOAT = {"add": lambda A, B: [a + b for a, b in zip(A, B)],
-              "sub": lambda A, B: [a - b for a, b in zip(A, B)],
-              "mul": lambda A, B: [a * b for a, b in zip(A, B)]}
+# round-to-nearest add/sub/mul of f32/f64 lane lists (the caller rounds to the format); a NaN
+# result is alu.nan_of's (the first NaN operand's, quieted)
+_NAN_OF = alu.nan_of
+FAST_FLOAT = {"add": lambda A, B: [r if (r := a + b) == r else _NAN_OF(a, b, r)
+                                   for a, b in zip(A, B)],
+              "sub": lambda A, B: [r if (r := a - b) == r else _NAN_OF(a, b, r)
+                                   for a, b in zip(A, B)],
+              "mul": lambda A, B: [r if (r := a * b) == r else _NAN_OF(a, b, r)
+                                   for a, b in zip(A, B)]}
 
 
 def _alu(ins: Instr, ctx: Context):

@@ -74,8 +74,20 @@ def sat(x):
   return np.where(x > 0.0, np.where(x > 1.0, 1.0, x), 0.0)
 
 
+def _nan_first(fn):
+  """add/sub/mul/div whose NaN lanes keep the first NaN operand's NaN, quieted (alu.nan_of)."""
+  def run(a, b):
+    r = fn(a, b)
+    bad = np.isnan(r)
+    if not bad.any():
+      return r
+    a, b = np.broadcast_to(a, r.shape), np.broadcast_to(b, r.shape)
+    return np.where(np.isnan(a), a + a, np.where(np.isnan(b), b + b, r)).astype(r.dtype)
+  return run
+
+
 def fdiv(a, b):
-  r = np.asarray(a / b, np.float64)
+  r = np.asarray(_nan_first(np.divide)(a, b), np.float64)
   zero = b == 0
   if np.any(zero):
     inf = np.copysign(INF, a) * np.copysign(1.0, b)
@@ -146,7 +158,8 @@ def _fma_fix(fn, a, b, c, p, s, tie):
 
 # on f32 operands these round once to f32 (float32 arithmetic is correctly rounded, and the
 # reference's double result rounded to f32 is the same value: a double holds 2*24+2 bits)
-VEC_FLOAT = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": fdiv,
+VEC_FLOAT = {"add": _nan_first(np.add), "sub": _nan_first(np.subtract),
+             "mul": _nan_first(np.multiply), "div": fdiv,
              "min": fmin, "max": fmax, "neg": np.negative, "abs": np.abs, "sqrt": fsqrt,
              "rsqrt": frsqrt, "rcp": lambda a: fdiv(1.0, a)}
 

@@ -137,11 +137,9 @@ def _int_call(seg, ins: Instr, op: str, mods: set, t: str) -> bool:
 # (a NaN or inf sum goes to F too: see _NAN)
 _FMA = ("(s_ if (s_ := (p_ := {0} * {1}) + {2}) - s_ == 0 and (p_ - (s_ - (z_ := s_ - p_)))"
         " + ({2} - z_) == 0 else F({0}, {1}, {2}))")
-# the NaN an add/sub/mul of lane values {0}, {1} gives: the first NaN operand's, quieted, as
-# CPython's specialized float op gives it (the reference's shared list functions, once warm).
-# Its generic path keeps the second NaN of two, and a generated loop's first lanes run that
-# path, so the NaN lanes are settled explicitly (the reference itself is not deterministic
-# there: machine._nan_only).
+# the NaN an add/sub/mul of lane values {0}, {1} gives: the first NaN operand's, quieted
+# (alu.nan_of, the reference's rule). CPython's own a + b of two NaNs keeps either one, by code
+# path, so the NaN lanes are settled explicitly.
 _NAN = "({0} + {0} if {0} != {0} else {1} + {1} if {1} != {1} else x_)"
 # an f32 result rounded in the lane loop: Veltkamp's split of the double at 24 bits is its
 # nearest f32 (ties to even) where that is a normal f32; zeros are kept, and the other lanes (NaN,

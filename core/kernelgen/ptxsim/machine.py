@@ -226,8 +226,9 @@ ENGINE = {"name": os.environ.get("KERNELGEN_PTXSIM_ENGINE", "fast"),
           "compare": os.environ.get("KERNELGEN_PTXSIM_COMPARE", "fast")}
 # launches by the engine that ran them (the page's Verify PTX reports which ran)
 LAUNCHED: dict[str, int] = {}
-# identical_warm: the first reference run differed only in a NaN's sign, a later one matched
-COMPARED = {"launches": 0, "identical": 0, "identical_warm": 0, "nan_only": 0, "both_failed": 0,
+# every buffer is compared byte for byte, NaN payloads and signs included (alu.nan_of fixes
+# which NaN an operation gives, so the reference is deterministic there)
+COMPARED = {"launches": 0, "identical": 0, "both_failed": 0,
             "reference_only": 0}
 
 
@@ -276,7 +277,7 @@ def _compare(prog: Program, grid, block, args, memory: GlobalMemory, check_races
   if against == "fast" and prog.fast() is None:
     COMPARED["reference_only"] += 1
     return launch(prog, grid, block, args, memory, check_races, "reference")
-  pristine, copy, errors = memory.snapshot(), memory.snapshot(), []
+  copy, errors = memory.snapshot(), []
   for mem, engine in ((copy, "reference"), (memory, against)):
     try:
       launch(prog, grid, block, args, mem, check_races, engine)
@@ -290,55 +291,15 @@ def _compare(prog: Program, grid, block, args, memory: GlobalMemory, check_races
                            f"{errors[0]!r}, {against} {errors[1]!r}")
     COMPARED["both_failed"] += 1
     raise errors[1]
-  nan_only = False
   for base, buf in memory.buffers.items():
-    if copy.buffers[base].data != buf.data and _nan_only(copy.buffers[base].data, buf.data):
-      nan_only = True
-    elif copy.buffers[base].data != buf.data:
-      ref = copy.buffers[base].data
+    ref = copy.buffers[base].data
+    if ref != buf.data:
       at = next(i for i in range(len(ref)) if ref[i] != buf.data[i]) // 4 * 4
       raise ExecutionError(f"the engines disagree on {prog.entry.name}: {buf!r} differs at byte "
                            f"{at}: reference {ref[at:at + 8].hex()}, {against} "
                            f"{buf.data[at:at + 8].hex()}")
-  if nan_only and _warm_reference_agrees(prog, grid, block, args, pristine, memory, check_races):
-    COMPARED["identical_warm"] += 1
-    return "compare"
-  COMPARED["nan_only" if nan_only else "identical"] += 1
-  if nan_only:
-    NAN_ONLY.append(prog)
+  COMPARED["identical"] += 1
   return "compare"
-
-
-def _warm_reference_agrees(prog, grid, block, args, pristine, memory, check_races) -> bool:
-  """Whether a later run of the reference engine on the same input (CPython's float ops
-  specialized by then) leaves memory byte-identical to the fast engine's."""
-  for _ in range(3):
-    again = pristine.snapshot()
-    launch(prog, grid, block, args, again, check_races, "reference")
-    if all(again.buffers[base].data == buf.data for base, buf in memory.buffers.items()):
-      return True
-  return False
-
-
-NAN_ONLY: list = []      # the programs of the compared launches counted as "nan_only"
-
-
-def _nan_only(ref: bytearray, got: bytearray) -> bool:
-  """Whether every differing element is a NaN in both (as f16, f32 or f64): only a NaN's sign
-  or payload differs. CPython's own float addition does not fix which NaN operand's sign
-  survives a + b when both are NaN (its specialized and generic paths differ), so the
-  reference engine is not deterministic there."""
-  import numpy as np
-  a, b = np.frombuffer(bytes(ref), np.uint8), np.frombuffer(bytes(got), np.uint8)
-  where = np.flatnonzero(a != b)
-  for width, ftype in ((2, np.float16), (4, np.float32), (8, np.float64)):
-    if len(a) % width:
-      continue
-    x, y = a.view(ftype), b.view(ftype)
-    at = np.unique(where // width)
-    if np.isnan(x[at]).all() and np.isnan(y[at]).all():
-      return True
-  return False
 
 
 # ---- modules, cached by source ----------------------------------------------------------------
