@@ -12,6 +12,13 @@ CompiledKernel made the first time:
   and mask) and which earlier nodes it reads (so sharing counts too);
 - each input by slot, dtype, shape and buffer name: not by the data it holds.
 
+Kernels of the same structure under other names (a model's repeated blocks: ResNet-50's 74
+kernels are 48 structures, told apart by their names' `_n2`, `_n3` suffixes) share the work of
+every pass but the renderer's: a miss whose key without the kernel's name and its inputs' buffer
+names (`shape_key`) matches an earlier kernel's renders that kernel's linearized form again under
+its own names (compiler.renamed), which is what compiling it gives (only the renderer reads the
+names). It still counts as a miss.
+
 A node whose argument is of a type the key does not know makes the kernel uncached (compiled
 every time), never wrongly shared. The cache is a bounded LRU (`set_cache_size`, 0 turns it off;
 `clear_cache`; `cache_info` counts hits and misses). The device runtimes keep their own caches
@@ -39,7 +46,7 @@ from collections import OrderedDict
 from enum import Enum
 
 from . import stored
-from .compiler import compile_item
+from .compiler import compile_item, renamed
 from .graph.lazy import LazyOp
 from .graph.schedule import ScheduleItem
 from .graph.view import View
@@ -56,6 +63,7 @@ class _Cache:
     self.plans: OrderedDict = OrderedDict()   # graph_key -> RealizePlan (the module docstring)
     self.plan_hits = 0
     self.grown = 0       # compiles of a kept plan's capped kernel for more runs (realize._swap)
+    self.shapes: OrderedDict = OrderedDict()  # shape_key -> a CompiledKernel of that structure
 
 
 _CACHE = _Cache(DEFAULT_SIZE)
@@ -116,6 +124,29 @@ def kernel_key(item: ScheduleItem, target: Target, options: dict | None) -> tupl
     return None
 
 
+def shape_key(key: tuple) -> tuple:
+  """`key` (kernel_key's) without the kernel's name and its inputs' buffer names: kernels with
+  the same shape key compile to the same linearized kernel (their names are the renderer's)."""
+  name_at = 2
+  rows = tuple(row[:5] if row[0] == "in" else row for row in key[-1])
+  return key[:name_at] + key[name_at + 1:-1] + (rows,)
+
+
+def _compile_new(item: ScheduleItem, target: Target, options: dict | None, key: tuple):
+  """compile_item's kernel for `item`, rendered from an earlier kernel of its structure where
+  there is one (the module docstring)."""
+  shapes, shape = _CACHE.shapes, shape_key(key)
+  found = shapes.get(shape)
+  if found is not None and found.kernel is not None:
+    shapes.move_to_end(shape)
+    return renamed(found, item, target, options)
+  compiled = compile_item(item, target, options)
+  shapes[shape] = compiled
+  while len(shapes) > _CACHE.size:
+    shapes.popitem(last=False)
+  return compiled
+
+
 def cached_compile(item: ScheduleItem, target: Target, options: dict | None = None):
   """compile_item(item, target, options), reusing the CompiledKernel of an earlier kernel with
   the same key (the module docstring says what the key holds)."""
@@ -132,7 +163,7 @@ def cached_compile(item: ScheduleItem, target: Target, options: dict | None = No
   compiled = stored.find(key)      # kept by the browser from an earlier page load
   if compiled is None:
     cache.misses += 1
-    compiled = compile_item(item, target, options)
+    compiled = _compile_new(item, target, options, key)
     stored.keep(key, compiled)
   cache.entries[key] = compiled
   while len(cache.entries) > cache.size:
@@ -219,6 +250,7 @@ def clear_cache() -> None:
   stored.clear()
   _CACHE.entries.clear()
   _CACHE.plans.clear()
+  _CACHE.shapes.clear()
   _CACHE.hits = _CACHE.misses = _CACHE.uncached = _CACHE.plan_hits = _CACHE.grown = 0
 
 
@@ -232,6 +264,8 @@ def set_cache_size(size: int) -> None:
     _CACHE.entries.popitem(last=False)
   while len(_CACHE.plans) > size:
     _CACHE.plans.popitem(last=False)
+  while len(_CACHE.shapes) > size:
+    _CACHE.shapes.popitem(last=False)
 
 
 def cache_info() -> dict:

@@ -153,6 +153,27 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   return dataclasses.replace(out, capped=True) if opts is not None and opts.capped else out
 
 
+def renamed(compiled, item, target: Target | str, options: dict | None = None):
+  """What compile_item(item, target, options) gives, from `compiled`, the CompiledKernel of a
+  kernel of the same structure (cache.shape_key) under other names: its linearized kernel
+  rendered again with `item`'s name and buffer names (no pass before the renderer reads them),
+  with its run-time grid and cap."""
+  from .uop.program import kernel_buffers
+  target = get_target(target)
+  options = dict(target.check_options(options or {}))
+  limits.tick()            # the web page's time limit, as compile_item
+  names = {b.slot: b.name for b in kernel_buffers(item.out, item.inputs)}
+  kernel = compiled.kernel
+  kernel = dataclasses.replace(kernel, name=item.name, buffers=tuple(
+    dataclasses.replace(b, name=names.get(b.slot, f"buf{b.slot}")) for b in kernel.buffers))
+  with internal_errors("render", item.name):
+    out = target.render(kernel, target.for_renderer(options))
+    if not isinstance(out, CompiledKernel):
+      out = python_compiled(out)
+  launch = dataclasses.replace(out.launch, grid=compiled.launch.grid)
+  return dataclasses.replace(out, launch=launch, capped=compiled.capped)
+
+
 def index_elements(item, target: Target) -> None:
   """A LimitError (limits.index_elements) where kernel `item` would form an integer index of
   2**31 or more (GPU indices are int32; symbolic axes count at their largest): the output's
