@@ -4,6 +4,8 @@
 optimize (or the tensor-core lowering) and lower (lowering/), then `compile_kernel` runs the kernel
 passes `kernel_passes` lists (simplify, the target's legalize, verify, linearize, verify_linear)
 and the target's render. Any pass's IR can be printed (`print_after={"simplify"}` or `"all"`).
+A program's kernels of one structure under other names (a model's repeated blocks) are compiled
+once and rendered again under each name (`renamed`: only the renderer reads the names).
 
 The target is a Target (render/target.py) carrying its facts, its option check and its legalize
 and render steps; the public functions here take one or its name ("python": the reference
@@ -112,8 +114,26 @@ def compile_plan(roots: list, target: Target | str = "python", options: dict | N
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)
-  return [(item, compile_item(item, target, options, print_after)) for item in items
+  if print_after:
+    return [(item, compile_item(item, target, options, print_after)) for item in items
+            if item.out.size]
+  shared: dict = {}     # cache.shape_key -> the first kernel of that structure
+  return [(item, _compile_shared(item, target, options, shared)) for item in items
           if item.out.size]
+
+
+def _compile_shared(item, target: Target, options: dict | None, shared: dict):
+  """compile_item(item, target, options), or a kernel of the same structure compiled before in
+  this program rendered again under `item`'s names (`renamed`: a model's repeated blocks)."""
+  from .cache import kernel_key, shape_key
+  key = kernel_key(item, target, options)
+  if key is None:
+    return compile_item(item, target, options)
+  found = shared.get(shape_key(key))
+  if found is not None and found.kernel is not None:
+    return renamed(found, item, target, options)
+  compiled = shared[shape_key(key)] = compile_item(item, target, options)
+  return compiled
 
 
 def buffer_limit(target: Target | str, options: dict | None) -> int | None:

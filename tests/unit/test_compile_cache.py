@@ -169,8 +169,8 @@ def test_digits_mlp_step_compiles_once_and_is_few_kernels(optimizer):
 @pytest.mark.parametrize("target", ["python", "wgsl", "ptx"])
 def test_same_structure_under_other_names_is_rendered_as_compiled(target):
   """Kernels of one structure under other names (a kernel name's `_n2`, other buffer names) are
-  rendered from the first one's linearized form: the same source, launch and buffers as
-  compiling each (and a register-tiled conv repeated as a model's blocks repeat it)."""
+  rendered from the first one's linearized form, by the compile cache and by kg.compile: the
+  same source, launch and buffers as compiling each."""
   from kernelgen.cache import _CACHE, cached_compile
   from kernelgen.compiler import compile_item
   from kernelgen.graph.schedule import schedule
@@ -190,3 +190,6 @@ def test_same_structure_under_other_names_is_rendered_as_compiled(target):
     assert (g.name, g.source, g.launch, g.buffers, g.global_size, g.local_size, g.capped) == \
       (w.name, w.source, w.launch, w.buffers, w.global_size, w.local_size, w.capped)
   assert {b.name for b in got[1].buffers} == {"out", "yb"}
+  again = kg.compile(roots, target, **options)      # (compile_plan shares them the same way)
+  assert [(k.name, k.source, k.launch) for k in again] == [(k.name, k.source, k.launch)
+                                                           for k in want]
