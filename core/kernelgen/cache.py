@@ -44,13 +44,13 @@ counts as no miss). `clear_cache` empties that store too.
 from __future__ import annotations
 
 from collections import OrderedDict
-from enum import Enum
 
 from . import stored
 from .compiler import compile_item, renamed
+from .graph.keys import kernel_key, shape_key, value_key as _value_key  # noqa: F401 (kernel_key)
+from .graph.keys import options_key as _options_key
 from .graph.lazy import LazyOp
 from .graph.schedule import ScheduleItem
-from .graph.view import View
 from .render.target import Target
 
 # compiled kernels kept at most (a digits-MLP training step has 14; a ResNet forward ~100)
@@ -68,69 +68,6 @@ class _Cache:
 
 
 _CACHE = _Cache(DEFAULT_SIZE)
-
-
-def _value_key(value):
-  """An exact, hashable key of a node argument, or raise TypeError for a type it does not know.
-  Types are part of the key (1 == 1.0 == True in Python, and 0.0 == -0.0)."""
-  kind = type(value)
-  if value is None or kind is str or isinstance(value, Enum):
-    return value
-  if kind in (bool, int):
-    return (kind.__name__, value)
-  if kind is float:
-    return ("float", repr(value))    # exact, and tells -0.0 and nan apart from 0.0
-  if kind is tuple:
-    return tuple(_value_key(v) for v in value)
-  if kind is View:
-    return ("view", value.shape, value.strides, value.offset, value.mask)
-  raise TypeError(f"no cache key for a {kind.__name__}")
-
-
-def _options_key(options: dict):
-  return tuple(sorted((name, _value_key(v)) for name, v in options.items()))
-
-
-def kernel_key(item: ScheduleItem, target: Target, options: dict | None) -> tuple | None:
-  """What the compiled code of `item` depends on (see the module docstring); None when some
-  part of it has no exact key (then the kernel is not cached)."""
-  slots = {id(n): i + 1 for i, n in enumerate(item.inputs)}
-  index: dict[int, int] = {}
-  rows: list = []
-  stack = [(item.out, False)]
-  try:
-    while stack:
-      node, expanded = stack.pop()
-      if id(node) in index:
-        continue
-      slot = slots.get(id(node)) if node is not item.out else None
-      if slot is not None:
-        rows.append(("in", slot, node.dtype.name, node.dtype.count, node.shape,
-                     getattr(node.buffer, "name", None)))
-      elif not expanded:
-        if node.realized and node is not item.out:
-          return None    # a realized node that is not an input: not a kernel the key knows
-        stack.append((node, True))
-        stack.extend((s, False) for s in reversed(node.src) if id(s) not in index)
-        continue
-      else:
-        rows.append((node.op, node.dtype.name, node.dtype.count, node.shape,
-                     _value_key(node.arg), tuple(index[id(s)] for s in node.src)))
-      index[id(node)] = len(rows) - 1
-    again = tuple(index[id(r)] for r in item.recomputed)
-    # the output's symbolic sizes (as expressions): they set a run-time grid (Launch.grid)
-    return (target.name, _options_key(options or {}), item.name, item.rows, again, item.out.sym,
-            tuple(rows))
-  except TypeError:
-    return None
-
-
-def shape_key(key: tuple) -> tuple:
-  """`key` (kernel_key's) without the kernel's name and its inputs' buffer names: kernels with
-  the same shape key compile to the same linearized kernel (their names are the renderer's)."""
-  name_at = 2
-  rows = tuple(row[:5] if row[0] == "in" else row for row in key[-1])
-  return key[:name_at] + key[name_at + 1:-1] + (rows,)
 
 
 def _compile_new(item: ScheduleItem, target: Target, options: dict | None, key: tuple):

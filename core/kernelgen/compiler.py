@@ -117,7 +117,7 @@ def compile_plan(roots: list, target: Target | str = "python", options: dict | N
   if print_after:
     return [(item, compile_item(item, target, options, print_after)) for item in items
             if item.out.size]
-  shared: dict = {}     # cache.shape_key -> the first kernel of that structure
+  shared: dict = {}     # graph/keys.shape_key -> the first kernel of that structure
   return [(item, _compile_shared(item, target, options, shared)) for item in items
           if item.out.size]
 
@@ -125,7 +125,7 @@ def compile_plan(roots: list, target: Target | str = "python", options: dict | N
 def _compile_shared(item, target: Target, options: dict | None, shared: dict):
   """compile_item(item, target, options), or a kernel of the same structure compiled before in
   this program rendered again under `item`'s names (`renamed`: a model's repeated blocks)."""
-  from .cache import kernel_key, shape_key
+  from .graph.keys import kernel_key, shape_key
   key = kernel_key(item, target, options)
   if key is None:
     return compile_item(item, target, options)
@@ -173,13 +173,12 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   return dataclasses.replace(out, capped=True) if opts is not None and opts.capped else out
 
 
-def renamed(compiled, item, target: Target | str, options: dict | None = None):
+def renamed(compiled, item, target: Target, options: dict | None = None):
   """What compile_item(item, target, options) gives, from `compiled`, the CompiledKernel of a
-  kernel of the same structure (cache.shape_key) under other names: its linearized kernel
+  kernel of the same structure (graph/keys.py's shape_key) under other names: its linearized kernel
   rendered again with `item`'s name and buffer names (no pass before the renderer reads them),
   with its run-time grid and cap."""
   from .uop.program import kernel_buffers
-  target = get_target(target)
   options = dict(target.check_options(options or {}))
   limits.tick()            # the web page's time limit, as compile_item
   names = {b.slot: b.name for b in kernel_buffers(item.out, item.inputs)}
