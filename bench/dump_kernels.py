@@ -8,6 +8,13 @@ program_for: random, sized and deep programs as `./build.sh fuzz` makes them), e
 python, wgsl and ptx (the arch fuzz_runner picks for the seed), plus the bench kernels
 (compile_latency.KERNELS and the peers.py rows at their tiny sizes) for python, wgsl and ptx
 sm_80. One file per kernel; a compile that raises writes the error's type and first line instead.
+
+    --adapter NAME[,NAME...]  also compile every wgsl kernel with adapter=NAME (the adapter table's
+                              options: render/wgsl/adapters.py), into files marked with the name
+    --light MODEL[,MODEL...]  also the light ONNX models' kernels (tests/helpers/onnx_corpus.py)
+    --cached                  compile through the compile cache (cache.cached_compile, as realize
+                              does: a kernel of the same structure as an earlier one is rendered
+                              from it) instead of kg.compile; the files must not change
 """
 from __future__ import annotations
 
@@ -27,10 +34,34 @@ import numpy as np  # noqa: E402
 import kernelgen as kg  # noqa: E402
 
 
+OPTIONS = {"adapters": [], "cached": False}
+
+
+def _compile(tensor, target: str, arch: str | None, options: dict) -> list:
+  """kg.compile's kernels, or with --cached the compile cache's for the same schedule."""
+  if not OPTIONS["cached"]:
+    return kg.compile(tensor, target=target, arch=arch, **options)
+  from kernelgen.cache import cached_compile
+  from kernelgen.graph.schedule import row_limit, schedule
+  from kernelgen.render.targets import get_target
+  t = get_target(target)
+  options = dict(t.check_options({**options, **({"arch": arch} if arch else {})}))
+  items = schedule([tensor.node], t.buffer_limit(options), row_limit(options))
+  return [cached_compile(item, t, options) for item in items if item.out.size]
+
+
 def write(out: Path, stem: str, tensor_fn, target: str, arch: str | None) -> int:
-  """Compile `tensor_fn()` for the target; write each kernel (or the error); the kernel count."""
+  """Compile `tensor_fn()` for the target (and with each --adapter for wgsl); write each kernel
+  (or the error); the kernel count."""
+  count = _write(out, stem, tensor_fn, target, arch, {})
+  for adapter in OPTIONS["adapters"] if target == "wgsl" else ():
+    count += _write(out, f"{stem}-{adapter}", tensor_fn, target, arch, {"adapter": adapter})
+  return count
+
+
+def _write(out: Path, stem: str, tensor_fn, target: str, arch: str | None, options: dict) -> int:
   try:
-    kernels = kg.compile(tensor_fn(), target=target, arch=arch)
+    kernels = _compile(tensor_fn(), target, arch, options)
   except Exception as error:  # noqa: BLE001 - the error itself is part of the output
     first = (str(error).splitlines() or [""])[0]
     (out / f"{stem}.error").write_text(f"{type(error).__name__}: {first}\n")
@@ -77,14 +108,37 @@ def dump_bench(out: Path) -> int:
   return count
 
 
+def dump_light(out: Path, models: list) -> int:
+  """The kernels of the light ONNX models `models` (short names, as bench/onnx_light_native.py)."""
+  import onnx_corpus
+  count = 0
+  for name in models:
+    model = kg.onnx.load(str(onnx_corpus.data_dir() / "light" / f"light_{name}.onnx"))
+    shape = tuple(d if isinstance(d, int) and d > 0 else 1
+                  for d in model.input_shapes[model.input_names[0]])
+
+    def expr(model=model, shape=shape):
+      x = kg.Tensor.empty(*shape, device="PYTHON")
+      return model.run({model.input_names[0]: x}, device="PYTHON")[model.output_names[0]]
+    for target, arch in targets_for("sm_80")[1:]:
+      count += write(out, f"light-{name}.{target}", expr, target, arch)
+  return count
+
+
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("out")
   parser.add_argument("--seeds", type=int, default=600)
+  parser.add_argument("--adapter", default="")
+  parser.add_argument("--light", default="")
+  parser.add_argument("--cached", action="store_true")
   args = parser.parse_args(argv)
+  OPTIONS["adapters"] = [a for a in args.adapter.split(",") if a]
+  OPTIONS["cached"] = args.cached
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   fuzz, bench = dump_fuzz(out, args.seeds), dump_bench(out)
+  bench += dump_light(out, [m for m in args.light.split(",") if m])
   errors = len(list(out.glob("*.error")))
   print(f"{fuzz} fuzz kernels, {bench} bench kernels, {errors} compile errors -> {out}")
   return 0

@@ -12,12 +12,20 @@ CompiledKernel made the first time:
   and mask) and which earlier nodes it reads (so sharing counts too);
 - each input by slot, dtype, shape and buffer name: not by the data it holds.
 
+Kernels of the same structure under other names (a model's repeated blocks: ResNet-50's 74
+kernels are 48 structures, told apart by their names' `_n2`, `_n3` suffixes) share the work of
+every pass but the renderer's: a miss whose key without the kernel's name and its inputs' buffer
+names (`shape_key`) matches an earlier kernel's renders that kernel's linearized form again under
+its own names (compiler.renamed), which is what compiling it gives (only the renderer reads the
+names). It still counts as a miss.
+
 A node whose argument is of a type the key does not know makes the kernel uncached (compiled
 every time), never wrongly shared. The cache is a bounded LRU (`set_cache_size`, 0 turns it off;
 `clear_cache`; `cache_info` counts hits and misses). The device runtimes keep their own caches
 of what they build from a kernel's source (WebGPU pipelines, parsed PTX), keyed by the source.
-Only realizing uses it: `kg.compile` always runs every pass (it is what the pipeline is timed
-and inspected with). A test that patches a pipeline stage clears it first (tests/conftest.py).
+Only realizing uses it: `kg.compile` runs every pass (it is what the pipeline is timed and
+inspected with), though within one program a kernel of the same structure as an earlier one is
+rendered from it (compiler.compile_plan; as below). A test that patches a pipeline stage clears it first (tests/conftest.py).
 
 The plan cache, one level up: a realize of a whole graph with the same structure as an earlier
 one (a training loop's every step) reuses that realize's schedule and compiled kernels, so a
@@ -36,13 +44,13 @@ counts as no miss). `clear_cache` empties that store too.
 from __future__ import annotations
 
 from collections import OrderedDict
-from enum import Enum
 
 from . import stored
-from .compiler import compile_item
+from .compiler import compile_item, renamed
+from .graph.keys import kernel_key, shape_key, value_key as _value_key  # noqa: F401 (kernel_key)
+from .graph.keys import options_key as _options_key
 from .graph.lazy import LazyOp
 from .graph.schedule import ScheduleItem
-from .graph.view import View
 from .render.target import Target
 
 # compiled kernels kept at most (a digits-MLP training step has 14; a ResNet forward ~100)
@@ -56,64 +64,25 @@ class _Cache:
     self.plans: OrderedDict = OrderedDict()   # graph_key -> RealizePlan (the module docstring)
     self.plan_hits = 0
     self.grown = 0       # compiles of a kept plan's capped kernel for more runs (realize._swap)
+    self.shapes: OrderedDict = OrderedDict()  # shape_key -> a CompiledKernel of that structure
 
 
 _CACHE = _Cache(DEFAULT_SIZE)
 
 
-def _value_key(value):
-  """An exact, hashable key of a node argument, or raise TypeError for a type it does not know.
-  Types are part of the key (1 == 1.0 == True in Python, and 0.0 == -0.0)."""
-  kind = type(value)
-  if value is None or kind is str or isinstance(value, Enum):
-    return value
-  if kind in (bool, int):
-    return (kind.__name__, value)
-  if kind is float:
-    return ("float", repr(value))    # exact, and tells -0.0 and nan apart from 0.0
-  if kind is tuple:
-    return tuple(_value_key(v) for v in value)
-  if kind is View:
-    return ("view", value.shape, value.strides, value.offset, value.mask)
-  raise TypeError(f"no cache key for a {kind.__name__}")
-
-
-def _options_key(options: dict):
-  return tuple(sorted((name, _value_key(v)) for name, v in options.items()))
-
-
-def kernel_key(item: ScheduleItem, target: Target, options: dict | None) -> tuple | None:
-  """What the compiled code of `item` depends on (see the module docstring); None when some
-  part of it has no exact key (then the kernel is not cached)."""
-  slots = {id(n): i + 1 for i, n in enumerate(item.inputs)}
-  index: dict[int, int] = {}
-  rows: list = []
-  stack = [(item.out, False)]
-  try:
-    while stack:
-      node, expanded = stack.pop()
-      if id(node) in index:
-        continue
-      slot = slots.get(id(node)) if node is not item.out else None
-      if slot is not None:
-        rows.append(("in", slot, node.dtype.name, node.dtype.count, node.shape,
-                     getattr(node.buffer, "name", None)))
-      elif not expanded:
-        if node.realized and node is not item.out:
-          return None    # a realized node that is not an input: not a kernel the key knows
-        stack.append((node, True))
-        stack.extend((s, False) for s in reversed(node.src) if id(s) not in index)
-        continue
-      else:
-        rows.append((node.op, node.dtype.name, node.dtype.count, node.shape,
-                     _value_key(node.arg), tuple(index[id(s)] for s in node.src)))
-      index[id(node)] = len(rows) - 1
-    again = tuple(index[id(r)] for r in item.recomputed)
-    # the output's symbolic sizes (as expressions): they set a run-time grid (Launch.grid)
-    return (target.name, _options_key(options or {}), item.name, item.rows, again, item.out.sym,
-            tuple(rows))
-  except TypeError:
-    return None
+def _compile_new(item: ScheduleItem, target: Target, options: dict | None, key: tuple):
+  """compile_item's kernel for `item`, rendered from an earlier kernel of its structure where
+  there is one (the module docstring)."""
+  shapes, shape = _CACHE.shapes, shape_key(key)
+  found = shapes.get(shape)
+  if found is not None and found.kernel is not None and not found.variants:
+    shapes.move_to_end(shape)
+    return renamed(found, item, target, options)
+  compiled = compile_item(item, target, options)
+  shapes[shape] = compiled
+  while len(shapes) > _CACHE.size:
+    shapes.popitem(last=False)
+  return compiled
 
 
 def cached_compile(item: ScheduleItem, target: Target, options: dict | None = None):
@@ -132,7 +101,7 @@ def cached_compile(item: ScheduleItem, target: Target, options: dict | None = No
   compiled = stored.find(key)      # kept by the browser from an earlier page load
   if compiled is None:
     cache.misses += 1
-    compiled = compile_item(item, target, options)
+    compiled = _compile_new(item, target, options, key)
     stored.keep(key, compiled)
   cache.entries[key] = compiled
   while len(cache.entries) > cache.size:
@@ -219,6 +188,7 @@ def clear_cache() -> None:
   stored.clear()
   _CACHE.entries.clear()
   _CACHE.plans.clear()
+  _CACHE.shapes.clear()
   _CACHE.hits = _CACHE.misses = _CACHE.uncached = _CACHE.plan_hits = _CACHE.grown = 0
 
 
@@ -232,6 +202,8 @@ def set_cache_size(size: int) -> None:
     _CACHE.entries.popitem(last=False)
   while len(_CACHE.plans) > size:
     _CACHE.plans.popitem(last=False)
+  while len(_CACHE.shapes) > size:
+    _CACHE.shapes.popitem(last=False)
 
 
 def cache_info() -> dict:

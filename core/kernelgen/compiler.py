@@ -4,6 +4,8 @@
 optimize (or the tensor-core lowering) and lower (lowering/), then `compile_kernel` runs the kernel
 passes `kernel_passes` lists (simplify, the target's legalize, verify, linearize, verify_linear)
 and the target's render. Any pass's IR can be printed (`print_after={"simplify"}` or `"all"`).
+A program's kernels of one structure under other names (a model's repeated blocks) are compiled
+once and rendered again under each name (`renamed`: only the renderer reads the names).
 
 The target is a Target (render/target.py) carrying its facts, its option check and its legalize
 and render steps; the public functions here take one or its name ("python": the reference
@@ -112,8 +114,26 @@ def compile_plan(roots: list, target: Target | str = "python", options: dict | N
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)
-  return [(item, compile_item(item, target, options, print_after)) for item in items
+  if print_after:
+    return [(item, compile_item(item, target, options, print_after)) for item in items
+            if item.out.size]
+  shared: dict = {}     # graph/keys.shape_key -> the first kernel of that structure
+  return [(item, _compile_shared(item, target, options, shared)) for item in items
           if item.out.size]
+
+
+def _compile_shared(item, target: Target, options: dict | None, shared: dict):
+  """compile_item(item, target, options), or a kernel of the same structure compiled before in
+  this program rendered again under `item`'s names (`renamed`: a model's repeated blocks)."""
+  from .graph.keys import kernel_key, shape_key
+  key = kernel_key(item, target, options)
+  if key is None:
+    return compile_item(item, target, options)
+  found = shared.get(shape_key(key))
+  if found is not None and found.kernel is not None and not found.variants:
+    return renamed(found, item, target, options)
+  compiled = shared[shape_key(key)] = compile_item(item, target, options)
+  return compiled
 
 
 def buffer_limit(target: Target | str, options: dict | None) -> int | None:
@@ -167,6 +187,26 @@ def with_variants(compiled, item, target: Target, options: dict, opts, print_aft
        variant.launch.uniforms == compiled.launch.uniforms:
       made.append((dim, most, variant))
   return dataclasses.replace(compiled, variants=tuple(made)) if made else compiled
+
+
+def renamed(compiled, item, target: Target, options: dict | None = None):
+  """What compile_item(item, target, options) gives, from `compiled`, the CompiledKernel of a
+  kernel of the same structure (graph/keys.py's shape_key) under other names: its linearized kernel
+  rendered again with `item`'s name and buffer names (no pass before the renderer reads them),
+  with its run-time grid and cap."""
+  from .uop.program import kernel_buffers
+  options = dict(target.check_options(options or {}))
+  limits.tick()            # the web page's time limit, as compile_item
+  names = {b.slot: b.name for b in kernel_buffers(item.out, item.inputs)}
+  kernel = compiled.kernel
+  kernel = dataclasses.replace(kernel, name=item.name, buffers=tuple(
+    dataclasses.replace(b, name=names.get(b.slot, f"buf{b.slot}")) for b in kernel.buffers))
+  with internal_errors("render", item.name):
+    out = target.render(kernel, target.for_renderer(options))
+    if not isinstance(out, CompiledKernel):
+      out = python_compiled(out)
+  launch = dataclasses.replace(out.launch, grid=compiled.launch.grid)
+  return dataclasses.replace(out, launch=launch, capped=compiled.capped)
 
 
 def index_elements(item, target: Target) -> None:

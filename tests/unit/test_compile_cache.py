@@ -164,3 +164,32 @@ def test_digits_mlp_step_compiles_once_and_is_few_kernels(optimizer):
   finally:
     kg.set_cache_size(1024)
   assert losses == fresh and losses[-1] < losses[0], (losses, fresh)
+
+
+@pytest.mark.parametrize("target", ["python", "wgsl", "ptx"])
+def test_same_structure_under_other_names_is_rendered_as_compiled(target):
+  """Kernels of one structure under other names (a kernel name's `_n2`, other buffer names) are
+  rendered from the first one's linearized form, by the compile cache and by kg.compile: the
+  same source, launch and buffers as compiling each."""
+  from kernelgen.cache import _CACHE, cached_compile
+  from kernelgen.compiler import compile_item
+  from kernelgen.graph.schedule import schedule
+  from kernelgen.render.targets import get_target
+  x, y = (Tensor.empty(3, 5, name=n) for n in ("xa", "yb"))
+  img, w1, w2 = Tensor.empty(1, 8, 16, 16), Tensor.empty(8, 8, 3, 3), Tensor.empty(8, 8, 3, 3)
+  roots = [(x * 2).sum(-1), (y * 2).sum(-1), x.exp(), y.exp(),
+           img.conv2d(w1, padding=1).relu(), img.conv2d(w2, padding=1).relu()]
+  items = [i for i in schedule([r.node for r in roots]) if i.out.size]
+  options = {"arch": "sm_80"} if target == "ptx" else {}
+  want = [compile_item(i, target, options) for i in items]
+  kg.clear_cache()
+  got = [cached_compile(i, get_target(target), options) for i in items]
+  assert len(_CACHE.shapes) == 3 and len({i.name for i in items}) == 6
+  assert kg.cache_info()["misses"] == 6
+  for w, g in zip(want, got):
+    assert (g.name, g.source, g.launch, g.buffers, g.global_size, g.local_size, g.capped) == \
+      (w.name, w.source, w.launch, w.buffers, w.global_size, w.local_size, w.capped)
+  assert {b.name for b in got[1].buffers} == {"out", "yb"}
+  again = kg.compile(roots, target, **options)      # (compile_plan shares them the same way)
+  assert [(k.name, k.source, k.launch) for k in again] == [(k.name, k.source, k.launch)
+                                                           for k in want]
