@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..uop.ops import Ops
+from .epilogue import epilogue_top, single_users
 from .lazy import L, LazyOp
 from .view import contiguous_strides, prod
 
@@ -464,15 +465,39 @@ def schedule(roots: list[LazyOp], max_buffers: int | None = None,
       for s in {id(s): s for s in node.src}.values():
         users[id(s)] = users.get(id(s), 0) + 1
   boundary = {id(r) for r in roots if not r.realized}
+  user_of, tried = single_users(order), set(boundary)
   while True:      # again until no kernel fuses a node that another kernel found as a boundary
     known = len(boundary)
     items = _find_kernels([r for r in roots if not r.realized], boundary, users, row_max)
-    if len(boundary) == known and not (max_buffers and _split_wide(items, boundary, users,
-                                                                    max_buffers, row_max)):
+    if len(boundary) == known and not \
+       _promote_epilogues(items, boundary, users, user_of, tried, max_buffers, row_max) and \
+       not (max_buffers and _split_wide(items, boundary, users, max_buffers, row_max)):
       break
   position = {id(n): i for i, n in enumerate(order)}
   ordered = sorted(items.values(), key=lambda it: position[id(it.out)])
   return _name_items(ordered, position)
+
+
+def _promote_epilogues(items: dict, boundary: set, users: dict, user_of: dict, tried: set,
+                       max_buffers: int | None, row_max: int) -> bool:
+  """Make the top of one kernel reduction's elementwise tail the kernel instead (epilogue.py);
+  False when none moves. Each reduction moves once (a later split may cut it out again)."""
+  for item in items.values():
+    node = item.out
+    if node.op is not L.REDUCE or id(node) in tried:
+      continue
+    top = epilogue_top(node, user_of, boundary)
+    if top is node:
+      continue
+    rest = (boundary - {id(node)}) | {id(top)}
+    own, _, _, _ = _walk_kernel(top, set(rest), users, row_max)
+    if max_buffers and len(own) + 1 > max_buffers:
+      continue
+    tried.add(id(node))
+    boundary.discard(id(node))
+    boundary.add(id(top))
+    return True
+  return False
 
 
 def _fused_nodes(item: ScheduleItem, boundary: set) -> list[LazyOp]:
