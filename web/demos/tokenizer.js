@@ -232,8 +232,8 @@ function checkModel(model) {
     }
   }
   if (model.unk_token != null && !(model.unk_token in model.vocab)) {
-    throw new TokenizerError(`the tokenizer file's BPE unk_token ${JSON.stringify(model.unk_token)}` +
-      ' is not in its vocab');
+    const unk = JSON.stringify(model.unk_token);
+    throw new TokenizerError(`the tokenizer file's BPE unk_token ${unk} is not in its vocab`);
   }
 }
 
