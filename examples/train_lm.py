@@ -86,12 +86,12 @@ def bigram_perplexity(train: np.ndarray, x: np.ndarray, y: np.ndarray,
   return math.exp(nll(fit(train), x.reshape(-1), y.reshape(-1), k)), k
 
 
-def learning_rate(i: int, steps: int) -> float:
-  """Linear warmup over WARMUP steps to PEAK_LR, then a cosine down to FINAL_LR at the end."""
+def learning_rate(i: int, steps: int, peak: float = PEAK_LR) -> float:
+  """Linear warmup over WARMUP steps to peak, then a cosine down to FINAL_LR at the end."""
   if i < WARMUP:
-    return PEAK_LR * (i + 1) / WARMUP
+    return peak * (i + 1) / WARMUP
   t = (i - WARMUP) / max(1, steps - WARMUP)
-  return FINAL_LR + (PEAK_LR - FINAL_LR) * 0.5 * (1 + math.cos(math.pi * t))
+  return FINAL_LR + (peak - FINAL_LR) * 0.5 * (1 + math.cos(math.pi * t))
 
 
 def make_step(model, opt):
@@ -152,7 +152,7 @@ def prepare(args, device: str) -> tuple:
   held = eval_windows(held_ids)
   ppl, k = bigram_perplexity(train_ids, *held, VOCAB)
   config = {"vocab": VOCAB, "dim": DIM, "layers": LAYERS, "heads": HEADS, "context": CONTEXT,
-            "batch": BATCH, "steps": args.steps, "peak_lr": PEAK_LR, "warmup": WARMUP,
+            "batch": BATCH, "steps": args.steps, "peak_lr": args.peak_lr, "warmup": WARMUP,
             "final_lr": FINAL_LR, "weight_decay": 0.01, "seed": SEED, "device": device}
   log = {"config": config, "bigram": {"perplexity": ppl, "k": k},
          "tokens": {"train": len(train_ids), "held_out": len(held_ids),
@@ -185,6 +185,7 @@ def resume(model, log: dict, args, device: str) -> int:
   log["held_out_curve"] = previous.get("held_out_curve", [])
   log["segments"] = previous.get("segments", [{"from_step": 0, "steps": offset}])
   log["segments"].append({"from_step": offset, "steps": args.steps,
+                          "peak_lr": args.peak_lr,
                           "note": "resumed: new warmup + cosine, AdamW state afresh"})
   print(f"resumed at step {offset}", flush=True)
   return offset
@@ -204,7 +205,7 @@ def train(args, device: str) -> None:
     starts = rng.integers(0, len(train_ids) - CONTEXT - 1, BATCH)
     x = np.stack([train_ids[s:s + CONTEXT] for s in starts])
     y = np.stack([train_ids[s + 1:s + CONTEXT + 1] for s in starts])
-    lr = learning_rate(i, args.steps)
+    lr = learning_rate(i, args.steps, args.peak_lr)
     recent.append(step(kg.Tensor(x, device=device), kg.Tensor(y, device=device),
                        kg.Tensor([lr], device=device)).item())
     if (i + 1) % args.log_every == 0:
@@ -225,6 +226,8 @@ def main() -> None:
   parser.add_argument("--log-every", type=int, default=25)
   parser.add_argument("--save-every", type=int, default=100)
   parser.add_argument("--out", type=Path, default=OUT)
+  parser.add_argument("--peak-lr", type=float, default=PEAK_LR,
+                      help="the learning rate the warmup reaches (a resumed run may want less)")
   parser.add_argument("--resume", action="store_true",
                       help="continue from the weights and log in --out (e.g. the committed model)")
   parser.add_argument("--tokenizer", type=Path, default=None,

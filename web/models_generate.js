@@ -1,6 +1,7 @@
 // The Models view's Generate panel: a causal LM opened in the view (an .onnx whose inputs
 // include input_ids and whose outputs include logits, in the transformers.js / Optimum layout)
-// plus its tokenizer.json (byte-level BPE, read by the Generate demo's tokenizer.js) writes from
+// plus its tokenizer.json (byte-level or SentencePiece-style BPE, read by the Generate demo's
+// tokenizer.js; a file using anything else is a TokenizerError naming it) writes from
 // a prompt, as the Generate demo does: temperature, top-k, seed, tokens streaming in, tokens/s.
 // The tokens come from kg.generate in kernelgen's worker (Kernelgen.generate, onToken per
 // token); the header's Stop stops it. A bad tokenizer file is its TokenizerError in the panel.
@@ -11,6 +12,8 @@ const $ = (id) => document.getElementById(id);
 // model: the LM's facts (null: the view's model is no LM); bytes: its file, until the worker
 // has it; last: the last generation's {tokens, text, seconds, error}
 const state = { model: null, bytes: null, tokenizer: null, last: null, runs: 0 };
+// End-of-text tokens generation stops after (GPT-2 / SmolLM / Qwen, Llama 2 / TinyLlama, Llama 3)
+const END_TOKENS = ['<|endoftext|>', '</s>', '<|end_of_text|>', '<|eot_id|>', '<|im_end|>'];
 
 export function isCausalLM(model) {
   return Boolean(model?.inputs.some((i) => i.name === 'input_ids') &&
@@ -78,9 +81,9 @@ function settings() {
 // One generation through the view's busy() (one model action at a time; Stop ends it).
 async function generate(busy) {
   const tok = state.tokenizer;
-  const end = tok.added.find((t) => t.content === '<|endoftext|>')?.id;
+  const stop = tok.added.filter((t) => END_TOKENS.includes(t.content)).map((t) => t.id);
   const ids = tok.encode($('model-prompt').value);
-  const stream = tok.decodeStream();
+  const stream = tok.decodeStream({ after: ids });
   const out = $('model-gen-output');
   out.textContent = $('model-prompt').value;
   const last = { tokens: [], text: '', seconds: 0 };
@@ -98,7 +101,7 @@ async function generate(busy) {
         `${(last.tokens.length / last.seconds).toFixed(1)} tokens/s (the first includes compiling)`;
     };
     const done = await kg.generate(state.bytes, ids, { ...settings(),
-      stop: end === undefined ? [] : [end], onToken });
+      stop, onToken });
     state.bytes = null;   // the worker keeps the model: later calls pass null
     return done;
   }, 'generating');

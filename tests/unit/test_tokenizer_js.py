@@ -1,7 +1,8 @@
 """web/demos/tokenizer.js (the Generate demo's tokenizer, no Python in the page) under Node,
 against kernelgen.text on the tokenizer corpus: identical ids and decodes for byte-level BPE
-files (trained here by the `tokenizers` package and by kg.text.train_bpe), and TokenizerErrors
-for files it does not read."""
+files (trained here by the `tokenizers` package and by kg.text.train_bpe) and SentencePiece-style
+files with byte fallback (Llama 2 and Metaspace layouts), the stream decoder's text equal to the
+decode, and TokenizerErrors naming what it does not read."""
 import json
 import shutil
 import subprocess
@@ -22,7 +23,12 @@ const { files, texts } = JSON.parse(readFileSync(process.argv[2], 'utf8'));
 const out = files.map((file) => {
   try {
     const tok = Tokenizer.fromString(file);
-    return texts.map((t) => { const ids = tok.encode(t); return [ids, tok.decode(ids)]; });
+    return texts.map((t) => {
+      const ids = tok.encode(t);
+      const stream = tok.decodeStream({ skipSpecialTokens: false });
+      const streamed = ids.map((id) => stream.step(id)).join('') + stream.flush();
+      return [ids, tok.decode(ids), streamed];
+    });
   } catch (error) {
     return { error: error.name, message: error.message };
   }
@@ -43,22 +49,27 @@ def test_js_tokenizer_agrees_with_python(tmp_path):
   import test_tokenizer as families
   files = [families.gpt2().to_str(), families.llama3().to_str(), families.qwen2().to_str(),
            families.smollm().to_str(), kg.text.train_bpe(corpus(), vocab_size=1000).to_str(),
-           json.dumps(families.gpt2_layout())]
+           json.dumps(families.gpt2_layout()), families.llama2().to_str(),
+           families.metaspace().to_str(), json.dumps(families.llama2_layout())]
   texts = corpus()
   results = run_js(tmp_path, files, texts)
   for file, result in zip(files, results):
     ours = kg.text.Tokenizer.from_str(file)
     assert not isinstance(result, dict), result
-    for text, (ids, decoded) in zip(texts, result):
+    for text, (ids, decoded, streamed) in zip(texts, result):
       assert ids == ours.encode(text), text[:80]
       assert decoded == ours.decode(ids)
+      assert streamed == ours.decode(ids, skip_special_tokens=False)
 
 
 def test_js_tokenizer_rejects_what_it_does_not_read(tmp_path):
   import test_tokenizer as families
-  llama2 = families.llama2().to_str()
-  bad = ["{", json.dumps({"model": {"type": "Unigram", "vocab": []}}), llama2]
+  llama2 = json.loads(families.llama2().to_str())
+  bert = dict(llama2, normalizer={"type": "BertNormalizer"})
+  wordpiece = dict(llama2, decoder={"type": "Sequence", "decoders": [{"type": "WordPiece"}]})
+  bad = ["{", json.dumps({"model": {"type": "Unigram", "vocab": []}}), json.dumps(bert),
+         json.dumps(wordpiece)]
   results = run_js(tmp_path, bad, ["x"])
-  assert [r["error"] for r in results] == ["TokenizerError"] * 3
+  assert [r["error"] for r in results] == ["TokenizerError"] * 4
   assert "JSON" in results[0]["message"] and "Unigram" in results[1]["message"]
-  assert "byte_fallback" in results[2]["message"] or "normalizer" in results[2]["message"]
+  assert "BertNormalizer" in results[2]["message"] and "WordPiece" in results[3]["message"]

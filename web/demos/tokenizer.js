@@ -1,10 +1,15 @@
-// Byte-level BPE tokenizers (Hugging Face tokenizer.json: GPT-2, Llama 3, Qwen2, SmolLM layouts)
-// in plain JavaScript, for pages that run an exported bundle without Python. The same pipeline
-// as kernelgen.text (core/kernelgen/text/): added tokens split out, the normalizer (NFC/NFD/
-// NFKC/NFKD/Lowercase), the pre-tokenizer (ByteLevel, Split, Digits, Sequence), BPE (lowest merge
-// rank first, leftmost among equals), the post-processor (ByteLevel, TemplateProcessing); decoding
-// through the ByteLevel decoder, with a stream that holds back incomplete UTF-8 (TextDecoder).
-// Anything else in the file is a TokenizerError naming it.
+// BPE tokenizers (Hugging Face tokenizer.json: byte-level GPT-2, Llama 3, Qwen2, SmolLM layouts,
+// and SentencePiece-style Llama 2 / TinyLlama layouts with byte fallback) in plain JavaScript,
+// for pages that run an exported bundle without Python. The same pipeline as kernelgen.text
+// (core/kernelgen/text/): added tokens split out, the normalizer (NFC/NFD/NFKC/NFKD/Lowercase,
+// Prepend, Replace, Strip), the pre-tokenizer (ByteLevel, Split, Digits, Metaspace, Sequence),
+// BPE (lowest merge rank first, leftmost among equals; byte fallback and the unk token for
+// characters outside the vocab), the post-processor (ByteLevel, TemplateProcessing); decoding
+// through the ByteLevel decoder with a stream that holds back incomplete UTF-8 (TextDecoder), or
+// through the file's token decoders (tokenizer_sp.js). Anything else in the file is a
+// TokenizerError naming it.
+import { buildDecoder, initialSymbols, metaspace, spNormalizers, tokenStream } from
+  './tokenizer_sp.js';
 
 export class TokenizerError extends Error {
   constructor(message) {
@@ -91,12 +96,15 @@ function findMatches(regex, text) {
   return pieces;
 }
 
+// Pieces [[text, atStart]] split by regex under behavior (atStart: the piece begins the text).
 function splitPieces(pieces, regex, behavior, invert = false) {
   const out = [];
-  for (const text of pieces) {
+  for (const [text, atStart] of pieces) {
     let matches = findMatches(regex, text);
     if (invert) matches = matches.map(([s, e, m]) => [s, e, !m]);
-    for (const [s, e] of applyBehavior(matches, behavior)) if (e > s) out.push(text.slice(s, e));
+    for (const [s, e] of applyBehavior(matches, behavior)) {
+      if (e > s) out.push([text.slice(s, e), atStart && s === 0]);
+    }
   }
   return out;
 }
@@ -129,11 +137,13 @@ function buildNormalizer(spec) {
   const forms = ['NFC', 'NFD', 'NFKC', 'NFKD'];
   if (forms.includes(spec.type)) return (t) => t.normalize(spec.type);
   if (spec.type === 'Lowercase') return (t) => t.toLowerCase();
+  const sp = spNormalizers(translatePattern, TokenizerError);
+  if (sp[spec.type]) return sp[spec.type](spec);
   if (spec.type === 'Sequence') {
     const steps = spec.normalizers.map(buildNormalizer);
     return (t) => steps.reduce((acc, f) => f(acc), t);
   }
-  throw fail('normalizer', spec.type, [...forms, 'Lowercase', 'Sequence']);
+  throw fail('normalizer', spec.type, [...forms, 'Lowercase', ...Object.keys(sp), 'Sequence']);
 }
 
 function splitRegex(pattern) {
@@ -151,9 +161,9 @@ function buildPreTokenizer(spec) {
     const prefix = spec.add_prefix_space ?? true;
     const regex = (spec.use_regex ?? true) ? translatePattern(GPT2_PATTERN) : null;
     return (pieces) => {
-      let out = prefix ? pieces.map((t) => (t.startsWith(' ') ? t : ` ${t}`)) : pieces;
+      let out = prefix ? pieces.map(([t, a]) => [t.startsWith(' ') ? t : ` ${t}`, a]) : pieces;
       if (regex) out = splitPieces(out, regex, 'Isolated');
-      return out.map(toByteChars);
+      return out.map(([t, a]) => [toByteChars(t), a]);
     };
   }
   if (spec.type === 'Split') {
@@ -165,11 +175,13 @@ function buildPreTokenizer(spec) {
     const behavior = spec.individual_digits ? 'Isolated' : 'Contiguous';
     return (pieces) => splitPieces(pieces, regex, behavior);
   }
+  if (spec.type === 'Metaspace') return metaspace(spec, splitPieces, TokenizerError);
   if (spec.type === 'Sequence') {
     const steps = spec.pretokenizers.map(buildPreTokenizer);
     return (pieces) => steps.reduce((acc, f) => f(acc), pieces);
   }
-  throw fail('pre_tokenizer', spec.type, ['ByteLevel', 'Split', 'Digits', 'Sequence']);
+  throw fail('pre_tokenizer', spec.type, ['ByteLevel', 'Split', 'Digits', 'Metaspace',
+    'Sequence']);
 }
 
 function buildPostProcessor(spec) {
@@ -212,12 +224,16 @@ function checkModel(model) {
   if (!model.vocab || typeof model.vocab !== 'object') {
     throw new TokenizerError("the tokenizer file's BPE model has no vocab");
   }
-  const options = ['continuing_subword_prefix', 'end_of_word_suffix', 'dropout', 'byte_fallback'];
+  const options = ['continuing_subword_prefix', 'end_of_word_suffix', 'dropout'];
   for (const option of options) {
     if (model[option]) {
       throw new TokenizerError(`the tokenizer file's BPE model sets ${option}, which this ` +
         "page's tokenizer does not implement");
     }
+  }
+  if (model.unk_token != null && !(model.unk_token in model.vocab)) {
+    const unk = JSON.stringify(model.unk_token);
+    throw new TokenizerError(`the tokenizer file's BPE unk_token ${unk} is not in its vocab`);
   }
 }
 
@@ -236,9 +252,10 @@ export class Tokenizer {
   constructor(spec) {
     checkModel(spec?.model);
     const { model } = spec;
-    if (spec.decoder && spec.decoder.type !== 'ByteLevel') {
-      throw fail('decoder', spec.decoder.type, ['ByteLevel']);
-    }
+    this.model = model;
+    // null: the ByteLevel byte path (decodeStream holds back incomplete UTF-8 by itself)
+    this.decoder = !spec.decoder || spec.decoder.type === 'ByteLevel' ? null :
+      buildDecoder(spec.decoder, { TokenizerError, translatePattern, charBytes: CHAR_BYTES, fail });
     this.vocab = new Map(Object.entries(model.vocab));
     this.idToToken = new Map([...this.vocab].map(([t, i]) => [i, t]));
     this.ranks = new Map();
@@ -273,11 +290,13 @@ export class Tokenizer {
   // The token ids of text (special tokens added as the file's post-processor says).
   encode(text, { addSpecialTokens = true } = {}) {
     const ids = [];
+    let first = true;   // the next piece begins the text (Metaspace's "first" scheme asks)
     for (const [piece, token] of splitAdded(this.rawAdded, text)) {
-      if (token) { ids.push(token.id); continue; }
+      if (token) { ids.push(token.id); first = false; continue; }
       for (const [part, token2] of splitAdded(this.normalAdded, this.normalize(piece))) {
         if (token2) ids.push(token2.id);
-        else for (const word of this.preTokenize([part])) ids.push(...this.bpe(word));
+        else for (const [word] of this.preTokenize([[part, first]])) ids.push(...this.bpe(word));
+        first = false;
       }
     }
     return addSpecialTokens ? this.postProcess(ids) : ids;
@@ -288,7 +307,7 @@ export class Tokenizer {
     let ids;
     if (this.ignoreMerges && this.vocab.has(word)) ids = [this.vocab.get(word)];
     else {
-      const symbols = [...word].filter((c) => this.vocab.has(c));
+      const symbols = initialSymbols(word, this.vocab, this.model);
       for (;;) {
         let best = -1;
         let bestRank = Infinity;
@@ -321,13 +340,32 @@ export class Tokenizer {
 
   // The text of ids.
   decode(ids, { skipSpecialTokens = true } = {}) {
+    if (this.decoder) return this.decodeTokens(ids, skipSpecialTokens);
     const stream = this.decodeStream({ skipSpecialTokens });
     return ids.map((id) => stream.step(id)).join('') + stream.flush();
   }
 
-  // {step(id) -> new text ('' while inside a UTF-8 sequence), flush() -> the rest}.
-  decodeStream({ skipSpecialTokens = true } = {}) {
-    const decoder = new TextDecoder('utf-8');
+  // The text of ids through the file's token decoders.
+  decodeTokens(ids, skipSpecial) {
+    const tokens = [];
+    for (const id of ids) {
+      const token = this.idToToken.get(id);
+      if (token === undefined) {
+        throw new TokenizerError(`token id ${id} is not in this tokenizer ` +
+          `(0..${this.vocabSize - 1})`);
+      }
+      if (!(skipSpecial && this.special.has(id))) tokens.push(token);
+    }
+    return this.decoder(tokens).join('');
+  }
+
+  // {step(id) -> new text ('' while inside a UTF-8 sequence), flush() -> the rest}; after: the
+  // ids before the first step (a prompt's), for decoders whose text depends on what precedes.
+  decodeStream({ skipSpecialTokens = true, after = [] } = {}) {
+    if (this.decoder) {
+      return tokenStream((ids) => this.decodeTokens(ids, skipSpecialTokens), after);
+    }
+    const decoder = new TextDecoder('utf-8', { ignoreBOM: true });   // a BOM is text here
     return {
       step: (id) => decoder.decode(this.bytesOf(id, skipSpecialTokens), { stream: true }),
       flush: () => decoder.decode(),
