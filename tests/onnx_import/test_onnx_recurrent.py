@@ -1,17 +1,12 @@
 """ONNX LSTM, GRU and RNN and com.microsoft DynamicQuantizeLSTM against onnxruntime (CPU) on
 PYTHON and WEBGPU: forward, reverse and bidirectional; initial states, sequence_lens, peepholes,
-clip, the activations attribute, layout=1 and linear_before_reset; and how many kernels a
-recurrence runs per step (the weights read by one batched matmul per step)."""
+clip, the activations attribute, layout=1 and linear_before_reset."""
 from __future__ import annotations
-
-import collections
 
 import numpy as np
 import pytest
 
-import kernelgen as kg
 from onnx_contrib_util import check, kg_run, node_model, ort_run
-from tools import device_runtime
 
 DEVICES = ("PYTHON", "WEBGPU")
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -156,47 +151,3 @@ def test_dynamic_quantize_lstm_scales_and_zero_points(device, per_column, uint8)
   got = kg_run(model, case[0], device)
   for g, w in zip(got, ort_run(model, case[0])):
     np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-6)
-
-
-# ---- kernels per step ------------------------------------------------------------------------
-
-def _kernels_per_call(model, feeds, device="PYTHON"):
-  """Kernels one replayed call runs (a runtime's run_many may call its own run: counted once)."""
-  rt = kg.Device[device] if device == "PYTHON" else device_runtime(device)
-  loaded = kg.onnx.load(model.SerializeToString())
-  for _ in range(3):
-    loaded.run(feeds, device=device)
-  counts, inside = collections.Counter(), [False]
-  run, many = rt.run, rt.run_many
-
-  def counted(*a, **k):
-    counts["kernels"] += not inside[0]
-    return run(*a, **k)
-
-  def counted_many(launches, *a):
-    counts["kernels"] += len(launches)
-    inside[0] = True
-    try:
-      return many(launches, *a)
-    finally:
-      inside[0] = False
-  rt.__dict__.update(run=counted, run_many=counted_many)
-  try:
-    loaded.run(feeds, device=device)
-  finally:
-    del rt.run, rt.run_many
-  return counts["kernels"]
-
-
-@pytest.mark.parametrize("op,per_step", [("LSTM", 2), ("GRU", 4), ("RNN", 2)])
-def test_bidirectional_steps_share_their_kernels(op, per_step):
-  """Both directions' steps in the same kernels, at most a fixed number per step (a batched
-  matmul of h against the stacked gate weights, then the gate arithmetic; GRU's reset gate
-  adds a matmul and its product): at most per_step kernels a step and 4 more (the input
-  projection and the outputs), at 6 and 12 steps (the per-direction unrolling ran 19 and 67
-  for the LSTM, 38 and 100 for the GRU)."""
-  counts = []
-  for seq in (6, 12):
-    case = _case(op, "bidirectional", seq=seq)
-    counts.append(_kernels_per_call(_model(op, "bidirectional", case), case[0]))
-  assert counts[0] <= 6 * per_step + 4 and counts[1] <= 12 * per_step + 4, counts
