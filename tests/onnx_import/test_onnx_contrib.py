@@ -247,20 +247,25 @@ def _quantized_lstm(seed: int = 0):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_dynamic_quantize_lstm_is_lstm_of_the_dequantized_weights(device):
-  """Exactly ONNX LSTM (onnxruntime) of the dequantized weights; onnxruntime's own kernel also
-  quantizes the activations to uint8, so against it the match is to that rounding (0.02)."""
+def test_dynamic_quantize_lstm_quantizes_its_activations(device):
+  """onnxruntime's kernel (here with a thread per batch row: it quantizes h over groups of
+  ceil(batch / threads) rows) to float rounding; ONNX LSTM of the dequantized weights differs
+  by the activations' uint8 rounding (more cases: test_onnx_recurrent.py)."""
+  ort = pytest.importorskip("onnxruntime")
   feeds, inits, dequant, h = _quantized_lstm()
   names = ["x", "w", "r", "b", "", "", "", "", "ws", "wz", "rs", "rz"]
   model = node_model("DynamicQuantizeLSTM", feeds, inits, ["y", "yh", "yc"], inputs=names,
                      hidden_size=h, direction="bidirectional")
   got = kg_run(model, feeds, device)
+  options = ort.SessionOptions()
+  options.intra_op_num_threads = 2
+  want = ort.InferenceSession(model.SerializeToString(), options,
+                              providers=["CPUExecutionProvider"]).run(None, feeds)
+  for g, w in zip(got, want):
+    np.testing.assert_allclose(g, w, rtol=1e-4, atol=2e-6)
   plain = node_model("LSTM", feeds, dequant, ["y", "yh", "yc"], domain="",
                      inputs=["x", "w", "r", "b"], hidden_size=h, direction="bidirectional")
-  for g, w in zip(got, ort_run(plain, feeds)):
-    np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
-  for g, w in zip(got, ort_run(model, feeds)):
-    np.testing.assert_allclose(g, w, rtol=0, atol=0.02)
+  assert max(float(np.abs(g - w).max()) for g, w in zip(got, ort_run(plain, feeds))) > 1e-4
 
 
 def test_missing_com_microsoft_operator_names_itself_and_its_domain():

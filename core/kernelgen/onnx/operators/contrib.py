@@ -426,15 +426,27 @@ def _matmul_integer_to_float(ins, at):
                             ins[6]).cast(ins[2].dtype)
 
 
-def dynamic_quantize(x: Tensor) -> tuple:
-  """DynamicQuantizeLinear of x: (uint8 codes as int32, scale, zero point as int32)."""
+def dynamic_quantize(x: Tensor, axis: int | None = None) -> tuple:
+  """DynamicQuantizeLinear of x: (uint8 codes as int32, scale, zero point as int32); one scale
+  and zero point over all of x, or (axis given) one per slice along that axis (kept as size 1).
+  The range always holds 0; codes are round-half-to-even of x / scale plus the zero point (itself
+  rounded half to even from -min / scale), saturated to [0, 255]."""
   xf = x.cast(dtypes.float32)
-  hi, lo = xf.max().maximum(0.0), xf.min().minimum(0.0)
+  keep = axis is not None
+  hi = xf.max(axis, keepdim=keep).maximum(0.0)
+  lo = xf.min(axis, keepdim=keep).minimum(0.0)
   span = hi - lo
   scale = (span + (span == 0).cast(dtypes.float32)) / 255.0
   zp = (0.0 - lo / scale).clip(0, 255).round()
   q = ((xf / scale).round() + zp).clip(0, 255)
   return q.cast(dtypes.int32), scale, zp.cast(dtypes.int32)
+
+
+def fake_quantized(x: Tensor, axis: int | None = None) -> Tensor:
+  """x as onnxruntime's quantized kernels see it: dynamic_quantize(x, axis) dequantized to
+  float32 ((code - zero point) * scale, exact in float32)."""
+  q, scale, zp = dynamic_quantize(x, axis)
+  return (q - zp).cast(dtypes.float32) * scale
 
 
 @domain_op(MS, "DynamicQuantizeMatMul")
@@ -478,9 +490,11 @@ def _dequantized_gates(q: Tensor, scale: Tensor, zp: Tensor | None) -> Tensor:
 @domain_op(MS, "DynamicQuantizeLSTM")
 def _dynamic_quantize_lstm(ins, at):
   """ONNX LSTM with int8/uint8 weights W (D, in, 4H) and R (D, H, 4H) dequantized by their
-  scales and zero points; the gates are computed in float32 (onnxruntime also quantizes the
-  activations to uint8 on the fly, so its results differ by that rounding)."""
+  scales and zero points, and the activations quantized to uint8 as onnxruntime's kernel does:
+  all of X with one scale and zero point (shared by both directions), and each step's h_{t-1}
+  with one per batch row (onnxruntime quantizes h over a group of ceil(batch / its threads) rows,
+  so its own result depends on its thread count unless batch is 1 or it has >= batch threads)."""
   from .rnn import recurrent
   w = _dequantized_gates(ins[1], ins[8], ins[9])
   r = _dequantized_gates(ins[2], ins[10], ins[11])
-  return recurrent("LSTM", _Replaced(ins, {1: w, 2: r}), at)
+  return recurrent("LSTM", _Replaced(ins, {1: w, 2: r}), at, quantize=fake_quantized)

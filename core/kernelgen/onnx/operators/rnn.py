@@ -28,8 +28,9 @@ def _activations(op, at, num_dirs):
   return [fns[d * per:(d + 1) * per] for d in range(num_dirs)]
 
 
-def _step(op, x_t, h, c, w, r, wb, rb, p, acts, at):
-  """One time step of one direction: (new h, new c)."""
+def _step(op, x_t, h, c, w, r, wb, rb, p, acts, at, rec=lambda v: v):
+  """One time step of one direction: (new h, new c); rec: what h goes through before its
+  matmuls (the identity, or a quantizer)."""
   hidden = h.shape[-1]
   clip = at.float("clip")
 
@@ -38,21 +39,21 @@ def _step(op, x_t, h, c, w, r, wb, rb, p, acts, at):
 
   gx = x_t @ w.T + (wb if wb is not None else 0)
   if op == "RNN":
-    return acts[0](clipped(gx + h @ r.T + (rb if rb is not None else 0))), None
+    return acts[0](clipped(gx + rec(h) @ r.T + (rb if rb is not None else 0))), None
   if op == "GRU":
     f, g = acts
-    gh_zr = h @ r[:2 * hidden].T + (rb[:2 * hidden] if rb is not None else 0)
+    gh_zr = rec(h) @ r[:2 * hidden].T + (rb[:2 * hidden] if rb is not None else 0)
     z = f(clipped(gx[:, :hidden] + gh_zr[:, :hidden]))
     rr = f(clipped(gx[:, hidden:2 * hidden] + gh_zr[:, hidden:]))
     rh = r[2 * hidden:]
     rbh = rb[2 * hidden:] if rb is not None else 0
     if at.int("linear_before_reset", 0):
-      hh = g(clipped(gx[:, 2 * hidden:] + rr * (h @ rh.T + rbh)))
+      hh = g(clipped(gx[:, 2 * hidden:] + rr * (rec(h) @ rh.T + rbh)))
     else:
-      hh = g(clipped(gx[:, 2 * hidden:] + (rr * h) @ rh.T + rbh))
+      hh = g(clipped(gx[:, 2 * hidden:] + rec(rr * h) @ rh.T + rbh))
     return (1 - z) * hh + z * h, None
   f, g, hact = acts
-  gates = gx + h @ r.T + (rb if rb is not None else 0)
+  gates = gx + rec(h) @ r.T + (rb if rb is not None else 0)
   i, o, fg, cc = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
   if p is not None:
     i, o = i + p[:hidden] * c, o
@@ -66,7 +67,10 @@ def _step(op, x_t, h, c, w, r, wb, rb, p, acts, at):
   return f(clipped(o)) * hact(c_new), c_new
 
 
-def recurrent(op, ins, at):
+def recurrent(op, ins, at, quantize=None):
+  """ONNX RNN / GRU / LSTM outputs [Y, Y_h(, Y_c)]; `quantize` (Tensor, axis or None ->
+  Tensor) makes the matmuls see quantized activations: all of X at once and each step's h per
+  batch row (com.microsoft DynamicQuantizeLSTM)."""
   x, w, r = ins[0], ins[1], ins[2]
   b, seq_lens, h0 = ins[3], ins[4], ins[5]
   c0 = ins[6] if op == "LSTM" else None
@@ -81,6 +85,8 @@ def recurrent(op, ins, at):
   seq, batch = x.shape[0], x.shape[1]
   hidden = r.shape[-1]
   acts = _activations(op, at, num_dirs)
+  rec = (lambda v: quantize(v, -1)) if quantize is not None else (lambda v: v)
+  xq = quantize(x) if quantize is not None else x
   steps_valid = None
   if seq_lens is not None:
     lens = seq_lens.cast(dtypes.int32).reshape(1, batch, 1)
@@ -97,8 +103,8 @@ def recurrent(op, ins, at):
     reverse = direction == "reverse" or d == 1
     outs = [None] * seq
     for t in (range(seq - 1, -1, -1) if reverse else range(seq)):
-      h_new, c_new = _step(op, x[t], h, c, w[d], r[d], wb, rb,
-                           p[d] if p is not None else None, acts[d], at)
+      h_new, c_new = _step(op, xq[t], h, c, w[d], r[d], wb, rb,
+                           p[d] if p is not None else None, acts[d], at, rec)
       if steps_valid is not None:
         ok = steps_valid[t]
         h_new = where(ok, h_new, h)
