@@ -25,7 +25,8 @@ every time), never wrongly shared. The cache is a bounded LRU (`set_cache_size`,
 of what they build from a kernel's source (WebGPU pipelines, parsed PTX), keyed by the source.
 Only realizing uses it: `kg.compile` runs every pass (it is what the pipeline is timed and
 inspected with), though within one program a kernel of the same structure as an earlier one is
-rendered from it (compiler.compile_plan; as below). A test that patches a pipeline stage clears it first (tests/conftest.py).
+rendered from it (compiler.compile_plan; as below). A test that patches a pipeline stage clears it
+first (tests/conftest.py).
 
 The plan cache, one level up: a realize of a whole graph with the same structure as an earlier
 one (a training loop's every step) reuses that realize's schedule and compiled kernels, so a

@@ -2,8 +2,9 @@
 
 A program names its result `out` (or `--output NAME`): a Tensor, a list, or a dict name -> Tensor;
 its inputs are its `Tensor.empty(..., name=)` tensors; a `state` variable ({input name: output
-name}) makes those inputs state the bundle keeps between runs (export/state.py). An ONNX model is read with kg.onnx.load;
-its graph inputs become named inputs (symbolic dimensions are 1 unless --input-shape gives them:
+name}) makes those inputs state the bundle keeps between runs (export/state.py). An ONNX model is
+read with kg.onnx.load; its graph inputs become named inputs (symbolic dimensions are 1 unless
+--input-shape gives them:
 a note on stderr names each one fixed; an --input-shape name the model lacks is an InputError).
 
 The output language is `--target wgsl | ptx`, as for `render`; `--format webgpu | ptx` is the

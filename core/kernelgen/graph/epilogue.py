@@ -6,8 +6,9 @@ projection read by the next matmul), the elementwise ops that only it feeds (the
 residual add, an activation) were computed by every kernel that reads it, from the reduction's
 output and their own operands. Instead the kernel computes the top of that chain: the output of
 the last node of `reduction -> op -> op ...` where each node has that op as its only user and the
-op is elementwise over the reduction's own shape (or only reshapes it). The kernel count does not grow, the tail is
-computed once per element instead of once per read, and its readers bind one buffer where they
+op is elementwise over the reduction's own shape (or only reshapes it). The kernel count does not
+grow, the tail is computed once per element instead of once per read, and its readers bind one
+buffer where they
 bound the reduction, the bias and the residual (the decoder's residual stream needed a kernel of
 its own to stay within WebGPU's 8 storage buffers).
 
