@@ -227,6 +227,52 @@ def llama2_layout() -> dict:
                     "merges": LLAMA2_MERGES}}
 
 
+# Files with no decoder (decoder: null), trained by the `tokenizers` package, which then decodes
+# by joining the tokens with spaces (byte-level characters and <0xXX> tokens left as they are).
+def byte_level_no_decoder():
+  tok = tokenizers.Tokenizer(models.BPE())
+  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+  tok.train_from_iterator(corpus(), trainers.BpeTrainer(
+    vocab_size=600, special_tokens=["<|endoftext|>"], show_progress=False,
+    initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+  return tok
+
+
+def sentencepiece_no_decoder():
+  tok = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+  tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
+                                         normalizers.Replace(" ", "\u2581")])
+  tok.train_from_iterator(corpus(), trainers.BpeTrainer(
+    vocab_size=700, special_tokens=["<unk>", "<s>", "</s>"] + BYTE_TOKENS, limit_alphabet=120,
+    show_progress=False))
+  tok.post_processor = processors.TemplateProcessing(
+    single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
+  return _without_byte_added_tokens(tok)
+
+
+NO_DECODER = {"byte_level": byte_level_no_decoder, "sentencepiece": sentencepiece_no_decoder}
+
+
+@pytest.mark.parametrize("family", NO_DECODER)
+def test_a_file_with_no_decoder_decodes_as_the_oracle(family):
+  """decoder null: ids, decode (special tokens skipped or kept) and the streamed text equal the
+  `tokenizers` package's (tokens joined by spaces), step by step against its DecodeStream."""
+  oracle = NO_DECODER[family]()
+  assert json.loads(oracle.to_str())["decoder"] is None
+  AGREEMENT[family + "_no_decoder"] = compare(oracle, corpus())
+  ours = kg.text.Tokenizer.from_str(oracle.to_str())
+  ids = oracle.encode("def f(x):\n    return x  # ünï 好 👍").ids
+  assert ours.decode(ids, False) == " ".join(oracle.id_to_token(i) for i in ids)
+  for text in corpus():
+    ids = oracle.encode(text).ids
+    for skip in (True, False):
+      theirs, stream = tokenizers.decoders.DecodeStream(skip_special_tokens=skip), \
+        ours.decode_stream(skip)
+      steps = [(theirs.step(oracle, i) or "", stream.step(i)) for i in ids]
+      assert [a for a, _ in steps] == [b for _, b in steps], text[:80]
+      assert stream.flush() == ""
+
+
 @pytest.mark.parametrize("layout", [gpt2_layout, llama2_layout])
 def test_hand_written_layouts_agree(layout):
   text = json.dumps(layout(), ensure_ascii=False)
