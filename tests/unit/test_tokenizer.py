@@ -21,12 +21,13 @@ BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 AGREEMENT = {}   # family -> (texts, tokens compared, mismatches), printed by test_report
 
 
-def _byte_level(pre, normalizer=None, bos=None, ignore_merges=False):
+def _byte_level(pre, normalizer=None, bos=None, ignore_merges=False, decoder=True):
   tok = tokenizers.Tokenizer(models.BPE(ignore_merges=ignore_merges))
   tok.pre_tokenizer = pre
   if normalizer:
     tok.normalizer = normalizer
-  tok.decoder = decoders.ByteLevel()
+  if decoder:
+    tok.decoder = decoders.ByteLevel()
   special = ["<|endoftext|>"] + ([bos] if bos else [])
   tok.train_from_iterator(corpus(), trainers.BpeTrainer(
     vocab_size=900, special_tokens=special, show_progress=False,
@@ -76,14 +77,15 @@ def _without_byte_added_tokens(tok):
   return tokenizers.Tokenizer.from_str(json.dumps(spec))
 
 
-def llama2():
+def llama2(decoder=True):
   """SentencePiece-style BPE with byte fallback: a small alphabet, so CJK, emoji and control
   characters fall back to <0xXX> tokens."""
   tok = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
   tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
                                          normalizers.Replace(" ", "\u2581")])
-  tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
-                                   decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+  if decoder:
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
   tok.train_from_iterator(corpus(), trainers.BpeTrainer(
     vocab_size=1000, special_tokens=["<unk>", "<s>", "</s>"] + BYTE_TOKENS, limit_alphabet=120,
     show_progress=False))
@@ -229,28 +231,10 @@ def llama2_layout() -> dict:
 
 # Files with no decoder (decoder: null), trained by the `tokenizers` package, which then decodes
 # by joining the tokens with spaces (byte-level characters and <0xXX> tokens left as they are).
-def byte_level_no_decoder():
-  tok = tokenizers.Tokenizer(models.BPE())
-  tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-  tok.train_from_iterator(corpus(), trainers.BpeTrainer(
-    vocab_size=600, special_tokens=["<|endoftext|>"], show_progress=False,
-    initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-  return tok
-
-
-def sentencepiece_no_decoder():
-  tok = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
-  tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
-                                         normalizers.Replace(" ", "\u2581")])
-  tok.train_from_iterator(corpus(), trainers.BpeTrainer(
-    vocab_size=700, special_tokens=["<unk>", "<s>", "</s>"] + BYTE_TOKENS, limit_alphabet=120,
-    show_progress=False))
-  tok.post_processor = processors.TemplateProcessing(
-    single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
-  return _without_byte_added_tokens(tok)
-
-
-NO_DECODER = {"byte_level": byte_level_no_decoder, "sentencepiece": sentencepiece_no_decoder}
+NO_DECODER = {
+  "byte_level": lambda: _byte_level(pre_tokenizers.ByteLevel(add_prefix_space=False),
+                                    decoder=False),
+  "sentencepiece": lambda: llama2(decoder=False)}
 
 
 @pytest.mark.parametrize("family", NO_DECODER)
