@@ -305,12 +305,17 @@ def print_table(rows: list[dict], args) -> None:
   _print_agreement(rows)
 
 
+# kernels after the layers: the head (the final norm its prologue, graph/prologue.py) and the
+# argmax; tinygrad's count is shown the same way
+AFTER_LAYERS = 2
+
+
 def _dispatches(value, layers: int) -> str:
-  """Dispatches per token, and per layer once the 3 kernels after the layers (final norm, head,
-  argmax) are taken off."""
+  """Dispatches per token, and per layer once the AFTER_LAYERS kernels after the layers are
+  taken off."""
   if value is None:
     return "-"
-  return f"{value:g} ({(value - 3) / layers:.2g})"
+  return f"{value:g} ({(value - AFTER_LAYERS) / layers:.2g})"
 
 
 def _print_agreement(rows: list[dict]) -> None:
