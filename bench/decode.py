@@ -18,6 +18,13 @@ positions (each kernel of the replayed step timed with GPU timestamps) with the 
 kernel's share; whether the first tokens agree across the ways. Timings on a loaded machine mean
 little: the load average is printed with them. Not a test; nothing is asserted.
 
+Dispatches per layer (symbolic way): the QKV projection, the cache write, attention, the output
+projection (bias and residual its epilogue, graph/epilogue.py), the MLP's up and down projections
+(6), plus a row kernel per LayerNorm where the norm is not its projection's prologue
+(graph/prologue.py: small rows only, PROLOGUE_WORK; at d = 256 on lavapipe the recomputation
+measured slower than the row kernels, so 8 there, 6 at d = 32). Reaching 4 needs the cache write
+as a second output of the QKV kernel and attention fused with the output projection.
+
     python bench/decode.py [--quick] [--layers 4] [--d 256] [--heads 8] [--steps 1024]
                            [--static-steps 48] [--device WEBGPU] [--ways symbolic,static,tinygrad]
     python bench/decode.py --worker WAY ...        (one way in this process; JSON on stdout)
