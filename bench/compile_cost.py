@@ -158,7 +158,7 @@ def measure(label: str, item, options: dict, reps: int) -> dict:
 
 
 def _opts_text(opts) -> str:
-  keep = ("local", "upcast", "group", "tile", "tile_inner")
+  keep = ("local", "upcast", "group", "tile", "tile_inner", "slide")
   return " ".join(f"{k}={getattr(opts, k)}" for k in keep if getattr(opts, k, None))
 
 
