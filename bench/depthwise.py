@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -87,15 +86,13 @@ def child(only: list, reps: int) -> None:
 def main(argv: list[str]) -> None:
   """Run each adapter's child process and print the table (see the module docstring)."""
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--adapters", default="lavapipe,swiftshader")
-  parser.add_argument("--only", default="")
+  for flag, default in (("--adapters", "lavapipe,swiftshader"), ("--only", ""), ("--json", "")):
+    parser.add_argument(flag, default=default)
   parser.add_argument("--reps", type=int, default=5)
-  parser.add_argument("--json", default="")
   parser.add_argument("--child", action="store_true")
   args = parser.parse_args(argv)
-  only = [n for n in args.only.split(",") if n]
   if args.child:
-    child(only, args.reps)
+    child([n for n in args.only.split(",") if n], args.reps)
     return
   print(f"# load: {' '.join(f'{v:.2f}' for v in os.getloadavg())} (1/5/15 min), 2 CPUs shared; "
         f"Mesa shader cache off", flush=True)
@@ -103,17 +100,10 @@ def main(argv: list[str]) -> None:
         f"{'python':>7s} {'driver':>7s} {'gpu ms':>8s} {'GFLOP/s':>8s}  opts", flush=True)
   found = []
   for adapter in args.adapters.split(","):
-    icd = compile_cost.ICDS[adapter]
-    env = {**os.environ, "VK_ICD_FILENAMES": icd, "VK_DRIVER_FILES": icd,
-           "MESA_SHADER_CACHE_DISABLE": "true"}
-    command = [sys.executable, __file__, "--child", "--reps", str(args.reps)] + \
-      (["--only", args.only] if only else [])
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
-      for line in proc.stdout:
-        if line.startswith("ROW "):
-          row = {**json.loads(line[4:]), "adapter": adapter}
-          found.append(row)
-          _print_row(row)
+    command = [sys.executable, __file__, "--child", "--reps", str(args.reps), "--only", args.only]
+    for row in compile_cost.adapter_rows(adapter, command):
+      found.append(row)
+      _print_row(row)
   print(f"# load after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
   if args.json:
     Path(args.json).write_text(json.dumps(found, indent=1) + "\n")
