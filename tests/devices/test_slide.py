@@ -8,8 +8,8 @@ of the stride, not small outputs, not other adapters), that the kernel stays sma
 WGSL a few KB where 8x8 unrolled windows were 140-330 KB), and the values against numpy on
 PYTHON, PTXSIM and WEBGPU, forced strips covering ragged last rows and columns, strides 1 and 2
 (and 1 x 2), padding 0-2, a channel multiplier, a non-square window, dilation 2 at stride 2,
-batch 2, a bias and hard-swish after the sum and a batch norm + ReLU before it. WGSL checked
-with wgpu (naga) and PTX with ptxas."""
+batch 2, a bias and hard-swish after the sum and a batch norm + ReLU before it (and on CUDA
+where a GPU is). WGSL checked with wgpu (naga) and Dawn's Tint, PTX with ptxas."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +23,7 @@ from kernelgen.lowering import slide
 from kernelgen.lowering.compile_cost import RUNS_MANY
 from kernelgen.render.targets import WGSL
 
-from tools import DEVICES, missing_tool, ptxas_check, wgsl_validate
+from tools import ALL_DEVICES, missing_tool, ptxas_check, tint_validate, wgsl_validate
 
 
 def _conv_np(x, w, b, stride, padding, dilation, groups):
@@ -93,7 +93,7 @@ def _spy(monkeypatch) -> list:
   return chosen
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", ALL_DEVICES)
 @pytest.mark.parametrize("shape,window,stride,padding,dilation,mult,forced", CASES)
 def test_slid_depthwise_convs_match_numpy(device, shape, window, stride, padding, dilation, mult,
                                           forced, monkeypatch):
@@ -110,7 +110,7 @@ def test_slid_depthwise_convs_match_numpy(device, shape, window, stride, padding
     assert any(o.slide == tuple(forced) for o in chosen)
 
 
-@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("device", ALL_DEVICES)
 def test_a_prologue_before_the_window_and_a_blur_of_an_image(device, monkeypatch):
   """A batch norm + ReLU fused into the window's reads (computed once per read input, not per
   window element) and a blur of an (H, W, 3) image, which slides its (H, W) axes."""
@@ -192,6 +192,7 @@ def test_slid_kernels_are_valid_wgsl_and_ptx(k, stride):
   for option in (True, (3, 4)):
     (kernel,) = kg.compile([y], target="wgsl", slide=option)
     wgsl_validate(kernel.source, kernel.launch.entry_point)
+    tint_validate(kernel.source, kernel.launch.entry_point)
     (kernel,) = kg.compile([y], target="ptx", arch="sm_80", slide=option)
     ptxas_check(kernel.source, "sm_80")
 
