@@ -2,8 +2,8 @@
 kernel's stores with the base Lowerer (lowerer.py): a block sorting network (sortnet.py), fused
 attention (attention.py), a row kernel's rows (rows.py), `upcast` outputs per thread (vectors
 with `upcast_vec`: vector.py), a workgroup per output (`group`), register tiles (`tile`:
-regtile.py, or each output of the block on its own), or tiles through workgroup memory (`stage`:
-wgtile.py).
+regtile.py, or each output of the block on its own), a window slid down rows (`slide`: slide.py),
+or tiles through workgroup memory (`stage`: wgtile.py).
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from .reductions import nested_reduces, sibling_reduces
 from .regtile import tiled_stores
 from .attention import attention_stores
 from .rows import row_stores
+from .slide import slide_stores
 from .sortnet import sortnet_stores
 from .vector import vector_stores, vector_thread_stores
 from .wgtile import staged_stores
@@ -44,6 +45,8 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
     stores = _grouped_stores(lw, opts)
   elif opts.stage:
     stores = staged_stores(lw, opts)
+  elif opts.slide:
+    stores = slide_stores(lw, opts)
   else:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
   buffers = kernel_buffers(out, item.inputs)

@@ -87,6 +87,8 @@ class Opts:
                         # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
   tile_unroll: int = 0  # register tiles: the reduction loop unrolled this many times (0:
                         # TILE_UNROLL), a row operand's runs of loads as vector loads (regtile.py)
+  slide: tuple = ()     # (R, C): a thread slides a window down R output rows of C columns, each
+                        # input row read once (slide.py: depthwise convs; needs tile_axes)
   capped: bool = False  # a choice was cut down to fit a one-off run's compile budget (not read by
                         # lowering: compile_cost.py; realize may swap in the uncapped kernel)
 

@@ -31,7 +31,8 @@ FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "
                      "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
                      "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles",
                      "tile_window", "tile_size_cap", "row_online", "row_thread_rows",
-                     "tile_unroll", "reduce_inner", "runs", "driver_cost", "long_tiles_cost")
+                     "tile_unroll", "reduce_inner", "runs", "driver_cost", "long_tiles_cost",
+                     "slide")
 
 
 @dataclass(frozen=True)

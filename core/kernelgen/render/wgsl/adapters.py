@@ -156,7 +156,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # 32 scalar loads of A and 8 vector loads of B): MEASURED_TILE_UNROLL below.
   ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4)),
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
-                            "tile_window": True, "tile_unroll": 4},
+                            "tile_window": True, "tile_unroll": 4, "slide": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
@@ -206,11 +206,13 @@ TABLE: dict[tuple[str, str], dict] = {
   # sepia 7.9 ms (a copy kernel of its bytes 7.6), the edge-padded blur + invert 16.7 (its copy
   # kernel 5.5): the blur bounds the chain's frame.
   # long_tiles and tile_unroll 4 as SwiftShader's (issue 43), for a one-off run only where the
-  # unrolled kernel's estimated build fits its budget (long_tiles_cost): MEASURED_LAVAPIPE_TILES
+  # unrolled kernel's estimated build fits its budget (long_tiles_cost): MEASURED_LAVAPIPE_TILES.
+  # slide (lowering/slide.py, both CPU adapters): depthwise convs and blurs slide their window
+  # down rows, in a kernel small enough for any run: MEASURED_SLIDE
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                          "tile_window": True, "tile_size_cap": True, "tile_unroll": 4,
-                         "long_tiles_cost": True},
+                         "long_tiles_cost": True, "slide": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
@@ -375,6 +377,26 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
 #   (31.6 CPU s again): the estimate (compile_cost.py, DRIVER_COST) of matmul's 16x16 unrolled is
 #   965 ms (1127 UOps, within ONE_OFF_MS), conv2d's 16x8 unrolled 2376 ms (2197 UOps), so a one-off
 #   conv2d keeps the 8x8 scalar tile (capped; realized again, or with runs, it takes 16x8).
+
+# - MEASURED_SLIDE (option slide, lowering/slide.py; issues 42 and 37): bench/depthwise.py,
+#   natively, Mesa's shader cache off, PP-OCRv4 detection's depthwise convs with bias and
+#   hard-swish against dense convs with the same epilogue, GFLOP/s of the best of 5 dispatches
+#   (lavapipe at load 1.9-2.3 on 2 shared CPUs; WGSL KB, driver compile CPU ms):
+#   conv                  slide (C=8)        before, one-off     before, many runs (unrolled)
+#   dw 3x3 s1 96x80x80    4.98   11 KB  62   3.21  12 KB 124     4.44 127 KB  855
+#   dw 5x5 s1 96x80x80    10.07  22 KB  97   4.13  14 KB  74     8.61 139 KB  622
+#   dw 3x3 s2 96x160x160  2.59   14 KB  99   3.39  13 KB 216     2.01 156 KB 3403
+#   dw 5x5 s2 192x80x80   5.77   24 KB 146   2.43   9 KB  54     4.14 156 KB 1895
+#   dw 5x5 s1 192x40x40   10.11  22 KB  88   5.82   8 KB 173    15.36 139 KB  812
+#   dense 3x3 16ch 80x80 13.47, dense 1x1 96ch 40x40 19.28, dense 3x3 64ch 56x56 8.12. Again
+#   at load 5.7-10 (best of 9): slide 4.14 / 8.49 / 2.54 / 5.65 / 11.05 against one-off 2.60 /
+#   7.66 / 1.58 / 4.07 / 6.80 and unrolled 3.85 / 8.13 / 2.03 / 6.24 / 17.26. SwiftShader (load
+#   ~2): slide 1.87 / 3.86 / 0.60 / 1.51 / 6.14 against one-off 0.88 / 1.36 / 0.58 / 1.94 / 2.36
+#   and unrolled 1.43 / 2.14 / 0.81 / 2.99 / 5.26 (dense 2.76 / 1.86 / 3.85); its timings swing
+#   2-8x between runs under load. Columns per thread (lavapipe, forced, R the default / whole):
+#   C=4 3.66-8.78, C=8 4.13-11.13, C=16 2.25-11.01 GFLOP/s over the five: C=8 kept. Per FLOP a
+#   5x5 depthwise conv is now 0.75x a dense 3x3's, a 3x3 one 0.35x (9 multiply-adds per output
+#   against the epilogue, store and loads each output costs).
 
 def classify(info) -> str:
   """The class (one of CLASSES) of an adapter described by `info`: a class name itself, a
