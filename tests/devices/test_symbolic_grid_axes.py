@@ -170,13 +170,14 @@ def test_a_softmax_over_a_symbolic_row_carries_fewer_lanes_for_short_rows():
   x = kg.Tensor.empty(8, kg.Dim("n", 1, 512), name="x")
   (kernel,) = kg.compile(x.softmax(-1), "wgsl")
   # rows.py's default: 32 lanes per row for the longest row; a lane per 8 elements at least
-  # below, a thread per row under 16 (8 rows: one workgroup of 8 threads)
+  # below (a thread per row under 16 elements, which variants take as 2 lanes:
+  # variants.ROW_VARIANT_MIN_LANES)
   assert [(dim, most) for dim, most, _ in kernel.variants] == \
-      [("n", 15), ("n", 31), ("n", 63), ("n", 127), ("n", 255)]
-  assert [v.local_size[0] for _, _, v in kernel.variants] == [8, 2, 4, 8, 16]
+      [("n", 31), ("n", 63), ("n", 127), ("n", 255)]
+  assert [v.local_size[0] for _, _, v in kernel.variants] == [2, 4, 8, 16]
   assert kernel.local_size[0] == 32
   assert [variant_for(kernel, {"n": v}).local_size[0] for v in (1, 15, 16, 77, 256, 512)] == \
-      [8, 8, 2, 8, 32, 32]
+      [2, 2, 2, 8, 32, 32]
   for each in with_variants(kernel):
     wgsl_validate(each.source)
   static = kg.compile(kg.Tensor.empty(8, 512, name="x").softmax(-1), "wgsl")

@@ -32,7 +32,7 @@ tiles still spreads them over several workgroups (cores, on CPU adapters). A row
 symbolic row (softmax over rows of n) has no grid to cut, but its lanes per row, chosen for the
 longest row (32 lanes and a fold through workgroup memory per row on lavapipe), waste a short
 one: it takes a variant for each range of row lengths where rows.py's default is fewer lanes
-(`row_variants`: a thread per row below 16 elements).
+(`row_variants`: 2 lanes below 32 elements, see ROW_VARIANT_MIN_LANES).
 """
 from __future__ import annotations
 
@@ -49,6 +49,11 @@ from ..render.target import Target
 
 # representative bound values: the range's low end, then this factor up, below the top
 VARIANT_STEP = 2
+# a row kernel's variants take at least this many lanes per row: lavapipe ran a thread per row
+# over a symbolic row padded to 4096 (softmax (64, n), the 1-lane variant alone, best of 3 under
+# load 9 on 2 CPUs) in 1.6 ms at n = 1 and 5 ms at n = 16, where 2 lanes took 0.05 and 32 lanes
+# 0.12 (the static kernel's thread per row: 0.014 / 0.026); why is not known
+ROW_VARIANT_MIN_LANES = 2
 # at most this many variants besides the kernel itself (each costs a compile and a pipeline; a
 # symbolic N matmul on lavapipe, (64, 512) @ (512, n) in 1..2048, takes 7: the tile changes at
 # n = 4, 8, 64, 256, 512 and 1024, and a value served by a larger tile than the static kernel's
@@ -82,7 +87,7 @@ def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts |
   starts = sorted({lo} | {-(-s // rest) for s in lane_steps(lo * rest, hi * rest)})
   ladder = []
   for start, end in zip(starts, starts[1:] + [hi + 1]):
-    lanes = max(row_opts(item, target, merged, start * rest).row_lanes, 1)
+    lanes = max(row_opts(item, target, merged, start * rest).row_lanes, ROW_VARIANT_MIN_LANES)
     if ladder and ladder[-1][1] == lanes:
       ladder[-1] = (end - 1, lanes)      # the same lanes further up: one variant
     else:
