@@ -227,6 +227,11 @@ class Bundle:
     return weights
 
   def _kernel(self, entry: dict):
+    """The CompiledKernel of manifest kernel `entry`, with its variants for small bound values
+    (each entry's fields over the kernel's: lowering/variants.py; the runtime picks one)."""
+    shared = {k: x for k, x in entry.items() if k not in ("grid", "variants")}
+    variants = tuple((v["dim"], v["most"], self._kernel({**shared, **v}))
+                     for v in entry.get("variants", ()))
     source = limits.read_file(limits.confined(self.path, entry["file"],
                                               f"kernel {entry['name']!r} (its file)"), "a kernel file", "r")
     buffers = self.manifest["buffers"]
@@ -239,7 +244,7 @@ class Bundle:
                     tuple(tuple(u) for u in entry.get("uniforms", ())),
                     tuple(entry["features"]), grid_from_json(entry.get("grid")))
     return CompiledKernel(entry["name"], target, source, tuple(entry["global_size"]),
-                          tuple(entry["local_size"]), (), launch)
+                          tuple(entry["local_size"]), (), launch, variants=variants)
 
   def _output(self, runtime, device: str, handles: list, spec: dict, values: dict):
     entry = self.manifest["buffers"][spec["buffer"]]

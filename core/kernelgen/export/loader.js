@@ -52,6 +52,11 @@ function gridDispatch(dispatch, grid, values) {
   return [Math.min(dispatch[0], Math.max(1, Math.ceil(need / per))), ...dispatch.slice(1)];
 }
 
+// Every kernel of the manifest followed by its variants (lowering/variants.py: the same kernel
+// for small bound values of a dim, run where the value is at most `most`), each variant with its
+// kernel's bindings and uniforms: the pipelines to make, the source files to fetch.
+const withVariants = (kernels) => kernels.flatMap((k) => [k,
+  ...(k.variants || []).map((v) => ({ ...k, grid: undefined, variants: undefined, ...v }))]);
 const uniformSlot = (kernel) => Math.max(-1, ...kernel.bindings.map((b) => b.slot)) + 1;
 // a symbolic_shape entry (an int, or {terms: [[dim, coefficient]], const}) at the dims' values
 const sizeOf = (s, values) => (typeof s === 'number' ? s
@@ -117,6 +122,9 @@ function checkManifest(m) {
     const three = (v, least) => Array.isArray(v) && v.length === 3 && v.every((d) => isCount(d, least));
     if (!three(k?.workgroup_size, 1)) bad(`kernels[${i}].workgroup_size`);
     if (!three(k.dispatch, 0)) bad(`kernels[${i}].dispatch`);
+    if (k.variants !== undefined && !(Array.isArray(k.variants) && k.variants.every((v) =>
+      typeof v?.dim === 'string' && isCount(v.most, 0) && three(v.workgroup_size, 1) &&
+      three(v.dispatch, 0)))) bad(`kernels[${i}].variants`);
     if (!Array.isArray(k.bindings) || !k.bindings.every((b) => buffer(b?.buffer) &&
       isCount(b.slot, 0))) bad(`kernels[${i}].bindings`);
   });
@@ -293,17 +301,22 @@ class Model {
     for (const spec of this.manifest.weights) {
       write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
     }
-    const total = this.manifest.kernels.length;
+    const launches = withVariants(this.manifest.kernels);
+    const total = launches.length;
     let done = 0;
     onProgress?.({ done, total });
-    const made = await Promise.all(this.manifest.kernels.map(async (k, i) => {
+    const made = await Promise.all(launches.map(async (k, i) => {
       const made = await pipeline(this.device, k, sources[i]);
       done += 1;
       onProgress?.({ done, total });
       return made;
     }));
-    this.steps = made.map(({ pipeline: p, layout }, i) => {
-      const kernel = this.manifest.kernels[i];
+    let next = 0;
+    this.steps = this.manifest.kernels.map((kernel) => {
+      const { pipeline: p, layout } = made[next++];
+      // its variants for small bound values: the same bindings, so the same bind group
+      const variants = (kernel.variants || []).map((v) => ({ dim: v.dim, most: v.most,
+        pipeline: made[next++].pipeline, dispatch: v.dispatch, grid: v.grid }));
       const entries = kernel.bindings.map((b) => ({
         binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
       }));
@@ -315,7 +328,7 @@ class Model {
       if (uniform) entries.push({ binding: uniformSlot(kernel), resource: { buffer: uniform } });
       this.uniforms.push(uniform);
       return { pipeline: p, dispatch: kernel.dispatch, grid: kernel.grid, names, uniform,
-        group: this.device.createBindGroup({ layout, entries }) };
+        group: this.device.createBindGroup({ layout, entries }), variants };
     });
   }
 
@@ -447,9 +460,10 @@ class Model {
         const timed = this.timer ? { timestampWrites: this.timer.writes(i) } : {};
         pass = encoder.beginComputePass(timed);
       }
-      pass.setPipeline(step.pipeline);
+      const pick = step.variants.find((v) => values[v.dim] <= v.most) || step;
+      pass.setPipeline(pick.pipeline);
       pass.setBindGroup(0, step.group);
-      const dispatch = gridDispatch(step.dispatch, step.grid, values);
+      const dispatch = gridDispatch(pick.dispatch, pick.grid, values);
       this.workgroups += dispatch[0] * dispatch[1] * dispatch[2];
       pass.dispatchWorkgroups(...dispatch);
     });
@@ -550,10 +564,11 @@ export async function load({ device = null, base = new URL('./', import.meta.url
   checkManifest(manifest);
   const unsupported = [...manifest.inputs, ...manifest.outputs].filter((s) => !ARRAYS[s.dtype]);
   if (unsupported.length) fail(`WebGPU has no ${unsupported[0].dtype}: export another dtype`);
-  const urls = manifest.kernels.map((k) => inFolder(root, k.file, 'the kernel file'));
+  const launches = withVariants(manifest.kernels);
+  const urls = launches.map((k) => inFolder(root, k.file, 'the kernel file'));
   const weightsUrl = manifest.weights.length
     ? inFolder(root, manifest.weights_file, 'the weights file') : null;
-  const files = Promise.all(manifest.kernels.map(async (k, i) => (await fetchOk(urls[i],
+  const files = Promise.all(launches.map(async (k, i) => (await fetchOk(urls[i],
     k.file)).text()));
   const weights = weightsUrl ? fetchOk(weightsUrl, manifest.weights_file)
     .then((r) => r.arrayBuffer()) : null;

@@ -16,7 +16,7 @@ from ..graph.view import contiguous_strides
 from ..uop.ops import Ops, UOp
 from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import Lowerer, Opts, tile_axes, tile_threads
+from .lowerer import Lowerer, Opts, grid_axis, tile_axes, tile_threads
 from .reductions import nested_reduces, sibling_reduces
 from .regtile import tiled_stores
 from .attention import attention_stores
@@ -127,7 +127,7 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   stores = tiled_stores(lw, opts, (ar, ac))     # from the operands, the columns as vectors
   if stores is not None:
     return stores
-  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local)
+  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out))
   strides = contiguous_strides(out.shape)
   lw.loops, lw.tile_inner = {}, opts.tile_inner
   stores = []

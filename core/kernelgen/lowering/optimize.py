@@ -25,7 +25,7 @@ from . import compile_cost
 from .attention import attention_opts
 from .rows import row_opts
 from .slide import slide_choices
-from .threads import inner_opts, local_size, reduce_inner
+from .threads import grid_local, inner_opts, local_size, reduce_inner
 from .tileplan import plan
 from ..uop.ops import Ops, toposort
 from ..graph.lazy import L
@@ -102,7 +102,7 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     if _long_over_budget(item, target, options, (tile, axes, inner)):
       return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
     threads = _tile_threads(item, tile, axes)
-    local = int(options.get("local", 0)) or local_size(threads, target.max_local)
+    local = int(options.get("local", 0)) or local_size(threads, grid_local(item, target.max_local))
     return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
                 tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
                 capped=capped)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
-from .lowerer import Opts
+from .lowerer import Opts, grid_axis
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
@@ -18,6 +18,10 @@ PREFERRED_LOCAL = (256, 128, 64, 32)
 MIN_GATED_LOCAL = 64
 # options that choose another layout: with any of them, reduce_inner does not apply
 OTHER_LAYOUTS = ("group", "upcast", "tile", "stage")
+# a register-tiled kernel over a symbolic axis (a run-time grid: compiler.with_grid) takes
+# workgroups of at most GRID_LOCAL threads, so a small bound value, which launches few tiles,
+# still spreads them over several workgroups (a CPU adapter runs a workgroup on one core)
+GRID_LOCAL = 64
 
 
 def local_size(n: int, limit: int) -> int:
@@ -34,6 +38,12 @@ def local_size(n: int, limit: int) -> int:
   while size * 2 <= min(n, limit) and n % (size * 2) == 0:
     size *= 2
   return size
+
+
+def grid_local(item: ScheduleItem, limit: int) -> int:
+  """The most threads per workgroup for register-tiled `item`: GRID_LOCAL where its output has a
+  symbolic axis (lowerer.grid_axis), else `limit` (within `limit` either way)."""
+  return min(limit, GRID_LOCAL) if grid_axis(item.out) is not None else limit
 
 
 def _unrolled_tail(shape: list, most: int) -> int:
