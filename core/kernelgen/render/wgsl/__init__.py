@@ -34,6 +34,9 @@ calls, render/target.py).
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+
 from ...uop.ops import Ops, UOp
 from ...uop.program import Binding, CompiledKernel, Kernel, Launch
 from .adapters import defaults as adapter_defaults  # noqa: F401 (Target.adapter_defaults)
@@ -41,7 +44,7 @@ from .legalize import legalize
 from .target import (HELPERS, SPECIAL_BITS, TARGET, binding_nbytes, buffer_limit, buffer_name,
                      check_buffer_count, check_buffer_sizes, check_workgroup, entry_name,
                      fold_grid, make_options, uniform_binding)  # buffer_limit: Target's
-from .writer import Writer
+from .writer import ENTRY_MARK, Writer, buffer_mark
 
 
 # ---- the module ----------------------------------------------------------------------------------
@@ -59,7 +62,7 @@ def _declarations(w: Writer, variables: tuple[UOp, ...]) -> list[str]:
     elem = "atomic<u32>" if w.atomic(b.slot) else "u32" if w.packed(b.slot) else w.reg(b.dtype)
     elem = w.reg(b.dtype.vec(4)) if b.slot in w.vec4 else elem
     lines.append(f"@group(0) @binding({b.slot}) var<storage, {access}> "
-                 f"{buffer_name(b.slot, b.name)}: array<{elem}>;")
+                 f"{w.buffer_names[b.slot]}: array<{elem}>;")
   for u in w.locals:
     elem = w.reg(u.dtype.base)
     elem = f"atomic<{elem}>" if u in w.atomic_locals else elem
@@ -86,6 +89,39 @@ def module_source(w: Writer, entry: str) -> str:
   return "\n".join(parts + entry_lines + w.prologue() + w.lines + ["}", ""])
 
 
+# the modules of the kernels rendered last, names left as marks (writer.py), at most
+# TEMPLATE_CHARS characters of them: a kernel of the same structure under other names
+# (compiler.renamed: the same linearized uops, other kernel and buffer names) is filled in from
+# its template, not written again (ResNet-50's 58 WGSL kernels are 29 structures)
+TEMPLATE_CHARS = 4_000_000
+_templates: OrderedDict = OrderedDict()
+_templates_lock = threading.Lock()
+_template_chars = [0]
+
+
+def _template(kernel: Kernel, opts, dispatch: tuple) -> tuple:
+  """(the module with names left as marks, packed slots, uniforms, features) of `kernel`:
+  kept for a kernel of the same uops, sizes, buffers (but their names) and options."""
+  key = (id(kernel.uops), kernel.global_size, kernel.local_size, kernel.vars, opts,
+         tuple((b.slot, b.dtype, b.size, b.access) for b in kernel.buffers))
+  with _templates_lock:
+    kept = _templates.get(key)
+    if kept is not None and kept[0] is kernel.uops:
+      _templates.move_to_end(key)
+      return kept[1]
+  w = Writer(kernel, opts, dispatch)
+  made = (module_source(w, ENTRY_MARK), tuple(b.slot for b in kernel.buffers if w.packed(b.slot)),
+          tuple((v.arg[0], "int32") for v in w.vars),
+          ("shader-f16",) * w.uses_f16 + ("subgroups",) * w.uses_subgroups)
+  with _templates_lock:
+    old = _templates.pop(key, None)
+    _template_chars[0] += len(made[0]) - (len(old[1][0]) if old is not None else 0)
+    _templates[key] = (kernel.uops, made)
+    while _template_chars[0] > TEMPLATE_CHARS and len(_templates) > 1:
+      _template_chars[0] -= len(_templates.popitem(last=False)[1][1][0])
+  return made
+
+
 def render(kernel: Kernel, **options) -> CompiledKernel:
   """WGSL source and the Launch for a linearized kernel (options: see WGSLOptions)."""
   opts = make_options(options)
@@ -93,14 +129,14 @@ def render(kernel: Kernel, **options) -> CompiledKernel:
   check_buffer_sizes(kernel, opts)
   check_workgroup(kernel.local_size, opts)
   dispatch = fold_grid(kernel.global_size, opts.max_workgroups_per_dim)
-  w = Writer(kernel, opts, dispatch)
+  template, packed, uniforms, features = _template(kernel, opts, dispatch)
   entry = entry_name(kernel.name)
-  source = module_source(w, entry)
+  source = template.replace(ENTRY_MARK, entry)
+  for b in kernel.buffers:
+    source = source.replace(buffer_mark(b.slot), buffer_name(b.slot, b.name))
   bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
-                           binding_nbytes(b.dtype, b.size, w.packed(b.slot)))
+                           binding_nbytes(b.dtype, b.size, b.slot in packed))
                    for b in kernel.buffers)
-  uniforms = tuple((v.arg[0], "int32") for v in w.vars)
-  features = ("shader-f16",) * w.uses_f16 + ("subgroups",) * w.uses_subgroups
   launch = Launch(TARGET, source, entry, bindings, tuple(kernel.local_size), dispatch, uniforms,
                   features)
   return CompiledKernel(kernel.name, TARGET, source, tuple(kernel.global_size),

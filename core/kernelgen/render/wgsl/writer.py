@@ -13,7 +13,7 @@ from ...uop.program import Kernel
 from ...rules.ranges import divisible
 from .expressions import Expressions
 from .legalize import HAS_TYPE, check_dtype
-from .target import PACKED_BITS, TARGET, WGSLOptions, buffer_name, clean_name, kernel_vars
+from .target import PACKED_BITS, TARGET, WGSLOptions, clean_name, kernel_vars
 
 # ---- vector memory (W14) ---------------------------------------------------------------------------
 
@@ -51,6 +51,19 @@ def vec4_slots(kernel: Kernel, accesses=None) -> frozenset:
                    if good and slot in wide and sizes.get(slot, 1) % 4 == 0)
 
 
+# ---- names a template leaves open ------------------------------------------------------------
+# The writer leaves the names a kernel of the same structure may have otherwise (its entry
+# point's, its buffers') as marks, which no WGSL text has (a NUL), filled in by render
+# (__init__.py).
+
+ENTRY_MARK = "\0entry\0"
+
+
+def buffer_mark(slot: int) -> str:
+  """The mark standing for buffer `slot`'s name in a template."""
+  return f"\0{slot}\0"
+
+
 # ---- the writer ----------------------------------------------------------------------------------
 
 # the ops Writer looks for before writing (atomic workgroup buffers, subgroup builtins, thread
@@ -72,6 +85,8 @@ class Writer(Expressions):
     self.lines: list[str] = []
     self.depth = 1
     self.specs = {b.slot: b for b in kernel.buffers}
+    # each buffer's name in the text: a mark the module's template fills in (__init__.py)
+    self.buffer_names = {b.slot: buffer_mark(b.slot) for b in kernel.buffers}
     # workgroup buffers that atomics use (declared atomic<i32>/atomic<u32>)
     self.atomic_locals, self.uses_subgroups, self.specials = set(), False, set()
     self.locals, accesses, has_type = [], [], HAS_TYPE
@@ -319,7 +334,7 @@ class Writer(Expressions):
 
 # nodes that only get a name (no line of their own)
 NAMED = {
-  Ops.PARAM: lambda w, u: buffer_name(u.arg, w.specs[u.arg].name),
+  Ops.PARAM: lambda w, u: w.buffer_names[u.arg],
   Ops.DEFINE_LOCAL: lambda w, u: f"l{u.arg}",
   Ops.VAR: Writer.var_field,
   Ops.SPECIAL: Writer.special,
