@@ -34,9 +34,6 @@ calls, render/target.py).
 """
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-
 from ...uop.ops import Ops, UOp
 from ...uop.program import Binding, CompiledKernel, Kernel, Launch
 from .adapters import defaults as adapter_defaults  # noqa: F401 (Target.adapter_defaults)
@@ -44,7 +41,8 @@ from .legalize import legalize
 from .target import (HELPERS, SPECIAL_BITS, TARGET, binding_nbytes, buffer_limit, buffer_name,
                      check_buffer_count, check_buffer_sizes, check_workgroup, entry_name,
                      fold_grid, make_options, uniform_binding)  # buffer_limit: Target's
-from .writer import ENTRY_MARK, Writer, buffer_mark
+from ..templates import ENTRY_MARK, Templates, buffer_mark, fill
+from .writer import Writer
 
 
 # ---- the module ----------------------------------------------------------------------------------
@@ -89,37 +87,17 @@ def module_source(w: Writer, entry: str) -> str:
   return "\n".join(parts + entry_lines + w.prologue() + w.lines + ["}", ""])
 
 
-# the modules of the kernels rendered last, names left as marks (writer.py), at most
-# TEMPLATE_CHARS characters of them: a kernel of the same structure under other names
-# (compiler.renamed: the same linearized uops, other kernel and buffer names) is filled in from
-# its template, not written again (ResNet-50's 58 WGSL kernels are 29 structures)
-TEMPLATE_CHARS = 4_000_000
-_templates: OrderedDict = OrderedDict()
-_templates_lock = threading.Lock()
-_template_chars = [0]
+# the modules written last, names left as marks (render/templates.py): a kernel of the same
+# structure under other names is filled in, not written again
+_TEMPLATES = Templates()
 
 
 def _template(kernel: Kernel, opts, dispatch: tuple) -> tuple:
-  """(the module with names left as marks, packed slots, uniforms, features) of `kernel`:
-  kept for a kernel of the same uops, sizes, buffers (but their names) and options."""
-  key = (id(kernel.uops), kernel.global_size, kernel.local_size, kernel.vars, opts,
-         tuple((b.slot, b.dtype, b.size, b.access) for b in kernel.buffers))
-  with _templates_lock:
-    kept = _templates.get(key)
-    if kept is not None and kept[0] is kernel.uops:
-      _templates.move_to_end(key)
-      return kept[1]
+  """(the module with names left as marks, packed slots, uniforms, features) of `kernel`."""
   w = Writer(kernel, opts, dispatch)
-  made = (module_source(w, ENTRY_MARK), tuple(b.slot for b in kernel.buffers if w.packed(b.slot)),
+  return (module_source(w, ENTRY_MARK), tuple(b.slot for b in kernel.buffers if w.packed(b.slot)),
           tuple((v.arg[0], "int32") for v in w.vars),
           ("shader-f16",) * w.uses_f16 + ("subgroups",) * w.uses_subgroups)
-  with _templates_lock:
-    old = _templates.pop(key, None)
-    _template_chars[0] += len(made[0]) - (len(old[1][0]) if old is not None else 0)
-    _templates[key] = (kernel.uops, made)
-    while _template_chars[0] > TEMPLATE_CHARS and len(_templates) > 1:
-      _template_chars[0] -= len(_templates.popitem(last=False)[1][1][0])
-  return made
 
 
 def render(kernel: Kernel, **options) -> CompiledKernel:
@@ -129,11 +107,11 @@ def render(kernel: Kernel, **options) -> CompiledKernel:
   check_buffer_sizes(kernel, opts)
   check_workgroup(kernel.local_size, opts)
   dispatch = fold_grid(kernel.global_size, opts.max_workgroups_per_dim)
-  template, packed, uniforms, features = _template(kernel, opts, dispatch)
+  template, packed, uniforms, features = _TEMPLATES.get(
+    kernel, opts, lambda k: _template(k, opts, dispatch))
   entry = entry_name(kernel.name)
-  source = template.replace(ENTRY_MARK, entry)
-  for b in kernel.buffers:
-    source = source.replace(buffer_mark(b.slot), buffer_name(b.slot, b.name))
+  source = fill(template, {ENTRY_MARK: entry, **{buffer_mark(b.slot): buffer_name(b.slot, b.name)
+                                                 for b in kernel.buffers}})
   bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
                            binding_nbytes(b.dtype, b.size, b.slot in packed))
                    for b in kernel.buffers)

@@ -11,6 +11,7 @@ from ...errors import UnsupportedError
 from ...uop.ops import GroupOp, Ops, UOp, describe
 from ...uop.program import Kernel
 from ...rules.ranges import divisible
+from ..templates import buffer_mark
 from .expressions import Expressions
 from .legalize import HAS_TYPE, check_dtype
 from .target import PACKED_BITS, TARGET, WGSLOptions, clean_name, kernel_vars
@@ -49,19 +50,6 @@ def vec4_slots(kernel: Kernel, accesses=None) -> frozenset:
   sizes = {b.slot: b.size for b in kernel.buffers}
   return frozenset(slot for slot, good in usable.items()
                    if good and slot in wide and sizes.get(slot, 1) % 4 == 0)
-
-
-# ---- names a template leaves open ------------------------------------------------------------
-# The writer leaves the names a kernel of the same structure may have otherwise (its entry
-# point's, its buffers') as marks, which no WGSL text has (a NUL), filled in by render
-# (__init__.py).
-
-ENTRY_MARK = "\0entry\0"
-
-
-def buffer_mark(slot: int) -> str:
-  """The mark standing for buffer `slot`'s name in a template."""
-  return f"\0{slot}\0"
 
 
 # ---- the writer ----------------------------------------------------------------------------------
