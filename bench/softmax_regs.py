@@ -18,9 +18,10 @@ Each round runs every variant once, in turn (interleaved), on the same input; a 
 is its best and median ms over the rounds, so variants compare under the same machine load.
 
     python bench/softmax_regs.py [swiftshader|lavapipe] [ROUNDS]
-    python bench/softmax_regs.py --chromium [ROUNDS]   (bench/peers_probe.py's page and timing,
-        Chromium's SwiftShader: today's program, tinygrad's and the workgroup-memory probes;
-        each further argument, JSON options, adds today's kernel compiled under them)
+    python bench/softmax_regs.py --chromium [lavapipe] [ROUNDS]   (bench/peers_probe.py's page
+        and timing, Chromium's SwiftShader or lavapipe: today's program, tinygrad's and the
+        workgroup-memory and array probes; each further argument, JSON options, adds today's
+        kernel compiled under them)
 """
 from __future__ import annotations
 
@@ -224,8 +225,8 @@ def _error(np, got, ref) -> str:
   return f"max_rel_err {err:.1e} nan_rows_match {nan_ok}"
 
 
-def chromium(rounds: int, shapes=((4, 1), (16, 1)), compiled=()) -> None:
-  """The guarded probes in Chromium's SwiftShader through bench/peers_probe.py (its page has no
+def chromium(rounds: int, shapes=((4, 1), (16, 1)), compiled=(), adapter="swiftshader") -> None:
+  """The guarded probes in Chromium's `adapter` through bench/peers_probe.py (its page has no
   subgroups): each probe is today's program with its one kernel's source and dispatch swapped."""
   sys.path.insert(0, str(ROOT / "bench"))
   sys.path.insert(0, str(ROOT / "core"))
@@ -251,13 +252,16 @@ def chromium(rounds: int, shapes=((4, 1), (16, 1)), compiled=()) -> None:
   variants = {f"regs G={lanes} R={rows}": {"_regs": (lanes, rows)} for lanes, rows in shapes}
   variants.update({f"private local={n}": {"_private": n} for n in (64, 16)})
   variants.update({f"kg {json.dumps(o)}": o for o in compiled})
-  peers_probe.probe("softmax", "swiftshader", rounds, variants, [])
+  peers_probe.probe("softmax", adapter, rounds, variants, [])
 
 
 def main(argv: list[str]) -> None:
   if argv[:1] == ["--chromium"]:
+    adapter = next((a for a in argv if a in ICDS), "swiftshader")
+    argv = [a for a in argv if a not in ICDS]
     compiled = [json.loads(a) for a in argv[2:]]     # more compiled variants: options as JSON
-    chromium(int(argv[1]) if argv[1:] else 10, compiled=compiled)
+    shapes = ((16, 1), (8, 1)) if adapter == "lavapipe" else ((4, 1), (16, 1))
+    chromium(int(argv[1]) if argv[1:] else 10, shapes, compiled, adapter)
     return
   adapter = argv[0] if argv and argv[0] in ICDS else "swiftshader"
   rounds = int(argv[-1]) if argv and argv[-1].isdigit() else 15

@@ -179,6 +179,11 @@ TABLE: dict[tuple[str, str], dict] = {
   # 13.6 / 17.2 | thread per row 15.1 / 17.0 | thread per row, online 12.2 / 12.9.
   # row_thread_rows 4096 (issue 43): a thread per row from 4096 rows (rows.py's default: 16384),
   # MEASURED_ROW_THREADS below
+  # A LEAD, not built: softmax's row read once into registers (bench/softmax_regs.py, see
+  # ("swiftshader", "rows")), Chromium's lavapipe, best / median of 12 interleaved, load ~7, ms:
+  # today's kernel 16.8 / 34.7 | 8 lanes 10.6 / 26.9 | 16 lanes 16.1 / 29.4 (tinygrad 33 / 41);
+  # natively (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Needs
+  # an idle re-measurement before a lowering (rows.py would keep each lane's words as values).
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
                          "reduce_inner": 32},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
