@@ -117,6 +117,19 @@ TABLE: dict[tuple[str, str], dict] = {
   # loads 0.82-0.99, and the block's scale once per block 0.95 (copy of the packed bytes 0.27:
   # ratio 0.28) | hand-written WGSL, a thread per row, vec4 math 0.93-1.1. M=32 (prefill)
   # through kg.onnx, whole runs: 100 ms against 140 before
+  # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled
+  # code is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding
+  # its 1024 / G values as vec4 lets, max and sum folded through workgroup memory, one exp per
+  # element kept and scaled; or a thread per row with the row in a function-scope array. In
+  # Chromium's SwiftShader (peers_probe's page, best / median of 16 interleaved, load 7-9, ms):
+  # today's kernel 27.0 / 51.2 | G=4 53.8 / 101 | G=16 54.8 / 120 (tinygrad 48 / 85); another
+  # run 44.3 / 66.8 | G=4 62 / 131 | the array, 64 / 16 rows per workgroup 49.5 / 129, 50.7 / 135;
+  # a third (load 4-6) 25.2 / 32.8 | G=4 30.8 / 58.1 | G=16 42.3 / 73.4 | the array 28.3-29.4 /
+  # 50.7-54.9.
+  # Natively (wgpu, SwiftShader ICD, best of 8, load 7-9): today 105-116 | G=4 108-111 | G=8
+  # 124-131 | G=16 151-160 | G=32 225-240 | G=64 542 | G=4 folding by subgroups 108-117 | the
+  # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
+  # pay for them, nor for the array's stores and loads: not kept.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
                             "reduce_inner": 32},
   ("swiftshader", "reduce"): {"group_chunk": True},
@@ -168,6 +181,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # 13.6 / 17.2 | thread per row 15.1 / 17.0 | thread per row, online 12.2 / 12.9.
   # row_thread_rows 4096 (issue 43): a thread per row from 4096 rows (rows.py's default: 16384),
   # MEASURED_ROW_THREADS below
+  # A LEAD, not built: softmax's row read once into registers (bench/softmax_regs.py, see
+  # ("swiftshader", "rows")), Chromium's lavapipe, best / median of 12 interleaved, load ~7, ms:
+  # today's kernel 16.8 / 34.7 | 8 lanes 10.6 / 26.9 | 16 lanes 16.1 / 29.4 (tinygrad 33 / 41);
+  # a second run (16 rounds) 16.7 / 41.8 | 8 lanes 19.4 / 44.4 | 16 lanes 15.3 / 30.5; natively
+  # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
+  # under load: needs an idle re-measurement before a lowering (each lane's words as values).
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
                          "reduce_inner": 32},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
