@@ -22,6 +22,7 @@ import numpy as np
 from .. import limits
 from ..errors import ExecutionError, KernelgenError, StoppedError
 from . import fast_alu as fa
+from . import fast_direct
 from . import fast_memory as fm
 from .fast_operands import Fault, NotFast, reader
 from .parser import Entry, Instr, PTXSyntaxError, SPECIAL_REGS
@@ -114,6 +115,7 @@ class FastProgram:
     ctx = FastContext(prog.entry, {name: off for name, off, _ in prog.layout}, tracked)
     self.code = [self._compile(ins, kind, ctx) for ins, kind in zip(prog.entry.instrs, prog.code)]
     self.tracked, self.race_gran = tracked, fm.race_granularity(prog.entry)
+    self.runs = fast_direct.runs(self.code, set(prog.entry.labels.values()))
 
   def _compile(self, ins: Instr, kind: tuple, ctx) -> tuple:
     k, _, target = kind
@@ -151,11 +153,12 @@ def _guarded(fn, guard, merged=None):
   step allows it, at full width with the results merged (no gather and scatter)."""
   def step(S, idx):
     m = guard(S, idx)
-    if m.all():
+    k = np.count_nonzero(m)
+    if k == len(m):
       fn(S, idx)
-    elif merged is not None and 2 * np.count_nonzero(m) >= len(m):
+    elif merged is not None and 2 * k >= len(m):
       merged(S, idx, m)
-    elif m.any():
+    elif k:
       fn(S, S.slots(idx)[m])
   return step
 
@@ -286,7 +289,7 @@ def _check_converged(S, idx) -> None:
 
 def run_batch(fp: FastProgram, S: Batch, work: Work) -> None:
   """Run every thread of the batch to completion, spending `work` at backward branches."""
-  code, n = fp.code, len(fp.code)
+  code, n = (fp.code, fp.runs), len(fp.code)
   groups, waiting = {}, {}
   pc, idx = 0, None
   while True:
@@ -311,20 +314,28 @@ def run_batch(fp: FastProgram, S: Batch, work: Work) -> None:
 
 
 def _run_group(code, n, S, groups, waiting, pc, idx, stop, work):
-  """Run the threads `idx` from `pc` until they split, wait, finish or reach `stop`."""
+  """Run the threads `idx` from `pc` until they split, wait, finish or reach `stop`; `code` is
+  (the steps, the fused runs: fast_direct.runs)."""
+  code, runs = code
   try:
     while pc < stop and pc < n:
       kind, fn, target = code[pc]
       if kind == STEP:
-        fn(S, idx)
-        pc += 1
+        run = runs[pc]
+        if run is not None and run[1] <= stop:
+          run[0](S, idx)
+          pc = run[1]
+        else:
+          fn(S, idx)
+          pc += 1
       elif kind == BRANCH:
         taken = fn(S, idx)
         if target <= pc:
           work.spend(_warps(S, idx, taken))
-        if taken is None or taken.all():
+        ntaken = -1 if taken is None else np.count_nonzero(taken)
+        if ntaken < 0 or ntaken == len(taken):
           pc = target
-        elif not taken.any():
+        elif not ntaken:
           pc += 1
         else:
           a = S.slots(idx)
@@ -343,13 +354,13 @@ def _run_group(code, n, S, groups, waiting, pc, idx, stop, work):
           return pc, _EMPTY
         pc += 1
   except Fault as f:
-    f.pc = pc
+    f.pc = pc + getattr(f, "seg_off", 0)     # seg_off: its instruction inside a fused run
     raise
   except KernelgenError:
     raise
   except Exception as e:   # a simulator bug: still say where it happened
     f = Fault(int(S.slots(idx)[0]), f"internal simulator error {e!r}")
-    f.pc = pc
+    f.pc = pc + getattr(e, "seg_off", 0)
     raise f from e
   return pc, (_EMPTY if pc >= n else idx)
 

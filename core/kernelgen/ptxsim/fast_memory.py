@@ -57,10 +57,20 @@ def global_index(S, idx, a, size: int, what: str):
     buf = S.mem._containing(int(a[0]), int(a[0]) + size)
   if buf is not None:
     off = a - np.uint64(buf.base)      # an address below the buffer wraps to a huge offset
-    if int(off.max()) + size <= buf.size and not int(np.bitwise_or.reduce(off)) & (size - 1):
+    if _fits(off, size, buf.size):
       S.mem.last = buf
       return [(buf, (off >> np.uint64(size.bit_length() - 1)).view(np.int64), None)]
   return _per_buffer(S, idx, a, size, what)
+
+
+def _fits(off, size: int, limit: int) -> bool:
+  """Every offset aligned to `size` with the access inside [0, limit). One reduction: the OR
+  of the offsets is at least their maximum and has every low bit any of them has, so where it
+  passes both checks pass; where it does not, the maximum decides."""
+  bits = int(np.bitwise_or.reduce(off))
+  if bits & (size - 1):
+    return False
+  return bits + size <= limit or int(off.max()) + size <= limit
 
 
 def _per_buffer(S, idx, a, size, what):
@@ -191,8 +201,36 @@ def ld_step(ins: Instr, ctx):
       return step(S, S.slots(idx)[mask])
     for wr, v in zip(writes, vals):
       wr(S, idx, to_reg(v), mask)
+  if vec == 1 and space != "shared":
+    step = _direct_load(step, get_addr, writes[0], to_reg, mdt, size, space)
   step.merged = merged
   return STEP, step, None
+
+
+def _direct_load(general, get_addr, write, to_reg, mdt, size: int, space: str):
+  """A scalar global load run by the whole batch, in one buffer, aligned and inside it: the
+  general step's values with fewer calls; anything else (a subset of threads, generic
+  addresses into shared memory, another buffer, a fault) is the general step's."""
+  shift = np.uint64(size.bit_length() - 1)
+  last = [None]     # the buffer this instruction read last (loads alternate between buffers)
+
+  def step(S, idx):
+    if idx is not None:
+      return general(S, idx)
+    a = get_addr(S, None)
+    a0, buf = int(a[0]), last[0]
+    if space != "global" and a0 < (1 << 32):
+      return general(S, idx)
+    if buf is None or not buf.base <= a0 < buf.base + buf.size or \
+            S.mem.buffers.get(buf.base) is not buf:
+      buf = last[0] = S.mem._containing(a0, a0 + size)
+      if buf is None:
+        return general(S, idx)
+    off = a - np.uint64(buf.base)
+    if not _fits(off, size, buf.size):
+      return general(S, idx)
+    write(S, None, to_reg(_view(S, buf.data, mdt).take((off >> shift).view(np.int64))))
+  return step
 
 
 def _global_load(S, idx, a, size, esize, vec, mdt):
@@ -200,7 +238,7 @@ def _global_load(S, idx, a, size, esize, vec, mdt):
   if len(parts) == 1 and parts[0][2] is None:
     buf, ix, _ = parts[0]
     view = _view(S, buf.data, mdt)
-    return [view[ix * vec + k] for k in range(vec)] if vec > 1 else [view[ix]]
+    return [view[ix * vec + k] for k in range(vec)] if vec > 1 else [view.take(ix)]
   out = [np.zeros(len(a), dtype=mdt) for _ in range(vec)]
   for buf, ix, sel in parts:
     view = _view(S, buf.data, mdt)
