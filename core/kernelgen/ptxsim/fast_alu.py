@@ -134,9 +134,9 @@ def fma_f32(fn):
   the reference's exact path. Halfway: the 29 bits of the double below the f32's 24 are
   1000...0, which is the reference's frexp test."""
   def fma(a, b, c):
-    s = a.astype(np.float64)       # a fresh array: the product and the sum in place
-    s *= b
-    s += c
+    s = a.astype(np.float64)       # a fresh array: the product and the sum in place (in double:
+    s *= b.astype(np.float64)      # the product is exact), each operand widened exactly
+    s += c.astype(np.float64)
     s = np.asarray(s)
     u = s.view(np.uint64)
     if np.count_nonzero((u & _LOW29) == _HALF29) or \

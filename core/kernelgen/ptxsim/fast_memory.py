@@ -11,7 +11,7 @@ import numpy as np
 
 from . import mma as mma_mod
 from .compile_memory import ld_operands, param_name, shfl_form, st_operands
-from .fast_operands import Fault, UINT, count, full, reader, writer
+from .fast_operands import Fault, UINT, count, full, reader, shared, writer
 from .fast_operands import f16_bits, f16_values, quiet32
 from .memory import SHARED_BASE, SharedMemory
 from .operands import FULL, LaneFault, TYPES
@@ -202,34 +202,51 @@ def ld_step(ins: Instr, ctx):
     for wr, v in zip(writes, vals):
       wr(S, idx, to_reg(v), mask)
   if vec == 1 and space != "shared":
-    step = _direct_load(step, get_addr, writes[0], to_reg, mdt, size, space)
+    step = _direct_load(step, get_addr, writes[0], (t, to_reg, mdt), size, space)
   step.merged = merged
   return STEP, step, None
 
 
-def _direct_load(general, get_addr, write, to_reg, mdt, size: int, space: str):
+def _direct_load(general, get_addr, write, codec: tuple, size: int, space: str):
   """A scalar global load run by the whole batch, in one buffer, aligned and inside it: the
-  general step's values with fewer calls; anything else (a subset of threads, generic
-  addresses into shared memory, another buffer, a fault) is the general step's."""
+  general step's values with fewer calls (the writer's store inlined where it is a plain one);
+  anything else (a subset of threads, generic addresses into shared memory, another buffer, a
+  fault) is the general step's."""
+  t, to_reg, mdt = codec
   shift = np.uint64(size.bit_length() - 1)
-  last = [None]     # the buffer this instruction read last (loads alternate between buffers)
+  last = [-1]     # the base of the buffer this instruction read last (loads alternate buffers)
+  dest = getattr(write, "direct", None)
+  plain = dest is not None and dest[2] is None and (
+    dest[1] is np.float32 if t == "f32" else TYPES[t][0] in "usb" and np.dtype(mdt) == dest[1])
+  name = dest[0] if plain else None
 
   def step(S, idx):
     if idx is not None:
       return general(S, idx)
     a = get_addr(S, None)
-    a0, buf = int(a[0]), last[0]
+    a0, buf = int(a[0]), S.mem.buffers.get(last[0])
     if space != "global" and a0 < (1 << 32):
       return general(S, idx)
-    if buf is None or not buf.base <= a0 < buf.base + buf.size or \
-            S.mem.buffers.get(buf.base) is not buf:
-      buf = last[0] = S.mem._containing(a0, a0 + size)
+    if buf is None or not buf.base <= a0 < buf.base + buf.size:
+      buf = S.mem._containing(a0, a0 + size)
       if buf is None:
         return general(S, idx)
+      last[0] = buf.base
     off = a - np.uint64(buf.base)
-    if not _fits(off, size, buf.size):
+    bits = int(np.bitwise_or.reduce(off))
+    if bits & (size - 1) or (bits + size > buf.size and int(off.max()) + size > buf.size):
       return general(S, idx)
-    write(S, None, to_reg(_view(S, buf.data, mdt).take((off >> shift).view(np.int64))))
+    v = _view(S, buf.data, mdt).take((off >> shift).view(np.int64))
+    if t != "f32":
+      v = to_reg(v)
+    else:       # quieted as the reference reads an f32 (quiet32), where there is a NaN
+      m = np.maximum.reduce(v)
+      if m != m:
+        v = quiet32(v)
+    if name is None:
+      write(S, None, v)
+    else:
+      S.R[name] = v if v.base is None else shared(v)
   return step
 
 
