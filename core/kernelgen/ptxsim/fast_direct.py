@@ -29,33 +29,55 @@ def direct_step(write, compute, general):
   if parts is None or dest is None:
     return None
   fn, srcs, post = parts
-  env = {"fn": fn, "post": post, "general": general, "asarray": np.asarray, "shared": shared,
-         "full": np.full}
-  args = []
-  for k, r in enumerate(srcs):
+  values, shape = [], []
+  for r in srcs:
     if getattr(r, "reg", None) is not None:
-      args.append(f"R[{r.reg!r}]")
+      values.append(r.reg)
+      shape.append("r")
     elif hasattr(r, "const"):
-      env[f"c{k}"] = r.const
-      args.append(f"c{k}")
+      values.append(r.const)
+      shape.append("c")
     else:
       return None
   name, it, conv, rt = dest
-  env.update(it=it, conv=conv, rt=rt)
-  value = f"fn({', '.join(args)})" if post is None else f"post(fn({', '.join(args)}))"
-  lines = ["def step(S, idx):",
-           "  if idx is not None:",
-           "    return general(S, idx)",
-           "  R = S.R",
-           f"  v = asarray({value}, it)"]
-  if conv is not None:
-    lines.append("  v = conv(v)")
-  lines += ["  if v.ndim:",
-            f"    R[{name!r}] = v if v.base is None else shared(v)",
-            "  else:",
-            f"    R[{name!r}] = full(S.n, v, rt)"]
-  exec("\n".join(lines), env)      # noqa: S102 (source built above from register names)
-  return env["step"]
+  make = _factory(("direct", "".join(shape), post is None, conv is None), _direct_source)
+  return make(fn, post, general, name, it, conv, rt, *values)
+
+
+def _direct_source(key) -> str:
+  """The source of a factory of direct steps for one operand pattern (`r` a register read
+  from the dict, `c` an immediate)."""
+  _, shape, no_post, no_conv = key
+  ops = ", ".join(f"v{k}" for k in range(len(shape)))
+  args = ", ".join(f"R[v{k}]" if kind == "r" else f"v{k}" for k, kind in enumerate(shape))
+  value = f"fn({args})" if no_post else f"post(fn({args}))"
+  return "\n".join([
+    f"def make(fn, post, general, name, it, conv, rt, {ops}):",
+    "  def step(S, idx):",
+    "    if idx is not None:",
+    "      return general(S, idx)",
+    "    R = S.R",
+    f"    v = asarray({value}, it)",
+    *([] if no_conv else ["    v = conv(v)"]),
+    "    if v.ndim:",
+    "      R[name] = v if v.base is None else shared(v)",
+    "    else:",
+    "      R[name] = full(S.n, v, rt)",
+    "  return step"])
+
+
+_FACTORIES: dict = {}
+
+
+def _factory(key, source):
+  """The `make` function of the generated source for `key`, compiled once per key (compiling
+  source per instruction would cost more than it saves on short kernels)."""
+  make = _FACTORIES.get(key)
+  if make is None:
+    env = {"asarray": np.asarray, "shared": shared, "full": np.full}
+    exec(source(key), env)      # noqa: S102 (source built from the key, no outside text)
+    make = _FACTORIES[key] = env["make"]
+  return make
 
 
 def runs(code: list, targets: set) -> list:
@@ -68,17 +90,18 @@ def runs(code: list, targets: set) -> list:
     while end < len(code) and code[end][0] == STEP and (end == pc or end not in targets):
       end += 1
     if end - pc >= 2:
-      out[pc] = (_run_function([fn for _, fn, _ in code[pc:end]]), end)
+      steps = [fn for _, fn, _ in code[pc:end]]
+      out[pc] = (_factory(("run", len(steps)), _run_source)(*steps), end)
     pc = max(end, pc + 1)
   return out
 
 
-def _run_function(steps: list):
-  env = {f"f{k}": fn for k, fn in enumerate(steps)}
+def _run_source(key) -> str:
+  n = key[1]
   body = []
-  for k in range(len(steps)):
-    body += [f"    f{k}(S, idx)", f"    k = {k + 1}"]
-  lines = ["def run(S, idx):", "  k = 0", "  try:", *body[:-1],
-           "  except BaseException as e:", "    e.seg_off = k", "    raise"]
-  exec("\n".join(lines), env)      # noqa: S102 (source built above, no outside text)
-  return env["run"]
+  for k in range(n):
+    body += [f"      f{k}(S, idx)", f"      k = {k + 1}"]
+  return "\n".join([f"def make({', '.join(f'f{k}' for k in range(n))}):",
+                    "  def run(S, idx):", "    k = 0", "    try:", *body[:-1],
+                    "    except BaseException as e:", "      e.seg_off = k", "      raise",
+                    "  return run"])

@@ -356,20 +356,27 @@ def warp_masks(S, idx):
 
 
 def _first_bad_warp(S, a, gw, masks, wanted_of):
-  """(slot of the first thread of the first warp whose mask is not `wanted_of(warp)`, lane)."""
-  for w in np.unique(gw).tolist():
-    want = wanted_of(w)
-    if int(masks[w]) != want:
-      diff = int(masks[w]) ^ want
-      lane = (diff & -diff).bit_length() - 1
-      cta, wi = divmod(w, S.nwarps)
-      return (cta, wi * 32 + lane), lane
-  return None
+  """(slot of the first thread of the first warp whose mask is not `wanted_of(warps)`'s, lane),
+  or None; `wanted_of` maps an array of warp numbers to their wanted masks (uint64). The
+  touched warps in order: `gw` is non-decreasing (slots are sorted)."""
+  if not len(gw):
+    return None
+  touched = gw[np.flatnonzero(np.diff(gw, prepend=-1))]
+  bad = np.flatnonzero(masks[touched] != wanted_of(touched))
+  if not len(bad):
+    return None
+  w = int(touched[bad[0]])
+  diff = int(masks[w]) ^ int(wanted_of(np.array([w]))[0])
+  lane = (diff & -diff).bit_length() - 1
+  cta, wi = divmod(w, S.nwarps)
+  return (cta, wi * 32 + lane), lane
 
 
-def live_mask(S, w: int) -> int:
-  left = S.block_threads - (w % S.nwarps) * 32
-  return (1 << min(32, left)) - 1
+def live_masks(S, warps):
+  """The live-lane bitmask (uint64) of each of the batch's warps `warps`: all 32 lanes but in
+  a CTA's last, partial warp."""
+  left = np.minimum(S.block_threads - (warps % S.nwarps) * 32, 32).astype(np.uint64)
+  return (np.uint64(1) << left) - np.uint64(1)
 
 
 def shfl_step(ins: Instr, ctx):
@@ -379,7 +386,7 @@ def shfl_step(ins: Instr, ctx):
 
   def step(S, idx):
     a, tid, gw, masks = warp_masks(S, idx)
-    bad = _first_bad_warp(S, a, gw, masks, lambda w: wanted & live_mask(S, w))
+    bad = _first_bad_warp(S, a, gw, masks, lambda w: np.uint64(wanted) & live_masks(S, w))
     if bad is not None:
       raise Fault(bad[0], "shfl.sync: the lanes executing it must be exactly the member mask's "
                           "(converged warp)")
@@ -409,7 +416,7 @@ def mma_step(ins: Instr, ctx):
 
   def step(S, idx):
     slots, _, gw, masks = warp_masks(S, idx)
-    bad = _first_bad_warp(S, slots, gw, masks, lambda w: FULL)
+    bad = _first_bad_warp(S, slots, gw, masks, lambda w: np.full(len(w), FULL, np.uint64))
     if bad is not None:
       raise Fault(bad[0], "mma.sync needs all 32 lanes of the warp active and converged")
     regs = [[full(S, idx, r(S, idx), t).reshape(-1, 32) for r in rs]
