@@ -211,3 +211,25 @@ def test_a_fault_inside_a_fused_run_names_its_instruction():
         ptxsim.run(bad, (2, 1, 1), (32, 1, 1), [out.base], mem, engine=engine)
       messages.append(str(err.value))
     assert messages[0] == messages[1] and "`ld.global.u32 %r5, [%rd4]`" in messages[0]
+
+
+def test_shfl_in_a_partial_warp_is_reported_alike():
+  """shfl.sync run by half of each warp (the other half branched away) with a full member mask
+  faults on the fast engine (the warp check over every warp at once) with the reference's
+  message; the converged version runs, a CTA's partial last warp included."""
+  body = test_ptxsim.TID + ("{branch}\tshfl.sync.bfly.b32 %r4, %r3, 1, 31, 0xffffffff;\n"
+                            "\tst.global.u32 [%rd2], %r4;\n$Lskip:\n\tret;")
+  bad = entry("half_shfl", ["out"], body.format(branch="\tsetp.lt.u32 %p0, %r0, 16;\n"
+                                                "\t@%p0 bra $Lskip;\n"), test_ptxsim.REGS)
+  messages = []
+  for engine in ("fast", "reference"):
+    mem = ptxsim.GlobalMemory()
+    out = mem.alloc(4 * 96, "out")
+    with pytest.raises(ExecutionError, match="converged warp") as err:
+      ptxsim.run(bad, (3, 1, 1), (32, 1, 1), [out.base], mem, engine=engine)
+    messages.append(str(err.value))
+  assert messages[0] == messages[1]
+  good = entry("full_shfl", ["out"], body.format(branch=""), test_ptxsim.REGS)
+  got = run_buffers(good, [np.zeros(96, np.uint32)], (2, 1, 1), (48, 1, 1))[0]
+  want = [t ^ 1 if t % 48 < 32 or (t % 48) ^ 1 < 48 else t for t in range(96)]
+  assert got.tolist() == want
