@@ -14,7 +14,6 @@ per-thread "written" mask, so uninitialised reads are still reported.
 """
 from __future__ import annotations
 
-import itertools
 import time
 
 import numpy as np
@@ -226,7 +225,7 @@ class Batch:
     if kind == "tid":
       return (t % bx, t // bx % by, t // (bx * by))[d]
     if kind == "ctaid":
-      return np.array([c[d] for c in self.ctas], dtype=np.int64)[self.slot_cta]
+      return self.ctas.coord(d)[self.slot_cta]
     return np.full(self.n, (self.block if kind == "ntid" else self.grid)[d])
 
   def thread(self, slot) -> str:
@@ -265,11 +264,17 @@ def _geometry(block: tuple, nctas: int):
 
 
 def _merge(a, b, n: int):
+  """The sorted union of two groups' slots (None: every slot), by a mask (np.union1d hashes)."""
   if a is None or b is None:
     return None
   if not len(a):
     return b
-  m = np.union1d(a, b)
+  if not len(b):
+    return a
+  mask = np.zeros(n, dtype=np.bool_)
+  mask[a] = True
+  mask[b] = True
+  m = np.flatnonzero(mask)
   return None if len(m) == n else m
 
 
@@ -383,18 +388,36 @@ def launch(fp: FastProgram, grid: tuple, block: tuple, params: dict, memory,
   """Run the grid in batches of whole CTAs (in the reference's CTA order)."""
   T = block[0] * block[1] * block[2]
   per = max(1, BATCH_THREADS // T)
-  ctas = [(x, y, z) for z, y, x in itertools.product(range(grid[2]), range(grid[1]),
-                                                     range(grid[0]))]
+  total = grid[0] * grid[1] * grid[2]
   start, work = time.perf_counter(), Work(fp.entry.name)
   with np.errstate(all="ignore"):
-    for first in range(0, len(ctas), per):
+    for first in range(0, total, per):
       limits.tick()        # the web page's time limit (nothing unless a command is timed)
-      chunk = ctas[first:first + per]
+      chunk = CtaRange(first, min(first + per, total), grid)
       run_batch(fp, Batch(fp, chunk, block, grid, params, memory, check_races), work)
-      if progress is not None and progress(first + len(chunk), len(ctas),
+      if progress is not None and progress(first + len(chunk), total,
                                            time.perf_counter() - start) is False:
         raise StoppedError(f"simulation of {fp.entry.name} stopped after {first + len(chunk)} of "
-                      f"{len(ctas)} blocks")
+                      f"{total} blocks")
+
+
+class CtaRange:
+  """CTAs first..end-1 of a grid in the reference's order (x fastest, then y, then z), with
+  no tuple made per CTA: `coord(d)` gives dimension d of every one as an array."""
+
+  def __init__(self, first: int, end: int, grid: tuple):
+    self.first, self.end, self.grid = first, end, grid
+
+  def __len__(self) -> int:
+    return self.end - self.first
+
+  def __getitem__(self, i: int) -> tuple:
+    k, (gx, gy, _) = self.first + i, self.grid
+    return (k % gx, k // gx % gy, k // (gx * gy))
+
+  def coord(self, d: int):
+    k, (gx, gy, _) = np.arange(self.first, self.end, dtype=np.int64), self.grid
+    return (k % gx, k // gx % gy, k // (gx * gy))[d]
 
 
 def build(prog) -> FastProgram | None:
