@@ -2,17 +2,19 @@
 
 A direct step is an ALU instruction (the ones fast_alu.py computes with a vectorized primitive)
 whose operands are plain registers (no conversion, no uninitialised-read check) or immediates and
-whose destination is a plain register: it is written once as Python source that, when every
-thread of the batch runs it (`idx` None), reads the batch's register dict, calls the
-instruction's own primitive and stores the result as the instruction's writer would (the same
-dtype cast, conversion and read-only marking), without the reader, compute and writer closures
-in between. Any other call (a subset of the threads) takes the instruction's general step.
+whose destination is a plain register: generated Python (compiled once per operand pattern and
+bound to the instruction's registers) that, when every thread of the batch runs it (`idx` None),
+reads the batch's register dict, calls the instruction's own primitive and stores the result as
+the instruction's writer would (the same dtype cast, conversion and read-only marking), without
+the reader, compute and writer closures in between. Any other call (a subset of the threads)
+takes the instruction's general step.
 
 A run is a maximal sequence of STEP instructions with no branch target inside it after its
-first: one generated function calls their steps in order, so the scheduler dispatches once per
-run instead of once per instruction. A fault inside it carries `seg_off`, the offset of its
-instruction in the run, so the error still names the instruction. Both are the same steps on
-the same arrays in the same order, so every result is the per-instruction path's.
+first: one generated function (compiled once per run length) calls their steps in order, so the
+scheduler dispatches once per run instead of once per instruction. A fault inside it carries
+`seg_off`, the offset of its instruction in the run, so the error still names the instruction.
+Both are the same steps on the same arrays in the same order, so every result is the
+per-instruction path's.
 """
 from __future__ import annotations
 
