@@ -186,3 +186,50 @@ def test_without_numpy_the_python_engine_runs(tmp_path):
                         timeout=120)
   assert done.returncode == 0, done.stderr
   assert done.stdout.split() == ["fused", "[63,", "0,", "0,", "0]"]
+
+
+def test_a_fault_inside_a_fused_run_names_its_instruction():
+  """The numpy engine runs straight-line code as one fused run of direct steps
+  (fast_direct.py); a load past the end in the middle of such a run (a misaligned one, and an
+  out-of-bounds one) is still reported at that load's line with the reference's message."""
+  body = test_ptxsim.TID + ("\tadd.s32 %r4, %r3, {k};\n\tmul.wide.s32 %rd3, %r4, {scale};\n"
+                            "\tadd.s64 %rd4, %rd0, %rd3;\n\tld.global.u32 %r5, [%rd4];\n"
+                            "\tadd.s32 %r6, %r5, 1;\n\tst.global.u32 [%rd2], %r6;\n\tret;")
+  src = entry("shifted", ["out"], body.format(k=0, scale=4), test_ptxsim.REGS)
+  fp = ptxsim.program(src).fast()
+  assert fp is not None and fp.runs[0] is not None and fp.runs[0][1] >= 10
+  assert fp.code[8][1].__code__.co_filename == "<string>"    # add.s32: a direct step
+  assert run_buffers(src, [np.arange(64, dtype=np.uint32)], (2, 1, 1), (32, 1, 1))[0].tolist() \
+    == list(range(1, 65))
+  for k, scale, what in ((1, 4, "out-of-bounds global load"), (0, 2, "misaligned global load")):
+    bad = entry(f"shifted_{k}_{scale}", ["out"], body.format(k=k, scale=scale), test_ptxsim.REGS)
+    messages = []
+    for engine in ("fast", "reference"):
+      mem = ptxsim.GlobalMemory()
+      out = mem.alloc(64 * 4, "out")
+      with pytest.raises(ExecutionError, match=what) as err:
+        ptxsim.run(bad, (2, 1, 1), (32, 1, 1), [out.base], mem, engine=engine)
+      messages.append(str(err.value))
+    assert messages[0] == messages[1] and "`ld.global.u32 %r5, [%rd4]`" in messages[0]
+
+
+def test_shfl_in_a_partial_warp_is_reported_alike():
+  """shfl.sync run by half of each warp (the other half branched away) with a full member mask
+  faults on the fast engine (the warp check over every warp at once) with the reference's
+  message; the converged version runs, a CTA's partial last warp included."""
+  body = test_ptxsim.TID + ("{branch}\tshfl.sync.bfly.b32 %r4, %r3, 1, 31, 0xffffffff;\n"
+                            "\tst.global.u32 [%rd2], %r4;\n$Lskip:\n\tret;")
+  bad = entry("half_shfl", ["out"], body.format(branch="\tsetp.lt.u32 %p0, %r0, 16;\n"
+                                                "\t@%p0 bra $Lskip;\n"), test_ptxsim.REGS)
+  messages = []
+  for engine in ("fast", "reference"):
+    mem = ptxsim.GlobalMemory()
+    out = mem.alloc(4 * 96, "out")
+    with pytest.raises(ExecutionError, match="converged warp") as err:
+      ptxsim.run(bad, (3, 1, 1), (32, 1, 1), [out.base], mem, engine=engine)
+    messages.append(str(err.value))
+  assert messages[0] == messages[1]
+  good = entry("full_shfl", ["out"], body.format(branch=""), test_ptxsim.REGS)
+  got = run_buffers(good, [np.zeros(96, np.uint32)], (2, 1, 1), (48, 1, 1))[0]
+  want = [t ^ 1 if t % 48 < 32 or (t % 48) ^ 1 < 48 else t for t in range(96)]
+  assert got.tolist() == want

@@ -18,7 +18,8 @@ import numpy as np
 from . import alu
 from . import compile as ref
 from . import numeric as nm
-from .fast_operands import NAN, SINT, UINT, count, full, rdtype, reader, shared, writer
+from .fast_direct import direct_step
+from .fast_operands import NAN, SINT, UINT, count, full, has_nan, rdtype, reader, shared, writer
 from .operands import TYPES
 from .parser import Instr
 from .steps import STEP, checked_operands, split_mods, unsupported, where_text
@@ -49,9 +50,11 @@ def _ident(xs):
 
 def store(write, compute):
   """A step writing `compute`'s values; vectorized ones can also run a guarded instruction at
-  full width and merge (`step.merged(S, idx, mask)`): they cannot fault on inactive lanes."""
-  def step(S, idx):
+  full width and merge (`step.merged(S, idx, mask)`): they cannot fault on inactive lanes.
+  Where the operands allow, the step is fast_direct.py's (the same values, fewer calls)."""
+  def general(S, idx):
     write(S, idx, compute(S, idx))
+  step = direct_step(write, compute, general) or general
   if not getattr(compute, "lanewise", False):
     step.merged = lambda S, idx, mask: write(S, idx, compute(S, idx), mask)
   return STEP, step, None
@@ -78,8 +81,7 @@ def _nan_first(fn):
   """add/sub/mul/div whose NaN lanes keep the first NaN operand's NaN, quieted (alu.nan_of)."""
   def run(a, b):
     r = fn(a, b)
-    bad = np.isnan(r)
-    if not bad.any():
+    if not has_nan(r):
       return r
     a, b = np.broadcast_to(a, r.shape), np.broadcast_to(b, r.shape)
     return np.where(np.isnan(a), a + a, np.where(np.isnan(b), b + b, r)).astype(r.dtype)
@@ -132,15 +134,21 @@ def fma_f32(fn):
   the reference's exact path. Halfway: the 29 bits of the double below the f32's 24 are
   1000...0, which is the reference's frexp test."""
   def fma(a, b, c):
-    p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
-    s = p + np.asarray(c, np.float64)
+    s = a.astype(np.float64)       # a fresh array: the product and the sum in place (in double:
+    s *= b.astype(np.float64)      # the product is exact), each operand widened exactly
+    s += c.astype(np.float64)
     s = np.asarray(s)
-    tie = (s.view(np.uint64) & np.uint64(0x1FFFFFFF)) == np.uint64(0x10000000)
-    tie |= np.abs(s) < 2.0 ** -120
-    if tie.any():
+    u = s.view(np.uint64)
+    if np.count_nonzero((u & _LOW29) == _HALF29) or \
+            np.count_nonzero(np.abs(s) < 2.0 ** -120):
+      tie = ((u & _LOW29) == _HALF29) | (np.abs(s) < 2.0 ** -120)
+      p = np.asarray(a, np.float64) * np.asarray(b, np.float64)
       s = _fma_fix(fn, a, b, c, p, s, tie)
     return s
   return fma
+
+
+_LOW29, _HALF29 = np.uint64(0x1FFFFFFF), np.uint64(0x10000000)
 
 
 def _fma_fix(fn, a, b, c, p, s, tie):
@@ -218,12 +226,20 @@ def alu_step(ins: Instr, ctx):
 def _apply(fn, srcs, post):
   if len(srcs) == 1:
     r0 = srcs[0]
-    return lambda S, idx: post(fn(r0(S, idx)))
-  if len(srcs) == 2:
+    compute = lambda S, idx: post(fn(r0(S, idx)))
+  elif len(srcs) == 2:
     r0, r1 = srcs
-    return lambda S, idx: post(fn(r0(S, idx), r1(S, idx)))
-  r0, r1, r2 = srcs
-  return lambda S, idx: post(fn(r0(S, idx), r1(S, idx), r2(S, idx)))
+    compute = lambda S, idx: post(fn(r0(S, idx), r1(S, idx)))
+  else:
+    r0, r1, r2 = srcs
+    compute = lambda S, idx: post(fn(r0(S, idx), r1(S, idx), r2(S, idx)))
+  return _parts(compute, fn, srcs, None if post is _ident else post)
+
+
+def _parts(compute, fn, srcs, post=None):
+  """`compute` marked as post(fn(*operands)) for fast_direct.py."""
+  compute.parts = (fn, srcs, post)
+  return compute
 
 
 # ---- integers ------------------------------------------------------------------------------
@@ -274,8 +290,10 @@ def _mul_vec(cls, w, hi_lo):
   M = (1 << w) - 1
   if hi_lo == "hi":
     return lambda a, b: ((_wide(a, cls, w) * _wide(b, cls, w)) >> w) & M
-  if w == 32:      # the int64 product's bits are the u64 result: a view, not a copy
-    return lambda a, b: (_wide(a, cls, w) * _wide(b, cls, w)).view(np.uint64)
+  if w == 32:      # the product mod 2**64 of the operands widened to u64 (signed ones
+    if cls == "s":  # sign-extended first) is the exact product's bits
+      return lambda a, b: a.view(np.int32).astype(np.uint64) * b.view(np.int32).astype(np.uint64)
+    return lambda a, b: a.astype(np.uint64) * b.astype(np.uint64)
   return lambda a, b: (_wide(a, cls, w) * _wide(b, cls, w)).astype(UINT[2 * w])
 
 
@@ -379,6 +397,8 @@ def _copy(read, t):
   def compute(S, idx):
     v = read(S, idx)
     return shared(v) if np.ndim(v) else full(S, idx, v, t)
+  if getattr(read, "reg", None) is not None:    # a register always holds an array
+    _parts(compute, shared, [read])
   return compute
 
 
@@ -429,7 +449,7 @@ def selp_step(ins: Instr, ctx):
 
   def compute(S, idx):
     return full(S, idx, np.where(rc(S, idx), ra(S, idx), rb(S, idx)), t)
-  return store(writer(dst, t, ctx, where), compute)
+  return store(writer(dst, t, ctx, where), _parts(compute, np.where, [rc, ra, rb]))
 
 
 FLOAT_CMP = {
@@ -464,9 +484,10 @@ def setp_step(ins: Instr, ctx):
     if cmp in ("lo", "ls", "hi", "hs"):
       cmp, cls = {"lo": "lt", "ls": "le", "hi": "gt", "hs": "ge"}[cmp], "u"
     base = INT_CMP[cmp]
-    fn = (lambda x, y: base(_signed(x, w), _signed(y, w))) if cls == "s" else base
-  return store(writer(dst, "pred", ctx, where),
-               lambda S, idx: full(S, idx, fn(ra(S, idx), rb(S, idx)), "pred"))
+    sd = SINT.get(w)    # readers give arrays or numpy scalars: both have .view
+    fn = (lambda x, y: base(x.view(sd), y.view(sd))) if cls == "s" else base
+  compute = lambda S, idx: full(S, idx, fn(ra(S, idx), rb(S, idx)), "pred")
+  return store(writer(dst, "pred", ctx, where), _parts(compute, fn, [ra, rb]))
 
 
 ROUND_INT = {"rni": np.rint, "rzi": np.trunc, "rmi": np.floor, "rpi": np.ceil}
@@ -535,6 +556,8 @@ def cvt_step(ins: Instr, ctx):
     compute = lanewise(lane, [read], _ident, out_t)
   else:
     compute = lambda S, idx: vec(full(S, idx, read(S, idx), src_t))
+    if getattr(read, "reg", None) is not None:    # a register always holds an array
+      _parts(compute, vec, [read])
   return store(writer(dst, out_t, ctx, where), compute)
 
 

@@ -14,7 +14,6 @@ per-thread "written" mask, so uninitialised reads are still reported.
 """
 from __future__ import annotations
 
-import itertools
 import time
 
 import numpy as np
@@ -22,6 +21,7 @@ import numpy as np
 from .. import limits
 from ..errors import ExecutionError, KernelgenError, StoppedError
 from . import fast_alu as fa
+from . import fast_direct
 from . import fast_memory as fm
 from .fast_operands import Fault, NotFast, reader
 from .parser import Entry, Instr, PTXSyntaxError, SPECIAL_REGS
@@ -114,6 +114,7 @@ class FastProgram:
     ctx = FastContext(prog.entry, {name: off for name, off, _ in prog.layout}, tracked)
     self.code = [self._compile(ins, kind, ctx) for ins, kind in zip(prog.entry.instrs, prog.code)]
     self.tracked, self.race_gran = tracked, fm.race_granularity(prog.entry)
+    self.runs = fast_direct.runs(self.code, set(prog.entry.labels.values()))
 
   def _compile(self, ins: Instr, kind: tuple, ctx) -> tuple:
     k, _, target = kind
@@ -151,11 +152,12 @@ def _guarded(fn, guard, merged=None):
   step allows it, at full width with the results merged (no gather and scatter)."""
   def step(S, idx):
     m = guard(S, idx)
-    if m.all():
+    k = np.count_nonzero(m)
+    if k == len(m):
       fn(S, idx)
-    elif merged is not None and 2 * np.count_nonzero(m) >= len(m):
+    elif merged is not None and 2 * k >= len(m):
       merged(S, idx, m)
-    elif m.any():
+    elif k:
       fn(S, S.slots(idx)[m])
   return step
 
@@ -223,7 +225,7 @@ class Batch:
     if kind == "tid":
       return (t % bx, t // bx % by, t // (bx * by))[d]
     if kind == "ctaid":
-      return np.array([c[d] for c in self.ctas], dtype=np.int64)[self.slot_cta]
+      return self.ctas.coord(d)[self.slot_cta]
     return np.full(self.n, (self.block if kind == "ntid" else self.grid)[d])
 
   def thread(self, slot) -> str:
@@ -262,11 +264,17 @@ def _geometry(block: tuple, nctas: int):
 
 
 def _merge(a, b, n: int):
+  """The sorted union of two groups' slots (None: every slot), by a mask (np.union1d hashes)."""
   if a is None or b is None:
     return None
   if not len(a):
     return b
-  m = np.union1d(a, b)
+  if not len(b):
+    return a
+  mask = np.zeros(n, dtype=np.bool_)
+  mask[a] = True
+  mask[b] = True
+  m = np.flatnonzero(mask)
   return None if len(m) == n else m
 
 
@@ -286,7 +294,7 @@ def _check_converged(S, idx) -> None:
 
 def run_batch(fp: FastProgram, S: Batch, work: Work) -> None:
   """Run every thread of the batch to completion, spending `work` at backward branches."""
-  code, n = fp.code, len(fp.code)
+  code, n = (fp.code, fp.runs), len(fp.code)
   groups, waiting = {}, {}
   pc, idx = 0, None
   while True:
@@ -311,20 +319,28 @@ def run_batch(fp: FastProgram, S: Batch, work: Work) -> None:
 
 
 def _run_group(code, n, S, groups, waiting, pc, idx, stop, work):
-  """Run the threads `idx` from `pc` until they split, wait, finish or reach `stop`."""
+  """Run the threads `idx` from `pc` until they split, wait, finish or reach `stop`; `code` is
+  (the steps, the fused runs: fast_direct.runs)."""
+  code, runs = code
   try:
     while pc < stop and pc < n:
       kind, fn, target = code[pc]
       if kind == STEP:
-        fn(S, idx)
-        pc += 1
+        run = runs[pc]
+        if run is not None and run[1] <= stop:
+          run[0](S, idx)
+          pc = run[1]
+        else:
+          fn(S, idx)
+          pc += 1
       elif kind == BRANCH:
         taken = fn(S, idx)
         if target <= pc:
           work.spend(_warps(S, idx, taken))
-        if taken is None or taken.all():
+        ntaken = -1 if taken is None else np.count_nonzero(taken)
+        if ntaken < 0 or ntaken == len(taken):
           pc = target
-        elif not taken.any():
+        elif not ntaken:
           pc += 1
         else:
           a = S.slots(idx)
@@ -343,13 +359,13 @@ def _run_group(code, n, S, groups, waiting, pc, idx, stop, work):
           return pc, _EMPTY
         pc += 1
   except Fault as f:
-    f.pc = pc
+    f.pc = pc + getattr(f, "seg_off", 0)     # seg_off: its instruction inside a fused run
     raise
   except KernelgenError:
     raise
   except Exception as e:   # a simulator bug: still say where it happened
     f = Fault(int(S.slots(idx)[0]), f"internal simulator error {e!r}")
-    f.pc = pc
+    f.pc = pc + getattr(e, "seg_off", 0)
     raise f from e
   return pc, (_EMPTY if pc >= n else idx)
 
@@ -372,18 +388,36 @@ def launch(fp: FastProgram, grid: tuple, block: tuple, params: dict, memory,
   """Run the grid in batches of whole CTAs (in the reference's CTA order)."""
   T = block[0] * block[1] * block[2]
   per = max(1, BATCH_THREADS // T)
-  ctas = [(x, y, z) for z, y, x in itertools.product(range(grid[2]), range(grid[1]),
-                                                     range(grid[0]))]
+  total = grid[0] * grid[1] * grid[2]
   start, work = time.perf_counter(), Work(fp.entry.name)
   with np.errstate(all="ignore"):
-    for first in range(0, len(ctas), per):
+    for first in range(0, total, per):
       limits.tick()        # the web page's time limit (nothing unless a command is timed)
-      chunk = ctas[first:first + per]
+      chunk = CtaRange(first, min(first + per, total), grid)
       run_batch(fp, Batch(fp, chunk, block, grid, params, memory, check_races), work)
-      if progress is not None and progress(first + len(chunk), len(ctas),
+      if progress is not None and progress(first + len(chunk), total,
                                            time.perf_counter() - start) is False:
         raise StoppedError(f"simulation of {fp.entry.name} stopped after {first + len(chunk)} of "
-                      f"{len(ctas)} blocks")
+                      f"{total} blocks")
+
+
+class CtaRange:
+  """CTAs first..end-1 of a grid in the reference's order (x fastest, then y, then z), with
+  no tuple made per CTA: `coord(d)` gives dimension d of every one as an array."""
+
+  def __init__(self, first: int, end: int, grid: tuple):
+    self.first, self.end, self.grid = first, end, grid
+
+  def __len__(self) -> int:
+    return self.end - self.first
+
+  def __getitem__(self, i: int) -> tuple:
+    k, (gx, gy, _) = self.first + i, self.grid
+    return (k % gx, k // gx % gy, k // (gx * gy))
+
+  def coord(self, d: int):
+    k, (gx, gy, _) = np.arange(self.first, self.end, dtype=np.int64), self.grid
+    return (k % gx, k // gx % gy, k // (gx * gy))[d]
 
 
 def build(prog) -> FastProgram | None:

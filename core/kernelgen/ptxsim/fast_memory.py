@@ -11,7 +11,7 @@ import numpy as np
 
 from . import mma as mma_mod
 from .compile_memory import ld_operands, param_name, shfl_form, st_operands
-from .fast_operands import Fault, UINT, count, full, reader, writer
+from .fast_operands import Fault, UINT, count, full, reader, shared, writer
 from .fast_operands import f16_bits, f16_values, quiet32
 from .memory import SHARED_BASE, SharedMemory
 from .operands import FULL, LaneFault, TYPES
@@ -57,10 +57,20 @@ def global_index(S, idx, a, size: int, what: str):
     buf = S.mem._containing(int(a[0]), int(a[0]) + size)
   if buf is not None:
     off = a - np.uint64(buf.base)      # an address below the buffer wraps to a huge offset
-    if int(off.max()) + size <= buf.size and not int(np.bitwise_or.reduce(off)) & (size - 1):
+    if _fits(off, size, buf.size):
       S.mem.last = buf
       return [(buf, (off >> np.uint64(size.bit_length() - 1)).view(np.int64), None)]
   return _per_buffer(S, idx, a, size, what)
+
+
+def _fits(off, size: int, limit: int) -> bool:
+  """Every offset aligned to `size` with the access inside [0, limit). One reduction: the OR
+  of the offsets is at least their maximum and has every low bit any of them has, so where it
+  passes both checks pass; where it does not, the maximum decides."""
+  bits = int(np.bitwise_or.reduce(off))
+  if bits & (size - 1):
+    return False
+  return bits + size <= limit or int(off.max()) + size <= limit
 
 
 def _per_buffer(S, idx, a, size, what):
@@ -191,8 +201,53 @@ def ld_step(ins: Instr, ctx):
       return step(S, S.slots(idx)[mask])
     for wr, v in zip(writes, vals):
       wr(S, idx, to_reg(v), mask)
+  if vec == 1 and space != "shared":
+    step = _direct_load(step, get_addr, writes[0], (t, to_reg, mdt), size, space)
   step.merged = merged
   return STEP, step, None
+
+
+def _direct_load(general, get_addr, write, codec: tuple, size: int, space: str):
+  """A scalar global load run by the whole batch, in one buffer, aligned and inside it: the
+  general step's values with fewer calls (the writer's store inlined where it is a plain one);
+  anything else (a subset of threads, generic addresses into shared memory, another buffer, a
+  fault) is the general step's."""
+  t, to_reg, mdt = codec
+  shift = np.uint64(size.bit_length() - 1)
+  last = [-1]     # the base of the buffer this instruction read last (loads alternate buffers)
+  dest = getattr(write, "direct", None)
+  plain = dest is not None and dest[2] is None and (
+    dest[1] is np.float32 if t == "f32" else TYPES[t][0] in "usb" and np.dtype(mdt) == dest[1])
+  name = dest[0] if plain else None
+
+  def step(S, idx):
+    if idx is not None:
+      return general(S, idx)
+    a = get_addr(S, None)
+    a0, buf = int(a[0]), S.mem.buffers.get(last[0])
+    if space != "global" and a0 < (1 << 32):
+      return general(S, idx)
+    if buf is None or not buf.base <= a0 < buf.base + buf.size:
+      buf = S.mem._containing(a0, a0 + size)
+      if buf is None:
+        return general(S, idx)
+      last[0] = buf.base
+    off = a - np.uint64(buf.base)
+    bits = int(np.bitwise_or.reduce(off))
+    if bits & (size - 1) or (bits + size > buf.size and int(off.max()) + size > buf.size):
+      return general(S, idx)
+    v = _view(S, buf.data, mdt).take((off >> shift).view(np.int64))
+    if t != "f32":
+      v = to_reg(v)
+    else:       # quieted as the reference reads an f32 (quiet32), where there is a NaN
+      m = np.maximum.reduce(v)
+      if m != m:
+        v = quiet32(v)
+    if name is None:
+      write(S, None, v)
+    else:
+      S.R[name] = v if v.base is None else shared(v)
+  return step
 
 
 def _global_load(S, idx, a, size, esize, vec, mdt):
@@ -200,7 +255,7 @@ def _global_load(S, idx, a, size, esize, vec, mdt):
   if len(parts) == 1 and parts[0][2] is None:
     buf, ix, _ = parts[0]
     view = _view(S, buf.data, mdt)
-    return [view[ix * vec + k] for k in range(vec)] if vec > 1 else [view[ix]]
+    return [view[ix * vec + k] for k in range(vec)] if vec > 1 else [view.take(ix)]
   out = [np.zeros(len(a), dtype=mdt) for _ in range(vec)]
   for buf, ix, sel in parts:
     view = _view(S, buf.data, mdt)
@@ -301,20 +356,27 @@ def warp_masks(S, idx):
 
 
 def _first_bad_warp(S, a, gw, masks, wanted_of):
-  """(slot of the first thread of the first warp whose mask is not `wanted_of(warp)`, lane)."""
-  for w in np.unique(gw).tolist():
-    want = wanted_of(w)
-    if int(masks[w]) != want:
-      diff = int(masks[w]) ^ want
-      lane = (diff & -diff).bit_length() - 1
-      cta, wi = divmod(w, S.nwarps)
-      return (cta, wi * 32 + lane), lane
-  return None
+  """(slot of the first thread of the first warp whose mask is not `wanted_of(warps)`'s, lane),
+  or None; `wanted_of` maps an array of warp numbers to their wanted masks (uint64). The
+  touched warps in order: `gw` is non-decreasing (slots are sorted)."""
+  if not len(gw):
+    return None
+  touched = gw[np.flatnonzero(np.diff(gw, prepend=-1))]
+  bad = np.flatnonzero(masks[touched] != wanted_of(touched))
+  if not len(bad):
+    return None
+  w = int(touched[bad[0]])
+  diff = int(masks[w]) ^ int(wanted_of(np.array([w]))[0])
+  lane = (diff & -diff).bit_length() - 1
+  cta, wi = divmod(w, S.nwarps)
+  return (cta, wi * 32 + lane), lane
 
 
-def live_mask(S, w: int) -> int:
-  left = S.block_threads - (w % S.nwarps) * 32
-  return (1 << min(32, left)) - 1
+def live_masks(S, warps):
+  """The live-lane bitmask (uint64) of each of the batch's warps `warps`: all 32 lanes but in
+  a CTA's last, partial warp."""
+  left = np.minimum(S.block_threads - (warps % S.nwarps) * 32, 32).astype(np.uint64)
+  return (np.uint64(1) << left) - np.uint64(1)
 
 
 def shfl_step(ins: Instr, ctx):
@@ -324,7 +386,7 @@ def shfl_step(ins: Instr, ctx):
 
   def step(S, idx):
     a, tid, gw, masks = warp_masks(S, idx)
-    bad = _first_bad_warp(S, a, gw, masks, lambda w: wanted & live_mask(S, w))
+    bad = _first_bad_warp(S, a, gw, masks, lambda w: np.uint64(wanted) & live_masks(S, w))
     if bad is not None:
       raise Fault(bad[0], "shfl.sync: the lanes executing it must be exactly the member mask's "
                           "(converged warp)")
@@ -354,7 +416,7 @@ def mma_step(ins: Instr, ctx):
 
   def step(S, idx):
     slots, _, gw, masks = warp_masks(S, idx)
-    bad = _first_bad_warp(S, slots, gw, masks, lambda w: FULL)
+    bad = _first_bad_warp(S, slots, gw, masks, lambda w: np.full(len(w), FULL, np.uint64))
     if bad is not None:
       raise Fault(bad[0], "mma.sync needs all 32 lanes of the warp active and converged")
     regs = [[full(S, idx, r(S, idx), t).reshape(-1, 32) for r in rs]

@@ -45,11 +45,22 @@ def rdtype(t: str):
   return UINT[w]
 
 
+def has_nan(x) -> bool:
+  """Whether an array (or numpy scalar) holds a NaN: for a 1-D array one NaN-propagating max
+  (cheaper than a mask and its reduction)."""
+  if type(x) is not np.ndarray or x.ndim != 1:
+    return bool(np.isnan(x).any())
+  if not x.size:
+    return False
+  m = np.maximum.reduce(x)
+  return bool(m != m)
+
+
 def quiet32(x):
   """f32 values with each NaN passed through a double, as the reference's struct/array
   conversions do (a signalling NaN becomes quiet)."""
-  nan = x != x
-  if nan.any():
+  if has_nan(x):
+    nan = x != x
     x = np.array(x, copy=True)
     x[nan] = x[nan].astype(np.float64).astype(np.float32)
   return x
@@ -132,12 +143,9 @@ def scalar(value, t: str):
 def reader(op, itype: str, ctx, where: str):
   """(S, idx) -> the operand's values for the slots `idx` (an array, or a numpy scalar)."""
   kind = op[0]
-  if kind in ("imm", "fimm"):
-    const = scalar(immediate(op, itype, where), itype)
-    return lambda S, idx: const
-  if kind == "sym":
-    const = scalar(ctx.symbol_address(op[1], where), itype)
-    return lambda S, idx: const
+  if kind in ("imm", "fimm", "sym"):
+    value = immediate(op, itype, where) if kind != "sym" else ctx.symbol_address(op[1], where)
+    return _constant(scalar(value, itype))
   if kind == "not":
     inner = reader(("reg", op[1]), itype, ctx, where)
     return lambda S, idx: ~inner(S, idx)
@@ -156,10 +164,18 @@ def reader(op, itype: str, ctx, where: str):
   return lambda S, idx: conv(get(S, idx))
 
 
+def _constant(const):
+  def get(S, idx):
+    return const
+  get.const = const       # fast_direct.py reads immediates from here
+  return get
+
+
 def _getter(name):
   def get(S, idx):
     arr = S.R[name]
     return arr if idx is None else arr[idx]
+  get.reg = name          # a plain register (no conversion, no check): fast_direct.py reads it
   return get
 
 
@@ -209,6 +225,8 @@ def writer(op, itype: str, ctx, where: str):
       arr[idx] = vals
     if tracked and mask is None:
       _mark(S, name, idx)
+  if not tracked:     # what fast_direct.py needs to store as this writer stores
+    write.direct = (name, it, conv, rt)
   return write
 
 
