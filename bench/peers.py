@@ -513,6 +513,9 @@ def run_adapter(playwright, server, adapter: str, specs: dict, reps: int, copy: 
       ", ".join(f"{sy} {'/'.join(f'{t:.3g}' for t in row[sy]['samples_ms'])}" for sy in ready),
       file=sys.stderr, flush=True)
   result["adapter_info"] = page.evaluate("window.peers.info()")   # with the peers' adapters
+  # the CPU accounting ends before the browser closes: its GPU process (SwiftShader's and
+  # lavapipe's threads) can outlive it, orphaned, and take its CPU time out of our tree
+  result["cpu_end"] = foreign_cpu.snapshot()
   browser.close()
   return result
 
@@ -621,7 +624,7 @@ def timed_run(pw, server, adapter: str, specs: dict, reps: int, copy: bool) -> d
   loads = [before]
   result = run_adapter(pw, server, adapter, specs, reps, copy, loads)
   return {"result": result, "load": [before, max(loads), os.getloadavg()[0]],
-          "foreign": foreign_cpu.foreign_cores(start, foreign_cpu.snapshot())}
+          "foreign": foreign_cpu.foreign_cores(start, result.pop("cpu_end"))}
 
 
 def main(argv=None) -> int:
