@@ -20,7 +20,7 @@ ANGLE), GPU timestamps around each kernel's pass, summed (kernelgen, tinygrad: o
 onnxruntime-web: its own profiler; TF.js: none). The systems run interleaved, round after round
 (every other round the previous one reversed, then turned by one; a short pause before each
 run), and each keeps its best per run. The whole table runs `--runs` times (default 3), each in a
-fresh browser, with the load average recorded before, during and after, and the cores other
+fresh browser once the load average has fallen to SETTLE_LOAD (settle), with the load average recorded before, during and after, and the cores other
 processes took during it (bench/foreign_cpu.py; SwiftShader alone lifts the load average above
 1.5 on 2 cores): per row the median and the worst of the runs' ratios (best correct peer's time /
 ours, > 1: we are faster; target >= 1.5); a row holds only when its worst run does, and a run that
@@ -64,6 +64,10 @@ COLOUR = (0.05, 1.1, 1.2)   # the filter chain's brightness, contrast, saturatio
 SETTLE_MS = 300             # a pause before each timed run (see round_order)
 MAX_LOAD = 1.5              # a run that starts at a load average (1 min) above it is not counted
 MAX_FOREIGN = 0.25          # nor one during which other processes used more cores than this
+# before each run the bench waits (at most SETTLE_MAX_S) for the load average to fall to
+# SETTLE_LOAD: the previous run's own threads stay in the 1-minute average for a minute after it
+# (SwiftShader lifts it to 1.6-1.8 on 2 cores), and would otherwise keep the next run from counting
+SETTLE_LOAD, SETTLE_MAX_S = 1.0, 150
 # our kernels are compiled for the steady state the table times: a plan run this many times
 # (what kg.jit and a plan realized again swap in; issue 37's cold rows time the one-off kernels)
 PLAN_RUNS = 100
@@ -617,13 +621,27 @@ def measure(names=None, adapters=ADAPTERS, reps: int = 5, tiny: bool = False,
   return out
 
 
+def settle(limit: float = SETTLE_LOAD, longest: float = SETTLE_MAX_S, loadavg=os.getloadavg,
+           sleep=time.sleep) -> float:
+  """Wait until the 1-minute load average is at most `limit`, or `longest` seconds have passed;
+  the seconds waited. (The load of other work does not fall by waiting: a busy machine waits the
+  whole `longest` and its run is then judged by MAX_LOAD and MAX_FOREIGN as before.)"""
+  waited = 0.0
+  while loadavg()[0] > limit and waited < longest:
+    sleep(5.0)
+    waited += 5.0
+  return waited
+
+
 def timed_run(pw, server, adapter: str, specs: dict, reps: int, copy: bool) -> dict:
-  """One run on one adapter (run_adapter), the load average before, at most during (sampled
-  after every row) and after it, and the cores other processes used during it (foreign_cpu)."""
+  """One run on one adapter (run_adapter), after the load settles (settle), the load average
+  before, at most during (sampled after every row) and after it, and the cores other processes
+  used during it (foreign_cpu)."""
+  waited = settle()
   before, start = os.getloadavg()[0], foreign_cpu.snapshot()
   loads = [before]
   result = run_adapter(pw, server, adapter, specs, reps, copy, loads)
-  return {"result": result, "load": [before, max(loads), os.getloadavg()[0]],
+  return {"result": result, "load": [before, max(loads), os.getloadavg()[0]], "waited_s": waited,
           "foreign": foreign_cpu.foreign_cores(start, result.pop("cpu_end"))}
 
 

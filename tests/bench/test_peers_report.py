@@ -94,3 +94,16 @@ def test_a_childs_cpu_is_our_own_not_foreign():
   cores = foreign_cpu.foreign_cores(start, end)
   assert cores is not None and cores * (end["wall"] - start["wall"]) <= \
     end["busy"] - start["busy"] - spent + 0.1
+
+
+def test_a_run_waits_for_the_previous_runs_load_to_fall():
+  """bench/peers.py's settle: waits while the 1-minute load is above the limit (the previous
+  run's own threads), and no longer than it is told."""
+  import peers
+  loads = [1.8, 1.6, 1.3, 0.9, 0.5]
+  slept = []
+  waited = peers.settle(1.0, 150, loadavg=lambda: (loads[len(slept)],), sleep=slept.append)
+  assert waited == 15.0 and len(slept) == 3
+  busy = []
+  assert peers.settle(1.0, 20, loadavg=lambda: (3.0,), sleep=busy.append) == 20.0
+  assert len(busy) == 4
