@@ -7,8 +7,8 @@ Both kernels are hand-written PTX in the renderer's style (so the bench runs wit
 end); each result is checked (the add exactly, the matmul within 1e-4 of a float64 product).
 The workloads use the standard library only, so with --page the same functions run again in
 the page: Pyodide in headless Chromium (the site ./build.sh site assembled), as a program the
-page's worker runs on its PTXSIM device, which loads numpy from the site's own files when it
-has them (the fast engine; else the pure-Python engine runs: the line says which ran).
+page's worker runs on its PTXSIM device: the fast engine where numpy imports, the pure-Python
+fused engine otherwise (as now: the page's Pyodide has no numpy; the line says which ran).
 Prints seconds, simulated threads/s and warp instructions/s per engine, the speedup, and the
 machine's load average.
 Usage: python bench/ptxsim_speed.py [--quick] [--bundle DIR] [--page]
@@ -210,7 +210,7 @@ def _both(bench, size) -> None:
 # ---- the same workloads in the page ----------------------------------------------------------
 
 # In the page: a fresh kernelgen worker without WebGPU runs the program on its PTXSIM device
-# (which loads numpy from the site when it has it) and returns its `out`.
+# and returns its `out`.
 PAGE_RUN = """async (code) => {
   const { createKernelgen } = await import('/web/kernelgen.js');
   const kg = await createKernelgen({ base: '/', webgpu: false });

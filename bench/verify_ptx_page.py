@@ -4,8 +4,8 @@ Boots the app (index.html of an assembled site/, ./build.sh site) in headless Ch
 each example, presses Verify PTX twice through the page's own code path (kgApp.verify): the first
 press compiles the example's kernels (WGSL and PTX) and runs them, the second finds them
 compiled. Prints, per press, the wall time of the whole action, the simulator's own time
-(PTXSIM's run), and the engine the simulator used for the kernels (fast: numpy, which the first
-Verify PTX loads from the site; fused: pure Python). With --engines fused,reference, each
+(PTXSIM's run), and the engine the simulator used for the kernels (fused: pure Python, as the
+page's Pyodide has no numpy; fast: numpy). With --engines fused,reference, each
 example is then verified again on each engine named (set from a program run in the page), for
 a before/after in the same page (--reference is --engines reference).
 
