@@ -4,11 +4,13 @@ Boots the app (index.html of an assembled site/, ./build.sh site) in headless Ch
 each example, presses Verify PTX twice through the page's own code path (kgApp.verify): the first
 press compiles the example's kernels (WGSL and PTX) and runs them, the second finds them
 compiled. Prints, per press, the wall time of the whole action, the simulator's own time
-(PTXSIM's run), and the engine the simulator used for the kernels. With --reference, each
-example is then verified again with the simulator's reference engine (set from a program run
-in the page), for a before/after in the same page.
+(PTXSIM's run), and the engine the simulator used for the kernels (fused: pure Python, as the
+page's Pyodide has no numpy; fast: numpy). With --engines fused,reference, each
+example is then verified again on each engine named (set from a program run in the page), for
+a before/after in the same page (--reference is --engines reference).
 
-    python bench/verify_ptx_page.py [SITE_DIR] [--reference]   (prints a table and JSON)
+    python bench/verify_ptx_page.py [SITE_DIR] [--engines E,...] [--reference]
+    (prints a table and JSON)
 """
 from __future__ import annotations
 
@@ -50,9 +52,12 @@ def table(rows: dict) -> None:
 def main() -> None:
   from playwright.sync_api import sync_playwright
   from browser_util import StaticServer, launch_chromium, local_page
-  args = [a for a in sys.argv[1:] if not a.startswith("--")]
+  argv = sys.argv[1:]
+  named = argv[argv.index("--engines") + 1] if "--engines" in argv else ""
+  engines = [e for e in named.split(",") if e] + (["reference"] if "--reference" in argv else [])
+  args = [a for a in argv if not a.startswith("--") and a != named]
   site = Path(args[0]) if args else ROOT / "site"
-  rows, reference = {}, {}
+  rows, others = {}, {}
   with StaticServer(site) as server, sync_playwright() as pw:
     browser = launch_chromium(pw, webgpu=True)
     with local_page(browser, service_workers="block") as page:
@@ -62,17 +67,17 @@ def main() -> None:
       examples = page.evaluate("async () => (await import('/web/examples.js')).EXAMPLES")
       for name, code in examples.items():
         rows[name] = [page.evaluate(VERIFY, code) for _ in range(2)]
-      if "--reference" in sys.argv:
+      for engine in engines:
         page.evaluate("async (code) => { kgApp.setCode(code); await kgApp.run(); }",
-                      SET_ENGINE.format(engine="reference"))
-        for name, code in examples.items():
-          reference[name] = [page.evaluate(VERIFY, code) for _ in range(2)]
+                      SET_ENGINE.format(engine=engine))
+        others[engine] = {name: [page.evaluate(VERIFY, code) for _ in range(2)]
+                          for name, code in examples.items()}
     browser.close()
   table(rows)
-  if reference:
-    print("the reference engine, in the same page:")
-    table(reference)
-  print(json.dumps({"default": rows, "reference": reference}))
+  for engine, got in others.items():
+    print(f"the {engine} engine, in the same page:")
+    table(got)
+  print(json.dumps({"default": rows, **others}))
 
 
 if __name__ == "__main__":

@@ -10,8 +10,8 @@ limit the input gets a LimitError that names the limit and how to raise it:
     with kg.limits.raised(interpreted_work=1 << 30):  # for one block
       ...
 
-Work that cannot be bounded before it runs is counted as it runs: PTXSIM's loop trips
-(ptxsim_work) and, for the web page's commands, the clock (page_seconds: `timed()` around a
+Work that cannot be bounded before it runs is counted as it runs: PTXSIM's loop trips per
+warp (ptxsim_work) and, for the web page's commands, the clock (page_seconds: `timed()` around a
 command, `tick()` where work goes round). INDEX_ELEMENTS is not a setting: GPU kernels index
 with int32 (`index_elements`).
 
@@ -40,8 +40,9 @@ DEFAULTS = {
   "buffer_bytes": (1 << 37, "bytes in one buffer a program allocates"),
   "elements": (1 << 48, "elements in one tensor a program builds"),
   "interpreted_work": (1 << 26, "loop iterations of one kernel on the PYTHON device"),
-  "ptxsim_work": (1 << 22, "loop iterations of one PTXSIM launch: backward branches taken, "
-                  "counted once per warp of 32 threads"),
+  "ptxsim_work": (1 << 18, "loop iterations of one warp (32 threads) in a PTXSIM launch: the "
+                  "backward branches it takes, so a launch may run this many times its warps "
+                  "in all"),
   "page_seconds": (300, "seconds one command of the web page may run (web_api: the page's own "
                    "time limit, besides Stop)"),
   "unrolled_copies": (1 << 8, "copies of a loop body one unrolled loop may emit"),

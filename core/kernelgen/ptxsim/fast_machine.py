@@ -180,6 +180,7 @@ class Batch:
     self.R, self.init, self.views, self.epoch = {}, {}, {}, 0
     self.specials = _Specials(shape_specials)
     self.check, self._all = check, None
+    self.trips, self.uniform, self.most = None, 0, 0     # loop trips per warp (_count_trips)
     self._shared(prog)
 
   def _shared(self, prog) -> None:
@@ -336,7 +337,7 @@ def _run_group(code, n, S, groups, waiting, pc, idx, stop, work):
       elif kind == BRANCH:
         taken = fn(S, idx)
         if target <= pc:
-          work.spend(_warps(S, idx, taken))
+          _count_trips(S, idx, taken, work)
         ntaken = -1 if taken is None else np.count_nonzero(taken)
         if ntaken < 0 or ntaken == len(taken):
           pc = target
@@ -370,15 +371,29 @@ def _run_group(code, n, S, groups, waiting, pc, idx, stop, work):
   return pc, (_EMPTY if pc >= n else idx)
 
 
-def _warps(S, idx, taken) -> int:
-  """The warps (as the reference engine forms them) with a thread among `idx` taking a branch."""
+def _count_trips(S, idx, taken, work) -> None:
+  """A backward branch taken: one trip for each warp (as the reference engine forms them) with
+  a lane among `idx` that takes it; work.over() once a warp has taken more than work.limit.
+  S.most bounds the most trips any warp has taken (at most one per branch), so the exact
+  maximum is looked up only near the limit."""
   if idx is None and taken is None:
-    return S.nctas * S.nwarps
-  a = S.slots(idx) if taken is None else S.slots(idx)[taken]
-  if not len(a):
-    return 0
-  warp = S.slot_cta[a] * S.nwarps + S.slot_tid[a] // 32   # non-decreasing: slots are sorted
-  return 1 + int(np.count_nonzero(warp[1:] != warp[:-1]))
+    S.uniform += 1                  # every warp of the batch: no per-warp array touched
+  else:
+    a = S.slots(idx) if taken is None else S.slots(idx)[taken]
+    if not len(a):
+      return
+    warp = S.slot_cta[a] * S.nwarps + S.slot_tid[a] // 32   # non-decreasing: slots are sorted
+    first = np.empty(len(warp), dtype=np.bool_)
+    first[0] = True
+    np.not_equal(warp[1:], warp[:-1], out=first[1:])
+    if S.trips is None:
+      S.trips = np.zeros(S.nctas * S.nwarps, dtype=np.int64)
+    S.trips[warp[first]] += 1
+  S.most += 1
+  if S.most > work.limit:
+    S.most = S.uniform + (int(S.trips.max()) if S.trips is not None else 0)
+    if S.most > work.limit:
+      raise work.over()
 
 
 # ---- launching -----------------------------------------------------------------------------

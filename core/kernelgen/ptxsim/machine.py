@@ -127,12 +127,12 @@ def _fault(W: Warp, prog: Program, pc: int, lane: int, message: str) -> Executio
 
 def run_warp(prog: Program, W: Warp, work: Work, code: list | None = None):
   """Run one warp to completion; yields at every bar.sync (the CTA scheduler resumes it).
-  `code` is the step list (prog.code, or prog.fused()'s with SEGMENTs). Every backward branch
-  it takes spends one unit of `work`."""
+  `code` is the step list (prog.code, or prog.fused()'s with SEGMENTs). Past `work.limit`
+  backward branches taken (by any of its lanes) it stops with work.over()."""
   code = code or prog.code
   n = len(code)
   groups: dict[int, int] = {}
-  pc, am = 0, W.live
+  pc, am, trips = 0, W.live, 0
   while True:
     stop = min(groups) if groups else _END
     try:
@@ -147,7 +147,9 @@ def run_warp(prog: Program, W: Warp, work: Work, code: list | None = None):
         elif kind == BRANCH:
           taken = fn(W, am)
           if taken and target <= pc:
-            work.spend(1)
+            trips += 1
+            if trips > work.limit:
+              raise work.over()
           if taken == am:
             pc = target
           elif not taken:

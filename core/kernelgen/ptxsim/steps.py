@@ -27,23 +27,23 @@ class Context:
 
 
 class Work:
-  """The loop iterations one launch may still run (limit ptxsim_work): both engines spend from
-  it at every backward branch taken, one unit per warp (32 threads) that takes it, so a
-  data-dependent loop that never ends stops with a LimitError instead of running forever."""
-  __slots__ = ("left", "name")
+  """The loop iterations each warp of one launch may run (limit ptxsim_work). Both engines
+  count, per warp (32 threads), the backward branches it takes (once per branch, however many
+  of its lanes take it), so a launch may run limit x its warps iterations in all, while a loop
+  that never ends stops with a LimitError after `limit` trips of one warp, whatever the size of
+  the launch (the fast engine runs a batch of warps together, so that is bounded time too)."""
+  __slots__ = ("limit", "name")
 
   def __init__(self, name: str):
-    self.left, self.name = limits.get("ptxsim_work"), name
+    self.limit, self.name = limits.get("ptxsim_work"), name
 
-  def spend(self, warps: int) -> None:
-    self.left -= warps
-    if self.left < 0:
-      limit = limits.get("ptxsim_work")
-      raise LimitError(f"kernel {self.name} on PTXSIM has taken {limit} loop iterations "
-                       f"(backward branches, counted once per warp) and goes on: over "
-                       f"kernelgen's limit ptxsim_work, so its loop may never end (an exit that "
-                       f"depends on data); if it is meant to run longer, raise the limit with "
-                       f"kernelgen.limits.set(ptxsim_work=...)", limit="ptxsim_work")
+  def over(self) -> LimitError:
+    """The error for a warp that has taken more than `limit` backward branches."""
+    return LimitError(f"kernel {self.name} on PTXSIM: one of its warps has taken {self.limit} "
+                      f"loop iterations (backward branches) and goes on: over kernelgen's limit "
+                      f"ptxsim_work (per warp), so its loop may never end (an exit that depends "
+                      f"on data); if it is meant to run longer, raise the limit with "
+                      f"kernelgen.limits.set(ptxsim_work=...)", limit="ptxsim_work")
 
 
 def unsupported(ins: Instr, why: str = "") -> PTXSyntaxError:
