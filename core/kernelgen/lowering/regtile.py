@@ -360,7 +360,13 @@ def exact_loops(lw: Lowerer, shape: list, limit: UOp, unroll: int) -> list:
   elements from the run-time `limit` on are padding (TileOperands.exact): a loop of `unroll`
   elements per trip, limit // unroll trips, then a loop of one element per trip over the
   limit % unroll left (none with unroll 1). No element read is at or past the limit, so none
-  needs a gate (the padding's mask is always true there)."""
+  needs a gate (the padding's mask is always true there).
+
+  Measured (bench/symbolic_static.py, lavapipe, best of 5, load ~24 on 2 CPUs), (64, k) @ (k, 64)
+  with k in 1..2048, symbolic / static GPU time at k = 77, 1000, 2048: before (the mask kept,
+  each output of the tile lowered on its own) 1.00x 21x 1.88x, after 0.58x 0.97x 1.00x. At k = 1
+  and 2 (no unrolled step, one or two tail steps) the kernel takes 1.3-1.6 ms where it takes
+  0.025 ms at k = 4 and 0.030 at k = 5 (20-30x the static kernel): lavapipe, cause not found."""
   total = prod(shape)
   while math.ceil(total / unroll) > MAX_TRIPS:
     unroll *= 2
