@@ -444,11 +444,11 @@ def _stage(item: ScheduleItem, target: Target, options: dict, tile: tuple) -> Op
                      _short_axes(item, tile[1])):
     return None                     # (a short axis taken whole stays a register tile)
   axes = tile[1] if tile else _tile_axes(item)
-  p = plan(item, axes) if axes else None
+  p = _stage_plan(item, axes) if axes else None
   if p is None and axes:           # the register tile's axes cannot be staged: another pair
     sizes = [a for a, n in enumerate(item.out.shape) if n > 1]
     for pair in reversed(list(itertools.combinations(sizes, 2))):
-      if (p := plan(item, pair)) is not None:
+      if (p := _stage_plan(item, pair)) is not None:
         axes, tile = pair, (tile[0], pair) if tile else tile
         break
   if p is None:
@@ -490,6 +490,13 @@ def _stage(item: ScheduleItem, target: Target, options: dict, tile: tuple) -> Op
     return None                     # the default falls back to register tiles
   return Opts(local=trows * tcols, tile=(rows, cols), tile_axes=axes, stage=(trows, tcols, step),
               fma=target.tile_fma)
+
+
+def _stage_plan(item: ScheduleItem, axes: tuple):
+  """plan(item, axes) where wgtile.py can stage it (not over a symbolic length: exact), else
+  None."""
+  p = plan(item, axes)
+  return None if p is None or p.exact else p
 
 
 def _has_tile_axes(item: ScheduleItem) -> bool:

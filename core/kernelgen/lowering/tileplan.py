@@ -2,6 +2,12 @@
 the one reduction's source into the "A" operands (not depending on the column axis) and "B"
 operands (not depending on the row axis), read by register tiles (regtile.py) and tiles through
 workgroup memory (wgtile.py). `StageLowerer` lowers a kernel with that reduction's value given.
+
+A reduction over a symbolic length (a matmul's symbolic K) reduces its source with the padding
+replaced by the identity (tensor/symbolic.py `masked`: where(i < k, x, 0)); the mask reads
+neither tiled axis and is bool, so it cannot be an operand. The plan splits x instead and says
+so (`exact`): its loop must read no element at or past the run-time length (regtile.py
+`exact_loops`), where the mask is true and drops out.
 """
 from __future__ import annotations
 
@@ -26,6 +32,9 @@ class TileOperands:
   axes: tuple       # the tiled axes in the reduction's index space (the output's may differ)
   a: tuple          # operand nodes staged per (row, k)
   b: tuple          # per (k, column)
+  source: LazyOp    # what is reduced: the reduction's source, or (exact) the value its mask keeps
+  exact: bool = False   # the source's padding mask was dropped: read only elements below the
+                        # reduction's run-time length (Lowerer.limit)
 
   def local_bytes(self, rows: int, cols: int, step: int) -> int:
     """Workgroup memory for a block of rows x cols outputs and `step` reduced elements."""
@@ -109,7 +118,7 @@ def _plan(item: ScheduleItem, axes: tuple) -> TileOperands | None:
   if found is None:
     return None
   lw, raxes = found
-  src = reduce.src[0]
+  src = unmasked(reduce)
   probe = probe_vars(src.shape, "probe")
   row, col = probe[raxes[0]], probe[raxes[1]]
   a, b = [], []
@@ -132,4 +141,22 @@ def _plan(item: ScheduleItem, axes: tuple) -> TileOperands | None:
 
   if not trampoline.run(split(src)):
     return None
-  return TileOperands(reduce, raxes, tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b)))
+  return TileOperands(reduce, raxes, tuple(dict.fromkeys(a)), tuple(dict.fromkeys(b)), src,
+                     src is not reduce.src[0])
+
+
+def unmasked(reduce: LazyOp) -> LazyOp:
+  """`reduce`'s source, or where it is the padding mask of a symbolic length that bounds its loop
+  (its first reduced axis symbolic, the rest not: Lowerer.limit; tensor/symbolic.py `masked`:
+  where(i < n, x, identity), under an identity view) the value x that the mask keeps."""
+  lengths, axes = dict(reduce.bound or ()), reduce.arg[1]
+  src = reduce.src[0]
+  if not axes or axes[0] not in lengths or any(a in lengths for a in axes[1:]):
+    return src
+  node = src
+  while node.op is L.VIEW and node.arg.is_contiguous() and node.shape == node.src[0].shape:
+    node = node.src[0]
+  if node.op is L.ALU and node.arg is Ops.WHERE and node.src[0].dtype == dtypes.bool and \
+     node.src[1].shape == src.shape:
+    return node.src[1]
+  return src

@@ -39,7 +39,13 @@ figures vary up to 3x between runs), symbolic / static GPU time before -> after,
 1000, top: matmul (64, 512) @ (512, n) lavapipe 131x 8.2x 1.6x 1.03x -> 0.73x 0.90x 0.48x
 0.81x, SwiftShader 331x 112x 1.8x 0.48x -> 0.27x 1.07x 0.68x 1.33x; softmax over rows of n
 (64, n) lavapipe 11x 4.5x 0.84x 1.13x -> 4.3x 2.7x 0.79x 1.11x (the 2-lane and 8-lane variants
-are 3-4x the static kernel of the same lanes there: not found why).
+are 3-4x the static kernel of the same lanes there). Found for n = 77: each of the 8 lanes read
+one run of the padded row (512 elements), so lane 0 took all 77; lanes now share the bound
+length (Lowerer._run_loop): per-kernel GPU time (load ~19) 0.136 ms against the static 0.062 ->
+0.099 against 0.088. At n = 1 the static kernel is elementwise (a reduction of one element), the
+2-lane variant 64 workgroups: 0.051 against 0.014 ms. A thread per row (row_lanes=1) over the
+symbolic row ran 2.2 ms at n = 1 and 43 ms at n = 16 but 0.067 at n = 77 with the same WGSL
+(hi 128 or 4096 alike): lavapipe, cause not found (see ROW_VARIANT_MIN_LANES).
 """
 from __future__ import annotations
 

@@ -223,11 +223,16 @@ def vector_accumulate(lw, op, src, axes, lanes, idxs, gate, ranges, vec: int) ->
     return None
   # the first element of step u: range * (steps * group * vec) + lane * vec + u * group * vec;
   # with lw.chunk (each lane one run of steps): lane * run * vec + range * steps * vec + u * vec
+  # (the run's start a run-time value under a symbolic length: Lowerer._run_loop)
   apart = vec if lw.chunk else lw.group * vec        # from one unrolled step to the next
   trips = [value_range(r.src[0])[1] for r in ranges]   # a run-time end (a symbolic length):
   run = len(lanes) * prod(trips)                       # its largest value
-  terms = [(r, len(lanes) * apart, n) for r, n in zip(ranges, trips)] + \
-    [(lw.lane, run * vec if lw.chunk else vec, lw.group)]
+  terms = [(r, len(lanes) * apart, n) for r, n in zip(ranges, trips)]
+  start = lw.run_starts.get(ranges[0]) if len(ranges) == 1 else None
+  if lw.chunk and start is not None:    # a run of a run-time length (Lowerer._run_loop)
+    terms.append((start, vec, (lw.group - 1) * run + 1))
+  else:
+    terms.append((lw.lane, run * vec if lw.chunk else vec, lw.group))
   step = None
   for u in range(len(lanes)):
     p = list(idxs)

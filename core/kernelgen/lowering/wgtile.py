@@ -43,9 +43,11 @@ def staged_stores(lw: Lowerer, opts) -> list[UOp]:
   (rows, cols), (ar, ac) = opts.tile, opts.tile_axes
   trows, tcols, step = opts.stage
   p = plan(item, (ar, ac))
-  if p is None:     # optimize only stages kernels plan() accepts; a hand-made Opts may not
+  if p is None or p.exact:   # optimize only stages kernels plan() accepts, and not over a
+    # symbolic length (exact); a hand-made Opts may ask for it
     raise UnsupportedError(f"Opts.stage does not apply to kernel {item.name!r}: its reduction "
-                           f"cannot be read as row x column tiles; lower it without stage")
+                           f"cannot be read as row x column tiles (or runs over a symbolic "
+                           f"length); lower it without stage")
   lw = StageLowerer(item, p.reduce)
   rr, rc = p.axes
   brows, bcols = trows * rows, tcols * cols
