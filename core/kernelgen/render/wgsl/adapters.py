@@ -129,10 +129,16 @@ TABLE: dict[tuple[str, str], dict] = {
   # (quant_nbits.matmul_words), 2 / 4 / 8 rows 0.56 / 0.70 / 0.70; 4864x896 looped 0.13 | whole
   # 0.52 / 0.66 / 0.62 / 0.67 | folded 0.63 / 0.68 / 0.72. SwiftShader (load 7-11, best of 8):
   # 1536x576 looped 0.04 | whole 0.04 / 0.07 / 0.20 / 0.03 | folded 0.21 / 0.26 / 0.13; 4864x896
-  # looped 0.06 | whole 0.03 / 0.05 / 0.04 / 0.02 | folded 0.06 / 0.19 / 0.07 (noisy, and far from the
-  # copy: not understood yet).
+  # looped 0.06 | whole 0.03 / 0.05 / 0.04 / 0.02 | folded 0.06 / 0.19 / 0.07 (noisy, and far
+  # from the copy: not understood yet). All four shapes at the defaults (whole / looped), lavapipe,
+  # load 8-10, best of 10: 1536x576 0.64 / 0.25, 576x1536 0.64 / 0.26, 4864x896 0.70 / 0.25,
+  # 49152x576 0.98 / 0.12 (2 rows per thread: 0.55, 0.56, 0.58, 0.53); SwiftShader, load 7-9,
+  # best of 6: 1536x576 0.14 / 0.09, 576x1536 0.11 / 0.32, 4864x896 0.10 / 0.07, 49152x576
+  # 0.18 / 0.12: K = 1536 unrolled whole is 3x slower there (Subzero's code for 40k lines), so
+  # SwiftShader unrolls at most WHOLE // 2 = 1024 elements.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
-                            "reduce_inner": 32, "reduce_whole": WHOLE, "reduce_rows": ROWS},
+                            "reduce_inner": 32, "reduce_whole": WHOLE // 2,
+                            "reduce_rows": ROWS},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
   # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
