@@ -8,7 +8,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen.lowering.compile_cost import RUNS_MANY
-from kernelgen.render.wgsl.adapters import CLASSES, DRIVER_COST, SOFTWARE, TABLE, classify, defaults
+from kernelgen.render.wgsl.adapters import CLASSES, SOFTWARE, TABLE, classify, defaults
 from ops_util import on
 from tools import missing_tool, wgpu_adapter
 
@@ -54,8 +54,7 @@ def test_table_lookup():
   for klass in SOFTWARE:          # CPU adapters: each lane of a grouped reduction reads a run
     assert defaults(klass, "rows")["group_chunk"] is True
   assert defaults("discrete", "rows") == {} and defaults("unknown", "tile") == {}
-  assert defaults({"vendor": "llvmpipe"}, "rows") == \
-    {**TABLE[("lavapipe", "rows")], "driver_cost": DRIVER_COST[("lavapipe", "rows")]}
+  assert defaults({"vendor": "llvmpipe"}, "rows") == TABLE[("lavapipe", "rows")]
   assert all(k in CLASSES for k, _ in TABLE)
   defaults("lavapipe", "rows")["group_chunk"] = False     # a copy: the table stays as it is
   assert TABLE[("lavapipe", "rows")]["group_chunk"] is True

@@ -15,7 +15,7 @@ from test_onnx_quant_nbits import nbits_model
 from tools import ptxas_check
 
 # a threshold small enough for the interpreters (the adapters' own, 2048, below), no compile-cost
-# cap (a one-off run on lavapipe would take the loop: test_one_off_runs_on_lavapipe_take_the_loop)
+# cap (test_a_compile_cost_caps_one_off_runs)
 WHOLE = {"reduce_inner": 32, "reduce_whole": 256, "reduce_rows": 2, "driver_cost": None}
 # a step run many times (kg.generate's decode, kg.jit): compiled for this many runs
 MANY = {"runs": 100}
@@ -77,13 +77,22 @@ def test_whole_matvec_threshold_on_the_adapters():
   assert "for (" in _matvec_kernel(64, 2080, target="wgsl", adapter="lavapipe", **MANY).source
 
 
-def test_one_off_runs_on_lavapipe_take_the_loop():
-  """lavapipe takes tens of seconds to build the whole form: a one-off run (runs=1) takes the
-  loop, marked capped (a replayed step compiles the whole form again); SwiftShader, with no
-  measured cost, takes the whole form."""
-  looped = _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe")
+def test_a_compile_cost_caps_one_off_runs():
+  """With a measured driver cost (option driver_cost), a one-off run (runs=1) whose whole form
+  would build past the budget takes the loop, marked capped (a replayed step compiles the whole
+  form again); without one, or for many runs, the whole form."""
+  cost = (1.0, 0.0)
+  looped = _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost)
   assert "for (" in looped.source and looped.capped
-  assert "for (" not in _matvec_kernel(256, 512, target="wgsl", adapter="swiftshader").source
+  many = _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost, **MANY)
+  assert "for (" not in many.source and not many.capped
+  assert "for (" not in _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe").source
+
+
+def test_long_reductions_take_fewer_rows_per_thread():
+  """K = 2048: 2 rows per thread (threads.WHOLE_WORK), not 4."""
+  kern = _matvec_kernel(256, 2048, target="wgsl", adapter="lavapipe")
+  assert "for (" not in kern.source and kern.local_size[0] * kern.global_size[0] * 2 == 256
 
 
 @pytest.mark.parametrize("k", [256, 288])

@@ -10,9 +10,9 @@ at most W elements, and gives each thread reduce_rows consecutive outputs in wor
 divide the outputs: no loop and no gate, so every load of the vector (the same address in every
 thread) is one load outside any control flow, which llvmpipe (lavapipe) reads once and broadcasts
 (inside a loop or an `if` it loads it lane by lane), and the outputs of a thread share it.
-Such a kernel is long straight-line code that lavapipe takes tens of seconds to build (its
-DRIVER_COST): a one-off run takes fewer rows per thread or the loop (compile_cost.py), a step run
-many times (kg.generate's decode, kg.jit) the whole form.
+Such a kernel is long straight-line code that lavapipe takes seconds to tens of seconds to build:
+fewer rows per thread for long reductions (WHOLE_WORK); with a measured driver_cost a one-off run
+takes fewer rows or the loop (compile_cost.py).
 """
 from __future__ import annotations
 
@@ -34,6 +34,9 @@ WHOLE_LOCAL = (64, 32, 16, 8)
 # reduce_whole's UOps per reduced element: WHOLE_UOPS + WHOLE_ROW_UOPS per output of a thread
 # (q4 matvec, K = 1536: 1 / 2 / 4 rows 13200 / 21632 / 38494 WGSL lines)
 WHOLE_UOPS, WHOLE_ROW_UOPS = 2.5, 6.0
+# reduce_whole: at most this many reduced elements times rows per thread (lavapipe builds a K =
+# 1536 matvec with 2 rows per thread in ~30 s at load 8, adapters.py DRIVER_COST's note)
+WHOLE_WORK = 4096
 
 
 def local_size(n: int, limit: int) -> int:
@@ -117,8 +120,9 @@ def _whole(item: ScheduleItem, target: Target, options: dict) -> tuple[Opts | No
   """(Opts unrolling every reduction of a reduce_inner kernel whose outputs share a vector
   (shares_a_vector) completely (option reduce_whole=W: each holds at most W elements),
   reduce_rows outputs per thread (or fewer: the most that leaves a workgroup of WHOLE_LOCAL
-  threads dividing the outputs and, on a one-off run, a build within compile_cost's budget), or
-  None; capped: the budget ruled out a choice)."""
+  threads dividing the outputs, WHOLE_WORK elements per thread and, where the adapter has a
+  measured driver_cost and the run is one-off, a build within compile_cost's budget), or None;
+  capped: the budget ruled out a choice)."""
   most = int(options.get("reduce_whole", 0) or 0)
   sizes = [prod(r.src[0].shape[a] for a in r.arg[1]) for r in kernel_reduces(item)]
   if not most or max(sizes) > most or "local" in options or not shares_a_vector(item):
@@ -129,7 +133,7 @@ def _whole(item: ScheduleItem, target: Target, options: dict) -> tuple[Opts | No
     uops = int(max(sizes) * (WHOLE_UOPS + WHOLE_ROW_UOPS * rows))
     if compile_cost.capped(options) and not compile_cost.affordable(options, uops):
       capped = True
-    elif n % rows == 0:
+    elif n % rows == 0 and (rows == 1 or rows * max(sizes) <= WHOLE_WORK):
       for size in WHOLE_LOCAL:
         if size <= target.max_local and (n // rows) % size == 0:
           return Opts(local=size, upcast=rows, reduce_inner=max(sizes), capped=capped), capped

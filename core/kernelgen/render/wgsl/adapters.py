@@ -290,9 +290,9 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
   ("lavapipe", "tile"): (0.58, 0.21), ("lavapipe", "attention"): (1.07, 0.0),
   ("swiftshader", "tile"): (0.32, 0.0), ("swiftshader", "attention"): (0.46, 0.0),
   ("software", "tile"): (0.58, 0.21), ("software", "attention"): (1.07, 0.0),   # as lavapipe
-  # reduce_whole's q4 matvec (lowering/threads.py), lavapipe at load ~8, K = 1536, 1 / 2 / 4 rows
-  # per thread: 13200 / 21632 / 38494 lines -> 19 / 30 / 37 s at the first dispatch
-  ("lavapipe", "rows"): (1.0, 0.0),
+  # (reduce_whole's q4 matvec, lowering/threads.py, lavapipe at load ~8, K = 1536, 1 / 2 / 4 rows
+  # per thread: 13200 / 21632 / 38494 lines -> 19 / 30 / 37 s at the first dispatch; not an entry:
+  # a capped kernel grows at a replayed decode's second step, so threads.WHOLE_WORK bounds it)
 }
 
 # MEASUREMENTS: the numbers behind lowering/optimize.py's constants and the Target facts they
