@@ -158,7 +158,7 @@ def measure(label: str, item, options: dict, reps: int) -> dict:
 
 
 def _opts_text(opts) -> str:
-  keep = ("local", "upcast", "group", "tile", "tile_inner")
+  keep = ("local", "upcast", "group", "tile", "tile_inner", "slide")
   return " ".join(f"{k}={getattr(opts, k)}" for k in keep if getattr(opts, k, None))
 
 
@@ -216,6 +216,17 @@ def fit(rows: list) -> tuple:
   return (sx * syy - sy * sxy) / det, (sy * sxx - sx * sxy) / det
 
 
+def adapter_rows(adapter: str, command: list):
+  """The ROW lines `command` prints, as dicts (with `adapter`), run in a fresh process bound to
+  `adapter`'s Vulkan ICD with Mesa's shader cache off."""
+  env = {**os.environ, "VK_ICD_FILENAMES": ICDS[adapter], "VK_DRIVER_FILES": ICDS[adapter],
+         "MESA_SHADER_CACHE_DISABLE": "true"}
+  with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
+    for line in proc.stdout:
+      if line.startswith("ROW "):
+        yield {**json.loads(line[4:]), "adapter": adapter}
+
+
 def main(argv: list[str]) -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--adapters", default="lavapipe")
@@ -234,16 +245,11 @@ def main(argv: list[str]) -> None:
         f"{'python':>7s} {'driver':>9s} {'wall':>9s} {'gpu':>8s}  opts", flush=True)
   found = []
   for adapter in args.adapters.split(","):
-    env = {**os.environ, "VK_ICD_FILENAMES": ICDS[adapter], "VK_DRIVER_FILES": ICDS[adapter],
-           "MESA_SHADER_CACHE_DISABLE": "true"}
     command = [sys.executable, __file__, "--child", adapter, "--reps", str(args.reps)] + \
       (["--only", args.only] if only else [])
-    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
-      for line in proc.stdout:
-        if line.startswith("ROW "):
-          row = {**json.loads(line[4:]), "adapter": adapter}
-          found.append(row)
-          _print_row(row)
+    for row in adapter_rows(adapter, command):
+      found.append(row)
+      _print_row(row)
   for adapter in args.adapters.split(","):
     rows = [r for r in found if r["adapter"] == adapter and "driver_ms" in r]
     if rows:

@@ -5,8 +5,9 @@ system's best of its interleaved rounds, by wall time (submit -> done) and, wher
 them, by GPU timestamps. Per run and row, the ratio is the best correct peer's time / ours, both
 ways. Across runs: the median and the worst (lowest) of the counted runs' ratios; a row holds
 (>= TARGET) only when its worst counted run does. A run counts when the machine's load average
-(1 min) stayed at most peers.MAX_LOAD before, during (after each row) and after it, or when the
-caller allows load (--allow-load); a run at load is listed with its load, never silently.
+(1 min) was at most peers.MAX_LOAD before it and other processes used at most peers.MAX_FOREIGN
+cores during it (bench/foreign_cpu.py), or when the caller allows load (--allow-load); a run not
+counted is listed with its load and foreign cores, never silently.
 """
 from __future__ import annotations
 
@@ -71,18 +72,29 @@ def _median(values):
   return statistics.median(values) if values else None
 
 
-def aggregate(adapter: str, runs: list[dict], allow_load: bool, max_load: float) -> list[dict]:
+def counts(run: dict, max_load: float, max_foreign: float) -> bool:
+  """A run counts: started at a load average <= max_load, and other processes took at most
+  max_foreign cores during it (where that is known; otherwise its load stayed <= max_load)."""
+  foreign = run.get("foreign")
+  if foreign is None:
+    return max(run["load"]) <= max_load
+  return run["load"][0] <= max_load and foreign <= max_foreign
+
+
+def aggregate(adapter: str, runs: list[dict], allow_load: bool, max_load: float,
+              max_foreign: float = 0.25) -> list[dict]:
   """Across runs on one adapter: per row the median and worst of the counted runs' ratios (wall
   and GPU), each system's median time, and whether the row holds (its worst counted run >=
   TARGET). runs: {"result": run_adapter's result, "load": [before, max during, after]}."""
   per_run = [summarize(adapter, r["result"]) for r in runs]
   loads = [r["load"] for r in runs]
-  counted = [i for i, load in enumerate(loads) if allow_load or max(load) <= max_load]
+  counted = [i for i, r in enumerate(runs) if allow_load or counts(r, max_load, max_foreign)]
   out = []
   for k, first in enumerate(per_run[0]):
     entries = [p[k] for p in per_run]
     use = [entries[i] for i in counted]
     entry = {**first, "runs": len(entries), "counted": len(use), "loads": loads,
+             "foreign": [r.get("foreign") for r in runs],
              "run_ratios": [e.get("ratio") for e in entries],
              "run_gpu_ratios": [e.get("gpu_ratio") for e in entries],
              "status": {s: next((e["status"][s] for e in entries if e["status"][s] != "ok"), "ok")
@@ -149,8 +161,10 @@ def print_notes(summary: list[dict]) -> None:
   for e in summary:
     runs = "; ".join(
       f"run {i + 1}: {'-' if r is None else f'{r:.2f}'} wall"
-      f"{'' if g is None else f', {g:.2f} gpu'} (load {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f})"
-      for i, (r, g, load) in enumerate(zip(e["run_ratios"], e["run_gpu_ratios"], e["loads"])))
+      f"{'' if g is None else f', {g:.2f} gpu'} (load {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}"
+      f"{'' if f is None else f', others {f:.2f} cores'})"
+      for i, (r, g, load, f) in enumerate(zip(e["run_ratios"], e["run_gpu_ratios"], e["loads"],
+                                              e.get("foreign") or [None] * len(e["loads"]))))
     print(f"  {e['adapter']} {e['row']}: {runs}")
   for e in summary:
     below = e.get("ratio_worst") is not None and e["ratio_worst"] < TARGET

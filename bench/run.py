@@ -18,7 +18,8 @@ earlier run. Rows:
     python bench/run.py [--reps N] [--only B1,B3,...] [--decode-quick] [--runs 3]
         [--rows matmul,conv2d,...] [--allow-load]
                             (B3/B4: --runs fresh-browser runs; a row is met when its worst run
-                             is >= 1.5x; runs at load average > 1.5 are not counted unless
+                             is >= 1.5x; runs started at load average > 1.5, or sharing the
+                             CPUs with > 0.25 cores of other work, are not counted unless
                              --allow-load; --rows picks B3/B4 rows by words of their names)
 """
 from __future__ import annotations
@@ -108,7 +109,8 @@ def peer_rows(summary: list[dict]) -> list[dict]:
     if e.get("gpu_ratio") is not None:
       note += f"; gpu {e['gpu_ratio']:.2f}/{e['gpu_ratio_worst']:.2f}"
     if not e["counted"]:
-      note = f"no run at load <= {peers.MAX_LOAD}; " + note
+      note = (f"no run at load <= {peers.MAX_LOAD} with other processes at <= "
+              f"{peers.MAX_FOREIGN} cores; " + note)
     entry = row(key, f"{e['adapter']} {e['row']}", e["ours_ms"] or "failed",
                 e["peer_ms"] if e["peer_ms"] else "n/a", "ms", note)
     if e.get("ratio") is not None:  # the median of the runs' ratios; met only when the worst is

@@ -10,7 +10,7 @@ import { download } from './downloads.js';
 import { pictureInput } from './pictures.js';
 import { highlightInto } from './editors.js';
 import { el, previewText, showError, showKernels, timingsTable } from './views.js';
-import { modelClosed, modelOpened, setupGenerate } from './models_generate.js';
+import { modelClosed, modelLost, modelOpened, setupGenerate } from './models_generate.js';
 
 const $ = (id) => document.getElementById(id);
 // app: {kg(), arch(), device(), busy(task, action), busyNow(), lastStop()} from app.js
@@ -63,7 +63,9 @@ async function busy(task, what) {
 }
 
 // After Stop: a restarted Python no longer holds the model, so the view forgets it and all it
-// showed (its facts, kernels, results); Python interrupted in place keeps it, and the view too.
+// showed (its facts, kernels, results), but a causal LM's Generate panel stays open (its next
+// Generate gives the model to Python again); Python interrupted in place keeps it, and the view
+// too.
 function stopped(result, what) {
   const after = `Stopped by you (${what}, after ${(result.seconds ?? 0).toFixed(1)} s)`;
   if (result.how === 'interrupted') {
@@ -71,14 +73,16 @@ function stopped(result, what) {
       'running; the model is still loaded.' };
   }
   Object.assign(state, { model: null, compiled: null, run: null, selected: 0 });
-  modelClosed();
+  const panel = modelLost() ? ' The Generate panel gives it to Python again when you Generate.'
+    : '';
   $('model-info').replaceChildren();
   $('model-kernels').replaceChildren();
   $('model-results').replaceChildren();
   $('model-kernel-count').textContent = '';
   for (const id of ['model-wgsl', 'model-ptx']) $(id).replaceChildren();
   return { type: 'Stopped', message: `${after}: Python was restarted, so ${state.name} is no ` +
-    'longer loaded and what the view showed of it is cleared. Open the model again to run it.' };
+    'longer loaded and what the view showed of it is cleared. Open the model again to run it.' +
+    panel };
 }
 
 const dims = (shape) => `(${shape.join(', ')})`;
@@ -160,7 +164,7 @@ async function open(file) {
     state.compiled = { wgsl: model.wgsl, ptx: model.ptx, arch };
     showModel(model);
     showSources();
-    modelOpened(model, bytes);   // a causal LM opens the Generate panel
+    modelOpened(model, bytes, file);   // a causal LM opens the Generate panel
     $('model-meta').textContent = `${file.name} · ${bytes.length} bytes`;
     $('models-view').dataset.last = 'load';
     return model;

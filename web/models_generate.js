@@ -5,13 +5,18 @@
 // a prompt, as the Generate demo does: temperature, top-k, seed, tokens streaming in, tokens/s.
 // The tokens come from kg.generate in kernelgen's worker (Kernelgen.generate, onToken per
 // token); the header's Stop stops it. A bad tokenizer file is its TokenizerError in the panel.
+// A Stop that restarts Python (a page without cross-origin isolation) leaves the panel open: the
+// next Generate reads the model's file again and gives it to the new Python.
 import { Tokenizer } from './demos/tokenizer.js';
 import { el } from './views.js';
 
 const $ = (id) => document.getElementById(id);
-// model: the LM's facts (null: the view's model is no LM); bytes: its file, until the worker
-// has it; last: the last generation's {tokens, text, seconds, error}
-const state = { model: null, bytes: null, tokenizer: null, last: null, runs: 0 };
+// model: the LM's facts (null: the view's model is no LM); bytes: its file's bytes, until the
+// worker has them; file: the File it was opened from, read again after a restart (lost: the
+// worker's Python no longer holds the model); last: the last generation's {tokens, text,
+// seconds, error}
+const state = { model: null, bytes: null, file: null, lost: false, tokenizer: null, last: null,
+  runs: 0 };
 // End-of-text tokens generation stops after (GPT-2 / SmolLM / Qwen, Llama 2 / TinyLlama, Llama 3)
 const END_TOKENS = ['<|endoftext|>', '</s>', '<|end_of_text|>', '<|eot_id|>', '<|im_end|>'];
 
@@ -100,9 +105,8 @@ async function generate(busy) {
       $('model-gen-stats').textContent = `${last.tokens.length} tokens · ` +
         `${(last.tokens.length / last.seconds).toFixed(1)} tokens/s (the first includes compiling)`;
     };
-    const done = await kg.generate(state.bytes, ids, { ...settings(),
-      stop, onToken });
-    state.bytes = null;   // the worker keeps the model: later calls pass null
+    const done = await kg.generate(await modelBytes(), ids, { ...settings(), stop, onToken });
+    Object.assign(state, { bytes: null, lost: false });   // the worker keeps the model
     return done;
   }, 'generating');
   const rest = stream.flush();
@@ -114,10 +118,22 @@ async function generate(busy) {
   return last;
 }
 
-// The view opened `model` from `bytes`: show the panel for a causal LM, hide it otherwise.
-export function modelOpened(model, bytes) {
+// The model's bytes for the worker: null when it holds them (it keeps the model given last).
+async function modelBytes() {
+  if (state.bytes || !state.lost) return state.bytes;
+  if (!state.file) {
+    throw { type: 'ModelError', message: 'Python was restarted and the model\'s file is not ' +
+      'at hand: open the model again' };
+  }
+  return new Uint8Array(await state.file.arrayBuffer());
+}
+
+// The view opened `model` from `bytes` (read from `file`): show the panel for a causal LM, hide
+// it otherwise.
+export function modelOpened(model, bytes, file = null) {
   const lm = isCausalLM(model);
-  Object.assign(state, { model: lm ? model : null, bytes: lm ? bytes : null });
+  Object.assign(state, { model: lm ? model : null, bytes: lm ? bytes : null,
+    file: lm ? file : null, lost: false });
   $('model-generate').hidden = !lm;
   $('model-gen-output').textContent = '';
   $('model-gen-stats').textContent = lm ? `a causal LM: ${vocabOf(model) ?? '?'} ids` : '';
@@ -125,6 +141,14 @@ export function modelOpened(model, bytes) {
 
 export function modelClosed() {
   modelOpened(null, null);
+}
+
+// Python was restarted (a Stop on a page that is not cross-origin isolated), so the worker no
+// longer holds the LM: the panel stays open and the next Generate gives the model again.
+// Returns whether the panel has an LM to keep.
+export function modelLost() {
+  if (state.model) state.lost = true;
+  return Boolean(state.model);
 }
 
 // Add the panel to the view; busy(task, what) is the view's one-action-at-a-time runner.

@@ -5,7 +5,8 @@ import { createKernelgen } from '/web/kernelgen.js';
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 // B2: a fresh worker (Pyodide + kernelgen), then each of `codes` in turn (each times its
-// compile in Python and assigns [ms] to out) on the PYTHON device.
+// compile in Python and assigns [ms] to out) on the PYTHON device. `values`: all of out
+// (bench/compile_per_kernel.py's times of every kernel).
 async function compileLatency(codes) {
   const kg = await createKernelgen({ base: '/', webgpu: false });
   const rows = [];
@@ -13,7 +14,7 @@ async function compileLatency(codes) {
     for (const code of codes) {
       try {
         const result = await kg.run(code, { device: 'PYTHON', reference: false });
-        rows.push({ ms: result.data[0] });
+        rows.push({ ms: result.data[0], values: Array.from(result.data) });
       } catch (error) {
         rows.push({ error: `${error.type}: ${error.message}`.slice(0, 200) });
       }

@@ -54,10 +54,10 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
   Returns a list of CompiledKernel in launch order (name, source, global_size, local_size,
   buffers); its length is the number of kernels the program becomes. Nothing is run. A kernel
-  whose leading output axis is a symbolic dim shows once; where a register tile sized for the
-  top of the dim's range would waste small values, its `variants` lists the same kernel with
-  smaller tiles, (dim, most, CompiledKernel) each, compiled with it and run where the bound value
-  is at most `most` (lowering/variants.py).
+  with a symbolic output axis (or a row kernel over a symbolic row) shows once; where a register
+  tile (or the lanes per row) sized for the top of the dim's range would waste small values, its
+  `variants` lists the same kernel with smaller tiles (fewer lanes), (dim, most, CompiledKernel)
+  each, compiled with it and run where the bound value is at most `most` (lowering/variants.py).
 
   target: "wgsl", "ptx" or "python" (the reference interpreter's form); arch: the PTX target
   architecture ("sm_80" ...); options: the target's options (WGSL: tile, local, f16, ...);

@@ -174,16 +174,16 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
 
 
 def with_variants(compiled, item, target: Target, options: dict, opts, print_after=()):
-  """`compiled` with its variants for small bound values of its leading symbolic dim
+  """`compiled` with its variants for small bound values of its symbolic dim
   (lowering/variants.py), each compiled here, now, so that no bound value compiles later; a
-  variant is kept only with a run-time grid and the same buffers and arguments."""
-  from .lowering.variants import tile_variants
-  if not compiled.launch.grid:
-    return compiled
-  made = []
-  for dim, most, extra in tile_variants(item, target, options, opts):
+  variant is kept only with a run-time grid where the kernel has one, and with the same buffers
+  and arguments."""
+  from .lowering.variants import variants
+  made, gridded = [], bool(compiled.launch.grid)
+  for dim, most, extra in variants(item, target, options, opts, gridded):
     variant = compile_item(item, target, {**options, **extra}, print_after)
-    if variant.launch.grid and variant.launch.bindings == compiled.launch.bindings and \
+    if bool(variant.launch.grid) == gridded and \
+       variant.launch.bindings == compiled.launch.bindings and \
        variant.launch.uniforms == compiled.launch.uniforms:
       made.append((dim, most, variant))
   return dataclasses.replace(compiled, variants=tuple(made)) if made else compiled
@@ -243,32 +243,32 @@ def _indexed(node, whole: bool):
 
 
 def with_grid(compiled, item, opts):
-  """`compiled` with a run-time grid (Launch.grid) where its output's leading axis is symbolic
-  and its threads are laid out in row-major order over the outputs (lower._thread_stores) or
-  over register tiles (lowerer.tile_threads): the workgroups past the bound size would only
-  compute padding."""
-  from .graph.dims import Sym
+  """`compiled` with a run-time grid (Launch.grid) where one output axis is symbolic and its
+  threads run over the outputs in row-major order with that axis leading (lower._thread_stores:
+  the first axis only) or over register tiles with that axis outermost (lowerer.tile_threads,
+  any axis): the workgroups past the bound size would only compute padding."""
   from .graph.lazy import L
-  from .lowering.lowerer import tile_axes
+  from .lowering.lowerer import grid_axis, tile_axes
   out = item.out
   sym = out.sym
   if item.rows and sym is not None and opts is not None:
     return _row_grid(compiled, item, opts)
-  if sym is None or opts is None or item.rows or opts.group or opts.stage or \
-     out.op in (L.ATTENTION, L.SORTNET, L.WRITE) or not isinstance(sym[0], Sym) or \
-     any(isinstance(s, Sym) for s in sym[1:]) or compiled.global_size[1:] != (1, 1) or \
+  axis = grid_axis(out)
+  if axis is None or opts is None or item.rows or opts.group or opts.stage or \
+     out.op in (L.ATTENTION, L.SORTNET, L.WRITE) or (axis and not opts.tile) or \
+     compiled.global_size[1:] != (1, 1) or \
      tuple(compiled.launch.dispatch) != tuple(compiled.global_size):
     return compiled
   rows, inner, per = 1, 1, max(opts.local, 1) * max(opts.upcast, 1)
-  if opts.tile:            # one thread per R x C block, blocks in row-major order
+  if opts.tile:            # one thread per R x C block, `axis` outermost
     sizes = dict(zip(opts.tile_axes or tile_axes(out.shape), opts.tile))
-    rows, per = sizes.get(0, 1), max(opts.local, 1) * sizes.get(0, 1)
-    for a, n in enumerate(out.shape[1:], 1):
-      inner *= -(-n // sizes.get(a, 1))
+    rows, per = sizes.get(axis, 1), max(opts.local, 1) * sizes.get(axis, 1)
+    for a, n in enumerate(out.shape):
+      inner *= -(-n // sizes.get(a, 1)) if a != axis else 1
   else:
     for s in sym[1:]:
       inner *= s
-  need = (sym[0] + rows - 1) * inner     # threads needed, times `rows`: ceil(S / rows) blocks
+  need = (sym[axis] + rows - 1) * inner  # threads needed, times `rows`: ceil(S / rows) blocks
   return _gridded(compiled, need, per)
 
 

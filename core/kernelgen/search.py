@@ -119,4 +119,6 @@ def describe(opts: Opts) -> str:
     words.append(f"tile {opts.tile[0]}x{opts.tile[1]}")
   if opts.stage:
     words.append(f"staged {opts.stage[0]}x{opts.stage[1]} step {opts.stage[2]}")
+  if opts.slide:
+    words.append(f"window slid down {opts.slide[0]} rows x {opts.slide[1]} columns")
   return ", ".join(words)

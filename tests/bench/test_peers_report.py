@@ -19,10 +19,13 @@ def system(ms, gpu=None, ok=True):
   return out
 
 
-def run(ours, tinygrad, ort, load=(0.5, 0.8, 0.7), ours_ok=True):
+def run(ours, tinygrad, ort, load=(0.5, 0.8, 0.7), ours_ok=True, foreign=None):
   rows = {"matmul": {"kernelgen": system(*ours, ok=ours_ok), "tinygrad": system(*tinygrad),
                      "tfjs": system(1000.0), "ort": system(*ort)}}
-  return {"result": {"rows": rows}, "load": list(load)}
+  out = {"result": {"rows": rows}, "load": list(load)}
+  if foreign is not None:
+    out["foreign"] = foreign
+  return out
 
 
 def test_a_row_holds_only_when_its_worst_run_does():
@@ -55,3 +58,39 @@ def test_a_wrong_output_is_no_ratio():
   (e,) = peers_report.aggregate("swiftshader", runs, allow_load=False, max_load=1.5)
   assert e["status"]["kernelgen"].startswith("WRONG") and e["ratio"] is None
   assert e["holds"] is None
+
+
+def test_runs_count_by_other_processes_cores_where_known():
+  """SwiftShader's own threads lift the load average to ~1.8 on 2 cores: a run measured with
+  foreign_cpu counts by the load before it and the cores others took, not its own load."""
+  own_load = run((100, 90), (200, 190), (300, 280), load=(0.5, 1.8, 1.3), foreign=0.05)
+  shared = run((100, 95), (120, 150), (300, 300), load=(0.5, 1.8, 1.3), foreign=0.9)
+  busy_before = run((100, 95), (120, 150), (300, 300), load=(2.0, 2.0, 1.3), foreign=0.0)
+  (e,) = peers_report.aggregate("swiftshader", [own_load, shared, busy_before],
+                                allow_load=False, max_load=1.5, max_foreign=0.25)
+  assert e["counted"] == 1 and e["ratio_worst"] == 2.0 and e["foreign"] == [0.05, 0.9, 0.0]
+  (e,) = peers_report.aggregate("swiftshader", [shared], allow_load=True, max_load=1.5)
+  assert e["counted"] == 1 and e["ratio_worst"] == 1.2
+
+
+def test_a_childs_cpu_is_our_own_not_foreign():
+  """A child's CPU time counts as the run's own (through our cutime once it is reaped), as the
+  kernel's own rusage of our children says, so only other processes' time is foreign."""
+  import resource
+  import subprocess
+
+  import foreign_cpu
+  if foreign_cpu.snapshot() is None:
+    import pytest
+    pytest.skip("no /proc on this system")
+  def children_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+  start, before = foreign_cpu.snapshot(), children_s()
+  subprocess.run([sys.executable, "-c", "sum(range(20_000_000))"], check=True)
+  end, spent = foreign_cpu.snapshot(), children_s() - before
+  assert spent > 0.2
+  assert abs((end["own"] - start["own"]) - spent) < 0.1 + 0.05 * spent
+  cores = foreign_cpu.foreign_cores(start, end)
+  assert cores is not None and cores * (end["wall"] - start["wall"]) <= \
+    end["busy"] - start["busy"] - spent + 0.1

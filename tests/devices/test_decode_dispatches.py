@@ -1,8 +1,9 @@
 """Kernels per decode token of bench/decode.py's decoder (one KV cache buffer per layer holding
 keys and values, GELU MLP): each projection's bias and residual are its kernel's epilogue
-(graph/epilogue.py), so a layer is 8 dispatches (9 before: the residual stream needed a kernel of
-its own to stay within WebGPU's 8 storage buffers); greedy tokens match numpy on every device;
-every kernel is valid WGSL (wgpu) and PTX (ptxas)."""
+(graph/epilogue.py) and each LayerNorm its reading projection's prologue (graph/prologue.py), so
+a layer is 6 dispatches (8 with the norms as row kernels; 9 before the epilogues: the residual
+stream needed a kernel of its own to stay within WebGPU's 8 storage buffers); greedy tokens match
+numpy on every device; every kernel is valid WGSL (wgpu) and PTX (ptxas)."""
 from __future__ import annotations
 
 import math
@@ -21,10 +22,11 @@ import decode  # noqa: E402
 webgpu = device_fixture(("WEBGPU",))
 
 LAYERS, D, HEADS, MAX = 2, 32, 4, 24
-# per layer: ln1 row kernel, QKV projection (+ bias), the cache write, attention, the output
-# projection (+ bias + residual), ln2 row kernel, the MLP up projection (+ bias, GELU), the down
-# projection (+ bias + residual); then the final norm, the head (+ bias) and the argmax
-KERNELS_PER_LAYER, KERNELS_AFTER = 8, 3
+# per layer: the QKV projection (ln1 its prologue, + bias), the cache write, attention, the output
+# projection (+ bias + residual), the MLP up projection (ln2 its prologue, + bias, GELU), the down
+# projection (+ bias + residual); then the head (the final norm its prologue, + bias) and the
+# argmax
+KERNELS_PER_LAYER, KERNELS_AFTER = 6, 2
 
 
 def _model():
@@ -81,7 +83,7 @@ def test_bench_decoder_matches_numpy(device):
   assert got == _reference(7, steps)
 
 
-def test_bench_decoder_is_8_dispatches_per_layer_and_one_submit(webgpu):
+def test_bench_decoder_is_6_dispatches_per_layer_and_one_submit(webgpu):
   runtime = kg.Device["WEBGPU"]
   model, pos = _model(), kg.Dim("pos", 0, MAX - 1)
   step, token = kg.jit(model), kg.Tensor(np.array([3], np.int32))

@@ -694,3 +694,27 @@ def test_index_plus_a_constant_only_addressed_is_not_computed():
   (k,) = kg.compile(t(f32, 1020) * 2, "ptx", arch="sm_80", local=64, upcast=4)   # gated
   assert re.search(r"add\.s32 %r\d+, %r\d+, 3;", k.source) and "[%rd" in k.source
   ptxas_check(k.source, "sm_80", "12")
+
+
+def test_same_uops_under_other_names_render_as_written_anew():
+  """The renderer keeps each kernel it wrote with its names left open (render/templates.py):
+  the same linearized uops under other kernel and buffer names (compiler.renamed) give exactly
+  what writing them anew gives, names cleaned as always."""
+  import dataclasses
+
+  import kernelgen as kg
+  first = kg.compile((kg.Tensor.empty(4, 8, name="a", device="PYTHON") * 2).sum(-1),
+                     target="ptx", arch="sm_80")[0].kernel
+  sources = []
+  for name, names in (("other kernel", ("out 2", "a-b")), ("9", ("", "x\0y")),
+                      (first.name, ("out", "a"))):
+    kernel = dataclasses.replace(first, name=name, buffers=tuple(
+      dataclasses.replace(b, name=n) for b, n in zip(first.buffers, names)))
+    fresh = dataclasses.replace(kernel, uops=tuple(list(kernel.uops)))   # nothing kept for it
+    got, want = ptx.render(kernel, "sm_80"), ptx.render(fresh, "sm_80")
+    assert (got.source, got.launch) == (want.source, want.launch)
+    assert "\0" not in got.source
+    sources.append(got.source)
+  assert "kernel 'other kernel' for" in sources[0] and "[data0_out_2]" in sources[0]
+  assert ".param .u64 data1_a_b" in sources[0]
+  assert "kernel '9' for" in sources[1] and "[data0]" in sources[1] and "data1_x_y" in sources[1]

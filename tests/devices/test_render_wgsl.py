@@ -370,3 +370,27 @@ def test_w14_buffer_size_not_divisible_by_four_stays_scalar():
   v = x.load(special("gid", 0, 2) * 4, dtype=F32.vec(4))
   source = build(UOp(Ops.SINK, None, (out.store(special("gid", 0, 2) * 4, v),))).source
   assert re.search(r"b1_\w*: array<f32>;", source) and re.search(r"b0_\w*: array<vec4<f32>>;", source)
+
+
+def test_same_uops_under_other_names_render_as_written_anew():
+  """The renderer keeps each module it wrote with its names left open (wgsl/__init__.py's
+  templates): the same linearized uops under other kernel and buffer names (compiler.renamed)
+  give exactly what writing them anew gives, names cleaned as always."""
+  import dataclasses
+
+  import kernelgen as kg
+  first = kg.compile((kg.Tensor.empty(4, 8, name="a", device="PYTHON") * 2).sum(-1),
+                     target="wgsl")[0].kernel
+  sources = []
+  for name, names in (("other kernel", ("out 2", "a-b")), ("fn", ("", "kg_x")),
+                      (first.name, ("out", "a"))):
+    kernel = dataclasses.replace(first, name=name, buffers=tuple(
+      dataclasses.replace(b, name=n) for b, n in zip(first.buffers, names)))
+    fresh = dataclasses.replace(kernel, uops=tuple(list(kernel.uops)))   # nothing kept for it
+    got, want = wgsl.render(kernel), wgsl.render(fresh)
+    assert (got.source, got.launch) == (want.source, want.launch)
+    assert "\0" not in got.source
+    sources.append(got.source)
+  assert "fn other_kernel(" in sources[0] and " b0_out_2[" in sources[0]
+  assert " b1_a_b[" in sources[0]
+  assert "fn k_fn(" in sources[1] and " b0: array<" in sources[1] and " b1_kg_x[" in sources[1]

@@ -55,12 +55,12 @@ def test_lavapipes_tiles_follow_its_preferences_down_the_range():
   w = kg.Tensor.empty(512, 512, name="w")
   kernel = kg.compile(kg.Tensor.empty(kg.Dim("m", 1, 2048), 512, name="x") @ w, "wgsl",
                       adapter="lavapipe")[0]
-  # 1 x 8 and 2 x 8 (small_tiles), 4 x 4, 8 x 8; the kernel's 16 x 16 from m = 33 (long_tiles:
-  # K = 512, within a one-off compile budget)
-  assert [most for _, most, _ in kernel.variants] == [1, 2, 16, 32]
-  assert [_rows_per_thread(v) for _, _, v in kernel.variants] == [1, 2, 4, 8]
+  # 1 x 8 and 2 x 8 (small_tiles), 4 x 4, 8 x 8, 16 x 8; the kernel's 16 x 16 from m = 65
+  # (long_tiles: K = 512, within a one-off compile budget)
+  assert [most for _, most, _ in kernel.variants] == [1, 2, 16, 32, 64]
+  assert [_rows_per_thread(v) for _, _, v in kernel.variants] == [1, 2, 4, 8, 16]
   assert _rows_per_thread(kernel) == 16
-  assert len({v.source for v in with_variants(kernel)}) == 5
+  assert len({v.source for v in with_variants(kernel)}) == 6
 
 
 @pytest.mark.parametrize("build", [

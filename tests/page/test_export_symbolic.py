@@ -125,3 +125,34 @@ def test_model_js_launches_only_the_workgroups_the_bound_size_needs(chromium, se
   want = [launch_dispatch(kernel.launch, {"n": len(a)})[0] for a in feeds]
   assert [run["workgroups"] for run in runs] == want
   assert want[0] < want[1] < want[2] == kernel.launch.dispatch[0]
+
+
+def test_model_js_launches_only_the_tiles_a_symbolic_n_needs(chromium, serve, tmp_path):
+  """A matmul with symbolic N, (32, 8) @ (8, n): its register tiles run with n outermost
+  (lowering/lowerer.py tile_threads), so model.js cuts its grid as the bound value shrinks, and
+  runs the kernel's variant for n = 1 (a 4 x 1 tile, lowering/variants.py) from the bundle."""
+  from kernelgen.uop.program import launch_dispatch, variant_for
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  a = np.random.default_rng(3).standard_normal((32, 8)).astype(np.float32)
+  n = kg.Dim("n", 1, 4096)
+  y = kg.Tensor(a).realize() @ kg.Tensor.empty(8, n, name="x")
+  kg.export({"y": y}, str(tmp_path / "cols"), format="webgpu")
+  (kernel,) = kg.compile(y, target="wgsl")
+  assert kernel.launch.grid and kernel.variants[0][:2] == ("n", 1)
+  manifest = json.loads((tmp_path / "cols" / "manifest.json").read_text())
+  assert [(v["dim"], v["most"]) for v in manifest["kernels"][0]["variants"]] == \
+      [(d, most) for d, most, _ in kernel.variants]
+  feeds = [np.random.default_rng(c).standard_normal((8, c)).astype(np.float32)
+           for c in (1, 1000, 4096)]
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    runs = page.evaluate(GRID, ["cols", [f.ravel().tolist() for f in feeds]])
+    assert page.console_errors == [], page.console_errors
+  for x, run in zip(feeds, runs):
+    np.testing.assert_allclose(np.array(run["y"], np.float32).reshape(32, -1), a @ x,
+                               rtol=1e-4, atol=1e-4)
+  want = [launch_dispatch(variant_for(kernel, {"n": x.shape[1]}).launch, {"n": x.shape[1]})[0]
+          for x in feeds]
+  assert [run["workgroups"] for run in runs] == want
+  assert want[0] < want[1] < want[2] == kernel.launch.dispatch[0]

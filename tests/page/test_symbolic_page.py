@@ -43,3 +43,39 @@ def test_a_symbolic_size_launches_only_the_workgroups_it_needs(site, chromium): 
   launched = rows[:, 1]
   assert launched[0] < launched[1] < launched[2] == rows[0, 3], rows
   assert rows[1, 6] == rows[0, 6] and rows[2, 6] == rows[0, 6], rows   # compiled once
+
+
+COLS = '''
+import kernelgen as kg
+from kernelgen.uop.program import launch_dispatch, variant_for
+
+n = kg.Dim("n", 1, 1024)
+runtime = kg.Device["WEBGPU"]
+gpu = runtime.gpu
+a = Tensor([[float((i * 8 + j) % 7 - 3) for j in range(8)] for i in range(32)]).realize()
+got = []
+for v in __VALUES__:
+  x = Tensor([[float((i * v + j) % 5 - 2) for j in range(v)] for i in range(8)]).symbolic(8, n.bind(v))
+  y = a @ x
+  (kernel,) = kg.compile(y, **runtime.render_options())
+  before = gpu.stats.to_py()["workgroups"]
+  rows = y.realize().tolist()
+  after = gpu.stats.to_py()["workgroups"]
+  picked = variant_for(kernel, {"n": v})
+  got += [v, after - before, launch_dispatch(picked.launch, {"n": v})[0], len(kernel.variants),
+          float(sum(sum(r) for r in rows)), len(rows[0])]
+out = Tensor(got)
+'''.replace("__VALUES__", repr(VALUES))
+
+
+def test_a_symbolic_n_matmul_runs_its_variant_and_grid_in_the_page(site, chromium):  # noqa: F811
+  """(32, 8) @ (8, n) in the page's worker runtime (webgpu_browser.py): the kernel a value
+  picks (variant_for: a smaller tile for n = 1) with only the workgroups its grid needs."""
+  got = run_in_demo(chromium, site, "digits", COLS)
+  rows = np.array(got).reshape(len(VALUES), 6)
+  a = np.array([[float((i * 8 + j) % 7 - 3) for j in range(8)] for i in range(32)])
+  for v, launched, want, variants, total, length in rows:
+    x = np.array([[float((i * int(v) + j) % 5 - 2) for j in range(int(v))] for i in range(8)])
+    assert length == v and total == (a @ x).sum(), rows
+    assert launched == want and variants > 0, rows
+  assert rows[0, 1] < rows[1, 1] < rows[2, 1], rows

@@ -174,6 +174,7 @@ def test_webgpu_bundle_runs_on_wgpu_like_numpy(tmp_path):
   y, arrays = _mlp(batch=33, hidden=96)
   bundle = kg.export({"probs": y}, str(tmp_path), format="webgpu")
   assert (tmp_path / "model.js").read_text().startswith("// A kernelgen WebGPU bundle's loader")
+  assert "export async function generate(" in (tmp_path / "generate.js").read_text()
   xv = np.random.default_rng(1).standard_normal((33, 8)).astype(np.float32)
   out = bundle.run({"x": xv}, device="WEBGPU")
   np.testing.assert_allclose(out["probs"].numpy(), _mlp_numpy(xv, arrays), rtol=1e-4, atol=1e-6)

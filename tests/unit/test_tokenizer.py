@@ -21,12 +21,13 @@ BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
 AGREEMENT = {}   # family -> (texts, tokens compared, mismatches), printed by test_report
 
 
-def _byte_level(pre, normalizer=None, bos=None, ignore_merges=False):
+def _byte_level(pre, normalizer=None, bos=None, ignore_merges=False, decoder=True):
   tok = tokenizers.Tokenizer(models.BPE(ignore_merges=ignore_merges))
   tok.pre_tokenizer = pre
   if normalizer:
     tok.normalizer = normalizer
-  tok.decoder = decoders.ByteLevel()
+  if decoder:
+    tok.decoder = decoders.ByteLevel()
   special = ["<|endoftext|>"] + ([bos] if bos else [])
   tok.train_from_iterator(corpus(), trainers.BpeTrainer(
     vocab_size=900, special_tokens=special, show_progress=False,
@@ -76,14 +77,15 @@ def _without_byte_added_tokens(tok):
   return tokenizers.Tokenizer.from_str(json.dumps(spec))
 
 
-def llama2():
+def llama2(decoder=True):
   """SentencePiece-style BPE with byte fallback: a small alphabet, so CJK, emoji and control
   characters fall back to <0xXX> tokens."""
   tok = tokenizers.Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
   tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
                                          normalizers.Replace(" ", "\u2581")])
-  tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
-                                   decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+  if decoder:
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
   tok.train_from_iterator(corpus(), trainers.BpeTrainer(
     vocab_size=1000, special_tokens=["<unk>", "<s>", "</s>"] + BYTE_TOKENS, limit_alphabet=120,
     show_progress=False))
@@ -225,6 +227,34 @@ def llama2_layout() -> dict:
                     "continuing_subword_prefix": None, "end_of_word_suffix": None,
                     "fuse_unk": True, "byte_fallback": True, "vocab": vocab,
                     "merges": LLAMA2_MERGES}}
+
+
+# Files with no decoder (decoder: null), trained by the `tokenizers` package, which then decodes
+# by joining the tokens with spaces (byte-level characters and <0xXX> tokens left as they are).
+NO_DECODER = {
+  "byte_level": lambda: _byte_level(pre_tokenizers.ByteLevel(add_prefix_space=False),
+                                    decoder=False),
+  "sentencepiece": lambda: llama2(decoder=False)}
+
+
+@pytest.mark.parametrize("family", NO_DECODER)
+def test_a_file_with_no_decoder_decodes_as_the_oracle(family):
+  """decoder null: ids, decode (special tokens skipped or kept) and the streamed text equal the
+  `tokenizers` package's (tokens joined by spaces), step by step against its DecodeStream."""
+  oracle = NO_DECODER[family]()
+  assert json.loads(oracle.to_str())["decoder"] is None
+  AGREEMENT[family + "_no_decoder"] = compare(oracle, corpus())
+  ours = kg.text.Tokenizer.from_str(oracle.to_str())
+  ids = oracle.encode("def f(x):\n    return x  # ünï 好 👍").ids
+  assert ours.decode(ids, False) == " ".join(oracle.id_to_token(i) for i in ids)
+  for text in corpus():
+    ids = oracle.encode(text).ids
+    for skip in (True, False):
+      theirs, stream = tokenizers.decoders.DecodeStream(skip_special_tokens=skip), \
+        ours.decode_stream(skip)
+      steps = [(theirs.step(oracle, i) or "", stream.step(i)) for i in ids]
+      assert [a for a, _ in steps] == [b for _, b in steps], text[:80]
+      assert stream.flush() == ""
 
 
 @pytest.mark.parametrize("layout", [gpt2_layout, llama2_layout])

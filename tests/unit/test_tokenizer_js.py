@@ -2,7 +2,8 @@
 against kernelgen.text on the tokenizer corpus: identical ids and decodes for byte-level BPE
 files (trained here by the `tokenizers` package and by kg.text.train_bpe) and SentencePiece-style
 files with byte fallback (Llama 2 and Metaspace layouts), the stream decoder's text equal to the
-decode, and TokenizerErrors naming what it does not read."""
+decode, files with no decoder as the `tokenizers` package decodes them, and TokenizerErrors
+naming what it does not read."""
 import json
 import shutil
 import subprocess
@@ -26,8 +27,10 @@ const out = files.map((file) => {
     return texts.map((t) => {
       const ids = tok.encode(t);
       const stream = tok.decodeStream({ skipSpecialTokens: false });
-      const streamed = ids.map((id) => stream.step(id)).join('') + stream.flush();
-      return [ids, tok.decode(ids), streamed];
+      const pieces = ids.map((id) => stream.step(id));
+      const streamed = pieces.join('') + stream.flush();
+      const kept = tok.decode(ids, { skipSpecialTokens: false });
+      return [ids, tok.decode(ids), streamed, pieces, kept];
     });
   } catch (error) {
     return { error: error.name, message: error.message };
@@ -56,10 +59,29 @@ def test_js_tokenizer_agrees_with_python(tmp_path):
   for file, result in zip(files, results):
     ours = kg.text.Tokenizer.from_str(file)
     assert not isinstance(result, dict), result
-    for text, (ids, decoded, streamed) in zip(texts, result):
+    for text, (ids, decoded, streamed, *_) in zip(texts, result):
       assert ids == ours.encode(text), text[:80]
       assert decoded == ours.decode(ids)
       assert streamed == ours.decode(ids, skip_special_tokens=False)
+
+
+def test_js_tokenizer_with_no_decoder_agrees_with_tokenizers(tmp_path):
+  """Files with decoder null (byte-level and SentencePiece-style, trained by the `tokenizers`
+  package): the ids, both decodes and each streamed piece are that package's (tokens joined by
+  spaces; its DecodeStream step by step)."""
+  tokenizers = pytest.importorskip("tokenizers")
+  import test_tokenizer as families
+  oracles = [make() for make in families.NO_DECODER.values()]
+  texts = corpus()
+  results = run_js(tmp_path, [o.to_str() for o in oracles], texts)
+  for oracle, result in zip(oracles, results):
+    assert not isinstance(result, dict), result
+    for text, (ids, decoded, streamed, pieces, kept) in zip(texts, result):
+      assert ids == oracle.encode(text).ids, text[:80]
+      assert decoded == oracle.decode(ids)
+      assert kept == streamed == oracle.decode(ids, skip_special_tokens=False)
+      theirs = tokenizers.decoders.DecodeStream(skip_special_tokens=False)
+      assert pieces == [theirs.step(oracle, i) or "" for i in ids], text[:80]
 
 
 def test_js_tokenizer_rejects_what_it_does_not_read(tmp_path):

@@ -5,8 +5,9 @@
 // Prepend, Replace, Strip), the pre-tokenizer (ByteLevel, Split, Digits, Metaspace, Sequence),
 // BPE (lowest merge rank first, leftmost among equals; byte fallback and the unk token for
 // characters outside the vocab), the post-processor (ByteLevel, TemplateProcessing); decoding
-// through the ByteLevel decoder with a stream that holds back incomplete UTF-8 (TextDecoder), or
-// through the file's token decoders (tokenizer_sp.js). Anything else in the file is a
+// through the ByteLevel decoder with a stream that holds back incomplete UTF-8 (TextDecoder),
+// through the file's token decoders (tokenizer_sp.js), or, for a file with no decoder (null), by
+// joining the tokens with spaces as the tokenizers package does. Anything else in the file is a
 // TokenizerError naming it.
 import { buildDecoder, initialSymbols, metaspace, spNormalizers, tokenStream } from
   './tokenizer_sp.js';
@@ -237,6 +238,15 @@ function checkModel(model) {
   }
 }
 
+// The file's decoder as token strings -> strings, or null for ByteLevel (the byte path: its
+// decodeStream holds back incomplete UTF-8 by itself). A file with no decoder (null) joins the
+// tokens with spaces, as the tokenizers package does.
+function tokenDecoder(spec) {
+  if (spec == null) return (tokens) => [tokens.join(' ')];
+  if (spec.type === 'ByteLevel') return null;
+  return buildDecoder(spec, { TokenizerError, translatePattern, charBytes: CHAR_BYTES, fail });
+}
+
 export class Tokenizer {
   // A tokenizer from the text of a tokenizer.json; TokenizerError when it is none this reads.
   static fromString(text) {
@@ -253,9 +263,7 @@ export class Tokenizer {
     checkModel(spec?.model);
     const { model } = spec;
     this.model = model;
-    // null: the ByteLevel byte path (decodeStream holds back incomplete UTF-8 by itself)
-    this.decoder = !spec.decoder || spec.decoder.type === 'ByteLevel' ? null :
-      buildDecoder(spec.decoder, { TokenizerError, translatePattern, charBytes: CHAR_BYTES, fail });
+    this.decoder = tokenDecoder(spec.decoder);
     this.vocab = new Map(Object.entries(model.vocab));
     this.idToToken = new Map([...this.vocab].map(([t, i]) => [i, t]));
     this.ranks = new Map();

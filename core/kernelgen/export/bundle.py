@@ -4,6 +4,7 @@
     DIR/<kernel>.wgsl|.ptx     each kernel's source, in the manifest's launch order
     DIR/weights.safetensors    the realized data the program reads (nn/safetensors.py)
     DIR/model.js               webgpu bundles: the browser loader (loader.js, no dependencies)
+    DIR/generate.js            webgpu bundles: model.js's generate() for causal LMs (generate.js)
 
 `Bundle.run(inputs, device)` executes the manifest on a kernelgen runtime: a ptx bundle on CUDA or
 PTXSIM, a webgpu bundle on WEBGPU (wgpu). Storage buffers are allocated and the weights uploaded
@@ -34,7 +35,11 @@ from .progress import RunProgress
 from . import state as bundle_state
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
-LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader.js")
+HERE = os.path.dirname(os.path.abspath(__file__))
+# webgpu bundles' browser side: the loader (as model.js) and generation for causal LMs, which
+# model.js imports when generate() is first called
+SCRIPTS = {"model.js": os.path.join(HERE, "loader.js"),
+           "generate.js": os.path.join(HERE, "generate.js")}
 WEIGHTS = "weights.safetensors"
 
 
@@ -78,8 +83,9 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
   text = json.dumps(plan.manifest, separators=(",", ":"))
   _write_text(os.path.join(path, "manifest.json"), text)
   if format == "webgpu":
-    with open(LOADER, encoding="utf-8") as f:
-      _write_text(os.path.join(path, "model.js"), f.read())
+    for name, source in SCRIPTS.items():
+      with open(source, encoding="utf-8") as f:
+        _write_text(os.path.join(path, name), f.read())
   return Bundle(path)
 
 
@@ -221,6 +227,11 @@ class Bundle:
     return weights
 
   def _kernel(self, entry: dict):
+    """The CompiledKernel of manifest kernel `entry`, with its variants for small bound values
+    (each entry's fields over the kernel's: lowering/variants.py; the runtime picks one)."""
+    shared = {k: x for k, x in entry.items() if k not in ("grid", "variants")}
+    variants = tuple((v["dim"], v["most"], self._kernel({**shared, **v}))
+                     for v in entry.get("variants", ()))
     source = limits.read_file(limits.confined(self.path, entry["file"],
                                               f"kernel {entry['name']!r} (its file)"), "a kernel file", "r")
     buffers = self.manifest["buffers"]
@@ -233,7 +244,7 @@ class Bundle:
                     tuple(tuple(u) for u in entry.get("uniforms", ())),
                     tuple(entry["features"]), grid_from_json(entry.get("grid")))
     return CompiledKernel(entry["name"], target, source, tuple(entry["global_size"]),
-                          tuple(entry["local_size"]), (), launch)
+                          tuple(entry["local_size"]), (), launch, variants=variants)
 
   def _output(self, runtime, device: str, handles: list, spec: dict, values: dict):
     entry = self.manifest["buffers"][spec["buffer"]]

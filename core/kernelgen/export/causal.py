@@ -65,37 +65,53 @@ def generate(bundle, prompt, max_new_tokens: int = 32, temperature: float = 0.0,
 
   Raises ModelError for a bundle that is not a causal LM, ShapeError for an empty prompt or one
   longer than the bundle's context."""
-  from ..onnx.generate import sample
+  from ..onnx.generate import sample, step_seed, token_loop
   lm = names(bundle.manifest)
   prompt = [int(t) for t in prompt]
   if not prompt or len(prompt) > lm["context"]:
     raise ShapeError(f"the prompt has {len(prompt)} tokens: this bundle takes 1..{lm['context']} "
                      f"(its context); shorten it")
-  stops = {stop} if isinstance(stop, int) else set(stop or ())
   bundle.reset()
-  tokens, new, done, out = list(prompt), list(prompt), 0, []
+  steps = _BundleSteps(bundle, lm, prompt, device)
   on_device = lm["token"] is not None and top_k == 0 and top_p >= 1
-  for i in range(max_new_tokens):
-    if done + len(new) > lm["context"]:           # full: again from the last half
-      bundle.reset()
-      new, done = tokens[-(lm["context"] // 2):], 0
-    while len(new) > lm["step"]:                   # a long prompt: all but its last step
-      bundle.run(_feeds(lm, new[:lm["step"]], done, 0.0, 0), device=device, outputs=[])
-      new, done = new[lm["step"]:], done + lm["step"]
-    feeds = _feeds(lm, new, done, temperature, seed * 1000003 + i)
-    got = bundle.run(feeds, device=device, outputs=[lm["token"] if on_device else "logits"])
-    done += len(new)
-    token = got["token"] if on_device else sample(got["logits"].reshape(-1), temperature,
-                                                   top_k, top_p, seed * 1000003 + i)
-    tok = int(token.tolist()[0])
-    out.append(tok)
-    tokens.append(tok)
-    if on_token is not None:
-      on_token(tok)
-    if tok in stops:
-      break
-    new = [tok]
-  return out
+
+  def step(i: int, new: list) -> Tensor:
+    if i:
+      steps.tokens += new
+    new, noise = steps.prefill(new), step_seed(seed, i)
+    if on_device:
+      return steps.run(new, lm["token"], temperature, noise)
+    logits = steps.run(new, "logits", temperature, noise)
+    return sample(logits.reshape(-1), temperature, top_k, top_p, noise)
+  return token_loop(step, prompt, max_new_tokens, stop, on_token)
+
+
+class _BundleSteps:
+  """A causal LM bundle's steps: the tokens so far and how many of them its cache holds."""
+
+  def __init__(self, bundle, lm: dict, prompt: list, device: str | None):
+    self.bundle, self.lm, self.device = bundle, lm, device
+    self.tokens, self.done = list(prompt), 0
+
+  def prefill(self, new: list) -> list:
+    """Runs all but the last step of `new` (a long prompt), after starting again from the last
+    half of the tokens when they would overflow the context; the tokens left to run."""
+    lm = self.lm
+    if self.done + len(new) > lm["context"]:           # full: again from the last half
+      self.bundle.reset()
+      new, self.done = self.tokens[-(lm["context"] // 2):], 0
+    while len(new) > lm["step"]:
+      self.bundle.run(_feeds(lm, new[:lm["step"]], self.done, 0.0, 0), device=self.device,
+                      outputs=[])
+      new, self.done = new[lm["step"]:], self.done + lm["step"]
+    return new
+
+  def run(self, new: list, output: str, temperature: float, seed: int) -> Tensor:
+    """Output `output` of the step that runs the tokens `new` (the cache keeps them)."""
+    feeds = _feeds(self.lm, new, self.done, temperature, seed)
+    got = self.bundle.run(feeds, device=self.device, outputs=[output])
+    self.done += len(new)
+    return got[output]
 
 
 def _feeds(lm: dict, new: list, done: int, temperature: float, seed: int) -> dict:

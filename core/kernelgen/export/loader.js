@@ -1,6 +1,7 @@
 // A kernelgen WebGPU bundle's loader (written as DIR/model.js by kg.export): runs the exported
-// program's WGSL kernels on WebGPU. An ES module with no dependencies; the bundle's other files
-// sit next to it: manifest.json, one .wgsl per kernel, weights.safetensors.
+// program's WGSL kernels on WebGPU. An ES module with no dependencies (but generate(), which
+// loads generate.js from next to it); the bundle's other files sit next to it: manifest.json,
+// one .wgsl per kernel, weights.safetensors, generate.js.
 //
 //   import { load } from './DIR/model.js';
 //   const model = await load({ device });   // device optional: share the page's GPUDevice
@@ -28,7 +29,7 @@
 // reads back only the outputs named. A causal LM bundle (state, input ids, output logits) has
 // `generate(promptIds, { maxNewTokens, temperature, topK, topP, seed, stop, onToken, signal })`:
 // prefill, then one step per token, the token drawn on the GPU where the bundle has a `token`
-// output (only its id read back); see generate() below.
+// output (only its id read back); see generate.js.
 
 // dtype -> the typed array run() takes and returns (float16: raw bits, or a Float16Array)
 const ARRAYS = {
@@ -51,6 +52,11 @@ function gridDispatch(dispatch, grid, values) {
   return [Math.min(dispatch[0], Math.max(1, Math.ceil(need / per))), ...dispatch.slice(1)];
 }
 
+// Every kernel of the manifest followed by its variants (lowering/variants.py: the same kernel
+// for small bound values of a dim, run where the value is at most `most`), each variant with its
+// kernel's bindings and uniforms: the pipelines to make, the source files to fetch.
+const withVariants = (kernels) => kernels.flatMap((k) => [k,
+  ...(k.variants || []).map((v) => ({ ...k, grid: undefined, variants: undefined, ...v }))]);
 const uniformSlot = (kernel) => Math.max(-1, ...kernel.bindings.map((b) => b.slot)) + 1;
 // a symbolic_shape entry (an int, or {terms: [[dim, coefficient]], const}) at the dims' values
 const sizeOf = (s, values) => (typeof s === 'number' ? s
@@ -116,6 +122,9 @@ function checkManifest(m) {
     const three = (v, least) => Array.isArray(v) && v.length === 3 && v.every((d) => isCount(d, least));
     if (!three(k?.workgroup_size, 1)) bad(`kernels[${i}].workgroup_size`);
     if (!three(k.dispatch, 0)) bad(`kernels[${i}].dispatch`);
+    if (k.variants !== undefined && !(Array.isArray(k.variants) && k.variants.every((v) =>
+      typeof v?.dim === 'string' && isCount(v.most, 0) && three(v.workgroup_size, 1) &&
+      three(v.dispatch, 0)))) bad(`kernels[${i}].variants`);
     if (!Array.isArray(k.bindings) || !k.bindings.every((b) => buffer(b?.buffer) &&
       isCount(b.slot, 0))) bad(`kernels[${i}].bindings`);
   });
@@ -292,17 +301,22 @@ class Model {
     for (const spec of this.manifest.weights) {
       write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
     }
-    const total = this.manifest.kernels.length;
+    const launches = withVariants(this.manifest.kernels);
+    const total = launches.length;
     let done = 0;
     onProgress?.({ done, total });
-    const made = await Promise.all(this.manifest.kernels.map(async (k, i) => {
+    const made = await Promise.all(launches.map(async (k, i) => {
       const made = await pipeline(this.device, k, sources[i]);
       done += 1;
       onProgress?.({ done, total });
       return made;
     }));
-    this.steps = made.map(({ pipeline: p, layout }, i) => {
-      const kernel = this.manifest.kernels[i];
+    let next = 0;
+    this.steps = this.manifest.kernels.map((kernel) => {
+      const { pipeline: p, layout } = made[next++];
+      // its variants for small bound values: the same bindings, so the same bind group
+      const variants = (kernel.variants || []).map((v) => ({ dim: v.dim, most: v.most,
+        pipeline: made[next++].pipeline, dispatch: v.dispatch, grid: v.grid }));
       const entries = kernel.bindings.map((b) => ({
         binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
       }));
@@ -314,7 +328,7 @@ class Model {
       if (uniform) entries.push({ binding: uniformSlot(kernel), resource: { buffer: uniform } });
       this.uniforms.push(uniform);
       return { pipeline: p, dispatch: kernel.dispatch, grid: kernel.grid, names, uniform,
-        group: this.device.createBindGroup({ layout, entries }) };
+        group: this.device.createBindGroup({ layout, entries }), variants };
     });
   }
 
@@ -446,9 +460,10 @@ class Model {
         const timed = this.timer ? { timestampWrites: this.timer.writes(i) } : {};
         pass = encoder.beginComputePass(timed);
       }
-      pass.setPipeline(step.pipeline);
+      const pick = step.variants.find((v) => values[v.dim] <= v.most) || step;
+      pass.setPipeline(pick.pipeline);
       pass.setBindGroup(0, step.group);
-      const dispatch = gridDispatch(step.dispatch, step.grid, values);
+      const dispatch = gridDispatch(pick.dispatch, pick.grid, values);
       this.workgroups += dispatch[0] * dispatch[1] * dispatch[2];
       pass.dispatchWorkgroups(...dispatch);
     });
@@ -502,52 +517,18 @@ class Model {
     return rows;
   }
 
-  // Tokens a causal LM bundle generates after promptIds (an array of ints): prefill (in steps of
-  // up to the ids input's length), then one step per token, the cache kept in the model's state. Greedy at temperature 0; else drawn
-  // from softmax(logits / temperature), on the GPU (only the id read back) where the bundle has
-  // a `token` output and topK is 0 and topP 1, else here from the logits read back (top-k,
-  // top-p, a seeded generator). onToken(id, {gpuMs}) hears each token as it comes; a token in
-  // `stop` (an id or array) ends it (included); signal (an AbortSignal) stops it: the promise
-  // then resolves with the tokens so far. A prompt longer than the context (the state dim's
-  // top + 1) is an Error; a generation that fills the context starts again from its last half.
-  async generate(promptIds, { maxNewTokens = 32, temperature = 0, topK = 0, topP = 1,
-    seed = 0, stop = null, onToken = null, signal = null } = {}) {
-    const lm = causalNames(this.manifest);
-    const prompt = Array.from(promptIds ?? [], Number);
-    if (!prompt.length || prompt.length > lm.context || !prompt.every(Number.isInteger)) {
-      fail(`the prompt has ${prompt.length} tokens: this model takes 1..${lm.context} token ids ` +
-        '(its context); shorten it');
+  // Tokens a causal LM bundle generates after promptIds (an array of ints), with options
+  // { maxNewTokens, temperature, topK, topP, seed, stop, onToken, signal }: see generate.js,
+  // which kg.export writes next to this file and this loads on the first call.
+  async generate(promptIds, options = {}) {
+    let module;
+    try {
+      module = await import(new URL('./generate.js', import.meta.url));
+    } catch (error) {
+      fail(`generate() needs generate.js next to model.js (kg.export writes both): ` +
+        error.message);
     }
-    const stops = new Set(stop === null ? [] : [stop].flat());
-    const onDevice = lm.token && topK === 0 && topP >= 1;
-    const random = mulberry32(seed);
-    const tokens = [...prompt];
-    const out = [];
-    let fresh = prompt;
-    let done = 0;
-    this.reset();
-    for (let i = 0; i < maxNewTokens && !signal?.aborted; i++) {
-      if (done + fresh.length > lm.context) {        // full: again from the last half
-        this.reset();
-        fresh = tokens.slice(-Math.floor(lm.context / 2));
-        done = 0;
-      }
-      while (fresh.length > lm.step) {        // a long prompt: all but its last step
-        await this.run(causalFeeds(lm, fresh.slice(0, lm.step), done, 0, 0), { outputs: [] });
-        fresh = fresh.slice(lm.step);
-        done += lm.step;
-      }
-      const feeds = causalFeeds(lm, fresh, done, temperature, (seed * 1000003 + i) % 2 ** 31);
-      const got = await this.run(feeds, { outputs: [onDevice ? 'token' : 'logits'] });
-      done += fresh.length;
-      const token = onDevice ? got.token[0] : sampleHere(got.logits, temperature, topK, topP, random);
-      out.push(token);
-      tokens.push(token);
-      onToken?.(token, { gpuMs: this.timings.reduce((sum, t) => sum + t.ms, 0) });
-      if (stops.has(token)) break;
-      fresh = [token];
-    }
-    return out;
+    return module.generate(this, promptIds, options);
   }
 
   // Frees the model's buffers (and its device, when load() created it).
@@ -559,65 +540,6 @@ class Model {
     this.timer?.destroy();
     if (this.ownDevice) this.device.destroy();
   }
-}
-
-// A causal LM's input and output names and its context (see generate); an Error otherwise.
-function causalNames(m) {
-  const inputs = Object.fromEntries(m.inputs.map((s) => [s.name, s]));
-  const has = (name) => m.outputs.some((o) => o.name === name);
-  const ids = ['ids', 'input_ids'].find((n) => inputs[n]);
-  if (!m.state?.length || !ids || !has('logits')) {
-    fail('this model is not a causal LM: generate() needs state (the KV cache, kg.export(..., ' +
-      "state=)), an input 'ids' or 'input_ids' and an output 'logits'; it has inputs " +
-      `${Object.keys(inputs)} and outputs ${m.outputs.map((o) => o.name)}`);
-  }
-  const dims = Object.fromEntries((m.dims || []).map((d) => [d.name, d]));
-  const last = (inputs[ids].symbolic_shape || inputs[ids].shape).at(-1);
-  return { ids, positions: ['positions', 'position_ids'].find((n) => inputs[n]),
-    mask: inputs.attention_mask ? 'attention_mask' : null,
-    token: has('token') && inputs.temperature && inputs.seed ? 'token' : null,
-    context: dims[m.state[0].dim].hi + 1,
-    step: typeof last === 'number' ? last : dims[last.terms[0][0]].hi };
-}
-
-function causalFeeds(lm, fresh, done, temperature, seed) {
-  const feeds = { [lm.ids]: Int32Array.from(fresh) };
-  if (lm.positions) feeds[lm.positions] = Int32Array.from(fresh, (_, k) => done + k);
-  if (lm.mask) feeds[lm.mask] = new Int32Array(done + fresh.length).fill(1);
-  if (lm.token) {
-    feeds.temperature = Float32Array.of(temperature);
-    feeds.seed = Int32Array.of(seed);
-  }
-  return feeds;
-}
-
-// a seeded generator of floats in [0, 1)
-function mulberry32(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6D2B79F5) >>> 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-// The next id of `logits` here: argmax at temperature 0, else a draw from softmax(logits / T)
-// over the top k (0: all) and the smallest set reaching probability topP.
-function sampleHere(logits, temperature, topK, topP, random) {
-  const order = Array.from(logits.keys());
-  if (temperature <= 0) return order.reduce((best, i) => (logits[i] > logits[best] ? i : best), 0);
-  order.sort((a, b) => logits[b] - logits[a]);
-  let kept = topK > 0 ? order.slice(0, topK) : order;
-  const weights = kept.map((i) => Math.exp((logits[i] - logits[order[0]]) / temperature));
-  const total = weights.reduce((a, b) => a + b, 0);
-  let mass = 0;
-  const n = topP < 1 ? weights.findIndex((w) => (mass += w / total) >= topP) + 1 : kept.length;
-  kept = kept.slice(0, n || kept.length);
-  const sum = weights.slice(0, kept.length).reduce((a, b) => a + b, 0);
-  let draw = random() * sum;
-  for (let k = 0; k < kept.length; k++) if ((draw -= weights[k]) <= 0) return kept[k];
-  return kept[kept.length - 1];
 }
 
 // The model next to this file (or at `base`, a URL of the bundle folder), ready to run.
@@ -642,10 +564,11 @@ export async function load({ device = null, base = new URL('./', import.meta.url
   checkManifest(manifest);
   const unsupported = [...manifest.inputs, ...manifest.outputs].filter((s) => !ARRAYS[s.dtype]);
   if (unsupported.length) fail(`WebGPU has no ${unsupported[0].dtype}: export another dtype`);
-  const urls = manifest.kernels.map((k) => inFolder(root, k.file, 'the kernel file'));
+  const launches = withVariants(manifest.kernels);
+  const urls = launches.map((k) => inFolder(root, k.file, 'the kernel file'));
   const weightsUrl = manifest.weights.length
     ? inFolder(root, manifest.weights_file, 'the weights file') : null;
-  const files = Promise.all(manifest.kernels.map(async (k, i) => (await fetchOk(urls[i],
+  const files = Promise.all(launches.map(async (k, i) => (await fetchOk(urls[i],
     k.file)).text()));
   const weights = weightsUrl ? fetchOk(weightsUrl, manifest.weights_file)
     .then((r) => r.arrayBuffer()) : null;

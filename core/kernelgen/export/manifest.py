@@ -43,6 +43,14 @@ def check(m, where: str) -> None:
       _spec(spec, f"{key}[{i}].", buffers, where)
   for i, k in enumerate(_list(m, "kernels", where)):
     _kernel(k, f"kernels[{i}].", buffers, storage, where)
+    for j, v in enumerate(_list(k, "variants", where, f"kernels[{i}].") if "variants" in k
+                          else ()):     # the same kernel for small bound values, its bindings
+      at = f"kernels[{i}].variants[{j}]."
+      _kernel({**k, **_dict(v, at.rstrip("."), where)}, at, buffers, storage, where)
+      if "variants" in v:
+        _fail(where, at + "variants", v["variants"], "absent (a variant has none)")
+      _str(v, "dim", where, at)
+      _int(v, "most", where, at)
   bundle_state.check(m, lambda field, value, wants: _fail(where, field, value, wants))
 
 

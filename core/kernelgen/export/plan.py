@@ -141,6 +141,8 @@ def make_plan(outputs, target: str, options: dict, file_suffix: str) -> BundlePl
     slots = (item.out,) + tuple(item.inputs)
     kernels.append(_kernel_entry(index, compiled, slots, table, file_suffix))
     sources[kernels[-1]["file"]] = compiled.source
+    for entry, (_, _, variant) in zip(kernels[-1].get("variants", ()), compiled.variants):
+      sources[entry["file"]] = variant.source
   for node in _named_inputs([t.node for t in outputs.values()]):
     table.of(node)                 # an input no kernel reads still takes its value
   manifest_outputs = _outputs(outputs, table)
@@ -168,11 +170,23 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
     if b.access == "readwrite":
       entry["read_by"].append(index)
     bindings.append({"slot": b.slot, "buffer": key, "access": b.access, "nbytes": b.nbytes})
-  entry = {"name": compiled.name, "file": compiled.name + suffix,
-           "entry_point": launch.entry_point, "workgroup_size": list(launch.workgroup_size),
-           "dispatch": list(launch.dispatch), "global_size": list(compiled.global_size),
-           "local_size": list(compiled.local_size), "bindings": bindings,
-           "uniforms": [list(u) for u in launch.uniforms], "features": list(launch.features)}
+  entry = {"name": compiled.name, **_launch_entry(compiled, compiled.name + suffix),
+           "bindings": bindings, "uniforms": [list(u) for u in launch.uniforms]}
+  if compiled.variants:   # for small bound values (lowering/variants.py): the same bindings
+    entry["variants"] = [{"dim": dim, "most": most, **_launch_entry(
+      variant, f"{compiled.name}_v{i}{suffix}")} for i, (dim, most, variant) in
+      enumerate(compiled.variants, 1)]
+  return entry
+
+
+def _launch_entry(compiled, file: str) -> dict:
+  """A kernel entry's launch fields: its source `file`, entry point, sizes, features and
+  run-time grid."""
+  launch = compiled.launch
+  entry = {"file": file, "entry_point": launch.entry_point,
+           "workgroup_size": list(launch.workgroup_size), "dispatch": list(launch.dispatch),
+           "global_size": list(compiled.global_size), "local_size": list(compiled.local_size),
+           "features": list(launch.features)}
   if launch.grid:     # the workgroups a run needs under the dims' values (Launch.grid)
     entry["grid"] = grid_json(launch.grid)
   return entry

@@ -24,6 +24,10 @@ elements: ScheduleItem.rows names the axes, and the lowering loops over each row
 reductions, then again for its outputs (lowering/rows.py). The reductions' own nested
 reductions (the max inside softmax's exp-sum) fuse as above.
 
+Prologues (prologue.py): a matmul whose source reads whole rows of such a row expression (a
+decode step's LayerNorm or RMSNorm of one row, read by the next projection) computes it itself,
+its row reductions once per output, while its outputs times the row length are small.
+
 A target may bind only so many buffers to one kernel (WebGPU: maxStorageBuffersPerShaderStage,
 8 by default). Given `max_buffers`, a kernel that would read too many is split: the fused
 subexpression whose own kernel fits and that saves the parent the most buffers becomes a kernel
@@ -39,6 +43,7 @@ from dataclasses import dataclass
 from ..uop.ops import Ops
 from .epilogue import epilogue_top, single_users
 from .lazy import L, LazyOp
+from .prologue import reads_whole_rows, worth_it
 from .view import contiguous_strides, prod
 
 
@@ -232,7 +237,7 @@ def _walk_kernel(root: LazyOp, boundary: set, users: dict,
   for _ in range(4):
     bound = set(boundary)
     hits: set = set()
-    inputs, new, nested, bad, again = _walk(root, bound, users, fuse, row, hits)
+    inputs, new, nested, bad, again = _walk(root, bound, users, fuse, row, hits, row_max)
     ok = nested - bad - boundary
     if ok == fuse:
       boundary |= bound
@@ -285,13 +290,16 @@ def _row_spec(root: LazyOp, boundary: set, row_max: int) -> _Row | None:
 
 
 def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None = None,
-          hits: set | None = None):
+          hits: set | None = None, row_max: int = 0):
   """_walk_kernel with the nested reductions `fuse` fused: (inputs, new boundaries, ids of the
   reductions read only per output inside a fused reduction, ids of reductions read otherwise,
   the reductions recomputed at each read); with `row`, the root's rows count as such a reduction
   (their reductions are added to `hits`). `reads` counts the evaluations of a node per output
-  of the kernel (the lengths of the fused reductions around it)."""
+  of the kernel (the lengths of the fused reductions around it). With `row_max`, a row
+  expression a reduction computed once per output reads whole rows of is its prologue
+  (prologue.py): read in the context of its rows, as a row kernel's output."""
   inputs, new, seen, nested, bad, again = [], [], set(), set(), set(), {}
+  per_output, rows_of = {id(root)}, {}   # reductions computed once per output; _prologue's rows
   ctx = (root, False) if root.op is L.REDUCE else (row, False) if row is not None else None
   reads = min(_length(root), RECOMPUTE_READS + 1) if root.op is L.REDUCE else 1
   stack = [(s, root.op not in (L.REDUCE, L.ATTENTION, L.WRITE), ctx, False, reads)
@@ -334,11 +342,12 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       node.op not in (L.REDUCE, L.GATHER)     # a gather may read an element more than once
     if node.op is L.REDUCE:
       inner = (node, False)
+      per_output.update((id(node),) if reads == 1 else ())
     elif node.op is L.VIEW and node.arg.is_contiguous() and node.shape == node.src[0].shape:
       inner = ctx          # an identity view (one that carries a symbolic shape) moves nothing
     elif node.op is L.VIEW:
       inner = (ctx[0], True) if ctx is not None and not ctx[1] and _expands(node, ctx[0]) \
-        else None
+        else _prologue(node, ctx, root, boundary, row_max, per_output, rows_of)
     else:
       inner = ctx if node.op in (L.ALU, L.CAST, L.BITCAST) else None
     # a value broadcast along the kernel's reduced axes (a row's layernorm shift) is loop
@@ -351,6 +360,26 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
     inside = min(inside, RECOMPUTE_READS + 1)    # (only whether it exceeds that matters)
     stack.extend((s, keep, inner, more, inside) for s in reversed(node.src))
   return inputs, new, nested, bad, tuple(n for n in again.values() if id(n) not in boundary)
+
+
+def _prologue(view: LazyOp, ctx, root: LazyOp, boundary: set, row_max: int, per_output: set,
+              rows_of: dict) -> tuple | None:
+  """_walk's context for the source of VIEW `view` (read in context `ctx`) when that source is
+  a prologue of the kernel of `root` (prologue.py): (its rows, False); else None. `rows_of`
+  keeps each source's rows (one object per source: _walk's keys hold its id)."""
+  if not row_max or ctx is None or ctx[1] or id(ctx[0]) not in per_output:
+    return None
+  src = view.src[0]
+  if src.realized or id(src) in boundary or src.op not in (L.ALU, L.CAST, L.BITCAST):
+    return None
+  if id(src) not in rows_of:
+    rows_of[id(src)] = _row_spec(src, boundary, row_max)
+  row = rows_of[id(src)]
+  if row is None or not reads_whole_rows(view, ctx[0], row.arg[1]) or \
+     not worth_it(root.size, prod(src.shape[a] for a in row.arg[1])) or \
+     _transcendentals(src, boundary, 1):
+    return None
+  return row, False
 
 
 def _length(node: LazyOp) -> int:

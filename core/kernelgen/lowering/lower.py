@@ -2,8 +2,8 @@
 kernel's stores with the base Lowerer (lowerer.py): a block sorting network (sortnet.py), fused
 attention (attention.py), a row kernel's rows (rows.py), `upcast` outputs per thread (vectors
 with `upcast_vec`: vector.py), a workgroup per output (`group`), register tiles (`tile`:
-regtile.py, or each output of the block on its own), or tiles through workgroup memory (`stage`:
-wgtile.py).
+regtile.py, or each output of the block on its own), a window slid down rows (`slide`: slide.py),
+or tiles through workgroup memory (`stage`: wgtile.py).
 """
 from __future__ import annotations
 
@@ -16,11 +16,12 @@ from ..graph.view import contiguous_strides
 from ..uop.ops import Ops, UOp
 from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import Lowerer, Opts, tile_axes, tile_threads
+from .lowerer import Lowerer, Opts, grid_axis, tile_axes, tile_threads
 from .reductions import nested_reduces, sibling_reduces
 from .regtile import tiled_stores
 from .attention import attention_stores
 from .rows import row_stores
+from .slide import slide_stores
 from .sortnet import sortnet_stores
 from .vector import vector_stores, vector_thread_stores
 from .wgtile import staged_stores
@@ -44,6 +45,8 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
     stores = _grouped_stores(lw, opts)
   elif opts.stage:
     stores = staged_stores(lw, opts)
+  elif opts.slide:
+    stores = slide_stores(lw, opts)
   else:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
   buffers = kernel_buffers(out, item.inputs)
@@ -124,7 +127,7 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   stores = tiled_stores(lw, opts, (ar, ac))     # from the operands, the columns as vectors
   if stores is not None:
     return stores
-  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local)
+  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out))
   strides = contiguous_strides(out.shape)
   lw.loops, lw.tile_inner = {}, opts.tile_inner
   stores = []

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from .. import limits
 from ..dtype import dtypes
 from .index_math import I32, gate_and, int_const, linear_index, unravel
+from ..graph.dims import Sym
 from ..graph.lazy import L, LazyOp
 from .gather import gather_value
 from .vector import vector_accumulate, vector_loads
@@ -87,6 +88,8 @@ class Opts:
                         # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
   tile_unroll: int = 0  # register tiles: the reduction loop unrolled this many times (0:
                         # TILE_UNROLL), a row operand's runs of loads as vector loads (regtile.py)
+  slide: tuple = ()     # (R, C): a thread slides a window down R output rows of C columns, each
+                        # input row read once (slide.py: depthwise convs; needs tile_axes)
   capped: bool = False  # a choice was cut down to fit a one-off run's compile budget (not read by
                         # lowering: compile_cost.py; realize may swap in the uncapped kernel)
 
@@ -625,9 +628,13 @@ def tile_axes(shape) -> tuple[int, int] | None:
   return (axes[-2], axes[-1]) if len(axes) >= 2 else None
 
 
-def tile_threads(shape, tile: tuple, axes: tuple, local: int) -> tuple[list, UOp | None]:
+def tile_threads(shape, tile: tuple, axes: tuple, local: int,
+                 first: int | None = None) -> tuple[list, UOp | None]:
   """(each axis's block index, gate) of this thread in the grid of R x C blocks over `axes` of
-  `shape` (one thread per block; the gate is None where the threads fit the grid exactly)."""
+  `shape` (one thread per block; the gate is None where the threads fit the grid exactly).
+  Threads run over the blocks in row-major order, but with axis `first` (grid_axis: a symbolic
+  size) outermost, so the blocks a smaller bound value needs are the first threads and a
+  run-time grid (compiler.with_grid) can launch only those."""
   grid = list(shape)
   for axis, size in zip(axes, tile):
     grid[axis] = math.ceil(grid[axis] / size)
@@ -637,4 +644,17 @@ def tile_threads(shape, tile: tuple, axes: tuple, local: int) -> tuple[list, UOp
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
   thread = gid * int_const(local) + lid if local > 1 else gid
   gate = thread.lt(int_const(threads)) if groups * local > threads else None
-  return unravel([(thread, 1, threads)], 0, grid), gate
+  order = list(range(len(grid)))
+  if first:
+    order = [first] + [a for a in order if a != first]
+  base = [None] * len(grid)
+  for a, u in zip(order, unravel([(thread, 1, threads)], 0, [grid[a] for a in order])):
+    base[a] = u
+  return base, gate
+
+
+def grid_axis(out: LazyOp) -> int | None:
+  """The output axis a run-time grid follows: the only symbolic one of `out` (None where it has
+  none or several)."""
+  axes = [a for a, s in enumerate(out.sym or ()) if isinstance(s, Sym)]
+  return axes[0] if len(axes) == 1 else None

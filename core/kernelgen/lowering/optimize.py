@@ -24,7 +24,8 @@ from .lowerer import MAX_TRIPS, TILE_INNER, Opts
 from . import compile_cost
 from .attention import attention_opts
 from .rows import row_opts
-from .threads import inner_opts, local_size, reduce_inner
+from .slide import slide_choices
+from .threads import grid_local, inner_opts, local_size, reduce_inner
 from .tileplan import plan
 from ..uop.ops import Ops, toposort
 from ..graph.lazy import L
@@ -88,6 +89,9 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
                 group_unroll=int(options.get("group_unroll", target.group_unroll)),
                 group_vec=int(options.get("group_vec", target.group_vec)),
                 group_chunk=bool(options.get("group_chunk", False)))
+  slid = _slide(item, target, options)    # depthwise convs: slide.py
+  if slid:
+    return slid
   tile = _tile(item, target, options)
   staged = _stage(item, target, options, tile)
   if staged:
@@ -98,7 +102,7 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     if _long_over_budget(item, target, options, (tile, axes, inner)):
       return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
     threads = _tile_threads(item, tile, axes)
-    local = int(options.get("local", 0)) or local_size(threads, target.max_local)
+    local = int(options.get("local", 0)) or local_size(threads, grid_local(item, target.max_local))
     return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
                 tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
                 capped=capped)
@@ -246,6 +250,17 @@ def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) ->
   cheap = [t for t in fits if not compile_cost.capped(options) or compile_cost.affordable(
     options, _window_uops(item, axes, total, t))]
   return (cheap[0], total, cheap[:1] != fits[:1]) if cheap else (tile, 0, bool(fits))
+
+
+def _slide(item: ScheduleItem, target: Target, options: dict) -> Opts | None:
+  """The first of slide.py's choices for `item` whose estimated build fits the run's budget
+  (compile_cost.py; the last whatever it costs, capped where it is not the first), or None."""
+  choices = slide_choices(item, target, options)
+  for k, opts in enumerate(choices):
+    if k == len(choices) - 1 or not compile_cost.capped(options) or \
+        compile_cost.affordable(options, len(toposort([lower(item, opts)[0]]))):
+      return dataclasses.replace(opts, capped=k > 0)
+  return None
 
 
 def _long_over_budget(item: ScheduleItem, target: Target, options: dict, chosen: tuple) -> bool:

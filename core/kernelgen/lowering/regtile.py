@@ -19,7 +19,7 @@ import itertools
 from ..dtype import dtypes
 from .index_math import gate_and, int_const, linear_index, plus_offset, splat, vectorize
 from ..graph.lazy import L, LazyOp
-from .lowerer import Lowerer, tile_threads
+from .lowerer import Lowerer, grid_axis, tile_threads
 from .tileplan import StageLowerer, plan
 from ..uop import trampoline
 from .vector import vector_loads
@@ -295,7 +295,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   lw = StageLowerer(item, p.reduce)
   lw.tile_inner, lw.tile_unroll = opts.tile_inner, opts.tile_unroll
   rr, rc = p.axes
-  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local)
+  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out))
   first = [base[ar] * int_const(rows) if rows > 1 else base[ar],
            base[ac] * int_const(cols) if cols > 1 else base[ac]]
   probe = list(base)

@@ -56,12 +56,14 @@ ROW_LOCAL = 64
 ROW_SUBGROUP_MIN = 32
 
 
-def row_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
+def row_opts(item: ScheduleItem, target: Target, options: dict, length: int = 0) -> Opts:
   """Opts for the row kernel `item`: option row_lanes (1: a thread per row; G > 1: G lanes per
   row; else option group=, threads per output, as lanes) or the default above; a thread per row
   takes option local= rows per workgroup. With option subgroups, lanes fold per subgroup first
-  when forced or at least ROW_SUBGROUP_MIN (whole warps on PTX)."""
+  when forced or at least ROW_SUBGROUP_MIN (whole warps on PTX). `length`: choose as if each row
+  held that many elements (a symbolic row's variants, lowering/variants.py)."""
   rows, n = _rows(item)
+  n = length or n
   forced = int(options.get("row_lanes", 0) or 0) or max(int(options.get("group", 0) or 0), 0)
   lanes = forced or default_lanes(rows, n, target, int(options.get("row_thread_rows", 0) or 0))
   lanes = max(1, min(lanes, target.max_local))
@@ -99,6 +101,16 @@ def default_lanes(rows: int, n: int, target: Target, thread_rows: int = 0) -> in
   while lanes > 1 and lanes * ROW_MIN_STEPS > n:
     lanes //= 2
   return min(lanes, target.max_local)
+
+
+def lane_steps(lo: int, hi: int) -> list[int]:
+  """The row lengths in lo+1..hi at which default_lanes may choose differently than just below
+  (where ROW_MIN_STEPS steps per lane first fit more lanes, and past ROW_THREAD_MAX), sorted."""
+  steps, lanes = {ROW_THREAD_MAX + 1}, 2
+  while lanes <= ROW_LANES:
+    steps.add(lanes * ROW_MIN_STEPS)
+    lanes *= 2
+  return sorted(s for s in steps if lo < s <= hi)
 
 
 def row_stores(lw, opts: Opts) -> list[UOp]:

@@ -21,7 +21,7 @@ from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
 from . import compile_cost
-from .lowerer import Opts
+from .lowerer import Opts, grid_axis
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
@@ -37,6 +37,10 @@ WHOLE_UOPS, WHOLE_ROW_UOPS = 2.5, 6.0
 # reduce_whole: at most this many reduced elements times rows per thread (lavapipe builds a K =
 # 1536 matvec with 2 rows per thread in ~30 s at load 8, adapters.py DRIVER_COST's note)
 WHOLE_WORK = 4096
+# a register-tiled kernel over a symbolic axis (a run-time grid: compiler.with_grid) takes
+# workgroups of at most GRID_LOCAL threads, so a small bound value, which launches few tiles,
+# still spreads them over several workgroups (a CPU adapter runs a workgroup on one core)
+GRID_LOCAL = 64
 
 
 def local_size(n: int, limit: int) -> int:
@@ -53,6 +57,12 @@ def local_size(n: int, limit: int) -> int:
   while size * 2 <= min(n, limit) and n % (size * 2) == 0:
     size *= 2
   return size
+
+
+def grid_local(item: ScheduleItem, limit: int) -> int:
+  """The most threads per workgroup for register-tiled `item`: GRID_LOCAL where its output has a
+  symbolic axis (lowerer.grid_axis), else `limit` (within `limit` either way)."""
+  return min(limit, GRID_LOCAL) if grid_axis(item.out) is not None else limit
 
 
 def _unrolled_tail(shape: list, most: int) -> int:

@@ -47,8 +47,27 @@ class StageLowerer(Lowerer):
     return self.result if self.result is not None else UOp.const(node.dtype, 0)
 
 
-def _probe(shape, name: str) -> tuple:
+def probe_vars(shape, name: str) -> tuple:
+  """A VAR per axis of `shape` (name0, name1, ..., ranging over the axis): symbolic indices that
+  show which of them a lowered value reads."""
   return tuple(UOp(Ops.VAR, I32, (), (f"{name}{a}", 0, max(n - 1, 0))) for a, n in enumerate(shape))
+
+
+def read_axes(item: ScheduleItem, reduce: LazyOp, axes: tuple) -> tuple | None:
+  """(a StageLowerer of `reduce`, the axes of its source that output `axes` are) where `item`
+  reads its reduction `reduce` at one place, with each of `axes` as one of the source's own
+  indices and in no other; else None."""
+  lw = StageLowerer(item, reduce)
+  out_probe = probe_vars(item.out.shape, "out")
+  lw.value(item.out, out_probe, None)
+  if len(lw.seen) != 1:
+    return None
+  where = lw.seen[0]
+  raxes = tuple(next((d for d, u in enumerate(where) if u is out_probe[a]), None) for a in axes)
+  if None in raxes or any(out_probe[a] in set(toposort([u]))
+                          for d, u in enumerate(where) if d not in raxes for a in axes):
+    return None
+  return lw, raxes
 
 
 # item -> {axes: TileOperands or None}: the optimizer's probes (optimize.py) and the kernel's
@@ -86,18 +105,12 @@ def _plan(item: ScheduleItem, axes: tuple) -> TileOperands | None:
   if len(reduces) != 1 or reduces[0].dtype == dtypes.bool:
     return None
   reduce = reduces[0]
-  lw = StageLowerer(item, reduce)
-  out_probe = _probe(item.out.shape, "out")
-  lw.value(item.out, out_probe, None)
-  if len(lw.seen) != 1:
+  found = read_axes(item, reduce, axes)
+  if found is None:
     return None
-  where = lw.seen[0]
-  raxes = tuple(next((d for d, u in enumerate(where) if u is out_probe[a]), None) for a in axes)
-  if None in raxes or any(out_probe[a] in set(toposort([u]))
-                          for d, u in enumerate(where) if d not in raxes for a in axes):
-    return None
+  lw, raxes = found
   src = reduce.src[0]
-  probe = _probe(src.shape, "probe")
+  probe = probe_vars(src.shape, "probe")
   row, col = probe[raxes[0]], probe[raxes[1]]
   a, b = [], []
 

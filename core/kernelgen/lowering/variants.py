@@ -22,42 +22,104 @@ workgroup's row offset), m = 3 8.6-9.6x -> 2.8-4x (a 4 x 4 tile where the static
 3 x 8), m = 5..16 1.5-3x -> 0.5-1.9x, m >= 17 unchanged (the same kernel); SwiftShader m = 1..3
 0.1-0.2x, m = 17 2.3x (one run), m >= 77 0.9-1.1x. Each variant costs a compile and a pipeline
 at the kernel's first compile (lavapipe: 4 variants and the kernel, 5 pipelines).
+
+The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
+(512, n)): its threads run over the tiles with that axis outermost (lowerer.tile_threads), so
+the run-time grid launches only the tiles the bound value needs, and its variants take the
+tiles the heuristic picks with that axis at the representative values. The kernel and its
+variants take workgroups of at most threads.GRID_LOCAL threads, so a value that launches few
+tiles still spreads them over several workgroups (cores, on CPU adapters). A row kernel over a
+symbolic row (softmax over rows of n) has no grid to cut, but its lanes per row, chosen for the
+longest row (32 lanes and a fold through workgroup memory per row on lavapipe), waste a short
+one: it takes a variant for each range of row lengths where rows.py's default is fewer lanes
+(`row_variants`: 2 lanes below 32 elements, see ROW_VARIANT_MIN_LANES).
+
+Measured (bench/symbolic_static.py, best of 9 interleaved rounds, load 7-10 on 2 CPUs: single
+figures vary up to 3x between runs), symbolic / static GPU time before -> after, at n = 1, 77,
+1000, top: matmul (64, 512) @ (512, n) lavapipe 131x 8.2x 1.6x 1.03x -> 0.73x 0.90x 0.48x
+0.81x, SwiftShader 331x 112x 1.8x 0.48x -> 0.27x 1.07x 0.68x 1.33x; softmax over rows of n
+(64, n) lavapipe 11x 4.5x 0.84x 1.13x -> 4.3x 2.7x 0.79x 1.11x (the 2-lane and 8-lane variants
+are 3-4x the static kernel of the same lanes there: not found why).
 """
 from __future__ import annotations
 
 import math
 
-from ..graph.schedule import ScheduleItem, kernel_reduces
+from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
 from ..graph.view import prod
-from .lowerer import Opts
-from .threads import local_size
+from .lowerer import Opts, grid_axis
+from .rows import lane_steps, row_opts
+from .threads import grid_local, local_size
 from .optimize import TILE_MIN_THREADS, TILES, LONG_TILE_REDUCE, preferred_tiles, \
   with_adapter_defaults
 from ..render.target import Target
 
 # representative bound values: the range's low end, then this factor up, below the top
 VARIANT_STEP = 2
-# at most this many variants besides the kernel itself (each costs a compile and a pipeline)
-MAX_VARIANTS = 4
+# a row kernel's variants take at least this many lanes per row: lavapipe ran a thread per row
+# over a symbolic row padded to 4096 (softmax (64, n), the 1-lane variant alone, best of 3 under
+# load 9 on 2 CPUs) in 1.6 ms at n = 1 and 5 ms at n = 16, where 2 lanes took 0.05 and 32 lanes
+# 0.12 (the static kernel's thread per row: 0.014 / 0.026); why is not known
+ROW_VARIANT_MIN_LANES = 2
+# at most this many variants besides the kernel itself (each costs a compile and a pipeline; a
+# symbolic N matmul on lavapipe, (64, 512) @ (512, n) in 1..2048, takes 7: the tile changes at
+# n = 4, 8, 64, 256, 512 and 1024, and a value served by a larger tile than the static kernel's
+# runs its tiles on fewer cores)
+MAX_VARIANTS = 8
+
+
+def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
+             gridded: bool) -> list:
+  """[(dim, most, options)]: the variants `item` (chosen `opts`) takes for small bound values
+  of its symbolic dim: a row kernel's over a symbolic row (row_variants), a register tile's
+  where the kernel has a run-time grid (`gridded`: tile_variants); else []."""
+  if item.rows:
+    return row_variants(item, target, options, opts)
+  return tile_variants(item, target, options, opts) if gridded else []
+
+
+def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None) -> list:
+  """[(dim, most, {"row_lanes": lanes})]: a row kernel over a symbolic row length (its first row
+  axis a plain dim, the only symbolic axis) takes, for each range of bound values where rows.py's
+  default lanes per row are fewer than the kernel's (chosen at the top of the range), those
+  lanes, smallest first; [] where the lanes are forced or the same all the way down."""
+  out = row_node(item.out)
+  dim = grid_dim(item, out)
+  if dim is None or opts is None or dim[0] != item.rows[0] or "row_lanes" in options or \
+     int(options.get("group", 0) or 0) > 0:
+    return []
+  _, name, lo, hi = dim
+  rest = prod(out.shape[a] for a in item.rows[1:])
+  merged = with_adapter_defaults(item, target, options)
+  starts = sorted({lo} | {-(-s // rest) for s in lane_steps(lo * rest, hi * rest)})
+  ladder = []
+  for start, end in zip(starts, starts[1:] + [hi + 1]):
+    lanes = max(row_opts(item, target, merged, start * rest).row_lanes, ROW_VARIANT_MIN_LANES)
+    if ladder and ladder[-1][1] == lanes:
+      ladder[-1] = (end - 1, lanes)      # the same lanes further up: one variant
+    else:
+      ladder.append((end - 1, lanes))
+  kept = [(most, lanes) for most, lanes in ladder if lanes < max(opts.row_lanes, 1) and most < hi]
+  return [(name, most, {"row_lanes": lanes}) for most, lanes in kept]
 
 
 def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None) -> list:
   """[(dim, most, options)]: the variants of register-tiled `item` (chosen `opts`) for bound
-  values of its leading symbolic dim up to `most`, each as the options that force its tile,
-  smallest first; [] where the kernel takes none (not a register tile, staged, a forced tile,
-  no leading plain dim, or the same tile all the way down)."""
-  dim = _leading_dim(item)
+  values of its symbolic dim (the only symbolic output axis, one it tiles) up to `most`, each as
+  the options that force its tile, smallest first; [] where the kernel takes none (not a
+  register tile, staged, a forced tile, no such plain dim, or the same tile all the way down)."""
+  dim = grid_dim(item)
   if dim is None or opts is None or not opts.tile or opts.stage or "tile" in options or \
-     0 not in (opts.tile_axes or ()):
+     dim[0] not in (opts.tile_axes or ()):
     return []
-  name, lo, hi = dim
+  axis, name, lo, hi = dim
   merged = with_adapter_defaults(item, target, options)
   reduce = kernel_reduces(item)[0]
   long = prod(reduce.src[0].shape[a] for a in reduce.arg[1]) >= LONG_TILE_REDUCE
   preferred = preferred_tiles(merged, long)
   ladder, value = [], lo
   while value < hi:
-    tile = tile_at(item, opts.tile_axes, preferred, value, bool(merged.get("small_tiles")))
+    tile = tile_at(item, opts.tile_axes, preferred, value, bool(merged.get("small_tiles")), axis)
     if ladder and ladder[-1][1] == tile:
       ladder[-1] = (value, tile)          # the same tile further up: one variant
     else:
@@ -66,33 +128,40 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
   return [(name, most, {"tile": tile, "group": 0, "local": local_size(
-    _threads(item, tile, opts.tile_axes, most), target.max_local)})
+    _threads(item, tile, opts.tile_axes, most, axis), grid_local(item, target.max_local))})
     for most, tile in ladder[:MAX_VARIANTS]]
 
 
 def tile_at(item: ScheduleItem, axes: tuple, preferred: tuple, value: int,
-            small: bool = False) -> tuple:
-  """The register tile optimize.py's rule picks for `item` with its leading axis at `value`:
-  the first of `preferred` (a short axis taken whole) that leaves TILE_MIN_THREADS threads
-  and divides the static tiled axis (or is one of TILES); else, with option `small` (lavapipe's
-  small_tiles, optimize.py _small_tile), the first of TILES that the shape holds; else the
-  smallest clipped tile."""
-  shape = (value,) + tuple(item.out.shape[1:])
+            small: bool = False, axis: int = 0) -> tuple:
+  """The register tile optimize.py's rule picks for `item` with its output axis `axis` (the
+  symbolic one) at `value`: the first of `preferred` (a short axis taken whole) that leaves
+  TILE_MIN_THREADS threads and divides the static tiled axis (or is one of TILES); else, with
+  option `small` (lavapipe's small_tiles, optimize.py _small_tile), the first of TILES that the
+  shape holds; else the smallest clipped tile."""
+  shape = _at(item, axis, value)
   clipped = [_clip(shape, t, axes) for t in preferred]
   held = [t for t in (_clip(shape, t, axes) for t in TILES)
           if all(shape[a] >= n for a, n in zip(axes, t))]
   for tile in clipped:
-    threads = _threads(item, tile, axes, value)
-    other = axes[1] if axes[0] == 0 else axes[0]
+    threads = _threads(item, tile, axes, value, axis)
+    other = axes[1] if axes[0] == axis else axes[0]
     if threads >= TILE_MIN_THREADS and (tile in TILES or shape[other] % tile[axes.index(other)]
                                         == 0):
       return tile
   return held[0] if small and held else min(clipped, key=lambda t: (t[0] * t[1], t))
 
 
-def _threads(item: ScheduleItem, tile: tuple, axes: tuple, value: int) -> int:
-  """The threads `tile` of `axes` leaves with the leading axis at `value`."""
-  shape = (value,) + tuple(item.out.shape[1:])
+def _at(item: ScheduleItem, axis: int, value: int) -> tuple:
+  """The output's shape with axis `axis` at `value`."""
+  shape = list(item.out.shape)
+  shape[axis] = value
+  return tuple(shape)
+
+
+def _threads(item: ScheduleItem, tile: tuple, axes: tuple, value: int, axis: int = 0) -> int:
+  """The threads `tile` of `axes` leaves with output axis `axis` at `value`."""
+  shape = _at(item, axis, value)
   return prod(math.ceil(n / tile[axes.index(a)]) if a in axes else n for a, n in enumerate(shape))
 
 
@@ -101,15 +170,15 @@ def _clip(shape: tuple, tile: tuple, axes: tuple) -> tuple:
   return tuple(shape[a] if shape[a] < least else n for a, n, least in zip(axes, tile, TILES[-1]))
 
 
-def _leading_dim(item: ScheduleItem) -> tuple | None:
-  """(name, lo, hi) of the plain dim that is the output's leading axis, the only symbolic one;
-  None otherwise."""
-  from ..graph.dims import Sym
-  sym = item.out.sym
-  if sym is None or not isinstance(sym[0], Sym) or any(isinstance(s, Sym) for s in sym[1:]):
+def grid_dim(item: ScheduleItem, out=None) -> tuple | None:
+  """(axis, name, lo, hi) of the plain dim that is the only symbolic axis of the output (or of
+  `out`, a row kernel's row node; lowerer.grid_axis); None otherwise."""
+  out = item.out if out is None else out
+  axis = grid_axis(out)
+  if axis is None:
     return None
-  s = sym[0]
+  s = out.sym[axis]
   if len(s.terms) != 1 or s.terms[0][1] != 1 or s.const:
     return None
   name = s.terms[0][0]
-  return (name,) + tuple(s.ranges[name])
+  return (axis, name) + tuple(s.ranges[name])

@@ -49,6 +49,29 @@ def sample(logits: Tensor, temperature: float = 0.0, top_k: int = 0, top_p: floa
   return (x - (-u.log()).log()).argmax(0, keepdim=True).cast(dtypes.int32)
 
 
+def step_seed(seed: int, i: int) -> int:
+  """The noise seed of step i of a generation seeded `seed` (each step draws other noise)."""
+  return seed * 1000003 + i
+
+
+def token_loop(step, prompt: list, max_new_tokens: int, stop=None, on_token=None) -> list:
+  """The tokens of a generation: `step(i, new)` runs the model on the tokens `new` (the prompt
+  at step 0, then the token before) and returns step i's token, a one-element Tensor. Each token
+  is read back and given to `on_token`; the loop ends after `max_new_tokens` or after a token in
+  `stop` (an int or a collection of ints; that token is included)."""
+  stops = {stop} if isinstance(stop, int) else set(stop or ())
+  new, out = list(prompt), []
+  for i in range(max_new_tokens):
+    tok = int(step(i, new).tolist()[0])
+    out.append(tok)
+    if on_token is not None:
+      on_token(tok)
+    if tok in stops:
+      break
+    new = [tok]
+  return out
+
+
 def _prompt(input_ids) -> list:
   """The prompt as a list of ints (a flat or (1, S) list, array or Tensor)."""
   if isinstance(input_ids, Tensor):
@@ -179,21 +202,17 @@ def generate(model, input_ids, max_new_tokens: int = 32, temperature: float = 0.
   if max_new_tokens < 0 or top_k < 0 or not 0 < top_p <= 1:
     raise ShapeError(f"kg.generate: max_new_tokens {max_new_tokens} and top_k {top_k} must be "
                      f">= 0, top_p {top_p} in (0, 1]")
-  stops = {stop} if isinstance(stop, int) else set(stop or ())
-  new, total, out = _prompt(input_ids), 0, []
-  lm = OnnxCausalLM(model, device, context_size(len(new) + max_new_tokens)) \
+  prompt = _prompt(input_ids)
+  lm = OnnxCausalLM(model, device, context_size(len(prompt) + max_new_tokens)) \
     if isinstance(model, Model) else ModuleLM(model, device)
-  for i in range(max_new_tokens):
+  total = 0
+
+  def step(i: int, new: list) -> Tensor:
+    nonlocal total
     total += len(new)
     logits = lm.step(new, total)
-    seed_t = Tensor([seed * 1000003 + i], dtype=dtypes.int32, device=device)
+    seed_t = Tensor([step_seed(seed, i)], dtype=dtypes.int32, device=device)
     token = sample(logits, temperature, top_k, top_p, seed_t)
     realize([token.node] + [t.node for t in lm.state()])
-    tok = int(token.tolist()[0])
-    out.append(tok)
-    if on_token is not None:
-      on_token(tok)
-    if tok in stops:
-      break
-    new = [tok]
-  return out
+    return token
+  return token_loop(step, prompt, max_new_tokens, stop, on_token)

@@ -33,7 +33,7 @@ FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "
                      "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles",
                      "tile_window", "tile_size_cap", "row_online", "row_thread_rows",
                      "tile_unroll", "reduce_inner", "reduce_whole", "reduce_rows", "runs",
-                     "driver_cost", "long_tiles_cost")
+                     "driver_cost", "long_tiles_cost", "slide")
 
 
 @dataclass(frozen=True)

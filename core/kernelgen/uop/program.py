@@ -151,10 +151,10 @@ class CompiledKernel:
   linearized IR it was rendered from). `capped`: the optimizer cut a choice down to fit a
   one-off run's compile budget (lowering/compile_cost.py): a plan run again may swap in the
   kernel compiled for many runs. `variants`: ((dim, most, CompiledKernel), ...), the same
-  computation compiled for smaller bound values of the symbolic `dim` (a register tile sized
-  for them, lowering/variants.py), all compiled with this one: a runtime runs the first whose
-  `most` holds the bound value (`variant_for`), else this kernel; each is correct at every
-  value, so a runtime that ignores them only runs slower."""
+  computation compiled for smaller bound values of the symbolic `dim` (a register tile or the
+  lanes per row sized for them, lowering/variants.py), all compiled with this one: a runtime
+  runs the first whose `most` holds the bound value (`variant_for`), else this kernel; each is
+  correct at every value, so a runtime that ignores them only runs slower."""
   name: str
   target: str                       # "wgsl" or "ptx"
   source: str

@@ -33,6 +33,7 @@ from .instructions import (emit_alu, emit_atomic_add, emit_bitcast, emit_cast, e
                            emit_store, emit_subgroup_reduce, emit_wmma)
 from .legalize import legalize
 from .target import MAX_THREADS, parse_arch, ptx_identifier
+from ..templates import ENTRY_MARK, NAME_MARK, Templates, buffer_mark, fill
 from .writer import Writer, emit_mov, param_name, var_name
 
 # ---- constants -----------------------------------------------------------------------------
@@ -58,7 +59,7 @@ def _half_bits(value, dt: DType) -> str:
 
 def _param(w: Writer, u: UOp) -> None:
   reg = w.new_reg(dtypes.uint64)
-  w.emit(f"ld.param.u64 {reg}, [{param_name(u.arg, w.kernel)}]")
+  w.emit(f"ld.param.u64 {reg}, [{buffer_mark(u.arg)}]")
   w.emit(f"cvta.to.global.u64 {reg}, {reg}")
   w.lanes[u] = [reg]
 
@@ -185,6 +186,17 @@ def _bindings(kernel: Kernel) -> tuple[Binding, ...]:
                for b in kernel.buffers)
 
 
+# the kernels written last, names left as marks (render/templates.py): a kernel of the same
+# structure under other names is filled in, not written again
+_TEMPLATES = Templates()
+
+
+def _template(kernel: Kernel, sm: int) -> tuple:
+  """(the kernel's PTX with its names left as marks, its folded grid or None)."""
+  writer = Writer(kernel, sm, _HANDLERS)
+  return writer.render(), writer.grid
+
+
 def render(kernel: Kernel, arch: str = "sm_80", **options) -> CompiledKernel:
   """PTX source for `kernel` on `arch`, with the Launch a CUDA or PTXSIM runtime executes."""
   sm = parse_arch(arch)
@@ -196,10 +208,12 @@ def render(kernel: Kernel, arch: str = "sm_80", **options) -> CompiledKernel:
   if threads > MAX_THREADS:
     raise LimitError(f"kernel {kernel.name!r} has {threads} threads per block; CUDA allows "
                      f"{MAX_THREADS}: use a smaller local size")
-  writer = Writer(kernel, sm, _HANDLERS)
-  source = writer.render()
+  template, grid = _TEMPLATES.get(kernel, sm, lambda k: _template(k, sm))
+  source = fill(template, {NAME_MARK: ascii(kernel.name), ENTRY_MARK: ptx_identifier(kernel.name),
+                           **{buffer_mark(b.slot): param_name(b.slot, kernel)
+                              for b in kernel.buffers}})
   launch = Launch("ptx", source, ptx_identifier(kernel.name), _bindings(kernel),
-                  kernel.local_size, writer.grid or kernel.global_size,
+                  kernel.local_size, grid or kernel.global_size,
                   tuple((v.arg[0], "int32") for v in kernel.vars))
   return CompiledKernel(kernel.name, "ptx", source, kernel.global_size, kernel.local_size,
                         kernel.buffers, launch, kernel)

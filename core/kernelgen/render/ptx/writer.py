@@ -10,6 +10,7 @@ from ...dtype import DType
 from ...errors import LimitError, UnsupportedError
 from ...uop.ops import GroupOp, Ops, UOp, describe
 from ...uop.program import Kernel
+from ..templates import ENTRY_MARK, NAME_MARK, buffer_mark
 from .target import ISA_VERSION, MAX_GRID_YZ, REGISTER, ptx_identifier
 
 # value ops that may read an accumulator through a node legalize made (a conversion, an op in a
@@ -135,12 +136,13 @@ class Writer:
         self.handlers[s.op](self, s)
 
   def source(self) -> str:
-    k, name = self.kernel, ptx_identifier(self.kernel.name)
-    params = [f"\t.param .u64 {param_name(b.slot, k)}" for b in k.buffers]
+    """The kernel's PTX with its names left as marks (render/templates.py: render fills them)."""
+    k, name = self.kernel, ENTRY_MARK
+    params = [f"\t.param .u64 {buffer_mark(b.slot)}" for b in k.buffers]
     params += [f"\t.param .s32 {var_name(v)}" for v in k.vars]
     regs = [f"\t.reg .{self.decl[p]} {p}<{n}>;" for p, n in sorted(self.counts.items())]
     lx, ly, lz = k.local_size
-    head = [f"// kernelgen: kernel {ascii(k.name)} for sm_{self.sm}",
+    head = [f"// kernelgen: kernel {NAME_MARK} for sm_{self.sm}",
             f".version {'.'.join(map(str, ISA_VERSION[self.sm]))}", f".target sm_{self.sm}",
             ".address_size 64", "", f".visible .entry {name}(", ",\n".join(params), ")",
             f".maxntid {lx}, {ly}, {lz}", "{"]

@@ -41,6 +41,7 @@ from .legalize import legalize
 from .target import (HELPERS, SPECIAL_BITS, TARGET, binding_nbytes, buffer_limit, buffer_name,
                      check_buffer_count, check_buffer_sizes, check_workgroup, entry_name,
                      fold_grid, make_options, uniform_binding)  # buffer_limit: Target's
+from ..templates import ENTRY_MARK, Templates, buffer_mark, fill
 from .writer import Writer
 
 
@@ -59,7 +60,7 @@ def _declarations(w: Writer, variables: tuple[UOp, ...]) -> list[str]:
     elem = "atomic<u32>" if w.atomic(b.slot) else "u32" if w.packed(b.slot) else w.reg(b.dtype)
     elem = w.reg(b.dtype.vec(4)) if b.slot in w.vec4 else elem
     lines.append(f"@group(0) @binding({b.slot}) var<storage, {access}> "
-                 f"{buffer_name(b.slot, b.name)}: array<{elem}>;")
+                 f"{w.buffer_names[b.slot]}: array<{elem}>;")
   for u in w.locals:
     elem = w.reg(u.dtype.base)
     elem = f"atomic<{elem}>" if u in w.atomic_locals else elem
@@ -86,6 +87,19 @@ def module_source(w: Writer, entry: str) -> str:
   return "\n".join(parts + entry_lines + w.prologue() + w.lines + ["}", ""])
 
 
+# the modules written last, names left as marks (render/templates.py): a kernel of the same
+# structure under other names is filled in, not written again
+_TEMPLATES = Templates()
+
+
+def _template(kernel: Kernel, opts, dispatch: tuple) -> tuple:
+  """(the module with names left as marks, packed slots, uniforms, features) of `kernel`."""
+  w = Writer(kernel, opts, dispatch)
+  return (module_source(w, ENTRY_MARK), tuple(b.slot for b in kernel.buffers if w.packed(b.slot)),
+          tuple((v.arg[0], "int32") for v in w.vars),
+          ("shader-f16",) * w.uses_f16 + ("subgroups",) * w.uses_subgroups)
+
+
 def render(kernel: Kernel, **options) -> CompiledKernel:
   """WGSL source and the Launch for a linearized kernel (options: see WGSLOptions)."""
   opts = make_options(options)
@@ -93,14 +107,14 @@ def render(kernel: Kernel, **options) -> CompiledKernel:
   check_buffer_sizes(kernel, opts)
   check_workgroup(kernel.local_size, opts)
   dispatch = fold_grid(kernel.global_size, opts.max_workgroups_per_dim)
-  w = Writer(kernel, opts, dispatch)
+  template, packed, uniforms, features = _TEMPLATES.get(
+    kernel, opts, lambda k: _template(k, opts, dispatch))
   entry = entry_name(kernel.name)
-  source = module_source(w, entry)
+  source = fill(template, {ENTRY_MARK: entry, **{buffer_mark(b.slot): buffer_name(b.slot, b.name)
+                                                 for b in kernel.buffers}})
   bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
-                           binding_nbytes(b.dtype, b.size, w.packed(b.slot)))
+                           binding_nbytes(b.dtype, b.size, b.slot in packed))
                    for b in kernel.buffers)
-  uniforms = tuple((v.arg[0], "int32") for v in w.vars)
-  features = ("shader-f16",) * w.uses_f16 + ("subgroups",) * w.uses_subgroups
   launch = Launch(TARGET, source, entry, bindings, tuple(kernel.local_size), dispatch, uniforms,
                   features)
   return CompiledKernel(kernel.name, TARGET, source, tuple(kernel.global_size),

@@ -135,7 +135,22 @@ TABLE: dict[tuple[str, str], dict] = {
   # 49152x576 0.98 / 0.12 (2 rows per thread: 0.55, 0.56, 0.58, 0.53); SwiftShader, load 7-9,
   # best of 6: 1536x576 0.14 / 0.09, 576x1536 0.11 / 0.32, 4864x896 0.10 / 0.07, 49152x576
   # 0.18 / 0.12: K = 1536 unrolled whole is 3x slower there (Subzero's code for 40k lines), so
-  # SwiftShader unrolls at most WHOLE // 2 = 1024 elements.
+  # SwiftShader unrolls at most WHOLE // 2 = 1024 elements. Lavapipe at load ~1.5, the final
+  # defaults (K = 1536 with 2 rows: threads.WHOLE_WORK), whole / looped: 0.62 / 0.27, 0.51 / 0.28,
+  # 0.65 / 0.23, 0.60 / 0.25 (main's kernel in the same minute: 0.27, 0.26, 0.23, 0.25).
+  # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled
+  # code is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding
+  # its 1024 / G values as vec4 lets, max and sum folded through workgroup memory, one exp per
+  # element kept and scaled; or a thread per row with the row in a function-scope array. In
+  # Chromium's SwiftShader (peers_probe's page, best / median of 16 interleaved, load 7-9, ms):
+  # today's kernel 27.0 / 51.2 | G=4 53.8 / 101 | G=16 54.8 / 120 (tinygrad 48 / 85); another
+  # run 44.3 / 66.8 | G=4 62 / 131 | the array, 64 / 16 rows per workgroup 49.5 / 129, 50.7 / 135;
+  # a third (load 4-6) 25.2 / 32.8 | G=4 30.8 / 58.1 | G=16 42.3 / 73.4 | the array 28.3-29.4 /
+  # 50.7-54.9.
+  # Natively (wgpu, SwiftShader ICD, best of 8, load 7-9): today 105-116 | G=4 108-111 | G=8
+  # 124-131 | G=16 151-160 | G=32 225-240 | G=64 542 | G=4 folding by subgroups 108-117 | the
+  # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
+  # pay for them, nor for the array's stores and loads: not kept.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
                             "reduce_inner": 32, "reduce_whole": WHOLE // 2,
                             "reduce_rows": ROWS},
@@ -176,7 +191,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # 32 scalar loads of A and 8 vector loads of B): MEASURED_TILE_UNROLL below.
   ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4)),
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
-                            "tile_window": True, "tile_unroll": 4},
+                            "tile_window": True, "tile_unroll": 4, "slide": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
@@ -188,6 +203,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # 13.6 / 17.2 | thread per row 15.1 / 17.0 | thread per row, online 12.2 / 12.9.
   # row_thread_rows 4096 (issue 43): a thread per row from 4096 rows (rows.py's default: 16384),
   # MEASURED_ROW_THREADS below
+  # A LEAD, not built: softmax's row read once into registers (bench/softmax_regs.py, see
+  # ("swiftshader", "rows")), Chromium's lavapipe, best / median of 12 interleaved, load ~7, ms:
+  # today's kernel 16.8 / 34.7 | 8 lanes 10.6 / 26.9 | 16 lanes 16.1 / 29.4 (tinygrad 33 / 41);
+  # a second run (16 rounds) 16.7 / 41.8 | 8 lanes 19.4 / 44.4 | 16 lanes 15.3 / 30.5; natively
+  # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
+  # under load: needs an idle re-measurement before a lowering (each lane's words as values).
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
                          "reduce_inner": 32, "reduce_whole": WHOLE, "reduce_rows": ROWS},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
@@ -226,11 +247,13 @@ TABLE: dict[tuple[str, str], dict] = {
   # sepia 7.9 ms (a copy kernel of its bytes 7.6), the edge-padded blur + invert 16.7 (its copy
   # kernel 5.5): the blur bounds the chain's frame.
   # long_tiles and tile_unroll 4 as SwiftShader's (issue 43), for a one-off run only where the
-  # unrolled kernel's estimated build fits its budget (long_tiles_cost): MEASURED_LAVAPIPE_TILES
+  # unrolled kernel's estimated build fits its budget (long_tiles_cost): MEASURED_LAVAPIPE_TILES.
+  # slide (lowering/slide.py, both CPU adapters): depthwise convs and blurs slide their window
+  # down rows, in a kernel small enough for any run: MEASURED_SLIDE
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                          "tile_window": True, "tile_size_cap": True, "tile_unroll": 4,
-                         "long_tiles_cost": True},
+                         "long_tiles_cost": True, "slide": True},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
@@ -398,6 +421,26 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
 #   (31.6 CPU s again): the estimate (compile_cost.py, DRIVER_COST) of matmul's 16x16 unrolled is
 #   965 ms (1127 UOps, within ONE_OFF_MS), conv2d's 16x8 unrolled 2376 ms (2197 UOps), so a one-off
 #   conv2d keeps the 8x8 scalar tile (capped; realized again, or with runs, it takes 16x8).
+
+# - MEASURED_SLIDE (option slide, lowering/slide.py; issues 42 and 37): bench/depthwise.py,
+#   natively, Mesa's shader cache off, PP-OCRv4 detection's depthwise convs with bias and
+#   hard-swish against dense convs with the same epilogue, GFLOP/s of the best of 5 dispatches
+#   (lavapipe at load 1.9-2.3 on 2 shared CPUs; WGSL KB, driver compile CPU ms):
+#   conv                  slide (C=8)        before, one-off     before, many runs (unrolled)
+#   dw 3x3 s1 96x80x80    4.98   11 KB  62   3.21  12 KB 124     4.44 127 KB  855
+#   dw 5x5 s1 96x80x80    10.07  22 KB  97   4.13  14 KB  74     8.61 139 KB  622
+#   dw 3x3 s2 96x160x160  2.59   14 KB  99   3.39  13 KB 216     2.01 156 KB 3403
+#   dw 5x5 s2 192x80x80   5.77   24 KB 146   2.43   9 KB  54     4.14 156 KB 1895
+#   dw 5x5 s1 192x40x40   10.11  22 KB  88   5.82   8 KB 173    15.36 139 KB  812
+#   dense 3x3 16ch 80x80 13.47, dense 1x1 96ch 40x40 19.28, dense 3x3 64ch 56x56 8.12. Again
+#   at load 5.7-10 (best of 9): slide 4.14 / 8.49 / 2.54 / 5.65 / 11.05 against one-off 2.60 /
+#   7.66 / 1.58 / 4.07 / 6.80 and unrolled 3.85 / 8.13 / 2.03 / 6.24 / 17.26. SwiftShader (load
+#   ~2): slide 1.87 / 3.86 / 0.60 / 1.51 / 6.14 against one-off 0.88 / 1.36 / 0.58 / 1.94 / 2.36
+#   and unrolled 1.43 / 2.14 / 0.81 / 2.99 / 5.26 (dense 2.76 / 1.86 / 3.85); its timings swing
+#   2-8x between runs under load. Columns per thread (lavapipe, forced, R the default / whole):
+#   C=4 3.66-8.78, C=8 4.13-11.13, C=16 2.25-11.01 GFLOP/s over the five: C=8 kept. Per FLOP a
+#   5x5 depthwise conv is now 0.75x a dense 3x3's, a 3x3 one 0.35x (9 multiply-adds per output
+#   against the epilogue, store and loads each output costs).
 
 def classify(info) -> str:
   """The class (one of CLASSES) of an adapter described by `info`: a class name itself, a

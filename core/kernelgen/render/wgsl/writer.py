@@ -11,9 +11,10 @@ from ...errors import UnsupportedError
 from ...uop.ops import GroupOp, Ops, UOp, describe
 from ...uop.program import Kernel
 from ...rules.ranges import divisible
+from ..templates import buffer_mark
 from .expressions import Expressions
 from .legalize import HAS_TYPE, check_dtype
-from .target import PACKED_BITS, TARGET, WGSLOptions, buffer_name, clean_name, kernel_vars
+from .target import PACKED_BITS, TARGET, WGSLOptions, clean_name, kernel_vars
 
 # ---- vector memory (W14) ---------------------------------------------------------------------------
 
@@ -72,6 +73,8 @@ class Writer(Expressions):
     self.lines: list[str] = []
     self.depth = 1
     self.specs = {b.slot: b for b in kernel.buffers}
+    # each buffer's name in the text: a mark the module's template fills in (__init__.py)
+    self.buffer_names = {b.slot: buffer_mark(b.slot) for b in kernel.buffers}
     # workgroup buffers that atomics use (declared atomic<i32>/atomic<u32>)
     self.atomic_locals, self.uses_subgroups, self.specials = set(), False, set()
     self.locals, accesses, has_type = [], [], HAS_TYPE
@@ -319,7 +322,7 @@ class Writer(Expressions):
 
 # nodes that only get a name (no line of their own)
 NAMED = {
-  Ops.PARAM: lambda w, u: buffer_name(u.arg, w.specs[u.arg].name),
+  Ops.PARAM: lambda w, u: w.buffer_names[u.arg],
   Ops.DEFINE_LOCAL: lambda w, u: f"l{u.arg}",
   Ops.VAR: Writer.var_field,
   Ops.SPECIAL: Writer.special,
