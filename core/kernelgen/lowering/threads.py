@@ -34,9 +34,10 @@ WHOLE_LOCAL = (64, 32, 16, 8)
 # reduce_whole's UOps per reduced element: WHOLE_UOPS + WHOLE_ROW_UOPS per output of a thread
 # (q4 matvec, K = 1536: 1 / 2 / 4 rows 13200 / 21632 / 38494 WGSL lines)
 WHOLE_UOPS, WHOLE_ROW_UOPS = 2.5, 6.0
-# reduce_whole: at most this many reduced elements times rows per thread (lavapipe builds a K =
-# 1536 matvec with 2 rows per thread in ~30 s at load 8, adapters.py DRIVER_COST's note)
-WHOLE_WORK = 4096
+# reduce_whole: at most this many reduced elements times rows per thread (lavapipe, load ~8,
+# builds a K = 1536 matvec with 1 / 2 / 4 rows per thread in 19 / 30 / 37 s; 4 rows ran it 0.58
+# of a copy's time, 2 rows 0.50: K = 1536 takes 4, K = 2048 2)
+WHOLE_WORK = 6144
 # a register-tiled kernel over a symbolic axis (a run-time grid: compiler.with_grid) takes
 # workgroups of at most GRID_LOCAL threads, so a small bound value, which launches few tiles,
 # still spreads them over several workgroups (a CPU adapter runs a workgroup on one core)

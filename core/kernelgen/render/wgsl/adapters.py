@@ -135,9 +135,10 @@ TABLE: dict[tuple[str, str], dict] = {
   # 49152x576 0.98 / 0.12 (2 rows per thread: 0.55, 0.56, 0.58, 0.53); SwiftShader, load 7-9,
   # best of 6: 1536x576 0.14 / 0.09, 576x1536 0.11 / 0.32, 4864x896 0.10 / 0.07, 49152x576
   # 0.18 / 0.12: K = 1536 unrolled whole is 3x slower there (Subzero's code for 40k lines), so
-  # SwiftShader unrolls at most WHOLE // 2 = 1024 elements. Lavapipe at load ~1.5, the final
-  # defaults (K = 1536 with 2 rows: threads.WHOLE_WORK), whole / looped: 0.62 / 0.27, 0.51 / 0.28,
-  # 0.65 / 0.23, 0.60 / 0.25 (main's kernel in the same minute: 0.27, 0.26, 0.23, 0.25).
+  # SwiftShader unrolls at most WHOLE // 2 = 1024 elements. Lavapipe at load ~1.5, 4 rows (K =
+  # 1536: 2), whole / looped: 0.62 / 0.27, 0.51 / 0.28, 0.65 / 0.23, 0.60 / 0.25 (main's kernel in
+  # the same minute: 0.27, 0.26, 0.23, 0.25); 576x1536 with 4 rows (threads.WHOLE_WORK 6144) at
+  # load ~1: 0.58 against 2 rows 0.50.
   # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled
   # code is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding
   # its 1024 / G values as vec4 lets, max and sum folded through workgroup memory, one exp per
