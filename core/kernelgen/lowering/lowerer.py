@@ -126,12 +126,21 @@ def _chained(op: Ops, dtype, terms: list) -> UOp:
 def _pairwise(op: Ops, dtype, terms: list) -> UOp:
   """The terms of one step combined pairwise ((t0 op t1) op (t2 op t3) ...): a tree of
   log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words). A sum
-  of products by one common factor (a_i * c) is taken as (sum a_i) * c: a block's scale applied
-  once per step, not once per value."""
-  if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms) and \
-      len({t.src[1] for t in terms}) == 1:
-    return UOp(Ops.MUL, dtype, (_pairwise(op, dtype, [t.src[0] for t in terms]),
-                                terms[0].src[1]))
+  of products whose last factors repeat (a_i * c, b_j * d, ...) is taken as (sum a_i) * c +
+  (sum b_j) * d + ...: a block's scale applied once per block, not once per value (a whole
+  unrolled reduction has one factor per block)."""
+  if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms):
+    by_factor: dict = {}
+    for t in terms:
+      by_factor.setdefault(t.src[1], []).append(t.src[0])
+    if len(by_factor) < len(terms):
+      terms = [UOp(Ops.MUL, dtype, (_tree(op, dtype, parts), factor))
+               for factor, parts in by_factor.items()]
+  return _tree(op, dtype, terms)
+
+
+def _tree(op: Ops, dtype, terms: list) -> UOp:
+  """The terms combined pairwise, level by level."""
   while len(terms) > 1:
     pairs = [UOp(op, dtype, (a, b)) for a, b in zip(terms[::2], terms[1::2])]
     terms = pairs + terms[len(pairs) * 2:]
