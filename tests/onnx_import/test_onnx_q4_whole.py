@@ -1,5 +1,6 @@
-"""MatMulNBits' decode matrix-vector product in the CPU adapters' layout (lowering/threads.py,
-option reduce_whole): the reduction over the packed words unrolled whole where it holds at most
+"""MatMulNBits' decode matrix-vector product unrolled whole (lowering/threads.py, option
+reduce_whole; not the CPU adapters' default, which loops in steps: test_onnx_q4_stepped.py,
+since lavapipe takes tens of seconds to build such a kernel): the reduction over the packed words unrolled whole where it holds at most
 reduce_whole elements (looped over the blocks above that), reduce_rows outputs per thread in
 workgroups that divide the outputs. Against onnxruntime on PYTHON, PTXSIM and WEBGPU on both
 sides of the threshold and of the row split; the WGSL has no loop and no gate and loads the
@@ -9,14 +10,17 @@ from __future__ import annotations
 import pytest
 
 import kernelgen as kg
-from kernelgen.render.wgsl.adapters import ROWS
 from onnx_contrib_util import DEVICES, check, device_runtime
 from test_onnx_quant_nbits import nbits_model
 from tools import ptxas_check
 
 # a threshold small enough for the interpreters (the adapters' own, 2048, below), no compile-cost
 # cap (test_a_compile_cost_caps_one_off_runs)
-WHOLE = {"reduce_inner": 32, "reduce_whole": 256, "reduce_rows": 2, "driver_cost": None}
+WHOLE = {"reduce_inner": 32, "reduce_whole": 256, "reduce_rows": 2, "reduce_step": 0,
+         "driver_cost": None}
+# the whole form as a caller asks for it on a CPU adapter: up to 2048 elements, 4 rows a thread
+ROWS = 4
+ON = {"reduce_whole": 2048, "reduce_rows": ROWS}
 # a step run many times (kg.generate's decode, kg.jit): compiled for this many runs
 MANY = {"runs": 100}
 
@@ -54,12 +58,12 @@ def _matvec_kernel(n: int, k: int, **options):
 
 @pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
 def test_whole_matvec_wgsl_has_no_loop_no_gate_and_shares_the_vector(adapter):
-  """At the adapters' defaults (K = 512 <= 2048, ROWS rows per thread): straight-line code, no
+  """Asked for (ON: K = 512 <= 2048, ROWS rows per thread): straight-line code, no
   `if` (every load of the activation vector outside control flow), each weight word loaded once
   (a vec4<u32> per block and row), each activation vec4 loaded once for all the thread's rows, at
   most a scale load per block and row."""
   n, k = 256, 512
-  kern = _matvec_kernel(n, k, target="wgsl", adapter=adapter, **MANY)
+  kern = _matvec_kernel(n, k, target="wgsl", adapter=adapter, **MANY, **ON)
   src = kern.source
   assert "for (" not in src and "if (" not in src, src[:3000]
   assert kern.local_size[0] * kern.global_size[0] * ROWS == n
@@ -72,9 +76,11 @@ def test_whole_matvec_wgsl_has_no_loop_no_gate_and_shares_the_vector(adapter):
 
 
 def test_whole_matvec_threshold_on_the_adapters():
-  """Past 2048 reduced elements the adapters' matvec loops over the blocks again."""
-  assert "for (" not in _matvec_kernel(64, 2048, target="wgsl", adapter="lavapipe", **MANY).source
-  assert "for (" in _matvec_kernel(64, 2080, target="wgsl", adapter="lavapipe", **MANY).source
+  """Past 2048 reduced elements the matvec loops over the blocks again."""
+  assert "for (" not in _matvec_kernel(64, 2048, target="wgsl", adapter="lavapipe", **MANY,
+                                       **ON).source
+  assert "for (" in _matvec_kernel(64, 2080, target="wgsl", adapter="lavapipe", **MANY,
+                                   **ON).source
 
 
 def test_a_compile_cost_caps_one_off_runs():
@@ -82,16 +88,17 @@ def test_a_compile_cost_caps_one_off_runs():
   would build past the budget takes the loop, marked capped (a replayed step compiles the whole
   form again); without one, or for many runs, the whole form."""
   cost = (1.0, 0.0)
-  looped = _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost)
+  looped = _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost, **ON)
   assert "for (" in looped.source and looped.capped
-  many = _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost, **MANY)
+  many = _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost, **MANY,
+                        **ON)
   assert "for (" not in many.source and not many.capped
-  assert "for (" not in _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe").source
+  assert "for (" not in _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", **ON).source
 
 
 def test_long_reductions_take_fewer_rows_per_thread():
   """K = 2048: 2 rows per thread (threads.WHOLE_WORK), not 4."""
-  kern = _matvec_kernel(256, 2048, target="wgsl", adapter="lavapipe")
+  kern = _matvec_kernel(256, 2048, target="wgsl", adapter="lavapipe", **ON)
   assert "for (" not in kern.source and kern.local_size[0] * kern.global_size[0] * 2 == 256
 
 

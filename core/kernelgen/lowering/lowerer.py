@@ -84,6 +84,8 @@ class Opts:
   reduce_inner: int = 0  # plain reductions over several axes: the trailing reduced axes of at
                         # most this many elements unrolled in each step (optimize.py, option
                         # reduce_inner: a packed weight's words, 8 values per load)
+  reduce_unroll: int = 1  # reduce_inner: the loop over the leading reduced axes unrolled this
+                        # many times (lowering/threads.py's stepped q4 matvec)
   row_online: bool = False  # a thread per row: softmax's max and exp-sum in one loop (the online
                         # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
   tile_unroll: int = 0  # register tiles: the reduction loop unrolled this many times (0:
@@ -212,6 +214,9 @@ class Lowerer:
     self.tile_inner = 0                # tiled reductions: Opts.tile_inner
     self.tile_unroll = 0               # tiled reductions: Opts.tile_unroll
     self.reduce_inner = 0              # plain reductions: Opts.reduce_inner
+    self.reduce_unroll = 1             # plain reductions: Opts.reduce_unroll
+    self.split_loops: dict | None = None   # reduce_inner with upcast: reduce node -> its loop,
+                                       # shared by a thread's outputs (_split_points)
     self.recomputed = {id(n): n for n in item.recomputed}   # reductions recomputed per read
     self.siblings: dict = {}           # id(reduce) -> the reductions computed in its loop (lower.py)
     self.online: dict = {}             # id(max or exp-sum) -> its online softmax pair (rows.py)
@@ -480,11 +485,16 @@ class Lowerer:
 
   def _split_points(self, node: LazyOp, idxs: tuple) -> tuple[list, list]:
     """(ranges, points) of a plain reduction with Opts.reduce_inner: a loop over the leading
-    reduced axes, the trailing ones (at most reduce_inner elements) unrolled in each step."""
+    reduced axes (unrolled Opts.reduce_unroll times), the trailing ones (at most reduce_inner
+    elements) unrolled in each step. With split_loops, a thread's outputs share each reduction's
+    loop, so each step's loads of what they share (a matvec's vector) are made once."""
     axes, shape = node.arg[1], [node.src[0].shape[a] for a in node.arg[1]]
     k = _inner_split(shape, self.reduce_inner)
     outer = prod(shape[:k])
-    ranges, lanes = self._loop(outer)
+    shared = self.split_loops if self.split_loops is not None else {}
+    if id(node) not in shared:
+      shared[id(node)] = self._loop(outer, unroll=self.reduce_unroll)
+    ranges, lanes = shared[id(node)]
     points = []
     for lin, valid in lanes:
       lead = unravel([(lin, 1, outer)], 0, shape[:k])

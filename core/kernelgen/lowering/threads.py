@@ -5,14 +5,17 @@ as onnx/operators/quant_nbits.matmul_words writes it, where each step loads one 
 its 8 fields and each block's scale and zero point once; render/wgsl/adapters.py measures it on
 CPU adapters).
 
-Option reduce_whole=W (CPU adapters' default) unrolls such a reduction completely where it holds
-at most W elements, and gives each thread reduce_rows consecutive outputs in workgroups that
-divide the outputs: no loop and no gate, so every load of the vector (the same address in every
-thread) is one load outside any control flow, which llvmpipe (lavapipe) reads once and broadcasts
-(inside a loop or an `if` it loads it lane by lane), and the outputs of a thread share it.
-Such a kernel is long straight-line code that lavapipe takes seconds to tens of seconds to build:
-fewer rows per thread for long reductions (WHOLE_WORK); with a measured driver_cost a one-off run
-takes fewer rows or the loop (compile_cost.py).
+Option reduce_step=S (CPU adapters' default) loops over such a reduction's blocks S reduced
+elements a trip and gives each thread reduce_rows consecutive outputs in workgroups that divide
+the outputs, their reductions sharing one loop, so each trip's loads of the vector serve all of a
+thread's outputs; the loop body stays short, which the driver builds in about a second.
+Option reduce_whole=W (asked for, not a default) unrolls such a reduction completely where it
+holds at most W elements, reduce_rows outputs per thread: no loop and no gate, so every load of
+the vector (the same address in every thread) is one load outside any control flow, which
+llvmpipe (lavapipe) reads once and broadcasts (inside a loop or an `if` it loads it lane by
+lane). Such a kernel is long straight-line code that lavapipe takes seconds to tens of seconds
+to build: fewer rows per thread for long reductions (WHOLE_WORK); with a measured driver_cost a
+one-off run takes fewer rows or the loop (compile_cost.py).
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
 from . import compile_cost
-from .lowerer import Opts, grid_axis
+from .lowerer import Opts, _inner_split, grid_axis
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
@@ -31,6 +34,9 @@ MIN_GATED_LOCAL = 64
 OTHER_LAYOUTS = ("group", "upcast", "tile", "stage")
 # reduce_whole: workgroup sizes to try (one dividing the threads: no gate), best first
 WHOLE_LOCAL = (64, 32, 16, 8)
+# reduce_step: workgroups to make at least, where the outputs allow (a CPU adapter runs each
+# workgroup on one core: 3 workgroups on 2 cores leave one idle a third of the time)
+STEP_GROUPS = 8
 # reduce_whole's UOps per reduced element: WHOLE_UOPS + WHOLE_ROW_UOPS per output of a thread
 # (q4 matvec, K = 1536: 1 / 2 / 4 rows 13200 / 21632 / 38494 WGSL lines)
 WHOLE_UOPS, WHOLE_ROW_UOPS = 2.5, 6.0
@@ -127,6 +133,19 @@ def shares_a_vector(item: ScheduleItem) -> bool:
   return False
 
 
+def _rows_local(n: int, rows: int, target: Target, fits, groups: int = 1) -> tuple[int, int] | None:
+  """(rows, local): the most outputs per thread, from `rows` halving, that divide the `n`
+  outputs, pass `fits(rows)` and leave a workgroup of WHOLE_LOCAL threads dividing the threads
+  (the largest that makes at least `groups` workgroups, else the smallest); None if none does."""
+  while rows >= 1:
+    if n % rows == 0 and fits(rows):
+      sizes = [s for s in WHOLE_LOCAL if s <= target.max_local and (n // rows) % s == 0]
+      if sizes:
+        return rows, next((s for s in sizes if n // rows // s >= groups), sizes[-1])
+    rows //= 2
+  return None
+
+
 def _whole(item: ScheduleItem, target: Target, options: dict) -> tuple[Opts | None, bool]:
   """(Opts unrolling every reduction of a reduce_inner kernel whose outputs share a vector
   (shares_a_vector) completely (option reduce_whole=W: each holds at most W elements),
@@ -138,27 +157,54 @@ def _whole(item: ScheduleItem, target: Target, options: dict) -> tuple[Opts | No
   sizes = [prod(r.src[0].shape[a] for a in r.arg[1]) for r in kernel_reduces(item)]
   if not most or max(sizes) > most or "local" in options or not shares_a_vector(item):
     return None, False
-  n, rows = item.out.size, max(int(options.get("reduce_rows", 1) or 1), 1)
-  capped = False
-  while rows >= 1:
+  capped = []
+
+  def fits(rows: int) -> bool:
     uops = int(max(sizes) * (WHOLE_UOPS + WHOLE_ROW_UOPS * rows))
     if compile_cost.capped(options) and not compile_cost.affordable(options, uops):
-      capped = True
-    elif n % rows == 0 and (rows == 1 or rows * max(sizes) <= WHOLE_WORK):
-      for size in WHOLE_LOCAL:
-        if size <= target.max_local and (n // rows) % size == 0:
-          return Opts(local=size, upcast=rows, reduce_inner=max(sizes), capped=capped), capped
-    rows //= 2
-  return None, capped
+      capped.append(rows)
+      return False
+    return rows == 1 or rows * max(sizes) <= WHOLE_WORK
+  got = _rows_local(item.out.size, max(int(options.get("reduce_rows", 1) or 1), 1), target, fits)
+  if got is None:
+    return None, bool(capped)
+  return Opts(local=got[1], upcast=got[0], reduce_inner=max(sizes), capped=bool(capped)), \
+      bool(capped)
+
+
+def _stepped(item: ScheduleItem, target: Target, options: dict, capped: bool) -> Opts | None:
+  """Opts of a reduce_inner kernel whose outputs share a vector, looped in steps of option
+  reduce_step=S reduced elements (Opts.reduce_unroll: the loop over the leading reduced axes
+  unrolled S // (the unrolled trailing axes' elements) times, or the most below that dividing
+  it), reduce_rows outputs per thread in workgroups that divide the outputs, at least
+  STEP_GROUPS of them where they allow (_rows_local; else a row per thread), so each step's
+  activation loads serve all of a thread's outputs; None where it does not apply."""
+  step, most = int(options.get("reduce_step", 0) or 0), reduce_inner(item, options)
+  if not step or not most or "local" in options or not shares_a_vector(item):
+    return None
+  shape = max(([r.src[0].shape[a] for a in r.arg[1]] for r in kernel_reduces(item)), key=prod)
+  k = _inner_split(shape, most)
+  outer = prod(shape[:k])
+  unroll = max(min(step // prod(shape[k:]), outer), 1)
+  while outer % unroll:
+    unroll -= 1
+  n, rows = item.out.size, max(int(options.get("reduce_rows", 1) or 1), 1)
+  rows, local = _rows_local(n, rows, target, lambda _: True, STEP_GROUPS) or \
+      (1, local_size(n, target.max_local))
+  return Opts(local=local, upcast=rows, reduce_inner=most, reduce_unroll=unroll, capped=capped)
 
 
 def inner_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   """Opts of a reduce_inner kernel: a thread per output (option local= threads per workgroup,
   else local_size's), the trailing reduced axes unrolled (Opts.reduce_inner); with option
-  reduce_whole, the whole reduction unrolled where it fits (_whole)."""
+  reduce_whole, the whole reduction unrolled where it fits (_whole); else with option
+  reduce_step, looped in steps of several blocks, reduce_rows outputs per thread (_stepped)."""
   whole, capped = _whole(item, target, options)
   if whole is not None:
     return whole
+  stepped = _stepped(item, target, options, capped)
+  if stepped is not None:
+    return stepped
   n = max(item.out.size, 1)
   local = int(options.get("local", 0) or 0) or local_size(n, target.max_local)
   return Opts(local=local, reduce_inner=reduce_inner(item, options), capped=capped)

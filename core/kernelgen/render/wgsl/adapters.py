@@ -41,9 +41,10 @@ NAMES = (("swiftshader", "swiftshader"), ("subzero", "swiftshader"), ("lavapipe"
 ADAPTER_TYPES = {"CPU": "software", "IntegratedGPU": "integrated", "DiscreteGPU": "discrete"}
 
 # a packed weight's matrix-vector product on CPU adapters (lowering/threads.py, option
-# reduce_whole): unrolled whole up to this many reduced elements, this many outputs per thread
-# (the MEASUREMENTS note at reduce_inner below)
-WHOLE, ROWS = 2048, 4
+# reduce_step): looped in steps of STEP reduced elements, ROWS outputs per thread (the
+# MEASUREMENTS note at reduce_inner below); unrolled whole (option reduce_whole, not a default:
+# tens of seconds of lavapipe build per kernel) up to WHOLE elements
+STEP, ROWS, WHOLE = 32, 8, 2048
 
 # (adapter class, shape class) -> front-end option defaults, one dict per entry: a new option
 # (e.g. the fused row kernels' layout) is one more key in an entry. Measured with
@@ -153,8 +154,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
   # pay for them, nor for the array's stores and loads: not kept.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
-                            "reduce_inner": 32, "reduce_whole": WHOLE // 2,
-                            "reduce_rows": ROWS},
+                            "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
   # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
@@ -211,7 +211,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
-                         "reduce_inner": 32, "reduce_whole": WHOLE, "reduce_rows": ROWS},
+                         "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
