@@ -159,6 +159,11 @@ def _inner_split(shape, most: int = 0) -> int:
   return k if inner > 1 else len(shape)
 
 
+def inner_split(shape, most: int = 0) -> int:
+  """_inner_split for the launch choices (lowering/threads.py's stepped matvec)."""
+  return _inner_split(shape, most)
+
+
 _UNSEEN = object()
 # ops whose _lower reads their sources at other indices (or none)
 _OWN_INDICES = frozenset((L.CONST, L.IOTA, L.VIEW, L.REDUCE, L.GATHER))

@@ -24,7 +24,7 @@ from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
 from . import compile_cost
-from .lowerer import Opts, _inner_split, grid_axis
+from .lowerer import Opts, grid_axis, inner_split
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
@@ -183,7 +183,7 @@ def _stepped(item: ScheduleItem, target: Target, options: dict, capped: bool) ->
   if not step or not most or "local" in options or not shares_a_vector(item):
     return None
   shape = max(([r.src[0].shape[a] for a in r.arg[1]] for r in kernel_reduces(item)), key=prod)
-  k = _inner_split(shape, most)
+  k = inner_split(shape, most)
   outer = prod(shape[:k])
   unroll = max(min(step // prod(shape[k:]), outer), 1)
   while outer % unroll:

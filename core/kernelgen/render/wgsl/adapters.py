@@ -139,7 +139,21 @@ TABLE: dict[tuple[str, str], dict] = {
   # SwiftShader unrolls at most WHOLE // 2 = 1024 elements. Lavapipe at load ~1.5, 4 rows (K =
   # 1536: 2), whole / looped: 0.62 / 0.27, 0.51 / 0.28, 0.65 / 0.23, 0.60 / 0.25 (main's kernel in
   # the same minute: 0.27, 0.26, 0.23, 0.25); 576x1536 with 4 rows (threads.WHOLE_WORK 6144) at
-  # load ~1: 0.58 against 2 rows 0.50.
+  # load ~1: 0.58 against 2 rows 0.50. But lavapipe builds those whole kernels in 19-37 s each
+  # (SwiftShader 43-89 s), so the default loops (issue 37): STEP reduced elements (U blocks) a
+  # trip, ROWS outputs per thread sharing the loop (lowering/threads.py, option reduce_step).
+  # bench/q4_matvec.py, lavapipe, best of 10, load 3 -> 15 during the run, copy/matvec ratio and
+  # cold build (pipeline + first dispatch, Mesa cache off) for 1536x576 / 576x1536 / 4864x896 /
+  # 896x4864 / 49152x576: U=1 R=8 (1658 lines) 0.68 / 0.69 / 0.60 / 0.72 / 0.40, 0.85-1.1 s |
+  # U=1 R=4 0.53 / 0.58 / 0.21 / 0.65 / 0.34, 0.6-0.8 s | U=1 R=16 0.69 / (8) / 0.40 / 0.75 /
+  # 0.51, 1.6-2.1 s | U=2 R=8 0.60 / 0.65 / 0.22 / 0.70 / 0.43, 1.7-2.0 s | U=4 R=8 0.51 / 0.60 /
+  # 0.55 / 0.20 / 0.38, 3.4-4.5 s | U=2 R=16 4-4.5 s | a block, a row per thread 0.25 / 0.27 /
+  # 0.07 / 0.07 / 0.19, 0.3-0.5 s (the 4864 rows are noise: the load rose 11 -> 15 there). One
+  # run at load ~25 (1536x576, 576x1536): U=1 R=8 0.71 / 0.67 | whole (reduce_whole=2048, 4
+  # rows) 0.73 / 0.59, built in 23 / 150 s | U=1 R=16 0.75 / -, 2.2 s | looped 0.31 / 0.25.
+  # SwiftShader (load 21-25: noisy, the same kernel twice 0.07 and 0.10) every form 0.05-0.3 of
+  # the copy, 0.7 only once (U=4 R=4 896x4864): still far from it, not understood (Subzero's
+  # code for the per-lane loads?); whole (1024, 4 rows) 0.05-0.24, built in 43-89 s.
   # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled
   # code is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding
   # its 1024 / G values as vec4 lets, max and sum folded through workgroup memory, one exp per
@@ -316,7 +330,8 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
   ("software", "tile"): (0.58, 0.21), ("software", "attention"): (1.07, 0.0),   # as lavapipe
   # (reduce_whole's q4 matvec, lowering/threads.py, lavapipe at load ~8, K = 1536, 1 / 2 / 4 rows
   # per thread: 13200 / 21632 / 38494 lines -> 19 / 30 / 37 s at the first dispatch; not an entry:
-  # a capped kernel grows at a replayed decode's second step, so threads.WHOLE_WORK bounds it)
+  # a capped kernel grows at a replayed decode's second step. Not a default any more: the
+  # stepped loop, reduce_step, builds in ~1 s for most of its speed; see TABLE's rows notes)
 }
 
 # MEASUREMENTS: the numbers behind lowering/optimize.py's constants and the Target facts they
