@@ -5,19 +5,31 @@ on wgpu, against kernels that only move the same bytes: a copy of the packed wei
 kernel's fastest time of REPS rounds kept (the machine is shared: compare within one run).
 
 Each line: the shape, the matvec's kernels and fastest ms, the packed bytes it reads (weights,
-scales, zero points) per second, and the ratio of its time to the copy's and the sum's.
+scales, zero points) per second, and the ratio of the copy's time to its (the issue's goal: at
+least 0.7) and the sum's; then the same matvec under other options in the same rounds: `looped`
+(reduce_whole=0, reduce_step=0: the reduction looped a block per step, a row per thread) and any
+--variant NAME:KEY=INT,... given. Each matvec's `build` is its first run's wall ms: the
+pipeline's creation and first dispatch, which on lavapipe is the driver's LLVM compile (Mesa's
+shader cache is off in this process: MESA_SHADER_CACHE_DISABLE).
 
-    python bench/q4_matvec.py [REPS] [WORD]     # WORD: only the shapes whose label has it
+    python bench/q4_matvec.py [REPS] [WORD] [--adapter lavapipe|swiftshader] [--variant ...]
+                              [--f32] [--plain] [--core DIR]
+    # WORD: only the shapes whose label has it; --f32: also the float32 matvec; --plain: no
+    # variants (the defaults only); --core: another checkout's core (main's kernel, same run)
 """
 from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = {"smollm2 mlp up (1536x576)": (1536, 576), "smollm2 down (576x1536)": (576, 1536),
-          "qwen2.5 mlp up (4864x896)": (4864, 896), "smollm2 lm_head (49152x576)": (49152, 576)}
+          "qwen2.5 mlp up (4864x896)": (4864, 896), "qwen2.5 down (896x4864)": (896, 4864),
+          "smollm2 lm_head (49152x576)": (49152, 576)}
+ICDS = {"lavapipe": "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json",
+        "swiftshader": "/usr/lib/chromium/vk_swiftshader_icd.json"}
 
 
 def _plan(rt, out, options):
@@ -37,8 +49,31 @@ def _best(rt, steps, times: list) -> None:
                           timed=True) for c, hs in steps))
 
 
-def main(reps: int = 20, word: str = "") -> None:
-  sys.path.insert(0, str(ROOT / "core"))
+def _cold_ms(rt, steps) -> float:
+  """The wall ms of the plan's first run, waited for: its pipelines' creation (the driver's
+  compile) and first dispatch."""
+  start = time.perf_counter()
+  for c, hs in steps:
+    rt.run(c, [h.handle if hasattr(h, "handle") else h for h in hs], {}, timed=True)
+  return (time.perf_counter() - start) * 1e3
+
+
+def _variants(argv: list) -> dict:
+  """{name: forced options} of the matvec besides its defaults: `looped`, then each --variant
+  NAME:KEY=INT,KEY=INT."""
+  if "--plain" in argv:
+    return {}
+  out = {"looped": {"reduce_whole": 0, "reduce_step": 0}}
+  for i, arg in enumerate(argv):
+    if arg == "--variant":
+      name, _, spec = argv[i + 1].partition(":")
+      out[name] = {k: int(v) for k, v in (kv.split("=") for kv in spec.split(",") if kv)}
+  return out
+
+
+def main(reps: int = 20, word: str = "", variants: dict | None = None, f32: bool = False,
+         core: str = "") -> None:
+  sys.path.insert(0, core or str(ROOT / "core"))
   sys.path.insert(0, str(ROOT / "bench"))
   import numpy as np
   import kernelgen as kg
@@ -46,7 +81,7 @@ def main(reps: int = 20, word: str = "") -> None:
   from kernelgen.onnx.operators.quant_nbits import matmul_words, nibbles
   from lm_models import quantize_q4
   rt = Device["WEBGPU"]
-  options = rt.render_options()
+  options = {**rt.render_options(), "runs": 100}     # compiled as a decode step's (replayed)
   print(f"adapter: {rt.adapter.info.get('device')}; load {os.getloadavg()[0]:.1f} on "
         f"{os.cpu_count()} CPUs (a shared machine: compare within this run)")
   for label, (n, k) in SHAPES.items():
@@ -61,12 +96,20 @@ def main(reps: int = 20, word: str = "") -> None:
             ("x", np.random.default_rng(1).standard_normal((1, k)).astype(np.float32)))}
     words = kg.Tensor(np.frombuffer(packed.tobytes(), np.uint32).copy(), device="WEBGPU").realize()
     zp = nibbles(dev["z"])[:, :blocks].cast(kg.dtypes.float32)
-    y = matmul_words(dev["x"], words.reshape(n, -1), dev["s"], zp, 4, 32)
-    wf = kg.Tensor(w, device="WEBGPU").realize()
-    plans = {"matvec": _plan(rt, y, options),
-             "f32": _plan(rt, dev["x"] @ wf.permute(1, 0), options),
-             "copy": _plan(rt, words + 1, options),
-             "sum": _plan(rt, words.sum(), options)}
+
+    def matvec():
+      return matmul_words(dev["x"], words.reshape(n, -1), dev["s"], zp, 4, 32)
+    y = matvec()
+    start = time.perf_counter()
+    plans = {"matvec": _plan(rt, y, options)}
+    built = time.perf_counter() - start
+    plans.update({"copy": _plan(rt, words + 1, options), "sum": _plan(rt, words.sum(), options)})
+    if f32:
+      wf = kg.Tensor(w, device="WEBGPU").realize()
+      plans["f32"] = _plan(rt, dev["x"] @ wf.permute(1, 0), options)
+    for name, forced in (variants or {}).items():
+      plans[name] = _plan(rt, matvec(), {**options, **forced})
+    cold = {v: _cold_ms(rt, steps) for v, steps in plans.items()}
     times = {v: [] for v in plans}
     for _ in range(2 + reps):
       for v, steps in plans.items():
@@ -77,12 +120,30 @@ def main(reps: int = 20, word: str = "") -> None:
     z_np = np.stack([zps.reshape(n, -1) & 15, zps.reshape(n, -1) >> 4], -1).reshape(n, -1)
     deq = (codes_np - np.repeat(z_np[:, :blocks], 32, 1)) * np.repeat(scales.reshape(n, -1), 32, 1)
     err = float(np.abs(y.numpy() - dev["x"].numpy() @ deq[:, :k].T).max())
+    others = "; ".join(f"{v} {best[v] * 1e3:.3f} ms (ratio {best['copy'] / best[v]:.2f}, "
+                       f"build {cold[v]:.0f} ms, {_lines(plans[v])} lines)" for v in variants or {})
     print(f"{label:30s} matvec kernels={len(plans['matvec'])} {best['matvec'] * 1e3:.3f} ms "
           f"{nbytes / best['matvec'] / 1e9:.2f} GB/s packed; copy {best['copy'] * 1e3:.3f} ms "
           f"(ratio {best['copy'] / best['matvec']:.2f}), sum {best['sum'] * 1e3:.3f} ms "
-          f"(ratio {best['sum'] / best['matvec']:.2f}); f32 matvec {best['f32'] * 1e3:.3f} ms; "
-          f"max abs err {err:.1e}", flush=True)
+          f"(ratio {best['sum'] / best['matvec']:.2f}); "
+          + (f"f32 matvec {best['f32'] * 1e3:.3f} ms; " if f32 else "") +
+          f"max abs err {err:.1e}; compiled in {built:.1f} s, build {cold['matvec']:.0f} ms, "
+          f"{_lines(plans['matvec'])} lines; {others}; "
+          f"load {os.getloadavg()[0]:.1f}", flush=True)
+
+
+def _lines(steps) -> int:
+  """WGSL lines of a plan's kernels."""
+  return sum(c.source.count("\n") + 1 for c, _ in steps)
 
 
 if __name__ == "__main__":
-  main(int(sys.argv[1]) if sys.argv[1:] else 20, sys.argv[2] if sys.argv[2:] else "")
+  args = sys.argv[1:]
+  os.environ["MESA_SHADER_CACHE_DISABLE"] = "true"
+  if "--adapter" in args:
+    icd = ICDS[args[args.index("--adapter") + 1]]
+    os.environ["VK_ICD_FILENAMES"] = os.environ["VK_DRIVER_FILES"] = icd
+  plain = [a for i, a in enumerate(args) if not a.startswith("--") and
+           (i == 0 or args[i - 1] not in ("--adapter", "--variant", "--core"))]
+  main(int(plain[0]) if plain else 20, plain[1] if plain[1:] else "", _variants(args),
+       "--f32" in args, args[args.index("--core") + 1] if "--core" in args else "")

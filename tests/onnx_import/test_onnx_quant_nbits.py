@@ -265,11 +265,13 @@ def test_matmul_nbits_loads_each_weight_word_once_on_cpu_adapters(adapter):
   """On CPU adapters (option reduce_inner) the decode matvec is a thread per output whose loop
   steps over the blocks with each block's words unrolled: the block's 4 words (32 4-bit values)
   in one vec4<u32> load, their 8 fields each taken from registers, and one scale load per
-  block."""
+  block (with reduce_step=0: a block a step and a row a thread, not the default steps of several
+  blocks, test_onnx_q4_stepped.py)."""
   n, k = 256, 512
   model, feeds = nbits_model(1, n, k, 4, 32, "uint8")
   out = kg.onnx.load(model.SerializeToString()).run(feeds, device="PYTHON")
-  kernels = kg.compile(list(out.values()), target="wgsl", adapter=adapter)
+  kernels = kg.compile(list(out.values()), target="wgsl", adapter=adapter,
+                       reduce_step=0)
   words = [(kern, b) for kern in kernels for b in kern.buffers if b.dtype == kg.dtypes.uint32]
   assert len(words) == 1 and words[0][1].size == n * k // 8
   kern, spec = words[0]

@@ -57,7 +57,9 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """Each thread computes `upcast` consecutive outputs."""
   out = lw.item.out
   n = out.size
-  lw.reduce_inner = opts.reduce_inner
+  lw.reduce_inner, lw.reduce_unroll = opts.reduce_inner, opts.reduce_unroll
+  if opts.reduce_inner and opts.upcast > 1:
+    lw.split_loops = {}          # the outputs of a thread share their reductions' loops
   per_group = opts.local * opts.upcast
   groups = max(1, math.ceil(n / per_group))
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))

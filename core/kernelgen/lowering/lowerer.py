@@ -84,6 +84,8 @@ class Opts:
   reduce_inner: int = 0  # plain reductions over several axes: the trailing reduced axes of at
                         # most this many elements unrolled in each step (optimize.py, option
                         # reduce_inner: a packed weight's words, 8 values per load)
+  reduce_unroll: int = 1  # reduce_inner: the loop over the leading reduced axes unrolled this
+                        # many times (lowering/threads.py's stepped q4 matvec)
   row_online: bool = False  # a thread per row: softmax's max and exp-sum in one loop (the online
                         # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
   tile_unroll: int = 0  # register tiles: the reduction loop unrolled this many times (0:
@@ -126,12 +128,21 @@ def _chained(op: Ops, dtype, terms: list) -> UOp:
 def _pairwise(op: Ops, dtype, terms: list) -> UOp:
   """The terms of one step combined pairwise ((t0 op t1) op (t2 op t3) ...): a tree of
   log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words). A sum
-  of products by one common factor (a_i * c) is taken as (sum a_i) * c: a block's scale applied
-  once per step, not once per value."""
-  if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms) and \
-      len({t.src[1] for t in terms}) == 1:
-    return UOp(Ops.MUL, dtype, (_pairwise(op, dtype, [t.src[0] for t in terms]),
-                                terms[0].src[1]))
+  of products whose last factors repeat (a_i * c, b_j * d, ...) is taken as (sum a_i) * c +
+  (sum b_j) * d + ...: a block's scale applied once per block, not once per value (a whole
+  unrolled reduction has one factor per block)."""
+  if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms):
+    by_factor: dict = {}
+    for t in terms:
+      by_factor.setdefault(t.src[1], []).append(t.src[0])
+    if len(by_factor) < len(terms):
+      terms = [UOp(Ops.MUL, dtype, (_tree(op, dtype, parts), factor))
+               for factor, parts in by_factor.items()]
+  return _tree(op, dtype, terms)
+
+
+def _tree(op: Ops, dtype, terms: list) -> UOp:
+  """The terms combined pairwise, level by level."""
   while len(terms) > 1:
     pairs = [UOp(op, dtype, (a, b)) for a, b in zip(terms[::2], terms[1::2])]
     terms = pairs + terms[len(pairs) * 2:]
@@ -146,6 +157,11 @@ def _inner_split(shape, most: int = 0) -> int:
   while k > least and inner * shape[k - 1] <= (most or TILE_INNER):
     k, inner = k - 1, inner * shape[k - 1]
   return k if inner > 1 else len(shape)
+
+
+def inner_split(shape, most: int = 0) -> int:
+  """_inner_split for the launch choices (lowering/threads.py's stepped matvec)."""
+  return _inner_split(shape, most)
 
 
 _UNSEEN = object()
@@ -202,6 +218,9 @@ class Lowerer:
     self.tile_inner = 0                # tiled reductions: Opts.tile_inner
     self.tile_unroll = 0               # tiled reductions: Opts.tile_unroll
     self.reduce_inner = 0              # plain reductions: Opts.reduce_inner
+    self.reduce_unroll = 1             # plain reductions: Opts.reduce_unroll
+    self.split_loops: dict | None = None   # reduce_inner with upcast: reduce node -> its loop,
+                                       # shared by a thread's outputs (_split_points)
     self.recomputed = {id(n): n for n in item.recomputed}   # reductions recomputed per read
     self.siblings: dict = {}           # id(reduce) -> the reductions computed in its loop (lower.py)
     self.online: dict = {}             # id(max or exp-sum) -> its online softmax pair (rows.py)
@@ -490,11 +509,16 @@ class Lowerer:
 
   def _split_points(self, node: LazyOp, idxs: tuple) -> tuple[list, list]:
     """(ranges, points) of a plain reduction with Opts.reduce_inner: a loop over the leading
-    reduced axes, the trailing ones (at most reduce_inner elements) unrolled in each step."""
+    reduced axes (unrolled Opts.reduce_unroll times), the trailing ones (at most reduce_inner
+    elements) unrolled in each step. With split_loops, a thread's outputs share each reduction's
+    loop, so each step's loads of what they share (a matvec's vector) are made once."""
     axes, shape = node.arg[1], [node.src[0].shape[a] for a in node.arg[1]]
     k = _inner_split(shape, self.reduce_inner)
     outer = prod(shape[:k])
-    ranges, lanes = self._loop(outer)
+    shared = self.split_loops if self.split_loops is not None else {}
+    if id(node) not in shared:
+      shared[id(node)] = self._loop(outer, unroll=self.reduce_unroll)
+    ranges, lanes = shared[id(node)]
     points = []
     for lin, valid in lanes:
       lead = unravel([(lin, 1, outer)], 0, shape[:k])

@@ -4,13 +4,27 @@ reduced axes unrolled (option reduce_inner: a packed weight's matrix-vector prod
 as onnx/operators/quant_nbits.matmul_words writes it, where each step loads one 32-bit word for
 its 8 fields and each block's scale and zero point once; render/wgsl/adapters.py measures it on
 CPU adapters).
+
+Option reduce_step=S (CPU adapters' default) loops over such a reduction's blocks S reduced
+elements a trip and gives each thread reduce_rows consecutive outputs in workgroups that divide
+the outputs, their reductions sharing one loop, so each trip's loads of the vector serve all of a
+thread's outputs; the loop body stays short, which the driver builds in about a second.
+Option reduce_whole=W (asked for, not a default) unrolls such a reduction completely where it
+holds at most W elements, reduce_rows outputs per thread: no loop and no gate, so every load of
+the vector (the same address in every thread) is one load outside any control flow, which
+llvmpipe (lavapipe) reads once and broadcasts (inside a loop or an `if` it loads it lane by
+lane). Such a kernel is long straight-line code that lavapipe takes seconds to tens of seconds
+to build: fewer rows per thread for long reductions (WHOLE_WORK); with a measured driver_cost a
+one-off run takes fewer rows or the loop (compile_cost.py).
 """
 from __future__ import annotations
 
+from ..graph.lazy import L, LazyOp
 from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
-from .lowerer import Opts, grid_axis
+from . import compile_cost
+from .lowerer import Opts, grid_axis, inner_split
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
@@ -18,6 +32,18 @@ PREFERRED_LOCAL = (256, 128, 64, 32)
 MIN_GATED_LOCAL = 64
 # options that choose another layout: with any of them, reduce_inner does not apply
 OTHER_LAYOUTS = ("group", "upcast", "tile", "stage")
+# reduce_whole: workgroup sizes to try (one dividing the threads: no gate), best first
+WHOLE_LOCAL = (64, 32, 16, 8)
+# reduce_step: workgroups to make at least, where the outputs allow (a CPU adapter runs each
+# workgroup on one core: 3 workgroups on 2 cores leave one idle a third of the time)
+STEP_GROUPS = 8
+# reduce_whole's UOps per reduced element: WHOLE_UOPS + WHOLE_ROW_UOPS per output of a thread
+# (q4 matvec, K = 1536: 1 / 2 / 4 rows 13200 / 21632 / 38494 WGSL lines)
+WHOLE_UOPS, WHOLE_ROW_UOPS = 2.5, 6.0
+# reduce_whole: at most this many reduced elements times rows per thread (lavapipe, load ~8,
+# builds a K = 1536 matvec with 1 / 2 / 4 rows per thread in 19 / 30 / 37 s; 4 rows ran it 0.58
+# of a copy's time, 2 rows 0.50: K = 1536 takes 4, K = 2048 2)
+WHOLE_WORK = 6144
 # a register-tiled kernel over a symbolic axis (a run-time grid: compiler.with_grid) takes
 # workgroups of at most GRID_LOCAL threads, so a small bound value, which launches few tiles,
 # still spreads them over several workgroups (a CPU adapter runs a workgroup on one core)
@@ -73,9 +99,112 @@ def reduce_inner(item: ScheduleItem, options: dict) -> int:
   return most if reduces else 0
 
 
+def _reads_input(node: LazyOp, inputs: set) -> bool:
+  """`node`'s value reads one of the kernel's input buffers."""
+  stack, seen = [node], set()
+  while stack:
+    n = stack.pop()
+    if id(n) in inputs:
+      return True
+    if id(n) not in seen:
+      seen.add(id(n))
+      stack.extend(n.src)
+  return False
+
+
+def shares_a_vector(item: ScheduleItem) -> bool:
+  """Some reduction of `item` reads an input through a view that is the same for every output:
+  zero strides along each kept axis of the reduction's source longer than 1 (the vector of a
+  matrix-vector product; not a pooling's or a norm's rows, whose outputs read their own data)."""
+  inputs = {id(n) for n in item.inputs}
+  for r in kernel_reduces(item):
+    shape, axes = r.src[0].shape, set(r.arg[1])
+    kept = [a for a, size in enumerate(shape) if a not in axes and size > 1]
+    stack, seen = [r.src[0]], set()
+    while stack and kept:
+      node = stack.pop()
+      if id(node) in seen or id(node) in inputs:
+        continue
+      seen.add(id(node))
+      if node.op is L.VIEW and node.shape == shape and \
+          all(node.arg.strides[a] == 0 for a in kept) and _reads_input(node, inputs):
+        return True
+      stack.extend(node.src)
+  return False
+
+
+def _rows_local(n: int, rows: int, target: Target, fits, groups: int = 1) -> tuple[int, int] | None:
+  """(rows, local): the most outputs per thread, from `rows` halving, that divide the `n`
+  outputs, pass `fits(rows)` and leave a workgroup of WHOLE_LOCAL threads dividing the threads
+  (the largest that makes at least `groups` workgroups, else the smallest); None if none does."""
+  while rows >= 1:
+    if n % rows == 0 and fits(rows):
+      sizes = [s for s in WHOLE_LOCAL if s <= target.max_local and (n // rows) % s == 0]
+      if sizes:
+        return rows, next((s for s in sizes if n // rows // s >= groups), sizes[-1])
+    rows //= 2
+  return None
+
+
+def _whole(item: ScheduleItem, target: Target, options: dict) -> tuple[Opts | None, bool]:
+  """(Opts unrolling every reduction of a reduce_inner kernel whose outputs share a vector
+  (shares_a_vector) completely (option reduce_whole=W: each holds at most W elements),
+  reduce_rows outputs per thread (or fewer: the most that leaves a workgroup of WHOLE_LOCAL
+  threads dividing the outputs, WHOLE_WORK elements per thread and, where the adapter has a
+  measured driver_cost and the run is one-off, a build within compile_cost's budget), or None;
+  capped: the budget ruled out a choice)."""
+  most = int(options.get("reduce_whole", 0) or 0)
+  sizes = [prod(r.src[0].shape[a] for a in r.arg[1]) for r in kernel_reduces(item)]
+  if not most or max(sizes) > most or "local" in options or not shares_a_vector(item):
+    return None, False
+  capped = []
+
+  def fits(rows: int) -> bool:
+    uops = int(max(sizes) * (WHOLE_UOPS + WHOLE_ROW_UOPS * rows))
+    if compile_cost.capped(options) and not compile_cost.affordable(options, uops):
+      capped.append(rows)
+      return False
+    return rows == 1 or rows * max(sizes) <= WHOLE_WORK
+  got = _rows_local(item.out.size, max(int(options.get("reduce_rows", 1) or 1), 1), target, fits)
+  if got is None:
+    return None, bool(capped)
+  return Opts(local=got[1], upcast=got[0], reduce_inner=max(sizes), capped=bool(capped)), \
+      bool(capped)
+
+
+def _stepped(item: ScheduleItem, target: Target, options: dict, capped: bool) -> Opts | None:
+  """Opts of a reduce_inner kernel whose outputs share a vector, looped in steps of option
+  reduce_step=S reduced elements (Opts.reduce_unroll: the loop over the leading reduced axes
+  unrolled S // (the unrolled trailing axes' elements) times, or the most below that dividing
+  it), reduce_rows outputs per thread in workgroups that divide the outputs, at least
+  STEP_GROUPS of them where they allow (_rows_local; else a row per thread), so each step's
+  activation loads serve all of a thread's outputs; None where it does not apply."""
+  step, most = int(options.get("reduce_step", 0) or 0), reduce_inner(item, options)
+  if not step or not most or "local" in options or not shares_a_vector(item):
+    return None
+  shape = max(([r.src[0].shape[a] for a in r.arg[1]] for r in kernel_reduces(item)), key=prod)
+  k = inner_split(shape, most)
+  outer = prod(shape[:k])
+  unroll = max(min(step // prod(shape[k:]), outer), 1)
+  while outer % unroll:
+    unroll -= 1
+  n, rows = item.out.size, max(int(options.get("reduce_rows", 1) or 1), 1)
+  rows, local = _rows_local(n, rows, target, lambda _: True, STEP_GROUPS) or \
+      (1, local_size(n, target.max_local))
+  return Opts(local=local, upcast=rows, reduce_inner=most, reduce_unroll=unroll, capped=capped)
+
+
 def inner_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   """Opts of a reduce_inner kernel: a thread per output (option local= threads per workgroup,
-  else local_size's), the trailing reduced axes unrolled (Opts.reduce_inner)."""
+  else local_size's), the trailing reduced axes unrolled (Opts.reduce_inner); with option
+  reduce_whole, the whole reduction unrolled where it fits (_whole); else with option
+  reduce_step, looped in steps of several blocks, reduce_rows outputs per thread (_stepped)."""
+  whole, capped = _whole(item, target, options)
+  if whole is not None:
+    return whole
+  stepped = _stepped(item, target, options, capped)
+  if stepped is not None:
+    return stepped
   n = max(item.out.size, 1)
   local = int(options.get("local", 0) or 0) or local_size(n, target.max_local)
-  return Opts(local=local, reduce_inner=reduce_inner(item, options))
+  return Opts(local=local, reduce_inner=reduce_inner(item, options), capped=capped)

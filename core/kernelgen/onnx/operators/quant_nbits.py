@@ -137,26 +137,49 @@ def _matmul_words(ins, a: Tensor, words: Tensor, dims: tuple) -> Tensor:
   return y.reshape(*lead, n).cast(a.dtype)
 
 
+def placed_fields(words: Tensor, bits: int) -> tuple[Tensor, Tensor]:
+  """(codes, factors) of uint32 `words` (...,): each `bits`-wide field masked where it lies (the
+  top one shifted down by `bits` first, so every field is a positive int32) as float32, shape
+  (..., 32 // bits), code * 2^pos; and the float32 2^-pos that undoes each (32 // bits,). A mask
+  and a conversion per field, no shift: with constant field indices (unrolled) the masks and
+  factors are constants. code * 2^pos times x * 2^-pos is exactly code * x (powers of two)."""
+  per = 32 // bits
+  f = Tensor.arange(per, device=words.device).cast(dtypes.uint32)
+  down = (f == per - 1).cast(dtypes.uint32) * bits
+  pos = f * bits - down
+  mask = ((1 << bits) - 1) << pos
+  shape = (*([1] * words.ndim), per)
+  codes = ((words.unsqueeze(-1) >> down.reshape(*shape)) & mask.reshape(*shape))
+  factors = ((127 - pos.cast(dtypes.int32)) << 23).bitcast(dtypes.float32)
+  # to float through int32: a signed conversion (an unsigned one is several instructions on x86
+  # without AVX-512: llvmpipe, SwiftShader)
+  return codes.cast(dtypes.int32).cast(dtypes.float32), factors
+
+
 def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: int) -> Tensor:
   """x @ dequant(B).T for a block-quantized B given as its 32-bit words: x (M, K) float32,
   words (N, blocks * block * bits // 32) uint32 (each row's `bits`-wide codes, the lowest field
   of a word first), scale (N, blocks) float32, zp (N, blocks) float32 or one float; (M, N)
-  float32. y[m, n] = sum over blocks b, words j of the block and fields f of the word of
-  x[m, k] * (field - zp[n, b]) * scale[n, b], k = (b * words per block + j) * fields + f, K
-  padded with zeros to whole blocks. The reduction keeps the three axes, so a thread loads each
-  word once for all its fields, and each block's scale and zero point once (optimize.py's
-  reduce_inner on CPU adapters, whose unrolled step multiplies by the scale once: the scale is
-  the products' last factor); nothing dequantized is written to memory."""
+  float32. y[m, n] = sum over blocks b of scale[n, b] * (sum over the block's words j and their
+  fields f of x[m, k] * field - zp[n, b] * sum of the block's x), k = (b * words per block + j) *
+  fields + f, K padded with zeros to whole blocks; the fields taken in place (placed_fields), x
+  scaled to match. So each value costs a mask, a conversion, a multiply and an add, a block's x
+  sum is shared by every output of a thread, and the reductions keep the three axes, so a thread
+  loads each word once for all its fields and each block's scale and zero point once
+  (optimize.py's reduce_inner on CPU adapters, whose unrolled step multiplies a block's sum by
+  its scale once: the scale is the products' last factor; lowering/threads.py's reduce_whole
+  unrolls them all); nothing dequantized is written to memory."""
   n, blocks = scale.shape
   per = 32 // bits
-  wpb = block // per
-  q = fields(words.reshape(n, blocks, wpb), bits).cast(dtypes.float32)      # (N, B, wpb, per)
-  zp = zp.reshape(n, blocks, 1, 1) if isinstance(zp, Tensor) else zp
+  codes, factors = placed_fields(words.reshape(n, blocks, block // per), bits)
   m, k = x.shape
   if blocks * block != k:
     x = x.pad(((0, 0), (0, blocks * block - k)))
-  xq = x.reshape(m, 1, blocks, wpb, per) * (q - zp).reshape(1, n, blocks, wpb, per)
-  return (xq * scale.reshape(1, n, blocks, 1, 1)).sum((2, 3, 4))   # (the scale last: see above)
+  xb = x.reshape(m, 1, blocks, block // per, per)
+  s = scale.reshape(1, n, blocks, 1, 1)
+  dot = (xb * factors.reshape(1, 1, 1, 1, per)) * codes.reshape(1, n, blocks, block // per, per)
+  zs = zp.reshape(n, blocks) * scale if isinstance(zp, Tensor) else scale * zp
+  return (dot * s).sum((2, 3, 4)) - (xb * zs.reshape(1, n, blocks, 1, 1)).sum((2, 3, 4))
 
 
 # ---- GatherBlockQuantized --------------------------------------------------------------------

@@ -40,6 +40,12 @@ NAMES = (("swiftshader", "swiftshader"), ("subzero", "swiftshader"), ("lavapipe"
 # wgpu's adapter_type -> class (when its names say nothing more precise)
 ADAPTER_TYPES = {"CPU": "software", "IntegratedGPU": "integrated", "DiscreteGPU": "discrete"}
 
+# a packed weight's matrix-vector product on CPU adapters (lowering/threads.py, option
+# reduce_step): looped in steps of STEP reduced elements, ROWS outputs per thread (the
+# MEASUREMENTS note at reduce_inner below); unrolled whole (option reduce_whole, not a default:
+# tens of seconds of lavapipe build per kernel) up to WHOLE elements
+STEP, ROWS, WHOLE = 32, 8, 2048
+
 # (adapter class, shape class) -> front-end option defaults, one dict per entry: a new option
 # (e.g. the fused row kernels' layout) is one more key in an entry. Measured with
 # bench/adapter_options.py (each kernel under every candidate: thread per row, 16..128 lanes
@@ -116,7 +122,38 @@ TABLE: dict[tuple[str, str], dict] = {
   # a thread per output, looped 1.9-2.3 | reduce_inner 1.6-1.8, with its words and x as vec4
   # loads 0.82-0.99, and the block's scale once per block 0.95 (copy of the packed bytes 0.27:
   # ratio 0.28) | hand-written WGSL, a thread per row, vec4 math 0.93-1.1. M=32 (prefill)
-  # through kg.onnx, whole runs: 100 ms against 140 before
+  # through kg.onnx, whole runs: 100 ms against 140 before. Unrolled whole (reduce_whole, no loop
+  # and no gate: the activation loads leave llvmpipe's per-lane path; lowering/threads.py),
+  # bench/q4_matvec.py's ratio of the copy's time to the matvec's (load 3-7 on 2 CPUs, best of
+  # 10, one run): lavapipe 1536x576 looped 0.28 | whole, rows per thread 1 / 2 / 4 / 8 0.55 /
+  # 0.62 / 0.72 / 0.70 | with the zero point folded out and the fields in place
+  # (quant_nbits.matmul_words), 2 / 4 / 8 rows 0.56 / 0.70 / 0.70; 4864x896 looped 0.13 | whole
+  # 0.52 / 0.66 / 0.62 / 0.67 | folded 0.63 / 0.68 / 0.72. SwiftShader (load 7-11, best of 8):
+  # 1536x576 looped 0.04 | whole 0.04 / 0.07 / 0.20 / 0.03 | folded 0.21 / 0.26 / 0.13; 4864x896
+  # looped 0.06 | whole 0.03 / 0.05 / 0.04 / 0.02 | folded 0.06 / 0.19 / 0.07 (noisy, and far
+  # from the copy: not understood yet). All four shapes at the defaults (whole / looped), lavapipe,
+  # load 8-10, best of 10: 1536x576 0.64 / 0.25, 576x1536 0.64 / 0.26, 4864x896 0.70 / 0.25,
+  # 49152x576 0.98 / 0.12 (2 rows per thread: 0.55, 0.56, 0.58, 0.53); SwiftShader, load 7-9,
+  # best of 6: 1536x576 0.14 / 0.09, 576x1536 0.11 / 0.32, 4864x896 0.10 / 0.07, 49152x576
+  # 0.18 / 0.12: K = 1536 unrolled whole is 3x slower there (Subzero's code for 40k lines), so
+  # SwiftShader unrolls at most WHOLE // 2 = 1024 elements. Lavapipe at load ~1.5, 4 rows (K =
+  # 1536: 2), whole / looped: 0.62 / 0.27, 0.51 / 0.28, 0.65 / 0.23, 0.60 / 0.25 (main's kernel in
+  # the same minute: 0.27, 0.26, 0.23, 0.25); 576x1536 with 4 rows (threads.WHOLE_WORK 6144) at
+  # load ~1: 0.58 against 2 rows 0.50. But lavapipe builds those whole kernels in 19-37 s each
+  # (SwiftShader 43-89 s), so the default loops (issue 37): STEP reduced elements (U blocks) a
+  # trip, ROWS outputs per thread sharing the loop (lowering/threads.py, option reduce_step).
+  # bench/q4_matvec.py, lavapipe, best of 10, load 3 -> 15 during the run, copy/matvec ratio and
+  # cold build (pipeline + first dispatch, Mesa cache off) for 1536x576 / 576x1536 / 4864x896 /
+  # 896x4864 / 49152x576: U=1 R=8 (1658 lines) 0.68 / 0.69 / 0.60 / 0.72 / 0.40, 0.85-1.1 s |
+  # U=1 R=4 0.53 / 0.58 / 0.21 / 0.65 / 0.34, 0.6-0.8 s | U=1 R=16 0.69 / (8) / 0.40 / 0.75 /
+  # 0.51, 1.6-2.1 s | U=2 R=8 0.60 / 0.65 / 0.22 / 0.70 / 0.43, 1.7-2.0 s | U=4 R=8 0.51 / 0.60 /
+  # 0.55 / 0.20 / 0.38, 3.4-4.5 s | U=2 R=16 4-4.5 s | a block, a row per thread 0.25 / 0.27 /
+  # 0.07 / 0.07 / 0.19, 0.3-0.5 s (the 4864 rows are noise: the load rose 11 -> 15 there). One
+  # run at load ~25 (1536x576, 576x1536): U=1 R=8 0.71 / 0.67 | whole (reduce_whole=2048, 4
+  # rows) 0.73 / 0.59, built in 23 / 150 s | U=1 R=16 0.75 / -, 2.2 s | looped 0.31 / 0.25.
+  # SwiftShader (load 21-25: noisy, the same kernel twice 0.07 and 0.10) every form 0.05-0.3 of
+  # the copy, 0.7 only once (U=4 R=4 896x4864): still far from it, not understood (Subzero's
+  # code for the per-lane loads?); whole (1024, 4 rows) 0.05-0.24, built in 43-89 s.
   # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled
   # code is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding
   # its 1024 / G values as vec4 lets, max and sum folded through workgroup memory, one exp per
@@ -131,7 +168,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
   # pay for them, nor for the array's stores and loads: not kept.
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
-                            "reduce_inner": 32},
+                            "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
   # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
@@ -188,7 +225,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
-                         "reduce_inner": 32},
+                         "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
@@ -291,6 +328,10 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
   ("lavapipe", "tile"): (0.58, 0.21), ("lavapipe", "attention"): (1.07, 0.0),
   ("swiftshader", "tile"): (0.32, 0.0), ("swiftshader", "attention"): (0.46, 0.0),
   ("software", "tile"): (0.58, 0.21), ("software", "attention"): (1.07, 0.0),   # as lavapipe
+  # (reduce_whole's q4 matvec, lowering/threads.py, lavapipe at load ~8, K = 1536, 1 / 2 / 4 rows
+  # per thread: 13200 / 21632 / 38494 lines -> 19 / 30 / 37 s at the first dispatch; not an entry:
+  # a capped kernel grows at a replayed decode's second step. Not a default any more: the
+  # stepped loop, reduce_step, builds in ~1 s for most of its speed; see TABLE's rows notes)
 }
 
 # MEASUREMENTS: the numbers behind lowering/optimize.py's constants and the Target facts they
