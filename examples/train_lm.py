@@ -130,8 +130,9 @@ class Schedule:
     return done
 
   def over(self, i: int) -> bool:
-    """Whether the run ends after step i: its last step, or the deadline reached."""
-    return i + 1 >= self.steps or (self.deadline is not None and self.progress(i + 1) >= 1.0)
+    """Whether the run ends after step i: its last step, or the deadline reached (in the warmup
+    too)."""
+    return i + 1 >= self.steps or (self.deadline is not None and time.time() >= self.deadline)
 
 
 def grown_weights(weights: dict, layers: int) -> dict:

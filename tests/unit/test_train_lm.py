@@ -105,3 +105,12 @@ def test_schedule_follows_the_steps_or_the_clock_whichever_is_further(monkeypatc
   assert not timed.over(5)
   clock.now += 30
   assert timed.progress(6) == pytest.approx(1.0) and timed.over(6)
+
+
+def test_a_deadline_reached_in_the_warmup_ends_the_run(monkeypatch):
+  clock = Clock()
+  monkeypatch.setattr(train_lm.time, "time", clock)
+  schedule = train_lm.Schedule(steps=1000, warmup=20, deadline=clock.now + 60)
+  assert not schedule.over(0)
+  clock.now += 61
+  assert schedule.over(1)
