@@ -109,6 +109,15 @@ async function useTokenizerFile(file) {
   document.body.dataset.tokenizerLoads = String(loads + 1);
 }
 
+// A model train_lm.py grew from a shallower one (--grow-from): which, and how far it had come.
+function grownFrom(log) {
+  const g = log.grown_from;
+  if (!g) return '';
+  const steps = g.held_out ? ` after its ${g.held_out.step} steps` : '';
+  return ` (grown from a ${g.layers}-layer model of ${g.parameters.toLocaleString()} ` +
+    `parameters${steps})`;
+}
+
 function showModel(log) {
   const c = log.config;
   const held = log.held_out ? `, held-out perplexity ${log.held_out.perplexity.toFixed(1)} ` +
@@ -116,7 +125,7 @@ function showModel(log) {
   $('model-info').textContent = `${c.parameters.toLocaleString()} parameters: ` +
     `${c.layers} layers, ` +
     `width ${c.dim}, ${c.heads} heads, window ${c.context}, vocabulary ${c.vocab}; trained ` +
-    `${log.held_out?.step ?? c.steps} steps${held}.`;
+    `${log.held_out?.step ?? c.steps} steps${grownFrom(log)}${held}.`;
   $('context').textContent = String(c.context);
 }
 
