@@ -105,9 +105,16 @@ def compile_plan(roots: list, target: Target | str = "python", options: dict | N
                  print_after=()) -> list:
   """compile_program's kernels with the schedule items they compute: [(ScheduleItem,
   CompiledKernel)] in launch order (export wires buffers from the items: slot 0 is `item.out`,
-  slot i the input `item.inputs[i - 1]`)."""
+  slot i the input `item.inputs[i - 1]`). Python's cyclic collector is paused meanwhile, as
+  realize pauses it (realize._collector_paused: the passes' garbage holds no cycles; light
+  ResNet-50 for lavapipe, CPU s: 1.95-2.07 with it, 1.53-1.62 without, 380-470 collections)."""
+  from .realize import _collector_paused
+  with _collector_paused():
+    return _compile_plan(roots, get_target(target), options, print_after)
+
+
+def _compile_plan(roots: list, target: Target, options: dict | None, print_after) -> list:
   from .graph.schedule import row_limit, schedule
-  target = get_target(target)
   target.check_options(options or {})
   with internal_errors("schedule"):
     items = schedule(roots, target.buffer_limit(options or {}), row_limit(options))  # schedule
