@@ -1,9 +1,7 @@
 """Realizing: run the kernels a lazy graph needs, on its device, and read results back."""
 from __future__ import annotations
 
-import gc
 import os
-from contextlib import contextmanager
 
 from . import limits
 from .errors import ExecutionError, ShapeError, internal_errors
@@ -54,21 +52,12 @@ def _plan(pending: list[LazyOp]) -> tuple:
   return items, plan
 
 
-@contextmanager
 def _collector_paused():
-  """Python's cyclic garbage collector off (as it was after) while kernelgen schedules and
-  compiles: that builds tens of thousands of short-lived nodes (UOps, index math) that hold no
-  reference cycles, so the collections their allocations set off (a CNN training step's first
-  realize: ~110 of ~300, one of them full) scan them all and free nothing; their memory goes by
-  reference counting. (Not while kernels run: the PYTHON and PTXSIM devices interpret them in
-  Python, whose garbage is not ours to vouch for.)"""
-  was = gc.isenabled()
-  gc.disable()
-  try:
-    yield
-  finally:
-    if was:
-      gc.enable()
+  """compiler.collector_paused: the cyclic collector off while kernelgen schedules and compiles
+  (not while kernels run: the PYTHON and PTXSIM devices interpret them in Python, whose garbage
+  is not ours to vouch for)."""
+  from .compiler import collector_paused
+  return collector_paused()
 
 
 def realize(nodes: list[LazyOp]) -> None:

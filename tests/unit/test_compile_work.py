@@ -1,10 +1,10 @@
 """The work a first compile does, counted (never timed): the optimizer lowers each register-tile
 probe of a kernel once (optimize._probe: its loads and its UOps from one lowering; the adapter
 table's shape class needs none), tileplan.plan splits a kernel's reduction once per axes, and
-realizing pauses Python's cyclic garbage collector only while it schedules and compiles
-(realize.py), leaving it as it was, also when a kernel fails. Values are checked against numpy
-on both sides of each change: a conv whose outputs share operands (register tiles), a small
-reduction (none)."""
+realizing and kg.compile pause Python's cyclic garbage collector only while they schedule and
+compile (realize.py), leaving it as it was, also when a kernel fails. Values are checked
+against numpy on both sides of each change: a conv whose outputs share operands (register
+tiles), a small reduction (none)."""
 from __future__ import annotations
 
 import gc
@@ -127,4 +127,26 @@ def test_a_failing_realize_turns_the_collector_back_on(monkeypatch):
   assert gc.isenabled()
   with pytest.raises(kg.UnsupportedError, match="no kernels today"):
     (Tensor.arange(8) + 3).numpy()
+  assert gc.isenabled()
+
+
+def test_kg_compile_pauses_the_collector_and_turns_it_back_on(monkeypatch):
+  """kg.compile (compiler.compile_plan) pauses it too, also when a kernel fails."""
+  from kernelgen import compiler
+  seen = []
+  real = compiler.compile_item
+
+  def spy(*args, **kwargs):
+    seen.append(gc.isenabled())
+    return real(*args, **kwargs)
+  monkeypatch.setattr(compiler, "compile_item", spy)
+  assert gc.isenabled()
+  kernels = kg.compile(Tensor(np.ones((4, 8), np.float32)).sum(1) * 2, target="wgsl")
+  assert kernels and seen and not any(seen) and gc.isenabled()
+
+  def broken(*args, **kwargs):
+    raise kg.UnsupportedError("no kernels today")
+  monkeypatch.setattr(compiler, "compile_item", broken)
+  with pytest.raises(kg.UnsupportedError, match="no kernels today"):
+    kg.compile(Tensor(np.ones(8, np.float32)) + 3, target="wgsl")
   assert gc.isenabled()

@@ -44,6 +44,7 @@ from ..uop.ops import Ops
 from .epilogue import epilogue_top, single_users
 from .lazy import L, LazyOp
 from .prologue import reads_whole_rows, worth_it
+from .walkcache import WalkCache
 from .view import contiguous_strides, prod
 
 
@@ -468,15 +469,14 @@ def find_reduce(node: LazyOp, inputs) -> LazyOp | None:
   return None
 
 
-def _find_kernels(roots: list[LazyOp], boundary: set, users: dict,
-                  row_max: int = 0) -> dict[int, ScheduleItem]:
+def _find_kernels(roots: list[LazyOp], boundary: set, walk: WalkCache) -> dict[int, ScheduleItem]:
   """One kernel per boundary node reachable from `roots` (adds the boundaries it finds)."""
   pending, items = list(roots), {}
   while pending:
     node = pending.pop()
     if id(node) in items:
       continue
-    inputs, new, rows, again = _walk_kernel(node, boundary, users, row_max)
+    inputs, new, rows, again = walk(node, boundary)
     items[id(node)] = ScheduleItem(node, tuple(inputs), rows=rows, recomputed=again)
     pending.extend(new)
   return items
@@ -495,11 +495,12 @@ def schedule(roots: list[LazyOp], max_buffers: int | None = None,
         users[id(s)] = users.get(id(s), 0) + 1
   boundary = {id(r) for r in roots if not r.realized}
   user_of, tried = single_users(order), set(boundary)
+  walk = WalkCache(lambda root, bound: _walk_kernel(root, bound, users, row_max))
   while True:      # again until no kernel fuses a node that another kernel found as a boundary
-    known = len(boundary)
-    items = _find_kernels([r for r in roots if not r.realized], boundary, users, row_max)
+    known = len(boundary)     # (walk: only the kernels whose boundaries changed are walked again)
+    items = _find_kernels([r for r in roots if not r.realized], boundary, walk)
     if len(boundary) == known and not \
-       _promote_epilogues(items, boundary, users, user_of, tried, max_buffers, row_max) and \
+       _promote_epilogues(items, boundary, walk, user_of, tried, max_buffers) and \
        not (max_buffers and _split_wide(items, boundary, users, max_buffers, row_max)):
       break
   position = {id(n): i for i, n in enumerate(order)}
@@ -507,8 +508,8 @@ def schedule(roots: list[LazyOp], max_buffers: int | None = None,
   return _name_items(ordered, position)
 
 
-def _promote_epilogues(items: dict, boundary: set, users: dict, user_of: dict, tried: set,
-                       max_buffers: int | None, row_max: int) -> bool:
+def _promote_epilogues(items: dict, boundary: set, walk: WalkCache, user_of: dict, tried: set,
+                       max_buffers: int | None) -> bool:
   """Make the top of one kernel reduction's elementwise tail the kernel instead (epilogue.py);
   False when none moves. Each reduction moves once (a later split may cut it out again)."""
   for item in items.values():
@@ -519,7 +520,7 @@ def _promote_epilogues(items: dict, boundary: set, users: dict, user_of: dict, t
     if top is node:
       continue
     rest = (boundary - {id(node)}) | {id(top)}
-    own, _, _, _ = _walk_kernel(top, set(rest), users, row_max)
+    own, _, _, _ = walk(top, set(rest))
     if max_buffers and len(own) + 1 > max_buffers:
       continue
     tried.add(id(node))
