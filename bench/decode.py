@@ -18,12 +18,13 @@ positions (each kernel of the replayed step timed with GPU timestamps) with the 
 kernel's share; whether the first tokens agree across the ways. Timings on a loaded machine mean
 little: the load average is printed with them. Not a test; nothing is asserted.
 
-Dispatches per layer (symbolic way): the QKV projection, the cache write, attention, the output
-projection (bias and residual its epilogue, graph/epilogue.py), the MLP's up and down projections
-(6), plus a row kernel per LayerNorm where the norm is not its projection's prologue
-(graph/prologue.py: small rows only, PROLOGUE_WORK; at d = 256 on lavapipe the recomputation
-measured slower than the row kernels, so 8 there, 6 at d = 32). Reaching 4 needs the cache write
-as a second output of the QKV kernel and attention fused with the output projection.
+Dispatches per layer (symbolic way): the QKV projection computed by the kernel that writes it
+into the cache (graph/schedule.py's write fusion; the cache holds the query too), the output
+projection computing attention first (lowering/staged.py: its one workgroup's threads a query
+row each; bias and residual its epilogue, graph/epilogue.py), the MLP's up and down projections:
+4. Each LayerNorm is its projection's prologue, staged (lowering/staged.py: each workgroup
+computes the normalized row once). The attention share below is that of the kernels named
+attn*: with attention staged, the output projections that compute it.
 
     python bench/decode.py [--quick] [--layers 4] [--d 256] [--heads 8] [--steps 1024]
                            [--static-steps 48] [--device WEBGPU] [--ways symbolic,static,tinygrad]
@@ -85,8 +86,11 @@ def kernelgen_model(layers: int, d: int, heads: int, max_len: int):
       self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
       self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
       self.ff1, self.ff2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-      # keys and values in one buffer (as tinygrad's recipe): one in-place write per step
-      self.kv_cache = kg.Tensor.zeros(2, 1, heads, max_len, self.hd).realize()
+      # queries, keys and values in one buffer, the QKV projection written into it in place at
+      # the step's position: one kernel per step computes and writes it (graph/schedule.py's
+      # write fusion), attention reads this step's query from it (the query slot costs
+      # max_len x d floats more than tinygrad's keys-and-values cache)
+      self.qkv_cache = kg.Tensor.zeros(3, 1, heads, max_len, self.hd).realize()
       self.k_grown = self.v_grown = None
 
     def _qkv(self, x):
@@ -97,11 +101,12 @@ def kernelgen_model(layers: int, d: int, heads: int, max_len: int):
       return x + self.ff2(self.ff1(self.ln2(x)).gelu())
 
     def forward(self, x, pos):
-      """The symbolic step: write this position's key and value in place, attend to 0..pos."""
-      qkv = self._qkv(x)
-      self.kv_cache[:, :, :, pos:pos + 1] = qkv[1:3]
+      """The symbolic step: write this position's query, key and value in place, attend to
+      0..pos."""
+      cache = self.qkv_cache
+      cache[:, :, :, pos:pos + 1] = self._qkv(x)
       return self._rest(x, kg.scaled_dot_product_attention(
-        qkv[0], self.kv_cache[0, :, :, :pos + 1], self.kv_cache[1, :, :, :pos + 1]))
+        cache[0, :, :, pos:pos + 1], cache[1, :, :, :pos + 1], cache[2, :, :, :pos + 1]))
 
     def grown(self, x):
       """The static step: the cache grown by one with kg.cat (a new shape every step)."""
@@ -141,7 +146,8 @@ def _counters(kg, runtime) -> tuple:
 
 
 def _gpu(program, token, t: int) -> dict:
-  """GPU ms of the replayed step at position t, and the attention kernels' share of it."""
+  """GPU ms of the replayed step at position t, and the attention kernels' share of it (those
+  named attn*: the output projections that compute it, where it is staged)."""
   times = program.time_kernels([token.node.buffer], {"pos": t})
   total = sum(s for _, s in times)
   attn = sum(s for name, s in times if name.startswith("attn"))
@@ -170,7 +176,7 @@ def kernelgen_worker(way: str, args) -> dict:
   result = rec.result(way, f"kernelgen {args.device}")
   # the kernels after the layers: the final norm is the head's prologue where that is cheap
   from kernelgen.graph.prologue import worth_it
-  result["after"] = 2 if worth_it(VOCAB, args.d) else 3
+  result["after"] = 2 if worth_it(VOCAB, args.d, 1) else 3
   return result
 
 

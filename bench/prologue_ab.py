@@ -1,12 +1,13 @@
 """GPU time of a decode step's norm and projection with the norm as the matmul's prologue
-(graph/prologue.py) and as a row kernel of its own, side by side in one process: one row of d,
-LayerNorm, then a projection to n outputs (+ bias), for several n: where the sums cross is where
-PROLOGUE_WORK (outputs x row length) should sit on this device.
+(graph/prologue.py), recomputed per output or staged once per workgroup (lowering/staged.py),
+and as a row kernel of its own, side by side in one process: one row of d, LayerNorm, then a
+projection to n outputs (+ bias), for several n: where the sums cross is where PROLOGUE_WORK
+(outputs x row length) should sit on this device, and whether staging pays.
 
     python bench/prologue_ab.py [--d 256] [--n 256,768,1024,2048,4096] [--device WEBGPU]
 
 Per n and way: the kernels' names and the median of 9 timed runs of the jitted step (GPU
-timestamps, summed over its kernels), the two ways one after the other per n. Not a test;
+timestamps, summed over its kernels), the three ways one after the other per n. Not a test;
 nothing is asserted; on a loaded machine the numbers mean little (the load average is printed
 with them).
 """
@@ -30,9 +31,10 @@ def _step(d: int, n: int, rng):
   return (lambda x: x.layernorm(-1, 1e-5, w, b) @ weight.T + bias), t(1, d)
 
 
-def _time(d: int, n: int, work: int) -> tuple[list, list]:
-  """(kernel names, GPU seconds of each timed run) with PROLOGUE_WORK = work."""
-  prologue.PROLOGUE_WORK = work
+def _time(d: int, n: int, work: int, staged: bool = False) -> tuple[list, list]:
+  """(kernel names, GPU seconds of each timed run) with PROLOGUE_WORK = work, prologue.STAGED =
+  staged."""
+  prologue.PROLOGUE_WORK, prologue.STAGED = work, staged
   kg.clear_cache()          # no plan or kernel of the other way
   fn, x = _step(d, n, np.random.default_rng(n))
   step = kg.jit(fn)
@@ -54,12 +56,12 @@ def main() -> None:
   print(f"norm + projection, one row of d={args.d}, on {args.device}; load average "
         f"{os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs); PROLOGUE_WORK is "
         f"{prologue.PROLOGUE_WORK}")
-  print("n | outputs x d | prologue ms (kernels) | row kernel + matmul ms (kernels)")
+  print("n | outputs x d | prologue per output ms (kernels) | staged ms (kernels) | "
+        "row kernel + matmul ms (kernels)")
   for n in (int(v) for v in args.n.split(",")):
-    fused, split = _time(args.d, n, 1 << 40), _time(args.d, n, 0)
-    cells = [f"{1000 * statistics.median(r):.3f} ({len(k)}: {' '.join(k)})"
-             for k, r in (fused, split)]
-    print(f"{n} | {n * args.d} | {cells[0]} | {cells[1]}")
+    ways = (_time(args.d, n, 1 << 40), _time(args.d, n, 0, True), _time(args.d, n, 0))
+    cells = [f"{1000 * statistics.median(r):.3f} ({len(k)}: {' '.join(k)})" for k, r in ways]
+    print(f"{n} | {n * args.d} | " + " | ".join(cells))
 
 
 if __name__ == "__main__":

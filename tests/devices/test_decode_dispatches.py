@@ -1,7 +1,10 @@
-"""Kernels per decode token of bench/decode.py's decoder (one KV cache buffer per layer holding
-keys and values, GELU MLP): each projection's bias and residual are its kernel's epilogue
-(graph/epilogue.py) and each LayerNorm its reading projection's prologue (graph/prologue.py), so
-a layer is 6 dispatches (8 with the norms as row kernels; 9 before the epilogues: the residual
+"""Kernels per decode token of bench/decode.py's decoder (one cache buffer per layer holding
+queries, keys and values, GELU MLP): each projection's bias and residual are its kernel's
+epilogue (graph/epilogue.py), each LayerNorm its reading projection's prologue (graph/
+prologue.py), and the QKV projection is computed by the kernel that writes it into the cache
+(graph/schedule.py's write fusion), and attention is computed by the output projection's
+kernel (lowering/staged.py), so a layer is 4 dispatches (5 with attention a kernel of its own, 6
+with the cache write too, 8 with the norms as row kernels; 9 before the epilogues: the residual
 stream needed a kernel of its own to stay within WebGPU's 8 storage buffers); greedy tokens match
 numpy on every device; every kernel is valid WGSL (wgpu) and PTX (ptxas)."""
 from __future__ import annotations
@@ -22,11 +25,11 @@ import decode  # noqa: E402
 webgpu = device_fixture(("WEBGPU",))
 
 LAYERS, D, HEADS, MAX = 2, 32, 4, 24
-# per layer: the QKV projection (ln1 its prologue, + bias), the cache write, attention, the output
-# projection (+ bias + residual), the MLP up projection (ln2 its prologue, + bias, GELU), the down
-# projection (+ bias + residual); then the head (the final norm its prologue, + bias) and the
-# argmax
-KERNELS_PER_LAYER, KERNELS_AFTER = 6, 2
+# per layer: the QKV projection written into the cache (ln1 its prologue, + bias), the output
+# projection computing attention (+ bias + residual), the MLP up projection (ln2 its prologue,
+# + bias, GELU), the down projection (+ bias + residual); then the head (the final norm its
+# prologue, + bias) and the argmax
+KERNELS_PER_LAYER, KERNELS_AFTER = 4, 2
 
 
 def _model():
@@ -83,7 +86,7 @@ def test_bench_decoder_matches_numpy(device):
   assert got == _reference(7, steps)
 
 
-def test_bench_decoder_is_6_dispatches_per_layer_and_one_submit(webgpu):
+def test_bench_decoder_is_4_dispatches_per_layer_and_one_submit(webgpu):
   runtime = kg.Device["WEBGPU"]
   model, pos = _model(), kg.Dim("pos", 0, MAX - 1)
   step, token = kg.jit(model), kg.Tensor(np.array([3], np.int32))
@@ -97,6 +100,8 @@ def test_bench_decoder_is_6_dispatches_per_layer_and_one_submit(webgpu):
   names = [kernel.name for _, kernel, _ in _step_program(step).steps]
   assert len(names) == KERNELS_PER_LAYER * LAYERS + KERNELS_AFTER, names
   assert not any(name.startswith("E_") for name in names), names   # no residual-only kernel
+  assert sum(name.startswith("write_") for name in names) == LAYERS, names   # QKV + cache write
+  assert sum(name.startswith("attn_r_") for name in names) == LAYERS, names  # attention + out
   assert runtime.dispatches - dispatches == len(names)
   assert runtime.submits - submits == 1
   assert kg.cache_info()["misses"] == misses

@@ -1,7 +1,9 @@
 """A matmul computes the row norm it reads (graph/prologue.py): a decode step's LayerNorm or
 RMSNorm of one row is no kernel of its own while the matmul's outputs times the row length are
 at most PROLOGUE_WORK; past it (a prompt's many rows, a wide projection) the norm keeps its row
-kernel. Values against numpy on both sides, in the thread-per-output and grouped layouts."""
+kernel, but for one row (of at most STAGED_MAX), which is staged (lowering/staged.py; the tests
+of PROLOGUE_WORK turn staging off, tests/devices/test_staged_prologue.py tests it). Values
+against numpy on both sides, in the thread-per-output, grouped and staged layouts."""
 from __future__ import annotations
 
 import os
@@ -70,17 +72,27 @@ def test_at_the_threshold_the_norm_is_a_prologue(d, n):
 @pytest.mark.parametrize("rows, d, n", [(1, 64, prologue.PROLOGUE_WORK // 64 + 1),   # wide
                                         (64, 64, 96),                               # a prompt
                                         (1, 1024, prologue.PROLOGUE_WORK // 1024 + 1)])
-def test_past_the_threshold_the_norm_keeps_its_row_kernel(rows, d, n):
+def test_past_the_threshold_the_norm_keeps_its_row_kernel(monkeypatch, rows, d, n):
+  monkeypatch.setattr(prologue, "STAGED", False)
   out, _ = _projection(rows, d, n)
   assert rows * n * d > prologue.PROLOGUE_WORK
   items = schedule([out.node])
   assert len(items) == 2 and items[0].rows and not items[1].rows
 
 
+@pytest.mark.parametrize("rows, d, n", [(1, 64, prologue.PROLOGUE_WORK // 64 + 1),
+                                        (1, 1024, prologue.PROLOGUE_WORK // 1024 + 1)])
+def test_past_the_threshold_one_row_is_staged(rows, d, n):
+  out, want = _projection(rows, d, n)
+  assert len(schedule([out.node])) == 1
+  np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("rows, d, n", [(1, 32, 24), (3, 32, 24), (1, 256, 40), (2, 300, 17)])
 def test_values_on_both_sides_of_the_threshold(monkeypatch, rows, d, n):
   """The same projections with PROLOGUE_WORK just above and just below their work: both
   schedules give numpy's values (d = 256, 300: long enough for a grouped reduction on GPUs)."""
+  monkeypatch.setattr(prologue, "STAGED", False)
   for work, kernels in ((rows * n * d, 1), (rows * n * d - 1, 2)):
     monkeypatch.setattr(prologue, "PROLOGUE_WORK", work)
     kg.clear_cache()            # no plan of the other schedule
@@ -123,10 +135,11 @@ def test_a_norm_read_by_two_projections_is_computed_by_each():
   np.testing.assert_allclose(b.numpy(), ln @ w2, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("d", [32, 256])
-def test_prologue_kernels_are_valid_wgsl_and_ptx(d):
-  """The thread-per-output (d = 32) and grouped (d = 256: workgroup memory, barriers) layouts;
-  WGSL with lavapipe's adapter defaults too."""
+@pytest.mark.parametrize("d, staged", [(32, False), (256, False), (32, True), (256, True)])
+def test_prologue_kernels_are_valid_wgsl_and_ptx(monkeypatch, d, staged):
+  """The thread-per-output (d = 32) and grouped (d = 256: workgroup memory, barriers) layouts,
+  and staged (workgroup memory); WGSL with lavapipe's adapter defaults too."""
+  monkeypatch.setattr(prologue, "STAGED", staged)
   out, _ = _projection(1, d, prologue.PROLOGUE_WORK // d)
   for options in ({}, {"adapter": "lavapipe"}):
     kernels = kg.compile(out, target="wgsl", **options)

@@ -14,12 +14,18 @@ of a grouped reduction, its lanes sharing the pass) computes them once before it
 
 That saves the row kernel's dispatch and the write and read of the normalized row; it costs each
 output one more pass over its row, and the normalization of every element it reads. So it
-applies (`worth_it`) while the kernel's outputs times the row's length are at most PROLOGUE_WORK
+applies (`worth_it`) to one row read by all of a kernel's outputs (staged, below), and otherwise
+while the kernel's outputs times the row's length are at most PROLOGUE_WORK
 (decoding a small model: one row of 32 read by a few hundred outputs; not a prompt's many rows,
 whose row kernel runs once per row where the matmul would repeat it per output; not d = 256 on
 lavapipe, where the extra passes cost more than the dispatch saved), and only to rows whose
 per-element part is cheap: no transcendental op of a value that varies per element (a norm's
 rsqrt is of the broadcast variance; a softmax's exp would run once per output per element).
+
+Staged (lowering/staged.py): where the kernel reads one row for all its outputs (a decode step),
+each workgroup of a thread-per-output layout computes the row's statistics and the normalized row
+once, into workgroup memory, and its outputs read it from there: the prologue then costs a pass
+per workgroup, not per output, and applies at any size (up to STAGED_MAX elements a row).
 """
 from __future__ import annotations
 
@@ -39,12 +45,31 @@ from .view import prod
 # whose matmul waits on memory (the weights), not on arithmetic, may well gain at larger sizes:
 # not measured here.
 PROLOGUE_WORK = 1 << 13
+# ... and whatever that work, a kernel that reads ONE row of at most STAGED_MAX elements for all
+# its outputs (a decode step's) takes it: it stages the row (lowering/staged.py: each workgroup
+# computes it once into workgroup memory, 4 bytes an element; WebGPU guarantees 16 KiB of it),
+# so no output makes another pass over it. STAGED = False: no staging (bench/prologue_ab.py)
+STAGED_MAX, STAGED = 2048, True
+# a fused attention (L.ATTENTION) read whole as one row by a kernel of at most
+# STAGED_ATTENTION_OUTPUTS outputs (a decode step's output projection, one workgroup) is computed
+# by that kernel, staged (lowering/staged.py), with at most that many query rows: the attention's
+# dispatch saved, its rows computed once. STAGED_ATTENTION = False: never.
+STAGED_ATTENTION, STAGED_ATTENTION_OUTPUTS = True, 256
 
 
-def worth_it(outputs: int, length: int) -> bool:
-  """Whether a kernel of `outputs` outputs should recompute rows of `length` elements (see the
-  module docstring)."""
-  return length > 1 and outputs * length <= PROLOGUE_WORK
+def worth_it(outputs: int, length: int, rows: int = 0) -> bool:
+  """Whether a kernel of `outputs` outputs should recompute rows of `length` elements, `rows`
+  of them in all (0: unknown; see the module docstring)."""
+  return length > 1 and (outputs * length <= PROLOGUE_WORK or
+                         STAGED and rows == 1 and length <= STAGED_MAX)
+
+
+def staged_attention(outputs: int, attention: LazyOp) -> bool:
+  """Whether a kernel of `outputs` outputs that reads ATTENTION node `attention` whole, as one
+  row, for each output computes it (see STAGED_ATTENTION)."""
+  rows = prod(attention.shape[:-1])
+  return STAGED and STAGED_ATTENTION and outputs <= STAGED_ATTENTION_OUTPUTS and \
+    rows <= STAGED_ATTENTION_OUTPUTS and attention.size <= STAGED_MAX
 
 
 def reads_whole_rows(view: LazyOp, red: LazyOp, axes: tuple) -> bool:

@@ -26,7 +26,14 @@ reductions (the max inside softmax's exp-sum) fuse as above.
 
 Prologues (prologue.py): a matmul whose source reads whole rows of such a row expression (a
 decode step's LayerNorm or RMSNorm of one row, read by the next projection) computes it itself,
-its row reductions once per output, while its outputs times the row length are small.
+its row reductions once per output, while its outputs times the row length are small (or once
+per workgroup, staged: one row). So does a decode step's output projection its attention (one
+query row per head), where the projection is one workgroup (prologue.staged_attention).
+
+Write fusion: an in-place write's value (L.WRITE, a KV cache written at a symbolic position)
+lies at its kernel's output side, so a projection that only the write reads computes in the
+write's kernel (its prologue and epilogue too), each value element stored straight into the
+cache: one kernel, not a projection and a copy (lowering/lower.py write_stores).
 
 A target may bind only so many buffers to one kernel (WebGPU: maxStorageBuffersPerShaderStage,
 8 by default). Given `max_buffers`, a kernel that would read too many is split: the fused
@@ -43,7 +50,7 @@ from dataclasses import dataclass
 from ..uop.ops import Ops
 from .epilogue import epilogue_top, single_users
 from .lazy import L, LazyOp
-from .prologue import reads_whole_rows, worth_it
+from .prologue import reads_whole_rows, staged_attention, worth_it
 from .walkcache import WalkCache
 from .view import contiguous_strides, prod
 
@@ -233,7 +240,7 @@ def _walk_kernel(root: LazyOp, boundary: set, users: dict,
   broadcast along that reduction's axes (the max in a logsumexp) fuses too, when every other
   read of it in the kernel is at the output: it is computed once per output, not per element.
   With `row_max`, so does one the output reads that way (a row kernel)."""
-  row = _row_spec(root, boundary, row_max)
+  row = row_spec(root, boundary, row_max)
   fuse: set = set()
   for _ in range(4):
     bound = set(boundary)
@@ -266,7 +273,7 @@ def row_node(out: LazyOp) -> LazyOp:
   return out
 
 
-def _row_spec(root: LazyOp, boundary: set, row_max: int) -> _Row | None:
+def row_spec(root: LazyOp, boundary: set, row_max: int) -> _Row | None:
   """The rows of a candidate row kernel for `root`: the axes of the first reduction of `root`'s
   shape that the elementwise expression reads (not through another reduction), when a row has
   at most `row_max` elements; None when there is none."""
@@ -303,8 +310,9 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
   per_output, rows_of = {id(root)}, {}   # reductions computed once per output; _prologue's rows
   ctx = (root, False) if root.op is L.REDUCE else (row, False) if row is not None else None
   reads = min(_length(root), RECOMPUTE_READS + 1) if root.op is L.REDUCE else 1
-  stack = [(s, root.op not in (L.REDUCE, L.ATTENTION, L.WRITE), ctx, False, reads)
-           for s in root.src]
+  # at the output: an elementwise root's sources, and a write's value (write fusion, above)
+  stack = [(s, root.op not in (L.REDUCE, L.ATTENTION, L.WRITE) or root.op is L.WRITE and k == 1,
+            ctx, False, reads) for k, s in enumerate(root.src)]
   while stack:
     node, at_output, ctx, reread, reads = stack.pop()
     key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]), reread, reads)
@@ -334,7 +342,7 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       again[id(node)] = node
       fusable = True
     if node.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION, L.WRITE) and \
-        not (node.op is L.REDUCE and fusable):
+        not (node.op is L.REDUCE and fusable) and not (ctx is not None and ctx[0] is _STAGED):
       boundary.add(id(node))
       new.append(node)
       inputs.append(node)
@@ -348,7 +356,8 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       inner = ctx          # an identity view (one that carries a symbolic shape) moves nothing
     elif node.op is L.VIEW:
       inner = (ctx[0], True) if ctx is not None and not ctx[1] and _expands(node, ctx[0]) \
-        else _prologue(node, ctx, root, boundary, row_max, per_output, rows_of)
+        else _prologue(node, ctx, root, boundary, row_max, per_output, rows_of, row is None) or \
+        (_staged_attention(node, ctx, root, boundary, users, per_output) if row is None else None)
     else:
       inner = ctx if node.op in (L.ALU, L.CAST, L.BITCAST) else None
     # a value broadcast along the kernel's reduced axes (a row's layernorm shift) is loop
@@ -364,23 +373,43 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
 
 
 def _prologue(view: LazyOp, ctx, root: LazyOp, boundary: set, row_max: int, per_output: set,
-              rows_of: dict) -> tuple | None:
+              rows_of: dict, staged: bool = False) -> tuple | None:
   """_walk's context for the source of VIEW `view` (read in context `ctx`) when that source is
   a prologue of the kernel of `root` (prologue.py): (its rows, False); else None. `rows_of`
-  keeps each source's rows (one object per source: _walk's keys hold its id)."""
+  keeps each source's rows (one object per source: _walk's keys hold its id). `staged`: the
+  kernel may stage one row (not a row kernel: lowering/staged.py)."""
   if not row_max or ctx is None or ctx[1] or id(ctx[0]) not in per_output:
     return None
   src = view.src[0]
   if src.realized or id(src) in boundary or src.op not in (L.ALU, L.CAST, L.BITCAST):
     return None
   if id(src) not in rows_of:
-    rows_of[id(src)] = _row_spec(src, boundary, row_max)
+    rows_of[id(src)] = row_spec(src, boundary, row_max)
   row = rows_of[id(src)]
   if row is None or not reads_whole_rows(view, ctx[0], row.arg[1]) or \
-     not worth_it(root.size, prod(src.shape[a] for a in row.arg[1])) or \
+     not worth_it(kernel_outputs(root), length := prod(src.shape[a] for a in row.arg[1]),
+                  src.size // max(length, 1) if staged else 0) or \
      _transcendentals(src, boundary, 1):
     return None
   return row, False
+
+
+# _walk's context for an attention its kernel computes (_staged_attention)
+_STAGED = _Row((None, ()), (), ())
+
+
+def _staged_attention(view: LazyOp, ctx, root: LazyOp, boundary: set, users: dict,
+                      per_output: set) -> tuple | None:
+  """(_STAGED, False) when the source of VIEW `view` (read in context `ctx`) is an attention
+  that the kernel of `root` (not a row kernel: lowering/staged.py stages it in a thread-per-
+  output layout) computes itself (prologue.staged_attention: its one row, read whole by a
+  reduction computed once per output); else None."""
+  src = view.src[0]
+  if ctx is None or ctx[1] or id(ctx[0]) not in per_output or src.op is not L.ATTENTION or \
+     src.realized or id(src) in boundary or users.get(id(src), 0) != 1:
+    return None
+  whole = reads_whole_rows(view, ctx[0], tuple(range(len(src.shape))))
+  return (_STAGED, False) if whole and staged_attention(kernel_outputs(root), src) else None
 
 
 def _length(node: LazyOp) -> int:
@@ -405,15 +434,21 @@ def _recomputable(node: LazyOp, boundary: set, reads: int) -> bool:
   return _loads(node.src[0], boundary, REREAD_LOADS) < REREAD_LOADS
 
 
+def kernel_outputs(root: LazyOp) -> int:
+  """How many outputs the kernel computing `root` computes: an in-place write's value elements
+  (Write fusion, above), else root's."""
+  return root.src[1].size if root.op is L.WRITE else root.size
+
+
 def _little_waste(node: LazyOp, root: LazyOp) -> bool:
   """Whether fusing `node` (a reduction when it matters) into the kernel of `root` wastes at most
   PADDED_REDUCE_WASTE iterations (see there)."""
-  if node.op is not L.REDUCE or root.size <= node.size:
+  if node.op is not L.REDUCE or kernel_outputs(root) <= node.size:
     return True
   if node.size >= TILED_REDUCE_MIN and sum(n > 1 for n in node.shape) >= 2:
     return False
   length = prod(node.src[0].shape[a] for a in node.arg[1])
-  waste = (root.size - node.size) * length
+  waste = (kernel_outputs(root) - node.size) * length
   return waste <= PADDED_REDUCE_WASTE and \
     (waste <= PADDED_WASTE_FLOOR or waste <= PADDED_WASTE_RATIO * node.size * length)
 
@@ -452,17 +487,19 @@ def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:
     return f"E_{dims}"
   src = reduce.src[0]
   red = "_".join(_size_name(src.logical[a]) for a in reduce.arg[1])
-  return f"r_{dims}__{red}"
+  staged = find_reduce(node, item_inputs, L.ATTENTION) is not None    # (_staged_attention)
+  return f"{'attn_' if staged else ''}r_{dims}__{red}"
 
 
-def find_reduce(node: LazyOp, inputs) -> LazyOp | None:
+def find_reduce(node: LazyOp, inputs, op: L = L.REDUCE) -> LazyOp | None:
+  """The first node of `op` (a reduction) computed in the kernel of `node` reading `inputs`."""
   stack, stop = [node], {id(i) for i in inputs}
   while stack:
     n = stack.pop()
     if id(n) in stop and n is not node:
       continue
     stop.add(id(n))
-    if n.op is L.REDUCE:
+    if n.op is op:
       return n
     if not n.realized:
       stack.extend(n.src)
@@ -511,7 +548,11 @@ def schedule(roots: list[LazyOp], max_buffers: int | None = None,
 def _promote_epilogues(items: dict, boundary: set, walk: WalkCache, user_of: dict, tried: set,
                        max_buffers: int | None) -> bool:
   """Make the top of one kernel reduction's elementwise tail the kernel instead (epilogue.py);
-  False when none moves. Each reduction moves once (a later split may cut it out again)."""
+  False when none moves. Each reduction moves once (a later split may cut it out again). Where
+  none moves and an epilogue did not fit where its reduction computes an attention (staged,
+  _staged_attention), the attention of the one closest to fitting becomes a kernel of its own
+  again (then its epilogue may move, and the kernels reading it bind fewer buffers)."""
+  unstage = []
   for item in items.values():
     node = item.out
     if node.op is not L.REDUCE or id(node) in tried:
@@ -521,11 +562,16 @@ def _promote_epilogues(items: dict, boundary: set, walk: WalkCache, user_of: dic
       continue
     rest = (boundary - {id(node)}) | {id(top)}
     own, _, _, _ = walk(top, set(rest))
-    if max_buffers and len(own) + 1 > max_buffers:
+    if max_buffers and (bound := binds(own, top)) > max_buffers:
+      staged = find_reduce(node, item.inputs, L.ATTENTION)
+      unstage += [(bound, len(unstage), staged)] if staged is not None else []
       continue
     tried.add(id(node))
     boundary.discard(id(node))
     boundary.add(id(top))
+    return True
+  if unstage:
+    boundary.add(id(min(unstage)[2]))
     return True
   return False
 
@@ -545,6 +591,14 @@ def _fused_nodes(item: ScheduleItem, boundary: set) -> list[LazyOp]:
   return order
 
 
+def binds(inputs, root: LazyOp) -> int:
+  """The buffers the kernel computing `root` from `inputs` binds: its output and its inputs, but
+  an in-place write's target, which is its output's own buffer (where its value does not read
+  the target, the input slot goes unused)."""
+  target = root.src[0] if root.op is L.WRITE else None
+  return 1 + sum(node is not target for node in inputs)
+
+
 def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
                 row_max: int = 0) -> bool:
   """Make one subexpression of a kernel that binds more than `max_buffers` buffers a kernel of
@@ -554,14 +608,14 @@ def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
   the one it becomes): without that, every node of a long fused chain (an unrolled LSTM's cell
   state) cost two walks of the chain per split, O(n^2) a split."""
   for item in sorted(items.values(), key=lambda it: -len(it.inputs)):
-    if len(item.inputs) + 1 <= max_buffers:
+    if binds(item.inputs, item.out) <= max_buffers:
       return False
     best, best_key = None, None
     for bound, order, node in _candidates(item, boundary):
       if best_key is not None and bound - 1 < best_key[0]:
         break
       own, _, _, _ = _walk_kernel(node, set(boundary), users, row_max)
-      if len(own) + 1 > max_buffers:
+      if binds(own, node) > max_buffers:
         continue
       rest, _, _, _ = _walk_kernel(item.out, boundary | {id(node)}, users, row_max)
       saved = len(item.inputs) - len(rest)

@@ -193,32 +193,41 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   """The stores of the ATTENTION kernel `lw.item` (see the module docstring): each thread takes
   `opts.upcast` consecutive query rows, which share each key's k and v loads."""
   out = lw.item.out
+  batch, places = _threads(out.shape[:-2], out.src[0].shape[-2], max(opts.upcast, 1),
+                           max(opts.local, 1))
+  stores = []
+  for (i, ok), values in zip(places, attention_values(lw, out, tuple(batch), places)):
+    terms = zip(tuple(batch) + (i,), contiguous_strides(out.shape), out.shape)
+    flat = linear_index([t for t in terms if t[2] > 1], 0)
+    run = [lw.params[0].store(flat + int_const(e) if e else flat, value, ok)
+           for e, value in enumerate(values)]
+    stores += vector_stores(run, len(values)) if ok is None else run
+  return stores
+
+
+def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = None) -> list:
+  """The output rows of ATTENTION node `out` at batch indices `batch` and query rows `places`
+  ([(row index, valid or None)], consecutive rows of one thread: they share each key's k and v
+  loads): a list of Ev values (out's dtype) per row. Where `active` is false the thread walks no
+  key (its values are not to be used: staged.py's threads past the rows)."""
   q, k, v = out.src[:3]
   scale, causal = out.arg[:2]
   limit = out.src[-1] if len(out.arg) > 2 else None     # a run-time number of keys
   srcs = out.src[:-1] if limit is not None else out.src
   mask = srcs[3] if len(srcs) > 3 else None
-  lead, n_q, n_k = out.shape[:-2], q.shape[-2], k.shape[-2]
-  e_dim, ev_dim = q.shape[-1], v.shape[-1]
+  n_k, e_dim, ev_dim = k.shape[-2], q.shape[-1], v.shape[-1]
   acc_dt = dtypes.float64 if out.dtype == dtypes.float64 else dtypes.float32
-  per = max(opts.upcast, 1)
-  local = max(opts.local, 1)
-  batch, places = _threads(lead, n_q, per, local)
   rows = []
   for i, _ in places:
-    qs = _row_values(lw, q, tuple(batch) + (i,), e_dim, None, acc_dt)
+    qs = _row_values(lw, q, batch + (i,), e_dim, None, acc_dt)
     rows.append(_Row(lw, [x * UOp.const(acc_dt, scale * LOG2E) for x in qs], i, ev_dim, acc_dt))
-  end = None
-  if causal and n_q > 1:              # up to the thread's last row's diagonal
-    end = (rows[-1].i + int_const(1)).minimum(int_const(n_k))
-  elif causal:
-    end = int_const(1)
-  if limit is not None:               # a symbolic key length: the keys past it are padding
-    keys_n = lw.value(limit, (), None).minimum(int_const(n_k)).maximum(int_const(0))
-    end = keys_n if end is None else end.minimum(keys_n)
+  end = _key_end(lw, out, rows[-1].i, limit, q.shape[-2], causal)
+  if active is not None:
+    end = active.where(end if end is not None else int_const(n_k), int_const(0))
+  per = len(places)
   rng, keys = _key_loop(lw, n_k, end, max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // per)))
-  batch, neg_inf = tuple(batch), UOp.const(acc_dt, -math.inf)
-  if limit is not None:
+  neg_inf = UOp.const(acc_dt, -math.inf)
+  if limit is not None or active is not None:
     ks, vs = _clamped_keys(lw, k, v, batch, keys, end, acc_dt)
   else:
     ks = [_row_values(lw, k, batch + (j,), e_dim, valid, acc_dt) for j, valid in keys]
@@ -240,15 +249,24 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   assigns = [UOp(Ops.ASSIGN, acc_dt, (a, c)) for row in rows for a, c in zip(row.accs, row.cur)]
   assigns += [UOp(Ops.ASSIGN, acc_dt, (row.m, row.cur_m)) for row in rows]
   loop = UOp(Ops.ENDRANGE, None, (rng, *assigns))
-  stores = []
-  for (i, ok), row in zip(places, rows):
+  out_rows = []
+  for row in rows:
     total = UOp(Ops.AFTER, acc_dt, (row.accs[0], loop))
-    terms = zip(batch + (i,), contiguous_strides(out.shape), out.shape)
-    flat = linear_index([t for t in terms if t[2] > 1], 0)
-    run = []
-    for e, acc in enumerate(row.accs[1:]):
-      value = UOp(Ops.AFTER, acc_dt, (acc, loop)) / total
-      value = value if value.dtype == out.dtype else value.cast(out.dtype)
-      run.append(lw.params[0].store(flat + int_const(e) if e else flat, value, ok))
-    stores += vector_stores(run, ev_dim) if ok is None else run
-  return stores
+    values = [UOp(Ops.AFTER, acc_dt, (acc, loop)) / total for acc in row.accs[1:]]
+    out_rows.append([x if x.dtype == out.dtype else x.cast(out.dtype) for x in values])
+  return out_rows
+
+
+def _key_end(lw, out, last: UOp, limit, n_q: int, causal: bool) -> UOp | None:
+  """How many keys a thread whose last query row is `last` walks, as a UOp (None: all of
+  them): up to that row's diagonal where causal, at most the run-time key count `limit`."""
+  n_k = out.src[1].shape[-2]
+  end = None
+  if causal and n_q > 1:              # up to the thread's last row's diagonal
+    end = (last + int_const(1)).minimum(int_const(n_k))
+  elif causal:
+    end = int_const(1)
+  if limit is not None:               # a symbolic key length: the keys past it are padding
+    keys_n = lw.value(limit, (), None).minimum(int_const(n_k)).maximum(int_const(0))
+    end = keys_n if end is None else end.minimum(keys_n)
+  return end

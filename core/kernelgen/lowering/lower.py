@@ -23,6 +23,7 @@ from .attention import attention_stores
 from .rows import row_stores
 from .slide import slide_stores
 from .sortnet import sortnet_stores
+from .staged import stage_rows
 from .vector import vector_stores, vector_thread_stores
 from .wgtile import staged_stores
 
@@ -64,6 +65,7 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   groups = max(1, math.ceil(n / per_group))
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
+  stage_rows(lw, lid, opts.local)      # a prologue's one row, once per workgroup (staged.py)
   # output j of a thread: gid*(local*upcast) + lid*upcast + j, the form simplify gives that sum
   # (rules/sums.py), built as such: the loads' unravelled indices share it
   spread = [(gid, opts.local * opts.upcast, groups)] + ([(lid, opts.upcast, opts.local)]
@@ -85,18 +87,24 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
 
 
 def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
-  """L.WRITE: a thread per element of the value, stored into the target (slot 0, its own
-  buffer) at the same indices but along the axis, shifted by the run-time start; a position
-  outside the target's axis writes nothing."""
+  """L.WRITE: a thread per element of the value (or, with Opts.group, a workgroup per element:
+  a reduction the write computes, graph/schedule.py's write fusion), stored into the target
+  (slot 0, its own buffer) at the same indices but along the axis, shifted by the run-time
+  start; a position outside the target's axis writes nothing."""
   out = lw.item.out
   _, value, start, stop = out.src
   axis, n = out.arg, value.size
-  groups = max(1, math.ceil(n / opts.local))
-  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
-  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
-  flat = linear_index([(gid, opts.local, groups)] + ([(lid, 1, opts.local)]
-                                                     if opts.local > 1 else []), 0)
-  gate = flat.lt(int_const(n)) if groups * opts.local > n else None
+  if opts.group:
+    flat, gate, store_gate = _group_lanes(lw, opts, n), None, lw.lane.eq(int_const(0))
+  else:
+    groups = max(1, math.ceil(n / opts.local))
+    gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+    lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
+    flat = linear_index([(gid, opts.local, groups)] + ([(lid, 1, opts.local)]
+                                                       if opts.local > 1 else []), 0)
+    gate = store_gate = flat.lt(int_const(n)) if groups * opts.local > n else None
+    lw.reduce_inner = opts.reduce_inner
+    stage_rows(lw, lid, opts.local)
   idxs = list(unravel([(flat, 1, n)], 0, value.shape))
   at = idxs[axis] + lw.value(start, (), gate)
   end = lw.value(stop, (), gate).minimum(int_const(out.shape[axis]))
@@ -105,17 +113,23 @@ def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   strides = [math.prod(out.shape[a + 1:]) for a in range(len(out.shape))]
   lin = linear_index([(u, s, 2) for u, s in zip(idxs, strides) if s], 0)
   v = lw.value(value, tuple(unravel([(flat, 1, n)], 0, value.shape)), gate)
-  return [lw.params[0].store(lin, v, gate_and(gate, inside))]
+  return [lw.params[0].store(lin, v, gate_and(store_gate, inside))]
+
+
+def _group_lanes(lw: Lowerer, opts: Opts, n: int) -> UOp:
+  """Set `lw` up for grouped reductions (a workgroup of Opts.group lanes per output, lw.lane the
+  lane); the output index, the workgroup's id over `n` outputs."""
+  lw.group, lw.subgroups = opts.group, opts.subgroups
+  lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.group))
+  lw.unroll, lw.vec = max(opts.group_unroll, 1), max(opts.group_vec, 1)
+  lw.chunk = opts.group_chunk
+  return UOp(Ops.SPECIAL, I32, (), ("gid", 0, max(n, 1)))
 
 
 def _grouped_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """One workgroup of `group` threads per output; lane 0 stores it."""
   out = lw.item.out
-  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, max(out.size, 1)))
-  lw.group, lw.subgroups = opts.group, opts.subgroups
-  lw.lane = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.group))
-  lw.unroll, lw.vec = max(opts.group_unroll, 1), max(opts.group_vec, 1)
-  lw.chunk = opts.group_chunk
+  gid = _group_lanes(lw, opts, out.size)
   value = lw.value(out, tuple(unravel([(gid, 1, out.size)], 0, out.shape)), None)
   return [lw.params[0].store(gid, value, lw.lane.eq(int_const(0)))]
 

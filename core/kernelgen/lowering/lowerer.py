@@ -225,6 +225,8 @@ class Lowerer:
     self.siblings: dict = {}           # id(reduce) -> the reductions computed in its loop (lower.py)
     self.online: dict = {}             # id(max or exp-sum) -> its online softmax pair (rows.py)
     self.run_starts: dict = {}         # a lane's loop over its run (_run_loop) -> the run's start
+    self.staged: dict = {}             # id(node) -> f(idxs, gate): its value, read from
+                                       # workgroup memory (staged.py: staged once per workgroup)
 
   def value(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
     got = self.cache.get((id(node), idxs, gate))
@@ -236,7 +238,8 @@ class Lowerer:
   def _same_indices(self, node: LazyOp) -> bool:
     """True when _lower reads node's sources at node's own indices and gate."""
     return node.op not in _OWN_INDICES and not (node is not self.item.out and
-                                                id(node) in self.slots)
+                                                id(node) in self.slots) and \
+      id(node) not in self.staged
 
   def _uncached(self, root: LazyOp, idxs: tuple, gate: UOp | None) -> list[LazyOp]:
     """root and the nodes below it read at the same (idxs, gate) not yet lowered, each after
@@ -279,6 +282,8 @@ class Lowerer:
     return buf.load(lin, gate, 0) if gate is not None else buf.load(lin)
 
   def _lower(self, node: LazyOp, idxs: tuple, gate: UOp | None) -> UOp:
+    if id(node) in self.staged:
+      return self.staged[id(node)](idxs, gate)
     if node is not self.item.out and id(node) in self.slots:
       terms = [(i, s, n) for i, s, n in zip(idxs, contiguous_strides(node.shape), node.shape)]
       return self._load(node, linear_index([t for t in terms if t[1] and t[2] != 1], 0), gate)

@@ -25,7 +25,9 @@ from . import compile_cost
 from .attention import attention_opts
 from .rows import row_opts
 from .slide import slide_choices
-from .threads import grid_local, inner_opts, local_size, reduce_inner
+from .staged import staged_rows
+from .threads import OTHER_LAYOUTS, grid_local, inner_opts, local_size, reduce_inner, \
+  write_opts
 from .tileplan import plan
 from ..uop.ops import Ops, toposort
 from ..graph.lazy import L
@@ -68,14 +70,22 @@ STAGE_TILE, STAGE_STEP = (4, 4), 8
 
 def optimize(item: ScheduleItem, target: Target, options: dict | None = None) -> Opts:
   """Launch options for `item` on `target`."""
-  options = with_adapter_defaults(item, target, options or {})
+  given, options = options or {}, with_adapter_defaults(item, target, options or {})
   if item.rows:
     return row_opts(item, target, options)        # row kernels: rows.py
   if item.out.op is L.ATTENTION:
     return attention_opts(item, target, options)  # fused attention: attention.py
-  if item.out.op is L.WRITE:                        # an in-place write: a thread per element
-    return Opts(local=min(64, max(item.out.src[1].size, 1)))
+  if item.out.op is L.WRITE:      # an in-place write: a thread (or workgroup) per element
+    return write_opts(item, lambda value: optimize(value, target, given))
   n = max(item.out.size, 1)
+  staged = staged_rows(item)
+  attention = any(r.op is L.ATTENTION for r in staged.values())   # (lowered staged only)
+  if staged and (attention or not any(k in options for k in OTHER_LAYOUTS)):
+    # a prologue's one row, staged once per workgroup (staged.py): a thread per output; with an
+    # attention staged, one workgroup (attention once)
+    one = attention and n <= target.max_local
+    return Opts(local=int(options.get("local", 0) or 0) or
+                (n if one else local_size(n, target.max_local)))
   if reduce_inner(item, options):              # a packed weight's matvec on CPU adapters
     return inner_opts(item, target, options)
   group = int(options.get("group", -1))

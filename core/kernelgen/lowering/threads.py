@@ -19,7 +19,7 @@ one-off run takes fewer rows or the loop (compile_cost.py).
 """
 from __future__ import annotations
 
-from ..graph.lazy import L, LazyOp
+from ..graph.lazy import L, LazyOp, chain_view
 from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
@@ -44,6 +44,8 @@ WHOLE_UOPS, WHOLE_ROW_UOPS = 2.5, 6.0
 # builds a K = 1536 matvec with 1 / 2 / 4 rows per thread in 19 / 30 / 37 s; 4 rows ran it 0.58
 # of a copy's time, 2 rows 0.50: K = 1536 takes 4, K = 2048 2)
 WHOLE_WORK = 6144
+# an in-place write (L.WRITE) takes WRITE_LOCAL threads per workgroup, a thread per element
+WRITE_LOCAL = 64
 # a register-tiled kernel over a symbolic axis (a run-time grid: compiler.with_grid) takes
 # workgroups of at most GRID_LOCAL threads, so a small bound value, which launches few tiles,
 # still spreads them over several workgroups (a CPU adapter runs a workgroup on one core)
@@ -208,3 +210,21 @@ def inner_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   n = max(item.out.size, 1)
   local = int(options.get("local", 0) or 0) or local_size(n, target.max_local)
   return Opts(local=local, reduce_inner=reduce_inner(item, options), capped=capped)
+
+
+def write_opts(item: ScheduleItem, layout) -> Opts:
+  """Opts of the in-place write `item` (L.WRITE): a thread per element of its value; where the
+  value holds a reduction (graph/schedule.py's write fusion: a projection written into a KV
+  cache), the layout `layout(value_item)` picks for the value as a flat kernel of its own when
+  that is a thread or a workgroup per element (write_stores lowers those; others: a thread)."""
+  value = item.out.src[1]
+  plain = Opts(local=min(WRITE_LOCAL, max(value.size, 1)))
+  if not kernel_reduces(item) or value.sym is not None:
+    return plain
+  flat = chain_view(value, "reshape", (value.size,))
+  opts = layout(ScheduleItem(flat, item.inputs, recomputed=item.recomputed))
+  if opts.group and opts.upcast == 1:
+    return opts
+  if opts.upcast == 1 and not (opts.tile or opts.stage or opts.slide or opts.row_lanes):
+    return Opts(local=opts.local, reduce_inner=opts.reduce_inner)
+  return plain
