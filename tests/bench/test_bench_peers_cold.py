@@ -14,19 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from tools import chromium_path, missing_tool
+from test_bench_peers import bench_env
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.timeout(900), pytest.mark.tools]
 
 
 def test_every_system_s_cold_first_result_matches_numpy_on_tiny_rows(playwright):
-  chromium_path()
-  npm = ROOT / ".venv-bench" / "npm" / "node_modules"
-  if not (ROOT / ".venv-bench" / "bin" / "python").exists() or \
-      not (npm / "onnxruntime-web").is_dir() or not (npm / "@tensorflow" / "tfjs").is_dir():
-    missing_tool(".venv-bench (tinygrad 0.10.1, TF.js, onnxruntime-web)",
-                 "./build.sh bench's setup_bench_env makes it")
+  bench_env()
   site = os.environ.get("KERNELGEN_TEST_SITE")     # an assembled copy (as tests/page's)
   if not site:
     subprocess.run(["./build.sh", "site"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
