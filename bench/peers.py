@@ -36,6 +36,7 @@ and median; bench/submit_floor.py explores it).
     python bench/peers.py [--runs 3] [--reps N] [--allow-load] [--adapters swiftshader,lavapipe]
         [--rows matmul,...] [--tiny]
     python bench/peers.py --tinygrad DIR     (worker, run with .venv-bench's Python)
+    python bench/peers.py --cold ...         (cold first results: bench/peers_cold.py)
 """
 from __future__ import annotations
 
@@ -275,14 +276,16 @@ def tinygrad_worker(folder: Path) -> None:
   Device.DEFAULT = "WEBGPU"
   spec = json.loads((folder / "rows.json").read_text())
   table = rows(np, spec["tiny"])
+  tinygrad_codegen_s(lambda: (Tensor.empty(33, 65) * 3 - 1).relu().max(axis=0))   # warm-up
   for index, name in enumerate(spec["rows"]):
     row = table[name]
     try:
       inputs = [Tensor(a).realize() for a in row["inputs"]]
-      out = row["lib"](TinygradLib(Tensor), *inputs).contiguous()
+      out, schedule, python_s = tinygrad_codegen_s(
+        lambda: row["lib"](TinygradLib(Tensor), *inputs).contiguous())
       ids = {id(t.lazydata.buffer): i for i, t in enumerate(inputs)}
       buffers, kernels = {}, []
-      for si in out.schedule():
+      for si in schedule:
         ei = lower_schedule_item(si)
         if not isinstance(ei.prg, CompiledRunner):
           raise RuntimeError(f"a {type(ei.prg).__name__} step, not a kernel")
@@ -301,11 +304,26 @@ def tinygrad_worker(folder: Path) -> None:
                         "bindings": [[i + 1, b, False] for i, b in enumerate(slots)],
                         "uniform": {"binding": 0, "f32": ["Infinity"]},
                         "dispatch": list(p.global_size)})
-      program = {"buffers": list(buffers.values()), "kernels": kernels,
+      program = {"buffers": list(buffers.values()), "kernels": kernels, "python_s": python_s,
                  "output": list(buffers).index(id(out.lazydata.buffer))}
     except Exception as error:  # a row tinygrad cannot do is reported, not fatal
       program = {"error": f"{type(error).__name__}: {error}"[:300]}
     (folder / f"tinygrad-{index}.json").write_text(json.dumps(program))
+
+
+def tinygrad_codegen_s(build) -> tuple:
+  """(build(), its schedule, the seconds tinygrad's Python took to build that graph, schedule it
+  and generate each kernel's WGSL: get_kernel(...).to_program(), without the native pipeline a
+  CompiledRunner makes): its share of a cold first result (bench/peers_cold.py)."""
+  from tinygrad import Device
+  from tinygrad.engine.realize import get_kernel
+  began = time.perf_counter()
+  out = build()
+  schedule = out.schedule()
+  for si in schedule:
+    if si.ast.op.name == "SINK":
+      get_kernel(Device[Device.DEFAULT].renderer, si.ast).to_program()
+  return out, schedule, time.perf_counter() - began
 
 
 # ---- kernelgen: the same program format ----------------------------------------------------------
@@ -455,15 +473,17 @@ def tf_spec(np, row: dict, folder: Path, tag: str, tol: dict) -> dict:
 
 # ---- the page ------------------------------------------------------------------------------------
 
-def launch(playwright, adapter: str):
-  """Headless Chromium for `adapter`, with WebGPU's developer features on: its timestamp queries
-  are otherwise rounded to 100 us (SwiftShader has 'timestamp-query' either way; lavapipe through
-  ANGLE, compatibility mode, has none)."""
+def launch(playwright, adapter: str, env: dict | None = None):
+  """Headless Chromium for `adapter` (a fresh temporary profile, as every Playwright launch),
+  with WebGPU's developer features on: its timestamp queries are otherwise rounded to 100 us
+  (SwiftShader has 'timestamp-query' either way; lavapipe through ANGLE, compatibility mode, has
+  none). `env`: more environment variables for it."""
   sys.path.insert(0, str(ROOT / "tests" / "helpers"))
   from browser_util import chromium_args, chromium_env, chromium_path
   lavapipe = adapter == "lavapipe"
   return playwright.chromium.launch(
-    executable_path=chromium_path(), headless=True, env=chromium_env(lavapipe=lavapipe),
+    executable_path=chromium_path(), headless=True,
+    env={**chromium_env(lavapipe=lavapipe), **(env or {})},
     args=chromium_args(webgpu=True, lavapipe=lavapipe) + ["--enable-webgpu-developer-features"])
 
 
@@ -646,6 +666,10 @@ def timed_run(pw, server, adapter: str, specs: dict, reps: int, copy: bool) -> d
 
 
 def main(argv=None) -> int:
+  argv = sys.argv[1:] if argv is None else argv
+  if "--cold" in argv:      # issue 37's cold first results, the same rows: bench/peers_cold.py
+    import peers_cold
+    return peers_cold.main([a for a in argv if a != "--cold"])
   parser = argparse.ArgumentParser(description="kernelgen vs every peer, per adapter")
   parser.add_argument("--tinygrad", help=argparse.SUPPRESS)
   parser.add_argument("--reps", type=int, default=5, help="interleaved rounds per run")

@@ -303,6 +303,15 @@ export class GpuExecutor {
     return undefined;   // None in Python
   }
 
+  // Where a launch's pipeline is: 'ready' (built), 'making' (prepare's build under way) or
+  // 'none' (never prepared, dropped, or its build failed: pipeline() builds it or says why).
+  // A kept plan swaps a larger kernel in once it is no longer 'making' (realize.py _swap).
+  pipelineState(launch) {
+    const key = launch.entry_point + '\n' + launch.source;
+    if (this.pipelines.has(key)) return 'ready';
+    return this.making.has(key) ? 'making' : 'none';
+  }
+
   // The compute pipeline for a launch, compiled once per (source, entry point).
   async pipeline(launch) {
     const key = launch.entry_point + '\n' + launch.source;

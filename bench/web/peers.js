@@ -105,7 +105,8 @@ async function readBuffer(dev, buffer, nbytes) {
 
 // ---- compiled WGSL programs (kernelgen, tinygrad) ------------------------------------------------
 
-async function prepareProgram(spec) {
+// The program's buffers on our device, its inputs and constants written: {dev, program, buffers}.
+async function programBuffers(spec) {
   const dev = await device();
   const program = await (await fetch(spec.program)).json();
   const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
@@ -116,8 +117,13 @@ async function prepareProgram(spec) {
     if (b.file) dev.queue.writeBuffer(buffer, 0, await fetchBytes(new URL(b.file, spec.program)));
     buffers.push(buffer);
   }
-  const kernels = [];
-  for (const k of program.kernels) {
+  return { dev, program, buffers };
+}
+
+// Every kernel's pipeline (all created at once, createComputePipelineAsync) and bind group
+// (a kernel's uniform buffer is added to `buffers`): [{pipeline, bindGroup, dispatch}].
+async function programKernels({ dev, program, buffers }) {
+  const made = program.kernels.map((k) => {
     dev.pushErrorScope('validation');
     const module = dev.createShaderModule({ code: k.source });
     const entries = k.bindings.map(([binding, , readonly]) => ({ binding,
@@ -132,20 +138,29 @@ async function prepareProgram(spec) {
         buffer: { type: 'uniform' } });
     }
     const layout = dev.createBindGroupLayout({ entries });
-    const pipeline = await dev.createComputePipelineAsync({
+    const pipeline = dev.createComputePipelineAsync({
       layout: dev.createPipelineLayout({ bindGroupLayouts: [layout] }),
       compute: { module, entryPoint: k.entry } });
     const groupEntries = k.bindings.map(([binding, index]) => ({ binding,
       resource: { buffer: buffers[index] } }));
     if (uniform) groupEntries.push({ binding: k.uniform.binding, resource: { buffer: uniform } });
     const bindGroup = dev.createBindGroup({ layout, entries: groupEntries });
-    const error = await dev.popErrorScope();
-    if (error) throw new Error(`kernel ${k.entry}: ${error.message}`.slice(0, 400));
-    kernels.push({ pipeline, bindGroup, dispatch: k.dispatch });
+    return { k, pipeline, bindGroup, error: dev.popErrorScope() };
+  });
+  const kernels = [];
+  for (const { k, pipeline, bindGroup, error } of made) {
+    const failed = await error;
+    if (failed) throw new Error(`kernel ${k.entry}: ${failed.message}`.slice(0, 400));
+    kernels.push({ pipeline: await pipeline, bindGroup, dispatch: k.dispatch });
   }
-  const run = async () => {
+  return kernels;
+}
+
+// One run of the kernels, one compute pass each: submit -> onSubmittedWorkDone, in ms.
+function programRun(dev, kernels) {
+  return async () => {
     const encoder = dev.createCommandEncoder();
-    for (const k of kernels) {     // one compute pass per kernel
+    for (const k of kernels) {
       const pass = encoder.beginComputePass();
       pass.setPipeline(k.pipeline);
       pass.setBindGroup(0, k.bindGroup);
@@ -157,6 +172,13 @@ async function prepareProgram(spec) {
     await dev.queue.onSubmittedWorkDone();
     return performance.now() - start;
   };
+}
+
+async function prepareProgram(spec) {
+  const loaded = await programBuffers(spec);
+  const { dev, program, buffers } = loaded;
+  const kernels = await programKernels(loaded);
+  const run = programRun(dev, kernels);
   const out = program.buffers[program.output];
   const read = () => readBuffer(dev, buffers[program.output], out.bytes);
   const dispose = () => { for (const b of buffers) b.destroy(); };
@@ -468,5 +490,8 @@ async function flopsPeak(groups, steps, reps) {
   return { ms: best, gflops: flops / best / 1e6 };
 }
 
-window.peers = { info, prepare, time, release, copyMs, floorMs, flopsPeak };
+window.peers = { info, prepare, time, release, copyMs, floorMs, flopsPeak,
+  // for the cold page (peers_cold.js): the same programs, checks and TF.js formulas
+  parts: { device, describe, compare, fetchF32, fetchBytes, readBuffer, programBuffers,
+    programKernels, programRun, TF_OPS } };
 document.body.dataset.ready = 'true';

@@ -121,6 +121,7 @@ class RealizePlan:
                    it.rows, tuple(position[id(r)] for r in it.recomputed)) for it in items]
     self.compiled: list = [None] * len(items)
     self.runs = 0                  # realizes of this plan (realize._swap)
+    self.growing: dict = {}        # position -> larger kernel whose build is under way (_swap)
 
   def schedule(self, order: list) -> list[ScheduleItem]:
     """The ScheduleItems of this plan over the nodes of a graph with the same key."""

@@ -18,6 +18,10 @@ progress = None
 # a kept plan realized again compiles at most this many of its capped kernels for more runs per
 # realize (_swap), so that no later call waits for more than one larger compile
 SWAP_COMPILES = 1
+# the capped kernels a recording (kg.jit, a model's replay) took while a larger one was built
+# in the background (_record_grown, _swap): id(capped kernel) -> (capped kernel, larger
+# kernel); a recorded program's replay runs the larger one once the runtime has it (swapped)
+_growing: dict = {}
 
 
 def _plan(pending: list[LazyOp]) -> tuple:
@@ -125,20 +129,46 @@ def _swap(plan, at: int, item, runtime, upgrades: list):
   each power of two of its realizes (plan.runs) the kernel is compiled again for that many runs
   (at most SWAP_COMPILES such compiles per realize): its build budget doubles each time, so what
   growing the kernel costs stays within about twice the budget per run, and a loop that runs
-  long ends on the kernel compiled for many runs. (Not in the background: lavapipe compiles a
-  shader at its first dispatch, on the dispatching thread, whatever thread built the pipeline.)"""
-  from .cache import cached_compile
-  from .compiler import target_of
+  long ends on the kernel compiled for many runs. The larger kernel's build starts at once
+  (Runtime.prepare) and it is swapped in when the runtime says it is ready (Runtime.ready: the
+  page's WEBGPU builds pipelines in the background, so the smaller kernel keeps running until
+  then; natively the swap is at once: lavapipe compiles a shader at its first dispatch, on the
+  dispatching thread, whatever thread built the pipeline). A recording (kg.jit, a model's
+  replay) keeps the kernel its calls recorded; its replays swap in the larger one (swapped)."""
   compiled = plan.compiled[at]
+  if recording is not None and id(compiled) in _growing:
+    return compiled
+  growing = plan.growing.get(at)
+  if growing is not None:           # one larger build at a time per kernel
+    if not runtime.ready(growing):
+      return compiled
+    del plan.growing[at]
+    plan.compiled[at] = growing
+    return growing
   runs = plan.runs
   if upgrades[0] <= 0 or runs < 2 or runs & (runs - 1):
     return compiled
   upgrades[0] -= 1
-  options = {**runtime.render_options(), "runs": runs}
+  grown = _compile_for(item, runtime, runs)
+  runtime.prepare(grown)
+  if runtime.ready(grown):
+    plan.compiled[at] = grown
+    return grown
+  plan.growing[at] = grown
+  if recording is not None:
+    _growing[id(compiled)] = (compiled, grown)
+  return compiled
+
+
+def _compile_for(item, runtime, runs: int):
+  """`item` compiled for the runtime's options with `runs` (counted in the cache's `grown`)."""
   from . import cache
+  from .cache import cached_compile
+  from .compiler import target_of
+  options = {**runtime.render_options(), "runs": runs}
   misses = cache._CACHE.misses
   with _collector_paused():
-    compiled = plan.compiled[at] = cached_compile(item, target_of(runtime), options)
+    compiled = cached_compile(item, target_of(runtime), options)
   cache._CACHE.grown += cache._CACHE.misses - misses
   return compiled
 
@@ -192,12 +222,43 @@ def _compile(item, runtime, buffer: Buffer, searching: bool):
   with _collector_paused():
     compiled = cached_compile(item, target_of(runtime), options)
     if compiled.capped and recording is not None:
-      # kg.jit or a model's replay: a step run many times takes the large kernel. Only a capped
-      # kernel is compiled again, so every other one stays the compile cache's entry of the
-      # calls before the recording.
-      from .lowering.compile_cost import RUNS_MANY
-      compiled = cached_compile(item, target_of(runtime), {**options, "runs": RUNS_MANY})
+      return _record_grown(item, runtime, options, compiled)
     return compiled
+
+
+def _record_grown(item, runtime, options: dict, compiled):
+  """The kernel a recording (kg.jit, a model's replay: a step run many times) takes where the
+  one-off kernel `compiled` was capped: the kernel compiled for many runs, when the runtime has
+  it ready at once (natively); else (the page's WEBGPU builds it in the background) the capped
+  one, the same in every recorded call, with the larger one kept in _growing for the replays
+  to swap in (swapped). Only a capped kernel is compiled again, so every other one stays the
+  compile cache's entry of the calls before the recording."""
+  from .cache import cached_compile
+  from .compiler import target_of
+  from .lowering.compile_cost import RUNS_MANY
+  if id(compiled) in _growing and _growing[id(compiled)][0] is compiled:
+    return compiled
+  grown = cached_compile(item, target_of(runtime), {**options, "runs": RUNS_MANY})
+  runtime.prepare(compiled)      # the one-off kernel's build first: it may run now
+  runtime.prepare(grown)
+  if runtime.ready(grown):
+    return grown
+  _growing[id(compiled)] = (compiled, grown)
+  return compiled
+
+
+def swapped(steps: list) -> list:
+  """A recorded program's steps [(runtime, kernel, ...)], each capped kernel whose larger
+  kernel (_record_grown) is built by now replaced by it (the same list when none is)."""
+  if not _growing:
+    return steps
+  out = None
+  for i, (runtime, kernel, *rest) in enumerate(steps):
+    pending = _growing.get(id(kernel))
+    if pending is not None and pending[0] is kernel and runtime.ready(pending[1]):
+      out = out or list(steps)
+      out[i] = (runtime, pending[1], *rest)
+  return steps if out is None else out
 
 
 def _launch(runtime, item, compiled, buffer: Buffer, values: dict) -> None:

@@ -19,13 +19,18 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.timeout(600), pytest.mark.tools]
 
 
-def test_every_peer_matches_numpy_on_tiny_rows(playwright):
+def bench_env() -> None:
+  """Skip (or fail under KERNELGEN_REQUIRE_ALL) without Chromium or .venv-bench's peers."""
   chromium_path()
   npm = ROOT / ".venv-bench" / "npm" / "node_modules"
   if not (ROOT / ".venv-bench" / "bin" / "python").exists() or \
       not (npm / "onnxruntime-web").is_dir() or not (npm / "@tensorflow" / "tfjs").is_dir():
     missing_tool(".venv-bench (tinygrad 0.10.1, TF.js, onnxruntime-web)",
                  "./build.sh bench's setup_bench_env makes it")
+
+
+def test_every_peer_matches_numpy_on_tiny_rows(playwright):
+  bench_env()
   sys.path.insert(0, str(ROOT / "bench"))
   import peers
   rows = ["layernorm", "attention", "filter chain", "digits"]

@@ -69,6 +69,10 @@ class Program:
   def replay(self, args: list, values: dict) -> list:
     """Launch the kernels on input buffers `args` with dims `values`; the output Tensors."""
     args = [a.node.buffer for a in args]
+    steps = realizing.swapped(self.steps)    # larger kernels built since (realize.py)
+    if steps is not self.steps:
+      self.steps = steps
+      self.kept.clear()        # a runtime's per-launch state was for the kernels before
     written = list(self.buffers)
     for w in self.returned:      # a returned value gets a buffer of its own (the caller keeps it)
       out = written[w]

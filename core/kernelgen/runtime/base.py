@@ -35,6 +35,13 @@ class Runtime:
     """Start getting `kernel` ready to run, while the caller goes on (optional: WEBGPU builds its
     pipeline on a thread of its own); `run` waits for what it needs."""
 
+  def ready(self, kernel: CompiledKernel) -> bool:
+    """Whether `kernel`, once prepared, runs without waiting for its build: a kept plan swaps in
+    a larger kernel only then (realize._swap), the smaller one running meanwhile. True unless the
+    runtime builds in the background and can tell (the page's WEBGPU; natively lavapipe compiles
+    at the first dispatch anyway, so the swap is at once there)."""
+    return True
+
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float | None:
     """Run `kernel` with `handles` in binding-slot order; returns the seconds it took if timed."""
     raise NotImplementedError

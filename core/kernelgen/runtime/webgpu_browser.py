@@ -161,6 +161,16 @@ class BrowserWebGPU(Runtime):
     except Exception:   # no device yet, or a lost one: run() says what is wrong
       pass
 
+  def ready(self, kernel: CompiledKernel) -> bool:
+    """Whether none of the kernel's pipelines is still being built by prepare (gpu.js
+    pipelineState: createComputePipelineAsync under way); a failed or dropped build counts as
+    ready, so that run() builds it again or says why it fails."""
+    try:
+      return all(self.gpu.pipelineState(self._launch(each)[1]) != "making"
+                 for each in with_variants(kernel))
+    except Exception:   # no device yet, or a lost one: run() says what is wrong
+      return True
+
   def _dispatch(self, kernel: CompiledKernel, var_values: dict[str, int]):
     """The workgroups to launch where the kernel has a run-time grid (a JS array), else None
     (gpu.js launches launch.dispatch)."""

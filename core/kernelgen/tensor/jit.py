@@ -223,6 +223,7 @@ class _Program:
     for w in self.returned:
       out = self.current[w]
       written[w] = Buffer(out.device, out.dtype, out.size)
+    self.steps = realizing.swapped(self.steps)    # larger kernels built since (realize.py)
     for runtime, kernel, slots in self.steps:
       handles = [self._handle(kind, x, written, args) for kind, x in slots]
       with internal_errors(f"run on {runtime.name}", kernel.name, ExecutionError):

@@ -1,0 +1,39 @@
+"""The cold first-result bench (bench/peers_cold.py, bench/web/peers_cold.*) cannot rot
+silently: on tiny rows, in a fresh headless Chromium on SwiftShader, kernelgen (its Pyodide
+worker: the row's formula compiled in the page), tinygrad 0.10.1, TF.js and onnxruntime-web each
+give numpy's output as their first result, and each first result was timed (its Python for
+kernelgen and tinygrad included). Rows: attention (matmul + mask + softmax), the filter demo's
+chain (constants, edge padding, conv2d) and the digits demo's MLP. Runs on the session's
+Playwright; needs site/ (./build.sh site, which the test runs, or KERNELGEN_TEST_SITE)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_bench_peers import bench_env
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = [pytest.mark.timeout(900), pytest.mark.tools]
+
+
+def test_every_system_s_cold_first_result_matches_numpy_on_tiny_rows(playwright):
+  bench_env()
+  site = os.environ.get("KERNELGEN_TEST_SITE")     # an assembled copy (as tests/page's)
+  if not site:
+    subprocess.run(["./build.sh", "site"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+  sys.path.insert(0, str(ROOT / "bench"))
+  import peers_cold
+  rows = ["attention", "filter chain", "digits"]
+  result = peers_cold.measure(rows, models=[], adapters=["swiftshader"], tiny=True,
+                              playwright=playwright, site=Path(site or ROOT / "site"))
+  table = result["adapters"]["swiftshader"]
+  assert len(table) == len(rows)
+  for name, row in table.items():
+    for system in peers_cold.SYSTEMS:
+      entry = row[system]
+      assert entry.get("ok") and entry["ms"] > 0, (name, system, entry)
+    assert row["kernelgen"]["kernels"] >= 1 and row["tinygrad"]["python_ms"] > 0, row
