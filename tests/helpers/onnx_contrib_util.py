@@ -61,3 +61,13 @@ def check(model, feeds: dict, device: str, rtol=1e-4, atol=1e-5, skip=()) -> lis
     np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
                                atol=atol, err_msg=f"output {i} on {device}")
   return got
+
+
+def options_forcer(monkeypatch, options: dict):
+  """force(device): that device's kernels compiled with `options` over its own render options
+  (as an adapter's defaults would set them), undone when the test ends."""
+  def force(device: str) -> None:
+    rt = device_runtime(device) if device != "PYTHON" else kg.Device["PYTHON"]
+    base = rt.render_options
+    monkeypatch.setattr(rt, "render_options", lambda: {**base(), **options})
+  return force

@@ -12,7 +12,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen.render.wgsl.adapters import TABLE
-from onnx_contrib_util import DEVICES, check, device_runtime
+from onnx_contrib_util import DEVICES, check, options_forcer
 from test_onnx_quant_nbits import nbits_model
 from tools import ptxas_check, wgsl_validate
 
@@ -24,11 +24,7 @@ STEPPED = {"reduce_inner": 32, "reduce_whole": 0, "reduce_step": 128, "reduce_ro
 @pytest.fixture
 def stepped_options(monkeypatch):
   """Each device's kernels compiled with STEPPED (the CPU adapters' layout)."""
-  def force(device: str) -> None:
-    rt = device_runtime(device) if device != "PYTHON" else kg.Device["PYTHON"]
-    base = rt.render_options
-    monkeypatch.setattr(rt, "render_options", lambda: {**base(), **STEPPED})
-  return force
+  return options_forcer(monkeypatch, STEPPED)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 import kernelgen as kg
-from onnx_contrib_util import DEVICES, check, device_runtime
+from onnx_contrib_util import DEVICES, check, options_forcer
 from test_onnx_quant_nbits import nbits_model
 from tools import ptxas_check
 
@@ -28,11 +28,7 @@ MANY = {"runs": 100}
 @pytest.fixture
 def whole_options(monkeypatch):
   """Each device's kernels compiled with WHOLE (as lavapipe and SwiftShader compile theirs)."""
-  def force(device: str) -> None:
-    rt = device_runtime(device) if device != "PYTHON" else kg.Device["PYTHON"]
-    base = rt.render_options
-    monkeypatch.setattr(rt, "render_options", lambda: {**base(), **WHOLE})
-  return force
+  return options_forcer(monkeypatch, WHOLE)
 
 
 @pytest.mark.parametrize("device", DEVICES)
