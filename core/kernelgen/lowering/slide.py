@@ -72,8 +72,13 @@ SLIDE_MIN_SIZE = 4096
 SLIDE_MIN_THREADS, SLIDE_MIN_STRIP = 1024, 4
 # a grouped conv (input channels per group > 1) slides where it has at most SLIDE_MAX_CHANNELS
 # of them and at most SLIDE_MAX_SHARED output channels per group read each window (more: the
-# register tiles of a dense conv share the window between them; bench/depthwise.py, "grp" rows)
-SLIDE_MAX_CHANNELS, SLIDE_MAX_SHARED = 16, 4
+# register tiles of a dense conv share the window between them). bench/depthwise.py "grp" rows,
+# lavapipe natively, 3x3 over 40x40, GFLOP/s of the best of 7, load 22 on 2 shared CPUs (noisy:
+# the same kernel twice read 0.98 and 5.65), slid / before (its 4x4 register tiles):
+#   cg2 og2 5.19, 4.63 / 0.53    cg4 og4 0.98, 5.65 / 0.46    cg4 og1 5.19, 8.57 / 0.66
+#   cg8 og8 1.22 / 0.49, 0.53    cg16 og16 0.65 (C = 1) / 0.46, 0.51; dense 3x3 16ch 8.73
+# so og 8 still slides (2.3x), og 16 gains 1.3x for 6x the driver compile (662 ms) and does not
+SLIDE_MAX_CHANNELS, SLIDE_MAX_SHARED = 16, 8
 # options that choose another layout: given, the adapter's slide default does not apply
 _OTHER_LAYOUTS = ("tile", "stage", "group", "local", "upcast")
 
