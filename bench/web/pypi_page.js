@@ -101,7 +101,7 @@ async function prepareOrt(spec) {
   if (spec.ep === 'webgpu') {
     state.peers.webgpu = describe((await ort.env.webgpu.device)?.adapterInfo);
   }
-  state.peers[spec.ep] = state.peers[spec.ep] || `threads ${ort.env.wasm.numThreads}`;
+  if (spec.ep === 'wasm') state.peers.wasm = `threads ${ort.env.wasm.numThreads}`;
   const feeds = {};
   for (const input of spec.inputs) {
     feeds[input.name] = new ort.Tensor(input.dtype, await fetchArray(input.file, input.dtype),
