@@ -2,14 +2,17 @@
 adapters (issue 42), with what each kernel costs to build (issue 37).
 
 Workloads: PP-OCRv4 detection's depthwise convs (1 x C x H x W, 3x3 and 5x5, stride 1 and 2, with
-bias and hard-swish as the model has them) and dense 3x3 and 1x1 convs of about the same FLOPs.
+bias and hard-swish as the model has them), dense 3x3 and 1x1 convs of about the same FLOPs, and
+grouped convs with cg > 1 input channels per group (rows "grp": ResNeXt-like 3x3, ShuffleNet-like
+1x1; none of the issue's five models has one).
 Each depthwise conv runs as kernelgen compiles it for the adapter (the sliding window,
 lowering/slide.py, where it applies), and as before it (slide=False) for a one-off run and for
-many runs (runs=100: the unrolled windows). Per kernel, from bench/compile_cost.py's measure():
-WGSL lines and bytes, UOps, kernelgen's compile ms, the driver's compile ms (CPU time of pipeline
-creation + first dispatch, less a later dispatch's; Mesa's shader cache off), the best of --reps
-dispatches (GPU timestamps where the adapter has them), and GFLOP/s = 2 * outputs * window /
-that time.
+many runs (runs=100: the unrolled windows). Each grouped conv runs as compiled now, as before
+(slide=False: register tiles) and slid with slide.py's limits on grouped convs lifted. Per
+kernel, from bench/compile_cost.py's measure(): WGSL lines and bytes, UOps, kernelgen's compile
+ms, the driver's compile ms (CPU time of pipeline creation + first dispatch, less a later
+dispatch's; Mesa's shader cache off), the best of --reps dispatches (GPU timestamps where the
+adapter has them), and GFLOP/s = 2 * outputs * window / that time.
 
 Each adapter runs in a fresh process bound to its Vulkan ICD (lavapipe: Mesa's; SwiftShader:
 Chromium's). The machine is shared: the load is printed with the table.
@@ -20,6 +23,7 @@ Chromium's). The machine is shared: the load is printed with the table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -40,10 +44,23 @@ CONVS = {
   "dense 3x3 16ch 80x80": ((1, 16, 80, 80), (16, 16, 3, 3), 1, 1),
   "dense 1x1 96ch 40x40": ((1, 96, 40, 40), (96, 96, 1, 1), 1, 1),
   "dense 3x3 64ch 56x56": ((1, 64, 56, 56), (64, 64, 3, 3), 1, 1),
+  # grouped convs with more than one input channel per group (ResNeXt's 3x3, ShuffleNet's 1x1):
+  # cg input channels and og output channels per group, about the dense rows' FLOPs
+  "grp3 cg2 og2 192x40": ((1, 192, 40, 40), (192, 2, 3, 3), 1, 96),
+  "grp3 cg4 og4 128x40": ((1, 128, 40, 40), (128, 4, 3, 3), 1, 32),
+  "grp3 cg8 og8 128x40": ((1, 128, 40, 40), (128, 8, 3, 3), 1, 16),
+  "grp3 cg16 og16 128x40": ((1, 128, 40, 40), (128, 16, 3, 3), 1, 8),
+  "grp3 cg4 og1 128x40": ((1, 128, 40, 40), (32, 4, 3, 3), 1, 32),
+  "grp1 cg8 og8 128x40": ((1, 128, 40, 40), (128, 8, 1, 1), 1, 16),
 }
-# variant -> forced options (depthwise rows take all three; dense rows the default only)
+# variant -> forced options; ROW_VARIANTS: the variants of the rows whose names start with a key
+# (dense rows: "now" only). NO_LIMITS: a grouped conv slid whatever its channels per group
+# (slide.SLIDE_MAX_CHANNELS and SLIDE_MAX_SHARED lifted: what set them)
+NO_LIMITS = "slide, no limits"
 VARIANTS = {"now": {}, "before one-off": {"slide": False},
-            "before many runs": {"slide": False, "runs": 100}}
+            "before many runs": {"slide": False, "runs": 100}, NO_LIMITS: {}}
+ROW_VARIANTS = {"dw": ("now", "before one-off", "before many runs"),
+                "grp": ("now", "before one-off", NO_LIMITS)}
 
 
 def flops(x, w, stride) -> int:
@@ -52,6 +69,22 @@ def flops(x, w, stride) -> int:
   o, cg, kh, kw = w
   oh, ow = (h + 2 * (kh // 2) - kh) // stride + 1, (wd + 2 * (kw // 2) - kw) // stride + 1
   return 2 * n * o * oh * ow * cg * kh * kw
+
+
+@contextlib.contextmanager
+def _grouped_limits(lifted: bool):
+  """With `lifted`: slide.py's limits on grouped convs lifted (its plans forgotten) inside."""
+  from kernelgen.lowering import slide
+  kept = slide.SLIDE_MAX_CHANNELS, slide.SLIDE_MAX_SHARED
+  if lifted:
+    slide.SLIDE_MAX_CHANNELS = slide.SLIDE_MAX_SHARED = 1 << 30
+    slide._PLANS.clear()
+  try:
+    yield
+  finally:
+    if lifted:
+      slide.SLIDE_MAX_CHANNELS, slide.SLIDE_MAX_SHARED = kept
+      slide._PLANS.clear()
 
 
 def child(only: list, reps: int) -> None:
@@ -71,11 +104,10 @@ def child(only: list, reps: int) -> None:
     y = E(*xs).conv2d(E(*ws), E(ws[0]), stride=stride, padding=ws[2] // 2, groups=groups)
     y = y * (y + 3).clip(0, 6) / 6
     (item,) = schedule([y.node])
-    for variant, forced in VARIANTS.items():
-      if variant != "now" and not name.startswith("dw"):
-        continue
+    for variant in next((v for k, v in ROW_VARIANTS.items() if name.startswith(k)), ("now",)):
       try:
-        row = compile_cost.measure(name, item, {**base, **forced}, reps)
+        with _grouped_limits(lifted=variant == NO_LIMITS):
+          row = compile_cost.measure(name, item, {**base, **VARIANTS[variant]}, reps)
         row["gflops"] = round(flops(xs, ws, stride) / (row["gpu_ms"] * 1e6), 2)
       except Exception as error:   # noqa: BLE001 - reported in the table, the run goes on
         row = {"kernel": name, "error": f"{type(error).__name__}: {str(error)[:200]}"}

@@ -14,7 +14,8 @@ CPU. A row per model:
   ort       onnxruntime's median, ms
   kernels   device kernels per warm call / submits per warm call / host-side kernels per call
 
-Not a test (no timing is asserted anywhere); say the machine's load when quoting it.
+Not a test (no timing is asserted anywhere); say the machine's load when quoting it. The same
+models in the page, against onnxruntime-web (WebGPU and wasm): bench/pypi_page.py.
 
     python bench/pypi_models.py [--device WEBGPU] [--rounds 20] [--models silero,rapidocr,...]
 """
@@ -123,6 +124,12 @@ def counted_call(kg, model, feeds: dict, device: str, replay: bool = True) -> tu
   return outs, counts
 
 
+def matches(got, want) -> bool:
+  """Whether an output matches onnxruntime's: same shape, within RTOL / ATOL."""
+  got, want = np.asarray(got), np.asarray(want, np.float64)
+  return got.shape == want.shape and bool(np.allclose(got, want, rtol=RTOL, atol=ATOL))
+
+
 def read(outs: dict, model) -> list:
   return [np.asarray(outs[n].numpy(), np.float64) if outs[n] is not None else None
           for n in model.output_names]
@@ -140,8 +147,7 @@ def row(kg, ort, label: str, raw: bytes, device: str, rounds: int, replay: bool 
   for _ in range(3):                          # lazy, recorded, then replayed
     got = read(model.run(feeds, device=device, replay=replay), model)
   err = max(float(np.abs(g - w).max()) if g.size else 0.0 for g, w in zip(got, want))
-  ok = all(g.shape == w.shape and np.allclose(g, w, rtol=RTOL, atol=ATOL)
-           for g, w in zip(got, want))
+  ok = all(matches(g, w) for g, w in zip(got, want))
   _, counts = counted_call(kg, model, feeds, device, replay)
   ours, theirs = [], []
   for _ in range(rounds):                     # interleaved
@@ -158,6 +164,24 @@ def row(kg, ort, label: str, raw: bytes, device: str, rounds: int, replay: bool 
           "replayed": bool(model.replayer and model.replayer.replays)}
 
 
+def grouped_convs(raw: bytes) -> collections.Counter:
+  """The model's Conv nodes with group > 1, counted by (kernel, input channels per group, output
+  channels per group): depthwise convs are (k, 1, 1) (the onnx package reads the file)."""
+  import onnx
+  from onnx import numpy_helper
+  graph = onnx.load_from_string(raw).graph
+  shapes = {t.name: tuple(t.dims) for t in graph.initializer}
+  shapes.update({n.output[0]: tuple(numpy_helper.to_array(a.t).shape) for n in graph.node
+                 if n.op_type == "Constant" for a in n.attribute if a.name == "value"})
+  found = collections.Counter()
+  for node in graph.node:
+    group = next((a.i for a in node.attribute if a.name == "group"), 1)
+    if node.op_type == "Conv" and group > 1 and node.input[1] in shapes:
+      o, cg, *kernel = shapes[node.input[1]]
+      found["x".join(map(str, kernel)), cg, o // group] += 1
+  return found
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
   parser.add_argument("--device", default="WEBGPU")
@@ -168,6 +192,8 @@ def main() -> None:
                            "comma-separated")
   parser.add_argument("--no-replay", action="store_true",
                       help="build the lazy graph every call (Model.run(replay=False)): before")
+  parser.add_argument("--convs", action="store_true",
+                      help="list each model's grouped convs (group > 1) and run nothing")
   args = parser.parse_args()
   sys.path.insert(0, str(ROOT / "core"))
   import kernelgen as kg
@@ -178,6 +204,10 @@ def main() -> None:
         f"{'ort ms':>7} {'kernels/submits/host':>21}")
   for label, raw in models(packages, args.cache):
     if label.split("/")[0] not in wanted and label.split("/")[-1] not in wanted:
+      continue
+    if args.convs:
+      print(f"{label:44} grouped convs (kernel, in/out channels per group: count): " + (", ".join(
+        f"{k} {cg}/{og}: {n}" for (k, cg, og), n in sorted(grouped_convs(raw).items())) or "none"))
       continue
     try:
       r = row(kg, ort, label, raw, args.device, args.rounds, not args.no_replay)

@@ -2,11 +2,11 @@
 default, render/wgsl/adapters.py): each thread computes C columns of one channel down a strip of
 rows, each input row read once, in one loop whose body does not grow with the strip.
 
-Counted here, never timed (bench/depthwise.py times it): which kernels slide (depthwise and
-one-input-channel grouped convs and blurs; not dense convs, not a dilation that is not a multiple
-of the stride, not small outputs, not other adapters), that the kernel stays small (a loop; its
-WGSL a few KB where 8x8 unrolled windows were 140-330 KB), and the values against numpy on
-PYTHON, PTXSIM and WEBGPU, forced strips covering ragged last rows and columns, strides 1 and 2
+Counted here, never timed (bench/depthwise.py times it): which kernels slide (depthwise convs,
+grouped convs with few channels per group, blurs; not dense convs, not a dilation that is not a
+multiple of the stride, not small outputs, not other adapters), that the kernel stays small (a
+loop; its WGSL a few KB where 8x8 unrolled windows were 140-330 KB), and the values against numpy
+on PYTHON, PTXSIM and WEBGPU, forced strips covering ragged last rows and columns, strides 1 and 2
 (and 1 x 2), padding 0-2, a channel multiplier, a non-square window, dilation 2 at stride 2,
 batch 2, a bias and hard-swish after the sum and a batch norm + ReLU before it (and on CUDA
 where a GPU is). WGSL checked with wgpu (naga) and Dawn's Tint, PTX with ptxas."""
@@ -166,11 +166,11 @@ def test_cpu_adapters_slide_depthwise_convs_in_a_small_kernel(adapter, k, stride
 
 
 def test_what_does_not_slide():
-  """Dense and grouped convs with several input channels per group keep their tiles; a
+  """Dense convs and grouped ones with more channels per group than the limits keep their tiles; a
   dilation that is not a multiple of the stride, a small output and adapters without the
   option (GPUs, unknown; PTX) do not slide; a given tile= wins over the adapter's default."""
   assert not _opts(_dw(c=16, groups=1), adapter="lavapipe").slide
-  assert not _opts(_dw(c=32, groups=8), adapter="lavapipe").slide
+  assert not _opts(_dw(c=80, groups=4), adapter="lavapipe").slide      # 20 channels per group
   assert not _opts(_dw(dilation=2), adapter="lavapipe").slide
   assert not _opts(_dw(c=4, side=16), adapter="lavapipe").slide      # 1024 outputs
   for adapter in ("discrete", "integrated", "unknown"):
@@ -204,3 +204,73 @@ def test_the_strip_rows_split_for_threads():
   many = _opts(_dw(c=192, side=80), adapter="lavapipe").slide
   assert many == (80, 8)
   assert few[0] < 80 and few[0] >= slide.SLIDE_MIN_STRIP * 4
+
+
+# grouped convs with cg > 1 input channels per group: (x shape, groups, output channels per
+# group, window, stride, padding, forced strip, slides), both sides of SLIDE_MAX_CHANNELS and
+# SLIDE_MAX_SHARED (above them: the register tiles as before)
+MAXC, MAXS = slide.SLIDE_MAX_CHANNELS, slide.SLIDE_MAX_SHARED
+GROUPED = [
+  ((1, 8, 11, 13), 4, 1, (3, 3), (1, 1), (1, 1), (4, 4), True),         # cg 2
+  ((1, 8, 12, 12), 2, 2, (3, 3), (2, 2), (1, 1), (4, 4), True),         # cg 4, stride 2
+  ((2, 6, 10, 9), 2, MAXS, (5, 5), (1, 1), (2, 2), (3, 4), True),       # cg 3, og at the limit
+  ((1, 2 * MAXC, 9, 9), 2, 1, (3, 3), (1, 1), (1, 1), (4, 4), True),   # cg at the limit
+  ((1, 2 * (MAXC + 1), 9, 9), 2, 1, (3, 3), (1, 1), (1, 1), (4, 4), False),   # cg above it
+  ((1, 4, 10, 10), 2, MAXS + 1, (3, 3), (1, 1), (1, 1), (4, 4), False),     # og above it
+]
+
+
+def _grouped(shape, groups, og, window, seed):
+  rng = np.random.default_rng(seed)
+  x = rng.standard_normal(shape).astype(np.float32)
+  w = rng.standard_normal((groups * og, shape[1] // groups) + window).astype(np.float32)
+  b = rng.standard_normal(groups * og).astype(np.float32)
+  return x, w, b
+
+
+@pytest.mark.parametrize("device", ALL_DEVICES)
+@pytest.mark.parametrize("shape,groups,og,window,stride,padding,forced,slides", GROUPED)
+def test_grouped_convs_with_several_channels_per_group(device, shape, groups, og, window, stride,
+                                                       padding, forced, slides, monkeypatch):
+  """Each thread sums cg input channels' windows (a loop over rows, the channels unrolled);
+  above either limit the conv keeps its register tiles. Values against numpy either way."""
+  x, w, b = _grouped(shape, groups, og, window, seed=sum(shape) + groups + og)
+  dev = _on(device, monkeypatch, slide=forced)
+  chosen = _spy(monkeypatch)
+  y = Tensor(x).to(dev).conv2d(Tensor(w).to(dev), Tensor(b).to(dev), stride=stride,
+                               padding=padding, groups=groups)
+  got = _hswish(y).numpy()
+  want = _hswish(_conv_np(x, w, b, stride, padding, (1, 1), groups))
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+  assert any(o.slide == tuple(forced) for o in chosen) == slides
+
+
+def test_cpu_adapters_slide_grouped_convs_with_few_channels_and_outputs_per_group():
+  """The CPU adapters' default: a grouped conv slides with at most SLIDE_WORK products per trip
+  (cg * kh * kw per column: C = 8 for 4 channels of 3x3, 2 for 16 run many times); a dense conv does not (its
+  output channels all read each window), nor one with more outputs per group than the limit."""
+  def grouped(c, groups, og, k=3):
+    x = Tensor.empty(1, c, 40, 40, device="PYTHON")
+    w = Tensor.empty(groups * og, c // groups, k, k, device="PYTHON")
+    return _hswish(x.conv2d(w, padding=k // 2, groups=groups))
+  for adapter in ("lavapipe", "swiftshader"):
+    assert _opts(grouped(128, 32, 1), adapter=adapter).slide[1] == 8
+    assert _opts(grouped(128, 32, MAXS), adapter=adapter).slide[1] == 8
+    assert _opts(grouped(128, 8, 1), adapter=adapter, runs=RUNS_MANY).slide[1] == 2
+    assert _opts(grouped(128, 8, 1), adapter=adapter).slide     # (C = 1 within a one-off's budget)
+    assert not _opts(grouped(128, 32, MAXS + 1), adapter=adapter).slide
+    assert not _opts(grouped(32, 1, 32), adapter=adapter).slide
+    assert not _opts(grouped(128, 16, 8, k=1), adapter=adapter).slide   # 1x1: no window
+  assert not _opts(grouped(128, 32, 1), adapter="discrete").slide
+
+
+def test_slid_grouped_kernels_are_valid_wgsl_and_ptx():
+  y = _hswish(Tensor.empty(1, 8, 20, 20, device="PYTHON").conv2d(
+    Tensor.empty(4, 4, 3, 3, device="PYTHON"), stride=2, padding=1, groups=2))
+  for option in (True, (3, 4)):
+    (kernel,) = kg.compile([y], target="wgsl", slide=option)
+    assert "loop {" in kernel.source or "for (" in kernel.source
+    wgsl_validate(kernel.source, kernel.launch.entry_point)
+    tint_validate(kernel.source, kernel.launch.entry_point)
+    (kernel,) = kg.compile([y], target="ptx", arch="sm_80", slide=option)
+    ptxas_check(kernel.source, "sm_80")

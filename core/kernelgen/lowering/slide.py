@@ -1,5 +1,5 @@
-"""Sliding windows (`Opts.slide`): a depthwise convolution (or a blur, a grouped conv with one
-input channel per group) whose window moves down a strip of output rows, each input row read
+"""Sliding windows (`Opts.slide`): a depthwise convolution (or a blur, or a grouped conv with
+few input channels per group) whose window moves down a strip of output rows, each input row read
 once.
 
 A depthwise conv's outputs share no operand whole (a conv's output channels share its input, its
@@ -36,6 +36,13 @@ column. The values a trip reads are the window's at (output row o0 + t, kernel r
 that ratio makes them the window at every (output row, kernel row) pair that reads that input
 row. Option `slide` (render/wgsl/adapters.py sets it on CPU adapters) turns it on; a tuple
 (R, C) forces the strip.
+
+A grouped conv with cg > 1 input channels per group reduces over them too: each trip reads the
+s rows of every one of its cg channels and adds cg * kh * kw products per column (the weights,
+cg * kh * kw of them, read once per thread before the loop). It slides where cg is at most
+SLIDE_MAX_CHANNELS and at most SLIDE_MAX_SHARED output channels read each window (the outputs
+of a group: a thread computes one of them, so each reads the group's rows again; a dense conv,
+whose output channels all read each window, keeps its register tiles, which share it).
 """
 from __future__ import annotations
 
@@ -63,6 +70,15 @@ SLIDE_MIN_SIZE = 4096
 # the rows are split into strips while the threads number fewer than this (each strip re-reads
 # q - 1 input rows: strips are kept at least SLIDE_MIN_STRIP * (q - 1) rows long)
 SLIDE_MIN_THREADS, SLIDE_MIN_STRIP = 1024, 4
+# a grouped conv (input channels per group > 1) slides where it has at most SLIDE_MAX_CHANNELS
+# of them and at most SLIDE_MAX_SHARED output channels per group read each window (more: the
+# register tiles of a dense conv share the window between them). bench/depthwise.py "grp" rows,
+# lavapipe natively, 3x3 over 40x40, GFLOP/s of the best of 7, load 22 on 2 shared CPUs (noisy:
+# the same kernel twice read 0.98 and 5.65), slid / before (its 4x4 register tiles):
+#   cg2 og2 5.19, 4.63 / 0.53    cg4 og4 0.98, 5.65 / 0.46    cg4 og1 5.19, 8.57 / 0.66
+#   cg8 og8 1.22 / 0.49, 0.53    cg16 og16 0.65 (C = 1) / 0.46, 0.51; dense 3x3 16ch 8.73
+# so og 8 still slides (2.3x), og 16 gains 1.3x for 6x the driver compile (662 ms) and does not
+SLIDE_MAX_CHANNELS, SLIDE_MAX_SHARED = 16, 8
 # options that choose another layout: given, the adapter's slide default does not apply
 _OTHER_LAYOUTS = ("tile", "stage", "group", "local", "upcast")
 
@@ -76,12 +92,18 @@ class SlidePlan:
   axes: tuple         # (row, column) axes in the reduction's source
   kernel: tuple       # (kernel row, kernel column) axes in the reduction's source
   steps: tuple        # (s_h, s_w): input rows (columns) per output row (column), in kernel taps
+  channel: int | None = None   # the input channels axis a grouped conv also reduces over
 
   @property
   def window_shape(self) -> tuple:
     """(kh, kw): the window's rows and columns."""
     src = self.reduce.src[0]
     return src.shape[self.kernel[0]], src.shape[self.kernel[1]]
+
+  @property
+  def channels(self) -> int:
+    """Input channels each output sums over (1 for a depthwise conv or a blur)."""
+    return self.reduce.src[0].shape[self.channel] if self.channel is not None else 1
 
   @property
   def slots(self) -> int:
@@ -121,8 +143,9 @@ def _plan(item: ScheduleItem, axes: tuple) -> SlidePlan | None:
   reduce = reduces[0]
   src = reduce.src[0]
   big = [a for a in reduce.arg[1] if src.shape[a] > 1]
-  if src.op is not L.ALU or src.arg is not Ops.MUL or not src.dtype.is_float() or len(big) != 2:
-    return None                    # (a dense conv reduces over its input channels too)
+  if src.op is not L.ALU or src.arg is not Ops.MUL or not src.dtype.is_float() or \
+      len(big) not in (2, 3):
+    return None
   found = read_axes(item, reduce, axes)
   if found is None:
     return None
@@ -132,12 +155,27 @@ def _plan(item: ScheduleItem, axes: tuple) -> SlidePlan | None:
   if sorted(kinds) != ["weight", "window"]:
     return None
   window, weight = (src.src[kinds.index(k)] for k in ("window", "weight"))
-  for kernel in (tuple(big), tuple(reversed(big))):
+  channel = big[0] if len(big) == 3 else None     # (C/groups, kh, kw): conv2d's order
+  if channel is not None and not _few_channels(lw, window, probe, src, reduce.arg[1], raxes,
+                                               channel):
+    return None
+  for kernel in (tuple(big[-2:]), tuple(reversed(big[-2:]))):
     steps = tuple(_step(window.arg, r, k) for r, k in zip(raxes, kernel))
     if None not in steps and steps[0] < src.shape[kernel[0]] and \
         steps[1] <= src.shape[kernel[1]]:
-      return SlidePlan(reduce, window, weight, raxes, kernel, steps)
+      return SlidePlan(reduce, window, weight, raxes, kernel, steps, channel)
   return None
+
+
+def _few_channels(lw, window: LazyOp, probe: tuple, src: LazyOp, reduced: tuple, raxes: tuple,
+                  channel: int) -> bool:
+  """A reduction over input channels too slides (a grouped conv) where it has at most
+  SLIDE_MAX_CHANNELS of them and at most SLIDE_MAX_SHARED outputs read each window (the output
+  channels of a group: a dense conv's are all of them, which register tiles share)."""
+  used = set(toposort([lw.value(window, probe, None)]))
+  shared = prod(n for a, n in enumerate(src.shape)
+                if a not in reduced and a not in raxes and probe[a] not in used)
+  return src.shape[channel] <= SLIDE_MAX_CHANNELS and shared <= SLIDE_MAX_SHARED
 
 
 def _kind(lw: StageLowerer, node: LazyOp, probe: tuple, raxes: tuple) -> str:
@@ -182,7 +220,7 @@ def slide_choices(item: ScheduleItem, target, options: dict) -> list[Opts]:
   if forced:
     return [_opts(item, target, axes, min(want[0], MAX_TRIPS - p.slots + 1), want[1])]
   kh, kw = p.window_shape
-  fits = [c for c in SLIDE_COLS if c * kh * kw <= SLIDE_WORK] or [1]
+  fits = [c for c in SLIDE_COLS if c * kh * kw * p.channels <= SLIDE_WORK] or [1]
   fits = list(dict.fromkeys(min(c, item.out.shape[axes[1]]) for c in fits))
   return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c) for c in fits]
 
@@ -245,9 +283,10 @@ def slide_stores(lw, opts: Opts) -> list[UOp]:
 
 
 def _window_reader(lw, p: SlidePlan, src_base: list, first: tuple, tile: tuple, row: UOp, gate):
-  """window(i, u): the window's value at input row i of this trip (of s_h) and column u of the
-  strip's (C-1)*s_w + kw, read once (memoized); gated where the last strip or column block
-  reaches past the rows (columns) any output reads."""
+  """window(i, u, ch): the window's value at input row i of this trip (of s_h) and column u of
+  the strip's (C-1)*s_w + kw, of input channel ch of a grouped conv's (else 0), read once
+  (memoized); gated where the last strip or column block reaches past the rows (columns) any
+  output reads."""
   (rr, rc), (kr, kc), (sh, sw) = p.axes, p.kernel, p.steps
   (kh, kw), (rows, cols), (o0, x0) = p.window_shape, tile, first
   src = p.reduce.src[0]
@@ -257,57 +296,60 @@ def _window_reader(lw, p: SlidePlan, src_base: list, first: tuple, tile: tuple, 
   right = (math.ceil(nc / cols) - 1) * cols                       # the last block's first column
   memo = {}
 
-  def read(i: int, u: int) -> UOp:
-    if (i, u) not in memo:
+  def read(i: int, u: int, ch: int = 0) -> UOp:
+    if (ch, i, u) not in memo:
       c = min(u // sw, cols - 1)
       idxs = list(src_base)
       idxs[rr], idxs[kr] = row, int_const(i)
       idxs[rc], idxs[kc] = plus_offset(x0, c), int_const(u - c * sw)
+      if p.channel is not None:
+        idxs[p.channel] = int_const(ch)
       g = gate
       if top + i > last_row:           # the last strip's trips past the input's last row
         g = gate_and(g, row.lt(int_const((last_row - i) // sh + 1)))
       if (right + c) * sw + u - c * sw > last_col:    # the last block's columns past it
         g = gate_and(g, plus_offset(x0, c).lt(int_const((last_col - (u - c * sw)) // sw + 1)))
-      memo[(i, u)] = lw.value(p.window, tuple(idxs), g)
-    return memo[(i, u)]
+      memo[(ch, i, u)] = lw.value(p.window, tuple(idxs), g)
+    return memo[(ch, i, u)]
   return read
 
 
 def _weights(lw, p: SlidePlan, src_base: list, gate) -> dict:
-  """The weight at each (kernel row, kernel column), read once per thread before the loop."""
+  """The weight at each (input channel, kernel row, kernel column), read once per thread before
+  the loop."""
   (kr, kc), (kh, kw) = p.kernel, p.window_shape
   out = {}
-  for j in range(kh):
-    for jj in range(kw):
-      idxs = list(src_base)
-      idxs[kr], idxs[kc] = int_const(j), int_const(jj)
-      out[(j, jj)] = lw.value(p.weight, tuple(idxs), gate)
+  for ch, j, jj in itertools.product(range(p.channels), range(kh), range(kw)):
+    idxs = list(src_base)
+    idxs[kr], idxs[kc] = int_const(j), int_const(jj)
+    if p.channel is not None:
+      idxs[p.channel] = int_const(ch)
+    out[(ch, j, jj)] = lw.value(p.weight, tuple(idxs), gate)
   return out
 
 
 def _partial_sums(p: SlidePlan, cols: int, window, weights: dict, fma: bool):
   """partial(m, c, acc): acc (None: 0) plus this trip's products into slot m's output at column
-  c: kernel rows j = m*s_h + i for the trip's input rows i, every kernel column, in order (with
-  `fma`, as MULACC)."""
+  c: kernel rows j = m*s_h + i for the trip's input rows i, every kernel column (and input
+  channel of a grouped conv), in order (with `fma`, as MULACC)."""
   src = p.reduce.src[0]
   dtype, weight_first = src.dtype, src.src[0] is p.weight
   (sh, sw), (kh, kw) = p.steps, p.window_shape
 
   def partial(m: int, c: int, acc: UOp | None) -> UOp:
     total = acc
-    for i in range(sh):
+    for ch, i, jj in itertools.product(range(p.channels), range(sh), range(kw)):
       j = m * sh + i
       if j >= kh:
-        break
-      for jj in range(kw):
-        a, w = window(i, c * sw + jj), weights[(j, jj)]
-        x, y = (w, a) if weight_first else (a, w)
-        if total is None:
-          total = UOp(Ops.MUL, dtype, (x, y))
-        elif fma:
-          total = UOp(Ops.MULACC, dtype, (x, y, total))
-        else:
-          total = total + UOp(Ops.MUL, dtype, (x, y))
+        continue
+      a, w = window(i, c * sw + jj, ch), weights[(ch, j, jj)]
+      x, y = (w, a) if weight_first else (a, w)
+      if total is None:
+        total = UOp(Ops.MUL, dtype, (x, y))
+      elif fma:
+        total = UOp(Ops.MULACC, dtype, (x, y, total))
+      else:
+        total = total + UOp(Ops.MUL, dtype, (x, y))
     return total if total is not None else UOp.const(dtype, 0)
   return partial
 

@@ -39,8 +39,11 @@ def correlate(xp, weight, stride, dilation, groups):
   channels and kernel taps of the sliding windows (a view, no copy) times the weights."""
   n = xp.shape[0]
   o, cg, kh, kw = weight.shape
-  win = xp._windows((kh, kw), stride, dilation)   # (n, c, oh, ow, kh, kw)
-  oh, ow = win.shape[2], win.shape[3]
+  if groups > 1 and cg > 1:      # (n, groups, cg, ...) first: the windows one view of the input
+    win = xp.reshape(n, groups, cg, *xp.shape[2:])._windows((kh, kw), stride, dilation)
+  else:
+    win = xp._windows((kh, kw), stride, dilation)   # (n, c, oh, ow, kh, kw)
+  oh, ow = win.shape[-4], win.shape[-3]
   win = win.reshape(n, groups, 1, cg, oh, ow, kh, kw).permute(0, 1, 2, 4, 5, 3, 6, 7)
   w = weight.reshape(1, groups, o // groups, 1, 1, cg, kh, kw)
   return (win * w).sum((-3, -2, -1)).reshape(n, o, oh, ow)
