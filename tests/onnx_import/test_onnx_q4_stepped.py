@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-import kernelgen as kg
 from kernelgen.render.wgsl.adapters import TABLE
 from onnx_contrib_util import DEVICES, check, options_forcer
-from test_onnx_quant_nbits import nbits_model
+from test_onnx_quant_nbits import nbits_model, q4_matvec_kernel
 from tools import ptxas_check, wgsl_validate
 
 # 4 blocks a trip, 4 rows a thread, no whole unrolling (small enough for the interpreters)
@@ -47,15 +46,6 @@ def test_q4_stepped_prefill_rows_match_onnxruntime(stepped_options):
   check(model, feeds, "PYTHON", rtol=1e-4, atol=1e-4)
 
 
-def _matvec_kernel(n: int, k: int, **options):
-  model, feeds = nbits_model(1, n, k, 4, 32, "uint8", bias=True, seed=3)
-  out = kg.onnx.load(model.SerializeToString()).run(feeds, device="PYTHON")
-  kernels = kg.compile(list(out.values()), **options)
-  words = [kern for kern in kernels for b in kern.buffers if b.dtype == kg.dtypes.uint32]
-  assert len(words) == 1
-  return words[0]
-
-
 @pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
 @pytest.mark.parametrize("k", [576, 1536, 4864])
 def test_stepped_matvec_wgsl_at_the_adapters_defaults(adapter, k):
@@ -66,7 +56,7 @@ def test_stepped_matvec_wgsl_at_the_adapters_defaults(adapter, k):
   defaults = TABLE[(adapter, "rows")]
   step, rows = defaults["reduce_step"], defaults["reduce_rows"]
   n = 256
-  kern = _matvec_kernel(n, k, target="wgsl", adapter=adapter)
+  kern = q4_matvec_kernel(n, k, target="wgsl", adapter=adapter)
   src = kern.source
   assert src.count("for (") == 1, src[:3000]
   assert kern.local_size[0] * kern.global_size[0] * rows == n
@@ -79,10 +69,10 @@ def test_stepped_matvec_wgsl_at_the_adapters_defaults(adapter, k):
   assert src.count(f"b{x.slot}_{x.name}[") == per_trip * 8
   assert 0 < src.count(f"b{scales.slot}_{scales.name}[") <= rows * per_trip
   assert not kern.capped
-  assert _matvec_kernel(n, k, target="wgsl", adapter=adapter, runs=100).source == src
+  assert q4_matvec_kernel(n, k, target="wgsl", adapter=adapter, runs=100).source == src
   wgsl_validate(src)
 
 
 def test_stepped_matvec_ptx_assembles():
-  kern = _matvec_kernel(64, 288, target="ptx", **STEPPED)
+  kern = q4_matvec_kernel(64, 288, target="ptx", **STEPPED)
   ptxas_check(kern.source, "sm_80")

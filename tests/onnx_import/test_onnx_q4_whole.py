@@ -11,7 +11,7 @@ import pytest
 
 import kernelgen as kg
 from onnx_contrib_util import DEVICES, check, options_forcer
-from test_onnx_quant_nbits import nbits_model
+from test_onnx_quant_nbits import nbits_model, q4_matvec_kernel
 from tools import ptxas_check
 
 # a threshold small enough for the interpreters (the adapters' own, 2048, below), no compile-cost
@@ -43,15 +43,6 @@ def test_q4_matvec_on_both_sides_of_the_threshold(whole_options, device, n, k, z
   check(model, feeds, device, rtol=1e-4, atol=1e-4)
 
 
-def _matvec_kernel(n: int, k: int, **options):
-  model, feeds = nbits_model(1, n, k, 4, 32, "uint8", bias=True, seed=3)
-  out = kg.onnx.load(model.SerializeToString()).run(feeds, device="PYTHON")
-  kernels = kg.compile(list(out.values()), **options)
-  words = [kern for kern in kernels for b in kern.buffers if b.dtype == kg.dtypes.uint32]
-  assert len(words) == 1
-  return words[0]
-
-
 @pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
 def test_whole_matvec_wgsl_has_no_loop_no_gate_and_shares_the_vector(adapter):
   """Asked for (ON: K = 512 <= 2048, ROWS rows per thread): straight-line code, no
@@ -59,7 +50,7 @@ def test_whole_matvec_wgsl_has_no_loop_no_gate_and_shares_the_vector(adapter):
   (a vec4<u32> per block and row), each activation vec4 loaded once for all the thread's rows, at
   most a scale load per block and row."""
   n, k = 256, 512
-  kern = _matvec_kernel(n, k, target="wgsl", adapter=adapter, **MANY, **ON)
+  kern = q4_matvec_kernel(n, k, target="wgsl", adapter=adapter, **MANY, **ON)
   src = kern.source
   assert "for (" not in src and "if (" not in src, src[:3000]
   assert kern.local_size[0] * kern.global_size[0] * ROWS == n
@@ -73,9 +64,9 @@ def test_whole_matvec_wgsl_has_no_loop_no_gate_and_shares_the_vector(adapter):
 
 def test_whole_matvec_threshold_on_the_adapters():
   """Past 2048 reduced elements the matvec loops over the blocks again."""
-  assert "for (" not in _matvec_kernel(64, 2048, target="wgsl", adapter="lavapipe", **MANY,
+  assert "for (" not in q4_matvec_kernel(64, 2048, target="wgsl", adapter="lavapipe", **MANY,
                                        **ON).source
-  assert "for (" in _matvec_kernel(64, 2080, target="wgsl", adapter="lavapipe", **MANY,
+  assert "for (" in q4_matvec_kernel(64, 2080, target="wgsl", adapter="lavapipe", **MANY,
                                    **ON).source
 
 
@@ -84,21 +75,21 @@ def test_a_compile_cost_caps_one_off_runs():
   would build past the budget takes the loop, marked capped (a replayed step compiles the whole
   form again); without one, or for many runs, the whole form."""
   cost = (1.0, 0.0)
-  looped = _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost, **ON)
+  looped = q4_matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost, **ON)
   assert "for (" in looped.source and looped.capped
-  many = _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost, **MANY,
+  many = q4_matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", driver_cost=cost, **MANY,
                         **ON)
   assert "for (" not in many.source and not many.capped
-  assert "for (" not in _matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", **ON).source
+  assert "for (" not in q4_matvec_kernel(256, 512, target="wgsl", adapter="lavapipe", **ON).source
 
 
 def test_long_reductions_take_fewer_rows_per_thread():
   """K = 2048: 2 rows per thread (threads.WHOLE_WORK), not 4."""
-  kern = _matvec_kernel(256, 2048, target="wgsl", adapter="lavapipe", **ON)
+  kern = q4_matvec_kernel(256, 2048, target="wgsl", adapter="lavapipe", **ON)
   assert "for (" not in kern.source and kern.local_size[0] * kern.global_size[0] * 2 == 256
 
 
 @pytest.mark.parametrize("k", [256, 288])
 def test_whole_matvec_ptx_assembles(k):
-  kern = _matvec_kernel(64, k, target="ptx", **WHOLE)
+  kern = q4_matvec_kernel(64, k, target="ptx", **WHOLE)
   ptxas_check(kern.source, "sm_80")

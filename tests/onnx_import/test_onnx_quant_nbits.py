@@ -55,6 +55,17 @@ def nbits_model(m: int, n: int, k: int, bits: int, block: int, zp: str = "none",
   return model, {"A": a}
 
 
+def q4_matvec_kernel(n: int, k: int, **options):
+  """The one kernel reading packed 4-bit words of an (n, k) MatMulNBits matvec (block 32, uint8
+  zero points, bias), as kg.compile(**options) gives it."""
+  model, feeds = nbits_model(1, n, k, 4, 32, "uint8", bias=True, seed=3)
+  out = kg.onnx.load(model.SerializeToString()).run(feeds, device="PYTHON")
+  kernels = kg.compile(list(out.values()), **options)
+  words = [kern for kern in kernels for b in kern.buffers if b.dtype == kg.dtypes.uint32]
+  assert len(words) == 1
+  return words[0]
+
+
 @pytest.mark.parametrize("bits,block,zp,bias", [
   (4, 32, "none", False), (4, 16, "uint8", True), (4, 64, "float", False),
   (4, 128, "uint8", False), (8, 32, "uint8", True), (8, 256, "none", False),
