@@ -7,8 +7,8 @@ The weights (decode.weights, numpy here: the page has none) go to the page as on
 float32 bytes beside the site, fetched by the program (JSPI). The counters are the page's:
 kernels compiled (kg.cache_info), pipelines made or being made and the kernels, batches and
 submits of web/gpu.js's GpuExecutor (`stats`), and the bytes read back (the runtime's copyout,
-counted). `submit/tok` is the kernel batches submitted per token; a read back submits its copy
-as well, counted under `submits_all`. GPU times per kernel are gpu.js's runTimed (SwiftShader has
+counted). `submit/tok` is the kernel batches submitted per token, `all` every queue submit
+(web/gpu.js puts a read back's copy into the open batch: one submit per token). GPU times per kernel are gpu.js's runTimed (SwiftShader has
 timestamp queries). With --jump J, after --decoded positions from the start the last J of the
 range are decoded directly (the cache in between left as zeros): the kernels, their sizes and
 the time per token there are those of a decode that got that far.

@@ -27,6 +27,6 @@ def test_a_decode_in_the_page_compiles_nothing_after_its_second_step(site, chrom
   assert row["steps"] == 9 and len(row["tokens"]) == 9, row
   assert row["compiled_after_2"] == 0 and row["pipelines_after_2"] == 0, row
   assert row["dispatches"] <= 4 * LAYERS + row["after"], row
-  assert row["submits"] == 1, row      # kernel batches per token (gpu.js stats.batches)
+  assert row["submits"] == 1 and row["submits_all"] == 1, row   # the read back's copy joins it
   assert row["reads"] == 1 and row["read_bytes"] == 4, row
   assert "64" in row["wall_ms"] and "64" in row["gpu"], row      # the end of the range
