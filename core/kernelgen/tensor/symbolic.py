@@ -7,7 +7,8 @@ the tensor's values. What this module adds to the ordinary ops:
 - `valid(x, axes)`: True at the positions that hold values (an index ramp compared with s, s a
   run-time argument); reductions replace the rest by their identity (`masked`), pad fills it.
 - reads at a symbolic offset (`x[:, pos:pos + 1]`, `x[pos]`, `cat` along a symbolic axis): a
-  gather whose index is the ramp plus the offset, so the offset stays a run-time argument.
+  gather whose index is the ramp plus the offset, so the offset stays a run-time argument
+  (`gather_at`; indexing itself, with steps, and conv windows: symbolic_steps.py).
 - reading back: the first s.value elements of each symbolic axis.
 """
 from __future__ import annotations
