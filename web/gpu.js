@@ -213,18 +213,23 @@ export class GpuExecutor {
     this.device.queue.writeBuffer(buffer, 0, padded);
   }
 
+  // The copy to a mappable buffer joins the open batch, so a step's kernels and the read back of
+  // their result are one submit (a decode step replayed under kg.jit: one per token).
   async read(id) {
-    this.flush();
     const { buffer, nbytes } = this.handle(id);
     const device = this.device;
     const size = roundUp(nbytes, 4);
     const staging = device.createBuffer({
       size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
-    const encoder = device.createCommandEncoder();
+    const batch = this.batch && this.batch.device === device ? this.batch : null;
+    const encoder = batch ? batch.encoder : device.createCommandEncoder();
     encoder.copyBufferToBuffer(buffer, 0, staging, 0, size);
-    device.queue.submit([encoder.finish()]);
-    this.stats.submits += 1;
+    this.flush();
+    if (!batch) {
+      device.queue.submit([encoder.finish()]);
+      this.stats.submits += 1;
+    }
     try {
       await this.settle();
     } catch (error) {
