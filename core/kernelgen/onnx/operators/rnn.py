@@ -24,6 +24,10 @@ _ACT = {"Tanh": lambda x: x.tanh(), "Sigmoid": lambda x: x.sigmoid(),
         "Relu": lambda x: x.relu()}
 DEFAULTS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+# the step outputs are stacked into Y this many at a time, each group a kernel (then the groups,
+# the same way): a kernel binding them all would pass WebGPU's 8 buffers per kernel, and the
+# scheduler's splitting of it walks the whole stack once per cut, quadratic in the steps
+STACK_GROUP = 6
 
 
 def _activations(op, at, num_dirs):
@@ -45,9 +49,10 @@ class _Layer:
   (leading axis G), the input projection hoisted, and each gate's pre-activation per step."""
 
   def __init__(self, op, at, x, ins, dirs, reversed_, rec):
+    """op: RNN, GRU or LSTM; x: the (quantized) input; dirs: the group's directions."""
     w, r, b = ins[1], ins[2], ins[3]
     lo, hi = dirs[0], dirs[-1] + 1
-    self.op, self.at, self.rec = op, at, rec
+    self.at, self.rec = at, rec
     self.hidden = hidden = r.shape[-1]
     n = GATES[op] * hidden
     self.r = r[lo:hi]                                               # (G, gates*H, H)
@@ -56,57 +61,57 @@ class _Layer:
     self.clip = at.float("clip")
     xs = stack([x.flip(0) if reversed_[d] else x for d in dirs], 0)  # (G, seq, batch, in)
     self.seq = x.shape[0]
+    self.xs, self.w, self.gx_all = xs, w[lo:hi], None
     if self.seq > 1:   # every step's input projection: one matmul, W read once
-      self.gx_all = self._bias(xs @ w[lo:hi].unsqueeze(1).swapaxes(-1, -2), self.wb, 1)
-      self.xs, self.w = None, None
-    else:
-      self.gx_all, self.xs, self.w = None, xs, w[lo:hi]
-
-  @staticmethod
-  def _bias(v, bias, extra=0):
-    return v + bias.reshape(bias.shape[0], *([1] * extra), 1, bias.shape[-1]) \
-      if bias is not None else v
+      gx = xs @ self.w.unsqueeze(1).swapaxes(-1, -2)                # (G, seq, batch, gates*H)
+      self.gx_all = gx + self.wb.unsqueeze(1) if self.wb is not None else gx
 
   def clipped(self, v):
     """v clipped to the clip attribute's range (when there is one)."""
     return v.clip(-self.clip, self.clip) if self.clip is not None else v
 
-  def gx(self, s, k, width=1):
-    """Gates k .. k+width-1 of step s's input projection (with Wb), (G, batch, width*H)."""
-    cols = slice(k * self.hidden, (k + width) * self.hidden)
+  def gx(self, s, k):
+    """Gate k's input projection at step s (with Wb), (G, batch, H)."""
+    cols = slice(k * self.hidden, (k + 1) * self.hidden)
     if self.gx_all is not None:
       return self.gx_all[:, s, :, cols]
     out = self.xs[:, s] @ self.w[:, cols].swapaxes(-1, -2)
     return out + self.wb[:, :, cols] if self.wb is not None else out
 
-  def gh(self, h, k, bias=True):
+  def gh(self, h, k):
     """Gate k's recurrent term h @ R_k^T (+ Rb_k), (G, batch, H): a reduction of its own."""
     cols = slice(k * self.hidden, (k + 1) * self.hidden)
     out = h @ self.r[:, cols].swapaxes(-1, -2)
-    return out + self.rb[:, :, cols] if bias and self.rb is not None else out
+    return out + self.rb[:, :, cols] if self.rb is not None else out
 
   def pre(self, s, h, k):
     """Gate k's pre-activation at step s from state h (not clipped)."""
     return self.gx(s, k) + self.gh(self.rec(h), k)
 
 
-def _rnn_step(layer, s, h, c, acts, p):
-  return acts[0](layer.clipped(layer.pre(s, h, 0))), None
+def _kept(ok, new, old):
+  """The new state where step s is inside the sequence (ok), the old one elsewhere: a kernel of
+  its own, so no later step recomputes it (or the chain of states before it)."""
+  return (where(ok, new, old) if ok is not None else new).contiguous()
 
 
-def _gru_step(layer, s, h, c, acts, p):
+def _rnn_step(layer, s, h, c, acts, p, ok):
+  return _kept(ok, acts[0](layer.clipped(layer.pre(s, h, 0))), h), None
+
+
+def _gru_step(layer, s, h, c, acts, p, ok):
   f, g = acts
   z = f(layer.clipped(layer.pre(s, h, 0)))
   rr = f(layer.clipped(layer.pre(s, h, 1)))
   if layer.at.int("linear_before_reset", 0):
     hh = layer.gx(s, 2) + rr * layer.gh(layer.rec(h), 2)
-  else:
-    hh = layer.gx(s, 2) + layer.gh(layer.rec(rr * h), 2)
-  return (1 - z) * g(layer.clipped(hh)) + z * h, None
+  else:                                 # r is a kernel of its own: the h kernel reads it
+    hh = layer.gx(s, 2) + layer.gh(layer.rec(rr.contiguous() * h), 2)
+  return _kept(ok, (1 - z) * g(layer.clipped(hh)) + z * h, h), None
 
 
-def _lstm_step(layer, s, h, c, acts, p):
-  """(h, c) after step s; c is a kernel of its own (the next step and this h read it)."""
+def _lstm_step(layer, s, h, c, acts, p, ok):
+  """(h, c) after step s: two kernels, c (the i, f and g gates) and h (the o gate, c)."""
   f, g, hact = acts
   hidden, clipped = layer.hidden, layer.clipped
   i, o, fg, cc = (layer.pre(s, h, k) for k in range(4))
@@ -115,10 +120,10 @@ def _lstm_step(layer, s, h, c, acts, p):
   i, fg = f(clipped(i)), f(clipped(fg))
   if layer.at.int("input_forget", 0):
     fg = 1 - i
-  c_new = (fg * c + i * g(clipped(cc))).contiguous()
+  c_new = _kept(ok, fg * c + i * g(clipped(cc)), c)
   if p is not None:
     o = o + p[:, :, hidden:2 * hidden] * c_new
-  return f(clipped(o)) * hact(c_new), c_new
+  return _kept(ok, f(clipped(o)) * hact(c_new), h), c_new
 
 
 _STEPS = {"RNN": _rnn_step, "GRU": _gru_step, "LSTM": _lstm_step}
@@ -142,15 +147,9 @@ def _run(op, layer, states, valid, p, acts):
   h, c = states
   outs = []
   for s in range(layer.seq):
-    h_new, c_new = _STEPS[op](layer, s, h, c, acts, p)
-    if valid is not None:
-      ok = valid[:, s]
-      h_new = where(ok, h_new, h)
-      c_new = where(ok, c_new, c) if c is not None else None
-      outs.append(where(ok, h_new, 0))
-    else:
-      outs.append(h_new)
-    h, c = h_new, c_new
+    ok = valid[:, s] if valid is not None else None
+    h, c = _STEPS[op](layer, s, h, c, acts, p, ok)
+    outs.append(where(ok, h, 0) if ok is not None else h)
   return outs, h, c
 
 
@@ -160,13 +159,21 @@ def _outputs(op, runs, reversed_):
   final states as they are."""
   ys = []
   for dirs, (outs, _, _) in runs:
-    steps = stack(outs, 1)               # (G, seq, batch, hidden) in step order
+    steps = _stacked([o.unsqueeze(1) for o in outs])   # (G, seq, batch, hidden), step order
     ys += [steps[i].flip(0) if reversed_[d] else steps[i] for i, d in enumerate(dirs)]
   y = stack(ys, 1)
   if len(runs) == 1:
     return y, runs[0][1][1], runs[0][1][2]
   hs, cs = [h for _, (_, h, _) in runs], [c for _, (_, _, c) in runs]
   return y, cat(hs, 0), cat(cs, 0) if op == "LSTM" else None
+
+
+def _stacked(parts):
+  """cat(parts, 1), STACK_GROUP parts at a time (see STACK_GROUP)."""
+  if len(parts) <= STACK_GROUP:
+    return cat(parts, 1)
+  return _stacked([cat(parts[k:k + STACK_GROUP], 1).contiguous()
+                   for k in range(0, len(parts), STACK_GROUP)])
 
 
 def _valid(seq_lens, seq, batch, dirs, reversed_, device):
