@@ -32,7 +32,7 @@ def _matmul(target="wgsl", m=None, **options):
 
 def _rows_per_thread(kernel) -> int:
   """The register tile's rows: the run-time grid's threads per workgroup over its workgroup."""
-  (_, _, per), = kernel.launch.grid
+  (_, _, per, *_), = kernel.launch.grid
   return per // kernel.local_size[0]
 
 
