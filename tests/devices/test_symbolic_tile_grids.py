@@ -1,10 +1,11 @@
-"""A register-tiled kernel's run-time grid over its symbolic axis (compiler.with_grid, uop/program.py
-launch_dispatch) launches exactly the workgroups its tiles need: ceil(S / R) rows of R x C tiles
-(S the bound value), T tiles a row, threads in workgroups of L, so ceil(ceil(S / R) * T / L)
-workgroups. Where a workgroup covers less than a row (T > L) the grid rounds S * T up to whole
-rows (its `unit`) before dividing; it used to launch ceil((S + R - 1) * T / (R * L)), a
-workgroup of padding more at some values (issue 34: lavapipe's m <= 2 variant launched 2
-workgroups at m = 2 where one computes both rows, 1.7x the static kernel's GPU time).
+"""A register-tiled kernel's run-time grid over its symbolic axis (compiler.with_grid,
+uop/program.py launch_dispatch) launches exactly the workgroups its tiles need: ceil(S / R) rows
+of R x C tiles (S the bound value), T tiles a row, threads in workgroups of L, so
+ceil(ceil(S / R) * T / L) workgroups. Where a workgroup covers less than a row (T > L) the grid
+rounds S * T up to whole rows (its `unit`) before dividing; it used to launch
+ceil((S + R - 1) * T / (R * L)), a workgroup of padding more at some values (issue 34:
+lavapipe's m <= 2 variant launched 2 workgroups at m = 2 where one computes both rows, 1.7x the
+static kernel's GPU time).
 
 Checked against the kernels themselves on PYTHON, the padding of the input and the whole output
 filled with NaN: the grid's workgroups write every wanted output, and one workgroup fewer leaves
