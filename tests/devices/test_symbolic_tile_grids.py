@@ -21,7 +21,7 @@ import pytest
 import kernelgen as kg
 from kernelgen.uop.program import grid_from_json, grid_json, launch_dispatch, variant_for, \
   with_variants
-from tools import device_runtime, ptxas_check
+from tools import device_runtime, ptxas_check, run_named
 
 HI, K, N = 256, 16, 64
 VALUES = (1, 2, 3, 4, 5, 7, 9, 16, 17, 33, 100, 255, HI)
@@ -43,15 +43,7 @@ def _run(runtime, kernel, v: int) -> np.ndarray:
   """`kernel` on `runtime` at m = v, the rows past v and the whole output NaN: (HI, N)."""
   data = {"x": np.full((HI, K), np.nan, np.float32), "w": W}
   data["x"][:v] = _rows(v)
-  handles = [runtime.alloc(spec.size * 4) for spec in kernel.buffers]
-  for spec, handle in zip(kernel.buffers, handles):
-    if spec.name in data:
-      runtime.copyin(handle, data[spec.name].tobytes())
-    else:
-      out = handle
-      runtime.copyin(handle, np.full(spec.size, np.nan, np.float32).tobytes())
-  runtime.run(kernel, handles, {"m": v})
-  return np.frombuffer(runtime.copyout(out), np.float32).reshape(HI, N)
+  return run_named(runtime, kernel, data, {"m": v}, out_fill=np.nan).reshape(HI, N)
 
 
 def _launching(kernel, workgroups: int):

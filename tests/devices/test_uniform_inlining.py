@@ -11,7 +11,7 @@ import numpy as np
 import kernelgen as kg
 from kernelgen.render.wgsl.adapters import classify
 from kernelgen.uop.program import with_variants
-from tools import device_runtime
+from tools import device_runtime, run_named
 
 M, N, HI = 8, 16, 40
 
@@ -27,14 +27,8 @@ def _run(runtime, kernel, v: int, padded: int):
   a, b = rng.standard_normal((M, v)).astype(np.float32), rng.standard_normal((v, N))
   data = {"a": np.full((M, padded), np.nan, np.float32), "b": np.full((padded, N), np.nan)}
   data["a"][:, :v], data["b"][:v] = a, b
-  handles = [runtime.alloc(spec.size * 4) for spec in kernel.buffers]
-  for spec, handle in zip(kernel.buffers, handles):
-    if spec.name in data:
-      runtime.copyin(handle, data[spec.name].astype(np.float32).tobytes())
-    else:
-      out = handle
-  runtime.run(kernel, handles, {"k": v} if kernel.launch.uniforms else {})
-  got = np.frombuffer(runtime.copyout(out), np.float32).reshape(M, N)
+  values = {"k": v} if kernel.launch.uniforms else {}
+  got = run_named(runtime, kernel, data, values, out_fill=np.nan).reshape(M, N)
   np.testing.assert_allclose(got, a @ b.astype(np.float32), rtol=1e-4, atol=1e-4,
                              err_msg=f"k = {v}")
 
