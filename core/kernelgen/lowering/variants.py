@@ -134,9 +134,19 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
   ladder = tile_ladder(at, lo, hi)
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
-  return [(name, most, {"tile": tile, "group": 0, "local": local_size(
-    _threads(item, tile, opts.tile_axes, most, axis), grid_local(item, target.max_local))})
-    for most, tile in _within(ladder, MAX_VARIANTS)]
+  return [(name, most, {"tile": tile, "group": 0, "local": _local(item, tile, opts.tile_axes,
+                                                                  most, axis, target)})
+          for most, tile in _within(ladder, MAX_VARIANTS)]
+
+
+def _local(item: ScheduleItem, tile: tuple, axes: tuple, most: int, axis: int, target) -> int:
+  """A variant's threads per workgroup: sized for its threads at `most` rounded up to a power
+  of two (a `most` such as 248 leaves 992 threads, whose largest preferred divisor is 32: twice
+  the workgroups), unless that is more than the threads at `most`."""
+  limit = grid_local(item, target.max_local)
+  threads = _threads(item, tile, axes, most, axis)
+  rounded = local_size(_threads(item, tile, axes, 1 << (most - 1).bit_length(), axis), limit)
+  return rounded if rounded <= threads else local_size(threads, limit)
 
 
 def tile_ladder(at, lo: int, hi: int) -> list:
