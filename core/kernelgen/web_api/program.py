@@ -177,7 +177,7 @@ def kernel_dims(kernel, ranges: dict) -> list[dict]:
   for v in kernel.kernel.vars if kernel.kernel is not None else ():
     name, lo, hi = v.arg
     dims[name] = {"name": name, "lo": lo, "hi": hi, "uniform": True, "grid": False}
-  for terms, _, _ in kernel.launch.grid:
+  for terms, *_ in kernel.launch.grid:
     for name, _ in terms:
       lo, hi = ranges.get(name, (None, None))
       dims.setdefault(name, {"name": name, "lo": lo, "hi": hi, "uniform": False})["grid"] = True
