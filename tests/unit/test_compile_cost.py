@@ -62,7 +62,7 @@ def test_a_one_off_sdpa_takes_fewer_query_rows_per_thread():
   out = _sdpa()
   one_off, many = _one(out, adapter="lavapipe"), _one(out, adapter="lavapipe", runs=RUNS_MANY)
   assert one_off.capped and not many.capped
-  assert len(one_off.source) * 4 < len(many.source)
+  assert len(one_off.source) * 20 < len(many.source)    # one row, one key per trip
   forced = _one(out, adapter="lavapipe", upcast=32)
   assert forced.source == many.source and not forced.capped
 
