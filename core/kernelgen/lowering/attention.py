@@ -48,7 +48,18 @@ ATTENTION_LOCAL, ATTENTION_ROWS, ATTENTION_REGS = 64, 1, 1 << 13
 # where rows per thread x keys would pass ATTENTION_UNROLL (the kernel's size grows with both:
 # 32 rows x 4 keys did not compile in minutes)
 ATTENTION_KEYS, ATTENTION_UNROLL = 4, 32
+# keys per trip where a one-off run's kernel is over the compile budget even at one row per
+# thread (compile_cost.py): lavapipe natively, Mesa's cache off, sdpa L=512 d=64 (2 runs each
+# interleaved, load 13-16, CPU s of the process): 4 keys per trip 2229 lines of WGSL, first
+# result 2.37-2.38 (kernelgen 0.13, pipelines 0.18-0.19, first dispatch 2.05), second run
+# 0.29-0.33 | 1 key 924 lines, 0.97-1.01 (0.08-0.09, 0.16-0.17, 0.72-0.74), 0.22-0.25
+ONE_OFF_KEYS = 1
 LOG2E = 1.0 / math.log(2.0)
+
+
+def _keys_per_trip(rows: int) -> int:
+  """Keys per trip of the key loop for `rows` query rows per thread (ATTENTION_UNROLL)."""
+  return max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // rows))
 
 
 def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
@@ -62,22 +73,25 @@ def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   width = out.src[0].shape[-1] + out.shape[-1] + 2
   while rows > 1 and (rows * width > ATTENTION_REGS or rows >= 2 * n_q):
     rows //= 2
-  wanted = rows
-  while rows > 1 and not forced and compile_cost.capped(options) and \
-      not compile_cost.affordable(options, estimated_uops(out, rows)):
+  wanted, capped = rows, not forced and compile_cost.capped(options)
+  while rows > 1 and capped and not compile_cost.affordable(options, estimated_uops(out, rows)):
     rows //= 2                       # a one-off run on a software adapter: compile cost caps
+  # one row still over the budget: a key per trip (ONE_OFF_KEYS)
+  keys = ONE_OFF_KEYS if rows == 1 and capped and \
+    not compile_cost.affordable(options, estimated_uops(out, 1)) else 0
   threads = -(-n_q // rows)          # threads per batch entry (a workgroup takes one entry)
   local = int(options.get("local", 0) or 0) or min(ATTENTION_LOCAL, target.max_local,
                                                   1 << (threads - 1).bit_length())
-  return Opts(local=max(1, min(local, target.max_local)), upcast=rows, capped=rows < wanted)
+  return Opts(local=max(1, min(local, target.max_local)), upcast=rows, keys=keys,
+              capped=rows < wanted or keys > 0)
 
 
-def estimated_uops(out, rows: int) -> int:
+def estimated_uops(out, rows: int, keys: int = 0) -> int:
   """The UOps the attention kernel `out` lowers to with `rows` query rows per thread, without
   lowering it: about E' (12 + 8.5 rows + 4 rows keys), E' the mean of q's and v's widths, keys
-  per trip as _key_loop takes them (counted for d = 32 and 64, rows 1..32: within 3 %, e.g.
-  L=512 d=64: 2370 UOps at 1 row, 13498 at 8, 26332 at 32)."""
-  keys = max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // rows))
+  per trip `keys` or as _key_loop takes them (counted for d = 32 and 64, rows 1..32: within
+  3 %, e.g. L=512 d=64: 2370 UOps at 1 row, 13498 at 8, 26332 at 32)."""
+  keys = keys or _keys_per_trip(rows)
   width = (out.src[0].shape[-1] + out.shape[-1]) / 2
   return int(width * (12 + 8.5 * rows + 4 * rows * keys))
 
@@ -196,7 +210,8 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   batch, places = _threads(out.shape[:-2], out.src[0].shape[-2], max(opts.upcast, 1),
                            max(opts.local, 1))
   stores = []
-  for (i, ok), values in zip(places, attention_values(lw, out, tuple(batch), places)):
+  for (i, ok), values in zip(places, attention_values(lw, out, tuple(batch), places,
+                                                      keys=opts.keys)):
     terms = zip(tuple(batch) + (i,), contiguous_strides(out.shape), out.shape)
     flat = linear_index([t for t in terms if t[2] > 1], 0)
     run = [lw.params[0].store(flat + int_const(e) if e else flat, value, ok)
@@ -205,11 +220,13 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   return stores
 
 
-def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = None) -> list:
+def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = None,
+                     keys: int = 0) -> list:
   """The output rows of ATTENTION node `out` at batch indices `batch` and query rows `places`
   ([(row index, valid or None)], consecutive rows of one thread: they share each key's k and v
   loads): a list of Ev values (out's dtype) per row. Where `active` is false the thread walks no
-  key (its values are not to be used: staged.py's threads past the rows)."""
+  key (its values are not to be used: staged.py's threads past the rows). `keys`: keys per trip
+  of the key loop (0: _keys_per_trip)."""
   q, k, v = out.src[:3]
   scale, causal = out.arg[:2]
   limit = out.src[-1] if len(out.arg) > 2 else None     # a run-time number of keys
@@ -225,7 +242,7 @@ def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = N
   if active is not None:
     end = active.where(end if end is not None else int_const(n_k), int_const(0))
   per = len(places)
-  rng, keys = _key_loop(lw, n_k, end, max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // per)))
+  rng, keys = _key_loop(lw, n_k, end, keys or _keys_per_trip(per))
   neg_inf = UOp.const(acc_dt, -math.inf)
   if limit is not None or active is not None:
     ks, vs = _clamped_keys(lw, k, v, batch, keys, end, acc_dt)

@@ -300,13 +300,15 @@ def _run_on(code: str, device: str) -> dict:
   from ..cache import cache_info
   from ..stored import STATS
   start = time.perf_counter()
-  misses, hits = cache_info()["misses"], STATS["hits"]
+  misses, hits, spent = cache_info()["misses"], STATS["hits"], cache_info()["compile_s"]
   out = execute(code, device)
   data = tensor_data(out.realize())
   data["seconds"] = time.perf_counter() - start
   data["device"] = device
-  # kernels compiled by this run, and those taken from the browser's store instead (stored.py)
+  # kernels compiled by this run (and the seconds their compiles took), and those taken from the
+  # browser's store instead (stored.py)
   data["compiled"] = cache_info()["misses"] - misses
+  data["compile_s"] = cache_info()["compile_s"] - spent
   data["stored"] = STATS["hits"] - hits
   return data
 
