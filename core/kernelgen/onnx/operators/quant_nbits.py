@@ -24,12 +24,24 @@ WORDS = "#uint32"
 # the suffix of the upload key of an initializer held lane-major (lane_major)
 LANES = "#lanes"
 # packed weights of at least this many bytes are held lane-major where the adapter asks for it
-# (lane_layout): the decode matvec of a weight that does not stay in the CPU's caches reads each
-# SIMD group's rows as one contiguous run. bench/q4_matvec.py's `lanes` rows, lavapipe, CPU
-# seconds per call (median, interleaved; the machine's load 10-17 made wall times useless), the
-# copy's over the matvec's: 49152x576 (14 MB) 0.55 -> 0.69; at 0.4-2.2 MB (1536x576 to 896x4864)
-# 0.79 / 0.76 / 0.69 / 0.63 -> 0.73 / 0.80 / 0.66 / 0.64, no gain beyond the noise
+# (lane_layout): the decode matvec of a weight that does not stay in the CPU's caches then reads
+# each SIMD group's rows as one contiguous run. bench/q4_matvec.py's `cpu` ratios (the copy's
+# CPU seconds per run over the matvec's, median, interleaved: loads of 10-24 made wall times
+# useless), lavapipe, plain -> lane-major: 49152x576 (14 MB) 0.54-0.58 -> 0.62-0.78 over four
+# runs; at 0.4-2.2 MB no gain beyond the noise (1536x576 0.61 -> 0.57, 576x1536 0.89 -> 0.90,
+# 4864x896 0.74 -> 0.75, 896x4864 0.73 -> 0.77, load 22)
 LANE_MAJOR_BYTES = 4 << 20
+# SWIFTSHADER: why its q4 matvec stays at 0.3-0.45 of a copy (issue 35). Hand-written WGSL against
+# the copy in one process, CPU seconds per run, 1536x576: SwiftShader (Subzero, 4 lanes of SSE)
+# pays per load instruction and lane wherever the lanes' addresses lie (lane-major weights: no
+# gain). A thread per row summing its words as vec4<u32> runs 1.35-1.47x the copy's speed, as u32
+# 0.69x; the activation's vec4s (one address in every lane) cost as much as the weight's: a row
+# a thread with them 0.22, without 1.06. With 8 rows a thread sharing them: summing the words
+# only 0.55; the dequantization's mask, conversion, multiply and add per field without the
+# activation loads 0.52; the whole matvec (zero point 8) 0.42-0.44; the compiled kernel 0.29-0.31
+# (its zero-point byte per block and row: 0.35 without). So 0.7 is out of reach there for an
+# exact f32 dequantization: the field arithmetic alone (4 SIMD ops per 4-bit field) outlasts the
+# copy.
 
 
 def fields(x: Tensor, bits: int) -> Tensor:

@@ -154,6 +154,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # SwiftShader (load 21-25: noisy, the same kernel twice 0.07 and 0.10) every form 0.05-0.3 of
   # the copy, 0.7 only once (U=4 R=4 896x4864): still far from it, not understood (Subzero's
   # code for the per-lane loads?); whole (1024, 4 rows) 0.05-0.24, built in 43-89 s.
+  # Why it stays far from the copy there: onnx/operators/quant_nbits.py's SWIFTSHADER note.
   # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled
   # code is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding
   # its 1024 / G values as vec4 lets, max and sum folded through workgroup memory, one exp per
