@@ -152,8 +152,10 @@ def _packed_words(ins, n: int, per_row: int, blocks: int) -> Tensor | None:
 
 def lane_layout(device: str) -> tuple[int, int] | None:
   """(lanes, rows) of the lane-major weights (lane_major) that `device`'s adapter asks for:
-  option q4_lanes with reduce_rows of its adapter table's row kernels (render/wgsl/adapters.py:
-  lavapipe), else None (every other device and adapter)."""
+  q4_lanes with reduce_rows of its adapter table's row kernels (render/wgsl/adapters.py; not an
+  option of the kernels themselves: lavapipe's 8 lanes of 256 bits), else None (every other
+  device and adapter; SwiftShader's Subzero code loads each lane's words on its own wherever
+  they lie: lane-major weights measured no faster there, see SWIFTSHADER above)."""
   from ...compiler import target_of
   from ...device import Device
   runtime = Device[device]

@@ -154,7 +154,6 @@ TABLE: dict[tuple[str, str], dict] = {
   # SwiftShader (load 21-25: noisy, the same kernel twice 0.07 and 0.10) every form 0.05-0.3 of
   # the copy, 0.7 only once (U=4 R=4 896x4864): still far from it, not understood (Subzero's
   # code for the per-lane loads?); whole (1024, 4 rows) 0.05-0.24, built in 43-89 s.
-  # Why it stays far from the copy there: onnx/operators/quant_nbits.py's SWIFTSHADER note.
   # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled
   # code is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding
   # its 1024 / G values as vec4 lets, max and sum folded through workgroup memory, one exp per
@@ -225,10 +224,6 @@ TABLE: dict[tuple[str, str], dict] = {
   # a second run (16 rounds) 16.7 / 41.8 | 8 lanes 19.4 / 44.4 | 16 lanes 15.3 / 30.5; natively
   # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
-  # q4_lanes (not an option of the kernels: the ONNX importer's layout of a large packed
-  # weight, onnx/operators/quant_nbits.lane_layout): llvmpipe's 8 lanes of 256 bits; SwiftShader
-  # has none (its Subzero code loads each lane's words on its own wherever they lie: lane-major
-  # weights measured no faster there, 0.32-0.33 of the copy's CPU seconds either way)
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
                          "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
                          "q4_lanes": 8},
