@@ -8,7 +8,11 @@ Each line: the shape, the matvec's kernels and fastest ms, the packed bytes it r
 scales, zero points) per second, and the ratio of the copy's time to its (the issue's goal: at
 least 0.7) and the sum's; then the same matvec under other options in the same rounds: `looped`
 (reduce_whole=0, reduce_step=0: the reduction looped a block per step, a row per thread) and any
---variant NAME:KEY=INT,... given. Each matvec's `build` is its first run's wall ms: the
+--variant NAME:KEY=INT,... given; and `lanes`: the matvec over its weight held lane-major
+(quant_nbits.lane_major, 8 lanes x 8 rows, as the importer holds a large weight on lavapipe:
+lane_layout). `cpu` ratios: the copy's CPU seconds per run over each matvec's (median of the
+rounds, this process's user + system time: the driver's threads run the kernels), which a
+loaded machine disturbs far less than wall times. Each matvec's `build` is its first run's wall ms: the
 pipeline's creation and first dispatch, which on lavapipe is the driver's LLVM compile (Mesa's
 shader cache is off in this process: MESA_SHADER_CACHE_DISABLE).
 
@@ -20,6 +24,8 @@ shader cache is off in this process: MESA_SHADER_CACHE_DISABLE).
 from __future__ import annotations
 
 import os
+import resource
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -47,6 +53,14 @@ def _plan(rt, out, options):
 def _best(rt, steps, times: list) -> None:
   times.append(sum(rt.run(c, [h.handle if hasattr(h, "handle") else h for h in hs], {},
                           timed=True) for c, hs in steps))
+
+
+def _cpu(rt, steps, times: list) -> None:
+  """Append the CPU seconds of one run of the plan, waited for (user + system, all threads)."""
+  before = resource.getrusage(resource.RUSAGE_SELF)
+  _best(rt, steps, [])
+  after = resource.getrusage(resource.RUSAGE_SELF)
+  times.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
 
 
 def _cold_ms(rt, steps) -> float:
@@ -78,7 +92,7 @@ def main(reps: int = 20, word: str = "", variants: dict | None = None, f32: bool
   import numpy as np
   import kernelgen as kg
   from kernelgen.device import Device
-  from kernelgen.onnx.operators.quant_nbits import matmul_words, nibbles
+  from kernelgen.onnx.operators.quant_nbits import lane_major, matmul_words, nibbles
   from lm_models import quantize_q4
   rt = Device["WEBGPU"]
   options = {**rt.render_options(), "runs": 100}     # compiled as a decode step's (replayed)
@@ -109,22 +123,31 @@ def main(reps: int = 20, word: str = "", variants: dict | None = None, f32: bool
       plans["f32"] = _plan(rt, dev["x"] @ wf.permute(1, 0), options)
     for name, forced in (variants or {}).items():
       plans[name] = _plan(rt, matvec(), {**options, **forced})
+    if n % 64 == 0:
+      lead = (n // 64, 8, 8)
+      lanes = matmul_words(dev["x"], lane_major(words.reshape(n, blocks, 4), 8, 8),
+                           lane_major(dev["s"], 8, 8), zp.reshape(*lead, blocks), 4, 32)
+      plans["lanes"] = _plan(rt, lanes.reshape(1, n), options)
     cold = {v: _cold_ms(rt, steps) for v, steps in plans.items()}
-    times = {v: [] for v in plans}
+    times, cpu = {v: [] for v in plans}, {v: [] for v in plans}
     for _ in range(2 + reps):
       for v, steps in plans.items():
         _best(rt, steps, times[v])
+        _cpu(rt, steps, cpu[v])
     best = {v: min(t[2:]) for v, t in times.items()}
+    cpu = {v: statistics.median(t[2:]) for v, t in cpu.items()}
     nbytes = packed.nbytes + scales.nbytes + zps.nbytes
     codes_np = np.stack([packed & 15, packed >> 4], -1).reshape(n, -1).astype(np.float32)
     z_np = np.stack([zps.reshape(n, -1) & 15, zps.reshape(n, -1) >> 4], -1).reshape(n, -1)
     deq = (codes_np - np.repeat(z_np[:, :blocks], 32, 1)) * np.repeat(scales.reshape(n, -1), 32, 1)
     err = float(np.abs(y.numpy() - dev["x"].numpy() @ deq[:, :k].T).max())
-    others = "; ".join(f"{v} {best[v] * 1e3:.3f} ms (ratio {best['copy'] / best[v]:.2f}, "
-                       f"build {cold[v]:.0f} ms, {_lines(plans[v])} lines)" for v in variants or {})
+    others = "; ".join(f"{v} {best[v] * 1e3:.3f} ms (ratio {best['copy'] / best[v]:.2f}, cpu "
+                       f"{cpu['copy'] / cpu[v]:.2f}, build {cold[v]:.0f} ms, "
+                       f"{_lines(plans[v])} lines)" for v in [*(variants or {}), "lanes"]
+                       if v in plans)
     print(f"{label:30s} matvec kernels={len(plans['matvec'])} {best['matvec'] * 1e3:.3f} ms "
           f"{nbytes / best['matvec'] / 1e9:.2f} GB/s packed; copy {best['copy'] * 1e3:.3f} ms "
-          f"(ratio {best['copy'] / best['matvec']:.2f}), sum {best['sum'] * 1e3:.3f} ms "
+          f"(ratio {best['copy'] / best['matvec']:.2f}, cpu {cpu['copy'] / cpu['matvec']:.2f}), sum {best['sum'] * 1e3:.3f} ms "
           f"(ratio {best['sum'] / best['matvec']:.2f}); "
           + (f"f32 matvec {best['f32'] * 1e3:.3f} ms; " if f32 else "") +
           f"max abs err {err:.1e}; compiled in {built:.1f} s, build {cold['matvec']:.0f} ms, "

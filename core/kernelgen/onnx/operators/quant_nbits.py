@@ -21,6 +21,27 @@ from ..values import tensor_from_bytes
 MS = "com.microsoft"
 # the suffix of the upload key (Model.uploads) of an initializer held as 32-bit words
 WORDS = "#uint32"
+# the suffix of the upload key of an initializer held lane-major (lane_major)
+LANES = "#lanes"
+# packed weights of at least this many bytes are held lane-major where the adapter asks for it
+# (lane_layout): the decode matvec of a weight that does not stay in the CPU's caches then reads
+# each SIMD group's rows as one contiguous run. bench/q4_matvec.py's `cpu` ratios (the copy's
+# CPU seconds per run over the matvec's, median, interleaved: loads of 10-24 made wall times
+# useless), lavapipe, plain -> lane-major: 49152x576 (14 MB) 0.54-0.58 -> 0.62-0.78 over four
+# runs; at 0.4-2.2 MB no gain beyond the noise (1536x576 0.61 -> 0.57, 576x1536 0.89 -> 0.90,
+# 4864x896 0.74 -> 0.75, 896x4864 0.73 -> 0.77, load 22)
+LANE_MAJOR_BYTES = 4 << 20
+# SWIFTSHADER: why its q4 matvec stays at 0.3-0.45 of a copy (issue 35). Hand-written WGSL against
+# the copy in one process, CPU seconds per run, 1536x576: SwiftShader (Subzero, 4 lanes of SSE)
+# pays per load instruction and lane wherever the lanes' addresses lie (lane-major weights: no
+# gain). A thread per row summing its words as vec4<u32> runs 1.35-1.47x the copy's speed, as u32
+# 0.69x; the activation's vec4s (one address in every lane) cost as much as the weight's: a row
+# a thread with them 0.22, without 1.06. With 8 rows a thread sharing them: summing the words
+# only 0.55; the dequantization's mask, conversion, multiply and add per field without the
+# activation loads 0.52; the whole matvec (zero point 8) 0.42-0.44; the compiled kernel 0.29-0.31
+# (its zero-point byte per block and row: 0.35 without). So 0.7 is out of reach there for an
+# exact f32 dequantization: the field arithmetic alone (4 SIMD ops per 4-bit field) outlasts the
+# copy.
 
 
 def fields(x: Tensor, bits: int) -> Tensor:
@@ -97,7 +118,7 @@ def _matmul_nbits(ins, at):
     raise ShapeError(f"MatMulNBits: A's last dim {a.shape[-1]} is not K = {k}")
   _check_g_idx(ins, block, k)
   blocks = math.ceil(k / block)
-  words = _packed_words(ins, n, blocks * block * bits // 32)
+  words = _packed_words(ins, n, blocks * block * bits // 32, blocks)
   if words is not None:
     return _matmul_words(ins, a, words, (n, k, bits, block, blocks))
   codes = _codes(ins[1], bits, n, blocks, block, k).cast(dtypes.float32)
@@ -110,28 +131,79 @@ def _matmul_nbits(ins, at):
   return y.reshape(*lead, n).cast(a.dtype)
 
 
-def _packed_words(ins, n: int, per_row: int) -> Tensor | None:
+def _packed_words(ins, n: int, per_row: int, blocks: int) -> Tensor | None:
   """MatMulNBits' B (an initializer) as (N, per_row) uint32 words, uploaded once per model and
-  device (in place of its bytes: B is read only as words); None where B is not an initializer
-  (then B is read byte by byte)."""
+  device (in place of its bytes: B is read only as words), or where the device's adapter asks
+  for it (_lanes) as lane_major's view (N // (lanes * rows), lanes, rows, blocks, words per
+  block); None where B is not an initializer (then B is read byte by byte)."""
   runner, name = ins.runner, ins.names[1]
   init = runner.model.initializers.get(name)
   if runner.folding or init is None or len(init[2]) != n * per_row * 4:
     return None
   key = (runner.device, name + WORDS)
   if key not in runner.model.uploads:
-    runner.model.uploads[key] = tensor_from_bytes(init[2], (n, per_row), dtypes.uint32,
-                                                  runner.device)
+    words = tensor_from_bytes(init[2], (n, per_row), dtypes.uint32, runner.device)
+    lanes = _lanes(ins, n, len(init[2]))
+    if lanes:
+      words = lane_major(words.reshape(n, blocks, per_row // blocks), *lanes)
+    runner.model.uploads[key] = words
+  return runner.model.uploads[key]
+
+
+def lane_layout(device: str) -> tuple[int, int] | None:
+  """(lanes, rows) of the lane-major weights (lane_major) that `device`'s adapter asks for:
+  q4_lanes with reduce_rows of its adapter table's row kernels (render/wgsl/adapters.py; not an
+  option of the kernels themselves: lavapipe's 8 lanes of 256 bits), else None (every other
+  device and adapter; SwiftShader's Subzero code loads each lane's words on its own wherever
+  they lie: lane-major weights measured no faster there, see SWIFTSHADER above)."""
+  from ...compiler import target_of
+  from ...device import Device
+  runtime = Device[device]
+  adapter = runtime.render_options().get("adapter")
+  if not adapter:
+    return None
+  table = target_of(runtime).adapter_defaults(adapter, "rows")
+  lanes, rows = table.get("q4_lanes"), table.get("reduce_rows")
+  return (int(lanes), int(rows)) if lanes and rows else None
+
+
+def _lanes(ins, n: int, nbytes: int) -> tuple[int, int] | None:
+  """lane_layout's (lanes, rows) for a weight of n rows and nbytes packed bytes, where it is at
+  least LANE_MAJOR_BYTES and the rows divide into the groups; else None."""
+  if nbytes < LANE_MAJOR_BYTES:
+    return None
+  lanes = lane_layout(ins.runner.device)
+  return lanes if lanes and n % (lanes[0] * lanes[1]) == 0 else None
+
+
+def _lane_scales(ins, lead: tuple, blocks: int) -> Tensor:
+  """MatMulNBits' scales (float32) in the leading row axes `lead` of lane-major words: lane_major
+  too where they are an initializer (kept per model and device), else a plain reshape."""
+  runner, name = ins.runner, ins.names[2]
+  scale = ins[2].reshape(-1, blocks).cast(dtypes.float32)
+  if name not in runner.model.initializers:
+    return scale.reshape(*lead, blocks)
+  key = (runner.device, name + LANES)
+  if key not in runner.model.uploads:
+    runner.model.uploads[key] = lane_major(scale, lead[1], lead[2])
   return runner.model.uploads[key]
 
 
 def _matmul_words(ins, a: Tensor, words: Tensor, dims: tuple) -> Tensor:
-  """MatMulNBits with B as its 32-bit words (matmul_words), bias added."""
+  """MatMulNBits with B as its 32-bit words (matmul_words; lane-major words take their scales
+  and zero points in the same row axes), bias added."""
   n, k, bits, block, blocks = dims
   zp = _zero_points(ins[3], bits, n, blocks, 1, blocks)
-  scale = ins[2].reshape(n, blocks).cast(dtypes.float32)
+  if words.ndim == 2:
+    scale = ins[2].reshape(n, blocks).cast(dtypes.float32)
+  else:
+    lead = tuple(words.shape[:3])
+    scale = _lane_scales(ins, lead, blocks)
+    zp = zp.reshape(*lead, blocks) if isinstance(zp, Tensor) else zp
   lead = a.shape[:-1]
   y = matmul_words(a.reshape(-1, k).cast(dtypes.float32), words, scale, zp, bits, block)
+  if words.ndim != 2:
+    y = y.reshape(y.shape[0], n)
   if ins.has(5):
     y = y + ins[5].cast(dtypes.float32).reshape(1, n)
   return y.reshape(*lead, n).cast(a.dtype)
@@ -168,18 +240,42 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   loads each word once for all its fields and each block's scale and zero point once
   (optimize.py's reduce_inner on CPU adapters, whose unrolled step multiplies a block's sum by
   its scale once: the scale is the products' last factor; lowering/threads.py's reduce_whole
-  unrolls them all); nothing dequantized is written to memory."""
-  n, blocks = scale.shape
-  per = 32 // bits
-  codes, factors = placed_fields(words.reshape(n, blocks, block // per), bits)
+  unrolls them all); nothing dequantized is written to memory. The rows may also come as
+  several leading axes (lane_major's views: words (*rows, blocks, words per block), scale and
+  zp (*rows, blocks)); the result is then (M, *rows)."""
+  *lead, blocks = scale.shape
+  nd, per = len(lead), 32 // bits
+  wpb = block // per
+  if tuple(words.shape) != (*lead, blocks, wpb):
+    words = words.reshape(*lead, blocks, wpb)
+  codes, factors = placed_fields(words, bits)
   m, k = x.shape
   if blocks * block != k:
     x = x.pad(((0, 0), (0, blocks * block - k)))
-  xb = x.reshape(m, 1, blocks, block // per, per)
-  s = scale.reshape(1, n, blocks, 1, 1)
-  dot = (xb * factors.reshape(1, 1, 1, 1, per)) * codes.reshape(1, n, blocks, block // per, per)
-  zs = zp.reshape(n, blocks) * scale if isinstance(zp, Tensor) else scale * zp
-  return (dot * s).sum((2, 3, 4)) - (xb * zs.reshape(1, n, blocks, 1, 1)).sum((2, 3, 4))
+  ones = [1] * nd
+  xb = x.reshape(m, *ones, blocks, wpb, per)
+  s = scale.reshape(1, *lead, blocks, 1, 1)
+  dot = (xb * factors.reshape(1, *ones, 1, 1, per)) * codes.reshape(1, *lead, blocks, wpb, per)
+  zs = zp.reshape(*lead, blocks) * scale if isinstance(zp, Tensor) else scale * zp
+  axes = (nd + 1, nd + 2, nd + 3)
+  return (dot * s).sum(axes) - (xb * zs.reshape(1, *lead, blocks, 1, 1)).sum(axes)
+
+
+def lane_major(t: Tensor, lanes: int, rows: int) -> Tensor:
+  """Per-row data t (N, blocks, *tail) stored lane-major for a matrix-vector product that gives
+  each thread `rows` consecutive rows and runs `lanes` consecutive threads as one SIMD group (a
+  CPU adapter): a realized copy ordered (N // (lanes * rows), blocks, rows, lanes, *tail), so the
+  lanes' loads of one block of one of their rows are consecutive in memory (one contiguous
+  read, not a gather of rows far apart); returned as its view (N // (lanes * rows), lanes,
+  rows, blocks, *tail), for matmul_words' leading row axes. N must divide by lanes * rows."""
+  n, *rest = t.shape
+  if n % (lanes * rows):
+    raise ShapeError(f"lane_major: {n} rows do not divide into groups of {lanes} lanes x "
+                     f"{rows} rows")
+  tail = tuple(range(4, 3 + len(rest)))
+  grouped = t.reshape(n // (lanes * rows), lanes, rows, *rest)
+  stored = grouped.permute(0, 3, 2, 1, *tail).contiguous().realize()
+  return stored.permute(0, 3, 2, 1, *tail)
 
 
 # ---- GatherBlockQuantized --------------------------------------------------------------------
