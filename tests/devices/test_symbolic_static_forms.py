@@ -4,9 +4,13 @@
   the online softmax (reductions.unmasked): a thread per row takes max and exp-sum in one loop,
   and every exp2 is the bare one of softmax's non-positive argument, as the static kernel's
   (SwiftShader, (64, n): 1.43-1.46x the static kernel's GPU time at n = 1000 and 4096 before).
+- Short symbolic rows: a variant with a thread per row reading scalars up to the adapter's
+  row_short (lavapipe ran a thread per row with vec4 loads 1000x slower at n = 1..16), lane
+  variants unrolled once (variants.SHORT_ROW_OPTIONS, LANE_VARIANT_OPTIONS).
 - Fused attention over n keys: the key loop runs n // 4 trips of 4 keys, then the rest a key per
   trip (attention._split_key_loops), reading no key past n, so no k or v value is masked (the
-  one loop of ceil(n / 4) trips masked every value: 1.3-1.4x, 2.3x at n = 1).
+  one loop of ceil(n / 4) trips masked every value: 1.3-1.4x, 2.3x at n = 1); below 4 keys a
+  variant of one key per trip (lavapipe ran the 4-key loop making no trip 1000x slower).
 Values against numpy at the range's ends and at sizes that divide no unroll or vector width,
 with NaN and inf in the padding, on PYTHON, PTXSIM and WEBGPU; WGSL validates, PTX assembles."""
 from __future__ import annotations
@@ -15,7 +19,9 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
+from kernelgen.lowering.variants import LANE_VARIANT_OPTIONS, SHORT_ROW_OPTIONS
 from kernelgen.uop.ops import EXP2_BOUNDS, Ops, toposort
+from kernelgen.uop.program import variant_for
 from ops_util import on, sdpa_np, softmax_edge_rows  # noqa: F401 (a fixture)
 from tools import ptxas_check, wgsl_validate
 
@@ -57,7 +63,22 @@ def _softmax_np(x):
     return e / e.sum(-1, keepdims=True)
 
 
-@pytest.mark.parametrize("layout", [THREAD, {}])
+@pytest.mark.parametrize("adapter, short", [("lavapipe", 96), ("swiftshader", 8)])
+def test_short_symbolic_rows_take_a_thread_per_row_reading_scalars(adapter, short):
+  x = kg.Tensor.empty(64, kg.Dim("n", 1, 4096), name="x")
+  (kernel,) = kg.compile(x.softmax(-1), "wgsl", adapter=adapter)
+  dim, most, variant = kernel.variants[0]
+  assert (dim, most, variant.local_size[0]) == ("n", short, 64)
+  assert "array<f32>" in variant.source and "vec4" not in variant.source
+  assert variant_for(kernel, {"n": 1}) is variant and variant_for(kernel, {"n": short + 1}) \
+    is not variant
+  wgsl_validate(variant.source)
+  (static,) = kg.compile(kg.Tensor.empty(64, 77, name="x").softmax(-1), "wgsl", adapter=adapter)
+  assert static.variants == ()
+
+
+@pytest.mark.parametrize("layout", [THREAD, {}, SHORT_ROW_OPTIONS,
+                                    {"row_lanes": 8, "group_vec": 4, **LANE_VARIANT_OPTIONS}])
 def test_symbolic_online_softmax_with_edge_rows_at_every_value(device, on, layout):
   """Rows all -inf, -inf first, with a NaN or a +inf, as numpy, the padding NaN and inf."""
   on(device, **layout)
@@ -87,13 +108,29 @@ def test_symbolic_attention_masks_no_key_values():
 KEYS = np.random.default_rng(1).standard_normal((2, HI, 8)).astype(np.float32)
 
 
-@pytest.mark.parametrize("queries, causal, upcast", [(1, False, 0), (3, False, 2),
-                                                     (2, True, 0), (3, True, 2)])
-def test_symbolic_attention_split_loops_at_every_value(device, on, queries, causal, upcast):
+def test_attention_takes_one_key_per_trip_below_its_block():
+  q = kg.Tensor.empty(1, 8, 1, 64, name="q")
+  (kernel,) = kg.compile(_sdpa(q, kg.Dim("n", 1, 2048)), target="wgsl")
+  [(dim, most, variant)] = kernel.variants
+  assert (dim, most) == ("n", 3) and _var_loops(variant.kernel.uops) == 1
+  assert variant_for(kernel, {"n": 3}) is variant and variant_for(kernel, {"n": 4}) is kernel
+  wgsl_validate(variant.source)
+  (static,) = kg.compile(_sdpa(q, 3), target="wgsl")
+  assert static.variants == ()
+  pos = kg.Dim("pos", 0, 2047)          # a cache read up to pos + 1: pos <= 2 is 3 keys or fewer
+  cache = kg.Tensor.empty(1, 8, 2048, 64, name="cache")[:, :, :pos + 1]
+  (decode,) = kg.compile(kg.scaled_dot_product_attention(q, cache, cache), target="wgsl")
+  assert [(dim, most) for dim, most, _ in decode.variants] == [("pos", 2)]
+
+
+@pytest.mark.parametrize("queries, causal, options", [(1, False, {}), (3, False, {"upcast": 2}),
+                                                      (2, True, {}), (3, True, {"upcast": 2}),
+                                                      (3, False, {"attention_keys": 1})])
+def test_symbolic_attention_split_loops_at_every_value(device, on, queries, causal, options):
   """q of `queries` rows over the first n keys of a cache NaN and inf past them (causal: the
-  queries are the last positions, offset n - queries), `upcast` rows per thread (0: the
-  device's default), against numpy at every n."""
-  on(device, **({"upcast": upcast} if upcast else {}))
+  queries are the last positions, offset n - queries), with `options` (rows per thread, keys per
+  trip), against numpy at every n."""
+  on(device, **options)
   query = np.random.default_rng(queries).standard_normal((2, queries, 8)).astype(np.float32)
   n = kg.Dim("n", 1, HI)
   for v in VALUES:

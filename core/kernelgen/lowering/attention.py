@@ -17,7 +17,9 @@ and stores acc / l. Scores are kept in log2 units (exp2, log2(e) folded into the
 m' is still -inf (every key so far masked) the exponents are taken against 0 instead, so a fully
 masked row ends as 0 / 0 = NaN (as softmax over -inf scores, and torch), and a NaN or +inf score
 makes its row NaN (MAX propagates NaN). Causal (keep j <= i): a thread's loop stops at its last
-row's diagonal, its other rows mask the keys past theirs. Loops longer than MAX_TRIPS are
+row's diagonal, its other rows mask the keys past theirs. Over a run-time number of keys (a
+symbolic key length) the keys are walked in whole blocks, then one by one (_split_key_loops):
+none past the end is read, so none is masked. Loops longer than MAX_TRIPS are
 unrolled (lowerer.py). float16 / bfloat16 are computed in float32 (float64 in float64), the
 output cast back.
 
@@ -31,6 +33,7 @@ import math
 from .. import limits
 from . import compile_cost
 from ..dtype import dtypes
+from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
@@ -69,7 +72,38 @@ def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   threads = -(-n_q // rows)          # threads per batch entry (a workgroup takes one entry)
   local = int(options.get("local", 0) or 0) or min(ATTENTION_LOCAL, target.max_local,
                                                   1 << (threads - 1).bit_length())
-  return Opts(local=max(1, min(local, target.max_local)), upcast=rows, capped=rows < wanted)
+  return Opts(local=max(1, min(local, target.max_local)), upcast=rows, capped=rows < wanted,
+              attention_keys=int(options.get("attention_keys", 0) or 0))
+
+
+def key_block(opts: Opts, rows: int) -> int:
+  """Keys per trip of a thread's key loop with `rows` query rows: option attention_keys, else
+  ATTENTION_KEYS (fewer where rows x keys would pass ATTENTION_UNROLL)."""
+  return opts.attention_keys or max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // rows))
+
+
+def attention_variants(item: ScheduleItem, options: dict, opts: Opts | None) -> list:
+  """[(dim, most, options)]: an attention kernel whose key count is a symbolic dim (plus a
+  constant: a cache read to pos + 1) takes a variant of one key per trip for the counts below
+  its keys per trip (_split_key_loops)."""
+  out = item.out
+  dim = _dim_plus(out.src[-1]) if len(out.arg) > 2 else None
+  if dim is None or opts is None or "attention_keys" in options:
+    return []
+  name, lo, hi, const = dim
+  most = key_block(opts, max(opts.upcast, 1)) - 1 - const     # the dim's values below a block
+  return [(name, most, {"attention_keys": 1})] if lo <= most < hi else []
+
+
+def _dim_plus(count) -> tuple | None:
+  """(name, lo, hi, c) where the lazy int scalar `count` is the dim's value + c; else None."""
+  if count.op is L.VAR:
+    return (*count.arg, 0)
+  if count.op is L.ALU and count.arg is Ops.ADD and len(count.src) == 2:
+    var, const = sorted(count.src, key=lambda x: x.op is not L.VAR)
+    if var.op is L.VAR and const.op is L.CONST and isinstance(const.arg, int):
+      return (*var.arg, const.arg)
+  return None
 
 
 def estimated_uops(out, rows: int) -> int:
@@ -209,7 +243,9 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   batch, places = _threads(out.shape[:-2], out.src[0].shape[-2], max(opts.upcast, 1),
                            max(opts.local, 1))
   stores = []
-  for (i, ok), values in zip(places, attention_values(lw, out, tuple(batch), places)):
+  block = key_block(opts, len(places))
+  for (i, ok), values in zip(places, attention_values(lw, out, tuple(batch), places,
+                                                      block=block)):
     terms = zip(tuple(batch) + (i,), contiguous_strides(out.shape), out.shape)
     flat = linear_index([t for t in terms if t[2] > 1], 0)
     run = [lw.params[0].store(flat + int_const(e) if e else flat, value, ok)
@@ -218,11 +254,13 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   return stores
 
 
-def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = None) -> list:
+def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = None,
+                     block: int = 0) -> list:
   """The output rows of ATTENTION node `out` at batch indices `batch` and query rows `places`
   ([(row index, valid or None)], consecutive rows of one thread: they share each key's k and v
   loads): a list of Ev values (out's dtype) per row. Where `active` is false the thread walks no
-  key (its values are not to be used: staged.py's threads past the rows)."""
+  key (its values are not to be used: staged.py's threads past the rows). `block`: keys per
+  trip (0: key_block's default)."""
   q, k, v = out.src[:3]
   scale, causal = out.arg[:2]
   limit = out.src[-1] if len(out.arg) > 2 else None     # a run-time number of keys
@@ -235,7 +273,7 @@ def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = N
   end = _key_end(lw, out, rows[-1].i, limit, q.shape[-2], causal)
   if active is not None:
     end = active.where(end if end is not None else int_const(n_k), int_const(0))
-  block = max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // len(places)))
+  block = block or max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // len(places)))
   walk = (lw, out, batch, rows, acc_dt)
   if limit is not None and active is None:
     loop = _split_key_loops(walk, end, _key_unroll(n_k, block))
@@ -287,7 +325,10 @@ def _split_key_loops(walk: tuple, end: UOp, unroll: int) -> UOp:
   accumulators starting where the first left them. No key past the end is read, so nothing is
   masked or clamped (where one loop of ceil(end / unroll) trips masked every k and v value of
   its keys: lavapipe and SwiftShader ran 1.3-1.4x the static kernel's GPU time, 2.3x at end =
-  1). Returns the last loop's ENDRANGE."""
+  1). lavapipe runs the first loop 1000x slower where it makes no trip (end < unroll: 4-110 ms
+  against 0.05; the second loop making none is as fast), so a kernel with a bare symbolic key
+  count takes a variant of one key per trip below `unroll` (attention_variants). Returns the
+  last loop's ENDRANGE."""
   lw, out, batch, rows, acc_dt = walk
   k, v = out.src[1], out.src[2]
 
