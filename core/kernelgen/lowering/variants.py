@@ -82,7 +82,12 @@ ROW_VARIANT_MIN_LANES = 2
 # 4096 with vec4 loads (the group_vec default) 1.3 ms at n = 1, 3.4 at n = 16 (the same kernel
 # reading scalars 0.019 / 0.035, the static kernel 0.012 / 0.036): the vec4 loads, not the
 # thread per row, were ROW_VARIANT_MIN_LANES's slowness (softmax (64, n), best of 7-9
-# interleaved, load 15-16 on 2 CPUs; bench notes in the adapter table)
+# interleaved, load 15-16 on 2 CPUs). Natively, ms, SwiftShader static | vec4 (the kernel) |
+# scalars: n = 1 0.0085 | 0.017 | 0.013, 5 0.019 | 0.027 | 0.021, 16 0.020 | 0.022 | 0.033, 77
+# 0.10 | 0.057 | 0.11 (its row_short: 8); lavapipe static | the lane variant | 8 lanes unrolled
+# once | scalars: n = 1 0.018 | 0.043 | 0.035 | 0.017, 16 0.022 | 0.041 | 0.031 | 0.020, 31
+# 0.043 | 0.032 | 0.031 | 0.028, 77 0.042 | 0.075 | 0.069 | 0.050, 127 0.059 | 0.064 | 0.062 |
+# 0.072 (its row_short: 96)
 SHORT_ROW_OPTIONS = {"row_lanes": 1, "group_vec": 1}
 # a lane variant's runs are short (rows.py: at least 8 elements per lane, so 2-4 vec4 steps):
 # unrolled once, the lanes share a row of 77 as 3 steps each, where 4 unrolled steps left 3 of

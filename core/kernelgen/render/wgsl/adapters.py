@@ -168,13 +168,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
   # pay for them, nor for the array's stores and loads: not kept.
   # row_short (issue 34): a symbolic row's variant with a thread per row reading scalars up to
-  # that many elements (lowering/variants.py SHORT_ROW_OPTIONS). Natively, softmax (64, n) over
-  # rows padded to 4096, best of 9 interleaved, load 15-16 on 2 CPUs, ms, static | vec4 (the
-  # kernel) | scalars: n = 1 0.0085 | 0.017 | 0.013, 5 0.019 | 0.027 | 0.021, 16 0.020 | 0.022 |
-  # 0.033, 77 0.10 | 0.057 | 0.11. lavapipe (its rows below), static | the lane variant | 8 lanes
-  # unrolled once | scalars: n = 1 0.018 | 0.043 | 0.035 | 0.017, 16 0.022 | 0.041 | 0.031 |
-  # 0.020, 31 0.043 | 0.032 | 0.031 | 0.028, 77 0.042 | 0.075 | 0.069 | 0.050, 127 0.059 |
-  # 0.064 | 0.062 | 0.072
+  # that many elements (lavapipe's too); measured: lowering/variants.py SHORT_ROW_OPTIONS
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
                             "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
                             "row_short": 8},
