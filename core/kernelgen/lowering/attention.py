@@ -245,7 +245,7 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   stores = []
   block = key_block(opts, len(places))
   for (i, ok), values in zip(places, attention_values(lw, out, tuple(batch), places,
-                                                      block=block)):
+                                                      block=block, split=True)):
     terms = zip(tuple(batch) + (i,), contiguous_strides(out.shape), out.shape)
     flat = linear_index([t for t in terms if t[2] > 1], 0)
     run = [lw.params[0].store(flat + int_const(e) if e else flat, value, ok)
@@ -255,12 +255,13 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
 
 
 def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = None,
-                     block: int = 0) -> list:
+                     block: int = 0, split: bool = False) -> list:
   """The output rows of ATTENTION node `out` at batch indices `batch` and query rows `places`
   ([(row index, valid or None)], consecutive rows of one thread: they share each key's k and v
   loads): a list of Ev values (out's dtype) per row. Where `active` is false the thread walks no
   key (its values are not to be used: staged.py's threads past the rows). `block`: keys per
-  trip (0: key_block's default)."""
+  trip (0: key_block's default). With `split` (the attention kernel's own, which carries
+  attention_variants) a run-time key count walks _split_key_loops, else clamped keys."""
   q, k, v = out.src[:3]
   scale, causal = out.arg[:2]
   limit = out.src[-1] if len(out.arg) > 2 else None     # a run-time number of keys
@@ -275,7 +276,7 @@ def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = N
     end = active.where(end if end is not None else int_const(n_k), int_const(0))
   block = block or max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // len(places)))
   walk = (lw, out, batch, rows, acc_dt)
-  if limit is not None and active is None:
+  if limit is not None and active is None and split:
     loop = _split_key_loops(walk, end, _key_unroll(n_k, block))
   else:
     rng, keys = _key_loop(lw, n_k, end, block)
