@@ -54,13 +54,18 @@ VOCAB, WINDOW, AGREE = 256, 8, 16      # vocabulary; steps per wall-time median;
 WORKER_S = 3600
 
 
-def weights(layers: int, d: int, max_len: int) -> dict:
-  """The model's float32 parameters by kg.nn name, drawn from a fixed seed (every way's)."""
-  rng = np.random.default_rng(34)
-  def w(*shape, scale=None):
-    return (rng.standard_normal(shape) * (scale or shape[-1] ** -0.5)).astype(np.float32)
+def weights(layers: int, d: int, max_len: int, draw=None) -> dict:
+  """The model's float32 parameters by kg.nn name, drawn from a fixed seed (every way's):
+  draw(shape, scale, shift) makes each (numpy's generator by default; the page test's is
+  decode_page.python_draw, the standard library's)."""
+  if draw is None:
+    rng = np.random.default_rng(34)
+    def draw(shape, scale, shift):
+      return shift + (rng.standard_normal(shape) * scale).astype(np.float32)
+  def w(*shape, scale=None, shift=0):
+    return draw(shape, scale or shape[-1] ** -0.5, shift)
   out = {"tok.weight": w(VOCAB, d, scale=1.0), "pos.weight": w(max_len, d, scale=0.5),
-         "norm.weight": 1 + w(d, scale=0.1), "norm.bias": w(d, scale=0.1),
+         "norm.weight": w(d, scale=0.1, shift=1), "norm.bias": w(d, scale=0.1),
          "head.weight": w(VOCAB, d), "head.bias": w(VOCAB, scale=0.1)}
   for i in range(layers):
     p = f"blocks.{i}."
@@ -68,14 +73,16 @@ def weights(layers: int, d: int, max_len: int) -> dict:
                          "ff2": (d, 4 * d)}.items():
       out[p + name + ".weight"], out[p + name + ".bias"] = w(o, n), w(o, scale=0.1)
     for name in ("ln1", "ln2"):
-      out[p + name + ".weight"], out[p + name + ".bias"] = 1 + w(d, scale=0.1), w(d, scale=0.1)
+      out[p + name + ".weight"] = w(d, scale=0.1, shift=1)
+      out[p + name + ".bias"] = w(d, scale=0.1)
   return out
 
 
 # ---- kernelgen ------------------------------------------------------------------------------
 
-def kernelgen_model(layers: int, d: int, heads: int, max_len: int):
-  """The kg.nn decoder (classes defined here: kernelgen is imported in its workers only)."""
+def kernelgen_model(layers: int, d: int, heads: int, max_len: int, state: dict | None = None):
+  """The kg.nn decoder (classes defined here: kernelgen is imported in its workers only) with
+  the parameters `state` (weights(...) when None; the page passes them as shaped memoryviews)."""
   import kernelgen as kg
   from kernelgen import nn
 
@@ -136,13 +143,25 @@ def kernelgen_model(layers: int, d: int, heads: int, max_len: int):
       return self.head(self.norm(x)).argmax(-1)
 
   model = Decoder()
-  model.load_state_dict(weights(layers, d, max_len), strict=False)
+  model.load_state_dict(weights(layers, d, max_len) if state is None else state, strict=False)
   return model
 
 
 def _counters(kg, runtime) -> tuple:
   return (kg.cache_info()["misses"], len(getattr(runtime, "pipelines", ())),
           getattr(runtime, "dispatches", 0), getattr(runtime, "submits", 0))
+
+
+def count_reads(runtime) -> list:
+  """[reads, bytes] read back from `runtime` from now on (its copyout wrapped, this instance's
+  only): that only the sampled token comes back."""
+  counted, copyout = [0, 0], runtime.copyout
+  def counting(handle):
+    data = copyout(handle)
+    counted[0], counted[1] = counted[0] + 1, counted[1] + len(data)
+    return data
+  runtime.copyout = counting
+  return counted
 
 
 def _gpu(program, token, t: int) -> dict:
@@ -161,35 +180,60 @@ def kernelgen_worker(way: str, args) -> dict:
   runtime = kg.Device[args.device]
   model = kernelgen_model(args.layers, args.d, args.heads, args.steps)
   steps = args.steps if way == "symbolic" else args.static_steps
-  pos, jitted = kg.Dim("pos", 0, args.steps - 1), kg.jit(model)
-  marks, token, rec = _marks(steps), kg.Tensor(np.array([1], np.int32)), _Record(steps)
+  reads = count_reads(runtime)
+  at = positions(args.decoded or steps, args.steps, args.jump) if way == "symbolic" else \
+    positions(steps, steps, 0)
+  rec = decode(kg, model, way, at, lambda: _counters(kg, runtime) + tuple(reads))
+  result = rec.result(way, f"kernelgen {args.device}")
+  result["after"] = after_layers(args.d)
+  return result
+
+
+def positions(steps: int, max_len: int, jump: int) -> list:
+  """The positions decoded: 0..steps-1, then (jump) the last `jump` of 0..max_len-1."""
+  return list(range(steps)) + list(range(max(steps, max_len - jump), max_len) if jump else ())
+
+
+def after_layers(d: int) -> int:
+  """The kernels after the layers: the final norm is the head's prologue where that is cheap."""
+  from kernelgen.graph.prologue import worth_it
+  return 2 if worth_it(VOCAB, d, 1) else 3
+
+
+def decode(kg, model, way: str, at: list, counters) -> "_Record":
+  """Greedy decoding from token 1 at the positions `at` (symbolic: the step under kg.jit, pos a
+  kg.Dim over 0..the model's length - 1; static: the cache grown by kg.cat); counters() is the
+  tuple whose per-step differences are recorded (compiles, pipelines, dispatches, submits,
+  reads, bytes read)."""
+  max_len = model.pos.weight.shape[0]
+  pos, jitted = kg.Dim("pos", 0, max_len - 1), kg.jit(model)
+  marks, token, rec = _marks(at), kg.Tensor([1], dtype="int32"), _Record(at)
   kg.clear_cache()
   with kg.no_grad():      # inference: sdpa is the fused kernel
-    for t in range(steps):
-      before, start = _counters(kg, runtime), time.perf_counter()
+    for i, t in enumerate(at):
+      before, start = counters(), time.perf_counter()
       out = jitted(token, pos.bind(t)) if way == "symbolic" else model.static_step(token, t)
-      rec.step(t, out.item(), time.perf_counter() - start, before, _counters(kg, runtime))
+      rec.step(i, out.item(), time.perf_counter() - start, before, counters())
       if way == "symbolic" and t in marks and jitted.replaying:
         program = next(s.program for s in jitted.signatures.values() if s.program is not None)
         rec.gpu[t + 1] = _gpu(program, token, t)
       token = out
-  result = rec.result(way, f"kernelgen {args.device}")
-  # the kernels after the layers: the final norm is the head's prologue where that is cheap
-  from kernelgen.graph.prologue import worth_it
-  result["after"] = 2 if worth_it(VOCAB, args.d, 1) else 3
-  return result
+  return rec
 
 
-def _marks(steps: int) -> set:
-  """The steps (0-based) whose GPU time is measured: position 128 and the last."""
-  return {min(127, steps - 1), steps - 1}
+def _marks(at: list) -> set:
+  """The positions (0-based) whose GPU time is measured: 128 (or the last before a jump), the
+  last."""
+  return {at[min(127, len(at) - 1)], at[-1]}
 
 
 class _Record:
-  """Per-step figures of one way: tokens, wall seconds, counter deltas."""
+  """Per-step figures of one way: tokens, wall seconds, counter deltas; `at` the positions
+  decoded (0-based), when not 0..steps-1."""
 
-  def __init__(self, steps: int):
-    self.steps, self.tokens, self.wall, self.deltas, self.gpu = steps, [], [], [], {}
+  def __init__(self, steps: int | list):
+    self.at = list(range(steps)) if isinstance(steps, int) else steps
+    self.steps, self.tokens, self.wall, self.deltas, self.gpu = len(self.at), [], [], [], {}
     self.after2 = None
 
   def step(self, t: int, token: int, seconds: float, before: tuple, after: tuple) -> None:
@@ -208,9 +252,11 @@ class _Record:
             "pipelines_after_2": sum(d[1] for d in late),
             "dispatches": statistics.median(d[2] for d in late),
             "submits": statistics.median(d[3] for d in late),
-            "wall_ms": {mid + 1: 1000 * statistics.median(around),
-                        self.steps: 1000 * statistics.median(self.wall[-WINDOW:])},
-            "first_ms": 1000 * self.wall[0], "gpu": self.gpu}
+            "wall_ms": {self.at[mid] + 1: 1000 * statistics.median(around),
+                        self.at[-1] + 1: 1000 * statistics.median(self.wall[-WINDOW:])},
+            "first_ms": 1000 * self.wall[0], "gpu": self.gpu,
+            **({"reads": statistics.median(d[4] for d in late),
+                "read_bytes": statistics.median(d[5] for d in late)} if len(late[0]) > 5 else {})}
 
 
 # ---- tinygrad ---------------------------------------------------------------------------------
@@ -284,7 +330,7 @@ def run_worker(way: str, args) -> dict:
 def _passed(args) -> list[str]:
   return [f"--layers={args.layers}", f"--d={args.d}", f"--heads={args.heads}",
           f"--steps={args.steps}", f"--static-steps={args.static_steps}",
-          f"--device={args.device}"]
+          f"--device={args.device}", f"--jump={args.jump}", f"--decoded={args.decoded or 0}"]
 
 
 def measure(args) -> list[dict]:
@@ -302,12 +348,16 @@ def _cell(value, spec: str = "") -> str:
   return format(value, spec) if isinstance(value, (int, float)) else str(value)
 
 
-def print_table(rows: list[dict], args) -> None:
+def print_table(rows: list[dict], args, where: str = "") -> None:
+  """The table of `rows` (one per way), headed by the model, the positions and the load."""
+  decoded = getattr(args, "decoded", None) or args.steps
+  span = f"positions 1..{decoded}" + (f" and {args.steps - args.jump + 1}..{args.steps}"
+                                      if getattr(args, "jump", 0) else "")
   print(f"decode: {args.layers} layers, d={args.d}, {args.heads} heads, vocabulary {VOCAB}, "
-        f"positions 1..{args.steps}, on {args.device}; load average "
+        f"{span}, on {where or args.device}; load average "
         f"{os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
   head = ("way", "steps", "compiled>2", "pipelines>2", "dispatch/tok (per layer)", "submit/tok",
-          "wall ms/tok (pos)", "GPU ms/tok (pos, attn share)", "first ms")
+          "read/tok", "wall ms/tok (pos)", "GPU ms/tok (pos, attn share)", "first ms")
   print(" | ".join(head))
   for r in rows:
     if "error" in r:
@@ -319,8 +369,22 @@ def print_table(rows: list[dict], args) -> None:
     print(" | ".join([r["way"], str(r["steps"]), _cell(r["compiled_after_2"]),
                       _cell(r["pipelines_after_2"]), _dispatches(r["dispatches"], args.layers,
                                                                    r.get("after", 3)),
-                      _cell(r["submits"], "g"), wall, gpu, f"{r['first_ms']:.0f}"]))
+                      _submits(r), _reads(r), wall, gpu,
+                      f"{r['first_ms']:.0f}"]))
   _print_agreement(rows)
+
+
+def _submits(row: dict) -> str:
+  """Kernel submits per token; in the page also every queue submit (a read back's copy too)."""
+  if "submits_all" not in row:
+    return _cell(row["submits"], "g")
+  return f"{row['submits']:g} (all {row['submits_all']:g})"
+
+
+def _reads(row: dict) -> str:
+  if "reads" not in row:
+    return "-"
+  return f"{row['reads']:g} ({row['read_bytes']:g} B)"
 
 
 def _dispatches(value, layers: int, after: int = 3) -> str:
@@ -350,6 +414,13 @@ def parse(argv=None):
   ap.add_argument("--device", default="WEBGPU")
   ap.add_argument("--ways", default="symbolic,static,tinygrad")
   ap.add_argument("--quick", action="store_true", help="160 positions, 6 static steps")
+  ap.add_argument("--page", action="store_true",
+                  help="the symbolic way in the page (bench/decode_page.py), not natively")
+  ap.add_argument("--jump", type=int, default=0,
+                  help="(symbolic) decode --decoded positions, then the last JUMP of --steps")
+  ap.add_argument("--decoded", type=int, default=0, help="(with --jump) see --jump")
+  ap.add_argument("--native", action="store_true",
+                  help="(--page) also the ways of --ways natively, in the same table")
   ap.add_argument("--worker", default=None)
   args = ap.parse_args(argv)
   if args.quick:
@@ -359,7 +430,12 @@ def parse(argv=None):
 
 def main(argv=None) -> int:
   args = parse(argv)
-  if args.worker == "tinygrad":
+  if args.page:
+    import decode_page
+    rows = [decode_page.measure(args)] + (measure(args) if args.native else [])
+    print_table(rows, args, "WEBGPU in the page (Pyodide, headless Chromium, SwiftShader)" +
+                (f" and natively on {args.device}" if args.native else ""))
+  elif args.worker == "tinygrad":
     print(json.dumps(tinygrad_worker(args)))
   elif args.worker:
     print(json.dumps(kernelgen_worker(args.worker, args)))

@@ -12,6 +12,9 @@ sm_80. One file per kernel; a compile that raises writes the error's type and fi
     --adapter NAME[,NAME...]  also compile every wgsl kernel with adapter=NAME (the adapter table's
                               options: render/wgsl/adapters.py), into files marked with the name
     --light MODEL[,MODEL...]  also the light ONNX models' kernels (tests/helpers/onnx_corpus.py)
+    --runs N                  compile every --adapter kernel with runs=N (lowering/compile_cost.py:
+                              N=100, RUNS_MANY, is a kept plan's steady state; 1, the default,
+                              a one-off run's kernels, capped by the compile budget)
     --cached                  compile through the compile cache (cache.cached_compile, as realize
                               does: a kernel of the same structure as an earlier one is rendered
                               from it) instead of kg.compile; the files must not change
@@ -34,7 +37,7 @@ import numpy as np  # noqa: E402
 import kernelgen as kg  # noqa: E402
 
 
-OPTIONS = {"adapters": [], "cached": False}
+OPTIONS = {"adapters": [], "cached": False, "runs": 0}
 
 
 def _compile(tensor, target: str, arch: str | None, options: dict) -> list:
@@ -55,7 +58,8 @@ def write(out: Path, stem: str, tensor_fn, target: str, arch: str | None) -> int
   (or the error); the kernel count."""
   count = _write(out, stem, tensor_fn, target, arch, {})
   for adapter in OPTIONS["adapters"] if target == "wgsl" else ():
-    count += _write(out, f"{stem}-{adapter}", tensor_fn, target, arch, {"adapter": adapter})
+    runs = {"runs": OPTIONS["runs"]} if OPTIONS["runs"] else {}
+    count += _write(out, f"{stem}-{adapter}", tensor_fn, target, arch, {"adapter": adapter, **runs})
   return count
 
 
@@ -132,9 +136,11 @@ def main(argv=None) -> int:
   parser.add_argument("--adapter", default="")
   parser.add_argument("--light", default="")
   parser.add_argument("--cached", action="store_true")
+  parser.add_argument("--runs", type=int, default=0)
   args = parser.parse_args(argv)
   OPTIONS["adapters"] = [a for a in args.adapter.split(",") if a]
   OPTIONS["cached"] = args.cached
+  OPTIONS["runs"] = args.runs
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   fuzz, bench = dump_fuzz(out, args.seeds), dump_bench(out)

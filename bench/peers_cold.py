@@ -13,7 +13,11 @@ one unrelated op run, the row's inputs uploaded to its device); then each system
 is timed from the start of its work to the result on the host (peers_cold.js first()):
 
   kernelgen  kg.run in its Pyodide worker (web/kernelgen.js): Python builds and compiles the
-             graph (in Pyodide), the pipelines, the dispatches, the readback, the posted result
+             graph (in Pyodide), the pipelines, the dispatches, the readback, the posted result;
+             the table splits out its Python compile (kg py: the kernels' compiles, cache_info's
+             compile_s) and its pipeline builds (kg pipe: the time any pipeline was being built,
+             web/gpu.js; they overlap the Python, so the two may add up to more than the whole;
+             lavapipe compiles part of a kernel at its first dispatch, which neither counts)
   tinygrad   tinygrad's own Python (graph, schedule, WGSL generation: natively in CPython, which
              is faster than Pyodide; bench/peers.py tinygrad_codegen_s) + in the page its
              pipelines (all at once), dispatches and readback
@@ -277,6 +281,14 @@ def fmt(entry: dict) -> str:
   return text if entry.get("ok") else text + " WRONG"
 
 
+def split(entry: dict) -> tuple:
+  """kernelgen's cell's parts: (its Python compile, its pipeline builds), as table text."""
+  if "python_ms" not in entry or "error" in entry:
+    return "-", "-"
+  return tuple(f"{entry[key]:.0f} ms" if entry[key] < 10_000 else f"{entry[key] / 1000:.1f} s"
+               for key in ("python_ms", "pipeline_ms"))
+
+
 def ratio(row: dict) -> str:
   """Best correct peer's cold first result / ours (> 1: ours came first)."""
   ours = row.get("kernelgen", {})
@@ -290,10 +302,12 @@ def print_table(result: dict) -> None:
   """The table per adapter, what failed and why, and the load."""
   for adapter, rows in result["adapters"].items():
     print(f"\n{adapter}: cold first result (fresh browser profile per row), ms")
-    print(f"  {'row':44s}" + "".join(f"{s:>14s}" for s in SYSTEMS) + "  best peer/ours  load")
+    print(f"  {'row':44s}" + "".join(f"{s:>14s}" for s in SYSTEMS) +
+          f"{'kg py':>10s}{'kg pipe':>10s}  best peer/ours  load")
     for name, row in rows.items():
       print(f"  {name[:44]:44s}" + "".join(f"{fmt(row.get(s, {'error': '?'})):>14s}"
                                            for s in SYSTEMS)
+            + "".join(f"{part:>10s}" for part in split(row.get("kernelgen", {})))
             + f"  {ratio(row):>14s}  {row['load_before']:.1f}-{row['load_after']:.1f}")
     for name, row in rows.items():
       for s in SYSTEMS:
@@ -303,7 +317,8 @@ def print_table(result: dict) -> None:
   print(f"\nuptime at start: {result['uptime_start']}\n"
         f"uptime at end:   {result.get('uptime_end')}\n{result.get('seconds')} s, "
         f"{result['cpus']} CPUs; tinygrad's figure includes its Python (CPython, natively); "
-        "ours our Python in Pyodide")
+        "ours our Python in Pyodide (kg py: its kernels' compiles; kg pipe: the time its "
+        "pipelines were being built)")
 
 
 def main(argv=None) -> int:

@@ -84,7 +84,12 @@ export class GpuExecutor {
     this.launchPipelines = new WeakMap();  // launch object -> pipeline entry (Python reuses them)
     this.generation = 0;         // +1 per device made: Python re-reads info() when it changes
     this.stats = { submits: 0, batches: 0, kernels: 0, workgroups: 0, scopeWaits: 0,
-      pipelinesMade: 0, mostMaking: 0 };  // mostMaking: the most pipelines in flight at once
+      pipelinesMade: 0, mostMaking: 0, pipelineMs: 0, pipelineBusyMs: 0 };
+    // mostMaking: the most pipelines in flight at once; pipelineMs: the builds' times summed
+    // (shader module + createComputePipelineAsync, each); pipelineBusyMs: the time at least one
+    // was building (what the builds add to a run's wall time at most, as they overlap)
+    this.building = 0;           // pipeline builds under way (compile())
+    this.busySince = 0;          // when the first of them started
     this.timing = false;         // runTimed's batch is being encoded: time it
     this.timeBatches = false;    // time every batch (takeTimings returns their times)
   }
@@ -213,18 +218,23 @@ export class GpuExecutor {
     this.device.queue.writeBuffer(buffer, 0, padded);
   }
 
+  // The copy to a mappable buffer joins the open batch, so a step's kernels and the read back of
+  // their result are one submit (a decode step replayed under kg.jit: one per token).
   async read(id) {
-    this.flush();
     const { buffer, nbytes } = this.handle(id);
     const device = this.device;
     const size = roundUp(nbytes, 4);
     const staging = device.createBuffer({
       size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
-    const encoder = device.createCommandEncoder();
+    const batch = this.batch && this.batch.device === device ? this.batch : null;
+    const encoder = batch ? batch.encoder : device.createCommandEncoder();
     encoder.copyBufferToBuffer(buffer, 0, staging, 0, size);
-    device.queue.submit([encoder.finish()]);
-    this.stats.submits += 1;
+    this.flush();
+    if (!batch) {
+      device.queue.submit([encoder.finish()]);
+      this.stats.submits += 1;
+    }
     try {
       await this.settle();
     } catch (error) {
@@ -348,7 +358,21 @@ export class GpuExecutor {
       code: (features.includes('subgroups') ? 'enable subgroups;\n' : '') + launch.source };
   }
 
+  // compile(launch), timed into stats.pipelineMs and stats.pipelineBusyMs.
   async compile(launch) {
+    const start = performance.now();
+    if (this.building++ === 0) this.busySince = start;
+    try {
+      return await this.build(launch);
+    } finally {
+      const end = performance.now();
+      this.stats.pipelineMs += end - start;
+      if (--this.building === 0) this.stats.pipelineBusyMs += end - this.busySince;
+    }
+  }
+
+  // The shader module and compute pipeline of a launch (a typed error where it fails).
+  async build(launch) {
     const device = this.requireDevice();
     const { code, prefix } = this.shaderSource(launch);
     const module = device.createShaderModule({ code, label: launch.entry_point });

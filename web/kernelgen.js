@@ -124,7 +124,9 @@ class Kernelgen {
   }
 
   // Run the program; resolves to its `out` as {shape, dtype, data (a typed array)} plus
-  // device, timings, seconds, and `reference` (the comparison with PYTHON) when asked for.
+  // device, timings, seconds, compiled (kernels) and compile_s (their Python compile),
+  // pipelineMs / pipelineBusyMs (its pipeline builds summed / the time any was under way: they
+  // overlap Python's compile), and `reference` (the comparison with PYTHON) when asked for.
   // search: time candidate launch options of each kernel on the device and keep the fastest
   // (cached per kernel for the worker's life); the result's `search` lists the choices.
   // timings: false skips the GPU timestamps of each batch (a training loop's chunk of steps
@@ -137,6 +139,7 @@ class Kernelgen {
     return {
       ...out, data: typedData(out.dtype, out.data), bytes: out.data,
       timings: result.timings || [], recreated: result.recreated, lostReason: result.lost_reason,
+      pipelineMs: result.pipeline_ms, pipelineBusyMs: result.pipeline_busy_ms,
     };
   }
 

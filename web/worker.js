@@ -190,9 +190,13 @@ async function run({ code, device, reference = true, search = false, timings = t
   const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
   if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
   if (device === 'WEBGPU') state.gpu.timeBatches = timings;
+  const built = { ...state.gpu.stats };
   try {
     const result = await callPython('run_program', code, device, reference, search);
     if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
+    // the run's pipeline builds (ms: each summed, and the time any was under way; gpu.js)
+    result.pipeline_ms = state.gpu.stats.pipelineMs - built.pipelineMs;
+    result.pipeline_busy_ms = state.gpu.stats.pipelineBusyMs - built.pipelineBusyMs;
     result.recreated = status.recreated;
     result.lost_reason = status.reason || null;
     return result;

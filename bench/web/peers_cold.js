@@ -5,7 +5,10 @@
 // row's inputs fetched and uploaded to its device (not timed); then first() times
 //   kernelgen  kg.run of the row's program in its Pyodide worker: Python builds the graph and
 //              compiles it (schedule, lower, render WGSL), the pipelines, the dispatches, the
-//              readback, the result posted to the page
+//              readback, the result posted to the page; of that, python_ms its kernels'
+//              compiles (cache_info's compile_s) and pipeline_ms the time any of its pipelines
+//              was being built (web/gpu.js: the two overlap, as pipelines build while Python
+//              compiles the next kernel)
 //   tinygrad   its WGSL (compiled natively in CPython by bench/peers.py's worker, timed there):
 //              shader modules and pipelines (all at once), the dispatches, the readback
 //   tfjs       the row's TF.js formula and data()
@@ -86,7 +89,8 @@ async function firstKernelgen(spec) {
   const start = performance.now();
   const r = await state.kg.run(spec.run, { device: 'WEBGPU', timings: false });
   return { ms: performance.now() - start, data: r.data, worker_s: r.seconds,
-    kernels: r.compiled };
+    kernels: r.compiled, python_ms: r.compile_s * 1000, pipeline_ms: r.pipelineBusyMs,
+    pipeline_sum_ms: r.pipelineMs };
 }
 
 async function firstTinygrad() {

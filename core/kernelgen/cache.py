@@ -44,6 +44,7 @@ counts as no miss). `clear_cache` empties that store too.
 """
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
 from . import stored
@@ -65,6 +66,7 @@ class _Cache:
     self.plans: OrderedDict = OrderedDict()   # graph_key -> RealizePlan (the module docstring)
     self.plan_hits = 0
     self.grown = 0       # compiles of a kept plan's capped kernel for more runs (realize._swap)
+    self.compile_s = 0.0  # seconds spent compiling the misses (a cold run's Python share)
     self.shapes: OrderedDict = OrderedDict()  # shape_key -> a CompiledKernel of that structure
 
 
@@ -102,7 +104,9 @@ def cached_compile(item: ScheduleItem, target: Target, options: dict | None = No
   compiled = stored.find(key)      # kept by the browser from an earlier page load
   if compiled is None:
     cache.misses += 1
+    start = time.perf_counter()
     compiled = _compile_new(item, target, options, key)
+    cache.compile_s += time.perf_counter() - start
     stored.keep(key, compiled)
   cache.entries[key] = compiled
   while len(cache.entries) > cache.size:
@@ -192,6 +196,7 @@ def clear_cache() -> None:
   _CACHE.plans.clear()
   _CACHE.shapes.clear()
   _CACHE.hits = _CACHE.misses = _CACHE.uncached = _CACHE.plan_hits = _CACHE.grown = 0
+  _CACHE.compile_s = 0.0
 
 
 def set_cache_size(size: int) -> None:
@@ -209,11 +214,12 @@ def set_cache_size(size: int) -> None:
 
 
 def cache_info() -> dict:
-  """{hits, misses, uncached, size, max_size, plans, plan_hits, grown}: what the compile cache did
-  since it was cleared (plans: whole realizes kept; plan_hits: realizes that reused one, their
-  kernels counted as hits; grown: of the misses, a kept plan's kernels capped for a one-off run
-  compiled again for more runs as the plan is realized again, lowering/compile_cost.py)."""
+  """{hits, misses, uncached, size, max_size, plans, plan_hits, grown, compile_s}: what the
+  compile cache did since it was cleared (plans: whole realizes kept; plan_hits: realizes that
+  reused one, their kernels counted as hits; grown: of the misses, a kept plan's kernels capped
+  for a one-off run compiled again for more runs as the plan is realized again,
+  lowering/compile_cost.py; compile_s: wall seconds spent compiling the misses)."""
   c = _CACHE
   return {"hits": c.hits, "misses": c.misses, "uncached": c.uncached, "size": len(c.entries),
           "max_size": c.size, "plans": len(c.plans), "plan_hits": c.plan_hits,
-          "grown": c.grown}
+          "grown": c.grown, "compile_s": c.compile_s}

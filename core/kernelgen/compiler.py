@@ -292,13 +292,15 @@ def with_grid(compiled, item, opts):
   else:
     for s in sym[1:]:
       inner *= s
-  need = (sym[axis] + rows - 1) * inner  # threads needed, times `rows`: ceil(S / rows) blocks
-  return _gridded(compiled, need, per)
+  # threads needed, times `rows`: ceil(S / rows) rows of `inner` tiles, so S * inner rounded up
+  # to whole rows (unit; where a workgroup covers part of a row, a rounding before the
+  # multiplication by `inner` would leave fewer workgroups than the rows' threads need)
+  return _gridded(compiled, sym[axis] * inner, per, rows * inner if rows > 1 else 1)
 
 
-def _gridded(compiled, need, per: int):
+def _gridded(compiled, need, per: int, unit: int = 1):
   import dataclasses
-  grid = ((tuple(need.terms), need.const, per),)
+  grid = ((tuple(need.terms), need.const, per) + ((unit,) if unit != 1 else ()),)
   return dataclasses.replace(compiled, launch=dataclasses.replace(compiled.launch, grid=grid))
 
 

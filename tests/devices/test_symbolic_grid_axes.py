@@ -51,11 +51,12 @@ def test_a_symbolic_n_matmul_launches_only_the_tiles_its_bound_value_needs():
 
 def test_a_symbolic_n_matmul_carries_a_tile_for_each_range_of_small_values():
   kernel = _matmul()
-  # (4, 1) tiles for n = 1, (4, 2) for n = 2, the kernel's own (4, 4) above
-  assert [(dim, most) for dim, most, _ in kernel.variants] == [("n", 1), ("n", 2)]
-  assert [variant_for(kernel, {"n": v}) for v in (1, 2)] == [k for _, _, k in kernel.variants]
-  assert all(variant_for(kernel, {"n": v}) is kernel for v in (3, 13, HI))
-  assert [_threads(v, 1) for _, _, v in kernel.variants] == [M // 4] * 2
+  # (4, 1) tiles for n = 1, (4, 2) for n = 2, (4, 3) for n = 3, the kernel's own (4, 4) above
+  assert [(dim, most) for dim, most, _ in kernel.variants] == [("n", 1), ("n", 2), ("n", 3)]
+  assert [variant_for(kernel, {"n": v}) for v in (1, 2, 3)] == \
+    [k for _, _, k in kernel.variants]
+  assert all(variant_for(kernel, {"n": v}) is kernel for v in (4, 13, HI))
+  assert [_threads(v, 1) for _, _, v in kernel.variants] == [M // 4] * 3
   for each in with_variants(kernel):
     assert each.launch.bindings == kernel.launch.bindings
     assert each.launch.uniforms == kernel.launch.uniforms

@@ -13,7 +13,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen.uop.ops import Ops, toposort
-from tools import device_runtime, ptxas_check, wgsl_validate
+from tools import device_runtime, ptxas_check, run_named, wgsl_validate
 
 M, N, HI = 64, 64, 40
 VALUES = (1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, HI)
@@ -39,15 +39,7 @@ def _run_k(runtime, kernel, v) -> np.ndarray:
   pa[:, :v] = a
   pb = np.full((HI, N), np.nan, np.float32)
   pb[:v] = b
-  data = {"a": pa, "b": pb}
-  handles = [runtime.alloc(spec.size * 4) for spec in kernel.buffers]
-  for spec, handle in zip(kernel.buffers, handles):
-    if spec.name in data:
-      runtime.copyin(handle, data[spec.name].tobytes())
-    else:
-      out = handle
-  runtime.run(kernel, handles, {"k": v})
-  return np.frombuffer(runtime.copyout(out), np.float32).reshape(M, N)
+  return run_named(runtime, kernel, {"a": pa, "b": pb}, {"k": v}).reshape(M, N)
 
 
 def _masks_in_loops(kernel) -> int:

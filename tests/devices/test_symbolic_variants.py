@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
+from kernelgen.uop.ops import Ops
 from kernelgen.uop.program import variant_for, with_variants
 from tools import device_runtime, ptxas_check, wgsl_validate
 
@@ -32,19 +33,20 @@ def _matmul(target="wgsl", m=None, **options):
 
 def _rows_per_thread(kernel) -> int:
   """The register tile's rows: the run-time grid's threads per workgroup over its workgroup."""
-  (_, _, per), = kernel.launch.grid
+  (_, _, per, *_), = kernel.launch.grid
   return per // kernel.local_size[0]
 
 
 def test_a_symbolic_matmul_carries_a_tile_for_each_range_of_small_values():
   kernel = _matmul()
-  # (1, 4) tiles for m = 1, (2, 4) for m = 2, (4, 4) up to 128, the kernel's own (8, 8) above
-  assert [(dim, most) for dim, most, _ in kernel.variants] == [("m", 1), ("m", 2), ("m", 128)]
-  assert [_rows_per_thread(v) for _, _, v in kernel.variants] == [1, 2, 4]
+  # (1, 4) tiles for m = 1, (2, 4) for m = 2, (3, 4) for 3, (4, 4) up to 248, the kernel's own
+  # (8, 8) above (where the heuristic's tile changes, value by value: variants.tile_ladder)
+  assert [(dim, most) for dim, most, _ in kernel.variants] == \
+    [("m", 1), ("m", 2), ("m", 3), ("m", 248)]
+  assert [_rows_per_thread(v) for _, _, v in kernel.variants] == [1, 2, 3, 4]
   assert _rows_per_thread(kernel) == 8
   picked = {v: variant_for(kernel, {"m": v}) for v in VALUES}
-  assert [picked[v] for v in (1, 2, 3, 17)] == [k for _, _, k in kernel.variants] + \
-    [kernel.variants[2][2]]
+  assert [picked[v] for v in (1, 2, 3, 17)] == [k for _, _, k in kernel.variants]
   assert picked[255] is kernel and picked[HI] is kernel
   for each in with_variants(kernel):
     assert each.launch.bindings == kernel.launch.bindings
@@ -55,12 +57,34 @@ def test_lavapipes_tiles_follow_its_preferences_down_the_range():
   w = kg.Tensor.empty(512, 512, name="w")
   kernel = kg.compile(kg.Tensor.empty(kg.Dim("m", 1, 2048), 512, name="x") @ w, "wgsl",
                       adapter="lavapipe")[0]
-  # 1 x 8 and 2 x 8 (small_tiles), 4 x 4, 8 x 8, 16 x 8; the kernel's 16 x 16 from m = 65
-  # (long_tiles: K = 512, within a one-off compile budget)
-  assert [most for _, most, _ in kernel.variants] == [1, 2, 16, 32, 64]
-  assert [_rows_per_thread(v) for _, _, v in kernel.variants] == [1, 2, 4, 8, 16]
+  # 1 x 8, 2 x 8 and 3 x 8 (small_tiles), 4 x 4 to 24, 8 x 8 to 48, 16 x 8 to 112; the
+  # kernel's 16 x 16 from m = 113 (long_tiles: K = 512, within a one-off compile budget)
+  assert [most for _, most, _ in kernel.variants] == [1, 2, 3, 24, 48, 112]
+  assert [_rows_per_thread(v) for _, _, v in kernel.variants] == [1, 2, 3, 4, 8, 16]
   assert _rows_per_thread(kernel) == 16
-  assert len({v.source for v in with_variants(kernel)}) == 6
+  assert len({v.source for v in with_variants(kernel)}) == 7
+
+
+@pytest.mark.parametrize("adapter, values", [("lavapipe", (3, 17, 24, 25, 40)),
+                                             ("swiftshader", (17, 24, 25, 40))])
+def test_values_past_a_representative_run_the_tile_of_the_static_kernel(adapter, values):
+  """(m, 512) @ (512, 512), m in 1..2048: past a representative value (3 > 2, 17 > 16, 25, 40)
+  the variant that runs has the register tile of the static kernel of that shape (its WGSL
+  with the tile forced is the static kernel's), where a tile picked at the top of its range
+  (the ladder before variants.tile_ladder: 8 x 8 from m = 17 up to 32) left a few workgroups
+  of padding rows (SwiftShader at m = 17: 1.36x the static kernel's GPU time)."""
+  w = kg.Tensor.empty(512, 512, name="w")
+  kernel = kg.compile(kg.Tensor.empty(kg.Dim("m", 1, 2048), 512, name="x") @ w, "wgsl",
+                      adapter=adapter)[0]
+  for v in values:
+    picked = variant_for(kernel, {"m": v})
+    rows = _rows_per_thread(picked)
+    columns = 4 * sum(1 for u in picked.kernel.uops if u.op is Ops.DEFINE_ACC) // rows
+    static = kg.compile(kg.Tensor.empty(v, 512, name="x") @ w, "wgsl", adapter=adapter)[0]
+    forced = kg.compile(kg.Tensor.empty(v, 512, name="x") @ w, "wgsl", tile=(rows, columns),
+                        adapter=adapter)[0]
+    assert forced.source == static.source, f"m = {v}: the static kernel's tile is not {rows} " \
+                                           f"x {columns}"
 
 
 @pytest.mark.parametrize("build", [
@@ -78,7 +102,7 @@ def test_a_forced_tile_takes_no_variants():
 def test_every_variant_validates_as_wgsl_and_assembles_as_ptx():
   wgsl = _matmul()
   ptx = _matmul("ptx", arch="sm_80", stage=False)    # (PTX stages matmuls by default: no grid)
-  assert len(wgsl.variants) == len(ptx.variants) == 3
+  assert len(wgsl.variants) == len(ptx.variants) == 4
   for each in with_variants(wgsl):
     wgsl_validate(each.source)
   for each in with_variants(ptx):

@@ -80,6 +80,23 @@ def device_runtime(name: str):
                      f"({error})")
 
 
+def run_named(runtime, kernel, data: dict, values: dict, out_fill: float | None = None):
+  """`kernel` run once on `runtime` with its buffers named in `data` filled from those arrays
+  (float32 bytes), the others (the output) left as allocated or filled with `out_fill`; the
+  output buffer back as a flat float32 numpy array."""
+  import numpy as np
+  handles = [runtime.alloc(spec.size * 4) for spec in kernel.buffers]
+  for spec, handle in zip(kernel.buffers, handles):
+    if spec.name in data:
+      runtime.copyin(handle, np.asarray(data[spec.name], np.float32).tobytes())
+    else:
+      out = handle
+      if out_fill is not None:
+        runtime.copyin(handle, np.full(spec.size, out_fill, np.float32).tobytes())
+  runtime.run(kernel, handles, values)
+  return np.frombuffer(runtime.copyout(out), np.float32)
+
+
 # ---------------------------------------------------------------------------------------------
 # ptxas 12.9 and 13.x
 #

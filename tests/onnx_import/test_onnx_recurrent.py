@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import kernelgen as kg
+
 from onnx_contrib_util import check, kg_run, node_model, ort_run
 
 DEVICES = ("PYTHON", "WEBGPU")
@@ -85,6 +87,27 @@ def test_recurrent_activations(device, op, acts):
   extra = {"linear_before_reset": 1} if op == "GRU" else {}
   check(_model(op, "bidirectional", case, activations=acts, **extra), case[0], device)
 
+
+
+def _kernels(op, seq, **attrs):
+  """How many kernels a bidirectional layer of `seq` steps compiles to (the python target:
+  no buffer limit splits the stack of the step outputs)."""
+  case = _case(op, "bidirectional", seq=seq, width=8, hidden=8, states=True, lens=True)
+  model = kg.onnx.load(_model(op, "bidirectional", case, **attrs).SerializeToString())
+  outs = model.run(case[0], device="PYTHON", replay=False)
+  return len(kg.compile([outs[n] for n in model.output_names], "python"))
+
+
+@pytest.mark.parametrize("op,attrs,per_step", [
+    ("LSTM", {}, 2), ("GRU", {}, 2), ("GRU", {"linear_before_reset": 1}, 1), ("RNN", {}, 1)])
+def test_recurrent_kernels_per_step(op, attrs, per_step):
+  """Both directions step in the same kernels, each step's gates fuse (LSTM: c, then h; GRU: r,
+  then h; one with linear_before_reset; RNN: one), the input projection is at most one matmul
+  before the loop and Y a stack after it (6 steps at a time): no kernel per direction, none per
+  step beyond those, none recomputing earlier steps."""
+  six, twelve = _kernels(op, 6, **attrs), _kernels(op, 12, **attrs)
+  assert six <= 6 * per_step + 2
+  assert 6 * per_step <= twelve - six <= 6 * per_step + 2
 
 # ---- DynamicQuantizeLSTM ---------------------------------------------------------------------
 

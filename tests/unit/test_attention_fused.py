@@ -74,6 +74,22 @@ def test_values_match_numpy(on, device, rows):
     np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6, err_msg=name)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_one_off_kernel_over_its_compile_budget_takes_a_key_per_trip(on, device):
+  """A one-off run whose one-row kernel is still over the compile budget (a driver cost given
+  high: lavapipe's makes sdpa L=512 d=64 so, lowering/compile_cost.py) walks one key per trip
+  (ONE_OFF_KEYS): a smaller kernel, the same values, said to be capped."""
+  on(device, driver_cost=(100.0, 0.0))
+  for name, make in CASES.items():
+    q, k, v, mask, kw = make()
+    out = attention(q, k, v, mask, **kw)
+    (kernel,) = kg.compile(out, target="wgsl", driver_cost=(100.0, 0.0))
+    (usual,) = kg.compile(out, target="wgsl")
+    assert kernel.capped and not usual.capped and len(kernel.source) < len(usual.source), name
+    want = sdpa_np(q, k, v, mask, kw.get("is_causal", False), kw.get("scale"))
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 @pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
 def test_long_key_loops_unroll(on, device, monkeypatch):
   """More keys than MAX_TRIPS blocks: the loop takes more keys per trip (lavapipe's loop budget,

@@ -43,12 +43,14 @@ function fail(message) {
 
 const roundUp4 = (n) => Math.max(4, Math.ceil(n / 4) * 4);
 // The workgroups a kernel needs under the dims' values: its dispatch, the first dimension cut
-// to ceil((const + sum(c * dim)) / per) where it has a run-time grid ([[terms, const, per]]).
+// to ceil(need / per) where it has a run-time grid ([[terms, const, per, unit?]]), need being
+// const + sum(c * dim) rounded up to a multiple of unit (1 where absent).
 function gridDispatch(dispatch, grid, values) {
   if (!grid?.length) return dispatch;
-  const [terms, c, per] = grid[0];
+  const [terms, c, per, unit = 1] = grid[0];
   if (terms.some(([name]) => !(name in values))) return dispatch;
-  const need = terms.reduce((sum, [name, k]) => sum + k * values[name], c);
+  const sum = terms.reduce((total, [name, k]) => total + k * values[name], c);
+  const need = Math.ceil(sum / unit) * unit;
   return [Math.min(dispatch[0], Math.max(1, Math.ceil(need / per))), ...dispatch.slice(1)];
 }
 

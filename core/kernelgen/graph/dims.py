@@ -114,8 +114,11 @@ class Sym:
       return make({n: c * other for n, c in self.terms}, self.const * other, self.ranges,
                   self.values)
     if isinstance(other, Sym):
-      raise UnsupportedError(f"a product of two symbolic sizes ({self} * {other}) is not "
-                             f"supported: one of them must be a number")
+      raise UnsupportedError(f"a product of two symbolic sizes ({self} * {other}) is no size "
+                             f"kernelgen can express (sizes are affine in the dims; an axis of "
+                             f"the product would not hold its values first): keep the axes apart "
+                             f"(reductions take several axes: x.sum((0, 1)), and mean divides by "
+                             f"the product at run time), or make one of them a number")
     return NotImplemented
 
   __rmul__ = __mul__
@@ -209,8 +212,38 @@ def Dim(name: str, lo: int, hi: int) -> Sym:
   return Sym(((name, 1),), 0, {name: (lo, hi)}, {})
 
 
+class Count:
+  """The number of values along several symbolic axes, factor * s1 * s2 * ... - offset: no size
+  (sizes are affine in the dims, and an axis of a product would not hold its values first), but a
+  run-time value: tensor/symbolic.py's `scalar` multiplies the dims' values on the device (mean
+  and var over two symbolic axes divide by it)."""
+  __slots__ = ("factor", "syms", "offset")
+
+  def __init__(self, factor: int, syms: tuple, offset: int = 0):
+    self.factor, self.syms, self.offset = factor, syms, offset
+
+  def __sub__(self, other: int) -> Count:
+    return Count(self.factor, self.syms, self.offset + other)
+
+  def __repr__(self) -> str:
+    text = " * ".join(f"({s})" for s in self.syms)
+    return (f"{self.factor} * " if self.factor != 1 else "") + text + \
+      (f" - {self.offset}" if self.offset else "")
+
+
 def is_sym(x) -> bool:
   return isinstance(x, Sym)
+
+
+def floor_div(size, k: int):
+  """floor(size / k) for a positive int k: an int for an int; for a Sym, the affine expression
+  when every coefficient is a multiple of k (then floor((k*q*n + r) / k) == q*n + floor(r / k)
+  for every value), else None (no affine size: the caller says what to do)."""
+  if not isinstance(size, Sym):
+    return size // k
+  if any(c % k for _, c in size.terms):
+    return None
+  return make({n: c // k for n, c in size.terms}, size.const // k, size.ranges, size.values)
 
 
 def physical(size) -> int:
@@ -350,7 +383,14 @@ def _group(sym, shape, new, gi, gk) -> list:
   if not syms:
     return [new[a] for a in gk]
   lead = [a for a in gi if shape[a] != 1]
-  if len(syms) > 1 or lead[0] != syms[0]:
+  if len(syms) > 1:
+    raise UnsupportedError(f"a reshape of {describe_sym(sym)} that merges the symbolic axes "
+                           f"{' and '.join(str(sym[a]) for a in syms)} would hold their product, "
+                           f"which no padded layout holds (sizes are affine in the dims, and the "
+                           f"values would not be the first ones): keep the axes apart "
+                           f"(reductions take several axes, x.sum((1, 2))), or make all but one "
+                           f"of them static")
+  if lead[0] != syms[0]:
     raise UnsupportedError(f"a reshape of {describe_sym(sym)} that moves the symbolic size "
                            f"{sym[syms[0]]} behind other axes is not supported: only the leading "
                            f"axis of a merged or split group may be symbolic")

@@ -51,7 +51,18 @@ ATTENTION_LOCAL, ATTENTION_ROWS, ATTENTION_REGS = 64, 1, 1 << 13
 # where rows per thread x keys would pass ATTENTION_UNROLL (the kernel's size grows with both:
 # 32 rows x 4 keys did not compile in minutes)
 ATTENTION_KEYS, ATTENTION_UNROLL = 4, 32
+# keys per trip where a one-off run's kernel is over the compile budget even at one row per
+# thread (compile_cost.py): lavapipe natively, Mesa's cache off, sdpa L=512 d=64 (2 runs each
+# interleaved, load 13-16, CPU s of the process): 4 keys per trip 2229 lines of WGSL, first
+# result 2.37-2.38 (kernelgen 0.13, pipelines 0.18-0.19, first dispatch 2.05), second run
+# 0.29-0.33 | 1 key 924 lines, 0.97-1.01 (0.08-0.09, 0.16-0.17, 0.72-0.74), 0.22-0.25
+ONE_OFF_KEYS = 1
 LOG2E = 1.0 / math.log(2.0)
+
+
+def _keys_per_trip(rows: int) -> int:
+  """Keys per trip of the key loop for `rows` query rows per thread (ATTENTION_UNROLL)."""
+  return max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // rows))
 
 
 def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
@@ -65,21 +76,24 @@ def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   width = out.src[0].shape[-1] + out.shape[-1] + 2
   while rows > 1 and (rows * width > ATTENTION_REGS or rows >= 2 * n_q):
     rows //= 2
-  wanted = rows
-  while rows > 1 and not forced and compile_cost.capped(options) and \
-      not compile_cost.affordable(options, estimated_uops(out, rows)):
+  wanted, capped = rows, not forced and compile_cost.capped(options)
+  while rows > 1 and capped and not compile_cost.affordable(options, estimated_uops(out, rows)):
     rows //= 2                       # a one-off run on a software adapter: compile cost caps
+  # one row still over the budget: a key per trip (ONE_OFF_KEYS)
+  keys = ONE_OFF_KEYS if rows == 1 and capped and \
+    not compile_cost.affordable(options, estimated_uops(out, 1)) else 0
   threads = -(-n_q // rows)          # threads per batch entry (a workgroup takes one entry)
   local = int(options.get("local", 0) or 0) or min(ATTENTION_LOCAL, target.max_local,
                                                   1 << (threads - 1).bit_length())
-  return Opts(local=max(1, min(local, target.max_local)), upcast=rows, capped=rows < wanted,
-              attention_keys=int(options.get("attention_keys", 0) or 0))
+  keys = int(options.get("attention_keys", 0) or 0) or keys
+  return Opts(local=max(1, min(local, target.max_local)), upcast=rows, keys=keys,
+              capped=rows < wanted or (keys > 0 and "attention_keys" not in options))
 
 
 def key_block(opts: Opts, rows: int) -> int:
-  """Keys per trip of a thread's key loop with `rows` query rows: option attention_keys, else
-  ATTENTION_KEYS (fewer where rows x keys would pass ATTENTION_UNROLL)."""
-  return opts.attention_keys or max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // rows))
+  """Keys per trip of a thread's key loop with `rows` query rows: Opts.keys (option
+  attention_keys, or ONE_OFF_KEYS), else _keys_per_trip."""
+  return opts.keys or _keys_per_trip(rows)
 
 
 def attention_variants(item: ScheduleItem, options: dict, opts: Opts | None) -> list:
@@ -106,12 +120,12 @@ def _dim_plus(count) -> tuple | None:
   return None
 
 
-def estimated_uops(out, rows: int) -> int:
+def estimated_uops(out, rows: int, keys: int = 0) -> int:
   """The UOps the attention kernel `out` lowers to with `rows` query rows per thread, without
   lowering it: about E' (12 + 8.5 rows + 4 rows keys), E' the mean of q's and v's widths, keys
-  per trip as _key_loop takes them (counted for d = 32 and 64, rows 1..32: within 3 %, e.g.
-  L=512 d=64: 2370 UOps at 1 row, 13498 at 8, 26332 at 32)."""
-  keys = max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // rows))
+  per trip `keys` or as _key_loop takes them (counted for d = 32 and 64, rows 1..32: within
+  3 %, e.g. L=512 d=64: 2370 UOps at 1 row, 13498 at 8, 26332 at 32)."""
+  keys = keys or _keys_per_trip(rows)
   width = (out.src[0].shape[-1] + out.shape[-1]) / 2
   return int(width * (12 + 8.5 * rows + 4 * rows * keys))
 
@@ -274,7 +288,7 @@ def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = N
   end = _key_end(lw, out, rows[-1].i, limit, q.shape[-2], causal)
   if active is not None:
     end = active.where(end if end is not None else int_const(n_k), int_const(0))
-  block = block or max(1, min(ATTENTION_KEYS, ATTENTION_UNROLL // len(places)))
+  block = block or _keys_per_trip(len(places))
   walk = (lw, out, batch, rows, acc_dt)
   if limit is not None and active is None and split:
     loop = _split_key_loops(walk, end, _key_unroll(n_k, block))

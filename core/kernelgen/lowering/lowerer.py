@@ -92,7 +92,8 @@ class Opts:
                         # TILE_UNROLL), a row operand's runs of loads as vector loads (regtile.py)
   slide: tuple = ()     # (R, C): a thread slides a window down R output rows of C columns, each
                         # input row read once (slide.py: depthwise convs; needs tile_axes)
-  attention_keys: int = 0  # fused attention: keys per trip of the key loop (0: attention.py's)
+  keys: int = 0         # fused attention (attention.py): keys per trip of the key loop (0: its
+                        # default, ATTENTION_KEYS or fewer for many rows)
   capped: bool = False  # a choice was cut down to fit a one-off run's compile budget (not read by
                         # lowering: compile_cost.py; realize may swap in the uncapped kernel)
 

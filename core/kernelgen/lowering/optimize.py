@@ -108,7 +108,9 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     return staged
   if tile:
     tile, axes = tile
+    cut = _cut_by_budget(item, target, options, tile)
     tile, inner, capped = _window_tile(item, options, tile, axes)
+    capped = capped or cut and not inner
     if _long_over_budget(item, target, options, (tile, axes, inner)):
       return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
     threads = _tile_threads(item, tile, axes)
@@ -220,19 +222,49 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   if not fits:
     return ()
   tile = _shared_only(item, fits[0], axes)
-  return (_within_size(item, tile, axes, fits) if options.get("tile_size_cap") else tile), axes
+  if not options.get("tile_size_cap"):
+    return tile, axes
+  # (long tiles are weighed by _long_over_budget, which falls back to these plain ones)
+  budget = compile_cost.capped(options) and not (long and options.get("long_tiles")) and options
+  return _within_size(item, tile, axes, fits, budget), axes
 
 
-def _within_size(item: ScheduleItem, tile: tuple, axes: tuple, fits: list) -> tuple:
+def _within_size(item: ScheduleItem, tile: tuple, axes: tuple, fits: list,
+                 budget: dict | bool = False) -> tuple:
   """With option tile_size_cap (lavapipe's default, render/wgsl/adapters.py, where the driver
   compiles at first dispatch; other adapters' tiles were measured without it): `tile`, or the
   next smaller of `fits` where `tile` lowers to more than TILE_MAX_UOPS UOps (a fused prologue
   that its outputs do not share, repeated R x C times: ResNet-50's 1x1 convs over a batch norm +
-  ReLU of a residual sum were 8x8 tiles of 2100-2300 WGSL lines; see TILE_MAX_UOPS)."""
+  ReLU of a residual sum were 8x8 tiles of 2100-2300 WGSL lines; see TILE_MAX_UOPS). With
+  `budget` (the options of a one-off run, compile_cost.capped), the first of those whose
+  estimated build also fits the run's budget (the smallest whatever it costs): Inception v2's
+  1x1 convs, 8x8 tiles of about 1500 UOps, were estimated at 1.45 s each."""
   smaller = [t for t in fits if t[0] * t[1] < tile[0] * tile[1]]
+  if budget and smaller:
+    return _within_budget(item, axes, [tile] + smaller, budget)
   if not smaller or tile[0] * tile[1] <= prod(TILES[-1]):
     return tile
   return smaller[0] if _probe_uops(item, tile, axes) > TILE_MAX_UOPS else tile
+
+
+def _within_budget(item: ScheduleItem, axes: tuple, tiles: list, options: dict) -> tuple:
+  """The first of `tiles` (largest first) within TILE_MAX_UOPS (tiles above TILES[-1]) whose
+  estimated build fits the one-off run's budget (compile_cost.py), else the last."""
+  for tile in tiles[:-1]:
+    uops = _probe_uops(item, tile, axes)
+    if (tile[0] * tile[1] <= prod(TILES[-1]) or uops <= TILE_MAX_UOPS) and \
+        compile_cost.affordable(options, uops):
+      return tile
+  return tiles[-1]
+
+
+def _cut_by_budget(item: ScheduleItem, target: Target, options: dict, tile: tuple) -> bool:
+  """`tile` (_tile's choice) is smaller than the run's compile budget alone made it: the choice
+  for RUNS_MANY runs differs (a kept plan realized again compiles that one: realize.py)."""
+  if not options.get("tile_size_cap") or "tile" in options or not compile_cost.capped(options):
+    return False
+  many = _tile(item, target, {**options, "runs": compile_cost.RUNS_MANY})
+  return bool(many) and many[0] != tile
 
 
 def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) -> tuple:

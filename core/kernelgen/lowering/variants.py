@@ -7,8 +7,13 @@ which 7 are padding (lavapipe, 2048 x 512 x 512: 4-8 times the static kernel's G
 m = 1 to 3; bench/symbolic_static.py). No one tile serves the whole range (m = 1 runs best in
 1 x 4 tiles, 5 times slower than 8 x 16 at m = 2048), so such a kernel gets a few variants:
 the same computation with the register tile the heuristic (optimize.py `_tile`'s rule: the
-first preferred tile that leaves TILE_MIN_THREADS threads) picks at representative bound
-values, lo, lo * VARIANT_STEP, ... below hi. Each variant is compiled with the kernel, at its
+first preferred tile that leaves TILE_MIN_THREADS threads) picks at each bound value below hi,
+as runs of values with one tile (`tile_ladder`: the tiles at lo, lo * VARIANT_STEP, ..., hi - 1
+and the values between two of those where the tile changes, found by bisection; before, each
+range up to a representative value took the tile picked at its top, so m = 17..32 ran 8 x 8
+tiles where m = 17 takes 4 x 4: a third of its rows padding, 1.36x the static kernel's GPU
+time on SwiftShader). At most MAX_VARIANTS runs: past that the run that is shortest for its
+values joins the one below it. Each variant is compiled with the kernel, at its
 first compile, and runs where the bound value is at most its representative value
 (uop/program.py `variant_for`); the kernel itself serves the rest. All variants are correct at
 every value (each masks the padding as the kernel does), so no bound value ever compiles
@@ -21,7 +26,7 @@ single figures are noisy): lavapipe, one kernel before -> with variants: m = 1 4
 workgroup's row offset), m = 3 8.6-9.6x -> 2.8-4x (a 4 x 4 tile where the static kernel takes
 3 x 8), m = 5..16 1.5-3x -> 0.5-1.9x, m >= 17 unchanged (the same kernel); SwiftShader m = 1..3
 0.1-0.2x, m = 17 2.3x (one run), m >= 77 0.9-1.1x. Each variant costs a compile and a pipeline
-at the kernel's first compile (lavapipe: 4 variants and the kernel, 5 pipelines).
+at the kernel's first compile (lavapipe, m in 1..2048: 6 variants and the kernel, 7 pipelines).
 
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
 (512, n)): its threads run over the tiles with that axis outermost (lowerer.tile_threads), so
@@ -94,9 +99,9 @@ SHORT_ROW_OPTIONS = {"row_lanes": 1, "group_vec": 1}
 # 8 lanes idle (lavapipe, (64, 77) in 8 lanes, same load: 0.069-0.053 ms against 0.075-0.060)
 LANE_VARIANT_OPTIONS = {"group_unroll": 1}
 # at most this many variants besides the kernel itself (each costs a compile and a pipeline; a
-# symbolic N matmul on lavapipe, (64, 512) @ (512, n) in 1..2048, takes 7: the tile changes at
-# n = 4, 8, 64, 256, 512 and 1024, and a value served by a larger tile than the static kernel's
-# runs its tiles on fewer cores)
+# symbolic N matmul on lavapipe, (64, 512) @ (512, n) in 1..2048, takes 8: the tile changes at
+# n = 2, 3, 4, 8, 61, 249, 497, 505 and 1009, 497..504 joining the run below, and a value
+# served by a larger tile than the static kernel's runs its tiles on fewer cores)
 MAX_VARIANTS = 8
 
 
@@ -164,19 +169,67 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
   reduce = kernel_reduces(item)[0]
   long = prod(reduce.src[0].shape[a] for a in reduce.arg[1]) >= LONG_TILE_REDUCE
   preferred = preferred_tiles(merged, long)
-  ladder, value = [], lo
-  while value < hi:
-    tile = tile_at(item, opts.tile_axes, preferred, value, bool(merged.get("small_tiles")), axis)
-    if ladder and ladder[-1][1] == tile:
-      ladder[-1] = (value, tile)          # the same tile further up: one variant
-    else:
-      ladder.append((value, tile))
-    value *= VARIANT_STEP
+
+  def at(value: int) -> tuple:
+    return tile_at(item, opts.tile_axes, preferred, value, bool(merged.get("small_tiles")), axis)
+  ladder = tile_ladder(at, lo, hi)
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
-  return [(name, most, {"tile": tile, "group": 0, "local": local_size(
-    _threads(item, tile, opts.tile_axes, most, axis), grid_local(item, target.max_local))})
-    for most, tile in ladder[:MAX_VARIANTS]]
+  return [(name, most, {"tile": tile, "group": 0, "local": _local(item, tile, opts.tile_axes,
+                                                                  most, axis, target)})
+          for most, tile in _within(ladder, MAX_VARIANTS)]
+
+
+def _local(item: ScheduleItem, tile: tuple, axes: tuple, most: int, axis: int, target) -> int:
+  """A variant's threads per workgroup: sized for its threads at `most` rounded up to a power
+  of two (a `most` such as 248 leaves 992 threads, whose largest preferred divisor is 32: twice
+  the workgroups), unless that is more than the threads at `most`."""
+  limit = grid_local(item, target.max_local)
+  threads = _threads(item, tile, axes, most, axis)
+  rounded = local_size(_threads(item, tile, axes, 1 << (most - 1).bit_length(), axis), limit)
+  return rounded if rounded <= threads else local_size(threads, limit)
+
+
+def tile_ladder(at, lo: int, hi: int) -> list:
+  """[(most, tile)]: the tile `at(value)` picks for each value in lo..hi - 1, as runs of
+  values (each up to `most`, the last to hi - 1): found at lo, lo * VARIANT_STEP, ... and
+  hi - 1, and by bisection between two of those whose tiles differ (a change and back within
+  one step is missed)."""
+  points = sorted({lo, max(lo, hi - 1)} | {lo * VARIANT_STEP ** i for i in range(64)
+                                           if lo * VARIANT_STEP ** i < hi})
+  tiles = {v: at(v) for v in points}
+  starts = [(lo, tiles[lo])]
+  for a, b in zip(points, points[1:]):
+    _bisect(at, a, tiles[a], b, tiles[b], starts)
+  ends = [start - 1 for start, _ in starts[1:]] + [max(lo, hi - 1)]
+  return [(most, tile) for most, (_, tile) in zip(ends, starts)]
+
+
+def _bisect(at, a: int, ta: tuple, b: int, tb: tuple, starts: list) -> None:
+  """Append to `starts` (value, tile) where the tile changes between a (tile ta) and b (tb)."""
+  if ta == tb:
+    return
+  if b - a == 1:
+    starts.append((b, tb))
+    return
+  mid = (a + b) // 2
+  tm = at(mid)
+  _bisect(at, a, ta, mid, tm, starts)
+  _bisect(at, mid, tm, b, tb, starts)
+
+
+def _within(ladder: list, most: int) -> list:
+  """`ladder` cut to `most` runs: the run above the first that is shortest for its values
+  (values / its most) joins the one below it (its values take that smaller tile), and runs of
+  one tile become one, until it fits."""
+  ladder = list(ladder)
+  while len(ladder) > most:
+    sizes = [(ladder[i][0] - ladder[i - 1][0]) / ladder[i][0] for i in range(1, len(ladder))]
+    i = 1 + sizes.index(min(sizes))
+    ladder[i - 1:i + 1] = [(ladder[i][0], ladder[i - 1][1])]
+    ladder = [run for j, run in enumerate(ladder)
+              if j + 1 == len(ladder) or ladder[j + 1][1] != run[1]]
+  return ladder
 
 
 def tile_at(item: ScheduleItem, axes: tuple, preferred: tuple, value: int,

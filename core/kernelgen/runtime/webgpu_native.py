@@ -31,6 +31,7 @@ from ..errors import CompileError, DeviceError
 from ..render.wgsl.adapters import classify
 from ..uop.program import CompiledKernel, Launch, launch_dispatch, variant_for, with_variants
 from .base import Runtime
+from .uniform_inlining import settle
 
 # WebGPU features the device asks for when the adapter has them (standard names only, so what
 # runs here also runs in a browser); wgpu-native calls subgroups "subgroup"
@@ -110,6 +111,10 @@ class WebGPURuntime(Runtime):
     self._encoder = None          # the command encoder recording dispatches not yet submitted
     self._batched, self._doomed = 0, []    # its dispatches; buffers to destroy after it
     self.dispatches = self.submits = 0
+    # lavapipe inlines a symbolic kernel's dims and compiles again at every dispatch until
+    # told otherwise: each pipeline with uniforms settles that first (uniform_inlining.py)
+    self.settles = classify(dict(self.adapter.info)) == "lavapipe"
+    self.stand_ins, self.settled = [], 0
 
   def render_options(self) -> dict:
     options = {key: int(self.limits[limit]) for key, limit in LIMIT_OPTIONS.items()}
@@ -216,6 +221,8 @@ class WebGPURuntime(Runtime):
       layout = pipeline.get_bind_group_layout(0)
     except self.wgpu.GPUError as error:
       raise compile_error(error, launch.source) from None
+    if launch.uniforms and self.settles:
+      settle(self, pipeline, layout, launch)
     return pipeline, layout
 
   def _bind_group(self, launch: Launch, layout, handles: list, var_values: dict):

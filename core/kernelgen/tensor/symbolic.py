@@ -7,7 +7,8 @@ the tensor's values. What this module adds to the ordinary ops:
 - `valid(x, axes)`: True at the positions that hold values (an index ramp compared with s, s a
   run-time argument); reductions replace the rest by their identity (`masked`), pad fills it.
 - reads at a symbolic offset (`x[:, pos:pos + 1]`, `x[pos]`, `cat` along a symbolic axis): a
-  gather whose index is the ramp plus the offset, so the offset stays a run-time argument.
+  gather whose index is the ramp plus the offset, so the offset stays a run-time argument
+  (`gather_at`; indexing itself, with steps, and conv windows: symbolic_steps.py).
 - reading back: the first s.value elements of each symbolic axis.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import math
 from ..dtype import dtypes
 from ..errors import ShapeError, UnsupportedError
-from ..graph.dims import Sym, physical, split_shape
+from ..graph.dims import Count, Sym, physical, split_shape
 from ..graph.lazy import L, LazyOp, chain_view
 
 
@@ -34,8 +35,14 @@ def concrete_shape(x) -> tuple[int, ...]:
 
 
 def scalar(cls, s, device: str):
-  """An int32 tensor of shape () holding the value of `s` (an int, or a Sym: a sum of its dims'
-  run-time values, L.VAR nodes)."""
+  """An int32 tensor of shape () holding the value of `s` (an int, a Sym: a sum of its dims'
+  run-time values, L.VAR nodes, or a Count: a product of them)."""
+  if isinstance(s, Count):
+    out = None
+    for each in s.syms:
+      out = scalar(cls, each, device) if out is None else out * scalar(cls, each, device)
+    out = out * s.factor if s.factor != 1 else out
+    return out - s.offset if s.offset else out
   if not isinstance(s, Sym):
     return cls.full((), s, dtype=dtypes.int32, device=device)
   out = cls.full((), s.const, dtype=dtypes.int32, device=device) if s.const else None
@@ -93,11 +100,18 @@ def static_island(x, fn):
 
 
 def count(x, axes):
-  """The number of values along `axes` (an int, or a Sym)."""
-  out = 1
+  """The number of values along `axes`: an int, a Sym, or a Count (graph/dims.py: n * m is no
+  affine size, but a reduction divides by its run-time value) where two or more are symbolic."""
+  out, syms = 1, []
   for a in axes:
-    out = out * logical(x)[a]
-  return out
+    s = logical(x)[a]
+    if isinstance(s, Sym):
+      syms.append(s)
+    else:
+      out *= s
+  if len(syms) > 1 and out:
+    return Count(out, tuple(syms))
+  return out * syms[0] if syms else out
 
 
 # ---- creation ---------------------------------------------------------------------------------
@@ -177,6 +191,11 @@ def count_of(sizes):
 
 
 def _exact(total, known):
+  if isinstance(total, Count):
+    raise UnsupportedError(f"reshape: -1 would hold {total} elements, a product of symbolic "
+                           f"sizes, which no padded layout holds (its values are not the first "
+                           f"ones): keep the symbolic axes apart (reductions take several axes, "
+                           f"x.sum((1, 2))), or make all but one of them static")
   if isinstance(known, Sym):
     if isinstance(total, Sym) and total == known:
       return 1
@@ -260,79 +279,19 @@ def _shifted(x, axis: int, offset, n: int):
   return gather_at(x, axis, scalar(type(x), -offset, x.device), n)
 
 
-def gather_at(x, axis: int, start, n: int):
-  """x read along `axis` at start + 0, start + 1, ... (n positions; `start` an int32 tensor of
+def gather_at(x, axis: int, start, n: int, step: int = 1):
+  """x read along `axis` at start + 0, start + step, ... (n positions; `start` an int32 tensor of
   shape ()): a gather, so a run-time start needs no new kernel. Positions outside the axis read
   0. Other axes keep their logical sizes; `axis` becomes static n."""
   shape = [1] * x.ndim
   shape[axis] = n
-  index = type(x).arange(n, device=x.device).reshape(shape) + start
+  ramp = type(x).arange(n, device=x.device).reshape(shape)
+  index = (ramp * step if step != 1 else ramp) + start
   full = tuple(n if a == axis else s for a, s in enumerate(x.shape))
   index = index.expand(full) if tuple(index.shape) != full else index
   sym = tuple(n if a == axis else s for a, s in enumerate(logical(x)))
   index = with_sym(index, sym)
   return x.gather(axis, index)
-
-
-def getitem(x, index):
-  """x[index] where index holds symbolic bounds or positions: ints, Syms, slices of ints and
-  Syms with step 1 (or None), Ellipsis and None. Slices with a static start keep the padded
-  layout (no kernel); a symbolic start or position reads at a run-time offset (a gather)."""
-  index = index if isinstance(index, tuple) else (index,)
-  if any(i is Ellipsis for i in index):
-    at = index.index(Ellipsis)
-    fill = x.ndim - (len(index) - 1 - sum(i is None for i in index))
-    index = index[:at] + (slice(None),) * fill + index[at + 1:]
-  out, axis, squeeze = x, 0, []
-  for item in index:
-    if item is None:
-      out = out.reshape(logical(out)[:axis] + (1,) + logical(out)[axis:])
-      axis += 1
-      continue
-    if not isinstance(item, (slice, int, Sym)) or isinstance(item, bool):
-      raise UnsupportedError(f"indexing with symbolic bounds takes ints, symbolic sizes, slices "
-                             f"and None, got {item!r}")
-    if not isinstance(item, slice):
-      out = _slice_axis(out, axis, item, item + 1)
-      squeeze.append(axis)
-    elif item.step not in (None, 1):
-      raise UnsupportedError(f"a slice with symbolic bounds takes step 1, got {item.step}")
-    else:
-      out = _slice_axis(out, axis, item.start, item.stop)
-    axis += 1
-  if squeeze:
-    out = out.reshape(tuple(s for a, s in enumerate(logical(out)) if a not in squeeze))
-  return out
-
-
-def _slice_axis(x, axis: int, start, stop):
-  size = logical(x)[axis]
-  start = 0 if start is None else start
-  stop = size if stop is None else stop
-  if isinstance(start, int) and start < 0 or isinstance(stop, int) and stop < 0:
-    raise UnsupportedError("negative bounds in a slice with symbolic bounds: count from the "
-                           "start")
-  if isinstance(stop, int) and isinstance(size, int):
-    stop = min(stop, size)
-  length = stop - start
-  if isinstance(length, Sym) and length.lo < 0:
-    raise ShapeError(f"slice [{start}:{stop}] of an axis of {size}: it may be negative "
-                     f"({length.describe()})")
-  if physical(stop) > physical(size) if isinstance(stop, Sym) else False:
-    raise ShapeError(f"slice [{start}:{stop}] of an axis of {size}: {stop} may pass its end "
-                     f"({stop.describe()}); give the dim a range that fits")
-  if isinstance(start, Sym):
-    out = gather_at(x, axis, scalar(type(x), start, x.device), physical(length))
-  elif start == 0 and physical(length) == x.shape[axis]:
-    out = x
-  else:
-    bounds = [(0, n) for n in x.shape]
-    bounds[axis] = (start, start + physical(length))
-    out = with_sym(x, tuple(n if a == axis else s for a, (s, n) in
-                            enumerate(zip(logical(x), x.shape))))._move("shrink", tuple(bounds))
-  sym = list(logical(out))
-  sym[axis] = length
-  return with_sym(out, tuple(sym))
 
 
 def prod_all(sizes) -> int:

@@ -547,8 +547,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
   def __getitem__(self, index) -> Tensor:
     from .symbolic import symbolic_index
-    if symbolic_index(index):
-      from .symbolic import getitem as symbolic_getitem
+    from .symbolic_steps import stepped
+    if symbolic_index(index) or stepped(self, index):
+      from .symbolic_steps import getitem as symbolic_getitem
       return symbolic_getitem(self, index)
     from .ops.indexing import getitem
     return getitem(self, index)
@@ -564,6 +565,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
 
   def _windows(self, kernel, stride, dilation) -> Tensor:
     """(..., H, W) -> (..., OH, OW, kh, kw): sliding windows as a strided view, no copy."""
+    if self.node.sym is not None:
+      from .symbolic_steps import windows
+      return windows(self, kernel, stride, dilation)
     (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
     *lead, h, w = self.shape
     oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1

@@ -100,9 +100,11 @@ class Launch:
   # been created with them, and a compiler that wants them declared (Tint: `enable subgroups;`)
   # gets the directive from its runtime, as naga rejects it
   features: tuple[str, ...] = ()
-  # a run-time grid (symbolic sizes): ((terms, const, per), ...) per dimension, or (): the first
-  # dimension needs only ceil((const + sum(c * dim for dim, c in terms)) / per) workgroups, at
-  # most `dispatch`'s (the rest would compute padding). A runtime may always launch `dispatch`.
+  # a run-time grid (symbolic sizes): ((terms, const, per[, unit]), ...) per dimension, or ():
+  # the first dimension needs only ceil(need / per) workgroups, at most `dispatch`'s (the rest
+  # would compute padding), where need = const + sum(c * dim for dim, c in terms) rounded up to
+  # a multiple of `unit` (1 where absent: a register tile's threads come in rows of tiles,
+  # compiler.with_grid). A runtime may always launch `dispatch`.
   grid: tuple = ()
 
   def to_json(self) -> dict:
@@ -118,14 +120,15 @@ class Launch:
 
 
 def grid_json(grid: tuple) -> list:
-  """Launch.grid as JSON-able lists (`grid_from_json` reads it back)."""
-  return [[[list(t) for t in terms], const, per] for terms, const, per in grid]
+  """Launch.grid as JSON-able lists (`grid_from_json` reads it back): [terms, const, per] and
+  the unit after them where it is not 1."""
+  return [[[list(t) for t in terms], *rest] for terms, *rest in grid]
 
 
 def grid_from_json(data) -> tuple:
   """Launch.grid from `grid_json`'s lists (() for None)."""
-  return tuple((tuple((str(n), int(c)) for n, c in terms), int(const), int(per))
-               for terms, const, per in data or ())
+  return tuple((tuple((str(n), int(c)) for n, c in terms), *(int(x) for x in rest))
+               for terms, *rest in data or ())
 
 
 def launch_dispatch(launch: Launch, values: dict | None) -> tuple:
@@ -133,10 +136,12 @@ def launch_dispatch(launch: Launch, values: dict | None) -> tuple:
   under the dims' `values` (a symbolic size's bound value) where the launch has one."""
   if not launch.grid or not values:
     return tuple(launch.dispatch)
-  terms, const, per = launch.grid[0]
+  terms, const, per, *unit = launch.grid[0]
   if any(name not in values for name, _ in terms):
     return tuple(launch.dispatch)
   need = const + sum(c * values[name] for name, c in terms)
+  unit = unit[0] if unit else 1
+  need = -(-need // unit) * unit
   x = min(launch.dispatch[0], max(1, -(-need // per)))
   return (x,) + tuple(launch.dispatch[1:])
 

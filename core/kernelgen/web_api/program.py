@@ -177,7 +177,7 @@ def kernel_dims(kernel, ranges: dict) -> list[dict]:
   for v in kernel.kernel.vars if kernel.kernel is not None else ():
     name, lo, hi = v.arg
     dims[name] = {"name": name, "lo": lo, "hi": hi, "uniform": True, "grid": False}
-  for terms, _, _ in kernel.launch.grid:
+  for terms, *_ in kernel.launch.grid:
     for name, _ in terms:
       lo, hi = ranges.get(name, (None, None))
       dims.setdefault(name, {"name": name, "lo": lo, "hi": hi, "uniform": False})["grid"] = True
@@ -300,13 +300,15 @@ def _run_on(code: str, device: str) -> dict:
   from ..cache import cache_info
   from ..stored import STATS
   start = time.perf_counter()
-  misses, hits = cache_info()["misses"], STATS["hits"]
+  misses, hits, spent = cache_info()["misses"], STATS["hits"], cache_info()["compile_s"]
   out = execute(code, device)
   data = tensor_data(out.realize())
   data["seconds"] = time.perf_counter() - start
   data["device"] = device
-  # kernels compiled by this run, and those taken from the browser's store instead (stored.py)
+  # kernels compiled by this run (and the seconds their compiles took), and those taken from the
+  # browser's store instead (stored.py)
   data["compiled"] = cache_info()["misses"] - misses
+  data["compile_s"] = cache_info()["compile_s"] - spent
   data["stored"] = STATS["hits"] - hits
   return data
 

@@ -253,7 +253,12 @@ TABLE: dict[tuple[str, str], dict] = {
   # 61.6 / 146 -> 32.2 / 103 (more in optimize.py)
   # tile_size_cap (optimize.py, TILE_MAX_UOPS): tiles whose lowering is too large for lavapipe's
   # first-dispatch compile take the next smaller one (ResNet-50's 1x1 convs over a fused batch norm
-  # + ReLU: 8x8, 2224 lines, 4.3 s to compile -> 4x4, 648 lines, 1.1 s)
+  # + ReLU: 8x8, 2224 lines, 4.3 s to compile -> 4x4, 648 lines, 1.1 s); for a one-off run, the
+  # tile whose estimated build also fits its budget (compile_cost.py; natively, Mesa's cache
+  # empty, CPU s of the first run, base / capped interleaved at load 7-17 on 2 shared CPUs:
+  # Inception v2 35.1 -> 16.4 (its 34 largest kernels, 1x1 convs and pools in 8x8 tiles of 41-43
+  # KB, to 9-12 KB; 1.89 -> 0.88 MB of WGSL), ResNet-50 26.2 -> 16.4; kernels for many runs as
+  # before)
   # Tried and not kept: short reductions (3 elements: the filter chain's gray level and its 3x3
   # sepia matrix) built unrolled as elementwise ops, so the colour steps fuse into one kernel
   # (3 kernels -> 2). In Chromium (bench/peers_probe.py --split, best of 6, load ~1, ms) the chain

@@ -37,13 +37,13 @@ WGRAD_CHUNK, WGRAD_PARTIALS = 256, 1 << 20
 def correlate(xp, weight, stride, dilation, groups):
   """The convolution of the padded NCHW input `xp` with OIHW `weight`: one reduction over input
   channels and kernel taps of the sliding windows (a view, no copy) times the weights."""
-  n = xp.shape[0]
+  n = xp.node.logical[0]     # (the logical sizes: some may be symbolic, tensor/symbolic.py)
   o, cg, kh, kw = weight.shape
   if groups > 1 and cg > 1:      # (n, groups, cg, ...) first: the windows one view of the input
-    win = xp.reshape(n, groups, cg, *xp.shape[2:])._windows((kh, kw), stride, dilation)
+    win = xp.reshape(n, groups, cg, *xp.node.logical[2:])._windows((kh, kw), stride, dilation)
   else:
     win = xp._windows((kh, kw), stride, dilation)   # (n, c, oh, ow, kh, kw)
-  oh, ow = win.shape[-4], win.shape[-3]
+  oh, ow = win.node.logical[-4], win.node.logical[-3]
   win = win.reshape(n, groups, 1, cg, oh, ow, kh, kw).permute(0, 1, 2, 4, 5, 3, 6, 7)
   w = weight.reshape(1, groups, o // groups, 1, 1, cg, kh, kw)
   return (win * w).sum((-3, -2, -1)).reshape(n, o, oh, ow)

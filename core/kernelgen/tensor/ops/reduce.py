@@ -143,8 +143,8 @@ def _count(x: TensorOps, axis):
 
 
 def _divide(total: TensorOps, n, x: TensorOps) -> TensorOps:
-  """total / n for a count n: an int, or a symbolic one (a run-time value)."""
-  if isinstance(n, Sym):
+  """total / n for a count n: an int, or a symbolic one (a Sym or a Count: a run-time value)."""
+  if not isinstance(n, int):
     return total / scalar(type(x), n, x.device).cast(total.dtype)
   return total / n if n > 0 else total * math.nan
 
