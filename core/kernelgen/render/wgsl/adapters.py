@@ -167,11 +167,9 @@ TABLE: dict[tuple[str, str], dict] = {
   # 124-131 | G=16 151-160 | G=32 225-240 | G=64 542 | G=4 folding by subgroups 108-117 | the
   # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
   # pay for them, nor for the array's stores and loads: not kept.
-  # row_short (issue 34): a symbolic row's variant with a thread per row reading scalars up to
-  # that many elements (lavapipe's too); measured: lowering/variants.py SHORT_ROW_OPTIONS
+  # row_short (34): lowering/variants.py SHORT_ROW_OPTIONS (measured there; lavapipe's too)
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
-                            "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
-                            "row_short": 8},
+                            "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "row_short": 8},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
   # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
@@ -228,8 +226,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
-                         "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
-                         "row_short": 96},
+                         "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "row_short": 96},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
