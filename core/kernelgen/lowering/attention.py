@@ -17,7 +17,9 @@ and stores acc / l. Scores are kept in log2 units (exp2, log2(e) folded into the
 m' is still -inf (every key so far masked) the exponents are taken against 0 instead, so a fully
 masked row ends as 0 / 0 = NaN (as softmax over -inf scores, and torch), and a NaN or +inf score
 makes its row NaN (MAX propagates NaN). Causal (keep j <= i): a thread's loop stops at its last
-row's diagonal, its other rows mask the keys past theirs. Loops longer than MAX_TRIPS are
+row's diagonal, its other rows mask the keys past theirs. Over a run-time number of keys (a
+symbolic key length) the keys are walked in whole blocks, then one by one (_split_key_loops):
+none past the end is read, so none is masked. Loops longer than MAX_TRIPS are
 unrolled (lowerer.py). float16 / bfloat16 are computed in float32 (float64 in float64), the
 output cast back.
 
@@ -31,6 +33,7 @@ import math
 from .. import limits
 from . import compile_cost
 from ..dtype import dtypes
+from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
@@ -82,8 +85,39 @@ def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   threads = -(-n_q // rows)          # threads per batch entry (a workgroup takes one entry)
   local = int(options.get("local", 0) or 0) or min(ATTENTION_LOCAL, target.max_local,
                                                   1 << (threads - 1).bit_length())
+  keys = int(options.get("attention_keys", 0) or 0) or keys
   return Opts(local=max(1, min(local, target.max_local)), upcast=rows, keys=keys,
-              capped=rows < wanted or keys > 0)
+              capped=rows < wanted or (keys > 0 and "attention_keys" not in options))
+
+
+def key_block(opts: Opts, rows: int) -> int:
+  """Keys per trip of a thread's key loop with `rows` query rows: Opts.keys (option
+  attention_keys, or ONE_OFF_KEYS), else _keys_per_trip."""
+  return opts.keys or _keys_per_trip(rows)
+
+
+def attention_variants(item: ScheduleItem, options: dict, opts: Opts | None) -> list:
+  """[(dim, most, options)]: an attention kernel whose key count is a symbolic dim (plus a
+  constant: a cache read to pos + 1) takes a variant of one key per trip for the counts below
+  its keys per trip (_split_key_loops)."""
+  out = item.out
+  dim = _dim_plus(out.src[-1]) if len(out.arg) > 2 else None
+  if dim is None or opts is None or "attention_keys" in options:
+    return []
+  name, lo, hi, const = dim
+  most = key_block(opts, max(opts.upcast, 1)) - 1 - const     # the dim's values below a block
+  return [(name, most, {"attention_keys": 1})] if lo <= most < hi else []
+
+
+def _dim_plus(count) -> tuple | None:
+  """(name, lo, hi, c) where the lazy int scalar `count` is the dim's value + c; else None."""
+  if count.op is L.VAR:
+    return (*count.arg, 0)
+  if count.op is L.ALU and count.arg is Ops.ADD and len(count.src) == 2:
+    var, const = sorted(count.src, key=lambda x: x.op is not L.VAR)
+    if var.op is L.VAR and const.op is L.CONST and isinstance(const.arg, int):
+      return (*var.arg, const.arg)
+  return None
 
 
 def estimated_uops(out, rows: int, keys: int = 0) -> int:
@@ -152,15 +186,22 @@ def _dot(xs: list[UOp], ys: list[UOp]) -> UOp:
   return terms[0]
 
 
-def _key_loop(lw, n_keys: int, end: UOp | None, block: int) -> tuple[UOp, list]:
-  """(RANGE, [(key index, valid or None)]) of the loop over keys 0..end-1 (end: a per-thread
-  UOp, or None for all n_keys), `block` keys per trip (more where it would run more than
-  MAX_TRIPS times); valid gates the keys past the end."""
+def _key_unroll(n_keys: int, block: int) -> int:
+  """Keys per trip of the key loop: `block` (at most n_keys), more where the loop would run more
+  than MAX_TRIPS times."""
   unroll = max(1, min(block, n_keys))
   while -(-n_keys // unroll) > MAX_TRIPS:
     unroll *= 2
   limits.check("unrolled_copies", unroll, f"attention over {n_keys} keys: the copies of its key "
                f"loop's body unrolled to keep it under {MAX_TRIPS} trips")
+  return unroll
+
+
+def _key_loop(lw, n_keys: int, end: UOp | None, block: int) -> tuple[UOp, list]:
+  """(RANGE, [(key index, valid or None)]) of the loop over keys 0..end-1 (end: a per-thread
+  UOp, or None for all n_keys), `block` keys per trip (_key_unroll); valid gates the keys past
+  the end."""
+  unroll = _key_unroll(n_keys, block)
   if end is None:
     trips = int_const(-(-n_keys // unroll))
   else:
@@ -186,6 +227,12 @@ class _Row:
     self.accs = [UOp(Ops.DEFINE_ACC, dtype, (zero,), lw._id()) for _ in range(1 + ev_dim)]
     self.cur_m, self.cur = self.m, list(self.accs)     # cur[0]: l, cur[1:]: the accumulators
 
+  def reopen(self, lw, loop: UOp) -> None:
+    """New accumulators for a next key loop, starting from this state after `loop` (ENDRANGE)."""
+    self.m, *self.accs = [UOp(Ops.DEFINE_ACC, a.dtype, (UOp(Ops.AFTER, a.dtype, (a, loop)),),
+                              lw._id()) for a in [self.m, *self.accs]]
+    self.cur_m, self.cur = self.m, list(self.accs)
+
   def step(self, scores: list, values: list) -> None:
     """Take a block of keys with `scores` (log2 units) and value rows `values`: one rescale of
     the accumulators per block."""
@@ -210,8 +257,9 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   batch, places = _threads(out.shape[:-2], out.src[0].shape[-2], max(opts.upcast, 1),
                            max(opts.local, 1))
   stores = []
+  block = key_block(opts, len(places))
   for (i, ok), values in zip(places, attention_values(lw, out, tuple(batch), places,
-                                                      keys=opts.keys)):
+                                                      block=block, split=True)):
     terms = zip(tuple(batch) + (i,), contiguous_strides(out.shape), out.shape)
     flat = linear_index([t for t in terms if t[2] > 1], 0)
     run = [lw.params[0].store(flat + int_const(e) if e else flat, value, ok)
@@ -221,17 +269,16 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
 
 
 def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = None,
-                     keys: int = 0) -> list:
+                     block: int = 0, split: bool = False) -> list:
   """The output rows of ATTENTION node `out` at batch indices `batch` and query rows `places`
   ([(row index, valid or None)], consecutive rows of one thread: they share each key's k and v
   loads): a list of Ev values (out's dtype) per row. Where `active` is false the thread walks no
-  key (its values are not to be used: staged.py's threads past the rows). `keys`: keys per trip
-  of the key loop (0: _keys_per_trip)."""
+  key (its values are not to be used: staged.py's threads past the rows). `block`: keys per
+  trip (0: key_block's default). With `split` (the attention kernel's own, which carries
+  attention_variants) a run-time key count walks _split_key_loops, else clamped keys."""
   q, k, v = out.src[:3]
   scale, causal = out.arg[:2]
   limit = out.src[-1] if len(out.arg) > 2 else None     # a run-time number of keys
-  srcs = out.src[:-1] if limit is not None else out.src
-  mask = srcs[3] if len(srcs) > 3 else None
   n_k, e_dim, ev_dim = k.shape[-2], q.shape[-1], v.shape[-1]
   acc_dt = dtypes.float64 if out.dtype == dtypes.float64 else dtypes.float32
   rows = []
@@ -241,14 +288,33 @@ def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = N
   end = _key_end(lw, out, rows[-1].i, limit, q.shape[-2], causal)
   if active is not None:
     end = active.where(end if end is not None else int_const(n_k), int_const(0))
-  per = len(places)
-  rng, keys = _key_loop(lw, n_k, end, keys or _keys_per_trip(per))
-  neg_inf = UOp.const(acc_dt, -math.inf)
-  if limit is not None or active is not None:
-    ks, vs = _clamped_keys(lw, k, v, batch, keys, end, acc_dt)
+  block = block or _keys_per_trip(len(places))
+  walk = (lw, out, batch, rows, acc_dt)
+  if limit is not None and active is None and split:
+    loop = _split_key_loops(walk, end, _key_unroll(n_k, block))
   else:
-    ks = [_row_values(lw, k, batch + (j,), e_dim, valid, acc_dt) for j, valid in keys]
-    vs = [_row_values(lw, v, batch + (j,), ev_dim, valid, acc_dt) for j, valid in keys]
+    rng, keys = _key_loop(lw, n_k, end, block)
+    if limit is not None or active is not None:
+      ks, vs = _clamped_keys(lw, k, v, batch, keys, end, acc_dt)
+    else:
+      ks = [_row_values(lw, k, batch + (j,), e_dim, valid, acc_dt) for j, valid in keys]
+      vs = [_row_values(lw, v, batch + (j,), ev_dim, valid, acc_dt) for j, valid in keys]
+    loop = _walk_keys(walk, rng, keys, ks, vs)
+  out_rows = []
+  for row in rows:
+    total = UOp(Ops.AFTER, acc_dt, (row.accs[0], loop))
+    values = [UOp(Ops.AFTER, acc_dt, (acc, loop)) / total for acc in row.accs[1:]]
+    out_rows.append([x if x.dtype == out.dtype else x.cast(out.dtype) for x in values])
+  return out_rows
+
+
+def _walk_keys(walk: tuple, rng: UOp, keys: list, ks: list, vs: list) -> UOp:
+  """One trip of the key loop `rng` over `keys` ([(key index, valid or None)]) whose k and v rows
+  are `ks` and `vs`: each row's scores (masked where the mask or causal rule drops a key, or it
+  is not valid) and online-softmax step; returns the loop's ENDRANGE."""
+  lw, out, batch, rows, acc_dt = walk
+  causal, mask = out.arg[1], _mask(out)
+  neg_inf = UOp.const(acc_dt, -math.inf)
   for row in rows:
     scores = []
     for (j, valid), kj in zip(keys, ks):
@@ -265,13 +331,42 @@ def attention_values(lw, out, batch: tuple, places: list, active: UOp | None = N
   # the m ASSIGNs last: the other updates read m's old value (module docstring)
   assigns = [UOp(Ops.ASSIGN, acc_dt, (a, c)) for row in rows for a, c in zip(row.accs, row.cur)]
   assigns += [UOp(Ops.ASSIGN, acc_dt, (row.m, row.cur_m)) for row in rows]
-  loop = UOp(Ops.ENDRANGE, None, (rng, *assigns))
-  out_rows = []
+  return UOp(Ops.ENDRANGE, None, (rng, *assigns))
+
+
+def _split_key_loops(walk: tuple, end: UOp, unroll: int) -> UOp:
+  """The keys 0..end-1 under a run-time key count `end` (a symbolic key length) in two loops:
+  end // unroll trips of `unroll` keys, then the rest one key per trip, the second loop's
+  accumulators starting where the first left them. No key past the end is read, so nothing is
+  masked or clamped (where one loop of ceil(end / unroll) trips masked every k and v value of
+  its keys: lavapipe and SwiftShader ran 1.3-1.4x the static kernel's GPU time, 2.3x at end =
+  1). lavapipe runs the first loop 1000x slower where it makes no trip (end < unroll: 4-110 ms
+  against 0.05; the second loop making none is as fast), so a kernel with a bare symbolic key
+  count takes a variant of one key per trip below `unroll` (attention_variants). Returns the
+  last loop's ENDRANGE."""
+  lw, out, batch, rows, acc_dt = walk
+  k, v = out.src[1], out.src[2]
+
+  def loop(trips: UOp, indices) -> UOp:       # indices(rng): the keys of a trip
+    rng = UOp(Ops.RANGE, I32, (trips,), lw._id())
+    keys = [(j, None) for j in indices(rng)]
+    ks = [_row_values(lw, k, batch + (j,), k.shape[-1], None, acc_dt) for j, _ in keys]
+    vs = [_row_values(lw, v, batch + (j,), v.shape[-1], None, acc_dt) for j, _ in keys]
+    return _walk_keys(walk, rng, keys, ks, vs)
+  if unroll == 1:
+    return loop(end, lambda rng: [rng])
+  step = int_const(unroll)
+  first = loop(end // step, lambda rng: [rng * step + int_const(t) for t in range(unroll)])
   for row in rows:
-    total = UOp(Ops.AFTER, acc_dt, (row.accs[0], loop))
-    values = [UOp(Ops.AFTER, acc_dt, (acc, loop)) / total for acc in row.accs[1:]]
-    out_rows.append([x if x.dtype == out.dtype else x.cast(out.dtype) for x in values])
-  return out_rows
+    row.reopen(lw, first)
+  done = end // step * step
+  return loop(end - done, lambda rng: [done + rng])
+
+
+def _mask(out) -> object | None:
+  """The ATTENTION node's mask source, or None."""
+  srcs = out.src[:-1] if len(out.arg) > 2 else out.src
+  return srcs[3] if len(srcs) > 3 else None
 
 
 def _key_end(lw, out, last: UOp, limit, n_q: int, causal: bool) -> UOp | None:

@@ -52,11 +52,12 @@ def online_pairs(item: ScheduleItem) -> dict:
   takes both in one loop)."""
   pairs = {}
   for l in kernel_reduces(item):
-    if l.arg[0] is not Ops.ADD or (shifted := max_shifted(l.src[0])) is None:
+    if l.arg[0] is not Ops.ADD or (shifted := max_shifted(unmasked(l))) is None:
       continue
     m, x, c = shifted
     if m.arg[1] == l.arg[1] and not _reduces_in(x, item):
-      pairs[id(m)] = pairs[id(l)] = (m, l, x, c)
+      # over a symbolic row, x as the max reads it (its padding -inf: adds exp2(-inf) = 0)
+      pairs[id(m)] = pairs[id(l)] = (m, l, m.src[0], c)
   return pairs
 
 
@@ -72,10 +73,25 @@ def max_shifted(node: LazyOp) -> tuple | None:
   if seen.op is not L.VIEW or not seen.src or c.op is not L.CONST or not 0 < c.arg < math.inf:
     return None
   m = seen.src[0]      # (a node realized earlier keeps no sources: not known to be max(x))
-  if m.op is not L.REDUCE or not m.src or m.arg[0] is not Ops.MAX or m.src[0] is not x or \
+  if m.op is not L.REDUCE or not m.src or m.arg[0] is not Ops.MAX or \
+     unmasked(m) is not x or \
      seen.arg != View.contiguous(m.shape).expand(x.shape) or not x.dtype.is_float():
     return None
   return m, x, float(c.arg)
+
+
+def unmasked(r: LazyOp) -> LazyOp:
+  """The source of reduction `r` before the padding of its symbolic axes was replaced by the
+  op's identity (tensor/ops/reduce.py: r.bound is set and r reads an identity view of where(i <
+  n, x, identity), tensor/symbolic.masked): x; else r's source. A softmax over rows of n takes
+  max(where(i < n, x, -inf)) and the sum of where(i < n, exp2((x - max) * c), 0): at every
+  value position x <= max all the same (max_shifted)."""
+  node = r.src[0]
+  inner = node.src[0] if node.op is L.VIEW and node.src else None
+  if not r.bound or inner is None or node.arg != View.contiguous(inner.shape) or \
+     not _is_alu(inner, Ops.WHERE):
+    return node
+  return inner.src[1]
 
 
 def _is_alu(node: LazyOp, op: Ops) -> bool:

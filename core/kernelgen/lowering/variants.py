@@ -51,12 +51,22 @@ length (Lowerer._run_loop): per-kernel GPU time (load ~19) 0.136 ms against the 
 2-lane variant 64 workgroups: 0.051 against 0.014 ms. A thread per row (row_lanes=1) over the
 symbolic row ran 2.2 ms at n = 1 and 43 ms at n = 16 but 0.067 at n = 77 with the same WGSL
 (hi 128 or 4096 alike): lavapipe, cause not found (see ROW_VARIANT_MIN_LANES).
+
+Later (issue 34, load 15-19): the cause was the thread's vec4 loads (group_vec 4): the same
+kernel reading scalars runs as the static one, so up to an adapter's option row_short a row
+kernel takes a thread per row reading scalars (SHORT_ROW_OPTIONS; lavapipe 96, SwiftShader 8:
+render/wgsl/adapters.py has the figures), and lane variants unroll their short runs once. A
+fused attention kernel over a bare symbolic key count takes a variant of one key per trip below
+its keys per trip (attention.attention_variants: lavapipe runs a 4-key loop that makes no trip
+1000x slower).
 """
 from __future__ import annotations
 
 import math
 
+from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
+from .attention import attention_variants
 from ..graph.view import prod
 from .lowerer import Opts, grid_axis
 from .rows import lane_steps, row_opts
@@ -67,11 +77,27 @@ from ..render.target import Target
 
 # representative bound values: the range's low end, then this factor up, below the top
 VARIANT_STEP = 2
-# a row kernel's variants take at least this many lanes per row: lavapipe ran a thread per row
-# over a symbolic row padded to 4096 (softmax (64, n), the 1-lane variant alone, best of 3 under
-# load 9 on 2 CPUs) in 1.6 ms at n = 1 and 5 ms at n = 16, where 2 lanes took 0.05 and 32 lanes
-# 0.12 (the static kernel's thread per row: 0.014 / 0.026); why is not known
+# a row kernel's lane variants take at least this many lanes per row: lavapipe ran a thread per
+# row over a symbolic row padded to 4096 (softmax (64, n), the 1-lane variant alone, best of 3
+# under load 9 on 2 CPUs) in 1.6 ms at n = 1 and 5 ms at n = 16, where 2 lanes took 0.05 and 32
+# lanes 0.12 (the static kernel's thread per row: 0.014 / 0.026): its vec4 loads (below)
 ROW_VARIANT_MIN_LANES = 2
+# a symbolic row's variant for bound values up to option row_short (render/wgsl/adapters.py): a
+# thread per row reading one element per step. lavapipe ran a thread per row over rows padded to
+# 4096 with vec4 loads (the group_vec default) 1.3 ms at n = 1, 3.4 at n = 16 (the same kernel
+# reading scalars 0.019 / 0.035, the static kernel 0.012 / 0.036): the vec4 loads, not the
+# thread per row, were ROW_VARIANT_MIN_LANES's slowness (softmax (64, n), best of 7-9
+# interleaved, load 15-16 on 2 CPUs). Natively, ms, SwiftShader static | vec4 (the kernel) |
+# scalars: n = 1 0.0085 | 0.017 | 0.013, 5 0.019 | 0.027 | 0.021, 16 0.020 | 0.022 | 0.033, 77
+# 0.10 | 0.057 | 0.11 (its row_short: 8); lavapipe static | the lane variant | 8 lanes unrolled
+# once | scalars: n = 1 0.018 | 0.043 | 0.035 | 0.017, 16 0.022 | 0.041 | 0.031 | 0.020, 31
+# 0.043 | 0.032 | 0.031 | 0.028, 77 0.042 | 0.075 | 0.069 | 0.050, 127 0.059 | 0.064 | 0.062 |
+# 0.072 (its row_short: 96)
+SHORT_ROW_OPTIONS = {"row_lanes": 1, "group_vec": 1}
+# a lane variant's runs are short (rows.py: at least 8 elements per lane, so 2-4 vec4 steps):
+# unrolled once, the lanes share a row of 77 as 3 steps each, where 4 unrolled steps left 3 of
+# 8 lanes idle (lavapipe, (64, 77) in 8 lanes, same load: 0.069-0.053 ms against 0.075-0.060)
+LANE_VARIANT_OPTIONS = {"group_unroll": 1}
 # at most this many variants besides the kernel itself (each costs a compile and a pipeline; a
 # symbolic N matmul on lavapipe, (64, 512) @ (512, n) in 1..2048, takes 8: the tile changes at
 # n = 2, 3, 4, 8, 61, 249, 497, 505 and 1009, 497..504 joining the run below, and a value
@@ -84,16 +110,20 @@ def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | Non
   """[(dim, most, options)]: the variants `item` (chosen `opts`) takes for small bound values
   of its symbolic dim: a row kernel's over a symbolic row (row_variants), a register tile's
   where the kernel has a run-time grid (`gridded`: tile_variants); else []."""
+  if item.out.op is L.ATTENTION:
+    return attention_variants(item, options, opts)
   if item.rows:
     return row_variants(item, target, options, opts)
   return tile_variants(item, target, options, opts) if gridded else []
 
 
 def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None) -> list:
-  """[(dim, most, {"row_lanes": lanes})]: a row kernel over a symbolic row length (its first row
-  axis a plain dim, the only symbolic axis) takes, for each range of bound values where rows.py's
-  default lanes per row are fewer than the kernel's (chosen at the top of the range), those
-  lanes, smallest first; [] where the lanes are forced or the same all the way down."""
+  """[(dim, most, options)]: a row kernel over a symbolic row length (its first row axis a plain
+  dim, the only symbolic axis) takes, for bound values up to option row_short (an adapter's:
+  SHORT_ROW_OPTIONS), a thread per row reading scalars, then for each range of bound values
+  where rows.py's default lanes per row are fewer than the kernel's (chosen at the top of the
+  range), those lanes (each lane's run unrolled once: LANE_VARIANT_OPTIONS), smallest first;
+  [] where the lanes are forced or the same all the way down."""
   out = row_node(item.out)
   dim = grid_dim(item, out)
   if dim is None or opts is None or dim[0] != item.rows[0] or "row_lanes" in options or \
@@ -102,6 +132,17 @@ def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts |
   _, name, lo, hi = dim
   rest = prod(out.shape[a] for a in item.rows[1:])
   merged = with_adapter_defaults(item, target, options)
+  short = min(int(merged.get("row_short", 0) or 0) // rest, hi - 1)
+  lanes = _lane_variants(item, target, merged, opts, (name, lo, hi), rest)
+  if short < lo or (opts.row_lanes == 1 and opts.group_vec == 1):    # (the kernel's own form)
+    return lanes
+  return [(name, short, SHORT_ROW_OPTIONS)] + [v for v in lanes if v[1] > short]
+
+
+def _lane_variants(item: ScheduleItem, target: Target, merged: dict, opts: Opts, dim: tuple,
+                   rest: int) -> list:
+  """row_variants' lane ladder for `dim` (name, lo, hi), `rest` elements per row per value."""
+  name, lo, hi = dim
   starts = sorted({lo} | {-(-s // rest) for s in lane_steps(lo * rest, hi * rest)})
   ladder = []
   for start, end in zip(starts, starts[1:] + [hi + 1]):
@@ -111,7 +152,7 @@ def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts |
     else:
       ladder.append((end - 1, lanes))
   kept = [(most, lanes) for most, lanes in ladder if lanes < max(opts.row_lanes, 1) and most < hi]
-  return [(name, most, {"row_lanes": lanes}) for most, lanes in kept]
+  return [(name, most, {"row_lanes": lanes, **LANE_VARIANT_OPTIONS}) for most, lanes in kept]
 
 
 def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None) -> list:

@@ -327,15 +327,16 @@ def compact(raw: bytes, phys: tuple, shape: tuple, item: int) -> bytes:
 
 # ---- attention ----------------------------------------------------------------------------------
 
-def attention_operands(q, k, v, mask, causal: bool, offset):
+def attention_operands(q, k, v, mask, causal: bool, offset, length: bool = True):
   """(k, v, mask) for sdpa over symbolic sizes: the keys' padding zeroed (so no unspecified
   value meets a zero weight) and left out by a bool mask, which also holds the causal rule with
   query i at position i + offset (`offset` an int or a Sym: a run-time value) and the given
-  mask."""
+  mask. Without `length` the mask leaves the keys past a symbolic key length in (the fused
+  kernel walks only the keys before it: key_count)."""
   cls, n, m = type(q), q.shape[-2], k.shape[-2]
   keys = cls.arange(m, device=q.device).reshape(1, m)
   ok = None
-  length = logical(k)[-2]
+  length = logical(k)[-2] if length else None
   if isinstance(length, Sym):
     ok = keys < scalar(cls, length, q.device)
   if causal:

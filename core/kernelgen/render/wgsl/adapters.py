@@ -79,8 +79,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # Later, at idle (load ~0.5, bench/peers_probe.py, best / median of 16 interleaved, ms), the
   # max loop as compare-and-select plus one NaN flag (exact, no kg_fmax) and the row's sum as one
   # reciprocal then multiplies, each on and off: 41.7-49.0 / 55.3-58.7 over the four (tinygrad
-  # 61.4 / 77.5); on lavapipe (12 rounds) 38.8-39.2 / 41.8-42.9 (tinygrad 66.3 / 71.9): within
-  # the noise, so neither was kept.
+  # 61.4 / 77.5); on lavapipe (12 rounds) 38.8-39.2 / 41.8-42.9 (tinygrad 66.3 / 71.9): noise.
   # On a faster machine (idle, hand-edited WGSL in Chromium, best of 10-12 interleaved, ms; two
   # runs): as compiled 35.1 / 39.9 | kg_exp2 as only its NaN select 36.7 (second run) | exp values
   # stored then rescaled 32.1 / 39.4 | both 36.7 | no guards at all 27.6-34.8; tinygrad's 3
@@ -167,8 +166,9 @@ TABLE: dict[tuple[str, str], dict] = {
   # 124-131 | G=16 151-160 | G=32 225-240 | G=64 542 | G=4 folding by subgroups 108-117 | the
   # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
   # pay for them, nor for the array's stores and loads: not kept.
+  # row_short (34): lowering/variants.py SHORT_ROW_OPTIONS (measured there; lavapipe's too)
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
-                            "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS},
+                            "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "row_short": 8},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
   # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
@@ -226,7 +226,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
                          "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
-                         "q4_lanes": 8},
+                         "q4_lanes": 8, "row_short": 96},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth

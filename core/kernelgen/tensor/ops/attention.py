@@ -37,10 +37,12 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal: bool = False, sc
     raise ShapeError("give either a mask or is_causal=True, not both (as torch)")
   if offset is not None and not is_causal:
     raise ShapeError("offset places causal queries: give it with is_causal=True")
-  keys = None
+  keys = fused = None
   if offset is not None or any(t.node.sym is not None for t in (q, k, v)):
     from ..symbolic import attention_operands, key_count
     keys = key_count(k)
+    if keys is not None:    # the fused kernel reads no key past `keys`: k, v as they are
+      fused = (k, v, attention_operands(q, k, v, mask, is_causal, offset or 0, False)[2])
     k, v, mask = attention_operands(q, k, v, mask, is_causal, offset or 0)
     is_causal = False
   if q.ndim < 2 or k.ndim < 2 or v.ndim < 2 or q.shape[-1] != k.shape[-1] or \
@@ -51,6 +53,7 @@ def scaled_dot_product_attention(q, k, v, mask=None, is_causal: bool = False, sc
   if mask is not None and not hasattr(mask, "shape"):
     mask = type(q)(mask, device=q.device)
   if _fusable(q, k, v, mask):
+    k, v, mask = fused or (k, v, mask)
     return _fused_attention(q, k, v, mask, is_causal, float(scale), keys)
   return _split_attention(q, k, v, mask, is_causal, scale)
 
