@@ -23,9 +23,11 @@ destroyed; ours holds both programs). Not a test: nothing is asserted; the load 
 
     python bench/lm_page.py [--configs smollm2-135m] [--dtypes q4,fp32] [--layers L]
                             [--prompt 128] [--tokens 128] [--adapters swiftshader,lavapipe]
-                            [--rounds 3] [--keep DIR] [--json OUT]
+                            [--rounds 3] [--last-logits] [--keep DIR] [--json OUT]
 
 `--layers L` keeps the real widths and cuts the depth (full depth is slow on software adapters);
+`--last-logits` writes the models with the LM head on the last position only (as exports with
+logits_to_keep do; without it every system's prefill computes the head for all the prompt);
 `--keep DIR` keeps the ONNX files and bundles there and reuses them.
 """
 from __future__ import annotations
@@ -56,10 +58,10 @@ ISOLATED = {"Cross-Origin-Opener-Policy": "same-origin",
             "Cross-Origin-Embedder-Policy": "require-corp"}
 
 
-def write_model(cfg, dtype: str, path: Path) -> None:
+def write_model(cfg, dtype: str, path: Path, last_logits: bool) -> None:
   """The random-weight model of `cfg` in `dtype` as one .onnx file (ORT-web reads one buffer)."""
   if not path.exists():
-    path.write_bytes(lm_models.build(cfg, dtype).SerializeToString())
+    path.write_bytes(lm_models.build(cfg, dtype, last_logits=last_logits).SerializeToString())
 
 
 def export_pair(kg, path: Path, folder: Path, adapter: str, prompt: int, context: int) -> dict:
@@ -181,9 +183,9 @@ def one_model(kg, server, pages, data: Path, name: str, cfg, dtype: str, prompt:
               args):
   """The rows of one model in one dtype (a generator: each as it is timed): written, its
   reference tokens, exported, timed."""
-  tag = f"{name}-L{cfg.layers}-{dtype}"
+  tag = f"{name}-L{cfg.layers}-{dtype}{'-last' if args.last_logits else ''}"
   onnx = data / f"{tag}.onnx"
-  write_model(cfg, dtype, onnx)
+  write_model(cfg, dtype, onnx, args.last_logits)
   start = time.perf_counter()
   want = lm_models.ort_greedy(str(onnx), prompt, args.tokens)
   print(f"{tag}: onnxruntime CPU greedy {time.perf_counter() - start:.1f} s", file=sys.stderr,
@@ -237,6 +239,8 @@ def main(argv=None) -> int:
   parser.add_argument("--tokens", type=int, default=128)
   parser.add_argument("--adapters", default=",".join(ADAPTERS))
   parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--last-logits", action="store_true",
+                      help="the models' LM head on the last position only (logits_to_keep 1)")
   parser.add_argument("--keep", type=Path, help="keep (and reuse) the models and bundles here")
   parser.add_argument("--json", type=Path, help="write every figure here")
   args = parser.parse_args(argv)

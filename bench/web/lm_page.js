@@ -186,7 +186,7 @@ function ortSystem(ort, session, spec, gpuDevice) {
       out[p.name.replace('past_key_values.', 'present.')]]));
     const logits = await out.logits.getData();
     out.logits.dispose?.();
-    return argmax(logits, (n - 1) * spec.vocab, spec.vocab);
+    return argmax(logits, logits.length - spec.vocab, spec.vocab);   // the last position's
   };
   return {
     async prefill(prompt) {
