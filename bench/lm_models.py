@@ -206,10 +206,12 @@ def _skip_norm(bld: _Builder, x: str, residual: str, weight: str, name: str) -> 
   return f"{name}/out", f"{name}/sum"
 
 
-def build(cfg: Config, dtype: str = "fp32", seed: int = 0, rotary: str = "op"):
+def build(cfg: Config, dtype: str = "fp32", seed: int = 0, rotary: str = "op",
+          last_logits: bool = False):
   """The onnx ModelProto of a random-weight causal LM of `cfg` in `dtype` (fp32, fp16, q4);
   rotary "op" (RotaryEmbedding nodes before the attention) or "gqa" (GroupQueryAttention's
-  do_rotary with the caches)."""
+  do_rotary with the caches); last_logits: the LM head on the last position only (logits
+  (B, 1, vocab), as exports with logits_to_keep = 1 compute them)."""
   from onnx import TensorProto, helper
   if dtype not in ("fp32", "fp16", "q4") or rotary not in ("op", "gqa"):
     raise ValueError(f"dtype {dtype!r}: fp32, fp16 or q4; rotary {rotary!r}: op or gqa")
@@ -229,6 +231,10 @@ def build(cfg: Config, dtype: str = "fp32", seed: int = 0, rotary: str = "op"):
     weight = bld.norm_weight("final_norm" if last else f"layers.{i + 1}.input_norm")
     h, residual = _skip_norm(bld, mlp, residual, weight, f"layers.{i + 1}.norm1")
   bld.nodes[-1].output[3] = ""          # the last residual sum is not used
+  if last_logits:
+    bld.node("Gather", [h, bld.init("last_index", np.array([-1], np.int64))], ["last/out"],
+             axis=1)
+    h = "last/out"
   logits = bld.linear(h, "lm_head", cfg.hidden, cfg.vocab, std=0.5)
   bld.node("Identity", [logits], ["logits"])
   ft, kvd = bld.float_type, cfg.head_dim
@@ -238,7 +244,8 @@ def build(cfg: Config, dtype: str = "fp32", seed: int = 0, rotary: str = "op"):
   past = [helper.make_tensor_value_info(f"past_key_values.{i}.{w}", ft,
                                         ["batch", cfg.kv_heads, "past", kvd])
           for i in range(cfg.layers) for w in ("key", "value")]
-  outs = [helper.make_tensor_value_info("logits", ft, ["batch", "seq", cfg.vocab])]
+  outs = [helper.make_tensor_value_info("logits", ft, ["batch", 1 if last_logits else "seq",
+                                                       cfg.vocab])]
   outs += [helper.make_tensor_value_info(f"present.{i}.{w}", ft,
                                          ["batch", cfg.kv_heads, "total", kvd])
            for i in range(cfg.layers) for w in ("key", "value")]

@@ -1,0 +1,93 @@
+"""An ONNX causal LM (the transformers.js / Optimum layout: `input_ids`, `attention_mask`,
+`position_ids`, `past_key_values.{i}.key|value` -> `logits`, `present.{i}.key|value`) as a causal
+LM bundle (export/causal.py): one step of the model traced on symbolic inputs, its caches kept
+as bundle state, the next token drawn on the device.
+
+`causal_program(model, step, context)` gives (outputs, state) for
+`kg.export(outputs, DIR, state=state)`: inputs `input_ids` and `position_ids` (1, step) int32,
+`attention_mask` (1, total) int32 (total a kg.Dim 1..context), `temperature` (1,) and `seed`
+(1,); the state `past_key_values.{i}.key|value` (1, kv_heads, past, head_dim), past a kg.Dim
+0..context - 1; outputs `logits` (1, vocab) of the last new token, `token` (1,) int32
+(causal.device_token) and `present.{i}.key|value`. The step is a fixed number of new tokens: 1
+for decoding (model.js `generate` then runs a prompt token by token), the prompt's length for a
+prefill program (a symbolic step would run the row-wise kernels at their top for every token).
+"""
+from __future__ import annotations
+
+from ..dtype import dtypes
+from ..errors import ModelError
+from ..graph.dims import Dim
+from ..tensor.tensor import Tensor
+from .causal import device_token
+from .inputs import buffer_name
+from .plan import ModelOutputs
+
+PAST = "past_key_values."
+
+
+def _empty(name: str, shape: tuple, dtype, taken: set) -> Tensor:
+  """Tensor.empty input `name` (its buffer an identifier; the manifest keeps `name`)."""
+  ident = buffer_name(name, taken)
+  taken.add(ident)
+  t = Tensor.empty(*shape, dtype=dtype, device="PYTHON", name=ident)
+  node = t.node
+  while getattr(node, "buffer", None) is None and node.src:
+    node = node.src[0]
+  node.buffer.public_name = name
+  return t
+
+
+def _check(model) -> list:
+  """The past inputs of `model` (sorted); ModelError unless it is a causal LM this reads."""
+  names = set(model.input_names)
+  past = sorted(n for n in names if n.startswith(PAST))
+  other = names - set(past) - {"input_ids", "attention_mask", "position_ids"}
+  if "input_ids" not in names or "logits" not in model.output_names or not past or other:
+    raise ModelError(f"a causal LM bundle needs an ONNX model with inputs input_ids, "
+                     f"past_key_values.*, optionally attention_mask and position_ids, and an "
+                     f"output logits (the transformers.js / Optimum layout); this one has inputs "
+                     f"{model.input_names} and outputs {model.output_names}")
+  for name in past:
+    shape = model.input_shapes.get(name) or ()
+    if len(shape) != 4 or not all(isinstance(d, int) and d > 0 for d in (shape[1], shape[3])):
+      raise ModelError(f"input {name!r} is declared {shape}: a causal LM bundle needs (batch, "
+                       f"kv_heads, past, head_dim) with kv_heads and head_dim as numbers")
+  return past
+
+
+def causal_program(model, step: int = 1, context: int = 256) -> tuple:
+  """(outputs, state) of one step of `step` new tokens of ONNX causal LM `model` (kg.onnx.load)
+  with a cache of up to `context` tokens, to export with kg.export(outputs, DIR, state=state)
+  (see the module docstring). Raises ModelError for a model not in that layout."""
+  past_names = _check(model)
+  if step < 1 or context <= step:
+    raise ModelError(f"step {step} and context {context}: give 1 <= step < context")
+  names = set(model.input_names)
+  past = Dim("past", 0, context - 1).bind(0)
+  total = Dim("total", 1, context).bind(step)
+  taken: set = set()
+  i32 = dtypes.int32
+  feeds = {"input_ids": _empty("input_ids", (1, step), i32, taken)}
+  if "position_ids" in names:
+    feeds["position_ids"] = _empty("position_ids", (1, step), i32, taken)
+  if "attention_mask" in names:
+    feeds["attention_mask"] = _empty("attention_mask", (1, total), i32, taken)
+  for name in past_names:
+    shape = model.input_shapes[name]
+    feeds[name] = _empty(name, (1, shape[1], past, shape[3]),
+                         model.input_dtypes.get(name) or dtypes.float32, taken)
+  out = model.run(feeds, device="PYTHON", replay=False)
+  logits = out["logits"]
+  last = logits.reshape(-1, logits.shape[-1])[logits.numel() // logits.shape[-1] - 1]
+  last = last.reshape(1, logits.shape[-1])
+  temperature = _empty("temperature", (1,), dtypes.float32, taken)
+  seed = _empty("seed", (1,), i32, taken)
+  outputs = ModelOutputs(logits=last, token=device_token(last, temperature, seed))
+  state = {}
+  for name in past_names:
+    present = name.replace(PAST, "present.")
+    if present not in out:
+      raise ModelError(f"input {name!r} has no output {present!r} to keep as its cache")
+    outputs[present] = out[present]
+    state[name] = present
+  return outputs, state
