@@ -86,3 +86,33 @@ def test_other_layouts_and_steps_are_model_errors():
   lm = kg.onnx.load(lm_models.build(lm_models.CONFIGS["tiny"], "fp32").SerializeToString())
   with pytest.raises(kg.ModelError, match="1 <= step < context"):
     causal_program(lm, step=8, context=8)
+
+
+@pytest.mark.parametrize("device,rotary", [("PYTHON", "op"), ("PYTHON", "gqa"), ("WEBGPU", "op")])
+def test_symbolic_new_tokens_over_a_symbolic_past_match_onnxruntime(device, rotary):
+  """Both the new tokens (`seq`) and the past are symbolic dims, so prefill and decode steps of
+  any size share the program: GroupQueryAttention places the new keys at the run-time count of
+  new tokens, never at the padded size (which gave NaN logits once the past was not empty)."""
+  ort = pytest.importorskip("onnxruntime")
+  device_runtime(device)
+  cfg = lm_models.CONFIGS["tiny"]
+  model = lm_models.build(cfg, "fp32", rotary=rotary)
+  sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+  lm = kg.onnx.load(model.SerializeToString(),
+                    dims={"batch": 1, "seq": (1, CONTEXT - 1), "past": (0, CONTEXT - 1),
+                          "total": (1, CONTEXT)})
+  past = {f"past_key_values.{i}.{w}": np.zeros((1, cfg.kv_heads, 0, cfg.head_dim), np.float32)
+          for i in range(cfg.layers) for w in ("key", "value")}
+  tokens, done = PROMPT + [11, 6, 10], 0
+  for new in (4, 1, 3, 1, 2):
+    feeds = {"input_ids": np.array([tokens[done:done + new]], np.int64),
+             "attention_mask": np.ones((1, done + new), np.int64),
+             "position_ids": np.arange(done, done + new)[None], **past}
+    names = [o.name for o in sess.get_outputs()]
+    want = dict(zip(names, sess.run(None, feeds)))
+    got = lm.run(feeds, device=device)
+    for name in names:
+      np.testing.assert_allclose(got[name].numpy(), want[name], rtol=1e-4, atol=1e-4,
+                                 err_msg=f"{name} after {done} tokens, {new} new")
+    past = {n.replace("present.", "past_key_values."): want[n] for n in names if "present" in n}
+    done += new

@@ -277,16 +277,18 @@ def _sink(ins, at, heads: int, device) -> Tensor | None:
   return None
 
 
-def _past_len(past_k: Tensor | None, lens: Tensor, s: int) -> Tensor:
+def _past_len(past_k: Tensor | None, lens: Tensor, s) -> Tensor:
   """(B,) int32: where each batch row's new keys go, 0 on a prompt (no past; its rows are
-  right-padded), else lens - s. A symbolic past length decides it at run time."""
+  right-padded), else lens - s (s the new tokens: an int, or a Sym read at run time, never its
+  padded size). A symbolic past length decides it at run time."""
   if past_k is None:
     return lens * 0
-  n = past_k.symbolic_shape[2]
-  if not isinstance(n, Sym):
-    return lens * 0 if n == 0 else lens - s
   from ...tensor.symbolic import scalar
-  return where(scalar(Tensor, n, lens.device) == 0, lens * 0, lens - s)
+  n = past_k.symbolic_shape[2]
+  new = scalar(Tensor, s, lens.device) if isinstance(s, Sym) else s
+  if not isinstance(n, Sym):
+    return lens * 0 if n == 0 else lens - new
+  return where(scalar(Tensor, n, lens.device) == 0, lens * 0, lens - new)
 
 
 def _present_length(total, past_k: Tensor | None):
@@ -315,7 +317,7 @@ def _group_query_attention(ins, at):
   total = ins.scalar(6)
   total = total if isinstance(total, Sym) else int(total)
   lens = ins[5].cast(dtypes.int32).reshape(b) + 1                  # (B,): each row's keys
-  past_len = _past_len(past_k, lens, s)
+  past_len = _past_len(past_k, lens, q.symbolic_shape[1])
   if at.int("do_rotary", 0):
     pos = ins[9].cast(dtypes.int32) if ins.has(9) else \
       Tensor.arange(s, device=q.device).reshape(1, s) + past_len.reshape(b, 1)
