@@ -278,14 +278,12 @@ def _sink(ins, at, heads: int, device) -> Tensor | None:
 
 
 def _past_len(past_k: Tensor | None, lens: Tensor, s) -> Tensor:
-  """(B,) int32: where each batch row's new keys go, 0 on a prompt (no past; its rows are
-  right-padded), else lens - s (s the new tokens: an int, or a Sym read at run time, never its
-  padded size). A symbolic past length decides it at run time."""
+  """(B,) int32: where each batch row's new keys go, 0 on a prompt (no past), else lens - s (s:
+  the new tokens, a Sym read at run time, never its padded size); likewise a symbolic past."""
+  from ...tensor.symbolic import scalar
   if past_k is None:
     return lens * 0
-  from ...tensor.symbolic import scalar
-  n = past_k.symbolic_shape[2]
-  new = scalar(Tensor, s, lens.device) if isinstance(s, Sym) else s
+  n, new = past_k.symbolic_shape[2], scalar(Tensor, s, lens.device) if isinstance(s, Sym) else s
   if not isinstance(n, Sym):
     return lens * 0 if n == 0 else lens - new
   return where(scalar(Tensor, n, lens.device) == 0, lens * 0, lens - new)
