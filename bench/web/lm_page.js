@@ -16,6 +16,7 @@
 // (dispatchWorkgroups / Indirect) per decode step, and live GPU buffer bytes per device (created
 // minus destroyed; a buffer left to the garbage collector stays counted) with their peak.
 import * as ortGpu from '/npm/onnxruntime-web/dist/ort.webgpu.min.mjs';
+import { describe, largestLimits } from './bench_device.js';
 
 const DIST = '/npm/onnxruntime-web/dist/';
 const WARM_STEPS = 2;
@@ -63,21 +64,10 @@ wrapCounters();
 
 const memoryOf = (device) => (device && counts.devices.get(device)) || null;
 
-function describe(info) {
-  return info ? [info.description, info.vendor, info.architecture].filter(Boolean).join(' / ')
-    : null;
-}
-
 async function device() {
   if (state.device) return state.device;
   const found = await navigator.gpu.requestAdapter();
-  const limits = {};
-  for (const key of ['maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX',
-    'maxComputeWorkgroupSizeY', 'maxComputeWorkgroupSizeZ', 'maxStorageBuffersPerShaderStage',
-    'maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize',
-    'maxComputeWorkgroupsPerDimension']) {
-    limits[key] = found.limits[key];
-  }
+  const limits = largestLimits(found);
   state.adapter = describe(found.info);
   state.device = await found.requestDevice({ requiredLimits: limits });
   return state.device;

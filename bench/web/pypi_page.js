@@ -5,6 +5,7 @@
 // the CPU in, every output back on the CPU. Playwright calls window.pypi.*; each returns plain
 // data (outputs as arrays of numbers, for the Python side to check against onnxruntime's).
 import * as ortGpu from '/npm/onnxruntime-web/dist/ort.webgpu.min.mjs';
+import { describe, largestLimits } from './bench_device.js';
 
 const DIST = '/npm/onnxruntime-web/dist/';
 const ARRAYS = { float32: Float32Array, float16: Uint16Array, int32: Int32Array,
@@ -21,22 +22,11 @@ if ('gpu' in navigator && compat) {
     featureLevel: 'compatibility' });
 }
 
-function describe(info) {
-  return info ? [info.description, info.vendor, info.architecture].filter(Boolean).join(' / ')
-    : null;
-}
-
 // our device: the page's adapter with its largest compute limits (bundles share it)
 async function device() {
   if (state.device) return state.device;
   const found = await navigator.gpu.requestAdapter();
-  const limits = {};
-  for (const key of ['maxComputeInvocationsPerWorkgroup', 'maxComputeWorkgroupSizeX',
-    'maxComputeWorkgroupSizeY', 'maxComputeWorkgroupSizeZ', 'maxStorageBuffersPerShaderStage',
-    'maxStorageBufferBindingSize', 'maxBufferSize', 'maxComputeWorkgroupStorageSize',
-    'maxComputeWorkgroupsPerDimension']) {
-    limits[key] = found.limits[key];
-  }
+  const limits = largestLimits(found);
   state.adapter = describe(found.info);
   const stamps = found.features.has('timestamp-query') ? ['timestamp-query'] : [];
   state.device = await found.requestDevice({ requiredLimits: limits, requiredFeatures: stamps });
