@@ -14,6 +14,8 @@ prefill program (a symbolic step would run the row-wise kernels at their top for
 """
 from __future__ import annotations
 
+import math
+
 from ..dtype import dtypes
 from ..errors import ModelError
 from ..graph.dims import Dim
@@ -78,7 +80,7 @@ def causal_program(model, step: int = 1, context: int = 256) -> tuple:
                          model.input_dtypes.get(name) or dtypes.float32, taken)
   out = model.run(feeds, device="PYTHON", replay=False)
   logits = out["logits"]
-  last = logits.reshape(-1, logits.shape[-1])[logits.numel() // logits.shape[-1] - 1]
+  last = logits.reshape(-1, logits.shape[-1])[math.prod(logits.shape[:-1]) - 1]
   last = last.reshape(1, logits.shape[-1])
   temperature = _empty("temperature", (1,), dtypes.float32, taken)
   seed = _empty("seed", (1,), i32, taken)
