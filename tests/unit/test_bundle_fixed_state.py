@@ -124,6 +124,11 @@ def test_a_bundle_for_more_storage_buffers_records_the_limit_in_its_manifest(tmp
   assert len(wide.manifest["kernels"]) == 1 < len(narrow.manifest["kernels"])
   assert wide.manifest["limits"] == {"maxStorageBuffersPerShaderStage": 13}
   assert kg.load_bundle(str(tmp_path / "wide")).manifest["limits"] == wide.manifest["limits"]
+  wgpu_device()                   # natively (wgpu's lavapipe gives more than 13) it runs
+  rng = np.random.default_rng(0)
+  feed = {f"x{i}": rng.standard_normal(64).astype(np.float32) for i in range(12)}
+  np.testing.assert_allclose(wide.run(feed, device="WEBGPU")["y"].numpy(),
+                             sum(feed[f"x{i}"] * (i + 1) for i in range(12)), rtol=1e-6)
   where = tmp_path / "wide" / "manifest.json"
   for bad in ({"maxStorageBuffersPerShaderStage": 0}, {"maxStorageBuffers": 13}, [13]):
     manifest = json.loads(where.read_text())
