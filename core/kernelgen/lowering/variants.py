@@ -81,6 +81,7 @@ from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
 from .attention import attention_variants
 from ..graph.view import prod
 from .lowerer import Opts, grid_axis
+from .pinned import PIN
 from .rows import lane_steps, row_opts
 from .threads import grid_local, local_size
 from .optimize import TILE_MIN_THREADS, TILES, LONG_TILE_REDUCE, preferred_tiles, \
@@ -146,9 +147,13 @@ def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts |
   merged = with_adapter_defaults(item, target, options)
   short = min(int(merged.get("row_short", 0) or 0) // rest, hi - 1)
   lanes = _lane_variants(item, target, merged, opts, (name, lo, hi), rest)
-  if short < lo or (opts.row_lanes == 1 and opts.group_vec == 1):    # (the kernel's own form)
+  if short < lo:
     return lanes
-  return [(name, short, SHORT_ROW_OPTIONS)] + [v for v in lanes if v[1] > short]
+  pinned = [(name, lo, {**SHORT_ROW_OPTIONS, PIN: lo})]      # the range's low end (pinned.py)
+  if opts.row_lanes == 1 and opts.group_vec == 1:    # (the kernel's own form)
+    return pinned + lanes
+  return pinned + [(name, short, SHORT_ROW_OPTIONS)] * (short > lo) + \
+    [v for v in lanes if v[1] > short]
 
 
 def _lane_variants(item: ScheduleItem, target: Target, merged: dict, opts: Opts, dim: tuple,
