@@ -441,8 +441,22 @@ def _probe(item: ScheduleItem, tile: tuple, axes: tuple) -> tuple:
   key = (tuple(tile), tuple(axes))
   if key not in probed:
     uops = toposort([_lowered(item, tile, axes)])
-    probed[key] = (sum(u.op is Ops.LOAD for u in uops), len(uops))
+    probed[key] = (_loop_loads(uops), len(uops))
   return probed[key]
+
+
+def _loop_loads(uops: list) -> int:
+  """The loads of a lowered kernel's (toposorted) `uops` that its loop repeats: those whose
+  address depends on a RANGE (all of them where there is no loop). An epilogue's loads (a
+  batchnorm's per-channel parameters, once per output) are not per step: counted, they made a
+  conv with a batchnorm epilogue tile rows x columns of one channel instead of channels x columns
+  (PP-OCRv4 detection's head conv, issue 42)."""
+  looped: set = set()
+  for u in uops:
+    if u.op is Ops.RANGE or any(s in looped for s in u.src):
+      looped.add(u)
+  loads = [u for u in uops if u.op is Ops.LOAD]
+  return sum(u in looped for u in loads) if looped else len(loads)
 
 
 def _probe_loads(item: ScheduleItem, tile: tuple, axes: tuple) -> int:
