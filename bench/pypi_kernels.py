@@ -1,10 +1,10 @@
 """Where a real model's steady time goes, kernel by kernel (issue 42): the models of
 bench/pypi_models.py, natively on WEBGPU, each warm call's kernels (the launches a replay
 submits) dispatched one at a time and timed (GPU timestamps where the adapter has them), best of
---reps. Prints each model's kernels grouped by name, most time first: the kernel's name and launch
-sizes (and "capped" where the compile budget cut its tile for a one-off run and no larger build
-was swapped in yet: lowering/compile_cost.py), how many of its kind the call runs, their total ms and their share of the call's kernel
-time.
+--reps. Prints each model's kernels grouped by name, most time first: the kernel's name and
+launch sizes (and "capped" where the compile budget cut its tile for a one-off run and no larger
+build was swapped in yet: lowering/compile_cost.py), how many of its kind the call runs, their
+total ms and their share of the call's kernel time.
 
 Not a test (no timing is asserted anywhere); say the machine's load when quoting it.
 
