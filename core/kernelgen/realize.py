@@ -134,10 +134,12 @@ def _swap(plan, at: int, item, runtime, upgrades: list):
   page's WEBGPU builds pipelines in the background, so the smaller kernel keeps running until
   then; natively the swap is at once: lavapipe compiles a shader at its first dispatch, on the
   dispatching thread, whatever thread built the pipeline). A recording (kg.jit, a model's
-  replay) keeps the kernel its calls recorded; its replays swap in the larger one (swapped)."""
+  replay: its replays bypass this plan, so never grow here) takes the kernel for many runs as
+  _record_grown does, or keeps the capped one while that builds; its replays swap in the larger
+  one (swapped)."""
   compiled = plan.compiled[at]
-  if recording is not None and id(compiled) in _growing:
-    return compiled
+  if recording is not None:
+    return _record_grown(item, runtime, runtime.render_options(), compiled)
   growing = plan.growing.get(at)
   if growing is not None:           # one larger build at a time per kernel
     if not runtime.ready(growing):

@@ -1,12 +1,15 @@
 """An elementwise producer read through overlapping windows (a conv's or an overlapping pool's
 input) is computed once per element when it is transcendental (a sigmoid, SiLU: its own kernel),
-and stays fused when it is cheap (relu, add, batchnorm): schedule.REREAD_TRANSCENDENTALS."""
+and stays fused when it is cheap (relu, add, batchnorm): schedule.REREAD_TRANSCENDENTALS. Under
+a dense conv's windows (every output channel reads them), one that loads two or more buffers
+that vary per element (a concat, a residual add) is its own kernel too, and one that loads one
+(a bias or scale per channel beside it) stays fused: schedule.REREAD_CONV_LOADS."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kernelgen import Tensor
+from kernelgen import Tensor, cat
 from kernelgen.graph.schedule import schedule
 
 RNG = np.random.default_rng(42)
@@ -94,3 +97,44 @@ def test_values_under_a_max_pool(dev):
   out = Tensor(X, device=dev).sigmoid().max_pool2d(3, stride=1)
   np.testing.assert_allclose(out.numpy(), _maxpool3x3(_sigmoid(X.astype(np.float64))),
                              rtol=1e-5, atol=1e-6)
+
+
+Y = RNG.standard_normal((2, 3, 9, 9)).astype(np.float32)
+S = RNG.standard_normal((1, 3, 1, 1)).astype(np.float32)
+TWO = {            # name: (kg producer of x, y, s; numpy producer; its own kernel under a conv)
+  "residual add": (lambda x, y, s: x + y, lambda x, y, s: x + y, True),
+  "concat": (lambda x, y, s: cat([x[:, :2], y[:, 2:]], axis=1),
+             lambda x, y, s: np.concatenate([x[:, :2], y[:, 2:]], axis=1), True),
+  "concat, one scaled": (lambda x, y, s: cat([(x + x * s)[:, :1], y[:, 1:]], axis=1),
+                         lambda x, y, s: np.concatenate([(x + x * s)[:, :1], y[:, 1:]], axis=1),
+                         True),
+  "scale per channel": (lambda x, y, s: x + x * s, lambda x, y, s: x + x * s, False),
+}
+
+
+def _two(dev, name):
+  make = TWO[name][0]
+  return make(Tensor(X, device=dev), Tensor(Y, device=dev), Tensor(S, device=dev))
+
+
+@pytest.mark.parametrize("name", sorted(TWO))
+def test_varying_loads_under_a_dense_conv(name):
+  items = _kernels(_two("PYTHON", name).conv2d(Tensor(W, device="PYTHON"), padding=1))
+  alone = TWO[name][2]
+  assert len(items) == (2 if alone else 1)
+  if alone:
+    assert items[0].out.shape == X.shape and items[0].out in items[1].inputs
+
+
+def test_a_depthwise_conv_keeps_a_residual_add_fused():
+  """Its windows are read by one output channel each: re-read 9 times, not 9 * Cout."""
+  dw = Tensor(RNG.standard_normal((3, 1, 3, 3)).astype(np.float32), device="PYTHON")
+  assert len(_kernels(_two("PYTHON", "residual add").conv2d(dw, padding=1, groups=3))) == 1
+
+
+@pytest.mark.parametrize("dev", ["PYTHON", "WEBGPU"])
+@pytest.mark.parametrize("name", sorted(TWO))
+def test_values_of_varying_loads_under_a_conv(dev, name):
+  out = _two(dev, name).conv2d(Tensor(W, device=dev), padding=1)
+  want = _conv3x3(TWO[name][1](*(a.astype(np.float64) for a in (X, Y, S))), W)
+  np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)

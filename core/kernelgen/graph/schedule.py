@@ -91,7 +91,20 @@ REREAD_LOADS = 8
 # of 5 interleaved: sigmoid recomputed per read 385 ms, once per element 250 ms; SiLU 474 -> 280.
 # relu, add, bias, batchnorm (no transcendental that varies per element) stay fused.
 REREAD_TRANSCENDENTALS = 1
+# ... and so is one read through overlapping windows by every output channel (a dense or grouped
+# conv's input: each element feeds kh * kw * Cout / tile products) that loads at least
+# REREAD_CONV_LOADS distinct buffers that vary per element (_varying_loads: a concat's maps, a
+# residual add; not a per-channel scale or bias): fused, each of those reads loads and masks
+# them all. Set by PP-OCRv4 detection's head (issue 42): a 3x3 conv 96->24 at 80x80 over the
+# concat of four 24-channel maps (one of them x + x * s) ran 367 ms of the model's 586 ms of
+# kernel time fused (0.7 GFLOP/s; lavapipe, GPU timestamps, load 5-7). bench/fusion_reread.py
+# --conv, that conv, lavapipe natively, load ~9 on 2 cores, medians of 5 interleaved, fused ->
+# own kernel, ms: concat of 2 128 -> 86, of 3 152 -> 80, of 4 208 -> 101, the model's 492 -> 83;
+# one varying load: relu 124 -> 114, bias 140 -> 167 (stay fused; x + x * s 140 -> 46 and
+# x * a + b 108 -> 60 gain too, but batchnorm stays fused until it is measured on whole models).
+REREAD_CONV_LOADS = 2
 WINDOW = 2        # _walk's `reread` when the read goes through overlapping windows (1: broadcast)
+CONV_WINDOW = 3   # ... through overlapping windows that every output channel reads (a dense conv)
 TRANSCENDENTAL = frozenset((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT))
 # a short reduction read per element (the filter chain's gray level, a sum over a pixel's 3
 # channels, read by its colour and sepia kernel) is recomputed at each read, unrolled, instead of
@@ -178,6 +191,15 @@ def _windows(node: LazyOp) -> bool:
   return valid > node.src[0].size
 
 
+def _reread_kind(node: LazyOp) -> int:
+  """How VIEW `node` re-reads its source: CONV_WINDOW (overlapping windows, and broadcast: every
+  output channel of a conv reads each window), WINDOW (overlapping windows: a pool, a depthwise
+  conv), 1 (a broadcast) or 0 (each element at most once)."""
+  if _windows(node):
+    return CONV_WINDOW if _repeats(node) else WINDOW
+  return int(_rereads(node))
+
+
 def _loads(node: LazyOp, boundary: set, limit: int) -> int:
   """How many buffer elements the elementwise expression `node` computes from per element: a
   subexpression read through several views is computed once per view, so it counts once per
@@ -202,6 +224,33 @@ def _loads(node: LazyOp, boundary: set, limit: int) -> int:
       stack.append((n, True))
       stack.extend((x, False) for x in n.src if id(x) not in counts)
   return counts[id(node)]
+
+
+# _varying_loads: a broadcast view whose source has at most 1/BROADCAST_SHARE of its elements (a
+# per-channel scale read across a feature map) is about loop invariant: not counted
+BROADCAST_SHARE = 64
+
+
+def _varying_loads(node: LazyOp, boundary: set) -> int:
+  """How many distinct buffers (realized, or other kernels' outputs) the elementwise expression
+  `node` loads per element, leaving out those read through a broadcast from a source of at most
+  1/BROADCAST_SHARE of the view's elements (giving up, low, past 512 nodes)."""
+  leaves, seen, stack = set(), set(), [node]
+  while stack:
+    n = stack.pop()
+    if id(n) in seen:
+      continue
+    seen.add(id(n))
+    if n is not node and (n.realized or id(n) in boundary or
+                          n.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.GATHER)):
+      leaves.add(id(n))
+    elif len(seen) > 512:
+      return 0
+    elif n.op is L.VIEW and _repeats(n) and n.src[0].size * BROADCAST_SHARE <= prod(n.shape):
+      continue
+    elif n.op in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
+      stack.extend(n.src)
+  return len(leaves)
 
 
 def _transcendentals(node: LazyOp, boundary: set, limit: int) -> int:
@@ -320,8 +369,9 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       continue
     seen.add(key)
     if reread and node.op is L.ALU and not node.realized and id(node) not in boundary:
-      if _loads(node, boundary, REREAD_LOADS) >= REREAD_LOADS or reread == WINDOW and \
-         _transcendentals(node, boundary, REREAD_TRANSCENDENTALS) >= REREAD_TRANSCENDENTALS:
+      if _loads(node, boundary, REREAD_LOADS) >= REREAD_LOADS or reread >= WINDOW and \
+         _transcendentals(node, boundary, REREAD_TRANSCENDENTALS) >= REREAD_TRANSCENDENTALS or \
+         reread == CONV_WINDOW and _varying_loads(node, boundary) >= REREAD_CONV_LOADS:
         boundary.add(id(node))      # recomputed per read: a kernel of its own (see above)
       reread = None                 # its sources read fewer: not checked again
     if node.op is L.REDUCE and not node.realized:
@@ -363,7 +413,7 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
     # a value broadcast along the kernel's reduced axes (a row's layernorm shift) is loop
     # invariant: computed once per output, not per read, so it is not a re-read
     more = reread if reread is None or node.op is not L.VIEW or inner is not None else \
-      max(reread, WINDOW if _windows(node) else int(_rereads(node)))
+      max(reread, _reread_kind(node))
     # a reduction along the kernel's rows, or one computed once per output, adds one pass
     once = id(node) in nested or id(node) in fuse
     inside = (reads + 1 if once else reads * _length(node)) if node.op is L.REDUCE else reads
