@@ -361,7 +361,13 @@ def _small_tile(item: ScheduleItem, options: dict) -> tuple:
   than TILE_MIN_SIZE outputs and a reduction long enough to be grouped (GROUP_MIN_REDUCE) takes
   the first of TILES that its output holds, however few threads that leaves; optimize() then
   prefers it to the grouped reduction where it shares loads (lavapipe, a linear layer
-  (32, 3136) @ (3136, 10): 8x8 tiles, 8 threads, 2-3 ms; 64 lanes per output 47-60 ms)."""
+  (32, 3136) @ (3136, 10): 8x8 tiles, 8 threads, 2-3 ms; 64 lanes per output 47-60 ms).
+  SwiftShader's default too (issue 42): its workgroup folds cost per workgroup, GPU ms natively,
+  best of 20-30 interleaved, load 11-17 on 2 CPUs, grouped -> small tiles: that linear layer
+  11.6-24.7 -> 2.0, (4, 256) @ (256, 64) 1.1-1.3 -> 0.08, Silero VAD's STFT conv (258 filters
+  of 256 taps, stride 128, 1032 outputs) 6.2-10.4 -> 0.72, its next convs (128 x 3 outputs of
+  129 x 3 taps; 64 x 2 of 128 x 3) 3.2 -> 0.15 and 0.88 -> 0.12; the whole model's 11 kernels
+  8.3-10.6 -> 2.5."""
   if not options.get("small_tiles"):
     return ()
   reduce = kernel_reduces(item)[0]
