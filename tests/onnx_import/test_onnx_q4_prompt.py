@@ -61,3 +61,40 @@ def test_prompt_rows_are_one_register_tiled_reduction_over_k(adapter):
   assert threads * 4 <= max(m, TILED_ROWS) * n, (tiled.name, tiled.global_size, tiled.local_size)
   rows = _word_kernel(TILED_ROWS - 1, n, k, adapter)
   assert rows.name.split("__")[-1].split("_")[0] == str(k // 32), rows.name
+
+
+def _normed_model(m: int, n: int, k: int):
+  """SimplifiedLayerNormalization (an elementwise scaling of each row by its statistic) feeding
+  a MatMulNBits (block 32, uint8 zero points): (model, feeds)."""
+  from onnx import TensorProto, helper, numpy_helper
+  import numpy as np
+  base, feeds = nbits_model(m, n, k, 4, 32, "uint8", seed=5)
+  g = base.graph
+  gamma = np.random.default_rng(6).standard_normal(k).astype(np.float32)
+  norm = helper.make_node("SimplifiedLayerNormalization", ["X", "gamma"], ["A"], axis=-1,
+                          epsilon=1e-5)
+  x = helper.make_tensor_value_info("X", TensorProto.FLOAT, feeds["A"].shape)
+  graph = helper.make_graph([norm, *g.node], "g", [x], list(g.output),
+                            [*g.initializer, numpy_helper.from_array(gamma, "gamma")])
+  return helper.make_model(graph, opset_imports=list(base.opset_import), ir_version=10), \
+    {"X": feeds["A"]}
+
+
+@pytest.mark.parametrize("m", SIDES)
+def test_normed_prompt_rows_match_onnxruntime(m):
+  model, feeds = _normed_model(m, 48, 96)
+  check(model, feeds, "PYTHON", rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("m", SIDES)
+def test_normed_prompt_rows_are_realized_once_before_the_tiled_matmul(m):
+  """From TILED_ROWS rows a norm's scaled rows feeding the tiled matmul are written once by a
+  kernel of their own (own_rows: M x K floats), not recomputed as the matmul reads them; one
+  row (decoding) keeps them in the matmul (nothing M x K is written)."""
+  n, k = 64, 128
+  model, feeds = _normed_model(m, n, k)
+  out = kg.onnx.load(model.SerializeToString()).run(feeds, device="PYTHON")
+  kernels = kg.compile(list(out.values()), target="wgsl", adapter="lavapipe")
+  written = [b.size for kern in kernels for b in kern.buffers
+             if b.access != "read" and b.dtype == kg.dtypes.float32]
+  assert (m * k in written) == (m >= TILED_ROWS), written
