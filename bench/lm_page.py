@@ -24,11 +24,15 @@ destroyed; ours holds both programs). Not a test: nothing is asserted; the load 
     python bench/lm_page.py [--configs smollm2-135m] [--dtypes q4,fp32] [--layers L]
                             [--prompt 128] [--tokens 128] [--adapters swiftshader,lavapipe]
                             [--rounds 3] [--last-logits] [--keep DIR] [--json OUT]
+                            [--prefill-runs N]
 
 `--layers L` keeps the real widths and cuts the depth (full depth is slow on software adapters);
 `--last-logits` writes the models with the LM head on the last position only (as exports with
 logits_to_keep do; without it every system's prefill computes the head for all the prompt);
-`--keep DIR` keeps the ONNX files and bundles there and reuses them.
+`--keep DIR` keeps the ONNX files and bundles there and reuses them; `--prefill-runs N` compiles
+the prefill bundle's kernels for N runs (lowering/compile_cost.py: larger register tiles, a longer
+build at load; 1, the default, as any one-off export; the folder name does not say it: use a
+fresh --keep folder).
 """
 from __future__ import annotations
 
@@ -64,9 +68,11 @@ def write_model(cfg, dtype: str, path: Path, last_logits: bool) -> None:
     path.write_bytes(lm_models.build(cfg, dtype, last_logits=last_logits).SerializeToString())
 
 
-def export_pair(kg, path: Path, folder: Path, adapter: str, prompt: int, context: int) -> dict:
+def export_pair(kg, path: Path, folder: Path, adapter: str, prompt: int, context: int,
+                prefill_runs: int = 1) -> dict:
   """The prefill (step = prompt) and decode (step 1) bundles of the ONNX file `path` for
-  `adapter` under `folder` (reused when there): {prefill, decode: folder, export_s}."""
+  `adapter` under `folder` (reused when there): {prefill, decode: folder, export_s}; the
+  prefill's kernels compiled for `prefill_runs` runs (compile option runs)."""
   from kernelgen.export.onnx_lm import causal_program
   out, start = {}, time.perf_counter()
   model = None
@@ -75,7 +81,8 @@ def export_pair(kg, path: Path, folder: Path, adapter: str, prompt: int, context
     if not (where / "manifest.json").exists():
       model = model or kg.onnx.load(str(path))
       outputs, state = causal_program(model, step, context)
-      kg.export(outputs, str(where), format="webgpu", state=state, adapter=adapter)
+      runs = {"runs": prefill_runs} if kind == "prefill" and prefill_runs > 1 else {}
+      kg.export(outputs, str(where), format="webgpu", state=state, adapter=adapter, **runs)
     out[kind] = where
   out["export_s"] = time.perf_counter() - start
   return out
@@ -193,7 +200,7 @@ def one_model(kg, server, pages, data: Path, name: str, cfg, dtype: str, prompt:
   for adapter, page in pages.items():
     try:
       bundles = export_pair(kg, onnx, data / f"{tag}-{adapter}", adapter, len(prompt),
-                            len(prompt) + args.tokens)
+                            len(prompt) + args.tokens, args.prefill_runs)
     except Exception as error:    # noqa: BLE001 (the row says why)
       bundles = {"error": f"{type(error).__name__}: {error}"[:300]}
     done = bundles.get("error") or f"{bundles['export_s']:.0f} s"
@@ -241,6 +248,9 @@ def main(argv=None) -> int:
   parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--last-logits", action="store_true",
                       help="the models' LM head on the last position only (logits_to_keep 1)")
+  parser.add_argument("--prefill-runs", type=int, default=1,
+                      help="compile the prefill bundle's kernels for this many runs (1: a "
+                           "one-off run's kernels, capped by the compile budget)")
   parser.add_argument("--keep", type=Path, help="keep (and reuse) the models and bundles here")
   parser.add_argument("--json", type=Path, help="write every figure here")
   args = parser.parse_args(argv)

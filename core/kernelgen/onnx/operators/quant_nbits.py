@@ -13,6 +13,7 @@ import math
 
 from ...dtype import dtypes
 from ...errors import ShapeError, UnsupportedError
+from ...graph.lazy import L
 from ...tensor.ops.advanced_indexing import take
 from ...tensor.tensor import Tensor
 from ..registry import axis_index, domain_op
@@ -31,6 +32,17 @@ LANES = "#lanes"
 # runs; at 0.4-2.2 MB no gain beyond the noise (1536x576 0.61 -> 0.57, 576x1536 0.89 -> 0.90,
 # 4864x896 0.74 -> 0.75, 896x4864 0.73 -> 0.77, load 22)
 LANE_MAJOR_BYTES = 4 << 20
+# MatMulNBits over at least this many rows of activations (a prompt) is a register-tiled matmul
+# of the weights dequantized in registers (matmul_dequant); one row (decoding) keeps the
+# matrix-vector form (matmul_words). Native lavapipe, 1536 x 576 q4 (block 32, float zero
+# points), CPU ms per run (the process's CPU time: lavapipe's threads; median of 5, best of 3
+# interleaved rounds, load 10-13 on 2 shared CPUs), matmul_words / matmul_dequant, one-off
+# kernels (runs 1): M=1 0.52 / 0.53 | 2 1.46 / 0.87 | 3 2.08 / 1.47 | 4 2.8 / 1.7 | 8 5.2 / 3.1 |
+# 16 10.2 / 5.8 | 32 20.1 / 11.2 | 128 78 / 43.5 (a plain f32 matmul of that shape ~15); for
+# many runs (runs 100: 16x16 tiles) 128 rows 78 / 15.9, the f32 matmul 15-17. (The same B as a
+# dequantized (N, K) operand of one reduction over K: 62.5, runs 100 35: its words and scales
+# reloaded for each value.)
+TILED_ROWS = 2
 # SWIFTSHADER: why its q4 matvec stays at 0.3-0.45 of a copy (issue 35). Hand-written WGSL against
 # the copy in one process, CPU seconds per run, 1536x576: SwiftShader (Subzero, 4 lanes of SSE)
 # pays per load instruction and lane wherever the lanes' addresses lie (lane-major weights: no
@@ -201,7 +213,11 @@ def _matmul_words(ins, a: Tensor, words: Tensor, dims: tuple) -> Tensor:
     scale = _lane_scales(ins, lead, blocks)
     zp = zp.reshape(*lead, blocks) if isinstance(zp, Tensor) else zp
   lead = a.shape[:-1]
-  y = matmul_words(a.reshape(-1, k).cast(dtypes.float32), words, scale, zp, bits, block)
+  x = a.reshape(-1, k).cast(dtypes.float32)
+  if words.ndim == 2 and tiled_rows(x):
+    y = matmul_dequant(own_rows(ins.runner, x), words, scale, zp, bits, block)
+  else:
+    y = matmul_words(x, words, scale, zp, bits, block)
   if words.ndim != 2:
     y = y.reshape(y.shape[0], n)
   if ins.has(5):
@@ -259,6 +275,82 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   zs = zp.reshape(*lead, blocks) * scale if isinstance(zp, Tensor) else scale * zp
   axes = (nd + 1, nd + 2, nd + 3)
   return (dot * s).sum(axes) - (xb * zs.reshape(1, *lead, blocks, 1, 1)).sum(axes)
+
+
+def tiled_rows(x: Tensor) -> bool:
+  """Whether MatMulNBits over activations x (M, K) takes matmul_dequant (a register-tiled
+  matmul) rather than matmul_words: M is a number of at least TILED_ROWS (a prompt's rows; a
+  symbolic M, the rows of a step of any length, keeps matmul_words)."""
+  m = x.shape[0]
+  return isinstance(m, int) and m >= TILED_ROWS
+
+
+def own_rows(runner, x: Tensor) -> Tensor:
+  """Activations x (M, K) of a tiled matmul (matmul_dequant) in a buffer of their own where
+  they are an elementwise expression (a norm's scaling, SwiGLU's silu(gate) * up, a gathered
+  embedding's dequantization): a kernel boundary (contiguous), one per x per run of `runner`
+  (the q, k and v projections share their norm's). The matmul would otherwise compute the
+  expression as it reads x, in every thread of a row's tiles (N / tile columns times over).
+  Native lavapipe, 128 x 576 @ 576 x 1536 f32, CPU ms per run (best of 3 interleaved, load
+  ~14): plain 14.4 | RMS norm fused 24.2, realized first 15.0 | 1536-wide silu(h) fused 31.5,
+  realized first 13.5 (matmul 14.1). Views of a buffer or a kernel's output, and expressions
+  of a matrix product (_reads_a_product), are kept as they are."""
+  base, views = x.node, []
+  while base.op is L.VIEW and base.src:
+    views.append(base.arg)
+    base = base.src[0]
+  if base.op not in (L.ALU, L.CAST, L.BITCAST, L.GATHER) or _reads_a_product(base, x.numel()):
+    return x
+  kept = runner.__dict__.setdefault("_own_rows", {})
+  key = (id(base), tuple(views))
+  if key not in kept:
+    kept[key] = (base, x.contiguous())
+  return kept[key][1]
+
+
+def _reads_a_product(node, size: int) -> bool:
+  """The elementwise expression `node` reads a reduction of at least `size` outputs (a matrix
+  product: its kernel computes the expression as its epilogue and writes it, so the expression
+  is in a buffer of its own already; a boundary there would instead join both of SwiGLU's
+  products in one kernel)."""
+  stack, seen = [node], set()
+  while stack:
+    n = stack.pop()
+    if id(n) in seen or n.realized:
+      continue
+    seen.add(id(n))
+    if n.op is L.REDUCE and n.size >= size:
+      return True
+    if n.op in (L.ALU, L.CAST, L.BITCAST, L.VIEW, L.GATHER):
+      stack.extend(n.src)
+  return False
+
+
+def matmul_dequant(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: int) -> Tensor:
+  """x @ dequant(B).T as a matmul whose B operand is the packed words dequantized elementwise:
+  x (M, K) float32, words (N, blocks * block * bits // 32) uint32, scale (N, blocks) float32,
+  zp (N, blocks) float32 or one float; (M, N) float32. The reduction runs over (words, fields):
+  a thread's register tile loads each of its columns' words once for the word's fields (their
+  shifts constants), dequantizes each value once in registers (mask, conversion, minus the zero
+  point, times the scale) for all the tile's rows, and multiply-adds it into them; K padded with
+  zeros to whole blocks. Nothing dequantized is written to memory. matmul_words instead costs a
+  mask, a conversion and a scaling per product (its thread per output suits one row: decoding);
+  for a prompt's rows this is a matmul's tiles (TILED_ROWS)."""
+  n, blocks = scale.shape
+  per = 32 // bits
+  wpb = block // per
+  m, k = x.shape
+  shifts = (Tensor.arange(per, device=words.device) * bits).cast(dtypes.uint32)
+  grid = words.reshape(n, blocks, wpb, 1) >> shifts.reshape(1, 1, 1, per)
+  codes = (grid & ((1 << bits) - 1)).cast(dtypes.int32).cast(dtypes.float32)
+  if isinstance(zp, Tensor):
+    codes = codes - zp.reshape(n, blocks, 1, 1)
+  else:
+    codes = codes - zp
+  w = (codes * scale.reshape(n, blocks, 1, 1)).reshape(1, n, blocks * wpb, per)
+  if blocks * block != k:
+    x = x.pad(((0, 0), (0, blocks * block - k)))
+  return (x.reshape(m, 1, blocks * wpb, per) * w).sum((2, 3))
 
 
 def lane_major(t: Tensor, lanes: int, rows: int) -> Tensor:
