@@ -224,14 +224,10 @@ TABLE: dict[tuple[str, str], dict] = {
   # a second run (16 rounds) 16.7 / 41.8 | 8 lanes 19.4 / 44.4 | 16 lanes 15.3 / 30.5; natively
   # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
-  # weights_t (onnx/operators/weights.py): a MatMul's (K, N) initializer held (N, K). Natively,
-  # load 6-8, best of 4 interleaved, copy's time over the matvec's (K-major -> N-major):
-  # 1 x 576 @ 576 x 49152 0.24 -> 0.87 (0.95-1.0 with reduce_whole or group_chunk), 1 x 576 @
-  # 576 x 1536 0.46 -> 0.74, 1 x 1536 @ 1536 x 576 0.16 -> 0.41; prefill 32 x 576 @ 576 x 1536
-  # 0.30 -> 0.33, 32 x 1536 @ 1536 x 576 0.10 -> 0.16, 128 x 576 @ 576 x 576 0.07 -> 0.06.
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
                          "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
-                         "q4_lanes": 8, "row_short": 96, "weights_t": True},
+                         "q4_lanes": 8, "row_short": 96,
+                         "weights_t": True},      # onnx/operators/weights.py (measured there)
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
