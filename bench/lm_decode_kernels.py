@@ -2,8 +2,10 @@
 on device WEBGPU (wgpu-py; Mesa lavapipe here): kg.generate runs a few tokens so the decode step
 is recorded (onnx/replay.py), then each recorded launch runs alone with GPU timestamps (median
 of --reps), next to a copy kernel of the launch's bytes read and written in the same run. Prints
-one line per launch (name, workgroups, bytes it binds, ms, GB/s, copy GB/s of those bytes), the
-launches per step and per layer, and the machine's load.
+one line per launch (name, workgroups, bytes it binds, ms, GB/s, a copy's GB/s over as many
+bytes), the launches per step and per layer with the buffers each binds, and the machine's load.
+A launch binding a large table it reads one row of (an embedding gather fused into a projection)
+shows a meaningless GB/s.
 
     python bench/lm_decode_kernels.py --config smollm2-135m --dtype fp32 --layers 2 [--top 20]
 """
@@ -37,23 +39,20 @@ def bound_bytes(kernel) -> int:
   return sum(b.size * b.dtype.itemsize for b in kernel.buffers)
 
 
-def copy_seconds(runtime, nbytes: int, reps: int) -> float:
-  """GPU seconds of an elementwise copy of `nbytes` (float32) in the same run."""
+def copy_seconds(nbytes: int, reps: int) -> float:
+  """GPU seconds (median of `reps`) of an elementwise kernel reading and writing `nbytes` in all
+  (float32, half read, half written) in this run."""
   import kernelgen as kg
-  n = max(nbytes // 8, 1)                # half read, half written
-  src = kg.Tensor(np.ones(n, np.float32), device="WEBGPU")
-  out = (src + 0.0)
-  from kernelgen.realize import realize
-  launches = []
   import kernelgen.realize as realizing
-  realizing.recording = launches
+  out = kg.Tensor(np.ones(max(nbytes // 8, 1), np.float32), device="WEBGPU") + 1.0
+  launches = realizing.recording = []
   try:
-    realize([out.node])
+    realizing.realize([out.node])
   finally:
     realizing.recording = None
-  rt, kernel, _, bound = launches[-1]
+  runtime, kernel, _, bound = launches[-1]
   handles = [b.handle for b in bound]
-  return statistics.median(rt.time_run(kernel, handles, {}) for _ in range(reps))
+  return statistics.median(runtime.time_run(kernel, handles, {}) for _ in range(reps))
 
 
 def main() -> None:
@@ -94,13 +93,14 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f}, timed total {total * 1e3:.1f} ms")
   timed = sorted((r for r in rows if r[4]), key=lambda r: -r[4])[:args.top]
   for i, name, grid, nbytes, secs in timed:
-    cp = copy_seconds(runtime, nbytes, args.reps) if nbytes > 1 << 20 else None
+    cp = copy_seconds(nbytes, args.reps) if nbytes > 1 << 20 else None
     extra = f" copy {nbytes / cp / 1e9:6.2f} GB/s" if cp else ""
     print(f"{i:4d} {name[:48]:48s} {str(grid):16s} {nbytes / 1e6:8.2f} MB {secs * 1e3:8.3f} ms "
           f"{nbytes / secs / 1e9:6.2f} GB/s{extra}")
   for i in args.source:
     print(variant_for(program.steps[i][1], values).source)
-  print("launch names:", " ".join(r[1] for r in rows))
+  print("launches (name/buffers bound):", " ".join(
+    f"{r[1]}/{len(program.steps[r[0]][1].buffers)}" for r in rows))
 
 
 if __name__ == "__main__":
