@@ -255,9 +255,10 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   ones = [1] * nd
   xb = x.reshape(m, *ones, blocks, wpb, per)
   s = scale.reshape(1, *lead, blocks, 1, 1)
-  z = zp.reshape(1, *lead, blocks, 1, 1) if isinstance(zp, Tensor) else zp
-  dq = codes.reshape(1, *lead, blocks, wpb, per) * factors.reshape(1, *ones, 1, 1, per) - z
-  return ((xb * dq) * s).sum((nd + 1, nd + 2, nd + 3))
+  dot = (xb * factors.reshape(1, *ones, 1, 1, per)) * codes.reshape(1, *lead, blocks, wpb, per)
+  zs = zp.reshape(*lead, blocks) * scale if isinstance(zp, Tensor) else scale * zp
+  axes = (nd + 1, nd + 2, nd + 3)
+  return (dot * s).sum(axes) - (xb * zs.reshape(1, *lead, blocks, 1, 1)).sum(axes)
 
 
 def lane_major(t: Tensor, lanes: int, rows: int) -> Tensor:
