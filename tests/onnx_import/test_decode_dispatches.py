@@ -2,7 +2,7 @@
 config, the Optimum layout): a replayed decode step's compute dispatches (the WEBGPU device's
 counter, replays included) with 2 layers minus those with 1 layer is what one layer costs.
 Structure, not time: fp32 and q4 (MatMulNBits), each with greedy tokens identical to
-onnxruntime's."""
+onnxruntime's; the q4 bound is lavapipe's (row_input realizes the norms on CPU adapters)."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,13 +21,12 @@ import lm_models  # noqa: E402
 PROMPT = [1, 5, 9, 2, 7, 3, 4, 8]
 TOKENS = 8
 # the most dispatches one decode layer may take. fp32: its 7 projections (the norms staged into
-# those that read them, the attention into the output projection) and 2 KV cache writes; the
-# step's KV write mask, attention mask and key counts are shared by all layers
-# (onnx/operators/gqa_step.py). q4: each MatMulNBits is still 2 kernels (the dot and the
-# zero-point term) and its norm one more (folded into one reduction, the norm staged into the
-# matvec's thread-per-output layout ran 6-9x slower on lavapipe: not done). main before this:
-# 15 at fp32, 27 at q4.
-MOST_PER_LAYER = {"fp32": 9, "q4": 23}
+# those that read them) and 2 KV cache writes; the step's KV write mask, attention mask and key
+# counts are shared by all layers (onnx/operators/gqa_step.py). q4: each MatMulNBits one kernel
+# (its zero-point term in the dot's reduction) and, on CPU adapters, the 2 norms kernels of
+# their own (weights.row_input), one for the projections reading each. main before this: 15 at
+# fp32, 27 at q4.
+MOST_PER_LAYER = {"fp32": 9, "q4": 11}
 
 
 def step_dispatches(dtype: str, layers: int) -> int:
