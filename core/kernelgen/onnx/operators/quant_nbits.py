@@ -17,7 +17,7 @@ from ...tensor.ops.advanced_indexing import take
 from ...tensor.tensor import Tensor
 from ..registry import axis_index, domain_op
 from ..values import tensor_from_bytes
-from .weights import row_input
+from .weights import row_defaults, row_input
 
 MS = "com.microsoft"
 # the suffix of the upload key (Model.uploads) of an initializer held as 32-bit words
@@ -157,13 +157,7 @@ def lane_layout(device: str) -> tuple[int, int] | None:
   option of the kernels themselves: lavapipe's 8 lanes of 256 bits), else None (every other
   device and adapter; SwiftShader's Subzero code loads each lane's words on its own wherever
   they lie: lane-major weights measured no faster there, see SWIFTSHADER above)."""
-  from ...compiler import target_of
-  from ...device import Device
-  runtime = Device[device]
-  adapter = runtime.render_options().get("adapter")
-  if not adapter:
-    return None
-  table = target_of(runtime).adapter_defaults(adapter, "rows")
+  table = row_defaults(device)
   lanes, rows = table.get("q4_lanes"), table.get("reduce_rows")
   return (int(lanes), int(rows)) if lanes and rows else None
 

@@ -30,16 +30,19 @@ TRANSPOSED = "#transposed"
 MIN_ELEMENTS = 1 << 14
 
 
-def transposes_weights(device: str) -> bool:
-  """`device`'s adapter asks for constant matmul weights held transposed (option weights_t of
-  its adapter table's row kernels; no adapter, no table entry: False)."""
+def row_defaults(device: str) -> dict:
+  """The adapter table's row-kernel defaults of `device`'s adapter ({} without an adapter)."""
   from ...compiler import target_of
   from ...device import Device
   runtime = Device[device]
   adapter = runtime.render_options().get("adapter")
-  if not adapter:
-    return False
-  return bool(target_of(runtime).adapter_defaults(adapter, "rows").get("weights_t"))
+  return target_of(runtime).adapter_defaults(adapter, "rows") if adapter else {}
+
+
+def transposes_weights(device: str) -> bool:
+  """`device`'s adapter asks for constant matmul weights held transposed (option weights_t of
+  its adapter table's row kernels; no adapter, no table entry: False)."""
+  return bool(row_defaults(device).get("weights_t"))
 
 
 def held_transposed(ins, i: int) -> Tensor | None:
@@ -59,16 +62,6 @@ def held_transposed(ins, i: int) -> Tensor | None:
     t = runner.upload(init, f"tensor {name!r}")
     runner.model.uploads[key] = t.permute(1, 0).contiguous().realize()
   return runner.model.uploads[key].permute(1, 0)
-
-
-def _inner_adapter(device: str) -> bool:
-  """`device`'s adapter gives packed-weight matvecs option reduce_inner (CPU adapters' tables)."""
-  from ...compiler import target_of
-  from ...device import Device
-  runtime = Device[device]
-  adapter = runtime.render_options().get("adapter")
-  return bool(adapter) and \
-    bool(target_of(runtime).adapter_defaults(adapter, "rows").get("reduce_inner"))
 
 
 def _reads_reduce(node, limit: int = 64) -> bool:
@@ -96,7 +89,7 @@ def row_input(ins, a: Tensor) -> Tensor:
   output then reads its own row's words (lavapipe, a 576-wide normed row: 1536 x 576 1.7 ms
   against 0.25 ms, 49152 x 576 155-316 ms against 10-35 ms, load 13-15). Else `a` itself."""
   if a.node.realized or ins.runner.folding or not _reads_reduce(a.node) or \
-      not _inner_adapter(ins.runner.device):
+      not row_defaults(ins.runner.device).get("reduce_inner"):
     return a
   store = ins.runner.__dict__.setdefault("_row_inputs", {})
   if ins.names[0] not in store:
@@ -104,4 +97,4 @@ def row_input(ins, a: Tensor) -> Tensor:
   return store[ins.names[0]]
 
 
-__all__ = ["held_transposed", "row_input", "transposes_weights"]
+__all__ = ["held_transposed", "row_defaults", "row_input", "transposes_weights"]
