@@ -304,6 +304,8 @@ class WebGPURuntime(Runtime):
       compute.dispatch_workgroups(*launch_dispatch(kernel.launch, var_values))
     compute.end()
     self.device.queue.submit([encoder.finish()])
+    self.dispatches += len(launches)
+    self.submits += 1
 
   def _queries(self):
     query_set = self.device.create_query_set(type=self.wgpu.QueryType.timestamp, count=2)

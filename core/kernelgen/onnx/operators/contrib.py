@@ -5,9 +5,8 @@ forms, SkipLayerNormalization), the GELUs (Gelu, FastGelu, BiasGelu, QuickGelu),
 RotaryEmbedding, GroupQueryAttention, MultiHeadAttention, DynamicQuantizeMatMul and
 MatMulIntegerToFloat. MatMulNBits and GatherBlockQuantized are in quant_nbits.py.
 
-Attention's key/value caches are static here: a present cache is the past one with the new
-keys written after each batch row's past length (`seqlens_k + 1 - sequence_length` in
-GroupQueryAttention), so a decode step with a longer cache is a new program.
+A present key/value cache is the past one with the new keys written after each batch row's
+past length (write_cache; `seqlens_k + 1 - sequence_length` in GroupQueryAttention).
 """
 from __future__ import annotations
 
@@ -19,6 +18,7 @@ from ...graph.dims import Sym
 from ...tensor.ops.attention import scaled_dot_product_attention
 from ...tensor.tensor import Tensor, cat, stack, where
 from ..registry import axis_index, domain_op, op
+from .gqa_step import step_shared
 
 MS = "com.microsoft"
 
@@ -166,32 +166,34 @@ def _repeat_kv(x: Tensor, groups: int) -> Tensor:
   return x.reshape(b, h, 1, t, d).expand(b, h, groups, t, d).reshape(b, h * groups, t, d)
 
 
-def write_cache(past: Tensor | None, new: Tensor, start: Tensor, length: int) -> Tensor:
+def write_cache(past: Tensor | None, new: Tensor, start: Tensor, length: int,
+                shared: dict | None = None) -> Tensor:
   """present (B, H, length, D): past's rows before each batch row's `start` (B,) int32, then
-  `new` (B, H, S, D) from there (rows past the new ones keep past's, or zeros)."""
+  `new` (B, H, S, D) (later rows: past's, or zeros); writes given one `shared` share its mask."""
   b, h, s, d = new.shape
   if isinstance(length, Sym) or past is not None and past.node.sym is not None:
-    return _write_symbolic(past, new, start, length)
+    return _write_symbolic(past, new, start, length, {} if shared is None else shared)
   if past is None:
     past = Tensor.zeros(b, h, length, d, dtype=new.dtype, device=new.device)
   elif past.shape[2] < length:
     past = past.pad(((0, 0), (0, 0), (0, length - past.shape[2]), (0, 0)))
   elif past.shape[2] > length:
     past = past.shrink(((0, b), (0, h), (0, length), (0, d)))
-  return _written(past, new, start, length)
+  return _written(past, new, start, length, {} if shared is None else shared)
 
 
-def _written(past: Tensor, new: Tensor, start: Tensor, rows: int) -> Tensor:
-  """past (B, H, rows, D) with `new` (B, H, S, D) written from each batch row's `start` on."""
+def _written(past: Tensor, new: Tensor, start: Tensor, rows: int, shared: dict) -> Tensor:
+  """past (B, H, rows, D), `new` (B, H, S, D) written from each row's `start` on (mask: shared)."""
   b, h, s, d = new.shape
-  j = Tensor.arange(rows, device=new.device).reshape(1, 1, rows, 1)
-  rel = j - start.cast(dtypes.int32).reshape(b, 1, 1, 1)
-  fresh = (rel >= 0) & (rel < s)
-  idx = rel.maximum(0).minimum(s - 1).expand(b, h, rows, d)
-  return where(fresh, new.gather(2, idx), past.cast(new.dtype))
+  if (b, s, rows) not in shared:
+    j = Tensor.arange(rows, device=new.device).reshape(1, 1, rows, 1)
+    rel = j - start.cast(dtypes.int32).reshape(b, 1, 1, 1)
+    shared[b, s, rows] = ((rel >= 0) & (rel < s), rel.maximum(0).minimum(s - 1))
+  fresh, idx = shared[b, s, rows]
+  return where(fresh, new.gather(2, idx.expand(b, h, rows, d)), past.cast(new.dtype))
 
 
-def _write_symbolic(past: Tensor | None, new: Tensor, start: Tensor, length) -> Tensor:
+def _write_symbolic(past: Tensor | None, new: Tensor, start: Tensor, length, shared) -> Tensor:
   """write_cache where the cache length is symbolic (a Sym, symbolic dims): the present holds
   length.hi rows (the padded layout), past's buffer cut or extended to them (a view), the
   rows after `length` unspecified; one program for every length."""
@@ -209,7 +211,7 @@ def _write_symbolic(past: Tensor | None, new: Tensor, start: Tensor, length) -> 
       node = chain_view(node, "pad", ((0, 0), (0, 0), (0, rows - have), (0, 0)),
                         sym=(b, h, rows, d))
     past = Tensor(node) if node is not past.node else with_sym(past, past.shape)
-  return with_sym(_written(past, new, start, rows), (b, h, length, d))
+  return with_sym(_written(past, new, start, rows, shared), (b, h, length, d))
 
 
 def _bias_from_allowed(allowed: Tensor, dtype) -> Tensor:
@@ -277,26 +279,13 @@ def _sink(ins, at, heads: int, device) -> Tensor | None:
   return None
 
 
-def _past_len(past_k: Tensor | None, lens: Tensor, s) -> Tensor:
-  """(B,) int32: where each batch row's new keys go, 0 on a prompt (no past), else lens - s (s:
-  the new tokens, a Sym read at run time, never its padded size); likewise a symbolic past."""
-  from ...tensor.symbolic import scalar
-  if past_k is None:
-    return lens * 0
-  n, new = past_k.symbolic_shape[2], scalar(Tensor, s, lens.device) if isinstance(s, Sym) else s
-  if not isinstance(n, Sym):
-    return lens * 0 if n == 0 else lens - new
-  return where(scalar(Tensor, n, lens.device) == 0, lens * 0, lens - new)
-
-
 def _present_length(total, past_k: Tensor | None):
-  """The present caches' length: max(total_sequence_length, past length); with a symbolic
-  total (symbolic dims), the total (a present is the past and the new keys, so it is never
-  shorter than the past)."""
+  """The present caches' length: max(total_sequence_length, past length); a symbolic total
+  (symbolic dims) itself (a present is the past and the new keys: never shorter)."""
   past = past_k.symbolic_shape[2] if past_k is not None else 0
-  if isinstance(total, Sym) or isinstance(past, Sym):
-    if isinstance(total, Sym):
-      return total
+  if isinstance(total, Sym):
+    return total
+  if isinstance(past, Sym):
     raise UnsupportedError(f"GroupQueryAttention of domain {MS!r}: a symbolic past length "
                            f"({past}) needs a symbolic total_sequence_length (the attention "
                            f"mask's width as a dim)")
@@ -314,8 +303,8 @@ def _group_query_attention(ins, at):
   past_k, past_v = ins[3], ins[4]
   total = ins.scalar(6)
   total = total if isinstance(total, Sym) else int(total)
-  lens = ins[5].cast(dtypes.int32).reshape(b) + 1                  # (B,): each row's keys
-  past_len = _past_len(past_k, lens, q.symbolic_shape[1])
+  step = step_shared(ins, b, q.symbolic_shape[1], past_k)   # gqa_step.py: alike in every layer
+  lens, past_len = step["lens"], step["past_len"]
   if at.int("do_rotary", 0):
     pos = ins[9].cast(dtypes.int32) if ins.has(9) else \
       Tensor.arange(s, device=q.device).reshape(1, s) + past_len.reshape(b, 1)
@@ -323,9 +312,12 @@ def _group_query_attention(ins, at):
     inter = bool(at.int("rotary_interleaved", 0))
     q, k = rotate(q, c, si, inter), rotate(k, c, si, inter)
   length = _present_length(total, past_k)
-  present_k = write_cache(past_k, k.permute(0, 2, 1, 3), past_len, length)
-  present_v = write_cache(past_v, v.permute(0, 2, 1, 3), past_len, length)
-  bias = _gqa_bias(past_len, lens, s, length, at.int("local_window_size", -1), q.device)
+  present_k = write_cache(past_k, k.permute(0, 2, 1, 3), past_len, length, step)
+  present_v = write_cache(past_v, v.permute(0, 2, 1, 3), past_len, length, step)
+  window = at.int("local_window_size", -1)
+  if ("bias", window) not in step:
+    step["bias", window] = _gqa_bias(past_len, lens, s, length, window, q.device)
+  bias = step["bias", window]
   if ins.has(10):
     bias = bias + ins[10].cast(dtypes.float32)
   scale = at.float("scale", 0.0) or 1 / math.sqrt(d)

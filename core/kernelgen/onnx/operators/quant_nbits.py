@@ -18,6 +18,7 @@ from ...tensor.ops.advanced_indexing import take
 from ...tensor.tensor import Tensor
 from ..registry import axis_index, domain_op
 from ..values import tensor_from_bytes
+from .weights import row_defaults, row_input
 
 MS = "com.microsoft"
 # the suffix of the upload key (Model.uploads) of an initializer held as 32-bit words
@@ -132,7 +133,7 @@ def _matmul_nbits(ins, at):
   blocks = math.ceil(k / block)
   words = _packed_words(ins, n, blocks * block * bits // 32, blocks)
   if words is not None:
-    return _matmul_words(ins, a, words, (n, k, bits, block, blocks))
+    return _matmul_words(ins, row_input(ins, a), words, (n, k, bits, block, blocks))
   codes = _codes(ins[1], bits, n, blocks, block, k).cast(dtypes.float32)
   scale = _per_block(ins[2].reshape(n, blocks).cast(dtypes.float32), block, k)
   w = (codes - _zero_points(ins[3], bits, n, blocks, block, k)) * scale       # (N, K)
@@ -168,13 +169,7 @@ def lane_layout(device: str) -> tuple[int, int] | None:
   option of the kernels themselves: lavapipe's 8 lanes of 256 bits), else None (every other
   device and adapter; SwiftShader's Subzero code loads each lane's words on its own wherever
   they lie: lane-major weights measured no faster there, see SWIFTSHADER above)."""
-  from ...compiler import target_of
-  from ...device import Device
-  runtime = Device[device]
-  adapter = runtime.render_options().get("adapter")
-  if not adapter:
-    return None
-  table = target_of(runtime).adapter_defaults(adapter, "rows")
+  table = row_defaults(device)
   lanes, rows = table.get("q4_lanes"), table.get("reduce_rows")
   return (int(lanes), int(rows)) if lanes and rows else None
 
@@ -249,10 +244,11 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   words (N, blocks * block * bits // 32) uint32 (each row's `bits`-wide codes, the lowest field
   of a word first), scale (N, blocks) float32, zp (N, blocks) float32 or one float; (M, N)
   float32. y[m, n] = sum over blocks b of scale[n, b] * (sum over the block's words j and their
-  fields f of x[m, k] * field - zp[n, b] * sum of the block's x), k = (b * words per block + j) *
-  fields + f, K padded with zeros to whole blocks; the fields taken in place (placed_fields), x
-  scaled to match. So each value costs a mask, a conversion, a multiply and an add, a block's x
-  sum is shared by every output of a thread, and the reductions keep the three axes, so a thread
+  fields f of x[m, k] * (field - zp[n, b])), k = (b * words per block + j) * fields + f, K padded
+  with zeros to whole blocks; the fields taken in place (placed_fields: field * 2^pos times the
+  constant 2^-pos, exact), the zero point subtracted per element in the same reduction (one
+  kernel, not a dot and a zero-point term). So each value costs a mask, a conversion and two
+  multiply-adds, and the reduction keeps the three axes, so a thread
   loads each word once for all its fields and each block's scale and zero point once
   (optimize.py's reduce_inner on CPU adapters, whose unrolled step multiplies a block's sum by
   its scale once: the scale is the products' last factor; lowering/threads.py's reduce_whole
@@ -271,10 +267,9 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   ones = [1] * nd
   xb = x.reshape(m, *ones, blocks, wpb, per)
   s = scale.reshape(1, *lead, blocks, 1, 1)
-  dot = (xb * factors.reshape(1, *ones, 1, 1, per)) * codes.reshape(1, *lead, blocks, wpb, per)
-  zs = zp.reshape(*lead, blocks) * scale if isinstance(zp, Tensor) else scale * zp
-  axes = (nd + 1, nd + 2, nd + 3)
-  return (dot * s).sum(axes) - (xb * zs.reshape(1, *lead, blocks, 1, 1)).sum(axes)
+  z = zp.reshape(1, *lead, blocks, 1, 1) if isinstance(zp, Tensor) else zp
+  dq = codes.reshape(1, *lead, blocks, wpb, per) * factors.reshape(1, *ones, 1, 1, per) - z
+  return ((xb * dq) * s).sum((nd + 1, nd + 2, nd + 3))
 
 
 def tiled_rows(x: Tensor) -> bool:

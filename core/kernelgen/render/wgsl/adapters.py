@@ -226,7 +226,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
                          "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
-                         "q4_lanes": 8, "row_short": 96},
+                         "q4_lanes": 8, "row_short": 96, "weights_t": True},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth

@@ -1,0 +1,100 @@
+"""Matmul operands held in the layout a CPU adapter's matrix-vector product reads fastest: constant
+weights transposed (held_transposed) and a packed-weight matvec's normalized row realized on its
+own (row_input, at the end).
+
+A MatMul's B given as an initializer (K, N), the layout of every transformers.js / Optimum
+export, makes a decode step's matvec read B down its columns: each thread (an output) strides
+N elements per reduced element. GPUs read that coalesced (a workgroup's threads take adjacent
+columns), but a CPU adapter runs a workgroup's threads as the lanes of one SIMD group, each
+group walking K rows that lie N * 4 bytes apart, so every load touches a new cache line and
+page. Where the adapter asks for it (option `weights_t` of its row kernels' table,
+render/wgsl/adapters.py: lavapipe's), such a weight is held transposed, (N, K) contiguous,
+uploaded once per model and device (Model.uploads), and the MatMul reads it through a permuted
+view: each output's reduction is then one contiguous run (the layout MatMulNBits' packed
+weights already have).
+
+Measured on lavapipe natively (wgpu, load 6-8 on 2 CPUs, best of 4 interleaved), a copy of the
+weight's bytes' time over the matmul's, (K, N) -> (N, K): decode 1 x 576 @ 576 x 49152 (SmolLM2's
+LM head) 0.24 -> 0.87, 1 x 576 @ 576 x 1536 0.46 -> 0.74, 1 x 1536 @ 1536 x 576 0.16 -> 0.41;
+prefill 32 x 576 @ 576 x 1536 0.30 -> 0.33, 32 x 1536 @ 1536 x 576 0.10 -> 0.16, 128 x 576 @
+576 x 576 0.07 -> 0.06 (the noise). bench/lm_decode_kernels.py, SmolLM2 widths at 2 layers, fp32:
+the LM head's kernel 323 ms (load 2.5) -> 125 ms (load 10).
+"""
+from __future__ import annotations
+
+from ...tensor.tensor import Tensor
+
+# the uploads' key suffix (Model.uploads) of an initializer held transposed
+TRANSPOSED = "#transposed"
+# weights of fewer elements keep their layout (a tiny matmul gains nothing from a copy)
+MIN_ELEMENTS = 1 << 14
+
+
+def row_defaults(device: str) -> dict:
+  """The adapter table's row-kernel defaults of `device`'s adapter ({} without an adapter)."""
+  from ...compiler import target_of
+  from ...device import Device
+  runtime = Device[device]
+  adapter = runtime.render_options().get("adapter")
+  return target_of(runtime).adapter_defaults(adapter, "rows") if adapter else {}
+
+
+def transposes_weights(device: str) -> bool:
+  """`device`'s adapter asks for constant matmul weights held transposed (option weights_t of
+  its adapter table's row kernels; no adapter, no table entry: False)."""
+  return bool(row_defaults(device).get("weights_t"))
+
+
+def held_transposed(ins, i: int) -> Tensor | None:
+  """Input i of a MatMul as a (K, N) view of its transpose held (N, K) contiguous on the device,
+  where it is a 2-D float initializer of at least MIN_ELEMENTS elements and the device's adapter
+  asks for it (transposes_weights); else None (read the input as it is)."""
+  runner, name = ins.runner, ins.names[i] if i < len(ins.names) else ""
+  init = runner.model.initializers.get(name) if name else None
+  if runner.folding or init is None or len(init[1]) != 2:
+    return None
+  dtype, shape = init[0], init[1]
+  if not dtype.is_float() or shape[0] * shape[1] < MIN_ELEMENTS or \
+      not transposes_weights(runner.device):
+    return None
+  key = (runner.device, name + TRANSPOSED)
+  if key not in runner.model.uploads:
+    t = runner.upload(init, f"tensor {name!r}")
+    runner.model.uploads[key] = t.permute(1, 0).contiguous().realize()
+  return runner.model.uploads[key].permute(1, 0)
+
+
+def _reads_reduce(node, limit: int = 64) -> bool:
+  """The lazy elementwise expression `node` reads a reduction (a norm's statistics), within
+  `limit` nodes, before any realized buffer."""
+  from ...graph.lazy import L
+  stack, seen = [node], 0
+  while stack and seen < limit:
+    n = stack.pop()
+    seen += 1
+    if n.realized:
+      continue
+    if n.op is L.REDUCE:
+      return True
+    if n.op in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
+      stack.extend(n.src)
+  return False
+
+
+def row_input(ins, a: Tensor) -> Tensor:
+  """A packed-weight matvec's activations `a` (input 0 of MatMulNBits), realized by a kernel of
+  its own, one per run for every node reading the same input (a layer's Q, K and V), where the
+  device's adapter gives such matvecs reduce_inner (CPU adapters) and `a` is computed from a
+  reduction (an RMS norm): the norm would otherwise be staged into the matvec, whose thread per
+  output then reads its own row's words (lavapipe, a 576-wide normed row: 1536 x 576 1.7 ms
+  against 0.25 ms, 49152 x 576 155-316 ms against 10-35 ms, load 13-15). Else `a` itself."""
+  if a.node.realized or ins.runner.folding or not _reads_reduce(a.node) or \
+      not row_defaults(ins.runner.device).get("reduce_inner"):
+    return a
+  store = ins.runner.__dict__.setdefault("_row_inputs", {})
+  if ins.names[0] not in store:
+    store[ins.names[0]] = a.contiguous()
+  return store[ins.names[0]]
+
+
+__all__ = ["held_transposed", "row_defaults", "row_input", "transposes_weights"]
