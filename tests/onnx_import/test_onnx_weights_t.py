@@ -65,14 +65,18 @@ def test_held_weight_is_stored_n_by_k(forced):
   assert np.array_equal(held[0].numpy(), w.T)
 
 
-def test_defaults_lavapipe_only_and_large_initializers_only():
-  """PYTHON's (no adapter) and small weights keep (K, N); lavapipe transposes weights of at least
-  MIN_ELEMENTS; an activation B (not an initializer) is never copied."""
+def test_defaults_cpu_adapters_only_and_large_initializers_only():
+  """PYTHON's (no adapter) and small weights keep (K, N); the CPU adapters (lavapipe,
+  SwiftShader) transpose weights of at least MIN_ELEMENTS, other classes do not; an activation B
+  (not an initializer) is never copied."""
+  from kernelgen.render.wgsl.adapters import defaults
+  assert [bool(defaults(a, "rows").get("weights_t")) for a in ("lavapipe", "swiftshader",
+          "discrete", "integrated", "unknown")] == [True, True, False, False, False]
   assert not weights.transposes_weights("PYTHON")
   model, feeds, _ = _model((1, 1), 128, 256)
   assert _held(model, feeds, "PYTHON") == []
   rt = device_runtime("WEBGPU")
-  lavapipe = rt.render_options().get("adapter") == "lavapipe"
+  lavapipe = rt.render_options().get("adapter") in ("lavapipe", "swiftshader")
   assert weights.transposes_weights("WEBGPU") == lavapipe
   assert len(_held(model, feeds, "WEBGPU")) == (1 if lavapipe else 0)
   small, feeds_small, _ = _model((1, 1), 16, 16)

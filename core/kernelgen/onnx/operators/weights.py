@@ -8,7 +8,7 @@ N elements per reduced element. GPUs read that coalesced (a workgroup's threads 
 columns), but a CPU adapter runs a workgroup's threads as the lanes of one SIMD group, each
 group walking K rows that lie N * 4 bytes apart, so every load touches a new cache line and
 page. Where the adapter asks for it (option `weights_t` of its row kernels' table,
-render/wgsl/adapters.py: lavapipe's), such a weight is held transposed, (N, K) contiguous,
+render/wgsl/adapters.py: lavapipe's and SwiftShader's), such a weight is held transposed, (N, K) contiguous,
 uploaded once per model and device (Model.uploads), and the MatMul reads it through a permuted
 view: each output's reduction is then one contiguous run (the layout MatMulNBits' packed
 weights already have).
@@ -18,7 +18,9 @@ weight's bytes' time over the matmul's, (K, N) -> (N, K): decode 1 x 576 @ 576 x
 LM head) 0.24 -> 0.87, 1 x 576 @ 576 x 1536 0.46 -> 0.74, 1 x 1536 @ 1536 x 576 0.16 -> 0.41;
 prefill 32 x 576 @ 576 x 1536 0.30 -> 0.33, 32 x 1536 @ 1536 x 576 0.10 -> 0.16, 128 x 576 @
 576 x 576 0.07 -> 0.06 (the noise). bench/lm_decode_kernels.py, SmolLM2 widths at 2 layers, fp32:
-the LM head's kernel 323 ms (load 2.5) -> 125 ms (load 10).
+the LM head's kernel 323 ms (load 2.5) -> 125 ms (load 10). SwiftShader natively (load 4.7, best
+of 15 interleaved, GPU ms, (K, N) -> (N, K)): 1 x 576 @ 576 x 49152 581 -> 348, 1 x 576 @ 576 x
+1536 12.1 -> 10.4, 1 x 1536 @ 1536 x 576 7.3 -> 6.8.
 """
 from __future__ import annotations
 

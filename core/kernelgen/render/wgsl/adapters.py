@@ -167,7 +167,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
   # pay for them, nor for the array's stores and loads: not kept.
   # row_short (34): lowering/variants.py SHORT_ROW_OPTIONS (measured there; lavapipe's too)
-  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
+  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True, "weights_t": True,
                             "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "row_short": 8},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
