@@ -204,7 +204,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # tile_unroll 4 (issue 43): the reduction loop unrolled 4 times and A's row read as one vec4
   # per 4 steps (16 vector loads of A and 16 of B per 4 steps of a 16x16 tile, where 2 steps took
   # 32 scalar loads of A and 8 vector loads of B): MEASURED_TILE_UNROLL below.
-  ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4)),
+  ("swiftshader", "tile"): {"tiles": ((8, 16), (8, 8), (4, 4)), "long_tiles_cost": True,
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                             "tile_window": True, "tile_unroll": 4, "slide": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
