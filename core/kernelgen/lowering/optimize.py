@@ -111,13 +111,14 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     cut = _cut_by_budget(item, target, options, tile)
     tile, inner, capped = _window_tile(item, options, tile, axes)
     capped = capped or cut and not inner
-    if _long_over_budget(item, target, options, (tile, axes, inner)):
-      return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
     threads = _tile_threads(item, tile, axes)
     local = int(options.get("local", 0)) or local_size(threads, grid_local(item, target.max_local))
-    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
-                tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
-                capped=capped)
+    chosen = Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
+                  tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
+                  capped=capped)
+    if _long_over_budget(item, options, chosen):
+      return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
+    return chosen
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
@@ -306,19 +307,17 @@ def _slide(item: ScheduleItem, target: Target, options: dict) -> Opts | None:
   return None
 
 
-def _long_over_budget(item: ScheduleItem, target: Target, options: dict, chosen: tuple) -> bool:
-  """With option long_tiles_cost (lavapipe's, SwiftShader's: adapters.py): the tile `chosen` (tile,
-  axes, tile_inner) under the adapter's long_tiles / tile_unroll lowers to a kernel whose
-  estimated build passes the run's budget (compile_cost.py): a one-off run takes the kernel as
-  without them (ResNet-50 natively: 31 CPU s with, 65 without this cap). Forced tiles are kept."""
+def _long_over_budget(item: ScheduleItem, options: dict, chosen: Opts) -> bool:
+  """With option long_tiles_cost (lavapipe's, SwiftShader's: adapters.py): the tiled kernel
+  `chosen` under the adapter's long_tiles / tile_unroll lowers to a kernel whose estimated
+  build passes the run's budget (compile_cost.py): a one-off run takes the kernel as without
+  them (ResNet-50 natively: 31 CPU s with, 65 without this cap). Forced tiles are kept. The
+  lowering is `chosen`'s own, which lower() keeps for compile_item's next call."""
   chose = options.get("adapter_chose", frozenset()) & {"long_tiles", "tile_unroll"}
   if not options.get("long_tiles_cost") or not chose or "tile" in options or \
       not compile_cost.capped(options):
     return False
-  tile, axes, inner = chosen
-  sink = lower(item, Opts(tile=tile, tile_axes=axes, tile_inner=inner, fma=target.tile_fma,
-                          tile_unroll=int(options.get("tile_unroll", 0) or 0)))[0]
-  return not compile_cost.affordable(options, len(toposort([sink])))
+  return not compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])))
 
 
 def _without_long(options: dict) -> dict:
