@@ -23,15 +23,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from compile_cost import ICDS  # noqa: E402
+from compile_cost import _stats, adapter_rows  # noqa: E402
 
 
 def _launches(bundle) -> list:
@@ -45,23 +43,26 @@ def _launches(bundle) -> list:
 
 
 def child(folder: str, reps: int) -> None:
-  """Measure every distinct pipeline of the bundle in `folder`, one ROW json line each."""
+  """Measure every distinct pipeline of the bundle in `folder`, one ROW json line each (after
+  a warm-up build of the first, dropped: the process's first pipeline pays for its setup)."""
   sys.path.insert(0, str(ROOT / "core"))
   import kernelgen as kg
   from kernelgen.device import Device
   runtime = Device["WEBGPU"]
   bundle = kg.load_bundle(folder)
   values = {d["name"]: d["hi"] for d in bundle.manifest.get("dims", ())}
-  seen: dict = {}
+  distinct: dict = {}
   for kernel, handles in _launches(bundle):
     launch = kernel.launch
     key = (launch.source.replace(launch.entry_point, "main"),
            tuple((b.slot, b.access) for b in launch.bindings), len(launch.uniforms))
-    if key in seen:
-      seen[key]["copies"] += 1
-      continue
-    seen[key] = row = {"kernel": kernel.name, "copies": 1, **_stats(launch.source),
-                       **_measure(runtime, kernel, handles, values, reps)}
+    distinct.setdefault(key, [kernel, handles, 0])[2] += 1
+  first = next(iter(distinct.values()))
+  _measure(runtime, first[0], first[1], values, 1)
+  runtime.clear_pipelines()
+  for kernel, handles, copies in distinct.values():
+    row = {"kernel": kernel.name, "copies": copies, **_stats(kernel.launch.source),
+           **_measure(runtime, kernel, handles, values, reps)}
     print("ROW " + json.dumps(row), flush=True)
 
 
@@ -77,21 +78,6 @@ def _measure(runtime, kernel, handles: list, values: dict, reps: int) -> dict:
   gpu, run_cpu = min(runs)
   return {"driver_ms": round(max(first_cpu - run_cpu, 0.0) * 1e3, 1),
           "wall_ms": round(max(first_wall - gpu, 0.0) * 1e3, 1), "gpu_ms": round(gpu * 1e3, 3)}
-
-
-def _stats(source: str) -> dict:
-  return {"lines": source.count("\n") + 1,
-          "loops": len(re.findall(r"\bloop\s*\{|\bfor\s*\(", source))}
-
-
-def adapter_rows(adapter: str, command: list):
-  """The ROW lines `command` prints, as dicts, in a fresh process bound to `adapter`'s ICD."""
-  env = {**os.environ, "VK_ICD_FILENAMES": ICDS[adapter], "VK_DRIVER_FILES": ICDS[adapter],
-         "MESA_SHADER_CACHE_DISABLE": "true"}
-  with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) as proc:
-    for line in proc.stdout:
-      if line.startswith("ROW "):
-        yield {**json.loads(line[4:]), "adapter": adapter}
 
 
 def main(argv: list[str]) -> None:

@@ -1,7 +1,7 @@
 """Writing a bundle to a directory, and running one from Python (`kg.load_bundle`).
 
     DIR/manifest.json          plan.py's manifest
-    DIR/<kernel>.wgsl|.ptx     each kernel's source, in the manifest's launch order
+    DIR/<kernel>.wgsl|.ptx     each distinct kernel source once (plan.share_sources)
     DIR/weights.safetensors    the realized data the program reads (nn/safetensors.py)
     DIR/model.js               webgpu bundles: the browser loader (loader.js, no dependencies)
     DIR/generate.js            webgpu bundles: model.js's generate() for causal LMs (generate.js)

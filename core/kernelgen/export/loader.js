@@ -1,7 +1,7 @@
 // A kernelgen WebGPU bundle's loader (written as DIR/model.js by kg.export): runs the exported
 // program's WGSL kernels on WebGPU. An ES module with no dependencies (but generate(), which
 // loads generate.js from next to it); the bundle's other files sit next to it: manifest.json,
-// one .wgsl per kernel, weights.safetensors, generate.js.
+// a .wgsl per distinct kernel, weights.safetensors, generate.js.
 //
 //   import { load } from './DIR/model.js';
 //   const model = await load({ device });   // device optional: share the page's GPUDevice
