@@ -12,14 +12,13 @@ The manifest (`BundlePlan.manifest`) is JSON: see export/README.md for its field
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from ..compiler import compile_plan
 from ..errors import KernelgenError, ShapeError, UnsupportedError
 from ..graph.dims import Sym
 from ..tensor.tensor import Tensor
-from ..uop.program import grid_json
+from ..uop.program import grid_json, unnamed_source
 from .memory import Interval, assign
 
 FORMAT = "kernelgen-bundle/1"
@@ -191,7 +190,7 @@ def share_sources(kernels: list, sources: dict) -> dict:
   kept = {}
   for entry in (e for k in kernels for e in [k, *k.get("variants", ())]):
     source, name = sources[entry["file"]], entry["entry_point"]
-    key = re.sub(rf"\b{re.escape(name)}\b", "\x00", source)
+    key = unnamed_source(source, name)
     if key in first:
       entry["file"], entry["entry_point"] = first[key]
     else:
