@@ -53,6 +53,12 @@ function settlesInlining(info) {
   return LAVAPIPE.test(text) || (!text.trim() && !info.isFallbackAdapter);
 }
 
+// What a launch's pipeline depends on: its source but for the entry point's name, so that
+// kernels of one structure under other names (a model's layers, `_n2`, `_n3`...) share one
+// pipeline (uop/program.py unnamed_source; only the dispatch names the entry point).
+const pipelineKey = (launch) => launch.source
+  .split(new RegExp(`\\b${launch.entry_point}\\b`)).join('\0');
+
 // A typed error that crosses to Python and to the page as plain data.
 export class KernelError extends Error {
   constructor(type, message, line = null) {
@@ -94,7 +100,7 @@ export class GpuExecutor {
     this.device = null;
     this.adapterInfo = null;
     this.buffers = new Map();    // id -> {buffer, nbytes}
-    this.pipelines = new Map();  // source + entry point -> {pipeline, layout}
+    this.pipelines = new Map();  // pipelineKey -> {pipeline, layout}
     this.making = new Map();     // source + entry point -> promise of one being created
     this.onPipelines = null;     // called with {made, making} as pipelines are created
     this.nextId = 1;
@@ -321,7 +327,7 @@ export class GpuExecutor {
   // kernels at once), so the driver compiles them together while Python goes on. A failure is
   // thrown where the pipeline is needed (pipeline()).
   prepare(launch) {
-    const key = launch.entry_point + '\n' + launch.source;
+    const key = pipelineKey(launch);
     if (!this.device || this.pipelines.has(key) || this.making.has(key)) return undefined;
     const device = this.device;
     const made = this.compile(launch).then((entry) => {
@@ -345,14 +351,14 @@ export class GpuExecutor {
   // 'none' (never prepared, dropped, or its build failed: pipeline() builds it or says why).
   // A kept plan swaps a larger kernel in once it is no longer 'making' (realize.py _swap).
   pipelineState(launch) {
-    const key = launch.entry_point + '\n' + launch.source;
+    const key = pipelineKey(launch);
     if (this.pipelines.has(key)) return 'ready';
     return this.making.has(key) ? 'making' : 'none';
   }
 
   // The compute pipeline for a launch, compiled once per (source, entry point).
   async pipeline(launch) {
-    const key = launch.entry_point + '\n' + launch.source;
+    const key = pipelineKey(launch);
     let entry = this.pipelines.get(key);
     if (!entry) {
       if (!this.making.has(key)) this.prepare(launch);
@@ -367,7 +373,7 @@ export class GpuExecutor {
   cachedPipeline(launch) {
     const known = this.launchPipelines.get(launch);
     if (known && known.device === this.device) return known.entry;
-    const entry = this.pipelines.get(launch.entry_point + '\n' + launch.source);
+    const entry = this.pipelines.get(pipelineKey(launch));
     if (entry) this.launchPipelines.set(launch, { entry, device: this.device });
     return entry || null;
   }

@@ -3,6 +3,8 @@ load() reports each one made (done 0..n of n, in increasing order), in headless 
 bundle still runs like numpy."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -43,3 +45,31 @@ def test_load_reports_each_pipeline_made_and_the_bundle_runs(chromium, tmp_path,
   want = np.exp(np.maximum(xv @ w.numpy(), 0) * 2).sum(axis=1)
   np.testing.assert_allclose(np.array(info["y"], np.float32), want, rtol=1e-4, atol=1e-5)
   assert info["badType"] is not None and "onProgress" in info["badType"], info["badType"]
+
+
+def test_layers_of_one_kernel_make_one_pipeline_and_run(chromium, tmp_path, serve):
+  """Kernels of a model's layers that share a file and entry point (export's share_sources)
+  are made as one pipeline each: load() reports the distinct pipelines, fewer than the kernels,
+  and every layer still runs like numpy."""
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  x = kg.Tensor.empty(4, 8, name="x")
+  ws = [kg.Tensor.randn(8, 8, seed=s).realize() for s in range(3)]
+  h = x
+  for w in ws:
+    h = ((h @ w).relu().contiguous() * 2).contiguous()
+  kg.export({"y": h}, str(tmp_path / "prog"), format="webgpu")
+  kernels = json.loads((tmp_path / "prog" / "manifest.json").read_text())["kernels"]
+  distinct = len({(k["file"], k["entry_point"]) for k in kernels})
+  xv = np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    info = page.evaluate(LOAD, ["prog", xv.ravel().tolist()])
+    assert page.console_errors == [], page.console_errors
+  assert distinct < info["kernels"] == 6, kernels
+  assert info["calls"] == [[i, distinct] for i in range(distinct + 1)], info["calls"]
+  want = xv
+  for w in ws:
+    want = np.maximum(want @ w.numpy(), 0) * 2
+  np.testing.assert_allclose(np.array(info["y"], np.float32).reshape(4, 8), want, rtol=1e-4,
+                             atol=1e-4)

@@ -180,6 +180,41 @@ def test_webgpu_bundle_runs_on_wgpu_like_numpy(tmp_path):
   np.testing.assert_allclose(out["probs"].numpy(), _mlp_numpy(xv, arrays), rtol=1e-4, atol=1e-6)
 
 
+def _layers(count=3, width=8):
+  """x (4, width) through `count` layers relu(h @ w_i) * 2: one kernel structure per layer."""
+  x = kg.Tensor.empty(4, width, name="x")
+  ws = [kg.Tensor.randn(width, width, seed=s).realize() for s in range(count)]
+  h = x
+  for w in ws:
+    h = ((h @ w).relu().contiguous() * 2).contiguous()
+  return h, [w.numpy() for w in ws]
+
+
+@pytest.mark.parametrize("fmt", ["webgpu", "ptx"])
+def test_layers_of_one_kernel_share_a_file_and_run_like_numpy(tmp_path, fmt):
+  """Kernels whose source differs only in the entry point's name (a model's layers) point at one
+  file and entry point, each written once (the page builds one pipeline for them); the bundle
+  still runs every layer like numpy."""
+  y, ws = _layers()
+  bundle = kg.export({"y": y}, str(tmp_path), format=fmt)
+  kernels = _read(tmp_path)["kernels"]
+  names = [k["name"] for k in kernels]
+  shared = {(k["file"], k["entry_point"]) for k in kernels}
+  assert len(set(names)) == len(names) == 6 and len(shared) < len(kernels), kernels
+  files = sorted(p.name for p in tmp_path.iterdir() if p.suffix in (".wgsl", ".ptx"))
+  assert files == sorted({f for f, _ in shared})
+  for file, entry in shared:
+    assert entry in (tmp_path / file).read_text()
+  xv = np.random.default_rng(1).standard_normal((4, 8)).astype(np.float32)
+  want = xv
+  for w in ws:
+    want = np.maximum(want @ w, 0) * 2
+  if fmt == "webgpu":
+    wgpu_device()
+  out = bundle.run({"x": xv}, device="WEBGPU" if fmt == "webgpu" else "PTXSIM")
+  np.testing.assert_allclose(out["y"].numpy(), want, rtol=1e-4, atol=1e-4)
+
+
 def test_inputs_of_other_dtypes_and_kinds_of_values(tmp_path):
   import array
   a = kg.Tensor.empty(2, 3, name="a", dtype="int32")

@@ -1,7 +1,7 @@
 """Writing a bundle to a directory, and running one from Python (`kg.load_bundle`).
 
     DIR/manifest.json          plan.py's manifest
-    DIR/<kernel>.wgsl|.ptx     each kernel's source, in the manifest's launch order
+    DIR/<kernel>.wgsl|.ptx     each distinct kernel source once (plan.share_sources)
     DIR/weights.safetensors    the realized data the program reads (nn/safetensors.py)
     DIR/model.js               webgpu bundles: the browser loader (loader.js, no dependencies)
     DIR/generate.js            webgpu bundles: model.js's generate() for causal LMs (generate.js)
@@ -50,7 +50,10 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
   `format` ("webgpu" or "ptx") into directory `path` (created if needed): the kernels' sources,
   the weights (safetensors), manifest.json and, for webgpu, model.js. Inputs are the program's
   `Tensor.empty(..., name=)` buffers. arch: the PTX architecture (default "sm_80"); options: the
-  target's compile options. Returns the bundle loaded (a Bundle).
+  target's compile options. Returns the bundle loaded (a Bundle). With `adapter` a CPU adapter
+  (SwiftShader, lavapipe), the kernels are those of a one-off run unless `runs` says otherwise
+  (lowering/compile_cost.py: a page loads the bundle once and waits for every pipeline before
+  its first result); runs=100 keeps the larger kernels a long loop pays back.
 
   `outputs` may also be an ONNX model (kg.onnx.load): its graph inputs become the bundle's
   inputs, shaped by `input_shapes` ({name: (d0, d1, ...)}; a name the model lacks is an

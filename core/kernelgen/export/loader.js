@@ -1,7 +1,7 @@
 // A kernelgen WebGPU bundle's loader (written as DIR/model.js by kg.export): runs the exported
 // program's WGSL kernels on WebGPU. An ES module with no dependencies (but generate(), which
 // loads generate.js from next to it); the bundle's other files sit next to it: manifest.json,
-// one .wgsl per kernel, weights.safetensors, generate.js.
+// a .wgsl per distinct kernel, weights.safetensors, generate.js.
 //
 //   import { load } from './DIR/model.js';
 //   const model = await load({ device });   // device optional: share the page's GPUDevice
@@ -66,6 +66,9 @@ function gridDispatch(dispatch, grid, values) {
 // kernel's bindings and uniforms: the pipelines to make, the source files to fetch.
 const withVariants = (kernels) => kernels.flatMap((k) => [k,
   ...(k.variants || []).map((v) => ({ ...k, grid: undefined, variants: undefined, ...v }))]);
+// what a launch's pipeline depends on: its source file, entry point, bindings and uniforms
+const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,
+  k.bindings.map((b) => [b.slot, b.access]), (k.uniforms || []).length]);
 const uniformSlot = (kernel) => Math.max(-1, ...kernel.bindings.map((b) => b.slot)) + 1;
 // a symbolic_shape entry (an int, or {terms: [[dim, coefficient]], const}) at the dims' values
 const sizeOf = (s, values) => (typeof s === 'number' ? s
@@ -334,16 +337,22 @@ class Model {
     for (const spec of this.manifest.weights) {
       write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
     }
+    // launches that share a file and entry point (export's share_sources: a model's layers)
+    // and their bindings share one pipeline, made once
     const launches = withVariants(this.manifest.kernels);
-    const total = launches.length;
+    const keys = launches.map(pipelineKey);
+    const first = new Map();
+    keys.forEach((key, i) => { if (!first.has(key)) first.set(key, i); });
+    const total = first.size;
     let done = 0;
     onProgress?.({ done, total });
-    const made = await Promise.all(launches.map(async (k, i) => {
-      const made = await pipeline(this.device, k, sources[i]);
+    const distinct = new Map(await Promise.all([...first].map(async ([key, i]) => {
+      const made = await pipeline(this.device, launches[i], sources[i]);
       done += 1;
       onProgress?.({ done, total });
-      return made;
-    }));
+      return [key, made];
+    })));
+    const made = keys.map((key) => distinct.get(key));
     let next = 0;
     this.steps = this.manifest.kernels.map((kernel) => {
       const { pipeline: p, layout } = made[next++];
@@ -627,8 +636,11 @@ export async function load({ device = null, base = new URL('./', import.meta.url
   const urls = launches.map((k) => inFolder(root, k.file, 'the kernel file'));
   const weightsUrl = manifest.weights.length
     ? inFolder(root, manifest.weights_file, 'the weights file') : null;
-  const files = Promise.all(launches.map(async (k, i) => (await fetchOk(urls[i],
-    k.file)).text()));
+  const fetched = new Map();      // each file once (launches may share one)
+  const files = Promise.all(launches.map((k, i) => {
+    if (!fetched.has(k.file)) fetched.set(k.file, fetchOk(urls[i], k.file).then((r) => r.text()));
+    return fetched.get(k.file);
+  }));
   const weights = weightsUrl ? fetchOk(weightsUrl, manifest.weights_file)
     .then((r) => r.arrayBuffer()) : null;
   const ownDevice = !device;

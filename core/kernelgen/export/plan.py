@@ -18,7 +18,7 @@ from ..compiler import compile_plan
 from ..errors import KernelgenError, ShapeError, UnsupportedError
 from ..graph.dims import Sym
 from ..tensor.tensor import Tensor
-from ..uop.program import grid_json
+from ..uop.program import grid_json, unnamed_source
 from .memory import Interval, assign
 
 FORMAT = "kernelgen-bundle/1"
@@ -143,6 +143,7 @@ def make_plan(outputs, target: str, options: dict, file_suffix: str) -> BundlePl
     sources[kernels[-1]["file"]] = compiled.source
     for entry, (_, _, variant) in zip(kernels[-1].get("variants", ()), compiled.variants):
       sources[entry["file"]] = variant.source
+  sources = share_sources(kernels, sources)
   for node in _named_inputs([t.node for t in outputs.values()]):
     table.of(node)                 # an input no kernel reads still takes its value
   manifest_outputs = _outputs(outputs, table)
@@ -177,6 +178,25 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
       variant, f"{compiled.name}_v{i}{suffix}")} for i, (dim, most, variant) in
       enumerate(compiled.variants, 1)]
   return entry
+
+
+def share_sources(kernels: list, sources: dict) -> dict:
+  """The sources to write, each once: a launch (kernel or variant entry) whose source is an
+  earlier one's but for its entry point's name (a model's layers: the same kernel over other
+  buffers, named _n2, _n3...) takes the earlier one's file and entry point, so the page builds
+  one pipeline for both (SmolLM2's prefill, 2 layers: 57 launches, 35 distinct). The entries
+  are changed in place; returns {file: source} of the files left."""
+  first: dict = {}        # the source with its entry point's name blanked -> (file, entry point)
+  kept = {}
+  for entry in (e for k in kernels for e in [k, *k.get("variants", ())]):
+    source, name = sources[entry["file"]], entry["entry_point"]
+    key = unnamed_source(source, name)
+    if key in first:
+      entry["file"], entry["entry_point"] = first[key]
+    else:
+      first[key] = entry["file"], name
+      kept[entry["file"]] = source
+  return kept
 
 
 def _launch_entry(compiled, file: str) -> dict:

@@ -20,6 +20,16 @@ many times the caller expects to run the plan (1 unless said: realize and a mode
 kg.jit and a plan realized again ask for RUNS_MANY). A choice whose estimate passes
 `budget_ms` = ONE_OFF_MS * runs takes the next smaller one; adapters without a measured cost
 (GPUs, unknown) are not capped, so their kernels are as before.
+
+An exported bundle is compiled for a one-off run unless export is given `runs`: a page loads it
+once and its user waits for every pipeline before the first result. SwiftShader weighs its long
+register tiles too (long_tiles_cost, as lavapipe; plain tiles within the budget where a one-off
+run's estimate passes it): SmolLM2's prefill at 2 layers, q4, 128 tokens, had 16x16 tiles
+unrolled 4 times over the 4-bit words' decoding, ~10,000 lines of WGSL each, which Chromium's
+SwiftShader built in 4-10 s each (bench/bundle_load.py, load ~12: 148 s for the prefill's
+pipelines, 98 s one after another); capped, ~1,000 lines each, 8.8 s for all of them (load ~9).
+Their run is slower (natively, bench/bundle_compile_cost.py, load ~10: the whole prefill's GPU
+time 7.6 -> 15.2 s, most of it the LM head over every position) but far less than the build.
 """
 from __future__ import annotations
 

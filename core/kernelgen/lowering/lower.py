@@ -28,8 +28,24 @@ from .vector import vector_stores, vector_thread_stores
 from .wgtile import staged_stores
 
 
+# the last lowering made, as one tuple (item, opts, result) (read and replaced whole: threads
+# that compile at once see one or the other): the optimizer's probe of the kernel it then
+# chooses (optimize._long_over_budget, _slide) is the lowering compile_item asks for next
+_LAST: list = [(None, None, None)]
+
+
 def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
-  """The kernel's SINK and its buffer table (slot 0: the output)."""
+  """The kernel's SINK and its buffer table (slot 0: the output); the same item and Opts as the
+  last call give that call's result (UOps are immutable; the buffer table is read only)."""
+  last = _LAST[0]
+  if last[0] is item and last[1] == opts:
+    return last[2]
+  result = _lower(item, opts)
+  _LAST[0] = (item, opts, result)
+  return result
+
+
+def _lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   lw = Lowerer(item)
   lw.nested = nested_reduces(item)
   lw.siblings = sibling_reduces(item, lw.nested)

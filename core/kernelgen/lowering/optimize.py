@@ -111,13 +111,14 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     cut = _cut_by_budget(item, target, options, tile)
     tile, inner, capped = _window_tile(item, options, tile, axes)
     capped = capped or cut and not inner
-    if _long_over_budget(item, target, options, (tile, axes, inner)):
-      return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
     threads = _tile_threads(item, tile, axes)
     local = int(options.get("local", 0)) or local_size(threads, grid_local(item, target.max_local))
-    return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
-                tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
-                capped=capped)
+    chosen = Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
+                  tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
+                  capped=capped)
+    if _long_over_budget(item, options, chosen):
+      return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
+    return chosen
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
@@ -222,17 +223,18 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
   if not fits:
     return ()
   tile = _shared_only(item, fits[0], axes)
-  if not options.get("tile_size_cap"):
-    return tile, axes
   # (long tiles are weighed by _long_over_budget, which falls back to these plain ones)
   budget = compile_cost.capped(options) and not (long and options.get("long_tiles")) and options
+  if not options.get("tile_size_cap") and not budget:
+    return tile, axes
   return _within_size(item, tile, axes, fits, budget), axes
 
 
 def _within_size(item: ScheduleItem, tile: tuple, axes: tuple, fits: list,
                  budget: dict | bool = False) -> tuple:
   """With option tile_size_cap (lavapipe's default, render/wgsl/adapters.py, where the driver
-  compiles at first dispatch; other adapters' tiles were measured without it): `tile`, or the
+  compiles at first dispatch; other adapters' tiles were measured without it) or a one-off
+  run's `budget` on an adapter with a measured cost (SwiftShader too): `tile`, or the
   next smaller of `fits` where `tile` lowers to more than TILE_MAX_UOPS UOps (a fused prologue
   that its outputs do not share, repeated R x C times: ResNet-50's 1x1 convs over a batch norm +
   ReLU of a residual sum were 8x8 tiles of 2100-2300 WGSL lines; see TILE_MAX_UOPS). With
@@ -261,7 +263,7 @@ def _within_budget(item: ScheduleItem, axes: tuple, tiles: list, options: dict) 
 def _cut_by_budget(item: ScheduleItem, target: Target, options: dict, tile: tuple) -> bool:
   """`tile` (_tile's choice) is smaller than the run's compile budget alone made it: the choice
   for RUNS_MANY runs differs (a kept plan realized again compiles that one: realize.py)."""
-  if not options.get("tile_size_cap") or "tile" in options or not compile_cost.capped(options):
+  if "tile" in options or not compile_cost.capped(options):
     return False
   many = _tile(item, target, {**options, "runs": compile_cost.RUNS_MANY})
   return bool(many) and many[0] != tile
@@ -305,19 +307,17 @@ def _slide(item: ScheduleItem, target: Target, options: dict) -> Opts | None:
   return None
 
 
-def _long_over_budget(item: ScheduleItem, target: Target, options: dict, chosen: tuple) -> bool:
-  """With option long_tiles_cost (lavapipe's, render/wgsl/adapters.py): the tile `chosen` (tile,
-  axes, tile_inner) under the adapter's long_tiles / tile_unroll lowers to a kernel whose
-  estimated build passes the run's budget (compile_cost.py): a one-off run takes the kernel as
-  without them (ResNet-50 natively: 31 CPU s with, 65 without this cap). Forced tiles are kept."""
+def _long_over_budget(item: ScheduleItem, options: dict, chosen: Opts) -> bool:
+  """With option long_tiles_cost (lavapipe's, SwiftShader's: adapters.py): the tiled kernel
+  `chosen` under the adapter's long_tiles / tile_unroll lowers to a kernel whose estimated
+  build passes the run's budget (compile_cost.py): a one-off run takes the kernel as without
+  them (ResNet-50 natively: 31 CPU s with, 65 without this cap). Forced tiles are kept. The
+  lowering is `chosen`'s own, which lower() keeps for compile_item's next call."""
   chose = options.get("adapter_chose", frozenset()) & {"long_tiles", "tile_unroll"}
   if not options.get("long_tiles_cost") or not chose or "tile" in options or \
       not compile_cost.capped(options):
     return False
-  tile, axes, inner = chosen
-  sink = lower(item, Opts(tile=tile, tile_axes=axes, tile_inner=inner, fma=target.tile_fma,
-                          tile_unroll=int(options.get("tile_unroll", 0) or 0)))[0]
-  return not compile_cost.affordable(options, len(toposort([sink])))
+  return not compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])))
 
 
 def _without_long(options: dict) -> dict:

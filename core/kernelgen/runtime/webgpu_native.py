@@ -29,7 +29,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from ..errors import CompileError, DeviceError
 from ..render.wgsl.adapters import classify
-from ..uop.program import CompiledKernel, Launch, launch_dispatch, variant_for, with_variants
+from ..uop.program import (CompiledKernel, Launch, launch_dispatch, unnamed_source, variant_for,
+                           with_variants)
 from .base import Runtime
 from .uniform_inlining import settle
 
@@ -163,7 +164,10 @@ class WebGPURuntime(Runtime):
   # ---- kernels ----
   @staticmethod
   def _pipeline_key(launch: Launch) -> tuple:
-    return (launch.source, launch.entry_point,
+    """What a launch's pipeline depends on: its source but for the entry point's name (kernels
+    of one structure under other names, a model's layers, share one: ResNet-50's 74 kernels are
+    48 structures), its bindings and its uniforms."""
+    return (unnamed_source(launch.source, launch.entry_point),
             tuple((b.slot, b.access) for b in launch.bindings), len(launch.uniforms))
 
   def prepare(self, kernel: CompiledKernel) -> None:

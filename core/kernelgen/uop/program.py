@@ -7,6 +7,8 @@ executes unchanged.
 """
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
 
 from ..dtype import DType
@@ -117,6 +119,16 @@ class Launch:
     if self.grid:
       out["grid"] = grid_json(self.grid)
     return out
+
+
+@functools.lru_cache(maxsize=512)
+def unnamed_source(source: str, entry_point: str) -> str:
+  """A kernel's `source` with its entry point's name blanked: kernels of one structure under
+  other names (a model's layers, `_n2`, `_n3`...; the compile cache renders them so) have the
+  same, and one pipeline or one bundle file serves them all (only dispatch names the entry
+  point, and nothing else in the source reads it). Kept for the last sources asked (a runtime
+  asks at every dispatch: the same string again, its hash cached)."""
+  return re.sub(rf"\b{re.escape(entry_point)}\b", "\x00", source)
 
 
 def grid_json(grid: tuple) -> list:

@@ -206,7 +206,8 @@ TABLE: dict[tuple[str, str], dict] = {
   # 32 scalar loads of A and 8 vector loads of B): MEASURED_TILE_UNROLL below.
   ("swiftshader", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
-                            "tile_window": True, "tile_unroll": 4, "slide": True},
+                            "long_tiles_cost": True, "tile_window": True, "tile_unroll": 4,
+                            "slide": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
@@ -216,8 +217,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # The online softmax where a row has a thread (rows.py's default for many short rows, or
   # row_lanes=1), Chromium, 4096x1024 f32, best / median of 8, ms: 16 lanes (the default here)
   # 13.6 / 17.2 | thread per row 15.1 / 17.0 | thread per row, online 12.2 / 12.9.
-  # row_thread_rows 4096 (issue 43): a thread per row from 4096 rows (rows.py's default: 16384),
-  # MEASURED_ROW_THREADS below
+  # row_thread_rows 4096 (issue 43), a thread per row from 4096 rows: MEASURED_ROW_THREADS
   # A LEAD, not built: softmax's row read once into registers (bench/softmax_regs.py, see
   # ("swiftshader", "rows")), Chromium's lavapipe, best / median of 12 interleaved, load ~7, ms:
   # today's kernel 16.8 / 34.7 | 8 lanes 10.6 / 26.9 | 16 lanes 16.1 / 29.4 (tinygrad 33 / 41);
