@@ -243,6 +243,16 @@ def print_row(row: dict, tokens: int, file=sys.stdout) -> None:
       print(f"    {system}: {row[system]['error']}", file=file)
 
 
+def forced_summary(rows: list, tokens: int, goal: float = 0.995) -> None:
+  """kernelgen's forced-decoding top-1 agreement per q4 row against issue 35's goal."""
+  for row in rows:
+    top1 = row["kernelgen"].get("top1")
+    if row["dtype"] == "q4" and top1 is not None:
+      print(f"  forced top-1 {row['model']} L{row['layers']} q4 {row['adapter']}: {top1}/{tokens} "
+            f"({100 * top1 / tokens:.1f} %; goal >= {100 * goal:.1f} %: "
+            f"{'met' if top1 >= goal * tokens else 'NOT met'})")
+
+
 HEADER = (f"{'model':13} {'L':>2} {'dtype':5} {'adapter':11} {'system':10} {'prefill':>8} "
           f"{'decode':>7} {'ttft s':>6} {'disp (/L)':>12} {'peak MB':>7} {'agree':>7} "
           f"{'top1':>7} {'load':>5}")
@@ -269,6 +279,7 @@ def main(argv=None) -> int:
   print(HEADER)
   for row in result["rows"]:
     print_row(row, args.tokens)
+  forced_summary(result["rows"], args.tokens)
   for adapter, info in result["info"].items():
     print(f"  {adapter}: ours on {info.get('adapter')}; onnxruntime-web: {info.get('peers')}; "
           f"cross-origin isolated {info.get('isolated')}, {info.get('cores')} cores")

@@ -72,7 +72,8 @@ def test_one_symbolic_step_bundle_generates_onnxruntime_tokens_in_the_page(page,
   assert 1 <= row["dispatches"] < 40 * layers, row              # counted per decode step
   weights = row["weightBytes"]       # on the GPU once: no more than the ONNX file's initializers
   assert 0 < weights <= _initializer_bytes(page[2] / f"tiny-{dtype}.onnx"), row
-  assert row["peak_bytes"] >= weights and row["kernels"] == len(manifest["kernels"]), row
+  assert row["kernels"] == len(manifest["kernels"]), row
+  assert weights <= row["peak_bytes"] < row["plannedBytes"] + 65536, row   # one program's buffers
 
 
 def test_fp16_gives_the_fp32_tokens_in_the_page(page):
