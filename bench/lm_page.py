@@ -54,15 +54,29 @@ from peers import ADAPTERS, round_order  # noqa: E402
 
 SYSTEMS = ("kernelgen", "ort webgpu", "ort wasm")
 SETTLE_MS = 200
+ONE_FILE = 2**31 - 2**26          # protobuf's limit on one message, less a margin
 PAGE_MS = 3_600_000
 ISOLATED = {"Cross-Origin-Opener-Policy": "same-origin",
             "Cross-Origin-Embedder-Policy": "require-corp"}
 
 
 def write_model(cfg, dtype: str, path: Path, last_logits: bool) -> None:
-  """The random-weight model of `cfg` in `dtype` as one .onnx file (ORT-web reads one buffer)."""
-  if not path.exists():
-    path.write_bytes(lm_models.build(cfg, dtype, last_logits=last_logits).SerializeToString())
+  """The random-weight model of `cfg` in `dtype` as one .onnx file (ORT-web reads one buffer),
+  or, past protobuf's 2 GB (Qwen2.5-0.5B in fp32), the graph with its weights in `path`.data
+  next to it (external data: ORT-web is given that file too, see page_specs)."""
+  if path.exists():
+    return
+  model = lm_models.build(cfg, dtype, last_logits=last_logits)
+  if model.ByteSize() < ONE_FILE:
+    path.write_bytes(model.SerializeToString())
+    return
+  import onnx
+  onnx.save_model(model, str(path), save_as_external_data=True, location=external(path).name)
+
+
+def external(path: Path) -> Path:
+  """Where write_model puts the weights of a model past protobuf's 2 GB."""
+  return path.with_name(path.name + ".data")
 
 
 def export_bundle(kg, path: Path, folder: Path, adapter: str, prompt: int,
@@ -84,8 +98,11 @@ def page_specs(server, data: Path, onnx: Path, bundles: dict, cfg, dtype: str, p
   past = [{"name": f"past_key_values.{i}.{w}", "heads": cfg.kv_heads, "dim": cfg.head_dim,
            "dtype": "float16" if dtype == "fp16" else "float32"}
           for i in range(cfg.layers) for w in ("key", "value")]
+  data_file = external(onnx)
+  weights = [{"path": data_file.name, "data": url(data_file)}] if data_file.exists() else None
   out = {f"ort {ep}": {"kind": "ort", "ep": ep, "model": url(onnx), "past": past,
-                       "vocab": cfg.vocab, "prompt": prompt} for ep in ("webgpu", "wasm")}
+                       "vocab": cfg.vocab, "prompt": prompt, "externalData": weights}
+         for ep in ("webgpu", "wasm")}
   out["kernelgen"] = {"error": bundles["error"]} if "error" in bundles else {
     "kind": "bundle", "bundle": url(bundles["bundle"]) + "/", "prompt": prompt}
   return {system: out[system] for system in systems}

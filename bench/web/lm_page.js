@@ -196,6 +196,7 @@ async function prepareOrt(spec) {
   ort.env.wasm.numThreads = globalThis.crossOriginIsolated ? navigator.hardwareConcurrency : 1;
   const bytes = new Uint8Array(await (await fetch(spec.model)).arrayBuffer());
   const options = { executionProviders: [spec.ep], graphOptimizationLevel: 'all' };
+  if (spec.externalData) options.externalData = spec.externalData;   // a model past 2 GB
   if (spec.ep === 'webgpu') {
     options.preferredOutputLocation = Object.fromEntries(spec.past.map((p) => [
       p.name.replace('past_key_values.', 'present.'), 'gpu-buffer']));
