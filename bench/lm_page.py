@@ -18,8 +18,8 @@ a `--prompt`-token prompt: `prefill` tokens/s = prompt / (prompt to first token)
 tokens/s = (tokens - 1) / the decode steps' time; medians. Every system's tokens are checked
 against onnxruntime's (CPU) greedy tokens (`agree`: positions equal of `tokens`, the worst
 round), and once, untimed, fed onnxruntime's tokens (forced decoding: `top1`, positions whose
-next token equals onnxruntime's; issue 35 asks >= 99.5 % for q4). `disp/L`: compute dispatches per decode step (counted by wrapping WebGPU's dispatch calls) per
-layer; `peak MB`: the peak of live GPU buffer bytes on the system's device (created minus
+next token equals onnxruntime's; issue 35 asks >= 99.5 % for q4). `disp/L`: compute
+dispatches per decode step (counted by wrapping WebGPU's dispatch calls) per layer; `peak MB`: the peak of live GPU buffer bytes on the system's device (created minus
 destroyed). Not a test: nothing is asserted; the load is printed.
 
     python bench/lm_page.py [--configs smollm2-135m] [--dtypes q4,fp32] [--layers L]
