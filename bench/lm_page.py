@@ -19,17 +19,20 @@ tokens/s = (tokens - 1) / the decode steps' time; medians. Every system's tokens
 against onnxruntime's (CPU) greedy tokens (`agree`: positions equal of `tokens`, the worst
 round), and once, untimed, fed onnxruntime's tokens (forced decoding: `top1`, positions whose
 next token equals onnxruntime's; issue 35 asks >= 99.5 % for q4). `disp/L`: compute
-dispatches per decode step (counted by wrapping WebGPU's dispatch calls) per layer; `peak MB`: the peak of live GPU buffer bytes on the system's device (created minus
-destroyed). Not a test: nothing is asserted; the load is printed.
+dispatches per decode step (counted by wrapping WebGPU's dispatch calls) per layer; `peak MB`:
+the peak of live GPU buffer bytes on the system's device (created minus destroyed). Not a test:
+nothing is asserted; the load is printed.
 
     python bench/lm_page.py [--configs smollm2-135m] [--dtypes q4,fp32] [--layers L]
                             [--prompt 128] [--tokens 128] [--adapters swiftshader,lavapipe]
-                            [--rounds 3] [--last-logits] [--keep DIR] [--json OUT]
+                            [--rounds 3] [--systems kernelgen,ort wasm] [--last-logits]
+                            [--keep DIR] [--json OUT]
 
 `--layers L` keeps the real widths and cuts the depth (full depth is slow on software adapters);
 `--last-logits` writes the models with the LM head on the last position only (as exports with
 logits_to_keep do; without it every system's prefill computes the head for all the prompt);
-`--keep DIR` keeps the ONNX files and bundles there and reuses them.
+`--keep DIR` keeps the ONNX files and bundles there and reuses them; `--systems` picks the
+systems (onnxruntime-web's WebGPU backend on SwiftShader is by far the slowest at full depth).
 """
 from __future__ import annotations
 
@@ -225,7 +228,7 @@ def one_model(kg, server, pages, data: Path, name: str, cfg, dtype: str, prompt:
       bundles = {"error": f"{type(error).__name__}: {error}"[:300]}
     done = bundles.get("error") or f"{bundles['export_s']:.0f} s"
     print(f"  {adapter}: export {done}", file=sys.stderr, flush=True)
-    specs = page_specs(server, data, onnx, bundles, cfg, dtype, prompt)
+    specs = page_specs(server, data, onnx, bundles, cfg, dtype, prompt, args.systems)
     row = run_row(page, specs, prompt, want, args.rounds)
     row = {"model": name, "layers": cfg.layers, "dtype": dtype, "adapter": adapter, **row,
            "load": os.getloadavg()[0], "export_s": bundles.get("export_s")}
@@ -284,6 +287,8 @@ def main(argv=None) -> int:
   parser.add_argument("--tokens", type=int, default=128)
   parser.add_argument("--adapters", default=",".join(ADAPTERS))
   parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--systems", default=",".join(SYSTEMS),
+                      help="which of kernelgen, ort webgpu, ort wasm to run")
   parser.add_argument("--last-logits", action="store_true",
                       help="the models' LM head on the last position only (logits_to_keep 1)")
   parser.add_argument("--keep", type=Path, help="keep (and reuse) the models and bundles here")
@@ -291,6 +296,7 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   args.configs, args.dtypes = args.configs.split(","), args.dtypes.split(",")
   args.adapters = args.adapters.split(",")
+  args.systems = [s for s in SYSTEMS if s in args.systems.split(",")]
   started = time.time()
   result = measure(args)
   print(HEADER)
