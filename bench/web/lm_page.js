@@ -102,11 +102,26 @@ function bundleFeeds(model, ids, done) {
   return Object.fromEntries(model.inputs.map((i) => [i.name, all[i.name]]));
 }
 
+// The most new tokens a run of the bundle takes: its step's top (export/onnx_lm.py), or 1 for a
+// bundle of one token a run.
+function stepOf(manifest) {
+  const ids = manifest.inputs.find((i) => i.name === 'input_ids');
+  const last = (ids.symbolic_shape || ids.shape).at(-1);
+  return typeof last === 'number' ? last
+    : manifest.dims.find((d) => d.name === last.terms[0][0]).hi;
+}
+
 function bundleSystem(model) {
+  const step = stepOf(model.manifest);
   return {
-    async prefill(prompt) {     // the whole prompt in one run (the step is symbolic)
+    async prefill(prompt) {     // the whole prompt in one run (in runs of `step` if longer)
       model.reset();
-      return (await model.run(bundleFeeds(model, prompt, 0), { outputs: ['token'] })).token[0];
+      let done = 0;
+      for (; prompt.length - done > step; done += step) {
+        await model.run(bundleFeeds(model, prompt.slice(done, done + step), done), { outputs: [] });
+      }
+      const last = bundleFeeds(model, prompt.slice(done), done);
+      return (await model.run(last, { outputs: ['token'] })).token[0];
     },
     async step(token, done) {
       return (await model.run(bundleFeeds(model, [token], done), { outputs: ['token'] })).token[0];
