@@ -12,6 +12,18 @@ WebGPU EP) and `['wasm']` (the wasm-only build; threads where the page is cross-
 which this server makes it), each its own session of the model's file. Nothing is fetched from any
 host but this machine (browser_util.local_page).
 
+A streaming model (Silero VAD: its `state` input and `stateN` output, STATE) is exported with that
+pair as bundle state (export/state.py): the state stays on the GPU between calls, starting from
+zeros, and a timed call writes the chunk and reads back only `output` (as a page calling it every
+32 ms does); its inputs here are the model's first chunk (state zeros) for every system, and our
+first call reads every output (checked, the state's too). onnxruntime-web is fed the zero state
+and reads both outputs each call. `--compare-state` also times the bundle exported without state
+("kernelgen stateless": the state written and read back each call), interleaved. The bundle is
+compiled for the adapter's storage buffers per kernel (`--buffers adapter`, the page's
+maxStorageBuffersPerShaderStage: fewer, wider kernels; manifest.limits) or for a number
+(`--buffers 8`: WebGPU's default). Per warm call our row also gives what model.calls counted
+(dispatches / submits / writes / reads).
+
 The models and their inputs are bench/pypi_models.py's (its wheels, SHAPES, feeds_for). Per model
 and adapter: each system is loaded and run once (its outputs checked against onnxruntime on the
 CPU: rtol 1e-3 / atol 1e-4, pypi_models.matches; checked again after the rounds), then `--rounds`
@@ -24,6 +36,7 @@ with the table.
 
     python bench/pypi_page.py [--models silero_vad.onnx,...] [--adapters swiftshader,lavapipe]
                               [--rounds 5] [--keep DIR] [--json OUT] [--profile RUNS]
+                              [--buffers adapter|N] [--compare-state]
 
 `--keep DIR` keeps the exported bundles and the inputs there, and reuses a bundle found there
 (export takes minutes per model on this machine). `--profile RUNS` also loads our bundle again
@@ -53,16 +66,21 @@ from peers import ADAPTERS, round_order  # noqa: E402
 MODELS = ("silero_vad.onnx", "ch_PP-OCRv4_det_infer.onnx", "ch_PP-OCRv4_rec_infer.onnx",
           "common.onnx", "common_det.onnx")
 BAKED = ("sr",)          # inputs read only as settings: constants of the bundle
+STATE = {"state": "stateN"}   # a streaming model's state (input -> output), kept on the GPU
 SYSTEMS = ("kernelgen", "ort webgpu", "ort wasm")
+EXTRA = "kernelgen stateless"   # --compare-state: the bundle without state, timed beside
 SETTLE_MS = 100
 PAGE_MS = 1_800_000      # one call may take long: a model's pipelines on lavapipe, ORT's sessions
 ISOLATED = {"Cross-Origin-Opener-Policy": "same-origin",
             "Cross-Origin-Embedder-Policy": "require-corp"}
 
 
-def export_bundle(kg, raw: bytes, feeds: dict, folder: Path, adapter: str) -> dict:
-  """The model as a WebGPU bundle for `adapter` in `folder` (reused when already there):
-  {inputs: [{name, dtype}], kernels, export_s}. BAKED inputs become constants."""
+def export_bundle(kg, raw: bytes, feeds: dict, folder: Path, adapter: str, buffers: int = 8,
+                  state: dict | None = None) -> dict:
+  """The model as a WebGPU bundle for `adapter` and `buffers` storage buffers per kernel in
+  `folder` (reused when already there), with `state` ({input: output}) kept on the GPU:
+  {inputs: [{name, dtype}], kernels, export_s, read: the outputs a call reads back}. BAKED inputs
+  become constants."""
   manifest = folder / "manifest.json"
   start = time.perf_counter()
   if not manifest.exists():
@@ -75,10 +93,16 @@ def export_bundle(kg, raw: bytes, feeds: dict, folder: Path, adapter: str) -> di
       if name in feeds:
         tensors[name] = kg.Tensor(feeds[name], device="PYTHON")
     outs = ModelOutputs(model.run(tensors, device="PYTHON", replay=False))
-    kg.export(outs, str(folder), format="webgpu", adapter=adapter)
+    kg.export(outs, str(folder), format="webgpu", adapter=adapter, state=state or None,
+              max_storage_buffers=buffers)
   spec = json.loads(manifest.read_text())
-  return {"inputs": [{"name": i["name"], "dtype": i["dtype"]} for i in spec["inputs"]],
-          "kernels": len(spec["kernels"]), "export_s": time.perf_counter() - start}
+  kept = {s["name"] for s in spec.get("state", [])}
+  return {"inputs": [{"name": i["name"], "dtype": i["dtype"]} for i in spec["inputs"]
+                     if i["name"] not in kept],
+          "read": [o["name"] for o in spec["outputs"]
+                   if o["name"] not in {s["output"] for s in spec.get("state", [])}],
+          "kernels": len(spec["kernels"]), "limits": spec.get("limits", {}),
+          "export_s": time.perf_counter() - start}
 
 
 def write_inputs(folder: Path, tag: str, feeds: dict, bundle_inputs: list) -> dict:
@@ -96,26 +120,37 @@ def write_inputs(folder: Path, tag: str, feeds: dict, bundle_inputs: list) -> di
   return {"ort": ort, "ours": ours}
 
 
-def prepare_model(kg, ort, label: str, raw: bytes, folder: Path, adapters) -> dict:
+def prepare_model(kg, ort, label: str, raw: bytes, folder: Path, adapters: dict,
+                  stateless: bool = False) -> dict:
   """One model's files for the page: its .onnx, inputs, onnxruntime's outputs, a bundle per
-  adapter (or the export's error)."""
+  adapter ({adapter: storage buffers per kernel}; or the export's error), and with `stateless`
+  one without state too."""
   session = ort.InferenceSession(raw, providers=["CPUExecutionProvider"])
   feeds = pypi_models.feeds_for(label, session)
+  state = {i: o for i, o in STATE.items() if i in feeds and
+           o in [x.name for x in session.get_outputs()]}
+  for name in state:             # a stream's first chunk: its state starts as zeros
+    feeds[name] = np.zeros_like(feeds[name])
   want = dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds)))
   tag = Path(label).stem
   (folder / f"{tag}.onnx").write_bytes(raw)
-  spec = {"label": label, "tag": tag, "want": want, "feeds": feeds, "bundles": {}}
-  for adapter in adapters:
-    where = folder / f"{tag}-{adapter}"
-    try:
-      bundle = export_bundle(kg, raw, feeds, where, adapter)
-      spec["bundles"][adapter] = {**bundle, "files": write_inputs(folder, tag, feeds,
-                                                                  bundle["inputs"])}
-    except Exception as error:     # noqa: BLE001 (a row says why)
-      spec["bundles"][adapter] = {"error": f"{type(error).__name__}: {error}"[:300]}
-    print(f"  export {label} for {adapter}: " + (spec["bundles"][adapter].get("error") or
-          f"{spec['bundles'][adapter]['kernels']} kernels, "
-          f"{spec['bundles'][adapter]['export_s']:.0f} s"), file=sys.stderr, flush=True)
+  spec = {"label": label, "tag": tag, "want": want, "feeds": feeds, "bundles": {},
+          "stateless": {}}
+  for adapter, buffers in adapters.items():
+    kinds = [("bundles", state, "")] + ([("stateless", {}, "-nostate")] if stateless and state
+                                         else [])
+    for key, kept, suffix in kinds:
+      where = folder / f"{tag}-{adapter}-b{buffers}{suffix}"
+      try:
+        bundle = export_bundle(kg, raw, feeds, where, adapter, buffers, kept)
+        spec[key][adapter] = {**bundle, "base": where.name,
+                              "files": write_inputs(folder, tag, feeds, bundle["inputs"])}
+      except Exception as error:     # noqa: BLE001 (a row says why)
+        spec[key][adapter] = {"error": f"{type(error).__name__}: {error}"[:300]}
+      print(f"  export {label}{suffix} for {adapter} ({buffers} buffers): " + (
+        spec[key][adapter].get("error") or f"{spec[key][adapter]['kernels']} kernels, "
+        f"limits {spec[key][adapter]['limits']}, {spec[key][adapter]['export_s']:.0f} s"),
+        file=sys.stderr, flush=True)
   spec["ort_inputs"] = write_inputs(folder, tag, feeds, [])["ort"]
   return spec
 
@@ -126,10 +161,13 @@ def page_specs(server, spec: dict, adapter: str) -> dict:
   inputs = [{**i, "file": url(i["file"])} for i in spec["ort_inputs"]]
   out = {f"ort {ep}": {"kind": "ort", "ep": ep, "model": url(f"{spec['tag']}.onnx"),
                        "inputs": inputs} for ep in ("webgpu", "wasm")}
-  bundle = spec["bundles"][adapter]
-  out["kernelgen"] = {"error": bundle["error"]} if "error" in bundle else {
-    "kind": "bundle", "base": url(f"{spec['tag']}-{adapter}/"),
-    "inputs": [{**i, "file": url(i["file"])} for i in bundle["files"]["ours"]]}
+  for key, system in (("bundles", "kernelgen"), ("stateless", EXTRA)):
+    bundle = spec[key].get(adapter)
+    if bundle is None:
+      continue
+    out[system] = {"error": bundle["error"]} if "error" in bundle else {
+      "kind": "bundle", "base": url(f"{bundle['base']}/"), "read": bundle["read"],
+      "inputs": [{**i, "file": url(i["file"])} for i in bundle["files"]["ours"]]}
   return out
 
 
@@ -160,7 +198,7 @@ def run_model(page, server, spec: dict, adapter: str, rounds: int, profile: int 
     print(f"  {adapter} {spec['label']} {system}: "
           f"{ {k: v for k, v in row[system].items() if k != 'samples_ms'} }",
           file=sys.stderr, flush=True)
-  ready = [s for s in SYSTEMS if "error" not in row[s]]
+  ready = [s for s in row if "error" not in row[s]]
   for r in range(rounds):
     for system in round_order(ready, r):
       row[system]["samples_ms"].append(
@@ -199,7 +237,7 @@ def open_page(pw, server, adapter: str, stack):
 
 def measure(labels, adapters=ADAPTERS, rounds: int = 5, keep: Path | None = None,
             cache: Path = pypi_models.CACHE, json_out: Path | None = None,
-            profile: int = 0) -> dict:
+            profile: int = 0, buffers: str = "adapter", stateless: bool = False) -> dict:
   """Every chosen model on every adapter, model after model (exported, then timed in each
   adapter's page; a browser per adapter, open throughout): {rows, load, info}. With json_out,
   the figures so far are written there after every row."""
@@ -220,10 +258,12 @@ def measure(labels, adapters=ADAPTERS, rounds: int = 5, keep: Path | None = None
     server = stack.enter_context(StaticServer(ROOT / "bench", mounts=mounts, headers=ISOLATED))
     pw = stack.enter_context(sync_playwright())
     pages = {a: open_page(pw, server, a, stack) for a in adapters}
+    counts = {a: page.evaluate("window.pypi.storageBuffers()") if buffers == "adapter"
+              else int(buffers) for a, page in pages.items()}
     for label, raw in pypi_models.models(list(pypi_models.PACKAGES), cache):
       if label.split("/")[-1] not in labels:
         continue
-      spec = prepare_model(kg, ort, label, raw, folder, adapters)
+      spec = prepare_model(kg, ort, label, raw, folder, counts, stateless)
       for adapter in adapters:
         row = run_model(pages[adapter], server, spec, adapter, rounds, profile)
         out["rows"].append({"model": label, "adapter": adapter, **row,
@@ -253,12 +293,18 @@ def print_row(row: dict, file=sys.stdout) -> None:
   peer, ms = best_peer(row)
   ours = row["kernelgen"]
   ratio = f"{ms / ours['ms']:.2f}x" if peer and ours.get("ok") and "ms" in ours else "-"
+  calls = ours.get("calls") or {}
+  counted = "/".join(str(calls.get(k, "-")) for k in ("dispatches", "submits", "writes", "reads"))
   print(f"{row['model'].split('/')[-1]:28} {row['adapter']:11} {cell(ours):>10} "
         f"{cell(row['ort webgpu']):>11} {cell(row['ort wasm']):>10} {ratio:>7} "
-        f"{ours.get('kernels') or '-':>7} {row['load']:5.1f}", file=file, flush=True)
-  for system in SYSTEMS:
-    if "error" in row[system]:
+        f"{counted:>11} {row['load']:5.1f}", file=file, flush=True)
+  for system in (*SYSTEMS, EXTRA):
+    if "error" in row.get(system, {}):
       print(f"    {system}: {row[system]['error']}", file=file)
+  if "ms" in row.get(EXTRA, {}):
+    calls = row[EXTRA].get("calls") or {}
+    print(f"    {EXTRA}: {cell(row[EXTRA])} ms, " + "/".join(
+      str(calls.get(k, "-")) for k in ("dispatches", "submits", "writes", "reads")), file=file)
   if row.get("profile"):
     p = row["profile"]
     print(f"    our kernels by GPU time: {p['total_ms']:.1f} ms in {p['kernels']}; " + ", ".join(
@@ -277,12 +323,17 @@ def main(argv=None) -> int:
   parser.add_argument("--profile", type=int, default=0, metavar="RUNS",
                       help="also time our kernels with GPU timestamps, best of RUNS runs "
                            "(adapters with timestamp queries: SwiftShader)")
+  parser.add_argument("--buffers", default="adapter",
+                      help="storage buffers per kernel to compile for: 'adapter' (the page's "
+                           "maxStorageBuffersPerShaderStage) or a number (8: WebGPU's default)")
+  parser.add_argument("--compare-state", action="store_true",
+                      help="also time a streaming model's bundle without state, interleaved")
   args = parser.parse_args(argv)
   started = time.time()
   result = measure(args.models.split(","), args.adapters.split(","), args.rounds, args.keep,
-                   args.cache, args.json, args.profile)
+                   args.cache, args.json, args.profile, args.buffers, args.compare_state)
   print(f"{'model':28} {'adapter':11} {'ours ms':>10} {'ort gpu ms':>11} {'wasm ms':>10} "
-        f"{'ratio':>7} {'kernels':>7} {'load':>5}")
+        f"{'ratio':>7} {'d/s/w/r':>11} {'load':>5}")
   for row in result["rows"]:
     print_row(row)
   for adapter, info in result["info"].items():
@@ -290,7 +341,8 @@ def main(argv=None) -> int:
           f"cross-origin isolated {info.get('isolated')}, {info.get('cores')} cores")
   print(f"\n{time.time() - started:.0f} s; median of {args.rounds} interleaved calls per "
         f"system (inputs on the CPU to outputs on the CPU); ratio = best correct "
-        f"onnxruntime-web backend / ours; load averages {result['load']}")
+        f"onnxruntime-web backend / ours; d/s/w/r: our dispatches / submits / buffer writes / "
+        f"outputs read back per warm call (model.calls); load averages {result['load']}")
   if args.json:
     args.json.write_text(json.dumps(result, indent=1, default=str))
   return 0

@@ -19,6 +19,13 @@
 //
 // When the device is lost (a crash, a driver reset, device.destroy()), the next ensureDevice()
 // makes a new one and reports that it did.
+//
+// On Mesa's lavapipe (Chromium's compatibility mode runs on it through ANGLE), a pipeline whose
+// shader reads uniforms (a symbolic kernel's dims) is settled once it is built (settleInlining):
+// lavapipe inlines the uniforms that loop bounds read and compiles the shader again at every
+// dispatch until one inlined shader keeps most of the plain one's size; a dispatch of no
+// workgroups with every uniform at SETTLE_VALUE does that first (runtime/uniform_inlining.py,
+// the native runtime's same step). `stats.inliningSettles` counts them.
 
 // Adapter features a kernel can use: requested whenever the adapter has them.
 const OPTIONAL_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query'];
@@ -28,6 +35,23 @@ const ALIGN = 16;
 
 // Kernels encoded into one command buffer at most before it is submitted (and timed together).
 const BATCH_KERNELS = 64;
+
+// The dims' value in a lavapipe pipeline's settling dispatch, and the bytes of each stand-in
+// buffer it binds (runtime/uniform_inlining.py: SETTLE_VALUE, STAND_IN_BYTES).
+const SETTLE_VALUE = 1 << 16;
+const STAND_IN_BYTES = 256;
+
+// Adapter names of Mesa's lavapipe (render/wgsl/adapters.py NAMES: lavapipe, llvmpipe).
+const LAVAPIPE = /lavapipe|llvmpipe/i;
+
+// Whether pipelines on this adapter settle lavapipe's uniform inlining: lavapipe by name, and an
+// adapter that describes nothing (Chromium's compatibility mode on lavapipe through ANGLE gives
+// an empty vendor, architecture, device and description; a dispatch of no workgroups costs
+// other drivers nothing).
+function settlesInlining(info) {
+  const text = [info.vendor, info.architecture, info.device, info.description].join(' ');
+  return LAVAPIPE.test(text) || (!text.trim() && !info.isFallbackAdapter);
+}
 
 // A typed error that crosses to Python and to the page as plain data.
 export class KernelError extends Error {
@@ -84,7 +108,7 @@ export class GpuExecutor {
     this.launchPipelines = new WeakMap();  // launch object -> pipeline entry (Python reuses them)
     this.generation = 0;         // +1 per device made: Python re-reads info() when it changes
     this.stats = { submits: 0, batches: 0, kernels: 0, workgroups: 0, scopeWaits: 0,
-      pipelinesMade: 0, mostMaking: 0, pipelineMs: 0, pipelineBusyMs: 0 };
+      pipelinesMade: 0, mostMaking: 0, pipelineMs: 0, pipelineBusyMs: 0, inliningSettles: 0 };
     // mostMaking: the most pipelines in flight at once; pipelineMs: the builds' times summed
     // (shader module + createComputePipelineAsync, each); pipelineBusyMs: the time at least one
     // was building (what the builds add to a run's wall time at most, as they overlap)
@@ -92,6 +116,8 @@ export class GpuExecutor {
     this.busySince = 0;          // when the first of them started
     this.timing = false;         // runTimed's batch is being encoded: time it
     this.timeBatches = false;    // time every batch (takeTimings returns their times)
+    this.settlesInlining = false;  // lavapipe: settle each pipeline with uniforms (settleInlining)
+    this.standIns = [];          // the settling dispatches' stand-in storage buffers
   }
 
   get available() {
@@ -147,6 +173,8 @@ export class GpuExecutor {
     this.generation += 1;
     this.batch = null;
     this.adapterInfo = adapterDescription(adapter, this.compatibility);
+    this.settlesInlining = settlesInlining(this.adapterInfo);
+    this.standIns = [];
     this.everHadDevice = true;
     return device;
   }
@@ -392,12 +420,47 @@ export class GpuExecutor {
       const pipeline = await device.createComputePipelineAsync({
         layout: pipelineLayout, compute: { module, entryPoint: launch.entry_point },
       });
+      if (this.settlesInlining && launch.uniforms?.length) {
+        this.settleInlining(device, pipeline, layout, launch);
+      }
       return { pipeline, layout };
     } catch (error) {
       const type = /workgroup|limit|exceed/i.test(error.message) ? 'LimitError' : 'CompileError';
       throw new KernelError(type,
         `the WebGPU pipeline for kernel ${launch.entry_point} failed: ${error.message}`);
     }
+  }
+
+  // Submit one dispatch of no workgroups of `pipeline` with every uniform at SETTLE_VALUE, on
+  // stand-in buffers (see the header: lavapipe stops inlining the uniforms for good). A failure
+  // here is only reported: the kernel's own runs check themselves.
+  settleInlining(device, pipeline, layout, launch) {
+    while (this.standIns.length < launch.bindings.length) {
+      this.standIns.push(device.createBuffer({ size: STAND_IN_BYTES,
+        usage: GPUBufferUsage.STORAGE }));
+    }
+    const values = launch.uniforms.map(() => SETTLE_VALUE);
+    const data = packUniforms(launch.uniforms, values);
+    const uniform = device.createBuffer({ size: data.byteLength,
+      usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    device.queue.writeBuffer(uniform, 0, data);
+    const entries = launch.bindings.map((binding, index) => ({
+      binding: binding.slot, resource: { buffer: this.standIns[index] },
+    }));
+    entries.push({ binding: uniformSlot(launch), resource: { buffer: uniform } });
+    device.pushErrorScope('validation');
+    const encoder = device.createCommandEncoder();
+    const pass = encoder.beginComputePass();
+    pass.setPipeline(pipeline);
+    pass.setBindGroup(0, device.createBindGroup({ layout, entries }));
+    pass.dispatchWorkgroups(0, 0, 0);
+    pass.end();
+    device.queue.submit([encoder.finish()]);
+    device.popErrorScope().then((error) => {
+      if (error) console.warn(`kernelgen gpu: settling ${launch.entry_point}: ${error.message}`);
+    }, () => {});
+    uniform.destroy();
+    this.stats.inliningSettles += 1;
   }
 
   uniformBuffer(launch, values) {

@@ -60,7 +60,10 @@ async function prepareBundle(spec) {
   const loadMs = performance.now() - start;
   const inputs = {};
   for (const input of spec.inputs) inputs[input.name] = await fetchArray(input.file, input.dtype);
-  return { run: () => model.run(inputs), dispose: () => model.destroy(), loadMs,
+  // a timed call reads back spec.read (a streaming model: not its state, kept on the GPU);
+  // checked calls start the state anew and read every output
+  return { run: () => model.run(inputs, { outputs: spec.read }), dispose: () => model.destroy(),
+    all: () => { model.reset(); return model.run(inputs); }, calls: () => model.calls, loadMs,
     kernels: model.manifest?.kernels?.length ?? null };
 }
 
@@ -118,9 +121,11 @@ async function prepare(key, spec) {
     const prepared = await (spec.kind === 'bundle' ? prepareBundle(spec) : prepareOrt(spec));
     state.prepared[key] = prepared;
     const start = performance.now();
-    const outputs = plain(await prepared.run());
-    return { outputs, loadMs: prepared.loadMs, firstRunMs: performance.now() - start,
-      kernels: prepared.kernels };
+    const outputs = plain(await (prepared.all || prepared.run)());
+    const firstRunMs = performance.now() - start;
+    await prepared.run();                  // a warm call's counts (model.calls)
+    return { outputs, loadMs: prepared.loadMs, firstRunMs, kernels: prepared.kernels,
+      calls: prepared.calls?.() ?? null };
   } catch (error) {
     return { error: `${error.name || 'Error'}: ${error.message}`.slice(0, 400) };
   }
@@ -137,7 +142,14 @@ async function time(key, settleMs) {
 
 // the last call's outputs, again (checked after the timed rounds too)
 async function outputs(key) {
-  return plain(await state.prepared[key].run());
+  const prepared = state.prepared[key];
+  return plain(await (prepared.all || prepared.run)());
+}
+
+// the adapter's storage buffers per shader stage (what bundles may be compiled for)
+async function storageBuffers() {
+  await device();
+  return state.device.limits.maxStorageBuffersPerShaderStage;
 }
 
 // The bundle at spec.base loaded again with per-kernel GPU timestamps (where the adapter has
@@ -168,5 +180,5 @@ async function release(key) {
   if (prepared) await prepared.dispose();
 }
 
-window.pypi = { info, prepare, time, outputs, release, profile };
+window.pypi = { info, prepare, time, outputs, release, profile, storageBuffers };
 document.body.dataset.ready = 'true';

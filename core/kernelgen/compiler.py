@@ -166,11 +166,14 @@ def buffer_limit(target: Target | str, options: dict | None) -> int | None:
   return get_target(target).buffer_limit(options or {})
 
 
-def compile_item(item, target: Target | str, options: dict | None = None, print_after=()):
+def compile_item(item, target: Target | str, options: dict | None = None, print_after=(),
+                 pin: tuple | None = None):
   """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel.
-  A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (lowering/tensorcore.py)."""
+  A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (lowering/tensorcore.py).
+  `pin` (dim name, value): a variant for that one bound value (lowering/pinned.py)."""
   from .lowering.lower import lower
   from .lowering.optimize import optimize
+  from .lowering.pinned import pin_dim
   from .lowering.tensorcore import lower_tensor_cores
   target = get_target(target)
   options = dict(target.check_options(options or {}))
@@ -186,6 +189,8 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
     with internal_errors("lower", item.name):
       lowered = lower(item, opts)                             # lower
   sink, buffers = lowered
+  if pin is not None:
+    sink = pin_dim(sink, *pin)
   if print_after == "all" or "lower" in print_after:
     print(f"--- after lower ({item.name}) ---\n{print_graph(sink)}", file=sys.stderr)
   out = compile_kernel(sink, item.name, target, target.for_renderer(options),  # verify .. render
@@ -203,9 +208,12 @@ def with_variants(compiled, item, target: Target, options: dict, opts, print_aft
   variant is kept only with a run-time grid where the kernel has one, and with the same buffers
   and arguments."""
   from .lowering.variants import variants
+  from .lowering.pinned import PIN
   made, gridded = [], bool(compiled.launch.grid)
   for dim, most, extra in variants(item, target, options, opts, gridded):
-    variant = compile_item(item, target, {**options, **extra}, print_after)
+    rest = {k: v for k, v in extra.items() if k != PIN}
+    variant = compile_item(item, target, {**options, **rest}, print_after,
+                           (dim, extra[PIN]) if PIN in extra else None)
     if bool(variant.launch.grid) == gridded and \
        variant.launch.bindings == compiled.launch.bindings and \
        variant.launch.uniforms == compiled.launch.uniforms:

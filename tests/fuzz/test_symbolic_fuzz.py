@@ -1,7 +1,8 @@
 """The fixed slice of the symbolic-size fuzzer (tests/helpers/fuzz_symbolic.py; `./build.sh fuzz`
 runs one beside every third seed's program): random chains of operations over a tensor with a
 symbolic axis (kg.Dim), the range's ends and a value no tile divides drawn per program, each
-bound value against numpy, and compiled once for all of them. PYTHON and WEBGPU."""
+bound value against numpy, and compiled once for all of them; some programs' axis is 2n, which a
+step-2 slice or a stride-2 pooling or conv window halves. PYTHON and WEBGPU."""
 from __future__ import annotations
 
 import io
@@ -9,7 +10,8 @@ import os
 
 import pytest
 
-from fuzz_symbolic import FINAL, GROW, OPS, SymbolicProgram, generate_symbolic, run_symbolic
+from fuzz_symbolic import FINAL, GROW, OPS, STEPS, SymbolicProgram, generate_symbolic, \
+  run_symbolic
 from tools import device_fixture
 
 SEEDS = int(os.environ.get("KERNELGEN_SYMBOLIC_SEEDS", 16))   # more: KERNELGEN_SYMBOLIC_SEEDS=500
@@ -29,7 +31,14 @@ def test_programs_draw_range_ends_odd_values_and_every_operation():
   assert any(p.lo > 1 for p in programs)
   assert all(any(v % 2 for v in p.values) for p in programs if p.hi - p.lo > 2)
   drawn = {name for p in programs for name in p.steps + (p.final,)}
-  assert drawn == set(OPS) | set(GROW) | set(FINAL)
+  assert drawn == set(OPS) | set(STEPS) | set(GROW) | set(FINAL)
+  even = [p for p in programs if p.even]        # over (2n, cols): one step or stride-2 window
+  assert even and all(sum(s in STEPS for s in p.steps) == 1 for p in even)
+  assert not any(s in STEPS for p in programs if not p.even for s in p.steps)
+  assert all(not any(s in GROW for s in p.steps[:p.steps.index(next(t for t in p.steps
+                                                                   if t in STEPS))])
+             for p in even)
+  assert any(p.even for p in programs[:SEEDS]), "the fixed slice runs no even program"
 
 
 def test_the_main_fuzzer_runs_symbolic_programs():

@@ -2,7 +2,9 @@
 one beside every SYMBOLIC_EVERY-th seed's program; tests/fuzz/test_symbolic_fuzz.py runs a fixed
 slice): a range lo..hi and bound values are drawn (the range's ends, a value no tile, vector or
 workgroup size divides, one more), then a chain of operations over a (n, cols) tensor whose axis 0
-is symbolic, and a final operation. Each bound value runs against numpy (float64), and after the
+is symbolic, and a final operation. Some programs (`even`) take x of (2n, cols) and one of STEPS
+in their chain: a slice with step 2 or a window of stride 2 along the axis declared 2 * n
+(tensor/symbolic_steps.py: a step's count is a size there), which halves it to n. Each bound value runs against numpy (float64), and after the
 first value nothing compiles again: one compiled set of kernels serves the whole range.
 
     program = generate_symbolic(seed); verdicts = run_symbolic(program, ["PYTHON", "WEBGPU"])
@@ -18,6 +20,7 @@ import kernelgen as kg
 LOWS, HIGHS = (1, 1, 2, 5), (24, 40, 67, 13)    # range ends drawn from
 ODD = (7, 11, 13, 17, 19, 23, 29, 31, 37)         # values that divide no tile or vector width
 RTOL = ATOL = 3e-4
+EVEN_SHARE = 0.3                                  # programs over (2n, cols) with one of STEPS
 
 
 def _softmax(a, axis):
@@ -81,6 +84,41 @@ GROW = {
   "cat_self": (lambda x, w, n, v: kg.cat([x, x * 2], 0),
                lambda a, w, v: np.concatenate([a, a * 2], 0)),
 }
+# ops that halve a symbolic axis of 2 * n (an even program's one step; nothing grows it before)
+STEPS = {
+  "step2": (lambda x, w, n, v: x[::2], lambda a, w, v: a[::2]),
+  "step2_odd": (lambda x, w, n, v: x[1::2] * 1.5, lambda a, w, v: a[1::2] * 1.5),
+  "max_pool2": (lambda x, w, n, v: _rows(_series(x, n).max_pool1d(2)),
+                lambda a, w, v: a.reshape(-1, 2, a.shape[-1]).max(1)),
+  "avg_pool2": (lambda x, w, n, v: _rows(_series(x, n).avg_pool1d(2)),
+                lambda a, w, v: a.reshape(-1, 2, a.shape[-1]).mean(1)),
+  "conv_s2": (lambda x, w, n, v: _rows(_series(x, n).conv1d(
+                kg.Tensor(_conv_weight(x.shape[-1])), stride=2, padding=1)),
+              lambda a, w, v: _conv_s2_np(a)),
+}
+
+
+def _series(x, n):
+  """x (n, cols) as (1, cols, n): a signal whose length is the symbolic axis."""
+  return x.permute(1, 0).reshape(1, x.shape[-1], n)
+
+
+def _rows(y):
+  """(1, cols, m) back to (m, cols)."""
+  return y.reshape(y.shape[1], y.symbolic_shape[-1]).permute(1, 0)
+
+
+def _conv_weight(cols: int) -> np.ndarray:
+  return (np.cos(np.arange(cols * cols * 3)) * 0.3).reshape(cols, cols, 3).astype(np.float32)
+
+
+def _conv_s2_np(a):
+  """conv1d of a (2v, cols) as channels-last rows: kernel 3, stride 2, padding 1."""
+  wt = _conv_weight(a.shape[-1]).astype(np.float64)
+  xp = np.pad(a, ((1, 1), (0, 0)))
+  return np.stack([np.einsum("ock,kc->o", wt, xp[2 * t:2 * t + 3]) for t in range(len(a) // 2)])
+
+
 # the last step: reductions over the symbolic axis, or none
 FINAL = {
   "sum_s": (lambda x, w, n, v: x.sum(0), lambda a, w, v: a.sum(0)),
@@ -103,7 +141,8 @@ FINAL = {
 @dataclass(frozen=True)
 class SymbolicProgram:
   """A drawn program: the dim's range, the values it is bound to (in order), the columns, the
-  chain of OPS (and at most one of GROW), the FINAL step and the data seed."""
+  chain of OPS (and at most one of GROW; an `even` program's x is (2n, cols) and its chain holds
+  one of STEPS, before any GROW), the FINAL step and the data seed."""
   seed: int
   lo: int
   hi: int
@@ -111,9 +150,16 @@ class SymbolicProgram:
   cols: int
   steps: tuple
   final: str
+  even: bool = False
+
+  @property
+  def rows(self) -> str:
+    """x's symbolic axis: n, or 2 * n in an even program."""
+    return "2*n" if self.even else "n"
 
   def __str__(self) -> str:
-    return (f"n = kg.Dim('n', {self.lo}, {self.hi}); x: (n, {self.cols}) at n in {self.values}; "
+    return (f"n = kg.Dim('n', {self.lo}, {self.hi}); x: ({self.rows}, {self.cols}) at n in "
+            f"{self.values}; "
             f"{' -> '.join(self.steps + (self.final,))} (seed {self.seed})")
 
 
@@ -131,26 +177,34 @@ def generate_symbolic(seed: int) -> SymbolicProgram:
   final = str(rng.choice(sorted(FINAL)))
   if final == "matmul_k" and any(s in GROW for s in steps):
     final = "sum_s"       # (its weight rows follow the bound value, not a grown size)
-  return SymbolicProgram(seed, lo, hi, values, int(rng.integers(1, 9)), tuple(steps), final)
+  cols = int(rng.integers(1, 9))
+  even = bool(rng.random() < EVEN_SHARE)       # (drawn last: earlier seeds' draws stay)
+  if even:
+    grow = [i for i, s in enumerate(steps) if s in GROW]
+    steps.insert(int(rng.integers(0, (grow[0] if grow else len(steps)) + 1)),
+                 str(rng.choice(sorted(STEPS))))
+  return SymbolicProgram(seed, lo, hi, values, cols, tuple(steps), final, even)
 
 
 def _table(name: str):
-  return OPS.get(name) or GROW.get(name) or FINAL[name]
+  return OPS.get(name) or STEPS.get(name) or GROW.get(name) or FINAL[name]
 
 
 def expected(program: SymbolicProgram, data, w, v: int, final: bool = True):
   """numpy's result (float64) at bound value v; without `final`, the value the final reads."""
-  a = data[:v].astype(np.float64)
+  a = data[:2 * v if program.even else v].astype(np.float64)
   for name in program.steps + ((program.final,) if final else ()):
     a = _table(name)[1](a, w, v)
   return np.asarray(a)
 
 
 def computed(program: SymbolicProgram, data, w, n, v: int):
-  x = kg.Tensor(np.ascontiguousarray(data[:v])).symbolic(n.bind(v), program.cols)
+  rows = 2 * n.bind(v) if program.even else n.bind(v)
+  x = kg.Tensor(np.ascontiguousarray(data[:2 * v if program.even else v])).symbolic(
+    rows, program.cols)
   for name in program.steps + (program.final,):
     size = x.symbolic_shape[0] if x.ndim else None
-    x = _table(name)[0](x, w, size if name in OPS else n.bind(v), v)
+    x = _table(name)[0](x, w, size if name in OPS or name in STEPS else n.bind(v), v)
   return x.numpy()
 
 
@@ -158,7 +212,8 @@ def run_symbolic(program: SymbolicProgram, devices) -> dict:
   """device -> (verdict "agree" | "FAIL", message): every bound value against numpy, and no
   compile after the first value."""
   rng = np.random.default_rng(1000 + program.seed)
-  data = rng.standard_normal((program.hi, program.cols)).astype(np.float32)
+  data = rng.standard_normal((program.hi * (2 if program.even else 1), program.cols))
+  data = data.astype(np.float32)
   w = rng.standard_normal((max(program.hi, 16), 16)).astype(np.float32)
   return {device: _run_on(program, device, data, w) for device in devices}
 

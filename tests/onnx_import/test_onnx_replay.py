@@ -145,6 +145,25 @@ def test_symbolic_dims_replay_with_their_new_values():
   assert model.replayer.replays == 4          # lazy, recorded, then replayed at any size
 
 
+def test_a_realized_broadcast_fed_in_runs_and_the_fed_back_state_replays(visits):
+  """Tensor.zeros(...).realize() (a broadcast with no buffer of its shape: the page's first
+  state, where there is no numpy) runs the call eagerly; the state it returns, fed back, replays
+  (an IndexError in the replay's signature once); every call matches onnxruntime's."""
+  raw = _vad_like()
+  model = kg.onnx.load(raw)
+  session = ort.InferenceSession(raw, providers=["CPUExecutionProvider"])
+  rng = np.random.default_rng(3)
+  state, want_state = kg.Tensor.zeros(2, 1, 8).realize(), np.zeros((2, 1, 8), np.float32)
+  for step in range(5):
+    x = rng.standard_normal((1, 16)).astype(np.float32)
+    visits[0] = 0
+    out = model.run({"x": x, "state": state, "sr": np.array(16000, np.int64)})
+    want = session.run(None, {"x": x, "state": want_state, "sr": np.array(16000, np.int64)})
+    np.testing.assert_allclose(out["y"].numpy(), want[0], rtol=1e-5, atol=1e-6)
+    state, want_state = out["s2"].realize(), want[1]
+  assert visits[0] == 0                   # the last calls were replayed
+
+
 def test_a_data_dependent_model_keeps_running_eagerly():
   x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])
   y = helper.make_tensor_value_info("y", TensorProto.INT64, None)

@@ -33,6 +33,7 @@ from ..tensor.symbolic import compact, padded
 from .plan import ModelOutputs, make_plan
 from .progress import RunProgress
 from . import state as bundle_state
+from . import device_limits
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -55,8 +56,9 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
   inputs, shaped by `input_shapes` ({name: (d0, d1, ...)}; a name the model lacks is an
   InputError); a symbolic dimension not given is 1, with a SymbolicDimWarning saying so.
 
-  state: {input name: output name}, buffers the bundle keeps between runs (a KV cache): after
-  each run the output's rows are copied into the input's buffer on the device (export/state.py).
+  state: {input name: output name}, buffers the bundle keeps between runs (a KV cache, or a
+  recurrent model's fixed-shape state): after each run the output's rows are copied into the
+  input's buffer on the device (export/state.py).
 
   Raises KernelgenError for an unknown format or an arch with format "webgpu"; the errors of
   `kg.compile` when the program does not compile."""
@@ -74,6 +76,8 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
     raise KernelgenError("arch= is for format='ptx'; a webgpu bundle has no arch")
   plan = make_plan(outputs, target, options, suffix)
   plan.manifest["bundle"] = format
+  if format == "webgpu":
+    device_limits.declare(plan.manifest)
   bundle_state.declare(plan.manifest, state)
   os.makedirs(path, exist_ok=True)
   for name, source in plan.sources.items():
@@ -157,6 +161,7 @@ class Bundle:
     values = rows.values(_dim_values(self.manifest.get("dims", []), specs, inputs))
     for spec, data in zip(specs, _input_bytes(specs, inputs, values)):
       runtime.copyin(handles[self._storage(spec)], data)
+    rows.zero(runtime, handles, self._storage_of)
     report = RunProgress(progress, [k for k, _ in kernels]) if progress is not None else None
     for i, (kernel, binding_handles) in enumerate(kernels):
       if report is not None:

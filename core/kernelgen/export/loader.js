@@ -12,7 +12,13 @@
 // `load({ device, timings: true })` also times each kernel on the GPU (timestamp queries, where
 // the device has 'timestamp-query'): after each run, model.timings is [{name, ms}].
 // model.workgroups: the workgroups the last run launched (a symbolic size launches only those
-// its bound value needs).
+// its bound value needs). model.calls: what the last run asked of WebGPU, {submits (1),
+// dispatches (one per kernel), writes (writeBuffer: the inputs, and the dims' values when they
+// change), copies (state kept on the GPU), reads (outputs mapped back)}.
+//
+// Limits: a bundle exported for more than WebGPU's default limits (kg.export(...,
+// max_storage_buffers=32): fewer, wider kernels) lists them in manifest.limits; load() asks the
+// adapter for them (an Error where it cannot give them), and a device passed in must have them.
 //
 // Symbolic sizes (kg.Dim): manifest.dims lists each dim with its range; an input whose shape has
 // one (its symbolic_shape) takes any length in range, which gives the dim's value; the kernels
@@ -25,7 +31,8 @@
 //
 // State (manifest.state, kg.export(..., state=)): inputs the model keeps between runs, such as a
 // KV cache. The caller passes none of them; after each run the paired output's rows are copied
-// into the state's buffer on the GPU; model.reset() empties them. `run(inputs, { outputs })`
+// into the state's buffer on the GPU; model.reset() empties them. A fixed state (dim null: a
+// recurrent model's hidden state of one shape) is copied whole and starts as zeros. `run(inputs, { outputs })`
 // reads back only the outputs named. A causal LM bundle (state, input ids, output logits) has
 // `generate(promptIds, { maxNewTokens, temperature, topK, topP, seed, stop, onToken, signal })`:
 // prefill, then one step per token, the token drawn on the GPU where the bundle has a `token`
@@ -116,8 +123,11 @@ function checkManifest(m) {
     (buffer(s?.buffer) && Array.isArray(s.shape) && s.shape.every((d) => isCount(d, 0))) ||
     bad(`${key}[${i}]`)));
   if (m.state !== undefined && !Array.isArray(m.state)) bad('state');
+  if (m.limits !== undefined && !(m.limits && typeof m.limits === 'object' &&
+    Object.values(m.limits).every((v) => isCount(v, 1)))) bad('limits');
   (m.state || []).forEach((s, i) => (m.inputs.some((x) => x.name === s?.name) &&
-    m.outputs.some((o) => o.name === s.output && o.symbolic_shape?.[s.axis]) &&
+    m.outputs.some((o) => o.name === s.output && (s.dim === null ? !o.symbolic_shape
+      : o.symbolic_shape?.[s.axis])) &&
     ['row', 'outer', 'in_rows', 'out_rows'].every((key) => isCount(s[key], 0)) && ARRAYS[s.dtype]) ||
     bad(`state[${i}]`));
   m.kernels.forEach((k, i) => {
@@ -146,7 +156,20 @@ async function fetchOk(url, what) {
   return response;
 }
 
-async function newDevice(features, timings) {
+// The device limits the bundle was compiled for (manifest.limits, e.g. 32 storage buffers per
+// kernel: kg.export(..., max_storage_buffers=32)), as requestDevice's requiredLimits; an Error
+// naming each limit this adapter cannot give.
+function requiredLimits(adapter, limits = {}) {
+  const short = Object.entries(limits).filter(([name, v]) => !(adapter.limits[name] >= v));
+  if (short.length) {
+    fail(`this model was exported for ${short.map(([n, v]) => `${n} ${v}`).join(', ')}; this ` +
+      `adapter gives ${short.map(([n]) => adapter.limits[n] ?? 'none').join(', ')}: export it ` +
+      'for this adapter (kg.export(..., max_storage_buffers=N) with N at most its limit)');
+  }
+  return limits;
+}
+
+async function newDevice(features, timings, limits) {
   if (!globalThis.navigator?.gpu) {
     fail('this browser has no WebGPU (navigator.gpu is missing): use a browser with WebGPU ' +
       'enabled, on a page served over https or from localhost');
@@ -162,7 +185,8 @@ async function newDevice(features, timings) {
       'lacks: export it without them (kg.export(..., f16=False, subgroups=False))');
   }
   const timer = timings && adapter.features.has('timestamp-query') ? ['timestamp-query'] : [];
-  return adapter.requestDevice({ requiredFeatures: [...features, ...timer] });
+  return adapter.requestDevice({ requiredFeatures: [...features, ...timer],
+    requiredLimits: requiredLimits(adapter, limits) });
 }
 
 function checkDevice(device, manifest) {
@@ -170,6 +194,12 @@ function checkDevice(device, manifest) {
   if (missing.length) {
     fail(`this model needs the WebGPU feature(s) ${missing.join(', ')}: create the device ` +
       `with requiredFeatures: ${JSON.stringify(manifest.features)}, or let load() create it`);
+  }
+  const short = Object.entries(manifest.limits || {}).filter(([n, v]) => !(device.limits[n] >= v));
+  if (short.length) {
+    fail(`this model was exported for ${short.map(([n, v]) => `${n} ${v}`).join(', ')}; the ` +
+      `device has ${short.map(([n]) => device.limits[n]).join(', ')}: create the device with ` +
+      `requiredLimits: ${JSON.stringify(manifest.limits)}, or let load() create it`);
   }
   const most = Math.max(0, ...manifest.storage.map((s) => s.nbytes));
   const limit = device.limits.maxStorageBufferBindingSize;
@@ -279,6 +309,7 @@ class Model {
     this.pending = Promise.resolve();
     this.timings = [];
     this.workgroups = 0;
+    this.calls = null;
     this.uniforms = [];
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
@@ -349,9 +380,13 @@ class Model {
   }
 
   // Empties the state (the KV cache): the next run starts anew.
+  // A fixed state (dim null: a recurrent model's hidden state) holds zeros again: it is cleared
+  // on the GPU at the start of the next run.
   reset() {
     const dims = Object.fromEntries((this.manifest.dims || []).map((d) => [d.name, d]));
-    this.rows = Object.fromEntries(this.state.map((s) => [s.name, dims[s.dim]?.lo ?? 0]));
+    this.rows = Object.fromEntries(this.state.map((s) => [s.name,
+      s.dim === null ? 1 : dims[s.dim]?.lo ?? 0]));
+    this.clear = this.state.filter((s) => s.dim === null);
   }
 
   // {dim: value} from the inputs' lengths (an input whose only symbolic size is a dim) and the
@@ -359,7 +394,7 @@ class Model {
   dimValues(inputs) {
     const values = {};
     const dims = Object.fromEntries((this.manifest.dims || []).map((d) => [d.name, d]));
-    for (const s of this.state) {
+    for (const s of this.state.filter((k) => k.dim !== null)) {
       const rows = this.rows[s.name];
       if (!dims[s.dim] || rows > dims[s.dim].hi) {
         fail(`state ${s.name} holds ${rows} rows, past its dim ${s.dim}'s top ` +
@@ -444,16 +479,27 @@ class Model {
       .filter(([o]) => !names || names.includes(o.name));
     const unknown = (names || []).filter((n) => !this.manifest.outputs.some((o) => o.name === n));
     if (unknown.length) fail(`unknown output(s) ${unknown}: this model's outputs are ${describe(this.outputs)}`);
+    this.calls = { submits: 0, dispatches: 0, writes: 0, copies: 0, reads: 0 };
     for (const spec of this.manifest.inputs.filter((s) => !this.kept.has(s.name))) {
       const data = spec.symbolic_shape ? relayout(inputs[spec.name],
         spec.symbolic_shape.map((s) => sizeOf(s, values)), spec.shape, false) : inputs[spec.name];
       write(device, this.storage[this.buffer(spec).storage], data);
+      this.calls.writes += 1;
     }
-    for (const step of this.steps) {
-      if (step.uniform) write(device, step.uniform, new Int32Array(step.names.map((n) => values[n])));
+    for (const step of this.steps) {     // the dims' values, written when they change
+      const now = step.names.map((n) => values[n]);
+      if (!step.uniform || now.every((v, k) => v === step.written?.[k])) continue;
+      write(device, step.uniform, new Int32Array(now));
+      step.written = now;
+      this.calls.writes += 1;
     }
     device.pushErrorScope('validation');
     const encoder = device.createCommandEncoder();
+    for (const s of this.clear) {        // fixed states after load() or reset(): zeros
+      const spec = this.manifest.inputs.find((i) => i.name === s.name);
+      encoder.clearBuffer(this.storage[this.buffer(spec).storage]);
+    }
+    this.clear = [];
     let pass = null;
     this.workgroups = 0;
     this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
@@ -467,6 +513,7 @@ class Model {
       pass.setBindGroup(0, step.group);
       const dispatch = gridDispatch(pick.dispatch, pick.grid, values);
       this.workgroups += dispatch[0] * dispatch[1] * dispatch[2];
+      this.calls.dispatches += 1;
       pass.dispatchWorkgroups(...dispatch);
     });
     pass?.end();
@@ -475,11 +522,20 @@ class Model {
       this.storage[this.buffer(o).storage], 0, this.readback[i], 0, this.readback[i].size));
     const rows = this.keep(encoder, values);
     device.queue.submit([encoder.finish()]);
+    this.calls.submits += 1;
+    this.calls.reads = wanted.length;
+    // the validation result and the outputs are awaited together (one round trip, not two)
+    const mapped = Promise.all(wanted.map(([, i]) => this.readback[i].mapAsync(GPUMapMode.READ)));
+    mapped.catch(() => {});
     const error = await device.popErrorScope();
-    if (error) fail(`WebGPU rejected the run: ${error.message}`);
+    if (error) {
+      await mapped.catch(() => {});
+      wanted.forEach(([, i]) => this.readback[i].mapState === 'mapped' && this.readback[i].unmap());
+      fail(`WebGPU rejected the run: ${error.message}`);
+    }
     this.rows = rows;
     try {
-      await Promise.all(wanted.map(([, i]) => this.readback[i].mapAsync(GPUMapMode.READ)));
+      await mapped;
       if (this.timer) this.timings = await this.timer.read(this.manifest.kernels);
     } catch (failure) {
       this.usable();
@@ -505,9 +561,10 @@ class Model {
       const src = this.storage[this.buffer(out).storage];
       const spec = this.manifest.inputs.find((i) => i.name === s.name);
       const dst = this.storage[this.buffer(spec).storage];
-      rows[s.name] = sizeOf(out.symbolic_shape[s.axis], values);
+      rows[s.name] = s.dim === null ? 1 : sizeOf(out.symbolic_shape[s.axis], values);
       const bytes = (ARRAYS[s.dtype].BYTES_PER_ELEMENT) * s.row;
       const n = Math.min(rows[s.name], s.in_rows) * bytes;
+      this.calls.copies += s.outer;
       for (let o = 0; o < s.outer && n > 0; o++) {
         if (n % 4 || (o * s.in_rows * bytes) % 4 || (o * s.out_rows * bytes) % 4) {
           fail(`state ${s.name}'s rows are not whole 4-byte words: export it with a row of ` +
@@ -575,7 +632,7 @@ export async function load({ device = null, base = new URL('./', import.meta.url
   const weights = weightsUrl ? fetchOk(weightsUrl, manifest.weights_file)
     .then((r) => r.arrayBuffer()) : null;
   const ownDevice = !device;
-  device = device || await newDevice(manifest.features, timings);
+  device = device || await newDevice(manifest.features, timings, manifest.limits);
   checkDevice(device, manifest);
   const model = new Model(device, manifest, ownDevice, timings);
   try {

@@ -13,7 +13,7 @@ from .. import limits
 from ..dtype import SCALARS, dtypes
 from ..errors import ManifestError
 from .plan import FORMAT
-from . import state as bundle_state
+from . import device_limits, state as bundle_state
 
 BUNDLES = {"webgpu": "wgsl", "ptx": "ptx"}
 ACCESS = ("read", "write", "readwrite")
@@ -52,6 +52,7 @@ def check(m, where: str) -> None:
       _str(v, "dim", where, at)
       _int(v, "most", where, at)
   bundle_state.check(m, lambda field, value, wants: _fail(where, field, value, wants))
+  device_limits.check(m, lambda field, value, wants: _fail(where, field, value, wants))
 
 
 def _buffer(b, at: str, storage: list, where: str) -> None:

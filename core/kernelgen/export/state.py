@@ -14,6 +14,12 @@ the same axes with that one grown (`past + s`).
 Manifest: `state`: `[{name, output, dim, axis, row, dtype}]` (`row`: elements per row, the
 product of the axes after `axis`). A run whose state would pass the dim's top is refused
 (ShapeError in Python, Error in model.js) until `reset()`.
+
+A fixed state: an input with no symbolic size paired with an output of the same dtype and shape
+(a recurrent model's hidden state, Silero VAD's `state` -> `stateN`). Its entry has `dim` null
+and one row of all its elements (`row` = its size, `axis` 0, `outer`, `in_rows`, `out_rows` 1):
+after each run the whole output is copied into it on the device; it holds zeros after load and
+after `reset()`.
 """
 from __future__ import annotations
 
@@ -42,6 +48,8 @@ def declare(manifest: dict, state) -> None:
 
 def _entry(spec: dict, out: dict) -> dict:
   sym, osym = spec.get("symbolic_shape"), out.get("symbolic_shape")
+  if sym is None:
+    return _fixed(spec, out)
   at = [a for a, s in enumerate(sym or ()) if isinstance(s, dict)]
   why = None
   if len(at) != 1 or len(sym[at[0]]["terms"]) != 1 or sym[at[0]]["terms"][0][1] != 1 \
@@ -64,6 +72,22 @@ def _entry(spec: dict, out: dict) -> dict:
           "out_rows": out["shape"][axis], "dtype": spec["dtype"]}
 
 
+def _fixed(spec: dict, out: dict) -> dict:
+  """The entry of a fixed state: the input's whole buffer, replaced by the output's after a run."""
+  if out.get("symbolic_shape") is not None or out["dtype"] != spec["dtype"] or \
+     list(out["shape"]) != list(spec["shape"]):
+    raise KernelgenError(
+      f"state {spec['name']!r} -> {out['name']!r}: its input needs exactly one symbolic size, a "
+      f"plain kg.Dim (the rows kept), or none and an output of its dtype and shape (a fixed "
+      f"state): input {spec['dtype']} {spec['shape']}, output {out['dtype']} "
+      f"{out.get('symbolic_shape') or out['shape']}")
+  size = 1
+  for n in spec["shape"]:
+    size *= n
+  return {"name": spec["name"], "output": out["name"], "dim": None, "axis": 0, "row": size,
+          "outer": 1, "in_rows": 1, "out_rows": 1, "dtype": spec["dtype"]}
+
+
 def check(m: dict, fail) -> None:
   """`fail(field, value, wants)` unless `m`'s state list (if any) names its inputs, outputs and
   dims (manifest.check calls it)."""
@@ -75,14 +99,27 @@ def check(m: dict, fail) -> None:
   dims = {d.get("name") for d in m.get("dims", []) if isinstance(d, dict)}
   for i, s in enumerate(state):
     if not isinstance(s, dict) or s.get("name") not in inputs or s.get("output") not in \
-       outputs or s.get("dim") not in dims:
-      fail(f"state[{i}]", s, "{name: an input, output: an output, dim: a dim, ...}")
+       outputs or (s.get("dim") not in dims and s.get("dim") is not None):
+      fail(f"state[{i}]", s, "{name: an input, output: an output, dim: a dim or null, ...}")
     for key in ("axis", "row", "outer", "in_rows", "out_rows"):
       if not isinstance(s.get(key), int) or isinstance(s.get(key), bool) or s[key] < 0:
         fail(f"state[{i}].{key}", s.get(key), "an int >= 0")
+    if s["dim"] is None:
+      _check_fixed(i, s, outputs[s["output"]], fail)
+      continue
     sym = outputs[s["output"]].get("symbolic_shape")
     if not isinstance(sym, list) or s["axis"] >= len(sym) or not isinstance(sym[s["axis"]], dict):
       fail(f"state[{i}].axis", s["axis"], "a symbolic axis of its output")
+
+
+def _check_fixed(i: int, s: dict, out: dict, fail) -> None:
+  """A fixed state's entry: one row of its output's elements, no symbolic size."""
+  size = 1
+  for n in out.get("shape", ()):
+    size *= n if isinstance(n, int) else 0
+  if out.get("symbolic_shape") is not None or s["row"] != size or \
+     (s["outer"], s["in_rows"], s["out_rows"]) != (1, 1, 1):
+    fail(f"state[{i}]", s, "a fixed state (dim null): one row of its output's elements")
 
 
 class Rows:
@@ -95,8 +132,17 @@ class Rows:
     self.reset()
 
   def reset(self) -> None:
-    """Every state empty again (its dim at its lo)."""
-    self.rows = {s["name"]: self.ranges[s["dim"]][0] for s in self.state}
+    """Every state empty again (its dim at its lo; a fixed state zeros before the next run)."""
+    self.rows = {s["name"]: 1 if s["dim"] is None else self.ranges[s["dim"]][0]
+                 for s in self.state}
+    self.clear = [s["name"] for s in self.state if s["dim"] is None]
+
+  def zero(self, runtime, handles: list, storage_of) -> None:
+    """Write zeros into each fixed state reset() left to clear (before a run)."""
+    for name in self.clear:
+      dst = handles[storage_of(name)]
+      runtime.copyin(dst, bytes(len(runtime.copyout(dst))))
+    self.clear = []
 
   def names(self) -> set:
     return {s["name"] for s in self.state}
@@ -105,6 +151,8 @@ class Rows:
     """`given` (the dims the inputs gave) with each state's dim at its row count."""
     values = dict(given)
     for s in self.state:
+      if s["dim"] is None:
+        continue
       rows, (lo, hi) = self.rows[s["name"]], self.ranges[s["dim"]]
       if rows > hi:
         raise ShapeError(f"state {s['name']!r} holds {rows} rows, past its dim {s['dim']}'s "
@@ -118,7 +166,8 @@ class Rows:
     """Copy each state's output rows into its buffer and count them (after a run)."""
     for s in self.state:
       out = outputs[s["output"]]
-      size = out["symbolic_shape"][s["axis"]]
+      size = out["symbolic_shape"][s["axis"]] if s["dim"] is not None else {"terms": [],
+                                                                              "const": 1}
       rows = size["const"] + sum(c * values[n] for n, c in size["terms"])
       row = s["row"] * out_itemsize(s["dtype"])
       dst = handles[storage_of(s["name"])]

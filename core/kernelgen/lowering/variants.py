@@ -59,6 +59,18 @@ render/wgsl/adapters.py has the figures), and lane variants unroll their short r
 fused attention kernel over a bare symbolic key count takes a variant of one key per trip below
 its keys per trip (attention.attention_variants: lavapipe runs a 4-key loop that makes no trip
 1000x slower).
+
+Rechecked (issue 34: lavapipe 1.46x at n = 77 and 1.89x at 4096 had been reported, load unknown):
+softmax (64, n) symbolic / static, best of 5-9 interleaved rounds, lavapipe n = 1, 77, 1000, 4096
+1.01 1.08 0.83 1.01 (load 0.2), 1.28 0.94 0.80 1.00 (load 1.9), 1.14 1.22 0.81 1.05 (load 12.6);
+SwiftShader 1.76 0.47 1.11 1.03, 1.56 0.56 1.03 1.05, 1.43 0.55 1.04 1.76: no form slower at 77
+or 4096, the figures above 1.15 there come and go with the load. What stays is n = 1 on
+SwiftShader (0.009 against 0.006 ms): the short-row variant's two loops to the run-time row
+length; without them (WGSL edited for n = 1 only, GPU timestamps, best of 40 interleaved) it
+takes 0.0064 ms against the static kernel's 0.0060 (the variant 0.0086; the static kernel with
+the uniform bound and read: 0.0058), and fully unrolled to its 8 values behind `i < n` it took
+0.011 (0.012 at n = 8, where the loop took 0.018, the static kernel 0.011). Workgroups of 8 or
+16 threads for the variant changed nothing measurable on either adapter.
 """
 from __future__ import annotations
 
@@ -69,6 +81,7 @@ from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
 from .attention import attention_variants
 from ..graph.view import prod
 from .lowerer import Opts, grid_axis
+from .pinned import PIN
 from .rows import lane_steps, row_opts
 from .threads import grid_local, local_size
 from .optimize import TILE_MIN_THREADS, TILES, LONG_TILE_REDUCE, preferred_tiles, \
@@ -134,9 +147,13 @@ def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts |
   merged = with_adapter_defaults(item, target, options)
   short = min(int(merged.get("row_short", 0) or 0) // rest, hi - 1)
   lanes = _lane_variants(item, target, merged, opts, (name, lo, hi), rest)
-  if short < lo or (opts.row_lanes == 1 and opts.group_vec == 1):    # (the kernel's own form)
+  if short < lo:
     return lanes
-  return [(name, short, SHORT_ROW_OPTIONS)] + [v for v in lanes if v[1] > short]
+  pinned = [(name, lo, {**SHORT_ROW_OPTIONS, PIN: lo})]      # the range's low end (pinned.py)
+  if opts.row_lanes == 1 and opts.group_vec == 1:    # (the kernel's own form)
+    return pinned + lanes
+  return pinned + [(name, short, SHORT_ROW_OPTIONS)] * (short > lo) + \
+    [v for v in lanes if v[1] > short]
 
 
 def _lane_variants(item: ScheduleItem, target: Target, merged: dict, opts: Opts, dim: tuple,

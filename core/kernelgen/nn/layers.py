@@ -143,7 +143,7 @@ class BatchNorm2d(Module):
     return out
 
   def _update_stats(self, x, mean, var):
-    n = x.numel() // self.num_features
+    n = x._elements() // self.num_features
     m = self.momentum
     unbiased = var.detach().reshape(self.num_features) * (n / max(n - 1, 1))
     for name, new in (("running_mean", mean.detach().reshape(self.num_features)),

@@ -25,7 +25,7 @@ class _Group:
 
   def __init__(self, params):
     self.params = params
-    self.sizes = [p.numel() for p in params]
+    self.sizes = [p._elements() for p in params]
     self.flat = None        # the realized flat parameters of the last step
     self.views = []         # the nodes the parameters were given from `flat`
     self.state: dict = {}
@@ -37,14 +37,14 @@ class _Group:
 
   def flat_grads(self):
     pieces = [p.grad.detach().cast(p.dtype).reshape(-1) if p.grad is not None else
-              Tensor.zeros(p.numel(), dtype=p.dtype, device=p.device) for p in self.params]
+              Tensor.zeros(p._elements(), dtype=p.dtype, device=p.device) for p in self.params]
     return cat(pieces).contiguous()
 
   def has_grad_mask(self):
     """None when every parameter has a gradient, else a flat bool mask of those that do."""
     if all(p.grad is not None for p in self.params):
       return None
-    return cat([Tensor.full((p.numel(),), p.grad is not None, dtype=dtypes.bool,
+    return cat([Tensor.full((p._elements(),), p.grad is not None, dtype=dtypes.bool,
                             device=p.device) for p in self.params])
 
   def assign(self, flat) -> None:

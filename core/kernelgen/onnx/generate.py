@@ -165,7 +165,7 @@ class OnnxCausalLM:
     realize([t.node for t in out.values() if isinstance(t, Tensor)])   # so sampling is one kernel
     self.cache = {name: out[name.replace("past_key_values.", "present.")] for name in self.past}
     logits = out["logits"]
-    return logits.reshape(-1, logits.shape[-1])[logits.numel() // logits.shape[-1] - 1]
+    return logits.reshape(-1, logits.shape[-1])[math.prod(logits.shape[:-1]) - 1]
 
   def state(self) -> list:
     return list(self.cache.values())

@@ -174,6 +174,8 @@ def _inputs(runner, names: list):
     if not isinstance(t, Tensor):
       return None
     node = t.node
+    if node.op is L.VIEW and not node.src:   # a realized broadcast (Tensor.zeros(...).realize())
+      return None                            # has no buffer of its shape: this call runs eagerly
     if node.op is L.VIEW and node.src[0].realized:
       base, view = node.src[0], (node.arg, node.shape, node.sym)
     elif node.realized:

@@ -75,7 +75,7 @@ class Runner:
       shape = concrete_shape(t) if t.node.sym is not None else t.shape
       self._check_shape(name, shape, sizes)
       ranged = self._ranged_dims(name, shape)
-      if not isinstance(value, Tensor) and t.numel() <= HOST_COPY_MAX and ranged is None:
+      if not isinstance(value, Tensor) and math.prod(t.shape) <= HOST_COPY_MAX and ranged is None:
         self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
       self.static.pop(name, None)
       t = self._to_device(t, f"input {name!r}")
@@ -268,7 +268,7 @@ class Runner:
     True when its outputs are small enough to keep as Static values."""
     with unrecorded():
       outs = self._call(node, fn, True)
-      if not all(o is None or o.numel() <= FOLD_MAX for o in outs):
+      if not all(o is None or math.prod(o.shape) <= FOLD_MAX for o in outs):
         return False
       for name, out in zip(node.outputs, outs):
         if name and out is not None:

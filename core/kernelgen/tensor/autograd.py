@@ -135,7 +135,7 @@ class AutogradMixin(TensorOps):
       raise AutogradError("backward() on a tensor that does not require grad: make an input "
                           "require it (Tensor(..., requires_grad=True) or .requires_grad_())")
     if gradient is None:
-      if self.numel() != 1:
+      if self._elements() != 1:
         raise ShapeError(f"backward() without a gradient needs a one-element (scalar) result, "
                          f"this one has shape {self.shape}: pass backward(gradient)")
       gradient = self._const(1.0)

@@ -46,9 +46,9 @@ class PythonProtocols(TensorOps):
     return (self[i] for i in range(self.shape[0]))
 
   def _scalar(self, what: str):
-    if self.numel() != 1:
+    if self._elements() != 1:
       raise ShapeError(f"{what} needs a tensor of one element, this one has shape {self.shape} "
-                       f"({self.numel()} elements): index one element first, or use .tolist()"
+                       f"({self._elements()} elements): index one element first, or use .tolist()"
                        + (", or reduce it first (t.max(), t.min())" if what == "bool()" else ""))
     return self.item()
 

@@ -114,6 +114,18 @@ def count(x, axes):
   return out * syms[0] if syms else out
 
 
+def numel(x):
+  """Tensor.numel of `x` with symbolic sizes: the count of its values as a Sym (an UnsupportedError
+  where two or more axes are symbolic: no Sym is their product)."""
+  out = count(x, range(x.ndim))
+  if isinstance(out, Count):
+    raise UnsupportedError(f"numel() of a tensor of shape {tuple(logical(x))}: the product of its "
+                           f"symbolic sizes {' * '.join(f'({s})' for s in out.syms)} is no size "
+                           f"expression (sizes are affine in the dims); read symbolic_shape, and "
+                           f"each size's .value under its binding or .hi, the padded size")
+  return out
+
+
 # ---- creation ---------------------------------------------------------------------------------
 
 def full(cls, shape, value, dtype, device):

@@ -151,12 +151,24 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     """The number of dimensions, `len(self.shape)`."""
     return len(self.shape)
 
-  def numel(self) -> int:
+  def numel(self):
     """The number of elements, the product of the shape (1 for a 0-d tensor), an int. Also the
-    property `size`."""
-    return prod(self.shape)
+    property `size`. With a symbolic size (kg.Dim) the count is one too: a size expression of
+    the dims (64 * n for a tensor of (n, 64)) that stands wherever a size does
+    (`x.reshape(x.numel())`), its `.value` the count under the bound values and its `.hi` the
+    elements the padded buffer holds (`shape` is that padded shape). UnsupportedError where
+    several axes are symbolic: their product is no size expression (use `symbolic_shape`)."""
+    if self.node.sym is None:
+      return prod(self.shape)
+    from .symbolic import numel
+    return numel(self)
 
   size = property(numel)
+
+  def _elements(self) -> int:
+    """The elements of the (padded) buffer, an int: numel() of a static tensor; what the
+    library's own shape checks count."""
+    return prod(self.shape)
 
   def __len__(self) -> int:
     if not self.shape:
@@ -201,7 +213,7 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     """The value of a one-element tensor as a Python number (or bool), computing it first.
 
     Raises ShapeError when the tensor has more or fewer than one element."""
-    if self.numel() != 1:
+    if self._elements() != 1:
       raise ShapeError(f"item() needs a tensor of one element, this one has shape {self.shape}")
     return unpack(self._bytes(), self.dtype)[0]
 
@@ -239,7 +251,7 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     device = Device.canonical(device)
     if device == self.device:
       return self
-    buffer = lazy.Buffer(device, self.dtype, self.numel(), self._bytes())
+    buffer = lazy.Buffer(device, self.dtype, self._elements(), self._bytes())
     return record(Tensor(LazyOp.from_buffer(buffer, self.shape)), (self,), "to")
 
   def contiguous(self) -> Tensor:
@@ -409,9 +421,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
       raise ShapeError(f"reshape to {tuple(shape)}: only one dim can be -1")
     if -1 in shape:
       known = prod(s for s in shape if s != -1)
-      shape[shape.index(-1)] = self.numel() // known if known else 0
-    if prod(shape) != self.numel() or any(s < 0 for s in shape):
-      raise ShapeError(f"cannot reshape {self.shape} ({self.numel()} elements) to "
+      shape[shape.index(-1)] = self._elements() // known if known else 0
+    if prod(shape) != self._elements() or any(s < 0 for s in shape):
+      raise ShapeError(f"cannot reshape {self.shape} ({self._elements()} elements) to "
                        f"{tuple(shape)}: the element counts must match")
     return self if tuple(shape) == self.shape else self._move("reshape", tuple(shape))
 
@@ -505,7 +517,7 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     check_ints([w for pair in pads for w in pair], "pad")
     if any(b < 0 or a < 0 for b, a in pads):
       raise ShapeError(f"pad widths must be >= 0, got {pads}; use shrink to cut")
-    if self.numel() == 0 and any(b or a for b, a in pads):   # nothing to place: all fill
+    if self._elements() == 0 and any(b or a for b, a in pads):   # nothing to place: all fill
       shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pads))
       return Tensor.full(shape, value, dtype=self.dtype, device=self.device)
     if self.node.sym is not None and any(isinstance(s, Sym) and a for s, (_, a) in

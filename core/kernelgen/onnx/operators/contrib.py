@@ -142,10 +142,10 @@ def _rotary(ins, at):
     raise ShapeError(f"RotaryEmbedding of domain {MS!r}: the input must be 3-D or 4-D, got "
                      f"{x.shape}")
   b, s = x4.shape[:2]
-  if pos.numel() == 1:
+  if pos._elements() == 1:
     pos = Tensor.arange(s, device=x.device).reshape(1, s).expand(b, s) + \
       pos.cast(dtypes.int32).reshape(1, 1)
-  c, si = cos_sin_at(cos, sin, pos.reshape(b, s) if pos.numel() != 1 else pos)
+  c, si = cos_sin_at(cos, sin, pos.reshape(b, s) if pos._elements() != 1 else pos)
   y = rotate(x4, c, si, bool(at.int("interleaved", 0)))
   return y.permute(0, 2, 1, 3) if four else y.reshape(x.shape)
 
@@ -406,7 +406,7 @@ def _column_param(p: Tensor | None, n: int, as_int: bool):
   if p is None:
     return None
   p = p.cast(dtypes.int32 if as_int else dtypes.float32)
-  return p.reshape(()) if p.numel() == 1 else p.reshape(n)
+  return p.reshape(()) if p._elements() == 1 else p.reshape(n)
 
 
 def _centered(x: Tensor, zp) -> Tensor:
@@ -480,7 +480,7 @@ def _dequantized_gates(q: Tensor, scale: Tensor, zp: Tensor | None) -> Tensor:
   """A quantized (D, in, 4H) LSTM weight with per-direction or per-column (D, 4H) scale and
   zero point, as the float (D, 4H, in) weight ONNX LSTM takes."""
   dirs, _, cols = q.shape
-  shape = (dirs, 1, cols) if scale.numel() == dirs * cols else (dirs, 1, 1)
+  shape = (dirs, 1, cols) if scale._elements() == dirs * cols else (dirs, 1, 1)
   w = q.cast(dtypes.int32)
   if zp is not None:
     w = w - zp.cast(dtypes.int32).reshape(shape)

@@ -42,7 +42,7 @@ def _scatter_reduce(t, axis: int, idx, src, kind: str):
   segmented scan over the sorted indices (tensor/ops/sorted_scatter.py)."""
   n = t.shape[axis]
   m = idx.shape[axis]
-  if sorted_scatter.sorted_pays(idx.numel() // max(m, 1), n, m):
+  if sorted_scatter.sorted_pays(math.prod(idx.shape) // max(m, 1), n, m):
     return sorted_scatter.scatter_reduce(t, axis, idx, src.cast(t.dtype), kind)
   order = [d for d in range(t.ndim) if d != axis] + [axis]
   back = list(range(t.ndim - 1))

@@ -19,7 +19,7 @@ def _centered(x, zp, channel_axis=None):
     shape = [1] * x.ndim
     shape[channel_axis] = -1
     zp = zp.reshape(tuple(shape))
-  elif zp.numel() == 1:
+  elif zp._elements() == 1:
     zp = zp.reshape(())
   return x - zp
 
@@ -53,7 +53,7 @@ def _requantize(acc, scale, zp, out_dtype):
 
 
 def _scalar_or(x, shape_for_vector):
-  if x.numel() == 1:
+  if x._elements() == 1:
     return x.cast(dtypes.float32).reshape(())
   return x.cast(dtypes.float32).reshape(shape_for_vector)
 
@@ -136,7 +136,7 @@ def _per_axis(param, x, at):
                                            *param.shape[axis + 1:])
     rep = rep.reshape(*param.shape[:axis], n * block, *param.shape[axis + 1:])
     return rep.shrink(tuple((0, d) for d in x.shape))
-  if param.ndim == 0 or param.numel() == 1 and param.ndim <= 1:
+  if param.ndim == 0 or param._elements() == 1 and param.ndim <= 1:
     return param.reshape(())
   axis = axis_index(at.int("axis", 1), x.ndim)
   shape = [1] * x.ndim

@@ -38,7 +38,7 @@ def _shape(ins, at):
 @op("Size")
 def _size(ins, at):
   _static_shape(ins[0], "Size")
-  return full((), ins[0].numel(), ins.int_dtype, ins.device)
+  return full((), ins[0]._elements(), ins.int_dtype, ins.device)
 
 
 _shape.shape_only = _size.shape_only = True   # their values are shapes: always static

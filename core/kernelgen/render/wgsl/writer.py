@@ -277,7 +277,10 @@ class Writer(Expressions):
 
   def open_range(self, i: int, u: UOp) -> None:
     self.names[u] = f"r{i}"
-    self.emit(f"for (var r{i}: i32 = 0i; r{i} < {self.names[u.src[0]]}; r{i}++) {{")
+    if u.src[0].op is Ops.CONST and u.src[0].arg == 1:   # one trip (lowering/pinned.py)
+      self.emit(f"{{ let r{i}: i32 = 0i;")
+    else:
+      self.emit(f"for (var r{i}: i32 = 0i; r{i} < {self.names[u.src[0]]}; r{i}++) {{")
     self.depth += 1
 
   def open_if(self, i: int, u: UOp) -> None:

@@ -162,7 +162,7 @@ def _diagonal(t, labels: list, x: str):
   lead = tuple(t.shape[k] for k in rest)
   d = t.shape[i]                   # == t.shape[j]: _label_sizes checked
   t = t.permute(*rest, i, j)
-  if t.numel() == 0:
+  if t._elements() == 0:
     return t.reshape(lead + (d,)), [labels[k] for k in rest] + [x]
   flat = t.reshape(lead + (d * d,)).pad(((0, 0),) * len(lead) + ((0, d),))
   diag = flat.reshape(lead + (d, d + 1)).shrink(tuple((0, n) for n in lead) + ((0, d), (0, 1)))

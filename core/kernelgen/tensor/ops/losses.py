@@ -95,7 +95,7 @@ def cross_entropy(x, target, weight=None, ignore_index: int = -100, reduction: s
     p = target * (1 - label_smoothing) + label_smoothing / c if label_smoothing else target
     terms = logp * p * w if w is not None else logp * p
     loss = -terms.sum(1)
-    count = loss.numel() if loss.node.sym is None else None   # (symbolic: mean over values)
+    count = loss._elements() if loss.node.sym is None else None   # (symbolic: mean over values)
     out = reduce_loss(loss, reduction, count if reduction == "mean" else None)
     return out.squeeze(0) if squeeze and reduction == "none" else out
   nll, w_t = _pick(logp, target, weight, ignore_index)

@@ -61,7 +61,7 @@ def _split_reduce(x: TensorOps, op: Ops, axes: tuple[int, ...], shape: tuple[int
 
 def _splits(x: TensorOps, axes: tuple[int, ...]) -> bool:
   size = math.prod(x.shape[a] for a in axes)
-  return size >= SPLIT_MIN_REDUCE and x.numel() // size < SPLIT_MAX_OUTPUTS
+  return size >= SPLIT_MIN_REDUCE and x._elements() // size < SPLIT_MAX_OUTPUTS
 
 
 def _reduce(x: TensorOps, op: Ops, axis, keepdim: bool) -> TensorOps:

@@ -98,7 +98,7 @@ def _accumulate(x, op: str, axis, out_dtype):
   if x.node.sym is not None:     # a scan over the padded layout: its values come first
     from ..symbolic import static_island
     return static_island(x, lambda s: _accumulate(s, op, axis, out_dtype))
-  if x.numel() == 0:
+  if x._elements() == 0:
     return x.cast(out_dtype)
   moved = x.swapaxes(axis, -1)
   return scan_last(moved, op).swapaxes(axis, -1).cast(out_dtype)

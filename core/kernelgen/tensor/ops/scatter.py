@@ -117,7 +117,7 @@ def _setitem_one_axis(t, entries: list, at: int, value):
 
 def _one_value(value) -> bool:
   if is_tensor(value):
-    return value.numel() == 1
+    return value._elements() == 1
   return isinstance(value, (bool, int, float))
 
 
@@ -153,7 +153,7 @@ def setitem(t, index, value):
      not any(plain_int(e) for e in entries):
     return _setitem_one_axis(t, entries, advs[0], value)
   flat = t.flatten()
-  ramp = type(t).arange(1, t.numel() + 1, device=t.device).reshape(t.shape)
+  ramp = type(t).arange(1, t._elements() + 1, device=t.device).reshape(t.shape)
   pos = getitem(ramp, index) - 1
   v = _value_tensor(t, value).expand(pos.shape).flatten()
   pos = pos.flatten()
@@ -182,7 +182,7 @@ def _scatter_inputs(t, axis: int, idx, src):
 def _sorts(t, axis: int, idx) -> bool:
   """Whether a scatter is done by sorting (sorted_scatter.py) rather than by comparing."""
   m = idx.shape[axis]
-  return sorted_scatter.sorted_pays(idx.numel() // max(m, 1), t.shape[axis], m)
+  return sorted_scatter.sorted_pays(idx._elements() // max(m, 1), t.shape[axis], m)
 
 
 def _scatter_parts(t, axis: int, idx, src):

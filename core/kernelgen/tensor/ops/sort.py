@@ -133,7 +133,7 @@ def _sorted_pairs(x, axis, descending: bool):
   axis = resolve_axes(axis, x.ndim)[0]
   moved = x.swapaxes(axis, -1)
   n = moved.shape[-1]
-  if moved.numel() == 0:
+  if moved._elements() == 0:
     return None, n, axis, moved
   pairs = _pairs(moved, descending)
   for bits, steps in _kernels(pairs.shape[-2]):

@@ -267,7 +267,7 @@ def scatter_add(t, axis: int, idx, src):
   """t with src (idx's shape, t's dtype) added at idx along axis; idx normalized (negative ones
   already wrapped; the rest out of range add nothing)."""
   n = t.shape[axis]
-  if idx.numel() == 0 or n == 0:
+  if idx._elements() == 0 or n == 0:
     return t
   values = _to_last(src.detach(), axis)
   work = dtypes.float32 if values.dtype in (dtypes.float16, dtypes.bfloat16) else \
@@ -287,7 +287,7 @@ def scatter(t, axis: int, idx, src):
   """t with src (idx's shape, t's dtype) written at idx along axis, the last duplicate (in index
   order) winning; idx normalized (out of range writes nothing)."""
   n = t.shape[axis]
-  if idx.numel() == 0 or n == 0:
+  if idx._elements() == 0 or n == 0:
     return t
   lead = _to_last(idx, axis).shape[:-1]
   _, perm, last = _winners(idx, axis, n, lead)
@@ -307,7 +307,7 @@ def scatter_reduce(t, axis: int, idx, src, kind: str):
   of the sorted indices is reduced by a segmented scan (half floats multiply in float32, as
   scatter_add adds) and combined with t once. No gradient (ONNX's ScatterElements)."""
   n = t.shape[axis]
-  if idx.numel() == 0 or n == 0:
+  if idx._elements() == 0 or n == 0:
     return t
   values = _to_last(src.detach(), axis)
   if kind == "mul" and values.dtype in (dtypes.float16, dtypes.bfloat16):
