@@ -21,7 +21,7 @@ const DIST = '/npm/onnxruntime-web/dist/';
 const WARM_STEPS = 2;
 const compat = new URL(location.href).searchParams.has('compat');
 const state = { device: null, adapter: null, prepared: {}, ortGpu: null, ortWasm: null,
-  peers: {} };
+  ortDevice: null, peers: {} };
 const counts = { dispatches: 0, devices: new Map(), buffers: new WeakMap() };
 
 if ('gpu' in navigator && compat) {     // every adapter request of the page asks for compat
@@ -63,6 +63,13 @@ function wrapCounters() {
 wrapCounters();
 
 const memoryOf = (device) => (device && counts.devices.get(device)) || null;
+
+// The peak of `device` counted again from what is live now: a row's peak is its own, not an
+// earlier row's (one system per device: ours on state.device, ORT's WebGPU backend on its own).
+function restartPeak(device) {
+  const use = device && counts.devices.get(device);
+  if (use) use.peak = use.live;
+}
 
 async function device() {
   if (state.device) return state.device;
@@ -220,6 +227,7 @@ async function prepareOrt(spec) {
   let gpuDevice = null;
   if (spec.ep === 'webgpu') {
     gpuDevice = await ort.env.webgpu.device;
+    state.ortDevice = gpuDevice;
     state.peers.webgpu = describe(gpuDevice?.adapterInfo);
   } else {
     state.peers.wasm = `threads ${ort.env.wasm.numThreads}`;
@@ -233,6 +241,7 @@ async function prepareOrt(spec) {
 // fetching its files to the first token (ttftMs), that token, or {error}; then WARM_STEPS
 // decode steps (untimed: ORT makes its decode shaders on the first).
 async function prepare(key, spec) {
+  restartPeak(spec.kind === 'bundle' ? state.device : spec.ep === 'webgpu' && state.ortDevice);
   try {
     const start = performance.now();
     const system = await (spec.kind === 'bundle' ? prepareBundle(spec) : prepareOrt(spec));

@@ -77,9 +77,11 @@ def test_one_symbolic_step_bundle_generates_onnxruntime_tokens_in_the_page(page,
 
 
 def test_fp16_gives_the_fp32_tokens_in_the_page(page):
-  """SwiftShader has no shader-f16: the f16 weights and caches are stored emulated."""
+  """SwiftShader has no shader-f16: the f16 weights and caches are stored emulated. (Run after
+  the fp32 row in the same page: the peak of live bytes is counted per row.)"""
   row, want, manifest = _row(page, "fp16")
   assert "shader-f16" not in manifest["features"], manifest["features"]
   assert row["agree"] == TOKENS and row["top1"] == TOKENS, row
+  assert row["peak_bytes"] < row["plannedBytes"] + 65536, row    # this row's peak, not fp32's
   assert want == lm_models.ort_greedy(lm_models.build(lm_models.CONFIGS["tiny"], "fp32"),
                                       PROMPT, TOKENS)
