@@ -81,7 +81,10 @@ def causal_program(model, step: int = 128, context: int = 256) -> tuple:
                          model.input_dtypes.get(name) or dtypes.float32, taken)
   out = model.run(feeds, device="PYTHON", replay=False)
   logits = out["logits"]
-  rows = logits.reshape(-1, logits.shape[-1])       # (seq, vocab), or (1, vocab) (last only)
+  # (seq, vocab), or (1, vocab) (last only); a kernel of its own, so the LM head stays a tiled
+  # matmul over the run's rows (the row read at a run-time index fused into it made it a plain
+  # loop per vocab entry: 4x the step-1 program's head on SwiftShader)
+  rows = logits.reshape(-1, logits.shape[-1]).contiguous()
   n = rows.symbolic_shape[0]
   last = rows[n - 1:n]                               # the last new token's: a run-time row
   temperature = _empty("temperature", (1,), dtypes.float32, taken)
