@@ -9,6 +9,11 @@ model, dtype, agreeing positions of N, the first disagreement, and the seconds e
 
     python bench/lm_correctness.py [--config smollm2-135m qwen2.5-0.5b] [--dtype fp32 fp16 q4]
                                    [--new 64] [--prompt 32] [--layers L] [--device WEBGPU]
+                                   [--bundle]
+
+--bundle runs the exported causal LM bundle (export/onnx_lm.py: one bundle, its step symbolic up
+to the prompt's length, the token drawn on the device; what bench/lm_page.py runs in the page)
+through Bundle.run instead of kg.onnx's model (kernelgen.onnx.generate.OnnxCausalLM).
 
 --layers cuts the depth (a quick check at the real widths); the models are written to a
 temporary folder (external data: Qwen2.5-0.5B in fp32 passes protobuf's 2 GB).
@@ -55,6 +60,26 @@ def forced_top1(path: str, prompt: list, tokens: list, device: str) -> list:
   return top
 
 
+def forced_top1_bundle(path: str, prompt: list, tokens: list, device: str) -> list:
+  """As forced_top1, through the causal LM bundle of the model (one, its step symbolic): the
+  prompt in one run, then one run per token, each reading back the token drawn at temperature 0
+  (the argmax)."""
+  import kernelgen as kg
+  from kernelgen.export.causal import _feeds, names
+  from kernelgen.export.onnx_lm import causal_program
+  outputs, state = causal_program(kg.onnx.load(path), len(prompt), len(prompt) + len(tokens))
+  with tempfile.TemporaryDirectory() as folder:
+    bundle = kg.export(outputs, folder, format="webgpu" if device == "WEBGPU" else "ptx",
+                       state=state)
+    lm, new, done, top = names(bundle.manifest), list(prompt), 0, []
+    bundle.reset()
+    for tok in tokens:
+      got = bundle.run(_feeds(lm, new, done, 0.0, 0), device=device, outputs=["token"])
+      top.append(int(got["token"].tolist()[0]))
+      done, new = done + len(new), [tok]
+  return top
+
+
 def run_one(name: str, dtype: str, args) -> str:
   """One line of agreement for config `name` in `dtype`."""
   cfg = lm_models.CONFIGS[name]
@@ -67,14 +92,14 @@ def run_one(name: str, dtype: str, args) -> str:
     want = lm_models.ort_greedy(path, prompt, args.new)
     ort_s = time.perf_counter() - start
     start = time.perf_counter()
-    got = forced_top1(path, prompt, want, args.device)
+    got = (forced_top1_bundle if args.bundle else forced_top1)(path, prompt, want, args.device)
     kg_s = time.perf_counter() - start
   same = [a == b for a, b in zip(got, want)]
   first = same.index(False) if False in same else None
   return (f"{name:14s} {cfg.layers:2d} layers {dtype:5s} top-1 agreement {sum(same)}/{len(same)} "
           f"({100 * sum(same) / max(len(same), 1):.1f} %), greedy identical: "
           f"{'yes' if first is None else f'no, from token {first}'}; onnxruntime {ort_s:.1f} s, "
-          f"kernelgen {args.device} {kg_s:.1f} s")
+          f"kernelgen {args.device}{' bundle' if args.bundle else ''} {kg_s:.1f} s")
 
 
 def main() -> None:
@@ -87,6 +112,7 @@ def main() -> None:
   parser.add_argument("--prompt", type=int, default=32)
   parser.add_argument("--layers", type=int, default=0)
   parser.add_argument("--device", default="WEBGPU")
+  parser.add_argument("--bundle", action="store_true", help="run the exported bundle")
   args = parser.parse_args()
   print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; prompt {args.prompt} tokens, "
         f"{args.new} forced", flush=True)

@@ -3,11 +3,11 @@
 // adapter (SwiftShader, or lavapipe through ANGLE in compatibility mode: ?compat). Playwright
 // calls window.lm.*; each returns plain data.
 //
-// kernelgen is two bundles of the model (export/onnx_lm.py): a prefill program (a step of the
-// prompt's length) and a decode program (a step of one token), each with the KV cache as its
-// state on one device. After the prefill run its cache is copied into the decode program's on the
-// GPU (this page reaches into model.js's Model for that: its storage and row counts), then each
-// token is a decode run reading back only the token id. onnxruntime-web runs the same ONNX file:
+// kernelgen is one bundle of the model (export/onnx_lm.py) whose step (the new tokens of a run)
+// is symbolic, the KV cache its state: model.js's generate runs the whole prompt in one run, then
+// one run per token, reading back only the token id; the weights are on the GPU once. The forced
+// pass (untimed) feeds the reference tokens through the same bundle run by run. onnxruntime-web
+// runs the same ONNX file (imported on first use: without it the page runs kernelgen alone):
 // a prefill call, then one call per token with the present caches fed back as past (on the GPU
 // for its WebGPU backend: preferredOutputLocation 'gpu-buffer', as transformers.js does), the
 // logits read back and argmax'd here.
@@ -15,13 +15,13 @@
 // Counted by wrapping WebGPU's prototypes before anything runs: compute dispatches
 // (dispatchWorkgroups / Indirect) per decode step, and live GPU buffer bytes per device (created
 // minus destroyed; a buffer left to the garbage collector stays counted) with their peak.
-import * as ortGpu from '/npm/onnxruntime-web/dist/ort.webgpu.min.mjs';
 import { describe, largestLimits } from './bench_device.js';
 
 const DIST = '/npm/onnxruntime-web/dist/';
 const WARM_STEPS = 2;
 const compat = new URL(location.href).searchParams.has('compat');
-const state = { device: null, adapter: null, prepared: {}, ortWasm: null, peers: {} };
+const state = { device: null, adapter: null, prepared: {}, ortGpu: null, ortWasm: null,
+  ortDevice: null, peers: {} };
 const counts = { dispatches: 0, devices: new Map(), buffers: new WeakMap() };
 
 if ('gpu' in navigator && compat) {     // every adapter request of the page asks for compat
@@ -64,6 +64,13 @@ wrapCounters();
 
 const memoryOf = (device) => (device && counts.devices.get(device)) || null;
 
+// The peak of `device` counted again from what is live now: a row's peak is its own, not an
+// earlier row's (one system per device: ours on state.device, ORT's WebGPU backend on its own).
+function restartPeak(device) {
+  const use = device && counts.devices.get(device);
+  if (use) use.peak = use.live;
+}
+
 async function device() {
   if (state.device) return state.device;
   const found = await navigator.gpu.requestAdapter();
@@ -85,70 +92,83 @@ const argmax = (a, from, n) => {
   return best;
 };
 
-// ---- kernelgen: the prefill and decode bundles ----------------------------------------------
+// ---- kernelgen: one bundle, its step symbolic ----------------------------------------------
 
 async function loadBundle(base) {
   const { load } = await import(`${base}model.js`);
   return load({ device: await device(), base });
 }
 
-// The prefill model's cache (its state buffers, `rows` rows each) copied into the decode
-// model's on the GPU: both were exported with the same context, so the same layout.
-function handOver(prefill, decode) {
-  const dev = prefill.device;
-  const encoder = dev.createCommandEncoder();
-  for (const s of prefill.state) {
-    const storageOf = (m) => m.storage[m.buffer(m.manifest.inputs.find((i) => i.name === s.name))
-      .storage];
-    const src = storageOf(prefill);
-    encoder.copyBufferToBuffer(src, 0, storageOf(decode), 0, src.size);
-  }
-  dev.queue.submit([encoder.finish()]);
-  decode.rows = { ...prefill.rows };
-}
-
-function bundleSystem(prefill, decode) {
-  const all = (ids, done) => ({ input_ids: Int32Array.from(ids),
+// The bundle's inputs for the new tokens `ids` after `done` (greedy: temperature 0), only those
+// it has (position_ids is absent where the graph does not read it).
+function bundleFeeds(model, ids, done) {
+  const all = { input_ids: Int32Array.from(ids),
     position_ids: Int32Array.from(ids, (_, k) => done + k),
     attention_mask: new Int32Array(done + ids.length).fill(1),
-    temperature: Float32Array.of(0), seed: Int32Array.of(0) });
-  const feeds = (ids, done) => {     // the inputs the programs have (position_ids may be unread)
-    const given = all(ids, done);
-    return Object.fromEntries(decode.inputs.map((i) => [i.name, given[i.name]]));
-  };
+    temperature: Float32Array.of(0), seed: Int32Array.of(0) };
+  return Object.fromEntries(model.inputs.map((i) => [i.name, all[i.name]]));
+}
+
+// The most new tokens a run of the bundle takes: its step's top (export/onnx_lm.py), or 1 for a
+// bundle of one token a run.
+function stepOf(manifest) {
+  const ids = manifest.inputs.find((i) => i.name === 'input_ids');
+  const last = (ids.symbolic_shape || ids.shape).at(-1);
+  return typeof last === 'number' ? last
+    : manifest.dims.find((d) => d.name === last.terms[0][0]).hi;
+}
+
+function bundleSystem(model) {
+  const step = stepOf(model.manifest);
   return {
-    async prefill(prompt) {
-      prefill.reset();
-      const got = await prefill.run(feeds(prompt, 0), { outputs: ['token'] });
-      handOver(prefill, decode);
-      return got.token[0];
+    async prefill(prompt) {     // the whole prompt in one run (in runs of `step` if longer)
+      model.reset();
+      let done = 0;
+      for (; prompt.length - done > step; done += step) {
+        await model.run(bundleFeeds(model, prompt.slice(done, done + step), done), { outputs: [] });
+      }
+      const last = bundleFeeds(model, prompt.slice(done), done);
+      return (await model.run(last, { outputs: ['token'] })).token[0];
     },
     async step(token, done) {
-      return (await decode.run(feeds([token], done), { outputs: ['token'] })).token[0];
+      return (await model.run(bundleFeeds(model, [token], done), { outputs: ['token'] })).token[0];
     },
-    dispose() { prefill.destroy(); decode.destroy(); },
+    // model.js's own generate (export/generate.js): the prefill's and decode's times from its
+    // onToken calls
+    async generate(prompt, tokens) {
+      const seen = [];
+      const start = performance.now();
+      const out = await model.generate(prompt, { maxNewTokens: tokens,
+        onToken: () => seen.push([performance.now(), counts.dispatches]) });
+      return { out, prefillMs: seen[0][0] - start, decodeMs: seen.at(-1)[0] - seen[0][0],
+        decodeDispatches: seen.at(-1)[1] - seen[0][1] };
+    },
+    dispose() { model.destroy(); },
     memory: () => memoryOf(state.device),
-    kernels: { prefill: prefill.manifest.kernels.length, decode: decode.manifest.kernels.length },
-    plannedBytes: prefill.manifest.memory.peak_bytes + decode.manifest.memory.peak_bytes,
+    kernels: model.manifest.kernels.length,
+    plannedBytes: model.manifest.memory.peak_bytes,
+    weightBytes: model.manifest.weights.reduce((sum, w) => sum + model.manifest.buffers[w.buffer]
+      .nbytes, 0),
   };
 }
 
 async function prepareBundle(spec) {
-  const prefill = await loadBundle(spec.prefill);
-  const decode = await loadBundle(spec.decode);
-  return bundleSystem(prefill, decode);
+  return bundleSystem(await loadBundle(spec.bundle));
 }
 
 // ---- onnxruntime-web ---------------------------------------------------------------------
 
+// onnxruntime-web's module for `ep`, imported on first use (the page runs kernelgen alone
+// where .venv-bench's onnxruntime-web is absent)
 async function ortModule(ep) {
-  if (ep === 'webgpu') return ortGpu;
+  state.ortGpu = state.ortGpu || await import(`${DIST}ort.webgpu.min.mjs`);
+  if (ep === 'webgpu') return state.ortGpu;
   if (!state.ortWasm) {
     try {
       state.ortWasm = await import(`${DIST}ort.wasm.min.mjs`);
     } catch (error) {
       console.warn('ort.wasm.min.mjs did not load; the WebGPU build runs wasm:', error);
-      state.ortWasm = ortGpu;
+      state.ortWasm = state.ortGpu;
     }
   }
   return state.ortWasm;
@@ -198,6 +218,7 @@ async function prepareOrt(spec) {
   ort.env.wasm.numThreads = globalThis.crossOriginIsolated ? navigator.hardwareConcurrency : 1;
   const bytes = new Uint8Array(await (await fetch(spec.model)).arrayBuffer());
   const options = { executionProviders: [spec.ep], graphOptimizationLevel: 'all' };
+  if (spec.externalData) options.externalData = spec.externalData;   // a model past 2 GB
   if (spec.ep === 'webgpu') {
     options.preferredOutputLocation = Object.fromEntries(spec.past.map((p) => [
       p.name.replace('past_key_values.', 'present.'), 'gpu-buffer']));
@@ -206,6 +227,7 @@ async function prepareOrt(spec) {
   let gpuDevice = null;
   if (spec.ep === 'webgpu') {
     gpuDevice = await ort.env.webgpu.device;
+    state.ortDevice = gpuDevice;
     state.peers.webgpu = describe(gpuDevice?.adapterInfo);
   } else {
     state.peers.wasm = `threads ${ort.env.wasm.numThreads}`;
@@ -219,6 +241,7 @@ async function prepareOrt(spec) {
 // fetching its files to the first token (ttftMs), that token, or {error}; then WARM_STEPS
 // decode steps (untimed: ORT makes its decode shaders on the first).
 async function prepare(key, spec) {
+  restartPeak(spec.kind === 'bundle' ? state.device : spec.ep === 'webgpu' && state.ortDevice);
   try {
     const start = performance.now();
     const system = await (spec.kind === 'bundle' ? prepareBundle(spec) : prepareOrt(spec));
@@ -228,28 +251,49 @@ async function prepare(key, spec) {
     let token = first;          // a warm-up: the decode step's shaders are made now
     for (let i = 0; i < WARM_STEPS; i++) token = await system.step(token, spec.prompt.length + i);
     state.prepared[key] = system;
-    return { ttftMs, loadMs, first, kernels: system.kernels, plannedBytes: system.plannedBytes };
+    return { ttftMs, loadMs, first, kernels: system.kernels, plannedBytes: system.plannedBytes,
+      weightBytes: system.weightBytes ?? null };
   } catch (error) {
     return { error: `${error.name || 'Error'}: ${error.message}`.slice(0, 400) };
   }
 }
 
-// One greedy generation of `tokens` new tokens after `prompt`, after a short pause: the
-// prefill's ms (prompt to first token), the decode steps' ms in all (tokens - 1 steps), the
-// compute dispatches per decode step, the tokens.
-async function generate(key, prompt, tokens, settleMs) {
-  await new Promise((resolve) => setTimeout(resolve, settleMs));
-  const system = state.prepared[key];
+// A greedy generation by the system's prefill and step calls (the peers): its tokens, the
+// prefill's ms (prompt to first token), the decode steps' ms and dispatches in all.
+async function stepwise(system, prompt, tokens) {
   let start = performance.now();
   const out = [await system.prefill(prompt)];
   const prefillMs = performance.now() - start;
   const before = counts.dispatches;
   start = performance.now();
   for (let i = 1; i < tokens; i++) out.push(await system.step(out[i - 1], prompt.length + i - 1));
-  const decodeMs = performance.now() - start;
+  return { out, prefillMs, decodeMs: performance.now() - start,
+    decodeDispatches: counts.dispatches - before };
+}
+
+// One greedy generation of `tokens` new tokens after `prompt`, after a short pause (kernelgen
+// through model.js's generate, the peers step by step): the prefill's ms (prompt to first
+// token), the decode steps' ms in all (tokens - 1 steps), the compute dispatches per decode
+// step, the live GPU buffer bytes, the tokens.
+async function generate(key, prompt, tokens, settleMs) {
+  await new Promise((resolve) => setTimeout(resolve, settleMs));
+  const system = state.prepared[key];
+  const got = await (system.generate ? system.generate(prompt, tokens)
+    : stepwise(system, prompt, tokens));
   const steps = Math.max(tokens - 1, 1);
-  return { prefillMs, decodeMs, tokens: out,
-    dispatchesPerStep: (counts.dispatches - before) / steps, memory: system.memory() };
+  return { prefillMs: got.prefillMs, decodeMs: got.decodeMs, tokens: got.out,
+    dispatchesPerStep: got.decodeDispatches / steps, memory: system.memory() };
+}
+
+// Forced decoding (untimed): the system fed `prompt` then the reference tokens `want`; how
+// many of its top-1 tokens (the token after each position) equal want's.
+async function forced(key, prompt, want) {
+  const system = state.prepared[key];
+  let agree = Number(await system.prefill(prompt) === want[0]);
+  for (let i = 1; i < want.length; i++) {
+    agree += Number(await system.step(want[i - 1], prompt.length + i - 1) === want[i]);
+  }
+  return agree;
 }
 
 async function release(key) {
@@ -258,5 +302,5 @@ async function release(key) {
   if (system) await system.dispose();
 }
 
-window.lm = { info, prepare, generate, release };
+window.lm = { info, prepare, generate, forced, release };
 document.body.dataset.ready = 'true';

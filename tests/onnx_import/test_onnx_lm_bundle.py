@@ -1,9 +1,10 @@
 """An ONNX causal LM (bench/lm_models.py's Optimum layout: GroupQueryAttention, RotaryEmbedding,
-MatMulNBits, GatherBlockQuantized) exported as causal LM bundles (export/onnx_lm.py): the decode
-program (one token a step, the KV cache as bundle state) generates onnxruntime's greedy tokens
-through Bundle.generate on WEBGPU; the prefill program (a step of the prompt's length) gives
-onnxruntime's first token and last logits; a model in another layout and a step past the
-context are ModelErrors."""
+MatMulNBits, GatherBlockQuantized) exported as causal LM bundles (export/onnx_lm.py): one bundle
+whose step is symbolic prefills (the prompt in one run, or in runs of its top) and decodes (runs of
+one token), the KV cache as bundle state, and generates onnxruntime's greedy tokens through
+Bundle.generate on WEBGPU, compiling nothing per token; so does a bundle of one token a step; a
+run of the whole prompt gives onnxruntime's first token and last logits; a model in another layout
+and a step past the context are ModelErrors."""
 from __future__ import annotations
 
 import sys
@@ -51,6 +52,32 @@ def test_decode_bundle_generates_onnxruntime_greedy_tokens(webgpu, tmp_path, con
   got = bundle.generate(PROMPT, max_new_tokens=12, device=webgpu)
   assert got == want and len(set(want)) > 1
   assert bundle.generate(PROMPT, max_new_tokens=12, device=webgpu) == want     # after reset
+
+
+@pytest.mark.parametrize("config,dtype,step", [("tiny", "fp32", 8), ("tiny", "q4", 8),
+                                               ("tiny", "fp16", 8), ("tiny-qwen", "q4", 3)])
+def test_one_bundle_prefills_and_decodes_onnxruntime_greedy_tokens(webgpu, tmp_path, config,
+                                                                    dtype, step):
+  """Step 8: the 8-token prompt in one run; step 3: in runs of 3, 3 and 2; then one token a run.
+  The weights are stored once (no more bytes than the ONNX initializers)."""
+  pytest.importorskip("onnxruntime")
+  from onnx import numpy_helper
+  model = lm_models.build(lm_models.CONFIGS[config], dtype, rotary="gqa" if step == 3 else "op")
+  want = lm_models.ort_greedy(model, PROMPT, 12)
+  bundle = _export(model, tmp_path, step)
+  ids = next(i for i in bundle.manifest["inputs"] if i["name"] == "input_ids")
+  assert ids["symbolic_shape"][1]["terms"] == [["seq", 1]]
+  assert {d["name"]: d["hi"] for d in bundle.manifest["dims"]}["seq"] == step
+  pipelines = kg.Device[webgpu].pipelines
+  made = []
+  got = bundle.generate(PROMPT, max_new_tokens=12, device=webgpu,
+                        on_token=lambda t: made.append(len(pipelines)))
+  assert got == want and len(set(want)) > 1
+  assert made[1:] == [made[1]] * 11                    # no pipeline made per decode run
+  buffers = {b["id"]: b for b in bundle.manifest["buffers"]}
+  stored = sum(buffers[w["buffer"]]["nbytes"] for w in bundle.manifest["weights"])
+  initial = sum(numpy_helper.to_array(t).nbytes for t in model.graph.initializer)
+  assert 0.9 * initial < stored <= initial
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "q4"])

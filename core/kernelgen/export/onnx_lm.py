@@ -4,17 +4,17 @@ LM bundle (export/causal.py): one step of the model traced on symbolic inputs, i
 as bundle state, the next token drawn on the device.
 
 `causal_program(model, step, context)` gives (outputs, state) for
-`kg.export(outputs, DIR, state=state)`: inputs `input_ids` and `position_ids` (1, step) int32,
-`attention_mask` (1, total) int32 (total a kg.Dim 1..context), `temperature` (1,) and `seed`
-(1,); the state `past_key_values.{i}.key|value` (1, kv_heads, past, head_dim), past a kg.Dim
-0..context - 1; outputs `logits` (1, vocab) of the last new token, `token` (1,) int32
-(causal.device_token) and `present.{i}.key|value`. The step is a fixed number of new tokens: 1
-for decoding (model.js `generate` then runs a prompt token by token), the prompt's length for a
-prefill program (a symbolic step would run the row-wise kernels at their top for every token).
+`kg.export(outputs, DIR, state=state)`: inputs `input_ids` and `position_ids` (1, seq) int32,
+seq the new tokens of a run (a kg.Dim 1..step; the int 1 where step is 1), `attention_mask`
+(1, total) int32 (total a kg.Dim 1..context), `temperature` (1,) and `seed` (1,); the state
+`past_key_values.{i}.key|value` (1, kv_heads, past, head_dim), past a kg.Dim 0..context - 1;
+outputs `logits` (1, vocab) of the last new token, `token` (1,) int32 (causal.device_token) and
+`present.{i}.key|value`. One bundle prefills and decodes: model.js `generate` runs the prompt in
+one run (in runs of up to `step` tokens when longer), then one run per token; the weights are
+stored once. Symbolic kernels dispatch for the bound row count (exact tile grids, few-row
+variants), so a one-token run does not pay for `step` rows.
 """
 from __future__ import annotations
-
-import math
 
 from ..dtype import dtypes
 from ..errors import ModelError
@@ -57,21 +57,22 @@ def _check(model) -> list:
   return past
 
 
-def causal_program(model, step: int = 1, context: int = 256) -> tuple:
-  """(outputs, state) of one step of `step` new tokens of ONNX causal LM `model` (kg.onnx.load)
-  with a cache of up to `context` tokens, to export with kg.export(outputs, DIR, state=state)
-  (see the module docstring). Raises ModelError for a model not in that layout."""
+def causal_program(model, step: int = 128, context: int = 256) -> tuple:
+  """(outputs, state) of one run of 1..`step` new tokens of ONNX causal LM `model`
+  (kg.onnx.load) with a cache of up to `context` tokens, to export with kg.export(outputs, DIR,
+  state=state) (see the module docstring). Raises ModelError for a model not in that layout."""
   past_names = _check(model)
   if step < 1 or context <= step:
     raise ModelError(f"step {step} and context {context}: give 1 <= step < context")
   names = set(model.input_names)
   past = Dim("past", 0, context - 1).bind(0)
-  total = Dim("total", 1, context).bind(step)
+  seq = Dim("seq", 1, step).bind(1) if step > 1 else 1
+  total = Dim("total", 1, context).bind(1)
   taken: set = set()
   i32 = dtypes.int32
-  feeds = {"input_ids": _empty("input_ids", (1, step), i32, taken)}
+  feeds = {"input_ids": _empty("input_ids", (1, seq), i32, taken)}
   if "position_ids" in names:
-    feeds["position_ids"] = _empty("position_ids", (1, step), i32, taken)
+    feeds["position_ids"] = _empty("position_ids", (1, seq), i32, taken)
   if "attention_mask" in names:
     feeds["attention_mask"] = _empty("attention_mask", (1, total), i32, taken)
   for name in past_names:
@@ -80,8 +81,12 @@ def causal_program(model, step: int = 1, context: int = 256) -> tuple:
                          model.input_dtypes.get(name) or dtypes.float32, taken)
   out = model.run(feeds, device="PYTHON", replay=False)
   logits = out["logits"]
-  last = logits.reshape(-1, logits.shape[-1])[math.prod(logits.shape[:-1]) - 1]
-  last = last.reshape(1, logits.shape[-1])
+  # (seq, vocab), or (1, vocab) (last only); a kernel of its own, so the LM head stays a tiled
+  # matmul over the run's rows (the row read at a run-time index fused into it made it a plain
+  # loop per vocab entry: 4x the step-1 program's head on SwiftShader)
+  rows = logits.reshape(-1, logits.shape[-1]).contiguous()
+  n = rows.symbolic_shape[0]
+  last = rows[n - 1:n]                               # the last new token's: a run-time row
   temperature = _empty("temperature", (1,), dtypes.float32, taken)
   seed = _empty("seed", (1,), i32, taken)
   outputs = ModelOutputs(logits=last, token=device_token(last, temperature, seed))
