@@ -171,7 +171,7 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel.
   A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (lowering/tensorcore.py).
   `pin` (dim name, value): a variant for that one bound value (lowering/pinned.py)."""
-  from .lowering.lower import lower
+  from .lowering.lower import forget_last, lower
   from .lowering.optimize import optimize
   from .lowering.pinned import pin_dim
   from .lowering.tensorcore import lower_tensor_cores
@@ -188,6 +188,7 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
       opts = optimize(item, target, options)                  # optimize
     with internal_errors("lower", item.name):
       lowered = lower(item, opts)                             # lower
+    forget_last()
   sink, buffers = lowered
   if pin is not None:
     sink = pin_dim(sink, *pin)

@@ -45,6 +45,12 @@ def lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   return result
 
 
+def forget_last() -> None:
+  """Drop the last lowering kept by `lower` (compile_item calls this once it has its kernel's:
+  the item holds its inputs' buffers, which must not outlive the compile)."""
+  _LAST[0] = (None, None, None)
+
+
 def _lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   lw = Lowerer(item)
   lw.nested = nested_reduces(item)
