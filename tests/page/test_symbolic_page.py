@@ -78,4 +78,6 @@ def test_a_symbolic_n_matmul_runs_its_variant_and_grid_in_the_page(site, chromiu
     x = np.array([[float((i * int(v) + j) % 5 - 2) for j in range(int(v))] for i in range(8)])
     assert length == v and total == (a @ x).sum(), rows
     assert launched == want and variants > 0, rows
-  assert rows[0, 1] < rows[1, 1] < rows[2, 1], rows
+  # (n = 77's 32 x 77 outputs are under TILE_MIN_SIZE: SwiftShader's small_tiles puts them in one
+  # workgroup, as n = 1's; n = 1024 takes more)
+  assert rows[0, 1] <= rows[1, 1] < rows[2, 1], rows
