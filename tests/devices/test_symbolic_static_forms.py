@@ -127,16 +127,20 @@ KEYS = np.random.default_rng(1).standard_normal((2, HI, 8)).astype(np.float32)
 def test_attention_takes_one_key_per_trip_below_its_block():
   q = kg.Tensor.empty(1, 8, 1, 64, name="q")
   (kernel,) = kg.compile(_sdpa(q, kg.Dim("n", 1, 2048)), target="wgsl")
-  [(dim, most, variant)] = kernel.variants
+  [(_, low, pinned), (dim, most, variant)] = kernel.variants    # (n = 1 alone: pinned.py)
   assert (dim, most) == ("n", 3) and _var_loops(variant.kernel.uops) == 1
+  assert low == 1 and _var_loops(pinned.kernel.uops) == 0 and "for (" not in pinned.source
+  assert pinned.launch.uniforms == kernel.launch.uniforms
+  assert variant_for(kernel, {"n": 1}) is pinned and variant_for(kernel, {"n": 2}) is variant
   assert variant_for(kernel, {"n": 3}) is variant and variant_for(kernel, {"n": 4}) is kernel
   wgsl_validate(variant.source)
+  wgsl_validate(pinned.source)
   (static,) = kg.compile(_sdpa(q, 3), target="wgsl")
   assert static.variants == ()
   pos = kg.Dim("pos", 0, 2047)          # a cache read up to pos + 1: pos <= 2 is 3 keys or fewer
   cache = kg.Tensor.empty(1, 8, 2048, 64, name="cache")[:, :, :pos + 1]
   (decode,) = kg.compile(kg.scaled_dot_product_attention(q, cache, cache), target="wgsl")
-  assert [(dim, most) for dim, most, _ in decode.variants] == [("pos", 2)]
+  assert [(dim, most) for dim, most, _ in decode.variants] == [("pos", 0), ("pos", 2)]
 
 
 @pytest.mark.parametrize("queries, causal, options", [(1, False, {}), (3, False, {"upcast": 2}),

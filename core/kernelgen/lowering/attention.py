@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from .. import limits
 from . import compile_cost
+from .pinned import PIN
 from ..dtype import dtypes
 from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem
@@ -99,14 +100,19 @@ def key_block(opts: Opts, rows: int) -> int:
 def attention_variants(item: ScheduleItem, options: dict, opts: Opts | None) -> list:
   """[(dim, most, options)]: an attention kernel whose key count is a symbolic dim (plus a
   constant: a cache read to pos + 1) takes a variant of one key per trip for the counts below
-  its keys per trip (_split_key_loops)."""
+  its keys per trip (_split_key_loops), and one more for the range's low end with the dim read
+  as a constant (lowering/pinned.py: SwiftShader ran the key loop at n = 1 1.4x the static
+  kernel, idle, best of 7-9)."""
   out = item.out
   dim = _dim_plus(out.src[-1]) if len(out.arg) > 2 else None
   if dim is None or opts is None or "attention_keys" in options:
     return []
   name, lo, hi, const = dim
   most = key_block(opts, max(opts.upcast, 1)) - 1 - const     # the dim's values below a block
-  return [(name, most, {"attention_keys": 1})] if lo <= most < hi else []
+  if not lo <= most < hi:
+    return []
+  pinned = [(name, lo, {"attention_keys": 1, PIN: lo})] if lo < most else []   # (pinned.py)
+  return pinned + [(name, most, {"attention_keys": 1})]
 
 
 def _dim_plus(count) -> tuple | None:
