@@ -326,12 +326,16 @@ def _gather(ins, at):
   axis = axis_index(at.int("axis", 0), x.ndim)
   static = ins.runner.constant(ins.names[1])     # not a feed's: token ids stay run-time data
   n = x.shape[axis]
+  size = x.symbolic_shape[axis]        # (a symbolic size: -1 is its run-time last element)
   if static is not None and static.size <= 64:
     parts = []
     for i in static.values:
       i = int(i)
       if not -n <= i < n:
         raise ShapeError(f"Gather index {i} is out of range for axis {axis} of size {n}")
+      if i < 0 and not isinstance(size, int):
+        parts.append(x[(slice(None),) * axis + (slice(size + i, size + i + 1),)])
+        continue
       parts.append(x.shrink([(0, d) if a != axis else (i % n, i % n + 1)
                              for a, d in enumerate(x.shape)]))
     out = cat(parts, axis) if len(parts) > 1 else parts[0] if parts else None
