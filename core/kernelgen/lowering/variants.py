@@ -82,7 +82,7 @@ from .attention import attention_variants
 from ..graph.view import prod
 from .lowerer import Opts, grid_axis
 from .pinned import PIN
-from .rows import lane_steps, row_opts
+from .rows import ROW_LOCAL, lane_steps, row_opts
 from .threads import grid_local, local_size
 from .optimize import TILE_MIN_THREADS, TILES, LONG_TILE_REDUCE, preferred_tiles, \
   with_adapter_defaults
@@ -107,6 +107,14 @@ ROW_VARIANT_MIN_LANES = 2
 # 0.043 | 0.032 | 0.031 | 0.028, 77 0.042 | 0.075 | 0.069 | 0.050, 127 0.059 | 0.064 | 0.062 |
 # 0.072 (its row_short: 96)
 SHORT_ROW_OPTIONS = {"row_lanes": 1, "group_vec": 1}
+# with an adapter's option row_short_groups (lavapipe's: 8), a short-row variant
+# (and the pinned one) spreads its rows over at least that many workgroups of at least
+# SHORT_ROW_LOCAL threads, where rows.py's default (ROW_LOCAL rows per workgroup) puts (64, n)
+# in one: lavapipe runs a dispatch's workgroups in one chunk per thread of its pool (llvmpipe's
+# lp_cs_tpool, a thread per CPU), so one workgroup runs on one CPU, where the static kernel of
+# the same rows (8 lanes a row: 64 workgroups) may run on two (see the module docstring).
+# SHORT_ROW_LOCAL: llvmpipe's vector of 8 f32 (256 bits)
+SHORT_ROW_LOCAL = 8
 # a lane variant's runs are short (rows.py: at least 8 elements per lane, so 2-4 vec4 steps):
 # unrolled once, the lanes share a row of 77 as 3 steps each, where 4 unrolled steps left 3 of
 # 8 lanes idle (lavapipe, (64, 77) in 8 lanes, same load: 0.069-0.053 ms against 0.075-0.060)
@@ -149,11 +157,24 @@ def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts |
   lanes = _lane_variants(item, target, merged, opts, (name, lo, hi), rest)
   if short < lo:
     return lanes
-  pinned = [(name, lo, {**SHORT_ROW_OPTIONS, PIN: lo})]      # the range's low end (pinned.py)
+  rows = prod(n for a, n in enumerate(out.shape) if a not in item.rows)
+  groups = int(merged.get("row_short_groups", 0) or 0)
+  spread = {**SHORT_ROW_OPTIONS, "local": short_row_local(rows, groups, target)} if groups \
+    else SHORT_ROW_OPTIONS
+  pinned = [(name, lo, {**spread, PIN: lo})]      # the range's low end (pinned.py)
   if opts.row_lanes == 1 and opts.group_vec == 1:    # (the kernel's own form)
     return pinned + lanes
-  return pinned + [(name, short, SHORT_ROW_OPTIONS)] * (short > lo) + \
-    [v for v in lanes if v[1] > short]
+  return pinned + [(name, short, spread)] * (short > lo) + [v for v in lanes if v[1] > short]
+
+
+def short_row_local(rows: int, groups: int, target: Target) -> int:
+  """Rows per workgroup of a short-row variant over `rows` rows (option row_short_groups:
+  `groups`): rows.py's default (ROW_LOCAL, at most the rows rounded up to a power of two),
+  halved while that leaves fewer than `groups` workgroups, down to SHORT_ROW_LOCAL."""
+  local = min(ROW_LOCAL, target.max_local, 1 << max(rows - 1, 0).bit_length())
+  while local > SHORT_ROW_LOCAL and -(-rows // local) < groups:
+    local //= 2
+  return local
 
 
 def _lane_variants(item: ScheduleItem, target: Target, merged: dict, opts: Opts, dim: tuple,
