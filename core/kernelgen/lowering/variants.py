@@ -71,6 +71,30 @@ takes 0.0064 ms against the static kernel's 0.0060 (the variant 0.0086; the stat
 the uniform bound and read: 0.0058), and fully unrolled to its 8 values behind `i < n` it took
 0.011 (0.012 at n = 8, where the loop took 0.018, the static kernel 0.011). Workgroups of 8 or
 16 threads for the variant changed nothing measurable on either adapter.
+
+Looked into (issue 34: lavapipe softmax (64, n) at n = 77, the symbolic kernel 0.051-0.053 ms
+in every idle run, the static one 0.046-0.048 in some processes and 0.035-0.036 in others).
+GPU timestamps through wgpu, best of 150-300 interleaved in one process, several processes,
+load 5-17 on 2 CPUs (no idle machine), ms:
+- Where the work runs. llvmpipe (Mesa 22.3) runs a dispatch's workgroups on its compute
+  pool (lp_cs_tpool: a thread per CPU, each taking a chunk of workgroups_count / threads, the
+  first awake taking the next chunk too); its timestamps are taken on the submitting thread. The
+  static kernel's 8 lanes a row are 64 workgroups: two chunks, on two CPUs when the second
+  thread wakes in time; the short-row variant was one workgroup of 64 rows: one CPU always. With
+  LP_NUM_THREADS=0 (workgroups run on the submitting thread) the two take the same time (0.0415
+  | 0.0422); under load the less busy worker ran 3 us a dispatch for both (one worker ran it all),
+  so the two-CPU mode was not seen here: the variant now spreads its rows (row_short_groups,
+  short_row_local), which ties under load (0.0918 | 0.0943 old at load 12, 0.0575 | 0.0597 at 15).
+- Where the rows lie. The symbolic rows are padded to the dim's top: 4096 floats, 16 KB apart,
+  so row i's column c and row j's share an L1 set. The same kernel (a thread per row, scalars,
+  8 rows a workgroup) over rows padded to 4112 ran as the static kernel of that form (inline
+  0.0358-0.0367 | 0.0324-0.0359; threaded 0.0522 | 0.0503) and at 4096 0.045 | 0.060 (three
+  runs); each lane's loops started 16 columns apart (WGSL edited) 0.0429 against 0.0451. Which
+  buffers a run binds moves it too: the variant over input and output allocated back to back
+  (addresses equal mod 4 KB) 0.041-0.044 and with 512 bytes between them 0.034-0.036 in two
+  processes, the same in a third; sizes padded off 4 KB in the runtime changed nothing in the
+  jit flow. Not fixed: rows padded off a power of two (the symbolic layout) is the lead. (The
+  static kernel's own 8 lanes ran 0.040-0.044 inline, its thread per row 0.032-0.036.)
 """
 from __future__ import annotations
 
