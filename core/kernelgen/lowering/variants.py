@@ -71,6 +71,30 @@ takes 0.0064 ms against the static kernel's 0.0060 (the variant 0.0086; the stat
 the uniform bound and read: 0.0058), and fully unrolled to its 8 values behind `i < n` it took
 0.011 (0.012 at n = 8, where the loop took 0.018, the static kernel 0.011). Workgroups of 8 or
 16 threads for the variant changed nothing measurable on either adapter.
+
+Looked into (issue 34: lavapipe softmax (64, n) at n = 77, the symbolic kernel 0.051-0.053 ms
+in every idle run, the static one 0.046-0.048 in some processes and 0.035-0.036 in others).
+GPU timestamps through wgpu, best of 150-300 interleaved in one process, several processes,
+load 5-17 on 2 CPUs (no idle machine), ms:
+- Where the work runs. llvmpipe (Mesa 22.3) runs a dispatch's workgroups on its compute
+  pool (lp_cs_tpool: a thread per CPU, each taking a chunk of workgroups_count / threads, the
+  first awake taking the next chunk too); its timestamps are taken on the submitting thread. The
+  static kernel's 8 lanes a row are 64 workgroups: two chunks, on two CPUs when the second
+  thread wakes in time; the short-row variant was one workgroup of 64 rows: one CPU always. With
+  LP_NUM_THREADS=0 (workgroups run on the submitting thread) the two take the same time (0.0415
+  | 0.0422); under load the less busy worker ran 3 us a dispatch for both (one worker ran it all),
+  so the two-CPU mode was not seen here: the variant now spreads its rows (row_short_groups,
+  short_row_local), which ties under load (0.0918 | 0.0943 old at load 12, 0.0575 | 0.0597 at 15).
+- Where the rows lie. The symbolic rows are padded to the dim's top: 4096 floats, 16 KB apart,
+  so row i's column c and row j's share an L1 set. The same kernel (a thread per row, scalars,
+  8 rows a workgroup) over rows padded to 4112 ran as the static kernel of that form (inline
+  0.0358-0.0367 | 0.0324-0.0359; threaded 0.0522 | 0.0503) and at 4096 0.045 | 0.060 (three
+  runs); each lane's loops started 16 columns apart (WGSL edited) 0.0429 against 0.0451. Which
+  buffers a run binds moves it too: the variant over input and output allocated back to back
+  (addresses equal mod 4 KB) 0.041-0.044 and with 512 bytes between them 0.034-0.036 in two
+  processes, the same in a third; sizes padded off 4 KB in the runtime changed nothing in the
+  jit flow. Not fixed: rows padded off a power of two (the symbolic layout) is the lead. (The
+  static kernel's own 8 lanes ran 0.040-0.044 inline, its thread per row 0.032-0.036.)
 """
 from __future__ import annotations
 
@@ -82,7 +106,7 @@ from .attention import attention_variants
 from ..graph.view import prod
 from .lowerer import Opts, grid_axis
 from .pinned import PIN
-from .rows import lane_steps, row_opts
+from .rows import ROW_LOCAL, lane_steps, row_opts
 from .threads import grid_local, local_size
 from .optimize import TILE_MIN_THREADS, TILES, LONG_TILE_REDUCE, preferred_tiles, \
   with_adapter_defaults
@@ -107,6 +131,14 @@ ROW_VARIANT_MIN_LANES = 2
 # 0.043 | 0.032 | 0.031 | 0.028, 77 0.042 | 0.075 | 0.069 | 0.050, 127 0.059 | 0.064 | 0.062 |
 # 0.072 (its row_short: 96)
 SHORT_ROW_OPTIONS = {"row_lanes": 1, "group_vec": 1}
+# with an adapter's option row_short_groups (lavapipe's: 8), a short-row variant
+# (and the pinned one) spreads its rows over at least that many workgroups of at least
+# SHORT_ROW_LOCAL threads, where rows.py's default (ROW_LOCAL rows per workgroup) puts (64, n)
+# in one: lavapipe runs a dispatch's workgroups in one chunk per thread of its pool (llvmpipe's
+# lp_cs_tpool, a thread per CPU), so one workgroup runs on one CPU, where the static kernel of
+# the same rows (8 lanes a row: 64 workgroups) may run on two (see the module docstring).
+# SHORT_ROW_LOCAL: llvmpipe's vector of 8 f32 (256 bits)
+SHORT_ROW_LOCAL = 8
 # a lane variant's runs are short (rows.py: at least 8 elements per lane, so 2-4 vec4 steps):
 # unrolled once, the lanes share a row of 77 as 3 steps each, where 4 unrolled steps left 3 of
 # 8 lanes idle (lavapipe, (64, 77) in 8 lanes, same load: 0.069-0.053 ms against 0.075-0.060)
@@ -149,11 +181,24 @@ def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts |
   lanes = _lane_variants(item, target, merged, opts, (name, lo, hi), rest)
   if short < lo:
     return lanes
-  pinned = [(name, lo, {**SHORT_ROW_OPTIONS, PIN: lo})]      # the range's low end (pinned.py)
+  rows = prod(n for a, n in enumerate(out.shape) if a not in item.rows)
+  groups = int(merged.get("row_short_groups", 0) or 0)
+  spread = {**SHORT_ROW_OPTIONS, "local": short_row_local(rows, groups, target)} if groups \
+    else SHORT_ROW_OPTIONS
+  pinned = [(name, lo, {**spread, PIN: lo})]      # the range's low end (pinned.py)
   if opts.row_lanes == 1 and opts.group_vec == 1:    # (the kernel's own form)
     return pinned + lanes
-  return pinned + [(name, short, SHORT_ROW_OPTIONS)] * (short > lo) + \
-    [v for v in lanes if v[1] > short]
+  return pinned + [(name, short, spread)] * (short > lo) + [v for v in lanes if v[1] > short]
+
+
+def short_row_local(rows: int, groups: int, target: Target) -> int:
+  """Rows per workgroup of a short-row variant over `rows` rows (option row_short_groups:
+  `groups`): rows.py's default (ROW_LOCAL, at most the rows rounded up to a power of two),
+  halved while that leaves fewer than `groups` workgroups, down to SHORT_ROW_LOCAL."""
+  local = min(ROW_LOCAL, target.max_local, 1 << max(rows - 1, 0).bit_length())
+  while local > SHORT_ROW_LOCAL and -(-rows // local) < groups:
+    local //= 2
+  return local
 
 
 def _lane_variants(item: ScheduleItem, target: Target, merged: dict, opts: Opts, dim: tuple,

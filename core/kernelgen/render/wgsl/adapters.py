@@ -166,7 +166,9 @@ TABLE: dict[tuple[str, str], dict] = {
   # 124-131 | G=16 151-160 | G=32 225-240 | G=64 542 | G=4 folding by subgroups 108-117 | the
   # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
   # pay for them, nor for the array's stores and loads: not kept.
-  # row_short (34): lowering/variants.py SHORT_ROW_OPTIONS (measured there; lavapipe's too)
+  # row_short (34): lowering/variants.py SHORT_ROW_OPTIONS (measured there; lavapipe's too);
+  # row_short_groups (34, lavapipe only: SwiftShader ran 8 workgroups of 8 rows slower than one
+  # of 64): lowering/variants.py short_row_local
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True, "weights_t": True,
                             "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "row_short": 8},
   ("swiftshader", "reduce"): {"group_chunk": True},
@@ -226,7 +228,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
   ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
                          "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
-                         "q4_lanes": 8, "row_short": 96, "weights_t": True},
+                         "q4_lanes": 8, "row_short": 96, "row_short_groups": 8, "weights_t": True},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
