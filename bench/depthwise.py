@@ -55,8 +55,8 @@ CONVS = {
 }
 # variant -> forced options; ROW_VARIANTS: the variants of the rows whose names start with a key
 # (dense rows: "now" only). "slide scalar": the sliding window without its vec4 loads and stores
-# (upcast_vec=False: the kernel before issue 42). NO_LIMITS: a grouped conv slid whatever its channels per group
-# (slide.SLIDE_MAX_CHANNELS and SLIDE_MAX_SHARED lifted: what set them)
+# (upcast_vec=False: the kernel before issue 42). NO_LIMITS: a grouped conv slid whatever its
+# channels per group (slide.SLIDE_MAX_CHANNELS and SLIDE_MAX_SHARED lifted: what set them)
 NO_LIMITS = "slide, no limits"
 VARIANTS = {"now": {}, "before one-off": {"slide": False},
             "before many runs": {"slide": False, "runs": 100}, NO_LIMITS: {},
