@@ -8,7 +8,8 @@ Both sides of each limit, values against numpy on every device and the WGSL's bu
 declarations: the input's width a multiple of 4 or not (its rows as words), C a multiple of 4 or
 not, the output's columns a multiple of C or not (a ragged last block stores scalars), strides 1
 and 2, option upcast_vec=False (the scalar kernel), an image's (H, W) with channels last (its
-columns not contiguous: scalar stores)."""
+columns not contiguous: scalar stores). With words, a 3x3 window takes C = 16 columns
+(slide.SLIDE_WIDE) where 16 divides the output's columns (else 8; 5x5 windows 8)."""
 from __future__ import annotations
 
 import re
@@ -18,6 +19,10 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
+from kernelgen.graph.schedule import schedule
+from kernelgen.lowering import optimize as opt
+from kernelgen.lowering import slide
+from kernelgen.render.targets import WGSL
 
 from tools import ALL_DEVICES, missing_tool, tint_validate, wgsl_validate
 
@@ -139,3 +144,43 @@ def test_an_image_with_channels_last_stores_scalars(monkeypatch):
   want = np.stack([_conv_np(img[None, None, :, :, ch], blur, np.zeros(1), 1, 1)[0, 0]
                    for ch in range(3)], axis=-1)
   np.testing.assert_allclose(blurred(dev).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def _plan(y, **options):
+  (item,) = schedule([y.node])
+  return opt.optimize(item, WGSL, {"adapter": "lavapipe", **options}).slide
+
+
+@pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
+def test_a_3x3_window_takes_16_columns_where_they_divide_the_row(adapter):
+  """C = SLIDE_WIDE for 3x3 windows (strips of 40 rows: as many output columns in flight as 8
+  columns' 1024 threads) where 16 divides the output's columns; 8 where not, for a 5x5 window
+  (2.8x the products) and without words."""
+  wide = slide.SLIDE_WIDE
+  assert _plan(_dw((1, 96, 80, 80), 3, 1, 1), adapter=adapter) == (40, wide)
+  assert _plan(_dw((1, 96, 160, 160), 3, 2, 1), adapter=adapter) == (40, wide)
+  assert _plan(_dw((1, 96, 72, 72), 3, 1, 1), adapter=adapter)[1] == 8      # 72 % 16
+  assert _plan(_dw((1, 96, 80, 80), 5, 1, 2), adapter=adapter) == (40, 8)
+  assert _plan(_dw((1, 96, 80, 80), 3, 1, 1), adapter=adapter, upcast_vec=False) == (40, 8)
+
+
+@pytest.mark.parametrize("device", ALL_DEVICES)
+@pytest.mark.parametrize("shape,stride,cols", [((1, 4, 34, 32), 1, 16), ((1, 4, 34, 40), 1, 8),
+                                               ((1, 4, 64, 64), 2, 16), ((1, 4, 64, 72), 2, 8)])
+def test_the_default_columns_match_numpy(device, shape, stride, cols, monkeypatch):
+  """slide=True: C = 16 or 8 as the CPU adapters' default on WEBGPU (words), 8 on PYTHON and
+  PTXSIM (scalar)."""
+  x, w, b = _case(shape, 3, seed=sum(shape) + stride)
+  dev = _on(device, monkeypatch, slide=True)
+  chosen, real = [], opt.optimize
+
+  def spy(item, target, options=None):
+    chosen.append(got := real(item, target, options))
+    return got
+  monkeypatch.setattr(opt, "optimize", spy)
+  y = Tensor(x).to(dev).conv2d(Tensor(w).to(dev), Tensor(b).to(dev), stride=stride, padding=1,
+                               groups=shape[1])
+  np.testing.assert_allclose(_hswish(y).numpy(), _hswish(_conv_np(x, w, b, stride, 1)),
+                             rtol=1e-4, atol=1e-4)
+  slid = [o.slide for o in chosen if o.slide]
+  assert slid and slid[0][1] == (cols if device == "WEBGPU" else 8)

@@ -72,13 +72,24 @@ from .tileplan import StageLowerer, probe_vars, read_axes
 from .vector import MAX_VECTOR, aligned_loads
 
 # output columns per thread, tried in order: the first whose loop body has at most SLIDE_WORK
-# products (C * kh * kw) and whose kernel's estimated build fits the run's budget
-SLIDE_COLS = (8, 4, 2, 1)
-SLIDE_WORK = 512
+# products (C * kh * kw * cg) and whose kernel's estimated build fits the run's budget. C =
+# SLIDE_WIDE only with vec4 words (upcast_vec), within SLIDE_WIDE_WORK products (3x3 windows) and
+# where it divides the output's columns (a ragged last block stores scalars). bench/depthwise.py's convs on lavapipe natively,
+# GPU timestamps, best of 15-21 interleaved in one process, load 12-15 on 2 shared CPUs, ms:
+#   vec4 words (upcast_vec) / scalar, C = 8: dw 3x3 s1 96x80x80 0.90 / 2.11, 5x5 s1 1.23 / 1.54,
+#   3x3 s2 96x160x160 1.99 / 2.68, 5x5 s2 192x80x80 1.23 / 1.67, 5x5 s1 192x40x40 0.75 / 0.91
+#   (dense 3x3 16ch 80x80 1.88: 3x3 s1 from 0.33x to 0.79x its GFLOP/s, s2 0.26x to 0.36x)
+#   C = 16 / 8 (words): 3x3 s2 1.51 / 1.83 and 2.74 / 3.45, 3x3 s1 1.43 / 1.55, 5x5 s1 1.02 /
+#   1.21 (not taken: twice the 5x5's loop body), 5x5 s2 (40 columns, ragged) 3.22 / 2.21
+SLIDE_COLS = (16, 8, 4, 2, 1)
+SLIDE_WORK, SLIDE_WIDE, SLIDE_WIDE_WORK = 512, 16, 160
 # a kernel with fewer outputs takes no slide (as register tiles: optimize.TILE_MIN_SIZE)
 SLIDE_MIN_SIZE = 4096
 # the rows are split into strips while the threads number fewer than this (each strip re-reads
-# q - 1 input rows: strips are kept at least SLIDE_MIN_STRIP * (q - 1) rows long)
+# q - 1 input rows: strips are kept at least SLIDE_MIN_STRIP * (q - 1) rows long); C above 8
+# (SLIDE_WIDE) needs as many output columns in flight as 8 columns' threads: 3x3 s1 96x80x80 in
+# 16 columns ran in strips of 40 rows 1.50 ms, 80 1.50, 27 (1024 threads) 1.64; s2 2.88, 2.80,
+# 3.10 (as above)
 SLIDE_MIN_THREADS, SLIDE_MIN_STRIP = 1024, 4
 # a grouped conv (input channels per group > 1) slides where it has at most SLIDE_MAX_CHANNELS
 # of them and at most SLIDE_MAX_SHARED output channels per group read each window (more: the
@@ -231,19 +242,21 @@ def slide_choices(item: ScheduleItem, target, options: dict) -> list[Opts]:
   if forced:
     return [_opts(item, target, axes, min(want[0], MAX_TRIPS - p.slots + 1), want[1], vec)]
   kh, kw = p.window_shape
-  fits = [c for c in SLIDE_COLS if c * kh * kw * p.channels <= SLIDE_WORK] or [1]
-  fits = list(dict.fromkeys(min(c, item.out.shape[axes[1]]) for c in fits))
+  work, nc = kh * kw * p.channels, item.out.shape[axes[1]]
+  fits = [c for c in SLIDE_COLS if c * work <= SLIDE_WORK and
+          (c < SLIDE_WIDE or vec and c * work <= SLIDE_WIDE_WORK and not nc % c)] or [1]
+  fits = list(dict.fromkeys(min(c, nc) for c in fits))
   return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c, vec) for c in fits]
 
 
 def _strip_rows(item: ScheduleItem, p: SlidePlan, axes: tuple, cols: int) -> int:
   """Output rows per thread: the whole column, split into strips while the threads number fewer
-  than SLIDE_MIN_THREADS, each at least SLIDE_MIN_STRIP * (q - 1) rows (and the loop within
-  MAX_TRIPS)."""
+  than SLIDE_MIN_THREADS (fewer for C above 8: as many output columns), each at least
+  SLIDE_MIN_STRIP * (q - 1) rows (and the loop within MAX_TRIPS)."""
   shape = item.out.shape
   rows = shape[axes[0]]
   columns = prod(shape) // rows // shape[axes[1]] * math.ceil(shape[axes[1]] / cols)
-  splits = max(1, min(math.ceil(SLIDE_MIN_THREADS / columns),
+  splits = max(1, min(math.ceil(SLIDE_MIN_THREADS * 8 // max(cols, 8) / columns),
                       rows // (SLIDE_MIN_STRIP * (p.slots - 1))))
   strip = math.ceil(rows / splits)
   return min(strip, MAX_TRIPS - p.slots + 1)
