@@ -159,8 +159,8 @@ def test_cpu_adapters_slide_depthwise_convs_in_a_small_kernel(adapter, k, stride
   y = _dw(k=k, stride=stride)
   for runs in (1, RUNS_MANY):
     got = _opts(y, adapter=adapter, runs=runs)
-    assert got.slide and got.slide[1] == (16 if (k, stride) == (3, 1) else 8) and got.tile_axes == (2, 3)
-    assert not got.capped
+    assert got.slide and got.slide[1] == (16 if (k, stride) == (3, 1) else 8)
+    assert got.tile_axes == (2, 3) and not got.capped
   (kernel,) = kg.compile([y], target="wgsl", adapter=adapter)
   assert "loop {" in kernel.source or "for (" in kernel.source
   assert len(kernel.source) < 40_000

@@ -74,8 +74,9 @@ from .vector import MAX_VECTOR, aligned_loads
 # output columns per thread, tried in order: the first whose loop body has at most SLIDE_WORK
 # products (C * kh * kw * cg) and whose kernel's estimated build fits the run's budget. C =
 # SLIDE_WIDE only with vec4 words (upcast_vec), within SLIDE_WIDE_WORK products (3x3 windows) and
-# where it divides the output's columns (a ragged last block stores scalars). bench/depthwise.py's convs on lavapipe natively,
-# GPU timestamps, best of 15-21 interleaved in one process, load 12-15 on 2 shared CPUs, ms:
+# where it divides the output's columns (a ragged last block stores scalars). bench/depthwise.py's
+# convs on lavapipe natively, GPU timestamps, best of 15-21 interleaved in one process, load 12-15
+# on 2 shared CPUs, ms:
 #   vec4 words (upcast_vec) / scalar, C = 8: dw 3x3 s1 96x80x80 0.90 / 2.11, 5x5 s1 1.23 / 1.54,
 #   3x3 s2 96x160x160 1.99 / 2.68, 5x5 s2 192x80x80 1.23 / 1.67, 5x5 s1 192x40x40 0.75 / 0.91
 #   (dense 3x3 16ch 80x80 1.88: 3x3 s1 from 0.33x to 0.79x its GFLOP/s, s2 0.26x to 0.36x)
