@@ -2,7 +2,9 @@
 load read lane by lane (GEP), and the stores of a thread's consecutive outputs one vector store
 (lower.py uses them for `Opts.group_vec` and `Opts.upcast_vec`); and expressions lowered as
 vectors from the start where every buffer's elements along the vector are consecutive or one
-(`vector_value`: far fewer nodes than lowering each lane, then merging the loads).
+(`vector_value`: far fewer nodes than lowering each lane, then merging the loads); and runs
+of 4 gated or ungated loads at provably aligned indices as vec4 words (`aligned_loads`: slide.py's
+window rows).
 """
 from __future__ import annotations
 
