@@ -54,12 +54,14 @@ CONVS = {
   "grp1 cg8 og8 128x40": ((1, 128, 40, 40), (128, 8, 1, 1), 1, 16),
 }
 # variant -> forced options; ROW_VARIANTS: the variants of the rows whose names start with a key
-# (dense rows: "now" only). NO_LIMITS: a grouped conv slid whatever its channels per group
-# (slide.SLIDE_MAX_CHANNELS and SLIDE_MAX_SHARED lifted: what set them)
+# (dense rows: "now" only). "slide scalar": the sliding window without its vec4 loads and stores
+# (upcast_vec=False: the kernel before issue 42). NO_LIMITS: a grouped conv slid whatever its
+# channels per group (slide.SLIDE_MAX_CHANNELS and SLIDE_MAX_SHARED lifted: what set them)
 NO_LIMITS = "slide, no limits"
 VARIANTS = {"now": {}, "before one-off": {"slide": False},
-            "before many runs": {"slide": False, "runs": 100}, NO_LIMITS: {}}
-ROW_VARIANTS = {"dw": ("now", "before one-off", "before many runs"),
+            "before many runs": {"slide": False, "runs": 100}, NO_LIMITS: {},
+            "slide scalar": {"upcast_vec": False}}
+ROW_VARIANTS = {"dw": ("now", "slide scalar", "before one-off", "before many runs"),
                 "grp": ("now", "before one-off", NO_LIMITS)}
 
 

@@ -37,6 +37,15 @@ that ratio makes them the window at every (output row, kernel row) pair that rea
 row. Option `slide` (render/wgsl/adapters.py sets it on CPU adapters) turns it on; a tuple
 (R, C) forces the strip.
 
+With `Opts.upcast_vec` (the WGSL target's default) a trip reads each window row's columns
+together, its runs of 4 at an index provably a multiple of 4 as one vector load
+(vector.aligned_loads), and stores each finished row 4 columns at a time where C is a multiple of
+4, the columns are contiguous and no block is ragged: the WGSL writer declares such buffers
+array<vec4<f32>> (a row of 80 columns: 8 columns per thread in 2 words, where the scalar kernel
+made 8 per-lane loads and 8 per-lane stores). lavapipe's kernel was bound by those accesses, not
+by its products: 3x3 windows ran at a third of a dense conv's GFLOP/s (issue 42; figures in
+SLIDE_COLS' comment).
+
 A grouped conv with cg > 1 input channels per group reduces over them too: each trip reads the
 s rows of every one of its cg channels and adds cg * kh * kw products per column (the weights,
 cg * kh * kw of them, read once per thread before the loop). It slides where cg is at most
@@ -60,15 +69,28 @@ from .index_math import gate_and, int_const, linear_index, plus_offset
 from .lowerer import MAX_TRIPS, Opts, tile_threads
 from .threads import local_size
 from .tileplan import StageLowerer, probe_vars, read_axes
+from .vector import MAX_VECTOR, aligned_loads
 
 # output columns per thread, tried in order: the first whose loop body has at most SLIDE_WORK
-# products (C * kh * kw) and whose kernel's estimated build fits the run's budget
-SLIDE_COLS = (8, 4, 2, 1)
-SLIDE_WORK = 512
+# products (C * kh * kw * cg) and whose kernel's estimated build fits the run's budget. C =
+# SLIDE_WIDE only with vec4 words (upcast_vec), within SLIDE_WIDE_WORK products (3x3 windows) and
+# where it divides the output's columns (a ragged last block stores scalars). bench/depthwise.py's
+# convs on lavapipe natively, GPU timestamps, best of 15-21 interleaved in one process, load 12-15
+# on 2 shared CPUs, ms:
+#   vec4 words (upcast_vec) / scalar, C = 8: dw 3x3 s1 96x80x80 0.90 / 2.11, 5x5 s1 1.23 / 1.54,
+#   3x3 s2 96x160x160 1.99 / 2.68, 5x5 s2 192x80x80 1.23 / 1.67, 5x5 s1 192x40x40 0.75 / 0.91
+#   (dense 3x3 16ch 80x80 1.88: 3x3 s1 from 0.33x to 0.79x its GFLOP/s, s2 0.26x to 0.36x)
+#   C = 16 / 8 (words): 3x3 s2 1.51 / 1.83 and 2.74 / 3.45, 3x3 s1 1.43 / 1.55, 5x5 s1 1.02 /
+#   1.21 (not taken: twice the 5x5's loop body), 5x5 s2 (40 columns, ragged) 3.22 / 2.21
+SLIDE_COLS = (16, 8, 4, 2, 1)
+SLIDE_WORK, SLIDE_WIDE, SLIDE_WIDE_WORK = 512, 16, 160
 # a kernel with fewer outputs takes no slide (as register tiles: optimize.TILE_MIN_SIZE)
 SLIDE_MIN_SIZE = 4096
 # the rows are split into strips while the threads number fewer than this (each strip re-reads
-# q - 1 input rows: strips are kept at least SLIDE_MIN_STRIP * (q - 1) rows long)
+# q - 1 input rows: strips are kept at least SLIDE_MIN_STRIP * (q - 1) rows long); C above 8
+# (SLIDE_WIDE) needs as many output columns in flight as 8 columns' threads: 3x3 s1 96x80x80 in
+# 16 columns ran in strips of 40 rows 1.50 ms, 80 1.50, 27 (1024 threads) 1.64; s2 2.88, 2.80,
+# 3.10 (as above)
 SLIDE_MIN_THREADS, SLIDE_MIN_STRIP = 1024, 4
 # a grouped conv (input channels per group > 1) slides where it has at most SLIDE_MAX_CHANNELS
 # of them and at most SLIDE_MAX_SHARED output channels per group read each window (more: the
@@ -217,33 +239,36 @@ def slide_choices(item: ScheduleItem, target, options: dict) -> list[Opts]:
   if axes is None:
     return []
   p = slide_plan(item, axes)
+  vec = bool(options.get("upcast_vec", target.upcast_vec))
   if forced:
-    return [_opts(item, target, axes, min(want[0], MAX_TRIPS - p.slots + 1), want[1])]
+    return [_opts(item, target, axes, min(want[0], MAX_TRIPS - p.slots + 1), want[1], vec)]
   kh, kw = p.window_shape
-  fits = [c for c in SLIDE_COLS if c * kh * kw * p.channels <= SLIDE_WORK] or [1]
-  fits = list(dict.fromkeys(min(c, item.out.shape[axes[1]]) for c in fits))
-  return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c) for c in fits]
+  work, nc = kh * kw * p.channels, item.out.shape[axes[1]]
+  fits = [c for c in SLIDE_COLS if c * work <= SLIDE_WORK and
+          (c < SLIDE_WIDE or vec and c * work <= SLIDE_WIDE_WORK and not nc % c)] or [1]
+  fits = list(dict.fromkeys(min(c, nc) for c in fits))
+  return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c, vec) for c in fits]
 
 
 def _strip_rows(item: ScheduleItem, p: SlidePlan, axes: tuple, cols: int) -> int:
   """Output rows per thread: the whole column, split into strips while the threads number fewer
-  than SLIDE_MIN_THREADS, each at least SLIDE_MIN_STRIP * (q - 1) rows (and the loop within
-  MAX_TRIPS)."""
+  than SLIDE_MIN_THREADS (fewer for C above 8: as many output columns), each at least
+  SLIDE_MIN_STRIP * (q - 1) rows (and the loop within MAX_TRIPS)."""
   shape = item.out.shape
   rows = shape[axes[0]]
   columns = prod(shape) // rows // shape[axes[1]] * math.ceil(shape[axes[1]] / cols)
-  splits = max(1, min(math.ceil(SLIDE_MIN_THREADS / columns),
+  splits = max(1, min(math.ceil(SLIDE_MIN_THREADS * 8 // max(cols, 8) / columns),
                       rows // (SLIDE_MIN_STRIP * (p.slots - 1))))
   strip = math.ceil(rows / splits)
   return min(strip, MAX_TRIPS - p.slots + 1)
 
 
-def _opts(item: ScheduleItem, target, axes: tuple, rows: int, cols: int) -> Opts:
+def _opts(item: ScheduleItem, target, axes: tuple, rows: int, cols: int, vec: bool) -> Opts:
   shape = item.out.shape
   threads = prod(shape) // shape[axes[0]] // shape[axes[1]] * \
     math.ceil(shape[axes[0]] / rows) * math.ceil(shape[axes[1]] / cols)
   return Opts(local=local_size(threads, target.max_local), slide=(rows, cols), tile_axes=axes,
-              fma=target.tile_fma)
+              fma=target.tile_fma, upcast_vec=vec)
 
 
 def slide_stores(lw, opts: Opts) -> list[UOp]:
@@ -264,7 +289,7 @@ def slide_stores(lw, opts: Opts) -> list[UOp]:
   q = p.slots
   rng = lw._range(rows + q - 1)
   row = o0 + rng
-  window = _window_reader(lw, p, src_base, (o0, x0), (rows, cols), row, gate)
+  window = _window_reader(lw, p, src_base, (o0, x0), (rows, cols), row, gate, opts.upcast_vec)
   weights = _weights(lw, p, src_base, gate)
   partial = _partial_sums(p, cols, window, weights, opts.fma)
   dtype = p.reduce.src[0].dtype
@@ -282,11 +307,14 @@ def slide_stores(lw, opts: Opts) -> list[UOp]:
   return stores + [UOp(Ops.ENDRANGE, None, (rng, *done, *shifts))]
 
 
-def _window_reader(lw, p: SlidePlan, src_base: list, first: tuple, tile: tuple, row: UOp, gate):
+def _window_reader(lw, p: SlidePlan, src_base: list, first: tuple, tile: tuple, row: UOp, gate,
+                   vec: bool):
   """window(i, u, ch): the window's value at input row i of this trip (of s_h) and column u of
   the strip's (C-1)*s_w + kw, of input channel ch of a grouped conv's (else 0), read once
   (memoized); gated where the last strip or column block reaches past the rows (columns) any
-  output reads."""
+  output reads. With `vec`, a row's columns are read together, its aligned runs of 4 loads as
+  vector loads (vector.aligned_loads: one vec4 word each where the writer can prove the
+  alignment, issue 42)."""
   (rr, rc), (kr, kc), (sh, sw) = p.axes, p.kernel, p.steps
   (kh, kw), (rows, cols), (o0, x0) = p.window_shape, tile, first
   src = p.reduce.src[0]
@@ -311,7 +339,14 @@ def _window_reader(lw, p: SlidePlan, src_base: list, first: tuple, tile: tuple, 
         g = gate_and(g, plus_offset(x0, c).lt(int_const((last_col - (u - c * sw)) // sw + 1)))
       memo[(ch, i, u)] = lw.value(p.window, tuple(idxs), g)
     return memo[(ch, i, u)]
-  return read
+
+  def read_row(i: int, u: int, ch: int = 0) -> UOp:
+    if (ch, i, u) not in memo:
+      span = range((cols - 1) * sw + kw)
+      for v, got in zip(span, aligned_loads([read(i, v, ch) for v in span])):
+        memo[(ch, i, v)] = got
+    return memo[(ch, i, u)]
+  return read_row if vec else read
 
 
 def _weights(lw, p: SlidePlan, src_base: list, gate) -> dict:
@@ -366,13 +401,24 @@ def _stores(lw, opts: Opts, base: list, first: tuple, row: UOp, rng: UOp, q: int
   row_gate = gate_and(gate, rng.ge(int_const(q - 1)))
   if nr % rows:
     row_gate = gate_and(row_gate, row.lt(int_const(nr)))
-  stores = []
+  # with upcast_vec, runs of MAX_VECTOR consecutive outputs (the columns contiguous, none gated
+  # off alone) are stored as one vector: an aligned vec4 word where the writer proves it
+  width = MAX_VECTOR if opts.upcast_vec and strides[ac] == 1 and not cols % MAX_VECTOR and \
+    not nc % cols and out.dtype.itemsize == 4 and out.dtype.is_float() else 1
+  stores, run = [], []
   for c, result in enumerate(results):
     at = list(base)
     at[ar], at[ac] = row, plus_offset(first[1], c)
     store_gate = gate_and(row_gate, at[ac].lt(int_const(nc))) if nc % cols else row_gate
     lw.result = result
     value = lw.value(out, tuple(at), store_gate)
+    run.append(value)
+    if len(run) < width:
+      continue
+    at[ac] = plus_offset(first[1], c + 1 - width)
     flat = linear_index([(u, s, n) for u, s, n in zip(at, strides, out.shape) if n > 1], 0)
+    if width > 1:
+      value = UOp(Ops.VECTORIZE, value.dtype.vec(width), tuple(run))
     stores.append(lw.params[0].store(flat, value, store_gate))
+    run = []
   return stores

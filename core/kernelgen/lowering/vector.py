@@ -2,7 +2,9 @@
 load read lane by lane (GEP), and the stores of a thread's consecutive outputs one vector store
 (lower.py uses them for `Opts.group_vec` and `Opts.upcast_vec`); and expressions lowered as
 vectors from the start where every buffer's elements along the vector are consecutive or one
-(`vector_value`: far fewer nodes than lowering each lane, then merging the loads).
+(`vector_value`: far fewer nodes than lowering each lane, then merging the loads); and runs
+of 4 gated or ungated loads at provably aligned indices as vec4 words (`aligned_loads`: slide.py's
+window rows).
 """
 from __future__ import annotations
 
@@ -96,6 +98,48 @@ def vector_loads(bodies: list, n: int) -> list:
     return bodies
   new = _substitute(order, mapping)
   return [(new.get(b, b), v) for b, v in bodies]
+
+
+def aligned_loads(values: list, n: int = MAX_VECTOR) -> list:
+  """`values` with each run of n 32-bit loads from one buffer under one gate (or none) at indices
+  i, i+1, ..., i+n-1 (the same terms, consecutive constants) where i is provably a multiple of n,
+  read as GEPs of one n-lane load at i (gated the same, its lanes' constant as the alternative):
+  a word of a buffer the WGSL writer may declare array<vec4<T>> (writer.vec4_slots), where
+  vector_loads' runs may start anywhere. slide.py reads a window row's columns so."""
+  order = toposort(values)
+  loads = [u for u in order if u.op is Ops.LOAD and u.src[0].op is Ops.PARAM and
+           u.dtype.count == 1 and u.dtype.itemsize == 4 and u.dtype is not dtypes.bool and
+           (len(u.src) == 2 or u.src[3].op is Ops.CONST)]
+  # the gates simplified (one pass): a padded view's column checks a run's lanes all pass
+  # (x0 + u - 1 >= 0 for u >= 1) leave the gate the lanes share
+  gated = [u for u in loads if len(u.src) == 4]
+  simple = dict(zip(gated, simplify(UOp(Ops.SINK, None, tuple(u.src[2] for u in gated))).src)) \
+    if gated else {}
+  groups: dict = {}
+  for u in loads:
+    dt, src = u.dtype, u.src
+    linear = _index_sum(src[1])
+    if linear is not None:
+      key = (src[0], dt, (simple[u], src[3]) if u in simple else (),
+             frozenset(linear[0].items()))
+      groups.setdefault(key, (linear[0], {}))[1][linear[1]] = u
+  mapping = {}
+  for (buf, dtype, gate, _), (terms, loads) in groups.items():
+    if any(coefficient % n for coefficient in terms.values()):
+      continue
+    for c in sorted(loads):
+      run = [loads.get(c + k) for k in range(n)]
+      if c % n or any(v is None or v in mapping for v in run):
+        continue
+      # the index as its sum (term * coefficient + ...): what writer.vec4_slots proves aligned
+      index = linear_index([(t, k, 2) for t, k in terms.items()], c)
+      wide = buf.load(index, gate[0], gate[1].arg, dtype.vec(n)) if gate else \
+        buf.load(index, dtype=dtype.vec(n))
+      mapping.update((v, UOp(Ops.GEP, dtype, (wide,), k)) for k, v in enumerate(run))
+  if not mapping:
+    return values
+  new = _substitute(order, mapping)
+  return [new.get(v, v) for v in values]
 
 
 def _index_sum(index: UOp) -> tuple | None:

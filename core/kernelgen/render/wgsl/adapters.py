@@ -462,9 +462,9 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
 #   ~2): slide 1.87 / 3.86 / 0.60 / 1.51 / 6.14 against one-off 0.88 / 1.36 / 0.58 / 1.94 / 2.36
 #   and unrolled 1.43 / 2.14 / 0.81 / 2.99 / 5.26 (dense 2.76 / 1.86 / 3.85); its timings swing
 #   2-8x between runs under load. Columns per thread (lavapipe, forced, R the default / whole):
-#   C=4 3.66-8.78, C=8 4.13-11.13, C=16 2.25-11.01 GFLOP/s over the five: C=8 kept. Per FLOP a
-#   5x5 depthwise conv is now 0.75x a dense 3x3's, a 3x3 one 0.35x (9 multiply-adds per output
-#   against the epilogue, store and loads each output costs).
+#   C=4 3.66-8.78, C=8 4.13-11.13, C=16 2.25-11.01 GFLOP/s over the five: C=8 kept (scalar
+#   accesses). Per FLOP 5x5 was 0.75x a dense 3x3, 3x3 0.35x, bound by per-lane loads and stores:
+#   slide.py now reads and stores rows as vec4 words, 3x3 in C=16 (issue 42, its SLIDE_COLS).
 
 def classify(info) -> str:
   """The class (one of CLASSES) of an adapter described by `info`: a class name itself, a
