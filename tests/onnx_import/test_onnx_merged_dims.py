@@ -137,16 +137,17 @@ def test_gpt2_linear_on_ptxsim():
   _check_sizes(_gpt2_linear(), "PTXSIM", sizes=[(2, 3), (1, 1), (3, 5)])
 
 
-def test_static_and_one_ranged_dim_loads_do_not_merge():
-  """Without two ranged dims the Reshape is an ordinary one (sizes known, or one symbolic)."""
+def test_static_loads_and_one_ranged_dim_run_the_idiom():
+  """Static loads reshape as they always did, and so does (1, seq) -> (-1, 8); a batch fixed
+  above 1 ((3, seq): the symbolic size behind a static one, no padded layout) is merged too."""
   ort = pytest.importorskip("onnxruntime")
   src = _mini_transformer_mlp()
   session = ort.InferenceSession(src)
-  x = np.random.default_rng(8).standard_normal((3, 5, 8)).astype(np.float32)
-  want = session.run(None, {"x": x})[0]
-  for dims in (None, {"batch": 3, "seq": (1, 16)}, {"batch": (1, 4), "seq": 5}):
+  for batch, dims in ((3, None), (3, {"batch": 3, "seq": (1, 16)}),
+                      (1, {"batch": 1, "seq": (1, 16)}), (3, {"batch": (1, 4), "seq": 5})):
+    x = np.random.default_rng(8).standard_normal((batch, 5, 8)).astype(np.float32)
     got = kg.onnx.load(src, dims=dims).run({"x": x}, device="PYTHON")["y"].numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, session.run(None, {"x": x})[0], rtol=1e-4, atol=1e-5)
 
 
 def _on_merged(extra, outputs=("y",), inits=()):
@@ -197,12 +198,30 @@ ROW_WISE = {   # nodes after h = MatMul(Reshape(x, [-1, 8]), (8, 4)), ending in 
                                H("Shape", ["h"], ["tail"], start=1),
                                H("Concat", ["bs", "tail"], ["back"], axis=0),
                                H("Reshape", ["h", "back"], ["y"])], []),
+  "kept_merged_by_its_own_shape": ([H("Relu", ["h"], ["r"]), H("Shape", ["h"], ["hs"]),
+                                    H("Reshape", ["r", "hs"], ["m"])] +
+                                   _unflatten("m", "x", "four", "y", "c"),
+                                   [_init("four", np.array([4], np.int64))]),
   "back_with_minus_one": ([H("Shape", ["x"], ["xs"]), H("Gather", ["xs", "one1"], ["sq"]),
                            H("Concat", ["minus1", "sq", "four"], ["back"], axis=0),
                            H("Reshape", ["h", "back"], ["y"])],
                           [_init("one1", np.array([1], np.int64)),
                            _init("four", np.array([4], np.int64))]),
 }
+
+
+def test_flatten_by_the_product_of_the_dims():
+  """Reshape(x, Concat(Mul(Shape(x)[0], Shape(x)[1]), [8])): the product batch * seq as the
+  merged size (other exporters' spelling of -1)."""
+  nodes = [H("Shape", ["x"], ["s"]), H("Gather", ["s", "zero"], ["b"]),
+           H("Gather", ["s", "one1"], ["q"]), H("Mul", ["b", "q"], ["bq"]),
+           H("Concat", ["bq", "eight"], ["flat"], axis=0), H("Reshape", ["x", "flat"], ["x2"]),
+           H("MatMul", ["x2", "w"], ["h"])] + _unflatten("h", "x", "four", "y", "c")
+  inits = SHAPE_INITS + [_init("one1", np.array([1], np.int64)),
+                         _init("eight", np.array([8], np.int64)),
+                         _init("w", RNG.standard_normal((8, 4)).astype(np.float32)),
+                         _init("four", np.array([4], np.int64))]
+  _check_sizes(_model(nodes, inits), "PYTHON", sizes=[(2, 3), (4, 16), (1, 1), (3, 5)])
 
 
 @pytest.mark.parametrize("case", sorted(ROW_WISE))
@@ -223,11 +242,12 @@ def test_softmax_of_opset_11_over_the_last_axis():
 
 @pytest.mark.parametrize("extra, outputs, match", [
   ([helper.make_node("Transpose", ["h"], ["y"], perm=[1, 0])], ("y",),
-   r"\(Transpose, opset 17\): 'h' is a Reshape's merge of the ranged dims \(batch, seq\).*"
+   r"\(Transpose, opset 17\): 'h' is a Reshape's merge of the axes \(batch, seq\).*"
    r"perm \[1, 0\] moves the merged axis.*dims=\{'batch': size\}"),
   ([helper.make_node("Gather", ["h", "idx"], ["y"], axis=0)], ("y",),
    r"Gather.*axis 0 is the merged one"),
-  ([helper.make_node("Shape", ["h"], ["y"])], ("y",), r"Shape of the merged axis"),
+  ([helper.make_node("Shape", ["h"], ["hs"]), helper.make_node("ConstantOfShape", ["hs"], ["y"])],
+   ("y",), r"ConstantOfShape.*\(batch\) \* \(seq\) is a product of symbolic sizes"),
   ([helper.make_node("Relu", ["h"], ["y"])], ("y",), r"graph output 'y'.*\(batch\) \* \(seq\)"),
   ([helper.make_node("Add", ["h", "bias3"], ["y"])], ("y",),
    r"operand 'bias3' of shape \(2, 4\) does not broadcast over the merged axis"),

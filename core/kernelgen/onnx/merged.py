@@ -22,7 +22,7 @@ import copy
 from ..dtype import dtypes
 from ..errors import UnsupportedError
 from ..graph.dims import Sym, describe_sym
-from .symshape import SymStatic, has_sym
+from .symshape import Product, SymStatic, has_sym
 from .values import Static
 
 
@@ -79,7 +79,7 @@ def refuse(node, name: str, group: Group, why: str) -> UnsupportedError:
   dims = sorted({n for h in group.heads if isinstance(h, Sym) for n in h.names})
   where = node.describe() if node is not None else f"graph output {name!r}"
   return UnsupportedError(
-    f"{where}: {name!r} is a Reshape's merge of the ranged dims {describe_sym(group.heads)} into "
+    f"{where}: {name!r} is a Reshape's merge of the axes {describe_sym(group.heads)} into "
     f"one axis (their product, {group}), which kernelgen keeps unmerged and passes only through "
     f"row-wise ops (elementwise, MatMul/Gemm by a matrix, Softmax/LayerNormalization/Split/Slice "
     f"along a later axis, reductions) and a Reshape back to {describe_sym(group.heads)}; {why}. "
@@ -103,19 +103,20 @@ def _merge(runner, node) -> bool:
   Reshape (evaluated as usual)."""
   x = runner.tensors.get(node.inputs[0])
   target = _target(runner, node)
-  if x is None or x.node.sym is None or not isinstance(target, Static) or has_sym(target):
+  if x is None or x.node.sym is None or not isinstance(target, Static) or not target.values:
     return False
-  shape = [int(v) for v in target.values]
-  if not shape or shape[0] != -1 or any(v <= 0 for v in shape[1:]):
+  first, shape = target.values[0], list(target.values[1:])
+  if not (_is(first, -1) or isinstance(first, Product)) or \
+     any(isinstance(v, (Sym, Product)) or v <= 0 for v in shape):
     return False
-  sym, want, k = x.node.sym, _prod(shape[1:]), x.ndim
+  sym, want, k = x.node.sym, _prod(shape), x.ndim
   while k > 0 and isinstance(sym[k - 1], int) and _prod(sym[k - 1:]) <= want:
     k -= 1
-  if _prod(sym[k:]) != want or not _unlaid(sym[:k]):
-    return False
   heads = tuple(sym[:k])
-  out = x.reshape(heads + tuple(shape[1:]))
-  _put(runner, node, [out], Group(k, heads))
+  if _prod(sym[k:]) != want or not _unlaid(heads) or \
+     isinstance(first, Product) and not first.same(heads):
+    return False
+  _put(runner, node, [x.reshape(heads + tuple(shape))], Group(k, heads))
   return True
 
 
@@ -149,9 +150,11 @@ def _reshape(runner, node, fn, groups) -> None:
     out = x.reshape(tuple(g.heads) + tuple(_resolve(rest, _prod(tail), node, g, name)))
     _put(runner, node, [out], None)
     return
-  if values and _is(values[0], -1):                          # stays merged: (-1, tail')
+  if values and (_is(values[0], -1) or isinstance(values[0], Product) and
+                 values[0].same(g.heads)):                    # stays merged: (-1, tail')
     rest = [_copied(v, i + 1, x, g, allowzero) for i, v in enumerate(values[1:])]
-    if not any(isinstance(v, Sym) or v == -1 for v in rest) and _prod(rest) == _prod(tail):
+    if not any(isinstance(v, (Sym, Product)) or v == -1 for v in rest) and \
+       _prod(rest) == _prod(tail):
       _put(runner, node, [x.reshape(tuple(g.heads) + tuple(rest))], g)
       return
   raise refuse(node, name, g, f"its target {values} neither starts with the merged dims nor "
@@ -175,7 +178,7 @@ def _copied(v, logical: int, x, g: Group, allowzero: int):
 
 def _resolve(rest: list, total: int, node, g, name) -> list:
   """The split-back target's later sizes, one -1 resolved against the physical tail."""
-  if any(isinstance(v, Sym) for v in rest) or sum(_is(v, -1) for v in rest) > 1:
+  if any(isinstance(v, (Sym, Product)) for v in rest) or sum(_is(v, -1) for v in rest) > 1:
     raise refuse(node, name, g, f"its later sizes {rest} must be ints, at most one -1")
   known = _prod(v for v in rest if not _is(v, -1))
   if -1 in rest:
@@ -363,19 +366,26 @@ def _reduce(runner, node, fn, groups) -> None:
 
 
 def _shape(runner, node, fn, groups) -> None:
-  """Shape of the later axes of a grouped value (the merged size is no value kernelgen holds)."""
+  """Shape of a grouped value: the merged size is the Product of the merged ones (symshape.py),
+  which only a Reshape that merges or splits them takes."""
   name = node.inputs[0]
   g = groups[name]
   x = runner.tensors[name]
   rank = g.rank(x)
   start, end = node.attrs.int("start", 0), node.attrs.int("end", rank)
   start, end = (max(0, min(rank, v + rank if v < 0 else v)) for v in (start, end))
-  if start == 0 and end > 0:
-    raise refuse(node, name, g, "Shape of the merged axis has no value (take the Shape of the "
-                 "input before the Reshape)")
-  part = list(x.symbolic_shape[g.axis(start):g.axis(end)] if start < end else [])
-  cls = SymStatic if any(isinstance(v, Sym) for v in part) else Static
+  sizes = [Product(g.heads)] + list(x.symbolic_shape[g.k:])
+  part = sizes[start:end]
+  cls = SymStatic if any(isinstance(v, (Sym, Product)) for v in part) else Static
   runner.static[node.outputs[0]] = cls(dtypes.int64, (len(part),), part)
+
+
+def _size(runner, node, fn, groups) -> None:
+  """Size of a grouped value: a Product (symshape.py)."""
+  name = node.inputs[0]
+  g, x = groups[name], runner.tensors[name]
+  total = Product(g.heads) * _prod(x.symbolic_shape[g.k:])
+  runner.static[node.outputs[0]] = SymStatic(dtypes.int64, (), [total])
 
 
 def _with_attr(node, name: str, value, kind: str = "INT"):
@@ -418,7 +428,7 @@ _ELEMENTWISE = (
   ("com.microsoft", "Gelu"), ("com.microsoft", "FastGelu"), ("com.microsoft", "BiasGelu"),
   ("com.microsoft", "QuickGelu"))
 RULES = {**{op: _elementwise for op in _ELEMENTWISE},
-         "Reshape": _reshape, "MatMul": _matmul, "Gemm": _gemm, "Shape": _shape,
+         "Reshape": _reshape, "MatMul": _matmul, "Gemm": _gemm, "Shape": _shape, "Size": _size,
          "Softmax": _along(-1, True), "LogSoftmax": _along(-1, True),
          "Hardmax": _along(-1, True), "LayerNormalization": _along(-1),
          "SimplifiedLayerNormalization": _along(-1), "RMSNormalization": _along(-1),
