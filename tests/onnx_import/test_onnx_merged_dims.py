@@ -54,12 +54,15 @@ SHAPE_INITS = [_init("two", np.array(2, np.int64)), _init("zero", np.array([0], 
 
 
 def _gpt2_linear():
-  """GPT-2 / Optimum Conv1D as torch.addmm exports it: Gemm(transB=1) with a bias."""
+  """GPT-2 / Optimum Conv1D as torch.addmm exports it: Gemm(transB=1) with a bias, then
+  x.view(x.size()[:-1] + (nf,))."""
   w = RNG.standard_normal((6, 8)).astype(np.float32)       # (out, in): transB
   b = RNG.standard_normal(6).astype(np.float32)
   nodes = _flatten("x", "x2", "a") + [
-    helper.make_node("Gemm", ["x2", "w", "b"], ["h"], transB=1, alpha=0.5, beta=2.0)] + \
-    _unflatten("h", "x", "six", "y", "a")
+    helper.make_node("Gemm", ["x2", "w", "b"], ["h"], transB=1, alpha=0.5, beta=2.0),
+    helper.make_node("Slice", ["a_s", "zero", "minus1"], ["a_lead"]),    # x.size()[:-1]
+    helper.make_node("Concat", ["a_lead", "six"], ["a_back"], axis=0),
+    helper.make_node("Reshape", ["h", "a_back"], ["y"])]
   inits = SHAPE_INITS + [_init("w", w), _init("b", b), _init("six", np.array([6], np.int64))]
   return _model(nodes, inits)
 

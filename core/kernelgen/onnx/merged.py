@@ -171,9 +171,9 @@ def _matches(values, heads) -> bool:
 
 def _copied(v, logical: int, x, g: Group, allowzero: int):
   """Reshape's 0 (copy the input's size at this logical axis) resolved."""
-  if allowzero or not _is(v, 0):
+  if allowzero or not _is(v, 0) or not 1 <= logical < g.rank(x):
     return v
-  return x.symbolic_shape[g.axis(logical)] if logical >= 1 else v
+  return x.symbolic_shape[g.axis(logical)]
 
 
 def _resolve(rest: list, total: int, node, g, name) -> list:
@@ -259,8 +259,9 @@ def _gemm(runner, node, fn, groups) -> None:
   _put(runner, node, runner.run_node(node, fn), g)
 
 
-def _along(default: int, latest_first: bool = False):
-  """An op along one axis (attribute `axis`) past the merged one: the axis moved by k - 1."""
+def _along(default: int, flattens: bool = False):
+  """An op along one axis (attribute `axis`) past the merged one: the axis moved by k - 1.
+  flattens: before opset 13 the op (Softmax ...) takes axes axis.. (default 1) as one."""
   def rule(runner, node, fn, groups) -> None:
     name = node.inputs[0]
     g = groups.get(name)
@@ -268,14 +269,14 @@ def _along(default: int, latest_first: bool = False):
       other = next(iter(groups))
       raise refuse(node, other, groups[other], "only its first input may be merged")
     rank = g.rank(runner.tensors[name])
-    axis = node.attrs.int("axis", 1 if latest_first and node.opset < 13 else default)
+    axis = node.attrs.int("axis", 1 if flattens and node.opset < 13 else default)
     a = axis + rank if axis < 0 else axis
-    if a == 0 or not 0 < a < rank:
-      raise refuse(node, name, g, f"its axis {axis} is the merged one")
-    if latest_first and node.opset < 13 and a != rank - 1:
+    if not 0 < a < rank:
+      raise refuse(node, name, g, f"its axis {axis} is the merged one (or no axis of it)")
+    if flattens and node.opset < 13 and a != rank - 1:
       raise refuse(node, name, g, f"opset {node.opset} flattens axes {a}.. with it")
     changed = _with_attr(node, "axis", g.axis(a))
-    if latest_first:
+    if flattens:
       changed.opset = max(node.opset, 13)     # one (last) axis: the same in every opset
     _put(runner, node, runner.run_node(changed, fn), g)
   return rule
@@ -429,8 +430,8 @@ _ELEMENTWISE = (
   ("com.microsoft", "QuickGelu"))
 RULES = {**{op: _elementwise for op in _ELEMENTWISE},
          "Reshape": _reshape, "MatMul": _matmul, "Gemm": _gemm, "Shape": _shape, "Size": _size,
-         "Softmax": _along(-1, True), "LogSoftmax": _along(-1, True),
-         "Hardmax": _along(-1, True), "LayerNormalization": _along(-1),
+         "Softmax": _along(-1, flattens=True), "LogSoftmax": _along(-1, flattens=True),
+         "Hardmax": _along(-1, flattens=True), "LayerNormalization": _along(-1),
          "SimplifiedLayerNormalization": _along(-1), "RMSNormalization": _along(-1),
          "Split": _along(0), "ArgMax": _along(0), "ArgMin": _along(0), "Gather": _gather,
          "Transpose": _transpose, "Slice": _slice, "Unsqueeze": _squeezes, "Squeeze": _squeezes,
