@@ -27,7 +27,8 @@ def _model(nodes, inits, outputs=("y",), opset=17, hidden=8):
   x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", hidden])
   outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs]
   graph = helper.make_graph(nodes, "g", [x], outs, inits)
-  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]
+  return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                 helper.make_opsetid("com.microsoft", 1)]
                            ).SerializeToString()
 
 
@@ -205,6 +206,12 @@ ROW_WISE = {   # nodes after h = MatMul(Reshape(x, [-1, 8]), (8, 4)), ending in 
                                     H("Reshape", ["r", "hs"], ["m"])] +
                                    _unflatten("m", "x", "four", "y", "c"),
                                    [_init("four", np.array([4], np.int64))]),
+  "skip_layer_norm": ([H("SkipLayerNormalization", ["h", "h", "g4", "b4"], ["n"],
+                         domain="com.microsoft", epsilon=1e-5)] +
+                      _unflatten("n", "x", "four", "y", "c"),
+                      [_init("g4", RNG.uniform(0.5, 1.5, 4).astype(np.float32)),
+                       _init("b4", RNG.standard_normal(4).astype(np.float32)),
+                       _init("four", np.array([4], np.int64))]),
   "back_with_minus_one": ([H("Shape", ["x"], ["xs"]), H("Gather", ["xs", "one1"], ["sq"]),
                            H("Concat", ["minus1", "sq", "four"], ["back"], axis=0),
                            H("Reshape", ["h", "back"], ["y"])],

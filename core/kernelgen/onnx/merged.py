@@ -427,7 +427,9 @@ _ELEMENTWISE = (
   "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Where",
   "Cast", "CastLike", "Identity", "Shrink", "Dropout",
   ("com.microsoft", "Gelu"), ("com.microsoft", "FastGelu"), ("com.microsoft", "BiasGelu"),
-  ("com.microsoft", "QuickGelu"))
+  ("com.microsoft", "QuickGelu"),      # and onnxruntime's fused norms over the last axis:
+  ("com.microsoft", "SkipLayerNormalization"),
+  ("com.microsoft", "SkipSimplifiedLayerNormalization"))
 RULES = {**{op: _elementwise for op in _ELEMENTWISE},
          "Reshape": _reshape, "MatMul": _matmul, "Gemm": _gemm, "Shape": _shape, "Size": _size,
          "Softmax": _along(-1, flattens=True), "LogSoftmax": _along(-1, flattens=True),
