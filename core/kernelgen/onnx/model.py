@@ -338,9 +338,10 @@ def load(src, float64: str | None = None, dims: dict | None = None) -> Model:
 
   float64: None keeps float64 tensors (PYTHON/PTXSIM/CUDA run them; WEBGPU refuses), "float32"
   narrows them all to float32. dims: {an input's dim_param: a size or a range (lo, hi)}: `run`
-  checks the inputs against them (a ShapeError names the dim). Unnamed dims (no dim_param, or
-  the "?" converters write) are each their own unknown. Returns a Model; external data files are
-  read from the model's folder.
+  checks the inputs against them (a ShapeError names the dim); an exporter's Reshape(x, [-1, H])
+  that merges two ranged dims (batch * seq) keeps them apart (onnx/merged.py). Unnamed dims (no
+  dim_param, or the "?" converters write) are each their own unknown. Returns a Model; external
+  data files are read from the model's folder.
 
   Raises ModelError for a path that cannot be opened or bytes that are not a readable ONNX
   model, LimitError for a model of MAX_MODEL_BYTES or more, UnsupportedError for an operator or

@@ -10,7 +10,7 @@ from ..dtype import dtypes
 from ..errors import KernelgenError, ModelError, ShapeError
 from ..tensor.tensor import Tensor
 from ..graph.dims import Sym
-from . import symshape
+from . import merged, symshape
 from .operators import implementation
 from ..tensor.symbolic import concrete_shape
 from .values import (FOLD_MAX, HOST_COPY_MAX, NARROW, NONE, Static, narrow_bytes,
@@ -32,6 +32,7 @@ class Runner:
     self.node = None
     self.host_reads: set = set()  # feeds whose host copy an operator read (replay.py keys on them)
     self.data_reads: list = []    # device tensors whose values an operator read (data-dependent)
+    self.grouped: dict = {}       # name -> merged.Group: a Reshape's merge of symbolic dims
     for name, (dtype, shape, raw) in model.initializers.items():
       self.static[name] = Static.from_bytes(dtype, shape, raw) if math.prod(shape) <= FOLD_MAX \
         else (dtype, shape, raw)
@@ -45,6 +46,8 @@ class Runner:
     """{output name: value} of the model's nodes over the fed inputs (self.tensors)."""
     for node in self.model.nodes:
       self._eval(node, implementation(node))
+    if self.grouped:
+      merged.check_outputs(self)
     outs = {name: self.value(name) for name in self.model.output_names}
     return {name: None if v is NONE else v for name, v in outs.items()}
 
@@ -245,6 +248,8 @@ class Runner:
   def _eval(self, node, fn) -> None:
     self.node = node
     names = [n for n in node.inputs if n]
+    if (self.grouped or node.op == "Reshape") and merged.evaluate(self, node, fn):
+      return
     symbolic = self._symbolic(node, names)
     if symbolic is True:
       return
@@ -253,7 +258,14 @@ class Runner:
                                      self.static[n].size <= FOLD_MAX for n in names))
     if fold and self._fold(node, fn):
       return
-    outs = self._call(node, fn, False)
+    self.put(node, self._call(node, fn, False))
+
+  def run_node(self, node, fn) -> list:
+    """The outputs of `node` computed by `fn` on the device (never folded)."""
+    return self._call(node, fn, False)
+
+  def put(self, node, outs: list) -> None:
+    """Store `node`'s outputs `outs` (Static values as host values, Tensors by name)."""
     for name, out in zip(node.outputs, outs):
       if name and isinstance(out, Static):      # control flow passes static values through
         self.static[name] = out
@@ -326,6 +338,7 @@ class Scope(Runner):
     self.host = dict(parent.host)
     self.folding, self.node = False, None
     self.host_reads, self.data_reads = parent.host_reads, parent.data_reads
+    self.grouped = dict(parent.grouped)
 
 
 # operators that take a shape value holding a symbolic size (Inputs.ints passes the Sym on)

@@ -5,8 +5,9 @@ Static host values are folded with ints; a symbolic size has no int until a run 
 these operators compute with the size's expression instead (a `Sym`, graph/dims.py): Shape of
 a (n, 8) tensor is the Static [n, 8], Gather of it at 0 is [n], n * 8 stays an expression, and
 a Reshape / Expand / Range / ConstantOfShape that takes it gets the symbolic size, so one
-compiled program serves every value of n. An operator outside this set that meets a symbolic
-value raises UnsupportedError (never the value of the first run).
+compiled program serves every value of n. A product of two symbolic sizes (batch * seq) is a
+`Product`, which only a Reshape merging those axes takes (onnx/merged.py). An operator outside
+this set that meets a symbolic value raises UnsupportedError (never the value of the first run).
 """
 from __future__ import annotations
 
@@ -16,14 +17,65 @@ from .values import Static
 
 
 class SymStatic(Static):
-  """A Static host value that holds a symbolic size (a Sym) among its ints."""
+  """A Static host value that holds a symbolic size (a Sym or a Product) among its ints."""
   __slots__ = ()
+
+
+class Product:
+  """The product of sizes two of which are symbolic (batch * seq): no size (graph/dims.py: sizes
+  are affine in the dims), but a Reshape that merges those axes recognises it (onnx/merged.py);
+  any arithmetic on it but a product, or its use as a size, raises UnsupportedError."""
+  __slots__ = ("factors",)
+
+  def __init__(self, factors):
+    self.factors = tuple(factors)     # the sizes multiplied (Sym or int)
+
+  def same(self, sizes) -> bool:
+    """Whether the product of `sizes` (Sym or int) is this one, in any order."""
+    return _parts(self.factors) == _parts(sizes)
+
+  def __mul__(self, other):
+    if isinstance(other, Product):
+      return Product(self.factors + other.factors)
+    if isinstance(other, (Sym, int)) and not isinstance(other, bool):
+      return Product(self.factors + (other,))
+    return NotImplemented
+
+  __rmul__ = __mul__
+
+  def __eq__(self, other) -> bool:
+    return isinstance(other, Product) and self.same(other.factors)
+
+  def __hash__(self) -> int:
+    return hash(_parts(self.factors))
+
+  def __repr__(self) -> str:
+    return " * ".join(f"({f})" if isinstance(f, Sym) else str(f) for f in self.factors)
+
+  def _refuse(self, *_):
+    raise UnsupportedError(f"the size {self} is a product of symbolic sizes, which is no size "
+                           f"kernelgen holds (sizes are affine in the dims): only a Reshape that "
+                           f"merges those axes takes it; fix one of the dims at load "
+                           f"(dims={{name: size}})")
+
+  __add__ = __radd__ = __sub__ = __rsub__ = __floordiv__ = __neg__ = __int__ = _refuse
+
+
+def _parts(sizes) -> tuple:
+  """(the symbolic factors in a canonical order, the product of the int ones)."""
+  syms, n = [], 1
+  for s in sizes:
+    if isinstance(s, Sym):
+      syms.append(s)
+    else:
+      n *= s
+  return tuple(sorted(syms, key=repr)), n
 
 
 def _static(dtype, shape, values) -> Static:
   """A Static, a SymStatic where some value is symbolic."""
   values = list(values)
-  cls = SymStatic if any(isinstance(v, Sym) for v in values) else Static
+  cls = SymStatic if any(isinstance(v, (Sym, Product)) for v in values) else Static
   return cls(dtype, shape, values)
 
 
@@ -137,10 +189,9 @@ def _binary(ins: list, fn) -> Static:
 
 
 def _mul(x, y):
-  if isinstance(x, Sym) and isinstance(y, Sym):
-    raise UnsupportedError(f"the product of symbolic sizes {x} * {y} is not affine: kernelgen's "
-                           f"symbolic sizes are affine in the dims")
-  return y * x if isinstance(y, Sym) else x * y
+  if isinstance(x, Sym) and isinstance(y, Sym):     # batch * seq: a Reshape merging them takes it
+    return Product((x, y))
+  return y * x if isinstance(y, (Sym, Product)) else x * y
 
 
 def _div(x, y):
@@ -261,4 +312,4 @@ def refuse(op: str, what: str):
                           f"(dims={{name: size}}) to fold the rest")
 
 
-__all__ = ["SymStatic", "evaluate", "has_sym", "refuse", "shape_of", "size_of"]
+__all__ = ["Product", "SymStatic", "evaluate", "has_sym", "refuse", "shape_of", "size_of"]
