@@ -45,9 +45,9 @@ _INDEX_TERMS = frozenset({Ops.SPECIAL, Ops.RANGE, Ops.VAR})
 
 def vector_loads(bodies: list, n: int, gated: bool = False) -> list:
   """`bodies` with each run of w ungated 32-bit loads (with `gated`, gated ones whose gate always
-  holds too: _always_read) from one buffer at indices i, i+1, ..., i+w-1 (the same terms, consecutive
-  constants) read as GEPs of one w-lane load at i; w: the widest vector of at most MAX_VECTOR
-  lanes that divides n."""
+  holds too: _always_read) from one buffer at indices i, i+1, ..., i+w-1 (the same terms,
+  consecutive constants) read as GEPs of one w-lane load at i; w: the widest vector of at most
+  MAX_VECTOR lanes that divides n."""
   n = _width(n)
   if n == 1:
     return bodies
