@@ -87,6 +87,16 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   groups = max(1, math.ceil(n / per_group))
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, opts.local))
+  # SEQ_VEC: with Opts.seq_vec (option seq_vec, both CPU adapters' rows: render/wgsl/adapters.py;
+  # optimize.py gives it to matvecs: threads.shares_a_vector), each reduction over one axis reads
+  # seq_vec consecutive elements a step, runs of them as vector loads, gated loads whose gate
+  # always holds too (a staged prologue's kernel sets its own).
+  # Silero VAD's LSTM cell (128 outputs, 4 gates' rows of 128 weights over x and h), its c' and
+  # h' kernels: Chromium's SwiftShader, GPU timestamps, best of 30, load 8-9 (bench/
+  # bundle_call_ab.py --profile) 0.50 -> 0.36 ms and 0.29 -> 0.18 ms; lavapipe natively
+  # (bench/pypi_kernels.py, best of 20, A/B/A/B, load ~15) 0.21-0.27 -> 0.11-0.12 ms and 0.13 ->
+  # 0.07-0.12 ms, the model's 11 kernels 1.0-1.1 -> 0.7-0.8 ms.
+  lw.seq_vec, lw.seq_gated = max(opts.seq_vec, 1), opts.seq_vec > 1
   stage_rows(lw, lid, opts.local)      # a prologue's one row, once per workgroup (staged.py)
   # output j of a thread: gid*(local*upcast) + lid*upcast + j, the form simplify gives that sum
   # (rules/sums.py), built as such: the loads' unravelled indices share it

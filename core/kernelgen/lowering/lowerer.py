@@ -76,6 +76,8 @@ class Opts:
   group_chunk: bool = False  # grouped reductions: each lane reads one run of consecutive
                         # elements, not every group-th step (CPU adapters: see optimize.py)
   upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
+  seq_vec: int = 0      # a thread per output of a matvec: its reductions over one axis read
+                        # this many consecutive elements per step (vector loads; lower.py SEQ_VEC)
   fma: bool = False     # register tiles (matmul-like) accumulate float products with MULACC
   row_lanes: int = 0    # row kernels (ScheduleItem.rows, rows.py): 1 a thread per row, G > 1 a
                         # workgroup of G lanes per row (0: unset, lowered as 1)
@@ -217,6 +219,7 @@ class Lowerer:
     self.gates: list = []              # the gates of the reductions being lowered, innermost last
     self.seq_vec = 1                   # plain reductions over one axis read this many consecutive
                                        # elements per step, as vector loads (rows.py)
+    self.seq_gated = False             # Opts.seq_vec: gated loads always read join those
     self.tile_inner = 0                # tiled reductions: Opts.tile_inner
     self.tile_unroll = 0               # tiled reductions: Opts.tile_unroll
     self.reduce_inner = 0              # plain reductions: Opts.reduce_inner
@@ -427,7 +430,7 @@ class Lowerer:
     bodies = [(self.value(src, p, gate_and(gate, v)), v) for _, src in reductions
               for p, v in points]
     if vec > 1:
-      bodies = vector_loads(bodies, vec)
+      bodies = vector_loads(bodies, vec, self.seq_gated)
     inits, updates = [], []
     for k, (op, _) in enumerate(reductions):
       mine = bodies[k * len(points):(k + 1) * len(points)]

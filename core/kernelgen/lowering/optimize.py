@@ -27,7 +27,7 @@ from .rows import row_opts
 from .slide import slide_choices
 from .staged import staged_rows
 from .threads import OTHER_LAYOUTS, grid_local, inner_opts, local_size, reduce_inner, \
-  write_opts
+  shares_a_vector, write_opts
 from .tileplan import plan
 from ..uop.ops import Ops, toposort
 from ..graph.lazy import L
@@ -127,7 +127,8 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     limit = min(limit, target.upcast_local or limit)
   local = int(options.get("local", 0)) or local_size(n // upcast, limit)
   vec = bool(options.get("upcast_vec", target.upcast_vec))
-  return Opts(local=local, upcast=upcast, upcast_vec=vec and upcast > 1 and not _has_reduce(item))
+  return Opts(local=local, upcast=upcast, upcast_vec=vec and upcast > 1 and not _has_reduce(item),
+              seq_vec=int(options.get("seq_vec", 0) or 0) if shares_a_vector(item) else 0)
 
 
 def shape_class(item: ScheduleItem) -> str:

@@ -43,22 +43,23 @@ def _width(n: int) -> int:
 _INDEX_TERMS = frozenset({Ops.SPECIAL, Ops.RANGE, Ops.VAR})
 
 
-def vector_loads(bodies: list, n: int) -> list:
-  """`bodies` with each run of w ungated 32-bit loads from one buffer at indices i, i+1, ...,
-  i+w-1 (the same terms, consecutive constants) read as GEPs of one w-lane load at i; w: the
-  widest vector of at most MAX_VECTOR lanes that divides n."""
+def vector_loads(bodies: list, n: int, gated: bool = False) -> list:
+  """`bodies` with each run of w ungated 32-bit loads (with `gated`, gated ones whose gate always
+  holds too: _always_read) from one buffer at indices i, i+1, ..., i+w-1 (the same terms,
+  consecutive constants) read as GEPs of one w-lane load at i; w: the widest vector of at most
+  MAX_VECTOR lanes that divides n."""
   n = _width(n)
   if n == 1:
     return bodies
   groups: dict = {}
   found, unsimplified = [], []
   order = toposort([b for b, _ in bodies])
-  for u in order:
-    if u.op is not Ops.LOAD:
-      continue
+  loads = [u for u in order if u.op is Ops.LOAD]
+  always = _always_read(loads) if gated else set()
+  for u in loads:
     dt, src = u.dtype, u.src
-    if len(src) != 2 or src[0].op is not Ops.PARAM or dt.count != 1 or dt.itemsize != 4 or \
-       dt is dtypes.bool:
+    if (len(src) != 2 and u not in always) or src[0].op is not Ops.PARAM or dt.count != 1 or \
+       dt.itemsize != 4 or dt is dtypes.bool:
       continue
     linear = _index_sum(src[1])
     if linear is not None:
@@ -140,6 +141,17 @@ def aligned_loads(values: list, n: int = MAX_VECTOR) -> list:
     return values
   new = _substitute(order, mapping)
   return [new.get(v, v) for v in values]
+
+
+def _always_read(loads: list) -> set:
+  """The gated loads of `loads` whose gate is always true (a concat's or slice's bounds that the
+  thread's ranges decide: an LSTM's gate rows of its stacked weights), read as plain loads in a
+  vector load; one simplify for all the gates."""
+  gated = [u for u in loads if len(u.src) == 4 and u.src[3].op is Ops.CONST]
+  if not gated:
+    return set()
+  gates = simplify(UOp(Ops.SINK, None, tuple(u.src[2] for u in gated))).src
+  return {u for u, g in zip(gated, gates) if g.op is Ops.CONST and g.arg is True}
 
 
 def _index_sum(index: UOp) -> tuple | None:

@@ -27,7 +27,8 @@ from ..errors import UnsupportedError
 # front-end options whose value is a plain int
 INT_OPTIONS = ("local", "upcast", "group", "group_unroll", "group_vec", "row_lanes",
                "row_thread_rows", "row_short", "row_short_groups", "attention_keys", "tile_unroll",
-               "reduce_inner", "reduce_whole", "reduce_rows", "reduce_step", "runs", "q4_lanes")
+               "reduce_inner", "reduce_whole", "reduce_rows", "reduce_step", "runs", "q4_lanes",
+               "seq_vec")
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
                      "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
                      "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles",
@@ -35,7 +36,7 @@ FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "
                      "row_short", "row_short_groups", "attention_keys", "tile_unroll",
                      "reduce_inner", "reduce_whole",
                      "reduce_rows", "reduce_step", "runs", "q4_lanes",
-                     "driver_cost", "long_tiles_cost", "slide")
+                     "driver_cost", "long_tiles_cost", "slide", "seq_vec")
 
 
 @dataclass(frozen=True)

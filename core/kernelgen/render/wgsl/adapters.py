@@ -153,24 +153,24 @@ TABLE: dict[tuple[str, str], dict] = {
   # SwiftShader (load 21-25: noisy, the same kernel twice 0.07 and 0.10) every form 0.05-0.3 of
   # the copy, 0.7 only once (U=4 R=4 896x4864): still far from it, not understood (Subzero's
   # code for the per-lane loads?); whole (1024, 4 rows) 0.05-0.24, built in 43-89 s.
-  # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled
-  # code is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding
-  # its 1024 / G values as vec4 lets, max and sum folded through workgroup memory, one exp per
-  # element kept and scaled; or a thread per row with the row in a function-scope array. In
-  # Chromium's SwiftShader (peers_probe's page, best / median of 16 interleaved, load 7-9, ms):
-  # today's kernel 27.0 / 51.2 | G=4 53.8 / 101 | G=16 54.8 / 120 (tinygrad 48 / 85); another
-  # run 44.3 / 66.8 | G=4 62 / 131 | the array, 64 / 16 rows per workgroup 49.5 / 129, 50.7 / 135;
-  # a third (load 4-6) 25.2 / 32.8 | G=4 30.8 / 58.1 | G=16 42.3 / 73.4 | the array 28.3-29.4 /
-  # 50.7-54.9.
+  # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled code
+  # is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding its 1024
+  # / G values as vec4 lets, max and sum folded through workgroup memory, one exp per element kept
+  # and scaled; or a thread per row with the row in a function-scope array. In Chromium's
+  # SwiftShader (peers_probe's page, best / median of 16 interleaved, load 7-9, ms): today's kernel
+  # 27.0 / 51.2 | G=4 53.8 / 101 | G=16 54.8 / 120 (tinygrad 48 / 85); another run 44.3 / 66.8 | G=4
+  # 62 / 131 | the array, 64 / 16 rows per workgroup 49.5 / 129, 50.7 / 135; a third (load 4-6) 25.2
+  # / 32.8 | G=4 30.8 / 58.1 | G=16 42.3 / 73.4 | the array 28.3-29.4 / 50.7-54.9.
   # Natively (wgpu, SwiftShader ICD, best of 8, load 7-9): today 105-116 | G=4 108-111 | G=8
   # 124-131 | G=16 151-160 | G=32 225-240 | G=64 542 | G=4 folding by subgroups 108-117 | the
   # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
   # pay for them, nor for the array's stores and loads: not kept.
   # row_short (34): lowering/variants.py SHORT_ROW_OPTIONS (measured there; lavapipe's too);
   # row_short_groups (34, lavapipe only: SwiftShader ran 8 workgroups of 8 rows slower than one
-  # of 64): lowering/variants.py short_row_local
-  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True, "weights_t": True,
-                            "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "row_short": 8},
+  # of 64): lowering/variants.py short_row_local; seq_vec (42, both): lowering/lower.py SEQ_VEC
+  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
+                            "weights_t": True, "reduce_inner": 32, "reduce_step": STEP,
+                            "reduce_rows": ROWS, "row_short": 8, "seq_vec": 4},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
   # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
@@ -226,7 +226,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # a second run (16 rounds) 16.7 / 41.8 | 8 lanes 19.4 / 44.4 | 16 lanes 15.3 / 30.5; natively
   # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
-  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
+  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096, "seq_vec": 4,
                          "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
                          "q4_lanes": 8, "row_short": 96, "row_short_groups": 8, "weights_t": True},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the

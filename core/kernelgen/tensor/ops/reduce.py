@@ -73,8 +73,10 @@ def _reduce(x: TensorOps, op: Ops, axis, keepdim: bool) -> TensorOps:
     out = type(x).full(shape, 1 if op is Ops.MUL else 0, dtype=x.dtype, device=x.device)
   elif axes and _splits(x, axes):
     out = _split_reduce(x, op, axes, shape)
+  elif x.node.sym is None and all(x.shape[a] == 1 for a in axes):
+    out = x          # one element each: the element (no kernel of its own; Silero VAD's mean)
   else:
-    out = _reduce_node(x, op, axes) if axes else x
+    out = _reduce_node(x, op, axes)
   if not keepdim:
     out = out.reshape(tuple(s for i, s in enumerate(x.shape) if i not in axes))
   return out
