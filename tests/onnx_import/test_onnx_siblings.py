@@ -8,6 +8,7 @@ greedy tokens of the tiny LMs (fp32, fp16, q4; the Qwen-like config with 1 KV he
 biases) equal to onnxruntime's."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -145,6 +146,9 @@ def test_matmul_nbits_siblings_joined(device, bias):
   model = _graph_model(nodes, feeds, inits, ["q.y", "k.y", "v.y"])
   loaded = _check(model, feeds, device, 1, 1e-3)
   assert loaded.nodes[0].attrs.int("N") == 120
+  assert len(loaded.initializers) == (4 if bias else 3)
+  assert sum(len(raw) for _, _, raw in loaded.initializers.values()) == \
+    sum(a.nbytes for a in inits.values())
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -161,13 +165,15 @@ def test_matmul_nbits_different_block_sizes_not_joined(device):
 PROMPT = [1, 5, 9, 2, 7, 3, 4, 8]
 
 
-@pytest.mark.parametrize("config,dtype", [("tiny", "fp32"), ("tiny", "fp16"), ("tiny", "q4"),
-                                          ("tiny-qwen", "fp32"), ("tiny-qwen", "q4")])
-def test_greedy_tokens_with_joined_projections(config, dtype):
+@pytest.mark.parametrize("config,dtype,kv_heads", [
+  ("tiny", "fp32", 2), ("tiny", "fp16", 2), ("tiny", "q4", 2), ("tiny-qwen", "fp32", 1),
+  ("tiny-qwen", "q4", 1), ("tiny-qwen", "q4", 2)])
+def test_greedy_tokens_with_joined_projections(config, dtype, kv_heads):
   """Each layer's q, k, v and its gate, up joined (2 nodes a layer): kg.generate's greedy tokens
-  on WEBGPU are onnxruntime's (prompt, decode steps and their replays)."""
+  on WEBGPU are onnxruntime's (prompt, decode steps and their replays); the Qwen-like config
+  (q/k/v biases joined too) with 1 and 2 KV heads."""
   device_runtime("WEBGPU")
-  cfg = lm_models.CONFIGS[config]
+  cfg = dataclasses.replace(lm_models.CONFIGS[config], kv_heads=kv_heads)
   model = lm_models.build(cfg, dtype)
   loaded = kg.onnx.load(model.SerializeToString())
   assert sum(node.proto.domain == JOINED for node in loaded.nodes) == 2 * cfg.layers
