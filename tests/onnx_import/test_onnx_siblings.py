@@ -169,13 +169,15 @@ PROMPT = [1, 5, 9, 2, 7, 3, 4, 8]
   ("tiny", "fp32", 2), ("tiny", "fp16", 2), ("tiny", "q4", 2), ("tiny-qwen", "fp32", 1),
   ("tiny-qwen", "q4", 1), ("tiny-qwen", "q4", 2)])
 def test_greedy_tokens_with_joined_projections(config, dtype, kv_heads):
-  """Each layer's q, k, v and its gate, up joined (2 nodes a layer): kg.generate's greedy tokens
-  on WEBGPU are onnxruntime's (prompt, decode steps and their replays); the Qwen-like config
-  (q/k/v biases joined too) with 1 and 2 KV heads."""
+  """Each layer's q, k and v joined (one node a layer); its gate and up, which meet in
+  silu(gate) * up, left apart: kg.generate's greedy tokens on WEBGPU are onnxruntime's (prompt,
+  decode steps and their replays); the Qwen-like config (q/k/v biases joined too) with 1 and 2
+  KV heads."""
   device_runtime("WEBGPU")
   cfg = dataclasses.replace(lm_models.CONFIGS[config], kv_heads=kv_heads)
   model = lm_models.build(cfg, dtype)
   loaded = kg.onnx.load(model.SerializeToString())
-  assert sum(node.proto.domain == JOINED for node in loaded.nodes) == 2 * cfg.layers
+  joined = [node for node in loaded.nodes if node.proto.domain == JOINED]
+  assert [len(node.outputs) for node in joined] == [3] * cfg.layers
   want = lm_models.ort_greedy(model, PROMPT, 8)
   assert kg.generate(loaded, PROMPT, max_new_tokens=8, device="WEBGPU") == want
