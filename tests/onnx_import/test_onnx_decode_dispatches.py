@@ -20,13 +20,16 @@ import lm_models  # noqa: E402
 
 PROMPT = [1, 5, 9, 2, 7, 3, 4, 8]
 TOKENS = 8
-# the most dispatches one decode layer may take. fp32: its 7 projections (the norms staged into
-# those that read them) and 2 KV cache writes; the step's KV write mask, attention mask and key
-# counts are shared by all layers (onnx/operators/gqa_step.py). q4: each MatMulNBits one kernel
-# (its zero-point term in the dot's reduction) and, on CPU adapters, the 2 norms kernels of
-# their own (weights.row_input), one for the projections reading each. main before this: 15 at
-# fp32, 27 at q4.
-MOST_PER_LAYER = {"fp32": 9, "q4": 11}
+# the most dispatches one decode layer may take. fp32: its projections, q, k and v joined into
+# one (onnx/siblings.py; gate and up, which meet in silu(gate) * up, are not joined), the output
+# projection in the attention's kernel, gate, up (the product in its epilogue), down, and 2 KV
+# cache writes;
+# the step's KV write mask, attention mask and key counts are shared by all layers
+# (onnx/operators/gqa_step.py). q4: each (joined) MatMulNBits one kernel (its zero-point term
+# in the dot's reduction; the output projection too), the attention, the 2 KV writes and, on
+# CPU adapters, the 2 norms in kernels of their own (weights.row_input). main before: 15 at fp32, 27 at q4; before
+# the joined siblings 9 at fp32, 11 at q4.
+MOST_PER_LAYER = {"fp32": 7, "q4": 9}
 
 
 def step_dispatches(dtype: str, layers: int) -> int:

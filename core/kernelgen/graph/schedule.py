@@ -38,7 +38,8 @@ cache: one kernel, not a projection and a copy (lowering/lower.py write_stores).
 A target may bind only so many buffers to one kernel (WebGPU: maxStorageBuffersPerShaderStage,
 8 by default). Given `max_buffers`, a kernel that would read too many is split: the fused
 subexpression whose own kernel fits and that saves the parent the most buffers becomes a kernel
-of its own, until every kernel fits (or no split helps: the renderer then raises LimitError).
+of its own (where none saves any, one that costs none: two operands reading the same buffers
+need two cuts), until every kernel fits (or no split helps: the renderer raises LimitError).
 
 One concept, the scheduler (which nodes become kernels and how they fuse); it runs past 500
 lines because its fusion rules, splitting and ordering read the same walks.
@@ -660,7 +661,7 @@ def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
   for item in sorted(items.values(), key=lambda it: -len(it.inputs)):
     if binds(item.inputs, item.out) <= max_buffers:
       return False
-    best, best_key = None, None
+    best, best_key, even = None, None, None
     for bound, order, node in _candidates(item, boundary):
       if best_key is not None and bound - 1 < best_key[0]:
         break
@@ -672,6 +673,11 @@ def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
       key = (saved, len(own), -node.size, -order)    # among equals, the first in walk order
       if saved > 0 and (best_key is None or key > best_key):
         best, best_key = node, key
+      elif saved == 0 and even is None:
+        even = node
+    # no cut saves a buffer alone (two operands reading the same buffers: a joined projection's
+    # rotated q and k): one that costs none, so that a later cut can
+    best = even if best is None else best
     if best is not None:
       boundary.add(id(best))
       return True

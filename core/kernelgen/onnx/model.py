@@ -13,6 +13,10 @@ device in full precision (int64 kept); its outputs are static too. Shape -> Gath
 Reshape chains thus become the constant shape Reshape needs, and symbolic dims (a batch size
 `N`) take their sizes from the inputs given to `run`.
 
+Sibling projections (MatMul / MatMulNBits nodes reading one input with weights of their own: a
+layer's q, k and v) are joined at load into one node over their weights concatenated along N
+(siblings.py): `nodes` and `initializers` hold the joined ones.
+
 64-bit: WGSL has neither int64 nor float64. Data tensors of type int64 (uint64) become int32
 (uint32) on every device, checked for range (a `ShapeError` naming the tensor when a value does
 not fit); outputs declared int64 therefore come back as int32. float64 models run on PYTHON,
@@ -25,7 +29,7 @@ import struct
 
 from ..dtype import dtypes
 from ..errors import ModelError, UnsupportedError
-from . import data, proto
+from . import data, proto, siblings
 from .operators import check_supported
 from .runner import Runner
 
@@ -172,6 +176,7 @@ class Model:
     self.dims = _check_dims(dims, self.input_shapes)
     self.output_dtypes = {n: _dtype_or_none(infos[n][1]) for n in self.output_names}
     self.nodes = _sorted_nodes(g, self.opset, set(self.initializers) | {v.name for v in g.input})
+    siblings.join(self)
     for node in self.nodes:
       check_supported(node)
     self.uses_float64 = self._uses_float64()

@@ -25,6 +25,8 @@ of 15 interleaved, GPU ms, (K, N) -> (N, K)): 1 x 576 @ 576 x 49152 581 -> 348, 
 from __future__ import annotations
 
 from ...tensor.tensor import Tensor
+from ..registry import DOMAIN_OPS, OPS, domain_op
+from ..siblings import JOINED
 
 # the uploads' key suffix (Model.uploads) of an initializer held transposed
 TRANSPOSED = "#transposed"
@@ -83,20 +85,55 @@ def _reads_reduce(node, limit: int = 64) -> bool:
   return False
 
 
+def _one_product(node, limit: int = 64) -> bool:
+  """The lazy elementwise expression `node` reads one reduction only, of at least as many
+  outputs as its own (a matrix product: a joined projection's output read through its column
+  slices, onnx/siblings.py, as SwiGLU's silu(gate) * up reads the joined gate and up). The
+  scheduler writes that product to memory anyway, so a matvec staging the expression reads it
+  as it would read a realized row; a boundary would be one more kernel."""
+  from ...graph.lazy import L
+  stack, seen, reduces = [node], 0, set()
+  while stack and seen < limit:
+    n = stack.pop()
+    seen += 1
+    if n.realized:
+      continue
+    if n.op is L.REDUCE:
+      reduces.add(n)
+    elif n.op in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
+      stack.extend(n.src)
+  return not stack and len(reduces) == 1 and next(iter(reduces)).size >= node.size
+
+
 def row_input(ins, a: Tensor) -> Tensor:
   """A packed-weight matvec's activations `a` (input 0 of MatMulNBits), realized by a kernel of
   its own, one per run for every node reading the same input (a layer's Q, K and V), where the
   device's adapter gives such matvecs reduce_inner (CPU adapters) and `a` is computed from a
-  reduction (an RMS norm): the norm would otherwise be staged into the matvec, whose thread per
-  output then reads its own row's words (lavapipe, a 576-wide normed row: 1536 x 576 1.7 ms
-  against 0.25 ms, 49152 x 576 155-316 ms against 10-35 ms, load 13-15). Else `a` itself."""
+  reduction (an RMS norm; not one matrix product alone, _one_product): the norm would otherwise
+  be staged into the matvec, whose thread per output then reads its own row's words (lavapipe,
+  a 576-wide normed row: 1536 x 576 1.7 ms against 0.25 ms, 49152 x 576 155-316 ms against
+  10-35 ms, load 13-15). Else `a` itself."""
   if a.node.realized or ins.runner.folding or not _reads_reduce(a.node) or \
-      not row_defaults(ins.runner.device).get("reduce_inner"):
+      not row_defaults(ins.runner.device).get("reduce_inner") or _one_product(a.node):
     return a
   store = ins.runner.__dict__.setdefault("_row_inputs", {})
   if ins.names[0] not in store:
     store[ins.names[0]] = a.contiguous()
   return store[ins.names[0]]
+
+
+@domain_op(JOINED, "MatMul", "MatMulNBits")
+def _joined(ins, at):
+  """Sibling projections joined at load (onnx/siblings.py): the MatMul or MatMulNBits over their
+  weights concatenated along N, computed once, its last axis cut into each sibling's columns
+  (attribute splits; views, fused into their readers)."""
+  nbits = ins.node.op == "MatMulNBits"
+  y = DOMAIN_OPS[("com.microsoft", "MatMulNBits")](ins, at) if nbits else OPS["MatMul"](ins, at)
+  outs, start = [], 0
+  for width in at.ints("splits"):
+    outs.append(y[(slice(None),) * (y.ndim - 1) + (slice(start, start + width),)])
+    start += width
+  return outs
 
 
 __all__ = ["held_transposed", "row_defaults", "row_input", "transposes_weights"]
