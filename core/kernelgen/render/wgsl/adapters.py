@@ -163,11 +163,9 @@ TABLE: dict[tuple[str, str], dict] = {
   # / 32.8 | G=4 30.8 / 58.1 | G=16 42.3 / 73.4 | the array 28.3-29.4 / 50.7-54.9.
   # Natively (wgpu, SwiftShader ICD, best of 8, load 7-9): today 105-116 | G=4 108-111 | G=8
   # 124-131 | G=16 151-160 | G=32 225-240 | G=64 542 | G=4 folding by subgroups 108-117 | the
-  # array 131. More lanes per row cost more (their barriers and folds); the read saved does not
-  # pay for them, nor for the array's stores and loads: not kept.
-  # row_short (34): lowering/variants.py SHORT_ROW_OPTIONS (measured there; lavapipe's too);
-  # row_short_groups (34, lavapipe only: SwiftShader ran 8 workgroups of 8 rows slower than one
-  # of 64): lowering/variants.py short_row_local; seq_vec (42, both): lowering/lower.py SEQ_VEC
+  # array 131. More lanes cost more (barriers, folds) than the read saves: not kept.
+  # row_short, row_short_groups (34): lowering/variants.py (SwiftShader ran 8 workgroups of 8 rows
+  # slower than one of 64: lavapipe only); seq_vec (42, both CPU adapters): lowering/lower.py
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
                             "weights_t": True, "reduce_inner": 32, "reduce_step": STEP,
                             "reduce_rows": ROWS, "row_short": 8, "seq_vec": 4},
@@ -226,8 +224,8 @@ TABLE: dict[tuple[str, str], dict] = {
   # a second run (16 rounds) 16.7 / 41.8 | 8 lanes 19.4 / 44.4 | 16 lanes 15.3 / 30.5; natively
   # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
-  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096, "seq_vec": 4,
-                         "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS,
+  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
+                         "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "seq_vec": 4,
                          "q4_lanes": 8, "row_short": 96, "row_short_groups": 8, "weights_t": True},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
