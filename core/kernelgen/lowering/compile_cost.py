@@ -33,6 +33,7 @@ time 7.6 -> 15.2 s, most of it the LM head over every position) but far less tha
 """
 from __future__ import annotations
 
+from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 
@@ -89,10 +90,28 @@ def affordable(options: dict, uops: int, macs: int | None = None) -> bool:
     (macs is None or estimate <= work_ms(macs) * runs(options))
 
 
-def item_macs(item: ScheduleItem) -> int:
-  """The multiply-adds (reduced elements per output times outputs) of a reducing kernel."""
+def item_macs(item: ScheduleItem) -> int | None:
+  """The multiply-adds (reduced elements per output times outputs) of a reducing kernel; None
+  over a symbolic dim (its work is the bound value's: its variants take the static kernels'
+  tiles, lowering/variants.py)."""
+  if _symbolic(item.out):
+    return None
   reduce = kernel_reduces(item)[0]
   return prod(reduce.src[0].shape[a] for a in reduce.arg[1]) * item.out.size
+
+
+def _symbolic(out) -> bool:
+  """Some node of the kernel's graph `out` has a symbolic axis or is a symbolic dim."""
+  stack, seen = [out], set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen:
+      continue
+    seen.add(id(node))
+    if node.sym is not None or node.op is L.VAR:
+      return True
+    stack.extend(node.src)
+  return False
 
 
 def work_ms(macs: int) -> float:
