@@ -83,15 +83,44 @@ def test_a_one_off_plain_tile_fits_the_budget():
   """lavapipe's plain register tiles (tile_size_cap) weigh their estimated build too: where the
   8x8 tile's estimate passes a one-off run's budget (here a driver cost given high, as
   Inception v2's 1x1 convs are at lavapipe's own: 1.45 s each) it takes 4x4 and says it was
-  capped; for many runs, or where the estimate fits, the 8x8 tile as before."""
+  capped; for many runs the 8x8 tile as before. At lavapipe's own cost the 8x8 tile fits the
+  budget but not this conv's work (10 M multiply-adds, ~10 ms: compile_cost.work_ms)."""
   out, cost = _conv1x1(), (2.0, 0.5)
   one_off, many = (_one(out, adapter="lavapipe", driver_cost=cost, runs=runs)
                    for runs in (1, RUNS_MANY))
   assert one_off.capped and not many.capped
   assert len(one_off.source) * 2 < len(many.source)
   assert many.source == _one(out, adapter="lavapipe", runs=RUNS_MANY).source
-  cheap = _one(out, adapter="lavapipe")      # lavapipe's own cost: this one fits the budget
-  assert cheap.source == many.source and not cheap.capped
+  own = _one(out, adapter="lavapipe")       # lavapipe's own cost: within the budget, not the work
+  assert own.capped and len(own.source) < len(many.source)       # (not unrolled: 27 vs 41 KB)
+
+
+def _conv3x3(channels=64, side=56):
+  """bench/peers.py's conv2d row: 1 x 64 x 56 x 56, 64 x 64 x 3 x 3, pad 1 (116 M multiply-adds)."""
+  x = kg.Tensor.empty(1, channels, side, side, device="PYTHON")
+  return x.conv2d(kg.Tensor.empty(channels, channels, 3, 3, device="PYTHON"), padding=1)
+
+
+@pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
+def test_a_one_off_conv_of_little_work_takes_plain_tiles(adapter):
+  """SwiftShader's 16x8 tiles unrolled 4 times for the 3x3 64-channel conv (1,564 lines, built in
+  0.7 CPU s, 3.5 s of the page's 4.5 s cold first result) estimate 0.8 s, within the one-off
+  budget, but its 116 M multiply-adds run in ~0.1 s (compile_cost.work_ms): a one-off run takes
+  the plain 8x8 tile (~300 lines, as lavapipe's), capped; many runs keep the unrolled tiles."""
+  out = _conv3x3()
+  one_off, many = (_one(out, adapter=adapter, runs=runs) for runs in (1, RUNS_MANY))
+  assert one_off.capped and not many.capped
+  assert len(one_off.source.splitlines()) < 400 < 1000 < len(many.source.splitlines())
+  assert one_off.source == _one(out, adapter=adapter, long_tiles=None, tile_unroll=0).source
+
+
+def test_a_one_off_matmul_of_much_work_keeps_its_unrolled_tiles():
+  """matmul 1024^3 (1.07 G multiply-adds, ~1 s of work) keeps SwiftShader's 16x16 unrolled tiles
+  for a one-off run: their build (estimated 0.8 s) is won back by their run."""
+  a, b = (kg.Tensor.empty(1024, 1024, device="PYTHON") for _ in range(2))
+  one_off = _one(a @ b, adapter="swiftshader")
+  assert not one_off.capped
+  assert one_off.source == _one(a @ b, adapter="swiftshader", runs=RUNS_MANY).source
 
 
 def test_the_estimate_and_the_budget():
@@ -101,6 +130,11 @@ def test_the_estimate_and_the_budget():
   assert compile_cost.estimate_ms({}, 10 ** 6) is None and compile_cost.affordable({}, 10 ** 9)
   assert compile_cost.budget_ms({**options, "runs": 3}) == 3 * compile_cost.ONE_OFF_MS
   assert compile_cost.capped(options) and not compile_cost.capped({**options, "runs": RUNS_MANY})
+  macs = 300 * compile_cost.CPU_MACS_PER_MS          # 300 ms of a CPU adapter's work
+  assert compile_cost.work_ms(macs) == pytest.approx(300.0)
+  assert compile_cost.affordable(options, 600) and compile_cost.affordable(options, 600, macs * 2)
+  assert not compile_cost.affordable(options, 600, macs)     # 360 ms > 300
+  assert compile_cost.affordable({**options, "runs": 3}, 600, macs)
   for shape in ("tile", "attention"):
     assert adapters.defaults("lavapipe", shape)["driver_cost"] == \
       adapters.DRIVER_COST[("lavapipe", shape)]

@@ -33,6 +33,10 @@ time 7.6 -> 15.2 s, most of it the LM head over every position) but far less tha
 """
 from __future__ import annotations
 
+from ..graph.lazy import L
+from ..graph.schedule import ScheduleItem, kernel_reduces
+from ..graph.view import prod
+
 # the estimated build (kernelgen's compile + the driver's) one kernel of a one-off run may cost,
 # ms: a kernel's one run takes milliseconds to tens of ms on a CPU adapter, so a second of build
 # is not won back (lavapipe, CPU ms: a 5x5 depthwise conv of 96x80x80 builds in 1.9 s as 8x8
@@ -46,6 +50,15 @@ PYTHON_MS_PER_UOP = 0.04
 # the runs a plan that runs many times is taken to have (kg.jit, a graph realized again): its
 # kernels may take the large forms, whose GPU time pays for their compile over that many runs
 RUNS_MANY = 100
+# the multiply-adds per ms a CPU adapter (the only kind with a measured driver_cost) runs a
+# register-tiled kernel at, for the GPU time of a kernel's work: a build a one-off run pays for
+# speed (the long tiles, the unrolled reduction) is won back only out of that time, so it may
+# cost at most that (work_ms; conv2d 64ch 3x3 56x56, 116 M multiply-adds: SwiftShader natively,
+# load ~16, CPU ms, its 16x8 unrolled tiles build in 721 and run in 279, its 8x8 tiles build in
+# 62 and run in 288; in Chromium at load ~7 the unrolled kernel's pipeline took 3.5 s of the
+# first result's 4.5; Chromium runs such tiles at 1-4 M multiply-adds per ms: matmul 1024^3 in
+# 0.3-1.1 s, conv2d 16x8 in 27-50 ms, render/wgsl/adapters.py)
+CPU_MACS_PER_MS = 1_000_000
 
 
 def runs(options: dict) -> int:
@@ -69,10 +82,41 @@ def budget_ms(options: dict) -> float:
   return ONE_OFF_MS * runs(options)
 
 
-def affordable(options: dict, uops: int) -> bool:
-  """A kernel of `uops` UOps fits the compile budget (always, where the adapter has no cost)."""
+def affordable(options: dict, uops: int, macs: int | None = None) -> bool:
+  """A kernel of `uops` UOps fits the compile budget (always, where the adapter has no cost);
+  given its work `macs` (item_macs), within the GPU time of that work per run too (work_ms)."""
   estimate = estimate_ms(options, uops)
-  return estimate is None or estimate <= budget_ms(options)
+  return estimate is None or estimate <= budget_ms(options) and \
+    (macs is None or estimate <= work_ms(macs) * runs(options))
+
+
+def item_macs(item: ScheduleItem) -> int | None:
+  """The multiply-adds (reduced elements per output times outputs) of a reducing kernel; None
+  over a symbolic dim (its work is the bound value's: its variants take the static kernels'
+  tiles, lowering/variants.py)."""
+  if _symbolic(item.out):
+    return None
+  reduce = kernel_reduces(item)[0]
+  return prod(reduce.src[0].shape[a] for a in reduce.arg[1]) * item.out.size
+
+
+def _symbolic(out) -> bool:
+  """Some node of the kernel's graph `out` has a symbolic axis or is a symbolic dim."""
+  stack, seen = [out], set()
+  while stack:
+    node = stack.pop()
+    if id(node) in seen:
+      continue
+    seen.add(id(node))
+    if node.sym is not None or node.op is L.VAR:
+      return True
+    stack.extend(node.src)
+  return False
+
+
+def work_ms(macs: int) -> float:
+  """The GPU time (ms) a CPU adapter takes for `macs` multiply-adds (CPU_MACS_PER_MS)."""
+  return macs / CPU_MACS_PER_MS
 
 
 def capped(options: dict) -> bool:

@@ -311,14 +311,15 @@ def _slide(item: ScheduleItem, target: Target, options: dict) -> Opts | None:
 def _long_over_budget(item: ScheduleItem, options: dict, chosen: Opts) -> bool:
   """With option long_tiles_cost (lavapipe's, SwiftShader's: adapters.py): the tiled kernel
   `chosen` under the adapter's long_tiles / tile_unroll lowers to a kernel whose estimated
-  build passes the run's budget (compile_cost.py): a one-off run takes the kernel as without
-  them (ResNet-50 natively: 31 CPU s with, 65 without this cap). Forced tiles are kept. The
-  lowering is `chosen`'s own, which lower() keeps for compile_item's next call."""
+  build passes the run's budget or its work's GPU time (compile_cost.py): a one-off run takes
+  the kernel as without them (ResNet-50 natively: 31 CPU s with, 65 without). Forced tiles are
+  kept. The lowering is `chosen`'s own, which lower() keeps for compile_item's next call."""
   chose = options.get("adapter_chose", frozenset()) & {"long_tiles", "tile_unroll"}
   if not options.get("long_tiles_cost") or not chose or "tile" in options or \
       not compile_cost.capped(options):
     return False
-  return not compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])))
+  return not compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])),
+                                     compile_cost.item_macs(item))
 
 
 def _without_long(options: dict) -> dict:
