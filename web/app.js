@@ -1,5 +1,7 @@
 // The page: editor, buttons, kernel views and results, wired to kernelgen's worker through
 // kernelgen.js (the same API other pages embed). `window.kgApp` exposes the actions for tests.
+// One concept, the page's wiring of its controls to the worker (the views, editors, models and
+// downloads are modules of their own), so it runs past 500 lines.
 import { createKernelgen } from './kernelgen.js';
 import { EXAMPLES, DEFAULT_EXAMPLE } from './examples.js';
 import { download, downloadBundles, manifest } from './downloads.js';

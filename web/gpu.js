@@ -1,6 +1,8 @@
 // The WebGPU executor: runs kernelgen's plain launch descriptions (program.Launch.to_json()) on
 // navigator.gpu. Works in a page and in a Web Worker. Python never touches WebGPU objects: it
 // passes sources, sizes and bytes here (runtime/webgpu_browser.py) and gets bytes back.
+// One concept, the page's WebGPU runtime (buffers, pipelines shared by source, batches,
+// timestamps, lavapipe's inlining settle), so it runs past 500 lines.
 //
 //   const gpu = new GpuExecutor({ compatibility: false });
 //   const info = await gpu.init();          // {available, reason?, adapter, features, limits}

@@ -2,6 +2,8 @@
 // program's WGSL kernels on WebGPU. An ES module with no dependencies (but generate(), which
 // loads generate.js from next to it); the bundle's other files sit next to it: manifest.json,
 // a .wgsl per distinct kernel, weights.safetensors, generate.js.
+// One concept, the bundle's loader, and one file on purpose (a page copies model.js next to its
+// bundle and imports it alone), so it runs past 500 lines.
 //
 //   import { load } from './DIR/model.js';
 //   const model = await load({ device });   // device optional: share the page's GPUDevice
