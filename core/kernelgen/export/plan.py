@@ -102,22 +102,30 @@ def _symbolic(node) -> dict:
 def _dims(pairs, entries: list[dict]) -> list[dict]:
   """[{name, lo, hi}] of every dim the kernels read (as an argument, or in their run-time grid);
   each must be the size of some input's axis (its only symbolic one, a plain dim), so run() can
-  tell its value from that input."""
-  dims = {}
+  tell its value from that input. A dim an output's size has and an input gives is listed too,
+  though no kernel reads it (kernels over the padded rows: run() still binds it to cut the
+  outputs)."""
+  dims, ranges = {}, {}
   for item, compiled in pairs:
     for v in compiled.kernel.vars if compiled.kernel is not None else ():
       name, lo, hi = v.arg
       dims[name] = {"name": name, "lo": lo, "hi": hi}
+    for s in item.out.sym or ():
+      ranges.update(getattr(s, "ranges", {}))
     gridded = item.out.sym if compiled.launch.grid and item.out.sym else ()
     for s in gridded:
       for name, (lo, hi) in getattr(s, "ranges", {}).items():
         dims[name] = {"name": name, "lo": lo, "hi": hi}
-  given = set()
+  given, shown = set(), set()
   for e in entries:
     syms = [s for s in e.get("symbolic_shape", ()) if isinstance(s, dict)]
     if e["kind"] == "input" and len(syms) == 1 and len(syms[0]["terms"]) == 1 and \
        syms[0]["terms"][0][1] == 1 and not syms[0]["const"]:
       given.add(syms[0]["terms"][0][0])
+    shown.update(name for s in syms for name, _ in s["terms"])
+  for name in sorted(shown & given & set(ranges) - set(dims)):
+    lo, hi = ranges[name]
+    dims[name] = {"name": name, "lo": lo, "hi": hi}
   missing = sorted(set(dims) - given)
   if missing:
     raise UnsupportedError(f"the kernels read the symbolic size(s) {', '.join(missing)}, which "

@@ -148,6 +148,13 @@ LANE_VARIANT_OPTIONS = {"group_unroll": 1}
 # n = 2, 3, 4, 8, 61, 249, 497, 505 and 1009, 497..504 joining the run below, and a value
 # served by a larger tile than the static kernel's runs its tiles on fewer cores)
 MAX_VARIANTS = 8
+# (issue 35) a kernel whose tile a one-off run's compile budget cut (Opts.capped: a q4 prefill's
+# dequantizing matmul, SmolLM2 1536 x 576, 4 x 4 where the heuristic picks 16 x 16) took the
+# values up to hi - 1 in the ladder's uncapped tiles but served the top value itself: the page's
+# prefill of exactly `step` tokens ran the capped tile. Natively (lavapipe, (m, 576) q4 in
+# 1536 columns, m in 1..128, one-off, load 5-7 on 2 CPUs), m = 127 in the variant's 16 x 16
+# 16-20 CPU ms, m = 128 in the kernel's 4 x 4 53-70. So the ladder of a capped kernel runs to
+# the top: its last variant serves hi too (the same variants as before, one value more).
 
 
 def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
@@ -234,7 +241,9 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
 
   def at(value: int) -> tuple:
     return tile_at(item, opts.tile_axes, preferred, value, bool(merged.get("small_tiles")), axis)
-  ladder = tile_ladder(at, lo, hi)
+  # a capped kernel (a one-off run's compile budget cut its tile) is not left to serve the
+  # top: the ladder's tiles are uncapped, so the top run's variant is built anyway (CAPPED_TOP)
+  ladder = tile_ladder(at, lo, hi + 1 if opts.capped else hi)
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
   return [(name, most, {"tile": tile, "group": 0, "local": _local(item, tile, opts.tile_axes,

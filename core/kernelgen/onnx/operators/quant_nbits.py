@@ -274,8 +274,11 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
 
 def tiled_rows(x: Tensor) -> bool:
   """Whether MatMulNBits over activations x (M, K) takes matmul_dequant (a register-tiled
-  matmul) rather than matmul_words: M is a number of at least TILED_ROWS (a prompt's rows; a
-  symbolic M, the rows of a step of any length, keeps matmul_words)."""
+  matmul) rather than matmul_words: M is at least TILED_ROWS (a prompt's rows). A symbolic M
+  (the page bundle's `seq` new tokens, export/onnx_lm.py) counts at its top, the padded rows:
+  its kernel is the tiled one, with a variant per range of bound counts (lowering/variants.py:
+  one row a thread at M = 1, decoding; the wide tiles up to the top, a prompt of the bundle's
+  step)."""
   m = x.shape[0]
   return isinstance(m, int) and m >= TILED_ROWS
 
