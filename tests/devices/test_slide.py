@@ -23,7 +23,7 @@ from kernelgen.lowering import slide
 from kernelgen.lowering.compile_cost import RUNS_MANY
 from kernelgen.render.targets import WGSL
 
-from tools import ALL_DEVICES, missing_tool, ptxas_check, tint_validate, wgsl_validate
+from tools import ALL_DEVICES, forced_options, ptxas_check, tint_validate, wgsl_validate
 
 
 def _conv_np(x, w, b, stride, padding, dilation, groups):
@@ -70,16 +70,7 @@ def _case(shape, window, mult, seed):
   return x, w, b
 
 
-def _on(device: str, monkeypatch, **options) -> str:
-  """`device`, its realizing forced to use `options` (a missing device: missing_tool)."""
-  try:
-    runtime = kg.Device[device]
-  except kg.KernelgenError as error:
-    missing_tool(f"device {device}", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
-                 f"({error})")
-  base = runtime.render_options
-  monkeypatch.setattr(runtime, "render_options", lambda: {**base(), **options})
-  return device
+_on = forced_options
 
 
 def _spy(monkeypatch) -> list:

@@ -24,7 +24,7 @@ from kernelgen.lowering import optimize as opt
 from kernelgen.lowering import slide
 from kernelgen.render.targets import WGSL
 
-from tools import ALL_DEVICES, missing_tool, tint_validate, wgsl_validate
+from tools import ALL_DEVICES, forced_options, tint_validate, wgsl_validate
 
 
 def _conv_np(x, w, b, stride, padding):
@@ -65,15 +65,7 @@ def _case(shape, k, seed):
           rng.standard_normal(c).astype(np.float32))
 
 
-def _on(device: str, monkeypatch, **options) -> str:
-  try:
-    runtime = kg.Device[device]
-  except kg.KernelgenError as error:
-    missing_tool(f"device {device}", f"pip install wgpu; apt-get install mesa-vulkan-drivers "
-                 f"({error})")
-  base = runtime.render_options
-  monkeypatch.setattr(runtime, "render_options", lambda: {**base(), **options})
-  return device
+_on = forced_options
 
 
 def _words(source: str) -> tuple:

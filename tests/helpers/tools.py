@@ -80,6 +80,15 @@ def device_runtime(name: str):
                      f"({error})")
 
 
+def forced_options(device: str, monkeypatch, **options) -> str:
+    """`device`, its realizing forced to use `options` for one test (a missing device: a missing
+    tool, as device_runtime)."""
+    runtime = device_runtime(device)
+    base = runtime.render_options
+    monkeypatch.setattr(runtime, "render_options", lambda: {**base(), **options})
+    return device
+
+
 def run_named(runtime, kernel, data: dict, values: dict, out_fill: float | None = None):
   """`kernel` run once on `runtime` with its buffers named in `data` filled from those arrays
   (float32 bytes), the others (the output) left as allocated or filled with `out_fill`; the

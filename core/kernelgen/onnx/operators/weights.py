@@ -68,29 +68,9 @@ def held_transposed(ins, i: int) -> Tensor | None:
   return runner.model.uploads[key].permute(1, 0)
 
 
-def _reads_reduce(node, limit: int = 64) -> bool:
-  """The lazy elementwise expression `node` reads a reduction (a norm's statistics), within
-  `limit` nodes, before any realized buffer."""
-  from ...graph.lazy import L
-  stack, seen = [node], 0
-  while stack and seen < limit:
-    n = stack.pop()
-    seen += 1
-    if n.realized:
-      continue
-    if n.op is L.REDUCE:
-      return True
-    if n.op in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
-      stack.extend(n.src)
-  return False
-
-
-def _one_product(node, limit: int = 64) -> bool:
-  """The lazy elementwise expression `node` reads one reduction only, of at least as many
-  outputs as its own (a matrix product: a joined projection's output read through its column
-  slices, onnx/siblings.py, as SwiGLU's silu(gate) * up reads the joined gate and up). The
-  scheduler writes that product to memory anyway, so a matvec staging the expression reads it
-  as it would read a realized row; a boundary would be one more kernel."""
+def _reduces_read(node, limit: int = 64) -> tuple[set, bool]:
+  """The reductions the lazy elementwise expression `node` reads before any realized buffer,
+  and whether the walk saw the whole expression within `limit` nodes."""
   from ...graph.lazy import L
   stack, seen, reduces = [node], 0, set()
   while stack and seen < limit:
@@ -102,7 +82,22 @@ def _one_product(node, limit: int = 64) -> bool:
       reduces.add(n)
     elif n.op in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
       stack.extend(n.src)
-  return not stack and len(reduces) == 1 and next(iter(reduces)).size >= node.size
+  return reduces, not stack
+
+
+def _reads_reduce(node, limit: int = 64) -> bool:
+  """The lazy elementwise expression `node` reads a reduction (a norm's statistics), within
+  `limit` nodes, before any realized buffer."""
+  return bool(_reduces_read(node, limit)[0])
+
+
+def _one_product(node, limit: int = 64) -> bool:
+  """The lazy elementwise expression `node` reads one reduction only, of at least as many
+  outputs as its own (a matrix product, such as a joined projection's output read through its
+  column slices: onnx/siblings.py). The scheduler writes that product to memory anyway, so a matvec staging the expression reads it
+  as it would read a realized row; a boundary would be one more kernel."""
+  reduces, whole = _reduces_read(node, limit)
+  return whole and len(reduces) == 1 and next(iter(reduces)).size >= node.size
 
 
 def row_input(ins, a: Tensor) -> Tensor:
