@@ -152,8 +152,7 @@ def _joined_node(model, group: list):
   proto = NodeProto(op_type=first.op, domain=JOINED, input=inputs,
                     output=[o for node in group for o in node.outputs],
                     name="+".join(node.name for node in group), attribute=attrs)
-  from .model import Node
-  return Node(proto, 0, first.opset)
+  return type(first)(proto, 0, first.opset)     # model.Node (not imported: model imports us)
 
 
 def _join_initializer(model, parts: list, columns: bool) -> str:
