@@ -94,8 +94,9 @@ def _reads_reduce(node, limit: int = 64) -> bool:
 def _one_product(node, limit: int = 64) -> bool:
   """The lazy elementwise expression `node` reads one reduction only, of at least as many
   outputs as its own (a matrix product, such as a joined projection's output read through its
-  column slices: onnx/siblings.py). The scheduler writes that product to memory anyway, so a matvec staging the expression reads it
-  as it would read a realized row; a boundary would be one more kernel."""
+  column slices: onnx/siblings.py). The scheduler writes that product to memory anyway, so a
+  matvec staging the expression reads it as it would read a realized row; a boundary would be
+  one more kernel."""
   reduces, whole = _reduces_read(node, limit)
   return whole and len(reduces) == 1 and next(iter(reduces)).size >= node.size
 
