@@ -240,8 +240,11 @@ run_tests() {
   # Every tool must be there: a missing one fails its tests instead of skipping them.
   export KERNELGEN_REQUIRE_ALL=1
   # With no paths in ARGS, pytest runs testpaths from pyproject.toml: tests/.
-  log "python -m pytest -q $*"
-  exec "$VENV/bin/python" -m pytest -q "$@"
+  # In CI the slowest tests are listed, so the run's time can be watched against its budget.
+  local durations=()
+  [ -n "${CI:-}" ] && durations=(--durations=30)
+  log "python -m pytest -q ${durations[*]} $*"
+  exec "$VENV/bin/python" -m pytest -q "${durations[@]}" "$@"
 }
 
 run_fuzz() {
