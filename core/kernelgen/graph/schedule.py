@@ -12,7 +12,8 @@ element: it joins that kernel, computed once per output (lower.py hoists it out 
 expression that reads at least REREAD_LOADS buffer elements per element when its consumer reads
 it more than once per element (through a broadcast or overlapping windows: a conv's or a pool's
 input): fused, it would be recomputed per read (an Inception concat or an LRN under a 3x3 pool,
-9 times; a DenseNet concat under a conv, once per output channel).
+9 times; a DenseNet concat under a conv, once per output channel), and so is one computing a
+transcendental per element under overlapping windows, or in a tiny kernel two (REREAD_SMALL).
 
 A short reduction (a few elements, no reduction inside) that a kernel reads per element is
 recomputed there, unrolled, instead (RECOMPUTE_LENGTH below: ScheduleItem.recomputed).
@@ -385,8 +386,9 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       continue
     seen.add(key)
     if reread and node.op is L.ALU and not node.realized and id(node) not in boundary:
+      most = _most_transcendentals(evals)
       if _loads(node, boundary, REREAD_LOADS) >= REREAD_LOADS or reread >= WINDOW and \
-         _transcendentals(node, boundary, (most := _most_transcendentals(evals)) + 1) > most or \
+         _transcendentals(node, boundary, most + 1) > most or \
          reread == CONV_WINDOW and _varying_loads(node, boundary) >= REREAD_CONV_LOADS:
         boundary.add(id(node))      # recomputed per read: a kernel of its own (see above)
       reread = None                 # its sources read fewer: not checked again

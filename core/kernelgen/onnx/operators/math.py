@@ -177,7 +177,8 @@ def _pow(ins, at):
 def _small_int_exponent(ins):
   """Pow's exponent as a Python int when the program fixes it to one whole number in [0, 64)
   (a Constant or an initializer of one element), else None: x ** n is then n's repeated
-  squaring (x * x for 2), exact where the general pow goes through exp2 and log2."""
+  squaring, no exp2 and log2 (x * x for 2: correctly rounded, as onnxruntime's; each further
+  product rounds once)."""
   s = ins.runner.constant(ins.names[1])
   if s is None or len(s.values) != 1:
     return None
