@@ -3,18 +3,23 @@ input) is computed once per element when it is transcendental (a sigmoid, SiLU: 
 and stays fused when it is cheap (relu, add, batchnorm): schedule.REREAD_TRANSCENDENTALS. Under
 a dense conv's windows (every output channel reads them), one that loads two or more buffers
 that vary per element (a concat, a residual add) is its own kernel too, and one that loads one
-(a bias or scale per channel beside it) stays fused: schedule.REREAD_CONV_LOADS."""
+(a bias or scale per channel beside it) stays fused: schedule.REREAD_CONV_LOADS. In a tiny
+kernel (fused, the producer evaluated at most schedule.REREAD_SMALL times: Silero VAD's STFT
+magnitude under its first conv) one transcendental per element stays fused, two do not."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from kernelgen import Tensor, cat
-from kernelgen.graph.schedule import schedule
+from kernelgen.graph.schedule import REREAD_SMALL, schedule
 
 RNG = np.random.default_rng(42)
 X = RNG.standard_normal((2, 3, 9, 9)).astype(np.float32)
 W = RNG.standard_normal((5, 3, 3, 3)).astype(np.float32)
+# for the structure (nothing runs): past REREAD_SMALL evaluations through the windows
+XL = RNG.standard_normal((2, 8, 48, 48)).astype(np.float32)
+WL = RNG.standard_normal((16, 8, 3, 3)).astype(np.float32)
 
 
 def _sigmoid(x):
@@ -53,17 +58,30 @@ def _kernels(out) -> list:
 @pytest.mark.parametrize("name", sorted(PRODUCERS))
 def test_kernel_structure_under_a_3x3_conv(name):
   make, _, alone = PRODUCERS[name]
-  items = _kernels(make(Tensor(X, device="PYTHON")).conv2d(Tensor(W, device="PYTHON"), padding=1))
+  assert 2 * 16 * 48 * 48 * 8 * 9 > REREAD_SMALL
+  items = _kernels(make(Tensor(XL, device="PYTHON")).conv2d(Tensor(WL, device="PYTHON"),
+                                                           padding=1))
   assert len(items) == (2 if alone else 1)
   if alone:     # the producer: an elementwise kernel over the input's elements, read by the conv
-    assert items[0].out.shape == X.shape and items[0].out in items[1].inputs
+    assert items[0].out.shape == XL.shape and items[0].out in items[1].inputs
 
 
 @pytest.mark.parametrize("name,alone", [("sigmoid", True), ("relu", False)])
 def test_kernel_structure_under_an_overlapping_max_pool(name, alone):
   make = PRODUCERS[name][0]
-  assert len(_kernels(make(Tensor(X, device="PYTHON")).max_pool2d(3, stride=1))) == \
+  assert 2 * 8 * 46 * 46 * 9 > REREAD_SMALL
+  assert len(_kernels(make(Tensor(XL, device="PYTHON")).max_pool2d(3, stride=1))) == \
     (2 if alone else 1)
+
+
+@pytest.mark.parametrize("name,alone", [("sigmoid", False), ("silu", False), ("relu", False),
+                                        ("sigmoid * tanh", True)])
+def test_a_tiny_conv_recomputes_one_transcendental(name, alone):
+  """2 x 5 x 9 x 9 outputs of 3 x 3 x 3 products read the producer 21,870 times fused (under
+  REREAD_SMALL): one exp per read costs less than a dispatch; two (a sigmoid and a tanh) not."""
+  make = PRODUCERS[name][0] if name in PRODUCERS else lambda t: t.sigmoid() * t.tanh()
+  items = _kernels(make(Tensor(X, device="PYTHON")).conv2d(Tensor(W, device="PYTHON"), padding=1))
+  assert len(items) == (2 if alone else 1)
 
 
 def test_a_non_overlapping_pool_keeps_the_sigmoid_fused():

@@ -12,7 +12,8 @@ element: it joins that kernel, computed once per output (lower.py hoists it out 
 expression that reads at least REREAD_LOADS buffer elements per element when its consumer reads
 it more than once per element (through a broadcast or overlapping windows: a conv's or a pool's
 input): fused, it would be recomputed per read (an Inception concat or an LRN under a 3x3 pool,
-9 times; a DenseNet concat under a conv, once per output channel).
+9 times; a DenseNet concat under a conv, once per output channel), and so is one computing a
+transcendental per element under overlapping windows, or in a tiny kernel two (REREAD_SMALL).
 
 A short reduction (a few elements, no reduction inside) that a kernel reads per element is
 recomputed there, unrolled, instead (RECOMPUTE_LENGTH below: ScheduleItem.recomputed).
@@ -104,6 +105,14 @@ REREAD_TRANSCENDENTALS = 1
 # one varying load: relu 124 -> 114, bias 140 -> 167 (stay fused; x + x * s 140 -> 46 and
 # x * a + b 108 -> 60 gain too, but batchnorm stays fused until it is measured on whole models).
 REREAD_CONV_LOADS = 2
+# ... or, in a tiny kernel (its re-reading view evaluates the producer at most REREAD_SMALL times
+# fused), at least REREAD_TRANSCENDENTALS + 1: there one transcendental per read costs less than a
+# dispatch of its own. Silero VAD's STFT magnitude, sqrt(re * re + im * im) of 387 elements,
+# under its first conv (128 x 3 outputs of 129 x 3 products, 148,608 evaluations; tiled, each
+# thread computes each input once: 16 x 387 sqrt) in Chromium's SwiftShader (GPU timestamps,
+# best of 10 runs, load ~8): the magnitude's own kernel 0.041 ms, the conv 0.206 -> 0.223 ms
+# with it; and one dispatch less (bench/bundle_call_ab.py)
+REREAD_SMALL = 1 << 18
 WINDOW = 2        # _walk's `reread` when the read goes through overlapping windows (1: broadcast)
 CONV_WINDOW = 3   # ... through overlapping windows that every output channel reads (a dense conv)
 TRANSCENDENTAL = frozenset((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT))
@@ -199,6 +208,12 @@ def _reread_kind(node: LazyOp) -> int:
   if _windows(node):
     return CONV_WINDOW if _repeats(node) else WINDOW
   return int(_rereads(node))
+
+
+def _most_transcendentals(evals: int) -> int:
+  """How many transcendental ops per element a producer re-read through windows may compute and
+  stay fused, given its `evals` evaluations fused (REREAD_TRANSCENDENTALS, REREAD_SMALL)."""
+  return REREAD_TRANSCENDENTALS - 1 + (0 < evals <= REREAD_SMALL)
 
 
 def _loads(node: LazyOp, boundary: set, limit: int) -> int:
@@ -362,16 +377,18 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
   reads = min(_length(root), RECOMPUTE_READS + 1) if root.op is L.REDUCE else 1
   # at the output: an elementwise root's sources, and a write's value (write fusion, above)
   stack = [(s, root.op not in (L.REDUCE, L.ATTENTION, L.WRITE) or root.op is L.WRITE and k == 1,
-            ctx, False, reads) for k, s in enumerate(root.src)]
+            ctx, False, reads, 0) for k, s in enumerate(root.src)]
   while stack:
-    node, at_output, ctx, reread, reads = stack.pop()
-    key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]), reread, reads)
+    node, at_output, ctx, reread, reads, evals = stack.pop()
+    key = (id(node), at_output, None if ctx is None else (id(ctx[0]), ctx[1]), reread, reads,
+           evals)
     if key in seen:
       continue
     seen.add(key)
     if reread and node.op is L.ALU and not node.realized and id(node) not in boundary:
+      most = _most_transcendentals(evals)
       if _loads(node, boundary, REREAD_LOADS) >= REREAD_LOADS or reread >= WINDOW and \
-         _transcendentals(node, boundary, REREAD_TRANSCENDENTALS) >= REREAD_TRANSCENDENTALS or \
+         _transcendentals(node, boundary, most + 1) > most or \
          reread == CONV_WINDOW and _varying_loads(node, boundary) >= REREAD_CONV_LOADS:
         boundary.add(id(node))      # recomputed per read: a kernel of its own (see above)
       reread = None                 # its sources read fewer: not checked again
@@ -413,13 +430,16 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       inner = ctx if node.op in (L.ALU, L.CAST, L.BITCAST) else None
     # a value broadcast along the kernel's reduced axes (a row's layernorm shift) is loop
     # invariant: computed once per output, not per read, so it is not a re-read
-    more = reread if reread is None or node.op is not L.VIEW or inner is not None else \
-      max(reread, _reread_kind(node))
+    kind = 0 if reread is None or node.op is not L.VIEW or inner is not None else \
+      _reread_kind(node)
+    more = max(reread, kind) if kind else reread
+    # the source's evaluations if fused: the elements of the widest view that re-reads it
+    evals = max(evals, prod(node.shape)) if kind else evals
     # a reduction along the kernel's rows, or one computed once per output, adds one pass
     once = id(node) in nested or id(node) in fuse
     inside = (reads + 1 if once else reads * _length(node)) if node.op is L.REDUCE else reads
     inside = min(inside, RECOMPUTE_READS + 1)    # (only whether it exceeds that matters)
-    stack.extend((s, keep, inner, more, inside) for s in reversed(node.src))
+    stack.extend((s, keep, inner, more, inside, evals) for s in reversed(node.src))
   return inputs, new, nested, bad, tuple(n for n in again.values() if id(n) not in boundary)
 
 

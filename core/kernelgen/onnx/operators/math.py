@@ -163,11 +163,29 @@ def _mod(ins, at):
 @op("Pow")
 def _pow(ins, at):
   a, b = ins[0], ins[1]
+  n = _small_int_exponent(ins)
+  if a.dtype.is_float() and n is not None:   # x ** 2.0 -> x * x (Silero VAD's STFT magnitude)
+    extra = len(b.shape) - len(a.shape)      # an exponent of more axes (of 1) adds them
+    return (a ** n).reshape((1,) * extra + tuple(a.shape)) if extra > 0 else a ** n
   if a.dtype.is_float():
     return a ** b.cast(a.dtype)
   if b.dtype.is_float():
     return (a.cast(b.dtype) ** b).cast(a.dtype)
   return a ** b.cast(a.dtype)
+
+
+def _small_int_exponent(ins):
+  """Pow's exponent as a Python int when the program fixes it to one whole number in [0, 64)
+  (a Constant or an initializer of one element), else None: x ** n is then n's repeated
+  squaring, no exp2 and log2 (x * x for 2: correctly rounded, as onnxruntime's; each further
+  product rounds once)."""
+  s = ins.runner.constant(ins.names[1])
+  if s is None or len(s.values) != 1:
+    return None
+  v = s.values[0]
+  if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    return None
+  return int(v) if v == int(v) and 0 <= v < 64 else None
 
 
 @op("Max", "Min", "Mean")
