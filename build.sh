@@ -236,6 +236,7 @@ run_tests() {
   setup_venv test,webgpu,ptx
   setup_npm
   setup_bench_env   # tests/bench/test_bench_peers.py: the bench page's peers must stay correct
+  setup_real_models
   setup_xdg_runtime_dir
   # Every tool must be there: a missing one fails its tests instead of skipping them.
   export KERNELGEN_REQUIRE_ALL=1
@@ -269,6 +270,11 @@ setup_bench_env() {
   npm install --prefix "$venv/npm" --no-audit --no-fund --loglevel=error \
     @tensorflow/tfjs@4.22.0 @tensorflow/tfjs-backend-webgpu@4.22.0 onnxruntime-web@1.31.1
   echo "$want" >"$venv/.stamp"
+}
+
+setup_real_models() {  # the pinned silero-vad wheel (11 MB): its models are checked in the tests (42)
+  "$VENV/bin/python" -c 'import sys; sys.path.insert(0, "bench"); import pypi_models as m
+m.wheel(*m.PACKAGES["silero"])' || die "could not fetch the silero-vad wheel (pip download)"
 }
 
 run_bench() {

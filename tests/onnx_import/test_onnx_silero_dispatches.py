@@ -16,7 +16,7 @@ import pytest
 
 import kernelgen as kg
 
-from tools import REPO_ROOT, device_runtime
+from tools import REPO_ROOT, device_runtime, missing_tool
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -126,7 +126,7 @@ def test_pow_by_a_whole_constant_as_onnxruntime(device, exponent, shape):
 def _silero(name: str) -> tuple:
   """(onnx bytes, feeds: the first chunk, state zeros, sr baked) of a cached Silero model."""
   if not WHEEL.exists():
-    pytest.skip("the silero-vad wheel is not cached: python bench/pypi_models.py --models silero")
+    missing_tool("the silero-vad wheel", "python bench/pypi_models.py --models silero")
   with zipfile.ZipFile(WHEEL) as z:
     raw = z.read(f"silero_vad/data/{name}")
   x = (np.random.default_rng(0).standard_normal((1, 512)) * 0.1).astype(np.float32)
