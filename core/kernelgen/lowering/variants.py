@@ -31,7 +31,9 @@ at the kernel's first compile (lavapipe, m in 1..2048: 6 variants and the kernel
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
 (512, n)): its threads run over the tiles with that axis outermost (lowerer.tile_threads), so
 the run-time grid launches only the tiles the bound value needs, and its variants take the
-tiles the heuristic picks with that axis at the representative values. The kernel and its
+tiles the heuristic picks with that axis at the representative values. Within a run of tiles of
+that axis (Opts.tile_chunk, threads.grid_chunk) its lanes walk that axis first, as the static
+kernel's lanes walk its last axis (lanes along rows ran lavapipe's n = 2048 1.2-1.3x static). The kernel and its
 variants take workgroups of at most threads.GRID_LOCAL threads, so a value that launches few
 tiles still spreads them over several workgroups (cores, on CPU adapters). A row kernel over a
 symbolic row (softmax over rows of n) has no grid to cut, but its lanes per row, chosen for the
