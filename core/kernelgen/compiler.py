@@ -298,6 +298,10 @@ def with_grid(compiled, item, opts):
     rows, per = sizes.get(axis, 1), max(opts.local, 1) * sizes.get(axis, 1)
     for a, n in enumerate(out.shape):
       inner *= -(-n // sizes.get(a, 1)) if a != axis else 1
+    # Opts.tile_chunk: `axis`'s blocks in runs of that many (lowerer.tile_threads), whole runs
+    chunk = opts.tile_chunk if opts.tile_chunk > 1 and \
+      -(-out.shape[axis] // rows) % opts.tile_chunk == 0 else 1
+    rows *= chunk
   else:
     for s in sym[1:]:
       inner *= s

@@ -175,7 +175,8 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   stores = tiled_stores(lw, opts, (ar, ac))     # from the operands, the columns as vectors
   if stores is not None:
     return stores
-  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out))
+  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out),
+                           opts.tile_chunk)
   strides = contiguous_strides(out.shape)
   lw.loops, lw.tile_inner = {}, opts.tile_inner
   stores = []

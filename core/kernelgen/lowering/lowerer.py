@@ -96,6 +96,8 @@ class Opts:
                         # input row read once (slide.py: depthwise convs; needs tile_axes)
   keys: int = 0         # fused attention (attention.py): keys per trip of the key loop (0: its
                         # default, ATTENTION_KEYS or fewer for many rows)
+  tile_chunk: int = 0   # register tiles over a symbolic axis (a run-time grid): its blocks in runs
+                        # of this many, innermost (lowerer.tile_threads; variants.py)
   capped: bool = False  # a choice was cut down to fit a one-off run's compile budget (not read by
                         # lowering: compile_cost.py; realize may swap in the uncapped kernel)
 
@@ -673,12 +675,15 @@ def tile_axes(shape) -> tuple[int, int] | None:
 
 
 def tile_threads(shape, tile: tuple, axes: tuple, local: int,
-                 first: int | None = None) -> tuple[list, UOp | None]:
+                 first: int | None = None, chunk: int = 0) -> tuple[list, UOp | None]:
   """(each axis's block index, gate) of this thread in the grid of R x C blocks over `axes` of
   `shape` (one thread per block; the gate is None where the threads fit the grid exactly).
   Threads run over the blocks in row-major order, but with axis `first` (grid_axis: a symbolic
   size) outermost, so the blocks a smaller bound value needs are the first threads and a
-  run-time grid (compiler.with_grid) can launch only those."""
+  run-time grid (compiler.with_grid) can launch only those. With `chunk` (Opts.tile_chunk, a
+  divisor of that axis's blocks) the blocks of axis `first` go in runs of `chunk`, outermost,
+  and the other axes' blocks, then `chunk` consecutive blocks of `first` innermost: the lanes of
+  a workgroup walk that axis first, as a static kernel's lanes walk its last axis."""
   grid = list(shape)
   for axis, size in zip(axes, tile):
     grid[axis] = math.ceil(grid[axis] / size)
@@ -689,6 +694,15 @@ def tile_threads(shape, tile: tuple, axes: tuple, local: int,
   thread = gid * int_const(local) + lid if local > 1 else gid
   gate = thread.lt(int_const(threads)) if groups * local > threads else None
   order = list(range(len(grid)))
+  if first is not None and chunk > 1 and grid[first] % chunk == 0:
+    rest = [a for a in order if a != first]
+    idx = unravel([(thread, 1, threads)], 0,
+                  [grid[first] // chunk] + [grid[a] for a in rest] + [chunk])
+    base = [None] * len(grid)
+    for a, u in zip(rest, idx[1:-1]):
+      base[a] = u
+    base[first] = idx[0] * int_const(chunk) + idx[-1]
+    return base, gate
   if first:
     order = [first] + [a for a in order if a != first]
   base = [None] * len(grid)

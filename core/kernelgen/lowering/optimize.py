@@ -26,7 +26,7 @@ from .attention import attention_opts
 from .rows import row_opts
 from .slide import slide_choices
 from .staged import staged_rows
-from .threads import OTHER_LAYOUTS, grid_local, inner_opts, local_size, reduce_inner, \
+from .threads import OTHER_LAYOUTS, grid_chunk, grid_local, inner_opts, local_size, reduce_inner, \
   shares_a_vector, write_opts
 from .tileplan import plan
 from ..uop.ops import Ops, toposort
@@ -113,8 +113,10 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     capped = capped or cut and not inner
     threads = _tile_threads(item, tile, axes)
     local = int(options.get("local", 0)) or local_size(threads, grid_local(item, target.max_local))
+    chunk = int(options.get("tile_chunk", -1))
     chosen = Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
                   tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
+                  tile_chunk=chunk if chunk >= 0 else grid_chunk(item, tile, axes, local),
                   capped=capped)
     if _long_over_budget(item, options, chosen):
       return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)

@@ -300,7 +300,8 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   lw = StageLowerer(item, p.reduce)
   lw.tile_inner, lw.tile_unroll = opts.tile_inner, opts.tile_unroll
   rr, rc = p.axes
-  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out))
+  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out),
+                           opts.tile_chunk)
   first = [base[ar] * int_const(rows) if rows > 1 else base[ar],
            base[ac] * int_const(cols) if cols > 1 else base[ac]]
   probe = list(base)

@@ -50,6 +50,15 @@ WRITE_LOCAL = 64
 # workgroups of at most GRID_LOCAL threads, so a small bound value, which launches few tiles,
 # still spreads them over several workgroups (a CPU adapter runs a workgroup on one core)
 GRID_LOCAL = 64
+# such a kernel over a symbolic axis that a static kernel's threads walk first (a matmul's N:
+# (64, 512) @ (512, n)) runs that axis's tiles outermost, so its lanes walked the other axis
+# (a (64, 512) @ (512, 2048) in 16 x 16 tiles: lanes 4 row blocks apart, the static kernel's 16
+# columns apart); grid_chunk gives its lanes runs of at most MAX_TILE_CHUNK tiles of that axis
+# (Opts.tile_chunk: lowerer.tile_threads), as the static kernel's, within the workgroups it
+# launched before at every bound value. Lavapipe, that matmul at n = 2048, symbolic / static
+# GPU time (timestamps, best of 7-9 per process, processes of main and this alternated, load
+# 10-12 on 2 CPUs): before 1.15-1.54x, runs of 16 0.69-1.08x, of 8 0.63-1.06x
+MAX_TILE_CHUNK = 16
 
 
 def local_size(n: int, limit: int) -> int:
@@ -72,6 +81,27 @@ def grid_local(item: ScheduleItem, limit: int) -> int:
   """The most threads per workgroup for register-tiled `item`: GRID_LOCAL where its output has a
   symbolic axis (lowerer.grid_axis), else `limit` (within `limit` either way)."""
   return min(limit, GRID_LOCAL) if grid_axis(item.out) is not None else limit
+
+
+def grid_chunk(item: ScheduleItem, tile: tuple, axes: tuple, local: int) -> int:
+  """Opts.tile_chunk of register-tiled `item` (`tile` over output `axes`, `local` threads per
+  workgroup): where its symbolic axis (grid_axis) is the last of the grid of tiles with more than
+  one tile, the largest power of two up to MAX_TILE_CHUNK that divides that axis's tiles and
+  whose runs of tiles over the other axes' tiles divide `local` (so a bound value launches the
+  same workgroups as without); else 0 (the tiles in their order: tile_threads)."""
+  axis = grid_axis(item.out)
+  if axis is None or axis not in axes:
+    return 0
+  sizes = dict(zip(axes, tile))
+  grid = [-(-n // sizes.get(a, 1)) for a, n in enumerate(item.out.shape)]
+  inner = prod(n for a, n in enumerate(grid) if a != axis)
+  if inner == 1 or any(n > 1 for n in grid[axis + 1:]):
+    return 0
+  chunk = 1
+  while chunk * 2 <= MAX_TILE_CHUNK and grid[axis] % (chunk * 2) == 0 and \
+      local % (chunk * 2 * inner) == 0:
+    chunk *= 2
+  return chunk if chunk > 1 else 0
 
 
 def _unrolled_tail(shape: list, most: int) -> int:

@@ -31,13 +31,15 @@ at the kernel's first compile (lavapipe, m in 1..2048: 6 variants and the kernel
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
 (512, n)): its threads run over the tiles with that axis outermost (lowerer.tile_threads), so
 the run-time grid launches only the tiles the bound value needs, and its variants take the
-tiles the heuristic picks with that axis at the representative values. The kernel and its
-variants take workgroups of at most threads.GRID_LOCAL threads, so a value that launches few
-tiles still spreads them over several workgroups (cores, on CPU adapters). A row kernel over a
-symbolic row (softmax over rows of n) has no grid to cut, but its lanes per row, chosen for the
-longest row (32 lanes and a fold through workgroup memory per row on lavapipe), waste a short
-one: it takes a variant for each range of row lengths where rows.py's default is fewer lanes
-(`row_variants`: 2 lanes below 32 elements, see ROW_VARIANT_MIN_LANES).
+tiles the heuristic picks with that axis at the representative values. Within a run of tiles of
+that axis (Opts.tile_chunk, threads.grid_chunk) its lanes walk that axis first, as the static
+kernel's lanes walk its last axis (lanes along rows ran lavapipe's n = 2048 1.2-1.3x static).
+The kernel and its variants take workgroups of at most threads.GRID_LOCAL threads, so a value
+that launches few tiles still spreads them over several workgroups (cores, on CPU adapters). A
+row kernel over a symbolic row (softmax over rows of n) has no grid to cut, but its lanes per
+row, chosen for the longest row (32 lanes and a fold through workgroup memory per row on
+lavapipe), waste a short one: it takes a variant for each range of row lengths where rows.py's
+default is fewer lanes (`row_variants`: 2 lanes below 32 elements, see ROW_VARIANT_MIN_LANES).
 
 Measured (bench/symbolic_static.py, best of 9 interleaved rounds, load 7-10 on 2 CPUs: single
 figures vary up to 3x between runs), symbolic / static GPU time before -> after, at n = 1, 77,
