@@ -2,10 +2,10 @@
 symbolic bounds or positions, and slices with a step along a symbolic axis), and the sliding
 windows of conv and pooling over a symbolic length.
 
-Sizes are affine in the dims (graph/dims.py), so a step's count ceil(s / k) is a size only where
-every coefficient of s is a multiple of k (graph/dims.floor_div: then it is exact for every
-value): stride 1 always, stride 2 over an axis declared as 2 * h. Otherwise an UnsupportedError
-names the dim and says to declare the axis as a multiple.
+A slice's step count ceil(s / k) is a floored size ((s + k - 1) // k, graph/dims.py). Windows
+keep affine sizes: their count is one only where every coefficient of s is a multiple of the
+stride (graph/dims.floor_div: stride 1 always, stride 2 over an axis declared as 2 * h);
+otherwise an UnsupportedError names the dim and says to declare the axis as a multiple.
 """
 from __future__ import annotations
 
@@ -80,17 +80,12 @@ def _slice_axis(x, axis: int, start, stop, step: int = 1):
 
 
 def strided(x, axis: int, start, stop, step: int):
-  """x[start:stop:step] along `axis` (step > 1): ceil((stop - start) / step) elements, an
-  affine size when every coefficient of stop - start is a multiple of step (declare the axis as
-  step * h); a static start keeps the padded layout (a strided view), a symbolic one gathers."""
+  """x[start:stop:step] along `axis` (step > 1): ceil((stop - start) / step) elements, a floored
+  size ((n + 1) // 2, graph/dims.py) unless every coefficient of stop - start is a multiple of
+  step; a static start keeps the padded layout (a strided view: its first ceil(...) elements
+  are the values), a symbolic one gathers."""
   size, length = logical(x)[axis], stop - start
-  count = floor_div(length + step - 1, step)
-  if count is None:
-    raise UnsupportedError(
-      f"x[{start}:{stop}:{step}] along the symbolic axis {axis} (size {size.describe()}) has "
-      f"ceil(({length}) / {step}) elements, which is no size kernelgen can express (sizes are "
-      f"affine in the dims): declare the axis as a multiple of {step} (h = kg.Dim('h', lo, hi), "
-      f"size {step}*h), or slice with step 1")
+  count = (length + step - 1) // step      # ceil(length / step): (n + 1) // 2 for x[:n:2]
   if isinstance(size, Sym) and isinstance(stop, int) and size.lo < stop:
     raise UnsupportedError(f"a slice along the symbolic axis {axis} (size {size}) [{start}:"
                            f"{stop}:{step}] may end past the axis's values: slice with symbolic "
