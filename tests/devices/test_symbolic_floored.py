@@ -137,6 +137,30 @@ def test_a_value_outside_the_range_is_a_shape_error():
     kg.Tensor(np.zeros((HI + 1, 4), np.float32)).symbolic(n.bind(HI + 1), 4)[::2]
 
 
+SIGNAL = RNG.standard_normal((2, 3, HI)).astype(np.float32)
+TAPS = RNG.standard_normal((4, 3, 3)).astype(np.float32)
+
+
+def test_pooling_and_conv_with_a_stride_over_a_symbolic_length(device):
+  from test_symbolic_windows import conv_np, pool_np
+  n = kg.Dim("n", 3, HI)       # n // 2 pools, (n + 1) // 2 and n // 3 conv outputs
+
+  def build(v):
+    x = kg.Tensor(SIGNAL[:, :, :v]).symbolic(2, 3, n.bind(v))
+    conv = x.conv1d(kg.Tensor(TAPS), stride=2, padding=1)
+    return (x.max_pool1d(2).sum(-1), conv.sum(-1), x.conv1d(kg.Tensor(TAPS), stride=3).max(-1),
+            conv.max_pool1d(2).sum(-1))
+
+  def check(v, outs):
+    a, zero = SIGNAL[:, :, :v], np.zeros(4)
+    conv = conv_np(a, TAPS, zero, 2, 1)
+    for got, want in zip(outs, (pool_np(a, 2, np.max).sum(-1), conv.sum(-1),
+                                conv_np(a, TAPS, zero, 3).max(-1),
+                                pool_np(conv, 2, np.max).sum(-1))):
+      close(got, want, 1e-3)
+  runs_once(build, check, (3, 4, 17, HI))
+
+
 # ---- reshapes of a symbolic leading axis with static ones (attention heads) ----------------------
 
 def test_heads_merge_and_split_with_a_symbolic_length(device):

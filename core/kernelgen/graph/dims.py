@@ -296,17 +296,6 @@ def is_sym(x) -> bool:
   return isinstance(x, Sym)
 
 
-def floor_div(size, k: int):
-  """floor(size / k) for a positive int k: an int for an int; for a Sym, the affine expression
-  when every coefficient is a multiple of k (then floor((k*q*n + r) / k) == q*n + floor(r / k)
-  for every value), else None (no affine size: the caller says what to do)."""
-  if not isinstance(size, Sym):
-    return size // k
-  if size.div != 1 or any(c % k for _, c in size.terms):
-    return None
-  return make({n: c // k for n, c in size.terms}, size.const // k, size.ranges, size.values)
-
-
 def physical(size) -> int:
   """The number of elements an axis of `size` holds (a symbolic size: its largest value)."""
   return size.hi if isinstance(size, Sym) else size

@@ -2,15 +2,15 @@
 symbolic bounds or positions, and slices with a step along a symbolic axis), and the sliding
 windows of conv and pooling over a symbolic length.
 
-A slice's step count ceil(s / k) is a floored size ((s + k - 1) // k, graph/dims.py). Windows
-keep affine sizes: their count is one only where every coefficient of s is a multiple of the
-stride (graph/dims.floor_div: stride 1 always, stride 2 over an axis declared as 2 * h);
-otherwise an UnsupportedError names the dim and says to declare the axis as a multiple.
+A slice's step count ceil(s / k) and a window count floor((s - span) / stride) + 1 are floored
+sizes ((s + k - 1) // k, graph/dims.py): affine where the step divides each coefficient of s
+(stride 1 always, stride 2 over an axis declared as 2 * h), else floor(affine / d), which every
+op takes as a size (a kernel reads its value at run time).
 """
 from __future__ import annotations
 
 from ..errors import ShapeError, UnsupportedError
-from ..graph.dims import Sym, floor_div, physical
+from ..graph.dims import Sym, physical
 from .symbolic import gather_at, has_sym, logical, scalar, with_sym
 
 
@@ -106,19 +106,13 @@ def strided(x, axis: int, start, stop, step: int):
 def windows(x, kernel, stride, dilation):
   """Tensor._windows (the sliding windows of conv and pooling) of a tensor with symbolic axes:
   the windows of its padded layout, (..., OH, OW, kh, kw) with OH = (H - dh (kh - 1) - 1) // sh
-  + 1 symbolic where H is (an affine size when each coefficient of H is a multiple of sh: stride
-  1 always; else UnsupportedError saying to declare H as a multiple of the stride)."""
+  + 1 symbolic where H is (a floored size unless sh divides each coefficient of H); the first OH
+  windows of the padded layout are those over values. ShapeError where the window is longer than
+  the axis at the low end of its range."""
   sym = logical(x)
   out = []
   for a, (s, k, st, d) in enumerate(zip(sym[-2:], kernel, stride, dilation)):
-    o = floor_div(s - d * (k - 1) - 1, st)
-    if o is None:
-      raise UnsupportedError(
-        f"windows of {k} with stride {st} along the symbolic axis {x.ndim - 2 + a} (size "
-        f"{s.describe()}) number floor(({s} - {d * (k - 1) + 1}) / {st}) + 1, which is no size "
-        f"kernelgen can express (sizes are affine in the dims): declare the axis as a multiple "
-        f"of {st} (h = kg.Dim('h', lo, hi), size {st}*h), or use stride 1")
-    o = o + 1
+    o = (s - d * (k - 1) - 1) // st + 1      # a floored size unless st divides s's terms
     if (o.lo if isinstance(o, Sym) else o) < 1:
       raise ShapeError(f"window {k} (dilation {d}) is larger than the axis of size "
                        f"{s.describe() if isinstance(s, Sym) else s} at its smallest: give the "
