@@ -201,3 +201,11 @@ def test_reshapes_no_layout_holds_are_typed_errors(bad, match):
   x = kg.Tensor.empty(n, 4, 16, name="x")
   with pytest.raises(kg.KernelgenError, match=match):
     bad(x, n, m)
+
+
+def test_export_of_a_floored_size_is_a_typed_error(tmp_path):
+  n = kg.Dim("n", 1, HI)
+  x = kg.Tensor.empty(n, 64, name="x")
+  with pytest.raises(kg.UnsupportedError, match=r"export of a value of size \(n \+ 1\) // 2.*"
+                                                r"before the step"):
+    kg.export(x[::2].exp(), str(tmp_path / "bundle"))
