@@ -131,6 +131,22 @@ def test_stepped_kernels_take_the_dim_once_and_validate():
   check_compiles(outs)
 
 
+def test_jit_replays_a_stepped_read_for_every_length():
+  n = kg.Dim("n", 1, HI)
+
+  @kg.jit
+  def step(x):
+    return x[::2].softmax(0).sum(1) + x[1::2].sum()
+
+  kg.clear_cache()
+  for v in VALUES + (5, 2):
+    got = step(kg.Tensor(ROWS[:v], device="PYTHON").symbolic(n.bind(v), 64))
+    a = ROWS[:v].astype(np.float64)
+    close(got, softmax_np(a[::2], 0).sum(1) + a[1::2].sum(), 1e-4)
+    misses = kg.cache_info()["misses"] if v == VALUES[0] else misses
+  assert kg.cache_info()["misses"] == misses
+
+
 def test_a_value_outside_the_range_is_a_shape_error():
   n = kg.Dim("n", 1, HI)
   with pytest.raises(kg.ShapeError, match=r"1\.\.77, got 78"):
