@@ -284,6 +284,8 @@ def with_grid(compiled, item, opts):
   from .lowering.lowerer import grid_axis, tile_axes
   out = item.out
   sym = out.sym
+  if sym is not None and any(getattr(s, "div", 1) != 1 for s in sym):
+    return compiled        # a floored size ((n + 1) // 2): the whole padded grid runs
   if item.rows and sym is not None and opts is not None:
     return _row_grid(compiled, item, opts)
   axis = grid_axis(out)

@@ -253,12 +253,14 @@ def test_softmax_of_opset_11_over_the_last_axis():
 @pytest.mark.parametrize("extra, outputs, match", [
   ([helper.make_node("Transpose", ["h"], ["y"], perm=[1, 0])], ("y",),
    r"\(Transpose, opset 17\): 'h' is a Reshape's merge of the axes \(batch, seq\).*"
-   r"perm \[1, 0\] moves the merged axis.*dims=\{'batch': size\}"),
+   r"perm \[1, 0\] moves the merged axis.*dims=\{'seq': size\}.*reshape back before"),
   ([helper.make_node("Gather", ["h", "idx"], ["y"], axis=0)], ("y",),
    r"Gather.*axis 0 is the merged one"),
   ([helper.make_node("Shape", ["h"], ["hs"]), helper.make_node("ConstantOfShape", ["hs"], ["y"])],
    ("y",), r"ConstantOfShape.*\(batch\) \* \(seq\) is a product of symbolic sizes"),
-  ([helper.make_node("Relu", ["h"], ["y"])], ("y",), r"graph output 'y'.*\(batch\) \* \(seq\)"),
+  ([helper.make_node("Relu", ["h"], ["y"])], ("y",), r"graph output 'y'.*\(batch\) \* \(seq\).*"
+   r"no flattening of it is exact.*dims=\{'seq': size\}.*end the graph with a Reshape back to "
+   r"\(batch, seq, \.\.\.\)"),
   ([helper.make_node("Add", ["h", "bias3"], ["y"])], ("y",),
    r"operand 'bias3' of shape \(2, 4\) does not broadcast over the merged axis"),
   ([helper.make_node("TopK", ["h", "k"], ["y", "i"], axis=-1)], ("y", "i"),
@@ -270,3 +272,19 @@ def test_consumers_that_need_the_product_are_refused(extra, outputs, match):
   model = kg.onnx.load(_on_merged(extra, outputs, inits), dims=DIMS)
   with pytest.raises(kg.UnsupportedError, match=match):
     model.run({"x": np.zeros((2, 3, 8), np.float32)}, device="PYTHON")
+
+
+def test_fixing_the_dim_the_error_names_returns_the_merged_output():
+  """The graph-output error's advice holds: with seq fixed, batch * 3 leads static sizes (an
+  affine size), so the merged (batch * seq, 4) output comes back, one program for every batch."""
+  src = _on_merged([helper.make_node("Relu", ["h"], ["y"])])
+  w = next(numpy_helper.to_array(t) for t in onnx.load_from_string(src).graph.initializer
+           if t.name == "w")
+  model = kg.onnx.load(src, dims={"batch": (1, 4), "seq": 3})
+  kg.clear_cache()
+  for b in (1, 3, 4, 2):
+    x = RNG.standard_normal((b, 3, 8)).astype(np.float32)
+    got = model.run({"x": x}, device="PYTHON")["y"].numpy()
+    np.testing.assert_allclose(got, np.maximum(x.reshape(-1, 8) @ w, 0), rtol=1e-5, atol=1e-5)
+    misses = kg.cache_info()["misses"] if b == 1 else misses
+  assert kg.cache_info()["misses"] == misses

@@ -95,6 +95,11 @@ def _symbolic(node) -> dict:
   coefficient], ...], "const": c}: the value under the run's dims), else {}."""
   if node.sym is None:
     return {}
+  floored = next((s for s in node.sym if isinstance(s, Sym) and s.div != 1), None)
+  if floored is not None:
+    raise UnsupportedError(f"export of a value of size {floored} (a floored size, as a slice "
+                           f"with a step makes) is not supported: export the program before the "
+                           f"step, or declare the axis as a multiple of the step")
   return {"symbolic_shape": [{"terms": [list(t) for t in s.terms], "const": s.const}
                              if isinstance(s, Sym) else s for s in node.sym]}
 

@@ -1,11 +1,13 @@
 """Symbolic sizes: a named integer with a range (`kg.Dim("n", 1, 4096)`), bound to a value per
 call (`n.bind(37)`), that stands wherever a size does.
 
-A `Sym` is an affine expression over dims, `c0 + c1*n1 + c2*n2 ...` (n + 1, 64 * n, n + m), kept
-in one canonical form, so equal expressions compare and hash equal. Its range (`lo`, `hi`) comes
-from its dims' ranges. A dim may carry the value it is bound to; the value is not part of the
-expression (n bound to 3 and n bound to 5 are the same size to every cache), it travels with it
-to the realize that reads it.
+A `Sym` is an affine expression over dims, `c0 + c1*n1 + c2*n2 ...` (n + 1, 64 * n, n + m), or
+such an expression floor-divided by an int, `(c0 + c1*n1 ...) // d` (the (n + 1) // 2 elements
+of `x[::2]`), kept in one canonical form, so equal expressions compare and hash equal. Its range
+(`lo`, `hi`) comes from its dims' ranges. A dim may carry the value it is bound to; the value is
+not part of the expression (n bound to 3 and n bound to 5 are the same size to every cache), it
+travels with it to the realize that reads it. A floored size runs like any other: its padded
+axis holds its `hi`, and the kernels that read it compute the floor at run time (`runtime`).
 
 How a symbolic size runs (padded layout): a tensor with a symbolic axis of size `s` holds `s.hi`
 elements along it, of which the first `s` (its bound value) are its values and the rest are
@@ -18,21 +20,27 @@ the range.
 """
 from __future__ import annotations
 
+import math
+
 from ..errors import ShapeError, UnsupportedError
 
 
 class Sym:
-  """An affine expression over named dims (see the module docstring). Build dims with
-  `kg.Dim(name, lo, hi)`; combine them with `+`, `-`, `*` by an int, and `//` by an int that
-  divides every coefficient. `==` compares expressions; `<`, `>` with an int are decided by the
-  range, else raise. int(s) raises: a symbolic size has no value until it is bound (`s.value`)."""
-  __slots__ = ("terms", "const", "ranges", "values")
+  """An affine expression over named dims, or one floor-divided by an int (see the module
+  docstring). Build dims with `kg.Dim(name, lo, hi)`; combine them with `+`, `-`, `*` by an int,
+  and `//` by a positive int (floor division). A floored expression takes `+` and `-` of an
+  affine one or an int, and `//` again, but no `*` or negation (no such size is a floored affine
+  expression): UnsupportedError. `==` compares expressions; `<`, `>` with an int are decided by
+  the range, else raise. int(s) raises: a symbolic size has no value until it is bound
+  (`s.value`)."""
+  __slots__ = ("terms", "const", "ranges", "values", "div")
 
-  def __init__(self, terms: tuple, const: int, ranges: dict, values: dict):
+  def __init__(self, terms: tuple, const: int, ranges: dict, values: dict, div: int = 1):
     self.terms = terms        # ((name, coefficient != 0), ...) sorted by name
     self.const = const        # the constant term
     self.ranges = ranges      # name -> (lo, hi) of each dim the terms use
     self.values = values      # name -> the bound value, for the dims that have one
+    self.div = div            # the value is floor((const + terms) / div); 1: affine
 
   # ---- what it is ----
   @property
@@ -41,14 +49,21 @@ class Sym:
     return tuple(n for n, _ in self.terms)
 
   @property
+  def is_dim(self) -> bool:
+    """Whether the expression is one dim itself (n, not n + 1, 2*n or n // 2)."""
+    return len(self.terms) == 1 and self.terms[0][1] == 1 and not self.const and self.div == 1
+
+  @property
   def lo(self) -> int:
     """The least value the expression takes over its dims' ranges."""
-    return self.const + sum(c * self.ranges[n][0 if c > 0 else 1] for n, c in self.terms)
+    return (self.const + sum(c * self.ranges[n][0 if c > 0 else 1] for n, c in self.terms)) \
+      // self.div
 
   @property
   def hi(self) -> int:
     """The greatest value the expression takes over its dims' ranges."""
-    return self.const + sum(c * self.ranges[n][1 if c > 0 else 0] for n, c in self.terms)
+    return (self.const + sum(c * self.ranges[n][1 if c > 0 else 0] for n, c in self.terms)) \
+      // self.div
 
   @property
   def bound(self) -> bool:
@@ -62,11 +77,11 @@ class Sym:
     if missing:
       raise ShapeError(f"symbolic size {self} has no value: bind {', '.join(missing)} "
                        f"(e.g. {missing[0]}.bind(7)) before running")
-    return self.const + sum(c * self.values[n] for n, c in self.terms)
+    return (self.const + sum(c * self.values[n] for n, c in self.terms)) // self.div
 
   def bind(self, value: int) -> Sym:
     """This dim bound to `value` (a dim only, inside its range): the same size to every cache."""
-    if len(self.terms) != 1 or self.terms[0][1] != 1 or self.const:
+    if not self.is_dim:
       raise ShapeError(f"only a dim can be bound, not the expression {self}: bind its dims")
     name = self.terms[0][0]
     lo, hi = self.ranges[name]
@@ -89,18 +104,33 @@ class Sym:
 
   def __add__(self, other) -> Sym | int:
     if isinstance(other, Sym):
+      if self.div != 1 and other.div != 1:
+        raise self._floored(f"{self} + {other}", "a sum of two floored sizes")
+      if other.div != 1:
+        return other + self
+      # floor(X / d) + Y -> floor((X + d*Y) / d): Y is an int for every value
       ranges, values = self._merge(other)
       coef = dict(self.terms)
       for n, c in other.terms:
-        coef[n] = coef.get(n, 0) + c
-      return make(coef, self.const + other.const, ranges, values)
+        coef[n] = coef.get(n, 0) + c * self.div
+      return make(coef, self.const + other.const * self.div, ranges, values, self.div)
     if isinstance(other, int):
-      return make(dict(self.terms), self.const + other, self.ranges, self.values)
+      return make(dict(self.terms), self.const + other * self.div, self.ranges, self.values,
+                  self.div)
     return NotImplemented
 
   __radd__ = __add__
 
+  def _floored(self, text: str, what: str) -> UnsupportedError:
+    return UnsupportedError(f"{text} is {what}, which is no size kernelgen can express (sizes are "
+                            f"affine in the dims, or one affine expression floor-divided by an "
+                            f"int, like the (n + 1) // 2 elements of x[::2]): slice or reshape "
+                            f"before stepping, or declare the axis as a multiple of the step "
+                            f"(h = kg.Dim('h', lo, hi), size 2*h)")
+
   def __neg__(self) -> Sym:
+    if self.div != 1:
+      raise self._floored(f"-({self})", "a negated floored size")
     return make({n: -c for n, c in self.terms}, -self.const, self.ranges, self.values)
 
   def __sub__(self, other):
@@ -111,6 +141,10 @@ class Sym:
 
   def __mul__(self, other) -> Sym | int:
     if isinstance(other, int) and not isinstance(other, bool):
+      if self.div != 1 and other not in (0, 1):
+        raise self._floored(f"{other} * ({self})", "a multiple of a floored size")
+      if self.div != 1:
+        return self if other else 0
       return make({n: c * other for n, c in self.terms}, self.const * other, self.ranges,
                   self.values)
     if isinstance(other, Sym):
@@ -124,30 +158,49 @@ class Sym:
   __rmul__ = __mul__
 
   def __floordiv__(self, other: int) -> Sym | int:
-    if not isinstance(other, int) or other <= 0 or self.const % other or \
-       any(c % other for _, c in self.terms):
+    """floor(self / other) for a positive int: floor(floor(X / d) / k) == floor(X / (d*k))."""
+    if not isinstance(other, int) or isinstance(other, bool) or other <= 0:
       raise UnsupportedError(f"{self} // {other!r}: a symbolic size divides only by a positive "
-                             f"int that divides each of its terms")
-    return make({n: c // other for n, c in self.terms}, self.const // other, self.ranges,
-                self.values)
+                             f"int")
+    return make(dict(self.terms), self.const, self.ranges, self.values, self.div * other)
 
   def _merged(self, other: Sym) -> Sym:
     """This expression with `other`'s bindings too (they are equal expressions)."""
     ranges, values = self._merge(other)
-    return Sym(self.terms, self.const, ranges, values)
+    return Sym(self.terms, self.const, ranges, values, self.div)
 
   def divides(self, other: int) -> bool:
     """Whether `self // other` is exact for every value (each term divisible)."""
-    return other > 0 and not self.const % other and all(c % other == 0 for _, c in self.terms)
+    return other > 0 and self.div == 1 and not self.const % other and \
+      all(c % other == 0 for _, c in self.terms)
+
+  def runtime(self, var, num):
+    """The value as a run-time expression: `var(name, lo, hi)` is a dim's value and `num(k)` an
+    int, in any type with + * // (lazy tensors, UOps). A floored expression is shifted to a
+    numerator that is never negative (integer division on devices truncates)."""
+    shift = max(0, -(self._low_numerator() // self.div)) if self.div != 1 else 0
+    const = self.const + shift * self.div
+    out = num(const) if const else None
+    for name, coef in self.terms:
+      term = var(name, *self.ranges[name])
+      term = term if coef == 1 else term * num(coef)
+      out = term if out is None else out + term
+    if self.div == 1:
+      return out
+    out = out // num(self.div)
+    return out + num(-shift) if shift else out
+
+  def _low_numerator(self) -> int:
+    return self.const + sum(c * self.ranges[n][0 if c > 0 else 1] for n, c in self.terms)
 
   # ---- comparisons ----
   def __eq__(self, other) -> bool:
     if isinstance(other, Sym):
-      return self.terms == other.terms and self.const == other.const
+      return self.terms == other.terms and self.const == other.const and self.div == other.div
     return False
 
   def __hash__(self) -> int:
-    return hash(("sym", self.terms, self.const))
+    return hash(("sym", self.terms, self.const, self.div))
 
   def _decide(self, op: str, other, yes: bool, no: bool) -> bool:
     if yes:
@@ -177,21 +230,29 @@ class Sym:
     text = " + ".join(parts).replace("+ -", "- ")
     if self.const:
       text += f" {'+' if self.const > 0 else '-'} {abs(self.const)}"
-    return text
+    if self.div == 1:
+      return text
+    return f"{text} // {self.div}" if len(parts) == 1 and not self.const else \
+      f"({text}) // {self.div}"
 
   def describe(self) -> str:
     """`n in 1..4096` for a dim, `n + 1 in 2..4097` for an expression."""
     return f"{self} in {self.lo}..{self.hi}"
 
 
-def make(coef: dict, const: int, ranges: dict, values: dict) -> Sym | int:
-  """The canonical expression (an int when no dim is left)."""
+def make(coef: dict, const: int, ranges: dict, values: dict, div: int = 1) -> Sym | int:
+  """The canonical expression floor((const + coef) / div) (an int when no dim is left): a
+  divisor shared with every coefficient g leaves floor((g*X + c) / (g*d)) == floor((X + c // g)
+  / d), so no coefficient and the divisor have a common factor."""
   terms = tuple(sorted((n, c) for n, c in coef.items() if c))
+  g = math.gcd(div, *(c for _, c in terms))
+  if g > 1:
+    terms, const, div = tuple((n, c // g) for n, c in terms), const // g, div // g
   if not terms:
-    return const
+    return const // div
   used = {n for n, _ in terms}
   return Sym(terms, const, {n: ranges[n] for n in used},
-             {n: v for n, v in values.items() if n in used})
+             {n: v for n, v in values.items() if n in used}, div)
 
 
 def Dim(name: str, lo: int, hi: int) -> Sym:
@@ -235,17 +296,6 @@ def is_sym(x) -> bool:
   return isinstance(x, Sym)
 
 
-def floor_div(size, k: int):
-  """floor(size / k) for a positive int k: an int for an int; for a Sym, the affine expression
-  when every coefficient is a multiple of k (then floor((k*q*n + r) / k) == q*n + floor(r / k)
-  for every value), else None (no affine size: the caller says what to do)."""
-  if not isinstance(size, Sym):
-    return size // k
-  if any(c % k for _, c in size.terms):
-    return None
-  return make({n: c // k for n, c in size.terms}, size.const // k, size.ranges, size.values)
-
-
 def physical(size) -> int:
   """The number of elements an axis of `size` holds (a symbolic size: its largest value)."""
   return size.hi if isinstance(size, Sym) else size
@@ -268,8 +318,8 @@ def rebind(sym: tuple | None, values: dict) -> tuple | None:
   """A logical shape with its dims bound to `values` (those it names)."""
   if sym is None:
     return None
-  return tuple(Sym(s.terms, s.const, s.ranges, {n: values[n] for n in s.names if n in values})
-               if isinstance(s, Sym) else s for s in sym)
+  return tuple(Sym(s.terms, s.const, s.ranges, {n: values[n] for n in s.names if n in values},
+                   s.div) if isinstance(s, Sym) else s for s in sym)
 
 
 def bindings(syms) -> dict[str, int]:
@@ -392,12 +442,14 @@ def _group(sym, shape, new, gi, gk) -> list:
                            f"of them static")
   if lead[0] != syms[0]:
     raise UnsupportedError(f"a reshape of {describe_sym(sym)} that moves the symbolic size "
-                           f"{sym[syms[0]]} behind other axes is not supported: only the leading "
-                           f"axis of a merged or split group may be symbolic")
+                           f"{sym[syms[0]]} behind other axes is not supported (the padded "
+                           f"layout would not hold the values first): only the leading axis of "
+                           f"a merged or split group may be symbolic; keep the static axes "
+                           f"before it apart (merge only {sym[syms[0]]} and the axes after it)")
   total = sym[syms[0]] * prod_of(shape[a] for a in gi if a != syms[0])
   heads = [a for a in gk if new[a] != 1]
   rest = prod_of(new[a] for a in heads[1:])
-  if not total.divides(rest) or (total // rest).hi != new[heads[0]]:
+  if rest != 1 and not total.divides(rest) or (total // rest).hi != new[heads[0]]:
     raise UnsupportedError(f"a reshape of {describe_sym(sym)} to {new} splits the symbolic size "
                            f"{total} unevenly")
   return [total // rest if a == heads[0] else new[a] for a in gk]

@@ -174,10 +174,7 @@ def _row_limit(out, axes, vec: int) -> UOp | None:
                                                              for a in axes[1:]):
     return None
   s = sym[axes[0]]
-  count = int_const(s.const)
-  for name, coef in s.terms:
-    var = UOp(Ops.VAR, I32, (), (name, *s.ranges[name]))
-    count = count + (var * int_const(coef) if coef != 1 else var)
+  count = s.runtime(lambda name, lo, hi: UOp(Ops.VAR, I32, (), (name, lo, hi)), int_const)
   count = count.minimum(int_const(out.shape[axes[0]])).maximum(int_const(0))
   rest = prod(out.shape[a] for a in axes[1:])
   count = count * int_const(rest) if rest != 1 else count

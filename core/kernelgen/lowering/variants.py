@@ -351,7 +351,7 @@ def grid_dim(item: ScheduleItem, out=None) -> tuple | None:
   if axis is None:
     return None
   s = out.sym[axis]
-  if len(s.terms) != 1 or s.terms[0][1] != 1 or s.const:
+  if not s.is_dim:
     return None
   name = s.terms[0][0]
   return (axis, name) + tuple(s.ranges[name])

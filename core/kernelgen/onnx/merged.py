@@ -76,15 +76,18 @@ def evaluate(runner, node, fn) -> bool:
 
 def refuse(node, name: str, group: Group, why: str) -> UnsupportedError:
   """The error for grouped value `name` reaching `node` (or a graph output when node is None)."""
-  dims = sorted({n for h in group.heads if isinstance(h, Sym) for n in h.names})
+  # fixing the last symbolic dim leaves a symbolic size that leads static ones (an affine merge)
+  last = [h for h in group.heads if isinstance(h, Sym)][-1].names[0]
   where = node.describe() if node is not None else f"graph output {name!r}"
+  back = "reshape back before this node" if node is not None else \
+    f"end the graph with a Reshape back to {describe_sym(group.heads)[:-1]}, ...)"
   return UnsupportedError(
     f"{where}: {name!r} is a Reshape's merge of the axes {describe_sym(group.heads)} into "
     f"one axis (their product, {group}), which kernelgen keeps unmerged and passes only through "
     f"row-wise ops (elementwise, MatMul/Gemm by a matrix, Softmax/LayerNormalization/Split/Slice "
     f"along a later axis, reductions) and a Reshape back to {describe_sym(group.heads)}; {why}. "
-    f"Fix one of the dims at load (kg.onnx.load(src, dims={{{dims[0]!r}: size}})) or reshape "
-    f"back before this node")
+    f"Fix {last} at load (kg.onnx.load(src, dims={{{last!r}: size}}), or each dim before it "
+    f"to 1), or {back}")
 
 
 def check_outputs(runner) -> None:
@@ -92,7 +95,8 @@ def check_outputs(runner) -> None:
   for name in runner.model.output_names:
     if name in runner.grouped:
       raise refuse(None, name, runner.grouped[name], "a graph output has no padded layout of "
-                   "the product")
+                   "the product (its rows lie apart in the padded tensor, so no flattening of it "
+                   "is exact)")
 
 
 # ---- the Reshape that merges, and the one that splits back ----------------------------------

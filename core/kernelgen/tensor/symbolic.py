@@ -45,14 +45,9 @@ def scalar(cls, s, device: str):
     return out - s.offset if s.offset else out
   if not isinstance(s, Sym):
     return cls.full((), s, dtype=dtypes.int32, device=device)
-  out = cls.full((), s.const, dtype=dtypes.int32, device=device) if s.const else None
-  for name, coef in s.terms:
-    lo, hi = s.ranges[name]
-    var = cls(LazyOp(L.VAR, dtypes.int32, (), arg=(name, lo, hi), device=device,
-                     bound=s.values.get(name)))
-    term = var if coef == 1 else var * coef
-    out = term if out is None else out + term
-  return out
+  return s.runtime(lambda name, lo, hi: cls(LazyOp(L.VAR, dtypes.int32, (), arg=(name, lo, hi),
+                                                   device=device, bound=s.values.get(name))),
+                   lambda k: k)
 
 
 def with_sym(x, sym):
@@ -101,7 +96,8 @@ def static_island(x, fn):
 
 def count(x, axes):
   """The number of values along `axes`: an int, a Sym, or a Count (graph/dims.py: n * m is no
-  affine size, but a reduction divides by its run-time value) where two or more are symbolic."""
+  affine size, but a reduction divides by its run-time value) where two or more are symbolic, or
+  one is floored ((n + 1) // 2) and others are static (64 * ((n + 1) // 2) is no size either)."""
   out, syms = 1, []
   for a in axes:
     s = logical(x)[a]
@@ -109,7 +105,7 @@ def count(x, axes):
       syms.append(s)
     else:
       out *= s
-  if len(syms) > 1 and out:
+  if (len(syms) > 1 or syms and syms[0].div != 1 and out != 1) and out:
     return Count(out, tuple(syms))
   return out * syms[0] if syms else out
 
@@ -119,10 +115,10 @@ def numel(x):
   where two or more axes are symbolic: no Sym is their product)."""
   out = count(x, range(x.ndim))
   if isinstance(out, Count):
-    raise UnsupportedError(f"numel() of a tensor of shape {tuple(logical(x))}: the product of its "
-                           f"symbolic sizes {' * '.join(f'({s})' for s in out.syms)} is no size "
-                           f"expression (sizes are affine in the dims); read symbolic_shape, and "
-                           f"each size's .value under its binding or .hi, the padded size")
+    raise UnsupportedError(f"numel() of a tensor of shape {tuple(logical(x))}: the count of its "
+                           f"values, {out}, is no size expression (sizes are affine in the dims, "
+                           f"or floored); read symbolic_shape, and each size's .value under its "
+                           f"binding or .hi, the padded size")
   return out
 
 
@@ -209,12 +205,24 @@ def _exact(total, known):
                            f"ones): keep the symbolic axes apart (reductions take several axes, "
                            f"x.sum((1, 2))), or make all but one of them static")
   if isinstance(known, Sym):
-    if isinstance(total, Sym) and total == known:
-      return 1
-    raise UnsupportedError(f"reshape: -1 would be {total} / ({known}): give the sizes")
+    ratio = _ratio(total, known)
+    if ratio is None:
+      raise UnsupportedError(f"reshape: -1 would be {total} / ({known}), which is no whole number "
+                             f"for every value of the dims: give the sizes")
+    return ratio
   if isinstance(total, Sym):
     return total // known
   return total // known if known else 0
+
+
+def _ratio(total, known: Sym) -> int | None:
+  """The int k with known * k == total (both symbolic: (n, 4, 16) -> (n, -1) infers 64), else
+  None."""
+  if not isinstance(total, Sym) or known.names != total.names:
+    return None
+  name = known.names[0]
+  k, rest = divmod(dict(total.terms)[name], dict(known.terms)[name])
+  return k if not rest and k > 0 and known * k == total else None
 
 
 def expand(x, shape):

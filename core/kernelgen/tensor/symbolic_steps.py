@@ -2,15 +2,15 @@
 symbolic bounds or positions, and slices with a step along a symbolic axis), and the sliding
 windows of conv and pooling over a symbolic length.
 
-Sizes are affine in the dims (graph/dims.py), so a step's count ceil(s / k) is a size only where
-every coefficient of s is a multiple of k (graph/dims.floor_div: then it is exact for every
-value): stride 1 always, stride 2 over an axis declared as 2 * h. Otherwise an UnsupportedError
-names the dim and says to declare the axis as a multiple.
+A slice's step count ceil(s / k) and a window count floor((s - span) / stride) + 1 are floored
+sizes ((s + k - 1) // k, graph/dims.py): affine where the step divides each coefficient of s
+(stride 1 always, stride 2 over an axis declared as 2 * h), else floor(affine / d), which every
+op takes as a size (a kernel reads its value at run time).
 """
 from __future__ import annotations
 
 from ..errors import ShapeError, UnsupportedError
-from ..graph.dims import Sym, floor_div, physical
+from ..graph.dims import Sym, physical
 from .symbolic import gather_at, has_sym, logical, scalar, with_sym
 
 
@@ -80,17 +80,12 @@ def _slice_axis(x, axis: int, start, stop, step: int = 1):
 
 
 def strided(x, axis: int, start, stop, step: int):
-  """x[start:stop:step] along `axis` (step > 1): ceil((stop - start) / step) elements, an
-  affine size when every coefficient of stop - start is a multiple of step (declare the axis as
-  step * h); a static start keeps the padded layout (a strided view), a symbolic one gathers."""
+  """x[start:stop:step] along `axis` (step > 1): ceil((stop - start) / step) elements, a floored
+  size ((n + 1) // 2, graph/dims.py) unless every coefficient of stop - start is a multiple of
+  step; a static start keeps the padded layout (a strided view: its first ceil(...) elements
+  are the values), a symbolic one gathers."""
   size, length = logical(x)[axis], stop - start
-  count = floor_div(length + step - 1, step)
-  if count is None:
-    raise UnsupportedError(
-      f"x[{start}:{stop}:{step}] along the symbolic axis {axis} (size {size.describe()}) has "
-      f"ceil(({length}) / {step}) elements, which is no size kernelgen can express (sizes are "
-      f"affine in the dims): declare the axis as a multiple of {step} (h = kg.Dim('h', lo, hi), "
-      f"size {step}*h), or slice with step 1")
+  count = (length + step - 1) // step      # ceil(length / step): (n + 1) // 2 for x[:n:2]
   if isinstance(size, Sym) and isinstance(stop, int) and size.lo < stop:
     raise UnsupportedError(f"a slice along the symbolic axis {axis} (size {size}) [{start}:"
                            f"{stop}:{step}] may end past the axis's values: slice with symbolic "
@@ -111,19 +106,13 @@ def strided(x, axis: int, start, stop, step: int):
 def windows(x, kernel, stride, dilation):
   """Tensor._windows (the sliding windows of conv and pooling) of a tensor with symbolic axes:
   the windows of its padded layout, (..., OH, OW, kh, kw) with OH = (H - dh (kh - 1) - 1) // sh
-  + 1 symbolic where H is (an affine size when each coefficient of H is a multiple of sh: stride
-  1 always; else UnsupportedError saying to declare H as a multiple of the stride)."""
+  + 1 symbolic where H is (a floored size unless sh divides each coefficient of H); the first OH
+  windows of the padded layout are those over values. ShapeError where the window is longer than
+  the axis at the low end of its range."""
   sym = logical(x)
   out = []
   for a, (s, k, st, d) in enumerate(zip(sym[-2:], kernel, stride, dilation)):
-    o = floor_div(s - d * (k - 1) - 1, st)
-    if o is None:
-      raise UnsupportedError(
-        f"windows of {k} with stride {st} along the symbolic axis {x.ndim - 2 + a} (size "
-        f"{s.describe()}) number floor(({s} - {d * (k - 1) + 1}) / {st}) + 1, which is no size "
-        f"kernelgen can express (sizes are affine in the dims): declare the axis as a multiple "
-        f"of {st} (h = kg.Dim('h', lo, hi), size {st}*h), or use stride 1")
-    o = o + 1
+    o = (s - d * (k - 1) - 1) // st + 1      # a floored size unless st divides s's terms
     if (o.lo if isinstance(o, Sym) else o) < 1:
       raise ShapeError(f"window {k} (dilation {d}) is larger than the axis of size "
                        f"{s.describe() if isinstance(s, Sym) else s} at its smallest: give the "
