@@ -1,8 +1,9 @@
 """model.js builds a symbolic kernel's variants lazily (issue 37: the first result waits only for
 what it needs): load() makes each kernel's own pipeline, not its variants' (lowering/variants.py);
 a run whose bound value a variant not built yet would take runs the kernel itself (never the
-unbuilt variant); a variant asked for by two runs is built in the background and taken by the
-runs after; buildVariants() builds the rest. Every run equals numpy, in headless Chromium."""
+unbuilt variant); a variant asked for by two runs (it is no longer than the kernel: a longer one
+waits for more, loader.js BUILD_AFTER) is built in the background and taken by the runs after;
+buildVariants() builds the rest. Every run equals numpy, in headless Chromium."""
 from __future__ import annotations
 
 import json

@@ -71,9 +71,17 @@ function gridDispatch(dispatch, grid, values) {
 // kernel's bindings and uniforms: the pipelines to make, the source files to fetch.
 const withVariants = (kernels) => kernels.flatMap((k) => [k,
   ...(k.variants || []).map((v) => ({ ...k, grid: undefined, variants: undefined, ...v }))]);
-// the runs that ask for a variant not built yet before it is built in the background: 2, so a
-// value asked once (a prompt's prefill in a 128-token variant of ~9,000 WGSL lines) builds
-// nothing more, and one asked again (each decode step's one token) gets its own variant
+// the runs that ask for a variant not built yet before it is built in the background, per
+// multiple of the kernel's own source length that the variant's is (its build's cost, roughly):
+// a value asked once builds nothing, a decode step's one-token variant (SmolLM2's q4 matmuls:
+// ~2x the kernel's WGSL) is built after 4 steps, a 128-token prefill's (~10x: ~9,000 lines,
+// 4-10 s each on SwiftShader) after 20 prompts. Measured (bench/lm_page.py, SmolLM2-135M widths,
+// 2 layers, q4, 128-token prompt, Chromium, load 13-17 on 2 CPUs, single runs): the prefill in
+// the kernels themselves takes 1.7-3.7 s on SwiftShader and 2.0-2.6 s on lavapipe against 1.1
+// and 0.65 in the variants, whose builds made the first token wait 445 and 70 s (10-19 and
+// 7-10 s without them); decode with the one-token variants built 2.4 and 7.1 tokens/s as
+// before (2.4, 7.0); at a flat 2 asks, the 128-token variants' builds ran during the next
+// generation's decode steps and halved them.
 const BUILD_AFTER = 2;
 // what a launch's pipeline depends on: its source file, entry point, bindings and uniforms
 const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,
@@ -348,9 +356,9 @@ class Model {
   // Writes the weights and creates each kernel's own pipeline (createComputePipelineAsync, all in
   // flight together); onProgress({done, total}) after each is made. A symbolic kernel's
   // variants (lowering/variants.py) are not built here: the kernel itself serves every bound
-  // value, and a variant is built in the background once runs have asked for it BUILD_AFTER
-  // times (or by buildVariants()); until it is built, run() takes the kernel or a built variant
-  // whose range holds the value (see pick).
+  // value, and a variant is built in the background once enough runs have asked for it
+  // (BUILD_AFTER) or by buildVariants(); until it is built, run() takes the kernel or a built
+  // variant whose range holds the value (see pick).
   async prepare(sources, weights, onProgress = null) {
     for (const spec of this.manifest.weights) {
       write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
@@ -409,8 +417,9 @@ class Model {
 
   // What a step runs at the dims' `values`: the first variant whose range holds them, where it
   // is built, else the first built one whose range holds them, else the kernel itself (built at
-  // load; it serves every value). A variant not built is never dispatched: asked for
-  // BUILD_AFTER times, it joins the background builds (startBuilds).
+  // load; it serves every value). A variant not built is never dispatched: asked for by
+  // BUILD_AFTER runs per multiple of the kernel's source length, it joins the background builds
+  // (startBuilds).
   pick(step, values) {
     const fits = step.variants.filter((v) => values[v.dim] <= v.most);
     const built = fits.find((v) => this.builds.get(v.key).made);
@@ -418,7 +427,10 @@ class Model {
       const wanted = this.builds.get(fits[0].key);
       if (wanted.lastRun !== this.runs) wanted.asked += 1;    // once a run (layers share it)
       wanted.lastRun = this.runs;
-      if (wanted.asked >= BUILD_AFTER && !wanted.building) this.queued.add(fits[0].key);
+      const size = wanted.source.length / this.builds.get(step.key).source.length;
+      if (wanted.asked >= BUILD_AFTER * Math.max(1, Math.round(size)) && !wanted.building) {
+        this.queued.add(fits[0].key);
+      }
     }
     const { dispatch, grid, key } = built || step;
     return { pipeline: this.builds.get(key).made.pipeline, dispatch, grid };
