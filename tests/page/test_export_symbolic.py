@@ -93,9 +93,11 @@ def test_model_js_runs_at_every_length_in_range(chromium, serve, tmp_path):
   assert "n in 1..32" in info["error"]
 
 
+# (every variant built first: load() leaves them to later runs, test_export_lazy_variants.py)
 GRID = """async ([name, feeds]) => {
   const { load } = await import(`/${name}/model.js`);
   const model = await load();
+  await model.buildVariants();
   const runs = [];
   for (const rows of feeds) {
     const out = await model.run({x: new Float32Array(rows)});

@@ -27,7 +27,10 @@
 // take the values as uniforms and the outputs come back at the bound sizes. A length out of range
 // is an Error naming the dim and its range.
 //
-// Buffers, pipelines and bind groups are made once, in load(); run() writes the inputs,
+// Buffers, bind groups and each kernel's pipeline are made once, in load(); a symbolic kernel's
+// variants (the same kernel for small bound values) are built later, in the background, once
+// runs ask for them (see Model.pick), or all at once by `await model.buildVariants()`;
+// model.pipelines is {built, total}. run() writes the inputs,
 // dispatches every kernel in one compute pass, and reads the outputs back. Intermediate buffers
 // share storage as the manifest plans it. Every failure is an Error saying what to do.
 //
@@ -68,6 +71,18 @@ function gridDispatch(dispatch, grid, values) {
 // kernel's bindings and uniforms: the pipelines to make, the source files to fetch.
 const withVariants = (kernels) => kernels.flatMap((k) => [k,
   ...(k.variants || []).map((v) => ({ ...k, grid: undefined, variants: undefined, ...v }))]);
+// the runs that ask for a variant not built yet before it is built in the background, per
+// multiple of the kernel's own source length that the variant's is (its build's cost, roughly):
+// a value asked once builds nothing, a decode step's one-token variant (SmolLM2's q4 matmuls:
+// ~2x the kernel's WGSL) is built after 4 steps, a 128-token prefill's (~10x: ~9,000 lines,
+// 4-10 s each on SwiftShader) after 20 prompts. Measured (bench/lm_page.py, SmolLM2-135M widths,
+// 2 layers, q4, 128-token prompt, Chromium, load 13-17 on 2 CPUs, single runs): the prefill in
+// the kernels themselves takes 1.7-3.7 s on SwiftShader and 2.0-2.6 s on lavapipe against 1.1
+// and 0.65 in the variants, whose builds made the first token wait 445 and 70 s (10-19 and
+// 7-10 s without them); decode with the one-token variants built 2.4 and 7.1 tokens/s as
+// before (2.4, 7.0); at a flat 2 asks, the 128-token variants' builds ran during the next
+// generation's decode steps and halved them.
+const BUILD_AFTER = 2;
 // what a launch's pipeline depends on: its source file, entry point, bindings and uniforms
 const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,
   k.bindings.map((b) => [b.slot, b.access]), (k.uniforms || []).length]);
@@ -316,6 +331,11 @@ class Model {
     this.workgroups = 0;
     this.calls = null;
     this.uniforms = [];
+    this.builds = new Map();     // pipelineKey -> {launch, source, made, building, asked}
+    this.queued = new Set();     // keys of variants to build in the background
+    this.background = null;      // the background build under way
+    this.failed = null;          // a failed build's Error, thrown by the next run
+    this.runs = 0;               // runs encoded so far (pick counts the runs asking a variant)
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
     device.lost.then((info) => { this.lost = info.message || info.reason || 'unknown reason'; });
@@ -333,34 +353,38 @@ class Model {
     return this.manifest.buffers[spec.buffer];
   }
 
-  // Writes the weights and creates every kernel's pipeline at once (createComputePipelineAsync,
-  // all in flight together); onProgress({done, total}) after each pipeline is made.
+  // Writes the weights and creates each kernel's own pipeline (createComputePipelineAsync, all in
+  // flight together); onProgress({done, total}) after each is made. A symbolic kernel's
+  // variants (lowering/variants.py) are not built here: the kernel itself serves every bound
+  // value, and a variant is built in the background once enough runs have asked for it
+  // (BUILD_AFTER) or by buildVariants(); until it is built, run() takes the kernel or a built
+  // variant whose range holds the value (see pick).
   async prepare(sources, weights, onProgress = null) {
     for (const spec of this.manifest.weights) {
       write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
     }
     // launches that share a file and entry point (export's share_sources: a model's layers)
     // and their bindings share one pipeline, made once
-    const launches = withVariants(this.manifest.kernels);
-    const keys = launches.map(pipelineKey);
-    const first = new Map();
-    keys.forEach((key, i) => { if (!first.has(key)) first.set(key, i); });
-    const total = first.size;
+    withVariants(this.manifest.kernels).forEach((launch, i) => {
+      const key = pipelineKey(launch);
+      if (!this.builds.has(key)) {
+        this.builds.set(key, { launch, source: sources[i], made: null, building: null, asked: 0,
+          lastRun: 0 });
+      }
+    });
+    const first = [...new Set(this.manifest.kernels.map(pipelineKey))];
+    const total = first.length;
     let done = 0;
     onProgress?.({ done, total });
-    const distinct = new Map(await Promise.all([...first].map(async ([key, i]) => {
-      const made = await pipeline(this.device, launches[i], sources[i]);
+    await Promise.all(first.map(async (key) => {
+      await this.build(key);
       done += 1;
       onProgress?.({ done, total });
-      return [key, made];
-    })));
-    const made = keys.map((key) => distinct.get(key));
-    let next = 0;
+    }));
     this.steps = this.manifest.kernels.map((kernel) => {
-      const { pipeline: p, layout } = made[next++];
       // its variants for small bound values: the same bindings, so the same bind group
       const variants = (kernel.variants || []).map((v) => ({ dim: v.dim, most: v.most,
-        pipeline: made[next++].pipeline, dispatch: v.dispatch, grid: v.grid }));
+        key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid }));
       const entries = kernel.bindings.map((b) => ({
         binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
       }));
@@ -371,9 +395,80 @@ class Model {
       }) : null;
       if (uniform) entries.push({ binding: uniformSlot(kernel), resource: { buffer: uniform } });
       this.uniforms.push(uniform);
-      return { pipeline: p, dispatch: kernel.dispatch, grid: kernel.grid, names, uniform,
-        group: this.device.createBindGroup({ layout, entries }), variants };
+      const { layout } = this.builds.get(pipelineKey(kernel)).made;
+      return { key: pipelineKey(kernel), dispatch: kernel.dispatch, grid: kernel.grid, names,
+        uniform, group: this.device.createBindGroup({ layout, entries }), variants };
     });
+  }
+
+  // The pipeline of launch `key` (its build started once; later calls share it). A failed build
+  // rejects, and its error is kept for run() to throw.
+  build(key) {
+    const entry = this.builds.get(key);
+    entry.building ||= pipeline(this.device, entry.launch, entry.source).then((made) => {
+      entry.made = made;
+      return made;
+    }, (error) => {
+      this.failed ||= error;
+      throw error;
+    });
+    return entry.building;
+  }
+
+  // What a step runs at the dims' `values`: the first variant whose range holds them, where it
+  // is built, else the first built one whose range holds them, else the kernel itself (built at
+  // load; it serves every value). A variant not built is never dispatched: asked for by
+  // BUILD_AFTER runs per multiple of the kernel's source length, it joins the background builds
+  // (startBuilds).
+  pick(step, values) {
+    const fits = step.variants.filter((v) => values[v.dim] <= v.most);
+    const built = fits.find((v) => this.builds.get(v.key).made);
+    if (fits.length && fits[0] !== built) {
+      const wanted = this.builds.get(fits[0].key);
+      if (wanted.lastRun !== this.runs) wanted.asked += 1;    // once a run (layers share it)
+      wanted.lastRun = this.runs;
+      const size = wanted.source.length / this.builds.get(step.key).source.length;
+      if (wanted.asked >= BUILD_AFTER * Math.max(1, Math.round(size)) && !wanted.building) {
+        this.queued.add(fits[0].key);
+      }
+    }
+    const { dispatch, grid, key } = built || step;
+    return { pipeline: this.builds.get(key).made.pipeline, dispatch, grid };
+  }
+
+  // Builds the queued variants one at a time, the shortest source first, after a run's outputs
+  // are read (so they do not hold up that result, and one at a time they leave the CPU adapters'
+  // cores to the runs).
+  startBuilds() {
+    if (this.background || !this.queued.size || this.destroyed) return;
+    const size = (key) => this.builds.get(key).source.length;
+    const key = [...this.queued].reduce((a, b) => (size(b) < size(a) ? b : a));
+    this.queued.delete(key);
+    this.background = this.build(key).catch(() => {}).finally(() => {
+      this.background = null;
+      this.startBuilds();
+    });
+  }
+
+  // Builds every variant not built yet (all in flight together); resolves when they are, so the
+  // runs after it take each value's own variant. onProgress({done, total}) as in load().
+  async buildVariants({ onProgress = null } = {}) {
+    this.usable();
+    const left = [...this.builds].filter(([, e]) => !e.made).map(([key]) => key);
+    let done = 0;
+    onProgress?.({ done, total: left.length });
+    await Promise.all(left.map(async (key) => {
+      this.queued.delete(key);
+      await this.build(key);
+      done += 1;
+      onProgress?.({ done, total: left.length });
+    }));
+  }
+
+  // {built, total}: the distinct pipelines made so far and the bundle's (kernels and variants)
+  get pipelines() {
+    const all = [...this.builds.values()];
+    return { built: all.filter((e) => e.made).length, total: all.length };
   }
 
   // Writes every weight anew: weights(name) gives its bytes in the manifest's dtype and shape
@@ -451,6 +546,7 @@ class Model {
 
   usable() {
     if (this.destroyed) fail('run() after destroy(): load() the model again');
+    if (this.failed) throw this.failed;
     if (this.lost) fail(`the WebGPU device was lost (${this.lost}): load() the model again`);
   }
 
@@ -513,13 +609,14 @@ class Model {
     this.clear = [];
     let pass = null;
     this.workgroups = 0;
+    this.runs += 1;
     this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
       if (this.timer) pass?.end();
       if (!pass || this.timer) {
         const timed = this.timer ? { timestampWrites: this.timer.writes(i) } : {};
         pass = encoder.beginComputePass(timed);
       }
-      const pick = step.variants.find((v) => values[v.dim] <= v.most) || step;
+      const pick = this.pick(step, values);
       pass.setPipeline(pick.pipeline);
       pass.setBindGroup(0, step.group);
       const dispatch = gridDispatch(pick.dispatch, pick.grid, values);
@@ -552,6 +649,7 @@ class Model {
       this.usable();
       fail(`reading the outputs failed: ${failure.message}`);
     }
+    this.startBuilds();
     const out = {};
     wanted.forEach(([o, i]) => {
       const bytes = this.readback[i].getMappedRange().slice(0, this.buffer(o).nbytes);
@@ -614,7 +712,8 @@ class Model {
 
 // The model next to this file (or at `base`, a URL of the bundle folder), ready to run.
 // onProgress({done, total}), when given, is called as the kernels' pipelines are created (all
-// of them at once): first with done 0, then once per pipeline, last with done === total.
+// of them at once): first with done 0, then once per pipeline, last with done === total; the
+// total is the pipelines load() waits for (each kernel's own, not its variants').
 export async function load({ device = null, base = new URL('./', import.meta.url),
   timings = false, onProgress = null } = {}) {
   if (onProgress !== null && typeof onProgress !== 'function') {

@@ -1,0 +1,101 @@
+"""model.js builds a symbolic kernel's variants lazily (issue 37: the first result waits only for
+what it needs): load() makes each kernel's own pipeline, not its variants' (lowering/variants.py);
+a run whose bound value a variant not built yet would take runs the kernel itself (never the
+unbuilt variant); a variant asked for by two runs (it is no longer than the kernel: a longer one
+waits for more, loader.js BUILD_AFTER) is built in the background and taken by the runs after;
+buildVariants() builds the rest. Every run equals numpy, in headless Chromium."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import kernelgen as kg
+from browser_util import local_page
+
+pytestmark = pytest.mark.timeout(600)
+
+# JS: load the bundle under /NAME/ on a device that counts the pipelines made
+# (createComputePipelineAsync resolved); run `early` (lists of x), wait for a background build,
+# run `late`, build every variant, run `late` again; each run's y, workgroups and pipelines made
+LAZY = """async ([name, early, late]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const device = await (await navigator.gpu.requestAdapter()).requestDevice();
+  let made = 0;
+  const create = device.createComputePipelineAsync.bind(device);
+  device.createComputePipelineAsync = async (descriptor) => {
+    const pipeline = await create(descriptor);
+    made += 1;
+    return pipeline;
+  };
+  const calls = [];
+  const model = await load({ device, onProgress: (p) => calls.push([p.done, p.total]) });
+  const atLoad = made;
+  const runs = [];
+  const go = async (feeds, phase) => {
+    for (const rows of feeds) {
+      const out = await model.run({ x: new Float32Array(rows) });
+      runs.push({ phase, y: Array.from(out.y), workgroups: model.workgroups, made });
+    }
+  };
+  await go(early, 'early');
+  for (let i = 0; i < 600 && made === atLoad; i++) {
+    await new Promise((done) => setTimeout(done, 50));
+  }
+  await new Promise((done) => setTimeout(done, 50));
+  const background = made;
+  await go(late, 'background');
+  await model.buildVariants?.();     // (model.js before issue 37 built every variant in load())
+  const pipelines = model.pipelines ?? null;
+  await go(late, 'all');
+  model.destroy();
+  return { atLoad, calls, runs, background, pipelines, made };
+}"""
+
+
+def test_model_js_builds_variants_on_demand_and_every_run_is_exact(chromium, serve, tmp_path):
+  from kernelgen.uop.program import launch_dispatch, variant_for
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  a = np.random.default_rng(3).standard_normal((32, 8)).astype(np.float32)
+  n = kg.Dim("n", 1, 4096)
+  y = kg.Tensor(a).realize() @ kg.Tensor.empty(8, n, name="x")
+  kg.export({"y": y}, str(tmp_path / "cols"), format="webgpu")
+  (kernel,) = kg.compile(y, target="wgsl")
+  manifest = json.loads((tmp_path / "cols" / "manifest.json").read_text())
+  (k,) = manifest["kernels"]
+  distinct = len({(v["file"], v["entry_point"]) for v in [k, *k["variants"]]})
+  assert kernel.variants[0][:2] == ("n", 1) and distinct >= 3, k["variants"]
+  x = {c: np.random.default_rng(c).standard_normal((8, c)).astype(np.float32)
+       for c in (1, 2, 100, 1000, 4096)}
+  # n = 100 takes the variant of n <= 504 (smaller tiles): 4 workgroups, where the kernel
+  # itself launches 1
+  early, late = [100, 1000, 100, 4096], [100, 1, 2, 1000, 4096]
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    info = page.evaluate(LAZY, ["cols", [x[c].ravel().tolist() for c in early],
+                                [x[c].ravel().tolist() for c in late]])
+    assert page.console_errors == [], page.console_errors
+  # load() made the kernel's own pipeline only, and said so
+  assert info["atLoad"] == 1 < distinct, info
+  assert info["calls"] == [[0, 1], [1, 1]], info["calls"]
+  sizes = early + late + late
+  for c, run in zip(sizes, info["runs"]):
+    np.testing.assert_allclose(np.array(run["y"], np.float32).reshape(32, -1), a @ x[c],
+                               rtol=1e-4, atol=1e-4, err_msg=f"n = {c}, {run['phase']}")
+
+  def dispatched(c, variant=True):
+    chosen = variant_for(kernel, {"n": c}) if variant else kernel
+    return launch_dispatch(chosen.launch, {"n": c})[0]
+  # before any variant is built, n = 100 runs the kernel itself (its grid cut to what it needs)
+  runs = info["runs"]
+  assert [r["workgroups"] for r in runs[:4]] == [dispatched(c, False) for c in early], runs[:4]
+  assert dispatched(100) == 4 != dispatched(100, False)
+  # n = 100's variant, asked twice, was built in the background and taken by the next run
+  assert info["background"] == 2, info
+  assert runs[4]["workgroups"] == dispatched(100), runs[4]
+  # after buildVariants() every size runs its own variant, as the native runtime picks it
+  assert info["made"] == distinct, info
+  assert info["pipelines"] == {"built": distinct, "total": distinct}, info
+  assert [r["workgroups"] for r in runs[9:]] == [dispatched(c) for c in late], runs[9:]
