@@ -38,7 +38,9 @@ MIN_GATED_LOCAL = 64
 # it and noise), best of 8 interleaved, natively: lavapipe 32.0-32.3 -> 21.0-21.4 (local 48 or
 # 16; 32 -> 24 channels 11.8 -> 7.9), SwiftShader 82.8 -> 74.1-76.4. Per CPU second lavapipe
 # then runs it at 12.2-12.5 GFLOP/s, a dense 3x3 16 -> 16 channels (800 threads, 32 ungated)
-# at 7.7-8.4, SwiftShader at 3.5 against 2.9.
+# at 7.7-8.4, SwiftShader at 3.5 against 2.9. The whole model's warm call (1x3x320x320, CPU ms,
+# median of 8 (SwiftShader 5), main / this interleaved per pair, load 7-17): lavapipe 231 / 204,
+# 260 / 197, 251 / 239; SwiftShader 866 / 684, 719 / 702; outputs as onnxruntime's.
 # options that choose another layout: with any of them, reduce_inner does not apply
 OTHER_LAYOUTS = ("group", "upcast", "tile", "stage")
 # reduce_whole: workgroup sizes to try (one dividing the threads: no gate), best first
