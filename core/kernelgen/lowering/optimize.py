@@ -112,7 +112,8 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     tile, inner, capped = _window_tile(item, options, tile, axes)
     capped = capped or cut and not inner
     threads = _tile_threads(item, tile, axes)
-    local = int(options.get("local", 0)) or local_size(threads, grid_local(item, target.max_local))
+    local = int(options.get("local", 0)) or local_size(
+      threads, grid_local(item, target.max_local), int(options.get("exact_local", 0) or 0))
     chunk = int(options.get("tile_chunk", -1))
     chosen = Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
                   tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),

@@ -30,6 +30,17 @@ from .lowerer import Opts, grid_axis, inner_split
 PREFERRED_LOCAL = (256, 128, 64, 32)
 # below this many outputs, one workgroup of exactly that many threads (no gated last workgroup)
 MIN_GATED_LOCAL = 64
+# EXACT_LOCAL (option exact_local=L, both CPU adapters' register tiles: their SIMD lanes, 8):
+# threads no preferred size divides take a workgroup of a multiple of L dividing them instead of
+# MIN_GATED_LOCAL gated, whose gate guards every load of the tile's loop. PP-OCRv4 detection's
+# 3x3 convs 96 -> 24 channels at 80x80 (8x16 tiles, 1200 threads: 64 gated before, 48 now) by
+# CPU ms of the dispatch (process time: the wall time on the shared 2 CPUs, load 12-14, was 3x
+# it and noise), best of 8 interleaved, natively: lavapipe 32.0-32.3 -> 21.0-21.4 (local 48 or
+# 16; 32 -> 24 channels 11.8 -> 7.9), SwiftShader 82.8 -> 74.1-76.4. Per CPU second lavapipe
+# then runs it at 12.2-12.5 GFLOP/s, a dense 3x3 16 -> 16 channels (800 threads, 32 ungated)
+# at 7.7-8.4, SwiftShader at 3.5 against 2.9. The whole model's warm call (1x3x320x320, CPU ms,
+# median of 8 (SwiftShader 5), main / this interleaved per pair, load 7-17): lavapipe 231 / 204,
+# 260 / 197, 251 / 239; SwiftShader 866 / 684, 719 / 702; outputs as onnxruntime's.
 # options that choose another layout: with any of them, reduce_inner does not apply
 OTHER_LAYOUTS = ("group", "upcast", "tile", "stage")
 # reduce_whole: workgroup sizes to try (one dividing the threads: no gate), best first
@@ -61,12 +72,18 @@ GRID_LOCAL = 64
 MAX_TILE_CHUNK = 16
 
 
-def local_size(n: int, limit: int) -> int:
+def local_size(n: int, limit: int, lanes: int = 0) -> int:
   """Threads per workgroup for n threads: the first of PREFERRED_LOCAL (within `limit`) that
-  divides n, else MIN_GATED_LOCAL (gated), or n itself when fewer."""
+  divides n; else with `lanes` (option exact_local: a CPU adapter's register tiles) the largest
+  multiple of `lanes`, at least 2 * lanes and at most MIN_GATED_LOCAL, that divides n (no gated
+  last workgroup: EXACT_LOCAL); else MIN_GATED_LOCAL (gated), or n itself when fewer."""
   for size in PREFERRED_LOCAL:
     if size <= limit and n % size == 0:
       return size
+  if lanes and n >= MIN_GATED_LOCAL:
+    exact = [s for s in range(2 * lanes, min(MIN_GATED_LOCAL, limit) + 1, lanes) if n % s == 0]
+    if exact:
+      return exact[-1]
   if n >= MIN_GATED_LOCAL:
     return min(MIN_GATED_LOCAL, limit)
   if n <= limit:

@@ -207,7 +207,7 @@ TABLE: dict[tuple[str, str], dict] = {
   ("swiftshader", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                             "long_tiles_cost": True, "tile_window": True, "tile_unroll": 4,
-                            "slide": True},
+                            "slide": True, "exact_local": 8},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
@@ -254,8 +254,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # tile whose estimated build also fits its budget (compile_cost.py; natively, Mesa's cache
   # empty, CPU s of the first run, base / capped interleaved at load 7-17 on 2 shared CPUs:
   # Inception v2 35.1 -> 16.4 (its 34 largest kernels, 1x1 convs and pools in 8x8 tiles of 41-43
-  # KB, to 9-12 KB; 1.89 -> 0.88 MB of WGSL), ResNet-50 26.2 -> 16.4; kernels for many runs as
-  # before)
+  # KB, to 9-12 KB; 1.89 -> 0.88 MB of WGSL), ResNet-50 26.2 -> 16.4; many runs' kernels as before)
   # Tried and not kept: short reductions (3 elements: the filter chain's gray level and its 3x3
   # sepia matrix) built unrolled as elementwise ops, so the colour steps fuse into one kernel
   # (3 kernels -> 2). In Chromium (bench/peers_probe.py --split, best of 6, load ~1, ms) the chain
@@ -269,12 +268,13 @@ TABLE: dict[tuple[str, str], dict] = {
   # kernel 5.5): the blur bounds the chain's frame.
   # long_tiles and tile_unroll 4 as SwiftShader's (issue 43), for a one-off run only where the
   # unrolled kernel's estimated build fits its budget (long_tiles_cost): MEASURED_LAVAPIPE_TILES.
-  # slide (lowering/slide.py, both CPU adapters): depthwise convs and blurs slide their window
-  # down rows, in a kernel small enough for any run: MEASURED_SLIDE
+  # slide, exact_local (both CPU adapters; slide: lowering/slide.py): depthwise convs and blurs
+  # slide their window down rows, small enough for any run (MEASURED_SLIDE); register tiles'
+  # workgroups divide their threads: no gated last one (lowering/threads.py, EXACT_LOCAL)
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                          "tile_window": True, "tile_size_cap": True, "tile_unroll": 4,
-                         "long_tiles_cost": True, "slide": True},
+                         "long_tiles_cost": True, "slide": True, "exact_local": 8},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
