@@ -47,11 +47,11 @@ ADAPTER_TYPES = {"CPU": "software", "IntegratedGPU": "integrated", "DiscreteGPU"
 STEP, ROWS, WHOLE = 32, 8, 2048
 # from GROUP_OUTPUTS outputs a reduction takes a thread each, not a workgroup of lanes (option group_outputs,
 # both CPU adapters' rows; lowering/optimize.py group_size). Natively, bench/group_outputs.py (x (1, K) @ w.T,
-# K 256-4096, N 32-49152, GPU timestamps, best of 5-9 interleaved, load 4-16 on 2 CPUs), grouped / thread
-# ms: lavapipe, a thread faster from N=32 (K <= 1024) and N=256 (K=4096; below: 0.72 in one run, 1.07-1.10
-# in another), K=576 N=49152 94.1 / 70.1 and 187 / 134; SwiftShader 1.1-6x (CPU s 1.2-2.8x)
-# from N=64, K=576 N=49152 1020 / 498. LM head (lm_bundle_native fp32 decode, CPU ms/token) 280 -> 120.
-# The crossover, 256 outputs (one workgroup of 256 threads) for 2 workers, x 8 for CPUs of 16 threads.
+# GPU timestamps, best of 5-9 interleaved, load 4-16 on 2 CPUs), grouped / thread ms: lavapipe, a thread
+# faster from N=32 (K <= 1024) and N=256 (K=4096; below: 0.72 in one run, 1.07-1.10 in another), K=576 N=49152
+# 94.1 / 70.1 and 187 / 134; SwiftShader 1.1-6x (CPU s 1.2-2.8x) from N=64, K=576 N=49152 1020 / 498;
+# SmolLM2's fp32 decode (lm_bundle_native, CPU ms/token) lavapipe 280 -> 120, SwiftShader 670 -> 350. Limit:
+# the crossover (256 outputs, a workgroup of 256 threads, for 2 workers) x 8 for 16-thread CPUs.
 GROUP_OUTPUTS = 2048
 
 # (adapter class, shape class) -> front-end option defaults, one dict per entry: a new option
