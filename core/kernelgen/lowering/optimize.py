@@ -42,7 +42,8 @@ from ..render.target import Target
 # elementwise kernels at least this large give each thread UPCAST consecutive outputs on GPUs
 UPCAST_MIN_SIZE, UPCAST = 1 << 16, 4
 # a reduction over at least GROUP_MIN_REDUCE elements with fewer than GROUP_MAX_OUTPUTS outputs
-# gives each output a workgroup of at least GROUP_MIN threads (a grouped reduction)
+# (option group_outputs: another limit, the CPU adapters' from render/wgsl/adapters.py) gives each
+# output a workgroup of at least GROUP_MIN threads (a grouped reduction)
 GROUP_MIN_REDUCE, GROUP_MAX_OUTPUTS, GROUP_MIN = 256, 1 << 16, 16
 # the fewest threads per output whose grouped reduction combines per subgroup (PTX: whole warps)
 SUBGROUP_MIN_GROUP, WARP = 64, 32
@@ -175,9 +176,11 @@ def _subgroups(target: Target, options: dict, group: int) -> tuple:
 def group_size(item: ScheduleItem, target: Target, options: dict | None = None) -> int:
   """Threads per output for a grouped reduction (0: none): about sqrt(reduce size), a power of
   two within the target's workgroup size and workgroup memory (and CHUNK_MAX_GROUP with option
-  group_chunk), leaving each lane at least Target.group_min_steps steps."""
+  group_chunk), leaving each lane at least Target.group_min_steps steps; none from
+  GROUP_MAX_OUTPUTS outputs, or from option group_outputs where given."""
   reduces = kernel_reduces(item)
-  if not reduces or item.out.size >= GROUP_MAX_OUTPUTS:
+  most = int((options or {}).get("group_outputs", 0) or 0) or GROUP_MAX_OUTPUTS
+  if not reduces or item.out.size >= most:
     return 0
   sizes = [prod(r.src[0].shape[a] for a in r.arg[1]) for r in reduces]
   if min(sizes) < GROUP_MIN_REDUCE or any(r.dtype == dtypes.bool for r in reduces):

@@ -45,6 +45,14 @@ ADAPTER_TYPES = {"CPU": "software", "IntegratedGPU": "integrated", "DiscreteGPU"
 # MEASUREMENTS note at reduce_inner below); unrolled whole (option reduce_whole, not a default:
 # tens of seconds of lavapipe build per kernel) up to WHOLE elements
 STEP, ROWS, WHOLE = 32, 8, 2048
+# from GROUP_OUTPUTS outputs a reduction takes a thread each, not a workgroup of lanes (option group_outputs,
+# both CPU adapters' rows; lowering/optimize.py group_size). Natively, bench/group_outputs.py (x (1, K) @ w.T,
+# GPU timestamps, best of 5-9 interleaved, load 4-16 on 2 CPUs), grouped / thread ms: lavapipe, a thread
+# faster from N=32 (K <= 1024) and N=256 (K=4096; below: 0.72 in one run, 1.07-1.10 in another), K=576 N=49152
+# 94.1 / 70.1 and 187 / 134; SwiftShader 1.1-6x (CPU s 1.2-2.8x) from N=64, K=576 N=49152 1020 / 498;
+# SmolLM2's fp32 decode (lm_bundle_native, CPU ms/token) lavapipe 280 -> 120, SwiftShader 670 -> 350. Limit:
+# the crossover (256 outputs, a workgroup of 256 threads, for 2 workers) x 8 for 16-thread CPUs.
+GROUP_OUTPUTS = 2048
 
 # (adapter class, shape class) -> front-end option defaults, one dict per entry: a new option
 # (e.g. the fused row kernels' layout) is one more key in an entry. Measured with
@@ -153,54 +161,50 @@ TABLE: dict[tuple[str, str], dict] = {
   # SwiftShader (load 21-25: noisy, the same kernel twice 0.07 and 0.10) every form 0.05-0.3 of
   # the copy, 0.7 only once (U=4 R=4 896x4864): still far from it, not understood (Subzero's
   # code for the per-lane loads?); whole (1024, 4 rows) 0.05-0.24, built in 43-89 s.
-  # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled code
-  # is, outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding its 1024
-  # / G values as vec4 lets, max and sum folded through workgroup memory, one exp per element kept
-  # and scaled; or a thread per row with the row in a function-scope array. In Chromium's
-  # SwiftShader (peers_probe's page, best / median of 16 interleaved, load 7-9, ms): today's kernel
-  # 27.0 / 51.2 | G=4 53.8 / 101 | G=16 54.8 / 120 (tinygrad 48 / 85); another run 44.3 / 66.8 | G=4
-  # 62 / 131 | the array, 64 / 16 rows per workgroup 49.5 / 129, 50.7 / 135; a third (load 4-6) 25.2
-  # / 32.8 | G=4 30.8 / 58.1 | G=16 42.3 / 73.4 | the array 28.3-29.4 / 50.7-54.9.
-  # Natively (wgpu, SwiftShader ICD, best of 8, load 7-9): today 105-116 | G=4 108-111 | G=8
-  # 124-131 | G=16 151-160 | G=32 225-240 | G=64 542 | G=4 folding by subgroups 108-117 | the
+  # The row read ONCE (issue 43; hand-written WGSL, bench/softmax_regs.py, guarded as compiled code is,
+  # outputs checked against numpy with -inf / NaN rows): G lanes per row, each holding its 1024 / G values
+  # as vec4 lets, max and sum folded through workgroup memory, one exp per element kept and scaled; or a
+  # thread per row with the row in a function-scope array. In Chromium's SwiftShader (peers_probe's page,
+  # best / median of 16 interleaved, load 7-9, ms): today's kernel 27.0 / 51.2 | G=4 53.8 / 101 | G=16 54.8
+  # / 120 (tinygrad 48 / 85); another run 44.3 / 66.8 | G=4 62 / 131 | the array, 64 / 16 rows per workgroup
+  # 49.5 / 129, 50.7 / 135; a third (load 4-6) 25.2 / 32.8 | G=4 30.8 / 58.1 | G=16 42.3 / 73.4 | the array
+  # 28.3-29.4 / 50.7-54.9. Natively (wgpu, SwiftShader ICD, best of 8, load 7-9): today 105-116 | G=4
+  # 108-111 | G=8 124-131 | G=16 151-160 | G=32 225-240 | G=64 542 | G=4 folding by subgroups 108-117 | the
   # array 131. More lanes cost more (barriers, folds) than the read saves: not kept.
   # row_short, row_short_groups (34): lowering/variants.py (SwiftShader ran 8 workgroups of 8 rows
   # slower than one of 64: lavapipe only); seq_vec (42, both CPU adapters): lowering/lower.py
-  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True,
-                            "weights_t": True, "reduce_inner": 32, "reduce_step": STEP,
-                            "reduce_rows": ROWS, "row_short": 8, "seq_vec": 4},
+  ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True, "weights_t": True,
+                            "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "row_short": 8,
+                            "seq_vec": 4, "group_outputs": GROUP_OUTPUTS},
   ("swiftshader", "reduce"): {"group_chunk": True},
-  # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in
-  # Chromium (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against
-  # tinygrad's, best of 3 interleaved, load 5-6 on 2 CPUs, ms), matmul 1024^3: 8x8 (the default)
-  # 2541 | 8x16 1954 | 16x8 2087 | 4x4 3180 | 16x8 with 64 threads 2366 | tinygrad 3573; a second
-  # run: 8x16 2265 | 8x16 with 64 / 128 threads 2943 / 4349 | 4x16 3174 | 4x32 4956 | through
-  # workgroup memory (stage) 4555 | tinygrad 5091. SwiftShader loads every lane's element on its
-  # own (a gather per load, vector loads too), so the tile with the most outputs per load wins.
-  # conv2d 1x64x56x56 3x3 (56 columns: 8x16 does not divide them, 8x8 stays): 8x8 136 | 16x8 138
-  # | 4x8 184 | 16x4 300 | tinygrad 270; blur 5x5 3x480x640: 8x8 58 | 8x16 53 | 4x8 66 | 16x8 60
-  # | 1x8 61 | 4x4 103 | tinygrad 114. Later, on a quieter machine (load ~1), matmul best of 3:
-  # 8x16 1121 | 8x8 1110 | 16x8 1091 | 8x4 1200 | 4x8 1391 | 4x4 1475 | tinygrad 1668: a wash
-  # between the three largest tiles there (8x16 kept: it held up better under load).
-  # With MAX_TILE_ACC 256: 16x16 tiles (32 loads per 256 multiply-adds), where the reduction is
-  # long (optimize.py LONG_TILE_REDUCE), the same page and timing, best / median of 4, load 9-11,
-  # ms: matmul 1024^3 8x16 2185 / 3724 | 16x16 1529 / 1921 | 16x8 1730 / 2999 | tinygrad 4555 /
-  # 4973; again 8x16 3788 / 3874 | 16x16 1547 / 2167 | 32x16 1931 / 3668 | 16x32 1495 / 2898 |
-  # 8x32 2163 / 2776 | tinygrad 3082 / 3689; then old (8x16) against new (16x16) at load 15-19,
-  # best / median of 5 and of 6: 3316 / 5615 vs 1840 / 2452 (tinygrad 9600 / 11372) and 1873 /
-  # 6179 vs 2518 / 3641 (tinygrad 5320 / 7315): the median always, the best mostly. conv2d (16
-  # does not divide 56 columns: 16x8 does), best / median of 5 and of 6: 8x8 214 / 320, 196 /
-  # 260 | 16x8 121 / 212, 178 / 233 | 32x8 148 / 196, 163 / 277 | 16x14 159 / 188, 184 / 341 |
-  # tinygrad 391 / 512, 240 / 338; old against new at load 19: 8x8 162 / 227 | 16x8 117 / 172 |
-  # tinygrad 204 / 984. The 5x5 blur (25 reduced elements) keeps the tiles above: 8x16 86 / 98 |
-  # 16x16 118 / 152 | 16x8 64 / 109 | tinygrad 109 / 138 (best / median of 6).
-  # tile_window (as lavapipe's, below), in Chromium (bench/peers_probe.py, kernelgen looped /
-  # unrolled / tinygrad, best / median of 6 interleaved, load ~1, ms): blur 5x5 3x480x640 37.4 /
-  # 45.8 | 16.4 / 24.7 | 49.2 / 64.9; the filter chain 640x480 63.4 / 76.4 | 39.8 / 48.2 | 115 /
-  # 132 (under load ~10 earlier: blur 51.8 -> 28, chain 120 -> 75.5). Its cost is compile time:
-  # the edge-padded blur's WGSL grows from ~2,200 to ~3,850 lines; in Pyodide (the page's worker,
-  # compile_plan of the blur at 160x120 and 640x480, two runs) 0.31-0.40 s -> 0.66-0.79 s, in
-  # CPython 0.20-0.28 -> 0.40-0.58 s.
+  # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in Chromium
+  # (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against tinygrad's, best of 3
+  # interleaved, load 5-6 on 2 CPUs, ms), matmul 1024^3: 8x8 (the default) 2541 | 8x16 1954 | 16x8 2087 |
+  # 4x4 3180 | 16x8 with 64 threads 2366 | tinygrad 3573; a second run: 8x16 2265 | 8x16 with 64 / 128
+  # threads 2943 / 4349 | 4x16 3174 | 4x32 4956 | through workgroup memory (stage) 4555 | tinygrad 5091.
+  # SwiftShader loads every lane's element on its own (a gather per load, vector loads too), so the tile
+  # with the most outputs per load wins. conv2d 1x64x56x56 3x3 (56 columns: 8x16 does not divide them, 8x8
+  # stays): 8x8 136 | 16x8 138 | 4x8 184 | 16x4 300 | tinygrad 270; blur 5x5 3x480x640: 8x8 58 | 8x16 53 |
+  # 4x8 66 | 16x8 60 | 1x8 61 | 4x4 103 | tinygrad 114. Later, on a quieter machine (load ~1), matmul best
+  # of 3: 8x16 1121 | 8x8 1110 | 16x8 1091 | 8x4 1200 | 4x8 1391 | 4x4 1475 | tinygrad 1668: a wash between
+  # the three largest tiles there (8x16 kept: it held up better under load). With MAX_TILE_ACC 256: 16x16
+  # tiles (32 loads per 256 multiply-adds), where the reduction is long (optimize.py LONG_TILE_REDUCE), the
+  # same page and timing, best / median of 4, load 9-11, ms: matmul 1024^3 8x16 2185 / 3724 | 16x16 1529 /
+  # 1921 | 16x8 1730 / 2999 | tinygrad 4555 / 4973; again 8x16 3788 / 3874 | 16x16 1547 / 2167 | 32x16 1931
+  # / 3668 | 16x32 1495 / 2898 | 8x32 2163 / 2776 | tinygrad 3082 / 3689; then old (8x16) against new
+  # (16x16) at load 15-19, best / median of 5 and of 6: 3316 / 5615 vs 1840 / 2452 (tinygrad 9600 / 11372)
+  # and 1873 / 6179 vs 2518 / 3641 (tinygrad 5320 / 7315): the median always, the best mostly. conv2d (16
+  # does not divide 56 columns: 16x8 does), best / median of 5 and of 6: 8x8 214 / 320, 196 / 260 | 16x8 121
+  # / 212, 178 / 233 | 32x8 148 / 196, 163 / 277 | 16x14 159 / 188, 184 / 341 | tinygrad 391 / 512, 240 /
+  # 338; old against new at load 19: 8x8 162 / 227 | 16x8 117 / 172 | tinygrad 204 / 984. The 5x5 blur (25
+  # reduced elements) keeps the tiles above: 8x16 86 / 98 | 16x16 118 / 152 | 16x8 64 / 109 | tinygrad 109 /
+  # 138 (best / median of 6).
+  # tile_window (as lavapipe's, below), in Chromium (bench/peers_probe.py, kernelgen looped / unrolled /
+  # tinygrad, best / median of 6 interleaved, load ~1, ms): blur 5x5 3x480x640 37.4 / 45.8 | 16.4 / 24.7 |
+  # 49.2 / 64.9; the filter chain 640x480 63.4 / 76.4 | 39.8 / 48.2 | 115 / 132 (under load ~10 earlier:
+  # blur 51.8 -> 28, chain 120 -> 75.5). Its cost is compile time: the edge-padded blur's WGSL grows from
+  # ~2,200 to ~3,850 lines; in Pyodide (the page's worker, compile_plan of the blur at 160x120 and 640x480,
+  # two runs) 0.31-0.40 s -> 0.66-0.79 s, in CPython 0.20-0.28 -> 0.40-0.58 s.
   # tile_unroll 4 (issue 43): the reduction loop unrolled 4 times and A's row read as one vec4
   # per 4 steps (16 vector loads of A and 16 of B per 4 steps of a 16x16 tile, where 2 steps took
   # 32 scalar loads of A and 8 vector loads of B): MEASURED_TILE_UNROLL below.
@@ -224,9 +228,10 @@ TABLE: dict[tuple[str, str], dict] = {
   # a second run (16 rounds) 16.7 / 41.8 | 8 lanes 19.4 / 44.4 | 16 lanes 15.3 / 30.5; natively
   # (best / median of 12, load 7-9) today 12.0 / 37.0 | 8 or 16 lanes 7.3 / 34. Inconsistent
   # under load: needs an idle re-measurement before a lowering (each lane's words as values).
-  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096,
+  ("lavapipe", "rows"): {"group_chunk": True, "row_online": True, "row_thread_rows": 4096, "q4_lanes": 8,
                          "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "seq_vec": 4,
-                         "q4_lanes": 8, "row_short": 96, "row_short_groups": 8, "weights_t": True},
+                         "row_short": 96, "row_short_groups": 8, "weights_t": True,
+                         "group_outputs": GROUP_OUTPUTS},
   # sum 16M in Chromium (lavapipe through ANGLE; bench/peers.py's page, best of 6, load ~7), the
   # first kernel's 256 x 65536 in ms: 16 / 32 / 64 lanes chunked 116 / 122 / 117, 32 / 128 lanes
   # strided 127 / 135 (tinygrad's 133): 64 MB at ~0.55 GB/s, the page's copy-kernel bandwidth
@@ -391,59 +396,54 @@ DRIVER_COST: dict[tuple[str, str], tuple[float, float]] = {
 #   as fast as 16 (no GPU was at hand to compare).
 # - Target.tile_fma: PTX fma.rn is one instruction and one rounding instead of mul + add; WGSL
 #   keeps mul + add (fma() is a libcall on CPU adapters without FMA).
-# - MEASURED_TILE_UNROLL (SwiftShader's tile_unroll 4, issue 43): matmul 1024^3 in Chromium
-#   (the peers page, kernelgen's kernel under options interleaved with tinygrad's, 10 rounds,
-#   wall / GPU-timestamp ms best / median, load 14-16 on 2 CPUs): 16x16 tiles unrolled 2 (before)
-#   1301 / 2446, 1609 / 3905 | unrolled 4, A read as vec4 1003 / 1512 wall 867 / 1320 | unrolled
-#   8 953 / 1416, 882 / 1633 | tinygrad 1590 / 3717, 1695 / 4609. Hand-edited WGSL first (4
-#   rounds, load ~16): unrolled 4 with A scalar 1668 / 2648: the vec4 loads are the gain.
-#   conv2d 1x64x56x56 3x3 pad 1 (16x8 tiles; the loop over input channel x window row unrolled
-#   4 times around the window's 3 columns: an output channel's 12 weights per step in 3 vec4
-#   loads, where each step loaded 3 scalars), the same page, 12 rounds, load ~15: before 137 /
-#   188, GPU 123 / 171 | tile_unroll 4 108 / 161, GPU 109 / 128 | tinygrad 230 / 357, GPU 242 /
-#   381. Other tiles for it, tile_unroll off (12 rounds, load ~15; noisy: no clear winner):
-#   16x8 124 / 303 | 8x28 143 / 386 | 16x14 132 / 378 | 8x14 136 / 286 (wall).
-# - MEASURED_ROW_THREADS (lavapipe's row_thread_rows 4096, issue 43): layernorm 4096x1024 in
-#   Chromium (bench/peers_probe.py, interleaved, best / median ms of 6, 6 and 3 rounds in three
-#   phases, load ~15 on 2 CPUs): 32 lanes per row (before) 83.1 / 138, 67.4 / 120, 95.3 / 108 |
-#   a thread per row 29.5 / 85.2, 54.7 / 86.1, 66.1 / 113 | 16 lanes 37.4 / 89.7, 97 / 132, 124 /
-#   179 | tinygrad 133 / 241, 232 / 300, 283 / 326; onnxruntime-web on lavapipe 649 / 705 (its
-#   layernorm ran on SwiftShader in the peers page before issue 43: see bench/web/peers.js). A
-#   thread per row reads the row twice (layernorm's two sums share one loop: a thread's loop
-#   only, reductions.sibling_reduces), lanes three times. Softmax 4096x1024, a thread per row with
-#   the online max and sum: see ("lavapipe", "rows") above (12.2 / 12.9 against 16 lanes' 13.6 /
-#   17.2).
-# - MEASURED_LAVAPIPE_TILES (lavapipe's long_tiles and tile_unroll 4, issue 43): at idle the
-#   bench's three runs had lavapipe matmul 1024^3 at 128 / 309 / 203 ms best of 5 (8x16 tiles, A
-#   read as scalars) against TF.js 379 / 444 / 529 (worst ratio 1.44), conv2d 1x64x56x56 3x3 (8x8)
-#   18.9 / 20.2 / 35.8 against TF.js 46.9 / 52.5 / 46.6 (1.30). Why the times fall in two modes:
-#   llvmpipe splits a dispatch's workgroups into one fixed chunk per worker thread (lp_cs_tpool:
-#   num_iters / num_threads each, no stealing), so with 2 CPUs a dispatch takes as long as its
-#   slower half; our reading of the 2x (not verified inside Chromium's GPU process): where one
-#   worker gets no CPU the other runs both halves (conv2d 37 ms against 19). No workgroup count or
-#   size balances that (local 64 / 32 below: no gain), only less work per dispatch. Natively
-#   (bench/lavapipe_tiles.py, best / median of 6 interleaved, load 3-12 on 2 CPUs, ms), matmul:
-#   8x16 (before) 1047 / 2418 | 8x16 local 64 1727 / 2096 | 8x16 local 32 1603 / 1955 | 8x8
-#   1683-1695 / 2392-2415 | 16x8 1563 / 2228 | 8x16 unrolled 4 (A as vec4) 748 / 1462 | 16x16
-#   unrolled 4 555 / 902 | 8x8 unrolled 4 1132 / 1559; conv2d: 8x8 (before) 73 / 102 | 16x8 68 /
-#   96 | 8x8 unrolled 4 56 / 84 | 16x16 unrolled 4 63 / 73 (3796 lines of WGSL, 20.9 s of
-#   lavapipe compile in Chromium at load 12; 16x8 unrolled, the heuristic's choice: 1564 lines,
-#   4.8 s; 8x8 before: 299 lines, 0.4 s). In Chromium (bench/peers_probe.py, best / median of 6-8
-#   interleaved per phase, load 11-16): matmul 16x16 unrolled 172-201 / 413-1040 | before 285-1570
-#   / 534-1770 | tinygrad 1060-2230 / 2420-4270; the same kernels old against new, 8 rounds: 625 /
-#   1790 -> 272 / 1030; conv2d 16x8 unrolled 26.9-28.7 / 49.5-71.7 | before 35.6-38.6 / 38.3-67.8
-#   (its floor at load 12 is its floor at idle: one worker's time) | tinygrad 69-110 / 142-187 |
-#   TF.js 92.2 / 95.8; again, 8 rounds: new 29.6-51.1 / 118-141 | before 41.8-90.3 / 136-261;
-#   again (10 rounds, load 15-17): 16x8 unrolled 39.8 / 193 | 8x4 unrolled 56.4 / 210 | 4x8
-#   unrolled 49.1 / 336 | before 93.4 / 327 | tinygrad 178 / 729. bench/peers.py, 2 runs at load
-#   16-22 (not idle): matmul worst ratio 10.5x (TF.js), conv2d 3.3x (ours 27.9 and 161 ms best).
-#   The cost is the driver's compile: natively (empty shader cache, load ~19, CPU s of the first
-#   run less a later one) matmul 0.5 -> 1.3, conv2d 0.25 -> 1.2; ResNet-50's first run natively
-#   (test_onnx_light.py, CPU s) 31.1 -> 64.9, so long_tiles_cost caps them for a one-off run
-#   (31.6 CPU s again): the estimate (compile_cost.py, DRIVER_COST) of matmul's 16x16 unrolled is
-#   965 ms (1127 UOps, within ONE_OFF_MS), conv2d's 16x8 unrolled 2376 ms (2197 UOps), so a one-off
-#   conv2d keeps the 8x8 scalar tile (capped; realized again, or with runs, it takes 16x8).
-
+# - MEASURED_TILE_UNROLL (SwiftShader's tile_unroll 4, issue 43): matmul 1024^3 in Chromium (the peers page,
+#   kernelgen's kernel under options interleaved with tinygrad's, 10 rounds, wall / GPU-timestamp ms best /
+#   median, load 14-16 on 2 CPUs): 16x16 tiles unrolled 2 (before) 1301 / 2446, 1609 / 3905 | unrolled 4, A
+#   read as vec4 1003 / 1512 wall 867 / 1320 | unrolled 8 953 / 1416, 882 / 1633 | tinygrad 1590 / 3717,
+#   1695 / 4609. Hand-edited WGSL first (4 rounds, load ~16): unrolled 4 with A scalar 1668 / 2648: the vec4
+#   loads are the gain. conv2d 1x64x56x56 3x3 pad 1 (16x8 tiles; the loop over input channel x window row
+#   unrolled 4 times around the window's 3 columns: an output channel's 12 weights per step in 3 vec4 loads,
+#   where each step loaded 3 scalars), the same page, 12 rounds, load ~15: before 137 / 188, GPU 123 / 171 |
+#   tile_unroll 4 108 / 161, GPU 109 / 128 | tinygrad 230 / 357, GPU 242 / 381. Other tiles for it,
+#   tile_unroll off (12 rounds, load ~15; noisy: no clear winner): 16x8 124 / 303 | 8x28 143 / 386 | 16x14
+#   132 / 378 | 8x14 136 / 286 (wall).
+# - MEASURED_ROW_THREADS (lavapipe's row_thread_rows 4096, issue 43): layernorm 4096x1024 in Chromium
+#   (bench/peers_probe.py, interleaved, best / median ms of 6, 6 and 3 rounds in three phases, load ~15 on 2
+#   CPUs): 32 lanes per row (before) 83.1 / 138, 67.4 / 120, 95.3 / 108 | a thread per row 29.5 / 85.2, 54.7
+#   / 86.1, 66.1 / 113 | 16 lanes 37.4 / 89.7, 97 / 132, 124 / 179 | tinygrad 133 / 241, 232 / 300, 283 /
+#   326; onnxruntime-web on lavapipe 649 / 705 (its layernorm ran on SwiftShader in the peers page before
+#   issue 43: see bench/web/peers.js). A thread per row reads the row twice (layernorm's two sums share one
+#   loop: a thread's loop only, reductions.sibling_reduces), lanes three times. Softmax 4096x1024, a thread
+#   per row with the online max and sum: see ("lavapipe", "rows") above (12.2 / 12.9 against 16 lanes' 13.6
+#   / 17.2).
+# - MEASURED_LAVAPIPE_TILES (lavapipe's long_tiles and tile_unroll 4, issue 43): at idle the bench's three
+#   runs had lavapipe matmul 1024^3 at 128 / 309 / 203 ms best of 5 (8x16 tiles, A read as scalars) against
+#   TF.js 379 / 444 / 529 (worst ratio 1.44), conv2d 1x64x56x56 3x3 (8x8) 18.9 / 20.2 / 35.8 against TF.js
+#   46.9 / 52.5 / 46.6 (1.30). Why the times fall in two modes: llvmpipe splits a dispatch's workgroups into
+#   one fixed chunk per worker thread (lp_cs_tpool: num_iters / num_threads each, no stealing), so with 2
+#   CPUs a dispatch takes as long as its slower half; our reading of the 2x (not verified inside Chromium's
+#   GPU process): where one worker gets no CPU the other runs both halves (conv2d 37 ms against 19). No
+#   workgroup count or size balances that (local 64 / 32 below: no gain), only less work per dispatch.
+#   Natively (bench/lavapipe_tiles.py, best / median of 6 interleaved, load 3-12 on 2 CPUs, ms), matmul:
+#   8x16 (before) 1047 / 2418 | 8x16 local 64 1727 / 2096 | 8x16 local 32 1603 / 1955 | 8x8 1683-1695 /
+#   2392-2415 | 16x8 1563 / 2228 | 8x16 unrolled 4 (A as vec4) 748 / 1462 | 16x16 unrolled 4 555 / 902 | 8x8
+#   unrolled 4 1132 / 1559; conv2d: 8x8 (before) 73 / 102 | 16x8 68 / 96 | 8x8 unrolled 4 56 / 84 | 16x16
+#   unrolled 4 63 / 73 (3796 lines of WGSL, 20.9 s of lavapipe compile in Chromium at load 12; 16x8
+#   unrolled, the heuristic's choice: 1564 lines, 4.8 s; 8x8 before: 299 lines, 0.4 s). In Chromium
+#   (bench/peers_probe.py, best / median of 6-8 interleaved per phase, load 11-16): matmul 16x16 unrolled
+#   172-201 / 413-1040 | before 285-1570 / 534-1770 | tinygrad 1060-2230 / 2420-4270; the same kernels old
+#   against new, 8 rounds: 625 / 1790 -> 272 / 1030; conv2d 16x8 unrolled 26.9-28.7 / 49.5-71.7 | before
+#   35.6-38.6 / 38.3-67.8 (its floor at load 12 is its floor at idle: one worker's time) | tinygrad 69-110 /
+#   142-187 | TF.js 92.2 / 95.8; again, 8 rounds: new 29.6-51.1 / 118-141 | before 41.8-90.3 / 136-261;
+#   again (10 rounds, load 15-17): 16x8 unrolled 39.8 / 193 | 8x4 unrolled 56.4 / 210 | 4x8 unrolled 49.1 /
+#   336 | before 93.4 / 327 | tinygrad 178 / 729. bench/peers.py, 2 runs at load 16-22 (not idle): matmul
+#   worst ratio 10.5x (TF.js), conv2d 3.3x (ours 27.9 and 161 ms best). The cost is the driver's compile:
+#   natively (empty shader cache, load ~19, CPU s of the first run less a later one) matmul 0.5 -> 1.3,
+#   conv2d 0.25 -> 1.2; ResNet-50's first run natively (test_onnx_light.py, CPU s) 31.1 -> 64.9, so
+#   long_tiles_cost caps them for a one-off run (31.6 CPU s again): the estimate (compile_cost.py,
+#   DRIVER_COST) of matmul's 16x16 unrolled is 965 ms (1127 UOps, within ONE_OFF_MS), conv2d's 16x8 unrolled
+#   2376 ms (2197 UOps), so a one-off conv2d keeps the 8x8 scalar tile (capped; realized again, or with
+#   runs, it takes 16x8).
 # - MEASURED_SLIDE (option slide, lowering/slide.py; issues 42 and 37): bench/depthwise.py,
 #   natively, Mesa's shader cache off, PP-OCRv4 detection's depthwise convs with bias and
 #   hard-swish against dense convs with the same epilogue, GFLOP/s of the best of 5 dispatches
