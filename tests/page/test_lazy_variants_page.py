@@ -3,7 +3,8 @@ runtime/webgpu_browser.py pick), as an exported bundle does (test_export_lazy_va
 realize prepares the kernel's own pipeline only (it serves every bound value); a variant is asked
 for by each realize whose bound value it would take, and once asked by two realizes (per multiple
 of the kernel's WGSL length that the variant's is) its pipeline is built in the background
-(createComputePipelineAsync) while the kernel stands in; the realizes after the build run it.
+(createComputePipelineAsync) after the next read, while the kernel stands in; the realizes after
+the build run it.
 Headless Chromium (SwiftShader), the page's kg.run; every result equals numpy. Nothing is timed:
 the program waits for the builds in flight (gpu.js `making`) where it says so."""
 from __future__ import annotations
@@ -45,7 +46,7 @@ kg.clear_cache()
 n = kg.Dim("n", 1, 4096)
 a = Tensor([[((i * 8 + j) % 13) / 7 - 0.9 for j in range(8)] for i in range(32)]).realize()
 y = None
-flat, pipes, making, groups = [], [], [], []
+flat, pipes, making, groups, started = [], [], [], [], []
 for step, c in enumerate(__SIZES__):
   x = Tensor([[((i * c + j) % 11) / 5 - 1 for j in range(c)] for i in range(8)])
   x = x.symbolic(8, n.bind(c)).realize()
@@ -57,9 +58,10 @@ for step, c in enumerate(__SIZES__):
   making.append(gpu.making.size)           # read before the page waits for anything (tolist)
   for row in y.tolist():
     flat += row
+  started.append(gpu.making.size)          # builds under way once the result is read
   if step == 3:
     builds_done()
-out = Tensor(flat + pipes + making + groups + [i for p in picked for i in p])
+out = Tensor(flat + pipes + making + groups + started + [i for p in picked for i in p])
 '''.replace("__SIZES__", repr(SIZES))
 
 
@@ -89,14 +91,17 @@ def test_the_page_builds_a_variant_only_once_runs_ask_for_it_and_then_runs_it(si
                                err_msg=f"run {step}, n = {c}")
     at += 32 * c
   k = len(SIZES)
-  pipes, making, groups = (list(got[at + i * k:at + (i + 1) * k].astype(int)) for i in range(3))
+  pipes, making, groups, started = (list(got[at + i * k:at + (i + 1) * k].astype(int))
+                                    for i in range(4))
   # the first run builds the kernel's own pipeline only (before issue 37: all its variants too)
   assert pipes[0] == 1 and making[0] <= 1, (pipes, making, groups)
-  picked = got[at + 3 * k:].astype(int).reshape(-1, 2)
+  picked = got[at + 4 * k:].astype(int).reshape(-1, 2)
   assert len(picked) == k, picked      # one kernel per run (pick: the page runtime's choice)
   chosen, state = picked.T
-  # the second run at n = 100 starts its variant's build, and the kernel runs meanwhile
-  assert pipes[1] == 1 and list(chosen[:2]) == [0, 0], (pipes, making, picked)
+  # the second run at n = 100 asks for its variant again, and runs the kernel; the variant's
+  # build starts once that run's result is read (none after the first run's read)
+  assert pipes[1] == 0 and list(chosen[:2]) == [0, 0], (pipes, making, picked)
+  assert started[0] == 0 and started[1] == 1, (started, picked)
   # once built (the program waits for it before run 2), the runs at n = 100 take the variant
   variant = chosen[2]
   assert variant > 0 and list(chosen[2:5]) == [variant] * 3, picked

@@ -77,6 +77,8 @@ class BrowserWebGPU(Runtime):
     self.options: tuple = (None, None)    # (gpu.generation, render_options()) last read
     # id(variant) -> [variant, asks, the values dict of the run that asked last] (pick)
     self.asked: dict[int, list] = {}
+    self.queued: dict[int, CompiledKernel] = {}   # variants to build, after a read (build_next)
+    self.background: CompiledKernel | None = None   # the variant build_next started last
 
   def info(self) -> dict:
     return self.gpu.info().to_py()
@@ -126,7 +128,9 @@ class BrowserWebGPU(Runtime):
     self._call("write", handle, self.ffi.to_js(memoryview(bytes(data))))
 
   def copyout(self, handle) -> bytes:
-    return self._wait(self._call("read", handle), "reading a tensor").to_bytes()
+    data = self._wait(self._call("read", handle), "reading a tensor").to_bytes()
+    self.build_next()
+    return data
 
   def free(self, handle) -> None:
     self.handles.discard(handle)
@@ -188,8 +192,8 @@ class BrowserWebGPU(Runtime):
     (variant_for) where its pipeline is built, else the first built variant whose range holds
     them, else the kernel itself (prepared with it; it serves every value). A variant not built
     is never dispatched: asked for by BUILD_AFTER realizes per multiple of the kernel's WGSL
-    length, its pipeline is started in the background (gpu.js prepare), and the runs after its
-    build take it."""
+    length, it is queued, its pipeline built in the background after the next read
+    (build_next), and the runs after its build take it."""
     variants = getattr(kernel, "variants", ()) or ()
     if not variants or not var_values:
       return kernel
@@ -210,8 +214,19 @@ class BrowserWebGPU(Runtime):
         entry[2] = var_values
       size = len(wanted.launch.source) / max(1, len(kernel.launch.source))
       if entry[1] >= BUILD_AFTER * max(1, round(size)):
-        self.prepare(wanted)
+        self.queued[id(wanted)] = wanted
     return built if built is not None else kernel
+
+  def build_next(self) -> None:
+    """Start building the queued variant of the shortest WGSL (gpu.js prepare) unless the last
+    one started is still building: one at a time, after a read, so that the builds hold up no
+    result and leave the CPU adapters' cores to the runs (as export/loader.js startBuilds)."""
+    if not self.queued or (self.background is not None and
+                           self._state(self.background) == "making"):
+      return
+    key = min(self.queued, key=lambda k: len(self.queued[k].launch.source))
+    self.background = self.queued.pop(key)
+    self.prepare(self.background)
 
   def _dispatch(self, kernel: CompiledKernel, var_values: dict[str, int]):
     """The workgroups to launch where the kernel has a run-time grid (a JS array), else None
@@ -261,4 +276,5 @@ async def read_async(tensor) -> bytes:
     data = await runtime.gpu.read(buffer.handle)
   except runtime.ffi.JsException as exc:
     raise typed_error(exc) from None
+  runtime.build_next()
   return data.to_bytes()[:buffer.nbytes]
