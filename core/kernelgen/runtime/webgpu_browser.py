@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..errors import CompileError, DeviceError, KernelgenError, LimitError
 from ..render.wgsl.adapters import SOFTWARE, classify
-from ..uop.program import CompiledKernel, launch_dispatch, variant_for, with_variants
+from ..uop.program import CompiledKernel, launch_dispatch, variant_for
 from .base import Runtime
 
 # WGSL renderer option -> the WebGPU device limit it comes from
@@ -23,6 +23,12 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
                  "max_workgroup_size": "maxComputeInvocationsPerWorkgroup",
                  "max_workgroups_per_dim": "maxComputeWorkgroupsPerDimension",
                  "max_buffer_bytes": "maxStorageBufferBindingSize"}
+
+# the realizes that ask for a symbolic kernel's variant not built yet before its pipeline is
+# built in the background, per multiple of the kernel's own WGSL length that the variant's is
+# (its build's cost, roughly): the same policy as an exported bundle's (export/loader.js
+# BUILD_AFTER). A value asked once builds nothing; the kernel runs it meanwhile.
+BUILD_AFTER = 2
 
 # gpu.js's error types -> kernelgen's typed errors
 ERRORS = {"CompileError": CompileError, "LimitError": LimitError, "DeviceError": DeviceError}
@@ -69,6 +75,10 @@ class BrowserWebGPU(Runtime):
     self.handles: set[int] = set()  # buffers allocated and not freed yet
     self.launches: dict[int, tuple] = {}   # id(kernel) -> (kernel, launch dict, as a JS object)
     self.options: tuple = (None, None)    # (gpu.generation, render_options()) last read
+    # id(variant) -> [variant, asks, the values dict of the run that asked last] (pick)
+    self.asked: dict[int, list] = {}
+    self.queued: dict[int, CompiledKernel] = {}   # variants to build, after a read (build_next)
+    self.background: CompiledKernel | None = None   # the variant build_next started last
 
   def info(self) -> dict:
     return self.gpu.info().to_py()
@@ -118,7 +128,9 @@ class BrowserWebGPU(Runtime):
     self._call("write", handle, self.ffi.to_js(memoryview(bytes(data))))
 
   def copyout(self, handle) -> bytes:
-    return self._wait(self._call("read", handle), "reading a tensor").to_bytes()
+    data = self._wait(self._call("read", handle), "reading a tensor").to_bytes()
+    self.build_next()
+    return data
 
   def free(self, handle) -> None:
     self.handles.discard(handle)
@@ -154,22 +166,67 @@ class BrowserWebGPU(Runtime):
     """Start creating the kernel's pipeline in the page (gpu.js prepare:
     createComputePipelineAsync, not waited for), so the driver compiles it, and every other
     kernel prepared, while Python goes on; a failure is raised where the kernel runs. A
-    symbolic kernel's variants start with it."""
+    symbolic kernel's variants (lowering/variants.py) are not started here: the kernel serves
+    every bound value, and a variant is built once runs ask for it (pick)."""
     try:
-      for each in with_variants(kernel):
-        self.gpu.prepare(self._launch(each)[1])
+      self.gpu.prepare(self._launch(kernel)[1])
     except Exception:   # no device yet, or a lost one: run() says what is wrong
       pass
 
   def ready(self, kernel: CompiledKernel) -> bool:
-    """Whether none of the kernel's pipelines is still being built by prepare (gpu.js
-    pipelineState: createComputePipelineAsync under way); a failed or dropped build counts as
-    ready, so that run() builds it again or says why it fails."""
+    """Whether the kernel's pipeline is no longer being built by prepare (gpu.js pipelineState:
+    createComputePipelineAsync under way); a failed or dropped build counts as ready, so that
+    run() builds it again or says why it fails. Its variants do not count: run() never takes one
+    that is not built (pick)."""
+    return self._state(kernel) != "making"
+
+  def _state(self, kernel: CompiledKernel) -> str:
+    """gpu.js pipelineState of the kernel's launch: 'ready', 'making' or 'none'."""
     try:
-      return all(self.gpu.pipelineState(self._launch(each)[1]) != "making"
-                 for each in with_variants(kernel))
+      return str(self.gpu.pipelineState(self._launch(kernel)[1]))
     except Exception:   # no device yet, or a lost one: run() says what is wrong
-      return True
+      return "none"
+
+  def pick(self, kernel: CompiledKernel, var_values: dict[str, int]):
+    """The kernel to run for the dims' bound values: the variant whose range holds them first
+    (variant_for) where its pipeline is built, else the first built variant whose range holds
+    them, else the kernel itself (prepared with it; it serves every value). A variant not built
+    is never dispatched: asked for by BUILD_AFTER realizes per multiple of the kernel's WGSL
+    length, it is queued, its pipeline built in the background after the next read
+    (build_next), and the runs after its build take it."""
+    variants = getattr(kernel, "variants", ()) or ()
+    if not variants or not var_values:
+      return kernel
+    fits = [v for dim, most, v in variants if dim in var_values and var_values[dim] <= most]
+    if not fits:
+      return kernel
+    built = next((v for v in fits if self._state(v) == "ready"), None)
+    if fits[0] is not built and self._state(fits[0]) == "none":
+      wanted = fits[0]
+      entry = self.asked.get(id(wanted))
+      if entry is None or entry[0] is not wanted:
+        if len(self.asked) > 4096:
+          self.asked.clear()
+        entry = self.asked[id(wanted)] = [wanted, 0, None]
+      # once a realize (its runs share one dict of values; layers may share a kernel)
+      if entry[2] is not var_values:
+        entry[1] += 1
+        entry[2] = var_values
+      size = len(wanted.launch.source) / max(1, len(kernel.launch.source))
+      if entry[1] >= BUILD_AFTER * max(1, round(size)):
+        self.queued[id(wanted)] = wanted
+    return built if built is not None else kernel
+
+  def build_next(self) -> None:
+    """Start building the queued variant of the shortest WGSL (gpu.js prepare) unless the last
+    one started is still building: one at a time, after a read, so that the builds hold up no
+    result and leave the CPU adapters' cores to the runs (as export/loader.js startBuilds)."""
+    if not self.queued or (self.background is not None and
+                           self._state(self.background) == "making"):
+      return
+    key = min(self.queued, key=lambda k: len(self.queued[k].launch.source))
+    self.background = self.queued.pop(key)
+    self.prepare(self.background)
 
   def _dispatch(self, kernel: CompiledKernel, var_values: dict[str, int]):
     """The workgroups to launch where the kernel has a run-time grid (a JS array), else None
@@ -179,7 +236,7 @@ class BrowserWebGPU(Runtime):
     return self.ffi.to_js(list(launch_dispatch(kernel.launch, var_values)))
 
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> None:
-    kernel = variant_for(kernel, var_values)      # a symbolic kernel's variant for the values
+    kernel = self.pick(kernel, var_values)    # a symbolic kernel's built variant for the values
     launch, js_launch = self._launch(kernel)
     values = [var_values[name] for name, _ in launch["uniforms"]]
     promise = self._call("enqueue", js_launch, self.ffi.to_js(list(handles)),
@@ -219,4 +276,5 @@ async def read_async(tensor) -> bytes:
     data = await runtime.gpu.read(buffer.handle)
   except runtime.ffi.JsException as exc:
     raise typed_error(exc) from None
+  runtime.build_next()
   return data.to_bytes()[:buffer.nbytes]

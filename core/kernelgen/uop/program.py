@@ -194,5 +194,6 @@ def variant_for(kernel, values: dict | None):
 
 
 def with_variants(kernel) -> list:
-  """`kernel` and its variants (a runtime prepares them all with it: none is built later)."""
+  """`kernel` and its variants (the native runtime prepares them all with it; the page's builds a
+  variant once runs ask for it: webgpu_browser.py pick)."""
   return [kernel] + [variant for _, _, variant in getattr(kernel, "variants", ()) or ()]

@@ -211,6 +211,8 @@ def unload_model() -> dict:
     runtime = getattr(Device, "_open", {}).get("WEBGPU")
     if hasattr(runtime, "launches"):
       runtime.launches.clear()     # the launches (sources) converted for its kernels
+    for kept in ("asked", "queued"):   # its kernels' variants asked for, not built yet
+      getattr(runtime, kept, {}).clear()
     return {"freed": freed, "buffers": len(getattr(runtime, "handles", ()))}
   return guarded(work)
 
