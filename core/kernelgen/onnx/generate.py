@@ -141,7 +141,16 @@ class OnnxCausalLM:
       raise ModelError(f"input {name!r} is declared {shape}: kg.generate needs (batch, "
                        f"kv_heads, past, head_dim) with kv_heads and head_dim as numbers")
     dtype = self.model.input_dtypes.get(name) or dtypes.float32
-    return Tensor.zeros(1, shape[1], 0, shape[3], dtype=dtype, device=self.device)
+    bounds = self.model.dims.get(shape[2]) if isinstance(shape[2], str) else None
+    if not isinstance(bounds, tuple) or bounds[0] != 0:
+      return Tensor.zeros(1, shape[1], 0, shape[3], dtype=dtype, device=self.device)
+    # the cache preallocated at the context's size (0 rows bound): the caches' writes go into
+    # this buffer in place, each step's present is it, fed back as the next past (contrib.py)
+    from ..graph.dims import Dim
+    from ..tensor.symbolic import with_sym
+    buf = Tensor.zeros(1, shape[1], bounds[1], shape[3], dtype=dtype, device=self.device)
+    buf = buf.contiguous().realize()
+    return with_sym(buf, (1, shape[1], Dim(shape[2], *bounds).bind(0), shape[3]))
 
   def step(self, new: list, total: int) -> Tensor:
     """The logits (vocab,) after `new` tokens at positions total - len(new) .. total - 1."""
