@@ -169,7 +169,9 @@ class OnnxCausalLM:
         feeds[keep] = Tensor(1, dtype=dtypes.int32, device=self.device)
     for name in self.past:
       feeds[name] = self.cache[name] if name in self.cache else self._empty_past(name)
-    out = self.model.run(feeds, device=self.device)
+    # the prompt step is built lazily each time (as with no cache to feed): recorded, its capped
+    # one-off kernels would compile again for many runs (realize._record_grown)
+    out = self.model.run(feeds, device=self.device, replay=bool(self.cache))
     from ..realize import realize        # the step's outputs as a replay gives them (realized),
     realize([t.node for t in out.values() if isinstance(t, Tensor)])   # so sampling is one kernel
     self.cache = {name: out[name.replace("past_key_values.", "present.")] for name in self.past}
