@@ -18,6 +18,7 @@ from ...graph.dims import Sym
 from ...tensor.ops.attention import scaled_dot_product_attention
 from ...tensor.tensor import Tensor, cat, stack, where
 from ..registry import axis_index, domain_op, op
+from . import kv_write
 from .gqa_step import step_shared
 
 MS = "com.microsoft"
@@ -201,9 +202,10 @@ def _write_symbolic(past: Tensor | None, new: Tensor, start: Tensor, length, sha
   from ...tensor.symbolic import with_sym
   b, h, _, d = new.shape
   rows = length.hi if isinstance(length, Sym) else length
-  written = _in_place(past, new, start, rows, (b, h, length, d))
-  if written is not None:
-    return written
+  if past is not None and b == 1 and shared.get("in_place"):     # kg.generate: kv_write.py
+    written = kv_write.append(past, new, 2, start, (b, h, length, d))
+    if written is not None:
+      return written
   if past is None:
     past = Tensor.zeros(b, h, rows, d, dtype=new.dtype, device=new.device)
   else:
@@ -215,32 +217,6 @@ def _write_symbolic(past: Tensor | None, new: Tensor, start: Tensor, length, sha
                         sym=(b, h, rows, d))
     past = Tensor(node) if node is not past.node else with_sym(past, past.shape)
   return with_sym(_written(past, new, start, rows, shared), (b, h, length, d))
-
-
-def _in_place(past: Tensor | None, new: Tensor, start: Tensor, rows: int,
-              sym: tuple) -> Tensor | None:
-  """present as past's own buffer with `new` (1, H, S, D) written at rows start..start+S-1 by
-  one small kernel (L.WRITE, tensor/symbolic.write's node): no copy of the cache. Only where
-  past is a realized buffer of the padded layout (rows = the length's hi; kg.generate's
-  preallocated cache, fed back each step) and one batch row; else None (the select above).
-  The write's node carries the present's logical shape `sym`: no view of it to materialize."""
-  from ...graph.lazy import L, LazyOp
-  from ...tensor.symbolic import masked, scalar
-  node = past.node if past is not None else None
-  if node is not None and node.op is L.VIEW and len(node.src) == 1 and node.src[0].realized \
-     and node.shape == node.src[0].shape and node.arg.is_contiguous():
-    node = node.src[0]
-  b, h, s, d = new.shape
-  if node is None or not node.realized or b != 1 or node.shape != (b, h, rows, d):
-    return None
-  v = new.cast(node.dtype)
-  if v.node.sym is not None:
-    v = masked(v, range(4), 0)
-  n = new.symbolic_shape[2]
-  at = start.cast(dtypes.int32).reshape(())
-  stop = at + (scalar(Tensor, n, new.device) if isinstance(n, Sym) else n)
-  return Tensor(LazyOp(L.WRITE, node.dtype, node.shape, (node, v.node, at.node, stop.node), 2,
-                       sym=sym))
 
 
 def _bias_from_allowed(allowed: Tensor, dtype) -> Tensor:
