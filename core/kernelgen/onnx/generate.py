@@ -96,9 +96,10 @@ def context_size(tokens: int) -> int:
 
 def with_cache_dims(model, context: int):
   """`model` with the dims that grow each step symbolic (kg.Dim): the past length (axis 2 of
-  the past_key_values inputs) in 0..context and the attention mask's width in 1..context, and
-  a batch dim fixed to 1; dims given to load() are kept. Every decode step then runs the
-  programs of the first (one compile for all positions). The copy shares the weights."""
+  the past_key_values inputs) in 0..context - 1 and the attention mask's width in 1..context,
+  and a batch dim fixed to 1; dims given to load() are kept. Every decode step then runs the
+  programs of the first (one compile for all positions). The copy shares the weights, and
+  writes its past caches in place (kv_in_place: operators/kv_write.py)."""
   import copy
   dims = dict(model.dims)
   for name, shape in model.input_shapes.items():
@@ -109,16 +110,17 @@ def with_cache_dims(model, context: int):
       if not isinstance(d, str) or d == "?" or d in dims:
         continue
       if a == grow:
-        dims[d] = (0 if grow == 2 else 1, context)
+        dims[d] = (0, context - 1) if grow == 2 else (1, context)   # a step adds a token
       elif a == 0:
         dims[d] = 1
-  if context <= 1 or dims == model.dims:
+  if context <= 1:
     return model
   copies = model.__dict__.setdefault("_with_dims", {})    # one per dims: its replays are kept
   key = tuple(sorted(dims.items()))
   if key not in copies:
     out = copies[key] = copy.copy(model)
     out.dims, out.replayer = dims, None
+    out.kv_in_place = True     # its past caches written in place (operators/kv_write.py)
   return copies[key]
 
 
@@ -141,7 +143,16 @@ class OnnxCausalLM:
       raise ModelError(f"input {name!r} is declared {shape}: kg.generate needs (batch, "
                        f"kv_heads, past, head_dim) with kv_heads and head_dim as numbers")
     dtype = self.model.input_dtypes.get(name) or dtypes.float32
-    return Tensor.zeros(1, shape[1], 0, shape[3], dtype=dtype, device=self.device)
+    bounds = self.model.dims.get(shape[2]) if isinstance(shape[2], str) else None
+    if not isinstance(bounds, tuple) or bounds[0] != 0:
+      return Tensor.zeros(1, shape[1], 0, shape[3], dtype=dtype, device=self.device)
+    # the cache preallocated at the context's size (0 rows bound): the caches' writes go into
+    # this buffer in place, each step's present is it, fed back as the next past (contrib.py)
+    from ..graph.dims import Dim
+    from ..tensor.symbolic import with_sym
+    buf = Tensor.zeros(1, shape[1], bounds[1] + 1, shape[3], dtype=dtype, device=self.device)
+    buf = buf.contiguous().realize()
+    return with_sym(buf, (1, shape[1], Dim(shape[2], *bounds).bind(0), shape[3]))
 
   def step(self, new: list, total: int) -> Tensor:
     """The logits (vocab,) after `new` tokens at positions total - len(new) .. total - 1."""
@@ -160,7 +171,9 @@ class OnnxCausalLM:
         feeds[keep] = Tensor(1, dtype=dtypes.int32, device=self.device)
     for name in self.past:
       feeds[name] = self.cache[name] if name in self.cache else self._empty_past(name)
-    out = self.model.run(feeds, device=self.device)
+    # the prompt step is built lazily each time (as with no cache to feed): recorded, its capped
+    # one-off kernels would compile again for many runs (realize._record_grown)
+    out = self.model.run(feeds, device=self.device, replay=bool(self.cache))
     from ..realize import realize        # the step's outputs as a replay gives them (realized),
     realize([t.node for t in out.values() if isinstance(t, Tensor)])   # so sampling is one kernel
     self.cache = {name: out[name.replace("past_key_values.", "present.")] for name in self.past}

@@ -43,7 +43,9 @@ class Program:
     made = {id(launch[2]): w for w, launch in enumerate(launches)}
     given = {id(buf): k for k, buf in enumerate(args)}
 
-    def slot(buf):
+    def slot(buf):     # an input's buffer first: an in-place write's output is its target
+      if id(buf) in given:
+        return ("arg", given[id(buf)])
       if id(buf) in made:
         return ("out", made[id(buf)])
       if id(buf) in given:

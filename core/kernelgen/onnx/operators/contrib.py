@@ -18,6 +18,7 @@ from ...graph.dims import Sym
 from ...tensor.ops.attention import scaled_dot_product_attention
 from ...tensor.tensor import Tensor, cat, stack, where
 from ..registry import axis_index, domain_op, op
+from . import kv_write
 from .gqa_step import step_shared
 
 MS = "com.microsoft"
@@ -201,6 +202,10 @@ def _write_symbolic(past: Tensor | None, new: Tensor, start: Tensor, length, sha
   from ...tensor.symbolic import with_sym
   b, h, _, d = new.shape
   rows = length.hi if isinstance(length, Sym) else length
+  if past is not None and b == 1 and shared.get("in_place"):     # kg.generate: kv_write.py
+    written = kv_write.append(past, new, 2, start, (b, h, length, d))
+    if written is not None:
+      return written
   if past is None:
     past = Tensor.zeros(b, h, rows, d, dtype=new.dtype, device=new.device)
   else:

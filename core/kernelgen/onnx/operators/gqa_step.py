@@ -38,6 +38,8 @@ def step_shared(ins, b: int, s, past_k: Tensor | None) -> dict:
   if key not in store:
     lens = ins[5].cast(dtypes.int32).reshape(b) + 1
     store[key] = {"lens": lens, "past_len": past_len(past_k, lens, s)}
+    from .kv_write import enabled
+    store[key]["in_place"] = enabled(ins)
   return store[key]
 
 

@@ -100,6 +100,10 @@ def _concat(ins, at):
   xs = [x for x in ins.all()]
   axis = axis_index(at.int("axis", 0), xs[0].ndim)
   nonempty = [x for x in xs if x.shape[axis] > 0] or xs[:1]
+  from . import kv_write
+  written = kv_write.concat(xs, axis) if kv_write.enabled(ins) else None
+  if written is not None:      # kg.generate: Concat(past, new) as an in-place append
+    return written
   return cat(nonempty, axis) if len(nonempty) > 1 else nonempty[0]
 
 
