@@ -270,9 +270,15 @@ def _public(entry: dict) -> dict:
 
 
 def _concrete(symbolic_shape: list, values: dict) -> tuple:
-  """A manifest's symbolic shape at the run's dim values."""
-  return tuple(s["const"] + sum(c * values[n] for n, c in s["terms"]) if isinstance(s, dict)
-               else s for s in symbolic_shape)
+  """A manifest's symbolic shape at the run's dim values (floored sizes: floor division)."""
+  return tuple((s["const"] + sum(c * values[n] for n, c in s["terms"])) // s.get("div", 1)
+               if isinstance(s, dict) else s for s in symbolic_shape)
+
+
+def _size_text(s: dict) -> str:
+  text = " + ".join(n if c == 1 else f"{c}*{n}" for n, c in s["terms"]) + \
+    (f" + {s['const']}" if s["const"] else "")
+  return f"({text}) // {s['div']}" if "div" in s else text
 
 
 def _dim_values(dims: list[dict], specs: list[dict], inputs: dict) -> dict:
@@ -288,7 +294,8 @@ def _dim_values(dims: list[dict], specs: list[dict], inputs: dict) -> dict:
     if sym is None or value is None:
       continue
     at = [a for a, s in enumerate(sym) if isinstance(s, dict)]
-    if len(at) != 1 or len(sym[at[0]]["terms"]) != 1 or sym[at[0]]["const"]:
+    if len(at) != 1 or len(sym[at[0]]["terms"]) != 1 or sym[at[0]]["const"] or \
+       "div" in sym[at[0]]:
       continue
     name = sym[at[0]]["terms"][0][0]
     shape = tuple(value.shape) if hasattr(value, "shape") else None
@@ -307,9 +314,7 @@ def _dim_values(dims: list[dict], specs: list[dict], inputs: dict) -> dict:
 
 
 def _shape_text(sym: list) -> str:
-  parts = [" + ".join(n if c == 1 else f"{c}*{n}" for n, c in s["terms"]) +
-           (f" + {s['const']}" if s["const"] else "") if isinstance(s, dict) else str(s)
-           for s in sym]
+  parts = [_size_text(s) if isinstance(s, dict) else str(s) for s in sym]
   return "(" + ", ".join(parts) + ")"
 
 

@@ -87,9 +87,10 @@ const BUILD_AFTER = 2;
 const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,
   k.bindings.map((b) => [b.slot, b.access]), (k.uniforms || []).length]);
 const uniformSlot = (kernel) => Math.max(-1, ...kernel.bindings.map((b) => b.slot)) + 1;
-// a symbolic_shape entry (an int, or {terms: [[dim, coefficient]], const}) at the dims' values
+// a symbolic_shape entry (an int, or {terms: [[dim, coefficient]], const, div?}) at the dims'
+// values: floor((const + sum(c * dim)) / div) (div only on a floored size, as x[::2] has)
 const sizeOf = (s, values) => (typeof s === 'number' ? s
-  : s.terms.reduce((acc, [name, c]) => acc + c * values[name], s.const));
+  : Math.floor(s.terms.reduce((acc, [name, c]) => acc + c * values[name], s.const) / (s.div ?? 1)));
 
 // `data` (row-major, logical `shape`) at the front of each axis of `phys`, or back (`back`)
 function relayout(data, shape, phys, back) {
@@ -514,7 +515,7 @@ class Model {
       const at = sym ? sym.findIndex((s) => typeof s !== 'number') : -1;
       if (at < 0) continue;
       const { terms, const: c } = sym[at];
-      if (terms.length !== 1 || terms[0][1] !== 1 || c) continue;
+      if (terms.length !== 1 || terms[0][1] !== 1 || c || sym[at].div) continue;
       const name = terms[0][0];
       const rest = count(sym.filter((s, k) => k !== at));
       const value = inputs[spec.name]?.length / rest;
@@ -532,8 +533,10 @@ class Model {
   }
 
   shapeText(sym) {
-    return sym.map((s) => (typeof s === 'number' ? s : s.terms.map(([n, c]) => (c === 1 ? n
-      : `${c}*${n}`)).join(' + ') + (s.const ? ` + ${s.const}` : ''))).join(',');
+    const affine = (s) => s.terms.map(([n, c]) => (c === 1 ? n : `${c}*${n}`)).join(' + ') +
+      (s.const ? ` + ${s.const}` : '');
+    return sym.map((s) => (typeof s === 'number' ? s
+      : s.div ? `(${affine(s)}) // ${s.div}` : affine(s))).join(',');
   }
 
   // Outputs for `inputs` ({name: typed array}); runs one at a time, in call order.

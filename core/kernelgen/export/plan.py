@@ -92,16 +92,16 @@ def _describe(node, key: int) -> dict:
 
 def _symbolic(node) -> dict:
   """{"symbolic_shape": [...]} of a node with symbolic sizes (each an int, or {"terms": [[dim,
-  coefficient], ...], "const": c}: the value under the run's dims), else {}."""
+  coefficient], ...], "const": c}: the value under the run's dims, and "div": d for a floored
+  size, floor((const + terms) / d), as a slice with a step makes), else {}."""
   if node.sym is None:
     return {}
-  floored = next((s for s in node.sym if isinstance(s, Sym) and s.div != 1), None)
-  if floored is not None:
-    raise UnsupportedError(f"export of a value of size {floored} (a floored size, as a slice "
-                           f"with a step makes) is not supported: export the program before the "
-                           f"step, or declare the axis as a multiple of the step")
-  return {"symbolic_shape": [{"terms": [list(t) for t in s.terms], "const": s.const}
-                             if isinstance(s, Sym) else s for s in node.sym]}
+  return {"symbolic_shape": [_size_json(s) if isinstance(s, Sym) else s for s in node.sym]}
+
+
+def _size_json(s: Sym) -> dict:
+  out = {"terms": [list(t) for t in s.terms], "const": s.const}
+  return {**out, "div": s.div} if s.div != 1 else out
 
 
 def _dims(pairs, entries: list[dict]) -> list[dict]:
@@ -125,7 +125,7 @@ def _dims(pairs, entries: list[dict]) -> list[dict]:
   for e in entries:
     syms = [s for s in e.get("symbolic_shape", ()) if isinstance(s, dict)]
     if e["kind"] == "input" and len(syms) == 1 and len(syms[0]["terms"]) == 1 and \
-       syms[0]["terms"][0][1] == 1 and not syms[0]["const"]:
+       syms[0]["terms"][0][1] == 1 and not syms[0]["const"] and "div" not in syms[0]:
       given.add(syms[0]["terms"][0][0])
     shown.update(name for s in syms for name, _ in s["terms"])
   for name in sorted(shown & given & set(ranges) - set(dims)):

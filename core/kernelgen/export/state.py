@@ -53,7 +53,7 @@ def _entry(spec: dict, out: dict) -> dict:
   at = [a for a, s in enumerate(sym or ()) if isinstance(s, dict)]
   why = None
   if len(at) != 1 or len(sym[at[0]]["terms"]) != 1 or sym[at[0]]["terms"][0][1] != 1 \
-     or sym[at[0]]["const"]:
+     or sym[at[0]]["const"] or "div" in sym[at[0]]:
     why = "its input needs exactly one symbolic size, a plain kg.Dim (the rows kept)"
   elif osym is None or len(osym) != len(sym) or out["dtype"] != spec["dtype"] or \
       any(o != s for a, (o, s) in enumerate(zip(osym, sym)) if a != at[0]):
@@ -168,7 +168,7 @@ class Rows:
       out = outputs[s["output"]]
       size = out["symbolic_shape"][s["axis"]] if s["dim"] is not None else {"terms": [],
                                                                               "const": 1}
-      rows = size["const"] + sum(c * values[n] for n, c in size["terms"])
+      rows = (size["const"] + sum(c * values[n] for n, c in size["terms"])) // size.get("div", 1)
       row = s["row"] * out_itemsize(s["dtype"])
       dst = handles[storage_of(s["name"])]
       src = bytes(runtime.copyout(handles[storage_of(s["output"])]))

@@ -105,7 +105,7 @@ class Sym:
   def __add__(self, other) -> Sym | int:
     if isinstance(other, Sym):
       if self.div != 1 and other.div != 1:
-        raise self._floored(f"{self} + {other}", "a sum of two floored sizes")
+        return self._floored_sum(other)
       if other.div != 1:
         return other + self
       # floor(X / d) + Y -> floor((X + d*Y) / d): Y is an int for every value
@@ -120,6 +120,26 @@ class Sym:
     return NotImplemented
 
   __radd__ = __add__
+
+  def _floored_sum(self, other: Sym) -> Sym | int:
+    """self + other, both floored, as one expression where some floor((a*n + b) / L) over their
+    one dim equals the sum at every value ((n + 1) // 2 + n // 2 == n: the two halves of a
+    stepped slice); UnsupportedError where none does (2 * ((n + 1) // 2)). Both sides grow by a
+    when n grows by L = lcm(divisors), so one period of values decides it."""
+    ranges, values = self._merge(other)
+    if len(ranges) != 1:
+      raise self._floored(f"{self} + {other}", "a sum of two floored sizes over several dims")
+    (name, (lo, hi)), = ranges.items()
+    period = math.lcm(self.div, other.div)
+    a = sum(c * period // s.div for s in (self, other) for _, c in s.terms)
+    def total(v):
+      return sum((s.const + s.terms[0][1] * v) // s.div for s in (self, other))
+    for r in range(period):
+      b = period * total(lo) - a * lo + r
+      if all((a * v + b) // period == total(v) for v in range(lo, min(hi, lo + period) + 1)):
+        return make({name: a}, b, ranges, values, period)
+    raise self._floored(f"{self} + {other}", "a sum of two floored sizes that no one floored "
+                        "size equals")
 
   def _floored(self, text: str, what: str) -> UnsupportedError:
     return UnsupportedError(f"{text} is {what}, which is no size kernelgen can express (sizes are "
@@ -164,7 +184,7 @@ class Sym:
                              f"int")
     return make(dict(self.terms), self.const, self.ranges, self.values, self.div * other)
 
-  def _merged(self, other: Sym) -> Sym:
+  def with_bindings_of(self, other: Sym) -> Sym:
     """This expression with `other`'s bindings too (they are equal expressions)."""
     ranges, values = self._merge(other)
     return Sym(self.terms, self.const, ranges, values, self.div)
@@ -339,22 +359,6 @@ def describe_sym(sym) -> str:
   return "(" + ", ".join(str(n) for n in sym) + ("," if len(sym) == 1 else "") + ")"
 
 
-def merge_sym(shape: tuple, syms: list) -> tuple:
-  """The logical shape of an elementwise node of physical `shape` from its sources' (None: a
-  source with no symbolic axis). Two different symbolic sizes on one axis are a ShapeError."""
-  out = list(shape)
-  for sym in syms:
-    if sym is None:
-      continue
-    for a, n in enumerate(sym):
-      if isinstance(n, Sym):
-        if isinstance(out[a], Sym) and out[a] != n:
-          raise ShapeError(f"axis {a} is {out[a]} in one operand and {n} in another: symbolic "
-                           f"sizes must be the same expression to combine")
-        out[a] = n if not isinstance(out[a], Sym) else out[a]._merged(n)
-  return tuple(out)
-
-
 def _unsupported(move: str, axis: int, size, why: str):
   return UnsupportedError(f"{move} along the symbolic axis {axis} (size {size}) {why}")
 
@@ -446,7 +450,16 @@ def _group(sym, shape, new, gi, gk) -> list:
                            f"layout would not hold the values first): only the leading axis of "
                            f"a merged or split group may be symbolic; keep the static axes "
                            f"before it apart (merge only {sym[syms[0]]} and the axes after it)")
-  total = sym[syms[0]] * prod_of(shape[a] for a in gi if a != syms[0])
+  rows = prod_of(shape[a] for a in gi if a != syms[0])
+  if sym[syms[0]].div != 1 and rows != 1:
+    raise UnsupportedError(f"a reshape of {describe_sym(sym)} (flatten included) that merges "
+                           f"the floored size {sym[syms[0]]} (a stepped slice's count) with "
+                           f"{rows} elements of other axes is not supported: {rows} * "
+                           f"({sym[syms[0]]}) is no size kernelgen can express; keep the axes "
+                           f"apart (reductions take several axes: x.sum((0, 1))), or give the "
+                           f"stepped axis a size the step divides (2*h rows for h = "
+                           f"kg.Dim('h', lo, hi): x[::2] then has h rows and flattens)")
+  total = sym[syms[0]] * rows
   heads = [a for a in gk if new[a] != 1]
   rest = prod_of(new[a] for a in heads[1:])
   if rest != 1 and not total.divides(rest) or (total // rest).hi != new[heads[0]]:

@@ -13,7 +13,8 @@ from .. import limits
 from ..dtype import DType
 from ..errors import LimitError
 from ..uop.ops import Ops
-from .dims import Sym, merge_sym, describe_sym, move_sym
+from .combine_sizes import merge_sym
+from .dims import Sym, describe_sym, move_sym
 from .view import View, prod
 
 

@@ -541,10 +541,12 @@ def _same_rows(node: LazyOp, red: LazyOp) -> bool:
 
 
 def _size_name(n) -> str:
-  """A size in a kernel name: an int, or a symbolic size by its expression (`n`, `posp1`)."""
+  """A size in a kernel name: an int, or a symbolic size by its expression (`n`, `posp1`,
+  `np1d2` for (n + 1) // 2: names are file names in a bundle, no `/` or brackets)."""
   if isinstance(n, int):
     return str(n)
-  return str(n).replace(" ", "").replace("+", "p").replace("-", "m").replace("*", "x")
+  text = str(n).replace(" ", "").replace("(", "").replace(")", "").replace("//", "d")
+  return text.replace("+", "p").replace("-", "m").replace("*", "x")
 
 
 def _kernel_name(node: LazyOp, item_inputs, order: dict) -> str:

@@ -1,14 +1,16 @@
-"""Functions that combine tensors — `where`, `cat`, `stack` — kept below tensor.py so the
-operation mixins can use them (tensor.py re-exports them as the public `kg.where` etc.)."""
+"""Functions that combine tensors — `where`, `cat`, `stack`, and `pad_widths` (a pad by symbolic
+widths: a cat of fills) — kept below tensor.py so the operation mixins can use them (tensor.py
+re-exports them as the public `kg.where` etc.)."""
 from __future__ import annotations
 
+from ..graph.combine_sizes import agree, size_mismatch
 from ..graph.dims import Sym
 from ..dtype import dtypes
 from ..errors import DTypeError, ShapeError
 from ..graph.lazy import L, LazyOp
 from ..uop.ops import Ops
 from .autograd import record
-from .operands import TensorOps, array_operand, result_dtype
+from .operands import TensorOps, array_operand, check_sizes, result_dtype
 from .data import broadcast_shape, resolve_axes
 
 
@@ -31,6 +33,7 @@ def where(cond, x, y) -> TensorOps:
   dtype = result_dtype(x, y)
   a, b = (v if isinstance(v, TensorOps) else cls(cls._full_node((), v, dtype, cond.device))
           for v in (x, y))
+  check_sizes((cond, a, b))
   shape = broadcast_shape(cond.shape, a.shape, b.shape)
   c = cond.cast(dtypes.bool).expand(shape)
   a, b = a.cast(dtype).expand(shape), b.cast(dtype).expand(shape)
@@ -49,6 +52,10 @@ def cat(tensors, axis: int = 0) -> TensorOps:
   first = tensors[0]
   axis = resolve_axes(axis, first.ndim)[0]
   for t in tensors[1:]:
+    if t.ndim == first.ndim and (t.node.sym or first.node.sym):
+      for i, (a, b) in enumerate(zip(first.node.sym or first.shape, t.node.sym or t.shape)):
+        if i != axis and (isinstance(a, Sym) or isinstance(b, Sym)) and not agree(a, b):
+          raise size_mismatch(i, a, b)
     if t.ndim != first.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape))
                                    if i != axis):
       raise ShapeError(f"cat of shapes {first.shape} and {t.shape} along axis {axis}: every "
@@ -86,3 +93,27 @@ def stack(tensors, axis: int = 0) -> TensorOps:
   if len(shapes) > 1:
     raise ShapeError(f"stack needs tensors of one shape, got {sorted(shapes)}")
   return cat([t.unsqueeze(axis) for t in tensors], axis)
+
+
+def pad_widths(x, pads, value):
+  """Tensor.pad (constant) with symbolic widths (`x.pad(((0, n), (0, 0)))`): along each axis with
+  one, a cat of fills of the widths before and after x (kg.cat places them at run-time offsets),
+  then the static widths of the other axes as usual."""
+  out = x
+  for a, (before, after) in enumerate(pads):
+    if not isinstance(before, Sym) and not isinstance(after, Sym):
+      continue
+    parts = [_fill_like(out, a, before, value), out, _fill_like(out, a, after, value)]
+    out = cat([p for p in parts if p is not None], a)
+  rest = tuple((0, 0) if isinstance(b, Sym) or isinstance(e, Sym) else (b, e) for b, e in pads)
+  return out.pad(rest, value) if any(b or e for b, e in rest) else out
+
+
+def _fill_like(x, axis: int, width, value):
+  """A tensor of x's logical shape but `width` along `axis`, filled with value (None: width 0)."""
+  from .symbolic import full
+  if not isinstance(width, Sym) and not width:
+    return None
+  shape = list(x.node.logical)
+  shape[axis] = width
+  return full(type(x), tuple(shape), value, x.dtype, x.device)

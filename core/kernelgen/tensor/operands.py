@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..dtype import DType, dtypes, promote_types
 from ..errors import DeviceError, DTypeError
+from ..graph.combine_sizes import check_broadcast
 from .data import Scalar, broadcast_shape
 
 
@@ -58,12 +59,20 @@ def coerce(*xs) -> list:
                       f"move them with .to(device) first")
   dtype = result_dtype(*xs)
   cls = type(tensors[0])
+  check_sizes(tensors)
   shape = broadcast_shape(*(t.shape for t in tensors))
   out = []
   for x in xs:
     t = x if isinstance(x, TensorOps) else cls(cls._full_node((), x, dtype, tensors[0].device))
     out.append(t.cast(dtype).expand(shape) if shape else t.cast(dtype))
   return out
+
+
+def check_sizes(tensors) -> None:
+  """ShapeError naming both sizes where tensors to broadcast together hold different symbolic
+  sizes on one axis (their padded shapes may still agree: graph/dims.py's check_broadcast)."""
+  if any(t.node.sym is not None for t in tensors):
+    check_broadcast([t.node.sym or t.shape for t in tensors])
 
 
 def result_dtype(*xs) -> DType:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from ..dtype import dtypes
 from ..errors import ShapeError, UnsupportedError
-from ..graph.dims import Count, Sym, physical, split_shape
+from ..graph.dims import Count, Sym, describe_sym, physical, split_shape
 from ..graph.lazy import L, LazyOp, chain_view
 
 
@@ -183,7 +183,13 @@ def reshape(x, shape):
     known = count_of([s for s in shape if not (isinstance(s, int) and s == -1)])
     shape[shape.index(-1)] = _exact(total, known)
   phys, sym = split_shape(shape)
-  out = x._move("reshape", phys)
+  try:
+    out = x._move("reshape", phys)
+  except ShapeError:
+    raise ShapeError(f"cannot reshape {describe_sym(logical(x))} to {describe_sym(shape)}: the "
+                     f"sizes hold different numbers of elements (for a bound value, or as laid "
+                     f"out padded: {x.shape} and {phys}); give sizes whose product is the "
+                     f"tensor's") from None
   got = logical(out)
   if tuple(got) != tuple(shape):
     raise ShapeError(f"cannot reshape {logical(x)} to {tuple(shape)}: the sizes differ "
@@ -267,7 +273,15 @@ def cat(tensors, axis: int):
   """kg.cat along an axis where some size is symbolic: each part read at its run-time offset."""
   first = tensors[0]
   sizes = [logical(t)[axis] for t in tensors]
-  total = count_sum(sizes)
+  try:
+    total = count_sum(sizes)
+  except UnsupportedError:
+    raise UnsupportedError(f"kg.cat along axis {axis} of parts of sizes "
+                           f"{', '.join(map(str, sizes))}: their total is no size kernelgen can "
+                           f"express (sizes are affine in the dims, or one affine expression "
+                           f"floor-divided by an int); stack the parts on a new axis instead "
+                           f"(kg.stack), or give the stepped axis a size the step divides (2*h "
+                           f"rows for h = kg.Dim('h', lo, hi))") from None
   out, offset = None, 0
   for t, n in zip(tensors, sizes):
     part = _shifted(t, axis, offset, physical(total))
@@ -295,7 +309,10 @@ def _between(x, axis: int, lo, hi, n: int):
 
 def _shifted(x, axis: int, offset, n: int):
   """y with y[..., i, ...] = x[..., i - offset, ...] along `axis` for i in 0..n-1 (other
-  positions: unspecified), the offset a run-time value when symbolic."""
+  positions: unspecified), the offset a run-time value when symbolic (a floored one is negated
+  at run time: no size is minus a floored one)."""
+  if isinstance(offset, Sym) and offset.div != 1:
+    return gather_at(x, axis, -scalar(type(x), offset, x.device), n)
   return gather_at(x, axis, scalar(type(x), -offset, x.device), n)
 
 

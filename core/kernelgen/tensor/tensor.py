@@ -38,7 +38,7 @@ from .data import (Scalar, check_ints, host_narrowed, infer_dtype, nest, pairs, 
 from ..graph.view import View, prod
 from ..graph.dims import Sym
 from .operands import TensorOps, acc_dtype, coerce, float_of, result_dtype  # noqa: F401
-from .combine import cat, stack, where  # noqa: F401
+from .combine import cat, pad_widths, stack, where  # noqa: F401
 from .ops.elementwise import ArithmeticOps, MathOps
 from .ops.special import SpecialOps
 from .ops.activations import ActivationOps
@@ -423,7 +423,9 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
       known = prod(s for s in shape if s != -1)
       shape[shape.index(-1)] = self._elements() // known if known else 0
     if prod(shape) != self._elements() or any(s < 0 for s in shape):
-      raise ShapeError(f"cannot reshape {self.shape} ({self._elements()} elements) to "
+      held = f"padded to {self.shape}" if self.node.sym is not None else \
+        f"{self._elements()} elements"
+      raise ShapeError(f"cannot reshape {self.node.logical} ({held}) to "
                        f"{tuple(shape)}: the element counts must match")
     return self if tuple(shape) == self.shape else self._move("reshape", tuple(shape))
 
@@ -517,6 +519,8 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     check_ints([w for pair in pads for w in pair], "pad")
     if any(b < 0 or a < 0 for b, a in pads):
       raise ShapeError(f"pad widths must be >= 0, got {pads}; use shrink to cut")
+    if any(isinstance(w, Sym) for pair in pads for w in pair):
+      return pad_widths(self, pads, value)
     if self._elements() == 0 and any(b or a for b, a in pads):   # nothing to place: all fill
       shape = tuple(n + b + a for n, (b, a) in zip(self.shape, pads))
       return Tensor.full(shape, value, dtype=self.dtype, device=self.device)

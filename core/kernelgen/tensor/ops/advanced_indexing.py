@@ -37,7 +37,7 @@ the tensor t was sliced from) do not change.
 from __future__ import annotations
 
 from ...dtype import dtypes
-from ...errors import DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedError
+from ...errors import DeviceError, DTypeError, IndexOutOfRangeError, ShapeError, UnsupportedError
 from ...graph.lazy import L, LazyOp
 from ...graph.view import prod
 from ..autograd import record
@@ -195,11 +195,21 @@ def _fill(x):
   return -0.0 if x.dtype.is_float() else 0
 
 
+def same_device(t, idx) -> None:
+  """DeviceError unless the index tensor `idx` lives on `t`'s device (as binary operands must:
+  an index is read by the kernel that reads t, nothing moves between devices implicitly)."""
+  if idx.device != t.device:
+    raise DeviceError(f"a tensor on {t.device} indexed with an index tensor on {idx.device}: "
+                      f"the index must live on the tensor's device; move it with "
+                      f"index.to({t.device!r}) (or the tensor with .to({idx.device!r}))")
+
+
 def gather_along(x, axis: int, index):
   """The lazy gather (`L.GATHER`): out[i] = x[i with i[axis] := index[i]] for an int Tensor
   `index` shaped like the result (x's shape but along axis); values outside 0..n-1 read 0. One
   indirect load per element (lowering/gather.py); differentiable in x (autograd's rule
-  "gather": a scatter_add)."""
+  "gather": a scatter_add). DeviceError when index lives on another device than x."""
+  same_device(x, index)
   node = LazyOp(L.GATHER, x.dtype, index.shape, (x.node, index.node), axis)
   m = index.shape[axis]
   sort = sorted_scatter.sorted_pays(prod(index.shape) // max(m, 1), x.shape[axis], m)
@@ -400,6 +410,7 @@ def index_tensor(t, idx, axis: int):
   """A gather/scatter index as an int32 Tensor with negative indices wrapped."""
   n = t.shape[axis]
   if is_tensor(idx):
+    same_device(t, idx)
     if idx.dtype.is_float() or idx.dtype == dtypes.bool:
       raise DTypeError(f"index tensors must have an integer dtype, got {idx.dtype}: cast "
                        f"with .int()")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ...errors import ShapeError
+from ...graph.combine_sizes import agree
 from ..operands import TensorOps, acc_dtype, result_dtype
 
 
@@ -21,9 +22,10 @@ def matmul(a, b, reverse=False):
     raise ShapeError("matmul needs tensors with at least 1 dim: use * for scalars")
   x = a.reshape(1, -1) if a.ndim == 1 else a
   y = b.reshape(-1, 1) if b.ndim == 1 else b
-  if x.shape[-1] != y.shape[-2]:
-    raise ShapeError(f"matmul of shapes {a.shape} and {b.shape}: the inner dims "
-                     f"{x.shape[-1]} and {y.shape[-2]} must match; transpose or reshape one")
+  inner = x.node.logical[-1], y.node.logical[-2]
+  if x.shape[-1] != y.shape[-2] or not agree(*inner):
+    raise ShapeError(f"matmul of shapes {a.node.logical} and {b.node.logical}: the inner dims "
+                     f"{inner[0]} and {inner[1]} must match; transpose or reshape one")
   dtype = result_dtype(x, y)
   xs = x.cast(dtype).unsqueeze(-2)                       # (..., n, 1, k)
   ys = y.cast(dtype).swapaxes(-1, -2).unsqueeze(-3)      # (..., 1, m, k)
