@@ -116,10 +116,12 @@ export class GpuExecutor {
     this.launchPipelines = new WeakMap();  // launch object -> pipeline entry (Python reuses them)
     this.generation = 0;         // +1 per device made: Python re-reads info() when it changes
     this.stats = { submits: 0, batches: 0, kernels: 0, workgroups: 0, scopeWaits: 0,
-      pipelinesMade: 0, mostMaking: 0, pipelineMs: 0, pipelineBusyMs: 0, inliningSettles: 0 };
+      pipelinesMade: 0, mostMaking: 0, pipelineMs: 0, pipelineBusyMs: 0, pipelineBytes: 0,
+      inliningSettles: 0 };
     // mostMaking: the most pipelines in flight at once; pipelineMs: the builds' times summed
     // (shader module + createComputePipelineAsync, each); pipelineBusyMs: the time at least one
-    // was building (what the builds add to a run's wall time at most, as they overlap)
+    // was building (what the builds add to a run's wall time at most, as they overlap);
+    // pipelineBytes: the WGSL bytes built (busy ms per byte: the build rate, webgpu_browser.py)
     this.building = 0;           // pipeline builds under way (compile())
     this.busySince = 0;          // when the first of them started
     this.timing = false;         // runTimed's batch is being encoded: time it
@@ -394,7 +396,7 @@ export class GpuExecutor {
       code: (features.includes('subgroups') ? 'enable subgroups;\n' : '') + launch.source };
   }
 
-  // compile(launch), timed into stats.pipelineMs and stats.pipelineBusyMs.
+  // compile(launch), timed into stats.pipelineMs and stats.pipelineBusyMs (its bytes counted).
   async compile(launch) {
     const start = performance.now();
     if (this.building++ === 0) this.busySince = start;
@@ -403,6 +405,7 @@ export class GpuExecutor {
     } finally {
       const end = performance.now();
       this.stats.pipelineMs += end - start;
+      this.stats.pipelineBytes += launch.source.length;
       if (--this.building === 0) this.stats.pipelineBusyMs += end - this.busySince;
     }
   }

@@ -1,9 +1,12 @@
 """model.js builds a symbolic kernel's variants lazily (issue 37: the first result waits only for
 what it needs): load() makes each kernel's own pipeline, not its variants' (lowering/variants.py);
 a run whose bound value a variant not built yet would take runs the kernel itself (never the
-unbuilt variant); a variant asked for by two runs (it is no longer than the kernel: a longer one
-waits for more, loader.js BUILD_AFTER) is built in the background and taken by the runs after;
-buildVariants() builds the rest. Every run equals numpy, in headless Chromium."""
+unbuilt variant); a variant is built in the background once the runs that asked for it have
+taken its build's cost (ski rental, loader.js DEFAULT_MS_PER_BYTE: its bytes x the build rate
+measured at load), and taken by the runs after; buildVariants() builds the rest. The decision is
+checked by structure: a fake clock makes each run take RUN_MS and a fixed rate makes n = 100's
+variant cost 2.5 runs, so its build starts after the third run asking for it, not before. Every
+run equals numpy, in headless Chromium."""
 from __future__ import annotations
 
 import json
@@ -17,9 +20,11 @@ from browser_util import local_page
 pytestmark = pytest.mark.timeout(600)
 
 # JS: load the bundle under /NAME/ on a device that counts the pipelines made
-# (createComputePipelineAsync resolved); run `early` (lists of x), wait for a background build,
-# run `late`, build every variant, run `late` again; each run's y, workgroups and pipelines made
-LAZY = """async ([name, early, late]) => {
+# (createComputePipelineAsync resolved); stand in a clock on which each run takes `ms` and a build
+# rate of `rate` ms per byte; run `early` (lists of x), wait for a background build, run `late`,
+# build every variant, run `late` again; each run's y, workgroups, pipelines made and builds
+# started (made or under way); the rate and bytes that load() measured
+LAZY = """async ([name, early, late, ms, rate]) => {
   const { load } = await import(`/${name}/model.js`);
   const device = await (await navigator.gpu.requestAdapter()).requestDevice();
   let made = 0;
@@ -32,11 +37,16 @@ LAZY = """async ([name, early, late]) => {
   const calls = [];
   const model = await load({ device, onProgress: (p) => calls.push([p.done, p.total]) });
   const atLoad = made;
+  const measured = { rate: model.msPerByte(), bytes: model.busy.bytes };
+  let now = 0;
+  model.clock = () => (now += ms);     // runNow reads it twice: each run takes `ms`
+  model.msPerByte = () => rate;
   const runs = [];
   const go = async (feeds, phase) => {
     for (const rows of feeds) {
       const out = await model.run({ x: new Float32Array(rows) });
-      runs.push({ phase, y: Array.from(out.y), workgroups: model.workgroups, made });
+      const started = [...model.builds.values()].filter((e) => e.building).length;
+      runs.push({ phase, y: Array.from(out.y), workgroups: model.workgroups, made, started });
     }
   };
   await go(early, 'early');
@@ -50,7 +60,7 @@ LAZY = """async ([name, early, late]) => {
   const pipelines = model.pipelines ?? null;
   await go(late, 'all');
   model.destroy();
-  return { atLoad, calls, runs, background, pipelines, made };
+  return { atLoad, calls, runs, background, pipelines, made, measured };
 }"""
 
 
@@ -70,16 +80,24 @@ def test_model_js_builds_variants_on_demand_and_every_run_is_exact(chromium, ser
   x = {c: np.random.default_rng(c).standard_normal((8, c)).astype(np.float32)
        for c in (1, 2, 100, 1000, 4096)}
   # n = 100 takes the variant of n <= 504 (smaller tiles): 4 workgroups, where the kernel
-  # itself launches 1
-  early, late = [100, 1000, 100, 4096], [100, 1, 2, 1000, 4096]
+  # itself launches 1. Its build costs 2.5 runs: n = 100's third run starts it; n = 1's and
+  # n = 2's own variants (shorter than n = 100's, more than 2/5 of it) are asked once each:
+  # a run's time is less than their cost
+  source = {v["most"]: (tmp_path / "cols" / v["file"]).read_text() for v in k["variants"]}
+  run_ms, rate = 1000.0, 2.5 * 1000.0 / len(source[504])
+  assert all(run_ms < rate * len(source[most]) for most in (1, 2)), {m: len(t) for m, t in
+                                                                      source.items()}
+  early, late = [100, 1000, 100, 100, 4096], [100, 1, 2, 1000, 4096]
   with local_page(chromium) as page:
     page.goto(server.url("index.html"))
     info = page.evaluate(LAZY, ["cols", [x[c].ravel().tolist() for c in early],
-                                [x[c].ravel().tolist() for c in late]])
+                                [x[c].ravel().tolist() for c in late], run_ms, rate])
     assert page.console_errors == [], page.console_errors
-  # load() made the kernel's own pipeline only, and said so
+  # load() made the kernel's own pipeline only, and said so; it timed that build: the rate
   assert info["atLoad"] == 1 < distinct, info
   assert info["calls"] == [[0, 1], [1, 1]], info["calls"]
+  own = len((tmp_path / "cols" / k["file"]).read_text())
+  assert info["measured"]["bytes"] == own and info["measured"]["rate"] > 0, info["measured"]
   sizes = early + late + late
   for c, run in zip(sizes, info["runs"]):
     np.testing.assert_allclose(np.array(run["y"], np.float32).reshape(32, -1), a @ x[c],
@@ -90,12 +108,17 @@ def test_model_js_builds_variants_on_demand_and_every_run_is_exact(chromium, ser
     return launch_dispatch(chosen.launch, {"n": c})[0]
   # before any variant is built, n = 100 runs the kernel itself (its grid cut to what it needs)
   runs = info["runs"]
-  assert [r["workgroups"] for r in runs[:4]] == [dispatched(c, False) for c in early], runs[:4]
+  assert [r["workgroups"] for r in runs[:5]] == [dispatched(c, False) for c in early], runs[:5]
   assert dispatched(100) == 4 != dispatched(100, False)
-  # n = 100's variant, asked twice, was built in the background and taken by the next run
+  # n = 100's variant, charged 1, 2, 3 runs (1000 takes the kernel: charges nothing), starts
+  # building once the third reaches its cost of 2.5 runs, not before
+  assert [r["started"] for r in runs[:5]] == [1, 1, 1, 2, 2], runs[:5]
+  # built in the background and taken by the next run; n = 1 and 2 then take it, their own
+  # variants (asked once) not built
   assert info["background"] == 2, info
-  assert runs[4]["workgroups"] == dispatched(100), runs[4]
+  assert runs[5]["workgroups"] == dispatched(100), runs[5]
+  assert [r["started"] for r in runs[5:10]] == [2] * 5, runs[5:10]
   # after buildVariants() every size runs its own variant, as the native runtime picks it
   assert info["made"] == distinct, info
   assert info["pipelines"] == {"built": distinct, "total": distinct}, info
-  assert [r["workgroups"] for r in runs[9:]] == [dispatched(c) for c in late], runs[9:]
+  assert [r["workgroups"] for r in runs[10:]] == [dispatched(c) for c in late], runs[10:]

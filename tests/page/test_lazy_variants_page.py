@@ -1,12 +1,13 @@
 """The page's own runtime builds a symbolic kernel's variants lazily (issue 37; lowering/variants.py,
 runtime/webgpu_browser.py pick), as an exported bundle does (test_export_lazy_variants.py): a
 realize prepares the kernel's own pipeline only (it serves every bound value); a variant is asked
-for by each realize whose bound value it would take, and once asked by two realizes (per multiple
-of the kernel's WGSL length that the variant's is) its pipeline is built in the background
-(createComputePipelineAsync) after the next read, while the kernel stands in; the realizes after
-the build run it.
+for by each realize whose bound value it would take, charged at the read the realize's time since
+it asked, and once its charges reach its build cost (ski rental: its WGSL bytes x the build rate)
+its pipeline is built in the background (createComputePipelineAsync) after that read, while the
+kernel stands in; the realizes after the build run it.
 Headless Chromium (SwiftShader), the page's kg.run; every result equals numpy. Nothing is timed:
-the program waits for the builds in flight (gpu.js `making`) where it says so."""
+a stand-in clock makes each realize take RUN_MS and a stand-in rate makes n = 100's variant cost
+2.5 realizes, and the program waits for the builds in flight (gpu.js `making`) where it says so."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,9 +17,10 @@ from test_demos import open_demo, site  # noqa: F401 (site: a fixture)
 
 pytestmark = pytest.mark.timeout(900)
 
-# n = 100 first (asked once: no variant built), again (asked twice: its variant's build
-# starts, the kernel runs), then after the build (the variant runs); then 1000 and 1 once each
+# n = 100 three times (charged 1, 2 and 3 realizes: its variant's build starts after the third's
+# read, the kernel runs), then after the build (the variant runs); then 1000 and 1 once each
 SIZES = (100, 100, 100, 100, 100, 1000, 1)
+RUN_MS = 1000.0
 
 PROGRAM = '''
 import kernelgen as kg
@@ -33,8 +35,18 @@ def builds_done():
 runtime = kg.Device["WEBGPU"]
 picked = []     # per kernel run: [0 for the kernel or i + 1 for its variant i, its build's state]
 pick = getattr(runtime, "pick", None)
+seen = []       # the kernel
+now = [0.0]     # the stand-in clock (ms): each realize takes __RUN_MS__ before its read
+
+def rate():     # ms per WGSL byte: n = 100's variant costs 2.5 realizes
+  from kernelgen.uop.program import variant_for
+  return 2.5 * __RUN_MS__ / len(variant_for(seen[0], {"n": 100}).launch.source)
+
+runtime.clock = lambda: now[0]
+runtime.ms_per_byte = rate
 
 def spy(kernel, values):
+  seen[:] = [kernel]
   chosen = pick(kernel, values)
   runs = [kernel] + [v for _, _, v in kernel.variants]
   picked.append([next(i for i, k in enumerate(runs) if k is chosen),
@@ -53,16 +65,19 @@ for step, c in enumerate(__SIZES__):
   builds_done()
   before, known = gpu.stats.workgroups, gpu.pipelines.size + gpu.making.size
   y = (a @ x).realize()
+  now[0] += __RUN_MS__
   groups.append(gpu.stats.workgroups - before)
   pipes.append(gpu.pipelines.size + gpu.making.size - known)  # pipelines this realize asked for
   making.append(gpu.making.size)           # read before the page waits for anything (tolist)
   for row in y.tolist():
     flat += row
   started.append(gpu.making.size)          # builds under way once the result is read
-  if step == 3:
+  if step == 2:
     builds_done()
-out = Tensor(flat + pipes + making + groups + started + [i for p in picked for i in p])
-'''.replace("__SIZES__", repr(SIZES))
+from kernelgen.uop.program import variant_for
+sizes = [len(variant_for(seen[0], {"n": c}).launch.source) for c in (100, 1)]
+out = Tensor(flat + pipes + making + groups + started + [i for p in picked for i in p] + sizes)
+'''.replace("__SIZES__", repr(SIZES)).replace("__RUN_MS__", repr(RUN_MS))
 
 
 def _operands(c: int):
@@ -95,20 +110,25 @@ def test_the_page_builds_a_variant_only_once_runs_ask_for_it_and_then_runs_it(si
                                     for i in range(4))
   # the first run builds the kernel's own pipeline only (before issue 37: all its variants too)
   assert pipes[0] == 1 and making[0] <= 1, (pipes, making, groups)
-  picked = got[at + 4 * k:].astype(int).reshape(-1, 2)
+  picked = got[at + 4 * k:-2].astype(int).reshape(-1, 2)
   assert len(picked) == k, picked      # one kernel per run (pick: the page runtime's choice)
+  # n = 1's own variant costs more than one realize (2.5 x its share of n = 100's bytes)
+  bytes100, bytes1 = got[-2:]
+  assert 2.5 * bytes1 / bytes100 > 1, (bytes100, bytes1)
   chosen, state = picked.T
-  # the second run at n = 100 asks for its variant again, and runs the kernel; the variant's
-  # build starts once that run's result is read (none after the first run's read)
-  assert pipes[1] == 0 and list(chosen[:2]) == [0, 0], (pipes, making, picked)
-  assert started[0] == 0 and started[1] == 1, (started, picked)
-  # once built (the program waits for it before run 2), the runs at n = 100 take the variant
-  variant = chosen[2]
-  assert variant > 0 and list(chosen[2:5]) == [variant] * 3, picked
-  assert pipes[2:5] == [0, 0, 0], (pipes, making, picked)
+  # the second and third runs at n = 100 ask for its variant again, and run the kernel; the
+  # variant's build starts once the third run's result is read (charged 3 realizes, past its
+  # cost of 2.5), none after the first two reads
+  assert pipes[1:3] == [0, 0] and list(chosen[:3]) == [0, 0, 0], (pipes, making, picked)
+  assert started[:3] == [0, 0, 1], (started, picked)
+  # once built (the program waits for it before run 3), the runs at n = 100 take the variant
+  variant = chosen[3]
+  assert variant > 0 and list(chosen[3:5]) == [variant] * 2, picked
+  assert pipes[3:5] == [0, 0], (pipes, making, picked)
   # n = 1000 and n = 1, asked for once each, build nothing; n = 1 takes a built variant whose
   # range holds it (n = 100's at the latest), not its own n = 1 variant; n = 1000 takes the
   # kernel or a variant whose pipeline is built already (variants may share one WGSL source)
   assert pipes[5:] == [0, 0] and 0 < chosen[6] <= variant, (pipes, picked)
+  assert started[5:] == [0, 0], (started, picked)
   # a variant runs only once its pipeline is built
   assert all(s == 1 for c, s in picked if c > 0), picked

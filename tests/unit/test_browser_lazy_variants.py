@@ -1,15 +1,19 @@
 """The page's WEBGPU runtime (runtime/webgpu_browser.py) builds a symbolic kernel's variants
 only once realizes ask for them (issue 37), with a stand-in for gpu.js: prepare() starts the
 kernel's own pipeline only; pick() runs the kernel until the variant that the bound values select
-is built, queues that build once two realizes have asked for it (BUILD_AFTER), build_next (after
-a read) starts the queued builds one at a time, and pick never returns a variant whose pipeline
-is not built."""
+is built; at a read (build_next) every variant asked for since the previous read is charged the
+wall time since the first ask and queued once its charges reach its build cost (ski rental: its
+WGSL bytes x gpu.js's measured build rate, DEFAULT_MS_PER_BYTE before any); build_next starts the
+queued builds one at a time, and pick never returns a variant whose pipeline is not built. A fake
+clock and build rate make the decision deterministic."""
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 
 import kernelgen as kg
-from kernelgen.runtime.webgpu_browser import BUILD_AFTER, BrowserWebGPU
+from kernelgen.runtime.webgpu_browser import DEFAULT_MS_PER_BYTE, BrowserWebGPU
 from kernelgen.uop.program import variant_for
 
 
@@ -19,6 +23,7 @@ class FakeGpu:
   def __init__(self):
     self.state: dict = {}
     self.prepared: list = []
+    self.stats = SimpleNamespace(pipelineBusyMs=0.0, pipelineBytes=0)
 
   def prepare(self, launch):
     key = (launch["source"], launch["entry_point"])
@@ -33,45 +38,96 @@ class FakeGpu:
     self.state = dict.fromkeys(self.state, "ready")
 
 
+class Clock:
+  """A fake clock (ms): reads `now`, which the test moves."""
+
+  def __init__(self):
+    self.now = 0.0
+
+  def __call__(self) -> float:
+    return self.now
+
+
 def _runtime():
   runtime = object.__new__(BrowserWebGPU)    # no Pyodide here: only what pick reads
   runtime.gpu, runtime.launches, runtime.asked = FakeGpu(), {}, {}
-  runtime.queued, runtime.background = {}, None
+  runtime.queued, runtime.background, runtime.asking, runtime.since = {}, None, {}, None
+  runtime.clock = Clock()
   runtime._launch = lambda kernel: (kernel.launch.to_json(), kernel.launch.to_json())
   return runtime
 
 
-def test_variants_are_built_once_asked_for_and_used_only_once_built():
+def _matmul():
   n = kg.Dim("n", 1, 4096)
   y = kg.Tensor(np.ones((32, 8), np.float32)).realize() @ kg.Tensor.empty(8, n, name="x")
   (kernel,) = kg.compile(y, target="wgsl")
+  return kernel
+
+
+def test_a_variant_is_built_once_its_runs_took_its_build_cost_and_used_only_once_built():
+  kernel = _matmul()
   wanted = variant_for(kernel, {"n": 100})
   assert wanted is not kernel and len(kernel.variants) >= 2
-  assert len(wanted.launch.source) <= len(kernel.launch.source) * 1.5   # asked BUILD_AFTER times
   runtime = _runtime()
   runtime.prepare(kernel)
   assert len(runtime.gpu.prepared) == 1 and runtime.ready(kernel) is False
+  # the kernel's build took 2 ms per byte: the variant costs 2 x its bytes; a run takes 40% of it
+  runtime.gpu.stats.pipelineBusyMs = 2.0 * len(kernel.launch.source)
+  runtime.gpu.stats.pipelineBytes = len(kernel.launch.source)
   runtime.gpu.finish()
-  assert runtime.ready(kernel)
-  for ask in range(1, BUILD_AFTER + 1):
-    values = {"n": 100}         # one dict per realize: its runs count as one ask
-    assert runtime.pick(kernel, values) is kernel and runtime.pick(kernel, values) is kernel
-    assert len(runtime.gpu.prepared) == 1 and bool(runtime.queued) == (ask == BUILD_AFTER), ask
-  runtime.build_next()          # after a read: the queued variant's build starts
-  assert len(runtime.gpu.prepared) == 2 and not runtime.queued
+  assert runtime.ready(kernel) and runtime.ms_per_byte() == 2.0
+  cost = 2.0 * len(wanted.launch.source)
+  for ask in range(1, 4):
+    values = {"n": 100}         # one realize: its runs ask once, charged from the first ask
+    assert runtime.pick(kernel, values) is kernel
+    runtime.clock.now += 0.4 * cost
+    assert runtime.pick(kernel, values) is kernel
+    assert not runtime.queued and len(runtime.gpu.prepared) == 1, ask
+    runtime.clock.now += 7.0    # the read: the realize took 0.4 x the cost and 7 ms
+    runtime.build_next()
+    assert runtime.asked[id(wanted)][1] == ask * (0.4 * cost + 7.0)
+    # charged 0.8 x the cost + 14 ms after two: not yet (the variant is over 70 bytes);
+    # 1.2 x after three: its build starts
+    assert len(runtime.gpu.prepared) == (2 if ask == 3 else 1), ask
+  assert not runtime.queued and runtime.background is wanted
+  runtime.clock.now += 10 * cost       # time between realizes that ask nothing is not charged
   assert runtime.pick(kernel, {"n": 100}) is kernel      # building: the kernel stands in
-  assert len(runtime.gpu.prepared) == 2
+  runtime.build_next()
+  assert len(runtime.gpu.prepared) == 2 and not runtime.asking
   runtime.gpu.finish()
   assert runtime.pick(kernel, {"n": 100}) is wanted
-  # n = 1's own variant is asked once: not built; the built one whose range holds 1 runs it
-  assert runtime.pick(kernel, {"n": 1}) is wanted and len(runtime.gpu.prepared) == 2
-  assert runtime.pick(kernel, {"n": 4096}) is kernel
+  # n = 1's own variant is asked once, by a run shorter than its cost: not built; the built
+  # one whose range holds 1 runs it
+  assert runtime.pick(kernel, {"n": 1}) is wanted
+  runtime.clock.now += 1.0
+  runtime.build_next()
+  assert len(runtime.gpu.prepared) == 2 and runtime.pick(kernel, {"n": 4096}) is kernel
+
+
+def test_before_any_build_is_timed_the_default_rate_prices_a_variant():
+  kernel = _matmul()
+  wanted = variant_for(kernel, {"n": 100})
+  runtime = _runtime()
+  runtime.prepare(kernel)
+  runtime.gpu.finish()
+  # nothing timed yet: the default rate
+  assert runtime.ms_per_byte() == DEFAULT_MS_PER_BYTE
+  cost = DEFAULT_MS_PER_BYTE * len(wanted.launch.source)
+  runtime.clock.now = 500.0      # the time before the first ask is not charged
+  assert runtime.pick(kernel, {"n": 100}) is kernel
+  runtime.clock.now += cost - 1.0   # one realize, 1 ms short of the cost: not bought
+  runtime.build_next()
+  assert len(runtime.gpu.prepared) == 1
+  runtime.gpu.finish()
+  values = {"n": 100}
+  runtime.pick(kernel, values)
+  runtime.clock.now += 2.0
+  runtime.build_next()          # the next, 2 ms: past the cost, bought
+  assert runtime.gpu.prepared[-1] == (wanted.launch.source, wanted.launch.entry_point)
 
 
 def test_queued_variants_build_one_at_a_time_the_shortest_first():
-  n = kg.Dim("n", 1, 4096)
-  y = kg.Tensor(np.ones((32, 8), np.float32)).realize() @ kg.Tensor.empty(8, n, name="x")
-  (kernel,) = kg.compile(y, target="wgsl")
+  kernel = _matmul()
   variants = [v for _, _, v in kernel.variants]
   runtime = _runtime()
   runtime.queued = {id(v): v for v in variants}

@@ -71,18 +71,22 @@ function gridDispatch(dispatch, grid, values) {
 // kernel's bindings and uniforms: the pipelines to make, the source files to fetch.
 const withVariants = (kernels) => kernels.flatMap((k) => [k,
   ...(k.variants || []).map((v) => ({ ...k, grid: undefined, variants: undefined, ...v }))]);
-// the runs that ask for a variant not built yet before it is built in the background, per
-// multiple of the kernel's own source length that the variant's is (its build's cost, roughly):
-// a value asked once builds nothing, a decode step's one-token variant (SmolLM2's q4 matmuls:
-// ~2x the kernel's WGSL) is built after 4 steps, a 128-token prefill's (~10x: ~9,000 lines,
-// 4-10 s each on SwiftShader) after 20 prompts. Measured (bench/lm_page.py, SmolLM2-135M widths,
-// 2 layers, q4, 128-token prompt, Chromium, load 13-17 on 2 CPUs, single runs): the prefill in
-// the kernels themselves takes 1.7-3.7 s on SwiftShader and 2.0-2.6 s on lavapipe against 1.1
-// and 0.65 in the variants, whose builds made the first token wait 445 and 70 s (10-19 and
-// 7-10 s without them); decode with the one-token variants built 2.4 and 7.1 tokens/s as
-// before (2.4, 7.0); at a flat 2 asks, the 128-token variants' builds ran during the next
-// generation's decode steps and halved them.
-const BUILD_AFTER = 2;
+// When a variant not built yet is built (ski rental; the same rule as the page's runtime,
+// runtime/webgpu_browser.py DEFAULT_MS_PER_BYTE): until it is built, the kernel runs its values
+// (renting); once the time its runs took reaches the variant's build cost, it is built (buying).
+// - cost: the variant's WGSL bytes x the build rate: the wall time this model was busy building
+//   pipelines per source byte, over every pipeline built so far (load()'s first of all:
+//   msPerByte), or DEFAULT_MS_PER_BYTE before any was built;
+// - lost: at each read, every variant asked for by the run is charged the run's wall time (what
+//   the variant would shorten: an upper bound);
+// - at a read, a variant charged its cost or more is queued; the builds start after a read, one
+//   at a time, the shortest first (startBuilds). So a build costs at most the time already lost
+//   (at most twice the best choice made knowing the future), and a value asked once for a short
+//   run builds nothing.
+// Before (a flat 2 asks per multiple of the kernel's source length), bench/lm_page.py's q4
+// 128-token prefill on lavapipe ran 369 tokens/s for 20 prompts where its variants run 927.
+// 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
+const DEFAULT_MS_PER_BYTE = 0.02;
 // what a launch's pipeline depends on: its source file, entry point, bindings and uniforms
 const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,
   k.bindings.map((b) => [b.slot, b.access]), (k.uniforms || []).length]);
@@ -332,11 +336,13 @@ class Model {
     this.workgroups = 0;
     this.calls = null;
     this.uniforms = [];
-    this.builds = new Map();     // pipelineKey -> {launch, source, made, building, asked}
+    this.builds = new Map();     // pipelineKey -> {launch, source, made, building, lost}
+    this.asking = new Set();     // keys of the variants not built that this run asked for
+    this.busy = { ms: 0, bytes: 0, open: 0, since: 0 };  // builds timed (msPerByte)
+    this.clock = () => performance.now();  // the runs' clock, ms (a test may stand in a fake)
     this.queued = new Set();     // keys of variants to build in the background
     this.background = null;      // the background build under way
     this.failed = null;          // a failed build's Error, thrown by the next run
-    this.runs = 0;               // runs encoded so far (pick counts the runs asking a variant)
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
     device.lost.then((info) => { this.lost = info.message || info.reason || 'unknown reason'; });
@@ -357,9 +363,9 @@ class Model {
   // Writes the weights and creates each kernel's own pipeline (createComputePipelineAsync, all in
   // flight together); onProgress({done, total}) after each is made. A symbolic kernel's
   // variants (lowering/variants.py) are not built here: the kernel itself serves every bound
-  // value, and a variant is built in the background once enough runs have asked for it
-  // (BUILD_AFTER) or by buildVariants(); until it is built, run() takes the kernel or a built
-  // variant whose range holds the value (see pick).
+  // value, and a variant is built in the background once its runs have lost its build's cost
+  // (DEFAULT_MS_PER_BYTE) or by buildVariants(); until it is built, run() takes the kernel or a
+  // built variant whose range holds the value (see pick).
   async prepare(sources, weights, onProgress = null) {
     for (const spec of this.manifest.weights) {
       write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
@@ -369,8 +375,7 @@ class Model {
     withVariants(this.manifest.kernels).forEach((launch, i) => {
       const key = pipelineKey(launch);
       if (!this.builds.has(key)) {
-        this.builds.set(key, { launch, source: sources[i], made: null, building: null, asked: 0,
-          lastRun: 0 });
+        this.builds.set(key, { launch, source: sources[i], made: null, building: null, lost: 0 });
       }
     });
     const first = [...new Set(this.manifest.kernels.map(pipelineKey))];
@@ -402,39 +407,61 @@ class Model {
     });
   }
 
-  // The pipeline of launch `key` (its build started once; later calls share it). A failed build
-  // rejects, and its error is kept for run() to throw.
+  // The pipeline of launch `key` (its build started once; later calls share it), timed into
+  // this.busy. A failed build rejects, and its error is kept for run() to throw.
   build(key) {
     const entry = this.builds.get(key);
-    entry.building ||= pipeline(this.device, entry.launch, entry.source).then((made) => {
+    if (entry.building) return entry.building;
+    const busy = this.busy;
+    if (busy.open++ === 0) busy.since = performance.now();
+    const done = () => {
+      busy.bytes += entry.source.length;
+      if (--busy.open === 0) busy.ms += performance.now() - busy.since;
+    };
+    entry.building = pipeline(this.device, entry.launch, entry.source).then((made) => {
+      done();
       entry.made = made;
       return made;
     }, (error) => {
+      done();
       this.failed ||= error;
       throw error;
     });
     return entry.building;
   }
 
+  // The build rate: the wall time this model was busy building pipelines per source byte built
+  // (DEFAULT_MS_PER_BYTE before any was timed).
+  msPerByte() {
+    return this.busy.ms > 0 && this.busy.bytes > 0 ? this.busy.ms / this.busy.bytes
+      : DEFAULT_MS_PER_BYTE;
+  }
+
   // What a step runs at the dims' `values`: the first variant whose range holds them, where it
   // is built, else the first built one whose range holds them, else the kernel itself (built at
-  // load; it serves every value). A variant not built is never dispatched: asked for by
-  // BUILD_AFTER runs per multiple of the kernel's source length, it joins the background builds
-  // (startBuilds).
+  // load; it serves every value). A variant not built is never dispatched: asked for, it is
+  // charged the run's wall time at the read (charge) and joins the background builds
+  // (startBuilds) once that reaches its build cost.
   pick(step, values) {
     const fits = step.variants.filter((v) => values[v.dim] <= v.most);
     const built = fits.find((v) => this.builds.get(v.key).made);
-    if (fits.length && fits[0] !== built) {
-      const wanted = this.builds.get(fits[0].key);
-      if (wanted.lastRun !== this.runs) wanted.asked += 1;    // once a run (layers share it)
-      wanted.lastRun = this.runs;
-      const size = wanted.source.length / this.builds.get(step.key).source.length;
-      if (wanted.asked >= BUILD_AFTER * Math.max(1, Math.round(size)) && !wanted.building) {
-        this.queued.add(fits[0].key);
-      }
+    if (fits.length && fits[0] !== built && !this.builds.get(fits[0].key).building) {
+      this.asking.add(fits[0].key);    // once a run (layers share it)
     }
     const { dispatch, grid, key } = built || step;
     return { pipeline: this.builds.get(key).made.pipeline, dispatch, grid };
+  }
+
+  // At a read: charges the variants the run asked for its wall time `ms` and queues those whose
+  // charges reach their build cost (ski rental: DEFAULT_MS_PER_BYTE's comment).
+  charge(ms) {
+    const rate = this.msPerByte();
+    for (const key of this.asking) {
+      const wanted = this.builds.get(key);
+      wanted.lost += ms;
+      if (!wanted.building && wanted.lost >= rate * wanted.source.length) this.queued.add(key);
+    }
+    this.asking.clear();
   }
 
   // Builds the queued variants one at a time, the shortest source first, after a run's outputs
@@ -581,6 +608,7 @@ class Model {
   }
 
   async runNow(inputs, names = null) {
+    const start = this.clock();
     this.usable();
     this.checkInputs(inputs);
     const values = this.dimValues(inputs);
@@ -612,7 +640,7 @@ class Model {
     this.clear = [];
     let pass = null;
     this.workgroups = 0;
-    this.runs += 1;
+    this.asking.clear();
     this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
       if (this.timer) pass?.end();
       if (!pass || this.timer) {
@@ -652,6 +680,7 @@ class Model {
       this.usable();
       fail(`reading the outputs failed: ${failure.message}`);
     }
+    this.charge(this.clock() - start);
     this.startBuilds();
     const out = {};
     wanted.forEach(([o, i]) => {

@@ -13,6 +13,8 @@ object and the device's render options are converted across the FFI once, not pe
 """
 from __future__ import annotations
 
+import time
+
 from ..errors import CompileError, DeviceError, KernelgenError, LimitError
 from ..render.wgsl.adapters import SOFTWARE, classify
 from ..uop.program import CompiledKernel, launch_dispatch, variant_for
@@ -24,11 +26,20 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
                  "max_workgroups_per_dim": "maxComputeWorkgroupsPerDimension",
                  "max_buffer_bytes": "maxStorageBufferBindingSize"}
 
-# the realizes that ask for a symbolic kernel's variant not built yet before its pipeline is
-# built in the background, per multiple of the kernel's own WGSL length that the variant's is
-# (its build's cost, roughly): the same policy as an exported bundle's (export/loader.js
-# BUILD_AFTER). A value asked once builds nothing; the kernel runs it meanwhile.
-BUILD_AFTER = 2
+# When a symbolic kernel's variant not built yet is built (ski rental; the same rule as an
+# exported bundle's, export/loader.js BUILD_COST): until it is built, the kernel runs its values
+# (renting); once the time its runs took reaches the variant's build cost, it is built (buying).
+# - cost: the variant's WGSL bytes x the page's build rate: the wall time the driver was busy
+#   building pipelines per source byte, over every pipeline built so far (gpu.js stats
+#   pipelineBusyMs / pipelineBytes), or DEFAULT_MS_PER_BYTE before any was built;
+# - lost: at each read, every variant asked for since the previous read is charged the wall time
+#   from that first ask to the read (what the variant would shorten: an upper bound);
+# - at a read, a variant charged its cost or more is queued; the builds start after a read, one
+#   at a time, the shortest first (build_next). So a build costs at most the time already lost
+#   (at most twice the best choice made knowing the future), and a value asked once for a short
+#   run builds nothing.
+# 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
+DEFAULT_MS_PER_BYTE = 0.02
 
 # gpu.js's error types -> kernelgen's typed errors
 ERRORS = {"CompileError": CompileError, "LimitError": LimitError, "DeviceError": DeviceError}
@@ -75,8 +86,10 @@ class BrowserWebGPU(Runtime):
     self.handles: set[int] = set()  # buffers allocated and not freed yet
     self.launches: dict[int, tuple] = {}   # id(kernel) -> (kernel, launch dict, as a JS object)
     self.options: tuple = (None, None)    # (gpu.generation, render_options()) last read
-    # id(variant) -> [variant, asks, the values dict of the run that asked last] (pick)
+    # id(variant) -> [variant, ms its runs lost so far] (pick charges it at a read: build_next)
     self.asked: dict[int, list] = {}
+    self.asking: dict[int, list] = {}   # the entries asked for since the last read
+    self.since: float | None = None     # when the first of them was asked (clock, ms)
     self.queued: dict[int, CompiledKernel] = {}   # variants to build, after a read (build_next)
     self.background: CompiledKernel | None = None   # the variant build_next started last
 
@@ -191,9 +204,9 @@ class BrowserWebGPU(Runtime):
     """The kernel to run for the dims' bound values: the variant whose range holds them first
     (variant_for) where its pipeline is built, else the first built variant whose range holds
     them, else the kernel itself (prepared with it; it serves every value). A variant not built
-    is never dispatched: asked for by BUILD_AFTER realizes per multiple of the kernel's WGSL
-    length, it is queued, its pipeline built in the background after the next read
-    (build_next), and the runs after its build take it."""
+    is never dispatched: asked for, it is charged the time its runs lose at the next read and
+    built in the background once that reaches its build cost (DEFAULT_MS_PER_BYTE's comment),
+    and the runs after its build take it."""
     variants = getattr(kernel, "variants", ()) or ()
     if not variants or not var_values:
       return kernel
@@ -207,20 +220,42 @@ class BrowserWebGPU(Runtime):
       if entry is None or entry[0] is not wanted:
         if len(self.asked) > 4096:
           self.asked.clear()
-        entry = self.asked[id(wanted)] = [wanted, 0, None]
-      # once a realize (its runs share one dict of values; layers may share a kernel)
-      if entry[2] is not var_values:
-        entry[1] += 1
-        entry[2] = var_values
-      size = len(wanted.launch.source) / max(1, len(kernel.launch.source))
-      if entry[1] >= BUILD_AFTER * max(1, round(size)):
-        self.queued[id(wanted)] = wanted
+        entry = self.asked[id(wanted)] = [wanted, 0.0]
+      if self.since is None:
+        self.since = self.clock()
+      self.asking[id(wanted)] = entry
     return built if built is not None else kernel
 
+  def clock(self) -> float:
+    """Milliseconds (a test may stand in a fake clock on the instance)."""
+    return time.perf_counter() * 1e3
+
+  def ms_per_byte(self) -> float:
+    """The page's build rate: the wall time the driver was busy building pipelines per WGSL byte
+    built (gpu.js stats), or DEFAULT_MS_PER_BYTE before any build was timed."""
+    stats = getattr(self.gpu, "stats", None)
+    busy = float(getattr(stats, "pipelineBusyMs", 0) or 0)
+    built = float(getattr(stats, "pipelineBytes", 0) or 0)
+    return busy / built if busy > 0 and built > 0 else DEFAULT_MS_PER_BYTE
+
+  def charge(self) -> None:
+    """At a read: charge the variants asked for since the last read the wall time since the
+    first ask, and queue those whose charges reach their build cost (ski rental)."""
+    if not self.asking:
+      return
+    lost, rate = self.clock() - (self.since or 0.0), self.ms_per_byte()
+    for key, entry in self.asking.items():
+      entry[1] += lost
+      if entry[1] >= rate * len(entry[0].launch.source):
+        self.queued[key] = entry[0]
+    self.asking, self.since = {}, None
+
   def build_next(self) -> None:
-    """Start building the queued variant of the shortest WGSL (gpu.js prepare) unless the last
-    one started is still building: one at a time, after a read, so that the builds hold up no
-    result and leave the CPU adapters' cores to the runs (as export/loader.js startBuilds)."""
+    """After a read: charge the variants asked for (charge), then start building the queued
+    variant of the shortest WGSL (gpu.js prepare) unless the last one started is still building:
+    one at a time, after a read, so that the builds hold up no result and leave the CPU
+    adapters' cores to the runs (as export/loader.js startBuilds)."""
+    self.charge()
     if not self.queued or (self.background is not None and
                            self._state(self.background) == "making"):
       return
