@@ -400,7 +400,9 @@ def _whole_tile(item: ScheduleItem, options: dict, long: bool, axes: tuple, tile
   light models' shapes it changes (conv + bias + ReLU, runs=100, off / on, best of 6-10
   interleaved, load ~19): 1x1 1024->256 14x14, 512->128 28x28, 128->128 28x28, 64->64 55x55,
   3x3 256->256 14x14 lavapipe 1.59 / 1.79 / 0.91 / 1.00 / 3.57x, SwiftShader 1.34 / 1.63 /
-  4.17 / 0.88 / 1.58x; 3x3 128->128 27x27 SwiftShader 1.81x (lavapipe's tile unchanged)."""
+  4.17 / 0.88 / 1.58x; 3x3 128->128 27x27 SwiftShader 1.81x (lavapipe's tile unchanged);
+  at 7x7 (load ~12) 1x1 512->2048, 2048->512, 3x3 512->512 lavapipe 1.23 / 1.32 / 2.47x,
+  SwiftShader 1.26 / 1.54 / 2.01x; 3x3 64->256 13x13 SwiftShader 2.10x."""
   if not options.get("whole_tiles") or _divides(item, tile, axes):
     return tile
   prefs = [_clip(item, t, axes) for t in preferred_tiles(options, long)]
