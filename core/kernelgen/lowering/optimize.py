@@ -229,7 +229,7 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
           (t in TILES or _divides(item, t, axes))]
   if not fits:
     return ()
-  tile = _shared_only(item, fits[0], axes)
+  tile = _shared_only(item, _whole_tile(item, options, long, axes, fits[0]), axes)
   # (long tiles are weighed by _long_over_budget, which falls back to these plain ones)
   budget = compile_cost.capped(options) and not (long and options.get("long_tiles")) and options
   if not options.get("tile_size_cap") and not budget:
@@ -384,6 +384,40 @@ def _small_tile(item: ScheduleItem, options: dict) -> tuple:
   axes = _tile_axes(item)
   fits = [t for t in (_clip(item, t, axes) for t in TILES) if _tileable(item, t, axes)]
   return (fits[0], axes) if fits else ()
+
+
+def _whole_tile(item: ScheduleItem, options: dict, long: bool, axes: tuple, tile: tuple) -> tuple:
+  """`tile`, or with option whole_tiles (both CPU adapters', render/wgsl/adapters.py) where it
+  leaves partial tiles (an axis it does not divide) the first preferred tile whose sizes, each
+  moved up to the least divisor of its axis up to twice it, divide both axes, leave
+  TILE_MIN_THREADS threads and hold no more outputs than the largest preferred, nor fewer than
+  `tile`'s threads compute on average: a partial tile computes, loads and gates outputs past
+  the axis (8x8 over 10 columns computes 16; over 14, 4x7 would share fewer loads: 0.65x).
+  PP-OCRv4 detection's 1x1 convs over 10x10 and 20x20 maps took 8x8 tiles, 16 columns for 10
+  or 24 for 20, now 8x10 (natively, GPU timestamps, best of 15 interleaved, load 10-12 on 2
+  shared CPUs, ms, 8x8 -> 8x10): lavapipe 384->384 10x10 6.6 -> 2.4, 192->192 20x20
+  4.9 -> 4.2; SwiftShader 62 -> 25 and 58 -> 31 (issue 42). The
+  light models' shapes it changes (conv + bias + ReLU, runs=100, off / on, best of 6-10
+  interleaved, load ~19): 1x1 1024->256 14x14, 512->128 28x28, 128->128 28x28, 64->64 55x55,
+  3x3 256->256 14x14 lavapipe 1.59 / 1.79 / 0.91 / 1.00 / 3.57x, SwiftShader 1.34 / 1.63 /
+  4.17 / 0.88 / 1.58x; 3x3 128->128 27x27 SwiftShader 1.81x (lavapipe's tile unchanged);
+  at 7x7 (load ~12) 1x1 512->2048, 2048->512, 3x3 512->512 lavapipe 1.23 / 1.32 / 2.47x,
+  SwiftShader 1.26 / 1.54 / 2.01x; 3x3 64->256 13x13 SwiftShader 2.10x."""
+  if not options.get("whole_tiles") or _divides(item, tile, axes):
+    return tile
+  prefs = [_clip(item, t, axes) for t in preferred_tiles(options, long)]
+  most, least = max(r * c for r, c in prefs), item.out.size / _tile_threads(item, tile, axes)
+  for pref in prefs:
+    whole = tuple(_near_divisor(item.out.shape[a], n) for a, n in zip(axes, pref))
+    if least <= whole[0] * whole[1] <= most and _tileable(item, whole, axes) and \
+        _divides(item, whole, axes) and _tile_threads(item, whole, axes) >= TILE_MIN_THREADS:
+      return whole
+  return tile
+
+
+def _near_divisor(n: int, size: int) -> int:
+  """The least divisor of n from `size` to twice it (a tile never shrinks), else `size`."""
+  return next((d for d in range(size, 2 * size + 1) if n % d == 0), size)
 
 
 def _divides(item: ScheduleItem, tile: tuple, axes: tuple) -> bool:
