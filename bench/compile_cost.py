@@ -66,6 +66,7 @@ WORKLOADS = {
   "matmul 1024^3 tile 4x4": ("E(1024, 1024) @ E(1024, 1024)", {"tile": (4, 4)}),
   "matmul 1024^3 rolled 8x16": ("E(1024, 1024) @ E(1024, 1024)", {"tile": (8, 16), "tile_unroll": 0}),
   "matmul 1024^3 rolled 8x8": ("E(1024, 1024) @ E(1024, 1024)", {"tile": (8, 8), "tile_unroll": 0}),
+  "digits": ("(((E(1, 64) / 16) @ E(64, 32) + E(32)).relu() @ E(32, 10) + E(10)).softmax(-1)", {}),
   "conv2d 3x3 64ch 56x56": ("E(1, 64, 56, 56).conv2d(E(64, 64, 3, 3), padding=1)", {}),
   "conv2d 3x3 64ch many runs": ("E(1, 64, 56, 56).conv2d(E(64, 64, 3, 3), padding=1)", {"runs": 100}),
   "conv2d 3x3 64ch tile 4x4": ("E(1, 64, 56, 56).conv2d(E(64, 64, 3, 3), padding=1)", {"tile": (4, 4)}),

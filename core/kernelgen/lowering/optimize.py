@@ -291,8 +291,12 @@ def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) ->
           if t[0] > 1 and t[0] * t[1] * total <= TILE_WINDOW_WORK and _tileable(item, t, axes)
           and _tile_threads(item, t, axes) >= TILE_MIN_THREADS
           and (t in TILES or _divides(item, t, axes))]
+  # a one-off run's build above its work's GPU time is not won back (SqueezeNet's 1x1 expand
+  # conv of 48 channels, 1.6 M multiply-adds: lavapipe natively, Mesa's cache off, driver CPU ms
+  # / GPU ms, 4x4 tiles unrolled 584-610 / 0.66-1.16 -> 8x8 looped 174-206 / 0.46-1.07)
+  macs = compile_cost.item_macs(item)
   cheap = [t for t in fits if not compile_cost.capped(options) or compile_cost.affordable(
-    options, _window_uops(item, axes, total, t))]
+    options, _window_uops(item, axes, total, t), macs)]
   return (cheap[0], total, cheap[:1] != fits[:1]) if cheap else (tile, 0, bool(fits))
 
 
