@@ -37,6 +37,14 @@ VARIANTS = {
   "8x16 unroll 4 local 64": {"tile": (8, 16), "local": 64, "tile_unroll": 4},
   "16x16 unroll 4 local 64": {"tile": (16, 16), "local": 64, "tile_unroll": 4},
   "8x8 unroll 4 local 64": {"tile": (8, 8), "local": 64, "tile_unroll": 4},
+  "one-off": {"runs": 1},
+  "many runs": {"runs": 100},
+  "8x16 unroll 4": {"tile": (8, 16)},
+  "8x8 unroll 4": {"tile": (8, 8)},
+  "4x4 unroll 4": {"tile": (4, 4)},
+  "16x8 unroll 4": {"tile": (16, 8)},
+  "8x16 rolled": {"tile": (8, 16), "tile_unroll": 0},
+  "8x8 rolled": {"tile": (8, 8), "tile_unroll": 0},
 }
 
 

@@ -29,7 +29,7 @@ def test_tile_unroll_reads_a_row_as_vectors():
   assert "b1_a: array<f32>" in plain and "b1_a: array<vec4<f32>>" in vec
   assert vec.count("b1_a[") == 16 and plain.count("b1_a[") == 32
   assert kernel(a @ b, adapter="swiftshader").launch.source == vec
-  assert kernel(a @ b, adapter="lavapipe").launch.source == vec
+  assert kernel(a @ b, adapter="lavapipe", runs=RUNS_MANY).launch.source == vec   # (one-off: 8x8)
   assert "b1_a: array<f32>" in kernel(a @ b, adapter="discrete").launch.source
   with pytest.raises(kg.UnsupportedError, match="tile_unroll"):
     kernel(a @ b, tile_unroll="four")

@@ -138,7 +138,10 @@ def test_swiftshader_prefers_wider_tiles_where_they_divide():
   a GPU keeps the default; bad tiles are refused."""
   a, b = kg.Tensor.empty(1024, 1024, name="a"), kg.Tensor.empty(1024, 1024, name="b")
   assert tile_threads(a @ b, adapter="swiftshader") == 1024 * 1024 // 256
-  assert tile_threads(a @ b, adapter="lavapipe") == 1024 * 1024 // 256
+  # (lavapipe's one-off matmul takes the tile quickest to a first result: 8x8, tile_rate;
+  # test_quickest_first_tile.py)
+  assert tile_threads(a @ b, adapter="lavapipe", runs=RUNS_MANY) == 1024 * 1024 // 256
+  assert tile_threads(a @ b, adapter="lavapipe") == 1024 * 1024 // 64
   assert tile_threads(a @ b, adapter="discrete") == tile_threads(a @ b) == 1024 * 1024 // 64
   x, w = kg.Tensor.empty(1, 64, 56, 56, name="x"), kg.Tensor.empty(64, 64, 3, 3, name="w")
   conv = x.conv2d(w, padding=1)

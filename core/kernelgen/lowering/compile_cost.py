@@ -61,6 +61,27 @@ RUNS_MANY = 100
 CPU_MACS_PER_MS = 1_000_000
 
 
+# option tile_rate (an adapter's: render/wgsl/adapters.py) is the multiply-adds per microsecond a
+# 16x16 register tile runs at; a tile of R x C runs at (TILE_FLOOR + 1/16 + 1/16) /
+# (TILE_FLOOR + 1/R + 1/C) of it: its loads per multiply-add (1/R + 1/C) and a floor per
+# multiply-add, fitted on lavapipe's matmul 1024^3 natively (bench/lavapipe_tiles.py, best of 10
+# interleaved, load ~1.7 on 2 shared CPUs, tiles unrolled 4 times, ms): 16x16 74.5 | 16x8 83.3 |
+# 8x16 89.1 | 8x8 105.2. lavapipe's rate is Chromium's (16x16 172-201 ms at load 11-16: 5,000
+# per us; natively at idle ~14,000): a slower run favours the larger tiles.
+TILE_FLOOR = 0.19
+
+
+def first_result_ms(options: dict, uops: int, macs: int, tile: tuple) -> float:
+  """The estimated build (estimate_ms) of a register-tiled kernel of `uops` UOps plus its runs
+  (option runs) of `macs` multiply-adds in tile `tile` at the adapter's tile_rate: what a caller
+  waits for its results. Options without tile_rate or driver_cost: 0 (no estimate)."""
+  rate, build = options.get("tile_rate"), estimate_ms(options, uops)
+  if not rate or build is None:
+    return 0.0
+  share = (TILE_FLOOR + 1 / tile[0] + 1 / tile[1]) / (TILE_FLOOR + 1 / 8)
+  return build + macs / (rate * 1000.0) * share * runs(options)
+
+
 def runs(options: dict) -> int:
   """The runs the caller expects of the kernel (option `runs`, 1 when not given)."""
   return max(int(options.get("runs") or 1), 1)

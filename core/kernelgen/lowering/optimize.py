@@ -112,17 +112,10 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     cut = _cut_by_budget(item, target, options, tile)
     tile, inner, capped = _window_tile(item, options, tile, axes)
     capped = capped or cut and not inner
-    threads = _tile_threads(item, tile, axes)
-    local = int(options.get("local", 0)) or local_size(
-      threads, grid_local(item, target.max_local), int(options.get("exact_local", 0) or 0))
-    chunk = int(options.get("tile_chunk", -1))
-    chosen = Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
-                  tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
-                  tile_chunk=chunk if chunk >= 0 else grid_chunk(item, tile, axes, local),
-                  capped=capped)
+    chosen = _tile_opts(item, target, options, tile, axes, inner, capped)
     if _long_over_budget(item, options, chosen):
       return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
-    return chosen
+    return _quickest_first(item, target, options, chosen)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
@@ -298,8 +291,12 @@ def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) ->
           if t[0] > 1 and t[0] * t[1] * total <= TILE_WINDOW_WORK and _tileable(item, t, axes)
           and _tile_threads(item, t, axes) >= TILE_MIN_THREADS
           and (t in TILES or _divides(item, t, axes))]
+  # a one-off run's build above its work's GPU time is not won back (SqueezeNet's 1x1 expand
+  # conv of 48 channels, 1.6 M multiply-adds: lavapipe natively, Mesa's cache off, driver CPU ms
+  # / GPU ms, 4x4 tiles unrolled 584-610 / 0.66-1.16 -> 8x8 looped 174-206 / 0.46-1.07)
+  macs = compile_cost.item_macs(item)
   cheap = [t for t in fits if not compile_cost.capped(options) or compile_cost.affordable(
-    options, _window_uops(item, axes, total, t))]
+    options, _window_uops(item, axes, total, t), macs)]
   return (cheap[0], total, cheap[:1] != fits[:1]) if cheap else (tile, 0, bool(fits))
 
 
@@ -326,6 +323,44 @@ def _long_over_budget(item: ScheduleItem, options: dict, chosen: Opts) -> bool:
     return False
   return not compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])),
                                      compile_cost.item_macs(item))
+
+
+def _tile_opts(item: ScheduleItem, target: Target, options: dict, tile: tuple, axes: tuple,
+               inner: int = 0, capped: bool = False) -> Opts:
+  """The launch options of `item` in register tile `tile` of `axes` (window `inner` unrolled)."""
+  threads = _tile_threads(item, tile, axes)
+  local = int(options.get("local", 0)) or local_size(
+    threads, grid_local(item, target.max_local), int(options.get("exact_local", 0) or 0))
+  chunk = int(options.get("tile_chunk", -1))
+  return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
+              tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),
+              tile_chunk=chunk if chunk >= 0 else grid_chunk(item, tile, axes, local),
+              capped=capped)
+
+
+def _quickest_first(item: ScheduleItem, target: Target, options: dict, chosen: Opts) -> Opts:
+  """With option tile_rate (lavapipe's: adapters.py) and a one-off run (compile_cost.capped):
+  `chosen`, an adapter's long tile, or the smaller long tile whose estimated build plus run
+  (compile_cost.first_result_ms) is the least, marked capped (a plan realized again swaps in
+  the kernel for many runs: realize.py). lavapipe, matmul 1024^3, natively, Mesa's cache off
+  (bench/compile_cost.py and lavapipe_tiles.py, load ~1.7, driver CPU ms + best run ms): 16x16
+  unrolled 390-440 + 75 -> 8x8 unrolled 87-109 + 105. Forced tiles and windows keep `chosen`."""
+  chose, axes = options.get("adapter_chose", frozenset()), chosen.tile_axes
+  macs = compile_cost.item_macs(item)
+  if not options.get("tile_rate") or "long_tiles" not in chose or "tile" in options or \
+      chosen.tile_inner or not compile_cost.capped(options) or macs is None:
+    return chosen
+  area = chosen.tile[0] * chosen.tile[1]
+  smaller = [t for t in (_clip(item, t, axes) for t in preferred_tiles(options, True))
+             if t[0] * t[1] < area and _tileable(item, t, axes) and
+             _tile_threads(item, t, axes) >= TILE_MIN_THREADS and (t in TILES or _divides(item, t, axes))]
+  uops = len(toposort([lower(item, chosen)[0]]))       # (_long_over_budget's lowering, kept)
+  best, best_ms = chosen.tile, compile_cost.first_result_ms(options, uops, macs, chosen.tile)
+  for tile in smaller:     # UOps in proportion to the outputs per thread (matmul 1024^3: 8x8 357
+    ms = compile_cost.first_result_ms(options, uops * tile[0] * tile[1] // area, macs, tile)
+    if ms < best_ms:       # estimated 281, 8x16 599 / 563, 4x4 135 / 70; lowering each costs
+      best, best_ms = tile, ms      # Pyodide ~15-30 ms a tile)
+  return chosen if best == chosen.tile else _tile_opts(item, target, options, best, axes, capped=True)
 
 
 def _without_long(options: dict) -> dict:
@@ -402,8 +437,11 @@ def _whole_tile(item: ScheduleItem, options: dict, long: bool, axes: tuple, tile
   3x3 256->256 14x14 lavapipe 1.59 / 1.79 / 0.91 / 1.00 / 3.57x, SwiftShader 1.34 / 1.63 /
   4.17 / 0.88 / 1.58x; 3x3 128->128 27x27 SwiftShader 1.81x (lavapipe's tile unchanged);
   at 7x7 (load ~12) 1x1 512->2048, 2048->512, 3x3 512->512 lavapipe 1.23 / 1.32 / 2.47x,
-  SwiftShader 1.26 / 1.54 / 2.01x; 3x3 64->256 13x13 SwiftShader 2.10x."""
-  if not options.get("whole_tiles") or _divides(item, tile, axes):
+  SwiftShader 1.26 / 1.54 / 2.01x; 3x3 64->256 13x13 SwiftShader 2.10x. A one-off run
+  (compile_cost.capped) keeps `tile`: more outputs per thread are a longer build (SqueezeNet's
+  13x13 expand conv looped: 546 -> 858 WGSL lines), and _cut_by_budget marks it capped so that
+  a plan realized again swaps in the whole tile."""
+  if not options.get("whole_tiles") or compile_cost.capped(options) or _divides(item, tile, axes):
     return tile
   prefs = [_clip(item, t, axes) for t in preferred_tiles(options, long)]
   most, least = max(r * c for r, c in prefs), item.out.size / _tile_threads(item, tile, axes)

@@ -272,22 +272,22 @@ TABLE: dict[tuple[str, str], dict] = {
   # sepia 7.9 ms (a copy kernel of its bytes 7.6), the edge-padded blur + invert 16.7 (its copy
   # kernel 5.5): the blur bounds the chain's frame.
   # long_tiles and tile_unroll 4 as SwiftShader's (issue 43), for a one-off run only where the
-  # unrolled kernel's estimated build fits its budget (long_tiles_cost): MEASURED_LAVAPIPE_TILES.
+  # unrolled kernel's estimated build fits its budget (long_tiles_cost): MEASURED_LAVAPIPE_TILES;
+  # a one-off run's long tile is the quickest to a first result (tile_rate: compile_cost.py).
   # slide, exact_local, whole_tiles (both CPU adapters): depthwise windows slide (slide.py, MEASURED_SLIDE);
   # workgroups divide tiles' threads (threads.EXACT_LOCAL), tiles their axes (optimize._whole_tile)
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                          "tile_window": True, "tile_size_cap": True, "tile_unroll": 4,
                          "long_tiles_cost": True, "slide": True, "exact_local": 8,
-                         "whole_tiles": True},
+                         "whole_tiles": True, "tile_rate": 5000},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best
   # of 2, ms): 1 row 2235 | 2 2957 | 4 1393 | 8 458-776 | 16 294 | 32 228; split kernels 1107.
   # In Chromium (bench/peers.py --adapters lavapipe --reps 2 --rows attention, causal L=512):
   # kernelgen 275 ms (1 kernel), tinygrad 3030 (5), TF.js 13400 (5), ORT-web 13200 (6).
-  # SwiftShader and other CPU adapters: as lavapipe (not measured)
-  ("lavapipe", "attention"): {"upcast": 32},
+  ("lavapipe", "attention"): {"upcast": 32},   # SwiftShader, other CPU adapters: as lavapipe (not measured)
   ("swiftshader", "attention"): {"upcast": 32},
   ("software", "attention"): {"upcast": 32},
   # any other CPU adapter: lanes are SIMD lanes there too (as lavapipe, not measured)
