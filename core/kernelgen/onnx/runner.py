@@ -78,7 +78,10 @@ class Runner:
       shape = concrete_shape(t) if t.node.sym is not None else t.shape
       self._check_shape(name, shape, sizes)
       ranged = self._ranged_dims(name, shape)
-      if not isinstance(value, Tensor) and math.prod(t.shape) <= HOST_COPY_MAX and ranged is None:
+      # a host copy: of an array, or of a Tensor already computed on PYTHON (its values are
+      # host memory, read without a device round trip: an If on Silero's `sr` keys a replay)
+      on_host = not isinstance(value, Tensor) or value.device == "PYTHON" and value.node.realized
+      if on_host and math.prod(t.shape) <= HOST_COPY_MAX and ranged is None:
         self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
       self.static.pop(name, None)
       t = self._to_device(t, f"input {name!r}")
