@@ -152,6 +152,19 @@ def test_a_python_tensor_that_picks_a_branch_keys_the_replay(visits):
   assert model.replayer.replays == 5
 
 
+def test_only_values_on_the_host_keep_a_host_copy():
+  """An array and a computed PYTHON Tensor keep a host copy (what an If on them reads); a
+  placeholder (Tensor.empty on PYTHON: kg.export's inputs) does not: its bytes mean nothing."""
+  rate = np.array(16000, np.int64)
+  for sr, kept in ((rate, True), (kg.Tensor(rate, device="PYTHON"), True),
+                   (kg.Tensor.empty(dtype="int64", device="PYTHON"), False)):
+    runner = onnx_runner.Runner(kg.onnx.load(_vad_like()), "PYTHON")
+    runner.run({**_feeds(0), "sr": sr})
+    assert ("sr" in runner.host) == kept and "x" in runner.host
+    if kept:
+      assert runner.host["sr"].values == [16000]
+
+
 def test_symbolic_dims_replay_with_their_new_values():
   x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4])
   y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
