@@ -128,6 +128,43 @@ def test_a_small_feed_that_picks_a_branch_keys_the_replay(visits):
   assert model.replayer.replays == replays + 3
 
 
+def test_a_python_tensor_that_picks_a_branch_keys_the_replay(visits):
+  """sr given as a kg.Tensor on PYTHON (as the page's worker does), not a numpy array: its
+  values are host memory, so the If on it keys the replay as an array's does (it ran every call
+  eagerly, reading the Equal's device values); each value replays its own branch."""
+  src = _vad_like()
+  session = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+  model = kg.onnx.load(src)
+
+  def call(k, sr):
+    feeds = _feeds(k, sr)
+    got = model.run({**feeds, "sr": kg.Tensor(feeds["sr"], device="PYTHON")}, device="PYTHON")
+    for name, want in zip(("y", "s2"), session.run(None, feeds)):
+      np.testing.assert_allclose(got[name].numpy(), want, rtol=1e-5, atol=1e-6)
+  for k in range(5):           # lazy, lazy keyed on sr's value, recorded, then replayed
+    call(k, 16000)
+  assert model.replayer.replays == 2
+  visits[0] = 0
+  call(5, 16000)
+  assert visits[0] == 0
+  for k in range(6, 10):                 # the other branch: run, recorded, replayed
+    call(k, 8000)
+  assert model.replayer.replays == 5
+
+
+def test_only_values_on_the_host_keep_a_host_copy():
+  """An array and a computed PYTHON Tensor keep a host copy (what an If on them reads); a
+  placeholder (Tensor.empty on PYTHON: kg.export's inputs) does not: its bytes mean nothing."""
+  rate = np.array(16000, np.int64)
+  for sr, kept in ((rate, True), (kg.Tensor(rate, device="PYTHON"), True),
+                   (kg.Tensor.empty(dtype="int64", device="PYTHON"), False)):
+    runner = onnx_runner.Runner(kg.onnx.load(_vad_like()), "PYTHON")
+    runner.run({**_feeds(0), "sr": sr})
+    assert ("sr" in runner.host) == kept and "x" in runner.host
+    if kept:
+      assert runner.host["sr"].values == [16000]
+
+
 def test_symbolic_dims_replay_with_their_new_values():
   x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 4])
   y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)

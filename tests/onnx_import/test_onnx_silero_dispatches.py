@@ -155,3 +155,28 @@ def test_silero_values_as_onnxruntime(name):
                               device="WEBGPU")
   for out in ("output", "stateN"):
     np.testing.assert_allclose(got[out].numpy(), want[out], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,replays", [("silero_vad_16k_op15.onnx", 3), ("silero_vad.onnx", 2)])
+def test_silero_streams_by_replay_with_sr_a_python_tensor(name, replays):
+  """Chunk after chunk, the state fed back and sr a kg.Tensor on PYTHON (the page's worker): the
+  calls after the first few are replays (the 16k-only export from its third call; silero_vad.onnx,
+  whose If on sr == 16000 keys the replay on sr's value, from its fourth: it ran eagerly every
+  call, ~40 ms natively on lavapipe, reading the Equal back from the device); every chunk's
+  outputs as onnxruntime's."""
+  device_runtime("WEBGPU")
+  raw, feeds = _silero(name)
+  session = ort.InferenceSession(raw, providers=["CPUExecutionProvider"])
+  model = kg.onnx.load(raw)
+  rng = np.random.default_rng(1)
+  state, want_state = kg.Tensor(feeds["state"], device="WEBGPU"), feeds["state"]
+  sr = kg.Tensor(feeds["sr"], device="PYTHON")
+  for _ in range(5):
+    x = (rng.standard_normal((1, 512)) * 0.1).astype(np.float32)
+    got = model.run({"input": kg.Tensor(x, device="WEBGPU"), "state": state, "sr": sr},
+                    device="WEBGPU")
+    want = session.run(None, {"input": x, "state": want_state, "sr": feeds["sr"]})
+    np.testing.assert_allclose(got["output"].numpy(), want[0], rtol=1e-4, atol=1e-5)
+    state, want_state = got["stateN"].realize(), want[1]
+    np.testing.assert_allclose(state.numpy(), want_state, rtol=1e-4, atol=1e-5)
+  assert model.replayer.replays == replays

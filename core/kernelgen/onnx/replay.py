@@ -4,8 +4,10 @@ building the lazy graph again and doing each node's Python work.
 A call's *signature* is what decides its kernels: the device; each input's buffer shape and
 dtype and how it is viewed (its symbolic sizes as expressions, not their bound values); and the
 values of the inputs whose host copies an operator read (a sample rate choosing an If branch,
-a shape given as data). The first call of a signature runs as always (its outputs lazy). The
-second realizes its outputs while recording each kernel launch (realize.recording) and keeps
+a shape given as data; small feeds given as arrays or as Tensors computed on PYTHON have host
+copies, a WEBGPU Tensor has none: an operator reading it keeps the call eager). The first
+call of a signature runs as always (its outputs lazy). The second realizes its outputs while
+recording each kernel launch (realize.recording) and keeps
 the launches as a program: each bound buffer is a launch's output, an input's buffer, or a
 constant (a weight, a folded value: the same buffer in every call). Later calls of the
 signature upload their inputs, launch the recorded kernels with the new input buffers and the

@@ -20,6 +20,17 @@ _BUGS = (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError, struct.
          OverflowError, AttributeError)
 
 
+def _host_side(value) -> bool:
+  """Whether a feed's values are host memory, read with no device round trip (then it keeps a
+  host copy: an If on Silero's `sr` keys a replay on it): an array, or a Tensor computed on
+  PYTHON; never a placeholder (Tensor.empty: kg.export's inputs, whose bytes mean nothing)."""
+  if not isinstance(value, Tensor):
+    return True
+  buffer = getattr(value.node, "buffer", None)
+  return value.device == "PYTHON" and value.node.realized and buffer is not None \
+    and not buffer.is_input
+
+
 class Runner:
   """Evaluates a Model's nodes for one set of feeds on one device."""
 
@@ -78,7 +89,7 @@ class Runner:
       shape = concrete_shape(t) if t.node.sym is not None else t.shape
       self._check_shape(name, shape, sizes)
       ranged = self._ranged_dims(name, shape)
-      if not isinstance(value, Tensor) and math.prod(t.shape) <= HOST_COPY_MAX and ranged is None:
+      if _host_side(value) and math.prod(t.shape) <= HOST_COPY_MAX and ranged is None:
         self.host[name] = Static(t.dtype, t.shape, _flat(t.tolist()))
       self.static.pop(name, None)
       t = self._to_device(t, f"input {name!r}")

@@ -1,0 +1,105 @@
+"""Silero VAD's warm streaming call natively (issue 42): wgpu on this machine's adapter (lavapipe
+here), chunk after chunk, the state fed back realized, as a Python caller streams it. Per way of
+feeding `sr` (a numpy array; a kg.Tensor on PYTHON, as the page's worker feeds it; a kg.Tensor
+on WEBGPU): wall and CPU ms per warm call (new chunk in, `output` read back, `stateN` realized;
+medians), and how many calls were replays (onnx/replay.py: no node visited, one submit).
+
+With `--cores A,B` (each a core/ folder, e.g. main's and a branch's) every case runs in a child
+process per core, the children interleaved round after round, so both sides see the same load.
+CPU ms are the steadier figure on a shared machine; loaded wall times are directions only. Not a
+test (nothing is asserted); the load is printed.
+
+Measured (silero_vad.onnx, wgpu on lavapipe, 2 CPUs shared with other jobs, load 7.8-13.1; main's
+core/ against issue 42's branch, 3 interleaved runs of 30 warm calls; best / median of the runs'
+medians, ms): sr as numpy, both 1.5 CPU, replayed; sr as a PYTHON Tensor, main 41.9 / 43.6 CPU
+(90 / 136 wall), eager every call (Silero's If on sr == 16000 read the Equal back from the
+device), branch 1.5 / 2.2 CPU (1.4 / 4.1 wall), replayed; sr as a WEBGPU Tensor, eager on both
+(39-44 CPU: its host copy would cost a device round trip; not taken).
+
+    python bench/silero_warm.py [--model silero_vad.onnx] [--calls 40] [--rounds 3]
+                                [--cores /work/main/core,core]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEEL = ROOT / ".tools" / "pypi-models" / "silero_vad-6.2.3-py3-none-any.whl"
+WARMUP = 6
+SR = ("numpy", "PYTHON", "WEBGPU")     # how `sr` is fed
+
+
+def measure(model_name: str, sr_kind: str, calls: int) -> dict:
+  """One case in this process: {wall_ms, cpu_ms, replays, calls}."""
+  import numpy as np
+
+  import kernelgen as kg
+  raw = zipfile.ZipFile(WHEEL).read(f"silero_vad/data/{model_name}")
+  model = kg.onnx.load(raw)
+  rng = np.random.default_rng(0)
+  sr = np.array(16000, np.int64)
+  sr = sr if sr_kind == "numpy" else kg.Tensor(sr, device=sr_kind)
+  state = kg.Tensor(np.zeros((2, 1, 128), np.float32), device="WEBGPU")
+  wall, cpu = [], []
+  for i in range(WARMUP + calls):
+    x = kg.Tensor((rng.standard_normal((1, 512)) * 0.1).astype(np.float32), device="WEBGPU")
+    t0, c0 = time.perf_counter(), time.process_time()
+    out = model.run({"input": x, "state": state, "sr": sr}, device="WEBGPU")
+    out["output"].numpy()
+    state = out["stateN"].realize()
+    if i >= WARMUP:
+      wall.append((time.perf_counter() - t0) * 1e3)
+      cpu.append((time.process_time() - c0) * 1e3)
+  return {"wall_ms": statistics.median(wall), "cpu_ms": statistics.median(cpu),
+          "replays": model.replayer.replays, "calls": WARMUP + calls}
+
+
+def child(core: str, model_name: str, sr_kind: str, calls: int) -> dict:
+  env = {**os.environ, "PYTHONPATH": str(Path(core).resolve())}
+  done = subprocess.run([sys.executable, __file__, "--child", sr_kind, "--model", model_name,
+                         "--calls", str(calls)], env=env, capture_output=True, text=True,
+                        check=True)
+  return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+  parser.add_argument("--model", default="silero_vad.onnx")
+  parser.add_argument("--calls", type=int, default=40)
+  parser.add_argument("--rounds", type=int, default=3)
+  parser.add_argument("--cores", default=str(ROOT / "core"), help="core/ folders, comma-separated")
+  parser.add_argument("--child", choices=SR, help=argparse.SUPPRESS)
+  args = parser.parse_args(argv)
+  if args.child:
+    print(json.dumps(measure(args.model, args.child, args.calls)))
+    return 0
+  cores = args.cores.split(",")
+  rows = {(c, s): [] for c in cores for s in SR}
+  start = os.getloadavg()
+  for r in range(args.rounds):
+    for sr_kind in SR:
+      for core in (cores if r % 2 == 0 else cores[::-1]):
+        rows[core, sr_kind].append(child(core, args.model, sr_kind, args.calls))
+  print(f"{args.model}: warm calls natively, ms per call (median of {args.calls} per run; "
+        f"best / median over {args.rounds} interleaved runs)")
+  print(f"{'core':40} {'sr fed as':10} {'wall best':>9} {'wall med':>9} {'cpu best':>9} "
+        f"{'cpu med':>9} {'replays':>8}")
+  for (core, sr_kind), runs in rows.items():
+    wall, cpu = [x["wall_ms"] for x in runs], [x["cpu_ms"] for x in runs]
+    print(f"{core[-40:]:40} {sr_kind:10} {min(wall):9.2f} {statistics.median(wall):9.2f} "
+          f"{min(cpu):9.2f} {statistics.median(cpu):9.2f} "
+          f"{runs[-1]['replays']:>4}/{runs[-1]['calls']}")
+  print(f"load averages: start {start}, end {os.getloadavg()}")
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())
