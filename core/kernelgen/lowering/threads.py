@@ -24,7 +24,7 @@ from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
 from . import compile_cost
-from .lowerer import Opts, grid_axis, inner_split
+from .lowerer import Opts, grid_axis, inner_split, split_shape
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
@@ -135,13 +135,19 @@ def _unrolled_tail(shape: list, most: int) -> int:
 def reduce_inner(item: ScheduleItem, options: dict) -> int:
   """Option reduce_inner=R where it applies to `item`, else 0: no other layout is forced, there
   are at least MIN_GATED_LOCAL outputs, and every reduction is over several axes whose trailing
-  ones (not all) hold 2..R elements."""
+  ones (not all) hold 2..R elements; or, with option reduce_step, over one axis that split_shape
+  splits, the kernel's only reduction, whose outputs share a vector (a 1-row fp32 / fp16 matvec:
+  ONE_AXIS; an LSTM cell's two matvecs keep seq_vec's vec4 reads of their concatenated rows)."""
   most = int(options.get("reduce_inner", 0) or 0)
   if not most or any(k in options for k in OTHER_LAYOUTS) or item.out.size < MIN_GATED_LOCAL:
     return 0
   reduces = kernel_reduces(item)
+  one_axis = any(len(r.arg[1]) == 1 for r in reduces)
+  if one_axis and (len(reduces) > 1 or not options.get("reduce_step") or
+                   not shares_a_vector(item)):
+    return 0
   for r in reduces:
-    shape = [r.src[0].shape[a] for a in r.arg[1]]
+    shape = split_shape([r.src[0].shape[a] for a in r.arg[1]], most)
     tail = _unrolled_tail(shape, most)
     if len(shape) < 2 or tail < 2 or prod(shape) <= tail:
       return 0
@@ -232,6 +238,7 @@ def _stepped(item: ScheduleItem, target: Target, options: dict, capped: bool) ->
   if not step or not most or "local" in options or not shares_a_vector(item):
     return None
   shape = max(([r.src[0].shape[a] for a in r.arg[1]] for r in kernel_reduces(item)), key=prod)
+  shape = split_shape(shape, most)
   k = inner_split(shape, most)
   outer = prod(shape[:k])
   unroll = max(min(step // prod(shape[k:]), outer), 1)
