@@ -78,3 +78,21 @@ def test_matvec_rows_values_on_webgpu(on, adapter, n, k):
   got = head(n, k, x=kg.Tensor(x), w=kg.Tensor(w)).numpy()
   np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4,
                              atol=1e-4)
+
+
+@pytest.mark.parametrize("adapter", CPU_ADAPTERS)
+def test_matvec_rows_fp16_values_on_webgpu(on, adapter):
+  """fp16 x and w (storage emulated where the adapter lacks shader-f16) take the same layout;
+  the result is within fp16 rounding of numpy's product of the same fp16 values."""
+  half = kg.dtypes.float16
+  x16, w16 = kg.Tensor.empty(1, 100, dtype=half), kg.Tensor.empty(1000, 100, dtype=half)
+  (kernel,) = kg.compile(head(1000, 100, x16, w16), target="wgsl", adapter=adapter)
+  assert "< 4i;" in kernel.launch.source and "var<workgroup>" not in kernel.launch.source
+  on("WEBGPU", adapter=adapter)
+  rng = np.random.default_rng(7)
+  x = rng.standard_normal((1, 100)).astype(np.float16)
+  w = rng.standard_normal((1000, 100)).astype(np.float16)
+  got = head(1000, 100, x=kg.Tensor(x), w=kg.Tensor(w)).numpy()
+  assert got.dtype == np.float16
+  want = x.astype(np.float64) @ w.T.astype(np.float64)
+  np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-2)
