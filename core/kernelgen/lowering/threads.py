@@ -23,6 +23,7 @@ from ..graph.lazy import L, LazyOp, chain_view
 from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
+from ..uop.ops import Ops
 from . import compile_cost
 from .lowerer import Opts, grid_axis, inner_split, split_shape
 
@@ -144,7 +145,7 @@ def reduce_inner(item: ScheduleItem, options: dict) -> int:
   reduces = kernel_reduces(item)
   one_axis = any(len(r.arg[1]) == 1 for r in reduces)
   if one_axis and (len(reduces) > 1 or not options.get("reduce_step") or
-                   not shares_a_vector(item)):
+                   not _sum_of_products(reduces[0], most) or not shares_a_vector(item)):
     return 0
   for r in reduces:
     shape = split_shape([r.src[0].shape[a] for a in r.arg[1]], most)
@@ -152,6 +153,14 @@ def reduce_inner(item: ScheduleItem, options: dict) -> int:
     if len(shape) < 2 or tail < 2 or prod(shape) <= tail:
       return 0
   return most if reduces else 0
+
+
+def _sum_of_products(r: LazyOp, most: int) -> bool:
+  """Reduction `r` sums products (a matvec's x * w, cast up to f32 for fp16; not a scatter's
+  one-hot selects) over more than `most` elements (a shorter one stays one unrolled run)."""
+  src = r.src[0].src[0] if r.src[0].op is L.CAST else r.src[0]
+  return r.arg[0] is Ops.ADD and src.op is L.ALU and src.arg is Ops.MUL and \
+      prod(r.src[0].shape[a] for a in r.arg[1]) > most
 
 
 def _reads_input(node: LazyOp, inputs: set) -> bool:
