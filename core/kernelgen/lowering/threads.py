@@ -133,12 +133,21 @@ def _unrolled_tail(shape: list, most: int) -> int:
   return tail
 
 
+# A 1-row matvec's one reduced axis split (K // t, t) (lowerer.split_shape, issue 35), so the
+# stepped rows layout above applies with reduce_step (both CPU adapters): bench/group_outputs.py,
+# GPU ms best of 3 interleaved, copy of w / thread per output (main's layout from group_outputs
+# outputs) / split, weights (N, K): load ~2.4, lavapipe K=576 N=49152 42.4 / 41.3 / 35.8, N=576
+# 0.55 / 0.54 / 0.38, K=1536 N=576 1.34 / 1.24 / 0.88 (grouped 0.64, 1.45 there); SwiftShader
+# 66.6 / 82.7 / 53.8, 1.45 / 1.88 / 1.01, 1.98 / 2.80 / 1.43 (grouped 3.58, 3.22). Weights (K, N)
+# (load ~12, best of 4, main's layout / split): lavapipe K=576 N=1536 3.65 / 2.42, N=49152 323 /
+# 339; SwiftShader 12.0 / 3.4, 951 / 619.
 def reduce_inner(item: ScheduleItem, options: dict) -> int:
   """Option reduce_inner=R where it applies to `item`, else 0: no other layout is forced, there
   are at least MIN_GATED_LOCAL outputs, and every reduction is over several axes whose trailing
   ones (not all) hold 2..R elements; or, with option reduce_step, over one axis that split_shape
-  splits, the kernel's only reduction, whose outputs share a vector (a 1-row fp32 / fp16 matvec:
-  ONE_AXIS; an LSTM cell's two matvecs keep seq_vec's vec4 reads of their concatenated rows)."""
+  splits, the kernel's only reduction, a sum of products whose outputs share a vector (a 1-row
+  fp32 / fp16 matvec: the note above; an LSTM cell's two matvecs keep seq_vec's vec4 reads of
+  their concatenated rows)."""
   most = int(options.get("reduce_inner", 0) or 0)
   if not most or any(k in options for k in OTHER_LAYOUTS) or item.out.size < MIN_GATED_LOCAL:
     return 0
