@@ -96,3 +96,18 @@ def test_matvec_rows_fp16_values_on_webgpu(on, adapter):
   assert got.dtype == np.float16
   want = x.astype(np.float64) @ w.T.astype(np.float64)
   np.testing.assert_allclose(got.astype(np.float64), want, rtol=2e-3, atol=2e-2)
+
+
+@pytest.mark.parametrize("adapter", CPU_ADAPTERS)
+def test_fc_layer_with_epilogue_values_on_webgpu(on, adapter):
+  """A classifier's 1-row FC layer (AlexNet's, ResNet-50's: the kernels this layout changed in
+  bench/dump_kernels.py's light models), relu(x @ w.T + b), against numpy."""
+  src = layout(1000, 2048, adapter=adapter)[1]     # 1000 outputs: a row per thread, 64 trips
+  assert "< 64i;" in src and "var<workgroup>" not in src
+  on("WEBGPU", adapter=adapter)
+  rng = np.random.default_rng(5)
+  x, w = rng.standard_normal((1, 2048), np.float32), rng.standard_normal((1000, 2048), np.float32)
+  b = rng.standard_normal(1000).astype(np.float32)
+  got = (head(1000, 2048, x=kg.Tensor(x), w=kg.Tensor(w)) + kg.Tensor(b)).relu().numpy()
+  want = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0)
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
