@@ -5,16 +5,18 @@ kernel timed interleaved with a copy of w, fastest of REPS rounds (GPU timestamp
 adapter has them, else wall) and the median CPU seconds of a run (this process's user + system:
 the driver's threads run the kernels; less swayed by other processes than wall time).
 
-Layouts: `grouped` (the heuristic's lanes per output: group_outputs lifted), `thread` (group=0,
-a thread per output: its row read as vec4 loads, Opts.seq_vec), `upcast4` (4 outputs per
-thread), `rows8` (the reduction split (K/32, 32), so the packed-weight matvec's layout applies:
-reduce_inner, ROWS outputs per thread sharing the loop). Each line: K, N, ms per layout and the
-copy's, `copy/t` the copy's time over each, and `g/t` grouped over thread (> 1: a thread per
-output wins). Values are checked against numpy (max abs error printed).
+Layouts: `grouped` (the heuristic's lanes per output: group_outputs lifted, reduce_inner off),
+`thread` (group=0, a thread per output: its row read as vec4 loads, Opts.seq_vec), `upcast4` (4
+outputs per thread), `rows8` (the reduction split (K/32, 32), so the packed-weight matvec's layout applies:
+reduce_inner, ROWS outputs per thread sharing the loop), `default` (x @ w.T as the adapter's
+table lays it out, nothing forced: since issue 35 rows8's kernel, lowering/lowerer.py
+split_shape; before, grouped below group_outputs outputs, thread from it). Each line: K, N, ms
+per layout and the copy's, `copy/t` the copy's time over each, and `g/t` grouped over thread
+(> 1: a thread per output wins). Values are checked against numpy (max abs error printed).
 
-A lead (issue 35), not built: `rows8` ran at 0.5-0.9x of `thread`'s time on SwiftShader at every
+Built in issue 35 (`default`): `rows8` ran at 0.5-0.9x of `thread`'s time on SwiftShader at every
 size (copy/t 1.2-1.8 against thread's 0.4-1.0) and mostly below it on lavapipe (K=576 N=49152: 61
-/ 70 and 111 / 134 ms); an fp32 matvec lowered through that layout would be the next step.
+/ 70 and 111 / 134 ms).
 
     python bench/group_outputs.py [REPS] [--adapter lavapipe|swiftshader] [--k 256,576,...]
                                   [--n 512,2048,...] [--layouts grouped,thread,...]
@@ -31,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 ICDS = {"lavapipe": "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json",
         "swiftshader": "/usr/lib/chromium/vk_swiftshader_icd.json"}
 KS, NS = (256, 576, 1024, 4096), (512, 1024, 2048, 4096, 8192, 16384, 49152)
-LAYOUTS = {"grouped": {"group_outputs": 1 << 30}, "thread": {"group": 0},
-           "upcast4": {"upcast": 4}, "rows8": {}}
+LAYOUTS = {"grouped": {"group_outputs": 1 << 30, "reduce_inner": 0}, "thread": {"group": 0},
+           "upcast4": {"upcast": 4}, "rows8": {}, "default": {}}
 MAX_ELEMENTS = 1 << 25          # weights of at most 128 MB
 
 

@@ -45,10 +45,12 @@ def test_lm_head_matvec_is_not_grouped_on_cpu_adapters():
 @pytest.mark.parametrize("adapter", CPU_ADAPTERS)
 def test_group_outputs_threshold_sides(adapter):
   """GROUP_OUTPUTS outputs take a thread each, half as many stay grouped; an explicit
-  group_outputs wins over the table (and moves the default adapter's limit too)."""
-  assert not grouped(GROUP_OUTPUTS, adapter=adapter)
-  assert grouped(GROUP_OUTPUTS // 2, adapter=adapter)
-  assert grouped(GROUP_OUTPUTS, adapter=adapter, group_outputs=GROUP_MAX_OUTPUTS)
+  group_outputs wins over the table (and moves the default adapter's limit too). Without
+  reduce_inner: with it, a 1-row matvec takes the split layout on either side
+  (test_matvec_rows.py)."""
+  assert not grouped(GROUP_OUTPUTS, adapter=adapter, reduce_inner=0)
+  assert grouped(GROUP_OUTPUTS // 2, adapter=adapter, reduce_inner=0)
+  assert grouped(GROUP_OUTPUTS, adapter=adapter, reduce_inner=0, group_outputs=GROUP_MAX_OUTPUTS)
   assert grouped(GROUP_OUTPUTS) and not grouped(GROUP_OUTPUTS, group_outputs=GROUP_OUTPUTS)
 
 

@@ -170,6 +170,24 @@ def inner_split(shape, most: int = 0) -> int:
   return _inner_split(shape, most)
 
 
+def split_shape(shape, most: int) -> list:
+  """A reduction's reduced axes `shape` as Opts.reduce_inner loops over them: one axis of K
+  elements as (K // t, t), t the largest divisor of K of at most `most` leaving at least 2
+  trips (an fp32 matvec's row: the packed-weight matvec's layout); several axes, or one with no
+  such divisor, as they are."""
+  if len(shape) != 1 or not most:
+    return list(shape)
+  n = shape[0]
+  t = next((t for t in range(min(most, n // 2), 1, -1) if n % t == 0), 0)
+  return [n // t, t] if t else list(shape)
+
+
+def _splits(shape, most: int) -> bool:
+  """Opts.reduce_inner unrolls some trailing axes of reduced axes `shape` (split_shape's)."""
+  split = split_shape(shape, most)
+  return _inner_split(split, most) < len(split)
+
+
 _UNSEEN = object()
 # ops whose _lower reads their sources at other indices (or none)
 _OWN_INDICES = frozenset((L.CONST, L.IOTA, L.VIEW, L.REDUCE, L.GATHER))
@@ -360,8 +378,7 @@ class Lowerer:
     pair = self.online.get(id(node))
     if self.seq_vec > 1 and len(axes) == 1 and src.shape[axes[0]] % self.seq_vec == 0:
       ranges, points, vec = self._vector_points(node, idxs, ONLINE_UNROLL if pair else 1)
-    elif self.reduce_inner and _inner_split([src.shape[a] for a in axes], self.reduce_inner) \
-        < len(axes):
+    elif self.reduce_inner and _splits([src.shape[a] for a in axes], self.reduce_inner):
       ranges, points = self._split_points(node, idxs)
       vec = len(points)          # the unrolled runs of consecutive loads: vector loads
     else:
@@ -524,7 +541,8 @@ class Lowerer:
     reduced axes (unrolled Opts.reduce_unroll times), the trailing ones (at most reduce_inner
     elements) unrolled in each step. With split_loops, a thread's outputs share each reduction's
     loop, so each step's loads of what they share (a matvec's vector) are made once."""
-    axes, shape = node.arg[1], [node.src[0].shape[a] for a in node.arg[1]]
+    axes = node.arg[1]
+    shape = split_shape([node.src[0].shape[a] for a in axes], self.reduce_inner)
     k = _inner_split(shape, self.reduce_inner)
     outer = prod(shape[:k])
     shared = self.split_loops if self.split_loops is not None else {}
@@ -535,8 +553,10 @@ class Lowerer:
     for lin, valid in lanes:
       lead = unravel([(lin, 1, outer)], 0, shape[:k])
       for at in itertools.product(*[range(n) for n in shape[k:]]):
-        p = list(idxs)
-        for a, index in zip(axes, lead + [int_const(i) for i in at]):
+        p, where = list(idxs), lead + [int_const(i) for i in at]
+        if len(where) > len(axes):     # one axis split (split_shape): its flat index
+          where = [where[0] * int_const(shape[1]) + where[1]]
+        for a, index in zip(axes, where):
           p[a] = index
         points.append((tuple(p), valid))
     return ranges, points

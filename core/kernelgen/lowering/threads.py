@@ -23,8 +23,9 @@ from ..graph.lazy import L, LazyOp, chain_view
 from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import prod
 from ..render.target import Target
+from ..uop.ops import Ops
 from . import compile_cost
-from .lowerer import Opts, grid_axis, inner_split
+from .lowerer import Opts, grid_axis, inner_split, split_shape
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
@@ -132,20 +133,43 @@ def _unrolled_tail(shape: list, most: int) -> int:
   return tail
 
 
+# A 1-row matvec's one reduced axis split (K // t, t) (lowerer.split_shape, issue 35), so the
+# stepped rows layout above applies with reduce_step (both CPU adapters): bench/group_outputs.py,
+# GPU ms best of 3 interleaved, copy of w / thread per output (main's layout from group_outputs
+# outputs) / split, weights (N, K): load ~2.4, lavapipe K=576 N=49152 42.4 / 41.3 / 35.8, N=576
+# 0.55 / 0.54 / 0.38, K=1536 N=576 1.34 / 1.24 / 0.88 (grouped 0.64, 1.45 there); SwiftShader
+# 66.6 / 82.7 / 53.8, 1.45 / 1.88 / 1.01, 1.98 / 2.80 / 1.43 (grouped 3.58, 3.22). Weights (K, N)
+# (load ~12, best of 4, main's layout / split): lavapipe K=576 N=1536 3.65 / 2.42, N=49152 323 /
+# 339; SwiftShader 12.0 / 3.4, 951 / 619.
 def reduce_inner(item: ScheduleItem, options: dict) -> int:
   """Option reduce_inner=R where it applies to `item`, else 0: no other layout is forced, there
   are at least MIN_GATED_LOCAL outputs, and every reduction is over several axes whose trailing
-  ones (not all) hold 2..R elements."""
+  ones (not all) hold 2..R elements; or, with option reduce_step, over one axis that split_shape
+  splits, the kernel's only reduction, a sum of products whose outputs share a vector (a 1-row
+  fp32 / fp16 matvec: the note above; an LSTM cell's two matvecs keep seq_vec's vec4 reads of
+  their concatenated rows)."""
   most = int(options.get("reduce_inner", 0) or 0)
   if not most or any(k in options for k in OTHER_LAYOUTS) or item.out.size < MIN_GATED_LOCAL:
     return 0
   reduces = kernel_reduces(item)
+  one_axis = any(len(r.arg[1]) == 1 for r in reduces)
+  if one_axis and (len(reduces) > 1 or not options.get("reduce_step") or
+                   not _sum_of_products(reduces[0], most) or not shares_a_vector(item)):
+    return 0
   for r in reduces:
-    shape = [r.src[0].shape[a] for a in r.arg[1]]
+    shape = split_shape([r.src[0].shape[a] for a in r.arg[1]], most)
     tail = _unrolled_tail(shape, most)
     if len(shape) < 2 or tail < 2 or prod(shape) <= tail:
       return 0
   return most if reduces else 0
+
+
+def _sum_of_products(r: LazyOp, most: int) -> bool:
+  """Reduction `r` sums products (a matvec's x * w, cast up to f32 for fp16; not a scatter's
+  one-hot selects) over more than `most` elements (a shorter one stays one unrolled run)."""
+  src = r.src[0].src[0] if r.src[0].op is L.CAST else r.src[0]
+  return r.arg[0] is Ops.ADD and src.op is L.ALU and src.arg is Ops.MUL and \
+      prod(r.src[0].shape[a] for a in r.arg[1]) > most
 
 
 def _reads_input(node: LazyOp, inputs: set) -> bool:
@@ -232,6 +256,7 @@ def _stepped(item: ScheduleItem, target: Target, options: dict, capped: bool) ->
   if not step or not most or "local" in options or not shares_a_vector(item):
     return None
   shape = max(([r.src[0].shape[a] for a in r.arg[1]] for r in kernel_reduces(item)), key=prod)
+  shape = split_shape(shape, most)
   k = inner_split(shape, most)
   outer = prod(shape[:k])
   unroll = max(min(step // prod(shape[k:]), outer), 1)

@@ -102,8 +102,10 @@ def _one_product(node, limit: int = 64) -> bool:
 
 
 def row_input(ins, a: Tensor) -> Tensor:
-  """A packed-weight matvec's activations `a` (input 0 of MatMulNBits), realized by a kernel of
-  its own, one per run for every node reading the same input (a layer's Q, K and V), where the
+  """A packed-weight matvec's activations `a` (input 0 of MatMulNBits, or of a MatMul whose
+  weight is held transposed: its 1-row product takes the same layout, lowering/threads.py
+  reduce_inner), realized by a kernel of its own, one per run for every node reading the same
+  input (a layer's Q, K and V), where the
   device's adapter gives such matvecs reduce_inner (CPU adapters) and `a` is computed from a
   reduction (an RMS norm; not one matrix product alone, _one_product): the norm would otherwise
   be staged into the matvec, whose thread per output then reads its own row's words (lavapipe,
