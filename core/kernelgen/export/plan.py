@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..compiler import compile_plan
 from ..errors import KernelgenError, ShapeError, UnsupportedError
 from ..graph.dims import Sym
+from ..graph.lazy import L
 from ..tensor.tensor import Tensor
 from ..uop.program import grid_json, unnamed_source
 from .memory import Interval, assign
@@ -67,6 +68,8 @@ class _Buffers:
     self.keep: list = []           # the keyed objects, alive while ids refer to them
 
   def of(self, node) -> int:
+    while node.op is L.WRITE and not node.realized:
+      node = node.src[0]           # an in-place write's output is its target's buffer
     obj = node.buffer if node.realized else node
     if id(obj) not in self.ids:
       self.ids[id(obj)] = len(self.entries)
@@ -84,24 +87,27 @@ def _describe(node, key: int) -> dict:
     dtype, size = buf.dtype, buf.size
   else:
     kind, name = "intermediate", None
+  sym = node.realized and node.buffer.is_input and node.buffer.public_sym
   return {"id": key, "kind": kind, "name": name, "dtype": dtype.name, "size": size,
           "shape": list(node.shape), "nbytes": size * dtype.itemsize,
           "alloc": _rounded(size * dtype.itemsize), "written_by": [], "read_by": [],
-          **_symbolic(node)}
+          **_symbolic(node, sym or None)}
 
 
-def _symbolic(node) -> dict:
+def _symbolic(node, sym=None) -> dict:
   """{"symbolic_shape": [...]} of a node with symbolic sizes (each an int, or {"terms": [[dim,
-  coefficient], ...], "const": c}: the value under the run's dims), else {}."""
-  if node.sym is None:
+  coefficient], ...], "const": c}: the value under the run's dims), else {}. `sym`: the sizes
+  to describe instead of the node's (an input's Buffer.public_sym)."""
+  sym = node.sym if sym is None else sym
+  if sym is None:
     return {}
-  floored = next((s for s in node.sym if isinstance(s, Sym) and s.div != 1), None)
+  floored = next((s for s in sym if isinstance(s, Sym) and s.div != 1), None)
   if floored is not None:
     raise UnsupportedError(f"export of a value of size {floored} (a floored size, as a slice "
                            f"with a step makes) is not supported: export the program before the "
                            f"step, or declare the axis as a multiple of the step")
   return {"symbolic_shape": [{"terms": [list(t) for t in s.terms], "const": s.const}
-                             if isinstance(s, Sym) else s for s in node.sym]}
+                             if isinstance(s, Sym) else s for s in sym]}
 
 
 def _dims(pairs, entries: list[dict]) -> list[dict]:
@@ -250,8 +256,9 @@ def _outputs(outputs: dict, table: _Buffers) -> list[dict]:
                        f"return an empty tensor")
     if entry["kind"] == "intermediate":
       entry["kind"], entry["name"] = "output", name
-    entry["shape"] = list(tensor.shape)
-    entry.update(_symbolic(tensor.node))
+    if entry["kind"] == "output":      # (an input written in place keeps its own description)
+      entry["shape"] = list(tensor.shape)
+      entry.update(_symbolic(tensor.node))
     out.append({"name": name, "shape": list(tensor.shape), "dtype": tensor.dtype.name,
                 "buffer": key, **_symbolic(tensor.node)})
   return out

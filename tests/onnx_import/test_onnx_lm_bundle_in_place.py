@@ -1,0 +1,83 @@
+"""A causal LM bundle (export/onnx_lm.py) writes its KV caches in place (onnx/operators/kv_write.py):
+each cache state's buffer is preallocated at the context's rows, its present output IS that buffer,
+and the only kernels writing it are the per-layer writes of the run's new rows; after a run the
+bundle only counts the rows (no copy of the cache, on the device or through the host). Greedy tokens
+as onnxruntime's (CPU) on WEBGPU, for one-token steps and for a symbolic step that prefills the
+prompt in two runs (the second writes at a past length > 0)."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+import kernelgen as kg
+from onnx_contrib_util import onnx  # noqa: F401 (a missing onnx package is a missing tool)
+from tools import device_runtime
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import lm_models  # noqa: E402
+
+PROMPT = [1, 5, 9, 2, 7, 3, 4, 8]
+CONTEXT = 32
+CASES = [("tiny", "fp32", "op", 1), ("tiny", "q4", "op", 4), ("tiny-qwen", "q4", "gqa", 1)]
+
+
+def _bundle(tmp_path, config: str, dtype: str, rotary: str, step: int):
+  from kernelgen.export.onnx_lm import causal_program
+  model = lm_models.build(lm_models.CONFIGS[config], dtype, rotary=rotary)
+  outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), step, CONTEXT)
+  return model, kg.export(outputs, str(tmp_path / "lm"), format="webgpu", state=state)
+
+
+def _caches(manifest: dict) -> dict:
+  """{state name: (its input's buffer entry, its output's buffer entry)}."""
+  buffers = {b["id"]: b for b in manifest["buffers"]}
+  inputs = {s["name"]: s for s in manifest["inputs"]}
+  outputs = {s["name"]: s for s in manifest["outputs"]}
+  return {s["name"]: (buffers[inputs[s["name"]]["buffer"]], buffers[outputs[s["output"]]["buffer"]])
+          for s in manifest["state"]}
+
+
+@pytest.mark.parametrize("config,dtype,rotary,step", CASES)
+def test_each_cache_is_written_in_place_by_its_new_rows_only(tmp_path, config, dtype, rotary,
+                                                            step):
+  pytest.importorskip("onnxruntime")
+  _, bundle = _bundle(tmp_path, config, dtype, rotary, step)
+  m = bundle.manifest
+  cfg = lm_models.CONFIGS[config]
+  head_dim = cfg.hidden // cfg.heads
+  caches = _caches(m)
+  assert len(caches) == 2 * cfg.layers
+  for name, (past, present) in caches.items():
+    assert present["id"] == past["id"], name               # the present is the state's buffer
+    assert past["shape"] == [1, cfg.kv_heads, CONTEXT, head_dim], past   # preallocated
+    assert past["symbolic_shape"][2] == {"terms": [["past", 1]], "const": 0}, past
+  for s in m["state"]:
+    assert s["in_rows"] == s["out_rows"] == CONTEXT, s
+  ids = {past["id"] for past, _ in caches.values()}
+  writers = [k for k in m["kernels"] for b in k["bindings"]
+             if b["buffer"] in ids and b["access"] != "read"]
+  assert len(writers) == len(caches)                        # one write per cache per run
+  for k in writers:                 # over the run's new rows (step of them), never the context
+    assert math.prod(k["global_size"]) <= step * cfg.kv_heads * head_dim, k
+
+
+@pytest.mark.parametrize("config,dtype,rotary,step", CASES)
+def test_in_place_bundle_generates_onnxruntime_greedy_tokens_without_copying_a_cache(
+    tmp_path, monkeypatch, config, dtype, rotary, step):
+  pytest.importorskip("onnxruntime")
+  device_runtime("WEBGPU")
+  model, bundle = _bundle(tmp_path, config, dtype, rotary, step)
+  want = lm_models.ort_greedy(model, PROMPT, 10)
+  runtime, handles, _ = bundle._prepare("WEBGPU")
+  caches = {id(handles[bundle._storage_of(s["name"])]) for s in bundle.manifest["state"]}
+  read = []
+  copyout = type(runtime).copyout
+  monkeypatch.setattr(type(runtime), "copyout", lambda self, h: read.append(id(h)) or
+                      copyout(self, h))
+  assert bundle.generate(PROMPT, max_new_tokens=10, device="WEBGPU") == want
+  assert len(set(want)) > 1
+  assert read and not caches & set(read)          # the outputs read back, never a cache
+  assert bundle.generate(PROMPT, max_new_tokens=10, device="WEBGPU") == want    # after reset
