@@ -81,3 +81,15 @@ def test_in_place_bundle_generates_onnxruntime_greedy_tokens_without_copying_a_c
   assert len(set(want)) > 1
   assert read and not caches & set(read)          # the outputs read back, never a cache
   assert bundle.generate(PROMPT, max_new_tokens=10, device="WEBGPU") == want    # after reset
+
+
+def test_ptx_bundle_writes_in_place_and_generates_onnxruntime_greedy_tokens(tmp_path):
+  """The same on the ptx side (Bundle.run on PTXSIM): the caches in place, the tokens ort's."""
+  pytest.importorskip("onnxruntime")
+  from kernelgen.export.onnx_lm import causal_program
+  model = lm_models.build(lm_models.CONFIGS["tiny"], "fp32")
+  want = lm_models.ort_greedy(model, PROMPT, 4)
+  outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), 4, CONTEXT)
+  bundle = kg.export(outputs, str(tmp_path / "lm"), format="ptx", state=state)
+  assert all(past["id"] == present["id"] for past, present in _caches(bundle.manifest).values())
+  assert bundle.generate(PROMPT, max_new_tokens=4, device="PTXSIM") == want
