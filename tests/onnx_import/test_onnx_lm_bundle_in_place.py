@@ -3,7 +3,8 @@ each cache state's buffer is preallocated at the context's rows, its present out
 and the only kernels writing it are the per-layer writes of the run's new rows; after a run the
 bundle only counts the rows (no copy of the cache, on the device or through the host). Greedy tokens
 as onnxruntime's (CPU) on WEBGPU, for one-token steps and for a symbolic step that prefills the
-prompt in two runs (the second writes at a past length > 0)."""
+prompt in two runs (the second writes at a past length > 0); on PTXSIM (a ptx bundle); and for
+a decoder whose caches are Concat(past, new)."""
 from __future__ import annotations
 
 import math
@@ -93,3 +94,39 @@ def test_ptx_bundle_writes_in_place_and_generates_onnxruntime_greedy_tokens(tmp_
   bundle = kg.export(outputs, str(tmp_path / "lm"), format="ptx", state=state)
   assert all(past["id"] == present["id"] for past, present in _caches(bundle.manifest).values())
   assert bundle.generate(PROMPT, max_new_tokens=4, device="PTXSIM") == want
+
+
+
+def _ort_one_at_a_time(model, prompt: list, steps: int) -> list:
+  """onnxruntime's greedy tokens with the prompt fed a token a run, as a one-token-step bundle
+  prefills (the decoder has no causal mask: a whole-prompt run would differ)."""
+  import numpy as np
+  ort = pytest.importorskip("onnxruntime")
+  sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+  names = [o.name for o in sess.get_outputs()]
+  past = {n.replace("present.", "past_key_values."): np.zeros((1, 1, 0, 16), np.float32)
+          for n in names[1:]}
+  feed, out = list(prompt), []
+  for total in range(1, len(prompt) + steps):
+    r = sess.run(None, {"input_ids": np.array([[feed[total - 1]]], np.int64),
+                        "attention_mask": np.ones((1, total), np.int64), **past})
+    past = {n.replace("present.", "past_key_values."): v for n, v in zip(names[1:], r[1:])}
+    if total >= len(prompt):
+      out.append(int(r[0][0, -1].argmax()))
+      feed.append(out[-1])
+  return out
+
+
+def test_concat_decoder_bundle_appends_in_place(tmp_path):
+  """Concat(past, new) caches (a decoder of standard operators) in a one-token-step bundle: the
+  present (past + 1 rows) is the state's buffer too; tokens as onnxruntime's."""
+  from kernelgen.export.onnx_lm import causal_program
+  from test_onnx_kv_in_place import _concat_decoder
+  device_runtime("WEBGPU")
+  model = _concat_decoder()
+  want = _ort_one_at_a_time(model, PROMPT, 6)
+  outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), 1, CONTEXT)
+  bundle = kg.export(outputs, str(tmp_path / "lm"), format="webgpu", state=state)
+  assert all(past["id"] == present["id"] for past, present in _caches(bundle.manifest).values())
+  assert bundle.generate(PROMPT, max_new_tokens=6, device="WEBGPU") == want
+  assert len(set(want)) > 1
