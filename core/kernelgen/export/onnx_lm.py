@@ -44,9 +44,9 @@ def _cache(name: str, shape: tuple, past: Dim, context: int, dtype, taken: set) 
   symbolic seq, is a buffer of its own, copied into the state after each run.)"""
   from ..tensor.symbolic import with_sym
   buf = _empty(name, (1, shape[1], context, shape[3]), dtype, taken)
-  sym = (1, shape[1], past, shape[3])
-  _input_buffer(buf).public_sym = sym     # the manifest's input: (1, kv_heads, past, head_dim)
-  return with_sym(buf, sym)
+  view = with_sym(buf, (1, shape[1], past, shape[3]))
+  _input_buffer(buf).public_view = view.node    # the manifest's input: (1, kv, past, head_dim)
+  return view
 
 
 def _input_buffer(t: Tensor):

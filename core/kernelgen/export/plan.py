@@ -87,27 +87,26 @@ def _describe(node, key: int) -> dict:
     dtype, size = buf.dtype, buf.size
   else:
     kind, name = "intermediate", None
-  sym = node.realized and node.buffer.is_input and node.buffer.public_sym
+  # an input read as a prefix of its buffer (Buffer.public_view) has that view's sizes
+  view = node.buffer.public_view if node.realized and node.buffer.is_input else None
   return {"id": key, "kind": kind, "name": name, "dtype": dtype.name, "size": size,
           "shape": list(node.shape), "nbytes": size * dtype.itemsize,
           "alloc": _rounded(size * dtype.itemsize), "written_by": [], "read_by": [],
-          **_symbolic(node, sym or None)}
+          **_symbolic(view if view is not None else node)}
 
 
-def _symbolic(node, sym=None) -> dict:
+def _symbolic(node) -> dict:
   """{"symbolic_shape": [...]} of a node with symbolic sizes (each an int, or {"terms": [[dim,
-  coefficient], ...], "const": c}: the value under the run's dims), else {}. `sym`: the sizes
-  to describe instead of the node's (an input's Buffer.public_sym)."""
-  sym = node.sym if sym is None else sym
-  if sym is None:
+  coefficient], ...], "const": c}: the value under the run's dims), else {}."""
+  if node.sym is None:
     return {}
-  floored = next((s for s in sym if isinstance(s, Sym) and s.div != 1), None)
+  floored = next((s for s in node.sym if isinstance(s, Sym) and s.div != 1), None)
   if floored is not None:
     raise UnsupportedError(f"export of a value of size {floored} (a floored size, as a slice "
                            f"with a step makes) is not supported: export the program before the "
                            f"step, or declare the axis as a multiple of the step")
   return {"symbolic_shape": [{"terms": [list(t) for t in s.terms], "const": s.const}
-                             if isinstance(s, Sym) else s for s in sym]}
+                             if isinstance(s, Sym) else s for s in node.sym]}
 
 
 def _dims(pairs, entries: list[dict]) -> list[dict]:

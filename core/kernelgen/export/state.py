@@ -172,11 +172,11 @@ class Rows:
       size = out["symbolic_shape"][s["axis"]] if s["dim"] is not None else {"terms": [],
                                                                               "const": 1}
       rows = size["const"] + sum(c * values[n] for n, c in size["terms"])
-      self.rows[s["name"]] = rows
-      if storage_of(s["name"]) == storage_of(s["output"]):
-        continue                     # written in place by the run (kv_write.py): nothing to copy
       row = s["row"] * out_itemsize(s["dtype"])
       dst = handles[storage_of(s["name"])]
+      if storage_of(s["name"]) == storage_of(s["output"]):
+        self.rows[s["name"]] = rows    # written in place by the run (kv_write.py): no copy
+        continue
       src = bytes(runtime.copyout(handles[storage_of(s["output"])]))
       kept = bytearray(runtime.copyout(dst))
       n = min(rows, s["in_rows"]) * row
@@ -184,6 +184,7 @@ class Rows:
         kept[o * s["in_rows"] * row:o * s["in_rows"] * row + n] = \
           src[o * s["out_rows"] * row:o * s["out_rows"] * row + n]
       runtime.copyin(dst, bytes(kept))
+      self.rows[s["name"]] = rows
 
 
 def out_itemsize(dtype: str) -> int:
