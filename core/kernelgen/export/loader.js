@@ -694,7 +694,8 @@ class Model {
   }
 
   // Copies each state's output rows into its buffer (one copy per outer slice: a cache's
-  // heads); returns the row counts after the run.
+  // heads), but for a state whose output is its own buffer (written in place: nothing to
+  // copy); returns the row counts after the run.
   keep(encoder, values) {
     const rows = {};
     for (const s of this.state) {
@@ -703,6 +704,7 @@ class Model {
       const spec = this.manifest.inputs.find((i) => i.name === s.name);
       const dst = this.storage[this.buffer(spec).storage];
       rows[s.name] = s.dim === null ? 1 : sizeOf(out.symbolic_shape[s.axis], values);
+      if (src === dst) continue;         // written in place by the run (a KV cache): no copy
       const bytes = (ARRAYS[s.dtype].BYTES_PER_ELEMENT) * s.row;
       const n = Math.min(rows[s.name], s.in_rows) * bytes;
       this.calls.copies += s.outer;

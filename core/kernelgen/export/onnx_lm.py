@@ -32,11 +32,37 @@ def _empty(name: str, shape: tuple, dtype, taken: set) -> Tensor:
   ident = buffer_name(name, taken)
   taken.add(ident)
   t = Tensor.empty(*shape, dtype=dtype, device="PYTHON", name=ident)
+  _input_buffer(t).public_name = name
+  return t
+
+
+def _cache(name: str, shape: tuple, past: Dim, context: int, dtype, taken: set) -> Tensor:
+  """The state input `name`: a buffer of `context` rows (a present's most: GroupQueryAttention's
+  total length, or past + 1 of a one-token step), read as its first `past` rows; a step writes
+  its new rows into it in place (operators/kv_write.py), so its present is this buffer and no
+  kernel or copy moves the cache's other rows. (A present of past + seq rows, Concat with a
+  symbolic seq, is a buffer of its own, copied into the state after each run.)"""
+  from ..tensor.symbolic import with_sym
+  buf = _empty(name, (1, shape[1], context, shape[3]), dtype, taken)
+  view = with_sym(buf, (1, shape[1], past, shape[3]))
+  _input_buffer(buf).public_view = view.node    # the manifest's input: (1, kv, past, head_dim)
+  return view
+
+
+def _input_buffer(t: Tensor):
   node = t.node
   while getattr(node, "buffer", None) is None and node.src:
     node = node.src[0]
-  node.buffer.public_name = name
-  return t
+  return node.buffer
+
+
+def _in_place(model):
+  """A copy of `model` whose runs write their past caches in place (kv_write.enabled), sharing
+  its weights; the model itself stays one whose inputs are never written."""
+  import copy
+  out = copy.copy(model)
+  out.replayer, out.kv_in_place = None, True
+  return out
 
 
 def _check(model) -> list:
@@ -76,10 +102,9 @@ def causal_program(model, step: int = 128, context: int = 256) -> tuple:
   if "attention_mask" in names:
     feeds["attention_mask"] = _empty("attention_mask", (1, total), i32, taken)
   for name in past_names:
-    shape = model.input_shapes[name]
-    feeds[name] = _empty(name, (1, shape[1], past, shape[3]),
+    feeds[name] = _cache(name, model.input_shapes[name], past, context,
                          model.input_dtypes.get(name) or dtypes.float32, taken)
-  out = model.run(feeds, device="PYTHON", replay=False)
+  out = _in_place(model).run(feeds, device="PYTHON", replay=False)
   logits = out["logits"]
   # (seq, vocab), or (1, vocab) (last only); a kernel of its own, so the LM head stays a tiled
   # matmul over the run's rows (the row read at a run-time index fused into it made it a plain

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..compiler import compile_plan
 from ..errors import KernelgenError, ShapeError, UnsupportedError
 from ..graph.dims import Sym
+from ..graph.lazy import L
 from ..tensor.tensor import Tensor
 from ..uop.program import grid_json, unnamed_source
 from .memory import Interval, assign
@@ -67,6 +68,8 @@ class _Buffers:
     self.keep: list = []           # the keyed objects, alive while ids refer to them
 
   def of(self, node) -> int:
+    while node.op is L.WRITE and not node.realized:
+      node = node.src[0]           # an in-place write's output is its target's buffer
     obj = node.buffer if node.realized else node
     if id(obj) not in self.ids:
       self.ids[id(obj)] = len(self.entries)
@@ -84,10 +87,12 @@ def _describe(node, key: int) -> dict:
     dtype, size = buf.dtype, buf.size
   else:
     kind, name = "intermediate", None
+  # an input read as a prefix of its buffer (Buffer.public_view) has that view's sizes
+  view = node.buffer.public_view if node.realized and node.buffer.is_input else None
   return {"id": key, "kind": kind, "name": name, "dtype": dtype.name, "size": size,
           "shape": list(node.shape), "nbytes": size * dtype.itemsize,
           "alloc": _rounded(size * dtype.itemsize), "written_by": [], "read_by": [],
-          **_symbolic(node)}
+          **_symbolic(view if view is not None else node)}
 
 
 def _symbolic(node) -> dict:
@@ -250,8 +255,9 @@ def _outputs(outputs: dict, table: _Buffers) -> list[dict]:
                        f"return an empty tensor")
     if entry["kind"] == "intermediate":
       entry["kind"], entry["name"] = "output", name
-    entry["shape"] = list(tensor.shape)
-    entry.update(_symbolic(tensor.node))
+    if entry["kind"] == "output":      # (an input written in place keeps its own description)
+      entry["shape"] = list(tensor.shape)
+      entry.update(_symbolic(tensor.node))
     out.append({"name": name, "shape": list(tensor.shape), "dtype": tensor.dtype.name,
                 "buffer": key, **_symbolic(tensor.node)})
   return out

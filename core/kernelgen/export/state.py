@@ -9,7 +9,9 @@ be read). The input's one symbolic size, a plain dim (`kg.Dim("past", 0, N - 1)`
 row count: the bundle tracks it (0, the dim's `lo`, after load and `reset()`, then the output's
 size along that axis after each run), and it gives the dim's value to the kernels. The axes before
 it must be 1, so the rows sit at the front of the buffer in every program shape; the output has
-the same axes with that one grown (`past + s`).
+the same axes with that one grown (`past + s`). Where the output is the input's own buffer (a
+step that writes its new rows into the state in place, as export/onnx_lm.py's caches: the input
+then has the output's physical rows, read as a prefix), nothing is copied: the run only counts.
 
 Manifest: `state`: `[{name, output, dim, axis, row, dtype}]` (`row`: elements per row, the
 product of the axes after `axis`). A run whose state would pass the dim's top is refused
@@ -163,7 +165,8 @@ class Rows:
     return values
 
   def advance(self, runtime, handles: list, storage_of, outputs: dict, values: dict) -> None:
-    """Copy each state's output rows into its buffer and count them (after a run)."""
+    """Copy each state's output rows into its buffer and count them (after a run); a state
+    whose output is its own buffer (a KV cache the run wrote in place) is only counted."""
     for s in self.state:
       out = outputs[s["output"]]
       size = out["symbolic_shape"][s["axis"]] if s["dim"] is not None else {"terms": [],
@@ -171,6 +174,9 @@ class Rows:
       rows = (size["const"] + sum(c * values[n] for n, c in size["terms"])) // size.get("div", 1)
       row = s["row"] * out_itemsize(s["dtype"])
       dst = handles[storage_of(s["name"])]
+      if storage_of(s["name"]) == storage_of(s["output"]):
+        self.rows[s["name"]] = rows    # written in place by the run (kv_write.py): no copy
+        continue
       src = bytes(runtime.copyout(handles[storage_of(s["output"])]))
       kept = bytearray(runtime.copyout(dst))
       n = min(rows, s["in_rows"]) * row

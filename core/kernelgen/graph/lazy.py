@@ -63,6 +63,8 @@ class Buffer:
     self.label = None       # the program's variable holding it (names_inputs): a weight's key
     self.public_name = None  # an input's name for callers where `name` could not hold it (an
                              # ONNX input 'gpu_0/data_0'): the bundle manifest's input name
+    self.public_view = None  # an input read as a prefix of its buffer (a KV cache written in
+                             # place): that view, whose sizes the bundle manifest gives
     self._handle = None
     self._host = bytes(data) if data is not None else None
 

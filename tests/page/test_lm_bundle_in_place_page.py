@@ -1,0 +1,59 @@
+"""model.js `generate` of an ONNX causal LM bundle (export/onnx_lm.py, bench/lm_models.py's tiny LM)
+in headless Chromium (SwiftShader) writes the KV caches in place: onnxruntime's (CPU) greedy
+tokens, and per decode step the page encodes no copy into a cache state (model.calls, the last
+run's counts: copies 0) and dispatches the program's kernels once each, where the only kernels
+writing a cache are its writes of the new rows (the manifest's bindings). Structure only: nothing here is timed."""
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import kernelgen as kg
+from browser_util import local_page
+from onnx_contrib_util import onnx  # noqa: F401 (a missing onnx package is a missing tool)
+from tools import REPO_ROOT
+
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+import lm_models  # noqa: E402
+
+pytestmark = pytest.mark.timeout(600)
+PROMPT, TOKENS, CONTEXT = [1, 5, 9, 2, 7, 3, 4, 8], 10, 32
+
+GENERATE = """async ([name, prompt, steps]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const model = await load();
+  const seen = [];
+  const tokens = await model.generate(prompt, { maxNewTokens: steps,
+    onToken: () => seen.push({ ...model.calls }) });
+  model.destroy();
+  return { tokens, seen };
+}"""
+
+
+@pytest.mark.parametrize("dtype,step", [("q4", 4), ("fp32", 1)])
+def test_bundle_generate_in_the_page_copies_no_cache(chromium, serve, tmp_path, dtype, step):
+  pytest.importorskip("onnxruntime")
+  from kernelgen.export.onnx_lm import causal_program
+  model = lm_models.build(lm_models.CONFIGS["tiny"], dtype)
+  want = lm_models.ort_greedy(model, PROMPT, TOKENS)
+  outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), step, CONTEXT)
+  bundle = kg.export(outputs, str(tmp_path / "lm"), format="webgpu", state=state)
+  (tmp_path / "index.html").write_text("<!doctype html><title>lm</title>")
+  server = serve(tmp_path)
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    got = page.evaluate(GENERATE, ["lm", PROMPT, TOKENS])
+    assert page.console_errors == [], page.console_errors
+  assert got["tokens"] == want and len(set(want)) > 1
+  seen = got["seen"]
+  assert all(c["copies"] == 0 for c in seen), seen          # no state copied, prefill included
+  kernels = len(bundle.manifest["kernels"])
+  per_step = [c["dispatches"] for c in seen[1:]]          # model.calls: the last run's counts
+  assert per_step == [kernels] * (TOKENS - 1), per_step     # the program's kernels, once each
+  assert all(c["submits"] == 1 for c in seen), seen
+  caches = {b["id"] for s in bundle.manifest["state"] for i in bundle.manifest["inputs"]
+            if i["name"] == s["name"] for b in bundle.manifest["buffers"] if b["id"] == i["buffer"]}
+  writers = [k["name"] for k in bundle.manifest["kernels"] for b in k["bindings"]
+             if b["buffer"] in caches and b["access"] != "read"]
+  assert len(writers) == len(caches) and all(n.startswith("write_") for n in writers), writers
