@@ -9,22 +9,9 @@ import pytest
 
 import kernelgen as kg
 from browser_util import local_page
+from test_export_symbolic import RUN
 
 pytestmark = pytest.mark.timeout(600)
-
-RUN = """async ([name, feeds]) => {
-  const { load } = await import(`/${name}/model.js`);
-  const model = await load();
-  const outs = [];
-  for (const rows of feeds) {
-    const out = await model.run({x: new Float32Array(rows)});
-    outs.push(Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Array.from(v)])));
-  }
-  let error = null;
-  try { await model.run({x: new Float32Array(33 * 6)}); } catch (e) { error = e.message; }
-  model.destroy();
-  return {outs, error};
-}"""
 
 
 def test_model_js_gives_floored_outputs_at_every_length(chromium, serve, tmp_path):
@@ -37,7 +24,7 @@ def test_model_js_gives_floored_outputs_at_every_length(chromium, serve, tmp_pat
            for r in (1, 2, 13, 32)]
   with local_page(chromium) as page:
     page.goto(server.url("index.html"))
-    info = page.evaluate(RUN, ["floored", [f.ravel().tolist() for f in feeds]])
+    info = page.evaluate(RUN, ["floored", [f.ravel().tolist() for f in feeds], 33 * 6])
     assert page.console_errors == [], page.console_errors
   for a, out in zip(feeds, info["outs"]):
     for name, want in {"even": a[::2] * 2, "third": a[::3] + 1, "odd": a[1::2].sum(0)}.items():

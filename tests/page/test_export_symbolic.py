@@ -62,7 +62,8 @@ def test_a_bundle_runs_at_every_length_in_range(tmp_path, fmt, device):
     bundle.run({"x": np.zeros((33, 8), np.float32)}, device=device)
 
 
-RUN = """async ([name, feeds]) => {
+# model.js run() at each of `feeds` (flat rows), then with `tooLong` floats (out of range)
+RUN = """async ([name, feeds, tooLong]) => {
   const { load } = await import(`/${name}/model.js`);
   const model = await load();
   const outs = [];
@@ -71,7 +72,7 @@ RUN = """async ([name, feeds]) => {
     outs.push(Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Array.from(v)])));
   }
   let error = null;
-  try { await model.run({x: new Float32Array(33 * 8)}); } catch (e) { error = e.message; }
+  try { await model.run({x: new Float32Array(tooLong)}); } catch (e) { error = e.message; }
   model.destroy();
   return {outs, error};
 }"""
@@ -84,7 +85,7 @@ def test_model_js_runs_at_every_length_in_range(chromium, serve, tmp_path):
   feeds = [np.random.default_rng(r).standard_normal((r, 8)).astype(np.float32) for r in (1, 13, 32)]
   with local_page(chromium) as page:
     page.goto(server.url("index.html"))
-    info = page.evaluate(RUN, ["sym", [f.ravel().tolist() for f in feeds]])
+    info = page.evaluate(RUN, ["sym", [f.ravel().tolist() for f in feeds], 33 * 8])
     assert page.console_errors == [], page.console_errors
   for a, out in zip(feeds, info["outs"]):
     for name, want in _want(a).items():
