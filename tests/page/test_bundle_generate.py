@@ -43,8 +43,8 @@ def test_the_manifest_declares_the_state(lm, tmp_path):
   bundle = _export(lm[0], tmp_path, "ptx")
   m = json.loads((tmp_path / "manifest.json").read_text())
   assert m["state"][0] == {"name": "past_k0", "output": "present_k0", "dim": "past", "axis": 0,
-                           "row": 16, "outer": 1, "in_rows": CONTEXT - 1,
-                           "out_rows": CONTEXT, "dtype": "float32"}
+                           "row": 16, "outer": 1, "in_rows": CONTEXT,
+                           "out_rows": CONTEXT, "dtype": "float32"}   # one buffer, in place
   assert [s["name"] for s in m["state"]] == ["past_k0", "past_v0", "past_k1", "past_v1"]
   assert [i["name"] for i in bundle.inputs] == ["ids", "positions", "temperature", "seed"]
   for patch, field in [({"axis": 5}, "state[0].axis"), ({"output": "nope"}, "state[0]"),

@@ -38,10 +38,10 @@ def _empty(name: str, shape: tuple, dtype, taken: set) -> Tensor:
 
 def _cache(name: str, shape: tuple, past: Dim, context: int, dtype, taken: set) -> Tensor:
   """The state input `name`: a buffer of `context` rows (a present's most: GroupQueryAttention's
-  total length, or past + 1 of a one-token step), read as its first `past` rows; a step writes
-  its new rows into it in place (operators/kv_write.py), so its present is this buffer and no
-  kernel or copy moves the cache's other rows. (A present of past + seq rows, Concat with a
-  symbolic seq, is a buffer of its own, copied into the state after each run.)"""
+  total length, past + 1 of a one-token step, or past + seq of a Concat: context - 1 + step),
+  read as its first `past` rows; a step writes its new rows into it in place
+  (operators/kv_write.py), so its present is this buffer and no kernel or copy moves the
+  cache's other rows."""
   from ..tensor.symbolic import with_sym
   buf = _empty(name, (1, shape[1], context, shape[3]), dtype, taken)
   view = with_sym(buf, (1, shape[1], past, shape[3]))
@@ -63,6 +63,25 @@ def _in_place(model):
   out = copy.copy(model)
   out.replayer, out.kv_in_place = None, True
   return out
+
+
+def _trace(model, feeds: dict, past_names: list, past: Dim, rows: int, taken: set) -> dict:
+  """The outputs of one run of `model` on `feeds` with a cache of `rows` rows per past name
+  (replacing the caches of an earlier trace, whose buffer names it frees)."""
+  for name in past_names:
+    if name in feeds:
+      taken.discard(_input_buffer(feeds[name]).name)
+    feeds[name] = _cache(name, model.input_shapes[name], past, rows,
+                         model.input_dtypes.get(name) or dtypes.float32, taken)
+  return _in_place(model).run(feeds, device="PYTHON", replay=False)
+
+
+def _written(out: dict, feeds: dict, name: str) -> bool:
+  """Whether past `name`'s present output is that past's buffer written in place."""
+  from ..graph.lazy import L
+  node = out[name.replace(PAST, "present.")].node
+  return node.op is L.WRITE and node.src[0].realized and \
+    node.src[0].buffer is _input_buffer(feeds[name])
 
 
 def _check(model) -> list:
@@ -101,10 +120,11 @@ def causal_program(model, step: int = 128, context: int = 256) -> tuple:
     feeds["position_ids"] = _empty("position_ids", (1, seq), i32, taken)
   if "attention_mask" in names:
     feeds["attention_mask"] = _empty("attention_mask", (1, total), i32, taken)
-  for name in past_names:
-    feeds[name] = _cache(name, model.input_shapes[name], past, context,
-                         model.input_dtypes.get(name) or dtypes.float32, taken)
-  out = _in_place(model).run(feeds, device="PYTHON", replay=False)
+  out = _trace(model, feeds, past_names, past, context, taken)
+  if step > 1 and not all(_written(out, feeds, name) for name in past_names):
+    # Concat(past, new) presents of past + seq rows (context - 1 + step at most): trace again
+    # with caches of that many rows, so they are written in place too
+    out = _trace(model, feeds, past_names, past, context - 1 + step, taken)
   logits = out["logits"]
   # (seq, vocab), or (1, vocab) (last only); a kernel of its own, so the LM head stays a tiled
   # matmul over the run's rows (the row read at a run-time index fused into it made it a plain

@@ -60,11 +60,11 @@ def concat(xs: list, axis: int) -> Tensor | None:
   if len(xs) != 2:
     return None
   past, new = xs
-  n = past.symbolic_shape[axis]
-  if not isinstance(n, Sym) or isinstance(new.symbolic_shape[axis], Sym):
+  n, m = past.symbolic_shape[axis], new.symbolic_shape[axis]
+  if not isinstance(n, Sym):
     return None
   sym = list(past.symbolic_shape)
-  sym[axis] = n + new.shape[axis]
+  sym[axis] = n + m          # m: the new rows, a number or a symbolic seq (rows past + seq.hi)
   return append(past, new, axis, scalar(Tensor, n, past.device), tuple(sym))
 
 
