@@ -56,12 +56,14 @@ def _input_buffer(t: Tensor):
   return node.buffer
 
 
-def _in_place(model):
+def _in_place(model, adapter: str | None = None):
   """A copy of `model` whose runs write their past caches in place (kv_write.enabled), sharing
-  its weights; the model itself stays one whose inputs are never written."""
+  its weights, traced for `adapter` (row_adapter: a CPU adapter's MatMul weights held transposed
+  and its normed rows realized, onnx/operators/weights.py matmul_rows, as a native run on that
+  adapter holds them); the model itself stays one whose inputs are never written."""
   import copy
   out = copy.copy(model)
-  out.replayer, out.kv_in_place = None, True
+  out.replayer, out.kv_in_place, out.row_adapter = None, True, adapter
   return out
 
 
@@ -83,10 +85,15 @@ def _check(model) -> list:
   return past
 
 
-def causal_program(model, step: int = 128, context: int = 256) -> tuple:
+def causal_program(model, step: int = 128, context: int = 256,
+                   adapter: str | None = None) -> tuple:
   """(outputs, state) of one run of 1..`step` new tokens of ONNX causal LM `model`
   (kg.onnx.load) with a cache of up to `context` tokens, to export with kg.export(outputs, DIR,
-  state=state) (see the module docstring). Raises ModelError for a model not in that layout."""
+  state=state) (see the module docstring). `adapter`: the one the bundle is exported for (give
+  kg.export the same): traced with its row defaults, so on a CPU adapter (lavapipe, SwiftShader)
+  a MatMul's weight is stored transposed and its 1-row products take the rows layout
+  (lowering/threads.py reduce_inner), as natively. Raises ModelError for a model not in that
+  layout."""
   past_names = _check(model)
   if step < 1 or context <= step:
     raise ModelError(f"step {step} and context {context}: give 1 <= step < context")
@@ -104,7 +111,7 @@ def causal_program(model, step: int = 128, context: int = 256) -> tuple:
   for name in past_names:
     feeds[name] = _cache(name, model.input_shapes[name], past, context,
                          model.input_dtypes.get(name) or dtypes.float32, taken)
-  out = _in_place(model).run(feeds, device="PYTHON", replay=False)
+  out = _in_place(model, adapter).run(feeds, device="PYTHON", replay=False)
   logits = out["logits"]
   # (seq, vocab), or (1, vocab) (last only); a kernel of its own, so the LM head stays a tiled
   # matmul over the run's rows (the row read at a run-time index fused into it made it a plain

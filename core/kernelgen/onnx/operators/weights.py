@@ -43,6 +43,23 @@ def row_defaults(device: str) -> dict:
   return target_of(runtime).adapter_defaults(adapter, "rows") if adapter else {}
 
 
+def traced_rows(runner) -> dict:
+  """The row-kernel defaults of the adapter the runner's model is traced for (`row_adapter`,
+  set on a copy of the model by export/onnx_lm.py causal_program where PYTHON traces a bundle
+  for a CPU adapter: the WGSL target's table, render/wgsl/adapters.py); {} without one."""
+  adapter = getattr(runner.model, "row_adapter", None)
+  if not adapter:
+    return {}
+  from ...render.targets import get_target
+  return get_target("wgsl").adapter_defaults(adapter, "rows")
+
+
+def matmul_rows(runner) -> dict:
+  """The row-kernel defaults a MatMul's weight and row are held for: those of the runner's
+  device's adapter, else those of the adapter its model is traced for (traced_rows)."""
+  return row_defaults(runner.device) or traced_rows(runner)
+
+
 def transposes_weights(device: str) -> bool:
   """`device`'s adapter asks for constant matmul weights held transposed (option weights_t of
   its adapter table's row kernels; no adapter, no table entry: False)."""
@@ -52,14 +69,15 @@ def transposes_weights(device: str) -> bool:
 def held_transposed(ins, i: int) -> Tensor | None:
   """Input i of a MatMul as a (K, N) view of its transpose held (N, K) contiguous on the device,
   where it is a 2-D float initializer of at least MIN_ELEMENTS elements and the device's adapter
-  asks for it (transposes_weights); else None (read the input as it is)."""
+  asks for it (transposes_weights) or the model is traced for such an adapter (traced_rows); else
+  None (read the input as it is)."""
   runner, name = ins.runner, ins.names[i] if i < len(ins.names) else ""
   init = runner.model.initializers.get(name) if name else None
   if runner.folding or init is None or len(init[1]) != 2:
     return None
   dtype, shape = init[0], init[1]
   if not dtype.is_float() or shape[0] * shape[1] < MIN_ELEMENTS or \
-      not transposes_weights(runner.device):
+      not (transposes_weights(runner.device) or traced_rows(runner).get("weights_t")):
     return None
   key = (runner.device, name + TRANSPOSED)
   if key not in runner.model.uploads:
@@ -101,7 +119,7 @@ def _one_product(node, limit: int = 64) -> bool:
   return whole and len(reduces) == 1 and next(iter(reduces)).size >= node.size
 
 
-def row_input(ins, a: Tensor) -> Tensor:
+def row_input(ins, a: Tensor, table: dict | None = None) -> Tensor:
   """A packed-weight matvec's activations `a` (input 0 of MatMulNBits, or of a MatMul whose
   weight is held transposed: its 1-row product takes the same layout, lowering/threads.py
   reduce_inner), realized by a kernel of its own, one per run for every node reading the same
@@ -110,9 +128,11 @@ def row_input(ins, a: Tensor) -> Tensor:
   reduction (an RMS norm; not one matrix product alone, _one_product): the norm would otherwise
   be staged into the matvec, whose thread per output then reads its own row's words (lavapipe,
   a 576-wide normed row: 1536 x 576 1.7 ms against 0.25 ms, 49152 x 576 155-316 ms against
-  10-35 ms, load 13-15). Else `a` itself."""
+  10-35 ms, load 13-15). Else `a` itself. `table`: the row defaults to go by (a MatMul's:
+  matmul_rows), else the device's adapter's."""
+  table = row_defaults(ins.runner.device) if table is None else table
   if a.node.realized or ins.runner.folding or not _reads_reduce(a.node) or \
-      not row_defaults(ins.runner.device).get("reduce_inner") or _one_product(a.node):
+      not table.get("reduce_inner") or _one_product(a.node):
     return a
   store = ins.runner.__dict__.setdefault("_row_inputs", {})
   if ins.names[0] not in store:
@@ -134,4 +154,5 @@ def _joined(ins, at):
   return outs
 
 
-__all__ = ["held_transposed", "row_defaults", "row_input", "transposes_weights"]
+__all__ = ["held_transposed", "matmul_rows", "row_defaults", "row_input", "traced_rows",
+           "transposes_weights"]
