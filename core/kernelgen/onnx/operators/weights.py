@@ -50,8 +50,8 @@ def traced_rows(runner) -> dict:
   adapter = getattr(runner.model, "row_adapter", None)
   if not adapter:
     return {}
-  from ...render.targets import get_target
-  return get_target("wgsl").adapter_defaults(adapter, "rows")
+  from ...render.targets import WGSL
+  return WGSL.adapter_defaults(adapter, "rows")
 
 
 def matmul_rows(runner) -> dict:
