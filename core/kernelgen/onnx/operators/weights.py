@@ -80,10 +80,22 @@ def held_transposed(ins, i: int) -> Tensor | None:
       not (transposes_weights(runner.device) or traced_rows(runner).get("weights_t")):
     return None
   key = (runner.device, name + TRANSPOSED)
-  if key not in runner.model.uploads:
+  if key not in runner.model.uploads and not transposes_weights(runner.device):
+    # traced for an adapter (PYTHON, an export): the bytes transposed here, where PYTHON's
+    # interpreter took minutes for SmolLM2's 576 x 49152 head
+    runner.model.uploads[key] = runner.upload(_transposed(init), f"tensor {name!r}")
+  elif key not in runner.model.uploads:
     t = runner.upload(init, f"tensor {name!r}")
     runner.model.uploads[key] = t.permute(1, 0).contiguous().realize()
   return runner.model.uploads[key].permute(1, 0)
+
+
+def _transposed(init: tuple) -> tuple:
+  """Initializer `init` (dtype, (K, N), bytes) as (dtype, (N, K), its bytes transposed)."""
+  dtype, (k, n), raw = init
+  code = {1: "B", 2: "H", 4: "I", 8: "Q"}[dtype.itemsize]
+  flat = memoryview(raw).cast("B").cast(code)
+  return dtype, (n, k), b"".join(flat[j::n].tobytes() for j in range(n))
 
 
 def _reduces_read(node, limit: int = 64) -> tuple[set, bool]:
