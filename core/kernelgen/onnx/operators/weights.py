@@ -69,15 +69,17 @@ def transposes_weights(device: str) -> bool:
 def held_transposed(ins, i: int) -> Tensor | None:
   """Input i of a MatMul as a (K, N) view of its transpose held (N, K) contiguous on the device,
   where it is a 2-D float initializer of at least MIN_ELEMENTS elements and the device's adapter
-  asks for it (transposes_weights) or the model is traced for such an adapter (traced_rows); else
-  None (read the input as it is)."""
+  asks for it (transposes_weights), or the model is traced for such an adapter (traced_rows) and
+  the product is of one row (_one_row); else None (read the input as it is)."""
   runner, name = ins.runner, ins.names[i] if i < len(ins.names) else ""
   init = runner.model.initializers.get(name) if name else None
   if runner.folding or init is None or len(init[1]) != 2:
     return None
   dtype, shape = init[0], init[1]
-  if not dtype.is_float() or shape[0] * shape[1] < MIN_ELEMENTS or \
-      not (transposes_weights(runner.device) or traced_rows(runner).get("weights_t")):
+  if not dtype.is_float() or shape[0] * shape[1] < MIN_ELEMENTS:
+    return None
+  if not transposes_weights(runner.device) and not (
+      traced_rows(runner).get("weights_t") and _one_row(ins[0])):
     return None
   key = (runner.device, name + TRANSPOSED)
   if key not in runner.model.uploads and not transposes_weights(runner.device):
@@ -88,6 +90,15 @@ def held_transposed(ins, i: int) -> Tensor | None:
     t = runner.upload(init, f"tensor {name!r}")
     runner.model.uploads[key] = t.permute(1, 0).contiguous().realize()
   return runner.model.uploads[key].permute(1, 0)
+
+
+def _one_row(a: Tensor) -> bool:
+  """Activations `a` are one row (a decode step's, or the last position's), not a symbolic
+  count of rows: traced for an adapter, only such a product holds its weight transposed (the
+  symbolic-step bundle's tiled products over (N, K) weights ran lavapipe's decode 1.8x slower:
+  bench/lm_bundle_native.py, SmolLM2 widths, 2 layers, step 16, 104-112 -> 189-192 CPU ms)."""
+  rows = a.symbolic_shape[:-1]
+  return all(isinstance(d, int) and d == 1 for d in rows)
 
 
 def _transposed(init: tuple) -> tuple:
