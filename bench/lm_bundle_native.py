@@ -63,9 +63,10 @@ def main() -> None:
   with tempfile.TemporaryDirectory() as folder:
     start = time.perf_counter()
     step = args.step or args.prompt
-    outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), step, args.context)
-    bundle = kg.export(outputs, folder, format="webgpu", state=state,
-                       adapter=runtime.render_options().get("adapter"))
+    adapter = runtime.render_options().get("adapter")
+    outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), step, args.context,
+                                    adapter=adapter)
+    bundle = kg.export(outputs, folder, format="webgpu", state=state, adapter=adapter)
     export_s = time.perf_counter() - start
     lm = names(bundle.manifest)
     prompt = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, args.prompt)]

@@ -93,7 +93,7 @@ def export_bundle(kg, path: Path, folder: Path, adapter: str, prompt: int,
   from kernelgen.export.onnx_lm import causal_program
   start = time.perf_counter()
   if not (folder / "manifest.json").exists():
-    outputs, state = causal_program(kg.onnx.load(str(path)), prompt, context)
+    outputs, state = causal_program(kg.onnx.load(str(path)), prompt, context, adapter=adapter)
     more = {"runs": runs} if runs > 1 else {}
     kg.export(outputs, str(folder), format="webgpu", state=state, adapter=adapter, **more)
   return {"bundle": folder, "export_s": time.perf_counter() - start}

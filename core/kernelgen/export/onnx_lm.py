@@ -56,24 +56,28 @@ def _input_buffer(t: Tensor):
   return node.buffer
 
 
-def _in_place(model):
+def _in_place(model, adapter: str | None = None):
   """A copy of `model` whose runs write their past caches in place (kv_write.enabled), sharing
-  its weights; the model itself stays one whose inputs are never written."""
+  its weights, traced for `adapter` (row_adapter: a CPU adapter's MatMul weights held transposed
+  and its normed rows realized, onnx/operators/weights.py matmul_rows, as a native run on that
+  adapter holds them); the model itself stays one whose inputs are never written."""
   import copy
   out = copy.copy(model)
-  out.replayer, out.kv_in_place = None, True
+  out.replayer, out.kv_in_place, out.row_adapter = None, True, adapter
   return out
 
 
-def _trace(model, feeds: dict, past_names: list, past: Dim, rows: int, taken: set) -> dict:
+def _trace(model, feeds: dict, past_names: list, past: Dim, rows: int, taken: set,
+           adapter: str | None = None) -> dict:
   """The outputs of one run of `model` on `feeds` with a cache of `rows` rows per past name
-  (replacing the caches of an earlier trace, whose buffer names it frees)."""
+  (replacing the caches of an earlier trace, whose buffer names it frees), traced for
+  `adapter` (_in_place)."""
   for name in past_names:
     if name in feeds:
       taken.discard(_input_buffer(feeds[name]).name)
     feeds[name] = _cache(name, model.input_shapes[name], past, rows,
                          model.input_dtypes.get(name) or dtypes.float32, taken)
-  return _in_place(model).run(feeds, device="PYTHON", replay=False)
+  return _in_place(model, adapter).run(feeds, device="PYTHON", replay=False)
 
 
 def _written(out: dict, feeds: dict, name: str) -> bool:
@@ -102,10 +106,17 @@ def _check(model) -> list:
   return past
 
 
-def causal_program(model, step: int = 128, context: int = 256) -> tuple:
+def causal_program(model, step: int = 128, context: int = 256,
+                   adapter: str | None = None) -> tuple:
   """(outputs, state) of one run of 1..`step` new tokens of ONNX causal LM `model`
   (kg.onnx.load) with a cache of up to `context` tokens, to export with kg.export(outputs, DIR,
-  state=state) (see the module docstring). Raises ModelError for a model not in that layout."""
+  state=state) (see the module docstring). `adapter`: the one the bundle is exported for (give
+  kg.export the same): traced with its row defaults, so on a CPU adapter (lavapipe, SwiftShader)
+  a MatMul's weight is stored transposed and its 1-row products take the rows layout
+  (lowering/threads.py reduce_inner), as natively. Lavapipe natively (bench/lm_bundle_native.py,
+  SmolLM2 widths, 2 layers, fp32, prompt 16, CPU ms per decode token, median, two interleaved
+  A/B pairs, load 4-6 on 2 CPUs): step 16 (the head on the last row) 110-116 -> 72-73, step 1
+  241-279 -> 53-71. Raises ModelError for a model not in that layout."""
   past_names = _check(model)
   if step < 1 or context <= step:
     raise ModelError(f"step {step} and context {context}: give 1 <= step < context")
@@ -120,11 +131,11 @@ def causal_program(model, step: int = 128, context: int = 256) -> tuple:
     feeds["position_ids"] = _empty("position_ids", (1, seq), i32, taken)
   if "attention_mask" in names:
     feeds["attention_mask"] = _empty("attention_mask", (1, total), i32, taken)
-  out = _trace(model, feeds, past_names, past, context, taken)
+  out = _trace(model, feeds, past_names, past, context, taken, adapter)
   if step > 1 and not all(_written(out, feeds, name) for name in past_names):
     # Concat(past, new) presents of past + seq rows (context - 1 + step at most): trace again
     # with caches of that many rows, so they are written in place too
-    out = _trace(model, feeds, past_names, past, context - 1 + step, taken)
+    out = _trace(model, feeds, past_names, past, context - 1 + step, taken, adapter)
   logits = out["logits"]
   # (seq, vocab), or (1, vocab) (last only); a kernel of its own, so the LM head stays a tiled
   # matmul over the run's rows (the row read at a run-time index fused into it made it a plain

@@ -9,7 +9,7 @@ from ...dtype import dtypes, min_value
 from ...errors import ModelError, UnsupportedError
 from ...tensor.tensor import Tensor, stack, where
 from ..registry import axis_index, broadcast, op
-from .weights import held_transposed, row_input
+from .weights import held_transposed, matmul_rows, row_input
 
 
 # ---- matrix and nn ---------------------------------------------------------------------------
@@ -17,7 +17,10 @@ from .weights import held_transposed, row_input
 @op("MatMul")
 def _matmul(ins, at):
   a, b = ins[0], held_transposed(ins, 1)      # (weights.py: held (N, K) on CPU adapters)
-  b, a = (ins[1], a) if b is None else (b, row_input(ins, a))   # a normed row realized
+  if b is None:
+    b = ins[1]
+  else:                                        # a normed row realized
+    a = row_input(ins, a, matmul_rows(ins.runner))
   if a.ndim >= 2 and b.ndim >= 2:
     batch = broadcast(a.shape[:-2], b.shape[:-2])
     a, b = a.expand(batch + a.shape[-2:]), b.expand(batch + b.shape[-2:])

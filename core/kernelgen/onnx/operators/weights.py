@@ -43,6 +43,23 @@ def row_defaults(device: str) -> dict:
   return target_of(runtime).adapter_defaults(adapter, "rows") if adapter else {}
 
 
+def traced_rows(runner) -> dict:
+  """The row-kernel defaults of the adapter the runner's model is traced for (`row_adapter`,
+  set on a copy of the model by export/onnx_lm.py causal_program where PYTHON traces a bundle
+  for a CPU adapter: the WGSL target's table, render/wgsl/adapters.py); {} without one."""
+  adapter = getattr(runner.model, "row_adapter", None)
+  if not adapter:
+    return {}
+  from ...render.targets import WGSL
+  return WGSL.adapter_defaults(adapter, "rows")
+
+
+def matmul_rows(runner) -> dict:
+  """The row-kernel defaults a MatMul's weight and row are held for: those of the runner's
+  device's adapter, else those of the adapter its model is traced for (traced_rows)."""
+  return row_defaults(runner.device) or traced_rows(runner)
+
+
 def transposes_weights(device: str) -> bool:
   """`device`'s adapter asks for constant matmul weights held transposed (option weights_t of
   its adapter table's row kernels; no adapter, no table entry: False)."""
@@ -52,20 +69,44 @@ def transposes_weights(device: str) -> bool:
 def held_transposed(ins, i: int) -> Tensor | None:
   """Input i of a MatMul as a (K, N) view of its transpose held (N, K) contiguous on the device,
   where it is a 2-D float initializer of at least MIN_ELEMENTS elements and the device's adapter
-  asks for it (transposes_weights); else None (read the input as it is)."""
+  asks for it (transposes_weights), or the model is traced for such an adapter (traced_rows) and
+  the product is of one row (_one_row); else None (read the input as it is)."""
   runner, name = ins.runner, ins.names[i] if i < len(ins.names) else ""
   init = runner.model.initializers.get(name) if name else None
   if runner.folding or init is None or len(init[1]) != 2:
     return None
   dtype, shape = init[0], init[1]
-  if not dtype.is_float() or shape[0] * shape[1] < MIN_ELEMENTS or \
-      not transposes_weights(runner.device):
+  if not dtype.is_float() or shape[0] * shape[1] < MIN_ELEMENTS:
+    return None
+  if not transposes_weights(runner.device) and not (
+      traced_rows(runner).get("weights_t") and _one_row(ins[0])):
     return None
   key = (runner.device, name + TRANSPOSED)
-  if key not in runner.model.uploads:
+  if key not in runner.model.uploads and not transposes_weights(runner.device):
+    # traced for an adapter (PYTHON, an export): the bytes transposed here, where PYTHON's
+    # interpreter took minutes for SmolLM2's 576 x 49152 head
+    runner.model.uploads[key] = runner.upload(_transposed(init), f"tensor {name!r}")
+  elif key not in runner.model.uploads:
     t = runner.upload(init, f"tensor {name!r}")
     runner.model.uploads[key] = t.permute(1, 0).contiguous().realize()
   return runner.model.uploads[key].permute(1, 0)
+
+
+def _one_row(a: Tensor) -> bool:
+  """Activations `a` are one row (a decode step's, or the last position's), not a symbolic
+  count of rows: traced for an adapter, only such a product holds its weight transposed (the
+  symbolic-step bundle's tiled products over (N, K) weights ran lavapipe's decode 1.8x slower:
+  bench/lm_bundle_native.py, SmolLM2 widths, 2 layers, step 16, 104-112 -> 189-192 CPU ms)."""
+  rows = a.symbolic_shape[:-1]
+  return all(isinstance(d, int) and d == 1 for d in rows)
+
+
+def _transposed(init: tuple) -> tuple:
+  """Initializer `init` (dtype, (K, N), bytes) as (dtype, (N, K), its bytes transposed)."""
+  dtype, (k, n), raw = init
+  code = {1: "B", 2: "H", 4: "I", 8: "Q"}[dtype.itemsize]
+  flat = memoryview(raw).cast("B").cast(code)
+  return dtype, (n, k), b"".join(flat[j::n].tobytes() for j in range(n))
 
 
 def _reduces_read(node, limit: int = 64) -> tuple[set, bool]:
@@ -101,7 +142,7 @@ def _one_product(node, limit: int = 64) -> bool:
   return whole and len(reduces) == 1 and next(iter(reduces)).size >= node.size
 
 
-def row_input(ins, a: Tensor) -> Tensor:
+def row_input(ins, a: Tensor, table: dict | None = None) -> Tensor:
   """A packed-weight matvec's activations `a` (input 0 of MatMulNBits, or of a MatMul whose
   weight is held transposed: its 1-row product takes the same layout, lowering/threads.py
   reduce_inner), realized by a kernel of its own, one per run for every node reading the same
@@ -110,9 +151,11 @@ def row_input(ins, a: Tensor) -> Tensor:
   reduction (an RMS norm; not one matrix product alone, _one_product): the norm would otherwise
   be staged into the matvec, whose thread per output then reads its own row's words (lavapipe,
   a 576-wide normed row: 1536 x 576 1.7 ms against 0.25 ms, 49152 x 576 155-316 ms against
-  10-35 ms, load 13-15). Else `a` itself."""
+  10-35 ms, load 13-15). Else `a` itself. `table`: the row defaults to go by (a MatMul's:
+  matmul_rows), else the device's adapter's."""
+  table = row_defaults(ins.runner.device) if table is None else table
   if a.node.realized or ins.runner.folding or not _reads_reduce(a.node) or \
-      not row_defaults(ins.runner.device).get("reduce_inner") or _one_product(a.node):
+      not table.get("reduce_inner") or _one_product(a.node):
     return a
   store = ins.runner.__dict__.setdefault("_row_inputs", {})
   if ins.names[0] not in store:
@@ -134,4 +177,5 @@ def _joined(ins, at):
   return outs
 
 
-__all__ = ["held_transposed", "row_defaults", "row_input", "transposes_weights"]
+__all__ = ["held_transposed", "matmul_rows", "row_defaults", "row_input", "traced_rows",
+           "transposes_weights"]
