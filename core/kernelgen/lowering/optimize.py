@@ -275,8 +275,13 @@ def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) ->
   TILE_WINDOW elements whose rows (a 2 x 1 tile's) share more loads with the window unrolled
   than looped takes it unrolled, in the first preferred tile (or the forced one) with rows to
   share, at most TILE_WINDOW_WORK products per thread and an estimated driver compile within
-  the run's budget (compile_cost.py; capped: the budget ruled out the first); else (tile, 0):
-  as before."""
+  the run's budget (compile_cost.py; capped: the budget ruled out the first), and no fewer
+  outputs than `tile` looped: a smaller unrolled tile shares fewer loads than the larger looped
+  one (lavapipe natively, runs=100, GPU ms, best of 7 interleaved, load ~4.5 on 2 shared CPUs,
+  unrolled -> looped: the first 3x3 convs of 3 channels, SqueezeNet 111x111 33.4 -> 6.3 in 8x8,
+  VGG-19 224x224 51.2 -> 25.0, PP-OCRv4 det's stride-2 3.3 vs 10.5; SqueezeNet's 1x1 expand
+  convs of 16-48 channels 1.3-2.7 -> 0.4-1.5; SwiftShader 1.0-3.6x faster or within noise,
+  issue 42); else (tile, 0): as before."""
   if not options.get("tile_window"):
     return tile, 0, False
   reduce = kernel_reduces(item)[0]
@@ -290,6 +295,7 @@ def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) ->
     return tile, total, False
   fits = [t for t in (_clip(item, t, axes) for t in preferred_tiles(options))
           if t[0] > 1 and t[0] * t[1] * total <= TILE_WINDOW_WORK and _tileable(item, t, axes)
+          and t[0] * t[1] >= tile[0] * tile[1]
           and _tile_threads(item, t, axes) >= TILE_MIN_THREADS
           and (t in TILES or _divides(item, t, axes))]
   # a one-off run's build above its work's GPU time is not won back (SqueezeNet's 1x1 expand
