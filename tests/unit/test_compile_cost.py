@@ -141,6 +141,21 @@ def test_the_estimate_and_the_budget():
     assert "driver_cost" not in adapters.defaults("discrete", shape)
 
 
+def test_a_larger_kernel_pays_where_its_build_is_less_than_the_run_it_saves():
+  """saves_more_than_builds (the whole register tile over a partial one, issue 42): 1000 ->
+  1100 UOps at (0.5, 0.1) builds 75 ms more; a third of 300 ms of work wasted saves 100 ms
+  in one run, a tenth of 30 ms saves 3 ms (paid back only over 25 runs); fewer UOps always pay;
+  an adapter without a measured cost has no build to weigh."""
+  options, macs = {"driver_cost": (0.5, 0.1)}, 300 * compile_cost.CPU_MACS_PER_MS
+  extra = compile_cost.estimate_ms(options, 1100) - compile_cost.estimate_ms(options, 1000)
+  assert extra == pytest.approx(50 + 21 + compile_cost.PYTHON_MS_PER_UOP * 100)
+  assert compile_cost.saves_more_than_builds(options, 1000, 1100, macs, 1 / 3)
+  assert not compile_cost.saves_more_than_builds(options, 1000, 1100, macs // 10, 0.1)
+  assert compile_cost.saves_more_than_builds({**options, "runs": 40}, 1000, 1100, macs // 10, 0.1)
+  assert compile_cost.saves_more_than_builds(options, 1100, 1000, 0, 0.0)
+  assert compile_cost.saves_more_than_builds({}, 1000, 10 ** 6, 0, 0.0)
+
+
 @pytest.mark.parametrize("options, words", [
   ({"runs": 0}, "runs=0"), ({"runs": "many"}, "runs='many'"),
   ({"driver_cost": (1.0,)}, "driver_cost=(1.0,)"), ({"driver_cost": (-1, 0)}, "driver_cost")])

@@ -140,6 +140,16 @@ def work_ms(macs: int) -> float:
   return macs / CPU_MACS_PER_MS
 
 
+def saves_more_than_builds(options: dict, uops: int, more_uops: int, macs: int,
+                           waste: float) -> bool:
+  """A kernel of `more_uops` UOps instead of `uops` builds (estimate_ms) for less than the run
+  time it saves: the GPU time of its work (work_ms of `macs`) times `waste`, the fraction of
+  the computed outputs the smaller kernel throws away, times the runs. True where the adapter
+  has no measured cost (no build to weigh)."""
+  more, less = estimate_ms(options, more_uops), estimate_ms(options, uops)
+  return more is None or more - less < work_ms(macs) * waste * runs(options)
+
+
 def capped(options: dict) -> bool:
   """The options' choices may be capped by compile cost: the adapter has a measured cost and the
   caller expects fewer than RUNS_MANY runs (where the cap bites, a plan realized again may swap

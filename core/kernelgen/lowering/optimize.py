@@ -222,12 +222,13 @@ def _tile(item: ScheduleItem, target: Target, options: dict) -> tuple:
           (t in TILES or _divides(item, t, axes))]
   if not fits:
     return ()
+  partial = _shared_only(item, fits[0], axes)
   tile = _shared_only(item, _whole_tile(item, options, long, axes, fits[0]), axes)
   # (long tiles are weighed by _long_over_budget, which falls back to these plain ones)
   budget = compile_cost.capped(options) and not (long and options.get("long_tiles")) and options
-  if not options.get("tile_size_cap") and not budget:
-    return tile, axes
-  return _within_size(item, tile, axes, fits, budget), axes
+  if options.get("tile_size_cap") or budget:
+    tile, partial = (_within_size(item, t, axes, fits, budget) for t in (tile, partial))
+  return (tile if _whole_pays(item, options, axes, partial, tile) else partial), axes
 
 
 def _within_size(item: ScheduleItem, tile: tuple, axes: tuple, fits: list,
@@ -274,8 +275,13 @@ def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) ->
   TILE_WINDOW elements whose rows (a 2 x 1 tile's) share more loads with the window unrolled
   than looped takes it unrolled, in the first preferred tile (or the forced one) with rows to
   share, at most TILE_WINDOW_WORK products per thread and an estimated driver compile within
-  the run's budget (compile_cost.py; capped: the budget ruled out the first); else (tile, 0):
-  as before."""
+  the run's budget (compile_cost.py; capped: the budget ruled out the first), and no fewer
+  outputs than `tile` looped: a smaller unrolled tile shares fewer loads than the larger looped
+  one (lavapipe natively, runs=100, GPU ms, best of 7 interleaved, load ~4.5 on 2 shared CPUs,
+  unrolled -> looped: the first 3x3 convs of 3 channels, SqueezeNet 111x111 33.4 -> 6.3 in 8x8,
+  VGG-19 224x224 51.2 -> 25.0, PP-OCRv4 det's stride-2 3.3 vs 10.5; SqueezeNet's 1x1 expand
+  convs of 16-48 channels 1.3-2.7 -> 0.4-1.5; SwiftShader 1.0-3.6x faster or within noise,
+  issue 42); else (tile, 0): as before."""
   if not options.get("tile_window"):
     return tile, 0, False
   reduce = kernel_reduces(item)[0]
@@ -289,6 +295,7 @@ def _window_tile(item: ScheduleItem, options: dict, tile: tuple, axes: tuple) ->
     return tile, total, False
   fits = [t for t in (_clip(item, t, axes) for t in preferred_tiles(options))
           if t[0] > 1 and t[0] * t[1] * total <= TILE_WINDOW_WORK and _tileable(item, t, axes)
+          and t[0] * t[1] >= tile[0] * tile[1]
           and _tile_threads(item, t, axes) >= TILE_MIN_THREADS
           and (t in TILES or _divides(item, t, axes))]
   # a one-off run's build above its work's GPU time is not won back (SqueezeNet's 1x1 expand
@@ -438,10 +445,8 @@ def _whole_tile(item: ScheduleItem, options: dict, long: bool, axes: tuple, tile
   4.17 / 0.88 / 1.58x; 3x3 128->128 27x27 SwiftShader 1.81x (lavapipe's tile unchanged);
   at 7x7 (load ~12) 1x1 512->2048, 2048->512, 3x3 512->512 lavapipe 1.23 / 1.32 / 2.47x,
   SwiftShader 1.26 / 1.54 / 2.01x; 3x3 64->256 13x13 SwiftShader 2.10x. A one-off run
-  (compile_cost.capped) keeps `tile`: more outputs per thread are a longer build (SqueezeNet's
-  13x13 expand conv looped: 546 -> 858 WGSL lines), and _cut_by_budget marks it capped so that
-  a plan realized again swaps in the whole tile."""
-  if not options.get("whole_tiles") or compile_cost.capped(options) or _divides(item, tile, axes):
+  (compile_cost.capped) takes it only where its longer build pays (_whole_pays)."""
+  if not options.get("whole_tiles") or _divides(item, tile, axes):
     return tile
   prefs = [_clip(item, t, axes) for t in preferred_tiles(options, long)]
   most, least = max(r * c for r, c in prefs), item.out.size / _tile_threads(item, tile, axes)
@@ -451,6 +456,25 @@ def _whole_tile(item: ScheduleItem, options: dict, long: bool, axes: tuple, tile
         _divides(item, whole, axes) and _tile_threads(item, whole, axes) >= TILE_MIN_THREADS:
       return whole
   return tile
+
+
+def _whole_pays(item: ScheduleItem, options: dict, axes: tuple, tile: tuple, whole: tuple) -> bool:
+  """`whole` (the tile chosen from _whole_tile's) over `tile` (the one chosen without it): many
+  runs, the same tile, or a one-off run (compile_cost.capped) where `whole`'s extra estimated
+  build is less than the run time `tile` wastes on outputs past the axes
+  (compile_cost.saves_more_than_builds); else _cut_by_budget marks `tile` capped, so that a
+  plan realized again swaps in the whole one. SqueezeNet's 13x13 expand conv (1.6 M
+  multiply-adds; 8x8 computes 256 outputs of 169 a channel) would build 546 -> 858 WGSL lines
+  to save ~0.3 ms: kept; PP-OCRv4 detection's 1x1 convs over 10x10 and 20x20 take 8x10 (no
+  more UOps than the gated 8x8)."""
+  macs = compile_cost.item_macs(item)
+  if tile == whole or not compile_cost.capped(options):
+    return True
+  if macs is None:
+    return False
+  waste = 1 - item.out.size / (_tile_threads(item, tile, axes) * tile[0] * tile[1])
+  return compile_cost.saves_more_than_builds(
+    options, _probe_uops(item, tile, axes), _probe_uops(item, whole, axes), macs, waste)
 
 
 def _near_divisor(n: int, size: int) -> int:
