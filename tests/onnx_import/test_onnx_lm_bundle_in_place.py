@@ -19,6 +19,7 @@ from tools import device_runtime
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import lm_models  # noqa: E402
+from bundle_state import state_buffers  # noqa: E402
 
 PROMPT = [1, 5, 9, 2, 7, 3, 4, 8]
 CONTEXT = 32
@@ -32,14 +33,6 @@ def _bundle(tmp_path, config: str, dtype: str, rotary: str, step: int):
   return model, kg.export(outputs, str(tmp_path / "lm"), format="webgpu", state=state)
 
 
-def _caches(manifest: dict) -> dict:
-  """{state name: (its input's buffer entry, its output's buffer entry)}."""
-  buffers = {b["id"]: b for b in manifest["buffers"]}
-  inputs = {s["name"]: s for s in manifest["inputs"]}
-  outputs = {s["name"]: s for s in manifest["outputs"]}
-  return {s["name"]: (buffers[inputs[s["name"]]["buffer"]], buffers[outputs[s["output"]]["buffer"]])
-          for s in manifest["state"]}
-
 
 @pytest.mark.parametrize("config,dtype,rotary,step", CASES)
 def test_each_cache_is_written_in_place_by_its_new_rows_only(tmp_path, config, dtype, rotary,
@@ -49,7 +42,7 @@ def test_each_cache_is_written_in_place_by_its_new_rows_only(tmp_path, config, d
   m = bundle.manifest
   cfg = lm_models.CONFIGS[config]
   head_dim = cfg.hidden // cfg.heads
-  caches = _caches(m)
+  caches = state_buffers(m)
   assert len(caches) == 2 * cfg.layers
   for name, (past, present) in caches.items():
     assert present["id"] == past["id"], name               # the present is the state's buffer
@@ -92,7 +85,7 @@ def test_ptx_bundle_writes_in_place_and_generates_onnxruntime_greedy_tokens(tmp_
   want = lm_models.ort_greedy(model, PROMPT, 4)
   outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), 4, CONTEXT)
   bundle = kg.export(outputs, str(tmp_path / "lm"), format="ptx", state=state)
-  assert all(past["id"] == present["id"] for past, present in _caches(bundle.manifest).values())
+  assert all(past["id"] == present["id"] for past, present in state_buffers(bundle.manifest).values())
   assert bundle.generate(PROMPT, max_new_tokens=4, device="PTXSIM") == want
 
 
@@ -127,6 +120,6 @@ def test_concat_decoder_bundle_appends_in_place(tmp_path):
   want = _ort_one_at_a_time(model, PROMPT, 6)
   outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), 1, CONTEXT)
   bundle = kg.export(outputs, str(tmp_path / "lm"), format="webgpu", state=state)
-  assert all(past["id"] == present["id"] for past, present in _caches(bundle.manifest).values())
+  assert all(past["id"] == present["id"] for past, present in state_buffers(bundle.manifest).values())
   assert bundle.generate(PROMPT, max_new_tokens=6, device="WEBGPU") == want
   assert len(set(want)) > 1

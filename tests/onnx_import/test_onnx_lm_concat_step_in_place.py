@@ -13,6 +13,7 @@ import kernelgen as kg
 from onnx_contrib_util import onnx  # noqa: F401 (a missing onnx package is a missing tool)
 from test_onnx_kv_in_place import _concat_decoder
 from tools import device_runtime
+from bundle_state import state_buffers
 
 PROMPT, CONTEXT, STEP, TOKENS = [7, 3, 12, 5, 30, 2, 8], 32, 4, 6     # runs of 4, 3, then 1
 
@@ -44,18 +45,11 @@ def _bundle(tmp_path, fmt: str):
   return model, kg.export(outputs, str(tmp_path / "lm"), format=fmt, state=state)
 
 
-def _caches(manifest: dict) -> dict:
-  buffers = {b["id"]: b for b in manifest["buffers"]}
-  inputs = {i["name"]: i for i in manifest["inputs"]}
-  outputs = {o["name"]: o for o in manifest["outputs"]}
-  return {s["name"]: (buffers[inputs[s["name"]]["buffer"]], buffers[outputs[s["output"]]["buffer"]])
-          for s in manifest["state"]}
-
 
 def test_concat_caches_of_a_symbolic_step_are_their_presents(tmp_path):
   _, bundle = _bundle(tmp_path, "webgpu")
   m = bundle.manifest
-  caches = _caches(m)
+  caches = state_buffers(m)
   assert len(caches) == 4
   for name, (past, present) in caches.items():
     assert present["id"] == past["id"], name

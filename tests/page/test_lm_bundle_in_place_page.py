@@ -16,19 +16,10 @@ from tools import REPO_ROOT
 
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 import lm_models  # noqa: E402
+from bundle_state import GENERATE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
 PROMPT, TOKENS, CONTEXT = [1, 5, 9, 2, 7, 3, 4, 8], 10, 32
-
-GENERATE = """async ([name, prompt, steps]) => {
-  const { load } = await import(`/${name}/model.js`);
-  const model = await load();
-  const seen = [];
-  const tokens = await model.generate(prompt, { maxNewTokens: steps,
-    onToken: () => seen.push({ ...model.calls }) });
-  model.destroy();
-  return { tokens, seen };
-}"""
 
 
 @pytest.mark.parametrize("dtype,step", [("q4", 4), ("fp32", 1)])

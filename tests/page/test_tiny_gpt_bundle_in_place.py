@@ -17,6 +17,7 @@ from tools import REPO_ROOT, device_runtime
 
 sys.path.insert(0, str(REPO_ROOT / "examples"))
 from tiny_gpt import TinyGPT, cached_program  # noqa: E402
+from bundle_state import state_buffers, GENERATE  # noqa: E402
 
 pytestmark = pytest.mark.timeout(900)
 CONTEXT, PROMPT, STEPS, DIM, LAYERS = 16, [3, 5, 7, 1, 9], 8, 16, 2
@@ -39,20 +40,12 @@ def _export(model, path, fmt: str, step: int):
   return kg.export(outputs, str(path), format=fmt, state=state)
 
 
-def _caches(manifest: dict) -> dict:
-  """{state name: (its input's buffer entry, its output's buffer entry)}."""
-  buffers = {b["id"]: b for b in manifest["buffers"]}
-  inputs = {i["name"]: i for i in manifest["inputs"]}
-  outputs = {o["name"]: o for o in manifest["outputs"]}
-  return {s["name"]: (buffers[inputs[s["name"]]["buffer"]], buffers[outputs[s["output"]]["buffer"]])
-          for s in manifest["state"]}
-
 
 @pytest.mark.parametrize("fmt", ["webgpu", "ptx"])
 @pytest.mark.parametrize("step", [1, 4])
 def test_each_cache_is_its_present_and_written_by_its_new_rows_only(lm, tmp_path, fmt, step):
   m = _export(lm[0], tmp_path / "lm", fmt, step).manifest
-  caches = _caches(m)
+  caches = state_buffers(m)
   assert len(caches) == 2 * LAYERS
   for name, (past, present) in caches.items():
     assert present["id"] == past["id"], name                 # the present is the state's buffer
@@ -97,16 +90,6 @@ def test_bundle_generates_kg_generates_tokens_without_copying_a_cache(lm, tmp_pa
   assert into and not caches & set(into)        # the inputs written, never a cache
   assert bundle.generate(PROMPT, max_new_tokens=STEPS, device=device) == want   # after reset
 
-
-GENERATE = """async ([name, prompt, steps]) => {
-  const { load } = await import(`/${name}/model.js`);
-  const model = await load();
-  const seen = [];
-  const tokens = await model.generate(prompt, { maxNewTokens: steps,
-    onToken: () => seen.push({ ...model.calls }) });
-  model.destroy();
-  return { tokens, seen };
-}"""
 
 
 def test_model_js_generate_copies_no_cache(lm, chromium, serve, tmp_path):
