@@ -1,7 +1,8 @@
 """kg.nn.KVCache / kg.nn.kv_append (nn/decode.py): a KV cache written in place, in a Python decode
-loop (values against numpy at every step, both ends of the past's range, a symbolic step of
-several rows), in an exported bundle (examples/tiny_gpt.py's cached_program: the same greedy
-tokens as the bundle whose caches are copied), and the typed errors of its misuse."""
+loop and under kg.jit (values against numpy at every step, both ends of the past's range, a
+symbolic step of several rows), in an exported bundle (examples/tiny_gpt.py's cached_program:
+the same greedy tokens as the bundle whose caches are copied), and the typed errors of its
+misuse."""
 from __future__ import annotations
 
 import re
@@ -58,6 +59,20 @@ def test_kv_append_writes_the_cache_and_nothing_else(device):
   grown = nn.kv_append(cache.past(past.bind(1)), kg.Tensor(want[1:], device=device)).realize()
   assert grown.node.buffer is cache.buffer.node.buffer
   np.testing.assert_array_equal(grown.numpy(), want)
+
+
+def test_a_jitted_step_replays_for_every_past_and_compiles_nothing_after_its_second(device):
+  """kg.jit over a step that appends a row and sums the rows so far: numpy's sums at past 0..5,
+  and no kernel compiled after the second step (structure, not time)."""
+  past, want = kg.Dim("past", 0, ROWS - 1), _rows(ROWS, 5)
+  cache = nn.KVCache(ROWS, WIDTH, device=device)
+  step = kg.jit(lambda new, n: nn.kv_append(cache.past(n), new).sum(0))
+  for t in range(ROWS):
+    if t == 2:
+      misses = kg.cache_info()["misses"]
+    got = step(kg.Tensor(want[t:t + 1], device=device), past.bind(t)).numpy()
+    np.testing.assert_allclose(got, want[:t + 1].sum(0), rtol=1e-5, atol=1e-6)
+  assert kg.cache_info()["misses"] == misses
 
 
 def test_a_cache_larger_than_its_steps_with_int_and_dim_pasts(device):
