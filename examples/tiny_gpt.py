@@ -47,14 +47,14 @@ class Block(nn.Module):
   def cached(self, x, mask, past_k, past_v, in_place: bool = False):
     """The block on the new rows x (1, s, dim) with the keys and values of the rows before
     (past_k, past_v: (p, dim)); returns (x, keys (p + s, dim), values (p + s, dim)). With
-    `in_place` the pasts are prefix views of preallocated caches (cached_program) and the new
-    rows are written into them at row p (one small kernel each): the keys and values returned
-    are those caches' buffers, read as their first p + s rows."""
+    `in_place` the pasts are kg.nn.KVCache views (cache.past(p), cached_program) and the new
+    rows are written into them at row p (kg.nn.kv_append, one small kernel each): the keys and
+    values returned are those caches' buffers, read as their first p + s rows."""
     _, s, d = x.symbolic_shape
     h = self.heads
     qkv = self.qkv(self.ln1(x)).reshape(s, 3, d)
     if in_place:
-      k, v = append_rows(past_k, qkv[:, 1]), append_rows(past_v, qkv[:, 2])
+      k, v = nn.kv_append(past_k, qkv[:, 1]), nn.kv_append(past_v, qkv[:, 2])
     else:
       k, v = kg.cat([past_k, qkv[:, 1]], axis=0), kg.cat([past_v, qkv[:, 2]], axis=0)
     t = k.symbolic_shape[0]
@@ -106,7 +106,7 @@ class TinyGPT(nn.Module):
     """One generation step with a KV cache: the logits (1, vocab) after the new tokens `ids`
     (1, s) at `positions` (1, s), given each block's (keys, values) of the tokens before, (p,
     dim) each; returns (logits, [(keys, values) (p + s, dim) per block]). `in_place`: see
-    Block.cached (the pasts are prefix views of caches the step writes into)."""
+    Block.cached (the pasts are kg.nn.KVCache views the step writes into)."""
     s = ids.symbolic_shape[1]
     p = pasts[0][0].symbolic_shape[0]
     keys = kg.Tensor.arange(p + s, device=self.tokens.weight.device)
@@ -119,32 +119,6 @@ class TinyGPT(nn.Module):
     return self.ln(x)[:, s - 1] @ self.tokens.weight.T, present
 
 
-def append_rows(past, new):
-  """The cache whose first p rows `past` (p, dim) reads, a prefix view of a preallocated buffer
-  of physical(p + s) rows, with `new` (s, dim) written at rows p .. p + s - 1 in place (one
-  small kernel; onnx/operators/kv_write.py, as kg.generate's ONNX caches): that buffer, read as
-  its first p + s rows. No kernel or copy moves the p rows before."""
-  from kernelgen.onnx.operators.kv_write import append
-  from kernelgen.tensor.symbolic import scalar
-  p, (s, d) = past.symbolic_shape[0], new.symbolic_shape
-  out = append(past, new, 0, scalar(kg.Tensor, p, past.device), (p + s, d))
-  if out is None:
-    raise kg.ShapeError(f"append_rows: past {past.symbolic_shape} is not a prefix view of a "
-                        f"buffer of p + s rows; make it with in_place_cache")
-  return out
-
-
-def in_place_cache(name: str, past, step: int, dim: int, device: str):
-  """The state input `name` of an in-place cache: a buffer of past's top + `step` rows (the
-  present's most, p + s), read as its first `past` rows (the view the bundle's manifest
-  gives for the input: Buffer.public_view)."""
-  from kernelgen.tensor.symbolic import with_sym
-  buf = kg.Tensor.empty(past.hi + step, dim, name=name, device=device)
-  view = with_sym(buf, (past, dim))
-  buf.node.buffer.public_view = view.node
-  return view
-
-
 def cached_program(model: TinyGPT, device: str = "PYTHON", step: int = 1, in_place: bool = True):
   """(outputs, state) of one cached generation step of `model`, to export with
   kg.export(outputs, DIR, state=state): inputs `ids` and `positions` (1, s), s = `step` new
@@ -152,12 +126,11 @@ def cached_program(model: TinyGPT, device: str = "PYTHON", step: int = 1, in_pla
   a symbolic s runs its row-wise kernels at their top (the compiler cuts only some kernels to
   the bound size), so each step costs `step` rows), `temperature` (1,) float32 and `seed` (1,) int32; the state `past_k{i}` /
   `past_v{i}` (past, dim) per block, past a kg.Dim 0..context - 1; outputs `logits` (1, vocab),
-  `token` (1,) int32 (sampled on the device: kg.export's causal.device_token) and the
+  `token` (1,) int32 (sampled on the device: kg.nn.sample_token) and the
   `present_k{i}` / `present_v{i}` the state keeps. `in_place` (the default): each state is a
-  buffer of context - 1 + step rows that the step writes its new rows into (append_rows), and
-  its present is that buffer: a bundle copies no cache after a run; False: the present is a
+  kg.nn.KVCache of context - 1 + step rows that the step writes its new rows into
+  (kg.nn.kv_append), and its present is that buffer: a bundle copies no cache after a run; False: the present is a
   new buffer (kg.cat) copied into the state after each run."""
-  from kernelgen.export.causal import device_token
   context, dim = model.context, model.tokens.weight.shape[1]
   s, p = kg.Dim("s", 1, step) if step > 1 else 1, kg.Dim("past", 0, context - 1)
   ids = kg.Tensor.empty(1, s, dtype=kg.dtypes.int32, name="ids", device=device)
@@ -165,14 +138,14 @@ def cached_program(model: TinyGPT, device: str = "PYTHON", step: int = 1, in_pla
   temperature = kg.Tensor.empty(1, name="temperature", device=device)
   seed = kg.Tensor.empty(1, dtype=kg.dtypes.int32, name="seed", device=device)
   if in_place:
-    pasts = [tuple(in_place_cache(f"past_{kv}{i}", p, step, dim, device) for kv in "kv")
-             for i in range(len(model.blocks))]
+    pasts = [tuple(nn.KVCache(context - 1 + step, dim, name=f"past_{kv}{i}", device=device).past(p)
+                   for kv in "kv") for i in range(len(model.blocks))]
   else:
     pasts = [tuple(kg.Tensor.empty(p, dim, name=f"past_{kv}{i}", device=device) for kv in "kv")
              for i in range(len(model.blocks))]
   with kg.no_grad():
     logits, present = model.cached(ids, positions, pasts, in_place)
-    outputs = {"logits": logits, "token": device_token(logits, temperature, seed)}
+    outputs = {"logits": logits, "token": nn.sample_token(logits, temperature, seed)}
   state = {}
   for i, (k, v) in enumerate(present):
     outputs[f"present_k{i}"], outputs[f"present_v{i}"] = k, v

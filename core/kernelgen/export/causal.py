@@ -7,7 +7,7 @@ size s (a number or a kg.Dim) is the new tokens of a step, and an output `logits
 token's); optionally `positions` / `position_ids` (1, s) int32 (each new token's position),
 `attention_mask` (1, past + s) int32 (all ones) and, for sampling on the device, an output
 `token` (1,) int32 with inputs `temperature` (1,) float32 and `seed` (1,) int32
-(`device_token`). The prompt (prefill) runs in steps of up to s's top tokens (reading nothing
+(kg.nn.sample_token). The prompt (prefill) runs in steps of up to s's top tokens (reading nothing
 back but the last), then each step runs the last token; the context is the state dim's top + 1
 tokens: a prompt longer is an error, and a generation that fills it starts again from its last
 half (reset, prefill those).
@@ -16,20 +16,9 @@ from __future__ import annotations
 
 from ..dtype import dtypes
 from ..errors import ModelError, ShapeError
-from ..tensor.tensor import Tensor, where
+from ..tensor.tensor import Tensor
 
 IDS, POSITIONS = ("ids", "input_ids"), ("positions", "position_ids")
-
-
-def device_token(logits: Tensor, temperature: Tensor, seed: Tensor) -> Tensor:
-  """The next token (1,) int32 of `logits` (its last axis the vocabulary), on the device: the
-  argmax where `temperature` (1,) is 0, else a draw from softmax(logits / temperature) by the
-  Gumbel-max trick with the noise of `seed` (1,) int32 (Tensor.rand)."""
-  x = logits.cast(dtypes.float32).reshape(-1)
-  u = Tensor.rand(x.shape[0], seed=seed, device=x.device).maximum(1e-20).minimum(1.0 - 1e-7)
-  hot = temperature.reshape(1) > 0
-  scaled = where(hot, x / where(hot, temperature.reshape(1), 1.0) - (-u.log()).log(), x)
-  return scaled.argmax(0, keepdim=True).cast(dtypes.int32)
 
 
 def names(manifest: dict) -> dict:

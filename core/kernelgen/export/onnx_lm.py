@@ -8,7 +8,7 @@ as bundle state, the next token drawn on the device.
 seq the new tokens of a run (a kg.Dim 1..step; the int 1 where step is 1), `attention_mask`
 (1, total) int32 (total a kg.Dim 1..context), `temperature` (1,) and `seed` (1,); the state
 `past_key_values.{i}.key|value` (1, kv_heads, past, head_dim), past a kg.Dim 0..context - 1;
-outputs `logits` (1, vocab) of the last new token, `token` (1,) int32 (causal.device_token) and
+outputs `logits` (1, vocab) of the last new token, `token` (1,) int32 (kg.nn.sample_token) and
 `present.{i}.key|value`. One bundle prefills and decodes: model.js `generate` runs the prompt in
 one run (in runs of up to `step` tokens when longer), then one run per token; the weights are
 stored once. Symbolic kernels dispatch for the bound row count (exact tile grids, few-row
@@ -20,7 +20,7 @@ from ..dtype import dtypes
 from ..errors import ModelError
 from ..graph.dims import Dim
 from ..tensor.tensor import Tensor
-from .causal import device_token
+from ..nn.decode import sample_token
 from .inputs import buffer_name
 from .plan import ModelOutputs
 
@@ -145,7 +145,7 @@ def causal_program(model, step: int = 128, context: int = 256,
   last = rows[n - 1:n]                               # the last new token's: a run-time row
   temperature = _empty("temperature", (1,), dtypes.float32, taken)
   seed = _empty("seed", (1,), i32, taken)
-  outputs = ModelOutputs(logits=last, token=device_token(last, temperature, seed))
+  outputs = ModelOutputs(logits=last, token=sample_token(last, temperature, seed))
   state = {}
   for name in past_names:
     present = name.replace(PAST, "present.")
