@@ -1,11 +1,14 @@
 """In-place KV cache appends for kg.generate (issues 34, 35): a decode step's present cache is the
-past's own buffer with the new rows written at the past length by one small kernel (L.WRITE,
+past's own buffer with the new rows written at the past length (each batch row at its own: a
+GroupQueryAttention's seqlens_k) by one small kernel (L.WRITE,
 tensor/symbolic.write's node; graph/schedule.py's write fusion), never a select or concat over
 every row. Only where the caller opted in (kg.generate's copy of the model sets `kv_in_place`:
 a model run by the user never has its inputs written) and the past is a realized buffer fed as
 itself or as a prefix of itself (kg.generate's preallocated cache at the context's size).
 """
 from __future__ import annotations
+
+import math
 
 from ...dtype import dtypes
 from ...graph.dims import Sym, physical
@@ -37,8 +40,9 @@ def prefix_base(node: LazyOp) -> LazyOp | None:
 
 def append(past: Tensor, new: Tensor, axis: int, start: Tensor, sym: tuple) -> Tensor | None:
   """The present of logical shape `sym`: past's buffer with `new` written along `axis` at rows
-  start .. start + new's length - 1 (`start` an int32 tensor of shape ()); None where past's
-  buffer is not one to write (not realized, not of the present's padded shape)."""
+  start .. start + new's length - 1 (`start` an int32 tensor of shape (), or (B,) when axis 0
+  is a batch of B > 1 rows: each row from its own start); None where past's buffer is not one
+  to write (not realized, not of the present's padded shape)."""
   from ...tensor.symbolic import masked, scalar
   base = prefix_base(past.node)
   if base is None or base.shape != tuple(physical(n) for n in sym) or \
@@ -48,7 +52,10 @@ def append(past: Tensor, new: Tensor, axis: int, start: Tensor, sym: tuple) -> T
   if v.node.sym is not None:
     v = masked(v, range(v.ndim), 0)
   n = new.symbolic_shape[axis]
-  at = start.cast(dtypes.int32).reshape(())
+  starts = math.prod(start.shape)
+  if starts != 1 and (axis == 0 or starts != new.shape[0]):
+    return None
+  at = start.cast(dtypes.int32).reshape((starts,) if starts > 1 else ())   # > 1: one per row
   stop = at + (scalar(Tensor, n, new.device) if isinstance(n, Sym) else n)
   return Tensor(LazyOp(L.WRITE, base.dtype, base.shape, (base, v.node, at.node, stop.node), axis,
                        sym=tuple(sym)))
