@@ -98,9 +98,9 @@ def with_cache_dims(model, context: int, batch: int = 1):
   """`model` with the dims that grow each step symbolic (kg.Dim): the past length (axis 2 of
   the past_key_values inputs) in 0..context - 1 and the attention mask's width in 1..context,
   and a batch dim fixed to `batch` (kg.generate: 1; a batch's rows may each have their own past
-  length, GroupQueryAttention's seqlens_k); dims given to load() are kept. Every decode step then runs the
-  programs of the first (one compile for all positions). The copy shares the weights, and
-  writes its past caches in place (kv_in_place: operators/kv_write.py)."""
+  length, GroupQueryAttention's seqlens_k); dims given to load() are kept. Every decode step
+  then runs the programs of the first (one compile for all positions). The copy shares the
+  weights, and writes its past caches in place (kv_in_place: operators/kv_write.py)."""
   import copy
   dims = dict(model.dims)
   for name, shape in model.input_shapes.items():
