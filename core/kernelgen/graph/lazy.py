@@ -45,8 +45,9 @@ class L(Enum):
                       # many keys there are (a symbolic key length: the loop stops there)
   WRITE = auto()    # an in-place write: src (target, value, start, stop), arg = axis: the
                     # realized target's buffer with value written along axis at positions
-                    # start..stop-1 (int32 scalar nodes: run-time values); its kernel writes
-                    # only value's elements, into the target's own buffer (lower.write_stores)
+                    # start..stop-1 (int32 scalar nodes: run-time values; or shape (B,):
+                    # each row of axis 0 at its own); its kernel writes only value's
+                    # elements, into the target's own buffer (lower.write_stores)
   VAR = auto()      # a symbolic dim's bound value, an int32 scalar (shape ()) that kernels take
                     # as a run-time argument; arg = (name, lo, hi); `bound` holds the value
 

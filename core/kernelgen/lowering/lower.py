@@ -122,7 +122,8 @@ def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """L.WRITE: a thread per element of the value (or, with Opts.group, a workgroup per element:
   a reduction the write computes, graph/schedule.py's write fusion), stored into the target
   (slot 0, its own buffer) at the same indices but along the axis, shifted by the run-time
-  start; a position outside the target's axis writes nothing."""
+  start (a scalar, or one per row of the leading axis: a batch's rows each at its own start); a
+  position outside the target's axis writes nothing."""
   out = lw.item.out
   _, value, start, stop = out.src
   axis, n = out.arg, value.size
@@ -138,8 +139,9 @@ def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     lw.reduce_inner = opts.reduce_inner
     stage_rows(lw, lid, opts.local)
   idxs = list(unravel([(flat, 1, n)], 0, value.shape))
-  at = idxs[axis] + lw.value(start, (), gate)
-  end = lw.value(stop, (), gate).minimum(int_const(out.shape[axis]))
+  row = tuple(idxs[:1]) if start.shape else ()      # per-row bounds: (B,), read at the row
+  at = idxs[axis] + lw.value(start, row, gate)
+  end = lw.value(stop, row, gate).minimum(int_const(out.shape[axis]))
   inside = at.ge(int_const(0)) & at.lt(end)
   idxs[axis] = at
   strides = [math.prod(out.shape[a + 1:]) for a in range(len(out.shape))]

@@ -94,12 +94,13 @@ def context_size(tokens: int) -> int:
   return max(256, 1 << max(tokens - 1, 1).bit_length())
 
 
-def with_cache_dims(model, context: int):
+def with_cache_dims(model, context: int, batch: int = 1):
   """`model` with the dims that grow each step symbolic (kg.Dim): the past length (axis 2 of
   the past_key_values inputs) in 0..context - 1 and the attention mask's width in 1..context,
-  and a batch dim fixed to 1; dims given to load() are kept. Every decode step then runs the
-  programs of the first (one compile for all positions). The copy shares the weights, and
-  writes its past caches in place (kv_in_place: operators/kv_write.py)."""
+  and a batch dim fixed to `batch` (kg.generate: 1; a batch's rows may each have their own past
+  length, GroupQueryAttention's seqlens_k); dims given to load() are kept. Every decode step
+  then runs the programs of the first (one compile for all positions). The copy shares the
+  weights, and writes its past caches in place (kv_in_place: operators/kv_write.py)."""
   import copy
   dims = dict(model.dims)
   for name, shape in model.input_shapes.items():
@@ -112,7 +113,7 @@ def with_cache_dims(model, context: int):
       if a == grow:
         dims[d] = (0, context - 1) if grow == 2 else (1, context)   # a step adds a token
       elif a == 0:
-        dims[d] = 1
+        dims[d] = batch
   if context <= 1:
     return model
   copies = model.__dict__.setdefault("_with_dims", {})    # one per dims: its replays are kept

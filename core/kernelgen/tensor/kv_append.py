@@ -6,6 +6,8 @@ as itself or as a prefix of itself (a preallocated cache at the present's padded
 """
 from __future__ import annotations
 
+import math
+
 from ..dtype import dtypes
 from ..graph.dims import Sym, physical
 from ..graph.lazy import L, LazyOp
@@ -32,8 +34,9 @@ def prefix_base(node: LazyOp) -> LazyOp | None:
 def append(past, new, axis: int, start, sym: tuple):
   """The KV cache append (kg.nn.kv_append, onnx/operators/kv_write.py): the tensor of logical
   shape `sym` that is past's buffer with `new` written along `axis` at rows start .. start +
-  new's length - 1 (`start` an int32 tensor of shape ()), by one small kernel (L.WRITE); None
-  where past's buffer is not one to write (not realized, not of the present's padded shape)."""
+  new's length - 1 (`start` an int32 tensor of shape (), or (B,) when axis 0 is a batch of B > 1
+  rows: each row from its own start), by one small kernel (L.WRITE); None where past's buffer
+  is not one to write (not realized, not of the present's padded shape)."""
   cls = type(past)
   base = prefix_base(past.node)
   if base is None or base.shape != tuple(physical(n) for n in sym) or \
@@ -43,7 +46,10 @@ def append(past, new, axis: int, start, sym: tuple):
   if v.node.sym is not None:
     v = masked(v, range(v.ndim), 0)
   n = new.symbolic_shape[axis]
-  at = start.cast(dtypes.int32).reshape(())
+  starts = math.prod(start.shape)
+  if starts != 1 and (axis == 0 or starts != new.shape[0]):
+    return None
+  at = start.cast(dtypes.int32).reshape((starts,) if starts > 1 else ())   # > 1: one per row
   stop = at + (scalar(cls, n, new.device) if isinstance(n, Sym) else n)
   return cls(LazyOp(L.WRITE, base.dtype, base.shape, (base, v.node, at.node, stop.node), axis,
                     sym=tuple(sym)))

@@ -202,7 +202,7 @@ def _write_symbolic(past: Tensor | None, new: Tensor, start: Tensor, length, sha
   from ...tensor.symbolic import with_sym
   b, h, _, d = new.shape
   rows = length.hi if isinstance(length, Sym) else length
-  if past is not None and b == 1 and shared.get("in_place"):     # kg.generate: kv_write.py
+  if past is not None and shared.get("in_place"):     # kg.generate: kv_write.py
     written = kv_write.append(past, new, 2, start, (b, h, length, d))
     if written is not None:
       return written

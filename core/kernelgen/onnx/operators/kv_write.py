@@ -1,10 +1,11 @@
 """In-place KV cache appends for kg.generate (issues 34, 35): a decode step's present cache is the
-past's own buffer with the new rows written at the past length by one small kernel (L.WRITE,
-tensor/symbolic.write's node; graph/schedule.py's write fusion), never a select or concat over
-every row. Only where the caller opted in (kg.generate's copy of the model sets `kv_in_place`:
-a model run by the user never has its inputs written) and the past is a realized buffer fed as
-itself or as a prefix of itself (kg.generate's preallocated cache at the context's size).
-`append` and `prefix_base` live in tensor/kv_append.py (kg.nn.kv_append writes with them too).
+past's own buffer with the new rows written at the past length (each batch row at its own: a
+GroupQueryAttention's seqlens_k) by one small kernel (L.WRITE, tensor/symbolic.write's node;
+graph/schedule.py's write fusion), never a select or concat over every row. Only where the
+caller opted in (kg.generate's copy of the model sets `kv_in_place`: a model run by the user
+never has its inputs written) and the past is a realized buffer fed as itself or as a prefix
+of itself (kg.generate's preallocated cache at the context's size). `append` and `prefix_base`
+live in tensor/kv_append.py (kg.nn.kv_append writes with them too).
 """
 from __future__ import annotations
 
