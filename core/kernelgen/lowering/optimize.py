@@ -81,8 +81,6 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
   n = max(item.out.size, 1)
   staged = staged_rows(item)
   attention = any(r.op is L.ATTENTION for r in staged.values())   # (lowered staged only)
-  if staged and not attention and reduce_inner(item, options):
-    return inner_opts(item, target, options)   # staged into a packed-weight matvec (STAGED_INNER)
   if staged and (attention or not any(k in options for k in OTHER_LAYOUTS)):
     # a prologue's one row, staged once per workgroup (staged.py): a thread per output; with an
     # attention staged, one workgroup (attention once)

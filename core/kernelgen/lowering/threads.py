@@ -151,7 +151,7 @@ def reduce_inner(item: ScheduleItem, options: dict) -> int:
   most = int(options.get("reduce_inner", 0) or 0)
   if not most or any(k in options for k in OTHER_LAYOUTS) or item.out.size < MIN_GATED_LOCAL:
     return 0
-  reduces = _loop_reduces(item)
+  reduces = kernel_reduces(item)
   one_axis = any(len(r.arg[1]) == 1 for r in reduces)
   if one_axis and (len(reduces) > 1 or not options.get("reduce_step") or
                    not _sum_of_products(reduces[0], most) or not shares_a_vector(item)):
@@ -162,19 +162,6 @@ def reduce_inner(item: ScheduleItem, options: dict) -> int:
     if len(shape) < 2 or tail < 2 or prod(shape) <= tail:
       return 0
   return most if reduces else 0
-
-
-def _loop_reduces(item: ScheduleItem) -> list:
-  """kernel_reduces(item) less those a staged row computes (staged.py: a norm's statistics,
-  once per workgroup before the outputs' loops, not laid out with them)."""
-  from .staged import staged_rows
-  stack, inside, inputs = list(staged_rows(item).values()), set(), {id(n) for n in item.inputs}
-  while stack:
-    node = stack.pop()
-    if id(node) not in inside and id(node) not in inputs and not node.realized:
-      inside.add(id(node))
-      stack.extend(node.src)
-  return [r for r in kernel_reduces(item) if id(r) not in inside]
 
 
 def _sum_of_products(r: LazyOp, most: int) -> bool:
@@ -202,9 +189,7 @@ def shares_a_vector(item: ScheduleItem) -> bool:
   """Some reduction of `item` reads an input through a view that is the same for every output:
   zero strides along each kept axis of the reduction's source longer than 1 (the vector of a
   matrix-vector product; not a pooling's or a norm's rows, whose outputs read their own data)."""
-  from .staged import staged_rows
-  # a staged prologue's row (staged.py: once per workgroup, in workgroup memory) is such a vector
-  inputs = {id(n) for n in item.inputs} | set(staged_rows(item))
+  inputs = {id(n) for n in item.inputs}
   for r in kernel_reduces(item):
     shape, axes = r.src[0].shape, set(r.arg[1])
     kept = [a for a, size in enumerate(shape) if a not in axes and size > 1]

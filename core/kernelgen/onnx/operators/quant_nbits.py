@@ -133,7 +133,7 @@ def _matmul_nbits(ins, at):
   blocks = math.ceil(k / block)
   words = _packed_words(ins, n, blocks * block * bits // 32, blocks)
   if words is not None:
-    return _matmul_words(ins, row_input(ins, a, stage=True), words, (n, k, bits, block, blocks))
+    return _matmul_words(ins, row_input(ins, a), words, (n, k, bits, block, blocks))
   codes = _codes(ins[1], bits, n, blocks, block, k).cast(dtypes.float32)
   scale = _per_block(ins[2].reshape(n, blocks).cast(dtypes.float32), block, k)
   w = (codes - _zero_points(ins[3], bits, n, blocks, block, k)) * scale       # (N, K)

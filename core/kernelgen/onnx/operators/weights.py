@@ -142,7 +142,7 @@ def _one_product(node, limit: int = 64) -> bool:
   return whole and len(reduces) == 1 and next(iter(reduces)).size >= node.size
 
 
-def row_input(ins, a: Tensor, table: dict | None = None, stage: bool = False) -> Tensor:
+def row_input(ins, a: Tensor, table: dict | None = None) -> Tensor:
   """A packed-weight matvec's activations `a` (input 0 of MatMulNBits, or of a MatMul whose
   weight is held transposed: its 1-row product takes the same layout, lowering/threads.py
   reduce_inner), realized by a kernel of its own, one per run for every node reading the same
@@ -151,28 +151,16 @@ def row_input(ins, a: Tensor, table: dict | None = None, stage: bool = False) ->
   reduction (an RMS norm; not one matrix product alone, _one_product): the norm would otherwise
   be staged into the matvec, whose thread per output then reads its own row's words (lavapipe,
   a 576-wide normed row: 1536 x 576 1.7 ms against 0.25 ms, 49152 x 576 155-316 ms against
-  10-35 ms, load 13-15). Else `a` itself; with `stage` (MatMulNBits' packed words) also where
-  `a` is one row of at most STAGED_MAX (a decode step's): the matvec keeps its reduce_inner
-  layout and stages the row once per workgroup (lowering/threads.py _loop_reduces; issue 35: a
-  layer's 2 norm dispatches saved). Not for a MatMul's held-transposed weight: an exported
-  fp32 / fp16 bundle's head keeps its realized row (tests/onnx_import/test_onnx_lm_bundle_rows.py;
-  not measured staged). `table`: the row defaults to go by (a MatMul's: matmul_rows), else the
-  device's adapter's."""
+  10-35 ms, load 13-15). Else `a` itself. `table`: the row defaults to go by (a MatMul's:
+  matmul_rows), else the device's adapter's."""
   table = row_defaults(ins.runner.device) if table is None else table
   if a.node.realized or ins.runner.folding or not _reads_reduce(a.node) or \
-      not table.get("reduce_inner") or _one_product(a.node) or stage and _staged_row(a):
+      not table.get("reduce_inner") or _one_product(a.node):
     return a
   store = ins.runner.__dict__.setdefault("_row_inputs", {})
   if ins.names[0] not in store:
     store[ins.names[0]] = a.contiguous()
   return store[ins.names[0]]
-
-
-def _staged_row(a: Tensor) -> bool:
-  """Whether `a` is one row that the matvec reading it stages (lowering/staged.py: each
-  workgroup of its reduce_inner layout computes the normed row once into workgroup memory)."""
-  from ...graph.prologue import STAGED, STAGED_MAX
-  return STAGED and _one_row(a) and 1 < a.shape[-1] <= STAGED_MAX
 
 
 @domain_op(JOINED, "MatMul", "MatMulNBits")
