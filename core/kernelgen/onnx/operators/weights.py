@@ -151,8 +151,12 @@ def row_input(ins, a: Tensor, table: dict | None = None) -> Tensor:
   reduction (an RMS norm; not one matrix product alone, _one_product): the norm would otherwise
   be staged into the matvec, whose thread per output then reads its own row's words (lavapipe,
   a 576-wide normed row: 1536 x 576 1.7 ms against 0.25 ms, 49152 x 576 155-316 ms against
-  10-35 ms, load 13-15). Else `a` itself. `table`: the row defaults to go by (a MatMul's:
-  matmul_rows), else the device's adapter's."""
+  10-35 ms, load 13-15). Nor staged in the matvec's own reduce_inner layout (tried in issue 35:
+  the row's statistics kept out of its loop, the row in workgroup memory, read as scalars): a
+  q4 decode step of SmolLM2 widths (2 layers) on lavapipe took 19 dispatches, not 22, but GPU
+  40-44 ms against 16.5-17.4 (bench/lm_decode_kernels.py, timestamps, interleaved, load ~8; the
+  head 36-40 against 13 ms, QKV 0.43 against 0.23). Else `a` itself. `table`: the row defaults
+  to go by (a MatMul's: matmul_rows), else the device's adapter's."""
   table = row_defaults(ins.runner.device) if table is None else table
   if a.node.realized or ins.runner.folding or not _reads_reduce(a.node) or \
       not table.get("reduce_inner") or _one_product(a.node):
