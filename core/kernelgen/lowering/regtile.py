@@ -120,9 +120,13 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
     return body
 
   steps = {}
-  if vector_rows and not fused and unroll > 1:     # every block's step, its row loads merged
-    steps = dict(enumerate(b for b, _ in vector_loads([(step(k), None)
-                                                          for k in range(len(blocks))], unroll)))
+  if not fused:
+    bodies = [(step(k), None) for k in range(len(blocks))]
+    if vector_rows and unroll > 1:     # a row's loads of consecutive elements merged
+      bodies = vector_loads(bodies, unroll)
+    # the loads of consecutive rows merged: A's elements of 4 rows at one reduced element, where
+    # A's rows are consecutive in memory (a conv's weights held taps-last: tensor/ops/conv.py)
+    steps = dict(enumerate(b for b, _ in vector_loads(bodies, tile[0])))
 
   def update(k: int, acc: UOp) -> UOp:
     i, g = blocks[k]
