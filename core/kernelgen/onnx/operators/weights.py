@@ -104,8 +104,11 @@ def held_taps_last(ins, i: int, groups: int) -> Tensor | None:
   A dense conv's register tile has output channels as rows: OIHW puts a tap's weights of two
   rows C*kh*kw apart, 4 scalar loads per 4 rows; taps-last puts them side by side, and the
   lowering reads them as one vector load (lowering/regtile.py tile_accumulators). A one-off
-  run's 8x8 tile of a 64 -> 64 3x3 conv: 24 scalar weight loads per trip -> 6 vector loads
-  (bench/conv_taps_ab.py: lavapipe GPU time, OIHW against taps-last)."""
+  run's 8x8 tile of a 64 -> 64 3x3 conv: 24 scalar weight loads per trip -> 6 vector loads.
+  lavapipe natively, GPU timestamps, load 8-10 (directions only): PP-OCRv4 det's two 96 -> 24
+  3x3 convs at 80x80, 76 and 77 ms on main -> 47 and 41 ms (bench/pypi_kernels.py, runs
+  alternated); 64 -> 64 3x3 at 56x56 one-off, best of 16 interleaved, 39 -> 24 ms
+  (bench/conv_taps_ab.py); the many-runs tiles (16x8 unrolled) read vectors already: unchanged."""
   runner, name = ins.runner, ins.names[i] if i < len(ins.names) else ""
   init = runner.model.initializers.get(name) if name else None
   if runner.folding or init is None or len(init[1]) != 4 or groups != 1:
