@@ -119,6 +119,11 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
       body = v if body is None else UOp(op, vdtype, (body, v))
     return body
 
+  if tile[0] > 1:      # A's loads of consecutive rows at one element merged (_row_vectors)
+    for node in p.a:
+      for kk in range(unroll):
+        _row_vectors(memo, node, operand, tile[0], kk)
+
   steps = {}
   if vector_rows and not fused and unroll > 1:     # every block's step, its row loads merged
     steps = dict(enumerate(b for b, _ in vector_loads([(step(k), None)
@@ -135,6 +140,16 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
     return UOp(op, vdtype, (acc, steps[k] if k in steps else step(k)))
 
   return lw.accumulators(start or [init] * len(blocks), update, ranges, barrier=barrier)
+
+
+def _row_vectors(memo: dict, node: LazyOp, operand, rows: int, kk: int) -> None:
+  """A's value `node` at element kk of rows 0..rows-1 into compute()'s `memo`, each run of loads
+  at consecutive addresses in consecutive rows read as one vector load (vector_loads): A's rows
+  consecutive in memory, as a conv's output channels are in weights held taps-last
+  (onnx/operators/weights.py held_taps_last): 4 rows' weights at one tap in one load."""
+  merged = vector_loads([(operand(node, i, 0, kk), None) for i in range(rows)], rows)
+  for i, (value, _) in enumerate(merged):
+    memo[(id(node), i, 0, kk)] = value
 
 
 def tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple, steps: tuple,

@@ -9,7 +9,7 @@ from ...dtype import dtypes, min_value
 from ...errors import ModelError, UnsupportedError
 from ...tensor.tensor import Tensor, stack, where
 from ..registry import axis_index, broadcast, op
-from .weights import held_transposed, matmul_rows, row_input
+from .weights import held_taps_last, held_transposed, matmul_rows, row_input
 
 
 # ---- matrix and nn ---------------------------------------------------------------------------
@@ -78,7 +78,8 @@ def _pad_spatial(x, pads, value=0):
 
 @op("Conv")
 def _conv(ins, at):
-  x, w, b = ins[0], ins[1], ins[2]
+  x, w, b = ins[0], held_taps_last(ins, 1, at.int("group", 1)), ins[2]
+  w = ins[1] if w is None else w          # (weights.py: held [C][kh][kw][O] on CPU adapters)
   if x.ndim not in (3, 4, 5):
     raise UnsupportedError(f"Conv of a {x.ndim}-d input: kernelgen has 1-d to 3-d convolution")
   _, strides, dilations, pads = _conv_args(ins, at, x, w.shape)

@@ -1,6 +1,6 @@
 """Matmul operands held in the layout a CPU adapter's matrix-vector product reads fastest: constant
 weights transposed (held_transposed) and a packed-weight matvec's normalized row realized on its
-own (row_input, at the end).
+own (row_input, at the end); a dense Conv's weights held taps-last (held_taps_last).
 
 A MatMul's B given as an initializer (K, N), the layout of every transformers.js / Optimum
 export, makes a decode step's matvec read B down its columns: each thread (an output) strides
@@ -30,6 +30,8 @@ from ..siblings import JOINED
 
 # the uploads' key suffix (Model.uploads) of an initializer held transposed
 TRANSPOSED = "#transposed"
+# the uploads' key suffix of a Conv's initializer held taps-last (held_taps_last)
+TAPS_LAST = "#taps_last"
 # weights of fewer elements keep their layout (a tiny matmul gains nothing from a copy)
 MIN_ELEMENTS = 1 << 14
 
@@ -90,6 +92,35 @@ def held_transposed(ins, i: int) -> Tensor | None:
     t = runner.upload(init, f"tensor {name!r}")
     runner.model.uploads[key] = t.permute(1, 0).contiguous().realize()
   return runner.model.uploads[key].permute(1, 0)
+
+
+def held_taps_last(ins, i: int, groups: int) -> Tensor | None:
+  """Input i of a Conv, its (O, C, kh, kw) weights, as a view of a copy held [C][kh][kw][O]
+  contiguous on the device (uploaded once per model and device, Model.uploads), where it is a
+  4-D float initializer of a dense conv (groups 1) with more than one tap and at least 4 output
+  channels, and the device's adapter holds weights in the layouts it reads fastest
+  (transposes_weights: the CPU adapters); else None (read the input as it is).
+
+  A dense conv's register tile has output channels as rows: OIHW puts a tap's weights of two
+  rows C*kh*kw apart, 4 scalar loads per 4 rows; taps-last puts them side by side, and the
+  lowering reads them as one vector load (lowering/regtile.py tile_accumulators). A one-off
+  run's 8x8 tile of a 64 -> 64 3x3 conv: 24 scalar weight loads per trip -> 6 vector loads.
+  lavapipe natively, GPU timestamps, load 8-10 (directions only): PP-OCRv4 det's two 96 -> 24
+  3x3 convs at 80x80, 76 and 77 ms on main -> 47 and 41 ms (bench/pypi_kernels.py, runs
+  alternated); 64 -> 64 3x3 at 56x56 one-off, best of 16 interleaved, 39 -> 24 ms
+  (bench/conv_taps_ab.py); the many-runs tiles (16x8 unrolled) read vectors already: unchanged."""
+  runner, name = ins.runner, ins.names[i] if i < len(ins.names) else ""
+  init = runner.model.initializers.get(name) if name else None
+  if runner.folding or init is None or len(init[1]) != 4 or groups != 1:
+    return None
+  o, _, kh, kw = init[1]
+  if not init[0].is_float() or kh * kw < 2 or o < 4 or not transposes_weights(runner.device):
+    return None
+  key = (runner.device, name + TAPS_LAST)
+  if key not in runner.model.uploads:
+    t = runner.upload(init, f"tensor {name!r}")
+    runner.model.uploads[key] = t.permute(1, 2, 3, 0).contiguous().realize()
+  return runner.model.uploads[key].permute(3, 0, 1, 2)
 
 
 def _one_row(a: Tensor) -> bool:
@@ -181,5 +212,5 @@ def _joined(ins, at):
   return outs
 
 
-__all__ = ["held_transposed", "matmul_rows", "row_defaults", "row_input", "traced_rows",
+__all__ = ["held_taps_last", "held_transposed", "matmul_rows", "row_defaults", "row_input", "traced_rows",
            "transposes_weights"]
