@@ -117,9 +117,10 @@ def held_taps_last(ins, i: int, groups: int) -> Tensor | None:
   if not init[0].is_float() or kh * kw < 2 or o < 4 or not transposes_weights(runner.device):
     return None
   key = (runner.device, name + TAPS_LAST)
-  if key not in runner.model.uploads:
-    t = runner.upload(init, f"tensor {name!r}")
-    runner.model.uploads[key] = t.permute(1, 2, 3, 0).contiguous().realize()
+  if key not in runner.model.uploads:    # permuted on the host: no kernel, no pipeline to build
+    dtype, (_, c, _, _), raw = init
+    held = _transposed((dtype, (o, c * kh * kw), raw))[2]
+    runner.model.uploads[key] = runner.upload((dtype, (c, kh, kw, o), held), f"tensor {name!r}")
   return runner.model.uploads[key].permute(3, 0, 1, 2)
 
 
