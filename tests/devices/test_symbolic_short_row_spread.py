@@ -5,8 +5,10 @@ The static kernel of softmax (64, 77) on lavapipe takes 8 lanes a row: 64 workgr
 llvmpipe's compute thread pool splits into one chunk per CPU; the short-row variant that serves
 n = 77 (a thread per row, rows.py's 64 rows per workgroup) was one workgroup, always run on one
 CPU. With lavapipe's option row_short_groups the variant (and the pinned one at the range's low
-end) takes at least that many workgroups where the rows allow it, rows.py's default where there
-are many rows; SwiftShader (no such option: 8 workgroups ran slower there) keeps one. Values
+end, unless that end is 1) takes at least that many workgroups where the rows allow it, rows.py's
+default where there are many rows; SwiftShader (no such option: 8 workgroups ran slower there)
+keeps one. At n = 1 the static kernel is elementwise in one workgroup of 64 threads, and the
+pinned variant spread over 8 took about 1.45x its GPU time on lavapipe: it keeps one. Values
 against numpy at n = 1, 77, each variant's edges and the top, the padding NaN and inf, natively
 on both CPU adapters (each in a process bound to its Vulkan driver)."""
 from __future__ import annotations
@@ -46,7 +48,7 @@ def _kernel(rows: int, adapter: str):
                                                     ("swiftshader", 8, 1)])
 def test_short_row_variants_of_few_rows_launch_the_adapters_workgroups(adapter, short, groups):
   kernel = _kernel(64, adapter)
-  for v in (1, short):
+  for v in (2, short):
     variant = variant_for(kernel, {"n": v})
     assert variant is not kernel and variant.launch.uniforms == kernel.launch.uniforms
     assert variant.launch.dispatch == (groups, 1, 1), (v, variant.launch.dispatch)
@@ -55,6 +57,17 @@ def test_short_row_variants_of_few_rows_launch_the_adapters_workgroups(adapter, 
     (static,) = kg.compile(kg.Tensor.empty(64, 77, name="x").softmax(-1), "wgsl",
                            adapter=adapter)
     assert static.launch.dispatch == (64, 1, 1)
+
+
+@pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
+def test_the_pinned_variant_at_one_takes_the_static_kernels_workgroups(adapter):
+  """n = 1: the static softmax (64, 1) reduces nothing (an elementwise kernel in one workgroup
+  of 64 threads); the pinned variant serving it is launched the same way on both adapters."""
+  pinned = variant_for(_kernel(64, adapter), {"n": 1})
+  (static,) = kg.compile(kg.Tensor.empty(64, 1, name="x").softmax(-1), "wgsl", adapter=adapter)
+  assert pinned is not variant_for(_kernel(64, adapter), {"n": 2})
+  assert static.launch.dispatch == pinned.launch.dispatch == (1, 1, 1), pinned.launch.dispatch
+  assert static.local_size == pinned.local_size == (64, 1, 1)
 
 
 def test_row_short_groups_is_an_option():

@@ -141,6 +141,15 @@ SHORT_ROW_OPTIONS = {"row_lanes": 1, "group_vec": 1}
 # the same rows (8 lanes a row: 64 workgroups) may run on two (see the module docstring).
 # SHORT_ROW_LOCAL: llvmpipe's vector of 8 f32 (256 bits)
 SHORT_ROW_LOCAL = 8
+# The pinned variant at a range's low end of 1 does not spread its rows: there the static
+# kernel reduces nothing (a row of one element: an elementwise kernel, E_64_1 for (64, 1) in one
+# workgroup of 64 threads). Spread over 8 workgroups of 8 rows it took 1.44-1.48x the static
+# kernel's GPU time, in rows.py's default workgroup of 64 rows 0.99-1.02x (lavapipe, softmax
+# (64, n) at n = 1, the median of 41 interleaved rounds, each the mean of 200 back-to-back
+# dispatches between one pair of timestamps as bench/symbolic_static.py times them, 3 processes
+# of each alternated, load 8 on 2 CPUs): 0.028 against 0.019 ms, 0.020 against 0.019. Such a
+# dispatch is mostly llvmpipe's pool handing out its workgroups (with LP_NUM_THREADS=0 both
+# forms take about 1 us).
 # a lane variant's runs are short (rows.py: at least 8 elements per lane, so 2-4 vec4 steps):
 # unrolled once, the lanes share a row of 77 as 3 steps each, where 4 unrolled steps left 3 of
 # 8 lanes idle (lavapipe, (64, 77) in 8 lanes, same load: 0.069-0.053 ms against 0.075-0.060)
@@ -194,7 +203,8 @@ def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts |
   groups = int(merged.get("row_short_groups", 0) or 0)
   spread = {**SHORT_ROW_OPTIONS, "local": short_row_local(rows, groups, target)} if groups \
     else SHORT_ROW_OPTIONS
-  pinned = [(name, lo, {**spread, PIN: lo})]      # the range's low end (pinned.py)
+  # the range's low end (pinned.py); at 1 in rows.py's default workgroups (see SHORT_ROW_LOCAL)
+  pinned = [(name, lo, {**(SHORT_ROW_OPTIONS if lo == 1 else spread), PIN: lo})]
   if opts.row_lanes == 1 and opts.group_vec == 1:    # (the kernel's own form)
     return pinned + lanes
   return pinned + [(name, short, spread)] * (short > lo) + [v for v in lanes if v[1] > short]

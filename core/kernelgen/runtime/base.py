@@ -53,12 +53,18 @@ class Runtime:
     for kernel, handles, _ in launches:
       self.run(kernel, handles, var_values)
 
-  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
+  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int],
+               repeat: int = 1) -> float:
     """Run `kernel`, wait for it, and return the seconds it took on the device (what the search
-    mode compares). Runtimes whose `run` returns its time need nothing more."""
-    seconds = self.run(kernel, handles, var_values)
-    if seconds is None:
-      from ..errors import DeviceError
-      raise DeviceError(f"device {self.name} cannot time kernels, so the search mode cannot run "
-                        f"on it: unset KERNELGEN_SEARCH")
-    return seconds
+    mode compares); `repeat` > 1: the mean of that many runs (WEBGPU and CUDA time them back to
+    back between one pair of timestamps, for kernels shorter than the timer's noise). Runtimes
+    whose `run` returns its time need nothing more."""
+    total = 0.0
+    for _ in range(max(1, repeat)):
+      seconds = self.run(kernel, handles, var_values)
+      if seconds is None:
+        from ..errors import DeviceError
+        raise DeviceError(f"device {self.name} cannot time kernels, so the search mode cannot "
+                          f"run on it: unset KERNELGEN_SEARCH")
+      total += seconds
+    return total / max(1, repeat)

@@ -151,13 +151,14 @@ class CUDARuntime(Runtime):
       *[ctypes.cast(ctypes.byref(v), ctypes.c_void_p) for v in values])
     return values, pointers
 
-  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
-    return self.run(kernel, handles, var_values, timed=True)
+  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int],
+               repeat: int = 1) -> float:
+    return self.run(kernel, handles, var_values, timed=True, repeat=repeat)
 
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int] | None = None,
-          timed: bool = False) -> float | None:
+          timed: bool = False, repeat: int = 1) -> float | None:
     """Launch `kernel` (its variant for `var_values`); with `timed`, wait for it and return its
-    seconds (CUDA events)."""
+    seconds (CUDA events; `repeat` > 1: that many launches between the events, their mean)."""
     kernel = variant_for(kernel, var_values)
     launch = kernel.launch
     function = self.function(launch)
@@ -165,9 +166,11 @@ class CUDARuntime(Runtime):
     events = self._events() if timed else None
     if events:
       self._check(self.lib.cuEventRecord(events[0], None), "cuEventRecord")
-    self._check(self.lib.cuLaunchKernel(function, *launch_dispatch(launch, var_values),
-                                        *launch.workgroup_size, 0,
-                                        None, params, None), f"cuLaunchKernel({kernel.name})")
+    count = max(1, repeat) if timed else 1
+    for _ in range(count):
+      self._check(self.lib.cuLaunchKernel(function, *launch_dispatch(launch, var_values),
+                                          *launch.workgroup_size, 0,
+                                          None, params, None), f"cuLaunchKernel({kernel.name})")
     if not events:
       return None
     self._check(self.lib.cuEventRecord(events[1], None), "cuEventRecord")
@@ -176,7 +179,7 @@ class CUDARuntime(Runtime):
     self._check(self.lib.cuEventElapsedTime(ctypes.byref(millis), *events), "cuEventElapsedTime")
     for event in events:
       self.lib.cuEventDestroy_v2(event)
-    return millis.value * 1e-3
+    return millis.value * 1e-3 / count
 
   def _events(self):
     events = (ctypes.c_void_p(), ctypes.c_void_p())

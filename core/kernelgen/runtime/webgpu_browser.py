@@ -281,9 +281,12 @@ class BrowserWebGPU(Runtime):
     return None
 
 
-  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
+  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int],
+               repeat: int = 1) -> float:
     """Seconds the kernel took (GPU timestamps where the page's device has them, else the wall
-    time until the queue drained): gpu.js's runTimed."""
+    time until the queue drained): gpu.js's runTimed (`repeat` > 1: the mean of that many)."""
+    if repeat > 1:
+      return sum(self.time_run(kernel, handles, var_values) for _ in range(repeat)) / repeat
     kernel = variant_for(kernel, var_values)
     launch, js_launch = self._launch(kernel)
     values = [var_values[name] for name, _ in launch["uniforms"]]

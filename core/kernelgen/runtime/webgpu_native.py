@@ -247,14 +247,17 @@ class WebGPURuntime(Runtime):
                       "resource": {"buffer": uniform, "offset": 0, "size": len(data)}})
     return self.device.create_bind_group(layout=layout, entries=entries)
 
-  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int]) -> float:
-    return self.run(kernel, handles, var_values, timed=True)
+  def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int],
+               repeat: int = 1) -> float:
+    return self.run(kernel, handles, var_values, timed=True, repeat=repeat)
 
   def run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int] | None = None,
-          timed: bool = False) -> float | None:
+          timed: bool = False, repeat: int = 1) -> float | None:
     """Dispatch `kernel`; with `timed`, wait for it and return its seconds (GPU timestamps when
     the device has them, else wall clock up to a completed read-back); a symbolic kernel runs
-    its variant for `var_values`."""
+    its variant for `var_values`. A timed run with `repeat` > 1 dispatches it that many times
+    back to back in one pass between one pair of timestamps and returns the mean (a kernel
+    shorter than the timer's noise)."""
     launch = variant_for(kernel, var_values).launch
     pipeline, layout = self.pipeline(launch)
     bind_group = self._bind_group(launch, layout, handles, var_values or {})
@@ -267,9 +270,11 @@ class WebGPURuntime(Runtime):
     compute = encoder.begin_compute_pass(**({"timestamp_writes": queries[0]} if queries else {}))
     compute.set_pipeline(pipeline)
     compute.set_bind_group(0, bind_group)
-    compute.dispatch_workgroups(*launch_dispatch(launch, var_values))
+    count = max(1, repeat) if timed else 1
+    for _ in range(count):
+      compute.dispatch_workgroups(*launch_dispatch(launch, var_values))
     compute.end()
-    self.dispatches += 1
+    self.dispatches += count
     if not timed:
       self._batched += 1
       if self._batched >= MAX_BATCH:
@@ -282,9 +287,9 @@ class WebGPURuntime(Runtime):
     self.submits += 1
     if queries:
       begin, end = struct.unpack("<2Q", bytes(self.device.queue.read_buffer(queries[1])))
-      return (end - begin) * 1e-9
+      return (end - begin) * 1e-9 / count
     self.synchronize()
-    return time.perf_counter() - start
+    return (time.perf_counter() - start) / count
 
   def run_many(self, launches: list, var_values: dict[str, int], keep: dict | None = None) -> None:
     """Dispatch [(kernel, handles, key)] in order in one compute pass and one submit (WebGPU

@@ -235,14 +235,19 @@ class _Program:
     return [self._output(kind, x, shape, written, args, values)
             for (kind, x), shape in zip(self.outputs, self.shapes)]
 
-  def time_kernels(self, args: list[Buffer], values: dict) -> list[tuple[str, float]]:
+  def time_kernels(self, args: list[Buffer], values: dict,
+                   repeat: int = 1) -> list[tuple[str, float]]:
     """(kernel name, device seconds) of each recorded kernel run once more, timed (the
     runtime's time_run), on the latest outputs and state: for benchmarks (bench/decode.py); the
-    state's kernels run again (a cache write writes its value again)."""
+    state's kernels run again (a cache write writes its value again). `repeat` > 1: each kernel
+    runs that many times back to back and its mean is given (kernels shorter than the timer's
+    noise; bench/symbolic_static.py)."""
     times = []
     for runtime, kernel, slots in self.steps:
       handles = [self._handle(kind, x, self.current, args) for kind, x in slots]
-      times.append((kernel.name, runtime.time_run(kernel, handles, values)))
+      seconds = (runtime.time_run(kernel, handles, values, repeat=repeat) if repeat > 1
+                 else runtime.time_run(kernel, handles, values))
+      times.append((kernel.name, seconds))
     return times
 
   def _handle(self, kind, x, written, args):
