@@ -119,7 +119,8 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
       body = v if body is None else UOp(op, vdtype, (body, v))
     return body
 
-  if tile[0] > 1:      # A's loads of consecutive rows at one element merged (_row_vectors)
+  if tile[0] > 1 and not barrier:   # A's loads of consecutive rows merged (_row_vectors); not
+    # a staged tile's (A read from workgroup memory: merged there, a third barrier appeared)
     for node in p.a:
       for kk in range(unroll):
         _row_vectors(memo, node, operand, tile[0], kk)
