@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
+from kernelgen.graph.schedule import schedule
 
 from onnx_contrib_util import check, kg_run, node_model, ort_run
 
@@ -108,6 +109,20 @@ def test_recurrent_kernels_per_step(op, attrs, per_step):
   six, twelve = _kernels(op, 6, **attrs), _kernels(op, 12, **attrs)
   assert six <= 6 * per_step + 2
   assert 6 * per_step <= twelve - six <= 6 * per_step + 2
+
+def test_lstm_input_projection_reads_w_once():
+  """The input projection of every step is one kernel, the only one reading W (a tiled matmul:
+  seq * dirs * batch * 4 * hidden >= 4096 outputs); fused into each step's kernels, as it was,
+  every step read all of W (ddddocr's OCR LSTM, issue 42). Values against onnxruntime."""
+  case = _case("LSTM", "bidirectional", seq=8, batch=2, width=16, hidden=32)
+  raw = _model("LSTM", "bidirectional", case)
+  model = kg.onnx.load(raw.SerializeToString())
+  outs = model.run(case[0], device="PYTHON", replay=False)
+  items = schedule([outs[n].node for n in model.output_names])
+  w = case[1]["w"].size
+  assert sum(any(i.realized and i.size == w for i in it.inputs) for it in items) == 1
+  check(raw, case[0], "PYTHON")
+
 
 # ---- DynamicQuantizeLSTM ---------------------------------------------------------------------
 

@@ -195,3 +195,24 @@ def test_softmax_over_a_symbolic_axis_is_one_row_kernel_as_static():
   assert len(kernels(x.softmax(-1))) == len(kernels(static.softmax(-1))) == 1
   import numpy as np
   np.testing.assert_allclose(x.softmax(-1).numpy(), static.softmax(-1).numpy(), rtol=1e-6)
+
+
+def test_a_matmul_read_a_slice_per_kernel_is_computed_once():
+  """An LSTM's hoisted input projection (x @ w + b for every step, one user: the bias add) read
+  one step's slice at a time by each step's kernel is a kernel of its own, reading w once; fused,
+  each step's kernel computed its slice and read all of w (ddddocr's OCR LSTM, issue 42)."""
+  import numpy as np
+  rng = np.random.default_rng(0)
+  xs, ws, rs = (rng.standard_normal(s).astype(np.float32) for s in ((8, 16), (16, 512), (512,)))
+  x, w, r = Tensor(xs), Tensor(ws), Tensor(rs)
+  gx = x @ w + 1.0                                    # (8, 512): 4096 outputs, a tiled matmul
+  h, steps = Tensor.zeros(512), []
+  for t in range(8):
+    h = (gx[t] + h * r).tanh().contiguous()
+    steps.append(h)
+  items = schedule([h.node])
+  assert [len(item.out.shape) == 2 for item in items if w.node in item.inputs] == [True]
+  want, hn = xs.astype(np.float64) @ ws + 1.0, np.zeros(512)
+  for t in range(8):
+    hn = np.tanh(want[t] + hn * rs)
+  np.testing.assert_allclose(h.numpy(), hn, rtol=1e-4, atol=1e-5)

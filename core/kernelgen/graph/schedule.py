@@ -15,6 +15,16 @@ input): fused, it would be recomputed per read (an Inception concat or an LRN un
 9 times; a DenseNet concat under a conv, once per output channel), and so is one computing a
 transcendental per element under overlapping windows, or in a tiny kernel two (REREAD_SMALL).
 
+A matmul (two output axes longer than 1, at least TILED_REDUCE_MIN outputs) that several kernels
+would compute fused is a kernel of its own: it has one user, but the elementwise op above it (its
+bias) has several, each fusing it at its output side (an LSTM's input projection of every step,
+hoisted out of the loop, read one step's slice by each step's kernel). Fused, each kernel computes
+its part with no register tile, reading all of the weights; alone, its tiles read them once.
+ddddocr's OCR LSTM (issue 42: 20 steps, both directions, W and R 2 x 2048 x 512): fused, its 40
+step kernels read W's 8 MB each step beside R's; apart, one kernel reads W. bench/pypi_kernels.py,
+lavapipe natively, GPU timestamps, best of 3 per kernel, 5 interleaved runs each, load 5-9 on 2
+cores, the step kernels (+ the projection) in ms: 94 81 138 224 311 -> 74 111 75 95 62.
+
 A short reduction (a few elements, no reduction inside) that a kernel reads per element is
 recomputed there, unrolled, instead (RECOMPUTE_LENGTH below: ScheduleItem.recomputed).
 
@@ -516,12 +526,32 @@ def _little_waste(node: LazyOp, root: LazyOp) -> bool:
   PADDED_REDUCE_WASTE iterations (see there)."""
   if node.op is not L.REDUCE or kernel_outputs(root) <= node.size:
     return True
-  if node.size >= TILED_REDUCE_MIN and sum(n > 1 for n in node.shape) >= 2:
+  if _tiled(node):
     return False
   length = prod(node.src[0].shape[a] for a in node.arg[1])
   waste = (kernel_outputs(root) - node.size) * length
   return waste <= PADDED_REDUCE_WASTE and \
     (waste <= PADDED_WASTE_FLOOR or waste <= PADDED_WASTE_RATIO * node.size * length)
+
+
+def _tiled(node: LazyOp) -> bool:
+  """Whether reduction `node` is a matmul's (two output axes longer than 1, at least
+  TILED_REDUCE_MIN outputs): alone, the optimizer gives it register tiles that share each
+  operand's loads across a tile's rows and columns."""
+  return node.size >= TILED_REDUCE_MIN and sum(n > 1 for n in node.shape) >= 2
+
+
+def _split_matmuls(items: dict, boundary: set) -> bool:
+  """Make each matmul (_tiled) that several kernels compute fused a kernel of its own (adding
+  it to `boundary`); False when there is none (see the module docstring)."""
+  count: dict[int, int] = {}
+  for item in items.values():
+    for node in kernel_reduces(item):
+      if node is not item.out and _tiled(node):
+        count[id(node)] = count.get(id(node), 0) + 1
+  shared = {k for k, n in count.items() if n > 1}
+  boundary |= shared
+  return bool(shared)
 
 
 def _expands(node: LazyOp, red: LazyOp) -> bool:
@@ -611,7 +641,8 @@ def schedule(roots: list[LazyOp], max_buffers: int | None = None,
     items = _find_kernels([r for r in roots if not r.realized], boundary, walk)
     if len(boundary) == known and not \
        _promote_epilogues(items, boundary, walk, user_of, tried, max_buffers) and \
-       not (max_buffers and _split_wide(items, boundary, users, max_buffers, row_max)):
+       not (max_buffers and _split_wide(items, boundary, users, max_buffers, row_max)) and \
+       not _split_matmuls(items, boundary):
       break
   position = {id(n): i for i, n in enumerate(order)}
   ordered = sorted(items.values(), key=lambda it: position[id(it.out)])
