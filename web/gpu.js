@@ -43,18 +43,6 @@ const BATCH_KERNELS = 64;
 const SETTLE_VALUE = 1 << 16;
 const STAND_IN_BYTES = 256;
 
-// Appended to every shader on lavapipe (settlesInlining): a uniform buffer the kernel never
-// reads, in a bind group no pipeline layout has (a binding no entry point uses needs none).
-// Through ANGLE (Chromium's compatibility mode) a kernel that declares no uniform is built again
-// at its first dispatch (lavapipe inlining the uniforms the translation adds, we take it: each
-// storage buffer's length, for its bounds checks); one that declares an unused one is not. In a
-// fresh browser (bench/peers_cold.py's page, issue 37, raw WGSL, load ~7 on 2 CPUs, ms pipeline
-// + first dispatch), the 5x5 blur's 603-line kernel
-// 58-60 + 200-300 -> 24-43 + 2-7, the digits demo's 39-line r_1_10__32 4-34 + 240-1100 -> 4 +
-// 1-7 (tinygrad's kernels, which declare a uniform, never paid it); a kernel's own uniforms
-// (a symbolic size's dims) are no longer inlined either (their settle dispatch stays).
-const INLINING_OFF = '\n@group(1) @binding(0) var<uniform> kg_no_inlining: vec4<f32>;\n';
-
 // Adapter names of Mesa's lavapipe (render/wgsl/adapters.py NAMES: lavapipe, llvmpipe).
 const LAVAPIPE = /lavapipe|llvmpipe/i;
 
@@ -404,9 +392,8 @@ export class GpuExecutor {
         `feature(s) ${missing.join(', ')}, which this device does not have: compile it with ` +
         `subgroups=False`);
     }
-    const code = (features.includes('subgroups') ? 'enable subgroups;\n' : '') + launch.source;
     return { prefix: features.includes('subgroups') ? 1 : 0,
-      code: this.settlesInlining ? code + INLINING_OFF : code };
+      code: (features.includes('subgroups') ? 'enable subgroups;\n' : '') + launch.source };
   }
 
   // compile(launch), timed into stats.pipelineMs and stats.pipelineBusyMs (its bytes counted).
