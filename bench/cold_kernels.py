@@ -45,10 +45,11 @@ WARM = {"name": "warm", "entry": "warm", "kinds": ["storage"], "dispatch": [1, 1
 # one system's kernels in the page: pipelines at once, a timed first and second submit
 PAGE = """async ([kernels, warm, compat]) => {
   const adapter = await navigator.gpu.requestAdapter(compat ? {featureLevel: 'compatibility'} : {});
-  const device = await adapter.requestDevice({ requiredLimits: {
-    maxStorageBufferBindingSize: adapter.limits.maxStorageBufferBindingSize,
-    maxBufferSize: adapter.limits.maxBufferSize,
-    maxStorageBuffersPerShaderStage: adapter.limits.maxStorageBuffersPerShaderStage } });
+  const requiredLimits = {};   // all the adapter has, as the page's device (web/gpu.js)
+  for (const key in adapter.limits) {
+    if (typeof adapter.limits[key] === 'number') requiredLimits[key] = adapter.limits[key];
+  }
+  const device = await adapter.requestDevice({ requiredLimits });
   const most = Math.max(...kernels.map((k) => k.kinds.length));
   const bytes = Math.min(64 << 20, adapter.limits.maxStorageBufferBindingSize);
   const buffers = Array.from({ length: most }, () => device.createBuffer({ size: bytes,
