@@ -79,7 +79,8 @@ TILED_REDUCE_MIN = 4096
 # over it once per reduction and once for the outputs; option row_kernels=False: none)
 ROW_MAX = 1 << 14
 # an elementwise expression reading at least this many buffer elements per element is a kernel of
-# its own when its consumer re-reads it (see above); bias + relu (2) or batchnorm (5) stay fused
+# its own when its consumer re-reads it (see above); bias + relu (2) or batchnorm (5) stay fused;
+# reads of one-element sources (scalars, loop invariant) are not counted (_loads)
 REREAD_LOADS = 8
 # ... and so is one read through overlapping windows (not only broadcast: log_softmax's log of
 # the row sum stays in its row kernel) that computes at least REREAD_TRANSCENDENTALS
