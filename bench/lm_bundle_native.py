@@ -8,6 +8,7 @@ it from two trees (PYTHONPATH=<tree>/core) one after another, interleaved, to co
 
     python bench/lm_bundle_native.py [--config smollm2-135m] [--dtype q4] [--layers 2]
                                      [--prompt 128] [--step 0] [--tokens 8] [--rounds 3] [--all-logits]
+                                     [--buffers 8]
 """
 from __future__ import annotations
 
@@ -52,6 +53,10 @@ def main() -> None:
                       help="the bundle's most new tokens a run (default: the prompt; 1: the "
                            "one-token bundle, whose prefill runs a token at a time)")
   parser.add_argument("--all-logits", action="store_true", help="LM head on every position")
+  parser.add_argument("--buffers", type=int, default=8,
+                      help="storage buffers a kernel may bind (kg.export max_storage_buffers; "
+                           "8, WebGPU's default, as the page's bundles; kg.generate natively "
+                           "binds up to the adapter's limit, 32 on lavapipe)")
   args = parser.parse_args()
   import kernelgen as kg
   from kernelgen.device import Device
@@ -66,7 +71,8 @@ def main() -> None:
     adapter = runtime.render_options().get("adapter")
     outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), step, args.context,
                                     adapter=adapter)
-    bundle = kg.export(outputs, folder, format="webgpu", state=state, adapter=adapter)
+    more = {"max_storage_buffers": args.buffers} if args.buffers != 8 else {}
+    bundle = kg.export(outputs, folder, format="webgpu", state=state, adapter=adapter, **more)
     export_s = time.perf_counter() - start
     lm = names(bundle.manifest)
     prompt = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, args.prompt)]
@@ -95,7 +101,8 @@ def main() -> None:
   best = min(prefill)
   cpu = statistics.median(s[0] for s in decode)
   wall = statistics.median(s[1] for s in decode)
-  print(f"{args.config} {args.layers} layers {args.dtype} prompt {args.prompt} step {step} (export "
+  print(f"{args.config} {args.layers} layers {args.dtype} prompt {args.prompt} step {step}, "
+        f"{args.buffers} buffers (export "
         f"{export_s:.1f} s, {len(bundle.manifest['kernels'])} kernels)")
   print(f"  prefill: best CPU {best[0]:.3f} s ({args.prompt / best[0]:.1f} tok/CPU-s), wall "
         f"{min(p[1] for p in prefill):.3f} s ({args.prompt / min(p[1] for p in prefill):.1f} "

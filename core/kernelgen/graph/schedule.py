@@ -89,7 +89,8 @@ TILED_REDUCE_MIN = 4096
 # over it once per reduction and once for the outputs; option row_kernels=False: none)
 ROW_MAX = 1 << 14
 # an elementwise expression reading at least this many buffer elements per element is a kernel of
-# its own when its consumer re-reads it (see above); bias + relu (2) or batchnorm (5) stay fused
+# its own when its consumer re-reads it (see above); bias + relu (2) or batchnorm (5) stay fused;
+# reads of one-element sources (scalars, loop invariant) are not counted (_loads)
 REREAD_LOADS = 8
 # ... and so is one read through overlapping windows (not only broadcast: log_softmax's log of
 # the row sum stays in its row kernel) that computes at least REREAD_TRANSCENDENTALS
@@ -229,7 +230,11 @@ def _most_transcendentals(evals: int) -> int:
 def _loads(node: LazyOp, boundary: set, limit: int) -> int:
   """How many buffer elements the elementwise expression `node` computes from per element: a
   subexpression read through several views is computed once per view, so it counts once per
-  view. Counted up to `limit` (and giving up, low, past 64 * limit nodes)."""
+  view. A source of one element (a run's key count, a cache's length) counts for none: every
+  element reads that same element, loop invariant, so recomputing the expression per read loads
+  nothing new (a decode step's attention mask, a handful of such scalars compared with an iota,
+  stays fused into the attention kernel that re-reads it per head: one kernel less a step).
+  Counted up to `limit` (and giving up, low, past 64 * limit nodes)."""
   def leaf(n: LazyOp) -> bool:
     return n is not node and (n.realized or id(n) in boundary or
                               n.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.GATHER))
@@ -240,7 +245,7 @@ def _loads(node: LazyOp, boundary: set, limit: int) -> int:
     if id(n) in counts:
       continue
     if leaf(n) or n.op not in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
-      counts[id(n)] = int(leaf(n))
+      counts[id(n)] = int(leaf(n) and n.size > 1)
     elif done:
       srcs = {id(x): x for x in n.src}
       counts[id(n)] = min(limit, sum(counts[x] for x in srcs))

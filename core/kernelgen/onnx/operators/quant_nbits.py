@@ -18,7 +18,7 @@ from ...tensor.ops.advanced_indexing import take
 from ...tensor.tensor import Tensor
 from ..registry import axis_index, domain_op
 from ..values import tensor_from_bytes
-from .weights import row_defaults, row_input
+from .weights import packed_rows, row_defaults, row_input
 
 MS = "com.microsoft"
 # the suffix of the upload key (Model.uploads) of an initializer held as 32-bit words
@@ -133,7 +133,10 @@ def _matmul_nbits(ins, at):
   blocks = math.ceil(k / block)
   words = _packed_words(ins, n, blocks * block * bits // 32, blocks)
   if words is not None:
-    return _matmul_words(ins, row_input(ins, a), words, (n, k, bits, block, blocks))
+    # the row defaults of the adapter the model runs on, or of a one-row step's the adapter it
+    # is traced for (an exported bundle's, export/onnx_lm.py): its normed row realized as natively
+    row = row_input(ins, a, packed_rows(ins.runner, a))
+    return _matmul_words(ins, row, words, (n, k, bits, block, blocks))
   codes = _codes(ins[1], bits, n, blocks, block, k).cast(dtypes.float32)
   scale = _per_block(ins[2].reshape(n, blocks).cast(dtypes.float32), block, k)
   w = (codes - _zero_points(ins[3], bits, n, blocks, block, k)) * scale       # (N, K)

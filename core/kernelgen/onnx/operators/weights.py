@@ -62,6 +62,19 @@ def matmul_rows(runner) -> dict:
   return row_defaults(runner.device) or traced_rows(runner)
 
 
+def packed_rows(runner, a: Tensor) -> dict:
+  """The row defaults a packed-weight matvec (MatMulNBits) over activations `a` realizes its
+  normed row by (row_input): the device's adapter's, else, where `a` is one row (a one-token
+  step's), those of the adapter the model is traced for (traced_rows: an exported bundle's, so
+  its step takes a native run's kernels; without, each norm was staged into its matvec by two
+  kernels, one broadcasting the row over the outputs: bench/lm_bundle_native.py, SmolLM2 widths,
+  q4, 2 layers, step 1, lavapipe, 31 -> 23 dispatches, CPU ms a token 293 -> 18, load 10-13).
+  Not for a symbolic count of rows (the symbolic-step bundle): realized there, its MLP took
+  other kernels and its one-token runs ran slower (step 8, 46.6 against 26.1-34.3 CPU ms, load
+  8-9)."""
+  return row_defaults(runner.device) or (traced_rows(runner) if _one_row(a) else {})
+
+
 def transposes_weights(device: str) -> bool:
   """`device`'s adapter asks for constant matmul weights held transposed (option weights_t of
   its adapter table's row kernels; no adapter, no table entry: False)."""
@@ -213,5 +226,5 @@ def _joined(ins, at):
   return outs
 
 
-__all__ = ["held_taps_last", "held_transposed", "matmul_rows", "row_defaults", "row_input", "traced_rows",
-           "transposes_weights"]
+__all__ = ["held_taps_last", "held_transposed", "matmul_rows", "packed_rows", "row_defaults",
+           "row_input", "traced_rows", "transposes_weights"]

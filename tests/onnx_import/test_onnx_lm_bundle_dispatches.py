@@ -1,0 +1,88 @@
+"""Kernels per decode run of an exported q4 causal LM bundle (export/onnx_lm.py causal_program)
+traced for a CPU adapter (lavapipe), issue 35's dispatches per token: every run dispatches each
+of the bundle's kernels once, so the manifest's kernel list is the decode step's launch list.
+The one-token bundle's step takes what kg.generate's native step does (tests/onnx_import/
+test_onnx_decode_dispatches.py): 9 kernels per layer (the norm's realized row, the joined QKV
+MatMulNBits, 2 cache writes, the attention, the output projection, the second norm, gate and up,
+down) and, once, the key count, the final norm, the LM head and the token draw, plus one
+residual realized where WebGPU's default of 8 storage buffers splits a kernel. A symbolic step
+(a prompt in one run) keeps its norms' statistics and rows, and gate and up, apart (realizing
+its rows measured slower: onnx/operators/weights.py packed_rows): 10 a layer.
+
+The bugs: MatMulNBits traced on PYTHON ignored the adapter it was traced for (no row defaults
+in row_input), so each normed row of a one-token step was staged into its matvec by two kernels
+of its own (a row statistic, and the row broadcast over the outputs): 31 kernels, not 23; and
+the attention mask, an expression of a few one-element values (the key count, the past length),
+was a kernel of its own because graph/schedule.py _loads counted each read of such a scalar as
+a load per element (now one-element sources count for none). Greedy tokens as onnxruntime's
+(CPU) on WEBGPU."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+import kernelgen as kg
+from onnx_contrib_util import onnx  # noqa: F401 (a missing onnx package is a missing tool)
+from tools import device_runtime
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import lm_models  # noqa: E402
+
+PROMPT = [1, 5, 9, 2, 7, 3, 4, 8]
+CONTEXT = 32
+ADAPTER = "lavapipe"
+
+
+def _bundle(path, config: str, step: int, layers: int = 2, buffers: int = 8, rotary="op"):
+  from kernelgen.export.onnx_lm import causal_program
+  cfg = dataclasses.replace(lm_models.CONFIGS[config], layers=layers)
+  model = lm_models.build(cfg, "q4", rotary=rotary, last_logits=step > 1)
+  outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), step, CONTEXT,
+                                  adapter=ADAPTER)
+  more = {"max_storage_buffers": buffers} if buffers != 8 else {}
+  return model, kg.export(outputs, str(path), format="webgpu", state=state, adapter=ADAPTER,
+                          **more)
+
+
+# (step, buffers, kernels a layer, the rest): one token a run, 8 storage buffers (the default:
+# one residual stream realized, the output projection's epilogue would bind 9), 23 kernels
+# (main: 31); a symbolic step of up to 4 tokens, 28 (main: 29, a mask kernel); 25 at 32
+# buffers (main: 26)
+CASES = [(1, 8, 9, 5), (4, 8, 10, 8), (4, 32, 10, 5)]
+
+
+@pytest.mark.parametrize("step,buffers,per_layer,once", CASES)
+def test_q4_bundle_decode_kernels_a_layer(tmp_path, step, buffers, per_layer, once):
+  """Two layers against three: one more layer is `per_layer` kernels; the rest is the once-a-run
+  kernels. No kernel computes the attention mask (the attention computes it from the key count),
+  and none broadcasts a normed row over a matvec's outputs (each norm writes its row once)."""
+  counts = {}
+  for layers in (2, 3):
+    _, bundle = _bundle(tmp_path / str(layers), "tiny", step, layers, buffers)
+    kernels = bundle.manifest["kernels"]
+    counts[layers] = len(kernels)
+    names = [k["name"] for k in kernels]
+    assert not [n for n in names if n.startswith("E_") and "total" in n], names
+    hidden = lm_models.CONFIGS["tiny"].hidden
+    assert not [k["name"] for k in kernels if k["name"].startswith("E_") and
+                k["global_size"][0] * k["global_size"][1] * k["global_size"][2] > hidden *
+                step], names
+  assert counts[3] - counts[2] == per_layer, counts
+  assert counts[2] == 2 * per_layer + once, counts
+
+
+@pytest.mark.parametrize("config,rotary,step", [("tiny", "op", 1), ("tiny", "op", 4),
+                                                ("tiny-qwen", "gqa", 4)])
+def test_q4_cpu_adapter_bundle_generates_onnxruntime_greedy_tokens(tmp_path, config, rotary,
+                                                                   step):
+  """The same bundles natively on WEBGPU: the prompt a token at a time (step 1) or in two runs
+  (step 4), then decoding; GroupQueryAttention's own rotary too (tiny-qwen, one KV head)."""
+  pytest.importorskip("onnxruntime")
+  device_runtime("WEBGPU")
+  model, bundle = _bundle(tmp_path, config, step, rotary=rotary)
+  want = lm_models.ort_greedy(model, PROMPT, 10)
+  assert bundle.generate(PROMPT, max_new_tokens=10, device="WEBGPU") == want
+  assert len(set(want)) > 1
