@@ -136,15 +136,30 @@ def _pairwise(op: Ops, dtype, terms: list) -> UOp:
   log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words). A sum
   of products whose last factors repeat (a_i * c, b_j * d, ...) is taken as (sum a_i) * c +
   (sum b_j) * d + ...: a block's scale applied once per block, not once per value (a whole
-  unrolled reduction has one factor per block)."""
+  unrolled reduction has one factor per block). Likewise differences whose subtrahends share
+  their last factor (p_i - q_i * z: a block's zero point) are taken as sum p_i - (sum q_i) * z:
+  where the q_i are the activation (the same nodes in every row of a thread), their sum is made
+  once per block for all the thread's rows, and each value costs a multiply-add, not also a
+  subtraction and a multiply (quant_nbits.matmul_words)."""
   if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms):
     by_factor: dict = {}
     for t in terms:
       by_factor.setdefault(t.src[1], []).append(t.src[0])
     if len(by_factor) < len(terms):
-      terms = [UOp(Ops.MUL, dtype, (_tree(op, dtype, parts), factor))
+      terms = [UOp(Ops.MUL, dtype, (_minus_common(dtype, parts), factor))
                for factor, parts in by_factor.items()]
   return _tree(op, dtype, terms)
+
+
+def _minus_common(dtype, terms: list) -> UOp:
+  """The sum of `terms`; where each is p_i - q_i * z with one z, sum p_i - (sum q_i) * z."""
+  if len(terms) > 1 and all(t.op is Ops.SUB and t.src[1].op is Ops.MUL for t in terms):
+    z = terms[0].src[1].src[1]
+    if all(t.src[1].src[1] is z for t in terms):
+      ps = _tree(Ops.ADD, dtype, [t.src[0] for t in terms])
+      qs = _tree(Ops.ADD, dtype, [t.src[1].src[0] for t in terms])
+      return UOp(Ops.SUB, dtype, (ps, UOp(Ops.MUL, dtype, (qs, z))))
+  return _tree(Ops.ADD, dtype, terms)
 
 
 def _tree(op: Ops, dtype, terms: list) -> UOp:
