@@ -1,8 +1,7 @@
 """MatMulNBits' decode matvec with each block's zero point folded out of its values
 (quant_nbits.matmul_words, lowering/lowerer.py _pairwise): where a block's words are unrolled
-(reduce_inner, the CPU adapters' layout) its sum is sum (x * 2^-pos) * (code * 2^pos) minus the
-zero point times the block's sum of x, made once for all of a thread's rows, so a value costs a
-mask, a conversion and a multiply-add. The WGSL at both CPU adapters' defaults: one float
+(reduce_inner, the CPU adapters' layout) its sum is sum x * code minus the zero point times the
+block's sum of x, made once for all of a thread's rows, so a value costs no subtraction. The WGSL at both CPU adapters' defaults: one float
 subtraction per block and row, not one per value. Values against a float64 numpy reference on
 PYTHON and WEBGPU with the unrolled layout and without it (both sides of where the fold applies),
 with activations far from zero (block sums that nearly cancel), every zero-point form, 4 and 8
@@ -25,8 +24,8 @@ LOOPED = {"reduce_inner": 0, "reduce_whole": 0, "reduce_step": 0}
 @pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
 def test_zero_point_subtracted_once_per_block_and_row(adapter):
   """At the adapter's defaults the q4 matvec's float subtractions are the folded zero points'
-  (one per block and row a trip) and each value's multiply-add reads the activation's scaled
-  field, shared by the thread's rows: values cost no subtraction of their own."""
+  (one per block and row a trip): values cost no subtraction of their own; each value still has
+  its own conversion (none is dropped)."""
   defaults = TABLE[(adapter, "rows")]
   step, rows = defaults["reduce_step"], defaults["reduce_rows"]
   n, k = 256, 576
@@ -34,7 +33,7 @@ def test_zero_point_subtracted_once_per_block_and_row(adapter):
   per_trip = max(b for b in range(1, step // 32 + 1) if (k // 32) % b == 0)
   subs = re.findall(r": f32 = v\d+ - v\d+;", src)
   assert 0 < len(subs) <= rows * per_trip, (len(subs), src[:3000])
-  # each value: one conversion of its masked field, one multiply by a (shared) activation value
+  # each value: one conversion of its masked field
   conversions = re.findall(r": f32 = f32\(v\d+\);", src)
   assert len(conversions) >= rows * per_trip * 32
 

@@ -136,11 +136,11 @@ def _pairwise(op: Ops, dtype, terms: list) -> UOp:
   log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words). A sum
   of products whose last factors repeat (a_i * c, b_j * d, ...) is taken as (sum a_i) * c +
   (sum b_j) * d + ...: a block's scale applied once per block, not once per value (a whole
-  unrolled reduction has one factor per block). Likewise differences whose subtrahends share
-  their last factor (p_i - q_i * z: a block's zero point) are taken as sum p_i - (sum q_i) * z:
-  where the q_i are the activation (the same nodes in every row of a thread), their sum is made
-  once per block for all the thread's rows, and each value costs a multiply-add, not also a
-  subtraction and a multiply (quant_nbits.matmul_words)."""
+  unrolled reduction has one factor per block). Likewise products whose last factors are
+  differences with one subtrahend (x_i * (b_i - z): a block's values less its zero point) are
+  taken as sum x_i * b_i - (sum x_i) * z: where the x_i are the activation (the same nodes in
+  every row of a thread), their sum is made once per block for all the thread's rows, and a
+  value costs no subtraction (quant_nbits.matmul_words)."""
   if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms):
     by_factor: dict = {}
     for t in terms:
@@ -152,13 +152,13 @@ def _pairwise(op: Ops, dtype, terms: list) -> UOp:
 
 
 def _minus_common(dtype, terms: list) -> UOp:
-  """The sum of `terms`; where each is p_i - q_i * z with one z, sum p_i - (sum q_i) * z."""
-  if len(terms) > 1 and all(t.op is Ops.SUB and t.src[1].op is Ops.MUL for t in terms):
+  """The sum of `terms`; where each is x_i * (b_i - z) with one z, sum x_i * b_i - (sum x_i) * z."""
+  if len(terms) > 1 and all(t.op is Ops.MUL and t.src[1].op is Ops.SUB for t in terms):
     z = terms[0].src[1].src[1]
     if all(t.src[1].src[1] is z for t in terms):
-      ps = _tree(Ops.ADD, dtype, [t.src[0] for t in terms])
-      qs = _tree(Ops.ADD, dtype, [t.src[1].src[0] for t in terms])
-      return UOp(Ops.SUB, dtype, (ps, UOp(Ops.MUL, dtype, (qs, z))))
+      xb = _tree(Ops.ADD, dtype, [UOp(Ops.MUL, dtype, (t.src[0], t.src[1].src[0])) for t in terms])
+      xs = _tree(Ops.ADD, dtype, [t.src[0] for t in terms])
+      return UOp(Ops.SUB, dtype, (xb, UOp(Ops.MUL, dtype, (xs, z))))
   return _tree(Ops.ADD, dtype, terms)
 
 

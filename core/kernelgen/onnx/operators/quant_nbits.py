@@ -233,22 +233,10 @@ def placed_fields(words: Tensor, bits: int) -> tuple[Tensor, Tensor]:
   mask = ((1 << bits) - 1) << pos
   shape = (*([1] * words.ndim), per)
   codes = ((words.unsqueeze(-1) >> down.reshape(*shape)) & mask.reshape(*shape))
-  factors = _powers_of_two(pos, -1)
+  factors = ((127 - pos.cast(dtypes.int32)) << 23).bitcast(dtypes.float32)
   # to float through int32: a signed conversion (an unsigned one is several instructions on x86
   # without AVX-512: llvmpipe, SwiftShader)
   return codes.cast(dtypes.int32).cast(dtypes.float32), factors
-
-
-def _field_places(words: Tensor, bits: int) -> Tensor:
-  """The float32 2^pos of placed_fields' fields (the inverses of its factors), (32 // bits,)."""
-  per = 32 // bits
-  f = Tensor.arange(per, device=words.device).cast(dtypes.uint32)
-  return _powers_of_two(f * bits - (f == per - 1).cast(dtypes.uint32) * bits, 1)
-
-
-def _powers_of_two(pos: Tensor, sign: int) -> Tensor:
-  """float32 2^(sign * pos) of uint32 exponents `pos`, built from the exponent bits (exact)."""
-  return ((127 + sign * pos.cast(dtypes.int32)) << 23).bitcast(dtypes.float32)
 
 
 def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: int) -> Tensor:
@@ -258,10 +246,10 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   float32. y[m, n] = sum over blocks b of scale[n, b] * (sum over the block's words j and their
   fields f of x[m, k] * (field - zp[n, b])), k = (b * words per block + j) * fields + f, K padded
   with zeros to whole blocks; the fields taken in place (placed_fields: field * 2^pos times the
-  constant 2^-pos, exact), the zero point's term in the same reduction (one kernel, not a dot
-  and a zero-point term), where the CPU adapters' unrolled step takes it once per block and row
-  (the block's sum of x times the zero point; below). So each value costs a mask, a conversion
-  and a multiply-add, and the reduction keeps the three axes, so a thread
+  constant 2^-pos, exact), the zero point subtracted in the same reduction (one kernel, not a
+  dot and a zero-point term; the CPU adapters' unrolled step takes it once per block and row, as
+  the block's sum of x times the zero point: lowering/lowerer.py _pairwise). So each value costs
+  a mask, a conversion, a multiply and a multiply-add, and the reduction keeps the three axes, so a thread
   loads each word once for all its fields and each block's scale and zero point once
   (optimize.py's reduce_inner on CPU adapters, whose unrolled step multiplies a block's sum by
   its scale once: the scale is the products' last factor; lowering/threads.py's reduce_whole
@@ -281,15 +269,8 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   xb = x.reshape(m, *ones, blocks, wpb, per)
   s = scale.reshape(1, *lead, blocks, 1, 1)
   z = zp.reshape(1, *lead, blocks, 1, 1) if isinstance(zp, Tensor) else zp
-  # x * (code * 2^pos * 2^-pos - z) as xf * (code * 2^pos) - (xf * 2^pos) * z, xf = x * 2^-pos:
-  # the activation's side (xf, and xf * 2^pos, which is x) is shared by every row, and the zero
-  # point's term is a multiple of the block's sum of x, which the unrolled step makes once for
-  # all of a thread's rows (lowering/lowerer.py _pairwise): a mask, a conversion and a
-  # multiply-add per value. x is read once (through xf), so its producer fuses as before.
-  xf = xb * factors.reshape(1, *ones, 1, 1, per)
-  codes = codes.reshape(1, *lead, blocks, wpb, per)
-  back = _field_places(words, bits).reshape(1, *ones, 1, 1, per)
-  return ((xf * codes - (xf * back) * z) * s).sum((nd + 1, nd + 2, nd + 3))
+  dq = codes.reshape(1, *lead, blocks, wpb, per) * factors.reshape(1, *ones, 1, 1, per) - z
+  return ((xb * dq) * s).sum((nd + 1, nd + 2, nd + 3))
 
 
 def tiled_rows(x: Tensor) -> bool:
