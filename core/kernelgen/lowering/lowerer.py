@@ -157,7 +157,7 @@ def _minus_common(dtype, terms: list) -> UOp:
   seconds per run, median of 20 interleaved rounds, two runs, load 6.5-8): lavapipe 1536x576
   1.09 / 1.09x, 576x1536 1.28 / 1.30x, 4864x896 1.03 / 0.98x, 896x4864 1.15 / 1.02x, 49152x576
   0.98 / 1.13x; SwiftShader (8 rounds) 1.03-1.06x. Small: its loads rather than its arithmetic
-  seem to bound it (on lavapipe a kernel that only sums the same words takes 1.0-1.7x the copy's
+  seem to bound it (lavapipe, the MLP shapes: a kernel only summing the words takes 1.0-1.7x the copy's
   time, the matvec 1.4-2.5x)."""
   if len(terms) > 1 and all(t.op is Ops.MUL and t.src[1].op is Ops.SUB for t in terms):
     z = terms[0].src[1].src[1]
