@@ -136,15 +136,36 @@ def _pairwise(op: Ops, dtype, terms: list) -> UOp:
   log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words). A sum
   of products whose last factors repeat (a_i * c, b_j * d, ...) is taken as (sum a_i) * c +
   (sum b_j) * d + ...: a block's scale applied once per block, not once per value (a whole
-  unrolled reduction has one factor per block)."""
+  unrolled reduction has one factor per block). Likewise products whose last factors are
+  differences with one subtrahend (x_i * (b_i - z): a block's values less its zero point) are
+  taken as sum x_i * b_i - (sum x_i) * z: where the x_i are the activation (the same nodes in
+  every row of a thread), their sum is made once per block for all the thread's rows, and a
+  value costs no subtraction (quant_nbits.matmul_words)."""
   if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms):
     by_factor: dict = {}
     for t in terms:
       by_factor.setdefault(t.src[1], []).append(t.src[0])
     if len(by_factor) < len(terms):
-      terms = [UOp(Ops.MUL, dtype, (_tree(op, dtype, parts), factor))
+      terms = [UOp(Ops.MUL, dtype, (_minus_common(dtype, parts), factor))
                for factor, parts in by_factor.items()]
   return _tree(op, dtype, terms)
+
+
+def _minus_common(dtype, terms: list) -> UOp:
+  """The sum of `terms`; where each is x_i * (b_i - z) with one z, sum x_i * b_i - (sum x_i) * z.
+  The q4 matvec (bench/q4_matvec.py's shapes, the same process's kernel without the fold, CPU
+  seconds per run, median of 20 interleaved rounds, two runs, load 6.5-8): lavapipe 1536x576
+  1.09 / 1.09x, 576x1536 1.28 / 1.30x, 4864x896 1.03 / 0.98x, 896x4864 1.15 / 1.02x, 49152x576
+  0.98 / 1.13x; SwiftShader (8 rounds) 1.03-1.06x. Small: its loads rather than its arithmetic
+  seem to bound it (lavapipe, the MLP shapes: a kernel only summing the words takes 1.0-1.7x the copy's
+  time, the matvec 1.4-2.5x)."""
+  if len(terms) > 1 and all(t.op is Ops.MUL and t.src[1].op is Ops.SUB for t in terms):
+    z = terms[0].src[1].src[1]
+    if all(t.src[1].src[1] is z for t in terms):
+      xb = _tree(Ops.ADD, dtype, [UOp(Ops.MUL, dtype, (t.src[0], t.src[1].src[0])) for t in terms])
+      xs = _tree(Ops.ADD, dtype, [t.src[0] for t in terms])
+      return UOp(Ops.SUB, dtype, (xb, UOp(Ops.MUL, dtype, (xs, z))))
+  return _tree(Ops.ADD, dtype, terms)
 
 
 def _tree(op: Ops, dtype, terms: list) -> UOp:

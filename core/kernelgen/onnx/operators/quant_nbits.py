@@ -249,9 +249,10 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   float32. y[m, n] = sum over blocks b of scale[n, b] * (sum over the block's words j and their
   fields f of x[m, k] * (field - zp[n, b])), k = (b * words per block + j) * fields + f, K padded
   with zeros to whole blocks; the fields taken in place (placed_fields: field * 2^pos times the
-  constant 2^-pos, exact), the zero point subtracted per element in the same reduction (one
-  kernel, not a dot and a zero-point term). So each value costs a mask, a conversion and two
-  multiply-adds, and the reduction keeps the three axes, so a thread
+  constant 2^-pos, exact), the zero point subtracted in the same reduction (one kernel, not a
+  dot and a zero-point term; the CPU adapters' unrolled step takes it once per block and row, as
+  the block's sum of x times the zero point: lowering/lowerer.py _pairwise). So each value costs
+  a mask, a conversion, a multiply and a multiply-add, and the reduction keeps the three axes, so a thread
   loads each word once for all its fields and each block's scale and zero point once
   (optimize.py's reduce_inner on CPU adapters, whose unrolled step multiplies a block's sum by
   its scale once: the scale is the products' last factor; lowering/threads.py's reduce_whole
