@@ -230,9 +230,10 @@ def _most_transcendentals(evals: int) -> int:
 def _loads(node: LazyOp, boundary: set, limit: int) -> int:
   """How many buffer elements the elementwise expression `node` computes from per element: a
   subexpression read through several views is computed once per view, so it counts once per
-  view. A source of one element (a run's key count, a cache's length) counts for none: every
-  element reads that same element, loop invariant, so recomputing the expression per read loads
-  nothing new (a decode step's attention mask, a handful of such scalars compared with an iota,
+  view. A source of one element already in a buffer (a run's key count, a cache's length)
+  counts for none: every element reads that same element, loop invariant, so recomputing the
+  expression per read loads nothing new (a one-element reduction not yet in a buffer counts: a
+  norm's statistics stay in its row kernel, tests/devices/test_write_fusion.py) (a decode step's attention mask, a handful of such scalars compared with an iota,
   stays fused into the attention kernel that re-reads it per head: one kernel less a step).
   Counted up to `limit` (and giving up, low, past 64 * limit nodes)."""
   def leaf(n: LazyOp) -> bool:
@@ -245,7 +246,7 @@ def _loads(node: LazyOp, boundary: set, limit: int) -> int:
     if id(n) in counts:
       continue
     if leaf(n) or n.op not in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
-      counts[id(n)] = int(leaf(n) and n.size > 1)
+      counts[id(n)] = int(leaf(n) and (n.size > 1 or not (n.realized or id(n) in boundary)))
     elif done:
       srcs = {id(x): x for x in n.src}
       counts[id(n)] = min(limit, sum(counts[x] for x in srcs))
