@@ -214,8 +214,12 @@ export class GpuExecutor {
   }
 
   // For tests and for the page's "lose device" button: destroy the device as a crash would.
-  destroyDevice() {
-    this.device?.destroy();
+  // Resolves once onLost has run (its handler was attached first), so the next run sees no device.
+  async destroyDevice() {
+    const device = this.device;
+    if (!device) return;
+    device.destroy();
+    await device.lost;
   }
 
   checkBufferSize(nbytes) {

@@ -263,8 +263,8 @@ const COMMANDS = {
     if (result.ok) result.pipelines = state.gpu?.clearPipelines() ?? 0;
     return result;
   },
-  loseDevice: () => {
-    state.gpu.destroyDevice();
+  loseDevice: async () => {
+    await state.gpu.destroyDevice();
     return true;
   },
   info: () => ({ gpu: state.gpu.info() }),
