@@ -232,9 +232,10 @@ def _loads(node: LazyOp, boundary: set, limit: int) -> int:
   subexpression read through several views is computed once per view, so it counts once per
   view. A source of one element already in a buffer (a run's key count, a cache's length)
   counts for none: every element reads that same element, loop invariant, so recomputing the
-  expression per read loads nothing new (a one-element reduction not yet in a buffer counts: a
-  norm's statistics stay in its row kernel, tests/devices/test_write_fusion.py) (a decode step's attention mask, a handful of such scalars compared with an iota,
-  stays fused into the attention kernel that re-reads it per head: one kernel less a step).
+  expression per read loads nothing new: a decode step's attention mask, a handful of such
+  scalars compared with an iota, stays fused into the attention kernel that re-reads it per
+  head (one kernel less a step). A one-element reduction not yet in a buffer counts: a norm's
+  statistics stay in its row kernel (tests/devices/test_write_fusion.py).
   Counted up to `limit` (and giving up, low, past 64 * limit nodes)."""
   def leaf(n: LazyOp) -> bool:
     return n is not node and (n.realized or id(n) in boundary or
