@@ -108,8 +108,9 @@ def compile_plan(roots: list, target: Target | str = "python", options: dict | N
   """compile_program's kernels with the schedule items they compute: [(ScheduleItem,
   CompiledKernel)] in launch order (export wires buffers from the items: slot 0 is `item.out`,
   slot i the input `item.inputs[i - 1]`, then `item.extra`'s outputs: graph/join.py). Python's
-  cyclic collector is paused meanwhile, as realize pauses it (collector_paused, below: the passes' garbage holds no cycles; light
-  ResNet-50 for lavapipe, CPU s: 1.95-2.07 with it, 1.53-1.62 without, 380-470 collections)."""
+  cyclic collector is paused meanwhile, as realize pauses it (collector_paused, below: the
+  passes' garbage holds no cycles; light ResNet-50 for lavapipe, CPU s: 1.95-2.07 with it,
+  1.53-1.62 without, 380-470 collections)."""
   with collector_paused():
     return _compile_plan(roots, get_target(target), options, print_after)
 
@@ -137,7 +138,7 @@ def _compile_plan(roots: list, target: Target, options: dict | None, print_after
   limit = target.buffer_limit(options or {})
   with internal_errors("schedule"):
     items = schedule(roots, limit, row_limit(options))                 # schedule
-    items = join_outputs(items, limit)                                 # join sibling outputs
+    items = join_outputs(items, roots, limit)                          # join sibling outputs
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)

@@ -50,7 +50,7 @@ def _plan(pending: list[LazyOp]) -> tuple:
   from .graph.join import join_outputs
   with internal_errors("schedule"):
     items = schedule(pending, limit, rows)             # schedule
-    items = items if searching else join_outputs(items, limit)   # join sibling outputs
+    items = items if searching else join_outputs(items, pending, limit)   # join siblings
   if key is None:
     return items, None
   plan = RealizePlan(items, order)

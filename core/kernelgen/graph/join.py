@@ -9,10 +9,13 @@ thread stores), computing a member that another member reads at the same indices
 registers, instead of loading it.
 
 A kernel joins an earlier one (its "head") when both are elementwise at their output (an ALU op,
-a cast or a bitcast; no row kernel, no recomputed reduction, no symbolic size; a reduction inside,
-the matvec of an LSTM's gates, of at most JOIN_REDUCE_MAX elements per output) of one shape on one
-device; it shares an input buffer with the group or reads a member's output, only elementwise at
-its own indices (no reduction or view between them); no kernel scheduled between them reads a
+a cast, a bitcast or a contiguous(); no row kernel, no recomputed reduction, no symbolic size; a
+reduction inside, the matvec of an LSTM's gates, of at most JOIN_REDUCE_MAX elements per output
+and fewer than TILED_REDUCE_MIN outputs) of one shape on one device; it shares an input buffer
+with the group (where no member reduces) or reads a member's output,
+only elementwise at its own indices (no reduction or view between them), and that output is a
+requested one or read by another kernel too (else the join would store it for nobody: a
+contiguous() chain, which stays two kernels as asked); no kernel scheduled between them reads a
 member's output (the joined kernel runs at the last member's place); and the joined kernel binds
 at most `max_buffers` buffers. The members' reductions over the same elements share one loop
 (lowering/reductions.py sibling_reduces walks every output). Not yet joined: a KV cache's k and v
@@ -21,29 +24,35 @@ writes (L.WRITE outputs), row kernels, kernels of other shapes.
 from __future__ import annotations
 
 from .lazy import L, LazyOp
-from .schedule import ScheduleItem, binds, kernel_reduces
+from .schedule import TILED_REDUCE_MIN, ScheduleItem, binds, kernel_reduces
 
 _PLAIN = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)   # the output ops of a kernel that may join
 # the most elements a member's reduction sums per output: a joined kernel runs a thread per output
 # (lower.py's thread stores), each reduction a loop of its own (an LSTM step's gate rows, the
-# hidden size long); a longer one keeps its kernel, whose grouped lanes may read it faster.
-# A prototype's bound, not yet measured (issue 42)
+# hidden size long); a longer one keeps its kernel, whose grouped lanes may read it faster, as
+# does one of TILED_REDUCE_MIN outputs or more (its register tiles). A prototype's bounds, not
+# yet measured (issue 42)
 JOIN_REDUCE_MAX = 1024
 _SAME_INDICES = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)   # ops reading sources at their own indices
 
 
-def join_outputs(items: list[ScheduleItem], max_buffers: int | None = None) -> list[ScheduleItem]:
-  """`items` (schedule order) with sibling elementwise kernels joined (see the module docstring):
-  each group becomes one ScheduleItem whose `out` is the first member's output and whose `extra`
-  holds the others' in order, placed where its last member was. The items' order otherwise
-  stays; a list of the same items where nothing joins."""
+def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
+                 max_buffers: int | None = None) -> list[ScheduleItem]:
+  """`items` (schedule order) computing `roots` with sibling elementwise kernels joined (see the
+  module docstring): each group becomes one ScheduleItem whose `out` is the first member's
+  output and whose `extra` holds the others' in order, placed where its last member was. The
+  items' order otherwise stays; a list of the same items where nothing joins."""
+  readers: dict[int, int] = {id(r): 1 for r in roots}     # a requested output counts as read
+  for item in items:
+    for i in item.inputs:
+      readers[id(i)] = readers.get(id(i), 0) + 1
   groups: list[list[ScheduleItem]] = []
   open_groups: list[int] = []       # indices into `groups` a later kernel may still join
   for item in items:
     target = None
     if _plain(item):
       for g in open_groups:
-        if _fits(groups[g], item, max_buffers):
+        if _fits(groups[g], item, readers, max_buffers):
           target = g
           break
     for g in list(open_groups):     # a kernel reading a member's output closes that group
@@ -64,9 +73,12 @@ def _plain(item: ScheduleItem) -> bool:
   """A kernel that may join another: elementwise at its output, static shape, its reductions
   (if any) short enough for a thread per output (JOIN_REDUCE_MAX)."""
   out = item.out
-  return out.op in _PLAIN and out.size > 0 and out.sym is None and not item.rows and \
-    not item.recomputed and not item.extra and \
-    all(r.src[0].size <= JOIN_REDUCE_MAX * max(r.size, 1) for r in kernel_reduces(item))
+  if out.op not in _PLAIN or not out.size or out.sym is not None or item.rows or \
+     item.recomputed or item.extra:
+    return False
+  reduces = kernel_reduces(item)
+  return not reduces or (out.size < TILED_REDUCE_MIN and
+                         all(r.src[0].size <= JOIN_REDUCE_MAX * r.size for r in reduces))
 
 
 def _outputs(group: list[ScheduleItem]) -> list[LazyOp]:
@@ -78,7 +90,8 @@ def _reads_any(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
   return any(id(i) in outs for i in item.inputs)
 
 
-def _fits(group: list[ScheduleItem], item: ScheduleItem, max_buffers: int | None) -> bool:
+def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
+          max_buffers: int | None) -> bool:
   head = group[0].out
   if item.out.shape != head.shape or item.out.device != head.device:
     return False
@@ -87,8 +100,12 @@ def _fits(group: list[ScheduleItem], item: ScheduleItem, max_buffers: int | None
   read = [i for i in item.inputs if id(i) in outs]
   if not read and not any(id(i) in reads for i in item.inputs):
     return False                      # unrelated kernels keep their own grids
-  if read and not _reads_in_place(item, outs):
-    return False
+  if not read and any(kernel_reduces(it) for it in group + [item]):
+    return False     # siblings that only share inputs join without reductions (two convs of one
+                     # image keep their own tiles)
+  if read and (not _reads_in_place(item, outs) or any(readers[id(i)] < 2 for i in read)):
+    return False     # (a member only `item` reads would be stored for nobody: a contiguous()
+                     # chain; it stays two kernels, as asked)
   inputs = _joined_inputs(group + [item])
   return max_buffers is None or binds(inputs, head) + len(group) <= max_buffers
 
