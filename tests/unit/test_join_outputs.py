@@ -101,3 +101,22 @@ def test_an_exported_bundle_binds_each_output_of_a_joined_kernel():
   written = {b["buffer"] for b in kernel["bindings"] if b["access"] == "write"}
   outputs = {o["buffer"] for o in plan.manifest["outputs"]}
   assert len(written) == 2 and written == outputs
+
+
+def test_an_lstm_step_with_its_gate_matvecs_is_one_kernel(device):
+  """The whole step: gates = x W^T + h R^T + b (matvecs), then c' and h'; the h' kernel reads c'
+  at its own indices, so they join and the four gates' loops over h share one loop."""
+  rng = np.random.default_rng(4)
+  batch, width = 2, 8
+  x, h = rng.standard_normal((batch, width), np.float32), rng.standard_normal((batch, H), np.float32)
+  w = rng.standard_normal((4 * H, width), np.float32) * 0.3
+  r = rng.standard_normal((4 * H, H), np.float32) * 0.3
+  b, c = rng.standard_normal(4 * H, np.float32), rng.standard_normal((batch, H), np.float32)
+  T = kg.Tensor
+  gates = T(x) @ T(w).T + T(h) @ T(r).T + T(b)
+  c2, h2 = lstm_cell(T, gates, T(c))
+  assert len(kernel_names([c2, h2])) == 1           # main: 2
+  realize([c2.node, h2.node])
+  want_c, want_h = numpy_cell(x.astype(np.float64) @ w.T + h @ r.T + b, c)
+  np.testing.assert_allclose(c2.numpy(), want_c, rtol=1e-4, atol=1e-5)
+  np.testing.assert_allclose(h2.numpy(), want_h, rtol=1e-4, atol=1e-5)
