@@ -122,7 +122,8 @@ class RealizePlan:
   def __init__(self, items: list, order: list):
     position = {id(n): i for i, n in enumerate(order)}
     self.items = [(position[id(it.out)], tuple(position[id(i)] for i in it.inputs), it.name,
-                   it.rows, tuple(position[id(r)] for r in it.recomputed)) for it in items]
+                   it.rows, tuple(position[id(r)] for r in it.recomputed),
+                   tuple(position[id(e)] for e in it.extra)) for it in items]
     self.compiled: list = [None] * len(items)
     self.runs = 0                  # realizes of this plan (realize._swap)
     self.growing: dict = {}        # position -> larger kernel whose build is under way (_swap)
@@ -130,8 +131,8 @@ class RealizePlan:
   def schedule(self, order: list) -> list[ScheduleItem]:
     """The ScheduleItems of this plan over the nodes of a graph with the same key."""
     return [ScheduleItem(order[out], tuple(order[i] for i in inputs), name, rows,
-                         tuple(order[r] for r in again))
-            for out, inputs, name, rows, again in self.items]
+                         tuple(order[r] for r in again), tuple(order[e] for e in extra))
+            for out, inputs, name, rows, again, extra in self.items]
 
 
 def graph_key(roots: list[LazyOp], context) -> tuple[tuple | None, list[LazyOp]]:

@@ -107,9 +107,10 @@ def compile_plan(roots: list, target: Target | str = "python", options: dict | N
                  print_after=()) -> list:
   """compile_program's kernels with the schedule items they compute: [(ScheduleItem,
   CompiledKernel)] in launch order (export wires buffers from the items: slot 0 is `item.out`,
-  slot i the input `item.inputs[i - 1]`). Python's cyclic collector is paused meanwhile, as
-  realize pauses it (collector_paused, below: the passes' garbage holds no cycles; light
-  ResNet-50 for lavapipe, CPU s: 1.95-2.07 with it, 1.53-1.62 without, 380-470 collections)."""
+  slot i the input `item.inputs[i - 1]`, then `item.extra`'s outputs: graph/join.py). Python's
+  cyclic collector is paused meanwhile, as realize pauses it (collector_paused, below: the
+  passes' garbage holds no cycles; light ResNet-50 for lavapipe, CPU s: 1.95-2.07 with it,
+  1.53-1.62 without, 380-470 collections)."""
   with collector_paused():
     return _compile_plan(roots, get_target(target), options, print_after)
 
@@ -131,10 +132,13 @@ def collector_paused():
 
 
 def _compile_plan(roots: list, target: Target, options: dict | None, print_after) -> list:
+  from .graph.join import join_outputs
   from .graph.schedule import row_limit, schedule
   target.check_options(options or {})
+  limit = target.buffer_limit(options or {})
   with internal_errors("schedule"):
-    items = schedule(roots, target.buffer_limit(options or {}), row_limit(options))  # schedule
+    items = schedule(roots, limit, row_limit(options))                 # schedule
+    items = join_outputs(items, roots, limit)                          # join sibling outputs
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)
@@ -230,7 +234,7 @@ def renamed(compiled, item, target: Target, options: dict | None = None):
   from .uop.program import kernel_buffers
   options = dict(target.check_options(options or {}))
   limits.tick()            # the web page's time limit, as compile_item
-  names = {b.slot: b.name for b in kernel_buffers(item.out, item.inputs)}
+  names = {b.slot: b.name for b in kernel_buffers(item.out, item.inputs, item.extra)}
   kernel = compiled.kernel
   kernel = dataclasses.replace(kernel, name=item.name, buffers=tuple(
     dataclasses.replace(b, name=names.get(b.slot, f"buf{b.slot}")) for b in kernel.buffers))

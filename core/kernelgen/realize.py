@@ -47,8 +47,10 @@ def _plan(pending: list[LazyOp]) -> tuple:
   plan = plan_for(key)
   if plan is not None:
     return plan.schedule(order), plan
+  from .graph.join import join_outputs
   with internal_errors("schedule"):
-    items = schedule(pending, limit, rows)
+    items = schedule(pending, limit, rows)             # schedule
+    items = items if searching else join_outputs(items, pending, limit)   # join siblings
   if key is None:
     return items, None
   plan = RealizePlan(items, order)
@@ -101,6 +103,8 @@ def realize(nodes: list[LazyOp]) -> None:
     out = item.out
     # an in-place write (L.WRITE) stores into its target's buffer; others into a new one
     buffer = out.src[0].buffer if out.op is L.WRITE else Buffer(out.device, out.dtype, out.size)
+    buffer = (buffer,) + tuple(Buffer(e.device, e.dtype, e.size) for e in item.extra) \
+      if item.extra else buffer      # a joined kernel's outputs (graph/join.py), slot order
     if not out.size:
       out.buffer, out.src = buffer, ()
       continue
@@ -249,6 +253,12 @@ def _record_grown(item, runtime, options: dict, compiled):
   return compiled
 
 
+def launch_outputs(launches: list) -> list[Buffer]:
+  """The buffers a recording's launches (runtime, kernel, outputs, bound buffers) write, in
+  launch order: one per launch, several for a joined kernel's (graph/join.py)."""
+  return [buf for launch in launches for buf in launch[2]]
+
+
 def swapped(steps: list) -> list:
   """A recorded program's steps [(runtime, kernel, ...)], each capped kernel whose larger
   kernel (_record_grown) is built by now replaced by it (the same list when none is)."""
@@ -263,19 +273,22 @@ def swapped(steps: list) -> list:
   return steps if out is None else out
 
 
-def _launch(runtime, item, compiled, buffer: Buffer, values: dict) -> None:
-  """Run the compiled kernel of `item` into `buffer`; only then is its node realized (a kernel
-  cut short, by Ctrl-C or an error, leaves its node unrealized, to run again)."""
+def _launch(runtime, item, compiled, buffer, values: dict) -> None:
+  """Run the compiled kernel of `item` into `buffer` (a tuple of Buffers, `item.out`'s then
+  `item.extra`'s, for a joined kernel: graph/join.py); only then are its nodes realized (a
+  kernel cut short, by Ctrl-C or an error, leaves them unrealized, to run again)."""
   out = item.out
+  outs = buffer if isinstance(buffer, tuple) else (buffer,)
+  bound = [outs[0]] + [src.buffer for src in item.inputs] + list(outs[1:])
   with internal_errors(f"upload to {out.device}", item.name, ExecutionError):
-    handles = [buffer.handle] + [src.buffer.handle for src in item.inputs]
+    handles = [b.handle for b in bound]
   # a kernel binds only the buffers it still reads after simplification (by slot)
   with internal_errors(f"run on {out.device}", item.name, ExecutionError):
     runtime.run(compiled, [handles[b.slot] for b in compiled.buffers], values)
   if recording is not None:
-    bound = [buffer] + [src.buffer for src in item.inputs]
-    recording.append((runtime, compiled, buffer, [bound[b.slot] for b in compiled.buffers]))
-  out.buffer, out.src = buffer, ()
+    recording.append((runtime, compiled, outs, [bound[b.slot] for b in compiled.buffers]))
+  for node, buf in zip((out,) + item.extra, outs):
+    node.buffer, node.src = buf, ()
 
 
 def read_bytes(node: LazyOp) -> bytes:

@@ -100,12 +100,13 @@ def _kernels(op, seq, **attrs):
 
 
 @pytest.mark.parametrize("op,attrs,per_step", [
-    ("LSTM", {}, 2), ("GRU", {}, 2), ("GRU", {"linear_before_reset": 1}, 1), ("RNN", {}, 1)])
+    ("LSTM", {}, 1), ("GRU", {}, 2), ("GRU", {"linear_before_reset": 1}, 1), ("RNN", {}, 1)])
 def test_recurrent_kernels_per_step(op, attrs, per_step):
-  """Both directions step in the same kernels, each step's gates fuse (LSTM: c, then h; GRU: r,
-  then h; one with linear_before_reset; RNN: one), the input projection is at most one matmul
-  before the loop and Y a stack after it (6 steps at a time): no kernel per direction, none per
-  step beyond those, none recomputing earlier steps."""
+  """Both directions step in the same kernels, each step's gates fuse (LSTM: c and h, one kernel
+  storing both, graph/join.py; GRU: r, then h (r is read by h alone); one with
+  linear_before_reset; RNN: one), the input projection is at most one matmul before the loop and
+  Y a stack after it (6 steps at a time): no kernel per direction, none per step beyond those,
+  none recomputing earlier steps."""
   six, twelve = _kernels(op, 6, **attrs), _kernels(op, 12, **attrs)
   assert six <= 6 * per_step + 2
   assert 6 * per_step <= twelve - six <= 6 * per_step + 2

@@ -129,6 +129,29 @@ def test_hand_written_program_runs_in_chromium_like_numpy(chromium, site):
         f"(timestamp queries: {info['timed']})")
 
 
+def test_a_joined_kernel_writes_both_outputs_in_chromium(chromium, site):
+  """An LSTM cell's c' and h' (graph/join.py: one kernel, two storage bindings written) in a
+  bundle: both outputs as numpy's."""
+  root, server = site
+  hidden = 16
+  gates, c = kg.Tensor.empty(2, 4 * hidden, name="gates"), kg.Tensor.empty(2, hidden, name="c")
+  i, f, g, o = (gates[:, k * hidden:(k + 1) * hidden] for k in range(4))
+  c2 = i.sigmoid() * g.tanh() + f.sigmoid() * c
+  kg.export({"c_next": c2, "h_next": o.sigmoid() * c2.tanh()}, str(root / "cell"),
+            format="webgpu")
+  rng = np.random.default_rng(5)
+  gv, cv = rng.standard_normal((2, 4 * hidden), np.float32), rng.standard_normal((2, hidden),
+                                                                                np.float32)
+  info = _run_in_page(chromium, server, "cell", {"gates": gv, "c": cv})
+  assert len(info["kernels"]) == 1
+  sig = lambda v: 1 / (1 + np.exp(-v.astype(np.float64)))
+  iv, fv, zv, ov = np.split(gv, 4, axis=1)
+  want_c = sig(iv) * np.tanh(zv) + sig(fv) * cv
+  for name, want in (("c_next", want_c), ("h_next", sig(ov) * np.tanh(want_c))):
+    got = np.array(info["out"][name], np.float32).reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_digits_mlp_bundle_runs_in_chromium_like_numpy(chromium, site):
   root, server = site
   outputs, ref, sample = _digits()

@@ -2,7 +2,8 @@
 
 `make_plan(outputs, target, options)` compiles the program once (compiler.compile_plan: the same
 schedule and kernels as `kg.compile`) and wires every kernel's binding slots to the program's
-buffers: slot 0 is the kernel's own output, slot i its input `item.inputs[i - 1]`. A buffer is
+buffers: slot 0 is the kernel's own output, slot i its input `item.inputs[i - 1]`, then a joined kernel's
+further outputs `item.extra` (graph/join.py). A buffer is
   - an input: an unfilled named buffer (`Tensor.empty(..., name=)`), written by the caller;
   - a weight: any other realized buffer; its bytes go into weights.safetensors;
   - an output: a tensor the caller named in `outputs`;
@@ -156,7 +157,7 @@ def make_plan(outputs, target: str, options: dict, file_suffix: str) -> BundlePl
   table = _Buffers()
   kernels, sources = [], {}
   for index, (item, compiled) in enumerate(pairs):
-    slots = (item.out,) + tuple(item.inputs)
+    slots = (item.out,) + tuple(item.inputs) + tuple(item.extra)
     kernels.append(_kernel_entry(index, compiled, slots, table, file_suffix))
     sources[kernels[-1]["file"]] = compiled.source
     for entry, (_, _, variant) in zip(kernels[-1].get("variants", ()), compiled.variants):

@@ -39,7 +39,7 @@ def kernel_key(item: ScheduleItem, target, options: dict | None) -> tuple | None
   slots = {id(n): i + 1 for i, n in enumerate(item.inputs)}
   index: dict[int, int] = {}
   rows: list = []
-  stack = [(item.out, False)]
+  stack = [(n, False) for n in reversed(item.extra)] + [(item.out, False)]
   try:
     while stack:
       node, expanded = stack.pop()
@@ -60,6 +60,7 @@ def kernel_key(item: ScheduleItem, target, options: dict | None) -> tuple | None
                      value_key(node.arg), tuple(index[id(s)] for s in node.src)))
       index[id(node)] = len(rows) - 1
     again = tuple(index[id(r)] for r in item.recomputed)
+    again += (("extra",) + tuple(index[id(e)] for e in item.extra),) if item.extra else ()
     # the output's symbolic sizes (as expressions): they set a run-time grid (Launch.grid)
     return (target.name, options_key(options or {}), item.name, item.rows, again, item.out.sym,
             tuple(rows))

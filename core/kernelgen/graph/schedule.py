@@ -155,13 +155,15 @@ class ScheduleItem:
   name: str = ""               # stable, readable, unique within the schedule
   rows: tuple = ()             # a row kernel: the output axes each row loops over (see above)
   recomputed: tuple = ()       # reductions recomputed at each read (RECOMPUTE_LENGTH, above)
+  extra: tuple = ()            # further outputs of `out`'s shape (join.py), stored contiguously
+                               # into slots len(inputs) + 1, ...
 
 
 def kernel_reduces(item: ScheduleItem) -> list:
   """The reductions computed inside the kernel `item` (its inputs are other kernels), but for
   those it recomputes at each read (ScheduleItem.recomputed)."""
   stop = {id(i) for i in item.inputs + item.recomputed}
-  found, stack, seen = [], [item.out], set()
+  found, stack, seen = [], [*reversed(item.extra), item.out], set()
   while stack:
     node = stack.pop()
     if id(node) in seen or (id(node) in stop and node is not item.out) or node.realized:

@@ -62,6 +62,8 @@ def _lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
     stores = attention_stores(lw, opts)
   elif out.op is L.WRITE:      # an in-place write: value's elements into the target
     stores = write_stores(lw, opts)
+  elif item.extra:             # several outputs (graph/join.py): a thread's indices each
+    stores = _thread_stores(lw, opts)
   elif item.rows:
     stores = row_stores(lw, opts)
   elif opts.group:
@@ -72,7 +74,7 @@ def _lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
     stores = slide_stores(lw, opts)
   else:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
-  buffers = kernel_buffers(out, item.inputs)
+  buffers = kernel_buffers(out, item.inputs, item.extra)
   return UOp(Ops.SINK, None, tuple(stores)), buffers
 
 
@@ -102,20 +104,21 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   # (rules/sums.py), built as such: the loads' unravelled indices share it
   spread = [(gid, opts.local * opts.upcast, groups)] + ([(lid, opts.upcast, opts.local)]
                                                           if opts.local > 1 else [])
-  if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
+  vec = opts.upcast_vec and opts.upcast > 1 and groups * per_group == n and not lw.item.extra
+  if vec:
     stores = vector_thread_stores(lw, spread, opts.upcast)
     if stores is not None:
       return stores
   stores = []
+  # the further outputs (graph/join.py), each in its slot after the inputs, at the same indices
+  slots = [(0, out)] + [(len(lw.item.inputs) + 1 + k, e) for k, e in enumerate(lw.item.extra)]
   for j in range(opts.upcast):
     flat = linear_index(spread, j)
     gate = flat.lt(int_const(n)) if groups * per_group > n else None
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
-    value = lw.value(out, idxs, gate)
-    stores.append(lw.params[0].store(flat, value, gate))
-  if opts.upcast_vec and opts.upcast > 1 and groups * per_group == n:
-    return vector_stores(stores, opts.upcast)
-  return stores
+    for slot, node in slots:
+      stores.append(lw.params[slot].store(flat, lw.value(node, idxs, gate), gate))
+  return vector_stores(stores, opts.upcast) if vec else stores
 
 
 def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:

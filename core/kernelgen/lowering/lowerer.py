@@ -248,7 +248,7 @@ class Lowerer:
     self.slots = {id(n): i + 1 for i, n in enumerate(item.inputs)}
     self.params = [UOp(Ops.PARAM, item.out.dtype.ptr(item.out.size), (), 0)]
     self.params += [UOp(Ops.PARAM, n.dtype.ptr(n.size), (), i + 1)
-                    for i, n in enumerate(item.inputs)]
+                    for i, n in enumerate(item.inputs + item.extra)]
     self.cache: dict = {}
     self.view_axes: dict = {}          # id(VIEW node) -> the axes its value depends on
     self.next_id = 0

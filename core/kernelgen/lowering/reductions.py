@@ -18,7 +18,7 @@ from .vector import vector_loads
 def nested_reduces(item: ScheduleItem) -> set:
   """Ids of the reductions of `item` inside another of its reductions' source."""
   stop = {id(n) for n in item.inputs}
-  found, stack, seen = set(), [(item.out, False)], set()
+  found, stack, seen = set(), [(n, False) for n in (*reversed(item.extra), item.out)], set()
   while stack:
     node, inside = stack.pop()
     if (id(node), inside) in seen or (id(node) in stop and node is not item.out):

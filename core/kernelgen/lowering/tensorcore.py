@@ -172,8 +172,8 @@ def tensor_core_shape(dtype_in: str, target: Target, options: dict) -> tuple | N
 
 def lower_tensor_cores(item: ScheduleItem, target: Target, options: dict):
   """(SINK, buffers) of `item` computed with tensor cores, or None where they do not apply."""
-  if not _wanted(target, options) or item.out.size == 0:
-    return None
+  if not _wanted(target, options) or item.out.size == 0 or item.extra:
+    return None            # (a joined kernel's several outputs: lower.py's thread stores)
   mm = match_matmul(item)
   shape = None if mm is None else tensor_core_shape(mm.dtype_in, target, options)
   if shape is None:

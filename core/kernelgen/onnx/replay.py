@@ -42,7 +42,7 @@ class Program:
   (shape, logical shape)."""
 
   def __init__(self, launches: list, args: list, outputs: list):
-    made = {id(launch[2]): w for w, launch in enumerate(launches)}
+    made = {id(buf): w for w, buf in enumerate(realizing.launch_outputs(launches))}
     given = {id(buf): k for k, buf in enumerate(args)}
 
     def slot(buf):     # an input's buffer first: an in-place write's output is its target
@@ -56,7 +56,7 @@ class Program:
     self.steps = [(runtime, kernel, [slot(b) for b in bound])
                   for runtime, kernel, _, bound in launches]
     self.outputs = [(slot(buf), shape) for buf, shape in outputs]
-    self.buffers = [launch[2] for launch in launches]     # temporaries, reused by each replay
+    self.buffers = realizing.launch_outputs(launches)     # temporaries, reused by each replay
     self.returned = {x for (kind, x), _ in self.outputs if kind == "out"}
     self.dims = {name for _, kernel, _ in self.steps for name, _ in kernel.launch.uniforms}
     # launches that bind the same buffers in every replay (no input, no returned output)

@@ -130,8 +130,8 @@ class _Classifier:
   """What each buffer of a call B is, given the call A just before it (the module docstring)."""
 
   def __init__(self, a: _Recording, b: _Recording):
-    self.a_out = {id(launch[2]): w for w, launch in enumerate(a.launches)}
-    self.b_out = {id(launch[2]): w for w, launch in enumerate(b.launches)}
+    self.a_out = {id(buf): w for w, buf in enumerate(realizing.launch_outputs(a.launches))}
+    self.b_out = {id(buf): w for w, buf in enumerate(realizing.launch_outputs(b.launches))}
     self.a_args = {id(buf): k for k, buf in enumerate(a.args)}
     self.b_args = {id(buf): k for k, buf in enumerate(b.args)}
 
@@ -176,7 +176,7 @@ class _Program:
     self.shapes = [shape for _, shape in b.outputs]
     self.dims = {name for _, kernel, _, _ in b.launches for name, _ in kernel.launch.uniforms}
     self.result_shape = b.shape
-    self.current = [launch[2] for launch in b.launches]   # the latest value of each output
+    self.current = realizing.launch_outputs(b.launches)   # the latest value of each output
     self.carried = sorted({w for _, _, slots in self.steps for kind, w in slots if kind == CARRY})
     self.returned = {w for kind, w in self.outputs if kind == OUT}
     if self.returned & set(self.carried):

@@ -40,20 +40,23 @@ class Kernel:
     return gx * gy * gz * lx * ly * lz
 
 
-def kernel_buffers(out, inputs) -> list[BufferSpec]:
+def kernel_buffers(out, inputs, extra=()) -> list[BufferSpec]:
   """The buffer table of a kernel computing lazy node `out` from `inputs` (slot order): slot 0
   is "out"; an input is called by its buffer's name (`Tensor.empty(..., name=)`, or a program's
-  variable: tensor/names.py), else `in<slot>`. A name already taken in this kernel gets the
-  first free suffix `_2`, `_3`..., so names are unique within a kernel."""
+  variable: tensor/names.py), else `in<slot>`; the further outputs `extra` (graph/join.py) follow
+  the inputs as "out2", "out3"... A name already taken in this kernel gets the first free suffix
+  `_2`, `_3`..., so names are unique within a kernel."""
   specs, taken = [BufferSpec(0, "out", out.dtype, out.size, "write")], {"out"}
-  for slot, node in enumerate(inputs, 1):
-    name = getattr(node.buffer, "name", None) or f"in{slot}"
+  named = [(getattr(node.buffer, "name", None) or f"in{slot}", node, "read")
+           for slot, node in enumerate(inputs, 1)]
+  named += [(f"out{k + 2}", node, "write") for k, node in enumerate(extra)]
+  for slot, (name, node, access) in enumerate(named, 1):
     unique, n = name, 1
     while unique in taken:
       n += 1
       unique = f"{name}_{n}"
     taken.add(unique)
-    specs.append(BufferSpec(slot, unique, node.dtype, node.size, "read"))
+    specs.append(BufferSpec(slot, unique, node.dtype, node.size, access))
   return specs
 
 

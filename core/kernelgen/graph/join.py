@@ -1,0 +1,156 @@
+"""Kernels with several outputs: elementwise siblings of one iteration space joined into one kernel.
+
+The scheduler (schedule.py) gives each kernel one output. Two elementwise kernels over the same
+shape that read the same buffers (an LSTM cell's c' and h' = o * tanh(c'); issue 42) then each
+launch a grid and load those buffers once apiece, and the second reads the first's output back
+from memory. `join_outputs` folds such a kernel into an earlier one of the same shape: the joined
+kernel stores every output at each thread's indices (ScheduleItem.extra; lowering/lower.py's
+thread stores), computing a member that another member reads at the same indices once, in
+registers, instead of loading it.
+
+A kernel joins an earlier one (its "head") when both are elementwise at their output (an ALU op,
+a cast, a bitcast or a contiguous(); no row kernel, no recomputed reduction, no symbolic size; a
+reduction inside, the matvec of an LSTM's gates, of at most JOIN_REDUCE_MAX elements per output
+and fewer than TILED_REDUCE_MIN outputs) of one shape on one device; it shares an input buffer
+with the group (where no member reduces) or reads a member's output,
+only elementwise at its own indices (no reduction or view between them), and that output is a
+requested one or read by another kernel too (else the join would store it for nobody: a
+contiguous() chain, which stays two kernels as asked); no kernel scheduled between them reads a
+member's output (the joined kernel runs at the last member's place); and the joined kernel binds
+at most `max_buffers` buffers. The members' reductions over the same elements share one loop
+(lowering/reductions.py sibling_reduces walks every output). Not yet joined: a KV cache's k and v
+writes (L.WRITE outputs), row kernels, kernels of other shapes.
+"""
+from __future__ import annotations
+
+from .lazy import L, LazyOp
+from .schedule import TILED_REDUCE_MIN, ScheduleItem, binds, kernel_reduces
+
+_PLAIN = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)   # the output ops of a kernel that may join
+# the most elements a member's reduction sums per output: a joined kernel runs a thread per output
+# (lower.py's thread stores), each reduction a loop of its own (an LSTM step's gate rows, the
+# hidden size long); a longer one keeps its kernel, whose grouped lanes may read it faster, as
+# does one of TILED_REDUCE_MIN outputs or more (its register tiles). A prototype's bounds, not
+# yet measured (issue 42)
+JOIN_REDUCE_MAX = 1024
+_SAME_INDICES = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)   # ops reading sources at their own indices
+
+
+def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
+                 max_buffers: int | None = None) -> list[ScheduleItem]:
+  """`items` (schedule order) computing `roots` with sibling elementwise kernels joined (see the
+  module docstring): each group becomes one ScheduleItem whose `out` is the first member's
+  output and whose `extra` holds the others' in order, placed where its last member was. The
+  items' order otherwise stays; a list of the same items where nothing joins."""
+  readers: dict[int, int] = {id(r): 1 for r in roots}     # a requested output counts as read
+  for item in items:
+    for i in item.inputs:
+      readers[id(i)] = readers.get(id(i), 0) + 1
+  groups: list[list[ScheduleItem]] = []
+  open_groups: list[int] = []       # indices into `groups` a later kernel may still join
+  for item in items:
+    target = None
+    if _plain(item):
+      for g in open_groups:
+        if _fits(groups[g], item, readers, max_buffers):
+          target = g
+          break
+    for g in list(open_groups):     # a kernel reading a member's output closes that group
+      if g != target and _reads_any(item, groups[g]):
+        open_groups.remove(g)
+    if target is not None:
+      groups[target].append(item)
+      continue
+    groups.append([item])
+    if _plain(item):
+      open_groups.append(len(groups) - 1)
+  if all(len(g) == 1 for g in groups):
+    return items
+  return _ordered(groups, items)
+
+
+def _plain(item: ScheduleItem) -> bool:
+  """A kernel that may join another: elementwise at its output, static shape, its reductions
+  (if any) short enough for a thread per output (JOIN_REDUCE_MAX)."""
+  out = item.out
+  if out.op not in _PLAIN or not out.size or out.sym is not None or item.rows or \
+     item.recomputed or item.extra:
+    return False
+  reduces = kernel_reduces(item)
+  return not reduces or (out.size < TILED_REDUCE_MIN and
+                         all(r.src[0].size <= JOIN_REDUCE_MAX * r.size for r in reduces))
+
+
+def _outputs(group: list[ScheduleItem]) -> list[LazyOp]:
+  return [it.out for it in group]
+
+
+def _reads_any(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
+  outs = {id(o) for o in _outputs(group)}
+  return any(id(i) in outs for i in item.inputs)
+
+
+def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
+          max_buffers: int | None) -> bool:
+  head = group[0].out
+  if item.out.shape != head.shape or item.out.device != head.device:
+    return False
+  outs = {id(o) for o in _outputs(group)}
+  reads = {id(i) for it in group for i in it.inputs}
+  read = [i for i in item.inputs if id(i) in outs]
+  if not read and not any(id(i) in reads for i in item.inputs):
+    return False                      # unrelated kernels keep their own grids
+  if not read and any(kernel_reduces(it) for it in group + [item]):
+    return False     # siblings that only share inputs join without reductions (two convs of one
+                     # image keep their own tiles)
+  if read and (not _reads_in_place(item, outs) or any(readers[id(i)] < 2 for i in read)):
+    return False     # (a member only `item` reads would be stored for nobody: a contiguous()
+                     # chain; it stays two kernels, as asked)
+  inputs = _joined_inputs(group + [item])
+  return max_buffers is None or binds(inputs, head) + len(group) <= max_buffers
+
+
+def _reads_in_place(item: ScheduleItem, outs: set) -> bool:
+  """Whether every node of `item`'s kernel that reads one of `outs` reads it elementwise at its
+  own indices (so the joined kernel computes it once per thread, at the indices it stores)."""
+  stack, seen, inputs = [item.out], set(), {id(i) for i in item.inputs}
+  while stack:
+    node = stack.pop()
+    if id(node) in seen or id(node) in inputs or node.realized:
+      continue
+    seen.add(id(node))
+    for s in node.src:
+      if id(s) in outs and (node.op not in _SAME_INDICES or node.shape != s.shape):
+        return False
+    stack.extend(node.src)
+  return True
+
+
+def _joined_inputs(group: list[ScheduleItem]) -> tuple[LazyOp, ...]:
+  """The buffers a joined kernel reads: its members' inputs in order, once each, but the
+  members' own outputs (computed in the kernel)."""
+  outs = {id(o) for o in _outputs(group)}
+  seen, inputs = set(), []
+  for it in group:
+    for i in it.inputs:
+      if id(i) not in outs and id(i) not in seen:
+        seen.add(id(i))
+        inputs.append(i)
+  return tuple(inputs)
+
+
+def _ordered(groups: list[list[ScheduleItem]], items: list[ScheduleItem]) -> list[ScheduleItem]:
+  """One item per group, at the place of its last member in `items`."""
+  last = {id(g[-1]): g for g in groups}
+  out = []
+  for item in items:
+    group = last.get(id(item))
+    if group is None:
+      continue
+    if len(group) == 1:
+      out.append(item)
+      continue
+    head = group[0]
+    out.append(ScheduleItem(head.out, _joined_inputs(group), head.name,
+                            extra=tuple(it.out for it in group[1:])))
+  return out
