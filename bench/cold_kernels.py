@@ -135,13 +135,13 @@ def kernelgen_kernels(row: dict, adapter: str, options: dict | None = None) -> l
           for k in kg.compile(out, target="wgsl", adapter=adapter, **(options or {}))]
 
 
-def checkout_kernels(root: str, word: str, adapter: str, tiny: bool) -> list | str:
-  """The kernels of the row named by `word` as the kernelgen of checkout `root` (its core/)
+def checkout_kernels(root: str, name: str, adapter: str, tiny: bool) -> list | str:
+  """The kernels of row `name` as the kernelgen of checkout `root` (its core/)
   compiles them for `adapter`, in a subprocess (this script's rows and kernel_spec); or the
   subprocess's error text."""
   import subprocess
   env = {**os.environ, "PYTHONPATH": str(Path(root).resolve() / "core")}
-  args = [sys.executable, __file__, "--dump-row", word, "--adapters", adapter] + \
+  args = [sys.executable, __file__, "--dump-row", name, "--adapters", adapter] + \
     (["--tiny"] if tiny else [])
   done = subprocess.run(args, env=env, capture_output=True, text=True)
   if done.returncode:
@@ -206,10 +206,9 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   table = peers.rows(np, args.tiny)
   if args.dump_row:
-    name = next(n for n in table if args.dump_row in n)
     import kernelgen
     print(json.dumps({"core": kernelgen.__file__,
-                      "kernels": kernelgen_kernels(table[name], args.adapters)}))
+                      "kernels": kernelgen_kernels(table[args.dump_row], args.adapters)}))
     return 0
   variants = {k: json.loads(v) for k, v in named(args.variant, "--variant").items()}
   against = named(args.against, "--against")
@@ -220,10 +219,9 @@ def main(argv=None) -> int:
     theirs = {} if args.no_tinygrad else tinygrad_kernels(Path(tmp), names, args.tiny)
     for adapter in args.adapters.split(","):
       for name in names:
-        word = next(w for w in args.rows.split(",") if w in name)
         systems = {"kernelgen": kernelgen_kernels(table[name], adapter),
                    **{k: kernelgen_kernels(table[name], adapter, v) for k, v in variants.items()},
-                   **{k: checkout_kernels(d, word, adapter, args.tiny) for k, d in against.items()},
+                   **{k: checkout_kernels(d, name, adapter, args.tiny) for k, d in against.items()},
                    **({} if args.no_tinygrad else {"tinygrad": theirs[name]})}
         for rep in range(args.reps):
           for system in peers.round_order(list(systems), rep):

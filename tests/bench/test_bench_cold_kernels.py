@@ -41,8 +41,8 @@ def test_against_a_checkout_compiles_with_that_checkouts_kernelgen(tmp_path):
   import numpy as np
   row = cold_kernels.peers.rows(np, True)["sum 1000"]
   here = cold_kernels.kernelgen_kernels(row, "lavapipe")
-  assert cold_kernels.checkout_kernels(str(ROOT), "sum", "lavapipe", True) == here
-  got = cold_kernels.checkout_kernels(str(tmp_path), "sum", "lavapipe", True)
+  assert cold_kernels.checkout_kernels(str(ROOT), "sum 1000", "lavapipe", True) == here
+  got = cold_kernels.checkout_kernels(str(tmp_path), "sum 1000", "lavapipe", True)
   assert isinstance(got, str) and got
 
 
