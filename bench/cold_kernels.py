@@ -17,7 +17,13 @@ by a validation error scope (a rejected dispatch runs nothing and would time as 
 are zero buffers: this times builds and runs, not values (bench/peers_cold.py checks those).
 
     python bench/cold_kernels.py [--rows blur,digits] [--adapters lavapipe,swiftshader]
-        [--reps 2] [--tiny]
+        [--reps 2] [--tiny] [--variant NAME=JSON ...] [--against NAME=DIR ...] [--no-tinygrad]
+
+--variant adds kernelgen's kernels under more options (NAME={"slide": false}: a choice a one-off
+run could make), --against the kernels of another checkout's core/ (NAME=/work/main: its
+kernelgen compiles them in a subprocess, so a branch and main run alternated in one process).
+Rounds turn the systems' order (peers.round_order); after the rounds, each system's median and
+best of pipelines + first + map (the time to a first result the GPU side costs) per row.
 
 kernelgen's kernels are compiled as the page compiles them on that adapter (option adapter=,
 a one-off run); tinygrad's come from bench/peers.py's tinygrad worker (.venv-bench). The load
@@ -119,13 +125,54 @@ def kernel_spec(name: str, source: str, dispatch) -> dict:
           "kinds": [kinds[i] for i in range(len(kinds))], "dispatch": [int(d) for d in dispatch]}
 
 
-def kernelgen_kernels(row: dict, adapter: str) -> list:
-  """The row's kernels as kernelgen compiles them for `adapter` (a one-off run)."""
+def kernelgen_kernels(row: dict, adapter: str, options: dict | None = None) -> list:
+  """The row's kernels as kernelgen compiles them for `adapter` (a one-off run), under the
+  kernelgen options `options` too."""
   import kernelgen as kg
   tensors = [kg.Tensor(a, device="PYTHON") for a in row["inputs"]]
   out = row["lib"](peers.KernelgenLib(), *tensors)
   return [kernel_spec(k.name, k.source, k.launch.dispatch)
-          for k in kg.compile(out, target="wgsl", adapter=adapter)]
+          for k in kg.compile(out, target="wgsl", adapter=adapter, **(options or {}))]
+
+
+def checkout_kernels(root: str, name: str, adapter: str, tiny: bool) -> list | str:
+  """The kernels of row `name` as the kernelgen of checkout `root` (its core/)
+  compiles them for `adapter`, in a subprocess (this script's rows and kernel_spec); or the
+  subprocess's error text."""
+  import subprocess
+  env = {**os.environ, "PYTHONPATH": str(Path(root).resolve() / "core")}
+  args = [sys.executable, __file__, "--dump-row", name, "--adapters", adapter] + \
+    (["--tiny"] if tiny else [])
+  done = subprocess.run(args, env=env, capture_output=True, text=True)
+  if done.returncode:
+    return done.stderr[-400:]
+  got = json.loads(done.stdout)
+  if not Path(got["core"]).resolve().is_relative_to(Path(root).resolve()):
+    return f"kernelgen came from {got['core']}, not {root}"
+  return got["kernels"]
+
+
+def named(pairs: list, what: str) -> dict:
+  """{NAME: VALUE} of NAME=VALUE arguments (`what`: the option's name, for the error)."""
+  out = {}
+  for pair in pairs:
+    name, eq, value = pair.partition("=")
+    if not eq or not name:
+      raise SystemExit(f"{what} {pair!r}: give NAME=VALUE")
+    out[name] = value
+  return out
+
+
+def medians(results: list) -> list:
+  """Lines of each (adapter, row, system)'s median and best of pipelines + first + map, ms,
+  from [(adapter, row, system, timings)]."""
+  import statistics
+  groups: dict = {}
+  for adapter, name, system, got in results:
+    groups.setdefault((adapter, name, system), []).append(
+      got["pipelines"] + got["first"] + got["map"])
+  return [f"{a:11s} {n[:30]:30s} {s:9s} to result median {statistics.median(v):7.1f}  best "
+          f"{min(v):7.1f} ms of {len(v)}" for (a, n, s), v in groups.items()]
 
 
 def tinygrad_kernels(folder: Path, names: list, tiny: bool) -> dict:
@@ -149,18 +196,35 @@ def main(argv=None) -> int:
   parser.add_argument("--adapters", default="lavapipe,swiftshader")
   parser.add_argument("--reps", type=int, default=2)
   parser.add_argument("--tiny", action="store_true", help="tiny rows (a check, not a bench)")
+  parser.add_argument("--variant", action="append", default=[],
+                      help='NAME=JSON: kernelgen under these options too, e.g. '
+                           'noslide=\'{"slide": false}\'')
+  parser.add_argument("--against", action="append", default=[],
+                      help="NAME=DIR: the kernels of checkout DIR's kernelgen too (e.g. main)")
+  parser.add_argument("--no-tinygrad", action="store_true", help="kernelgen's kernels only")
+  parser.add_argument("--dump-row", help=argparse.SUPPRESS)   # (checkout_kernels' subprocess)
   args = parser.parse_args(argv)
   table = peers.rows(np, args.tiny)
+  if args.dump_row:
+    import kernelgen
+    print(json.dumps({"core": kernelgen.__file__,
+                      "kernels": kernelgen_kernels(table[args.dump_row], args.adapters)}))
+    return 0
+  variants = {k: json.loads(v) for k, v in named(args.variant, "--variant").items()}
+  against = named(args.against, "--against")
   names = [n for n in table if any(w in n for w in args.rows.split(","))]
+  results = []
   with tempfile.TemporaryDirectory(prefix="kg-coldk-") as tmp, \
        StaticServer(ROOT / "bench") as server, sync_playwright() as pw:
-    theirs = tinygrad_kernels(Path(tmp), names, args.tiny)
+    theirs = {} if args.no_tinygrad else tinygrad_kernels(Path(tmp), names, args.tiny)
     for adapter in args.adapters.split(","):
       for name in names:
         systems = {"kernelgen": kernelgen_kernels(table[name], adapter),
-                   "tinygrad": theirs[name]}
+                   **{k: kernelgen_kernels(table[name], adapter, v) for k, v in variants.items()},
+                   **{k: checkout_kernels(d, name, adapter, args.tiny) for k, d in against.items()},
+                   **({} if args.no_tinygrad else {"tinygrad": theirs[name]})}
         for rep in range(args.reps):
-          for system in (list(systems) if rep % 2 == 0 else list(systems)[::-1]):
+          for system in peers.round_order(list(systems), rep):
             kernels = systems[system]
             if isinstance(kernels, str):
               print(f"{adapter} {name} {system}: failed ({kernels[:120]})")
@@ -182,6 +246,8 @@ def main(argv=None) -> int:
             print(head + "".join(f"  {k} {got[k]:7.1f}" for k in ("pipelines", "first",
                                                                    "again", "map"))
                   + f"  ms (load {os.getloadavg()[0]:.1f})", flush=True)
+            results.append((adapter, name, system, got))
+  print("\n".join(medians(results)))
   return 0
 
 
