@@ -54,7 +54,11 @@ TILED_ROWS = 2
 # activation loads 0.52; the whole matvec (zero point 8) 0.42-0.44; the compiled kernel 0.29-0.31
 # (its zero-point byte per block and row: 0.35 without). So 0.7 is out of reach there for an
 # exact f32 dequantization: the field arithmetic alone (4 SIMD ops per 4-bit field) outlasts the
-# copy.
+# copy. bench/q4_matvec.py at the defaults (main at 4aca660, load 2.0, best of 10), 1536x576 /
+# 576x1536 / 4864x896 / 896x4864: 0.34 / 0.39 / 0.21 / 0.23, cpu 0.48 / 0.55 / 0.42 / 0.48;
+# lane-major 0.35 / 0.38 / 0.36 / 0.54, cpu 0.49 / 0.53 / 0.43 / 0.47. Rows per thread 4 or 16,
+# 2 blocks a trip (load ~18): cpu 0.31-0.56, no better; one multiply fewer per value
+# (lowerer._scaled_first): within the noise.
 
 
 def fields(x: Tensor, bits: int) -> Tensor:
@@ -251,9 +255,10 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   with zeros to whole blocks; the fields taken in place (placed_fields: field * 2^pos times the
   constant 2^-pos, exact), the zero point subtracted in the same reduction (one kernel, not a
   dot and a zero-point term; the CPU adapters' unrolled step takes it once per block and row, as
-  the block's sum of x times the zero point: lowering/lowerer.py _pairwise). So each value costs
-  a mask, a conversion, a multiply and a multiply-add, and the reduction keeps the three axes, so a thread
-  loads each word once for all its fields and each block's scale and zero point once
+  the block's sum of x times the zero point: lowering/lowerer.py _pairwise; and x times each
+  field's 2^-pos once per block for all the thread's rows: _scaled_first). So each value and row
+  costs a mask, a conversion, a multiply and an add, and the reduction keeps the three axes, so a
+  thread loads each word once for all its fields and each block's scale and zero point once
   (optimize.py's reduce_inner on CPU adapters, whose unrolled step multiplies a block's sum by
   its scale once: the scale is the products' last factor; lowering/threads.py's reduce_whole
   unrolls them all); nothing dequantized is written to memory. The rows may also come as
