@@ -47,6 +47,11 @@ MIN_GATED_LOCAL = 64
 # (multiples of the lanes dividing its threads: spread_groups). A CPU adapter runs each workgroup
 # on one core: ddddocr's 3x3 convs 64 -> 256 channels at 8x20 (256 threads of 8x16 tiles) ran as
 # one workgroup, one core of two idle; PP-OCRv4 detection's 5x5 depthwise convs at 10x10 as 3.
+# bench/min_groups_ab.py (natively, interleaved in one process, best of 9-15, load 18-24 on 2
+# shared CPUs: wall times are directions only), before / after: the CPU ms of each dispatch are
+# unchanged (lavapipe 64 -> 256 4.33 / 4.42, 48 -> 192 3.38 / 3.37, matmul 512^3 21.1 / 21.3;
+# SwiftShader 14.9 / 15.0, 10.1 / 9.8, 80.4 / 80.3); the GPU-timestamp ms of the one-workgroup
+# conv on SwiftShader 27.3 / 15.5, lavapipe's 48 -> 192 2.77 / 1.50 (median: noise).
 # options that choose another layout: with any of them, reduce_inner does not apply
 OTHER_LAYOUTS = ("group", "upcast", "tile", "stage")
 # reduce_whole: workgroup sizes to try (one dividing the threads: no gate), best first
