@@ -337,7 +337,8 @@ def _tile_opts(item: ScheduleItem, target: Target, options: dict, tile: tuple, a
   """The launch options of `item` in register tile `tile` of `axes` (window `inner` unrolled)."""
   threads = _tile_threads(item, tile, axes)
   local = int(options.get("local", 0)) or local_size(
-    threads, grid_local(item, target.max_local), int(options.get("exact_local", 0) or 0))
+    threads, grid_local(item, target.max_local), int(options.get("exact_local", 0) or 0),
+    int(options.get("min_groups", 0) or 0))
   chunk = int(options.get("tile_chunk", -1))
   return Opts(local=local, upcast=1, tile=tile, tile_axes=axes, fma=target.tile_fma,
               tile_inner=inner, tile_unroll=int(options.get("tile_unroll", 0) or 0),

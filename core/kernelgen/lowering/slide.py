@@ -67,7 +67,7 @@ from ..graph.view import contiguous_strides, prod
 from ..uop.ops import Ops, UOp, toposort
 from .index_math import gate_and, int_const, linear_index, plus_offset
 from .lowerer import MAX_TRIPS, Opts, tile_threads
-from .threads import local_size
+from .threads import local_size, spread_groups
 from .tileplan import StageLowerer, probe_vars, read_axes
 from .vector import MAX_VECTOR, aligned_loads
 
@@ -242,12 +242,13 @@ def slide_choices(item: ScheduleItem, target, options: dict) -> list[Opts]:
   vec = bool(options.get("upcast_vec", target.upcast_vec))
   if forced:
     return [_opts(item, target, axes, min(want[0], MAX_TRIPS - p.slots + 1), want[1], vec)]
+  spread = (int(options.get("exact_local", 0) or 0), int(options.get("min_groups", 0) or 0))
   kh, kw = p.window_shape
   work, nc = kh * kw * p.channels, item.out.shape[axes[1]]
   fits = [c for c in SLIDE_COLS if c * work <= SLIDE_WORK and
           (c < SLIDE_WIDE or vec and c * work <= SLIDE_WIDE_WORK and not nc % c)] or [1]
   fits = list(dict.fromkeys(min(c, nc) for c in fits))
-  return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c, vec) for c in fits]
+  return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c, vec, spread) for c in fits]
 
 
 def _strip_rows(item: ScheduleItem, p: SlidePlan, axes: tuple, cols: int) -> int:
@@ -263,11 +264,17 @@ def _strip_rows(item: ScheduleItem, p: SlidePlan, axes: tuple, cols: int) -> int
   return min(strip, MAX_TRIPS - p.slots + 1)
 
 
-def _opts(item: ScheduleItem, target, axes: tuple, rows: int, cols: int, vec: bool) -> Opts:
+def _opts(item: ScheduleItem, target, axes: tuple, rows: int, cols: int, vec: bool,
+          spread: tuple = (0, 0)) -> Opts:
+  """The launch of a slide of (rows, cols) outputs per thread; `spread` (lanes, groups): options
+  exact_local and min_groups, the workgroups' split (threads.local_size)."""
   shape = item.out.shape
   threads = prod(shape) // shape[axes[0]] // shape[axes[1]] * \
     math.ceil(shape[axes[0]] / rows) * math.ceil(shape[axes[1]] / cols)
-  return Opts(local=local_size(threads, target.max_local), slide=(rows, cols), tile_axes=axes,
+  local = local_size(threads, target.max_local)
+  if all(spread):
+    local = spread_groups(threads, local, *spread)
+  return Opts(local=local, slide=(rows, cols), tile_axes=axes,
               fma=target.tile_fma, upcast_vec=vec)
 
 

@@ -42,6 +42,16 @@ MIN_GATED_LOCAL = 64
 # at 7.7-8.4, SwiftShader at 3.5 against 2.9. The whole model's warm call (1x3x320x320, CPU ms,
 # median of 8 (SwiftShader 5), main / this interleaved per pair, load 7-17): lavapipe 231 / 204,
 # 260 / 197, 251 / 239; SwiftShader 866 / 684, 719 / 702; outputs as onnxruntime's.
+# option min_groups=G (both CPU adapters' register tiles and slid windows, with exact_local's
+# lanes): a kernel whose workgroup size leaves fewer than G workgroups takes smaller ones
+# (multiples of the lanes dividing its threads: spread_groups). A CPU adapter runs each workgroup
+# on one core: ddddocr's 3x3 convs 64 -> 256 channels at 8x20 (256 threads of 8x16 tiles) ran as
+# one workgroup, one core of two idle; PP-OCRv4 detection's 5x5 depthwise convs at 10x10 as 3.
+# bench/min_groups_ab.py (natively, interleaved in one process, best of 9-15, load 18-24 on 2
+# shared CPUs: wall times are directions only), before / after: the CPU ms of each dispatch are
+# unchanged (lavapipe 64 -> 256 4.33 / 4.42, 48 -> 192 3.38 / 3.37, matmul 512^3 21.1 / 21.3;
+# SwiftShader 14.9 / 15.0, 10.1 / 9.8, 80.4 / 80.3); the GPU-timestamp ms of the one-workgroup
+# conv on SwiftShader 27.3 / 15.5, lavapipe's 48 -> 192 2.77 / 1.50 (median: noise).
 # options that choose another layout: with any of them, reduce_inner does not apply
 OTHER_LAYOUTS = ("group", "upcast", "tile", "stage")
 # reduce_whole: workgroup sizes to try (one dividing the threads: no gate), best first
@@ -73,11 +83,29 @@ GRID_LOCAL = 64
 MAX_TILE_CHUNK = 16
 
 
-def local_size(n: int, limit: int, lanes: int = 0) -> int:
+def local_size(n: int, limit: int, lanes: int = 0, groups: int = 0) -> int:
   """Threads per workgroup for n threads: the first of PREFERRED_LOCAL (within `limit`) that
   divides n; else with `lanes` (option exact_local: a CPU adapter's register tiles) the largest
   multiple of `lanes`, at least 2 * lanes and at most MIN_GATED_LOCAL, that divides n (no gated
-  last workgroup: EXACT_LOCAL); else MIN_GATED_LOCAL (gated), or n itself when fewer."""
+  last workgroup: EXACT_LOCAL); else MIN_GATED_LOCAL (gated), or n itself when fewer. With
+  `lanes` and `groups` (option min_groups, above), a size that leaves fewer than `groups`
+  workgroups is cut to a multiple of `lanes` dividing n (spread_groups)."""
+  size = _first_local(n, limit, lanes)
+  return spread_groups(n, size, lanes, groups) if lanes and groups else size
+
+
+def spread_groups(n: int, size: int, lanes: int, groups: int) -> int:
+  """`size` threads per workgroup for n threads, or where that leaves fewer than `groups`
+  workgroups, the largest multiple of `lanes` (at least 2 * lanes) dividing n that leaves
+  `groups`, else the least such multiple below `size` (the most workgroups it can have)."""
+  if n // size >= groups:
+    return size
+  cuts = [s for s in range(2 * lanes, size, lanes) if n % s == 0]
+  enough = [s for s in cuts if n // s >= groups]
+  return enough[-1] if enough else (cuts[0] if cuts else size)
+
+
+def _first_local(n: int, limit: int, lanes: int) -> int:
   for size in PREFERRED_LOCAL:
     if size <= limit and n % size == 0:
       return size
