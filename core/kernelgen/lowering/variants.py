@@ -295,7 +295,7 @@ def reduce_variants(item: ScheduleItem, target: Target, options: dict, opts: Opt
     return []
   threads = prod(-(-n // opts.tile[opts.tile_axes.index(a)]) if a in opts.tile_axes else n
                  for a, n in enumerate(item.out.shape))
-  local = spread_local(threads, opts.local, *spread)
+  local = _spread_local(threads, opts.local, *spread)
   return [(name, lo, {"tile": opts.tile, "group": 0, "local": local})] if local < opts.local \
     else []
 
@@ -306,7 +306,7 @@ def _spread(merged: dict) -> tuple:
   return (groups, max(int(merged.get("exact_local", 0) or 0), 1)) if groups else (0, 0)
 
 
-def spread_local(threads: int, local: int, groups: int, lanes: int) -> int:
+def _spread_local(threads: int, local: int, groups: int, lanes: int) -> int:
   """`local` threads per workgroup, halved while `threads` fill fewer than `groups`
   workgroups, down to `lanes` (each halving dividing `threads`); `local` where groups is 0."""
   while groups and local // 2 >= lanes and -(-threads // local) < groups and \
@@ -320,11 +320,11 @@ def _local(item: ScheduleItem, tile: tuple, axes: tuple, most: int, axis: int, t
   """A variant's threads per workgroup: sized for its threads at `most` rounded up to a power
   of two (a `most` such as 248 leaves 992 threads, whose largest preferred divisor is 32: twice
   the workgroups), unless that is more than the threads at `most`; then spread (`spread`:
-  (groups, lanes), _spread) over the adapter's variant_groups workgroups (spread_local)."""
+  (groups, lanes), _spread) over the adapter's variant_groups workgroups (_spread_local)."""
   limit = grid_local(item, target.max_local)
   threads = _threads(item, tile, axes, most, axis)
   rounded = local_size(_threads(item, tile, axes, 1 << (most - 1).bit_length(), axis), limit)
-  return spread_local(threads, rounded if rounded <= threads else local_size(threads, limit),
+  return _spread_local(threads, rounded if rounded <= threads else local_size(threads, limit),
                       *spread)
 
 
