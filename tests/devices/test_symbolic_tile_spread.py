@@ -5,8 +5,8 @@ variant of (m, 512) @ (512, 512) (64 threads in one workgroup) 1.45x the GPU tim
 kernel (a 1-row matvec in 8 workgroups), and (64, k) @ (k, 64) at k = 1 (the kernel's one
 workgroup of 256 threads) 1.34x the static kernel (elementwise, 16 workgroups). Checked: the
 workgroups each small value launches, that adapters without the option keep theirs, and that
-each spread variant is right on PYTHON (the inputs' padding NaN), one workgroup fewer leaving
-outputs unwritten."""
+each spread variant is right on PYTHON and WEBGPU (the inputs' padding NaN), one workgroup fewer
+leaving outputs unwritten."""
 from __future__ import annotations
 
 import dataclasses
@@ -64,8 +64,11 @@ def test_swiftshaders_symbolic_k_takes_a_spread_variant_at_its_low_end():
   assert variant_for(kernel, {"k": 2}) is kernel
 
 
-def test_spread_variants_write_every_output_on_python():
-  runtime = device_runtime("PYTHON")
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+def test_spread_variants_write_every_output(device):
+  """Right at m = 1, 3 and k = 1 (the padding NaN); on PYTHON one workgroup fewer leaves
+  outputs unwritten."""
+  runtime = device_runtime(device)
   k, n = 8, 512
   kernel = _matmul(k, n, adapter="swiftshader")
   w = np.random.default_rng(0).standard_normal((k, n)).astype(np.float32)
@@ -77,15 +80,18 @@ def test_spread_variants_write_every_output_on_python():
     assert groups > 1, f"m = {m}"
     got = run_named(runtime, picked, {"x": x, "w": w}, {"m": m}, out_fill=np.nan)
     np.testing.assert_allclose(got.reshape(2048, n)[:m], x[:m] @ w, rtol=1e-4, atol=1e-4)
-    fewer = run_named(runtime, _fewer(picked, groups - 1), {"x": x, "w": w}, {"m": m},
-                      out_fill=np.nan)
-    assert np.isnan(fewer.reshape(2048, n)[:m]).any(), f"m = {m}"
+    if device == "PYTHON":
+      fewer = run_named(runtime, _fewer(picked, groups - 1), {"x": x, "w": w}, {"m": m},
+                        out_fill=np.nan)
+      assert np.isnan(fewer.reshape(2048, n)[:m]).any(), f"m = {m}"
   kernel = _gram(64, adapter="swiftshader")
   variant = variant_for(kernel, {"k": 1})
+  assert variant is not kernel
   x = np.full((64, 64), np.nan, np.float32)
   x[:, :1] = np.random.default_rng(1).standard_normal((64, 1))
   got = run_named(runtime, variant, {"x": x}, {"k": 1}, out_fill=np.nan).reshape(64, 64)
   np.testing.assert_allclose(got, x[:, :1] @ x[:, :1].T, rtol=1e-5, atol=1e-6)
-  fewer = run_named(runtime, _fewer(variant, variant.global_size[0] - 1), {"x": x}, {"k": 1},
-                    out_fill=np.nan)
-  assert np.isnan(fewer).any()
+  if device == "PYTHON":
+    fewer = run_named(runtime, _fewer(variant, variant.global_size[0] - 1), {"x": x}, {"k": 1},
+                      out_fill=np.nan)
+    assert np.isnan(fewer).any()

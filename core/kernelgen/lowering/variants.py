@@ -308,9 +308,10 @@ def _spread(merged: dict) -> tuple:
 
 def _spread_local(threads: int, local: int, groups: int, lanes: int) -> int:
   """`local` threads per workgroup, halved while `threads` fill fewer than `groups`
-  workgroups, down to `lanes` (each halving dividing `threads`); `local` where groups is 0."""
-  while groups and local // 2 >= lanes and -(-threads // local) < groups and \
-      threads % (local // 2) == 0:
+  workgroups, down to `lanes` (each halving a multiple of `lanes` dividing `threads`); `local`
+  where groups is 0."""
+  while groups and (local // 2) % lanes == 0 and local // 2 >= lanes and \
+      -(-threads // local) < groups and threads % (local // 2) == 0:
     local //= 2
   return local
 
