@@ -154,6 +154,14 @@ SHORT_ROW_LOCAL = 8
 # unrolled once, the lanes share a row of 77 as 3 steps each, where 4 unrolled steps left 3 of
 # 8 lanes idle (lavapipe, (64, 77) in 8 lanes, same load: 0.069-0.053 ms against 0.075-0.060)
 LANE_VARIANT_OPTIONS = {"group_unroll": 1}
+# with an adapter's option variant_groups (SwiftShader's: 8), a register tile's variants spread
+# their threads over at least that many workgroups (at a variant's `most`, where its threads
+# allow), halving the workgroup down to option exact_local (the adapter's lanes), as the static
+# kernel of a short M does (threads.STEP_GROUPS: a 1-row matvec's reduce_step layout, 8
+# workgroups of 8): the adapter runs a workgroup on one core, and matmul (m, 512) @ (512, 512)'s
+# m = 1 variant (a 1 x 8 tile, 64 threads in one workgroup) took 1.45x the static kernel's GPU
+# time (0.695 against 0.481 ms, bench/symbolic_static.py at idle). Not lavapipe's: its m = 1
+# variant in one workgroup already ran 0.66x the static kernel there.
 # at most this many variants besides the kernel itself (each costs a compile and a pipeline; a
 # symbolic N matmul on lavapipe, (64, 512) @ (512, n) in 1..2048, takes 8: the tile changes at
 # n = 2, 3, 4, 8, 61, 249, 497, 505 and 1009, 497..504 joining the run below, and a value
@@ -177,7 +185,9 @@ def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | Non
     return attention_variants(item, options, opts)
   if item.rows:
     return row_variants(item, target, options, opts)
-  return tile_variants(item, target, options, opts) if gridded else []
+  if gridded:
+    return tile_variants(item, target, options, opts)
+  return reduce_variants(item, target, options, opts)
 
 
 def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None) -> list:
@@ -258,19 +268,65 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
   ladder = tile_ladder(at, lo, hi + 1 if opts.capped else hi)
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
+  spread = _spread(merged)
   return [(name, most, {"tile": tile, "group": 0, "local": _local(item, tile, opts.tile_axes,
-                                                                  most, axis, target)})
+                                                                  most, axis, target, spread)})
           for most, tile in _within(ladder, MAX_VARIANTS)]
 
 
-def _local(item: ScheduleItem, tile: tuple, axes: tuple, most: int, axis: int, target) -> int:
+def reduce_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None) -> list:
+  """[(dim, lo, options)]: a register-tiled kernel whose one symbolic dim is the length of its
+  one reduction (a matmul's K: (64, k) @ (k, 64)), on an adapter with option variant_groups,
+  takes a variant for the range's low end `lo` with its threads spread over that many
+  workgroups: there the static kernel may reduce nothing (k = 1: an elementwise kernel, 16
+  workgroups on SwiftShader, where this kernel's 256 threads run one workgroup at every k and
+  took 1.34x its GPU time). Not pinned (pinned.py): with the dim a constant, the 4-step loop
+  over k makes no trip, and the simplifier moved its loads out of the loop. [] otherwise."""
+  if opts is None or not opts.tile or opts.stage or grid_axis(item.out) is not None or \
+     "tile" in options or "local" in options:
+    return []
+  reduces = kernel_reduces(item)
+  bound = reduces[0].bound if len(reduces) == 1 else None
+  spread = _spread(with_adapter_defaults(item, target, options))
+  if not bound or len(bound) != 1 or bound[0][1].op is not L.VAR or not spread[0]:
+    return []
+  name, lo, hi = bound[0][1].arg
+  if lo >= hi:
+    return []
+  threads = prod(-(-n // opts.tile[opts.tile_axes.index(a)]) if a in opts.tile_axes else n
+                 for a, n in enumerate(item.out.shape))
+  local = _spread_local(threads, opts.local, *spread)
+  return [(name, lo, {"tile": opts.tile, "group": 0, "local": local})] if local < opts.local \
+    else []
+
+
+def _spread(merged: dict) -> tuple:
+  """(groups, lanes): options variant_groups and exact_local ((0, 0) without the first)."""
+  groups = int(merged.get("variant_groups", 0) or 0)
+  return (groups, max(int(merged.get("exact_local", 0) or 0), 1)) if groups else (0, 0)
+
+
+def _spread_local(threads: int, local: int, groups: int, lanes: int) -> int:
+  """`local` threads per workgroup, halved while `threads` fill fewer than `groups`
+  workgroups, down to `lanes` (each halving a multiple of `lanes` dividing `threads`); `local`
+  where groups is 0."""
+  while groups and (local // 2) % lanes == 0 and local // 2 >= lanes and \
+      -(-threads // local) < groups and threads % (local // 2) == 0:
+    local //= 2
+  return local
+
+
+def _local(item: ScheduleItem, tile: tuple, axes: tuple, most: int, axis: int, target,
+           spread: tuple = (0, 0)) -> int:
   """A variant's threads per workgroup: sized for its threads at `most` rounded up to a power
   of two (a `most` such as 248 leaves 992 threads, whose largest preferred divisor is 32: twice
-  the workgroups), unless that is more than the threads at `most`."""
+  the workgroups), unless that is more than the threads at `most`; then spread (`spread`:
+  (groups, lanes), _spread) over the adapter's variant_groups workgroups (_spread_local)."""
   limit = grid_local(item, target.max_local)
   threads = _threads(item, tile, axes, most, axis)
   rounded = local_size(_threads(item, tile, axes, 1 << (most - 1).bit_length(), axis), limit)
-  return rounded if rounded <= threads else local_size(threads, limit)
+  return _spread_local(threads, rounded if rounded <= threads else local_size(threads, limit),
+                      *spread)
 
 
 def tile_ladder(at, lo: int, hi: int) -> list:
