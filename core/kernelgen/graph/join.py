@@ -26,7 +26,9 @@ no reduction in either (a write that computes its projection keeps its own group
 shared input (the position; the joined q/k/v projection), distinct targets that no member
 reads, and neither reading the other's output. Each thread stores its element of every value
 into that write's own target (lowering/lower.py write_stores): a decode step's layer launches
-one cache write, not two. Not yet joined: row kernels, kernels of other shapes.
+one cache write, not two. Not yet joined: row kernels, kernels of other shapes, and writes with
+a kernel between them that reads the first one's output (examples/tiny_gpt.py: its scores read the
+k cache before the v write is scheduled; joining there would need the later write moved up).
 """
 from __future__ import annotations
 
