@@ -102,8 +102,8 @@ def realize(nodes: list[LazyOp]) -> None:
   for at, item in enumerate(items):
     out = item.out
     # an in-place write (L.WRITE) stores into its target's buffer; others into a new one
-    buffer = out.src[0].buffer if out.op is L.WRITE else Buffer(out.device, out.dtype, out.size)
-    buffer = (buffer,) + tuple(Buffer(e.device, e.dtype, e.size) for e in item.extra) \
+    buffer = _out_buffer(out)
+    buffer = (buffer,) + tuple(_out_buffer(e) for e in item.extra) \
       if item.extra else buffer      # a joined kernel's outputs (graph/join.py), slot order
     if not out.size:
       out.buffer, out.src = buffer, ()
@@ -271,6 +271,12 @@ def swapped(steps: list) -> list:
       out = out or list(steps)
       out[i] = (runtime, pending[1], *rest)
   return steps if out is None else out
+
+
+def _out_buffer(out: LazyOp) -> Buffer:
+  """The buffer a kernel stores `out` into: an in-place write's (L.WRITE) its target's, else a
+  new one."""
+  return out.src[0].buffer if out.op is L.WRITE else Buffer(out.device, out.dtype, out.size)
 
 
 def _launch(runtime, item, compiled, buffer, values: dict) -> None:

@@ -2,12 +2,14 @@
 traced for a CPU adapter (lavapipe), issue 35's dispatches per token: every run dispatches each
 of the bundle's kernels once, so the manifest's kernel list is the decode step's launch list.
 The one-token bundle's step takes what kg.generate's native step does (tests/onnx_import/
-test_onnx_decode_dispatches.py): 9 kernels per layer (the norm's realized row, the joined QKV
-MatMulNBits, 2 cache writes, the attention, the output projection, the second norm, gate and up,
-down) and, once, the key count, the final norm, the LM head and the token draw, plus one
-residual realized where WebGPU's default of 8 storage buffers splits a kernel. A symbolic step
-(a prompt in one run) keeps its norms' statistics and rows, and gate and up, apart (realizing
-its rows measured slower: onnx/operators/weights.py packed_rows): 10 a layer.
+test_onnx_decode_dispatches.py): 8 kernels per layer (the norm's realized row, the joined QKV
+MatMulNBits, the k and v cache writes joined into one kernel (graph/join.py), the attention, the
+output projection, the second norm, gate and up, down) and, once, the key count, the final norm,
+the LM head and the token draw, plus one residual realized where WebGPU's default of 8 storage
+buffers splits a kernel. A symbolic step (a prompt in one run) keeps its norms' statistics and
+rows, and gate and up, apart (realizing its rows measured slower: onnx/operators/weights.py
+packed_rows): 9 a layer. The fp32 model's one-token step: 7 a layer (its norms computed in the
+projections that read them).
 
 The bugs: MatMulNBits traced on PYTHON ignored the adapter it was traced for (no row defaults
 in row_input), so each normed row of a one-token step was staged into its matvec by two kernels
@@ -36,10 +38,11 @@ CONTEXT = 32
 ADAPTER = "lavapipe"
 
 
-def _bundle(path, config: str, step: int, layers: int = 2, buffers: int = 8, rotary="op"):
+def _bundle(path, config: str, step: int, layers: int = 2, buffers: int = 8, rotary="op",
+            dtype="q4"):
   from kernelgen.export.onnx_lm import causal_program
   cfg = dataclasses.replace(lm_models.CONFIGS[config], layers=layers)
-  model = lm_models.build(cfg, "q4", rotary=rotary, last_logits=step > 1)
+  model = lm_models.build(cfg, dtype, rotary=rotary, last_logits=step > 1)
   outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), step, CONTEXT,
                                   adapter=ADAPTER)
   more = {"max_storage_buffers": buffers} if buffers != 8 else {}
@@ -47,21 +50,21 @@ def _bundle(path, config: str, step: int, layers: int = 2, buffers: int = 8, rot
                           **more)
 
 
-# (step, buffers, kernels a layer, the rest): one token a run, 8 storage buffers (the default:
-# one residual stream realized, the output projection's epilogue would bind 9), 23 kernels
-# (main: 31); a symbolic step of up to 4 tokens, 28 (main: 29, a mask kernel); 25 at 32
-# buffers (main: 26)
-CASES = [(1, 8, 9, 5), (4, 8, 10, 8), (4, 32, 10, 5)]
+# (dtype, step, buffers, kernels a layer, the rest): one token a run, 8 storage buffers (the
+# default: one residual stream realized, the output projection's epilogue would bind 9), 21
+# kernels (31, then 23 before the cache writes joined); a symbolic step of up to 4 tokens, 26
+# (29, 28); 23 at 32 buffers (26, 25); fp32, one token a run: 17 (19)
+CASES = [("q4", 1, 8, 8, 5), ("q4", 4, 8, 9, 8), ("q4", 4, 32, 9, 5), ("fp32", 1, 8, 7, 3)]
 
 
-@pytest.mark.parametrize("step,buffers,per_layer,once", CASES)
-def test_q4_bundle_decode_kernels_a_layer(tmp_path, step, buffers, per_layer, once):
+@pytest.mark.parametrize("dtype,step,buffers,per_layer,once", CASES)
+def test_bundle_decode_kernels_a_layer(tmp_path, dtype, step, buffers, per_layer, once):
   """Two layers against three: one more layer is `per_layer` kernels; the rest is the once-a-run
   kernels. No kernel computes the attention mask (the attention computes it from the key count),
   and none broadcasts a normed row over a matvec's outputs (each norm writes its row once)."""
   counts = {}
   for layers in (2, 3):
-    _, bundle = _bundle(tmp_path / str(layers), "tiny", step, layers, buffers)
+    _, bundle = _bundle(tmp_path / str(layers), "tiny", step, layers, buffers, dtype=dtype)
     kernels = bundle.manifest["kernels"]
     counts[layers] = len(kernels)
     names = [k["name"] for k in kernels]

@@ -120,3 +120,40 @@ def test_an_lstm_step_with_its_gate_matvecs_is_one_kernel(device):
   want_c, want_h = numpy_cell(x.astype(np.float64) @ w.T + h @ r.T + b, c)
   np.testing.assert_allclose(c2.numpy(), want_c, rtol=1e-4, atol=1e-5)
   np.testing.assert_allclose(h2.numpy(), want_h, rtol=1e-4, atol=1e-5)
+
+
+def _launches(tensors) -> list[str]:
+  """The kernels realize launches for `tensors` (names, in order)."""
+  import kernelgen.realize as realizing
+  launches = realizing.recording = []
+  try:
+    realize([t.node for t in tensors])
+  finally:
+    realizing.recording = None
+  return [kernel.name for _, kernel, _, _ in launches]
+
+
+def test_a_decode_steps_k_and_v_cache_writes_are_one_kernel(device):
+  """A token's k and v rows (slices of one qkv row) appended to their caches (kg.nn.kv_append, in
+  place): one kernel writes both caches, step after step, values as numpy; a v whose value reads
+  the k cache (its rows before the write) keeps its own kernel."""
+  from kernelgen import nn
+  rng = np.random.default_rng(5)
+  rows, width = 4, 8
+  past = kg.Dim("past", 0, rows - 1)
+  kc, vc = nn.KVCache(rows, width, device=device), nn.KVCache(rows, width, device=device)
+  qkv = rng.standard_normal((rows, 3 * width), np.float32)
+  for t in range(rows):
+    row = kg.Tensor(qkv[t:t + 1], device=device)
+    k = nn.kv_append(kc.past(past.bind(t)), row[:, width:2 * width] * 2)
+    v = nn.kv_append(vc.past(past.bind(t)), row[:, 2 * width:] + 1)
+    assert [n.startswith("write") for n in _launches([k, v])] == [True]   # main: 2 writes
+    np.testing.assert_array_equal(k.numpy(), qkv[:t + 1, width:2 * width] * 2)
+    np.testing.assert_array_equal(v.numpy(), qkv[:t + 1, 2 * width:] + 1)
+  kc2, vc2 = nn.KVCache(rows, width, device=device), nn.KVCache(rows, width, device=device)
+  x = kg.Tensor(qkv[:1, :width], device=device)
+  one = kg.Dim("one", 1, rows - 1).bind(1)
+  k = nn.kv_append(kc2.past(one), x * 2)
+  v = nn.kv_append(vc2.past(past.bind(0)), x + kc2.past(one)[:1])   # k's row 0: zeros
+  assert len(_launches([k, v])) == 2
+  np.testing.assert_array_equal(v.numpy(), qkv[:1, :width])

@@ -18,8 +18,17 @@ requested one or read by another kernel too (else the join would store it for no
 contiguous() chain, which stays two kernels as asked); no kernel scheduled between them reads a
 member's output (the joined kernel runs at the last member's place); and the joined kernel binds
 at most `max_buffers` buffers. The members' reductions over the same elements share one loop
-(lowering/reductions.py sibling_reduces walks every output). Not yet joined: a KV cache's k and v
-writes (L.WRITE outputs), row kernels, kernels of other shapes.
+(lowering/reductions.py sibling_reduces walks every output).
+
+In-place writes (L.WRITE: a decoder layer's k and v appended to their caches, tensor/kv_append.py)
+join the same way, a write with an earlier write: values of one shape (and one symbolic shape),
+no reduction in either (a write that computes its projection keeps its own grouped lanes), a
+shared input (the position; the joined q/k/v projection), distinct targets that no member
+reads, and neither reading the other's output. Each thread stores its element of every value
+into that write's own target (lowering/lower.py write_stores): a decode step's layer launches
+one cache write, not two. Not yet joined: row kernels, kernels of other shapes, and writes with
+a kernel between them that reads the first one's output (examples/tiny_gpt.py: its scores read the
+k cache before the v write is scheduled; joining there would need the later write moved up).
 """
 from __future__ import annotations
 
@@ -50,7 +59,7 @@ def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
   open_groups: list[int] = []       # indices into `groups` a later kernel may still join
   for item in items:
     target = None
-    if _plain(item):
+    if _plain(item) or _write(item):
       for g in open_groups:
         if _fits(groups[g], item, readers, max_buffers):
           target = g
@@ -62,7 +71,7 @@ def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
       groups[target].append(item)
       continue
     groups.append([item])
-    if _plain(item):
+    if _plain(item) or _write(item):
       open_groups.append(len(groups) - 1)
   if all(len(g) == 1 for g in groups):
     return items
@@ -81,6 +90,14 @@ def _plain(item: ScheduleItem) -> bool:
                          all(r.src[0].size <= JOIN_REDUCE_MAX * r.size for r in reduces))
 
 
+def _write(item: ScheduleItem) -> bool:
+  """An in-place write that may join another: a thread per element of its value (no reduction
+  inside, no row kernel)."""
+  out = item.out
+  return out.op is L.WRITE and bool(out.size) and not (item.rows or item.recomputed or
+                                                       item.extra or kernel_reduces(item))
+
+
 def _outputs(group: list[ScheduleItem]) -> list[LazyOp]:
   return [it.out for it in group]
 
@@ -93,6 +110,10 @@ def _reads_any(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
 def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
           max_buffers: int | None) -> bool:
   head = group[0].out
+  if (head.op is L.WRITE) != (item.out.op is L.WRITE):
+    return False
+  if head.op is L.WRITE:
+    return _writes_fit(group, item, max_buffers)
   if item.out.shape != head.shape or item.out.device != head.device:
     return False
   outs = {id(o) for o in _outputs(group)}
@@ -108,6 +129,37 @@ def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
                      # chain; it stays two kernels, as asked)
   inputs = _joined_inputs(group + [item])
   return max_buffers is None or binds(inputs, head) + len(group) <= max_buffers
+
+
+def _writes_fit(group: list[ScheduleItem], item: ScheduleItem, max_buffers: int | None) -> bool:
+  """Whether the in-place write `item` joins the writes `group`: values of one shape, one device,
+  a shared input; its target is none of the members' and read by none of them, and it reads no
+  member's target or output; the joined kernel binds at most `max_buffers` buffers."""
+  head, value = group[0].out, item.out.src[1]
+  if value.shape != head.src[1].shape or value.sym != head.src[1].sym or \
+     item.out.device != head.device:
+    return False
+  targets = {_buffer_key(it.out.src[0]) for it in group}
+  member_reads = {_buffer_key(i) for it in group for i in it.inputs}
+  own = _buffer_key(item.out.src[0])
+  if own in member_reads or own in targets:
+    return False
+  reads = [_buffer_key(i) for i in item.inputs if i is not item.out.src[0]]
+  outs = {id(o) for o in _outputs(group)}
+  if any(k in targets for k in reads) or any(id(i) in outs for i in item.inputs):
+    return False
+  shared = member_reads - targets
+  if not any(k in shared for k in reads):
+    return False                      # unrelated writes keep their own grids
+  writes = group + [item]
+  targets.add(own)
+  inputs = [i for i in _joined_inputs(writes) if _buffer_key(i) not in targets]
+  return max_buffers is None or len(inputs) + len(writes) <= max_buffers
+
+
+def _buffer_key(node: LazyOp):
+  """The identity of the buffer `node` is read from: its realized buffer's, else the node's."""
+  return id(node.buffer) if node.realized else id(node)
 
 
 def _reads_in_place(item: ScheduleItem, outs: set) -> bool:

@@ -109,9 +109,7 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     stores = vector_thread_stores(lw, spread, opts.upcast)
     if stores is not None:
       return stores
-  stores = []
-  # the further outputs (graph/join.py), each in its slot after the inputs, at the same indices
-  slots = [(0, out)] + [(len(lw.item.inputs) + 1 + k, e) for k, e in enumerate(lw.item.extra)]
+  stores, slots = [], _out_slots(lw.item)
   for j in range(opts.upcast):
     flat = linear_index(spread, j)
     gate = flat.lt(int_const(n)) if groups * per_group > n else None
@@ -121,15 +119,20 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   return vector_stores(stores, opts.upcast) if vec else stores
 
 
+def _out_slots(item: ScheduleItem) -> list[tuple[int, object]]:
+  """(binding slot, node) of each output the kernel stores: `item.out` in slot 0, the further
+  outputs of a joined kernel (graph/join.py) in the slots after the inputs."""
+  return [(0, item.out)] + [(len(item.inputs) + 1 + k, e) for k, e in enumerate(item.extra)]
+
+
 def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   """L.WRITE: a thread per element of the value (or, with Opts.group, a workgroup per element:
   a reduction the write computes, graph/schedule.py's write fusion), stored into the target
   (slot 0, its own buffer) at the same indices but along the axis, shifted by the run-time
   start (a scalar, or one per row of the leading axis: a batch's rows each at its own start); a
-  position outside the target's axis writes nothing."""
-  out = lw.item.out
-  _, value, start, stop = out.src
-  axis, n = out.arg, value.size
+  position outside the target's axis writes nothing. Joined writes (graph/join.py: a KV cache's
+  k and v, values of one shape) each store at the same thread's element into their own target."""
+  n = lw.item.out.src[1].size
   if opts.group:
     flat, gate, store_gate = _group_lanes(lw, opts, n), None, lw.lane.eq(int_const(0))
   else:
@@ -141,6 +144,13 @@ def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     gate = store_gate = flat.lt(int_const(n)) if groups * opts.local > n else None
     lw.reduce_inner = opts.reduce_inner
     stage_rows(lw, lid, opts.local)
+  return [_write_store(lw, slot, out, flat, gate, store_gate) for slot, out in _out_slots(lw.item)]
+
+
+def _write_store(lw: Lowerer, slot: int, out, flat: UOp, gate, store_gate) -> UOp:
+  """The store of in-place write `out` into binding `slot` at the value's element `flat`."""
+  _, value, start, stop = out.src
+  axis, n = out.arg, value.size
   idxs = list(unravel([(flat, 1, n)], 0, value.shape))
   row = tuple(idxs[:1]) if start.shape else ()      # per-row bounds: (B,), read at the row
   at = idxs[axis] + lw.value(start, row, gate)
@@ -150,7 +160,7 @@ def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   strides = [math.prod(out.shape[a + 1:]) for a in range(len(out.shape))]
   lin = linear_index([(u, s, 2) for u, s in zip(idxs, strides) if s], 0)
   v = lw.value(value, tuple(unravel([(flat, 1, n)], 0, value.shape)), gate)
-  return [lw.params[0].store(lin, v, gate_and(store_gate, inside))]
+  return lw.params[slot].store(lin, v, gate_and(store_gate, inside))
 
 
 def _group_lanes(lw: Lowerer, opts: Opts, n: int) -> UOp:
