@@ -171,6 +171,7 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel.
   A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (lowering/tensorcore.py).
   `pin` (dim name, value): a variant for that one bound value (lowering/pinned.py)."""
+  from .lowering import compile_cost
   from .lowering.lower import forget_last, lower
   from .lowering.optimize import optimize
   from .lowering.pinned import pin_dim
@@ -200,6 +201,8 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
     with internal_errors("render", item.name):
       out = python_compiled(out)
   out = with_variants(with_grid(out, item, opts), item, target, options, opts, print_after)
+  out = dataclasses.replace(out, launch=dataclasses.replace(
+    out.launch, work=compile_cost.item_work(item)))    # a run's share of it (webgpu_browser.py)
   return dataclasses.replace(out, capped=True) if opts is not None and opts.capped else out
 
 

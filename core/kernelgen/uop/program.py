@@ -8,6 +8,7 @@ executes unchanged.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -108,6 +109,11 @@ class Launch:
   # a multiple of `unit` (1 where absent: a register tile's threads come in rows of tiles,
   # compiler.with_grid). A runtime may always launch `dispatch`.
   grid: tuple = ()
+  # the kernel's estimated work (lowering/compile_cost.py item_work): factors (terms, const),
+  # each const + sum(c * dim for dim, c in terms), whose product at the dims' values is its
+  # multiply-adds (or outputs); () where unknown. The page's runtimes weigh a run's wall time
+  # among its kernels by it (launch_work: which variants to build, webgpu_browser.py)
+  work: tuple = ()
 
   def to_json(self) -> dict:
     """The launch as JSON-able data (the page's gpu.js and bundles run it); "grid" only where
@@ -118,6 +124,8 @@ class Launch:
            "uniforms": [list(u) for u in self.uniforms], "features": list(self.features)}
     if self.grid:
       out["grid"] = grid_json(self.grid)
+    if self.work:
+      out["work"] = work_json(self.work)
     return out
 
 
@@ -141,6 +149,31 @@ def grid_from_json(data) -> tuple:
   """Launch.grid from `grid_json`'s lists (() for None)."""
   return tuple((tuple((str(n), int(c)) for n, c in terms), *(int(x) for x in rest))
                for terms, *rest in data or ())
+
+
+def work_json(work: tuple) -> list:
+  """Launch.work as JSON-able lists: [[[dim, coefficient], ...], const] per factor."""
+  return [[[list(t) for t in terms], const] for terms, const in work]
+
+
+def work_from_json(data) -> tuple:
+  """Launch.work from `work_json`'s lists (() for None)."""
+  return tuple((tuple((str(n), int(c)) for n, c in terms), int(const))
+               for terms, const in data or ())
+
+
+def launch_work(launch: Launch, values: dict | None) -> float:
+  """The launch's estimated work at the dims' `values` (Launch.work's product); where it has
+  none, or a dim is not bound, the threads it launches there (launch_dispatch x workgroup)."""
+  work = 1.0
+  for terms, const in launch.work:
+    if any(name not in (values or {}) for name, _ in terms):
+      break
+    work *= max(1, const + sum(c * values[name] for name, c in terms))
+  else:
+    if launch.work:
+      return work
+  return float(math.prod(launch_dispatch(launch, values)) * math.prod(launch.workgroup_size))
 
 
 def launch_dispatch(launch: Launch, values: dict | None) -> tuple:
