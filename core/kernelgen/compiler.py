@@ -229,7 +229,7 @@ def renamed(compiled, item, target: Target, options: dict | None = None):
   """What compile_item(item, target, options) gives, from `compiled`, the CompiledKernel of a
   kernel of the same structure (graph/keys.py's shape_key) under other names: its linearized kernel
   rendered again with `item`'s name and buffer names (no pass before the renderer reads them),
-  with its run-time grid and cap."""
+  with its run-time grid, work estimate and cap."""
   from .uop.program import kernel_buffers
   options = dict(target.check_options(options or {}))
   limits.tick()            # the web page's time limit, as compile_item
@@ -241,7 +241,7 @@ def renamed(compiled, item, target: Target, options: dict | None = None):
     out = target.render(kernel, target.for_renderer(options))
     if not isinstance(out, CompiledKernel):
       out = python_compiled(out)
-  launch = dataclasses.replace(out.launch, grid=compiled.launch.grid)
+  launch = dataclasses.replace(out.launch, grid=compiled.launch.grid, work=compiled.launch.work)
   return dataclasses.replace(out, launch=launch, capped=compiled.capped)
 
 
