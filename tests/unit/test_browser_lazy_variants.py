@@ -158,9 +158,15 @@ def test_the_compiler_estimates_each_kernels_work_at_the_bound_values(tmp_path):
   """Launch.work: a matmul's multiply-adds at n; it travels in the launch's JSON and an
   exported manifest (model.js reads it), and loads back with the bundle."""
   from kernelgen.uop.program import launch_work, work_from_json
+  from kernelgen.uop.program import launch_dispatch
   big = _matmul_k(512)
-  assert launch_work(big.launch, {"n": 100}) == 32 * 512 * 100
-  assert launch_work(big.launch, {"n": 7}) == 32 * 512 * 7
+  (terms, const, per, *_), = big.launch.grid
+  for c in (1, 7, 100, 4096):     # times the padding its grid launches at n (whole tiles)
+    need = const + sum(k * c for _, k in terms)
+    padding = max(1, launch_dispatch(big.launch, {"n": c})[0] * per / need)
+    assert launch_work(big.launch, {"n": c}) == 32 * 512 * c * padding, c
+  # at n = 1 the kernel's tiles are mostly padding (what its variant for n = 1 saves)
+  assert launch_work(big.launch, {"n": 1}) > 2 * 32 * 512
   assert work_from_json(big.launch.to_json()["work"]) == big.launch.work
   n = kg.Dim("n", 1, 4096)
   y = kg.Tensor(np.ones((32, 512), np.float32)).realize() @ kg.Tensor.empty(512, n, name="x")
@@ -175,7 +181,6 @@ def test_the_compiler_estimates_each_kernels_work_at_the_bound_values(tmp_path):
     kg.load_bundle(str(tmp_path / "b"))
   # without an estimate (a bundle exported before): the threads it launches at n
   import dataclasses
-  from kernelgen.uop.program import launch_dispatch
   bare = dataclasses.replace(big.launch, work=())
   threads = np.prod(launch_dispatch(bare, {"n": 100})) * np.prod(bare.workgroup_size)
   assert launch_work(bare, {"n": 100}) == threads
@@ -183,11 +188,14 @@ def test_the_compiler_estimates_each_kernels_work_at_the_bound_values(tmp_path):
 
 def test_a_read_charges_each_variant_its_kernels_share_of_the_time_by_their_work():
   """One realize runs a big matmul (32 x 512 x n) and a small one (32 x 8 x n), each asking
-  its variant for n = 100: the read's time T is shared out by their work (512 : 8), so the big
-  one's variant, costing 0.9 T, is bought at the first read and the small one's, whose kernel
-  is 1/65 of the run, only once its runs have lost its cost (charged T each before: both bought
-  at once; shared equally: neither)."""
+  its variant for n = 100: the read's time T is shared out by their work (launch_work: about
+  512 : 8), so the big one's variant, costing 0.9 T, is bought at the first read and the small
+  one's, whose kernel is about 1/65 of the run, only once its runs have lost its cost (charged T
+  each before: both bought at once; shared equally: neither)."""
+  from kernelgen.uop.program import launch_work
   big, small = _matmul_k(512), _matmul_k(8)
+  works = [launch_work(k.launch, {"n": 100}) for k in (big, small)]
+  assert works[0] > 0.9 * sum(works) and works[1] < 0.1 * sum(works), works
   wanted = [variant_for(big, {"n": 100}), variant_for(small, {"n": 100})]
   runtime = _runtime()
   runtime.prepare(big)
@@ -197,7 +205,7 @@ def test_a_read_charges_each_variant_its_kernels_share_of_the_time_by_their_work
   rate = 0.9 * run_ms / len(wanted[0].launch.source)
   runtime.gpu.stats.pipelineBusyMs, runtime.gpu.stats.pipelineBytes = rate * 1000, 1000
   small_cost = rate * len(wanted[1].launch.source)
-  share = run_ms * 8 / (512 + 8)
+  share = run_ms * works[1] / sum(works)
   assert small_cost > 2 * share, (small_cost, share)
   reads = 0
   while id(wanted[1]) not in runtime.queued and reads < 200:
@@ -207,7 +215,7 @@ def test_a_read_charges_each_variant_its_kernels_share_of_the_time_by_their_work
     runtime.clock.now += run_ms
     runtime.charge()
     if reads == 1:
-      assert runtime.asked[id(wanted[0])][1] == pytest.approx(run_ms * 512 / (512 + 8))
+      assert runtime.asked[id(wanted[0])][1] == pytest.approx(run_ms * works[0] / sum(works))
       assert runtime.asked[id(wanted[1])][1] == pytest.approx(share)
       assert list(runtime.queued) == [id(wanted[0])]
   # the small variant: bought at the read where its shares reach its cost, not before

@@ -78,7 +78,8 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 //   pipelines per source byte, over every pipeline built so far (load()'s first of all:
 //   msPerByte), or DEFAULT_MS_PER_BYTE before any was built;
 // - lost: at each read, the run's wall time is shared out among its kernels by their estimated
-//   work at the bound values (the manifest's `work`: multiply-adds or outputs; workOf), and each
+//   work at the bound values (the manifest's `work`: multiply-adds or outputs, times the padding
+//   their grid launches there: whole tiles at small values; workOf), and each
 //   variant asked for is charged the share of the kernels that ran in its place: their own time,
 //   the most it could save (an upper bound; a run of one kernel charges its whole time). Charged
 //   the run's whole time each, the variants of every layer's matmuls that one 128-token prefill
@@ -95,15 +96,22 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 // 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 const DEFAULT_MS_PER_BYTE = 0.02;
 // A step's estimated work at the dims' `values`: its manifest `work` factors ([terms, const],
-// each const + sum(c * dim)) multiplied; where it has none, or a dim is not bound, the threads
-// it launches there (uop/program.py launch_work)
+// each const + sum(c * dim)) multiplied, times the padding its run-time grid launches there
+// (the workgroups' share of the grid over what the values need: whole tiles of padding at small
+// values, what its variants save); where it has none, or a dim is not bound, the threads it
+// launches there (uop/program.py launch_work)
 function workOf(step, values) {
-  const factor = ([terms, c]) => Math.max(1, terms.reduce((sum, [name, k]) => sum + k * values[name], c));
-  if (step.work?.length && step.work.every(([terms]) => terms.every(([name]) => name in values))) {
-    return step.work.reduce((acc, f) => acc * factor(f), 1);
+  const affine = ([terms, c]) => terms.reduce((sum, [name, k]) => sum + k * values[name], c);
+  const bound = (terms) => terms.every(([name]) => name in values);
+  const launched = gridDispatch(step.dispatch, step.grid, values);
+  if (step.work?.length && step.work.every(([terms]) => bound(terms))) {
+    const work = step.work.reduce((acc, f) => acc * Math.max(1, affine(f)), 1);
+    const [terms, c, per] = step.grid?.[0] || [[], 0, 0];
+    const need = affine([terms, c]);
+    return step.grid?.length && bound(terms)
+      ? work * Math.max(1, launched[0] * per / Math.max(need, 1)) : work;
   }
-  const [x, y, z] = gridDispatch(step.dispatch, step.grid, values);
-  return x * y * z * step.threads;
+  return launched[0] * launched[1] * launched[2] * step.threads;
 }
 // what a launch's pipeline depends on: its source file, entry point, bindings and uniforms
 const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,

@@ -34,7 +34,8 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 #   pipelineBusyMs / pipelineBytes), or DEFAULT_MS_PER_BYTE before any was built;
 # - lost: at each read, the wall time from the first run since the previous read to the read is
 #   shared out among those runs' kernels by their estimated work at the bound values (Launch
-#   .work: multiply-adds or outputs; launch_work), and each variant asked for is charged the
+#   .work: multiply-adds or outputs, times the padding their grid launches there: whole tiles
+#   at small values; launch_work), and each variant asked for is charged the
 #   share of the kernels that ran in its place: their own time, the most it could save (an upper
 #   bound; a run of one kernel charges its whole time). Charged the run's whole time each, the
 #   variants of every layer's matmuls that one 128-token prefill asks for were all bought in its

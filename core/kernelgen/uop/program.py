@@ -163,8 +163,11 @@ def work_from_json(data) -> tuple:
 
 
 def launch_work(launch: Launch, values: dict | None) -> float:
-  """The launch's estimated work at the dims' `values` (Launch.work's product); where it has
-  none, or a dim is not bound, the threads it launches there (launch_dispatch x workgroup)."""
+  """The launch's estimated work at the dims' `values`: Launch.work's product, times the padding
+  its run-time grid launches there (the workgroups' share of the grid's first dimension over
+  what the values need: a kernel tiled for large values computes whole tiles of padding at
+  small ones, the work its variants save); where it has none, or a dim is not bound, the
+  threads it launches there (launch_dispatch x workgroup)."""
   work = 1.0
   for terms, const in launch.work:
     if any(name not in (values or {}) for name, _ in terms):
@@ -172,8 +175,19 @@ def launch_work(launch: Launch, values: dict | None) -> float:
     work *= max(1, const + sum(c * values[name] for name, c in terms))
   else:
     if launch.work:
-      return work
+      return work * _padding(launch, values)
   return float(math.prod(launch_dispatch(launch, values)) * math.prod(launch.workgroup_size))
+
+
+def _padding(launch: Launch, values: dict | None) -> float:
+  """What the launch's run-time grid covers at `values` over what they need (1 without one)."""
+  if not launch.grid or not values:
+    return 1.0
+  terms, const, per, *_ = launch.grid[0]
+  if any(name not in values for name, _ in terms):
+    return 1.0
+  need = const + sum(c * values[name] for name, c in terms)
+  return max(1.0, launch_dispatch(launch, values)[0] * per / max(need, 1))
 
 
 def launch_dispatch(launch: Launch, values: dict | None) -> tuple:
