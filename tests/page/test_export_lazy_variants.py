@@ -122,3 +122,65 @@ def test_model_js_builds_variants_on_demand_and_every_run_is_exact(chromium, ser
   assert info["made"] == distinct, info
   assert info["pipelines"] == {"built": distinct, "total": distinct}, info
   assert [r["workgroups"] for r in runs[10:]] == [dispatched(c) for c in late], runs[10:]
+
+
+# JS: load the bundle under /NAME/, each run taking `ms` on a fake clock and builds priced out of
+# reach; run `feeds` (each {input: rows}); each variant's charges by its file, and the outputs
+SHARES = """async ([name, feeds, ms]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const model = await load();
+  let now = 0;
+  model.clock = () => (now += ms);
+  model.msPerByte = () => 1e12;
+  const outs = [];
+  for (const feed of feeds) {
+    const inputs = Object.fromEntries(Object.entries(feed).map(([k, v]) => [k, new Float32Array(v)]));
+    const out = await model.run(inputs);
+    outs.push(Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Array.from(v)])));
+  }
+  const lost = Object.fromEntries([...model.builds].map(([key, e]) => [JSON.parse(key)[0], e.lost]));
+  model.destroy();
+  return { lost, outs };
+}"""
+
+
+def test_model_js_charges_each_variant_its_kernels_share_of_the_run(chromium, serve, tmp_path):
+  """One run of a big matmul (32 x 512 x n) and a small one (32 x 8 x n), both asking their
+  variants for n = 100: the run's time is shared out by the manifest's work estimates (about
+  512 : 8), not charged whole to each (issue 37; webgpu_browser.py's rule, tests/unit
+  test_browser_lazy_variants.py)."""
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  n = kg.Dim("n", 1, 4096)
+  rng = np.random.default_rng(5)
+  a, b = (rng.standard_normal((32, k)).astype(np.float32) for k in (512, 8))
+  ys = {"big": kg.Tensor(a).realize() @ kg.Tensor.empty(512, n, name="x1"),
+        "small": kg.Tensor(b).realize() @ kg.Tensor.empty(8, n, name="x2")}
+  kg.export(ys, str(tmp_path / "two"), format="webgpu")
+  manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
+  assert len(manifest["kernels"]) == 2 and all("work" in k for k in manifest["kernels"])
+  x1, x2 = (rng.standard_normal((k, 100)).astype(np.float32) for k in (512, 8))
+  run_ms = 1000.0
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    info = page.evaluate(SHARES, ["two", [{"x1": x1.ravel().tolist(), "x2": x2.ravel().tolist()}] * 2,
+                                  run_ms])
+    assert page.console_errors == [], page.console_errors
+  for out in info["outs"]:
+    np.testing.assert_allclose(np.array(out["big"], np.float32).reshape(32, 100), a @ x1,
+                               rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(np.array(out["small"], np.float32).reshape(32, 100), b @ x2,
+                               rtol=1e-4, atol=1e-4)
+  from kernelgen.uop.program import Launch, grid_from_json, launch_work, work_from_json
+  asked = {}    # each variant asked for: its kernel's work at n = 100 (as webgpu_browser.py's)
+  for k in manifest["kernels"]:
+    v = next(v for v in k["variants"] if v["most"] >= 100)
+    launch = Launch("wgsl", "", k["entry_point"], (), tuple(k["workgroup_size"]),
+                    tuple(k["dispatch"]), (), (), grid_from_json(k.get("grid")),
+                    work_from_json(k["work"]))
+    asked[v["file"]] = launch_work(launch, {"n": 100})
+  total = sum(asked.values())
+  assert max(asked.values()) > 0.9 * total, asked       # about 512 : 8
+  for file, work in asked.items():    # two runs, each charged work / total of its time
+    assert info["lost"][file] == pytest.approx(2 * run_ms * work / total), (file, info["lost"])
+  assert sum(info["lost"].values()) == pytest.approx(2 * run_ms), info["lost"]

@@ -77,16 +77,48 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 // - cost: the variant's WGSL bytes x the build rate: the wall time this model was busy building
 //   pipelines per source byte, over every pipeline built so far (load()'s first of all:
 //   msPerByte), or DEFAULT_MS_PER_BYTE before any was built;
-// - lost: at each read, every variant asked for by the run is charged the run's wall time (what
-//   the variant would shorten: an upper bound);
+// - lost: at each read, the run's wall time is shared out among its kernels by their estimated
+//   work at the bound values (the manifest's `work`: multiply-adds or outputs, times the padding
+//   their grid launches there: whole tiles at small values; workOf), and each
+//   variant asked for is charged the share of the kernels that ran in its place: their own time,
+//   the most it could save (an upper bound; a run of one kernel charges its whole time). Charged
+//   the run's whole time each, the variants of every layer's matmuls that one 128-token prefill
+//   asks for were all bought in its first rounds, and their builds slowed SwiftShader's decode
+//   (5.0 tok/s, 8.6 once settled); shared out equally, the prefill's were never bought (issue
+//   37). So the charges of one run add up to at most its time, and a variant whose kernels are
+//   most of a run is bought first;
 // - at a read, a variant charged its cost or more is queued; the builds start after a read, one
 //   at a time, the shortest first (startBuilds). So a build costs at most the time already lost
 //   (at most twice the best choice made knowing the future), and a value asked once for a short
 //   run builds nothing.
+// Measured (bench/lm_page.py smollm2-135m q4, 2 layers, 128-token prompt, 32 tokens, 6 rounds,
+// A/B against the whole-run rule in turn, wall ms, loaded machine): SwiftShader decode 6.9-14.5 s
+// per 31 tokens against 12.9-19.3, prefill 1.1-1.6 s against 1.7-3.7 (load 4-8); lavapipe
+// decode alike (2.0-3.0 s against 1.7-2.6) but its prefill's 7 variants (365-396 KB each, 7-23 %
+// of the prefill's work each) not bought in 7 prompts: 0.6-1.1 s against 0.18-0.23 once the
+// whole-run rule bought them (load 3-5): open, issue 37 asks them bought in 1-3 prompts.
 // Before (a flat 2 asks per multiple of the kernel's source length), bench/lm_page.py's q4
 // 128-token prefill on lavapipe ran 369 tokens/s for 20 prompts where its variants run 927.
 // 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 const DEFAULT_MS_PER_BYTE = 0.02;
+// A step's estimated work at the dims' `values`: its manifest `work` factors ([terms, const],
+// each const + sum(c * dim)) multiplied, times the padding its run-time grid launches there
+// (the workgroups' share of the grid over what the values need: whole tiles of padding at small
+// values, what its variants save); where it has none, or a dim is not bound, the threads it
+// launches there (uop/program.py launch_work)
+function workOf(step, values) {
+  const affine = ([terms, c]) => terms.reduce((sum, [name, k]) => sum + k * values[name], c);
+  const bound = (terms) => terms.every(([name]) => name in values);
+  const launched = gridDispatch(step.dispatch, step.grid, values);
+  if (step.work?.length && step.work.every(([terms]) => bound(terms))) {
+    const work = step.work.reduce((acc, f) => acc * Math.max(1, affine(f)), 1);
+    const [terms, c, per] = step.grid?.[0] || [[], 0, 0];
+    const need = affine([terms, c]);
+    return step.grid?.length && bound(terms)
+      ? work * Math.max(1, launched[0] * per / Math.max(need, 1)) : work;
+  }
+  return launched[0] * launched[1] * launched[2] * step.threads;
+}
 // what a launch's pipeline depends on: its source file, entry point, bindings and uniforms
 const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,
   k.bindings.map((b) => [b.slot, b.access]), (k.uniforms || []).length]);
@@ -162,6 +194,9 @@ function checkManifest(m) {
     if (k.variants !== undefined && !(Array.isArray(k.variants) && k.variants.every((v) =>
       typeof v?.dim === 'string' && isCount(v.most, 0) && three(v.workgroup_size, 1) &&
       three(v.dispatch, 0)))) bad(`kernels[${i}].variants`);
+    if (k.work !== undefined && !(Array.isArray(k.work) && k.work.every((f) => Array.isArray(f) &&
+      Array.isArray(f[0]) && Number.isInteger(f[1]) && f[0].every((t) => Array.isArray(t) &&
+      typeof t[0] === 'string' && Number.isInteger(t[1]))))) bad(`kernels[${i}].work`);
     if (!Array.isArray(k.bindings) || !k.bindings.every((b) => buffer(b?.buffer) &&
       isCount(b.slot, 0))) bad(`kernels[${i}].bindings`);
   });
@@ -337,7 +372,9 @@ class Model {
     this.calls = null;
     this.uniforms = [];
     this.builds = new Map();     // pipelineKey -> {launch, source, made, building, lost}
-    this.asking = new Set();     // keys of the variants not built that this run asked for
+    this.asking = new Map();     // keys of the variants not built that this run asked for ->
+                                 // the work of the kernels run in their place (workOf)
+    this.work = 0;               // the run's work so far (workOf)
     this.busy = { ms: 0, bytes: 0, open: 0, since: 0 };  // builds timed (msPerByte)
     this.clock = () => performance.now();  // the runs' clock, ms (a test may stand in a fake)
     this.queued = new Set();     // keys of variants to build in the background
@@ -403,7 +440,8 @@ class Model {
       this.uniforms.push(uniform);
       const { layout } = this.builds.get(pipelineKey(kernel)).made;
       return { key: pipelineKey(kernel), dispatch: kernel.dispatch, grid: kernel.grid, names,
-        uniform, group: this.device.createBindGroup({ layout, entries }), variants };
+        uniform, group: this.device.createBindGroup({ layout, entries }), variants,
+        work: kernel.work, threads: kernel.workgroup_size.reduce((a, b) => a * b, 1) };
     });
   }
 
@@ -440,28 +478,32 @@ class Model {
   // What a step runs at the dims' `values`: the first variant whose range holds them, where it
   // is built, else the first built one whose range holds them, else the kernel itself (built at
   // load; it serves every value). A variant not built is never dispatched: asked for, it is
-  // charged the run's wall time at the read (charge) and joins the background builds
-  // (startBuilds) once that reaches its build cost.
+  // charged its kernels' share of the run's wall time at the read (charge) and joins the
+  // background builds (startBuilds) once that reaches its build cost.
   pick(step, values) {
+    const work = workOf(step, values);
+    this.work += work;
     const fits = step.variants.filter((v) => values[v.dim] <= v.most);
     const built = fits.find((v) => this.builds.get(v.key).made);
     if (fits.length && fits[0] !== built && !this.builds.get(fits[0].key).building) {
-      this.asking.add(fits[0].key);    // once a run (layers share it)
+      this.asking.set(fits[0].key, (this.asking.get(fits[0].key) || 0) + work);  // layers add
     }
     const { dispatch, grid, key } = built || step;
     return { pipeline: this.builds.get(key).made.pipeline, dispatch, grid };
   }
 
-  // At a read: charges the variants the run asked for its wall time `ms` and queues those whose
-  // charges reach their build cost (ski rental: DEFAULT_MS_PER_BYTE's comment).
+  // At a read: charges each variant the run asked for its kernels' share of the run's wall time
+  // `ms` (their work over the run's) and queues those whose charges reach their build cost (ski
+  // rental: DEFAULT_MS_PER_BYTE's comment).
   charge(ms) {
     const rate = this.msPerByte();
-    for (const key of this.asking) {
+    for (const [key, work] of this.asking) {
       const wanted = this.builds.get(key);
-      wanted.lost += ms;
+      wanted.lost += ms * work / Math.max(this.work, work, 1e-30);
       if (!wanted.building && wanted.lost >= rate * wanted.source.length) this.queued.add(key);
     }
     this.asking.clear();
+    this.work = 0;
   }
 
   // Builds the queued variants one at a time, the shortest source first, after a run's outputs
@@ -641,6 +683,7 @@ class Model {
     let pass = null;
     this.workgroups = 0;
     this.asking.clear();
+    this.work = 0;
     this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
       if (this.timer) pass?.end();
       if (!pass || this.timer) {

@@ -17,7 +17,7 @@ import time
 
 from ..errors import CompileError, DeviceError, KernelgenError, LimitError
 from ..render.wgsl.adapters import SOFTWARE, classify
-from ..uop.program import CompiledKernel, launch_dispatch, variant_for
+from ..uop.program import CompiledKernel, launch_dispatch, launch_work, variant_for
 from .base import Runtime
 
 # WGSL renderer option -> the WebGPU device limit it comes from
@@ -28,16 +28,30 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 
 # When a symbolic kernel's variant not built yet is built (ski rental; the same rule as an
 # exported bundle's, export/loader.js BUILD_COST): until it is built, the kernel runs its values
-# (renting); once the time its runs took reaches the variant's build cost, it is built (buying).
+# (renting); once the time its runs lost reaches the variant's build cost, it is built (buying).
 # - cost: the variant's WGSL bytes x the page's build rate: the wall time the driver was busy
 #   building pipelines per source byte, over every pipeline built so far (gpu.js stats
 #   pipelineBusyMs / pipelineBytes), or DEFAULT_MS_PER_BYTE before any was built;
-# - lost: at each read, every variant asked for since the previous read is charged the wall time
-#   from that first ask to the read (what the variant would shorten: an upper bound);
+# - lost: at each read, the wall time from the first run since the previous read to the read is
+#   shared out among those runs' kernels by their estimated work at the bound values (Launch
+#   .work: multiply-adds or outputs, times the padding their grid launches there: whole tiles
+#   at small values; launch_work), and each variant asked for is charged the
+#   share of the kernels that ran in its place: their own time, the most it could save (an upper
+#   bound; a run of one kernel charges its whole time). Charged the run's whole time each, the
+#   variants of every layer's matmuls that one 128-token prefill asks for were all bought in its
+#   first rounds, and their builds slowed SwiftShader's decode (5.0 tok/s, 8.6 once settled);
+#   shared out equally, the prefill's were never bought (issue 37). So the charges of one read
+#   add up to at most its time, and a variant whose kernels are most of a run is bought first;
 # - at a read, a variant charged its cost or more is queued; the builds start after a read, one
 #   at a time, the shortest first (build_next). So a build costs at most the time already lost
 #   (at most twice the best choice made knowing the future), and a value asked once for a short
 #   run builds nothing.
+# Measured (bench/lm_page.py smollm2-135m q4, 2 layers, 128-token prompt, 32 tokens, 6 rounds,
+# A/B against the whole-run rule in turn, wall ms, loaded machine): SwiftShader decode 6.9-14.5 s
+# per 31 tokens against 12.9-19.3, prefill 1.1-1.6 s against 1.7-3.7 (load 4-8); lavapipe
+# decode alike (2.0-3.0 s against 1.7-2.6) but its prefill's 7 variants (365-396 KB each, 7-23 %
+# of the prefill's work each) not bought in 7 prompts: 0.6-1.1 s against 0.18-0.23 once the
+# whole-run rule bought them (load 3-5): open, issue 37 asks them bought in 1-3 prompts.
 # 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 DEFAULT_MS_PER_BYTE = 0.02
 
@@ -88,8 +102,10 @@ class BrowserWebGPU(Runtime):
     self.options: tuple = (None, None)    # (gpu.generation, render_options()) last read
     # id(variant) -> [variant, ms its runs lost so far] (pick charges it at a read: build_next)
     self.asked: dict[int, list] = {}
-    self.asking: dict[int, list] = {}   # the entries asked for since the last read
-    self.since: float | None = None     # when the first of them was asked (clock, ms)
+    # the entries asked for since the last read -> [entry, work of the kernels run in their place]
+    self.asking: dict[int, list] = {}
+    self.since: float | None = None     # when the first run since the last read began (clock, ms)
+    self.work = 0.0                     # the work of the runs since then (launch_work)
     self.queued: dict[int, CompiledKernel] = {}   # variants to build, after a read (build_next)
     self.background: CompiledKernel | None = None   # the variant build_next started last
 
@@ -204,9 +220,14 @@ class BrowserWebGPU(Runtime):
     """The kernel to run for the dims' bound values: the variant whose range holds them first
     (variant_for) where its pipeline is built, else the first built variant whose range holds
     them, else the kernel itself (prepared with it; it serves every value). A variant not built
-    is never dispatched: asked for, it is charged the time its runs lose at the next read and
-    built in the background once that reaches its build cost (DEFAULT_MS_PER_BYTE's comment),
-    and the runs after its build take it."""
+    is never dispatched: asked for, it is charged its share of the runs' time at the next read
+    (the kernel's estimated work over theirs: charge) and built in the background once that
+    reaches its build cost (DEFAULT_MS_PER_BYTE's comment), and the runs after its build take
+    it."""
+    if self.since is None:
+      self.since = self.clock()
+    work = launch_work(kernel.launch, var_values)
+    self.work += work
     variants = getattr(kernel, "variants", ()) or ()
     if not variants or not var_values:
       return kernel
@@ -221,9 +242,7 @@ class BrowserWebGPU(Runtime):
         if len(self.asked) > 4096:
           self.asked.clear()
         entry = self.asked[id(wanted)] = [wanted, 0.0]
-      if self.since is None:
-        self.since = self.clock()
-      self.asking[id(wanted)] = entry
+      self.asking.setdefault(id(wanted), [entry, 0.0])[1] += work
     return built if built is not None else kernel
 
   def clock(self) -> float:
@@ -239,16 +258,15 @@ class BrowserWebGPU(Runtime):
     return busy / built if busy > 0 and built > 0 else DEFAULT_MS_PER_BYTE
 
   def charge(self) -> None:
-    """At a read: charge the variants asked for since the last read the wall time since the
-    first ask, and queue those whose charges reach their build cost (ski rental)."""
-    if not self.asking:
-      return
-    lost, rate = self.clock() - (self.since or 0.0), self.ms_per_byte()
-    for key, entry in self.asking.items():
-      entry[1] += lost
+    """At a read: charge each variant asked for since the last read its kernels' share of the
+    wall time since the first run (their work over the runs', launch_work), and queue those whose
+    charges reach their build cost (ski rental: DEFAULT_MS_PER_BYTE's comment)."""
+    lost, total, rate = self.clock() - (self.since or 0.0), self.work, self.ms_per_byte()
+    for key, (entry, work) in self.asking.items():
+      entry[1] += lost * work / max(total, work, 1e-30)
       if entry[1] >= rate * len(entry[0].launch.source):
         self.queued[key] = entry[0]
-    self.asking, self.since = {}, None
+    self.asking, self.since, self.work = {}, None, 0.0
 
   def build_next(self) -> None:
     """After a read: charge the variants asked for (charge), then start building the queued
