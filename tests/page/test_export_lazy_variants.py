@@ -184,3 +184,73 @@ def test_model_js_charges_each_variant_its_kernels_share_of_the_run(chromium, se
   for file, work in asked.items():    # two runs, each charged work / total of its time
     assert info["lost"][file] == pytest.approx(2 * run_ms * work / total), (file, info["lost"])
   assert sum(info["lost"].values()) == pytest.approx(2 * run_ms), info["lost"]
+
+
+# JS: load the bundle under /NAME/ with its variants' pipelines held back until released, the
+# wall build rate 1000 ms per byte and a fake clock (each run takes `ms`, which the steps set);
+# one run at n = 4096 (100 ms, no variant), the variant with the smallest range built in the
+# background during a second (100 + held ms), a third after it (100 ms), then a 50 ms run at
+# n = 100: the build rate measured, the variants' builds started during and after
+MEASURE = """async ([name, wide, narrow, held]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const device = await (await navigator.gpu.requestAdapter()).requestDevice();
+  let release = null;
+  const gate = new Promise((done) => { release = done; });
+  let gated = false;
+  const create = device.createComputePipelineAsync.bind(device);
+  device.createComputePipelineAsync = async (descriptor) => {
+    const pipeline = await create(descriptor);
+    if (gated) await gate;
+    return pipeline;
+  };
+  const model = await load({ device });
+  gated = true;
+  let now = 0;
+  let ms = 100;
+  model.clock = () => (now += ms);     // runNow reads it twice: each run takes `ms`
+  model.msPerByte = () => 1000;
+  const atLoad = [...model.builds.values()].filter((e) => e.building).length;
+  const started = () => [...model.builds.values()].filter((e) => e.building).length - atLoad;
+  const step = model.steps[0];
+  const first = step.variants.reduce((a, b) => (b.most < a.most ? b : a));
+  await model.run({ x: new Float32Array(wide) });
+  model.queued.add(first.key);
+  model.startBuilds();
+  ms = 100 + held;
+  await model.run({ x: new Float32Array(wide) });
+  const during = started();
+  release();
+  await model.background;
+  ms = 100;
+  await model.run({ x: new Float32Array(wide) });
+  const rate = model.buildRate();
+  ms = 50;
+  await model.run({ x: new Float32Array(narrow) });
+  const out = { during, rate, bytes: model.builds.get(first.key).source.length,
+    after: started(), most: first.most };
+  model.destroy();
+  return out;
+}"""
+
+
+def test_model_js_prices_a_variant_at_what_the_background_builds_cost_the_runs(chromium, serve,
+                                                                                tmp_path):
+  """The build rate is what a background build added to the runs it overlapped, per byte (issue
+  37: lavapipe builds beside the runs, SwiftShader holds them up): a build during which the run
+  took as long as before costs nothing, and the variant a 50 ms run at n = 100 asks for is bought
+  at once where the wall rate (1000 ms per byte) never would; one that held the run up 3 s
+  prices bytes at 3 s over its own (n = 100's not bought by one 50 ms run), as webgpu_browser.py (tests/unit
+  test_browser_lazy_variants.py)."""
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  n = kg.Dim("n", 1, 4096)
+  y = kg.Tensor(np.ones((32, 8), np.float32)).realize() @ kg.Tensor.empty(8, n, name="x")
+  kg.export({"y": y}, str(tmp_path / "one"), format="webgpu")
+  wide, narrow = np.ones(8 * 4096).tolist(), np.ones(8 * 100).tolist()
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    beside, held = (page.evaluate(MEASURE, ["one", wide, narrow, ms]) for ms in (0.0, 3000.0))
+    assert page.console_errors == [], page.console_errors
+  assert beside["most"] < 100 and beside["during"] == 1, beside
+  assert beside["rate"] == 0 and beside["after"] == 2, beside     # n = 100's bought at once
+  assert held["rate"] == pytest.approx(3000.0 / held["bytes"]) and held["after"] == 1, held

@@ -57,6 +57,8 @@ def _runtime():
   runtime.gpu, runtime.launches, runtime.asked = FakeGpu(), {}, {}
   runtime.queued, runtime.background, runtime.asking, runtime.since = {}, None, {}, None
   runtime.work = 0.0
+  runtime.clean, runtime.during, runtime.overlapped, runtime.picked = {}, {}, set(), []
+  runtime.foreground = [0.0, 0]
   runtime.clock = Clock()
   runtime._launch = lambda kernel: (kernel.launch.to_json(), kernel.launch.to_json())
   return runtime
@@ -226,3 +228,70 @@ def test_a_read_charges_each_variant_its_kernels_share_of_the_time_by_their_work
   runtime.clock.now += 5.0
   runtime.charge()
   assert runtime.asked[id(wanted[1])][1] == pytest.approx(reads * share + 5.0)
+
+
+def _read(runtime, kernel, values: dict, ms: float):
+  """One realize of `kernel` at `values` taking `ms`, then its read (build_next)."""
+  taken = runtime.pick(kernel, values)
+  runtime.clock.now += ms
+  runtime.build_next()
+  return taken
+
+
+def _background_build(held_up_ms: float, same_like: bool = True):
+  """A runtime whose driver took 1000 ms per byte at load (the wall rate: no variant's share of
+  a 50 ms read pays for it), one read of a big matmul at n = 4096 (no variant) taking 100 ms,
+  then a variant of a small matmul built in the background during a second read, which takes
+  `held_up_ms` more (of the same kernels where `same_like`, else of another one)."""
+  big, small = _matmul_k(512), _matmul_k(8)
+  runtime = _runtime()
+  runtime.prepare(big)
+  runtime.prepare(small)
+  runtime.gpu.finish()
+  runtime.gpu.stats.pipelineBusyMs, runtime.gpu.stats.pipelineBytes = 1000.0 * 1000, 1000
+  built = variant_for(small, {"n": 1})
+  _read(runtime, big, {"n": 4096}, 100.0)       # the base: 100 ms, no build under way
+  runtime.queued = {id(built): built}
+  runtime.build_next()                          # its build starts after that read
+  assert runtime.gpu.prepared[-1][0] == built.launch.source
+  _read(runtime, big if same_like else small, {"n": 4096}, 100.0 + held_up_ms)
+  runtime.gpu.finish()                          # built during that read
+  _read(runtime, big, {"n": 4096}, 100.0)       # the read after: the build is measured
+  return runtime, big, built
+
+
+def test_a_build_the_runs_went_on_beside_prices_variants_at_what_it_cost_them():
+  """The driver compiled beside the runs (lavapipe's prefill, issue 37): the read during the
+  build took as long as before, so builds cost the runs nothing and the next variant asked is
+  bought at its first read, where the wall rate (1000 ms per byte) would wait ~10^5 reads."""
+  runtime, big, _ = _background_build(0.0)
+  assert runtime.build_rate() == 0.0 and runtime.ms_per_byte() == 1000.0
+  wanted = variant_for(big, {"n": 100})
+  assert _read(runtime, big, {"n": 100}, 50.0) is big
+  assert runtime.gpu.prepared[-1][0] == wanted.launch.source
+  runtime.gpu.finish()
+  assert runtime.pick(big, {"n": 100}) is wanted
+
+
+def test_a_build_that_held_the_runs_up_prices_variants_at_the_time_it_added():
+  """The build held the read during it up by 30 ms (a driver compiling on the runs' thread:
+  SwiftShader): each byte of a variant costs 30 ms over the built one's bytes, and the next
+  variant asked is bought at the read where its shares reach that, not before."""
+  runtime, big, built = _background_build(30.0)
+  rate = 30.0 / len(built.launch.source)
+  assert runtime.build_rate() == pytest.approx(rate)
+  wanted = variant_for(big, {"n": 100})
+  cost, before = rate * len(wanted.launch.source), len(runtime.gpu.prepared)
+  reads = 0
+  while len(runtime.gpu.prepared) == before and reads < 100:
+    reads += 1
+    _read(runtime, big, {"n": 100}, 10.0)       # a run of one kernel: charged its 10 ms
+  assert reads == int(np.ceil(cost / 10.0 - 1e-9)) > 1, (reads, cost)
+  assert runtime.gpu.prepared[-1][0] == wanted.launch.source
+
+
+def test_a_build_during_reads_of_no_known_like_is_not_measured():
+  """A read during the build whose kernels never ran without one has no base: the build is not
+  measured, and variants stay priced at the wall rate."""
+  runtime, _, _ = _background_build(0.0, same_like=False)
+  assert runtime.foreground == [0.0, 0] and runtime.build_rate() == 1000.0

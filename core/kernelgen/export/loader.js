@@ -74,9 +74,14 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 // When a variant not built yet is built (ski rental; the same rule as the page's runtime,
 // runtime/webgpu_browser.py DEFAULT_MS_PER_BYTE): until it is built, the kernel runs its values
 // (renting); once the time its runs took reaches the variant's build cost, it is built (buying).
-// - cost: the variant's WGSL bytes x the build rate: the wall time this model was busy building
-//   pipelines per source byte, over every pipeline built so far (load()'s first of all:
-//   msPerByte), or DEFAULT_MS_PER_BYTE before any was built;
+// - cost: the variant's WGSL bytes x the build rate (buildRate): the time the background builds
+//   so far added to the runs they overlapped, per source byte: each run during a build against
+//   the time per work (workOf) of the last run of its like (the same pipelines and outputs) with
+//   no build under way. That is what a build costs the runs, not its own wall time: a driver
+//   that compiles on another thread builds beside the runs, one that compiles on the runs'
+//   thread holds them up (measure). Before any background build was measured: the wall time
+//   this model was busy building pipelines per source byte (load()'s: msPerByte), or
+//   DEFAULT_MS_PER_BYTE;
 // - lost: at each read, the run's wall time is shared out among its kernels by their estimated
 //   work at the bound values (the manifest's `work`: multiply-adds or outputs, times the padding
 //   their grid launches there: whole tiles at small values; workOf), and each
@@ -379,6 +384,12 @@ class Model {
     this.clock = () => performance.now();  // the runs' clock, ms (a test may stand in a fake)
     this.queued = new Set();     // keys of variants to build in the background
     this.background = null;      // the background build under way
+    this.backgroundKey = null;   // its pipelineKey
+    this.clean = new Map();      // a run's like -> its ms per work, no build under way
+    this.during = new Map();     // background builds measured -> {excess, known, done, bytes}
+    this.overlapped = new Set(); // keys of the background builds under way during this run
+    this.picked = [];            // what each step of this run took (pick)
+    this.foreground = { ms: 0, bytes: 0 };   // measured background builds (buildRate)
     this.failed = null;          // a failed build's Error, thrown by the next run
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
@@ -475,6 +486,38 @@ class Model {
       : DEFAULT_MS_PER_BYTE;
   }
 
+  // The rate (ms per source byte) a variant's build cost is priced at: the time the background
+  // builds measured so far added to the runs they overlapped, per byte (DEFAULT_MS_PER_BYTE's
+  // comment; none or less: 0), or msPerByte before any was.
+  buildRate() {
+    const { ms, bytes } = this.foreground;
+    return bytes > 0 ? Math.max(0, ms) / bytes : this.msPerByte();
+  }
+
+  // At a read: a run of `ms` and estimated work `work` (workOf) that no background build
+  // overlapped is the base of its like `sig` (the pipelines it took and its outputs), else its
+  // time over the base's ms per work is shared out among the builds that did (one of them is not
+  // measured where its like has no base); a build done is added to this.foreground.
+  measure(ms, sig, work) {
+    const base = this.clean.get(sig);
+    if (!this.overlapped.size) {
+      if (this.clean.size > 4096) this.clean.clear();
+      this.clean.set(sig, ms / Math.max(work, 1e-30));
+    }
+    for (const key of this.overlapped) {
+      const build = this.during.get(key);
+      if (base === undefined) build.known = false;
+      else build.excess += (ms - base * work) / this.overlapped.size;
+    }
+    for (const [key, build] of this.during) {
+      if (!build.done) continue;
+      this.during.delete(key);
+      if (!build.known) continue;
+      this.foreground.ms += build.excess;  // signed: a run's noise either way evens out
+      this.foreground.bytes += build.bytes;
+    }
+  }
+
   // What a step runs at the dims' `values`: the first variant whose range holds them, where it
   // is built, else the first built one whose range holds them, else the kernel itself (built at
   // load; it serves every value). A variant not built is never dispatched: asked for, it is
@@ -489,14 +532,16 @@ class Model {
       this.asking.set(fits[0].key, (this.asking.get(fits[0].key) || 0) + work);  // layers add
     }
     const { dispatch, grid, key } = built || step;
+    this.picked.push(step.variants.indexOf(built));   // the run's like (measure): -1 the kernel
     return { pipeline: this.builds.get(key).made.pipeline, dispatch, grid };
   }
 
   // At a read: charges each variant the run asked for its kernels' share of the run's wall time
   // `ms` (their work over the run's) and queues those whose charges reach their build cost (ski
   // rental: DEFAULT_MS_PER_BYTE's comment).
-  charge(ms) {
-    const rate = this.msPerByte();
+  charge(ms, sig = '') {
+    this.measure(ms, sig, this.work);
+    const rate = this.buildRate();
     for (const [key, work] of this.asking) {
       const wanted = this.builds.get(key);
       wanted.lost += ms * work / Math.max(this.work, work, 1e-30);
@@ -514,8 +559,14 @@ class Model {
     const size = (key) => this.builds.get(key).source.length;
     const key = [...this.queued].reduce((a, b) => (size(b) < size(a) ? b : a));
     this.queued.delete(key);
+    const measured = { excess: 0, known: true, done: false, bytes: size(key) };
+    this.during.set(key, measured);
+    this.overlapped.add(key);
+    this.backgroundKey = key;
     this.background = this.build(key).catch(() => {}).finally(() => {
+      measured.done = true;
       this.background = null;
+      this.backgroundKey = null;
       this.startBuilds();
     });
   }
@@ -651,6 +702,8 @@ class Model {
 
   async runNow(inputs, names = null) {
     const start = this.clock();
+    this.overlapped = new Set(this.backgroundKey ? [this.backgroundKey] : []);
+    this.picked = [];
     this.usable();
     this.checkInputs(inputs);
     const values = this.dimValues(inputs);
@@ -723,7 +776,7 @@ class Model {
       this.usable();
       fail(`reading the outputs failed: ${failure.message}`);
     }
-    this.charge(this.clock() - start);
+    this.charge(this.clock() - start, JSON.stringify([wanted.map(([o]) => o.name), this.picked]));
     this.startBuilds();
     const out = {};
     wanted.forEach(([o, i]) => {

@@ -29,9 +29,14 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 # When a symbolic kernel's variant not built yet is built (ski rental; the same rule as an
 # exported bundle's, export/loader.js BUILD_COST): until it is built, the kernel runs its values
 # (renting); once the time its runs lost reaches the variant's build cost, it is built (buying).
-# - cost: the variant's WGSL bytes x the page's build rate: the wall time the driver was busy
-#   building pipelines per source byte, over every pipeline built so far (gpu.js stats
-#   pipelineBusyMs / pipelineBytes), or DEFAULT_MS_PER_BYTE before any was built;
+# - cost: the variant's WGSL bytes x the build rate (build_rate): the time the background builds
+#   so far added to the reads they overlapped, per source byte: each read's runs during a build
+#   against the time per work (launch_work) of the last read of their like (the same kernels,
+#   variants taken) with no build under way. That is what a build costs the runs, not its own
+#   wall time: a driver that compiles on another thread builds beside the runs, one that
+#   compiles on the runs' thread holds them up (measure). Before any background build was
+#   measured: the wall time the driver was busy building pipelines per source byte (gpu.js
+#   stats pipelineBusyMs / pipelineBytes), or DEFAULT_MS_PER_BYTE;
 # - lost: at each read, the wall time from the first run since the previous read to the read is
 #   shared out among those runs' kernels by their estimated work at the bound values (Launch
 #   .work: multiply-adds or outputs, times the padding their grid launches there: whole tiles
@@ -108,6 +113,12 @@ class BrowserWebGPU(Runtime):
     self.work = 0.0                     # the work of the runs since then (launch_work)
     self.queued: dict[int, CompiledKernel] = {}   # variants to build, after a read (build_next)
     self.background: CompiledKernel | None = None   # the variant build_next started last
+    self.clean: dict[tuple, float] = {}   # a read's like -> its ms per work, no build under way
+    # id(variant) -> [variant, ms it added to the reads so far, whether each had a base]
+    self.during: dict[int, list] = {}
+    self.overlapped: set[int] = set()   # the background builds under way since the last read
+    self.picked: list[int] = []         # the kernels the runs since the last read took
+    self.foreground = [0.0, 0]          # measured background builds: [ms added, WGSL bytes]
 
   def info(self) -> dict:
     return self.gpu.info().to_py()
@@ -225,9 +236,17 @@ class BrowserWebGPU(Runtime):
     reaches its build cost (DEFAULT_MS_PER_BYTE's comment), and the runs after its build take
     it."""
     if self.since is None:
-      self.since = self.clock()
+      self.since, self.picked = self.clock(), []
+      building = self.background is not None and self._state(self.background) == "making"
+      self.overlapped = {id(self.background)} if building else set()
     work = launch_work(kernel.launch, var_values)
     self.work += work
+    chosen = self._choose(kernel, var_values, work)
+    self.picked.append(id(chosen))
+    return chosen
+
+  def _choose(self, kernel: CompiledKernel, var_values: dict[str, int], work: float):
+    """pick's choice for a run of estimated `work`, the variant asked for noted in self.asking."""
     variants = getattr(kernel, "variants", ()) or ()
     if not variants or not var_values:
       return kernel
@@ -257,11 +276,46 @@ class BrowserWebGPU(Runtime):
     built = float(getattr(stats, "pipelineBytes", 0) or 0)
     return busy / built if busy > 0 and built > 0 else DEFAULT_MS_PER_BYTE
 
+  def build_rate(self) -> float:
+    """The rate (ms per WGSL byte) a variant's build cost is priced at: the time the background
+    builds measured so far added to the reads they overlapped, per byte (DEFAULT_MS_PER_BYTE's
+    comment; none or less: 0), or ms_per_byte before any was."""
+    ms, built = self.foreground
+    return max(0.0, ms) / built if built > 0 else self.ms_per_byte()
+
+  def measure(self, ms: float, work: float) -> None:
+    """At a read: runs of `ms` and estimated `work` that no background build overlapped are the
+    base of their like (the kernels they took), else their time over the base's ms per work is
+    shared out among the builds that did (one of them is not measured where the like has no
+    base); a build done is added to self.foreground."""
+    like = tuple(self.picked)
+    base = self.clean.get(like)
+    if not self.overlapped:
+      if len(self.clean) > 4096:
+        self.clean.clear()
+      self.clean[like] = ms / max(work, 1e-30)
+    for key in self.overlapped:
+      entry = self.during.get(key)
+      if entry is not None and base is None:
+        entry[2] = False
+      elif entry is not None:
+        entry[1] += (ms - base * work) / len(self.overlapped)
+    for key, (variant, added, known) in list(self.during.items()):
+      if self._state(variant) != "making":
+        del self.during[key]
+        if known:
+          self.foreground[0] += added     # signed: a read's noise either way evens out
+          self.foreground[1] += len(variant.launch.source)
+
   def charge(self) -> None:
     """At a read: charge each variant asked for since the last read its kernels' share of the
     wall time since the first run (their work over the runs', launch_work), and queue those whose
     charges reach their build cost (ski rental: DEFAULT_MS_PER_BYTE's comment)."""
-    lost, total, rate = self.clock() - (self.since or 0.0), self.work, self.ms_per_byte()
+    if self.since is None:
+      return
+    lost, total = self.clock() - self.since, self.work
+    self.measure(lost, total)
+    rate = self.build_rate()
     for key, (entry, work) in self.asking.items():
       entry[1] += lost * work / max(total, work, 1e-30)
       if entry[1] >= rate * len(entry[0].launch.source):
@@ -279,6 +333,7 @@ class BrowserWebGPU(Runtime):
       return
     key = min(self.queued, key=lambda k: len(self.queued[k].launch.source))
     self.background = self.queued.pop(key)
+    self.during[key] = [self.background, 0.0, True]
     self.prepare(self.background)
 
   def _dispatch(self, kernel: CompiledKernel, var_values: dict[str, int]):
