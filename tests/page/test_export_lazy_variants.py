@@ -41,6 +41,7 @@ LAZY = """async ([name, early, late, ms, rate]) => {
   let now = 0;
   model.clock = () => (now += ms);     // runNow reads it twice: each run takes `ms`
   model.msPerByte = () => rate;
+  model.buildRate = () => rate;        // (what the builds cost the runs: not measured here)
   const runs = [];
   const go = async (feeds, phase) => {
     for (const rows of feeds) {
