@@ -3,8 +3,10 @@ only once realizes ask for them (issue 37), with a stand-in for gpu.js: prepare(
 kernel's own pipeline only; pick() runs the kernel until the variant that the bound values select
 is built; at a read (build_next) every variant asked for since the previous read is charged its
 kernels' share of the wall time since the first run (their estimated work over the runs', Launch
-.work) and queued once its charges reach its build cost (ski rental: its WGSL bytes x gpu.js's
-measured build rate, DEFAULT_MS_PER_BYTE before any); build_next starts the
+.work) and queued once its charges reach its build cost (ski rental: its WGSL bytes x the build
+rate: what the background builds so far added to the reads they overlapped, per byte
+(build_rate), before any gpu.js's measured wall build rate, DEFAULT_MS_PER_BYTE before any
+build); build_next starts the
 queued builds one at a time, and pick never returns a variant whose pipeline is not built. A fake
 clock and build rate make the decision deterministic."""
 from __future__ import annotations
