@@ -57,6 +57,15 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 # decode alike (2.0-3.0 s against 1.7-2.6) but its prefill's 7 variants (365-396 KB each, 7-23 %
 # of the prefill's work each) not bought in 7 prompts: 0.6-1.1 s against 0.18-0.23 once the
 # whole-run rule bought them (load 3-5): open, issue 37 asks them bought in 1-3 prompts.
+# Priced at what the builds cost the runs (measure) instead of their wall time, the same bench
+# A/B against main's whole-run rule in turn: the background builds held SwiftShader's runs up about
+# as long as they took (0.059 ms per byte measured against 0.066 wall, load 18), lavapipe's less
+# (0.015 against 0.027 at load 18, 0.006 against 0.025 at load 12): lavapipe's decode variants
+# bought in 1-3 prompts, its prefill's biggest two (each charged ~0.2 s a prompt at 2 s) due
+# about the 7th prompt, the others later: their shares of the prefill's work undercount their
+# time (the LM head's variant, built, keeps ~75 % of the work), so lavapipe's prefill stays at
+# 2.9-5.4 s against main's 1.5-2.1 from its 3rd prompt (load 10-12): open. SwiftShader: prefill
+# 5.6-11.9 s, decode 1.1-2.3 tok/s against main's 12-28 s and 0.7-1.0 (load 18-22).
 # 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 DEFAULT_MS_PER_BYTE = 0.02
 
