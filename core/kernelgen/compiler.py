@@ -175,6 +175,7 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel.
   A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (lowering/tensorcore.py).
   `pin` (dim name, value): a variant for that one bound value (lowering/pinned.py)."""
+  from .lowering import compile_cost
   from .lowering.lower import forget_last, lower
   from .lowering.optimize import optimize
   from .lowering.pinned import pin_dim
@@ -204,6 +205,8 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
     with internal_errors("render", item.name):
       out = python_compiled(out)
   out = with_variants(with_grid(out, item, opts), item, target, options, opts, print_after)
+  out = dataclasses.replace(out, launch=dataclasses.replace(
+    out.launch, work=compile_cost.item_work(item)))    # a run's share of it (webgpu_browser.py)
   return dataclasses.replace(out, capped=True) if opts is not None and opts.capped else out
 
 
@@ -230,7 +233,7 @@ def renamed(compiled, item, target: Target, options: dict | None = None):
   """What compile_item(item, target, options) gives, from `compiled`, the CompiledKernel of a
   kernel of the same structure (graph/keys.py's shape_key) under other names: its linearized kernel
   rendered again with `item`'s name and buffer names (no pass before the renderer reads them),
-  with its run-time grid and cap."""
+  with its run-time grid, work estimate and cap."""
   from .uop.program import kernel_buffers
   options = dict(target.check_options(options or {}))
   limits.tick()            # the web page's time limit, as compile_item
@@ -242,7 +245,7 @@ def renamed(compiled, item, target: Target, options: dict | None = None):
     out = target.render(kernel, target.for_renderer(options))
     if not isinstance(out, CompiledKernel):
       out = python_compiled(out)
-  launch = dataclasses.replace(out.launch, grid=compiled.launch.grid)
+  launch = dataclasses.replace(out.launch, grid=compiled.launch.grid, work=compiled.launch.work)
   return dataclasses.replace(out, launch=launch, capped=compiled.capped)
 
 

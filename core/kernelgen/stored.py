@@ -47,7 +47,8 @@ def to_record(compiled: CompiledKernel) -> dict:
   return {"name": compiled.name, "target": compiled.target, "source": compiled.source,
           "global_size": list(compiled.global_size), "local_size": list(compiled.local_size),
           "buffers": [[b.slot, b.name, b.dtype.name, b.size, b.access] for b in compiled.buffers],
-          "launch": {**launch.to_json(), "grid": _plain(launch.grid)}}
+          "launch": {**launch.to_json(), "grid": _plain(launch.grid),
+                     "work": _plain(launch.work)}}
 
 
 def _plain(value):
@@ -65,7 +66,7 @@ def from_record(record: dict) -> CompiledKernel:
                   tuple(Binding(**b) for b in spec["bindings"]),
                   tuple(spec["workgroup_size"]), tuple(spec["dispatch"]),
                   tuple(tuple(u) for u in spec["uniforms"]), tuple(spec["features"]),
-                  _tuples(spec["grid"]))
+                  _tuples(spec["grid"]), _tuples(spec.get("work", [])))
   buffers = tuple(BufferSpec(slot, name, dtypes.from_name(dtype), size, access)
                   for slot, name, dtype, size, access in record["buffers"])
   return CompiledKernel(record["name"], record["target"], record["source"],

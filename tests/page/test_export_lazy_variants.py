@@ -2,8 +2,9 @@
 what it needs): load() makes each kernel's own pipeline, not its variants' (lowering/variants.py);
 a run whose bound value a variant not built yet would take runs the kernel itself (never the
 unbuilt variant); a variant is built in the background once the runs that asked for it have
-taken its build's cost (ski rental, loader.js DEFAULT_MS_PER_BYTE: its bytes x the build rate
-measured at load), and taken by the runs after; buildVariants() builds the rest. The decision is
+taken its build's cost (ski rental, loader.js DEFAULT_MS_PER_BYTE: its bytes x the build rate:
+what background builds added to the runs they overlapped, before any the wall rate measured at
+load), and taken by the runs after; buildVariants() builds the rest. The decision is
 checked by structure: a fake clock makes each run take RUN_MS and a fixed rate makes n = 100's
 variant cost 2.5 runs, so its build starts after the third run asking for it, not before. Every
 run equals numpy, in headless Chromium."""
@@ -41,6 +42,7 @@ LAZY = """async ([name, early, late, ms, rate]) => {
   let now = 0;
   model.clock = () => (now += ms);     // runNow reads it twice: each run takes `ms`
   model.msPerByte = () => rate;
+  model.buildRate = () => rate;        // (what the builds cost the runs: not measured here)
   const runs = [];
   const go = async (feeds, phase) => {
     for (const rows of feeds) {
@@ -122,3 +124,135 @@ def test_model_js_builds_variants_on_demand_and_every_run_is_exact(chromium, ser
   assert info["made"] == distinct, info
   assert info["pipelines"] == {"built": distinct, "total": distinct}, info
   assert [r["workgroups"] for r in runs[10:]] == [dispatched(c) for c in late], runs[10:]
+
+
+# JS: load the bundle under /NAME/, each run taking `ms` on a fake clock and builds priced out of
+# reach; run `feeds` (each {input: rows}); each variant's charges by its file, and the outputs
+SHARES = """async ([name, feeds, ms]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const model = await load();
+  let now = 0;
+  model.clock = () => (now += ms);
+  model.msPerByte = () => 1e12;
+  const outs = [];
+  for (const feed of feeds) {
+    const inputs = Object.fromEntries(Object.entries(feed).map(([k, v]) => [k, new Float32Array(v)]));
+    const out = await model.run(inputs);
+    outs.push(Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Array.from(v)])));
+  }
+  const lost = Object.fromEntries([...model.builds].map(([key, e]) => [JSON.parse(key)[0], e.lost]));
+  model.destroy();
+  return { lost, outs };
+}"""
+
+
+def test_model_js_charges_each_variant_its_kernels_share_of_the_run(chromium, serve, tmp_path):
+  """One run of a big matmul (32 x 512 x n) and a small one (32 x 8 x n), both asking their
+  variants for n = 100: the run's time is shared out by the manifest's work estimates (about
+  512 : 8), not charged whole to each (issue 37; webgpu_browser.py's rule, tests/unit
+  test_browser_lazy_variants.py)."""
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  n = kg.Dim("n", 1, 4096)
+  rng = np.random.default_rng(5)
+  a, b = (rng.standard_normal((32, k)).astype(np.float32) for k in (512, 8))
+  ys = {"big": kg.Tensor(a).realize() @ kg.Tensor.empty(512, n, name="x1"),
+        "small": kg.Tensor(b).realize() @ kg.Tensor.empty(8, n, name="x2")}
+  kg.export(ys, str(tmp_path / "two"), format="webgpu")
+  manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
+  assert len(manifest["kernels"]) == 2 and all("work" in k for k in manifest["kernels"])
+  x1, x2 = (rng.standard_normal((k, 100)).astype(np.float32) for k in (512, 8))
+  run_ms = 1000.0
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    info = page.evaluate(SHARES, ["two", [{"x1": x1.ravel().tolist(), "x2": x2.ravel().tolist()}] * 2,
+                                  run_ms])
+    assert page.console_errors == [], page.console_errors
+  for out in info["outs"]:
+    np.testing.assert_allclose(np.array(out["big"], np.float32).reshape(32, 100), a @ x1,
+                               rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(np.array(out["small"], np.float32).reshape(32, 100), b @ x2,
+                               rtol=1e-4, atol=1e-4)
+  from kernelgen.uop.program import Launch, grid_from_json, launch_work, work_from_json
+  asked = {}    # each variant asked for: its kernel's work at n = 100 (as webgpu_browser.py's)
+  for k in manifest["kernels"]:
+    v = next(v for v in k["variants"] if v["most"] >= 100)
+    launch = Launch("wgsl", "", k["entry_point"], (), tuple(k["workgroup_size"]),
+                    tuple(k["dispatch"]), (), (), grid_from_json(k.get("grid")),
+                    work_from_json(k["work"]))
+    asked[v["file"]] = launch_work(launch, {"n": 100})
+  total = sum(asked.values())
+  assert max(asked.values()) > 0.9 * total, asked       # about 512 : 8
+  for file, work in asked.items():    # two runs, each charged work / total of its time
+    assert info["lost"][file] == pytest.approx(2 * run_ms * work / total), (file, info["lost"])
+  assert sum(info["lost"].values()) == pytest.approx(2 * run_ms), info["lost"]
+
+
+# JS: load the bundle under /NAME/ with its variants' pipelines held back until released, the
+# wall build rate 1000 ms per byte and a fake clock (each run takes `ms`, which the steps set);
+# one run at n = 4096 (100 ms, no variant), the variant with the smallest range built in the
+# background during a second (100 + held ms), a third after it (100 ms), then a 50 ms run at
+# n = 100: the build rate measured, the variants' builds started during and after
+MEASURE = """async ([name, wide, narrow, held]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const device = await (await navigator.gpu.requestAdapter()).requestDevice();
+  let release = null;
+  const gate = new Promise((done) => { release = done; });
+  let gated = false;
+  const create = device.createComputePipelineAsync.bind(device);
+  device.createComputePipelineAsync = async (descriptor) => {
+    const pipeline = await create(descriptor);
+    if (gated) await gate;
+    return pipeline;
+  };
+  const model = await load({ device });
+  gated = true;
+  let now = 0;
+  let ms = 100;
+  model.clock = () => (now += ms);     // runNow reads it twice: each run takes `ms`
+  model.msPerByte = () => 1000;
+  const atLoad = [...model.builds.values()].filter((e) => e.building).length;
+  const started = () => [...model.builds.values()].filter((e) => e.building).length - atLoad;
+  const step = model.steps[0];
+  const first = step.variants.reduce((a, b) => (b.most < a.most ? b : a));
+  await model.run({ x: new Float32Array(wide) });
+  model.queued.add(first.key);
+  model.startBuilds();
+  ms = 100 + held;
+  await model.run({ x: new Float32Array(wide) });
+  const during = started();
+  release();
+  await model.background;
+  ms = 100;
+  await model.run({ x: new Float32Array(wide) });
+  const rate = model.buildRate();
+  ms = 50;
+  await model.run({ x: new Float32Array(narrow) });
+  const out = { during, rate, bytes: model.builds.get(first.key).source.length,
+    after: started(), most: first.most };
+  model.destroy();
+  return out;
+}"""
+
+
+def test_model_js_prices_a_variant_at_what_the_background_builds_cost_the_runs(chromium, serve,
+                                                                                tmp_path):
+  """The build rate is what a background build added to the runs it overlapped, per byte (issue
+  37: lavapipe builds beside the runs, SwiftShader holds them up): a build during which the run
+  took as long as before costs nothing, and the variant a 50 ms run at n = 100 asks for is bought
+  at once where the wall rate (1000 ms per byte) never would; one that held the run up 3 s
+  prices bytes at 3 s over its own (n = 100's not bought by one 50 ms run), as webgpu_browser.py (tests/unit
+  test_browser_lazy_variants.py)."""
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  n = kg.Dim("n", 1, 4096)
+  y = kg.Tensor(np.ones((32, 8), np.float32)).realize() @ kg.Tensor.empty(8, n, name="x")
+  kg.export({"y": y}, str(tmp_path / "one"), format="webgpu")
+  wide, narrow = np.ones(8 * 4096).tolist(), np.ones(8 * 100).tolist()
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    beside, held = (page.evaluate(MEASURE, ["one", wide, narrow, ms]) for ms in (0.0, 3000.0))
+    assert page.console_errors == [], page.console_errors
+  assert beside["most"] < 100 and beside["during"] == 1, beside
+  assert beside["rate"] == 0 and beside["after"] == 2, beside     # n = 100's bought at once
+  assert held["rate"] == pytest.approx(3000.0 / held["bytes"]) and held["after"] == 1, held

@@ -1,10 +1,11 @@
 """The page's own runtime builds a symbolic kernel's variants lazily (issue 37; lowering/variants.py,
 runtime/webgpu_browser.py pick), as an exported bundle does (test_export_lazy_variants.py): a
 realize prepares the kernel's own pipeline only (it serves every bound value); a variant is asked
-for by each realize whose bound value it would take, charged at the read the realize's time since
-it asked, and once its charges reach its build cost (ski rental: its WGSL bytes x the build rate)
-its pipeline is built in the background (createComputePipelineAsync) after that read, while the
-kernel stands in; the realizes after the build run it.
+for by each realize whose bound value it would take, charged at the read its kernel's share of the
+realize's time (here all of it: one kernel), and once its charges reach its build cost (ski
+rental: its WGSL bytes x the build rate) its pipeline is built in the background
+(createComputePipelineAsync) after that read, while the kernel stands in; the realizes after the
+build run it.
 Headless Chromium (SwiftShader), the page's kg.run; every result equals numpy. Nothing is timed:
 a stand-in clock makes each realize take RUN_MS and a stand-in rate makes n = 100's variant cost
 2.5 realizes, and the program waits for the builds in flight (gpu.js `making`) where it says so."""
@@ -44,6 +45,7 @@ def rate():     # ms per WGSL byte: n = 100's variant costs 2.5 realizes
 
 runtime.clock = lambda: now[0]
 runtime.ms_per_byte = rate
+runtime.build_rate = rate   # (what the builds cost the runs: not measured here)
 
 def spy(kernel, values):
   seen[:] = [kernel]

@@ -1,18 +1,24 @@
 """The page's WEBGPU runtime (runtime/webgpu_browser.py) builds a symbolic kernel's variants
 only once realizes ask for them (issue 37), with a stand-in for gpu.js: prepare() starts the
 kernel's own pipeline only; pick() runs the kernel until the variant that the bound values select
-is built; at a read (build_next) every variant asked for since the previous read is charged the
-wall time since the first ask and queued once its charges reach its build cost (ski rental: its
-WGSL bytes x gpu.js's measured build rate, DEFAULT_MS_PER_BYTE before any); build_next starts the
+is built; at a read (build_next) every variant asked for since the previous read is charged its
+kernels' share of the wall time since the first run (their estimated work over the runs', Launch
+.work) and queued once its charges reach its build cost (ski rental: its WGSL bytes x the build
+rate: what the background builds so far added to the reads they overlapped, per byte
+(build_rate), before any gpu.js's measured wall build rate, DEFAULT_MS_PER_BYTE before any
+build); build_next starts the
 queued builds one at a time, and pick never returns a variant whose pipeline is not built. A fake
 clock and build rate make the decision deterministic."""
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 import kernelgen as kg
+from kernelgen.errors import KernelgenError
 from kernelgen.runtime.webgpu_browser import DEFAULT_MS_PER_BYTE, BrowserWebGPU
 from kernelgen.uop.program import variant_for
 
@@ -52,6 +58,9 @@ def _runtime():
   runtime = object.__new__(BrowserWebGPU)    # no Pyodide here: only what pick reads
   runtime.gpu, runtime.launches, runtime.asked = FakeGpu(), {}, {}
   runtime.queued, runtime.background, runtime.asking, runtime.since = {}, None, {}, None
+  runtime.work = 0.0
+  runtime.clean, runtime.during, runtime.overlapped, runtime.picked = {}, {}, set(), []
+  runtime.foreground = [0.0, 0]
   runtime.clock = Clock()
   runtime._launch = lambda kernel: (kernel.launch.to_json(), kernel.launch.to_json())
   return runtime
@@ -139,3 +148,152 @@ def test_queued_variants_build_one_at_a_time_the_shortest_first():
   runtime.gpu.finish()
   runtime.build_next()
   assert len(runtime.gpu.prepared) == 2 and len(runtime.queued) == len(variants) - 2
+
+
+def _matmul_k(k: int):
+  """(32, k) @ (k, n): 32 x k x n multiply-adds at n (Launch.work)."""
+  n = kg.Dim("n", 1, 4096)
+  a = np.ones((32, k), np.float32)
+  (kernel,) = kg.compile(kg.Tensor(a).realize() @ kg.Tensor.empty(k, n, name="x"), target="wgsl")
+  return kernel
+
+
+def test_the_compiler_estimates_each_kernels_work_at_the_bound_values(tmp_path):
+  """Launch.work: a matmul's multiply-adds at n; it travels in the launch's JSON and an
+  exported manifest (model.js reads it), and loads back with the bundle."""
+  from kernelgen.uop.program import launch_work, work_from_json
+  from kernelgen.uop.program import launch_dispatch
+  big = _matmul_k(512)
+  (terms, const, per, *_), = big.launch.grid
+  for c in (1, 7, 100, 4096):     # times the padding its grid launches at n (whole tiles)
+    need = const + sum(k * c for _, k in terms)
+    padding = max(1, launch_dispatch(big.launch, {"n": c})[0] * per / need)
+    assert launch_work(big.launch, {"n": c}) == 32 * 512 * c * padding, c
+  # at n = 1 the kernel's tiles are mostly padding (what its variant for n = 1 saves)
+  assert launch_work(big.launch, {"n": 1}) > 2 * 32 * 512
+  assert work_from_json(big.launch.to_json()["work"]) == big.launch.work
+  n = kg.Dim("n", 1, 4096)
+  y = kg.Tensor(np.ones((32, 512), np.float32)).realize() @ kg.Tensor.empty(512, n, name="x")
+  kg.export({"y": y}, str(tmp_path / "b"), format="webgpu")
+  path = tmp_path / "b" / "manifest.json"
+  manifest = json.loads(path.read_text())
+  assert work_from_json(manifest["kernels"][0]["work"]) == big.launch.work
+  kg.load_bundle(str(tmp_path / "b"))
+  manifest["kernels"][0]["work"] = [[["n", "1"]], 0]
+  path.write_text(json.dumps(manifest))
+  with pytest.raises(KernelgenError, match="work"):
+    kg.load_bundle(str(tmp_path / "b"))
+  # without an estimate (a bundle exported before): the threads it launches at n
+  import dataclasses
+  bare = dataclasses.replace(big.launch, work=())
+  threads = np.prod(launch_dispatch(bare, {"n": 100})) * np.prod(bare.workgroup_size)
+  assert launch_work(bare, {"n": 100}) == threads
+
+
+def test_a_read_charges_each_variant_its_kernels_share_of_the_time_by_their_work():
+  """One realize runs a big matmul (32 x 512 x n) and a small one (32 x 8 x n), each asking
+  its variant for n = 100: the read's time T is shared out by their work (launch_work: about
+  512 : 8), so the big one's variant, costing 0.9 T, is bought at the first read and the small
+  one's, whose kernel is about 1/65 of the run, only once its runs have lost its cost (charged T
+  each before: both bought at once; shared equally: neither)."""
+  from kernelgen.uop.program import launch_work
+  big, small = _matmul_k(512), _matmul_k(8)
+  works = [launch_work(k.launch, {"n": 100}) for k in (big, small)]
+  assert works[0] > 0.9 * sum(works) and works[1] < 0.1 * sum(works), works
+  wanted = [variant_for(big, {"n": 100}), variant_for(small, {"n": 100})]
+  runtime = _runtime()
+  runtime.prepare(big)
+  runtime.prepare(small)
+  runtime.gpu.finish()
+  run_ms = 1000.0
+  rate = 0.9 * run_ms / len(wanted[0].launch.source)
+  runtime.gpu.stats.pipelineBusyMs, runtime.gpu.stats.pipelineBytes = rate * 1000, 1000
+  small_cost = rate * len(wanted[1].launch.source)
+  share = run_ms * works[1] / sum(works)
+  assert small_cost > 2 * share, (small_cost, share)
+  reads = 0
+  while id(wanted[1]) not in runtime.queued and reads < 200:
+    reads += 1
+    values = {"n": 100}
+    assert runtime.pick(big, values) in (big, wanted[0]) and runtime.pick(small, values) is small
+    runtime.clock.now += run_ms
+    runtime.charge()
+    if reads == 1:
+      assert runtime.asked[id(wanted[0])][1] == pytest.approx(run_ms * works[0] / sum(works))
+      assert runtime.asked[id(wanted[1])][1] == pytest.approx(share)
+      assert list(runtime.queued) == [id(wanted[0])]
+  # the small variant: bought at the read where its shares reach its cost, not before
+  assert reads == int(np.ceil(small_cost / share - 1e-9)), (reads, small_cost, share)
+  assert runtime.asked[id(wanted[1])][1] == pytest.approx(reads * share)
+  # a run of one kernel is charged its whole time, as before
+  runtime.pick(small, {"n": 100})
+  runtime.clock.now += 5.0
+  runtime.charge()
+  assert runtime.asked[id(wanted[1])][1] == pytest.approx(reads * share + 5.0)
+
+
+def _read(runtime, kernel, values: dict, ms: float):
+  """One realize of `kernel` at `values` taking `ms`, then its read (build_next)."""
+  taken = runtime.pick(kernel, values)
+  runtime.clock.now += ms
+  runtime.build_next()
+  return taken
+
+
+def _background_build(held_up_ms: float, same_like: bool = True):
+  """A runtime whose driver took 1000 ms per byte at load (the wall rate: no variant's share of
+  a 50 ms read pays for it), one read of a big matmul at n = 4096 (no variant) taking 100 ms,
+  then a variant of a small matmul built in the background during a second read, which takes
+  `held_up_ms` more (of the same kernels where `same_like`, else of another one)."""
+  big, small = _matmul_k(512), _matmul_k(8)
+  runtime = _runtime()
+  runtime.prepare(big)
+  runtime.prepare(small)
+  runtime.gpu.finish()
+  runtime.gpu.stats.pipelineBusyMs, runtime.gpu.stats.pipelineBytes = 1000.0 * 1000, 1000
+  built = variant_for(small, {"n": 1})
+  _read(runtime, big, {"n": 4096}, 100.0)       # the base: 100 ms, no build under way
+  runtime.queued = {id(built): built}
+  runtime.build_next()                          # its build starts after that read
+  assert runtime.gpu.prepared[-1][0] == built.launch.source
+  _read(runtime, big if same_like else small, {"n": 4096}, 100.0 + held_up_ms)
+  runtime.gpu.finish()                          # built during that read
+  _read(runtime, big, {"n": 4096}, 100.0)       # the read after: the build is measured
+  return runtime, big, built
+
+
+def test_a_build_the_runs_went_on_beside_prices_variants_at_what_it_cost_them():
+  """The driver compiled beside the runs (lavapipe's prefill, issue 37): the read during the
+  build took as long as before, so builds cost the runs nothing and the next variant asked is
+  bought at its first read, where the wall rate (1000 ms per byte) would wait ~10^5 reads."""
+  runtime, big, _ = _background_build(0.0)
+  assert runtime.build_rate() == 0.0 and runtime.ms_per_byte() == 1000.0
+  wanted = variant_for(big, {"n": 100})
+  assert _read(runtime, big, {"n": 100}, 50.0) is big
+  assert runtime.gpu.prepared[-1][0] == wanted.launch.source
+  runtime.gpu.finish()
+  assert runtime.pick(big, {"n": 100}) is wanted
+
+
+def test_a_build_that_held_the_runs_up_prices_variants_at_the_time_it_added():
+  """The build held the read during it up by 30 ms (a driver compiling on the runs' thread:
+  SwiftShader): each byte of a variant costs 30 ms over the built one's bytes, and the next
+  variant asked is bought at the read where its shares reach that, not before."""
+  runtime, big, built = _background_build(30.0)
+  rate = 30.0 / len(built.launch.source)
+  assert runtime.build_rate() == pytest.approx(rate)
+  wanted = variant_for(big, {"n": 100})
+  cost, before = rate * len(wanted.launch.source), len(runtime.gpu.prepared)
+  reads = 0
+  while len(runtime.gpu.prepared) == before and reads < 100:
+    reads += 1
+    _read(runtime, big, {"n": 100}, 10.0)       # a run of one kernel: charged its 10 ms
+  assert reads == int(np.ceil(cost / 10.0 - 1e-9)) > 1, (reads, cost)
+  assert runtime.gpu.prepared[-1][0] == wanted.launch.source
+
+
+def test_a_build_during_reads_of_no_known_like_is_not_measured():
+  """A read during the build whose kernels never ran without one has no base: the build is not
+  measured, and variants stay priced at the wall rate."""
+  runtime, _, _ = _background_build(0.0, same_like=False)
+  assert runtime.foreground == [0.0, 0] and runtime.build_rate() == 1000.0

@@ -26,7 +26,7 @@ from ..nn import safetensors
 from ..tensor.tensor import Tensor
 from ..graph import lazy
 from ..graph.view import prod
-from ..uop.program import Binding, CompiledKernel, Launch, grid_from_json
+from ..uop.program import Binding, CompiledKernel, Launch, grid_from_json, work_from_json
 from . import manifest
 from .inputs import is_model, model_feeds
 from ..tensor.symbolic import compact, padded
@@ -250,7 +250,8 @@ class Bundle:
     launch = Launch(target, source, entry["entry_point"], bindings,
                     tuple(entry["workgroup_size"]), tuple(entry["dispatch"]),
                     tuple(tuple(u) for u in entry.get("uniforms", ())),
-                    tuple(entry["features"]), grid_from_json(entry.get("grid")))
+                    tuple(entry["features"]), grid_from_json(entry.get("grid")),
+                    work_from_json(entry.get("work")))
     return CompiledKernel(entry["name"], target, source, tuple(entry["global_size"]),
                           tuple(entry["local_size"]), (), launch, variants=variants)
 

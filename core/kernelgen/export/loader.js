@@ -74,19 +74,65 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 // When a variant not built yet is built (ski rental; the same rule as the page's runtime,
 // runtime/webgpu_browser.py DEFAULT_MS_PER_BYTE): until it is built, the kernel runs its values
 // (renting); once the time its runs took reaches the variant's build cost, it is built (buying).
-// - cost: the variant's WGSL bytes x the build rate: the wall time this model was busy building
-//   pipelines per source byte, over every pipeline built so far (load()'s first of all:
-//   msPerByte), or DEFAULT_MS_PER_BYTE before any was built;
-// - lost: at each read, every variant asked for by the run is charged the run's wall time (what
-//   the variant would shorten: an upper bound);
+// - cost: the variant's WGSL bytes x the build rate (buildRate): the time the background builds
+//   so far added to the runs they overlapped, per source byte: each run during a build against
+//   the time per work (workOf) of the last run of its like (the same pipelines and outputs) with
+//   no build under way. That is what a build costs the runs, not its own wall time: a driver
+//   that compiles on another thread builds beside the runs, one that compiles on the runs'
+//   thread holds them up (measure). Before any background build was measured: the wall time
+//   this model was busy building pipelines per source byte (load()'s: msPerByte), or
+//   DEFAULT_MS_PER_BYTE;
+// - lost: at each read, the run's wall time is shared out among its kernels by their estimated
+//   work at the bound values (the manifest's `work`: multiply-adds or outputs, times the padding
+//   their grid launches there: whole tiles at small values; workOf), and each
+//   variant asked for is charged the share of the kernels that ran in its place: their own time,
+//   the most it could save (an upper bound; a run of one kernel charges its whole time). Charged
+//   the run's whole time each, the variants of every layer's matmuls that one 128-token prefill
+//   asks for were all bought in its first rounds, and their builds slowed SwiftShader's decode
+//   (5.0 tok/s, 8.6 once settled); shared out equally, the prefill's were never bought (issue
+//   37). So the charges of one run add up to at most its time, and a variant whose kernels are
+//   most of a run is bought first;
 // - at a read, a variant charged its cost or more is queued; the builds start after a read, one
 //   at a time, the shortest first (startBuilds). So a build costs at most the time already lost
 //   (at most twice the best choice made knowing the future), and a value asked once for a short
 //   run builds nothing.
+// Measured (bench/lm_page.py smollm2-135m q4, 2 layers, 128-token prompt, 32 tokens, 6 rounds,
+// A/B against the whole-run rule in turn, wall ms, loaded machine): SwiftShader decode 6.9-14.5 s
+// per 31 tokens against 12.9-19.3, prefill 1.1-1.6 s against 1.7-3.7 (load 4-8); lavapipe
+// decode alike (2.0-3.0 s against 1.7-2.6) but its prefill's 7 variants (365-396 KB each, 7-23 %
+// of the prefill's work each) not bought in 7 prompts: 0.6-1.1 s against 0.18-0.23 once the
+// whole-run rule bought them (load 3-5): open, issue 37 asks them bought in 1-3 prompts.
+// Priced at what the builds cost the runs (measure) instead of their wall time, the same bench
+// A/B against main's whole-run rule in turn: the background builds held SwiftShader's runs up about
+// as long as they took (0.059 ms per byte measured against 0.066 wall, load 18), lavapipe's less
+// (0.015 against 0.027 at load 18, 0.006 against 0.025 at load 12): lavapipe's decode variants
+// bought in 1-3 prompts, its prefill's biggest two (each charged ~0.2 s a prompt at 2 s) due
+// about the 7th prompt, the others later: their shares of the prefill's work undercount their
+// time (the LM head's variant, built, keeps ~75 % of the work), so lavapipe's prefill stays at
+// 2.9-5.4 s against main's 1.5-2.1 from its 3rd prompt (load 10-12): open. SwiftShader: prefill
+// 5.6-11.9 s, decode 1.1-2.3 tok/s against main's 12-28 s and 0.7-1.0 (load 18-22).
 // Before (a flat 2 asks per multiple of the kernel's source length), bench/lm_page.py's q4
 // 128-token prefill on lavapipe ran 369 tokens/s for 20 prompts where its variants run 927.
 // 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 const DEFAULT_MS_PER_BYTE = 0.02;
+// A step's estimated work at the dims' `values`: its manifest `work` factors ([terms, const],
+// each const + sum(c * dim)) multiplied, times the padding its run-time grid launches there
+// (the workgroups' share of the grid over what the values need: whole tiles of padding at small
+// values, what its variants save); where it has none, or a dim is not bound, the threads it
+// launches there (uop/program.py launch_work)
+function workOf(step, values) {
+  const affine = ([terms, c]) => terms.reduce((sum, [name, k]) => sum + k * values[name], c);
+  const bound = (terms) => terms.every(([name]) => name in values);
+  const launched = gridDispatch(step.dispatch, step.grid, values);
+  if (step.work?.length && step.work.every(([terms]) => bound(terms))) {
+    const work = step.work.reduce((acc, f) => acc * Math.max(1, affine(f)), 1);
+    const [terms, c, per] = step.grid?.[0] || [[], 0, 0];
+    const need = affine([terms, c]);
+    return step.grid?.length && bound(terms)
+      ? work * Math.max(1, launched[0] * per / Math.max(need, 1)) : work;
+  }
+  return launched[0] * launched[1] * launched[2] * step.threads;
+}
 // what a launch's pipeline depends on: its source file, entry point, bindings and uniforms
 const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,
   k.bindings.map((b) => [b.slot, b.access]), (k.uniforms || []).length]);
@@ -162,6 +208,9 @@ function checkManifest(m) {
     if (k.variants !== undefined && !(Array.isArray(k.variants) && k.variants.every((v) =>
       typeof v?.dim === 'string' && isCount(v.most, 0) && three(v.workgroup_size, 1) &&
       three(v.dispatch, 0)))) bad(`kernels[${i}].variants`);
+    if (k.work !== undefined && !(Array.isArray(k.work) && k.work.every((f) => Array.isArray(f) &&
+      Array.isArray(f[0]) && Number.isInteger(f[1]) && f[0].every((t) => Array.isArray(t) &&
+      typeof t[0] === 'string' && Number.isInteger(t[1]))))) bad(`kernels[${i}].work`);
     if (!Array.isArray(k.bindings) || !k.bindings.every((b) => buffer(b?.buffer) &&
       isCount(b.slot, 0))) bad(`kernels[${i}].bindings`);
   });
@@ -337,11 +386,19 @@ class Model {
     this.calls = null;
     this.uniforms = [];
     this.builds = new Map();     // pipelineKey -> {launch, source, made, building, lost}
-    this.asking = new Set();     // keys of the variants not built that this run asked for
+    this.asking = new Map();     // keys of the variants not built that this run asked for ->
+                                 // the work of the kernels run in their place (workOf)
+    this.work = 0;               // the run's work so far (workOf)
     this.busy = { ms: 0, bytes: 0, open: 0, since: 0 };  // builds timed (msPerByte)
     this.clock = () => performance.now();  // the runs' clock, ms (a test may stand in a fake)
     this.queued = new Set();     // keys of variants to build in the background
     this.background = null;      // the background build under way
+    this.backgroundKey = null;   // its pipelineKey
+    this.clean = new Map();      // a run's like -> its ms per work, no build under way
+    this.during = new Map();     // background builds measured -> {excess, known, done, bytes}
+    this.overlapped = new Set(); // keys of the background builds under way during this run
+    this.picked = [];            // what each step of this run took (pick)
+    this.foreground = { ms: 0, bytes: 0 };   // measured background builds (buildRate)
     this.failed = null;          // a failed build's Error, thrown by the next run
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
@@ -403,7 +460,8 @@ class Model {
       this.uniforms.push(uniform);
       const { layout } = this.builds.get(pipelineKey(kernel)).made;
       return { key: pipelineKey(kernel), dispatch: kernel.dispatch, grid: kernel.grid, names,
-        uniform, group: this.device.createBindGroup({ layout, entries }), variants };
+        uniform, group: this.device.createBindGroup({ layout, entries }), variants,
+        work: kernel.work, threads: kernel.workgroup_size.reduce((a, b) => a * b, 1) };
     });
   }
 
@@ -437,31 +495,69 @@ class Model {
       : DEFAULT_MS_PER_BYTE;
   }
 
+  // The rate (ms per source byte) a variant's build cost is priced at: the time the background
+  // builds measured so far added to the runs they overlapped, per byte (DEFAULT_MS_PER_BYTE's
+  // comment; none or less: 0), or msPerByte before any was.
+  buildRate() {
+    const { ms, bytes } = this.foreground;
+    return bytes > 0 ? Math.max(0, ms) / bytes : this.msPerByte();
+  }
+
+  // At a read: a run of `ms` and estimated work `work` (workOf) that no background build
+  // overlapped is the base of its like `sig` (the pipelines it took and its outputs), else its
+  // time over the base's ms per work is shared out among the builds that did (one of them is not
+  // measured where its like has no base); a build done is added to this.foreground.
+  measure(ms, sig, work) {
+    const base = this.clean.get(sig);
+    if (!this.overlapped.size) {
+      if (this.clean.size > 4096) this.clean.clear();
+      this.clean.set(sig, ms / Math.max(work, 1e-30));
+    }
+    for (const key of this.overlapped) {
+      const build = this.during.get(key);
+      if (base === undefined) build.known = false;
+      else build.excess += (ms - base * work) / this.overlapped.size;
+    }
+    for (const [key, build] of this.during) {
+      if (!build.done) continue;
+      this.during.delete(key);
+      if (!build.known) continue;
+      this.foreground.ms += build.excess;  // signed: a run's noise either way evens out
+      this.foreground.bytes += build.bytes;
+    }
+  }
+
   // What a step runs at the dims' `values`: the first variant whose range holds them, where it
   // is built, else the first built one whose range holds them, else the kernel itself (built at
   // load; it serves every value). A variant not built is never dispatched: asked for, it is
-  // charged the run's wall time at the read (charge) and joins the background builds
-  // (startBuilds) once that reaches its build cost.
+  // charged its kernels' share of the run's wall time at the read (charge) and joins the
+  // background builds (startBuilds) once that reaches its build cost.
   pick(step, values) {
+    const work = workOf(step, values);
+    this.work += work;
     const fits = step.variants.filter((v) => values[v.dim] <= v.most);
     const built = fits.find((v) => this.builds.get(v.key).made);
     if (fits.length && fits[0] !== built && !this.builds.get(fits[0].key).building) {
-      this.asking.add(fits[0].key);    // once a run (layers share it)
+      this.asking.set(fits[0].key, (this.asking.get(fits[0].key) || 0) + work);  // layers add
     }
     const { dispatch, grid, key } = built || step;
+    this.picked.push(step.variants.indexOf(built));   // the run's like (measure): -1 the kernel
     return { pipeline: this.builds.get(key).made.pipeline, dispatch, grid };
   }
 
-  // At a read: charges the variants the run asked for its wall time `ms` and queues those whose
-  // charges reach their build cost (ski rental: DEFAULT_MS_PER_BYTE's comment).
-  charge(ms) {
-    const rate = this.msPerByte();
-    for (const key of this.asking) {
+  // At a read: charges each variant the run asked for its kernels' share of the run's wall time
+  // `ms` (their work over the run's) and queues those whose charges reach their build cost (ski
+  // rental: DEFAULT_MS_PER_BYTE's comment).
+  charge(ms, sig = '') {
+    this.measure(ms, sig, this.work);
+    const rate = this.buildRate();
+    for (const [key, work] of this.asking) {
       const wanted = this.builds.get(key);
-      wanted.lost += ms;
+      wanted.lost += ms * work / Math.max(this.work, work, 1e-30);
       if (!wanted.building && wanted.lost >= rate * wanted.source.length) this.queued.add(key);
     }
     this.asking.clear();
+    this.work = 0;
   }
 
   // Builds the queued variants one at a time, the shortest source first, after a run's outputs
@@ -472,8 +568,14 @@ class Model {
     const size = (key) => this.builds.get(key).source.length;
     const key = [...this.queued].reduce((a, b) => (size(b) < size(a) ? b : a));
     this.queued.delete(key);
+    const measured = { excess: 0, known: true, done: false, bytes: size(key) };
+    this.during.set(key, measured);
+    this.overlapped.add(key);
+    this.backgroundKey = key;
     this.background = this.build(key).catch(() => {}).finally(() => {
+      measured.done = true;
       this.background = null;
+      this.backgroundKey = null;
       this.startBuilds();
     });
   }
@@ -609,6 +711,8 @@ class Model {
 
   async runNow(inputs, names = null) {
     const start = this.clock();
+    this.overlapped = new Set(this.backgroundKey ? [this.backgroundKey] : []);
+    this.picked = [];
     this.usable();
     this.checkInputs(inputs);
     const values = this.dimValues(inputs);
@@ -641,6 +745,7 @@ class Model {
     let pass = null;
     this.workgroups = 0;
     this.asking.clear();
+    this.work = 0;
     this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
       if (this.timer) pass?.end();
       if (!pass || this.timer) {
@@ -680,7 +785,7 @@ class Model {
       this.usable();
       fail(`reading the outputs failed: ${failure.message}`);
     }
-    this.charge(this.clock() - start);
+    this.charge(this.clock() - start, JSON.stringify([wanted.map(([o]) => o.name), this.picked]));
     this.startBuilds();
     const out = {};
     wanted.forEach(([o, i]) => {

@@ -110,11 +110,21 @@ def _kernel(k, at: str, buffers: list, storage: list, where: str) -> None:
   for i, u in enumerate(k["uniforms"]):   # symbolic sizes: [dim name, "int32"]
     if not (isinstance(u, list) and len(u) == 2 and all(isinstance(v, str) for v in u)):
       _fail(where, f"{at}uniforms[{i}]", u, "a [name, dtype] pair of strings")
+  if "work" in k and not _work(k["work"]):    # Launch.work: [[[dim, coefficient], ...], const]
+    _fail(where, at + "work", k["work"], "a list of [[[dim name, int], ...], int] factors")
   slots = []       # a slot whose buffer the kernel never reads is absent (its source too)
   for i, b in enumerate(_list(k, "bindings", where, at)):
     slots.append(_binding(b, f"{at}bindings[{i}].", buffers, storage, where))
   if 0 not in slots or len(set(slots)) != len(slots):
     _fail(where, at + "bindings", sorted(slots), "slot 0 and other slots, each once")
+
+
+def _work(work) -> bool:
+  int_ = lambda v: isinstance(v, int) and not isinstance(v, bool)   # noqa: E731
+  return isinstance(work, list) and all(
+    isinstance(f, list) and len(f) == 2 and isinstance(f[0], list) and int_(f[1]) and all(
+      isinstance(t, list) and len(t) == 2 and isinstance(t[0], str) and int_(t[1]) for t in f[0])
+    for f in work)
 
 
 def _binding(b, at: str, buffers: list, storage: list, where: str) -> int:

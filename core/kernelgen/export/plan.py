@@ -20,7 +20,7 @@ from ..errors import KernelgenError, ShapeError, UnsupportedError
 from ..graph.dims import Sym
 from ..graph.lazy import L
 from ..tensor.tensor import Tensor
-from ..uop.program import grid_json, unnamed_source
+from ..uop.program import grid_json, unnamed_source, work_json
 from .memory import Interval, assign
 
 FORMAT = "kernelgen-bundle/1"
@@ -192,6 +192,8 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
     bindings.append({"slot": b.slot, "buffer": key, "access": b.access, "nbytes": b.nbytes})
   entry = {"name": compiled.name, **_launch_entry(compiled, compiled.name + suffix),
            "bindings": bindings, "uniforms": [list(u) for u in launch.uniforms]}
+  if launch.work:         # its estimated work (Launch.work): model.js weighs a run's time by it
+    entry["work"] = work_json(launch.work)
   if compiled.variants:   # for small bound values (lowering/variants.py): the same bindings
     entry["variants"] = [{"dim": dim, "most": most, **_launch_entry(
       variant, f"{compiled.name}_v{i}{suffix}")} for i, (dim, most, variant) in

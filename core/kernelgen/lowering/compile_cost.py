@@ -121,6 +121,25 @@ def item_macs(item: ScheduleItem) -> int | None:
   return prod(reduce.src[0].shape[a] for a in reduce.arg[1]) * item.out.size
 
 
+def item_work(item: ScheduleItem) -> tuple:
+  """The kernel's work as factors whose product at the dims' bound values estimates it (Launch
+  .work): its outputs times the elements its first reduction reduces per output (item_macs),
+  each symbolic axis (of the output or of the reduced source) a factor ((dim, c), ...), const)
+  and the static axes together one ((), size). A floored symbolic size counts as its top."""
+  static, factors = 1, []
+  reduces = kernel_reduces(item)
+  axes = [(item.out, a) for a in range(len(item.out.shape))]
+  if reduces:
+    axes += [(reduces[0].src[0], a) for a in reduces[0].arg[1]]
+  for node, a in axes:
+    sym = node.sym[a] if node.sym is not None else None
+    if sym is not None and not isinstance(sym, int) and getattr(sym, "div", 1) == 1:
+      factors.append((tuple(sym.terms), sym.const))
+    else:
+      static *= node.shape[a]
+  return (((), static),) + tuple(factors)
+
+
 def _symbolic(out) -> bool:
   """Some node of the kernel's graph `out` has a symbolic axis or is a symbolic dim."""
   stack, seen = [out], set()

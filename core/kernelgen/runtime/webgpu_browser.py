@@ -17,7 +17,7 @@ import time
 
 from ..errors import CompileError, DeviceError, KernelgenError, LimitError
 from ..render.wgsl.adapters import SOFTWARE, classify
-from ..uop.program import CompiledKernel, launch_dispatch, variant_for
+from ..uop.program import CompiledKernel, launch_dispatch, launch_work, variant_for
 from .base import Runtime
 
 # WGSL renderer option -> the WebGPU device limit it comes from
@@ -28,16 +28,44 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 
 # When a symbolic kernel's variant not built yet is built (ski rental; the same rule as an
 # exported bundle's, export/loader.js BUILD_COST): until it is built, the kernel runs its values
-# (renting); once the time its runs took reaches the variant's build cost, it is built (buying).
-# - cost: the variant's WGSL bytes x the page's build rate: the wall time the driver was busy
-#   building pipelines per source byte, over every pipeline built so far (gpu.js stats
-#   pipelineBusyMs / pipelineBytes), or DEFAULT_MS_PER_BYTE before any was built;
-# - lost: at each read, every variant asked for since the previous read is charged the wall time
-#   from that first ask to the read (what the variant would shorten: an upper bound);
+# (renting); once the time its runs lost reaches the variant's build cost, it is built (buying).
+# - cost: the variant's WGSL bytes x the build rate (build_rate): the time the background builds
+#   so far added to the reads they overlapped, per source byte: each read's runs during a build
+#   against the time per work (launch_work) of the last read of their like (the same kernels,
+#   variants taken) with no build under way. That is what a build costs the runs, not its own
+#   wall time: a driver that compiles on another thread builds beside the runs, one that
+#   compiles on the runs' thread holds them up (measure). Before any background build was
+#   measured: the wall time the driver was busy building pipelines per source byte (gpu.js
+#   stats pipelineBusyMs / pipelineBytes), or DEFAULT_MS_PER_BYTE;
+# - lost: at each read, the wall time from the first run since the previous read to the read is
+#   shared out among those runs' kernels by their estimated work at the bound values (Launch
+#   .work: multiply-adds or outputs, times the padding their grid launches there: whole tiles
+#   at small values; launch_work), and each variant asked for is charged the
+#   share of the kernels that ran in its place: their own time, the most it could save (an upper
+#   bound; a run of one kernel charges its whole time). Charged the run's whole time each, the
+#   variants of every layer's matmuls that one 128-token prefill asks for were all bought in its
+#   first rounds, and their builds slowed SwiftShader's decode (5.0 tok/s, 8.6 once settled);
+#   shared out equally, the prefill's were never bought (issue 37). So the charges of one read
+#   add up to at most its time, and a variant whose kernels are most of a run is bought first;
 # - at a read, a variant charged its cost or more is queued; the builds start after a read, one
 #   at a time, the shortest first (build_next). So a build costs at most the time already lost
 #   (at most twice the best choice made knowing the future), and a value asked once for a short
 #   run builds nothing.
+# Measured (bench/lm_page.py smollm2-135m q4, 2 layers, 128-token prompt, 32 tokens, 6 rounds,
+# A/B against the whole-run rule in turn, wall ms, loaded machine): SwiftShader decode 6.9-14.5 s
+# per 31 tokens against 12.9-19.3, prefill 1.1-1.6 s against 1.7-3.7 (load 4-8); lavapipe
+# decode alike (2.0-3.0 s against 1.7-2.6) but its prefill's 7 variants (365-396 KB each, 7-23 %
+# of the prefill's work each) not bought in 7 prompts: 0.6-1.1 s against 0.18-0.23 once the
+# whole-run rule bought them (load 3-5): open, issue 37 asks them bought in 1-3 prompts.
+# Priced at what the builds cost the runs (measure) instead of their wall time, the same bench
+# A/B against main's whole-run rule in turn: the background builds held SwiftShader's runs up about
+# as long as they took (0.059 ms per byte measured against 0.066 wall, load 18), lavapipe's less
+# (0.015 against 0.027 at load 18, 0.006 against 0.025 at load 12): lavapipe's decode variants
+# bought in 1-3 prompts, its prefill's biggest two (each charged ~0.2 s a prompt at 2 s) due
+# about the 7th prompt, the others later: their shares of the prefill's work undercount their
+# time (the LM head's variant, built, keeps ~75 % of the work), so lavapipe's prefill stays at
+# 2.9-5.4 s against main's 1.5-2.1 from its 3rd prompt (load 10-12): open. SwiftShader: prefill
+# 5.6-11.9 s, decode 1.1-2.3 tok/s against main's 12-28 s and 0.7-1.0 (load 18-22).
 # 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 DEFAULT_MS_PER_BYTE = 0.02
 
@@ -88,10 +116,18 @@ class BrowserWebGPU(Runtime):
     self.options: tuple = (None, None)    # (gpu.generation, render_options()) last read
     # id(variant) -> [variant, ms its runs lost so far] (pick charges it at a read: build_next)
     self.asked: dict[int, list] = {}
-    self.asking: dict[int, list] = {}   # the entries asked for since the last read
-    self.since: float | None = None     # when the first of them was asked (clock, ms)
+    # the entries asked for since the last read -> [entry, work of the kernels run in their place]
+    self.asking: dict[int, list] = {}
+    self.since: float | None = None     # when the first run since the last read began (clock, ms)
+    self.work = 0.0                     # the work of the runs since then (launch_work)
     self.queued: dict[int, CompiledKernel] = {}   # variants to build, after a read (build_next)
     self.background: CompiledKernel | None = None   # the variant build_next started last
+    self.clean: dict[tuple, float] = {}   # a read's like -> its ms per work, no build under way
+    # id(variant) -> [variant, ms it added to the reads so far, whether each had a base]
+    self.during: dict[int, list] = {}
+    self.overlapped: set[int] = set()   # the background builds under way since the last read
+    self.picked: list[int] = []         # the kernels the runs since the last read took
+    self.foreground = [0.0, 0]          # measured background builds: [ms added, WGSL bytes]
 
   def info(self) -> dict:
     return self.gpu.info().to_py()
@@ -204,9 +240,22 @@ class BrowserWebGPU(Runtime):
     """The kernel to run for the dims' bound values: the variant whose range holds them first
     (variant_for) where its pipeline is built, else the first built variant whose range holds
     them, else the kernel itself (prepared with it; it serves every value). A variant not built
-    is never dispatched: asked for, it is charged the time its runs lose at the next read and
-    built in the background once that reaches its build cost (DEFAULT_MS_PER_BYTE's comment),
-    and the runs after its build take it."""
+    is never dispatched: asked for, it is charged its share of the runs' time at the next read
+    (the kernel's estimated work over theirs: charge) and built in the background once that
+    reaches its build cost (DEFAULT_MS_PER_BYTE's comment), and the runs after its build take
+    it."""
+    if self.since is None:
+      self.since, self.picked = self.clock(), []
+      building = self.background is not None and self._state(self.background) == "making"
+      self.overlapped = {id(self.background)} if building else set()
+    work = launch_work(kernel.launch, var_values)
+    self.work += work
+    chosen = self._choose(kernel, var_values, work)
+    self.picked.append(id(chosen))
+    return chosen
+
+  def _choose(self, kernel: CompiledKernel, var_values: dict[str, int], work: float):
+    """pick's choice for a run of estimated `work`, the variant asked for noted in self.asking."""
     variants = getattr(kernel, "variants", ()) or ()
     if not variants or not var_values:
       return kernel
@@ -221,9 +270,7 @@ class BrowserWebGPU(Runtime):
         if len(self.asked) > 4096:
           self.asked.clear()
         entry = self.asked[id(wanted)] = [wanted, 0.0]
-      if self.since is None:
-        self.since = self.clock()
-      self.asking[id(wanted)] = entry
+      self.asking.setdefault(id(wanted), [entry, 0.0])[1] += work
     return built if built is not None else kernel
 
   def clock(self) -> float:
@@ -238,17 +285,51 @@ class BrowserWebGPU(Runtime):
     built = float(getattr(stats, "pipelineBytes", 0) or 0)
     return busy / built if busy > 0 and built > 0 else DEFAULT_MS_PER_BYTE
 
+  def build_rate(self) -> float:
+    """The rate (ms per WGSL byte) a variant's build cost is priced at: the time the background
+    builds measured so far added to the reads they overlapped, per byte (DEFAULT_MS_PER_BYTE's
+    comment; none or less: 0), or ms_per_byte before any was."""
+    ms, built = self.foreground
+    return max(0.0, ms) / built if built > 0 else self.ms_per_byte()
+
+  def measure(self, ms: float, work: float) -> None:
+    """At a read: runs of `ms` and estimated `work` that no background build overlapped are the
+    base of their like (the kernels they took), else their time over the base's ms per work is
+    shared out among the builds that did (one of them is not measured where the like has no
+    base); a build done is added to self.foreground."""
+    like = tuple(self.picked)
+    base = self.clean.get(like)
+    if not self.overlapped:
+      if len(self.clean) > 4096:
+        self.clean.clear()
+      self.clean[like] = ms / max(work, 1e-30)
+    for key in self.overlapped:
+      entry = self.during.get(key)
+      if entry is not None and base is None:
+        entry[2] = False
+      elif entry is not None:
+        entry[1] += (ms - base * work) / len(self.overlapped)
+    for key, (variant, added, known) in list(self.during.items()):
+      if self._state(variant) != "making":
+        del self.during[key]
+        if known:
+          self.foreground[0] += added     # signed: a read's noise either way evens out
+          self.foreground[1] += len(variant.launch.source)
+
   def charge(self) -> None:
-    """At a read: charge the variants asked for since the last read the wall time since the
-    first ask, and queue those whose charges reach their build cost (ski rental)."""
-    if not self.asking:
+    """At a read: charge each variant asked for since the last read its kernels' share of the
+    wall time since the first run (their work over the runs', launch_work), and queue those whose
+    charges reach their build cost (ski rental: DEFAULT_MS_PER_BYTE's comment)."""
+    if self.since is None:
       return
-    lost, rate = self.clock() - (self.since or 0.0), self.ms_per_byte()
-    for key, entry in self.asking.items():
-      entry[1] += lost
+    lost, total = self.clock() - self.since, self.work
+    self.measure(lost, total)
+    rate = self.build_rate()
+    for key, (entry, work) in self.asking.items():
+      entry[1] += lost * work / max(total, work, 1e-30)
       if entry[1] >= rate * len(entry[0].launch.source):
         self.queued[key] = entry[0]
-    self.asking, self.since = {}, None
+    self.asking, self.since, self.work = {}, None, 0.0
 
   def build_next(self) -> None:
     """After a read: charge the variants asked for (charge), then start building the queued
@@ -261,6 +342,7 @@ class BrowserWebGPU(Runtime):
       return
     key = min(self.queued, key=lambda k: len(self.queued[k].launch.source))
     self.background = self.queued.pop(key)
+    self.during[key] = [self.background, 0.0, True]
     self.prepare(self.background)
 
   def _dispatch(self, kernel: CompiledKernel, var_values: dict[str, int]):

@@ -8,6 +8,7 @@ executes unchanged.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -111,6 +112,11 @@ class Launch:
   # a multiple of `unit` (1 where absent: a register tile's threads come in rows of tiles,
   # compiler.with_grid). A runtime may always launch `dispatch`.
   grid: tuple = ()
+  # the kernel's estimated work (lowering/compile_cost.py item_work): factors (terms, const),
+  # each const + sum(c * dim for dim, c in terms), whose product at the dims' values is its
+  # multiply-adds (or outputs); () where unknown. The page's runtimes weigh a run's wall time
+  # among its kernels by it (launch_work: which variants to build, webgpu_browser.py)
+  work: tuple = ()
 
   def to_json(self) -> dict:
     """The launch as JSON-able data (the page's gpu.js and bundles run it); "grid" only where
@@ -121,6 +127,8 @@ class Launch:
            "uniforms": [list(u) for u in self.uniforms], "features": list(self.features)}
     if self.grid:
       out["grid"] = grid_json(self.grid)
+    if self.work:
+      out["work"] = work_json(self.work)
     return out
 
 
@@ -144,6 +152,45 @@ def grid_from_json(data) -> tuple:
   """Launch.grid from `grid_json`'s lists (() for None)."""
   return tuple((tuple((str(n), int(c)) for n, c in terms), *(int(x) for x in rest))
                for terms, *rest in data or ())
+
+
+def work_json(work: tuple) -> list:
+  """Launch.work as JSON-able lists: [[[dim, coefficient], ...], const] per factor."""
+  return [[[list(t) for t in terms], const] for terms, const in work]
+
+
+def work_from_json(data) -> tuple:
+  """Launch.work from `work_json`'s lists (() for None)."""
+  return tuple((tuple((str(n), int(c)) for n, c in terms), int(const))
+               for terms, const in data or ())
+
+
+def launch_work(launch: Launch, values: dict | None) -> float:
+  """The launch's estimated work at the dims' `values`: Launch.work's product, times the padding
+  its run-time grid launches there (the workgroups' share of the grid's first dimension over
+  what the values need: a kernel tiled for large values computes whole tiles of padding at
+  small ones, the work its variants save); where it has none, or a dim is not bound, the
+  threads it launches there (launch_dispatch x workgroup)."""
+  work = 1.0
+  for terms, const in launch.work:
+    if any(name not in (values or {}) for name, _ in terms):
+      break
+    work *= max(1, const + sum(c * values[name] for name, c in terms))
+  else:
+    if launch.work:
+      return work * _padding(launch, values)
+  return float(math.prod(launch_dispatch(launch, values)) * math.prod(launch.workgroup_size))
+
+
+def _padding(launch: Launch, values: dict | None) -> float:
+  """What the launch's run-time grid covers at `values` over what they need (1 without one)."""
+  if not launch.grid or not values:
+    return 1.0
+  terms, const, per, *_ = launch.grid[0]
+  if any(name not in values for name, _ in terms):
+    return 1.0
+  need = const + sum(c * values[name] for name, c in terms)
+  return max(1.0, launch_dispatch(launch, values)[0] * per / max(need, 1))
 
 
 def launch_dispatch(launch: Launch, values: dict | None) -> tuple:
