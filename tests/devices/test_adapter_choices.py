@@ -128,3 +128,19 @@ def test_lavapipe_long_tiles_fit_a_one_off_compile_budget():
     many.launch.source == kernel(conv, adapter="swiftshader", runs=RUNS_MANY).launch.source
   given = kernel(conv, adapter="lavapipe", tile_unroll=4, long_tiles=((16, 8),))
   assert given.launch.source == many.launch.source
+
+
+@pytest.mark.parametrize("adapter", ["swiftshader", "lavapipe"])
+def test_a_one_off_conv_over_budget_computes_right(on, adapter):
+  """A 64 -> 64 3x3 conv of 16x16 realized once with the CPU adapters' tables: its plain 8x8
+  tile is over the one-off budget, so optimize() takes it without lowering the long tile
+  (optimize._plain_over_budget); run natively (wgpu on lavapipe) against numpy."""
+  on("WEBGPU", adapter=adapter)
+  rng = np.random.default_rng(5)
+  x = rng.standard_normal((1, 64, 16, 16)).astype(np.float32)
+  w = (rng.standard_normal((64, 64, 3, 3)) * 0.1).astype(np.float32)
+  xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+  win = np.lib.stride_tricks.sliding_window_view(xp, (3, 3), axis=(2, 3))
+  want = np.einsum("nchwij,ocij->nohw", win, w)
+  got = kg.Tensor(x).conv2d(kg.Tensor(w), padding=1).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -162,3 +162,23 @@ def test_a_larger_kernel_pays_where_its_build_is_less_than_the_run_it_saves():
 def test_bad_options_are_typed_errors(options, words):
   with pytest.raises(kg.UnsupportedError, match=words.replace("(", r"\(").replace(")", r"\)")):
     kg.compile([_dwconv(8, 16)], target="wgsl", adapter="lavapipe", **options)
+
+
+@pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
+def test_a_one_off_conv_over_budget_never_lowers_the_long_tile(adapter, monkeypatch):
+  """The plain 8x8 tile of the 3x3 64-channel conv is over its one-off budget already (its 116 M
+  multiply-adds' ~116 ms: compile_cost.work_ms), so the 16x8 tile unrolled 4 times, which holds
+  it, is too: optimize() takes the plain kernel without lowering the long one (2197 UOps, ~40%
+  of our compile of it), and compile_item reuses the plain kernel's lowering. The kernel is the
+  one the long tile's estimate chose before (test_a_one_off_conv_of_little_work_takes_plain_tiles)."""
+  from kernelgen.lowering import lower as lowering
+  made, real = [], lowering._lower
+
+  def counted(item, opts):
+    made.append(opts)
+    return real(item, opts)
+  monkeypatch.setattr(lowering, "_lower", counted)
+  kernel = _one(_conv3x3(), adapter=adapter)
+  assert kernel.capped and len(kernel.source.splitlines()) < 400
+  assert not [o for o in made if o.tile_unroll], [(o.tile, o.tile_unroll) for o in made]
+  assert sum(o.tile == (8, 8) and o.local > 1 for o in made) == 1     # the kernel, lowered once

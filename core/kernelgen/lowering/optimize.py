@@ -113,9 +113,8 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     tile, inner, capped = _window_tile(item, options, tile, axes)
     capped = capped or cut and not inner
     chosen = _tile_opts(item, target, options, tile, axes, inner, capped)
-    if _long_over_budget(item, options, chosen):
-      return dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
-    return _quickest_first(item, target, options, chosen)
+    plain = _long_over_budget(item, target, options, chosen)
+    return plain or _quickest_first(item, target, options, chosen)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1
@@ -318,18 +317,44 @@ def _slide(item: ScheduleItem, target: Target, options: dict) -> Opts | None:
   return None
 
 
-def _long_over_budget(item: ScheduleItem, options: dict, chosen: Opts) -> bool:
-  """With option long_tiles_cost (lavapipe's, SwiftShader's: adapters.py): the tiled kernel
-  `chosen` under the adapter's long_tiles / tile_unroll lowers to a kernel whose estimated
-  build passes the run's budget or its work's GPU time (compile_cost.py): a one-off run takes
-  the kernel as without them (ResNet-50 natively: 31 CPU s with, 65 without). Forced tiles are
-  kept. The lowering is `chosen`'s own, which lower() keeps for compile_item's next call."""
+def _long_over_budget(item: ScheduleItem, target: Target, options: dict,
+                      chosen: Opts) -> Opts | None:
+  """With option long_tiles_cost (lavapipe's, SwiftShader's: adapters.py): where the tiled kernel
+  `chosen` under the adapter's long_tiles / tile_unroll lowers to a kernel whose estimated build
+  passes the run's budget or its work's GPU time (compile_cost.py), the kernel as without them
+  (capped), for a one-off run (ResNet-50 natively: 31 CPU s with, 65 without); else None. Forced
+  tiles are kept. That plain kernel is lowered first (_plain_over_budget): where it is over the
+  budget already, the long one is not lowered at all; the lowering last made is the one
+  compile_item asks for next (lower() keeps it)."""
   chose = options.get("adapter_chose", frozenset()) & {"long_tiles", "tile_unroll"}
   if not options.get("long_tiles_cost") or not chose or "tile" in options or \
       not compile_cost.capped(options):
+    return None
+  macs = compile_cost.item_macs(item)
+  plain = dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
+  if _plain_over_budget(item, options, chosen, plain, macs):
+    return plain
+  if compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])), macs):
+    return None
+  lower(item, plain)       # (kept for compile_item, as the long kernel's was)
+  return plain
+
+
+def _plain_over_budget(item: ScheduleItem, options: dict, chosen: Opts, plain: Opts,
+                       macs: int | None) -> bool:
+  """`plain`, the kernel without the long tiles, is over the one-off run's budget itself, and
+  `chosen` (the long tile) holds its tile in both axes with the same window and as much
+  unrolling: the long kernel, a superset of its outputs and unrolled steps, lowers to at least
+  as many UOps, so it is over the budget too, and lowering it to learn so is waste. conv2d 64ch
+  3x3 56x56 one-off (bench/peers.py's row) on SwiftShader: its 16x8 tile unrolled 4 times lowers
+  to 2197 UOps against the plain 8x8 tile's 576, ~40% of our compile (CPython, cProfile; in
+  Pyodide kg py was ~770 of a ~1630 ms cold first result at load ~9)."""
+  if not plain.tile or plain.tile_axes != chosen.tile_axes or \
+      plain.tile_inner != chosen.tile_inner or plain.tile_unroll > chosen.tile_unroll or \
+      any(p > c for p, c in zip(plain.tile, chosen.tile)):
     return False
-  return not compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])),
-                                     compile_cost.item_macs(item))
+  return not compile_cost.affordable(options, len(toposort([lower(item, plain)[0]])),
+                                     macs)
 
 
 def _tile_opts(item: ScheduleItem, target: Target, options: dict, tile: tuple, axes: tuple,
