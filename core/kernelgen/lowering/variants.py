@@ -185,9 +185,7 @@ def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | Non
     return attention_variants(item, options, opts)
   if item.rows:
     return row_variants(item, target, options, opts)
-  if gridded:
-    return tile_variants(item, target, options, opts)
-  return reduce_variants(item, target, options, opts)
+  return tile_variants(item, target, options, opts) if gridded else []
 
 
 def row_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None) -> list:
@@ -272,32 +270,6 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
   return [(name, most, {"tile": tile, "group": 0, "local": _local(item, tile, opts.tile_axes,
                                                                   most, axis, target, spread)})
           for most, tile in _within(ladder, MAX_VARIANTS)]
-
-
-def reduce_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None) -> list:
-  """[(dim, lo, options)]: a register-tiled kernel whose one symbolic dim is the length of its
-  one reduction (a matmul's K: (64, k) @ (k, 64)), on an adapter with option variant_groups,
-  takes a variant for the range's low end `lo` with its threads spread over that many
-  workgroups: there the static kernel may reduce nothing (k = 1: an elementwise kernel, 16
-  workgroups on SwiftShader, where this kernel's 256 threads run one workgroup at every k and
-  took 1.34x its GPU time). Not pinned (pinned.py): with the dim a constant, the 4-step loop
-  over k makes no trip, and the simplifier moved its loads out of the loop. [] otherwise."""
-  if opts is None or not opts.tile or opts.stage or grid_axis(item.out) is not None or \
-     "tile" in options or "local" in options:
-    return []
-  reduces = kernel_reduces(item)
-  bound = reduces[0].bound if len(reduces) == 1 else None
-  spread = _spread(with_adapter_defaults(item, target, options))
-  if not bound or len(bound) != 1 or bound[0][1].op is not L.VAR or not spread[0]:
-    return []
-  name, lo, hi = bound[0][1].arg
-  if lo >= hi:
-    return []
-  threads = prod(-(-n // opts.tile[opts.tile_axes.index(a)]) if a in opts.tile_axes else n
-                 for a, n in enumerate(item.out.shape))
-  local = _spread_local(threads, opts.local, *spread)
-  return [(name, lo, {"tile": opts.tile, "group": 0, "local": local})] if local < opts.local \
-    else []
 
 
 def _spread(merged: dict) -> tuple:
