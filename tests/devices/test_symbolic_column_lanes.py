@@ -30,10 +30,16 @@ def _cols(v):
 
 def _column_lanes(source: str, cols: int) -> int:
   """The run of lanes along the columns in WGSL `source`: N where the thread's first column is
-  built from `kg_lid0 % N` times the tile's `cols` (0 where the lane index does not give it)."""
+  built from `kg_lid0 % N` times the tile's `cols`, the workgroup's size where a workgroup's
+  lanes span its row of tiles (`kg_lid0` times `cols`), 0 where the lane index does not give
+  it."""
   found = re.search(rf"let (v\d+): i32 = kg_lid0 % (\d+)i;\n\s*let v\d+: i32 = \1 \* {cols}i;",
                     source)
-  return int(found.group(2)) if found else 0
+  if found:
+    return int(found.group(2))
+  whole = re.search(rf"let v\d+: i32 = kg_lid0 \* {cols}i;", source)
+  size = re.search(r"@workgroup_size\((\d+)", source)
+  return int(size.group(1)) if whole and size else 0
 
 
 def test_lavapipes_symbolic_n_kernel_walks_the_columns_first_as_the_static_one():
