@@ -124,6 +124,8 @@ def bundle_cases(work: Path, secret: Path) -> list[Case]:
     "binding slot twice": (_set(("kernels", 0, "bindings", 1, "slot"), 0), kg.ManifestError),
     "binding nbytes past storage": (_set(("kernels", 0, "bindings", 0, "nbytes"), 1 << 20),
                                     kg.ManifestError),
+    "kernel work a string": (_set(("kernels", 0, "work"), "lots"), kg.ManifestError),
+    "kernel work a bool factor": (_set(("kernels", 0, "work"), [[[], True]]), kg.ManifestError),
     "no inputs": (_pop("inputs"), kg.ManifestError),
     "no kernels": (_pop("kernels"), kg.ManifestError),
     "kernels [{}]": (_set(("kernels",), [{}]), kg.ManifestError),
