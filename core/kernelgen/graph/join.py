@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from .lazy import L, LazyOp
 from .schedule import TILED_REDUCE_MIN, ScheduleItem, binds, kernel_reduces
+from .view import contiguous_strides
 
 _PLAIN = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)   # the output ops of a kernel that may join
 # the most elements a member's reduction sums per output: a joined kernel runs a thread per output
@@ -60,7 +61,9 @@ def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
   for item in items:
     target = None
     if _plain(item) or _write(item):
-      for g in open_groups:
+      # a write joins another write first (a KV cache's k and v), else a plain group it reads
+      order = sorted(open_groups, key=lambda g: (groups[g][0].out.op is not item.out.op, g))
+      for g in order:
         if _fits(groups[g], item, readers, max_buffers):
           target = g
           break
@@ -110,11 +113,14 @@ def _reads_any(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
 def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
           max_buffers: int | None) -> bool:
   head = group[0].out
+  if head.op is not L.WRITE and item.out.op is L.WRITE:
+    return _write_after_plain(group, item, max_buffers)
   if (head.op is L.WRITE) != (item.out.op is L.WRITE):
     return False
   if head.op is L.WRITE:
     return _writes_fit(group, item, max_buffers)
-  if item.out.shape != head.shape or item.out.device != head.device:
+  if item.out.shape != head.shape or item.out.device != head.device or \
+     any(it.out.op is L.WRITE for it in group):
     return False
   outs = {id(o) for o in _outputs(group)}
   reads = {id(i) for it in group for i in it.inputs}
@@ -155,6 +161,42 @@ def _writes_fit(group: list[ScheduleItem], item: ScheduleItem, max_buffers: int 
   targets.add(own)
   inputs = [i for i in _joined_inputs(writes) if _buffer_key(i) not in targets]
   return max_buffers is None or len(inputs) + len(writes) <= max_buffers
+
+
+def _write_after_plain(group: list[ScheduleItem], item: ScheduleItem,
+                       max_buffers: int | None) -> bool:
+  """Whether the in-place write `item` joins the thread-per-output group `group` (a plain head):
+  its value is a contiguous run of a plain member's output (member_slice: a decode layer's key or
+  value, a slice of the QKV projection), so the thread computing each of those elements also
+  stores it into the write's target; the target is no member's target, read by no member, and
+  the joined kernel binds at most `max_buffers` buffers."""
+  plain = [it.out for it in group if it.out.op is not L.WRITE]
+  if item.out.device != group[0].out.device or member_slice(item.out.src[1], plain) is None:
+    return False
+  targets = {_buffer_key(it.out.src[0]) for it in group if it.out.op is L.WRITE}
+  own = _buffer_key(item.out.src[0])
+  if own in targets or own in {_buffer_key(i) for it in group for i in it.inputs}:
+    return False
+  if any(_buffer_key(i) in targets for i in item.inputs if i is not item.out.src[0]):
+    return False
+  joined = group + [item]
+  targets.add(own)
+  inputs = [i for i in _joined_inputs(joined) if _buffer_key(i) not in targets]
+  return max_buffers is None or len(inputs) + len(joined) <= max_buffers
+
+
+def member_slice(value: LazyOp, members: list[LazyOp]) -> tuple[LazyOp, int] | None:
+  """(member, offset) where `value` (an in-place write's value, static) reads elements offset ..
+  offset + value.size - 1 of one of `members`' outputs in order (a view with contiguous strides,
+  no mask), else None: element j of the value is the member's flat element offset + j."""
+  if value.op is not L.VIEW or value.realized or value.sym is not None or not value.size:
+    return None
+  src, v = value.src[0], value.arg
+  if not any(src is m for m in members) or v.mask is not None or not isinstance(v.offset, int):
+    return None
+  if any(n > 1 and s != c for s, c, n in zip(v.strides, contiguous_strides(v.shape), v.shape)):
+    return None
+  return (src, v.offset) if 0 <= v.offset and v.offset + value.size <= src.size else None
 
 
 def _buffer_key(node: LazyOp):
