@@ -117,7 +117,9 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     gate = flat.lt(int_const(n)) if groups * per_group > n else None
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
     for slot, node in slots:
-      if node.op is L.WRITE:     # a joined write of a run of a member's elements (graph/join.py)
+      if node.op is L.WRITE and member_slice(node.src[1], members) is None:
+        stores.append(_write_store(lw, slot, node, flat, gate, gate))   # its own projection
+      elif node.op is L.WRITE:   # a joined write of a run of a member's elements (graph/join.py)
         stores.append(_slice_write_store(lw, slot, node, members, flat, idxs, gate))
       else:
         stores.append(lw.params[slot].store(flat, lw.value(node, idxs, gate), gate))
