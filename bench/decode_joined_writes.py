@@ -28,6 +28,8 @@ def main() -> None:
   ap.add_argument("--split", action="store_true", help="q, k and v Linear layers")
   ap.add_argument("--steps", type=int, default=16)
   ap.add_argument("--reps", type=int, default=5)
+  ap.add_argument("--source", type=int, action="append", default=[],
+                  help="print the WGSL of this launch of the step (an index)")
   args = ap.parse_args()
   import kernelgen as kg
   from kernelgen import nn
@@ -90,6 +92,9 @@ def main() -> None:
   per = [(runs[0][0], statistics.median(s for _, s in runs)) for runs in zip(*timed)]
   gpu = sum(s for _, s in per)
   print(" ".join(f"{name}:{secs * 1e3:.3f}" for name, secs in per))
+  from kernelgen.uop.program import variant_for
+  for i in args.source:
+    print(variant_for(program.steps[i][1], {"pos": args.steps - 1}).source)
   print(f"d={d} heads={heads} layers={args.layers} split={args.split}: "
         f"{len(program.steps)} dispatches a step, GPU {gpu * 1e3:.3f} ms a step (sum of medians), "
         f"wall {statistics.median(walls[2:]) * 1e3:.2f} ms a token (median of {len(walls) - 2}), "
