@@ -168,11 +168,12 @@ def test_token_ids_stay_run_time_inputs():
 # epilogue (graph/epilogue.py), the MLP up projection (ln2 its prologue) with its activation and
 # the down projection with the residual; then the head (the final norm its prologue) and the
 # argmax (the embeddings fused into the first layer's kernels). Here the projection is read by
-# three kernels (two writes, attention), so it is a kernel of its own; the two writes are one
-# kernel storing both caches (graph/join.py; 6 a layer before); with one cache buffer
-# holding the query, key and value, written whole, the write computes the projection
-# (graph/schedule.py's write fusion): 4 per layer (tests/devices/test_decode_dispatches.py).
-KERNELS_PER_LAYER, KERNELS_AFTER = 5, 2
+# three kernels (two writes, attention), so it is a kernel of its own; the two writes, whose
+# values are runs of its output, join it (graph/join.py: each thread stores its projection
+# element into the key or value cache too; 5 a layer before, 6 before the writes joined): 4 per
+# layer, as with one cache buffer holding the query, key and value, written whole, where the
+# write computes the projection (graph/schedule.py's write fusion; test_decode_dispatches.py).
+KERNELS_PER_LAYER, KERNELS_AFTER = 4, 2
 KERNELS = KERNELS_PER_LAYER * LAYERS + KERNELS_AFTER
 
 

@@ -157,3 +157,59 @@ def test_a_decode_steps_k_and_v_cache_writes_are_one_kernel(device):
   v = nn.kv_append(vc2.past(past.bind(0)), x + kc2.past(one)[:1])   # k's row 0: zeros
   assert len(_launches([k, v])) == 2
   np.testing.assert_array_equal(v.numpy(), qkv[:1, :width])
+
+
+def test_a_projection_and_the_cache_writes_of_its_slices_are_one_kernel(device):
+  """A decode step's qkv projection (a kernel of its own: read by attention in
+  tests/devices/test_symbolic_decode.py, here contiguous()) whose k and v slices, runs of its
+  elements, two cache writes store: the writes join the projection's kernel (each thread stores
+  its element into the cache too; main: 2 kernels, the writes joined), the query's kernel after
+  them; values as numpy; a write of a reversed slice (not a run) keeps a kernel of its own."""
+  from kernelgen import nn
+  rng = np.random.default_rng(7)
+  rows, width = 3, 16
+  past = kg.Dim("past", 0, rows - 1)
+  kc, vc = nn.KVCache(rows, width, device=device), nn.KVCache(rows, width, device=device)
+  xs = rng.standard_normal((rows, width), np.float32)
+  w = kg.Tensor(rng.standard_normal((width, 3 * width), np.float32), device=device)
+  b = kg.Tensor(rng.standard_normal(3 * width, np.float32), device=device)
+  want = xs.astype(np.float64) @ w.numpy() + b.numpy()
+  for t in range(rows):
+    qkv = (kg.Tensor(xs[t:t + 1], device=device) @ w + b).contiguous()
+    k = nn.kv_append(kc.past(past.bind(t)), qkv[:, width:2 * width])
+    v = nn.kv_append(vc.past(past.bind(t)), qkv[:, 2 * width:])
+    q = qkv[:, :width].exp()
+    assert len(_launches([k, v, q])) == 2
+    np.testing.assert_allclose(q.numpy(), np.exp(want[t:t + 1, :width]), rtol=1e-4)
+    np.testing.assert_allclose(k.numpy(), want[:t + 1, width:2 * width], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(v.numpy(), want[:t + 1, 2 * width:], rtol=1e-4, atol=1e-5)
+  kc2 = nn.KVCache(rows, width, device=device)
+  qkv = (kg.Tensor(xs[:1], device=device) @ w + b).contiguous()
+  k = nn.kv_append(kc2.past(past.bind(0)), qkv[:, width:2 * width].flip(1))
+  assert len(_launches([k, qkv[:, :width].exp()])) == 3
+  np.testing.assert_allclose(k.numpy(), want[:1, width:2 * width][:, ::-1], rtol=1e-4, atol=1e-5)
+
+
+def test_cache_writes_computing_their_own_projections_of_one_row_are_one_kernel(device):
+  """k = x @ wk and v = x @ wv (two Linear layers of one row) appended to their caches: each
+  write computes its projection (schedule.py's write fusion), and the two writes join (short
+  reductions sharing the row: a thread per element computes both dot products; main: 2
+  kernels), and so do they with a query kernel of as many elements scheduled before them (q, k
+  and v Linear layers: main 3 kernels); values as numpy, step after step."""
+  from kernelgen import nn
+  rng = np.random.default_rng(9)
+  rows, width = 3, 16
+  past = kg.Dim("past", 0, rows - 1)
+  kc, vc = nn.KVCache(rows, width, device=device), nn.KVCache(rows, width, device=device)
+  xs = rng.standard_normal((rows, width), np.float32)
+  wq, wk, wv = (rng.standard_normal((width, width), np.float32) for _ in range(3))
+  for t in range(rows):
+    x = kg.Tensor(xs[t:t + 1], device=device)
+    k = nn.kv_append(kc.past(past.bind(t)), x @ kg.Tensor(wk, device=device))
+    v = nn.kv_append(vc.past(past.bind(t)), x @ kg.Tensor(wv, device=device))
+    q = (x @ kg.Tensor(wq, device=device)).exp()        # a query kernel before them: joined too
+    assert len(_launches([k, v] if t == 0 else [q, k, v])) == 1
+    np.testing.assert_allclose(k.numpy(), xs[:t + 1] @ wk, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(v.numpy(), xs[:t + 1] @ wv, rtol=1e-4, atol=1e-5)
+    if t:
+      np.testing.assert_allclose(q.numpy(), np.exp(xs[t:t + 1] @ wq), rtol=1e-4, atol=1e-5)

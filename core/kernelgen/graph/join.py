@@ -26,14 +26,29 @@ no reduction in either (a write that computes its projection keeps its own group
 shared input (the position; the joined q/k/v projection), distinct targets that no member
 reads, and neither reading the other's output. Each thread stores its element of every value
 into that write's own target (lowering/lower.py write_stores): a decode step's layer launches
-one cache write, not two. Not yet joined: row kernels, kernels of other shapes, and writes with
-a kernel between them that reads the first one's output (examples/tiny_gpt.py: its scores read the
-k cache before the v write is scheduled; joining there would need the later write moved up).
+one cache write, not two. Writes whose projections they compute themselves (schedule.py's write
+fusion: k and v Linear layers of one normed row) join alike while those reductions are short
+(_plain's bounds), each thread computing an element of each.
+
+A write also joins a group whose head is plain (a thread per output, its reductions short: a
+decode layer's QKV projection, or its q projection beside k and v Linear layers), where its value
+is a run of a member's output (member_slice: the k or v slice of a QKV projection that attention
+reads too; the thread computing each element stores it into the cache as well, from registers),
+or where it computes its own projection from an input the group reads, its value as many elements
+as the head's output (each thread computes one of each). A kg.nn decoder with separate k and v
+caches (tests/devices/test_symbolic_decode.py): 5 -> 4 dispatches a layer; with q, k and v
+Linear layers 6 -> 4. The imported ONNX LMs are unchanged: their k write reads the rotated key
+(not a run of the projection), their v write joins it. Not yet joined: row kernels, kernels of
+other shapes, a write after a kernel that reads a member's output (the joined kernel would run
+after that reader), and writes with a kernel between them that reads the first one's output
+(examples/tiny_gpt.py: its scores read the k cache before the v write is scheduled; joining
+there would need the later write moved up).
 """
 from __future__ import annotations
 
 from .lazy import L, LazyOp
 from .schedule import TILED_REDUCE_MIN, ScheduleItem, binds, kernel_reduces
+from .view import contiguous_strides
 
 _PLAIN = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)   # the output ops of a kernel that may join
 # the most elements a member's reduction sums per output: a joined kernel runs a thread per output
@@ -60,7 +75,9 @@ def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
   for item in items:
     target = None
     if _plain(item) or _write(item):
-      for g in open_groups:
+      # a write joins another write first (a KV cache's k and v), else a plain group it reads
+      order = sorted(open_groups, key=lambda g: (groups[g][0].out.op is not item.out.op, g))
+      for g in order:
         if _fits(groups[g], item, readers, max_buffers):
           target = g
           break
@@ -91,11 +108,15 @@ def _plain(item: ScheduleItem) -> bool:
 
 
 def _write(item: ScheduleItem) -> bool:
-  """An in-place write that may join another: a thread per element of its value (no reduction
-  inside, no row kernel)."""
+  """An in-place write that may join another: no row kernel; the reductions inside (a projection
+  the write computes, schedule.py's write fusion) short enough for a thread per element
+  (JOIN_REDUCE_MAX), as _plain's."""
   out = item.out
-  return out.op is L.WRITE and bool(out.size) and not (item.rows or item.recomputed or
-                                                       item.extra or kernel_reduces(item))
+  if out.op is not L.WRITE or not out.size or item.rows or item.recomputed or item.extra:
+    return False
+  reduces = kernel_reduces(item)
+  return not reduces or (out.src[1].size < TILED_REDUCE_MIN and
+                         all(r.src[0].size <= JOIN_REDUCE_MAX * r.size for r in reduces))
 
 
 def _outputs(group: list[ScheduleItem]) -> list[LazyOp]:
@@ -110,11 +131,14 @@ def _reads_any(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
 def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
           max_buffers: int | None) -> bool:
   head = group[0].out
+  if head.op is not L.WRITE and item.out.op is L.WRITE:
+    return _write_after_plain(group, item, max_buffers)
   if (head.op is L.WRITE) != (item.out.op is L.WRITE):
     return False
   if head.op is L.WRITE:
     return _writes_fit(group, item, max_buffers)
-  if item.out.shape != head.shape or item.out.device != head.device:
+  if item.out.shape != head.shape or item.out.device != head.device or \
+     any(it.out.op is L.WRITE for it in group):
     return False
   outs = {id(o) for o in _outputs(group)}
   reads = {id(i) for it in group for i in it.inputs}
@@ -155,6 +179,51 @@ def _writes_fit(group: list[ScheduleItem], item: ScheduleItem, max_buffers: int 
   targets.add(own)
   inputs = [i for i in _joined_inputs(writes) if _buffer_key(i) not in targets]
   return max_buffers is None or len(inputs) + len(writes) <= max_buffers
+
+
+def _write_after_plain(group: list[ScheduleItem], item: ScheduleItem,
+                       max_buffers: int | None) -> bool:
+  """Whether the in-place write `item` joins the thread-per-output group `group` (a plain head):
+  its value is a contiguous run of a plain member's output (member_slice: a decode layer's key or
+  value, a slice of the QKV projection), so the thread computing each of those elements also
+  stores it into the write's target; or the write computes its own short projection (_write)
+  from an input the group reads, its value as many elements as the head (a decode layer's k and
+  v Linear layers beside q's: each thread computes an element of each); the target is no
+  member's target, read by no member, and the joined kernel binds at most `max_buffers`."""
+  plain, value = [it.out for it in group if it.out.op is not L.WRITE], item.out.src[1]
+  if item.out.device != group[0].out.device:
+    return False
+  if kernel_reduces(item):      # its own projection: a sibling of the head's, element for element
+    reads = {_buffer_key(i) for it in group for i in it.inputs}
+    if value.sym is not None or value.size != group[0].out.size or _reads_any(item, group) or \
+       not any(_buffer_key(i) in reads for i in item.inputs if i is not item.out.src[0]):
+      return False
+  elif member_slice(value, plain) is None:
+    return False
+  targets = {_buffer_key(it.out.src[0]) for it in group if it.out.op is L.WRITE}
+  own = _buffer_key(item.out.src[0])
+  if own in targets or own in {_buffer_key(i) for it in group for i in it.inputs}:
+    return False
+  if any(_buffer_key(i) in targets for i in item.inputs if i is not item.out.src[0]):
+    return False
+  joined = group + [item]
+  targets.add(own)
+  inputs = [i for i in _joined_inputs(joined) if _buffer_key(i) not in targets]
+  return max_buffers is None or len(inputs) + len(joined) <= max_buffers
+
+
+def member_slice(value: LazyOp, members: list[LazyOp]) -> tuple[LazyOp, int] | None:
+  """(member, offset) where `value` (an in-place write's value, static) reads elements offset ..
+  offset + value.size - 1 of one of `members`' outputs in order (a view with contiguous strides,
+  no mask), else None: element j of the value is the member's flat element offset + j."""
+  if value.op is not L.VIEW or value.realized or value.sym is not None or not value.size:
+    return None
+  src, v = value.src[0], value.arg
+  if not any(src is m for m in members) or v.mask is not None or not isinstance(v.offset, int):
+    return None
+  if any(n > 1 and s != c for s, c, n in zip(v.strides, contiguous_strides(v.shape), v.shape)):
+    return None
+  return (src, v.offset) if 0 <= v.offset and v.offset + value.size <= src.size else None
 
 
 def _buffer_key(node: LazyOp):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from ..graph.join import member_slice
 from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides
@@ -110,12 +111,18 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     if stores is not None:
       return stores
   stores, slots = [], _out_slots(lw.item)
+  members = [node for _, node in slots if node.op is not L.WRITE]
   for j in range(opts.upcast):
     flat = linear_index(spread, j)
     gate = flat.lt(int_const(n)) if groups * per_group > n else None
     idxs = tuple(unravel([(flat, 1, n)], 0, out.shape))
     for slot, node in slots:
-      stores.append(lw.params[slot].store(flat, lw.value(node, idxs, gate), gate))
+      if node.op is L.WRITE and member_slice(node.src[1], members) is None:
+        stores.append(_write_store(lw, slot, node, flat, gate, gate))   # its own projection
+      elif node.op is L.WRITE:   # a joined write of a run of a member's elements (graph/join.py)
+        stores.append(_slice_write_store(lw, slot, node, members, flat, idxs, gate))
+      else:
+        stores.append(lw.params[slot].store(flat, lw.value(node, idxs, gate), gate))
   return vector_stores(stores, opts.upcast) if vec else stores
 
 
@@ -147,8 +154,23 @@ def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   return [_write_store(lw, slot, out, flat, gate, store_gate) for slot, out in _out_slots(lw.item)]
 
 
-def _write_store(lw: Lowerer, slot: int, out, flat: UOp, gate, store_gate) -> UOp:
-  """The store of in-place write `out` into binding `slot` at the value's element `flat`."""
+def _slice_write_store(lw: Lowerer, slot: int, out, members: list, flat: UOp, idxs: tuple,
+                       gate) -> UOp:
+  """The store of in-place write `out`, whose value is the run offset .. offset + size - 1 of a
+  member's elements (join.member_slice), by the thread computing member element `flat` (at
+  `idxs`): the value the thread computed for the member, at the write's element flat - offset."""
+  member, offset = member_slice(out.src[1], members)
+  n = out.src[1].size
+  inside = flat.ge(int_const(offset)) & flat.lt(int_const(offset + n))
+  wgate = gate_and(gate, inside)
+  at = (flat - int_const(offset)) if offset else flat
+  return _write_store(lw, slot, out, inside.where(at, int_const(0)), wgate, wgate,
+                      lw.value(member, idxs, gate))
+
+
+def _write_store(lw: Lowerer, slot: int, out, flat: UOp, gate, store_gate, v=None) -> UOp:
+  """The store of in-place write `out` into binding `slot` at the value's element `flat` (its
+  value `v` where the caller computed it)."""
   _, value, start, stop = out.src
   axis, n = out.arg, value.size
   idxs = list(unravel([(flat, 1, n)], 0, value.shape))
@@ -159,7 +181,8 @@ def _write_store(lw: Lowerer, slot: int, out, flat: UOp, gate, store_gate) -> UO
   idxs[axis] = at
   strides = [math.prod(out.shape[a + 1:]) for a in range(len(out.shape))]
   lin = linear_index([(u, s, 2) for u, s in zip(idxs, strides) if s], 0)
-  v = lw.value(value, tuple(unravel([(flat, 1, n)], 0, value.shape)), gate)
+  if v is None:
+    v = lw.value(value, tuple(unravel([(flat, 1, n)], 0, value.shape)), gate)
   return lw.params[slot].store(lin, v, gate_and(store_gate, inside))
 
 
