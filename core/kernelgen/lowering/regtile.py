@@ -36,7 +36,10 @@ from ..graph.view import contiguous_strides, prod
 # reads are ungated, so a row's consecutive elements merge into vec4 loads (vector_rows) and the
 # rows' shared reads keep uniform addresses; the stores stay gated. That kernel alone (A/B of the
 # two sources in one process, interleaved, 7 rounds, load ~11 on 2 shared CPUs, median CPU s of a
-# run): lavapipe 0.070 -> 0.030 (best GPU ms 327 -> 150), SwiftShader 0.140 -> 0.110 (627 -> 515).
+# run): lavapipe 0.070 -> 0.030 (best GPU ms 327 -> 150), SwiftShader 0.140 -> 0.110 (627 -> 515);
+# in the model (bench/pypi_kernels.py common.onnx, GPU timestamps best of 3, load ~10): lavapipe
+# 263 -> 171 ms, SwiftShader 897 -> 330 ms. SqueezeNet's 1x1 convs that changed so (55x55, 27x27,
+# the last 1000-channel one): within the noise on lavapipe (43.1 -> 42.2 ms for the three).
 
 def tile_lanes(src: LazyOp, cols: int, staged: set) -> int:
   """How many of the register tile's columns share one vector: the widest of at most 4 that
