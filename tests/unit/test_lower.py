@@ -252,6 +252,19 @@ def test_ragged_tiles_gate_their_stores_not_their_loads():
   assert len(stores) == 16 and len(gated) == 16 - 3 * 2    # row 3 or columns 2, 3 may be past
 
 
+def test_threads_past_a_tiled_grid_read_the_last_block_ungated():
+  """2 x 3 blocks of 4 x 4 in workgroups of 4 (8 threads for 6 blocks): the 2 threads past the
+  grid read the last block's operands (clamped), so no load is gated, and A's row steps merge
+  into vector loads (tile_unroll); every store is gated. Numbers: the python matmul tests."""
+  item, _, _ = _matmul_item(8, 8, 12)
+  nodes = toposort([simplify(lower(item, Opts(local=4, tile=(4, 4), tile_unroll=4))[0])])
+  loads = [u for u in nodes if u.op is Ops.LOAD]
+  assert loads and all(len(u.src) == 2 for u in loads)
+  assert any(u.src[0].arg == 1 and u.dtype.count == 4 for u in loads)
+  stores = [u for u in nodes if u.op is Ops.STORE]
+  assert stores and all(len(u.src) > 3 and u.src[3].op is not Ops.CONST for u in stores)
+
+
 def test_tiled_loops_unroll_by_four_where_it_divides():
   """K = 8: the loop runs 8 / TILE_UNROLL times, each step loading TILE_UNROLL * (R + C) values
   for TILE_UNROLL * R * C products (B's C = 2 columns as one vector load)."""

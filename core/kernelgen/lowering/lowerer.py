@@ -735,8 +735,8 @@ def tile_axes(shape) -> tuple[int, int] | None:
   return (axes[-2], axes[-1]) if len(axes) >= 2 else None
 
 
-def tile_threads(shape, tile: tuple, axes: tuple, local: int,
-                 first: int | None = None, chunk: int = 0) -> tuple[list, UOp | None]:
+def tile_threads(shape, tile: tuple, axes: tuple, local: int, first: int | None = None,
+                 chunk: int = 0, clamp: bool = False) -> tuple[list, UOp | None]:
   """(each axis's block index, gate) of this thread in the grid of R x C blocks over `axes` of
   `shape` (one thread per block; the gate is None where the threads fit the grid exactly).
   Threads run over the blocks in row-major order, but with axis `first` (grid_axis: a symbolic
@@ -744,7 +744,9 @@ def tile_threads(shape, tile: tuple, axes: tuple, local: int,
   run-time grid (compiler.with_grid) can launch only those. With `chunk` (Opts.tile_chunk, a
   divisor of that axis's blocks) the blocks of axis `first` go in runs of `chunk`, outermost,
   and the other axes' blocks, then `chunk` consecutive blocks of `first` innermost: the lanes of
-  a workgroup walk that axis first, as a static kernel's lanes walk its last axis."""
+  a workgroup walk that axis first, as a static kernel's lanes walk its last axis. With `clamp`,
+  the threads past the grid take the last block's indices (the gate still says which they are):
+  their reads need no gate (regtile.tiled_stores)."""
   grid = list(shape)
   for axis, size in zip(axes, tile):
     grid[axis] = math.ceil(grid[axis] / size)
@@ -754,6 +756,8 @@ def tile_threads(shape, tile: tuple, axes: tuple, local: int,
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
   thread = gid * int_const(local) + lid if local > 1 else gid
   gate = thread.lt(int_const(threads)) if groups * local > threads else None
+  if clamp and gate is not None:
+    thread = gate.where(thread, int_const(threads - 1))
   order = list(range(len(grid)))
   if first is not None and chunk > 1 and grid[first] % chunk == 0:
     rest = [a for a in order if a != first]
