@@ -35,15 +35,11 @@ LANES = "#lanes"
 LANE_MAJOR_BYTES = 4 << 20
 # the suffix of the upload key of an initializer held grouped by rows (row_grouped)
 GROUPED = "#rows"
-# Scales and zero points held grouped by the stepped matvec's rows a thread (group_rows, issue
-# 35): a thread of 8 rows then loads a block's 8 scales as two vec4s (lowering/lower.py
-# _rows_vector_loads) and their zero points as one word, not 8 scalar loads and 8 bytes.
-# bench/q4_matvec.py (the copy's time over the matvec's, best of 8-12 interleaved rounds in one
-# process; cpu: CPU seconds, median), grouped / as given, 1536x576, 576x1536, 4864x896,
-# 896x4864: lavapipe (load 9-10) 0.79 / 0.68, 0.75 / 0.66, 0.71 / 0.60, 0.60 / 0.59, cpu 0.88 /
-# 0.83, 0.89 / 0.79, 1.22 / 1.15, 0.72 / 0.63; SwiftShader (load 8-9) 0.49 / 0.46, 0.42 / 0.37,
-# 0.46 / 0.26, 0.50 / 0.41, cpu 0.51 / 0.43, 0.61 / 0.54, 0.55 / 0.41, 0.59 / 0.44 (its field
-# arithmetic still bounds it: SWIFTSHADER below). The kernels are 1595 WGSL lines, not 1626.
+# Held grouped (group_rows): bench/q4_matvec.py, copy/matvec best of 8-12 interleaved, grouped /
+# as given, 1536x576, 576x1536, 4864x896, 896x4864: lavapipe (load 9-10) 0.79 / 0.68, 0.75 /
+# 0.66, 0.71 / 0.60, 0.60 / 0.59 (cpu 0.88 / 0.83, 0.89 / 0.79, 1.22 / 1.15, 0.72 / 0.63);
+# SwiftShader (load 8-9) 0.49 / 0.46, 0.42 / 0.37, 0.46 / 0.26, 0.50 / 0.41 (cpu 0.51 / 0.43,
+# 0.61 / 0.54, 0.55 / 0.41, 0.59 / 0.44; its field arithmetic bounds it: SWIFTSHADER below).
 # MatMulNBits over at least this many rows of activations (a prompt) is a register-tiled matmul
 # of the weights dequantized in registers (matmul_dequant); one row (decoding) keeps the
 # matrix-vector form (matmul_words). Native lavapipe, 1536 x 576 q4 (block 32, float zero
@@ -268,8 +264,7 @@ def _grouped_params(ins, zp, dims: tuple, rows: int) -> tuple:
 
 
 def _held(ins, i: int, rows: int, make) -> Tensor:
-  """Input i's copy grouped by `rows` rows that `make` returns, made once per model, device
-  and rows (Model.uploads)."""
+  """Input i's copy grouped by `rows` rows, made by `make` once per model, device and rows."""
   key = (ins.runner.device, f"{ins.names[i]}{GROUPED}{rows}")
   uploads = ins.runner.model.uploads
   if key not in uploads:
