@@ -10,7 +10,10 @@ least 0.7) and the sum's; then the same matvec under other options in the same r
 (reduce_whole=0, reduce_step=0: the reduction looped a block per step, a row per thread) and any
 --variant NAME:KEY=INT,... given; and `lanes`: the matvec over its weight held lane-major
 (quant_nbits.lane_major, 8 lanes x 8 rows, as the importer holds a large weight on lavapipe:
-lane_layout). `cpu` ratios: the copy's CPU seconds per run over each matvec's (median of the
+lane_layout). The matvec reads its scales and zero points as the importer holds them for the
+adapter (quant_nbits.group_rows: grouped by a thread's rows, row_grouped and grouped_nibbles);
+`ungrouped` is the same matvec over them as given, (N, blocks) and packed bytes (before #35's
+grouping). `cpu` ratios: the copy's CPU seconds per run over each matvec's (median of the
 rounds, this process's user + system time: the driver's threads run the kernels), which a
 loaded machine disturbs far less than wall times. Each matvec's `build` is its first run's wall ms: the
 pipeline's creation and first dispatch, which on lavapipe is the driver's LLVM compile (Mesa's
@@ -93,6 +96,11 @@ def main(reps: int = 20, word: str = "", variants: dict | None = None, f32: bool
   import kernelgen as kg
   from kernelgen.device import Device
   from kernelgen.onnx.operators.quant_nbits import lane_major, matmul_words, nibbles
+  try:        # the importer's grouped scales and zero points (absent from an older --core)
+    from kernelgen.onnx.operators.quant_nbits import group_rows, grouped_nibbles, row_grouped
+    from kernelgen.onnx.operators.weights import row_defaults
+  except ImportError:
+    group_rows = None
   from lm_models import quantize_q4
   rt = Device["WEBGPU"]
   options = {**rt.render_options(), "runs": 100}     # compiled as a decode step's (replayed)
@@ -111,8 +119,11 @@ def main(reps: int = 20, word: str = "", variants: dict | None = None, f32: bool
     words = kg.Tensor(np.frombuffer(packed.tobytes(), np.uint32).copy(), device="WEBGPU").realize()
     zp = nibbles(dev["z"])[:, :blocks].cast(kg.dtypes.float32)
 
-    def matvec():
-      return matmul_words(dev["x"], words.reshape(n, -1), dev["s"], zp, 4, 32)
+    rows = group_rows(row_defaults("WEBGPU"), n) if group_rows else 0
+    held = (row_grouped(dev["s"], rows), grouped_nibbles(zp, rows)) if rows else (dev["s"], zp)
+
+    def matvec(params=held):
+      return matmul_words(dev["x"], words.reshape(n, -1), *params, 4, 32)
     y = matvec()
     start = time.perf_counter()
     plans = {"matvec": _plan(rt, y, options)}
@@ -123,6 +134,8 @@ def main(reps: int = 20, word: str = "", variants: dict | None = None, f32: bool
       plans["f32"] = _plan(rt, dev["x"] @ wf.permute(1, 0), options)
     for name, forced in (variants or {}).items():
       plans[name] = _plan(rt, matvec(), {**options, **forced})
+    if rows:
+      plans["ungrouped"] = _plan(rt, matvec((dev["s"], zp)), options)
     if n % 64 == 0:
       lead = (n // 64, 8, 8)
       lanes = matmul_words(dev["x"], lane_major(words.reshape(n, blocks, 4), 8, 8),
@@ -143,7 +156,7 @@ def main(reps: int = 20, word: str = "", variants: dict | None = None, f32: bool
     err = float(np.abs(y.numpy() - dev["x"].numpy() @ deq[:, :k].T).max())
     others = "; ".join(f"{v} {best[v] * 1e3:.3f} ms (ratio {best['copy'] / best[v]:.2f}, cpu "
                        f"{cpu['copy'] / cpu[v]:.2f}, build {cold[v]:.0f} ms, "
-                       f"{_lines(plans[v])} lines)" for v in [*(variants or {}), "lanes"]
+                       f"{_lines(plans[v])} lines)" for v in [*(variants or {}), "ungrouped", "lanes"]
                        if v in plans)
     print(f"{label:30s} matvec kernels={len(plans['matvec'])} {best['matvec'] * 1e3:.3f} ms "
           f"{nbytes / best['matvec'] / 1e9:.2f} GB/s packed; copy {best['copy'] * 1e3:.3f} ms "

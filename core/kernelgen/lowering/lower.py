@@ -25,7 +25,7 @@ from .rows import row_stores
 from .slide import slide_stores
 from .sortnet import sortnet_stores
 from .staged import stage_rows
-from .vector import vector_stores, vector_thread_stores
+from .vector import vector_loads, vector_stores, vector_thread_stores
 from .wgtile import staged_stores
 
 
@@ -123,7 +123,20 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
         stores.append(_slice_write_store(lw, slot, node, members, flat, idxs, gate))
       else:
         stores.append(lw.params[slot].store(flat, lw.value(node, idxs, gate), gate))
-  return vector_stores(stores, opts.upcast) if vec else stores
+  if vec:
+    return vector_stores(stores, opts.upcast)
+  rows = lw.split_loops is not None and len(members) == len(slots)   # (no joined write)
+  return _rows_vector_loads(stores, opts.upcast) if rows else stores
+
+
+def _rows_vector_loads(stores: list, rows: int) -> list:
+  """The stores of a reduce_inner thread's `rows` outputs with each run of their loads at
+  consecutive addresses (the same terms, consecutive constants: per-block values held grouped by
+  the thread's rows, onnx/operators/quant_nbits.row_grouped) read as one vector load
+  (vector.vector_loads): a q4 matvec's scales, 8 rows a thread, two vec4 loads a block, not 8
+  scalar loads."""
+  values = [v for v, _ in vector_loads([(s.src[2], None) for s in stores], rows)]
+  return [s.replace(src=(*s.src[:2], v, *s.src[3:])) for s, v in zip(stores, values)]
 
 
 def _out_slots(item: ScheduleItem) -> list[tuple[int, object]]:

@@ -33,6 +33,13 @@ LANES = "#lanes"
 # runs; at 0.4-2.2 MB no gain beyond the noise (1536x576 0.61 -> 0.57, 576x1536 0.89 -> 0.90,
 # 4864x896 0.74 -> 0.75, 896x4864 0.73 -> 0.77, load 22)
 LANE_MAJOR_BYTES = 4 << 20
+# the suffix of the upload key of an initializer held grouped by rows (row_grouped)
+GROUPED = "#rows"
+# Held grouped (group_rows): bench/q4_matvec.py, copy/matvec best of 8-12 interleaved, grouped /
+# as given, 1536x576, 576x1536, 4864x896, 896x4864: lavapipe (load 9-10) 0.79 / 0.68, 0.75 /
+# 0.66, 0.71 / 0.60, 0.60 / 0.59 (cpu 0.88 / 0.83, 0.89 / 0.79, 1.22 / 1.15, 0.72 / 0.63);
+# SwiftShader (load 8-9) 0.49 / 0.46, 0.42 / 0.37, 0.46 / 0.26, 0.50 / 0.41 (cpu 0.51 / 0.43,
+# 0.61 / 0.54, 0.55 / 0.41, 0.59 / 0.44; its field arithmetic bounds it: SWIFTSHADER below).
 # MatMulNBits over at least this many rows of activations (a prompt) is a register-tiled matmul
 # of the weights dequantized in registers (matmul_dequant); one row (decoding) keeps the
 # matrix-vector form (matmul_words). Native lavapipe, 1536 x 576 q4 (block 32, float zero
@@ -139,8 +146,9 @@ def _matmul_nbits(ins, at):
   if words is not None:
     # the row defaults of the adapter the model runs on, or of a one-row step's the adapter it
     # is traced for (an exported bundle's, export/onnx_lm.py): its normed row realized as natively
-    row = row_input(ins, a, packed_rows(ins.runner, a))
-    return _matmul_words(ins, row, words, (n, k, bits, block, blocks))
+    table = packed_rows(ins.runner, a)
+    row = row_input(ins, a, table)
+    return _matmul_words(ins, row, words, (n, k, bits, block, blocks), group_rows(table, n))
   codes = _codes(ins[1], bits, n, blocks, block, k).cast(dtypes.float32)
   scale = _per_block(ins[2].reshape(n, blocks).cast(dtypes.float32), block, k)
   w = (codes - _zero_points(ins[3], bits, n, blocks, block, k)) * scale       # (N, K)
@@ -203,13 +211,14 @@ def _lane_scales(ins, lead: tuple, blocks: int) -> Tensor:
   return runner.model.uploads[key]
 
 
-def _matmul_words(ins, a: Tensor, words: Tensor, dims: tuple) -> Tensor:
+def _matmul_words(ins, a: Tensor, words: Tensor, dims: tuple, rows: int = 0) -> Tensor:
   """MatMulNBits with B as its 32-bit words (matmul_words; lane-major words take their scales
-  and zero points in the same row axes), bias added."""
+  and zero points in the same row axes; plain words, with `rows` > 1, their scales and zero
+  points held grouped by `rows` rows: _grouped_params), bias added."""
   n, k, bits, block, blocks = dims
   zp = _zero_points(ins[3], bits, n, blocks, 1, blocks)
   if words.ndim == 2:
-    scale = ins[2].reshape(n, blocks).cast(dtypes.float32)
+    scale, zp = _grouped_params(ins, zp, (n, bits, blocks), rows)
   else:
     lead = tuple(words.shape[:3])
     scale = _lane_scales(ins, lead, blocks)
@@ -225,6 +234,72 @@ def _matmul_words(ins, a: Tensor, words: Tensor, dims: tuple) -> Tensor:
   if ins.has(5):
     y = y + ins[5].cast(dtypes.float32).reshape(1, n)
   return y.reshape(*lead, n).cast(a.dtype)
+
+
+def group_rows(table: dict, n: int) -> int:
+  """The rows a packed-weight matvec's scales and zero points are held grouped by (row_grouped)
+  under the row defaults `table`: the outputs per thread (reduce_rows) of its stepped layout
+  (reduce_step: lowering/threads.py), where they divide the n rows; else 0 (held as given)."""
+  rows = int(table.get("reduce_rows", 0) or 0) if table.get("reduce_step") else 0
+  return rows if rows > 1 and n % rows == 0 else 0
+
+
+def _grouped_params(ins, zp, dims: tuple, rows: int) -> tuple:
+  """MatMulNBits' (scale, zero points) as (N, blocks) float32 (zp: or one float), where they are
+  initializers and `rows` > 1 as views of copies held grouped by `rows` rows (kept per model and
+  device): the scales row_grouped, 4-bit packed zero points grouped_nibbles; else as given."""
+  n, bits, blocks = dims
+  scale = ins[2].reshape(n, blocks).cast(dtypes.float32)
+  runner, inits = ins.runner, ins.runner.model.initializers
+  if rows < 2 or runner.folding or ins.names[2] not in inits:
+    return scale, zp
+  scale = _held(ins, 2, rows, lambda: row_grouped(scale, rows))
+  if not isinstance(zp, Tensor) or ins.names[3] not in inits:
+    return scale, zp
+  if zp.dtype.is_float() and ins[3].dtype.is_float():
+    return scale, _held(ins, 3, rows, lambda: row_grouped(zp, rows))
+  if bits == 4 and rows % 8 == 0:
+    return scale, _held(ins, 3, rows, lambda: grouped_nibbles(zp, rows))
+  return scale, zp
+
+
+def _held(ins, i: int, rows: int, make) -> Tensor:
+  """Input i's copy grouped by `rows` rows, made by `make` once per model, device and rows."""
+  key = (ins.runner.device, f"{ins.names[i]}{GROUPED}{rows}")
+  uploads = ins.runner.model.uploads
+  if key not in uploads:
+    uploads[key] = make()
+  return uploads[key]
+
+
+def row_grouped(t: Tensor, rows: int) -> Tensor:
+  """Per-block values t (N, blocks) held grouped by `rows` rows for a matrix-vector product that
+  gives each thread `rows` consecutive rows (lowering/threads.py reduce_step): a realized copy
+  ordered (N // rows, blocks, rows), so a thread's values of one block lie together (one run of
+  memory, not `rows` loads a row apart); returned as its (N, blocks) view. N must divide by
+  `rows`."""
+  n, blocks = t.shape
+  if n % rows:
+    raise ShapeError(f"row_grouped: {n} rows do not divide into groups of {rows}")
+  stored = t.reshape(n // rows, rows, blocks).permute(0, 2, 1).contiguous().realize()
+  return stored.permute(0, 2, 1).reshape(n, blocks)
+
+
+def grouped_nibbles(zp: Tensor, rows: int) -> Tensor:
+  """Integer-valued per-block values zp (N, blocks) in 0..15 (4-bit zero points) held as
+  row_grouped's order packed 8 to a 32-bit word (the first row lowest): a realized uint32 copy
+  (N // rows, blocks, rows // 8), so a thread of `rows` rows loads one word per block for 8 of
+  them; returned as its (N, blocks) float32 view. `rows` must divide N and be a multiple of 8."""
+  n, blocks = zp.shape
+  if n % rows or rows % 8:
+    raise ShapeError(f"grouped_nibbles: {n} rows do not divide into groups of {rows}, a "
+                     f"multiple of 8")
+  grouped = zp.reshape(n // rows, rows, blocks).permute(0, 2, 1)
+  nib = grouped.reshape(n // rows, blocks, rows // 8, 8).cast(dtypes.int32).cast(dtypes.uint32)
+  shifts = (Tensor.arange(8, device=zp.device) * 4).cast(dtypes.uint32)
+  stored = (nib << shifts.reshape(1, 1, 1, 8)).sum(-1).cast(dtypes.uint32).contiguous().realize()
+  values = fields(stored, 4).cast(dtypes.int32).cast(dtypes.float32)
+  return values.reshape(n // rows, blocks, rows).permute(0, 2, 1).reshape(n, blocks)
 
 
 def placed_fields(words: Tensor, bits: int) -> tuple[Tensor, Tensor]:
