@@ -297,3 +297,28 @@ def test_a_build_during_reads_of_no_known_like_is_not_measured():
   measured, and variants stay priced at the wall rate."""
   runtime, _, _ = _background_build(0.0, same_like=False)
   assert runtime.foreground == [0.0, 0] and runtime.build_rate() == 1000.0
+
+
+def test_a_built_variant_is_weighed_by_its_own_launch_so_it_stops_absorbing_the_charge():
+  """Issue 37, lavapipe's prefill: the LM head (1 row) runs its built variant, fast, while the
+  base kernel's estimate counts whole tiles of padding (~75 % of the prefill's work): a run's time
+  is shared out by the work of the launch that runs (the variant's own grid: launch_work), so the
+  unbuilt variant asked for beside it is charged nearly the whole run, not the head's leftover."""
+  from kernelgen.uop.program import launch_work
+  head, body = _matmul_k(512), _matmul_k(64)
+  fast = variant_for(head, {"n": 1})
+  wanted = variant_for(body, {"n": 100})
+  padded, own = launch_work(head.launch, {"n": 1}), launch_work(fast.launch, {"n": 1})
+  work = launch_work(body.launch, {"n": 100})
+  assert padded > 5 * work > 5 * own, (padded, work, own)   # the base's padding dwarfs the body
+  runtime = _runtime()
+  for kernel in (head, body, fast):
+    runtime.prepare(kernel)
+  runtime.gpu.finish()                        # the head's variant for n = 1 is built
+  runtime.gpu.stats.pipelineBusyMs, runtime.gpu.stats.pipelineBytes = 1e9, 1
+  run_ms = 1000.0
+  assert runtime.pick(head, {"n": 1}) is fast and runtime.pick(body, {"n": 100}) is body
+  runtime.clock.now += run_ms
+  runtime.charge()
+  assert runtime.asked[id(wanted)][1] == pytest.approx(run_ms * work / (work + own))
+  assert runtime.asked[id(wanted)][1] > 0.8 * run_ms     # (the padded estimate: < 0.2 of it)

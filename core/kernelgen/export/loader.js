@@ -84,9 +84,12 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 //   DEFAULT_MS_PER_BYTE;
 // - lost: at each read, the run's wall time is shared out among its kernels by their estimated
 //   work at the bound values (the manifest's `work`: multiply-adds or outputs, times the padding
-//   their grid launches there: whole tiles at small values; workOf), and each
-//   variant asked for is charged the share of the kernels that ran in its place: their own time,
-//   the most it could save (an upper bound; a run of one kernel charges its whole time). Charged
+//   their grid launches there: whole tiles at small values; workOf) under the launch that runs:
+//   a built variant's own grid, so a fast variant counts its own work, not its kernel's padding
+//   (the LM head's variant, built by the decode, kept ~75 % of lavapipe's prefill by its kernel's
+//   padding and so the charge of the unbuilt variants beside it: issue 37). Each variant asked
+//   for is charged the share of the kernels that ran in its place: their own time, the most it
+//   could save (an upper bound; a run of one kernel charges its whole time). Charged
 //   the run's whole time each, the variants of every layer's matmuls that one 128-token prefill
 //   asks for were all bought in its first rounds, and their builds slowed SwiftShader's decode
 //   (5.0 tok/s, 8.6 once settled); shared out equally, the prefill's were never bought (issue
@@ -446,8 +449,10 @@ class Model {
     }));
     this.steps = this.manifest.kernels.map((kernel) => {
       // its variants for small bound values: the same bindings, so the same bind group
+      // (each with its own launch, so workOf weighs a run of it by the work it launches)
       const variants = (kernel.variants || []).map((v) => ({ dim: v.dim, most: v.most,
-        key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid }));
+        key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid,
+        work: kernel.work, threads: v.workgroup_size.reduce((a, b) => a * b, 1) }));
       const entries = kernel.bindings.map((b) => ({
         binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
       }));
@@ -533,10 +538,10 @@ class Model {
   // charged its kernels' share of the run's wall time at the read (charge) and joins the
   // background builds (startBuilds) once that reaches its build cost.
   pick(step, values) {
-    const work = workOf(step, values);
-    this.work += work;
     const fits = step.variants.filter((v) => values[v.dim] <= v.most);
     const built = fits.find((v) => this.builds.get(v.key).made);
+    const work = workOf(built || step, values);   // under the launch that runs (charge)
+    this.work += work;
     if (fits.length && fits[0] !== built && !this.builds.get(fits[0].key).building) {
       this.asking.set(fits[0].key, (this.asking.get(fits[0].key) || 0) + work);  // layers add
     }

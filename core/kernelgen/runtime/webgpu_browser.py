@@ -40,9 +40,12 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 # - lost: at each read, the wall time from the first run since the previous read to the read is
 #   shared out among those runs' kernels by their estimated work at the bound values (Launch
 #   .work: multiply-adds or outputs, times the padding their grid launches there: whole tiles
-#   at small values; launch_work), and each variant asked for is charged the
-#   share of the kernels that ran in its place: their own time, the most it could save (an upper
-#   bound; a run of one kernel charges its whole time). Charged the run's whole time each, the
+#   at small values; launch_work) under the launch that runs: a built variant's own grid, so a
+#   fast variant counts its own work, not its kernel's padding (the LM head's variant, built by
+#   the decode, kept ~75 % of lavapipe's prefill by its kernel's padding and so the charge of the
+#   unbuilt variants beside it: issue 37). Each variant asked for is charged the share of the
+#   kernels that ran in its place: their own time, the most it could save (an upper bound; a run
+#   of one kernel charges its whole time). Charged the run's whole time each, the
 #   variants of every layer's matmuls that one 128-token prefill asks for were all bought in its
 #   first rounds, and their builds slowed SwiftShader's decode (5.0 tok/s, 8.6 once settled);
 #   shared out equally, the prefill's were never bought (issue 37). So the charges of one read
@@ -241,28 +244,31 @@ class BrowserWebGPU(Runtime):
     (variant_for) where its pipeline is built, else the first built variant whose range holds
     them, else the kernel itself (prepared with it; it serves every value). A variant not built
     is never dispatched: asked for, it is charged its share of the runs' time at the next read
-    (the kernel's estimated work over theirs: charge) and built in the background once that
-    reaches its build cost (DEFAULT_MS_PER_BYTE's comment), and the runs after its build take
-    it."""
+    (the estimated work of what runs in its place over theirs, each launch's own: charge) and
+    built in the background once that reaches its build cost (DEFAULT_MS_PER_BYTE's comment),
+    and the runs after its build take it."""
     if self.since is None:
       self.since, self.picked = self.clock(), []
       building = self.background is not None and self._state(self.background) == "making"
       self.overlapped = {id(self.background)} if building else set()
-    work = launch_work(kernel.launch, var_values)
+    chosen, wanted = self._choose(kernel, var_values)
+    work = launch_work(chosen.launch, var_values)   # under the kernel that runs (charge)
     self.work += work
-    chosen = self._choose(kernel, var_values, work)
+    if wanted is not None:
+      self.asking.setdefault(id(wanted[0]), [wanted, 0.0])[1] += work
     self.picked.append(id(chosen))
     return chosen
 
-  def _choose(self, kernel: CompiledKernel, var_values: dict[str, int], work: float):
-    """pick's choice for a run of estimated `work`, the variant asked for noted in self.asking."""
+  def _choose(self, kernel: CompiledKernel, var_values: dict[str, int]):
+    """pick's choice: (the kernel to run, the self.asked entry of the variant asked for or None)."""
     variants = getattr(kernel, "variants", ()) or ()
     if not variants or not var_values:
-      return kernel
+      return kernel, None
     fits = [v for dim, most, v in variants if dim in var_values and var_values[dim] <= most]
     if not fits:
-      return kernel
+      return kernel, None
     built = next((v for v in fits if self._state(v) == "ready"), None)
+    entry = None
     if fits[0] is not built and self._state(fits[0]) == "none":
       wanted = fits[0]
       entry = self.asked.get(id(wanted))
@@ -270,8 +276,7 @@ class BrowserWebGPU(Runtime):
         if len(self.asked) > 4096:
           self.asked.clear()
         entry = self.asked[id(wanted)] = [wanted, 0.0]
-      self.asking.setdefault(id(wanted), [entry, 0.0])[1] += work
-    return built if built is not None else kernel
+    return (built if built is not None else kernel), entry
 
   def clock(self) -> float:
     """Milliseconds (a test may stand in a fake clock on the instance)."""
@@ -318,7 +323,8 @@ class BrowserWebGPU(Runtime):
 
   def charge(self) -> None:
     """At a read: charge each variant asked for since the last read its kernels' share of the
-    wall time since the first run (their work over the runs', launch_work), and queue those whose
+    wall time since the first run (their work over the runs', launch_work of the launches that
+    ran: a built variant's own), and queue those whose
     charges reach their build cost (ski rental: DEFAULT_MS_PER_BYTE's comment)."""
     if self.since is None:
       return
