@@ -38,18 +38,17 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 #   measured: the wall time the driver was busy building pipelines per source byte (gpu.js
 #   stats pipelineBusyMs / pipelineBytes), or DEFAULT_MS_PER_BYTE;
 # - lost: at each read, the wall time from the first run since the previous read to the read is
-#   shared out among those runs' kernels by their estimated work at the bound values (Launch
-#   .work: multiply-adds or outputs, times the padding their grid launches there: whole tiles
-#   at small values; launch_work) under the launch that runs: a built variant's own grid, so a
-#   fast variant counts its own work, not its kernel's padding (the LM head's variant, built by
-#   the decode, kept ~75 % of lavapipe's prefill by its kernel's padding and so the charge of the
-#   unbuilt variants beside it: issue 37). Each variant asked for is charged the share of the
-#   kernels that ran in its place: their own time, the most it could save (an upper bound; a run
-#   of one kernel charges its whole time). Charged the run's whole time each, the
-#   variants of every layer's matmuls that one 128-token prefill asks for were all bought in its
-#   first rounds, and their builds slowed SwiftShader's decode (5.0 tok/s, 8.6 once settled);
-#   shared out equally, the prefill's were never bought (issue 37). So the charges of one read
-#   add up to at most its time, and a variant whose kernels are most of a run is bought first;
+#   shared out among those runs' kernels by their estimated work at the bound values (Launch .work:
+#   multiply-adds or outputs, times the padding their grid launches there: whole tiles at small
+#   values; launch_work) under the launch that runs: a built variant's own grid, so a variant built
+#   for small values counts its own work, not its kernel's padding, and does not absorb the charge
+#   of the unbuilt variants beside it (issue 37). Each variant asked for is charged the share of
+#   the kernels that ran in its place: their own time, the most it could save (an upper bound; a
+#   run of one kernel charges its whole time). Charged the run's whole time each, the variants of
+#   every layer's matmuls that one 128-token prefill asks for were all bought in its first rounds,
+#   and their builds slowed SwiftShader's decode (5.0 tok/s, 8.6 once settled); shared out equally,
+#   the prefill's were never bought (issue 37). So the charges of one read add up to at most its
+#   time, and a variant whose kernels are most of a run is bought first;
 # - at a read, a variant charged its cost or more is queued; the builds start after a read, one
 #   at a time, the shortest first (build_next). So a build costs at most the time already lost
 #   (at most twice the best choice made knowing the future), and a value asked once for a short
@@ -69,6 +68,13 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 # time (the LM head's variant, built, keeps ~75 % of the work), so lavapipe's prefill stays at
 # 2.9-5.4 s against main's 1.5-2.1 from its 3rd prompt (load 10-12): open. SwiftShader: prefill
 # 5.6-11.9 s, decode 1.1-2.3 tok/s against main's 12-28 s and 0.7-1.0 (load 18-22).
+# Shares logged in lavapipe's 128-token prefill (--last-logits; the same with each launch's own
+# grid: its LM head has no variant): the 7 variants asked for hold 89 % of the work (22 % each
+# for the two 1536-wide, 7-11 % the others); the two are bought by the 3rd prompt, the others
+# charged 0.1-0.2 s a prompt against ~2 s (~0.0056 ms per byte x 365-396 KB). Built, the two
+# count the same work (no padding at 128) though they run ~10x faster: open, a measured rate per
+# built variant. main logs the same shares there (its prefill's LM head is static), so A/B
+# prefill times differ by the load only (0.6-1.4 s against 0.9-2.6 at load 5-16).
 # 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 DEFAULT_MS_PER_BYTE = 0.02
 
