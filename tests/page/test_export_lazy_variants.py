@@ -277,6 +277,31 @@ BUILT = """async ([name, feed, ms]) => {
 }"""
 
 
+# JS: load the bundle under /NAME/; runs of `feed` on a fake clock taking `times` ms each, the
+# first step's variant for its dim at `value` built after the first run, builds priced out of
+# reach: each variant's charges by its file after each run, and the rates measured
+RATED = """async ([name, feed, times, value]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const model = await load();
+  const head = model.steps.find((s) => s.variants.some((v) => v.dim === 'm'));
+  let now = 0;
+  let ms = 0;
+  model.clock = () => (now += ms);     // runNow reads it twice: each run takes `ms`
+  model.msPerByte = () => 1e12;
+  const inputs = Object.fromEntries(Object.entries(feed).map(([k, v]) => [k, new Float32Array(v)]));
+  const lost = [];
+  for (const [i, time] of times.entries()) {
+    if (i === 1) await model.build(head.variants.find((v) => v.most >= value).key);
+    ms = time;
+    await model.run(inputs, { outputs: [] });
+    lost.push(Object.fromEntries([...model.builds].map(([key, e]) => [JSON.parse(key)[0], e.lost])));
+  }
+  const rates = Object.fromEntries([...model.rates].map(([key, r]) => [JSON.parse(key)[0], r]));
+  model.destroy();
+  return { lost, rates };
+}"""
+
+
 def test_model_js_weighs_a_built_variant_by_its_own_launch(chromium, serve, tmp_path):
   """Issue 37, lavapipe's prefill: a head matmul at m = 1 runs its built variant (fast), whose
   base kernel counts whole tiles of padding; the run's time is shared out by the work of the
@@ -317,3 +342,21 @@ def test_model_js_weighs_a_built_variant_by_its_own_launch(chromium, serve, tmp_
   assert padded > 5 * asked > 5 * own, (padded, asked, own)
   assert info["lost"][wanted["file"]] == pytest.approx(run_ms * asked / (asked + own)), info
   assert info["lost"][fast["file"]] == 0, info
+  # measured: at m = n = 100 (no padding saved) a 1000 ms run, then with the head's variant
+  # built 1100 ms (its first use), then 400 ms: the variant takes its kernel's share less the
+  # 600 ms saved (its rate, measured again at each run), and the next run charges the body's
+  # variant its share under that rate
+  x1 = rng.standard_normal((512, 100)).astype(np.float32)
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    rated = page.evaluate(RATED, ["two", {"x1": x1.ravel().tolist(), "x2": x2.ravel().tolist()},
+                                  [1000.0, 1100.0, 400.0, 400.0], 100])
+    assert page.console_errors == [], page.console_errors
+  built = next(v for v in head["variants"] if v["most"] >= 100)
+  kernel, variant = work(head, head, 100), work(head, built, 100)
+  took = 1000.0 * kernel / (kernel + asked)
+  rate = (took - 600.0) / took * kernel / variant
+  assert rated["rates"] == {built["file"]: pytest.approx(rate)}, rated
+  charged = [r[wanted["file"]] for r in rated["lost"]]
+  assert charged[:2] == pytest.approx(np.cumsum([1000.0, 1100.0]) * asked / (kernel + asked))
+  assert charged[3] - charged[2] == pytest.approx(400.0 * asked / (asked + rate * variant))
