@@ -73,13 +73,14 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 # time (the LM head's variant, built, keeps ~75 % of the work), so lavapipe's prefill stays at
 # 2.9-5.4 s against main's 1.5-2.1 from its 3rd prompt (load 10-12): open. SwiftShader: prefill
 # 5.6-11.9 s, decode 1.1-2.3 tok/s against main's 12-28 s and 0.7-1.0 (load 18-22).
-# Shares logged in lavapipe's 128-token prefill (--last-logits; the same with each launch's own
-# grid: its LM head has no variant): the 7 variants asked for hold 89 % of the work (22 % each
-# for the two 1536-wide, 7-11 % the others); the two are bought by the 3rd prompt, the others
-# charged 0.1-0.2 s a prompt against ~2 s (~0.0056 ms per byte x 365-396 KB). Built, the two
-# count the same work (no padding at 128) though they run ~10x faster (hence the measured rate
-# above). main logs the same shares there (its prefill's LM head is static), so A/B
-# prefill times differ by the load only (0.6-1.4 s against 0.9-2.6 at load 5-16).
+# Logged in lavapipe's 128-token prefill (--last-logits: its LM head is static, so main's shares
+# are the same there): the 7 variants asked for hold 89 % of the work, 22 % each the two
+# 1536-wide, bought by the 3rd prompt; built, they counted 44 % of the work while running
+# faster: measured, their rate came out 0.28-0.34 (load 11), so the others' shares rise. Whether
+# the prefill's variants are bought in 1-3 prompts still turns on the build rate measured first:
+# 0.001 ms per byte (all 7 bought at the first prompt; prefill 0.5-0.6 s from the 4th, load 11)
+# or 0.006-0.011 (the two by the 3rd, the rest later); A/B runs against main (load 10-16) fall
+# within that spread either way.
 # 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 DEFAULT_MS_PER_BYTE = 0.02
 # The least share of its runs' time a built variant is measured to take (rate)
