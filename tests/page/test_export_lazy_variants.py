@@ -256,3 +256,107 @@ def test_model_js_prices_a_variant_at_what_the_background_builds_cost_the_runs(c
   assert beside["most"] < 100 and beside["during"] == 1, beside
   assert beside["rate"] == 0 and beside["after"] == 2, beside     # n = 100's bought at once
   assert held["rate"] == pytest.approx(3000.0 / held["bytes"]) and held["after"] == 1, held
+
+
+# JS: load the bundle under /NAME/, build the first step's variant for its dim at 1 (the LM
+# head's, bought by the decode), then one run of `feed` taking `ms` on a fake clock, builds
+# priced out of reach: each variant's charges by its file, the output
+BUILT = """async ([name, feed, ms]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const model = await load();
+  const head = model.steps.find((s) => s.variants.some((v) => v.dim === 'm'));
+  await model.build(head.variants.find((v) => v.most >= 1).key);
+  let now = 0;
+  model.clock = () => (now += ms);
+  model.msPerByte = () => 1e12;
+  const inputs = Object.fromEntries(Object.entries(feed).map(([k, v]) => [k, new Float32Array(v)]));
+  const out = await model.run(inputs);
+  const lost = Object.fromEntries([...model.builds].map(([key, e]) => [JSON.parse(key)[0], e.lost]));
+  model.destroy();
+  return { lost, out: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Array.from(v)])) };
+}"""
+
+
+# JS: load the bundle under /NAME/; runs of `feed` on a fake clock taking `times` ms each, the
+# first step's variant for its dim at `value` built after the first run, builds priced out of
+# reach: each variant's charges by its file after each run, and the rates measured
+RATED = """async ([name, feed, times, value]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const model = await load();
+  const head = model.steps.find((s) => s.variants.some((v) => v.dim === 'm'));
+  let now = 0;
+  let ms = 0;
+  model.clock = () => (now += ms);     // runNow reads it twice: each run takes `ms`
+  model.msPerByte = () => 1e12;
+  const inputs = Object.fromEntries(Object.entries(feed).map(([k, v]) => [k, new Float32Array(v)]));
+  const lost = [];
+  for (const [i, time] of times.entries()) {
+    if (i === 1) await model.build(head.variants.find((v) => v.most >= value).key);
+    ms = time;
+    await model.run(inputs, { outputs: [] });
+    lost.push(Object.fromEntries([...model.builds].map(([key, e]) => [JSON.parse(key)[0], e.lost])));
+  }
+  const rates = Object.fromEntries([...model.rates].map(([key, r]) => [JSON.parse(key)[0], r]));
+  model.destroy();
+  return { lost, rates };
+}"""
+
+
+def test_model_js_weighs_a_built_variant_by_its_own_launch(chromium, serve, tmp_path):
+  """Issue 37, lavapipe's prefill: a head matmul at m = 1 runs its built variant (fast), whose
+  base kernel counts whole tiles of padding; the run's time is shared out by the work of the
+  launches that run, so the body's unbuilt variant at n = 100 is charged nearly all of it, as
+  webgpu_browser.py (tests/unit test_browser_lazy_variants.py)."""
+  from kernelgen.uop.program import Launch, grid_from_json, launch_work, work_from_json
+  (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")
+  server = serve(tmp_path)
+  m, n = kg.Dim("m", 1, 4096), kg.Dim("n", 1, 4096)
+  rng = np.random.default_rng(6)
+  a, b = (rng.standard_normal((32, k)).astype(np.float32) for k in (512, 64))
+  ys = {"head": kg.Tensor(a).realize() @ kg.Tensor.empty(512, m, name="x1"),
+        "body": kg.Tensor(b).realize() @ kg.Tensor.empty(64, n, name="x2")}
+  kg.export(ys, str(tmp_path / "two"), format="webgpu")
+  manifest = json.loads((tmp_path / "two" / "manifest.json").read_text())
+  x1, x2 = rng.standard_normal((512, 1)).astype(np.float32), rng.standard_normal((64, 100))
+  x2 = x2.astype(np.float32)
+  run_ms = 1000.0
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    info = page.evaluate(BUILT, ["two", {"x1": x1.ravel().tolist(), "x2": x2.ravel().tolist()},
+                                 run_ms])
+    assert page.console_errors == [], page.console_errors
+  np.testing.assert_allclose(np.array(info["out"]["head"], np.float32).reshape(32, 1), a @ x1,
+                             rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(np.array(info["out"]["body"], np.float32).reshape(32, 100), b @ x2,
+                             rtol=1e-4, atol=1e-3)
+
+  def work(k, v, c):          # the launch's work at c (webgpu_browser.py's launch_work)
+    launch = Launch("wgsl", "", k["entry_point"], (), tuple(v["workgroup_size"]),
+                    tuple(v["dispatch"]), (), (), grid_from_json(v.get("grid")),
+                    work_from_json(k["work"]))
+    return launch_work(launch, {k["variants"][0]["dim"]: c})
+  head, body = sorted(manifest["kernels"], key=lambda k: k["variants"][0]["dim"])
+  fast = next(v for v in head["variants"] if v["most"] >= 1)
+  wanted = next(v for v in body["variants"] if v["most"] >= 100)
+  own, padded, asked = work(head, fast, 1), work(head, head, 1), work(body, body, 100)
+  assert padded > 5 * asked > 5 * own, (padded, asked, own)
+  assert info["lost"][wanted["file"]] == pytest.approx(run_ms * asked / (asked + own)), info
+  assert info["lost"][fast["file"]] == 0, info
+  # measured: at m = n = 100 (no padding saved) a 1000 ms run, then with the head's variant
+  # built 1100 ms (its first use), then 400 ms: the variant takes its kernel's share less the
+  # 600 ms saved (its rate, measured again at each run), and the next run charges the body's
+  # variant its share under that rate
+  x1 = rng.standard_normal((512, 100)).astype(np.float32)
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    rated = page.evaluate(RATED, ["two", {"x1": x1.ravel().tolist(), "x2": x2.ravel().tolist()},
+                                  [1000.0, 1100.0, 400.0, 400.0], 100])
+    assert page.console_errors == [], page.console_errors
+  built = next(v for v in head["variants"] if v["most"] >= 100)
+  kernel, variant = work(head, head, 100), work(head, built, 100)
+  took = 1000.0 * kernel / (kernel + asked)
+  rate = (took - 600.0) / took * kernel / variant
+  assert rated["rates"] == {built["file"]: pytest.approx(rate)}, rated
+  charged = [r[wanted["file"]] for r in rated["lost"]]
+  assert charged[:2] == pytest.approx(np.cumsum([1000.0, 1100.0]) * asked / (kernel + asked))
+  assert charged[3] - charged[2] == pytest.approx(400.0 * asked / (asked + rate * variant))

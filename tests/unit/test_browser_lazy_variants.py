@@ -58,7 +58,8 @@ def _runtime():
   runtime = object.__new__(BrowserWebGPU)    # no Pyodide here: only what pick reads
   runtime.gpu, runtime.launches, runtime.asked = FakeGpu(), {}, {}
   runtime.queued, runtime.background, runtime.asking, runtime.since = {}, None, {}, None
-  runtime.work = 0.0
+  runtime.work, runtime.time, runtime.ran, runtime.shape = 0.0, 0.0, [], []
+  runtime.rates, runtime.last = {}, {}
   runtime.clean, runtime.during, runtime.overlapped, runtime.picked = {}, {}, set(), []
   runtime.foreground = [0.0, 0]
   runtime.clock = Clock()
@@ -297,3 +298,67 @@ def test_a_build_during_reads_of_no_known_like_is_not_measured():
   measured, and variants stay priced at the wall rate."""
   runtime, _, _ = _background_build(0.0, same_like=False)
   assert runtime.foreground == [0.0, 0] and runtime.build_rate() == 1000.0
+
+
+def test_a_built_variant_is_weighed_by_its_own_launch_so_it_stops_absorbing_the_charge():
+  """Issue 37, lavapipe's prefill: the LM head (1 row) runs its built variant, fast, while the
+  base kernel's estimate counts whole tiles of padding (~75 % of the prefill's work): a run's time
+  is shared out by the work of the launch that runs (the variant's own grid: launch_work), so the
+  unbuilt variant asked for beside it is charged nearly the whole run, not the head's leftover."""
+  from kernelgen.uop.program import launch_work
+  head, body = _matmul_k(512), _matmul_k(64)
+  fast = variant_for(head, {"n": 1})
+  wanted = variant_for(body, {"n": 100})
+  padded, own = launch_work(head.launch, {"n": 1}), launch_work(fast.launch, {"n": 1})
+  work = launch_work(body.launch, {"n": 100})
+  assert padded > 5 * work > 5 * own, (padded, work, own)   # the base's padding dwarfs the body
+  runtime = _runtime()
+  for kernel in (head, body, fast):
+    runtime.prepare(kernel)
+  runtime.gpu.finish()                        # the head's variant for n = 1 is built
+  runtime.gpu.stats.pipelineBusyMs, runtime.gpu.stats.pipelineBytes = 1e9, 1
+  run_ms = 1000.0
+  assert runtime.pick(head, {"n": 1}) is fast and runtime.pick(body, {"n": 100}) is body
+  runtime.clock.now += run_ms
+  runtime.charge()
+  assert runtime.asked[id(wanted)][1] == pytest.approx(run_ms * work / (work + own))
+  assert runtime.asked[id(wanted)][1] > 0.8 * run_ms     # (the padded estimate: < 0.2 of it)
+
+
+def test_a_built_variant_is_charged_its_measured_time_not_its_work_share():
+  """Issue 37, lavapipe's prefill: a built variant of the same work as its kernel (no padding at
+  the value) runs ~10x faster, yet counted its kernel's work and so absorbed the charge of the
+  unbuilt variants beside it. Measured instead: a read of 1000 ms takes both kernels; once the
+  first one's variant is built the same read takes 1100 ms (its first use: the driver's compile),
+  then 400 ms, so that variant's runs take what its kernel's took (its work share) less the
+  600 ms saved, its rate (measured again at each read); the next read charges the second
+  kernel's unbuilt variant its share of the time under that rate."""
+  from kernelgen.uop.program import launch_work
+  first, second = _matmul_k(512), _matmul_k(128)
+  built, wanted = variant_for(first, {"n": 100}), variant_for(second, {"n": 100})
+  works = [launch_work(k.launch, {"n": 100}) for k in (first, second, built)]
+  runtime = _runtime()
+  for kernel in (first, second):
+    runtime.prepare(kernel)
+  runtime.gpu.finish()
+  runtime.gpu.stats.pipelineBusyMs, runtime.gpu.stats.pipelineBytes = 1e9, 1   # never bought
+
+  def read(ms):
+    taken = [runtime.pick(k, {"n": 100}) for k in (first, second)]
+    runtime.clock.now += ms
+    runtime.build_next()
+    return taken
+  assert read(1000.0) == [first, second]
+  runtime.prepare(built)            # built (not in the background: no read overlapped it)
+  runtime.gpu.finish()
+  assert read(1100.0) == [built, second]
+  took = 1000.0 * works[0] / (works[0] + works[1])      # the first kernel's share, then
+  assert runtime.rates[id(built)][1] == pytest.approx(works[0] / works[2])   # no saving yet
+  read(400.0)
+  rate = (took - 600.0) / took * works[0] / works[2]
+  assert runtime.rates[id(built)][1] == pytest.approx(rate)
+  before = runtime.asked[id(wanted)][1]
+  read(400.0)
+  charged = runtime.asked[id(wanted)][1] - before
+  assert charged == pytest.approx(400.0 * works[1] / (works[1] + rate * works[2]))
+  assert charged > 2 * 400.0 * works[1] / (works[1] + works[2])    # its work share: < half

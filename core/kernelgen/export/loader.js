@@ -84,14 +84,21 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 //   DEFAULT_MS_PER_BYTE;
 // - lost: at each read, the run's wall time is shared out among its kernels by their estimated
 //   work at the bound values (the manifest's `work`: multiply-adds or outputs, times the padding
-//   their grid launches there: whole tiles at small values; workOf), and each
-//   variant asked for is charged the share of the kernels that ran in its place: their own time,
-//   the most it could save (an upper bound; a run of one kernel charges its whole time). Charged
-//   the run's whole time each, the variants of every layer's matmuls that one 128-token prefill
-//   asks for were all bought in its first rounds, and their builds slowed SwiftShader's decode
-//   (5.0 tok/s, 8.6 once settled); shared out equally, the prefill's were never bought (issue
-//   37). So the charges of one run add up to at most its time, and a variant whose kernels are
-//   most of a run is bought first;
+//   their grid launches there: whole tiles at small values; workOf) under the launch that runs: a
+//   built variant's own grid, so a variant built for small values counts its own work, not its
+//   kernel's padding, and does not absorb the charge of the unbuilt variants beside it (issue 37).
+//   A built variant's work counts at its measured rate (time per work, the kernels' being 1:
+//   rate): at the first read no build overlapped that takes it where the last such read of the
+//   same shape took its kernel, its runs took what the kernel's did then less the time saved (a
+//   variant of the same work at a value, without padding to save, runs ~10x faster on lavapipe:
+//   counted at its work it kept the charge of the unbuilt ones beside it). Each variant asked for
+//   is charged the share of the kernels that ran in its place: their own time, the most it could
+//   save (an upper bound; a run of one kernel charges its whole time). Charged the run's whole
+//   time each, the variants of every layer's matmuls that one 128-token prefill asks for were all
+//   bought in its first rounds, and their builds slowed SwiftShader's decode (5.0 tok/s, 8.6 once
+//   settled); shared out equally, the prefill's were never bought (issue 37). So the charges of
+//   one run add up to at most its time, and a variant whose kernels are most of a run is bought
+//   first;
 // - at a read, a variant charged its cost or more is queued; the builds start after a read, one
 //   at a time, the shortest first (startBuilds). So a build costs at most the time already lost
 //   (at most twice the best choice made knowing the future), and a value asked once for a short
@@ -111,10 +118,20 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 // time (the LM head's variant, built, keeps ~75 % of the work), so lavapipe's prefill stays at
 // 2.9-5.4 s against main's 1.5-2.1 from its 3rd prompt (load 10-12): open. SwiftShader: prefill
 // 5.6-11.9 s, decode 1.1-2.3 tok/s against main's 12-28 s and 0.7-1.0 (load 18-22).
+// Logged in lavapipe's 128-token prefill (--last-logits: its LM head is static, so main's shares
+// are the same there): the 7 variants asked for hold 89 % of the work, 22 % each the two
+// 1536-wide, bought by the 3rd prompt; built, they counted 44 % of the work while running
+// faster: measured, their rate came out 0.28-0.34 (load 11), so the others' shares rise. Whether
+// the prefill's variants are bought in 1-3 prompts still turns on the build rate measured first:
+// 0.001 ms per byte (all 7 bought at the first prompt; prefill 0.5-0.6 s from the 4th, load 11)
+// or 0.006-0.011 (the two by the 3rd, the rest later); A/B runs against main (load 10-16) fall
+// within that spread either way.
 // Before (a flat 2 asks per multiple of the kernel's source length), bench/lm_page.py's q4
 // 128-token prefill on lavapipe ran 369 tokens/s for 20 prompts where its variants run 927.
 // 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 const DEFAULT_MS_PER_BYTE = 0.02;
+// The least share of its steps' time a built variant is measured to take (rate)
+const RATE_FLOOR = 0.02;
 // A step's estimated work at the dims' `values`: its manifest `work` factors ([terms, const],
 // each const + sum(c * dim)) multiplied, times the padding its run-time grid launches there
 // (the workgroups' share of the grid over what the values need: whole tiles of padding at small
@@ -389,6 +406,10 @@ class Model {
     this.asking = new Map();     // keys of the variants not built that this run asked for ->
                                  // the work of the kernels run in their place (workOf)
     this.work = 0;               // the run's work so far (workOf)
+    this.time = 0;               // its estimated time so far: each step's work x its rate (pick)
+    this.ran = [];               // each step of the run: [pipelineKey taken, its work, its time]
+    this.rates = new Map();      // a built variant's pipelineKey -> its time per work (rate)
+    this.last = new Map();       // a run's shape (outputs, dims' values) -> its last clean run
     this.busy = { ms: 0, bytes: 0, open: 0, since: 0 };  // builds timed (msPerByte)
     this.clock = () => performance.now();  // the runs' clock, ms (a test may stand in a fake)
     this.queued = new Set();     // keys of variants to build in the background
@@ -446,8 +467,10 @@ class Model {
     }));
     this.steps = this.manifest.kernels.map((kernel) => {
       // its variants for small bound values: the same bindings, so the same bind group
+      // (each with its own launch, so workOf weighs a run of it by the work it launches)
       const variants = (kernel.variants || []).map((v) => ({ dim: v.dim, most: v.most,
-        key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid }));
+        key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid,
+        work: kernel.work, threads: v.workgroup_size.reduce((a, b) => a * b, 1) }));
       const entries = kernel.bindings.map((b) => ({
         binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
       }));
@@ -533,14 +556,17 @@ class Model {
   // charged its kernels' share of the run's wall time at the read (charge) and joins the
   // background builds (startBuilds) once that reaches its build cost.
   pick(step, values) {
-    const work = workOf(step, values);
-    this.work += work;
     const fits = step.variants.filter((v) => values[v.dim] <= v.most);
     const built = fits.find((v) => this.builds.get(v.key).made);
-    if (fits.length && fits[0] !== built && !this.builds.get(fits[0].key).building) {
-      this.asking.set(fits[0].key, (this.asking.get(fits[0].key) || 0) + work);  // layers add
-    }
     const { dispatch, grid, key } = built || step;
+    const work = workOf(built || step, values);   // under the launch that runs (charge)
+    const time = work * (this.rates.get(key) ?? 1);   // a variant's measured rate (rate)
+    this.work += work;
+    this.time += time;
+    this.ran.push([key, work, time]);
+    if (fits.length && fits[0] !== built && !this.builds.get(fits[0].key).building) {
+      this.asking.set(fits[0].key, (this.asking.get(fits[0].key) || 0) + time);  // layers add
+    }
     this.picked.push(step.variants.indexOf(built));   // the run's like (measure): -1 the kernel
     return { pipeline: this.builds.get(key).made.pipeline, dispatch, grid };
   }
@@ -548,16 +574,46 @@ class Model {
   // At a read: charges each variant the run asked for its kernels' share of the run's wall time
   // `ms` (their work over the run's) and queues those whose charges reach their build cost (ski
   // rental: DEFAULT_MS_PER_BYTE's comment).
-  charge(ms, sig = '') {
+  charge(ms, sig = '', shape = '') {
     this.measure(ms, sig, this.work);
+    if (!this.overlapped.size) this.rate(ms, shape);
     const rate = this.buildRate();
-    for (const [key, work] of this.asking) {
+    for (const [key, time] of this.asking) {
       const wanted = this.builds.get(key);
-      wanted.lost += ms * work / Math.max(this.work, work, 1e-30);
+      wanted.lost += ms * time / Math.max(this.time, time, 1e-30);
       if (!wanted.building && wanted.lost >= rate * wanted.source.length) this.queued.add(key);
     }
     this.asking.clear();
     this.work = 0;
+    this.time = 0;
+    this.ran = [];
+  }
+
+  // At a read of a run no build overlapped (ms long): where the last such run of its `shape`
+  // (outputs, dims' values) that took other launches took them at some steps, each now a built
+  // variant, those variants get the rate (time per work, the kernels' being 1) that makes their
+  // steps' time what the same steps took then less what this run saved: the time a built variant
+  // takes, measured (at least RATE_FLOOR of what its steps took, at most all of it), again at each
+  // such run (the first after a build may pay the driver's first-use compile).
+  rate(ms, shape) {
+    const last = this.last.get(shape);
+    const same = last?.ran.length === this.ran.length &&
+      last.ran.every((r, i) => r[0] === this.ran[i][0]);
+    const before = same ? last.before : last && { ms: last.ms, ran: last.ran };
+    if (this.last.size > 4096) this.last.clear();
+    this.last.set(shape, { ms, ran: this.ran, before });
+    if (!before || before.ran.length !== this.ran.length) return;
+    const moved = this.ran.map((_, i) => i).filter((i) => this.ran[i][0] !== before.ran[i][0]);
+    const variant = (key) => this.builds.get(key).launch.most !== undefined;
+    if (!moved.length || !moved.every((i) => variant(this.ran[i][0]))) return;
+    const total = before.ran.reduce((sum, r) => sum + r[2], 0);
+    const then = moved.reduce((sum, i) => sum + before.ran[i][2], 0);   // in time units
+    const took = then * before.ms / Math.max(total, 1e-30);             // ms, then
+    const now = Math.min(took, Math.max(RATE_FLOOR * took, took - (before.ms - ms)));
+    for (const i of moved) {
+      this.rates.set(this.ran[i][0], (now / Math.max(took, 1e-30)) * before.ran[i][2] /
+        Math.max(this.ran[i][1], 1e-30));
+    }
   }
 
   // Builds the queued variants one at a time, the shortest source first, after a run's outputs
@@ -746,6 +802,8 @@ class Model {
     this.workgroups = 0;
     this.asking.clear();
     this.work = 0;
+    this.time = 0;
+    this.ran = [];
     this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
       if (this.timer) pass?.end();
       if (!pass || this.timer) {
@@ -785,7 +843,9 @@ class Model {
       this.usable();
       fail(`reading the outputs failed: ${failure.message}`);
     }
-    this.charge(this.clock() - start, JSON.stringify([wanted.map(([o]) => o.name), this.picked]));
+    const read = wanted.map(([o]) => o.name);
+    this.charge(this.clock() - start, JSON.stringify([read, this.picked]),
+      JSON.stringify([read, values]));
     this.startBuilds();
     const out = {};
     wanted.forEach(([o, i]) => {

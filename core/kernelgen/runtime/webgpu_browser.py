@@ -38,15 +38,22 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 #   measured: the wall time the driver was busy building pipelines per source byte (gpu.js
 #   stats pipelineBusyMs / pipelineBytes), or DEFAULT_MS_PER_BYTE;
 # - lost: at each read, the wall time from the first run since the previous read to the read is
-#   shared out among those runs' kernels by their estimated work at the bound values (Launch
-#   .work: multiply-adds or outputs, times the padding their grid launches there: whole tiles
-#   at small values; launch_work), and each variant asked for is charged the
-#   share of the kernels that ran in its place: their own time, the most it could save (an upper
-#   bound; a run of one kernel charges its whole time). Charged the run's whole time each, the
-#   variants of every layer's matmuls that one 128-token prefill asks for were all bought in its
-#   first rounds, and their builds slowed SwiftShader's decode (5.0 tok/s, 8.6 once settled);
-#   shared out equally, the prefill's were never bought (issue 37). So the charges of one read
-#   add up to at most its time, and a variant whose kernels are most of a run is bought first;
+#   shared out among those runs' kernels by their estimated work at the bound values (Launch .work:
+#   multiply-adds or outputs, times the padding their grid launches there: whole tiles at small
+#   values; launch_work) under the launch that runs: a built variant's own grid, so a variant built
+#   for small values counts its own work, not its kernel's padding, and does not absorb the charge
+#   of the unbuilt variants beside it (issue 37). A built variant's work counts at its measured
+#   rate (time per work, the kernels' being 1: rate): at the first read no build overlapped that
+#   takes it where the last such read of the same shape took its kernel, its runs took what the
+#   kernel's did then less the time saved (a variant of the same work at a value, without padding
+#   to save, runs ~10x faster on lavapipe: counted at its work it kept the charge of the unbuilt
+#   ones beside it). Each variant asked for is charged the share of the kernels that ran in its
+#   place: their own time, the most it could save (an upper bound; a run of one kernel charges its
+#   whole time). Charged the run's whole time each, the variants of every layer's matmuls that one
+#   128-token prefill asks for were all bought in its first rounds, and their builds slowed
+#   SwiftShader's decode (5.0 tok/s, 8.6 once settled); shared out equally, the prefill's were
+#   never bought (issue 37). So the charges of one read add up to at most its time, and a variant
+#   whose kernels are most of a run is bought first;
 # - at a read, a variant charged its cost or more is queued; the builds start after a read, one
 #   at a time, the shortest first (build_next). So a build costs at most the time already lost
 #   (at most twice the best choice made knowing the future), and a value asked once for a short
@@ -66,8 +73,18 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
 # time (the LM head's variant, built, keeps ~75 % of the work), so lavapipe's prefill stays at
 # 2.9-5.4 s against main's 1.5-2.1 from its 3rd prompt (load 10-12): open. SwiftShader: prefill
 # 5.6-11.9 s, decode 1.1-2.3 tok/s against main's 12-28 s and 0.7-1.0 (load 18-22).
+# Logged in lavapipe's 128-token prefill (--last-logits: its LM head is static, so main's shares
+# are the same there): the 7 variants asked for hold 89 % of the work, 22 % each the two
+# 1536-wide, bought by the 3rd prompt; built, they counted 44 % of the work while running
+# faster: measured, their rate came out 0.28-0.34 (load 11), so the others' shares rise. Whether
+# the prefill's variants are bought in 1-3 prompts still turns on the build rate measured first:
+# 0.001 ms per byte (all 7 bought at the first prompt; prefill 0.5-0.6 s from the 4th, load 11)
+# or 0.006-0.011 (the two by the 3rd, the rest later); A/B runs against main (load 10-16) fall
+# within that spread either way.
 # 20 ms per KB: SwiftShader's ~300 KB (9,000-line) 128-row matmul variants take 4-10 s
 DEFAULT_MS_PER_BYTE = 0.02
+# The least share of its runs' time a built variant is measured to take (rate)
+RATE_FLOOR = 0.02
 
 # gpu.js's error types -> kernelgen's typed errors
 ERRORS = {"CompileError": CompileError, "LimitError": LimitError, "DeviceError": DeviceError}
@@ -120,6 +137,13 @@ class BrowserWebGPU(Runtime):
     self.asking: dict[int, list] = {}
     self.since: float | None = None     # when the first run since the last read began (clock, ms)
     self.work = 0.0                     # the work of the runs since then (launch_work)
+    self.time = 0.0                     # their estimated time: each one's work x its rate (pick)
+    self.ran: list[tuple] = []          # each run since then: (kernel taken, work, time, variant?)
+    self.shape: list[tuple] = []        # each run since then: (id(kernel asked), bound values)
+    self.rates: dict[int, list] = {}    # id(built variant) -> [variant, time per work] (rate)
+    # a read's shape -> (ms, ran) of its last clean read, and (ms, ran) of the last one before
+    # that took other kernels (rate)
+    self.last: dict[tuple, tuple] = {}
     self.queued: dict[int, CompiledKernel] = {}   # variants to build, after a read (build_next)
     self.background: CompiledKernel | None = None   # the variant build_next started last
     self.clean: dict[tuple, float] = {}   # a read's like -> its ms per work, no build under way
@@ -241,28 +265,36 @@ class BrowserWebGPU(Runtime):
     (variant_for) where its pipeline is built, else the first built variant whose range holds
     them, else the kernel itself (prepared with it; it serves every value). A variant not built
     is never dispatched: asked for, it is charged its share of the runs' time at the next read
-    (the kernel's estimated work over theirs: charge) and built in the background once that
-    reaches its build cost (DEFAULT_MS_PER_BYTE's comment), and the runs after its build take
-    it."""
+    (the estimated work of what runs in its place over theirs, each launch's own: charge) and
+    built in the background once that reaches its build cost (DEFAULT_MS_PER_BYTE's comment),
+    and the runs after its build take it."""
     if self.since is None:
-      self.since, self.picked = self.clock(), []
+      self.since, self.picked, self.ran, self.shape = self.clock(), [], [], []
       building = self.background is not None and self._state(self.background) == "making"
       self.overlapped = {id(self.background)} if building else set()
-    work = launch_work(kernel.launch, var_values)
+    chosen, wanted = self._choose(kernel, var_values)
+    work = launch_work(chosen.launch, var_values)   # under the kernel that runs (charge)
+    rate = self._rate_of(chosen)
+    time = work * (1.0 if rate is None else rate)
     self.work += work
-    chosen = self._choose(kernel, var_values, work)
+    self.time += time
+    self.ran.append((chosen, work, time, chosen is not kernel))
+    self.shape.append((id(kernel), tuple(sorted(var_values.items()))))
+    if wanted is not None:
+      self.asking.setdefault(id(wanted[0]), [wanted, 0.0])[1] += time
     self.picked.append(id(chosen))
     return chosen
 
-  def _choose(self, kernel: CompiledKernel, var_values: dict[str, int], work: float):
-    """pick's choice for a run of estimated `work`, the variant asked for noted in self.asking."""
+  def _choose(self, kernel: CompiledKernel, var_values: dict[str, int]):
+    """pick's choice: (the kernel to run, the self.asked entry of the variant asked for or None)."""
     variants = getattr(kernel, "variants", ()) or ()
     if not variants or not var_values:
-      return kernel
+      return kernel, None
     fits = [v for dim, most, v in variants if dim in var_values and var_values[dim] <= most]
     if not fits:
-      return kernel
+      return kernel, None
     built = next((v for v in fits if self._state(v) == "ready"), None)
+    entry = None
     if fits[0] is not built and self._state(fits[0]) == "none":
       wanted = fits[0]
       entry = self.asked.get(id(wanted))
@@ -270,8 +302,7 @@ class BrowserWebGPU(Runtime):
         if len(self.asked) > 4096:
           self.asked.clear()
         entry = self.asked[id(wanted)] = [wanted, 0.0]
-      self.asking.setdefault(id(wanted), [entry, 0.0])[1] += work
-    return built if built is not None else kernel
+    return (built if built is not None else kernel), entry
 
   def clock(self) -> float:
     """Milliseconds (a test may stand in a fake clock on the instance)."""
@@ -318,18 +349,56 @@ class BrowserWebGPU(Runtime):
 
   def charge(self) -> None:
     """At a read: charge each variant asked for since the last read its kernels' share of the
-    wall time since the first run (their work over the runs', launch_work), and queue those whose
+    wall time since the first run (their work over the runs', launch_work of the launches that
+    ran: a built variant's own), and queue those whose
     charges reach their build cost (ski rental: DEFAULT_MS_PER_BYTE's comment)."""
     if self.since is None:
       return
-    lost, total = self.clock() - self.since, self.work
-    self.measure(lost, total)
+    lost, total = self.clock() - self.since, self.time
+    self.measure(lost, self.work)
+    if not self.overlapped:
+      self.rate(lost)
     rate = self.build_rate()
-    for key, (entry, work) in self.asking.items():
-      entry[1] += lost * work / max(total, work, 1e-30)
+    for key, (entry, time) in self.asking.items():
+      entry[1] += lost * time / max(total, time, 1e-30)
       if entry[1] >= rate * len(entry[0].launch.source):
         self.queued[key] = entry[0]
-    self.asking, self.since, self.work = {}, None, 0.0
+    self.asking, self.since, self.work, self.time = {}, None, 0.0, 0.0
+
+  def _rate_of(self, kernel: CompiledKernel) -> float | None:
+    """The built variant's measured time per work (rate), or None."""
+    known = self.rates.get(id(kernel))
+    return known[1] if known is not None and known[0] is kernel else None
+
+  def rate(self, ms: float) -> None:
+    """At a read no build overlapped (`ms` since the first run): where the last such read of the
+    same shape (the kernels asked at the same bound values) that took other kernels took them at
+    some runs, each now a built variant, those variants get the rate (time per work, the kernels'
+    being 1) that makes their runs' time what the same runs took then less what this read saved:
+    the time a built variant takes, measured (at least RATE_FLOOR of what its runs took, at most
+    all of it), again at each such read (the first after a build may pay the driver's first-use
+    compile). As export/loader.js rate."""
+    shape = tuple(self.shape)
+    last = self.last.get(shape)
+    same = last is not None and len(last[1]) == len(self.ran) and all(
+      r[0] is k[0] for r, k in zip(self.ran, last[1]))
+    before = last[2] if same else last and last[:2]
+    if len(self.last) > 4096:
+      self.last.clear()
+    self.last[shape] = (ms, list(self.ran), before)
+    if before is None or len(before[1]) != len(self.ran):
+      return
+    then_ms, then = before
+    moved = [i for i, r in enumerate(self.ran) if r[0] is not then[i][0]]
+    if not moved or not all(self.ran[i][3] for i in moved):
+      return
+    took = sum(then[i][2] for i in moved) * then_ms / max(sum(r[2] for r in then), 1e-30)
+    now = min(took, max(RATE_FLOOR * took, took - (then_ms - ms)))    # ms, then and now
+    if len(self.rates) > 4096:
+      self.rates.clear()
+    for i in moved:
+      variant, work = self.ran[i][:2]
+      self.rates[id(variant)] = [variant, now / max(took, 1e-30) * then[i][2] / max(work, 1e-30)]
 
   def build_next(self) -> None:
     """After a read: charge the variants asked for (charge), then start building the queued
