@@ -182,3 +182,29 @@ def test_a_one_off_conv_over_budget_never_lowers_the_long_tile(adapter, monkeypa
   assert kernel.capped and len(kernel.source.splitlines()) < 400
   assert not [o for o in made if o.tile_unroll], [(o.tile, o.tile_unroll) for o in made]
   assert sum(o.tile == (8, 8) and o.local > 1 for o in made) == 1     # the kernel, lowered once
+
+
+def _lowerings(monkeypatch) -> list:
+  """The Opts of every lowering made from now on (lower._lower, counted)."""
+  from kernelgen.lowering import lower as lowering
+  made, real = [], lowering._lower
+
+  def counted(item, opts):
+    made.append(opts)
+    return real(item, opts)
+  monkeypatch.setattr(lowering, "_lower", counted)
+  return made
+
+
+def test_a_one_off_matmul_within_budget_lowers_only_its_long_tile(monkeypatch):
+  """matmul 1024^3 on SwiftShader keeps its 16x16 tile unrolled 4 times for a one-off run
+  (test_a_one_off_matmul_of_much_work_keeps_its_unrolled_tiles): its UOps, estimated from the
+  1x1, 2x1, 1x2 and 2x2 tiles (optimize._long_uops), fit the budget, so the long tile is
+  lowered first, once, and the plain 8x16 kernel it would fall back to is never lowered (it
+  was: our compile of the cold matmul row 61 -> 134 ms in Pyodide)."""
+  made = _lowerings(monkeypatch)
+  a, b = (kg.Tensor.empty(1024, 1024, device="PYTHON") for _ in range(2))
+  assert not _one(a @ b, adapter="swiftshader").capped
+  assert [(o.tile, o.tile_unroll) for o in made if o.local > 1] == [((16, 16), 4)]
+  assert max(o.tile[0] * o.tile[1] for o in made if not o.tile_unroll) <= 4, \
+    [(o.tile, o.local) for o in made]
