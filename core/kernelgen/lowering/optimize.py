@@ -323,9 +323,9 @@ def _long_over_budget(item: ScheduleItem, target: Target, options: dict,
   `chosen` under the adapter's long_tiles / tile_unroll lowers to a kernel whose estimated build
   passes the run's budget or its work's GPU time (compile_cost.py), the kernel as without them
   (capped), for a one-off run (ResNet-50 natively: 31 CPU s with, 65 without); else None. Forced
-  tiles are kept. Which kernel is lowered first follows the long one's UOps as estimated from
-  small tiles (_long_uops): within the budget, the long one (kept where it is: matmul 1024^3 on
-  SwiftShader lowers nothing else); else the plain one (_plain_over_budget: where it is over the
+  tiles are kept. Which kernel is lowered first follows the long one's UOps estimated from small
+  tiles already lowered (_long_uops): within the budget, the long one (kept where it is: matmul
+  1024^3 lowers nothing else); else the plain one (_plain_over_budget: where it is over the
   budget already, the long one is not lowered at all). The order changes no choice (the long
   kernel holds the plain one's UOps); the lowering last made is the one compile_item asks for
   next (lower() keeps it)."""
@@ -348,25 +348,26 @@ def _long_over_budget(item: ScheduleItem, target: Target, options: dict,
 
 
 def _long_uops(item: ScheduleItem, chosen: Opts) -> int | None:
-  """The UOps of `item` in the tile of `chosen` (Opts.tile_unroll as it gives), estimated
-  without lowering it: from the 1x1, 2x1, 1x2 and 2x2 tiles' UOps (_probe_uops: a few dozen
-  to a few hundred each, two of them probed already by _shared_only) a fixed part, a part per
-  row, per column and per output, the last three times the loop's steps unrolled as many times
-  more as the long tile unrolls them (lowerer.tile_loop_unroll); None for a window (Opts.
-  tile_inner) or a short axis (not estimated). Estimated / lowered, SwiftShader's long tiles:
-  matmul 1024^3 16x16 unrolled 4 times 1554 / 1120, conv2d 64ch 3x3 56x56 16x8 3870 / 2193,
-  128ch 28x28 8x8 2494 / 1677, a 1x1 conv 256 -> 1024 14x14 8x8 568 / 640."""
+  """The UOps of `item` in the tile of `chosen` (Opts.tile_unroll as it gives), estimated low
+  without lowering it: from the 1x1 and 2x2 tiles' UOps (_shared_only probed them already), their
+  difference put on rows, columns or outputs, whichever grows least to the tile (each of those
+  grows it linearly), and times the loop steps the long tile unrolls more
+  (lowerer.tile_loop_unroll); None for a window (Opts.tile_inner), a short axis or a tile of one
+  row or column (not estimated). Estimated / lowered, SwiftShader's long tiles: matmul 1024^3
+  16x16 unrolled 4 times 696 / 1120, conv2d 64ch 3x3 56x56 16x8 1822 / 2193, 128ch 28x28 8x8
+  1822 / 1677, a 1x1 conv 256 -> 1024 14x14 8x8 380 / 640. Over the peers rows and the light
+  SqueezeNet, ShuffleNet, ResNet-50 and Inception v2 on both CPU adapters it orders all but one
+  of their 235 long tiles as their lowering would (ResNet-50's one on SwiftShader: plain first)."""
   axes, tile = chosen.tile_axes, chosen.tile
-  if chosen.tile_inner or not tile or _short_axes(item, axes) or not _tileable(item, (2, 2), axes):
+  if chosen.tile_inner or not tile or min(tile) < 2 or _short_axes(item, axes) or \
+      not _tileable(item, (2, 2), axes):
     return None
-  one, row, col, four = (_probe_uops(item, t, axes) for t in ((1, 1), (2, 1), (1, 2), (2, 2)))
-  each = four - row - col + one
-  per_row, per_col = row - one - each, col - one - each
+  one, four = _probe_uops(item, (1, 1), axes), _probe_uops(item, (2, 2), axes)
   reduce = kernel_reduces(item)[0]
   shape = [reduce.src[0].shape[a] for a in reduce.arg[1]]
   more = tile_loop_unroll(shape, 0, chosen.tile_unroll) / tile_loop_unroll(shape)
-  grown = per_row * tile[0] + per_col * tile[1] + each * tile[0] * tile[1]
-  return round(one - per_row - per_col - each + grown * more)
+  rows, cols = tile
+  return round(one + (four - one) * min(rows - 1, cols - 1, (rows * cols - 1) / 3) * more)
 
 
 def _plain_over_budget(item: ScheduleItem, options: dict, chosen: Opts, plain: Opts,
