@@ -182,3 +182,31 @@ def test_a_one_off_conv_over_budget_never_lowers_the_long_tile(adapter, monkeypa
   assert kernel.capped and len(kernel.source.splitlines()) < 400
   assert not [o for o in made if o.tile_unroll], [(o.tile, o.tile_unroll) for o in made]
   assert sum(o.tile == (8, 8) and o.local > 1 for o in made) == 1     # the kernel, lowered once
+
+
+def _lowerings(monkeypatch) -> list:
+  """The Opts of every lowering made from now on (lower._lower, counted)."""
+  from kernelgen.lowering import lower as lowering
+  made, real = [], lowering._lower
+
+  def counted(item, opts):
+    made.append(opts)
+    return real(item, opts)
+  monkeypatch.setattr(lowering, "_lower", counted)
+  return made
+
+
+@pytest.mark.parametrize("adapter, kernels", [
+  ("swiftshader", [((16, 16), 4)]), ("lavapipe", [((16, 16), 4), ((8, 8), 4)])])
+def test_a_one_off_matmul_within_budget_lowers_only_its_long_tile(adapter, kernels, monkeypatch):
+  """matmul 1024^3's 16x16 tile unrolled 4 times fits a one-off run's budget
+  (test_a_one_off_matmul_of_much_work_keeps_its_unrolled_tiles; lavapipe's tile_rate then takes
+  8x8 unrolled: optimize._quickest_first): its UOps, estimated from the 1x1 and 2x2 tiles
+  (optimize._long_uops), fit it, so the long tile is lowered first, once, and the plain kernel
+  it would fall back to (8x16) is never lowered (it was: our compile of the cold matmul row on
+  SwiftShader 61 -> 134 ms in Pyodide)."""
+  made = _lowerings(monkeypatch)
+  a, b = (kg.Tensor.empty(1024, 1024, device="PYTHON") for _ in range(2))
+  _one(a @ b, adapter=adapter)
+  assert [(o.tile, o.tile_unroll) for o in made if o.local > 1] == kernels
+  assert not [o for o in made if o.tile == (8, 16)], [(o.tile, o.local) for o in made]

@@ -211,6 +211,18 @@ def inner_split(shape, most: int = 0) -> int:
   return _inner_split(shape, most)
 
 
+def tile_loop_unroll(shape, tile_inner: int = 0, tile_unroll: int = 0) -> int:
+  """The trips of a tiled reduction's loop over `shape` that one step of it unrolls
+  (Lowerer._tile_loop): TILE_UNROLL (Opts.tile_unroll where given) where that divides it and
+  nothing else is unrolled; Opts.tile_unroll also around the trailing axes unrolled whole."""
+  k, total = _inner_split(shape, tile_inner), prod(shape)
+  step = tile_unroll or TILE_UNROLL
+  unroll = step if k == len(shape) and total % step == 0 else 1
+  if k < len(shape) and tile_unroll and prod(shape[:k]) % tile_unroll == 0:
+    unroll = tile_unroll            # Opts.tile_unroll: the loop around an unrolled window too
+  return unroll
+
+
 def split_shape(shape, most: int) -> list:
   """A reduction's reduced axes `shape` as Opts.reduce_inner loops over them: one axis of K
   elements as (K // t, t), t the largest divisor of K of at most `most` leaving at least 2
@@ -638,12 +650,9 @@ class Lowerer:
     Opts.tile_unroll that many times where it divides it, inner axes unrolled or not), the
     trailing axes that _inner_split picks unrolled completely in each step; `limit` (Lowerer.
     limit: how many elements hold values) stops the loop where nothing is unrolled."""
-    k, total = _inner_split(shape, self.tile_inner), prod(shape)
+    k = _inner_split(shape, self.tile_inner)
     outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
-    step = self.tile_unroll or TILE_UNROLL
-    unroll = step if k == len(shape) and total % step == 0 else 1
-    if k < len(shape) and self.tile_unroll and outer % self.tile_unroll == 0:
-      unroll = self.tile_unroll     # Opts.tile_unroll: the loop around an unrolled window too
+    unroll = tile_loop_unroll(shape, self.tile_inner, self.tile_unroll)
     ranges, lanes = self._loop(outer, unroll=unroll, limit=limit if k == len(shape) else None)
     return ranges, [(unravel([(lin, 1, outer)], 0, shape[:k]) + [int_const(i) for i in at], valid)
                     for lin, valid in lanes for at in inner]

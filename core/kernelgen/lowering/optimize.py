@@ -20,7 +20,7 @@ import weakref
 from ..dtype import dtypes
 from ..errors import LimitError, UnsupportedError
 from .lower import lower
-from .lowerer import MAX_TRIPS, TILE_INNER, Opts
+from .lowerer import MAX_TRIPS, TILE_INNER, Opts, tile_loop_unroll
 from . import compile_cost
 from .attention import attention_opts
 from .rows import row_opts
@@ -323,21 +323,51 @@ def _long_over_budget(item: ScheduleItem, target: Target, options: dict,
   `chosen` under the adapter's long_tiles / tile_unroll lowers to a kernel whose estimated build
   passes the run's budget or its work's GPU time (compile_cost.py), the kernel as without them
   (capped), for a one-off run (ResNet-50 natively: 31 CPU s with, 65 without); else None. Forced
-  tiles are kept. That plain kernel is lowered first (_plain_over_budget): where it is over the
-  budget already, the long one is not lowered at all; the lowering last made is the one
-  compile_item asks for next (lower() keeps it)."""
+  tiles are kept. Which kernel is lowered first follows the long one's UOps estimated from small
+  tiles already lowered (_long_uops): within the budget, the long one (kept where it is: matmul
+  1024^3 lowers nothing else); else the plain one (_plain_over_budget: where it is over the
+  budget already, the long one is not lowered at all). The order changes no choice (the long
+  kernel holds the plain one's UOps); the lowering last made is the one compile_item asks for
+  next (lower() keeps it)."""
   chose = options.get("adapter_chose", frozenset()) & {"long_tiles", "tile_unroll"}
   if not options.get("long_tiles_cost") or not chose or "tile" in options or \
       not compile_cost.capped(options):
     return None
-  macs = compile_cost.item_macs(item)
-  plain = dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
-  if _plain_over_budget(item, options, chosen, plain, macs):
-    return plain
-  if compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])), macs):
+  macs, estimate = compile_cost.item_macs(item), _long_uops(item, chosen)
+  long_first = estimate is not None and compile_cost.affordable(options, estimate, macs)
+  if long_first and compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])), macs):
     return None
+  plain = dataclasses.replace(optimize(item, target, _without_long(options)), capped=True)
+  if not long_first:
+    if _plain_over_budget(item, options, chosen, plain, macs):
+      return plain
+    if compile_cost.affordable(options, len(toposort([lower(item, chosen)[0]])), macs):
+      return None
   lower(item, plain)       # (kept for compile_item, as the long kernel's was)
   return plain
+
+
+def _long_uops(item: ScheduleItem, chosen: Opts) -> int | None:
+  """The UOps of `item` in the tile of `chosen` (Opts.tile_unroll as it gives), estimated low
+  without lowering it: from the 1x1 and 2x2 tiles' UOps (_shared_only probed them already), their
+  difference put on rows, columns or outputs, whichever grows least to the tile (each of those
+  grows it linearly), and times the loop steps the long tile unrolls more
+  (lowerer.tile_loop_unroll); None for a window (Opts.tile_inner), a short axis or a tile of one
+  row or column (not estimated). Estimated / lowered, SwiftShader's long tiles: matmul 1024^3
+  16x16 unrolled 4 times 696 / 1120, conv2d 64ch 3x3 56x56 16x8 1822 / 2193, 128ch 28x28 8x8
+  1822 / 1677, a 1x1 conv 256 -> 1024 14x14 8x8 380 / 640. Over the peers rows and the light
+  SqueezeNet, ShuffleNet, ResNet-50 and Inception v2 on both CPU adapters it orders all but one
+  of their 235 long tiles as their lowering would (ResNet-50's one on SwiftShader: plain first)."""
+  axes, tile = chosen.tile_axes, chosen.tile
+  if chosen.tile_inner or not tile or min(tile) < 2 or _short_axes(item, axes) or \
+      not _tileable(item, (2, 2), axes):
+    return None
+  one, four = _probe_uops(item, (1, 1), axes), _probe_uops(item, (2, 2), axes)
+  reduce = kernel_reduces(item)[0]
+  shape = [reduce.src[0].shape[a] for a in reduce.arg[1]]
+  more = tile_loop_unroll(shape, 0, chosen.tile_unroll) / tile_loop_unroll(shape)
+  rows, cols = tile
+  return round(one + (four - one) * min(rows - 1, cols - 1, (rows * cols - 1) / 3) * more)
 
 
 def _plain_over_budget(item: ScheduleItem, options: dict, chosen: Opts, plain: Opts,
