@@ -295,6 +295,8 @@ def with_grid(compiled, item, opts):
     return compiled        # a floored size ((n + 1) // 2): the whole padded grid runs
   if item.rows and sym is not None and opts is not None:
     return _row_grid(compiled, item, opts)
+  if out.op is L.ATTENTION:
+    return _attention_grid(compiled, item, opts)
   axis = grid_axis(out)
   if axis is None or opts is None or item.rows or opts.group or opts.stage or \
      out.op in (L.ATTENTION, L.SORTNET, L.WRITE) or (axis and not opts.tile) or \
@@ -324,6 +326,22 @@ def _gridded(compiled, need, per: int, unit: int = 1):
   import dataclasses
   grid = ((tuple(need.terms), need.const, per) + ((unit,) if unit != 1 else ()),)
   return dataclasses.replace(compiled, launch=dataclasses.replace(compiled.launch, grid=grid))
+
+
+def _attention_grid(compiled, item, opts):
+  """A fused attention kernel's run-time grid where its query count is symbolic
+  (lowering/attention.py query_grid: the blocks of query rows are the workgroups' outermost
+  index): the blocks the bound count needs, each batch entry's."""
+  from .lowering.attention import query_grid
+  out = item.out
+  if opts is None or not query_grid(out) or compiled.global_size[1:] != (1, 1) or \
+     tuple(compiled.launch.dispatch) != tuple(compiled.global_size):
+    return compiled
+  batch = 1
+  for n in out.shape[:-2]:
+    batch *= n
+  rows = max(opts.local, 1) * max(opts.upcast, 1)       # query rows per workgroup
+  return _gridded(compiled, out.sym[-2] * batch, rows, rows * batch)
 
 
 def _row_grid(compiled, item, opts):

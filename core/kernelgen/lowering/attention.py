@@ -40,7 +40,7 @@ from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
 from ..uop.ops import Ops, UOp
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import MAX_TRIPS, Opts
+from .lowerer import MAX_TRIPS, Opts, grid_axis
 from .vector import vector_loads, vector_stores
 
 # threads per workgroup by default (option local=) and query rows per thread (option upcast=:
@@ -58,6 +58,11 @@ ATTENTION_KEYS, ATTENTION_UNROLL = 4, 32
 # result 2.37-2.38 (kernelgen 0.13, pipelines 0.18-0.19, first dispatch 2.05), second run
 # 0.29-0.33 | 1 key 924 lines, 0.97-1.01 (0.08-0.09, 0.16-0.17, 0.72-0.74), 0.22-0.25
 ONE_OFF_KEYS = 1
+# a symbolic query count's variants (_query_variants): up to this many rows, one row per thread
+# in a workgroup of that many threads under the run-time grid. The page bundle's one-token
+# decode step (SmolLM2 widths, fp32, 2 layers, lavapipe natively, GPU timestamps) ran each
+# layer's attention in 18 workgroups of 64 threads: 23-25 ms per layer at 132 keys
+QUERY_VARIANTS = (1, 8)
 LOG2E = 1.0 / math.log(2.0)
 
 
@@ -104,15 +109,43 @@ def attention_variants(item: ScheduleItem, options: dict, opts: Opts | None) -> 
   as a constant (lowering/pinned.py: SwiftShader ran the key loop at n = 1 1.4x the static
   kernel, idle, best of 7-9)."""
   out = item.out
+  queries = _query_variants(out, options, opts)
   dim = _dim_plus(out.src[-1]) if len(out.arg) > 2 else None
   if dim is None or opts is None or "attention_keys" in options:
-    return []
+    return queries
   name, lo, hi, const = dim
   most = key_block(opts, max(opts.upcast, 1)) - 1 - const     # the dim's values below a block
   if not lo <= most < hi:
-    return []
+    return queries
   pinned = [(name, lo, {"attention_keys": 1, PIN: lo})] if lo < most else []   # (pinned.py)
-  return pinned + [(name, most, {"attention_keys": 1})]
+  return queries + pinned + [(name, most, {"attention_keys": 1})]
+
+
+def query_grid(out) -> bool:
+  """Whether ATTENTION node `out`'s query count is its only symbolic output axis, a plain
+  affine size (the page bundle's `seq` new tokens: export/onnx_lm.py): its workgroups then take
+  the blocks of query rows outermost (_threads) and a run-time grid launches only those the
+  bound count needs (compiler.with_grid), and small counts take fewer rows per workgroup
+  (_query_variants)."""
+  sym = out.sym
+  return sym is not None and grid_axis(out) == len(out.shape) - 2 and \
+    getattr(sym[-2], "div", 1) == 1
+
+
+def _query_variants(out, options: dict, opts: Opts | None) -> list:
+  """[(dim, most, options)]: where the query count is a plain symbolic dim (query_grid), a
+  variant of one query row per thread in workgroups of QUERY_VARIANTS[i] threads for the counts
+  up to that many, each below the kernel's rows per workgroup. The kernel's workgroup (64 rows
+  on the CPU adapters) computed 63 padding rows of a one-token decode step, each walking every
+  key (see QUERY_VARIANTS)."""
+  sym = out.sym[-2] if query_grid(out) else None
+  if opts is None or sym is None or not sym.is_dim or "local" in options:
+    return []
+  (name, _), = sym.terms
+  lo, hi = sym.ranges[name]
+  per = max(opts.local, 1) * max(opts.upcast, 1)
+  return [(name, most, {"local": most, "upcast": 1}) for most in QUERY_VARIANTS
+          if lo <= most < min(hi, per)]
 
 
 def _dim_plus(count) -> tuple | None:
@@ -136,16 +169,23 @@ def estimated_uops(out, rows: int, keys: int = 0) -> int:
   return int(width * (12 + 8.5 * rows + 4 * rows * keys))
 
 
-def _threads(lead: tuple, n_q: int, per: int, local: int) -> tuple[list, list]:
+def _threads(lead: tuple, n_q: int, per: int, local: int,
+             blocks_first: bool = False) -> tuple[list, list]:
   """(batch indices, [(row index, valid or None)] for this thread's `per` consecutive rows):
   each workgroup takes `local * per` consecutive query rows of one batch entry, so the batch
   index depends on the workgroup id only (the threads of a workgroup read the same keys). A row
-  past L computes at L - 1 and is not stored."""
+  past L computes at L - 1 and is not stored. With `blocks_first` (a symbolic query count:
+  query_grid) the blocks of rows are the workgroups' outermost index, so a run-time grid
+  (compiler.with_grid) launches only the blocks the bound count needs."""
   blocks = -(-n_q // (local * per))
   groups = max(prod(lead) * blocks, 1)
   gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
-  batch = unravel([(gid, 1, groups)], 0, lead + (blocks,))
-  block = batch.pop()
+  if blocks_first:
+    batch = unravel([(gid, 1, groups)], 0, (blocks,) + lead)
+    block = batch.pop(0)
+  else:
+    batch = unravel([(gid, 1, groups)], 0, lead + (blocks,))
+    block = batch.pop()
   lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local)) if local > 1 else None
   first = linear_index([(block, local * per, blocks)] + ([(lid, per, local)] if lid is not None
                                                           else []), 0)
@@ -261,7 +301,7 @@ def attention_stores(lw, opts: Opts) -> list[UOp]:
   `opts.upcast` consecutive query rows, which share each key's k and v loads."""
   out = lw.item.out
   batch, places = _threads(out.shape[:-2], out.src[0].shape[-2], max(opts.upcast, 1),
-                           max(opts.local, 1))
+                           max(opts.local, 1), query_grid(out))
   stores = []
   block = key_block(opts, len(places))
   for (i, ok), values in zip(places, attention_values(lw, out, tuple(batch), places,
