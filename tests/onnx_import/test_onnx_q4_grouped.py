@@ -81,3 +81,46 @@ def test_q4_matvec_on_webgpu_holds_grouped_params_and_matches_onnxruntime():
   out = m.run(feeds, device="WEBGPU")
   np.testing.assert_allclose(out["Y"].numpy(), ort_run(model, feeds)[0], rtol=1e-4, atol=1e-4)
   assert {name for dev, name in m.uploads if "#rows" in name} == {"scales#rows8", "zp#rows8"}
+
+
+@pytest.mark.parametrize("scale_dtype", ["float32", "float16"])
+def test_host_regrouping_equals_the_kernels(scale_dtype):
+  """regroup.host_stored (an initializer's bytes reordered in CPython: an export traces on PYTHON,
+  whose interpreter took ~18 s for the SmolLM2 head's scales) gives row_grouped's and
+  grouped_nibbles' copies, byte for byte."""
+  from kernelgen.onnx.operators.regroup import host_stored
+  rng = np.random.default_rng(2)
+  n, blocks, rows = 64, 5, 16
+  scales = rng.standard_normal((n, blocks)).astype(scale_dtype)
+  zp = rng.integers(0, 16, (n, blocks))
+  packed = np.zeros((n, (blocks + 1) // 2), np.uint8)
+  for b in range(blocks):
+    packed[:, b // 2] |= (zp[:, b] << 4 * (b % 2)).astype(np.uint8)
+  model = type("Model", (), {"initializers": {
+    "s": (getattr(kg.dtypes, scale_dtype), scales.shape, scales.tobytes()),
+    "z": (kg.dtypes.uint8, packed.shape, packed.tobytes())}})()
+  ins = type("Ins", (), {"names": ["x", "w", "s", "z"],
+                         "runner": type("Runner", (), {"model": model, "device": "PYTHON"})()})()
+  t, z = (kg.Tensor(v.astype(np.float32), device="PYTHON") for v in (scales, zp))
+  kernel, host = row_grouped(t, rows), row_grouped(t, rows, host_stored(ins, 2, (n, blocks, rows)))
+  np.testing.assert_array_equal(host.numpy(), kernel.numpy())
+  held = host_stored(ins, 3, (n, blocks, rows), nibbles=True)
+  assert held.dtype == kg.dtypes.uint32 and held.shape == (n // rows, blocks, rows // 8)
+  np.testing.assert_array_equal(grouped_nibbles(z, rows, held).numpy(), zp.astype(np.float32))
+  assert host_stored(ins, 3, (n, blocks, 12), nibbles=True) is None     # rows not a multiple of 8
+
+
+def test_a_trace_on_python_regroups_the_initializers_on_the_host(monkeypatch):
+  """As export/onnx_lm.py traces a q4 bundle: both grouped copies come from host_stored, and the
+  results are onnxruntime's."""
+  from kernelgen.onnx.operators import quant_nbits
+  made = []
+  real = quant_nbits.host_stored
+  monkeypatch.setattr(quant_nbits, "host_stored",
+                      lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+  model, feeds = nbits_model(1, 64, 256, 4, 32, "uint8", bias=True, seed=3)
+  m = kg.onnx.load(model.SerializeToString())
+  m.row_adapter = "lavapipe"
+  out = m.run(feeds, device="PYTHON")
+  np.testing.assert_allclose(out["Y"].numpy(), ort_run(model, feeds)[0], rtol=1e-4, atol=1e-4)
+  assert len(made) == 2 and all(t is not None for t in made), made

@@ -18,6 +18,7 @@ from ...tensor.ops.advanced_indexing import take
 from ...tensor.tensor import Tensor
 from ..registry import axis_index, domain_op
 from ..values import tensor_from_bytes
+from .regroup import host_stored
 from .weights import packed_rows, row_defaults, row_input
 
 MS = "com.microsoft"
@@ -33,13 +34,10 @@ LANES = "#lanes"
 # runs; at 0.4-2.2 MB no gain beyond the noise (1536x576 0.61 -> 0.57, 576x1536 0.89 -> 0.90,
 # 4864x896 0.74 -> 0.75, 896x4864 0.73 -> 0.77, load 22)
 LANE_MAJOR_BYTES = 4 << 20
-# the suffix of the upload key of an initializer held grouped by rows (row_grouped)
-GROUPED = "#rows"
-# Held grouped (group_rows): bench/q4_matvec.py, copy/matvec best of 8-12 interleaved, grouped /
-# as given, 1536x576, 576x1536, 4864x896, 896x4864: lavapipe (load 9-10) 0.79 / 0.68, 0.75 /
-# 0.66, 0.71 / 0.60, 0.60 / 0.59 (cpu 0.88 / 0.83, 0.89 / 0.79, 1.22 / 1.15, 0.72 / 0.63);
-# SwiftShader (load 8-9) 0.49 / 0.46, 0.42 / 0.37, 0.46 / 0.26, 0.50 / 0.41 (cpu 0.51 / 0.43,
-# 0.61 / 0.54, 0.55 / 0.41, 0.59 / 0.44; its field arithmetic bounds it: SWIFTSHADER below).
+GROUPED = "#rows"   # the upload key suffix of an initializer held grouped by rows (row_grouped)
+# Held grouped (group_rows): bench/q4_matvec.py copy/matvec, grouped / as given, the shapes 1536x576,
+# 576x1536, 4864x896, 896x4864 at idle: lavapipe 0.84/0.67, 0.80/0.60, 0.73/0.68, 0.97/0.85; SwiftShader
+# 0.38/0.34, 0.49/0.40, 0.47/0.39, 0.51/0.41 (load 1.2-1.6; its field arithmetic: SWIFTSHADER below)
 # MatMulNBits over at least this many rows of activations (a prompt) is a register-tiled matmul
 # of the weights dequantized in registers (matmul_dequant); one row (decoding) keeps the
 # matrix-vector form (matmul_words). Native lavapipe, 1536 x 576 q4 (block 32, float zero
@@ -253,13 +251,14 @@ def _grouped_params(ins, zp, dims: tuple, rows: int) -> tuple:
   runner, inits = ins.runner, ins.runner.model.initializers
   if rows < 2 or runner.folding or ins.names[2] not in inits:
     return scale, zp
-  scale = _held(ins, 2, rows, lambda: row_grouped(scale, rows))
+  scale = _held(ins, 2, rows, lambda: row_grouped(scale, rows, host_stored(ins, 2, (n, blocks, rows))))
   if not isinstance(zp, Tensor) or ins.names[3] not in inits:
     return scale, zp
   if zp.dtype.is_float() and ins[3].dtype.is_float():
     return scale, _held(ins, 3, rows, lambda: row_grouped(zp, rows))
   if bits == 4 and rows % 8 == 0:
-    return scale, _held(ins, 3, rows, lambda: grouped_nibbles(zp, rows))
+    return scale, _held(ins, 3, rows, lambda: grouped_nibbles(
+      zp, rows, host_stored(ins, 3, (n, blocks, rows), nibbles=True)))
   return scale, zp
 
 
@@ -272,7 +271,7 @@ def _held(ins, i: int, rows: int, make) -> Tensor:
   return uploads[key]
 
 
-def row_grouped(t: Tensor, rows: int) -> Tensor:
+def row_grouped(t: Tensor, rows: int, stored: Tensor | None = None) -> Tensor:
   """Per-block values t (N, blocks) held grouped by `rows` rows for a matrix-vector product that
   gives each thread `rows` consecutive rows (lowering/threads.py reduce_step): a realized copy
   ordered (N // rows, blocks, rows), so a thread's values of one block lie together (one run of
@@ -281,11 +280,12 @@ def row_grouped(t: Tensor, rows: int) -> Tensor:
   n, blocks = t.shape
   if n % rows:
     raise ShapeError(f"row_grouped: {n} rows do not divide into groups of {rows}")
-  stored = t.reshape(n // rows, rows, blocks).permute(0, 2, 1).contiguous().realize()
+  if stored is None:     # (or made on the host: regroup.host_stored)
+    stored = t.reshape(n // rows, rows, blocks).permute(0, 2, 1).contiguous().realize()
   return stored.permute(0, 2, 1).reshape(n, blocks)
 
 
-def grouped_nibbles(zp: Tensor, rows: int) -> Tensor:
+def grouped_nibbles(zp: Tensor, rows: int, stored: Tensor | None = None) -> Tensor:
   """Integer-valued per-block values zp (N, blocks) in 0..15 (4-bit zero points) held as
   row_grouped's order packed 8 to a 32-bit word (the first row lowest): a realized uint32 copy
   (N // rows, blocks, rows // 8), so a thread of `rows` rows loads one word per block for 8 of
@@ -294,10 +294,11 @@ def grouped_nibbles(zp: Tensor, rows: int) -> Tensor:
   if n % rows or rows % 8:
     raise ShapeError(f"grouped_nibbles: {n} rows do not divide into groups of {rows}, a "
                      f"multiple of 8")
-  grouped = zp.reshape(n // rows, rows, blocks).permute(0, 2, 1)
-  nib = grouped.reshape(n // rows, blocks, rows // 8, 8).cast(dtypes.int32).cast(dtypes.uint32)
-  shifts = (Tensor.arange(8, device=zp.device) * 4).cast(dtypes.uint32)
-  stored = (nib << shifts.reshape(1, 1, 1, 8)).sum(-1).cast(dtypes.uint32).contiguous().realize()
+  if stored is None:     # (or made on the host: regroup.host_stored)
+    grouped = zp.reshape(n // rows, rows, blocks).permute(0, 2, 1)
+    nib = grouped.reshape(n // rows, blocks, rows // 8, 8).cast(dtypes.int32).cast(dtypes.uint32)
+    shifts = (Tensor.arange(8, device=zp.device) * 4).cast(dtypes.uint32)
+    stored = (nib << shifts.reshape(1, 1, 1, 8)).sum(-1).cast(dtypes.uint32).contiguous().realize()
   values = fields(stored, 4).cast(dtypes.int32).cast(dtypes.float32)
   return values.reshape(n // rows, blocks, rows).permute(0, 2, 1).reshape(n, blocks)
 
