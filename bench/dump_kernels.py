@@ -7,7 +7,8 @@ The corpus: the fuzzer's seeded programs 0..N-1, 600 by default (tests/helpers/f
 program_for: random, sized and deep programs as `./build.sh fuzz` makes them), each compiled for
 python, wgsl and ptx (the arch fuzz_runner picks for the seed), plus the bench kernels
 (compile_latency.KERNELS and the peers.py rows at their tiny sizes) for python, wgsl and ptx
-sm_80. One file per kernel; a compile that raises writes the error's type and first line instead.
+sm_80, and a few symbolic kernels (_symbolic_corpus). One file per kernel, and one per variant of
+a symbolic kernel (lowering/variants.py: its dim and range first); a compile that raises writes the error's type and first line instead.
 
     --adapter NAME[,NAME...]  also compile every wgsl kernel with adapter=NAME (the adapter table's
                               options: render/wgsl/adapters.py), into files marked with the name
@@ -72,6 +73,9 @@ def _write(out: Path, stem: str, tensor_fn, target: str, arch: str | None, optio
     return 0
   for i, kernel in enumerate(kernels):
     (out / f"{stem}.{i:02d}.{kernel.name}.src").write_text(kernel.source)
+    for j, (dim, most, variant) in enumerate(getattr(kernel, "variants", ()) or (), 1):
+      (out / f"{stem}.{i:02d}.{kernel.name}.v{j}.src").write_text(
+        f"// variant for {dim} <= {most}\n{variant.source}")
   return len(kernels)
 
 
@@ -112,6 +116,33 @@ def dump_bench(out: Path) -> int:
   return count
 
 
+def _symbolic_corpus() -> dict:
+  """Kernels over a symbolic dim (issue 34; bench/symbolic_static.py's workloads at small sizes,
+  and a leading dim masked before a reduction), whose variants the files hold too."""
+  def empty(*shape, name="x"):
+    return kg.Tensor.empty(*shape, device="PYTHON", name=name)
+  dim = lambda hi: kg.Dim("n", 1, hi)       # noqa: E731
+  return {
+    "matmul_m": lambda: empty(dim(2048), 512) @ empty(512, 512, name="w"),
+    "matmul_m_small": lambda: empty(dim(256), 16) @ empty(16, 64, name="w"),
+    "matmul_n": lambda: empty(64, 512, name="a") @ empty(512, dim(2048)),
+    "matmul_k": lambda: (lambda x: x @ x.T)(empty(64, dim(2048))),
+    "matmul_m_relu": lambda: (empty(dim(512), 64) @ empty(64, 96, name="w")).relu() + 1,
+    "softmax_rows": lambda: empty(64, dim(4096)).softmax(-1),
+    "softmax_leading": lambda: (empty(dim(256), 16) @ empty(16, 64, name="w")).softmax(0),
+    "sdpa": lambda: (lambda kv: kg.scaled_dot_product_attention(empty(1, 8, 1, 64, name="q"), kv,
+                                                                kv))(empty(1, 8, dim(2048), 64)),
+  }
+
+
+def dump_symbolic(out: Path) -> int:
+  count = 0
+  for name, fn in _symbolic_corpus().items():
+    for target, arch in targets_for("sm_80"):
+      count += write(out, f"symbolic-{name}.{target}", fn, target, arch)
+  return count
+
+
 def dump_light(out: Path, models: list) -> int:
   """The kernels of the light ONNX models `models` (short names, as bench/onnx_light_native.py)."""
   import onnx_corpus
@@ -144,7 +175,7 @@ def main(argv=None) -> int:
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   fuzz, bench = dump_fuzz(out, args.seeds), dump_bench(out)
-  bench += dump_light(out, [m for m in args.light.split(",") if m])
+  bench += dump_light(out, [m for m in args.light.split(",") if m]) + dump_symbolic(out)
   errors = len(list(out.glob("*.error")))
   print(f"{fuzz} fuzz kernels, {bench} bench kernels, {errors} compile errors -> {out}")
   return 0

@@ -1,8 +1,8 @@
 """A ddddocr-like conv stack (3x3 conv -> sigmoid, repeated) on WEBGPU natively, with the
-scheduler's transcendental re-read rule (schedule.REREAD_TRANSCENDENTALS) on and off, interleaved
+scheduler's transcendental re-read rule (reread.REREAD_TRANSCENDENTALS) on and off, interleaved
 in one run: steady ms per forward pass (median of --runs). Prints the load; not a test.
 
-With --conv: the conv re-read rule (schedule.REREAD_CONV_LOADS) instead, on PP-OCRv4
+With --conv: the conv re-read rule (reread.REREAD_CONV_LOADS) instead, on PP-OCRv4
 detection's head conv (3x3, 96->24 at 80x80) over elementwise inputs of 1 to 6 loads per element
 (a relu, a bias, x + x * s, batchnorm's x * a + b, concats of 2, 3 and 4 maps, the model's concat
 of 4 with one x + x * s): fused into the conv (the rule off) against a kernel of their own.
@@ -20,11 +20,12 @@ import numpy as np
 
 import kernelgen as kg
 from kernelgen import cache
-from kernelgen.graph import schedule as sched
+from kernelgen.graph import reread
+from kernelgen.graph import schedule as sched   # (its REREAD_CONV_LOADS is the one _walk reads)
 
 _graph_key = cache.graph_key      # realize keeps one plan per graph: one per setting of the rule
 cache.graph_key = lambda roots, context: _graph_key(
-  roots, (context, sched.REREAD_TRANSCENDENTALS, sched.REREAD_CONV_LOADS))
+  roots, (context, reread.REREAD_TRANSCENDENTALS, sched.REREAD_CONV_LOADS))
 
 
 def forward(x, weights, act):
@@ -34,24 +35,24 @@ def forward(x, weights, act):
 
 
 def timed(x, weights, act, fused: bool) -> float:
-  saved = sched.REREAD_TRANSCENDENTALS
-  sched.REREAD_TRANSCENDENTALS = 1 << 30 if fused else saved     # "fused": the rule off
+  saved = reread.REREAD_TRANSCENDENTALS
+  reread.REREAD_TRANSCENDENTALS = 1 << 30 if fused else saved     # "fused": the rule off
   try:
     start = time.perf_counter()
     out = forward(x, weights, act)
     out.numpy()
     return (time.perf_counter() - start) * 1e3
   finally:
-    sched.REREAD_TRANSCENDENTALS = saved
+    reread.REREAD_TRANSCENDENTALS = saved
 
 
 def kernel_count(x, weights, act, fused: bool) -> int:
-  saved = sched.REREAD_TRANSCENDENTALS
-  sched.REREAD_TRANSCENDENTALS = 1 << 30 if fused else saved
+  saved = reread.REREAD_TRANSCENDENTALS
+  reread.REREAD_TRANSCENDENTALS = 1 << 30 if fused else saved
   try:
     return len(sched.schedule([forward(x, weights, act).node]))
   finally:
-    sched.REREAD_TRANSCENDENTALS = saved
+    reread.REREAD_TRANSCENDENTALS = saved
 
 
 def conv_inputs(rng, k: int, se: bool, size: int = 80) -> list:

@@ -45,15 +45,15 @@ def rounds(page, systems: list, reps: int) -> dict:
 
 def variant_program(row: dict, adapter: str, options: dict, files: list, folder: Path,
                     tag: str) -> dict:
-  """kernelgen's program under more options; "_inner": N sets the lowerer's TILE_INNER (how many
+  """kernelgen's program under more options; "_inner": N sets loop_split.TILE_INNER (how many
   trailing reduced elements a register tile's loop unrolls: the whole 5x5 window at 25)."""
-  from kernelgen.lowering import lowerer
-  options, saved = dict(options), lowerer.TILE_INNER
-  lowerer.TILE_INNER = options.pop("_inner", saved)
+  from kernelgen.lowering import loop_split
+  options, saved = dict(options), loop_split.TILE_INNER
+  loop_split.TILE_INNER = options.pop("_inner", saved)
   try:
     return peers.kernelgen_program(row, {"adapter": adapter, **options}, files, folder, tag)
   finally:
-    lowerer.TILE_INNER = saved
+    loop_split.TILE_INNER = saved
 
 
 def report(phase: str, samples: dict) -> None:

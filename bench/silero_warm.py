@@ -17,7 +17,14 @@ device), branch 1.5 / 2.2 CPU (1.4 / 4.1 wall), replayed; sr as a WEBGPU Tensor,
 (39-44 CPU: its host copy would cost a device round trip; not taken).
 
     python bench/silero_warm.py [--model silero_vad.onnx] [--calls 40] [--rounds 3]
-                                [--cores /work/main/core,core]
+                                [--cores /work/main/core,core] [--read output|both]
+                                [--sr numpy,PYTHON,WEBGPU]
+
+`--read both` reads `stateN` back too (a caller that keeps the state on the host): with
+kg.numpy_of, where the core has it (one map), else .numpy() per output; `maps/call` is what the
+runtime counted (None on a core without the counter). `host`: CPU ms of the calling thread alone
+(time.thread_time: kernelgen's Python and wgpu's calls, not lavapipe's worker threads, which
+`cpu` counts too): issue 34's host time per warm call.
 """
 from __future__ import annotations
 
@@ -37,8 +44,8 @@ WARMUP = 6
 SR = ("numpy", "PYTHON", "WEBGPU")     # how `sr` is fed
 
 
-def measure(model_name: str, sr_kind: str, calls: int) -> dict:
-  """One case in this process: {wall_ms, cpu_ms, replays, calls}."""
+def measure(model_name: str, sr_kind: str, calls: int, read: str = "output") -> dict:
+  """One case in this process: {wall_ms, cpu_ms, replays, calls, maps per call}."""
   import numpy as np
 
   import kernelgen as kg
@@ -48,24 +55,36 @@ def measure(model_name: str, sr_kind: str, calls: int) -> dict:
   sr = np.array(16000, np.int64)
   sr = sr if sr_kind == "numpy" else kg.Tensor(sr, device=sr_kind)
   state = kg.Tensor(np.zeros((2, 1, 128), np.float32), device="WEBGPU")
-  wall, cpu = [], []
+  wall, cpu, host = [], [], []
+  runtime = kg.Device["WEBGPU"]
   for i in range(WARMUP + calls):
     x = kg.Tensor((rng.standard_normal((1, 512)) * 0.1).astype(np.float32), device="WEBGPU")
-    t0, c0 = time.perf_counter(), time.process_time()
+    if i == WARMUP:
+      maps = getattr(runtime, "maps", None)
+    t0, c0, h0 = time.perf_counter(), time.process_time(), time.thread_time()
     out = model.run({"input": x, "state": state, "sr": sr}, device="WEBGPU")
-    out["output"].numpy()
+    if read == "both" and hasattr(kg, "numpy_of"):     # one map for both (a core that has it)
+      kg.numpy_of(out["output"], out["stateN"])
+    elif read == "both":
+      out["output"].numpy(), out["stateN"].numpy()
+    else:
+      out["output"].numpy()
     state = out["stateN"].realize()
     if i >= WARMUP:
       wall.append((time.perf_counter() - t0) * 1e3)
       cpu.append((time.process_time() - c0) * 1e3)
+      host.append((time.thread_time() - h0) * 1e3)
+  maps = None if maps is None else (runtime.maps - maps) / calls
   return {"wall_ms": statistics.median(wall), "cpu_ms": statistics.median(cpu),
-          "replays": model.replayer.replays, "calls": WARMUP + calls}
+          "host_ms": statistics.median(host),
+          "replays": model.replayer.replays, "calls": WARMUP + calls, "maps": maps}
 
 
-def child(core: str, model_name: str, sr_kind: str, calls: int) -> dict:
+def child(core: str, model_name: str, sr_kind: str, calls: int, read: str) -> dict:
   env = {**os.environ, "PYTHONPATH": str(Path(core).resolve())}
   done = subprocess.run([sys.executable, __file__, "--child", sr_kind, "--model", model_name,
-                         "--calls", str(calls)], env=env, capture_output=True, text=True,
+                         "--calls", str(calls), "--read", read], env=env, capture_output=True,
+                        text=True,
                         check=True)
   return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -77,26 +96,31 @@ def main(argv=None) -> int:
   parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--cores", default=str(ROOT / "core"), help="core/ folders, comma-separated")
   parser.add_argument("--child", choices=SR, help=argparse.SUPPRESS)
+  parser.add_argument("--read", choices=("output", "both"), default="output",
+                      help="outputs read back per call (both: kg.numpy_of where the core has it)")
+  parser.add_argument("--sr", default=",".join(SR), help="ways of feeding sr, comma-separated")
   args = parser.parse_args(argv)
   if args.child:
-    print(json.dumps(measure(args.model, args.child, args.calls)))
+    print(json.dumps(measure(args.model, args.child, args.calls, args.read)))
     return 0
   cores = args.cores.split(",")
-  rows = {(c, s): [] for c in cores for s in SR}
+  kinds = args.sr.split(",")
+  rows = {(c, s): [] for c in cores for s in kinds}
   start = os.getloadavg()
   for r in range(args.rounds):
-    for sr_kind in SR:
+    for sr_kind in kinds:
       for core in (cores if r % 2 == 0 else cores[::-1]):
-        rows[core, sr_kind].append(child(core, args.model, sr_kind, args.calls))
+        rows[core, sr_kind].append(child(core, args.model, sr_kind, args.calls, args.read))
   print(f"{args.model}: warm calls natively, ms per call (median of {args.calls} per run; "
         f"best / median over {args.rounds} interleaved runs)")
   print(f"{'core':40} {'sr fed as':10} {'wall best':>9} {'wall med':>9} {'cpu best':>9} "
-        f"{'cpu med':>9} {'replays':>8}")
+        f"{'cpu med':>9} {'host best':>9} {'host med':>9} {'replays':>8} {'maps/call':>9}")
   for (core, sr_kind), runs in rows.items():
-    wall, cpu = [x["wall_ms"] for x in runs], [x["cpu_ms"] for x in runs]
+    wall, cpu, host = ([x[k] for x in runs] for k in ("wall_ms", "cpu_ms", "host_ms"))
     print(f"{core[-40:]:40} {sr_kind:10} {min(wall):9.2f} {statistics.median(wall):9.2f} "
           f"{min(cpu):9.2f} {statistics.median(cpu):9.2f} "
-          f"{runs[-1]['replays']:>4}/{runs[-1]['calls']}")
+          f"{min(host):9.2f} {statistics.median(host):9.2f} "
+          f"{runs[-1]['replays']:>4}/{runs[-1]['calls']} {runs[-1].get('maps')!s:>9}")
   print(f"load averages: start {start}, end {os.getloadavg()}")
   return 0
 

@@ -24,7 +24,7 @@ from .errors import (BufferNameError, CompileError, DeviceError, DTypeError, Exe
                      ModelError, PathError, ShapeError, StoppedError, SymbolicDimWarning,
                      UnsupportedError, VerifyError)
 from . import limits
-from .tensor.tensor import Tensor, cat, stack, where
+from .tensor.tensor import Tensor, cat, numpy_of, stack, where
 from .graph.dims import Dim, Sym
 from .tensor.ops.scan import cummax, cummin, cumprod, cumsum
 from .tensor.ops.sort import argsort, sort, topk
@@ -76,6 +76,7 @@ def compile(tensors, target: str = "wgsl", arch: str | None = None, print_after=
 
 
 __all__ = ["Tensor", "Dim", "Sym", "dtypes", "DType", "Device", "compile", "where", "cat", "stack",
+           "numpy_of",
            "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "topk",
            "einsum", "export", "load_bundle",
            "KernelgenError", "DTypeError", "ShapeError", "DeviceError", "UnsupportedError",

@@ -174,7 +174,8 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
                  pin: tuple | None = None):
   """One scheduled kernel through optimize, lower and the kernel passes -> CompiledKernel.
   A matmul-shaped kernel on PTX is lowered to tensor-core tiles instead (lowering/tensorcore.py).
-  `pin` (dim name, value): a variant for that one bound value (lowering/pinned.py)."""
+  `pin` (dim name, value[, its VAR argument]): a variant for that one bound value
+  (lowering/pinned.py)."""
   from .lowering import compile_cost
   from .lowering.lower import forget_last, lower
   from .lowering.optimize import optimize
@@ -213,20 +214,44 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
 def with_variants(compiled, item, target: Target, options: dict, opts, print_after=()):
   """`compiled` with its variants for small bound values of its symbolic dim
   (lowering/variants.py), each compiled here, now, so that no bound value compiles later; a
-  variant is kept only with a run-time grid where the kernel has one, and with the same buffers
-  and arguments."""
+  variant is kept only with a run-time grid where the kernel has one (but the static kernel of
+  one value: pinned.STATIC), and with the same buffers and arguments; a pinned one (PIN, STATIC)
+  is `exact`: it serves its one value only (uop/program.py serves)."""
+  from .graph.at_value import item_at
   from .lowering.variants import variants
-  from .lowering.pinned import PIN
+  from .lowering.pinned import PIN, STATIC
   made, gridded = [], bool(compiled.launch.grid)
   for dim, most, extra in variants(item, target, options, opts, gridded):
-    rest = {k: v for k, v in extra.items() if k != PIN}
-    variant = compile_item(item, target, {**options, **rest}, print_after,
-                           (dim, extra[PIN]) if PIN in extra else None)
-    if bool(variant.launch.grid) == gridded and \
+    if STATIC in extra:      # the static kernel of the one value `most` (graph/at_value.py)
+      static = item_at(item, dim, most)
+      reads = dim in {name for name, _ in compiled.launch.uniforms}
+      variant = static and _as_kernels(compile_item(static, target, options, print_after,
+                                                    (dim, most, extra[STATIC]) if reads else None),
+                                       compiled)
+    else:
+      rest = {k: v for k, v in extra.items() if k != PIN}
+      variant = compile_item(item, target, {**options, **rest}, print_after,
+                             (dim, extra[PIN]) if PIN in extra else None)
+    if variant and (bool(variant.launch.grid) == gridded or STATIC in extra) and \
        variant.launch.bindings == compiled.launch.bindings and \
        variant.launch.uniforms == compiled.launch.uniforms:
-      made.append((dim, most, variant))
+      pinned = STATIC in extra or PIN in extra     # it serves `most` only (program.py serves)
+      made.append((dim, most, dataclasses.replace(variant, exact=True) if pinned else variant))
   return dataclasses.replace(compiled, variants=tuple(made)) if made else compiled
+
+
+def _as_kernels(variant, compiled):
+  """Static `variant` (pinned.STATIC) binding `compiled`'s buffers: its outputs are prefixes of
+  the kernel's (graph/at_value.py), declared at the kernel's sizes; else it as it is (not kept)."""
+  own, kernel = variant.launch.bindings, compiled.launch.bindings
+  if len(own) != len(kernel) or any(
+      dataclasses.replace(a, size=b.size, nbytes=b.nbytes) != b or a.size > b.size
+      for a, b in zip(own, kernel)):
+    return variant
+  buffers = tuple(dataclasses.replace(a, size=b.size) if a.slot == b.slot else a
+                  for a, b in zip(variant.buffers, compiled.buffers))
+  return dataclasses.replace(variant, buffers=buffers,
+                             launch=dataclasses.replace(variant.launch, bindings=kernel))
 
 
 def renamed(compiled, item, target: Target, options: dict | None = None):
@@ -285,10 +310,10 @@ def _indexed(node, whole: bool):
 def with_grid(compiled, item, opts):
   """`compiled` with a run-time grid (Launch.grid) where one output axis is symbolic and its
   threads run over the outputs in row-major order with that axis leading (lower._thread_stores:
-  the first axis only) or over register tiles with that axis outermost (lowerer.tile_threads,
+  the first axis only) or over register tiles with that axis outermost (tile_grid.tile_threads,
   any axis): the workgroups past the bound size would only compute padding."""
   from .graph.lazy import L
-  from .lowering.lowerer import grid_axis, tile_axes
+  from .lowering.tile_grid import grid_axis, tile_axes
   out = item.out
   sym = out.sym
   if sym is not None and any(getattr(s, "div", 1) != 1 for s in sym):
@@ -309,7 +334,7 @@ def with_grid(compiled, item, opts):
     rows, per = sizes.get(axis, 1), max(opts.local, 1) * sizes.get(axis, 1)
     for a, n in enumerate(out.shape):
       inner *= -(-n // sizes.get(a, 1)) if a != axis else 1
-    # Opts.tile_chunk: `axis`'s blocks in runs of that many (lowerer.tile_threads), whole runs
+    # Opts.tile_chunk: `axis`'s blocks in runs of that many (tile_grid.tile_threads), whole runs
     chunk = opts.tile_chunk if opts.tile_chunk > 1 and \
       -(-out.shape[axis] // rows) % opts.tile_chunk == 0 else 1
     rows *= chunk

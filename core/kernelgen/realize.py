@@ -5,7 +5,7 @@ import os
 
 from . import limits
 from .errors import ExecutionError, ShapeError, internal_errors
-from .graph.lazy import Buffer, L, LazyOp
+from .graph.lazy import Buffer, L, LazyOp, copyout_many
 from .graph.schedule import row_limit, schedule
 
 # kg.jit (tensor/jit.py) records the kernels a call runs: while this is a list, each launch is
@@ -299,11 +299,18 @@ def _launch(runtime, item, compiled, buffer, values: dict) -> None:
 
 def read_bytes(node: LazyOp) -> bytes:
   """The node's values as bytes in numpy layout (realizing it first)."""
+  return read_many([node])[0]
+
+
+def read_many(nodes: list[LazyOp]) -> list[bytes]:
+  """Each node's values as bytes in numpy layout, realized together and read back together
+  (graph/lazy.py copyout_many: one map per device)."""
   if recording is not None:
     from .errors import UnsupportedError
     raise UnsupportedError("a function under kg.jit reads a tensor's values back to Python "
                            "(.item(), .tolist(), .numpy(), ...): return the tensor instead and "
                            "read it after the call")
-  realize([node])
-  with internal_errors(f"download from {node.device}", "", ExecutionError):
-    return node.buffer.copyout()
+  realize(list(nodes))
+  devices = ", ".join(sorted({node.device for node in nodes}))
+  with internal_errors(f"download from {devices}", "", ExecutionError):
+    return copyout_many([node.buffer for node in nodes])

@@ -134,7 +134,7 @@ def test_lavapipe_long_tiles_fit_a_one_off_compile_budget():
 def test_a_one_off_conv_over_budget_computes_right(on, adapter):
   """A 64 -> 64 3x3 conv of 16x16 realized once with the CPU adapters' tables: its plain 8x8
   tile is over the one-off budget, so optimize() takes it without lowering the long tile
-  (optimize._plain_over_budget); run natively (wgpu on lavapipe) against numpy."""
+  (tile_budget.plain_over_budget); run natively (wgpu on lavapipe) against numpy."""
   on("WEBGPU", adapter=adapter)
   rng = np.random.default_rng(5)
   x = rng.standard_normal((1, 64, 16, 16)).astype(np.float32)

@@ -15,7 +15,7 @@ import kernelgen as kg
 from kernelgen import cache
 from kernelgen.graph.schedule import schedule
 from kernelgen.lowering import compile_cost
-from kernelgen.lowering import optimize as optimize_module
+from kernelgen.lowering import tile_budget
 from kernelgen.lowering.compile_cost import RUNS_MANY
 from kernelgen.lowering.optimize import optimize
 from kernelgen.render.targets import get_target
@@ -65,7 +65,7 @@ def _eight_by_eight_costs_three_budgets(runtime, monkeypatch):
   options = {"adapter": runtime.render_options()["adapter"], "runs": RUNS_MANY}
   opts = optimize(item, get_target("wgsl"), options)
   assert opts.tile == (8, 8) and opts.tile_inner == 25
-  uops = optimize_module._window_uops(item, opts.tile_axes, 25, (8, 8))
+  uops = tile_budget.window_uops(item, opts.tile_axes, 25, (8, 8))
   cost = 3 * compile_cost.ONE_OFF_MS / uops - compile_cost.PYTHON_MS_PER_UOP
   monkeypatch.setitem(adapters.DRIVER_COST, (options["adapter"], "tile"), (cost, 0.0))
   # (the budget alone: the work's GPU time, compile_cost.work_ms, taken as far longer)

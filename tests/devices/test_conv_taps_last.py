@@ -37,9 +37,10 @@ def _held(w: np.ndarray, device: str = "PYTHON") -> Tensor:
 
 
 def _weight_reads(source: str) -> tuple[str, int]:
-  """(the kernel's one vector read binding, how often the source indexes it)."""
+  """(the weights' vector read binding, how often the source indexes it): the conv's second input
+  (its first, the input, may be read as words too: regtile.py ALIGNED_WINDOWS)."""
   names = [line.split("var<storage, read> ")[1].split(":")[0] for line in source.splitlines()
-           if "var<storage, read> " in line and "vec4<f32>" in line]
+           if "var<storage, read> b2_" in line and "vec4<f32>" in line]
   assert len(names) == 1, names
   return names[0], source.count(f"{names[0]}[")
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from kernelgen.lowering.optimize import GROUP_MIN_REDUCE, TILE_MIN_SIZE
+from kernelgen.lowering.optimize import GROUP_MIN_REDUCE
+from kernelgen.lowering.tile_shape import TILE_MIN_SIZE
 
 from ops_util import on  # noqa: F401 (a fixture)
 from tools import device_runtime

@@ -1,5 +1,5 @@
 """A register-tiled matmul over a symbolic N, (M, K) @ (K, n), runs its tiles with n outermost
-so its run-time grid shrinks with the bound value (lowering/lowerer.py tile_threads); its lanes
+so its run-time grid shrinks with the bound value (lowering/tile_grid.py tile_threads); its lanes
 now walk runs of column tiles first (Opts.tile_chunk, lowering/threads.py grid_chunk), as a
 static kernel's lanes walk its columns (issue 34, lavapipe (64, 512) @ (512, n) at n = 2048:
 lanes 4 row blocks apart ran 1.2-1.3x the static kernel's GPU time). Structure: the lanes'

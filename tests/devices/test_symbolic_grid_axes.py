@@ -1,6 +1,6 @@
 """Run-time grids along a symbolic axis that is not the leading one, and variants for it (issue
 34, "no speed lost to generality"): a register-tiled matmul with symbolic N, (M, K) @ (K, n),
-runs its threads over the tiles with n outermost (lowering/lowerer.py tile_threads), so its
+runs its threads over the tiles with n outermost (lowering/tile_grid.py tile_threads), so its
 launch (Launch.grid, uop/program.py launch_dispatch) shrinks with the bound value, and it carries
 tile variants for small n (lowering/variants.py); a row kernel over a symbolic row (softmax over
 rows of n) carries variants with fewer lanes per row. Values against numpy at the range's ends

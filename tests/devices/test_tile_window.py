@@ -11,7 +11,7 @@ import pytest
 
 import kernelgen as kg
 from kernelgen.lowering.compile_cost import RUNS_MANY
-from kernelgen.lowering.lowerer import TILE_INNER
+from kernelgen.lowering.loop_split import TILE_INNER
 from kernelgen.lowering.optimize import TILE_WINDOW
 
 from tools import device_runtime

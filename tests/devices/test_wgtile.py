@@ -12,6 +12,7 @@ import kernelgen as kg
 from kernelgen import Tensor, dtypes
 from kernelgen import search
 from kernelgen.lowering import optimize as opt
+from kernelgen.lowering import stage_choice
 from kernelgen.render.targets import PTX, PYTHON, TARGETS, WGSL
 from kernelgen.errors import LimitError, UnsupportedError
 from kernelgen.uop.ops import Ops
@@ -250,10 +251,10 @@ def test_forced_stage_too_big_for_workgroup_memory_says_how_to_fix():
 def test_stage_choices_and_defaults():
   big = _item(Tensor(_randn(256, 256)) @ Tensor(_randn(256, 256)))
   got = opt.optimize(big, PTX)                 # f32 on PTX: staged by default
-  assert got.stage == (16, 16, opt.STAGE_STEP) and got.tile == (8, 8) and got.local == 256
+  assert got.stage == (16, 16, stage_choice.STAGE_STEP) and got.tile == (8, 8) and got.local == 256
   assert opt.optimize(big, PTX, {"stage": False}).stage == ()
   assert opt.optimize(big, WGSL).stage == (() if not TARGETS["wgsl"].stage_default else
-                                              (16, 16, opt.STAGE_STEP))
+                                              (16, 16, stage_choice.STAGE_STEP))
   small = _item(Tensor(_randn(5, 3)) @ Tensor(_randn(3, 6)))
   forced = opt.optimize(small, PYTHON, {"stage": True})
   assert forced.stage and forced.stage[0] * forced.stage[1] <= TARGETS["python"].max_local
@@ -325,11 +326,12 @@ def test_ptx_default_stages_large_f32_matmuls_and_conv(monkeypatch):
   CHOSEN.clear()
   got = (Tensor(a).to(dev) @ Tensor(b).to(dev)).numpy()
   np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4)
-  assert [o.stage for o in CHOSEN] == [(16, 16, opt.STAGE_STEP)]
+  assert [o.stage for o in CHOSEN] == [(16, 16, stage_choice.STAGE_STEP)]
 
 
 def test_step_loop_respects_max_trips(monkeypatch):
   monkeypatch.setattr(opt, "MAX_TRIPS", 2)
+  monkeypatch.setattr(stage_choice, "MAX_TRIPS", 2)     # (the stage rule reads its own)
   item = _item(Tensor(_randn(128, 64)) @ Tensor(_randn(64, 128)))
   with pytest.raises(LimitError, match="loops 4 times .* the most is 2"):
     opt.optimize(item, PTX, {"stage": (16, 16, 16)})

@@ -541,7 +541,7 @@ GROW = {"unary": _grow_unary, "binary": _grow_binary, "compare": _grow_compare,
 # elements, where none of them applies):
 #   grouped reduction   optimize.GROUP_MIN_REDUCE 256 reduced elements, GROUP_MAX_OUTPUTS 65536
 #   split reduction     reduce.SPLIT_MIN_REDUCE 65536 reduced, SPLIT_MAX_OUTPUTS 256 outputs
-#   register tiles      optimize.TILE_MIN_SIZE 4096 outputs, TILE_MIN_REDUCE 8, TILES 8x8 / 4x4
+#   register tiles      tile_shape.TILE_MIN_SIZE 4096 outputs, TILE_MIN_REDUCE 8, TILES 8x8 / 4x4
 #                       dividing the two output axes, TILE_MIN_THREADS 256
 #   workgroup tiles     (PTX default; WGSL stage=True) the same kernels, 16x16 threads, steps of 8
 #   tensor cores        (PTX) float16 / bfloat16 matmuls, blocks of 16 rows x 8 columns, k 16 / 8

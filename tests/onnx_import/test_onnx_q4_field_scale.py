@@ -1,5 +1,5 @@
 """MatMulNBits' decode matvec takes each field's 2^-pos on the activation, once per block for
-all of a thread's rows (lowering/lowerer.py _scaled_first): quant_nbits.placed_fields leaves a
+all of a thread's rows (lowering/combine.py _scaled_first): quant_nbits.placed_fields leaves a
 field in place (code * 2^pos) and undoes its position with a power-of-two factor; x * (code *
 2^-pos) is the same float as (x * 2^-pos) * code, and x * 2^-pos is the same node in every row.
 The WGSL at both CPU adapters' defaults: one multiply by a field's factor per field of a block

@@ -1,5 +1,5 @@
 """MatMulNBits' decode matvec with each block's zero point folded out of its values
-(quant_nbits.matmul_words, lowering/lowerer.py _pairwise): where a block's words are unrolled
+(quant_nbits.matmul_words, lowering/combine.py pairwise): where a block's words are unrolled
 (reduce_inner, the CPU adapters' layout) its sum is sum x * code minus the zero point times the
 block's sum of x, made once for all of a thread's rows, so a value costs no subtraction. The
 WGSL at both CPU adapters' defaults: one float subtraction per block and row, not one per value.

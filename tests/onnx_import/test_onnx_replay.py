@@ -213,3 +213,51 @@ def test_a_data_dependent_model_keeps_running_eagerly():
     got = model.run({"x": x}, device="PYTHON")["y"].numpy()
     np.testing.assert_array_equal(got, np.array(np.nonzero(x)))
   assert model.replayer.replays == 0
+
+
+def test_a_replayed_call_reads_its_two_outputs_in_one_map():
+  """kg.numpy_of reads a WEBGPU call's outputs through one staging buffer: the replay's
+  dispatches and the copies are one submit, the read one map; .numpy() per output maps twice."""
+  from tools import device_runtime
+  runtime = device_runtime("WEBGPU")
+  src = _vad_like()
+  session = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+  model = kg.onnx.load(src)
+  for k in range(3):                     # lazy, then recorded
+    _check(model, session, _feeds(k), "WEBGPU")
+  for k in range(3, 5):
+    state = kg.Tensor(_feeds(k)["state"], device="WEBGPU").realize()
+    feeds = {**_feeds(k), "state": state}
+    got = model.run(feeds, device="WEBGPU")
+    maps, submits = runtime.maps, runtime.submits
+    y, s2 = kg.numpy_of(got["y"], got["s2"])
+    assert (runtime.maps - maps, runtime.submits - submits) == (1, 1)
+    for read, want in zip((y, s2), session.run(None, _feeds(k))):
+      np.testing.assert_allclose(read, want, rtol=1e-5, atol=1e-6)
+  assert model.replayer.replays == 2
+  maps = runtime.maps
+  got = model.run(_feeds(5), device="WEBGPU")
+  got["y"].numpy(), got["s2"].numpy()
+  assert runtime.maps - maps == 2
+  with pytest.raises(kg.DTypeError, match="kg.numpy_of takes Tensors, got a ndarray"):
+    kg.numpy_of(got["y"], np.zeros(2))
+
+
+def test_a_warm_call_unpacks_no_initializer(monkeypatch):
+  """A replayed call's Runner reuses the small initializers unpacked by the first run (Silero VAD
+  unpacked 8 of them at every warm call)."""
+  from kernelgen.onnx import values
+  src = _vad_like()
+  session = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+  model = kg.onnx.load(src)
+  for k in range(3):
+    _check(model, session, _feeds(k), "PYTHON")
+  unpacked, original = [0], values.Static.from_bytes
+
+  def counted(*args):
+    unpacked[0] += 1
+    return original(*args)
+  monkeypatch.setattr(values.Static, "from_bytes", staticmethod(counted))
+  for k in range(3, 5):
+    _check(model, session, _feeds(k), "PYTHON")
+  assert model.replayer.replays == 2 and unpacked[0] == 0

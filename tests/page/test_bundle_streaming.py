@@ -2,17 +2,19 @@
 with its hidden state as bundle state (test_bundle_fixed_state.py's model) runs chunk after chunk
 in model.js, matching onnxruntime fed its own state back; each warm call is one submit, one
 dispatch per kernel, one write (the chunk), one copy (the state, on the GPU) and one read (the
-output asked for), nothing else (model.calls). A bundle compiled for more storage buffers per
+output asked for), nothing else (model.calls). Without state, a call reading both outputs maps
+one buffer once, and one reading only the second output still gets it. A bundle compiled for more storage buffers per
 kernel than WebGPU's default asks the adapter for them (manifest.limits), and a device passed in
 without them is an Error that says what to do."""
 from __future__ import annotations
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 import kernelgen as kg
 from browser_util import local_page
-from test_bundle_fixed_state import CHUNK, recurrent_onnx, reference, wide_program
+from test_bundle_fixed_state import CHUNK, HIDDEN, recurrent_onnx, reference, wide_program
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -58,8 +60,49 @@ def test_a_streaming_bundle_keeps_its_state_on_the_gpu_one_submit_per_call(chrom
     assert list(run["out"]) == ["output"]
     np.testing.assert_allclose(np.array(run["out"]["output"], np.float32).reshape(w.shape), w,
                                rtol=1e-5, atol=1e-6)
-  warm = {"submits": 1, "dispatches": info["kernels"], "writes": 1, "copies": 1, "reads": 1}
+  warm = {"submits": 1, "dispatches": info["kernels"], "writes": 1, "copies": 1, "reads": 1,
+          "maps": 1}
   assert all(run["calls"] == warm for run in info["runs"]), [r["calls"] for r in info["runs"]]
+
+
+# JS: load the bundle under /NAME/ and run one chunk twice, reading every output, then only
+# `stateN`: each call's outputs and model.calls
+BOTH = """async ([name, x, state]) => {
+  const { load } = await import(`/${name}/model.js`);
+  const model = await load();
+  const feed = { x: new Float32Array(x), state: new Float32Array(state) };
+  const runs = [];
+  for (const outputs of [null, ['stateN']]) {
+    const out = await model.run(feed, outputs ? { outputs } : {});
+    runs.push({ out: Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Array.from(v)])),
+      calls: { ...model.calls } });
+  }
+  model.destroy();
+  return runs;
+}"""
+
+
+def test_a_call_reading_two_outputs_maps_one_buffer_once(chromium, site):
+  root, server = site
+  raw = recurrent_onnx()
+  rng = np.random.default_rng(7)
+  x = rng.standard_normal((1, CHUNK)).astype(np.float32)
+  state = rng.standard_normal((2, 1, HIDDEN)).astype(np.float32)
+  want = ort.InferenceSession(raw, providers=["CPUExecutionProvider"]).run(
+    None, {"x": x, "state": state})
+  kg.export(kg.onnx.load(raw), str(root / "both"), format="webgpu")
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    runs = page.evaluate(BOTH, ["both", x.ravel().tolist(), state.ravel().tolist()])
+    assert page.console_errors == [], page.console_errors
+  both, second = runs
+  assert list(both["out"]) == ["output", "stateN"] and list(second["out"]) == ["stateN"]
+  for got, name, w in [(both, "output", want[0]), (both, "stateN", want[1]),
+                       (second, "stateN", want[1])]:
+    np.testing.assert_allclose(np.array(got["out"][name], np.float32).reshape(w.shape), w,
+                               rtol=1e-5, atol=1e-6)
+  assert both["calls"]["reads"] == 2 and both["calls"]["maps"] == 1, both["calls"]
+  assert second["calls"]["reads"] == 1 and second["calls"]["maps"] == 1, second["calls"]
 
 
 # JS: the adapter's storage buffers per stage; load() of /NAME/ on its own device and on a

@@ -132,7 +132,7 @@ def test_model_js_launches_only_the_workgroups_the_bound_size_needs(chromium, se
 
 def test_model_js_launches_only_the_tiles_a_symbolic_n_needs(chromium, serve, tmp_path):
   """A matmul with symbolic N, (32, 8) @ (8, n): its register tiles run with n outermost
-  (lowering/lowerer.py tile_threads), so model.js cuts its grid as the bound value shrinks, and
+  (lowering/tile_grid.py tile_threads), so model.js cuts its grid as the bound value shrinks, and
   runs the kernel's variant for n = 1 (a 4 x 1 tile, lowering/variants.py) from the bundle."""
   from kernelgen.uop.program import launch_dispatch, variant_for
   (tmp_path / "index.html").write_text("<!doctype html><title>bundle</title>")

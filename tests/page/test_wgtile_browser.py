@@ -13,6 +13,7 @@ pytestmark = pytest.mark.timeout(900)
 # two output axes to tile) was not staged
 STAGED = """import kernelgen as kg
 from kernelgen.lowering import optimize as _opt
+from kernelgen.lowering import tile_shape as _shape
 _rt = kg.Device["WEBGPU"]
 _base = _rt.render_options
 _rt.render_options = lambda: {**_base(), "stage": True}
@@ -22,7 +23,7 @@ _real = _opt.optimize
 def _staged_only(item, target, options=None):
   got = _real(item, target, options)
   forced = (options or {}).get("stage")   # the run's kernels (the page's compile view is not)
-  if target == "wgsl" and forced and _opt._tile_axes(item) and not got.stage:
+  if target == "wgsl" and forced and _shape.best_tile_axes(item) and not got.stage:
     raise RuntimeError(f"kernel {item.name} was not tiled through workgroup memory")
   return got
 

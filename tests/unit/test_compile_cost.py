@@ -202,7 +202,7 @@ def test_a_one_off_matmul_within_budget_lowers_only_its_long_tile(adapter, kerne
   """matmul 1024^3's 16x16 tile unrolled 4 times fits a one-off run's budget
   (test_a_one_off_matmul_of_much_work_keeps_its_unrolled_tiles; lavapipe's tile_rate then takes
   8x8 unrolled: optimize._quickest_first): its UOps, estimated from the 1x1 and 2x2 tiles
-  (optimize._long_uops), fit it, so the long tile is lowered first, once, and the plain kernel
+  (tile_budget.long_uops), fit it, so the long tile is lowered first, once, and the plain kernel
   it would fall back to (8x16) is never lowered (it was: our compile of the cold matmul row on
   SwiftShader 61 -> 134 ms in Pyodide)."""
   made = _lowerings(monkeypatch)

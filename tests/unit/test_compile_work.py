@@ -1,5 +1,5 @@
 """The work a first compile does, counted (never timed): the optimizer lowers each register-tile
-probe of a kernel once (optimize._probe: its loads and its UOps from one lowering; the adapter
+probe of a kernel once (tile_probe._probe: its loads and its UOps from one lowering; the adapter
 table's shape class needs none), tileplan.plan splits a kernel's reduction once per axes, and
 realizing and kg.compile pause Python's cyclic garbage collector only while they schedule and
 compile (realize.py), leaving it as it was, also when a kernel fails. Values are checked
@@ -16,7 +16,7 @@ import kernelgen as kg
 from kernelgen import Tensor
 from kernelgen.graph.schedule import schedule
 from kernelgen.lowering import optimize as opt
-from kernelgen.lowering import tileplan
+from kernelgen.lowering import tile_budget, tile_probe, tileplan
 from kernelgen.render.targets import WGSL
 from tools import default_device, device_runtime
 
@@ -56,10 +56,24 @@ def _counting(monkeypatch, module, name: str) -> list:
   return calls
 
 
+def _lowerings(monkeypatch) -> list:
+  """Every lowering the optimizer makes (optimize.py, its probes in tile_probe.py, its budget
+  rules in tile_budget.py), recorded in one list, each still run."""
+  calls = []
+  for module in (opt, tile_probe, tile_budget):
+    real = module.lower
+
+    def counted(*args, real=real, **kwargs):
+      calls.append(args)
+      return real(*args, **kwargs)
+    monkeypatch.setattr(module, "lower", counted)
+  return calls
+
+
 def test_a_conv_lowers_each_tile_probe_once(monkeypatch):
   x, w = _conv()
   item = _item(Tensor(x).conv2d(Tensor(w), padding=1))
-  lowered = _counting(monkeypatch, opt, "lower")
+  lowered = _lowerings(monkeypatch)
   got = opt.optimize(item, WGSL, {"adapter": "lavapipe"})
   probes = [(o.tile, o.tile_axes, o.tile_inner) for _, o in lowered]   # (tile_window: inner)
   assert got.tile and len(probes) > 2                    # it probed pairs of axes, and tiles
@@ -70,7 +84,7 @@ def test_a_conv_lowers_each_tile_probe_once(monkeypatch):
 def test_the_shape_class_needs_no_probe(monkeypatch):
   x, w = _conv()
   item = _item(Tensor(x).conv2d(Tensor(w), padding=1))
-  lowered = _counting(monkeypatch, opt, "lower")
+  lowered = _lowerings(monkeypatch)
   assert opt.shape_class(item) == "tile" and lowered == []
   small = _item(Tensor(np.ones((32, 9), np.float32)).sum(0))   # one output axis: no pair
   assert opt.shape_class(small) == "rows" and lowered == []
@@ -81,7 +95,7 @@ def test_a_small_output_with_a_short_reduction_takes_no_tile_and_no_probe(monkey
   # before it needs the tiled axes, so no pair of axes is probed
   a = np.random.default_rng(1).standard_normal((32, 8, 3, 3)).astype(np.float32)
   t = Tensor(a).sum(0)
-  lowered = _counting(monkeypatch, opt, "lower")
+  lowered = _lowerings(monkeypatch)
   got = opt.optimize(_item(t), WGSL, {"adapter": "lavapipe"})
   assert not got.tile and lowered == []
   np.testing.assert_allclose(t.numpy(), a.sum(0), rtol=1e-5, atol=1e-5)

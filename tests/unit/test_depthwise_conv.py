@@ -3,7 +3,7 @@
 Their outputs share little (a thread's neighbouring windows overlap, nothing more), so an 8 x 8
 register tile only repeated the window's code 64 times: ShuffleNet's 3x3 depthwise convs over a
 fused batch norm + ReLU were 4000-6000 lines of WGSL each, which lavapipe took 20-50 s to compile
-at their first dispatch (optimize._shared_only, TILE_SHARE_MAX). Counted here, never timed:
+at their first dispatch (tile_shape.shared_only, TILE_SHARE_MAX). Counted here, never timed:
 the tile the optimizer picks, the kernel's size, and the values against numpy on PYTHON, WEBGPU
 and PTXSIM, on both sides of the thresholds (a conv whose outputs share whole operands keeps its
 8 x 8 tile; a small output takes no tile at all).

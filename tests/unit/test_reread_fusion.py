@@ -1,10 +1,10 @@
 """An elementwise producer read through overlapping windows (a conv's or an overlapping pool's
 input) is computed once per element when it is transcendental (a sigmoid, SiLU: its own kernel),
-and stays fused when it is cheap (relu, add, batchnorm): schedule.REREAD_TRANSCENDENTALS. Under
+and stays fused when it is cheap (relu, add, batchnorm): reread.REREAD_TRANSCENDENTALS. Under
 a dense conv's windows (every output channel reads them), one that loads two or more buffers
 that vary per element (a concat, a residual add) is its own kernel too, and one that loads one
-(a bias or scale per channel beside it) stays fused: schedule.REREAD_CONV_LOADS. In a tiny
-kernel (fused, the producer evaluated at most schedule.REREAD_SMALL times: Silero VAD's STFT
+(a bias or scale per channel beside it) stays fused: reread.REREAD_CONV_LOADS. In a tiny
+kernel (fused, the producer evaluated at most reread.REREAD_SMALL times: Silero VAD's STFT
 magnitude under its first conv) one transcendental per element stays fused, two do not."""
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from kernelgen import Tensor, cat
-from kernelgen.graph.schedule import REREAD_SMALL, schedule
+from kernelgen.graph.reread import REREAD_SMALL
+from kernelgen.graph.schedule import schedule
 
 RNG = np.random.default_rng(42)
 X = RNG.standard_normal((2, 3, 9, 9)).astype(np.float32)

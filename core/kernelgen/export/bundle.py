@@ -253,7 +253,8 @@ class Bundle:
                     tuple(entry["features"]), grid_from_json(entry.get("grid")),
                     work_from_json(entry.get("work")))
     return CompiledKernel(entry["name"], target, source, tuple(entry["global_size"]),
-                          tuple(entry["local_size"]), (), launch, variants=variants)
+                          tuple(entry["local_size"]), (), launch, variants=variants,
+                          exact=entry.get("exact") is True)
 
   def _output(self, runtime, device: str, handles: list, spec: dict, values: dict):
     entry = self.manifest["buffers"][spec["buffer"]]

@@ -16,7 +16,8 @@
 // model.workgroups: the workgroups the last run launched (a symbolic size launches only those
 // its bound value needs). model.calls: what the last run asked of WebGPU, {submits (1),
 // dispatches (one per kernel), writes (writeBuffer: the inputs, and the dims' values when they
-// change), copies (state kept on the GPU), reads (outputs mapped back)}.
+// change), copies (state kept on the GPU), reads (outputs read back), maps (mapAsync: 1, all the
+// outputs read back share one buffer; 0 when none is asked for)}.
 //
 // Limits: a bundle exported for more than WebGPU's default limits (kg.export(...,
 // max_storage_buffers=32): fewer, wider kernels) lists them in manifest.limits; load() asks the
@@ -54,6 +55,7 @@ function fail(message) {
 }
 
 const roundUp4 = (n) => Math.max(4, Math.ceil(n / 4) * 4);
+const roundUp8 = (n) => Math.max(8, Math.ceil(n / 8) * 8);
 // The workgroups a kernel needs under the dims' values: its dispatch, the first dimension cut
 // to ceil(need / per) where it has a run-time grid ([[terms, const, per, unit?]]), need being
 // const + sum(c * dim) rounded up to a multiple of unit (1 where absent).
@@ -65,6 +67,11 @@ function gridDispatch(dispatch, grid, values) {
   const need = Math.ceil(sum / unit) * unit;
   return [Math.min(dispatch[0], Math.max(1, Math.ceil(need / per))), ...dispatch.slice(1)];
 }
+
+// Whether variant `v` (its dim, most, exact) serves the dims' `values`: the dim bound to at most
+// `most`, and exactly `most` where the variant is pinned to that value (`exact`: its stores are
+// gated by dim == most, so at another value it writes nothing): uop/program.py `serves`.
+const serves = (v, values) => values[v.dim] <= v.most && (!v.exact || values[v.dim] === v.most);
 
 // Every kernel of the manifest followed by its variants (lowering/variants.py: the same kernel
 // for small bound values of a dim, run where the value is at most `most`), each variant with its
@@ -224,7 +231,7 @@ function checkManifest(m) {
     if (!three(k.dispatch, 0)) bad(`kernels[${i}].dispatch`);
     if (k.variants !== undefined && !(Array.isArray(k.variants) && k.variants.every((v) =>
       typeof v?.dim === 'string' && isCount(v.most, 0) && three(v.workgroup_size, 1) &&
-      three(v.dispatch, 0)))) bad(`kernels[${i}].variants`);
+      three(v.dispatch, 0) && [undefined, true].includes(v.exact)))) bad(`kernels[${i}].variants`);
     if (k.work !== undefined && !(Array.isArray(k.work) && k.work.every((f) => Array.isArray(f) &&
       Array.isArray(f[0]) && Number.isInteger(f[1]) && f[0].every((t) => Array.isArray(t) &&
       typeof t[0] === 'string' && Number.isInteger(t[1]))))) bad(`kernels[${i}].work`);
@@ -428,10 +435,12 @@ class Model {
     this.storage = manifest.storage.map((s, i) => device.createBuffer({
       size: s.nbytes, usage, label: `storage ${i}`,
     }));
-    this.readback = manifest.outputs.map((o) => device.createBuffer({
-      size: roundUp4(this.buffer(o).nbytes),
+    // every output read back goes through one buffer, packed at 8-byte offsets (a mapped
+    // range's alignment): a run maps it once, however many outputs it reads
+    this.readback = device.createBuffer({
+      size: Math.max(8, manifest.outputs.reduce((n, o) => n + roundUp8(this.buffer(o).nbytes), 0)),
       usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
-    }));
+    });
   }
 
   buffer(spec) {
@@ -468,7 +477,7 @@ class Model {
     this.steps = this.manifest.kernels.map((kernel) => {
       // its variants for small bound values: the same bindings, so the same bind group
       // (each with its own launch, so workOf weighs a run of it by the work it launches)
-      const variants = (kernel.variants || []).map((v) => ({ dim: v.dim, most: v.most,
+      const variants = (kernel.variants || []).map((v) => ({ dim: v.dim, most: v.most, exact: !!v.exact,
         key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid,
         work: kernel.work, threads: v.workgroup_size.reduce((a, b) => a * b, 1) }));
       const entries = kernel.bindings.map((b) => ({
@@ -550,13 +559,13 @@ class Model {
     }
   }
 
-  // What a step runs at the dims' `values`: the first variant whose range holds them, where it
-  // is built, else the first built one whose range holds them, else the kernel itself (built at
+  // What a step runs at the dims' `values`: the first variant that serves them (serves), where it
+  // is built, else the first built one that serves them, else the kernel itself (built at
   // load; it serves every value). A variant not built is never dispatched: asked for, it is
   // charged its kernels' share of the run's wall time at the read (charge) and joins the
   // background builds (startBuilds) once that reaches its build cost.
   pick(step, values) {
-    const fits = step.variants.filter((v) => values[v.dim] <= v.most);
+    const fits = step.variants.filter((v) => serves(v, values));
     const built = fits.find((v) => this.builds.get(v.key).made);
     const { dispatch, grid, key } = built || step;
     const work = workOf(built || step, values);   // under the launch that runs (charge)
@@ -777,7 +786,7 @@ class Model {
       .filter(([o]) => !names || names.includes(o.name));
     const unknown = (names || []).filter((n) => !this.manifest.outputs.some((o) => o.name === n));
     if (unknown.length) fail(`unknown output(s) ${unknown}: this model's outputs are ${describe(this.outputs)}`);
-    this.calls = { submits: 0, dispatches: 0, writes: 0, copies: 0, reads: 0 };
+    this.calls = { submits: 0, dispatches: 0, writes: 0, copies: 0, reads: 0, maps: 0 };
     for (const spec of this.manifest.inputs.filter((s) => !this.kept.has(s.name))) {
       const data = spec.symbolic_shape ? relayout(inputs[spec.name],
         spec.symbolic_shape.map((s) => sizeOf(s, values)), spec.shape, false) : inputs[spec.name];
@@ -820,19 +829,26 @@ class Model {
     });
     pass?.end();
     this.timer?.resolve(encoder);
-    wanted.forEach(([o, i]) => encoder.copyBufferToBuffer(
-      this.storage[this.buffer(o).storage], 0, this.readback[i], 0, this.readback[i].size));
+    let end = 0;                         // the outputs asked for, packed from offset 0
+    const at = wanted.map(([o]) => {
+      const size = roundUp4(this.buffer(o).nbytes);
+      encoder.copyBufferToBuffer(this.storage[this.buffer(o).storage], 0, this.readback, end, size);
+      end += roundUp8(size);
+      return end - roundUp8(size);
+    });
     const rows = this.keep(encoder, values);
     device.queue.submit([encoder.finish()]);
     this.calls.submits += 1;
     this.calls.reads = wanted.length;
+    this.calls.maps = wanted.length ? 1 : 0;
     // the validation result and the outputs are awaited together (one round trip, not two)
-    const mapped = Promise.all(wanted.map(([, i]) => this.readback[i].mapAsync(GPUMapMode.READ)));
+    const mapped = wanted.length ? this.readback.mapAsync(GPUMapMode.READ, 0, end)
+      : Promise.resolve();
     mapped.catch(() => {});
     const error = await device.popErrorScope();
     if (error) {
       await mapped.catch(() => {});
-      wanted.forEach(([, i]) => this.readback[i].mapState === 'mapped' && this.readback[i].unmap());
+      if (this.readback.mapState === 'mapped') this.readback.unmap();
       fail(`WebGPU rejected the run: ${error.message}`);
     }
     this.rows = rows;
@@ -848,13 +864,14 @@ class Model {
       JSON.stringify([read, values]));
     this.startBuilds();
     const out = {};
-    wanted.forEach(([o, i]) => {
-      const bytes = this.readback[i].getMappedRange().slice(0, this.buffer(o).nbytes);
+    const range = wanted.length ? this.readback.getMappedRange(0, end) : null;
+    wanted.forEach(([o], k) => {
+      const bytes = range.slice(at[k], at[k] + this.buffer(o).nbytes);
       const array = new ARRAYS[o.dtype](bytes);
       out[o.name] = o.symbolic_shape ? relayout(array, o.symbolic_shape.map((s) => sizeOf(s,
         values)), o.shape, true) : array;
-      this.readback[i].unmap();
     });
+    if (range) this.readback.unmap();
     return out;
   }
 
@@ -902,7 +919,7 @@ class Model {
   destroy() {
     if (this.destroyed) return;
     this.destroyed = true;
-    [...this.storage, ...this.readback, ...this.uniforms.filter(Boolean)]
+    [...this.storage, this.readback, ...this.uniforms.filter(Boolean)]
       .forEach((b) => b.destroy());
     this.timer?.destroy();
     if (this.ownDevice) this.device.destroy();

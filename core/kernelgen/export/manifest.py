@@ -51,6 +51,8 @@ def check(m, where: str) -> None:
         _fail(where, at + "variants", v["variants"], "absent (a variant has none)")
       _str(v, "dim", where, at)
       _int(v, "most", where, at)
+      if v.get("exact", False) is not True and "exact" in v:   # pinned to `most` (program.py)
+        _fail(where, at + "exact", v["exact"], "true or absent")
   bundle_state.check(m, lambda field, value, wants: _fail(where, field, value, wants))
   device_limits.check(m, lambda field, value, wants: _fail(where, field, value, wants))
 

@@ -195,9 +195,9 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
   if launch.work:         # its estimated work (Launch.work): model.js weighs a run's time by it
     entry["work"] = work_json(launch.work)
   if compiled.variants:   # for small bound values (lowering/variants.py): the same bindings
-    entry["variants"] = [{"dim": dim, "most": most, **_launch_entry(
-      variant, f"{compiled.name}_v{i}{suffix}")} for i, (dim, most, variant) in
-      enumerate(compiled.variants, 1)]
+    entry["variants"] = [{"dim": dim, "most": most, **({"exact": True} if variant.exact else {}),
+                          **_launch_entry(variant, f"{compiled.name}_v{i}{suffix}")}
+                         for i, (dim, most, variant) in enumerate(compiled.variants, 1)]
   return entry
 
 

@@ -119,6 +119,24 @@ class Buffer:
     return bytes(self.runtime.copyout(self._handle))[:self.nbytes] if self.nbytes else b""
 
 
+def copyout_many(buffers: list) -> list[bytes]:
+  """Each buffer's bytes (Buffer.copyout), those on a device read back together: one
+  runtime.copyout_many per device (WEBGPU: one submit and one map for all of them)."""
+  out = [None] * len(buffers)
+  by_runtime: dict = {}
+  for i, buf in enumerate(buffers):
+    if buf._handle is None or not buf.nbytes:
+      out[i] = buf.copyout()
+    else:
+      by_runtime.setdefault(buf.device, []).append(i)
+  for device, picked in by_runtime.items():
+    runtime = buffers[picked[0]].runtime
+    read = runtime.copyout_many([buffers[i]._handle for i in picked])
+    for i, raw in zip(picked, read):
+      out[i] = bytes(raw)[:buffers[i].nbytes]
+  return out
+
+
 class LazyOp:
   """One node. `shape` is physical (ints: what buffers and kernels hold); `sym` is the logical
   shape where some axis is symbolic (graph/dims.py: the axis holds sym[a].hi elements, the first

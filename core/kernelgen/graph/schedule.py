@@ -13,7 +13,8 @@ expression that reads at least REREAD_LOADS buffer elements per element when its
 it more than once per element (through a broadcast or overlapping windows: a conv's or a pool's
 input): fused, it would be recomputed per read (an Inception concat or an LRN under a 3x3 pool,
 9 times; a DenseNet concat under a conv, once per output channel), and so is one computing a
-transcendental per element under overlapping windows, or in a tiny kernel two (REREAD_SMALL).
+transcendental per element under overlapping windows, or in a tiny kernel two (REREAD_SMALL;
+those measures of a re-read are reread.py's).
 
 A matmul (two output axes longer than 1, at least TILED_REDUCE_MIN outputs) that several kernels
 would compute fused is a kernel of its own: it has one user, but the elementwise op above it (its
@@ -24,6 +25,8 @@ ddddocr's OCR LSTM (issue 42: 20 steps, both directions, W and R 2 x 2048 x 512)
 step kernels read W's 8 MB each step beside R's; apart, one kernel reads W. bench/pypi_kernels.py,
 lavapipe natively, GPU timestamps, best of 3 per kernel, 5 interleaved runs each, load 5-9 on 2
 cores, the step kernels (+ the projection) in ms: 94 81 138 224 311 -> 74 111 75 95 62.
+So is each but one of two matmuls that one kernel would compute fused (an MLP's silu(gate) * up):
+the optimizer tiles a kernel of one reduction only, so together they ran a thread per output.
 
 A short reduction (a few elements, no reduction inside) that a kernel reads per element is
 recomputed there, unrolled, instead (RECOMPUTE_LENGTH below: ScheduleItem.recomputed).
@@ -59,10 +62,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..uop.ops import Ops
 from .epilogue import epilogue_top, single_users
 from .lazy import L, LazyOp
 from .prologue import reads_whole_rows, staged_attention, worth_it
+from .reread import CONV_WINDOW, REREAD_CONV_LOADS, REREAD_LOADS, WINDOW, element_loads, \
+  most_transcendentals, repeats, reread_kind, transcendentals, varying_loads
 from .walkcache import WalkCache
 from .view import contiguous_strides, prod
 
@@ -88,45 +92,6 @@ TILED_REDUCE_MIN = 4096
 # row kernels (see above): rows of at most this many elements by default (a row's threads loop
 # over it once per reduction and once for the outputs; option row_kernels=False: none)
 ROW_MAX = 1 << 14
-# an elementwise expression reading at least this many buffer elements per element is a kernel of
-# its own when its consumer re-reads it (see above); bias + relu (2) or batchnorm (5) stay fused;
-# reads of one-element sources (scalars, loop invariant) are not counted (_loads)
-REREAD_LOADS = 8
-# ... and so is one read through overlapping windows (not only broadcast: log_softmax's log of
-# the row sum stays in its row kernel) that computes at least REREAD_TRANSCENDENTALS
-# transcendental ops per element from values that vary per element (a sigmoid, SiLU, tanh or
-# GELU; not batchnorm's rsqrt of the broadcast variance): a 3x3 conv re-reads each input
-# 9 * Cout times, an overlapping 3x3 pool 9 times, so fused, one exp per element becomes 9 * Cout
-# exps, against one write and one read materialized.
-# Set by ddddocr's detection model (issue 42, natively on lavapipe): its sigmoid fused into each
-# 3x3 conv ran the convs at ~2.6 GFLOP/s, ~170 ms a layer. bench/fusion_reread.py, 4 x (3x3
-# conv 32->32 at 96x96, then the activation), lavapipe natively, load ~7.6 on 2 cores, medians
-# of 5 interleaved: sigmoid recomputed per read 385 ms, once per element 250 ms; SiLU 474 -> 280.
-# relu, add, bias, batchnorm (no transcendental that varies per element) stay fused.
-REREAD_TRANSCENDENTALS = 1
-# ... and so is one read through overlapping windows by every output channel (a dense or grouped
-# conv's input: each element feeds kh * kw * Cout / tile products) that loads at least
-# REREAD_CONV_LOADS distinct buffers that vary per element (_varying_loads: a concat's maps, a
-# residual add; not a per-channel scale or bias): fused, each of those reads loads and masks
-# them all. Set by PP-OCRv4 detection's head (issue 42): a 3x3 conv 96->24 at 80x80 over the
-# concat of four 24-channel maps (one of them x + x * s) ran 367 ms of the model's 586 ms of
-# kernel time fused (0.7 GFLOP/s; lavapipe, GPU timestamps, load 5-7). bench/fusion_reread.py
-# --conv, that conv, lavapipe natively, load ~9 on 2 cores, medians of 5 interleaved, fused ->
-# own kernel, ms: concat of 2 128 -> 86, of 3 152 -> 80, of 4 208 -> 101, the model's 492 -> 83;
-# one varying load: relu 124 -> 114, bias 140 -> 167 (stay fused; x + x * s 140 -> 46 and
-# x * a + b 108 -> 60 gain too, but batchnorm stays fused until it is measured on whole models).
-REREAD_CONV_LOADS = 2
-# ... or, in a tiny kernel (its re-reading view evaluates the producer at most REREAD_SMALL times
-# fused), at least REREAD_TRANSCENDENTALS + 1: there one transcendental per read costs less than a
-# dispatch of its own. Silero VAD's STFT magnitude, sqrt(re * re + im * im) of 387 elements,
-# under its first conv (128 x 3 outputs of 129 x 3 products, 148,608 evaluations; tiled, each
-# thread computes each input once: 16 x 387 sqrt) in Chromium's SwiftShader (GPU timestamps,
-# best of 10 runs, load ~8): the magnitude's own kernel 0.041 ms, the conv 0.206 -> 0.223 ms
-# with it; and one dispatch less (bench/bundle_call_ab.py)
-REREAD_SMALL = 1 << 18
-WINDOW = 2        # _walk's `reread` when the read goes through overlapping windows (1: broadcast)
-CONV_WINDOW = 3   # ... through overlapping windows that every output channel reads (a dense conv)
-TRANSCENDENTAL = frozenset((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.COS, Ops.SQRT))
 # a short reduction read per element (the filter chain's gray level, a sum over a pixel's 3
 # channels, read by its colour and sepia kernel) is recomputed at each read, unrolled, instead of
 # being a kernel of its own: when it reduces at most RECOMPUTE_LENGTH elements, its source holds no
@@ -189,131 +154,6 @@ def _toposort(roots: list[LazyOp]) -> list[LazyOp]:
       if not node.realized:
         stack.extend((s, False) for s in reversed(node.src) if id(s) not in seen)
   return order
-
-
-def _repeats(node: LazyOp) -> bool:
-  """True when the view reads some source element for more than one output element."""
-  view = node.arg
-  return any(s == 0 and n > 1 for s, n in zip(view.strides, view.shape))
-
-
-def _rereads(node: LazyOp) -> bool:
-  """True when VIEW `node` reads source elements more than once: a broadcast, or more valid
-  elements than its source has (overlapping windows)."""
-  view = node.arg
-  valid = prod(hi - lo for lo, hi in view.mask) if view.mask else prod(view.shape)
-  return _repeats(node) or valid > node.src[0].size
-
-
-def _windows(node: LazyOp) -> bool:
-  """True when VIEW `node` reads source elements in overlapping windows (a conv's or an
-  overlapping pool's input): more valid elements than its source has, broadcast axes left out."""
-  view = node.arg
-  mask = view.mask or tuple((0, n) for n in view.shape)
-  valid = prod(hi - lo for (lo, hi), s in zip(mask, view.strides) if s != 0)
-  return valid > node.src[0].size
-
-
-def _reread_kind(node: LazyOp) -> int:
-  """How VIEW `node` re-reads its source: CONV_WINDOW (overlapping windows, and broadcast: every
-  output channel of a conv reads each window), WINDOW (overlapping windows: a pool, a depthwise
-  conv), 1 (a broadcast) or 0 (each element at most once)."""
-  if _windows(node):
-    return CONV_WINDOW if _repeats(node) else WINDOW
-  return int(_rereads(node))
-
-
-def _most_transcendentals(evals: int) -> int:
-  """How many transcendental ops per element a producer re-read through windows may compute and
-  stay fused, given its `evals` evaluations fused (REREAD_TRANSCENDENTALS, REREAD_SMALL)."""
-  return REREAD_TRANSCENDENTALS - 1 + (0 < evals <= REREAD_SMALL)
-
-
-def _loads(node: LazyOp, boundary: set, limit: int) -> int:
-  """How many buffer elements the elementwise expression `node` computes from per element: a
-  subexpression read through several views is computed once per view, so it counts once per
-  view. A source of one element already in a buffer (a run's key count, a cache's length)
-  counts for none: every element reads that same element, loop invariant, so recomputing the
-  expression per read loads nothing new: a decode step's attention mask, a handful of such
-  scalars compared with an iota, stays fused into the attention kernel that re-reads it per
-  head (one kernel less a step). A one-element reduction not yet in a buffer counts: a norm's
-  statistics stay in its row kernel (tests/devices/test_write_fusion.py).
-  Counted up to `limit` (and giving up, low, past 64 * limit nodes)."""
-  def leaf(n: LazyOp) -> bool:
-    return n is not node and (n.realized or id(n) in boundary or
-                              n.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.GATHER))
-  counts: dict[int, int] = {}
-  stack = [(node, False)]
-  while stack:
-    n, done = stack.pop()
-    if id(n) in counts:
-      continue
-    if leaf(n) or n.op not in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
-      counts[id(n)] = int(leaf(n) and (n.size > 1 or not (n.realized or id(n) in boundary)))
-    elif done:
-      srcs = {id(x): x for x in n.src}
-      counts[id(n)] = min(limit, sum(counts[x] for x in srcs))
-    elif len(counts) > 64 * limit:
-      return 0
-    else:
-      stack.append((n, True))
-      stack.extend((x, False) for x in n.src if id(x) not in counts)
-  return counts[id(node)]
-
-
-# _varying_loads: a broadcast view whose source has at most 1/BROADCAST_SHARE of its elements (a
-# per-channel scale read across a feature map) is about loop invariant: not counted
-BROADCAST_SHARE = 64
-
-
-def _varying_loads(node: LazyOp, boundary: set) -> int:
-  """How many distinct buffers (realized, or other kernels' outputs) the elementwise expression
-  `node` loads per element, leaving out those read through a broadcast from a source of at most
-  1/BROADCAST_SHARE of the view's elements (giving up, low, past 512 nodes)."""
-  leaves, seen, stack = set(), set(), [node]
-  while stack:
-    n = stack.pop()
-    if id(n) in seen:
-      continue
-    seen.add(id(n))
-    if n is not node and (n.realized or id(n) in boundary or
-                          n.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.GATHER)):
-      leaves.add(id(n))
-    elif len(seen) > 512:
-      return 0
-    elif n.op is L.VIEW and _repeats(n) and n.src[0].size * BROADCAST_SHARE <= prod(n.shape):
-      continue
-    elif n.op in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
-      stack.extend(n.src)
-  return len(leaves)
-
-
-def _transcendentals(node: LazyOp, boundary: set, limit: int) -> int:
-  """How many transcendental ops (TRANSCENDENTAL) the elementwise expression `node` evaluates per
-  element on values that vary per element: not those behind a broadcast or of constants only.
-  Counted up to `limit` (and giving up, low, past 64 * limit nodes)."""
-  info: dict[int, tuple[bool, int]] = {}     # id -> (varies per element, transcendentals)
-  stack = [(node, False)]
-  while stack:
-    n, done = stack.pop()
-    if id(n) in info:
-      continue
-    if n is not node and (n.realized or id(n) in boundary) or \
-       n.op not in (L.ALU, L.CAST, L.BITCAST, L.VIEW):
-      info[id(n)] = (n.op not in (L.CONST, L.VAR), 0)
-    elif n.op is L.VIEW and _repeats(n):
-      info[id(n)] = (False, 0)            # a broadcast value: computed per channel, say
-    elif done:
-      srcs = [info[x] for x in {id(s): s for s in n.src}]
-      varies = any(v for v, _ in srcs)
-      own = int(varies and n.op is L.ALU and n.arg in TRANSCENDENTAL)
-      info[id(n)] = (varies, min(limit, own + sum(c for _, c in srcs)))
-    elif len(info) > 64 * limit + 64:
-      return 0
-    else:
-      stack.append((n, True))
-      stack.extend((x, False) for x in n.src if id(x) not in info)
-  return info[id(node)][1]
 
 
 def _walk_kernel(root: LazyOp, boundary: set, users: dict,
@@ -405,10 +245,10 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       continue
     seen.add(key)
     if reread and node.op is L.ALU and not node.realized and id(node) not in boundary:
-      most = _most_transcendentals(evals)
-      if _loads(node, boundary, REREAD_LOADS) >= REREAD_LOADS or reread >= WINDOW and \
-         _transcendentals(node, boundary, most + 1) > most or \
-         reread == CONV_WINDOW and _varying_loads(node, boundary) >= REREAD_CONV_LOADS:
+      most = most_transcendentals(evals)
+      if element_loads(node, boundary, REREAD_LOADS) >= REREAD_LOADS or reread >= WINDOW and \
+         transcendentals(node, boundary, most + 1) > most or \
+         reread == CONV_WINDOW and varying_loads(node, boundary) >= REREAD_CONV_LOADS:
         boundary.add(id(node))      # recomputed per read: a kernel of its own (see above)
       reread = None                 # its sources read fewer: not checked again
     if node.op is L.REDUCE and not node.realized:
@@ -434,7 +274,7 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
       new.append(node)
       inputs.append(node)
       continue
-    keep = at_output and not (node.op is L.VIEW and _repeats(node)) and \
+    keep = at_output and not (node.op is L.VIEW and repeats(node)) and \
       node.op not in (L.REDUCE, L.GATHER)     # a gather may read an element more than once
     if node.op is L.REDUCE:
       inner = (node, False)
@@ -450,7 +290,7 @@ def _walk(root: LazyOp, boundary: set, users: dict, fuse: set, row: _Row | None 
     # a value broadcast along the kernel's reduced axes (a row's layernorm shift) is loop
     # invariant: computed once per output, not per read, so it is not a re-read
     kind = 0 if reread is None or node.op is not L.VIEW or inner is not None else \
-      _reread_kind(node)
+      reread_kind(node)
     more = max(reread, kind) if kind else reread
     # the source's evaluations if fused: the elements of the widest view that re-reads it
     evals = max(evals, prod(node.shape)) if kind else evals
@@ -479,7 +319,7 @@ def _prologue(view: LazyOp, ctx, root: LazyOp, boundary: set, row_max: int, per_
   if row is None or not reads_whole_rows(view, ctx[0], row.arg[1]) or \
      not worth_it(kernel_outputs(root), length := prod(src.shape[a] for a in row.arg[1]),
                   src.size // max(length, 1) if staged else 0) or \
-     _transcendentals(src, boundary, 1):
+     transcendentals(src, boundary, 1):
     return None
   return row, False
 
@@ -521,7 +361,7 @@ def _recomputable(node: LazyOp, boundary: set, reads: int) -> bool:
     if n.op in (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION, L.GATHER):
       return False
     stack.extend(n.src)
-  return _loads(node.src[0], boundary, REREAD_LOADS) < REREAD_LOADS
+  return element_loads(node.src[0], boundary, REREAD_LOADS) < REREAD_LOADS
 
 
 def kernel_outputs(root: LazyOp) -> int:
@@ -551,16 +391,29 @@ def _tiled(node: LazyOp) -> bool:
 
 
 def _split_matmuls(items: dict, boundary: set) -> bool:
-  """Make each matmul (_tiled) that several kernels compute fused a kernel of its own (adding
-  it to `boundary`); False when there is none (see the module docstring)."""
+  """Make each matmul (_tiled) that several kernels compute fused a kernel of its own, and each
+  but one of the matmuls one kernel computes (adding them to `boundary`); False when there is
+  none (see the module docstring)."""
   count: dict[int, int] = {}
+  shared = set()
   for item in items.values():
-    for node in kernel_reduces(item):
-      if node is not item.out and _tiled(node):
-        count[id(node)] = count.get(id(node), 0) + 1
-  shared = {k for k, n in count.items() if n > 1}
+    tiled = [node for node in kernel_reduces(item) if node is not item.out and _tiled(node)]
+    for node in tiled:
+      count[id(node)] = count.get(id(node), 0) + 1
+    shared |= {id(node) for node in _joint_matmuls(item, tiled)}
+  shared |= {k for k, n in count.items() if n > 1}
   boundary |= shared
   return bool(shared)
+
+
+def _joint_matmuls(item: ScheduleItem, tiled: list) -> list:
+  """The matmuls (_tiled) fused into `item` beside another that it keeps (the one it outputs,
+  else the first found): a kernel of two reductions has no register tile (the optimizer tiles
+  one reduction), so an MLP's silu(gate) * up, both projections fused at the output side, ran
+  a thread per output; apart, the second is a tiled matmul with the product as its epilogue."""
+  if item.out.op is L.REDUCE and _tiled(item.out):
+    return tiled
+  return tiled[1:]
 
 
 def _expands(node: LazyOp, red: LazyOp) -> bool:

@@ -17,7 +17,8 @@ from ..graph.view import contiguous_strides
 from ..uop.ops import Ops, UOp
 from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import Lowerer, Opts, grid_axis, tile_axes, tile_threads
+from .lowerer import Lowerer, Opts
+from .tile_grid import grid_axis, tile_axes, tile_threads
 from .reductions import nested_reduces, sibling_reduces
 from .regtile import tiled_stores
 from .attention import attention_stores

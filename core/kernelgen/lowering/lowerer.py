@@ -50,15 +50,15 @@ from dataclasses import dataclass
 from .. import limits
 from ..dtype import dtypes
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from ..graph.dims import Sym
 from ..graph.lazy import L, LazyOp
+from .combine import chained, pairwise
 from .gather import gather_value
+from .loop_split import inner_split, split_shape, splits, tile_loop_unroll
 from .vector import vector_accumulate, vector_loads
 from .reductions import max_shifted, online_accumulate
 from ..uop.ops import BOOL_REDUCE, EXP2_NONPOSITIVE, Ops, UOp, identity_element, toposort
 from ..graph.schedule import ScheduleItem
 from ..graph.view import View, contiguous_strides, prod
-from ..rules.symbolic import simplify
 
 
 
@@ -76,7 +76,7 @@ class Opts:
   group_vec: int = 1    # grouped reductions: consecutive elements a lane reads per step
   group_chunk: bool = False  # grouped reductions: each lane reads one run of consecutive
                         # elements, not every group-th step (CPU adapters: see optimize.py)
-  upcast_vec: bool = False  # the upcast outputs' runs of loads and their stores as vectors
+  upcast_vec: bool = False  # runs of loads and stores as vectors (a register tile: aligned reads)
   seq_vec: int = 0      # a thread per output of a matvec: its reductions over one axis read
                         # this many consecutive elements per step (vector loads; lower.py SEQ_VEC)
   fma: bool = False     # register tiles (matmul-like) accumulate float products with MULACC
@@ -98,7 +98,7 @@ class Opts:
   keys: int = 0         # fused attention (attention.py): keys per trip of the key loop (0: its
                         # default, ATTENTION_KEYS or fewer for many rows)
   tile_chunk: int = 0   # register tiles over a symbolic axis (a run-time grid): its blocks in runs
-                        # of this many, innermost (lowerer.tile_threads; variants.py)
+                        # of this many, innermost (tile_grid.tile_threads; variants.py)
   capped: bool = False  # a choice was cut down to fit a one-off run's compile budget (not read by
                         # lowering: compile_cost.py; realize may swap in the uncapped kernel)
 
@@ -109,136 +109,8 @@ MAX_TRIPS = 1 << 14
 # online softmax (Opts.row_online): vector steps per trip, so its rescale is paid once per 8
 # values (SwiftShader in Chromium, 4096x1024 f32, hand-edited WGSL: 4 per trip 30.9 ms, 8 28.8)
 ONLINE_UNROLL = 2
-# tiled kernels unroll their reduction loop this many times where it divides the loop (lavapipe,
-# matmul 1024^2 f32, 8x8 tiles: unrolled 1 / 2 / 4 times ran 211 / 198 / 198 ms and compiled
-# 512^3 in 18 / 22 / 30 ms: 2 keeps the kernel speed at two thirds of the compile time). With
-# the tile's columns as vectors (regtile.py), 512^2 f32 on a loaded lavapipe: 1 / 2 ran about
-# 37 / 34 ms (the scalar tiles 45) from 176 / 247 UOps
-TILE_UNROLL = 2
-# tiled reductions over several axes loop over the leading ones and unroll the trailing ones
-# whose elements number at most TILE_INNER (conv2d: loop over input channels x window rows, unroll
-# the window's columns, so neighbouring output columns share the loads of overlapping windows;
-# lavapipe, conv2d 3x3 64ch 56x56 in 8x8 tiles: one loop over all 576 reduced elements 21.5 ms,
-# the 3 columns unrolled 14.6 ms, the whole 3 x 3 window 16.1 ms and twice the compile time)
-TILE_INNER = 8
 # threads in a subgroup at most (WGSL; a PTX warp has 32)
 MAX_SUBGROUP = 128
-
-def _chained(op: Ops, dtype, terms: list) -> UOp:
-  """((t0 op t1) op t2) op ...: the terms of one step in order."""
-  total = terms[0]
-  for t in terms[1:]:
-    total = UOp(op, dtype, (total, t))
-  return total
-
-
-def _pairwise(op: Ops, dtype, terms: list) -> UOp:
-  """The terms of one step combined pairwise ((t0 op t1) op (t2 op t3) ...): a tree of
-  log2(n) levels, not a chain of n - 1 dependent ops (Opts.reduce_inner's unrolled words). A sum
-  of products whose last factors repeat (a_i * c, b_j * d, ...) is taken as (sum a_i) * c +
-  (sum b_j) * d + ...: a block's scale applied once per block, not once per value (a whole
-  unrolled reduction has one factor per block). Likewise products whose last factors are
-  differences with one subtrahend (x_i * (b_i - z): a block's values less its zero point) are
-  taken as sum x_i * b_i - (sum x_i) * z: where the x_i are the activation (the same nodes in
-  every row of a thread), their sum is made once per block for all the thread's rows, and a
-  value costs no subtraction (quant_nbits.matmul_words)."""
-  if op is Ops.ADD and len(terms) > 1 and all(t.op is Ops.MUL for t in terms):
-    by_factor: dict = {}
-    for t in terms:
-      by_factor.setdefault(t.src[1], []).append(t.src[0])
-    if len(by_factor) < len(terms):
-      terms = [UOp(Ops.MUL, dtype, (_minus_common(dtype, parts), factor))
-               for factor, parts in by_factor.items()]
-  return _tree(op, dtype, terms)
-
-
-def _minus_common(dtype, terms: list) -> UOp:
-  """The sum of `terms`; where each is x_i * (b_i - z) with one z, sum x_i * b_i - (sum x_i) * z.
-  The q4 matvec (bench/q4_matvec.py's shapes, the same process's kernel without the fold, CPU
-  seconds per run, median of 20 interleaved rounds, two runs, load 6.5-8): lavapipe 1536x576
-  1.09 / 1.09x, 576x1536 1.28 / 1.30x, 4864x896 1.03 / 0.98x, 896x4864 1.15 / 1.02x, 49152x576
-  0.98 / 1.13x; SwiftShader (8 rounds) 1.03-1.06x. Small: its loads rather than its arithmetic
-  seem to bound it (lavapipe, the MLP shapes: a kernel only summing the words takes 1.0-1.7x the copy's
-  time, the matvec 1.4-2.5x)."""
-  if len(terms) > 1 and all(t.op is Ops.MUL and t.src[1].op is Ops.SUB for t in terms):
-    z = terms[0].src[1].src[1]
-    if all(t.src[1].src[1] is z for t in terms):
-      xb = _tree(Ops.ADD, dtype, [_scaled_first(dtype, t.src[0], t.src[1].src[0]) for t in terms])
-      xs = _tree(Ops.ADD, dtype, [t.src[0] for t in terms])
-      return UOp(Ops.SUB, dtype, (xb, UOp(Ops.MUL, dtype, (xs, z))))
-  return _tree(Ops.ADD, dtype, terms)
-
-
-def _scaled_first(dtype, x: UOp, b: UOp) -> UOp:
-  """x * b; where b is c * k with k a power-of-two float constant, (x * k) * c: the same value
-  (a power of two scales exactly, barring underflow to subnormals), and x * k is one node for
-  every row of a thread sharing x (the q4 matvec's activation times its field's 2^-pos,
-  quant_nbits.placed_fields), so a value costs one multiply, not two. The q4 matvec's WGSL 11 %
-  shorter (bench/q4_matvec.py's 1536x576: 1822 -> 1626 lines), its speed within the noise: in one
-  process, interleaved, without / with, the copy's time over the matvec's (fastest of 15-20) and
-  CPU seconds (median), the four MLP shapes, lavapipe (load 17-19 on 2 CPUs) 0.65 / 0.67, 0.64 /
-  0.65, 0.53 / 0.53, 0.58 / 0.59, cpu 0.75 / 0.77, 1.03 / 0.95, 0.75 / 0.75, 0.67 / 0.69;
-  SwiftShader (load 20-22) 0.42 / 0.39, 0.40 / 0.40, 0.40 / 0.41, 0.40 / 0.40, cpu 0.53 / 0.68,
-  0.61 / 0.58, 0.44 / 0.44, 0.43 / 0.41 (issue 35: neither adapter is bound by this multiply)."""
-  k = simplify(b.src[1]) if b.op is Ops.MUL and dtype.is_float() else None
-  if k is None or k.op is not Ops.CONST or k.dtype != dtype:
-    return UOp(Ops.MUL, dtype, (x, b))
-  if not math.isfinite(k.arg) or k.arg <= 0 or k.arg == 1 or math.frexp(k.arg)[0] != 0.5:
-    return UOp(Ops.MUL, dtype, (x, b))
-  return UOp(Ops.MUL, dtype, (UOp(Ops.MUL, dtype, (x, k)), b.src[0]))
-
-
-def _tree(op: Ops, dtype, terms: list) -> UOp:
-  """The terms combined pairwise, level by level."""
-  while len(terms) > 1:
-    pairs = [UOp(op, dtype, (a, b)) for a, b in zip(terms[::2], terms[1::2])]
-    terms = pairs + terms[len(pairs) * 2:]
-  return terms[0]
-
-
-def _inner_split(shape, most: int = 0) -> int:
-  """Where a tiled reduction's axes split into its loop (shape[:k]) and the trailing axes it
-  unrolls completely (shape[k:], at most TILE_INNER elements, or `most`: then all of them where
-  they fit, k = 0): k = len(shape) for none."""
-  k, inner, least = len(shape), 1, 0 if most else 1
-  while k > least and inner * shape[k - 1] <= (most or TILE_INNER):
-    k, inner = k - 1, inner * shape[k - 1]
-  return k if inner > 1 else len(shape)
-
-
-def inner_split(shape, most: int = 0) -> int:
-  """_inner_split for the launch choices (lowering/threads.py's stepped matvec)."""
-  return _inner_split(shape, most)
-
-
-def tile_loop_unroll(shape, tile_inner: int = 0, tile_unroll: int = 0) -> int:
-  """The trips of a tiled reduction's loop over `shape` that one step of it unrolls
-  (Lowerer._tile_loop): TILE_UNROLL (Opts.tile_unroll where given) where that divides it and
-  nothing else is unrolled; Opts.tile_unroll also around the trailing axes unrolled whole."""
-  k, total = _inner_split(shape, tile_inner), prod(shape)
-  step = tile_unroll or TILE_UNROLL
-  unroll = step if k == len(shape) and total % step == 0 else 1
-  if k < len(shape) and tile_unroll and prod(shape[:k]) % tile_unroll == 0:
-    unroll = tile_unroll            # Opts.tile_unroll: the loop around an unrolled window too
-  return unroll
-
-
-def split_shape(shape, most: int) -> list:
-  """A reduction's reduced axes `shape` as Opts.reduce_inner loops over them: one axis of K
-  elements as (K // t, t), t the largest divisor of K of at most `most` leaving at least 2
-  trips (an fp32 matvec's row: the packed-weight matvec's layout); several axes, or one with no
-  such divisor, as they are."""
-  if len(shape) != 1 or not most:
-    return list(shape)
-  n = shape[0]
-  t = next((t for t in range(min(most, n // 2), 1, -1) if n % t == 0), 0)
-  return [n // t, t] if t else list(shape)
-
-
-def _splits(shape, most: int) -> bool:
-  """Opts.reduce_inner unrolls some trailing axes of reduced axes `shape` (split_shape's)."""
-  split = split_shape(shape, most)
-  return _inner_split(split, most) < len(split)
 
 
 _UNSEEN = object()
@@ -431,7 +303,7 @@ class Lowerer:
     pair = self.online.get(id(node))
     if self.seq_vec > 1 and len(axes) == 1 and src.shape[axes[0]] % self.seq_vec == 0:
       ranges, points, vec = self._vector_points(node, idxs, ONLINE_UNROLL if pair else 1)
-    elif self.reduce_inner and _splits([src.shape[a] for a in axes], self.reduce_inner):
+    elif self.reduce_inner and splits([src.shape[a] for a in axes], self.reduce_inner):
       ranges, points = self._split_points(node, idxs)
       vec = len(points)          # the unrolled runs of consecutive loads: vector loads
     else:
@@ -512,7 +384,7 @@ class Lowerer:
       init = UOp.const(dtype, identity_element(op, dtype))
       terms = [body if valid is None else valid.where(body, init) for body, valid in mine]
       inits.append(init)
-      total = _pairwise(op, dtype, terms) if self.reduce_inner else _chained(op, dtype, terms)
+      total = pairwise(op, dtype, terms) if self.reduce_inner else chained(op, dtype, terms)
       updates.append((op, dtype, total))
     outer = [u for u in toposort(list(idxs) + ([gate] if gate is not None else []))
              if u.op is Ops.RANGE]
@@ -596,7 +468,7 @@ class Lowerer:
     loop, so each step's loads of what they share (a matvec's vector) are made once."""
     axes = node.arg[1]
     shape = split_shape([node.src[0].shape[a] for a in axes], self.reduce_inner)
-    k = _inner_split(shape, self.reduce_inner)
+    k = inner_split(shape, self.reduce_inner)
     outer = prod(shape[:k])
     shared = self.split_loops if self.split_loops is not None else {}
     if id(node) not in shared:
@@ -650,7 +522,7 @@ class Lowerer:
     Opts.tile_unroll that many times where it divides it, inner axes unrolled or not), the
     trailing axes that _inner_split picks unrolled completely in each step; `limit` (Lowerer.
     limit: how many elements hold values) stops the loop where nothing is unrolled."""
-    k = _inner_split(shape, self.tile_inner)
+    k = inner_split(shape, self.tile_inner)
     outer, inner = prod(shape[:k]), list(itertools.product(*[range(n) for n in shape[k:]]))
     unroll = tile_loop_unroll(shape, self.tile_inner, self.tile_unroll)
     ranges, lanes = self._loop(outer, unroll=unroll, limit=limit if k == len(shape) else None)
@@ -736,57 +608,3 @@ class Lowerer:
   def _id(self) -> int:
     self.next_id += 1
     return self.next_id - 1
-
-
-def tile_axes(shape) -> tuple[int, int] | None:
-  """The output axes a register tile spans: the last two of size > 1 (None: fewer than two)."""
-  axes = [a for a, n in enumerate(shape) if n > 1]
-  return (axes[-2], axes[-1]) if len(axes) >= 2 else None
-
-
-def tile_threads(shape, tile: tuple, axes: tuple, local: int, first: int | None = None,
-                 chunk: int = 0, clamp: bool = False) -> tuple[list, UOp | None]:
-  """(each axis's block index, gate) of this thread in the grid of R x C blocks over `axes` of
-  `shape` (one thread per block; the gate is None where the threads fit the grid exactly).
-  Threads run over the blocks in row-major order, but with axis `first` (grid_axis: a symbolic
-  size) outermost, so the blocks a smaller bound value needs are the first threads and a
-  run-time grid (compiler.with_grid) can launch only those. With `chunk` (Opts.tile_chunk, a
-  divisor of that axis's blocks) the blocks of axis `first` go in runs of `chunk`, outermost,
-  and the other axes' blocks, then `chunk` consecutive blocks of `first` innermost: the lanes of
-  a workgroup walk that axis first, as a static kernel's lanes walk its last axis. With `clamp`,
-  the threads past the grid take the last block's indices (the gate still says which they are):
-  their reads need no gate (regtile.tiled_stores)."""
-  grid = list(shape)
-  for axis, size in zip(axes, tile):
-    grid[axis] = math.ceil(grid[axis] / size)
-  threads = prod(grid)
-  groups = max(1, math.ceil(threads / local))
-  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
-  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
-  thread = gid * int_const(local) + lid if local > 1 else gid
-  gate = thread.lt(int_const(threads)) if groups * local > threads else None
-  if clamp and gate is not None:
-    thread = gate.where(thread, int_const(threads - 1))
-  order = list(range(len(grid)))
-  if first is not None and chunk > 1 and grid[first] % chunk == 0:
-    rest = [a for a in order if a != first]
-    idx = unravel([(thread, 1, threads)], 0,
-                  [grid[first] // chunk] + [grid[a] for a in rest] + [chunk])
-    base = [None] * len(grid)
-    for a, u in zip(rest, idx[1:-1]):
-      base[a] = u
-    base[first] = idx[0] * int_const(chunk) + idx[-1]
-    return base, gate
-  if first:
-    order = [first] + [a for a in order if a != first]
-  base = [None] * len(grid)
-  for a, u in zip(order, unravel([(thread, 1, threads)], 0, [grid[a] for a in order])):
-    base[a] = u
-  return base, gate
-
-
-def grid_axis(out: LazyOp) -> int | None:
-  """The output axis a run-time grid follows: the only symbolic one of `out` (None where it has
-  none or several)."""
-  axes = [a for a, s in enumerate(out.sym or ()) if isinstance(s, Sym)]
-  return axes[0] if len(axes) == 1 else None

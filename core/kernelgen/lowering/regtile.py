@@ -21,12 +21,14 @@ from ..dtype import dtypes
 from .index_math import I32, gate_and, int_const, linear_index, plus_offset, splat, unravel, \
   vectorize
 from ..graph.lazy import L, LazyOp
-from .lowerer import MAX_TRIPS, TILE_UNROLL, Lowerer, grid_axis, tile_threads
+from .lowerer import MAX_TRIPS, Lowerer
+from .loop_split import TILE_UNROLL
+from .tile_grid import block_start, grid_axis, tile_threads
 from .tileplan import StageLowerer, plan
 from ..uop import trampoline
-from .vector import vector_loads
+from .vector import aligned_loads, vector_loads
 from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element
-from ..rules.symbolic import linear_sum
+from ..rules.symbolic import linear_sum, simplify
 from ..graph.view import contiguous_strides, prod
 
 
@@ -40,6 +42,31 @@ from ..graph.view import contiguous_strides, prod
 # in the model (bench/pypi_kernels.py common.onnx, GPU timestamps best of 3, load ~10): lavapipe
 # 263 -> 171 ms, SwiftShader 897 -> 330 ms. SqueezeNet's 1x1 convs that changed so (55x55, 27x27,
 # the last 1000-channel one): within the noise on lavapipe (43.1 -> 42.2 ms for the three).
+
+# ALIGNED_WINDOWS (issue 42): with Opts.upcast_vec (the WGSL target's default) a tile's step reads
+# its runs of 4 loads at provably aligned indices under one gate as vec4 words
+# (vector.aligned_loads, as slide.py's window rows): a dense conv's padded window, whose loads the
+# padding gates (so _packed leaves them scalar), reads a row of taps of a 16-column tile (18
+# columns) as 4 words and the 2 halo columns alone, where it made 18 scalar loads. Where the
+# row's length or the tile's columns are not a multiple of 4, nothing is aligned and the loads
+# stay scalar (a ragged last block of columns: FITTED_BLOCKS). bench/conv_window_ab.py natively,
+# GPU timestamps, best of 16-20 interleaved A/B in one process, load 2.4-3.9 on 2 shared CPUs, ms
+# (scalar -> words; a 1x1 conv compiled the same both ways moved 1-2 % in the 20-round run, up
+# to 2x in others): lavapipe 3x3 96->24 at 80x80 10.4 -> 8.8 and 21.2 -> 18.0, at 40x40
+# 4.7 -> 3.5 and 12.0 -> 9.4, 64->64 at 56x56 (bench/peers.py's conv) 20.6 -> 17.3 and
+# 37.1 -> 28.2; SwiftShader within its noise (80x80 154 -> 148, 40x40 35 -> 39, 56x56 139 -> 139).
+
+# FITTED_BLOCKS (issue 42): where the tile's columns do not divide the output's (ddddocr
+# common_det's 52-wide convs in 8-column tiles), the last block starts at n - C (tile_grid.
+# block_start), overlapping the block before it, rather than clamping every column index: the
+# indices stay sums of multiples of 4 where C and n are (aligned vec4 words: ALIGNED_WINDOWS) and
+# the stores need no column gates. The overlap recomputes what the clamped columns recomputed.
+# bench/conv_window_ab.py --only ddddocr, lavapipe, GPU timestamps, best (median) of 16
+# interleaved rounds in one process, load 2.3 on 2 shared CPUs, clamped -> fitted, ms: 3x3
+# 48->48 18.8 (18.9) -> 9.9 (10.2), 96->96 36.5 (68.1) -> 19.8 (39.1); SwiftShader tiles these
+# 13 columns wide (its kernels are unchanged).
+# (False: every column of a ragged grid clamped, as before; bench/conv_window_ab.py's baseline)
+FIT_RAGGED = True
 
 def tile_lanes(src: LazyOp, cols: int, staged: set) -> int:
   """How many of the register tile's columns share one vector: the widest of at most 4 that
@@ -60,7 +87,8 @@ def tile_lanes(src: LazyOp, cols: int, staged: set) -> int:
 
 def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: int,
                   valid: list | None, fma: bool, ranges: list, barrier: bool = False,
-                  vector_rows: bool = False, start: list | None = None) -> list:
+                  vector_rows: bool = False, start: list | None = None,
+                  aligned: bool = False) -> list:
   """The register tile's accumulators after their loop over `ranges` (AFTER nodes: Lowerer.
   accumulators, `barrier` as there), row by row, a vector of `lanes` columns each: acc op= the
   reduction's source at elements 0..unroll-1 of this trip, computed from
@@ -70,7 +98,8 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
   a row's loads of consecutive elements 0..unroll-1 (A's row in a matmul) are vector loads
   (SwiftShader loads every lane's value on its own: 4 scalar loads cost about 4 vector ones).
   `start`: the accumulators' values before the loop (an earlier loop's results), else the
-  identity."""
+  identity. With `aligned` (Opts.upcast_vec), runs of 4 gated loads at aligned indices are vec4
+  words (ALIGNED_WINDOWS)."""
   src, memo = p.source, {}
   a_ids, b_ids = {id(n) for n in p.a}, {id(n) for n in p.b}
 
@@ -140,6 +169,9 @@ def tile_accumulators(lw: Lowerer, p, tile: tuple, lanes: int, operand, unroll: 
   if vector_rows and not fused and unroll > 1:     # every block's step, its row loads merged
     steps = dict(enumerate(b for b, _ in vector_loads([(step(k), None)
                                                           for k in range(len(blocks))], unroll)))
+  if aligned and not fused:    # a padded window's rows: runs of 4 gated loads as vec4 words
+    bodies = [steps[k] if k in steps else step(k) for k in range(len(blocks))]
+    steps = dict(enumerate(aligned_loads(bodies)))
 
   def update(k: int, acc: UOp) -> UOp:
     i, g = blocks[k]
@@ -165,13 +197,15 @@ def _row_vectors(memo: dict, node: LazyOp, operand, rows: int, kk: int) -> None:
 
 
 def tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple, steps: tuple,
-                 blocks: tuple, lanes: int, results: list, gate: UOp | None) -> list:
+                 blocks: tuple, lanes: int, results: list, gate: UOp | None,
+                 fitted: bool = False) -> list:
   """The stores of the register tile (`results`: its accumulators after their loop, from
   tile_accumulators): elementwise ops after the reduction at each point, at
   clamped indices, stores gated at the edges (and by `gate`). Output (i, lane v of vector g)
   sits at row first[0] + steps[0]*i and column first[1] + steps[1]*g + v (blocks: the rows and
   columns that one block of threads covers, so n % block says whether edges need gates). A
-  vector's columns are consecutive: one vector store where the output's are too."""
+  vector's columns are consecutive: one vector store where the output's are too. `fitted`: the
+  blocks' columns never pass the output's (tile_grid.block_start): no clamps, no gates there."""
   out = lw.item.out
   (rows, cols), (ar, ac) = tile, axes
   nr, nc = out.shape[ar], out.shape[ac]
@@ -179,11 +213,11 @@ def tile_stores(lw: Lowerer, tile: tuple, axes: tuple, base: list, first: tuple,
   idxs = list(base)
   idxs[ar], idxs[ac] = first
   flat0 = linear_index([(u, s, n) for u, s, n in zip(idxs, strides, out.shape) if n > 1], 0)
-  wide = lanes > 1 and strides[ac] == 1 and nc % blocks[1] == 0
+  wide = lanes > 1 and strides[ac] == 1 and (nc % blocks[1] == 0 or fitted and nc % lanes == 0)
 
   def place(axis: int, n: int, block: int, index: UOp) -> tuple:
     """(index clamped to the axis, the gate of a store there)"""
-    if n % block == 0:
+    if n % block == 0 or (fitted and axis == ac):
       return index, None
     inside = index.lt(int_const(n))
     return inside.where(index, int_const(n - 1)), inside
@@ -262,6 +296,30 @@ _LANEWISE = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.MIN, Ops.NEG, Ops
                        Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.RECIP, Ops.CAST})
 
 
+# ops gather_lanes joins on unsigned lanes too: no sign, so C's division is the floor's, and
+# every target renders them on vectors (a packed weight's fields: onnx/operators/quant_tiled.py)
+_UNSIGNED_LANEWISE = frozenset({Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHR})
+
+
+def _lanewise(u: UOp) -> bool:
+  """u's op joins lanes into one vector op (_LANEWISE, _UNSIGNED_LANEWISE on unsigned ints)."""
+  return u.op in _LANEWISE or u.op in _UNSIGNED_LANEWISE and u.dtype.is_unsigned()
+
+
+def _power_of_two_step(u: UOp) -> UOp:
+  """An unsigned u // 2^k as u >> k and u % 2^k as u & (2^k - 1) (the divisor simplified to a
+  constant first): joined into a vector op, a division by a constant vector is left as one
+  (the simplifier's rules are scalar), which a driver may not turn into a shift."""
+  if u.op not in (Ops.IDIV, Ops.MOD) or not u.dtype.is_unsigned() or u.dtype.count != 1:
+    return u
+  d = simplify(u.src[1])
+  if d.op is not Ops.CONST or d.arg <= 0 or d.arg & (d.arg - 1):
+    return u
+  if u.op is Ops.MOD:
+    return UOp(Ops.AND, u.dtype, (u.src[0], UOp.const(u.dtype, d.arg - 1)))
+  return UOp(Ops.SHR, u.dtype, (u.src[0], UOp.const(u.dtype, d.arg.bit_length() - 1)))
+
+
 def gather_lanes(values: list, memo: dict | None = None) -> UOp:
   """The scalar lanes `values` (one output each) as one vector, joined where they are alike: a
   vector's GEPs in order -> the vector; the same lane-wise op on each -> that op on the joined
@@ -271,6 +329,7 @@ def gather_lanes(values: list, memo: dict | None = None) -> UOp:
 
 def _gathered(values: list, memo: dict):
   """gather_lanes as a trampolined walk (uop/trampoline.py): no recursion on the graph's depth."""
+  values = [_power_of_two_step(v) for v in values]
   key = tuple(values)
   if key in memo:
     return memo[key]
@@ -281,7 +340,7 @@ def _gathered(values: list, memo: dict):
     got = src
   elif first.op is Ops.LOAD:
     got = _packed(values)
-  elif first.op in _LANEWISE and first.dtype.count == 1 and first.dtype != dtypes.bool and \
+  elif _lanewise(first) and first.dtype.count == 1 and first.dtype != dtypes.bool and \
       all(s.dtype.count == 1 and s.dtype != dtypes.bool for s in first.src) and \
       all(v.op is first.op and v.arg == first.arg and v.dtype == first.dtype and
           len(v.src) == len(first.src) for v in values):
@@ -332,7 +391,10 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out),
                            opts.tile_chunk, clamp)
   read_gate = None if clamp else gate
+  nc = out.shape[ac]
+  fitted = FIT_RAGGED and cols > 1 and nc % cols != 0 and nc >= cols and grid_axis(out) != ac
   first = [base[ar] * int_const(rows) if rows > 1 else base[ar],
+           block_start(base[ac], cols, nc) if fitted else
            base[ac] * int_const(cols) if cols > 1 else base[ac]]
   probe = list(base)
   probe[ar], probe[ac] = first
@@ -352,7 +414,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
 
   def at(axis: int, k: int, n: int) -> UOp:
     index = plus_offset(first[k], n)
-    if out.shape[axis] % (rows, cols)[k]:
+    if out.shape[axis] % (rows, cols)[k] and not (k == 1 and fitted):
       index = index.lt(int_const(out.shape[axis])).where(index, int_const(out.shape[axis] - 1))
     return index
 
@@ -372,18 +434,18 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
       for lane in range(lanes):
         idxs[rc] = at(ac, 1, g * lanes + lane)
         values.append(lw.value(node, tuple(idxs), load_gate))
-      return _packed(values)
+      return gather_lanes(values, gathered)
     return operand
 
-  a_ids = {id(n) for n in p.a}
+  a_ids, gathered = {id(n) for n in p.a}, {}
   results = None
   for ranges, points in loops:
     valid = [v for _, v in points]
     results = tile_accumulators(lw, p, (rows, cols), lanes, operand_at(points), len(points),
                                 valid, opts.fma, ranges, vector_rows=opts.tile_unroll > 1,
-                                start=results)
+                                start=results, aligned=opts.upcast_vec)
   return tile_stores(lw, opts.tile, axes, base, tuple(first), (1, lanes), (rows, cols), lanes,
-                      results, gate)
+                      results, gate, fitted)
 
 
 def exact_loops(lw: Lowerer, shape: list, limit: UOp, unroll: int) -> list:

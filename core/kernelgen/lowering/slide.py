@@ -66,7 +66,8 @@ from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import contiguous_strides, prod
 from ..uop.ops import Ops, UOp, toposort
 from .index_math import gate_and, int_const, linear_index, plus_offset
-from .lowerer import MAX_TRIPS, Opts, tile_threads
+from .lowerer import MAX_TRIPS, Opts
+from .tile_grid import tile_threads
 from .threads import local_size, spread_groups
 from .tileplan import StageLowerer, probe_vars, read_axes
 from .vector import MAX_VECTOR, aligned_loads
@@ -84,7 +85,7 @@ from .vector import MAX_VECTOR, aligned_loads
 #   1.21 (not taken: twice the 5x5's loop body), 5x5 s2 (40 columns, ragged) 3.22 / 2.21
 SLIDE_COLS = (16, 8, 4, 2, 1)
 SLIDE_WORK, SLIDE_WIDE, SLIDE_WIDE_WORK = 512, 16, 160
-# a kernel with fewer outputs takes no slide (as register tiles: optimize.TILE_MIN_SIZE)
+# a kernel with fewer outputs takes no slide (as register tiles: tile_shape.TILE_MIN_SIZE)
 SLIDE_MIN_SIZE = 4096
 # the rows are split into strips while the threads number fewer than this (each strip re-reads
 # q - 1 input rows: strips are kept at least SLIDE_MIN_STRIP * (q - 1) rows long); C above 8

@@ -25,7 +25,9 @@ from ..graph.view import prod
 from ..render.target import Target
 from ..uop.ops import Ops
 from . import compile_cost
-from .lowerer import Opts, grid_axis, inner_split, split_shape
+from .lowerer import Opts
+from .loop_split import inner_split, split_shape
+from .tile_grid import grid_axis
 
 # workgroup sizes to try, best first: a size that divides the output avoids bounds checks
 PREFERRED_LOCAL = (256, 128, 64, 32)
@@ -76,7 +78,7 @@ GRID_LOCAL = 64
 # (64, 512) @ (512, n)) runs that axis's tiles outermost, so its lanes walked the other axis
 # (a (64, 512) @ (512, 2048) in 16 x 16 tiles: lanes 4 row blocks apart, the static kernel's 16
 # columns apart); grid_chunk gives its lanes runs of at most MAX_TILE_CHUNK tiles of that axis
-# (Opts.tile_chunk: lowerer.tile_threads), as the static kernel's, within the workgroups it
+# (Opts.tile_chunk: tile_grid.tile_threads), as the static kernel's, within the workgroups it
 # launched before at every bound value. Lavapipe, that matmul at n = 2048, symbolic / static
 # GPU time (timestamps, best of 7-9 per process, processes of main and this alternated, load
 # 10-12 on 2 CPUs): before 1.15-1.54x, runs of 16 0.69-1.08x, of 8 0.63-1.06x
@@ -125,7 +127,7 @@ def _first_local(n: int, limit: int, lanes: int) -> int:
 
 def grid_local(item: ScheduleItem, limit: int) -> int:
   """The most threads per workgroup for register-tiled `item`: GRID_LOCAL where its output has a
-  symbolic axis (lowerer.grid_axis), else `limit` (within `limit` either way)."""
+  symbolic axis (tile_grid.grid_axis), else `limit` (within `limit` either way)."""
   return min(limit, GRID_LOCAL) if grid_axis(item.out) is not None else limit
 
 
@@ -161,7 +163,7 @@ def _unrolled_tail(shape: list, most: int) -> int:
   return tail
 
 
-# A 1-row matvec's one reduced axis split (K // t, t) (lowerer.split_shape, issue 35), so the
+# A 1-row matvec's one reduced axis split (K // t, t) (loop_split.split_shape, issue 35), so the
 # stepped rows layout above applies with reduce_step (both CPU adapters): bench/group_outputs.py,
 # GPU ms best of 3 interleaved, copy of w / thread per output (main's layout from group_outputs
 # outputs) / split, weights (N, K): load ~2.4, lavapipe K=576 N=49152 42.4 / 41.3 / 35.8, N=576

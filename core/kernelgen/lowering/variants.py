@@ -28,8 +28,27 @@ workgroup's row offset), m = 3 8.6-9.6x -> 2.8-4x (a 4 x 4 tile where the static
 0.1-0.2x, m = 17 2.3x (one run), m >= 77 0.9-1.1x. Each variant costs a compile and a pipeline
 at the kernel's first compile (lavapipe, m in 1..2048: 6 variants and the kernel, 7 pipelines).
 
+Later (issue 34): the static kernel of m = 1 got faster (a 1-row matvec reading a thread's rows
+as vector loads, lower._rows_vector_loads; threads past a static tiled grid reading the last
+block ungated), while the m = 1 variant stayed a 1 x 8 tile (lavapipe 1.28-1.33x the static
+kernel's GPU time). So where the dim leads the output and the graph cuts to one value without
+moving an address (graph/at_value.py item_at), a register tile's variant for the range's low end
+is the static kernel of that size itself (pinned.STATIC: its WGSL is the static kernel's but for
+its name; no run-time grid, as it serves that one value), in place of the ladder's run there.
+Then the next values too (STATIC_VALUES: m = 1, 2, 3, each the static kernel of its size, the
+ladder from m = 4 up): each is pinned to its one value (CompiledKernel.exact: its stores are
+gated by m == value, so every runtime's pick, natively, in the page and in model.js, takes it at
+that value only: uop/program.py serves; a fallback to another built variant skips it).
+Only with option static_low_end, which no adapter table sets: SwiftShader ran the old 1 x 8
+variant faster than the static kernel (bench/symbolic_static.py, m = 1, sym / static: 0.89x at
+load 1.2, 0.71-0.82x per kernel at load ~3); on lavapipe the pins met the ratio natively, but in
+the page their lazy builds cost tens of seconds beside the run (bench/lm_page.py, SmolLM2 q4,
+2 layers, 3 rounds at idle: prefill 19 against 775 tok/s without them, decode 20 against 34:
+the static 1-row kernels of the LM's projections and head are long, and lavapipe built them in
+the rounds). It stays an option until a pin's build is weighed against what it saves.
+
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
-(512, n)): its threads run over the tiles with that axis outermost (lowerer.tile_threads), so
+(512, n)): its threads run over the tiles with that axis outermost (tile_grid.tile_threads), so
 the run-time grid launches only the tiles the bound value needs, and its variants take the
 tiles the heuristic picks with that axis at the representative values. Within a run of tiles of
 that axis (Opts.tile_chunk, threads.grid_chunk) its lanes walk that axis first, as the static
@@ -102,16 +121,18 @@ from __future__ import annotations
 
 import math
 
+from ..graph.at_value import item_at
 from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
 from .attention import attention_variants
 from ..graph.view import prod
-from .lowerer import Opts, grid_axis
-from .pinned import PIN
+from .lowerer import Opts
+from .tile_grid import grid_axis
+from .pinned import PIN, STATIC
 from .rows import ROW_LOCAL, lane_steps, row_opts
 from .threads import grid_local, local_size
-from .optimize import TILE_MIN_THREADS, TILES, LONG_TILE_REDUCE, preferred_tiles, \
-  with_adapter_defaults
+from .optimize import with_adapter_defaults
+from .tile_shape import TILE_MIN_THREADS, TILES, LONG_TILE_REDUCE, preferred_tiles
 from ..render.target import Target
 
 # representative bound values: the range's low end, then this factor up, below the top
@@ -162,6 +183,13 @@ LANE_VARIANT_OPTIONS = {"group_unroll": 1}
 # m = 1 variant (a 1 x 8 tile, 64 threads in one workgroup) took 1.45x the static kernel's GPU
 # time (0.695 against 0.481 ms, bench/symbolic_static.py at idle). Not lavapipe's: its m = 1
 # variant in one workgroup already ran 0.66x the static kernel there.
+# with option static_low_end, the values lo .. lo + STATIC_VALUES - 1 (below hi) each take the
+# static kernel of that size (pinned.STATIC), the ladder starting above them: lavapipe ran the
+# ladder's m = 2 and 3 variants 1.61x and 1.44x the static kernels' GPU time (matmul (m, 512) @
+# (512, 512), bench/symbolic_static.py at load 1.2; later median ratios 0.66-1.70x and
+# 0.55-2.68x, 5 runs at load 1.6-8.5); as the static kernels (the same WGSL) 0.72-1.06x and
+# 0.97-1.02x (4 runs, load 3.7-7.4)
+STATIC_VALUES = 3
 # at most this many variants besides the kernel itself (each costs a compile and a pipeline; a
 # symbolic N matmul on lavapipe, (64, 512) @ (512, n) in 1..2048, takes 8: the tile changes at
 # n = 2, 3, 4, 8, 61, 249, 497, 505 and 1009, 497..504 joining the run below, and a value
@@ -261,15 +289,20 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
 
   def at(value: int) -> tuple:
     return tile_at(item, opts.tile_axes, preferred, value, bool(merged.get("small_tiles")), axis)
+  static = [(name, v, {STATIC: (name, lo, hi)}) for v in range(lo, min(lo + STATIC_VALUES, hi))
+            if merged.get("static_low_end") and item_at(item, name, v)]
+  start = static[-1][1] + 1 if static else lo   # (each static kernel serves its value only)
   # a capped kernel (a one-off run's compile budget cut its tile) is not left to serve the
   # top: the ladder's tiles are uncapped, so the top run's variant is built anyway (CAPPED_TOP)
-  ladder = tile_ladder(at, lo, hi + 1 if opts.capped else hi)
+  top = hi + 1 if opts.capped else hi
+  ladder = tile_ladder(at, start, top) if start < top else []
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
   spread = _spread(merged)
-  return [(name, most, {"tile": tile, "group": 0, "local": _local(item, tile, opts.tile_axes,
-                                                                  most, axis, target, spread)})
-          for most, tile in _within(ladder, MAX_VARIANTS)]
+  return static + [(name, most, {"tile": tile, "group": 0,
+                                 "local": _local(item, tile, opts.tile_axes, most, axis, target,
+                                                 spread)})
+                   for most, tile in _within(ladder, MAX_VARIANTS)]
 
 
 def _spread(merged: dict) -> tuple:
@@ -383,7 +416,7 @@ def _clip(shape: tuple, tile: tuple, axes: tuple) -> tuple:
 
 def grid_dim(item: ScheduleItem, out=None) -> tuple | None:
   """(axis, name, lo, hi) of the plain dim that is the only symbolic axis of the output (or of
-  `out`, a row kernel's row node; lowerer.grid_axis); None otherwise."""
+  `out`, a row kernel's row node; tile_grid.grid_axis); None otherwise."""
   out = item.out if out is None else out
   axis = grid_axis(out)
   if axis is None:

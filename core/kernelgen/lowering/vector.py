@@ -123,20 +123,22 @@ def aligned_loads(values: list, n: int = MAX_VECTOR) -> list:
     if linear is not None:
       key = (src[0], dt, (simple[u], src[3]) if u in simple else (),
              frozenset(linear[0].items()))
-      groups.setdefault(key, (linear[0], {}))[1][linear[1]] = u
+      # (several nodes may load one element: a window's taps build its index each their way)
+      groups.setdefault(key, (linear[0], {}))[1].setdefault(linear[1], []).append(u)
   mapping = {}
   for (buf, dtype, gate, _), (terms, loads) in groups.items():
     if any(coefficient % n for coefficient in terms.values()):
       continue
     for c in sorted(loads):
       run = [loads.get(c + k) for k in range(n)]
-      if c % n or any(v is None or v in mapping for v in run):
+      if c % n or any(v is None or v[0] in mapping for v in run):
         continue
       # the index as its sum (term * coefficient + ...): what writer.vec4_slots proves aligned
       index = linear_index([(t, k, 2) for t, k in terms.items()], c)
       wide = buf.load(index, gate[0], gate[1].arg, dtype.vec(n)) if gate else \
         buf.load(index, dtype=dtype.vec(n))
-      mapping.update((v, UOp(Ops.GEP, dtype, (wide,), k)) for k, v in enumerate(run))
+      mapping.update((v, UOp(Ops.GEP, dtype, (wide,), k)) for k, same in enumerate(run)
+                     for v in same)
   if not mapping:
     return values
   new = _substitute(order, mapping)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import struct
+import weakref
 
 from ..dtype import dtypes
 from ..errors import KernelgenError, ModelError, ShapeError
@@ -31,22 +32,41 @@ def _host_side(value) -> bool:
     and not buffer.is_input
 
 
+# model -> {initializer name: (its raw bytes, their Static)}: small initializers unpacked once,
+# not at every run (Silero VAD unpacked 8 of them per warm call)
+_UNPACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _statics(model) -> dict:
+  """{initializer name: Static (a small one, unpacked) or (dtype, shape, raw)}. A Static is
+  kept per model while its initializer's bytes stay the same object (never changed in place,
+  so runs share it)."""
+  kept = _UNPACKED.setdefault(model, {})
+  statics = {}
+  for name, (dtype, shape, raw) in model.initializers.items():
+    if math.prod(shape) > FOLD_MAX:
+      statics[name] = (dtype, shape, raw)
+      continue
+    found = kept.get(name)
+    if found is None or found[0] is not raw:
+      found = kept[name] = (raw, Static.from_bytes(dtype, shape, raw))
+    statics[name] = found[1]
+  return statics
+
+
 class Runner:
   """Evaluates a Model's nodes for one set of feeds on one device."""
 
   def __init__(self, model, device: str):
     self.model, self.device = model, device
     self.tensors: dict = {}       # name -> Tensor on self.device
-    self.static: dict = {}        # name -> Static (constant for this run: folded)
+    self.static: dict = _statics(model)   # name -> Static (constant for this run: folded)
     self.host: dict = {}          # name -> Static host copy of a feed (not folded)
     self.folding = False          # True while a static node runs on PYTHON in full precision
     self.node = None
     self.host_reads: set = set()  # feeds whose host copy an operator read (replay.py keys on them)
     self.data_reads: list = []    # device tensors whose values an operator read (data-dependent)
     self.grouped: dict = {}       # name -> merged.Group: a Reshape's merge of symbolic dims
-    for name, (dtype, shape, raw) in model.initializers.items():
-      self.static[name] = Static.from_bytes(dtype, shape, raw) if math.prod(shape) <= FOLD_MAX \
-        else (dtype, shape, raw)
 
   # ---- feeds and results ----
   def run(self, feeds: dict) -> dict:

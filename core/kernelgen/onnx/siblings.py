@@ -13,10 +13,11 @@ and, for MatMul, 2-D with the same K; MatMulNBits' bits, block size and K equal,
 same optional inputs present. Each output element is the same sum over K as before.
 
 Not joined: siblings whose outputs meet in an elementwise expression (the MLP's silu(gate) * up).
-The scheduler already computes such a pair and its activation in one kernel, or the product in
-the second projection's epilogue; joined, the product would be left to every reader of the slices
-(the down projection recomputed silu(gate) * up per output: fp32 SmolLM2 widths on lavapipe, its
-down projection 1.5 -> 3.0 ms a layer), for one dispatch saved at most.
+The scheduler already computes the product in the second projection's epilogue (where the
+projections are matmuls of a prompt's rows: their kernels' tiles, schedule.py), or for one row the
+pair and its activation in one kernel; joined, the product would be left to every reader of the
+slices (the down projection recomputed silu(gate) * up per output: fp32 SmolLM2 widths on
+lavapipe, its down projection 1.5 -> 3.0 ms a layer), for one dispatch saved at most.
 
 The joined initializer replaces its parts in Model.initializers (its bytes are theirs,
 concatenated along N), and the parts' tensors are dropped from Model.proto's graph: the weight

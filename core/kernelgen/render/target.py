@@ -35,7 +35,7 @@ FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "
                      "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles",
                      "tile_window", "tile_size_cap", "row_online", "row_thread_rows",
                      "row_short", "row_short_groups", "attention_keys", "tile_unroll",
-                     "reduce_inner", "reduce_whole",
+                     "reduce_inner", "reduce_whole", "static_low_end",
                      "reduce_rows", "reduce_step", "runs", "q4_lanes",
                      "driver_cost", "long_tiles_cost", "slide", "seq_vec", "tile_chunk",
                      "exact_local", "group_outputs", "whole_tiles", "tile_rate", "min_groups",

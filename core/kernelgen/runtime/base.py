@@ -28,6 +28,11 @@ class Runtime:
   def copyout(self, handle) -> bytes:
     raise NotImplementedError
 
+  def copyout_many(self, handles: list) -> list[bytes]:
+    """The bytes of each buffer in `handles`, read back together (WEBGPU: one submit and one
+    map for them all); by default one copyout each."""
+    return [self.copyout(handle) for handle in handles]
+
   def free(self, handle) -> None:
     """Release a buffer (optional: garbage collection is enough for most runtimes)."""
 

@@ -17,7 +17,7 @@ import time
 
 from ..errors import CompileError, DeviceError, KernelgenError, LimitError
 from ..render.wgsl.adapters import SOFTWARE, classify
-from ..uop.program import CompiledKernel, launch_dispatch, launch_work, variant_for
+from ..uop.program import CompiledKernel, launch_dispatch, launch_work, serves, variant_for
 from .base import Runtime
 
 # WGSL renderer option -> the WebGPU device limit it comes from
@@ -262,12 +262,13 @@ class BrowserWebGPU(Runtime):
 
   def pick(self, kernel: CompiledKernel, var_values: dict[str, int]):
     """The kernel to run for the dims' bound values: the variant whose range holds them first
-    (variant_for) where its pipeline is built, else the first built variant whose range holds
-    them, else the kernel itself (prepared with it; it serves every value). A variant not built
-    is never dispatched: asked for, it is charged its share of the runs' time at the next read
-    (the estimated work of what runs in its place over theirs, each launch's own: charge) and
-    built in the background once that reaches its build cost (DEFAULT_MS_PER_BYTE's comment),
-    and the runs after its build take it."""
+    (variant_for) where its pipeline is built, else the first built variant that serves them
+    (uop/program.py serves: never a pin of another value), else the kernel itself (prepared
+    with it; it serves every value). A variant not built is never dispatched: asked for, it is
+    charged its share of the runs' time at the next read (the estimated work of what runs in
+    its place over theirs, each launch's own: charge) and built in the background once that
+    reaches its build cost (DEFAULT_MS_PER_BYTE's comment), and the runs after its build take
+    it."""
     if self.since is None:
       self.since, self.picked, self.ran, self.shape = self.clock(), [], [], []
       building = self.background is not None and self._state(self.background) == "making"
@@ -290,7 +291,7 @@ class BrowserWebGPU(Runtime):
     variants = getattr(kernel, "variants", ()) or ()
     if not variants or not var_values:
       return kernel, None
-    fits = [v for dim, most, v in variants if dim in var_values and var_values[dim] <= most]
+    fits = [v for dim, most, v in variants if serves(dim, most, v, var_values)]   # (no other pin)
     if not fits:
       return kernel, None
     built = next((v for v in fits if self._state(v) == "ready"), None)

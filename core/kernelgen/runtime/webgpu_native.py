@@ -15,8 +15,10 @@ overlaps kernelgen's compile of the next kernel; `run` waits for the pipeline it
 Dispatches are recorded into one command encoder (a compute pass each) and submitted together
 when something needs their results or must come after them: a read back, a write (queue writes
 run before unsubmitted work), a timed run, `synchronize`, or MAX_BATCH of them. A decode step
-replayed under kg.jit is one submit, at its token's read back. Buffers freed meanwhile are
-destroyed after that submit. `dispatches` and `submits` count both (benchmarks, tests).
+replayed under kg.jit, or an ONNX call replayed (run_many), is one submit, at its read back, whose
+copies join it: every buffer read at once goes through one staging buffer, mapped once
+(copyout_many). Buffers freed meanwhile are destroyed after that submit. `dispatches`, `submits`
+and `maps` count them (benchmarks, tests).
 """
 from __future__ import annotations
 
@@ -111,7 +113,8 @@ class WebGPURuntime(Runtime):
     self.timestamps = "timestamp-query" in self.features
     self._encoder = None          # the command encoder recording dispatches not yet submitted
     self._batched, self._doomed = 0, []    # its dispatches; buffers to destroy after it
-    self.dispatches = self.submits = 0
+    self.dispatches = self.submits = self.maps = 0     # (maps: read backs, one map each)
+    self._staging = None          # the buffer reads back go through (copyout_many)
     # lavapipe inlines a symbolic kernel's dims and compiles again at every dispatch until
     # told otherwise: each pipeline with uniforms settles that first (uniform_inlining.py)
     self.settles = classify(dict(self.adapter.info)) == "lavapipe"
@@ -140,8 +143,33 @@ class WebGPURuntime(Runtime):
     self.device.queue.write_buffer(handle.gpu, 0, data + b"\0" * pad)
 
   def copyout(self, handle: _Buffer) -> bytes:
+    return self.copyout_many([handle])[0]
+
+  def copyout_many(self, handles: list) -> list[bytes]:
+    """The bytes of each buffer, read back together: copies into one staging buffer (kept and
+    grown as needed) joined to the recorded dispatches' submit, then one map."""
+    offsets, end = [], 0
+    for handle in handles:
+      offsets.append(end)
+      end += -(-handle.gpu.size // 8) * 8       # (a mapped range starts at a multiple of 8)
+    staging = self._staging
+    if staging is None or staging.size < end:
+      if staging is not None:
+        staging.destroy()
+      usage = self.wgpu.BufferUsage.MAP_READ | self.wgpu.BufferUsage.COPY_DST
+      staging = self._staging = self.device.create_buffer(size=max(8, end), usage=usage)
+    encoder = self._encoder or self.device.create_command_encoder()
+    self._encoder = encoder
+    for handle, offset in zip(handles, offsets):
+      encoder.copy_buffer_to_buffer(handle.gpu, 0, staging, offset, handle.gpu.size)
     self.flush()
-    return bytes(self.device.queue.read_buffer(handle.gpu))[:handle.nbytes]
+    self.maps += 1
+    staging.map_sync(self.wgpu.MapMode.READ, 0, max(8, end))
+    try:
+      data = staging.read_mapped(0, max(8, end), copy=True)
+    finally:
+      staging.unmap()
+    return [bytes(data[offset:offset + handle.nbytes]) for handle, offset in zip(handles, offsets)]
 
   def free(self, handle: _Buffer) -> None:
     if self._encoder is not None:      # (recorded work may use it; free may run inside `run`)
@@ -292,10 +320,11 @@ class WebGPURuntime(Runtime):
     return (time.perf_counter() - start) / count
 
   def run_many(self, launches: list, var_values: dict[str, int], keep: dict | None = None) -> None:
-    """Dispatch [(kernel, handles, key)] in order in one compute pass and one submit (WebGPU
-    orders the dispatches of a pass and makes each one's writes visible to the next); a
+    """Dispatch [(kernel, handles, key)] in order in one compute pass (WebGPU orders the
+    dispatches of a pass and makes each one's writes visible to the next), recorded with the
+    dispatches waiting for a submit: the read back that follows joins that one submit. A
     launch with a key reuses the bind group kept for it (and its dims' values) in `keep`."""
-    encoder = self.device.create_command_encoder()
+    encoder = self._encoder = self._encoder or self.device.create_command_encoder()
     compute = encoder.begin_compute_pass()
     for kernel, handles, key in launches:
       kernel = variant_for(kernel, var_values)
@@ -312,9 +341,10 @@ class WebGPURuntime(Runtime):
       compute.set_bind_group(0, group)
       compute.dispatch_workgroups(*launch_dispatch(kernel.launch, var_values))
     compute.end()
-    self.device.queue.submit([encoder.finish()])
     self.dispatches += len(launches)
-    self.submits += 1
+    self._batched += len(launches)
+    if self._batched >= MAX_BATCH:
+      self.flush()
 
   def _queries(self):
     query_set = self.device.create_query_set(type=self.wgpu.QueryType.timestamp, count=2)

@@ -188,10 +188,12 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
       self.node.buffer.handle
     return self
 
-  def _bytes(self) -> bytes:
-    """The values as bytes in numpy layout, of the logical shape (_host_shape)."""
-    from ..realize import read_bytes
-    raw = read_bytes(self.node)
+  def _bytes(self, raw: bytes | None = None) -> bytes:
+    """The values as bytes in numpy layout, of the logical shape (_host_shape); `raw`: the
+    buffer's bytes when they were read already (numpy_of)."""
+    if raw is None:
+      from ..realize import read_bytes
+      raw = read_bytes(self.node)
     if self.node.sym is None:
       return raw
     from .symbolic import compact
@@ -231,12 +233,16 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
     computing the tensor first.
 
     Raises DeviceError when numpy is not installed (use `tolist` or `data` then)."""
+    return self._array(None)
+
+  def _array(self, raw: bytes | None):
+    """numpy(), from the buffer's bytes `raw` when they were read already."""
     try:
       import numpy as np
     except ImportError:
       raise DeviceError("Tensor.numpy() needs numpy, which is not installed here: "
                         "use .tolist() or .data() instead") from None
-    raw, shape = self._bytes(), self._host_shape()
+    raw, shape = self._bytes(raw), self._host_shape()
     if self.dtype == dtypes.bfloat16:
       return np.array(unpack(raw, self.dtype), dtype=np.float32).reshape(shape)
     return np.frombuffer(raw, dtype=np.dtype(self.dtype.name)).reshape(shape).copy()
@@ -653,6 +659,23 @@ class Tensor(ArithmeticOps, MathOps, SpecialOps, ActivationOps, ReduceOps, Linal
   def where(self, x, y) -> Tensor:
     """where(self, x, y): x where self is true, else y (the mixins select with it)."""
     return where(self, x, y)
+
+
+def numpy_of(*tensors: Tensor) -> list:
+  """The values of several tensors as new numpy arrays (each as Tensor.numpy gives it),
+  computed together and read back together: on WEBGPU one submit and one map for all of them
+  (a model's outputs: `kg.numpy_of(out["output"], out["stateN"])`), where reading each with
+  .numpy() maps once per tensor.
+
+  Raises DTypeError for a value that is not a Tensor, DeviceError when numpy is not
+  installed."""
+  from ..realize import read_many
+  for t in tensors:
+    if not isinstance(t, Tensor):
+      raise DTypeError(f"kg.numpy_of takes Tensors, got a {type(t).__name__}: pass only "
+                       f"kg.Tensor values (other values are on the host already)")
+  raws = read_many([t.node for t in tensors])
+  return [t._array(raw) for t, raw in zip(tensors, raws)]
 
 
 def hash_u32(index: Tensor, seed) -> Tensor:

@@ -220,8 +220,10 @@ class CompiledKernel:
   kernel compiled for many runs. `variants`: ((dim, most, CompiledKernel), ...), the same
   computation compiled for smaller bound values of the symbolic `dim` (a register tile or the
   lanes per row sized for them, lowering/variants.py), all compiled with this one: a runtime
-  runs the first whose `most` holds the bound value (`variant_for`), else this kernel; each is
-  correct at every value, so a runtime that ignores them only runs slower."""
+  runs the first that serves the bound value (`serves`: up to its `most`), else this kernel;
+  each is correct at every value it serves, so a runtime that ignores them only runs slower.
+  `exact`: a variant pinned to the one value `most` (lowering/pinned.py: its stores are gated by
+  dim == most, so at any other value it writes nothing): it serves that value only."""
   name: str
   target: str                       # "wgsl" or "ptx"
   source: str
@@ -232,13 +234,23 @@ class CompiledKernel:
   kernel: Kernel = field(repr=False, default=None)
   capped: bool = field(repr=False, default=False, compare=False)
   variants: tuple = field(repr=False, default=(), compare=False)
+  exact: bool = field(repr=False, default=False, compare=False)
+
+
+def serves(dim: str, most: int, variant, values: dict | None) -> bool:
+  """Whether a variant (dim, most, variant) serves the dims' bound `values`: its dim bound to at
+  most `most`, and to exactly `most` where the variant is pinned to that value (`exact`). The
+  one rule of every runtime's pick (variant_for, the page's webgpu_browser.py pick, model.js's
+  pick: a fallback to another built variant never takes a pin of another value)."""
+  return bool(values) and dim in values and values[dim] <= most and \
+    (values[dim] == most or not getattr(variant, "exact", False))
 
 
 def variant_for(kernel, values: dict | None):
-  """The kernel to run for the dims' bound `values`: the first of `kernel.variants` whose dim is
-  bound to at most its `most`, else `kernel` itself (a Kernel or a kernel without variants)."""
+  """The kernel to run for the dims' bound `values`: the first of `kernel.variants` that serves
+  them (`serves`), else `kernel` itself (a Kernel or a kernel without variants)."""
   for dim, most, variant in getattr(kernel, "variants", ()) or ():
-    if values and dim in values and values[dim] <= most:
+    if serves(dim, most, variant, values):
       return variant
   return kernel
 

@@ -18,6 +18,7 @@ from ...tensor.ops.advanced_indexing import take
 from ...tensor.tensor import Tensor
 from ..registry import axis_index, domain_op
 from ..values import tensor_from_bytes
+from .quant_tiled import matmul_dequant
 from .regroup import host_stored
 from .weights import packed_rows, row_defaults, row_input
 
@@ -63,7 +64,7 @@ TILED_ROWS = 2
 # 576x1536 / 4864x896 / 896x4864: 0.34 / 0.39 / 0.21 / 0.23, cpu 0.48 / 0.55 / 0.42 / 0.48;
 # lane-major 0.35 / 0.38 / 0.36 / 0.54, cpu 0.49 / 0.53 / 0.43 / 0.47. Rows per thread 4 or 16,
 # 2 blocks a trip (load ~18): cpu 0.31-0.56, no better; one multiply fewer per value
-# (lowerer._scaled_first): within the noise.
+# (combine._scaled_first): within the noise.
 
 
 def fields(x: Tensor, bits: int) -> Tensor:
@@ -331,7 +332,7 @@ def matmul_words(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: 
   with zeros to whole blocks; the fields taken in place (placed_fields: field * 2^pos times the
   constant 2^-pos, exact), the zero point subtracted in the same reduction (one kernel, not a
   dot and a zero-point term; the CPU adapters' unrolled step takes it once per block and row, as
-  the block's sum of x times the zero point: lowering/lowerer.py _pairwise; and x times each
+  the block's sum of x times the zero point: lowering/combine.py pairwise; and x times each
   field's 2^-pos once per block for all the thread's rows: _scaled_first). So each value and row
   costs a mask, a conversion, a multiply and an add, and the reduction keeps the three axes, so a
   thread loads each word once for all its fields and each block's scale and zero point once
@@ -407,33 +408,6 @@ def _reads_a_product(node, size: int) -> bool:
     if n.op in (L.ALU, L.CAST, L.BITCAST, L.VIEW, L.GATHER):
       stack.extend(n.src)
   return False
-
-
-def matmul_dequant(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: int) -> Tensor:
-  """x @ dequant(B).T as a matmul whose B operand is the packed words dequantized elementwise:
-  x (M, K) float32, words (N, blocks * block * bits // 32) uint32, scale (N, blocks) float32,
-  zp (N, blocks) float32 or one float; (M, N) float32. The reduction runs over (words, fields):
-  a thread's register tile loads each of its columns' words once for the word's fields (their
-  shifts constants), dequantizes each value once in registers (mask, conversion, minus the zero
-  point, times the scale) for all the tile's rows, and multiply-adds it into them; K padded with
-  zeros to whole blocks. Nothing dequantized is written to memory. matmul_words instead costs a
-  mask, a conversion and a scaling per product (its thread per output suits one row: decoding);
-  for a prompt's rows this is a matmul's tiles (TILED_ROWS)."""
-  n, blocks = scale.shape
-  per = 32 // bits
-  wpb = block // per
-  m, k = x.shape
-  shifts = (Tensor.arange(per, device=words.device) * bits).cast(dtypes.uint32)
-  grid = words.reshape(n, blocks, wpb, 1) >> shifts.reshape(1, 1, 1, per)
-  codes = (grid & ((1 << bits) - 1)).cast(dtypes.int32).cast(dtypes.float32)
-  if isinstance(zp, Tensor):
-    codes = codes - zp.reshape(n, blocks, 1, 1)
-  else:
-    codes = codes - zp
-  w = (codes * scale.reshape(n, blocks, 1, 1)).reshape(1, n, blocks * wpb, per)
-  if blocks * block != k:
-    x = x.pad(((0, 0), (0, blocks * block - k)))
-  return (x.reshape(m, 1, blocks * wpb, per) * w).sum((2, 3))
 
 
 def lane_major(t: Tensor, lanes: int, rows: int) -> Tensor:

@@ -272,9 +272,9 @@ TABLE: dict[tuple[str, str], dict] = {
   # kernels, the chain 30.7 -> 23.4 ms best of 8 at idle; per kernel (--split): gray + colour +
   # sepia 7.9 ms (a copy kernel of its bytes 7.6), the edge-padded blur + invert 16.7 (its copy
   # kernel 5.5): the blur bounds the chain's frame.
-  # long_tiles and tile_unroll 4 as SwiftShader's (issue 43), for a one-off run only where the
-  # unrolled kernel's estimated build fits its budget (long_tiles_cost): MEASURED_LAVAPIPE_TILES;
-  # a one-off run's long tile is the quickest to a first result (tile_rate: compile_cost.py).
+  # long_tiles, tile_unroll 4 as SwiftShader's (issue 43), for a one-off run where the unrolled
+  # build's estimate fits its budget (long_tiles_cost: MEASURED_LAVAPIPE_TILES); tile_rate: a
+  # one-off run's long tile is quickest to a first result (not static_low_end: lowering/variants).
   # slide, exact_local, whole_tiles (both CPU adapters): depthwise windows slide (slide.py, MEASURED_SLIDE);
   # workgroups divide tiles' threads (threads.EXACT_LOCAL; min_groups), tiles their axes (_whole_tile)
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),

@@ -1,0 +1,156 @@
+"""A symbolic kernel at one bound value of its dim, as the static kernel of that size (issue 34:
+no speed lost to generality).
+
+The padded layout (graph/dims.py) gives a symbolic kernel the shape of its dim's top, so its
+lowering cannot take the forms that the static kernel of a small size takes: at m = 1,
+matmul (m, 512) @ (512, 512) is a 1-row matvec statically (rows per thread read as vector loads,
+a grid of exactly its threads), a register tile symbolically (lavapipe: 1.28-1.33x the static
+kernel's GPU time). `item_at` gives the kernel's graph with the dim's axes cut to `value`: every
+node that is not an input takes its shape with those axes at `value` (a VAR of the dim becomes
+that constant), the inputs' buffers stay as they are (their padded layout: the views into them
+keep their strides, so the cut graph reads the same elements), and the output is stored
+contiguously at the same positions where the dim's axes lead its shape. Lowered as any static
+graph, that is the static kernel of that size (compiler.with_variants makes it a variant for
+that one value: lowering/pinned.py STATIC).
+
+Only what keeps the same addresses is cut: a view over a computed node whose cut axes lead its
+shape (so its contiguous strides are unchanged) and whose reads stay inside it, elementwise nodes,
+reductions, constants and ramps, and a view that broadcasts a static value along the dim's axes
+(its consumers read that prefix of it); anything else (gathers, attention, writes, other dims, a floored
+or scaled size of the dim, an output whose cut axis does not lead) gives None.
+"""
+from __future__ import annotations
+
+from ..dtype import dtypes
+from .dims import Sym
+from .lazy import L, LazyOp
+from .schedule import ScheduleItem
+from .view import View, prod
+
+# the nodes whose shapes may be cut (sources permitting)
+_CUT = frozenset({L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS, L.REDUCE, L.VIEW, L.CONST, L.IOTA})
+
+
+class _Refused(Exception):
+  """The graph holds something item_at does not cut (see the module docstring)."""
+
+
+def item_at(item: ScheduleItem, name: str, value: int) -> ScheduleItem | None:
+  """`item` with dim `name`'s axes cut to `value` (the module docstring), or None where it holds
+  anything else, reads past the cut, or is a row kernel."""
+  if item.rows:
+    return None
+  leaves = {id(n) for n in item.inputs}
+  memo: dict[int, LazyOp] = {}
+  try:
+    out = _cut(item.out, name, value, leaves, memo)
+    extra = tuple(_cut(e, name, value, leaves, memo) for e in item.extra)
+    recomputed = tuple(memo[id(r)] for r in item.recomputed if id(r) in memo)
+    for old, new in zip((item.out, *item.extra), (out, *extra)):
+      if not _leading(old.shape, new.shape):
+        return None      # stored contiguously: the same positions only where the cut axes lead
+  except _Refused:
+    return None
+  if len(recomputed) != len(item.recomputed):
+    return None
+  return ScheduleItem(out, item.inputs, item.name, (), recomputed, extra)
+
+
+def _cut(node: LazyOp, name: str, value: int, leaves: set, memo: dict) -> LazyOp:
+  """`node` rebuilt with dim `name`'s axes at `value` (inputs kept): iterative, sources first."""
+  stack = [node]
+  while stack:
+    n = stack[-1]
+    if id(n) in memo:
+      stack.pop()
+      continue
+    if id(n) in leaves:
+      memo[id(n)] = n
+      stack.pop()
+      continue
+    todo = [s for s in n.src if id(s) not in memo]
+    if todo:
+      stack.extend(todo)
+      continue
+    stack.pop()
+    memo[id(n)] = _rebuilt(n, [memo[id(s)] for s in n.src], name, value, leaves)
+  return memo[id(node)]
+
+
+def _axes(node: LazyOp, name: str) -> list[int]:
+  """The axes of `node` that are dim `name` itself; _Refused where another size names it (or
+  another dim: one dim is cut)."""
+  axes = []
+  for a, s in enumerate(node.sym or ()):
+    if not isinstance(s, Sym):
+      continue
+    if not s.is_dim or s.terms[0][0] != name:
+      raise _Refused
+    axes.append(a)
+  return axes
+
+
+def _rebuilt(node: LazyOp, srcs: list, name: str, value: int, leaves: set) -> LazyOp:
+  if node.op is L.VAR:
+    if node.arg[0] != name:
+      raise _Refused
+    return LazyOp(L.CONST, dtypes.int32, (), arg=value, device=node.device)
+  if node.op not in _CUT or node.realized:
+    raise _Refused
+  axes = _axes(node, name)
+  shape = tuple(value if a in axes else n for a, n in enumerate(node.shape))
+  if node.op is L.VIEW:
+    return _view(node, srcs[0], shape, axes, value, leaves)
+  if node.op is L.REDUCE:
+    reduced = node.arg[1]
+    if tuple(1 if a in reduced else n for a, n in enumerate(srcs[0].shape)) != shape:
+      raise _Refused
+  else:
+    srcs = [_fit(s, shape, value, leaves) for s in srcs]
+  if shape == node.shape and all(a is b for a, b in zip(srcs, node.src)):
+    return node
+  # (a reduction's `bound`, its run-time length, is left out: the cut graph's sizes are exact)
+  return LazyOp(node.op, node.dtype, shape, tuple(srcs), node.arg, device=node.device, sym=())
+
+
+def _fit(src: LazyOp, shape: tuple, value: int, leaves: set) -> LazyOp:
+  """Source `src` of an elementwise node of (cut) `shape`: itself where it has that shape; a view
+  without the dim in its sizes (a broadcast: a weight expanded along m) cut there too, as its
+  consumer reads only that prefix of it; else _Refused."""
+  if src.shape == shape:
+    return src
+  axes = [a for a, (n, m) in enumerate(zip(src.shape, shape)) if n != m]
+  if src.op is not L.VIEW or id(src) in leaves or len(src.shape) != len(shape) or \
+     any(shape[a] != value for a in axes):
+    raise _Refused
+  return _view(src, src.src[0], shape, axes, value, leaves)
+
+
+def _view(node: LazyOp, src: LazyOp, shape: tuple, axes: list, value: int,
+          leaves: set) -> LazyOp:
+  """VIEW `node` over the cut `src` with its own dim axes at `value`: the same strides and offset
+  (its mask cut too), where they address the same elements of the cut source and stay in it."""
+  old = node.src[0]
+  if id(old) not in leaves and not _leading(old.shape, src.shape):
+    raise _Refused
+  view: View = node.arg
+  mask = None if view.mask is None else tuple(
+    (min(b, value), min(e, value)) if a in axes else (b, e) for a, (b, e) in enumerate(view.mask))
+  strides = tuple(0 if n == 1 else s for n, s in zip(shape, view.strides))
+  least = view.offset + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
+  most = view.offset + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
+  if mask is None and (least < 0 or most >= max(prod(src.shape), 1)):
+    raise _Refused
+  if mask is not None and (any(b >= e for b, e in mask) or least < 0 or most >= prod(src.shape)):
+    raise _Refused
+  if shape == node.shape and src is old:
+    return node
+  return LazyOp(L.VIEW, node.dtype, shape, (src,), View(shape, strides, view.offset, mask),
+                device=node.device, sym=())
+
+
+def _leading(old: tuple, new: tuple) -> bool:
+  """Shape `new` (`old` with some axes shorter) lays out its elements at `old`'s contiguous
+  positions: every axis before the first cut one is of size 1."""
+  cut = [a for a, (o, n) in enumerate(zip(old, new)) if o != n]
+  return not cut or len(cut) == 1 and all(n == 1 for n in old[:cut[0]])

@@ -1,0 +1,81 @@
+"""A kernel's threads over the blocks of its output: which two axes a register tile spans
+(tile_axes), which block each thread computes and the gate of the threads past the grid
+(tile_threads), and the axis a run-time grid follows (grid_axis: compiler.with_grid launches
+only the threads a smaller bound value needs).
+"""
+from __future__ import annotations
+
+import math
+
+from .index_math import I32, int_const, unravel
+from ..graph.dims import Sym
+from ..graph.lazy import LazyOp
+from ..uop.ops import Ops, UOp
+from ..graph.view import prod
+
+
+def tile_axes(shape) -> tuple[int, int] | None:
+  """The output axes a register tile spans: the last two of size > 1 (None: fewer than two)."""
+  axes = [a for a, n in enumerate(shape) if n > 1]
+  return (axes[-2], axes[-1]) if len(axes) >= 2 else None
+
+
+def tile_threads(shape, tile: tuple, axes: tuple, local: int, first: int | None = None,
+                 chunk: int = 0, clamp: bool = False) -> tuple[list, UOp | None]:
+  """(each axis's block index, gate) of this thread in the grid of R x C blocks over `axes` of
+  `shape` (one thread per block; the gate is None where the threads fit the grid exactly).
+  Threads run over the blocks in row-major order, but with axis `first` (grid_axis: a symbolic
+  size) outermost, so the blocks a smaller bound value needs are the first threads and a
+  run-time grid (compiler.with_grid) can launch only those. With `chunk` (Opts.tile_chunk, a
+  divisor of that axis's blocks) the blocks of axis `first` go in runs of `chunk`, outermost,
+  and the other axes' blocks, then `chunk` consecutive blocks of `first` innermost: the lanes of
+  a workgroup walk that axis first, as a static kernel's lanes walk its last axis. With `clamp`,
+  the threads past the grid take the last block's indices (the gate still says which they are):
+  their reads need no gate (regtile.tiled_stores)."""
+  grid = list(shape)
+  for axis, size in zip(axes, tile):
+    grid[axis] = math.ceil(grid[axis] / size)
+  threads = prod(grid)
+  groups = max(1, math.ceil(threads / local))
+  gid = UOp(Ops.SPECIAL, I32, (), ("gid", 0, groups))
+  lid = UOp(Ops.SPECIAL, I32, (), ("lid", 0, local))
+  thread = gid * int_const(local) + lid if local > 1 else gid
+  gate = thread.lt(int_const(threads)) if groups * local > threads else None
+  if clamp and gate is not None:
+    thread = gate.where(thread, int_const(threads - 1))
+  order = list(range(len(grid)))
+  if first is not None and chunk > 1 and grid[first] % chunk == 0:
+    rest = [a for a in order if a != first]
+    idx = unravel([(thread, 1, threads)], 0,
+                  [grid[first] // chunk] + [grid[a] for a in rest] + [chunk])
+    base = [None] * len(grid)
+    for a, u in zip(rest, idx[1:-1]):
+      base[a] = u
+    base[first] = idx[0] * int_const(chunk) + idx[-1]
+    return base, gate
+  if first:
+    order = [first] + [a for a in order if a != first]
+  base = [None] * len(grid)
+  for a, u in zip(order, unravel([(thread, 1, threads)], 0, [grid[a] for a in order])):
+    base[a] = u
+  return base, gate
+
+
+def block_start(block: UOp, size: int, n: int) -> UOp:
+  """The first index of block number `block` of `size` along an axis of `n` (n % size != 0,
+  n >= size): block * size, but the ragged last block moved back to end at n (it starts at
+  n - size, overlapping the block before it, whose outputs it writes again with the same
+  values), so no index of a block is past the axis and none needs a clamp or a gate (FITTED_BLOCKS
+  in regtile.py). Written as q * min(block * size/q, (n - size)/q), q = gcd(size, n): a multiple
+  of q that vector.aligned_loads and the writers prove (q = 4: aligned vec4 words)."""
+  q = math.gcd(size, n)
+  scaled = block * int_const(size // q) if size > q else block
+  start = scaled.minimum(int_const((n - size) // q))
+  return start * int_const(q) if q > 1 else start
+
+
+def grid_axis(out: LazyOp) -> int | None:
+  """The output axis a run-time grid follows: the only symbolic one of `out` (None where it has
+  none or several)."""
+  axes = [a for a, s in enumerate(out.sym or ()) if isinstance(s, Sym)]
+  return axes[0] if len(axes) == 1 else None

@@ -1,0 +1,58 @@
+"""MatMulNBits over a prompt's rows as a register-tiled matmul (quant_nbits.TILED_ROWS): the
+packed words dequantized elementwise as the tile's column operand, in registers, so each of a
+thread's columns dequantizes a value once for all the tile's rows and nothing dequantized is
+written to memory.
+
+The dequantization is written so that its lowered graph is short per value: each field taken
+by an unsigned division and remainder by constant powers of two (no guarded shift: Tensor `>>`
+adds a select for shift amounts past the word, one per value), which the register tile
+computes on the column vector's lanes at once (lowering/regtile.py: its column operand's
+lane-wise ops joined into vector ops). That keeps the 8x8 tile within a one-off run's compile
+budget (lowering/compile_cost.py) on the CPU adapters, where the 4x4 tile ran 1.6-3.1x slower
+(issue 35). SmolLM2's q4 MLP GEMMs at 128 rows, one-off, lavapipe natively, main (4x4) / this
+(8x8), two rounds alternated, load 6-7 on 2 shared CPUs: 8x8 lowered UOps 1301 -> 1073 (gate and
+up with SwiGLU's epilogue) and 1201 -> 973 (down); CPU ms per run (median of 5) 55-70 / 20-26;
+its build (Mesa's cache off: pipeline and first dispatch) costs more, 0.66-1.12 / 1.09-1.80 s
+wall, 138-270 / 248-356 ms of CPU.
+"""
+from __future__ import annotations
+
+from ...dtype import dtypes
+from ...tensor.tensor import Tensor
+
+
+def field_codes(words: Tensor, bits: int) -> Tensor:
+  """The `bits`-wide fields of uint32 `words` (...,) as float32 (..., 32 // bits), the lowest
+  field first: (word // 2^(f * bits)) % 2^bits (unsigned: a plain division and remainder, which
+  simplify to a shift and a mask), converted through int32 (a signed conversion: an unsigned
+  one is several instructions on x86 without AVX-512)."""
+  per = 32 // bits
+  places = Tensor.ones(per, dtype=dtypes.uint32, device=words.device) << \
+    (Tensor.arange(per, device=words.device) * bits).cast(dtypes.uint32)
+  fields = (words.unsqueeze(-1) // places.reshape(*([1] * words.ndim), per)) % (1 << bits)
+  return fields.cast(dtypes.int32).cast(dtypes.float32)
+
+
+def matmul_dequant(x: Tensor, words: Tensor, scale: Tensor, zp, bits: int, block: int) -> Tensor:
+  """x @ dequant(B).T as a matmul whose B operand is the packed words dequantized elementwise:
+  x (M, K) float32, words (N, blocks * block * bits // 32) uint32, scale (N, blocks) float32,
+  zp (N, blocks) float32 or one float; (M, N) float32. The reduction runs over (words, fields):
+  a thread's register tile loads each of its columns' words once for the word's fields,
+  dequantizes each value once in registers (field_codes, minus the zero point, times the
+  scale) for all the tile's rows, and multiply-adds it into them; K padded with zeros to whole
+  blocks. Nothing dequantized is written to memory. quant_nbits.matmul_words instead costs a
+  mask, a conversion and a scaling per product (its thread per output suits one row:
+  decoding); for a prompt's rows this is a matmul's tiles (TILED_ROWS)."""
+  n, blocks = scale.shape
+  per = 32 // bits
+  wpb = block // per
+  m, k = x.shape
+  codes = field_codes(words.reshape(n, blocks, wpb), bits)
+  if isinstance(zp, Tensor):
+    codes = codes - zp.reshape(n, blocks, 1, 1)
+  else:
+    codes = codes - zp
+  w = (codes * scale.reshape(n, blocks, 1, 1)).reshape(1, n, blocks * wpb, per)
+  if blocks * block != k:
+    x = x.pad(((0, 0), (0, blocks * block - k)))
+  return (x.reshape(m, 1, blocks * wpb, per) * w).sum((2, 3))
