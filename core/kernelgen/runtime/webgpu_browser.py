@@ -201,7 +201,13 @@ class BrowserWebGPU(Runtime):
     self._call("write", handle, self.ffi.to_js(memoryview(bytes(data))))
 
   def copyout(self, handle) -> bytes:
-    data = self._wait(self._call("read", handle), "reading a tensor").to_bytes()
+    return self.copyout_many([handle])[0]
+
+  def copyout_many(self, handles: list) -> list[bytes]:
+    """The bytes of each buffer, read back together: gpu.js's readMany copies them into one
+    staging buffer, joined to the open batch's submit, and maps it once."""
+    read = self._call("readMany", self.ffi.to_js(list(handles)))
+    data = [each.to_bytes() for each in self._wait(read, "reading a tensor")]
     self.build_next()
     return data
 
