@@ -79,11 +79,12 @@ class Program:
     own instead of each call's small inputs and returned outputs: an input no launch writes is
     copied into one before the launches, an output is copied out of its temporary after them
     (a copy each, instead of a binding made again per call for each launch they touch)."""
+    bound = {slot for _, _, slots in self.steps for slot in slots}
     written = {slot for _, kernel, slots in self.steps
                for b, slot in zip(kernel.buffers, slots) if b.access != "read"}
     own = {}
     for k, buf in enumerate(args):
-      if buf.nbytes <= STAGE_BYTES and ("arg", k) not in written:
+      if buf.nbytes <= STAGE_BYTES and ("arg", k) in bound and ("arg", k) not in written:
         own[k] = Buffer(buf.device, buf.dtype, buf.size)
         self.staged_in.append((k, own[k]))
     self.steps = [(runtime, kernel, [("const", own[x]) if kind == "arg" and x in own else
@@ -112,6 +113,8 @@ class Program:
     for w in self.returned - self.staged_out:    # a returned value gets a buffer of its own
       out = written[w]                           # (the caller keeps it)
       written[w] = Buffer(out.device, out.dtype, out.size)
+    for k, _ in self.staged_in:    # (an upload first: a write submits the work recorded before)
+      args[k].handle
     for k, own in self.staged_in:
       self._copy(args[k], own)
     batch, runtime = [], None
