@@ -11,7 +11,10 @@ recording each kernel launch (realize.recording) and keeps
 the launches as a program: each bound buffer is a launch's output, an input's buffer, or a
 constant (a weight, a folded value: the same buffer in every call). Later calls of the
 signature upload their inputs, launch the recorded kernels with the new input buffers and the
-dims' new bound values, and return the outputs as realized Tensors; no node is visited.
+dims' new bound values, and return the outputs as realized Tensors; no node is visited. Where
+binding a launch's buffers costs host time per call (WEBGPU natively: a bind group), the small
+inputs and returned outputs go through buffers of the program's own, a copy each, so every
+launch binds the same buffers and the runtime keeps its bindings (Program._stage).
 
 Never replayed wrongly: a call whose operators read a device tensor's values (a data-dependent
 shape), return something other than Tensors (a sequence, an empty optional), draw random

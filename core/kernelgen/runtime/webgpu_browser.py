@@ -10,6 +10,8 @@ Running a kernel waits for nothing once its pipeline is compiled: gpu.js's enque
 into a batch that is submitted and checked later, and the first read (or the next compile)
 raises a failed dispatch's typed error, naming the batch's kernels. Each kernel's launch
 object and the device's render options are converted across the FFI once, not per kernel.
+Buffers read together (kg.numpy_of: a model call's outputs) go through one staging buffer and
+one map (gpu.js readMany), as natively.
 """
 from __future__ import annotations
 

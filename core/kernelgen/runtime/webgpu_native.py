@@ -17,8 +17,9 @@ when something needs their results or must come after them: a read back, a write
 run before unsubmitted work), a timed run, `synchronize`, or MAX_BATCH of them. A decode step
 replayed under kg.jit, or an ONNX call replayed (run_many), is one submit, at its read back, whose
 copies join it: every buffer read at once goes through one staging buffer, mapped once
-(copyout_many). Buffers freed meanwhile are destroyed after that submit. `dispatches`, `submits`
-and `maps` count them (benchmarks, tests).
+(copyout_many). Buffers freed meanwhile are destroyed after that submit. A replay's launches
+that bind the same buffers every call keep their bind groups (run_many's `keep`). `dispatches`,
+`submits`, `maps` and `bind_groups` count them (benchmarks, tests).
 """
 from __future__ import annotations
 
