@@ -117,7 +117,7 @@ export class GpuExecutor {
     this.generation = 0;         // +1 per device made: Python re-reads info() when it changes
     this.stats = { submits: 0, batches: 0, kernels: 0, workgroups: 0, scopeWaits: 0,
       pipelinesMade: 0, mostMaking: 0, pipelineMs: 0, pipelineBusyMs: 0, pipelineBytes: 0,
-      inliningSettles: 0 };
+      inliningSettles: 0, maps: 0 };
     // mostMaking: the most pipelines in flight at once; pipelineMs: the builds' times summed
     // (shader module + createComputePipelineAsync, each); pipelineBusyMs: the time at least one
     // was building (what the builds add to a run's wall time at most, as they overlap);
@@ -260,18 +260,31 @@ export class GpuExecutor {
     this.device.queue.writeBuffer(buffer, 0, padded);
   }
 
-  // The copy to a mappable buffer joins the open batch, so a step's kernels and the read back of
-  // their result are one submit (a decode step replayed under kg.jit: one per token).
+  // The copies to a mappable buffer join the open batch, so a step's kernels and the read back of
+  // their results are one submit (a decode step replayed under kg.jit: one per token).
   async read(id) {
-    const { buffer, nbytes } = this.handle(id);
+    return (await this.readMany([id]))[0];
+  }
+
+  // The bytes of each buffer in `ids` (a Uint8Array each), copied into one staging buffer and read
+  // through one map (a model call's outputs: kg.numpy_of); `stats.maps` counts the maps.
+  async readMany(ids) {
     const device = this.device;
-    const size = roundUp(nbytes, 4);
+    const parts = [];
+    let size = 0;
+    for (const id of ids) {
+      const { buffer, nbytes } = this.handle(id);
+      parts.push({ buffer, nbytes, offset: size });
+      size += roundUp(nbytes, 4);
+    }
     const staging = device.createBuffer({
-      size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
+      size: Math.max(size, 4), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST,
     });
     const batch = this.batch && this.batch.device === device ? this.batch : null;
     const encoder = batch ? batch.encoder : device.createCommandEncoder();
-    encoder.copyBufferToBuffer(buffer, 0, staging, 0, size);
+    for (const { buffer, nbytes, offset } of parts) {
+      if (nbytes) encoder.copyBufferToBuffer(buffer, 0, staging, offset, roundUp(nbytes, 4));
+    }
     this.flush();
     if (!batch) {
       device.queue.submit([encoder.finish()]);
@@ -285,12 +298,15 @@ export class GpuExecutor {
     }
     try {
       await staging.mapAsync(GPUMapMode.READ);
+      this.stats.maps += 1;
     } catch (error) {
       throw new KernelError('DeviceError', `reading a buffer failed: ${error.message}`);
     }
-    const bytes = new Uint8Array(staging.getMappedRange(0, size).slice(0, nbytes));
+    const mapped = staging.getMappedRange(0, Math.max(size, 4));
+    const out = parts.map(({ nbytes, offset }) =>
+      new Uint8Array(mapped.slice(offset, offset + nbytes)));
     staging.destroy();
-    return bytes;
+    return out;
   }
 
   free(id) {

@@ -261,3 +261,35 @@ def test_a_warm_call_unpacks_no_initializer(monkeypatch):
   for k in range(3, 5):
     _check(model, session, _feeds(k), "PYTHON")
   assert model.replayer.replays == 2 and unpacked[0] == 0
+
+
+def test_a_warm_call_makes_no_bind_group():
+  """Natively every launch of a replay binds the same buffers each call (Program._stage: the
+  small inputs copied into the program's own buffers, the returned outputs copied out of its
+  temporaries), so its bind groups are made once: Silero VAD made 4 of its 8 again per call.
+  The state fed back stays right: each call's outputs match onnxruntime's; one submit per call.
+  """
+  from tools import device_runtime
+  runtime = device_runtime("WEBGPU")
+  src = _vad_like()
+  session = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+  model = kg.onnx.load(src)
+  state = kg.Tensor(_feeds(0)["state"], device="WEBGPU").realize()
+  want_state = _feeds(0)["state"]
+  made, submits = [], []
+  for k in range(7):
+    feeds = {**_feeds(k), "state": state}
+    before, submitted = runtime.bind_groups, runtime.submits
+    got = model.run(feeds, device="WEBGPU")
+    y, s2 = kg.numpy_of(got["y"], got["s2"])
+    made.append(runtime.bind_groups - before)
+    submits.append(runtime.submits - submitted)
+    want_y, want_state = session.run(None, {**_feeds(k), "state": want_state})
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s2, want_state, rtol=1e-5, atol=1e-6)
+    state = got["s2"]
+  assert model.replayer.replays == 4, made     # (the fed-back state: a signature of its own)
+  assert made[3] > 0 and made[4:] == [0, 0, 0], made   # (made at the first replay, then kept)
+  # the copies join the dispatches' submit (sr, which no launch binds, is not copied: its upload
+  # would submit the copies recorded before it)
+  assert submits[3:] == [1, 1, 1, 1], submits

@@ -11,7 +11,10 @@ recording each kernel launch (realize.recording) and keeps
 the launches as a program: each bound buffer is a launch's output, an input's buffer, or a
 constant (a weight, a folded value: the same buffer in every call). Later calls of the
 signature upload their inputs, launch the recorded kernels with the new input buffers and the
-dims' new bound values, and return the outputs as realized Tensors; no node is visited.
+dims' new bound values, and return the outputs as realized Tensors; no node is visited. Where
+binding a launch's buffers costs host time per call (WEBGPU natively: a bind group), the small
+inputs and returned outputs go through buffers of the program's own, a copy each, so every
+launch binds the same buffers and the runtime keeps its bindings (Program._stage).
 
 Never replayed wrongly: a call whose operators read a device tensor's values (a data-dependent
 shape), return something other than Tensors (a sequence, an empty optional), draw random
@@ -31,6 +34,10 @@ from .runner import Runner
 
 MAX_PROGRAMS = 16     # signatures kept per model (then the oldest is dropped)
 MAX_SEEN = 1024       # signatures remembered as run once (then forgotten: recorded later)
+# inputs and returned outputs at most this large are copied through buffers of a program's own
+# on a runtime that keeps bindings (Program._stage): a copy is a few microseconds there, a
+# binding made again per call ~0.1 ms of host time (wgpu-py's bind group)
+STAGE_BYTES = 1 << 16
 # operators whose outputs differ between calls with equal inputs: never replayed
 RANDOM = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
           "Multinomial", "Bernoulli", "Dropout"}
@@ -59,16 +66,44 @@ class Program:
     self.buffers = realizing.launch_outputs(launches)     # temporaries, reused by each replay
     self.returned = {x for (kind, x), _ in self.outputs if kind == "out"}
     self.dims = {name for _, kernel, _ in self.steps for name, _ in kernel.launch.uniforms}
+    self.staged_in: list = []    # (input index, the program's buffer it is copied into)
+    self.staged_out: set = set()    # returned outputs copied out of the program's buffer
+    if len({runtime for runtime, _, _ in self.steps}) == 1 and self.steps[0][0].keeps_bindings:
+      self._stage(args)
     # launches that bind the same buffers in every replay (no input, no returned output)
+    fresh = self.returned - self.staged_out
     self.fixed = {i for i, (_, _, slots) in enumerate(self.steps)
-                  if all(kind == "const" or kind == "out" and x not in self.returned
+                  if all(kind == "const" or kind == "out" and x not in fresh
                          for kind, x in slots)}
     self.kept: dict = {}        # what the runtime keeps per fixed launch (bind groups)
+
+  def _stage(self, args: list) -> None:
+    """On a runtime that keeps bindings (Runtime.keeps_bindings), bind buffers of the program's
+    own instead of each call's small inputs and returned outputs: an input no launch writes is
+    copied into one before the launches, an output is copied out of its temporary after them
+    (a copy each, instead of a binding made again per call for each launch they touch)."""
+    bound = {slot for _, _, slots in self.steps for slot in slots}
+    written = {slot for _, kernel, slots in self.steps
+               for b, slot in zip(kernel.buffers, slots) if b.access != "read"}
+    own = {}
+    for k, buf in enumerate(args):
+      if buf.nbytes <= STAGE_BYTES and ("arg", k) in bound and ("arg", k) not in written:
+        own[k] = Buffer(buf.device, buf.dtype, buf.size)
+        self.staged_in.append((k, own[k]))
+    self.steps = [(runtime, kernel, [("const", own[x]) if kind == "arg" and x in own else
+                                     (kind, x) for kind, x in slots])
+                  for runtime, kernel, slots in self.steps]
+    self.staged_out = {w for w in self.returned if self.buffers[w].nbytes <= STAGE_BYTES}
 
   def _submit(self, runtime, batch: list, values: dict) -> None:
     """One submission of a device's consecutive launches."""
     with internal_errors(f"run on {runtime.name}", batch[0][0].name, ExecutionError):
       runtime.run_many(batch, values, self.kept)
+
+  @staticmethod
+  def _copy(source: Buffer, target: Buffer) -> None:
+    with internal_errors(f"copy on {source.device}", "replay", ExecutionError):
+      source.runtime.copy(source.handle, target.handle, source.nbytes)
 
   def replay(self, args: list, values: dict) -> list:
     """Launch the kernels on input buffers `args` with dims `values`; the output Tensors."""
@@ -78,9 +113,13 @@ class Program:
       self.steps = steps
       self.kept.clear()        # a runtime's per-launch state was for the kernels before
     written = list(self.buffers)
-    for w in self.returned:      # a returned value gets a buffer of its own (the caller keeps it)
-      out = written[w]
+    for w in self.returned - self.staged_out:    # a returned value gets a buffer of its own
+      out = written[w]                           # (the caller keeps it)
       written[w] = Buffer(out.device, out.dtype, out.size)
+    for k, _ in self.staged_in:    # (an upload first: a write submits the work recorded before)
+      args[k].handle
+    for k, own in self.staged_in:
+      self._copy(args[k], own)
     batch, runtime = [], None
     for i, (step_runtime, kernel, slots) in enumerate(self.steps):
       if step_runtime is not runtime and batch:
@@ -91,6 +130,9 @@ class Program:
                               x).handle for kind, x in slots], i if i in self.fixed else None))
     if batch:
       self._submit(runtime, batch, values)
+    for w in self.staged_out:
+      out = written[w] = Buffer(written[w].device, written[w].dtype, written[w].size)
+      self._copy(self.buffers[w], out)
     outs = []
     for (kind, x), (shape, sym) in self.outputs:
       buf = written[x] if kind == "out" else args[x] if kind == "arg" else x

@@ -11,6 +11,10 @@ from ..uop.program import CompiledKernel
 class Runtime:
   name: str = ""           # the device name users type: "PYTHON", "WEBGPU", "CUDA", "PTXSIM"
   target: str | None = None  # the source a kernel must be rendered to: "wgsl", "ptx" or None
+  # whether run_many keeps what it makes to bind a launch's buffers (WEBGPU natively: a bind
+  # group) for launches binding the same buffers each time: a replay then copies small inputs and
+  # outputs through buffers of its own (onnx/replay.py Program._stage), binding those
+  keeps_bindings: bool = False
 
   def render_options(self) -> dict:
     """The options this device's kernels are compiled with (its features and limits, and the
@@ -32,6 +36,11 @@ class Runtime:
     """The bytes of each buffer in `handles`, read back together (WEBGPU: one submit and one
     map for them all); by default one copyout each."""
     return [self.copyout(handle) for handle in handles]
+
+  def copy(self, source, target, nbytes: int) -> None:
+    """Copy the first `nbytes` bytes of buffer `source` into buffer `target`, after the work
+    run so far; by default through the host (a copyout and a copyin)."""
+    self.copyin(target, self.copyout(source)[:nbytes])
 
   def free(self, handle) -> None:
     """Release a buffer (optional: garbage collection is enough for most runtimes)."""

@@ -10,6 +10,8 @@ Running a kernel waits for nothing once its pipeline is compiled: gpu.js's enque
 into a batch that is submitted and checked later, and the first read (or the next compile)
 raises a failed dispatch's typed error, naming the batch's kernels. Each kernel's launch
 object and the device's render options are converted across the FFI once, not per kernel.
+Buffers read together (kg.numpy_of: a model call's outputs) go through one staging buffer and
+one map (gpu.js readMany), as natively.
 """
 from __future__ import annotations
 
@@ -201,7 +203,13 @@ class BrowserWebGPU(Runtime):
     self._call("write", handle, self.ffi.to_js(memoryview(bytes(data))))
 
   def copyout(self, handle) -> bytes:
-    data = self._wait(self._call("read", handle), "reading a tensor").to_bytes()
+    return self.copyout_many([handle])[0]
+
+  def copyout_many(self, handles: list) -> list[bytes]:
+    """The bytes of each buffer, read back together: gpu.js's readMany copies them into one
+    staging buffer, joined to the open batch's submit, and maps it once."""
+    read = self._call("readMany", self.ffi.to_js(list(handles)))
+    data = [each.to_bytes() for each in self._wait(read, "reading a tensor")]
     self.build_next()
     return data
 

@@ -17,8 +17,9 @@ when something needs their results or must come after them: a read back, a write
 run before unsubmitted work), a timed run, `synchronize`, or MAX_BATCH of them. A decode step
 replayed under kg.jit, or an ONNX call replayed (run_many), is one submit, at its read back, whose
 copies join it: every buffer read at once goes through one staging buffer, mapped once
-(copyout_many). Buffers freed meanwhile are destroyed after that submit. `dispatches`, `submits`
-and `maps` count them (benchmarks, tests).
+(copyout_many). Buffers freed meanwhile are destroyed after that submit. A replay's launches
+that bind the same buffers every call keep their bind groups (run_many's `keep`). `dispatches`,
+`submits`, `maps` and `bind_groups` count them (benchmarks, tests).
 """
 from __future__ import annotations
 
@@ -92,6 +93,7 @@ def compile_error(error: Exception, source: str) -> CompileError:
 class WebGPURuntime(Runtime):
   name = "WEBGPU"
   target = "wgsl"
+  keeps_bindings = True     # (run_many's `keep`: a bind group costs ~0.1 ms of wgpu-py's time)
 
   def __init__(self, power_preference: str = "high-performance"):
     if not os.access(os.environ.get("XDG_RUNTIME_DIR", "/nonexistent"), os.W_OK):
@@ -114,6 +116,7 @@ class WebGPURuntime(Runtime):
     self._encoder = None          # the command encoder recording dispatches not yet submitted
     self._batched, self._doomed = 0, []    # its dispatches; buffers to destroy after it
     self.dispatches = self.submits = self.maps = 0     # (maps: read backs, one map each)
+    self.bind_groups = 0          # bind groups made (a replay's kept ones: once)
     self._staging = None          # the buffer reads back go through (copyout_many)
     # lavapipe inlines a symbolic kernel's dims and compiles again at every dispatch until
     # told otherwise: each pipeline with uniforms settles that first (uniform_inlining.py)
@@ -170,6 +173,13 @@ class WebGPURuntime(Runtime):
     finally:
       staging.unmap()
     return [bytes(data[offset:offset + handle.nbytes]) for handle, offset in zip(handles, offsets)]
+
+  def copy(self, source: _Buffer, target: _Buffer, nbytes: int) -> None:
+    """Record a copy of `source`'s first bytes into `target` after the recorded dispatches (it
+    joins their submit)."""
+    encoder = self._encoder = self._encoder or self.device.create_command_encoder()
+    encoder.copy_buffer_to_buffer(source.gpu, 0, target.gpu, 0,
+                                  min(_padded(nbytes), source.gpu.size, target.gpu.size))
 
   def free(self, handle: _Buffer) -> None:
     if self._encoder is not None:      # (recorded work may use it; free may run inside `run`)
@@ -273,6 +283,7 @@ class WebGPURuntime(Runtime):
       uniform = self.device.create_buffer_with_data(data=data, usage=usage)
       entries.append({"binding": uniform_binding(launch.bindings),
                       "resource": {"buffer": uniform, "offset": 0, "size": len(data)}})
+    self.bind_groups += 1
     return self.device.create_bind_group(layout=layout, entries=entries)
 
   def time_run(self, kernel: CompiledKernel, handles: list, var_values: dict[str, int],
