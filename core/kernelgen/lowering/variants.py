@@ -63,7 +63,16 @@ m = 1 (a rows-per-thread matvec, 64 threads) is 32.5 KB of WGSL where the ladder
 load 6.5), built in 298 / 431 ms against the 1 x 8 tile's 199 / 239 on lavapipe (whose LLVM
 compile may come at the first dispatch: not timed here) and 1.79 / 1.80 s against 0.31 / 0.32 on
 SwiftShader. So no adapter sets static_low_end: natively the ladder meets the goal at m = 1..3
-and the pins buy nothing there, and in the page they would only add long builds.
+and the pins buy nothing there, and in the page they would only add long builds. At load 10-15
+(bench/symbolic_static.py --option static_low_end=true, alternated with runs without) single
+medians say little: the pins, the static kernels' own WGSL, ran m = 2 at 1.56x in one run and
+m = 3 at 2.08x by the min in another, as the ladder's m = 2 took 1.50x and 1.49x (min) in two.
+A lead, not taken (it changes every lavapipe tile variant's workgroups, the page's too, and the
+page was not measured): the ladder's m = 1..3 variants take workgroups of 64 threads (m = 1:
+one, on one CPU) where the static kernels take 8 of 8 (m = 1) and 4 of 16; variant_groups 8 on
+lavapipe (SwiftShader's: those variants in 8 workgroups of 8) gave medians m = 1, 2, 3 of
+0.75 1.03 1.00 and 0.83 0.89 0.95 where the runs between, without it, gave 1.21 0.93 0.61 and
+1.18 0.82 1.28 (lavapipe, load 11-13).
 
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
 (512, n)): its threads run over the tiles with that axis outermost (tile_grid.tile_threads), so
