@@ -72,7 +72,8 @@ page was not measured): the ladder's m = 1..3 variants take workgroups of 64 thr
 one, on one CPU) where the static kernels take 8 of 8 (m = 1) and 4 of 16; variant_groups 8 on
 lavapipe (SwiftShader's: those variants in 8 workgroups of 8) gave medians m = 1, 2, 3 of
 0.75 1.03 1.00 and 0.83 0.89 0.95 where the runs between, without it, gave 1.21 0.93 0.61 and
-1.18 0.82 1.28 (lavapipe, load 11-13).
+1.18 0.82 1.28 (lavapipe, load 11-13), but a third pair 0.82 1.03 0.98 against 0.81 1.02 1.02
+(load 13): no gain shown beyond the noise yet.
 
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
 (512, n)): its threads run over the tiles with that axis outermost (tile_grid.tile_threads), so
