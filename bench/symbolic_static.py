@@ -20,11 +20,14 @@ shared: the load average is printed; tune nothing on figures taken under load. N
 nothing is asserted.
 
     python bench/symbolic_static.py [lavapipe|swiftshader ...] [--reps N] [--only WORD]
-                                    [--span MS]
+                                    [--span MS] [--option KEY=VALUE ...]
 
 (--only: the workloads whose name has WORD, e.g. matmul; --span: the least timed span in ms;
-at idle the whole run takes a few minutes, most of it SwiftShader's.)
-    python bench/symbolic_static.py --worker REPS ONLY SPAN   (one adapter, this process; JSON)
+--option: a renderer option added to the adapter's for both sides, e.g. static_low_end=true,
+the VALUE read as JSON where it parses, else as a string; at idle the whole run takes a few
+minutes, most of it SwiftShader's.)
+    python bench/symbolic_static.py --worker REPS ONLY SPAN [OPTIONS]   (one adapter, this
+                                    process; OPTIONS a JSON object; prints JSON)
 """
 from __future__ import annotations
 
@@ -120,10 +123,14 @@ def measure_workload(kg, name, hi, values, fn, make, reps: int, span_ms: float) 
   return out
 
 
-def worker(reps: int, only: str = "", span_ms: float = SPAN_MS) -> dict:
+def worker(reps: int, only: str = "", span_ms: float = SPAN_MS,
+           options: dict | None = None) -> dict:
   import kernelgen as kg
   kg.Device.DEFAULT = "WEBGPU"
   runtime = kg.Device["WEBGPU"]
+  if options:       # (--option) every compile of this process, symbolic and static alike
+    adapter_options = runtime.render_options
+    runtime.render_options = lambda: {**adapter_options(), **options}
   rows = []
   with kg.no_grad():
     for spec in workloads(kg):
@@ -132,11 +139,13 @@ def worker(reps: int, only: str = "", span_ms: float = SPAN_MS) -> dict:
   return {"adapter": dict(runtime.adapter.info).get("device", "?"), "rows": rows}
 
 
-def measure(adapter: str, reps: int, only: str = "", span_ms: float = SPAN_MS) -> dict:
+def measure(adapter: str, reps: int, only: str = "", span_ms: float = SPAN_MS,
+            options: dict | None = None) -> dict:
   """One adapter's rows, measured in a fresh process bound to its Vulkan ICD."""
   env = {**os.environ, "VK_ICD_FILENAMES": ICDS[adapter], "VK_DRIVER_FILES": ICDS[adapter],
          "PYTHONPATH": str(ROOT / "core")}
-  proc = subprocess.run([sys.executable, __file__, "--worker", str(reps), only, str(span_ms)], env=env,
+  proc = subprocess.run([sys.executable, __file__, "--worker", str(reps), only, str(span_ms),
+                         json.dumps(options or {})], env=env,
                         capture_output=True, text=True, timeout=3600)
   if proc.returncode:
     return {"error": proc.stderr.strip()[-600:]}
@@ -167,16 +176,31 @@ def print_table(results: dict) -> None:
         f"min ratio")
 
 
+def _option(text: str) -> tuple:
+  """--option's KEY=VALUE as (key, value): VALUE read as JSON where it parses, else a string."""
+  key, sep, value = text.partition("=")
+  if not sep or not key:
+    raise SystemExit(f"--option takes KEY=VALUE (e.g. static_low_end=true), not {text!r}")
+  try:
+    return key, json.loads(value)
+  except ValueError:
+    return key, value
+
+
 def main(argv: list[str]) -> int:
   if argv[:1] == ["--worker"]:
     print(json.dumps(worker(int(argv[1]), argv[2] if len(argv) > 2 else "",
-                            float(argv[3]) if len(argv) > 3 else SPAN_MS)))
+                            float(argv[3]) if len(argv) > 3 else SPAN_MS,
+                            json.loads(argv[4]) if len(argv) > 4 else None)))
     return 0
   reps = int(argv[argv.index("--reps") + 1]) if "--reps" in argv else REPS
   only = argv[argv.index("--only") + 1] if "--only" in argv else ""
   span_ms = float(argv[argv.index("--span") + 1]) if "--span" in argv else SPAN_MS
   adapters = [a for a in argv if a in ICDS] or list(ICDS)
-  print_table({a: measure(a, reps, only, span_ms) for a in adapters})
+  options = dict(_option(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a == "--option")
+  if options:
+    print(f"options added: {options}")
+  print_table({a: measure(a, reps, only, span_ms, options) for a in adapters})
   return 0
 
 

@@ -47,6 +47,34 @@ the page their lazy builds cost tens of seconds beside the run (bench/lm_page.py
 the static 1-row kernels of the LM's projections and head are long, and lavapipe built them in
 the rounds). It stays an option until a pin's build is weighed against what it saves.
 
+Rechecked (stop 58: the m = 1..3 cells had been reported at 1.4-1.6x natively on lavapipe; not
+reproduced). bench/symbolic_static.py --only "matmul (m", the ladder's variants (no pins), median
+| min ratio, m = 1, 2, 3: lavapipe 0.81 | 0.81, 1.00 | 1.00, 1.01 | 1.01 (load 4.2), 0.81 | 0.81,
+0.73 | 1.34, 1.01 | 1.03 (load 5.2), 0.53 | 0.80, 1.27 | 0.46, 1.03 | 1.02 (load 6.5);
+SwiftShader 0.52 | 0.44, 1.00 | 1.01, 1.52 | 1.85 (load 5.2), 0.83 | 0.84, 1.02 | 1.02, 1.03 |
+0.82 (load 6.5): every cell above 1.15 in one run is under it in the other. With the pins (the
+option forced on natively, one process each, alternated with it off, 15 rounds, load 6.7-7.6)
+no cell moved beyond that noise (lavapipe m = 3: 1.15 and 1.37 on, 0.75 and 0.89 off), and the
+first call (compile with every variant) took lavapipe 2.2 / 2.5 s on against 2.0 / 2.1 off,
+SwiftShader 6.3 / 4.6 against 6.2 / 5.5. What a pin costs is its source: the static kernel of
+m = 1 (a rows-per-thread matvec, 64 threads) is 32.5 KB of WGSL where the ladder's m = 1 variant
+(a 1 x 8 tile) is 2.5 KB and takes 0.81x its GPU time; m = 2 and 3 are 3.7 and 5.0 KB against
+3.7 and 5.2. Its pipeline, natively, each the first of its process (Mesa's shader cache off,
+load 6.5), built in 298 / 431 ms against the 1 x 8 tile's 199 / 239 on lavapipe (whose LLVM
+compile may come at the first dispatch: not timed here) and 1.79 / 1.80 s against 0.31 / 0.32 on
+SwiftShader. So no adapter sets static_low_end: natively the ladder meets the goal at m = 1..3
+and the pins buy nothing there, and in the page they would only add long builds. At load 10-15
+(bench/symbolic_static.py --option static_low_end=true, alternated with runs without) single
+medians say little: the pins, the static kernels' own WGSL, ran m = 2 at 1.56x in one run and
+m = 3 at 2.08x by the min in another, as the ladder's m = 2 took 1.50x and 1.49x (min) in two.
+A lead, not taken (it changes every lavapipe tile variant's workgroups, the page's too, and the
+page was not measured): the ladder's m = 1..3 variants take workgroups of 64 threads (m = 1:
+one, on one CPU) where the static kernels take 8 of 8 (m = 1) and 4 of 16; variant_groups 8 on
+lavapipe (SwiftShader's: those variants in 8 workgroups of 8) gave medians m = 1, 2, 3 of
+0.75 1.03 1.00 and 0.83 0.89 0.95 where the runs between, without it, gave 1.21 0.93 0.61 and
+1.18 0.82 1.28 (lavapipe, load 11-13), but a third pair 0.82 1.03 0.98 against 0.81 1.02 1.02
+(load 13): no gain shown beyond the noise yet.
+
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
 (512, n)): its threads run over the tiles with that axis outermost (tile_grid.tile_threads), so
 the run-time grid launches only the tiles the bound value needs, and its variants take the
