@@ -7,7 +7,12 @@ Each step's wall seconds ("seconds"), and beside them what a shared machine's lo
 builds, lavapipe's on the runtime's builder thread and at first dispatch), "kernels", the compile
 cache's misses (kernels compiled), and "compile", the wall seconds those compiles took
 (cache_info's compile_s). For a first step's cost under load compare "cpu" (issue 37: on 2 CPUs
-at load 6-10 the same first step took 88-133 s wall and 25-30 CPU s).
+at load 6-15 the same first step took 48-223 s wall and 23-33 CPU s). Mesa keeps the shaders
+lavapipe built in ~/.cache/mesa_shader_cache across processes (shared by everyone on the machine):
+a first step whose kernels an earlier run built skips their LLVM builds, the bulk of its cost (in
+queue.submit: lavapipe builds a pipeline at its first dispatch), so an A/B of the first step
+after a kernel change sets MESA_SHADER_CACHE_DISABLE=true (with the cache, 347b9ed's first step
+took 43.3 s and a370c5c's 14.8 s, each run once at load 4).
 
     python bench/lm_train_step.py --devices WEBGPU PTXSIM PYTHON --layers 10 --steps 3
 """
