@@ -19,9 +19,10 @@ launch binds the same buffers and the runtime keeps its bindings (Program._stage
 Never replayed wrongly: a call whose operators read a device tensor's values (a data-dependent
 shape), return something other than Tensors (a sequence, an empty optional), draw random
 numbers, or read host copies other than those its signature names keeps running eagerly; a
-call fed placeholders (Tensor.empty, as kg.export does) or lazy tensors stays lazy. What a replay freezes, as
-kg.jit does: options that change how kernels are compiled (environment variables, search mode)
-are those of the recorded call; Model.run(..., replay=False) builds the lazy graph every time.
+call fed placeholders (Tensor.empty, as kg.export does) or lazy tensors stays lazy. What a
+replay freezes, as kg.jit does: options that change how kernels are compiled (environment
+variables, search mode) are those of the recorded call; Model.run(..., replay=False) builds the
+lazy graph every time.
 """
 from __future__ import annotations
 
