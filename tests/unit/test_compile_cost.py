@@ -240,3 +240,28 @@ def test_the_estimate_orders_a_vectorized_q4_gemms_tiles_as_their_builds(k, n):
   small, plain, large = (compile_cost.estimate_ms(options, probe_uops(item, tile, (0, 1)))
                          for tile in ((4, 4), (8, 8), (8, 16)))
   assert small < plain <= compile_cost.budget_ms(options) < large, (small, plain, large)
+
+
+def _q4_symbolic_kernel(runs: int):
+  """The q4 down GEMM (1536 -> 576) over `seq` in 1..128 rows (the page's prefill bundle) for
+  lavapipe, option `runs`."""
+  from kernelgen.onnx.operators.quant_tiled import matmul_dequant
+  x = kg.Tensor.empty(kg.Dim("seq", 1, 128), 1536, device="PYTHON")
+  words = kg.Tensor.empty(576, 1536 // 8, dtype=kg.dtypes.uint32, device="PYTHON")
+  scale = kg.Tensor.empty(576, 1536 // 32, device="PYTHON")
+  return _one(matmul_dequant(x, words, scale, 8.0, 4, 32), adapter="lavapipe", runs=runs)
+
+
+def test_a_one_off_symbolic_q4_gemms_variants_stay_within_its_capped_tile():
+  """A one-off run's capped kernel (8x8 rolled, 646 lines) served seq = 49..128 in variants of
+  the heuristic's tiles unrolled (2220 and 6582 lines), each built with the kernel: seq = 128's
+  first run cost lavapipe 3.5-4.5 CPU s against the kernel's 0.3 (variants.py VARIANT_BUDGET).
+  Now no variant is longer than the kernel and the top runs the kernel; for many runs the wide
+  variants stay."""
+  from kernelgen.uop.program import variant_for
+  one_off, many = _q4_symbolic_kernel(1), _q4_symbolic_kernel(RUNS_MANY)
+  assert one_off.capped and not many.capped
+  assert all(len(v.source) <= len(one_off.source) for _, _, v in one_off.variants), \
+    [len(v.source.splitlines()) for _, _, v in one_off.variants]
+  assert variant_for(one_off, {"seq": 128}) is one_off
+  assert max(len(v.source) for _, _, v in many.variants) > 4 * len(one_off.source)

@@ -124,6 +124,7 @@ import math
 from ..graph.at_value import item_at
 from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
+from . import compile_cost
 from .attention import attention_variants
 from ..graph.view import prod
 from .lowerer import Opts
@@ -202,6 +203,12 @@ MAX_VARIANTS = 8
 # 1536 columns, m in 1..128, one-off, load 5-7 on 2 CPUs), m = 127 in the variant's 16 x 16
 # 16-20 CPU ms, m = 128 in the kernel's 4 x 4 53-70. So the ladder of a capped kernel runs to
 # the top: its last variant serves hi too (the same variants as before, one value more).
+# VARIANT_BUDGET: (issue 37) those variants were the heuristic's tiles in the adapter's unrolling,
+# unweighed by the budget, and each is built with the kernel: SmolLM2-135M's q4 prefill bundle
+# (2 layers, seq in 1..128, lavapipe natively, Mesa's cache off, load 12-16) ran seq = 128 in a
+# 16 x 16 variant of 6582 WGSL lines where the kernel is 8 x 8 rolled in 646: its first run 3.5-4.5
+# CPU s (the static 8 x 8 kernel's 0.3), its 7 prompt GEMMs 30 of the first prefill's 36 CPU s.
+# A capped kernel's variants take at most its tile, in its unrolling (within_kernels_tile).
 
 
 def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
@@ -296,13 +303,32 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
   # top: the ladder's tiles are uncapped, so the top run's variant is built anyway (CAPPED_TOP)
   top = hi + 1 if opts.capped else hi
   ladder = tile_ladder(at, start, top) if start < top else []
+  one_off = opts.capped and compile_cost.capped(merged)
+  if one_off:
+    ladder = within_kernels_tile(ladder, tuple(opts.tile))
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
   spread = _spread(merged)
-  return static + [(name, most, {"tile": tile, "group": 0,
+  unroll = {"tile_unroll": opts.tile_unroll} if one_off else {}
+  return static + [(name, most, {"tile": tile, "group": 0, **unroll,
                                  "local": _local(item, tile, opts.tile_axes, most, axis, target,
                                                  spread)})
                    for most, tile in _within(ladder, MAX_VARIANTS)]
+
+
+def within_kernels_tile(ladder: list, tile: tuple) -> list:
+  """`ladder` (tile_ladder's) of a kernel whose tile a one-off run's compile budget cut, each
+  run's tile at most `tile` (the kernel's) in each axis, runs of one tile joined: the ladder's
+  tiles are the heuristic's, unweighed by the budget, and a variant is built with the kernel
+  (VARIANT_BUDGET)."""
+  cut = []
+  for most, own in ladder:
+    own = tuple(min(a, b) for a, b in zip(own, tile))
+    if cut and cut[-1][1] == own:
+      cut[-1] = (most, own)
+    else:
+      cut.append((most, own))
+  return cut
 
 
 def _spread(merged: dict) -> tuple:
