@@ -208,7 +208,10 @@ MAX_VARIANTS = 8
 # (2 layers, seq in 1..128, lavapipe natively, Mesa's cache off, load 12-16) ran seq = 128 in a
 # 16 x 16 variant of 6582 WGSL lines where the kernel is 8 x 8 rolled in 646: its first run 3.5-4.5
 # CPU s (the static 8 x 8 kernel's 0.3), its 7 prompt GEMMs 30 of the first prefill's 36 CPU s.
-# A capped kernel's variants take at most its tile, in its unrolling (within_kernels_tile).
+# A capped kernel's variants take at most its tile, in its unrolling (within_kernels_tile). The
+# bundle's cold first result (export + first prefill, Mesa's cache off, CPU s / wall s, load 5-9,
+# main then this in one sequence): export 12.1 / 67.7 -> 5.7 / 29.1, first prefill 28.3 / 41.4 ->
+# 5.3 / 17.5 (its prompt GEMMs 2.9-4.9 CPU s each -> 0.24-0.39).
 
 
 def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
