@@ -256,12 +256,13 @@ def test_a_one_off_symbolic_q4_gemms_variants_stay_within_its_capped_tile():
   """A one-off run's capped kernel (8x8 rolled, 646 lines) served seq = 49..128 in variants of
   the heuristic's tiles unrolled (2220 and 6582 lines), each built with the kernel: seq = 128's
   first run cost lavapipe 3.5-4.5 CPU s against the kernel's 0.3 (variants.py VARIANT_BUDGET).
-  Now no variant is longer than the kernel and the top runs the kernel; for many runs the wide
-  variants stay."""
+  Now no variant's tile passes the kernel's (the low counts' small tiles, up to 1177 lines, stay
+  as they were: decoding's seq = 1 among them), seq = 25..128 run the kernel; for many runs the
+  wide variants stay."""
   from kernelgen.uop.program import variant_for
   one_off, many = _q4_symbolic_kernel(1), _q4_symbolic_kernel(RUNS_MANY)
   assert one_off.capped and not many.capped
-  assert all(len(v.source) <= len(one_off.source) for _, _, v in one_off.variants), \
+  assert all(len(v.source) < 2 * len(one_off.source) for _, _, v in one_off.variants), \
     [len(v.source.splitlines()) for _, _, v in one_off.variants]
-  assert variant_for(one_off, {"seq": 128}) is one_off
+  assert all(variant_for(one_off, {"seq": m}) is one_off for m in (25, 64, 127, 128))
   assert max(len(v.source) for _, _, v in many.variants) > 4 * len(one_off.source)

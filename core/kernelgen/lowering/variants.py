@@ -208,7 +208,8 @@ MAX_VARIANTS = 8
 # (2 layers, seq in 1..128, lavapipe natively, Mesa's cache off, load 12-16) ran seq = 128 in a
 # 16 x 16 variant of 6582 WGSL lines where the kernel is 8 x 8 rolled in 646: its first run 3.5-4.5
 # CPU s (the static 8 x 8 kernel's 0.3), its 7 prompt GEMMs 30 of the first prefill's 36 CPU s.
-# A capped kernel's variants take at most its tile, in its unrolling (within_kernels_tile). The
+# A capped kernel's variants take at most its tile (within_kernels_tile; in the adapter's
+# unrolling: rolled, seq = 1's decoding variant ran 5x the wall time, at the same CPU time). The
 # bundle's cold first result (export + first prefill, Mesa's cache off, CPU s / wall s, load 5-9,
 # main then this in one sequence): export 12.1 / 67.7 -> 5.7 / 29.1, first prefill 28.3 / 41.4 ->
 # 5.3 / 17.5 (its prompt GEMMs 2.9-4.9 CPU s each -> 0.24-0.39).
@@ -306,14 +307,12 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
   # top: the ladder's tiles are uncapped, so the top run's variant is built anyway (CAPPED_TOP)
   top = hi + 1 if opts.capped else hi
   ladder = tile_ladder(at, start, top) if start < top else []
-  one_off = opts.capped and compile_cost.capped(merged)
-  if one_off:
+  if opts.capped and compile_cost.capped(merged):
     ladder = within_kernels_tile(ladder, tuple(opts.tile))
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
   spread = _spread(merged)
-  unroll = {"tile_unroll": opts.tile_unroll} if one_off else {}
-  return static + [(name, most, {"tile": tile, "group": 0, **unroll,
+  return static + [(name, most, {"tile": tile, "group": 0,
                                  "local": _local(item, tile, opts.tile_axes, most, axis, target,
                                                  spread)})
                    for most, tile in _within(ladder, MAX_VARIANTS)]
