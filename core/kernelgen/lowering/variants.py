@@ -210,9 +210,10 @@ MAX_VARIANTS = 8
 # CPU s (the static 8 x 8 kernel's 0.3), its 7 prompt GEMMs 30 of the first prefill's 36 CPU s.
 # A capped kernel's variants take at most its tile (within_kernels_tile; in the adapter's
 # unrolling: rolled, seq = 1's decoding variant ran 5x the wall time, at the same CPU time). The
-# bundle's cold first result (export + first prefill, Mesa's cache off, CPU s / wall s, load 5-9,
-# main then this in one sequence): export 12.1 / 67.7 -> 5.7 / 29.1, first prefill 28.3 / 41.4 ->
-# 5.3 / 17.5 (its prompt GEMMs 2.9-4.9 CPU s each -> 0.24-0.39).
+# bundle's cold first result (export + first prefill, Mesa's cache off, CPU s / wall s, main
+# -> this, at load ~2): export 11.4 / 11.6 -> 7.5 / 7.7, first prefill 30.0 / 32.2 -> 5.1 / 5.2
+# (its prompt GEMMs 2.9-4.9 CPU s each -> 0.24-0.39, at load 5-9); its later prefills 0.17 ->
+# 0.23-0.25 CPU s (seq = 128 in the rolled 8 x 8 kernel), break-even after ~400 prefills.
 
 
 def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
