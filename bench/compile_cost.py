@@ -77,6 +77,24 @@ WORKLOADS = {
   "dwconv 5x5 looped": ("DW(96, 80)", {"tile_window": False}),
   "dwconv 5x5 many runs": ("DW(96, 80)", {"runs": 100}),
   "dwconv 5x5 tile 4x8": ("DW(96, 80)", {"tile": (4, 8)}),
+  # SmolLM2-135M's q4 prompt GEMMs at 128 rows (onnx/operators/quant_tiled.py, block 32): q and
+  # o 576 -> 576, k and v 576 -> 192, up and gate 576 -> 1536, down 1536 -> 576
+  "q4 576->1536 p128": ("Q4(128, 576, 1536)", {}),
+  "q4 576->1536 tile 4x4": ("Q4(128, 576, 1536)", {"tile": (4, 4)}),
+  "q4 576->1536 tile 8x8": ("Q4(128, 576, 1536)", {"tile": (8, 8)}),
+  "q4 576->1536 rolled 8x16": ("Q4(128, 576, 1536)", {"tile": (8, 16), "tile_unroll": 0}),
+  "q4 576->1536 rolled 4x4": ("Q4(128, 576, 1536)", {"tile": (4, 4), "tile_unroll": 0}),
+  "q4 1536->576 p128": ("Q4(128, 1536, 576)", {}),
+  "q4 1536->576 tile 4x4": ("Q4(128, 1536, 576)", {"tile": (4, 4)}),
+  "q4 1536->576 tile 8x8": ("Q4(128, 1536, 576)", {"tile": (8, 8)}),
+  "q4 1536->576 rolled 8x16": ("Q4(128, 1536, 576)", {"tile": (8, 16), "tile_unroll": 0}),
+  "q4 1536->576 rolled 4x4": ("Q4(128, 1536, 576)", {"tile": (4, 4), "tile_unroll": 0}),
+  "q4 576->576 p128": ("Q4(128, 576, 576)", {}),
+  "q4 576->576 tile 4x4": ("Q4(128, 576, 576)", {"tile": (4, 4)}),
+  "q4 576->576 tile 8x8": ("Q4(128, 576, 576)", {"tile": (8, 8)}),
+  "q4 576->192 p128": ("Q4(128, 576, 192)", {}),
+  "q4 576->192 tile 4x4": ("Q4(128, 576, 192)", {"tile": (4, 4)}),
+  "q4 576->192 tile 8x8": ("Q4(128, 576, 192)", {"tile": (8, 8)}),
   "sdpa L=512 rows 1": ("SDPA(512)", {"upcast": 1}),
   "sdpa L=512 rows 2": ("SDPA(512)", {"upcast": 2}),
   "sdpa L=512 rows 4": ("SDPA(512)", {"upcast": 4}),
@@ -103,7 +121,12 @@ def _inputs(kg):
   def SDPA(length):
     q, k, v = (E(1, 8, length, 64) for _ in range(3))
     return q.scaled_dot_product_attention(k, v)
-  return {"E": E, "DW": DW, "SDPA": SDPA, "kg": kg}
+
+  def Q4(rows, k, n, block=32):   # a q4 MatMulNBits over a prompt's rows, zero point 8
+    from kernelgen.onnx.operators.quant_tiled import matmul_dequant
+    words = kg.Tensor.empty(n, k // 8, dtype=kg.dtypes.uint32, device="WEBGPU")
+    return matmul_dequant(E(rows, k), words, E(n, k // block), 8.0, 4, block)
+  return {"E": E, "DW": DW, "SDPA": SDPA, "Q4": Q4, "kg": kg}
 
 
 def _light_items(kg, name: str) -> list:
@@ -120,6 +143,24 @@ def _light_items(kg, name: str) -> list:
   return [(f"{name} {item.name}", item) for item in items]
 
 
+def _prefill_items(kg, dtype: str = "q4", layers: str = "1", prompt: str = "128") -> list:
+  """(label, item) for the prompt GEMMs (a reduce over at least 64 terms into the prompt's rows)
+  of SmolLM2-135M's prefill step (bench/lm_prefill_kernels.py), `layers` layers."""
+  import dataclasses
+  sys.path.insert(0, str(ROOT / "bench"))
+  import lm_models
+  from lm_prefill_kernels import matmul_shape, schedule_step
+  from kernelgen.graph.schedule import schedule
+  cfg = dataclasses.replace(lm_models.CONFIGS["smollm2-135m"], layers=int(layers))
+  nodes, _ = schedule_step(kg, cfg, dtype, int(prompt), True)
+  found = []
+  for item in schedule(nodes):
+    mnk = matmul_shape(item, int(prompt))
+    if mnk and mnk[0] == int(prompt) and mnk[1] != int(prompt):
+      found.append((f"{dtype} {mnk}", item))
+  return found
+
+
 def _stats(source: str) -> dict:
   return {"lines": source.count("\n") + 1, "bytes": len(source.encode()),
           "loops": len(re.findall(r"\bloop\s*\{|\bfor\s*\(", source))}
@@ -130,8 +171,9 @@ def measure(label: str, item, options: dict, reps: int) -> dict:
   from kernelgen.compiler import compile_item
   from kernelgen.device import Device
   from kernelgen.graph.lazy import Buffer
+  from kernelgen.lowering.compile_cost import estimate_ms
   from kernelgen.lowering.lower import lower
-  from kernelgen.lowering.optimize import optimize
+  from kernelgen.lowering.optimize import optimize, with_adapter_defaults
   from kernelgen.render.targets import get_target
   from kernelgen.uop.ops import toposort
   runtime = Device["WEBGPU"]
@@ -141,6 +183,7 @@ def measure(label: str, item, options: dict, reps: int) -> dict:
   python_ms = (time.process_time() - cpu) * 1e3
   opts = optimize(item, target, dict(target.check_options(options)))
   uops = len(toposort([lower(item, opts)[0]]))
+  estimate = estimate_ms(with_adapter_defaults(item, target, dict(options)), uops)
   out = item.out
   handles = [Buffer(out.device, out.dtype, out.size).handle] + \
     [(src.buffer if src.realized else Buffer(src.device, src.dtype, src.size)).handle
@@ -165,7 +208,8 @@ def measure(label: str, item, options: dict, reps: int) -> dict:
           "pipeline_ms": round(pipeline_ms, 1), "first_ms": round(first_ms, 1),
           "gpu_ms": round(gpu_ms, 2),
           "driver_wall_ms": round(max(pipeline_ms + first_ms - gpu_ms, 0.0), 1),
-          "driver_ms": round(max(first_cpu - run_cpu, 0.0), 1)}
+          "driver_ms": round(max(first_cpu - run_cpu, 0.0), 1),
+          "estimate_ms": round(estimate, 1) if estimate is not None else None}
 
 
 def _opts_text(opts) -> str:
@@ -194,6 +238,10 @@ def child(adapter: str, only: list, reps: int) -> None:
       jobs = [(f"{label} {tag}", item, {**base, **extra}) for label, item in rows
               if compile_item(item, "wgsl", base).capped
               for tag, extra in (("one-off", {}), ("many runs", {"runs": RUNS_MANY}))]
+    elif name.startswith("prefill "):         # an LM prefill's prompt GEMMs (bench/lm_models.py)
+      jobs = [(f"{label} {tag}", item, {**base, **extra})
+              for label, item in _prefill_items(kg, *name.split()[1:])
+              for tag, extra in (("one-off", {}), ("4x4", {"tile": (4, 4)}))]
     elif name.startswith("light "):
       rows = _light_items(kg, name.split()[1])
       from kernelgen.compiler import compile_item
@@ -253,7 +301,7 @@ def main(argv: list[str]) -> None:
   print(f"# load: {os.getloadavg()[0]:.2f} (1 min), 2 CPUs shared; Mesa shader cache off",
         flush=True)
   print(f"{'adapter':11s} {'kernel':44s} {'lines':>6s} {'bytes':>8s} {'loops':>5s} {'uops':>6s} "
-        f"{'python':>7s} {'driver':>9s} {'wall':>9s} {'gpu':>8s}  opts", flush=True)
+        f"{'python':>7s} {'driver':>9s} {'wall':>9s} {'gpu':>8s} {'est':>7s}  opts", flush=True)
   found = []
   for adapter in args.adapters.split(","):
     command = [sys.executable, __file__, "--child", adapter, "--reps", str(args.reps)] + \
@@ -278,7 +326,7 @@ def _print_row(r: dict) -> None:
   print(f"{r['adapter']:11s} {r['kernel'][:44]:44s} {r['lines']:6d} {r['bytes']:8d} "
         f"{r['loops']:5d} {r['uops']:6d} {r['python_ms']:7.0f} {r['driver_ms']:9.0f} "
         f"{r['driver_wall_ms']:9.0f} "
-        f"{r['gpu_ms']:8.2f}  {r['opts']}", flush=True)
+        f"{r['gpu_ms']:8.2f} {r.get('estimate_ms') or 0:7.0f}  {r['opts']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -152,6 +152,7 @@ import math
 from ..graph.at_value import item_at
 from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
+from . import compile_cost
 from .attention import attention_variants
 from ..graph.view import prod
 from .lowerer import Opts
@@ -230,6 +231,17 @@ MAX_VARIANTS = 8
 # 1536 columns, m in 1..128, one-off, load 5-7 on 2 CPUs), m = 127 in the variant's 16 x 16
 # 16-20 CPU ms, m = 128 in the kernel's 4 x 4 53-70. So the ladder of a capped kernel runs to
 # the top: its last variant serves hi too (the same variants as before, one value more).
+# VARIANT_BUDGET: (issue 37) those variants were the heuristic's tiles in the adapter's unrolling,
+# unweighed by the budget, and each is built with the kernel: SmolLM2-135M's q4 prefill bundle
+# (2 layers, seq in 1..128, lavapipe natively, Mesa's cache off, load 12-16) ran seq = 128 in a
+# 16 x 16 variant of 6582 WGSL lines where the kernel is 8 x 8 rolled in 646: its first run 3.5-4.5
+# CPU s (the static 8 x 8 kernel's 0.3), its 7 prompt GEMMs 30 of the first prefill's 36 CPU s.
+# A capped kernel's variants take at most its tile (within_kernels_tile; in the adapter's
+# unrolling: rolled, seq = 1's decoding variant ran 5x the wall time, at the same CPU time). The
+# bundle's cold first result (export + first prefill, Mesa's cache off, CPU s / wall s, main
+# -> this, at load ~2): export 11.4 / 11.6 -> 7.5 / 7.7, first prefill 30.0 / 32.2 -> 5.1 / 5.2
+# (its prompt GEMMs 2.9-4.9 CPU s each -> 0.24-0.39, at load 5-9); its later prefills 0.17 ->
+# 0.23-0.25 CPU s (seq = 128 in the rolled 8 x 8 kernel), break-even after ~400 prefills.
 
 
 def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
@@ -324,6 +336,8 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
   # top: the ladder's tiles are uncapped, so the top run's variant is built anyway (CAPPED_TOP)
   top = hi + 1 if opts.capped else hi
   ladder = tile_ladder(at, start, top) if start < top else []
+  if opts.capped and compile_cost.capped(merged):
+    ladder = within_kernels_tile(ladder, tuple(opts.tile))
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
   spread = _spread(merged)
@@ -331,6 +345,21 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
                                  "local": _local(item, tile, opts.tile_axes, most, axis, target,
                                                  spread)})
                    for most, tile in _within(ladder, MAX_VARIANTS)]
+
+
+def within_kernels_tile(ladder: list, tile: tuple) -> list:
+  """`ladder` (tile_ladder's) of a kernel whose tile a one-off run's compile budget cut, each
+  run's tile at most `tile` (the kernel's) in each axis, runs of one tile joined: the ladder's
+  tiles are the heuristic's, unweighed by the budget, and a variant is built with the kernel
+  (VARIANT_BUDGET)."""
+  cut = []
+  for most, own in ladder:
+    own = tuple(min(a, b) for a, b in zip(own, tile))
+    if cut and cut[-1][1] == own:
+      cut[-1] = (most, own)
+    else:
+      cut.append((most, own))
+  return cut
 
 
 def _spread(merged: dict) -> tuple:

@@ -13,7 +13,15 @@ budget (lowering/compile_cost.py) on the CPU adapters, where the 4x4 tile ran 1.
 (8x8), two rounds alternated, load 6-7 on 2 shared CPUs: 8x8 lowered UOps 1301 -> 1073 (gate and
 up with SwiGLU's epilogue) and 1201 -> 973 (down); CPU ms per run (median of 5) 55-70 / 20-26;
 its build (Mesa's cache off: pipeline and first dispatch) costs more, 0.66-1.12 / 1.09-1.80 s
-wall, 138-270 / 248-356 ms of CPU.
+wall, 138-270 / 248-356 ms of CPU. Against compile_cost.estimate_ms (bench/compile_cost.py's q4
+rows, Mesa's cache off, load 5-6, driver CPU ms / estimate, two rounds): rolled 4x4 307 UOps
+64-82 / 210, 8x8 (the one-off choice) 742 UOps 183-207 / 576, 8x16 1264 UOps 353-393 / 1119;
+matmul 512^3 and conv2d 3x3 64ch in 8x8 140 / 249, 130 / 272. The estimate overstates these
+kernels more than those it was fitted on (the vec4 loads and the fields' shifts and masks cost
+lavapipe less per UOp, not more), and orders their tiles as their builds: no recalibration (an
+estimate nearer their cost would admit 8x16: ~170 ms more build, where the 8x8 kernel's whole
+run is 13-19 ms at load 2-4).
+SwiftShader natively (load ~7) takes rolled 8x16: 1264 UOps 325-509 / 455 (matmul 135 / 129).
 """
 from __future__ import annotations
 
