@@ -153,14 +153,26 @@ def _counters(kg, runtime) -> tuple:
 
 
 def count_reads(runtime) -> list:
-  """[reads, bytes] read back from `runtime` from now on (its copyout wrapped, this instance's
-  only): that only the sampled token comes back."""
-  counted, copyout = [0, 0], runtime.copyout
+  """[reads, bytes] read back from `runtime` from now on (its copyout and copyout_many wrapped,
+  this instance's only): that only the sampled token comes back. A read is one copyout or one
+  copyout_many (several buffers read together, through copyout or not: the page's runtime)."""
+  counted, copyout, copyout_many, inside = [0, 0], runtime.copyout, runtime.copyout_many, []
+
   def counting(handle):
     data = copyout(handle)
-    counted[0], counted[1] = counted[0] + 1, counted[1] + len(data)
+    if not inside:
+      counted[0], counted[1] = counted[0] + 1, counted[1] + len(data)
     return data
-  runtime.copyout = counting
+
+  def counting_many(handles):
+    inside.append(True)
+    try:
+      data = copyout_many(handles)
+    finally:
+      inside.pop()
+    counted[0], counted[1] = counted[0] + 1, counted[1] + sum(len(d) for d in data)
+    return data
+  runtime.copyout, runtime.copyout_many = counting, counting_many
   return counted
 
 
