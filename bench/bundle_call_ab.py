@@ -108,7 +108,7 @@ def model_js(ref: str | None) -> str:
     return scripts.model_js()
   return scripts.model_js(lambda name: subprocess.run(
     ["git", "show", f"{ref}:{EXPORT}/{name}"], cwd=ROOT, check=True, capture_output=True,
-    text=True).stdout)
+    encoding="utf-8").stdout)
 
 
 def trivial_bundle(folder: Path) -> Path:
