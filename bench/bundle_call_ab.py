@@ -1,5 +1,5 @@
 """A bundle's per-call time in the page under two loaders (issue 42's fixed cost per call):
-model.js as a git ref has it (default main) against the worktree's export/loader.js, each
+model.js as a git ref has it (default main) against the worktree's (export/scripts.py), each
 loading the same exported bundles on one shared device of the page's adapter, interleaved
 round after round (bench/peers.round_order). A call is what bench/pypi_page.py times: a pause
 (a page calling every 32 ms), then wall time from typed arrays on the CPU to the outputs read
@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from peers import round_order  # noqa: E402
 # cross-origin isolated: performance.now() to 5 us, not 100 us
 ISOLATED = {"Cross-Origin-Opener-Policy": "same-origin",
             "Cross-Origin-Embedder-Policy": "require-corp"}
-LOADER = ROOT / "core" / "kernelgen" / "export" / "loader.js"
+EXPORT = "core/kernelgen/export"
 
 PAGE = """<!doctype html><title>bundle call A/B</title><script type="module">
 const ARRAYS = { float32: Float32Array, int32: Int32Array, uint32: Uint32Array,
@@ -100,6 +99,18 @@ document.body.dataset.ready = 'true';
 </script>"""
 
 
+def model_js(ref: str | None) -> str:
+  """model.js as git ref `ref` has it (export/scripts.py joins loader.js and its parts; before
+  the split, loader.js alone), or as the worktree has it (ref None)."""
+  sys.path.insert(0, str(ROOT / "core"))
+  from kernelgen.export import scripts
+  if ref is None:
+    return scripts.model_js()
+  return scripts.model_js(lambda name: subprocess.run(
+    ["git", "show", f"{ref}:{EXPORT}/{name}"], cwd=ROOT, check=True, capture_output=True,
+    encoding="utf-8").stdout)
+
+
 def trivial_bundle(folder: Path) -> Path:
   """A one-kernel bundle (y = x * 2 + 1 over 64 floats): nothing but the loader's fixed cost."""
   sys.path.insert(0, str(ROOT / "core"))
@@ -130,11 +141,9 @@ def main(argv=None) -> int:
   with tempfile.TemporaryDirectory(prefix="kg-call-ab-") as tmp:
     root = Path(tmp)
     (root / "index.html").write_text(PAGE)
-    (root / "old.js").write_bytes(Path(args.old).read_bytes() if Path(args.old).is_file()
-                                  else subprocess.run(
-      ["git", "show", f"{args.old}:core/kernelgen/export/loader.js"], cwd=ROOT, check=True,
-      capture_output=True).stdout)
-    shutil.copy(LOADER, root / "new.js")
+    (root / "old.js").write_text(Path(args.old).read_text() if Path(args.old).is_file()
+                                 else model_js(args.old), encoding="utf-8")
+    (root / "new.js").write_text(model_js(None), encoding="utf-8")
     bundles = args.bundle or [trivial_bundle(root / "trivial")]
     mounts = {f"/b{i}/": b for i, b in enumerate(bundles)}
     with StaticServer(root, mounts=mounts, headers=ISOLATED) as server, sync_playwright() as pw:

@@ -5,9 +5,9 @@ pinned.STATIC), with option static_low_end (set here on lavapipe's options, wher
 lowering/variants.py). Each is pinned to its one value (its stores gated by m == value: at any other value it
 writes nothing), so every runtime's pick takes it only at that value (uop/program.py serves,
 CompiledKernel.exact): natively, in the page (webgpu_browser.py pick: a fallback to a built
-variant never takes a pin of another value) and in model.js (loader.js pick, the manifest's
-`exact`), checked here by structure and under Node; values against numpy at m = 1 .. 5 and
-values that divide no tile, the padding NaN, on PYTHON and WEBGPU."""
+variant never takes a pin of another value) and in model.js (export/loader_builds.js pick,
+the manifest's `exact`), checked here by structure and under Node; values against numpy at m = 1 ..
+5 and values that divide no tile, the padding NaN, on PYTHON and WEBGPU."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,11 +21,12 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
+from kernelgen.export import scripts
 from kernelgen.export.plan import make_plan
 from kernelgen.lowering.compile_cost import RUNS_MANY
 from kernelgen.runtime.webgpu_browser import BrowserWebGPU
 from kernelgen.uop.program import serves, variant_for
-from tools import REPO_ROOT, device_runtime, run_named
+from tools import device_runtime, run_named
 
 NODE = shutil.which("node")
 
@@ -82,7 +83,8 @@ def test_a_fallback_never_takes_a_pin_of_another_value():
   assert [variant_for(reordered, {"m": m}) for m in (1, 2, 3, 4)] == [one, two, three, tile]
 
 
-# Node: loader.js's Model.prototype.pick over a step whose variants are the manifest's entries
+# Node: model.js's Model.prototype.pick (export/loader_builds.js) over a step whose variants are
+# the manifest's entries
 PICK = """
 const { Model } = await import(process.argv[2]);
 const { step, cases } = JSON.parse(process.argv[3]);
@@ -110,8 +112,7 @@ def test_model_js_takes_a_pin_only_at_its_value(tmp_path):
   tile = keys[3]
   cases = [[["v2", "v3", tile], 1], [["v2", "v3"], 1], [["v2"], 2], [["v1", "v3"], 2],
            [["v1", "v2", tile], 3], [["v1", "v2", "v3"], 4]]
-  loader = (REPO_ROOT / "core" / "kernelgen" / "export" / "loader.js").read_text()
-  (tmp_path / "model.mjs").write_text(loader + "\nexport { Model };\n")
+  (tmp_path / "model.mjs").write_text(scripts.model_js() + "\nexport { Model };\n")
   (tmp_path / "pick.mjs").write_text(PICK)
   done = subprocess.run([NODE, str(tmp_path / "pick.mjs"), (tmp_path / "model.mjs").as_uri(),
                          json.dumps({"step": step, "cases": cases})],

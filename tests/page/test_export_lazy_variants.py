@@ -2,9 +2,9 @@
 what it needs): load() makes each kernel's own pipeline, not its variants' (lowering/variants.py);
 a run whose bound value a variant not built yet would take runs the kernel itself (never the
 unbuilt variant); a variant is built in the background once the runs that asked for it have
-taken its build's cost (ski rental, loader.js DEFAULT_MS_PER_BYTE: its bytes x the build rate:
-what background builds added to the runs they overlapped, before any the wall rate measured at
-load), and taken by the runs after; buildVariants() builds the rest. The decision is
+taken its build's cost (ski rental, export/loader_builds.js DEFAULT_MS_PER_BYTE: its bytes x the
+build rate: what background builds added to the runs they overlapped, before any the wall rate
+measured at load), and taken by the runs after; buildVariants() builds the rest. The decision is
 checked by structure: a fake clock makes each run take RUN_MS and a fixed rate makes n = 100's
 variant cost 2.5 runs, so its build starts after the third run asking for it, not before. Every
 run equals numpy, in headless Chromium."""

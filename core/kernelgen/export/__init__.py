@@ -5,9 +5,9 @@
     kg.load_bundle("DIR").run({"x": x}, device="PTXSIM")   # {name: Tensor}
 
 plan.py describes the program (buffers, kernels, shared memory), bundle.py writes and runs it,
-loader.js is the browser side (copied as DIR/model.js; generate.js beside it holds a causal LM's
-generate()); the weights file is written and read by nn/safetensors.py (the raw level of kg.save /
-kg.load).
+loader.js and its parts (loader_*.js) are the browser side (scripts.py joins them into
+DIR/model.js; generate.js beside it holds a causal LM's generate()); the weights file is written
+and read by nn/safetensors.py (the raw level of kg.save / kg.load).
 """
 from .bundle import Bundle, export, load_bundle
 

@@ -3,7 +3,8 @@
     DIR/manifest.json          plan.py's manifest
     DIR/<kernel>.wgsl|.ptx     each distinct kernel source once (plan.share_sources)
     DIR/weights.safetensors    the realized data the program reads (nn/safetensors.py)
-    DIR/model.js               webgpu bundles: the browser loader (loader.js, no dependencies)
+    DIR/model.js               webgpu bundles: the browser loader (scripts.py joins it from
+                               loader.js and its parts, loader_*.js; no dependencies)
     DIR/generate.js            webgpu bundles: model.js's generate() for causal LMs (generate.js)
 
 `Bundle.run(inputs, device)` executes the manifest on a kernelgen runtime: a ptx bundle on CUDA or
@@ -32,15 +33,11 @@ from .inputs import is_model, model_feeds
 from ..tensor.symbolic import compact, padded
 from .plan import ModelOutputs, make_plan
 from .progress import RunProgress
+from . import scripts
 from . import state as bundle_state
 from . import device_limits
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
-HERE = os.path.dirname(os.path.abspath(__file__))
-# webgpu bundles' browser side: the loader (as model.js) and generation for causal LMs, which
-# model.js imports when generate() is first called
-SCRIPTS = {"model.js": os.path.join(HERE, "loader.js"),
-           "generate.js": os.path.join(HERE, "generate.js")}
 WEIGHTS = "weights.safetensors"
 
 
@@ -90,9 +87,8 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
   text = json.dumps(plan.manifest, separators=(",", ":"))
   _write_text(os.path.join(path, "manifest.json"), text)
   if format == "webgpu":
-    for name, source in SCRIPTS.items():
-      with open(source, encoding="utf-8") as f:
-        _write_text(os.path.join(path, name), f.read())
+    for name, script in scripts.scripts().items():
+      _write_text(os.path.join(path, name), script)
   return Bundle(path)
 
 

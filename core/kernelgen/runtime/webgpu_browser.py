@@ -29,8 +29,9 @@ LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
                  "max_buffer_bytes": "maxStorageBufferBindingSize"}
 
 # When a symbolic kernel's variant not built yet is built (ski rental; the same rule as an
-# exported bundle's, export/loader.js BUILD_COST): until it is built, the kernel runs its values
-# (renting); once the time its runs lost reaches the variant's build cost, it is built (buying).
+# exported bundle's, export/loader_builds.js DEFAULT_MS_PER_BYTE): until it is built, the kernel
+# runs its values (renting); once the time its runs lost reaches the variant's build cost, it is
+# built (buying).
 # - cost: the variant's WGSL bytes x the build rate (build_rate): the time the background builds
 #   so far added to the reads they overlapped, per source byte: each read's runs during a build
 #   against the time per work (launch_work) of the last read of their like (the same kernels,
@@ -386,7 +387,7 @@ class BrowserWebGPU(Runtime):
     being 1) that makes their runs' time what the same runs took then less what this read saved:
     the time a built variant takes, measured (at least RATE_FLOOR of what its runs took, at most
     all of it), again at each such read (the first after a build may pay the driver's first-use
-    compile). As export/loader.js rate."""
+    compile). As export/loader_builds.js rate."""
     shape = tuple(self.shape)
     last = self.last.get(shape)
     same = last is not None and len(last[1]) == len(self.ran) and all(
@@ -413,7 +414,7 @@ class BrowserWebGPU(Runtime):
     """After a read: charge the variants asked for (charge), then start building the queued
     variant of the shortest WGSL (gpu.js prepare) unless the last one started is still building:
     one at a time, after a read, so that the builds hold up no result and leave the CPU
-    adapters' cores to the runs (as export/loader.js startBuilds)."""
+    adapters' cores to the runs (as export/loader_builds.js startBuilds)."""
     self.charge()
     if not self.queued or (self.background is not None and
                            self._state(self.background) == "making"):
