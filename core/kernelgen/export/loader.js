@@ -159,8 +159,14 @@ function workOf(step, values) {
 }
 // what a launch's pipeline depends on: its source file, entry point, bindings and uniforms
 const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,
-  k.bindings.map((b) => [b.slot, b.access]), (k.uniforms || []).length]);
+  k.bindings.map((b) => [b.slot, b.access, b.kind || 'storage']), (k.uniforms || []).length]);
 const uniformSlot = (kernel) => Math.max(-1, ...kernel.bindings.map((b) => b.slot)) + 1;
+// a binding of kind 'uniform' (a small read-only input bound as a uniform buffer so that its
+// kernel stays within the storage buffers) binds its nbytes from offset 0, else the whole buffer
+const bindingType = (b) => b.kind === 'uniform' ? 'uniform'
+  : b.access === 'read' ? 'read-only-storage' : 'storage';
+const boundRange = (b, buffer) => b.kind === 'uniform' ? { buffer, offset: 0, size: b.nbytes }
+  : { buffer };
 // a symbolic_shape entry (an int, or {terms: [[dim, coefficient]], const, div?}) at the dims'
 // values: floor((const + sum(c * dim)) / div) (div only on a floored size, as x[::2] has)
 const sizeOf = (s, values) => (typeof s === 'number' ? s
@@ -338,8 +344,7 @@ async function pipeline(device, kernel, source) {
       '(a kernelgen bug: report it with the bundle)');
   }
   const entries = kernel.bindings.map((b) => ({
-    binding: b.slot, visibility: GPUShaderStage.COMPUTE,
-    buffer: { type: b.access === 'read' ? 'read-only-storage' : 'storage' },
+    binding: b.slot, visibility: GPUShaderStage.COMPUTE, buffer: { type: bindingType(b) },
   }));
   if (kernel.uniforms?.length) {     // the symbolic sizes' values, one i32 each
     entries.push({ binding: uniformSlot(kernel), visibility: GPUShaderStage.COMPUTE,
@@ -431,7 +436,8 @@ class Model {
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
     device.lost.then((info) => { this.lost = info.message || info.reason || 'unknown reason'; });
-    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST |
+      GPUBufferUsage.COPY_SRC;
     this.storage = manifest.storage.map((s, i) => device.createBuffer({
       size: s.nbytes, usage, label: `storage ${i}`,
     }));
@@ -481,7 +487,7 @@ class Model {
         key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid,
         work: kernel.work, threads: v.workgroup_size.reduce((a, b) => a * b, 1) }));
       const entries = kernel.bindings.map((b) => ({
-        binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
+        binding: b.slot, resource: boundRange(b, this.storage[this.buffer(b).storage]),
       }));
       const names = (kernel.uniforms || []).map(([name]) => name);
       const uniform = names.length ? this.device.createBuffer({
