@@ -9,8 +9,8 @@ the LM head and the token draw (one residual stream was realized where WebGPU's 
 storage buffers split a kernel, until small read-only inputs bound as uniform buffers). A
 symbolic step (a prompt in one run) keeps its norms' statistics and
 rows, and gate and up, apart (realizing its rows measured slower: onnx/operators/weights.py
-packed_rows): 9 a layer. The fp32 model's one-token step: 7 a layer (its norms computed in the
-projections that read them).
+packed_rows): 9 a layer. The fp32 model's one-token step: 6 a layer (its norms computed in the
+projections that read them; 7 while its attention's kernel bound more than 8 storage buffers).
 
 The bugs: MatMulNBits traced on PYTHON ignored the adapter it was traced for (no row defaults
 in row_input), so each normed row of a one-token step was staged into its matvec by two kernels

@@ -245,7 +245,8 @@ def uniform_slots(kernel: Kernel, opts: WGSLOptions) -> frozenset:
   over = len(kernel.buffers) - opts.max_storage_buffers
   if over <= 0:
     return frozenset()
-  room = opts.max_uniform_buffers - (1 if kernel.vars else 0)
+  room = opts.max_uniform_buffers - 1     # one for kg_vars, used or not: a symbolic kernel's
+                                          # variants (no vars) bind as it does
   small = sorted((nbytes, b.slot) for b in kernel.buffers if b.access == "read" and
                  (nbytes := uniform_nbytes(b.dtype, b.size)) <= opts.max_uniform_bytes)
   return frozenset(slot for _, slot in small[:max(min(over, room), 0)])
