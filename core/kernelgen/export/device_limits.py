@@ -20,10 +20,11 @@ DEFAULTS = {"maxStorageBuffersPerShaderStage": 8, "maxComputeInvocationsPerWorkg
             "maxUniformBuffersPerShaderStage": 12, "maxUniformBufferBindingSize": 65536}
 
 
-def _count(kernel: dict, kind: str) -> int:
-  """Bindings of `kind` of a manifest kernel (its dims' uniform buffer counts as a uniform)."""
-  bound = sum(b.get("kind", "storage") == kind for b in kernel["bindings"])
-  return bound + (kind == "uniform" and bool(kernel.get("uniforms")))
+def _most(kernels: list, kind: str) -> int:
+  """The most bindings of `kind` ("storage" or "uniform": a small read-only input bound as a
+  uniform buffer, and the kernel's dims) any of the manifest's `kernels` has."""
+  return max((sum(b.get("kind", "storage") == kind for b in k["bindings"]) +
+              (kind == "uniform" and bool(k.get("uniforms"))) for k in kernels), default=0)
 
 
 def needs(manifest: dict) -> dict:
@@ -33,9 +34,8 @@ def needs(manifest: dict) -> dict:
   biggest = max((s["nbytes"] for s in manifest["storage"]), default=0)
   uniform = [b["nbytes"] for k in manifest["kernels"] for b in k["bindings"]
              if b.get("kind") == "uniform"]
-  kernels = manifest["kernels"]
-  return {"maxStorageBuffersPerShaderStage": max((_count(k, "storage") for k in kernels), default=0),
-          "maxUniformBuffersPerShaderStage": max((_count(k, "uniform") for k in kernels), default=0),
+  return {"maxStorageBuffersPerShaderStage": _most(manifest["kernels"], "storage"),
+          "maxUniformBuffersPerShaderStage": _most(manifest["kernels"], "uniform"),
           "maxUniformBufferBindingSize": max(uniform, default=0),
           "maxComputeInvocationsPerWorkgroup": max((x * y * z for x, y, z in sizes), default=0),
           "maxComputeWorkgroupSizeX": max((s[0] for s in sizes), default=0),
