@@ -141,3 +141,20 @@ def test_a_bundle_for_more_storage_buffers_records_the_limit_in_its_manifest(tmp
     where.write_text(json.dumps(manifest))
     with pytest.raises(kg.ManifestError, match="limits"):
       kg.load_bundle(str(tmp_path / "wide"))
+
+
+def test_a_uniform_binding_in_a_manifest_is_checked(tmp_path):
+  """A binding's kind is "storage" or "uniform"; a uniform one is read-only, a multiple of 16
+  bytes (render/wgsl/__init__.py): anything else is a ManifestError naming the field."""
+  outputs, _ = wide_program()
+  kg.export(outputs, str(tmp_path / "narrow"), format="webgpu")
+  where = tmp_path / "narrow" / "manifest.json"
+  good = json.loads(where.read_text())
+  at = next((k, i) for k, kernel in enumerate(good["kernels"])
+            for i, b in enumerate(kernel["bindings"]) if b.get("kind") == "uniform")
+  for change in ({"kind": "texture"}, {"access": "readwrite"}, {"nbytes": 20}):
+    manifest = json.loads(json.dumps(good))
+    manifest["kernels"][at[0]]["bindings"][at[1]].update(change)
+    where.write_text(json.dumps(manifest))
+    with pytest.raises(kg.ManifestError, match=r"bindings\[\d+\]\.(kind|access|nbytes)"):
+      kg.load_bundle(str(tmp_path / "narrow"))
