@@ -234,7 +234,9 @@ export class GpuExecutor {
 
   alloc(nbytes) {
     this.checkBufferSize(nbytes);
-    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+    // UNIFORM too: a kernel may bind a small read-only input as a uniform buffer (bindingKind)
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_SRC |
+      GPUBufferUsage.COPY_DST;
     const buffer = this.requireDevice().createBuffer({ size: roundUp(nbytes, ALIGN), usage });
     const id = this.nextId++;
     this.buffers.set(id, { buffer, nbytes });
@@ -325,8 +327,9 @@ export class GpuExecutor {
       fail(`a workgroup of ${x}x${y}x${z} = ${x * y * z} threads is more than this device ` +
         `allows (${limits.maxComputeInvocationsPerWorkgroup}); use smaller local sizes`);
     }
-    if (launch.bindings.length > limits.maxStorageBuffersPerShaderStage) {
-      fail(`${launch.bindings.length} buffers in one kernel is more than this device allows ` +
+    const storage = launch.bindings.filter((binding) => binding.kind !== 'uniform').length;
+    if (storage > limits.maxStorageBuffersPerShaderStage) {
+      fail(`${storage} storage buffers in one kernel is more than this device allows ` +
         `(${limits.maxStorageBuffersPerShaderStage} storage buffers per stage); ` +
         'use fewer inputs per kernel (realize() intermediate results)');
     }
@@ -466,17 +469,19 @@ export class GpuExecutor {
   // stand-in buffers (see the header: lavapipe stops inlining the uniforms for good). A failure
   // here is only reported: the kernel's own runs check themselves.
   settleInlining(device, pipeline, layout, launch) {
-    while (this.standIns.length < launch.bindings.length) {
-      this.standIns.push(device.createBuffer({ size: STAND_IN_BYTES,
-        usage: GPUBufferUsage.STORAGE }));
-    }
+    launch.bindings.forEach((binding, index) => {    // a uniform binding reads its nbytes
+      const size = Math.max(STAND_IN_BYTES, binding.nbytes);
+      if (index < this.standIns.length && this.standIns[index].size >= size) return;
+      this.standIns[index] = device.createBuffer({
+        size, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.UNIFORM });
+    });
     const values = launch.uniforms.map(() => SETTLE_VALUE);
     const data = packUniforms(launch.uniforms, values);
     const uniform = device.createBuffer({ size: data.byteLength,
       usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
     device.queue.writeBuffer(uniform, 0, data);
     const entries = launch.bindings.map((binding, index) => ({
-      binding: binding.slot, resource: { buffer: this.standIns[index] },
+      binding: binding.slot, resource: boundRange(binding, this.standIns[index]),
     }));
     entries.push({ binding: uniformSlot(launch), resource: { buffer: uniform } });
     device.pushErrorScope('validation');
@@ -521,7 +526,7 @@ export class GpuExecutor {
   bindGroup(launch, layout, ids, uniform) {
     launch.bindings.forEach((binding, index) => this.ensureSize(ids[index], binding.nbytes));
     const entries = launch.bindings.map((binding, index) => ({
-      binding: binding.slot, resource: { buffer: this.handle(ids[index]).buffer },
+      binding: binding.slot, resource: boundRange(binding, this.handle(ids[index]).buffer),
     }));
     if (uniform) entries.push({ binding: uniformSlot(launch), resource: { buffer: uniform } });
     return this.device.createBindGroup({ layout, entries });
@@ -689,12 +694,25 @@ function uniformSlot(launch) {
   return Math.max(-1, ...launch.bindings.map((binding) => binding.slot)) + 1;
 }
 
-// The bind group layout: storage buffers by access, then the uniform buffer (scalar arguments).
+// A binding's kind: 'uniform' for a small read-only input bound as a uniform buffer (its
+// nbytes, from offset 0: the buffer may be bigger), else 'storage' (render/wgsl/__init__.py).
+function bindingKind(binding) {
+  return binding.kind === 'uniform' ? 'uniform' : 'storage';
+}
+
+function boundRange(binding, buffer) {
+  return bindingKind(binding) === 'uniform'
+    ? { buffer, offset: 0, size: binding.nbytes } : { buffer };
+}
+
+// The bind group layout: storage buffers by access (small read-only inputs may be uniform
+// buffers), then the uniform buffer (scalar arguments).
 function layoutEntries(launch) {
   const compute = GPUShaderStage.COMPUTE;
+  const type = (binding) => bindingKind(binding) === 'uniform' ? 'uniform'
+    : binding.access === 'read' ? 'read-only-storage' : 'storage';
   const entries = launch.bindings.map((binding) => ({
-    binding: binding.slot, visibility: compute,
-    buffer: { type: binding.access === 'read' ? 'read-only-storage' : 'storage' },
+    binding: binding.slot, visibility: compute, buffer: { type: type(binding) },
   }));
   if (launch.uniforms?.length) {
     entries.push({ binding: uniformSlot(launch), visibility: compute, buffer: { type: 'uniform' } });

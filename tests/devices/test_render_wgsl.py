@@ -268,8 +268,18 @@ def _sum_of_inputs(count: int) -> UOp:
 
 def test_w12_too_many_storage_buffers_is_a_limit_error_naming_count_and_limit():
   with pytest.raises(LimitError) as info:
-    build(_sum_of_inputs(8))
+    build(_sum_of_inputs(8), max_uniform_buffers=1)     # no uniform buffer to spare
   assert "9 storage buffers" in str(info.value) and "allows 8" in str(info.value)
+
+
+def test_w12_a_small_read_only_input_over_the_storage_buffers_binds_as_a_uniform_buffer():
+  """9 buffers of 8 floats at 8 storage buffers: one input is `array<vec4<f32>, 2>` in the
+  uniform address space (target.py uniform_slots), its binding of kind "uniform", 32 bytes."""
+  compiled = build(_sum_of_inputs(8))
+  uniform = [b for b in compiled.launch.bindings if b.kind == "uniform"]
+  assert [(b.access, b.nbytes) for b in uniform] == [("read", 32)]
+  assert f"@binding({uniform[0].slot}) var<uniform>" in compiled.source
+  assert "array<vec4<f32>, 2>" in compiled.source
 
 
 def test_w12_a_device_with_more_buffers_renders_it():

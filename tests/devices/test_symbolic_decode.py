@@ -197,3 +197,33 @@ def test_a_decode_step_is_a_known_number_of_dispatches_and_one_submit(webgpu):
     [kernel.name for _, kernel, _ in program.steps]
   assert runtime.dispatches - dispatches == len(program.steps)
   assert runtime.submits - submits == 1
+
+
+def test_at_webgpus_default_8_storage_buffers_a_step_is_as_many_kernels():
+  """At WebGPU's default 8 storage buffers per stage the first layer's output projection, which
+  computes the attention and adds the residual (the embeddings: 9 buffers), keeps its attention,
+  its small read-only inputs (bias, norm weights) bound as uniform buffers (render/wgsl/target.py
+  uniform_slots): KERNELS, as with no limit. Before, its attention was a kernel of its own (11)."""
+  model = Decoder()
+  with kg.no_grad():
+    out = model(kg.Tensor(np.array([1], np.int32)), kg.Dim("pos", 0, MAX - 1).bind(3))
+    kernels = kg.compile(out, target="wgsl", max_storage_buffers=8)
+  assert len(kernels) == KERNELS, [k.name for k in kernels]
+  assert all(sum(b.kind == "storage" for b in k.launch.bindings) <= 8 for k in kernels)
+  assert any(b.kind == "uniform" for k in kernels for b in k.launch.bindings)
+
+
+def test_greedy_decode_at_8_storage_buffers_matches_numpy(monkeypatch):
+  """The same step on WEBGPU natively with the adapter's storage buffers forced to WebGPU's
+  default 8 (lavapipe gives more): its uniform-bound inputs read as numpy's."""
+  from tools import default_device, forced_options
+  forced_options("WEBGPU", monkeypatch, max_storage_buffers=8)
+  with default_device(monkeypatch, "WEBGPU"), kg.no_grad():
+    model = Decoder()
+    step = kg.jit(model)
+    kernels = kg.compile(model(kg.Tensor(np.array([1], np.int32)),
+                               kg.Dim("pos", 0, MAX - 1).bind(0)),
+                         **kg.Device["WEBGPU"].render_options())
+    got = _decode(model, step, 3, 6)
+  assert any(b.kind == "uniform" for k in kernels for b in k.launch.bindings)
+  assert got == _reference(model, 3, 6)

@@ -155,3 +155,27 @@ def test_a_bundle_for_more_storage_buffers_asks_the_adapter_for_them(chromium, s
   else:
     assert (f"this model was exported for maxStorageBuffersPerShaderStage {need}; this adapter "
             f"gives {got['limit']}: export it for this adapter") in got["own"], got["own"]
+
+
+def test_a_bundle_binding_small_inputs_as_uniform_buffers_runs_on_a_default_device(chromium,
+                                                                                    site):
+  """At WebGPU's default 8 storage buffers the 12-input kernel keeps one kernel, five of its
+  small inputs bound as uniform buffers (render/wgsl/target.py uniform_slots; within the default
+  12, so the manifest asks for no limits): model.js runs it, on its own device and on a default
+  one passed in, one dispatch, values numpy's."""
+  root, server = site
+  outputs, xs = wide_program(12)
+  bundle = kg.export(outputs, str(root / "narrow"), format="webgpu")
+  kinds = [b.get("kind", "storage") for k in bundle.manifest["kernels"] for b in k["bindings"]]
+  assert "limits" not in bundle.manifest and len(bundle.manifest["kernels"]) == 1
+  assert (kinds.count("storage"), kinds.count("uniform")) == (8, 5)
+  rng = np.random.default_rng(0)
+  feed = {f"x{i}": rng.standard_normal(64).astype(np.float32) for i in range(len(xs))}
+  with local_page(chromium) as page:
+    page.goto(server.url("index.html"))
+    got = page.evaluate(LIMITS, ["narrow", {k: v.tolist() for k, v in feed.items()}])
+    assert page.console_errors == [], page.console_errors
+  want = sum(feed[f"x{i}"] * (i + 1) for i in range(len(xs)))
+  assert not isinstance(got["own"], str), got["own"]
+  np.testing.assert_allclose(np.array(got["own"], np.float32), want, rtol=1e-5, atol=1e-5)
+  assert got["calls"]["dispatches"] == 1 and got["given"] is None, got

@@ -119,15 +119,20 @@ def test_a_bundle_for_more_storage_buffers_records_the_limit_in_its_manifest(tmp
   narrow = kg.export(outputs, str(tmp_path / "narrow"), format="webgpu")
   outputs, _ = wide_program()
   wide = kg.export(outputs, str(tmp_path / "wide"), format="webgpu", max_storage_buffers=16)
+  # at WebGPU's default 8 storage buffers, five of the small inputs bind as uniform buffers
+  # (render/wgsl/target.py uniform_slots), within the default 12: one kernel, no limits
   assert "limits" not in narrow.manifest
-  assert max(len(k["bindings"]) for k in narrow.manifest["kernels"]) <= 8
-  assert len(wide.manifest["kernels"]) == 1 < len(narrow.manifest["kernels"])
+  kinds = [b.get("kind", "storage") for k in narrow.manifest["kernels"] for b in k["bindings"]]
+  assert len(wide.manifest["kernels"]) == len(narrow.manifest["kernels"]) == 1
+  assert (kinds.count("storage"), kinds.count("uniform")) == (8, 5)
   assert wide.manifest["limits"] == {"maxStorageBuffersPerShaderStage": 13}
   assert kg.load_bundle(str(tmp_path / "wide")).manifest["limits"] == wide.manifest["limits"]
   wgpu_device()                   # natively (wgpu's lavapipe gives more than 13) it runs
   rng = np.random.default_rng(0)
   feed = {f"x{i}": rng.standard_normal(64).astype(np.float32) for i in range(12)}
   np.testing.assert_allclose(wide.run(feed, device="WEBGPU")["y"].numpy(),
+                             sum(feed[f"x{i}"] * (i + 1) for i in range(12)), rtol=1e-6)
+  np.testing.assert_allclose(narrow.run(feed, device="WEBGPU")["y"].numpy(),
                              sum(feed[f"x{i}"] * (i + 1) for i in range(12)), rtol=1e-6)
   where = tmp_path / "wide" / "manifest.json"
   for bad in ({"maxStorageBuffersPerShaderStage": 0}, {"maxStorageBuffers": 13}, [13]):
@@ -136,3 +141,20 @@ def test_a_bundle_for_more_storage_buffers_records_the_limit_in_its_manifest(tmp
     where.write_text(json.dumps(manifest))
     with pytest.raises(kg.ManifestError, match="limits"):
       kg.load_bundle(str(tmp_path / "wide"))
+
+
+def test_a_uniform_binding_in_a_manifest_is_checked(tmp_path):
+  """A binding's kind is "storage" or "uniform"; a uniform one is read-only, a multiple of 16
+  bytes (render/wgsl/__init__.py): anything else is a ManifestError naming the field."""
+  outputs, _ = wide_program()
+  kg.export(outputs, str(tmp_path / "narrow"), format="webgpu")
+  where = tmp_path / "narrow" / "manifest.json"
+  good = json.loads(where.read_text())
+  at = next((k, i) for k, kernel in enumerate(good["kernels"])
+            for i, b in enumerate(kernel["bindings"]) if b.get("kind") == "uniform")
+  for change in ({"kind": "texture"}, {"access": "readwrite"}, {"nbytes": 20}):
+    manifest = json.loads(json.dumps(good))
+    manifest["kernels"][at[0]]["bindings"][at[1]].update(change)
+    where.write_text(json.dumps(manifest))
+    with pytest.raises(kg.ManifestError, match=r"bindings\[\d+\]\.(kind|access|nbytes)"):
+      kg.load_bundle(str(tmp_path / "narrow"))

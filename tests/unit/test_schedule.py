@@ -131,7 +131,7 @@ def test_a_sum_of_many_inputs_is_split_into_kernels_within_the_buffer_limit(coun
   import numpy as np
   arrays = _inputs(count)
   out = _sum_of(arrays)
-  compiled = kg.compile(out, target="wgsl", max_storage_buffers=limit)
+  compiled = kg.compile(out, target="wgsl", max_storage_buffers=limit, max_uniform_buffers=1)
   assert len(compiled) > 1 and all(len(k.buffers) <= limit for k in compiled)
   np.testing.assert_allclose(out.numpy(), sum(arrays), rtol=1e-5, atol=1e-5)
 
@@ -149,7 +149,7 @@ def test_a_fused_reduction_over_many_inputs_is_split_and_still_right():
   for a in arrays[1:]:
     expr = expr * Tensor(a) + 1
   reduced = expr.sum(axis=1)
-  compiled = kg.compile(reduced, target="wgsl", max_storage_buffers=4)
+  compiled = kg.compile(reduced, target="wgsl", max_storage_buffers=4, max_uniform_buffers=1)
   assert all(len(k.buffers) <= 4 for k in compiled)
   want = arrays[0].astype(np.float64)
   for a in arrays[1:]:
@@ -162,7 +162,7 @@ def test_a_shared_input_is_not_a_reason_to_split():
   nothing: with 2 buffers allowed, a + b (3 buffers) cannot be split and is refused."""
   a, b = Tensor([1.0, 2.0]), Tensor([3.0, 4.0])
   with pytest.raises(kg.LimitError, match="uses 3 storage buffers.*allows 2"):
-    kg.compile((a + b) * a, target="wgsl", max_storage_buffers=2)
+    kg.compile((a + b) * a, target="wgsl", max_storage_buffers=2, max_uniform_buffers=1)
 
 
 def test_the_webgpu_device_splits_by_its_adapter_limit(monkeypatch):
@@ -171,7 +171,7 @@ def test_the_webgpu_device_splits_by_its_adapter_limit(monkeypatch):
   from tools import wgpu_adapter
   wgpu_adapter()                       # a missing adapter skips (fails under REQUIRE_ALL)
   runtime = kg.Device["WEBGPU"]
-  options = dict(runtime.render_options(), max_storage_buffers=4)
+  options = dict(runtime.render_options(), max_storage_buffers=4, max_uniform_buffers=1)
   monkeypatch.setattr(runtime, "render_options", lambda: options)
   arrays = _inputs(11, (3, 7))
   out = _sum_of(arrays, device="WEBGPU")

@@ -49,7 +49,7 @@ def test_the_split_schedule_computes_the_lstm(monkeypatch):
   """Values of the split kernels against numpy (the same cell, float64)."""
   import kernelgen as kg
   h, c = _lstm(6)
-  kernels = kg.compile(c, target="wgsl", max_storage_buffers=8)
+  kernels = kg.compile(c, target="wgsl", max_storage_buffers=8, max_uniform_buffers=1)
   assert all(len(k.buffers) <= 8 for k in kernels)
   rng = np.random.default_rng(1)
   xs, wi, wh, b = (rng.standard_normal(s) for s in ((6, 1, 3), (3, 4 * H), (H, 4 * H), (4 * H,)))

@@ -241,7 +241,8 @@ class Bundle:
     buffers = self.manifest["buffers"]
     bindings = tuple(Binding(b["slot"], buffers[b["buffer"]]["name"] or f"b{b['buffer']}",
                              buffers[b["buffer"]]["dtype"], buffers[b["buffer"]]["size"],
-                             b["access"], b["nbytes"]) for b in entry["bindings"])
+                             b["access"], b["nbytes"], b.get("kind", "storage"))
+                     for b in entry["bindings"])
     target = self.manifest["target"]
     launch = Launch(target, source, entry["entry_point"], bindings,
                     tuple(entry["workgroup_size"]), tuple(entry["dispatch"]),

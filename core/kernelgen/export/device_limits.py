@@ -16,7 +16,15 @@ from __future__ import annotations
 DEFAULTS = {"maxStorageBuffersPerShaderStage": 8, "maxComputeInvocationsPerWorkgroup": 256,
             "maxComputeWorkgroupSizeX": 256, "maxComputeWorkgroupSizeY": 256,
             "maxComputeWorkgroupSizeZ": 64, "maxComputeWorkgroupsPerDimension": 65535,
-            "maxStorageBufferBindingSize": 134217728, "maxBufferSize": 268435456}
+            "maxStorageBufferBindingSize": 134217728, "maxBufferSize": 268435456,
+            "maxUniformBuffersPerShaderStage": 12, "maxUniformBufferBindingSize": 65536}
+
+
+def _most(kernels: list, kind: str) -> int:
+  """The most bindings of `kind` ("storage" or "uniform": a small read-only input bound as a
+  uniform buffer, and the kernel's dims) any of the manifest's `kernels` has."""
+  return max((sum(b.get("kind", "storage") == kind for b in k["bindings"]) +
+              (kind == "uniform" and bool(k.get("uniforms"))) for k in kernels), default=0)
 
 
 def needs(manifest: dict) -> dict:
@@ -24,8 +32,11 @@ def needs(manifest: dict) -> dict:
   launches = [v for k in manifest["kernels"] for v in [k, *k.get("variants", ())]]
   sizes = [v["workgroup_size"] for v in launches]
   biggest = max((s["nbytes"] for s in manifest["storage"]), default=0)
-  return {"maxStorageBuffersPerShaderStage": max((len(k["bindings"]) for k in manifest["kernels"]),
-                                                 default=0),
+  uniform = [b["nbytes"] for k in manifest["kernels"] for b in k["bindings"]
+             if b.get("kind") == "uniform"]
+  return {"maxStorageBuffersPerShaderStage": _most(manifest["kernels"], "storage"),
+          "maxUniformBuffersPerShaderStage": _most(manifest["kernels"], "uniform"),
+          "maxUniformBufferBindingSize": max(uniform, default=0),
           "maxComputeInvocationsPerWorkgroup": max((x * y * z for x, y, z in sizes), default=0),
           "maxComputeWorkgroupSizeX": max((s[0] for s in sizes), default=0),
           "maxComputeWorkgroupSizeY": max((s[1] for s in sizes), default=0),

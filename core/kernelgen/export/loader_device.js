@@ -6,8 +6,14 @@ import { fail, roundUp4 } from './loader_common.js';
 
 // what a launch's pipeline depends on: its source file, entry point, bindings and uniforms
 export const pipelineKey = (k) => JSON.stringify([k.file, k.entry_point, k.features,
-  k.bindings.map((b) => [b.slot, b.access]), (k.uniforms || []).length]);
+  k.bindings.map((b) => [b.slot, b.access, b.kind || 'storage']), (k.uniforms || []).length]);
 export const uniformSlot = (kernel) => Math.max(-1, ...kernel.bindings.map((b) => b.slot)) + 1;
+// a binding of kind 'uniform' (a small read-only input bound as a uniform buffer so that its
+// kernel stays within the storage buffers) binds its nbytes from offset 0, else the whole buffer
+const bindingType = (b) => b.kind === 'uniform' ? 'uniform'
+  : b.access === 'read' ? 'read-only-storage' : 'storage';
+export const boundRange = (b, buffer) => (b.kind === 'uniform'
+  ? { buffer, offset: 0, size: b.nbytes } : { buffer });
 
 // The device limits the bundle was compiled for (manifest.limits, e.g. 32 storage buffers per
 // kernel: kg.export(..., max_storage_buffers=32)), as requestDevice's requiredLimits; an Error
@@ -82,8 +88,7 @@ export async function pipeline(device, kernel, source) {
       '(a kernelgen bug: report it with the bundle)');
   }
   const entries = kernel.bindings.map((b) => ({
-    binding: b.slot, visibility: GPUShaderStage.COMPUTE,
-    buffer: { type: b.access === 'read' ? 'read-only-storage' : 'storage' },
+    binding: b.slot, visibility: GPUShaderStage.COMPUTE, buffer: { type: bindingType(b) },
   }));
   if (kernel.uniforms?.length) {     // the symbolic sizes' values, one i32 each
     entries.push({ binding: uniformSlot(kernel), visibility: GPUShaderStage.COMPUTE,

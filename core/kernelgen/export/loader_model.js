@@ -7,7 +7,7 @@ import {
   ARRAYS, count, describe, fail, gridDispatch, relayout, roundUp4, roundUp8, sizeOf,
 } from './loader_common.js';
 import { withVariants } from './loader_manifest.js';
-import { pipelineKey, Timer, uniformSlot, write } from './loader_device.js';
+import { boundRange, pipelineKey, Timer, uniformSlot, write } from './loader_device.js';
 import { VariantBuilds } from './loader_builds.js';
 
 export class Model extends VariantBuilds {
@@ -51,7 +51,8 @@ export class Model extends VariantBuilds {
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
     device.lost.then((info) => { this.lost = info.message || info.reason || 'unknown reason'; });
-    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST | GPUBufferUsage.COPY_SRC;
+    const usage = GPUBufferUsage.STORAGE | GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST |
+      GPUBufferUsage.COPY_SRC;
     this.storage = manifest.storage.map((s, i) => device.createBuffer({
       size: s.nbytes, usage, label: `storage ${i}`,
     }));
@@ -101,7 +102,7 @@ export class Model extends VariantBuilds {
         key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid,
         work: kernel.work, threads: v.workgroup_size.reduce((a, b) => a * b, 1) }));
       const entries = kernel.bindings.map((b) => ({
-        binding: b.slot, resource: { buffer: this.storage[this.buffer(b).storage] },
+        binding: b.slot, resource: boundRange(b, this.storage[this.buffer(b).storage]),
       }));
       const names = (kernel.uniforms || []).map(([name]) => name);
       const uniform = names.length ? this.device.createBuffer({

@@ -17,6 +17,7 @@ from . import device_limits, state as bundle_state
 
 BUNDLES = {"webgpu": "wgsl", "ptx": "ptx"}
 ACCESS = ("read", "write", "readwrite")
+KINDS = ("storage", "uniform")
 MAX_WORKGROUP = 1024             # invocations per workgroup (CUDA's limit; WebGPU's is lower)
 MAX_DISPATCH = (1 << 31) - 1     # workgroups per dimension
 
@@ -135,6 +136,10 @@ def _binding(b, at: str, buffers: list, storage: list, where: str) -> int:
   index = _int(b, "buffer", where, at, hi=len(buffers) - 1)
   _pick(b, "access", ACCESS, where, at)
   nbytes = _int(b, "nbytes", where, at, hi=limits.get("buffer_bytes"))
+  if "kind" in b:      # a small read-only input bound as a uniform buffer (Binding.kind)
+    _pick(b, "kind", KINDS, where, at)
+    if b["kind"] == "uniform" and (b["access"] != "read" or nbytes % 16):
+      _fail(where, at + "kind", b["kind"], "a read-only binding of a multiple of 16 bytes")
   room = storage[buffers[index]["storage"]]["nbytes"]
   if nbytes > room:
     _fail(where, at + "nbytes", nbytes, f"at most its storage's {room} bytes")

@@ -189,7 +189,8 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
     entry["written_by" if b.access != "read" else "read_by"].append(index)
     if b.access == "readwrite":
       entry["read_by"].append(index)
-    bindings.append({"slot": b.slot, "buffer": key, "access": b.access, "nbytes": b.nbytes})
+    bindings.append({"slot": b.slot, "buffer": key, "access": b.access, "nbytes": b.nbytes,
+                     **({"kind": b.kind} if b.kind != "storage" else {})})
   entry = {"name": compiled.name, **_launch_entry(compiled, compiled.name + suffix),
            "bindings": bindings, "uniforms": [list(u) for u in launch.uniforms]}
   if launch.work:         # its estimated work (Launch.work): model.js weighs a run's time by it

@@ -46,8 +46,9 @@ there would need the later write moved up).
 """
 from __future__ import annotations
 
+from .bind_limit import BufferLimit, as_limit, storage_count
 from .lazy import L, LazyOp
-from .schedule import TILED_REDUCE_MIN, ScheduleItem, binds, kernel_reduces
+from .schedule import TILED_REDUCE_MIN, ScheduleItem, kernel_reduces
 from .view import contiguous_strides
 
 _PLAIN = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)   # the output ops of a kernel that may join
@@ -61,7 +62,7 @@ _SAME_INDICES = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS)   # ops reading sources
 
 
 def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
-                 max_buffers: int | None = None) -> list[ScheduleItem]:
+                 max_buffers: BufferLimit | int | None = None) -> list[ScheduleItem]:
   """`items` (schedule order) computing `roots` with sibling elementwise kernels joined (see the
   module docstring): each group becomes one ScheduleItem whose `out` is the first member's
   output and whose `extra` holds the others' in order, placed where its last member was. The
@@ -129,7 +130,7 @@ def _reads_any(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
 
 
 def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
-          max_buffers: int | None) -> bool:
+          max_buffers: BufferLimit | int | None) -> bool:
   head = group[0].out
   if head.op is not L.WRITE and item.out.op is L.WRITE:
     return _write_after_plain(group, item, max_buffers)
@@ -152,10 +153,11 @@ def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
     return False     # (a member only `item` reads would be stored for nobody: a contiguous()
                      # chain; it stays two kernels, as asked)
   inputs = _joined_inputs(group + [item])
-  return max_buffers is None or binds(inputs, head) + len(group) <= max_buffers
+  return _bind_fits(inputs, len(group) + 1, max_buffers)
 
 
-def _writes_fit(group: list[ScheduleItem], item: ScheduleItem, max_buffers: int | None) -> bool:
+def _writes_fit(group: list[ScheduleItem], item: ScheduleItem,
+                max_buffers: BufferLimit | int | None) -> bool:
   """Whether the in-place write `item` joins the writes `group`: values of one shape, one device,
   a shared input; its target is none of the members' and read by none of them, and it reads no
   member's target or output; the joined kernel binds at most `max_buffers` buffers."""
@@ -178,11 +180,11 @@ def _writes_fit(group: list[ScheduleItem], item: ScheduleItem, max_buffers: int 
   writes = group + [item]
   targets.add(own)
   inputs = [i for i in _joined_inputs(writes) if _buffer_key(i) not in targets]
-  return max_buffers is None or len(inputs) + len(writes) <= max_buffers
+  return _bind_fits(inputs, len(writes), max_buffers)
 
 
 def _write_after_plain(group: list[ScheduleItem], item: ScheduleItem,
-                       max_buffers: int | None) -> bool:
+                       max_buffers: BufferLimit | int | None) -> bool:
   """Whether the in-place write `item` joins the thread-per-output group `group` (a plain head):
   its value is a contiguous run of a plain member's output (member_slice: a decode layer's key or
   value, a slice of the QKV projection), so the thread computing each of those elements also
@@ -209,7 +211,14 @@ def _write_after_plain(group: list[ScheduleItem], item: ScheduleItem,
   joined = group + [item]
   targets.add(own)
   inputs = [i for i in _joined_inputs(joined) if _buffer_key(i) not in targets]
-  return max_buffers is None or len(inputs) + len(joined) <= max_buffers
+  return _bind_fits(inputs, len(joined), max_buffers)
+
+
+def _bind_fits(inputs: list, written: int, max_buffers: BufferLimit | int | None) -> bool:
+  """Whether a joined kernel reading `inputs` and writing `written` buffers fits `max_buffers`
+  (bind_limit.py: small read-only inputs may take its small bindings)."""
+  limit = as_limit(max_buffers)
+  return limit is None or storage_count(inputs, written, limit) <= limit.storage
 
 
 def member_slice(value: LazyOp, members: list[LazyOp]) -> tuple[LazyOp, int] | None:

@@ -54,6 +54,8 @@ A target may bind only so many buffers to one kernel (WebGPU: maxStorageBuffersP
 subexpression whose own kernel fits and that saves the parent the most buffers becomes a kernel
 of its own (where none saves any, one that costs none: two operands reading the same buffers
 need two cuts), until every kernel fits (or no split helps: the renderer raises LimitError).
+Small read-only inputs may bind besides, up to the target's count (bind_limit.py: WebGPU's
+uniform buffers), and do not count.
 
 One concept, the scheduler (which nodes become kernels and how they fuse); it runs past 500
 lines because its fusion rules, splitting and ordering read the same walks.
@@ -62,6 +64,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .bind_limit import BufferLimit, kernel_fits
 from .epilogue import epilogue_top, single_users
 from .lazy import L, LazyOp
 from .prologue import reads_whole_rows, staged_attention, worth_it
@@ -484,7 +487,7 @@ def _find_kernels(roots: list[LazyOp], boundary: set, walk: WalkCache) -> dict[i
   return items
 
 
-def schedule(roots: list[LazyOp], max_buffers: int | None = None,
+def schedule(roots: list[LazyOp], max_buffers: BufferLimit | int | None = None,
              row_max: int = ROW_MAX) -> list[ScheduleItem]:
   """The kernels that realize `roots`, each after the kernels it reads from; with
   `max_buffers`, kernels binding more buffers (inputs + the output) are split where possible;
@@ -512,7 +515,7 @@ def schedule(roots: list[LazyOp], max_buffers: int | None = None,
 
 
 def _promote_epilogues(items: dict, boundary: set, walk: WalkCache, user_of: dict, tried: set,
-                       max_buffers: int | None) -> bool:
+                       max_buffers: BufferLimit | int | None) -> bool:
   """Make the top of one kernel reduction's elementwise tail the kernel instead (epilogue.py);
   False when none moves. Each reduction moves once (a later split may cut it out again). Where
   none moves and an epilogue did not fit where its reduction computes an attention (staged,
@@ -528,7 +531,8 @@ def _promote_epilogues(items: dict, boundary: set, walk: WalkCache, user_of: dic
       continue
     rest = (boundary - {id(node)}) | {id(top)}
     own, _, _, _ = walk(top, set(rest))
-    if max_buffers and (bound := binds(own, top)) > max_buffers:
+    if max_buffers and not kernel_fits(own, top, max_buffers):
+      bound = binds(own, top)
       staged = find_reduce(node, item.inputs, L.ATTENTION)
       unstage += [(bound, len(unstage), staged)] if staged is not None else []
       continue
@@ -565,7 +569,7 @@ def binds(inputs, root: LazyOp) -> int:
   return 1 + sum(node is not target for node in inputs)
 
 
-def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
+def _split_wide(items: dict, boundary: set, users: dict, max_buffers: BufferLimit | int,
                 row_max: int = 0) -> bool:
   """Make one subexpression of a kernel that binds more than `max_buffers` buffers a kernel of
   its own (adding it to `boundary`); False when every kernel fits or none can be split.
@@ -574,14 +578,14 @@ def _split_wide(items: dict, boundary: set, users: dict, max_buffers: int,
   the one it becomes): without that, every node of a long fused chain (an unrolled LSTM's cell
   state) cost two walks of the chain per split, O(n^2) a split."""
   for item in sorted(items.values(), key=lambda it: -len(it.inputs)):
-    if binds(item.inputs, item.out) <= max_buffers:
+    if kernel_fits(item.inputs, item.out, max_buffers):
       return False
     best, best_key, even = None, None, None
     for bound, order, node in _candidates(item, boundary):
       if best_key is not None and bound - 1 < best_key[0]:
         break
       own, _, _, _ = _walk_kernel(node, set(boundary), users, row_max)
-      if binds(own, node) > max_buffers:
+      if not kernel_fits(own, node, max_buffers):
         continue
       rest, _, _, _ = _walk_kernel(item.out, boundary | {id(node)}, users, row_max)
       saved = len(item.inputs) - len(rest)

@@ -37,6 +37,9 @@ def settle(runtime, pipeline, layout, launch) -> None:
   stand_ins = runtime.stand_ins
   while len(stand_ins) < len(launch.bindings):    # one per slot: none is bound twice
     stand_ins.append(runtime.alloc(STAND_IN_BYTES))
+  for i, b in enumerate(launch.bindings):          # a uniform binding reads all its nbytes
+    if stand_ins[i].gpu.size < b.nbytes:
+      stand_ins[i] = runtime.alloc(b.nbytes)
   values = {name: SETTLE_VALUE for name, _ in launch.uniforms}
   group = runtime._bind_group(launch, layout, stand_ins[:len(launch.bindings)], values)
   encoder = runtime.device.create_command_encoder()

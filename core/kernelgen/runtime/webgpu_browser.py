@@ -26,7 +26,9 @@ from .base import Runtime
 LIMIT_OPTIONS = {"max_storage_buffers": "maxStorageBuffersPerShaderStage",
                  "max_workgroup_size": "maxComputeInvocationsPerWorkgroup",
                  "max_workgroups_per_dim": "maxComputeWorkgroupsPerDimension",
-                 "max_buffer_bytes": "maxStorageBufferBindingSize"}
+                 "max_buffer_bytes": "maxStorageBufferBindingSize",
+                 "max_uniform_buffers": "maxUniformBuffersPerShaderStage",
+                 "max_uniform_bytes": "maxUniformBufferBindingSize"}
 
 # When a symbolic kernel's variant not built yet is built (ski rental; the same rule as an
 # exported bundle's, export/loader_builds.js DEFAULT_MS_PER_BYTE): until it is built, the kernel

@@ -48,7 +48,9 @@ FEATURE_NAMES = {"subgroups": ("subgroups", "subgroup"), "shader-f16": ("shader-
 LIMIT_OPTIONS = {"max_storage_buffers": "max-storage-buffers-per-shader-stage",
                  "max_workgroup_size": "max-compute-invocations-per-workgroup",
                  "max_workgroups_per_dim": "max-compute-workgroups-per-dimension",
-                 "max_buffer_bytes": "max-storage-buffer-binding-size"}
+                 "max_buffer_bytes": "max-storage-buffer-binding-size",
+                 "max_uniform_buffers": "max-uniform-buffers-per-shader-stage",
+                 "max_uniform_bytes": "max-uniform-buffer-binding-size"}
 
 # recorded dispatches submitted at once at the latest (a loop that never reads back)
 MAX_BATCH = 256
@@ -75,7 +77,20 @@ class _Buffer:
 
 
 def _padded(nbytes: int) -> int:
-  return max(4, -(-nbytes // 4) * 4)
+  """Bytes of a buffer holding `nbytes`: a multiple of 16 (a uniform binding's array of 16-byte
+  words reads whole words)."""
+  return max(16, -(-nbytes // 16) * 16)
+
+
+def _bound_bytes(binding, size: int) -> int:
+  """Bytes of a buffer of `size` bytes that `binding` binds: all of it, a uniform binding its
+  nbytes (at most the device's uniform binding size; the buffer may be bigger)."""
+  if binding.kind != "uniform":
+    return size
+  if size < binding.nbytes:
+    raise DeviceError(f"buffer {binding.name} has {size} bytes; its uniform binding reads "
+                      f"{binding.nbytes}")
+  return binding.nbytes
 
 
 def compile_error(error: Exception, source: str) -> CompileError:
@@ -136,7 +151,8 @@ class WebGPURuntime(Runtime):
   def alloc(self, nbytes: int) -> _Buffer:
     usage = self.wgpu.BufferUsage
     gpu = self.device.create_buffer(size=_padded(nbytes),
-                                    usage=usage.STORAGE | usage.COPY_SRC | usage.COPY_DST)
+                                    usage=usage.STORAGE | usage.UNIFORM | usage.COPY_SRC |
+                                    usage.COPY_DST)
     return _Buffer(gpu, nbytes)
 
   def copyin(self, handle: _Buffer, data) -> None:
@@ -271,7 +287,8 @@ class WebGPURuntime(Runtime):
     from ..render.wgsl.target import uniform_binding
     if len(handles) != len(launch.bindings):
       raise DeviceError(f"kernel needs {len(launch.bindings)} buffers, got {len(handles)}")
-    entries = [{"binding": b.slot, "resource": {"buffer": h.gpu, "offset": 0, "size": h.gpu.size}}
+    entries = [{"binding": b.slot, "resource": {"buffer": h.gpu, "offset": 0,
+                                                "size": _bound_bytes(b, h.gpu.size)}}
                for b, h in zip(launch.bindings, handles)]
     if launch.uniforms:
       missing = [name for name, _ in launch.uniforms if name not in var_values]

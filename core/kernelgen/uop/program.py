@@ -90,6 +90,10 @@ class Binding:
   size: int      # elements
   access: str    # "read", "write" or "readwrite"
   nbytes: int    # bytes the runtime allocates (after any packing the target needs)
+  # how a WGSL kernel binds it: "storage", or "uniform" (a small read-only input bound as a
+  # uniform buffer of `nbytes`, a multiple of 16, so that the kernel stays within the device's
+  # storage buffers: render/wgsl/target.py uniform_slots)
+  kind: str = "storage"
 
 
 @dataclass(frozen=True)

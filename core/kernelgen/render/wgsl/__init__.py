@@ -11,7 +11,11 @@ atomicAnd/atomicOr, so neighbouring threads writing bytes of one word never race
 
 The launch contract, the same for wgpu here and navigator.gpu in the page:
   - storage buffer `slot` is `@group(0) @binding(slot)`; `Binding.nbytes` is what to allocate;
-    bindings with access "read" are read-only-storage, the others storage;
+    bindings with access "read" are read-only-storage, the others storage; a kernel that binds
+    more buffers than max_storage_buffers binds its smallest read-only inputs of at most
+    max_uniform_bytes as uniform buffers instead (`Binding.kind` "uniform": `array<vec4<T>, N>`
+    of the buffer's 32-bit words, `nbytes` = 16 N bytes bound from offset 0; buffers get
+    the UNIFORM usage and sizes in multiples of 16 for it);
   - scalar arguments (VAR) are the i32 fields, in `Launch.uniforms` order, of one uniform struct at
     `@group(0) @binding(uniform_binding(bindings))` (after the last storage buffer), 16 bytes a
     field group: the buffer is `4 * len(uniforms)` bytes rounded up to 16;
@@ -40,7 +44,8 @@ from .adapters import defaults as adapter_defaults  # noqa: F401 (Target.adapter
 from .legalize import legalize
 from .target import (HELPERS, SPECIAL_BITS, TARGET, binding_nbytes, buffer_limit, buffer_name,
                      check_buffer_count, check_buffer_sizes, check_workgroup, entry_name,
-                     fold_grid, make_options, uniform_binding)  # buffer_limit: Target's
+                     fold_grid, make_options, uniform_binding, uniform_nbytes,
+                     uniform_slots)  # buffer_limit: Target's
 from ..templates import ENTRY_MARK, Templates, buffer_mark, fill
 from .writer import Writer
 
@@ -58,6 +63,11 @@ def _declarations(w: Writer, variables: tuple[UOp, ...]) -> list[str]:
   for b in w.kernel.buffers:
     access = "read" if b.access == "read" and not w.atomic(b.slot) else "read_write"
     elem = "atomic<u32>" if w.atomic(b.slot) else "u32" if w.packed(b.slot) else w.reg(b.dtype)
+    if b.slot in w.uniform:     # 16-byte words: uniform arrays' stride
+      words = uniform_nbytes(b.dtype, b.size) // 16
+      lines.append(f"@group(0) @binding({b.slot}) var<uniform> {w.buffer_names[b.slot]}: "
+                   f"array<vec4<{elem}>, {words}>;")
+      continue
     elem = w.reg(b.dtype.vec(4)) if b.slot in w.vec4 else elem
     lines.append(f"@group(0) @binding({b.slot}) var<storage, {access}> "
                  f"{w.buffer_names[b.slot]}: array<{elem}>;")
@@ -93,28 +103,35 @@ _TEMPLATES = Templates()
 
 
 def _template(kernel: Kernel, opts, dispatch: tuple) -> tuple:
-  """(the module with names left as marks, packed slots, uniforms, features) of `kernel`."""
+  """(the module with names left as marks, packed slots, uniforms, features, uniform slots) of
+  `kernel`."""
   w = Writer(kernel, opts, dispatch)
   return (module_source(w, ENTRY_MARK), tuple(b.slot for b in kernel.buffers if w.packed(b.slot)),
           tuple((v.arg[0], "int32") for v in w.vars),
-          ("shader-f16",) * w.uses_f16 + ("subgroups",) * w.uses_subgroups)
+          ("shader-f16",) * w.uses_f16 + ("subgroups",) * w.uses_subgroups, w.uniform)
+
+
+def _binding(b, packed: tuple, uniform: frozenset) -> Binding:
+  if b.slot in uniform:
+    return Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
+                   uniform_nbytes(b.dtype, b.size), "uniform")
+  return Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
+                 binding_nbytes(b.dtype, b.size, b.slot in packed))
 
 
 def render(kernel: Kernel, **options) -> CompiledKernel:
   """WGSL source and the Launch for a linearized kernel (options: see WGSLOptions)."""
   opts = make_options(options)
-  check_buffer_count(len(kernel.buffers), opts)
+  check_buffer_count(len(kernel.buffers) - len(uniform_slots(kernel, opts)), opts)
   check_buffer_sizes(kernel, opts)
   check_workgroup(kernel.local_size, opts)
   dispatch = fold_grid(kernel.global_size, opts.max_workgroups_per_dim)
-  template, packed, uniforms, features = _TEMPLATES.get(
+  template, packed, uniforms, features, uniform = _TEMPLATES.get(
     kernel, opts, lambda k: _template(k, opts, dispatch))
   entry = entry_name(kernel.name)
   source = fill(template, {ENTRY_MARK: entry, **{buffer_mark(b.slot): buffer_name(b.slot, b.name)
                                                  for b in kernel.buffers}})
-  bindings = tuple(Binding(b.slot, b.name, b.dtype.name, b.size, b.access,
-                           binding_nbytes(b.dtype, b.size, b.slot in packed))
-                   for b in kernel.buffers)
+  bindings = tuple(_binding(b, packed, uniform) for b in kernel.buffers)
   launch = Launch(TARGET, source, entry, bindings, tuple(kernel.local_size), dispatch, uniforms,
                   features)
   return CompiledKernel(kernel.name, TARGET, source, tuple(kernel.global_size),

@@ -78,5 +78,7 @@ def legalize(sink: UOp, **options) -> UOp:
                              "the device has subgroups: compile with subgroups=True only for a "
                              "device with the `subgroups` feature", target=TARGET)
     rewrites = rewrites or op in _LEGALIZE_OPS
-  check_buffer_count(len(params), opts)
+  # more than storage and uniform buffers together never fit (render checks the storage count,
+  # the small read-only inputs bound as uniform buffers left out: target.py uniform_slots)
+  check_buffer_count(len(params) - max(opts.max_uniform_buffers - 1, 0), opts)
   return graph_rewrite(sink, LEGALIZE, ctx=opts) if rewrites else sink

@@ -12,6 +12,7 @@ from ...dtype import DType
 from ...errors import LimitError, UnsupportedError
 from ...uop.ops import GroupOp, Ops, UOp
 from ...uop.program import Kernel
+from ...graph.bind_limit import BufferLimit
 from ..target import Target, unknown_options_message
 
 # ---- options -------------------------------------------------------------------------------------
@@ -24,6 +25,8 @@ class WGSLOptions:
   f16: bool = False                    # the device has `shader-f16`: native f16 (`enable f16;`)
   subgroups: bool = False              # the device has `subgroups`: kernels may use subgroup ops
   max_storage_buffers: int = 8         # storage buffers per shader stage
+  max_uniform_buffers: int = 12        # uniform buffers per shader stage (kg_vars is one)
+  max_uniform_bytes: int = 65536       # bytes one uniform buffer binding may have
   max_workgroup_size: int = 256        # invocations per workgroup
   max_workgroups_per_dim: int = 65535  # workgroups per grid dimension
   max_buffer_bytes: int = 134217728    # bytes one storage buffer binding may have (WebGPU default)
@@ -222,14 +225,37 @@ def binding_nbytes(dtype: DType, size: int, packed: bool) -> int:
 
 # ---- buffers and scalar arguments ----------------------------------------------------------------
 
-def buffer_limit(options: dict) -> int:
-  """Storage buffers one kernel may bind (the scheduler splits kernels that need more)."""
-  return make_options(options).max_storage_buffers
+def buffer_limit(options: dict) -> BufferLimit:
+  """Buffers one kernel may bind (the scheduler splits kernels that need more): storage buffers,
+  and small read-only inputs as uniform buffers besides (one uniform buffer kept for kg_vars)."""
+  opts = make_options(options)
+  return BufferLimit(opts.max_storage_buffers, max(opts.max_uniform_buffers - 1, 0),
+                     opts.max_uniform_bytes)
+
+
+def uniform_nbytes(dtype: DType, size: int) -> int:
+  """Bytes of a buffer of `size` elements bound as a uniform array of 16-byte words."""
+  return -(-binding_nbytes(dtype, size, dtype.name in PACKED_BITS) // 16) * 16
+
+
+def uniform_slots(kernel: Kernel, opts: WGSLOptions) -> frozenset:
+  """The read-only inputs bound as uniform buffers: none while the kernel's buffers fit the
+  storage buffers; else as many as it binds over them, smallest first, of those at most
+  max_uniform_bytes (graph/bind_limit.py: the scheduler counted the same ones)."""
+  over = len(kernel.buffers) - opts.max_storage_buffers
+  if over <= 0:
+    return frozenset()
+  room = opts.max_uniform_buffers - 1     # one for kg_vars, used or not: a symbolic kernel's
+                                          # variants (no vars) bind as it does
+  small = sorted((nbytes, b.slot) for b in kernel.buffers if b.access == "read" and
+                 (nbytes := uniform_nbytes(b.dtype, b.size)) <= opts.max_uniform_bytes)
+  return frozenset(slot for _, slot in small[:max(min(over, room), 0)])
 
 
 def check_buffer_count(count: int, opts: WGSLOptions) -> None:
   if count > opts.max_storage_buffers:
-    raise LimitError(f"this kernel uses {count} storage buffers; the WebGPU device allows "
+    raise LimitError(f"this kernel uses {count} storage buffers (besides its small read-only "
+                     f"inputs bound as uniform buffers); the WebGPU device allows "
                      f"{opts.max_storage_buffers} per shader stage: split the computation into "
                      f"kernels with fewer inputs (the scheduler does this where a part of the "
                      f"expression can be a kernel of its own; here none can), or raise "

@@ -14,7 +14,7 @@ from ...rules.ranges import divisible
 from ..templates import buffer_mark
 from .expressions import Expressions
 from .legalize import HAS_TYPE, check_dtype
-from .target import PACKED_BITS, TARGET, WGSLOptions, clean_name, kernel_vars
+from .target import PACKED_BITS, TARGET, WGSLOptions, clean_name, kernel_vars, uniform_slots
 
 # ---- vector memory (W14) ---------------------------------------------------------------------------
 
@@ -96,10 +96,21 @@ class Writer(Expressions):
         self.specials.add(u.arg[:2])
         self.uses_subgroups = self.uses_subgroups or u.arg[0] == "sglane"
     self.vec4 = vec4_slots(kernel, accesses)
+    # small read-only inputs bound as uniform arrays of 16-byte words (target.py uniform_slots):
+    # element i of the 32-bit words is word i / 4, lane i % 4; f16 stays packed in u32 there
+    self.uniform = uniform_slots(kernel, opts)
 
   def packed(self, slot: int) -> bool:
     dt = self.specs[slot].dtype
-    return dt.name in PACKED_BITS and not (dt == dtypes.float16 and self.opts.f16)
+    return dt.name in PACKED_BITS and not (dt == dtypes.float16 and self.opts.f16 and
+                                           slot not in self.uniform)
+
+  def word(self, buf: UOp, index: str) -> str:
+    """The 32-bit word `index` (a u32 or i32 expression) of buffer `buf`."""
+    name = self.names[buf]
+    if buf.op is Ops.PARAM and buf.arg in self.uniform:
+      return f"{name}[u32({index}) / 4u][u32({index}) % 4u]"
+    return f"{name}[{index}]"
 
   def atomic(self, slot: int) -> bool:
     return self.packed(slot) and self.specs[slot].access != "read"
@@ -109,15 +120,15 @@ class Writer(Expressions):
 
   # -- memory --
   def load_element(self, buf: UOp, idx: str, dt: DType) -> str:
-    name = self.names[buf]
     if buf.op is Ops.DEFINE_LOCAL or not self.packed(buf.arg):
-      return f"{name}[{idx}]"
+      return self.word(buf, idx)
     bits = PACKED_BITS[dt.name]
-    word = f"{name}[u32({idx}) / {32 // bits}u]"
+    word = self.word(buf, f"u32({idx}) / {32 // bits}u")
     word = f"atomicLoad(&{word})" if self.atomic(buf.arg) else word
     offset = f"((u32({idx}) % {32 // bits}u) * {bits}u)"
     if dt == dtypes.float16:
-      return f"unpack2x16float({word} >> {offset}).x"
+      half = f"unpack2x16float({word} >> {offset}).x"
+      return f"f16({half})" if self.opts.f16 else half
     if dt == dtypes.bool:
       return f"(extractBits({word}, {offset}, 8u) != 0u)"
     if dt.is_unsigned():
