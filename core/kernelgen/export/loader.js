@@ -106,10 +106,12 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 //   settled); shared out equally, the prefill's were never bought (issue 37). So the charges of
 //   one run add up to at most its time, and a variant whose kernels are most of a run is bought
 //   first;
-// - at a read, a variant charged its cost or more is queued; the builds start after a read, one
-//   at a time, the shortest first (startBuilds). So a build costs at most the time already lost
-//   (at most twice the best choice made knowing the future), and a value asked once for a short
-//   run builds nothing.
+// - at a read, a variant charged its cost or more is queued (one up to its dim's top at the first
+//   read that asks for it: a one-off kernel's own capped tile, whose kernel is the cheapest to
+//   build for the first result, lowering/variants.py CHEAP_FIRST); the builds start after a
+//   read, one at a time, the shortest first (startBuilds). So a build costs at most the time
+//   already lost (at most twice the best choice made knowing the future), and a value asked
+//   once for a short run builds nothing.
 // Measured (bench/lm_page.py smollm2-135m q4, 2 layers, 128-token prompt, 32 tokens, 6 rounds,
 // A/B against the whole-run rule in turn, wall ms, loaded machine): SwiftShader decode 6.9-14.5 s
 // per 31 tokens against 12.9-19.3, prefill 1.1-1.6 s against 1.7-3.7 (load 4-8); lavapipe
@@ -459,10 +461,15 @@ class Model {
     }
     // launches that share a file and entry point (export's share_sources: a model's layers)
     // and their bindings share one pipeline, made once
+    const dims = Object.fromEntries((this.manifest.dims || []).map((d) => [d.name, d]));
     withVariants(this.manifest.kernels).forEach((launch, i) => {
       const key = pipelineKey(launch);
       if (!this.builds.has(key)) {
-        this.builds.set(key, { launch, source: sources[i], made: null, building: null, lost: 0 });
+        // a variant up to its dim's top: a one-off kernel's capped tile whose kernel is the
+        // cheapest to build (lowering/variants.py CHEAP_FIRST), queued at the first read asking
+        const top = launch.most !== undefined && launch.most >= (dims[launch.dim]?.hi ?? Infinity);
+        this.builds.set(key, { launch, source: sources[i], made: null, building: null, lost: 0,
+          top });
       }
     });
     const first = [...new Set(this.manifest.kernels.map(pipelineKey))];
@@ -590,7 +597,9 @@ class Model {
     for (const [key, time] of this.asking) {
       const wanted = this.builds.get(key);
       wanted.lost += ms * time / Math.max(this.time, time, 1e-30);
-      if (!wanted.building && wanted.lost >= rate * wanted.source.length) this.queued.add(key);
+      if (!wanted.building && (wanted.top || wanted.lost >= rate * wanted.source.length)) {
+        this.queued.add(key);
+      }
     }
     this.asking.clear();
     this.work = 0;

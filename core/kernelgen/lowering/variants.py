@@ -243,6 +243,32 @@ MAX_VARIANTS = 8
 # (its prompt GEMMs 2.9-4.9 CPU s each -> 0.24-0.39, at load 5-9); its later prefills 0.17 ->
 # 0.23-0.25 CPU s (seq = 128 in the rolled 8 x 8 kernel), break-even after ~400 prefills.
 
+# CHEAP_FIRST: (issues 35, 37) such a capped kernel over a symbolic grid dim is itself the
+# cheapest tile to build, rolled, and its capped tile a variant up to the dim's top
+# (cheap_first): a page's load() builds only the kernels, so its first result waits for the
+# cheap builds, and the capped tile is built in the background after it (export/loader.js: a
+# variant that serves the dim's top). Natively every variant is built with the kernel, as before.
+CHEAP_FIRST = {"tile_unroll": 0, "group": 0}
+
+
+def cheap_first(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
+                gridded: bool) -> tuple | None:
+  """((axis, name, lo, hi), options): the symbolic grid dim of a one-off run's capped register
+  tile (Opts.capped) and the options of the kernel that serves its first runs (CHEAP_FIRST: the
+  smallest of TILES, rolled); None where the kernel is not such a tile (no run-time grid, a
+  forced, staged or windowed tile, no budget) or already takes that tile."""
+  if not gridded or opts is None or not opts.capped or not opts.tile or opts.stage or \
+     opts.tile_inner or "tile" in options:
+    return None
+  dim = grid_dim(item)
+  if dim is None or dim[0] not in (opts.tile_axes or ()) or \
+     not compile_cost.capped(with_adapter_defaults(item, target, options)):
+    return None
+  cheap = _clip(item.out.shape, TILES[-1], opts.tile_axes)
+  if prod(cheap) >= prod(opts.tile):
+    return None
+  return dim, {**CHEAP_FIRST, "tile": cheap}
+
 
 def variants(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
              gridded: bool) -> list:
