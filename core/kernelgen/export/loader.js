@@ -573,7 +573,10 @@ class Model {
   // background builds (startBuilds) once that reaches its build cost.
   pick(step, values) {
     const fits = step.variants.filter((v) => serves(v, values));
-    const built = fits.find((v) => this.builds.get(v.key).made);
+    // (a variant up to the top, a capped tile, serves smaller values only where it is theirs:
+    // below, until their own is built, the kernel, the cheaper tile, pads fewer rows)
+    const built = fits.find((v, i) => this.builds.get(v.key).made &&
+      (i === 0 || !this.builds.get(v.key).top));
     const { dispatch, grid, key } = built || step;
     const work = workOf(built || step, values);   // under the launch that runs (charge)
     const time = work * (this.rates.get(key) ?? 1);   // a variant's measured rate (rate)
