@@ -215,9 +215,9 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
 def cheap_first(compiled, item, target: Target, options: dict, opts, print_after=()):
   """`compiled`, a one-off run's capped register tile over a symbolic grid dim, as a variant up
   to the dim's top (after its own variants) of the kernel that is cheapest to build
-  (lowering/variants.py CHEAP_FIRST), which serves a page's first runs while that variant builds;
+  (lowering/cheap_first.py), which serves a page's first runs while that variant builds;
   `compiled` itself where it is not such a kernel or the cheap one binds otherwise."""
-  from .lowering.variants import cheap_first as cheap_options
+  from .lowering.cheap_first import cheap_first as cheap_options
   found = cheap_options(item, target, options, opts, bool(compiled.launch.grid))
   if found is None:
     return compiled

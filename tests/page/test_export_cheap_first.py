@@ -1,12 +1,12 @@
 """model.js's first run of a one-off q4 GEMM over a symbolic row count, exported for SwiftShader,
 waits only for the kernel that is cheapest to build (issues 35 and 37: the page's q4 LM's first
 token waited for the prompt GEMMs' capped tiles: SwiftShader's load() 7-13 s). The kernel is the
-4x4 tile, rolled (lowering/variants.py CHEAP_FIRST, SwiftShader's option cheap_first), and the
-capped tile its variant up to the top: load() builds the kernel only, the first run at the top count runs it,
-and the capped tile is built in the background right after that run (not once its runs have
-lost its cost: builds are priced out of reach here) and taken by the next; one row (decoding)
-still runs the kernel while its own variant is not built (the capped tile pads more rows).
-Every run equals numpy, in headless Chromium."""
+4x4 tile, rolled (lowering/cheap_first.py, SwiftShader's option cheap_first), and the capped
+tile its variant up to the top: load() builds the kernel only, the first run at the top count
+runs it, and the capped tile is built in the background right after that run (not once its runs
+have lost its cost: builds are priced out of reach here) and taken by the next; one row
+(decoding) still runs the kernel while its own variant is not built (the capped tile pads more
+rows). Every run equals numpy, in headless Chromium."""
 from __future__ import annotations
 
 import json

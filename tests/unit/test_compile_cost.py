@@ -272,7 +272,7 @@ def test_a_one_off_symbolic_q4_gemm_is_first_the_cheapest_tile_to_build():
   """A page's load() builds each kernel, not its variants, so its first prefill waited for the
   one-off q4 GEMMs' capped tiles (SmolLM2-135M's q4 bundle on SwiftShader in Chromium, Mesa's
   cache off: load() 7-13 s). With SwiftShader's option cheap_first the kernel is the smallest
-  tile, rolled (variants.py CHEAP_FIRST: under half its lines), and the capped tile its variant
+  tile, rolled (lowering/cheap_first.py: under half its lines), and the capped tile its variant
   up to the top, after the low counts' variants (decoding's seq = 1 among them): natively every
   value runs what it ran. lavapipe (whose drivers build at the first dispatch) and many runs
   keep the capped kernel."""

@@ -108,7 +108,7 @@ const withVariants = (kernels) => kernels.flatMap((k) => [k,
 //   first;
 // - at a read, a variant charged its cost or more is queued (one up to its dim's top at the first
 //   read that asks for it: a one-off kernel's own capped tile, whose kernel is the cheapest to
-//   build for the first result, lowering/variants.py CHEAP_FIRST); the builds start after a
+//   build for the first result, lowering/cheap_first.py); the builds start after a
 //   read, one at a time, the shortest first (startBuilds). So a build costs at most the time
 //   already lost (at most twice the best choice made knowing the future), and a value asked
 //   once for a short run builds nothing.
@@ -466,7 +466,7 @@ class Model {
       const key = pipelineKey(launch);
       if (!this.builds.has(key)) {
         // a variant up to its dim's top: a one-off kernel's capped tile whose kernel is the
-        // cheapest to build (lowering/variants.py CHEAP_FIRST), queued at the first read asking
+        // cheapest to build (lowering/cheap_first.py), queued at the first read asking
         const top = launch.most !== undefined && launch.most >= (dims[launch.dim]?.hi ?? Infinity);
         this.builds.set(key, { launch, source: sources[i], made: null, building: null, lost: 0,
           top });
