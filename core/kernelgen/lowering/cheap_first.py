@@ -9,7 +9,10 @@ for it; natively every variant is built with the kernel, so every value runs wha
 Measured (bench/lm_page.py, SmolLM2-135M q4 2 layers, 128-token prompt, Mesa's cache off,
 alternated with main, on 2 CPUs at load 7-13, wall s):
 SwiftShader time to first token 7.2, 5.3, 8.9, 9.2 against 13.8, 8.7, 14.7, 11.6 (load() 3.4-6.2
-against 7.1-12.7); 6 rounds: prefill 104 against 88 tok/s, decode 5.1 against 5.8 (load 11-13).
+against 7.1-12.7), 7.4 and 8.0 against 18.4 and 25.3 (load 12-13); 6 rounds: prefill 104 against
+88 tok/s, decode 5.1 against 5.8 (load 11-13); 3 rounds: decode 4.5 and 3.8 against 6.5 and 6.3
+tok/s (load 12-13): the capped tiles' background builds (one at a time, before the decode
+variants that their runs buy later) slow the first answers' decoding.
 Not lavapipe's: in Chromium its first prefill (~10 s of the ~13 s to first token) is mostly
 driver work at the first dispatches, not in load(); with this the first token took 12.8-14.8 s
 against 12.5-28.5, and the first prefill on the capped tiles after it 2.3-10.6 s (main 0.4-0.7).
