@@ -16,7 +16,7 @@ range. Totals at the end: the pipelines' driver ms (what a page waits for on one
 launches' GPU ms of one run of the bundle.
 
     nice python bench/bundle_compile_cost.py BUNDLE_DIR [--adapters swiftshader,lavapipe]
-                                             [--reps 3] [--json OUT]
+                                             [--reps 3] [--json OUT] [--kernels-only]
 """
 from __future__ import annotations
 
@@ -32,19 +32,22 @@ sys.path.insert(0, str(ROOT / "bench"))
 from compile_cost import _stats, adapter_rows  # noqa: E402
 
 
-def _launches(bundle) -> list:
-  """[(CompiledKernel, its handles)] of every launch (kernels, then each one's variants)."""
+def _launches(bundle, kernels_only: bool = False) -> list:
+  """[(CompiledKernel, its handles)] of every launch (kernels, then each one's variants; only
+  the kernels with `kernels_only`: what a page's load() builds before its first run)."""
   _, _, kernels = bundle._prepare("WEBGPU")
   out = []
   for kernel, handles in kernels:
     out.append((kernel, handles))
-    out.extend((variant, handles) for _, _, variant in kernel.variants)
+    if not kernels_only:
+      out.extend((variant, handles) for _, _, variant in kernel.variants)
   return out
 
 
-def child(folder: str, reps: int) -> None:
-  """Measure every distinct pipeline of the bundle in `folder`, one ROW json line each (after
-  a warm-up build of the first, dropped: the process's first pipeline pays for its setup)."""
+def child(folder: str, reps: int, kernels_only: bool = False) -> None:
+  """Measure every distinct pipeline of the bundle in `folder` (only its kernels' with
+  `kernels_only`), one ROW json line each (after a warm-up build of the first, dropped: the
+  process's first pipeline pays for its setup)."""
   sys.path.insert(0, str(ROOT / "core"))
   import kernelgen as kg
   from kernelgen.device import Device
@@ -52,7 +55,7 @@ def child(folder: str, reps: int) -> None:
   bundle = kg.load_bundle(folder)
   values = {d["name"]: d["hi"] for d in bundle.manifest.get("dims", ())}
   distinct: dict = {}
-  for kernel, handles in _launches(bundle):
+  for kernel, handles in _launches(bundle, kernels_only):
     launch = kernel.launch
     key = (launch.source.replace(launch.entry_point, "main"),
            tuple((b.slot, b.access) for b in launch.bindings), len(launch.uniforms))
@@ -87,9 +90,11 @@ def main(argv: list[str]) -> None:
   parser.add_argument("--reps", type=int, default=3)
   parser.add_argument("--json", default="")
   parser.add_argument("--child", action="store_true")
+  parser.add_argument("--kernels-only", action="store_true",
+                      help="only the kernels, not their variants (what a page's load() builds)")
   args = parser.parse_args(argv)
   if args.child:
-    child(args.folder, args.reps)
+    child(args.folder, args.reps, args.kernels_only)
     return
   print(f"# {args.folder}; load {os.getloadavg()[0]:.2f} (1 min); Mesa shader cache off",
         flush=True)
@@ -97,7 +102,8 @@ def main(argv: list[str]) -> None:
         f"{'driver':>8s} {'wall':>8s} {'gpu':>9s}", flush=True)
   found = []
   for adapter in args.adapters.split(","):
-    command = [sys.executable, __file__, args.folder, "--child", "--reps", str(args.reps)]
+    command = [sys.executable, __file__, args.folder, "--child", "--reps", str(args.reps)] + \
+      ["--kernels-only"] * args.kernels_only
     for row in adapter_rows(adapter, command):
       found.append(row)
       print(f"{adapter:11s} {row['kernel'][:34]:34s} {row['copies']:6d} {row['lines']:6d} "

@@ -208,7 +208,27 @@ def compile_item(item, target: Target | str, options: dict | None = None, print_
   out = with_variants(with_grid(out, item, opts), item, target, options, opts, print_after)
   out = dataclasses.replace(out, launch=dataclasses.replace(
     out.launch, work=compile_cost.item_work(item)))    # a run's share of it (webgpu_browser.py)
-  return dataclasses.replace(out, capped=True) if opts is not None and opts.capped else out
+  out = dataclasses.replace(out, capped=True) if opts is not None and opts.capped else out
+  return cheap_first(out, item, target, options, opts, print_after)
+
+
+def cheap_first(compiled, item, target: Target, options: dict, opts, print_after=()):
+  """`compiled`, a one-off run's capped register tile over a symbolic grid dim, as a variant up
+  to the dim's top (after its own variants) of the kernel that is cheapest to build
+  (lowering/cheap_first.py), which serves a page's first runs while that variant builds;
+  `compiled` itself where it is not such a kernel or the cheap one binds otherwise."""
+  from .lowering.cheap_first import cheap_first as cheap_options
+  found = cheap_options(item, target, options, opts, bool(compiled.launch.grid))
+  if found is None:
+    return compiled
+  (_, dim, _, hi), extra = found
+  cheap = compile_item(item, target, {**options, **extra}, print_after)
+  if not cheap.launch.grid or cheap.variants or \
+     cheap.launch.bindings != compiled.launch.bindings or \
+     cheap.launch.uniforms != compiled.launch.uniforms:
+    return compiled
+  top = dataclasses.replace(compiled, variants=())
+  return dataclasses.replace(cheap, variants=compiled.variants + ((dim, hi, top),), capped=True)
 
 
 def with_variants(compiled, item, target: Target, options: dict, opts, print_after=()):

@@ -242,14 +242,14 @@ def test_the_estimate_orders_a_vectorized_q4_gemms_tiles_as_their_builds(k, n):
   assert small < plain <= compile_cost.budget_ms(options) < large, (small, plain, large)
 
 
-def _q4_symbolic_kernel(runs: int):
+def _q4_symbolic_kernel(runs: int, adapter: str = "lavapipe"):
   """The q4 down GEMM (1536 -> 576) over `seq` in 1..128 rows (the page's prefill bundle) for
-  lavapipe, option `runs`."""
+  `adapter`, option `runs`."""
   from kernelgen.onnx.operators.quant_tiled import matmul_dequant
   x = kg.Tensor.empty(kg.Dim("seq", 1, 128), 1536, device="PYTHON")
   words = kg.Tensor.empty(576, 1536 // 8, dtype=kg.dtypes.uint32, device="PYTHON")
   scale = kg.Tensor.empty(576, 1536 // 32, device="PYTHON")
-  return _one(matmul_dequant(x, words, scale, 8.0, 4, 32), adapter="lavapipe", runs=runs)
+  return _one(matmul_dequant(x, words, scale, 8.0, 4, 32), adapter=adapter, runs=runs)
 
 
 def test_a_one_off_symbolic_q4_gemms_variants_stay_within_its_capped_tile():
@@ -266,3 +266,23 @@ def test_a_one_off_symbolic_q4_gemms_variants_stay_within_its_capped_tile():
     [len(v.source.splitlines()) for _, _, v in one_off.variants]
   assert all(variant_for(one_off, {"seq": m}) is one_off for m in (25, 64, 127, 128))
   assert max(len(v.source) for _, _, v in many.variants) > 4 * len(one_off.source)
+
+
+def test_a_one_off_symbolic_q4_gemm_is_first_the_cheapest_tile_to_build():
+  """A page's load() builds each kernel, not its variants, so its first prefill waited for the
+  one-off q4 GEMMs' capped tiles (SmolLM2-135M's q4 bundle on SwiftShader in Chromium, Mesa's
+  cache off: load() 7-13 s). With SwiftShader's option cheap_first the kernel is the smallest
+  tile, rolled (lowering/cheap_first.py: under half its lines), and the capped tile its variant
+  up to the top, after the low counts' variants (decoding's seq = 1 among them): natively every
+  value runs what it ran. lavapipe (whose drivers build at the first dispatch) and many runs
+  keep the capped kernel."""
+  from kernelgen.uop.program import variant_for
+  one_off = _q4_symbolic_kernel(1, "swiftshader")
+  dim, most, top = one_off.variants[-1]
+  assert (dim, most) == ("seq", 128) and one_off.capped
+  assert len(one_off.source) < 0.5 * len(top.source), (len(one_off.source), len(top.source))
+  assert top.launch.grid and one_off.launch.grid
+  assert all(variant_for(one_off, {"seq": m}) is top for m in (113, 127, 128))
+  assert len(variant_for(one_off, {"seq": 1}).source) < len(top.source)
+  for kernel in (_q4_symbolic_kernel(1), _q4_symbolic_kernel(RUNS_MANY, "swiftshader")):
+    assert all(m < 128 for _, m, _ in kernel.variants), [m for _, m, _ in kernel.variants]

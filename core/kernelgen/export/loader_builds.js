@@ -40,10 +40,12 @@ const serves = (v, values) => values[v.dim] <= v.most && (!v.exact || values[v.d
 //   settled); shared out equally, the prefill's were never bought (issue 37). So the charges of
 //   one run add up to at most its time, and a variant whose kernels are most of a run is bought
 //   first;
-// - at a read, a variant charged its cost or more is queued; the builds start after a read, one
-//   at a time, the shortest first (startBuilds). So a build costs at most the time already lost
-//   (at most twice the best choice made knowing the future), and a value asked once for a short
-//   run builds nothing.
+// - at a read, a variant charged its cost or more is queued (one up to its dim's top at the first
+//   read that asks for it: a one-off kernel's own capped tile, whose kernel is the cheapest to
+//   build for the first result, lowering/cheap_first.py); the builds start after a
+//   read, one at a time, the shortest first (startBuilds). So a build costs at most the time
+//   already lost (at most twice the best choice made knowing the future), and a value asked
+//   once for a short run builds nothing.
 // Measured (bench/lm_page.py smollm2-135m q4, 2 layers, 128-token prompt, 32 tokens, 6 rounds,
 // A/B against the whole-run rule in turn, wall ms, loaded machine): SwiftShader decode 6.9-14.5 s
 // per 31 tokens against 12.9-19.3, prefill 1.1-1.6 s against 1.7-3.7 (load 4-8); lavapipe
@@ -164,7 +166,10 @@ export class VariantBuilds {
   // background builds (startBuilds) once that reaches its build cost.
   pick(step, values) {
     const fits = step.variants.filter((v) => serves(v, values));
-    const built = fits.find((v) => this.builds.get(v.key).made);
+    // (a variant up to the top, a capped tile, serves smaller values only where it is theirs:
+    // below, until their own is built, the kernel, the cheaper tile, pads fewer rows)
+    const built = fits.find((v, i) => this.builds.get(v.key).made &&
+      (i === 0 || !this.builds.get(v.key).top));
     const { dispatch, grid, key } = built || step;
     const work = workOf(built || step, values);   // under the launch that runs (charge)
     const time = work * (this.rates.get(key) ?? 1);   // a variant's measured rate (rate)
@@ -188,7 +193,9 @@ export class VariantBuilds {
     for (const [key, time] of this.asking) {
       const wanted = this.builds.get(key);
       wanted.lost += ms * time / Math.max(this.time, time, 1e-30);
-      if (!wanted.building && wanted.lost >= rate * wanted.source.length) this.queued.add(key);
+      if (!wanted.building && (wanted.top || wanted.lost >= rate * wanted.source.length)) {
+        this.queued.add(key);
+      }
     }
     this.asking.clear();
     this.work = 0;

@@ -80,10 +80,15 @@ export class Model extends VariantBuilds {
     }
     // launches that share a file and entry point (export's share_sources: a model's layers)
     // and their bindings share one pipeline, made once
+    const dims = Object.fromEntries((this.manifest.dims || []).map((d) => [d.name, d]));
     withVariants(this.manifest.kernels).forEach((launch, i) => {
       const key = pipelineKey(launch);
       if (!this.builds.has(key)) {
-        this.builds.set(key, { launch, source: sources[i], made: null, building: null, lost: 0 });
+        // a variant up to its dim's top: a one-off kernel's capped tile whose kernel is the
+        // cheapest to build (lowering/cheap_first.py), queued at the first read asking
+        const top = launch.most !== undefined && launch.most >= (dims[launch.dim]?.hi ?? Infinity);
+        this.builds.set(key, { launch, source: sources[i], made: null, building: null, lost: 0,
+          top });
       }
     });
     const first = [...new Set(this.manifest.kernels.map(pipelineKey))];
