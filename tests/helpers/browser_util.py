@@ -116,6 +116,19 @@ class StaticServer:
         self.stop()
 
 
+# JS statements for a page script: `device`, a device of the default adapter whose
+# createComputePipelineAsync counts into `made` the pipelines it has made (resolved)
+COUNTED_DEVICE = """  const device = await (await navigator.gpu.requestAdapter()).requestDevice();
+  let made = 0;
+  const create = device.createComputePipelineAsync.bind(device);
+  device.createComputePipelineAsync = async (descriptor) => {
+    const pipeline = await create(descriptor);
+    made += 1;
+    return pipeline;
+  };
+"""
+
+
 def chromium_args(webgpu: bool = True, lavapipe: bool = False) -> list[str]:
     """Chromium's command-line flags. `webgpu` enables navigator.gpu (SwiftShader adapter);
     `lavapipe` selects Mesa lavapipe through ANGLE instead (compatibility mode, faster)."""

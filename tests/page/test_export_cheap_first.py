@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from browser_util import local_page
+from browser_util import COUNTED_DEVICE, local_page
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -26,15 +26,7 @@ K, N, HI = 576, 1536, 128     # SmolLM2-135M's MLP up projection, blocks of 32, 
 # y, workgroups, and pipelines made
 FIRST = """async ([name, feeds]) => {
   const { load } = await import(`/${name}/model.js`);
-  const device = await (await navigator.gpu.requestAdapter()).requestDevice();
-  let made = 0;
-  const create = device.createComputePipelineAsync.bind(device);
-  device.createComputePipelineAsync = async (descriptor) => {
-    const pipeline = await create(descriptor);
-    made += 1;
-    return pipeline;
-  };
-  const model = await load({ device });
+""" + COUNTED_DEVICE + """  const model = await load({ device });
   const atLoad = made;
   model.msPerByte = () => 1e12;
   model.buildRate = () => 1e12;

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-from browser_util import local_page
+from browser_util import COUNTED_DEVICE, local_page
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -27,15 +27,7 @@ pytestmark = pytest.mark.timeout(600)
 # started (made or under way); the rate and bytes that load() measured
 LAZY = """async ([name, early, late, ms, rate]) => {
   const { load } = await import(`/${name}/model.js`);
-  const device = await (await navigator.gpu.requestAdapter()).requestDevice();
-  let made = 0;
-  const create = device.createComputePipelineAsync.bind(device);
-  device.createComputePipelineAsync = async (descriptor) => {
-    const pipeline = await create(descriptor);
-    made += 1;
-    return pipeline;
-  };
-  const calls = [];
+""" + COUNTED_DEVICE + """  const calls = [];
   const model = await load({ device, onProgress: (p) => calls.push([p.done, p.total]) });
   const atLoad = made;
   const measured = { rate: model.msPerByte(), bytes: model.busy.bytes };
