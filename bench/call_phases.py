@@ -18,6 +18,23 @@ kept in one folder) are timed in the same rounds, the order turning each round. 
     python bench/call_phases.py --keep DIR --bundles silero_vad-swiftshader-b10[,...]
                                 [--adapters swiftshader,lavapipe] [--rounds 30] [--gpu-runs 20]
 
+Measured (Silero VAD, silero_vad.onnx as pypi_page.py exports it: 8 kernels, each one
+workgroup; 2 CPUs shared with other jobs, load 9-11; 20-40 rounds; median / best ms): SwiftShader
+call 3.8-6.2 / 2.6-3.1, of it before 0.16-0.19, submit 1.6-2.1, wait 2.3-3.4, after 0.09-0.11
+(the page's own JavaScript about 0.3 ms); kernels' GPU time 1.65-1.67 (STFT conv 0.50, LSTM step
+0.44-0.49, first encoder conv 0.28); floors: no dispatch 0.8 / 0.65, 1 dispatch 0.9 / 0.7, 8
+trivial dispatches 2.9-3.4 / 0.8-0.9. On SwiftShader a call's time is bimodal, about 1 ms or 3 ms
+and more: 1-4 trivial dispatches are mostly fast, 9 or more mostly slow, Silero always slow (its
+kernels outlast the first readback check). lavapipe: call 2.4-3.8 / 1.9-3.0, before 0.16-0.20,
+submit 0.07-0.77, wait 1.9-2.7, after 0.07-0.12; floors 0.9-1.2 (no dispatch), 1.3-1.8 (8
+trivial dispatches: about 0.04 ms a dispatch). Tried on copies of the bundle (not shipped): the
+LSTM step and the STFT conv spread over 8 and 3 workgroups: kernels' GPU time 1.38 / 1.36 against
+1.39 / 1.41 (load 10: the second core is busy anyway); the state's concat kernel folded into the
+LSTM step (7 dispatches): 4.74 / 2.64 against 4.62 / 2.64 on SwiftShader, 2.37 / 1.88 against
+2.39 / 1.89 on lavapipe; a queue write every 0.25 ms while the map is pending (to wake the GPU
+process sooner): 8 trivial dispatches 2.95 -> 1.9 on SwiftShader, but Silero 7.6 -> 11.2 and
+lavapipe worse too (the loop takes CPU from the GPU process).
+
 A bundle folder's name starts with its model's tag (`silero_vad-...`), and its inputs are
 DIR/<tag>-<input>.kg.bin (pypi_page.py's layout); a bundle whose name holds another adapter's
 name is skipped on that adapter.
