@@ -34,6 +34,10 @@ LSTM step (7 dispatches): 4.74 / 2.64 against 4.62 / 2.64 on SwiftShader, 2.37 /
 2.39 / 1.89 on lavapipe; a queue write every 0.25 ms while the map is pending (to wake the GPU
 process sooner): 8 trivial dispatches 2.95 -> 1.9 on SwiftShader, but Silero 7.6 -> 11.2 and
 lavapipe worse too (the loop takes CPU from the GPU process).
+The kernels run at SwiftShader's one-core rate (about 0.34 GMAC/s here: 1.65 ms for Silero's
+~0.56 M multiply-adds): a lone 512 x 256 matvec like the LSTM step's, 128 threads of one
+workgroup, takes 0.42 ms (GPU, best of 40, load 12); its weights transposed and read as vec4
+along the outputs (32 threads) 0.37, scalar loads of consecutive lanes 0.64.
 
 A bundle folder's name starts with its model's tag (`silero_vad-...`), and its inputs are
 DIR/<tag>-<input>.kg.bin (pypi_page.py's layout); a bundle whose name holds another adapter's
