@@ -8,7 +8,11 @@ it from two trees (PYTHONPATH=<tree>/core) one after another, interleaved, to co
 
     python bench/lm_bundle_native.py [--config smollm2-135m] [--dtype q4] [--layers 2]
                                      [--prompt 128] [--step 0] [--tokens 8] [--rounds 3] [--all-logits]
-                                     [--buffers 8]
+                                     [--buffers 8] [--kernels]
+
+--kernels lists the bundle's kernels in launch order (name, workgroups at the largest bound
+sizes, and each binding's buffer id and access, `w`rite or `r`ead: a buffer one kernel writes
+and a later one reads is their hand-off), then runs as without it.
 """
 from __future__ import annotations
 
@@ -39,6 +43,14 @@ def timed(runtime, fn) -> tuple:
   return time.process_time() - c0, time.perf_counter() - w0, runtime.dispatches - d0
 
 
+def list_kernels(manifest: dict) -> None:
+  """Print each kernel of a bundle's manifest in launch order: its name, its workgroups at the
+  largest bound sizes and its bindings (buffer id, `w` written or `r` read)."""
+  for i, k in enumerate(manifest["kernels"]):
+    binds = " ".join(f"{b['buffer']}{b['access'][0]}" for b in k["bindings"])
+    print(f"  {i:3d} {k['name']:32s} {str(tuple(k['dispatch'])):16s} {binds}")
+
+
 def main() -> None:
   """Run the command line."""
   parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -57,6 +69,8 @@ def main() -> None:
                       help="storage buffers a kernel may bind (kg.export max_storage_buffers; "
                            "8, WebGPU's default, as the page's bundles; kg.generate natively "
                            "binds up to the adapter's limit, 32 on lavapipe)")
+  parser.add_argument("--kernels", action="store_true",
+                      help="list the bundle's kernels and the buffers each binds")
   args = parser.parse_args()
   import kernelgen as kg
   from kernelgen.device import Device
@@ -74,6 +88,8 @@ def main() -> None:
     more = {"max_storage_buffers": args.buffers} if args.buffers != 8 else {}
     bundle = kg.export(outputs, folder, format="webgpu", state=state, adapter=adapter, **more)
     export_s = time.perf_counter() - start
+    if args.kernels:
+      list_kernels(bundle.manifest)
     lm = names(bundle.manifest)
     prompt = [int(t) for t in np.random.default_rng(1).integers(0, cfg.vocab, args.prompt)]
     prefill, decode = [], []

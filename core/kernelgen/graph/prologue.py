@@ -43,7 +43,11 @@ from .view import prod
 # 13.6-17.2 -> 20.1-25.6, GPU 8.9-10.3 -> 16.7-17.8. bench/prologue_ab.py (d = 256, one norm
 # and projection, GPU ms) agrees: n = 64 0.098 against 0.059, n = 768 1.15 against 0.45. A GPU
 # whose matmul waits on memory (the weights), not on arithmetic, may well gain at larger sizes:
-# not measured here.
+# not measured here. Symbolic rows (a causal LM bundle's seq 1..128, export/onnx_lm.py) stay
+# under it too: raised to take the q4 SmolLM2 2-layer bundle's norms (23 -> 20 dispatches a step),
+# its projections lose their q4 tiles and few-row variants for a thread per output of every row:
+# lavapipe natively, load 7-10, prefill of 128 CPU 0.26 -> 2.8 s, decode 26 -> 1220 ms a token.
+# Such a prologue needs a layout that computes each row's norm once per workgroup of its rows.
 PROLOGUE_WORK = 1 << 13
 # ... and whatever that work, a kernel that reads ONE row of at most STAGED_MAX elements for all
 # its outputs (a decode step's) takes it: it stages the row (lowering/staged.py: each workgroup
