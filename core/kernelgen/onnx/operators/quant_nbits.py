@@ -20,7 +20,7 @@ from ..registry import axis_index, domain_op
 from ..values import tensor_from_bytes
 from .quant_tiled import matmul_dequant
 from .regroup import host_stored
-from .weights import matmul_rows, packed_rows, row_defaults, row_input
+from .weights import packed_rows, row_defaults, row_input
 
 MS = "com.microsoft"
 # the suffix of the upload key (Model.uploads) of an initializer held as 32-bit words
@@ -225,8 +225,7 @@ def _matmul_words(ins, a: Tensor, words: Tensor, dims: tuple, rows: int = 0) -> 
   lead = a.shape[:-1]
   x = a.reshape(-1, k).cast(dtypes.float32)
   if words.ndim == 2 and tiled_rows(x):
-    views = bool(matmul_rows(ins.runner).get("tile_own_views"))
-    y = matmul_dequant(own_rows(ins.runner, x, views), words, scale, zp, bits, block)
+    y = matmul_dequant(own_rows(ins.runner, x), words, scale, zp, bits, block)
   else:
     y = matmul_words(x, words, scale, zp, bits, block)
   if words.ndim != 2:
@@ -370,7 +369,7 @@ def tiled_rows(x: Tensor) -> bool:
   return isinstance(m, int) and m >= TILED_ROWS
 
 
-def own_rows(runner, x: Tensor, views: bool = False) -> Tensor:
+def own_rows(runner, x: Tensor) -> Tensor:
   """Activations x (M, K) of a tiled matmul (matmul_dequant) in a buffer of their own where
   they are an elementwise expression (a norm's scaling, SwiGLU's silu(gate) * up, a gathered
   embedding's dequantization): a kernel boundary (contiguous), one per x per run of `runner`
@@ -379,19 +378,15 @@ def own_rows(runner, x: Tensor, views: bool = False) -> Tensor:
   Native lavapipe, 128 x 576 @ 576 x 1536 f32, CPU ms per run (best of 3 interleaved, load
   ~14): plain 14.4 | RMS norm fused 24.2, realized first 15.0 | 1536-wide silu(h) fused 31.5,
   realized first 13.5 (matmul 14.1). Views of a buffer or a kernel's output, and expressions
-  of a matrix product (_reads_a_product), are kept as they are; with `views` (the adapter's
-  option tile_own_views) a view that is not its source's own order (the attention's heads
-  before the sequence, read by the output projection) takes a buffer too: TILE_OWN_VIEWS."""
-  base, chain = x.node, []
+  of a matrix product (_reads_a_product), are kept as they are."""
+  base, views = x.node, []
   while base.op is L.VIEW and base.src:
-    chain.append(base.arg)
+    views.append(base.arg)
     base = base.src[0]
-  reordered = views and not all(v.is_contiguous() for v in chain)
-  if not reordered and (base.op not in (L.ALU, L.CAST, L.BITCAST, L.GATHER) or
-                        _reads_a_product(base, x.numel())):
+  if base.op not in (L.ALU, L.CAST, L.BITCAST, L.GATHER) or _reads_a_product(base, x.numel()):
     return x
   kept = runner.__dict__.setdefault("_own_rows", {})
-  key = (id(base), tuple(chain))
+  key = (id(base), tuple(views))
   if key not in kept:
     kept[key] = (base, x.contiguous())
   return kept[key][1]
