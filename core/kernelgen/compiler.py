@@ -227,21 +227,8 @@ def cheap_first(compiled, item, target: Target, options: dict, opts, print_after
      cheap.launch.bindings != compiled.launch.bindings or \
      cheap.launch.uniforms != compiled.launch.uniforms:
     return compiled
-  top = dataclasses.replace(_top(compiled, item, target, options, opts, print_after), variants=())
+  top = dataclasses.replace(compiled, variants=())
   return dataclasses.replace(cheap, variants=compiled.variants + ((dim, hi, top),), capped=True)
-
-
-def _top(compiled, item, target: Target, options: dict, opts, print_after=()):
-  """The kernel of a cheap_first kernel's top variant: the adapter's cheap_first_top tile
-  (lowering/cheap_first.py top_options) where it binds as `compiled` does, else `compiled`."""
-  from .lowering.cheap_first import top_options
-  extra = top_options(item, target, options, opts)
-  if extra is None:
-    return compiled
-  top = compile_item(item, target, {**options, **extra}, print_after)
-  same = top.launch.bindings == compiled.launch.bindings and \
-    top.launch.uniforms == compiled.launch.uniforms and bool(top.launch.grid)
-  return top if same else compiled
 
 
 def with_variants(compiled, item, target: Target, options: dict, opts, print_after=()):

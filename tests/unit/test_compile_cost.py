@@ -286,15 +286,3 @@ def test_a_one_off_symbolic_q4_gemm_is_first_the_cheapest_tile_to_build():
   assert len(variant_for(one_off, {"seq": 1}).source) < len(top.source)
   for kernel in (_q4_symbolic_kernel(1), _q4_symbolic_kernel(RUNS_MANY, "swiftshader")):
     assert all(m < 128 for _, m, _ in kernel.variants), [m for _, m, _ in kernel.variants]
-
-
-def test_swiftshader_cheap_first_top_variant_is_the_16x16_tile_rolled():
-  """SwiftShader's option cheap_first_top: the variant up to the top of a one-off symbolic q4
-  GEMM (built in the page's background, lowering/cheap_first.py) is the 16x16 tile, its loop
-  rolled (256 outputs a thread, one loop), not the capped 8x8 / 8x16 tile: CPU ms per run at 128
-  rows 96 -> 66 natively for this down projection."""
-  one_off = _q4_symbolic_kernel(1, "swiftshader")
-  _, most, top = one_off.variants[-1]
-  threads = top.global_size[0] * top.local_size[0]
-  assert most == 128 and threads * 256 == 128 * 576, (top.global_size, top.local_size)
-  assert top.source.count("for (var") == 1

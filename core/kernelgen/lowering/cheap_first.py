@@ -25,17 +25,11 @@ from ..render.target import Target
 from . import compile_cost
 from .lowerer import Opts
 from .optimize import with_adapter_defaults
-from .tile_shape import TILES, clip, divides
+from .tile_shape import TILES, clip
 from .variants import grid_dim
 
 # the cheap kernel's options: the smallest of TILES (cheap_first), rolled
 CHEAP_FIRST = {"tile_unroll": 0, "group": 0}
-# With option cheap_first_top (SwiftShader's table: a tile), the variant up to the dim's top is
-# that tile rolled, not the capped one: its build runs behind the cheap kernel's first runs, and
-# a tile with more outputs per load serves the prompts after. SwiftShader natively, SmolLM2-135M
-# q4 prompt GEMMs at 128 rows (one layer, CPU ms per run, best of 3 alternated, load 10-11),
-# capped (8x16 or 8x8 rolled) / 16x16 rolled: qkv 54 / 41, gate 83 / 66, up 105 / 74, down 96 /
-# 66; their builds 1.8-3.4 / 6-15 s wall.
 
 
 def cheap_first(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
@@ -55,16 +49,3 @@ def cheap_first(item: ScheduleItem, target: Target, options: dict, opts: Opts | 
   if prod(cheap) >= prod(opts.tile):
     return None
   return dim, {**CHEAP_FIRST, "tile": cheap}
-
-
-def top_options(item: ScheduleItem, target: Target, options: dict, opts: Opts) -> dict | None:
-  """The options of the variant up to the dim's top of a cheap_first kernel where the adapter
-  asks for one (option cheap_first_top: a tile, rolled, where it fits `item`'s tiled axes and
-  has more outputs than the capped tile `opts.tile`); else None (the capped tile serves)."""
-  top = with_adapter_defaults(item, target, options).get("cheap_first_top")
-  if not top:
-    return None
-  tile = clip(item, tuple(top), opts.tile_axes)
-  if prod(tile) <= prod(opts.tile) or not divides(item, tile, opts.tile_axes):
-    return None
-  return {"tile": tile, "tile_unroll": 0}

@@ -212,7 +212,7 @@ TABLE: dict[tuple[str, str], dict] = {
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                             "long_tiles_cost": True, "tile_window": True, "tile_unroll": 4,
                             "slide": True, "exact_local": 8, "whole_tiles": True, "min_groups": 8,
-                            "variant_groups": 8, "cheap_first": True, "cheap_first_top": (16, 16)},
+                            "variant_groups": 8, "cheap_first": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
