@@ -30,6 +30,15 @@ from .variants import grid_dim
 
 # the cheap kernel's options: the smallest of TILES (cheap_first), rolled
 CHEAP_FIRST = {"tile_unroll": 0, "group": 0}
+# Tried (issue 35), not kept: the top variant as the 16x16 tile rolled on SwiftShader. Natively its
+# q4 GEMMs at 128 rows ran faster (one layer, CPU ms per run, capped / 16x16, load 10-11: qkv 54 /
+# 41, gate 83 / 66, up 105 / 74, down 96 / 66; bench/lm_bundle_native.py prefill best CPU s, main /
+# it, 3 alternated pairs, load 5-12: 1.04, 1.12, 1.19 / 1.11, 0.86, 0.88), but its builds cost 2.5x
+# (the first prefill's 6.5-8.6 -> 16.7-18.0 CPU s), and in the page (bench/lm_page.py, Mesa's cache
+# off, one run each, load 8-12) prefill fell 116 -> 47 and 52 -> 41 tok/s, decode 4.9 -> 2.8 and
+# 3.3 -> 2.3: the background builds outlast the rounds.
+# Nor a copy of the output projection's heads-first rows (vec4 loads, not scalars at a computed
+# index): no faster (its CPU ms 77-85 -> 79-88): SwiftShader gathers a vec4 per lane as scalars.
 
 
 def cheap_first(item: ScheduleItem, target: Target, options: dict, opts: Opts | None,
