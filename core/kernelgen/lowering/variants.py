@@ -340,10 +340,10 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
     ladder = within_kernels_tile(ladder, tuple(opts.tile))
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
-  spread = _spread(merged)
+  spread, split = _spread(merged), _split(merged)
   return static + [(name, most, {"tile": tile, "group": 0,
                                  "local": _local(item, tile, opts.tile_axes, most, axis, target,
-                                                 spread)})
+                                                 spread, split)})
                    for most, tile in _within(ladder, MAX_VARIANTS)]
 
 
@@ -368,6 +368,17 @@ def _spread(merged: dict) -> tuple:
   return (groups, max(int(merged.get("exact_local", 0) or 0), 1)) if groups else (0, 0)
 
 
+def _split(merged: dict) -> tuple:
+  """(lanes, groups): options exact_local and min_groups, as a static tile's workgroups take them
+  (optimize.py _tile_opts: threads.local_size), so a variant's workgroups are the static
+  kernel's at the values it is sized for. Without them lavapipe's m = 2 and 3 variants of
+  (m, 512) @ (512, 512) (2 x 8 and 3 x 8 tiles, 64 threads) ran in one workgroup of 64, one CPU
+  of its pool, where the static kernels take 4 of 16: 1.50x and 1.51x their GPU time at idle
+  (bench/symbolic_static.py, load 0.8; under load, when the second CPU is busy anyway, no
+  difference shows)."""
+  return (int(merged.get("exact_local", 0) or 0), int(merged.get("min_groups", 0) or 0))
+
+
 def _spread_local(threads: int, local: int, groups: int, lanes: int) -> int:
   """`local` threads per workgroup, halved while `threads` fill fewer than `groups`
   workgroups, down to `lanes` (each halving a multiple of `lanes` dividing `threads`); `local`
@@ -379,16 +390,19 @@ def _spread_local(threads: int, local: int, groups: int, lanes: int) -> int:
 
 
 def _local(item: ScheduleItem, tile: tuple, axes: tuple, most: int, axis: int, target,
-           spread: tuple = (0, 0)) -> int:
+           spread: tuple = (0, 0), split: tuple = (0, 0)) -> int:
   """A variant's threads per workgroup: sized for its threads at `most` rounded up to a power
   of two (a `most` such as 248 leaves 992 threads, whose largest preferred divisor is 32: twice
-  the workgroups), unless that is more than the threads at `most`; then spread (`spread`:
-  (groups, lanes), _spread) over the adapter's variant_groups workgroups (_spread_local)."""
+  the workgroups), unless that is more than the threads at `most`, by the static kernel's rule
+  (threads.local_size with `split`: (lanes, groups), _split); then spread
+  (`spread`: (groups, lanes), _spread) over the adapter's variant_groups workgroups
+  (_spread_local)."""
   limit = grid_local(item, target.max_local)
   threads = _threads(item, tile, axes, most, axis)
-  rounded = local_size(_threads(item, tile, axes, 1 << (most - 1).bit_length(), axis), limit)
-  return _spread_local(threads, rounded if rounded <= threads else local_size(threads, limit),
-                      *spread)
+  rounded = local_size(_threads(item, tile, axes, 1 << (most - 1).bit_length(), axis), limit,
+                       *split)
+  return _spread_local(threads, rounded if rounded <= threads else
+                       local_size(threads, limit, *split), *spread)
 
 
 def tile_ladder(at, lo: int, hi: int) -> list:
