@@ -73,7 +73,11 @@ one, on one CPU) where the static kernels take 8 of 8 (m = 1) and 4 of 16; varia
 lavapipe (SwiftShader's: those variants in 8 workgroups of 8) gave medians m = 1, 2, 3 of
 0.75 1.03 1.00 and 0.83 0.89 0.95 where the runs between, without it, gave 1.21 0.93 0.61 and
 1.18 0.82 1.28 (lavapipe, load 11-13), but a third pair 0.82 1.03 0.98 against 0.81 1.02 1.02
-(load 13): no gain shown beyond the noise yet.
+(load 13): no gain shown beyond the noise yet. Taken later (issue 34, at idle, load 0.8, the
+ladder's m = 2 and 3 ran 1.50x and 1.51x the static kernels): each variant now takes the static
+kernel's workgroups at the values it is sized for (options exact_local and min_groups: _split),
+so on lavapipe m = 1..3 run 4 workgroups of 16, as the static m = 2 and 3 kernels do;
+SwiftShader's variant_groups then spreads its as before (8 of 8).
 
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
 (512, n)): its threads run over the tiles with that axis outermost (tile_grid.tile_threads), so
