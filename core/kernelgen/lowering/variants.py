@@ -73,11 +73,12 @@ one, on one CPU) where the static kernels take 8 of 8 (m = 1) and 4 of 16; varia
 lavapipe (SwiftShader's: those variants in 8 workgroups of 8) gave medians m = 1, 2, 3 of
 0.75 1.03 1.00 and 0.83 0.89 0.95 where the runs between, without it, gave 1.21 0.93 0.61 and
 1.18 0.82 1.28 (lavapipe, load 11-13), but a third pair 0.82 1.03 0.98 against 0.81 1.02 1.02
-(load 13): no gain shown beyond the noise yet. Taken later (issue 34, at idle, load 0.8, the
-ladder's m = 2 and 3 ran 1.50x and 1.51x the static kernels): each variant now takes the static
-kernel's workgroups at the values it is sized for (options exact_local and min_groups: _split),
-so on lavapipe m = 1..3 run 4 workgroups of 16, as the static m = 2 and 3 kernels do;
-SwiftShader's variant_groups then spreads its as before (8 of 8).
+(load 13): no gain shown beyond the noise yet. Taken later: at idle (load 0.8) the ladder's m = 2
+and 3 ran 1.50x and 1.51x the static kernels, one workgroup of 64 on one CPU of lavapipe's pool
+where the static kernels take 4 of 16. Each variant now takes the static kernel's workgroups at
+the values it is sized for (_split: options exact_local and min_groups): lavapipe's m = 1..3 run
+4 of 16 (the least of 4 processes x 15-21 interleaved rounds, load 7-10, ms: m = 2 main 0.245,
+now 0.146, static 0.142; m = 3 0.276, 0.242, 0.207); SwiftShader's spread as before (8 of 8).
 
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
 (512, n)): its threads run over the tiles with that axis outermost (tile_grid.tile_threads), so
@@ -374,12 +375,7 @@ def _spread(merged: dict) -> tuple:
 
 def _split(merged: dict) -> tuple:
   """(lanes, groups): options exact_local and min_groups, as a static tile's workgroups take them
-  (optimize.py _tile_opts: threads.local_size), so a variant's workgroups are the static
-  kernel's at the values it is sized for. Without them lavapipe's m = 2 and 3 variants of
-  (m, 512) @ (512, 512) (2 x 8 and 3 x 8 tiles, 64 threads) ran in one workgroup of 64, one CPU
-  of its pool, where the static kernels take 4 of 16: 1.50x and 1.51x their GPU time at idle
-  (bench/symbolic_static.py, load 0.8; under load, when the second CPU is busy anyway, no
-  difference shows)."""
+  (optimize.py _tile_opts: threads.local_size; the module docstring has the figures)."""
   return (int(merged.get("exact_local", 0) or 0), int(merged.get("min_groups", 0) or 0))
 
 
