@@ -74,3 +74,35 @@ def test_symbolic_m_matmul_is_right_at_small_values(device):
     got = run_named(runtime, kernel, {"x": x, "w": w}, {"m": m}, out_fill=np.nan)
     np.testing.assert_allclose(got.reshape(HI, N)[:m], x[:m] @ w, rtol=1e-4, atol=1e-4,
                                err_msg=f"m = {m}")
+
+
+def test_an_input_read_elementwise_is_cut_too():
+  """(x * 2).exp() @ w: the input read at its own shape (an elementwise prologue) is cut to its
+  first rows (graph/at_value.py _prefix), so m = 1..3 take the static kernels of those sizes (m = 1
+  the same WGSL; m = 2, 3 read x as scalars, the kernel's binding); it took the tile variants
+  before. Found by the symbolic fuzzer's cut pass (fuzz_symbolic.py
+  static_cuts), which no program starting elementwise on its input reached."""
+  w = kg.Tensor.empty(512, 512, name="w")
+
+  def kernel(rows):
+    return _compile((kg.Tensor.empty(rows, 512, name="x") * 2.0).exp(), w, adapter="lavapipe",
+                    static_low_end=True)
+  symbolic = kernel(kg.Dim("m", 1, 2048))
+  assert [(most, v.exact, bool(v.launch.grid)) for _, most, v in symbolic.variants[:3]] == \
+    [(1, True, False), (2, True, False), (3, True, False)]
+  assert _unnamed(variant_for(symbolic, {"m": 1}).source) == _unnamed(kernel(1).source)
+
+
+@pytest.mark.parametrize("device", ["PYTHON", "WEBGPU"])
+def test_a_cut_elementwise_prologue_is_right(device):
+  runtime = device_runtime(device)
+  x = kg.Tensor.empty(kg.Dim("m", 1, HI), K, name="x")
+  kernel = _compile((x * 0.5).exp(), kg.Tensor.empty(K, N, name="w"), adapter="lavapipe",
+                    static_low_end=True)
+  w = np.random.default_rng(0).standard_normal((K, N)).astype(np.float32)
+  for m in (1, 2, 3, 4, 7):
+    data = np.full((HI, K), np.nan, np.float32)
+    data[:m] = np.random.default_rng(m).standard_normal((m, K))
+    got = run_named(runtime, kernel, {"x": data, "w": w}, {"m": m}, out_fill=np.nan)
+    np.testing.assert_allclose(got.reshape(HI, N)[:m], np.exp(data[:m] * 0.5) @ w, rtol=1e-4,
+                               atol=1e-4, err_msg=f"m = {m}")

@@ -12,7 +12,9 @@ Per program and device the verdict is one of
                without a reason, or PTX that ptxas rejects (every program's PTX is assembled)
 Beside every SYMBOLIC_EVERY-th seed's program runs that seed's symbolic program
 (fuzz_symbolic.py: a kg.Dim's range and bound values drawn, each value against numpy, nothing
-compiled again after the first); it is reported by its printed form (not shrunk).
+compiled again after the first), then again with each value in the static kernels that
+graph/at_value.py's item_at cuts to it (fuzz_symbolic.static_cuts); it is reported by its
+printed form (not shrunk).
 A failing program is shrunk (its recorded choices are shortened and simplified while it still
 fails the same way) and printed as a `Program(...)` to paste into tests/fuzz/test_regressions.py.
 Then (--files, as many as programs by default) fuzz_files.py's mutated manifests, kernel files,
@@ -456,11 +458,16 @@ def symbolic_outcome(seed: int, devices, out=sys.stdout) -> Outcome:
   too slow for several bound values a program); failures are printed with the program."""
   program = generate_symbolic(seed)
   outcome = Outcome(seed, program)
-  for device, (verdict, message) in run_symbolic(
-      program, [d for d in devices if d in ("PYTHON", "WEBGPU")]).items():
-    outcome.verdicts[device], outcome.messages[device] = verdict, message
-    if verdict == "FAIL":
-      print(f"  symbolic seed {seed}: FAIL on {device}: {program}\n    {message[:600]}", file=out)
+  devices = [d for d in devices if d in ("PYTHON", "WEBGPU")]
+  for cut in (False, True):         # (then in item_at's static kernels: static_cuts)
+    for device, (verdict, message) in run_symbolic(program, devices, cut).items():
+      if outcome.verdicts.get(device) == "FAIL":
+        continue
+      message = f"cut to each value (static_cuts): {message}" if cut and message else message
+      outcome.verdicts[device], outcome.messages[device] = verdict, message
+      if verdict == "FAIL":
+        print(f"  symbolic seed {seed}: FAIL on {device}: {program}\n    {message[:600]}",
+              file=out)
   return outcome
 
 

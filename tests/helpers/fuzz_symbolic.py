@@ -4,13 +4,22 @@ slice): a range lo..hi and bound values are drawn (the range's ends, a value no 
 workgroup size divides, one more), then a chain of operations over a (n, cols) tensor whose axis 0
 is symbolic, and a final operation. Some programs (`even`) take x of (2n, cols) and one of STEPS
 in their chain: a slice with step 2 or a window of stride 2 along the axis declared 2 * n
-(tensor/symbolic_steps.py: a step's count is a size there), which halves it to n. Each bound value runs against numpy (float64), and after the
-first value nothing compiles again: one compiled set of kernels serves the whole range.
+(tensor/symbolic_steps.py: a step's count is a size there), which halves it to n. Each bound
+value runs against numpy (float64), and after the
+first value nothing compiles again: one compiled set of kernels serves the whole range. Some
+programs (`wide`) end in WIDE_FINAL, a matmul wide enough that WEBGPU's adapters tile it in
+registers over the symbolic axis from hi = 40 (with variants for small values: lowering/
+variants.py). With `cut` (run_symbolic), every kernel that graph/at_value.py's item_at cuts to a
+bound value takes the static kernel of that size as its variant for that value (static_cuts:
+the form option static_low_end gives a register tile's low end, which no adapter sets, so
+nothing else reaches item_at), so each value runs the cut graphs.
 
     program = generate_symbolic(seed); verdicts = run_symbolic(program, ["PYTHON", "WEBGPU"])
+    verdicts = run_symbolic(program, ["PYTHON", "WEBGPU"], cut=True)     # item_at's cuts
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +30,9 @@ LOWS, HIGHS = (1, 1, 2, 5), (24, 40, 67, 13)    # range ends drawn from
 ODD = (7, 11, 13, 17, 19, 23, 29, 31, 37)         # values that divide no tile or vector width
 RTOL = ATOL = 3e-4
 EVEN_SHARE = 0.3                                  # programs over (2n, cols) with one of STEPS
+# programs whose final is WIDE_FINAL's: cols padded to 8 (TILE_MIN_REDUCE), @ (8, WIDE), whose
+# padded output (hi, WIDE) lavapipe and SwiftShader tile in registers from hi = 40
+WIDE_SHARE, WIDE = 0.2, 128
 
 
 def _softmax(a, axis):
@@ -138,6 +150,22 @@ FINAL = {
 }
 
 
+def _wide_weight() -> np.ndarray:
+  return (np.cos(np.arange(8 * WIDE)) * 0.3).reshape(8, WIDE).astype(np.float32)
+
+
+def _wide(x):
+  """x (n, cols) with its columns zero-padded to 8, @ (8, WIDE)."""
+  return x.pad(((0, 0), (0, 8 - x.shape[-1]))) @ kg.Tensor(_wide_weight())
+
+
+# a `wide` program's final (drawn apart from FINAL: earlier seeds' draws stay)
+WIDE_FINAL = {
+  "matmul_wide": (lambda x, w, n, v: _wide(x),
+                  lambda a, w, v: a @ _wide_weight()[:a.shape[-1]].astype(np.float64)),
+}
+
+
 @dataclass(frozen=True)
 class SymbolicProgram:
   """A drawn program: the dim's range, the values it is bound to (in order), the columns, the
@@ -183,11 +211,14 @@ def generate_symbolic(seed: int) -> SymbolicProgram:
     grow = [i for i, s in enumerate(steps) if s in GROW]
     steps.insert(int(rng.integers(0, (grow[0] if grow else len(steps)) + 1)),
                  str(rng.choice(sorted(STEPS))))
+  if rng.random() < WIDE_SHARE:                # (drawn last, as `even`)
+    final = "matmul_wide"
   return SymbolicProgram(seed, lo, hi, values, cols, tuple(steps), final, even)
 
 
 def _table(name: str):
-  return OPS.get(name) or STEPS.get(name) or GROW.get(name) or FINAL[name]
+  return OPS.get(name) or STEPS.get(name) or GROW.get(name) or WIDE_FINAL.get(name) or \
+    FINAL[name]
 
 
 def expected(program: SymbolicProgram, data, w, v: int, final: bool = True):
@@ -208,17 +239,62 @@ def computed(program: SymbolicProgram, data, w, n, v: int):
   return x.numpy()
 
 
-def run_symbolic(program: SymbolicProgram, devices) -> dict:
+def run_symbolic(program: SymbolicProgram, devices, cut: bool = False,
+                 made: list | None = None) -> dict:
   """device -> (verdict "agree" | "FAIL", message): every bound value against numpy, and no
-  compile after the first value."""
+  compile after the first value; with `cut`, each value in the kernels item_at cuts to it
+  (static_cuts; `made`: the (kernel name, value) of each such static kernel built)."""
   rng = np.random.default_rng(1000 + program.seed)
   data = rng.standard_normal((program.hi * (2 if program.even else 1), program.cols))
   data = data.astype(np.float32)
   w = rng.standard_normal((max(program.hi, 16), 16)).astype(np.float32)
-  return {device: _run_on(program, device, data, w) for device in devices}
+  return {device: _run_on(program, device, data, w, cut, made) for device in devices}
 
 
-def _run_on(program: SymbolicProgram, device: str, data, w) -> tuple[str, str]:
+@contextmanager
+def static_cuts(program: SymbolicProgram, made: list | None = None):
+  """Meanwhile every kernel compiled whose graph graph/at_value.py's item_at cuts to a bound
+  value of `program` (a cut that changes it) takes the static kernel of that size as its
+  variant for that one value (pinned.STATIC, first among its variants: compiler.with_variants
+  builds it with the kernel, exact, binding the kernel's buffers); the kernels' names and values
+  so made are appended to `made`. On the compile options as they are (the device's)."""
+  from kernelgen import compiler
+  from kernelgen.graph.at_value import item_at
+  from kernelgen.lowering import variants as module
+  from kernelgen.lowering.pinned import STATIC
+  plain, build = module.variants, compiler.with_variants
+  arg, depth = ("n", program.lo, program.hi), []
+
+  def with_cuts(item, target, options, opts, gridded):
+    if len(depth) > 1:          # (a variant's own compile: runtimes run one level of variants)
+      return plain(item, target, options, opts, gridded)
+    cuts = [(v, item_at(item, "n", v)) for v in program.values]
+    static = [("n", v, {STATIC: arg}) for v, at in cuts
+              if at is not None and at.out is not item.out]
+    return static + plain(item, target, options, opts, gridded)
+
+  def counted(compiled, item, *rest):
+    depth.append(item)
+    try:
+      out = build(compiled, item, *rest)
+    finally:
+      depth.pop()
+    if made is not None and not depth:
+      made.extend((item.name, most) for _, most, v in out.variants if v.exact)
+    return out
+  module.variants, compiler.with_variants = with_cuts, counted
+  try:
+    yield made
+  finally:
+    module.variants, compiler.with_variants = plain, build
+    kg.clear_cache()           # (no kernel compiled meanwhile serves a later program)
+
+
+def _run_on(program: SymbolicProgram, device: str, data, w, cut: bool = False,
+            made: list | None = None) -> tuple[str, str]:
+  if cut:
+    with static_cuts(program, made):
+      return _run_on(program, device, data, w)
   n = kg.Dim("n", program.lo, program.hi)
   kg.clear_cache()
   misses, default = None, kg.Device.DEFAULT

@@ -15,9 +15,10 @@ that one value: lowering/pinned.py STATIC).
 
 Only what keeps the same addresses is cut: a view over a computed node whose cut axes lead its
 shape (so its contiguous strides are unchanged) and whose reads stay inside it, elementwise nodes,
-reductions, constants and ramps, and a view that broadcasts a static value along the dim's axes
-(its consumers read that prefix of it); anything else (gathers, attention, writes, other dims, a floored
-or scaled size of the dim, an output whose cut axis does not lead) gives None.
+reductions, constants and ramps, a view that broadcasts a static value along the dim's axes
+(its consumers read that prefix of it), and an input read at its own shape whose cut axis leads
+(its first elements: `_prefix`); anything else (gathers, attention, writes, other dims, a
+floored or scaled size of the dim, an output whose cut axis does not lead) gives None.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from ..dtype import dtypes
 from .dims import Sym
 from .lazy import L, LazyOp
 from .schedule import ScheduleItem
-from .view import View, prod
+from .view import View, contiguous_strides, prod
 
 # the nodes whose shapes may be cut (sources permitting)
 _CUT = frozenset({L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS, L.REDUCE, L.VIEW, L.CONST, L.IOTA})
@@ -120,10 +121,21 @@ def _fit(src: LazyOp, shape: tuple, value: int, leaves: set) -> LazyOp:
   if src.shape == shape:
     return src
   axes = [a for a, (n, m) in enumerate(zip(src.shape, shape)) if n != m]
-  if src.op is not L.VIEW or id(src) in leaves or len(src.shape) != len(shape) or \
-     any(shape[a] != value for a in axes):
+  if len(src.shape) != len(shape) or any(shape[a] != value for a in axes):
+    raise _Refused
+  if id(src) in leaves and _leading(src.shape, shape):
+    return _prefix(src, shape)
+  if src.op is not L.VIEW or id(src) in leaves:
     raise _Refused
   return _view(src, src.src[0], shape, axes, value, leaves)
+
+
+def _prefix(leaf: LazyOp, shape: tuple) -> LazyOp:
+  """Input `leaf` read elementwise at its own shape, cut to `shape` (its cut axis leads): the
+  view of its first elements, at the positions the uncut kernel reads them."""
+  strides = tuple(0 if n == 1 else s for n, s in zip(shape, contiguous_strides(leaf.shape)))
+  return LazyOp(L.VIEW, leaf.dtype, shape, (leaf,), View(shape, strides, 0, None),
+                device=leaf.device, sym=())
 
 
 def _view(node: LazyOp, src: LazyOp, shape: tuple, axes: list, value: int,

@@ -73,7 +73,12 @@ one, on one CPU) where the static kernels take 8 of 8 (m = 1) and 4 of 16; varia
 lavapipe (SwiftShader's: those variants in 8 workgroups of 8) gave medians m = 1, 2, 3 of
 0.75 1.03 1.00 and 0.83 0.89 0.95 where the runs between, without it, gave 1.21 0.93 0.61 and
 1.18 0.82 1.28 (lavapipe, load 11-13), but a third pair 0.82 1.03 0.98 against 0.81 1.02 1.02
-(load 13): no gain shown beyond the noise yet.
+(load 13): no gain shown beyond the noise yet. Taken later: at idle (load 0.8) the ladder's m = 2
+and 3 ran 1.50x and 1.51x the static kernels, one workgroup of 64 on one CPU of lavapipe's pool
+where the static kernels take 4 of 16. Each variant now takes the static kernel's workgroups at
+the values it is sized for (_split: options exact_local and min_groups): lavapipe's m = 1..3 run
+4 of 16 (the least of 4 processes x 15-21 interleaved rounds, load 7-10, ms: m = 2 main 0.245,
+now 0.146, static 0.142; m = 3 0.276, 0.242, 0.207); SwiftShader's spread as before (8 of 8).
 
 The same holds for any one symbolic output axis of a register tile (a matmul's N: (64, 512) @
 (512, n)): its threads run over the tiles with that axis outermost (tile_grid.tile_threads), so
@@ -340,10 +345,10 @@ def tile_variants(item: ScheduleItem, target: Target, options: dict, opts: Opts 
     ladder = within_kernels_tile(ladder, tuple(opts.tile))
   while ladder and ladder[-1][1] == tuple(opts.tile):
     ladder.pop()                          # the kernel's own tile serves those values
-  spread = _spread(merged)
+  spread, split = _spread(merged), _split(merged)
   return static + [(name, most, {"tile": tile, "group": 0,
                                  "local": _local(item, tile, opts.tile_axes, most, axis, target,
-                                                 spread)})
+                                                 spread, split)})
                    for most, tile in _within(ladder, MAX_VARIANTS)]
 
 
@@ -368,6 +373,12 @@ def _spread(merged: dict) -> tuple:
   return (groups, max(int(merged.get("exact_local", 0) or 0), 1)) if groups else (0, 0)
 
 
+def _split(merged: dict) -> tuple:
+  """(lanes, groups): options exact_local and min_groups, as a static tile's workgroups take them
+  (optimize.py _tile_opts: threads.local_size; the module docstring has the figures)."""
+  return (int(merged.get("exact_local", 0) or 0), int(merged.get("min_groups", 0) or 0))
+
+
 def _spread_local(threads: int, local: int, groups: int, lanes: int) -> int:
   """`local` threads per workgroup, halved while `threads` fill fewer than `groups`
   workgroups, down to `lanes` (each halving a multiple of `lanes` dividing `threads`); `local`
@@ -379,16 +390,19 @@ def _spread_local(threads: int, local: int, groups: int, lanes: int) -> int:
 
 
 def _local(item: ScheduleItem, tile: tuple, axes: tuple, most: int, axis: int, target,
-           spread: tuple = (0, 0)) -> int:
+           spread: tuple = (0, 0), split: tuple = (0, 0)) -> int:
   """A variant's threads per workgroup: sized for its threads at `most` rounded up to a power
   of two (a `most` such as 248 leaves 992 threads, whose largest preferred divisor is 32: twice
-  the workgroups), unless that is more than the threads at `most`; then spread (`spread`:
-  (groups, lanes), _spread) over the adapter's variant_groups workgroups (_spread_local)."""
+  the workgroups), unless that is more than the threads at `most`, by the static kernel's rule
+  (threads.local_size with `split`: (lanes, groups), _split); then spread
+  (`spread`: (groups, lanes), _spread) over the adapter's variant_groups workgroups
+  (_spread_local)."""
   limit = grid_local(item, target.max_local)
   threads = _threads(item, tile, axes, most, axis)
-  rounded = local_size(_threads(item, tile, axes, 1 << (most - 1).bit_length(), axis), limit)
-  return _spread_local(threads, rounded if rounded <= threads else local_size(threads, limit),
-                      *spread)
+  rounded = local_size(_threads(item, tile, axes, 1 << (most - 1).bit_length(), axis), limit,
+                       *split)
+  return _spread_local(threads, rounded if rounded <= threads else
+                       local_size(threads, limit, *split), *spread)
 
 
 def tile_ladder(at, lo: int, hi: int) -> list:
