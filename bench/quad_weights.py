@@ -3,9 +3,12 @@ SwiftShader ICD or lavapipe's), kernel by kernel: PP-OCRv4 det's top kernel (the
 96 -> 24 at 80x80, bench/swiftshader_loads.py) and a matmul, each compiled as the adapter's table
 has it (subgroups on) with quad_weights False and True, checked against numpy, then run REPS
 times interleaved. Reported: GPU timestamps and the process's CPU time per dispatch (the CPU
-adapters' workers are threads of this process), best / median, with the load.
+adapters' workers are threads of this process), best / median, with the load. With `det`,
+PP-OCRv4 det's warm call (bench/pypi_kernels.py) is captured with quad_weights False and True and
+every kernel that differs is timed the same way, each pair interleaved, then the whole call's
+launches one after the other (CPU ms: under load the GPU timestamps swing 2x, the CPU time less).
 
-    python bench/quad_weights.py [swiftshader|lavapipe] [REPS]     (default lavapipe 7)
+    python bench/quad_weights.py [swiftshader|lavapipe] [REPS] [det]  (default lavapipe 7)
 """
 from __future__ import annotations
 
@@ -43,10 +46,52 @@ def workloads(rng) -> dict:
           "matmul 512x384x512": ([a, b], lambda p, q: p @ q, lambda p, q: p @ q)}
 
 
+def timed(rt, pairs: dict, reps: int) -> dict:
+  """{key: ([GPU ms], [CPU ms])} of each launch list in `pairs`, runs interleaved."""
+  times = {key: ([], []) for key in pairs}
+  for r in range(reps):
+    for key in (list(pairs) if r % 2 == 0 else list(pairs)[::-1]):
+      started = time.process_time()
+      times[key][0].append(sum(rt.run(k, h, {}, timed=True) for k, h in pairs[key]) * 1e3)
+      times[key][1].append((time.process_time() - started) * 1e3)
+  return times
+
+
+def det(rt, reps: int) -> None:
+  """PP-OCRv4 det's warm-call kernels with quad_weights off and on (the module docstring)."""
+  import onnxruntime as ort
+  import pypi_kernels
+  import pypi_models
+  label, raw = next(m for m in pypi_models.models(["rapidocr"]) if "det_infer" in m[0])
+  feeds = pypi_models.feeds_for(label, ort.InferenceSession(raw))
+  base, calls = rt.render_options, {}
+  for quad in (False, True):
+    rt.render_options = lambda quad=quad: {**base(), "quad_weights": quad}
+    model = kg.onnx.load(raw, float64="float32")
+    calls[quad] = (model, pypi_kernels.captured_launches(kg, model, feeds))
+  rt.render_options = base
+  pairs = [(a, b) for a, b in zip(calls[False][1], calls[True][1])
+           if a[0].source != b[0].source]
+  print(f"{label}: {len(pairs)} of {len(calls[True][1])} kernels differ; "
+        f"CPU ms best / median of {reps}, off -> on")
+  for a, b in pairs:
+    t = timed(rt, {False: [a], True: [b]}, reps)
+    print(f"  {a[0].name[:44]:44s} {min(t[False][1]):7.2f} / {statistics.median(t[False][1]):7.2f}"
+          f" -> {min(t[True][1]):7.2f} / {statistics.median(t[True][1]):7.2f}", flush=True)
+  t = timed(rt, {quad: launches for quad, (_, launches) in calls.items()}, reps)
+  print(f"  whole call, load {os.getloadavg()[0]:.1f}: GPU {min(t[False][0]):.1f} / "
+        f"{statistics.median(t[False][0]):.1f} -> {min(t[True][0]):.1f} / "
+        f"{statistics.median(t[True][0]):.1f}   CPU {min(t[False][1]):.1f} / "
+        f"{statistics.median(t[False][1]):.1f} -> {min(t[True][1]):.1f} / "
+        f"{statistics.median(t[True][1]):.1f}")
+
+
 def main() -> None:
   reps = int(sys.argv[2]) if len(sys.argv) > 2 else 7
   rt = kg.Device["WEBGPU"]
   print(f"{rt.adapter.info['device']}: subgroups {rt.render_options().get('subgroups')}")
+  if sys.argv[3:] == ["det"]:
+    return det(rt, reps)
   for name, (inputs, expr, ref) in workloads(np.random.default_rng(0)).items():
     want, runs = ref(*inputs), {}
     for quad in (False, True):
