@@ -139,7 +139,8 @@ def webgpu_quads(monkeypatch):
   try:
     rt = kg.Device["WEBGPU"]
   except kg.DeviceError as error:
-    missing_tool("device WEBGPU", f"pip install wgpu; apt-get install mesa-vulkan-drivers ({error})")
+    missing_tool("device WEBGPU",
+                 f"pip install wgpu; apt-get install mesa-vulkan-drivers ({error})")
   base = rt.render_options()
   if not base.get("subgroups"):
     missing_tool("subgroups on the WebGPU adapter", "use an adapter with the subgroups feature")
