@@ -5,9 +5,9 @@ Each instruction runs for all threads of a workgroup at once: a value is a per-t
 thread-dependent trip counts narrow the list of active threads; BARRIER is then simply the point
 all threads have reached, and WMMA sees the whole warp. Subgroups (SUBGROUP_REDUCE,
 QUAD_BROADCAST, SPECIAL sglane) are modelled with a configurable size and layout: "linear" puts
-consecutive threads in a subgroup; "strided" deals threads out round-robin and numbers lanes down from size - 1 (a partial
-subgroup has no lane 0), so a kernel that assumes WGSL promises more than it does (consecutive
-ids, lane 0 = lowest id, lane 0 active) gives wrong results. ALU semantics are alu.py's; memory
+consecutive threads in a subgroup; "strided" deals threads out round-robin and numbers lanes
+down from size - 1 (a partial subgroup has no lane 0), so a kernel that assumes WGSL promises more
+than it does (consecutive ids, lane 0 = lowest id, lane 0 active) gives wrong results. ALU semantics are alu.py's; memory
 is raw bytes in numpy layout (bfloat16 as its 16 raw bits). Out-of-bounds accesses raise
 ExecutionError naming the instruction, the thread and the index.
 
