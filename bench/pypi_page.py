@@ -36,7 +36,7 @@ with the table.
 
     python bench/pypi_page.py [--models silero_vad.onnx,...] [--adapters swiftshader,lavapipe]
                               [--rounds 5] [--keep DIR] [--json OUT] [--profile RUNS]
-                              [--buffers adapter|N] [--compare-state]
+                              [--buffers adapter|N] [--compare-state] [--subgroups]
 
 `--keep DIR` keeps the exported bundles and the inputs there, and reuses a bundle found there
 (export takes minutes per model on this machine). `--profile RUNS` also loads our bundle again
@@ -71,6 +71,9 @@ SYSTEMS = ("kernelgen", "ort webgpu", "ort wasm")
 EXTRA = "kernelgen stateless"   # --compare-state: the bundle without state, timed beside
 SETTLE_MS = 100
 PAGE_MS = 1_800_000      # one call may take long: a model's pipelines on lavapipe, ORT's sessions
+# --subgroups: bundles compiled with subgroups=True (both CPU adapters have the feature in the
+# page: SUBGROUP_REDUCE folds, and quad_weights' QUAD_BROADCAST where the adapter's table sets it)
+EXPORT_OPTIONS: dict = {}
 ISOLATED = {"Cross-Origin-Opener-Policy": "same-origin",
             "Cross-Origin-Embedder-Policy": "require-corp"}
 
@@ -94,7 +97,7 @@ def export_bundle(kg, raw: bytes, feeds: dict, folder: Path, adapter: str, buffe
         tensors[name] = kg.Tensor(feeds[name], device="PYTHON")
     outs = ModelOutputs(model.run(tensors, device="PYTHON", replay=False))
     kg.export(outs, str(folder), format="webgpu", adapter=adapter, state=state or None,
-              max_storage_buffers=buffers)
+              max_storage_buffers=buffers, **EXPORT_OPTIONS)
   spec = json.loads(manifest.read_text())
   kept = {s["name"] for s in spec.get("state", [])}
   return {"inputs": [{"name": i["name"], "dtype": i["dtype"]} for i in spec["inputs"]
@@ -328,7 +331,10 @@ def main(argv=None) -> int:
                            "maxStorageBuffersPerShaderStage) or a number (8: WebGPU's default)")
   parser.add_argument("--compare-state", action="store_true",
                       help="also time a streaming model's bundle without state, interleaved")
+  parser.add_argument("--subgroups", action="store_true",
+                      help="export with subgroups=True (EXPORT_OPTIONS)")
   args = parser.parse_args(argv)
+  EXPORT_OPTIONS.update({"subgroups": True} if args.subgroups else {})
   started = time.time()
   result = measure(args.models.split(","), args.adapters.split(","), args.rounds, args.keep,
                    args.cache, args.json, args.profile, args.buffers, args.compare_state)

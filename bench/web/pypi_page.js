@@ -28,8 +28,9 @@ async function device() {
   const found = await navigator.gpu.requestAdapter();
   const limits = largestLimits(found);
   state.adapter = describe(found.info);
-  const stamps = found.features.has('timestamp-query') ? ['timestamp-query'] : [];
-  state.device = await found.requestDevice({ requiredLimits: limits, requiredFeatures: stamps });
+  // (subgroups where the adapter has them: bundles exported with --subgroups need them)
+  const wanted = ['timestamp-query', 'subgroups'].filter((name) => found.features.has(name));
+  state.device = await found.requestDevice({ requiredLimits: limits, requiredFeatures: wanted });
   return state.device;
 }
 

@@ -14,12 +14,14 @@ from ..graph.join import member_slice
 from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides
+from ..rules.symbolic import simplify
 from ..uop.ops import Ops, UOp
 from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
 from .lowerer import Lowerer, Opts
 from .tile_grid import grid_axis, tile_axes, tile_threads
 from .reductions import nested_reduces, sibling_reduces
+from .quad_share import quad_share
 from .regtile import tiled_stores
 from .attention import attention_stores
 from .rows import row_stores
@@ -77,7 +79,10 @@ def _lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
   else:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
   buffers = kernel_buffers(out, item.inputs, item.extra)
-  return UOp(Ops.SINK, None, tuple(stores)), buffers
+  sink = UOp(Ops.SINK, None, tuple(stores))
+  if opts.quad and opts.tile and not (opts.stage or opts.slide or opts.group):
+    sink = quad_share(simplify(sink))     # its indices simplified, to find base + constant
+  return sink, buffers
 
 
 def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:

@@ -99,6 +99,8 @@ class Opts:
                         # default, ATTENTION_KEYS or fewer for many rows)
   tile_chunk: int = 0   # register tiles over a symbolic axis (a run-time grid): its blocks in runs
                         # of this many, innermost (tile_grid.tile_threads; variants.py)
+  quad: bool = False    # register tiles: loads the 4 lanes of a quad share, a quarter per lane
+                        # and QUAD_BROADCAST (quad_share.py; options quad_weights and subgroups)
   capped: bool = False  # a choice was cut down to fit a one-off run's compile budget (not read by
                         # lowering: compile_cost.py; realize may swap in the uncapped kernel)
 

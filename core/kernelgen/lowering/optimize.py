@@ -317,7 +317,7 @@ def _tile_opts(item: ScheduleItem, target: Target, options: dict, tile: tuple, a
               upcast_vec=bool(options.get("upcast_vec", target.upcast_vec)), tile_inner=inner,
               tile_unroll=int(options.get("tile_unroll", 0) or 0),
               tile_chunk=chunk if chunk >= 0 else grid_chunk(item, tile, axes, local),
-              capped=capped)
+              capped=capped, quad=bool(options.get("quad_weights") and options.get("subgroups")))
 
 
 def _quickest_first(item: ScheduleItem, target: Target, options: dict, chosen: Opts) -> Opts:

@@ -39,7 +39,7 @@ FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "
                      "reduce_rows", "reduce_step", "runs", "q4_lanes",
                      "driver_cost", "long_tiles_cost", "slide", "seq_vec", "tile_chunk",
                      "exact_local", "group_outputs", "whole_tiles", "tile_rate", "min_groups",
-                     "variant_groups", "cheap_first")
+                     "variant_groups", "cheap_first", "quad_weights")
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,11 @@
 Each instruction runs for all threads of a workgroup at once: a value is a per-thread list
 (tuples for vectors; None for threads that are not active). IF blocks and loops with
 thread-dependent trip counts narrow the list of active threads; BARRIER is then simply the point
-all threads have reached, and WMMA sees the whole warp. Subgroups (SUBGROUP_REDUCE, SPECIAL
-sglane) are modelled with a configurable size and layout: "linear" puts consecutive threads in a
-subgroup; "strided" deals threads out round-robin and numbers lanes down from size - 1 (a partial
-subgroup has no lane 0), so a kernel that assumes WGSL promises more than it does (consecutive
-ids, lane 0 = lowest id, lane 0 active) gives wrong results. ALU semantics are alu.py's; memory
+all threads have reached, and WMMA sees the whole warp. Subgroups (SUBGROUP_REDUCE,
+QUAD_BROADCAST, SPECIAL sglane) are modelled with a configurable size and layout: "linear" puts
+consecutive threads in a subgroup; "strided" deals threads out round-robin and numbers lanes
+down from size - 1 (a partial subgroup has no lane 0), so a kernel that assumes WGSL promises more
+than it does (consecutive ids, lane 0 = lowest id, lane 0 active) gives wrong results. ALU semantics are alu.py's; memory
 is raw bytes in numpy layout (bfloat16 as its 16 raw bits). Out-of-bounds accesses raise
 ExecutionError naming the instruction, the thread and the index.
 
@@ -99,6 +99,7 @@ class _Program:
     self.memory = _bind_buffers(kernel, buffers)
     self.vars = _bind_vars(kernel, var_values)
     self.subgroup, self.sglane = subgroup_layout_of(self.threads, subgroup_size, subgroup_layout)
+    self.lane_thread = {(g, lane): t for t, (g, lane) in enumerate(zip(self.subgroup, self.sglane))}
 
   def where(self, u: UOp) -> str:
     return format_node(u, self.names)
@@ -355,6 +356,21 @@ def _subgroup_reduce(wg: _Workgroup, u: UOp, lanes) -> None:
   wg.env[u] = out
 
 
+def _quad_broadcast(wg: _Workgroup, u: UOp, lanes) -> None:
+  """Each active thread gets x as the thread of lane (its lane & ~3) + arg of its own subgroup
+  has it; that thread must exist and be active (WGSL leaves anything else undefined)."""
+  x, out, p = wg.env[u.src[0]], [None] * wg.p.threads, wg.p
+  active = set(lanes)
+  for t in lanes:
+    src = p.lane_thread.get((p.subgroup[t], (p.sglane[t] & ~3) + u.arg))
+    if src is None or src not in active:
+      raise ExecutionError(f"quad broadcast from lane {(p.sglane[t] & ~3) + u.arg} of subgroup "
+                           f"{p.subgroup[t]}, which has no such active thread (thread {t}) at\n"
+                           f"  {p.where(u)}")
+    out[t] = x[src]
+  wg.env[u] = out
+
+
 def _atomic_add(wg: _Workgroup, u: UOp, lanes) -> None:
   """Active threads add in thread order; each gets the value before its own add (0 where its
   gate is false)."""
@@ -379,6 +395,7 @@ _HANDLERS: dict[Ops, Callable] = {
   Ops.LOAD: _load, Ops.STORE: _store, Ops.CAST: _cast, Ops.BITCAST: _bitcast,
   Ops.VECTORIZE: _vectorize, Ops.GEP: _gep, Ops.WMMA: _wmma,
   Ops.SUBGROUP_REDUCE: _subgroup_reduce, Ops.ATOMIC_ADD: _atomic_add,
+  Ops.QUAD_BROADCAST: _quad_broadcast,
   **{op: _alu for op in GroupOp.ALU}}
 
 

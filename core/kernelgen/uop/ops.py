@@ -84,6 +84,9 @@ class Ops(Enum):
   # ---- subgroups and atomics (grouped reductions; only where the device has subgroups) ----
   SUBGROUP_REDUCE = auto()  # src = (x,); arg = ADD|MUL|MAX|MIN|AND|OR|XOR: x combined over the
                             # active threads of this thread's subgroup; uniform control flow only
+  QUAD_BROADCAST = auto()   # src = (x,); arg = j (0..3): x as lane (sglane & ~3) + j of this
+                            # thread's quad has it (WGSL quadBroadcast); the quad's 4 lanes all
+                            # active (uniform control flow); int32/uint32/float32 scalars, vectors
   ATOMIC_ADD = auto()    # src = (local buf, index, value[, gate]): buf[index] += value atomically;
                          # gives buf[index] before the add (0 where the gate is false: no add);
                          # int32/uint32 workgroup memory only

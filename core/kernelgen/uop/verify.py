@@ -11,7 +11,7 @@ _SRC_COUNT = {Ops.PARAM: (0,), Ops.VAR: (0,), Ops.DEFINE_LOCAL: (0,), Ops.SPECIA
               Ops.CONST: (0,), Ops.RANGE: (1,), Ops.IF: (1,), Ops.ENDIF: (1,),
               Ops.ASSIGN: (2,), Ops.LOAD: (2, 4), Ops.STORE: (3, 4), Ops.GEP: (1,),
               Ops.WMMA: (3,), Ops.WHERE: (3,), Ops.MULACC: (3,), Ops.CAST: (1,), Ops.BITCAST: (1,),
-              Ops.SUBGROUP_REDUCE: (1,), Ops.ATOMIC_ADD: (3, 4)}
+              Ops.SUBGROUP_REDUCE: (1,), Ops.QUAD_BROADCAST: (1,), Ops.ATOMIC_ADD: (3, 4)}
 
 # SPECIAL kinds: workgroup id, thread id in the workgroup (dims 0..2), lane in the subgroup (dim 0)
 _SPECIAL_KINDS = {"gid": 3, "lid": 3, "sglane": 1}
@@ -91,6 +91,19 @@ def _check_subgroup(u: UOp):
     _fail(u, f"SUBGROUP_REDUCE {u.arg.name} needs an integer operand, got {x}")
 
 
+# the scalar types a quad broadcast moves (alone or as a vector's lanes)
+QUAD_SCALARS = frozenset({"float32", "int32", "uint32"})
+
+
+def _check_quad(u: UOp):
+  x = u.src[0].dtype
+  if not isinstance(u.arg, int) or isinstance(u.arg, bool) or not 0 <= u.arg < 4:
+    _fail(u, f"QUAD_BROADCAST reads lane 0..3 of the quad, not {u.arg!r}")
+  if u.dtype != x or x.name not in QUAD_SCALARS or isinstance(x, PtrDType):
+    _fail(u, f"QUAD_BROADCAST takes an int32/uint32/float32 value (or vector) and gives its "
+             f"dtype: {x} -> {u.dtype}")
+
+
 def _check_atomic(u: UOp):
   buf = u.src[0]
   while buf.op is Ops.AFTER:
@@ -161,6 +174,7 @@ def _check_const(u: UOp):
 # the checks of each op beyond source counts and dtypes (ALU ops: _check_alu)
 _CHECKS = {Ops.LOAD: _check_memory, Ops.STORE: _check_memory,
            Ops.SUBGROUP_REDUCE: _check_subgroup, Ops.ATOMIC_ADD: _check_atomic,
+           Ops.QUAD_BROADCAST: _check_quad,
            Ops.SPECIAL: _check_special, Ops.RANGE: _check_range,
            Ops.VAR: _check_int32, Ops.ASSIGN: _check_assign, Ops.ENDRANGE: _check_endrange,
            Ops.VECTORIZE: _check_vectorize, Ops.GEP: _check_gep, Ops.BITCAST: _check_bitcast,
@@ -214,7 +228,11 @@ def verify_node(u: UOp) -> None:
 
 
 # the ops verify_linear checks the blocks of (those in uniform control flow only, block brackets)
-_BLOCKS = frozenset({Ops.SUBGROUP_REDUCE, Ops.BARRIER, Ops.RANGE, Ops.IF, Ops.ENDRANGE, Ops.ENDIF})
+_BLOCKS = frozenset({Ops.SUBGROUP_REDUCE, Ops.QUAD_BROADCAST, Ops.BARRIER, Ops.RANGE, Ops.IF,
+                     Ops.ENDRANGE, Ops.ENDIF})
+
+
+_UNIFORM = (Ops.SUBGROUP_REDUCE, Ops.QUAD_BROADCAST, Ops.BARRIER)
 
 
 def verify_linear(uops: list[UOp]) -> None:
@@ -232,7 +250,7 @@ def verify_linear(uops: list[UOp]) -> None:
     place(u)
     if u.op not in _BLOCKS:
       continue
-    if u.op in (Ops.SUBGROUP_REDUCE, Ops.BARRIER) and any(b.op is Ops.IF for b in open_blocks):
+    if u.op in _UNIFORM and any(b.op is Ops.IF for b in open_blocks):
       _fail(u, f"{u.op.name} inside an IF block: it must be reached by every thread of the "
                f"workgroup (uniform control flow)")
     if u.op in (Ops.RANGE, Ops.IF):

@@ -125,6 +125,12 @@ def _check_shuffle(x: UOp):
   return None
 
 
+def _no_quad_broadcast(x: UOp):
+  raise UnsupportedError(f"PTX renders no quad broadcast (the PTX simulator has no shfl.sync.idx "
+                         f"to check it on): compile for PTX without option quad_weights\n"
+                         f"{describe(x)}", target="ptx")
+
+
 def _fold_cast(x: UOp, c: UOp):
   return UOp.const(x.dtype, truncate(c.arg, x.dtype)) if x.dtype.count == 1 else None
 
@@ -139,6 +145,8 @@ _SAME_TYPE_ALU = GroupOp.ALU - GroupOp.Comparison - {Ops.WHERE}
 legalize_rules = PatternMatcher([
   # warp reduction of a dtype a shuffle cannot move -> UnsupportedError
   (UPat(Ops.SUBGROUP_REDUCE, name="x"), _check_shuffle),
+  # quad broadcast (shfl.sync.idx, which the simulator lacks) -> UnsupportedError
+  (UPat(Ops.QUAD_BROADCAST, name="x"), _no_quad_broadcast),
   # cast of a constant -> the converted constant (IR CAST semantics, dtype.truncate)
   (UPat(Ops.CAST, src=(UPat.cvar("c"),), name="x"), _fold_cast),
   # half op the arch has no instruction for -> the op in f32, rounded back

@@ -26,9 +26,10 @@ The launch contract, the same for wgpu here and navigator.gpu in the page:
     rejects that directive and Tint (Chromium, Dawn) requires it, so a Tint runtime prepends it.
 
 Subgroups (W14): SUBGROUP_REDUCE renders as subgroupAdd/Mul/Max/Min/And/Or/Xor (float max/min
-keep IR's NaN propagation through subgroupAny), SPECIAL sglane is @builtin(subgroup_invocation_id),
-a workgroup buffer that ATOMIC_ADD uses is array<atomic<i32>>, read with workgroupUniformLoad
-(itself a workgroup barrier, so a BARRIER right before such a read is not written out).
+keep IR's NaN propagation through subgroupAny), QUAD_BROADCAST as quadBroadcast(x, ju), SPECIAL
+sglane is @builtin(subgroup_invocation_id), a workgroup buffer that ATOMIC_ADD uses is
+array<atomic<i32>>, read with workgroupUniformLoad (itself a workgroup barrier, so a BARRIER
+right before such a read is not written out).
 
 The parts: target.py (the WGSL Target, options, target facts, names, launch geometry and limits),
 legalize.py (the checks and rules on the graph), expressions.py (a value's text), writer.py (the

@@ -212,7 +212,7 @@ TABLE: dict[tuple[str, str], dict] = {
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                             "long_tiles_cost": True, "tile_window": True, "tile_unroll": 4,
                             "slide": True, "exact_local": 8, "whole_tiles": True, "min_groups": 8,
-                            "variant_groups": 8, "cheap_first": True},
+                            "variant_groups": 8, "cheap_first": True, "quad_weights": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
@@ -280,8 +280,8 @@ TABLE: dict[tuple[str, str], dict] = {
   ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                          "tile_window": True, "tile_size_cap": True, "tile_unroll": 4,
-                         "long_tiles_cost": True, "slide": True, "exact_local": 8,
-                         "whole_tiles": True, "tile_rate": 5000, "min_groups": 8},
+                         "long_tiles_cost": True, "slide": True, "quad_weights": True,
+                         "exact_local": 8, "whole_tiles": True, "tile_rate": 5000, "min_groups": 8},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
   # lavapipe, B=1 H=8 L=512 d=64 f32 (bench/attention_times.py's workload, shared machine, best

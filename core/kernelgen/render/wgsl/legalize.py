@@ -35,7 +35,9 @@ _LEGALIZE_OPS = frozenset(op for op, rules in LEGALIZE.by_op.items() if rules)
 
 
 # the ops legalize looks at beyond verifying and dtypes
-_NOTED = _LEGALIZE_OPS | {Ops.WMMA, Ops.PARAM, Ops.SUBGROUP_REDUCE}
+_NOTED = _LEGALIZE_OPS | {Ops.WMMA, Ops.PARAM, Ops.SUBGROUP_REDUCE, Ops.QUAD_BROADCAST}
+
+_SUBGROUP_OPS = (Ops.SUBGROUP_REDUCE, Ops.QUAD_BROADCAST)
 
 HAS_TYPE: dict = {}   # dtype -> WGSL has a type for it (dtypes are interned: one entry each)
 
@@ -73,7 +75,7 @@ def legalize(sink: UOp, **options) -> UOp:
                              "tensor cores for 'wgsl', or use target 'ptx'", target=TARGET)
     if op is Ops.PARAM:
       params.add(u.arg)
-    if op is Ops.SUBGROUP_REDUCE and not opts.subgroups:
+    if op in _SUBGROUP_OPS and not opts.subgroups:
       raise UnsupportedError("this kernel uses subgroup operations, and the renderer was not told "
                              "the device has subgroups: compile with subgroups=True only for a "
                              "device with the `subgroups` feature", target=TARGET)

@@ -157,7 +157,7 @@ read write read_write function private workgroup uniform storage
 abs all any atomicAdd atomicAnd atomicLoad atomicOr atomicStore bitcast ceil clamp cos exp exp2
 extractBits floor fma insertBits log log2 max min pack2x16float select sin sqrt trunc
 unpack2x16float workgroupBarrier workgroupUniformLoad subgroupAdd subgroupMul subgroupMax
-subgroupMin subgroupAnd subgroupOr subgroupXor subgroupAny
+subgroupMin subgroupAnd subgroupOr subgroupXor subgroupAny quadBroadcast
 """.split())
 
 # names the renderer makes itself (a user-derived name must not look like one)

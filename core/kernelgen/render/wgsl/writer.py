@@ -56,8 +56,8 @@ def vec4_slots(kernel: Kernel, accesses=None) -> frozenset:
 
 # the ops Writer looks for before writing (atomic workgroup buffers, subgroup builtins, thread
 # ids, workgroup buffers, memory accesses)
-_SCANNED = frozenset({Ops.ATOMIC_ADD, Ops.SUBGROUP_REDUCE, Ops.SPECIAL, Ops.DEFINE_LOCAL,
-                      Ops.LOAD, Ops.STORE})
+_SCANNED = frozenset({Ops.ATOMIC_ADD, Ops.SUBGROUP_REDUCE, Ops.QUAD_BROADCAST, Ops.SPECIAL,
+                      Ops.DEFINE_LOCAL, Ops.LOAD, Ops.STORE})
 
 
 class Writer(Expressions):
@@ -90,7 +90,7 @@ class Writer(Expressions):
         self.locals.append(u)
       elif op is Ops.ATOMIC_ADD:
         self.atomic_locals.add(_base(u.src[0]))
-      elif op is Ops.SUBGROUP_REDUCE:
+      elif op is Ops.SUBGROUP_REDUCE or op is Ops.QUAD_BROADCAST:
         self.uses_subgroups = True
       else:                         # SPECIAL: the thread ids the prologue derives
         self.specials.add(u.arg[:2])
@@ -258,6 +258,8 @@ class Writer(Expressions):
       return f"{a[0]}[{u.arg}]"
     if u.op is Ops.SUBGROUP_REDUCE:
       return self.narrow_result(u, self.subgroup_reduce(u, a[0]))
+    if u.op is Ops.QUAD_BROADCAST:
+      return f"quadBroadcast({a[0]}, {u.arg}u)"
     raise UnsupportedError(f"the WGSL renderer has no form for {u.op.name}\n{describe(u)}",
                            target=TARGET)
 
