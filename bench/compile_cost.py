@@ -43,8 +43,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ICDS = {"swiftshader": "/usr/lib/chromium/vk_swiftshader_icd.json",
-        "lavapipe": "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"}
+from icd import ICDS  # noqa: E402  (bench/icd.py)
 
 # name -> (expression over E(*shape) (an input of that shape) and kg, forced options or {}).
 # The first rows span the kernel families; "opt" rows force the option the adapter table or the

@@ -14,14 +14,13 @@ import statistics
 import sys
 from pathlib import Path
 
-ICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
-if os.environ.get("VK_ICD_FILENAMES") != ICD:     # lavapipe before wgpu loads
-  os.environ.update(VK_ICD_FILENAMES=ICD, VK_DRIVER_FILES=ICD)
-  os.execv(sys.executable, [sys.executable] + sys.argv)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from icd import bind  # noqa: E402
+
+bind("lavapipe")                                     # before wgpu loads
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from wgtile_wgpu import kg, prepare  # noqa: E402
 
 # name -> (input shape, weight shape, padding): the cold row's conv and PP-OCRv4 det's 3x3 convs

@@ -30,8 +30,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ICDS = {"lavapipe": "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json",
-        "swiftshader": "/usr/lib/chromium/vk_swiftshader_icd.json"}
+from icd import ICDS  # noqa: E402  (bench/icd.py)
 KS, NS = (256, 576, 1024, 4096), (512, 1024, 2048, 4096, 8192, 16384, 49152)
 LAYOUTS = {"grouped": {"group_outputs": 1 << 30, "reduce_inner": 0}, "thread": {"group": 0},
            "upcast4": {"upcast": 4}, "rows8": {}, "default": {}}

@@ -18,12 +18,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compile_cost import ICDS  # noqa: E402
+from icd import bind  # noqa: E402
 
 ADAPTER = sys.argv[1] if len(sys.argv) > 1 else "lavapipe"
-if os.environ.get("VK_ICD_FILENAMES") != ICDS[ADAPTER]:
-  os.environ.update(VK_ICD_FILENAMES=ICDS[ADAPTER], VK_DRIVER_FILES=ICDS[ADAPTER])
-  os.execv(sys.executable, [sys.executable] + sys.argv)
+bind(ADAPTER)                                        # before wgpu loads
 
 import numpy as np  # noqa: E402
 

@@ -44,16 +44,14 @@ import sys
 import time
 from pathlib import Path
 
-ICDS = {"swiftshader": "/usr/lib/chromium/vk_swiftshader_icd.json",
-        "lavapipe": "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from icd import bind  # noqa: E402
+
 ADAPTER = sys.argv[1] if len(sys.argv) > 1 else "swiftshader"
-if os.environ.get("VK_ICD_FILENAMES") != ICDS[ADAPTER]:     # the ICD before wgpu loads
-  os.environ.update(VK_ICD_FILENAMES=ICDS[ADAPTER], VK_DRIVER_FILES=ICDS[ADAPTER])
-  os.execv(sys.executable, [sys.executable] + sys.argv)
+bind(ADAPTER)                                        # before wgpu loads
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from wgtile_wgpu import kg, prepare  # noqa: E402
 
 WEIGHT = r"b2_in2\[u32\((v\d+)\) >> 2u\]"
