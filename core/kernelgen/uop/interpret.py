@@ -7,9 +7,11 @@ all threads have reached, and WMMA sees the whole warp. Subgroups (SUBGROUP_REDU
 QUAD_BROADCAST, SPECIAL sglane) are modelled with a configurable size and layout: "linear" puts
 consecutive threads in a subgroup; "strided" deals threads out round-robin and numbers lanes
 down from size - 1 (a partial subgroup has no lane 0), so a kernel that assumes WGSL promises more
-than it does (consecutive ids, lane 0 = lowest id, lane 0 active) gives wrong results. ALU semantics are alu.py's; memory
-is raw bytes in numpy layout (bfloat16 as its 16 raw bits). Out-of-bounds accesses raise
-ExecutionError naming the instruction, the thread and the index.
+than it does (consecutive ids, lane 0 = lowest id, lane 0 active) gives wrong results. (Quad
+sharing, lowering/quad_share.py, does assume consecutive ids: only adapter tables whose drivers
+give them set its option.) ALU semantics are alu.py's; memory is raw bytes in numpy layout
+(bfloat16 as its 16 raw bits). Out-of-bounds accesses raise ExecutionError naming the
+instruction, the thread and the index.
 
 WMMA runs on the tensor-core fragment layouts of wmma.py (shared with lowering, renderers and
 simulators; re-exported here).
