@@ -120,3 +120,19 @@ def test_optional_features_without_forms_is_a_manifest_error(tmp_path):
   (tmp_path / "manifest.json").write_text(json.dumps(manifest))
   with pytest.raises(ManifestError, match="optional_features"):
     kg.load_bundle(str(tmp_path))
+
+
+def test_form_past_the_plain_forms_limits_is_dropped(tmp_path):
+  """A form that would need a device limit the plain forms do not (a 512-lane workgroup) is
+  dropped at export, its file too: load() makes one device for either form."""
+  from kernelgen.export import alternates, device_limits
+  kg.export(_conv(), str(tmp_path), adapter="swiftshader")
+  manifest = _manifest(tmp_path)
+  (kernel,) = [k for k in manifest["kernels"] if "subgroups" in k]
+  sources = {**_files(tmp_path)}
+  alternates.fit(manifest, sources, device_limits.needs, device_limits.DEFAULTS)
+  assert "subgroups" in kernel and kernel["subgroups"]["file"] in sources
+  kernel["subgroups"]["workgroup_size"] = [512, 1, 1]
+  alternates.fit(manifest, sources, device_limits.needs, device_limits.DEFAULTS)
+  assert "subgroups" not in kernel and "optional_features" not in manifest
+  assert set(sources) == {k["file"] for k in manifest["kernels"]}

@@ -70,9 +70,26 @@ def launches(kernel: dict) -> list:
 
 
 def declare(manifest: dict) -> None:
-  """manifest["optional_features"]: ["subgroups"] where some kernel has that form."""
+  """manifest["optional_features"]: ["subgroups"] where some kernel has that form (else none)."""
+  manifest.pop("optional_features", None)
   if any(KEY in k for k in manifest["kernels"]):
     manifest["optional_features"] = [KEY]
+
+
+def fit(manifest: dict, sources: dict, needs, defaults: dict) -> None:
+  """Drops each subgroups form that needs a device limit past what the plain forms declare
+  (manifest.limits, else `defaults`; needs(manifest) is device_limits.needs), and the files no
+  launch names then, from `sources`: the device load() makes for the plain forms runs either."""
+  have = {**defaults, **manifest.get("limits", {})}
+  for kernel in manifest["kernels"]:
+    if KEY in kernel:
+      need = needs({**manifest, "kernels": [chosen(kernel, True)]})
+      if any(need[name] > have[name] for name in need):
+        del kernel[KEY]
+  named = {e["file"] for k in manifest["kernels"] for e in launches(k)}
+  for name in [n for n in sources if n not in named]:
+    del sources[name]
+  declare(manifest)
 
 
 def chosen(kernel: dict, form: bool) -> dict:

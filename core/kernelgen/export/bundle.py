@@ -35,7 +35,7 @@ from .plan import ModelOutputs, make_plan
 from .progress import RunProgress
 from . import scripts
 from . import state as bundle_state
-from . import device_limits
+from . import alternates, device_limits
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
 WEIGHTS = "weights.safetensors"
@@ -83,6 +83,7 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
   plan.manifest["bundle"] = format
   if format == "webgpu":
     device_limits.declare(plan.manifest)
+    alternates.fit(plan.manifest, plan.sources, device_limits.needs, device_limits.DEFAULTS)
   bundle_state.declare(plan.manifest, state)
   os.makedirs(path, exist_ok=True)
   for name, source in plan.sources.items():
