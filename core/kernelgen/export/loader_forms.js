@@ -64,8 +64,26 @@ async function probe(device, source) {
     usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
   const back = device.createBuffer({ size: 4 * count,
     usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  let good = false;
+  try {
+    if (await dispatchProbe(device, source, seen, back)) {
+      await back.mapAsync(GPUMapMode.READ);
+      const got = new Uint32Array(back.getMappedRange().slice(0));
+      back.unmap();
+      good = got.every((value, at) => value === ((Math.floor(at / 4) % LANES) & ~3) + (at % 4));
+    }
+  } catch {
+    good = false;               // the device was lost meanwhile: load() reports that later
+  }
+  seen.destroy();
+  back.destroy();
+  return good;
+}
+
+// Runs `source` over two workgroups into `seen`, copied to `back`: false where it does not
+// compile or validate (no quad operations on this device).
+async function dispatchProbe(device, source, seen, back) {
   device.pushErrorScope('validation');
-  let ran = true;
   try {
     const module = device.createShaderModule({ code: source, label: 'kernelgen quad probe' });
     const made = await device.createComputePipelineAsync({ layout: 'auto',
@@ -78,22 +96,13 @@ async function probe(device, source) {
     pass.setBindGroup(0, group);
     pass.dispatchWorkgroups(2);
     pass.end();
-    encoder.copyBufferToBuffer(seen, 0, back, 0, 4 * count);
+    encoder.copyBufferToBuffer(seen, 0, back, 0, seen.size);
     device.queue.submit([encoder.finish()]);
   } catch {
-    ran = false;                // no pipeline (no quad operations here): the plain forms
+    await device.popErrorScope();
+    return false;
   }
-  ran = !(await device.popErrorScope()) && ran;
-  let good = false;
-  if (ran) {
-    await back.mapAsync(GPUMapMode.READ);
-    const got = new Uint32Array(back.getMappedRange().slice(0));
-    back.unmap();
-    good = got.every((value, at) => value === ((Math.floor(at / 4) % LANES) & ~3) + (at % 4));
-  }
-  seen.destroy();
-  back.destroy();
-  return good;
+  return !(await device.popErrorScope());
 }
 
 // {kernels, form, probe}: the manifest's kernels as they run on `device` (each its subgroups
