@@ -36,7 +36,7 @@ with the table.
 
     python bench/pypi_page.py [--models silero_vad.onnx,...] [--adapters swiftshader,lavapipe]
                               [--rounds 5] [--keep DIR] [--json OUT] [--profile RUNS]
-                              [--buffers adapter|N] [--compare-state] [--subgroups]
+                              [--buffers adapter|N] [--compare-state] [--subgroups | --plain]
 
 `--keep DIR` keeps the exported bundles and the inputs there, and reuses a bundle found there
 (export takes minutes per model on this machine). `--profile RUNS` also loads our bundle again
@@ -71,8 +71,11 @@ SYSTEMS = ("kernelgen", "ort webgpu", "ort wasm")
 EXTRA = "kernelgen stateless"   # --compare-state: the bundle without state, timed beside
 SETTLE_MS = 100
 PAGE_MS = 1_800_000      # one call may take long: a model's pipelines on lavapipe, ORT's sessions
-# --subgroups: bundles compiled with subgroups=True (both CPU adapters have the feature in the
-# page: SUBGROUP_REDUCE folds, and quad_weights' QUAD_BROADCAST where the adapter's table sets it)
+# The default export carries each kernel's subgroups form where it differs (export/alternates.py:
+# SUBGROUP_REDUCE folds, quad_weights' QUAD_BROADCAST where the adapter's table sets it), which
+# model.js runs where the device has subgroups and passes its quad probe (SwiftShader; lavapipe
+# through ANGLE has no subgroups: the plain forms). --subgroups: bundles compiled with
+# subgroups=True (refused where the device lacks them); --plain: subgroups=False.
 EXPORT_OPTIONS: dict = {}
 ISOLATED = {"Cross-Origin-Opener-Policy": "same-origin",
             "Cross-Origin-Embedder-Policy": "require-corp"}
@@ -333,8 +336,11 @@ def main(argv=None) -> int:
                       help="also time a streaming model's bundle without state, interleaved")
   parser.add_argument("--subgroups", action="store_true",
                       help="export with subgroups=True (EXPORT_OPTIONS)")
+  parser.add_argument("--plain", action="store_true",
+                      help="export with subgroups=False: no kernel's subgroups form")
   args = parser.parse_args(argv)
   EXPORT_OPTIONS.update({"subgroups": True} if args.subgroups else {})
+  EXPORT_OPTIONS.update({"subgroups": False} if args.plain else {})
   started = time.time()
   result = measure(args.models.split(","), args.adapters.split(","), args.rounds, args.keep,
                    args.cache, args.json, args.profile, args.buffers, args.compare_state)

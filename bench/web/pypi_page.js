@@ -28,7 +28,8 @@ async function device() {
   const found = await navigator.gpu.requestAdapter();
   const limits = largestLimits(found);
   state.adapter = describe(found.info);
-  // (subgroups where the adapter has them: bundles exported with --subgroups need them)
+  // (subgroups where the adapter has them: bundles run their kernels' subgroups forms there, and
+  // those exported with --subgroups need them)
   const wanted = ['timestamp-query', 'subgroups'].filter((name) => found.features.has(name));
   state.device = await found.requestDevice({ requiredLimits: limits, requiredFeatures: wanted });
   return state.device;
@@ -65,7 +66,7 @@ async function prepareBundle(spec) {
   // checked calls start the state anew and read every output
   return { run: () => model.run(inputs, { outputs: spec.read }), dispose: () => model.destroy(),
     all: () => { model.reset(); return model.run(inputs); }, calls: () => model.calls, loadMs,
-    kernels: model.manifest?.kernels?.length ?? null };
+    kernels: model.manifest?.kernels?.length ?? null, forms: model.forms ?? null };
 }
 
 // ---- onnxruntime-web: its WebGPU and its wasm backends ---------------------------------------
@@ -126,7 +127,7 @@ async function prepare(key, spec) {
     const firstRunMs = performance.now() - start;
     await prepared.run();                  // a warm call's counts (model.calls)
     return { outputs, loadMs: prepared.loadMs, firstRunMs, kernels: prepared.kernels,
-      calls: prepared.calls?.() ?? null };
+      calls: prepared.calls?.() ?? null, forms: prepared.forms ?? null };
   } catch (error) {
     return { error: `${error.name || 'Error'}: ${error.message}`.slice(0, 400) };
   }

@@ -131,7 +131,24 @@ def collector_paused():
       gc.enable()
 
 
-def _compile_plan(roots: list, target: Target, options: dict | None, print_after) -> list:
+def compile_plan_twice(roots: list, target: Target | str, options: dict, other: dict) -> list:
+  """compile_plan's pairs with each kernel compiled again under `options` updated by `other`
+  (an export's subgroups form): [(ScheduleItem, CompiledKernel, CompiledKernel)]. The schedule
+  is made once, under `options`, so both kernels of an item bind the same buffers; `other` must
+  leave the buffer limit and row kernels alone (the schedule's options)."""
+  target = get_target(target)
+  with collector_paused():
+    items = _schedule(roots, target, options, ())
+    shared: dict = {}
+    first = [_compile_shared(item, target, options, shared) for item in items if item.out.size]
+    shared.clear()
+    both = {**options, **other}
+    target.check_options(both)
+    again = [_compile_shared(item, target, both, shared) for item in items if item.out.size]
+  return list(zip([item for item in items if item.out.size], first, again))
+
+
+def _schedule(roots: list, target: Target, options: dict | None, print_after) -> list:
   from .graph.join import join_outputs
   from .graph.schedule import row_limit, schedule
   target.check_options(options or {})
@@ -142,6 +159,11 @@ def _compile_plan(roots: list, target: Target, options: dict | None, print_after
   if print_after == "all" or "schedule" in print_after:
     print("--- after schedule ---\n" + "\n".join(f"{it.name}: {it.out}" for it in items),
           file=sys.stderr)
+  return items
+
+
+def _compile_plan(roots: list, target: Target, options: dict | None, print_after) -> list:
+  items = _schedule(roots, target, options, print_after)
   if print_after:
     return [(item, compile_item(item, target, options, print_after)) for item in items
             if item.out.size]

@@ -35,7 +35,7 @@ from .plan import ModelOutputs, make_plan
 from .progress import RunProgress
 from . import scripts
 from . import state as bundle_state
-from . import device_limits
+from . import alternates, device_limits
 
 FORMATS = {"webgpu": ("wgsl", ".wgsl"), "ptx": ("ptx", ".ptx")}
 WEIGHTS = "weights.safetensors"
@@ -51,6 +51,11 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
   (SwiftShader, lavapipe), the kernels are those of a one-off run unless `runs` says otherwise
   (lowering/compile_cost.py: a page loads the bundle once and waits for every pipeline before
   its first result); runs=100 keeps the larger kernels a long loop pays back.
+
+  subgroups (webgpu): None (the default) compiles each kernel also with subgroups and keeps that
+  form where it differs, which model.js runs on a device with the `subgroups` feature whose
+  quads pass its probe at load, the plain form elsewhere (export/alternates.py); True: every
+  kernel may need subgroups (the bundle runs only where the device has them); False: plain only.
 
   `outputs` may also be an ONNX model (kg.onnx.load): its graph inputs become the bundle's
   inputs, shaped by `input_shapes` ({name: (d0, d1, ...)}; a name the model lacks is an
@@ -74,10 +79,11 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
     options["arch"] = arch or "sm_80"
   elif arch is not None:
     raise KernelgenError("arch= is for format='ptx'; a webgpu bundle has no arch")
-  plan = make_plan(outputs, target, options, suffix)
+  plan = make_plan(outputs, target, options, suffix, _alternate(format, options))
   plan.manifest["bundle"] = format
   if format == "webgpu":
     device_limits.declare(plan.manifest)
+    alternates.fit(plan.manifest, plan.sources, device_limits.needs, device_limits.DEFAULTS)
   bundle_state.declare(plan.manifest, state)
   os.makedirs(path, exist_ok=True)
   for name, source in plan.sources.items():
@@ -90,6 +96,17 @@ def export(outputs, path: str, format: str = "webgpu", arch: str | None = None,
     for name, script in scripts.scripts().items():
       _write_text(os.path.join(path, name), script)
   return Bundle(path)
+
+
+def _alternate(format: str, options: dict) -> dict | None:
+  """The options a webgpu bundle's kernels are compiled again under, the forms model.js runs
+  where the device has them (export/alternates.py): {"subgroups": True} unless the caller set
+  option subgroups (True: every kernel needs them; False: none has them). The option is removed
+  from `options` where it is None ("where available", the default)."""
+  if format != "webgpu" or options.get("subgroups") is not None:
+    return None
+  options.pop("subgroups", None)
+  return {"subgroups": True}
 
 
 def _model_outputs(model, input_shapes: dict | None) -> dict:

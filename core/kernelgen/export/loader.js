@@ -20,6 +20,13 @@
 // change), copies (state kept on the GPU), reads (outputs read back), maps (mapAsync: 1, all the
 // outputs read back share one buffer; 0 when none is asked for)}.
 //
+// Forms: a bundle kg.export wrote with its default subgroups=None carries a kernel compiled with
+// subgroups beside its plain form where the two differ (manifest.optional_features); load() asks
+// the adapter for `subgroups` where it has them (a device passed in is used as it is), and runs
+// those forms only where the device has the feature and passes a probe of its quads (see
+// loader_forms.js); model.forms is {form: 'subgroups' | 'plain', probe: 'passed' | 'failed' |
+// 'not run'}; model.manifest.kernels are the forms that run.
+//
 // Limits: a bundle exported for more than WebGPU's default limits (kg.export(...,
 // max_storage_buffers=32): fewer, wider kernels) lists them in manifest.limits; load() asks the
 // adapter for them (an Error where it cannot give them), and a device passed in must have them.
@@ -48,6 +55,7 @@
 import { ARRAYS, fail } from './loader_common.js';
 import { checkManifest, fetchOk, inFolder, safetensors, withVariants } from './loader_manifest.js';
 import { checkDevice, newDevice } from './loader_device.js';
+import { checkForms, chooseForms, formLaunches } from './loader_forms.js';
 import { Model } from './loader_model.js';
 
 // The model next to this file (or at `base`, a URL of the bundle folder), ready to run.
@@ -71,23 +79,29 @@ export async function load({ device = null, base = new URL('./', import.meta.url
     fail(`${root} holds a ${manifest?.bundle} bundle: export with format="webgpu" for the web`);
   }
   checkManifest(manifest);
+  checkForms(manifest);
   const unsupported = [...manifest.inputs, ...manifest.outputs].filter((s) => !ARRAYS[s.dtype]);
   if (unsupported.length) fail(`WebGPU has no ${unsupported[0].dtype}: export another dtype`);
-  const launches = withVariants(manifest.kernels);
-  const urls = launches.map((k) => inFolder(root, k.file, 'the kernel file'));
+  [...withVariants(manifest.kernels), ...formLaunches(manifest.kernels)]
+    .forEach((k) => inFolder(root, k.file, 'the kernel file'));
   const weightsUrl = manifest.weights.length
     ? inFolder(root, manifest.weights_file, 'the weights file') : null;
-  const fetched = new Map();      // each file once (launches may share one)
-  const files = Promise.all(launches.map((k, i) => {
-    if (!fetched.has(k.file)) fetched.set(k.file, fetchOk(urls[i], k.file).then((r) => r.text()));
-    return fetched.get(k.file);
-  }));
   const weights = weightsUrl ? fetchOk(weightsUrl, manifest.weights_file)
     .then((r) => r.arrayBuffer()) : null;
   const ownDevice = !device;
-  device = device || await newDevice(manifest.features, timings, manifest.limits);
+  device = device || await newDevice(manifest.features, timings, manifest.limits,
+    manifest.optional_features || []);
   checkDevice(device, manifest);
-  const model = new Model(device, manifest, ownDevice, timings);
+  const forms = await chooseForms(device, manifest.kernels);
+  const launches = withVariants(forms.kernels);
+  const fetched = new Map();      // each file once (launches may share one)
+  const files = Promise.all(launches.map((k) => {
+    const url = inFolder(root, k.file, 'the kernel file');
+    if (!fetched.has(k.file)) fetched.set(k.file, fetchOk(url, k.file).then((r) => r.text()));
+    return fetched.get(k.file);
+  }));
+  const model = new Model(device, { ...manifest, kernels: forms.kernels }, ownDevice, timings);
+  model.forms = { form: forms.form, probe: forms.probe };
   try {
     await model.prepare(await files, weights && safetensors(new Uint8Array(await weights)),
       onProgress);

@@ -28,7 +28,8 @@ function requiredLimits(adapter, limits = {}) {
   return limits;
 }
 
-export async function newDevice(features, timings, limits) {
+// A device of the page's adapter with `features`, and those of `optional` the adapter has.
+export async function newDevice(features, timings, limits, optional = []) {
   if (!globalThis.navigator?.gpu) {
     fail('this browser has no WebGPU (navigator.gpu is missing): use a browser with WebGPU ' +
       'enabled, on a page served over https or from localhost');
@@ -44,7 +45,8 @@ export async function newDevice(features, timings, limits) {
       'lacks: export it without them (kg.export(..., f16=False, subgroups=False))');
   }
   const timer = timings && adapter.features.has('timestamp-query') ? ['timestamp-query'] : [];
-  return adapter.requestDevice({ requiredFeatures: [...features, ...timer],
+  const extra = optional.filter((name) => adapter.features.has(name) && !features.includes(name));
+  return adapter.requestDevice({ requiredFeatures: [...features, ...extra, ...timer],
     requiredLimits: requiredLimits(adapter, limits) });
 }
 

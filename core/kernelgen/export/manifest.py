@@ -13,7 +13,7 @@ from .. import limits
 from ..dtype import SCALARS, dtypes
 from ..errors import ManifestError
 from .plan import FORMAT
-from . import device_limits, state as bundle_state
+from . import alternates, device_limits, state as bundle_state
 
 BUNDLES = {"webgpu": "wgsl", "ptx": "ptx"}
 ACCESS = ("read", "write", "readwrite")
@@ -44,18 +44,39 @@ def check(m, where: str) -> None:
       _spec(spec, f"{key}[{i}].", buffers, where)
   for i, k in enumerate(_list(m, "kernels", where)):
     _kernel(k, f"kernels[{i}].", buffers, storage, where)
-    for j, v in enumerate(_list(k, "variants", where, f"kernels[{i}].") if "variants" in k
-                          else ()):     # the same kernel for small bound values, its bindings
-      at = f"kernels[{i}].variants[{j}]."
-      _kernel({**k, **_dict(v, at.rstrip("."), where)}, at, buffers, storage, where)
-      if "variants" in v:
-        _fail(where, at + "variants", v["variants"], "absent (a variant has none)")
-      _str(v, "dim", where, at)
-      _int(v, "most", where, at)
-      if v.get("exact", False) is not True and "exact" in v:   # pinned to `most` (program.py)
-        _fail(where, at + "exact", v["exact"], "true or absent")
+    _variants(k, f"kernels[{i}].", buffers, storage, where)
+    if alternates.KEY in k:       # its subgroups form (export/alternates.py)
+      _form(k, f"kernels[{i}].{alternates.KEY}", buffers, storage, where)
+  if "optional_features" in m and (m["optional_features"] != [alternates.KEY] or not any(
+      alternates.KEY in k for k in m["kernels"])):
+    _fail(where, "optional_features", m["optional_features"],
+          f"[{alternates.KEY!r}], present only where a kernel has that form")
   bundle_state.check(m, lambda field, value, wants: _fail(where, field, value, wants))
   device_limits.check(m, lambda field, value, wants: _fail(where, field, value, wants))
+
+
+def _variants(k: dict, at: str, buffers: list, storage: list, where: str) -> None:
+  """A kernel's variants: the same kernel for small bound values, with its bindings."""
+  for j, v in enumerate(_list(k, "variants", where, at) if "variants" in k else ()):
+    vat = f"{at}variants[{j}]."
+    _kernel({**k, **_dict(v, vat.rstrip("."), where)}, vat, buffers, storage, where)
+    if "variants" in v:
+      _fail(where, vat + "variants", v["variants"], "absent (a variant has none)")
+    _str(v, "dim", where, vat)
+    _int(v, "most", where, vat)
+    if v.get("exact", False) is not True and "exact" in v:   # pinned to `most` (program.py)
+      _fail(where, vat + "exact", v["exact"], "true or absent")
+
+
+def _form(k: dict, at: str, buffers: list, storage: list, where: str) -> None:
+  """A kernel's subgroups form: launch fields only (alternates.FIELDS), each as a kernel's."""
+  form = _dict(k[alternates.KEY], at, where)
+  extra = sorted(set(form) - set(alternates.FIELDS))
+  if extra or not form:
+    _fail(where, at, sorted(form), f"an object of launch fields ({', '.join(alternates.FIELDS)})")
+  chosen = alternates.chosen(k, True)
+  _kernel(chosen, at + ".", buffers, storage, where)
+  _variants(chosen, at + ".", buffers, storage, where)
 
 
 def _buffer(b, at: str, storage: list, where: str) -> None:

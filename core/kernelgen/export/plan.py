@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..compiler import compile_plan
+from ..compiler import compile_plan, compile_plan_twice
 from ..errors import KernelgenError, ShapeError, UnsupportedError
 from ..graph.dims import Sym
 from ..graph.lazy import L
 from ..tensor.tensor import Tensor
 from ..uop.program import grid_json, unnamed_source, work_json
+from . import alternates
 from .memory import Interval, assign
 
 FORMAT = "kernelgen-bundle/1"
@@ -150,18 +151,28 @@ def _rounded(nbytes: int) -> int:
   return max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
 
 
-def make_plan(outputs, target: str, options: dict, file_suffix: str) -> BundlePlan:
-  """Compile `outputs` (named_outputs) for `target` and describe the bundle."""
+def make_plan(outputs, target: str, options: dict, file_suffix: str,
+              alternate: dict | None = None) -> BundlePlan:
+  """Compile `outputs` (named_outputs) for `target` and describe the bundle. alternate: options
+  (`{"subgroups": True}`) each kernel is compiled again under; a kernel whose launch differs so,
+  with the same bindings, carries that form as its entry's `subgroups` (export/alternates.py)."""
   outputs = named_outputs(outputs)
-  pairs = compile_plan([t.node for t in outputs.values()], target, dict(options))
+  roots = [t.node for t in outputs.values()]
+  if alternate:
+    triples = compile_plan_twice(roots, target, dict(options), alternate)
+  else:
+    triples = [(item, compiled, None) for item, compiled in
+               compile_plan(roots, target, dict(options))]
+  pairs = [(item, compiled) for item, compiled, _ in triples]
   table = _Buffers()
   kernels, sources = [], {}
-  for index, (item, compiled) in enumerate(pairs):
+  for index, (item, compiled, other) in enumerate(triples):
     slots = (item.out,) + tuple(item.inputs) + tuple(item.extra)
     kernels.append(_kernel_entry(index, compiled, slots, table, file_suffix))
-    sources[kernels[-1]["file"]] = compiled.source
-    for entry, (_, _, variant) in zip(kernels[-1].get("variants", ()), compiled.variants):
-      sources[entry["file"]] = variant.source
+    _add_sources(sources, kernels[-1], compiled)
+    if other is not None:
+      alternates.attach(kernels[-1], compiled, other, _launch_entry, file_suffix)
+      _add_sources(sources, kernels[-1].get("subgroups", {}), other)
   sources = share_sources(kernels, sources)
   for node in _named_inputs([t.node for t in outputs.values()]):
     table.of(node)                 # an input no kernel reads still takes its value
@@ -176,6 +187,7 @@ def make_plan(outputs, target: str, options: dict, file_suffix: str) -> BundlePl
               "weights": _io(table.entries, "weight"), "buffers": table.entries,
               "storage": storage, "memory": _memory(table.entries, storage),
               "kernels": kernels}
+  alternates.declare(manifest)
   return BundlePlan(manifest, sources, weights)
 
 
@@ -202,6 +214,14 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
   return entry
 
 
+def _add_sources(sources: dict, entry: dict, compiled) -> None:
+  """{file: source} of a kernel entry and its variants' (nothing for an empty entry)."""
+  if "file" in entry:
+    sources[entry["file"]] = compiled.source
+  for variant, (_, _, other) in zip(entry.get("variants", ()), compiled.variants):
+    sources[variant["file"]] = other.source
+
+
 def share_sources(kernels: list, sources: dict) -> dict:
   """The sources to write, each once: a launch (kernel or variant entry) whose source is an
   earlier one's but for its entry point's name (a model's layers: the same kernel over other
@@ -210,7 +230,7 @@ def share_sources(kernels: list, sources: dict) -> dict:
   are changed in place; returns {file: source} of the files left."""
   first: dict = {}        # the source with its entry point's name blanked -> (file, entry point)
   kept = {}
-  for entry in (e for k in kernels for e in [k, *k.get("variants", ())]):
+  for entry in (e for k in kernels for e in alternates.launches(k)):
     source, name = sources[entry["file"]], entry["entry_point"]
     key = unnamed_source(source, name)
     if key in first:

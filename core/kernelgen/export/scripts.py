@@ -9,6 +9,7 @@ names it uses from the others:
     loader_common.js     the loader's Error, dtypes' typed arrays, symbolic sizes and layouts
     loader_manifest.js   the bundle's files: manifest checks, URLs, fetching, safetensors
     loader_device.js     WebGPU: the device's features and limits, writes, pipelines, timestamps
+    loader_forms.js      which form of each kernel runs: subgroups (after a probe) or plain
     loader_builds.js     variants: which launch a step takes, when a variant is built (ski rental)
     loader_model.js      class Model: buffers, run(), state, weights, generate(), destroy()
 
