@@ -270,6 +270,10 @@ export class Model extends VariantBuilds {
     this.time = 0;
     this.ran = [];
     this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
+      // launched only while its dim is bound within lo..hi: a one-row step's joined kernel, or
+      // the pair it stands for (graph/one_row.py; uop/program.py runs_at)
+      const runs = this.manifest.kernels[i].runs;
+      if (runs && !(values[runs.dim] >= runs.lo && values[runs.dim] <= runs.hi)) return;
       if (this.timer) pass?.end();
       if (!pass || this.timer) {
         const timed = this.timer ? { timestampWrites: this.timer.writes(i) } : {};

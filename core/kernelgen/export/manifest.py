@@ -54,6 +54,12 @@ def check(m, where: str) -> None:
       _int(v, "most", where, at)
       if v.get("exact", False) is not True and "exact" in v:   # pinned to `most` (program.py)
         _fail(where, at + "exact", v["exact"], "true or absent")
+    if "runs" in k:       # launched only while its dim is bound within lo..hi (program.runs_at)
+      at = f"kernels[{i}].runs."
+      runs = _dict(k["runs"], at.rstrip("."), where)
+      _str(runs, "dim", where, at)
+      if _int(runs, "hi", where, at) < _int(runs, "lo", where, at):
+        _fail(where, at + "hi", runs["hi"], f"at least lo = {runs['lo']}")
   bundle_state.check(m, lambda field, value, wants: _fail(where, field, value, wants))
   device_limits.check(m, lambda field, value, wants: _fail(where, field, value, wants))
 

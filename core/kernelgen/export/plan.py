@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..compiler import compile_plan
+from ..compiler import compile_plan, with_one_row_joins
 from ..errors import KernelgenError, ShapeError, UnsupportedError
 from ..graph.dims import Sym
 from ..graph.lazy import L
@@ -153,7 +153,9 @@ def _rounded(nbytes: int) -> int:
 def make_plan(outputs, target: str, options: dict, file_suffix: str) -> BundlePlan:
   """Compile `outputs` (named_outputs) for `target` and describe the bundle."""
   outputs = named_outputs(outputs)
-  pairs = compile_plan([t.node for t in outputs.values()], target, dict(options))
+  roots = [t.node for t in outputs.values()]
+  pairs = compile_plan(roots, target, dict(options))
+  pairs = with_one_row_joins(pairs, roots, target, dict(options))    # a one-row step's joins
   table = _Buffers()
   kernels, sources = [], {}
   for index, (item, compiled) in enumerate(pairs):
@@ -193,6 +195,9 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
                      **({"kind": b.kind} if b.kind != "storage" else {})})
   entry = {"name": compiled.name, **_launch_entry(compiled, compiled.name + suffix),
            "bindings": bindings, "uniforms": [list(u) for u in launch.uniforms]}
+  if compiled.runs:       # launched only while its dim is bound within lo..hi (graph/one_row.py)
+    dim, lo, hi = compiled.runs
+    entry["runs"] = {"dim": dim, "lo": lo, "hi": hi}
   if launch.work:         # its estimated work (Launch.work): model.js weighs a run's time by it
     entry["work"] = work_json(launch.work)
   if compiled.variants:   # for small bound values (lowering/variants.py): the same bindings
