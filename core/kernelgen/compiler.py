@@ -154,7 +154,7 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
                        options: dict | None = None) -> list:
   """compile_plan's [(item, kernel)] with, after each pair of kernels that one row's run
   computes as one (graph/one_row.py: a q4 LM's gate and up*silu(gate) over a symbolic `seq`),
-  that joined kernel, cut to the dim's lowest value and launched only there; the pair then
+  that joined kernel, cut to one row (the dim's lo, 1) and launched only there; the pair then
   runs above it (CompiledKernel.runs). A joined kernel binding more than the target's buffers
   (bind_limit.py) is left out. Only for plans whose runtimes honour `runs` (export/plan.py)."""
   from .graph.bind_limit import kernel_fits
@@ -167,7 +167,7 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
   for tail_id, head in found.items():
     tail = next(it for it, _ in pairs if id(it) == tail_id)
     name, lo, hi = leading_dim(tail)
-    joined = joined_at(head, tail, lo) if hi > lo else None
+    joined = joined_at(head, tail, lo) if lo == 1 < hi else None     # a one-row run
     if joined is not None and kernel_fits(joined.inputs, joined.out, limit):
       kernel = replace_runs(compile_item(joined, target, options), (name, lo, lo))
       # wired as the tail's output (the cut one stores the same first elements: item_at)

@@ -62,3 +62,26 @@ def test_the_bundle_computes_the_gated_pair_at_any_row_count(tmp_path, rows):
   x = RNG.standard_normal((rows, K)).astype(np.float32)
   got = bundle.run({"x": x}, device="WEBGPU")["y"].numpy()
   np.testing.assert_allclose(got, _want(x), rtol=1e-4, atol=1e-4)
+
+
+W3 = RNG.standard_normal((N, K)).astype(np.float32) * 0.3
+
+
+def test_a_chain_of_pairs_joins_its_first_pair_only(tmp_path):
+  """silu(h) * (x @ W3.T), h = silu(x @ Wg.T) * (x @ Wu.T): a chain of three tiled kernels, each
+  reading the one before it in place: the first pair joins; the second, whose joined kernel
+  would read the first's output (not written by a one-row run), does not. Right at one row."""
+  device_runtime("WEBGPU")
+  seq = kg.Dim("seq", 1, HI)
+  x = kg.Tensor.empty(seq, K, name="x")
+  h = _gated(x)
+  y = h.silu() * (x @ kg.Tensor(W3).permute(1, 0))
+  bundle = kg.export({"y": y}, str(tmp_path), format="webgpu")
+  runs = [k.get("runs") for k in bundle.manifest["kernels"]]
+  assert runs.count({"dim": "seq", "lo": 1, "hi": 1}) == 1, runs
+  for rows in (1, 3, 1):
+    xv = RNG.standard_normal((rows, K)).astype(np.float32)
+    hv = _want(xv)
+    want = hv / (1.0 + np.exp(-hv)) * (xv @ W3.T)
+    got = bundle.run({"x": xv}, device="WEBGPU")["y"].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)

@@ -45,18 +45,24 @@ def leading_dim(item: ScheduleItem) -> tuple | None:
 def one_row_pairs(items: list[ScheduleItem], roots: list[LazyOp]) -> list[tuple]:
   """[(head, tail)] of `items` (schedule order) as the module docstring describes: both with
   reductions and one leading dim (leading_dim) of the same name; the head's output read by the
-  tail alone, elementwise at the tail's indices, and not one of `roots`."""
+  tail alone, elementwise at the tail's indices, and not one of `roots`; no in-place write
+  scheduled between them (the joined kernel reads the head's inputs at the tail's place); no
+  kernel in two pairs (of a chain, the first pair: the second's joined kernel would read the
+  first's head output, which a one-row run does not write)."""
   readers: dict[int, list] = {}
   for item in items:
     for i in item.inputs:
       readers.setdefault(id(i), []).append(item)
-  outs = {id(r) for r in roots}
-  pairs = []
+  outs, at = {id(r) for r in roots}, {id(it): i for i, it in enumerate(items)}
+  pairs, used = [], set()
   for head in items:
     users = readers.get(id(head.out), [])
-    if len(users) != 1 or id(head.out) in outs or head.extra or head.rows:
+    if len(users) != 1 or id(head.out) in outs or head.extra or head.rows or id(head) in used:
       continue
     tail = users[0]
+    between = items[at[id(head)] + 1:at[id(tail)]]
+    if id(tail) in used or any(it.out.op is L.WRITE for it in between):
+      continue      # (a chain joins its first pair; a write between may change what head read)
     dim = leading_dim(head)
     if dim is None or leading_dim(tail) is None or leading_dim(tail)[0] != dim[0] or \
        tail.extra or tail.rows or tail.recomputed or head.recomputed or \
@@ -64,6 +70,7 @@ def one_row_pairs(items: list[ScheduleItem], roots: list[LazyOp]) -> list[tuple]
        not _reads_in_place(tail, head.out):
       continue
     pairs.append((head, tail))
+    used |= {id(head), id(tail)}
   return pairs
 
 
