@@ -77,7 +77,7 @@ def one_row_pairs(items: list[ScheduleItem], roots: list[LazyOp]) -> list[tuple]
 def joined_at(head: ScheduleItem, tail: ScheduleItem, value: int) -> ScheduleItem | None:
   """`tail` computing `head`'s output itself (its inputs: the tail's but the head's output, then
   the head's), cut to `value` of their leading dim (at_value.item_at), named
-  `<tail>_<value>`; None where the cut refuses the graph."""
+  `<tail>_<dim><value>` (r_1_seq_1536__72_8_seq1); None where the cut refuses the graph."""
   inputs = [i for i in tail.inputs if i is not head.out]
   inputs += [i for i in head.inputs if all(i is not j for j in inputs)]
   name = leading_dim(tail)[0]
