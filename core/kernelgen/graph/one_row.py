@@ -16,6 +16,11 @@ launches it where the dim is bound to that value, and the pair elsewhere (export
 Measured (bench/gate_up_fused.py, SmolLM2 widths, q4, the pair's seq = 1 variants against the
 joined kernel on the same buffers, lavapipe natively, GPU ms, median / min of 30 interleaved,
 load 8-11 on 2 shared CPUs): 5.27 / 0.67 against 0.95 / 0.39, 1.52 / 0.88 against 0.99 / 0.53.
+The bundle (bench/lm_bundle_native.py, SmolLM2 widths, q4, 2 layers, prompt 128, 3 rounds
+alternated with main, load 17-24): decode 23 -> 21 dispatches, median CPU ms a token 23.8 25.6
+29.9 -> 23.3 23.3 25.4; prefill 23 dispatches both, best CPU s 0.289 0.265 0.268 -> 0.244 0.243
+0.258 (the same kernels: noise); export 68-81 s -> 86-94 s (one more compile a layer; 377 s in
+one run at load 21+).
 """
 from __future__ import annotations
 
