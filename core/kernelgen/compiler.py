@@ -172,6 +172,43 @@ def _compile_plan(roots: list, target: Target, options: dict | None, print_after
           if item.out.size]
 
 
+def with_one_row_joins(pairs: list, roots: list, target: Target | str,
+                       options: dict | None = None) -> list:
+  """compile_plan's [(item, kernel)] with, after each pair of kernels that one row's run
+  computes as one (graph/one_row.py: a q4 LM's gate and up*silu(gate) over a symbolic `seq`),
+  that joined kernel, cut to one row (the dim's lo, 1) and launched only there; the pair then
+  runs above it (CompiledKernel.runs). A joined kernel binding more than the target's buffers
+  (bind_limit.py) is left out. Only for plans whose runtimes honour `runs` (export/plan.py)."""
+  from .graph.bind_limit import kernel_fits
+  from .graph.one_row import joined_at, leading_dim, one_row_pairs
+  from .graph.schedule import ScheduleItem
+  target = get_target(target)
+  limit = target.buffer_limit(options or {})
+  found = {id(tail): head for head, tail in one_row_pairs([it for it, _ in pairs], roots)}
+  joins = {}
+  for tail_id, head in found.items():
+    tail = next(it for it, _ in pairs if id(it) == tail_id)
+    name, lo, hi = leading_dim(tail)
+    joined = joined_at(head, tail, lo) if lo == 1 < hi else None     # a one-row run
+    if joined is not None and kernel_fits(joined.inputs, joined.out, limit):
+      kernel = replace_runs(compile_item(joined, target, options), (name, lo, lo))
+      # wired as the tail's output (the cut one stores the same first elements: item_at)
+      stored = ScheduleItem(tail.out, joined.inputs, joined.name)
+      joins[tail_id] = (id(head), (name, lo + 1, hi), (stored, kernel))
+  above = {k: runs for tail_id, (head_id, runs, _) in joins.items() for k in (tail_id, head_id)}
+  out = []
+  for item, kernel in pairs:
+    out.append((item, replace_runs(kernel, above[id(item)]) if id(item) in above else kernel))
+    if id(item) in joins:
+      out.append(joins[id(item)][2])
+  return out
+
+
+def replace_runs(kernel: CompiledKernel, runs: tuple) -> CompiledKernel:
+  """`kernel` launched only while runs' (dim, lo, hi) holds (CompiledKernel.runs)."""
+  return dataclasses.replace(kernel, runs=runs)
+
+
 def _compile_shared(item, target: Target, options: dict | None, shared: dict):
   """compile_item(item, target, options), or a kernel of the same structure compiled before in
   this program rendered again under `item`'s names (`renamed`: a model's repeated blocks)."""

@@ -1,6 +1,7 @@
 """Kernels per decode run of an exported q4 causal LM bundle (export/onnx_lm.py causal_program)
 traced for a CPU adapter (lavapipe), issue 35's dispatches per token: every run dispatches each
-of the bundle's kernels once, so the manifest's kernel list is the decode step's launch list.
+of the bundle's kernels once but those whose `runs` leave out its token count, so the manifest's
+kernels that run at seq = 1 are the decode step's launch list.
 The one-token bundle's step takes what kg.generate's native step does (tests/onnx_import/
 test_onnx_decode_dispatches.py): 8 kernels per layer (the norm's realized row, the joined QKV
 MatMulNBits, the k and v cache writes joined into one kernel (graph/join.py), the attention, the
@@ -9,7 +10,9 @@ the LM head and the token draw (one residual stream was realized where WebGPU's 
 storage buffers split a kernel, until small read-only inputs bound as uniform buffers). A
 symbolic step (a prompt in one run) keeps its norms' statistics and
 rows, and gate and up, apart (realizing its rows measured slower: onnx/operators/weights.py
-packed_rows): 9 a layer. The fp32 model's one-token step: 6 a layer (its norms computed in the
+packed_rows): 9 a layer, of which a decode run (one new token) launches 8, its gate computed in
+the up*silu(gate) kernel of one row (graph/one_row.py: the pair runs for two tokens or more).
+The fp32 model's one-token step: 6 a layer (its norms computed in the
 projections that read them; 7 while its attention's kernel bound more than 8 storage buffers).
 
 The bugs: MatMulNBits traced on PYTHON ignored the adapter it was traced for (no row defaults
@@ -58,18 +61,27 @@ def _bundle(path, config: str, step: int, layers: int = 2, buffers: int = 8, rot
 # storage buffers the kernels bind their small read-only inputs (norm weights, q4 scales, the
 # key count) as uniform buffers where they would bind more (render/wgsl/target.py
 # uniform_slots): as many kernels as at 32 (this tiny model's caches and weights are all small)
-CASES = [("q4", 1, 8, 8, 4), ("q4", 4, 8, 9, 5), ("q4", 4, 32, 9, 5), ("fp32", 1, 8, 6, 3)]
+# A symbolic step's decode run (seq = 1) launches, for each layer's gate and up*silu(gate) pair,
+# one kernel computing both (graph/one_row.py; the pair runs at seq >= 2): 9 -> 8 a layer.
+CASES = [("q4", 1, 8, 8, 4), ("q4", 4, 8, 8, 5), ("q4", 4, 32, 8, 5), ("fp32", 1, 8, 6, 3)]
+
+
+def _launched(kernels: list, seq: int) -> list:
+  """The kernels a run of `seq` new tokens launches: those without `runs`, or whose runs hold
+  seq within lo..hi (export/README.md)."""
+  return [k for k in kernels if "runs" not in k or k["runs"]["lo"] <= seq <= k["runs"]["hi"]]
 
 
 @pytest.mark.parametrize("dtype,step,buffers,per_layer,once", CASES)
 def test_bundle_decode_kernels_a_layer(tmp_path, dtype, step, buffers, per_layer, once):
-  """Two layers against three: one more layer is `per_layer` kernels; the rest is the once-a-run
-  kernels. No kernel computes the attention mask (the attention computes it from the key count),
-  and none broadcasts a normed row over a matvec's outputs (each norm writes its row once)."""
+  """Two layers against three: one more layer is `per_layer` kernels of a decode run (one new
+  token); the rest is the once-a-run kernels. No kernel computes the attention mask (the
+  attention computes it from the key count), and none broadcasts a normed row over a matvec's
+  outputs (each norm writes its row once)."""
   counts = {}
   for layers in (2, 3):
     _, bundle = _bundle(tmp_path / str(layers), "tiny", step, layers, buffers, dtype=dtype)
-    kernels = bundle.manifest["kernels"]
+    kernels = _launched(bundle.manifest["kernels"], 1)
     counts[layers] = len(kernels)
     names = [k["name"] for k in kernels]
     assert not [n for n in names if n.startswith("E_") and "total" in n], names
@@ -79,6 +91,21 @@ def test_bundle_decode_kernels_a_layer(tmp_path, dtype, step, buffers, per_layer
                 step], names
   assert counts[3] - counts[2] == per_layer, counts
   assert counts[2] == 2 * per_layer + once, counts
+
+
+def test_symbolic_step_prefill_keeps_its_tiled_mlp_pair(tmp_path):
+  """A prompt's run (seq = step) launches gate and up*silu(gate) as the two tiled kernels it
+  had (9 a layer), never the one-row kernel; a decode run launches that kernel and neither of
+  the pair (graph/one_row.py), each kernel a run launches once."""
+  _, bundle = _bundle(tmp_path, "tiny", 4, 2)
+  kernels = bundle.manifest["kernels"]
+  joined = [k["name"] for k in kernels if k.get("runs", {}).get("hi") == 1]
+  pair = [k["name"] for k in kernels if k.get("runs", {}).get("lo") == 2]
+  assert len(joined) == 2 and len(pair) == 4, (joined, pair)
+  prefill, decode = ([k["name"] for k in _launched(kernels, seq)] for seq in (4, 1))
+  assert len(prefill) == 2 * 9 + 5 and not set(joined) & set(prefill), prefill
+  assert set(pair) <= set(prefill) and not set(pair) & set(decode), decode
+  assert set(joined) <= set(decode) and len(decode) == len(kernels) - len(pair)
 
 
 @pytest.mark.parametrize("config,rotary,step", [("tiny", "op", 1), ("tiny", "op", 4),

@@ -27,7 +27,7 @@ from ..nn import safetensors
 from ..tensor.tensor import Tensor
 from ..graph import lazy
 from ..graph.view import prod
-from ..uop.program import Binding, CompiledKernel, Launch, grid_from_json, work_from_json
+from ..uop.program import Binding, CompiledKernel, Launch, grid_from_json, runs_at, work_from_json
 from . import manifest
 from .inputs import is_model, model_feeds
 from ..tensor.symbolic import compact, padded
@@ -180,6 +180,8 @@ class Bundle:
     rows.zero(runtime, handles, self._storage_of)
     report = RunProgress(progress, [k for k, _ in kernels]) if progress is not None else None
     for i, (kernel, binding_handles) in enumerate(kernels):
+      if not runs_at(self.manifest["kernels"][i].get("runs"), values):
+        continue                # (a one-row step's joined kernel, or the pair it stands for)
       if report is not None:
         report.kernel(i)
       runtime.run(kernel, binding_handles, values, **({"progress": report.blocks}

@@ -56,6 +56,8 @@ export function checkManifest(m) {
     if (k.variants !== undefined && !(Array.isArray(k.variants) && k.variants.every((v) =>
       typeof v?.dim === 'string' && isCount(v.most, 0) && three(v.workgroup_size, 1) &&
       three(v.dispatch, 0) && [undefined, true].includes(v.exact)))) bad(`kernels[${i}].variants`);
+    if (k.runs !== undefined && !(typeof k.runs?.dim === 'string' && isCount(k.runs.lo, 0) &&
+      isCount(k.runs.hi, k.runs.lo))) bad(`kernels[${i}].runs`);
     if (k.work !== undefined && !(Array.isArray(k.work) && k.work.every((f) => Array.isArray(f) &&
       Array.isArray(f[0]) && Number.isInteger(f[1]) && f[0].every((t) => Array.isArray(t) &&
       typeof t[0] === 'string' && Number.isInteger(t[1]))))) bad(`kernels[${i}].work`);

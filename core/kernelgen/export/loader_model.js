@@ -269,7 +269,15 @@ export class Model extends VariantBuilds {
     this.work = 0;
     this.time = 0;
     this.ran = [];
+    const skipped = new Set();           // the kernels whose `runs` leave this run out
     this.steps.forEach((step, i) => {  // one pass for all, or one per kernel when timed
+      // launched only while its dim is bound within lo..hi: a one-row step's joined kernel, or
+      // the pair it stands for (graph/one_row.py; uop/program.py runs_at)
+      const runs = this.manifest.kernels[i].runs;
+      if (runs && !(values[runs.dim] >= runs.lo && values[runs.dim] <= runs.hi)) {
+        skipped.add(i);
+        return;
+      }
       if (this.timer) pass?.end();
       if (!pass || this.timer) {
         const timed = this.timer ? { timestampWrites: this.timer.writes(i) } : {};
@@ -310,7 +318,10 @@ export class Model extends VariantBuilds {
     this.rows = rows;
     try {
       await mapped;
-      if (this.timer) this.timings = await this.timer.read(this.manifest.kernels);
+      if (this.timer) {
+        this.timings = (await this.timer.read(this.manifest.kernels)).filter((_, i) =>
+          !skipped.has(i));
+      }
     } catch (failure) {
       this.usable();
       fail(`reading the outputs failed: ${failure.message}`);

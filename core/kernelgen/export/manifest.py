@@ -45,6 +45,7 @@ def check(m, where: str) -> None:
   for i, k in enumerate(_list(m, "kernels", where)):
     _kernel(k, f"kernels[{i}].", buffers, storage, where)
     _variants(k, f"kernels[{i}].", buffers, storage, where)
+    _runs(k, f"kernels[{i}].", where)
     if alternates.KEY in k:       # its subgroups form (export/alternates.py)
       _form(k, f"kernels[{i}].{alternates.KEY}", buffers, storage, where)
   if "optional_features" in m and (m["optional_features"] != [alternates.KEY] or not any(
@@ -66,6 +67,16 @@ def _variants(k: dict, at: str, buffers: list, storage: list, where: str) -> Non
     _int(v, "most", where, vat)
     if v.get("exact", False) is not True and "exact" in v:   # pinned to `most` (program.py)
       _fail(where, vat + "exact", v["exact"], "true or absent")
+
+
+def _runs(k: dict, at: str, where: str) -> None:
+  """A kernel's `runs`: launched only while its dim is bound within lo..hi (program.runs_at)."""
+  if "runs" in k:
+    at = at + "runs."
+    runs = _dict(k["runs"], at.rstrip("."), where)
+    _str(runs, "dim", where, at)
+    if _int(runs, "hi", where, at) < _int(runs, "lo", where, at):
+      _fail(where, at + "hi", runs["hi"], f"at least lo = {runs['lo']}")
 
 
 def _form(k: dict, at: str, buffers: list, storage: list, where: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..compiler import compile_plan, compile_plan_twice
+from ..compiler import compile_plan, compile_plan_twice, with_one_row_joins
 from ..errors import KernelgenError, ShapeError, UnsupportedError
 from ..graph.dims import Sym
 from ..graph.lazy import L
@@ -163,7 +163,10 @@ def make_plan(outputs, target: str, options: dict, file_suffix: str,
   else:
     triples = [(item, compiled, None) for item, compiled in
                compile_plan(roots, target, dict(options))]
-  pairs = [(item, compiled) for item, compiled, _ in triples]
+  others = {id(item): other for item, _, other in triples}
+  pairs = with_one_row_joins([(item, compiled) for item, compiled, _ in triples], roots, target,
+                             dict(options))       # a one-row step's joins (no subgroups form)
+  triples = [(item, compiled, others.get(id(item))) for item, compiled in pairs]
   table = _Buffers()
   kernels, sources = [], {}
   for index, (item, compiled, other) in enumerate(triples):
@@ -205,6 +208,9 @@ def _kernel_entry(index: int, compiled, slots, table: _Buffers, suffix: str) -> 
                      **({"kind": b.kind} if b.kind != "storage" else {})})
   entry = {"name": compiled.name, **_launch_entry(compiled, compiled.name + suffix),
            "bindings": bindings, "uniforms": [list(u) for u in launch.uniforms]}
+  if compiled.runs:       # launched only while its dim is bound within lo..hi (graph/one_row.py)
+    dim, lo, hi = compiled.runs
+    entry["runs"] = {"dim": dim, "lo": lo, "hi": hi}
   if launch.work:         # its estimated work (Launch.work): model.js weighs a run's time by it
     entry["work"] = work_json(launch.work)
   if compiled.variants:   # for small bound values (lowering/variants.py): the same bindings

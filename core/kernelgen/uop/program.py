@@ -227,7 +227,9 @@ class CompiledKernel:
   runs the first that serves the bound value (`serves`: up to its `most`), else this kernel;
   each is correct at every value it serves, so a runtime that ignores them only runs slower.
   `exact`: a variant pinned to the one value `most` (lowering/pinned.py: its stores are gated by
-  dim == most, so at any other value it writes nothing): it serves that value only."""
+  dim == most, so at any other value it writes nothing): it serves that value only. `runs`:
+  (dim, lo, hi) where a plan launches it only while `dim` is bound within lo..hi (`runs_at`:
+  graph/one_row.py's joined kernel of a one-row step and the pair it stands for); () always."""
   name: str
   target: str                       # "wgsl" or "ptx"
   source: str
@@ -239,6 +241,18 @@ class CompiledKernel:
   capped: bool = field(repr=False, default=False, compare=False)
   variants: tuple = field(repr=False, default=(), compare=False)
   exact: bool = field(repr=False, default=False, compare=False)
+  runs: tuple = field(repr=False, default=(), compare=False)
+
+
+def runs_at(runs, values: dict | None) -> bool:
+  """Whether a kernel of `runs` ((dim, lo, hi), or () / None: always; CompiledKernel.runs, a
+  bundle manifest's kernel entry's as a dict) is launched where the dims are bound to `values`
+  (a dim without a value: launched)."""
+  if not runs:
+    return True
+  dim, lo, hi = (runs["dim"], runs["lo"], runs["hi"]) if isinstance(runs, dict) else runs
+  value = (values or {}).get(dim)
+  return value is None or lo <= value <= hi
 
 
 def serves(dim: str, most: int, variant, values: dict | None) -> bool:

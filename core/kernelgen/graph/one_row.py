@@ -1,0 +1,122 @@
+"""Kernel pairs that one row's run computes as one kernel (issue 35: a q4 LM's decode step).
+
+A symbolic-step LM bundle (export/onnx_lm.py: one bundle prefills and decodes, `seq` new tokens
+a run) schedules its gated MLP as two register-tiled matmuls at every seq: gate, then up with
+silu(gate) * up as its epilogue (schedule.py _joint_matmuls: a kernel of two reductions has no
+register tile). A decode run (seq = 1) then launches both, each its one-row variant, and the
+second reads the first's row back from memory. `one_row_pairs` finds such pairs: a `head`
+kernel whose output one `tail` kernel alone reads, only elementwise at its own indices (no
+other kernel, no requested output), both reductions over one plain dim leading their outputs;
+`joined_at` gives the tail with the head's boundary dropped (both reductions in its kernel, over
+the same row) cut to one bound value of that dim (at_value.item_at): the static kernel a one-row
+step takes (lowering: a thread's outputs each summing both products in one loop). A runtime
+launches it where the dim is bound to that value, and the pair elsewhere (export/plan.py
+`runs`), so prefill keeps its tiles.
+
+Measured (bench/gate_up_fused.py, SmolLM2 widths, q4, the pair's seq = 1 variants against the
+joined kernel on the same buffers, lavapipe natively, GPU ms, median / min of 30 interleaved,
+load 8-11 on 2 shared CPUs): 5.27 / 0.67 against 0.95 / 0.39, 1.52 / 0.88 against 0.99 / 0.53.
+The bundle (bench/lm_bundle_native.py, SmolLM2 widths, q4, 2 layers, prompt 128, 3 rounds
+alternated with main, load 17-24): decode 23 -> 21 dispatches, median CPU ms a token 23.8 25.6
+29.9 -> 23.3 23.3 25.4; prefill 23 dispatches both, best CPU s 0.289 0.265 0.268 -> 0.244 0.243
+0.258 (the same kernels: noise); export 68-81 s -> 86-94 s (one more compile a layer; 377 s in
+one run at load 21+).
+"""
+from __future__ import annotations
+
+from .at_value import item_at
+from .dims import Sym
+from .lazy import L, LazyOp
+from .schedule import ScheduleItem, kernel_reduces
+from .view import contiguous_strides
+
+# the ops through which the tail may read the head's output (at the same indices)
+_IN_PLACE = (L.ALU, L.CAST, L.BITCAST)
+
+
+def leading_dim(item: ScheduleItem) -> tuple | None:
+  """(name, lo, hi) of the plain dim that is the only symbolic axis of `item`'s output, where
+  that axis is the first longer than 1 (the output's rows); else None."""
+  syms = [(a, s) for a, s in enumerate(item.out.sym or ()) if isinstance(s, Sym)]
+  if len(syms) != 1 or not syms[0][1].is_dim:
+    return None
+  axis, s = syms[0]
+  if any(n != 1 for n in item.out.shape[:axis]):
+    return None
+  name = s.terms[0][0]
+  return (name,) + tuple(s.ranges[name])
+
+
+def one_row_pairs(items: list[ScheduleItem], roots: list[LazyOp]) -> list[tuple]:
+  """[(head, tail)] of `items` (schedule order) as the module docstring describes: both with
+  reductions and one leading dim (leading_dim) of the same name; the head's output read by the
+  tail alone, elementwise at the tail's indices, and not one of `roots`; no in-place write
+  scheduled between them (the joined kernel reads the head's inputs at the tail's place); no
+  kernel in two pairs (of a chain, the first pair: the second's joined kernel would read the
+  first's head output, which a one-row run does not write)."""
+  readers: dict[int, list] = {}
+  for item in items:
+    for i in item.inputs:
+      readers.setdefault(id(i), []).append(item)
+  outs, at = {id(r) for r in roots}, {id(it): i for i, it in enumerate(items)}
+  pairs, used = [], set()
+  for head in items:
+    users = readers.get(id(head.out), [])
+    if len(users) != 1 or id(head.out) in outs or head.extra or head.rows or id(head) in used:
+      continue
+    tail = users[0]
+    between = items[at[id(head)] + 1:at[id(tail)]]
+    if id(tail) in used or any(it.out.op is L.WRITE for it in between):
+      continue      # (a chain joins its first pair; a write between may change what head read)
+    dim = leading_dim(head)
+    if dim is None or leading_dim(tail) is None or leading_dim(tail)[0] != dim[0] or \
+       tail.extra or tail.rows or tail.recomputed or head.recomputed or \
+       not kernel_reduces(head) or not kernel_reduces(tail) or \
+       not _reads_in_place(tail, head.out):
+      continue
+    pairs.append((head, tail))
+    used |= {id(head), id(tail)}
+  return pairs
+
+
+def joined_at(head: ScheduleItem, tail: ScheduleItem, value: int) -> ScheduleItem | None:
+  """`tail` computing `head`'s output itself (its inputs: the tail's but the head's output, then
+  the head's), cut to `value` of their leading dim (at_value.item_at), named
+  `<tail>_<dim><value>` (r_1_seq_1536__72_8_seq1); None where the cut refuses the graph."""
+  inputs = [i for i in tail.inputs if i is not head.out]
+  inputs += [i for i in head.inputs if all(i is not j for j in inputs)]
+  name = leading_dim(tail)[0]
+  joined = ScheduleItem(tail.out, tuple(inputs), f"{tail.name}_{name}{value}")
+  return item_at(joined, name, value)
+
+
+def _reads_in_place(item: ScheduleItem, node: LazyOp) -> bool:
+  """Whether every node of `item`'s kernel that reads `node` (or a reshape of it: a view with
+  contiguous strides, no offset or mask) is elementwise of its shape, so the joined kernel
+  computes it once per output, where the output is stored; and one does."""
+  inputs, kernel, stack = {id(i) for i in item.inputs}, {}, [item.out]
+  while stack:
+    n = stack.pop()
+    if id(n) in kernel or n.realized or (id(n) in inputs and n is not item.out):
+      continue
+    kernel[id(n)] = n
+    stack.extend(n.src)
+  same, grew = {id(node)}, True
+  while grew:
+    grew = False
+    for n in kernel.values():
+      if id(n) not in same and n.op is L.VIEW and n.src and id(n.src[0]) in same and \
+         _reshape(n):
+        same.add(id(n))
+        grew = True
+  readers = [(n, s) for n in kernel.values() if id(n) not in same for s in n.src
+             if id(s) in same]
+  return bool(readers) and all(n.op in _IN_PLACE and n.shape == s.shape for n, s in readers)
+
+
+def _reshape(node: LazyOp) -> bool:
+  """VIEW `node` reads its source's elements in order (a reshape)."""
+  v = node.arg
+  want = contiguous_strides(v.shape)
+  return v.mask is None and v.offset == 0 and node.size == node.src[0].size and \
+    all(n == 1 or s == w for n, s, w in zip(v.shape, v.strides, want))
