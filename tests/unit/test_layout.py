@@ -163,7 +163,8 @@ NAMES_TYPED = ("kernelgen.__main__", "kernelgen.web_api", "kernelgen.export")
 # tests call them with names) and a device's target (compiler.target_of)
 RESOLVES = {"kernelgen": {"compile"},
             "kernelgen.compiler": {"compile_kernel", "compile_plan", "buffer_limit",
-                                   "compile_item", "target_of", "with_one_row_joins"}}
+                                   "compile_item", "target_of", "with_one_row_joins",
+                                   "compile_plan_twice"}}
 PIPELINE = ("compiler", "cache", "realize", "search", "lowering", "graph", "uop", "rules")
 
 
