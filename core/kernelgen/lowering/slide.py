@@ -419,7 +419,8 @@ def _stores(lw, opts: Opts, base: list, first: tuple, row: UOp, rng: UOp, q: int
     at[ar], at[ac] = row, plus_offset(first[1], c)
     store_gate = gate_and(row_gate, at[ac].lt(int_const(nc))) if nc % cols else row_gate
     lw.result = result
-    value = lw.value(out, tuple(at), store_gate)
+    col_gate = gate_and(gate, at[ac].lt(int_const(nc))) if nc % cols else gate
+    value = hoist_row_free_loads(lw.value(out, tuple(at), store_gate), rng, col_gate)
     run.append(value)
     if len(run) < width:
       continue
@@ -430,3 +431,21 @@ def _stores(lw, opts: Opts, base: list, first: tuple, row: UOp, rng: UOp, q: int
     stores.append(lw.params[0].store(flat, value, store_gate))
     run = []
   return stores
+
+
+def hoist_row_free_loads(value: UOp, rng: UOp, gate) -> UOp:
+  """`value` (a finished output's elementwise ops) with its gated loads whose address does not
+  move with the strip's loop `rng` (a bias, a batch norm's per-channel tensors) gated by `gate`
+  (the thread's and its column's, not the row's): loop-invariant, they are read once per thread
+  before the loop, not once per trip (issue 42: det's depthwise epilogues read 4-5 per trip)."""
+  order = toposort([value])
+  moves: dict[UOp, bool] = {}
+  for u in order:
+    moves[u] = u is rng or any(moves[s] for s in u.src)
+  new: dict[UOp, UOp] = {}
+  for u in order:
+    src = tuple(new[s] for s in u.src)
+    if u.op is Ops.LOAD and len(src) == 4 and not moves[u.src[1]] and moves[u.src[2]]:
+      src = src[:2] + ((gate, src[3]) if gate is not None else ())
+    new[u] = u if src == u.src else u.replace(src=src)
+  return new[value]
