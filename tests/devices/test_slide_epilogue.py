@@ -7,7 +7,8 @@ by its row.
 Values against numpy on every device with slide on (forced strips: ragged last rows and columns)
 and off, strides 1 and 2, padding 0-2, dilation 2, a grouped conv with 2 channels per group; and
 the WGSL's loop reads the window and the residual only (on main it read the four norm tensors
-in every trip too)."""
+in every trip too). Outputs of 10 and 20 columns take C = 10 columns per thread (whole_blocks)
+where C = 8 left a ragged last block."""
 from __future__ import annotations
 
 import re
@@ -17,6 +18,9 @@ import pytest
 
 import kernelgen as kg
 from kernelgen import Tensor
+from kernelgen.graph.schedule import schedule
+from kernelgen.lowering import optimize as opt
+from kernelgen.render.targets import WGSL
 
 from tools import ALL_DEVICES, forced_options, tint_validate, wgsl_validate
 
@@ -110,3 +114,19 @@ def test_the_norm_tensors_are_read_before_the_loop(adapter):
   assert len(inputs) == 7 and len(per_channel) == 5, (inputs, _loop_reads(kernel.source))
   wgsl_validate(kernel.source, kernel.launch.entry_point)
   tint_validate(kernel.source, kernel.launch.entry_point)
+
+
+@pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
+@pytest.mark.parametrize("c,side,k,stride,cols", [
+  (384, 10, 5, 1, 10),    # C = 8 over 10 columns: 6 idle in the last block
+  (192, 20, 5, 1, 10),    # 4 idle of 20
+  (96, 40, 3, 2, 10),     # 3x3 stride 2 to 20 columns (16 does not divide them)
+  (96, 72, 3, 2, 8),      # 36 columns: 4 idle, within slide.SLIDE_RAGGED: C = 8 kept
+  (96, 80, 5, 1, 8)])     # 80 columns: whole blocks of 8 already
+def test_ragged_column_blocks_take_columns_that_divide_the_row(adapter, c, side, k, stride, cols):
+  """PP-OCRv4 det's slid convs over 10 and 20 output columns: C = 10 (slide.whole_blocks), not
+  C = 8 with a ragged last block."""
+  E = lambda *s: Tensor.empty(*s, device="PYTHON")   # noqa: E731
+  y = E(1, c, side, side).conv2d(E(c, 1, k, k), E(c), stride=stride, padding=k // 2, groups=c)
+  (item,) = schedule([y.node])
+  assert opt.optimize(item, WGSL, {"adapter": adapter}).slide[1] == cols

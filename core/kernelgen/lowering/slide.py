@@ -84,6 +84,9 @@ from .vector import MAX_VECTOR, aligned_loads
 #   C = 16 / 8 (words): 3x3 s2 1.51 / 1.83 and 2.74 / 3.45, 3x3 s1 1.43 / 1.55, 5x5 s1 1.02 /
 #   1.21 (not taken: twice the 5x5's loop body), 5x5 s2 (40 columns, ragged) 3.22 / 2.21
 SLIDE_COLS = (16, 8, 4, 2, 1)
+# a ragged last block idling more than this share of the output's columns takes a C that divides
+# them where one fits (whole_blocks): 10 columns in C = 8 idle 6 (0.6), 20 idle 4 (0.2)
+SLIDE_RAGGED = 0.125
 SLIDE_WORK, SLIDE_WIDE, SLIDE_WIDE_WORK = 512, 16, 160
 # a kernel with fewer outputs takes no slide (as register tiles: tile_shape.TILE_MIN_SIZE)
 SLIDE_MIN_SIZE = 4096
@@ -249,7 +252,19 @@ def slide_choices(item: ScheduleItem, target, options: dict) -> list[Opts]:
   fits = [c for c in SLIDE_COLS if c * work <= SLIDE_WORK and
           (c < SLIDE_WIDE or vec and c * work <= SLIDE_WIDE_WORK and not nc % c)] or [1]
   fits = list(dict.fromkeys(min(c, nc) for c in fits))
-  return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c, vec, spread) for c in fits]
+  return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c, vec, spread)
+          for c in whole_blocks(fits, nc, work)]
+
+
+def whole_blocks(fits: list, nc: int, work: int) -> list:
+  """`fits` (columns per thread, best first) led by the narrowest C above fits[0], at most
+  SLIDE_WIDE and within SLIDE_WORK products, that divides the `nc` output columns where fits[0]
+  leaves a ragged last block of more than SLIDE_RAGGED of them idle: PP-OCRv4 det's 5x5 convs
+  over 10 and 20 columns in C = 8 computed 16 and 24 (lavapipe, its 10x10 in C = 10 against 8:
+  0.22 / 0.37 ms, issue 42)."""
+  idle = -nc % fits[0]
+  wide = [d for d in range(fits[0] + 1, SLIDE_WIDE + 1) if not nc % d and d * work <= SLIDE_WORK]
+  return wide[:1] + fits if idle > nc * SLIDE_RAGGED and wide else fits
 
 
 def _strip_rows(item: ScheduleItem, p: SlidePlan, axes: tuple, cols: int) -> int:
