@@ -8,6 +8,7 @@ dispatches (GPU timestamps where the adapter has them) over --rounds rounds, and
 Not a test (no timing is asserted); the machine is shared: the load is printed with the table.
 
     nice python bench/slide_det_ab.py [--adapters lavapipe,swiftshader] [--rounds 3] [--reps 5]
+                                      [--light shufflenet]
 """
 from __future__ import annotations
 
@@ -42,18 +43,24 @@ def _before(on: bool):
     slide.hoist_row_free_loads, slide.whole_blocks = kept
 
 
-def _slid_items(kg, base: dict) -> list:
-  """(item, FLOPs) of det's kernels that slide at its bench input size."""
+def _slid_items(kg, base: dict, light: str = "") -> list:
+  """(item, FLOPs) of det's kernels that slide at its bench input size (or light model `light`'s:
+  tests/helpers/onnx_corpus.py)."""
   from kernelgen.graph.schedule import schedule
   from kernelgen.lowering.optimize import optimize
   from kernelgen.lowering.slide import slide_axes, slide_plan
   from kernelgen.render.targets import get_target
-  raw = next(raw for label, raw in pypi_models.models(["rapidocr"]) if label.endswith(MODEL))
-  model = kg.onnx.load(raw, float64="float32")
-  feeds = {n: kg.Tensor.empty(*s, device="WEBGPU") for n, s in pypi_models.SHAPES[MODEL].items()}
-  outs = model.run(feeds, device="WEBGPU")
+  if light:
+    items = [item for _, item in compile_cost._light_items(kg, light)]
+  else:
+    raw = next(raw for label, raw in pypi_models.models(["rapidocr"]) if label.endswith(MODEL))
+    model = kg.onnx.load(raw, float64="float32")
+    feeds = {n: kg.Tensor.empty(*s, device="WEBGPU")
+             for n, s in pypi_models.SHAPES[MODEL].items()}
+    outs = model.run(feeds, device="WEBGPU")
+    items = schedule([outs[n].node for n in model.output_names])
   found = []
-  for item in schedule([outs[n].node for n in model.output_names]):
+  for item in items:
     if optimize(item, get_target("wgsl"), dict(base)).slide:
       p = slide_plan(item, slide_axes(item))
       kh, kw = p.window_shape
@@ -61,7 +68,7 @@ def _slid_items(kg, base: dict) -> list:
   return found
 
 
-def child(rounds: int, reps: int) -> None:
+def child(rounds: int, reps: int, light: str) -> None:
   """Measure every slid kernel of det, now and before, interleaved: a ROW line each."""
   sys.path.insert(0, str(ROOT / "core"))
   import kernelgen as kg
@@ -69,7 +76,7 @@ def child(rounds: int, reps: int) -> None:
   base = Device["WEBGPU"].render_options()
   best: dict = {}
   for _ in range(rounds):
-    for item, flops in _slid_items(kg, base):
+    for item, flops in _slid_items(kg, base, light):
       for variant in ("now", "before"):
         with _before(variant == "before"):
           row = compile_cost.measure(item.name, item, base, reps)
@@ -87,10 +94,11 @@ def main(argv: list[str]) -> None:
   parser.add_argument("--adapters", default="lavapipe,swiftshader")
   parser.add_argument("--rounds", type=int, default=3)
   parser.add_argument("--reps", type=int, default=5)
+  parser.add_argument("--light", default="", help="a light model's kernels instead (shufflenet)")
   parser.add_argument("--child", action="store_true")
   args = parser.parse_args(argv)
   if args.child:
-    child(args.rounds, args.reps)
+    child(args.rounds, args.reps, args.light)
     return
   print(f"# load: {' '.join(f'{v:.2f}' for v in os.getloadavg())} (1/5/15 min)", flush=True)
   print(f"{'adapter':11s} {'kernel':28s} {'variant':7s} {'bytes':>7s} {'driver':>7s} "
@@ -98,7 +106,7 @@ def main(argv: list[str]) -> None:
   totals: dict = {}
   for adapter in args.adapters.split(","):
     command = [sys.executable, __file__, "--child", "--rounds", str(args.rounds),
-               "--reps", str(args.reps)]
+               "--reps", str(args.reps), "--light", args.light]
     for r in compile_cost.adapter_rows(adapter, command):
       key = (adapter, r["variant"])
       totals[key] = [a + b for a, b in zip(totals.get(key, (0, 0)), (r["gpu_ms"], r["driver_ms"]))]
