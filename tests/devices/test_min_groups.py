@@ -51,10 +51,11 @@ def test_ddddocr_conv_spreads_over_eight_workgroups(adapter):
 
 @pytest.mark.parametrize("adapter", ["lavapipe", "swiftshader"])
 def test_ppocr_depthwise_5x5_spreads_over_eight_workgroups(adapter):
-  """PP-OCRv4 detection's slid 5x5 depthwise conv of 384 channels at 10x10: 768 threads in 8
-  workgroups of 96 (before: 3 of 256); at 80x80 its workgroups already number more: unchanged."""
+  """PP-OCRv4 detection's slid 5x5 depthwise conv of 384 channels at 10x10: 384 threads (C = 10
+  columns each: slide.whole_blocks) in 8 workgroups of 48 (before: 3 of 128); at 80x80 its
+  workgroups already number more: unchanged."""
   k = _conv(384, 384, 10, 10, 5, 384, adapter=adapter)
-  assert k.global_size == (8, 1, 1) and k.local_size == (96, 1, 1)
+  assert k.global_size == (8, 1, 1) and k.local_size == (48, 1, 1)
   assert _conv(384, 384, 10, 10, 5, 384, adapter=adapter, min_groups=0).global_size == (3, 1, 1)
   big, before = (_conv(96, 96, 80, 80, 5, 96, adapter=adapter, min_groups=m) for m in (8, 0))
   assert big.global_size == before.global_size and big.global_size[0] >= 8
@@ -90,15 +91,15 @@ def test_spread_convs_compute_right_on_webgpu(on, adapter, spec):
 
 
 def test_spread_depthwise_computes_right_on_python(on):
-  """The reference interpreter runs a spread slide (48 channels at 10x10: 96 threads, 3
-  workgroups of 32 before, now 6 of 16, the most a multiple of the lanes allows, as the CPU
-  adapters' tables choose it) and agrees with numpy."""
-  spec = (48, 48, 10, 10, 5, 48)
+  """The reference interpreter runs a spread slide (96 channels at 10x10, C = 10 columns: 96
+  threads, 3 workgroups of 32 before, now 6 of 16, the most a multiple of the lanes allows, as
+  the CPU adapters' tables choose it) and agrees with numpy."""
+  spec = (96, 96, 10, 10, 5, 96)
   assert _conv(*spec, adapter="lavapipe").global_size == (6, 1, 1)
   on("PYTHON", slide=True, exact_local=8, min_groups=8)
   x, w = _operands(*spec)
-  (k,) = kg.compile(kg.Tensor(x).conv2d(kg.Tensor(w), padding=2, groups=48), target="python",
+  (k,) = kg.compile(kg.Tensor(x).conv2d(kg.Tensor(w), padding=2, groups=96), target="python",
                     slide=True, exact_local=8, min_groups=8)
   assert k.local_size == (16, 1, 1) and k.global_size == (6, 1, 1)
-  got = kg.Tensor(x).conv2d(kg.Tensor(w), padding=2, groups=48).numpy()
-  np.testing.assert_allclose(got, _want(x, w, 48), rtol=1e-4, atol=1e-4)
+  got = kg.Tensor(x).conv2d(kg.Tensor(w), padding=2, groups=96).numpy()
+  np.testing.assert_allclose(got, _want(x, w, 96), rtol=1e-4, atol=1e-4)

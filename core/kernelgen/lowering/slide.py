@@ -52,6 +52,15 @@ cg * kh * kw of them, read once per thread before the loop). It slides where cg 
 SLIDE_MAX_CHANNELS and at most SLIDE_MAX_SHARED output channels read each window (the outputs
 of a group: a thread computes one of them, so each reads the group's rows again; a dense conv,
 whose output channels all read each window, keeps its register tiles, which share it).
+
+The epilogue's loads that do not move with the row (a bias, a batch norm's four per-channel
+tensors: PP-OCRv4 det's depthwise convs) are gated by the thread's and column's gate only, so
+they are read once before the loop (hoist_row_free_loads; they were read every trip, gated by
+the row). An output whose columns C = 8 leaves a ragged last block idling more than SLIDE_RAGGED
+of them takes a C that divides them (whole_blocks: det's 10 and 20 columns in C = 10).
+bench/slide_det_ab.py, det's 14 slid kernels, best of 15 interleaved, load 22-24 on 2 shared
+CPUs, before -> now: lavapipe 8.01 -> 5.93 ms (driver compile 1682 -> 1511 ms), SwiftShader
+44.8 -> 27.9 ms (1167 -> 967 ms).
 """
 from __future__ import annotations
 
@@ -84,6 +93,9 @@ from .vector import MAX_VECTOR, aligned_loads
 #   C = 16 / 8 (words): 3x3 s2 1.51 / 1.83 and 2.74 / 3.45, 3x3 s1 1.43 / 1.55, 5x5 s1 1.02 /
 #   1.21 (not taken: twice the 5x5's loop body), 5x5 s2 (40 columns, ragged) 3.22 / 2.21
 SLIDE_COLS = (16, 8, 4, 2, 1)
+# a ragged last block idling more than this share of the output's columns takes a C that divides
+# them where one fits (whole_blocks): 10 columns in C = 8 idle 6 (0.6), 20 idle 4 (0.2)
+SLIDE_RAGGED = 0.125
 SLIDE_WORK, SLIDE_WIDE, SLIDE_WIDE_WORK = 512, 16, 160
 # a kernel with fewer outputs takes no slide (as register tiles: tile_shape.TILE_MIN_SIZE)
 SLIDE_MIN_SIZE = 4096
@@ -249,7 +261,19 @@ def slide_choices(item: ScheduleItem, target, options: dict) -> list[Opts]:
   fits = [c for c in SLIDE_COLS if c * work <= SLIDE_WORK and
           (c < SLIDE_WIDE or vec and c * work <= SLIDE_WIDE_WORK and not nc % c)] or [1]
   fits = list(dict.fromkeys(min(c, nc) for c in fits))
-  return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c, vec, spread) for c in fits]
+  return [_opts(item, target, axes, _strip_rows(item, p, axes, c), c, vec, spread)
+          for c in whole_blocks(fits, nc, work)]
+
+
+def whole_blocks(fits: list, nc: int, work: int) -> list:
+  """`fits` (columns per thread, best first) led by the narrowest C above fits[0], at most
+  SLIDE_WIDE and within SLIDE_WORK products, that divides the `nc` output columns where fits[0]
+  leaves a ragged last block of more than SLIDE_RAGGED of them idle: PP-OCRv4 det's 5x5 convs
+  over 10 and 20 columns in C = 8 computed 16 and 24 (lavapipe, its 10x10 in C = 10 against 8:
+  0.22 / 0.37 ms, issue 42)."""
+  idle = -nc % fits[0]
+  wide = [d for d in range(fits[0] + 1, SLIDE_WIDE + 1) if not nc % d and d * work <= SLIDE_WORK]
+  return wide[:1] + fits if idle > nc * SLIDE_RAGGED and wide else fits
 
 
 def _strip_rows(item: ScheduleItem, p: SlidePlan, axes: tuple, cols: int) -> int:
@@ -419,7 +443,8 @@ def _stores(lw, opts: Opts, base: list, first: tuple, row: UOp, rng: UOp, q: int
     at[ar], at[ac] = row, plus_offset(first[1], c)
     store_gate = gate_and(row_gate, at[ac].lt(int_const(nc))) if nc % cols else row_gate
     lw.result = result
-    value = lw.value(out, tuple(at), store_gate)
+    col_gate = gate_and(gate, at[ac].lt(int_const(nc))) if nc % cols else gate
+    value = hoist_row_free_loads(lw.value(out, tuple(at), store_gate), rng, col_gate)
     run.append(value)
     if len(run) < width:
       continue
@@ -430,3 +455,21 @@ def _stores(lw, opts: Opts, base: list, first: tuple, row: UOp, rng: UOp, q: int
     stores.append(lw.params[0].store(flat, value, store_gate))
     run = []
   return stores
+
+
+def hoist_row_free_loads(value: UOp, rng: UOp, gate) -> UOp:
+  """`value` (a finished output's elementwise ops) with its gated loads whose address does not
+  move with the strip's loop `rng` (a bias, a batch norm's per-channel tensors) gated by `gate`
+  (the thread's and its column's, not the row's): loop-invariant, they are read once per thread
+  before the loop, not once per trip (issue 42: det's depthwise epilogues read 4-5 per trip)."""
+  order = toposort([value])
+  moves: dict[UOp, bool] = {}
+  for u in order:
+    moves[u] = u is rng or any(moves[s] for s in u.src)
+  new: dict[UOp, UOp] = {}
+  for u in order:
+    src = tuple(new[s] for s in u.src)
+    if u.op is Ops.LOAD and len(src) == 4 and not moves[u.src[1]] and moves[u.src[2]]:
+      src = src[:2] + ((gate, src[3]) if gate is not None else ())
+    new[u] = u if src == u.src else u.replace(src=src)
+  return new[value]
