@@ -15,6 +15,12 @@ model, dtype, agreeing positions of N, the first disagreement, and the seconds e
 to the prompt's length, the token drawn on the device; what bench/lm_page.py runs in the page)
 through Bundle.run instead of kg.onnx's model (kernelgen.onnx.generate.OnnxCausalLM).
 
+--f32-reference (fp16 only) also runs onnxruntime on the fp32 model with every weight rounded to
+fp16 (the fp16 model's weights, computed in fp32), fed the same tokens: each position's top-1 of
+that reference against kernelgen's and against onnxruntime's own fp16 run, and at each position
+where kernelgen and onnxruntime fp16 differ, the reference's logit margin between their two
+tokens (a near tie that fp16 arithmetic decides, or a real error).
+
 --layers cuts the depth (a quick check at the real widths); the models are written to a
 temporary folder (external data: Qwen2.5-0.5B in fp32 passes protobuf's 2 GB).
 """
@@ -60,6 +66,59 @@ def forced_top1(path: str, prompt: list, tokens: list, device: str) -> list:
   return top
 
 
+def _rounded_fp32(cfg, folder: str) -> str:
+  """The fp32 model of `cfg` with every float initializer rounded to fp16 (the fp16 model's
+  weights: lm_models draws both from one fp32 stream); its path."""
+  import onnx
+  from onnx import TensorProto, numpy_helper
+  model = lm_models.build(cfg, "fp32")
+  for i, init in enumerate(model.graph.initializer):
+    if init.data_type == TensorProto.FLOAT:
+      a = numpy_helper.to_array(init).astype(np.float16).astype(np.float32)
+      model.graph.initializer[i].CopyFrom(numpy_helper.from_array(a, init.name))
+  path = os.path.join(folder, "model-fp32-rounded.onnx")
+  onnx.save_model(model, path, save_as_external_data=True, location="weights-fp32-rounded.bin")
+  return path
+
+
+def ort_forced_logits(path: str, prompt: list, tokens: list) -> list:
+  """onnxruntime's (CPU) last-position logits (float64) at each of len(tokens) positions, fed
+  `prompt` then `tokens`."""
+  import onnxruntime as ort
+  sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+  past_inputs = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
+  fdt = np.float16 if "float16" in past_inputs[0].type else np.float32
+  past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), fdt) for i in past_inputs}
+  new, total, out = list(prompt), 0, []
+  for tok in tokens:
+    total += len(new)
+    feeds = {"input_ids": np.array([new], np.int64),
+             "attention_mask": np.ones((1, total), np.int64),
+             "position_ids": np.arange(total - len(new), total, dtype=np.int64)[None], **past}
+    results = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    past = {n: results[n.replace("past_key_values.", "present.")] for n in past}
+    out.append(results["logits"][0, -1].astype(np.float64))
+    new = [tok]
+  return out
+
+
+def _reference_line(cfg, folder: str, prompt: list, want: list, got: list) -> str:
+  """--f32-reference's line: the fp16-rounded fp32 reference against kernelgen and onnxruntime
+  fp16 (`want`, its greedy tokens, also what everyone was fed), and its margins where they
+  differ."""
+  ref = ort_forced_logits(_rounded_fp32(cfg, folder), prompt, want)
+  picks = [int(r.argmax()) for r in ref]
+  kg_ok = sum(a == b for a, b in zip(got, picks))
+  ort_ok = sum(a == b for a, b in zip(want, picks))
+  spread = np.median([r.std() for r in ref])
+  margins = [f"{i}: {ref[i][w] - ref[i][g]:+.4f}" for i, (g, w) in enumerate(zip(got, want))
+             if g != w]
+  return (f"  fp16 weights computed in fp32 (onnxruntime): kernelgen agrees {kg_ok}/{len(picks)}, "
+          f"onnxruntime fp16 {ort_ok}/{len(picks)}; where the two differ, the reference's "
+          f"logit(onnxruntime's) - logit(kernelgen's) (logits' std {spread:.3f}): "
+          f"{', '.join(margins) or 'none'}")
+
+
 def forced_top1_bundle(path: str, prompt: list, tokens: list, device: str) -> list:
   """As forced_top1, through the causal LM bundle of the model (one, its step symbolic): the
   prompt in one run, then one run per token, each reading back the token drawn at temperature 0
@@ -94,12 +153,14 @@ def run_one(name: str, dtype: str, args) -> str:
     start = time.perf_counter()
     got = (forced_top1_bundle if args.bundle else forced_top1)(path, prompt, want, args.device)
     kg_s = time.perf_counter() - start
+    extra = ("\n" + _reference_line(cfg, folder, prompt, want, got)
+             if args.f32_reference and dtype == "fp16" else "")
   same = [a == b for a, b in zip(got, want)]
   first = same.index(False) if False in same else None
   return (f"{name:14s} {cfg.layers:2d} layers {dtype:5s} top-1 agreement {sum(same)}/{len(same)} "
           f"({100 * sum(same) / max(len(same), 1):.1f} %), greedy identical: "
           f"{'yes' if first is None else f'no, from token {first}'}; onnxruntime {ort_s:.1f} s, "
-          f"kernelgen {args.device}{' bundle' if args.bundle else ''} {kg_s:.1f} s")
+          f"kernelgen {args.device}{' bundle' if args.bundle else ''} {kg_s:.1f} s{extra}")
 
 
 def main() -> None:
@@ -113,6 +174,8 @@ def main() -> None:
   parser.add_argument("--layers", type=int, default=0)
   parser.add_argument("--device", default="WEBGPU")
   parser.add_argument("--bundle", action="store_true", help="run the exported bundle")
+  parser.add_argument("--f32-reference", action="store_true",
+                      help="fp16: also compare with the fp16 weights computed in fp32")
   args = parser.parse_args()
   print(f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; prompt {args.prompt} tokens, "
         f"{args.new} forced", flush=True)
