@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from .program import FORMATS, compare, compile_target, guarded, release, tensor_data, values
+from .program import (FORMATS, compare, compile_counts, compile_target, guarded, release,
+                      tensor_data, values)
 
 
 # ---- ONNX models (the page's Models view) ----
@@ -182,21 +183,34 @@ def _class_top(outputs: list, k: int = 5) -> dict | None:
 def load_model(data, arch: str | None = "sm_80", seed: int = 0) -> dict:
   """Load an ONNX model (its file's bytes) for the page: its inputs and outputs, operator
   histogram and the kernels it compiles to ({"wgsl": {ok, kernels | error}, "ptx": ...}, PTX
-  for `arch`), with the inputs a run with `seed` uses as the compiled buffers."""
+  for `arch`), with the inputs a run with `seed` uses as the compiled buffers. What a load of
+  the same bytes, arch and seed gave on an earlier page load (kept in the browser's store,
+  stored.py) comes back without compiling, with "stored": True."""
   def work():
+    import hashlib
+
     import kernelgen
+    from .. import stored
     _MODEL.clear()
-    model = kernelgen.onnx.load(_model_bytes(data))
+    raw = _model_bytes(data)
+    model = kernelgen.onnx.load(raw)
     _MODEL["model"] = model
+    key = ("load_model", hashlib.sha256(raw).hexdigest(), arch, seed)
+    kept = stored.find_data(key)
+    if kept is not None:
+      return {**kept, "stored": True}
     outs = [t for _, t in _model_outputs(model, seed, "PYTHON")]
     compiled = {target: compile_target(outs, target, arch) for target in ("wgsl", "ptx")}
-    return {"inputs": [_value_info(n, model.input_shapes[n], model.input_dtypes[n])
-                       for n in model.input_names],
-            "outputs": [_value_info(n, model.output_shapes[n], model.output_dtypes[n])
-                        for n in model.output_names],
-            "histogram": model.op_histogram(), "nodes": len(model.nodes),
-            "opset": model.opset, "arch": arch, "image": image_input(model),
-            "labels": model_labels(model), **compiled}
+    result = {"inputs": [_value_info(n, model.input_shapes[n], model.input_dtypes[n])
+                         for n in model.input_names],
+              "outputs": [_value_info(n, model.output_shapes[n], model.output_dtypes[n])
+                          for n in model.output_names],
+              "histogram": model.op_histogram(), "nodes": len(model.nodes),
+              "opset": model.opset, "arch": arch, "image": image_input(model),
+              "labels": model_labels(model), **compiled}
+    if all(part["ok"] for part in compiled.values()):
+      stored.keep_data(key, result)
+    return result
   return guarded(work)
 
 
@@ -236,11 +250,13 @@ def _feed_data(feeds: dict) -> list:
 def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
   """Run the loaded model on `device` with random_inputs(model, seed), or with `inputs` (see
   given_inputs) when given: {"outputs": [{name, shape, dtype, data}], "inputs": [the same for
-  the inputs used], "seconds", "device"}; the outputs are kept for compare_model."""
+  the inputs used], "seconds", "device", "compiled", "compile_s", "stored" (compile_counts)};
+  the outputs are kept for compare_model."""
   def work():
     import time
     model = _loaded_model()
     start = time.perf_counter()
+    before = compile_counts()
     given = inputs is not None and type(inputs).__name__ != "JsNull"   # a JS null: none given
     feeds = given_inputs(model, inputs) if given else random_inputs(model, seed)
     outputs = []
@@ -248,7 +264,8 @@ def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
       outputs.append({"name": name, **tensor_data(tensor.realize())})
     _MODEL["run"] = {"seed": seed, "outputs": outputs, "feeds": feeds}
     return {"outputs": outputs, "inputs": _feed_data(feeds), "top": _class_top(outputs),
-            "seconds": time.perf_counter() - start, "device": device}
+            "seconds": time.perf_counter() - start, "device": device,
+            **compile_counts(before)}
   return guarded(work)
 
 
