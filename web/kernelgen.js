@@ -159,7 +159,9 @@ class Kernelgen {
 
   // Run the loaded model on its reproducible random inputs for `seed`, or on `inputs` ({name:
   // Uint8Array of the raw little-endian values, in the declared shape and dtype}): {outputs,
-  // inputs (each {name, shape, dtype, data: a typed array}), seconds, device, timings}.
+  // inputs (each {name, shape, dtype, data: a typed array}), seconds, device, timings, compiled
+  // (kernels compiled in Python), compile_s, stored (kernels from the browser's store),
+  // pipeline_ms, pipeline_busy_ms (its pipeline builds: see run)}.
   async runModel({ seed = 0, device = this.device, inputs = null } = {}) {
     const result = await this.callChecked('runModel', { seed, device, inputs });
     const typed = (t) => ({ ...t, data: typedData(t.dtype, t.data) });

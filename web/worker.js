@@ -213,9 +213,13 @@ async function runModel({ seed = 0, device, inputs = null }) {
   const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
   if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
   if (device === 'WEBGPU') state.gpu.timeBatches = true;
+  const built = { ...state.gpu.stats };
   try {
     const result = await callPython('run_model', seed, device, inputs ?? undefined);  // None
     if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
+    // the run's pipeline builds (ms: each summed, and the time any was under way), as run's
+    result.pipeline_ms = state.gpu.stats.pipelineMs - built.pipelineMs;
+    result.pipeline_busy_ms = state.gpu.stats.pipelineBusyMs - built.pipelineBusyMs;
     result.recreated = status.recreated;
     return result;
   } finally {
