@@ -24,6 +24,16 @@ def _value_info(name: str, shape, dtype) -> dict:
   return {"name": name, "shape": dims, "dtype": dtype.name if dtype is not None else None}
 
 
+def _declared(model) -> dict:
+  """{input name: (shape (a symbolic dimension is 1), dtype name (float32 when not declared))}."""
+  out = {}
+  for name in model.input_names:
+    shape = [d if isinstance(d, int) and d > 0 else 1 for d in (model.input_shapes[name] or ())]
+    dtype = model.input_dtypes[name]
+    out[name] = (shape, dtype.name if dtype is not None else "float32")
+  return out
+
+
 def random_inputs(model, seed: int = 0) -> dict:
   """Reproducible random inputs of the model's declared shapes (a symbolic dimension is 1):
   {name: {"shape", "dtype", "values"}}; floats uniform in [-1, 1) rounded to float32, integers
@@ -32,11 +42,8 @@ def random_inputs(model, seed: int = 0) -> dict:
   import struct
   rng = random.Random(seed)
   feeds = {}
-  for name in model.input_names:
-    shape = [d if isinstance(d, int) and d > 0 else 1 for d in (model.input_shapes[name] or ())]
-    dtype = model.input_dtypes[name]
+  for name, (shape, kind) in _declared(model).items():
     count = math.prod(shape)
-    kind = dtype.name if dtype is not None else "float32"
     if kind.startswith("float") or kind == "bfloat16":
       raw = [rng.uniform(-1.0, 1.0) for _ in range(count)]
       values = list(struct.unpack(f"<{count}f", struct.pack(f"<{count}f", *raw)))
@@ -50,11 +57,18 @@ def random_inputs(model, seed: int = 0) -> dict:
 
 def _feed_tensors(feeds: dict, device: str) -> dict:
   import kernelgen
+  from ..device import Device
   from ..dtype import dtypes
+  from ..graph import lazy
   tensors = {}
   for name, feed in feeds.items():
     dtype = getattr(dtypes, feed["dtype"])
-    tensor = kernelgen.Tensor(feed["values"], dtype=dtype, device=device)
+    if "raw" in feed:     # the given bytes as the buffer (no Python list; the same 1-D buffer)
+      count = len(feed["values"])
+      buffer = lazy.Buffer(Device.canonical(device), dtype, count, feed["raw"])
+      tensor = kernelgen.Tensor(lazy.LazyOp.from_buffer(buffer, (count,)))
+    else:
+      tensor = kernelgen.Tensor(feed["values"], dtype=dtype, device=device)
     tensors[name] = tensor.reshape(*feed["shape"]) if feed["shape"] else tensor.reshape()
   return tensors
 
@@ -67,7 +81,8 @@ def given_inputs(model, inputs) -> dict:
   from ..errors import ModelError
   raw = inputs.to_py() if hasattr(inputs, "to_py") else dict(inputs)
   feeds = {}
-  for name, feed in random_inputs(model, 0).items():
+  for name, (shape, kind) in _declared(model).items():
+    feed = {"shape": shape, "dtype": kind}
     if name not in raw:
       raise ModelError(f"no data for the model's input {name!r}: give every input "
                        f"({', '.join(model.input_names)})")
@@ -77,6 +92,8 @@ def given_inputs(model, inputs) -> dict:
       raise ModelError(f"input {name!r}: {len(data)} bytes, but {feed['dtype']} of shape "
                        f"{tuple(feed['shape'])} needs {count * struct.calcsize(fmt or 'B')}")
     feeds[name] = {**feed, "values": list(struct.unpack(f"<{count}{fmt}", data))}
+    if feed["dtype"] == "float32":   # the bytes are the buffer as they are (_feed_tensors)
+      feeds[name]["raw"] = data
   return feeds
 
 
@@ -242,6 +259,8 @@ def _feed_data(feeds: dict) -> list:
   import struct
   def packed(feed):   # no struct format (bfloat16): the page gets no bytes for it
     fmt = FORMATS.get(feed["dtype"])
+    if "raw" in feed:
+      return feed["raw"]
     return struct.pack(f"<{len(feed['values'])}{fmt}", *feed["values"]) if fmt else b""
   return [{"name": name, "shape": f["shape"], "dtype": f["dtype"], "data": packed(f)}
           for name, f in feeds.items()]
