@@ -17,7 +17,11 @@ on the same input (rtol 1e-3, atol 1e-5); the program's against numpy. One run p
 whatever load there is: the load average is printed beside each case (not an idle figure).
 
     python bench/warm_reload.py [--adapters swiftshader,lavapipe]
-        [--cases squeezenet,resnet50,program] [--json OUT]   (needs site/: ./build.sh site)
+        [--cases squeezenet,resnet50,program] [--prebuild-ab] [--json OUT]
+        (needs site/: ./build.sh site)
+
+A warm boot starts building the pipelines of the newest stored kernels while Python boots
+(web/worker.js prebuildStored); --prebuild-ab runs each case with it and without (' -pre').
 """
 from __future__ import annotations
 
@@ -93,6 +97,7 @@ def check(got: dict, want) -> dict:
 def one_load(page, spec: dict, want, lavapipe: bool) -> dict:
   """kernelgen's and ORT's first results and steady calls in the page as it is now loaded."""
   kg_spec = {k: spec[k] for k in ("model", "input")} if "model" in spec else {"code": PROGRAM}
+  kg_spec["prebuild"] = spec.get("prebuild", True)
   out = {"load": os.getloadavg()[0]}
   out["kernelgen"] = check(page.evaluate("([s, c]) => window.warm.kgFirst(s, c)",
                                          [kg_spec, lavapipe]), want)
@@ -140,11 +145,13 @@ def ms(entry: dict | None, key: str = "ms") -> str:
     return "n/a"
   if not entry.get("ok"):
     return "WRONG" if "max_abs_error" in entry else "failed"
-  value = min(entry["times"]) if key == "best" else entry[key]
+  value = min(entry["times"]) if key == "best" else entry.get(key)
+  if value is None:
+    return "-"
   return f"{value:.0f}" if value < 10_000 else f"{value / 1000:.1f}k"
 
 
-def measure(adapters, cases) -> dict:
+def measure(adapters, cases, prebuild=(True,)) -> dict:
   from playwright.sync_api import sync_playwright
 
   from browser_util import StaticServer
@@ -160,10 +167,13 @@ def measure(adapters, cases) -> dict:
       for name, spec in specs.items():
         want = spec.pop("want")
         for adapter in adapters:
-          print(f"{adapter} {name} (load {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
-          profile = folder / f"profile-{adapter}-{name}"
-          row = one_case(pw, server, adapter, spec, want, profile)
-          out["rows"].append({"case": name, "adapter": adapter, **row})
+          for early in prebuild:       # (alternated per case: A/B under the same load)
+            label = name if prebuild == (True,) else f"{name}{'' if early else ' -pre'}"
+            print(f"{adapter} {label} (load {os.getloadavg()[0]:.1f})", file=sys.stderr,
+                  flush=True)
+            profile = folder / f"profile-{adapter}-{name}-{early}"
+            row = one_case(pw, server, adapter, {**spec, "prebuild": early}, want, profile)
+            out["rows"].append({"case": label, "adapter": adapter, **row})
   out["uptime_end"] = uptime()
   return out
 
@@ -177,14 +187,14 @@ def print_table(result: dict) -> None:
   """cold / warm reload / steady, ms, per case and adapter, kernelgen beside ORT-web (wasm)."""
   print("first result, ms (kernelgen: boot + model load + run; its run alone; Python compiles)"
         "; ORT-web wasm: session + run; steady: best of "
-        f"{STEADY}\n{'case':11s}{'adapter':12s}{'kg cold':>9s}{'kg warm':>9s}{'kg steady':>10s}"
+        f"{STEADY}\n{'case':16s}{'adapter':12s}{'kg cold':>9s}{'kg warm':>9s}{'kg steady':>10s}"
         f"{'run cold':>9s}{'run warm':>9s}{'compiles':>10s}{'ort cold':>9s}{'ort warm':>9s}"
         f"{'ort steady':>11s}  load (cold; warm)")
   for row in result["rows"]:
     cold, warm = row["cold"], row["warm"]
     kc, kw = cold["kernelgen"], warm["kernelgen"]
     compiles = f"{kc.get('compiled', '?')}->{kw.get('compiled', '?')}"
-    print(f"{row['case']:11s}{row['adapter']:12s}{ms(kc):>9s}{ms(kw):>9s}"
+    print(f"{row['case']:16s}{row['adapter']:12s}{ms(kc):>9s}{ms(kw):>9s}"
           f"{ms(warm['kernelgen_steady'], 'best'):>10s}{ms(kc, 'run_ms'):>9s}"
           f"{ms(kw, 'run_ms'):>9s}{compiles:>10s}{ms(cold.get('ort')):>9s}"
           f"{ms(warm.get('ort')):>9s}{ms(warm.get('ort_steady'), 'best'):>11s}"
@@ -196,7 +206,7 @@ def print_table(result: dict) -> None:
     kc, kw = row["cold"]["kernelgen"], row["warm"]["kernelgen"]
     parts = "".join(f"{ms(kc, k):>8s} ->{ms(kw, k):>7s}" for k in ("worker_ms", "compile_ms",
                                                                   "pipeline_ms"))
-    print(f"{row['case']:11s}{row['adapter']:12s}{parts}   boot {ms(kc, 'boot_ms')} -> "
+    print(f"{row['case']:16s}{row['adapter']:12s}{parts}   boot {ms(kc, 'boot_ms')} -> "
           f"{ms(kw, 'boot_ms')}, model load {ms(kc, 'load_ms')} -> {ms(kw, 'load_ms')}")
   for row in result["rows"]:
     for when in ("cold", "warm"):
@@ -213,13 +223,16 @@ def main(argv=None) -> int:
   parser.add_argument("--adapters", default=",".join(ADAPTERS))
   parser.add_argument("--cases", default=",".join(CASES))
   parser.add_argument("--json", default=None, help="write the results here too")
+  parser.add_argument("--prebuild-ab", action="store_true",
+                      help="each case with and without the boot's pipeline prebuild ('-pre')")
   parser.add_argument("--table", default=None, help="print the table of a results file")
   args = parser.parse_args(argv)
   if args.table:
     print_table(json.loads(Path(args.table).read_text()))
     return 0
   started = time.time()
-  result = measure(args.adapters.split(","), args.cases.split(","))
+  result = measure(args.adapters.split(","), args.cases.split(","),
+                   (True, False) if args.prebuild_ab else (True,))
   result["seconds"] = round(time.time() - started)
   if args.json:
     Path(args.json).write_text(json.dumps(result, indent=1))

@@ -224,12 +224,13 @@ class Kernelgen {
 // folder above this module). `webgpu: false` runs everything on the PYTHON device;
 // `compatibility: true` asks for a compatibility-mode adapter; `onProgress` gets load steps.
 // `early`: a worker a page started before this module loaded ({worker, early}, made by
-// startEarly), so Pyodide boots while the rest of the page loads.
+// startEarly), so Pyodide boots while the rest of the page loads. `prebuild: false` does not
+// build the pipelines of the kernels the browser stored before Python asks for them (worker.js).
 export async function createKernelgen({ base, webgpu = true, compatibility = false,
-                                        onProgress, early } = {}) {
+                                        onProgress, early, prebuild = true } = {}) {
   const root = new URL(base || '../', base ? globalThis.location?.href : import.meta.url);
   const kg = early ? new Kernelgen(early.worker, onProgress, early.messages)
     : new Kernelgen(startWorker(root), onProgress);
-  kg.info = await kg.call('boot', { webgpu, compatibility });
+  kg.info = await kg.call('boot', { webgpu, compatibility, prebuild });
   return kg;
 }

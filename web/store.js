@@ -45,7 +45,8 @@ export async function writeStored({ cleared, records }) {
   const tx = db.transaction(STORE, 'readwrite');
   const store = tx.objectStore(STORE);
   if (cleared) store.clear();
-  for (const [key, record] of entries) store.put(record, key);
+  const at = Date.now();   // when written: the worker prebuilds the newest kernels' pipelines
+  for (const [key, record] of entries) store.put({ ...record, at }, key);
   await new Promise((resolve, reject) => {
     tx.oncomplete = resolve;
     tx.onerror = () => reject(tx.error);

@@ -21,7 +21,8 @@ async function timed(fn) {
 // (its WGSL and PTX: compiled, or from the store) and first run, or the program's first run.
 async function kgFirst(spec, compatibility) {
   const start = performance.now();
-  state.kg = await createKernelgen({ base: '/', webgpu: true, compatibility });
+  state.kg = await createKernelgen({ base: '/', webgpu: true, compatibility,
+    prebuild: spec.prebuild });
   const booted = performance.now();
   let load = { ms: 0 };
   if (spec.model) {

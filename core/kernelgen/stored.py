@@ -13,11 +13,12 @@ not stored. Only WGSL kernels are kept (the page's WEBGPU device runs them from 
 data alone; the PYTHON interpreter needs the compiler's IR). Off (nothing kept) until
 `enable()`: CPython never uses it.
 
-A record is sealed: {"v": build_id, "key": its own key, "text": its content as JSON text,
-"sum": a hash of key and text}. One that is not (another build's, a corrupted or truncated one,
-one stored under another key, content that does not parse as a kernel) is rejected: dropped,
-counted in STATS["rejected"], and the kernel compiled as if nothing were stored (the new record
-replaces it in the browser's store). A stored entry can cost a compile, never a wrong result.
+A record is sealed: {"v": build_id, "key": its own key, "kind": "kernel" or "data", "text": its
+content as JSON text, "sum": a hash of key and text} (the browser adds "at", when written). One
+that is not (another build's, a corrupted or truncated one, one stored under another key,
+content that does not parse as a kernel) is rejected: dropped, counted in STATS["rejected"],
+and the kernel compiled as if nothing were stored (the new record replaces it in the browser's
+store). A stored entry can cost a compile, never a wrong result.
 """
 from __future__ import annotations
 
@@ -69,10 +70,12 @@ def _sum(name: str, text: str) -> str:
   return hashlib.sha256(f"{name}\n{text}".encode()).hexdigest()
 
 
-def seal(name: str, content) -> dict:
-  """The record stored under `name` for plain JSON `content` (the module docstring)."""
+def seal(name: str, content, kind: str = "data") -> dict:
+  """The record stored under `name` for plain JSON `content` (the module docstring); `kind`:
+  "kernel" (to_record's: the page's worker builds the newest ones' pipelines at boot) or
+  "data"."""
   text = json.dumps(content, separators=(",", ":"))
-  return {"v": build_id(), "key": name, "text": text, "sum": _sum(name, text)}
+  return {"v": build_id(), "key": name, "kind": kind, "text": text, "sum": _sum(name, text)}
 
 
 def unsealed(name: str, record) -> object:
@@ -147,7 +150,7 @@ def keep(key: tuple, compiled: CompiledKernel) -> None:
     return
   name = record_key(key)
   if name is not None and name not in _RECORDS:
-    _RECORDS[name] = _NEW[name] = seal(name, to_record(compiled))
+    _RECORDS[name] = _NEW[name] = seal(name, to_record(compiled), "kernel")
 
 
 def find_data(key: tuple):
