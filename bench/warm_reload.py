@@ -20,8 +20,9 @@ whatever load there is: the load average is printed beside each case (not an idl
         [--cases squeezenet,resnet50,program] [--prebuild-ab] [--json OUT]
         (needs site/: ./build.sh site)
 
-A warm boot starts building the pipelines of the newest stored kernels while Python boots
-(web/worker.js prebuildStored); --prebuild-ab runs each case with it and without (' -pre').
+createKernelgen({prebuild: true}) makes a warm boot start building the pipelines of the newest
+stored kernels while Python boots (web/worker.js prebuildStored, off by default); --prebuild-ab
+runs each case with it (' +pre') and without.
 """
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def check(got: dict, want) -> dict:
 def one_load(page, spec: dict, want, lavapipe: bool) -> dict:
   """kernelgen's and ORT's first results and steady calls in the page as it is now loaded."""
   kg_spec = {k: spec[k] for k in ("model", "input")} if "model" in spec else {"code": PROGRAM}
-  kg_spec["prebuild"] = spec.get("prebuild", True)
+  kg_spec["prebuild"] = spec.get("prebuild", False)
   out = {"load": os.getloadavg()[0]}
   out["kernelgen"] = check(page.evaluate("([s, c]) => window.warm.kgFirst(s, c)",
                                          [kg_spec, lavapipe]), want)
@@ -151,7 +152,7 @@ def ms(entry: dict | None, key: str = "ms") -> str:
   return f"{value:.0f}" if value < 10_000 else f"{value / 1000:.1f}k"
 
 
-def measure(adapters, cases, prebuild=(True,)) -> dict:
+def measure(adapters, cases, prebuild=(False,)) -> dict:
   from playwright.sync_api import sync_playwright
 
   from browser_util import StaticServer
@@ -168,7 +169,7 @@ def measure(adapters, cases, prebuild=(True,)) -> dict:
         want = spec.pop("want")
         for adapter in adapters:
           for early in prebuild:       # (alternated per case: A/B under the same load)
-            label = name if prebuild == (True,) else f"{name}{'' if early else ' -pre'}"
+            label = f"{name} +pre" if early else name
             print(f"{adapter} {label} (load {os.getloadavg()[0]:.1f})", file=sys.stderr,
                   flush=True)
             profile = folder / f"profile-{adapter}-{name}-{early}"
@@ -224,7 +225,7 @@ def main(argv=None) -> int:
   parser.add_argument("--cases", default=",".join(CASES))
   parser.add_argument("--json", default=None, help="write the results here too")
   parser.add_argument("--prebuild-ab", action="store_true",
-                      help="each case with and without the boot's pipeline prebuild ('-pre')")
+                      help="each case with the boot's pipeline prebuild (' +pre') and without")
   parser.add_argument("--table", default=None, help="print the table of a results file")
   args = parser.parse_args(argv)
   if args.table:
@@ -232,7 +233,7 @@ def main(argv=None) -> int:
     return 0
   started = time.time()
   result = measure(args.adapters.split(","), args.cases.split(","),
-                   (True, False) if args.prebuild_ab else (True,))
+                   (True, False) if args.prebuild_ab else (False,))
   result["seconds"] = round(time.time() - started)
   if args.json:
     Path(args.json).write_text(json.dumps(result, indent=1))

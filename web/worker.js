@@ -112,7 +112,7 @@ async function startPython() {
 const python = startPython();
 python.catch(() => {});  // reported by the boot command
 
-async function boot({ compatibility = false, webgpu = true, prebuild = true } = {}) {
+async function boot({ compatibility = false, webgpu = true, prebuild = false } = {}) {
   state.gpu = new GpuExecutor({ compatibility });
   state.gpu.onPipelines = (pipelines) => progress('work', 'pipelines', { pipelines });
   const gpuReady = webgpu ? timed('gpu', () => state.gpu.init()) : Promise.resolve({
@@ -142,7 +142,10 @@ async function boot({ compatibility = false, webgpu = true, prebuild = true } = 
 
 // Start building the pipelines of the PREBUILD most recently stored kernels while Python boots
 // (gpu_pipelines.js prepare: keyed by the WGSL itself, so a pipeline is only used for the very
-// source Python's own checked record gives later; one it never asks for is work wasted).
+// source Python's own checked record gives later; one it never asks for is work wasted). Off
+// unless createKernelgen asks: it hid SqueezeNet's pipeline builds on a warm reload, but on
+// ResNet-50 (SwiftShader) the builds of kernels the first run does not need (a steady run's,
+// written last, so built first) delayed those it does (bench/warm_reload.py --prebuild-ab).
 async function prebuildStored(records) {
   const kernels = Object.values(await records).filter((r) => r && r.kind === 'kernel' &&
     typeof r.text === 'string').sort((a, b) => (b.at || 0) - (a.at || 0)).slice(0, PREBUILD);
