@@ -17,6 +17,7 @@ assembled, served from 127.0.0.1 with bench/web/ and TF.js (.venv-bench/npm) mou
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
@@ -167,6 +168,25 @@ def cold_start(playwright, server) -> dict:
   return {"ready_ms": ready, "first_matmul_ms": first["ms"], "first_ok": first["ok"],
           "bare_ready_ms": bare_ready, "app_pss_mb": app_pss, "bare_pss_mb": bare_pss,
           "app_pss_after_gc_mb": app_gc, "bare_pss_after_gc_mb": bare_gc, "examples": examples}
+
+
+@contextlib.contextmanager
+def profile_page(playwright, profile: Path, lavapipe: bool = False, env: dict | None = None):
+  """A page of headless Chromium on the persistent profile folder `profile` (its IndexedDB and
+  HTTP and shader caches outlive the browser; a new folder is a fresh profile), on SwiftShader
+  or with `lavapipe` Mesa lavapipe through ANGLE; `env`: more environment variables. Closed on
+  exit."""
+  from browser_util import chromium_args, chromium_env, chromium_path
+  context = playwright.chromium.launch_persistent_context(
+    str(profile), executable_path=chromium_path(), headless=True,
+    args=chromium_args(webgpu=True, lavapipe=lavapipe),
+    env={**chromium_env(lavapipe=lavapipe), **(env or {})})
+  try:
+    page = context.pages[0] if context.pages else context.new_page()
+    page.set_default_timeout(RUN_MS)
+    yield page
+  finally:
+    context.close()
 
 
 def collect_garbage(page) -> None:

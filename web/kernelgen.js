@@ -159,7 +159,9 @@ class Kernelgen {
 
   // Run the loaded model on its reproducible random inputs for `seed`, or on `inputs` ({name:
   // Uint8Array of the raw little-endian values, in the declared shape and dtype}): {outputs,
-  // inputs (each {name, shape, dtype, data: a typed array}), seconds, device, timings}.
+  // inputs (each {name, shape, dtype, data: a typed array}), seconds, device, timings, compiled
+  // (kernels compiled in Python), compile_s, stored (kernels from the browser's store),
+  // pipeline_ms, pipeline_busy_ms (its pipeline builds: see run)}.
   async runModel({ seed = 0, device = this.device, inputs = null } = {}) {
     const result = await this.callChecked('runModel', { seed, device, inputs });
     const typed = (t) => ({ ...t, data: typedData(t.dtype, t.data) });
@@ -222,12 +224,14 @@ class Kernelgen {
 // folder above this module). `webgpu: false` runs everything on the PYTHON device;
 // `compatibility: true` asks for a compatibility-mode adapter; `onProgress` gets load steps.
 // `early`: a worker a page started before this module loaded ({worker, early}, made by
-// startEarly), so Pyodide boots while the rest of the page loads.
+// startEarly), so Pyodide boots while the rest of the page loads. `prebuild: true` starts
+// building the pipelines of the newest stored kernels at boot, before Python asks for them
+// (worker.js prebuildStored; off by default: bench/warm_reload.py --prebuild-ab has its figures).
 export async function createKernelgen({ base, webgpu = true, compatibility = false,
-                                        onProgress, early } = {}) {
+                                        onProgress, early, prebuild = false } = {}) {
   const root = new URL(base || '../', base ? globalThis.location?.href : import.meta.url);
   const kg = early ? new Kernelgen(early.worker, onProgress, early.messages)
     : new Kernelgen(startWorker(root), onProgress);
-  kg.info = await kg.call('boot', { webgpu, compatibility });
+  kg.info = await kg.call('boot', { webgpu, compatibility, prebuild });
   return kg;
 }

@@ -165,7 +165,8 @@ async function open(file) {
     showModel(model);
     showSources();
     modelOpened(model, bytes, file);   // a causal LM opens the Generate panel
-    $('model-meta').textContent = `${file.name} · ${bytes.length} bytes`;
+    $('model-meta').textContent = `${file.name} · ${bytes.length} bytes` +
+      (model.stored ? ' · kernels from the browser\'s store (no compile)' : '');
     $('models-view').dataset.last = 'load';
     return model;
   }, `loading ${file.name}`);
@@ -185,11 +186,19 @@ function outputView(output) {
     el('span', { class: 'first-values', hidden: '' }, JSON.stringify(first)));
 }
 
+// How many kernels a run compiled, and how many came from the browser's store instead.
+function compiledText(result) {
+  const parts = [];
+  if (result.compiled) parts.push(`${result.compiled} kernels compiled`);
+  if (result.stored) parts.push(`${result.stored} from the browser's store`);
+  return parts.length ? ` · ${parts.join(', ')}` : '';
+}
+
 function showRun(result, what) {
   state.run = result;
   $('model-results').replaceChildren(
-    el('p', { class: 'muted' }, `${result.device} · ${what} · ` +
-      `${(result.seconds * 1000).toFixed(0)} ms`),
+    el('p', { class: 'muted', id: 'model-run-facts' }, `${result.device} · ${what} · ` +
+      `${(result.seconds * 1000).toFixed(0)} ms` + compiledText(result)),
     ...result.outputs.map(outputView), timingsTable(result.timings, result.seconds));
   $('model-meta').textContent = `ran on ${result.device}`;
 }

@@ -1,6 +1,7 @@
 // The browser's store of compiled kernels (IndexedDB), kept across page loads: the worker reads
 // it into Python at boot (web_api.load_stored) and writes what each command compiled
-// (web_api.take_stored); records are keyed by kernelgen's version and the kernel's compile key
+// (web_api.take_stored); records are keyed by kernelgen's build (its version and source) and the
+// kernel's compile key, and sealed with a checksum that Python checks before using one
 // (core/kernelgen/stored.py), so a reloaded page that runs the same program compiles nothing.
 
 const DB = 'kernelgen-kernels';
@@ -44,7 +45,8 @@ export async function writeStored({ cleared, records }) {
   const tx = db.transaction(STORE, 'readwrite');
   const store = tx.objectStore(STORE);
   if (cleared) store.clear();
-  for (const [key, record] of entries) store.put(record, key);
+  const at = Date.now();   // when written: the worker prebuilds the newest kernels' pipelines
+  for (const [key, record] of entries) store.put({ ...record, at }, key);
   await new Promise((resolve, reject) => {
     tx.oncomplete = resolve;
     tx.onerror = () => reject(tx.error);

@@ -112,11 +112,18 @@ async function startPython() {
 const python = startPython();
 python.catch(() => {});  // reported by the boot command
 
-async function boot({ compatibility = false, webgpu = true } = {}) {
+async function boot({ compatibility = false, webgpu = true, prebuild = false } = {}) {
   state.gpu = new GpuExecutor({ compatibility });
   state.gpu.onPipelines = (pipelines) => progress('work', 'pipelines', { pipelines });
   const gpuReady = webgpu ? timed('gpu', () => state.gpu.init()) : Promise.resolve({
     available: false, reason: 'WebGPU was turned off for this page' });
+  state.records = readStored().catch((error) => {
+    console.warn('kernelgen worker: the stored kernels could not be read:', error);
+    return {};
+  });
+  if (prebuild) {
+    gpuReady.then((info) => info.available && prebuildStored(state.records)).catch(() => {});
+  }
   Object.assign(state, await python);
   state.jspi = typeof WebAssembly.Suspending === 'function';
   if (self.crossOriginIsolated && typeof SharedArrayBuffer === 'function') {
@@ -133,10 +140,29 @@ async function boot({ compatibility = false, webgpu = true } = {}) {
   return { ...result, gpu: state.gpuInfo, jspi: state.jspi, interrupt: state.interrupt };
 }
 
+// Start building the pipelines of the PREBUILD most recently stored kernels while Python boots
+// (gpu_pipelines.js prepare: keyed by the WGSL itself, so a pipeline is only used for the very
+// source Python's own checked record gives later; one it never asks for is work wasted). Off
+// unless createKernelgen asks: it hid SqueezeNet's pipeline builds on a warm reload, but on
+// ResNet-50 (SwiftShader) the builds of kernels the first run does not need (a steady run's,
+// written last, so built first) delayed those it does (bench/warm_reload.py --prebuild-ab).
+async function prebuildStored(records) {
+  const kernels = Object.values(await records).filter((r) => r && r.kind === 'kernel' &&
+    typeof r.text === 'string').sort((a, b) => (b.at || 0) - (a.at || 0)).slice(0, PREBUILD);
+  for (const record of kernels) {
+    try {
+      state.gpu.prepare(JSON.parse(record.text).launch);
+    } catch {
+      // not a kernel's launch: Python rejects the record when it is asked for
+    }
+  }
+}
+
 // The compiled kernels the browser kept from earlier page loads, given to Python; how many.
 async function loadStored() {
   try {
-    const records = await readStored();
+    const records = await state.records;
+    state.records = null;
     if (!Object.keys(records).length) return 0;
     return await callPython('load_stored', JSON.stringify(records));
   } catch (error) {
@@ -154,6 +180,9 @@ async function saveStored() {
     console.warn('kernelgen worker: the compiled kernels could not be stored:', error);
   }
 }
+
+// The most stored kernels whose pipelines a boot starts building (prebuildStored).
+const PREBUILD = 256;
 
 // Commands after which nothing new was compiled (the store is not written).
 const NOT_STORED = new Set(['boot', 'warm', 'release', 'info', 'loseDevice']);
@@ -213,9 +242,13 @@ async function runModel({ seed = 0, device, inputs = null }) {
   const status = device === 'WEBGPU' ? await ensureGpu() : { recreated: false };
   if (device === 'WEBGPU') await state.gpu.takeTimings();  // drop those of a failed earlier run
   if (device === 'WEBGPU') state.gpu.timeBatches = true;
+  const built = { ...state.gpu.stats };
   try {
     const result = await callPython('run_model', seed, device, inputs ?? undefined);  // None
     if (result.ok && device === 'WEBGPU') result.timings = await state.gpu.takeTimings();
+    // the run's pipeline builds (ms: each summed, and the time any was under way), as run's
+    result.pipeline_ms = state.gpu.stats.pipelineMs - built.pipelineMs;
+    result.pipeline_busy_ms = state.gpu.stats.pipelineBusyMs - built.pipelineBusyMs;
     result.recreated = status.recreated;
     return result;
   } finally {

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import math
 
-from .program import FORMATS, compare, compile_target, guarded, release, tensor_data, values
+from .program import (FORMATS, compare, compile_counts, compile_target, guarded, release,
+                      tensor_data, values)
 
 
 # ---- ONNX models (the page's Models view) ----
@@ -23,6 +24,16 @@ def _value_info(name: str, shape, dtype) -> dict:
   return {"name": name, "shape": dims, "dtype": dtype.name if dtype is not None else None}
 
 
+def _declared(model) -> dict:
+  """{input name: (shape (a symbolic dimension is 1), dtype name (float32 when not declared))}."""
+  out = {}
+  for name in model.input_names:
+    shape = [d if isinstance(d, int) and d > 0 else 1 for d in (model.input_shapes[name] or ())]
+    dtype = model.input_dtypes[name]
+    out[name] = (shape, dtype.name if dtype is not None else "float32")
+  return out
+
+
 def random_inputs(model, seed: int = 0) -> dict:
   """Reproducible random inputs of the model's declared shapes (a symbolic dimension is 1):
   {name: {"shape", "dtype", "values"}}; floats uniform in [-1, 1) rounded to float32, integers
@@ -31,11 +42,8 @@ def random_inputs(model, seed: int = 0) -> dict:
   import struct
   rng = random.Random(seed)
   feeds = {}
-  for name in model.input_names:
-    shape = [d if isinstance(d, int) and d > 0 else 1 for d in (model.input_shapes[name] or ())]
-    dtype = model.input_dtypes[name]
+  for name, (shape, kind) in _declared(model).items():
     count = math.prod(shape)
-    kind = dtype.name if dtype is not None else "float32"
     if kind.startswith("float") or kind == "bfloat16":
       raw = [rng.uniform(-1.0, 1.0) for _ in range(count)]
       values = list(struct.unpack(f"<{count}f", struct.pack(f"<{count}f", *raw)))
@@ -49,11 +57,18 @@ def random_inputs(model, seed: int = 0) -> dict:
 
 def _feed_tensors(feeds: dict, device: str) -> dict:
   import kernelgen
+  from ..device import Device
   from ..dtype import dtypes
+  from ..graph import lazy
   tensors = {}
   for name, feed in feeds.items():
     dtype = getattr(dtypes, feed["dtype"])
-    tensor = kernelgen.Tensor(feed["values"], dtype=dtype, device=device)
+    if "raw" in feed:     # the given bytes as the buffer (no Python list; the same 1-D buffer)
+      count = len(feed["values"])
+      buffer = lazy.Buffer(Device.canonical(device), dtype, count, feed["raw"])
+      tensor = kernelgen.Tensor(lazy.LazyOp.from_buffer(buffer, (count,)))
+    else:
+      tensor = kernelgen.Tensor(feed["values"], dtype=dtype, device=device)
     tensors[name] = tensor.reshape(*feed["shape"]) if feed["shape"] else tensor.reshape()
   return tensors
 
@@ -66,7 +81,8 @@ def given_inputs(model, inputs) -> dict:
   from ..errors import ModelError
   raw = inputs.to_py() if hasattr(inputs, "to_py") else dict(inputs)
   feeds = {}
-  for name, feed in random_inputs(model, 0).items():
+  for name, (shape, kind) in _declared(model).items():
+    feed = {"shape": shape, "dtype": kind}
     if name not in raw:
       raise ModelError(f"no data for the model's input {name!r}: give every input "
                        f"({', '.join(model.input_names)})")
@@ -76,6 +92,8 @@ def given_inputs(model, inputs) -> dict:
       raise ModelError(f"input {name!r}: {len(data)} bytes, but {feed['dtype']} of shape "
                        f"{tuple(feed['shape'])} needs {count * struct.calcsize(fmt or 'B')}")
     feeds[name] = {**feed, "values": list(struct.unpack(f"<{count}{fmt}", data))}
+    if feed["dtype"] == "float32":   # the bytes are the buffer as they are (_feed_tensors)
+      feeds[name]["raw"] = data
   return feeds
 
 
@@ -182,21 +200,34 @@ def _class_top(outputs: list, k: int = 5) -> dict | None:
 def load_model(data, arch: str | None = "sm_80", seed: int = 0) -> dict:
   """Load an ONNX model (its file's bytes) for the page: its inputs and outputs, operator
   histogram and the kernels it compiles to ({"wgsl": {ok, kernels | error}, "ptx": ...}, PTX
-  for `arch`), with the inputs a run with `seed` uses as the compiled buffers."""
+  for `arch`), with the inputs a run with `seed` uses as the compiled buffers. What a load of
+  the same bytes, arch and seed gave on an earlier page load (kept in the browser's store,
+  stored.py) comes back without compiling, with "stored": True."""
   def work():
+    import hashlib
+
     import kernelgen
+    from .. import stored
     _MODEL.clear()
-    model = kernelgen.onnx.load(_model_bytes(data))
+    raw = _model_bytes(data)
+    model = kernelgen.onnx.load(raw)
     _MODEL["model"] = model
+    key = ("load_model", hashlib.sha256(raw).hexdigest(), arch, seed)
+    kept = stored.find_data(key)
+    if kept is not None:
+      return {**kept, "stored": True}
     outs = [t for _, t in _model_outputs(model, seed, "PYTHON")]
     compiled = {target: compile_target(outs, target, arch) for target in ("wgsl", "ptx")}
-    return {"inputs": [_value_info(n, model.input_shapes[n], model.input_dtypes[n])
-                       for n in model.input_names],
-            "outputs": [_value_info(n, model.output_shapes[n], model.output_dtypes[n])
-                        for n in model.output_names],
-            "histogram": model.op_histogram(), "nodes": len(model.nodes),
-            "opset": model.opset, "arch": arch, "image": image_input(model),
-            "labels": model_labels(model), **compiled}
+    result = {"inputs": [_value_info(n, model.input_shapes[n], model.input_dtypes[n])
+                         for n in model.input_names],
+              "outputs": [_value_info(n, model.output_shapes[n], model.output_dtypes[n])
+                          for n in model.output_names],
+              "histogram": model.op_histogram(), "nodes": len(model.nodes),
+              "opset": model.opset, "arch": arch, "image": image_input(model),
+              "labels": model_labels(model), **compiled}
+    if all(part["ok"] for part in compiled.values()):
+      stored.keep_data(key, result)
+    return result
   return guarded(work)
 
 
@@ -228,6 +259,8 @@ def _feed_data(feeds: dict) -> list:
   import struct
   def packed(feed):   # no struct format (bfloat16): the page gets no bytes for it
     fmt = FORMATS.get(feed["dtype"])
+    if "raw" in feed:
+      return feed["raw"]
     return struct.pack(f"<{len(feed['values'])}{fmt}", *feed["values"]) if fmt else b""
   return [{"name": name, "shape": f["shape"], "dtype": f["dtype"], "data": packed(f)}
           for name, f in feeds.items()]
@@ -236,11 +269,13 @@ def _feed_data(feeds: dict) -> list:
 def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
   """Run the loaded model on `device` with random_inputs(model, seed), or with `inputs` (see
   given_inputs) when given: {"outputs": [{name, shape, dtype, data}], "inputs": [the same for
-  the inputs used], "seconds", "device"}; the outputs are kept for compare_model."""
+  the inputs used], "seconds", "device", "compiled", "compile_s", "stored" (compile_counts)};
+  the outputs are kept for compare_model."""
   def work():
     import time
     model = _loaded_model()
     start = time.perf_counter()
+    before = compile_counts()
     given = inputs is not None and type(inputs).__name__ != "JsNull"   # a JS null: none given
     feeds = given_inputs(model, inputs) if given else random_inputs(model, seed)
     outputs = []
@@ -248,7 +283,8 @@ def run_model(seed: int = 0, device: str = "WEBGPU", inputs=None) -> dict:
       outputs.append({"name": name, **tensor_data(tensor.realize())})
     _MODEL["run"] = {"seed": seed, "outputs": outputs, "feeds": feeds}
     return {"outputs": outputs, "inputs": _feed_data(feeds), "top": _class_top(outputs),
-            "seconds": time.perf_counter() - start, "device": device}
+            "seconds": time.perf_counter() - start, "device": device,
+            **compile_counts(before)}
   return guarded(work)
 
 

@@ -295,21 +295,26 @@ def compare(result: dict, reference: dict) -> dict:
           "rtol": rtol, "atol": atol}
 
 
-def _run_on(code: str, device: str) -> dict:
-  import time
+def compile_counts(before: dict | None = None) -> dict:
+  """{"compiled": kernels compiled (compile-cache misses), "compile_s": the seconds those
+  compiles took, "stored": kernels taken from the browser's store instead (stored.py)}: totals
+  so far, or with `before` (an earlier call's) those since then."""
   from ..cache import cache_info
   from ..stored import STATS
+  info = cache_info()
+  now = {"compiled": info["misses"], "compile_s": info["compile_s"], "stored": STATS["hits"]}
+  return {k: v - before[k] for k, v in now.items()} if before else now
+
+
+def _run_on(code: str, device: str) -> dict:
+  import time
   start = time.perf_counter()
-  misses, hits, spent = cache_info()["misses"], STATS["hits"], cache_info()["compile_s"]
+  before = compile_counts()
   out = execute(code, device)
   data = tensor_data(out.realize())
   data["seconds"] = time.perf_counter() - start
   data["device"] = device
-  # kernels compiled by this run (and the seconds their compiles took), and those taken from the
-  # browser's store instead (stored.py)
-  data["compiled"] = cache_info()["misses"] - misses
-  data["compile_s"] = cache_info()["compile_s"] - spent
-  data["stored"] = STATS["hits"] - hits
+  data.update(compile_counts(before))
   return data
 
 
