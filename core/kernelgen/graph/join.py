@@ -48,6 +48,7 @@ from __future__ import annotations
 
 from .bind_limit import BufferLimit, as_limit, storage_count
 from .lazy import L, LazyOp
+from .member_reads import member_reads
 from .schedule import TILED_REDUCE_MIN, ScheduleItem, kernel_reduces
 from .view import contiguous_strides
 
@@ -75,7 +76,7 @@ def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
   open_groups: list[int] = []       # indices into `groups` a later kernel may still join
   for item in items:
     target = None
-    if _plain(item) or _write(item):
+    if _plain(item) or _write(item) or _write_head(item):
       # a write joins another write first (a KV cache's k and v), else a plain group it reads
       order = sorted(open_groups, key=lambda g: (groups[g][0].out.op is not item.out.op, g))
       for g in order:
@@ -89,23 +90,29 @@ def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
       groups[target].append(item)
       continue
     groups.append([item])
-    if _plain(item) or _write(item):
+    if _plain(item) or _write(item) or _write_head(item):
       open_groups.append(len(groups) - 1)
   if all(len(g) == 1 for g in groups):
     return items
   return _ordered(groups, items)
 
 
-def _plain(item: ScheduleItem) -> bool:
-  """A kernel that may join another: elementwise at its output, static shape, its reductions
-  (if any) short enough for a thread per output (JOIN_REDUCE_MAX)."""
+def _plain(item: ScheduleItem, ops: tuple = _PLAIN) -> bool:
+  """A kernel that may join another: elementwise at its output (one of `ops`), static shape, its
+  reductions (if any) short enough for a thread per output (JOIN_REDUCE_MAX)."""
   out = item.out
-  if out.op not in _PLAIN or not out.size or out.sym is not None or item.rows or \
+  if out.op not in ops or not out.size or out.sym is not None or item.rows or \
      item.recomputed or item.extra:
     return False
   reduces = kernel_reduces(item)
   return not reduces or (out.size < TILED_REDUCE_MIN and
                          all(r.src[0].size <= JOIN_REDUCE_MAX * r.size for r in reduces))
+
+
+def _write_head(item: ScheduleItem) -> bool:
+  """A reduction's kernel that only writes may join (a decode layer's QKV projection, the
+  sum itself its output), its reductions short as _plain's; plain kernels keep theirs."""
+  return item.out.op is L.REDUCE and _plain(item, (L.REDUCE,))
 
 
 def _write(item: ScheduleItem) -> bool:
@@ -134,7 +141,7 @@ def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
   head = group[0].out
   if head.op is not L.WRITE and item.out.op is L.WRITE:
     return _write_after_plain(group, item, max_buffers)
-  if (head.op is L.WRITE) != (item.out.op is L.WRITE):
+  if (head.op is L.WRITE) != (item.out.op is L.WRITE) or head.op is L.REDUCE:
     return False
   if head.op is L.WRITE:
     return _writes_fit(group, item, max_buffers)
@@ -166,15 +173,15 @@ def _writes_fit(group: list[ScheduleItem], item: ScheduleItem,
      item.out.device != head.device:
     return False
   targets = {_buffer_key(it.out.src[0]) for it in group}
-  member_reads = {_buffer_key(i) for it in group for i in it.inputs}
+  member_inputs = {_buffer_key(i) for it in group for i in it.inputs}
   own = _buffer_key(item.out.src[0])
-  if own in member_reads or own in targets:
+  if own in member_inputs or own in targets:
     return False
   reads = [_buffer_key(i) for i in item.inputs if i is not item.out.src[0]]
   outs = {id(o) for o in _outputs(group)}
   if any(k in targets for k in reads) or any(id(i) in outs for i in item.inputs):
     return False
-  shared = member_reads - targets
+  shared = member_inputs - targets
   if not any(k in shared for k in reads):
     return False                      # unrelated writes keep their own grids
   writes = group + [item]
@@ -200,7 +207,7 @@ def _write_after_plain(group: list[ScheduleItem], item: ScheduleItem,
     if value.sym is not None or value.size != group[0].out.size or _reads_any(item, group) or \
        not any(_buffer_key(i) in reads for i in item.inputs if i is not item.out.src[0]):
       return False
-  elif member_slice(value, plain) is None:
+  elif member_slice(value, plain) is None and read_member(value, item.inputs, plain) is None:
     return False
   targets = {_buffer_key(it.out.src[0]) for it in group if it.out.op is L.WRITE}
   own = _buffer_key(item.out.src[0])
@@ -233,6 +240,20 @@ def member_slice(value: LazyOp, members: list[LazyOp]) -> tuple[LazyOp, int] | N
   if any(n > 1 and s != c for s, c, n in zip(v.strides, contiguous_strides(v.shape), v.shape)):
     return None
   return (src, v.offset) if 0 <= v.offset and v.offset + value.size <= src.size else None
+
+
+def read_member(value: LazyOp, inputs: tuple, members: list[LazyOp]) -> tuple | None:
+  """(member, reads) where an in-place write's `value`, an elementwise expression (no reduction,
+  static) over `inputs` (buffers), reads one of `members`' outputs through views (a rotated
+  key: k[i] and k[i + d/2] of a QKV projection), `reads` as member_reads lists them; else
+  None."""
+  leaves = {id(i) for i in inputs}
+  for m in members:
+    reads = member_reads(value, m, leaves - {id(m)})
+    if reads is not None and all(member_reads(value, o, leaves - {id(o)}) is None
+                                 for o in members if o is not m):
+      return m, reads
+  return None
 
 
 def _buffer_key(node: LazyOp):
