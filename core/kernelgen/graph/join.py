@@ -40,7 +40,7 @@ caches (tests/devices/test_symbolic_decode.py): 5 -> 4 dispatches a layer; with 
 Linear layers 6 -> 4. A write whose value reads a member's elements elementwise through views
 (read_member: an imported ONNX LM's rotated key, k[i] with k[i + d/2] of the QKV projection)
 joins too, the group's head then possibly a bare reduction's kernel (_write_head: the q4
-projection, which no plain kernel joins); its threads exchange the member through workgroup
+projection, which no plain kernel joins, and only for such a write); its threads exchange the member through workgroup
 memory (lowering/exchange.py), and the v write joins as a slice: kg.generate's decode step of
 the tiny q4 LM 19 -> 17 launches (2 layers). Not joined there: a symbolic projection (the page's
 bundles, a prompt's rows). Not yet joined: row kernels, kernels of
@@ -144,6 +144,8 @@ def _reads_any(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
 def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
           max_buffers: BufferLimit | int | None) -> bool:
   head = group[0].out
+  if head.op is L.REDUCE and not any(_reads_others(it, group + [item]) for it in group + [item]):
+    return False      # a bare reduction's kernel takes writes for a write that needs it alone
   if head.op is not L.WRITE and item.out.op is L.WRITE:
     return _write_after_plain(group, item, max_buffers)
   if (head.op is L.WRITE) != (item.out.op is L.WRITE) or head.op is L.REDUCE:
@@ -212,7 +214,7 @@ def _write_after_plain(group: list[ScheduleItem], item: ScheduleItem,
     if value.sym is not None or value.size != group[0].out.size or _reads_any(item, group) or \
        not any(_buffer_key(i) in reads for i in item.inputs if i is not item.out.src[0]):
       return False
-  elif member_slice(value, plain) is None and read_member(value, item.inputs, plain) is None:
+  elif member_slice(value, plain) is None and not _reads_others(item, group):
     return False
   targets = {_buffer_key(it.out.src[0]) for it in group if it.out.op is L.WRITE}
   own = _buffer_key(item.out.src[0])
@@ -259,6 +261,21 @@ def read_member(value: LazyOp, inputs: tuple, members: list[LazyOp]) -> tuple | 
                                  for o in members if o is not m):
       return m, reads
   return None
+
+
+def _reads_others(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
+  """Whether `item` is a write whose value reads, for some element e, a member element other than
+  the one its thread computes (read_member; a rotated key's k[i + d/2]), not a run or a copy."""
+  if item.out.op is not L.WRITE:
+    return False
+  plain = [it.out for it in group if it.out.op is not L.WRITE]
+  if member_slice(item.out.src[1], plain) is not None:
+    return False
+  got = read_member(item.out.src[1], item.inputs, plain)
+  if got is None:
+    return False
+  offset = min(min(r) for r in got[1] if r)
+  return any(r - {offset + e} for e, r in enumerate(got[1]))
 
 
 def _buffer_key(node: LazyOp):
