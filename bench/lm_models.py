@@ -60,6 +60,7 @@ class _Builder:
   def __init__(self, cfg: Config, dtype: str, seed: int, rotary: str = "op"):
     from onnx import TensorProto
     self.cfg, self.dtype, self.rotary = cfg, dtype, rotary
+    self.interleaved = 0            # RotaryEmbedding / GroupQueryAttention rotary_interleaved
     self.rng = np.random.default_rng(seed)
     self.nodes, self.inits = [], []
     self.float = np.float16 if dtype == "fp16" else np.float32
@@ -174,7 +175,7 @@ def _attention(bld: _Builder, i: int, h: str, caches: tuple) -> str:
   if bld.rotary == "op":
     for name, heads in ((q, cfg.heads), (k, cfg.kv_heads)):
       bld.node("RotaryEmbedding", [name, "position_ids", *caches], [f"{name}/rot"],
-               domain="com.microsoft", interleaved=0, num_heads=heads)
+               domain="com.microsoft", interleaved=bld.interleaved, num_heads=heads)
     q, k = f"{q}/rot", f"{k}/rot"
   else:          # GroupQueryAttention rotates q and k itself (onnxruntime-genai's builder)
     extra = list(caches)
@@ -183,6 +184,7 @@ def _attention(bld: _Builder, i: int, h: str, caches: tuple) -> str:
             "total_seq_len", *extra],
            [f"{p}/out", f"present.{i}.key", f"present.{i}.value"], domain="com.microsoft",
            num_heads=cfg.heads, kv_num_heads=cfg.kv_heads, do_rotary=int(bool(extra)),
+           rotary_interleaved=bld.interleaved,
            scale=1.0 / float(np.sqrt(cfg.head_dim)))
   return bld.linear(f"{p}/out", f"{p}.o_proj", cfg.hidden, cfg.hidden)
 
@@ -207,15 +209,17 @@ def _skip_norm(bld: _Builder, x: str, residual: str, weight: str, name: str) -> 
 
 
 def build(cfg: Config, dtype: str = "fp32", seed: int = 0, rotary: str = "op",
-          last_logits: bool = False):
+          last_logits: bool = False, interleaved: bool = False):
   """The onnx ModelProto of a random-weight causal LM of `cfg` in `dtype` (fp32, fp16, q4);
   rotary "op" (RotaryEmbedding nodes before the attention) or "gqa" (GroupQueryAttention's
   do_rotary with the caches); last_logits: the LM head on the last position only (logits
-  (B, 1, vocab), as exports with logits_to_keep = 1 compute them)."""
+  (B, 1, vocab), as exports with logits_to_keep = 1 compute them); interleaved: rotary pairs
+  (2i, 2i + 1) of a head, not (i, i + d/2)."""
   from onnx import TensorProto, helper
   if dtype not in ("fp32", "fp16", "q4") or rotary not in ("op", "gqa"):
     raise ValueError(f"dtype {dtype!r}: fp32, fp16 or q4; rotary {rotary!r}: op or gqa")
   bld = _Builder(cfg, dtype, seed, rotary)
+  bld.interleaved = int(interleaved)
   x = _embedding(bld)
   _mask_lengths(bld)
   caches = _rotary_caches(bld)

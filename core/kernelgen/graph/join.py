@@ -37,8 +37,13 @@ reads too; the thread computing each element stores it into the cache as well, f
 or where it computes its own projection from an input the group reads, its value as many elements
 as the head's output (each thread computes one of each). A kg.nn decoder with separate k and v
 caches (tests/devices/test_symbolic_decode.py): 5 -> 4 dispatches a layer; with q, k and v
-Linear layers 6 -> 4. The imported ONNX LMs are unchanged: their k write reads the rotated key
-(not a run of the projection), their v write joins it. Not yet joined: row kernels, kernels of
+Linear layers 6 -> 4. A write whose value reads a member's elements elementwise through views
+(read_member: an imported ONNX LM's rotated key, k[i] with k[i + d/2] of the QKV projection)
+joins too, the group's head then possibly a bare reduction's kernel (_write_head: the q4
+projection, which no plain kernel joins, and only for such a write); its threads exchange the member through workgroup
+memory (lowering/exchange.py), and the v write joins as a slice: kg.generate's decode step of
+the tiny q4 LM 19 -> 17 launches (2 layers). Not joined there: a symbolic projection (the page's
+bundles, a prompt's rows). Not yet joined: row kernels, kernels of
 other shapes, a write after a kernel that reads a member's output (the joined kernel would run
 after that reader), and writes with a kernel between them that reads the first one's output
 (examples/tiny_gpt.py: its scores read the k cache before the v write is scheduled; joining
@@ -48,6 +53,7 @@ from __future__ import annotations
 
 from .bind_limit import BufferLimit, as_limit, storage_count
 from .lazy import L, LazyOp
+from .member_reads import member_reads
 from .schedule import TILED_REDUCE_MIN, ScheduleItem, kernel_reduces
 from .view import contiguous_strides
 
@@ -75,7 +81,7 @@ def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
   open_groups: list[int] = []       # indices into `groups` a later kernel may still join
   for item in items:
     target = None
-    if _plain(item) or _write(item):
+    if _plain(item) or _write(item) or _write_head(item):
       # a write joins another write first (a KV cache's k and v), else a plain group it reads
       order = sorted(open_groups, key=lambda g: (groups[g][0].out.op is not item.out.op, g))
       for g in order:
@@ -89,23 +95,29 @@ def join_outputs(items: list[ScheduleItem], roots: list[LazyOp],
       groups[target].append(item)
       continue
     groups.append([item])
-    if _plain(item) or _write(item):
+    if _plain(item) or _write(item) or _write_head(item):
       open_groups.append(len(groups) - 1)
   if all(len(g) == 1 for g in groups):
     return items
   return _ordered(groups, items)
 
 
-def _plain(item: ScheduleItem) -> bool:
-  """A kernel that may join another: elementwise at its output, static shape, its reductions
-  (if any) short enough for a thread per output (JOIN_REDUCE_MAX)."""
+def _plain(item: ScheduleItem, ops: tuple = _PLAIN) -> bool:
+  """A kernel that may join another: elementwise at its output (one of `ops`), static shape, its
+  reductions (if any) short enough for a thread per output (JOIN_REDUCE_MAX)."""
   out = item.out
-  if out.op not in _PLAIN or not out.size or out.sym is not None or item.rows or \
+  if out.op not in ops or not out.size or out.sym is not None or item.rows or \
      item.recomputed or item.extra:
     return False
   reduces = kernel_reduces(item)
   return not reduces or (out.size < TILED_REDUCE_MIN and
                          all(r.src[0].size <= JOIN_REDUCE_MAX * r.size for r in reduces))
+
+
+def _write_head(item: ScheduleItem) -> bool:
+  """A reduction's kernel that only writes may join (a decode layer's QKV projection, the
+  sum itself its output), its reductions short as _plain's; plain kernels keep theirs."""
+  return item.out.op is L.REDUCE and _plain(item, (L.REDUCE,))
 
 
 def _write(item: ScheduleItem) -> bool:
@@ -132,9 +144,11 @@ def _reads_any(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
 def _fits(group: list[ScheduleItem], item: ScheduleItem, readers: dict,
           max_buffers: BufferLimit | int | None) -> bool:
   head = group[0].out
+  if head.op is L.REDUCE and not any(_reads_others(it, group + [item]) for it in group + [item]):
+    return False      # a bare reduction's kernel takes writes for a write that needs it alone
   if head.op is not L.WRITE and item.out.op is L.WRITE:
     return _write_after_plain(group, item, max_buffers)
-  if (head.op is L.WRITE) != (item.out.op is L.WRITE):
+  if (head.op is L.WRITE) != (item.out.op is L.WRITE) or head.op is L.REDUCE:
     return False
   if head.op is L.WRITE:
     return _writes_fit(group, item, max_buffers)
@@ -166,15 +180,15 @@ def _writes_fit(group: list[ScheduleItem], item: ScheduleItem,
      item.out.device != head.device:
     return False
   targets = {_buffer_key(it.out.src[0]) for it in group}
-  member_reads = {_buffer_key(i) for it in group for i in it.inputs}
+  member_inputs = {_buffer_key(i) for it in group for i in it.inputs}
   own = _buffer_key(item.out.src[0])
-  if own in member_reads or own in targets:
+  if own in member_inputs or own in targets:
     return False
   reads = [_buffer_key(i) for i in item.inputs if i is not item.out.src[0]]
   outs = {id(o) for o in _outputs(group)}
   if any(k in targets for k in reads) or any(id(i) in outs for i in item.inputs):
     return False
-  shared = member_reads - targets
+  shared = member_inputs - targets
   if not any(k in shared for k in reads):
     return False                      # unrelated writes keep their own grids
   writes = group + [item]
@@ -200,7 +214,7 @@ def _write_after_plain(group: list[ScheduleItem], item: ScheduleItem,
     if value.sym is not None or value.size != group[0].out.size or _reads_any(item, group) or \
        not any(_buffer_key(i) in reads for i in item.inputs if i is not item.out.src[0]):
       return False
-  elif member_slice(value, plain) is None:
+  elif member_slice(value, plain) is None and not _reads_others(item, group):
     return False
   targets = {_buffer_key(it.out.src[0]) for it in group if it.out.op is L.WRITE}
   own = _buffer_key(item.out.src[0])
@@ -233,6 +247,35 @@ def member_slice(value: LazyOp, members: list[LazyOp]) -> tuple[LazyOp, int] | N
   if any(n > 1 and s != c for s, c, n in zip(v.strides, contiguous_strides(v.shape), v.shape)):
     return None
   return (src, v.offset) if 0 <= v.offset and v.offset + value.size <= src.size else None
+
+
+def read_member(value: LazyOp, inputs: tuple, members: list[LazyOp]) -> tuple | None:
+  """(member, reads) where an in-place write's `value`, an elementwise expression (no reduction,
+  static) over `inputs` (buffers), reads one of `members`' outputs through views (a rotated
+  key: k[i] and k[i + d/2] of a QKV projection), `reads` as member_reads lists them; else
+  None."""
+  leaves = {id(i) for i in inputs}
+  for m in members:
+    reads = member_reads(value, m, leaves - {id(m)})
+    if reads is not None and all(member_reads(value, o, leaves - {id(o)}) is None
+                                 for o in members if o is not m):
+      return m, reads
+  return None
+
+
+def _reads_others(item: ScheduleItem, group: list[ScheduleItem]) -> bool:
+  """Whether `item` is a write whose value reads, for some element e, a member element other than
+  the one its thread computes (read_member; a rotated key's k[i + d/2]), not a run or a copy."""
+  if item.out.op is not L.WRITE:
+    return False
+  plain = [it.out for it in group if it.out.op is not L.WRITE]
+  if member_slice(item.out.src[1], plain) is not None:
+    return False
+  got = read_member(item.out.src[1], item.inputs, plain)
+  if got is None:
+    return False
+  offset = min(min(r) for r in got[1] if r)
+  return any(r - {offset + e} for e, r in enumerate(got[1]))
 
 
 def _buffer_key(node: LazyOp):

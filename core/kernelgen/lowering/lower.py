@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from ..graph.join import member_slice
+from ..graph.join import member_slice, read_member
 from ..graph.lazy import L
 from ..graph.schedule import ScheduleItem
 from ..graph.view import contiguous_strides
@@ -22,6 +22,7 @@ from .lowerer import Lowerer, Opts
 from .tile_grid import grid_axis, tile_axes, tile_threads
 from .reductions import nested_reduces, sibling_reduces
 from .quad_share import quad_share
+from .exchange import exchange, exchangeable
 from .regtile import tiled_stores
 from .attention import attention_stores
 from .rows import row_stores
@@ -118,6 +119,9 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
       return stores
   stores, slots = [], _out_slots(lw.item)
   members = [node for _, node in slots if node.op is not L.WRITE]
+  if any(node.op is L.WRITE and member_slice(node.src[1], members) is None and
+         read_member(node.src[1], lw.item.inputs, members) for _, node in slots):
+    return _exchange_stores(lw, opts, spread, slots, members)
   for j in range(opts.upcast):
     flat = linear_index(spread, j)
     gate = flat.lt(int_const(n)) if groups * per_group > n else None
@@ -133,6 +137,46 @@ def _thread_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
     return vector_stores(stores, opts.upcast)
   rows = lw.split_loops is not None and len(members) == len(slots)   # (no joined write)
   return _rows_vector_loads(stores, opts.upcast) if rows else stores
+
+
+def _exchange_stores(lw: Lowerer, opts: Opts, spread: list, slots: list, members: list) -> list:
+  """_thread_stores of a joined kernel with a write whose value reads elements of a member
+  other threads compute (a rotated key of the QKV projection): the members' stores first
+  (their loads as vectors, as _rows_vector_loads), then each such member's values exchanged
+  through workgroup memory where its workgroups hold what each write element reads
+  (exchange.py), then the writes, each write element stored by the thread computing member
+  element offset + e."""
+  n, per_group = lw.item.out.size, opts.local * opts.upcast
+  points = []
+  for j in range(opts.upcast):
+    flat = linear_index(spread, j)
+    gate = flat.lt(int_const(n)) if spread[0][2] * per_group > n else None
+    points.append((flat, gate, tuple(unravel([(flat, 1, n)], 0, lw.item.out.shape))))
+  kept = [(slot, node) for slot, node in slots if node.op is not L.WRITE]
+  stores = [lw.params[slot].store(flat, lw.value(node, idxs, gate), gate)
+            for flat, gate, idxs in points for slot, node in kept]
+  if lw.split_loops is not None:
+    stores = _rows_vector_loads(stores, opts.upcast)
+  values = {(j, id(node)): stores[j * len(kept) + k].src[2]
+            for j in range(opts.upcast) for k, (_, node) in enumerate(kept)}
+  for slot, node in slots:
+    if node.op is not L.WRITE:
+      continue
+    got = member_slice(node.src[1], members)
+    if got is not None:
+      stores += [_slice_write_store(lw, slot, node, members, flat, idxs, gate,
+                                    values[(j, id(got[0]))])
+                 for j, (flat, gate, idxs) in enumerate(points)]
+      continue
+    member, reads = read_member(node.src[1], lw.item.inputs, members)
+    offset = min(min(r) for r in reads if r)
+    if id(member) not in lw.staged and exchangeable(reads, offset, per_group):
+      lid = spread[1][0] if opts.local > 1 else None
+      at = lid * int_const(opts.upcast) if lid is not None else int_const(0)
+      exchange(lw, member, [values[(j, id(member))] for j in range(opts.upcast)],
+               spread[0][0] * int_const(per_group), at, per_group)
+    stores += [_offset_write_store(lw, slot, node, offset, flat, gate) for flat, gate, _ in points]
+  return stores
 
 
 def _rows_vector_loads(stores: list, rows: int) -> list:
@@ -174,17 +218,24 @@ def write_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
 
 
 def _slice_write_store(lw: Lowerer, slot: int, out, members: list, flat: UOp, idxs: tuple,
-                       gate) -> UOp:
+                       gate, v=None) -> UOp:
   """The store of in-place write `out`, whose value is the run offset .. offset + size - 1 of a
   member's elements (join.member_slice), by the thread computing member element `flat` (at
-  `idxs`): the value the thread computed for the member, at the write's element flat - offset."""
+  `idxs`): the value the thread computed for the member (`v` where the caller has it), at the
+  write's element flat - offset."""
   member, offset = member_slice(out.src[1], members)
+  return _offset_write_store(lw, slot, out, offset, flat, gate,
+                             lw.value(member, idxs, gate) if v is None else v)
+
+
+def _offset_write_store(lw: Lowerer, slot: int, out, offset: int, flat: UOp, gate, v=None) -> UOp:
+  """The store of in-place write `out`'s element flat - offset by the thread computing member
+  element `flat` (none outside the write's elements); its value `v`, else computed there."""
   n = out.src[1].size
   inside = flat.ge(int_const(offset)) & flat.lt(int_const(offset + n))
   wgate = gate_and(gate, inside)
   at = (flat - int_const(offset)) if offset else flat
-  return _write_store(lw, slot, out, inside.where(at, int_const(0)), wgate, wgate,
-                      lw.value(member, idxs, gate))
+  return _write_store(lw, slot, out, inside.where(at, int_const(0)), wgate, wgate, v)
 
 
 def _write_store(lw: Lowerer, slot: int, out, flat: UOp, gate, store_gate, v=None) -> UOp:
