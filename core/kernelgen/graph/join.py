@@ -40,11 +40,11 @@ caches (tests/devices/test_symbolic_decode.py): 5 -> 4 dispatches a layer; with 
 Linear layers 6 -> 4. A write whose value reads a member's elements elementwise through views
 (read_member: an imported ONNX LM's rotated key, k[i] with k[i + d/2] of the QKV projection)
 joins too, the group's head then possibly a bare reduction's kernel (_write_head: the q4
-projection, which no plain kernel joins, and only for such a write); its threads exchange the member through workgroup
-memory (lowering/exchange.py), and the v write joins as a slice: kg.generate's decode step of
-the tiny q4 LM 19 -> 17 launches (2 layers). Not joined there: a symbolic projection (the page's
-bundles, a prompt's rows). Not yet joined: row kernels, kernels of
-other shapes, a write after a kernel that reads a member's output (the joined kernel would run
+projection, which no plain kernel joins, and only for such a write); its threads exchange the
+member through workgroup memory (lowering/exchange.py), and the v write joins as a slice:
+kg.generate's decode step of the tiny q4 LM 19 -> 17 launches (2 layers). Not joined there: a
+symbolic projection (the page's bundles, a prompt's rows). Not yet joined: row kernels, kernels
+of other shapes, a write after a kernel that reads a member's output (the joined kernel would run
 after that reader), and writes with a kernel between them that reads the first one's output
 (examples/tiny_gpt.py: its scores read the k cache before the v write is scheduled; joining
 there would need the later write moved up).
