@@ -81,32 +81,11 @@ def _rounded_fp32(cfg, folder: str) -> str:
   return path
 
 
-def ort_forced_logits(path: str, prompt: list, tokens: list) -> list:
-  """onnxruntime's (CPU) last-position logits (float64) at each of len(tokens) positions, fed
-  `prompt` then `tokens`."""
-  import onnxruntime as ort
-  sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-  past_inputs = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
-  fdt = np.float16 if "float16" in past_inputs[0].type else np.float32
-  past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), fdt) for i in past_inputs}
-  new, total, out = list(prompt), 0, []
-  for tok in tokens:
-    total += len(new)
-    feeds = {"input_ids": np.array([new], np.int64),
-             "attention_mask": np.ones((1, total), np.int64),
-             "position_ids": np.arange(total - len(new), total, dtype=np.int64)[None], **past}
-    results = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
-    past = {n: results[n.replace("past_key_values.", "present.")] for n in past}
-    out.append(results["logits"][0, -1].astype(np.float64))
-    new = [tok]
-  return out
-
-
 def _reference_line(cfg, folder: str, prompt: list, want: list, got: list) -> str:
   """--f32-reference's line: the fp16-rounded fp32 reference against kernelgen and onnxruntime
   fp16 (`want`, its greedy tokens, also what everyone was fed), and its margins where they
   differ."""
-  ref = ort_forced_logits(_rounded_fp32(cfg, folder), prompt, want)
+  ref = lm_models.ort_steps(_rounded_fp32(cfg, folder), prompt, len(want), forced=want)[1]
   picks = [int(r.argmax()) for r in ref]
   kg_ok = sum(a == b for a, b in zip(got, picks))
   ort_ok = sum(a == b for a, b in zip(want, picks))

@@ -261,23 +261,31 @@ def build(cfg: Config, dtype: str = "fp32", seed: int = 0, rotary: str = "op",
 def ort_greedy(model, prompt: list, steps: int) -> list:
   """onnxruntime's (CPU) greedy tokens for a model of this layout (a ModelProto or a file path):
   a prompt step, then one decode step per token."""
+  return ort_steps(model, prompt, steps)[0]
+
+
+def ort_steps(model, prompt: list, steps: int, forced: list | None = None) -> tuple:
+  """onnxruntime's (CPU) (argmax tokens, last-position float64 logits) at each of `steps`
+  positions of a model of this layout: a prompt step, then one decode step per token, each fed
+  the previous argmax, or `forced`'s token there where given (forced decoding)."""
   import onnxruntime as ort
   src = model if isinstance(model, str) else model.SerializeToString()
   sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
   past_inputs = [i for i in sess.get_inputs() if i.name.startswith("past_key_values.")]
   fdt = np.float16 if "float16" in past_inputs[0].type else np.float32
   past = {i.name: np.zeros((1, i.shape[1], 0, i.shape[3]), fdt) for i in past_inputs}
-  new, total, out = list(prompt), 0, []
-  for _ in range(steps):
+  new, total, tokens, logits = list(prompt), 0, [], []
+  for step in range(steps):
     total += len(new)
     feeds = {"input_ids": np.array([new], np.int64),
              "attention_mask": np.ones((1, total), np.int64),
              "position_ids": np.arange(total - len(new), total, dtype=np.int64)[None], **past}
     results = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
     past = {n: results[n.replace("past_key_values.", "present.")] for n in past}
-    out.append(int(results["logits"][0, -1].astype(np.float32).argmax()))
-    new = [out[-1]]
-  return out
+    logits.append(results["logits"][0, -1].astype(np.float64))
+    tokens.append(int(results["logits"][0, -1].astype(np.float32).argmax()))
+    new = [forced[step] if forced is not None else tokens[-1]]
+  return tokens, logits
 
 
 def main() -> None:
