@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 import kernelgen as kg
-import kernelgen.lowering.lower as lowering
 from onnx_contrib_util import onnx  # noqa: F401 (a missing onnx package is a missing tool)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import lm_decode_kernels  # noqa: E402
 import lm_models  # noqa: E402
+from spies import exchange_calls  # noqa: E402
 
 PROMPT = [1, 5, 9, 2, 7]
 TOKENS = 6
@@ -39,12 +39,7 @@ def test_decode_step_writes_the_rotated_key_from_the_projection(dtype, build, si
   pytest.importorskip("onnxruntime")
   cfg = dataclasses.replace(lm_models.CONFIGS["tiny"], **sizes)
   model = lm_models.build(cfg, dtype, **build)
-  exchanged, exchange = [], lowering.exchange
-
-  def spy(lw, member, *args):
-    exchanged.append(member.shape)
-    return exchange(lw, member, *args)
-  monkeypatch.setattr(lowering, "exchange", spy)
+  exchanged = exchange_calls(monkeypatch)
   kg.clear_cache()
   loaded = kg.onnx.load(model.SerializeToString())
   got = kg.generate(loaded, PROMPT, max_new_tokens=TOKENS, device="WEBGPU")

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 
 import kernelgen as kg
-import kernelgen.lowering.lower as lowering
 from kernelgen import nn
 from kernelgen.graph.member_reads import member_reads
 from kernelgen.lowering.exchange import exchangeable
 from kernelgen.realize import realize
+from spies import exchange_calls
 
 D, HEADS, HD, AT = 64, 2, 16, 3        # hidden, kv heads, head size, the cache row written
 
@@ -50,12 +50,7 @@ def test_a_rotated_key_is_written_by_the_projection_kernel(device, interleaved, 
   kk = nn.kv_append(kc.past(pos), key)
   vv = nn.kv_append(vc.past(pos), qkv[:, D + HEADS * HD:])
   q = (qkv[:, :D] * 2).sum()                    # another kernel reads q (an LM's attention)
-  exchanged, exchange = [], lowering.exchange
-
-  def spy(lw, member, *args):
-    exchanged.append(member.shape)
-    return exchange(lw, member, *args)
-  monkeypatch.setattr(lowering, "exchange", spy)
+  exchanged = exchange_calls(monkeypatch)
   kg.clear_cache()
   names = [kern.name for kern in kg.compile([kk, vv, q], target="wgsl")]
   assert exchanged, "k recomputed, not exchanged"
