@@ -136,3 +136,21 @@ def test_form_past_the_plain_forms_limits_is_dropped(tmp_path):
   alternates.fit(manifest, sources, device_limits.needs, device_limits.DEFAULTS)
   assert "subgroups" not in kernel and "optional_features" not in manifest
   assert set(sources) == {k["file"] for k in manifest["kernels"]}
+
+
+@pytest.mark.parametrize("runs,field", [
+  ({"dim": "seq", "lo": 3, "hi": 1}, "kernels[0].runs.hi"),     # an empty range
+  ({"dim": 7, "lo": 1, "hi": 1}, "kernels[0].runs.dim"),
+  ({"dim": "seq", "lo": "1", "hi": 2}, "kernels[0].runs.lo"),
+  ([1, 2], "kernels[0].runs"),
+])
+def test_damaged_runs_is_a_manifest_error(tmp_path, runs, field):
+  """A kernel's `runs` (launched only while its dim is within lo..hi: graph/one_row.py's joins)
+  edited into something malformed is a ManifestError naming the field, not a skipped launch."""
+  kg.export(_conv(), str(tmp_path), subgroups=False)
+  manifest = _manifest(tmp_path)
+  manifest["kernels"][0]["runs"] = runs
+  (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+  with pytest.raises(ManifestError) as error:
+    kg.load_bundle(str(tmp_path))
+  assert field in str(error.value)
