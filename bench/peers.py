@@ -596,11 +596,13 @@ def submit_floor(page, dispatches: int, reps: int) -> dict:
 
 
 def measure(names=None, adapters=ADAPTERS, reps: int = 5, tiny: bool = False,
-            copy: bool = True, playwright=None, runs: int = 1, allow_load: bool = False) -> dict:
+            copy: bool = True, playwright=None, runs: int = 1, allow_load: bool = False,
+            settle_s: float = SETTLE_MAX_S) -> dict:
   """The rows whose names contain a word of `names` on each adapter, `runs` times (a fresh
   browser each time, its load recorded; peers_report.aggregate). `playwright`: a started sync
   Playwright to use (the tests' session one: a second sync_playwright cannot start while one
-  runs); by default one of its own."""
+  runs); by default one of its own. `settle_s`: the longest wait for the load to fall before a
+  run (settle; 0 where nothing is timed for a report, as in the tests)."""
   import contextlib
 
   import numpy as np
@@ -624,7 +626,8 @@ def measure(names=None, adapters=ADAPTERS, reps: int = 5, tiny: bool = False,
     own = sync_playwright() if playwright is None else contextlib.nullcontext(playwright)
     with StaticServer(ROOT / "bench", mounts=mounts) as server, own as pw:
       for i in range(runs):
-        out["runs"].append({a: timed_run(pw, server, a, specs, reps, copy) for a in adapters})
+        out["runs"].append({a: timed_run(pw, server, a, specs, reps, copy, settle_s)
+                           for a in adapters})
         foreign = ", ".join(f"{a} {r['foreign']:.2f}" for a, r in out["runs"][-1].items()
                             if r["foreign"] is not None)
         print(f"run {i + 1} of {runs} done (load {os.getloadavg()[0]:.1f}; other processes' "
@@ -653,11 +656,12 @@ def settle(limit: float = SETTLE_LOAD, longest: float = SETTLE_MAX_S, loadavg=os
   return waited
 
 
-def timed_run(pw, server, adapter: str, specs: dict, reps: int, copy: bool) -> dict:
+def timed_run(pw, server, adapter: str, specs: dict, reps: int, copy: bool,
+              settle_s: float = SETTLE_MAX_S) -> dict:
   """One run on one adapter (run_adapter), after the load settles (settle), the load average
   before, at most during (sampled after every row) and after it, and the cores other processes
   used during it (foreign_cpu)."""
-  waited = settle()
+  waited = settle(longest=settle_s)
   before, start = os.getloadavg()[0], foreign_cpu.snapshot()
   loads = [before]
   result = run_adapter(pw, server, adapter, specs, reps, copy, loads)
