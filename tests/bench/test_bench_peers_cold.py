@@ -8,13 +8,12 @@ conv2d) and the digits demo's MLP. Runs on the session's Playwright; needs site/
 site, which the test runs, or KERNELGEN_TEST_SITE)."""
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from browser_util import assembled_site
 from test_bench_peers import bench_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,14 +22,11 @@ pytestmark = [pytest.mark.timeout(900), pytest.mark.tools]
 
 def test_every_system_s_cold_first_result_matches_numpy_on_tiny_rows(playwright):
   bench_env()
-  site = os.environ.get("KERNELGEN_TEST_SITE")     # an assembled copy (as tests/page's)
-  if not site:
-    subprocess.run(["./build.sh", "site"], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
   sys.path.insert(0, str(ROOT / "bench"))
   import peers_cold
   rows = ["attention", "filter chain", "digits"]
   result = peers_cold.measure(rows, models=[], adapters=["swiftshader"], tiny=True,
-                              playwright=playwright, site=Path(site or ROOT / "site"))
+                              playwright=playwright, site=assembled_site())
   table = result["adapters"]["swiftshader"]
   assert len(table) == len(rows)
   for name, row in table.items():

@@ -15,11 +15,14 @@ import contextlib
 import functools
 import http.server
 import os
+import subprocess
 import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from tools import chromium_path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 LAVAPIPE_ICD = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json"
 
@@ -34,6 +37,18 @@ CLOSED_NETWORK_ARGS = [
     "--disable-quic",
     "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1 , EXCLUDE localhost",
 ]
+
+
+@functools.cache
+def assembled_site() -> Path:
+    """site/, assembled by `./build.sh site` once per test session (by the first test module
+    that serves it: a build takes ~10 s idle, and some 35 modules serve it), or
+    KERNELGEN_TEST_SITE: an already assembled copy that no build rewrites mid-test."""
+    assembled = os.environ.get("KERNELGEN_TEST_SITE")
+    if assembled:
+        return Path(assembled)
+    subprocess.run(["./build.sh", "site"], cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
+    return REPO_ROOT / "site"
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):

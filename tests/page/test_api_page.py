@@ -5,22 +5,19 @@ host other than the page's own origin (local_page fails the test otherwise).
 """
 from __future__ import annotations
 
-import subprocess
 
 import pytest
 
 import kernelgen as kg
-from browser_util import StaticServer, local_page
-from tools import REPO_ROOT
+from browser_util import StaticServer, assembled_site, local_page
 
 pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture(scope="module")
 def site():
-  """site/ assembled by ./build.sh site, served on a free port."""
-  subprocess.run(["./build.sh", "site"], cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
-  with StaticServer(REPO_ROOT / "site") as server:
+  """site/ (assembled once per session: browser_util.assembled_site), served on a free port."""
+  with StaticServer(assembled_site()) as server:
     yield server
 
 

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import subprocess
 import zipfile
 
 import numpy as np
 import pytest
 
-from browser_util import StaticServer, launch_chromium, local_page
+from browser_util import StaticServer, assembled_site, launch_chromium, local_page
 from test_errors import PAGE_PROGRAMS
 from tools import REPO_ROOT, ptxas_check
 
@@ -102,12 +100,9 @@ def assert_matches_numpy(name: str, code: str, result: dict) -> None:
 
 @pytest.fixture(scope="module")
 def site():
-  """site/ assembled by ./build.sh site, served on a free port of 127.0.0.1. KERNELGEN_TEST_SITE
-  names an already assembled copy to serve instead (one that no other build rewrites mid-test)."""
-  assembled = os.environ.get("KERNELGEN_TEST_SITE")
-  if not assembled:
-    subprocess.run(["./build.sh", "site"], cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
-  with StaticServer(assembled or REPO_ROOT / "site") as server:
+  """site/ (assembled once per session: browser_util.assembled_site), served on a free port of
+  127.0.0.1."""
+  with StaticServer(assembled_site()) as server:
     yield server
 
 

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import struct
-import subprocess
 import zlib
 
 import numpy as np
 import pytest
 
-from browser_util import StaticServer, local_page
+from browser_util import StaticServer, assembled_site, local_page
 from tools import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(600)
@@ -108,12 +106,9 @@ def filters_np(rgb: np.ndarray, specs: list) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def site():
-  """site/ assembled by ./build.sh site (web/demos/ comes along with web/), on a free port;
-  KERNELGEN_TEST_SITE names an already assembled copy to serve instead (as test_browser's)."""
-  assembled = os.environ.get("KERNELGEN_TEST_SITE")
-  if not assembled:
-    subprocess.run(["./build.sh", "site"], cwd=REPO_ROOT, check=True, stdout=subprocess.DEVNULL)
-  with StaticServer(assembled or REPO_ROOT / "site") as server:
+  """site/ (web/demos/ comes along with web/; assembled once per session:
+  browser_util.assembled_site), on a free port."""
+  with StaticServer(assembled_site()) as server:
     yield server
 
 
