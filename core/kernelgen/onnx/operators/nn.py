@@ -9,6 +9,7 @@ from ...dtype import dtypes, min_value
 from ...errors import ModelError, UnsupportedError
 from ...tensor.tensor import Tensor, stack, where
 from ..registry import axis_index, broadcast, op
+from .big_weights import matmul_in_pieces
 from .weights import held_taps_last, held_transposed, matmul_rows, row_input
 
 
@@ -16,6 +17,9 @@ from .weights import held_taps_last, held_transposed, matmul_rows, row_input
 
 @op("MatMul")
 def _matmul(ins, at):
+  pieces = matmul_in_pieces(ins)              # a weight over one binding (big_weights.py)
+  if pieces is not None:
+    return pieces
   a, b = ins[0], held_transposed(ins, 1)      # (weights.py: held (N, K) on CPU adapters)
   if b is None:
     b = ins[1]

@@ -11,6 +11,7 @@ from ...tensor.ops.einsum import einsum
 from ...tensor.ops.advanced_indexing import take
 from ..registry import axis_index, broadcast, full, op
 from ..values import narrow_bytes, tensor_from_bytes
+from .big_weights import gather_in_pieces
 
 
 # ---- shapes and movement ---------------------------------------------------------------------
@@ -326,6 +327,10 @@ def _onehot(ins, at):
 
 @op("Gather")
 def _gather(ins, at):
+  if at.int("axis", 0) in (0, -2):
+    pieces = gather_in_pieces(ins, ins[1])    # a table over one binding (big_weights.py)
+    if pieces is not None:
+      return pieces
   x = ins[0]
   axis = axis_index(at.int("axis", 0), x.ndim)
   static = ins.runner.constant(ins.names[1])     # not a feed's: token ids stay run-time data
