@@ -20,6 +20,12 @@ from ..graph.view import prod
 # straddle two row blocks and nothing is shared. There a row block takes up to 3 more threads
 # (a multiple of 4), which compute its last block again (the same values written twice, as
 # FITTED_BLOCKS' overlap), where that adds at most 1 / QUAD_PAD_MAX of the threads.
+# Same-process A/B (padding off -> on, order alternated, GPU timestamps, best (median) ms, load
+# 19-20 on 2 shared CPUs): lavapipe, 12 rounds, rec's conv with hardswish 20.8 (40.3) -> 6.5
+# (11.4), its FC 40x120 @ 120x6625 25.4 (63.2) -> 13.9 (35.0), 40x360 @ 360x120 0.67 (0.80) ->
+# 0.48 (0.54); SwiftShader, 6 rounds: the conv 222 (279) -> 175 (204), the FC 244 (344) -> 196
+# (276). In the 600-seed corpus and PP-OCRv4 det no kernel changes (bench/dump_kernels.py
+# --adapter lavapipe,swiftshader --runs 100 --subgroups); in rec 9 of 68 do.
 QUAD, QUAD_PAD_MAX = 4, 8
 
 
