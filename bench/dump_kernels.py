@@ -16,6 +16,8 @@ a symbolic kernel (lowering/variants.py: its dim and range first); a compile tha
     --runs N                  compile every --adapter kernel with runs=N (lowering/compile_cost.py:
                               N=100, RUNS_MANY, is a kept plan's steady state; 1, the default,
                               a one-off run's kernels, capped by the compile budget)
+    --subgroups               compile every --adapter kernel with subgroups=True (as a device with
+                              the feature: the tables' quad_weights then apply, quad_share.py)
     --cached                  compile through the compile cache (cache.cached_compile, as realize
                               does: a kernel of the same structure as an earlier one is rendered
                               from it) instead of kg.compile; the files must not change
@@ -38,7 +40,7 @@ import numpy as np  # noqa: E402
 import kernelgen as kg  # noqa: E402
 
 
-OPTIONS = {"adapters": [], "cached": False, "runs": 0}
+OPTIONS = {"adapters": [], "cached": False, "runs": 0, "subgroups": False}
 
 
 def _compile(tensor, target: str, arch: str | None, options: dict) -> list:
@@ -60,6 +62,7 @@ def write(out: Path, stem: str, tensor_fn, target: str, arch: str | None) -> int
   count = _write(out, stem, tensor_fn, target, arch, {})
   for adapter in OPTIONS["adapters"] if target == "wgsl" else ():
     runs = {"runs": OPTIONS["runs"]} if OPTIONS["runs"] else {}
+    runs.update({"subgroups": True} if OPTIONS["subgroups"] else {})
     count += _write(out, f"{stem}-{adapter}", tensor_fn, target, arch, {"adapter": adapter, **runs})
   return count
 
@@ -168,10 +171,12 @@ def main(argv=None) -> int:
   parser.add_argument("--light", default="")
   parser.add_argument("--cached", action="store_true")
   parser.add_argument("--runs", type=int, default=0)
+  parser.add_argument("--subgroups", action="store_true")
   args = parser.parse_args(argv)
   OPTIONS["adapters"] = [a for a in args.adapter.split(",") if a]
   OPTIONS["cached"] = args.cached
   OPTIONS["runs"] = args.runs
+  OPTIONS["subgroups"] = args.subgroups
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   fuzz, bench = dump_fuzz(out, args.seeds), dump_bench(out)

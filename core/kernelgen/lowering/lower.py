@@ -81,7 +81,7 @@ def _lower(item: ScheduleItem, opts: Opts) -> tuple[UOp, list[BufferSpec]]:
     stores = _tiled_stores(lw, opts) if opts.tile else _thread_stores(lw, opts)
   buffers = kernel_buffers(out, item.inputs, item.extra)
   sink = UOp(Ops.SINK, None, tuple(stores))
-  if opts.quad and opts.tile and not (opts.stage or opts.slide or opts.group):
+  if opts.shares_quads():
     sink = quad_share(simplify(sink))     # its indices simplified, to find base + constant
   return sink, buffers
 
@@ -284,7 +284,7 @@ def _tiled_stores(lw: Lowerer, opts: Opts) -> list[UOp]:
   if stores is not None:
     return stores
   base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out),
-                           opts.tile_chunk)
+                           opts.tile_chunk, quad=opts.shares_quads())
   strides = contiguous_strides(out.shape)
   lw.loops, lw.tile_inner = {}, opts.tile_inner
   stores = []

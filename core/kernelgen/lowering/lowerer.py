@@ -104,6 +104,10 @@ class Opts:
   capped: bool = False  # a choice was cut down to fit a one-off run's compile budget (not read by
                         # lowering: compile_cost.py; realize may swap in the uncapped kernel)
 
+  def shares_quads(self) -> bool:
+    """Register tiles whose quads share loads (quad_share.py; not staged, slid or grouped)."""
+    return self.quad and bool(self.tile) and not (self.stage or self.slide or self.group)
+
 
 # the most iterations one loop may run: llvmpipe (lavapipe) ends a thread's loops after 65535
 # iterations in all (one budget shared by every loop of the thread)

@@ -30,6 +30,7 @@ from .threads import OTHER_LAYOUTS, grid_chunk, grid_local, inner_opts, local_si
   shares_a_vector, write_opts
 from .tile_budget import long_uops, plain_over_budget, whole_pays, window_uops, within_size, \
   without_long
+from .tile_grid import grid_axis, tiled_threads
 from .tile_probe import probe_loads, window_loads
 from .tile_shape import LONG_TILE_REDUCE, MAX_TILE_ACC, TILE_MIN_REDUCE, TILE_MIN_SIZE, \
   TILE_MIN_THREADS, TILE_PROBE, TILES, best_tile_axes, clip, divides, has_tile_axes, \
@@ -308,7 +309,8 @@ def _long_over_budget(item: ScheduleItem, target: Target, options: dict,
 def _tile_opts(item: ScheduleItem, target: Target, options: dict, tile: tuple, axes: tuple,
                inner: int = 0, capped: bool = False) -> Opts:
   """The launch options of `item` in register tile `tile` of `axes` (window `inner` unrolled)."""
-  threads = threads_in_tiles(item, tile, axes)
+  quad = bool(options.get("quad_weights") and options.get("subgroups"))
+  threads = tiled_threads(item.out.shape, tile, axes, quad, grid_axis(item.out))  # QUAD_ROWS
   local = int(options.get("local", 0)) or local_size(
     threads, grid_local(item, target.max_local), int(options.get("exact_local", 0) or 0),
     int(options.get("min_groups", 0) or 0))
@@ -317,7 +319,7 @@ def _tile_opts(item: ScheduleItem, target: Target, options: dict, tile: tuple, a
               upcast_vec=bool(options.get("upcast_vec", target.upcast_vec)), tile_inner=inner,
               tile_unroll=int(options.get("tile_unroll", 0) or 0),
               tile_chunk=chunk if chunk >= 0 else grid_chunk(item, tile, axes, local),
-              capped=capped, quad=bool(options.get("quad_weights") and options.get("subgroups")))
+              capped=capped, quad=quad)
 
 
 def _quickest_first(item: ScheduleItem, target: Target, options: dict, chosen: Opts) -> Opts:

@@ -389,7 +389,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   # a static grid's threads past its end read the last block's operands ungated (CLAMPED_READS)
   clamp = grid_axis(out) is None
   base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out),
-                           opts.tile_chunk, clamp)
+                           opts.tile_chunk, clamp, opts.shares_quads())
   read_gate = None if clamp else gate
   nc = out.shape[ac]
   fitted = FIT_RAGGED and cols > 1 and nc % cols != 0 and nc >= cols and grid_axis(out) != ac
