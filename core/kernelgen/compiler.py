@@ -195,6 +195,7 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
       # wired as the tail's output (the cut one stores the same first elements: item_at)
       stored = ScheduleItem(tail.out, joined.inputs, joined.name)
       joins[tail_id] = (id(head), (name, lo + 1, hi), (stored, kernel))
+  joins.update(_write_joins(pairs, found, target, options, limit))
   above = {k: runs for tail_id, (head_id, runs, _) in joins.items() for k in (tail_id, head_id)}
   out = []
   for item, kernel in pairs:
@@ -202,6 +203,31 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
     if id(item) in joins:
       out.append(joins[id(item)][2])
   return out
+
+
+def _write_joins(pairs: list, taken: dict, target: Target, options: dict | None,
+                 limit) -> dict:
+  """{id(write): (id(head), runs above one row, (item, kernel))} of compile_plan's `pairs`: an
+  in-place write and the symbolic projection it reads (graph/one_row.py write_pairs: a decode
+  layer's rotated key and value into their caches) as one kernel cut to one row, launched only
+  there (a one-token step of the page's bundle); none for a kernel of a pair in `taken`."""
+  from .graph.one_row import leading_dim, write_joined_at, write_pairs
+  from .graph.schedule import ScheduleItem
+  busy = set(taken) | {id(h) for h in taken.values()}
+  joins = {}
+  for head, write in write_pairs([it for it, _ in pairs]):
+    name, lo, hi = leading_dim(head)
+    if id(head) in busy or id(write) in busy or not lo == 1 < hi:
+      continue
+    joined = write_joined_at(head, write, lo, limit)
+    if joined is None:
+      continue
+    kernel = replace_runs(compile_item(joined, target, options), (name, lo, lo))
+    # wired as the pair's outputs (the cut head stores the same first elements: item_at)
+    stored = ScheduleItem(head.out, joined.inputs, joined.name,
+                          extra=(write.out, *write.extra))
+    joins[id(write)] = (id(head), (name, lo + 1, hi), (stored, kernel))
+  return joins
 
 
 def replace_runs(kernel: CompiledKernel, runs: tuple) -> CompiledKernel:

@@ -214,8 +214,11 @@ def _write_after_plain(group: list[ScheduleItem], item: ScheduleItem,
     if value.sym is not None or value.size != group[0].out.size or _reads_any(item, group) or \
        not any(_buffer_key(i) in reads for i in item.inputs if i is not item.out.src[0]):
       return False
-  elif member_slice(value, plain) is None and not _reads_others(item, group):
-    return False
+  elif member_slice(value, plain) is None and not _reads_others(item, group) and \
+      not (group[0].out.op is L.REDUCE and read_member(value, item.inputs, plain)):
+    return False      # (a bare reduction heads a group for a write reading others' elements
+                      # only: _fits; there a masked copy of its elements joins too, a cut
+                      # one-row step's value write: graph/one_row.py write_joined_at)
   targets = {_buffer_key(it.out.src[0]) for it in group if it.out.op is L.WRITE}
   own = _buffer_key(item.out.src[0])
   if own in targets or own in {_buffer_key(i) for it in group for i in it.inputs}:

@@ -90,6 +90,57 @@ def joined_at(head: ScheduleItem, tail: ScheduleItem, value: int) -> ScheduleIte
   return item_at(joined, name, value)
 
 
+def write_pairs(items: list[ScheduleItem]) -> list[tuple]:
+  """[(head, write)] of `items` (schedule order): an in-place write (a decode layer's k and v
+  cache writes, joined) reading the output of an earlier kernel with reductions and one leading
+  dim (leading_dim: the symbolic QKV projection), that no kernel between them reads and that no
+  in-place write between them may change the inputs of (the joined kernel computes the head at
+  the write's place: write_joined_at)."""
+  at = {id(it): i for i, it in enumerate(items)}
+  pairs = []
+  for write in items:
+    if write.out.op is not L.WRITE or write.rows or write.recomputed:
+      continue
+    heads = [it for it in items[:at[id(write)]] if any(it.out is i for i in write.inputs) and
+             leading_dim(it) is not None and kernel_reduces(it) and not it.extra and
+             not it.rows and not it.recomputed]
+    if len(heads) != 1:
+      continue
+    between = items[at[id(heads[0])] + 1:at[id(write)]]
+    if any(it.out.op is L.WRITE or any(i is heads[0].out for i in it.inputs) for it in between):
+      continue
+    pairs.append((heads[0], write))
+  return pairs
+
+
+def write_joined_at(head: ScheduleItem, write: ScheduleItem, value: int,
+                    limit) -> ScheduleItem | None:
+  """The one kernel computing `head` and `write` (write_pairs) cut to `value` of the head's
+  leading dim (at_value.item_at with writes): the cut writes joined into the cut head by
+  join.join_outputs (a rotated key read through workgroup memory: lowering/exchange.py) within
+  `limit` (bind_limit.BufferLimit), named `<write>_<dim><value>`; its `out` and `extra` the
+  cut nodes, its inputs the pair's buffers. None where the cut or the join refuses."""
+  from .join import join_outputs
+  name = leading_dim(head)[0]
+  memo: dict = {}
+  cut_head = item_at(head, name, value, writes=True, memo=memo)
+  reads = tuple(i for i in write.inputs if i is not head.out)
+  inline = ScheduleItem(write.out, reads + tuple(i for i in head.inputs if
+                                                 all(i is not j for j in reads)),
+                        write.name, extra=write.extra)
+  cut = item_at(inline, name, value, writes=True, memo=memo) if cut_head else None
+  if cut is None:
+    return None
+  outs = (cut.out, *cut.extra)
+  writes = [ScheduleItem(w, (cut_head.out,) + tuple(i for i in reads if all(
+    i is not o.src[0] for o in outs if o is not w)), write.name) for w in outs]
+  joined = join_outputs([cut_head] + writes, [], limit)
+  if len(joined) != 1:
+    return None
+  return ScheduleItem(joined[0].out, joined[0].inputs, f"{write.name}_{name}{value}",
+                      extra=joined[0].extra)
+
+
 def _reads_in_place(item: ScheduleItem, node: LazyOp) -> bool:
   """Whether every node of `item`'s kernel that reads `node` (or a reshape of it: a view with
   contiguous strides, no offset or mask) is elementwise of its shape, so the joined kernel
