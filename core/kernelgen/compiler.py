@@ -178,9 +178,10 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
   computes as one (graph/one_row.py: a q4 LM's gate and up*silu(gate) over a symbolic `seq`),
   that joined kernel, cut to one row (the dim's lo, 1) and launched only there; the pair then
   runs above it (CompiledKernel.runs). A joined kernel binding more than the target's buffers
-  (bind_limit.py) is left out. Only for plans whose runtimes honour `runs` (export/plan.py)."""
+  (bind_limit.py) is left out. So too a symbolic projection and the cache writes reading it
+  (one_row.write_joins). Only for plans whose runtimes honour `runs` (export/plan.py)."""
   from .graph.bind_limit import kernel_fits
-  from .graph.one_row import joined_at, leading_dim, one_row_pairs
+  from .graph.one_row import joined_at, leading_dim, one_row_pairs, write_joins
   from .graph.schedule import ScheduleItem
   target = get_target(target)
   limit = target.buffer_limit(options or {})
@@ -195,7 +196,10 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
       # wired as the tail's output (the cut one stores the same first elements: item_at)
       stored = ScheduleItem(tail.out, joined.inputs, joined.name)
       joins[tail_id] = (id(head), (name, lo + 1, hi), (stored, kernel))
-  joins.update(_write_joins(pairs, found, target, options, limit))
+  for head, write, joined, stored in write_joins([it for it, _ in pairs], found, limit):
+    name, lo, hi = leading_dim(head)      # (graph/one_row.py: a projection and its cache writes)
+    kernel = replace_runs(compile_item(joined, target, options), (name, lo, lo))
+    joins[id(write)] = (id(head), (name, lo + 1, hi), (stored, kernel))
   above = {k: runs for tail_id, (head_id, runs, _) in joins.items() for k in (tail_id, head_id)}
   out = []
   for item, kernel in pairs:
@@ -203,31 +207,6 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
     if id(item) in joins:
       out.append(joins[id(item)][2])
   return out
-
-
-def _write_joins(pairs: list, taken: dict, target: Target, options: dict | None,
-                 limit) -> dict:
-  """{id(write): (id(head), runs above one row, (item, kernel))} of compile_plan's `pairs`: an
-  in-place write and the symbolic projection it reads (graph/one_row.py write_pairs: a decode
-  layer's rotated key and value into their caches) as one kernel cut to one row, launched only
-  there (a one-token step of the page's bundle); none for a kernel of a pair in `taken`."""
-  from .graph.one_row import leading_dim, write_joined_at, write_pairs
-  from .graph.schedule import ScheduleItem
-  busy = set(taken) | {id(h) for h in taken.values()}
-  joins = {}
-  for head, write in write_pairs([it for it, _ in pairs]):
-    name, lo, hi = leading_dim(head)
-    if id(head) in busy or id(write) in busy or not lo == 1 < hi:
-      continue
-    joined = write_joined_at(head, write, lo, limit)
-    if joined is None:
-      continue
-    kernel = replace_runs(compile_item(joined, target, options), (name, lo, lo))
-    # wired as the pair's outputs (the cut head stores the same first elements: item_at)
-    stored = ScheduleItem(head.out, joined.inputs, joined.name,
-                          extra=(write.out, *write.extra))
-    joins[id(write)] = (id(head), (name, lo + 1, hi), (stored, kernel))
-  return joins
 
 
 def replace_runs(kernel: CompiledKernel, runs: tuple) -> CompiledKernel:

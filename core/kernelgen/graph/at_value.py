@@ -18,7 +18,10 @@ shape (so its contiguous strides are unchanged) and whose reads stay inside it, 
 reductions, constants and ramps, a view that broadcasts a static value along the dim's axes
 (its consumers read that prefix of it), and an input read at its own shape whose cut axis leads
 (its first elements: `_prefix`); anything else (gathers, attention, writes, other dims, a
-floored or scaled size of the dim, an output whose cut axis does not lead) gives None.
+floored or scaled size of the dim, an output whose cut axis does not lead) gives None. With
+`writes` (graph/one_row.py write_joined_at) an in-place write is cut too (its value's rows, from
+the same start), gathers (the index cut, the table kept) and other dims' values kept, and a
+masked view's reads bounded where its mask holds (a rotated key's concatenated halves).
 """
 from __future__ import annotations
 

@@ -13,6 +13,16 @@ step takes (lowering: a thread's outputs each summing both products in one loop)
 launches it where the dim is bound to that value, and the pair elsewhere (export/plan.py
 `runs`), so prefill keeps its tiles.
 
+The same bundle's decode run also computes each layer's QKV projection (a symbolic reduction)
+and its k and v cache write (an in-place write whose rotated key reads k[i] and k[i + d/2] of
+the projection, so join.py's read_member join takes static projections only) in two kernels.
+`write_pairs` finds such a projection and write, `write_joined_at` cuts both to one row
+(item_at with writes: the write's value and its gathers of the rotary tables) and joins them as
+join.py joins kg.generate's static step (the rotated key exchanged through workgroup memory,
+lowering/exchange.py), within the target's buffer limit: SmolLM2's joined kernel binds 8
+storage buffers and its small read-only inputs (the position ids, the key count, the q4 zero
+points) as uniform buffers, so WebGPU's default 8 holds.
+
 Measured (bench/gate_up_fused.py, SmolLM2 widths, q4, the pair's seq = 1 variants against the
 joined kernel on the same buffers, lavapipe natively, GPU ms, median / min of 30 interleaved,
 load 8-11 on 2 shared CPUs): 5.27 / 0.67 against 0.95 / 0.39, 1.52 / 0.88 against 0.99 / 0.53.
@@ -139,6 +149,24 @@ def write_joined_at(head: ScheduleItem, write: ScheduleItem, value: int,
     return None
   return ScheduleItem(joined[0].out, joined[0].inputs, f"{write.name}_{name}{value}",
                       extra=joined[0].extra)
+
+
+def write_joins(items: list[ScheduleItem], taken: dict, limit) -> list[tuple]:
+  """[(head, write, joined, stored)] for each of write_pairs(`items`) whose leading dim starts
+  at one and whose kernels are in no pair of `taken` ({id(tail): head}): `joined` the one-row
+  kernel (write_joined_at, within `limit`), `stored` the same wired as the pair's outputs (the
+  head's output and the writes'; the cut head stores the same first elements: item_at)."""
+  busy = set(taken) | {id(h) for h in taken.values()}
+  out = []
+  for head, write in write_pairs(items):
+    _, lo, hi = leading_dim(head)
+    if id(head) in busy or id(write) in busy or not lo == 1 < hi:
+      continue
+    joined = write_joined_at(head, write, lo, limit)
+    if joined is not None:
+      out.append((head, write, joined, ScheduleItem(head.out, joined.inputs, joined.name,
+                                                    extra=(write.out, *write.extra))))
+  return out
 
 
 def _reads_in_place(item: ScheduleItem, node: LazyOp) -> bool:
