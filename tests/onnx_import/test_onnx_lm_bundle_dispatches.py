@@ -10,8 +10,9 @@ the LM head and the token draw (one residual stream was realized where WebGPU's 
 storage buffers split a kernel, until small read-only inputs bound as uniform buffers). A
 symbolic step (a prompt in one run) keeps its norms' statistics and
 rows, and gate and up, apart (realizing its rows measured slower: onnx/operators/weights.py
-packed_rows): 9 a layer, of which a decode run (one new token) launches 8, its gate computed in
-the up*silu(gate) kernel of one row (graph/one_row.py: the pair runs for two tokens or more).
+packed_rows): 9 a layer, of which a decode run (one new token) launches 7, its gate computed in
+the up*silu(gate) kernel of one row, its QKV projection and cache writes one kernel of one row
+(graph/one_row.py: the pairs run for two tokens or more).
 The fp32 model's one-token step: 6 a layer (its norms computed in the
 projections that read them; 7 while its attention's kernel bound more than 8 storage buffers).
 

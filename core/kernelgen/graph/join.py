@@ -42,8 +42,9 @@ Linear layers 6 -> 4. A write whose value reads a member's elements elementwise 
 joins too, the group's head then possibly a bare reduction's kernel (_write_head: the q4
 projection, which no plain kernel joins, and only for such a write); its threads exchange the
 member through workgroup memory (lowering/exchange.py), and the v write joins as a slice:
-kg.generate's decode step of the tiny q4 LM 19 -> 17 launches (2 layers). Not joined there: a
-symbolic projection (the page's bundles, a prompt's rows). Not yet joined: row kernels, kernels
+kg.generate's decode step of the tiny q4 LM 19 -> 17 launches (2 layers). Not joined here: a
+symbolic projection (a prompt's rows); the page's bundles launch the pair cut to one row joined
+so for a decode run (graph/one_row.py write_joined_at). Not yet joined: row kernels, kernels
 of other shapes, a write after a kernel that reads a member's output (the joined kernel would run
 after that reader), and writes with a kernel between them that reads the first one's output
 (examples/tiny_gpt.py: its scores read the k cache before the v write is scheduled; joining
