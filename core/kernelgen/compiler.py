@@ -178,9 +178,10 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
   computes as one (graph/one_row.py: a q4 LM's gate and up*silu(gate) over a symbolic `seq`),
   that joined kernel, cut to one row (the dim's lo, 1) and launched only there; the pair then
   runs above it (CompiledKernel.runs). A joined kernel binding more than the target's buffers
-  (bind_limit.py) is left out. Only for plans whose runtimes honour `runs` (export/plan.py)."""
+  (bind_limit.py) is left out. So too a symbolic projection and the cache writes reading it
+  (one_row.write_joins). Only for plans whose runtimes honour `runs` (export/plan.py)."""
   from .graph.bind_limit import kernel_fits
-  from .graph.one_row import joined_at, leading_dim, one_row_pairs
+  from .graph.one_row import joined_at, leading_dim, one_row_pairs, write_joins
   from .graph.schedule import ScheduleItem
   target = get_target(target)
   limit = target.buffer_limit(options or {})
@@ -195,6 +196,10 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
       # wired as the tail's output (the cut one stores the same first elements: item_at)
       stored = ScheduleItem(tail.out, joined.inputs, joined.name)
       joins[tail_id] = (id(head), (name, lo + 1, hi), (stored, kernel))
+  for head, write, joined, stored in write_joins([it for it, _ in pairs], found, limit):
+    name, lo, hi = leading_dim(head)      # (graph/one_row.py: a projection and its cache writes)
+    kernel = replace_runs(compile_item(joined, target, options), (name, lo, lo))
+    joins[id(write)] = (id(head), (name, lo + 1, hi), (stored, kernel))
   above = {k: runs for tail_id, (head_id, runs, _) in joins.items() for k in (tail_id, head_id)}
   out = []
   for item, kernel in pairs:

@@ -10,8 +10,9 @@ the LM head and the token draw (one residual stream was realized where WebGPU's 
 storage buffers split a kernel, until small read-only inputs bound as uniform buffers). A
 symbolic step (a prompt in one run) keeps its norms' statistics and
 rows, and gate and up, apart (realizing its rows measured slower: onnx/operators/weights.py
-packed_rows): 9 a layer, of which a decode run (one new token) launches 8, its gate computed in
-the up*silu(gate) kernel of one row (graph/one_row.py: the pair runs for two tokens or more).
+packed_rows): 9 a layer, of which a decode run (one new token) launches 7, its gate computed in
+the up*silu(gate) kernel of one row, its QKV projection and cache writes one kernel of one row
+(graph/one_row.py: the pairs run for two tokens or more).
 The fp32 model's one-token step: 6 a layer (its norms computed in the
 projections that read them; 7 while its attention's kernel bound more than 8 storage buffers).
 
@@ -65,8 +66,9 @@ def _bundle(path, config: str, step: int, layers: int = 2, buffers: int = 8, rot
 # one kernel computing both (graph/one_row.py; the pair runs at seq >= 2): 9 -> 8 a layer.
 # A one-token bundle's (static) QKV projection also writes the rotated key and the value into
 # their caches (graph/join.py read_member, lowering/exchange.py): q4 8 -> 7, fp32 6 -> 5 a layer;
-# a symbolic step's projection does not join them (its rows are symbolic).
-CASES = [("q4", 1, 8, 7, 4), ("q4", 4, 8, 8, 5), ("q4", 4, 32, 8, 5), ("fp32", 1, 8, 5, 3)]
+# a symbolic step's decode run launches its projection and cache writes cut to one row as one
+# kernel the same way (graph/one_row.py write_joined_at; the pair runs at seq >= 2): 8 -> 7.
+CASES = [("q4", 1, 8, 7, 4), ("q4", 4, 8, 7, 5), ("q4", 4, 32, 7, 5), ("fp32", 1, 8, 5, 3)]
 
 
 def _launched(kernels: list, seq: int) -> list:
@@ -99,12 +101,16 @@ def test_bundle_decode_kernels_a_layer(tmp_path, dtype, step, buffers, per_layer
 def test_symbolic_step_prefill_keeps_its_tiled_mlp_pair(tmp_path):
   """A prompt's run (seq = step) launches gate and up*silu(gate) as the two tiled kernels it
   had (9 a layer), never the one-row kernel; a decode run launches that kernel and neither of
-  the pair (graph/one_row.py), each kernel a run launches once."""
+  the pair (graph/one_row.py), each kernel a run launches once. So too the QKV projection and
+  the k and v cache write: a decode run launches one kernel of both (write_joined_at), a
+  prompt's run the two."""
   _, bundle = _bundle(tmp_path, "tiny", 4, 2)
   kernels = bundle.manifest["kernels"]
   joined = [k["name"] for k in kernels if k.get("runs", {}).get("hi") == 1]
   pair = [k["name"] for k in kernels if k.get("runs", {}).get("lo") == 2]
-  assert len(joined) == 2 and len(pair) == 4, (joined, pair)
+  assert len(joined) == 4 and len(pair) == 8, (joined, pair)
+  assert [n for n in joined if n.startswith("write_")] == \
+    [n + "_seq1" for n in pair if n.startswith("write_")], (joined, pair)
   prefill, decode = ([k["name"] for k in _launched(kernels, seq)] for seq in (4, 1))
   assert len(prefill) == 2 * 9 + 5 and not set(joined) & set(prefill), prefill
   assert set(pair) <= set(prefill) and not set(pair) & set(decode), decode

@@ -51,11 +51,16 @@ def test_each_cache_is_written_in_place_by_its_new_rows_only(tmp_path, config, d
   for s in m["state"]:
     assert s["in_rows"] == s["out_rows"] == CONTEXT, s
   ids = {past["id"] for past, _ in caches.values()}
-  writers = [k for k in m["kernels"] for b in k["bindings"]
-             if b["buffer"] in ids and b["access"] != "read"]
-  assert len(writers) == len(caches)                        # one write per cache per run
-  for k in writers:                 # over the run's new rows (step of them), never the context
-    assert math.prod(k["global_size"]) <= step * cfg.kv_heads * head_dim, k
+  for seq in {1, step}:             # the kernels a run of seq new tokens launches
+    writers = [k for k in m["kernels"] for b in k["bindings"]
+               if b["buffer"] in ids and b["access"] != "read" and
+               ("runs" not in k or k["runs"]["lo"] <= seq <= k["runs"]["hi"])]
+    assert len(writers) == len(caches), seq                 # one write per cache per run
+    for k in writers:               # over the run's new rows (step of them), never the context
+      most = step * cfg.kv_heads * head_dim     # (a decode run's projection and writes cut to
+      if k.get("runs", {}).get("hi") == 1:      # one row: a thread per output of q, k and v,
+        most = cfg.hidden + 2 * cfg.kv_heads * head_dim     # graph/one_row.py write_joined_at)
+      assert math.prod(k["global_size"]) <= most, k
 
 
 @pytest.mark.parametrize("config,dtype,rotary,step", CASES)

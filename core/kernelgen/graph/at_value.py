@@ -18,7 +18,10 @@ shape (so its contiguous strides are unchanged) and whose reads stay inside it, 
 reductions, constants and ramps, a view that broadcasts a static value along the dim's axes
 (its consumers read that prefix of it), and an input read at its own shape whose cut axis leads
 (its first elements: `_prefix`); anything else (gathers, attention, writes, other dims, a
-floored or scaled size of the dim, an output whose cut axis does not lead) gives None.
+floored or scaled size of the dim, an output whose cut axis does not lead) gives None. With
+`writes` (graph/one_row.py write_joined_at) an in-place write is cut too (its value's rows, from
+the same start), gathers (the index cut, the table kept) and other dims' values kept, and a
+masked view's reads bounded where its mask holds (a rotated key's concatenated halves).
 """
 from __future__ import annotations
 
@@ -29,26 +32,31 @@ from .schedule import ScheduleItem
 from .view import View, contiguous_strides, prod
 
 # the nodes whose shapes may be cut (sources permitting)
-_CUT = frozenset({L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS, L.REDUCE, L.VIEW, L.CONST, L.IOTA})
+_CUT = (L.ALU, L.CAST, L.BITCAST, L.CONTIGUOUS, L.REDUCE, L.VIEW, L.CONST, L.IOTA)
+_WRITES = (L.GATHER,)       # cut too where item_at's `writes` asks
 
 
 class _Refused(Exception):
   """The graph holds something item_at does not cut (see the module docstring)."""
 
 
-def item_at(item: ScheduleItem, name: str, value: int) -> ScheduleItem | None:
+def item_at(item: ScheduleItem, name: str, value: int, writes: bool = False,
+            memo: dict | None = None) -> ScheduleItem | None:
   """`item` with dim `name`'s axes cut to `value` (the module docstring), or None where it holds
-  anything else, reads past the cut, or is a row kernel."""
+  anything else, reads past the cut, or is a row kernel. `writes`: in-place writes are cut too
+  (_write), with the gathers in their values (a rotary table read at the position ids) and other
+  dims' run-time values kept (a write's start). `memo` ({id: cut node}, filled): shared by calls
+  that must cut a node they both hold to one node (graph/one_row.py write_joined_at)."""
   if item.rows:
     return None
   leaves = {id(n) for n in item.inputs}
-  memo: dict[int, LazyOp] = {}
+  memo = {} if memo is None else memo
   try:
-    out = _cut(item.out, name, value, leaves, memo)
-    extra = tuple(_cut(e, name, value, leaves, memo) for e in item.extra)
+    out = _cut(item.out, name, value, leaves, memo, writes)
+    extra = tuple(_cut(e, name, value, leaves, memo, writes) for e in item.extra)
     recomputed = tuple(memo[id(r)] for r in item.recomputed if id(r) in memo)
     for old, new in zip((item.out, *item.extra), (out, *extra)):
-      if not _leading(old.shape, new.shape):
+      if old.op is not L.WRITE and not _leading(old.shape, new.shape):
         return None      # stored contiguously: the same positions only where the cut axes lead
   except _Refused:
     return None
@@ -57,7 +65,8 @@ def item_at(item: ScheduleItem, name: str, value: int) -> ScheduleItem | None:
   return ScheduleItem(out, item.inputs, item.name, (), recomputed, extra)
 
 
-def _cut(node: LazyOp, name: str, value: int, leaves: set, memo: dict) -> LazyOp:
+def _cut(node: LazyOp, name: str, value: int, leaves: set, memo: dict,
+         writes: bool = False) -> LazyOp:
   """`node` rebuilt with dim `name`'s axes at `value` (inputs kept): iterative, sources first."""
   stack = [node]
   while stack:
@@ -69,12 +78,13 @@ def _cut(node: LazyOp, name: str, value: int, leaves: set, memo: dict) -> LazyOp
       memo[id(n)] = n
       stack.pop()
       continue
-    todo = [s for s in n.src if id(s) not in memo]
+    srcs = _sources(n) if writes else n.src
+    todo = [s for s in srcs if id(s) not in memo]
     if todo:
       stack.extend(todo)
       continue
     stack.pop()
-    memo[id(n)] = _rebuilt(n, [memo[id(s)] for s in n.src], name, value, leaves)
+    memo[id(n)] = _rebuilt(n, [memo[id(s)] for s in srcs], name, value, leaves, writes)
   return memo[id(node)]
 
 
@@ -91,30 +101,66 @@ def _axes(node: LazyOp, name: str) -> list[int]:
   return axes
 
 
-def _rebuilt(node: LazyOp, srcs: list, name: str, value: int, leaves: set) -> LazyOp:
+def _rebuilt(node: LazyOp, srcs: list, name: str, value: int, leaves: set,
+             writes: bool = False) -> LazyOp:
   if node.op is L.VAR:
-    if node.arg[0] != name:
-      raise _Refused
-    return LazyOp(L.CONST, dtypes.int32, (), arg=value, device=node.device)
-  if node.op not in _CUT or node.realized:
+    if node.arg[0] == name:
+      return LazyOp(L.CONST, dtypes.int32, (), arg=value, device=node.device)
+    if writes:
+      return node         # another dim's run-time value (a write's start) stays one
+    raise _Refused
+  if writes and node.op is L.WRITE and not node.realized:
+    return _write(node, srcs)
+  if node.op not in _CUT + _WRITES * writes or node.realized:
     raise _Refused
   axes = _axes(node, name)
   shape = tuple(value if a in axes else n for a, n in enumerate(node.shape))
   if node.op is L.VIEW:
-    return _view(node, srcs[0], shape, axes, value, leaves)
-  if node.op is L.REDUCE:
+    return _view(node, srcs[0], shape, axes, value, leaves, writes)
+  if node.op is L.GATHER:       # the table as it is, the index (shaped like the node) cut
+    if srcs[0] is not node.src[0]:
+      raise _Refused
+    srcs = [srcs[0], _fit(srcs[1], shape, value, leaves, writes)]
+  elif node.op is L.REDUCE:
     reduced = node.arg[1]
     if tuple(1 if a in reduced else n for a, n in enumerate(srcs[0].shape)) != shape:
       raise _Refused
   else:
-    srcs = [_fit(s, shape, value, leaves) for s in srcs]
+    srcs = [_fit(s, shape, value, leaves, writes) for s in srcs]
   if shape == node.shape and all(a is b for a, b in zip(srcs, node.src)):
     return node
   # (a reduction's `bound`, its run-time length, is left out: the cut graph's sizes are exact)
   return LazyOp(node.op, node.dtype, shape, tuple(srcs), node.arg, device=node.device, sym=())
 
 
-def _fit(src: LazyOp, shape: tuple, value: int, leaves: set) -> LazyOp:
+def _sources(node: LazyOp) -> tuple:
+  """The sources _cut cuts first: an in-place write's value without a static view reading it in
+  order (_in_order: the write then stores the cut value, _write), else node.src."""
+  if node.op is L.WRITE and node.src[1].op is L.VIEW and _in_order(node.src[1]):
+    return (node.src[0], node.src[1].src[0]) + node.src[2:]
+  return node.src
+
+
+def _write(node: LazyOp, srcs: list) -> LazyOp:
+  """In-place write `node` (target, value, start, stop; its sources as _sources gives them) with
+  its value cut: the write stores the cut value's rows from the same start (its stop cut alike);
+  the target, and the node's shape, kept. _Refused where the value was not cut or the target
+  was (a write of the whole top, or into a cut buffer)."""
+  target, value, start, stop = srcs
+  if target is not node.src[0] or value.shape == node.src[1].shape:
+    raise _Refused
+  return LazyOp(L.WRITE, node.dtype, node.shape, (target, value, start, stop), node.arg,
+                device=node.device, sym=node.sym)
+
+
+def _in_order(view_node: LazyOp) -> bool:
+  """VIEW `view_node` reads its source's elements in order at the same shape (no mask, offset)."""
+  v, src = view_node.arg, view_node.src[0]
+  return v.shape == src.shape and v.mask is None and v.offset == 0 and \
+    all(n == 1 or s == w for n, s, w in zip(v.shape, v.strides, contiguous_strides(v.shape)))
+
+
+def _fit(src: LazyOp, shape: tuple, value: int, leaves: set, writes: bool = False) -> LazyOp:
   """Source `src` of an elementwise node of (cut) `shape`: itself where it has that shape; a view
   without the dim in its sizes (a broadcast: a weight expanded along m) cut there too, as its
   consumer reads only that prefix of it; else _Refused."""
@@ -127,7 +173,7 @@ def _fit(src: LazyOp, shape: tuple, value: int, leaves: set) -> LazyOp:
     return _prefix(src, shape)
   if src.op is not L.VIEW or id(src) in leaves:
     raise _Refused
-  return _view(src, src.src[0], shape, axes, value, leaves)
+  return _view(src, src.src[0], shape, axes, value, leaves, writes)
 
 
 def _prefix(leaf: LazyOp, shape: tuple) -> LazyOp:
@@ -139,7 +185,7 @@ def _prefix(leaf: LazyOp, shape: tuple) -> LazyOp:
 
 
 def _view(node: LazyOp, src: LazyOp, shape: tuple, axes: list, value: int,
-          leaves: set) -> LazyOp:
+          leaves: set, writes: bool = False) -> LazyOp:
   """VIEW `node` over the cut `src` with its own dim axes at `value`: the same strides and offset
   (its mask cut too), where they address the same elements of the cut source and stay in it."""
   old = node.src[0]
@@ -149,8 +195,9 @@ def _view(node: LazyOp, src: LazyOp, shape: tuple, axes: list, value: int,
   mask = None if view.mask is None else tuple(
     (min(b, value), min(e, value)) if a in axes else (b, e) for a, (b, e) in enumerate(view.mask))
   strides = tuple(0 if n == 1 else s for n, s in zip(shape, view.strides))
-  least = view.offset + sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
-  most = view.offset + sum(max(0, (n - 1) * s) for n, s in zip(shape, strides))
+  spans = [(0, n) for n in shape] if mask is None or not writes else mask
+  least = view.offset + sum(min(b * s, (e - 1) * s) for (b, e), s in zip(spans, strides))
+  most = view.offset + sum(max(b * s, (e - 1) * s) for (b, e), s in zip(spans, strides))
   if mask is None and (least < 0 or most >= max(prod(src.shape), 1)):
     raise _Refused
   if mask is not None and (any(b >= e for b, e in mask) or least < 0 or most >= prod(src.shape)):

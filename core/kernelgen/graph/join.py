@@ -42,8 +42,9 @@ Linear layers 6 -> 4. A write whose value reads a member's elements elementwise 
 joins too, the group's head then possibly a bare reduction's kernel (_write_head: the q4
 projection, which no plain kernel joins, and only for such a write); its threads exchange the
 member through workgroup memory (lowering/exchange.py), and the v write joins as a slice:
-kg.generate's decode step of the tiny q4 LM 19 -> 17 launches (2 layers). Not joined there: a
-symbolic projection (the page's bundles, a prompt's rows). Not yet joined: row kernels, kernels
+kg.generate's decode step of the tiny q4 LM 19 -> 17 launches (2 layers). Not joined here: a
+symbolic projection (a prompt's rows); the page's bundles launch the pair cut to one row joined
+so for a decode run (graph/one_row.py write_joined_at). Not yet joined: row kernels, kernels
 of other shapes, a write after a kernel that reads a member's output (the joined kernel would run
 after that reader), and writes with a kernel between them that reads the first one's output
 (examples/tiny_gpt.py: its scores read the k cache before the v write is scheduled; joining
@@ -214,8 +215,11 @@ def _write_after_plain(group: list[ScheduleItem], item: ScheduleItem,
     if value.sym is not None or value.size != group[0].out.size or _reads_any(item, group) or \
        not any(_buffer_key(i) in reads for i in item.inputs if i is not item.out.src[0]):
       return False
-  elif member_slice(value, plain) is None and not _reads_others(item, group):
-    return False
+  elif member_slice(value, plain) is None and not _reads_others(item, group) and \
+      not (group[0].out.op is L.REDUCE and read_member(value, item.inputs, plain)):
+    return False      # (a bare reduction heads a group for a write reading others' elements
+                      # only: _fits; there a masked copy of its elements joins too, a cut
+                      # one-row step's value write: graph/one_row.py write_joined_at)
   targets = {_buffer_key(it.out.src[0]) for it in group if it.out.op is L.WRITE}
   own = _buffer_key(item.out.src[0])
   if own in targets or own in {_buffer_key(i) for it in group for i in it.inputs}:

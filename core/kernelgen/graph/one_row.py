@@ -13,6 +13,22 @@ step takes (lowering: a thread's outputs each summing both products in one loop)
 launches it where the dim is bound to that value, and the pair elsewhere (export/plan.py
 `runs`), so prefill keeps its tiles.
 
+The same bundle's decode run also computes each layer's QKV projection (a symbolic reduction)
+and its k and v cache write (an in-place write whose rotated key reads k[i] and k[i + d/2] of
+the projection, so join.py's read_member join takes static projections only) in two kernels.
+`write_pairs` finds such a projection and write, `write_joined_at` cuts both to one row
+(item_at with writes: the write's value and its gathers of the rotary tables) and joins them as
+join.py joins kg.generate's static step (the rotated key exchanged through workgroup memory,
+lowering/exchange.py), within the target's buffer limit: SmolLM2's joined kernel binds 8
+storage buffers and its small read-only inputs (the position ids, the key count, the q4 zero
+points) as uniform buffers, so WebGPU's default 8 holds. Measured (SmolLM2 widths, q4, 2
+layers, prompt 128, lavapipe; main and this alternated, load 15-21 on 2 shared CPUs): natively
+(bench/lm_bundle_native.py) decode 21 -> 19 dispatches, median CPU ms a token 20.6 23.3 22.8 ->
+21.5 22.1 20.6 (within the noise), prefill the same 23 kernels (best CPU 0.235-0.238 s both);
+in the page (bench/lm_page.py, Chromium lavapipe, 32 tokens) 21 -> 19 dispatches, decode 33.1
+41.2 -> 19.2 56.7 tokens/s (wall time under other processes' load: noise), tokens as
+onnxruntime's (32/32) in every run.
+
 Measured (bench/gate_up_fused.py, SmolLM2 widths, q4, the pair's seq = 1 variants against the
 joined kernel on the same buffers, lavapipe natively, GPU ms, median / min of 30 interleaved,
 load 8-11 on 2 shared CPUs): 5.27 / 0.67 against 0.95 / 0.39, 1.52 / 0.88 against 0.99 / 0.53.
@@ -88,6 +104,75 @@ def joined_at(head: ScheduleItem, tail: ScheduleItem, value: int) -> ScheduleIte
   name = leading_dim(tail)[0]
   joined = ScheduleItem(tail.out, tuple(inputs), f"{tail.name}_{name}{value}")
   return item_at(joined, name, value)
+
+
+def write_pairs(items: list[ScheduleItem]) -> list[tuple]:
+  """[(head, write)] of `items` (schedule order): an in-place write (a decode layer's k and v
+  cache writes, joined) reading the output of an earlier kernel with reductions and one leading
+  dim (leading_dim: the symbolic QKV projection), that no kernel between them reads and that no
+  in-place write between them may change the inputs of (the joined kernel computes the head at
+  the write's place: write_joined_at)."""
+  at = {id(it): i for i, it in enumerate(items)}
+  pairs = []
+  for write in items:
+    if write.out.op is not L.WRITE or write.rows or write.recomputed:
+      continue
+    heads = [it for it in items[:at[id(write)]] if any(it.out is i for i in write.inputs) and
+             leading_dim(it) is not None and kernel_reduces(it) and not it.extra and
+             not it.rows and not it.recomputed]
+    if len(heads) != 1:
+      continue
+    between = items[at[id(heads[0])] + 1:at[id(write)]]
+    if any(it.out.op is L.WRITE or any(i is heads[0].out for i in it.inputs) for it in between):
+      continue
+    pairs.append((heads[0], write))
+  return pairs
+
+
+def write_joined_at(head: ScheduleItem, write: ScheduleItem, value: int,
+                    limit) -> ScheduleItem | None:
+  """The one kernel computing `head` and `write` (write_pairs) cut to `value` of the head's
+  leading dim (at_value.item_at with writes): the cut writes joined into the cut head by
+  join.join_outputs (a rotated key read through workgroup memory: lowering/exchange.py) within
+  `limit` (bind_limit.BufferLimit), named `<write>_<dim><value>`; its `out` and `extra` the
+  cut nodes, its inputs the pair's buffers. None where the cut or the join refuses."""
+  from .join import join_outputs
+  name = leading_dim(head)[0]
+  memo: dict = {}
+  cut_head = item_at(head, name, value, writes=True, memo=memo)
+  reads = tuple(i for i in write.inputs if i is not head.out)
+  inline = ScheduleItem(write.out, reads + tuple(i for i in head.inputs if
+                                                 all(i is not j for j in reads)),
+                        write.name, extra=write.extra)
+  cut = item_at(inline, name, value, writes=True, memo=memo) if cut_head else None
+  if cut is None:
+    return None
+  outs = (cut.out, *cut.extra)
+  writes = [ScheduleItem(w, (cut_head.out,) + tuple(i for i in reads if all(
+    i is not o.src[0] for o in outs if o is not w)), write.name) for w in outs]
+  joined = join_outputs([cut_head] + writes, [], limit)
+  if len(joined) != 1:
+    return None
+  return ScheduleItem(joined[0].out, joined[0].inputs, f"{write.name}_{name}{value}",
+                      extra=joined[0].extra)
+
+
+def write_joins(items: list[ScheduleItem], taken: dict, limit) -> list[tuple]:
+  """[(head, write, joined, stored)] for each of write_pairs(`items`) whose leading dim starts
+  at one and whose kernels are in no pair of `taken` ({id(tail): head}): `joined` the one-row
+  kernel (write_joined_at, within `limit`), `stored` the same wired as the pair's outputs (the
+  head's output and the writes'; the cut head stores the same first elements: item_at)."""
+  busy = set(taken) | {id(h) for h in taken.values()}
+  out = []
+  for head, write in write_pairs(items):
+    _, lo, hi = leading_dim(head)
+    if id(head) in busy or id(write) in busy or not lo == 1 < hi:
+      continue
+    joined = write_joined_at(head, write, lo, limit)
+    if joined is not None:
+      out.append((head, write, joined, ScheduleItem(head.out, joined.inputs, joined.name,
+                                                    extra=(write.out, *write.extra))))
+  return out
 
 
 def _reads_in_place(item: ScheduleItem, node: LazyOp) -> bool:

@@ -16,8 +16,9 @@ those indices): the same values, more work.
 SmolLM2-135M widths, q4, kg.generate's decode step natively on lavapipe (bench/
 lm_decode_kernels.py, GPU timestamps, median of 9, main then branch twice, load 7-9): a layer's
 projection and cache write 0.35 + 0.12 and 0.28 + 0.04 ms, joined 0.35 and 0.27 ms; 19 -> 17
-launches a 2-layer step. The page's bundles are unchanged (a symbolic projection; and joined it
-would bind 11 storage buffers, over WebGPU's default 8).
+launches a 2-layer step. The page's symbolic-step bundles join the pair cut to one row for a
+decode run (graph/one_row.py write_joined_at): 11 buffers, 3 of them small inputs bound as
+uniform buffers, so 8 storage buffers, WebGPU's default.
 """
 from __future__ import annotations
 
