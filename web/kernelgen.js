@@ -224,11 +224,11 @@ class Kernelgen {
 // folder above this module). `webgpu: false` runs everything on the PYTHON device;
 // `compatibility: true` asks for a compatibility-mode adapter; `onProgress` gets load steps.
 // `early`: a worker a page started before this module loaded ({worker, early}, made by
-// startEarly), so Pyodide boots while the rest of the page loads. `prebuild: true` starts
-// building the pipelines of the newest stored kernels at boot, before Python asks for them
-// (worker.js prebuildStored; off by default: bench/warm_reload.py --prebuild-ab has its figures).
+// startEarly), so Pyodide boots while the rest of the page loads. `prebuild` (on by default)
+// builds the pipelines the last page load's first run launched, in that order, while Python
+// boots (worker.js prebuildStored; bench/warm_reload.py --prebuild-ab has its figures).
 export async function createKernelgen({ base, webgpu = true, compatibility = false,
-                                        onProgress, early, prebuild = false } = {}) {
+                                        onProgress, early, prebuild = true } = {}) {
   const root = new URL(base || '../', base ? globalThis.location?.href : import.meta.url);
   const kg = early ? new Kernelgen(early.worker, onProgress, early.messages)
     : new Kernelgen(startWorker(root), onProgress);
