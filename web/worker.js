@@ -164,10 +164,11 @@ async function boot({ compatibility = false, webgpu = true, prebuild = true } = 
 // Build, while Python boots, the pipelines a warm first run needs, in the order it launches
 // them: the stored launch order (ORDER_KEY, written after the page's first WEBGPU run) names
 // each pipeline by a hash of its source (gpu_pipelines.js pipelineKey), and the stored kernels'
-// launches give the sources. At most PREBUILD_AHEAD builds are under way at once, so the
-// pipeline a run needs next is never queued behind many it needs later; a pipeline the run
-// already asked for (prepare) is not started twice, and none outside the order is built.
-// Returns the hashes in the order their builds started (the page tests read it).
+// launches give the sources. All are asked for at once, in that order (the driver takes them
+// in turn; a window refilled as builds end would wait for the worker's thread, which Pyodide's
+// boot holds for seconds at a time), so the pipeline a run needs next is never queued behind
+// one it needs later; one the run already asked for (prepare) is not started twice, and none
+// outside the order is built. Returns the hashes in the order their builds started (tests).
 async function prebuildStored(records) {
   const all = await records;
   const order = all[ORDER_KEY];
@@ -183,20 +184,13 @@ async function prebuildStored(records) {
     }
   }
   const started = [];
-  const building = new Set();
   const strayed = runStrayed(new Set(order.pipelines));
   for (const hash of order.pipelines) {
     const launch = launches.get(hash);
-    if (!launch || state.gpu.pipelineState(launch) !== 'none') continue;
-    while (building.size >= PREBUILD_AHEAD) await Promise.race(building);
     if (strayed()) break;      // the page runs something else, or its first run is over
-    if (state.gpu.pipelineState(launch) !== 'none') continue;   // the run asked for it meanwhile
+    if (!launch || state.gpu.pipelineState(launch) !== 'none') continue;
     state.gpu.prepare(launch);
-    const made = state.gpu.making.get(pipelineKey(launch));
-    if (!made) continue;
-    started.push(hash);
-    const done = made.catch(() => {}).finally(() => building.delete(done));
-    building.add(done);
+    if (state.gpu.pipelineState(launch) === 'making') started.push(hash);
   }
   return started;
 }
@@ -256,10 +250,8 @@ async function saveStored() {
   }
 }
 
-// The store's key of the launch order record (saveLaunchOrder), and the most pipeline builds a
-// boot's prebuild has under way at once.
+// The store's key of the launch order record (saveLaunchOrder).
 const ORDER_KEY = 'launch-order';
-const PREBUILD_AHEAD = 2;
 
 // Commands that run kernels: after the page's first, its launch order is stored.
 const RUNS = new Set(['run', 'runModel', 'generate']);
