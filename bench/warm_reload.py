@@ -17,16 +17,24 @@ on the same input (rtol 1e-3, atol 1e-5); the program's against numpy. One run p
 whatever load there is: the load average is printed beside each case (not an idle figure).
 
     python bench/warm_reload.py [--adapters swiftshader,lavapipe]
-        [--cases squeezenet,resnet50,program] [--prebuild-ab] [--json OUT]
-        (needs site/: ./build.sh site)
+        [--cases squeezenet,resnet50,program] [--prebuild-ab] [--sites LABEL=SITE,...]
+        [--repeat N] [--restart] [--json OUT]      (needs site/: ./build.sh site)
 
-createKernelgen({prebuild: true}) makes a warm boot start building the pipelines of the newest
-stored kernels while Python boots (web/worker.js prebuildStored, off by default); --prebuild-ab
-runs each case with it (' +pre') and without.
+A warm boot builds the pipelines the last page load's first run launched, in its launch order,
+while Python boots (web/worker.js prebuildStored; on by default, createKernelgen's `prebuild`);
+--prebuild-ab runs each case with it (' +pre') and without (' -pre'). --sites alternates other
+builds of the site (e.g. main's: `main=/tmp/start/site`) per case, --repeat takes more samples
+per cell, and --restart loads the warm page in a browser started again on the profile rather
+than reloading it in the same browser (whose GPU process may still be busy with the cold page's
+background pipeline builds). Each row also prints the boot's steps (ms from the boot command to
+each step's end: the GPU's first call and device, the store read, Pyodide, the wheel, the
+store's records given to Python) and the prebuild's pipelines.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import os
 import sys
@@ -42,6 +50,8 @@ from browser import profile_page  # noqa: E402
 ADAPTERS = ("swiftshader", "lavapipe")
 CASES = ("squeezenet", "resnet50", "program")
 STEADY = 3
+BOOT_STEPS = ("worker", "gpu_call", "store_read", "gpu", "pyodide", "install", "python", "setup",
+              "load_stored")
 SETTLE_MS = 1000        # a pause between kernelgen and ORT (the worker's leftover work)
 RTOL, ATOL = 1e-3, 1e-5
 PROGRAM = """x = (Tensor.arange(128 * 256).cast(dtypes.float32) * 0.0001).reshape(128, 256)
@@ -98,7 +108,7 @@ def check(got: dict, want) -> dict:
 def one_load(page, spec: dict, want, lavapipe: bool) -> dict:
   """kernelgen's and ORT's first results and steady calls in the page as it is now loaded."""
   kg_spec = {k: spec[k] for k in ("model", "input")} if "model" in spec else {"code": PROGRAM}
-  kg_spec["prebuild"] = spec.get("prebuild", False)
+  kg_spec["prebuild"] = spec.get("prebuild")     # None: the page's default
   out = {"load": os.getloadavg()[0]}
   out["kernelgen"] = check(page.evaluate("([s, c]) => window.warm.kgFirst(s, c)",
                                          [kg_spec, lavapipe]), want)
@@ -113,21 +123,31 @@ def one_load(page, spec: dict, want, lavapipe: bool) -> dict:
   return out
 
 
-def one_case(playwright, server, adapter: str, spec: dict, want, profile: Path) -> dict:
-  """Cold (fresh profile) then warm (the page reloaded on it) loads of one case."""
+def one_case(playwright, server, adapter: str, spec: dict, want, profile: Path,
+             restart: bool = False) -> dict:
+  """Cold (fresh profile) then warm (the page reloaded on it; with `restart`, loaded in a
+  browser started again on the profile) loads of one case."""
   lavapipe = adapter == "lavapipe"
   url = server.url("bench/web/warm_reload.html")
   env = {"MESA_SHADER_CACHE_DIR": str(profile / "mesa")}
-  with profile_page(playwright, profile / "chromium", lavapipe=lavapipe, env=env) as page:
-    page.goto(url)
-    page.wait_for_selector("body[data-ready]", state="attached", timeout=180_000)
-    cold = one_load(page, spec, want, lavapipe)
-    print(f"    cold {summary(cold)}", file=sys.stderr, flush=True)
-    page.reload()
-    page.wait_for_selector("body[data-ready]", state="attached", timeout=180_000)
-    warm = one_load(page, spec, want, lavapipe)
-    print(f"    warm {summary(warm)}", file=sys.stderr, flush=True)
-  return {"cold": cold, "warm": warm}
+  out = {}
+  with contextlib.ExitStack() as stack:
+    page = stack.enter_context(profile_page(playwright, profile / "chromium", lavapipe=lavapipe,
+                                            env=env))
+    for when in ("cold", "warm"):
+      if when == "cold":
+        page.goto(url)
+      elif restart:
+        stack.close()
+        page = stack.enter_context(profile_page(playwright, profile / "chromium",
+                                                lavapipe=lavapipe, env=env))
+        page.goto(url)
+      else:
+        page.reload()
+      page.wait_for_selector("body[data-ready]", state="attached", timeout=180_000)
+      out[when] = one_load(page, spec, want, lavapipe)
+      print(f"    {when} {summary(out[when])}", file=sys.stderr, flush=True)
+  return out
 
 
 def summary(load: dict) -> str:
@@ -138,7 +158,22 @@ def summary(load: dict) -> str:
           f"run {kg['run_ms']:.0f}: Python {kg['worker_ms']:.0f}, its compiles "
           f"{kg['compile_ms']:.0f}, pipelines {kg['pipeline_ms']:.0f}; compiled {kg['compiled']}, "
           f"stored {kg['stored']}, model from store {kg['load_stored']}), "
-          f"ort {ms(load.get('ort'))}, load {load['load']:.1f}-{load['load_after']:.1f}")
+          f"ort {ms(load.get('ort'))}, load {load['load']:.1f}-{load['load_after']:.1f}"
+          f"{phases(kg)}")
+
+
+def phases(kg: dict) -> str:
+  """The boot's steps (web/worker.js boot: ms from its start to each step's end) and the
+  prebuild's counts, where the page reports them."""
+  steps = kg.get("phases") or {}
+  text = ", ".join(f"{k} {v:.0f}" for k, v in steps.items() if k in BOOT_STEPS)
+  if "store_bytes" in steps:
+    text += f"; store {steps['store_records']} records, {steps['store_bytes'] / 1e6:.1f} MB"
+  pre = kg.get("prebuilt")
+  if pre:
+    text += (f"; prebuild started {pre['started']}, builds {pre['builds']}, "
+             f"pipelines {pre['pipelines']}")
+  return f"\n      boot steps: {text}" if text else ""
 
 
 def ms(entry: dict | None, key: str = "ms") -> str:
@@ -152,29 +187,39 @@ def ms(entry: dict | None, key: str = "ms") -> str:
   return f"{value:.0f}" if value < 10_000 else f"{value / 1000:.1f}k"
 
 
-def measure(adapters, cases, prebuild=(False,)) -> dict:
+def measure(adapters, cases, prebuild=(None,), sites=(("", "site"),), repeat=1,
+            restart=False) -> dict:
+  """Each case on each adapter, with each `prebuild` setting (None: the page's default) and on
+  each of `sites` ((label, folder): another build's site/, e.g. main's), `repeat` times; the
+  settings and sites alternated per case (A/B under the same load)."""
   from playwright.sync_api import sync_playwright
 
   from browser_util import StaticServer
   out = {"uptime_start": uptime(), "cpus": os.cpu_count(), "rows": []}
-  with tempfile.TemporaryDirectory(prefix="kg-warm-") as tmp:
+  with tempfile.TemporaryDirectory(prefix="kg-warm-") as tmp, contextlib.ExitStack() as stack:
     folder = Path(tmp)
     mounts = {"/bench/": ROOT / "bench", "/data/": folder,
               "/tfjs/": ROOT / ".venv-bench" / "npm" / "node_modules"}
-    with StaticServer(ROOT / "site", mounts=mounts) as server, sync_playwright() as pw:
-      specs = {name: model_spec(folder, server, name) for name in cases if name != "program"}
-      if "program" in cases:
-        specs["program"] = {"want": program_reference()}
-      for name, spec in specs.items():
-        want = spec.pop("want")
-        for adapter in adapters:
-          for early in prebuild:       # (alternated per case: A/B under the same load)
-            label = f"{name} +pre" if early else name
-            print(f"{adapter} {label} (load {os.getloadavg()[0]:.1f})", file=sys.stderr,
-                  flush=True)
-            profile = folder / f"profile-{adapter}-{name}-{early}"
-            row = one_case(pw, server, adapter, {**spec, "prebuild": early}, want, profile)
-            out["rows"].append({"case": label, "adapter": adapter, **row})
+    servers = {label: stack.enter_context(StaticServer(ROOT / path, mounts=mounts))
+               for label, path in sites}
+    pw = stack.enter_context(sync_playwright())
+    server = next(iter(servers.values()))
+    specs = {name: model_spec(folder, server, name) for name in cases if name != "program"}
+    if "program" in cases:
+      specs["program"] = {"want": program_reference()}
+    for name, spec in specs.items():
+      want = spec.pop("want")
+      for adapter, rep, early, site in itertools.product(adapters, range(repeat), prebuild,
+                                                         servers):
+        label = " ".join(filter(None, [name, site, {True: "+pre", False: "-pre"}.get(early)]))
+        print(f"{adapter} {label} (load {os.getloadavg()[0]:.1f})", file=sys.stderr,
+              flush=True)
+        profile = folder / f"profile-{adapter}-{name}-{early}-{site}-{rep}"
+        urls = {k: servers[site].url(v.split("/", 3)[3]) if k in ("model", "input") else v
+                for k, v in spec.items()}
+        row = one_case(pw, servers[site], adapter, {**urls, "prebuild": early}, want, profile,
+                       restart)
+        out["rows"].append({"case": label, "adapter": adapter, **row})
   out["uptime_end"] = uptime()
   return out
 
@@ -227,13 +272,20 @@ def main(argv=None) -> int:
   parser.add_argument("--prebuild-ab", action="store_true",
                       help="each case with the boot's pipeline prebuild (' +pre') and without")
   parser.add_argument("--table", default=None, help="print the table of a results file")
+  parser.add_argument("--sites", default="",
+                      help="label=folder,... : site/ folders to alternate (e.g. main's)")
+  parser.add_argument("--repeat", type=int, default=1, help="samples per cell")
+  parser.add_argument("--restart", action="store_true",
+                      help="the warm load in a browser started again on the profile (not a reload)")
   args = parser.parse_args(argv)
   if args.table:
     print_table(json.loads(Path(args.table).read_text()))
     return 0
   started = time.time()
+  sites = [tuple(part.split("=", 1)) for part in args.sites.split(",") if part] or [("", "site")]
   result = measure(args.adapters.split(","), args.cases.split(","),
-                   (True, False) if args.prebuild_ab else (False,))
+                   (True, False) if args.prebuild_ab else (None,), sites, args.repeat,
+                   args.restart)
   result["seconds"] = round(time.time() - started)
   if args.json:
     Path(args.json).write_text(json.dumps(result, indent=1))

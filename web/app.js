@@ -54,6 +54,7 @@ function bindKeys() {
 
 async function start() {
   state.options = { webgpu: PARAMS.get('webgpu') !== '0', compatibility: PARAMS.has('compat') };
+  if (PARAMS.has('prebuild')) state.options.prebuild = PARAMS.get('prebuild') !== '0';
   // first: Python boots while the editors load
   const booting = createKernelgen({ ...state.options, onProgress, early: window.kgEarly });
   setupEditors();

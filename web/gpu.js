@@ -28,7 +28,7 @@
 import { boundRange, packUniforms, uniformSlot } from './gpu_bindings.js';
 import { BATCH_KERNELS } from './gpu_batches.js';
 import { KernelError } from './gpu_device.js';
-import { GpuPipelines } from './gpu_pipelines.js';
+import { GpuPipelines, pipelineKey } from './gpu_pipelines.js';
 
 export { KernelError };
 
@@ -94,6 +94,7 @@ export class GpuExecutor extends GpuPipelines {
       querySet: batch.querySet, beginningOfPassWriteIndex: at, endOfPassWriteIndex: at + 1,
     } } : {});
     pass.setPipeline(pipeline);
+    this.launchOrder?.add(pipelineKey(launch));
     pass.setBindGroup(0, this.bindGroup(launch, layout, ids, uniform));
     pass.dispatchWorkgroups(...dispatch);
     pass.end();

@@ -71,8 +71,9 @@ export class GpuDevice {
     this.launchPipelines = new WeakMap();  // launch object -> pipeline entry (Python reuses them)
     this.generation = 0;         // +1 per device made: Python re-reads info() when it changes
     this.stats = { submits: 0, batches: 0, kernels: 0, workgroups: 0, scopeWaits: 0,
-      pipelinesMade: 0, mostMaking: 0, pipelineMs: 0, pipelineBusyMs: 0, pipelineBytes: 0,
-      inliningSettles: 0, maps: 0 };
+      pipelinesMade: 0, pipelineBuilds: 0, mostMaking: 0, pipelineMs: 0, pipelineBusyMs: 0,
+      pipelineBytes: 0, inliningSettles: 0, maps: 0 };
+    // pipelineBuilds: compile() calls (a source built twice counts twice);
     // mostMaking: the most pipelines in flight at once; pipelineMs: the builds' times summed
     // (shader module + createComputePipelineAsync, each); pipelineBusyMs: the time at least one
     // was building (what the builds add to a run's wall time at most, as they overlap);
@@ -83,6 +84,7 @@ export class GpuDevice {
     this.timeBatches = false;    // time every batch (takeTimings returns their times)
     this.settlesInlining = false;  // lavapipe: settle each pipeline with uniforms (settleInlining)
     this.standIns = [];          // the settling dispatches' stand-in storage buffers
+    this.launchOrder = null;     // a Set: the pipeline keys encoded, first use first, while kept
   }
 
   get available() {

@@ -21,8 +21,21 @@ const STAND_IN_BYTES = 256;
 // What a launch's pipeline depends on: its source but for the entry point's name, so that
 // kernels of one structure under other names (a model's layers, `_n2`, `_n3`...) share one
 // pipeline (uop/program.py unnamed_source; only the dispatch names the entry point).
-const pipelineKey = (launch) => launch.source
+export const pipelineKey = (launch) => launch.source
   .split(new RegExp(`\\b${launch.entry_point}\\b`)).join('\0');
+
+// A short name of a pipeline key (two 32-bit FNV-1a hashes, hex) for the stored launch order
+// (worker.js saveLaunchOrder): a collision only misorders a prebuild, never picks a pipeline.
+export function sourceHash(text) {
+  let a = 0x811c9dc5;
+  let b = 0x01000193 ^ text.length;
+  for (let i = 0; i < text.length; i += 1) {
+    const c = text.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x5bd1e995);
+  }
+  return (a >>> 0).toString(16).padStart(8, '0') + (b >>> 0).toString(16).padStart(8, '0');
+}
 
 export class GpuPipelines extends GpuBuffers {
   // Forget every compiled pipeline (a run compiles its kernels again); returns how many.
@@ -107,6 +120,7 @@ export class GpuPipelines extends GpuBuffers {
   // compile(launch), timed into stats.pipelineMs and stats.pipelineBusyMs (its bytes counted).
   async compile(launch) {
     const start = performance.now();
+    this.stats.pipelineBuilds += 1;
     if (this.building++ === 0) this.busySince = start;
     try {
       return await this.build(launch);

@@ -224,11 +224,13 @@ class Kernelgen {
 // folder above this module). `webgpu: false` runs everything on the PYTHON device;
 // `compatibility: true` asks for a compatibility-mode adapter; `onProgress` gets load steps.
 // `early`: a worker a page started before this module loaded ({worker, early}, made by
-// startEarly), so Pyodide boots while the rest of the page loads. `prebuild: true` starts
-// building the pipelines of the newest stored kernels at boot, before Python asks for them
-// (worker.js prebuildStored; off by default: bench/warm_reload.py --prebuild-ab has its figures).
+// startEarly), so Pyodide boots while the rest of the page loads. `prebuild` (on by default)
+// builds the pipelines the last page load's first run launched, in that order, while Python
+// boots (worker.js prebuildStored): warm first result, main -> this, a browser restarted on its
+// profile, load 11-24, one sample each: ResNet-50 SwiftShader 50.2 -> 26.8 s, lavapipe 19.1 ->
+// 17.9 s; SqueezeNet SwiftShader 20.0 -> 16.6 s, lavapipe 20.0 -> 20.3 s (bench/warm_reload.py).
 export async function createKernelgen({ base, webgpu = true, compatibility = false,
-                                        onProgress, early, prebuild = false } = {}) {
+                                        onProgress, early, prebuild = true } = {}) {
   const root = new URL(base || '../', base ? globalThis.location?.href : import.meta.url);
   const kg = early ? new Kernelgen(early.worker, onProgress, early.messages)
     : new Kernelgen(startWorker(root), onProgress);

@@ -3,6 +3,8 @@
 // (web_api.take_stored); records are keyed by kernelgen's build (its version and source) and the
 // kernel's compile key, and sealed with a checksum that Python checks before using one
 // (core/kernelgen/stored.py), so a reloaded page that runs the same program compiles nothing.
+// The worker also keeps here, unsealed, the order the page's first run launched its pipelines in
+// (worker.js saveLaunchOrder: 'launch-order'), which the next boot prebuilds them in.
 
 const DB = 'kernelgen-kernels';
 const STORE = 'kernels';
@@ -45,7 +47,7 @@ export async function writeStored({ cleared, records }) {
   const tx = db.transaction(STORE, 'readwrite');
   const store = tx.objectStore(STORE);
   if (cleared) store.clear();
-  const at = Date.now();   // when written: the worker prebuilds the newest kernels' pipelines
+  const at = Date.now();   // when written (shown to someone reading the store)
   for (const [key, record] of entries) store.put({ ...record, at }, key);
   await new Promise((resolve, reject) => {
     tx.oncomplete = resolve;

@@ -19,6 +19,7 @@
 //               {id, ok: true, result} | {id, ok: false, error: {type, message, line, ...}}
 import { loadPyodide } from '../pyodide/pyodide.mjs';
 import { GpuExecutor } from './gpu.js';
+import { pipelineKey, sourceHash } from './gpu_pipelines.js';
 import { readStored, writeStored } from './store.js';
 
 const PYODIDE_URL = new URL('../pyodide/', import.meta.url).href;
@@ -28,7 +29,10 @@ const RUNTIME_FILES = ['pyodide.asm.wasm', 'python_stdlib.zip'];
 const PROGRESS_STEP = 0.01;
 // interrupt: Pyodide's interrupt buffer, on a cross-origin isolated page only (it needs a
 // SharedArrayBuffer): the page writes 2 (SIGINT) and Python raises KeyboardInterrupt.
-const state = { pyodide: null, api: null, gpu: null, gpuInfo: null, jspi: false, interrupt: null };
+// firstRunDone: the page's first run of kernels is over (its launch order stored); prebuilt: the
+// boot's prebuild, a promise of the pipeline hashes it started (prebuildStored).
+const state = { pyodide: null, api: null, gpu: null, gpuInfo: null, jspi: false, interrupt: null,
+  firstRunDone: false, prebuilt: null };
 
 function post(message, transfer = []) {
   self.postMessage(message, transfer);
@@ -102,29 +106,43 @@ async function installKernelgen(pyodide) {
 }
 
 // Pyodide and kernelgen, started when the worker starts (not when the page asks to boot).
+// steps: when (ms since the worker started) Pyodide was loaded and kernelgen installed.
+const pythonSteps = {};
+
 async function startPython() {
   self.fetch = countingFetch(self.fetch.bind(self));
   const pyodide = await timed('boot', () => loadPyodide({ indexURL: PYODIDE_URL }));
+  pythonSteps.pyodide = performance.now();
   const api = await timed('install', () => installKernelgen(pyodide));
+  pythonSteps.install = performance.now();
   return { pyodide, api };
 }
 
 const python = startPython();
 python.catch(() => {});  // reported by the boot command
 
-async function boot({ compatibility = false, webgpu = true, prebuild = false } = {}) {
+async function boot({ compatibility = false, webgpu = true, prebuild = true } = {}) {
+  // ms from this command's start to each step's end (bench/warm_reload.py); worker: when the
+  // worker started (<= 0: Python's boot starts with it, before this command)
+  const start = performance.now();
+  const phases = { worker: -start };
+  const mark = (name) => (value) => { phases[name] = performance.now() - start; return value; };
   state.gpu = new GpuExecutor({ compatibility });
   state.gpu.onPipelines = (pipelines) => progress('work', 'pipelines', { pipelines });
-  const gpuReady = webgpu ? timed('gpu', () => state.gpu.init()) : Promise.resolve({
-    available: false, reason: 'WebGPU was turned off for this page' });
+  const gpuReady = (webgpu ? timed('gpu', () => state.gpu.init()) : Promise.resolve({
+    available: false, reason: 'WebGPU was turned off for this page' })).then(mark('gpu'));
+  mark('gpu_call')();   // init()'s synchronous part: the GPU process's channel (a reload waits)
   state.records = readStored().catch((error) => {
     console.warn('kernelgen worker: the stored kernels could not be read:', error);
     return {};
-  });
+  }).then(mark('store_read'));
   if (prebuild) {
-    gpuReady.then((info) => info.available && prebuildStored(state.records)).catch(() => {});
+    state.prebuilt = gpuReady.then((info) => info.available && prebuildStored(state.records))
+      .catch(() => []);
   }
-  Object.assign(state, await python);
+  Object.assign(state, await python.then(mark('python')));
+  phases.pyodide = pythonSteps.pyodide - start;
+  phases.install = pythonSteps.install - start;
   state.jspi = typeof WebAssembly.Suspending === 'function';
   if (self.crossOriginIsolated && typeof SharedArrayBuffer === 'function') {
     state.interrupt = new Uint8Array(new SharedArrayBuffer(1));
@@ -135,36 +153,87 @@ async function boot({ compatibility = false, webgpu = true, prebuild = false } =
     workProgress);
   const result = toPlain(setup);
   setup.destroy?.();
-  result.stored = await loadStored();
+  mark('setup')();
+  result.stored = await loadStored(phases);
+  mark('load_stored')();
+  state.gpu.launchOrder = state.gpuInfo.available ? new Set() : null;   // the first run's
   enqueue({ cmd: 'warm' });  // runs after this reply: the imports a first compile needs
-  return { ...result, gpu: state.gpuInfo, jspi: state.jspi, interrupt: state.interrupt };
+  return { ...result, gpu: state.gpuInfo, jspi: state.jspi, interrupt: state.interrupt, phases };
 }
 
-// Start building the pipelines of the PREBUILD most recently stored kernels while Python boots
-// (gpu_pipelines.js prepare: keyed by the WGSL itself, so a pipeline is only used for the very
-// source Python's own checked record gives later; one it never asks for is work wasted). Off
-// unless createKernelgen asks: it hid SqueezeNet's pipeline builds on a warm reload, but on
-// ResNet-50 (SwiftShader) the builds of kernels the first run does not need (a steady run's,
-// written last, so built first) delayed those it does (bench/warm_reload.py --prebuild-ab).
+// Build, while Python boots, the pipelines a warm first run needs, in the order it launches
+// them: the stored launch order (ORDER_KEY, written after the page's first WEBGPU run) names
+// each pipeline by a hash of its source (gpu_pipelines.js pipelineKey), and the stored kernels'
+// launches give the sources. All are asked for at once, in that order (the driver takes them
+// in turn; a window refilled as builds end would wait for the worker's thread, which Pyodide's
+// boot holds for seconds at a time), so the pipeline a run needs next is never queued behind
+// one it needs later; one the run already asked for (prepare) is not started twice, and none
+// outside the order is built. Returns the hashes in the order their builds started (tests).
 async function prebuildStored(records) {
-  const kernels = Object.values(await records).filter((r) => r && r.kind === 'kernel' &&
-    typeof r.text === 'string').sort((a, b) => (b.at || 0) - (a.at || 0)).slice(0, PREBUILD);
-  for (const record of kernels) {
+  const all = await records;
+  const order = all[ORDER_KEY];
+  if (!order || order.kind !== 'order' || !Array.isArray(order.pipelines)) return [];
+  const launches = new Map();   // hash -> launch
+  for (const record of Object.values(all)) {
+    if (!record || record.kind !== 'kernel' || typeof record.text !== 'string') continue;
     try {
-      state.gpu.prepare(JSON.parse(record.text).launch);
+      const { launch } = JSON.parse(record.text);
+      launches.set(sourceHash(pipelineKey(launch)), launch);
     } catch {
       // not a kernel's launch: Python rejects the record when it is asked for
     }
   }
+  const started = [];
+  const strayed = runStrayed(new Set(order.pipelines));
+  for (const hash of order.pipelines) {
+    const launch = launches.get(hash);
+    if (strayed()) break;      // the page runs something else, or its first run is over
+    if (!launch || state.gpu.pipelineState(launch) !== 'none') continue;
+    state.gpu.prepare(launch);
+    if (state.gpu.pipelineState(launch) === 'making') started.push(hash);
+  }
+  return started;
+}
+
+// A function saying whether the page's first run is over, or has launched a pipeline the stored
+// order does not name (`wanted`: its hashes): the rest of a prebuild would be work wasted.
+function runStrayed(wanted) {
+  let checked = 0;
+  return () => {
+    if (state.firstRunDone) return true;
+    const launched = Array.from(state.gpu.launchOrder || []);
+    for (; checked < launched.length; checked += 1) {
+      if (!wanted.has(sourceHash(launched[checked]))) return true;
+    }
+    return false;
+  };
+}
+
+// After the page's first WEBGPU run: store the order its pipelines were first dispatched in,
+// for the next page load's prebuild (prebuildStored). Written once per page load.
+async function saveLaunchOrder() {
+  const order = state.gpu?.launchOrder;
+  if (!order || !order.size) return;
+  state.gpu.launchOrder = null;
+  state.firstRunDone = true;
+  const pipelines = Array.from(order, sourceHash);
+  try {
+    await writeStored({ cleared: false, records: { [ORDER_KEY]: { kind: 'order', pipelines } } });
+  } catch (error) {
+    console.warn('kernelgen worker: the launch order could not be stored:', error);
+  }
 }
 
 // The compiled kernels the browser kept from earlier page loads, given to Python; how many.
-async function loadStored() {
+async function loadStored(phases = {}) {
   try {
     const records = await state.records;
     state.records = null;
     if (!Object.keys(records).length) return 0;
-    return await callPython('load_stored', JSON.stringify(records));
+    const text = JSON.stringify(records);
+    phases.store_bytes = text.length;
+    phases.store_records = Object.keys(records).length;
+    return await callPython('load_stored', text);
   } catch (error) {
     console.warn('kernelgen worker: the stored kernels could not be read:', error);
     return 0;
@@ -181,8 +250,11 @@ async function saveStored() {
   }
 }
 
-// The most stored kernels whose pipelines a boot starts building (prebuildStored).
-const PREBUILD = 256;
+// The store's key of the launch order record (saveLaunchOrder).
+const ORDER_KEY = 'launch-order';
+
+// Commands that run kernels: after the page's first, its launch order is stored.
+const RUNS = new Set(['run', 'runModel', 'generate']);
 
 // Commands after which nothing new was compiled (the store is not written).
 const NOT_STORED = new Set(['boot', 'warm', 'release', 'info', 'loseDevice']);
@@ -301,6 +373,10 @@ const COMMANDS = {
     return true;
   },
   info: () => ({ gpu: state.gpu.info() }),
+  // the boot's prebuild: the pipeline hashes it started, in order (prebuildStored), once done;
+  // the pipelines built (compile() calls) and held
+  prebuilt: async () => ({ started: (await state.prebuilt) || [],
+    builds: state.gpu.stats.pipelineBuilds, pipelines: state.gpu.pipelines.size }),
 };
 
 function errorData(error) {
@@ -327,6 +403,7 @@ async function handle({ id, cmd, args }) {
     else console.warn(`kernelgen worker: ${cmd} failed:`, error);
   }
   if (!NOT_STORED.has(cmd)) await saveStored();
+  if (RUNS.has(cmd)) await saveLaunchOrder();
 }
 
 // One command at a time: Python is single-threaded, and with JSPI a command that waits for the

@@ -21,8 +21,9 @@ async function timed(fn) {
 // (its WGSL and PTX: compiled, or from the store) and first run, or the program's first run.
 async function kgFirst(spec, compatibility) {
   const start = performance.now();
-  state.kg = await createKernelgen({ base: '/', webgpu: true, compatibility,
-    prebuild: spec.prebuild });
+  const options = { base: '/', webgpu: true, compatibility };
+  if (spec.prebuild !== null) options.prebuild = spec.prebuild;   // null: the default
+  state.kg = await createKernelgen(options);
   const booted = performance.now();
   let load = { ms: 0 };
   if (spec.model) {
@@ -43,7 +44,19 @@ async function kgFirst(spec, compatibility) {
     since_navigation_ms: done, load_stored: load.stored ?? null, compiled: r.compiled,
     stored: r.stored, compile_ms: (r.compile_s || 0) * 1000, worker_ms: r.seconds * 1000,
     pipeline_ms: r.pipeline_busy_ms ?? r.pipelineBusyMs, adapter: state.kg.info.gpu?.adapter,
+    phases: state.kg.info.phases ?? null, prebuilt: await prebuilt(),
     data: Array.from(data, Number) };
+}
+
+// The boot's prebuild (worker.js prebuildStored: pipelines started, builds, pipelines held), or
+// null where the worker has no such command (an older site).
+async function prebuilt() {
+  try {
+    const info = await state.kg.call('prebuilt');
+    return { started: info.started.length, builds: info.builds, pipelines: info.pipelines };
+  } catch {
+    return null;
+  }
 }
 
 // onnxruntime-web (wasm, one thread): the session made from the model's bytes, run, the output.

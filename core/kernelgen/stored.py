@@ -72,8 +72,8 @@ def _sum(name: str, text: str) -> str:
 
 def seal(name: str, content, kind: str = "data") -> dict:
   """The record stored under `name` for plain JSON `content` (the module docstring); `kind`:
-  "kernel" (to_record's: the page's worker builds the newest ones' pipelines at boot) or
-  "data"."""
+  "kernel" (to_record's: the page's worker prebuilds the pipelines of those its stored launch
+  order names at boot, web/worker.js prebuildStored) or "data"."""
   text = json.dumps(content, separators=(",", ":"))
   return {"v": build_id(), "key": name, "kind": kind, "text": text, "sum": _sum(name, text)}
 

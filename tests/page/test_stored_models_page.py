@@ -79,20 +79,21 @@ def _reference(data: bytes) -> np.ndarray:
   return session.run(None, {"x": x})[0].ravel()
 
 
-def _start(playwright, site, profile, js: str, *args):  # noqa: F811
-  """Start Chromium on `profile`, boot the page, evaluate `js`, close Chromium: its result."""
+def _start(playwright, site, profile, js: str, *args, page: str = "index.html"):  # noqa: F811
+  """Start Chromium on `profile`, boot `page` (the app), evaluate `js`, close Chromium: its
+  result."""
   context = playwright.chromium.launch_persistent_context(
     str(profile), executable_path=chromium_path(), headless=True, args=chromium_args(),
     env=chromium_env(), service_workers="block", viewport={"width": 1440, "height": 900})
   guard = LocalOnly(context)
   try:
-    page = context.pages[0] if context.pages else context.new_page()
+    tab = context.pages[0] if context.pages else context.new_page()
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(site.url("index.html"))
-    page.wait_for_selector("body[data-ready]", timeout=BOOT_MS)
-    page.set_default_timeout(RUN_MS)
-    result = page.evaluate(js, *args)
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.goto(site.url(page))
+    tab.wait_for_selector("body[data-ready]", timeout=BOOT_MS)
+    tab.set_default_timeout(RUN_MS)
+    result = tab.evaluate(js, *args)
     assert errors == [], errors
     return result
   finally:
