@@ -315,7 +315,8 @@ class Runner:
         return False
       for name, out in zip(node.outputs, outs):
         if name and out is not None:
-          self.static[name] = Static(out.dtype, out.shape, _flat(out.tolist()))
+          self.static[name] = out if isinstance(out, Static) else \
+            Static(out.dtype, out.shape, _flat(out.tolist()))
     return True
 
   def _symbolic(self, node, names: list):

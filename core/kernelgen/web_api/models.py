@@ -67,8 +67,10 @@ def _feed_tensors(feeds: dict, device: str) -> dict:
       count = len(feed["values"])
       buffer = lazy.Buffer(Device.canonical(device), dtype, count, feed["raw"])
       tensor = kernelgen.Tensor(lazy.LazyOp.from_buffer(buffer, (count,)))
-    else:
-      tensor = kernelgen.Tensor(feed["values"], dtype=dtype, device=device)
+    else:   # 64-bit integers (token ids, Silero's sample rate) made on PYTHON: the model's
+      # run narrows them for a device without them (WebGPU), as it does a numpy feed
+      wide = dtype.itemsize == 8 and not dtype.is_float()
+      tensor = kernelgen.Tensor(feed["values"], dtype=dtype, device="PYTHON" if wide else device)
     tensors[name] = tensor.reshape(*feed["shape"]) if feed["shape"] else tensor.reshape()
   return tensors
 

@@ -10,7 +10,7 @@ from ...tensor.tensor import Tensor, cat, where
 from ...tensor.ops.einsum import einsum
 from ...tensor.ops.advanced_indexing import take
 from ..registry import axis_index, broadcast, full, op
-from ..values import narrow_bytes, tensor_from_bytes
+from ..values import FOLD_MAX, Static, narrow_bytes, tensor_from_bytes
 from .big_weights import gather_in_pieces
 
 
@@ -189,13 +189,17 @@ def _tile(ins, at):
 def _const_of_shape(ins, at):
   shape = ins.ints(0)
   t = at.tensor("value")
-  if t is None:
-    return full(shape, 0.0, dtypes.float32, ins.device)
-  from ..data import tensor_payload
-  from ...tensor.data import unpack
-  dtype, _, raw = tensor_payload(t, None, "ConstantOfShape value")
-  value = unpack(raw, dtype)[0]
-  return full(shape, value, ins.dtype(t.data_type), ins.device)
+  value, dtype = 0.0, dtypes.float32
+  if t is not None:
+    from ..data import tensor_payload
+    from ...tensor.data import unpack
+    dtype, _, raw = tensor_payload(t, None, "ConstantOfShape value")
+    value, dtype = unpack(raw, dtype)[0], ins.dtype(t.data_type)
+  if ins.runner.folding and math.prod(shape) <= FOLD_MAX:
+    # a static fill's values on the host: no fill kernel compiled on PYTHON (a warm page load
+    # compiled one per constant weight of a model that fills its weights, the light corpus')
+    return Static(dtype, shape, [value] * math.prod(shape))
+  return full(shape, value, dtype, ins.device)
 
 
 @op("Constant")
