@@ -64,3 +64,6 @@ def test_a_symbolic_query_count_spreads_its_rows_over_threads_issue_37():
   # a static count keeps the adapter's rows: 32 rows of 40 in one thread
   kernel, = kg.compile(_attention(kg.Tensor(Q)), "wgsl", upcast=32)
   assert _rows_per_thread(kernel) == 32
+  # and 7 static rows take 8 per thread (halved while twice the count or more), not 4
+  kernel, = kg.compile(_attention(kg.Tensor(Q[:, :, :7].copy())), "wgsl", upcast=32)
+  assert _rows_per_thread(kernel) == 8

@@ -81,7 +81,7 @@ def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   rows = int(options.get("upcast", 0) or 0) or ATTENTION_ROWS
   forced = "upcast" in options and "upcast" not in options.get("adapter_chose", ())
   width = out.src[0].shape[-1] + out.shape[-1] + 2
-  least = least_queries(out, options) or n_q     # (a symbolic count: its least served value)
+  least = least_queries(out, options) or rows    # (a symbolic count: its least served value)
   while rows > 1 and (rows * width > ATTENTION_REGS or rows >= 2 * n_q or rows > least):
     rows //= 2
   wanted, capped = rows, not forced and compile_cost.capped(options)
