@@ -41,3 +41,29 @@ def test_causal_attention_over_a_symbolic_query_count_is_right(device):
     got = _attention(q, True).numpy()
     mask = np.tril(np.ones((v, KEYS), bool))
     np.testing.assert_allclose(got, sdpa_np(Q[:, :, :v], K, V, mask=mask), rtol=1e-4, atol=1e-4)
+
+
+def _rows_per_thread(kernel) -> int:
+  """Query rows one thread of attention `kernel` computes: the values it stores over E."""
+  width = 4 if "b0_out: array<vec4<f32>>" in kernel.source else 1
+  return sum(width for line in kernel.source.splitlines()
+             if line.lstrip().startswith("b0_out[") and " = " in line) // E
+
+
+def test_a_symbolic_query_count_spreads_its_rows_over_threads_issue_37():
+  """The tiny LM's decode step (seq 1..31, a recording's kernel for many runs on lavapipe:
+  32 rows per thread) had ONE thread per head walk all 31 rows, every row's q and dot products
+  unrolled: 9,756 lines of WGSL. A symbolic count's rows per thread stop at the least count the
+  kernel serves (9: 1..8 take the variants), as a static count's stop at that count."""
+  # (lo, hi, the least count the kernel runs at, rows per thread)
+  for lo, hi, least, rows in ((1, HI, 9, 8), (1, 16, 9, 8), (1, 5, 2, 2), (12, HI, 12, 8),
+                              (1, 2, 2, 2)):
+    m = kg.Dim("m", lo, hi)
+    kernel, = kg.compile(_attention(kg.Tensor.empty(2, 3, m, E, name="q")), "wgsl", upcast=32)
+    assert _rows_per_thread(kernel) == rows <= least, (lo, hi, _rows_per_thread(kernel))
+  # a static count keeps the adapter's rows: 32 rows of 40 in one thread
+  kernel, = kg.compile(_attention(kg.Tensor(Q)), "wgsl", upcast=32)
+  assert _rows_per_thread(kernel) == 32
+  # and 7 static rows take 8 per thread (halved while twice the count or more), not 4
+  kernel, = kg.compile(_attention(kg.Tensor(Q[:, :, :7].copy())), "wgsl", upcast=32)
+  assert _rows_per_thread(kernel) == 8

@@ -81,7 +81,8 @@ def attention_opts(item: ScheduleItem, target: Target, options: dict) -> Opts:
   rows = int(options.get("upcast", 0) or 0) or ATTENTION_ROWS
   forced = "upcast" in options and "upcast" not in options.get("adapter_chose", ())
   width = out.src[0].shape[-1] + out.shape[-1] + 2
-  while rows > 1 and (rows * width > ATTENTION_REGS or rows >= 2 * n_q):
+  least = least_queries(out, options) or rows    # (a symbolic count: its least served value)
+  while rows > 1 and (rows * width > ATTENTION_REGS or rows >= 2 * n_q or rows > least):
     rows //= 2
   wanted, capped = rows, not forced and compile_cost.capped(options)
   while rows > 1 and capped and not compile_cost.affordable(options, estimated_uops(out, rows)):
@@ -131,6 +132,24 @@ def query_grid(out) -> bool:
   sym = out.sym
   return sym is not None and grid_axis(out) == len(out.shape) - 2 and \
     getattr(sym[-2], "div", 1) == 1
+
+
+def least_queries(out, options: dict) -> int | None:
+  """The least query count the kernel of ATTENTION node `out` runs at where that count is
+  symbolic (query_grid; None where static): past the largest QUERY_VARIANTS value below the
+  range's top (the counts up to it take a variant: _query_variants), else the range's low end.
+  attention_opts halves the rows per thread while they pass it, so no thread computes padding
+  rows at that count and the rows of the range's top spread over threads: the tiny LM's decode
+  step (seq 1..31, lavapipe's 32 rows, a recording's kernel for RUNS_MANY) had one thread per
+  head walk all 31 rows, 9,756 lines of WGSL: 33 s CPU cold (Mesa cache off, load 15), 17 s
+  with 8 rows, 6,425 lines, 0.1 s at one row (the one-off kernel again; issue 37)."""
+  sym = out.sym[-2] if query_grid(out) else None
+  if sym is None or not sym.is_dim:
+    return None
+  (name, _), = sym.terms
+  lo, hi = sym.ranges[name]
+  taken = [most for most in QUERY_VARIANTS if lo <= most < hi and "local" not in options]
+  return max([lo] + [most + 1 for most in taken])
 
 
 def _query_variants(out, options: dict, opts: Opts | None) -> list:
