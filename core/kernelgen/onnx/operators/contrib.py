@@ -47,7 +47,10 @@ def _simplified_layer_norm(ins, at):
 
 def _skip_sum(ins, bias_at: int) -> Tensor:
   """input + skip (+ bias) in float32 where they are 16-bit: SkipLayerNormalization's
-  input_skip_bias_sum before its one rounding."""
+  input_skip_bias_sum as onnxruntime's CPU kernel computes it; the norm reads it unrounded, the
+  sum output is it rounded once. (The norm reading the rounded sum, to keep that buffer 16-bit:
+  4-layer SmolLM2 fp16 logits 1.26x as far from the float32-computed ones as onnxruntime's,
+  against 1.15x.)"""
   total = widened(ins[0]) + widened(ins[1])
   if ins.has(bias_at):
     total = total + widened(ins[bias_at])

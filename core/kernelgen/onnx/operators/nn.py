@@ -29,10 +29,23 @@ def _matmul(ins, at):
 
 
 def _product(a: Tensor, b: Tensor) -> Tensor:
-  """a @ b; 16-bit floats widened first (each product exact, summed in float32) and the result
-  rounded once, as onnxruntime's CPU MatMul of float16 computes it (registry.widened)."""
-  return (widened(a) @ widened(b)).cast(result_dtype(a, b))
+  """a @ b; for 16-bit floats each product in float32 (exact), summed in float32 and rounded
+  once, as onnxruntime's CPU MatMul of float16 computes it."""
+  return _wide_product(a, b).cast(result_dtype(a, b))
 
+
+def _wide_product(a: Tensor, b: Tensor) -> Tensor:
+  """a @ b in float32 where an operand is a 16-bit float (registry.widened), not rounded. The
+  operands are widened after their broadcast views: a lazy operand ending in a reshape is then
+  stored in its own dtype, not as float32 (graph/epilogue.py extends a reduction's tail through
+  a cast after a reshape, not after an expand)."""
+  if widened(a) is a and widened(b) is b or a.ndim < 2 or b.ndim < 2 or \
+     a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
+    return widened(a) @ widened(b)
+  full = a.shape[:-1] + (b.shape[-1], a.shape[-1])                       # (..., n, m, k)
+  xs = widened(a.unsqueeze(-2).expand(full))
+  ys = widened(b.swapaxes(-1, -2).unsqueeze(-3).expand(full))
+  return (xs * ys).sum(-1)
 
 
 @op("Gemm")
@@ -41,7 +54,7 @@ def _gemm(ins, at):
   a = a.T if at.int("transA", 0) else a
   b = b.T if at.int("transB", 0) else b
   alpha, beta = at.float("alpha", 1.0), at.float("beta", 1.0)
-  out = widened(a) @ widened(b)           # in float32 for float16, rounded once (_product)
+  out = _wide_product(a, b)               # float16: in float32, rounded once (_product)
   if alpha != 1.0:
     out = out * alpha
   if c is not None:
