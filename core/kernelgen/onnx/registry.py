@@ -96,7 +96,9 @@ def widened(x: Tensor | None) -> Tensor | None:
   """x in float32 where it is a 16-bit float, else x itself (None stays None). onnxruntime's CPU
   kernels of a float16 node widen its inputs, compute in float32 and round each output once
   (`narrowed`); an operator decomposed into Tensor ops computes on widened inputs to match,
-  rather than rounding every intermediate to float16."""
+  rather than rounding every intermediate to float16. Not matched: onnxruntime's x86 CPU also
+  drops the float32 -> float16 -> float32 Cast pairs between consecutive nodes it has no
+  float16 kernel for (MatMul -> Sigmoid -> Mul -> MatMul of an MLP stays float32)."""
   if x is not None and x.dtype in (dtypes.float16, dtypes.bfloat16):
     return x.float()
   return x
