@@ -23,6 +23,7 @@ another domain is refused by name and domain.
 """
 from __future__ import annotations
 
+from ..dtype import dtypes
 from ..errors import ShapeError, UnsupportedError
 from ..tensor.tensor import Tensor
 
@@ -89,3 +90,20 @@ def broadcast(*shapes):
   from ..tensor.data import broadcast_shape
   return broadcast_shape(*shapes)
 
+
+
+def widened(x: Tensor | None) -> Tensor | None:
+  """x in float32 where it is a 16-bit float, else x itself (None stays None). onnxruntime's CPU
+  kernels of a float16 node widen its inputs, compute in float32 and round each output once
+  (`narrowed`); an operator decomposed into Tensor ops computes on widened inputs to match,
+  rather than rounding every intermediate to float16. Not matched: onnxruntime's x86 CPU also
+  drops the float32 -> float16 -> float32 Cast pairs between consecutive nodes it has no
+  float16 kernel for (MatMul -> Sigmoid -> Mul -> MatMul of an MLP stays float32)."""
+  if x is not None and x.dtype in (dtypes.float16, dtypes.bfloat16):
+    return x.float()
+  return x
+
+
+def narrowed(y: Tensor, like: Tensor) -> Tensor:
+  """y (computed on `widened` inputs) rounded once to the dtype of the node's input `like`."""
+  return y if y.dtype == like.dtype else y.cast(like.dtype)

@@ -65,10 +65,10 @@ def _pieces(ins, i: int, init: tuple, by_rows: bytes) -> list[tuple[int, int, Te
   return out
 
 
-def matmul_in_pieces(ins) -> Tensor | None:
+def matmul_in_pieces(ins, product) -> Tensor | None:
   """A @ B for a MatMul whose B (input 1) is an initializer over PIECE_BYTES: the products by
-  its column pieces, concatenated (A's normed row realized as for a weight held transposed,
-  weights.row_input); None where B is not one."""
+  its column pieces (`product(a, b)`: the MatMul's own, nn._product), concatenated (A's normed
+  row realized as for a weight held transposed, weights.row_input); None where B is not one."""
   init = _big(ins, 1)
   if init is None:
     return None
@@ -79,7 +79,7 @@ def matmul_in_pieces(ins) -> Tensor | None:
     b = t.permute(1, 0)
     if a.ndim >= 2:                       # (as MatMul's: the weight over A's batch axes)
       b = b.expand(a.shape[:-2] + b.shape)
-    parts.append(a @ b)
+    parts.append(product(a, b))
   return cat(parts, -1) if len(parts) > 1 else parts[0]
 
 

@@ -8,7 +8,8 @@ import math
 from ...dtype import dtypes, min_value
 from ...errors import ModelError, UnsupportedError
 from ...tensor.tensor import Tensor, stack, where
-from ..registry import axis_index, broadcast, op
+from ...tensor.operands import result_dtype
+from ..registry import axis_index, broadcast, op, widened
 from .big_weights import matmul_in_pieces
 from .weights import held_taps_last, held_transposed, matmul_rows, row_input
 
@@ -17,7 +18,7 @@ from .weights import held_taps_last, held_transposed, matmul_rows, row_input
 
 @op("MatMul")
 def _matmul(ins, at):
-  pieces = matmul_in_pieces(ins)              # a weight over one binding (big_weights.py)
+  pieces = matmul_in_pieces(ins, _product)    # a weight over one binding (big_weights.py)
   if pieces is not None:
     return pieces
   a, b = ins[0], held_transposed(ins, 1)      # (weights.py: held (N, K) on CPU adapters)
@@ -28,8 +29,27 @@ def _matmul(ins, at):
   if a.ndim >= 2 and b.ndim >= 2:
     batch = broadcast(a.shape[:-2], b.shape[:-2])
     a, b = a.expand(batch + a.shape[-2:]), b.expand(batch + b.shape[-2:])
-  return a @ b
+  return _product(a, b)
 
+
+def _product(a: Tensor, b: Tensor) -> Tensor:
+  """a @ b; for 16-bit floats each product in float32 (exact), summed in float32 and rounded
+  once, as onnxruntime's CPU MatMul of float16 computes it."""
+  return _wide_product(a, b).cast(result_dtype(a, b))
+
+
+def _wide_product(a: Tensor, b: Tensor) -> Tensor:
+  """a @ b in float32 where an operand is a 16-bit float (registry.widened), not rounded. The
+  operands are widened after their broadcast views: a lazy operand ending in a reshape is then
+  stored in its own dtype, not as float32 (graph/epilogue.py extends a reduction's tail through
+  a cast after a reshape, not after an expand)."""
+  if widened(a) is a and widened(b) is b or a.ndim < 2 or b.ndim < 2 or \
+     a.shape[-1] != b.shape[-2] or a.shape[:-2] != b.shape[:-2]:
+    return widened(a) @ widened(b)
+  full = a.shape[:-1] + (b.shape[-1], a.shape[-1])                       # (..., n, m, k)
+  xs = widened(a.unsqueeze(-2).expand(full))
+  ys = widened(b.swapaxes(-1, -2).unsqueeze(-3).expand(full))
+  return (xs * ys).sum(-1)
 
 
 @op("Gemm")
@@ -38,12 +58,12 @@ def _gemm(ins, at):
   a = a.T if at.int("transA", 0) else a
   b = b.T if at.int("transB", 0) else b
   alpha, beta = at.float("alpha", 1.0), at.float("beta", 1.0)
-  out = a @ b
+  out = _wide_product(a, b)               # float16: in float32, rounded once (_product)
   if alpha != 1.0:
     out = out * alpha
   if c is not None:
-    out = out + (c * beta if beta != 1.0 else c)
-  return out
+    out = out + (widened(c) * beta if beta != 1.0 else widened(c))
+  return out.cast(result_dtype(a, b))
 
 
 def _spatial_pads(ins, at, x, kernel, strides, dilations, ceil=False):
@@ -328,10 +348,10 @@ def _layernorm(ins, at):
   mean = xf.mean(axes, keepdim=True)
   var = ((xf - mean) * (xf - mean)).mean(axes, keepdim=True)
   inv = (var + at.float("epsilon", 1e-5)).rsqrt()
-  out = ((xf - mean) * inv).cast(x.dtype) * scale
+  out = (xf - mean) * inv * widened(scale)       # rounded once, as onnxruntime's CPU kernel
   if bias is not None:
-    out = out + bias
-  return [out, mean, inv]
+    out = out + widened(bias)
+  return [out.cast(result_dtype(x, scale)), mean, inv]
 
 
 @op("LRN")
@@ -364,6 +384,11 @@ def _dropout(ins, at):
 
 
 def _softmax_like(ins, at, fn):
+  """fn(x, axis) along Softmax's axis; float16 computed in float32 and rounded once."""
+  return _along_axis(ins, at, lambda x, a: fn(widened(x), a).cast(x.dtype))
+
+
+def _along_axis(ins, at, fn):
   x = ins[0]
   if ins.opset < 13:
     axis = axis_index(at.int("axis", 1), x.ndim)
@@ -388,7 +413,7 @@ def _hardmax(ins, at):
     shape = [1] * x.ndim
     shape[a] = n
     return (Tensor.arange(n, device=x.device).reshape(shape) == idx).cast(x.dtype)
-  return _softmax_like(ins, at, hard)
+  return _along_axis(ins, at, hard)
 
 
 
@@ -431,9 +456,9 @@ def _rmsnorm(ins, at):
   x, scale = ins[0], ins[1]
   axis = axis_index(at.int("axis", -1), x.ndim)
   axes = tuple(range(axis, x.ndim))
-  xf = x.float() if x.dtype in (dtypes.float16, dtypes.bfloat16) else x
+  xf = widened(x)
   inv = ((xf * xf).mean(axes, keepdim=True) + at.float("epsilon", 1e-5)).rsqrt()
-  return (xf * inv).cast(x.dtype) * scale
+  return (xf * inv * widened(scale)).cast(result_dtype(x, scale))
 
 
 def _nll(logp, target, weight, at):
