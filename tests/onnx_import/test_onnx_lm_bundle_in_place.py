@@ -128,3 +128,17 @@ def test_concat_decoder_bundle_appends_in_place(tmp_path):
   assert all(past["id"] == present["id"] for past, present in state_buffers(bundle.manifest).values())
   assert bundle.generate(PROMPT, max_new_tokens=6, device="WEBGPU") == want
   assert len(set(want)) > 1
+
+
+def test_a_q4_bundle_whose_step_is_wider_than_the_hidden_size_exports_and_generates(tmp_path):
+  """A symbolic step of 64 rows over a hidden size of 64 (the tiny config): the packed matvec's
+  check whether its input reads a product compared a 64-output reduction with the input's
+  64*seq elements, which depends on seq, and the export failed with an UnsupportedError."""
+  pytest.importorskip("onnxruntime")
+  device_runtime("WEBGPU")
+  from kernelgen.export.onnx_lm import causal_program
+  model = lm_models.build(lm_models.CONFIGS["tiny"], "q4", rotary="op")
+  outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), 64, 128)
+  bundle = kg.export(outputs, str(tmp_path / "lm"), format="webgpu", state=state)
+  assert bundle.generate(PROMPT, max_new_tokens=6, device="WEBGPU") == \
+    lm_models.ort_greedy(model, PROMPT, 6)

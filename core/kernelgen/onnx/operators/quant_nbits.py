@@ -13,6 +13,7 @@ import math
 
 from ...dtype import dtypes
 from ...errors import ShapeError, UnsupportedError
+from ...graph.dims import is_sym
 from ...graph.lazy import L
 from ...tensor.ops.advanced_indexing import take
 from ...tensor.tensor import Tensor
@@ -396,18 +397,25 @@ def _reads_a_product(node, size: int) -> bool:
   """The elementwise expression `node` reads a reduction of at least `size` outputs (a matrix
   product: its kernel computes the expression as its epilogue and writes it, so the expression
   is in a buffer of its own already; a boundary there would instead join both of SwiGLU's
-  products in one kernel)."""
+  products in one kernel). Symbolic sizes (a symbolic-step bundle's rows): at least `size` for
+  every value of their dims."""
   stack, seen = [node], set()
   while stack:
     n = stack.pop()
     if id(n) in seen or n.realized:
       continue
     seen.add(id(n))
-    if n.op is L.REDUCE and n.size >= size:
+    if n.op is L.REDUCE and _at_least(n.size, size):
       return True
     if n.op in (L.ALU, L.CAST, L.BITCAST, L.VIEW, L.GATHER):
       stack.extend(n.src)
   return False
+
+
+def _at_least(a, b) -> bool:
+  """a >= b for every value of the symbolic dims in them (sizes: ints or graph.dims Syms)."""
+  d = a - b
+  return (d.lo if is_sym(d) else d) >= 0
 
 
 def lane_major(t: Tensor, lanes: int, rows: int) -> Tensor:
