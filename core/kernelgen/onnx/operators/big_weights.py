@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ...tensor.ops.advanced_indexing import take
 from ...tensor.tensor import Tensor, cat, where
-from .weights import _transposed, matmul_rows, row_input
+from .weights import matmul_rows, row_input, transposed
 
 # bytes of a piece: WebGPU's default maxStorageBufferBindingSize, which every adapter binds
 PIECE_BYTES = 1 << 27
@@ -73,7 +73,7 @@ def matmul_in_pieces(ins, product) -> Tensor | None:
   if init is None:
     return None
   a = row_input(ins, ins[0], matmul_rows(ins.runner))
-  held = _transposed(init)                # (N, K): a column range is a run of rows
+  held = transposed(init)                # (N, K): a column range is a run of rows
   parts = []
   for _, _, t in _pieces(ins, 1, held, held[2]):
     b = t.permute(1, 0)

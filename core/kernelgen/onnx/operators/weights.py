@@ -100,7 +100,7 @@ def held_transposed(ins, i: int) -> Tensor | None:
   if key not in runner.model.uploads and not transposes_weights(runner.device):
     # traced for an adapter (PYTHON, an export): the bytes transposed here, where PYTHON's
     # interpreter took minutes for SmolLM2's 576 x 49152 head
-    runner.model.uploads[key] = runner.upload(_transposed(init), f"tensor {name!r}")
+    runner.model.uploads[key] = runner.upload(transposed(init), f"tensor {name!r}")
   elif key not in runner.model.uploads:
     t = runner.upload(init, f"tensor {name!r}")
     runner.model.uploads[key] = t.permute(1, 0).contiguous().realize()
@@ -132,7 +132,7 @@ def held_taps_last(ins, i: int, groups: int) -> Tensor | None:
   key = (runner.device, name + TAPS_LAST)
   if key not in runner.model.uploads:    # permuted on the host: no kernel, no pipeline to build
     dtype, (_, c, _, _), raw = init
-    held = _transposed((dtype, (o, c * kh * kw), raw))[2]
+    held = transposed((dtype, (o, c * kh * kw), raw))[2]
     runner.model.uploads[key] = runner.upload((dtype, (c, kh, kw, o), held), f"tensor {name!r}")
   return runner.model.uploads[key].permute(3, 0, 1, 2)
 
@@ -146,7 +146,7 @@ def _one_row(a: Tensor) -> bool:
   return all(isinstance(d, int) and d == 1 for d in rows)
 
 
-def _transposed(init: tuple) -> tuple:
+def transposed(init: tuple) -> tuple:
   """Initializer `init` (dtype, (K, N), bytes) as (dtype, (N, K), its bytes transposed)."""
   dtype, (k, n), raw = init
   code = {1: "B", 2: "H", 4: "I", 8: "Q"}[dtype.itemsize]
