@@ -15,9 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import kernelgen as kg
 from kernelgen.lowering.tile_grid import tiled_threads
-from kernelgen.uop.ops import Ops
 from onnx_contrib_util import check
-from tools import default_device, device_runtime
+from test_quad_share import interpreter_check, quads_on_python
+from tools import device_runtime
 
 TILE = {"tile": (4, 4)}
 # (exact_local as the CPU adapters: 200 threads in workgroups of 40, not gated 64s)
@@ -39,12 +39,6 @@ def matmul_case(rng):
 
 
 CASES = {"conv": conv_case, "matmul": matmul_case}
-
-
-def quad_ops(t: kg.Tensor, **options) -> int:
-  """QUAD_BROADCAST nodes in the kernels of `t` compiled for PYTHON."""
-  return sum(u.op is Ops.QUAD_BROADCAST for k in kg.compile(t, target="python", **options)
-             for u in k.kernel.uops)
 
 
 def test_row_blocks_pad_to_quads_where_it_costs_an_eighth_at_most():
@@ -76,26 +70,15 @@ def test_rec_3x80_pointwise_conv_shares_quads(tile):
 
 @pytest.fixture
 def python_quads(monkeypatch):
-  """PYTHON with subgroups and quad_weights on; returns a setter for the subgroup size."""
-  rt = kg.Device["PYTHON"]
-
-  def configure(size: int):
-    monkeypatch.setattr(rt, "render_options", lambda: dict(QUAD))
-    monkeypatch.setattr(rt, "subgroup_size", size)
-    monkeypatch.setattr(rt, "subgroup_layout", "linear")
-
-  with default_device(monkeypatch, "PYTHON"):
+  """PYTHON with this file's QUAD options; returns a setter for the subgroup size."""
+  with quads_on_python(monkeypatch, QUAD) as configure:
     yield configure
 
 
 @pytest.mark.parametrize("size", [4, 8, 32])
 @pytest.mark.parametrize("case", list(CASES))
 def test_interpreter_matches_numpy(python_quads, case, size):
-  python_quads(size)
-  inputs, expr, want = CASES[case](np.random.default_rng(size))
-  y = expr(*[kg.Tensor(x) for x in inputs])
-  assert quad_ops(y, **QUAD) > 0
-  np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
+  interpreter_check(python_quads, CASES[case], QUAD, size)
 
 
 def _scalar(name: str, value: float):

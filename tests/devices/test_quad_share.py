@@ -9,6 +9,8 @@ own loads; PTX and the verifier refuse what they cannot do.
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -53,13 +55,14 @@ def wgsl(t: kg.Tensor, **options) -> str:
   return "\n".join(k.source for k in kg.compile(t, target="wgsl", **options))
 
 
-@pytest.fixture
-def python_quads(monkeypatch):
-  """PYTHON with subgroups and quad_weights on; returns a setter for (size, layout)."""
+@contextlib.contextmanager
+def quads_on_python(monkeypatch, options: dict):
+  """PYTHON as the default device, rendering with `options` (subgroups and quad_weights on);
+  yields a setter for its subgroup (size, layout)."""
   rt = kg.Device["PYTHON"]
 
   def configure(size: int, layout: str = "linear"):
-    monkeypatch.setattr(rt, "render_options", lambda: dict(QUAD))
+    monkeypatch.setattr(rt, "render_options", lambda: dict(options))
     monkeypatch.setattr(rt, "subgroup_size", size)
     monkeypatch.setattr(rt, "subgroup_layout", layout)
 
@@ -67,13 +70,26 @@ def python_quads(monkeypatch):
     yield configure
 
 
+@pytest.fixture
+def python_quads(monkeypatch):
+  """PYTHON with subgroups and quad_weights on; returns a setter for (size, layout)."""
+  with quads_on_python(monkeypatch, QUAD) as configure:
+    yield configure
+
+
 @pytest.mark.parametrize("size", [4, 8, 32])
 @pytest.mark.parametrize("case", list(CASES))
 def test_interpreter_matches_numpy(python_quads, case, size):
-  python_quads(size)
-  inputs, expr, want = CASES[case](np.random.default_rng(size))
+  interpreter_check(python_quads, CASES[case], QUAD, size)
+
+
+def interpreter_check(configure, case, options: dict, size: int) -> None:
+  """`case`'s expression on the PYTHON interpreter with subgroups of `size` lanes (configure:
+  quads_on_python's setter) shares quads under `options` and equals numpy."""
+  configure(size)
+  inputs, expr, want = case(np.random.default_rng(size))
   y = expr(*[kg.Tensor(x) for x in inputs])
-  assert quad_ops(y, **QUAD) > 0
+  assert quad_ops(y, **options) > 0
   np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-5)
 
 

@@ -65,14 +65,21 @@ def _run(playwright, site, profile, data):  # noqa: F811
                 page="index.html?prebuild=1")
 
 
-def test_a_warm_start_prebuilds_the_first_runs_pipelines_in_launch_order_none_twice(
-    site, playwright, tmp_path):  # noqa: F811
+def _first_run(playwright, site, tmp_path):  # noqa: F811
+  """(model bytes, its reference output, the profile, the first page load's run) of a fresh
+  profile; the run's output checked."""
   data = _model()
   want = _reference(data)
   profile = tmp_path / "profile"
   first = _run(playwright, site, profile, data)
   assert first.get("device") == "WEBGPU", first
   np.testing.assert_allclose(first["data"], want, rtol=1e-4, atol=1e-6)
+  return data, want, profile, first
+
+
+def test_a_warm_start_prebuilds_the_first_runs_pipelines_in_launch_order_none_twice(
+    site, playwright, tmp_path):  # noqa: F811
+  data, _, profile, first = _first_run(playwright, site, tmp_path)
   assert first["prebuilt"]["started"] == []                         # nothing stored yet
   assert first["order"] and len(first["order"]) == len(set(first["order"])) >= 2, first
 
@@ -85,10 +92,7 @@ def test_a_warm_start_prebuilds_the_first_runs_pipelines_in_launch_order_none_tw
 
 def test_a_spoiled_store_still_compiles_and_gives_the_right_output(
     site, playwright, tmp_path):  # noqa: F811
-  data = _model()
-  want = _reference(data)
-  profile = tmp_path / "profile"
-  first = _run(playwright, site, profile, data)
+  data, want, profile, first = _first_run(playwright, site, tmp_path)
   assert _start(playwright, site, profile, SPOIL_KERNELS) >= 2
   spoiled = _run(playwright, site, profile, data)
   assert spoiled["compiled"] == first["compiled"] and spoiled["stored"] == 0, spoiled
