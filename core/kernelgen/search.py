@@ -11,7 +11,7 @@ from .compiler import compile_item, target_of
 from .errors import LimitError, UnsupportedError
 from .graph.schedule import ScheduleItem
 from .lowering.lower import lower
-from .lowering.lowerer import Opts
+from .lowering.opts import Opts
 from .lowering.optimize import optimize
 from .render.target import Target
 from .uop.ops import print_graph

@@ -23,7 +23,7 @@ from ..graph.schedule import ScheduleItem
 from ..graph.view import prod
 from ..render.target import Target
 from . import compile_cost
-from .lowerer import Opts
+from .opts import Opts
 from .optimize import with_adapter_defaults
 from .tile_shape import TILES, clip
 from .variants import grid_dim

@@ -18,7 +18,8 @@ from ..rules.symbolic import simplify
 from ..uop.ops import Ops, UOp
 from ..uop.program import BufferSpec, kernel_buffers
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import Lowerer, Opts
+from .lowerer import Lowerer
+from .opts import Opts
 from .tile_grid import grid_axis, tile_axes, tile_threads
 from .reductions import nested_reduces, sibling_reduces
 from .quad_share import quad_share

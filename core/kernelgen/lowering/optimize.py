@@ -18,7 +18,8 @@ import dataclasses
 from ..dtype import dtypes
 from ..errors import UnsupportedError
 from .lower import lower
-from .lowerer import MAX_TRIPS, Opts
+from .lowerer import MAX_TRIPS
+from .opts import Opts
 from .loop_split import TILE_INNER
 from . import compile_cost
 from .attention import attention_opts

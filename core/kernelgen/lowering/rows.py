@@ -31,7 +31,8 @@ from ..graph.view import contiguous_strides, prod
 from ..render.target import Target
 from ..uop.ops import Ops, UOp
 from .index_math import I32, gate_and, int_const, linear_index, unravel
-from .lowerer import MAX_TRIPS, Opts
+from .lowerer import MAX_TRIPS
+from .opts import Opts
 from .reductions import nested_reduces, online_pairs, sibling_reduces
 from .vector import vector_stores
 

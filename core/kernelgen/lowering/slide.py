@@ -75,7 +75,8 @@ from ..graph.schedule import ScheduleItem, kernel_reduces
 from ..graph.view import contiguous_strides, prod
 from ..uop.ops import Ops, UOp, toposort
 from .index_math import gate_and, int_const, linear_index, plus_offset
-from .lowerer import MAX_TRIPS, Opts
+from .lowerer import MAX_TRIPS
+from .opts import Opts
 from .tile_grid import tile_threads
 from .threads import local_size, spread_groups
 from .tileplan import StageLowerer, probe_vars, read_axes

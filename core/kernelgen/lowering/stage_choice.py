@@ -8,7 +8,8 @@ import itertools
 import math
 
 from ..errors import LimitError, UnsupportedError
-from .lowerer import MAX_TRIPS, Opts
+from .lowerer import MAX_TRIPS
+from .opts import Opts
 from .tile_shape import best_tile_axes, short_axes
 from .tileplan import plan
 from ..graph.schedule import ScheduleItem

@@ -25,7 +25,7 @@ from ..graph.view import prod
 from ..render.target import Target
 from ..uop.ops import Ops
 from . import compile_cost
-from .lowerer import Opts
+from .opts import Opts
 from .loop_split import inner_split, split_shape
 from .tile_grid import grid_axis
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import compile_cost
 from .lower import lower
-from .lowerer import Opts
+from .opts import Opts
 from .loop_split import tile_loop_unroll
 from .tile_probe import lowered, probe_uops
 from .tile_shape import TILES, short_axes, threads_in_tiles, tileable

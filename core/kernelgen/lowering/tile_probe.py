@@ -8,7 +8,7 @@ from __future__ import annotations
 import weakref
 
 from .lower import lower
-from .lowerer import Opts
+from .opts import Opts
 from ..uop.ops import Ops, toposort
 from ..graph.schedule import ScheduleItem
 from ..rules.symbolic import simplify

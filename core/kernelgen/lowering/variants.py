@@ -160,7 +160,7 @@ from ..graph.schedule import ScheduleItem, kernel_reduces, row_node
 from . import compile_cost
 from .attention import attention_variants
 from ..graph.view import prod
-from .lowerer import Opts
+from .opts import Opts
 from .tile_grid import grid_axis
 from .pinned import PIN, STATIC
 from .rows import ROW_LOCAL, lane_steps, row_opts
