@@ -1,6 +1,6 @@
-"""_split_wide's work on an unrolled recurrent cell (its cell state one long fused chain that reads
+"""split_wide.py's work on an unrolled recurrent cell (its cell state one long fused chain that reads
 two buffers a step): it walks only the candidates that could save more buffers than the best so
-far, not every node of the chain twice (schedule._candidates)."""
+far, not every node of the chain twice (split_wide.candidates)."""
 from __future__ import annotations
 
 import numpy as np
@@ -41,7 +41,7 @@ def test_split_wide_walks_only_candidates_that_can_win(monkeypatch):
   walks, items = _walks(monkeypatch, 6)
   assert all(len(item.inputs) + 1 <= 8 for item in items)
   # 525 walks now; every candidate walked (twice where its own kernel fits), as before
-  # schedule._candidates: 849
+  # split_wide.candidates: 849
   assert walks <= 560, walks
 
 

@@ -65,6 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .bind_limit import BufferLimit, kernel_fits
+from .split_wide import split_wide
 from .epilogue import epilogue_top, single_users
 from .lazy import L, LazyOp
 from .prologue import reads_whole_rows, staged_attention, worth_it
@@ -506,7 +507,8 @@ def schedule(roots: list[LazyOp], max_buffers: BufferLimit | int | None = None,
     items = _find_kernels([r for r in roots if not r.realized], boundary, walk)
     if len(boundary) == known and not \
        _promote_epilogues(items, boundary, walk, user_of, tried, max_buffers) and \
-       not (max_buffers and _split_wide(items, boundary, users, max_buffers, row_max)) and \
+       not (max_buffers and split_wide(items, boundary, users, max_buffers, _walk_kernel,
+                                      row_max)) and \
        not _split_matmuls(items, boundary):
       break
   position = {id(n): i for i, n in enumerate(order)}
@@ -546,85 +548,12 @@ def _promote_epilogues(items: dict, boundary: set, walk: WalkCache, user_of: dic
   return False
 
 
-def _fused_nodes(item: ScheduleItem, boundary: set) -> list[LazyOp]:
-  """The unrealized nodes computed inside `item`'s kernel (not its inputs), sources first."""
-  order, seen, inputs = [], set(), {id(i) for i in item.inputs}
-  stack = [(item.out, False)]
-  while stack:
-    node, expanded = stack.pop()
-    if expanded:
-      order.append(node)
-    elif id(node) not in seen and (node is item.out or id(node) not in inputs):
-      seen.add(id(node))
-      stack.append((node, True))
-      stack.extend((s, False) for s in node.src if not s.realized)
-  return order
-
-
 def binds(inputs, root: LazyOp) -> int:
   """The buffers the kernel computing `root` from `inputs` binds: its output and its inputs, but
   an in-place write's target, which is its output's own buffer (where its value does not read
   the target, the input slot goes unused)."""
   target = root.src[0] if root.op is L.WRITE else None
   return 1 + sum(node is not target for node in inputs)
-
-
-def _split_wide(items: dict, boundary: set, users: dict, max_buffers: BufferLimit | int,
-                row_max: int = 0) -> bool:
-  """Make one subexpression of a kernel that binds more than `max_buffers` buffers a kernel of
-  its own (adding it to `boundary`); False when every kernel fits or none can be split.
-  Candidates are tried most reachable inputs first, and those that cannot save more buffers than
-  the best so far are not walked (cutting at a node saves at most the inputs it reaches, less
-  the one it becomes): without that, every node of a long fused chain (an unrolled LSTM's cell
-  state) cost two walks of the chain per split, O(n^2) a split."""
-  for item in sorted(items.values(), key=lambda it: -len(it.inputs)):
-    if kernel_fits(item.inputs, item.out, max_buffers):
-      return False
-    best, best_key, even = None, None, None
-    for bound, order, node in _candidates(item, boundary):
-      if best_key is not None and bound - 1 < best_key[0]:
-        break
-      own, _, _, _ = _walk_kernel(node, set(boundary), users, row_max)
-      if not kernel_fits(own, node, max_buffers):
-        continue
-      rest, _, _, _ = _walk_kernel(item.out, boundary | {id(node)}, users, row_max)
-      saved = len(item.inputs) - len(rest)
-      key = (saved, len(own), -node.size, -order)    # among equals, the first in walk order
-      if saved > 0 and (best_key is None or key > best_key):
-        best, best_key = node, key
-      elif saved == 0 and even is None:
-        even = node
-    # no cut saves a buffer alone (two operands reading the same buffers: a joined projection's
-    # rotated q and k): one that costs none, so that a later cut can
-    best = even if best is None else best
-    if best is not None:
-      boundary.add(id(best))
-      return True
-  return False
-
-
-# nodes that a kernel reads as inputs when unfused (_walk): a subexpression reaching k of them
-# saves at most k - 1 of its parent's buffers when cut off
-_INPUT_OPS = (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION, L.WRITE)
-
-
-def _candidates(item: ScheduleItem, boundary: set) -> list[tuple[int, int, LazyOp]]:
-  """(how many possible inputs it reaches, its place in _fused_nodes, node) for each node
-  _split_wide may cut `item` at, most inputs first (one pass over the kernel; bit sets)."""
-  nodes = _fused_nodes(item, boundary)
-  bits: dict[int, int] = {}
-  reach: dict[int, int] = {}
-  for node in nodes:
-    mask = 0
-    for s in node.src:
-      if s.realized or id(s) in boundary or s.op in _INPUT_OPS:
-        mask |= bits.setdefault(id(s), 1 << len(bits))
-      mask |= reach.get(id(s), 0) if not (s.realized or id(s) in boundary) else 0
-    reach[id(node)] = mask
-  out = [(reach[id(n)].bit_count(), i, n) for i, n in enumerate(nodes)
-         if n is not item.out and n.op not in (L.CONST, L.IOTA, L.VAR)]
-  out.sort(key=lambda t: (-t[0], t[1]))
-  return out
 
 
 def _name_items(items: list[ScheduleItem], position: dict) -> list[ScheduleItem]:
