@@ -43,8 +43,8 @@ def split_wide(items: dict, boundary: set, users: dict, max_buffers: BufferLimit
   return False
 
 
-# nodes that a kernel reads as inputs when unfused (schedule._walk): a subexpression reaching k of them
-# saves at most k - 1 of its parent's buffers when cut off
+# nodes that a kernel reads as inputs when unfused (schedule._walk): a subexpression reaching k
+# of them saves at most k - 1 of its parent's buffers when cut off
 INPUT_OPS = (L.REDUCE, L.CONTIGUOUS, L.SORTNET, L.ATTENTION, L.WRITE)
 
 

@@ -34,7 +34,8 @@ class Opts:
   reduce_unroll: int = 1  # reduce_inner: the loop over the leading reduced axes unrolled this
                         # many times (lowering/threads.py's stepped q4 matvec)
   row_online: bool = False  # a thread per row: softmax's max and exp-sum in one loop (the online
-                        # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures it)
+                        # softmax, reductions.online_accumulate; render/wgsl/adapters.py measures
+                        # it)
   tile_unroll: int = 0  # register tiles: the reduction loop unrolled this many times (0:
                         # TILE_UNROLL), a row operand's runs of loads as vector loads (regtile.py)
   slide: tuple = ()     # (R, C): a thread slides a window down R output rows of C columns, each
