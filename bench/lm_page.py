@@ -127,13 +127,17 @@ def run_row(page, specs: dict, prompt: list, want: list, rounds: int) -> dict:
     print(f"    {system}: { {k: v for k, v in got.items() if k != 'runs'} }", file=sys.stderr,
           flush=True)
   ready = [s for s in specs if "error" not in row[s]]
-  for system in ready:
-    row[system]["top1"] = page.evaluate("([k, p, w]) => window.lm.forced(k, p, w)",
-                                        [system, prompt, want])
+  for system in list(ready):
+    with failing(row, ready, system):
+      row[system]["top1"] = page.evaluate("([k, p, w]) => window.lm.forced(k, p, w)",
+                                          [system, prompt, want])
   for r in range(rounds):
-    for system in round_order(ready, r):
-      run = page.evaluate("([k, p, t, s]) => window.lm.generate(k, p, t, s)",
-                          [system, prompt, len(want), SETTLE_MS])
+    for system in round_order(list(ready), r):
+      with failing(row, ready, system):
+        run = page.evaluate("([k, p, t, s]) => window.lm.generate(k, p, t, s)",
+                            [system, prompt, len(want), SETTLE_MS])
+      if system not in ready:
+        continue
       run["agree"] = sum(a == b for a, b in zip(run.pop("tokens"), want))
       row[system]["runs"].append(run)
       print(f"    round {r} {system}: prefill {run['prefillMs']:.0f} ms, decode "
@@ -143,6 +147,18 @@ def run_row(page, specs: dict, prompt: list, want: list, rounds: int) -> dict:
     summarize(row[system], len(prompt), len(want))
     page.evaluate("(k) => window.lm.release(k)", system)
   return row
+
+
+@contextlib.contextmanager
+def failing(row: dict, ready: list, system: str):
+  """A system whose page call fails (onnxruntime-web's WebGPU backend losing its device at full
+  depth, say) leaves the row with its error and stops running; the other systems go on."""
+  try:
+    yield
+  except Exception as error:    # noqa: BLE001 (the row says why)
+    row[system]["error"] = f"{type(error).__name__}: {error}"[:300]
+    ready.remove(system)
+    print(f"    {system}: {row[system]['error']}", file=sys.stderr, flush=True)
 
 
 def summarize(entry: dict, prompt: int, tokens: int) -> None:
