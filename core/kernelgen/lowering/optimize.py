@@ -26,7 +26,6 @@ from .attention import attention_opts
 from .rows import row_opts
 from .slide import slide_choices
 from .stage_choice import stage_opts
-from .col_stage import stage_cols_opts
 from .staged import staged_rows
 from .threads import OTHER_LAYOUTS, grid_chunk, grid_local, inner_opts, local_size, reduce_inner, \
   shares_a_vector, write_opts
@@ -105,8 +104,7 @@ def optimize(item: ScheduleItem, target: Target, options: dict | None = None) ->
     capped = capped or cut and not inner
     chosen = _tile_opts(item, target, options, tile, axes, inner, capped)
     plain = _long_over_budget(item, target, options, chosen)
-    return stage_cols_opts(item, target, options, plain or
-                           _quickest_first(item, target, options, chosen))
+    return plain or _quickest_first(item, target, options, chosen)
   upcast = int(options.get("upcast", _default_upcast(item, target, n)))
   if n % upcast:
     upcast = 1

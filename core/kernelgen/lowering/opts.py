@@ -46,9 +46,6 @@ class Opts:
                         # of this many, innermost (tile_grid.tile_threads; variants.py)
   quad: bool = False    # register tiles: loads the 4 lanes of a quad share, a quarter per lane
                         # and QUAD_BROADCAST (quad_share.py; options quad_weights and subgroups)
-  stage_cols: int = 0   # register tiles: the column operand (a packed weight dequantized) staged
-                        # in workgroup memory each trip, shared by this many row blocks
-                        # (col_stage.py; the row blocks innermost: tile_chunk)
   capped: bool = False  # a choice was cut down to fit a one-off run's compile budget (not read by
                         # lowering: compile_cost.py; realize may swap in the uncapped kernel)
 

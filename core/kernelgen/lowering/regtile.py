@@ -25,7 +25,6 @@ from .lowerer import MAX_TRIPS, Lowerer
 from .loop_split import TILE_UNROLL
 from .tile_grid import block_start, grid_axis, tile_threads
 from .tileplan import StageLowerer, plan
-from .col_stage import staged_loop
 from ..uop import trampoline
 from .vector import aligned_loads, vector_loads
 from ..uop.ops import BOOL_REDUCE, Ops, UOp, identity_element
@@ -389,10 +388,8 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   rr, rc = p.axes
   # a static grid's threads past its end read the last block's operands ungated (CLAMPED_READS)
   clamp = grid_axis(out) is None
-  # (staged columns: the row blocks innermost, static rows too: col_stage.py)
-  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local,
-                           ar if opts.stage_cols else grid_axis(out), opts.tile_chunk, clamp,
-                           opts.shares_quads())
+  base, gate = tile_threads(out.shape, opts.tile, (ar, ac), opts.local, grid_axis(out),
+                           opts.tile_chunk, clamp, opts.shares_quads())
   read_gate = None if clamp else gate
   nc = out.shape[ac]
   fitted = FIT_RAGGED and cols > 1 and nc % cols != 0 and nc >= cols and grid_axis(out) != ac
@@ -407,11 +404,8 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
   red_axes = p.reduce.arg[1]
   red_shape = [p.reduce.src[0].shape[a] for a in red_axes]
   limit = lw.limit(p.reduce, red_axes)
-  staged = {}
   if p.exact:          # the padding's mask dropped: loops that stop at the run-time length
     loops = exact_loops(lw, red_shape, limit, opts.tile_unroll or TILE_UNROLL)
-  elif opts.stage_cols:      # the columns staged in workgroup memory (col_stage.py)
-    loops, staged = staged_loop(lw, p, opts, src_base, first[1])
   else:
     loops = [lw._tile_loop(red_shape, limit)]
   valid = [v for _, v in loops[0][1]]
@@ -428,8 +422,6 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
     """operand(node, i, g, kk): A's value at row i or B's at the columns of vector g, at the
     reduced element of points[kk]."""
     def operand(node: LazyOp, i: int, g: int, kk: int) -> UOp:
-      if id(node) in staged:      # the workgroup's copy (col_stage.py)
-        return staged[id(node)](g, kk, lanes)
       where, valid = points[kk]
       idxs = list(src_base)
       for a, u in zip(red_axes, where):
@@ -451,7 +443,7 @@ def tiled_stores(lw: Lowerer, opts, axes: tuple) -> list[UOp] | None:
     valid = [v for _, v in points]
     results = tile_accumulators(lw, p, (rows, cols), lanes, operand_at(points), len(points),
                                 valid, opts.fma, ranges, vector_rows=opts.tile_unroll > 1,
-                                start=results, aligned=opts.upcast_vec, barrier=bool(staged))
+                                start=results, aligned=opts.upcast_vec)
   return tile_stores(lw, opts.tile, axes, base, tuple(first), (1, lanes), (rows, cols), lanes,
                       results, gate, fitted)
 

@@ -29,7 +29,7 @@ INT_OPTIONS = ("local", "upcast", "group", "group_unroll", "group_vec", "row_lan
                "row_thread_rows", "row_short", "row_short_groups", "attention_keys", "tile_unroll",
                "reduce_inner", "reduce_whole", "reduce_rows", "reduce_step", "runs", "q4_lanes",
                "seq_vec", "tile_chunk", "exact_local", "group_outputs", "tile_rate",
-               "min_groups", "variant_groups", "stage_cols")
+               "min_groups", "variant_groups")
 FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "group_vec",
                      "group_chunk", "tile", "stage", "tensor_cores", "tf32", "row_kernels",
                      "row_lanes", "adapter", "small_tiles", "tiles", "long_tiles",
@@ -39,7 +39,7 @@ FRONT_END_OPTIONS = ("local", "upcast", "upcast_vec", "group", "group_unroll", "
                      "reduce_rows", "reduce_step", "runs", "q4_lanes",
                      "driver_cost", "long_tiles_cost", "slide", "seq_vec", "tile_chunk",
                      "exact_local", "group_outputs", "whole_tiles", "tile_rate", "min_groups",
-                     "variant_groups", "cheap_first", "quad_weights", "stage_cols")
+                     "variant_groups", "cheap_first", "quad_weights")
 
 
 @dataclass(frozen=True)

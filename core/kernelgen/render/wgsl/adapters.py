@@ -212,8 +212,7 @@ TABLE: dict[tuple[str, str], dict] = {
                             "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                             "long_tiles_cost": True, "tile_window": True, "tile_unroll": 4,
                             "slide": True, "exact_local": 8, "whole_tiles": True, "min_groups": 8,
-                            "variant_groups": 8, "cheap_first": True, "quad_weights": True,
-                            "stage_cols": 16},   # lowering/col_stage.py
+                            "variant_groups": 8, "cheap_first": True, "quad_weights": True},
   # lavapipe (Mesa 22.3 llvmpipe 256 bits, AMD EPYC, load ~9 on 2 CPUs), ms best of 3, rows of
   # 4096x1024 f32 (the heuristic's choice with group_chunk is 16 lanes chunked):
   #   exp-sum  16 lanes chunked 44.8 | 64 chunked 63.8 | 32 chunked 65.1 | 64 strided 67.1
@@ -278,10 +277,10 @@ TABLE: dict[tuple[str, str], dict] = {
   # one-off run's long tile is quickest to a first result (not static_low_end: lowering/variants).
   # slide, exact_local, whole_tiles (both CPU adapters): depthwise windows slide (slide.py, MEASURED_SLIDE);
   # workgroups divide tiles' threads (threads.EXACT_LOCAL; min_groups), tiles their axes (_whole_tile)
-  ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)), "slide": True,
+  ("lavapipe", "tile"): {"small_tiles": True, "tiles": ((8, 16), (8, 8), (4, 4)),
                          "long_tiles": ((16, 16), (16, 8), (8, 16), (8, 8), (4, 4)),
                          "tile_window": True, "tile_size_cap": True, "tile_unroll": 4,
-                         "long_tiles_cost": True, "quad_weights": True, "stage_cols": 16,
+                         "long_tiles_cost": True, "slide": True, "quad_weights": True,
                          "exact_local": 8, "whole_tiles": True, "tile_rate": 5000, "min_groups": 8},
   # fused attention (lowering/attention.py): query rows per thread, which share each key's k and
   # v loads (lavapipe runs a thread's loads per SIMD lane with bounds checks: they dominate).
@@ -290,7 +289,8 @@ TABLE: dict[tuple[str, str], dict] = {
   # In Chromium (bench/peers.py --adapters lavapipe --reps 2 --rows attention, causal L=512):
   # kernelgen 275 ms (1 kernel), tinygrad 3030 (5), TF.js 13400 (5), ORT-web 13200 (6).
   ("lavapipe", "attention"): {"upcast": 32},   # SwiftShader, other CPU adapters: as lavapipe (not measured)
-  ("swiftshader", "attention"): {"upcast": 32}, ("software", "attention"): {"upcast": 32},
+  ("swiftshader", "attention"): {"upcast": 32},
+  ("software", "attention"): {"upcast": 32},
   # any other CPU adapter: lanes are SIMD lanes there too (as lavapipe, not measured)
   ("software", "rows"): {"group_chunk": True}, ("software", "reduce"): {"group_chunk": True},
 }
