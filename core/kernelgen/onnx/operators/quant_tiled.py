@@ -43,8 +43,10 @@ from ...tensor.tensor import Tensor
 # dequantization is not what these kernels wait on: the f32 matmul of each shape in the same
 # runs took lavapipe 5.7-16.5, 19.4-42.1, 16.9-42.2 ms, SwiftShader 96-155, 126-275, 112-237 ms,
 # within the q4 kernels' spread (per FLOP the q4 GEMM is at the f32 GEMM's rate: the tile the
-# compile budget allows bounds both). Whole prefill (bench/lm_bundle_native.py, lavapipe, load
-# 6.5-12.6) best CPU 0.254 / 0.348 s -> 0.665 / 0.706 s, its first prefill 1.1-1.3 -> 1.7-7.7 s.
+# compile budget allows bounds both). Whole prefill (bench/lm_bundle_native.py, 2 layers, 128
+# tokens, main -> staged): lavapipe (load 6.5-12.6) best CPU 0.254 / 0.348 s -> 0.665 / 0.706 s,
+# its first prefill 1.1-1.3 -> 1.7-7.7 s; SwiftShader (one run each, load 16-19) 1.076 -> 1.245
+# s (rounds 1.12 / 1.08 -> 1.25 / 1.27), first prefill CPU 7.5 -> 7.9 s; decode unchanged.
 
 
 def field_codes(words: Tensor, bits: int) -> Tensor:
