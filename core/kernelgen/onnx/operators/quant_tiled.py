@@ -28,6 +28,26 @@ from __future__ import annotations
 from ...dtype import dtypes
 from ...tensor.tensor import Tensor
 
+# Tried (issue 35), not kept: each workgroup's dequantized columns staged in workgroup memory, so
+# a word is dequantized once per workgroup, not once per row block (workgroups of 16 row blocks x
+# 4 column blocks, row blocks innermost; steps of up to 8 KB between two barriers; branch pf63's
+# commit 1d69fc2, lowering/col_stage.py, option stage_cols). bench/q4_prompt_gemms.py (there:
+# --form 'staged={"stage_cols": 16}'), SmolLM2-135M's GEMMs at 128 rows, one-off, GPU ms best of
+# 5, two rounds alternated in one process, plain -> staged: lavapipe (load 1.9-6.3)
+# qkv 7.97 / 12.70 -> 40.1 / 112.4, up 6.90 / 23.25 -> 150.5 / 149.1, down 12.75 / 33.42 ->
+# 123.2 / 72.4, driver build 136-277 -> 385-668 ms; SwiftShader (load 6.6-7.9) 212 / 96 -> 144 /
+# 164, 135 / 151 -> 253 / 242, 69 / 164 -> 139 / 295. The threads' order alone (row blocks
+# innermost, nothing staged) lavapipe 8.1 / 12.1 -> 12.2 / 24.7, 26.7 / 28.4 -> 31.3 / 37.2,
+# 29.2 / 18.8 -> 29.4 / 44.1 (load 6.5-8.7), SwiftShader 89 / 129 -> 108 / 149, 187 / 103 ->
+# 276 / 145, 227 / 100 -> 232 / 154 (load 7.6-8.3): lavapipe's barriers cost 5-20x, and the
+# dequantization is not what these kernels wait on: the f32 matmul of each shape in the same
+# runs took lavapipe 5.7-16.5, 19.4-42.1, 16.9-42.2 ms, SwiftShader 96-155, 126-275, 112-237 ms,
+# within the q4 kernels' spread (per FLOP the q4 GEMM is at the f32 GEMM's rate: the tile the
+# compile budget allows bounds both). Whole prefill (bench/lm_bundle_native.py, 2 layers, 128
+# tokens, main -> staged): lavapipe (load 6.5-12.6) best CPU 0.254 / 0.348 s -> 0.665 / 0.706 s,
+# its first prefill 1.1-1.3 -> 1.7-7.7 s; SwiftShader (one run each, load 16-19) 1.076 -> 1.245
+# s (rounds 1.12 / 1.08 -> 1.25 / 1.27), first prefill CPU 7.5 -> 7.9 s; decode unchanged.
+
 
 def field_codes(words: Tensor, bits: int) -> Tensor:
   """The `bits`-wide fields of uint32 `words` (...,) as float32 (..., 32 // bits), the lowest
