@@ -53,6 +53,15 @@ ROW_THREAD_MIN_ROWS, ROW_THREAD_MAX = 1 << 14, 1024
 ROW_LANES, ROW_MIN_STEPS = 32, 8
 # a thread per row: rows per workgroup
 ROW_LOCAL = 64
+# option min_groups=G (SwiftShader's rows; lowering/threads.py has the register tiles' rule): a CPU
+# adapter runs a workgroup on one core, and PP-OCRv4 rec's last softmax (40 rows of 6625) ran as
+# one workgroup of 64 rows. A thread per row whose ROW_LOCAL rows per workgroup leave fewer than G
+# workgroups takes fewer rows per workgroup (halving, down to SPREAD_LOCAL: SwiftShader runs 4
+# invocations as one SIMD batch) where its rows hold at least SPREAD_MIN_ELEMENTS elements; fewer
+# than G rows of at least SPREAD_LANES_MIN elements take SPREAD_LANES lanes per row instead (a
+# workgroup each), unless the layout was given. MEASURED_SPREAD below.
+SPREAD_LOCAL, SPREAD_MIN_ELEMENTS = 4, 64
+SPREAD_LANES, SPREAD_LANES_MIN = 8, 1024
 # lanes per row from which they fold per subgroup by default (option subgroups)
 ROW_SUBGROUP_MIN = 32
 
@@ -67,11 +76,15 @@ def row_opts(item: ScheduleItem, target: Target, options: dict, length: int = 0)
   n = length or n
   forced = int(options.get("row_lanes", 0) or 0) or max(int(options.get("group", 0) or 0), 0)
   lanes = forced or default_lanes(rows, n, target, int(options.get("row_thread_rows", 0) or 0))
+  groups = int(options.get("min_groups", 0) or 0)
+  if lanes == 1 and "row_lanes" in options.get("adapter_chose", ()):
+    lanes = spread_lanes(rows, n, groups)
   lanes = max(1, min(lanes, target.max_local))
   while lanes < target.max_local and _passes(item, lanes) * math.ceil(n / lanes) >= 4 * MAX_TRIPS:
     lanes *= 2                     # llvmpipe's budget of loop trips per thread (lowerer.py)
   if lanes == 1:
-    local = int(options.get("local", 0) or 0) or min(ROW_LOCAL, target.max_local, _pow2(rows))
+    local = int(options.get("local", 0) or 0) or \
+      rows_local(rows, n, target, groups)
     return Opts(local=local, row_lanes=1, group_vec=_vec(options, target),
                 row_online=bool(options.get("row_online", False)))
   local_bytes = sum(r.dtype.itemsize for r in kernel_reduces(item))
@@ -84,6 +97,25 @@ def row_opts(item: ScheduleItem, target: Target, options: dict, length: int = 0)
               group_chunk=bool(options.get("group_chunk", False)),
               group_unroll=int(options.get("group_unroll", target.group_unroll)),
               group_vec=_vec(options, target))
+
+
+def rows_local(rows: int, n: int, target: Target, groups: int = 0) -> int:
+  """Rows per workgroup of a thread per row over `rows` rows of `n` elements: ROW_LOCAL (at most
+  the rows rounded up to a power of two), halved while that leaves fewer than `groups` workgroups
+  (option min_groups), down to SPREAD_LOCAL, where rows hold at least SPREAD_MIN_ELEMENTS."""
+  local = min(ROW_LOCAL, target.max_local, _pow2(rows))
+  if n < SPREAD_MIN_ELEMENTS:
+    return local
+  while local > SPREAD_LOCAL and -(-rows // local) < groups:
+    local //= 2
+  return local
+
+
+def spread_lanes(rows: int, n: int, groups: int) -> int:
+  """Lanes per row of `rows` rows of `n` elements where a thread per row is the adapter's layout
+  (option min_groups: `groups`): SPREAD_LANES for fewer than `groups` rows of at least
+  SPREAD_LANES_MIN elements, else 1."""
+  return SPREAD_LANES if rows < groups and n >= SPREAD_LANES_MIN else 1
 
 
 def _vec(options: dict, target: Target) -> int:
