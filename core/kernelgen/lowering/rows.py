@@ -72,6 +72,11 @@ ROW_LOCAL = 64
 # 5 of 64 0.134 | 80 of 4 0.161, 64x16 0.032 | 0.044, layernorm 64x32 0.037 | 0.048. Where the
 # rows already fill 4 workgroups on these 2 CPUs, the same: softmax 256x1024 4 of 64 1.54 / 3.16
 # | 8 of 32 2.07 / 3.46 | 64 of 4 1.62 / 3.05 (noise; more cores than 2 would take the 8).
+# The whole rec call (1x3x48x320) does not show it: the softmax was 32 of its ~1040 ms of
+# SwiftShader kernel time (bench/pypi_kernels.py, load 4-7); natively (bench/pypi_models.py,
+# median of 10, main / this alternated, load 12-17) 7862 / 5233, 5871 / 6175 ms; in the page
+# (bench/pypi_page.py, median of 7, one run each, load 12-19) SwiftShader 1933 / 2293, lavapipe
+# (kernels unchanged) 893 / 659: the load's noise; outputs as onnxruntime's.
 SPREAD_LOCAL, SPREAD_MIN_ELEMENTS = 4, 64
 SPREAD_LANES, SPREAD_LANES_MIN = 8, 1024
 # lanes per row from which they fold per subgroup by default (option subgroups)
