@@ -31,7 +31,8 @@ import numpy as np  # noqa: E402
 from wgtile_wgpu import kg, prepare  # noqa: E402
 
 SHAPES = "softmax:40x6625,softmax:3x6625,softmax:1x6625,softmax:256x1024,layernorm:40x120"
-CANDIDATES = {"before": {"min_groups": 0}, "now": {}, "local 32": {"local": 32}, "local 16": {"local": 16},
+CANDIDATES = {"before": {"min_groups": 0}, "now": {}, "local 32": {"local": 32},
+              "local 16": {"local": 16},
               "local 8": {"local": 8}, "local 4": {"local": 4}, "local 2": {"local": 2},
               "lanes 4": {"row_lanes": 4}, "lanes 8": {"row_lanes": 8},
               "lanes 16": {"row_lanes": 16}, "lanes 32": {"row_lanes": 32}}
