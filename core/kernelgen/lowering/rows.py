@@ -19,7 +19,8 @@ argument (the reductions': Lowerer.limit; the stores': _row_limit), in both layo
 group_chunk, so a short row costs what a short static one does; the padding is not stored.
 
 `row_opts` is the optimizer's choice between them (option row_lanes= forces one; option
-row_thread_rows= moves the rows from which a thread per row is the default).
+row_thread_rows= moves the rows from which a thread per row is the default; option min_groups=
+spreads few rows over more workgroups, a CPU adapter's cores: SPREAD_LOCAL below).
 """
 from __future__ import annotations
 
@@ -53,6 +54,31 @@ ROW_THREAD_MIN_ROWS, ROW_THREAD_MAX = 1 << 14, 1024
 ROW_LANES, ROW_MIN_STEPS = 32, 8
 # a thread per row: rows per workgroup
 ROW_LOCAL = 64
+# option min_groups=G (SwiftShader's rows; lowering/threads.py has the register tiles' rule): a CPU
+# adapter runs a workgroup on one core, and PP-OCRv4 rec's last softmax (40 rows of 6625) ran as
+# one workgroup of 64 rows. A thread per row whose ROW_LOCAL rows per workgroup leave fewer than G
+# workgroups takes fewer rows per workgroup (halving, down to SPREAD_LOCAL: SwiftShader runs 4
+# invocations as one SIMD batch) where its rows hold at least SPREAD_MIN_ELEMENTS elements; fewer
+# than G rows of at least SPREAD_LANES_MIN elements take SPREAD_LANES lanes per row instead (a
+# workgroup each), unless the layout was given. Measured natively on SwiftShader's Vulkan ICD
+# (bench/row_spread_ab.py: GPU-timestamp ms best / median of 25-31 interleaved in one process,
+# 2 CPUs shared with other jobs at load 5.5-6.3; CPU ms of the process beside): softmax 40x6625
+# one workgroup of 64 rows 18.8 / 51.9 (CPU 14.3) | 10 of 4 4.1 / 7.8 (CPU 8.1) | 5 of 8 4.6 /
+# 10.7 | 8 lanes per row 9.3 / 23.0; 20x6625 6.8 / 28.8 | 5 of 4 2.3 / 3.7 | 8 lanes 2.4 / 5.3;
+# 6x6625 1.66 / 1.90 | 2 of 4 0.94 / 1.79 | 8 lanes 0.74 / 1.43; 3x6625 0.83 / 1.01 | 8 lanes
+# 0.52 / 0.74; 1x6625 0.71 / 0.90 | 8 lanes 0.24 / 0.34 (4 or 16: the same); 1x1024 0.056 | 4
+# lanes 0.042 | 8 0.050; layernorm 40x120 0.086 / 0.122 | 10 of 4 0.057 / 0.093; 40x64 0.056 |
+# 0.044; 3x120 a thread per row 0.019 | 8 lanes 0.031. Shorter rows gain nothing: softmax 320x40
+# 5 of 64 0.134 | 80 of 4 0.161, 64x16 0.032 | 0.044, layernorm 64x32 0.037 | 0.048. Where the
+# rows already fill 4 workgroups on these 2 CPUs, the same: softmax 256x1024 4 of 64 1.54 / 3.16
+# | 8 of 32 2.07 / 3.46 | 64 of 4 1.62 / 3.05 (noise; more cores than 2 would take the 8).
+# The whole rec call (1x3x48x320) does not show it: the softmax was 32 of its ~1040 ms of
+# SwiftShader kernel time (bench/pypi_kernels.py, load 4-7); natively (bench/pypi_models.py,
+# median of 10, main / this alternated, load 12-17) 7862 / 5233, 5871 / 6175 ms; in the page
+# (bench/pypi_page.py, median of 7, one run each, load 12-19) SwiftShader 1933 / 2293, lavapipe
+# (kernels unchanged) 893 / 659: the load's noise; outputs as onnxruntime's.
+SPREAD_LOCAL, SPREAD_MIN_ELEMENTS = 4, 64
+SPREAD_LANES, SPREAD_LANES_MIN = 8, 1024
 # lanes per row from which they fold per subgroup by default (option subgroups)
 ROW_SUBGROUP_MIN = 32
 
@@ -60,18 +86,24 @@ ROW_SUBGROUP_MIN = 32
 def row_opts(item: ScheduleItem, target: Target, options: dict, length: int = 0) -> Opts:
   """Opts for the row kernel `item`: option row_lanes (1: a thread per row; G > 1: G lanes per
   row; else option group=, threads per output, as lanes) or the default above; a thread per row
-  takes option local= rows per workgroup. With option subgroups, lanes fold per subgroup first
+  takes option local= rows per workgroup, else rows_local's (with option min_groups: few rows
+  spread, or lanes where the adapter chose a thread per row: spread_lanes). With option
+  subgroups, lanes fold per subgroup first
   when forced or at least ROW_SUBGROUP_MIN (whole warps on PTX). `length`: choose as if each row
   held that many elements (a symbolic row's variants, lowering/variants.py)."""
   rows, n = _rows(item)
   n = length or n
   forced = int(options.get("row_lanes", 0) or 0) or max(int(options.get("group", 0) or 0), 0)
   lanes = forced or default_lanes(rows, n, target, int(options.get("row_thread_rows", 0) or 0))
+  groups = int(options.get("min_groups", 0) or 0)
+  if lanes == 1 and "row_lanes" in options.get("adapter_chose", ()):
+    lanes = spread_lanes(rows, n, groups)
   lanes = max(1, min(lanes, target.max_local))
   while lanes < target.max_local and _passes(item, lanes) * math.ceil(n / lanes) >= 4 * MAX_TRIPS:
     lanes *= 2                     # llvmpipe's budget of loop trips per thread (lowerer.py)
   if lanes == 1:
-    local = int(options.get("local", 0) or 0) or min(ROW_LOCAL, target.max_local, _pow2(rows))
+    local = int(options.get("local", 0) or 0) or \
+      rows_local(rows, n, target, groups)
     return Opts(local=local, row_lanes=1, group_vec=_vec(options, target),
                 row_online=bool(options.get("row_online", False)))
   local_bytes = sum(r.dtype.itemsize for r in kernel_reduces(item))
@@ -84,6 +116,25 @@ def row_opts(item: ScheduleItem, target: Target, options: dict, length: int = 0)
               group_chunk=bool(options.get("group_chunk", False)),
               group_unroll=int(options.get("group_unroll", target.group_unroll)),
               group_vec=_vec(options, target))
+
+
+def rows_local(rows: int, n: int, target: Target, groups: int = 0) -> int:
+  """Rows per workgroup of a thread per row over `rows` rows of `n` elements: ROW_LOCAL (at most
+  the rows rounded up to a power of two), halved while that leaves fewer than `groups` workgroups
+  (option min_groups), down to SPREAD_LOCAL, where rows hold at least SPREAD_MIN_ELEMENTS."""
+  local = min(ROW_LOCAL, target.max_local, _pow2(rows))
+  if n < SPREAD_MIN_ELEMENTS:
+    return local
+  while local > SPREAD_LOCAL and -(-rows // local) < groups:
+    local //= 2
+  return local
+
+
+def spread_lanes(rows: int, n: int, groups: int) -> int:
+  """Lanes per row of `rows` rows of `n` elements where a thread per row is the adapter's layout
+  (option min_groups: `groups`): SPREAD_LANES for fewer than `groups` rows of at least
+  SPREAD_LANES_MIN elements, else 1."""
+  return SPREAD_LANES if rows < groups and n >= SPREAD_LANES_MIN else 1
 
 
 def _vec(options: dict, target: Target) -> int:

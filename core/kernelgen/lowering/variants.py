@@ -186,8 +186,9 @@ ROW_VARIANT_MIN_LANES = 2
 # 0.10 | 0.057 | 0.11 (its row_short: 8); lavapipe static | the lane variant | 8 lanes unrolled
 # once | scalars: n = 1 0.018 | 0.043 | 0.035 | 0.017, 16 0.022 | 0.041 | 0.031 | 0.020, 31
 # 0.043 | 0.032 | 0.031 | 0.028, 77 0.042 | 0.075 | 0.069 | 0.050, 127 0.059 | 0.064 | 0.062 |
-# 0.072 (its row_short: 96)
-SHORT_ROW_OPTIONS = {"row_lanes": 1, "group_vec": 1}
+# 0.072 (its row_short: 96). Its rows spread only by row_short_groups (below), not by option
+# min_groups (rows.py, chosen for the kernel's padded row): min_groups 0
+SHORT_ROW_OPTIONS = {"row_lanes": 1, "group_vec": 1, "min_groups": 0}
 # with an adapter's option row_short_groups (lavapipe's: 8), a short-row variant
 # (and the pinned one) spreads its rows over at least that many workgroups of at least
 # SHORT_ROW_LOCAL threads, where rows.py's default (ROW_LOCAL rows per workgroup) puts (64, n)

@@ -175,7 +175,7 @@ TABLE: dict[tuple[str, str], dict] = {
   # slower than one of 64: lavapipe only); seq_vec (42, both CPU adapters): lowering/lower.py
   ("swiftshader", "rows"): {"group_chunk": True, "row_lanes": 1, "row_online": True, "weights_t": True,
                             "reduce_inner": 32, "reduce_step": STEP, "reduce_rows": ROWS, "row_short": 8,
-                            "seq_vec": 4, "group_outputs": GROUP_OUTPUTS},
+                            "seq_vec": 4, "group_outputs": GROUP_OUTPUTS, "min_groups": 8},
   ("swiftshader", "reduce"): {"group_chunk": True},
   # register tiles (option tiles: the heuristic's preference order, optimize.py), SwiftShader in Chromium
   # (bench/peers.py's page and timing, kernelgen's kernel under forced tiles against tinygrad's, best of 3
