@@ -195,6 +195,13 @@ def _split_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
   return q if high_of(rem) < n else q + rem // c
 
 
+# _drop_low_bits (issue 42): PP-OCRv4 det's head input, a concat of four maps upsampled x8, x4,
+# x2, x1 (8 outputs a thread), divided every output's index again: 79 divisions and remainders a
+# thread, 24 with this rule. SwiftShader's Subzero divides lane by lane (lavapipe's LLVM by a
+# multiply): natively, that kernel alone, CPU ms best / median of 7 interleaved, load ~8, 34.0 /
+# 35.2 -> 16.0 / 16.5; in det's call (one process, off -> on, load ~18.7) 32.0 -> 26.0, the call's
+# launches CPU 537.8 / 543.2 -> 517.5 / 530.3; lavapipe that kernel 6.9 -> 6.9, three others
+# 3-12 % less. 4 of det's 79 kernels change (its three elementwise kernels, a 3x3 conv at 10x10).
 def _drop_low_bits(d: UOp, x: UOp, c: UOp) -> UOp | None:
   """x = g*Q + r, g dividing c and every coefficient of x, 0 < r < g: x // c -> (x - r) // c and
   x % c -> (x - r) % c + r, when x - r is never negative and nothing in x wraps (a thread's
