@@ -552,3 +552,38 @@ def test_quick_canonical_check_rejects_what_the_full_one_rewrites(dt, build):
   a, b = _leaves(dtypes.from_name(dt))[:2]
   s = build(a, b)
   assert not sums._plainly_canonical(s) and sums.fold_sum(s) is not None
+
+
+# ---- a thread's upcast outputs share their base's quotients (_drop_low_bits) --------------------
+
+def test_upcast_outputs_share_the_base_quotient():
+  """Output j of a thread is base + j (base = gid*1024 + lid*8, upcast 8): (base + j) // 6400
+  is base // 6400 and (base + j) % 6400 is base % 6400 + j, one division for the thread's 8
+  outputs (PP-OCRv4 det's concat kernel divided each output's index again, 79 divisions a thread:
+  SwiftShader's Subzero divides lane by lane)."""
+  gid, lid = special("gid", 600), special("lid", 128)
+  base = gid * 1024 + lid * 8
+  for j in range(1, 8):
+    assert simplify((base + j) // 6400) is simplify(base // 6400)
+    assert simplify((base + j) % 6400) is simplify(base % 6400 + j)
+    assert simplify((base + j) // 160 % 40) is simplify(base // 160 % 40)
+  for g in (0, 1, 299, 599):
+    for t in (0, 5, 127):
+      for j in range(8):
+        for c in (6400, 160, 40, 24):
+          for e in ((base + j) // c, (base + j) % c):
+            assert evaluate(simplify(e), {gid: g, lid: t}) == evaluate(e, {gid: g, lid: t})
+
+
+@pytest.mark.parametrize("expr", [
+  (var("x", -8, 100) * 8 + 3) // 16,       # the base may be negative: C division truncates
+  (var("x", 0, 100) * 8 + 3) // 12,        # 8 does not divide 12: the low bits carry
+  (var("x", 0, 100) * 6 + var("y", 0, 9) + 3) // 12,   # a coefficient of 1
+])
+def test_low_bits_stay_where_they_may_carry(expr):
+  got = simplify(expr)
+  assert sum(u.op is Ops.IDIV for u in toposort([got])) == 1
+  leaves = [u for u in toposort([expr]) if u.op is Ops.VAR]
+  for values in zip(*[range(u.arg[1], u.arg[2] + 1) for u in leaves]):
+    env = dict(zip(leaves, values))
+    assert evaluate(got, env) == evaluate(expr, env)
