@@ -142,6 +142,7 @@ def test_the_bundle_matches_numpy_at_any_row_count_on_webgpu(tmp_path, dtype, k,
   device_runtime("WEBGPU")
   program, w, lead = _case(dtype, k, eps)
   bundle = kg.export(program, str(tmp_path), format="webgpu")
+  assert len(_launched(bundle.manifest["kernels"], 1)) == 1 + (dtype == "q4")
   for rows in (1, 2, 5, 1, HI):
     feeds = _feeds(lead + (rows, k))
     got = bundle.run(feeds, device="WEBGPU")["y"].numpy()
