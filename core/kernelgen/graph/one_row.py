@@ -48,7 +48,10 @@ widths, q4, 2 layers, prompt 128, main and this alternated, natively, load 12-20
 CPUs: noise dominates): decode 19 -> 16 dispatches (the first layer's input norm, written as
 rows by an elementwise kernel of the q4 embedding, is left); lavapipe median CPU ms a token
 29.3 20.1 -> 21.6 24.2, prefill (23 dispatches both) best CPU s 0.294 0.235 -> 0.242 0.263;
-SwiftShader decode 91.5 -> 83.8 ms, prefill 1.092 -> 1.036 s (one round each).
+SwiftShader decode 91.5 -> 83.8 ms, prefill 1.092 -> 1.036 s (one round each). In the page
+(bench/lm_page.py, 32 tokens, 3 rounds, one run per tree): 19 -> 16 dispatches, tokens as
+onnxruntime's (32/32) on lavapipe and SwiftShader; its tokens/s (main at load 12-17, this at
+5-9) tell the load apart, not the trees.
 """
 from __future__ import annotations
 
