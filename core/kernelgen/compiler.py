@@ -179,33 +179,25 @@ def with_one_row_joins(pairs: list, roots: list, target: Target | str,
   that joined kernel, cut to one row (the dim's lo, 1) and launched only there; the pair then
   runs above it (CompiledKernel.runs). A joined kernel binding more than the target's buffers
   (bind_limit.py) is left out. So too a symbolic projection and the cache writes reading it
-  (one_row.write_joins). Only for plans whose runtimes honour `runs` (export/plan.py)."""
-  from .graph.bind_limit import kernel_fits
-  from .graph.one_row import joined_at, leading_dim, one_row_pairs, write_joins
-  from .graph.schedule import ScheduleItem
+  (one_row.write_joins), and an RMS norm's sum kernel that the joined kernels compute
+  themselves (one_row.norm_joins, lowering/row_factor.py). Only for plans whose runtimes honour
+  `runs` (export/plan.py)."""
+  from .graph.one_row import one_row_joins
+  from .lowering.row_factor import factored
   target = get_target(target)
   limit = target.buffer_limit(options or {})
-  found = {id(tail): head for head, tail in one_row_pairs([it for it, _ in pairs], roots)}
-  joins = {}
-  for tail_id, head in found.items():
-    tail = next(it for it, _ in pairs if id(it) == tail_id)
-    name, lo, hi = leading_dim(tail)
-    joined = joined_at(head, tail, lo) if lo == 1 < hi else None     # a one-row run
-    if joined is not None and kernel_fits(joined.inputs, joined.out, limit):
+  above, placed = {}, {}
+  for after, members, joined, stored, (name, lo, hi) in \
+      one_row_joins([it for it, _ in pairs], roots, limit, factored):
+    above.update((id(m), (name, lo + 1, hi)) for m in members)
+    if joined is not None:
       kernel = replace_runs(compile_item(joined, target, options), (name, lo, lo))
-      # wired as the tail's output (the cut one stores the same first elements: item_at)
-      stored = ScheduleItem(tail.out, joined.inputs, joined.name)
-      joins[tail_id] = (id(head), (name, lo + 1, hi), (stored, kernel))
-  for head, write, joined, stored in write_joins([it for it, _ in pairs], found, limit):
-    name, lo, hi = leading_dim(head)      # (graph/one_row.py: a projection and its cache writes)
-    kernel = replace_runs(compile_item(joined, target, options), (name, lo, lo))
-    joins[id(write)] = (id(head), (name, lo + 1, hi), (stored, kernel))
-  above = {k: runs for tail_id, (head_id, runs, _) in joins.items() for k in (tail_id, head_id)}
+      placed[id(after)] = (stored, kernel)
   out = []
   for item, kernel in pairs:
     out.append((item, replace_runs(kernel, above[id(item)]) if id(item) in above else kernel))
-    if id(item) in joins:
-      out.append(joins[id(item)][2])
+    if id(item) in placed:
+      out.append(placed[id(item)])
   return out
 
 

@@ -37,10 +37,26 @@ alternated with main, load 17-24): decode 23 -> 21 dispatches, median CPU ms a t
 29.9 -> 23.3 23.3 25.4; prefill 23 dispatches both, best CPU s 0.289 0.265 0.268 -> 0.244 0.243
 0.258 (the same kernels: noise); export 68-81 s -> 86-94 s (one more compile a layer; 377 s in
 one run at load 21+).
+
+A layer's RMS norms, whose sums of squares are kernels of their own that the QKV projection and
+gate read (the norm applied as they read), are taken into those kernels' one-row joins too
+(`norm_joins`): each joined kernel inlines the norm's sum and takes the norm's factor out of its
+matmul (lowering/row_factor.py: the sum of squares a sibling of the projection's sums, in one
+loop), and the norm's kernel runs at two rows or more only: a decode step 7 -> 5 kernels a
+layer, a prompt's the same kernels as before. Measured (bench/lm_bundle_native.py, SmolLM2
+widths, q4, 2 layers, prompt 128, main and this alternated, natively, load 12-20 on 2 shared
+CPUs: noise dominates): decode 19 -> 16 dispatches (the first layer's input norm, written as
+rows by an elementwise kernel of the q4 embedding, is left); lavapipe median CPU ms a token
+29.3 20.1 -> 21.6 24.2, prefill (23 dispatches both) best CPU s 0.294 0.235 -> 0.242 0.263;
+SwiftShader decode 91.5 -> 83.8 ms, prefill 1.092 -> 1.036 s (one round each). In the page
+(bench/lm_page.py, 32 tokens, 3 rounds, one run per tree): 19 -> 16 dispatches, tokens as
+onnxruntime's (32/32) on lavapipe and SwiftShader; its tokens/s (main at load 12-17, this at
+5-9) tell the load apart, not the trees.
 """
 from __future__ import annotations
 
 from .at_value import item_at
+from .bind_limit import kernel_fits
 from .dims import Sym
 from .lazy import L, LazyOp
 from .schedule import ScheduleItem, kernel_reduces
@@ -170,9 +186,95 @@ def write_joins(items: list[ScheduleItem], taken: dict, limit) -> list[tuple]:
       continue
     joined = write_joined_at(head, write, lo, limit)
     if joined is not None:
-      out.append((head, write, joined, ScheduleItem(head.out, joined.inputs, joined.name,
-                                                    extra=(write.out, *write.extra))))
+      out.append((head, write, joined, _stored_write(head, write, joined)))
   return out
+
+
+def _stored_write(head: ScheduleItem, write: ScheduleItem, joined: ScheduleItem) -> ScheduleItem:
+  return ScheduleItem(head.out, joined.inputs, joined.name, extra=(write.out, *write.extra))
+
+
+def one_row_joins(items: list[ScheduleItem], roots: list[LazyOp], limit, factor) -> list[tuple]:
+  """[(after, members, joined, stored, dim)]: each one-row kernel of `items` (one_row_pairs'
+  pairs joined_at the dim's lo, 1, within `limit`; write_joins'), launched after `after` where
+  dim (name, lo, hi) is bound to lo, its `members` launched above lo only; `stored` the joined
+  kernel wired as the members' outputs. Then norm_joins: an RMS norm's sum kernel read by
+  joined members only is computed in their joined kernels (`factor`, lowering/row_factor.py
+  factored: the norm taken out of the matmul), an entry (None, (norm,), None, None, dim)."""
+  found = one_row_pairs(items, roots)
+  joins = []
+  for head, tail in found:
+    name, lo, hi = leading_dim(tail)
+    joined = joined_at(head, tail, lo) if lo == 1 < hi else None     # a one-row run
+    if joined is not None and kernel_fits(joined.inputs, joined.out, limit):
+      # wired as the tail's output (the cut one stores the same first elements: item_at)
+      stored = ScheduleItem(tail.out, joined.inputs, joined.name)
+      joins.append((tail, (head, tail), joined, stored, (name, lo, hi)))
+  for head, write, joined, stored in write_joins(items, {id(t): h for h, t in found}, limit):
+    joins.append((write, (head, write), joined, stored, leading_dim(head)))
+  return norm_joins(items, roots, joins, limit, factor)
+
+
+def norm_joins(items: list[ScheduleItem], roots: list[LazyOp], joins: list, limit,
+               factor) -> list[tuple]:
+  """`joins` (one_row_joins' entries) with each kernel `norm` (a sum, an RMS norm's, with the
+  joins' leading dim) whose output only joined members read, and not one of `roots`, computed in
+  those joins' kernels: each rejoined with the norm inlined into its members (`inlined`) and
+  `factor`ed (None: refused); where every one is, the norm runs above the dim's lo only (an
+  entry (None, (norm,), None, None, dim)). No in-place write between the norm and the last of
+  its joined kernels may write into the norm's inputs (the joined kernel reads them later)."""
+  member = {id(m): j for j, entry in enumerate(joins) for m in entry[1]}
+  at = {id(it): i for i, it in enumerate(items)}
+  outs = {id(r) for r in roots}
+  joins, extra, norms = list(joins), [], {}      # norms: join index -> the norms it computes
+  for norm in items:
+    users = [it for it in items if any(i is norm.out for i in it.inputs)]
+    mine = sorted({member.get(id(u), -1) for u in users})
+    dim = leading_dim(norm)
+    if not users or mine[0] < 0 or id(norm) in member or id(norm.out) in outs or norm.extra or \
+       norm.recomputed or dim is None or not kernel_reduces(norm) or \
+       any(joins[j][4][:2] != dim[:2] for j in mine):
+      continue
+    last = max(at[id(joins[j][0])] for j in mine)
+    if any(it.out.op is L.WRITE and any(it.out.src[0] is i for i in norm.inputs)
+           for it in items[at[id(norm)] + 1:last + 1]):
+      continue
+    again = {j: _rejoined(joins[j], norms.get(j, []) + [norm], limit, factor) for j in mine}
+    if all(e is not None for e in again.values()):
+      joins = [again.get(j, e) for j, e in enumerate(joins)]
+      norms.update((j, norms.get(j, []) + [norm]) for j in mine)
+      extra.append((None, (norm,), None, None, dim))
+  return joins + extra
+
+
+def _rejoined(entry: tuple, norms: list, limit, factor) -> tuple | None:
+  """Join entry `entry` made again with `norms` inlined into its members and factored; None
+  where the cut, the join, the buffer limit or the factoring refuses."""
+  after, (head, tail), _, _, (_, lo, _) = entry
+  for norm in norms:
+    head, tail = inlined(head, norm), inlined(tail, norm)
+  if tail.out.op is L.WRITE:
+    joined = write_joined_at(head, tail, lo, limit)
+  else:
+    joined = joined_at(head, tail, lo)
+  joined = joined and factor(joined)
+  if joined is None:
+    return None
+  if tail.out.op is L.WRITE:      # (write_joined_at kept the limit)
+    return after, entry[1], joined, _stored_write(head, tail, joined), entry[4]
+  if not kernel_fits(joined.inputs, joined.out, limit):
+    return None
+  return after, entry[1], joined, ScheduleItem(tail.out, joined.inputs, joined.name), entry[4]
+
+
+def inlined(item: ScheduleItem, norm: ScheduleItem) -> ScheduleItem:
+  """`item` computing `norm`'s output itself where it reads it: its inputs but that output,
+  then norm's."""
+  if all(i is not norm.out for i in item.inputs):
+    return item
+  inputs = [i for i in item.inputs if i is not norm.out]
+  inputs += [i for i in norm.inputs if all(i is not j for j in inputs)]
+  return ScheduleItem(item.out, tuple(inputs), item.name, item.rows, item.recomputed, item.extra)
 
 
 def _reads_in_place(item: ScheduleItem, node: LazyOp) -> bool:
