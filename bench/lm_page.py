@@ -12,7 +12,10 @@ ONNX file itself: onnxruntime-web 1.31 (.venv-bench/npm), a prefill call then on
 the present caches fed back as past (on the GPU for its WebGPU backend), logits read back.
 
 Per model, dtype and adapter: each system is loaded and runs the prefill once (`ttft`: fetching
-its files to the first token, cold: pipelines and shaders are made then), then `--rounds`
+its files to the first token, cold: pipelines and shaders are made then; the page's device is
+made before), with where that time went (`phases`, bench/web/lm_trace.js: the fetches, the
+weights' upload, each pipeline's build with its WGSL lines, load() done, the first token, the
+first decode steps, printed under the system's line), then `--rounds`
 interleaved rounds (bench/peers.round_order), each a greedy generation of `--tokens` tokens after
 a `--prompt`-token prompt: `prefill` tokens/s = prompt / (prompt to first token), `decode`
 tokens/s = (tokens - 1) / the decode steps' time; medians. Every system's tokens are checked
@@ -124,8 +127,11 @@ def run_row(page, specs: dict, prompt: list, want: list, rounds: int) -> dict:
     got = {"error": spec["error"]} if "error" in spec else \
       page.evaluate("([k, s]) => window.lm.prepare(k, s)", [system, spec])
     row[system] = {**got, "runs": []}
-    print(f"    {system}: { {k: v for k, v in got.items() if k != 'runs'} }", file=sys.stderr,
-          flush=True)
+    print(f"    {system}: { {k: v for k, v in got.items() if k not in ('runs', 'trace')} }",
+          file=sys.stderr, flush=True)
+    if got.get("trace"):
+      row[system]["phases"] = phases(got["trace"])
+      print_phases(row[system]["phases"], file=sys.stderr)
   ready = [s for s in specs if "error" not in row[s]]
   for system in list(ready):
     with failing(row, ready, system):
@@ -159,6 +165,52 @@ def failing(row: dict, ready: list, system: str):
     row[system]["error"] = f"{type(error).__name__}: {error}"[:300]
     ready.remove(system)
     print(f"    {system}: {row[system]['error']}", file=sys.stderr, flush=True)
+
+
+def phases(trace: dict) -> dict:
+  """Where the time to first token went (bench/web/lm_trace.js's events, ms from the start of
+  load): the fetches (manifest, kernels' WGSL, weights: first start to last body read), the
+  queue writes before the model was loaded (the weights' upload: their own ms, and the span),
+  the pipelines (first start to last made; each one's own wall ms while all are in flight, with
+  its WGSL lines), load() done, the first token, the two warm-up decode steps."""
+  marks = trace["marks"]
+  loaded = marks.get("loaded", 0.0)
+
+  def span(events, what):
+    done = [e for e in events if e.get("end") is not None]
+    return {what: len(done), "from": min((e["start"] for e in done), default=0.0),
+            "to": max((e["end"] for e in done), default=0.0),
+            "bytes": sum(e.get("bytes") or 0 for e in done)}
+  kinds = {"manifest": lambda u: u.endswith("manifest.json"), "wgsl": lambda u: u.endswith(".wgsl"),
+           "weights": lambda u: u.endswith(".safetensors") or u.endswith(".onnx")}
+  out = {name: span([f for f in trace["fetches"] if test(f["url"])], "files")
+         for name, test in kinds.items()}
+  writes = [w for w in trace["writes"] if w["start"] <= loaded]
+  out["upload"] = {**span(writes, "writes"), "own": sum(w["end"] - w["start"] for w in writes)}
+  built = [p for p in trace["pipelines"] if p.get("end") is not None]
+  out["pipelines"] = {**span(built, "made"), "own": sum(p["end"] - p["start"] for p in built),
+                      "each": sorted(({"label": p.get("label"), "lines": p.get("lines"),
+                                       "ms": p["end"] - p["start"], "start": p["start"]}
+                                      for p in built), key=lambda p: -p["ms"])}
+  out["marks"] = marks
+  return out
+
+
+def print_phases(got: dict, file=sys.stdout, top: int = 6) -> None:
+  """phases() as three lines: files, upload and pipelines; load, first token, steps; the
+  slowest pipelines."""
+  f = lambda p: f"{p['from'] / 1000:.2f}-{p['to'] / 1000:.2f}"   # noqa: E731
+  m, pipes = got["marks"], got["pipelines"]
+  print(f"      fetch manifest {f(got['manifest'])}, wgsl x{got['wgsl']['files']} {f(got['wgsl'])},"
+        f" weights {got['weights']['bytes'] / 2**20:.0f} MB {f(got['weights'])}; upload "
+        f"x{got['upload']['writes']} {f(got['upload'])} (own {got['upload']['own'] / 1000:.2f});"
+        f" pipelines x{pipes['made']} {f(pipes)} s", file=file)
+  steps = ", ".join(f"{k} {v / 1000:.2f}" for k, v in m.items())
+  first = (m.get("first", 0) - m.get("loaded", 0)) / 1000
+  print(f"      marks (s from start): {steps}; first run {first:.2f} s", file=file)
+  slow = "; ".join(f"{p['label'][:28]} {p['lines']}L {p['ms'] / 1000:.2f}"
+                   for p in pipes["each"][:top])
+  print(f"      slowest pipelines (s, in flight together): {slow}", file=file, flush=True)
 
 
 def summarize(entry: dict, prompt: int, tokens: int) -> None:

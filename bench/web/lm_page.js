@@ -16,6 +16,7 @@
 // (dispatchWorkgroups / Indirect) per decode step, and live GPU buffer bytes per device (created
 // minus destroyed; a buffer left to the garbage collector stays counted) with their peak.
 import { describe, largestLimits } from './bench_device.js';
+import * as trace from './lm_trace.js';
 
 const DIST = '/npm/onnxruntime-web/dist/';
 const WARM_STEPS = 2;
@@ -238,22 +239,32 @@ async function prepareOrt(spec) {
 // ---- the bench's calls -----------------------------------------------------------------------
 
 // Loads `key`'s system (spec.kind 'bundle' or 'ort') and runs the prefill once: the time from
-// fetching its files to the first token (ttftMs), that token, or {error}; then WARM_STEPS
-// decode steps (untimed: ORT makes its decode shaders on the first).
+// fetching its files to the first token (ttftMs; the page's device made before), that token,
+// or {error}; then WARM_STEPS decode steps (untimed: ORT makes its decode shaders on the
+// first); `trace`: what happened meanwhile (lm_trace.js: fetches, writes, pipeline builds,
+// marks loaded / first / step0 / step1).
 async function prepare(key, spec) {
   restartPeak(spec.kind === 'bundle' ? state.device : spec.ep === 'webgpu' && state.ortDevice);
   try {
+    await device();
+    trace.start();
     const start = performance.now();
     const system = await (spec.kind === 'bundle' ? prepareBundle(spec) : prepareOrt(spec));
     const loadMs = performance.now() - start;
+    trace.mark('loaded');
     const first = await system.prefill(spec.prompt);
     const ttftMs = performance.now() - start;
+    trace.mark('first');
     let token = first;          // a warm-up: the decode step's shaders are made now
-    for (let i = 0; i < WARM_STEPS; i++) token = await system.step(token, spec.prompt.length + i);
+    for (let i = 0; i < WARM_STEPS; i++) {
+      token = await system.step(token, spec.prompt.length + i);
+      trace.mark(`step${i}`);
+    }
     state.prepared[key] = system;
     return { ttftMs, loadMs, first, kernels: system.kernels, plannedBytes: system.plannedBytes,
-      weightBytes: system.weightBytes ?? null };
+      weightBytes: system.weightBytes ?? null, trace: trace.stop() };
   } catch (error) {
+    trace.stop();
     return { error: `${error.name || 'Error'}: ${error.message}`.slice(0, 400) };
   }
 }

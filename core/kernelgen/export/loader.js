@@ -36,10 +36,12 @@
 // take the values as uniforms and the outputs come back at the bound sizes. A length out of range
 // is an Error naming the dim and its range.
 //
-// Buffers, bind groups and each kernel's pipeline are made once, in load(); a symbolic kernel's
-// variants (the same kernel for small bound values) are built later, in the background, once
-// runs ask for them (see Model.pick), or all at once by `await model.buildVariants()`;
-// model.pipelines is {built, total}. run() writes the inputs,
+// Buffers, bind groups and each kernel's pipeline are made once, in load() (the pipelines
+// while the weights are written), but a decode step's one-row kernels (a kernel launched at one
+// value of its dim only), built after the first run that does not launch them, or by the first
+// that does; a symbolic kernel's variants (the same kernel for small bound values) are built
+// later, in the background, once runs ask for them (see Model.pick), or all at once by
+// `await model.buildVariants()`; model.pipelines is {built, total}. run() writes the inputs,
 // dispatches every kernel in one compute pass, and reads the outputs back. Intermediate buffers
 // share storage as the manifest plans it. Every failure is an Error saying what to do.
 //
@@ -60,8 +62,9 @@ import { Model } from './loader_model.js';
 
 // The model next to this file (or at `base`, a URL of the bundle folder), ready to run.
 // onProgress({done, total}), when given, is called as the kernels' pipelines are created (all
-// of them at once): first with done 0, then once per pipeline, last with done === total; the
-// total is the pipelines load() waits for (each kernel's own, not its variants').
+// of them at once, while the weights are written): first with done 0, then once per pipeline,
+// last with done === total; the total is the pipelines load() waits for (each kernel's own, not
+// its variants', nor a decode step's one-row kernels': see Model.prepare).
 export async function load({ device = null, base = new URL('./', import.meta.url),
   timings = false, onProgress = null } = {}) {
   if (onProgress !== null && typeof onProgress !== 'function') {
@@ -87,7 +90,8 @@ export async function load({ device = null, base = new URL('./', import.meta.url
   const weightsUrl = manifest.weights.length
     ? inFolder(root, manifest.weights_file, 'the weights file') : null;
   const weights = weightsUrl ? fetchOk(weightsUrl, manifest.weights_file)
-    .then((r) => r.arrayBuffer()) : null;
+    .then((r) => r.arrayBuffer()).then((bytes) => safetensors(new Uint8Array(bytes))) : null;
+  weights?.catch(() => {});       // (awaited in prepare; a failure before then is not unhandled)
   const ownDevice = !device;
   device = device || await newDevice(manifest.features, timings, manifest.limits,
     manifest.optional_features || []);
@@ -103,8 +107,7 @@ export async function load({ device = null, base = new URL('./', import.meta.url
   const model = new Model(device, { ...manifest, kernels: forms.kernels }, ownDevice, timings);
   model.forms = { form: forms.form, probe: forms.probe };
   try {
-    await model.prepare(await files, weights && safetensors(new Uint8Array(await weights)),
-      onProgress);
+    await model.prepare(files, weights, onProgress);
   } catch (error) {
     model.destroy();
     throw error;

@@ -108,7 +108,8 @@ export class VariantBuilds {
       busy.bytes += entry.source.length;
       if (--busy.open === 0) busy.ms += performance.now() - busy.since;
     };
-    entry.building = pipeline(this.device, entry.launch, entry.source).then((made) => {
+    const making = pipeline(this.device, entry.launch, entry.source, entry.layout);
+    entry.building = making.then((made) => {
       done();
       entry.made = made;
       return made;

@@ -80,7 +80,20 @@ export function write(device, buffer, data) {
   if (bytes.byteLength) device.queue.writeBuffer(buffer, 0, bytes);
 }
 
-export async function pipeline(device, kernel, source) {
+// The bind group layout of a launch: its bindings, then the symbolic sizes' uniform
+export function layoutOf(device, kernel) {
+  const entries = kernel.bindings.map((b) => ({
+    binding: b.slot, visibility: GPUShaderStage.COMPUTE, buffer: { type: bindingType(b) },
+  }));
+  if (kernel.uniforms?.length) {     // the symbolic sizes' values, one i32 each
+    entries.push({ binding: uniformSlot(kernel), visibility: GPUShaderStage.COMPUTE,
+      buffer: { type: 'uniform' } });
+  }
+  return device.createBindGroupLayout({ entries });
+}
+
+// {pipeline, layout} of a launch, its bind group layout `layout` (layoutOf)
+export async function pipeline(device, kernel, source, layout = layoutOf(device, kernel)) {
   const code = (kernel.features.includes('subgroups') ? 'enable subgroups;\n' : '') + source;
   const module = device.createShaderModule({ code, label: kernel.name });
   const errors = (await module.getCompilationInfo()).messages.filter((m) => m.type === 'error');
@@ -89,14 +102,6 @@ export async function pipeline(device, kernel, source) {
       `${errors.map((m) => `line ${m.lineNum}: ${m.message}`).join('; ')} ` +
       '(a kernelgen bug: report it with the bundle)');
   }
-  const entries = kernel.bindings.map((b) => ({
-    binding: b.slot, visibility: GPUShaderStage.COMPUTE, buffer: { type: bindingType(b) },
-  }));
-  if (kernel.uniforms?.length) {     // the symbolic sizes' values, one i32 each
-    entries.push({ binding: uniformSlot(kernel), visibility: GPUShaderStage.COMPUTE,
-      buffer: { type: 'uniform' } });
-  }
-  const layout = device.createBindGroupLayout({ entries });
   try {
     const made = await device.createComputePipelineAsync({
       layout: device.createPipelineLayout({ bindGroupLayouts: [layout] }),

@@ -7,7 +7,9 @@ import {
   ARRAYS, count, describe, fail, gridDispatch, relayout, roundUp4, roundUp8, sizeOf,
 } from './loader_common.js';
 import { withVariants } from './loader_manifest.js';
-import { boundRange, pipelineKey, Timer, uniformSlot, write } from './loader_device.js';
+import {
+  boundRange, layoutOf, pipelineKey, Timer, uniformSlot, write,
+} from './loader_device.js';
 import { VariantBuilds } from './loader_builds.js';
 
 export class Model extends VariantBuilds {
@@ -48,6 +50,7 @@ export class Model extends VariantBuilds {
     this.picked = [];            // what each step of this run took (pick)
     this.foreground = { ms: 0, bytes: 0 };   // measured background builds (buildRate)
     this.failed = null;          // a failed build's Error, thrown by the next run
+    this.later = new Set();      // keys of the kernels built after the first run (prepare)
     this.timer = timings && manifest.kernels.length && device.features.has('timestamp-query')
       ? new Timer(device, manifest.kernels.length) : null;
     device.lost.then((info) => { this.lost = info.message || info.reason || 'unknown reason'; });
@@ -68,16 +71,23 @@ export class Model extends VariantBuilds {
     return this.manifest.buffers[spec.buffer];
   }
 
-  // Writes the weights and creates each kernel's own pipeline (createComputePipelineAsync, all in
-  // flight together); onProgress({done, total}) after each is made. A symbolic kernel's
-  // variants (lowering/variants.py) are not built here: the kernel itself serves every bound
-  // value, and a variant is built in the background once its runs have lost its build's cost
+  // Creates each kernel's own pipeline (createComputePipelineAsync, all in flight together) as
+  // soon as `sources` (a Promise of each launch's WGSL, withVariants' order) are here, and writes
+  // the weights (`weights`: a Promise of name -> bytes, or null) while they are made;
+  // onProgress({done, total}) after each is made. A symbolic kernel's variants
+  // (lowering/variants.py) are not built here: the kernel itself serves every bound value, and a
+  // variant is built in the background once its runs have lost its build's cost
   // (DEFAULT_MS_PER_BYTE) or by buildVariants(); until it is built, run() takes the kernel or a
-  // built variant whose range holds the value (see pick).
+  // built variant whose range holds the value (see pick). Nor is a kernel launched at one value
+  // of its dim only (`runs` lo === hi: graph/one_row.py's joined kernel of a decode step): it is
+  // built after the first run that does not launch it (a prompt's), or when a run launches it
+  // (issue 37: the first token waits only for the kernels a prompt runs). Measured
+  // (bench/lm_page.py, SmolLM2-135M q4 2 layers, 128-token prompt, fresh browsers, main and
+  // this in turn, load 15-21 on 2 CPUs): time to first token SwiftShader 31.2 / 53.2 s -> 7.9 /
+  // 23.7, lavapipe 69.8 / 70.6 -> 33.8 / 46.6; the first decode step as soon or sooner (its 4
+  // one-row kernels, 3,100-4,500 WGSL lines each, built with the variants' builds held back).
   async prepare(sources, weights, onProgress = null) {
-    for (const spec of this.manifest.weights) {
-      write(this.device, this.storage[this.buffer(spec).storage], weights(spec.name));
-    }
+    sources = await sources;
     // launches that share a file and entry point (export's share_sources: a model's layers)
     // and their bindings share one pipeline, made once
     const dims = Object.fromEntries((this.manifest.dims || []).map((d) => [d.name, d]));
@@ -88,40 +98,78 @@ export class Model extends VariantBuilds {
         // cheapest to build (lowering/cheap_first.py), queued at the first read asking
         const top = launch.most !== undefined && launch.most >= (dims[launch.dim]?.hi ?? Infinity);
         this.builds.set(key, { launch, source: sources[i], made: null, building: null, lost: 0,
-          top });
+          top, layout: layoutOf(this.device, launch) });
       }
     });
-    const first = [...new Set(this.manifest.kernels.map(pipelineKey))];
+    const one = (k) => k.runs && k.runs.lo === k.runs.hi;
+    const first = [...new Set(this.manifest.kernels.filter((k) => !one(k)).map(pipelineKey))];
+    this.later = new Set(this.manifest.kernels.map(pipelineKey).filter((k) => !first.includes(k)));
     const total = first.length;
     let done = 0;
     onProgress?.({ done, total });
-    await Promise.all(first.map(async (key) => {
+    const built = Promise.all(first.map(async (key) => {
       await this.build(key);
       done += 1;
       onProgress?.({ done, total });
     }));
-    this.steps = this.manifest.kernels.map((kernel) => {
-      // its variants for small bound values: the same bindings, so the same bind group
-      // (each with its own launch, so workOf weighs a run of it by the work it launches)
-      const variants = (kernel.variants || []).map((v) => ({ dim: v.dim, most: v.most, exact: !!v.exact,
-        key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid,
-        work: kernel.work, threads: v.workgroup_size.reduce((a, b) => a * b, 1) }));
-      const entries = kernel.bindings.map((b) => ({
-        binding: b.slot, resource: boundRange(b, this.storage[this.buffer(b).storage]),
-      }));
-      const names = (kernel.uniforms || []).map(([name]) => name);
-      const uniform = names.length ? this.device.createBuffer({
-        size: Math.ceil(4 * names.length / 16) * 16,
-        usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, label: `${kernel.name} dims`,
-      }) : null;
-      if (uniform) entries.push({ binding: uniformSlot(kernel), resource: { buffer: uniform } });
-      this.uniforms.push(uniform);
-      const { layout } = this.builds.get(pipelineKey(kernel)).made;
-      return { key: pipelineKey(kernel), dispatch: kernel.dispatch, grid: kernel.grid, names,
-        uniform, group: this.device.createBindGroup({ layout, entries }), variants,
-        work: kernel.work, threads: kernel.workgroup_size.reduce((a, b) => a * b, 1) };
-    });
+    built.catch(() => {});
+    this.steps = this.manifest.kernels.map((kernel) => this.stepOf(kernel));
+    const bytes = await weights;
+    for (const spec of bytes ? this.manifest.weights : []) {
+      write(this.device, this.storage[this.buffer(spec).storage], bytes(spec.name));
+    }
+    await built;
   }
+
+  // A kernel's step of run(): its bind group (its layout's: the pipeline need not be made yet),
+  // the uniform of its dims' values, its launch and its variants
+  stepOf(kernel) {
+    // its variants for small bound values: the same bindings, so the same bind group
+    // (each with its own launch, so workOf weighs a run of it by the work it launches)
+    const variants = (kernel.variants || []).map((v) => ({ dim: v.dim, most: v.most,
+      exact: !!v.exact, key: pipelineKey({ ...kernel, ...v }), dispatch: v.dispatch, grid: v.grid,
+      work: kernel.work, threads: v.workgroup_size.reduce((a, b) => a * b, 1) }));
+    const entries = kernel.bindings.map((b) => ({
+      binding: b.slot, resource: boundRange(b, this.storage[this.buffer(b).storage]),
+    }));
+    const names = (kernel.uniforms || []).map(([name]) => name);
+    const uniform = names.length ? this.device.createBuffer({
+      size: Math.ceil(4 * names.length / 16) * 16,
+      usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST, label: `${kernel.name} dims`,
+    }) : null;
+    if (uniform) entries.push({ binding: uniformSlot(kernel), resource: { buffer: uniform } });
+    this.uniforms.push(uniform);
+    const { layout } = this.builds.get(pipelineKey(kernel));
+    return { key: pipelineKey(kernel), dispatch: kernel.dispatch, grid: kernel.grid, names,
+      uniform, group: this.device.createBindGroup({ layout, entries }), variants,
+      work: kernel.work, threads: kernel.workgroup_size.reduce((a, b) => a * b, 1) };
+  }
+
+  // Waits for the pipelines of the kernels a run at the dims' `values` launches (a kernel left
+  // for later by prepare, its build started now where it was not); a failed build throws.
+  async launched(values) {
+    const keys = this.manifest.kernels.filter((k) => !k.runs ||
+      (values[k.runs.dim] >= k.runs.lo && values[k.runs.dim] <= k.runs.hi)).map(pipelineKey);
+    const waiting = [...new Set(keys)].filter((key) => !this.builds.get(key).made);
+    if (!waiting.length) return;
+    waiting.forEach((key) => this.later.delete(key));
+    await Promise.all(waiting.map((key) => this.build(key)));
+    this.usable();
+  }
+
+  // After a run's read: the builds of the kernels load() left for later (prepare), all at once;
+  // the variants' background builds (startBuilds) wait for them (the next run may need them)
+  buildLater() {
+    if (!this.later.size || this.destroyed) return;
+    const keys = [...this.later];
+    this.later.clear();
+    this.background = Promise.all(keys.map((key) => this.build(key))).catch(() => {})
+      .finally(() => {
+        this.background = null;
+        this.startBuilds();
+      });
+  }
+
   // Writes every weight anew: weights(name) gives its bytes in the manifest's dtype and shape
   // (as in weights.safetensors), e.g. values trained in the page; later runs use them.
   setWeights(weights) {
@@ -231,12 +279,13 @@ export class Model extends VariantBuilds {
   }
 
   async runNow(inputs, names = null) {
-    const start = this.clock();
-    this.overlapped = new Set(this.backgroundKey ? [this.backgroundKey] : []);
-    this.picked = [];
     this.usable();
     this.checkInputs(inputs);
     const values = this.dimValues(inputs);
+    await this.launched(values);
+    const start = this.clock();
+    this.overlapped = new Set(this.backgroundKey ? [this.backgroundKey] : []);
+    this.picked = [];
     const device = this.device;
     const wanted = this.manifest.outputs.map((o, i) => [o, i])
       .filter(([o]) => !names || names.includes(o.name));
@@ -329,6 +378,7 @@ export class Model extends VariantBuilds {
     const read = wanted.map(([o]) => o.name);
     this.charge(this.clock() - start, JSON.stringify([read, this.picked]),
       JSON.stringify([read, values]));
+    this.buildLater();
     this.startBuilds();
     const out = {};
     const range = wanted.length ? this.readback.getMappedRange(0, end) : null;
