@@ -135,3 +135,30 @@ def test_q4_cpu_adapter_bundle_generates_onnxruntime_greedy_tokens(tmp_path, con
   want = lm_models.ort_greedy(model, PROMPT, 10)
   assert bundle.generate(PROMPT, max_new_tokens=10, device="WEBGPU") == want
   assert len(set(want)) > 1
+
+
+def _wide_bundle(path, dtype: str):
+  """A symbolic-step (4) bundle of a 2-layer model whose fp32 weights pass graph/one_row.py's
+  FLOAT_WEIGHT_LEAST (hidden 256: q/k/v 256 x 512, gate and up 256 x 512)."""
+  from kernelgen.export.onnx_lm import causal_program
+  cfg = dataclasses.replace(lm_models.CONFIGS["tiny"], hidden=256, mlp=512)
+  model = lm_models.build(cfg, dtype, last_logits=True)
+  outputs, state = causal_program(kg.onnx.load(model.SerializeToString()), 4, CONTEXT,
+                                  adapter=ADAPTER)
+  return model, kg.export(outputs, str(path), format="webgpu", state=state, adapter=ADAPTER)
+
+
+@pytest.mark.parametrize("dtype,joined", [("fp32", 0), ("q4", 4)])
+def test_one_row_joins_leave_float_weight_matrices_to_the_pair(tmp_path, dtype, joined):
+  """A one-row joined kernel sums each output in one thread's loop: fine over q4's packed rows,
+  5-50x slower over a float (K, N) weight than the pair's seq = 1 variants (measured: the
+  comment at one_row.FLOAT_WEIGHT_SHARE). The fp32 bundle of weights that size joins nothing
+  (its decode runs the pairs' variants), the q4 one keeps its two joins a layer; both give
+  onnxruntime's greedy tokens natively on WEBGPU."""
+  pytest.importorskip("onnxruntime")
+  model, bundle = _wide_bundle(tmp_path, dtype)
+  one_row = [k["name"] for k in bundle.manifest["kernels"] if k.get("runs", {}).get("hi") == 1]
+  assert len(one_row) == joined, one_row
+  device_runtime("WEBGPU")
+  want = lm_models.ort_greedy(model, PROMPT, 6)
+  assert bundle.generate(PROMPT, max_new_tokens=6, device="WEBGPU") == want

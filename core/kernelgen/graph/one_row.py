@@ -55,6 +55,8 @@ onnxruntime's (32/32) on lavapipe and SwiftShader; its tokens/s (main at load 12
 """
 from __future__ import annotations
 
+from math import prod
+
 from .at_value import item_at
 from .bind_limit import kernel_fits
 from .dims import Sym
@@ -182,12 +184,39 @@ def write_joins(items: list[ScheduleItem], taken: dict, limit) -> list[tuple]:
   out = []
   for head, write in write_pairs(items):
     _, lo, hi = leading_dim(head)
-    if id(head) in busy or id(write) in busy or not lo == 1 < hi:
+    if id(head) in busy or id(write) in busy or not lo == 1 < hi or reads_float_weights(head):
       continue
     joined = write_joined_at(head, write, lo, limit)
     if joined is not None:
       out.append((head, write, joined, _stored_write(head, write, joined)))
   return out
+
+
+# A joined one-row kernel sums each output in one thread's loop: over packed q4 words (rows of
+# the weight, MatMulNBits' layout) that is what the pair's variants do too, but over a float
+# weight it walks a (K, N) matrix down its columns, where the unjoined seq = 1 variants read it
+# as rows across a workgroup. Measured (the SmolLM2-width fp32 bundle, 2 layers, one decode
+# run's launches each timed alone natively, GPU ms): the joined QKV + k/v write 11.5 (lavapipe) /
+# 51.4 (SwiftShader) against the o-proj's 0.33 / 0.94 for 0.6x its bytes, the joined gate/up 7.5
+# / 36.1 against the down projection's 1.0 / 2.3 for half its bytes; at 30 layers a decode token
+# took 2.6 s natively on SwiftShader. So a pair whose head reads a float input the size of a
+# weight (an eighth of its products or more, and 64K elements or more: small models keep
+# joining) is not joined; q4 scales are a block's 1/32 of the products. The fp32 decode run's
+# launches then total (same timing, load 2.7-3.1) lavapipe 88.2 -> 56.6 ms, SwiftShader 342.8 ->
+# 174.3 ms (the head 45 / 150 ms of it); the q4 bundle keeps its kernels.
+FLOAT_WEIGHT_SHARE, FLOAT_WEIGHT_LEAST = 8, 1 << 16
+
+
+def reads_float_weights(head: ScheduleItem) -> bool:
+  """Whether `head` (a kernel with reductions) reads a float input of static shape (not rows
+  of the symbolic step) of at least 1/FLOAT_WEIGHT_SHARE of one output row's products and
+  FLOAT_WEIGHT_LEAST elements: a float weight matrix."""
+  rows = leading_dim(head)
+  per_row = max((prod(r.src[0].shape) for r in kernel_reduces(head)), default=0) // \
+    max(rows[2] if rows else 1, 1)
+  least = max(per_row // FLOAT_WEIGHT_SHARE, FLOAT_WEIGHT_LEAST)
+  return any(i.dtype.is_float() and prod(i.shape) >= least and
+             not any(isinstance(s, Sym) for s in i.sym or ()) for i in head.inputs)
 
 
 def _stored_write(head: ScheduleItem, write: ScheduleItem, joined: ScheduleItem) -> ScheduleItem:
@@ -205,7 +234,8 @@ def one_row_joins(items: list[ScheduleItem], roots: list[LazyOp], limit, factor)
   joins = []
   for head, tail in found:
     name, lo, hi = leading_dim(tail)
-    joined = joined_at(head, tail, lo) if lo == 1 < hi else None     # a one-row run
+    joined = joined_at(head, tail, lo) if lo == 1 < hi and not reads_float_weights(head) \
+      else None                                                     # a one-row run
     if joined is not None and kernel_fits(joined.inputs, joined.out, limit):
       # wired as the tail's output (the cut one stores the same first elements: item_at)
       stored = ScheduleItem(tail.out, joined.inputs, joined.name)
